@@ -1,0 +1,199 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SchemaVersion is the version of the event JSON in schemas/events. It
+// changes only additively.
+const SchemaVersion = 1
+
+// Kind is what an event does to its key.
+type Kind string
+
+// Event kinds. A delete and an expire are ordinary records, never Kafka
+// tombstones: the latest record per key must always describe a valid
+// state, including "absent since version N".
+const (
+	KindPut    Kind = "put"
+	KindDelete Kind = "delete"
+	KindExpire Kind = "expire"
+)
+
+// Ops say how a put came about.
+const (
+	OpSet    = "set"    // unconditional put
+	OpCreate = "create" // put with expectedVersion 0
+	OpCAS    = "cas"    // put with expectedVersion > 0
+	OpDelete = "delete"
+	OpExpire = "expire"
+)
+
+// Purposes are the allowed values of Semantics.Purpose.
+var Purposes = []string{"checkpoint", "feature_flag", "lock", "cursor", "counter", "config", "other"}
+
+// Semantics is what producers say about an entry, so the platform can
+// reason about usage and lifecycle.
+type Semantics struct {
+	Purpose       string   `json:"purpose"`
+	Producer      string   `json:"producer,omitempty"`
+	ConsumerHints []string `json:"consumerHints,omitempty"`
+	TTLSeconds    int64    `json:"ttlSeconds,omitempty"`
+}
+
+// Entry is the current state of a key, as reads return it.
+type Entry struct {
+	Key        string          `json:"key"`
+	Value      json.RawMessage `json:"value"`
+	Version    int64           `json:"version"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+	ExpiresAt  *time.Time      `json:"expiresAt,omitempty"`
+	LastWriter string          `json:"lastWriter"`
+	RequestID  string          `json:"requestId,omitempty"`
+	SpecRef    string          `json:"specRef,omitempty"`
+	Semantics  Semantics       `json:"semantics"`
+}
+
+// Expired reports whether the entry is past its expiry at now.
+func (e *Entry) Expired(now time.Time) bool {
+	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
+}
+
+// Event is one fact in the changelog kv.changes. It carries the full
+// resulting value (After) and the previous one (Before), so consumers fold
+// events without re-running business logic. (Key, Version) is its identity.
+type Event struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Key           string          `json:"key"`
+	Scope         string          `json:"scope"`
+	Version       int64           `json:"version"`
+	PrevVersion   int64           `json:"prevVersion"`
+	Kind          Kind            `json:"kind"`
+	Op            string          `json:"op"`
+	Before        json.RawMessage `json:"before"`
+	After         json.RawMessage `json:"after"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	ExpiresAt     *time.Time      `json:"expiresAt,omitempty"`
+	Semantics     Semantics       `json:"semantics"`
+	SpecRef       string          `json:"specRef,omitempty"`
+	RequestID     string          `json:"requestId,omitempty"`
+	// RequestDigest identifies the request body that produced the event, so
+	// a retried requestId can be told apart from a reused one.
+	RequestDigest string    `json:"requestDigest,omitempty"`
+	Principal     string    `json:"principal"`
+	TS            time.Time `json:"ts"`
+	WriterEpoch   int64     `json:"writerEpoch"`
+}
+
+// Live reports whether the key exists after the event.
+func (e *Event) Live() bool { return e.Kind == KindPut }
+
+// Entry returns the state of the key after the event. It is only
+// meaningful when Live.
+func (e *Event) Entry() Entry {
+	return Entry{
+		Key:        e.Key,
+		Value:      e.After,
+		Version:    e.Version,
+		CreatedAt:  e.CreatedAt,
+		UpdatedAt:  e.TS,
+		ExpiresAt:  e.ExpiresAt,
+		LastWriter: e.Principal,
+		RequestID:  e.RequestID,
+		SpecRef:    e.SpecRef,
+		Semantics:  e.Semantics,
+	}
+}
+
+// Marshal encodes the event as the JSON value of its Kafka record.
+func (e *Event) Marshal() ([]byte, error) {
+	return json.Marshal(e)
+}
+
+// Unmarshal decodes a record value into an event and checks the fields
+// every consumer relies on.
+func Unmarshal(b []byte) (Event, error) {
+	var e Event
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(&e); err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	if e.Key == "" || e.Version < 1 || e.PrevVersion >= e.Version {
+		return Event{}, fmt.Errorf("decode event: key %q version %d prevVersion %d is not a valid identity", e.Key, e.Version, e.PrevVersion)
+	}
+	switch e.Kind {
+	case KindPut, KindDelete, KindExpire:
+	default:
+		return Event{}, fmt.Errorf("decode event %s@%d: unknown kind %q", e.Key, e.Version, e.Kind)
+	}
+	return e, nil
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// idNamespace is the UUIDv5 namespace of event ids.
+var idNamespace = uuid.MustParse("6f1c4d52-4b0e-4c1a-9d7e-0c3e8a5b2f11")
+
+// EventID returns the CloudEvents id of the event (key, version): a UUIDv5,
+// the same for every delivery, so consumers can deduplicate on it.
+func EventID(key string, version int64) string {
+	return uuid.NewSHA1(idNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()
+}
+
+// CloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode headers
+// of an event; source names the producing service.
+func CloudEventHeaders(e *Event, source string) []Header {
+	return []Header{
+		{"ce_specversion", []byte("1.0")},
+		{"ce_id", []byte(EventID(e.Key, e.Version))},
+		{"ce_type", []byte("io.eskv.kv." + string(e.Kind))},
+		{"ce_source", []byte(source)},
+		{"ce_subject", []byte(e.Key)},
+		{"ce_time", []byte(e.TS.UTC().Format(time.RFC3339Nano))},
+		{"ce_dataschema", []byte("https://eskv.io/schemas/events/change.v1.json")},
+		{"content-type", []byte("application/json")},
+	}
+}
+
+// State is what is known of a key: the version of its last event and, when
+// the key exists, its entry. A key that never existed has Version 0; a
+// deleted or expired key keeps its last version, so a re-create continues
+// from it and versions never go back.
+type State struct {
+	Version       int64
+	Live          bool
+	Entry         Entry
+	RequestDigest string
+}
+
+// State returns the key's state after the event.
+func (e *Event) State() State {
+	s := State{Version: e.Version, Live: e.Live(), RequestDigest: e.RequestDigest}
+	if s.Live {
+		s.Entry = e.Entry()
+	} else {
+		s.Entry = Entry{Key: e.Key, Version: e.Version, UpdatedAt: e.TS, LastWriter: e.Principal, RequestID: e.RequestID}
+	}
+	return s
+}
+
+// Visible returns the entry a read sees at now, or nil when the key is
+// absent (never written, deleted, or past its expiry).
+func (s *State) Visible(now time.Time) *Entry {
+	if !s.Live || s.Entry.Expired(now) {
+		return nil
+	}
+	e := s.Entry
+	return &e
+}

@@ -1,0 +1,118 @@
+package events
+
+import (
+	"strings"
+)
+
+// MaxKeyLen is the longest key accepted, in bytes (keys are ASCII).
+const MaxKeyLen = 128
+
+// Key is a parsed, valid KV key: tenant/<tenant>/project/<project>/<path>.
+type Key struct {
+	Tenant  string
+	Project string
+	Path    string
+}
+
+// String returns the full key.
+func (k Key) String() string {
+	return "tenant/" + k.Tenant + "/project/" + k.Project + "/" + k.Path
+}
+
+// Scope returns the key's scope, tenant/<t>/project/<p>: the unit of
+// partitioning and of multi-key atomicity.
+func (k Key) Scope() string {
+	return "tenant/" + k.Tenant + "/project/" + k.Project
+}
+
+// ParseKey validates s against the key rules and returns it parsed. The
+// error is an *Error with code invalid and field "key", naming the rule
+// broken.
+func ParseKey(s string) (Key, error) {
+	return parseKey(s, "key")
+}
+
+func parseKey(s, field string) (Key, error) {
+	bad := func(format string, args ...any) (Key, error) {
+		return Key{}, FieldErrorf(EInvalid, field, format, args...)
+	}
+	if s == "" {
+		return bad("key is empty")
+	}
+	if len(s) > MaxKeyLen {
+		return bad("key is %d characters long; the limit is %d (hash longer identifiers)", len(s), MaxKeyLen)
+	}
+	if err := checkChars(s); err != "" {
+		return bad("%s", err)
+	}
+	parts := strings.Split(s, "/")
+	for i, p := range parts {
+		if p == "" {
+			return bad("component %d is empty (leading, trailing or doubled '/')", i+1)
+		}
+		if p == "." || p == ".." {
+			return bad("component %d is %q; relative components are not allowed", i+1, p)
+		}
+	}
+	if len(parts) < 5 || parts[0] != "tenant" || parts[2] != "project" {
+		return bad("key must look like tenant/<tenant>/project/<project>/<path>")
+	}
+	return Key{Tenant: parts[1], Project: parts[3], Path: strings.Join(parts[4:], "/")}, nil
+}
+
+// checkChars reports the first character outside lowercase a-z, 0-9, '-',
+// '_', '.', '/'.
+func checkChars(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == '/':
+		case c >= 'A' && c <= 'Z':
+			return "uppercase letters are not allowed (position " + itoa(i+1) + ")"
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return "whitespace is not allowed (position " + itoa(i+1) + ")"
+		default:
+			return "character at position " + itoa(i+1) + " is not one of a-z 0-9 - _ . /"
+		}
+	}
+	return ""
+}
+
+// ValidatePrefix checks a list prefix: the same characters as a key, at
+// most MaxKeyLen long, and it must start with tenant/<t>/project/<p>/ so
+// that a listing never crosses scopes.
+func ValidatePrefix(p string) error {
+	bad := func(format string, args ...any) error {
+		return FieldErrorf(EInvalid, "prefix", format, args...)
+	}
+	if len(p) > MaxKeyLen {
+		return bad("prefix is longer than %d characters", MaxKeyLen)
+	}
+	if err := checkChars(p); err != "" {
+		return bad("%s", err)
+	}
+	parts := strings.Split(p, "/")
+	if len(parts) < 5 || parts[0] != "tenant" || parts[1] == "" || parts[2] != "project" || parts[3] == "" {
+		return bad("prefix must start with tenant/<tenant>/project/<project>/")
+	}
+	for i, c := range parts[:len(parts)-1] {
+		if c == "" || c == "." || c == ".." {
+			return bad("component %d of the prefix is empty or relative", i+1)
+		}
+	}
+	return nil
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	n := len(b)
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b[n:])
+}
