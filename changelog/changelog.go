@@ -1,0 +1,110 @@
+// Package changelog is the Kafka side of the event vocabulary: the topics
+// kv.changes and kv.conflicts, their creation and checks, and the mapping
+// between events and Kafka records. Writer, projector and auditor share it.
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/events"
+)
+
+// Default topic names and partition count.
+const (
+	DefaultChangesTopic   = "kv.changes"
+	DefaultConflictsTopic = "kv.conflicts"
+	DefaultPartitions     = 12
+)
+
+// Topics names the two topics and the partition count of kv.changes.
+type Topics struct {
+	Changes    string
+	Conflicts  string
+	Partitions int32
+}
+
+// ErrPartitionCount means kv.changes exists with another partition count
+// than configured. Changing it would move keys between partitions and break
+// ownership and per-key order, so nothing runs until an operator decides.
+var ErrPartitionCount = errors.New("partition count of the changes topic differs from the configured one")
+
+// Ensure creates the topics when missing (kv.changes compacted, kv.conflicts
+// with delete policy) and checks that kv.changes has the configured
+// partition count.
+func Ensure(ctx context.Context, adm *kadm.Client, t Topics) error {
+	changesCfg := map[string]*string{
+		"cleanup.policy":        ptr("compact"),
+		"min.compaction.lag.ms": ptr("60000"),
+		"max.message.bytes":     ptr(strconv.Itoa(2 << 20)),
+	}
+	conflictsCfg := map[string]*string{
+		"cleanup.policy": ptr("delete"),
+		"retention.ms":   ptr(strconv.Itoa(7 * 24 * 3600 * 1000)),
+	}
+	for _, c := range []struct {
+		name string
+		cfg  map[string]*string
+	}{{t.Changes, changesCfg}, {t.Conflicts, conflictsCfg}} {
+		resp, err := adm.CreateTopic(ctx, t.Partitions, -1, c.cfg, c.name)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", c.name, err)
+		}
+		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", c.name, resp.Err)
+		}
+	}
+	return Check(ctx, adm, t)
+}
+
+// Check verifies that kv.changes exists with the configured partition count.
+func Check(ctx context.Context, adm *kadm.Client, t Topics) error {
+	details, err := adm.ListTopics(ctx, t.Changes)
+	if err != nil {
+		return fmt.Errorf("describe topic %s: %w", t.Changes, err)
+	}
+	d, ok := details[t.Changes]
+	if !ok || d.Err != nil {
+		return fmt.Errorf("describe topic %s: %v", t.Changes, d.Err)
+	}
+	if n := int32(len(d.Partitions)); n != t.Partitions {
+		return fmt.Errorf("%w: %s has %d partitions, configured %d", ErrPartitionCount, t.Changes, n, t.Partitions)
+	}
+	return nil
+}
+
+// Record returns the Kafka record of an event for partition p: the record
+// key is the full KV key (so compaction keeps the latest event per key),
+// the value is the event JSON and the headers are CloudEvents attributes.
+func Record(e *events.Event, topic string, p int32, source string) (*kgo.Record, error) {
+	b, err := e.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s@%d: %w", e.Key, e.Version, err)
+	}
+	hs := events.CloudEventHeaders(e, source)
+	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(e.Key), Value: b, Headers: make([]kgo.RecordHeader, len(hs))}
+	for i, h := range hs {
+		r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return r, nil
+}
+
+// Event decodes a kv.changes record and checks that its key matches.
+func Event(r *kgo.Record) (events.Event, error) {
+	e, err := events.Unmarshal(r.Value)
+	if err != nil {
+		return events.Event{}, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	if string(r.Key) != e.Key {
+		return events.Event{}, fmt.Errorf("%s/%d@%d: record key %q differs from event key %q", r.Topic, r.Partition, r.Offset, r.Key, e.Key)
+	}
+	return e, nil
+}
+
+func ptr(s string) *string { return &s }

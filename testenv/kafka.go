@@ -1,0 +1,54 @@
+// Package testenv starts and reaches the real services tests use: a
+// Kafka-protocol broker (kfake, in-process) and Postgres.
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
+)
+
+// Broker is an in-process Kafka-protocol broker with the eskv topics.
+type Broker struct {
+	Cluster *kfake.Cluster
+	Addrs   []string
+	Topics  changelog.Topics
+}
+
+// MustBroker starts a single-node kfake cluster on a random port, creates
+// kv.changes (compacted) and kv.conflicts with the given partition count,
+// and stops it when the test ends.
+func MustBroker(tb testing.TB, partitions int32) *Broker {
+	tb.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
+	if err != nil {
+		tb.Fatalf("start kfake: %v", err)
+	}
+	tb.Cleanup(c.Close)
+	b := &Broker{
+		Cluster: c,
+		Addrs:   c.ListenAddrs(),
+		Topics: changelog.Topics{
+			Changes:    changelog.DefaultChangesTopic,
+			Conflicts:  changelog.DefaultConflictsTopic,
+			Partitions: partitions,
+		},
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
+	if err != nil {
+		tb.Fatalf("kafka client: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := changelog.Ensure(ctx, kadm.NewClient(cl), b.Topics); err != nil {
+		tb.Fatalf("create topics: %v", err)
+	}
+	return b
+}
