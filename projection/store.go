@@ -1,0 +1,451 @@
+// Package projection is the Postgres projection of kv.changes: the fold of
+// the changelog into kv_entries (current state per key), kv_history (every
+// version) and projector_offsets (where the projector resumes), applied one
+// transaction per batch; and the reads the writer and the API make of it.
+package projection
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eskv/eskv/events"
+)
+
+// Store reads and writes the projection tables through a pgx pool. It is
+// safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store on pool. The schema must be migrated (Migrate).
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool}
+}
+
+// Applied is one event read from the changes topic, with its position.
+type Applied struct {
+	Partition int32
+	Offset    int64
+	Event     events.Event
+}
+
+const upsertEntries = `
+INSERT INTO kv_entries AS e (key, scope, partition, version, live, value, created_at, updated_at,
+    expires_at, last_writer, request_id, request_digest, spec_ref, semantics, kafka_offset)
+SELECT k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem::jsonb, o
+FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bool[], $6::text[],
+    $7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[],
+    $12::text[], $13::text[], $14::text[], $15::bigint[])
+    AS t(k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem, o)
+ON CONFLICT (key) DO UPDATE SET
+    scope = excluded.scope,
+    partition = excluded.partition,
+    version = excluded.version,
+    live = excluded.live,
+    value = excluded.value,
+    created_at = excluded.created_at,
+    updated_at = excluded.updated_at,
+    expires_at = excluded.expires_at,
+    last_writer = excluded.last_writer,
+    request_id = excluded.request_id,
+    request_digest = excluded.request_digest,
+    spec_ref = excluded.spec_ref,
+    semantics = excluded.semantics,
+    kafka_offset = excluded.kafka_offset
+WHERE e.version < excluded.version`
+
+const insertHistory = `
+INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
+SELECT k, v, kd, op, ts, p, o, ev::jsonb
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::int[],
+    $7::bigint[], $8::text[])
+    AS t(k, v, kd, op, ts, p, o, ev)
+ON CONFLICT (key, version) DO NOTHING`
+
+const upsertOffsets = `
+INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
+SELECT $1, p, o, now()
+FROM unnest($2::int[], $3::bigint[]) AS t(p, o)
+ON CONFLICT (topic, partition) DO UPDATE SET
+    next_offset = GREATEST(po.next_offset, excluded.next_offset),
+    updated_at = excluded.updated_at`
+
+// Apply folds a batch of events of topic into the projection in one
+// transaction: kv_entries takes each key's latest event unless the stored
+// version is already as new (so replays are no-ops), kv_history gets every
+// event it does not have yet, and projector_offsets moves to the highest
+// offset+1 per partition of the batch, never backwards. Put makes a key
+// live with value = after; delete and expire keep the row and its version
+// with live false and no value.
+//
+// Rows are written in key order, so two projectors that overlap briefly
+// after a rebalance take row locks in the same order and cannot deadlock.
+func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error {
+	if len(batch) == 0 {
+		return nil
+	}
+
+	// Fold to the latest event per key: one INSERT .. ON CONFLICT may not
+	// update a row twice.
+	latest := make(map[string]int, len(batch))
+	next := make(map[int32]int64)
+	for i := range batch {
+		a := &batch[i]
+		if j, ok := latest[a.Event.Key]; !ok || batch[j].Event.Version < a.Event.Version {
+			latest[a.Event.Key] = i
+		}
+		if n := a.Offset + 1; n > next[a.Partition] {
+			next[a.Partition] = n
+		}
+	}
+
+	var ent entryColumns
+	ent.grow(len(latest))
+	for _, k := range slices.Sorted(maps.Keys(latest)) {
+		if err := ent.add(&batch[latest[k]]); err != nil {
+			return err
+		}
+	}
+
+	hist := make([]int, len(batch))
+	for i := range hist {
+		hist[i] = i
+	}
+	slices.SortFunc(hist, func(a, b int) int {
+		ea, eb := &batch[a].Event, &batch[b].Event
+		return cmp.Or(cmp.Compare(ea.Key, eb.Key), cmp.Compare(ea.Version, eb.Version))
+	})
+	var h historyColumns
+	h.grow(len(batch))
+	for _, i := range hist {
+		if err := h.add(&batch[i]); err != nil {
+			return err
+		}
+	}
+
+	parts := make([]int32, 0, len(next))
+	offs := make([]int64, 0, len(next))
+	for _, p := range slices.Sorted(maps.Keys(next)) {
+		parts = append(parts, p)
+		offs = append(offs, next[p])
+	}
+
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(upsertEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
+			ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
+			ent.requestDigest, ent.specRef, ent.semantics, ent.offset)
+		b.Queue(insertHistory, h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event)
+		b.Queue(upsertOffsets, topic, parts, offs)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return translate("apply", err)
+}
+
+// entryColumns are the kv_entries rows of a batch, column by column, for
+// unnest().
+type entryColumns struct {
+	key, scope             []string
+	partition              []int32
+	version, offset        []int64
+	live                   []bool
+	value                  []*string
+	createdAt, expiresAt   []*time.Time
+	updatedAt              []time.Time
+	lastWriter, requestID  []string
+	requestDigest, specRef []string
+	semantics              []string
+}
+
+func (c *entryColumns) grow(n int) {
+	c.key = make([]string, 0, n)
+	c.scope = make([]string, 0, n)
+	c.partition = make([]int32, 0, n)
+	c.version = make([]int64, 0, n)
+	c.offset = make([]int64, 0, n)
+	c.live = make([]bool, 0, n)
+	c.value = make([]*string, 0, n)
+	c.createdAt = make([]*time.Time, 0, n)
+	c.expiresAt = make([]*time.Time, 0, n)
+	c.updatedAt = make([]time.Time, 0, n)
+	c.lastWriter = make([]string, 0, n)
+	c.requestID = make([]string, 0, n)
+	c.requestDigest = make([]string, 0, n)
+	c.specRef = make([]string, 0, n)
+	c.semantics = make([]string, 0, n)
+}
+
+func (c *entryColumns) add(a *Applied) error {
+	e := &a.Event
+	sem, err := json.Marshal(e.Semantics)
+	if err != nil {
+		return fmt.Errorf("projection: apply %s@%d: encode semantics: %w", e.Key, e.Version, err)
+	}
+	var value *string
+	var expires *time.Time
+	if e.Live() {
+		v := "null"
+		if len(e.After) > 0 {
+			v = string(e.After)
+		}
+		value = &v
+		expires = e.ExpiresAt
+	}
+	var created *time.Time
+	if !e.CreatedAt.IsZero() {
+		created = &e.CreatedAt
+	}
+	c.key = append(c.key, e.Key)
+	c.scope = append(c.scope, e.Scope)
+	c.partition = append(c.partition, a.Partition)
+	c.version = append(c.version, e.Version)
+	c.offset = append(c.offset, a.Offset)
+	c.live = append(c.live, e.Live())
+	c.value = append(c.value, value)
+	c.createdAt = append(c.createdAt, created)
+	c.expiresAt = append(c.expiresAt, expires)
+	c.updatedAt = append(c.updatedAt, e.TS)
+	c.lastWriter = append(c.lastWriter, e.Principal)
+	c.requestID = append(c.requestID, e.RequestID)
+	c.requestDigest = append(c.requestDigest, e.RequestDigest)
+	c.specRef = append(c.specRef, e.SpecRef)
+	c.semantics = append(c.semantics, string(sem))
+	return nil
+}
+
+// historyColumns are the kv_history rows of a batch, for unnest().
+type historyColumns struct {
+	key, kind, op, event []string
+	version, offset      []int64
+	ts                   []time.Time
+	partition            []int32
+}
+
+func (c *historyColumns) grow(n int) {
+	c.key = make([]string, 0, n)
+	c.kind = make([]string, 0, n)
+	c.op = make([]string, 0, n)
+	c.event = make([]string, 0, n)
+	c.version = make([]int64, 0, n)
+	c.offset = make([]int64, 0, n)
+	c.ts = make([]time.Time, 0, n)
+	c.partition = make([]int32, 0, n)
+}
+
+func (c *historyColumns) add(a *Applied) error {
+	e := &a.Event
+	b, err := e.Marshal()
+	if err != nil {
+		return fmt.Errorf("projection: apply %s@%d: encode event: %w", e.Key, e.Version, err)
+	}
+	c.key = append(c.key, e.Key)
+	c.kind = append(c.kind, string(e.Kind))
+	c.op = append(c.op, e.Op)
+	c.event = append(c.event, string(b))
+	c.version = append(c.version, e.Version)
+	c.offset = append(c.offset, a.Offset)
+	c.ts = append(c.ts, e.TS)
+	c.partition = append(c.partition, a.Partition)
+	return nil
+}
+
+// Offsets returns the next offset to read per partition of topic, as
+// stored by Apply. Partitions never applied are absent.
+func (s *Store) Offsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT partition, next_offset FROM projector_offsets WHERE topic = $1`, topic)
+	if err != nil {
+		return nil, translate("offsets", err)
+	}
+	out := make(map[int32]int64)
+	var p int32
+	var o int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &o}, func() error {
+		out[p] = o
+		return nil
+	})
+	if err != nil {
+		return nil, translate("offsets", err)
+	}
+	return out, nil
+}
+
+const stateColumns = `key, version, live, value, created_at, updated_at, expires_at,
+    last_writer, request_id, request_digest, spec_ref, semantics`
+
+// State returns what the projection knows of key: Version 0 and not Live
+// when the key was never written; a deleted or expired key keeps its last
+// version with Live false. An entry past its expiry but not yet expired by
+// an event is still Live here: State.Visible decides what a read sees.
+func (s *Store) State(ctx context.Context, key string) (events.State, error) {
+	st, err := scanState(s.pool.QueryRow(ctx, `SELECT `+stateColumns+` FROM kv_entries WHERE key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return events.State{}, nil
+	}
+	if err != nil {
+		return events.State{}, translate("state", err)
+	}
+	return st, nil
+}
+
+// States returns the states of many keys in one query. Every requested key
+// is in the map; keys never written have the zero State.
+func (s *Store) States(ctx context.Context, keys []string) (map[string]events.State, error) {
+	out := make(map[string]events.State, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+stateColumns+` FROM kv_entries WHERE key = ANY($1::text[])`, keys)
+	if err != nil {
+		return nil, translate("states", err)
+	}
+	defer rows.Close()
+	cache := make(semCache)
+	for rows.Next() {
+		st, err := scanStateCached(rows, cache)
+		if err != nil {
+			return nil, translate("states", err)
+		}
+		out[st.Entry.Key] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate("states", err)
+	}
+	for _, k := range keys {
+		if _, ok := out[k]; !ok {
+			out[k] = events.State{}
+		}
+	}
+	return out, nil
+}
+
+const listSQL = `SELECT ` + stateColumns + ` FROM kv_entries
+WHERE live AND key >= $1 AND key > $2 AND (expires_at IS NULL OR expires_at > $3)`
+
+// List returns the live entries whose key starts with prefix and sorts
+// after the cursor after (exclusive; "" for the first page), not expired
+// at now, in byte order of their keys, at most limit of them. truncated
+// reports that more entries follow the last one returned (use its key as
+// the next cursor). Keys are ASCII: a prefix with other bytes matches
+// nothing.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int, now time.Time) (entries []events.Entry, truncated bool, err error) {
+	if limit <= 0 {
+		return nil, false, events.FieldErrorf(events.EInvalid, "limit", "limit must be positive, got %d", limit)
+	}
+	if !ascii(prefix) || !ascii(after) {
+		return nil, false, nil
+	}
+	var rows pgx.Rows
+	if end, ok := prefixEnd(prefix); ok {
+		rows, err = s.pool.Query(ctx, listSQL+` AND key < $4 ORDER BY key LIMIT $5`, prefix, after, now, end, limit+1)
+	} else {
+		rows, err = s.pool.Query(ctx, listSQL+` ORDER BY key LIMIT $4`, prefix, after, now, limit+1)
+	}
+	if err != nil {
+		return nil, false, translate("list", err)
+	}
+	defer rows.Close()
+	entries = make([]events.Entry, 0, min(limit, 1024))
+	cache := make(semCache)
+	for rows.Next() {
+		if len(entries) == limit {
+			truncated = true
+			break
+		}
+		st, err := scanStateCached(rows, cache)
+		if err != nil {
+			return nil, false, translate("list", err)
+		}
+		entries = append(entries, st.Entry)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, translate("list", err)
+	}
+	return entries, truncated, nil
+}
+
+// scanState reads one row of stateColumns. A live row gives the full
+// entry; a deleted or expired one gives what events.Event.State gives for
+// such an event: key, version, update time, writer and request id.
+func scanState(row pgx.Row) (events.State, error) {
+	return scanStateCached(row, nil)
+}
+
+// semCache remembers decoded semantics by their JSON within one query:
+// rows of one listing mostly share them, and decoding is most of the
+// client's cost of a list.
+type semCache map[string]events.Semantics
+
+func scanStateCached(row pgx.Row, cache semCache) (events.State, error) {
+	var (
+		st               events.State
+		e                events.Entry
+		value            []byte
+		created, expires *time.Time
+		sem              []byte
+	)
+	if err := row.Scan(&e.Key, &st.Version, &st.Live, &value, &created, &e.UpdatedAt, &expires,
+		&e.LastWriter, &e.RequestID, &st.RequestDigest, &e.SpecRef, &sem); err != nil {
+		return events.State{}, err
+	}
+	e.Version = st.Version
+	e.UpdatedAt = e.UpdatedAt.UTC()
+	if !st.Live {
+		st.Entry = events.Entry{Key: e.Key, Version: e.Version, UpdatedAt: e.UpdatedAt, LastWriter: e.LastWriter, RequestID: e.RequestID}
+		return st, nil
+	}
+	e.Value = value
+	if created != nil {
+		e.CreatedAt = created.UTC()
+	}
+	if expires != nil {
+		t := expires.UTC()
+		e.ExpiresAt = &t
+	}
+	if c, ok := cache[string(sem)]; ok {
+		e.Semantics = c
+		e.Semantics.ConsumerHints = slices.Clone(c.ConsumerHints)
+	} else {
+		if err := json.Unmarshal(sem, &e.Semantics); err != nil {
+			return events.State{}, fmt.Errorf("decode semantics of %s: %w", e.Key, err)
+		}
+		if cache != nil {
+			c := e.Semantics
+			c.ConsumerHints = slices.Clone(c.ConsumerHints)
+			cache[string(sem)] = c
+		}
+	}
+	st.Entry = e
+	return st, nil
+}
+
+// prefixEnd returns the smallest ASCII string greater than every string
+// that starts with prefix, or false when there is none (no upper bound).
+func prefixEnd(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0x7f {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}

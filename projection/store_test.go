@@ -1,0 +1,482 @@
+package projection_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+var t0 = time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
+
+// event returns a valid event of key at version: a put of value, or a
+// delete or expire when value is "".
+func event(tb testing.TB, kind events.Kind, key string, version int64, value string) events.Event {
+	tb.Helper()
+	k, err := events.ParseKey(key)
+	if err != nil {
+		tb.Fatalf("bad test key: %v", err)
+	}
+	e := events.Event{
+		SchemaVersion: events.SchemaVersion,
+		Key:           key,
+		Scope:         k.Scope(),
+		Version:       version,
+		PrevVersion:   version - 1,
+		Kind:          kind,
+		CreatedAt:     t0,
+		Semantics:     events.Semantics{Purpose: "checkpoint", Producer: "test", ConsumerHints: []string{"x"}, TTLSeconds: 0},
+		SpecRef:       "spec/1",
+		RequestID:     fmt.Sprintf("req-%d", version),
+		RequestDigest: fmt.Sprintf("digest-%d", version),
+		Principal:     "alice",
+		TS:            t0.Add(time.Duration(version) * time.Second),
+		WriterEpoch:   1,
+	}
+	switch kind {
+	case events.KindPut:
+		e.Op = events.OpSet
+		e.After = json.RawMessage(value)
+	case events.KindDelete:
+		e.Op = events.OpDelete
+	case events.KindExpire:
+		e.Op = events.OpExpire
+	}
+	return e
+}
+
+func put(tb testing.TB, key string, version int64, value string) events.Event {
+	tb.Helper()
+	return event(tb, events.KindPut, key, version, value)
+}
+
+// batchOf numbers events on partition 0 from offset first.
+func batchOf(first int64, evs ...events.Event) []projection.Applied {
+	out := make([]projection.Applied, len(evs))
+	for i, e := range evs {
+		out[i] = projection.Applied{Partition: 0, Offset: first + int64(i), Event: e}
+	}
+	return out
+}
+
+func mustApply(tb testing.TB, s *projection.Store, topic string, batch []projection.Applied) {
+	tb.Helper()
+	if err := s.Apply(context.Background(), topic, batch); err != nil {
+		tb.Fatalf("apply: %v", err)
+	}
+}
+
+func mustState(tb testing.TB, s *projection.Store, key string) events.State {
+	tb.Helper()
+	st, err := s.State(context.Background(), key)
+	if err != nil {
+		tb.Fatalf("state %s: %v", key, err)
+	}
+	return st
+}
+
+// historyVersions returns the versions kv_history holds for key, in order.
+func historyVersions(tb testing.TB, pool *pgxpool.Pool, key string) []int64 {
+	tb.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT version FROM kv_history WHERE key = $1 ORDER BY version`, key)
+	if err != nil {
+		tb.Fatalf("history: %v", err)
+	}
+	var out []int64
+	var v int64
+	for rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			tb.Fatalf("history: %v", err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("history: %v", err)
+	}
+	return out
+}
+
+func TestApply(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+
+	tests := []struct {
+		name    string
+		batches func(key string) [][]events.Event
+		// want is the event whose State the projection must equal.
+		want    func(key string) events.Event
+		history []int64
+	}{
+		{
+			name:    "PutCreatesLiveEntry",
+			batches: func(k string) [][]events.Event { return [][]events.Event{{put(t, k, 1, `{"b":1,"a":[1, 2]}`)}} },
+			want:    func(k string) events.Event { return put(t, k, 1, `{"b":1,"a":[1, 2]}`) },
+			history: []int64{1},
+		},
+		{
+			name: "ReplayedBatchIsNoOp",
+			batches: func(k string) [][]events.Event {
+				b := []events.Event{put(t, k, 1, `1`), put(t, k, 2, `2`)}
+				return [][]events.Event{b, b}
+			},
+			want:    func(k string) events.Event { return put(t, k, 2, `2`) },
+			history: []int64{1, 2},
+		},
+		{
+			name: "OlderVersionAfterNewerIsIgnored",
+			batches: func(k string) [][]events.Event {
+				return [][]events.Event{{put(t, k, 1, `1`), put(t, k, 2, `2`)}, {put(t, k, 1, `"stale"`)}}
+			},
+			want:    func(k string) events.Event { return put(t, k, 2, `2`) },
+			history: []int64{1, 2},
+		},
+		{
+			name: "SeveralVersionsInOneBatchFoldToLatest",
+			batches: func(k string) [][]events.Event {
+				return [][]events.Event{{put(t, k, 1, `1`), put(t, k, 2, `2`), put(t, k, 3, `3`)}}
+			},
+			want:    func(k string) events.Event { return put(t, k, 3, `3`) },
+			history: []int64{1, 2, 3},
+		},
+		{
+			name: "DeleteKeepsVersionAndHidesEntry",
+			batches: func(k string) [][]events.Event {
+				return [][]events.Event{{put(t, k, 1, `1`)}, {event(t, events.KindDelete, k, 2, "")}}
+			},
+			want:    func(k string) events.Event { return event(t, events.KindDelete, k, 2, "") },
+			history: []int64{1, 2},
+		},
+		{
+			name: "ExpireKeepsVersionAndHidesEntry",
+			batches: func(k string) [][]events.Event {
+				return [][]events.Event{{put(t, k, 1, `1`), event(t, events.KindExpire, k, 2, "")}}
+			},
+			want:    func(k string) events.Event { return event(t, events.KindExpire, k, 2, "") },
+			history: []int64{1, 2},
+		},
+		{
+			name: "RecreateContinuesVersion",
+			batches: func(k string) [][]events.Event {
+				return [][]events.Event{{put(t, k, 1, `1`), event(t, events.KindDelete, k, 2, "")}, {put(t, k, 3, `"again"`)}}
+			},
+			want:    func(k string) events.Event { return put(t, k, 3, `"again"`) },
+			history: []int64{1, 2, 3},
+		},
+		{
+			name:    "NullValueIsLive",
+			batches: func(k string) [][]events.Event { return [][]events.Event{{put(t, k, 1, `null`)}} },
+			want:    func(k string) events.Event { return put(t, k, 1, `null`) },
+			history: []int64{1},
+		},
+		{
+			name: "ExpiryIsKept",
+			batches: func(k string) [][]events.Event {
+				e := put(t, k, 1, `true`)
+				exp := t0.Add(time.Hour)
+				e.ExpiresAt = &exp
+				e.Semantics.TTLSeconds = 3600
+				return [][]events.Event{{e}}
+			},
+			want: func(k string) events.Event {
+				e := put(t, k, 1, `true`)
+				exp := t0.Add(time.Hour)
+				e.ExpiresAt = &exp
+				e.Semantics.TTLSeconds = 3600
+				return e
+			},
+			history: []int64{1},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := fmt.Sprintf("tenant/t/project/apply%d/key", i)
+			topic := fmt.Sprintf("topic-%d", i)
+			var offset int64
+			for _, b := range tt.batches(key) {
+				mustApply(t, s, topic, batchOf(offset, b...))
+				offset += int64(len(b))
+			}
+			w := tt.want(key)
+			if got, want := mustState(t, s, key), w.State(); !reflect.DeepEqual(got, want) {
+				t.Errorf("state:\n got %+v\nwant %+v", got, want)
+			}
+			if got := historyVersions(t, pool, key); !slices.Equal(got, tt.history) {
+				t.Errorf("history versions %v, want %v", got, tt.history)
+			}
+		})
+	}
+}
+
+func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	key := "tenant/t/project/p/h"
+	e1, e2 := put(t, key, 1, `{"n":1}`), event(t, events.KindDelete, key, 2, "")
+	mustApply(t, s, "kv.changes", []projection.Applied{{Partition: 3, Offset: 10, Event: e1}, {Partition: 3, Offset: 11, Event: e2}})
+
+	rows, err := pool.Query(context.Background(),
+		`SELECT kind, op, partition, kafka_offset, event FROM kv_history WHERE key = $1 ORDER BY version`, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	// jsonb keeps the event's meaning, not its bytes (key order and
+	// spacing of values may change): compare decoded JSON.
+	var got []any
+	for rows.Next() {
+		var kind, op string
+		var part int32
+		var off int64
+		var raw []byte
+		if err := rows.Scan(&kind, &op, &part, &off, &raw); err != nil {
+			t.Fatal(err)
+		}
+		e, err := events.Unmarshal(raw)
+		if err != nil {
+			t.Fatalf("stored event does not decode: %v", err)
+		}
+		if kind != string(e.Kind) || op != e.Op || part != 3 || off != 10+int64(len(got)) {
+			t.Errorf("row columns kind=%s op=%s partition=%d offset=%d disagree with event %+v", kind, op, part, off, e)
+		}
+		got = append(got, generic(t, raw))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var want []any
+	for _, e := range []events.Event{e1, e2} {
+		b, err := e.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, generic(t, b))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("history events:\n got %v\nwant %v", got, want)
+	}
+}
+
+func generic(tb testing.TB, b []byte) any {
+	tb.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		tb.Fatalf("decode %s: %v", b, err)
+	}
+	return v
+}
+
+func TestApplyOffsets(t *testing.T) {
+	ctx := context.Background()
+	s := projection.New(testenv.MustPostgres(t))
+	const topic = "kv.changes"
+	at := func(p int32, o int64, e events.Event) projection.Applied {
+		return projection.Applied{Partition: p, Offset: o, Event: e}
+	}
+	k := func(i int) string { return fmt.Sprintf("tenant/t/project/p/k%d", i) }
+	invalid := put(t, k(6), 1, `1`)
+	invalid.Version = 0
+
+	steps := []struct {
+		name    string
+		batch   []projection.Applied
+		wantErr bool
+		want    map[int32]int64
+	}{
+		{
+			name:  "MaxOffsetPlusOnePerPartition",
+			batch: []projection.Applied{at(0, 5, put(t, k(1), 1, `1`)), at(0, 7, put(t, k(2), 1, `1`)), at(1, 3, put(t, k(3), 1, `1`))},
+			want:  map[int32]int64{0: 8, 1: 4},
+		},
+		{
+			name:  "OlderOffsetsDoNotRegress",
+			batch: []projection.Applied{at(0, 2, put(t, k(1), 1, `1`)), at(2, 0, put(t, k(4), 1, `1`))},
+			want:  map[int32]int64{0: 8, 1: 4, 2: 1},
+		},
+		{
+			name:  "NewerOffsetsAdvance",
+			batch: []projection.Applied{at(1, 9, put(t, k(3), 2, `2`))},
+			want:  map[int32]int64{0: 8, 1: 10, 2: 1},
+		},
+		{
+			// Version 0 breaks a CHECK constraint: the whole transaction
+			// rolls back, offsets included.
+			name:    "FailedBatchStoresNothing",
+			batch:   []projection.Applied{at(0, 20, put(t, k(5), 1, `1`)), at(0, 21, invalid)},
+			wantErr: true,
+			want:    map[int32]int64{0: 8, 1: 10, 2: 1},
+		},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			err := s.Apply(ctx, topic, st.batch)
+			if (err != nil) != st.wantErr {
+				t.Fatalf("apply error %v, want error %v", err, st.wantErr)
+			}
+			got, err := s.Offsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, st.want) {
+				t.Errorf("offsets %v, want %v", got, st.want)
+			}
+			if st.wantErr {
+				if v := mustState(t, s, k(5)); v.Version != 0 {
+					t.Errorf("entry of the failed batch is stored: %+v", v)
+				}
+			}
+		})
+	}
+	if other, err := s.Offsets(ctx, "other"); err != nil || len(other) != 0 {
+		t.Errorf("offsets of another topic: %v, %v; want none", other, err)
+	}
+}
+
+func TestStates(t *testing.T) {
+	s := projection.New(testenv.MustPostgres(t))
+	live, gone, never := "tenant/t/project/p/live", "tenant/t/project/p/gone", "tenant/t/project/p/never"
+	pLive, dGone := put(t, live, 4, `"v"`), event(t, events.KindDelete, gone, 2, "")
+	mustApply(t, s, "kv.changes", batchOf(0, put(t, gone, 1, `1`), dGone, pLive))
+
+	got, err := s.States(context.Background(), []string{live, gone, never})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]events.State{live: pLive.State(), gone: dGone.State(), never: {}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("states:\n got %+v\nwant %+v", got, want)
+	}
+	if st := mustState(t, s, never); st.Version != 0 || st.Live {
+		t.Errorf("absent key: %+v, want version 0, not live", st)
+	}
+	empty, err := s.States(context.Background(), nil)
+	if err != nil || len(empty) != 0 {
+		t.Errorf("no keys: %v, %v", empty, err)
+	}
+}
+
+func TestList(t *testing.T) {
+	s := projection.New(testenv.MustPostgres(t))
+	now := t0.Add(24 * time.Hour)
+	const p = "tenant/t/project/p/"
+	expiring := func(key string, at time.Time) events.Event {
+		e := put(t, key, 1, `"e"`)
+		e.ExpiresAt = &at
+		return e
+	}
+	mustApply(t, s, "kv.changes", batchOf(0,
+		put(t, p+"b", 1, `{"z":1,"a":2}`),
+		put(t, p+"a/c", 1, `1`),
+		put(t, p+"a-b", 1, `1`),
+		put(t, p+"a/b", 1, `1`),
+		put(t, p+"a.x", 1, `1`),
+		put(t, p+"deleted", 1, `1`),
+		event(t, events.KindDelete, p+"deleted", 2, ""),
+		expiring(p+"expired", now.Add(-time.Second)),
+		expiring(p+"expires-now", now),
+		expiring(p+"future", now.Add(time.Second)),
+		put(t, "tenant/t/project/q/a", 1, `1`),
+		put(t, "tenant/t/project/pp/a", 1, `1`),
+	))
+
+	all := []string{"a-b", "a.x", "a/b", "a/c", "b", "future"}
+	tests := []struct {
+		name          string
+		prefix, after string
+		limit         int
+		want          []string // without the prefix p
+		truncated     bool
+	}{
+		{name: "LiveUnexpiredInByteOrder", prefix: p, limit: 100, want: all},
+		{name: "PartialComponentPrefix", prefix: p + "a", limit: 100, want: []string{"a-b", "a.x", "a/b", "a/c"}},
+		{name: "DirectoryPrefix", prefix: p + "a/", limit: 100, want: []string{"a/b", "a/c"}},
+		{name: "LimitTruncates", prefix: p, limit: 2, want: []string{"a-b", "a.x"}, truncated: true},
+		{name: "CursorContinues", prefix: p, after: p + "a.x", limit: 2, want: []string{"a/b", "a/c"}, truncated: true},
+		{name: "LastPageNotTruncated", prefix: p, after: p + "a/c", limit: 2, want: []string{"b", "future"}},
+		{name: "ExactLimitNotTruncated", prefix: p, limit: len(all), want: all},
+		{name: "CursorBeforePrefix", prefix: p + "a/", after: "tenant/a", limit: 100, want: []string{"a/b", "a/c"}},
+		{name: "NoMatch", prefix: p + "zzz", limit: 10, want: []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			entries, truncated, err := s.List(context.Background(), tt.prefix, tt.after, tt.limit, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []string{}
+			for _, e := range entries {
+				got = append(got, e.Key[len(p):])
+			}
+			if !slices.Equal(got, tt.want) || truncated != tt.truncated {
+				t.Errorf("got %v truncated=%v, want %v truncated=%v", got, truncated, tt.want, tt.truncated)
+			}
+		})
+	}
+
+	t.Run("EntriesAreComplete", func(t *testing.T) {
+		entries, _, err := s.List(context.Background(), p+"b", "", 1, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := put(t, p+"b", 1, `{"z":1,"a":2}`)
+		want := e.Entry()
+		if len(entries) != 1 || !reflect.DeepEqual(entries[0], want) {
+			t.Errorf("got %+v, want %+v (value bytes as written)", entries, want)
+		}
+	})
+	t.Run("ErrNonPositiveLimit", func(t *testing.T) {
+		_, _, err := s.List(context.Background(), p, "", 0, now)
+		if events.ErrorCode(err) != events.EInvalid {
+			t.Errorf("error %v, want code %s", err, events.EInvalid)
+		}
+	})
+}
+
+// seed writes n keys under prefix, in batches like the projector's.
+func seed(tb testing.TB, s *projection.Store, prefix string, n int) {
+	tb.Helper()
+	var batch []events.Event
+	for i := range n {
+		batch = append(batch, put(tb, fmt.Sprintf("%s%06d", prefix, i), 1, `{"cursor":12345,"owner":"worker-7"}`))
+		if len(batch) == 500 || i == n-1 {
+			mustApply(tb, s, "kv.changes", batchOf(int64(i), batch...))
+			batch = batch[:0]
+		}
+	}
+}
+
+func BenchmarkList1000(b *testing.B) {
+	s := projection.New(testenv.MustPostgres(b))
+	seed(b, s, "tenant/t/project/bench/k/", 1000)
+	seed(b, s, "tenant/t/project/other/k/", 5000)
+	ctx := context.Background()
+	now := time.Now()
+	b.ResetTimer()
+	for b.Loop() {
+		entries, truncated, err := s.List(ctx, "tenant/t/project/bench/", "", 1000, now)
+		if err != nil || len(entries) != 1000 || truncated {
+			b.Fatalf("list: %d entries, truncated %v, %v", len(entries), truncated, err)
+		}
+	}
+}
+
+func BenchmarkState(b *testing.B) {
+	s := projection.New(testenv.MustPostgres(b))
+	seed(b, s, "tenant/t/project/bench/k/", 5000)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		st, err := s.State(ctx, "tenant/t/project/bench/k/002500")
+		if err != nil || !st.Live {
+			b.Fatalf("state: %+v, %v", st, err)
+		}
+	}
+}
