@@ -5,6 +5,7 @@ package changelog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -108,3 +109,21 @@ func Event(r *kgo.Record) (events.Event, error) {
 }
 
 func ptr(s string) *string { return &s }
+
+// ConflictRecord returns the kv.conflicts record of a rejected CAS.
+func ConflictRecord(c *events.Conflict, topic string, p int32) (*kgo.Record, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode conflict %s: %w", c.ID, err)
+	}
+	return &kgo.Record{
+		Topic: topic, Partition: p, Key: []byte(c.Key), Value: b,
+		Headers: []kgo.RecordHeader{
+			{Key: "ce_specversion", Value: []byte("1.0")},
+			{Key: "ce_id", Value: []byte(c.ID)},
+			{Key: "ce_type", Value: []byte("io.eskv.kv.conflict")},
+			{Key: "ce_subject", Value: []byte(c.Key)},
+			{Key: "content-type", Value: []byte("application/json")},
+		},
+	}, nil
+}

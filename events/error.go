@@ -29,6 +29,9 @@ type Error struct {
 	// Current is set on version_conflict: the entry as it is now (nil when
 	// the key does not exist).
 	Current *Entry
+	// CorrelationID ties a version_conflict answer to its WARN log line and
+	// its kv.conflicts record.
+	CorrelationID string
 	// RetryAfterSeconds is set on partition_unavailable.
 	RetryAfterSeconds int
 }

@@ -52,3 +52,20 @@ func MustBroker(tb testing.TB, partitions int32) *Broker {
 	}
 	return b
 }
+
+// EndOffsets returns the last stable offset of each partition of topic.
+func EndOffsets(ctx context.Context, tb testing.TB, cl *kgo.Client, topic string) map[int32]int64 {
+	tb.Helper()
+	lo, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		tb.Fatalf("list offsets: %v", err)
+	}
+	out := map[int32]int64{}
+	lo.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			tb.Fatalf("list offsets %s/%d: %v", topic, o.Partition, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out
+}

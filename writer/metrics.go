@@ -1,0 +1,47 @@
+package writer
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	writes            *prometheus.CounterVec
+	batchSize         prometheus.Histogram
+	txnSeconds        prometheus.Histogram
+	txnFailures       prometheus.Counter
+	ownershipRestarts prometheus.Counter
+	partitionsReady   prometheus.Gauge
+	overlaySize       *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eskv_writer_writes_total", Help: "Write requests decided, by outcome (ok, conflict, replayed, or an error code).",
+		}, []string{"outcome"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_batch_size", Help: "Requests decided per Kafka transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+		txnSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_batch_seconds", Help: "Time to decide and commit one batch.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
+		}),
+		txnFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_transaction_failures_total", Help: "Kafka transactions that failed (the partition is fenced and caught up again).",
+		}),
+		ownershipRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_ownership_restarts_total", Help: "Times a partition was re-fenced and caught up after an error.",
+		}),
+		partitionsReady: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_writer_partitions_ready", Help: "Partitions this writer owns and has caught up.",
+		}),
+		overlaySize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eskv_writer_overlay_entries", Help: "Keys whose latest event the projection does not hold yet.",
+		}, []string{"partition"}),
+	}
+	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,410 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+)
+
+// call is one request waiting for its answer.
+type call struct {
+	req  *Request
+	done chan answer // buffered: the partition never blocks on an answer
+}
+
+type answer struct {
+	res Result
+	err error
+}
+
+// overlayEntry is the state of a key after an event that the projection
+// may not hold yet, with the event's offset.
+type overlayEntry struct {
+	state  events.State
+	offset int64
+}
+
+// partition is this writer's ownership of one partition of kv.changes: the
+// only goroutine that appends to it, its overlay, and its request queue.
+type partition struct {
+	id    int32
+	w     *Writer
+	log   *slog.Logger
+	calls chan *call
+
+	mu      sync.RWMutex
+	ready   bool
+	epoch   int64
+	overlay map[string]overlayEntry
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newPartition(w *Writer, id int32) *partition {
+	return &partition{
+		id:    id,
+		w:     w,
+		log:   w.log.With("partition", id),
+		calls: make(chan *call, w.cfg.QueueDepth),
+		done:  make(chan struct{}),
+	}
+}
+
+// errUnavailable is the answer while the partition is not ready.
+func errUnavailable(p int32, why string) error {
+	return &events.Error{Code: events.EUnavailable, Message: fmt.Sprintf("partition %d is %s; retry", p, why), RetryAfterSeconds: 1}
+}
+
+// submit queues a request, or refuses it at once when the partition is not
+// ready or its queue is full. Holding the read lock while sending means no
+// call is queued after the partition stopped being ready and drained.
+func (p *partition) submit(c *call) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.ready {
+		return errUnavailable(p.id, "catching up or moving between writers")
+	}
+	select {
+	case p.calls <- c:
+		return nil
+	default:
+		return errUnavailable(p.id, "overloaded")
+	}
+}
+
+// run owns the partition until ctx ends, re-fencing and catching up again
+// after any failure: a failed transaction may or may not have committed,
+// so the only safe state to continue from is the log itself.
+func (p *partition) run(ctx context.Context) {
+	defer close(p.done)
+	backoff := 100 * time.Millisecond
+	for {
+		err := p.own(ctx)
+		p.setReady(false, 0, nil)
+		p.failQueued()
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("partition ownership interrupted; fencing and catching up again", "err", err, "backoff", backoff)
+		p.w.metrics.ownershipRestarts.Inc()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlayEntry) {
+	p.mu.Lock()
+	p.ready, p.epoch, p.overlay = ready, epoch, overlay
+	p.mu.Unlock()
+}
+
+func (p *partition) failQueued() {
+	for {
+		select {
+		case c := <-p.calls:
+			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
+		default:
+			return
+		}
+	}
+}
+
+// own fences older owners, catches up, and serves requests until an error
+// or the end of ctx.
+func (p *partition) own(ctx context.Context) error {
+	cfg := p.w.cfg
+	prod, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.TransactionalID(fmt.Sprintf("%s%d", cfg.TransactionalIDPrefix, p.id)),
+		kgo.TransactionTimeout(cfg.TransactionTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(4<<20),
+		kgo.WithLogger(kslog.New(p.log)),
+	)
+	if err != nil {
+		return fmt.Errorf("producer: %w", err)
+	}
+	defer prod.Close()
+
+	// InitProducerID bumps the epoch of kv-writer-p<N>: any older owner's
+	// open transaction is aborted and its next produce or commit fails.
+	_, epoch, err := prod.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	overlay, err := p.catchUp(ctx)
+	if err != nil {
+		return fmt.Errorf("catch up: %w", err)
+	}
+	p.setReady(true, int64(epoch), overlay)
+	p.w.metrics.partitionsReady.Inc()
+	defer p.w.metrics.partitionsReady.Dec()
+	p.log.Info("partition owned", "epoch", epoch, "overlay", len(overlay))
+
+	batch := make([]*call, 0, cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case c := <-p.calls:
+			batch = append(batch, c)
+		}
+		// Group commit without a linger: take whatever queued while the
+		// previous transaction was in flight.
+	drain:
+		for len(batch) < cfg.MaxBatch {
+			select {
+			case c := <-p.calls:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		if err := p.process(ctx, prod, int64(epoch), batch); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp reads the partition from the projector's stored offset up to the
+// last stable offset, returning the events the projection may not hold.
+func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, error) {
+	cfg := p.w.cfg
+	stored, err := p.w.proj.Offsets(ctx, cfg.Topics.Changes)
+	if err != nil {
+		return nil, fmt.Errorf("projector offsets: %w", err)
+	}
+	from := stored[p.id]
+	lso, err := p.w.adm.ListCommittedOffsets(ctx, cfg.Topics.Changes)
+	if err != nil {
+		return nil, fmt.Errorf("last stable offset: %w", err)
+	}
+	lo, ok := lso.Lookup(cfg.Topics.Changes, p.id)
+	if !ok || lo.Err != nil {
+		return nil, fmt.Errorf("last stable offset of partition %d: %v", p.id, lo.Err)
+	}
+	end := lo.Offset
+	overlay := make(map[string]overlayEntry)
+	if from >= end {
+		return overlay, nil
+	}
+	cons, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topics.Changes: {p.id: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records make every offset below the last stable offset
+		// visible, so "read up to end" has a precise stopping point.
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(250*time.Millisecond),
+		kgo.WithLogger(kslog.New(p.log)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close()
+	pos := from
+	for pos < end {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cons.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		var derr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if derr != nil || r.Offset >= end {
+				return
+			}
+			pos = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
+			e, err := changelog.Event(r)
+			if err != nil {
+				derr = err
+				return
+			}
+			overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
+		})
+		if derr != nil {
+			return nil, derr
+		}
+		if fs.NumRecords() == 0 && pos < end {
+			// Compaction may have removed the records just below end. The
+			// projection holding everything below end is as good: then it
+			// alone is the current state.
+			stored, err := p.w.proj.Offsets(ctx, cfg.Topics.Changes)
+			if err != nil {
+				return nil, fmt.Errorf("projector offsets: %w", err)
+			}
+			if stored[p.id] >= end {
+				return make(map[string]overlayEntry), nil
+			}
+		}
+	}
+	return overlay, nil
+}
+
+// process decides a batch against the overlay and the projection, appends
+// the accepted events and the conflict records in one transaction, and
+// answers every call once the transaction committed.
+func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, batch []*call) error {
+	cfg := p.w.cfg
+	start := time.Now()
+	// A transaction, once started, is finished even when ownership ends
+	// meanwhile: cancelling EndTransaction would leave its outcome unknown.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
+	defer cancel()
+
+	states := make(map[string]events.State, len(batch))
+	var missing []string
+	p.mu.RLock()
+	for _, c := range batch {
+		k := c.req.Key.String()
+		if e, ok := p.overlay[k]; ok {
+			states[k] = e.state
+		} else if _, seen := states[k]; !seen {
+			states[k] = events.State{}
+			missing = append(missing, k)
+		}
+	}
+	p.mu.RUnlock()
+	if len(missing) > 0 {
+		got, err := p.w.proj.States(tctx, missing)
+		if err != nil {
+			p.log.Error("read projection", "err", err)
+			for _, c := range batch {
+				c.done <- answer{err: errUnavailable(p.id, "unable to read the projection")}
+			}
+			return nil
+		}
+		for k, s := range got {
+			states[k] = s
+		}
+	}
+
+	now := time.Now().UTC()
+	ds := make([]decision, len(batch))
+	var recs []*kgo.Record
+	var evIdx []int // batch index of each kv.changes record
+	for i, c := range batch {
+		k := c.req.Key.String()
+		d := Decide(states[k], c.req, now, epoch)
+		ds[i] = d
+		switch {
+		case d.event != nil:
+			r, err := changelog.Record(d.event, cfg.Topics.Changes, p.id, cfg.Source)
+			if err != nil {
+				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
+				continue
+			}
+			states[k] = d.event.State()
+			recs = append(recs, r)
+			evIdx = append(evIdx, i)
+		case d.conflict != nil:
+			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id)
+			if err == nil {
+				recs = append(recs, r)
+			}
+		}
+	}
+
+	if len(recs) > 0 {
+		if err := p.commit(tctx, prod, recs); err != nil {
+			for i, c := range batch {
+				if ds[i].event != nil || ds[i].conflict != nil {
+					c.done <- answer{err: errUnavailable(p.id, "unable to commit the write (its outcome is unknown: retry with the same requestId)")}
+				} else {
+					c.done <- answer{res: ds[i].result, err: ds[i].err}
+				}
+			}
+			p.w.metrics.txnFailures.Inc()
+			return err
+		}
+	}
+
+	p.mu.Lock()
+	j := 0
+	for _, r := range recs {
+		if r.Topic != cfg.Topics.Changes {
+			continue
+		}
+		e := ds[evIdx[j]].event
+		p.overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
+		j++
+	}
+	p.mu.Unlock()
+
+	p.w.metrics.batchSize.Observe(float64(len(batch)))
+	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
+	for i, c := range batch {
+		d := ds[i]
+		p.w.logDecision(c.req, d)
+		c.done <- answer{res: d.result, err: d.err}
+	}
+	return nil
+}
+
+// commit appends records in one Kafka transaction.
+func (p *partition) commit(ctx context.Context, prod *kgo.Client, recs []*kgo.Record) error {
+	if err := prod.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		// The producer is dropped with the partition; the next owner's
+		// fencing aborts the open transaction.
+		return fmt.Errorf("produce: %w", err)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// lookup returns the overlay's state of key when the partition is ready
+// and holds one.
+func (p *partition) lookup(key string) (events.State, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.ready {
+		return events.State{}, false
+	}
+	e, ok := p.overlay[key]
+	return e.state, ok
+}
+
+// trim drops overlay entries the projection holds (offset below next).
+func (p *partition) trim(next int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, e := range p.overlay {
+		if e.offset < next {
+			delete(p.overlay, k)
+		}
+	}
+	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))
+}

@@ -1,0 +1,319 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+)
+
+// Group is the consumer group through which writers share partitions. It
+// is part of the API: renaming it loses ownership history.
+const Group = "kv-writer"
+
+// Projection is what the writer reads from the Postgres projection.
+type Projection interface {
+	State(ctx context.Context, key string) (events.State, error)
+	States(ctx context.Context, keys []string) (map[string]events.State, error)
+	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
+}
+
+// Config configures a Writer.
+type Config struct {
+	Brokers []string
+	Topics  changelog.Topics
+	// CreateTopics creates missing topics at start; otherwise they must
+	// exist. Either way a partition-count mismatch stops the writer.
+	CreateTopics bool
+	// Group is the consumer group (default Group).
+	Group string
+	// InstanceID is this writer's static group membership id: a restarted
+	// writer with the same id takes its partitions back without waiting
+	// for a session timeout. Empty means dynamic membership.
+	InstanceID string
+	// TransactionalIDPrefix + partition is the transactional.id that fences
+	// older owners of a partition (default "kv-writer-p").
+	TransactionalIDPrefix string
+	TransactionTimeout    time.Duration
+	SessionTimeout        time.Duration
+	// MaxBatch bounds the requests decided and committed in one transaction.
+	MaxBatch int
+	// QueueDepth bounds the requests waiting per partition.
+	QueueDepth int
+	// Source is the CloudEvents source of produced events.
+	Source string
+	// TrimInterval is how often the overlay drops what the projection holds.
+	TrimInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Group == "" {
+		c.Group = Group
+	}
+	if c.TransactionalIDPrefix == "" {
+		c.TransactionalIDPrefix = "kv-writer-p"
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 10 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 512
+	}
+	if c.QueueDepth == 0 {
+		c.QueueDepth = 8192
+	}
+	if c.Source == "" {
+		c.Source = "eskv-writer"
+	}
+	if c.TrimInterval == 0 {
+		c.TrimInterval = 50 * time.Millisecond
+	}
+}
+
+// Writer owns partitions of kv.changes and appends validated writes to them.
+type Writer struct {
+	cfg     Config
+	proj    Projection
+	log     *slog.Logger
+	metrics *metrics
+	adm     *kadm.Client
+	admCl   *kgo.Client
+
+	mu     sync.RWMutex
+	parts  map[int32]*partition
+	joined bool
+}
+
+// New returns a Writer; Run starts it.
+func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registerer) (*Writer, error) {
+	cfg.setDefaults()
+	if len(cfg.Brokers) == 0 || cfg.Topics.Changes == "" || cfg.Topics.Conflicts == "" || cfg.Topics.Partitions < 1 {
+		return nil, errors.New("writer: brokers, topics and partition count are required")
+	}
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.WithLogger(kslog.New(log)))
+	if err != nil {
+		return nil, fmt.Errorf("writer: kafka client: %w", err)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		admCl.Close()
+		return nil, err
+	}
+	return &Writer{
+		cfg: cfg, proj: proj, log: log, metrics: m,
+		adm: kadm.NewClient(admCl), admCl: admCl,
+		parts: make(map[int32]*partition),
+	}, nil
+}
+
+// Run joins the writer group and owns the partitions it is assigned until
+// ctx ends; then it stops every partition and leaves the group.
+func (w *Writer) Run(ctx context.Context) error {
+	defer w.admCl.Close()
+	if w.cfg.CreateTopics {
+		if err := changelog.Ensure(ctx, w.adm, w.cfg.Topics); err != nil {
+			return err
+		}
+	} else if err := changelog.Check(ctx, w.adm, w.cfg.Topics); err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(w.cfg.Brokers...),
+		kgo.ConsumerGroup(w.cfg.Group),
+		kgo.ConsumeTopics(w.cfg.Topics.Changes),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.SessionTimeout(w.cfg.SessionTimeout),
+		kgo.RebalanceTimeout(w.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(w.cfg.SessionTimeout / 10),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			w.assign(runCtx, m[w.cfg.Topics.Changes])
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			w.revoke(m[w.cfg.Topics.Changes])
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			w.revoke(m[w.cfg.Topics.Changes])
+		}),
+		kgo.WithLogger(kslog.New(w.log)),
+	}
+	if w.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(w.cfg.InstanceID))
+	}
+	group, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("writer: group client: %w", err)
+	}
+	// The group only assigns ownership; catch-up reads with its own
+	// consumer, so the group client never fetches.
+	group.PauseFetchTopics(w.cfg.Topics.Changes)
+
+	t := time.NewTicker(w.cfg.TrimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			w.log.Info("writer stopping: leaving the group")
+			group.Close() // revokes every partition first
+			w.revoke(w.owned())
+			return nil
+		case <-t.C:
+			w.trim(ctx)
+		}
+	}
+}
+
+func (w *Writer) assign(ctx context.Context, ps []int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.joined = true
+	for _, id := range ps {
+		if _, ok := w.parts[id]; ok {
+			continue
+		}
+		p := newPartition(w, id)
+		pctx, cancel := context.WithCancel(ctx)
+		p.cancel = cancel
+		w.parts[id] = p
+		go p.run(pctx)
+	}
+	w.log.Info("partitions assigned", "partitions", ps)
+}
+
+// revoke stops the partitions and waits until they stopped appending: the
+// group hands them to another writer only after this returns.
+func (w *Writer) revoke(ps []int32) {
+	w.mu.Lock()
+	var stopping []*partition
+	for _, id := range ps {
+		if p, ok := w.parts[id]; ok {
+			delete(w.parts, id)
+			p.cancel()
+			stopping = append(stopping, p)
+		}
+	}
+	w.mu.Unlock()
+	for _, p := range stopping {
+		<-p.done
+		p.failQueued()
+	}
+	if len(stopping) > 0 {
+		w.log.Info("partitions revoked", "partitions", ps)
+	}
+}
+
+func (w *Writer) owned() []int32 {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	ps := make([]int32, 0, len(w.parts))
+	for id := range w.parts {
+		ps = append(ps, id)
+	}
+	return ps
+}
+
+func (w *Writer) trim(ctx context.Context) {
+	offs, err := w.proj.Offsets(ctx, w.cfg.Topics.Changes)
+	if err != nil {
+		w.log.Warn("read projector offsets", "err", err)
+		return
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for id, p := range w.parts {
+		p.trim(offs[id])
+	}
+}
+
+func (w *Writer) partition(key events.Key) (int32, *partition) {
+	id := events.Partition(key.Scope(), w.cfg.Topics.Partitions)
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return id, w.parts[id]
+}
+
+// Do decides and appends one write, and answers once it committed (or was
+// rejected). Errors are *events.Error.
+func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
+	id, p := w.partition(r.Key)
+	if p == nil {
+		return Result{}, errUnavailable(id, "not owned by this writer")
+	}
+	c := &call{req: r, done: make(chan answer, 1)}
+	if err := p.submit(c); err != nil {
+		return Result{}, err
+	}
+	select {
+	case a := <-c.done:
+		return a.res, a.err
+	case <-ctx.Done():
+		return Result{}, errUnavailable(id, "slow to answer (the write may still commit: retry with the same requestId)")
+	}
+}
+
+// State returns the current state of a key: from this writer's overlay
+// when it owns the key's partition and holds a newer event than the
+// projection, else from the projection.
+func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error) {
+	_, p := w.partition(key)
+	if p != nil {
+		if s, ok := p.lookup(key.String()); ok {
+			return s, nil
+		}
+	}
+	return w.proj.State(ctx, key.String())
+}
+
+// Ready reports whether the writer joined the group and every partition it
+// owns has caught up.
+func (w *Writer) Ready() bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if !w.joined || len(w.parts) == 0 {
+		return false
+	}
+	for _, p := range w.parts {
+		p.mu.RLock()
+		ok := p.ready
+		p.mu.RUnlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Writer) logDecision(r *Request, d decision) {
+	switch {
+	case d.event != nil:
+		w.metrics.writes.WithLabelValues("ok").Inc()
+		w.log.Info("write", "key", d.event.Key, "version", d.event.Version, "kind", d.event.Kind, "op", d.event.Op,
+			"purpose", d.event.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
+	case d.conflict != nil:
+		w.metrics.writes.WithLabelValues("conflict").Inc()
+		w.log.Warn("version conflict", "correlationId", d.conflict.ID, "key", d.conflict.Key,
+			"expectedVersion", d.conflict.ExpectedVersion, "currentVersion", d.conflict.CurrentVersion,
+			"reason", d.conflict.Reason, "purpose", r.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
+	case d.result.Replayed:
+		w.metrics.writes.WithLabelValues("replayed").Inc()
+		w.log.Info("write replayed", "key", r.Key.String(), "version", d.result.Entry.Version, "requestId", r.RequestID, "principal", r.Principal)
+	default:
+		w.metrics.writes.WithLabelValues(events.ErrorCode(d.err)).Inc()
+	}
+}
