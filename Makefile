@@ -1,0 +1,34 @@
+# eskv: `make run` starts the local stack, `make test` runs every test.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+.PHONY: run test test-unit lint build bench clean
+
+run:
+	bash scripts/run-local.sh
+
+test:
+	bash scripts/test-services.sh
+	go vet ./...
+	go test -race -count=1 -timeout 12m ./...
+
+test-unit:
+	ESKV_UNIT_ONLY=1 go test -short ./...
+
+lint:
+	@unformatted=$$(gofmt -l .); \
+	if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	bash scripts/ensure-tools.sh
+	"$$(go env GOPATH)/bin/staticcheck" ./...
+
+build:
+	go build -o bin/ ./cmd/...
+
+bench:
+	if [[ -d cmd/eskvbench ]]; then go run ./cmd/eskvbench $(BENCH_ARGS); \
+	else go test -run '^$$' -bench . -benchmem ./...; fi
+
+clean:
+	rm -rf .eskv bin
