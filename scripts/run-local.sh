@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# run-local.sh (make run): the whole stack on this machine, in the foreground.
+#
+# Postgres (started or installed by ensure-postgres.sh), the dev broker (kfake
+# persisting to .eskv/broker), the projector and the writer. State lives under
+# .eskv/ (git-ignored) and survives restarts: bin/, broker/, logs/, dev-token.
+# Ctrl-C stops writer, projector and broker, in that order.
+#
+# Environment (defaults in brackets):
+#   ESKV_HTTP_ADDR       writer API address [127.0.0.1:8080]
+#   ESKV_DEV_TOKEN       bearer token [.eskv/dev-token, generated once]
+#   ESKV_BROKER_PORT     dev broker port on 127.0.0.1 [19092]
+#   ESKV_POSTGRES_URL    [postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable]
+#   ESKV_PROJECTOR_ADDR  projector health/metrics address [127.0.0.1:8081]
+#   ESKV_READY_WAIT      seconds to wait for /readyz [60]
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
+
+state=.eskv
+mkdir -p "$state/bin" "$state/broker" "$state/logs"
+
+log() { printf 'run-local: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+export ESKV_BROKER_PORT=${ESKV_BROKER_PORT:-19092}
+export ESKV_BROKER_DATA=$state/broker
+export ESKV_BROKERS=127.0.0.1:$ESKV_BROKER_PORT
+export ESKV_POSTGRES_URL=${ESKV_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable}
+export ESKV_HTTP_ADDR=${ESKV_HTTP_ADDR:-127.0.0.1:8080}
+export ESKV_PROJECTOR_ADDR=${ESKV_PROJECTOR_ADDR:-127.0.0.1:8081}
+ready_wait=${ESKV_READY_WAIT:-60}
+
+http_host=${ESKV_HTTP_ADDR%:*}
+http_port=${ESKV_HTTP_ADDR##*:}
+case $http_host in "" | 0.0.0.0 | "[::]") http_host=127.0.0.1 ;; esac
+addr=$http_host:$http_port
+
+command -v curl >/dev/null || {
+	log "installing curl"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >&2 ||
+		die "curl is needed: apt-get install curl"
+}
+
+# Refuse to start a second stack over a running one.
+port_open 127.0.0.1 "$ESKV_BROKER_PORT" &&
+	die "127.0.0.1:$ESKV_BROKER_PORT is already in use (another make run?)"
+port_open "$http_host" "$http_port" &&
+	die "$addr is already in use (another make run?); set ESKV_HTTP_ADDR"
+
+bash scripts/ensure-postgres.sh eskv
+
+# Build what exists of the commands (some are still being written); the
+# broker and the writer are required. The auditor is built but not started
+# yet: it needs ClickHouse.
+pkgs=()
+for c in devbroker writer projector auditor; do
+	compgen -G "cmd/$c/*.go" >/dev/null && pkgs+=("./cmd/$c")
+done
+for c in devbroker writer; do
+	[[ " ${pkgs[*]} " == *" ./cmd/$c "* ]] || die "cmd/$c does not exist yet"
+done
+log "building ${pkgs[*]}"
+go build -o "$state/bin/" "${pkgs[@]}"
+
+if [[ -n ${ESKV_DEV_TOKEN:-} ]]; then
+	:
+elif [[ -s $state/dev-token ]]; then
+	ESKV_DEV_TOKEN=$(<"$state/dev-token")
+else
+	ESKV_DEV_TOKEN=dev-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	(umask 077 && printf '%s\n' "$ESKV_DEV_TOKEN" >"$state/dev-token")
+fi
+export ESKV_DEV_TOKEN
+
+declare -A pids=()
+
+tail_logs() {
+	local name
+	for name in "$@"; do
+		[[ -f $state/logs/$name.log ]] || continue
+		printf '\n==> %s/logs/%s.log (last 20 lines) <==\n' "$state" "$name" >&2
+		tail -n 20 "$state/logs/$name.log" >&2
+	done
+}
+
+stop() {
+	local name=$1 pid=${pids[$1]:-} i
+	[[ -n $pid ]] || return 0
+	if kill -TERM "$pid" 2>/dev/null; then
+		for ((i = 0; i < 100; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			log "$name did not stop within 20s; killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	wait "$pid" 2>/dev/null || true
+	unset "pids[$name]"
+}
+
+cleanup() {
+	local rc=$?
+	trap - INT TERM EXIT
+	if ((${#pids[@]})); then
+		log "stopping"
+		stop writer
+		stop projector
+		stop devbroker
+	fi
+	exit "$rc"
+}
+trap 'exit 0' INT TERM
+trap cleanup EXIT
+
+# start NAME ARGS...: runs .eskv/bin/NAME in the background with its output
+# appended to .eskv/logs/NAME.log (the previous run's log is kept as .1).
+# setsid gives it its own process group, so a Ctrl-C reaches only this
+# script, which then stops the services in order.
+start() {
+	local name=$1 logf=$state/logs/$1.log
+	shift
+	[[ -f $logf ]] && mv -f "$logf" "$logf.1"
+	setsid "$state/bin/$name" "$@" >"$logf" 2>&1 </dev/null &
+	pids[$name]=$!
+	log "started $name (pid $!, log $logf)"
+}
+
+alive() { kill -0 "${pids[$1]}" 2>/dev/null; }
+
+start devbroker
+for ((i = 0; ; i++)); do
+	port_open 127.0.0.1 "$ESKV_BROKER_PORT" && break
+	if ! alive devbroker || ((i >= 100)); then
+		tail_logs devbroker
+		die "the dev broker did not listen on 127.0.0.1:$ESKV_BROKER_PORT"
+	fi
+	sleep 0.1
+done
+
+services=(devbroker)
+if [[ " ${pkgs[*]} " == *" ./cmd/projector "* ]]; then
+	start projector
+	services+=(projector)
+else
+	log "cmd/projector does not exist yet: running without it"
+fi
+start writer
+services+=(writer)
+
+log "waiting up to ${ready_wait}s for http://$addr/readyz"
+for ((i = 0; ; i++)); do
+	curl -fsS -o /dev/null --max-time 2 "http://$addr/readyz" 2>/dev/null && break
+	for name in "${services[@]}"; do
+		alive "$name" || {
+			tail_logs "${services[@]}"
+			die "$name exited during startup"
+		}
+	done
+	if ((i >= ready_wait * 4)); then
+		tail_logs "${services[@]}"
+		die "http://$addr/readyz did not succeed within ${ready_wait}s"
+	fi
+	sleep 0.25
+done
+
+cat <<EOF
+
+eskv is running at http://$addr
+dev token: $ESKV_DEV_TOKEN   (saved in $state/dev-token unless it came from ESKV_DEV_TOKEN)
+logs:      $state/logs/ ($(IFS=,; echo "${services[*]}"))
+
+Try:
+    ADDR=$addr
+    TOKEN=$ESKV_DEV_TOKEN
+    curl -sS -X PUT "http://\$ADDR/v1/kv/tenant/acme/project/demo/checkpoint" -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' -d '{"value":{"cursor":42},"expectedVersion":0,"semantics":{"purpose":"checkpoint","producer":"quickstart"}}'
+    curl -sS "http://\$ADDR/v1/kv/tenant/acme/project/demo/checkpoint" -H "Authorization: Bearer \$TOKEN"
+
+Ctrl-C stops the stack; data is kept for the next run.
+EOF
+
+# Until Ctrl-C, or until a service dies on its own.
+set +e
+wait -n "${pids[@]}"
+set -e
+for name in "${services[@]}"; do
+	alive "$name" || {
+		tail_logs "$name"
+		unset "pids[$name]"
+		die "$name exited unexpectedly"
+	}
+done
