@@ -41,7 +41,7 @@ addr=$http_host:$http_port
 
 command -v curl >/dev/null || {
 	log "installing curl"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >&2 ||
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl; } >&2 ||
 		die "curl is needed: apt-get install curl"
 }
 
