@@ -56,12 +56,19 @@ if [[ -z $admin_url ]]; then
 			apt-get install -y -qq postgresql >&2
 			installed=1
 		fi
+		# shellcheck disable=SC2012 # version directories are plain numbers
 		version=$(ls /etc/postgresql | sort -V | tail -n 1)
 		[[ -n $version ]] || die "no cluster under /etc/postgresql after install"
 		((installed)) && trust_loopback
-		log "starting PostgreSQL $version/main"
-		pg_ctlcluster --skip-systemctl-redirect "$version" main start >&2 ||
-			log "pg_ctlcluster start failed (maybe already running); waiting anyway"
+		if pg_ctlcluster --skip-systemctl-redirect "$version" main status >/dev/null 2>&1; then
+			# Running but not on 127.0.0.1:5432 yet, or just started by the
+			# package: pick up the pg_hba.conf change.
+			pg_ctlcluster --skip-systemctl-redirect "$version" main reload >&2 || true
+		else
+			log "starting PostgreSQL $version/main"
+			pg_ctlcluster --skip-systemctl-redirect "$version" main start >&2 ||
+				log "pg_ctlcluster start failed; waiting anyway"
+		fi
 	fi
 fi
 
