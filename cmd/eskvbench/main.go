@@ -1,0 +1,204 @@
+// Command eskvbench is eskv's load generator (make bench). It measures
+// CAS-write latency, concurrent write throughput, reads, lists, projector
+// lag and peak memory, and prints each figure next to its target.
+//
+// By default it builds and starts its own stack as real processes (dev
+// broker, projector and writer on free ports, a fresh Postgres database)
+// so that figures are reproducible, and stops it at the end. With -url and
+// -token it targets a running stack instead.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C exits at once; the services die with us (Pdeathsig)
+	}()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "eskvbench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the bench's configuration; every field is a flag whose default
+// comes from an ESKV_ environment variable.
+type config struct {
+	url          string
+	token        string
+	projectorURL string
+	postgresURL  string
+	writerPID    int
+	projectorPID int
+
+	adminPostgresURL string
+	partitions       int
+	brokerDataParent string
+	keep             bool
+
+	n            int
+	duration     time.Duration
+	clients      int
+	readClients  int
+	readDuration time.Duration
+	listKeys     int
+	listN        int
+	visEvery     int
+	lagMetric    string
+	json         bool
+}
+
+func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	envInt := func(name string, def int) int {
+		if n, err := strconv.Atoi(env(name, "")); err == nil {
+			return n
+		}
+		return def
+	}
+	envDur := func(name string, def time.Duration) time.Duration {
+		if d, err := time.ParseDuration(env(name, "")); err == nil {
+			return d
+		}
+		return def
+	}
+	var c config
+	fs := flag.NewFlagSet("eskvbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: eskvbench [flags]
+
+Without -url, builds and starts devbroker, projector and writer on free
+ports with a fresh Postgres database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=warn),
+measures, and stops them. With -url and -token, targets a running stack.
+
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.url, "url", env("ESKV_BENCH_URL", ""), "target this running writer instead of starting a stack (ESKV_BENCH_URL)")
+	fs.StringVar(&c.token, "token", env("ESKV_BENCH_TOKEN", ""), "bearer token for -url, with read and write rights on tenant bench (ESKV_BENCH_TOKEN)")
+	fs.StringVar(&c.projectorURL, "projector-url", env("ESKV_BENCH_PROJECTOR_URL", ""), "with -url: the projector's base URL, for its lag histogram (ESKV_BENCH_PROJECTOR_URL)")
+	fs.StringVar(&c.postgresURL, "postgres-url", env("ESKV_BENCH_POSTGRES_URL", ""), "with -url: the projection database, for end-to-end visibility (ESKV_BENCH_POSTGRES_URL)")
+	fs.IntVar(&c.writerPID, "writer-pid", envInt("ESKV_BENCH_WRITER_PID", 0), "with -url: the writer's pid, for its peak memory (ESKV_BENCH_WRITER_PID)")
+	fs.IntVar(&c.projectorPID, "projector-pid", envInt("ESKV_BENCH_PROJECTOR_PID", 0), "with -url: the projector's pid, for its peak memory (ESKV_BENCH_PROJECTOR_PID)")
+	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", env("ESKV_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		"Postgres URL with the right to create the bench's database (ESKV_TEST_POSTGRES_URL)")
+	fs.IntVar(&c.partitions, "partitions", envInt("ESKV_PARTITIONS", 12), "partition count of kv.changes, to spread clients over partitions (ESKV_PARTITIONS)")
+	fs.StringVar(&c.brokerDataParent, "broker-data", env("ESKV_BENCH_BROKER_DATA", ""),
+		"directory to create the broker's data directory in (default the bench's temporary directory; /dev/shm takes fsync cost out) (ESKV_BENCH_BROKER_DATA)")
+	fs.BoolVar(&c.keep, "keep", env("ESKV_BENCH_KEEP", "") == "true", "keep the started stack's logs, broker data and database (ESKV_BENCH_KEEP)")
+	fs.IntVar(&c.n, "n", envInt("ESKV_BENCH_N", 2000), "operations of the single-client CAS and GET runs (ESKV_BENCH_N)")
+	fs.DurationVar(&c.duration, "duration", envDur("ESKV_BENCH_DURATION", 10*time.Second), "length of each concurrent write run (ESKV_BENCH_DURATION)")
+	fs.IntVar(&c.clients, "clients", envInt("ESKV_BENCH_CLIENTS", 64), "concurrent writers (ESKV_BENCH_CLIENTS)")
+	fs.IntVar(&c.readClients, "read-clients", envInt("ESKV_BENCH_READ_CLIENTS", 16), "concurrent readers (ESKV_BENCH_READ_CLIENTS)")
+	fs.DurationVar(&c.readDuration, "read-duration", envDur("ESKV_BENCH_READ_DURATION", 3*time.Second), "length of the concurrent GET run (ESKV_BENCH_READ_DURATION)")
+	fs.IntVar(&c.listKeys, "list-keys", envInt("ESKV_BENCH_LIST_KEYS", 1000), "keys seeded under one prefix and listed (at most 1000) (ESKV_BENCH_LIST_KEYS)")
+	fs.IntVar(&c.listN, "list-n", envInt("ESKV_BENCH_LIST_N", 200), "list requests timed (ESKV_BENCH_LIST_N)")
+	fs.IntVar(&c.visEvery, "visibility-every", envInt("ESKV_BENCH_VISIBILITY_EVERY", 20), "check end-to-end visibility of every Nth concurrent write (ESKV_BENCH_VISIBILITY_EVERY)")
+	fs.StringVar(&c.lagMetric, "lag-metric", env("ESKV_BENCH_LAG_METRIC", "eskv_projector_lag_seconds"),
+		"the projector's lag histogram; when absent, the first histogram named *lag* (ESKV_BENCH_LAG_METRIC)")
+	fs.BoolVar(&c.json, "json", env("ESKV_BENCH_JSON", "") == "true", "print the results as JSON (ESKV_BENCH_JSON)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	case c.url != "" && c.token == "":
+		return c, errors.New("-url needs -token")
+	case c.url != "" && c.brokerDataParent != "":
+		return c, errors.New("-broker-data is for the stack the bench starts, not with -url")
+	case c.url == "" && (c.projectorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
+		return c, errors.New("-projector-url, -postgres-url and the pids go with -url")
+	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1:
+		return c, errors.New("-n, -clients, -read-clients, -list-n, -visibility-every and -partitions must be positive")
+	case c.listKeys < 1 || c.listKeys > 1000:
+		return c, errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
+	case c.duration <= 0 || c.readDuration <= 0:
+		return c, errors.New("-duration and -read-duration must be positive")
+	}
+	c.url = strings.TrimRight(c.url, "/")
+	c.projectorURL = strings.TrimRight(c.projectorURL, "/")
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
+	c, err := parse(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	var s *stack
+	if c.url == "" {
+		if s, err = startStack(ctx, c, stderr); err != nil {
+			return err
+		}
+	} else {
+		s = &stack{writerURL: c.url, projectorURL: c.projectorURL, token: c.token,
+			writerPID: c.writerPID, projectorPID: c.projectorPID}
+		if c.postgresURL != "" {
+			if s.db, err = pgxpool.New(ctx, c.postgresURL); err != nil {
+				return fmt.Errorf("postgres: %w", err)
+			}
+		}
+	}
+	rep := &report{Mode: "own stack", Config: reportConfig(c)}
+	if !s.own {
+		rep.Mode = "target " + c.url
+	}
+	for _, p := range s.procs {
+		rep.Services = append(rep.Services, p.name)
+	}
+	defer func() {
+		// Peak memory is read before the services stop.
+		rep.Memory = memory(s)
+		s.close(stderr, c.keep)
+		if s.own {
+			for _, p := range s.procs {
+				rep.Logs = append(rep.Logs, summarizeLog(p.name, p.log))
+			}
+		}
+		if err == nil || errors.Is(err, context.Canceled) {
+			rep.Interrupted = err != nil
+			if perr := rep.print(stdout, c.json); perr != nil && err == nil {
+				err = perr
+			}
+		}
+	}()
+
+	b := newBench(c, s, stderr)
+	return b.run(ctx, rep)
+}
+
+func newHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns:        512,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+			ForceAttemptHTTP2:   false,
+		},
+	}
+}

@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eskv/eskv/projection"
+)
+
+// benchLogLevel is the services' log level: at info the writer logs every
+// write, which would cost more CPU than the write itself on a small box.
+const benchLogLevel = "warn"
+
+// stack is the system under test: started by the bench (own) or given by
+// -url.
+type stack struct {
+	own          bool
+	writerURL    string
+	projectorURL string // "" when unknown
+	token        string
+	db           *pgxpool.Pool // the projection, for visibility checks; nil when unknown
+	writerPID    int
+	projectorPID int
+
+	// Set when the bench started the stack.
+	dir       string
+	extraDirs []string // removed with dir
+	procs     []*proc  // in start order
+	adminURL  string
+	dbName    string
+}
+
+// proc is one service process started by the bench.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// startStack builds the services, creates a database, starts broker,
+// projector and writer on free ports and waits until they are ready. On
+// error everything started is stopped again.
+func startStack(ctx context.Context, c config, progress io.Writer) (s *stack, err error) {
+	s = &stack{own: true, adminURL: c.adminPostgresURL}
+	defer func() {
+		if err != nil {
+			s.close(progress, c.keep)
+			s = nil
+		}
+	}()
+	if s.dir, err = os.MkdirTemp("", "eskvbench-"); err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(s.dir, "bin")
+
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmds := []string{"devbroker", "writer"}
+	hasProjector := fileExists(filepath.Join(root, "cmd", "projector", "main.go"))
+	if hasProjector {
+		cmds = append(cmds, "projector")
+	} else {
+		fmt.Fprintln(progress, "eskvbench: cmd/projector does not exist yet: running without it (list, lag and visibility are skipped)")
+	}
+	fmt.Fprintf(progress, "eskvbench: building %s\n", strings.Join(cmds, ", "))
+	args := []string{"build", "-o", bin + "/"}
+	for _, name := range cmds {
+		args = append(args, "./cmd/"+name)
+	}
+	build := exec.CommandContext(ctx, "go", args...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %w\n%s", err, out)
+	}
+
+	dbURL, err := s.createDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.db, err = pgxpool.New(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("connect %s: %w", dbURL, err)
+	}
+	// Migrate here, so writer and projector do not race to do it.
+	if err := projection.Migrate(ctx, s.db); err != nil {
+		return nil, err
+	}
+
+	brokerData := filepath.Join(s.dir, "broker")
+	if c.brokerDataParent != "" {
+		if brokerData, err = os.MkdirTemp(c.brokerDataParent, "eskvbench-broker-"); err != nil {
+			return nil, err
+		}
+		s.extraDirs = append(s.extraDirs, brokerData)
+	}
+	brokerPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	projPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s.token = "bench-" + randomHex(16)
+	brokers := fmt.Sprintf("127.0.0.1:%d", brokerPort)
+	common := []string{"ESKV_BROKERS=" + brokers, "ESKV_POSTGRES_URL=" + dbURL, "ESKV_LOG_LEVEL=" + benchLogLevel,
+		fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions)}
+
+	fmt.Fprintf(progress, "eskvbench: starting %s in %s\n", strings.Join(cmds, ", "), s.dir)
+	started := time.Now()
+	broker, err := s.start(bin, "devbroker", fmt.Sprintf("ESKV_BROKER_PORT=%d", brokerPort),
+		"ESKV_BROKER_DATA="+brokerData, "ESKV_BROKER_LOG_LEVEL="+benchLogLevel)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, 20*time.Second, broker, func() bool { return portOpen(brokers) }); err != nil {
+		return nil, s.startupError("devbroker did not listen on "+brokers, err)
+	}
+
+	var proj *proc
+	if hasProjector {
+		projAddr := fmt.Sprintf("127.0.0.1:%d", projPort)
+		if proj, err = s.start(bin, "projector", append(common, "ESKV_PROJECTOR_ADDR="+projAddr)...); err != nil {
+			return nil, err
+		}
+		s.projectorPID = proj.cmd.Process.Pid
+		s.projectorURL = "http://" + projAddr
+	}
+	w, err := s.start(bin, "writer", append(common,
+		fmt.Sprintf("ESKV_HTTP_ADDR=127.0.0.1:%d", httpPort),
+		"ESKV_DEV_TOKEN="+s.token,
+		"ESKV_WRITER_ID=eskvbench-writer")...)
+	if err != nil {
+		return nil, err
+	}
+	s.writerPID = w.cmd.Process.Pid
+	s.writerURL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+
+	client := &http.Client{Timeout: 2 * time.Second}
+	if err := waitFor(ctx, 90*time.Second, w, func() bool { return httpOK(client, s.writerURL+"/readyz") }); err != nil {
+		return nil, s.startupError(s.writerURL+"/readyz did not answer 200", err)
+	}
+	if proj != nil {
+		if err := waitFor(ctx, 30*time.Second, proj, func() bool {
+			return httpOK(client, s.projectorURL+"/readyz") || httpOK(client, s.projectorURL+"/metrics")
+		}); err != nil {
+			return nil, s.startupError("projector at "+s.projectorURL+" did not answer", err)
+		}
+	}
+	fmt.Fprintf(progress, "eskvbench: stack ready in %s\n", time.Since(started).Round(time.Millisecond))
+	return s, nil
+}
+
+func (s *stack) createDB(ctx context.Context) (string, error) {
+	admin, err := pgx.Connect(ctx, s.adminURL)
+	if err != nil {
+		return "", fmt.Errorf("postgres at %s is unreachable (set ESKV_TEST_POSTGRES_URL or -admin-postgres-url): %w", s.adminURL, err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	name := "eskvbench_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	s.dbName = name
+	return withDatabase(s.adminURL, name)
+}
+
+func (s *stack) start(bin, name string, env ...string) (*proc, error) {
+	logPath := filepath.Join(s.dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cmd := exec.Command(filepath.Join(bin, name))
+	cmd.Env = append(baseEnv(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Dir = s.dir
+	// Its own process group, so a Ctrl-C reaches only the bench, which
+	// then stops the services in order.
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// startupError wraps err with the tails of the service logs.
+func (s *stack) startupError(what string, err error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %v", what, err)
+	for _, p := range s.procs {
+		fmt.Fprintf(&b, "\n--- %s log (tail) ---\n%s", p.name, tail(p.log, 3000))
+	}
+	return errors.New(b.String())
+}
+
+// close stops writer, projector and broker (in that order: the writer
+// leaves the group, the projector commits, the broker goes last), drops the
+// database and removes the temporary directory unless keep.
+func (s *stack) close(progress io.Writer, keep bool) {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		stopProc(s.procs[i], 15*time.Second)
+	}
+	if s.db != nil {
+		s.db.Close()
+	}
+	if !s.own {
+		return
+	}
+	if s.dbName != "" && !keep {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, s.adminURL); err != nil {
+			fmt.Fprintf(progress, "eskvbench: drop database %s: %v\n", s.dbName, err)
+		} else {
+			if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
+				fmt.Fprintf(progress, "eskvbench: drop database %s: %v\n", s.dbName, err)
+			}
+			c.Close(ctx)
+		}
+	}
+	if s.dir == "" {
+		return
+	}
+	if keep {
+		fmt.Fprintf(progress, "eskvbench: kept logs and broker data in %s %s and database %s\n", s.dir, strings.Join(s.extraDirs, " "), s.dbName)
+		return
+	}
+	for _, d := range s.extraDirs {
+		os.RemoveAll(d)
+	}
+	os.RemoveAll(s.dir)
+}
+
+func stopProc(p *proc, grace time.Duration) {
+	if !p.alive() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// waitFor polls ok every 100 ms until it holds, p exits, ctx ends or the
+// timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, p *proc, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ok() {
+			return nil
+		}
+		if !p.alive() {
+			return fmt.Errorf("%s exited: %v", p.name, p.err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func httpOK(c *http.Client, u string) bool {
+	resp, err := c.Get(u)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func portOpen(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// baseEnv is the bench's environment without ESKV_ settings, which would
+// otherwise override the stack's.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ESKV_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("run eskvbench inside the eskv module (go run ./cmd/eskvbench), or target a running stack with -url")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// withDatabase returns the connection string u with its database replaced
+// by name. u is a postgres:// URL or a keyword/value string.
+func withDatabase(u, name string) (string, error) {
+	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
+		pu, err := url.Parse(u)
+		if err != nil {
+			return "", err
+		}
+		pu.Path = "/" + name
+		return pu.String(), nil
+	}
+	return u + " dbname=" + name, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// logSummary counts a service log's lines by level and keeps the most
+// frequent WARN and ERROR messages.
+type logSummary struct {
+	Service  string         `json:"service"`
+	Warn     int            `json:"warn"`
+	Error    int            `json:"error"`
+	Other    int            `json:"other"` // lines that are not JSON (panics, stray prints)
+	Messages map[string]int `json:"messages,omitempty"`
+	Samples  []string       `json:"samples,omitempty"`
+}
+
+func summarizeLog(service, path string) logSummary {
+	ls := logSummary{Service: service, Messages: map[string]int{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return ls
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var rec struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			ls.Other++
+			if len(ls.Samples) < 5 {
+				ls.Samples = append(ls.Samples, truncate(string(line), 300))
+			}
+			continue
+		}
+		switch rec.Level {
+		case "WARN":
+			ls.Warn++
+		case "ERROR":
+			ls.Error++
+		default:
+			continue
+		}
+		k := rec.Level + " " + rec.Msg
+		if ls.Messages[k] == 0 && len(ls.Samples) < 5 {
+			ls.Samples = append(ls.Samples, truncate(string(line), 300))
+		}
+		ls.Messages[k]++
+	}
+	return ls
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// latencies is a recorder owned by one goroutine; merge them at the end.
+// A sorted slice is exact and cheap enough for the sample counts here
+// (tens of thousands).
+type latencies []time.Duration
+
+// summary is what a scenario reports.
+type summary struct {
+	N   int
+	P50 time.Duration
+	P99 time.Duration
+	Max time.Duration
+}
+
+func summarize(ls ...latencies) summary {
+	n := 0
+	for _, l := range ls {
+		n += len(l)
+	}
+	all := make([]time.Duration, 0, n)
+	for _, l := range ls {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	if len(all) == 0 {
+		return summary{}
+	}
+	return summary{N: len(all), P50: quantile(all, 0.50), P99: quantile(all, 0.99), Max: all[len(all)-1]}
+}
+
+// quantile returns the nearest-rank q-quantile of sorted: the smallest
+// value with at least q of the samples at or below it.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(q * float64(len(sorted))))
+	rank = min(max(rank, 1), len(sorted))
+	return sorted[rank-1]
+}
+
+// bucket is one cumulative histogram bucket: Count observations were at or
+// below UpperBound (+Inf for the last).
+type bucket struct {
+	UpperBound float64
+	Count      float64
+}
+
+// histogram is a Prometheus histogram summed over its label sets.
+type histogram []bucket
+
+// parseHistogram reads the Prometheus text exposition in r and returns the
+// buckets of histogram family name, summed over every other label. found
+// is false when the family has no buckets.
+func parseHistogram(r io.Reader, name string) (h histogram, found bool, err error) {
+	byLE := map[float64]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	prefix := name + "_bucket{"
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			return nil, false, fmt.Errorf("metrics: malformed line %q", line)
+		}
+		le, ok := labelValue(line[len(prefix):end], "le")
+		if !ok {
+			return nil, false, fmt.Errorf("metrics: bucket without le: %q", line)
+		}
+		ub, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			return nil, false, fmt.Errorf("metrics: le %q: %w", le, err)
+		}
+		fields := strings.Fields(line[end+1:])
+		if len(fields) == 0 {
+			return nil, false, fmt.Errorf("metrics: no value: %q", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, false, fmt.Errorf("metrics: value in %q: %w", line, err)
+		}
+		byLE[ub] += v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, false, err
+	}
+	if len(byLE) == 0 {
+		return nil, false, nil
+	}
+	for ub, c := range byLE {
+		h = append(h, bucket{UpperBound: ub, Count: c})
+	}
+	sort.Slice(h, func(i, j int) bool { return h[i].UpperBound < h[j].UpperBound })
+	return h, true, nil
+}
+
+// histogramNames lists the histogram families in an exposition (from their
+// TYPE lines).
+func histogramNames(b []byte) []string {
+	var names []string
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) == 4 && f[0] == "#" && f[1] == "TYPE" && f[3] == "histogram" {
+			names = append(names, f[2])
+		}
+	}
+	return names
+}
+
+// labelValue finds label name in a label list such as
+// `partition="3",le="0.005"`. Values with escaped quotes are not expected
+// in le and are returned as they are.
+func labelValue(labels, name string) (string, bool) {
+	for labels != "" {
+		eq := strings.IndexByte(labels, '=')
+		if eq < 0 || eq+1 >= len(labels) || labels[eq+1] != '"' {
+			return "", false
+		}
+		key := strings.TrimSpace(labels[:eq])
+		rest := labels[eq+2:]
+		end := 0
+		for end < len(rest) && (rest[end] != '"' || (end > 0 && rest[end-1] == '\\')) {
+			end++
+		}
+		if end >= len(rest) {
+			return "", false
+		}
+		if key == name {
+			return rest[:end], true
+		}
+		labels = strings.TrimPrefix(rest[end+1:], ",")
+	}
+	return "", false
+}
+
+// delta returns after minus before, bucket by bucket (the observations made
+// between two scrapes). Buckets missing from before count as zero.
+func (after histogram) delta(before histogram) histogram {
+	prev := map[float64]float64{}
+	for _, b := range before {
+		prev[b.UpperBound] = b.Count
+	}
+	d := make(histogram, len(after))
+	for i, b := range after {
+		d[i] = bucket{UpperBound: b.UpperBound, Count: b.Count - prev[b.UpperBound]}
+	}
+	return d
+}
+
+// total is the observation count (the +Inf bucket).
+func (h histogram) total() float64 {
+	if len(h) == 0 {
+		return 0
+	}
+	return h[len(h)-1].Count
+}
+
+// quantile estimates the q-quantile the way PromQL's histogram_quantile
+// does: linear interpolation inside the bucket that holds the rank, with
+// the first bucket starting at 0. When the rank falls in the +Inf bucket it
+// returns the highest finite bound and overflow = true (the value is a
+// lower bound). With no observations it returns NaN.
+func (h histogram) quantile(q float64) (v float64, overflow bool) {
+	n := h.total()
+	if n <= 0 {
+		return math.NaN(), false
+	}
+	rank := q * n
+	lower, below := 0.0, 0.0
+	for _, b := range h {
+		if b.Count >= rank {
+			if math.IsInf(b.UpperBound, 1) {
+				return lower, true
+			}
+			in := b.Count - below
+			if in <= 0 {
+				return b.UpperBound, false
+			}
+			return lower + (b.UpperBound-lower)*(rank-below)/in, false
+		}
+		lower, below = b.UpperBound, b.Count
+	}
+	return lower, true
+}
+
+// peakRSS returns VmHWM (peak resident set size) of process pid in bytes.
+func peakRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return parseVmHWM(f)
+}
+
+func parseVmHWM(r io.Reader) (int64, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("VmHWM: unexpected %q", rest)
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("VmHWM: %w", err)
+		}
+		return kb << 10, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no VmHWM line")
+}
