@@ -1,0 +1,96 @@
+package events_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/schemas"
+)
+
+func conflictSamples() map[string]events.Conflict {
+	mismatch := events.Conflict{
+		SchemaVersion:   events.SchemaVersion,
+		ID:              "c-5b2f0e8e",
+		Key:             testKey,
+		Scope:           "tenant/acme/project/billing",
+		Op:              events.OpCAS,
+		ExpectedVersion: 6,
+		CurrentVersion:  7,
+		Attempted:       json.RawMessage(`{"offset":1300}`),
+		Current:         json.RawMessage(`{"offset":1350}`),
+		Semantics:       events.Semantics{Purpose: "checkpoint", Producer: "invoice-exporter"},
+		SpecRef:         "https://specs.example/checkpoints",
+		RequestID:       "req-01HQ3Z7A",
+		Principal:       "svc:invoice-exporter",
+		TS:              t1,
+		Reason:          "version_mismatch",
+	}
+	create := mismatch
+	create.Op, create.ExpectedVersion, create.SpecRef, create.RequestID = events.OpCreate, 0, "", ""
+
+	del := mismatch
+	del.Op, del.Attempted = events.OpDelete, json.RawMessage("null")
+
+	absent := mismatch
+	absent.CurrentVersion, absent.Current = 0, json.RawMessage("null")
+
+	reused := mismatch
+	reused.Reason = "request_id_reused"
+
+	return map[string]events.Conflict{
+		"VersionMismatch": mismatch,
+		"CreateExisting":  create,
+		"Delete":          del,
+		"KeyAbsent":       absent,
+		"RequestIDReused": reused,
+	}
+}
+
+func TestConflictMatchesSchema(t *testing.T) {
+	for name, c := range conflictSamples() {
+		t.Run("OK"+name, func(t *testing.T) {
+			b, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.ValidateConflict(b); err != nil {
+				t.Errorf("%v\n%s", err, b)
+			}
+			var got events.Conflict
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c) {
+				t.Errorf("round trip changed the conflict:\n got %+v\nwant %+v", got, c)
+			}
+		})
+	}
+
+	t.Run("OKNilValuesAreNull", func(t *testing.T) {
+		c := conflictSamples()["VersionMismatch"]
+		c.Attempted, c.Current = nil, nil
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schemas.ValidateConflict(b); err != nil {
+			t.Errorf("%v\n%s", err, b)
+		}
+	})
+
+	t.Run("ErrNoPurpose", func(t *testing.T) {
+		// The writer must fill in a purpose (the request's, the current
+		// entry's, or other): conflict rates are grouped by it.
+		c := conflictSamples()["VersionMismatch"]
+		c.Semantics = events.Semantics{}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schemas.ValidateConflict(b); err == nil {
+			t.Errorf("accepted a conflict without purpose: %s", b)
+		}
+	})
+}

@@ -1,0 +1,169 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// jsonString returns a JSON string literal of exactly n bytes.
+func jsonString(n int) string {
+	return `"` + strings.Repeat("x", n-2) + `"`
+}
+
+func TestCompactValue(t *testing.T) {
+	t.Run("DefaultLimit", func(t *testing.T) {
+		if DefaultMaxValueBytes != 64*1024 {
+			t.Errorf("DefaultMaxValueBytes = %d, want 65536", DefaultMaxValueBytes)
+		}
+	})
+
+	tests := []struct {
+		name  string
+		in    string
+		limit int
+		want  string // compacted value when code is ""
+		code  string
+	}{
+		{"OKObject", `{"a": 1, "b": [true, null]}`, DefaultMaxValueBytes, `{"a":1,"b":[true,null]}`, ""},
+		{"OKIndented", "{\n\t\"a\": {\n\t\t\"b\": \"c d\"\n\t}\n}\n", DefaultMaxValueBytes, `{"a":{"b":"c d"}}`, ""},
+		{"OKSurroundingSpace", "  [1, 2]  ", DefaultMaxValueBytes, `[1,2]`, ""},
+		{"OKString", `"hello world"`, DefaultMaxValueBytes, `"hello world"`, ""},
+		{"OKNumber", `-12.5e3`, DefaultMaxValueBytes, `-12.5e3`, ""},
+		{"OKBigNumberKeptExactly", `12345678901234567890123`, DefaultMaxValueBytes, `12345678901234567890123`, ""},
+		{"OKTrue", `true`, DefaultMaxValueBytes, `true`, ""},
+		{"OKNull", `null`, DefaultMaxValueBytes, `null`, ""},
+		{"OKUnicode", `{"name": "Zoë ✓ 🎉"}`, DefaultMaxValueBytes, `{"name":"Zoë ✓ 🎉"}`, ""},
+		{"OKEscapesKept", `"a\u00e9\n<b>"`, DefaultMaxValueBytes, `"a\u00e9\n<b>"`, ""},
+		{"OKSurrogatePair", `"\ud83c\udf89"`, DefaultMaxValueBytes, `"\ud83c\udf89"`, ""},
+		{"OKSurrogatePairUppercase", `{"\uD83C\uDF89":1}`, DefaultMaxValueBytes, `{"\uD83C\uDF89":1}`, ""},
+		{"OKEscapedBackslashBeforeU0000", `"\\u0000"`, DefaultMaxValueBytes, `"\\u0000"`, ""},
+		{"OKControlEscape", `"\u0001\u001f"`, DefaultMaxValueBytes, `"\u0001\u001f"`, ""},
+		{"OKExactlyTheLimit", jsonString(DefaultMaxValueBytes), DefaultMaxValueBytes, jsonString(DefaultMaxValueBytes), ""},
+		{"OKLimitMeasuredAfterCompaction", "[" + strings.Repeat(" ", 100) + jsonString(10) + "]", 12, "[" + jsonString(10) + "]", ""},
+		{"OKSmallLimit", `[1, 2, 3]`, 7, `[1,2,3]`, ""},
+
+		{"ErrEmpty", ``, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrOnlySpace", " \n\t ", DefaultMaxValueBytes, "", EInvalid},
+		{"ErrTruncated", `{"a": 1`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrSingleQuotes", `{'a': 1}`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrBareWord", `hello`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrTrailingComma", `[1, 2,]`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrTwoValues", `{"a":1} {"b":2}`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrTrailingGarbage", `true x`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrNaN", `NaN`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrControlCharInString", "\"a\x01b\"", DefaultMaxValueBytes, "", EInvalid},
+		{"ErrInvalidUTF8", "\"a\xffb\"", DefaultMaxValueBytes, "", EInvalid},
+		{"ErrTruncatedUTF8", "\"\xe2\x9c\"", DefaultMaxValueBytes, "", EInvalid},
+		{"ErrNULEscape", `"a\u0000b"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrNULEscapeInName", `{"\u0000":1}`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrNULEscapeAfterEscapedBackslash", `"\\\u0000"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrLoneHighSurrogate", `"\ud800"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrHighSurrogateAtEnd", `["x\ud83c"]`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrHighSurrogateThenOther", `"\ud83c\u0041"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrHighSurrogateThenHigh", `"\ud83c\ud83c\udf89"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrLoneLowSurrogate", `"\udf89"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrReversedPair", `"\udf89\ud83c"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrOneOverTheLimit", jsonString(DefaultMaxValueBytes + 1), DefaultMaxValueBytes, "", ETooLarge},
+		{"ErrTooLargeAfterCompaction", "[" + jsonString(12) + "]", 13, "", ETooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := CompactValue(json.RawMessage(tt.in), tt.limit)
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("CompactValue(%q): %v", tt.in, err)
+				}
+				if string(got) != tt.want {
+					t.Errorf("CompactValue(%q) = %s, want %s", tt.in, got, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("CompactValue(%q) = %s, want a %s error", tt.in, got, tt.code)
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tt.code || e.Field != "value" {
+				t.Errorf("error %v, want an *Error with code %q and field %q", err, tt.code, "value")
+			}
+			if got != nil {
+				t.Errorf("returned %q with the error", got)
+			}
+		})
+	}
+}
+
+func FuzzCompactValue(f *testing.F) {
+	for _, s := range []string{
+		`{"a": 1, "b": [true, null]}`, `"x"`, `null`, `1e400`, `[`, ``, " ", `{"a":"\ud800"}`, `"\ud83c\udf89"`, `"\u0000"`, `"\\u0000"`,
+		"\"\xff\"", `{"a":1} {"b":2}`, "[" + strings.Repeat(" ", 64) + "1]",
+	} {
+		f.Add([]byte(s), 64)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, limit int) {
+		got, err := CompactValue(raw, limit)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || (e.Code != EInvalid && e.Code != ETooLarge) || e.Field != "value" {
+				t.Fatalf("CompactValue(%q): error %v, want an *Error with code %q or %q and field %q", raw, err, EInvalid, ETooLarge, "value")
+			}
+			if e.Code == ETooLarge && !json.Valid(raw) {
+				t.Fatalf("CompactValue(%q): invalid JSON reported as too large", raw)
+			}
+			return
+		}
+		if len(got) > limit {
+			t.Fatalf("CompactValue(%q, %d) = %d bytes, over the limit", raw, limit, len(got))
+		}
+		if !json.Valid(got) {
+			t.Fatalf("CompactValue(%q) = %q, not valid JSON", raw, got)
+		}
+		again, err := CompactValue(got, limit)
+		if err != nil || !bytes.Equal(again, got) {
+			t.Fatalf("compacting %q again = %q, %v; want it unchanged", got, again, err)
+		}
+		in, out := decodeNumbers(t, raw), decodeNumbers(t, got)
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("CompactValue(%q) = %q changes the value: %v vs %v", raw, got, in, out)
+		}
+		if hasNUL(out) {
+			t.Fatalf("CompactValue(%q) = %q holds a NUL, which Postgres cannot store", raw, got)
+		}
+	})
+}
+
+// decodeNumbers decodes one JSON value, keeping numbers as written.
+func decodeNumbers(tb testing.TB, b []byte) any {
+	tb.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		tb.Fatalf("decode %q: %v", b, err)
+	}
+	return v
+}
+
+// hasNUL reports whether a decoded JSON value holds U+0000 in a string.
+func hasNUL(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, 0)
+	case []any:
+		for _, e := range v {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if strings.ContainsRune(k, 0) || hasNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
