@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+func TestHelpListsTheEnvironment(t *testing.T) {
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, io.Discard, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h: %v, want flag.ErrHelp", err)
+	}
+	for _, v := range []string{"ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_TOPIC", "ESKV_PARTITIONS", "ESKV_PROJECTOR_ADDR", "ESKV_LOG_LEVEL"} {
+		if !strings.Contains(stderr.String(), v) {
+			t.Errorf("-h does not mention %s:\n%s", v, stderr.String())
+		}
+	}
+}
+
+func TestErrBadPartitions(t *testing.T) {
+	env := map[string]string{"ESKV_PARTITIONS": "zero"}
+	err := run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "partitions") {
+		t.Fatalf("run: %v, want a partitions error", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRunProjectsAndServes(t *testing.T) {
+	b := testenv.MustBroker(t, 3)
+	pg := testenv.MustPostgresDB(t)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	env := map[string]string{
+		"ESKV_BROKERS":             strings.Join(b.Addrs, ","),
+		"ESKV_POSTGRES_URL":        pg.URL,
+		"ESKV_PARTITIONS":          "3",
+		"ESKV_PROJECTOR_ADDR":      "127.0.0.1:0",
+		"ESKV_PROJECTOR_ADDR_FILE": addrFile,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, &logs) }()
+
+	var base string
+	waitFor(t, "the address file", func() bool {
+		a, err := os.ReadFile(addrFile)
+		base = "http://" + string(a)
+		return err == nil && len(a) > 0
+	})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := get(t, base+path); code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, code, body)
+		}
+	}
+
+	// One event, produced as a writer does: in a transaction.
+	const key = "tenant/t/project/p/k"
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	e := events.Event{
+		SchemaVersion: events.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: 1,
+		Kind: events.KindPut, Op: events.OpCreate, After: json.RawMessage(`{"a":1}`),
+		CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "config"},
+	}
+	produceTxn(t, b, &e)
+	s := projection.New(pg.Pool)
+	waitFor(t, "the event in Postgres", func() bool {
+		st, err := s.State(context.Background(), key)
+		return err == nil && st.Version == 1
+	})
+	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "eskv_projector_events_applied_total 1") {
+		t.Errorf("GET /metrics: %d, applied counter missing:\n%s", code, body)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of the cancel")
+	}
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Errorf("no JSON 'stopped' log line:\n%s", logs.String())
+	}
+}
+
+func produceTxn(tb testing.TB, b *testenv.Broker, e *events.Event) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	r, err := changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func get(tb testing.TB, url string) (int, string) {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after 30s waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

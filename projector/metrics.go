@@ -1,0 +1,58 @@
+package projector
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the projector's Prometheus metrics.
+type metrics struct {
+	applied       prometheus.Counter
+	batchSize     prometheus.Histogram
+	applyDuration prometheus.Histogram
+	lag           prometheus.Histogram
+	nextOffset    *prometheus.GaugeVec
+}
+
+// lagBuckets resolve p99 from a millisecond to a few hundred ms finely,
+// and still count catch-up after an outage.
+var lagBuckets = []float64{
+	.0005, .001, .002, .003, .004, .005, .0075, .01, .0125, .015, .02, .025, .03, .04, .05,
+	.06, .07, .08, .09, .1, .125, .15, .2, .25, .3, .4, .5, .75, 1, 2.5, 5, 10, 30, 60, 300,
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_projector_events_applied_total",
+			Help: "Events applied to the Postgres projection (replays included).",
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "eskv_projector_batch_size",
+			Help:    "Events per applied batch (one Postgres transaction).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "eskv_projector_apply_duration_seconds",
+			Help:    "Time to apply one batch to Postgres, retries included.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30},
+		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "eskv_projector_lag_seconds",
+			Help:    "Time from an event's ts to its commit in Postgres.",
+			Buckets: lagBuckets,
+		}),
+		nextOffset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eskv_projector_next_offset",
+			Help: "Next offset to apply per partition, as stored in Postgres by this projector.",
+		}, []string{"partition"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

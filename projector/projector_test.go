@@ -1,0 +1,630 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
+	"github.com/eskv/eskv/testenv"
+)
+
+const partitions = 4
+
+// producer writes events to kv.changes inside Kafka transactions, as a
+// writer does, and remembers the next offset per partition of what it
+// committed.
+type producer struct {
+	cl    *kgo.Client
+	topic string
+	n     int32
+
+	mu   sync.Mutex
+	ends map[int32]int64
+}
+
+func mustProducer(tb testing.TB, b *testenv.Broker) *producer {
+	tb.Helper()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(b.Addrs...),
+		kgo.TransactionalID("test-producer"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionTimeout(10*time.Second),
+	)
+	if err != nil {
+		tb.Fatalf("producer: %v", err)
+	}
+	tb.Cleanup(cl.Close)
+	return &producer{cl: cl, topic: b.Topics.Changes, n: b.Topics.Partitions, ends: make(map[int32]int64)}
+}
+
+// txn produces evs in one transaction and commits or aborts it.
+func (p *producer) txn(tb testing.TB, commit bool, evs ...events.Event) {
+	tb.Helper()
+	rs := make([]*kgo.Record, len(evs))
+	for i := range evs {
+		r, err := changelog.Record(&evs[i], p.topic, events.Partition(evs[i].Scope, p.n), "test")
+		if err != nil {
+			tb.Fatalf("record: %v", err)
+		}
+		rs[i] = r
+	}
+	p.records(tb, commit, rs...)
+}
+
+func (p *producer) records(tb testing.TB, commit bool, rs ...*kgo.Record) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.cl.BeginTransaction(); err != nil {
+		tb.Fatalf("begin transaction: %v", err)
+	}
+	if err := p.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		tb.Fatalf("produce: %v", err)
+	}
+	if err := p.cl.Flush(ctx); err != nil {
+		tb.Fatalf("flush: %v", err)
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		tb.Fatalf("end transaction: %v", err)
+	}
+	if !commit {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range rs {
+		p.ends[r.Partition] = max(p.ends[r.Partition], r.Offset+1)
+	}
+}
+
+// committed returns the next offset per partition after the last
+// committed record.
+func (p *producer) committed() map[int32]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int32]int64, len(p.ends))
+	for k, v := range p.ends {
+		out[k] = v
+	}
+	return out
+}
+
+// fold generates valid event streams (contiguous versions per key, puts,
+// deletes and expires, re-creates) and remembers each key's last event:
+// the projection must equal it.
+type fold struct {
+	rng  *rand.Rand
+	keys []string
+	last map[string]events.Event
+}
+
+func newFold(seed uint64, scopes, keysPerScope int) *fold {
+	f := &fold{rng: rand.New(rand.NewPCG(seed, 1)), last: make(map[string]events.Event)}
+	for s := range scopes {
+		for k := range keysPerScope {
+			f.keys = append(f.keys, fmt.Sprintf("tenant/t%d/project/p/k%d", s, k))
+		}
+	}
+	return f
+}
+
+func (f *fold) next() events.Event {
+	key := f.keys[f.rng.IntN(len(f.keys))]
+	prev, seen := f.last[key]
+	e := newEvent(key, prev.Version+1, events.KindPut, fmt.Sprintf(`{"n":%d,"r":%d}`, prev.Version+1, f.rng.IntN(1000)))
+	if seen && prev.Live() {
+		e.Op = events.OpCAS
+		e.Before = prev.After
+		e.CreatedAt = prev.CreatedAt
+		switch f.rng.IntN(8) {
+		case 0:
+			e.Kind, e.Op, e.After = events.KindDelete, events.OpDelete, nil
+		case 1:
+			e.Kind, e.Op, e.After = events.KindExpire, events.OpExpire, nil
+		}
+	}
+	f.last[key] = e
+	return e
+}
+
+func newEvent(key string, version int64, kind events.Kind, after string) events.Event {
+	k, err := events.ParseKey(key)
+	if err != nil {
+		panic(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond) // Postgres keeps microseconds
+	e := events.Event{
+		SchemaVersion: events.SchemaVersion,
+		Key:           key,
+		Scope:         k.Scope(),
+		Version:       version,
+		PrevVersion:   version - 1,
+		Kind:          kind,
+		Op:            events.OpSet,
+		CreatedAt:     now,
+		Semantics:     events.Semantics{Purpose: "cursor", Producer: "test"},
+		RequestID:     fmt.Sprintf("req-%s-%d", key, version),
+		Principal:     "tester",
+		TS:            now,
+		WriterEpoch:   1,
+	}
+	if kind == events.KindPut {
+		e.After = json.RawMessage(after)
+	}
+	return e
+}
+
+// running is a projector running in the background.
+type running struct {
+	p      *projector.Projector
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(tb testing.TB, b *testenv.Broker, s *projection.Store, cfg projector.Config) *running {
+	tb.Helper()
+	if cfg.Brokers == nil {
+		cfg.Brokers = b.Addrs
+	}
+	if cfg.Partitions == 0 {
+		cfg.Partitions = b.Topics.Partitions
+	}
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: testLogLevel}))
+	p, err := projector.New(cfg, s, log, reg)
+	if err != nil {
+		tb.Fatalf("projector.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{p: p, reg: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- p.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			tb.Errorf("projector did not stop within 30s")
+		}
+	})
+	return r
+}
+
+// stop cancels the projector and returns what Run returned.
+func (r *running) stop(tb testing.TB) error {
+	tb.Helper()
+	r.cancel()
+	return r.wait(tb)
+}
+
+// wait returns what Run returns, failing after a deadline.
+func (r *running) wait(tb testing.TB) error {
+	tb.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		return err
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("projector did not return within 30s")
+		return nil
+	}
+}
+
+// testWriter sends logs to the test's log.
+type testWriter struct{ tb testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.tb.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// waitOffsets polls the stored offsets until every partition reaches want.
+func waitOffsets(tb testing.TB, s *projection.Store, topic string, want map[int32]int64) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var got map[int32]int64
+	for time.Now().Before(deadline) {
+		var err error
+		got, err = s.Offsets(context.Background(), topic)
+		if err != nil {
+			tb.Fatalf("offsets: %v", err)
+		}
+		if reached(got, want) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tb.Fatalf("stored offsets %v did not reach %v within 30s", got, want)
+}
+
+func reached(got, want map[int32]int64) bool {
+	for p, o := range want {
+		if got[p] < o {
+			return false
+		}
+	}
+	return true
+}
+
+// assertFold checks that the projection of every key equals the state
+// after its last event, and that kv_history holds each version 1..last
+// exactly once.
+func assertFold(tb testing.TB, pool *pgxpool.Pool, s *projection.Store, f *fold) {
+	tb.Helper()
+	ctx := context.Background()
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range f.last {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	got, err := s.States(ctx, keys)
+	if err != nil {
+		tb.Fatalf("states: %v", err)
+	}
+	for _, k := range keys {
+		e := f.last[k]
+		if want := e.State(); !reflect.DeepEqual(got[k], want) {
+			tb.Errorf("%s:\n got %+v\nwant %+v", k, got[k], want)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT key, count(*), min(version), max(version) FROM kv_history GROUP BY key`)
+	if err != nil {
+		tb.Fatalf("history: %v", err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var key string
+		var n, lo, hi int64
+		if err := rows.Scan(&key, &n, &lo, &hi); err != nil {
+			tb.Fatalf("history: %v", err)
+		}
+		seen++
+		if want := f.last[key].Version; lo != 1 || hi != want || n != want {
+			tb.Errorf("history of %s: %d rows, versions %d..%d; want versions 1..%d once each", key, n, lo, hi, want)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("history: %v", err)
+	}
+	if seen != len(keys) {
+		tb.Errorf("history has %d keys, want %d", seen, len(keys))
+	}
+}
+
+// produce writes n generated events in committed transactions of size.
+func produce(tb testing.TB, p *producer, f *fold, n, size int) {
+	tb.Helper()
+	for n > 0 {
+		k := min(size, n)
+		evs := make([]events.Event, k)
+		for i := range evs {
+			evs[i] = f.next()
+		}
+		p.txn(tb, true, evs...)
+		n -= k
+	}
+}
+
+func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	tb.Fatalf("metric %s not found", name)
+	return 0
+}
+
+func TestProjectionEqualsFold(t *testing.T) {
+	b := testenv.MustBroker(t, partitions)
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	prod := mustProducer(t, b)
+	f := newFold(1, 8, 10)
+
+	produce(t, prod, f, 400, 25) // before the projector starts: catch-up
+	r := start(t, b, s, projector.Config{})
+	produce(t, prod, f, 400, 25) // while it runs: tailing
+	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+
+	assertFold(t, pool, s, f)
+	if got := counter(t, r.reg, "eskv_projector_events_applied_total"); got != 800 {
+		t.Errorf("events applied counter = %v, want 800", got)
+	}
+	if got, want := r.p.Applied(), prod.committed(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Applied() = %v, want %v", got, want)
+	}
+	if err := r.stop(t); err != nil {
+		t.Errorf("Run after cancel: %v, want nil", err)
+	}
+}
+
+func TestRestartResumesExactlyOnce(t *testing.T) {
+	b := testenv.MustBroker(t, partitions)
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	prod := mustProducer(t, b)
+	f := newFold(2, 8, 10)
+
+	// The first projector is stopped while events keep coming.
+	first := start(t, b, s, projector.Config{MaxBatch: 50})
+	produce(t, prod, f, 300, 20)
+	deadline := time.Now().Add(30 * time.Second)
+	for applied := int64(0); applied < 100; {
+		if time.Now().After(deadline) {
+			t.Fatalf("first projector applied %d events within 30s, want 100", applied)
+		}
+		applied = 0
+		for _, o := range first.p.Applied() {
+			applied += o
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := first.stop(t); err != nil {
+		t.Fatalf("first projector: %v", err)
+	}
+	produce(t, prod, f, 300, 20)
+	stopped, err := s.Offsets(context.Background(), b.Topics.Changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reached(stopped, prod.committed()) {
+		t.Fatalf("the first projector applied everything (%v) before it stopped; the test proves nothing", stopped)
+	}
+
+	start(t, b, s, projector.Config{MaxBatch: 50})
+	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+	assertFold(t, pool, s, f)
+}
+
+func TestAbortedTransactionNeverProjected(t *testing.T) {
+	b := testenv.MustBroker(t, partitions)
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	prod := mustProducer(t, b)
+	const a, c = "tenant/t/project/p/a", "tenant/t/project/p/c"
+	const aborted = "tenant/t/project/p/aborted"
+
+	a1 := newEvent(a, 1, events.KindPut, `"committed"`)
+	prod.txn(t, true, a1)
+	prod.txn(t, false, newEvent(aborted, 1, events.KindPut, `1`), newEvent(a, 2, events.KindPut, `"aborted"`))
+	c1 := newEvent(c, 1, events.KindPut, `"after"`)
+	prod.txn(t, true, c1)
+
+	start(t, b, s, projector.Config{})
+	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+
+	got, err := s.States(context.Background(), []string{a, c, aborted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]events.State{a: a1.State(), c: c1.State(), aborted: {}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("states:\n got %+v\nwant %+v", got, want)
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM kv_history`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("kv_history has %d rows, want 2 (the committed events only)", n)
+	}
+}
+
+func TestPoisonPillStops(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	prod := mustProducer(t, b)
+	const k = "tenant/t/project/p/k"
+
+	good := newEvent(k, 1, events.KindPut, `1`)
+	prod.txn(t, true, good)
+	prod.records(t, true, &kgo.Record{Topic: b.Topics.Changes, Partition: 0, Key: []byte(k), Value: []byte(`{not json`)})
+	prod.txn(t, true, newEvent(k, 2, events.KindPut, `2`))
+
+	err := start(t, b, s, projector.Config{}).wait(t)
+	if err == nil || !strings.Contains(err.Error(), "poison pill at kv.changes/0@") {
+		t.Fatalf("Run returned %v, want a poison pill error naming topic/partition@offset", err)
+	}
+	if st, err := s.State(context.Background(), k); err != nil || st.Version != 1 {
+		t.Errorf("state %+v, %v; want version 1 (applied up to the poison pill, not past it)", st, err)
+	}
+	offs, err := s.Offsets(context.Background(), b.Topics.Changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Offsets: 0 the event, 1 its commit marker, 2 the poison pill.
+	if offs[0] != 1 {
+		t.Errorf("stored offset %d, want 1 (the poison pill is not skipped)", offs[0])
+	}
+}
+
+func TestPartitionCountMismatchFailsAtStart(t *testing.T) {
+	b := testenv.MustBroker(t, partitions)
+	s := projection.New(testenv.MustPostgres(t))
+	err := start(t, b, s, projector.Config{Partitions: partitions + 1}).wait(t)
+	if !errors.Is(err, changelog.ErrPartitionCount) {
+		t.Fatalf("Run returned %v, want %v", err, changelog.ErrPartitionCount)
+	}
+}
+
+func TestResumesAtPostgresOffsets(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	prod := mustProducer(t, b)
+	const k = "tenant/t/project/p/k"
+
+	var evs []events.Event
+	for v := int64(1); v <= 5; v++ {
+		evs = append(evs, newEvent(k, v, events.KindPut, fmt.Sprint(v)))
+		prod.txn(t, true, evs[len(evs)-1]) // offsets 0, 2, 4, 6, 8 (commit markers between)
+	}
+	// Postgres says offsets up to 4 are applied (version 3). The projector
+	// must start at 5, so versions 1 and 2 never reach kv_history.
+	if err := s.Apply(context.Background(), b.Topics.Changes, []projection.Applied{{Partition: 0, Offset: 4, Event: evs[2]}}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, b, s, projector.Config{})
+	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+
+	rows, err := pool.Query(context.Background(), `SELECT version FROM kv_history ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{3, 4, 5}; !slices.Equal(got, want) {
+		t.Errorf("history versions %v, want %v", got, want)
+	}
+}
+
+func TestStoredOffsetOutOfRangeStops(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	s := projection.New(testenv.MustPostgres(t))
+	prod := mustProducer(t, b)
+	const k = "tenant/t/project/p/k"
+	prod.txn(t, true, newEvent(k, 1, events.KindPut, `1`))
+	// As if the topic had been recreated: Postgres is far ahead of the log.
+	if err := s.Apply(context.Background(), b.Topics.Changes, []projection.Applied{{Partition: 0, Offset: 999, Event: newEvent(k, 7, events.KindPut, `7`)}}); err != nil {
+		t.Fatal(err)
+	}
+	err := start(t, b, s, projector.Config{}).wait(t)
+	if err == nil || !strings.Contains(err.Error(), "OFFSET_OUT_OF_RANGE") {
+		t.Fatalf("Run returned %v, want an offset out of range error", err)
+	}
+}
+
+var testLogLevel = slog.LevelWarn
+
+// BenchmarkProjectorLag produces 5,000 events/s (transactions of 50 every
+// 10 ms, as a writer's group commit would) for three seconds per
+// iteration and reports the projector's lag (event ts to Postgres commit)
+// from its histogram. Run with -benchtime=1x.
+func BenchmarkProjectorLag(b *testing.B) {
+	const (
+		rate     = 5000
+		txnSize  = 50
+		duration = 3 * time.Second
+	)
+	br := testenv.MustBroker(b, 12)
+	s := projection.New(testenv.MustPostgres(b))
+	prod := mustProducer(b, br)
+	f := newFold(3, 200, 20)
+	r := start(b, br, s, projector.Config{})
+	produce(b, prod, f, txnSize, txnSize) // the group is joined once this is applied
+	waitOffsets(b, s, br.Topics.Changes, prod.committed())
+
+	b.ResetTimer()
+	var produced int
+	began := time.Now()
+	for b.Loop() {
+		tick := time.NewTicker(time.Second * txnSize / rate)
+		for end := time.Now().Add(duration); time.Now().Before(end); <-tick.C {
+			produce(b, prod, f, txnSize, txnSize)
+			produced += txnSize
+		}
+		tick.Stop()
+		waitOffsets(b, s, br.Topics.Changes, prod.committed())
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(produced)/time.Since(began).Seconds(), "events/s")
+	b.ReportMetric(lagQuantile(b, r.reg, 0.50)*1000, "p50-lag-ms")
+	b.ReportMetric(lagQuantile(b, r.reg, 0.99)*1000, "p99-lag-ms")
+}
+
+// lagQuantile estimates a quantile of the lag histogram, interpolating
+// linearly inside a bucket as Prometheus' histogram_quantile does.
+func lagQuantile(tb testing.TB, reg *prometheus.Registry, q float64) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "eskv_projector_lag_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		rank := q * float64(h.GetSampleCount())
+		lower, below := 0.0, 0.0
+		for _, bk := range h.GetBucket() {
+			if c := float64(bk.GetCumulativeCount()); c >= rank {
+				return lower + (bk.GetUpperBound()-lower)*(rank-below)/(c-below)
+			}
+			lower, below = bk.GetUpperBound(), float64(bk.GetCumulativeCount())
+		}
+		return lower
+	}
+	tb.Fatalf("lag histogram not found")
+	return 0
+}
+
+func TestWaitsForTheTopic(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	b := &testenv.Broker{Cluster: c, Addrs: c.ListenAddrs(), Topics: changelog.Topics{
+		Changes: changelog.DefaultChangesTopic, Conflicts: changelog.DefaultConflictsTopic, Partitions: 2,
+	}}
+	s := projection.New(testenv.MustPostgres(t))
+	r := start(t, b, s, projector.Config{})
+
+	// The projector starts before the writer has created the topics.
+	adm, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := changelog.Ensure(ctx, kadm.NewClient(adm), b.Topics); err != nil {
+		t.Fatal(err)
+	}
+	prod := mustProducer(t, b)
+	e := newEvent("tenant/t/project/p/k", 1, events.KindPut, `1`)
+	prod.txn(t, true, e)
+	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+	if err := r.stop(t); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
