@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/eskv/eskv/events"
 )
@@ -67,8 +68,8 @@ func NewTokens(cfgs []TokenConfig) (*Tokens, error) {
 		if len(c.Token) < 16 {
 			return nil, fmt.Errorf("token %d (%s): tokens must be at least 16 characters", i, c.Principal)
 		}
-		if c.Principal == "" {
-			return nil, fmt.Errorf("token %d: principal is required", i)
+		if c.Principal == "" || !utf8.ValidString(c.Principal) || strings.ContainsRune(c.Principal, 0) || len(c.Principal) > 128 {
+			return nil, fmt.Errorf("token %d: principal is required: 1 to 128 characters of valid UTF-8 without NUL", i)
 		}
 		for _, g := range c.Grants {
 			for _, r := range g.Rights {

@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -383,7 +385,22 @@ func cutUnknownField(msg string) (string, bool) {
 	return "", false
 }
 
+// checkText rejects strings Postgres jsonb cannot store: invalid UTF-8
+// and NUL characters.
+func checkText(field, s string) error {
+	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return events.FieldErrorf(events.EInvalid, field, "%s must be valid UTF-8 without NUL characters", field)
+	}
+	return nil
+}
+
 func checkCommon(expected *int64, requestID, specRef string) error {
+	if err := checkText("requestId", requestID); err != nil {
+		return err
+	}
+	if err := checkText("specRef", specRef); err != nil {
+		return err
+	}
 	if expected != nil && *expected < 0 {
 		return events.FieldErrorf(events.EInvalid, "expectedVersion", "expectedVersion must be 0 (must not exist) or a positive version")
 	}
@@ -406,6 +423,14 @@ func checkSemantics(s *events.Semantics) error {
 	}
 	if !ok {
 		return events.FieldErrorf(events.EInvalid, "semantics.purpose", "purpose %q is not one of %v", s.Purpose, events.Purposes)
+	}
+	if err := checkText("semantics.producer", s.Producer); err != nil {
+		return err
+	}
+	for _, h := range s.ConsumerHints {
+		if err := checkText("semantics.consumerHints", h); err != nil {
+			return err
+		}
 	}
 	if len(s.Producer) > maxProducer {
 		return events.FieldErrorf(events.EInvalid, "semantics.producer", "producer is longer than %d characters", maxProducer)

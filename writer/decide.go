@@ -173,6 +173,13 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 	if attempted == nil {
 		attempted = json.RawMessage("null")
 	}
+	sem := r.Semantics
+	if sem.Purpose == "" && visible != nil {
+		sem = visible.Semantics
+	}
+	if sem.Purpose == "" {
+		sem.Purpose = "other"
+	}
 	return decision{
 		err: err,
 		conflict: &events.Conflict{
@@ -185,7 +192,7 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 			CurrentVersion:  current,
 			Attempted:       attempted,
 			Current:         currentValue,
-			Semantics:       r.Semantics,
+			Semantics:       sem,
 			SpecRef:         r.SpecRef,
 			RequestID:       r.RequestID,
 			Principal:       r.Principal,
