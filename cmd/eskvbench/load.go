@@ -233,6 +233,9 @@ func (b *bench) casSequential(ctx context.Context) result {
 		status, err := b.cas(ctx, st)
 		d := time.Since(t0)
 		if err != nil || status != http.StatusOK {
+			if ctx.Err() != nil {
+				break
+			}
 			errs[status]++
 			backoff(ctx, status)
 			continue
@@ -296,6 +299,9 @@ func (b *bench) concurrentWrites(ctx context.Context, id string, projects []stri
 				status, err := b.cas(ctx, st)
 				t1 := time.Now()
 				if err != nil || status != http.StatusOK {
+					if ctx.Err() != nil {
+						return // interrupted, not an error of the stack
+					}
 					errs[i][status]++
 					backoff(ctx, status)
 					continue
@@ -414,7 +420,8 @@ func (b *bench) lag(before, after []byte, rate float64) result {
 	if over {
 		r.Verdict = verdictMiss
 	}
-	r.Note = fmt.Sprintf("%s, bucket deltas over run 2a at %.0f writes/s (interpolated%s)", name, rate,
+	r.Note = fmt.Sprintf("%s: bucket deltas over run 2a at %.0f writes/s, interpolated%s; counts from the event's ts, "+
+		"stamped before the writer's Kafka transaction, so it includes the writer's commit time (5b starts at the 200 answer)", name, rate,
 		map[bool]string{true: "; p99 beyond the last bucket", false: ""}[over])
 	return r
 }
@@ -563,6 +570,9 @@ func (b *bench) lists(ctx context.Context, prefix string, n int, projected time.
 		status, _, err := b.list(ctx, prefix, n, false)
 		d := time.Since(t0)
 		if err != nil || status != http.StatusOK {
+			if ctx.Err() != nil {
+				break
+			}
 			errs[status]++
 			continue
 		}
@@ -598,6 +608,9 @@ func (b *bench) gets(ctx context.Context, id string, keys []string, clients int)
 				status, err := b.get(ctx, keys[rng.IntN(len(keys))], &buf)
 				d := time.Since(t0)
 				if err != nil || status != http.StatusOK {
+					if ctx.Err() != nil {
+						return // interrupted, not an error of the stack
+					}
 					errs[i][status]++
 					backoff(ctx, status)
 					continue

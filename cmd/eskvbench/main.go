@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -162,7 +163,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 		}
 	}
-	rep := &report{Mode: "own stack", Config: reportConfig(c)}
+	rep := &report{Mode: "own stack", Config: reportConfig(c), Host: host{CPUs: runtime.NumCPU(), LoadStart: loadAvg()}}
 	if !s.own {
 		rep.Mode = "target " + c.url
 	}
@@ -172,6 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer func() {
 		// Peak memory is read before the services stop.
 		rep.Memory = memory(s)
+		rep.Host.LoadEnd = loadAvg()
 		s.close(stderr, c.keep)
 		if s.own {
 			for _, p := range s.procs {
@@ -187,7 +189,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}()
 
 	b := newBench(c, s, stderr)
-	return b.run(ctx, rep)
+	if err := b.run(ctx, rep); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
+		return err
+	}
+	return nil
 }
 
 func newHTTPClient() *http.Client {

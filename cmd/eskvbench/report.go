@@ -7,8 +7,10 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -135,6 +137,7 @@ type report struct {
 	Config      map[string]any `json:"config"`
 	Results     []result       `json:"results"`
 	Memory      memReport      `json:"memory"`
+	Host        host           `json:"host"`
 	Logs        []logSummary   `json:"logs,omitempty"`
 	Interrupted bool           `json:"interrupted,omitempty"`
 }
@@ -167,6 +170,11 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 	if lvl, ok := r.Config["serviceLogLevel"]; ok {
 		fmt.Fprintf(w, " (%s; ESKV_PARTITIONS=%v, ESKV_LOG_LEVEL=%v so per-write INFO logs are off)",
 			strings.Join(r.Services, ", "), r.Config["partitions"], lvl)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "host: %d CPUs, load average %.2f at start, %.2f at end", r.Host.CPUs, r.Host.LoadStart, r.Host.LoadEnd)
+	if max(r.Host.LoadStart, r.Host.LoadEnd) > float64(r.Host.CPUs) {
+		fmt.Fprint(w, " (other processes compete for the CPUs: figures are not comparable with a quiet run)")
 	}
 	fmt.Fprintln(w)
 	if d, ok := r.Config["brokerData"]; ok {
@@ -227,6 +235,28 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// host is the machine the bench ran on; the load shows whether other work
+// competed with the stack.
+type host struct {
+	CPUs      int     `json:"cpus"`
+	LoadStart float64 `json:"loadAvg1Start"`
+	LoadEnd   float64 `json:"loadAvg1End"`
+}
+
+// loadAvg returns the one-minute load average (0 where /proc is absent).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func orDash(s string) string {
