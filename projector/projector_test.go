@@ -566,20 +566,22 @@ func BenchmarkProjectorLag(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(produced)/time.Since(began).Seconds(), "events/s")
-	b.ReportMetric(lagQuantile(b, r.reg, 0.50)*1000, "p50-lag-ms")
-	b.ReportMetric(lagQuantile(b, r.reg, 0.99)*1000, "p99-lag-ms")
+	b.ReportMetric(quantile(b, r.reg, "eskv_projector_lag_seconds", 0.50)*1000, "p50-lag-ms")
+	b.ReportMetric(quantile(b, r.reg, "eskv_projector_lag_seconds", 0.99)*1000, "p99-lag-ms")
+	b.ReportMetric(quantile(b, r.reg, "eskv_projector_apply_duration_seconds", 0.99)*1000, "p99-apply-ms")
+	b.ReportMetric(quantile(b, r.reg, "eskv_projector_batch_size", 0.50), "p50-batch")
 }
 
-// lagQuantile estimates a quantile of the lag histogram, interpolating
-// linearly inside a bucket as Prometheus' histogram_quantile does.
-func lagQuantile(tb testing.TB, reg *prometheus.Registry, q float64) float64 {
+// quantile estimates a quantile of a histogram, interpolating linearly
+// inside a bucket as Prometheus' histogram_quantile does.
+func quantile(tb testing.TB, reg *prometheus.Registry, name string, q float64) float64 {
 	tb.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		tb.Fatalf("gather: %v", err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "eskv_projector_lag_seconds" {
+		if mf.GetName() != name {
 			continue
 		}
 		h := mf.GetMetric()[0].GetHistogram()
@@ -593,7 +595,7 @@ func lagQuantile(tb testing.TB, reg *prometheus.Registry, q float64) float64 {
 		}
 		return lower
 	}
-	tb.Fatalf("lag histogram not found")
+	tb.Fatalf("histogram %s not found", name)
 	return 0
 }
 
