@@ -101,8 +101,8 @@ measures, and stops them. With -url and -token, targets a running stack.
 	fs.StringVar(&c.token, "token", env("ESKV_BENCH_TOKEN", ""), "bearer token for -url, with read and write rights on tenant bench (ESKV_BENCH_TOKEN)")
 	fs.StringVar(&c.projectorURL, "projector-url", env("ESKV_BENCH_PROJECTOR_URL", ""), "with -url: the projector's base URL, for its lag histogram (ESKV_BENCH_PROJECTOR_URL)")
 	fs.StringVar(&c.postgresURL, "postgres-url", env("ESKV_BENCH_POSTGRES_URL", ""), "with -url: the projection database, for end-to-end visibility (ESKV_BENCH_POSTGRES_URL)")
-	fs.IntVar(&c.writerPID, "writer-pid", envInt("ESKV_BENCH_WRITER_PID", 0), "with -url: the writer's pid, for its peak memory (ESKV_BENCH_WRITER_PID)")
-	fs.IntVar(&c.projectorPID, "projector-pid", envInt("ESKV_BENCH_PROJECTOR_PID", 0), "with -url: the projector's pid, for its peak memory (ESKV_BENCH_PROJECTOR_PID)")
+	fs.IntVar(&c.writerPID, "writer-pid", envInt("ESKV_BENCH_WRITER_PID", 0), "with -url: the writer's pid, for its peak memory and CPU (ESKV_BENCH_WRITER_PID)")
+	fs.IntVar(&c.projectorPID, "projector-pid", envInt("ESKV_BENCH_PROJECTOR_PID", 0), "with -url: the projector's pid, for its peak memory and CPU (ESKV_BENCH_PROJECTOR_PID)")
 	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", env("ESKV_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		"Postgres URL with the right to create the bench's database (ESKV_TEST_POSTGRES_URL)")
 	fs.IntVar(&c.partitions, "partitions", envInt("ESKV_PARTITIONS", 12), "partition count of kv.changes, to spread clients over partitions (ESKV_PARTITIONS)")
@@ -171,8 +171,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		rep.Services = append(rep.Services, p.name)
 	}
 	defer func() {
-		// Peak memory is read before the services stop.
-		rep.Memory = memory(s)
+		// Peak memory and CPU are read before the services stop.
+		rep.Processes = processes(s)
 		rep.Host.LoadEnd = loadAvg()
 		s.close(stderr, c.keep)
 		if s.own {

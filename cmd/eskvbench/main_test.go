@@ -166,6 +166,21 @@ func TestParseVmHWM(t *testing.T) {
 	})
 }
 
+func TestParseStatCPU(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+		got, err := parseStatCPU("42 (my (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 250 125 0 0 20 0 8 0")
+		if err != nil || got != 3.75 {
+			t.Errorf("got %v, %v; want 3.75", got, err)
+		}
+	})
+	t.Run("ErrShort", func(t *testing.T) {
+		if _, err := parseStatCPU("42 (x) S 1 2"); err == nil {
+			t.Error("want an error")
+		}
+	})
+}
+
 func TestParse(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	t.Run("Defaults", func(t *testing.T) {

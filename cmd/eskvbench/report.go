@@ -100,34 +100,44 @@ func (r *result) target(k targetKind, limit any) {
 	}
 }
 
-// memReport is figure 6.
-type memReport struct {
-	WriterPeakBytes    int64  `json:"writerPeakBytes,omitempty"`
-	ProjectorPeakBytes int64  `json:"projectorPeakBytes,omitempty"`
-	Note               string `json:"note,omitempty"`
+// procReport is figure 6 for one process: its peak resident memory and
+// the CPU time it used (user + system) since it started.
+type procReport struct {
+	Name       string  `json:"name"`
+	PID        int     `json:"pid,omitempty"`
+	PeakBytes  int64   `json:"peakRSSBytes,omitempty"`
+	CPUSeconds float64 `json:"cpuSeconds,omitempty"`
+	Note       string  `json:"note,omitempty"`
 }
 
-func memory(s *stack) memReport {
-	var m memReport
-	var notes []string
-	for _, p := range []struct {
-		name string
-		pid  int
-		dst  *int64
-	}{{"writer", s.writerPID, &m.WriterPeakBytes}, {"projector", s.projectorPID, &m.ProjectorPeakBytes}} {
-		if p.pid == 0 {
-			notes = append(notes, p.name+": no pid (give -"+p.name+"-pid with -url)")
-			continue
-		}
-		n, err := peakRSS(p.pid)
-		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s: %v", p.name, err))
-			continue
-		}
-		*p.dst = n
+// processes reads figure 6 for the writer and the projector, for the
+// broker when the bench started it, and for the bench itself (the load
+// generator shares the machine).
+func processes(s *stack) []procReport {
+	ps := []procReport{{Name: "writer", PID: s.writerPID}, {Name: "projector", PID: s.projectorPID}}
+	if s.brokerPID != 0 {
+		ps = append(ps, procReport{Name: "devbroker", PID: s.brokerPID})
 	}
-	m.Note = strings.Join(notes, "; ")
-	return m
+	ps = append(ps, procReport{Name: "eskvbench", PID: os.Getpid()})
+	for i := range ps {
+		p := &ps[i]
+		if p.PID == 0 {
+			p.Note = "no pid"
+			if !s.own {
+				p.Note += " (give -" + p.Name + "-pid with -url)"
+			}
+			continue
+		}
+		var err error
+		if p.PeakBytes, err = peakRSS(p.PID); err != nil {
+			p.Note = err.Error()
+			continue
+		}
+		if p.CPUSeconds, err = cpuSeconds(p.PID); err != nil {
+			p.Note = err.Error()
+		}
+	}
+	return ps
 }
 
 // report is everything a run prints.
@@ -136,7 +146,7 @@ type report struct {
 	Services    []string       `json:"services,omitempty"`
 	Config      map[string]any `json:"config"`
 	Results     []result       `json:"results"`
-	Memory      memReport      `json:"memory"`
+	Processes   []procReport   `json:"processes"`
 	Host        host           `json:"host"`
 	Logs        []logSummary   `json:"logs,omitempty"`
 	Interrupted bool           `json:"interrupted,omitempty"`
@@ -172,9 +182,9 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 			strings.Join(r.Services, ", "), r.Config["partitions"], lvl)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "host: %d CPUs, load average %.2f at start, %.2f at end", r.Host.CPUs, r.Host.LoadStart, r.Host.LoadEnd)
-	if max(r.Host.LoadStart, r.Host.LoadEnd) > float64(r.Host.CPUs) {
-		fmt.Fprint(w, " (other processes compete for the CPUs: figures are not comparable with a quiet run)")
+	fmt.Fprintf(w, "host: %d CPUs, load average %.2f before the run, %.2f at its end (with the run's own load)", r.Host.CPUs, r.Host.LoadStart, r.Host.LoadEnd)
+	if r.Host.LoadStart >= float64(r.Host.CPUs) {
+		fmt.Fprint(w, "; other processes were busy: figures are not comparable with a quiet run")
 	}
 	fmt.Fprintln(w)
 	if d, ok := r.Config["brokerData"]; ok {
@@ -204,8 +214,15 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "6   peak RSS (VmHWM): writer %s, projector %s\n",
-		fmtBytes(r.Memory.WriterPeakBytes), fmtBytes(r.Memory.ProjectorPeakBytes))
+	var procs []string
+	for _, p := range r.Processes {
+		if p.PeakBytes == 0 {
+			procs = append(procs, fmt.Sprintf("%s - (%s)", p.Name, p.Note))
+			continue
+		}
+		procs = append(procs, fmt.Sprintf("%s %s, %.1f CPU-s", p.Name, fmtBytes(p.PeakBytes), p.CPUSeconds))
+	}
+	fmt.Fprintf(w, "6   peak RSS (VmHWM) and CPU used: %s\n", strings.Join(procs, "; "))
 	fmt.Fprintln(w)
 	for _, res := range r.Results {
 		if res.Note != "" {
@@ -218,9 +235,6 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 			}
 			fmt.Fprintf(w, "%-3s errors: %s\n", res.Step+":", strings.Join(parts, ", "))
 		}
-	}
-	if r.Memory.Note != "" {
-		fmt.Fprintf(w, "%-3s %s\n", "6:", r.Memory.Note)
 	}
 	if len(r.Logs) > 0 {
 		fmt.Fprintln(w)

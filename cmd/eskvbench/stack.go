@@ -39,6 +39,7 @@ type stack struct {
 	db           *pgxpool.Pool // the projection, for visibility checks; nil when unknown
 	writerPID    int
 	projectorPID int
+	brokerPID    int
 
 	// Set when the bench started the stack.
 	dir       string
@@ -69,12 +70,11 @@ func (p *proc) alive() bool {
 // startStack builds the services, creates a database, starts broker,
 // projector and writer on free ports and waits until they are ready. On
 // error everything started is stopped again.
-func startStack(ctx context.Context, c config, progress io.Writer) (s *stack, err error) {
-	s = &stack{own: true, adminURL: c.adminPostgresURL}
+func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, err error) {
+	s := &stack{own: true, adminURL: c.adminPostgresURL}
 	defer func() {
 		if err != nil {
 			s.close(progress, c.keep)
-			s = nil
 		}
 	}()
 	if s.dir, err = os.MkdirTemp("", "eskvbench-"); err != nil {
@@ -123,15 +123,9 @@ func startStack(ctx context.Context, c config, progress io.Writer) (s *stack, er
 		}
 		s.extraDirs = append(s.extraDirs, brokerData)
 	}
+	// The broker needs its port up front (clients dial it); writer and
+	// projector bind :0 and report their address in a file.
 	brokerPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	httpPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	projPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
@@ -147,28 +141,42 @@ func startStack(ctx context.Context, c config, progress io.Writer) (s *stack, er
 	if err != nil {
 		return nil, err
 	}
+	s.brokerPID = broker.cmd.Process.Pid
 	if err := waitFor(ctx, 20*time.Second, broker, func() bool { return portOpen(brokers) }); err != nil {
 		return nil, s.startupError("devbroker did not listen on "+brokers, err)
 	}
 
 	var proj *proc
+	projAddrFile := filepath.Join(s.dir, "projector.addr")
 	if hasProjector {
-		projAddr := fmt.Sprintf("127.0.0.1:%d", projPort)
-		if proj, err = s.start(bin, "projector", append(common, "ESKV_PROJECTOR_ADDR="+projAddr)...); err != nil {
+		if proj, err = s.start(bin, "projector", append(common,
+			"ESKV_PROJECTOR_ADDR=127.0.0.1:0", "ESKV_PROJECTOR_ADDR_FILE="+projAddrFile)...); err != nil {
 			return nil, err
 		}
 		s.projectorPID = proj.cmd.Process.Pid
-		s.projectorURL = "http://" + projAddr
 	}
+	writerAddrFile := filepath.Join(s.dir, "writer.addr")
 	w, err := s.start(bin, "writer", append(common,
-		fmt.Sprintf("ESKV_HTTP_ADDR=127.0.0.1:%d", httpPort),
+		"ESKV_HTTP_ADDR=127.0.0.1:0", "ESKV_ADDR_FILE="+writerAddrFile,
 		"ESKV_DEV_TOKEN="+s.token,
 		"ESKV_WRITER_ID=eskvbench-writer")...)
 	if err != nil {
 		return nil, err
 	}
 	s.writerPID = w.cmd.Process.Pid
-	s.writerURL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+
+	if proj != nil {
+		addr, err := waitAddr(ctx, proj, projAddrFile)
+		if err != nil {
+			return nil, s.startupError("projector did not report its address", err)
+		}
+		s.projectorURL = "http://" + addr
+	}
+	addr, err := waitAddr(ctx, w, writerAddrFile)
+	if err != nil {
+		return nil, s.startupError("writer did not report its address", err)
+	}
+	s.writerURL = "http://" + addr
 
 	client := &http.Client{Timeout: 2 * time.Second}
 	if err := waitFor(ctx, 90*time.Second, w, func() bool { return httpOK(client, s.writerURL+"/readyz") }); err != nil {
@@ -306,6 +314,22 @@ func waitFor(ctx context.Context, timeout time.Duration, p *proc, ok func() bool
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// waitAddr waits for the address a service writes to path once it
+// listens.
+func waitAddr(ctx context.Context, p *proc, path string) (string, error) {
+	var addr string
+	err := waitFor(ctx, 60*time.Second, p, func() bool {
+		b, err := os.ReadFile(path)
+		addr = strings.TrimSpace(string(b))
+		if err != nil || addr == "" {
+			return false
+		}
+		_, port, err := net.SplitHostPort(addr)
+		return err == nil && port != "" && port != "0"
+	})
+	return addr, err
 }
 
 func httpOK(c *http.Client, u string) bool {
