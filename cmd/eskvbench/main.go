@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,7 @@ type config struct {
 	visEvery     int
 	lagMetric    string
 	json         bool
+	cpuProfile   string
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -120,6 +122,7 @@ measures, and stops them. With -url and -token, targets a running stack.
 	fs.StringVar(&c.lagMetric, "lag-metric", env("ESKV_BENCH_LAG_METRIC", "eskv_projector_lag_seconds"),
 		"the projector's lag histogram; when absent, the first histogram named *lag* (ESKV_BENCH_LAG_METRIC)")
 	fs.BoolVar(&c.json, "json", env("ESKV_BENCH_JSON", "") == "true", "print the results as JSON (ESKV_BENCH_JSON)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", env("ESKV_BENCH_CPUPROFILE", ""), "write the bench's own CPU profile to this file (ESKV_BENCH_CPUPROFILE)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -148,6 +151,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	c, err := parse(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var s *stack
 	if c.url == "" {
