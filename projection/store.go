@@ -36,6 +36,11 @@ type Applied struct {
 	Partition int32
 	Offset    int64
 	Event     events.Event
+	// Marker is set for a transaction marker (a Kafka control record): it
+	// carries no event and only moves the partition's stored offset past
+	// itself, so a caught-up projection's offset equals the last stable
+	// offset.
+	Marker bool
 }
 
 const upsertEntries = `
@@ -98,13 +103,18 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	// update a row twice.
 	latest := make(map[string]int, len(batch))
 	next := make(map[int32]int64)
+	var hist []int
 	for i := range batch {
 		a := &batch[i]
-		if j, ok := latest[a.Event.Key]; !ok || batch[j].Event.Version < a.Event.Version {
-			latest[a.Event.Key] = i
-		}
 		if n := a.Offset + 1; n > next[a.Partition] {
 			next[a.Partition] = n
+		}
+		if a.Marker {
+			continue
+		}
+		hist = append(hist, i)
+		if j, ok := latest[a.Event.Key]; !ok || batch[j].Event.Version < a.Event.Version {
+			latest[a.Event.Key] = i
 		}
 	}
 
@@ -116,16 +126,12 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 		}
 	}
 
-	hist := make([]int, len(batch))
-	for i := range hist {
-		hist[i] = i
-	}
 	slices.SortFunc(hist, func(a, b int) int {
 		ea, eb := &batch[a].Event, &batch[b].Event
 		return cmp.Or(cmp.Compare(ea.Key, eb.Key), cmp.Compare(ea.Version, eb.Version))
 	})
 	var h historyColumns
-	h.grow(len(batch))
+	h.grow(len(hist))
 	for _, i := range hist {
 		if err := h.add(&batch[i]); err != nil {
 			return err

@@ -135,6 +135,9 @@ func (p *Projector) Run(ctx context.Context) error {
 		kgo.ConsumerGroup(p.cfg.Group),
 		kgo.ConsumeTopics(p.cfg.Topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers move the stored offsets too, so that a
+		// caught-up projection's offsets equal the last stable offsets.
+		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		// Partitions without an offset in Postgres start at the beginning;
@@ -292,6 +295,10 @@ func (p *Projector) decode(fetches kgo.Fetches) (batch []projection.Applied, poi
 		if bad[r.Partition] {
 			return
 		}
+		if r.Attrs.IsControl() {
+			batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Marker: true})
+			return
+		}
 		e, err := changelog.Event(r)
 		if err != nil {
 			p.log.Error("record does not decode; stopping the projector (poison pill)",
@@ -337,11 +344,19 @@ func (p *Projector) apply(ctx context.Context, batch []projection.Applied) error
 	now := time.Now()
 	p.m.batchSize.Observe(float64(len(batch)))
 	p.m.applyDuration.Observe(now.Sub(start).Seconds())
-	p.m.applied.Add(float64(len(batch)))
+	var applied int
+	for i := range batch {
+		if !batch[i].Marker {
+			applied++
+		}
+	}
+	p.m.applied.Add(float64(applied))
 	next := make(map[int32]int64)
 	for i := range batch {
 		a := &batch[i]
-		p.m.lag.Observe(now.Sub(a.Event.TS).Seconds())
+		if !a.Marker {
+			p.m.lag.Observe(now.Sub(a.Event.TS).Seconds())
+		}
 		next[a.Partition] = max(next[a.Partition], a.Offset+1)
 	}
 	p.mu.Lock()

@@ -98,12 +98,21 @@ func (p *producer) records(tb testing.TB, commit bool, rs ...*kgo.Record) {
 
 // committed returns the next offset per partition after the last
 // committed record.
-func (p *producer) committed() map[int32]int64 {
+// committed returns the last stable offset of each partition written to:
+// the offset a caught-up projection stores (past the commit markers).
+func (p *producer) committed(tb testing.TB) map[int32]int64 {
+	tb.Helper()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[int32]int64, len(p.ends))
-	for k, v := range p.ends {
-		out[k] = v
+	written := make(map[int32]bool, len(p.ends))
+	for k := range p.ends {
+		written[k] = true
+	}
+	p.mu.Unlock()
+	out := make(map[int32]int64)
+	for k, v := range testenv.EndOffsets(context.Background(), tb, p.cl, p.topic) {
+		if written[k] {
+			out[k] = v
+		}
 	}
 	return out
 }
@@ -352,13 +361,13 @@ func TestProjectionEqualsFold(t *testing.T) {
 	produce(t, prod, f, 400, 25) // before the projector starts: catch-up
 	r := start(t, b, s, projector.Config{})
 	produce(t, prod, f, 400, 25) // while it runs: tailing
-	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
 
 	assertFold(t, pool, s, f)
 	if got := counter(t, r.reg, "eskv_projector_events_applied_total"); got != 800 {
 		t.Errorf("events applied counter = %v, want 800", got)
 	}
-	if got, want := r.p.Applied(), prod.committed(); !reflect.DeepEqual(got, want) {
+	if got, want := r.p.Applied(), prod.committed(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("Applied() = %v, want %v", got, want)
 	}
 	if err := r.stop(t); err != nil {
@@ -395,12 +404,12 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reached(stopped, prod.committed()) {
+	if reached(stopped, prod.committed(t)) {
 		t.Fatalf("the first projector applied everything (%v) before it stopped; the test proves nothing", stopped)
 	}
 
 	start(t, b, s, projector.Config{MaxBatch: 50})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
 	assertFold(t, pool, s, f)
 }
 
@@ -419,7 +428,7 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 	prod.txn(t, true, c1)
 
 	start(t, b, s, projector.Config{})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
 
 	got, err := s.States(context.Background(), []string{a, c, aborted})
 	if err != nil {
@@ -461,9 +470,10 @@ func TestPoisonPillStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Offsets: 0 the event, 1 its commit marker, 2 the poison pill.
-	if offs[0] != 1 {
-		t.Errorf("stored offset %d, want 1 (the poison pill is not skipped)", offs[0])
+	// Offsets: 0 the event, 1 its commit marker, 2 the poison pill. The
+	// stored offset moves past the marker and stops at the pill.
+	if offs[0] != 2 {
+		t.Errorf("stored offset %d, want 2 (the poison pill is not skipped)", offs[0])
 	}
 }
 
@@ -494,7 +504,7 @@ func TestResumesAtPostgresOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, b, s, projector.Config{})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
 
 	rows, err := pool.Query(context.Background(), `SELECT version FROM kv_history ORDER BY version`)
 	if err != nil {
@@ -550,7 +560,7 @@ func BenchmarkProjectorLag(b *testing.B) {
 	f := newFold(3, 200, 20)
 	r := start(b, br, s, projector.Config{})
 	produce(b, prod, f, txnSize, txnSize) // the group is joined once this is applied
-	waitOffsets(b, s, br.Topics.Changes, prod.committed())
+	waitOffsets(b, s, br.Topics.Changes, prod.committed(b))
 
 	b.ResetTimer()
 	var produced int
@@ -562,7 +572,7 @@ func BenchmarkProjectorLag(b *testing.B) {
 			produced += txnSize
 		}
 		tick.Stop()
-		waitOffsets(b, s, br.Topics.Changes, prod.committed())
+		waitOffsets(b, s, br.Topics.Changes, prod.committed(b))
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(produced)/time.Since(began).Seconds(), "events/s")
@@ -625,7 +635,7 @@ func TestWaitsForTheTopic(t *testing.T) {
 	prod := mustProducer(t, b)
 	e := newEvent("tenant/t/project/p/k", 1, events.KindPut, `1`)
 	prod.txn(t, true, e)
-	waitOffsets(t, s, b.Topics.Changes, prod.committed())
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
 	if err := r.stop(t); err != nil {
 		t.Errorf("Run: %v", err)
 	}

@@ -307,7 +307,9 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		}
 	}
 
-	now := time.Now().UTC()
+	// Postgres keeps microseconds: truncating here makes the overlay and
+	// the projection answer the same timestamps.
+	now := time.Now().UTC().Truncate(time.Microsecond)
 	ds := make([]decision, len(batch))
 	var recs []*kgo.Record
 	var evIdx []int // batch index of each kv.changes record
