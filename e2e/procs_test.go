@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -119,11 +118,6 @@ func (p *proc) stop() {
 	}
 }
 
-func (p *proc) restart() {
-	p.stop()
-	p.start()
-}
-
 func waitHTTP(tb testing.TB, url string, d time.Duration) {
 	tb.Helper()
 	waitFor(tb, d, url, func() bool {
@@ -134,9 +128,4 @@ func waitHTTP(tb testing.TB, url string, d time.Duration) {
 		r.Body.Close()
 		return r.StatusCode == 200
 	})
-}
-
-func logContains(path, s string) bool {
-	b, _ := os.ReadFile(path)
-	return bytes.Contains(b, []byte(s))
 }
