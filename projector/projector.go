@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
@@ -58,9 +57,7 @@ type Projector struct {
 	cfg   Config
 	store *projection.Store
 	log   *slog.Logger
-	// kgoLog is for the Kafka client, which names topics and groups itself.
-	kgoLog *slog.Logger
-	m      *metrics
+	m     *metrics
 
 	mu      sync.Mutex
 	applied map[int32]int64
@@ -98,7 +95,6 @@ func New(cfg Config, store *projection.Store, log *slog.Logger, reg prometheus.R
 		cfg:     cfg,
 		store:   store,
 		log:     log.With("component", "projector"),
-		kgoLog:  log.With("component", "kgo"),
 		m:       m,
 		applied: make(map[int32]int64),
 	}, nil
@@ -131,7 +127,7 @@ func (p *Projector) Run(ctx context.Context) error {
 
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(p.cfg.Brokers...),
-		kgo.WithLogger(kslog.New(p.kgoLog)),
+		kgo.WithLogger(changelog.Logger(p.log)),
 		kgo.ConsumerGroup(p.cfg.Group),
 		kgo.ConsumeTopics(p.cfg.Topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
@@ -133,7 +132,7 @@ func (p *partition) own(ctx context.Context) error {
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(4<<20),
-		kgo.WithLogger(kslog.New(p.log)),
+		kgo.WithLogger(changelog.Logger(p.log)),
 	)
 	if err != nil {
 		return fmt.Errorf("producer: %w", err)
@@ -211,7 +210,7 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, error
 		// visible, so "read up to end" has a precise stopping point.
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(250*time.Millisecond),
-		kgo.WithLogger(kslog.New(p.log)),
+		kgo.WithLogger(changelog.Logger(p.log)),
 	)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
@@ -103,7 +102,7 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 	if len(cfg.Brokers) == 0 || cfg.Topics.Changes == "" || cfg.Topics.Conflicts == "" || cfg.Topics.Partitions < 1 {
 		return nil, errors.New("writer: brokers, topics and partition count are required")
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.WithLogger(kslog.New(log)))
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.WithLogger(changelog.Logger(log)))
 	if err != nil {
 		return nil, fmt.Errorf("writer: kafka client: %w", err)
 	}
@@ -151,7 +150,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			w.revoke(m[w.cfg.Topics.Changes])
 		}),
-		kgo.WithLogger(kslog.New(w.log)),
+		kgo.WithLogger(changelog.Logger(w.log)),
 	}
 	if w.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(w.cfg.InstanceID))
