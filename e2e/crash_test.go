@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -27,9 +28,19 @@ type procStack struct {
 
 func mustProcStack(tb testing.TB) *procStack {
 	tb.Helper()
-	s := &stack{tb: tb, broker: testenv.MustBroker(tb, partitions), pg: testenv.MustPostgresDB(tb)}
+	return startProcStack(tb, testenv.MustBroker(tb, partitions))
+}
+
+// startProcStack starts writer and projector processes against broker.
+func startProcStack(tb testing.TB, broker *testenv.Broker) *procStack {
+	tb.Helper()
+	s := &stack{tb: tb, broker: broker, pg: testenv.MustPostgresDB(tb)}
 	s.store = projection.New(s.pg.Pool)
-	httpAddr, projAddr := freeAddr(tb), freeAddr(tb)
+	httpAddr := freeAddr(tb)
+	projAddr := freeAddr(tb)
+	for projAddr == httpAddr {
+		projAddr = freeAddr(tb)
+	}
 	common := []string{
 		"ESKV_BROKERS=" + strings.Join(s.broker.Addrs, ","),
 		"ESKV_POSTGRES_URL=" + s.pg.URL,
@@ -57,7 +68,9 @@ func assertProjectionIsFoldOfLog(t *testing.T, s *stack) []events.Event {
 	last := map[string]events.Event{}
 	for _, e := range log {
 		if p, ok := last[e.Key]; ok && e.Version != p.Version+1 {
-			t.Fatalf("%s: version %d follows %d in the log", e.Key, e.Version, p.Version)
+			same, _ := json.Marshal(p)
+			this, _ := json.Marshal(e)
+			t.Fatalf("%s: version %d follows %d in the log (identical events: %v)\n%s\n%s", e.Key, e.Version, p.Version, bytes.Equal(same, this), same, this)
 		}
 		last[e.Key] = e
 	}
@@ -145,7 +158,6 @@ func TestWriterKill9(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(c), 7))
-			client := &http.Client{Timeout: 5 * time.Second}
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -153,28 +165,15 @@ func TestWriterKill9(t *testing.T) {
 				default:
 				}
 				key := fmt.Sprintf("tenant/t%d/project/p/k%d", rng.IntN(4), rng.IntN(20))
-				val := fmt.Sprintf(`"c%d-%d"`, c, i)
-				req, _ := http.NewRequest("PUT", s.url+"/v1/kv/"+key, strings.NewReader(`{"value":`+val+`}`))
-				req.Header.Set("Authorization", "Bearer "+devToken)
-				resp, err := client.Do(req)
-				if err != nil {
-					failures.Add(1)
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				var e events.Entry
-				if resp.StatusCode == 200 {
-					err = jsonDecode(resp.Body, &e)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != 200 || err != nil {
+				a, ok := s.put(key, fmt.Sprintf(`"c%d-%d"`, c, i))
+				if !ok {
 					failures.Add(1)
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
 				okCount.Add(1)
 				mu.Lock()
-				acks = append(acks, ack{key, e.Version, string(e.Value)})
+				acks = append(acks, a)
 				mu.Unlock()
 			}
 		}()
@@ -191,7 +190,34 @@ func TestWriterKill9(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	log := assertProjectionIsFoldOfLog(t, s.stack)
+	log := assertAcknowledgedInLog(t, s.stack, acks)
+	t.Logf("%d acknowledged writes all in a log of %d events; %d requests failed during 3 writer kills", len(acks), len(log), failures.Load())
+}
+
+// put writes value (JSON) to key with a short client timeout and reports
+// the acknowledged write, if it was acknowledged.
+func (s *stack) put(key, value string) (ack, bool) {
+	req, _ := http.NewRequest("PUT", s.url+"/v1/kv/"+key, strings.NewReader(`{"value":`+value+`}`))
+	req.Header.Set("Authorization", "Bearer "+devToken)
+	resp, err := shortClient.Do(req)
+	if err != nil {
+		return ack{}, false
+	}
+	defer resp.Body.Close()
+	var e events.Entry
+	if resp.StatusCode != 200 || jsonDecode(resp.Body, &e) != nil {
+		return ack{}, false
+	}
+	return ack{key, e.Version, string(e.Value)}, true
+}
+
+var shortClient = &http.Client{Timeout: 5 * time.Second}
+
+// assertAcknowledgedInLog checks that the projection is the fold of the log
+// and that every acknowledged write is in the log with its value.
+func assertAcknowledgedInLog(t *testing.T, s *stack, acks []ack) []events.Event {
+	t.Helper()
+	log := assertProjectionIsFoldOfLog(t, s)
 	inLog := map[string]string{}
 	for _, e := range log {
 		inLog[fmt.Sprintf("%s@%d", e.Key, e.Version)] = string(e.After)
@@ -202,5 +228,5 @@ func TestWriterKill9(t *testing.T) {
 			t.Fatalf("acknowledged write %s@%d = %s is not in the log (log has %q)", a.key, a.version, a.value, v)
 		}
 	}
-	t.Logf("%d acknowledged writes all in a log of %d events; %d requests failed during 3 writer kills", len(acks), len(log), failures.Load())
+	return log
 }

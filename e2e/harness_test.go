@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -175,54 +176,42 @@ func (s *stack) do(method, path, token string, body any) response {
 }
 
 // readLog returns every committed event in kv.changes, in log order per
-// partition.
+// partition, each validated against the event JSON Schema.
 func (s *stack) readLog(ctx context.Context) []events.Event {
+	evs, _ := s.readLogEnds(ctx)
+	return evs
+}
+
+// readLogEnds also returns, per partition, the offset after its last
+// committed event: a projection holding every event has stored at least
+// that.
+func (s *stack) readLogEnds(ctx context.Context) ([]events.Event, map[int32]int64) {
 	s.tb.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(s.broker.Addrs...),
-		kgo.ConsumeTopics(s.broker.Topics.Changes),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addrs...))
 	if err != nil {
 		s.tb.Fatal(err)
 	}
 	defer cl.Close()
-	end := s.endOffsets(ctx)
 	var out []events.Event
-	seen := map[int32]int64{}
-	done := func() bool {
-		for p, e := range end {
-			if seen[p] < e {
-				return false
-			}
-		}
-		return true
-	}
-	for !done() {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			s.tb.Fatalf("reading the log: %v", ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			seen[r.Partition] = r.Offset + 1
-			if r.Attrs.IsControl() {
-				return
-			}
+	ends := map[int32]int64{}
+	for p, end := range s.endOffsets(ctx) {
+		err := changelog.ReadCommitted(ctx, cl, s.broker.Topics.Changes, p, 0, end, func(r *kgo.Record) error {
 			if err := schemas.ValidateChange(r.Value); err != nil {
-				s.tb.Fatalf("event at %d/%d breaks the schema: %v\n%s", r.Partition, r.Offset, err, r.Value)
+				return fmt.Errorf("event at %d/%d breaks the schema: %w\n%s", r.Partition, r.Offset, err, r.Value)
 			}
 			e, err := changelog.Event(r)
 			if err != nil {
-				s.tb.Fatalf("decode: %v", err)
+				return err
 			}
 			out = append(out, e)
+			ends[p] = r.Offset + 1
+			return nil
 		})
+		if err != nil {
+			s.tb.Fatalf("reading partition %d of the log: %v", p, err)
+		}
 	}
-	return out
+	return out, ends
 }
 
 func (s *stack) endOffsets(ctx context.Context) map[int32]int64 {

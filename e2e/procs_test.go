@@ -19,7 +19,8 @@ var (
 	binErr  error
 )
 
-// mustBinaries builds cmd/writer and cmd/projector once per test run.
+// mustBinaries builds cmd/writer, cmd/projector and cmd/devbroker once per
+// test run.
 func mustBinaries(tb testing.TB) string {
 	tb.Helper()
 	binOnce.Do(func() {
@@ -27,7 +28,7 @@ func mustBinaries(tb testing.TB) string {
 		if binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/writer", "../cmd/projector")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/writer", "../cmd/projector", "../cmd/devbroker")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -67,6 +68,10 @@ func startProc(tb testing.TB, name string, env ...string) *proc {
 	p.start()
 	tb.Cleanup(func() {
 		p.stop()
+		if dir := os.Getenv("ESKV_E2E_LOGDIR"); dir != "" {
+			b, _ := os.ReadFile(p.log)
+			_ = os.WriteFile(filepath.Join(dir, tb.Name()+"-"+name+".log"), b, 0o644)
+		}
 		if tb.Failed() {
 			b, _ := os.ReadFile(p.log)
 			if len(b) > 8000 {

@@ -30,19 +30,19 @@ func startProjector(tb testing.TB, ctx context.Context, s *stack, log *slog.Logg
 	}()
 }
 
-// waitProjected waits until the projection's stored offsets reach the last
-// stable offset of every partition.
+// waitProjected waits until the projection's stored offsets are past the
+// last committed event of every partition.
 func waitProjected(tb testing.TB, s *stack) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	end := s.endOffsets(ctx)
-	waitFor(tb, 60*time.Second, "projection to reach the end of the log", func() bool {
+	_, ends := s.readLogEnds(ctx)
+	waitFor(tb, 60*time.Second, "projection to hold every event of the log", func() bool {
 		got, err := s.store.Offsets(ctx, s.broker.Topics.Changes)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		for p, e := range end {
+		for p, e := range ends {
 			if got[p] < e {
 				return false
 			}

@@ -129,6 +129,10 @@ func (p *Projector) Run(ctx context.Context) error {
 		kgo.SeedBrokers(p.cfg.Brokers...),
 		kgo.WithLogger(changelog.Logger(p.log)),
 		kgo.ConsumerGroup(p.cfg.Group),
+		// A crashed projector's partitions move after 10 s, not the
+		// default 45 s.
+		kgo.SessionTimeout(10*time.Second),
+		kgo.HeartbeatInterval(time.Second),
 		kgo.ConsumeTopics(p.cfg.Topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Transaction markers move the stored offsets too, so that a

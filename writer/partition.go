@@ -2,7 +2,6 @@ package writer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -188,84 +187,61 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, error
 	if err != nil {
 		return nil, fmt.Errorf("projector offsets: %w", err)
 	}
-	from := stored[p.id]
-	lso, err := p.w.adm.ListCommittedOffsets(ctx, cfg.Topics.Changes)
-	if err != nil {
-		return nil, fmt.Errorf("last stable offset: %w", err)
-	}
-	lo, ok := lso.Lookup(cfg.Topics.Changes, p.id)
-	if !ok || lo.Err != nil {
-		return nil, fmt.Errorf("last stable offset of partition %d: %v", p.id, lo.Err)
-	}
-	end := lo.Offset
-	overlay := make(map[string]overlayEntry)
-	if from >= end {
-		return overlay, nil
-	}
-	cons, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topics.Changes: {p.id: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Control records make every offset below the last stable offset
-		// visible, so "read up to end" has a precise stopping point.
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(250*time.Millisecond),
-		kgo.WithLogger(changelog.Logger(p.log)),
-	)
+	end, err := p.settledEnd(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer cons.Close()
-	pos := from
-	for pos < end {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := cons.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	overlay := make(map[string]overlayEntry)
+	err = changelog.ReadCommitted(ctx, p.w.admCl, cfg.Topics.Changes, p.id, stored[p.id], end, func(r *kgo.Record) error {
+		e, err := changelog.Event(r)
+		if err != nil {
+			return err
 		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				ferr = err
-			}
-		})
-		if ferr != nil {
-			return nil, ferr
-		}
-		var derr error
-		fs.EachRecord(func(r *kgo.Record) {
-			if derr != nil || r.Offset >= end {
-				return
-			}
-			pos = r.Offset + 1
-			if r.Attrs.IsControl() {
-				return
-			}
-			e, err := changelog.Event(r)
-			if err != nil {
-				derr = err
-				return
-			}
-			overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
-		})
-		if derr != nil {
-			return nil, derr
-		}
-		if fs.NumRecords() == 0 && pos < end {
-			// Compaction may have removed the records just below end. The
-			// projection holding everything below end is as good: then it
-			// alone is the current state.
-			stored, err := p.w.proj.Offsets(ctx, cfg.Topics.Changes)
-			if err != nil {
-				return nil, fmt.Errorf("projector offsets: %w", err)
-			}
-			if stored[p.id] >= end {
-				return make(map[string]overlayEntry), nil
-			}
-		}
+		overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return overlay, nil
+}
+
+// settledEnd waits until no transaction is open on the partition and
+// returns its end. Only kv-writer-p<N> writes to partition N, and fencing
+// it aborted any open transaction, so the last stable offset must reach
+// the high watermark at once on Kafka. A transaction that stays open is
+// one the broker no longer ties to our transactional id (kfake after a
+// crash): its records could commit later, behind our back, so the
+// partition stays unavailable until the broker times it out.
+func (p *partition) settledEnd(ctx context.Context) (int64, error) {
+	topic := p.w.cfg.Topics.Changes
+	deadline := time.Now().Add(3 * p.w.cfg.TransactionTimeout)
+	for {
+		lso, err := changelog.LastStableOffset(ctx, p.w.adm, topic, p.id)
+		if err != nil {
+			return 0, err
+		}
+		hw, err := p.w.adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return 0, fmt.Errorf("high watermark: %w", err)
+		}
+		o, ok := hw.Lookup(topic, p.id)
+		if !ok || o.Err != nil {
+			return 0, fmt.Errorf("high watermark of partition %d: %v", p.id, o.Err)
+		}
+		if lso >= o.Offset {
+			return lso, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("partition %d has a transaction open by another producer (last stable offset %d < high watermark %d)", p.id, lso, o.Offset)
+		}
+		p.log.Warn("waiting for an open transaction on the partition to end", "lastStableOffset", lso, "highWatermark", o.Offset)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // process decides a batch against the overlay and the projection, appends

@@ -39,6 +39,7 @@ type config struct {
 	port     int
 	dataDir  string
 	logLevel slog.Level
+	sync     bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -50,6 +51,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		"directory the broker persists to; reloaded on start (env ESKV_BROKER_DATA)")
 	level := fs.String("log-level", envOr(getenv, "ESKV_BROKER_LOG_LEVEL", "warn"),
 		"debug, info, warn or error; info and debug include kfake's per-request logs (env ESKV_BROKER_LOG_LEVEL)")
+	sync := fs.Bool("sync", envOr(getenv, "ESKV_BROKER_SYNC", "false") == "true",
+		"fsync every write, so acknowledged writes survive a machine crash too; without it they survive a kill -9 of the broker, as with Kafka's default flush policy (env ESKV_BROKER_SYNC)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -67,7 +70,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 		return config{}, fmt.Errorf("-log-level: %w", err)
 	}
-	return config{port: port, dataDir: *dataDir, logLevel: lvl}, nil
+	return config{port: port, dataDir: *dataDir, logLevel: lvl, sync: *sync}, nil
 }
 
 // parsePort accepts a bare port or a host:port whose host is empty or
@@ -108,12 +111,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	c, err := kfake.NewCluster(
+	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(cfg.port),
 		kfake.ClusterID(clusterID),
 		kfake.DataDir(cfg.dataDir),
-		kfake.SyncWrites(),
 		kfake.WithLogger(kfakeLogger{log: log, min: cfg.logLevel}),
 		kfake.BrokerConfigs(map[string]string{
 			// Kafka's default, stated so the writer's transaction
@@ -124,12 +126,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			// so compact rarely: hourly, not Kafka's 15 s.
 			"log.cleaner.backoff.ms": "3600000",
 		}),
-	)
+	}
+	if cfg.sync {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
 	}
 	log.Info("broker listening", "addr", strings.Join(c.ListenAddrs(), ","),
-		"data", cfg.dataDir, "cluster_id", clusterID)
+		"data", cfg.dataDir, "cluster_id", clusterID, "fsync", cfg.sync)
 
 	<-ctx.Done()
 	stop() // a second signal now kills the process outright
