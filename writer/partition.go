@@ -154,6 +154,9 @@ func (p *partition) own(ctx context.Context) error {
 	p.log.Info("partition owned", "epoch", epoch, "overlay", len(overlay))
 
 	batch := make([]*call, 0, cfg.MaxBatch)
+	// expect is the size of the previous batch: an estimate of how many
+	// callers are waiting on this partition.
+	expect := 1
 	for {
 		batch = batch[:0]
 		select {
@@ -162,19 +165,47 @@ func (p *partition) own(ctx context.Context) error {
 		case c := <-p.calls:
 			batch = append(batch, c)
 		}
-		// Group commit without a linger: take whatever queued while the
-		// previous transaction was in flight.
-	drain:
-		for len(batch) < cfg.MaxBatch {
-			select {
-			case c := <-p.calls:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
+		// Group commit: take whatever queued while the previous
+		// transaction was in flight, and when the previous batch was
+		// larger, wait up to MaxLinger for as many. A lone caller never
+		// waits; under load a transaction carries every waiting caller
+		// instead of a few, which is what bounds throughput (the broker
+		// commits a limited number of transactions per second).
+		drain(p.calls, &batch, cfg.MaxBatch)
+		if len(batch) < expect && cfg.MaxLinger > 0 {
+			linger(ctx, p.calls, &batch, min(expect, cfg.MaxBatch), cfg.MaxLinger)
 		}
+		expect = len(batch)
 		if err := p.process(ctx, prod, int64(epoch), batch); err != nil {
 			return err
+		}
+	}
+}
+
+// drain appends queued calls to batch without waiting, up to max.
+func drain(calls <-chan *call, batch *[]*call, max int) {
+	for len(*batch) < max {
+		select {
+		case c := <-calls:
+			*batch = append(*batch, c)
+		default:
+			return
+		}
+	}
+}
+
+// linger appends calls to batch until it holds want or d passed.
+func linger(ctx context.Context, calls <-chan *call, batch *[]*call, want int, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for len(*batch) < want {
+		select {
+		case c := <-calls:
+			*batch = append(*batch, c)
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }

@@ -47,6 +47,10 @@ type Config struct {
 	SessionTimeout        time.Duration
 	// MaxBatch bounds the requests decided and committed in one transaction.
 	MaxBatch int
+	// MaxLinger bounds how long a batch waits for as many requests as the
+	// previous batch had (never when the previous batch was a single
+	// request). Zero disables lingering; negative is taken as zero.
+	MaxLinger time.Duration
 	// QueueDepth bounds the requests waiting per partition.
 	QueueDepth int
 	// Source is the CloudEvents source of produced events.
@@ -70,6 +74,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 512
+	}
+	if c.MaxLinger == 0 {
+		c.MaxLinger = 2 * time.Millisecond
+	} else if c.MaxLinger < 0 {
+		c.MaxLinger = 0
 	}
 	if c.QueueDepth == 0 {
 		c.QueueDepth = 8192

@@ -361,11 +361,12 @@ func freePort() (int, error) {
 }
 
 // baseEnv is the bench's environment without ESKV_ settings, which would
-// otherwise override the stack's.
+// otherwise override the stack's; ESKV_PPROF_ADDR passes through, to
+// profile the writer under load.
 func baseEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ESKV_") {
+		if !strings.HasPrefix(kv, "ESKV_") || strings.HasPrefix(kv, "ESKV_PPROF_ADDR=") {
 			env = append(env, kv)
 		}
 	}

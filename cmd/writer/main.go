@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -58,6 +59,7 @@ type config struct {
 	instanceID    string
 	logLevel      string
 	readyFile     string
+	pprofAddr     string
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -91,6 +93,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.instanceID, "instance-id", env("ESKV_WRITER_ID", "writer-"+host), "static group member id; unique per writer (ESKV_WRITER_ID)")
 	fs.StringVar(&c.logLevel, "log-level", env("ESKV_LOG_LEVEL", "info"), "debug, info, warn or error (ESKV_LOG_LEVEL)")
 	fs.StringVar(&c.readyFile, "addr-file", env("ESKV_ADDR_FILE", ""), "write the bound HTTP address to this file once listening (ESKV_ADDR_FILE)")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", env("ESKV_PPROF_ADDR", ""), "serve net/http/pprof on this address; empty disables it (ESKV_PPROF_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -174,6 +177,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := os.WriteFile(c.readyFile, []byte(ln.Addr().String()), 0o644); err != nil {
 			return err
 		}
+	}
+
+	if c.pprofAddr != "" {
+		pl, err := net.Listen("tcp", c.pprofAddr)
+		if err != nil {
+			return fmt.Errorf("pprof listen: %w", err)
+		}
+		defer pl.Close()
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		go func() { _ = http.Serve(pl, mux) }()
+		log.Info("pprof listening", "addr", pl.Addr().String())
 	}
 
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
