@@ -1,0 +1,43 @@
+package projection
+
+import (
+	"context"
+	"time"
+)
+
+// Owner is the writer that owns a partition of kv.changes.
+type Owner struct {
+	Partition int32
+	ID        string // the writer's instance id
+	Addr      string // base URL the writer answers on
+	Epoch     int64
+	UpdatedAt time.Time
+}
+
+// SetOwner records that writer id, answering at addr, owns partition p
+// since fencing it at epoch.
+func (s *Store) SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error {
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO writer_owners (partition, owner, addr, epoch, updated_at) VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, addr = excluded.addr, epoch = excluded.epoch, updated_at = now()`,
+		p, id, addr, epoch)
+	return translate("set owner", err)
+}
+
+// Owners returns the recorded owner of each partition.
+func (s *Store) Owners(ctx context.Context) (map[int32]Owner, error) {
+	rows, err := s.pool.Query(ctx, `SELECT partition, owner, addr, epoch, updated_at FROM writer_owners`)
+	if err != nil {
+		return nil, translate("owners", err)
+	}
+	defer rows.Close()
+	out := make(map[int32]Owner)
+	for rows.Next() {
+		var o Owner
+		if err := rows.Scan(&o.Partition, &o.ID, &o.Addr, &o.Epoch, &o.UpdatedAt); err != nil {
+			return nil, translate("owners", err)
+		}
+		out[o.Partition] = o
+	}
+	return out, translate("owners", rows.Err())
+}
