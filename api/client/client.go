@@ -1,0 +1,294 @@
+// Package client is the Go client of eskv's HTTP API (schemas/openapi.yaml):
+// typed calls, errors as *events.Error, and retries only where they are
+// safe. kvctl is built on it.
+//
+// Every answer the server gives as an error body becomes an *events.Error
+// with its stable Code (events.ENotFound, events.EConflict, ...), Field,
+// and for conflicts Current; switch on events.ErrorCode(err). A request
+// that got no HTTP answer at all (unreachable server, broken connection,
+// ctx ended) is a *NetworkError instead.
+//
+// Retries: reads (Get, List) are retried on 503 partition_unavailable and
+// on network errors, waiting at least the server's Retry-After. Writes
+// (Put, Delete) are retried the same way only when they carry a RequestID:
+// the server answers a repeated request as a replay instead of writing it
+// twice. Attempts are bounded (WithRetries) and waits grow exponentially
+// with jitter; a wait that would outlast ctx's deadline is not started.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// Defaults of the retry policy.
+const (
+	DefaultAttempts = 4
+	DefaultMinWait  = 100 * time.Millisecond
+	DefaultMaxWait  = 2 * time.Second
+)
+
+// maxAnswerBytes bounds an answer's body: a full list page (1000 entries
+// of at most 64 KiB each, by default) fits.
+const maxAnswerBytes = 256 << 20
+
+// Client calls one eskv HTTP API with one bearer token. It is safe for
+// concurrent use.
+type Client struct {
+	base      string
+	token     string
+	hc        *http.Client
+	attempts  int
+	minWait   time.Duration
+	maxWait   time.Duration
+	userAgent string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sends requests through hc (default: a client on
+// http.DefaultTransport without its own timeout; ctx bounds each call).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithRetries sets how many times a retryable request is tried in all
+// (1 disables retries) and the bounds of the exponential wait between
+// tries. A server's Retry-After is honoured even when longer than maxWait.
+func WithRetries(attempts int, minWait, maxWait time.Duration) Option {
+	return func(c *Client) {
+		c.attempts, c.minWait, c.maxWait = max(attempts, 1), minWait, maxWait
+	}
+}
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// New returns a client of the API at baseURL (for example
+// http://127.0.0.1:8080) that authenticates with token. A malformed
+// baseURL makes every call fail.
+func New(baseURL, token string, opts ...Option) *Client {
+	c := &Client{
+		base:      strings.TrimRight(baseURL, "/"),
+		token:     token,
+		hc:        &http.Client{},
+		attempts:  DefaultAttempts,
+		minWait:   DefaultMinWait,
+		maxWait:   DefaultMaxWait,
+		userAgent: "eskv-go-client",
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// BaseURL returns the API's base URL as the client uses it.
+func (c *Client) BaseURL() string { return c.base }
+
+// NetworkError is a request that got no HTTP answer: the server could not
+// be reached, the connection broke, or ctx ended first. Err is the cause
+// (errors.Is(err, context.DeadlineExceeded) works through it). A write
+// that failed this way may or may not have been applied.
+type NetworkError struct {
+	Method string
+	URL    string
+	Err    error
+}
+
+func (e *NetworkError) Error() string {
+	return fmt.Sprintf("%s %s: %v", e.Method, e.URL, e.Err)
+}
+
+func (e *NetworkError) Unwrap() error { return e.Err }
+
+// errorDetail is the wire form of an error answer's "error" object
+// (api.ErrorDetail).
+type errorDetail struct {
+	Code              string          `json:"code"`
+	Message           string          `json:"message"`
+	Field             string          `json:"field,omitempty"`
+	CurrentVersion    *int64          `json:"currentVersion,omitempty"`
+	CurrentValue      json.RawMessage `json:"currentValue,omitempty"`
+	CorrelationID     string          `json:"correlationId,omitempty"`
+	RetryAfterSeconds int             `json:"retryAfterSeconds,omitempty"`
+}
+
+// call is one API request.
+type call struct {
+	method string
+	path   string // escaped
+	query  url.Values
+	body   []byte
+	key    string // the key addressed, for Error.Current
+	retry  bool   // safe to repeat
+}
+
+// do sends the call, retrying as the policy allows, and decodes a 2xx
+// answer into out. It returns the answer's header.
+func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) {
+	for attempt := 1; ; attempt++ {
+		h, err := c.once(ctx, cl, out)
+		if err == nil || !cl.retry || attempt >= c.attempts || !retryable(ctx, err) {
+			return h, err
+		}
+		wait := c.backoff(attempt, retryAfter(err))
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+			return h, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return h, err
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the wait before try attempt+1: exponential from minWait,
+// capped at maxWait, with jitter over its upper half; never below the
+// server's Retry-After.
+func (c *Client) backoff(attempt int, server time.Duration) time.Duration {
+	d := c.minWait
+	for i := 1; i < attempt && d < c.maxWait; i++ {
+		d *= 2
+	}
+	d = min(d, c.maxWait)
+	if d > 0 {
+		d = d/2 + rand.N(d/2+1)
+	}
+	return max(d, server)
+}
+
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var ne *NetworkError
+	if errors.As(err, &ne) {
+		return true
+	}
+	return events.ErrorCode(err) == events.EUnavailable
+}
+
+// retryAfter is the server's requested wait carried by err, if any.
+func retryAfter(err error) time.Duration {
+	var e *events.Error
+	if errors.As(err, &e) && e.RetryAfterSeconds > 0 {
+		return time.Duration(e.RetryAfterSeconds) * time.Second
+	}
+	return 0
+}
+
+func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error) {
+	u := c.base + cl.path
+	if len(cl.query) > 0 {
+		u += "?" + cl.query.Encode()
+	}
+	var body io.Reader
+	if cl.body != nil {
+		body = bytes.NewReader(cl.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: build request for %s: %w", u, err)
+	}
+	if cl.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &NetworkError{Method: cl.method, URL: u, Err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return nil, &NetworkError{Method: cl.method, URL: u, Err: fmt.Errorf("read answer: %w", err)}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out != nil {
+			if err := json.Unmarshal(b, out); err != nil {
+				return nil, fmt.Errorf("client: decode answer of %s %s: %w", cl.method, u, err)
+			}
+		}
+		return resp.Header, nil
+	}
+	return resp.Header, answerError(resp, b, cl.key)
+}
+
+// answerError turns an error answer into an *events.Error. A body that is
+// not an eskv error (a proxy's page, another server) becomes internal, or
+// partition_unavailable for 502, 503 and 504, so it is never mistaken for
+// an answer about the key.
+func answerError(resp *http.Response, b []byte, key string) error {
+	var body struct {
+		Error *errorDetail `json:"error"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
+		e := &events.Error{Code: events.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s (is this eskv's API?): %s",
+			resp.Status, resp.Request.URL.Redacted(), snippet(b))}
+		switch resp.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			e.Code = events.EUnavailable
+			e.RetryAfterSeconds = headerRetryAfter(resp.Header)
+		}
+		return e
+	}
+	d := body.Error
+	e := &events.Error{Code: d.Code, Message: d.Message, Field: d.Field, CorrelationID: d.CorrelationID, RetryAfterSeconds: d.RetryAfterSeconds}
+	if e.RetryAfterSeconds == 0 {
+		e.RetryAfterSeconds = headerRetryAfter(resp.Header)
+	}
+	if d.CurrentVersion != nil && *d.CurrentVersion > 0 {
+		e.Current = &events.Entry{Key: key, Version: *d.CurrentVersion, Value: d.CurrentValue}
+	}
+	return e
+}
+
+func headerRetryAfter(h http.Header) int {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return n
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if s := int(time.Until(t).Round(time.Second) / time.Second); s > 0 {
+			return s
+		}
+	}
+	return 0
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}

@@ -1,0 +1,220 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/events"
+)
+
+const scope = "tenant/acme/project/demo/"
+
+// TestClient runs the client against one in-process stack.
+func TestClient(t *testing.T) {
+	url := mustStack(t)
+	c := client.New(url, devToken)
+	ctx := t.Context()
+
+	t.Run("PutGetDelete", func(t *testing.T) {
+		key := scope + "checkpoint"
+		res, err := c.Put(ctx, client.PutRequest{
+			Key: key, Value: json.RawMessage(`{"cursor": 1}`), ExpectedVersion: new(int64(0)),
+			Semantics: events.Semantics{Purpose: "checkpoint", Producer: "harvester", ConsumerHints: []string{"reporting"}},
+			RequestID: "r1", SpecRef: "adr-7",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := res.Entry
+		if res.Replayed || e.Key != key || e.Version != 1 || string(e.Value) != `{"cursor":1}` || e.LastWriter != "dev" ||
+			e.Semantics.Purpose != "checkpoint" || e.Semantics.ConsumerHints[0] != "reporting" || e.RequestID != "r1" || e.SpecRef != "adr-7" {
+			t.Fatalf("create answered %+v", res)
+		}
+		got, err := c.Get(ctx, key)
+		if err != nil || got.Version != 1 || !got.UpdatedAt.Equal(e.UpdatedAt) {
+			t.Fatalf("get: %+v, %v", got, err)
+		}
+		if res, err = c.Put(ctx, client.PutRequest{Key: key, Value: json.RawMessage(`2`), ExpectedVersion: new(int64(1))}); err != nil || res.Entry.Version != 2 {
+			t.Fatalf("cas: %+v, %v", res, err)
+		}
+		d, err := c.Delete(ctx, key, client.DeleteOptions{ExpectedVersion: new(int64(2))})
+		if err != nil || d != (client.DeleteResult{Key: key, Version: 3, Deleted: true}) {
+			t.Fatalf("delete: %+v, %v", d, err)
+		}
+		if _, err := c.Get(ctx, key); events.ErrorCode(err) != events.ENotFound {
+			t.Fatalf("get after delete: want not_found, got %v", err)
+		}
+		if _, err := c.Delete(ctx, key, client.DeleteOptions{}); events.ErrorCode(err) != events.ENotFound {
+			t.Fatalf("delete of an absent key: want not_found, got %v", err)
+		}
+	})
+
+	t.Run("ErrConflictCarriesCurrent", func(t *testing.T) {
+		key := scope + "cas"
+		if _, err := c.Put(ctx, client.PutRequest{Key: key, Value: json.RawMessage(`"a"`)}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Put(ctx, client.PutRequest{Key: key, Value: json.RawMessage(`"b"`), ExpectedVersion: new(int64(0))})
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "expectedVersion" || e.CorrelationID == "" ||
+			e.Current == nil || e.Current.Key != key || e.Current.Version != 1 || string(e.Current.Value) != `"a"` {
+			t.Fatalf("want a conflict with the current entry, got %#v", err)
+		}
+		_, err = c.Delete(ctx, key, client.DeleteOptions{ExpectedVersion: new(int64(7))})
+		if !errors.As(err, &e) || e.Code != events.EConflict || e.Current == nil || e.Current.Version != 1 {
+			t.Fatalf("stale delete: want a conflict at version 1, got %#v", err)
+		}
+	})
+
+	t.Run("ErrConflictOnAbsentKeyHasNoCurrent", func(t *testing.T) {
+		_, err := c.Put(ctx, client.PutRequest{Key: scope + "never", Value: json.RawMessage(`1`), ExpectedVersion: new(int64(3))})
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EConflict || e.Current != nil {
+			t.Fatalf("want a conflict without current entry, got %#v", err)
+		}
+	})
+
+	t.Run("ReplayedRequestID", func(t *testing.T) {
+		r := client.PutRequest{Key: scope + "idem", Value: json.RawMessage(`{"n":1}`), RequestID: "job-42"}
+		first, err := c.Put(ctx, r)
+		if err != nil || first.Replayed {
+			t.Fatalf("first: %+v, %v", first, err)
+		}
+		again, err := c.Put(ctx, r)
+		if err != nil || !again.Replayed || again.Entry.Version != first.Entry.Version {
+			t.Fatalf("replay: %+v, %v", again, err)
+		}
+		r.Value = json.RawMessage(`{"n":2}`)
+		var e *events.Error
+		if _, err := c.Put(ctx, r); !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" {
+			t.Fatalf("requestId reused for another body: %v", err)
+		}
+	})
+
+	t.Run("TTL", func(t *testing.T) {
+		res, err := c.Put(ctx, client.PutRequest{Key: scope + "lease", Value: json.RawMessage(`"me"`), TTL: time.Hour})
+		if err != nil || res.Entry.ExpiresAt == nil || res.Entry.ExpiresAt.Sub(res.Entry.UpdatedAt) != time.Hour || res.Entry.Semantics.TTLSeconds != 3600 {
+			t.Fatalf("put with TTL: %+v, %v", res, err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, token string
+		req         client.PutRequest
+		code, field string
+	}{
+		{"ErrBadKey", devToken, client.PutRequest{Key: "tenant/acme/project/demo/Upper", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
+		{"ErrKeyWithSpace", devToken, client.PutRequest{Key: "tenant/acme/project/demo/a b", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
+		{"ErrEmptyKey", devToken, client.PutRequest{Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
+		{"ErrValueNotJSON", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`hello`)}, events.EInvalid, "value"},
+		{"ErrSubSecondTTL", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), TTL: 1500 * time.Millisecond}, events.EInvalid, "ttlSeconds"},
+		{"ErrPurpose", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), Semantics: events.Semantics{Purpose: "nope"}}, events.EInvalid, "semantics.purpose"},
+		{"ErrNoToken", "", client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EUnauthenticated, ""},
+		{"ErrReaderWrites", readerToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EForbidden, "key"},
+		{"ErrTooLarge", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`"`+strings.Repeat("a", 70000)+`"`)}, events.ETooLarge, "value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := client.New(url, tc.token).Put(ctx, tc.req)
+			var e *events.Error
+			if !errors.As(err, &e) || e.Code != tc.code || e.Field != tc.field {
+				t.Fatalf("want %s on field %q, got %#v", tc.code, tc.field, err)
+			}
+		})
+	}
+
+	t.Run("ListPagesAndListAll", func(t *testing.T) {
+		const n = 7
+		for i := range n {
+			if _, err := c.Put(ctx, client.PutRequest{Key: fmt.Sprintf("%sjobs/%02d", scope, i), Value: json.RawMessage(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := client.ListOptions{Prefix: scope + "jobs/", Limit: 3}
+		waitFor(t, "the projection to hold every job", func() bool {
+			got := 0
+			for _, err := range c.ListAll(ctx, o) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got++
+			}
+			return got == n
+		})
+		page, err := c.List(ctx, o)
+		if err != nil || len(page.Items) != 3 || !page.Truncated || page.NextCursor == "" || page.Items[0].Key != scope+"jobs/00" {
+			t.Fatalf("first page: %+v, %v", page, err)
+		}
+		i := 0
+		for e, err := range c.ListAll(ctx, o) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("%sjobs/%02d", scope, i); e.Key != want || string(e.Value) != fmt.Sprint(i) {
+				t.Fatalf("entry %d: want %s=%d, got %s=%s", i, want, i, e.Key, e.Value)
+			}
+			i++
+		}
+		empty, err := c.List(ctx, client.ListOptions{Prefix: scope + "nothing/"})
+		if err != nil || empty.Items == nil || len(empty.Items) != 0 || empty.Truncated {
+			t.Fatalf("empty listing: %+v, %v", empty, err)
+		}
+	})
+
+	t.Run("ErrListOutsideScope", func(t *testing.T) {
+		_, err := c.List(ctx, client.ListOptions{Prefix: "tenant/acme/"})
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "prefix" {
+			t.Fatalf("want invalid prefix, got %#v", err)
+		}
+		for _, err := range c.ListAll(ctx, client.ListOptions{Prefix: scope, Cursor: "not-a-cursor"}) {
+			if events.ErrorCode(err) != events.EInvalid {
+				t.Fatalf("ListAll with a bad cursor: want invalid, got %v", err)
+			}
+		}
+	})
+}
+
+func TestNetworkError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	c := client.New("http://"+addr, devToken, client.WithRetries(2, time.Millisecond, time.Millisecond))
+	_, err = c.Get(t.Context(), scope+"x")
+	var ne *client.NetworkError
+	if !errors.As(err, &ne) || ne.Method != "GET" || ne.URL != "http://"+addr+"/v1/kv/"+scope+"x" {
+		t.Fatalf("want a NetworkError, got %#v", err)
+	}
+	var e *events.Error
+	if errors.As(err, &e) {
+		t.Fatalf("a network error must not look like an answer: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := client.New("http://"+addr, devToken).Get(ctx, scope+"x"); !errors.Is(err, context.Canceled) || !errors.As(err, &ne) {
+		t.Fatalf("cancelled ctx: want a NetworkError wrapping context.Canceled, got %v", err)
+	}
+}
+
+func TestNotEskvIsNotNotFound(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>no such page</html>", http.StatusNotFound)
+	}))
+	defer hs.Close()
+	_, err := client.New(hs.URL, devToken).Get(t.Context(), scope+"x")
+	if code := events.ErrorCode(err); code != events.EInternal {
+		t.Fatalf("a foreign 404 must not read as not_found: got %s (%v)", code, err)
+	}
+}

@@ -1,0 +1,240 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// keyPath is the escaped path of a key's route. Each component is escaped
+// on its own so the slashes stay separators and anything else reaches the
+// server's key rules as written.
+func keyPath(key string) (string, error) {
+	if key == "" {
+		return "", events.FieldErrorf(events.EInvalid, "key", "key is empty")
+	}
+	parts := strings.Split(key, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return "/v1/kv/" + strings.Join(parts, "/"), nil
+}
+
+// Get returns the key's current entry. An absent key (never written,
+// deleted or expired) is an *events.Error with code events.ENotFound.
+// Get is retried on 503 and network errors.
+func (c *Client) Get(ctx context.Context, key string) (events.Entry, error) {
+	p, err := keyPath(key)
+	if err != nil {
+		return events.Entry{}, err
+	}
+	var e events.Entry
+	_, err = c.do(ctx, call{method: http.MethodGet, path: p, key: key, retry: true}, &e)
+	return e, err
+}
+
+// PutRequest is one write of a key.
+type PutRequest struct {
+	Key string
+	// Value is the JSON value to store; nil stores JSON null.
+	Value json.RawMessage
+	// ExpectedVersion makes the write a compare-and-swap: nil writes
+	// unconditionally, 0 requires the key to be absent, N requires its
+	// current version to be N (new(int64(N))).
+	ExpectedVersion *int64
+	// TTL expires the entry this long after the write, in whole seconds;
+	// 0 means no expiry (and clears an earlier one).
+	TTL time.Duration
+	// Semantics says what the entry is for; the zero value is purpose
+	// "other".
+	Semantics events.Semantics
+	// RequestID makes the write idempotent: repeating the key's last write
+	// with the same RequestID and body is answered as a replay. Writes
+	// with a RequestID are retried on 503 and network errors.
+	RequestID string
+	// SpecRef references the spec or decision record the write follows.
+	SpecRef string
+}
+
+// PutResult is the answer of a write.
+type PutResult struct {
+	// Entry is the key's entry after the write.
+	Entry events.Entry
+	// Replayed is true when the request repeated the key's last write
+	// (same RequestID and body): nothing new was written.
+	Replayed bool
+}
+
+// putBody is the wire form of PutRequest (api.PutBody).
+type putBody struct {
+	Value           json.RawMessage   `json:"value"`
+	ExpectedVersion *int64            `json:"expectedVersion,omitempty"`
+	TTLSeconds      int64             `json:"ttlSeconds,omitempty"`
+	Semantics       *events.Semantics `json:"semantics,omitempty"`
+	RequestID       string            `json:"requestId,omitempty"`
+	SpecRef         string            `json:"specRef,omitempty"`
+}
+
+// Put writes a new version of r.Key. A compare-and-swap that does not
+// match is an *events.Error with code events.EConflict whose Current holds
+// the key's current version and value (nil when the key is absent).
+func (c *Client) Put(ctx context.Context, r PutRequest) (PutResult, error) {
+	p, err := keyPath(r.Key)
+	if err != nil {
+		return PutResult{}, err
+	}
+	b := putBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef}
+	if b.Value == nil {
+		b.Value = json.RawMessage("null")
+	}
+	if !json.Valid(b.Value) {
+		return PutResult{}, events.FieldErrorf(events.EInvalid, "value", "value is not valid JSON")
+	}
+	if r.TTL < 0 || r.TTL%time.Second != 0 {
+		return PutResult{}, events.FieldErrorf(events.EInvalid, "ttlSeconds", "TTL %v is not a positive whole number of seconds", r.TTL)
+	}
+	b.TTLSeconds = int64(r.TTL / time.Second)
+	if !isZero(r.Semantics) {
+		b.Semantics = &r.Semantics
+	}
+	body, err := marshal(b)
+	if err != nil {
+		return PutResult{}, err
+	}
+	var res PutResult
+	h, err := c.do(ctx, call{method: http.MethodPut, path: p, body: body, key: r.Key, retry: r.RequestID != ""}, &res.Entry)
+	if err != nil {
+		return PutResult{}, err
+	}
+	res.Replayed = h.Get("Eskv-Replayed") == "true"
+	return res, nil
+}
+
+func isZero(s events.Semantics) bool {
+	return s.Purpose == "" && s.Producer == "" && len(s.ConsumerHints) == 0 && s.TTLSeconds == 0
+}
+
+// marshal encodes v without rewriting <, > and & in values.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// DeleteOptions qualify a delete.
+type DeleteOptions struct {
+	// ExpectedVersion, when set, is the version the key must have now.
+	ExpectedVersion *int64
+	// RequestID makes the delete idempotent (and retried); see PutRequest.
+	RequestID string
+}
+
+// DeleteResult is the answer of a delete.
+type DeleteResult struct {
+	Key string `json:"key"`
+	// Version is the delete's own version: the key's next one.
+	Version int64 `json:"version"`
+	Deleted bool  `json:"deleted"`
+	// Replayed is true when the delete repeated the key's last write.
+	Replayed bool `json:"-"`
+}
+
+// Delete deletes key. An absent key is events.ENotFound; a version
+// mismatch is events.EConflict (checked first).
+func (c *Client) Delete(ctx context.Context, key string, o DeleteOptions) (DeleteResult, error) {
+	p, err := keyPath(key)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	q := url.Values{}
+	if o.ExpectedVersion != nil {
+		q.Set("expectedVersion", strconv.FormatInt(*o.ExpectedVersion, 10))
+	}
+	if o.RequestID != "" {
+		q.Set("requestId", o.RequestID)
+	}
+	var res DeleteResult
+	h, err := c.do(ctx, call{method: http.MethodDelete, path: p, query: q, key: key, retry: o.RequestID != ""}, &res)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	res.Replayed = h.Get("Eskv-Replayed") == "true"
+	return res, nil
+}
+
+// ListOptions select one page of a listing.
+type ListOptions struct {
+	// Prefix must start with tenant/<t>/project/<p>/.
+	Prefix string
+	// Limit is the page size, 1..1000; 0 means the server's default (100).
+	Limit int
+	// Cursor is the NextCursor of the previous page of the same prefix.
+	Cursor string
+}
+
+// ListPage is one page of a listing.
+type ListPage struct {
+	// Items are live entries in bytewise key order.
+	Items []events.Entry `json:"items"`
+	// Truncated says more entries follow: ask again with Cursor set to
+	// NextCursor.
+	Truncated  bool   `json:"truncated"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// List returns one page of the live entries under o.Prefix. Listings read
+// the projection and may trail the newest writes by milliseconds. List is
+// retried on 503 and network errors.
+func (c *Client) List(ctx context.Context, o ListOptions) (ListPage, error) {
+	q := url.Values{"prefix": {o.Prefix}}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	var page ListPage
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/kv", query: q, retry: true}, &page); err != nil {
+		return ListPage{}, err
+	}
+	if page.Items == nil {
+		page.Items = []events.Entry{}
+	}
+	return page, nil
+}
+
+// ListAll yields every live entry under o.Prefix from o.Cursor on,
+// fetching pages of o.Limit as it goes. On an error it yields the error
+// once and stops.
+func (c *Client) ListAll(ctx context.Context, o ListOptions) iter.Seq2[events.Entry, error] {
+	return func(yield func(events.Entry, error) bool) {
+		for {
+			page, err := c.List(ctx, o)
+			if err != nil {
+				yield(events.Entry{}, err)
+				return
+			}
+			for _, e := range page.Items {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if !page.Truncated || page.NextCursor == "" {
+				return
+			}
+			o.Cursor = page.NextCursor
+		}
+	}
+}
