@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -30,6 +31,8 @@ type Writer interface {
 	Do(ctx context.Context, r *writer.Request) (writer.Result, error)
 	State(ctx context.Context, key events.Key) (events.State, error)
 	Ready() bool
+	// Route says whether key is decided here or by the writer at ownerURL.
+	Route(key events.Key) (local bool, ownerURL string)
 }
 
 // Lister lists live entries by prefix from the projection.
@@ -59,6 +62,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Ready is an extra readiness check (for example a database ping).
 	Ready func(ctx context.Context) error
+	// InstanceID names this writer in forwarded requests.
+	InstanceID string
 }
 
 // Server is the HTTP API.
@@ -69,6 +74,7 @@ type Server struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	now  func() time.Time
+	fwd  *forwarder
 }
 
 // New returns the API server around w and list.
@@ -79,7 +85,11 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
 	}
-	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now}
+	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now,
+		fwd: &forwarder{self: cfg.InstanceID, proxies: make(map[string]*httputil.ReverseProxy)}}
+	if s.fwd.self == "" {
+		s.fwd.self = "writer"
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
@@ -157,6 +167,9 @@ func (s *Server) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if done, err := s.forward(c, k); done {
+		return err
+	}
 	st, err := s.w.State(c.Request().Context(), k)
 	if err != nil {
 		return err
@@ -192,6 +205,9 @@ type putWire struct {
 func (s *Server) put(c echo.Context) error {
 	p, k, err := s.authorize(c, Write)
 	if err != nil {
+		return err
+	}
+	if done, err := s.forward(c, k); done {
 		return err
 	}
 	var w putWire
@@ -251,6 +267,9 @@ type DeleteAnswer struct {
 func (s *Server) delete(c echo.Context) error {
 	p, k, err := s.authorize(c, Write)
 	if err != nil {
+		return err
+	}
+	if done, err := s.forward(c, k); done {
 		return err
 	}
 	req := &writer.Request{Key: k, Kind: events.KindDelete, Principal: p.Name, RequestID: c.QueryParam("requestId")}

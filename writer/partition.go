@@ -152,6 +152,11 @@ func (p *partition) own(ctx context.Context) error {
 	p.w.metrics.partitionsReady.Inc()
 	defer p.w.metrics.partitionsReady.Dec()
 	p.log.Info("partition owned", "epoch", epoch, "overlay", len(overlay))
+	if cfg.AdvertiseURL != "" {
+		if err := p.w.proj.SetOwner(ctx, p.id, cfg.InstanceID, cfg.AdvertiseURL, int64(epoch)); err != nil {
+			p.log.Warn("record partition ownership (other writers cannot forward here until it succeeds)", "err", err)
+		}
+	}
 
 	batch := make([]*call, 0, cfg.MaxBatch)
 	// expect is the size of the previous batch: an estimate of how many

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
 )
 
 // Group is the consumer group through which writers share partitions. It
@@ -25,6 +27,8 @@ type Projection interface {
 	State(ctx context.Context, key string) (events.State, error)
 	States(ctx context.Context, keys []string) (map[string]events.State, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
+	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
+	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 }
 
 // Config configures a Writer.
@@ -40,6 +44,9 @@ type Config struct {
 	// writer with the same id takes its partitions back without waiting
 	// for a session timeout. Empty means dynamic membership.
 	InstanceID string
+	// AdvertiseURL is the base URL other writers forward requests for this
+	// writer's partitions to.
+	AdvertiseURL string
 	// TransactionalIDPrefix + partition is the transactional.id that fences
 	// older owners of a partition (default "kv-writer-p").
 	TransactionalIDPrefix string
@@ -103,6 +110,9 @@ type Writer struct {
 	mu     sync.RWMutex
 	parts  map[int32]*partition
 	joined bool
+
+	// owners is the last read of the ownership table, for routing.
+	owners atomic.Pointer[map[int32]projection.Owner]
 }
 
 // New returns a Writer; Run starts it.
@@ -174,6 +184,9 @@ func (w *Writer) Run(ctx context.Context) error {
 
 	t := time.NewTicker(w.cfg.TrimInterval)
 	defer t.Stop()
+	ot := time.NewTicker(time.Second)
+	defer ot.Stop()
+	w.refreshOwners(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -183,6 +196,8 @@ func (w *Writer) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			w.trim(ctx)
+		case <-ot.C:
+			w.refreshOwners(ctx)
 		}
 	}
 }
@@ -247,6 +262,32 @@ func (w *Writer) trim(ctx context.Context) {
 	for id, p := range w.parts {
 		p.trim(offs[id])
 	}
+}
+
+func (w *Writer) refreshOwners(ctx context.Context) {
+	owners, err := w.proj.Owners(ctx)
+	if err != nil {
+		w.log.Warn("read partition owners", "err", err)
+		return
+	}
+	w.owners.Store(&owners)
+}
+
+// Route says where a request for key is decided: here (local), or by the
+// writer answering at ownerURL. ownerURL is empty when no other owner is
+// known; the request is then answered here (with a 503 if this writer does
+// not own the partition).
+func (w *Writer) Route(key events.Key) (local bool, ownerURL string) {
+	id, p := w.partition(key)
+	if p != nil {
+		return true, ""
+	}
+	if owners := w.owners.Load(); owners != nil {
+		if o, ok := (*owners)[id]; ok && o.ID != w.cfg.InstanceID {
+			return false, o.Addr
+		}
+	}
+	return true, ""
 }
 
 func (w *Writer) partition(key events.Key) (int32, *partition) {

@@ -60,6 +60,7 @@ type config struct {
 	logLevel      string
 	readyFile     string
 	pprofAddr     string
+	advertiseURL  string
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -93,6 +94,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.instanceID, "instance-id", env("ESKV_WRITER_ID", "writer-"+host), "static group member id; unique per writer (ESKV_WRITER_ID)")
 	fs.StringVar(&c.logLevel, "log-level", env("ESKV_LOG_LEVEL", "info"), "debug, info, warn or error (ESKV_LOG_LEVEL)")
 	fs.StringVar(&c.readyFile, "addr-file", env("ESKV_ADDR_FILE", ""), "write the bound HTTP address to this file once listening (ESKV_ADDR_FILE)")
+	fs.StringVar(&c.advertiseURL, "advertise-url", env("ESKV_ADVERTISE_URL", ""), "base URL other writers forward this writer's requests to (default http://<bound http address>) (ESKV_ADVERTISE_URL)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", env("ESKV_PPROF_ADDR", ""), "serve net/http/pprof on this address; empty disables it (ESKV_PPROF_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -144,6 +146,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	store := projection.New(pool)
 
+	ln, err := net.Listen("tcp", c.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	if c.advertiseURL == "" {
+		c.advertiseURL = "http://" + ln.Addr().String()
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := writer.New(writer.Config{
@@ -151,6 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Topics:       changelog.Topics{Changes: c.topic, Conflicts: c.conflicts, Partitions: int32(c.partitions)},
 		CreateTopics: c.createTopics,
 		InstanceID:   c.instanceID,
+		AdvertiseURL: c.advertiseURL,
 		Source:       "eskv-writer/" + c.instanceID,
 	}, store, log, reg)
 	if err != nil {
@@ -162,15 +174,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Gatherer:      reg,
 		Registerer:    reg,
 		Ready:         pool.Ping,
+		InstanceID:    c.instanceID,
 	}, w, store, log)
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", c.httpAddr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("listening", "addr", ln.Addr().String())
 	if c.readyFile != "" {
