@@ -1,0 +1,131 @@
+package projection_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+const topic = "kv.changes"
+
+func TestCompare(t *testing.T) {
+	ctx := context.Background()
+	const a, b, c = "tenant/t/project/p/a", "tenant/t/project/p/b", "tenant/t/project/p/c"
+	// The log of partition 0: the live projection applies all of it, a
+	// rebuild from the compacted topic sees each key's latest event.
+	a1, a2 := put(t, a, 1, `1`), put(t, a, 2, `2`)
+	b1, b2 := put(t, b, 1, `"x"`), event(t, events.KindDelete, b, 2, "")
+	c1 := put(t, c, 1, `{"c":true}`)
+	log := batchOf(0, a1, b1, a2, b2, c1)
+	compacted := []projection.Applied{log[2], log[3], log[4]}
+
+	// setup returns a database whose public schema is the live
+	// projection and schema "rebuilt" the rebuild.
+	setup := func(t *testing.T) *testenv.Postgres {
+		pg := testenv.MustPostgresDB(t)
+		mustApply(t, projection.New(pg.Pool), topic, log)
+		mustApply(t, projection.New(mustSchemaPool(t, pg, "rebuilt")), topic, compacted)
+		return pg
+	}
+	exec := func(t *testing.T, pg *testenv.Postgres, sql string) {
+		t.Helper()
+		if _, err := pg.Pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+
+	t.Run("OKEqual", func(t *testing.T) {
+		pg := setup(t)
+		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &projection.Diff{
+			Schema: "rebuilt", Against: "public",
+			Entries: 3, AgainstEntries: 3,
+			History: 3, AgainstHistory: 5,
+			Offsets: map[int32]int64{0: 5}, AgainstOffsets: map[int32]int64{0: 5},
+		}
+		if !reflect.DeepEqual(d, want) || !d.Equal() {
+			t.Errorf("diff:\n got %+v\nwant %+v", d, want)
+		}
+	})
+	t.Run("TamperedValue", func(t *testing.T) {
+		pg := setup(t)
+		exec(t, pg, `UPDATE kv_entries SET value = '3' WHERE key = '`+a+`'`)
+		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []projection.KeyDiff{{Key: a, InSchema: true, InAgainst: true, Version: 2, AgainstVersion: 2, Columns: []string{"value"}}}
+		if d.Equal() || d.Differing != 1 || !reflect.DeepEqual(d.Keys, want) {
+			t.Errorf("diff: differing %d, keys %+v; want %+v", d.Differing, d.Keys, want)
+		}
+	})
+	t.Run("TamperedSeveralColumns", func(t *testing.T) {
+		pg := setup(t)
+		exec(t, pg, `UPDATE kv_entries SET version = 9, semantics = '{"purpose":"lock"}', expires_at = now() WHERE key = '`+c+`'`)
+		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []projection.KeyDiff{{Key: c, InSchema: true, InAgainst: true, Version: 1, AgainstVersion: 9,
+			Columns: []string{"version", "expires_at", "semantics"}}}
+		if !reflect.DeepEqual(d.Keys, want) {
+			t.Errorf("keys %+v, want %+v", d.Keys, want)
+		}
+	})
+	t.Run("OneSided", func(t *testing.T) {
+		pg := setup(t)
+		exec(t, pg, `DELETE FROM kv_entries WHERE key = '`+b+`'`)
+		exec(t, pg, `DELETE FROM rebuilt.kv_entries WHERE key = '`+c+`'`)
+		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []projection.KeyDiff{{Key: b, InSchema: true, Version: 2}}
+		if d.Differing != 2 || !reflect.DeepEqual(d.Keys, want) {
+			t.Errorf("differing %d, keys %+v; want 2 and (limit 1) %+v", d.Differing, d.Keys, want)
+		}
+	})
+	t.Run("OKLiveAhead", func(t *testing.T) {
+		// The live projector applied more of the log after the rebuild's
+		// end: those keys are not compared.
+		pg := setup(t)
+		mustApply(t, projection.New(pg.Pool), topic, batchOf(5, put(t, a, 3, `"new"`), put(t, "tenant/t/project/p/d", 1, `1`)))
+		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Equal() || d.NotCompared != 2 || d.HistoryMismatch != 0 {
+			t.Errorf("diff %+v; want equal with 2 keys not compared", d)
+		}
+	})
+	t.Run("HistoryMismatchIsInformation", func(t *testing.T) {
+		pg := setup(t)
+		exec(t, pg, `DELETE FROM kv_history WHERE key = '`+a+`' AND version = 2`)
+		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Equal() || d.HistoryMismatch != 1 || d.AgainstHistory != 4 {
+			t.Errorf("diff %+v; want equal entries, 1 history row missing", d)
+		}
+	})
+	t.Run("ErrWrongTopic", func(t *testing.T) {
+		pg := setup(t)
+		if _, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "other", 10); events.ErrorCode(err) != events.EInvalid {
+			t.Errorf("Compare with a topic of no offsets = %v, want invalid", err)
+		}
+	})
+	t.Run("ErrMissingSchema", func(t *testing.T) {
+		pg := setup(t)
+		if _, err := projection.Compare(ctx, pg.Pool, "nosuch", "public", topic, 10); err == nil {
+			t.Errorf("Compare with a missing schema succeeded")
+		}
+	})
+}
