@@ -113,6 +113,12 @@ func (e *NetworkError) Error() string {
 
 func (e *NetworkError) Unwrap() error { return e.Err }
 
+// ErrUnexpectedAnswer marks an error answer whose body is not eskv's
+// error JSON (a proxy's page, another service on the URL). The error also
+// holds an *events.Error: internal, or partition_unavailable for 502, 503
+// and 504, so it is never mistaken for an answer about the key.
+var ErrUnexpectedAnswer = errors.New("the answer is not from eskv's API")
+
 // errorDetail is the wire form of an error answer's "error" object
 // (api.ErrorDetail).
 type errorDetail struct {
@@ -237,23 +243,21 @@ func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error
 	return resp.Header, answerError(resp, b, cl.key)
 }
 
-// answerError turns an error answer into an *events.Error. A body that is
-// not an eskv error (a proxy's page, another server) becomes internal, or
-// partition_unavailable for 502, 503 and 504, so it is never mistaken for
-// an answer about the key.
+// answerError turns an error answer into an *events.Error; see
+// ErrUnexpectedAnswer for bodies that are not eskv's.
 func answerError(resp *http.Response, b []byte, key string) error {
 	var body struct {
 		Error *errorDetail `json:"error"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
-		e := &events.Error{Code: events.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s (is this eskv's API?): %s",
+		e := &events.Error{Code: events.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s: %s",
 			resp.Status, resp.Request.URL.Redacted(), snippet(b))}
 		switch resp.StatusCode {
 		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			e.Code = events.EUnavailable
 			e.RetryAfterSeconds = headerRetryAfter(resp.Header)
 		}
-		return e
+		return fmt.Errorf("%w: %w", ErrUnexpectedAnswer, e)
 	}
 	d := body.Error
 	e := &events.Error{Code: d.Code, Message: d.Message, Field: d.Field, CorrelationID: d.CorrelationID, RetryAfterSeconds: d.RetryAfterSeconds}

@@ -120,7 +120,7 @@ func TestClient(t *testing.T) {
 		{"ErrPurpose", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), Semantics: events.Semantics{Purpose: "nope"}}, events.EInvalid, "semantics.purpose"},
 		{"ErrNoToken", "", client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EUnauthenticated, ""},
 		{"ErrReaderWrites", readerToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EForbidden, "key"},
-		{"ErrTooLarge", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`"`+strings.Repeat("a", 70000)+`"`)}, events.ETooLarge, "value"},
+		{"ErrTooLarge", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`"` + strings.Repeat("a", 70000) + `"`)}, events.ETooLarge, "value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.New(url, tc.token).Put(ctx, tc.req)
@@ -214,7 +214,7 @@ func TestNotEskvIsNotNotFound(t *testing.T) {
 	}))
 	defer hs.Close()
 	_, err := client.New(hs.URL, devToken).Get(t.Context(), scope+"x")
-	if code := events.ErrorCode(err); code != events.EInternal {
+	if code := events.ErrorCode(err); code != events.EInternal || !errors.Is(err, client.ErrUnexpectedAnswer) {
 		t.Fatalf("a foreign 404 must not read as not_found: got %s (%v)", code, err)
 	}
 }

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/api/client"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+const (
+	scope = "tenant/acme/project/demo/"
+	key   = scope + "greeting"
+)
+
+// kvctlBin is the binary under test, built once per TestCLI.
+type kvctlBin struct {
+	path string
+	env  map[string]string // KVCTL_URL, KVCTL_TOKEN of the stack
+	dir  string            // working directory: no .eskv/ in it
+}
+
+// mustBuild builds cmd/kvctl into a temporary directory.
+func mustBuild(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "kvctl")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// result is one run of kvctl.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run executes the binary with args, stdin and extra environment (which
+// overrides the stack's; an empty value unsets).
+func (k *kvctlBin) run(tb testing.TB, stdin string, env map[string]string, args ...string) result {
+	tb.Helper()
+	cmd := exec.Command(k.path, args...)
+	cmd.Dir = k.dir
+	vars := map[string]string{}
+	for _, kv := range os.Environ() {
+		name, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "KVCTL_") && name != "ESKV_DEV_TOKEN" {
+			vars[name] = v
+		}
+	}
+	for _, m := range []map[string]string{k.env, env} {
+		for name, v := range m {
+			vars[name] = v
+		}
+	}
+	for name, v := range vars {
+		if v != "" {
+			cmd.Env = append(cmd.Env, name+"="+v)
+		}
+	}
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		tb.Fatalf("run kvctl: %v", err)
+	}
+	return result{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+var (
+	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+	uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	portRE = regexp.MustCompile(`127\.0\.0\.1:\d{5}`) // ephemeral ports: 32768-60999
+)
+
+var plainArg = regexp.MustCompile(`^[A-Za-z0-9/._:=-]+$`)
+
+// normalize replaces what changes from run to run: times, UUIDs and the
+// test servers' ephemeral ports.
+func normalize(s string) string {
+	s = timeRE.ReplaceAllString(s, "<TIME>")
+	s = uuidRE.ReplaceAllString(s, "<UUID>")
+	return portRE.ReplaceAllString(s, "127.0.0.1:<PORT>")
+}
+
+// golden compares r, normalized, with testdata/<name>.golden (or writes
+// it under -update).
+func golden(t *testing.T, name string, args []string, r result) {
+	t.Helper()
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if !plainArg.MatchString(a) {
+			quoted[i] = "'" + a + "'"
+		}
+	}
+	got := normalize(fmt.Sprintf("$ kvctl %s\n-- exit %d --\n-- stdout --\n%s-- stderr --\n%s", strings.Join(quoted, " "), r.code, r.stdout, r.stderr))
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+// fakeServer answers every request with status and body: a server error
+// the real stack cannot be made to give on demand.
+func fakeServer(tb testing.TB, status int, body string) string {
+	tb.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+	}))
+	tb.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// closedURL is an address nothing listens on.
+func closedURL(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
+}
+
+// TestCLI runs the built kvctl against one in-process stack. The cases
+// run in order: later ones see the keys earlier ones wrote.
+func TestCLI(t *testing.T) {
+	url := mustStack(t)
+	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": devToken}, dir: t.TempDir()}
+	c := client.New(url, devToken)
+	ctx := t.Context()
+
+	type tc struct {
+		name  string
+		stdin string
+		env   map[string]string
+		args  []string
+		code  int
+	}
+	runCases := func(t *testing.T, cases []tc) {
+		t.Helper()
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := k.run(t, tc.stdin, tc.env, tc.args...)
+				if r.code != tc.code {
+					t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tc.code, r.stdout, r.stderr)
+				}
+				golden(t, tc.name, tc.args, r)
+			})
+		}
+	}
+
+	runCases(t, []tc{
+		{name: "set-text", args: []string{"set", key, `{"hello":"world"}`}},
+		{name: "set-json", args: []string{"set", key, `{"hello": "json"}`, "--expected-version", "1", "--purpose", "config", "--format", "json"}},
+		{name: "set-value", args: []string{"set", key, `{"hello":"value"}`, "--ttl", "1h", "--purpose", "config", "--producer", "golden",
+			"--hint", "ops", "--hint", "docs", "--request-id", "g3", "--spec-ref", "adr-1", "-o", "value"}},
+		{name: "get-text", args: []string{"get", key}},
+		{name: "get-json", args: []string{"get", key, "--format", "json"}},
+		{name: "get-value", args: []string{"get", key, "--format", "value"}},
+		{name: "set-stdin", stdin: "{\"cursor\": 42}\n", args: []string{"set", scope + "cursor", "-", "--purpose", "cursor"}},
+		{name: "set-replay-first", args: []string{"set", scope + "idem", "1", "--request-id", "r1"}},
+		{name: "set-replayed", args: []string{"set", scope + "idem", "1", "--request-id", "r1"}},
+		{name: "exists-yes", args: []string{"exists", key}},
+		{name: "err-exists-no", args: []string{"exists", scope + "missing"}, code: exitFailed},
+		{name: "err-not-found", args: []string{"get", scope + "missing"}, code: exitFailed},
+		{name: "err-delete-not-found", args: []string{"delete", scope + "missing"}, code: exitFailed},
+		{name: "err-conflict", args: []string{"set", key, "1", "--expected-version", "1"}, code: exitFailed},
+		{name: "err-conflict-exists", args: []string{"set", key, "1", "--expected-version", "0"}, code: exitFailed},
+		{name: "err-conflict-absent", args: []string{"set", scope + "missing", "1", "--expected-version", "2"}, code: exitFailed},
+		{name: "err-conflict-request-id", args: []string{"set", scope + "idem", "2", "--request-id", "r1"}, code: exitFailed},
+		{name: "err-delete-conflict", args: []string{"delete", key, "--expected-version", "9"}, code: exitFailed},
+		{name: "err-value-not-json", args: []string{"set", key, "hello"}, code: exitUsage},
+		{name: "err-no-value", args: []string{"set", key}, code: exitUsage},
+		{name: "err-bad-format", args: []string{"get", key, "--format", "yaml"}, code: exitUsage},
+		{name: "err-bad-ttl", args: []string{"set", key, "1", "--ttl", "1.5s"}, code: exitUsage},
+		{name: "err-bad-key", args: []string{"get", scope + "Greeting"}, code: exitUsage},
+		{name: "err-bad-prefix", args: []string{"list", "tenant/acme/"}, code: exitUsage},
+		{name: "err-bad-purpose", args: []string{"set", key, "1", "--purpose", "nope"}, code: exitUsage},
+		{name: "err-bad-limit", args: []string{"list", scope, "--limit", "5000"}, code: exitUsage},
+		{name: "err-unknown-flag", args: []string{"get", key, "--nope"}, code: exitUsage},
+		{name: "err-unknown-command", args: []string{"nope"}, code: exitUsage},
+		{name: "err-args", args: []string{"get"}, code: exitUsage},
+		{name: "err-bad-url", args: []string{"get", key, "--url", "ftp://example"}, code: exitUsage},
+		{name: "err-unauthenticated", env: map[string]string{"KVCTL_TOKEN": "not-a-known-token-0000"}, args: []string{"get", key}, code: exitServer},
+		{name: "err-no-token", env: map[string]string{"KVCTL_TOKEN": ""}, args: []string{"get", key}, code: exitServer},
+		{name: "err-forbidden", args: []string{"set", key, "1", "--token", readerToken}, code: exitServer},
+		{name: "err-unreachable", args: []string{"get", key, "--url", closedURL(t)}, code: exitServer},
+		{name: "err-internal", args: []string{"get", key, "--url", fakeServer(t, 500, `{"error":{"code":"internal","message":"internal error"}}`)}, code: exitServer},
+		{name: "err-unavailable", args: []string{"get", key, "--url", fakeServer(t, 503, `{"error":{"code":"partition_unavailable","message":"partition 1 is catching up; retry"}}`)}, code: exitServer},
+		{name: "err-not-eskv", args: []string{"get", key, "--url", fakeServer(t, 404, `<html>not here</html>`)}, code: exitServer},
+	})
+
+	// Listings read the projection: wait until it holds the jobs.
+	for i := range 5 {
+		if _, err := c.Put(ctx, client.PutRequest{Key: fmt.Sprintf("%sjobs/%02d", scope, i), Value: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the projection to hold the jobs", func() bool {
+		p, err := c.List(ctx, client.ListOptions{Prefix: scope + "jobs/"})
+		return err == nil && len(p.Items) == 5
+	})
+	runCases(t, []tc{
+		{name: "list-page-text", args: []string{"list", scope + "jobs/", "--limit", "2"}},
+		{name: "list-page-json", args: []string{"list", scope + "jobs/", "--limit", "2", "--format", "json"}},
+		{name: "list-page-value", args: []string{"list", scope + "jobs/", "--limit", "2", "--format", "value"}},
+		{name: "list-next-page-text", args: []string{"list", scope + "jobs/", "--limit", "2", "--cursor", "dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2pvYnMvMDE"}},
+		{name: "list-all-text", args: []string{"list", "--prefix", scope + "jobs/", "--limit", "2", "--all"}},
+		{name: "list-all-json", args: []string{"list", scope + "jobs/", "--limit", "2", "--all", "--format", "json"}},
+		{name: "list-all-value", args: []string{"list", scope + "jobs/", "--all", "--format", "value"}},
+		{name: "list-empty-text", args: []string{"list", scope + "none/"}},
+		{name: "list-empty-json", args: []string{"list", scope + "none/", "--format", "json"}},
+		{name: "delete-text", args: []string{"delete", scope + "jobs/00"}},
+		{name: "delete-json", args: []string{"delete", scope + "jobs/01", "--expected-version", "1", "--format", "json"}},
+		{name: "delete-value", args: []string{"delete", scope + "jobs/02", "--request-id", "d2", "--format", "value"}},
+		{name: "delete-replayed", args: []string{"delete", scope + "jobs/02", "--request-id", "d2"}},
+	})
+
+	t.Run("SetFromFile", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "v.json")
+		if err := os.WriteFile(path, []byte(`{"from":"file"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := k.run(t, "", nil, "set", scope+"file", "--file", path, "-o", "value"); r.code != 0 || r.stdout != "{\"from\":\"file\"}\n" {
+			t.Fatalf("set --file: %+v", r)
+		}
+		if r := k.run(t, "", nil, "set", scope+"file", "1", "--file", path); r.code != exitUsage {
+			t.Fatalf("set with VALUE and --file: want exit 2, got %+v", r)
+		}
+	})
+
+	t.Run("DevTokenFile", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, ".eskv"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".eskv", "dev-token"), []byte(devToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		local := *k
+		local.dir = dir
+		if r := local.run(t, "", map[string]string{"KVCTL_TOKEN": ""}, "exists", key); r.code != 0 {
+			t.Fatalf("with ./.eskv/dev-token: %+v", r)
+		}
+		if r := local.run(t, "", map[string]string{"KVCTL_TOKEN": "", "ESKV_DEV_TOKEN": "wrong-token-000000000"}, "exists", key); r.code != exitServer || !strings.Contains(r.stderr, "ESKV_DEV_TOKEN") {
+			t.Fatalf("ESKV_DEV_TOKEN comes before the file: %+v", r)
+		}
+	})
+
+	t.Run("Completion", func(t *testing.T) {
+		for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+			if r := k.run(t, "", nil, "completion", shell); r.code != 0 || !strings.Contains(r.stdout, "kvctl") {
+				t.Fatalf("completion %s: exit %d, %s", shell, r.code, r.stderr)
+			}
+		}
+		r := k.run(t, "", nil, "__complete", "get", scope+"jobs/")
+		if r.code != 0 || !strings.Contains(r.stdout, scope+"jobs/03\n") || strings.Contains(r.stdout, scope+"jobs/00\n") {
+			t.Fatalf("key completion: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if r := k.run(t, "", nil, "__complete", "set", key, "1", "--purpose", ""); !strings.Contains(r.stdout, "feature_flag\n") {
+			t.Fatalf("--purpose completion: %s", r.stdout)
+		}
+	})
+
+	t.Run("InProcess", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		getenv := func(name string) string { return k.env[name] }
+		code := run(ctx, []string{"set", scope + "inproc", "-", "-o", "value"}, getenv, strings.NewReader("[1, 2]"), &stdout, &stderr)
+		if code != 0 || stdout.String() != "[1,2]\n" || stderr.Len() != 0 {
+			t.Fatalf("run: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+		}
+	})
+
+	t.Run("ReadmeSection", func(t *testing.T) {
+		testReadmeSection(t, k.env)
+	})
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range [][]string{{}, {"get"}, {"set"}, {"delete"}, {"exists"}, {"list"}} {
+		t.Run(strings.Join(append([]string{"kvctl"}, cmd...), " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append(slices.Clone(cmd), "--help"), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+			if code != 0 || !strings.Contains(stdout.String(), "Examples:\n  kvctl ") {
+				t.Fatalf("exit %d, help without examples:\n%s%s", code, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+func TestParseTTL(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"30s", 30 * time.Second, true},
+		{"1h30m", 90 * time.Minute, true},
+		{"3600", time.Hour, true},
+		{"1", time.Second, true},
+		{"0", 0, false},
+		{"-5s", 0, false},
+		{"1.5s", 0, false},
+		{"500ms", 0, false},
+		{"soon", 0, false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseTTL(tc.in)
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Fatalf("parseTTL(%q) = %v, %v", tc.in, got, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/events"
+)
+
+func (a *app) listCommand() *cobra.Command {
+	var (
+		prefix string
+		o      client.ListOptions
+		all    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list [PREFIX]",
+		Short: "List live entries under a key prefix",
+		Long: `List the live entries whose key starts with PREFIX (or --prefix), in
+bytewise key order. The prefix starts with tenant/<tenant>/project/<project>/.
+
+Without --all, one page of at most --limit entries (default 100) is
+printed; when more follow, stderr says so and how to continue (--cursor).
+With --all, every entry is printed, fetched in pages of --limit.
+
+--format text prints a table (KEY VERSION PURPOSE VALUE), json
+{"items":[entry...],"count":N,"truncated":bool,"nextCursor"?}, value one
+stored value per line. Listings read the projection, which may trail the
+newest writes by milliseconds.`,
+		Example: `  kvctl list tenant/acme/project/demo/
+  kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
+  kvctl list --prefix tenant/acme/project/demo/ --limit 10
+  kvctl list tenant/acme/project/demo/ --limit 10 --cursor dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2E`,
+		Args: func(cmd *cobra.Command, got []string) error {
+			if len(got) > 1 {
+				return &usageError{msg: fmt.Sprintf("kvctl list takes at most one PREFIX; got %d arguments", len(got)), cmd: cmd.CommandPath()}
+			}
+			return nil
+		},
+		Annotations:       apiAnnotation,
+		ValidArgsFunction: a.completeKey,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Prefix = prefix
+			if len(args) == 1 {
+				if prefix != "" && prefix != args[0] {
+					return &usageError{msg: "PREFIX and --prefix differ", solution: "give the prefix once", cmd: a.cmdPath}
+				}
+				o.Prefix = args[0]
+			}
+			if o.Prefix == "" {
+				return &usageError{msg: "no prefix given", solution: "give a prefix such as tenant/acme/project/demo/", cmd: a.cmdPath}
+			}
+			a.subject, a.right = o.Prefix, "read"
+			var out listJSON
+			if all {
+				out.Items = []events.Entry{}
+				for e, err := range a.client.ListAll(cmd.Context(), o) {
+					if err != nil {
+						return err
+					}
+					out.Items = append(out.Items, e)
+				}
+			} else {
+				page, err := a.client.List(cmd.Context(), o)
+				if err != nil {
+					return err
+				}
+				out.Items, out.Truncated, out.NextCursor = page.Items, page.Truncated, page.NextCursor
+			}
+			out.Count = len(out.Items)
+			if err := writeList(a.stdout, a.format, out); err != nil {
+				return err
+			}
+			switch {
+			case out.Truncated:
+				fmt.Fprintf(a.stderr, "more entries follow: add --cursor %s for the next page, or --all for every entry\n", out.NextCursor)
+			case out.Count == 0 && a.format == formatText:
+				fmt.Fprintf(a.stderr, "no entries under %s\n", o.Prefix)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&prefix, "prefix", "", "key prefix (the same as PREFIX)")
+	f.IntVar(&o.Limit, "limit", 0, "page size, 1 to 1000 (default 100)")
+	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
+	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
+	return cmd
+}

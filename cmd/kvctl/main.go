@@ -1,0 +1,191 @@
+// Command kvctl is eskv's command-line client: get, set, delete, exists
+// and list keys through the HTTP API (api/client). Data goes to stdout in
+// the --format asked for, messages and errors to stderr; the exit code
+// says what happened (see docs/kvctl.md).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eskv/eskv/api/client"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Defaults that reach the local stack of make run.
+const (
+	defaultURL     = "http://127.0.0.1:8080"
+	devTokenFile   = ".eskv/dev-token"
+	defaultTimeout = 30 * time.Second
+)
+
+// Output formats.
+const (
+	formatText  = "text"
+	formatJSON  = "json"
+	formatValue = "value"
+)
+
+// app is one invocation of kvctl: what it got from outside and what it
+// resolved from flags.
+type app struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	// Global flags.
+	url     string
+	token   string
+	format  string
+	timeout time.Duration
+
+	// Resolved by setup.
+	client      *client.Client
+	tokenSource string // where the token came from, for error solutions
+	cancel      context.CancelFunc
+	running     bool // arguments were accepted; errors now come from the call
+
+	// What the command works on, for error solutions.
+	cmdPath string
+	subject string // key or prefix
+	right   string // read or write
+}
+
+// run executes kvctl with args and returns its exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, cmdPath: "kvctl"}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if err == nil {
+		return exitOK
+	}
+	return a.fail(err)
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kvctl",
+		Short: "Command-line client of eskv, the event-sourced key-value store",
+		Long: `kvctl reads and writes eskv keys through its HTTP API.
+
+Keys look like tenant/<tenant>/project/<project>/<path>; values are JSON.
+Data goes to stdout (--format text, json or value), messages and errors to
+stderr. Exit codes: 0 success; 1 failed condition (not found, version
+conflict); 2 invalid arguments; 3 server or network error.
+
+Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
+(KVCTL_TOKEN, else ESKV_DEV_TOKEN, else the file ` + devTokenFile + ` that
+'make run' writes, read from the current directory).`,
+		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
+  kvctl get tenant/acme/project/demo/greeting --format value
+  kvctl list tenant/acme/project/demo/ --all`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: a.setup,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{msg: err.Error(), cmd: c.CommandPath()}
+	})
+	f := root.PersistentFlags()
+	f.StringVar(&a.url, "url", envOr(a.getenv, "KVCTL_URL", defaultURL), "eskv API base URL (KVCTL_URL)")
+	f.StringVar(&a.token, "token", "", "bearer token (KVCTL_TOKEN; else ESKV_DEV_TOKEN; else ./"+devTokenFile+")")
+	f.StringVarP(&a.format, "format", "o", formatText, "output format: text, json or value")
+	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
+	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue}, cobra.ShellCompDirectiveNoFileComp))
+
+	// Counters, locks and leader election join here as the API gains them.
+	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand())
+	return root
+}
+
+// apiAnnotation marks commands that call the API, so setup resolves the
+// client for them (and not for help or completion).
+var apiAnnotation = map[string]string{"api": "true"}
+
+// setup validates the global flags and builds the client; it runs after
+// cobra accepted the command's arguments.
+func (a *app) setup(cmd *cobra.Command, _ []string) error {
+	a.cmdPath = cmd.CommandPath()
+	if cmd.Annotations["api"] == "" {
+		return nil
+	}
+	if err := a.resolve(cmd); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
+	a.cancel = cancel
+	cmd.SetContext(ctx)
+	a.running = true
+	return nil
+}
+
+// resolve checks the global flags and builds the client.
+func (a *app) resolve(cmd *cobra.Command) error {
+	switch a.format {
+	case formatText, formatJSON, formatValue:
+	default:
+		return &usageError{msg: fmt.Sprintf("unknown --format %q", a.format), solution: "use --format text, json or value", cmd: cmd.CommandPath()}
+	}
+	if a.timeout <= 0 {
+		return &usageError{msg: fmt.Sprintf("--timeout %v is not positive", a.timeout), solution: "give a duration such as --timeout 30s", cmd: cmd.CommandPath()}
+	}
+	u, err := url.Parse(a.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &usageError{msg: fmt.Sprintf("--url %q is not an http(s) URL", a.url),
+			solution: "give the writer's base URL, e.g. --url " + defaultURL + " (or set KVCTL_URL)", cmd: cmd.CommandPath()}
+	}
+	token, source := a.token, "--token"
+	if !cmd.Flags().Changed("token") {
+		token, source = a.defaultToken()
+	}
+	a.tokenSource = source
+	a.client = client.New(a.url, token, client.WithUserAgent("kvctl"))
+	return nil
+}
+
+// defaultToken returns the token from the environment or the local
+// stack's token file, and where it came from ("" when there is none).
+func (a *app) defaultToken() (token, source string) {
+	for _, name := range []string{"KVCTL_TOKEN", "ESKV_DEV_TOKEN"} {
+		if v := a.getenv(name); v != "" {
+			return v, name
+		}
+	}
+	if b, err := os.ReadFile(filepath.FromSlash(devTokenFile)); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, "./" + devTokenFile
+		}
+	}
+	return "", ""
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// readmeSection returns the shell blocks of the "README section" of
+// docs/kvctl.md: what the README's CLI section holds.
+func readmeSection(tb testing.TB, doc string) string {
+	tb.Helper()
+	_, after, ok := strings.Cut(doc, "\n## README section\n")
+	if !ok {
+		tb.Fatal(`docs/kvctl.md has no "## README section"`)
+	}
+	if i := strings.Index(after, "\n## "); i >= 0 {
+		after = after[:i]
+	}
+	var script []string
+	for {
+		_, rest, ok := strings.Cut(after, "\n```sh\n")
+		if !ok {
+			break
+		}
+		block, rest, _ := strings.Cut(rest, "\n```\n")
+		script = append(script, block)
+		after = rest
+	}
+	if len(script) == 0 {
+		tb.Fatal("the README section has no ```sh block")
+	}
+	return strings.Join(script, "\n") + "\n"
+}
+
+// testReadmeSection runs the README section as written, from the
+// repository root, against the stack in env (KVCTL_URL, KVCTL_TOKEN):
+// go install puts kvctl into a temporary GOBIN that leads PATH.
+func testReadmeSection(t *testing.T, env map[string]string) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kvctl.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := readmeSection(t, string(doc))
+	gobin := t.TempDir()
+	cmd := exec.Command("bash", "-eo", "pipefail", "-c", script)
+	cmd.Dir = filepath.Join("..", "..")
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "KVCTL_") && name != "ESKV_DEV_TOKEN" && name != "GOBIN" && name != "PATH" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GOBIN="+gobin, "PATH="+gobin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for name, v := range env {
+		cmd.Env = append(cmd.Env, name+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README section failed: %v\n--- script ---\n%s--- output ---\n%s", err, script, out)
+	}
+	for _, want := range []string{"exit 1: ", " exists\n", " is gone\n", `{"hello":"world"}`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the README section's output lacks %q:\n%s", want, out)
+		}
+	}
+}

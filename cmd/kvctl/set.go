@@ -1,0 +1,147 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/events"
+)
+
+func (a *app) setCommand() *cobra.Command {
+	var (
+		file      string
+		expected  int64
+		ttl       string
+		sem       events.Semantics
+		requestID string
+		specRef   string
+	)
+	cmd := &cobra.Command{
+		Use:   "set KEY [VALUE | -]",
+		Short: "Write a key's value (optionally compare-and-swap)",
+		Long: `Write a new version of a key. The value is JSON, given as an argument,
+read from stdin with -, or from a file with --file.
+
+--expected-version makes the write conditional: 0 means the key must not
+exist, N means it must be at version N. A mismatch exits 1 and says the
+current version.
+
+--format text prints "KEY version N", json the entry as the API answers
+it, value the stored value.`,
+		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
+  kvctl set tenant/acme/project/demo/greeting '"text values are quoted"'
+  kvctl set tenant/acme/project/demo/flag true --expected-version 0 --purpose feature_flag
+  kvctl set tenant/acme/project/demo/checkpoint '{"cursor":43}' --expected-version 7 --request-id sync-43
+  kvctl set tenant/acme/project/demo/lease '"worker-1"' --ttl 30s --purpose lock
+  echo '{"cursor":42}' | kvctl set tenant/acme/project/demo/checkpoint -
+  kvctl set tenant/acme/project/demo/config --file config.json --purpose config --producer deploy --hint web`,
+		Args: func(cmd *cobra.Command, got []string) error {
+			if len(got) == 1 || len(got) == 2 {
+				return nil
+			}
+			return &usageError{msg: fmt.Sprintf("kvctl set takes KEY and VALUE (or - for stdin, or --file); got %d arguments", len(got)), cmd: cmd.CommandPath()}
+		},
+		Annotations:       apiAnnotation,
+		ValidArgsFunction: a.completeKey,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.subject, a.right = args[0], "write"
+			value, err := a.readValue(args[1:], file)
+			if err != nil {
+				return err
+			}
+			r := client.PutRequest{Key: args[0], Value: value, Semantics: sem, RequestID: requestID, SpecRef: specRef}
+			if cmd.Flags().Changed("expected-version") {
+				r.ExpectedVersion = &expected
+			}
+			if ttl != "" {
+				if r.TTL, err = parseTTL(ttl); err != nil {
+					return err
+				}
+			}
+			res, err := a.client.Put(cmd.Context(), r)
+			if err != nil {
+				return err
+			}
+			if res.Replayed {
+				fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was written\n", requestID)
+			}
+			switch a.format {
+			case formatJSON:
+				return writeJSON(a.stdout, res.Entry)
+			case formatValue:
+				return writeValue(a.stdout, res.Entry.Value)
+			}
+			line := fmt.Sprintf("%s version %d", res.Entry.Key, res.Entry.Version)
+			if res.Entry.ExpiresAt != nil {
+				line += ", expires " + timeText(*res.Entry.ExpiresAt)
+			}
+			_, err = fmt.Fprintln(a.stdout, line)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&file, "file", "f", "", "read the value from this file")
+	f.Int64Var(&expected, "expected-version", 0, "write only if the key is at this version (0: only if it does not exist)")
+	f.StringVar(&ttl, "ttl", "", "expire the entry after this long: a duration (30s, 15m, 24h) or seconds")
+	f.StringVar(&sem.Purpose, "purpose", "", "what the entry is for: "+strings.Join(events.Purposes, ", ")+" (server default: other)")
+	f.StringVar(&sem.Producer, "producer", "", "the producing service or agent")
+	f.StringArrayVar(&sem.ConsumerHints, "hint", nil, "a hint for consumers (repeatable)")
+	f.StringVar(&requestID, "request-id", "", "idempotency id: repeating the same write with it is answered as a replay, and kvctl may retry it")
+	f.StringVar(&specRef, "spec-ref", "", "reference to the spec or decision record the write follows")
+	_ = cmd.RegisterFlagCompletionFunc("purpose", cobra.FixedCompletions(events.Purposes, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// readValue returns the JSON value from the VALUE argument, stdin (-) or
+// --file; exactly one of them.
+func (a *app) readValue(rest []string, file string) (json.RawMessage, error) {
+	var (
+		b      []byte
+		err    error
+		source string
+	)
+	switch {
+	case len(rest) == 1 && file != "":
+		return nil, &usageError{msg: "both VALUE and --file given", solution: "give the value once: as an argument, - for stdin, or --file PATH", cmd: a.cmdPath}
+	case file != "":
+		source = "--file " + file
+		if b, err = os.ReadFile(file); err != nil {
+			return nil, &usageError{msg: fmt.Sprintf("read --file: %v", err), solution: "give a readable file, or the value as an argument", cmd: a.cmdPath}
+		}
+	case len(rest) == 0:
+		return nil, &usageError{msg: "no value given", solution: "give the value as an argument, - for stdin, or --file PATH, e.g. kvctl set KEY '{\"n\":1}'", cmd: a.cmdPath}
+	case rest[0] == "-":
+		source = "stdin"
+		if b, err = io.ReadAll(a.stdin); err != nil {
+			return nil, &usageError{msg: fmt.Sprintf("read stdin: %v", err), cmd: a.cmdPath}
+		}
+	default:
+		source, b = "VALUE", []byte(rest[0])
+	}
+	if !json.Valid(b) {
+		return nil, &usageError{msg: fmt.Sprintf("the value from %s is not JSON: %s", source, shorten(strings.TrimSpace(string(b)))),
+			solution: `values are JSON: quote text as a JSON string, e.g. kvctl set KEY '"hello"'`, cmd: a.cmdPath}
+	}
+	return b, nil
+}
+
+// parseTTL reads a duration (30s, 1h30m) or whole seconds (3600).
+func parseTTL(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil {
+		d, err = time.Duration(n)*time.Second, nil
+	}
+	if err != nil || d < time.Second || d%time.Second != 0 {
+		return 0, &usageError{msg: fmt.Sprintf("--ttl %q is not a whole number of seconds of at least 1s", s),
+			solution: "give a duration such as --ttl 30s, --ttl 24h, or seconds such as --ttl 3600"}
+	}
+	return d, nil
+}
