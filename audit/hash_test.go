@@ -1,0 +1,223 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// testKey is bytes 0..31 with id "k1".
+func testKey() Key {
+	s := make([]byte, 32)
+	for i := range s {
+		s[i] = byte(i)
+	}
+	return Key{ID: "k1", Secret: s}
+}
+
+func TestValueHash(t *testing.T) {
+	k := testKey()
+	// Expected values computed independently (Python hmac over the
+	// canonical bytes written out by hand).
+	for _, tc := range []struct {
+		name, raw, want string
+	}{
+		{"CanonicalizesOrderSpacingAndNumbers", `{ "b": [1.0, 2e1], "a": "x" }`, "1a38dc048f50c149bf16e5e878193a7fa22081427257ca2801b3e2f1a2ddd536"},
+		{"AlreadyCanonical", `{"a":"x","b":[1,20]}`, "1a38dc048f50c149bf16e5e878193a7fa22081427257ca2801b3e2f1a2ddd536"},
+		{"Null", `null`, "884ed757342dea179553ab752b618ea3727be91a8b5bc775d5b51aa17ed291c0"},
+		{"AbsentIsNull", ``, "884ed757342dea179553ab752b618ea3727be91a8b5bc775d5b51aa17ed291c0"},
+		{"EscapedUnicodeIsUTF8", `"\u00e9"`, "6d18243b749f85875d86ca17958b8ff44fbaaf87aeba8b7a9a171f8af78ab780"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ValueHash(k, json.RawMessage(tc.raw)); got != tc.want {
+				t.Fatalf("ValueHash(%s) = %s, want %s", tc.raw, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValueHashDependsOnKey(t *testing.T) {
+	k2 := testKey()
+	k2.Secret = bytes.Repeat([]byte{7}, 32)
+	if ValueHash(testKey(), json.RawMessage(`1`)) == ValueHash(k2, json.RawMessage(`1`)) {
+		t.Fatal("two keys give the same hash")
+	}
+}
+
+func TestCanonicalNonCanonicalValues(t *testing.T) {
+	for _, raw := range []string{`{"a":1,"a":2}`, `1e400`} {
+		c, ok := Canonical(json.RawMessage(raw))
+		if ok {
+			t.Errorf("Canonical(%s) = %s, ok; want not ok", raw, c)
+		}
+		if !bytes.HasPrefix(c, []byte(nonCanonicalPrefix)) || !bytes.HasSuffix(c, []byte(raw)) {
+			t.Errorf("Canonical(%s) = %q; want the prefixed raw bytes", raw, c)
+		}
+	}
+}
+
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{`{"b":1,"a":[1.5e3,"x",null,true]}`, `"\ud83d\ude00"`, `-0`, `[]`, `{"a":{"c":1,"b":2}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		c, ok := Canonical(json.RawMessage(s))
+		if !ok {
+			return
+		}
+		// Canonical JSON is valid JSON, and a fixed point.
+		if !json.Valid(c) {
+			t.Fatalf("Canonical(%q) = %q is not valid JSON", s, c)
+		}
+		c2, ok := Canonical(c)
+		if !ok || !bytes.Equal(c, c2) {
+			t.Fatalf("Canonical is not idempotent: %q -> %q -> %q", s, c, c2)
+		}
+	})
+}
+
+func TestParseKey(t *testing.T) {
+	hexKey := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name, in, id string
+		err          string
+	}{
+		{"OKHexWithID", "k2026:" + hexKey, "k2026", ""},
+		{"OKBareHexGetsFingerprint", hexKey, FingerprintID(bytes.Repeat([]byte{0xab}, 32)), ""},
+		{"OKBase64", "b64:" + "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s=", "b64", ""},
+		{"ErrShort", "k:abcd", "", "at least 32"},
+		{"ErrNotEncoded", "k:not a key!", "", "neither hex nor base64"},
+		{"ErrEmpty", "", "", "empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := ParseKey(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParseKey: %v, want an error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.ID != tc.id || len(k.Secret) != 32 {
+				t.Fatalf("ParseKey = id %q, %d bytes; want id %q, 32 bytes", k.ID, len(k.Secret), tc.id)
+			}
+		})
+	}
+}
+
+func TestKeyringRejectsConflictingIDs(t *testing.T) {
+	a := testKey()
+	b := Key{ID: a.ID, Secret: bytes.Repeat([]byte{1}, 32)}
+	if _, err := NewKeyring(a, b); err == nil {
+		t.Fatal("NewKeyring accepted one id with two keys")
+	}
+	kr, err := NewKeyring(a, Key{ID: "old", Secret: b.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := kr.Lookup("old"); !ok || !bytes.Equal(k.Secret, b.Secret) {
+		t.Fatal("old key not found")
+	}
+}
+
+func testEvent(version int64, before, after string) *events.Event {
+	ts := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
+	return &events.Event{
+		SchemaVersion: 1, Key: "tenant/acme/project/demo/flags/beta", Scope: "tenant/acme/project/demo",
+		Version: version, PrevVersion: version - 1, Kind: events.KindPut, Op: events.OpCAS,
+		Before: json.RawMessage(before), After: json.RawMessage(after),
+		Semantics: events.Semantics{Purpose: "feature_flag", Producer: "ops", ConsumerHints: []string{"ui"}},
+		Principal: "alice", RequestID: "r-1", SpecRef: "adr-7", TS: ts, CreatedAt: ts,
+	}
+}
+
+func TestEventRowChain(t *testing.T) {
+	k := testKey()
+	r1 := EventRow(testEvent(1, `null`, `{"on":true}`), 3, 10, k, "")
+	r2 := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, r1.ChainHash)
+
+	t.Run("ScopeFromKey", func(t *testing.T) {
+		if r1.Tenant != "acme" || r1.Project != "demo" {
+			t.Fatalf("tenant %q project %q", r1.Tenant, r1.Project)
+		}
+	})
+	t.Run("BeforeOfNextIsAfterOfPrevious", func(t *testing.T) {
+		if r2.BeforeHash != r1.AfterHash {
+			t.Fatalf("before_hash(2) %s != after_hash(1) %s", r2.BeforeHash, r1.AfterHash)
+		}
+	})
+	t.Run("Deterministic", func(t *testing.T) {
+		again := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, r1.ChainHash)
+		if again.ChainHash != r2.ChainHash {
+			t.Fatal("the same event gives two chain hashes")
+		}
+	})
+	t.Run("KafkaCoordinatesAreNotChained", func(t *testing.T) {
+		moved := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 5, 99, k, r1.ChainHash)
+		if moved.ChainHash != r2.ChainHash {
+			t.Fatal("the chain hash depends on partition and offset")
+		}
+	})
+	t.Run("EveryChainedFieldCounts", func(t *testing.T) {
+		alter := []func(r *Row){
+			func(r *Row) { r.TS = r.TS.Add(time.Microsecond) },
+			func(r *Row) { r.Tenant = "x" },
+			func(r *Row) { r.Project = "x" },
+			func(r *Row) { r.Key += "x" },
+			func(r *Row) { r.Version++ },
+			func(r *Row) { r.PrevVersion++ },
+			func(r *Row) { r.Kind = "delete" },
+			func(r *Row) { r.Op = "set" },
+			func(r *Row) { r.Purpose = "lock" },
+			func(r *Row) { r.Producer = "x" },
+			func(r *Row) { r.ConsumerHints = []string{"x"} },
+			func(r *Row) { r.Principal = "mallory" },
+			func(r *Row) { r.RequestID = "x" },
+			func(r *Row) { r.SpecRef = "x" },
+			func(r *Row) { r.TTLSeconds = 5 },
+			func(r *Row) { r.ExpiresAtUS = 5 },
+			func(r *Row) { r.BeforeHash = r1.BeforeHash },
+			func(r *Row) { r.AfterHash = r1.AfterHash },
+			func(r *Row) { r.HashKeyID = "k0" },
+			func(r *Row) { r.PrevChainHash = "" },
+		}
+		for i, f := range alter {
+			r := r2
+			r.ConsumerHints = slicesClone(r2.ConsumerHints)
+			f(&r)
+			if ChainHash(k, &r) == r2.ChainHash {
+				t.Errorf("alteration %d does not change the chain hash", i)
+			}
+		}
+	})
+	t.Run("ChainInputIsCanonicalJSONOfColumns", func(t *testing.T) {
+		in := string(ChainInput(&r1))
+		want := `{"after_hash":"` + r1.AfterHash + `","before_hash":"` + r1.BeforeHash +
+			`","consumer_hints":["ui"],"expires_at_us":0,"hash_key_id":"k1","key":"tenant/acme/project/demo/flags/beta",` +
+			`"kind":"put","op":"cas","prev_chain_hash":"","prev_version":0,"principal":"alice","producer":"ops",` +
+			`"project":"demo","purpose":"feature_flag","request_id":"r-1","spec_ref":"adr-7","tenant":"acme",` +
+			`"ts_us":1777636800123456,"ttl_seconds":0,"version":1}`
+		if in != want {
+			t.Fatalf("chain input\n got %s\nwant %s", in, want)
+		}
+	})
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+func TestStatements(t *testing.T) {
+	sql := "-- header\nCREATE TABLE a (\n  x String, -- a comment\n  y String DEFAULT '--not a comment'\n) ENGINE = Memory;\n\nCREATE VIEW v AS SELECT 1;\n"
+	got := Statements(sql)
+	if len(got) != 2 || !strings.Contains(got[0], "'--not a comment'") || strings.Contains(got[0], "-- a comment") || got[1] != "CREATE VIEW v AS SELECT 1" {
+		t.Fatalf("Statements = %q", got)
+	}
+}

@@ -1,0 +1,216 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/eskv/eskv/events"
+)
+
+// Row is one row of audit_events: an applied event of kv.changes, with
+// hashes in place of its values and its link in the key's hash chain.
+type Row struct {
+	TS            time.Time // microsecond precision, UTC
+	Tenant        string
+	Project       string
+	Key           string
+	Version       int64
+	PrevVersion   int64
+	Kind          string
+	Op            string
+	Purpose       string
+	Producer      string
+	ConsumerHints []string
+	Principal     string
+	RequestID     string
+	SpecRef       string
+	TTLSeconds    int64
+	ExpiresAtUS   int64 // Unix microseconds; 0 when the entry has no expiry
+	BeforeHash    string
+	AfterHash     string
+	HashKeyID     string
+	// PrevChainHash is the ChainHash of the key's row at PrevVersion, or
+	// "" when there is none: version 1, or a key whose earlier versions
+	// were compacted out of kv.changes before the auditor read them (a
+	// chain start).
+	PrevChainHash string
+	ChainHash     string
+	Partition     int32
+	Offset        int64
+}
+
+// ConflictRow is one row of audit_conflicts: a rejected write of
+// kv.conflicts, with hashes in place of the attempted and current values.
+type ConflictRow struct {
+	TS              time.Time
+	ConflictID      string
+	Tenant          string
+	Project         string
+	Key             string
+	Op              string
+	Reason          string
+	Purpose         string
+	Producer        string
+	ConsumerHints   []string
+	Principal       string
+	RequestID       string
+	SpecRef         string
+	ExpectedVersion int64
+	CurrentVersion  int64
+	AttemptedHash   string
+	CurrentHash     string
+	HashKeyID       string
+	Partition       int32
+	Offset          int64
+}
+
+// EventRow returns the row of event e, read at partition/offset, hashed
+// under k and chained to prevChain (the chain hash of the key's row at
+// e.PrevVersion, or "" when there is none).
+func EventRow(e *events.Event, partition int32, offset int64, k Key, prevChain string) Row {
+	tenant, project := scopeOf(e.Key)
+	r := Row{
+		TS:            e.TS.UTC().Truncate(time.Microsecond),
+		Tenant:        tenant,
+		Project:       project,
+		Key:           e.Key,
+		Version:       e.Version,
+		PrevVersion:   e.PrevVersion,
+		Kind:          string(e.Kind),
+		Op:            e.Op,
+		Purpose:       e.Semantics.Purpose,
+		Producer:      e.Semantics.Producer,
+		ConsumerHints: e.Semantics.ConsumerHints,
+		Principal:     e.Principal,
+		RequestID:     e.RequestID,
+		SpecRef:       e.SpecRef,
+		TTLSeconds:    e.Semantics.TTLSeconds,
+		BeforeHash:    ValueHash(k, e.Before),
+		AfterHash:     ValueHash(k, e.After),
+		HashKeyID:     k.ID,
+		PrevChainHash: prevChain,
+		Partition:     partition,
+		Offset:        offset,
+	}
+	if r.ConsumerHints == nil {
+		r.ConsumerHints = []string{}
+	}
+	if e.ExpiresAt != nil {
+		r.ExpiresAtUS = e.ExpiresAt.UnixMicro()
+	}
+	r.ChainHash = ChainHash(k, &r)
+	return r
+}
+
+// ConflictRowOf returns the row of conflict c, read at partition/offset,
+// hashed under k.
+func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k Key) ConflictRow {
+	tenant, project := scopeOf(c.Key)
+	r := ConflictRow{
+		TS:              c.TS.UTC().Truncate(time.Microsecond),
+		ConflictID:      c.ID,
+		Tenant:          tenant,
+		Project:         project,
+		Key:             c.Key,
+		Op:              c.Op,
+		Reason:          c.Reason,
+		Purpose:         c.Semantics.Purpose,
+		Producer:        c.Semantics.Producer,
+		ConsumerHints:   c.Semantics.ConsumerHints,
+		Principal:       c.Principal,
+		RequestID:       c.RequestID,
+		SpecRef:         c.SpecRef,
+		ExpectedVersion: c.ExpectedVersion,
+		CurrentVersion:  c.CurrentVersion,
+		AttemptedHash:   ValueHash(k, c.Attempted),
+		CurrentHash:     ValueHash(k, c.Current),
+		HashKeyID:       k.ID,
+		Partition:       partition,
+		Offset:          offset,
+	}
+	if r.ConsumerHints == nil {
+		r.ConsumerHints = []string{}
+	}
+	return r
+}
+
+// chainInput is what a chain hash covers: every column of audit_events
+// except ts (ts_us holds it exactly), chain_hash itself, the Kafka
+// coordinates (where the event is stored, not what it says) and
+// ingested_at. Member names are the column names, so an auditor can
+// rebuild it from a row with any RFC 8785 implementation.
+type chainInput struct {
+	TSUS          int64    `json:"ts_us"`
+	Tenant        string   `json:"tenant"`
+	Project       string   `json:"project"`
+	Key           string   `json:"key"`
+	Version       int64    `json:"version"`
+	PrevVersion   int64    `json:"prev_version"`
+	Kind          string   `json:"kind"`
+	Op            string   `json:"op"`
+	Purpose       string   `json:"purpose"`
+	Producer      string   `json:"producer"`
+	ConsumerHints []string `json:"consumer_hints"`
+	Principal     string   `json:"principal"`
+	RequestID     string   `json:"request_id"`
+	SpecRef       string   `json:"spec_ref"`
+	TTLSeconds    int64    `json:"ttl_seconds"`
+	ExpiresAtUS   int64    `json:"expires_at_us"`
+	BeforeHash    string   `json:"before_hash"`
+	AfterHash     string   `json:"after_hash"`
+	HashKeyID     string   `json:"hash_key_id"`
+	PrevChainHash string   `json:"prev_chain_hash"`
+}
+
+// ChainInput returns the bytes a row's chain hash is the HMAC of: the RFC
+// 8785 canonical JSON of an object of the row's columns (see docs/audit.md).
+func ChainInput(r *Row) []byte {
+	in := chainInput{
+		TSUS: r.TS.UnixMicro(), Tenant: r.Tenant, Project: r.Project, Key: r.Key,
+		Version: r.Version, PrevVersion: r.PrevVersion, Kind: r.Kind, Op: r.Op,
+		Purpose: r.Purpose, Producer: r.Producer, ConsumerHints: r.ConsumerHints,
+		Principal: r.Principal, RequestID: r.RequestID, SpecRef: r.SpecRef,
+		TTLSeconds: r.TTLSeconds, ExpiresAtUS: r.ExpiresAtUS,
+		BeforeHash: r.BeforeHash, AfterHash: r.AfterHash, HashKeyID: r.HashKeyID,
+		PrevChainHash: r.PrevChainHash,
+	}
+	if in.ConsumerHints == nil {
+		in.ConsumerHints = []string{}
+	}
+	b, err := json.Marshal(&in)
+	if err != nil {
+		panic(fmt.Sprintf("audit: marshal chain input: %v", err)) // strings and integers only
+	}
+	c, err := jcs.Transform(b)
+	if err != nil {
+		// Strings are valid UTF-8 after json.Marshal and numbers are
+		// integers: JCS cannot fail on this object.
+		panic(fmt.Sprintf("audit: canonicalize chain input: %v", err))
+	}
+	return c
+}
+
+// ChainHash returns the hex HMAC-SHA256, under k, of ChainInput(r). It
+// covers the row's fields and its link to the previous row of the key, so
+// altering a row changes its chain hash and deleting one breaks the link
+// of the next.
+func ChainHash(k Key, r *Row) string {
+	return mac(k, ChainInput(r))
+}
+
+// scopeOf returns the tenant and project of a key
+// tenant/<tenant>/project/<project>/<path>; parts it lacks are "".
+func scopeOf(key string) (tenant, project string) {
+	parts := strings.SplitN(key, "/", 5)
+	if len(parts) >= 2 && parts[0] == "tenant" {
+		tenant = parts[1]
+	}
+	if len(parts) >= 4 && parts[2] == "project" {
+		project = parts[3]
+	}
+	return tenant, project
+}

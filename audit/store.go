@@ -1,0 +1,408 @@
+package audit
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/eskv/eskv/schemas"
+)
+
+// Default connection settings: the ClickHouse that scripts/ensure-clickhouse.sh
+// starts for `make run`.
+const (
+	DefaultClickHouseAddr = "127.0.0.1:19000"
+	DefaultDatabase       = "eskv"
+)
+
+// Options says how to reach ClickHouse, over the native protocol (the
+// HTTP protocol does not work with ClickHouse 18.16).
+type Options struct {
+	Addr     string // host:port of the native protocol; default DefaultClickHouseAddr
+	Database string // default DefaultDatabase; created when missing
+	Username string // default "default"
+	Password string
+	// Log receives the driver's warnings (nil: none).
+	Log *slog.Logger
+}
+
+// Store is the audit trail in one ClickHouse database.
+type Store struct {
+	conn driver.Conn
+	own  bool
+}
+
+// queryTimeout bounds every statement but batch inserts and verification
+// reads, which get longer deadlines of their own.
+const queryTimeout = 30 * time.Second
+
+var databaseName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Open connects to ClickHouse, creating the database when missing. It does
+// not apply the DDL: call Migrate.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.Addr == "" {
+		o.Addr = DefaultClickHouseAddr
+	}
+	if o.Database == "" {
+		o.Database = DefaultDatabase
+	}
+	if o.Username == "" {
+		o.Username = "default"
+	}
+	if !databaseName.MatchString(o.Database) {
+		return nil, fmt.Errorf("clickhouse database name %q must match %s", o.Database, databaseName)
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	boot, err := open(o, "default")
+	if err != nil {
+		return nil, err
+	}
+	defer boot.Close()
+	if err := boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+o.Database); err != nil {
+		return nil, fmt.Errorf("clickhouse %s: create database %s: %w", o.Addr, o.Database, err)
+	}
+	conn, err := open(o, o.Database)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse %s: %w", o.Addr, err)
+	}
+	return &Store{conn: conn, own: true}, nil
+}
+
+func open(o Options, database string) (driver.Conn, error) {
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr:         []string{o.Addr},
+		Auth:         clickhouse.Auth{Database: database, Username: o.Username, Password: o.Password},
+		DialTimeout:  5 * time.Second,
+		ReadTimeout:  5 * time.Minute, // contexts carry the real deadlines
+		MaxOpenConns: 8,
+		Compression:  &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+		Logger:       o.Log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", o.Addr, err)
+	}
+	return conn, nil
+}
+
+// NewStore returns a store on an open connection whose default database
+// holds (or will hold, after Migrate) the audit tables. Close does not
+// close conn.
+func NewStore(conn driver.Conn) *Store { return &Store{conn: conn} }
+
+// Close closes the connection Open made.
+func (s *Store) Close() error {
+	if s.own {
+		return s.conn.Close()
+	}
+	return nil
+}
+
+// Ping checks that ClickHouse answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	return s.conn.Ping(ctx)
+}
+
+// Migrate applies the DDL files of schemas.ClickHouse that the database
+// has not recorded in audit_schema_migrations yet, in name order.
+func (s *Store) Migrate(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS audit_schema_migrations (
+		version UInt32, name String, applied_at DateTime
+	) ENGINE = ReplacingMergeTree() ORDER BY version`); err != nil {
+		return fmt.Errorf("migrate clickhouse: %w", err)
+	}
+	applied := map[uint32]bool{}
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM audit_schema_migrations")
+	if err != nil {
+		return fmt.Errorf("migrate clickhouse: %w", err)
+	}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate clickhouse: %w", err)
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrate clickhouse: %w", err)
+	}
+	files, err := fs.Glob(schemas.ClickHouse, "clickhouse/*.sql")
+	if err != nil {
+		return err
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		name := strings.TrimPrefix(f, "clickhouse/")
+		num, _, _ := strings.Cut(name, "_")
+		v, err := strconv.ParseUint(num, 10, 32)
+		if err != nil {
+			return fmt.Errorf("migrate clickhouse: file %s is not named NNNN_what.sql", name)
+		}
+		if applied[uint32(v)] {
+			continue
+		}
+		b, err := schemas.ClickHouse.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		for _, stmt := range Statements(string(b)) {
+			if err := s.conn.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate clickhouse: %s: %w\n%s", name, err, stmt)
+			}
+		}
+		batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO audit_schema_migrations (version, name, applied_at)")
+		if err != nil {
+			return fmt.Errorf("migrate clickhouse: %w", err)
+		}
+		if err := batch.Append(uint32(v), name, time.Now().UTC()); err != nil {
+			return fmt.Errorf("migrate clickhouse: %w", err)
+		}
+		if err := batch.Send(); err != nil {
+			return fmt.Errorf("migrate clickhouse: record %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Statements splits a DDL file into statements: each ends with a
+// semicolon at the end of a line; "--" comments are dropped.
+func Statements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(sql))
+	for sc.Scan() {
+		line := strings.TrimRight(stripComment(sc.Text()), " \t")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		end := strings.HasSuffix(line, ";")
+		cur.WriteString(strings.TrimSuffix(line, ";"))
+		cur.WriteByte('\n')
+		if end {
+			out = append(out, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// stripComment drops a "--" comment that starts outside a quoted string.
+func stripComment(line string) string {
+	inQuote := false
+	for i := 0; i < len(line); i++ {
+		switch {
+		case line[i] == '\\' && inQuote:
+			i++
+		case line[i] == '\'':
+			inQuote = !inQuote
+		case !inQuote && strings.HasPrefix(line[i:], "--"):
+			return line[:i]
+		}
+	}
+	return line
+}
+
+const eventColumns = "ts, ts_us, tenant, project, key, version, prev_version, kind, op, purpose, producer, consumer_hints, " +
+	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, " +
+	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, ingested_at"
+
+const conflictColumns = "ts, ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, " +
+	"principal, request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, " +
+	"kafka_partition, kafka_offset, ingested_at"
+
+// insertTimeout bounds one batch insert.
+const insertTimeout = 2 * time.Minute
+
+// InsertEvents inserts rows into audit_events in one batch. Once it
+// returns nil, ClickHouse has accepted every row.
+func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, insertTimeout)
+	defer cancel()
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO audit_events ("+eventColumns+")")
+	if err != nil {
+		return unavailable("prepare insert into audit_events", err)
+	}
+	defer b.Abort()
+	n := len(rows)
+	var (
+		ts        = make([]time.Time, n)
+		tsUS      = make([]int64, n)
+		tenant    = make([]string, n)
+		project   = make([]string, n)
+		key       = make([]string, n)
+		version   = make([]int64, n)
+		prev      = make([]int64, n)
+		kind      = make([]string, n)
+		op        = make([]string, n)
+		purpose   = make([]string, n)
+		producer  = make([]string, n)
+		hints     = make([][]string, n)
+		principal = make([]string, n)
+		reqID     = make([]string, n)
+		specRef   = make([]string, n)
+		ttl       = make([]int64, n)
+		expires   = make([]int64, n)
+		before    = make([]string, n)
+		after     = make([]string, n)
+		keyID     = make([]string, n)
+		prevChain = make([]string, n)
+		chain     = make([]string, n)
+		partition = make([]int32, n)
+		offset    = make([]int64, n)
+		ingested  = make([]time.Time, n)
+	)
+	now = now.UTC().Truncate(time.Second)
+	for i := range rows {
+		r := &rows[i]
+		ts[i], tsUS[i] = r.TS.Truncate(time.Second), r.TS.UnixMicro()
+		tenant[i], project[i], key[i] = r.Tenant, r.Project, r.Key
+		version[i], prev[i] = r.Version, r.PrevVersion
+		kind[i], op[i], purpose[i], producer[i] = r.Kind, r.Op, r.Purpose, r.Producer
+		hints[i] = r.ConsumerHints
+		if hints[i] == nil {
+			hints[i] = []string{}
+		}
+		principal[i], reqID[i], specRef[i] = r.Principal, r.RequestID, r.SpecRef
+		ttl[i], expires[i] = r.TTLSeconds, r.ExpiresAtUS
+		before[i], after[i], keyID[i] = r.BeforeHash, r.AfterHash, r.HashKeyID
+		prevChain[i], chain[i] = r.PrevChainHash, r.ChainHash
+		partition[i], offset[i] = r.Partition, r.Offset
+		ingested[i] = now
+	}
+	cols := []any{ts, tsUS, tenant, project, key, version, prev, kind, op, purpose, producer, hints,
+		principal, reqID, specRef, ttl, expires, before, after, keyID, prevChain, chain, partition, offset, ingested}
+	for i, c := range cols {
+		if err := b.Column(i).Append(c); err != nil {
+			return fmt.Errorf("insert into audit_events: column %d: %w", i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return unavailable("insert into audit_events", err)
+	}
+	return nil
+}
+
+// InsertConflicts inserts rows into audit_conflicts in one batch.
+func (s *Store) InsertConflicts(ctx context.Context, rows []ConflictRow, now time.Time) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, insertTimeout)
+	defer cancel()
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO audit_conflicts ("+conflictColumns+")")
+	if err != nil {
+		return unavailable("prepare insert into audit_conflicts", err)
+	}
+	defer b.Abort()
+	now = now.UTC().Truncate(time.Second)
+	for i := range rows {
+		r := &rows[i]
+		hints := r.ConsumerHints
+		if hints == nil {
+			hints = []string{}
+		}
+		if err := b.Append(r.TS.Truncate(time.Second), r.TS.UnixMicro(), r.ConflictID, r.Tenant, r.Project, r.Key,
+			r.Op, r.Reason, r.Purpose, r.Producer, hints, r.Principal, r.RequestID, r.SpecRef,
+			r.ExpectedVersion, r.CurrentVersion, r.AttemptedHash, r.CurrentHash, r.HashKeyID,
+			r.Partition, r.Offset, now); err != nil {
+			return fmt.Errorf("insert into audit_conflicts: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return unavailable("insert into audit_conflicts", err)
+	}
+	return nil
+}
+
+// ErrUnavailable marks ClickHouse errors worth retrying: the server is
+// down, overloaded or the connection broke.
+var ErrUnavailable = errors.New("clickhouse unavailable")
+
+// unavailable wraps err as ErrUnavailable unless ClickHouse answered it
+// with an exception, which a retry would not change.
+func unavailable(what string, err error) error {
+	if _, ok := errors.AsType[*clickhouse.Exception](err); ok {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+}
+
+// tipChunk bounds the (key, version) pairs of one lookup query, so the
+// query stays below ClickHouse's max_query_size (256 KiB).
+const tipChunk = 1000
+
+// ChainHashes returns the chain hash of each wanted (key, version) that has
+// a row; pairs without one are missing from the result.
+func (s *Store) ChainHashes(ctx context.Context, want map[string]int64) (map[string]string, error) {
+	out := make(map[string]string, len(want))
+	if len(want) == 0 {
+		return out, nil
+	}
+	sets := make([]clickhouse.GroupSet, 0, min(len(want), tipChunk))
+	flush := func() error {
+		if len(sets) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		defer cancel()
+		rows, err := s.conn.Query(ctx, "SELECT key, version, any(chain_hash) FROM audit_events WHERE (key, version) IN (?) GROUP BY key, version", sets)
+		if err != nil {
+			return unavailable("look up chain hashes", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				k, h string
+				v    int64
+			)
+			if err := rows.Scan(&k, &v, &h); err != nil {
+				return err
+			}
+			if want[k] == v {
+				out[k] = h
+			}
+		}
+		sets = sets[:0]
+		return rows.Err()
+	}
+	for k, v := range want {
+		sets = append(sets, clickhouse.GroupSet{Value: []any{k, v}})
+		if len(sets) == tipChunk {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
