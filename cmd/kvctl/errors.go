@@ -117,6 +117,10 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		if e.Current == nil {
 			return exitFailed, subject + " does not exist now: create it with --expected-version 0, or leave out --expected-version"
 		}
+		if a.createOnly {
+			return exitFailed, fmt.Sprintf("%s already exists at version %d (value %s): keep it, or overwrite it with --expected-version %d",
+				subject, e.Current.Version, shorten(string(e.Current.Value)), e.Current.Version)
+		}
 		return exitFailed, fmt.Sprintf("%s is at version %d now (value %s): re-read it with 'kvctl get %s' and retry with --expected-version %d",
 			subject, e.Current.Version, shorten(string(e.Current.Value)), subject, e.Current.Version)
 	case events.EInvalid:

@@ -314,7 +314,7 @@ func TestCLI(t *testing.T) {
 }
 
 func TestHelpHasExamples(t *testing.T) {
-	for _, cmd := range [][]string{{}, {"get"}, {"set"}, {"delete"}, {"exists"}, {"list"}} {
+	for _, cmd := range [][]string{{}, {"get"}, {"set"}, {"delete"}, {"exists"}, {"list"}, {"completion"}} {
 		t.Run(strings.Join(append([]string{"kvctl"}, cmd...), " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := run(context.Background(), append(slices.Clone(cmd), "--help"), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)

@@ -63,9 +63,10 @@ type app struct {
 	running     bool // arguments were accepted; errors now come from the call
 
 	// What the command works on, for error solutions.
-	cmdPath string
-	subject string // key or prefix
-	right   string // read or write
+	cmdPath    string
+	subject    string // key or prefix
+	right      string // read or write
+	createOnly bool   // set --expected-version 0
 }
 
 // run executes kvctl with args and returns its exit code.
@@ -119,6 +120,14 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 
 	// Counters, locks and leader election join here as the API gains them.
 	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand())
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Example = `  kvctl completion bash > /etc/bash_completion.d/kvctl  # every new bash
+  kvctl completion zsh > "${fpath[1]}/_kvctl"           # every new zsh
+  source <(kvctl completion bash)                       # this shell only`
+		}
+	}
 	return root
 }
 

@@ -60,6 +60,7 @@ it, value the stored value.`,
 			r := client.PutRequest{Key: args[0], Value: value, Semantics: sem, RequestID: requestID, SpecRef: specRef}
 			if cmd.Flags().Changed("expected-version") {
 				r.ExpectedVersion = &expected
+				a.createOnly = expected == 0
 			}
 			if ttl != "" {
 				if r.TTL, err = parseTTL(ttl); err != nil {
