@@ -11,6 +11,7 @@ type metrics struct {
 	applyDuration prometheus.Histogram
 	lag           prometheus.Histogram
 	nextOffset    *prometheus.GaugeVec
+	resets        *prometheus.CounterVec
 }
 
 // lagBuckets resolve p99 from a millisecond to a few hundred ms finely,
@@ -45,11 +46,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_projector_next_offset",
 			Help: "Next offset to apply per partition, as stored in Postgres by this projector.",
 		}, []string{"partition"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eskv_projector_topic_resets_total",
+			Help: "Resets of the changes topic detected (the projector stops at each): reason is offset_after_end, " +
+				"offset_before_start, topic_recreated, topic_missing, partition_count or offset_out_of_range.",
+		}, []string{"reason"}),
+	}
+	for _, r := range resetReasons {
+		m.resets.WithLabelValues(r) // exported at 0, so alerts need no absent()
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset} {
+	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset, m.resets} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

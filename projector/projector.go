@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -50,7 +51,15 @@ type Config struct {
 	// to the Kafka group, for lag tooling; default one second. Postgres
 	// stays the truth: the group's offsets are never read back.
 	CommitInterval time.Duration
+	// CheckInterval is how often a running projector re-checks that the
+	// topic is still the log it folds (topic ID, partition count, stored
+	// offsets within the log); default DefaultCheckInterval. The same
+	// checks run at start and on every assignment.
+	CheckInterval time.Duration
 }
+
+// DefaultCheckInterval is the default of Config.CheckInterval.
+const DefaultCheckInterval = 30 * time.Second
 
 // Projector is the consumer loop. Run it once.
 type Projector struct {
@@ -84,6 +93,9 @@ func New(cfg Config, store *projection.Store, log *slog.Logger, reg prometheus.R
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = time.Second
 	}
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -112,18 +124,34 @@ func (p *Projector) Applied() map[int32]int64 {
 // Run consumes until ctx is cancelled, then leaves the group and returns
 // nil. It returns an error, after leaving the group, when it cannot go on
 // without losing or skipping events: the topic has another partition count
-// than configured, a record does not decode (a poison pill: the records
-// before it are applied, it is not), a partition's stored offset is out
-// of range (the topic was truncated or recreated), or Postgres keeps
-// failing.
+// than configured or recorded (changelog.ErrPartitionCount), a record does
+// not decode (a poison pill: the records before it are applied, it is
+// not), the topic was reset (ErrTopicReset: recreated, truncated, records
+// deleted, a stored offset out of range; checked at start, on every
+// assignment and every CheckInterval), or Postgres keeps failing.
 func (p *Projector) Run(ctx context.Context) error {
-	if err := p.waitTopic(ctx); err != nil {
+	// The checks' metadata must be fresh: kgo answers metadata requests
+	// from a cache up to MetadataMinAge old (default 5s).
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(p.cfg.Brokers...), kgo.WithLogger(changelog.Logger(p.log)),
+		kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("projector: kafka client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+
+	if err := p.waitTopic(ctx, adm); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		p.log.Error("changes topic check failed; not starting", "topic", p.cfg.Topic, "err", err)
 		return err
 	}
+
+	// A reset found on an assignment or by the watcher cancels pctx with
+	// the finding as its cause; the poll loop returns it.
+	pctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(p.cfg.Brokers...),
@@ -145,7 +173,9 @@ func (p *Projector) Run(ctx context.Context) error {
 		// PollRecords), never silently reset.
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			return p.adjustOffsets(ctx, adm, fail, assigned)
+		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 			p.log.Info("partitions revoked", "partitions", revoked[p.cfg.Topic])
 		}),
@@ -166,12 +196,25 @@ func (p *Projector) Run(ctx context.Context) error {
 	}()
 	p.log.Info("projector started", "brokers", p.cfg.Brokers, "topic", p.cfg.Topic, "group", p.cfg.Group, "partitions", p.cfg.Partitions)
 
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		p.watch(pctx, adm, fail)
+	}()
+	defer func() {
+		fail(nil)
+		<-watched
+	}()
+
 	lastCommit := time.Now()
 	pending := make(map[int32]int64)
 	for {
-		fetches := cl.PollRecords(ctx, p.cfg.MaxBatch)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
+		fetches := cl.PollRecords(pctx, p.cfg.MaxBatch)
+		if pctx.Err() != nil || fetches.IsClientClosed() {
 			p.commitGroup(cl, pending)
+			if ctx.Err() == nil && pctx.Err() != nil {
+				return context.Cause(pctx)
+			}
 			return nil
 		}
 		if err := p.fetchErrors(fetches); err != nil {
@@ -203,12 +246,13 @@ func (p *Projector) Run(ctx context.Context) error {
 }
 
 // waitTopic waits until the changes topic exists (the writer creates it)
-// and checks its partition count; a mismatch is fatal at once.
-func (p *Projector) waitTopic(ctx context.Context) error {
+// and checks it (checkTopic); a partition count mismatch or a reset is
+// fatal at once.
+func (p *Projector) waitTopic(ctx context.Context, adm *kadm.Client) error {
 	backoff := 100 * time.Millisecond
 	for {
-		err := p.checkTopic(ctx)
-		if err == nil || errors.Is(err, changelog.ErrPartitionCount) || ctx.Err() != nil {
+		err := p.checkTopic(ctx, adm)
+		if err == nil || fatal(err) || ctx.Err() != nil {
 			return err
 		}
 		p.log.Warn("changes topic not available yet; retrying", "topic", p.cfg.Topic, "retry_in", backoff, "err", err)
@@ -221,28 +265,41 @@ func (p *Projector) waitTopic(ctx context.Context) error {
 	}
 }
 
-// checkTopic checks the partition count of the changes topic with a
-// short-lived admin client, before joining the group.
-func (p *Projector) checkTopic(ctx context.Context) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.cfg.Brokers...))
-	if err != nil {
-		return fmt.Errorf("projector: kafka client: %w", err)
-	}
-	defer cl.Close()
+// checkTopic checks the changes topic before joining the group: its
+// partition count (changelog.Check), then that it is still the log the
+// projection holds a prefix of (checkLog).
+func (p *Projector) checkTopic(ctx context.Context, adm *kadm.Client) error {
 	topics := changelog.Topics{Changes: p.cfg.Topic, Partitions: p.cfg.Partitions}
-	if err := changelog.Check(ctx, kadm.NewClient(cl), topics); err != nil {
+	if err := changelog.Check(ctx, adm, topics); err != nil {
+		if errors.Is(err, changelog.ErrPartitionCount) {
+			p.m.resets.WithLabelValues(reasonPartitionCount).Inc()
+		}
 		return fmt.Errorf("projector: %w", err)
 	}
-	return nil
+	return p.checkLog(ctx, adm)
 }
 
 // adjustOffsets replaces the group's offsets of newly assigned partitions
 // with the next offsets stored in Postgres; partitions never applied start
-// at the beginning of the log.
-func (p *Projector) adjustOffsets(ctx context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+// at the beginning of the log. It first checks the topic's identity and
+// that each stored offset lies within its partition's log: a reset is
+// passed to fail (which stops Run) and the assignment is refused.
+func (p *Projector) adjustOffsets(ctx context.Context, adm *kadm.Client, fail context.CancelCauseFunc, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	stored, err := p.store.Offsets(ctx, p.cfg.Topic)
 	if err != nil {
 		p.log.Error("reading stored offsets failed; the group rejoins and retries", "err", err)
+		return nil, err
+	}
+	err = p.checkIdentity(ctx, adm)
+	if err == nil {
+		err = p.checkRanges(ctx, adm, stored, slices.Collect(maps.Keys(assigned[p.cfg.Topic])))
+	}
+	if err != nil {
+		if fatal(err) {
+			fail(err)
+		} else {
+			p.log.Error("checking the changes topic on assignment failed; the group rejoins and retries", "err", err)
+		}
 		return nil, err
 	}
 	for topic, parts := range assigned {
@@ -277,8 +334,12 @@ func (p *Projector) fetchErrors(fetches kgo.Fetches) error {
 			p.log.Warn("consumer group session failed; rejoining", "err", err)
 			return
 		}
-		p.log.Error("fetch failed; stopping (an out-of-range offset means the topic was truncated or recreated: rebuild the projection)",
-			"topic", topic, "partition", part, "err", err)
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			errs = append(errs, p.reset(ErrTopicReset, reasonOutOfRange,
+				fmt.Sprintf("partition %d: fetch: %v: the topic was truncated or recreated", part, err), "partition", part))
+			return
+		}
+		p.log.Error("fetch failed; stopping", "topic", topic, "partition", part, "err", err)
 		errs = append(errs, fmt.Errorf("projector: fetch %s/%d: %w", topic, part, err))
 	})
 	return errors.Join(errs...)

@@ -526,22 +526,6 @@ func TestResumesAtPostgresOffsets(t *testing.T) {
 	}
 }
 
-func TestStoredOffsetOutOfRangeStops(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := mustProducer(t, b)
-	const k = "tenant/t/project/p/k"
-	prod.txn(t, true, newEvent(k, 1, events.KindPut, `1`))
-	// As if the topic had been recreated: Postgres is far ahead of the log.
-	if err := s.Apply(context.Background(), b.Topics.Changes, []projection.Applied{{Partition: 0, Offset: 999, Event: newEvent(k, 7, events.KindPut, `7`)}}); err != nil {
-		t.Fatal(err)
-	}
-	err := start(t, b, s, projector.Config{}).wait(t)
-	if err == nil || !strings.Contains(err.Error(), "OFFSET_OUT_OF_RANGE") {
-		t.Fatalf("Run returned %v, want an offset out of range error", err)
-	}
-}
-
 var testLogLevel = slog.LevelWarn
 
 // BenchmarkProjectorLag produces 5,000 events/s (transactions of 50 every

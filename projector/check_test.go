@@ -1,0 +1,290 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
+	"github.com/eskv/eskv/testenv"
+)
+
+// mustAdmin returns an admin client on b, closed when the test ends.
+func mustAdmin(tb testing.TB, b *testenv.Broker) *kadm.Client {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// recreateTopic deletes kv.changes and creates it again (new topic ID,
+// same partition count, empty).
+func recreateTopic(tb testing.TB, b *testenv.Broker) {
+	tb.Helper()
+	adm := mustAdmin(tb, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := adm.DeleteTopic(ctx, b.Topics.Changes); err != nil {
+		tb.Fatalf("delete topic: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := changelog.Ensure(ctx, adm, b.Topics)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("recreate topic: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// resets returns the reset counter of reason.
+func resets(tb testing.TB, reg *prometheus.Registry, reason string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "eskv_projector_topic_resets_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	tb.Fatalf("eskv_projector_topic_resets_total{reason=%q} not exported", reason)
+	return 0
+}
+
+// wantReset checks that Run returned a reset naming each of parts, and
+// that the metric counted reason.
+func wantReset(tb testing.TB, r *running, err error, sentinel error, reason string, parts ...string) {
+	tb.Helper()
+	if !errors.Is(err, sentinel) {
+		tb.Fatalf("Run returned %v, want %v", err, sentinel)
+	}
+	for _, s := range parts {
+		if !strings.Contains(err.Error(), s) {
+			tb.Errorf("error %q does not say %q", err, s)
+		}
+	}
+	if n := resets(tb, r.reg, reason); n < 1 {
+		tb.Errorf("eskv_projector_topic_resets_total{reason=%q} = %v, want >= 1", reason, n)
+	}
+}
+
+// projectAndStop produces n events, lets a projector apply them and stops
+// it; it returns the stored offsets.
+func projectAndStop(tb testing.TB, b *testenv.Broker, s *projection.Store, prod *producer, f *fold, n int) map[int32]int64 {
+	tb.Helper()
+	produce(tb, prod, f, n, 10)
+	r := start(tb, b, s, projector.Config{})
+	waitOffsets(tb, s, b.Topics.Changes, prod.committed(tb))
+	if err := r.stop(tb); err != nil {
+		tb.Fatalf("projector: %v", err)
+	}
+	offs, err := s.Offsets(context.Background(), b.Topics.Changes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return offs
+}
+
+func TestStoredOffsetPastEndStops(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	s := projection.New(testenv.MustPostgres(t))
+	prod := mustProducer(t, b)
+	const k = "tenant/t/project/p/k"
+	prod.txn(t, true, newEvent(k, 1, events.KindPut, `1`))
+	// As if the topic had been truncated: Postgres is far ahead of the log.
+	if err := s.Apply(context.Background(), b.Topics.Changes, []projection.Applied{{Partition: 0, Offset: 999, Event: newEvent(k, 7, events.KindPut, `7`)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, b, s, projector.Config{})
+	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "offset_after_end",
+		"partition 0: stored offset 1000 is past the log end 2")
+	if st, err := s.State(context.Background(), k); err != nil || st.Version != 7 {
+		t.Errorf("state %+v, %v; the projection was changed", st, err)
+	}
+}
+
+func TestTopicRecreatedStops(t *testing.T) {
+	b := testenv.MustBroker(t, 2)
+	s := projection.New(testenv.MustPostgres(t))
+	prod := mustProducer(t, b)
+	f := newFold(4, 4, 5)
+	stored := projectAndStop(t, b, s, prod, f, 40)
+
+	// The topic is recreated and filled past the stored offsets: the
+	// offsets alone look fine, the topic ID does not.
+	recreateTopic(t, b)
+	prod2 := mustProducer(t, b)
+	produce(t, prod2, newFold(5, 4, 5), 200, 10)
+	for p, o := range prod2.committed(t) {
+		if o <= stored[p] {
+			t.Fatalf("partition %d of the new topic ends at %d, not past the stored %d: the test proves nothing", p, o, stored[p])
+		}
+	}
+	before, err := s.Offsets(context.Background(), b.Topics.Changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := start(t, b, s, projector.Config{})
+	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "topic_recreated", "the topic was recreated: its ID is")
+	after, err := s.Offsets(context.Background(), b.Topics.Changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(before, after) {
+		t.Errorf("stored offsets moved from %v to %v: the new topic was applied", before, after)
+	}
+}
+
+func TestRecordsDeletedStops(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	s := projection.New(testenv.MustPostgres(t))
+	prod := mustProducer(t, b)
+	f := newFold(6, 2, 5)
+	stored := projectAndStop(t, b, s, prod, f, 20)
+
+	// More events, then every record of the partition is deleted: the
+	// projection never saw the new ones.
+	produce(t, prod, f, 20, 10)
+	end := prod.committed(t)[0]
+	ctx := context.Background()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: b.Topics.Changes, Partition: 0, At: end})
+	if _, err := mustAdmin(t, b).DeleteRecords(ctx, offs); err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+
+	r := start(t, b, s, projector.Config{})
+	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "offset_before_start",
+		"partition 0: stored offset "+strconv.FormatInt(stored[0], 10)+" is before the log start "+strconv.FormatInt(end, 10))
+}
+
+func TestPartitionsAddedWhileRunningStops(t *testing.T) {
+	b := testenv.MustBroker(t, 2)
+	s := projection.New(testenv.MustPostgres(t))
+	prod := mustProducer(t, b)
+	produce(t, prod, newFold(7, 2, 2), 10, 5)
+	r := start(t, b, s, projector.Config{CheckInterval: 50 * time.Millisecond})
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
+
+	if _, err := mustAdmin(t, b).CreatePartitions(context.Background(), 1, b.Topics.Changes); err != nil {
+		t.Fatal(err)
+	}
+	wantReset(t, r, r.wait(t), changelog.ErrPartitionCount, "partition_count", "the topic has 3 partitions, configured 2")
+}
+
+func TestTopicRecreatedWhileRunningStops(t *testing.T) {
+	b := testenv.MustBroker(t, 2)
+	s := projection.New(testenv.MustPostgres(t))
+	prod := mustProducer(t, b)
+	produce(t, prod, newFold(8, 2, 2), 10, 5)
+	r := start(t, b, s, projector.Config{CheckInterval: 50 * time.Millisecond})
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
+
+	recreateTopic(t, b)
+	err := r.wait(t)
+	if !errors.Is(err, projector.ErrTopicReset) {
+		t.Fatalf("Run returned %v, want %v", err, projector.ErrTopicReset)
+	}
+	// Which check sees it first depends on timing: the topic gone, its
+	// new ID, or a fetch out of range.
+	var n float64
+	for _, reason := range []string{"topic_missing", "topic_recreated", "offset_out_of_range", "offset_after_end"} {
+		n += resets(t, r.reg, reason)
+	}
+	if n < 1 {
+		t.Errorf("no reset counted")
+	}
+}
+
+// TestResetFoundOnAssignment deletes records between the projector's
+// start check and its first assignment (the group's offset fetch is held
+// meanwhile): the assignment's check stops it.
+func TestResetFoundOnAssignment(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	s := projection.New(testenv.MustPostgres(t))
+	prod := mustProducer(t, b)
+	f := newFold(9, 2, 5)
+	projectAndStop(t, b, s, prod, f, 20)
+	produce(t, prod, f, 20, 10)
+	end := prod.committed(t)[0]
+
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once atomic.Bool
+	b.Cluster.ControlKey(int16(kmsg.OffsetFetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if once.CompareAndSwap(false, true) {
+			close(held)
+			b.Cluster.SleepControl(func() { <-release })
+		}
+		b.Cluster.DropControl()
+		return nil, nil, false
+	})
+
+	r := start(t, b, s, projector.Config{CheckInterval: time.Hour})
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the projector did not fetch group offsets within 30s")
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: b.Topics.Changes, Partition: 0, At: end})
+	if _, err := mustAdmin(t, b).DeleteRecords(context.Background(), offs); err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+	close(release)
+	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "offset_before_start", "is before the log start "+strconv.FormatInt(end, 10))
+}
+
+func TestTopicRecordedAtFirstStart(t *testing.T) {
+	b := testenv.MustBroker(t, 2)
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	r := start(t, b, s, projector.Config{})
+	prod := mustProducer(t, b)
+	produce(t, prod, newFold(10, 1, 1), 1, 1)
+	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	var n int32
+	if err := pool.QueryRow(context.Background(), `SELECT topic_id, partitions FROM projector_topic WHERE topic = $1`, b.Topics.Changes).Scan(&id, &n); err != nil {
+		t.Fatalf("projector_topic: %v", err)
+	}
+	details, err := mustAdmin(t, b).ListTopics(context.Background(), b.Topics.Changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := details[b.Topics.Changes].ID.String(); id != want || n != 2 {
+		t.Errorf("projector_topic = (%s, %d), want (%s, 2)", id, n, want)
+	}
+}
