@@ -93,6 +93,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
+	e.JSONSerializer = jsonSerializer{}
 	if cfg.Registerer != nil {
 		mw, err := metricsMiddleware(cfg.Registerer)
 		if err != nil {

@@ -58,6 +58,18 @@ func TestPutGetDelete(t *testing.T) {
 	}
 }
 
+func TestValueBytesRoundTrip(t *testing.T) {
+	s := mustStack(t, true)
+	const v = `{"html":"<b>&amp;</b>","n":1.50,"u":"é"}`
+	if r := s.do("PUT", base+"bytes", devToken, `{"value":`+v+`}`); r.Status != 200 || string(r.entry(t).Value) != v {
+		t.Fatalf("put answered %d %s", r.Status, r.Body)
+	}
+	waitProjected(t, s)
+	if r := s.do("GET", base+"bytes", devToken, nil); string(r.entry(t).Value) != v {
+		t.Fatalf("get answered %s, want the value's bytes %s", r.Body, v)
+	}
+}
+
 func TestTTLHidesExpiredEntries(t *testing.T) {
 	s := mustStack(t, true)
 	key := base + "lease"
