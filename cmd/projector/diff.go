@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
+)
+
+// diffCmd compares the kv_entries of two projections. Without -schema it
+// answers "does the live projection equal the fold of the log?": it
+// folds the log into a temporary schema up to the live projection's
+// stored offsets, compares, and drops the schema.
+func diffCmd(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
+	var c config
+	var schema, against string
+	var limit int
+	var wait time.Duration
+	var keep bool
+	fs, check := newFlagSet("diff", &c, e, "warn", stderr)
+	fs.StringVar(&schema, "schema", "", "schema to compare, e.g. a rebuild; empty: fold the log into a temporary schema, compare it, drop it")
+	fs.StringVar(&against, "against", "", "schema to compare with (default: the schema of -postgres-url, normally public: the live projection)")
+	fs.IntVar(&limit, "limit", 20, "differing keys to print (the count covers them all)")
+	fs.DurationVar(&wait, "wait", 30*time.Second, "without -schema: how long to wait for the live projection to reach the log's last stable offsets taken at start")
+	fs.BoolVar(&keep, "keep", false, "without -schema: keep the temporary schema, for inspection")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, c.postgresURL)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer pool.Close()
+	if against == "" {
+		if against, err = projection.CurrentSchema(ctx, pool); err != nil {
+			return err
+		}
+	}
+
+	if schema != "" {
+		d, err := projection.Compare(ctx, pool, schema, against, c.topic, limit)
+		if err != nil {
+			return err
+		}
+		printDiff(stdout, d, limit)
+		return verdict(d)
+	}
+
+	// The log's end now; the live projection is given a bounded time to
+	// reach it, then the log is folded up to the offsets it stored.
+	lsos, err := lastStableOffsets(ctx, &c)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	stored, caughtUp, err := waitCaughtUp(ctx, pool, against, c.topic, lsos, wait)
+	if err != nil {
+		return err
+	}
+	if caughtUp {
+		fmt.Fprintf(stdout, "the live projection (%s) reached the log's last stable offsets taken at start (waited %s); comparing with the log up to its stored offsets\n",
+			against, time.Since(began).Round(time.Millisecond))
+	} else {
+		behind, parts := trail(lsos, stored)
+		fmt.Fprintf(stdout, "the live projection (%s) trails the log's last stable offsets taken at start by %d offsets (partitions %v) after waiting %s; comparing with the log up to its stored offsets\n",
+			against, behind, parts, wait)
+	}
+
+	tmp, err := tempSchema()
+	if err != nil {
+		return err
+	}
+	if _, err := projection.CreateSchema(ctx, pool, tmp, false); err != nil {
+		return err
+	}
+	defer func() {
+		if keep {
+			fmt.Fprintf(stdout, "kept schema %s\n", tmp)
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := projection.DropSchema(dctx, pool, tmp); err != nil {
+			fmt.Fprintf(stderr, "projector: dropping the temporary schema %s failed: %v\n", tmp, err)
+		}
+	}()
+	st, _, err := rebuildInto(ctx, &c, tmp, projector.DefaultMaxBatch, stored, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "folded %s into the temporary schema %s up to those offsets: %d events read in %s\n",
+		c.topic, tmp, st.Events, st.Took.Round(time.Millisecond))
+	d, err := projection.Compare(ctx, pool, tmp, against, c.topic, limit)
+	if err != nil {
+		return err
+	}
+	printDiff(stdout, d, limit)
+	return verdict(d)
+}
+
+// verdict is nil when d is equal, else the exit-1 error.
+func verdict(d *projection.Diff) error {
+	if d.Equal() {
+		return nil
+	}
+	return &exitError{code: 1, err: fmt.Errorf("%d keys differ between %s and %s", d.Differing, d.Schema, d.Against)}
+}
+
+// printDiff writes the differing keys (up to limit), the counts and the
+// verdict.
+func printDiff(w io.Writer, d *projection.Diff, limit int) {
+	for _, k := range d.Keys {
+		switch {
+		case !k.InAgainst:
+			fmt.Fprintf(w, "- %s: only in %s (version %d)\n", k.Key, d.Schema, k.Version)
+		case !k.InSchema:
+			fmt.Fprintf(w, "- %s: only in %s (version %d)\n", k.Key, d.Against, k.AgainstVersion)
+		case k.Version == k.AgainstVersion:
+			fmt.Fprintf(w, "- %s: %s differ (version %d in both)\n", k.Key, strings.Join(k.Columns, ", "), k.Version)
+		default:
+			fmt.Fprintf(w, "- %s: %s differ (version %d in %s, %d in %s)\n", k.Key, strings.Join(k.Columns, ", "),
+				k.Version, d.Schema, k.AgainstVersion, d.Against)
+		}
+	}
+	if more := d.Differing - int64(len(d.Keys)); more > 0 {
+		fmt.Fprintf(w, "... and %d more differing keys (-limit %d)\n", more, limit)
+	}
+	if !maps.Equal(d.Offsets, d.AgainstOffsets) {
+		var parts []string
+		for _, p := range slices.Sorted(maps.Keys(union(d.Offsets, d.AgainstOffsets))) {
+			if d.Offsets[p] != d.AgainstOffsets[p] {
+				parts = append(parts, fmt.Sprintf("%d: %d/%d", p, d.Offsets[p], d.AgainstOffsets[p]))
+			}
+		}
+		fmt.Fprintf(w, "stored offsets differ (partition: %s/%s): %s; keys changed past the smaller one are not compared\n",
+			d.Schema, d.Against, strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "kv_entries: %d differing keys; %d rows in %s, %d in %s; %d keys changed past the common offsets, not compared\n",
+		d.Differing, d.Entries, d.Schema, d.AgainstEntries, d.Against, d.NotCompared)
+	fmt.Fprintf(w, "kv_history (information only: a rebuild from the compacted topic keeps each key's latest event): %d rows in %s, %d in %s; %d rows of %s missing from or different in %s\n",
+		d.History, d.Schema, d.AgainstHistory, d.Against, d.HistoryMismatch, d.Schema, d.Against)
+	if d.Equal() {
+		fmt.Fprintln(w, "result: equal")
+	} else {
+		fmt.Fprintf(w, "result: DIFFERENT (%d keys)\n", d.Differing)
+	}
+}
+
+func union(a, b map[int32]int64) map[int32]int64 {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+// lastStableOffsets lists the last stable offset of every partition of
+// the changes topic.
+func lastStableOffsets(ctx context.Context, c *config) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokerList()...))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if err := changelog.Check(ctx, adm, changelog.Topics{Changes: c.topic, Partitions: int32(c.partitions)}); err != nil {
+		return nil, err
+	}
+	listed, err := adm.ListCommittedOffsets(ctx, c.topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last stable offsets of %s: %w", c.topic, err)
+	}
+	out := make(map[int32]int64)
+	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out, nil
+}
+
+// waitCaughtUp polls the stored offsets of the projection in schema until
+// each partition reaches lsos or wait passes; it returns the last stored
+// offsets read and whether they reached lsos.
+func waitCaughtUp(ctx context.Context, pool *pgxpool.Pool, schema, topic string, lsos map[int32]int64, wait time.Duration) (map[int32]int64, bool, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		stored, err := projection.OffsetsIn(ctx, pool, schema, topic)
+		if err != nil {
+			return nil, false, err
+		}
+		if behind, _ := trail(lsos, stored); behind == 0 {
+			return stored, true, nil
+		}
+		if !time.Now().Before(deadline) {
+			return stored, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-time.After(min(100*time.Millisecond, time.Until(deadline))):
+		}
+	}
+}
+
+// trail returns how many offsets stored is behind lsos in total, and in
+// which partitions.
+func trail(lsos, stored map[int32]int64) (int64, []int32) {
+	var behind int64
+	var parts []int32
+	for _, p := range slices.Sorted(maps.Keys(lsos)) {
+		if d := lsos[p] - stored[p]; d > 0 {
+			behind += d
+			parts = append(parts, p)
+		}
+	}
+	return behind, parts
+}
+
+// tempSchema returns a fresh schema name for a diff's rebuild.
+func tempSchema() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "eskv_diff_" + hex.EncodeToString(b[:]), nil
+}

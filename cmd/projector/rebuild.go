@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
+)
+
+// rebuildCmd folds the compacted changes topic into a fresh schema.
+func rebuildCmd(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
+	var c config
+	var into string
+	var replace bool
+	var batch int
+	fs, check := newFlagSet("rebuild", &c, e, "warn", stderr)
+	fs.StringVar(&into, "into", "", "schema to rebuild into (required): created when missing, refused when it holds anything (see -replace)")
+	fs.BoolVar(&replace, "replace", false, "drop the -into schema with everything in it first (never the schema of -postgres-url)")
+	fs.IntVar(&batch, "batch", projector.DefaultMaxBatch, "events applied per Postgres transaction")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	if into == "" {
+		fs.Usage()
+		return errors.New("rebuild: -into SCHEMA is required")
+	}
+	if err := projection.CheckSchemaName(into); err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, c.postgresURL)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer pool.Close()
+
+	created, err := projection.CreateSchema(ctx, pool, into, replace)
+	if errors.Is(err, projection.ErrSchemaNotEmpty) {
+		return fmt.Errorf("rebuild: %w; pass -replace to drop it and rebuild", err)
+	}
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	st, keys, err := rebuildInto(ctx, &c, into, batch, nil, log)
+	if err != nil {
+		if created {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if derr := projection.DropSchema(dctx, pool, into); derr != nil {
+				return fmt.Errorf("%w (and dropping the partial schema %s failed: %v)", err, into, derr)
+			}
+			return fmt.Errorf("%w (the partial schema %s was dropped)", err, into)
+		}
+		return fmt.Errorf("%w (schema %s holds a partial rebuild: run again with -replace)", err, into)
+	}
+	fmt.Fprintf(stdout, "rebuilt %s into schema %s: %d events read from %d partitions (log start to the last stable offsets taken at start), %d keys, in %s\n",
+		c.topic, into, st.Events, len(st.Ends), keys, st.Took.Round(time.Millisecond))
+	return nil
+}
+
+// rebuildInto migrates schema (which must exist) and folds the topic into
+// it with projector.Rebuild, up to ends (nil: the last stable offsets).
+// It returns the rebuild's figures and the number of keys rebuilt.
+func rebuildInto(ctx context.Context, c *config, schema string, batch int, ends map[int32]int64, log *slog.Logger) (projector.RebuildStats, int64, error) {
+	pool, err := schemaPool(ctx, c.postgresURL, schema)
+	if err != nil {
+		return projector.RebuildStats{}, 0, err
+	}
+	defer pool.Close()
+	if err := projection.Migrate(ctx, pool); err != nil {
+		return projector.RebuildStats{}, 0, fmt.Errorf("rebuild: %w", err)
+	}
+	st, err := projector.Rebuild(ctx, projector.RebuildConfig{
+		Brokers:    c.brokerList(),
+		Topic:      c.topic,
+		Partitions: int32(c.partitions),
+		MaxBatch:   batch,
+		Ends:       ends,
+	}, projection.New(pool), log)
+	if err != nil {
+		return st, 0, err
+	}
+	var keys int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "kv_entries"}.Sanitize()).Scan(&keys); err != nil {
+		return st, 0, fmt.Errorf("rebuild: count keys: %w", err)
+	}
+	return st, keys, nil
+}
+
+// schemaPool connects to url with every connection working in schema.
+func schemaPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := projection.InSchema(cfg, schema); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return pool, nil
+}

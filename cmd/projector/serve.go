@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
+)
+
+// serve runs the projector until ctx ends: it migrates the projection,
+// consumes kv.changes into it and serves /healthz, /readyz and /metrics.
+func serve(ctx context.Context, args []string, e env, stderr io.Writer) error {
+	var c config
+	var addr, addrFile, checkInterval string
+	fs, check := newFlagSet("serve", &c, e, "info", stderr)
+	fs.StringVar(&addr, "addr", e("ESKV_PROJECTOR_ADDR", "127.0.0.1:8081"), "listen address of /healthz, /readyz and /metrics (ESKV_PROJECTOR_ADDR)")
+	fs.StringVar(&addrFile, "addr-file", e("ESKV_PROJECTOR_ADDR_FILE", ""), "write the bound address to this file once listening (ESKV_PROJECTOR_ADDR_FILE)")
+	fs.StringVar(&checkInterval, "check-interval", e("ESKV_PROJECTOR_CHECK_INTERVAL", projector.DefaultCheckInterval.String()),
+		"how often a running projector re-checks that the topic was not recreated, truncated or repartitioned (ESKV_PROJECTOR_CHECK_INTERVAL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	every, err := time.ParseDuration(checkInterval)
+	if err != nil || every <= 0 {
+		return fmt.Errorf("check-interval must be a positive duration, got %q", checkInterval)
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+
+	pool, err := pgxpool.New(ctx, c.postgresURL)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer pool.Close()
+	if err := projection.Migrate(ctx, pool); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p, err := projector.New(projector.Config{
+		Brokers:       c.brokerList(),
+		Topic:         c.topic,
+		Partitions:    int32(c.partitions),
+		CheckInterval: every,
+	}, projection.New(pool), log, reg)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: handler(pool, reg), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("listening", "addr", ln.Addr().String())
+	if addrFile != "" {
+		if err := os.WriteFile(addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	perr := make(chan error, 1)
+	go func() { perr <- p.Run(pctx) }()
+	herr := make(chan error, 1)
+	go func() { herr <- hs.Serve(ln) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-perr:
+		perr = nil
+		if runErr == nil {
+			runErr = errors.New("projector stopped unexpectedly")
+		}
+	case runErr = <-herr:
+		herr = nil
+	}
+	// Leave the group (a batch in flight commits or rolls back), then stop
+	// serving.
+	pcancel()
+	if perr != nil {
+		if err := <-perr; err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
+		return runErr
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// handler serves /healthz (the process is up), /readyz (Postgres answers)
+// and /metrics.
+func handler(pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(ctx); err != nil {
+			http.Error(w, "postgres unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
