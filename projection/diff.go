@@ -40,10 +40,20 @@ type Diff struct {
 	// Offsets and AgainstOffsets are the stored next offsets per
 	// partition of each side.
 	Offsets, AgainstOffsets map[int32]int64
+	// TopicID and AgainstTopicID are the IDs of the topic each side was
+	// folded from (projector_topic; empty when not recorded).
+	TopicID, AgainstTopicID string
 }
 
-// Equal reports that every compared key is equal on both sides.
-func (d *Diff) Equal() bool { return d.Differing == 0 }
+// Equal reports that every compared key is equal on both sides and that
+// both were folded from the same topic (when both recorded it).
+func (d *Diff) Equal() bool { return d.Differing == 0 && !d.TopicsDiffer() }
+
+// TopicsDiffer reports that the two sides were folded from different
+// topics of the same name (one was deleted and recreated).
+func (d *Diff) TopicsDiffer() bool {
+	return d.TopicID != "" && d.AgainstTopicID != "" && d.TopicID != d.AgainstTopicID
+}
 
 // KeyDiff is one key whose kv_entries rows differ.
 type KeyDiff struct {
@@ -113,6 +123,12 @@ func Compare(ctx context.Context, pool *pgxpool.Pool, schema, against, topic str
 			return err
 		}
 		if d.AgainstOffsets, err = readOffsets(ctx, tx, b, topic); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT
+    coalesce((SELECT topic_id FROM `+a+`.projector_topic WHERE topic = $1), ''),
+    coalesce((SELECT topic_id FROM `+b+`.projector_topic WHERE topic = $1), '')`,
+			topic).Scan(&d.TopicID, &d.AgainstTopicID); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, cte+`

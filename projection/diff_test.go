@@ -116,6 +116,19 @@ func TestCompare(t *testing.T) {
 			t.Errorf("diff %+v; want equal entries, 1 history row missing", d)
 		}
 	})
+	t.Run("RecreatedTopic", func(t *testing.T) {
+		pg := setup(t)
+		for schema, id := range map[string]string{"public": "old-id", "rebuilt": "new-id"} {
+			exec(t, pg, `INSERT INTO `+schema+`.projector_topic (topic, topic_id, partitions) VALUES ('kv.changes', '`+id+`', 1)`)
+		}
+		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Equal() || !d.TopicsDiffer() || d.Differing != 0 || d.TopicID != "new-id" || d.AgainstTopicID != "old-id" {
+			t.Errorf("diff %+v; want not equal: folded from different topics", d)
+		}
+	})
 	t.Run("ErrWrongTopic", func(t *testing.T) {
 		pg := setup(t)
 		if _, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "other", 10); events.ErrorCode(err) != events.EInvalid {

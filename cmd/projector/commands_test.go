@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
@@ -216,8 +217,8 @@ func TestRebuildAndDiff(t *testing.T) {
 		}
 		for _, args := range [][]string{{"diff"}, {"diff", "--schema", "rebuilt"}} {
 			out, errs, code := c.run(args...)
-			if code != 1 || !strings.Contains(out, "- "+key+": value differ") || !strings.Contains(out, "result: DIFFERENT (1 keys)") ||
-				!strings.Contains(errs, "1 keys differ") {
+			if code != 1 || !strings.Contains(out, "- "+key+": value differs (version ") || !strings.Contains(out, "result: DIFFERENT (1 key differs)") ||
+				!strings.Contains(errs, "1 key differs between ") {
 				t.Errorf("%v after tampering %s: exit %d\n%s%s", args, key, code, out, errs)
 			}
 		}
@@ -285,5 +286,43 @@ func TestExitCode(t *testing.T) {
 		if got := exitCode(tc.err, io.Discard); got != tc.code {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
 		}
+	}
+}
+
+func TestServeStopsOnRecreatedTopic(t *testing.T) {
+	b := testenv.MustBroker(t, 2)
+	pg := testenv.MustPostgresDB(t)
+	env := map[string]string{
+		"ESKV_BROKERS":        strings.Join(b.Addrs, ","),
+		"ESKV_POSTGRES_URL":   pg.URL,
+		"ESKV_PARTITIONS":     "2",
+		"ESKV_PROJECTOR_ADDR": "127.0.0.1:0",
+	}
+	produceHistory(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, io.Discard) }()
+	waitProjected(t, b, pg)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.DeleteTopic(context.Background(), b.Topics.Changes); err != nil {
+		t.Fatal(err)
+	}
+	if err := changelog.Ensure(context.Background(), adm, b.Topics); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := cli{t, env}.run()
+	if code != 1 || !strings.Contains(errs, `"level":"ERROR","msg":"changes topic reset detected; stopping: the topic was recreated`) ||
+		!strings.Contains(errs, "projector: the changes topic was reset, truncated or recreated: kv.changes: the topic was recreated: its ID is ") {
+		t.Errorf("serve on a recreated topic: exit %d\n%s", code, errs)
 	}
 }

@@ -77,12 +77,13 @@ func diffCmd(ctx context.Context, args []string, e env, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if caughtUp {
-		fmt.Fprintf(stdout, "the live projection (%s) reached the log's last stable offsets taken at start (waited %s); comparing with the log up to its stored offsets\n",
-			against, time.Since(began).Round(time.Millisecond))
-	} else {
+	// Said once the rebuild up to the stored offsets succeeded: a stored
+	// offset past the log's end fails it (the topic was reset).
+	progress := fmt.Sprintf("the live projection (%s) reached the log's last stable offsets taken at start (waited %s); comparing with the log up to its stored offsets\n",
+		against, time.Since(began).Round(time.Millisecond))
+	if !caughtUp {
 		behind, parts := trail(lsos, stored)
-		fmt.Fprintf(stdout, "the live projection (%s) trails the log's last stable offsets taken at start by %d offsets (partitions %v) after waiting %s; comparing with the log up to its stored offsets\n",
+		progress = fmt.Sprintf("the live projection (%s) trails the log's last stable offsets taken at start by %d offsets (partitions %v) after waiting %s; comparing with the log up to its stored offsets\n",
 			against, behind, parts, wait)
 	}
 
@@ -108,6 +109,7 @@ func diffCmd(ctx context.Context, args []string, e env, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	fmt.Fprint(stdout, progress)
 	fmt.Fprintf(stdout, "folded %s into the temporary schema %s up to those offsets: %d events read in %s\n",
 		c.topic, tmp, st.Events, st.Took.Round(time.Millisecond))
 	d, err := projection.Compare(ctx, pool, tmp, against, c.topic, limit)
@@ -118,17 +120,31 @@ func diffCmd(ctx context.Context, args []string, e env, stdout, stderr io.Writer
 	return verdict(d)
 }
 
+func keysDiffer(n int64) string {
+	if n == 1 {
+		return "1 key differs"
+	}
+	return fmt.Sprintf("%d keys differ", n)
+}
+
 // verdict is nil when d is equal, else the exit-1 error.
 func verdict(d *projection.Diff) error {
 	if d.Equal() {
 		return nil
 	}
-	return &exitError{code: 1, err: fmt.Errorf("%d keys differ between %s and %s", d.Differing, d.Schema, d.Against)}
+	if d.Differing == 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%s and %s were folded from different topics", d.Schema, d.Against)}
+	}
+	return &exitError{code: 1, err: fmt.Errorf("%s between %s and %s", keysDiffer(d.Differing), d.Schema, d.Against)}
 }
 
 // printDiff writes the differing keys (up to limit), the counts and the
 // verdict.
 func printDiff(w io.Writer, d *projection.Diff, limit int) {
+	if d.TopicsDiffer() {
+		fmt.Fprintf(w, "topics differ: %s was folded from the topic of ID %s, %s from the topic of ID %s: the topic was deleted and recreated\n",
+			d.Schema, d.TopicID, d.Against, d.AgainstTopicID)
+	}
 	for _, k := range d.Keys {
 		switch {
 		case !k.InAgainst:
@@ -136,9 +152,9 @@ func printDiff(w io.Writer, d *projection.Diff, limit int) {
 		case !k.InSchema:
 			fmt.Fprintf(w, "- %s: only in %s (version %d)\n", k.Key, d.Against, k.AgainstVersion)
 		case k.Version == k.AgainstVersion:
-			fmt.Fprintf(w, "- %s: %s differ (version %d in both)\n", k.Key, strings.Join(k.Columns, ", "), k.Version)
+			fmt.Fprintf(w, "- %s: %s (version %d in both)\n", k.Key, differ(k.Columns), k.Version)
 		default:
-			fmt.Fprintf(w, "- %s: %s differ (version %d in %s, %d in %s)\n", k.Key, strings.Join(k.Columns, ", "),
+			fmt.Fprintf(w, "- %s: %s (version %d in %s, %d in %s)\n", k.Key, differ(k.Columns),
 				k.Version, d.Schema, k.AgainstVersion, d.Against)
 		}
 	}
@@ -159,11 +175,22 @@ func printDiff(w io.Writer, d *projection.Diff, limit int) {
 		d.Differing, d.Entries, d.Schema, d.AgainstEntries, d.Against, d.NotCompared)
 	fmt.Fprintf(w, "kv_history (information only: a rebuild from the compacted topic keeps each key's latest event): %d rows in %s, %d in %s; %d rows of %s missing from or different in %s\n",
 		d.History, d.Schema, d.AgainstHistory, d.Against, d.HistoryMismatch, d.Schema, d.Against)
-	if d.Equal() {
+	switch {
+	case d.Equal():
 		fmt.Fprintln(w, "result: equal")
-	} else {
-		fmt.Fprintf(w, "result: DIFFERENT (%d keys)\n", d.Differing)
+	case d.Differing == 0:
+		fmt.Fprintln(w, "result: DIFFERENT (folded from different topics)")
+	default:
+		fmt.Fprintf(w, "result: DIFFERENT (%s)\n", keysDiffer(d.Differing))
 	}
+}
+
+// differ says which columns differ: "value differs", "live, value differ".
+func differ(cols []string) string {
+	if len(cols) == 1 {
+		return cols[0] + " differs"
+	}
+	return strings.Join(cols, ", ") + " differ"
 }
 
 func union(a, b map[int32]int64) map[int32]int64 {
