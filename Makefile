@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit lint build bench clean
+.PHONY: run test test-unit lint build bench chaos clean
 
 run:
 	bash scripts/run-local.sh
@@ -29,6 +29,11 @@ build:
 bench:
 	if [[ -d cmd/eskvbench ]]; then go run ./cmd/eskvbench $(BENCH_ARGS); \
 	else go test -run '^$$' -bench . -benchmem ./...; fi
+
+# Fault harness: real processes, SIGKILL/SIGSTOP, linearizability and log
+# checks (docs/chaos.md). CHAOS_SECONDS=60 make chaos for a shorter run.
+chaos:
+	go run ./cmd/eskvchaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf .eskv bin
