@@ -1,7 +1,9 @@
 // Package projection is the Postgres projection of kv.changes: the fold of
 // the changelog into kv_entries (current state per key), kv_history (every
 // version) and projector_offsets (where the projector resumes), applied one
-// transaction per batch; and the reads the writer and the API make of it.
+// transaction per batch, with projector_topic naming the topic folded; the
+// reads the writer and the API make of it; and, for rebuilds, projections
+// in other schemas (InSchema, CreateSchema) and their comparison (Compare).
 package projection
 
 import (
