@@ -150,6 +150,9 @@ func (r *report) save() error {
 	if err := os.WriteFile(filepath.Join(r.dir, "owners.txt"), []byte(strings.Join(r.owners.lines(), "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(r.dir, "projector-rebuild-diff.txt"), []byte(r.proj.Tool.output), 0o644); err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(r.dir, "stale-answers.txt"), []byte(strings.Join(r.stale, "\n")+"\n"), 0o644)
 }
 
@@ -232,8 +235,8 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  note: partitions %v had a transaction open when the log was read\n", r.log.Open)
 	}
 	if d := r.proj.Rebuild; d != nil {
-		fmt.Fprintf(w, "projection diff = %d (rebuild from the log vs live: %d differing keys, %d not compared, %d history mismatches, history rows %d vs %d; fold of the log vs kv_entries: %d)\n",
-			r.proj.diffCount(), d.Differing, d.NotCompared, d.HistoryMismatch, d.History, d.AgainstHistory, len(r.proj.FoldDiffs))
+		fmt.Fprintf(w, "projection diff = %d (projector rebuild --into %s, then projector diff: exit %d; %d differing keys, %d not compared, %d history mismatches, history rows %d rebuilt vs %d live; fold of the log vs kv_entries: %d differences)\n",
+			r.proj.diffCount(), rebuildSchema, r.proj.Tool.diffExit, d.Differing, d.NotCompared, d.HistoryMismatch, d.History, d.AgainstHistory, len(r.proj.FoldDiffs))
 		for _, k := range d.Keys {
 			fmt.Fprintf(w, "  %s: in rebuild %v, live %v, versions %d vs %d, columns %v\n", k.Key, k.InSchema, k.InAgainst, k.Version, k.AgainstVersion, k.Columns)
 		}

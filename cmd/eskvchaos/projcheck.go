@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
@@ -23,15 +25,18 @@ type projFindings struct {
 	FoldDiffs []string
 	// LostInProjection: acknowledged writes missing from kv_history.
 	LostInProjection []string
-	// Rebuild is the diff of a rebuild from the log (projection.Apply into
-	// a fresh schema, as `projector rebuild` does) against the live
-	// projection (projection.Compare, as `projector diff` does).
+	// Rebuild is the diff of a rebuild from the log (`projector rebuild`)
+	// against the live projection; Tool is what `projector diff` said.
 	Rebuild *projection.Diff
+	Tool    toolRun
 }
 
 // diffCount is what "projection diff" prints: every difference found.
 func (f projFindings) diffCount() int64 {
 	n := int64(len(f.FoldDiffs))
+	if f.Tool.diffExit != 0 {
+		n++
+	}
 	if f.Rebuild != nil {
 		n += f.Rebuild.Differing + f.Rebuild.NotCompared + f.Rebuild.HistoryMismatch
 		if f.Rebuild.History != f.Rebuild.AgainstHistory {
@@ -68,7 +73,8 @@ func waitProjected(ctx context.Context, s *stack, l *theLog, timeout time.Durati
 
 // checkProjection compares the live projection with the fold of the log
 // computed here, looks up every acknowledged write in kv_history, and
-// rebuilds the projection from the log to diff it with the live one.
+// rebuilds the projection from the log with the projector's own commands
+// to diff it with the live one.
 func checkProjection(ctx context.Context, s *stack, l *theLog, acks []acked) (projFindings, error) {
 	var f projFindings
 	last := map[string]events.Event{}
@@ -128,57 +134,51 @@ func checkProjection(ctx context.Context, s *stack, l *theLog, acks []acked) (pr
 		}
 	}
 
-	if f.Rebuild, err = rebuild(ctx, s, l); err != nil {
-		return f, err
-	}
-	return f, nil
+	f.Rebuild, f.Tool, err = rebuild(ctx, s)
+	return f, err
 }
 
-// rebuild folds the log into a fresh schema with the projection's own
-// Apply, up to the last stable offsets, and compares it with the live
-// projection.
-func rebuild(ctx context.Context, s *stack, l *theLog) (*projection.Diff, error) {
-	if _, err := projection.CreateSchema(ctx, s.db, rebuildSchema, true); err != nil {
-		return nil, err
+// rebuild runs `projector rebuild --into chaos_rebuild --replace` (the
+// whole log folded into a fresh schema by the projector's own code) and
+// `projector diff --schema chaos_rebuild` (exit 0: equal to the live
+// projection), and compares the two schemas in-process too, for the counts.
+func rebuild(ctx context.Context, s *stack) (*projection.Diff, toolRun, error) {
+	tr := toolRun{}
+	out, code, err := s.projectorTool(ctx, "rebuild", "--into", rebuildSchema, "--replace")
+	tr.output = out
+	if err != nil || code != 0 {
+		return nil, tr, fmt.Errorf("projector rebuild: exit %d %v\n%s", code, err, out)
 	}
-	cfg, err := pgxpool.ParseConfig(s.dbURL)
-	if err != nil {
-		return nil, err
+	out, code, err = s.projectorTool(ctx, "diff", "--schema", rebuildSchema)
+	tr.output += out
+	tr.diffExit = code
+	if err != nil || code == 2 {
+		return nil, tr, fmt.Errorf("projector diff: exit %d %v\n%s", code, err, out)
 	}
-	if err := projection.InSchema(cfg, rebuildSchema); err != nil {
-		return nil, err
+	d, err := projection.Compare(ctx, s.db, rebuildSchema, "public", s.topics.Changes, 20)
+	return d, tr, err
+}
+
+// toolRun is what the projector's rebuild and diff commands said.
+type toolRun struct {
+	output   string
+	diffExit int // 0 equal, 1 different
+}
+
+// projectorTool runs a projector command against the stack and returns
+// its combined output and exit code.
+func (s *stack) projectorTool(ctx context.Context, args ...string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "projector"), args...)
+	cmd.Env = append(baseEnv(), "ESKV_BROKERS="+s.brokers, "ESKV_POSTGRES_URL="+s.dbURL, "ESKV_LOG_LEVEL="+logLevel,
+		fmt.Sprintf("ESKV_PARTITIONS=%d", s.topics.Partitions))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode(), nil
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer pool.Close()
-	if err := projection.Migrate(ctx, pool); err != nil {
-		return nil, fmt.Errorf("rebuild: %w", err)
-	}
-	store := projection.New(pool)
-	const batch = 2000
-	var b []projection.Applied
-	for i, le := range l.Events {
-		b = append(b, projection.Applied{Partition: le.Partition, Offset: le.Offset, Event: le.Event})
-		if len(b) == batch || i == len(l.Events)-1 {
-			if err := store.Apply(ctx, s.topics.Changes, b); err != nil {
-				return nil, fmt.Errorf("rebuild: %w", err)
-			}
-			b = b[:0]
-		}
-	}
-	// The live projector stores offsets past transaction markers; so does
-	// the rebuild, up to the last stable offset it read to.
-	for p, end := range l.End {
-		if end > 0 {
-			b = append(b, projection.Applied{Partition: p, Offset: end - 1, Marker: true})
-		}
-	}
-	if err := store.Apply(ctx, s.topics.Changes, b); err != nil {
-		return nil, fmt.Errorf("rebuild: %w", err)
-	}
-	return projection.Compare(ctx, s.db, rebuildSchema, "public", s.topics.Changes, 20)
+	return string(out), 0, err
 }
 
 func deref(s *string) string {
