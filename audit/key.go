@@ -167,3 +167,14 @@ func InsecureDevKey() Key {
 	sum := sha256.Sum256([]byte("eskv insecure development audit key; never use it for real data"))
 	return Key{ID: InsecureDevKeyID, Secret: sum[:]}
 }
+
+// Others returns the keys of earlier rotations.
+func (kr *Keyring) Others() []Key {
+	var ks []Key
+	for id, k := range kr.byID {
+		if id != kr.Current.ID {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}

@@ -66,7 +66,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
-	boot, err := open(o, "default")
+	bootOpts := o
+	bootOpts.Log = nil // one warning about the server's version is enough
+	boot, err := open(bootOpts, "default")
 	if err != nil {
 		return nil, err
 	}
@@ -359,50 +361,43 @@ func unavailable(what string, err error) error {
 // query stays below ClickHouse's max_query_size (256 KiB).
 const tipChunk = 1000
 
+// KeyVersion is the identity of an event and of its row.
+type KeyVersion struct {
+	Key     string
+	Version int64
+}
+
 // ChainHashes returns the chain hash of each wanted (key, version) that has
 // a row; pairs without one are missing from the result.
-func (s *Store) ChainHashes(ctx context.Context, want map[string]int64) (map[string]string, error) {
-	out := make(map[string]string, len(want))
-	if len(want) == 0 {
-		return out, nil
-	}
-	sets := make([]clickhouse.GroupSet, 0, min(len(want), tipChunk))
-	flush := func() error {
-		if len(sets) == 0 {
-			return nil
+func (s *Store) ChainHashes(ctx context.Context, want []KeyVersion) (map[KeyVersion]string, error) {
+	out := make(map[KeyVersion]string, len(want))
+	for chunk := range slices.Chunk(want, tipChunk) {
+		sets := make([]clickhouse.GroupSet, len(chunk))
+		for i, kv := range chunk {
+			sets[i] = clickhouse.GroupSet{Value: []any{kv.Key, kv.Version}}
 		}
-		ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-		defer cancel()
-		rows, err := s.conn.Query(ctx, "SELECT key, version, any(chain_hash) FROM audit_events WHERE (key, version) IN (?) GROUP BY key, version", sets)
-		if err != nil {
-			return unavailable("look up chain hashes", err)
+		if err := s.chainHashes(ctx, sets, out); err != nil {
+			return nil, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				k, h string
-				v    int64
-			)
-			if err := rows.Scan(&k, &v, &h); err != nil {
-				return err
-			}
-			if want[k] == v {
-				out[k] = h
-			}
-		}
-		sets = sets[:0]
-		return rows.Err()
-	}
-	for k, v := range want {
-		sets = append(sets, clickhouse.GroupSet{Value: []any{k, v}})
-		if len(sets) == tipChunk {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return nil, err
 	}
 	return out, nil
+}
+
+func (s *Store) chainHashes(ctx context.Context, sets []clickhouse.GroupSet, out map[KeyVersion]string) error {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	rows, err := s.conn.Query(ctx, "SELECT key, version, any(chain_hash) FROM audit_events WHERE (key, version) IN (?) GROUP BY key, version", sets)
+	if err != nil {
+		return unavailable("look up chain hashes", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kv KeyVersion
+		var h string
+		if err := rows.Scan(&kv.Key, &kv.Version, &h); err != nil {
+			return err
+		}
+		out[kv] = h
+	}
+	return rows.Err()
 }

@@ -102,11 +102,11 @@ func TestInsertAndLookUpChainHashes(t *testing.T) {
 		}
 	})
 	t.Run("ChainHashes", func(t *testing.T) {
-		got, err := s.ChainHashes(ctx, map[string]int64{"tenant/t/project/p/a": 2, "tenant/t/project/p/none": 1})
+		got, err := s.ChainHashes(ctx, []audit.KeyVersion{{Key: "tenant/t/project/p/a", Version: 2}, {Key: "tenant/t/project/p/none", Version: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got["tenant/t/project/p/a"] != rows[1].ChainHash {
+		if len(got) != 1 || got[audit.KeyVersion{Key: "tenant/t/project/p/a", Version: 2}] != rows[1].ChainHash {
 			t.Fatalf("ChainHashes = %v", got)
 		}
 	})

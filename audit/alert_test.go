@@ -1,0 +1,203 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
+)
+
+// traffic returns, for one tenant and each minute start, applied writes
+// and conflicts (one key per write) of purpose lock.
+func traffic(tenant string, minutes []time.Time, applied, conflicts []int) history {
+	var h history
+	n := 0
+	for i, m := range minutes {
+		ts := m.Add(10 * time.Second)
+		for range applied[i] {
+			key := fmt.Sprintf("tenant/%s/project/p/k%d", tenant, n)
+			n++
+			h.events = append(h.events, events.Event{
+				SchemaVersion: 1, Key: key, Scope: "tenant/" + tenant + "/project/p", Version: 1,
+				Kind: events.KindPut, Op: events.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"held":true}`),
+				Semantics: events.Semantics{Purpose: "lock"}, Principal: "w", TS: ts, CreatedAt: ts,
+			})
+		}
+		for j := range conflicts[i] {
+			h.conflicts = append(h.conflicts, events.Conflict{
+				SchemaVersion: 1, ID: fmt.Sprintf("%s-%d-%d", tenant, i, j), Key: fmt.Sprintf("tenant/%s/project/p/k0", tenant),
+				Scope: "tenant/" + tenant + "/project/p", Op: events.OpCreate, ExpectedVersion: 0, CurrentVersion: 1,
+				Attempted: json.RawMessage(`{"held":true}`), Current: json.RawMessage(`{"held":true}`),
+				Semantics: events.Semantics{Purpose: "lock"}, Principal: "w2", TS: ts, Reason: "version_mismatch",
+			})
+		}
+	}
+	return h
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestConflictRateAlert: a rate above 10% in every minute of the window
+// fires (gauge, WARN log, alerts row); 5% does not, nor 50% in only one
+// minute of the window; the alert resolves when the window moves on.
+func TestConflictRateAlert(t *testing.T) {
+	b := testenv.MustBroker(t, 4)
+	s, _ := mustStore(t)
+	now := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour).Add(30 * time.Second)
+	m1, m2 := now.Truncate(time.Minute).Add(-2*time.Minute), now.Truncate(time.Minute).Add(-time.Minute)
+	var h history
+	for _, g := range []history{
+		traffic("hot", []time.Time{m1, m2}, []int{8, 8}, []int{2, 2}),         // 20%, 20%
+		traffic("cool", []time.Time{m1, m2}, []int{19, 19}, []int{1, 1}),      // 5%, 5%
+		traffic("burst", []time.Time{m1, m2}, []int{10, 5}, []int{0, 5}),      // 0%, 50%
+		traffic("older", []time.Time{m1.Add(-time.Hour)}, []int{1}, []int{9}), // outside the window
+	} {
+		h.events = append(h.events, g.events...)
+		h.conflicts = append(h.conflicts, g.conflicts...)
+	}
+	produce(t, b, h, false)
+
+	t.Run("ConflictRatesPerMinute", func(t *testing.T) {
+		a := runAuditor(t, b, s, "rates", nil, audit.AlertConfig{})
+		waitCaughtUp(t, b, a)
+		rates, err := s.ConflictRates(context.Background(), audit.RateQuery{From: m1, To: m2.Add(time.Minute), Bucket: audit.Minute, Tenant: "hot"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rates) != 2 || rates[0].Rate != 0.2 || rates[1].Rate != 0.2 || rates[0].Conflicts != 2 || rates[0].Applied != 8 || rates[0].Purpose != "lock" {
+			t.Fatalf("rates %+v", rates)
+		}
+		hour, err := s.ConflictRates(context.Background(), audit.RateQuery{From: m1.Add(-2 * time.Hour), To: now.Add(time.Hour), Bucket: audit.Total})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hour) != 4 {
+			t.Fatalf("total rates %+v", hour)
+		}
+		top, err := s.TopConflictingKeys(context.Background(), m1, now, "", 2)
+		if err != nil || len(top) != 2 || top[0].Key != "tenant/burst/project/p/k0" || top[0].Conflicts != 5 || top[1].Conflicts != 4 {
+			t.Fatalf("top keys %+v, %v", top, err)
+		}
+	})
+
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	reg := prometheus.NewRegistry()
+	var logs lockedBuffer
+	kr, _ := audit.NewKeyring(testKey(t))
+	a, err := audit.New(audit.Config{Brokers: b.Addrs, Topics: b.Topics, Group: "alerts", Linger: 10 * time.Millisecond,
+		Alerts: audit.AlertConfig{Window: 2 * time.Minute, Threshold: 0.10, MinAttempts: 10, Interval: 20 * time.Millisecond,
+			Instance: "test", Now: func() time.Time { return time.Unix(0, clock.Load()) }}},
+		s, kr, slog.New(slog.NewJSONHandler(&logs, nil)), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitCaughtUp(t, b, a)
+
+	alertGauge := func(tenant string) float64 {
+		return gaugeValue(t, reg, "eskv_auditor_conflict_rate_alert", tenant)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for alertGauge("hot") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no alert for tenant hot; logs:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	alerts, err := s.Alerts(context.Background(), now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alerts) != 1 || alerts[0].Group.Tenant != "hot" || alerts[0].State != "firing" || alerts[0].Rate != 0.2 || alerts[0].WindowSeconds != 120 {
+		t.Fatalf("alerts %+v", alerts)
+	}
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"conflict rate above the threshold in every minute of the window"`) ||
+		!strings.Contains(logs.String(), `"tenant":"hot"`) {
+		t.Fatalf("no WARN line for tenant hot:\n%s", logs.String())
+	}
+	if r := gaugeValue(t, reg, "eskv_auditor_conflict_rate", "cool"); r != 0.05 {
+		t.Fatalf("rate gauge of tenant cool %v, want 0.05", r)
+	}
+	for _, tenant := range []string{"cool", "burst"} {
+		if strings.Contains(logs.String(), `"tenant":"`+tenant+`"`) {
+			t.Fatalf("tenant %s alerted:\n%s", tenant, logs.String())
+		}
+	}
+
+	t.Run("Resolves", func(t *testing.T) {
+		clock.Store(now.Add(10 * time.Minute).UnixNano())
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			alerts, err := s.Alerts(context.Background(), now.Add(-time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(alerts) == 2 && alerts[1].State == "resolved" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("alerts %+v", alerts)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// gaugeValue returns the value of a gauge vector's series for tenant, or
+// -1 when there is none.
+func gaugeValue(tb testing.TB, reg *prometheus.Registry, name, tenant string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == tenant {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,278 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
+)
+
+// history is the events and conflicts a test produced.
+type history struct {
+	events    []events.Event
+	conflicts []events.Conflict
+}
+
+// synth returns keys×versions events (values {"k":i,"v":v}) and one
+// conflict per key, at ts.
+func synth(tenant string, keys, versions int, ts time.Time) history {
+	var h history
+	for i := range keys {
+		key := fmt.Sprintf("tenant/%s/project/p%d/k%d", tenant, i%3, i)
+		scope := key[:strings.LastIndex(key, "/")]
+		prev := "null"
+		for v := 1; v <= versions; v++ {
+			after := fmt.Sprintf(`{"k":%d,"v":%d}`, i, v)
+			h.events = append(h.events, events.Event{
+				SchemaVersion: 1, Key: key, Scope: scope, Version: int64(v), PrevVersion: int64(v - 1),
+				Kind: events.KindPut, Op: events.OpSet, Before: json.RawMessage(prev), After: json.RawMessage(after),
+				Semantics: events.Semantics{Purpose: "cursor", Producer: "synth"}, Principal: "tester",
+				RequestID: fmt.Sprintf("r-%d-%d", i, v), TS: ts, CreatedAt: ts,
+			})
+			prev = after
+		}
+		h.conflicts = append(h.conflicts, events.Conflict{
+			SchemaVersion: 1, ID: fmt.Sprintf("c-%d", i), Key: key, Scope: scope, Op: events.OpCAS,
+			ExpectedVersion: 1, CurrentVersion: int64(versions), Attempted: json.RawMessage(`"attempt"`),
+			Current: json.RawMessage(prev), Semantics: events.Semantics{Purpose: "cursor"}, Principal: "tester",
+			TS: ts, Reason: "version_mismatch",
+		})
+	}
+	return h
+}
+
+// produce writes h as a writer does: in transactions of at most 500
+// records. With abort, one more transaction of junk events is aborted.
+func produce(tb testing.TB, b *testenv.Broker, h history, abort bool) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("audit-test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range h.events {
+		e := &h.events[i]
+		r, err := changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	for i := range h.conflicts {
+		c := &h.conflicts[i]
+		r, err := changelog.ConflictRecord(c, b.Topics.Conflicts, events.Partition(c.Scope, b.Topics.Partitions))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	txn := func(rs []*kgo.Record, end kgo.TransactionEndTry) {
+		if err := cl.BeginTransaction(); err != nil {
+			tb.Fatal(err)
+		}
+		for _, r := range rs {
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil {
+					tb.Errorf("produce: %v", err)
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			tb.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for len(recs) > 0 {
+		n := min(len(recs), 500)
+		txn(recs[:n], kgo.TryCommit)
+		recs = recs[n:]
+	}
+	if abort {
+		junk := synth("aborted", 3, 2, time.Now())
+		var rs []*kgo.Record
+		for i := range junk.events {
+			e := &junk.events[i]
+			r, _ := changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
+			rs = append(rs, r)
+		}
+		txn(rs, kgo.TryAbort)
+	}
+}
+
+// runAuditor runs an auditor until the test ends and returns it.
+func runAuditor(tb testing.TB, b *testenv.Broker, s *audit.Store, group string, reg prometheus.Registerer, alerts audit.AlertConfig) *audit.Auditor {
+	tb.Helper()
+	a, _ := startAuditor(tb, b, s, group, reg, alerts)
+	return a
+}
+
+// startAuditor runs an auditor until stop is called or the test ends.
+func startAuditor(tb testing.TB, b *testenv.Broker, s *audit.Store, group string, reg prometheus.Registerer, alerts audit.AlertConfig) (a *audit.Auditor, stop func()) {
+	tb.Helper()
+	kr, err := audit.NewKeyring(testKey(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err = audit.New(audit.Config{Brokers: b.Addrs, Topics: b.Topics, Group: group, Linger: 20 * time.Millisecond, Alerts: alerts},
+		s, kr, slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("auditor: %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return a, stop
+}
+
+// waitCaughtUp waits until a has committed the last stable offset of
+// every partition of both topics.
+func waitCaughtUp(tb testing.TB, b *testenv.Broker, a *audit.Auditor) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends := map[string]map[int32]int64{}
+	for _, t := range []string{b.Topics.Changes, b.Topics.Conflicts} {
+		ends[t] = testenv.EndOffsets(ctx, tb, cl, t)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c := a.Committed()
+		done := true
+		for t, ps := range ends {
+			for p, end := range ps {
+				if end > 0 && c[t][p] < end {
+					done = false
+				}
+			}
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("auditor did not catch up within 60s: committed %v, ends %v", c, ends)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type dbRow struct {
+	key                             string
+	version, prevVersion            int64
+	before, after, prevChain, chain string
+	partition                       int32
+	offset                          int64
+}
+
+func finalRows(tb testing.TB, ch *testenv.ClickHouse) []dbRow {
+	tb.Helper()
+	rows, err := ch.Conn.Query(context.Background(), `SELECT key, version, prev_version, before_hash, after_hash, prev_chain_hash, chain_hash, kafka_partition, kafka_offset
+FROM audit_events FINAL ORDER BY key, version`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	var out []dbRow
+	for rows.Next() {
+		var r dbRow
+		if err := rows.Scan(&r.key, &r.version, &r.prevVersion, &r.before, &r.after, &r.prevChain, &r.chain, &r.partition, &r.offset); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func count(tb testing.TB, ch *testenv.ClickHouse, q string) uint64 {
+	tb.Helper()
+	var n uint64
+	if err := ch.Conn.QueryRow(context.Background(), q).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func TestAuditorIngestsLogOneToOne(t *testing.T) {
+	b := testenv.MustBroker(t, 4)
+	s, ch := mustStore(t)
+	h := synth("acme", 40, 5, time.Now().UTC().Truncate(time.Microsecond))
+	produce(t, b, h, true)
+	a := runAuditor(t, b, s, "g1", prometheus.NewRegistry(), audit.AlertConfig{})
+	waitCaughtUp(t, b, a)
+
+	rows := finalRows(t, ch)
+	if len(rows) != len(h.events) {
+		t.Fatalf("%d rows for %d events", len(rows), len(h.events))
+	}
+	k := testKey(t)
+	byKey := map[string]dbRow{}
+	for _, r := range rows {
+		if strings.Contains(r.key, "aborted") {
+			t.Fatalf("row of an aborted transaction: %+v", r)
+		}
+		if p, ok := byKey[r.key]; ok {
+			if r.version != p.version+1 || r.before != p.after || r.prevChain != p.chain {
+				t.Fatalf("%s@%d does not follow @%d: before %s after(prev) %s, prev chain %s chain(prev) %s",
+					r.key, r.version, p.version, r.before, p.after, r.prevChain, p.chain)
+			}
+		} else if r.version != 1 || r.prevChain != "" {
+			t.Fatalf("%s starts at version %d with prev chain %q", r.key, r.version, r.prevChain)
+		}
+		byKey[r.key] = r
+	}
+	for i := range h.events {
+		e := &h.events[i]
+		if got := byKey[e.Key]; got.version == e.Version && got.after != audit.ValueHash(k, e.After) {
+			t.Fatalf("%s@%d after hash %s, want %s", e.Key, e.Version, got.after, audit.ValueHash(k, e.After))
+		}
+	}
+	if n := count(t, ch, "SELECT uniqExact(key, conflict_id) FROM audit_conflicts"); n != uint64(len(h.conflicts)) {
+		t.Fatalf("%d conflicts, want %d", n, len(h.conflicts))
+	}
+
+	t.Run("ReplayByAnotherGroupAddsNoDistinctRow", func(t *testing.T) {
+		a2 := runAuditor(t, b, s, "g2", nil, audit.AlertConfig{})
+		waitCaughtUp(t, b, a2)
+		if raw := count(t, ch, "SELECT count() FROM audit_events"); raw < uint64(2*len(h.events)) {
+			t.Fatalf("raw rows %d: the replay inserted nothing?", raw)
+		}
+		again := finalRows(t, ch)
+		if len(again) != len(rows) {
+			t.Fatalf("after replay %d distinct rows, before %d", len(again), len(rows))
+		}
+		if n := count(t, ch, "SELECT uniqExact(key, version, chain_hash) FROM audit_events"); n != uint64(len(h.events)) {
+			t.Fatalf("replay computed other chain hashes: %d distinct (key, version, chain_hash) for %d events", n, len(h.events))
+		}
+	})
+}

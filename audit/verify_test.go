@@ -1,0 +1,221 @@
+package audit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/testenv"
+)
+
+// trail is a caught-up audit trail of a synthetic history.
+type trail struct {
+	b  *testenv.Broker
+	s  *audit.Store
+	ch *testenv.ClickHouse
+	h  history
+	a  *audit.Auditor
+}
+
+func mustTrail(t *testing.T) *trail {
+	t.Helper()
+	tr := &trail{b: testenv.MustBroker(t, 4)}
+	tr.s, tr.ch = mustStore(t)
+	ts := time.Now().UTC().Truncate(time.Microsecond)
+	tr.h = synth("a", 10, 4, ts)
+	b := synth("b", 5, 4, ts)
+	tr.h.events = append(tr.h.events, b.events...)
+	tr.h.conflicts = append(tr.h.conflicts, b.conflicts...)
+	produce(t, tr.b, tr.h, true)
+	tr.a = runAuditor(t, tr.b, tr.s, audit.Group, nil, audit.AlertConfig{})
+	waitCaughtUp(t, tr.b, tr.a)
+	return tr
+}
+
+func (tr *trail) verify(t *testing.T, scope audit.Scope) *audit.VerifyReport {
+	t.Helper()
+	kr, err := audit.NewKeyring(testKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(context.Background(), tr.s, kr, audit.VerifyConfig{Brokers: tr.b.Addrs, Topics: tr.b.Topics, Scope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// mutate runs an ALTER TABLE ... UPDATE or DELETE and waits for it.
+func (tr *trail) mutate(t *testing.T, q string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	if err := tr.ch.Conn.Exec(ctx, q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, tr.ch, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0") > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("mutation %s not done after 30s", q)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func wantFirst(t *testing.T, rep *audit.VerifyReport, key string, version int64, problem string) {
+	t.Helper()
+	if len(rep.Discrepancies) == 0 {
+		t.Fatalf("verify passed; want %s@%d %s", key, version, problem)
+	}
+	d := rep.Discrepancies[0]
+	if d.Key != key || d.Version != version || d.Problem != problem {
+		t.Fatalf("first discrepancy %s; want %s@%d %s (all: %v)", d, key, version, problem, rep.Discrepancies)
+	}
+	t.Logf("verify names it: %s", d)
+}
+
+func TestVerify(t *testing.T) {
+	const k1 = "tenant/a/project/p1/k1"
+	t.Run("OK", func(t *testing.T) {
+		tr := mustTrail(t)
+		rep := tr.verify(t, audit.Scope{})
+		if len(rep.Discrepancies) > 0 || rep.Rows != 60 || rep.Events != 60 || rep.Conflicts != 15 || rep.Pending != 0 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("ErrDeletedRow", func(t *testing.T) {
+		tr := mustTrail(t)
+		tr.mutate(t, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", k1)
+		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 2, audit.ProblemRowMissing)
+	})
+	t.Run("ErrDeletedLastRow", func(t *testing.T) {
+		tr := mustTrail(t)
+		tr.mutate(t, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 4", k1)
+		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 4, audit.ProblemRowMissing)
+	})
+	t.Run("ErrAlteredPrincipal", func(t *testing.T) {
+		tr := mustTrail(t)
+		tr.mutate(t, "ALTER TABLE audit_events UPDATE principal = 'mallory' WHERE key = ? AND version = 3", k1)
+		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 3, audit.ProblemRowAltered)
+	})
+	t.Run("ErrAlteredHash", func(t *testing.T) {
+		tr := mustTrail(t)
+		tr.mutate(t, "ALTER TABLE audit_events UPDATE after_hash = before_hash WHERE key = ? AND version = 1", k1)
+		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 1, audit.ProblemRowAltered)
+	})
+	t.Run("ErrAlteredTimestamp", func(t *testing.T) {
+		tr := mustTrail(t)
+		tr.mutate(t, "ALTER TABLE audit_events UPDATE ts_us = ts_us - 1000000 WHERE key = ? AND version = 2", k1)
+		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 2, audit.ProblemRowAltered)
+	})
+	t.Run("ErrFabricatedRow", func(t *testing.T) {
+		// A row that chains correctly (made with the key) but whose event
+		// never was in the log.
+		tr := mustTrail(t)
+		last := tr.h.events[3] // k0... find k1's last event
+		for _, e := range tr.h.events {
+			if e.Key == k1 && e.Version == 4 {
+				last = e
+			}
+		}
+		var prev string
+		if err := tr.ch.Conn.QueryRow(context.Background(), "SELECT any(chain_hash) FROM audit_events WHERE key = ? AND version = 4", k1).Scan(&prev); err != nil {
+			t.Fatal(err)
+		}
+		fake := last
+		fake.Version, fake.PrevVersion, fake.Before = 5, 4, last.After
+		row := audit.EventRow(&fake, 0, 9999, testKey(t), prev)
+		if err := tr.s.InsertEvents(context.Background(), []audit.Row{row}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 5, audit.ProblemEventMissing)
+	})
+	t.Run("ErrDeletedConflictRow", func(t *testing.T) {
+		tr := mustTrail(t)
+		tr.mutate(t, "ALTER TABLE audit_conflicts DELETE WHERE conflict_id = 'c-1' AND key = ?", k1)
+		rep := tr.verify(t, audit.Scope{})
+		if len(rep.Discrepancies) != 1 || rep.Discrepancies[0].Problem != audit.ProblemConflictAbsent || rep.Discrepancies[0].ConflictID != "c-1" {
+			t.Fatalf("discrepancies %v", rep.Discrepancies)
+		}
+	})
+	t.Run("OKOtherTenantTampered", func(t *testing.T) {
+		tr := mustTrail(t)
+		tr.mutate(t, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", "tenant/b/project/p1/k1")
+		if rep := tr.verify(t, audit.TenantScope("a")); len(rep.Discrepancies) > 0 || rep.Rows != 40 {
+			t.Fatalf("tenant a: %+v", rep)
+		}
+		wantFirst(t, tr.verify(t, audit.TenantScope("b")), "tenant/b/project/p1/k1", 2, audit.ProblemRowMissing)
+	})
+}
+
+// TestVerifyCompaction: rows whose events compaction removed still verify
+// (a later version is in the topic and the chain links through them), and
+// keys whose first versions were compacted before the auditor read them
+// start their chain at the first version it saw.
+func TestVerifyCompaction(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	s, ch := mustStore(t)
+	ts := time.Now().UTC().Truncate(time.Microsecond)
+	audited := synth("early", 2, 3, ts)
+	late := synth("late", 2, 3, ts)
+	// One transaction per version, so compaction has batches to drop.
+	one := func(h history, v int64) history {
+		var out history
+		for _, e := range h.events {
+			if e.Version == v {
+				out.events = append(out.events, e)
+			}
+		}
+		return out
+	}
+	for v := int64(1); v <= 3; v++ {
+		produce(t, b, one(audited, v), false)
+	}
+	a, stop := startAuditor(t, b, s, audit.Group, nil, audit.AlertConfig{})
+	waitCaughtUp(t, b, a)
+	stop()
+	for v := int64(1); v <= 3; v++ {
+		produce(t, b, one(late, v), false)
+	}
+	produce(t, b, history{events: synth("filler", 1, 1, ts).events}, false) // compaction keeps the last batch whole
+	b.Cluster.Compact()
+	a2 := runAuditor(t, b, s, "kv-auditor-late", nil, audit.AlertConfig{})
+	waitCaughtUp(t, b, a2)
+
+	kr, _ := audit.NewKeyring(testKey(t))
+	rep, err := audit.Verify(context.Background(), s, kr, audit.VerifyConfig{Brokers: b.Addrs, Topics: b.Topics, Group: "kv-auditor-late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Discrepancies) > 0 {
+		t.Fatalf("discrepancies: %v", rep.Discrepancies)
+	}
+	// early: 6 rows, 2 events left, 4 compacted; late: 2 rows (version 3), chain starts.
+	if rep.Compacted != 4 || rep.ChainStarts != 2 || rep.Rows != 9 {
+		t.Fatalf("report %+v", rep)
+	}
+	if n := count(t, ch, "SELECT count() FROM audit_events FINAL WHERE key LIKE 'tenant/late/%' AND prev_chain_hash = ''"); n != 2 {
+		t.Fatalf("%d late chain starts in ClickHouse, want 2", n)
+	}
+
+	t.Run("ErrChainStartWithPreviousRow", func(t *testing.T) {
+		// Deleting rows 1 and 2 of a key whose events are compacted away
+		// still breaks the chain: row 3 links to row 2.
+		key := audited.events[0].Key
+		if err := ch.Conn.Exec(context.Background(), "ALTER TABLE audit_events DELETE WHERE key = ? AND version < 3", key); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for count(t, ch, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0") > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		rep, err := audit.Verify(context.Background(), s, kr, audit.VerifyConfig{Brokers: b.Addrs, Topics: b.Topics, Group: "kv-auditor-late"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Discrepancies) == 0 || rep.Discrepancies[0].Key != key || rep.Discrepancies[0].Version != 2 {
+			t.Fatalf("discrepancies %v; want %s@2 first", rep.Discrepancies, key)
+		}
+		t.Logf("verify names it: %s", rep.Discrepancies[0])
+	})
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
+)
+
+const testAuditKey = "test:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+func TestHelpListsTheEnvironment(t *testing.T) {
+	for cmd, vars := range map[string][]string{
+		"serve":  {"ESKV_BROKERS", "ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE", "ESKV_AUDIT_KEY", "ESKV_AUDIT_KEY_FILE", "ESKV_AUDITOR_ADDR", "ESKV_ALERT_WINDOW", "ESKV_ALERT_THRESHOLD", "ESKV_PARTITIONS"},
+		"verify": {"ESKV_BROKERS", "ESKV_CLICKHOUSE_ADDR", "ESKV_AUDIT_KEY_FILE", "ESKV_AUDITOR_GROUP"},
+		"report": {"ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE"},
+	} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), []string{cmd, "-h"}, func(string) string { return "" }, io.Discard, &stderr)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s -h: %v, want flag.ErrHelp", cmd, err)
+		}
+		for _, v := range vars {
+			if !strings.Contains(stderr.String(), v) {
+				t.Errorf("%s -h does not mention %s:\n%s", cmd, v, stderr.String())
+			}
+		}
+	}
+}
+
+func TestErrNoCommand(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := run(context.Background(), nil, func(string) string { return "" }, io.Discard, &stderr); err == nil || !strings.Contains(stderr.String(), "serve") {
+		t.Fatalf("run without a command: %v\n%s", err, stderr.String())
+	}
+}
+
+// TestErrServeWithoutKey: serve refuses to start without an audit key, and
+// says how to give one.
+func TestErrServeWithoutKey(t *testing.T) {
+	t.Chdir(t.TempDir()) // no .eskv/audit-key here
+	err := run(context.Background(), []string{"serve"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if !errors.Is(err, errNoKey) || !strings.Contains(err.Error(), "-insecure-dev-key") {
+		t.Fatalf("serve without a key: %v", err)
+	}
+}
+
+func TestKeyFromDefaultFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll(".eskv", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(DefaultKeyFile, []byte("# make run's key\n"+testAuditKey+"\nold:"+strings.Repeat("11", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c := commonFlags(fs, func(string) string { return "" })
+	kr, source, err := c.keyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kr.Current.ID != "test" || source != DefaultKeyFile {
+		t.Fatalf("key %q from %q", kr.Current.ID, source)
+	}
+	if _, ok := kr.Lookup("old"); !ok {
+		t.Fatal("older key of the file not loaded")
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeVerifyReport runs serve against a broker and a fresh ClickHouse
+// database, then verify and report against what it wrote.
+func TestServeVerifyReport(t *testing.T) {
+	b := testenv.MustBroker(t, 3)
+	ch := testenv.MustClickHouse(t)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	env := map[string]string{
+		"ESKV_BROKERS":             strings.Join(b.Addrs, ","),
+		"ESKV_PARTITIONS":          "3",
+		"ESKV_CLICKHOUSE_ADDR":     ch.Addr,
+		"ESKV_CLICKHOUSE_DATABASE": ch.Database,
+		"ESKV_AUDIT_KEY":           strings.TrimPrefix(testAuditKey, "test:"),
+		"ESKV_AUDIT_KEY_ID":        "test",
+		"ESKV_AUDITOR_ADDR":        "127.0.0.1:0",
+		"ESKV_AUDITOR_ADDR_FILE":   addrFile,
+		"ESKV_AUDITOR_LINGER":      "10ms",
+	}
+	getenv := func(k string) string { return env[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, getenv, io.Discard, &logs) }()
+
+	var base string
+	waitFor(t, "the address file", func() bool {
+		a, err := os.ReadFile(addrFile)
+		base = "http://" + string(a)
+		return err == nil && len(a) > 0
+	})
+	waitFor(t, "/readyz", func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK })
+
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	e1 := events.Event{SchemaVersion: 1, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 1,
+		Kind: events.KindPut, Op: events.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"a":1}`),
+		CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "config"}}
+	e2 := e1
+	e2.Version, e2.PrevVersion, e2.Op, e2.Before, e2.After = 2, 1, events.OpCAS, e1.After, json.RawMessage(`{"a":2}`)
+	c := events.Conflict{SchemaVersion: 1, ID: "c1", Key: e1.Key, Scope: e1.Scope, Op: events.OpCAS, ExpectedVersion: 1,
+		CurrentVersion: 2, Attempted: json.RawMessage(`{"a":3}`), Current: e2.After, Semantics: e1.Semantics,
+		Principal: "other", TS: now, Reason: "version_mismatch"}
+	produceTxn(t, b, &e1, &e2, &c)
+
+	store := audit.NewStore(ch.Conn)
+	waitFor(t, "2 rows and 1 conflict", func() bool {
+		n, err := store.Count(context.Background())
+		return err == nil && n.Events == 2 && n.Conflicts == 1
+	})
+	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, `eskv_auditor_rows_total{table="audit_events"} 2`) {
+		t.Errorf("GET /metrics: %d, rows counter missing:\n%s", code, body)
+	}
+
+	t.Run("VerifyOK", func(t *testing.T) {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"verify", "-wait", "20s"}, getenv, &out, io.Discard); err != nil {
+			t.Fatalf("verify: %v\n%s", err, out.String())
+		}
+		if !strings.HasPrefix(out.String(), "verify OK (all keys): 2 rows of 1 keys; 2 events") {
+			t.Fatalf("verify printed %q", out.String())
+		}
+		t.Logf("%s", out.String())
+	})
+	t.Run("ReportJSON", func(t *testing.T) {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"report", "-json", "-by", "total", "-since", "24h"}, getenv, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var rep reportOutput
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		if len(rep.Rates) != 1 || rep.Rates[0].Applied != 2 || rep.Rates[0].Conflicts != 1 || len(rep.TopKeys) != 1 {
+			t.Fatalf("report %s", out.String())
+		}
+	})
+	t.Run("ReportTable", func(t *testing.T) {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"report", "-by", "hour"}, getenv, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "config") || !strings.Contains(out.String(), "33.3%") {
+			t.Fatalf("report table:\n%s", out.String())
+		}
+		t.Logf("\n%s", out.String())
+	})
+	t.Run("ErrVerifyNamesTheDiscrepancy", func(t *testing.T) {
+		if err := ch.Conn.Exec(context.Background(), "ALTER TABLE audit_events UPDATE principal = 'mallory' WHERE version = 1"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the mutation", func() bool {
+			var n uint64
+			_ = ch.Conn.QueryRow(context.Background(), "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0").Scan(&n)
+			return n == 0
+		})
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"verify"}, getenv, &out, io.Discard)
+		de, ok := errors.AsType[*discrepancyError](err)
+		if !ok || !strings.Contains(err.Error(), "tenant/t/project/p/k@1: row_altered") {
+			t.Fatalf("verify: %v\n%s", err, out.String())
+		}
+		t.Logf("exit %d: %v", exitDiscrepancy, de)
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not return within 30s of the cancel")
+	}
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) || !strings.Contains(logs.String(), `"key_id":"test"`) {
+		t.Errorf("log lines missing:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "0001020304") {
+		t.Errorf("the audit key is in the log:\n%s", logs.String())
+	}
+}
+
+func produceTxn(tb testing.TB, b *testenv.Broker, evs ...any) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		tb.Fatal(err)
+	}
+	for _, v := range evs {
+		var r *kgo.Record
+		switch e := v.(type) {
+		case *events.Event:
+			r, err = changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
+		case *events.Conflict:
+			r, err = changelog.ConflictRecord(e, b.Topics.Conflicts, events.Partition(e.Scope, b.Topics.Partitions))
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func get(tb testing.TB, url string) (int, string) {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after 30s waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/eskv/eskv/audit"
+)
+
+// reportOutput is the JSON form of a report.
+type reportOutput struct {
+	From    time.Time            `json:"from"`
+	To      time.Time            `json:"to"`
+	Bucket  audit.Bucket         `json:"bucket"`
+	Rates   []audit.Rate         `json:"rates"`
+	TopKeys []audit.KeyConflicts `json:"topKeys,omitempty"`
+	Alerts  []audit.Alert        `json:"alerts,omitempty"`
+}
+
+// report prints conflict rates per bucket, tenant, project and purpose,
+// the top conflicting keys and the alerts of the range.
+func report(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("auditor report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := commonFlags(fs, getenv)
+	by := fs.String("by", "minute", "bucket: minute, hour or total")
+	since := fs.Duration("since", time.Hour, "report the last this long (ignored with -from)")
+	fromS := fs.String("from", "", "start of the range, RFC 3339 (default now - since)")
+	toS := fs.String("to", "", "end of the range, RFC 3339, exclusive (default now)")
+	tenant := fs.String("tenant", "", "only this tenant")
+	project := fs.String("project", "", "only this project")
+	purpose := fs.String("purpose", "", "only this purpose")
+	top := fs.Int("top", 10, "also list the N keys with the most conflicts (0: none)")
+	asJSON := fs.Bool("json", env(getenv, "ESKV_REPORT_JSON", "") == "true", "print JSON instead of tables (ESKV_REPORT_JSON)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	bucket := audit.Bucket(*by)
+	switch bucket {
+	case audit.Minute, audit.Hour, audit.Total:
+	default:
+		return fmt.Errorf("-by must be minute, hour or total, got %q", *by)
+	}
+	to := time.Now().UTC().Add(time.Second).Truncate(time.Second)
+	if *toS != "" {
+		t, err := time.Parse(time.RFC3339, *toS)
+		if err != nil {
+			return fmt.Errorf("-to: %w", err)
+		}
+		to = t.UTC()
+	}
+	from := to.Add(-*since)
+	if *fromS != "" {
+		t, err := time.Parse(time.RFC3339, *fromS)
+		if err != nil {
+			return fmt.Errorf("-from: %w", err)
+		}
+		from = t.UTC()
+	}
+	if !from.Before(to) {
+		return fmt.Errorf("empty range: from %s is not before to %s", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+
+	store, err := c.open(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	out := reportOutput{From: from, To: to, Bucket: bucket}
+	if out.Rates, err = store.ConflictRates(ctx, audit.RateQuery{
+		From: from, To: to, Bucket: bucket, Tenant: *tenant, Project: *project, Purpose: *purpose,
+	}); err != nil {
+		return err
+	}
+	if *top > 0 {
+		if out.TopKeys, err = store.TopConflictingKeys(ctx, from, to, *tenant, *top); err != nil {
+			return err
+		}
+	}
+	if out.Alerts, err = store.Alerts(ctx, from); err != nil {
+		return err
+	}
+	if out.Rates == nil {
+		out.Rates = []audit.Rate{}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return printReport(stdout, &out)
+}
+
+func printReport(w io.Writer, out *reportOutput) error {
+	fmt.Fprintf(w, "conflict rate = conflicts / (conflicts + applied writes), per %s, %s to %s\n\n",
+		out.Bucket, out.From.Format(time.RFC3339), out.To.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BUCKET\tTENANT\tPROJECT\tPURPOSE\tAPPLIED\tCONFLICTS\tRATE")
+	for _, r := range out.Rates {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f%%\n", r.Bucket.Format("2006-01-02T15:04Z"), r.Tenant, r.Project, r.Purpose,
+			r.Applied, r.Conflicts, 100*r.Rate)
+	}
+	if len(out.Rates) == 0 {
+		fmt.Fprintln(tw, "(no writes in the range)")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(out.TopKeys) > 0 {
+		fmt.Fprintln(w, "\ntop conflicting keys")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tCONFLICTS\tLAST\tPURPOSES")
+		for _, k := range out.TopKeys {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", k.Key, k.Conflicts, k.LastConflict.Format(time.RFC3339), strings.Join(k.Purposes, ","))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(out.Alerts) > 0 {
+		fmt.Fprintln(w, "\nconflict-rate alerts")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tTENANT\tPROJECT\tPURPOSE\tSTATE\tRATE\tWINDOW")
+		for _, a := range out.Alerts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\n", a.At.Format(time.RFC3339), a.Group.Tenant, a.Group.Project,
+				a.Group.Purpose, a.State, 100*a.Rate, a.Window)
+		}
+		return tw.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/eskv/eskv/audit"
+)
+
+// discrepancyError is a verification that ran and failed: exit code 2.
+type discrepancyError struct {
+	first audit.Discrepancy
+	n     int
+}
+
+func (e *discrepancyError) Error() string {
+	more := ""
+	if e.n > 1 {
+		more = fmt.Sprintf(" (and %d more discrepancies)", e.n-1)
+	}
+	return "verify failed: " + e.first.String() + more
+}
+
+// verify recomputes the hash chains in ClickHouse and matches rows and
+// events; it exits 2 naming the first discrepancy.
+func verify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("auditor verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := commonFlags(fs, getenv)
+	tenant := fs.String("tenant", "", "verify the keys of this tenant only")
+	prefix := fs.String("prefix", "", "verify the keys starting with this prefix only")
+	from := fs.String("from", "", "verify keys >= this key only")
+	to := fs.String("to", "", "verify keys < this key only")
+	group := fs.String("group", env(getenv, "ESKV_AUDITOR_GROUP", audit.Group), "the auditor's consumer group, whose committed offsets say which events must have rows (ESKV_AUDITOR_GROUP)")
+	wait := fs.Duration("wait", 10*time.Second, "wait up to this long for the auditor to commit up to the end of the topics")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	if *tenant != "" && *prefix != "" {
+		return fmt.Errorf("-tenant and -prefix exclude each other")
+	}
+	scope := audit.Scope{Prefix: *prefix, From: *from, To: *to}
+	if *tenant != "" {
+		scope.Prefix = audit.TenantScope(*tenant).Prefix
+	}
+	keys, _, err := c.keyring()
+	if err != nil {
+		return err
+	}
+	store, err := c.open(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rep, err := audit.Verify(ctx, store, keys, audit.VerifyConfig{
+		Brokers: c.brokerList(), Topics: c.topics(), Group: *group, Scope: scope, Wait: *wait,
+	})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		status := "OK"
+		if len(rep.Discrepancies) > 0 {
+			status = "FAILED"
+		}
+		fmt.Fprintf(stdout, "verify %s (%s): %d rows of %d keys; %d events in %s, %d pending (not committed by %s yet); "+
+			"%d rows whose events were compacted away, %d chains starting after compaction; %d conflict records\n",
+			status, rep.Scope, rep.Rows, rep.Keys, rep.Events, c.topic, rep.Pending, *group, rep.Compacted, rep.ChainStarts, rep.Conflicts)
+		for i, d := range rep.Discrepancies {
+			if i == 20 {
+				fmt.Fprintf(stdout, "  ... %d more\n", len(rep.Discrepancies)-i)
+				break
+			}
+			fmt.Fprintf(stdout, "  %s\n", d)
+		}
+	}
+	if len(rep.Discrepancies) > 0 {
+		return &discrepancyError{first: rep.Discrepancies[0], n: len(rep.Discrepancies)}
+	}
+	return nil
+}
