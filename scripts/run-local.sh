@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # run-local.sh (make run): the whole stack on this machine, in the foreground.
 #
-# Postgres (started or installed by ensure-postgres.sh), the dev broker (kfake
-# persisting to .eskv/broker), the projector and the writer. State lives under
-# .eskv/ (git-ignored) and survives restarts: bin/, broker/, logs/, dev-token.
-# Ctrl-C stops writer, projector and broker, in that order.
+# Postgres (started or installed by ensure-postgres.sh), ClickHouse (started or
+# installed by ensure-clickhouse.sh, on 127.0.0.1:19000, data under
+# /var/tmp/eskv-clickhouse; it keeps running after Ctrl-C, like Postgres), the
+# dev broker (kfake persisting to .eskv/broker), the projector, the writer and
+# the auditor. State lives under .eskv/ (git-ignored) and survives restarts:
+# bin/, broker/, logs/, dev-token, audit-key.
+# Ctrl-C stops writer, projector, auditor and broker, in that order.
 #
 # Environment (defaults in brackets):
 #   ESKV_HTTP_ADDR       writer API address [127.0.0.1:8080]
@@ -12,6 +15,12 @@
 #   ESKV_BROKER_PORT     dev broker port on 127.0.0.1 [19092]
 #   ESKV_POSTGRES_URL    [postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable]
 #   ESKV_PROJECTOR_ADDR  projector health/metrics address [127.0.0.1:8081]
+#   ESKV_AUDITOR_ADDR    auditor health/metrics address [127.0.0.1:8082]
+#   ESKV_CLICKHOUSE_ADDR audit trail ClickHouse, native protocol [127.0.0.1:19000];
+#                        when set to another server, this script does not start one
+#   ESKV_CLICKHOUSE_DATABASE audit trail database [eskv]
+#   ESKV_AUDIT_KEY       audit HMAC key (hex or base64) [.eskv/audit-key, a dev
+#                        key generated once; auditor verify/report find it there]
 #   ESKV_READY_WAIT      seconds to wait for /readyz [60]
 set -euo pipefail
 
@@ -32,6 +41,8 @@ export ESKV_BROKERS=127.0.0.1:$ESKV_BROKER_PORT
 export ESKV_POSTGRES_URL=${ESKV_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable}
 export ESKV_HTTP_ADDR=${ESKV_HTTP_ADDR:-127.0.0.1:8080}
 export ESKV_PROJECTOR_ADDR=${ESKV_PROJECTOR_ADDR:-127.0.0.1:8081}
+export ESKV_AUDITOR_ADDR=${ESKV_AUDITOR_ADDR:-127.0.0.1:8082}
+export ESKV_CLICKHOUSE_DATABASE=${ESKV_CLICKHOUSE_DATABASE:-eskv}
 ready_wait=${ESKV_READY_WAIT:-60}
 
 http_host=${ESKV_HTTP_ADDR%:*}
@@ -52,10 +63,13 @@ port_open "$http_host" "$http_port" &&
 	die "$addr is already in use (another make run?); set ESKV_HTTP_ADDR"
 
 bash scripts/ensure-postgres.sh eskv
+if [[ -z ${ESKV_CLICKHOUSE_ADDR:-} ]]; then
+	bash scripts/ensure-clickhouse.sh "$ESKV_CLICKHOUSE_DATABASE"
+	export ESKV_CLICKHOUSE_ADDR=127.0.0.1:${ESKV_CLICKHOUSE_PORT:-19000}
+fi
 
 # Build what exists of the commands (some are still being written); the
-# broker and the writer are required. The auditor is built but not started
-# yet: it needs ClickHouse.
+# broker and the writer are required.
 pkgs=()
 for c in devbroker writer projector auditor; do
 	compgen -G "cmd/$c/*.go" >/dev/null && pkgs+=("./cmd/$c")
@@ -75,6 +89,17 @@ else
 	(umask 077 && printf '%s\n' "$ESKV_DEV_TOKEN" >"$state/dev-token")
 fi
 export ESKV_DEV_TOKEN
+
+# The audit key: ESKV_AUDIT_KEY when given, else a development key generated
+# once into .eskv/audit-key (id:hex), which `go run ./cmd/auditor verify`
+# and `report` find there by default.
+if [[ -z ${ESKV_AUDIT_KEY:-} ]]; then
+	if [[ ! -s $state/audit-key ]]; then
+		(umask 077 && printf 'dev-%s:%s\n' "$(date -u +%Y%m%d)" "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >"$state/audit-key")
+		log "generated a development audit key in $state/audit-key"
+	fi
+	export ESKV_AUDIT_KEY_FILE=$PWD/$state/audit-key
+fi
 
 declare -A pids=()
 
@@ -111,6 +136,7 @@ cleanup() {
 		log "stopping"
 		stop writer
 		stop projector
+		stop auditor
 		stop devbroker
 	fi
 	exit "$rc"
@@ -152,6 +178,15 @@ else
 fi
 start writer
 services+=(writer)
+auditor_host=${ESKV_AUDITOR_ADDR%:*}
+case $auditor_host in "" | 0.0.0.0 | "[::]") auditor_host=127.0.0.1 ;; esac
+auditor_addr=$auditor_host:${ESKV_AUDITOR_ADDR##*:}
+if [[ " ${pkgs[*]} " == *" ./cmd/auditor "* ]]; then
+	start auditor serve
+	services+=(auditor)
+else
+	log "cmd/auditor does not exist yet: running without it"
+fi
 
 log "waiting up to ${ready_wait}s for http://$addr/readyz"
 for ((i = 0; ; i++)); do
@@ -168,6 +203,21 @@ for ((i = 0; ; i++)); do
 	fi
 	sleep 0.25
 done
+if [[ -n ${pids[auditor]:-} ]]; then
+	log "waiting up to ${ready_wait}s for http://$auditor_addr/readyz"
+	for ((i = 0; ; i++)); do
+		curl -fsS -o /dev/null --max-time 2 "http://$auditor_addr/readyz" 2>/dev/null && break
+		alive auditor || {
+			tail_logs auditor
+			die "auditor exited during startup"
+		}
+		if ((i >= ready_wait * 4)); then
+			tail_logs auditor
+			die "http://$auditor_addr/readyz did not succeed within ${ready_wait}s"
+		fi
+		sleep 0.25
+	done
+fi
 
 cat <<EOF
 
@@ -180,6 +230,11 @@ Try:
     TOKEN=$ESKV_DEV_TOKEN
     curl -sS -X PUT "http://\$ADDR/v1/kv/tenant/acme/project/demo/checkpoint" -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' -d '{"value":{"cursor":42},"expectedVersion":0,"semantics":{"purpose":"checkpoint","producer":"quickstart"}}'
     curl -sS "http://\$ADDR/v1/kv/tenant/acme/project/demo/checkpoint" -H "Authorization: Bearer \$TOKEN"
+
+Audit trail (ClickHouse $ESKV_CLICKHOUSE_ADDR, database $ESKV_CLICKHOUSE_DATABASE; docs/audit.md):
+    go run ./cmd/auditor report       # conflict rates per tenant, project, purpose
+    go run ./cmd/auditor verify       # hash chains and rows against kv.changes
+    clickhouse-client --port ${ESKV_CLICKHOUSE_ADDR##*:} -d $ESKV_CLICKHOUSE_DATABASE -q 'SELECT key, version, op, after_hash FROM audit_events FINAL ORDER BY ts DESC LIMIT 10'
 
 Ctrl-C stops the stack; data is kept for the next run.
 EOF
