@@ -47,7 +47,11 @@ type stack struct {
 	wg     sync.WaitGroup
 }
 
-func mustStack(tb testing.TB, withProjector bool) *stack {
+// projectorMayStop is a mustStack option for tests in which the projector
+// is expected to stop with an error (a reset topic).
+const projectorMayStop = true
+
+func mustStack(tb testing.TB, withProjector bool, opts ...bool) *stack {
 	tb.Helper()
 	s := &stack{tb: tb, broker: testenv.MustBroker(tb, partitions), pg: testenv.MustPostgresDB(tb)}
 	s.store = projection.New(s.pg.Pool)
@@ -75,7 +79,7 @@ func mustStack(tb testing.TB, withProjector bool) *stack {
 		}
 	}()
 	if withProjector {
-		startProjector(tb, ctx, s, log, &s.wg)
+		startProjector(tb, ctx, s, log, &s.wg, len(opts) > 0 && opts[0] == projectorMayStop)
 	}
 	tokens, err := api.NewTokens([]api.TokenConfig{
 		api.DevToken(devToken),

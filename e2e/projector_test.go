@@ -11,7 +11,7 @@ import (
 )
 
 // startProjector runs the projector in-process until ctx ends.
-func startProjector(tb testing.TB, ctx context.Context, s *stack, log *slog.Logger, wg *sync.WaitGroup) {
+func startProjector(tb testing.TB, ctx context.Context, s *stack, log *slog.Logger, wg *sync.WaitGroup, mayStop bool) {
 	tb.Helper()
 	p, err := projector.New(projector.Config{
 		Brokers:    s.broker.Addrs,
@@ -25,7 +25,9 @@ func startProjector(tb testing.TB, ctx context.Context, s *stack, log *slog.Logg
 	go func() {
 		defer wg.Done()
 		if err := p.Run(ctx); err != nil {
-			tb.Errorf("projector: %v", err)
+			if !mayStop {
+				tb.Errorf("projector: %v", err)
+			}
 		}
 	}()
 }

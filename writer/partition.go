@@ -227,6 +227,14 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, error
 	if err != nil {
 		return nil, err
 	}
+	if err := p.w.checkTopic(ctx); err != nil {
+		return nil, err
+	}
+	if stored[p.id] > end {
+		p.log.Error("the projection is ahead of the log: the changes topic was truncated or recreated; refusing to write",
+			"storedOffset", stored[p.id], "logEnd", end)
+		return nil, fmt.Errorf("%w: partition %d: projection stored offset %d is past the log end %d", ErrTopicReset, p.id, stored[p.id], end)
+	}
 	overlay := make(map[string]overlayEntry)
 	err = changelog.ReadCommitted(ctx, p.w.admCl, cfg.Topics.Changes, p.id, stored[p.id], end, func(r *kgo.Record) error {
 		e, err := changelog.Event(r)

@@ -29,7 +29,14 @@ type Projection interface {
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
+	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
 }
+
+// ErrTopicReset means kv.changes is not the topic the projection was folded
+// from (recreated), or is shorter than what the projection holds
+// (truncated). Writing on would build new versions on a state the log no
+// longer holds, so the writer stops until an operator rebuilds or resets.
+var ErrTopicReset = errors.New("the changes topic was recreated or truncated under the projection")
 
 // Config configures a Writer.
 type Config struct {
@@ -148,6 +155,9 @@ func (w *Writer) Run(ctx context.Context) error {
 	} else if err := changelog.Check(ctx, w.adm, w.cfg.Topics); err != nil {
 		return err
 	}
+	if err := w.checkTopic(ctx); err != nil {
+		return err
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -262,6 +272,29 @@ func (w *Writer) trim(ctx context.Context) {
 	for id, p := range w.parts {
 		p.trim(offs[id])
 	}
+}
+
+// checkTopic compares the changes topic's ID with the one the projection
+// was folded from, recording it on first use.
+func (w *Writer) checkTopic(ctx context.Context) error {
+	topic := w.cfg.Topics.Changes
+	details, err := w.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("describe topic %s: %w", topic, err)
+	}
+	d, ok := details[topic]
+	if !ok || d.Err != nil {
+		return fmt.Errorf("describe topic %s: %v", topic, d.Err)
+	}
+	rec, err := w.proj.ClaimTopic(ctx, projection.Topic{Name: topic, ID: d.ID.String(), Partitions: int32(len(d.Partitions))})
+	if err != nil {
+		return fmt.Errorf("claim topic: %w", err)
+	}
+	if rec.ID != d.ID.String() {
+		w.log.Error("changes topic was recreated; refusing to write", "topic", topic, "topicId", d.ID.String(), "recordedTopicId", rec.ID)
+		return fmt.Errorf("%w: %s has ID %s, the projection was folded from ID %s (rebuild it: projector rebuild)", ErrTopicReset, topic, d.ID, rec.ID)
+	}
+	return nil
 }
 
 func (w *Writer) refreshOwners(ctx context.Context) {
