@@ -27,6 +27,7 @@ build:
 	go build -o bin/ ./cmd/...
 
 bench:
+	bash scripts/ensure-clickhouse.sh # for the auditor's figures (7a, 7b)
 	if [[ -d cmd/eskvbench ]]; then go run ./cmd/eskvbench $(BENCH_ARGS); \
 	else go test -run '^$$' -bench . -benchmem ./...; fi
 

@@ -53,6 +53,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	threshold := fs.Float64("alert-threshold", envFloat("ESKV_ALERT_THRESHOLD", audit.DefaultAlertThreshold), "conflict rate above which a window alerts (ESKV_ALERT_THRESHOLD)")
 	minAttempts := fs.Int("alert-min-attempts", envInt("ESKV_ALERT_MIN_ATTEMPTS", audit.DefaultAlertMinAttempts), "attempts (writes plus conflicts) a window needs before it can alert (ESKV_ALERT_MIN_ATTEMPTS)")
 	interval := fs.Duration("alert-interval", envDur("ESKV_ALERT_INTERVAL", audit.DefaultAlertInterval), "time between alert evaluations (ESKV_ALERT_INTERVAL)")
+	group := fs.String("group", env(getenv, "ESKV_AUDITOR_GROUP", audit.Group), "consumer group; its committed offsets say what the trail holds (ESKV_AUDITOR_GROUP)")
 	instance := fs.String("instance-id", env(getenv, "ESKV_AUDITOR_ID", "auditor-"+host),
 		"static member id in the consumer group (a restart gets its partitions back at once) and name in the alerts table; unique per auditor (ESKV_AUDITOR_ID)")
 	if err := fs.Parse(args); err != nil {
@@ -94,6 +95,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	a, err := audit.New(audit.Config{
 		Brokers:    c.brokerList(),
 		Topics:     c.topics(),
+		Group:      *group,
 		InstanceID: *instance,
 		MaxBatch:   *maxBatch,
 		Linger:     *linger,

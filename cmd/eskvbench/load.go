@@ -77,6 +77,7 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 	spread, parts := b.spreadProjects()
 	b.logf("2/6 %d clients on distinct keys in %d projects (%d partitions), %s", b.c.clients, len(spread), parts, b.c.duration)
 	lagBefore := b.scrape(ctx, b.s.projectorURL)
+	audBefore := b.scrape(ctx, b.s.auditorURL)
 	w, vis, err := b.concurrentWrites(ctx, "2a", spread, true)
 	if err != nil {
 		return err
@@ -85,6 +86,7 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 	rep.add(w)
 	lagAfter := b.scrape(ctx, b.s.projectorURL)
 	rep.add(b.lag(lagBefore, lagAfter, w.OpsPerSec))
+	rep.add(b.auditorLag(audBefore, b.scrape(ctx, b.s.auditorURL), w.OpsPerSec))
 	rep.add(vis)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -127,6 +129,14 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 
 	b.logf("4/6 list of %d keys x %d", len(keys), b.c.listN)
 	rep.add(b.lists(ctx, prefix, len(keys), projected, seedErr))
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	if b.s.auditor != nil {
+		b.logf("7 a second auditor ingests the run's backlog into an empty database")
+	}
+	rep.add(b.auditorIngest(ctx))
 	return ctx.Err()
 }
 

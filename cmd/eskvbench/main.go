@@ -45,6 +45,7 @@ type config struct {
 	url          string
 	token        string
 	projectorURL string
+	auditorURL   string
 	postgresURL  string
 	writerPID    int
 	projectorPID int
@@ -65,6 +66,9 @@ type config struct {
 	lagMetric    string
 	json         bool
 	cpuProfile   string
+
+	auditor        bool
+	clickhouseAddr string
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -92,9 +96,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: eskvbench [flags]
 
-Without -url, builds and starts devbroker, projector and writer on free
-ports with a fresh Postgres database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=warn),
-measures, and stops them. With -url and -token, targets a running stack.
+Without -url, builds and starts devbroker, projector, writer and (when
+ClickHouse answers) the auditor on free ports with a fresh Postgres database
+and ClickHouse database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=warn), measures,
+and stops them. With -url and -token, targets a running stack.
 
 `)
 		fs.PrintDefaults()
@@ -102,6 +107,11 @@ measures, and stops them. With -url and -token, targets a running stack.
 	fs.StringVar(&c.url, "url", env("ESKV_BENCH_URL", ""), "target this running writer instead of starting a stack (ESKV_BENCH_URL)")
 	fs.StringVar(&c.token, "token", env("ESKV_BENCH_TOKEN", ""), "bearer token for -url, with read and write rights on tenant bench (ESKV_BENCH_TOKEN)")
 	fs.StringVar(&c.projectorURL, "projector-url", env("ESKV_BENCH_PROJECTOR_URL", ""), "with -url: the projector's base URL, for its lag histogram (ESKV_BENCH_PROJECTOR_URL)")
+	fs.StringVar(&c.auditorURL, "auditor-url", env("ESKV_BENCH_AUDITOR_URL", ""), "with -url: the auditor's base URL, for its lag histogram (ESKV_BENCH_AUDITOR_URL)")
+	fs.BoolVar(&c.auditor, "auditor", env("ESKV_BENCH_AUDITOR", "true") == "true",
+		"start the auditor with the stack (ClickHouse needed) and measure its lag and ingest rate (ESKV_BENCH_AUDITOR)")
+	fs.StringVar(&c.clickhouseAddr, "clickhouse-addr", env("ESKV_TEST_CLICKHOUSE_ADDR", "127.0.0.1:19000"),
+		"ClickHouse native address for the auditor of the bench's stack (ESKV_TEST_CLICKHOUSE_ADDR)")
 	fs.StringVar(&c.postgresURL, "postgres-url", env("ESKV_BENCH_POSTGRES_URL", ""), "with -url: the projection database, for end-to-end visibility (ESKV_BENCH_POSTGRES_URL)")
 	fs.IntVar(&c.writerPID, "writer-pid", envInt("ESKV_BENCH_WRITER_PID", 0), "with -url: the writer's pid, for its peak memory and CPU (ESKV_BENCH_WRITER_PID)")
 	fs.IntVar(&c.projectorPID, "projector-pid", envInt("ESKV_BENCH_PROJECTOR_PID", 0), "with -url: the projector's pid, for its peak memory and CPU (ESKV_BENCH_PROJECTOR_PID)")
@@ -133,8 +143,8 @@ measures, and stops them. With -url and -token, targets a running stack.
 		return c, errors.New("-url needs -token")
 	case c.url != "" && c.brokerDataParent != "":
 		return c, errors.New("-broker-data is for the stack the bench starts, not with -url")
-	case c.url == "" && (c.projectorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
-		return c, errors.New("-projector-url, -postgres-url and the pids go with -url")
+	case c.url == "" && (c.projectorURL != "" || c.auditorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
+		return c, errors.New("-projector-url, -auditor-url, -postgres-url and the pids go with -url")
 	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1:
 		return c, errors.New("-n, -clients, -read-clients, -list-n, -visibility-every and -partitions must be positive")
 	case c.listKeys < 1 || c.listKeys > 1000:
@@ -144,6 +154,7 @@ measures, and stops them. With -url and -token, targets a running stack.
 	}
 	c.url = strings.TrimRight(c.url, "/")
 	c.projectorURL = strings.TrimRight(c.projectorURL, "/")
+	c.auditorURL = strings.TrimRight(c.auditorURL, "/")
 	return c, nil
 }
 
@@ -169,7 +180,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 	} else {
-		s = &stack{writerURL: c.url, projectorURL: c.projectorURL, token: c.token,
+		s = &stack{writerURL: c.url, projectorURL: c.projectorURL, auditorURL: c.auditorURL, token: c.token,
 			writerPID: c.writerPID, projectorPID: c.projectorPID}
 		if c.postgresURL != "" {
 			if s.db, err = pgxpool.New(ctx, c.postgresURL); err != nil {

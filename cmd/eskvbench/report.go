@@ -118,6 +118,9 @@ func processes(s *stack) []procReport {
 	if s.brokerPID != 0 {
 		ps = append(ps, procReport{Name: "devbroker", PID: s.brokerPID})
 	}
+	if s.auditorPID != 0 {
+		ps = append(ps, procReport{Name: "auditor", PID: s.auditorPID})
+	}
 	ps = append(ps, procReport{Name: "eskvbench", PID: os.Getpid()})
 	for i := range ps {
 		p := &ps[i]
@@ -202,7 +205,7 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 			rate = fmt.Sprintf("%.0f", res.OpsPerSec)
 		}
 		p50, p99, mx := "-", "-", "-"
-		if res.Ops > 0 {
+		if res.Ops > 0 && (res.P50 > 0 || res.P99 > 0) { // throughput-only figures have no latencies
 			p50, p99 = fmtDuration(time.Duration(res.P50)), fmtDuration(time.Duration(res.P99))
 			if res.Max > 0 {
 				mx = fmtDuration(time.Duration(res.Max))

@@ -35,10 +35,12 @@ type stack struct {
 	own          bool
 	writerURL    string
 	projectorURL string // "" when unknown
+	auditorURL   string // "" when there is no auditor
 	token        string
 	db           *pgxpool.Pool // the projection, for visibility checks; nil when unknown
 	writerPID    int
 	projectorPID int
+	auditorPID   int
 	brokerPID    int
 
 	// Set when the bench started the stack.
@@ -47,6 +49,7 @@ type stack struct {
 	procs     []*proc  // in start order
 	adminURL  string
 	dbName    string
+	auditor   *auditorSetup // nil without an auditor
 }
 
 // proc is one service process started by the bench.
@@ -92,6 +95,19 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		cmds = append(cmds, "projector")
 	} else {
 		fmt.Fprintln(progress, "eskvbench: cmd/projector does not exist yet: running without it (list, lag and visibility are skipped)")
+	}
+	hasAuditor := false
+	switch {
+	case !c.auditor:
+	case !fileExists(filepath.Join(root, "cmd", "auditor", "main.go")):
+		fmt.Fprintln(progress, "eskvbench: cmd/auditor does not exist: auditor figures are skipped")
+	default:
+		if err := clickHouseReachable(ctx, c.clickhouseAddr); err != nil {
+			fmt.Fprintf(progress, "eskvbench: ClickHouse at %s is unreachable (bash scripts/ensure-clickhouse.sh starts it): auditor figures are skipped: %v\n", c.clickhouseAddr, err)
+		} else {
+			hasAuditor = true
+			cmds = append(cmds, "auditor")
+		}
 	}
 	fmt.Fprintf(progress, "eskvbench: building %s\n", strings.Join(cmds, ", "))
 	args := []string{"build", "-o", bin + "/"}
@@ -189,6 +205,21 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 			return nil, s.startupError("projector at "+s.projectorURL+" did not answer", err)
 		}
 	}
+	if hasAuditor {
+		s.auditor = &auditorSetup{
+			bin: filepath.Join(bin, "auditor"), chAddr: c.clickhouseAddr, brokers: brokers,
+			env: []string{"ESKV_BROKERS=" + brokers, fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions), "ESKV_LOG_LEVEL=" + benchLogLevel,
+				"ESKV_CLICKHOUSE_ADDR=" + c.clickhouseAddr, "ESKV_AUDIT_KEY=" + randomHex(32), "ESKV_AUDIT_KEY_ID=eskvbench"},
+		}
+		p, url, err := s.startAuditor(ctx, "auditor", "kv-auditor")
+		if err != nil {
+			return nil, err
+		}
+		if err := auditorReady(ctx, p, url); err != nil {
+			return nil, s.startupError("auditor at "+url+" did not get ready", err)
+		}
+		s.auditorURL, s.auditorPID = url, p.cmd.Process.Pid
+	}
 	fmt.Fprintf(progress, "eskvbench: stack ready in %s\n", time.Since(started).Round(time.Millisecond))
 	return s, nil
 }
@@ -208,13 +239,18 @@ func (s *stack) createDB(ctx context.Context) (string, error) {
 }
 
 func (s *stack) start(bin, name string, env ...string) (*proc, error) {
+	return s.startArgs(filepath.Join(bin, name), name, nil, env...)
+}
+
+// startArgs starts the binary at path with args as the service name.
+func (s *stack) startArgs(path, name string, args []string, env ...string) (*proc, error) {
 	logPath := filepath.Join(s.dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	cmd := exec.Command(filepath.Join(bin, name))
+	cmd := exec.Command(path, args...)
 	cmd.Env = append(baseEnv(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = s.dir
@@ -255,6 +291,9 @@ func (s *stack) close(progress io.Writer, keep bool) {
 	}
 	if !s.own {
 		return
+	}
+	if !keep {
+		s.auditor.dropDatabases(progress)
 	}
 	if s.dbName != "" && !keep {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

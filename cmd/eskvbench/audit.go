@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Auditor figures: 7a its lag during run 2a, 7b its ingest rate on the
+// whole backlog of the run.
+const (
+	targetAuditorRowsPerSec = 20000
+	auditorLagMetric        = "eskv_auditor_lag_seconds"
+)
+
+// auditorSetup is the auditor side of a stack the bench started.
+type auditorSetup struct {
+	bin       string
+	env       []string // brokers, partitions, ClickHouse address, key
+	chAddr    string
+	brokers   string
+	databases []string // created by the auditors; dropped at close
+}
+
+// clickHouseReachable reports whether ClickHouse answers at addr.
+func clickHouseReachable(ctx context.Context, addr string) error {
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, DialTimeout: 3 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return conn.Ping(ctx)
+}
+
+// startAuditor starts `auditor serve` named name in group with a fresh
+// ClickHouse database and returns it with the URL of its metrics.
+func (s *stack) startAuditor(ctx context.Context, name, group string) (*proc, string, error) {
+	a := s.auditor
+	db := "eskvbench_" + randomHex(6)
+	a.databases = append(a.databases, db)
+	addrFile := filepath.Join(s.dir, name+".addr")
+	p, err := s.startArgs(a.bin, name, []string{"serve"}, append(a.env,
+		"ESKV_CLICKHOUSE_DATABASE="+db, "ESKV_AUDITOR_GROUP="+group, "ESKV_AUDITOR_ID="+name,
+		"ESKV_AUDITOR_ADDR=127.0.0.1:0", "ESKV_AUDITOR_ADDR_FILE="+addrFile)...)
+	if err != nil {
+		return nil, "", err
+	}
+	addr, err := waitAddr(ctx, p, addrFile)
+	if err != nil {
+		return nil, "", s.startupError(name+" did not report its address", err)
+	}
+	return p, "http://" + addr, nil
+}
+
+// dropAuditDatabases drops the ClickHouse databases of the bench's
+// auditors.
+func (a *auditorSetup) dropDatabases(progress io.Writer) {
+	if a == nil || len(a.databases) == 0 {
+		return
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{a.chAddr}, DialTimeout: 3 * time.Second})
+	if err != nil {
+		fmt.Fprintf(progress, "eskvbench: drop ClickHouse databases %v: %v\n", a.databases, err)
+		return
+	}
+	defer conn.Close()
+	for _, db := range a.databases {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db); err != nil {
+			fmt.Fprintf(progress, "eskvbench: drop ClickHouse database %s: %v\n", db, err)
+		}
+		cancel()
+	}
+}
+
+// auditorLag is figure 7a: the auditor's lag histogram (event ts to
+// ClickHouse accepting the row) over the observations made during 2a.
+func (b *bench) auditorLag(before, after []byte, rate float64) result {
+	r := result{Step: "7a", Title: "auditor lag histogram (event ts -> row in ClickHouse)", Verdict: verdictSkip}
+	switch {
+	case b.s.auditorURL == "":
+		r.Note = "no auditor (ClickHouse unreachable, -auditor=false, or give -auditor-url with -url)"
+		return r
+	case after == nil:
+		r.Note = "could not read " + b.s.auditorURL + "/metrics"
+		return r
+	}
+	hb, _, err := parseHistogram(bytes.NewReader(before), auditorLagMetric)
+	if err != nil {
+		r.Note = err.Error()
+		return r
+	}
+	ha, ok, err := parseHistogram(bytes.NewReader(after), auditorLagMetric)
+	if err != nil || !ok {
+		r.Note = fmt.Sprintf("no histogram %s in %s/metrics (%v)", auditorLagMetric, b.s.auditorURL, err)
+		return r
+	}
+	d := ha.delta(hb)
+	if d.total() == 0 {
+		r.Note = auditorLagMetric + " recorded nothing during the run"
+		return r
+	}
+	p50, _ := d.quantile(0.5)
+	p99, over := d.quantile(0.99)
+	r.Ops = int(d.total())
+	r.P50, r.P99 = seconds(p50), seconds(p99)
+	r.Verdict = ""
+	r.Note = fmt.Sprintf("%s: bucket deltas over run 2a at %.0f writes/s, interpolated%s; includes the auditor's batch linger (100 ms by default); no target",
+		auditorLagMetric, rate, map[bool]string{true: "; p99 beyond the last bucket", false: ""}[over])
+	return r
+}
+
+// auditorIngest is figure 7b: a second auditor, in a group of its own with
+// an empty database, reads everything the run wrote (kv.changes and
+// kv.conflicts) and inserts it; rows/s from its first row to the last.
+func (b *bench) auditorIngest(ctx context.Context) result {
+	r := result{Step: "7b", Title: "auditor ingest of the run's backlog (fresh group and database)", Verdict: verdictSkip}
+	if b.s.auditor == nil {
+		r.Note = "no auditor (ClickHouse unreachable or -auditor=false; with -url the backlog measure needs the bench's own stack)"
+		return r
+	}
+	ends, err := b.s.endOffsets(ctx)
+	if err != nil {
+		r.Note = err.Error()
+		return r
+	}
+	var records int64
+	for _, ps := range ends {
+		for _, o := range ps {
+			records += o
+		}
+	}
+	start := time.Now()
+	p, url, err := b.s.startAuditor(ctx, "auditor-ingest", "eskvbench-ingest-"+b.runID)
+	if err != nil {
+		r.Note = err.Error()
+		return r
+	}
+	defer stopProc(p, 15*time.Second)
+	var (
+		t0, t1       time.Time
+		rows0, rows1 float64
+	)
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		m := b.scrape(ctx, url)
+		if m != nil {
+			rows := metricSum(m, "eskv_auditor_rows_total")
+			now := time.Now()
+			if t0.IsZero() && rows > 0 {
+				t0, rows0 = now, rows
+			}
+			if caughtUp(m, ends) {
+				t1, rows1 = now, rows
+				break
+			}
+		}
+		if !p.alive() {
+			r.Note = fmt.Sprintf("auditor-ingest exited: %v", p.err)
+			return r
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			r.Note = "auditor-ingest did not catch up within 10 minutes"
+			return r
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	r.Ops = int(rows1)
+	r.Seconds = t1.Sub(start).Seconds()
+	if t1.After(t0) && rows1 > rows0 {
+		r.OpsPerSec = (rows1 - rows0) / t1.Sub(t0).Seconds()
+	}
+	r.target(targetThroughput, targetAuditorRowsPerSec)
+	r.Note = fmt.Sprintf("%d rows (events and conflicts, %d records with transaction markers) in %.2fs from start, %.2fs from its first insert; "+
+		"rows/s counts from the first insert (group join and ClickHouse setup excluded); broker, auditor and ClickHouse share the machine",
+		int(rows1), records, t1.Sub(start).Seconds(), t1.Sub(t0).Seconds())
+	if rows1 < 20000 {
+		r.Note += "; fewer than 20,000 rows: a longer -duration gives a steadier figure"
+	}
+	return r
+}
+
+// endOffsets returns the last stable offsets of both topics.
+func (s *stack) endOffsets(ctx context.Context) (map[string]map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.auditor.brokers))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	out := map[string]map[int32]int64{}
+	for _, t := range []string{"kv.changes", "kv.conflicts"} {
+		lo, err := adm.ListCommittedOffsets(ctx, t)
+		if err == nil {
+			err = lo.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("end offsets of %s: %w", t, err)
+		}
+		out[t] = map[int32]int64{}
+		lo.Each(func(o kadm.ListedOffset) { out[t][o.Partition] = o.Offset })
+	}
+	return out, nil
+}
+
+// caughtUp reports whether the auditor's eskv_auditor_next_offset gauges
+// reach ends for every non-empty partition.
+func caughtUp(metrics []byte, ends map[string]map[int32]int64) bool {
+	next := map[string]map[int32]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(metrics))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	const prefix = "eskv_auditor_next_offset{"
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		labels := line[len(prefix):end]
+		topic, ok1 := labelValue(labels, "topic")
+		ps, ok2 := labelValue(labels, "partition")
+		p, err := strconv.Atoi(ps)
+		f := strings.Fields(line[end+1:])
+		if !ok1 || !ok2 || err != nil || len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		if next[topic] == nil {
+			next[topic] = map[int32]float64{}
+		}
+		next[topic][int32(p)] = v
+	}
+	for t, ps := range ends {
+		for p, o := range ps {
+			if o > 0 && next[t][p] < float64(o) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// metricSum sums the samples of a counter or gauge family over its labels.
+func metricSum(metrics []byte, name string) float64 {
+	var sum float64
+	for line := range bytes.Lines(metrics) {
+		l := strings.TrimSpace(string(line))
+		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
+			continue
+		}
+		rest := strings.TrimPrefix(l, name)
+		if i := strings.LastIndexByte(rest, '}'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// auditorReady waits until url/readyz answers 200.
+func auditorReady(ctx context.Context, p *proc, url string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return waitFor(ctx, 60*time.Second, p, func() bool { return httpOK(client, url+"/readyz") })
+}
