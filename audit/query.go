@@ -166,3 +166,34 @@ func (s *Store) Count(ctx context.Context) (Counts, error) {
 	}
 	return c, nil
 }
+
+// EventRowAt returns the row of (key, version), read with FINAL; ok is
+// false when there is none.
+func (s *Store) EventRowAt(ctx context.Context, key string, version int64) (r Row, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	rows, err := s.conn.Query(ctx, "SELECT "+strings.TrimSuffix(eventColumns, ", ingested_at")+
+		" FROM audit_events FINAL WHERE key = ? AND version = ? LIMIT 1", key, version)
+	if err != nil {
+		return r, false, unavailable("read audit_events", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return r, false, rows.Err()
+	}
+	var (
+		ts   time.Time
+		tsUS int64
+	)
+	if err := rows.Scan(&ts, &tsUS, &r.Tenant, &r.Project, &r.Key, &r.Version, &r.PrevVersion, &r.Kind, &r.Op,
+		&r.Purpose, &r.Producer, &r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.TTLSeconds,
+		&r.ExpiresAtUS, &r.BeforeHash, &r.AfterHash, &r.HashKeyID, &r.PrevChainHash, &r.ChainHash,
+		&r.Partition, &r.Offset); err != nil {
+		return r, false, fmt.Errorf("read audit_events: %w", err)
+	}
+	r.TS = time.UnixMicro(tsUS).UTC()
+	return r, true, nil
+}
+
+// KeyScope is the scope of exactly one key.
+func KeyScope(key string) Scope { return Scope{From: key, To: key + "\x00"} }

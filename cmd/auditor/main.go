@@ -4,6 +4,7 @@
 //	auditor serve    consume kv.changes and kv.conflicts into ClickHouse
 //	auditor report   conflict rates (and top conflicting keys) as a table or JSON
 //	auditor verify   recompute the hash chains and match rows to the log
+//	auditor prove    show that a value was the value of a key at a version
 //
 // Every setting is a flag whose default comes from an ESKV_ environment
 // variable; the defaults reach the local stack of `make run`.
@@ -45,7 +46,7 @@ func main() {
 }
 
 // Exit codes: 0 success; 1 an error (bad flags, a service unreachable);
-// 2 verify found a discrepancy in the trail.
+// 2 verify found a discrepancy in the trail, or prove could not prove.
 const exitDiscrepancy = 2
 
 const usage = `usage: auditor <command> [flags]
@@ -55,6 +56,8 @@ Commands:
   report   conflict rates per tenant, project and purpose, as a table or JSON
   verify   recompute the hash chains, match every row to its event in kv.changes;
            exits 2 naming the first discrepancy
+  prove    prove "value X was the value of key K at version N" from the trail
+           (needs the audit key); exits 2 when it cannot
 
 Run 'auditor <command> -h' for its flags. Every flag defaults to an ESKV_
 environment variable; the defaults reach the local stack of 'make run'.
@@ -72,6 +75,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return report(ctx, args[1:], getenv, stdout, stderr)
 	case "verify":
 		return verify(ctx, args[1:], getenv, stdout, stderr)
+	case "prove":
+		return prove(ctx, args[1:], getenv, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stderr, usage)
 		return flag.ErrHelp

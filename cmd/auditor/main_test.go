@@ -162,6 +162,24 @@ func TestServeVerifyReport(t *testing.T) {
 		}
 		t.Logf("%s", out.String())
 	})
+	t.Run("ProveOK", func(t *testing.T) {
+		// Another formatting of the same JSON value: canonical JSON makes
+		// them one.
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{ "a" : 2.0 }`}, getenv, &out, io.Discard)
+		if err != nil || !strings.Contains(out.String(), "PROVEN: {\"a\":2} was the value of tenant/t/project/p/k at version 2") {
+			t.Fatalf("prove: %v\n%s", err, out.String())
+		}
+		t.Logf("\n%s", out.String())
+	})
+	t.Run("ErrProveOtherValue", func(t *testing.T) {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{"a":1}`}, getenv, &out, io.Discard)
+		if _, ok := errors.AsType[*discrepancyError](err); !ok || !strings.Contains(err.Error(), "value_differs") {
+			t.Fatalf("prove of another value: %v\n%s", err, out.String())
+		}
+		t.Logf("%v", err)
+	})
 	t.Run("ReportJSON", func(t *testing.T) {
 		var out bytes.Buffer
 		if err := run(context.Background(), []string{"report", "-json", "-by", "total", "-since", "24h"}, getenv, &out, io.Discard); err != nil {

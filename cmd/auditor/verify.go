@@ -13,6 +13,7 @@ import (
 
 // discrepancyError is a verification that ran and failed: exit code 2.
 type discrepancyError struct {
+	what  string // "verify failed", "not proven"
 	first audit.Discrepancy
 	n     int
 }
@@ -22,7 +23,7 @@ func (e *discrepancyError) Error() string {
 	if e.n > 1 {
 		more = fmt.Sprintf(" (and %d more discrepancies)", e.n-1)
 	}
-	return "verify failed: " + e.first.String() + more
+	return e.what + ": " + e.first.String() + more
 }
 
 // verify recomputes the hash chains in ClickHouse and matches rows and
@@ -33,6 +34,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	c := commonFlags(fs, getenv)
 	tenant := fs.String("tenant", "", "verify the keys of this tenant only")
 	prefix := fs.String("prefix", "", "verify the keys starting with this prefix only")
+	key := fs.String("key", "", "verify this one key only")
 	from := fs.String("from", "", "verify keys >= this key only")
 	to := fs.String("to", "", "verify keys < this key only")
 	group := fs.String("group", env(getenv, "ESKV_AUDITOR_GROUP", audit.Group), "the auditor's consumer group, whose committed offsets say which events must have rows (ESKV_AUDITOR_GROUP)")
@@ -47,12 +49,15 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := c.check(); err != nil {
 		return err
 	}
-	if *tenant != "" && *prefix != "" {
-		return fmt.Errorf("-tenant and -prefix exclude each other")
+	if (*tenant != "" && *prefix != "") || (*key != "" && (*tenant != "" || *prefix != "" || *from != "" || *to != "")) {
+		return fmt.Errorf("-key, -tenant and -prefix exclude each other, and -key excludes -from and -to")
 	}
 	scope := audit.Scope{Prefix: *prefix, From: *from, To: *to}
 	if *tenant != "" {
 		scope.Prefix = audit.TenantScope(*tenant).Prefix
+	}
+	if *key != "" {
+		scope = audit.KeyScope(*key)
 	}
 	keys, _, err := c.keyring()
 	if err != nil {
@@ -92,7 +97,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 	}
 	if len(rep.Discrepancies) > 0 {
-		return &discrepancyError{first: rep.Discrepancies[0], n: len(rep.Discrepancies)}
+		return &discrepancyError{what: "verify failed", first: rep.Discrepancies[0], n: len(rep.Discrepancies)}
 	}
 	return nil
 }
