@@ -276,3 +276,39 @@ func TestAuditorIngestsLogOneToOne(t *testing.T) {
 		}
 	})
 }
+
+// TestTTLExpirations: an expire event appears in ttl_expirations with the
+// semantic context of the entry, and does not count as an applied write.
+func TestTTLExpirations(t *testing.T) {
+	b := testenv.MustBroker(t, 2)
+	s, ch := mustStore(t)
+	ts := time.Now().UTC().Truncate(time.Microsecond)
+	exp := ts.Add(30 * time.Second)
+	sem := events.Semantics{Purpose: "lock", Producer: "scheduler", ConsumerHints: []string{"nightly-job"}, TTLSeconds: 30}
+	put := events.Event{SchemaVersion: 1, Key: "tenant/t/project/p/locks/nightly", Scope: "tenant/t/project/p", Version: 1,
+		Kind: events.KindPut, Op: events.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"holder":"w1"}`),
+		Semantics: sem, SpecRef: "adr-12", Principal: "w1", TS: ts, CreatedAt: ts, ExpiresAt: &exp}
+	expire := put
+	expire.Version, expire.PrevVersion, expire.Kind, expire.Op = 2, 1, events.KindExpire, events.OpExpire
+	expire.Before, expire.After, expire.Principal, expire.TS = put.After, json.RawMessage("null"), "sweeper", exp
+	produce(t, b, history{events: []events.Event{put, expire}}, false)
+	a := runAuditor(t, b, s, "ttl", nil, audit.AlertConfig{})
+	waitCaughtUp(t, b, a)
+
+	var (
+		key, purpose, producer, specRef, before string
+		hints                                   []string
+		version, ttl, expiresAt                 int64
+	)
+	if err := ch.Conn.QueryRow(context.Background(), `SELECT key, version, purpose, producer, consumer_hints, spec_ref, ttl_seconds, expires_at_us, before_hash
+FROM ttl_expirations`).Scan(&key, &version, &purpose, &producer, &hints, &specRef, &ttl, &expiresAt, &before); err != nil {
+		t.Fatal(err)
+	}
+	if key != put.Key || version != 2 || purpose != "lock" || producer != "scheduler" || len(hints) != 1 || specRef != "adr-12" ||
+		ttl != 30 || expiresAt != exp.UnixMicro() || before != audit.ValueHash(testKey(t), put.After) {
+		t.Fatalf("ttl_expirations: %s@%d %s %s %v %s %d %d %s", key, version, purpose, producer, hints, specRef, ttl, expiresAt, before)
+	}
+	if n := count(t, ch, "SELECT sum(applied) FROM conflict_rate_hour"); n != 1 {
+		t.Fatalf("applied writes %d, want 1 (the expiry is not a write)", n)
+	}
+}

@@ -33,6 +33,13 @@ if [[ -n $db && ! $db =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
 fi
 
 server=/usr/sbin/clickhouse-server
+# running PID: the process exists and is not a zombie.
+running() {
+	local state
+	[[ -r /proc/$1/stat ]] || return 1
+	state=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z ]]
+}
 client() { clickhouse-client --host 127.0.0.1 --port "$port" "$@"; }
 ready() { client -q 'SELECT 1' >/dev/null 2>&1; }
 
@@ -121,8 +128,9 @@ EOF
     </quotas>
 </yandex>
 EOF
-	# A stale pid file from a killed server would make --daemon refuse.
-	if [[ -s $dir/server.pid ]] && ! kill -0 "$(<"$dir/server.pid")" 2>/dev/null; then
+	# A stale pid file from a killed server makes --daemon refuse, also when
+	# the pid is a zombie nobody reaped (no init system here).
+	if [[ -s $dir/server.pid ]] && ! running "$(<"$dir/server.pid")"; then
 		rm -f "$dir/server.pid"
 	fi
 	log "starting ClickHouse on 127.0.0.1:$port (data $dir)"
