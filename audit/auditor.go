@@ -230,6 +230,9 @@ func (a *Auditor) Run(ctx context.Context) error {
 		}
 		b, perr := a.build(ctx, recs)
 		if b == nil {
+			if ctx.Err() != nil {
+				return nil // nothing inserted: the next run reads it again
+			}
 			return perr
 		}
 		if err := a.insert(ctx, b); err != nil {
@@ -533,13 +536,16 @@ func (a *Auditor) retry(ctx context.Context, f func() error) error {
 }
 
 // insert stores a batch's rows; ClickHouse has accepted them all when it
-// returns nil. The two tables are inserted concurrently.
+// returns nil. The two tables are inserted concurrently. A shutdown (ctx
+// cancelled) lets an insert under way finish, so that its offsets are
+// committed too; only retries stop.
 func (a *Auditor) insert(ctx context.Context, b *batch) error {
 	start := time.Now()
+	ictx := context.WithoutCancel(ctx)
 	err := a.retry(ctx, func() error {
 		var g errgroup.Group
-		g.Go(func() error { return a.store.InsertEvents(ctx, b.rows, start) })
-		g.Go(func() error { return a.store.InsertConflicts(ctx, b.conflicts, start) })
+		g.Go(func() error { return a.store.InsertEvents(ictx, b.rows, start) })
+		g.Go(func() error { return a.store.InsertConflicts(ictx, b.conflicts, start) })
 		return g.Wait()
 	})
 	if err != nil {
