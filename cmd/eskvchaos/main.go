@@ -66,6 +66,7 @@ type config struct {
 	adminPostgresURL string
 	checkTimeout     time.Duration
 	keep             bool
+	logLevel         string
 }
 
 // span is a duration range "min-max"; a value is drawn uniformly from it.
@@ -166,6 +167,7 @@ without faults, and prints the ratio instead.
 	fs.IntVar(&c.throughputClients, "throughput-clients", envInt(env("ESKV_CHAOS_THROUGHPUT_CLIENTS"), 48), "concurrent writing clients of the throughput measurement (ESKV_CHAOS_THROUGHPUT_CLIENTS)")
 	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", or(env("ESKV_TEST_POSTGRES_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres URL with the right to create and drop the run's database (ESKV_TEST_POSTGRES_URL)")
 	fs.DurationVar(&c.checkTimeout, "check-timeout", envDur(env("ESKV_CHAOS_CHECK_TIMEOUT"), 5*time.Minute), "give up the linearizability check after this long (the verdict is then unknown, a failure) (ESKV_CHAOS_CHECK_TIMEOUT)")
+	fs.StringVar(&c.logLevel, "log-level", or(env("ESKV_CHAOS_LOG_LEVEL"), "warn"), "log level of the services (at info a writer logs every write) (ESKV_CHAOS_LOG_LEVEL)")
 	fs.BoolVar(&c.keep, "keep", env("ESKV_CHAOS_KEEP") == "true", "keep the run directory and database also when every check passes (ESKV_CHAOS_KEEP)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
@@ -66,9 +70,62 @@ func waitProjected(ctx context.Context, s *stack, l *theLog, timeout time.Durati
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("%w (%s)", err, lag)
+		s.dumpActivity(ctx)
+		groups := s.describeGroups(ctx)
+		return fmt.Errorf("%w (%s; consumer groups: %s; Postgres sessions in %s)", err, lag, groups, filepath.Join(s.dir, "pg-activity.txt"))
 	}
 	return nil
+}
+
+// describeGroups describes the projector's and the writers' consumer
+// groups as the broker sees them.
+func (s *stack) describeGroups(ctx context.Context) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, "kv-projector", "kv-writer")
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, g := range gs.Sorted() {
+		var ms []string
+		for _, m := range g.Members {
+			id := m.MemberID
+			if m.InstanceID != nil {
+				id = *m.InstanceID
+			}
+			ms = append(ms, id)
+		}
+		out = append(out, fmt.Sprintf("%s %s (%d members: %s; err %v)", g.Group, g.State, len(ms), strings.Join(ms, ", "), g.Err))
+	}
+	return strings.Join(out, "; ")
+}
+
+// dumpActivity writes the database's sessions and the locks they wait for
+// to the run directory: a projector that stopped applying is often
+// waiting for a lock.
+func (s *stack) dumpActivity(ctx context.Context) {
+	rows, err := s.db.Query(ctx, `
+SELECT a.pid, a.application_name, a.client_addr::text, a.state, coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
+    coalesce(a.xact_start::text, ''), pg_blocking_pids(a.pid)::text, left(a.query, 200)
+FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() ORDER BY a.xact_start NULLS LAST`)
+	if err != nil {
+		return
+	}
+	var b strings.Builder
+	var pid int32
+	var app, addr, state, wtype, wevent, xstart, blockers, query *string
+	_, _ = pgx.ForEachRow(rows, []any{&pid, &app, &addr, &state, &wtype, &wevent, &xstart, &blockers, &query}, func() error {
+		fmt.Fprintf(&b, "pid %d app %q from %s: %s, waiting %s/%s, transaction since %s, blocked by %s: %s\n",
+			pid, deref(app), deref(addr), deref(state), deref(wtype), deref(wevent), deref(xstart), deref(blockers), deref(query))
+		return nil
+	})
+	_ = os.WriteFile(filepath.Join(s.dir, "pg-activity.txt"), []byte(b.String()), 0o644)
 }
 
 // checkProjection compares the live projection with the fold of the log
@@ -171,7 +228,7 @@ func (s *stack) projectorTool(ctx context.Context, args ...string) (string, int,
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "projector"), args...)
-	cmd.Env = append(baseEnv(), "ESKV_BROKERS="+s.brokers, "ESKV_POSTGRES_URL="+s.dbURL, "ESKV_LOG_LEVEL="+logLevel,
+	cmd.Env = append(baseEnv(), "ESKV_BROKERS="+s.brokers, "ESKV_POSTGRES_URL="+s.dbURL, "ESKV_LOG_LEVEL=warn",
 		fmt.Sprintf("ESKV_PARTITIONS=%d", s.topics.Partitions))
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError

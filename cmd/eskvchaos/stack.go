@@ -27,9 +27,6 @@ import (
 	"github.com/eskv/eskv/projection"
 )
 
-// logLevel of the services: at info a writer logs every write.
-const logLevel = "warn"
-
 // stack is the system under test, as processes the harness started.
 type stack struct {
 	dir      string // run directory: binaries, logs, broker data, findings
@@ -144,15 +141,15 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	s.brokers = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	s.token = "chaos-" + randomHex(16)
 	s.topics = changelog.Topics{Changes: changelog.DefaultChangesTopic, Conflicts: changelog.DefaultConflictsTopic, Partitions: int32(c.partitions)}
-	common := []string{"ESKV_BROKERS=" + s.brokers, "ESKV_POSTGRES_URL=" + s.dbURL, "ESKV_LOG_LEVEL=" + logLevel,
+	common := []string{"ESKV_BROKERS=" + s.brokers, "ESKV_POSTGRES_URL=" + s.dbURL, "ESKV_LOG_LEVEL=" + c.logLevel,
 		fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions)}
 
 	s.broker = s.newProc("devbroker", "devbroker", "", fmt.Sprintf("ESKV_BROKER_PORT=%d", ports[0]),
-		"ESKV_BROKER_DATA="+filepath.Join(s.dir, "broker"), "ESKV_BROKER_LOG_LEVEL="+logLevel)
+		"ESKV_BROKER_DATA="+filepath.Join(s.dir, "broker"), "ESKV_BROKER_LOG_LEVEL=warn")
 	for i := range c.projectors {
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[1+c.writers+i])
 		s.projectors = append(s.projectors, s.newProc(fmt.Sprintf("projector-%d", i+1), "projector", "http://"+addr,
-			append(common, "ESKV_PROJECTOR_ADDR="+addr)...))
+			append(common, "ESKV_PROJECTOR_ADDR="+addr, fmt.Sprintf("ESKV_PROJECTOR_ID=chaos-p%d", i+1))...))
 	}
 	for i := range c.writers {
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[1+i])

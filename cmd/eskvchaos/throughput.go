@@ -24,6 +24,7 @@ type throughputResult struct {
 	acked    int64
 	failed   int64
 	duration time.Duration
+	load     string // the host's load average at the start and end
 }
 
 func (t throughputResult) perSecond() float64 { return float64(t.acked) / t.duration.Seconds() }
@@ -65,7 +66,7 @@ func runThroughput(ctx context.Context, c config, s *stack, stdout, stderr io.Wr
 	fmt.Fprintf(stdout, "eskvchaos -throughput: %d clients, unconditional PUTs of %d keys in %d projects, %s per phase, %d CPUs (load %s -> %s)\n",
 		c.throughputClients, throughputKeys, throughputProjects, c.throughputDuration, runtime.NumCPU(), load0, loadAvg())
 	for _, r := range []throughputResult{one, anyW, owner} {
-		fmt.Fprintf(stdout, "  %-42s %8.0f writes/s (%d acknowledged, %d failed)\n", r.name+":", r.perSecond(), r.acked, r.failed)
+		fmt.Fprintf(stdout, "  %-42s %8.0f writes/s (%d acknowledged, %d failed; host load %s)\n", r.name+":", r.perSecond(), r.acked, r.failed, r.load)
 	}
 	fmt.Fprintf(stdout, "ratio %d writers / 1 writer: %.2f (clients to any writer), %.2f (clients to the owner)\n",
 		len(s.writers), anyW.perSecond()/one.perSecond(), owner.perSecond()/one.perSecond())
@@ -164,6 +165,7 @@ func measure(ctx context.Context, c config, s *stack, name string, ws []*proc, t
 		}()
 	}
 	pause(ctx.Done(), 2*time.Second) // warm-up: connections, overlay, caches
+	load0 := loadAvg()
 	counting.Store(true)
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
@@ -187,7 +189,7 @@ loop:
 	if err := ctx.Err(); err != nil {
 		return throughputResult{}, fmt.Errorf("interrupted: %w", err)
 	}
-	return throughputResult{name: name, writers: len(ws), acked: acked.Load(), failed: failed.Load(), duration: d}, nil
+	return throughputResult{name: name, writers: len(ws), acked: acked.Load(), failed: failed.Load(), duration: d, load: load0 + " -> " + loadAvg()}, nil
 }
 
 // loadAvg is the host's 1-minute load average, or "?".
