@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -467,7 +468,8 @@ func (s *stack) close(progress io.Writer, keep bool) {
 	os.RemoveAll(s.dir)
 }
 
-// printLogTails prints the end of every service log.
+// printLogTails prints the end of every service log, without the WARN
+// line each CAS conflict logs (expected by the hundred under contention).
 func (s *stack) printLogTails(w io.Writer) {
 	var procs []*proc
 	if s.broker != nil {
@@ -475,7 +477,7 @@ func (s *stack) printLogTails(w io.Writer) {
 	}
 	procs = append(append(procs, s.projectors...), s.writers...)
 	for _, p := range procs {
-		fmt.Fprintf(w, "--- %s log (tail of %s) ---\n%s\n", p.name, p.log, tail(p.log, 3000))
+		fmt.Fprintf(w, "--- %s log (tail of %s, conflicts left out) ---\n%s\n", p.name, p.log, tailWithout(p.log, 3000, `"msg":"version conflict"`))
 	}
 }
 
@@ -562,15 +564,23 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
+// tailWithout returns about the last n bytes of the file's lines that do
+// not contain skip.
+func tailWithout(path string, n int, skip string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		f.Seek(st.Size()-n, io.SeekStart)
+	lines := strings.SplitAfter(string(b), "\n")
+	var out []string
+	size := 0
+	for i := len(lines) - 1; i >= 0 && size < n; i-- {
+		if lines[i] == "" || strings.Contains(lines[i], skip) {
+			continue
+		}
+		out = append(out, lines[i])
+		size += len(lines[i])
 	}
-	b, _ := io.ReadAll(f)
-	return string(b)
+	slices.Reverse(out)
+	return strings.Join(out, "")
 }
