@@ -66,6 +66,9 @@ func prove(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer store.Close()
+	if err := store.Migrate(ctx); err != nil { // a trail not started yet is an empty one
+		return err
+	}
 
 	fail := func(problem, format string, args ...any) error {
 		return &discrepancyError{what: "not proven", n: 1, first: audit.Discrepancy{

@@ -68,6 +68,9 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer store.Close()
+	if err := store.Migrate(ctx); err != nil { // a trail not started yet is an empty one
+		return err
+	}
 	rep, err := audit.Verify(ctx, store, keys, audit.VerifyConfig{
 		Brokers: c.brokerList(), Topics: c.topics(), Group: *group, Scope: scope, Wait: *wait,
 	})
