@@ -52,7 +52,7 @@ func (s *Server) forward(c echo.Context, k events.Key) (bool, error) {
 	if local {
 		return false, nil
 	}
-	if by := c.Request().Header.Get(ForwardedHeader); by != "" {
+	if owner == "" || c.Request().Header.Get(ForwardedHeader) != "" {
 		return true, &events.Error{Code: events.EUnavailable, Message: "the key's partition is moving between writers; retry", RetryAfterSeconds: 1}
 	}
 	p, err := s.fwd.proxy(owner)

@@ -56,6 +56,11 @@ type Config struct {
 	// offsets within the log); default DefaultCheckInterval. The same
 	// checks run at start and on every assignment.
 	CheckInterval time.Duration
+	// InstanceID makes the projector a static member of its group: a
+	// restarted projector with the same id takes its partitions back at
+	// once, and a killed one does not leave a member behind that keeps
+	// the group rebalancing. Empty means dynamic membership.
+	InstanceID string
 }
 
 // DefaultCheckInterval is the default of Config.CheckInterval.
@@ -153,7 +158,11 @@ func (p *Projector) Run(ctx context.Context) error {
 	pctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 
-	cl, err := kgo.NewClient(
+	var static []kgo.Opt
+	if p.cfg.InstanceID != "" {
+		static = append(static, kgo.InstanceID(p.cfg.InstanceID))
+	}
+	cl, err := kgo.NewClient(append(static,
 		kgo.SeedBrokers(p.cfg.Brokers...),
 		kgo.WithLogger(changelog.Logger(p.log)),
 		kgo.ConsumerGroup(p.cfg.Group),
@@ -185,7 +194,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		// Fetches return as soon as data arrives; the wait only bounds an
 		// idle fetch.
 		kgo.FetchMaxWait(100*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("projector: kafka client: %w", err)
 	}

@@ -406,16 +406,16 @@ func (p *partition) commit(ctx context.Context, prod *kgo.Client, recs []*kgo.Re
 	return nil
 }
 
-// lookup returns the overlay's state of key when the partition is ready
-// and holds one.
-func (p *partition) lookup(key string) (events.State, bool) {
+// lookup returns the overlay's state of key, whether the overlay holds
+// one, and whether the partition is ready (caught up) at all.
+func (p *partition) lookup(key string) (state events.State, ok, ready bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.ready {
-		return events.State{}, false
+		return events.State{}, false, false
 	}
 	e, ok := p.overlay[key]
-	return e.state, ok
+	return e.state, ok, true
 }
 
 // trim drops overlay entries the projection holds (offset below next).

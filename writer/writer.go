@@ -307,9 +307,9 @@ func (w *Writer) refreshOwners(ctx context.Context) {
 }
 
 // Route says where a request for key is decided: here (local), or by the
-// writer answering at ownerURL. ownerURL is empty when no other owner is
-// known; the request is then answered here (with a 503 if this writer does
-// not own the partition).
+// writer answering at ownerURL. When this writer does not own the key's
+// partition and knows no other owner, local is false and ownerURL empty:
+// the caller answers 503 (never a read from a projection that may lag).
 func (w *Writer) Route(key events.Key) (local bool, ownerURL string) {
 	id, p := w.partition(key)
 	if p != nil {
@@ -320,7 +320,7 @@ func (w *Writer) Route(key events.Key) (local bool, ownerURL string) {
 			return false, o.Addr
 		}
 	}
-	return true, ""
+	return false, ""
 }
 
 func (w *Writer) partition(key events.Key) (int32, *partition) {
@@ -349,15 +349,22 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 	}
 }
 
-// State returns the current state of a key: from this writer's overlay
-// when it owns the key's partition and holds a newer event than the
-// projection, else from the projection.
+// State returns the current state of a key as its partition's owner
+// knows it: from the overlay when it holds a newer event than the
+// projection, else from the projection, which holds everything older. Only
+// the owner of a caught-up partition answers; anyone else answers
+// partition_unavailable, because the projection alone may lag the log.
 func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error) {
-	_, p := w.partition(key)
-	if p != nil {
-		if s, ok := p.lookup(key.String()); ok {
-			return s, nil
-		}
+	id, p := w.partition(key)
+	if p == nil {
+		return events.State{}, errUnavailable(id, "not owned by this writer")
+	}
+	s, ok, ready := p.lookup(key.String())
+	if !ready {
+		return events.State{}, errUnavailable(id, "catching up or moving between writers")
+	}
+	if ok {
+		return s, nil
 	}
 	return w.proj.State(ctx, key.String())
 }

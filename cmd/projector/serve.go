@@ -23,12 +23,15 @@ import (
 // consumes kv.changes into it and serves /healthz, /readyz and /metrics.
 func serve(ctx context.Context, args []string, e env, stderr io.Writer) error {
 	var c config
-	var addr, addrFile, checkInterval string
+	var addr, addrFile, checkInterval, instanceID string
 	fs, check := newFlagSet("serve", &c, e, "info", stderr)
 	fs.StringVar(&addr, "addr", e("ESKV_PROJECTOR_ADDR", "127.0.0.1:8081"), "listen address of /healthz, /readyz and /metrics (ESKV_PROJECTOR_ADDR)")
 	fs.StringVar(&addrFile, "addr-file", e("ESKV_PROJECTOR_ADDR_FILE", ""), "write the bound address to this file once listening (ESKV_PROJECTOR_ADDR_FILE)")
 	fs.StringVar(&checkInterval, "check-interval", e("ESKV_PROJECTOR_CHECK_INTERVAL", projector.DefaultCheckInterval.String()),
 		"how often a running projector re-checks that the topic was not recreated, truncated or repartitioned (ESKV_PROJECTOR_CHECK_INTERVAL)")
+	host, _ := os.Hostname()
+	fs.StringVar(&instanceID, "instance-id", e("ESKV_PROJECTOR_ID", "projector-"+host),
+		"static consumer-group member id: a restarted projector takes its partitions back at once; unique per projector (ESKV_PROJECTOR_ID)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,6 +63,7 @@ func serve(ctx context.Context, args []string, e env, stderr io.Writer) error {
 		Topic:         c.topic,
 		Partitions:    int32(c.partitions),
 		CheckInterval: every,
+		InstanceID:    instanceID,
 	}, projection.New(pool), log, reg)
 	if err != nil {
 		return err
