@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -43,6 +44,15 @@ type partition struct {
 	ready   bool
 	epoch   int64
 	overlay map[string]overlayEntry
+	// end is the offset after the last record this owner knows committed
+	// on the partition: the last stable offset it caught up to, then past
+	// the commit marker of each of its transactions (last record + 2).
+	// Only kv-writer-p<N> writes to partition N, so a last stable offset
+	// beyond end means another writer took the partition over.
+	end int64
+	// superseded is signalled when a read found the partition written by
+	// another writer.
+	superseded chan struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -50,11 +60,12 @@ type partition struct {
 
 func newPartition(w *Writer, id int32) *partition {
 	return &partition{
-		id:    id,
-		w:     w,
-		log:   w.log.With("partition", id),
-		calls: make(chan *call, w.cfg.QueueDepth),
-		done:  make(chan struct{}),
+		id:         id,
+		w:          w,
+		log:        w.log.With("partition", id),
+		calls:      make(chan *call, w.cfg.QueueDepth),
+		done:       make(chan struct{}),
+		superseded: make(chan struct{}, 1),
 	}
 }
 
@@ -88,6 +99,12 @@ func (p *partition) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for {
 		err := p.own(ctx)
+		if errors.Is(err, errSuperseded) {
+			// Another writer owns the partition: this one was paused or
+			// cut off past its session. Re-fencing now would only fence
+			// the real owner; the group revokes the partition meanwhile.
+			backoff = max(backoff, p.w.cfg.SessionTimeout)
+		}
 		p.setReady(false, 0, nil)
 		p.failQueued()
 		if ctx.Err() != nil {
@@ -144,11 +161,18 @@ func (p *partition) own(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
-	overlay, err := p.catchUp(ctx)
+	overlay, end, err := p.catchUp(ctx)
 	if err != nil {
 		return fmt.Errorf("catch up: %w", err)
 	}
 	p.setReady(true, int64(epoch), overlay)
+	p.mu.Lock()
+	p.end = end
+	p.mu.Unlock()
+	select { // a stale signal from an earlier ownership
+	case <-p.superseded:
+	default:
+	}
 	p.w.metrics.partitionsReady.Inc()
 	defer p.w.metrics.partitionsReady.Dec()
 	p.log.Info("partition owned", "epoch", epoch, "overlay", len(overlay))
@@ -167,6 +191,8 @@ func (p *partition) own(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.superseded:
+			return errSuperseded
 		case c := <-p.calls:
 			batch = append(batch, c)
 		}
@@ -217,23 +243,23 @@ func linger(ctx context.Context, calls <-chan *call, batch *[]*call, want int, d
 
 // catchUp reads the partition from the projector's stored offset up to the
 // last stable offset, returning the events the projection may not hold.
-func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, error) {
+func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64, error) {
 	cfg := p.w.cfg
 	stored, err := p.w.proj.Offsets(ctx, cfg.Topics.Changes)
 	if err != nil {
-		return nil, fmt.Errorf("projector offsets: %w", err)
+		return nil, 0, fmt.Errorf("projector offsets: %w", err)
 	}
 	end, err := p.settledEnd(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := p.w.checkTopic(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if stored[p.id] > end {
 		p.log.Error("the projection is ahead of the log: the changes topic was truncated or recreated; refusing to write",
 			"storedOffset", stored[p.id], "logEnd", end)
-		return nil, fmt.Errorf("%w: partition %d: projection stored offset %d is past the log end %d", ErrTopicReset, p.id, stored[p.id], end)
+		return nil, 0, fmt.Errorf("%w: partition %d: projection stored offset %d is past the log end %d", ErrTopicReset, p.id, stored[p.id], end)
 	}
 	overlay := make(map[string]overlayEntry)
 	err = changelog.ReadCommitted(ctx, p.w.admCl, cfg.Topics.Changes, p.id, stored[p.id], end, func(r *kgo.Record) error {
@@ -245,9 +271,9 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, error
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return overlay, nil
+	return overlay, end, nil
 }
 
 // settledEnd waits until no transaction is open on the partition and
@@ -376,6 +402,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		}
 		e := ds[evIdx[j]].event
 		p.overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
+		p.end = max(p.end, r.Offset+2) // past the commit marker
 		j++
 	}
 	p.mu.Unlock()
@@ -416,6 +443,49 @@ func (p *partition) lookup(key string) (state events.State, ok, ready bool) {
 	}
 	e, ok := p.overlay[key]
 	return e.state, ok, true
+}
+
+// errSuperseded ends an ownership whose partition another writer wrote to.
+var errSuperseded = errors.New("another writer appended to the partition: this writer no longer owns it")
+
+// confirm makes a read linearizable: it checks that no other writer
+// appended to the partition after the events this owner knows of, by
+// comparing the last stable offset with end. A writer that was paused past
+// its ownership (a zombie) finds the new owner's commits there, stops
+// answering for the partition and gives it up.
+func (p *partition) confirm(ctx context.Context) error {
+	lso, err := changelog.LastStableOffset(ctx, p.w.adm, p.w.cfg.Topics.Changes, p.id)
+	if err != nil {
+		return errUnavailable(p.id, "unable to confirm ownership")
+	}
+	// Our own commit may be visible at the broker just before its
+	// transaction returned here: look again briefly before concluding.
+	for wait := time.Millisecond; ; wait *= 4 {
+		p.mu.RLock()
+		end, ready := p.end, p.ready
+		p.mu.RUnlock()
+		if !ready {
+			return errUnavailable(p.id, "catching up or moving between writers")
+		}
+		if lso <= end {
+			return nil
+		}
+		if wait > 64*time.Millisecond {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return errUnavailable(p.id, "unable to confirm ownership")
+		case <-time.After(wait):
+		}
+	}
+	p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", p.end)
+	p.setReady(false, 0, nil)
+	select {
+	case p.superseded <- struct{}{}:
+	default:
+	}
+	return errUnavailable(p.id, "moving between writers")
 }
 
 // trim drops overlay entries the projection holds (offset below next).

@@ -359,6 +359,9 @@ func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error
 	if p == nil {
 		return events.State{}, errUnavailable(id, "not owned by this writer")
 	}
+	if err := p.confirm(ctx); err != nil {
+		return events.State{}, err
+	}
 	s, ok, ready := p.lookup(key.String())
 	if !ready {
 		return events.State{}, errUnavailable(id, "catching up or moving between writers")
