@@ -460,9 +460,11 @@ func (p *partition) confirm(ctx context.Context) error {
 	}
 	// Our own commit may be visible at the broker just before its
 	// transaction returned here: look again briefly before concluding.
+	var end int64
 	for wait := time.Millisecond; ; wait *= 4 {
 		p.mu.RLock()
-		end, ready := p.end, p.ready
+		var ready bool
+		end, ready = p.end, p.ready
 		p.mu.RUnlock()
 		if !ready {
 			return errUnavailable(p.id, "catching up or moving between writers")
@@ -479,7 +481,7 @@ func (p *partition) confirm(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
-	p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", p.end)
+	p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", end)
 	p.setReady(false, 0, nil)
 	select {
 	case p.superseded <- struct{}{}:
