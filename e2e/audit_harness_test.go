@@ -2,13 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -134,96 +128,4 @@ func (at *auditTrail) count(tb testing.TB, q string, args ...any) uint64 {
 		tb.Fatalf("%s: %v", q, err)
 	}
 	return n
-}
-
-var (
-	auditorOnce sync.Once
-	auditorBin  string
-	auditorErr  error
-)
-
-// mustAuditorBinary builds cmd/auditor once per test run.
-func mustAuditorBinary(tb testing.TB) string {
-	tb.Helper()
-	auditorOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "eskv-e2e-auditor")
-		if err != nil {
-			auditorErr = err
-			return
-		}
-		auditorBin = filepath.Join(dir, "auditor")
-		out, err := exec.Command("go", "build", "-o", auditorBin, "../cmd/auditor").CombinedOutput()
-		if err != nil {
-			auditorErr = fmt.Errorf("go build ../cmd/auditor: %v\n%s", err, out)
-		}
-	})
-	if auditorErr != nil {
-		tb.Fatal(auditorErr)
-	}
-	return auditorBin
-}
-
-// auditorProc is `auditor serve` as a process.
-type auditorProc struct {
-	tb   testing.TB
-	env  []string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startAuditorProc(tb testing.TB, env ...string) *auditorProc {
-	tb.Helper()
-	p := &auditorProc{tb: tb, env: env, log: filepath.Join(tb.TempDir(), "auditor.log")}
-	p.start()
-	tb.Cleanup(func() {
-		p.stop()
-		if tb.Failed() {
-			b, _ := os.ReadFile(p.log)
-			if len(b) > 8000 {
-				b = b[len(b)-8000:]
-			}
-			tb.Logf("--- auditor log (tail) ---\n%s", b)
-		}
-	})
-	return p
-}
-
-func (p *auditorProc) start() {
-	p.tb.Helper()
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		p.tb.Fatal(err)
-	}
-	p.cmd = exec.Command(mustAuditorBinary(p.tb), "serve")
-	p.cmd.Env = append(os.Environ(), p.env...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		p.tb.Fatal(err)
-	}
-	p.done = make(chan struct{})
-	go func() {
-		_ = p.cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-}
-
-func (p *auditorProc) kill9() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func (p *auditorProc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.kill9()
-	}
 }

@@ -39,7 +39,7 @@ func TestAuditorKill9(t *testing.T) {
 		"ESKV_LOG_LEVEL=warn",
 		"ESKV_AUDITOR_ID=auditor-e2e",
 	}
-	auditor := startAuditorProc(t, env...)
+	auditor := startProcArgs(t, "auditor", []string{"serve"}, env...)
 
 	// holdCommit, when armed, holds the auditor's next offset commit at
 	// the broker, says so on held, and drops it (closes the connection)

@@ -19,8 +19,8 @@ var (
 	binErr  error
 )
 
-// mustBinaries builds cmd/writer, cmd/projector and cmd/devbroker once per
-// test run.
+// mustBinaries builds cmd/writer, cmd/projector, cmd/devbroker and
+// cmd/auditor once per test run.
 func mustBinaries(tb testing.TB) string {
 	tb.Helper()
 	binOnce.Do(func() {
@@ -28,7 +28,7 @@ func mustBinaries(tb testing.TB) string {
 		if binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/writer", "../cmd/projector", "../cmd/devbroker")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/writer", "../cmd/projector", "../cmd/devbroker", "../cmd/auditor")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -45,6 +45,7 @@ type proc struct {
 	tb   testing.TB
 	name string
 	bin  string
+	args []string
 	env  []string
 	log  string
 	cmd  *exec.Cmd
@@ -63,7 +64,14 @@ func freeAddr(tb testing.TB) string {
 
 func startProc(tb testing.TB, name string, env ...string) *proc {
 	tb.Helper()
-	p := &proc{tb: tb, name: name, bin: filepath.Join(mustBinaries(tb), name), env: env,
+	return startProcArgs(tb, name, nil, env...)
+}
+
+// startProcArgs starts the command name with arguments args (for example
+// "auditor serve").
+func startProcArgs(tb testing.TB, name string, args []string, env ...string) *proc {
+	tb.Helper()
+	p := &proc{tb: tb, name: name, bin: filepath.Join(mustBinaries(tb), name), args: args, env: env,
 		log: filepath.Join(tb.TempDir(), name+".log")}
 	p.start()
 	tb.Cleanup(func() {
@@ -89,7 +97,7 @@ func (p *proc) start() {
 	if err != nil {
 		p.tb.Fatal(err)
 	}
-	p.cmd = exec.Command(p.bin)
+	p.cmd = exec.Command(p.bin, p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
