@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -21,6 +22,11 @@ var statusOf = map[string]int{
 	events.ENotFound:         http.StatusNotFound,
 	events.EConflict:         http.StatusConflict,
 	events.ELockHeld:         http.StatusConflict,
+	events.ENotLockHolder:    http.StatusConflict,
+	events.ENotLeader:        http.StatusConflict,
+	events.EWrongType:        http.StatusConflict,
+	events.EFieldMismatch:    http.StatusConflict,
+	events.EOutOfRange:       http.StatusConflict,
 	events.EUnavailable:      http.StatusServiceUnavailable,
 	events.EInternal:         http.StatusInternalServerError,
 	"method_not_allowed":     http.StatusMethodNotAllowed,
@@ -39,6 +45,7 @@ type ErrorDetail struct {
 	Field             string          `json:"field,omitempty"`
 	CurrentVersion    *int64          `json:"currentVersion,omitempty"`
 	CurrentValue      json.RawMessage `json:"currentValue,omitempty"`
+	CurrentExpiresAt  *time.Time      `json:"currentExpiresAt,omitempty"`
 	CorrelationID     string          `json:"correlationId,omitempty"`
 	RetryAfterSeconds int             `json:"retryAfterSeconds,omitempty"`
 }
@@ -57,11 +64,11 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		case errors.As(err, &e):
 			d.Code, d.Message, d.Field = e.Code, e.Message, e.Field
 			d.CorrelationID = e.CorrelationID
-			if e.Code == events.EConflict {
+			if e.Current != nil || e.Code == events.EConflict || e.Code == events.EFieldMismatch {
 				var v int64
 				d.CurrentValue = json.RawMessage("null")
 				if e.Current != nil {
-					v, d.CurrentValue = e.Current.Version, e.Current.Value
+					v, d.CurrentValue, d.CurrentExpiresAt = e.Current.Version, e.Current.Value, e.Current.ExpiresAt
 				}
 				d.CurrentVersion = &v
 			}

@@ -111,6 +111,8 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	v1.GET("/kv/*", s.get)
 	v1.PUT("/kv/*", s.put)
 	v1.DELETE("/kv/*", s.delete)
+	v1.POST("/kv/*", s.post)
+	v1.PATCH("/kv/*", s.patch)
 	s.echo = e
 	return s, nil
 }
@@ -148,11 +150,16 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 
 // authorize parses the key in the path and checks the caller's right on it.
 func (s *Server) authorize(c echo.Context, r Right) (*Principal, events.Key, error) {
-	p := c.Get(principalKey).(*Principal)
 	raw, err := url.PathUnescape(c.Param("*"))
 	if err != nil {
 		return nil, events.Key{}, events.FieldErrorf(events.EInvalid, "key", "key is not a valid URL path: %v", err)
 	}
+	return s.authorizeKey(c, r, raw)
+}
+
+// authorizeKey parses raw as a key and checks the caller's right on it.
+func (s *Server) authorizeKey(c echo.Context, r Right, raw string) (*Principal, events.Key, error) {
+	p := c.Get(principalKey).(*Principal)
 	k, err := events.ParseKey(raw)
 	if err != nil {
 		return nil, events.Key{}, err
@@ -164,7 +171,33 @@ func (s *Server) authorize(c echo.Context, r Right) (*Principal, events.Key, err
 }
 
 func (s *Server) get(c echo.Context) error {
-	_, k, err := s.authorize(c, Read)
+	raw, verb, err := splitVerb(c)
+	if err != nil {
+		return err
+	}
+	var role writer.Role
+	switch verb {
+	case "":
+	case "lock":
+		role = writer.RoleLock
+	case "leader":
+		role = writer.RoleLeader
+	default:
+		return events.FieldErrorf(events.EInvalid, "key", "unknown verb %q (GET takes :lock or :leader)", verb)
+	}
+	field, hasField := "", false
+	for q, v := range c.QueryParams() {
+		if q != "field" || verb != "" {
+			return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
+		}
+		field, hasField = v[0], true
+	}
+	if hasField {
+		if err := checkFieldName("field", field); err != nil {
+			return err
+		}
+	}
+	_, k, err := s.authorizeKey(c, Read, raw)
 	if err != nil {
 		return err
 	}
@@ -176,8 +209,14 @@ func (s *Server) get(c echo.Context) error {
 		return err
 	}
 	e := st.Visible(s.now())
+	if role != "" {
+		return s.checkLock(c, e, k, role)
+	}
 	if e == nil {
 		return events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", k.String())
+	}
+	if hasField {
+		return getField(c, e, field)
 	}
 	return c.JSON(http.StatusOK, e)
 }
@@ -222,7 +261,7 @@ func (s *Server) put(c echo.Context) error {
 			return err
 		}
 	}
-	req := &writer.Request{Key: k, Kind: events.KindPut, RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name, ExpectedVersion: b.ExpectedVersion}
+	req := &writer.Request{Key: k, Op: writer.OpPut, RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name, ExpectedVersion: b.ExpectedVersion}
 	if req.Value, err = events.CompactValue(b.Value, s.cfg.MaxValueBytes); err != nil {
 		return err
 	}
@@ -273,7 +312,7 @@ func (s *Server) delete(c echo.Context) error {
 	if done, err := s.forward(c, k); done {
 		return err
 	}
-	req := &writer.Request{Key: k, Kind: events.KindDelete, Principal: p.Name, RequestID: c.QueryParam("requestId")}
+	req := &writer.Request{Key: k, Op: writer.OpDelete, Principal: p.Name, RequestID: c.QueryParam("requestId")}
 	if v := c.QueryParam("expectedVersion"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -355,15 +394,24 @@ func (s *Server) listKeys(c echo.Context) error {
 // decode reads a JSON body strictly: one object, no unknown fields, within
 // the size limit.
 func (s *Server) decode(c echo.Context, v any) error {
+	body, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v, "")
+}
+
+// readBody reads the request body within the size limit.
+func (s *Server) readBody(c echo.Context) ([]byte, error) {
 	limit := int64(2*s.cfg.MaxValueBytes + bodyOverheadMax)
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, limit+1))
 	if err != nil {
-		return events.Errorf(events.EInvalid, "read body: %v", err)
+		return nil, events.Errorf(events.EInvalid, "read body: %v", err)
 	}
 	if int64(len(body)) > limit {
-		return events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
+		return nil, events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
 	}
-	return decodeStrict(body, v, "")
+	return body, nil
 }
 
 // decodeStrict decodes one JSON value with no unknown fields; path prefixes

@@ -13,6 +13,11 @@ const (
 	ENotFound        = "not_found"
 	EConflict        = "version_conflict"
 	ELockHeld        = "lock_held"
+	ENotLockHolder   = "not_lock_holder"
+	ENotLeader       = "not_leader"
+	EWrongType       = "wrong_type"
+	EFieldMismatch   = "field_mismatch"
+	EOutOfRange      = "out_of_range"
 	EUnauthenticated = "unauthenticated"
 	EForbidden       = "forbidden"
 	EUnavailable     = "partition_unavailable"
@@ -26,8 +31,9 @@ type Error struct {
 	Code    string
 	Message string
 	Field   string
-	// Current is set on version_conflict: the entry as it is now (nil when
-	// the key does not exist).
+	// Current is set on version_conflict, field_mismatch, lock_held,
+	// not_lock_holder, not_leader and wrong_type: the entry as it is now
+	// (nil when the key does not exist).
 	Current *Entry
 	// CorrelationID ties a version_conflict answer to its WARN log line and
 	// its kv.conflicts record.

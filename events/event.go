@@ -33,10 +33,20 @@ const (
 	OpCAS    = "cas"    // put with expectedVersion > 0
 	OpDelete = "delete"
 	OpExpire = "expire"
+
+	OpIncrement       = "increment"        // counter add (kind put)
+	OpPatch           = "patch"            // set/unset top-level fields (kind put)
+	OpFieldCAS        = "field_cas"        // patch guarded by one field's value (kind put)
+	OpLockAcquire     = "lock_acquire"     // kind put
+	OpLockExtend      = "lock_extend"      // kind put
+	OpLockRelease     = "lock_release"     // kind delete
+	OpLeaderElect     = "leader_elect"     // kind put
+	OpLeaderHeartbeat = "leader_heartbeat" // kind put
+	OpLeaderResign    = "leader_resign"    // kind delete
 )
 
 // Purposes are the allowed values of Semantics.Purpose.
-var Purposes = []string{"checkpoint", "feature_flag", "lock", "cursor", "counter", "config", "other"}
+var Purposes = []string{"checkpoint", "feature_flag", "lock", "leader", "cursor", "counter", "config", "other"}
 
 // Semantics is what producers say about an entry, so the platform can
 // reason about usage and lifecycle.

@@ -108,11 +108,20 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	// The routes api.New registers, and nothing else.
 	want := map[string][]string{
-		"/v1/kv/{key}": {"delete", "get", "put"},
-		"/v1/kv":       {"get"},
-		"/healthz":     {"get"},
-		"/readyz":      {"get"},
-		"/metrics":     {"get"},
+		"/v1/kv/{key}":           {"delete", "get", "patch", "put"},
+		"/v1/kv/{key}:increment": {"post"},
+		"/v1/kv/{key}:acquire":   {"post"},
+		"/v1/kv/{key}:extend":    {"post"},
+		"/v1/kv/{key}:release":   {"post"},
+		"/v1/kv/{key}:elect":     {"post"},
+		"/v1/kv/{key}:heartbeat": {"post"},
+		"/v1/kv/{key}:resign":    {"post"},
+		"/v1/kv/{key}:lock":      {"get"},
+		"/v1/kv/{key}:leader":    {"get"},
+		"/v1/kv":                 {"get"},
+		"/healthz":               {"get"},
+		"/readyz":                {"get"},
+		"/metrics":               {"get"},
 	}
 	paths := obj(doc["paths"])
 	if got := sortedKeys(paths); !slices.Equal(got, sortedKeys(anyMap(want))) {
@@ -167,6 +176,9 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	if got := params("/v1/kv/{key}", "delete"); !slices.Equal(got, []string{"expectedVersion", "requestId"}) {
 		t.Errorf("DELETE query parameters = %v", got)
+	}
+	if got := params("/v1/kv/{key}", "get"); !slices.Equal(got, []string{"field"}) {
+		t.Errorf("GET query parameters = %v", got)
 	}
 	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "limit", "prefix"}) {
 		t.Errorf("list query parameters = %v", got)
@@ -345,7 +357,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../api/server.go", "../api/errors.go", "../events/event.go")
+	fields := goJSONFields(t, "../api/server.go", "../api/ops.go", "../api/errors.go", "../events/event.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -357,6 +369,13 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"ErrorDetail", "ErrorDetail", true},
 		{"Entry", "Entry", true},
 		{"Semantics", "Semantics", false},
+		{"IncrementBody", "IncrementBody", false},
+		{"LockBody", "LockBody", false},
+		{"LockAnswer", "LockAnswer", true},
+		{"ReleaseAnswer", "ReleaseAnswer", true},
+		{"PatchBody", "PatchBody", false},
+		{"FieldCondition", "FieldCondition", false},
+		{"FieldAnswer", "FieldAnswer", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

@@ -17,20 +17,77 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
+// Op is what a request asks of its key.
+type Op string
+
+// Request ops. Each is decided by the partition owner against the key's
+// current state, so each is atomic without a read-modify-write by the
+// client.
+const (
+	OpPut       Op = "put"       // store Value
+	OpDelete    Op = "delete"    // remove the key
+	OpExpire    Op = "expire"    // the sweeper's removal of an expired entry
+	OpIncrement Op = "increment" // add By to an integer value
+	OpPatch     Op = "patch"     // set/unset top-level fields of an object
+	OpAcquire   Op = "acquire"   // take (or re-enter) a lock or leadership
+	OpExtend    Op = "extend"    // renew a held lock or leadership
+	OpRelease   Op = "release"   // give up a held lock or leadership
+)
+
+// Role is what a lock-shaped key is: a lock or a leader pool. The two
+// behave alike but are told apart by the entry's semantics.purpose, so a
+// lock is never taken over as a leader lease or the reverse.
+type Role string
+
+// Roles of lock-shaped keys; each is also the entry's purpose.
+const (
+	RoleLock   Role = "lock"
+	RoleLeader Role = "leader"
+)
+
+// FieldCondition guards a patch: the top-level field must equal Equals
+// (compared as canonical JSON; a missing field equals null).
+type FieldCondition struct {
+	Field  string
+	Equals json.RawMessage
+}
+
 // Request is one validated write.
 type Request struct {
-	Key  events.Key
-	Kind events.Kind // put or delete
+	Key events.Key
+	Op  Op
 	// Value is the compact JSON of a put.
 	Value json.RawMessage
 	// ExpectedVersion is nil for an unconditional write; 0 means the key
-	// must not exist.
+	// must not exist. For OpExpire it is the version to expire.
 	ExpectedVersion *int64
-	TTLSeconds      int64
-	Semantics       events.Semantics
-	SpecRef         string
-	RequestID       string
-	Principal       string
+	// TTLSeconds: for put, the entry's TTL (0: none); for increment and
+	// patch, a new TTL when > 0 (0 keeps the entry's expiry); for locks,
+	// the lease.
+	TTLSeconds int64
+	// Semantics of a put; for increment and patch, empty Purpose keeps
+	// the entry's semantics. Locks force the purpose to their role.
+	Semantics events.Semantics
+	SpecRef   string
+	RequestID string
+	Principal string
+
+	// By is the increment's addend; Create lets increment and patch create
+	// a missing key (from 0 and {}).
+	By     int64
+	Create bool
+	// Set and Unset are a patch's top-level field changes (Unset first);
+	// If, when set, makes the patch a field compare-and-swap.
+	Set   map[string]json.RawMessage
+	Unset []string
+	If    *FieldCondition
+	// MaxValueBytes bounds the value an increment or patch produces
+	// (0: unbounded).
+	MaxValueBytes int
+
+	// Holder and Role identify the lock or leader-pool caller.
+	Holder string
+	Role   Role
 }
 
 // Digest identifies the request body, so that a retried requestId can be
@@ -41,7 +98,15 @@ func (r *Request) Digest() string {
 	if r.ExpectedVersion != nil {
 		ev = strconv.FormatInt(*r.ExpectedVersion, 10)
 	}
-	b, _ := json.Marshal([]any{string(r.Kind), r.Key.String(), r.Value, ev, r.TTLSeconds, r.Semantics, r.SpecRef, r.Principal})
+	kind := string(events.KindPut)
+	if r.Op != OpPut {
+		kind = string(r.Op)
+	}
+	parts := []any{kind, r.Key.String(), r.Value, ev, r.TTLSeconds, r.Semantics, r.SpecRef, r.Principal}
+	if r.Op != OpPut && r.Op != OpDelete {
+		parts = append(parts, r.By, r.Create, r.Set, r.Unset, r.If, r.Holder, r.Role)
+	}
+	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -70,10 +135,12 @@ type decision struct {
 func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	key := r.Key.String()
 	visible := cur.Visible(now)
-	digest := r.Digest()
 
+	if r.Op == OpExpire {
+		return decideExpire(cur, r, now, epoch)
+	}
 	if r.RequestID != "" && cur.Version > 0 && cur.Entry.RequestID == r.RequestID {
-		if cur.RequestDigest == digest {
+		if cur.RequestDigest == r.Digest() {
 			res := Result{Entry: cur.Entry, Replayed: true}
 			if !cur.Live {
 				res.Entry = events.Entry{Key: key, Version: cur.Version}
@@ -93,16 +160,53 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 			"expected version %d, current version is %d", *r.ExpectedVersion, current)
 	}
 
+	ev := newEvent(cur, r, now, epoch)
+	switch r.Op {
+	case OpAcquire, OpExtend, OpRelease:
+	default:
+		if err := guardLock(visible, r); err != nil {
+			return decision{err: err}
+		}
+	}
+	switch r.Op {
+	case OpDelete:
+		if visible == nil {
+			return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key)}
+		}
+		return removal(ev, visible, events.OpDelete)
+	case OpIncrement:
+		return decideIncrement(cur, visible, r, ev, now)
+	case OpPatch:
+		return decidePatch(cur, visible, r, ev, now)
+	case OpAcquire, OpExtend, OpRelease:
+		return decideLock(visible, r, ev, now)
+	}
+	ev.After = r.Value
+	switch {
+	case r.ExpectedVersion == nil:
+		ev.Op = events.OpSet
+	case *r.ExpectedVersion == 0:
+		ev.Op = events.OpCreate
+	default:
+		ev.Op = events.OpCAS
+	}
+	ev.Semantics = r.Semantics
+	return put(ev, visible, r.TTLSeconds, now)
+}
+
+// newEvent returns the event r would append after cur, to be completed
+// by the op.
+func newEvent(cur events.State, r *Request, now time.Time, epoch int64) *events.Event {
 	ev := &events.Event{
 		SchemaVersion: events.SchemaVersion,
-		Key:           key,
+		Key:           r.Key.String(),
 		Scope:         r.Key.Scope(),
 		Version:       cur.Version + 1,
 		PrevVersion:   cur.Version,
 		Before:        json.RawMessage("null"),
 		After:         json.RawMessage("null"),
 		RequestID:     r.RequestID,
-		RequestDigest: digest,
+		RequestDigest: r.Digest(),
 		Principal:     r.Principal,
 		SpecRef:       r.SpecRef,
 		TS:            now,
@@ -111,40 +215,56 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	if cur.Live {
 		ev.Before = cur.Entry.Value
 	}
-	switch r.Kind {
-	case events.KindDelete:
-		if visible == nil {
-			return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key)}
-		}
-		ev.Kind, ev.Op = events.KindDelete, events.OpDelete
+	return ev
+}
+
+// put completes ev as a put of ev.After with ev.Semantics: the entry keeps
+// its creation time, and ttl (> 0) sets its expiry from now; with ttl 0
+// the entry has no expiry.
+func put(ev *events.Event, visible *events.Entry, ttl int64, now time.Time) decision {
+	ev.Kind = events.KindPut
+	ev.CreatedAt = now
+	if visible != nil {
 		ev.CreatedAt = visible.CreatedAt
-		ev.Semantics = visible.Semantics
-		if ev.SpecRef == "" {
-			ev.SpecRef = visible.SpecRef
-		}
-		return decision{event: ev, result: Result{Entry: events.Entry{Key: key, Version: ev.Version}}}
-	default:
-		ev.Kind, ev.After = events.KindPut, r.Value
-		switch {
-		case r.ExpectedVersion == nil:
-			ev.Op = events.OpSet
-		case *r.ExpectedVersion == 0:
-			ev.Op = events.OpCreate
-		default:
-			ev.Op = events.OpCAS
-		}
-		ev.CreatedAt = now
-		if visible != nil {
-			ev.CreatedAt = visible.CreatedAt
-		}
-		ev.Semantics = r.Semantics
-		ev.Semantics.TTLSeconds = r.TTLSeconds
-		if r.TTLSeconds > 0 {
-			exp := now.Add(time.Duration(r.TTLSeconds) * time.Second)
-			ev.ExpiresAt = &exp
-		}
-		return decision{event: ev, result: Result{Entry: ev.Entry()}}
 	}
+	ev.Semantics.TTLSeconds = ttl
+	if ttl > 0 {
+		exp := now.Add(time.Duration(ttl) * time.Second)
+		ev.ExpiresAt = &exp
+	}
+	return decision{event: ev, result: Result{Entry: ev.Entry()}}
+}
+
+// removal completes ev as a delete of the visible entry by op.
+func removal(ev *events.Event, visible *events.Entry, op string) decision {
+	ev.Kind, ev.Op = events.KindDelete, op
+	ev.CreatedAt = visible.CreatedAt
+	ev.Semantics = visible.Semantics
+	if ev.SpecRef == "" {
+		ev.SpecRef = visible.SpecRef
+	}
+	return decision{event: ev, result: Result{Entry: events.Entry{Key: ev.Key, Version: ev.Version}}}
+}
+
+// errNotExpired answers an expire that lost to a renewal, a delete or an
+// earlier expire: nothing is written.
+var errNotExpired = events.Errorf(events.EConflict, "the entry is no longer the expired version")
+
+// decideExpire removes the key when it still holds the expired version
+// the sweeper saw: a compare-and-swap, so a renewal that won the race is
+// kept. The event carries the entry's semantics and value, for the audit
+// trail.
+func decideExpire(cur events.State, r *Request, now time.Time, epoch int64) decision {
+	if !cur.Live || r.ExpectedVersion == nil || cur.Version != *r.ExpectedVersion || !cur.Entry.Expired(now) {
+		return decision{err: errNotExpired}
+	}
+	e := cur.Entry
+	ev := newEvent(cur, r, now, epoch)
+	ev.RequestID, ev.RequestDigest = "", ""
+	d := removal(ev, &e, events.OpExpire)
+	ev.Kind = events.KindExpire
+	ev.ExpiresAt = e.ExpiresAt
+	return d
 }
 
 func conflictDecision(cur events.State, visible *events.Entry, r *Request, now time.Time, reason, format string, args ...any) decision {
@@ -158,18 +278,20 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 	if r.ExpectedVersion != nil {
 		expected = *r.ExpectedVersion
 	}
-	op := events.OpSet
-	if r.Kind == events.KindDelete {
-		op = events.OpDelete
-	}
 	id := uuid.Must(uuid.NewV7()).String()
 	err := events.FieldErrorf(events.EConflict, "expectedVersion", format, args...)
-	if reason == "request_id_reused" {
+	switch reason {
+	case "request_id_reused":
 		err.Field = "requestId"
+	case "field_mismatch":
+		err.Code, err.Field = events.EFieldMismatch, "if.equals"
 	}
 	err.Current = visible
 	err.CorrelationID = id
 	attempted := r.Value
+	if r.Op == OpPatch {
+		attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": r.If})
+	}
 	if attempted == nil {
 		attempted = json.RawMessage("null")
 	}
@@ -187,7 +309,7 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 			ID:              id,
 			Key:             r.Key.String(),
 			Scope:           r.Key.Scope(),
-			Op:              op,
+			Op:              conflictOp(r),
 			ExpectedVersion: expected,
 			CurrentVersion:  current,
 			Attempted:       attempted,
@@ -200,4 +322,22 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 			Reason:          reason,
 		},
 	}
+}
+
+// conflictOp names a rejected request's op as change events would.
+func conflictOp(r *Request) string {
+	switch r.Op {
+	case OpDelete:
+		return events.OpDelete
+	case OpIncrement:
+		return events.OpIncrement
+	case OpPatch:
+		if r.If != nil {
+			return events.OpFieldCAS
+		}
+		return events.OpPatch
+	case OpAcquire, OpExtend, OpRelease:
+		return lockOps[r.Role][r.Op]
+	}
+	return events.OpSet
 }

@@ -10,6 +10,8 @@ type metrics struct {
 	ownershipRestarts prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
+	sweepSeconds      prometheus.Histogram
+	swept             *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,8 +39,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		overlaySize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eskv_writer_overlay_entries", Help: "Keys whose latest event the projection does not hold yet.",
 		}, []string{"partition"}),
+		sweepSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_sweep_seconds", Help: "Time of one TTL sweep round of one partition that found expired entries (query, expire events, commits).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eskv_writer_swept_total", Help: "Expired entries the TTL sweeper handled, by outcome (expired: an expire event was appended; skipped: a renewal, delete or earlier expire won).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize} {
+	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.sweepSeconds, m.swept} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

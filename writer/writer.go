@@ -30,6 +30,7 @@ type Projection interface {
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
+	Expired(ctx context.Context, p int32, now time.Time, limit int) ([]projection.Expiring, error)
 }
 
 // ErrTopicReset means kv.changes is not the topic the projection was folded
@@ -71,6 +72,11 @@ type Config struct {
 	Source string
 	// TrimInterval is how often the overlay drops what the projection holds.
 	TrimInterval time.Duration
+	// SweepInterval is how often the TTL sweeper looks for expired entries
+	// (default 1s; negative disables the sweeper). SweepBatch bounds the
+	// entries one query returns (default 5000).
+	SweepInterval time.Duration
+	SweepBatch    int
 }
 
 func (c *Config) setDefaults() {
@@ -102,6 +108,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.TrimInterval == 0 {
 		c.TrimInterval = 50 * time.Millisecond
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = time.Second
+	}
+	if c.SweepBatch == 0 {
+		c.SweepBatch = 5000
 	}
 }
 
@@ -197,6 +209,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	ot := time.NewTicker(time.Second)
 	defer ot.Stop()
 	w.refreshOwners(ctx)
+	go w.sweep(runCtx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -393,6 +406,12 @@ func (w *Writer) Ready() bool {
 
 func (w *Writer) logDecision(r *Request, d decision) {
 	switch {
+	case d.event != nil && d.event.Kind == events.KindExpire:
+		w.metrics.writes.WithLabelValues("expired").Inc()
+		w.log.Info("expired", "key", d.event.Key, "version", d.event.Version, "expiresAt", d.event.ExpiresAt,
+			"purpose", d.event.Semantics.Purpose, "producer", d.event.Semantics.Producer,
+			"consumerHints", d.event.Semantics.ConsumerHints, "ttlSeconds", d.event.Semantics.TTLSeconds,
+			"specRef", d.event.SpecRef, "lastValue", abbrev(d.event.Before))
 	case d.event != nil:
 		w.metrics.writes.WithLabelValues("ok").Inc()
 		w.log.Info("write", "key", d.event.Key, "version", d.event.Version, "kind", d.event.Kind, "op", d.event.Op,
@@ -405,6 +424,8 @@ func (w *Writer) logDecision(r *Request, d decision) {
 	case d.result.Replayed:
 		w.metrics.writes.WithLabelValues("replayed").Inc()
 		w.log.Info("write replayed", "key", r.Key.String(), "version", d.result.Entry.Version, "requestId", r.RequestID, "principal", r.Principal)
+	case errors.Is(d.err, errNotExpired):
+		w.metrics.writes.WithLabelValues("expire_skipped").Inc()
 	default:
 		w.metrics.writes.WithLabelValues(events.ErrorCode(d.err)).Inc()
 	}

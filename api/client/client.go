@@ -127,6 +127,7 @@ type errorDetail struct {
 	Field             string          `json:"field,omitempty"`
 	CurrentVersion    *int64          `json:"currentVersion,omitempty"`
 	CurrentValue      json.RawMessage `json:"currentValue,omitempty"`
+	CurrentExpiresAt  *time.Time      `json:"currentExpiresAt,omitempty"`
 	CorrelationID     string          `json:"correlationId,omitempty"`
 	RetryAfterSeconds int             `json:"retryAfterSeconds,omitempty"`
 }
@@ -265,7 +266,7 @@ func answerError(resp *http.Response, b []byte, key string) error {
 		e.RetryAfterSeconds = headerRetryAfter(resp.Header)
 	}
 	if d.CurrentVersion != nil && *d.CurrentVersion > 0 {
-		e.Current = &events.Entry{Key: key, Version: *d.CurrentVersion, Value: d.CurrentValue}
+		e.Current = &events.Entry{Key: key, Version: *d.CurrentVersion, Value: d.CurrentValue, ExpiresAt: d.CurrentExpiresAt}
 	}
 	return e
 }

@@ -21,6 +21,13 @@ func TestWireTypesMatchTheServer(t *testing.T) {
 		{"ErrorDetail", errorDetail{}, api.ErrorDetail{}, nil},
 		{"DeleteAnswer", DeleteResult{}, api.DeleteAnswer{}, nil},
 		{"ListAnswer", ListPage{}, api.ListAnswer{}, []string{"count"}},
+		{"IncrementBody", incrementBody{}, api.IncrementBody{}, nil},
+		{"LockBody", lockBody{}, api.LockBody{}, nil},
+		{"LockAnswer", Lock{}, api.LockAnswer{}, nil},
+		{"ReleaseAnswer", ReleaseResult{}, api.ReleaseAnswer{}, nil},
+		{"PatchBody", patchBody{}, api.PatchBody{}, nil},
+		{"FieldCondition", FieldCondition{}, api.FieldCondition{}, nil},
+		{"FieldAnswer", Field{}, api.FieldAnswer{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := slices.DeleteFunc(jsonFields(tc.server), func(f string) bool { return slices.Contains(tc.skip, f) })

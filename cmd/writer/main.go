@@ -61,6 +61,7 @@ type config struct {
 	readyFile     string
 	pprofAddr     string
 	advertiseURL  string
+	sweepInterval time.Duration
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -96,8 +97,16 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.readyFile, "addr-file", env("ESKV_ADDR_FILE", ""), "write the bound HTTP address to this file once listening (ESKV_ADDR_FILE)")
 	fs.StringVar(&c.advertiseURL, "advertise-url", env("ESKV_ADVERTISE_URL", ""), "base URL other writers forward this writer's requests to (default http://<bound http address>) (ESKV_ADVERTISE_URL)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", env("ESKV_PPROF_ADDR", ""), "serve net/http/pprof on this address; empty disables it (ESKV_PPROF_ADDR)")
+	sweep, err := time.ParseDuration(env("ESKV_SWEEP_INTERVAL", "1s"))
+	if err != nil {
+		return c, fmt.Errorf("ESKV_SWEEP_INTERVAL: %w", err)
+	}
+	fs.DurationVar(&c.sweepInterval, "sweep-interval", sweep, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it (ESKV_SWEEP_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.sweepInterval == 0 {
+		return c, errors.New("sweep-interval must not be 0 (negative disables the sweeper)")
 	}
 	if c.partitions < 1 {
 		return c, errors.New("partitions must be at least 1")
@@ -158,12 +167,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := writer.New(writer.Config{
-		Brokers:      strings.Split(c.brokers, ","),
-		Topics:       changelog.Topics{Changes: c.topic, Conflicts: c.conflicts, Partitions: int32(c.partitions)},
-		CreateTopics: c.createTopics,
-		InstanceID:   c.instanceID,
-		AdvertiseURL: c.advertiseURL,
-		Source:       "eskv-writer/" + c.instanceID,
+		Brokers:       strings.Split(c.brokers, ","),
+		Topics:        changelog.Topics{Changes: c.topic, Conflicts: c.conflicts, Partitions: int32(c.partitions)},
+		CreateTopics:  c.createTopics,
+		InstanceID:    c.instanceID,
+		AdvertiseURL:  c.advertiseURL,
+		Source:        "eskv-writer/" + c.instanceID,
+		SweepInterval: c.sweepInterval,
 	}, store, log, reg)
 	if err != nil {
 		return err

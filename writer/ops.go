@@ -1,0 +1,238 @@
+package writer
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/eskv/eskv/events"
+)
+
+// decideIncrement adds r.By to the key's integer value, or starts from 0
+// when the key is absent and r.Create is set.
+func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
+	var base int64
+	switch {
+	case visible != nil:
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(visible.Value)), 10, 64)
+		if err != nil {
+			return decision{err: wrongType(visible, "value", "key %s holds %s, not an integer counter", ev.Key, abbrev(visible.Value))}
+		}
+		base = n
+	case !r.Create:
+		return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
+	}
+	if (r.By > 0 && base > math.MaxInt64-r.By) || (r.By < 0 && base < math.MinInt64-r.By) {
+		err := events.FieldErrorf(events.EOutOfRange, "by", "adding %d to %d leaves the 64-bit integer range", r.By, base)
+		err.Current = visible
+		return decision{err: err}
+	}
+	ev.Op = events.OpIncrement
+	ev.After = json.RawMessage(strconv.FormatInt(base+r.By, 10))
+	return keepOrSet(ev, visible, r, "counter", now)
+}
+
+// keepOrSet completes an increment or patch: semantics and expiry are the
+// entry's unless the request gives new ones.
+func keepOrSet(ev *events.Event, visible *events.Entry, r *Request, purpose string, now time.Time) decision {
+	ev.Semantics = r.Semantics
+	if ev.Semantics.Purpose == "" {
+		ev.Semantics = events.Semantics{Purpose: purpose}
+		if visible != nil {
+			ev.Semantics = visible.Semantics
+		}
+	}
+	if ev.SpecRef == "" && visible != nil {
+		ev.SpecRef = visible.SpecRef
+	}
+	if r.TTLSeconds > 0 || visible == nil || visible.ExpiresAt == nil {
+		return put(ev, visible, r.TTLSeconds, now)
+	}
+	d := put(ev, visible, 0, now)
+	ev.ExpiresAt = visible.ExpiresAt
+	ev.Semantics.TTLSeconds = visible.Semantics.TTLSeconds
+	d.result.Entry = ev.Entry()
+	return d
+}
+
+// decidePatch sets and unsets top-level fields of the key's object value,
+// when r.If holds.
+func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
+	fields := map[string]json.RawMessage{}
+	switch {
+	case visible != nil:
+		if err := json.Unmarshal(visible.Value, &fields); err != nil || fields == nil {
+			return decision{err: wrongType(visible, "set", "key %s holds %s, not a JSON object: fields can only be patched in an object", ev.Key, abbrev(visible.Value))}
+		}
+	case !r.Create:
+		return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
+	}
+	ev.Op = events.OpPatch
+	if r.If != nil {
+		ev.Op = events.OpFieldCAS
+		got, ok := fields[r.If.Field]
+		if !ok {
+			got = json.RawMessage("null")
+		}
+		if !jsonEqual(got, r.If.Equals) {
+			return conflictDecision(cur, visible, r, now, "field_mismatch",
+				"field %q is %s, not %s", r.If.Field, abbrev(got), abbrev(r.If.Equals))
+		}
+	}
+	for _, f := range r.Unset {
+		delete(fields, f)
+	}
+	for f, v := range r.Set {
+		fields[f] = v
+	}
+	after, err := marshalCompact(fields)
+	if err != nil {
+		return decision{err: events.Errorf(events.EInternal, "encode patched value: %v", err)}
+	}
+	if r.MaxValueBytes > 0 && len(after) > r.MaxValueBytes {
+		return decision{err: events.FieldErrorf(events.ETooLarge, "set", "the patched value would be %d bytes, over the limit of %d", len(after), r.MaxValueBytes)}
+	}
+	ev.After = after
+	return keepOrSet(ev, visible, r, "other", now)
+}
+
+// LockValue is the value of a lock or leader-pool entry. Token is the
+// entry's version when Holder's tenure began: it grows strictly from one
+// tenure to the next (versions never go back, also across release and
+// expiry) and stays the same while the holder re-enters or extends, so a
+// protected resource can refuse any request carrying a token lower than
+// the highest it has seen.
+type LockValue struct {
+	Holder     string    `json:"holder"`
+	Token      int64     `json:"token"`
+	AcquiredAt time.Time `json:"acquiredAt"`
+}
+
+// lockOps names the change-event op of each lock request per role.
+var lockOps = map[Role]map[Op]string{
+	RoleLock:   {OpAcquire: events.OpLockAcquire, OpExtend: events.OpLockExtend, OpRelease: events.OpLockRelease},
+	RoleLeader: {OpAcquire: events.OpLeaderElect, OpExtend: events.OpLeaderHeartbeat, OpRelease: events.OpLeaderResign},
+}
+
+// decideLock acquires, extends or releases a lock or leadership for
+// r.Holder. A free key (absent, released or expired) is acquired with a
+// new token; the holder re-entering keeps its token and renews the lease;
+// anyone else is refused with the current holder.
+func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
+	what, heldCode, notHolderCode := "lock", events.ELockHeld, events.ENotLockHolder
+	if r.Role == RoleLeader {
+		what, heldCode, notHolderCode = "leader pool", events.ENotLeader, events.ENotLeader
+	}
+	ev.Op = lockOps[r.Role][r.Op]
+	var held LockValue
+	if visible != nil {
+		if visible.Semantics.Purpose != string(r.Role) {
+			return decision{err: wrongType(visible, "key", "key %s is a %s entry, not a %s", ev.Key, visible.Semantics.Purpose, what)}
+		}
+		if err := json.Unmarshal(visible.Value, &held); err != nil || held.Holder == "" {
+			return decision{err: wrongType(visible, "key", "key %s does not hold a %s value", ev.Key, what)}
+		}
+	}
+	if visible == nil && r.Op != OpAcquire {
+		return decision{err: events.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
+	}
+	if visible != nil && held.Holder != r.Holder {
+		code := notHolderCode
+		if r.Op == OpAcquire {
+			code = heldCode
+		}
+		err := events.FieldErrorf(code, "holder", "%s %s is held by %s%s", what, ev.Key, held.Holder, until(visible))
+		err.Current = visible
+		return decision{err: err}
+	}
+	if r.Op == OpRelease {
+		return removal(ev, visible, ev.Op)
+	}
+	if visible == nil {
+		held = LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
+	}
+	after, err := marshalCompact(held)
+	if err != nil {
+		return decision{err: events.Errorf(events.EInternal, "encode lock: %v", err)}
+	}
+	ev.After = after
+	ev.Semantics = r.Semantics
+	ev.Semantics.Purpose = string(r.Role)
+	if r.Semantics.Producer == "" && len(r.Semantics.ConsumerHints) == 0 && visible != nil {
+		ev.Semantics = visible.Semantics
+	}
+	if ev.SpecRef == "" && visible != nil {
+		ev.SpecRef = visible.SpecRef
+	}
+	return put(ev, visible, r.TTLSeconds, now)
+}
+
+// until describes an entry's expiry for a message.
+func until(e *events.Entry) string {
+	if e.ExpiresAt == nil {
+		return " without expiry"
+	}
+	return " until " + e.ExpiresAt.Format(time.RFC3339Nano)
+}
+
+// guardLock refuses a plain write (put, delete, increment, patch) of a
+// held lock or leadership: only its ops, or a write that names the
+// version it replaces (an operator breaking the lock on purpose), may
+// change it.
+func guardLock(visible *events.Entry, r *Request) *events.Error {
+	if visible == nil || r.ExpectedVersion != nil {
+		return nil
+	}
+	code := events.ELockHeld
+	switch visible.Semantics.Purpose {
+	case string(RoleLock):
+	case string(RoleLeader):
+		code = events.ENotLeader
+	default:
+		return nil
+	}
+	var held LockValue
+	_ = json.Unmarshal(visible.Value, &held)
+	err := events.FieldErrorf(code, "key", "key %s is a %s held by %s%s: use the %s operations, or name its version (expectedVersion %d) to break it on purpose",
+		visible.Key, visible.Semantics.Purpose, held.Holder, until(visible), visible.Semantics.Purpose, visible.Version)
+	err.Current = visible
+	return err
+}
+
+// wrongType is the error of an op that does not fit the key's entry.
+func wrongType(visible *events.Entry, field, format string, args ...any) *events.Error {
+	err := events.FieldErrorf(events.EWrongType, field, format, args...)
+	err.Current = visible
+	return err
+}
+
+// jsonEqual compares two JSON values canonically (RFC 8785: key order,
+// number spelling and string escapes do not matter).
+func jsonEqual(a, b json.RawMessage) bool {
+	ca, err1 := jcs.Transform(a)
+	cb, err2 := jcs.Transform(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
+}
+
+// marshalCompact encodes v as JSON without rewriting <, > and &.
+func marshalCompact(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// abbrev shortens a JSON value for an error message.
+func abbrev(v json.RawMessage) string {
+	if len(v) > 64 {
+		return string(v[:61]) + "..."
+	}
+	return string(v)
+}

@@ -1,0 +1,215 @@
+package writer
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// opsCase is one decision of an op on a state: the error code wanted
+// ("" when accepted) and, when accepted, the event's op and value.
+type opsCase struct {
+	name  string
+	cur   events.State
+	req   Request
+	code  string
+	op    string
+	after string // compact JSON of the event's after ("" to skip)
+	kind  events.Kind
+}
+
+func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]decision {
+	t.Helper()
+	key := mustKey(t, "tenant/a/project/b/k")
+	out := map[string]decision{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			r.Key, r.Principal = key, "p"
+			d := Decide(tc.cur, &r, now, 3)
+			out[tc.name] = d
+			if tc.code != "" {
+				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+					t.Fatalf("want %s, got event %+v err %v", tc.code, d.event, d.err)
+				}
+				return
+			}
+			if d.err != nil || d.event == nil {
+				t.Fatalf("want an event, got err %v", d.err)
+			}
+			e := d.event
+			if e.Op != tc.op || e.Version != tc.cur.Version+1 || e.PrevVersion != tc.cur.Version {
+				t.Fatalf("event op %s version %d prev %d, want op %s version %d", e.Op, e.Version, e.PrevVersion, tc.op, tc.cur.Version+1)
+			}
+			if tc.kind != "" && e.Kind != tc.kind {
+				t.Fatalf("kind %s, want %s", e.Kind, tc.kind)
+			}
+			if tc.after != "" && string(e.After) != tc.after {
+				t.Fatalf("after %s, want %s", e.After, tc.after)
+			}
+		})
+	}
+	return out
+}
+
+func state(key string, v int64, val string, purpose string, exp *time.Time) events.State {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return events.State{Version: v, Live: true, Entry: events.Entry{Key: key, Version: v, Value: json.RawMessage(val),
+		CreatedAt: created, ExpiresAt: exp, Semantics: events.Semantics{Purpose: purpose}}}
+}
+
+func TestDecideIncrement(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	k := "tenant/a/project/b/k"
+	exp := now.Add(time.Minute)
+	past := now.Add(-time.Second)
+	gone := events.State{Version: 5, Entry: events.Entry{Key: k, Version: 5}}
+	ds := runOps(t, now, []opsCase{
+		{"OK", state(k, 2, `41`, "counter", nil), Request{Op: OpIncrement, By: 1}, "", events.OpIncrement, `42`, events.KindPut},
+		{"OKNegative", state(k, 2, `-3`, "other", nil), Request{Op: OpIncrement, By: -10}, "", events.OpIncrement, `-13`, ""},
+		{"OKCreate", events.State{}, Request{Op: OpIncrement, By: 5, Create: true}, "", events.OpIncrement, `5`, ""},
+		{"OKCreateAfterDelete", gone, Request{Op: OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
+		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), Request{Op: OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
+		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), Request{Op: OpIncrement, By: 1}, "", events.OpIncrement, `2`, ""},
+		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), Request{Op: OpIncrement, By: 1, TTLSeconds: 600}, "", events.OpIncrement, `2`, ""},
+		{"OKCAS", state(k, 2, `1`, "counter", nil), Request{Op: OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", events.OpIncrement, `2`, ""},
+		{"ErrCASStale", state(k, 2, `1`, "counter", nil), Request{Op: OpIncrement, By: 1, ExpectedVersion: ptr(1)}, events.EConflict, "", "", ""},
+		{"ErrMissing", events.State{}, Request{Op: OpIncrement, By: 1}, events.ENotFound, "", "", ""},
+		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), Request{Op: OpIncrement, By: 1}, events.ENotFound, "", "", ""},
+		{"ErrString", state(k, 2, `"7"`, "other", nil), Request{Op: OpIncrement, By: 1}, events.EWrongType, "", "", ""},
+		{"ErrFraction", state(k, 2, `1.5`, "other", nil), Request{Op: OpIncrement, By: 1}, events.EWrongType, "", "", ""},
+		{"ErrObject", state(k, 2, `{"n":1}`, "other", nil), Request{Op: OpIncrement, By: 1}, events.EWrongType, "", "", ""},
+		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: OpIncrement, By: 1}, events.EOutOfRange, "", "", ""},
+		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), Request{Op: OpIncrement, By: -1}, events.EOutOfRange, "", "", ""},
+		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), Request{Op: OpIncrement, By: 1}, events.ELockHeld, "", "", ""},
+	})
+	if e := ds["OKCreate"].event; e.Semantics.Purpose != "counter" || e.ExpiresAt != nil {
+		t.Errorf("new counter: semantics %+v expires %v", e.Semantics, e.ExpiresAt)
+	}
+	if e := ds["OKKeepsExpiry"].event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(exp) {
+		t.Errorf("increment without ttl changed the expiry to %v", e.ExpiresAt)
+	}
+	if e := ds["OKNewTTL"].event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(600*time.Second)) {
+		t.Errorf("increment with ttl: expiry %v", e.ExpiresAt)
+	}
+	if e := ds["OKNegative"].event; e.Semantics.Purpose != "other" {
+		t.Errorf("increment changed the purpose to %s", e.Semantics.Purpose)
+	}
+}
+
+func TestDecidePatch(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	k := "tenant/a/project/b/job"
+	job := state(k, 4, `{"state":"pending","n":1,"tags":["x"]}`, "other", nil)
+	set := func(kv ...string) map[string]json.RawMessage {
+		m := map[string]json.RawMessage{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = json.RawMessage(kv[i+1])
+		}
+		return m
+	}
+	cond := func(f, v string) *FieldCondition { return &FieldCondition{Field: f, Equals: json.RawMessage(v)} }
+	ds := runOps(t, now, []opsCase{
+		{"OKSet", job, Request{Op: OpPatch, Set: set("state", `"running"`, "worker", `"w1"`)}, "", events.OpPatch, `{"n":1,"state":"running","tags":["x"],"worker":"w1"}`, ""},
+		{"OKUnset", job, Request{Op: OpPatch, Unset: []string{"tags", "absent"}}, "", events.OpPatch, `{"n":1,"state":"pending"}`, ""},
+		{"OKSetNull", job, Request{Op: OpPatch, Set: set("n", `null`)}, "", events.OpPatch, `{"n":null,"state":"pending","tags":["x"]}`, ""},
+		{"OKFieldCAS", job, Request{Op: OpPatch, If: cond("state", `"pending"`), Set: set("state", `"claimed"`)}, "", events.OpFieldCAS, `{"n":1,"state":"claimed","tags":["x"]}`, ""},
+		{"OKFieldCASCanonical", job, Request{Op: OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
+		{"OKFieldCASNumber", job, Request{Op: OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
+		{"OKFieldCASMissingIsNull", job, Request{Op: OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", events.OpFieldCAS, "", ""},
+		{"OKCreate", events.State{}, Request{Op: OpPatch, Create: true, Set: set("state", `"pending"`)}, "", events.OpPatch, `{"state":"pending"}`, ""},
+		{"OKCreateWithCondition", events.State{}, Request{Op: OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", events.OpFieldCAS, "", ""},
+		{"ErrFieldCASLost", job, Request{Op: OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, events.EFieldMismatch, "", "", ""},
+		{"ErrMissing", events.State{}, Request{Op: OpPatch, Set: set("a", `1`)}, events.ENotFound, "", "", ""},
+		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), Request{Op: OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
+		{"ErrNull", state(k, 1, `null`, "other", nil), Request{Op: OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
+		{"ErrTooLarge", job, Request{Op: OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, events.ETooLarge, "", "", ""},
+		{"ErrStaleVersion", job, Request{Op: OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, events.EConflict, "", "", ""},
+	})
+	d := ds["ErrFieldCASLost"]
+	if d.conflict == nil || d.conflict.Reason != "field_mismatch" || d.conflict.Op != events.OpFieldCAS || d.conflict.ExpectedVersion != -1 {
+		t.Errorf("a lost field CAS must be recorded as a conflict: %+v", d.conflict)
+	}
+	var e *events.Error
+	if !errors.As(d.err, &e) || e.Field != "if.equals" || e.Current == nil || e.Current.Version != 4 {
+		t.Errorf("field mismatch error %+v", d.err)
+	}
+}
+
+func TestDecideLock(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	k := "tenant/a/project/b/lock"
+	exp := now.Add(30 * time.Second)
+	past := now.Add(-time.Second)
+	heldA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &exp)
+	expiredA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &past)
+	released := events.State{Version: 8, Entry: events.Entry{Key: k, Version: 8}}
+	leaderA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "leader", &exp)
+	acq := func(h string) Request { return Request{Op: OpAcquire, Role: RoleLock, Holder: h, TTLSeconds: 30} }
+	ds := runOps(t, now, []opsCase{
+		{"OKAcquireFree", events.State{}, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z"}`, events.KindPut},
+		{"OKAcquireAfterRelease", released, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z"}`, ""},
+		{"OKAcquireExpired", expiredA, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z"}`, ""},
+		{"OKReenter", heldA, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, ""},
+		{"OKExtend", heldA, Request{Op: OpExtend, Role: RoleLock, Holder: "a", TTLSeconds: 90}, "", events.OpLockExtend, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, ""},
+		{"OKRelease", heldA, Request{Op: OpRelease, Role: RoleLock, Holder: "a"}, "", events.OpLockRelease, `null`, events.KindDelete},
+		{"ErrHeld", heldA, acq("b"), events.ELockHeld, "", "", ""},
+		{"ErrExtendOther", heldA, Request{Op: OpExtend, Role: RoleLock, Holder: "b", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
+		{"ErrReleaseOther", heldA, Request{Op: OpRelease, Role: RoleLock, Holder: "b"}, events.ENotLockHolder, "", "", ""},
+		{"ErrReleaseFree", released, Request{Op: OpRelease, Role: RoleLock, Holder: "a"}, events.ENotLockHolder, "", "", ""},
+		{"ErrExtendExpired", expiredA, Request{Op: OpExtend, Role: RoleLock, Holder: "a", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
+		{"ErrNotALock", state(k, 3, `{"holder":"a"}`, "other", nil), acq("a"), events.EWrongType, "", "", ""},
+		{"ErrLeaderAsLock", leaderA, acq("a"), events.EWrongType, "", "", ""},
+		{"OKElect", events.State{}, Request{Op: OpAcquire, Role: RoleLeader, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderElect, "", ""},
+		{"ErrElectOther", leaderA, Request{Op: OpAcquire, Role: RoleLeader, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
+		{"OKHeartbeat", leaderA, Request{Op: OpExtend, Role: RoleLeader, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderHeartbeat, "", ""},
+		{"ErrHeartbeatOther", leaderA, Request{Op: OpExtend, Role: RoleLeader, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
+		{"OKResign", leaderA, Request{Op: OpRelease, Role: RoleLeader, Holder: "a"}, "", events.OpLeaderResign, "", events.KindDelete},
+		{"ErrPlainPutOverLock", heldA, Request{Op: OpPut, Value: json.RawMessage(`1`)}, events.ELockHeld, "", "", ""},
+		{"ErrPlainDeleteOfLeader", leaderA, Request{Op: OpDelete}, events.ENotLeader, "", "", ""},
+		{"OKBreakLockByVersion", heldA, Request{Op: OpDelete, ExpectedVersion: ptr(7)}, "", events.OpDelete, "", events.KindDelete},
+		{"OKPutOverExpiredLock", expiredA, Request{Op: OpPut, Value: json.RawMessage(`1`)}, "", events.OpSet, "", ""},
+	})
+	if e := ds["OKAcquireFree"].event; e.Semantics.Purpose != "lock" || e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(30*time.Second)) {
+		t.Errorf("acquire: semantics %+v expiry %v", e.Semantics, e.ExpiresAt)
+	}
+	if e := ds["OKExtend"].event; !e.ExpiresAt.Equal(now.Add(90 * time.Second)) {
+		t.Errorf("extend: expiry %v", e.ExpiresAt)
+	}
+	var e *events.Error
+	if !errors.As(ds["ErrHeld"].err, &e) || e.Current == nil || e.Current.Version != 7 || e.Field != "holder" {
+		t.Errorf("lock_held must carry the current lock: %+v", ds["ErrHeld"].err)
+	}
+	if ds["ErrHeld"].conflict != nil {
+		t.Errorf("lock contention is not a CAS conflict record")
+	}
+}
+
+func TestDecideExpire(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	k := "tenant/a/project/b/k"
+	past := now.Add(-time.Second)
+	later := now.Add(time.Minute)
+	expired := state(k, 3, `{"holder":"a","token":3}`, "lock", &past)
+	expired.Entry.Semantics.Producer = "scheduler"
+	exp := Request{Op: OpExpire, ExpectedVersion: ptr(3)}
+	ds := runOps(t, now, []opsCase{
+		{"OK", expired, exp, "", events.OpExpire, `null`, events.KindExpire},
+		{"SkipRenewed", state(k, 4, `1`, "other", &later), Request{Op: OpExpire, ExpectedVersion: ptr(3)}, events.EConflict, "", "", ""},
+		{"SkipNotYet", state(k, 3, `1`, "other", &later), exp, events.EConflict, "", "", ""},
+		{"SkipDeleted", events.State{Version: 4, Entry: events.Entry{Key: k, Version: 4}}, exp, events.EConflict, "", "", ""},
+		{"SkipNoTTL", state(k, 3, `1`, "other", nil), exp, events.EConflict, "", "", ""},
+	})
+	e := ds["OK"].event
+	if e.Semantics.Purpose != "lock" || e.Semantics.Producer != "scheduler" || string(e.Before) != `{"holder":"a","token":3}` || e.ExpiresAt == nil {
+		t.Errorf("expire must carry the entry's semantics, value and expiry: %+v", e)
+	}
+	for name, d := range ds {
+		if d.conflict != nil {
+			t.Errorf("%s: a skipped expire is not a conflict record", name)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package writer
+
+import (
+	"context"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// SweeperPrincipal is the identity under which the TTL sweeper appends
+// expire events (their principal and lastWriter).
+const SweeperPrincipal = "eskv-sweeper"
+
+// sweep runs the TTL sweeper until ctx ends: every SweepInterval, each
+// partition this writer owns and has caught up expires its entries past
+// their expiry. Reads hide such entries at once; the expire event makes
+// the removal a fact in the log (for subscribers and the audit trail).
+func (w *Writer) sweep(ctx context.Context) {
+	if w.cfg.SweepInterval < 0 {
+		return
+	}
+	t := time.NewTicker(w.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.RLock()
+		parts := make([]*partition, 0, len(w.parts))
+		for _, p := range w.parts {
+			parts = append(parts, p)
+		}
+		w.mu.RUnlock()
+		for _, p := range parts {
+			if err := p.sweep(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("TTL sweep incomplete; the next round goes on", "err", err)
+			}
+		}
+	}
+}
+
+// sweep expires what is due on the partition, until nothing is or a
+// round fails. Each expire is a compare-and-swap on the version that
+// expired, decided in the partition's own queue like any write, so a
+// renewal or delete that won the race is kept.
+func (p *partition) sweep(ctx context.Context) error {
+	var (
+		start          = time.Now()
+		expired, total int
+	)
+	defer func() {
+		if total > 0 {
+			took := time.Since(start)
+			p.w.metrics.sweepSeconds.Observe(took.Seconds())
+			p.log.Info("TTL sweep", "expired", expired, "skipped", total-expired, "took", took)
+		}
+	}()
+	for {
+		due, err := p.due(ctx, time.Now())
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		n, err := p.expire(ctx, due)
+		expired, total = expired+n, total+len(due)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil // everything due lost to a renewal: done for now
+		}
+	}
+}
+
+// due lists the partition's entries past their expiry at now: the
+// overlay's (events the projection may not hold yet) and the
+// projection's, where the overlay does not know better.
+func (p *partition) due(ctx context.Context, now time.Time) (map[string]int64, error) {
+	limit := p.w.cfg.SweepBatch
+	due := make(map[string]int64)
+	p.mu.RLock()
+	if !p.ready {
+		p.mu.RUnlock()
+		return nil, nil
+	}
+	known := make(map[string]bool, len(p.overlay))
+	for k, e := range p.overlay {
+		known[k] = true
+		if e.state.Live && e.state.Entry.Expired(now) && len(due) < limit {
+			due[k] = e.state.Version
+		}
+	}
+	p.mu.RUnlock()
+	if len(due) >= limit {
+		return due, nil
+	}
+	rows, err := p.w.proj.Expired(ctx, p.id, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if !known[r.Key] && len(due) < limit {
+			due[r.Key] = r.Version
+		}
+	}
+	return due, nil
+}
+
+// expire submits one expire request per due entry, at most MaxBatch at a
+// time so the queue never overflows, and counts those that expired.
+func (p *partition) expire(ctx context.Context, due map[string]int64) (int, error) {
+	n := 0
+	calls := make([]*call, 0, p.w.cfg.MaxBatch)
+	flush := func() error {
+		defer func() { calls = calls[:0] }()
+		for _, c := range calls {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case a := <-c.done:
+				switch {
+				case a.err == nil:
+					n++
+					p.w.metrics.swept.WithLabelValues("expired").Inc()
+				case events.ErrorCode(a.err) == events.EConflict:
+					p.w.metrics.swept.WithLabelValues("skipped").Inc()
+				default:
+					return a.err
+				}
+			}
+		}
+		return nil
+	}
+	for k, v := range due {
+		key, err := events.ParseKey(k)
+		if err != nil {
+			p.log.Error("the projection holds a key that breaks the key rules; not expiring it", "key", k, "err", err)
+			continue
+		}
+		c := &call{req: &Request{Key: key, Op: OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal}, done: make(chan answer, 1)}
+		if err := p.submit(c); err != nil {
+			return n, err
+		}
+		calls = append(calls, c)
+		if len(calls) == cap(calls) {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, flush()
+}
