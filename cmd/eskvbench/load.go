@@ -133,6 +133,10 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 		return err
 	}
 
+	if err := b.primitives(ctx, rep); err != nil {
+		return err
+	}
+
 	if b.s.auditor != nil {
 		b.logf("7 a second auditor ingests the run's backlog into an empty database")
 	}
