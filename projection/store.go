@@ -311,7 +311,12 @@ func (s *Store) States(ctx context.Context, keys []string) (map[string]events.St
 	if len(keys) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+stateColumns+` FROM kv_entries WHERE key = ANY($1::text[])`, keys)
+	// One primary-key lookup per key, whatever the planner estimates: with
+	// "key = ANY($1)" it picks a sequential scan for a few hundred keys
+	// (a sweeper batch), which on a large, busy table costs 100x more.
+	// OFFSET 0 keeps the lateral subquery from being flattened into a join.
+	rows, err := s.pool.Query(ctx, `SELECT e.* FROM unnest($1::text[]) AS k(key)
+		CROSS JOIN LATERAL (SELECT `+stateColumns+` FROM kv_entries WHERE kv_entries.key = k.key OFFSET 0) e`, keys)
 	if err != nil {
 		return nil, translate("states", err)
 	}
