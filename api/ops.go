@@ -221,8 +221,11 @@ func (s *Server) lock(c echo.Context, p *Principal, k events.Key, verb string) e
 	}
 	req := &writer.Request{Key: k, Op: v.op, Role: v.role, Holder: b.Holder, RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name}
 	if v.op == writer.OpRelease {
-		if b.TTLSeconds != nil || sem != nil {
+		if b.TTLSeconds != nil {
 			return events.FieldErrorf(events.EInvalid, "ttlSeconds", "%s takes only holder, requestId and specRef", verb)
+		}
+		if sem != nil {
+			return events.FieldErrorf(events.EInvalid, "semantics", "%s takes only holder, requestId and specRef", verb)
 		}
 	} else {
 		req.TTLSeconds = DefaultLockTTLSeconds
