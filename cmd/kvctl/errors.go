@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,12 +14,11 @@ import (
 // Exit codes. They are part of kvctl's interface: scripts branch on them.
 const (
 	exitOK     = 0
-	exitFailed = 1 // a condition failed: not found, version conflict
+	exitFailed = 1 // a condition failed: not found, version conflict, field mismatch, wrong type
 	exitUsage  = 2 // invalid arguments, rejected by kvctl or the server
 	exitServer = 3 // server, authentication or network error
-	// exitUnavailable is "lock unavailable or not leader": the API's
-	// lock_held code (used by the lock and leader commands once the API
-	// has them).
+	// exitUnavailable is "lock unavailable or not leader": lock_held,
+	// not_lock_holder, not_leader, and a lock run that lost its lock.
 	exitUnavailable = 4
 	exitInterrupted = 130
 )
@@ -32,10 +32,19 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 
-// exitError ends kvctl with code and no message (exists answering "no").
+// exitError ends kvctl with code and no message (exists answering "no",
+// lock run passing on its command's status).
 type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// failure ends kvctl with code after printing msg and solution.
+type failure struct {
+	code          int
+	msg, solution string
+}
+
+func (e *failure) Error() string { return e.msg }
 
 // fail prints err as "Error: …" and "Solution: …" on stderr and returns
 // the exit code of its class.
@@ -55,8 +64,14 @@ func (a *app) explain(err error) (code int, msg, solution string) {
 		ue *usageError
 		ne *client.NetworkError
 		e  *events.Error
+		f  *failure
+		ll *lockLost
 	)
 	switch {
+	case errors.As(err, &f):
+		return f.code, f.msg, f.solution
+	case errors.As(err, &ll):
+		return a.explainLost(ll)
 	case errors.As(err, &ue):
 		solution = ue.solution
 		if solution == "" {
@@ -65,6 +80,8 @@ func (a *app) explain(err error) (code int, msg, solution string) {
 		return exitUsage, ue.msg, solution
 	case errors.As(err, &ne):
 		return a.explainNetwork(ne)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return a.explainNetwork(&client.NetworkError{Err: err})
 	case errors.As(err, &e):
 		return a.explainAPI(err, e)
 	case !a.running:
@@ -109,7 +126,7 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		if e.Field == "" { // no such route: the URL has a path it should not
 			return exitServer, "check that --url (" + a.url + ") is the API's base URL, e.g. " + defaultURL
 		}
-		return exitFailed, fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", subject, scopeOf(subject))
+		return exitFailed, a.notFound(subject, e.Field)
 	case events.EConflict:
 		if e.Field == "requestId" {
 			return exitFailed, "this --request-id was already used for a different write of " + subject + ": use a new id (repeating an id only replays its identical write)"
@@ -141,8 +158,19 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 			subject, right, tenantOf(subject), devTokenFile)
 	case events.EUnavailable:
 		return exitServer, "the key's partition is moving between writers or catching up, and kvctl's retries ran out: retry in a few seconds; repeat a write with the same --request-id so one that did commit is not applied twice"
-	case events.ELockHeld:
-		return exitUnavailable, "the lock is held by another owner: retry later"
+	case events.ELockHeld, events.ENotLockHolder, events.ENotLeader:
+		return exitUnavailable, a.unavailable(subject, e)
+	case events.EWrongType:
+		return exitFailed, a.wrongType(subject, e)
+	case events.EFieldMismatch:
+		cur := "missing"
+		if e.Current != nil {
+			cur = fmt.Sprintf("%s (version %d)", fieldOf(e.Current.Value, a.field), e.Current.Version)
+		}
+		return exitFailed, fmt.Sprintf("field %s of %s is %s now, not %s: re-read it with 'kvctl field get %s %s' and decide again",
+			a.field, subject, cur, shorten(a.expected), subject, a.field)
+	case events.EOutOfRange:
+		return exitFailed, fmt.Sprintf("the counter would leave the 64-bit integer range: use a smaller --by, or reset it with 'kvctl set %s 0'", subject)
 	}
 	if errors.Is(err, client.ErrUnexpectedAnswer) {
 		return exitServer, "check that --url (" + a.url + ") points at eskv's API and not at another service"
@@ -163,7 +191,18 @@ func invalidSolution(field, cmd string) string {
 	case "expectedVersion":
 		return "--expected-version is 0 (the key must not exist) or a positive version"
 	case "ttlSeconds", "semantics.ttlSeconds":
+		if strings.HasPrefix(cmd, "kvctl lock") || strings.HasPrefix(cmd, "kvctl leader") {
+			return "--ttl (the lease) is between 1s and 10 years (87600h); leave it out for the server's default of 60s"
+		}
 		return "--ttl is between 1s and 10 years (87600h); leave it out for no expiry"
+	case "holder":
+		return "the holder (--holder, --id or KVCTL_HOLDER) is 1 to 256 characters of UTF-8"
+	case "by":
+		return "--by is a non-zero integer"
+	case "set", "unset", "if.field", "field":
+		return "field names are 1 to 256 bytes of UTF-8, and a patch changes at most 256 fields, each once"
+	case "if.equals":
+		return "EXPECTED is a JSON value, or text (taken as a JSON string)"
 	case "semantics.purpose":
 		return "--purpose is one of " + strings.Join(events.Purposes, ", ")
 	case "semantics.producer":
@@ -179,7 +218,103 @@ func invalidSolution(field, cmd string) string {
 	case "cursor":
 		return "--cursor takes the nextCursor of an earlier page of the same prefix"
 	}
+	if strings.HasPrefix(field, "set.") {
+		return "field values are JSON, or text (taken as a JSON string), within the value size limit"
+	}
 	return fmt.Sprintf("see '%s --help'", cmd)
+}
+
+// notFound says what to do about an absent key (or field), per command.
+func (a *app) notFound(subject, field string) string {
+	switch a.cmdPath {
+	case "kvctl inc", "kvctl dec":
+		return "start the counter from 0 with --create"
+	case "kvctl field get":
+		if field == "field" {
+			return fmt.Sprintf("%s has no field %s: set it with 'kvctl field set %s %s=VALUE' (see the whole value with 'kvctl get %s')", subject, a.field, subject, a.field, subject)
+		}
+	case "kvctl field set", "kvctl field cas":
+		return "start it from {} with --create, or create it with 'kvctl set " + subject + " '{...}''"
+	case "kvctl lock check":
+		return "the lock is free: take it with 'kvctl lock acquire " + subject + "'"
+	case "kvctl leader check":
+		return "the pool has no leader: become it with 'kvctl leader elect " + subject + "'"
+	}
+	return fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", subject, scopeOf(subject))
+}
+
+// unavailable says what to do about lock_held, not_lock_holder and
+// not_leader.
+func (a *app) unavailable(subject string, e *events.Error) string {
+	var version int64
+	holder := "another holder"
+	if e.Current != nil {
+		version = e.Current.Version
+		if h := holderOf(e.Current.Value); h != "" {
+			holder = h
+		}
+	}
+	if e.Field == "key" { // a plain write of a held lock or leadership
+		return fmt.Sprintf("%s is held by %s: use the 'kvctl lock' or 'kvctl leader' commands, or break it on purpose by naming its version (--expected-version %d)", subject, holder, version)
+	}
+	waited := ""
+	if a.waited > 0 {
+		waited = fmt.Sprintf("it was still taken after --wait %v; ", a.waited)
+	}
+	me := fmt.Sprintf("%s (from %s)", a.holder, a.holderSource)
+	switch {
+	case e.Code == events.ELockHeld:
+		return fmt.Sprintf("%swait (longer) for %s to release it with --wait DURATION, e.g. --wait 1m, or retry after its lease ends; an operator can break it with 'kvctl delete %s --expected-version %d'",
+			waited, holder, subject, version)
+	case e.Code == events.ENotLockHolder && e.Current == nil:
+		return fmt.Sprintf("the lock is free (released, or its lease ended), so %s does not hold it: take it again with 'kvctl lock acquire %s', and treat what it protected as changed meanwhile", me, subject)
+	case e.Code == events.ENotLockHolder:
+		return fmt.Sprintf("the lock is held by %s, not by %s: give the holder that acquired it (--holder, or KVCTL_HOLDER; the default is USER@HOST), see 'kvctl lock check %s'", holder, me, subject)
+	case a.cmdPath == "kvctl leader elect":
+		return fmt.Sprintf("%s%s leads: stay a candidate and elect again later (or with --wait DURATION); see 'kvctl leader check %s'", waited, holder, subject)
+	case e.Current == nil:
+		return fmt.Sprintf("the pool has no leader now (resigned, or its lease ended): %s must stop acting as leader, and may run 'kvctl leader elect %s' to try again", me, subject)
+	}
+	return fmt.Sprintf("%s leads, not %s: stop acting as leader; run 'kvctl leader elect %s' to be a candidate again", holder, me, subject)
+}
+
+// wrongType says what to do when the key's value does not fit the
+// command.
+func (a *app) wrongType(subject string, e *events.Error) string {
+	value := "another kind of value"
+	if e.Current != nil {
+		value = shorten(string(e.Current.Value))
+	}
+	switch {
+	case a.cmdPath == "kvctl inc" || a.cmdPath == "kvctl dec":
+		return fmt.Sprintf("%s holds %s, not an integer: counters are JSON integers; use another key, or reset it with 'kvctl set %s 0'", subject, value, subject)
+	case strings.HasPrefix(a.cmdPath, "kvctl field"):
+		return fmt.Sprintf("%s holds %s, not a JSON object: fields live in objects; use another key, or replace its value with 'kvctl set %s '{...}''", subject, value, subject)
+	case strings.HasPrefix(a.cmdPath, "kvctl lock"), strings.HasPrefix(a.cmdPath, "kvctl leader"):
+		return fmt.Sprintf("%s holds %s and is not a %s: give the lock or leader pool a key of its own", subject, value, strings.Fields(a.cmdPath)[1])
+	}
+	return fmt.Sprintf("%s's value does not fit this command; see 'kvctl get %s'", subject, subject)
+}
+
+// holderOf reads the holder of a lock's stored value.
+func holderOf(v json.RawMessage) string {
+	var l struct {
+		Holder string `json:"holder"`
+	}
+	_ = json.Unmarshal(v, &l)
+	return l.Holder
+}
+
+// fieldOf returns a field of an object value, or "missing".
+func fieldOf(v json.RawMessage, field string) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(v, &fields) != nil {
+		return "missing"
+	}
+	if f, ok := fields[field]; ok {
+		return shorten(string(f))
+	}
+	return "missing"
 }
 
 // scopeOf returns tenant/<t>/project/<p>/ of a key, or the key itself.

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/eskv/eskv/api/client"
 )
 
@@ -53,10 +55,9 @@ type result struct {
 	code           int
 }
 
-// run executes the binary with args, stdin and extra environment (which
+// command prepares the binary with args and extra environment (which
 // overrides the stack's; an empty value unsets).
-func (k *kvctlBin) run(tb testing.TB, stdin string, env map[string]string, args ...string) result {
-	tb.Helper()
+func (k *kvctlBin) command(env map[string]string, args ...string) *exec.Cmd {
 	cmd := exec.Command(k.path, args...)
 	cmd.Dir = k.dir
 	vars := map[string]string{}
@@ -76,6 +77,13 @@ func (k *kvctlBin) run(tb testing.TB, stdin string, env map[string]string, args 
 			cmd.Env = append(cmd.Env, name+"="+v)
 		}
 	}
+	return cmd
+}
+
+// run executes the binary with args, stdin and extra environment.
+func (k *kvctlBin) run(tb testing.TB, stdin string, env map[string]string, args ...string) result {
+	tb.Helper()
+	cmd := k.command(env, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -253,6 +261,96 @@ func TestCLI(t *testing.T) {
 		{name: "delete-replayed", args: []string{"delete", scope + "jobs/02", "--request-id", "d2"}},
 	})
 
+	// Counters, fields, locks and leaders. Holders are explicit, so the
+	// answers do not depend on the user and host running the test.
+	if _, err := c.Put(ctx, client.PutRequest{Key: scope + "big", Value: json.RawMessage("9223372036854775807")}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		hits   = scope + "hits"
+		task   = scope + "tasks/1"
+		lk     = scope + "locks/deploy"
+		leader = scope + "leaders/sched"
+	)
+	runCases(t, []tc{
+		{name: "inc-text", args: []string{"inc", hits, "--create"}},
+		{name: "inc-json", args: []string{"inc", hits, "--by", "10", "--format", "json"}},
+		{name: "inc-value", args: []string{"inc", hits, "--by", "5", "-o", "value"}},
+		{name: "dec-text", args: []string{"dec", hits, "--by", "6"}},
+		{name: "dec-json", args: []string{"dec", hits, "--format", "json"}},
+		{name: "dec-value", args: []string{"dec", hits, "--by", "2", "--request-id", "dec-1", "-o", "value"}},
+		{name: "dec-replayed", args: []string{"dec", hits, "--by", "2", "--request-id", "dec-1", "-o", "value"}},
+		{name: "err-inc-not-found", args: []string{"inc", scope + "nohits"}, code: exitFailed},
+		{name: "err-inc-conflict", args: []string{"inc", hits, "--expected-version", "1"}, code: exitFailed},
+		{name: "err-inc-wrong-type", args: []string{"inc", scope + "cursor"}, code: exitFailed},
+		{name: "err-inc-out-of-range", args: []string{"inc", scope + "big"}, code: exitFailed},
+		{name: "err-inc-bad-by", args: []string{"inc", hits, "--by", "0"}, code: exitUsage},
+
+		{name: "field-set-text", args: []string{"field", "set", task, "state=pending", "attempts=0", "note=hello world", "--create"}},
+		{name: "field-set-json", args: []string{"field", "set", task, `result={"rows": 1}`, "label=\"007\"", "--format", "json"}},
+		{name: "field-set-value", args: []string{"field", "set", task, "attempts=1", "--unset", "result", "-o", "value"}},
+		{name: "field-get-text", args: []string{"field", "get", task, "state"}},
+		{name: "field-get-json", args: []string{"field", "get", task, "note", "--format", "json"}},
+		{name: "field-get-value", args: []string{"field", "get", task, "attempts", "-o", "value"}},
+		{name: "field-cas-text", args: []string{"field", "cas", task, "state", "pending", "claimed", "owner=w1"}},
+		{name: "field-cas-json", args: []string{"field", "cas", task, "owner", "w1", "null", "--format", "json"}},
+		{name: "field-cas-value", args: []string{"field", "cas", task, "state", "claimed", "done", "-o", "value"}},
+		{name: "err-field-cas-mismatch", args: []string{"field", "cas", task, "state", "pending", "claimed"}, code: exitFailed},
+		{name: "err-field-cas-missing", args: []string{"field", "cas", task, "lease", `{"n": 1}`, "2"}, code: exitFailed},
+		{name: "err-field-get-no-field", args: []string{"field", "get", task, "nope"}, code: exitFailed},
+		{name: "err-field-get-no-key", args: []string{"field", "get", scope + "tasks/none", "state"}, code: exitFailed},
+		{name: "err-field-set-no-key", args: []string{"field", "set", scope + "tasks/none", "state=new"}, code: exitFailed},
+		{name: "err-field-set-wrong-type", args: []string{"field", "set", hits, "a=1"}, code: exitFailed},
+		{name: "err-field-set-bad-arg", args: []string{"field", "set", task, "state"}, code: exitUsage},
+		{name: "err-field-cas-args", args: []string{"field", "cas", task, "state", "done"}, code: exitUsage},
+
+		{name: "lock-acquire-text", args: []string{"lock", "acquire", lk, "--holder", "alice", "--ttl", "1h"}},
+		{name: "lock-acquire-reentered-json", args: []string{"lock", "acquire", lk, "--holder", "alice", "--ttl", "1h", "--format", "json"}},
+		{name: "lock-check-text", args: []string{"lock", "check", lk}},
+		{name: "lock-check-json", args: []string{"lock", "check", lk, "--format", "json"}},
+		{name: "lock-check-value", args: []string{"lock", "check", lk, "-o", "value"}},
+		{name: "lock-extend-value", args: []string{"lock", "extend", lk, "--holder", "alice", "--ttl", "2h", "-o", "value"}},
+		{name: "err-lock-held", args: []string{"lock", "acquire", lk, "--holder", "bob"}, code: exitUnavailable},
+		{name: "err-lock-held-wait", args: []string{"lock", "acquire", lk, "--holder", "bob", "--wait", "1s"}, code: exitUnavailable},
+		{name: "err-lock-run-held", args: []string{"lock", "run", lk, "--holder", "bob", "--", "true"}, code: exitUnavailable},
+		{name: "err-lock-release-not-holder", args: []string{"lock", "release", lk, "--holder", "bob"}, code: exitUnavailable},
+		{name: "err-lock-extend-not-holder", env: map[string]string{"KVCTL_HOLDER": "bob"}, args: []string{"lock", "extend", lk}, code: exitUnavailable},
+		{name: "err-lock-plain-write", args: []string{"set", lk, "1"}, code: exitUnavailable},
+		{name: "lock-release-text", args: []string{"lock", "release", lk, "--holder", "alice"}},
+		{name: "err-lock-check-free", args: []string{"lock", "check", lk}, code: exitFailed},
+		{name: "err-lock-release-free", args: []string{"lock", "release", lk, "--holder", "alice"}, code: exitUnavailable},
+		{name: "lock-acquire-value", env: map[string]string{"KVCTL_HOLDER": "carol"}, args: []string{"lock", "acquire", lk, "-o", "value"}},
+		{name: "lock-acquire-json", env: map[string]string{"KVCTL_HOLDER": "dave"}, args: []string{"lock", "acquire", scope + "locks/other", "--ttl", "90", "--format", "json"}},
+		{name: "lock-release-json", env: map[string]string{"KVCTL_HOLDER": "carol"}, args: []string{"lock", "release", lk, "--format", "json"}},
+		{name: "lock-release-value", env: map[string]string{"KVCTL_HOLDER": "dave"}, args: []string{"lock", "release", scope + "locks/other", "-o", "value"}},
+		{name: "err-lock-wrong-type", args: []string{"lock", "acquire", hits, "--holder", "alice"}, code: exitFailed},
+		{name: "err-lock-bad-ttl", args: []string{"lock", "acquire", lk, "--ttl", "0"}, code: exitUsage},
+		{name: "err-lock-run-no-dash", args: []string{"lock", "run", lk, "true"}, code: exitUsage},
+		{name: "err-lock-run-not-found", args: []string{"lock", "run", lk, "--holder", "erin", "--", "./no-such-command"}, code: 127},
+		{name: "err-lock-unknown", args: []string{"lock", "nope"}, code: exitUsage},
+
+		{name: "leader-elect-text", args: []string{"leader", "elect", leader, "--id", "s1", "--ttl", "1h"}},
+		{name: "leader-elect-json", args: []string{"leader", "elect", leader, "--holder", "s1", "--ttl", "1h", "--format", "json"}},
+		{name: "leader-heartbeat-value", args: []string{"leader", "heartbeat", leader, "--id", "s1", "-o", "value"}},
+		{name: "leader-check-text", args: []string{"leader", "check", leader}},
+		{name: "leader-check-json", args: []string{"leader", "check", leader, "--format", "json"}},
+		{name: "err-leader-elect-other", args: []string{"leader", "elect", leader, "--id", "s2"}, code: exitUnavailable},
+		{name: "err-leader-heartbeat-not-leader", args: []string{"leader", "heartbeat", leader, "--id", "s2"}, code: exitUnavailable},
+		{name: "err-leader-resign-not-leader", args: []string{"leader", "resign", leader, "--id", "s2"}, code: exitUnavailable},
+		{name: "leader-resign-text", args: []string{"leader", "resign", leader, "--id", "s1"}},
+		{name: "err-leader-check-none", args: []string{"leader", "check", leader}, code: exitFailed},
+		{name: "err-leader-heartbeat-none", args: []string{"leader", "heartbeat", leader, "--id", "s1"}, code: exitUnavailable},
+		{name: "leader-elect-value", args: []string{"leader", "elect", leader, "--id", "s2", "-o", "value"}},
+		{name: "leader-check-value", args: []string{"leader", "check", leader, "-o", "value"}},
+		{name: "leader-resign-json", args: []string{"leader", "resign", leader, "--id", "s2", "--format", "json"}},
+		{name: "leader-elect-again-text", args: []string{"leader", "elect", leader, "--id", "s3"}},
+		{name: "leader-resign-value", args: []string{"leader", "resign", leader, "--id", "s3", "-o", "value"}},
+	})
+
+	t.Run("Locks", func(t *testing.T) {
+		testLocks(t, k, c)
+	})
+
 	t.Run("SetFromFile", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "v.json")
 		if err := os.WriteFile(path, []byte(`{"from":"file"}`), 0o644); err != nil {
@@ -313,8 +411,28 @@ func TestCLI(t *testing.T) {
 	})
 }
 
+// TestHelpHasExamples checks every command's help, found by walking the
+// command tree (completion's per-shell commands are cobra's own).
 func TestHelpHasExamples(t *testing.T) {
-	for _, cmd := range [][]string{{}, {"get"}, {"set"}, {"delete"}, {"exists"}, {"list"}, {"completion"}} {
+	var cmds [][]string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden {
+			return
+		}
+		cmds = append(cmds, strings.Fields(c.CommandPath())[1:])
+		if c.Name() == "completion" {
+			return
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&app{getenv: func(string) string { return "" }}).rootCommand())
+	if len(cmds) < 20 {
+		t.Fatalf("found only %d commands: %v", len(cmds), cmds)
+	}
+	for _, cmd := range cmds {
 		t.Run(strings.Join(append([]string{"kvctl"}, cmd...), " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := run(context.Background(), append(slices.Clone(cmd), "--help"), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)

@@ -1,7 +1,9 @@
-// Command kvctl is eskv's command-line client: get, set, delete, exists
-// and list keys through the HTTP API (api/client). Data goes to stdout in
-// the --format asked for, messages and errors to stderr; the exit code
-// says what happened (see docs/kvctl.md).
+// Command kvctl is eskv's command-line client: keys (get, set, delete,
+// exists, list), counters (inc, dec), fields of object values (field),
+// locks (lock, including lock run) and leader election (leader), through
+// the HTTP API (api/client). Data goes to stdout in the --format asked
+// for, messages and errors to stderr; the exit code says what happened
+// (see docs/kvctl.md).
 package main
 
 import (
@@ -63,10 +65,15 @@ type app struct {
 	running     bool // arguments were accepted; errors now come from the call
 
 	// What the command works on, for error solutions.
-	cmdPath    string
-	subject    string // key or prefix
-	right      string // read or write
-	createOnly bool   // set --expected-version 0
+	cmdPath      string
+	subject      string        // key or prefix
+	right        string        // read or write
+	createOnly   bool          // set --expected-version 0
+	holder       string        // lock holder or leader candidate
+	holderSource string        // where holder came from
+	waited       time.Duration // --wait that ran out
+	field        string        // field get/cas: the field
+	expected     string        // field cas: the EXPECTED value, as JSON
 }
 
 // run executes kvctl with args and returns its exit code.
@@ -94,16 +101,23 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `kvctl reads and writes eskv keys through its HTTP API.
 
 Keys look like tenant/<tenant>/project/<project>/<path>; values are JSON.
+Besides reading and writing values, kvctl counts (inc, dec), changes
+fields of object values (field), takes locks (lock, and lock run for a
+command) and elects leaders (leader).
+
 Data goes to stdout (--format text, json or value), messages and errors to
 stderr. Exit codes: 0 success; 1 failed condition (not found, version
-conflict); 2 invalid arguments; 3 server or network error.
+conflict, field mismatch, no lock or leader); 2 invalid arguments; 3 server
+or network error; 4 lock unavailable or not leader.
 
 Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 (KVCTL_TOKEN, else ESKV_DEV_TOKEN, else the file ` + devTokenFile + ` that
 'make run' writes, read from the current directory).`,
 		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
   kvctl get tenant/acme/project/demo/greeting --format value
-  kvctl list tenant/acme/project/demo/ --all`,
+  kvctl list tenant/acme/project/demo/ --all
+  kvctl inc tenant/acme/project/demo/visits --create
+  kvctl lock run tenant/acme/project/demo/locks/nightly --wait 1m -- ./nightly.sh`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		PersistentPreRunE: a.setup,
@@ -118,8 +132,8 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue}, cobra.ShellCompDirectiveNoFileComp))
 
-	// Counters, locks and leader election join here as the API gains them.
-	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand())
+	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),
+		a.incCommand(), a.decCommand(), a.fieldCommand(), a.lockCommand(), a.leaderCommand())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
@@ -132,8 +146,13 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 }
 
 // apiAnnotation marks commands that call the API, so setup resolves the
-// client for them (and not for help or completion).
+// client for them (and not for help or completion); --timeout bounds the
+// whole command (plus --wait, for commands that have it).
 var apiAnnotation = map[string]string{"api": "true"}
+
+// perCallAnnotation marks API commands that run for as long as they must
+// (lock run): --timeout bounds each call instead of the whole command.
+var perCallAnnotation = map[string]string{"api": "true", "timeout": "per-call"}
 
 // setup validates the global flags and builds the client; it runs after
 // cobra accepted the command's arguments.
@@ -145,10 +164,17 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 	if err := a.resolve(cmd); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
+	a.running = true
+	if cmd.Annotations["timeout"] == "per-call" {
+		return nil
+	}
+	timeout := a.timeout
+	if wait, err := cmd.Flags().GetDuration("wait"); err == nil && wait > 0 {
+		timeout += wait
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	a.cancel = cancel
 	cmd.SetContext(ctx)
-	a.running = true
 	return nil
 }
 
@@ -197,4 +223,17 @@ func envOr(getenv func(string) string, name, def string) string {
 		return v
 	}
 	return def
+}
+
+// groupCommand completes a command that only groups subcommands: alone it
+// prints its help; with an unknown subcommand it is a usage error (exit 2).
+func (a *app) groupCommand(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return &usageError{msg: fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath()), cmd: cmd.CommandPath()}
+		}
+		return cmd.Help()
+	}
+	return cmd
 }

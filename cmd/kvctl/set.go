@@ -40,7 +40,7 @@ it, value the stored value.`,
   kvctl set tenant/acme/project/demo/greeting '"text values are quoted"'
   kvctl set tenant/acme/project/demo/flag true --expected-version 0 --purpose feature_flag
   kvctl set tenant/acme/project/demo/checkpoint '{"cursor":43}' --expected-version 7 --request-id sync-43
-  kvctl set tenant/acme/project/demo/lease '"worker-1"' --ttl 30s --purpose lock
+  kvctl set tenant/acme/project/demo/session '"worker-1"' --ttl 30s
   echo '{"cursor":42}' | kvctl set tenant/acme/project/demo/checkpoint -
   kvctl set tenant/acme/project/demo/config --file config.json --purpose config --producer deploy --hint web`,
 		Args: func(cmd *cobra.Command, got []string) error {

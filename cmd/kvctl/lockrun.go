@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/events"
+)
+
+// Defaults of lock run.
+const (
+	defaultRunTTL   = "30s"
+	defaultRunGrace = 10 * time.Second
+)
+
+func (a *app) lockRunCommand() *cobra.Command {
+	var (
+		h     holderFlags
+		grace time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run KEY [flags] -- CMD [ARG...]",
+		Short: "Run a command while holding a lock; stop it if the lock is lost",
+		Long: `Take the lock at KEY (waiting up to --wait for it), run CMD while
+renewing the lease every --ttl/3, release the lock when CMD ends, and exit
+with CMD's exit status (128+N when a signal N ended it; 127 when CMD is
+not found, 126 when it cannot be started).
+
+CMD gets KVCTL_LOCK_KEY, KVCTL_LOCK_HOLDER and KVCTL_LOCK_TOKEN (the
+fencing token) in its environment: hand the token to the resources the
+lock protects, so they refuse a holder that lost the lock.
+
+If the lock is lost while CMD runs (the server says this holder no
+longer holds it, or no extend got through until --grace before the lease
+would end), kvctl stops CMD: SIGTERM, then SIGKILL after --grace (at most
+a third of --ttl) to everything left in CMD's process group. It then
+exits 4 with an Error line: CMD must not go on as if it held the lock.
+
+SIGINT and SIGTERM sent to kvctl are forwarded to CMD's process group;
+the lock is kept until CMD exits. CMD runs in a process group of its own
+(so all of it can be stopped): it cannot read from the terminal.
+
+The holder is --holder, else USER@HOST/PID with kvctl's own process id
+($KVCTL_HOLDER is not used): every lock run is a holder of its own. A lock this holder already holds
+is refused (exit 4): lock run never shares a tenure.
+
+Exit codes: CMD's status; 4 when the lock stays held past --wait or is
+lost; 2, 3 and 130 as for every command (then CMD did not run).`,
+		Example: `  kvctl lock run tenant/acme/project/demo/locks/nightly -- ./nightly.sh --full
+  kvctl lock run tenant/acme/project/demo/locks/nightly --ttl 1m --wait 10m -- make deploy
+  kvctl lock run tenant/acme/project/demo/locks/db-migrate --wait 30s -- sh -c 'migrate --fencing-token "$KVCTL_LOCK_TOKEN"'`,
+		Args: func(cmd *cobra.Command, got []string) error {
+			if cmd.ArgsLenAtDash() == 1 && len(got) >= 2 {
+				return nil
+			}
+			return &usageError{msg: "kvctl lock run takes KEY, then -- and the command to run",
+				solution: "e.g. kvctl lock run tenant/acme/project/demo/locks/nightly --wait 30s -- ./nightly.sh", cmd: cmd.CommandPath()}
+		},
+		Annotations: perCallAnnotation,
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return a.completeKey(cmd, args, toComplete)
+			}
+			return nil, cobra.ShellCompDirectiveDefault
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.subject, a.right = args[0], "write"
+			a.holder, a.holderSource = h.holder, "--holder"
+			if !cmd.Flags().Changed("holder") {
+				a.holder, a.holderSource = fmt.Sprintf("%s/%d", userAtHost(a.getenv), os.Getpid()), "lock run's default USER@HOST/PID"
+			}
+			lease, err := parseTTL(h.ttl)
+			if err != nil {
+				return err
+			}
+			switch {
+			case h.wait < 0:
+				return &usageError{msg: fmt.Sprintf("--wait %v is negative", h.wait), solution: "give how long to wait for the lock, e.g. --wait 30s", cmd: a.cmdPath}
+			case grace <= 0:
+				return &usageError{msg: fmt.Sprintf("--grace %v is not positive", grace), solution: "give how long CMD may take to stop, e.g. --grace 10s", cmd: a.cmdPath}
+			}
+			r := &lockRun{a: a, key: args[0], holder: a.holder, lease: lease, grace: min(grace, lease/3)}
+			return r.run(cmd.Context(), args[1:], h.wait)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&h.holder, "holder", "", "the holder's id (default USER@HOST/PID, unique to this run)")
+	f.StringVar(&h.ttl, "ttl", defaultRunTTL, "the lease, renewed every third of it while CMD runs: a duration (30s, 5m) or seconds")
+	h.addWait(cmd, "another holder has it")
+	f.DurationVar(&grace, "grace", defaultRunGrace, "when the lock is lost: time between SIGTERM and SIGKILL to CMD (at most --ttl/3)")
+	return cmd
+}
+
+// lockRun is one run of a command under a lock.
+type lockRun struct {
+	a      *app
+	key    string
+	holder string
+	lease  time.Duration
+	grace  time.Duration
+	token  int64
+}
+
+// lockLost ends a lock run whose lock was lost while CMD ran.
+type lockLost struct {
+	key   string
+	cause error // the extend's or release's error
+	// transient is true when no extend got through in time: the server
+	// may still think this holder holds the lock.
+	transient bool
+	reason    string // when there is no cause
+	status    int    // CMD's exit status
+	stopped   bool   // CMD was still running and was stopped
+}
+
+func (e *lockLost) Error() string { return "lost the lock " + e.key }
+
+func (r *lockRun) run(ctx context.Context, argv []string, wait time.Duration) error {
+	// Signals go to CMD once it runs; register before the acquire so none
+	// slips between it and the start.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	req := client.LockRequest{Key: r.key, Holder: r.holder, TTL: r.lease, RequestID: newRequestID()}
+	actx, cancel := context.WithTimeout(ctx, r.a.timeout+wait)
+	var sent time.Time
+	l, err := r.a.take(actx, wait, events.ELockHeld, func(ctx context.Context) (client.Lock, error) {
+		sent = time.Now()
+		return r.a.client.AcquireLock(ctx, req)
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	if l.Reentered {
+		return &failure{code: exitUnavailable,
+			msg: fmt.Sprintf("%s already holds %s (token %d): lock run needs a tenure of its own", r.holder, r.key, l.Token),
+			solution: fmt.Sprintf("another lock run or acquire with --holder %s holds it: give each run its own --holder (or leave --holder out: USER@HOST/PID), or wait until it is released or its lease ends%s",
+				r.holder, expiresText(l.ExpiresAt))}
+	}
+	r.token = l.Token
+	if ctx.Err() != nil {
+		r.release(ctx)
+		return ctx.Err()
+	}
+
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = r.a.stdin, r.a.stdout, r.a.stderr
+	c.Env = append(os.Environ(), "KVCTL_LOCK_KEY="+r.key, "KVCTL_LOCK_HOLDER="+r.holder, "KVCTL_LOCK_TOKEN="+strconv.FormatInt(r.token, 10))
+	ownGroup(c)
+	if err := c.Start(); err != nil {
+		r.release(ctx)
+		code, solution := 126, "check that "+argv[0]+" is an executable file kvctl may run"
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code, solution = 127, "check the command's name and $PATH, or give the command's path"
+		}
+		return &failure{code: code, msg: fmt.Sprintf("cannot run %s: %v", argv[0], err), solution: solution + "; the lock was released"}
+	}
+
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopKeeping()
+	lostc := make(chan error, 1)
+	go func() { lostc <- r.keep(keepCtx, sent.Add(r.lease)) }()
+	waitc := make(chan error, 1)
+	go func() { waitc <- c.Wait() }()
+
+	var (
+		lost    *lockLost
+		kill    <-chan time.Time
+		ctxDone = ctx.Done()
+	)
+wait:
+	for {
+		select {
+		case <-waitc:
+			break wait
+		case s := <-sigs:
+			signalGroup(c.Process, s)
+		case <-ctxDone:
+			ctxDone = nil
+			// A signal also cancels ctx: sigs forwards it as it came.
+			if context.Cause(ctx) == ctx.Err() {
+				signalGroup(c.Process, syscall.SIGTERM)
+			}
+		case err := <-lostc:
+			lostc = nil
+			if err != nil {
+				errors.As(err, &lost)
+				lost.stopped = true
+				signalGroup(c.Process, syscall.SIGTERM)
+				kill = time.After(r.grace)
+			}
+		case <-kill:
+			kill = nil
+			signalGroup(c.Process, syscall.SIGKILL)
+		}
+	}
+	stopKeeping()
+	if lostc != nil {
+		if err := <-lostc; err != nil {
+			errors.As(err, &lost)
+		}
+	}
+	status := exitStatus(c.ProcessState)
+	if lost != nil {
+		// Nothing of CMD may go on without the lock.
+		signalGroup(c.Process, syscall.SIGKILL)
+		lost.status = status
+		if lost.transient {
+			r.release(ctx)
+		}
+		return lost
+	}
+	if err := r.release(ctx); err != nil {
+		if code := events.ErrorCode(err); code == events.ENotLockHolder || code == events.EWrongType {
+			lost := &lockLost{key: r.key, cause: err, status: status}
+			if status == 0 {
+				return lost
+			}
+			r.a.fail(lost)
+		} else {
+			_, msg, _ := r.a.explain(err)
+			fmt.Fprintf(r.a.stderr, "note: could not release %s (%s): it frees itself when its lease ends\n", r.key, msg)
+		}
+	}
+	if status != 0 {
+		return &exitError{code: status}
+	}
+	return nil
+}
+
+// keep extends the lease every third of it until ctx ends (nil) or the
+// lock is lost (a *lockLost). leaseEnd is when the lease ends at the
+// earliest: a lease runs from the server's decision, which comes after
+// the request was sent.
+func (r *lockRun) keep(ctx context.Context, leaseEnd time.Time) error {
+	interval := r.lease / 3
+	next := leaseEnd.Add(interval - r.lease)
+	for {
+		if !sleepUntil(ctx, next) {
+			return nil
+		}
+		var (
+			b    backoff
+			last error
+		)
+		for {
+			limit := leaseEnd.Add(-r.grace)
+			if !time.Now().Before(limit) {
+				return &lockLost{key: r.key, cause: last, transient: true,
+					reason: fmt.Sprintf("no extend got through before the lease (--ttl %v) was about to end", r.lease)}
+			}
+			cctx, cancel := context.WithDeadline(ctx, earliest(time.Now().Add(r.a.timeout), limit))
+			sent := time.Now()
+			l, err := r.a.client.ExtendLock(cctx, client.LockRequest{Key: r.key, Holder: r.holder, TTL: r.lease, RequestID: newRequestID()})
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil && l.Token != r.token {
+				return &lockLost{key: r.key, reason: fmt.Sprintf("the lock's token is %d now, not %d: it was released and taken again", l.Token, r.token)}
+			}
+			if err == nil {
+				leaseEnd, next = sent.Add(r.lease), sent.Add(interval)
+				break
+			}
+			if !transient(err) {
+				return &lockLost{key: r.key, cause: err}
+			}
+			last = err
+			if !sleepUntil(ctx, earliest(time.Now().Add(b.wait()), limit)) {
+				return nil
+			}
+		}
+	}
+}
+
+// release frees the lock, bounded by --timeout even after an interrupt.
+func (r *lockRun) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.a.timeout)
+	defer cancel()
+	_, err := r.a.client.ReleaseLock(ctx, client.LockRequest{Key: r.key, Holder: r.holder, RequestID: newRequestID()})
+	return err
+}
+
+// transient tells errors worth retrying an extend for.
+func transient(err error) bool {
+	var ne *client.NetworkError
+	if errors.As(err, &ne) || errors.Is(err, client.ErrUnexpectedAnswer) {
+		return true
+	}
+	switch events.ErrorCode(err) {
+	case events.EUnavailable, events.EInternal:
+		return true
+	}
+	return false
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func expiresText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return " (" + timeText(*t) + ")"
+}
+
+// explainLost says what happened to the lock of a lock run.
+func (a *app) explainLost(e *lockLost) (int, string, string) {
+	var why string
+	switch {
+	case e.cause != nil:
+		_, why, _ = a.explain(e.cause)
+		if e.reason != "" {
+			why = e.reason + "; last error: " + why
+		}
+	default:
+		why = e.reason
+	}
+	what := "CMD finished"
+	if e.stopped {
+		what = "CMD was stopped"
+	}
+	msg := fmt.Sprintf("lost the lock %s while CMD ran: %s; %s (exit status %d)", e.key, why, what, e.status)
+	if e.transient {
+		return exitUnavailable, msg, "extends could not reach eskv in time, so another holder may have the lock now: check the stack and the network (or use a longer --ttl), then run it again"
+	}
+	return exitUnavailable, msg, strings.Join([]string{
+		"another holder or an operator took the lock, or its lease ended: see 'kvctl lock check " + e.key + "'",
+		"run it again once the lock is free (with --wait to queue for it)",
+	}, "; ")
+}
