@@ -350,8 +350,8 @@ func (s *Server) listKeys(c echo.Context) error {
 	p := c.Get(principalKey).(*Principal)
 	q := c.QueryParams()
 	for name := range q {
-		if name != "prefix" && name != "limit" && name != "cursor" {
-			return events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor)", name)
+		if name != "prefix" && name != "limit" && name != "cursor" && !isFilterParam(name) {
+			return events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor, field, op, value)", name)
 		}
 	}
 	prefix := q.Get("prefix")
@@ -377,7 +377,17 @@ func (s *Server) listKeys(c echo.Context) error {
 		}
 		after = string(b)
 	}
-	items, truncated, err := s.list.List(c.Request().Context(), prefix, after, limit, s.now())
+	filter, err := listFilter(q)
+	if err != nil {
+		return err
+	}
+	var items []events.Entry
+	var truncated bool
+	if filter != nil {
+		items, truncated, err = s.scan(c.Request().Context(), prefix, *filter, after, limit)
+	} else {
+		items, truncated, err = s.list.List(c.Request().Context(), prefix, after, limit, s.now())
+	}
 	if err != nil {
 		return err
 	}

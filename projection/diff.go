@@ -21,6 +21,9 @@ import (
 // offsets are not compared but counted in NotCompared. History is
 // information only: a rebuild from the compacted topic holds each key's
 // latest event, the live projection every event it ever applied.
+// kv_fields is not compared: each side derives it from its own kv_entries
+// (kv_value_fields of the live values) in the transaction that writes
+// them, so equal entries mean equal fields.
 type Diff struct {
 	Schema, Against string
 	// Entries and AgainstEntries are the kv_entries rows of each side.

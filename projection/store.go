@@ -1,6 +1,7 @@
 // Package projection is the Postgres projection of kv.changes: the fold of
 // the changelog into kv_entries (current state per key), kv_history (every
-// version) and projector_offsets (where the projector resumes), applied one
+// version), kv_fields (the top-level fields of live values, for filtered
+// scans) and projector_offsets (where the projector resumes), applied one
 // transaction per batch, with projector_topic naming the topic folded; the
 // reads the writer and the API make of it; and, for rebuilds, projections
 // in other schemas (InSchema, CreateSchema) and their comparison (Compare).
@@ -78,6 +79,26 @@ FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[],
     AS t(k, v, kd, op, ts, p, o, ev)
 ON CONFLICT (key, version) DO NOTHING`
 
+// deleteFields and insertFields replace the kv_fields rows (the indexed
+// fields of filtered scans) of every key of a batch whose kv_entries row
+// now holds the batch's version: the upsert wrote it, or a replay found
+// it already there (rewriting the same rows). A key whose stored version
+// is newer keeps its rows. Deletes and expires leave none. The upsert has
+// locked each key's kv_entries row (in key order) before these run, so a
+// projector overlapping on a key waits there and never holds kv_fields
+// rows another one needs: no new lock order.
+const deleteFields = `
+DELETE FROM kv_fields f
+USING unnest($1::text[], $2::bigint[]) AS t(k, v)
+WHERE f.key = t.k AND EXISTS (SELECT 1 FROM kv_entries e WHERE e.key = t.k AND e.version = t.v)`
+
+const insertFields = `
+INSERT INTO kv_fields (key, field, type, num, str, expires_at)
+SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
+FROM unnest($1::text[], $2::bigint[]) AS t(k, v)
+JOIN kv_entries e ON e.key = t.k AND e.version = t.v AND e.live
+CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f`
+
 const upsertOffsets = `
 INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
 SELECT $1, p, o, now()
@@ -92,7 +113,8 @@ ON CONFLICT (topic, partition) DO UPDATE SET
 // event it does not have yet, and projector_offsets moves to the highest
 // offset+1 per partition of the batch, never backwards. Put makes a key
 // live with value = after; delete and expire keep the row and its version
-// with live false and no value.
+// with live false and no value. kv_fields follows kv_entries: a key's
+// indexed fields are those of its current live value (none otherwise).
 //
 // Rows are written in key order, so two projectors that overlap briefly
 // after a rebalance take row locks in the same order and cannot deadlock.
@@ -152,6 +174,8 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 		b.Queue(upsertEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
 			ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
 			ent.requestDigest, ent.specRef, ent.semantics, ent.offset)
+		b.Queue(deleteFields, ent.key, ent.version)
+		b.Queue(insertFields, ent.key, ent.version)
 		b.Queue(insertHistory, h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event)
 		b.Queue(upsertOffsets, topic, parts, offs)
 		return tx.SendBatch(ctx, b).Close()

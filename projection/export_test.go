@@ -1,0 +1,41 @@
+package projection
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ExplainScan returns the plan, as EXPLAIN ANALYZE shows it, of the
+// statement Store.Scan runs for these arguments, under its settings.
+func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f Filter, after string, limit int, now time.Time) string {
+	tb.Helper()
+	sql, args, err := scanStatement(prefix, f, after, limit, now)
+	if err != nil || sql == "" {
+		tb.Fatalf("scan statement: %q, %v", sql, err)
+	}
+	var plan strings.Builder
+	err = pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), scanSettings); err != nil {
+			return err
+		}
+		rows, err := tx.Query(context.Background(), "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+sql, args...)
+		if err != nil {
+			return err
+		}
+		var line string
+		_, err = pgx.ForEachRow(rows, []any{&line}, func() error {
+			plan.WriteString(line + "\n")
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("explain scan: %v", err)
+	}
+	return plan.String()
+}
