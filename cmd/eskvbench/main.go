@@ -1,6 +1,7 @@
 // Command eskvbench is eskv's load generator (make bench). It measures
 // CAS-write latency, concurrent write throughput, reads, lists, projector
-// lag and peak memory, and prints each figure next to its target.
+// lag, peak memory, the auditor and filtered scans, and prints each figure
+// next to its target.
 //
 // By default it builds and starts its own stack as real processes (dev
 // broker, projector and writer on free ports, a fresh Postgres database)
@@ -19,6 +20,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +68,9 @@ type config struct {
 	lagMetric    string
 	json         bool
 	cpuProfile   string
+	scanEntries  int
+	scanN        int
+	only         map[string]bool // figures to run; nil for all
 
 	auditor        bool
 	clickhouseAddr string
@@ -101,6 +106,12 @@ ClickHouse answers) the auditor on free ports with a fresh Postgres database
 and ClickHouse database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=warn), measures,
 and stops them. With -url and -token, targets a running stack.
 
+Figures: 1 CAS write; 2 concurrent writes, with 5 projector lag and
+visibility and 7a auditor lag; 3 GETs; 4 a list; 6 peak memory and CPU;
+7b auditor ingest; 8 filtered scans (field/op/value) over -scan-entries
+entries loaded straight into the projection (own stack only). -only runs
+some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 8'.
+
 `)
 		fs.PrintDefaults()
 	}
@@ -133,8 +144,24 @@ and stops them. With -url and -token, targets a running stack.
 		"the projector's lag histogram; when absent, the first histogram named *lag* (ESKV_BENCH_LAG_METRIC)")
 	fs.BoolVar(&c.json, "json", env("ESKV_BENCH_JSON", "") == "true", "print the results as JSON (ESKV_BENCH_JSON)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", env("ESKV_BENCH_CPUPROFILE", ""), "write the bench's own CPU profile to this file (ESKV_BENCH_CPUPROFILE)")
+	fs.IntVar(&c.scanEntries, "scan-entries", envInt("ESKV_BENCH_SCAN_ENTRIES", 100000),
+		"entries loaded under one prefix for the filtered scans of figure 8 (ESKV_BENCH_SCAN_ENTRIES)")
+	fs.IntVar(&c.scanN, "scan-n", envInt("ESKV_BENCH_SCAN_N", 200), "filtered scans timed per case of figure 8 (ESKV_BENCH_SCAN_N)")
+	only := fs.String("only", env("ESKV_BENCH_ONLY", ""),
+		"run only these figures, comma-separated among 1,2,3,4,7,8 (5 comes with 2, 6 always); e.g. -only 8 for the filtered scans "+
+			"(make bench BENCH_ARGS='-only 8') (ESKV_BENCH_ONLY)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *only != "" {
+		c.only = map[string]bool{}
+		for _, f := range strings.Split(*only, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(benchFigures, f) {
+				return c, fmt.Errorf("-only: figure %q is not one of %s", f, strings.Join(benchFigures, ","))
+			}
+			c.only[f] = true
+		}
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -145,8 +172,8 @@ and stops them. With -url and -token, targets a running stack.
 		return c, errors.New("-broker-data is for the stack the bench starts, not with -url")
 	case c.url == "" && (c.projectorURL != "" || c.auditorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
 		return c, errors.New("-projector-url, -auditor-url, -postgres-url and the pids go with -url")
-	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1:
-		return c, errors.New("-n, -clients, -read-clients, -list-n, -visibility-every and -partitions must be positive")
+	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1:
+		return c, errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries and -scan-n must be positive")
 	case c.listKeys < 1 || c.listKeys > 1000:
 		return c, errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
 	case c.duration <= 0 || c.readDuration <= 0:
@@ -157,6 +184,12 @@ and stops them. With -url and -token, targets a running stack.
 	c.auditorURL = strings.TrimRight(c.auditorURL, "/")
 	return c, nil
 }
+
+// benchFigures are the figures -only selects.
+var benchFigures = []string{"1", "2", "3", "4", "7", "8"}
+
+// wants reports whether the run measures figure f.
+func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	c, err := parse(args, getenv, stderr)

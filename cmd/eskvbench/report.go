@@ -160,6 +160,10 @@ func reportConfig(c config) map[string]any {
 		"n": c.n, "duration": c.duration.String(), "clients": c.clients, "readClients": c.readClients,
 		"readDuration": c.readDuration.String(), "listKeys": c.listKeys, "listN": c.listN,
 		"visibilityEvery": c.visEvery, "partitions": c.partitions,
+		"scanEntries": c.scanEntries, "scanN": c.scanN,
+	}
+	if c.only != nil {
+		m["only"] = slices.Sorted(maps.Keys(c.only))
 	}
 	if c.url == "" {
 		m["serviceLogLevel"] = benchLogLevel
