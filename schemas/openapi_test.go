@@ -180,7 +180,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	if got := params("/v1/kv/{key}", "get"); !slices.Equal(got, []string{"field"}) {
 		t.Errorf("GET query parameters = %v", got)
 	}
-	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "limit", "prefix"}) {
+	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "field", "limit", "op", "prefix", "value"}) {
 		t.Errorf("list query parameters = %v", got)
 	}
 }

@@ -154,6 +154,10 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 		}
 	}
 
+	if err := b.primitives(ctx, rep); err != nil {
+		return err
+	}
+
 	// Last: its load of the projection would disturb the others.
 	if b.c.wants("8") {
 		for _, r := range b.scans(ctx) {

@@ -109,8 +109,9 @@ and stops them. With -url and -token, targets a running stack.
 Figures: 1 CAS write; 2 concurrent writes, with 5 projector lag and
 visibility and 7a auditor lag; 3 GETs; 4 a list; 6 peak memory and CPU;
 7b auditor ingest; 8 filtered scans (field/op/value) over -scan-entries
-entries loaded straight into the projection (own stack only). -only runs
-some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 8'.
+entries loaded straight into the projection (own stack only); 9 lock
+acquire/release; 10 the TTL sweeper expiring 10,000 entries. -only runs
+some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 `)
 		fs.PrintDefaults()
@@ -148,7 +149,7 @@ some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 8'.
 		"entries loaded under one prefix for the filtered scans of figure 8 (ESKV_BENCH_SCAN_ENTRIES)")
 	fs.IntVar(&c.scanN, "scan-n", envInt("ESKV_BENCH_SCAN_N", 200), "filtered scans timed per case of figure 8 (ESKV_BENCH_SCAN_N)")
 	only := fs.String("only", env("ESKV_BENCH_ONLY", ""),
-		"run only these figures, comma-separated among 1,2,3,4,7,8 (5 comes with 2, 6 always); e.g. -only 8 for the filtered scans "+
+		"run only these figures, comma-separated among 1,2,3,4,7,8,9,10 (5 comes with 2, 6 always); e.g. -only 8 for the filtered scans "+
 			"(make bench BENCH_ARGS='-only 8') (ESKV_BENCH_ONLY)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -186,7 +187,7 @@ some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 8'.
 }
 
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }
