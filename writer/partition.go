@@ -53,13 +53,15 @@ type partition struct {
 	// superseded is signalled when a read found the partition written by
 	// another writer.
 	superseded chan struct{}
+	// lso shares last-stable-offset requests among concurrent reads.
+	lso *coalescer
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func newPartition(w *Writer, id int32) *partition {
-	return &partition{
+	p := &partition{
 		id:         id,
 		w:          w,
 		log:        w.log.With("partition", id),
@@ -67,6 +69,10 @@ func newPartition(w *Writer, id int32) *partition {
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
 	}
+	p.lso = newCoalescer(func(ctx context.Context) (int64, error) {
+		return changelog.LastStableOffset(ctx, w.adm, w.cfg.Topics.Changes, id)
+	})
+	return p
 }
 
 // errUnavailable is the answer while the partition is not ready.
@@ -452,9 +458,11 @@ var errSuperseded = errors.New("another writer appended to the partition: this w
 // appended to the partition after the events this owner knows of, by
 // comparing the last stable offset with end. A writer that was paused past
 // its ownership (a zombie) finds the new owner's commits there, stops
-// answering for the partition and gives it up.
+// answering for the partition and gives it up. Concurrent reads share one
+// last-stable-offset request (coalescer), always one sent after they
+// arrived.
 func (p *partition) confirm(ctx context.Context) error {
-	lso, err := changelog.LastStableOffset(ctx, p.w.adm, p.w.cfg.Topics.Changes, p.id)
+	lso, err := p.lso.do(ctx)
 	if err != nil {
 		return errUnavailable(p.id, "unable to confirm ownership")
 	}
@@ -500,4 +508,78 @@ func (p *partition) trim(next int64) {
 		}
 	}
 	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))
+}
+
+// confirmTimeout bounds one shared last-stable-offset request; each read
+// still gives up at its own context's end.
+const confirmTimeout = 5 * time.Second
+
+// coalescer shares calls of fn among concurrent callers. A caller waits for
+// the next call that starts after it arrived — never for the answer to a
+// call already under way, which may predate a write acknowledged before
+// the caller arrived — and one call answers every caller that arrived
+// before it started: with a call in flight, every caller arriving
+// meanwhile shares the one call that follows it.
+type coalescer struct {
+	fn func(context.Context) (int64, error)
+
+	mu      sync.Mutex
+	running bool    // a call is in flight
+	next    *flight // callers waiting for the call after the running one
+}
+
+// flight is one call of fn and the callers it answers.
+type flight struct {
+	done chan struct{} // closed once v and err are set
+	v    int64
+	err  error
+}
+
+func newCoalescer(fn func(context.Context) (int64, error)) *coalescer {
+	return &coalescer{fn: fn}
+}
+
+// do returns the answer of a call of fn that started after do was called.
+func (c *coalescer) do(ctx context.Context) (int64, error) {
+	c.mu.Lock()
+	var f *flight
+	if !c.running {
+		c.running = true
+		f = &flight{done: make(chan struct{})}
+		c.mu.Unlock()
+		// The call belongs to every caller that joins it, so it does
+		// not end with the context of the one that started it.
+		go c.run(context.WithoutCancel(ctx), f)
+	} else {
+		if c.next == nil {
+			c.next = &flight{done: make(chan struct{})}
+		}
+		f = c.next
+		c.mu.Unlock()
+	}
+	select {
+	case <-f.done:
+		return f.v, f.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// run calls fn for f, then for the flight callers joined meanwhile, until
+// no one waits.
+func (c *coalescer) run(ctx context.Context, f *flight) {
+	for f != nil {
+		cctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+		f.v, f.err = c.fn(cctx)
+		cancel()
+		close(f.done)
+		c.mu.Lock()
+		// Taking next under the lock starts its call: anyone arriving
+		// from now on joins a later flight.
+		f, c.next = c.next, nil
+		if f == nil {
+			c.running = false
+		}
+		c.mu.Unlock()
+	}
 }
