@@ -126,8 +126,11 @@ type Writer struct {
 	adm     *kadm.Client
 	admCl   *kgo.Client
 
-	mu     sync.RWMutex
-	parts  map[int32]*partition
+	mu    sync.RWMutex
+	parts map[int32]*partition
+	// joined is set by each assignment of the writer group (kgo calls
+	// OnPartitionsAssigned after every join, also with nothing assigned)
+	// and cleared when the membership is lost.
 	joined bool
 
 	// owners is the last read of the ownership table, for routing.
@@ -189,7 +192,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.revoke(m[w.cfg.Topics.Changes])
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			w.revoke(m[w.cfg.Topics.Changes])
+			w.lose(m[w.cfg.Topics.Changes])
 		}),
 		kgo.WithLogger(changelog.Logger(w.log)),
 	}
@@ -240,6 +243,16 @@ func (w *Writer) assign(ctx context.Context, ps []int32) {
 		go p.run(pctx)
 	}
 	w.log.Info("partitions assigned", "partitions", ps)
+}
+
+// lose ends the writer's membership of the group (a fatal group error:
+// its session expired, or another process took its instance id): it is
+// not ready until the next assignment, and the partitions stop.
+func (w *Writer) lose(ps []int32) {
+	w.mu.Lock()
+	w.joined = false
+	w.mu.Unlock()
+	w.revoke(ps)
 }
 
 // revoke stops the partitions and waits until they stopped appending: the
@@ -385,12 +398,13 @@ func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error
 	return w.proj.State(ctx, key.String())
 }
 
-// Ready reports whether the writer joined the group and every partition it
-// owns has caught up.
+// Ready reports whether the writer is a member of the group and every
+// partition it owns has caught up. A member that owns no partition (more
+// writers than partitions) is ready: it forwards every request.
 func (w *Writer) Ready() bool {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	if !w.joined || len(w.parts) == 0 {
+	if !w.joined {
 		return false
 	}
 	for _, p := range w.parts {
