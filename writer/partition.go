@@ -55,6 +55,8 @@ type partition struct {
 	superseded chan struct{}
 	// lso shares last-stable-offset requests among concurrent reads.
 	lso *coalescer
+	// topicID names kv.changes in the second fence; set by own.
+	topicID [16]byte
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -116,6 +118,16 @@ func (p *partition) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		var fenced *groupFencedError
+		if errors.As(err, &fenced) {
+			// The group coordinator refused this writer's membership:
+			// wait until the group client learns where it stands
+			// (still the owner under a new generation, or revoked).
+			p.awaitGroupChange(ctx, fenced, p.w.cfg.SessionTimeout)
+			if ctx.Err() != nil {
+				return
+			}
+		}
 		p.log.Warn("partition ownership interrupted; fencing and catching up again", "err", err, "backoff", backoff)
 		p.w.metrics.ownershipRestarts.Inc()
 		select {
@@ -150,7 +162,7 @@ func (p *partition) own(ctx context.Context) error {
 	cfg := p.w.cfg
 	prod, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID(fmt.Sprintf("%s%d", cfg.TransactionalIDPrefix, p.id)),
+		kgo.TransactionalID(p.txnID()),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(4<<20),
@@ -166,6 +178,9 @@ func (p *partition) own(ctx context.Context) error {
 	_, epoch, err := prod.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
+	}
+	if p.topicID, err = p.topicIDOf(ctx); err != nil {
+		return err
 	}
 	overlay, end, err := p.catchUp(ctx)
 	if err != nil {
@@ -423,7 +438,8 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 	return nil
 }
 
-// commit appends records in one Kafka transaction.
+// commit appends records in one Kafka transaction, committed only when
+// the second fence (fence.go) holds.
 func (p *partition) commit(ctx context.Context, prod *kgo.Client, recs []*kgo.Record) error {
 	if err := prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -432,6 +448,24 @@ func (p *partition) commit(ctx context.Context, prod *kgo.Client, recs []*kgo.Re
 		// The producer is dropped with the partition; the next owner's
 		// fencing aborts the open transaction.
 		return fmt.Errorf("produce: %w", err)
+	}
+	p.mu.RLock()
+	offset := p.end
+	p.mu.RUnlock()
+	for _, r := range recs {
+		if r.Topic == p.w.cfg.Topics.Changes {
+			offset = max(offset, r.Offset+1)
+		}
+	}
+	m, ok := p.w.groupMember()
+	if !ok {
+		return &groupFencedError{membership: m, err: errNotInGroup}
+	}
+	if err := p.fenceGroup(ctx, prod, m, offset); err != nil {
+		// Not committed, and never aborted with this producer: it is
+		// dropped with the partition and the next owner's fencing
+		// aborts the transaction.
+		return err
 	}
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)

@@ -132,6 +132,9 @@ type Writer struct {
 	// OnPartitionsAssigned after every join, also with nothing assigned)
 	// and cleared when the membership is lost.
 	joined bool
+	// group is the writer group's client: the second fence presents its
+	// member id and generation (fence.go).
+	group *kgo.Client
 
 	// owners is the last read of the ownership table, for routing.
 	owners atomic.Pointer[map[int32]projection.Owner]
@@ -185,8 +188,8 @@ func (w *Writer) Run(ctx context.Context) error {
 		kgo.RebalanceTimeout(w.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(w.cfg.SessionTimeout / 10),
 		kgo.DisableAutoCommit(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			w.assign(runCtx, m[w.cfg.Topics.Changes])
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			w.assign(runCtx, cl, m[w.cfg.Topics.Changes])
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			w.revoke(m[w.cfg.Topics.Changes])
@@ -228,10 +231,10 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Writer) assign(ctx context.Context, ps []int32) {
+func (w *Writer) assign(ctx context.Context, group *kgo.Client, ps []int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.joined = true
+	w.joined, w.group = true, group
 	for _, id := range ps {
 		if _, ok := w.parts[id]; ok {
 			continue
@@ -247,7 +250,8 @@ func (w *Writer) assign(ctx context.Context, ps []int32) {
 
 // lose ends the writer's membership of the group (a fatal group error:
 // its session expired, or another process took its instance id): it is
-// not ready until the next assignment, and the partitions stop.
+// not ready and the second fence refuses every commit until the next
+// assignment, and the partitions stop.
 func (w *Writer) lose(ps []int32) {
 	w.mu.Lock()
 	w.joined = false
