@@ -156,10 +156,7 @@ func TestApplyIndexesFields(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			key := fmt.Sprintf("%s%02d", p, i)
-			var got []string
-			for _, r := range storedFields(t, pool, key) {
-				got = append(got, r)
-			}
+			got := storedFields(t, pool, key)
 			var want []string
 			for _, w := range tt.want {
 				f := strings.SplitN(w, " ", 4)
