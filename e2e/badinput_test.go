@@ -40,6 +40,7 @@ func TestBadInput(t *testing.T) {
 		{"ErrUnknownSemanticsField", "PUT", ok, `{"value":1,"semantics":{"purpose":"config","owner":"x"}}`, 400, "invalid", "semantics.owner"},
 		{"ErrNULInRequestID", "PUT", ok, `{"value":1,"requestId":"a\u0000b"}`, 400, "invalid", "requestId"},
 		{"ErrNULInValue", "PUT", ok, `{"value":"a\u0000b"}`, 400, "invalid", "value"},
+		{"ErrNumberPostgresCannotHold", "PUT", ok, `{"value":{"n":1e200000}}`, 400, "invalid", "value"},
 		{"ErrRequestIDTooLong", "PUT", ok, `{"value":1,"requestId":"` + strings.Repeat("r", 129) + `"}`, 400, "invalid", "requestId"},
 		{"ErrTrailingData", "PUT", ok, `{"value":1} {"value":2}`, 400, "invalid", ""},
 		{"ErrDeleteBadExpected", "DELETE", ok + "?expectedVersion=abc", "", 400, "invalid", "expectedVersion"},

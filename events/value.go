@@ -3,7 +3,9 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -26,6 +28,9 @@ func CompactValue(raw json.RawMessage, limit int) (json.RawMessage, error) {
 		return nil, FieldErrorf(EInvalid, "value", "value is not valid UTF-8")
 	}
 	if msg := checkEscapes(buf.Bytes()); msg != "" {
+		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
+	}
+	if msg := checkNumbers(buf.Bytes()); msg != "" {
 		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
 	}
 	if buf.Len() > limit {
@@ -66,6 +71,68 @@ func checkEscapes(b []byte) string {
 		}
 	}
 	return ""
+}
+
+// maxFractionDigits bounds the digits after the decimal point a number may
+// need written out (1e-20 needs 20): Postgres numeric, and so jsonb, holds
+// at most 16383.
+const maxFractionDigits = 16000
+
+// checkNumbers reports a number in the valid, compact JSON b that the
+// rest of the system cannot hold: beyond the range of a 64-bit float
+// (RFC 8785 canonical JSON, which the audit hashes, is defined on IEEE 754
+// doubles, and Postgres jsonb rejects 1e200000), or needing more
+// fractional digits than Postgres numeric has. Either would stop the
+// projector or the auditor at the event.
+func checkNumbers(b []byte) string {
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(b) && bytes.IndexByte([]byte("0123456789+-.eE"), b[j]) >= 0 {
+				j++
+			}
+			if msg := checkNumber(string(b[i:j])); msg != "" {
+				return msg
+			}
+			i = j - 1
+		}
+	}
+	return ""
+}
+
+// checkNumber checks one JSON number literal; see checkNumbers.
+func checkNumber(n string) string {
+	if _, err := strconv.ParseFloat(n, 64); err != nil {
+		return fmt.Sprintf("number %s is outside the range of a 64-bit float", abbrevNumber(n))
+	}
+	mant, exp, _ := strings.Cut(strings.ToLower(n), "e")
+	_, frac, _ := strings.Cut(mant, ".")
+	e, err := strconv.Atoi(exp)
+	if exp == "" {
+		e, err = 0, nil
+	}
+	if err != nil || len(frac)-e > maxFractionDigits {
+		return fmt.Sprintf("number %s has more than %d digits after the decimal point", abbrevNumber(n), maxFractionDigits)
+	}
+	return ""
+}
+
+func abbrevNumber(n string) string {
+	if len(n) > 32 {
+		return n[:29] + "..."
+	}
+	return n
 }
 
 func hex4(b []byte) rune {
