@@ -5,19 +5,11 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
 )
-
-// Scanner lists like Lister, keeping only the entries whose value matches
-// a filter on one top-level field (projection.Store.Scan). GET /v1/kv
-// with field, op and value needs the server's Lister to be a Scanner too.
-type Scanner interface {
-	Scan(ctx context.Context, prefix string, f projection.Filter, after string, limit int, now time.Time) ([]events.Entry, bool, error)
-}
 
 // filterParams are the query parameters of a filtered listing: all three
 // or none.
@@ -67,11 +59,7 @@ func listFilter(q url.Values) (*projection.Filter, error) {
 	return f, nil
 }
 
-// scan answers a filtered listing through the Lister's Scan.
+// scan answers a filtered listing.
 func (s *Server) scan(ctx context.Context, prefix string, f projection.Filter, after string, limit int) ([]events.Entry, bool, error) {
-	sc, ok := s.list.(Scanner)
-	if !ok {
-		return nil, false, &events.Error{Code: events.EInternal, Message: "api: this server's lister cannot filter (not an api.Scanner)"}
-	}
-	return sc.Scan(ctx, prefix, f, after, limit, s.now())
+	return s.list.Scan(ctx, prefix, f, after, limit, s.now())
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -38,6 +39,9 @@ type Writer interface {
 // Lister lists live entries by prefix from the projection.
 type Lister interface {
 	List(ctx context.Context, prefix, after string, limit int, now time.Time) ([]events.Entry, bool, error)
+	// Scan lists like List, keeping only the entries whose value matches
+	// a filter on one top-level field.
+	Scan(ctx context.Context, prefix string, f projection.Filter, after string, limit int, now time.Time) ([]events.Entry, bool, error)
 }
 
 // Limits on request fields.
