@@ -10,6 +10,7 @@ type metrics struct {
 	ownershipRestarts prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
+	overlayFull       prometheus.Counter
 	sweepSeconds      prometheus.Histogram
 	swept             *prometheus.CounterVec
 }
@@ -39,6 +40,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		overlaySize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eskv_writer_overlay_entries", Help: "Keys whose latest event the projection does not hold yet.",
 		}, []string{"partition"}),
+		overlayFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_overlay_full_total", Help: "Writes refused with 503 because the overlay reached ESKV_MAX_OVERLAY (the projector is down or behind).",
+		}),
 		sweepSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "eskv_writer_sweep_seconds", Help: "Time of one TTL sweep round of one partition that found expired entries (query, expire events, commits).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
@@ -47,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_writer_swept_total", Help: "Expired entries the TTL sweeper handled, by outcome (expired: an expire event was appended; skipped: a renewal, delete or earlier expire won).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.sweepSeconds, m.swept} {
+	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -91,6 +91,13 @@ func (p *partition) submit(c *call) error {
 	if !p.ready {
 		return errUnavailable(p.id, "catching up or moving between writers")
 	}
+	if n := len(p.overlay); n >= p.w.cfg.MaxOverlay {
+		// Backpressure: the projector is down or far behind, and the
+		// overlay (every event it does not hold yet) would grow without
+		// bound. Reads go on; writes resume as the projector catches up.
+		p.w.metrics.overlayFull.Inc()
+		return errUnavailable(p.id, fmt.Sprintf("waiting for the projector: %d changes are not projected yet", n))
+	}
 	select {
 	case p.calls <- c:
 		return nil

@@ -68,6 +68,11 @@ type Config struct {
 	MaxLinger time.Duration
 	// QueueDepth bounds the requests waiting per partition.
 	QueueDepth int
+	// MaxOverlay bounds the keys per partition whose latest event the
+	// projection does not hold yet (default 100,000): beyond it writes
+	// answer 503 until the projector catches up, instead of the writer's
+	// memory growing while the projector is down.
+	MaxOverlay int
 	// Source is the CloudEvents source of produced events.
 	Source string
 	// TrimInterval is how often the overlay drops what the projection holds.
@@ -102,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueDepth == 0 {
 		c.QueueDepth = 8192
+	}
+	if c.MaxOverlay == 0 {
+		c.MaxOverlay = 100_000
 	}
 	if c.Source == "" {
 		c.Source = "eskv-writer"

@@ -62,6 +62,7 @@ type config struct {
 	pprofAddr     string
 	advertiseURL  string
 	sweepInterval time.Duration
+	maxOverlay    int
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -102,8 +103,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		return c, fmt.Errorf("ESKV_SWEEP_INTERVAL: %w", err)
 	}
 	fs.DurationVar(&c.sweepInterval, "sweep-interval", sweep, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it (ESKV_SWEEP_INTERVAL)")
+	fs.IntVar(&c.maxOverlay, "max-overlay", envInt("ESKV_MAX_OVERLAY", 100_000), "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down) (ESKV_MAX_OVERLAY)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.maxOverlay < 1 {
+		return c, errors.New("max-overlay must be positive")
 	}
 	if c.sweepInterval == 0 {
 		return c, errors.New("sweep-interval must not be 0 (negative disables the sweeper)")
@@ -174,6 +179,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		AdvertiseURL:  c.advertiseURL,
 		Source:        "eskv-writer/" + c.instanceID,
 		SweepInterval: c.sweepInterval,
+		MaxOverlay:    c.maxOverlay,
 	}, store, log, reg)
 	if err != nil {
 		return err
