@@ -133,23 +133,8 @@ func (s *Store) Scan(ctx context.Context, prefix string, f Filter, after string,
 	if err != nil {
 		return nil, false, translate("scan", err)
 	}
-	defer rows.Close()
-	entries = make([]events.Entry, 0, min(limit, 1024))
-	cache := make(semCache)
-	for rows.Next() {
-		if len(entries) == limit {
-			truncated = true
-			break
-		}
-		st, err := scanStateCached(rows, cache)
-		if err != nil {
-			return nil, false, translate("scan", err)
-		}
-		entries = append(entries, st.Entry)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, translate("scan", err)
+	if entries, truncated, err = readPage(rows, limit, "scan"); err != nil {
+		return nil, false, err
 	}
 	if err := br.Close(); err != nil {
 		return nil, false, translate("scan", err)

@@ -389,6 +389,12 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int, now t
 	if err != nil {
 		return nil, false, translate("list", err)
 	}
+	return readPage(rows, limit, "list")
+}
+
+// readPage reads up to limit entries of stateColumns rows and closes rows;
+// truncated says a further row was there (queries ask for limit+1).
+func readPage(rows pgx.Rows, limit int, op string) (entries []events.Entry, truncated bool, err error) {
 	defer rows.Close()
 	entries = make([]events.Entry, 0, min(limit, 1024))
 	cache := make(semCache)
@@ -399,13 +405,13 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int, now t
 		}
 		st, err := scanStateCached(rows, cache)
 		if err != nil {
-			return nil, false, translate("list", err)
+			return nil, false, translate(op, err)
 		}
 		entries = append(entries, st.Entry)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, false, translate("list", err)
+		return nil, false, translate(op, err)
 	}
 	return entries, truncated, nil
 }
