@@ -205,6 +205,11 @@ func (c *Client) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	if o.Cursor != "" {
 		q.Set("cursor", o.Cursor)
 	}
+	return c.listPage(ctx, q)
+}
+
+// listPage fetches one page of GET /v1/kv.
+func (c *Client) listPage(ctx context.Context, q url.Values) (ListPage, error) {
 	var page ListPage
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/kv", query: q, retry: true}, &page); err != nil {
 		return ListPage{}, err
@@ -219,22 +224,31 @@ func (c *Client) List(ctx context.Context, o ListOptions) (ListPage, error) {
 // fetching pages of o.Limit as it goes. On an error it yields the error
 // once and stops.
 func (c *Client) ListAll(ctx context.Context, o ListOptions) iter.Seq2[events.Entry, error] {
+	return allPages(o.Cursor, func(cursor string) (ListPage, error) {
+		o.Cursor = cursor
+		return c.List(ctx, o)
+	})
+}
+
+// allPages yields the entries of page after page, from cursor on; on an
+// error it yields the error once and stops.
+func allPages(cursor string, page func(cursor string) (ListPage, error)) iter.Seq2[events.Entry, error] {
 	return func(yield func(events.Entry, error) bool) {
 		for {
-			page, err := c.List(ctx, o)
+			p, err := page(cursor)
 			if err != nil {
 				yield(events.Entry{}, err)
 				return
 			}
-			for _, e := range page.Items {
+			for _, e := range p.Items {
 				if !yield(e, nil) {
 					return
 				}
 			}
-			if !page.Truncated || page.NextCursor == "" {
+			if !p.Truncated || p.NextCursor == "" {
 				return
 			}
-			o.Cursor = page.NextCursor
+			cursor = p.NextCursor
 		}
 	}
 }

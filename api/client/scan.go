@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"iter"
-	"net/http"
 	"net/url"
 	"strconv"
 
@@ -84,36 +83,15 @@ func (c *Client) Scan(ctx context.Context, o ScanOptions) (ListPage, error) {
 	if o.Cursor != "" {
 		q.Set("cursor", o.Cursor)
 	}
-	var page ListPage
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/kv", query: q, retry: true}, &page); err != nil {
-		return ListPage{}, err
-	}
-	if page.Items == nil {
-		page.Items = []events.Entry{}
-	}
-	return page, nil
+	return c.listPage(ctx, q)
 }
 
 // ScanAll yields every live entry under o.Prefix that matches o.Filter,
 // from o.Cursor on, fetching pages of o.Limit as it goes. On an error it
 // yields the error once and stops.
 func (c *Client) ScanAll(ctx context.Context, o ScanOptions) iter.Seq2[events.Entry, error] {
-	return func(yield func(events.Entry, error) bool) {
-		for {
-			page, err := c.Scan(ctx, o)
-			if err != nil {
-				yield(events.Entry{}, err)
-				return
-			}
-			for _, e := range page.Items {
-				if !yield(e, nil) {
-					return
-				}
-			}
-			if !page.Truncated || page.NextCursor == "" {
-				return
-			}
-			o.Cursor = page.NextCursor
-		}
-	}
+	return allPages(o.Cursor, func(cursor string) (ListPage, error) {
+		o.Cursor = cursor
+		return c.Scan(ctx, o)
+	})
 }
