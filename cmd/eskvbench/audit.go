@@ -15,6 +15,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/internal/localstack"
 )
 
 // Auditor figures: 7a its lag during run 2a, 7b its ingest rate on the
@@ -49,7 +51,7 @@ func clickHouseReachable(ctx context.Context, addr string) error {
 // ClickHouse database and returns it with the URL of its metrics.
 func (s *stack) startAuditor(ctx context.Context, name, group string, env ...string) (*proc, string, error) {
 	a := s.auditor
-	db := "eskvbench_" + randomHex(6)
+	db := "eskvbench_" + localstack.RandomHex(6)
 	a.databases = append(a.databases, db)
 	addrFile := filepath.Join(s.dir, name+".addr")
 	p, err := s.startArgs(a.bin, name, []string{"serve"}, append(append(a.env,
@@ -261,8 +263,10 @@ func caughtUp(metrics []byte, ends map[string]map[int32]int64) bool {
 	return true
 }
 
-// metricSum sums the samples of a counter or gauge family over its labels.
-func metricSum(metrics []byte, name string) float64 {
+// metricSum sums the samples of a counter or gauge family (or a
+// histogram's _sum or _count) over its labels, keeping only the samples
+// whose label list contains each of only (e.g. `outcome="expired"`).
+func metricSum(metrics []byte, name string, only ...string) float64 {
 	var sum float64
 	for line := range bytes.Lines(metrics) {
 		l := strings.TrimSpace(string(line))
@@ -270,6 +274,9 @@ func metricSum(metrics []byte, name string) float64 {
 			continue
 		}
 		rest := strings.TrimPrefix(l, name)
+		if !containsAll(rest, only) {
+			continue
+		}
 		if i := strings.LastIndexByte(rest, '}'); i >= 0 {
 			rest = rest[i+1:]
 		}
@@ -284,8 +291,17 @@ func metricSum(metrics []byte, name string) float64 {
 	return sum
 }
 
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
 // auditorReady waits until url/readyz answers 200.
 func auditorReady(ctx context.Context, p *proc, url string) error {
 	client := &http.Client{Timeout: 2 * time.Second}
-	return waitFor(ctx, 60*time.Second, p, func() bool { return httpOK(client, url+"/readyz") })
+	return waitFor(ctx, 60*time.Second, p, func() bool { return localstack.HTTPOK(client, url+"/readyz") })
 }

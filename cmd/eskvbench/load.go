@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/localstack"
 )
 
 // Targets.
@@ -48,7 +49,7 @@ type bench struct {
 }
 
 func newBench(c config, s *stack, progress io.Writer) *bench {
-	return &bench{c: c, s: s, hc: newHTTPClient(), auth: "Bearer " + s.token, progress: progress, runID: randomHex(3)}
+	return &bench{c: c, s: s, hc: newHTTPClient(), auth: "Bearer " + s.token, progress: progress, runID: localstack.RandomHex(3)}
 }
 
 func (b *bench) logf(format string, args ...any) {

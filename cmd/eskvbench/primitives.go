@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,19 +127,19 @@ func (b *bench) sweeper(ctx context.Context, c *client.Client) result {
 		r.Verdict, r.Note = verdictMiss, fmt.Sprintf("%d of %d writes failed", n, sweepEntries)
 		return r
 	}
-	want := metricValue(before, "eskv_writer_swept_total", `outcome="expired"`) + sweepEntries
+	want := metricSum(before, "eskv_writer_swept_total", `outcome="expired"`) + sweepEntries
 	deadline := time.Now().Add(60 * time.Second)
 	var after []byte
 	for {
 		after = b.scrape(ctx, b.s.writerURL)
-		if metricValue(after, "eskv_writer_swept_total", `outcome="expired"`) >= want || time.Now().After(deadline) || ctx.Err() != nil {
+		if metricSum(after, "eskv_writer_swept_total", `outcome="expired"`) >= want || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	expired := int(metricValue(after, "eskv_writer_swept_total", `outcome="expired"`) - (want - sweepEntries))
-	busy := metricValue(after, "eskv_writer_sweep_seconds_sum", "") - metricValue(before, "eskv_writer_sweep_seconds_sum", "")
-	rounds := metricValue(after, "eskv_writer_sweep_seconds_count", "") - metricValue(before, "eskv_writer_sweep_seconds_count", "")
+	expired := int(metricSum(after, "eskv_writer_swept_total", `outcome="expired"`) - (want - sweepEntries))
+	busy := metricSum(after, "eskv_writer_sweep_seconds_sum") - metricSum(before, "eskv_writer_sweep_seconds_sum")
+	rounds := metricSum(after, "eskv_writer_sweep_seconds_count") - metricSum(before, "eskv_writer_sweep_seconds_count")
 	r.Ops, r.Seconds = expired, busy
 	if busy > 0 {
 		r.OpsPerSec = float64(expired) / busy
@@ -156,30 +152,4 @@ func (b *bench) sweeper(ctx context.Context, c *client.Client) result {
 	r.Note = fmt.Sprintf("%d expired of %d written (TTL 2 s, written in %s); sweeper busy %s over %.0f rounds (sum of eskv_writer_sweep_seconds), %.0f expires/s of sweeper time",
 		expired, sweepEntries, fmtDuration(writeTime), fmtSeconds(busy), rounds, r.OpsPerSec)
 	return r
-}
-
-// metricValue sums the samples of a Prometheus metric name (a counter, or
-// a histogram's _sum or _count) whose labels contain label ("" for all).
-func metricValue(body []byte, name, label string) float64 {
-	var total float64
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		if label != "" && !strings.Contains(rest, label) {
-			continue
-		}
-		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(f) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			total += v
-		}
-	}
-	return total
 }

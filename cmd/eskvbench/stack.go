@@ -3,15 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eskv/eskv/internal/localstack"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -85,7 +83,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	}
 	bin := filepath.Join(s.dir, "bin")
 
-	root, err := moduleRoot(ctx)
+	root, err := localstack.ModuleRoot(ctx, "run eskvbench inside the eskv module (go run ./cmd/eskvbench), or target a running stack with -url")
 	if err != nil {
 		return nil, err
 	}
@@ -141,24 +139,24 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	}
 	// The broker needs its port up front (clients dial it); writer and
 	// projector bind :0 and report their address in a file.
-	brokerPort, err := freePort()
+	ports, err := localstack.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	s.token = "bench-" + randomHex(16)
-	brokers := fmt.Sprintf("127.0.0.1:%d", brokerPort)
+	s.token = "bench-" + localstack.RandomHex(16)
+	brokers := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	common := []string{"ESKV_BROKERS=" + brokers, "ESKV_POSTGRES_URL=" + dbURL, "ESKV_LOG_LEVEL=" + benchLogLevel,
 		fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions)}
 
 	fmt.Fprintf(progress, "eskvbench: starting %s in %s\n", strings.Join(cmds, ", "), s.dir)
 	started := time.Now()
-	broker, err := s.start(bin, "devbroker", fmt.Sprintf("ESKV_BROKER_PORT=%d", brokerPort),
+	broker, err := s.start(bin, "devbroker", fmt.Sprintf("ESKV_BROKER_PORT=%d", ports[0]),
 		"ESKV_BROKER_DATA="+brokerData, "ESKV_BROKER_LOG_LEVEL="+benchLogLevel)
 	if err != nil {
 		return nil, err
 	}
 	s.brokerPID = broker.cmd.Process.Pid
-	if err := waitFor(ctx, 20*time.Second, broker, func() bool { return portOpen(brokers) }); err != nil {
+	if err := waitFor(ctx, 20*time.Second, broker, func() bool { return localstack.PortOpen(brokers) }); err != nil {
 		return nil, s.startupError("devbroker did not listen on "+brokers, err)
 	}
 
@@ -195,12 +193,12 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	s.writerURL = "http://" + addr
 
 	client := &http.Client{Timeout: 2 * time.Second}
-	if err := waitFor(ctx, 90*time.Second, w, func() bool { return httpOK(client, s.writerURL+"/readyz") }); err != nil {
+	if err := waitFor(ctx, 90*time.Second, w, func() bool { return localstack.HTTPOK(client, s.writerURL+"/readyz") }); err != nil {
 		return nil, s.startupError(s.writerURL+"/readyz did not answer 200", err)
 	}
 	if proj != nil {
 		if err := waitFor(ctx, 30*time.Second, proj, func() bool {
-			return httpOK(client, s.projectorURL+"/readyz") || httpOK(client, s.projectorURL+"/metrics")
+			return localstack.HTTPOK(client, s.projectorURL+"/readyz") || localstack.HTTPOK(client, s.projectorURL+"/metrics")
 		}); err != nil {
 			return nil, s.startupError("projector at "+s.projectorURL+" did not answer", err)
 		}
@@ -209,7 +207,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		s.auditor = &auditorSetup{
 			bin: filepath.Join(bin, "auditor"), chAddr: c.clickhouseAddr, brokers: brokers,
 			env: []string{"ESKV_BROKERS=" + brokers, fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions), "ESKV_LOG_LEVEL=" + benchLogLevel,
-				"ESKV_CLICKHOUSE_ADDR=" + c.clickhouseAddr, "ESKV_AUDIT_KEY=" + randomHex(32), "ESKV_AUDIT_KEY_ID=eskvbench"},
+				"ESKV_CLICKHOUSE_ADDR=" + c.clickhouseAddr, "ESKV_AUDIT_KEY=" + localstack.RandomHex(32), "ESKV_AUDIT_KEY_ID=eskvbench"},
 		}
 		p, url, err := s.startAuditor(ctx, "auditor", "kv-auditor")
 		if err != nil {
@@ -230,12 +228,12 @@ func (s *stack) createDB(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("postgres at %s is unreachable (set ESKV_TEST_POSTGRES_URL or -admin-postgres-url): %w", s.adminURL, err)
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	name := "eskvbench_" + randomHex(6)
+	name := "eskvbench_" + localstack.RandomHex(6)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
 	s.dbName = name
-	return withDatabase(s.adminURL, name)
+	return localstack.WithDatabase(s.adminURL, name)
 }
 
 func (s *stack) start(bin, name string, env ...string) (*proc, error) {
@@ -251,7 +249,7 @@ func (s *stack) startArgs(path, name string, args []string, env ...string) (*pro
 	}
 	defer f.Close()
 	cmd := exec.Command(path, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = append(localstack.BaseEnv("ESKV_PPROF_ADDR"), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = s.dir
 	// Its own process group, so a Ctrl-C reaches only the bench, which
@@ -369,79 +367,6 @@ func waitAddr(ctx context.Context, p *proc, path string) (string, error) {
 		return err == nil && port != "" && port != "0"
 	})
 	return addr, err
-}
-
-func httpOK(c *http.Client, u string) bool {
-	resp, err := c.Get(u)
-	if err != nil {
-		return false
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func portOpen(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// baseEnv is the bench's environment without ESKV_ settings, which would
-// otherwise override the stack's; ESKV_PPROF_ADDR passes through, to
-// profile the writer under load.
-func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ESKV_") || strings.HasPrefix(kv, "ESKV_PPROF_ADDR=") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("run eskvbench inside the eskv module (go run ./cmd/eskvbench), or target a running stack with -url")
-	}
-	return filepath.Dir(gomod), nil
-}
-
-// withDatabase returns the connection string u with its database replaced
-// by name. u is a postgres:// URL or a keyword/value string.
-func withDatabase(u, name string) (string, error) {
-	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
-		pu, err := url.Parse(u)
-		if err != nil {
-			return "", err
-		}
-		pu.Path = "/" + name
-		return pu.String(), nil
-	}
-	return u + " dbname=" + name, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func fileExists(path string) bool {

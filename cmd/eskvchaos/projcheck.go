@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/localstack"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -228,7 +229,7 @@ func (s *stack) projectorTool(ctx context.Context, args ...string) (string, int,
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "projector"), args...)
-	cmd.Env = append(baseEnv(), "ESKV_BROKERS="+s.brokers, "ESKV_POSTGRES_URL="+s.dbURL, "ESKV_LOG_LEVEL=warn",
+	cmd.Env = append(localstack.BaseEnv(), "ESKV_BROKERS="+s.brokers, "ESKV_POSTGRES_URL="+s.dbURL, "ESKV_LOG_LEVEL=warn",
 		fmt.Sprintf("ESKV_PARTITIONS=%d", s.topics.Partitions))
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError

@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/localstack"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -113,7 +109,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		return nil, err
 	}
 	s.bin = filepath.Join(s.dir, "bin")
-	root, err := moduleRoot(ctx)
+	root, err := localstack.ModuleRoot(ctx, "run eskvchaos inside the eskv module (make chaos, or go run ./cmd/eskvchaos)")
 	if err != nil {
 		return nil, err
 	}
@@ -135,12 +131,12 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	}
 	s.store = projection.New(s.db)
 
-	ports, err := freePorts(1 + c.writers + c.projectors)
+	ports, err := localstack.FreePorts(1 + c.writers + c.projectors)
 	if err != nil {
 		return nil, err
 	}
 	s.brokers = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	s.token = "chaos-" + randomHex(16)
+	s.token = "chaos-" + localstack.RandomHex(16)
 	s.topics = changelog.Topics{Changes: changelog.DefaultChangesTopic, Conflicts: changelog.DefaultConflictsTopic, Partitions: int32(c.partitions)}
 	common := []string{"ESKV_BROKERS=" + s.brokers, "ESKV_POSTGRES_URL=" + s.dbURL, "ESKV_LOG_LEVEL=" + c.logLevel,
 		fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions)}
@@ -162,7 +158,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	if err := s.broker.start(); err != nil {
 		return nil, err
 	}
-	if err := s.waitFor(ctx, 30*time.Second, "devbroker to listen on "+s.brokers, func() bool { return portOpen(s.brokers) }); err != nil {
+	if err := s.waitFor(ctx, 30*time.Second, "devbroker to listen on "+s.brokers, func() bool { return localstack.PortOpen(s.brokers) }); err != nil {
 		return nil, err
 	}
 	if err := s.ensureTopics(ctx); err != nil {
@@ -204,12 +200,12 @@ func (s *stack) createDB(ctx context.Context) error {
 		return fmt.Errorf("postgres at %s is unreachable (set ESKV_TEST_POSTGRES_URL or -admin-postgres-url): %w", s.adminURL, err)
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	name := "eskvchaos_" + randomHex(6)
+	name := "eskvchaos_" + localstack.RandomHex(6)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	s.dbName = name
-	s.dbURL, err = withDatabase(s.adminURL, name)
+	s.dbURL, err = localstack.WithDatabase(s.adminURL, name)
 	return err
 }
 
@@ -223,14 +219,14 @@ func (s *stack) waitReady(ctx context.Context, timeout time.Duration, allWriters
 	err := s.waitFor(ctx, timeout, "every partition owned by a ready writer", func() bool {
 		ready := map[string]bool{}
 		for _, w := range s.writers {
-			ready[w.url] = w.running() && httpOK(client, w.url+"/readyz")
+			ready[w.url] = w.running() && localstack.HTTPOK(client, w.url+"/readyz")
 			if allWriters && !ready[w.url] {
 				why = w.name + " is not ready"
 				return false
 			}
 		}
 		for _, p := range s.projectors {
-			if !p.running() || !httpOK(client, p.url+"/readyz") {
+			if !p.running() || !localstack.HTTPOK(client, p.url+"/readyz") {
 				why = p.name + " is not ready"
 				return false
 			}
@@ -283,7 +279,7 @@ func (p *proc) start() error {
 	p.starts++
 	fmt.Fprintf(f, "=== eskvchaos: start #%d at %.3fs ===\n", p.starts, time.Since(p.s.t0).Seconds())
 	cmd := exec.Command(p.bin)
-	cmd.Env = append(baseEnv(), p.env...)
+	cmd.Env = append(localstack.BaseEnv(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = p.s.dir
 	cmd.SysProcAttr = procAttr()
@@ -479,89 +475,6 @@ func (s *stack) printLogTails(w io.Writer) {
 	for _, p := range procs {
 		fmt.Fprintf(w, "--- %s log (tail of %s, conflicts left out) ---\n%s\n", p.name, p.log, tailWithout(p.log, 3000, `"msg":"version conflict"`))
 	}
-}
-
-func httpOK(c *http.Client, u string) bool {
-	resp, err := c.Get(u)
-	if err != nil {
-		return false
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func portOpen(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-// freePorts returns n distinct ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// baseEnv is the harness's environment without ESKV_ settings, which
-// would otherwise override the stack's.
-func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ESKV_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("run eskvchaos inside the eskv module (make chaos, or go run ./cmd/eskvchaos)")
-	}
-	return filepath.Dir(gomod), nil
-}
-
-// withDatabase returns the connection string u with its database replaced
-// by name. u is a postgres:// URL or a keyword/value string.
-func withDatabase(u, name string) (string, error) {
-	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
-		pu, err := url.Parse(u)
-		if err != nil {
-			return "", err
-		}
-		pu.Path = "/" + name
-		return pu.String(), nil
-	}
-	return u + " dbname=" + name, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // tailWithout returns about the last n bytes of the file's lines that do

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/localstack"
 )
 
 // throughputResult is one measured phase.
@@ -91,7 +92,7 @@ func (s *stack) waitOwnedBy(ctx context.Context, timeout time.Duration, w *proc)
 				return false
 			}
 		}
-		return httpOK(client, w.url+"/readyz")
+		return localstack.HTTPOK(client, w.url+"/readyz")
 	})
 }
 
