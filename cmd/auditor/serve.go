@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/internal/service"
 )
 
 // serve runs the auditor: kv.changes and kv.conflicts into ClickHouse,
@@ -108,55 +108,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	hs := &http.Server{Handler: handler(a, store, reg), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("listening", "addr", ln.Addr().String())
-	if *addrFile != "" {
-		if err := os.WriteFile(*addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-
-	actx, acancel := context.WithCancel(ctx)
-	defer acancel()
-	aerr := make(chan error, 1)
-	go func() { aerr <- a.Run(actx) }()
-	herr := make(chan error, 1)
-	go func() { herr <- hs.Serve(ln) }()
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-aerr:
-		aerr = nil
-		if runErr == nil {
-			runErr = errors.New("auditor stopped unexpectedly")
-		}
-	case runErr = <-herr:
-		herr = nil
-	}
-	// Leave the group (a batch in flight is inserted and committed, or
-	// neither committed nor lost), then stop serving.
-	acancel()
-	if aerr != nil {
-		if err := <-aerr; err != nil && runErr == nil {
-			runErr = err
-		}
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
-	}
-	log.Info("stopped")
-	return nil
+	return service.Serve(ctx, log, "auditor", *addr, *addrFile, handler(a, store, reg), a.Run)
 }
 
 // handler serves /healthz (the process is up), /readyz (consuming, and

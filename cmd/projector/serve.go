@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 )
@@ -69,55 +68,7 @@ func serve(ctx context.Context, args []string, e env, stderr io.Writer) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	hs := &http.Server{Handler: handler(pool, reg), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("listening", "addr", ln.Addr().String())
-	if addrFile != "" {
-		if err := os.WriteFile(addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-
-	pctx, pcancel := context.WithCancel(ctx)
-	defer pcancel()
-	perr := make(chan error, 1)
-	go func() { perr <- p.Run(pctx) }()
-	herr := make(chan error, 1)
-	go func() { herr <- hs.Serve(ln) }()
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-perr:
-		perr = nil
-		if runErr == nil {
-			runErr = errors.New("projector stopped unexpectedly")
-		}
-	case runErr = <-herr:
-		herr = nil
-	}
-	// Leave the group (a batch in flight commits or rolls back), then stop
-	// serving.
-	pcancel()
-	if perr != nil {
-		if err := <-perr; err != nil && runErr == nil {
-			runErr = err
-		}
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
-	}
-	log.Info("stopped")
-	return nil
+	return service.Serve(ctx, log, "projector", addr, addrFile, handler(pool, reg), p.Run)
 }
 
 // handler serves /healthz (the process is up), /readyz (Postgres answers)
