@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS audit_conflicts (
     project String,
     key String,
     op String,
-    reason String,                 -- version_mismatch | request_id_reused
+    reason String,                 -- version_mismatch | request_id_reused | field_mismatch
     purpose String,
     producer String,
     consumer_hints Array(String),
