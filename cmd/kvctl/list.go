@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ func (a *app) listCommand() *cobra.Command {
 		prefix string
 		o      client.ListOptions
 		all    bool
+		where  string
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
@@ -25,6 +27,13 @@ Without --all, one page of at most --limit entries (default 100) is
 printed; when more follow, stderr says so and how to continue (--cursor).
 With --all, every entry is printed, fetched in pages of --limit.
 
+--where 'FIELD OP VALUE' keeps only the entries whose object value has the
+top-level FIELD comparing as OP (eq, ne, lt, lte, gt, gte) with VALUE,
+which is JSON when it parses as JSON and a string otherwise; the server
+answers from an index (see GET /v1/kv in the API). An entry without the
+field, or with another JSON type there, does not match. Timestamps compare
+correctly as strings in one fixed RFC 3339 UTC form.
+
 --format text prints a table (KEY VERSION PURPOSE VALUE), json
 {"items":[entry...],"count":N,"truncated":bool,"nextCursor"?}, value one
 stored value per line. Listings read the projection, which may trail the
@@ -32,7 +41,9 @@ newest writes by milliseconds.`,
 		Example: `  kvctl list tenant/acme/project/demo/
   kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
   kvctl list --prefix tenant/acme/project/demo/ --limit 10
-  kvctl list tenant/acme/project/demo/ --limit 10 --cursor dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2E`,
+  kvctl list tenant/acme/project/demo/ --limit 10 --cursor dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2E
+  kvctl list tenant/acme/project/demo/jobs/ --where 'state eq failed' --all
+  kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json`,
 		Args: func(cmd *cobra.Command, got []string) error {
 			if len(got) > 1 {
 				return &usageError{msg: fmt.Sprintf("kvctl list takes at most one PREFIX; got %d arguments", len(got)), cmd: cmd.CommandPath()}
@@ -54,7 +65,28 @@ newest writes by milliseconds.`,
 			}
 			a.subject, a.right = o.Prefix, "read"
 			var out listJSON
-			if all {
+			if where != "" {
+				f, err := parseWhere(where, a.cmdPath)
+				if err != nil {
+					return err
+				}
+				so := client.ScanOptions{Prefix: o.Prefix, Filter: f, Limit: o.Limit, Cursor: o.Cursor}
+				if all {
+					out.Items = []events.Entry{}
+					for e, err := range a.client.ScanAll(cmd.Context(), so) {
+						if err != nil {
+							return err
+						}
+						out.Items = append(out.Items, e)
+					}
+				} else {
+					page, err := a.client.Scan(cmd.Context(), so)
+					if err != nil {
+						return err
+					}
+					out.Items, out.Truncated, out.NextCursor = page.Items, page.Truncated, page.NextCursor
+				}
+			} else if all {
 				out.Items = []events.Entry{}
 				for e, err := range a.client.ListAll(cmd.Context(), o) {
 					if err != nil {
@@ -76,6 +108,8 @@ newest writes by milliseconds.`,
 			switch {
 			case out.Truncated:
 				fmt.Fprintf(a.stderr, "more entries follow: add --cursor %s for the next page, or --all for every entry\n", out.NextCursor)
+			case out.Count == 0 && a.format == formatText && where != "":
+				fmt.Fprintf(a.stderr, "no entries under %s match %s\n", o.Prefix, where)
 			case out.Count == 0 && a.format == formatText:
 				fmt.Fprintf(a.stderr, "no entries under %s\n", o.Prefix)
 			}
@@ -87,5 +121,32 @@ newest writes by milliseconds.`,
 	f.IntVar(&o.Limit, "limit", 0, "page size, 1 to 1000 (default 100)")
 	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
 	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
+	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of eq ne lt lte gt gte")
 	return cmd
+}
+
+// parseWhere reads --where 'FIELD OP VALUE'; VALUE is the rest of the
+// text, JSON when it parses as JSON, else a string.
+func parseWhere(s, cmdPath string) (client.Filter, error) {
+	bad := func(msg string) error {
+		return &usageError{msg: "--where " + msg, solution: "write --where 'FIELD OP VALUE', e.g. --where 'state eq failed' or --where 'attempt gt 3' (OP: eq ne lt lte gt gte)", cmd: cmdPath}
+	}
+	fields := strings.Fields(s)
+	if len(fields) < 3 {
+		return client.Filter{}, bad(fmt.Sprintf("%q needs a field, an operator and a value", s))
+	}
+	op := client.FilterOp(fields[1])
+	switch op {
+	case client.OpEq, client.OpNe, client.OpLt, client.OpLte, client.OpGt, client.OpGte:
+	default:
+		return client.Filter{}, bad(fmt.Sprintf("operator %q is not one of eq ne lt lte gt gte", fields[1]))
+	}
+	rest := strings.TrimSpace(s)
+	rest = strings.TrimSpace(strings.TrimPrefix(rest, fields[0]))
+	rest = strings.TrimSpace(strings.TrimPrefix(rest, fields[1]))
+	v := fieldValue(rest)
+	if v[0] == '{' || v[0] == '[' {
+		return client.Filter{}, bad(fmt.Sprintf("value %s is an object or array; compare with a string, number, true, false or null", rest))
+	}
+	return client.Filter{Field: fields[0], Op: op, Value: v}, nil
 }
