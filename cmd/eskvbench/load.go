@@ -564,8 +564,13 @@ func (b *bench) countProjected(ctx context.Context, prefix string) (int, error) 
 // list runs one GET /v1/kv; with count it decodes the answer's count,
 // otherwise it only reads the body.
 func (b *bench) list(ctx context.Context, prefix string, limit int, count bool) (int, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
-		b.s.writerURL+"/v1/kv?prefix="+prefix+"&limit="+strconv.Itoa(limit), nil)
+	return b.getList(ctx, b.s.writerURL+"/v1/kv?prefix="+prefix+"&limit="+strconv.Itoa(limit), count)
+}
+
+// getList runs one GET of a listing URL; with count it decodes the
+// answer's count, otherwise it only reads the body.
+func (b *bench) getList(ctx context.Context, target string, count bool) (int, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return 0, 0, err
 	}

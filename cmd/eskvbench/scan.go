@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -151,7 +150,7 @@ func (b *bench) scanCase(ctx context.Context, c scanCase, prefix string, n int, 
 		q[k] = v
 	}
 	target := b.s.writerURL + "/v1/kv?" + q.Encode()
-	status, got, err := b.scanOnce(ctx, target, true)
+	status, got, err := b.getList(ctx, target, true)
 	if err != nil || status != http.StatusOK || got == 0 {
 		return result{Step: c.step, Title: title, Verdict: verdictSkip,
 			Note: fmt.Sprintf("first scan: status %d, %d items, err %v", status, got, err)}
@@ -164,7 +163,7 @@ func (b *bench) scanCase(ctx context.Context, c scanCase, prefix string, n int, 
 			break
 		}
 		t0 := time.Now()
-		status, _, err := b.scanOnce(ctx, target, false)
+		status, _, err := b.getList(ctx, target, false)
 		d := time.Since(t0)
 		if err != nil || status != http.StatusOK {
 			if ctx.Err() != nil {
@@ -182,29 +181,6 @@ func (b *bench) scanCase(ctx context.Context, c scanCase, prefix string, n int, 
 		"(as autovacuum would within a minute)",
 		q.Encode(), got, thousands(n), loaded.Round(time.Millisecond))
 	return r
-}
-
-// scanOnce runs one GET; with count it decodes the answer's count.
-func (b *bench) scanOnce(ctx context.Context, target string, count bool) (int, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header["Authorization"] = []string{b.auth}
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	if !count || resp.StatusCode != http.StatusOK {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, 0, err
-	}
-	var a struct {
-		Count int `json:"count"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&a)
-	return resp.StatusCode, a.Count, err
 }
 
 // thousands formats n with commas: 100,000.
