@@ -1,13 +1,11 @@
 package audit_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,23 +43,6 @@ func traffic(tenant string, minutes []time.Time, applied, conflicts []int) histo
 		}
 	}
 	return h
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestConflictRateAlert: a rate above 10% in every minute of the window
@@ -110,7 +91,7 @@ func TestConflictRateAlert(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
 	reg := prometheus.NewRegistry()
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	kr, _ := audit.NewKeyring(testKey(t))
 	a, err := audit.New(audit.Config{Brokers: b.Addrs, Topics: b.Topics, Group: "alerts", Linger: 10 * time.Millisecond,
 		Alerts: audit.AlertConfig{Window: 2 * time.Minute, Threshold: 0.10, MinAttempts: 10, Interval: 20 * time.Millisecond,

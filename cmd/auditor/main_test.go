@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,23 +82,6 @@ func TestKeyFromDefaultFile(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServeVerifyReport runs serve against a broker and a fresh ClickHouse
 // database, then verify and report against what it wrote.
 func TestServeVerifyReport(t *testing.T) {
@@ -120,7 +102,7 @@ func TestServeVerifyReport(t *testing.T) {
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, getenv, io.Discard, &logs) }()
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/testenv"
 )
 
 func TestRunPersistsAcrossRestart(t *testing.T) {
@@ -115,7 +117,7 @@ func TestRunHelp(t *testing.T) {
 func mustRun(tb testing.TB, dir string) (addr string, stop func()) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-addr", "0", "-data", dir}, func(string) string { return "" }, io.Discard, logs)
@@ -173,21 +175,4 @@ func mustClient(tb testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 		tb.Fatalf("kafka client: %v", err)
 	}
 	return cl
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -13,37 +13,19 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
 )
-
-// syncBuffer is a bytes.Buffer a test may read while a process writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // background is a kvctl running while the test goes on.
 type background struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr testenv.Buffer
 	done           chan struct{}
 }
 

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,24 +43,6 @@ func TestErrBadPartitions(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRunProjectsAndServes(t *testing.T) {
 	b := testenv.MustBroker(t, 3)
 	pg := testenv.MustPostgresDB(t)
@@ -75,7 +56,7 @@ func TestRunProjectsAndServes(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, &logs) }()
 
