@@ -1,6 +1,8 @@
 // Package changelog is the Kafka side of the event vocabulary: the topics
-// kv.changes and kv.conflicts, their creation and checks, and the mapping
-// between events and Kafka records. Writer, projector and auditor share it.
+// kv.changes and kv.conflicts, their creation and identity checks, the
+// mapping between events and Kafka records, and the one consumer loop
+// (poll → sink → commit after the sink stored the records) that the
+// projector and the auditor run. Writer, projector and auditor share it.
 package changelog
 
 import (
@@ -66,16 +68,12 @@ func Ensure(ctx context.Context, adm *kadm.Client, t Topics) error {
 
 // Check verifies that kv.changes exists with the configured partition count.
 func Check(ctx context.Context, adm *kadm.Client, t Topics) error {
-	details, err := adm.ListTopics(ctx, t.Changes)
+	id, err := Describe(ctx, adm, t.Changes)
 	if err != nil {
-		return fmt.Errorf("describe topic %s: %w", t.Changes, err)
+		return err
 	}
-	d, ok := details[t.Changes]
-	if !ok || d.Err != nil {
-		return fmt.Errorf("describe topic %s: %v", t.Changes, d.Err)
-	}
-	if n := int32(len(d.Partitions)); n != t.Partitions {
-		return fmt.Errorf("%w: %s has %d partitions, configured %d", ErrPartitionCount, t.Changes, n, t.Partitions)
+	if id.Partitions != t.Partitions {
+		return fmt.Errorf("%w: %s has %d partitions, configured %d", ErrPartitionCount, t.Changes, id.Partitions, t.Partitions)
 	}
 	return nil
 }
