@@ -139,15 +139,65 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	starts := map[string]map[int32]int64{}
-	ends := map[string]map[int32]int64{}
-	for _, t := range []string{cfg.Topics.Changes, cfg.Topics.Conflicts} {
+	starts, ends, err := logRanges(ctx, adm, cfg.Topics.Changes, cfg.Topics.Conflicts)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := waitCommitted(ctx, adm, cfg, ends)
+	if err != nil {
+		return nil, err
+	}
+	rep := &VerifyReport{Scope: cfg.Scope.String()}
+	var ds []Discrepancy
+	add := func(d Discrepancy) { ds = append(ds, d) }
+
+	topic := cfg.Topics.Changes
+	evs, err := readEvents(ctx, cl, topic, cfg.Scope, starts[topic], ends[topic], rep)
+	if err != nil {
+		return nil, err
+	}
+	pending := func(l located[events.Event]) bool {
+		o, ok := committed[topic][l.partition]
+		return !ok || l.offset >= o
+	}
+	keysSeen, err := checkRows(ctx, s, cfg.Scope, evs, keys, pending, rep, add)
+	if err != nil {
+		return nil, err
+	}
+	// Keys of the log without any row.
+	rep.Keys = len(keysSeen)
+	for key, vs := range evs {
+		if keysSeen[key] {
+			continue
+		}
+		rep.Keys++
+		for v, l := range vs {
+			if pending(l) {
+				rep.Pending++
+				continue
+			}
+			add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
+				Detail: fmt.Sprintf("the event at %s/%d@%d has no row", topic, l.partition, l.offset)})
+		}
+	}
+	if err := verifyConflicts(ctx, cl, s, keys, cfg, starts, ends, committed, rep, add); err != nil {
+		return nil, err
+	}
+	rep.Discrepancies = sortDiscrepancies(ds)
+	return rep, nil
+}
+
+// logRanges returns the start and last stable offsets of each partition
+// of topics.
+func logRanges(ctx context.Context, adm *kadm.Client, topics ...string) (starts, ends map[string]map[int32]int64, err error) {
+	starts, ends = map[string]map[int32]int64{}, map[string]map[int32]int64{}
+	for _, t := range topics {
 		lo, err := adm.ListCommittedOffsets(ctx, t)
 		if err == nil {
 			err = lo.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("verify: last stable offsets of %s: %w", t, err)
+			return nil, nil, fmt.Errorf("verify: last stable offsets of %s: %w", t, err)
 		}
 		ends[t] = map[int32]int64{}
 		lo.Each(func(o kadm.ListedOffset) { ends[t][o.Partition] = o.Offset })
@@ -157,25 +207,21 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 			err = so.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("verify: start offsets of %s: %w", t, err)
+			return nil, nil, fmt.Errorf("verify: start offsets of %s: %w", t, err)
 		}
 		starts[t] = map[int32]int64{}
 		so.Each(func(o kadm.ListedOffset) { starts[t][o.Partition] = o.Offset })
 	}
-	committed, err := waitCommitted(ctx, adm, cfg, ends)
-	if err != nil {
-		return nil, err
-	}
+	return starts, ends, nil
+}
 
-	rep := &VerifyReport{Scope: cfg.Scope.String()}
-	var ds []Discrepancy
-	add := func(d Discrepancy) { ds = append(ds, d) }
-
-	// The log, in scope.
+// readEvents reads the events of topic in scope, [starts, ends) per
+// partition, by key and version, counting them in rep.
+func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, starts, ends map[int32]int64, rep *VerifyReport) (map[string]map[int64]located[events.Event], error) {
 	evs := map[string]map[int64]located[events.Event]{}
-	for p := range ends[cfg.Topics.Changes] {
-		err := changelog.ReadCommitted(ctx, cl, cfg.Topics.Changes, p, starts[cfg.Topics.Changes][p], ends[cfg.Topics.Changes][p], func(r *kgo.Record) error {
-			if !cfg.Scope.Match(string(r.Key)) {
+	for p := range ends {
+		err := changelog.ReadCommitted(ctx, cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
+			if !sc.Match(string(r.Key)) {
 				return nil
 			}
 			e, err := changelog.Event(r)
@@ -190,15 +236,16 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("verify: read %s/%d: %w", cfg.Topics.Changes, p, err)
+			return nil, fmt.Errorf("verify: read %s/%d: %w", topic, p, err)
 		}
 	}
-	pending := func(l located[events.Event]) bool {
-		o, ok := committed[cfg.Topics.Changes][l.partition]
-		return !ok || l.offset >= o
-	}
+	return evs, nil
+}
 
-	// The rows, key by key in version order.
+// checkRows checks the rows in scope key by key, in version order,
+// against evs (checkKey), and returns the keys that have rows.
+func checkRows(ctx context.Context, s *Store, sc Scope, evs map[string]map[int64]located[events.Event], keys *Keyring,
+	pending func(located[events.Event]) bool, rep *VerifyReport, add func(Discrepancy)) (map[string]bool, error) {
 	keysSeen := map[string]bool{}
 	var cur []Row // rows of the current key, one per version
 	var curDup map[int64][]Row
@@ -211,7 +258,7 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 		checkKey(key, cur, curDup, evs[key], keys, pending, rep, add)
 		cur, curDup = cur[:0], nil
 	}
-	err = s.scanEvents(ctx, cfg.Scope, func(r Row, tsOK bool) {
+	err := s.scanEvents(ctx, sc, func(r Row, tsOK bool) {
 		if len(cur) > 0 && cur[0].Key != r.Key {
 			flush()
 		}
@@ -232,32 +279,12 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 		return nil, err
 	}
 	flush()
+	return keysSeen, nil
+}
 
-	// Keys of the log without any row.
-	for key, vs := range evs {
-		if keysSeen[key] {
-			continue
-		}
-		for v, l := range vs {
-			if pending(l) {
-				rep.Pending++
-				continue
-			}
-			add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
-				Detail: fmt.Sprintf("the event at %s/%d@%d has no row", cfg.Topics.Changes, l.partition, l.offset)})
-		}
-	}
-	rep.Keys = len(keysSeen)
-	for k := range evs {
-		if !keysSeen[k] {
-			rep.Keys++
-		}
-	}
-
-	if err := verifyConflicts(ctx, cl, s, keys, cfg, starts, ends, committed, rep, add); err != nil {
-		return nil, err
-	}
-
+// sortDiscrepancies sorts ds by key, version, conflict and problem, drops
+// repeats and keeps the first maxDiscrepancies.
+func sortDiscrepancies(ds []Discrepancy) []Discrepancy {
 	slices.SortFunc(ds, func(a, b Discrepancy) int {
 		return cmp.Or(strings.Compare(a.Key, b.Key), cmp.Compare(a.Version, b.Version),
 			strings.Compare(a.ConflictID, b.ConflictID), strings.Compare(a.Problem, b.Problem))
@@ -268,8 +295,7 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	if len(ds) > maxDiscrepancies {
 		ds = ds[:maxDiscrepancies]
 	}
-	rep.Discrepancies = ds
-	return rep, nil
+	return ds
 }
 
 // checkKey verifies the rows of one key (one per version, in order; dups

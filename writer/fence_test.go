@@ -89,9 +89,11 @@ func newFenceRig(t *testing.T, b *testenv.Broker, name string) *fenceRig {
 	cfg.setDefaults()
 	w := &Writer{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), adm: kadm.NewClient(cl), admCl: cl}
 	r := &fenceRig{broker: b, p: newPartition(w, 0), adm: w.adm}
-	if r.p.topicID, err = r.p.topicIDOf(t.Context()); err != nil {
+	id, err := changelog.Describe(t.Context(), w.adm, b.Topics.Changes)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.p.topicID = [16]byte(id.ID)
 	return r
 }
 
