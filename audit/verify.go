@@ -32,6 +32,28 @@ func (s Scope) Match(key string) bool {
 	return strings.HasPrefix(key, s.Prefix) && (s.From == "" || key >= s.From) && (s.To == "" || key < s.To)
 }
 
+// where returns the SQL conditions (each starting with " AND ") and
+// their arguments that select the scope's keys.
+func (s Scope) where() (string, []any) {
+	var (
+		q    string
+		args []any
+	)
+	if s.Prefix != "" {
+		q += " AND startsWith(key, ?)"
+		args = append(args, s.Prefix)
+	}
+	if s.From != "" {
+		q += " AND key >= ?"
+		args = append(args, s.From)
+	}
+	if s.To != "" {
+		q += " AND key < ?"
+		args = append(args, s.To)
+	}
+	return q, args
+}
+
 func (s Scope) String() string {
 	var parts []string
 	if s.Prefix != "" {
@@ -192,27 +214,29 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 func logRanges(ctx context.Context, adm *kadm.Client, topics ...string) (starts, ends map[string]map[int32]int64, err error) {
 	starts, ends = map[string]map[int32]int64{}, map[string]map[int32]int64{}
 	for _, t := range topics {
-		lo, err := adm.ListCommittedOffsets(ctx, t)
-		if err == nil {
-			err = lo.Error()
+		if ends[t], err = listed(ctx, "last stable offsets", t, adm.ListCommittedOffsets); err != nil {
+			return nil, nil, err
 		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("verify: last stable offsets of %s: %w", t, err)
-		}
-		ends[t] = map[int32]int64{}
-		lo.Each(func(o kadm.ListedOffset) { ends[t][o.Partition] = o.Offset })
 		// Compaction and retention move the start of a partition.
-		so, err := adm.ListStartOffsets(ctx, t)
-		if err == nil {
-			err = so.Error()
+		if starts[t], err = listed(ctx, "start offsets", t, adm.ListStartOffsets); err != nil {
+			return nil, nil, err
 		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("verify: start offsets of %s: %w", t, err)
-		}
-		starts[t] = map[int32]int64{}
-		so.Each(func(o kadm.ListedOffset) { starts[t][o.Partition] = o.Offset })
 	}
 	return starts, ends, nil
+}
+
+// listed returns the offsets list lists for topic, by partition.
+func listed(ctx context.Context, what, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
+	lo, err := list(ctx, topic)
+	if err == nil {
+		err = lo.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: %s of %s: %w", what, topic, err)
+	}
+	offs := map[int32]int64{}
+	lo.Each(func(o kadm.ListedOffset) { offs[o.Partition] = o.Offset })
+	return offs, nil
 }
 
 // readEvents reads the events of topic in scope, [starts, ends) per
@@ -479,20 +503,8 @@ func waitCommitted(ctx context.Context, adm *kadm.Client, cfg VerifyConfig, ends
 // does not match its ts_us.
 func (s *Store) scanEvents(ctx context.Context, sc Scope, fn func(r Row, tsOK bool)) error {
 	q := "SELECT ts, " + strings.TrimPrefix(strings.TrimSuffix(eventColumns, ", ingested_at"), "ts, ") + " FROM audit_events WHERE 1"
-	var args []any
-	if sc.Prefix != "" {
-		q += " AND startsWith(key, ?)"
-		args = append(args, sc.Prefix)
-	}
-	if sc.From != "" {
-		q += " AND key >= ?"
-		args = append(args, sc.From)
-	}
-	if sc.To != "" {
-		q += " AND key < ?"
-		args = append(args, sc.To)
-	}
-	q += " ORDER BY key, version"
+	where, args := sc.where()
+	q += where + " ORDER BY key, version"
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	rows, err := s.conn.Query(ctx, q, args...)
@@ -501,19 +513,11 @@ func (s *Store) scanEvents(ctx context.Context, sc Scope, fn func(r Row, tsOK bo
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			r    Row
-			ts   time.Time
-			tsUS int64
-		)
-		if err := rows.Scan(&ts, &tsUS, &r.Tenant, &r.Project, &r.Key, &r.Version, &r.PrevVersion, &r.Kind, &r.Op,
-			&r.Purpose, &r.Producer, &r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.TTLSeconds,
-			&r.ExpiresAtUS, &r.BeforeHash, &r.AfterHash, &r.HashKeyID, &r.PrevChainHash, &r.ChainHash,
-			&r.Partition, &r.Offset); err != nil {
-			return fmt.Errorf("read audit_events: %w", err)
+		r, tsOK, err := scanRow(rows)
+		if err != nil {
+			return err
 		}
-		r.TS = time.UnixMicro(tsUS).UTC()
-		fn(r, ts.Unix() == r.TS.Truncate(time.Second).Unix())
+		fn(r, tsOK)
 	}
 	return rows.Err()
 }
@@ -592,16 +596,9 @@ func diffConflict(want, got *ConflictRow) string {
 func (s *Store) conflictRows(ctx context.Context, sc Scope) (map[[2]string]ConflictRow, error) {
 	q := `SELECT ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, principal,
 request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, kafka_partition, kafka_offset
-FROM audit_conflicts WHERE startsWith(key, ?)`
-	args := []any{sc.Prefix}
-	if sc.From != "" {
-		q += " AND key >= ?"
-		args = append(args, sc.From)
-	}
-	if sc.To != "" {
-		q += " AND key < ?"
-		args = append(args, sc.To)
-	}
+FROM audit_conflicts WHERE 1`
+	where, args := sc.where()
+	q += where
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rows, err := s.conn.Query(ctx, q, args...)
