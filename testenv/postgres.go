@@ -2,10 +2,7 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -46,41 +43,25 @@ func MustPostgres(tb testing.TB) *pgxpool.Pool {
 // ESKV_UNIT_ONLY=1 it is skipped instead.
 func MustPostgresDB(tb testing.TB) *Postgres {
 	tb.Helper()
-	adminURL := os.Getenv("ESKV_TEST_POSTGRES_URL")
-	if adminURL == "" {
-		adminURL = DefaultPostgresURL
-	}
+	adminURL := envOr("ESKV_TEST_POSTGRES_URL", DefaultPostgresURL)
+	name := mustDatabase(tb, server{
+		name:       "Postgres",
+		addr:       adminURL,
+		env:        "ESKV_TEST_POSTGRES_URL",
+		start:      "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+		point:      "another server (admin rights to create databases)",
+		dropSuffix: " WITH (FORCE)",
+		admin: func(ctx context.Context) (func(context.Context, string) error, func(), error) {
+			c, err := pgx.Connect(ctx, adminURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			exec := func(ctx context.Context, sql string) error { _, err := c.Exec(ctx, sql); return err }
+			return exec, func() { c.Close(context.Background()) }, nil
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		unreachable(tb, adminURL, err)
-	}
-	defer admin.Close(context.Background())
-
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		tb.Fatalf("random database name: %v", err)
-	}
-	name := "eskv_t_" + hex.EncodeToString(rnd[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("create database %s on %s: %v", name, adminURL, err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, adminURL)
-		if err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-		}
-	})
-
 	dbURL, err := withDatabase(adminURL, name)
 	if err != nil {
 		tb.Fatalf("database URL from %s: %v", adminURL, err)
@@ -94,17 +75,6 @@ func MustPostgresDB(tb testing.TB) *Postgres {
 		tb.Fatalf("migrate %s: %v", name, err)
 	}
 	return &Postgres{Pool: pool, URL: dbURL, Name: name}
-}
-
-func unreachable(tb testing.TB, adminURL string, err error) {
-	tb.Helper()
-	if os.Getenv("ESKV_UNIT_ONLY") == "1" && os.Getenv("CI") != "true" {
-		tb.Skipf("ESKV_UNIT_ONLY=1 and Postgres at %s is unreachable: %v", adminURL, err)
-	}
-	tb.Fatalf("Postgres at %s is unreachable: %v\n"+
-		"start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n"+
-		"or point ESKV_TEST_POSTGRES_URL at another server (admin rights to create databases); "+
-		"ESKV_UNIT_ONLY=1 skips tests that need it", adminURL, err)
 }
 
 // withDatabase returns the connection string u with its database replaced
