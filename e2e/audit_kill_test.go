@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestAuditorKill9: the auditor process is killed with SIGKILL while
@@ -23,7 +24,7 @@ import (
 // queries see each event exactly once, nothing is lost, and verify
 // passes.
 func TestAuditorKill9(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	at := mustAuditTrail(t)
 	env := []string{
 		"ESKV_BROKERS=" + strings.Join(s.broker.Addrs, ","),
@@ -89,7 +90,7 @@ func TestAuditorKill9(t *testing.T) {
 	const kills = 4
 	replayed := 0
 	for k := range kills {
-		waitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > int64(150*(k+1)) })
+		testenv.WaitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > int64(150*(k+1)) })
 		if k%2 == 1 {
 			armed.Store(true)
 			select {
@@ -103,11 +104,11 @@ func TestAuditorKill9(t *testing.T) {
 		if k%2 == 1 {
 			release <- struct{}{}
 		}
-		waitFor(t, 30*time.Second, "writes while the auditor is down", func() bool { return writes.Load() > int64(150*(k+1)+100) })
+		testenv.WaitFor(t, 30*time.Second, "writes while the auditor is down", func() bool { return writes.Load() > int64(150*(k+1)+100) })
 		auditor.start()
 		// Once the restarted auditor has re-read what was not committed,
 		// rows inserted twice show up as raw rows beyond the distinct ones.
-		waitFor(t, 30*time.Second, "the restarted auditor to insert", func() bool { return at.count(t, "SELECT count() FROM audit_events") > raw })
+		testenv.WaitFor(t, 30*time.Second, "the restarted auditor to insert", func() bool { return at.count(t, "SELECT count() FROM audit_events") > raw })
 		// Rows inserted twice show as raw rows beyond the distinct ones
 		// until ClickHouse merges them away in the background.
 		if d := int(at.count(t, "SELECT toUInt64(count() - uniqExact(key, version)) FROM audit_events")); d > replayed {

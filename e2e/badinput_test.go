@@ -8,7 +8,7 @@ import (
 // TestBadInput: every malformed request answers its documented 4xx code,
 // names the field at fault, and changes nothing.
 func TestBadInput(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	const ok = base + "fine"
 	if r := s.do("PUT", ok, devToken, `{"value":"original"}`); r.Status != 200 {
 		t.Fatalf("seed: %d %s", r.Status, r.Body)

@@ -120,10 +120,10 @@ func TestProjectorKill9(t *testing.T) {
 		}()
 	}
 	for range 3 {
-		waitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > 300 })
+		testenv.WaitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > 300 })
 		s.projector.kill9()
 		writes.Store(0)
-		waitFor(t, 30*time.Second, "writes while the projector is down", func() bool { return writes.Load() > 300 })
+		testenv.WaitFor(t, 30*time.Second, "writes while the projector is down", func() bool { return writes.Load() > 300 })
 		s.projector.start()
 	}
 	close(stop)
@@ -180,13 +180,13 @@ func TestWriterKill9(t *testing.T) {
 	}
 	for range 3 {
 		before := okCount.Load()
-		waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return okCount.Load() > before+300 })
+		testenv.WaitFor(t, 60*time.Second, "acknowledged writes", func() bool { return okCount.Load() > before+300 })
 		s.writer.kill9()
 		s.writer.start()
 		waitHTTP(t, s.url+"/readyz", 60*time.Second)
 	}
 	before := okCount.Load()
-	waitFor(t, 60*time.Second, "writes after the last restart", func() bool { return okCount.Load() > before+100 })
+	testenv.WaitFor(t, 60*time.Second, "writes after the last restart", func() bool { return okCount.Load() > before+100 })
 	close(stop)
 	wg.Wait()
 

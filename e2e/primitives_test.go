@@ -15,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -53,7 +54,7 @@ func code(err error) string { return events.ErrorCode(err) }
 // strictly from tenure to tenure, and every 200 the clients saw is a
 // tenure in the log.
 func TestLockFiftyAcquirers(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	key := scope + "locks/deploy"
@@ -153,7 +154,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 // old holder can neither extend nor release it, and the sweeper logs the
 // expiry of an abandoned lock with its semantics.
 func TestLockExpiry(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	key := scope + "locks/nightly"
@@ -194,7 +195,7 @@ func TestLockExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var expire events.Event
-	waitFor(t, 15*time.Second, "the sweeper's expire event", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the sweeper's expire event", func() bool {
 		evs := keyEvents(t, s, abandoned)
 		expire = evs[len(evs)-1]
 		return expire.Kind == events.KindExpire
@@ -211,7 +212,7 @@ func TestLockExpiry(t *testing.T) {
 // TestLeaderElection: one leader per pool; heartbeats keep the term;
 // resigning lets another candidate in with a higher term.
 func TestLeaderElection(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	pool := scope + "leaders/build-manager"
@@ -260,7 +261,7 @@ func TestLeaderElection(t *testing.T) {
 // TestCounterConcurrentIncrements: 32 clients add and subtract; the
 // counter ends at the exact sum and has one version per increment.
 func TestCounterConcurrentIncrements(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	key := scope + "counters/requests"
@@ -330,7 +331,7 @@ func TestCounterConcurrentIncrements(t *testing.T) {
 // compare-and-swap (state pending -> claimed); each job is claimed exactly
 // once, by the worker its record names.
 func TestFieldCASJobClaims(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	jobs, workers := 1000, 20
@@ -408,7 +409,7 @@ func TestFieldCASJobClaims(t *testing.T) {
 // TestSweeperExpiresEntries: the sweeper appends one expire event per
 // expired entry, with its semantics; a renewal before the sweep wins.
 func TestSweeperExpiresEntries(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	const n = 40
@@ -423,7 +424,7 @@ func TestSweeperExpiresEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	var expired map[string]events.Event
-	waitFor(t, 20*time.Second, "expire events", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "expire events", func() bool {
 		expired = map[string]events.Event{}
 		for _, e := range s.readLog(ctx) {
 			if e.Kind == events.KindExpire {
@@ -451,7 +452,7 @@ func TestSweeperExpiresEntries(t *testing.T) {
 // TestPrimitivesBadInput: each bad request answers 4xx with its code and
 // field and writes nothing.
 func TestPrimitivesBadInput(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	k := base + "bad/x"
 	if r := s.do("PUT", k, devToken, `{"value":"text"}`); r.Status != 200 {
 		t.Fatalf("seed: %d %s", r.Status, r.Body)

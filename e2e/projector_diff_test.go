@@ -12,6 +12,7 @@ import (
 
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestRebuildEqualsLiveProjection writes through the API (creates, CAS
@@ -20,7 +21,7 @@ import (
 // the projection into another schema and compares: equal; then a
 // tampered live row is found by its key.
 func TestRebuildEqualsLiveProjection(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	ctx := context.Background()
 	want := func(r response, status int) {
 		t.Helper()
@@ -44,7 +45,7 @@ func TestRebuildEqualsLiveProjection(t *testing.T) {
 	}
 	// Re-creates over a deleted and an expired key.
 	want(s.do("PUT", "/v1/kv/tenant/t0/project/p/k0", devToken, `{"value":"again","expectedVersion":0}`), http.StatusOK)
-	waitFor(t, 10*time.Second, "the lease to expire", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the lease to expire", func() bool {
 		return s.do("GET", "/v1/kv/tenant/t0/project/p/k1", devToken, nil).Status == http.StatusNotFound
 	})
 	want(s.do("PUT", "/v1/kv/tenant/t0/project/p/k1", devToken, `{"value":"mine","expectedVersion":0}`), http.StatusOK)
