@@ -28,7 +28,7 @@ func TestCompare(t *testing.T) {
 	setup := func(t *testing.T) *testenv.Postgres {
 		pg := testenv.MustPostgresDB(t)
 		mustApply(t, projection.New(pg.Pool), topic, log)
-		mustApply(t, projection.New(mustSchemaPool(t, pg, "rebuilt")), topic, compacted)
+		mustApply(t, projection.New(pg.MustSchema(t, "rebuilt")), topic, compacted)
 		return pg
 	}
 	exec := func(t *testing.T, pg *testenv.Postgres, sql string) {

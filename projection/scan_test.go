@@ -638,7 +638,7 @@ func TestScanSettingsStayInTheScan(t *testing.T) {
 
 func TestScanInOtherSchema(t *testing.T) {
 	pg := testenv.MustPostgresDB(t)
-	s := projection.New(mustSchemaPool(t, pg, "rebuild_f"))
+	s := projection.New(pg.MustSchema(t, "rebuild_f"))
 	const k = "tenant/t/project/p/k"
 	mustApply(t, s, "kv.changes", batchOf(0, put(t, k, 1, `{"state":"done"}`)))
 	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", projection.OpEq, `"done"`), "", 10, t0); !slices.Equal(keys, []string{k}) {

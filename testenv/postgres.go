@@ -60,21 +60,52 @@ func MustPostgresDB(tb testing.TB) *Postgres {
 			return exec, func() { c.Close(context.Background()) }, nil
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	dbURL, err := withDatabase(adminURL, name)
 	if err != nil {
 		tb.Fatalf("database URL from %s: %v", adminURL, err)
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		tb.Fatalf("connect %s: %v", dbURL, err)
 	}
-	tb.Cleanup(pool.Close) // runs before the drop: cleanups run last-in first-out
-	if err := projection.Migrate(ctx, pool); err != nil {
-		tb.Fatalf("migrate %s: %v", name, err)
-	}
+	pool := mustMigratedPool(tb, cfg, name)
 	return &Postgres{Pool: pool, URL: dbURL, Name: name}
+}
+
+// MustSchema creates schema in the database, migrates it and returns a
+// pool whose connections work in it, closed when the test ends.
+func (pg *Postgres) MustSchema(tb testing.TB, schema string) *pgxpool.Pool {
+	tb.Helper()
+	if _, err := projection.CreateSchema(context.Background(), pg.Pool, schema, false); err != nil {
+		tb.Fatalf("create schema %s: %v", schema, err)
+	}
+	cfg, err := pgxpool.ParseConfig(pg.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := projection.InSchema(cfg, schema); err != nil {
+		tb.Fatal(err)
+	}
+	return mustMigratedPool(tb, cfg, schema)
+}
+
+// mustMigratedPool opens a pool with cfg, closed at cleanup (before the
+// database is dropped: cleanups run last-in first-out), and applies the
+// projection schema (projection.Migrate) to where it works: the database
+// or schema named where.
+func mustMigratedPool(tb testing.TB, cfg *pgxpool.Config, where string) *pgxpool.Pool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("connect %s: %v", cfg.ConnString(), err)
+	}
+	tb.Cleanup(pool.Close)
+	if err := projection.Migrate(ctx, pool); err != nil {
+		tb.Fatalf("migrate %s: %v", where, err)
+	}
+	return pool
 }
 
 // withDatabase returns the connection string u with its database replaced
