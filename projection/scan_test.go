@@ -691,23 +691,3 @@ func TestMigrationIndexesExistingEntries(t *testing.T) {
 		t.Errorf("scan after b's expiry: %v", keys)
 	}
 }
-
-func BenchmarkApply500Fields(b *testing.B) {
-	s := projection.New(testenv.MustPostgres(b))
-	ctx := context.Background()
-	batch := make([]projection.Applied, 500)
-	var offset int64
-	version := int64(0)
-	for b.Loop() {
-		version++
-		for i := range batch {
-			batch[i] = projection.Applied{Partition: int32(i % 12), Offset: offset, Event: put(b, fmt.Sprintf("tenant/t/project/p%d/k%d", i%12, i), version,
-				fmt.Sprintf(`{"state":"running","attempt":%d,"owner":"worker-7","updated_at":"2026-03-04T05:06:07Z"}`, version))}
-			offset++
-		}
-		if err := s.Apply(ctx, "kv.changes", batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/event")
-}
