@@ -47,6 +47,16 @@ func mustAuditTrail(tb testing.TB) *auditTrail {
 	return &auditTrail{ch: ch, store: st, keys: auditKeys(tb)}
 }
 
+// mustAuditedStack runs a stack, and an in-process auditor of it into a
+// fresh audit trail, until the test ends.
+func mustAuditedStack(tb testing.TB) (*stack, *auditTrail) {
+	tb.Helper()
+	s := mustStack(tb)
+	at := mustAuditTrail(tb)
+	at.startAuditor(tb, s)
+	return s, at
+}
+
 // startAuditor runs an in-process auditor on the stack's broker until the
 // test ends.
 func (at *auditTrail) startAuditor(tb testing.TB, s *stack) {

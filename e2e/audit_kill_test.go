@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,36 +56,20 @@ func TestAuditorKill9(t *testing.T) {
 		return nil, errors.New("dropped: the auditor was killed"), true
 	})
 
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	var wg sync.WaitGroup
-	// On a failure, the writers stop before the stack does.
-	t.Cleanup(func() { stopOnce.Do(func() { close(stop) }); wg.Wait() })
 	var writes, conflicts atomic.Int64
-	for c := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("/v1/kv/tenant/t%d/project/p/k%d", c, i%20)
-				body := map[string]any{"value": map[string]int{"c": c, "i": i}}
-				if i%5 == 4 {
-					body["expectedVersion"] = 0 // exists already: a conflict, after the first round
-				}
-				switch r := s.do("PUT", key, devToken, body); r.Status {
-				case 200:
-					writes.Add(1)
-				case 409:
-					conflicts.Add(1)
-				}
-			}
-		}()
-	}
+	stop := runClients(t, 8, func(c, i int) {
+		key := fmt.Sprintf("/v1/kv/tenant/t%d/project/p/k%d", c, i%20)
+		body := map[string]any{"value": map[string]int{"c": c, "i": i}}
+		if i%5 == 4 {
+			body["expectedVersion"] = 0 // exists already: a conflict, after the first round
+		}
+		switch r := s.do("PUT", key, devToken, body); r.Status {
+		case 200:
+			writes.Add(1)
+		case 409:
+			conflicts.Add(1)
+		}
+	})
 	const kills = 4
 	replayed := 0
 	for k := range kills {
@@ -115,8 +98,7 @@ func TestAuditorKill9(t *testing.T) {
 			replayed = d
 		}
 	}
-	stopOnce.Do(func() { close(stop) })
-	wg.Wait()
+	stop()
 	waitAudited(t, s, 60*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -17,9 +17,7 @@ import (
 // audit_conflicts (reason field_mismatch), the abandoned lock in
 // ttl_expirations with its semantics, and verify finds nothing wrong.
 func TestAuditCoordinationPrimitives(t *testing.T) {
-	s := mustStack(t)
-	at := mustAuditTrail(t)
-	at.startAuditor(t, s)
+	s, at := mustAuditedStack(t)
 	c := s.client()
 	ctx := context.Background()
 	const p = "tenant/acme/project/coord/"

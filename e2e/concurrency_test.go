@@ -34,9 +34,7 @@ func TestConcurrentCASIncrements(t *testing.T) {
 		wg        sync.WaitGroup
 	)
 	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range opsPerClient {
 				k := (c + i) % keys
 				r := s.do("GET", keyPath(k), devToken, nil)
@@ -63,7 +61,7 @@ func TestConcurrentCASIncrements(t *testing.T) {
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if t.Failed() {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,3 +180,30 @@ func (s *stack) endOffsets(ctx context.Context) map[int32]int64 {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// runClients runs n clients, client c calling step(c, i) for i = 0, 1, ...
+// until stop is called; stop waits for them to return. The test's cleanup
+// stops them too, before the stack stops.
+func runClients(tb testing.TB, n int, step func(c, i int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range n {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				step(c, i)
+			}
+		})
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+	tb.Cleanup(stop)
+	return stop
+}

@@ -106,9 +106,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	for c := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 11))
 			for {
 				select {
@@ -154,7 +152,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
-		}()
+		})
 	}
 	progress := func(n int64) {
 		t.Helper()
