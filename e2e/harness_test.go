@@ -185,6 +185,7 @@ func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) 
 // until stop is called; stop waits for them to return. The test's cleanup
 // stops them too, before the stack stops.
 func runClients(tb testing.TB, n int, step func(c, i int)) (stop func()) {
+	tb.Helper()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for c := range n {
