@@ -59,7 +59,7 @@ drop_clickhouse() {
 	fi
 }
 
-if db=$(stack_db); then
+if db=$(stack_db read); then
 	drop_postgres "$db"
 	drop_clickhouse "$db"
 elif [[ -d $state ]]; then

@@ -12,12 +12,12 @@
 
 state=.eskv
 
-# stack_db [--create]: prints eskv_<stack-id>. With --create, generates the
-# id when .eskv/stack-id is missing; without, fails when it is.
+# stack_db create|read: prints eskv_<stack-id>. When .eskv/stack-id is
+# missing, create generates the id and read fails.
 stack_db() {
 	local id=
 	[[ -s $state/stack-id ]] && id=$(<"$state/stack-id")
-	if [[ -z $id && ${1:-} == --create ]]; then
+	if [[ -z $id && $1 == create ]]; then
 		mkdir -p "$state"
 		id=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
 		printf '%s\n' "$id" >"$state/stack-id"

@@ -45,7 +45,7 @@ die() { log "error: $*"; exit 1; }
 if pid=$(running_stack); then
 	die "make run is already running in this clone (pid $pid); a second one would share $state/"
 fi
-db=$(stack_db --create) || die "cannot name the local databases"
+db=$(stack_db create) || die "cannot name the local databases"
 
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
@@ -56,7 +56,7 @@ own_postgres_db=$db
 if [[ -n ${ESKV_POSTGRES_URL:-} ]]; then
 	own_postgres_db= # the user's database: neither created nor dropped here
 else
-	export ESKV_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/$db?sslmode=disable
+	export ESKV_POSTGRES_URL="postgres://postgres@127.0.0.1:5432/$db?sslmode=disable"
 fi
 export ESKV_HTTP_ADDR=${ESKV_HTTP_ADDR:-127.0.0.1:8080}
 export ESKV_PROJECTOR_ADDR=${ESKV_PROJECTOR_ADDR:-127.0.0.1:8081}

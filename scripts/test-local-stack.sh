@@ -203,6 +203,7 @@ databases() {
 # clone's trail: at least one row checked and no discrepancy.
 audit_verify() {
 	local name=$1 out
+	# shellcheck source=/dev/null # written by make run
 	out=$(cd "$tmp/$name" && . .eskv/env && .eskv/bin/auditor verify -json 2>&1) ||
 		fail "$name: auditor verify: $out" "$name"
 	log "$name: auditor verify: $out"
@@ -214,6 +215,7 @@ clone b
 log "1. make clean with nothing to clean, and with the servers unreachable"
 clean b
 mkdir -p "$tmp/b/.eskv" && echo 0badc0de >"$tmp/b/.eskv/stack-id"
+closed=
 take_port closed
 clean b ESKV_POSTGRES_ADMIN_URL="postgres://postgres@127.0.0.1:$closed/postgres?sslmode=disable" ESKV_CLICKHOUSE_ADDR="127.0.0.1:$closed"
 for want in 'could not drop Postgres database eskv_0badc0de' 'could not drop ClickHouse database eskv_0badc0de'; do
