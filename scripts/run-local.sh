@@ -66,7 +66,7 @@ export ESKV_CLICKHOUSE_DATABASE=${ESKV_CLICKHOUSE_DATABASE:-$db}
 # this clone's broker log: the projector would refuse to start.
 for v in ESKV_POSTGRES_URL ESKV_CLICKHOUSE_DATABASE; do
 	if [[ ${!v} =~ (^|/)(eskv_[0-9a-f]{8})([?]|$) && ${BASH_REMATCH[2]} != "$db" ]]; then
-		die "$v names ${BASH_REMATCH[2]}, another clone's database (this clone's is $db): unset $v, or run make clean there and here"
+		die "$v names ${BASH_REMATCH[2]}, another clone's database (this clone's is $db; its .eskv/env sourced here?): unset $v"
 	fi
 done
 ready_wait=${ESKV_READY_WAIT:-60}
