@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit lint build bench chaos clean
+.PHONY: run test test-unit test-scripts lint build bench chaos clean
 
 run:
 	bash scripts/run-local.sh
@@ -15,6 +15,11 @@ test:
 
 test-unit:
 	ESKV_UNIT_ONLY=1 go test -short ./...
+
+# make run / make clean as a user meets them, from temporary clones on free
+# ports: run, Ctrl-C, clean, run again, two clones side by side.
+test-scripts:
+	bash scripts/test-local-stack.sh
 
 lint:
 	@unformatted=$$(gofmt -l .); \
@@ -36,5 +41,7 @@ bench:
 chaos:
 	go run ./cmd/eskvchaos $(CHAOS_ARGS)
 
+# .eskv/ and this clone's databases eskv_<stack-id> (scripts/clean-local.sh).
 clean:
-	rm -rf .eskv bin
+	bash scripts/clean-local.sh
+	rm -rf bin
