@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -86,18 +84,16 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// ModuleRoot returns the directory of the eskv module the tool runs in;
-// outside it the error says how to run the tool (hint).
+// ModuleRoot returns the directory of the eskv module, as the module the
+// tool runs in sees it (the tools module replaces it with ../); outside
+// either the error says how to run the tool (hint).
 func ModuleRoot(ctx context.Context, hint string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/eskv/eskv").Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		return "", fmt.Errorf("%s (go list -m github.com/eskv/eskv: %v)", hint, err)
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New(hint)
-	}
-	return filepath.Dir(gomod), nil
+	return dir, nil
 }
 
 // WithDatabase returns the connection string u with its database replaced

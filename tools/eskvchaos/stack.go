@@ -109,7 +109,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		return nil, err
 	}
 	s.bin = filepath.Join(s.dir, "bin")
-	root, err := localstack.ModuleRoot(ctx, "run eskvchaos inside the eskv module (make chaos, or go run ./cmd/eskvchaos)")
+	root, err := localstack.ModuleRoot(ctx, "run eskvchaos from the tools module (make chaos, or cd tools && go run ./eskvchaos)")
 	if err != nil {
 		return nil, err
 	}

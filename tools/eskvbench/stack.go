@@ -83,7 +83,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	}
 	bin := filepath.Join(s.dir, "bin")
 
-	root, err := localstack.ModuleRoot(ctx, "run eskvbench inside the eskv module (go run ./cmd/eskvbench), or target a running stack with -url")
+	root, err := localstack.ModuleRoot(ctx, "run eskvbench from the tools module (make bench, or cd tools && go run ./eskvbench), or target a running stack with -url")
 	if err != nil {
 		return nil, err
 	}
