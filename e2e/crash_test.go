@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -22,7 +23,7 @@ import (
 // against an in-process broker and a fresh database.
 type procStack struct {
 	*stack
-	writer, projector *proc
+	writer, projector *proc.Proc
 	projectorAddr     string
 }
 
@@ -121,10 +122,10 @@ func TestProjectorKill9(t *testing.T) {
 	}
 	for range 3 {
 		waitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > 300 })
-		s.projector.kill9()
+		s.projector.Kill()
 		writes.Store(0)
 		waitFor(t, 30*time.Second, "writes while the projector is down", func() bool { return writes.Load() > 300 })
-		s.projector.start()
+		mustStart(t, s.projector)
 	}
 	close(stop)
 	wg.Wait()
@@ -181,8 +182,8 @@ func TestWriterKill9(t *testing.T) {
 	for range 3 {
 		before := okCount.Load()
 		waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return okCount.Load() > before+300 })
-		s.writer.kill9()
-		s.writer.start()
+		s.writer.Kill()
+		mustStart(t, s.writer)
 		waitHTTP(t, s.url+"/readyz", 60*time.Second)
 	}
 	before := okCount.Load()

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/internal/localstack"
+	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/tools/internal/localstack"
 )
 
 // Auditor figures: 7a its lag during run 2a, 7b its ingest rate on the
@@ -28,43 +27,58 @@ const (
 
 // auditorSetup is the auditor side of a stack the bench started.
 type auditorSetup struct {
-	bin       string
 	env       []string // brokers, partitions, ClickHouse address, key
 	chAddr    string
-	brokers   string
 	databases []string // created by the auditors; dropped at close
 }
 
-// clickHouseReachable reports whether ClickHouse answers at addr.
-func clickHouseReachable(ctx context.Context, addr string) error {
+// auditorAvailable reports whether ClickHouse answers at addr, saying so
+// on progress when it does not.
+func auditorAvailable(ctx context.Context, addr string, progress io.Writer) bool {
 	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, DialTimeout: 3 * time.Second})
+	if err == nil {
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err = conn.Ping(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(progress, "eskvbench: ClickHouse at %s is unreachable (bash scripts/ensure-clickhouse.sh starts it): auditor figures are skipped: %v\n", addr, err)
+	}
+	return err == nil
+}
+
+// startFirstAuditor starts the auditor of the stack, in the production
+// group, and waits until it is ready.
+func (s *stack) startFirstAuditor(ctx context.Context, c config) error {
+	s.auditor = &auditorSetup{chAddr: c.clickhouseAddr,
+		env: []string{"ESKV_BROKERS=" + s.local.Brokers, fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions), "ESKV_LOG_LEVEL=" + benchLogLevel,
+			"ESKV_CLICKHOUSE_ADDR=" + c.clickhouseAddr, "ESKV_AUDIT_KEY=" + localstack.RandomHex(32), "ESKV_AUDIT_KEY_ID=eskvbench"},
+	}
+	p, err := s.startAuditor(ctx, "auditor", "kv-auditor")
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return conn.Ping(ctx)
+	if err := s.waitReady(ctx, 60*time.Second, p, "/readyz"); err != nil {
+		return err
+	}
+	s.auditorURL, s.auditorPID = p.URL, p.PID()
+	return nil
 }
 
 // startAuditor starts `auditor serve` named name in group with a fresh
-// ClickHouse database and returns it with the URL of its metrics.
-func (s *stack) startAuditor(ctx context.Context, name, group string, env ...string) (*proc, string, error) {
+// ClickHouse database and waits until it reports its address.
+func (s *stack) startAuditor(ctx context.Context, name, group string, env ...string) (*proc.Proc, error) {
 	a := s.auditor
 	db := "eskvbench_" + localstack.RandomHex(6)
 	a.databases = append(a.databases, db)
-	addrFile := filepath.Join(s.dir, name+".addr")
-	p, err := s.startArgs(a.bin, name, []string{"serve"}, append(append(a.env,
-		"ESKV_CLICKHOUSE_DATABASE="+db, "ESKV_AUDITOR_GROUP="+group, "ESKV_AUDITOR_ID="+name,
-		"ESKV_AUDITOR_ADDR=127.0.0.1:0", "ESKV_AUDITOR_ADDR_FILE="+addrFile), env...)...)
+	p, err := s.startListening(name, []string{"serve"}, "ESKV_AUDITOR_ADDR", "ESKV_AUDITOR_ADDR_FILE", append(append(a.env,
+		"ESKV_CLICKHOUSE_DATABASE="+db, "ESKV_AUDITOR_GROUP="+group, "ESKV_AUDITOR_ID="+name), env...)...)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	addr, err := waitAddr(ctx, p, addrFile)
-	if err != nil {
-		return nil, "", s.startupError(name+" did not report its address", err)
-	}
-	return p, "http://" + addr, nil
+	_, err = s.waitListening(ctx, p)
+	return p, err
 }
 
 // dropAuditDatabases drops the ClickHouse databases of the bench's
@@ -148,19 +162,19 @@ func (b *bench) auditorIngest(ctx context.Context) result {
 	start := time.Now()
 	// Batches of 5000 (not 20000), so that even a short run's backlog is
 	// several batches and the rate after the first one means something.
-	p, url, err := b.s.startAuditor(ctx, "auditor-ingest", "eskvbench-ingest-"+b.runID, "ESKV_AUDITOR_MAX_BATCH=5000")
+	p, err := b.s.startAuditor(ctx, "auditor-ingest", "eskvbench-ingest-"+b.runID, "ESKV_AUDITOR_MAX_BATCH=5000")
 	if err != nil {
 		r.Note = err.Error()
 		return r
 	}
-	defer stopProc(p, 15*time.Second)
+	defer p.Stop(15 * time.Second)
 	var (
 		t0, t1       time.Time
 		rows0, rows1 float64
 	)
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		m := b.scrape(ctx, url)
+		m := b.scrape(ctx, p.URL)
 		if m != nil {
 			rows := metricSum(m, "eskv_auditor_rows_total")
 			now := time.Now()
@@ -172,8 +186,8 @@ func (b *bench) auditorIngest(ctx context.Context) result {
 				break
 			}
 		}
-		if !p.alive() {
-			r.Note = fmt.Sprintf("auditor-ingest exited: %v", p.err)
+		if !p.Alive() {
+			r.Note = fmt.Sprintf("auditor-ingest exited: %v", p.Err())
 			return r
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
@@ -199,7 +213,7 @@ func (b *bench) auditorIngest(ctx context.Context) result {
 
 // endOffsets returns the last stable offsets of both topics.
 func (s *stack) endOffsets(ctx context.Context) (map[string]map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.auditor.brokers))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.local.Brokers))
 	if err != nil {
 		return nil, err
 	}
@@ -298,10 +312,4 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
-}
-
-// auditorReady waits until url/readyz answers 200.
-func auditorReady(ctx context.Context, p *proc, url string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return waitFor(ctx, 60*time.Second, p, func() bool { return localstack.HTTPOK(client, url+"/readyz") })
 }

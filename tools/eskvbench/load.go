@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/internal/localstack"
+	"github.com/eskv/eskv/tools/internal/localstack"
 )
 
 // Targets.

@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -226,19 +227,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if !s.own {
 		rep.Mode = "target " + c.url
 	}
-	for _, p := range s.procs {
-		rep.Services = append(rep.Services, p.name)
+	var procs []*proc.Proc
+	if s.local != nil {
+		procs = s.local.Procs()
+	}
+	for _, p := range procs {
+		rep.Services = append(rep.Services, p.Name)
 	}
 	defer func() {
-		// Peak memory and CPU are read before the services stop.
+		// Peak memory and CPU are read before the services stop, the
+		// logs after.
 		rep.Processes = processes(s)
 		rep.Host.LoadEnd = loadAvg()
-		s.close(stderr, c.keep)
-		if s.own {
-			for _, p := range s.procs {
-				rep.Logs = append(rep.Logs, summarizeLog(p.name, p.log))
-			}
+		s.stop()
+		for _, p := range procs {
+			rep.Logs = append(rep.Logs, summarizeLog(p.Name, p.Log))
 		}
+		s.close(stderr, c.keep)
 		if err == nil || errors.Is(err, context.Canceled) {
 			rep.Interrupted = err != nil
 			if perr := rep.print(stdout, c.json); perr != nil && err == nil {

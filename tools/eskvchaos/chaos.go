@@ -19,7 +19,7 @@ import (
 func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer) error {
 	var urls []string
 	for _, w := range s.writers {
-		urls = append(urls, w.url)
+		urls = append(urls, w.URL)
 	}
 	keys := registerKeys(c.keys, s.topics.Partitions)
 	cl := newClients(urls, s.token, keys, c.opTimeout, s.t0)
@@ -60,7 +60,7 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 	h := cl.history()
 	s.logf("clients stopped after %d operations; checking", len(h))
 
-	r := &report{cfg: c, keys: keys, history: h, dir: s.dir, owners: owners}
+	r := &report{cfg: c, keys: keys, history: h, dir: s.Dir, owners: owners}
 	r.faults, r.pauses = nem.report()
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
@@ -70,7 +70,7 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 	r.lin = checkLinearizable(h, c.checkTimeout)
 	r.stale = staleAnswers(h, s.topics.Partitions, owners)
 	if r.lin.Result != porcupine.Ok {
-		r.linPath = filepath.Join(s.dir, "linearizability.html")
+		r.linPath = filepath.Join(s.Dir, "linearizability.html")
 		if err := r.lin.visualize(r.linPath); err != nil {
 			r.problems = append(r.problems, "write the linearizability visualization: "+err.Error())
 			r.linPath = ""
@@ -79,7 +79,7 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 
 	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer ccancel()
-	l, err := readLog(cctx, s.brokers, s.topics)
+	l, err := readLog(cctx, s.Brokers, s.topics)
 	if err != nil {
 		return fmt.Errorf("read kv.changes: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -23,7 +24,7 @@ type nemesis struct {
 	rngMu sync.Mutex
 
 	mu      sync.Mutex
-	busy    map[*proc]bool // faulted and not yet recovered
+	busy    map[*proc.Proc]bool // faulted and not yet recovered
 	counts  map[string]int
 	pauses  []writerPause
 	pending sync.WaitGroup
@@ -60,7 +61,7 @@ func (p writerPause) moved() map[int32]int64 {
 
 func newNemesis(s *stack, c config) *nemesis {
 	return &nemesis{s: s, c: c, rng: rand.New(rand.NewPCG(c.seed, 0x6e656d)),
-		busy: map[*proc]bool{}, counts: map[string]int{}}
+		busy: map[*proc.Proc]bool{}, counts: map[string]int{}}
 }
 
 func (n *nemesis) draw(sp span) time.Duration {
@@ -108,10 +109,10 @@ func (n *nemesis) run(ctx context.Context) {
 }
 
 // healthy returns the processes of ps that run and are not being faulted.
-func (n *nemesis) healthy(ps []*proc) []*proc {
-	var out []*proc
+func (n *nemesis) healthy(ps []*proc.Proc) []*proc.Proc {
+	var out []*proc.Proc
 	for _, p := range ps {
-		if !n.busy[p] && p.running() {
+		if !n.busy[p] && p.Running() {
 			out = append(out, p)
 		}
 	}
@@ -122,10 +123,10 @@ func (n *nemesis) healthy(ps []*proc) []*proc {
 // in the background.
 func (n *nemesis) inject(ctx context.Context, kind string) bool {
 	n.mu.Lock()
-	var target *proc
+	var target *proc.Proc
 	switch kind {
 	case faultKillWriter, faultPauseWriter:
-		if n.busy[n.s.broker] {
+		if n.busy[n.s.Broker] {
 			break
 		}
 		h := n.healthy(n.s.writers)
@@ -134,7 +135,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 		}
 		if kind == faultPauseWriter {
 			for _, w := range n.s.writers {
-				if w.pausedNow() {
+				if w.State() == proc.Paused {
 					h = nil // one zombie at a time
 				}
 			}
@@ -156,7 +157,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 		if len(n.busy) > 0 {
 			break // the broker only when nothing else is down
 		}
-		target = n.s.broker
+		target = n.s.Broker
 	}
 	if target == nil {
 		n.mu.Unlock()
@@ -170,39 +171,39 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 	switch kind {
 	case faultKillWriter, faultKillProjector, faultKillBroker:
 		d := n.draw(n.c.restartIn)
-		n.s.logf("SIGKILL %s (pid %d), restart in %s", target.name, target.pid(), d.Round(time.Millisecond))
-		target.kill()
+		n.s.logf("SIGKILL %s (pid %d), restart in %s", target.Name, target.PID(), d.Round(time.Millisecond))
+		target.Kill()
 		go n.recover(target, d, func() {
-			if err := target.start(); err != nil {
-				n.s.logf("restart %s: %v", target.name, err)
+			if err := target.Start(); err != nil {
+				n.s.logf("restart %s: %v", target.Name, err)
 				return
 			}
-			n.s.logf("restarted %s (pid %d)", target.name, target.pid())
+			n.s.logf("restarted %s (pid %d)", target.Name, target.PID())
 		})
 	case faultPauseWriter:
 		d := n.draw(n.c.writerPause)
 		before, _ := n.owners(ctx)
-		wp := writerPause{Writer: instanceID(target), Proc: target.name, Before: before, Stopped: time.Now()}
-		target.pause()
-		n.s.logf("SIGSTOP %s (pid %d, owns partitions %v) for %s", target.name, target.pid(), ownedBy(before, wp.Writer), d.Round(time.Millisecond))
+		wp := writerPause{Writer: instanceID(target), Proc: target.Name, Before: before, Stopped: time.Now()}
+		target.Pause()
+		n.s.logf("SIGSTOP %s (pid %d, owns partitions %v) for %s", target.Name, target.PID(), ownedBy(before, wp.Writer), d.Round(time.Millisecond))
 		go n.recover(target, d, func() {
 			after, err := n.owners(context.Background())
 			wp.After = after
 			wp.Resumed = time.Now()
 			wp.Complete = err == nil && before != nil
-			target.resume()
-			n.s.logf("SIGCONT %s; partitions moved while it was stopped: %v", target.name, sortedKeys(wp.moved()))
+			target.Resume()
+			n.s.logf("SIGCONT %s; partitions moved while it was stopped: %v", target.Name, sortedKeys(wp.moved()))
 			n.mu.Lock()
 			n.pauses = append(n.pauses, wp)
 			n.mu.Unlock()
 		})
 	case faultPauseProjector:
 		d := n.draw(n.c.projPause)
-		target.pause()
-		n.s.logf("SIGSTOP %s (pid %d) for %s", target.name, target.pid(), d.Round(time.Millisecond))
+		target.Pause()
+		n.s.logf("SIGSTOP %s (pid %d) for %s", target.Name, target.PID(), d.Round(time.Millisecond))
 		go n.recover(target, d, func() {
-			target.resume()
-			n.s.logf("SIGCONT %s", target.name)
+			target.Resume()
+			n.s.logf("SIGCONT %s", target.Name)
 		})
 	}
 	return true
@@ -210,7 +211,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 
 // recover runs fix after d, even when the fault phase ended meanwhile (a
 // pause cut short would not test a zombie), and marks p healthy again.
-func (n *nemesis) recover(p *proc, d time.Duration, fix func()) {
+func (n *nemesis) recover(p *proc.Proc, d time.Duration, fix func()) {
 	defer n.pending.Done()
 	select {
 	case <-time.After(d):
@@ -244,15 +245,9 @@ func (n *nemesis) report() (map[string]int, []writerPause) {
 	return counts, append([]writerPause(nil), n.pauses...)
 }
 
-func (p *proc) pausedNow() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.state == statePaused
-}
-
 // instanceID is a writer's ESKV_WRITER_ID.
-func instanceID(p *proc) string {
-	for _, e := range p.env {
+func instanceID(p *proc.Proc) string {
+	for _, e := range p.Env {
 		if v, ok := strings.CutPrefix(e, "ESKV_WRITER_ID="); ok {
 			return v
 		}

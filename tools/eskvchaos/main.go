@@ -253,7 +253,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	failed := true
 	defer func() {
-		s.close(stderr, c.keep || failed)
+		s.close(c.keep || failed)
 	}()
 	if c.throughput {
 		err = runThroughput(ctx, c, s, stdout, stderr)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -110,21 +108,5 @@ func TestParseSpan(t *testing.T) {
 	}
 	if _, err := parseSpan("x"); err == nil {
 		t.Error("parseSpan(x) succeeded")
-	}
-}
-
-func TestTailWithout(t *testing.T) {
-	path := t.TempDir() + "/x.log"
-	var b strings.Builder
-	for i := range 100 {
-		fmt.Fprintf(&b, "line %d\n", i)
-		b.WriteString(`{"msg":"version conflict"}` + "\n")
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := tailWithout(path, 20, "version conflict")
-	if got != "line 97\nline 98\nline 99\n" {
-		t.Fatalf("%q", got)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/internal/localstack"
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -56,7 +56,7 @@ func (f projFindings) diffCount() int64 {
 func waitProjected(ctx context.Context, s *stack, l *theLog, timeout time.Duration) error {
 	ends := l.lastEventEnds()
 	var lag string
-	err := s.waitFor(ctx, timeout, "the projection to hold every event of the log", func() bool {
+	err := proc.WaitFor(ctx, timeout, "the projection to hold every event of the log", nil, func() bool {
 		got, err := s.store.Offsets(ctx, s.topics.Changes)
 		if err != nil {
 			lag = err.Error()
@@ -73,7 +73,7 @@ func waitProjected(ctx context.Context, s *stack, l *theLog, timeout time.Durati
 	if err != nil {
 		s.dumpActivity(ctx)
 		groups := s.describeGroups(ctx)
-		return fmt.Errorf("%w (%s; consumer groups: %s; Postgres sessions in %s)", err, lag, groups, filepath.Join(s.dir, "pg-activity.txt"))
+		return fmt.Errorf("%w (%s; consumer groups: %s; Postgres sessions in %s)", err, lag, groups, filepath.Join(s.Dir, "pg-activity.txt"))
 	}
 	return nil
 }
@@ -81,7 +81,7 @@ func waitProjected(ctx context.Context, s *stack, l *theLog, timeout time.Durati
 // describeGroups describes the projector's and the writers' consumer
 // groups as the broker sees them.
 func (s *stack) describeGroups(ctx context.Context) string {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers))
 	if err != nil {
 		return err.Error()
 	}
@@ -111,7 +111,7 @@ func (s *stack) describeGroups(ctx context.Context) string {
 // to the run directory: a projector that stopped applying is often
 // waiting for a lock.
 func (s *stack) dumpActivity(ctx context.Context) {
-	rows, err := s.db.Query(ctx, `
+	rows, err := s.DB.Query(ctx, `
 SELECT a.pid, a.application_name, a.client_addr::text, a.state, coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
     coalesce(a.xact_start::text, ''), pg_blocking_pids(a.pid)::text, left(a.query, 200)
 FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() ORDER BY a.xact_start NULLS LAST`)
@@ -126,7 +126,7 @@ FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_bac
 			pid, deref(app), deref(addr), deref(state), deref(wtype), deref(wevent), deref(xstart), deref(blockers), deref(query))
 		return nil
 	})
-	_ = os.WriteFile(filepath.Join(s.dir, "pg-activity.txt"), []byte(b.String()), 0o644)
+	_ = os.WriteFile(filepath.Join(s.Dir, "pg-activity.txt"), []byte(b.String()), 0o644)
 }
 
 // checkProjection compares the live projection with the fold of the log
@@ -141,7 +141,7 @@ func checkProjection(ctx context.Context, s *stack, l *theLog, acks []acked) (pr
 			last[le.Event.Key] = le.Event
 		}
 	}
-	rows, err := s.db.Query(ctx, `SELECT key, version, live, value FROM kv_entries`)
+	rows, err := s.DB.Query(ctx, `SELECT key, version, live, value FROM kv_entries`)
 	if err != nil {
 		return f, fmt.Errorf("read kv_entries: %w", err)
 	}
@@ -174,7 +174,7 @@ func checkProjection(ctx context.Context, s *stack, l *theLog, acks []acked) (pr
 	}
 
 	hist := map[string]string{}
-	rows, err = s.db.Query(ctx, `SELECT key, version, event->'after' FROM kv_history`)
+	rows, err = s.DB.Query(ctx, `SELECT key, version, event->'after' FROM kv_history`)
 	if err != nil {
 		return f, fmt.Errorf("read kv_history: %w", err)
 	}
@@ -213,7 +213,7 @@ func rebuild(ctx context.Context, s *stack) (*projection.Diff, toolRun, error) {
 	if err != nil || code == 2 {
 		return nil, tr, fmt.Errorf("projector diff: exit %d %v\n%s", code, err, out)
 	}
-	d, err := projection.Compare(ctx, s.db, rebuildSchema, "public", s.topics.Changes, 20)
+	d, err := projection.Compare(ctx, s.DB, rebuildSchema, "public", s.topics.Changes, 20)
 	return d, tr, err
 }
 
@@ -228,9 +228,8 @@ type toolRun struct {
 func (s *stack) projectorTool(ctx context.Context, args ...string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "projector"), args...)
-	cmd.Env = append(localstack.BaseEnv(), "ESKV_BROKERS="+s.brokers, "ESKV_POSTGRES_URL="+s.dbURL, "ESKV_LOG_LEVEL=warn",
-		fmt.Sprintf("ESKV_PARTITIONS=%d", s.topics.Partitions))
+	cmd := exec.CommandContext(ctx, filepath.Join(s.Bin, "projector"), args...)
+	cmd.Env = append(proc.BaseEnv(), s.Env("warn", int(s.topics.Partitions))...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

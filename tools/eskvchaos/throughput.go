@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/internal/localstack"
+	"github.com/eskv/eskv/internal/proc"
 )
 
 // throughputResult is one measured phase.
@@ -39,7 +39,7 @@ func (t throughputResult) perSecond() float64 { return float64(t.acked) / t.dura
 func runThroughput(ctx context.Context, c config, s *stack, stdout, stderr io.Writer) error {
 	load0 := loadAvg()
 	for _, w := range s.writers[1:] {
-		w.stop(20 * time.Second)
+		w.Stop(20 * time.Second)
 	}
 	if err := s.waitOwnedBy(ctx, 90*time.Second, s.writers[0]); err != nil {
 		return err
@@ -49,7 +49,7 @@ func runThroughput(ctx context.Context, c config, s *stack, stdout, stderr io.Wr
 		return err
 	}
 	for _, w := range s.writers[1:] {
-		if err := w.start(); err != nil {
+		if err := w.Start(); err != nil {
 			return err
 		}
 	}
@@ -80,25 +80,24 @@ const (
 )
 
 // waitOwnedBy waits until w owns every partition and is ready.
-func (s *stack) waitOwnedBy(ctx context.Context, timeout time.Duration, w *proc) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return s.waitFor(ctx, timeout, w.name+" to own every partition", func() bool {
+func (s *stack) waitOwnedBy(ctx context.Context, timeout time.Duration, w *proc.Proc) error {
+	return proc.WaitFor(ctx, timeout, w.Name+" to own every partition", nil, func() bool {
 		owners, err := s.store.Owners(ctx)
 		if err != nil || len(owners) < int(s.topics.Partitions) {
 			return false
 		}
 		for _, o := range owners {
-			if o.Addr != w.url {
+			if o.Addr != w.URL {
 				return false
 			}
 		}
-		return localstack.HTTPOK(client, w.url+"/readyz")
+		return proc.HTTPOK(w.URL + "/readyz")
 	})
 }
 
 // measure runs the throughput clients against ws for a warm-up second and
 // then the configured duration, counting acknowledged writes.
-func measure(ctx context.Context, c config, s *stack, name string, ws []*proc, toOwner bool) (throughputResult, error) {
+func measure(ctx context.Context, c config, s *stack, name string, ws []*proc.Proc, toOwner bool) (throughputResult, error) {
 	s.logf("throughput: %s", name)
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 512, MaxIdleConnsPerHost: 256, DisableCompression: true,
@@ -135,7 +134,7 @@ func measure(ctx context.Context, c config, s *stack, name string, ws []*proc, t
 				k := rng.IntN(throughputKeys)
 				scope := fmt.Sprintf("tenant/bench/project/p%d", k%throughputProjects)
 				key := fmt.Sprintf("%s/k%d", scope, k)
-				base := ws[rng.IntN(len(ws))].url
+				base := ws[rng.IntN(len(ws))].URL
 				if toOwner {
 					if m := owners.Load(); m != nil {
 						if a, ok := (*m)[events.Partition(scope, s.topics.Partitions)]; ok {
