@@ -130,6 +130,7 @@ func TestProjectorKill9(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	log := assertProjectionIsFoldOfLog(t, s.stack)
+	assertLogInvariants(t, s.stack, nil)
 	t.Logf("%d events survived 3 projector kills", len(log))
 }
 
@@ -219,6 +220,7 @@ var shortClient = &http.Client{Timeout: 5 * time.Second}
 func assertAcknowledgedInLog(t *testing.T, s *stack, acks []ack) []events.Event {
 	t.Helper()
 	log := assertProjectionIsFoldOfLog(t, s)
+	assertLogInvariants(t, s, acks)
 	inLog := map[string]string{}
 	for _, e := range log {
 		inLog[fmt.Sprintf("%s@%d", e.Key, e.Version)] = string(e.After)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/tools/linz"
 )
 
 // runChaos runs the clients while the nemesis injects faults, lets the
@@ -67,11 +69,11 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
 	}
 
-	r.lin = checkLinearizable(h, c.checkTimeout)
+	r.lin = linz.Check(h, c.checkTimeout)
 	r.stale = staleAnswers(h, s.topics.Partitions, owners)
 	if r.lin.Result != porcupine.Ok {
 		r.linPath = filepath.Join(s.Dir, "linearizability.html")
-		if err := r.lin.visualize(r.linPath); err != nil {
+		if err := r.lin.Visualize(r.linPath); err != nil {
 			r.problems = append(r.problems, "write the linearizability visualization: "+err.Error())
 			r.linPath = ""
 		}
@@ -79,15 +81,15 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 
 	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer ccancel()
-	l, err := readLog(cctx, s.Brokers, s.topics)
+	l, err := logcheck.Read(cctx, []string{s.Brokers}, s.topics)
 	if err != nil {
 		return fmt.Errorf("read kv.changes: %w", err)
 	}
 	r.log = l
-	r.logFindings = checkLog(l.Events)
+	r.logFindings = logcheck.Check(l.Events)
 	r.acks = acknowledged(h)
-	r.lost = lostWrites(r.acks, l.Events)
-	r.zombies = checkZombies(r.pauses, l.Events)
+	r.lost = logcheck.LostWrites(r.acks, l.Events)
+	r.zombies = logcheck.Zombies(r.pauses, l.Events)
 	if err := waitProjected(cctx, s, l, 2*time.Minute); err != nil {
 		r.problems = append(r.problems, err.Error())
 	} else if r.proj, err = checkProjection(cctx, s, l, r.acks); err != nil {
@@ -110,20 +112,20 @@ type report struct {
 	cfg     config
 	keys    []string
 	dir     string
-	history []op
+	history []linz.Op
 	faults  map[string]int
-	pauses  []writerPause
+	pauses  []logcheck.Pause
 	exits   []string
 	owners  *ownerTimeline
 	stale   []string
 
-	lin         linearizability
+	lin         linz.Result
 	linPath     string
-	log         *theLog
-	logFindings logFindings
-	acks        []acked
+	log         *logcheck.Log
+	logFindings logcheck.Findings
+	acks        []logcheck.Acked
 	lost        []string
-	zombies     zombieFindings
+	zombies     logcheck.ZombieFindings
 	proj        projFindings
 	checked     bool
 	problems    []string
@@ -131,7 +133,7 @@ type report struct {
 
 func (r *report) ok() bool {
 	return r.checked && len(r.problems) == 0 && r.lin.Result == porcupine.Ok && len(r.lost) == 0 &&
-		len(r.proj.LostInProjection) == 0 && r.logFindings.versionViolations() == 0 &&
+		len(r.proj.LostInProjection) == 0 && r.logFindings.VersionViolations() == 0 &&
 		len(r.logFindings.ChainBreaks) == 0 && len(r.logFindings.EpochMismatches) == 0 &&
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
 		r.proj.diffCount() == 0 && len(r.exits) == 0
@@ -178,7 +180,7 @@ func (r *report) print(w io.Writer) {
 	ops := map[string]int{}
 	for _, o := range r.history {
 		kind := "read"
-		if o.In.Kind == opWrite {
+		if o.In.Kind == linz.Write {
 			kind = "write"
 		}
 		ops[kind+" "+o.Out.Outcome.String()]++
@@ -217,7 +219,7 @@ func (r *report) print(w io.Writer) {
 	printFirst(w, lost)
 	lf := r.logFindings
 	fmt.Fprintf(w, "duplicate/gapped versions = %d (%d duplicates, %d gaps in %d events of %d keys)\n",
-		lf.versionViolations(), len(lf.Duplicates), len(lf.Gaps), lf.Events, lf.Keys)
+		lf.VersionViolations(), len(lf.Duplicates), len(lf.Gaps), lf.Events, lf.Keys)
 	printFirst(w, append(append([]string{}, lf.Duplicates...), lf.Gaps...))
 	if len(lf.ChainBreaks) > 0 {
 		fmt.Fprintf(w, "broken chains (prevVersion/before not the previous event) = %d\n", len(lf.ChainBreaks))
@@ -259,4 +261,12 @@ func printFirst(w io.Writer, ss []string) {
 	if len(ss) > 10 {
 		fmt.Fprintf(w, "  ... and %d more\n", len(ss)-10)
 	}
+}
+
+// first returns at most n of ss, for printing.
+func first(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	return ss[:n]
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/tools/linz"
 )
 
 // registerKeys returns n keys, each in its own project so that they spread
@@ -46,7 +48,7 @@ type clients struct {
 	t0      time.Time
 
 	mu  sync.Mutex
-	ops []op
+	ops []linz.Op
 }
 
 func newClients(urls []string, token string, keys []string, timeout time.Duration, t0 time.Time) *clients {
@@ -89,15 +91,15 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 		r := c.read(id, rng.IntN(len(c.urls)), key)
 		var expected int64
 		switch r.Out.Outcome {
-		case outOK:
+		case linz.OK:
 			expected = r.Out.Version
-		case outNotFound:
+		case linz.NotFound:
 		default:
 			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
 			continue
 		}
 		w := c.write(id, rng.IntN(len(c.urls)), key, expected, fmt.Sprintf("c%d-%d", id, seq))
-		if w.Out.Outcome == outFailed || w.Out.Outcome == outUnknown {
+		if w.Out.Outcome == linz.Failed || w.Out.Outcome == linz.Unknown {
 			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
 		}
 	}
@@ -112,7 +114,7 @@ func pause(stop <-chan struct{}, d time.Duration) {
 
 func (c *clients) now() int64 { return int64(time.Since(c.t0)) }
 
-func (c *clients) record(o op) op {
+func (c *clients) record(o linz.Op) linz.Op {
 	c.mu.Lock()
 	c.ops = append(c.ops, o)
 	c.mu.Unlock()
@@ -120,10 +122,10 @@ func (c *clients) record(o op) op {
 }
 
 // history returns the operations recorded so far.
-func (c *clients) history() []op {
+func (c *clients) history() []linz.Op {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]op(nil), c.ops...)
+	return append([]linz.Op(nil), c.ops...)
 }
 
 // answer is a decoded HTTP answer.
@@ -168,33 +170,33 @@ func dialError(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
-func (c *clients) read(id, w int, key string) op {
-	o := op{Client: id, Writer: w, In: casInput{Key: key, Kind: opRead}, Call: c.now()}
+func (c *clients) read(id, w int, key string) linz.Op {
+	o := linz.Op{Client: id, Writer: w, In: linz.Input{Key: key, Kind: linz.Read}, Call: c.now()}
 	a := c.do(http.MethodGet, c.urls[w]+"/v1/kv/"+key, nil)
 	o.Return = c.now()
 	switch {
 	case a.err != nil:
-		o.Out.Outcome, o.Detail = outFailed, a.err.Error()
+		o.Out.Outcome, o.Detail = linz.Failed, a.err.Error()
 	case a.status == http.StatusOK:
 		var e events.Entry
 		var v string
 		if err := json.Unmarshal(a.body, &e); err != nil || json.Unmarshal(e.Value, &v) != nil || e.Key != key {
-			o.Out.Outcome, o.Detail = outFailed, "undecodable entry: "+string(a.body)
+			o.Out.Outcome, o.Detail = linz.Failed, "undecodable entry: "+string(a.body)
 			break
 		}
-		o.Out = casOutput{Outcome: outOK, Version: e.Version, Value: v}
+		o.Out = linz.Output{Outcome: linz.OK, Version: e.Version, Value: v}
 	case a.status == http.StatusNotFound && errorCode(a.body) == events.ENotFound:
-		o.Out.Outcome = outNotFound
+		o.Out.Outcome = linz.NotFound
 	default:
 		// A read has no effect: whatever went wrong, it is left out.
-		o.Out.Outcome, o.Detail = outFailed, fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
+		o.Out.Outcome, o.Detail = linz.Failed, fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
 	}
 	return c.record(o)
 }
 
-func (c *clients) write(id, w int, key string, expected int64, value string) op {
+func (c *clients) write(id, w int, key string, expected int64, value string) linz.Op {
 	rid := fmt.Sprintf("chaos-%s", value)
-	o := op{Client: id, Writer: w, In: casInput{Key: key, Kind: opWrite, Expected: expected, Value: value}, RequestID: rid}
+	o := linz.Op{Client: id, Writer: w, In: linz.Input{Key: key, Kind: linz.Write, Expected: expected, Value: value}, RequestID: rid}
 	body, _ := json.Marshal(api.PutBody{Value: mustJSON(value), ExpectedVersion: &expected, RequestID: rid})
 	o.Call = c.now()
 	a := c.do(http.MethodPut, c.urls[w]+"/v1/kv/"+key, body)
@@ -206,12 +208,12 @@ func (c *clients) write(id, w int, key string, expected int64, value string) op 
 // classifyWrite turns the answer to a CAS write into its outcome. Only
 // what the writer's code guarantees had no effect is failed; anything else
 // that is not a decided answer is unknown.
-func classifyWrite(a answer, value string) (casOutput, string) {
+func classifyWrite(a answer, value string) (linz.Output, string) {
 	if a.err != nil {
 		if !a.sent {
-			return casOutput{Outcome: outFailed}, a.err.Error()
+			return linz.Output{Outcome: linz.Failed}, a.err.Error()
 		}
-		return casOutput{Outcome: outUnknown}, a.err.Error()
+		return linz.Output{Outcome: linz.Unknown}, a.err.Error()
 	}
 	detail := fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
 	switch a.status {
@@ -219,30 +221,30 @@ func classifyWrite(a answer, value string) (casOutput, string) {
 		var e events.Entry
 		var v string
 		if err := json.Unmarshal(a.body, &e); err != nil || json.Unmarshal(e.Value, &v) != nil {
-			return casOutput{Outcome: outUnknown}, "undecodable entry: " + detail
+			return linz.Output{Outcome: linz.Unknown}, "undecodable entry: " + detail
 		}
-		return casOutput{Outcome: outOK, Version: e.Version, Value: v}, ""
+		return linz.Output{Outcome: linz.OK, Version: e.Version, Value: v}, ""
 	case http.StatusConflict:
 		var b api.ErrorBody
 		if err := json.Unmarshal(a.body, &b); err != nil || b.Error.Code != events.EConflict ||
 			b.Error.Field != "expectedVersion" || b.Error.CurrentVersion == nil {
-			return casOutput{Outcome: outUnknown}, "unexpected conflict: " + detail
+			return linz.Output{Outcome: linz.Unknown}, "unexpected conflict: " + detail
 		}
 		var cur string
 		if *b.Error.CurrentVersion > 0 {
 			if err := json.Unmarshal(b.Error.CurrentValue, &cur); err != nil {
-				return casOutput{Outcome: outUnknown}, "undecodable current value: " + detail
+				return linz.Output{Outcome: linz.Unknown}, "undecodable current value: " + detail
 			}
 		}
-		return casOutput{Outcome: outConflict, Version: *b.Error.CurrentVersion, Value: cur}, ""
+		return linz.Output{Outcome: linz.Conflict, Version: *b.Error.CurrentVersion, Value: cur}, ""
 	case http.StatusServiceUnavailable:
 		var b api.ErrorBody
 		if json.Unmarshal(a.body, &b) == nil && b.Error.Code == events.EUnavailable && noEffect(b.Error.Message) {
-			return casOutput{Outcome: outFailed}, detail
+			return linz.Output{Outcome: linz.Failed}, detail
 		}
-		return casOutput{Outcome: outUnknown}, detail
+		return linz.Output{Outcome: linz.Unknown}, detail
 	default:
-		return casOutput{Outcome: outUnknown}, detail
+		return linz.Output{Outcome: linz.Unknown}, detail
 	}
 }
 
@@ -286,4 +288,15 @@ func mustJSON(v any) json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+// acknowledged returns the writes of h that were answered 200.
+func acknowledged(h []linz.Op) []logcheck.Acked {
+	var out []logcheck.Acked
+	for _, o := range h {
+		if o.In.Kind == linz.Write && o.Out.Outcome == linz.OK {
+			out = append(out, logcheck.Acked{Key: o.In.Key, Version: o.Out.Version, Value: mustJSON(o.In.Value)})
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/tools/linz"
 )
 
 // staleAnswers lists the reads and conflicts that reported a version older
@@ -17,15 +18,15 @@ import (
 // check and easier to read than porcupine's partial linearizations. owners
 // (may be nil) says which writer the ownership table named for the key's
 // partition at the time.
-func staleAnswers(h []op, partitions int32, owners *ownerTimeline) []string {
+func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string {
 	type ack struct {
 		ret     int64
 		version int64
-		o       op
+		o       linz.Op
 	}
 	byKey := map[string][]ack{}
 	for _, o := range h {
-		if o.In.Kind == opWrite && o.Out.Outcome == outOK {
+		if o.In.Kind == linz.Write && o.Out.Outcome == linz.OK {
 			byKey[o.In.Key] = append(byKey[o.In.Key], ack{o.Return, o.Out.Version, o})
 		}
 	}
@@ -43,8 +44,8 @@ func staleAnswers(h []op, partitions int32, owners *ownerTimeline) []string {
 	var out []string
 	for _, o := range h {
 		switch {
-		case o.In.Kind == opRead && (o.Out.Outcome == outOK || o.Out.Outcome == outNotFound):
-		case o.In.Kind == opWrite && o.Out.Outcome == outConflict:
+		case o.In.Kind == linz.Read && (o.Out.Outcome == linz.OK || o.Out.Outcome == linz.NotFound):
+		case o.In.Kind == linz.Write && o.Out.Outcome == linz.Conflict:
 		default:
 			continue
 		}
@@ -54,14 +55,14 @@ func staleAnswers(h []op, partitions int32, owners *ownerTimeline) []string {
 			continue
 		}
 		what := "read"
-		if o.In.Kind == opWrite {
+		if o.In.Kind == linz.Write {
 			what = fmt.Sprintf("cas from v%d", o.In.Expected)
 		}
 		got := "not found"
-		if o.Out.Outcome != outNotFound {
+		if o.Out.Outcome != linz.NotFound {
 			got = fmt.Sprintf("v%d %q", o.Out.Version, o.Out.Value)
 		}
-		if o.Out.Outcome == outConflict {
+		if o.Out.Outcome == linz.Conflict {
 			got = "conflict with " + got
 		}
 		line := fmt.Sprintf("%s of %s via writer-%d at %.3fs-%.3fs answered %s, but v%d was acknowledged at %.3fs (client %d via writer-%d)",

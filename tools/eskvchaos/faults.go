@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 )
@@ -26,37 +27,8 @@ type nemesis struct {
 	mu      sync.Mutex
 	busy    map[*proc.Proc]bool // faulted and not yet recovered
 	counts  map[string]int
-	pauses  []writerPause
+	pauses  []logcheck.Pause
 	pending sync.WaitGroup
-}
-
-// writerPause is one SIGSTOP of a writer: when it was stopped and resumed
-// (wall clock, comparable with event timestamps) and the partition owners
-// recorded just before each.
-type writerPause struct {
-	Writer   string // instance id
-	Proc     string
-	Stopped  time.Time
-	Resumed  time.Time
-	Before   map[int32]projection.Owner
-	After    map[int32]projection.Owner
-	Complete bool // resumed, with both owner snapshots
-}
-
-// moved returns the partitions the paused writer owned when it was stopped
-// and that another writer fenced while it was stopped, with the epoch of
-// that fence.
-func (p writerPause) moved() map[int32]int64 {
-	out := map[int32]int64{}
-	for id, b := range p.Before {
-		if b.ID != p.Writer {
-			continue
-		}
-		if a, ok := p.After[id]; ok && a.ID != p.Writer && a.Epoch > b.Epoch {
-			out[id] = a.Epoch
-		}
-	}
-	return out
 }
 
 func newNemesis(s *stack, c config) *nemesis {
@@ -183,7 +155,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 	case faultPauseWriter:
 		d := n.draw(n.c.writerPause)
 		before, _ := n.owners(ctx)
-		wp := writerPause{Writer: instanceID(target), Proc: target.Name, Before: before, Stopped: time.Now()}
+		wp := logcheck.Pause{Writer: instanceID(target), Proc: target.Name, Before: before, Stopped: time.Now()}
 		target.Pause()
 		n.s.logf("SIGSTOP %s (pid %d, owns partitions %v) for %s", target.Name, target.PID(), ownedBy(before, wp.Writer), d.Round(time.Millisecond))
 		go n.recover(target, d, func() {
@@ -192,7 +164,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 			wp.Resumed = time.Now()
 			wp.Complete = err == nil && before != nil
 			target.Resume()
-			n.s.logf("SIGCONT %s; partitions moved while it was stopped: %v", target.Name, sortedKeys(wp.moved()))
+			n.s.logf("SIGCONT %s; partitions moved while it was stopped: %v", target.Name, sortedKeys(wp.Moved()))
 			n.mu.Lock()
 			n.pauses = append(n.pauses, wp)
 			n.mu.Unlock()
@@ -235,14 +207,14 @@ func (n *nemesis) owners(ctx context.Context) (map[int32]projection.Owner, error
 }
 
 // report returns the faults injected by kind and the writer pauses.
-func (n *nemesis) report() (map[string]int, []writerPause) {
+func (n *nemesis) report() (map[string]int, []logcheck.Pause) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	counts := map[string]int{}
 	for k, v := range n.counts {
 		counts[k] = v
 	}
-	return counts, append([]writerPause(nil), n.pauses...)
+	return counts, append([]logcheck.Pause(nil), n.pauses...)
 }
 
 // instanceID is a writer's ESKV_WRITER_ID.

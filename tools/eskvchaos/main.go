@@ -132,7 +132,7 @@ while killing (SIGKILL) and pausing (SIGSTOP/SIGCONT) writers and projectors,
 then checks: linearizability per key (porcupine), no acknowledged write lost,
 contiguous and unique versions in kv.changes, no write committed by a writer
 paused past its ownership (zombie), live projection = rebuild from the log.
-Exits non-zero when a check fails; logs, history and (on a linearizability
+Exits non-zero when a check fails; logs, history and (on a linz.Result
 failure) porcupine's HTML view are then kept in the run directory it prints.
 
 The broker is not killed unless -kill-broker: kfake (the dev broker) does not

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 )
@@ -22,14 +22,10 @@ import (
 // rebuildSchema is where the harness rebuilds the projection from the log.
 const rebuildSchema = "chaos_rebuild"
 
-// projFindings compare the live projection with the log.
+// projFindings compare the live projection with the log: the fold and
+// the acknowledged writes (logcheck), and a rebuild from the log.
 type projFindings struct {
-	// FoldDiffs: keys whose kv_entries row differs from the key's last
-	// event in the log (version, liveness, value), or rows of keys the
-	// log does not have.
-	FoldDiffs []string
-	// LostInProjection: acknowledged writes missing from kv_history.
-	LostInProjection []string
+	logcheck.ProjectionFindings
 	// Rebuild is the diff of a rebuild from the log (`projector rebuild`)
 	// against the live projection; Tool is what `projector diff` said.
 	Rebuild *projection.Diff
@@ -53,8 +49,8 @@ func (f projFindings) diffCount() int64 {
 
 // waitProjected waits until the live projection stored, for every
 // partition, an offset past the log's last event.
-func waitProjected(ctx context.Context, s *stack, l *theLog, timeout time.Duration) error {
-	ends := l.lastEventEnds()
+func waitProjected(ctx context.Context, s *stack, l *logcheck.Log, timeout time.Duration) error {
+	ends := l.LastEventEnds()
 	var lag string
 	err := proc.WaitFor(ctx, timeout, "the projection to hold every event of the log", nil, func() bool {
 		got, err := s.store.Offsets(ctx, s.topics.Changes)
@@ -129,69 +125,16 @@ FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_bac
 	_ = os.WriteFile(filepath.Join(s.Dir, "pg-activity.txt"), []byte(b.String()), 0o644)
 }
 
-// checkProjection compares the live projection with the fold of the log
-// computed here, looks up every acknowledged write in kv_history, and
-// rebuilds the projection from the log with the projector's own commands
-// to diff it with the live one.
-func checkProjection(ctx context.Context, s *stack, l *theLog, acks []acked) (projFindings, error) {
+// checkProjection compares the live projection with the fold of the log,
+// looks up every acknowledged write in kv_history, and rebuilds the
+// projection from the log with the projector's own commands to diff it
+// with the live one.
+func checkProjection(ctx context.Context, s *stack, l *logcheck.Log, acks []logcheck.Acked) (projFindings, error) {
 	var f projFindings
-	last := map[string]events.Event{}
-	for _, le := range l.Events {
-		if le.Event.Version > last[le.Event.Key].Version {
-			last[le.Event.Key] = le.Event
-		}
+	var err error
+	if f.ProjectionFindings, err = logcheck.Projection(ctx, s.DB, l.Events, acks); err != nil {
+		return f, err
 	}
-	rows, err := s.DB.Query(ctx, `SELECT key, version, live, value FROM kv_entries`)
-	if err != nil {
-		return f, fmt.Errorf("read kv_entries: %w", err)
-	}
-	var (
-		key   string
-		ver   int64
-		live  bool
-		value *string
-	)
-	inRows := map[string]bool{}
-	if _, err := pgx.ForEachRow(rows, []any{&key, &ver, &live, &value}, func() error {
-		inRows[key] = true
-		e, ok := last[key]
-		switch {
-		case !ok:
-			f.FoldDiffs = append(f.FoldDiffs, fmt.Sprintf("%s: in kv_entries (version %d) but not in the log", key, ver))
-		case e.Version != ver || e.Live() != live:
-			f.FoldDiffs = append(f.FoldDiffs, fmt.Sprintf("%s: kv_entries has version %d live %v, the log version %d live %v", key, ver, live, e.Version, e.Live()))
-		case live && (value == nil || !jsonEqual([]byte(*value), e.After)):
-			f.FoldDiffs = append(f.FoldDiffs, fmt.Sprintf("%s@%d: kv_entries has value %v, the log %s", key, ver, deref(value), e.After))
-		}
-		return nil
-	}); err != nil {
-		return f, fmt.Errorf("read kv_entries: %w", err)
-	}
-	for k, e := range last {
-		if !inRows[k] {
-			f.FoldDiffs = append(f.FoldDiffs, fmt.Sprintf("%s: version %d in the log, no kv_entries row", k, e.Version))
-		}
-	}
-
-	hist := map[string]string{}
-	rows, err = s.DB.Query(ctx, `SELECT key, version, event->'after' FROM kv_history`)
-	if err != nil {
-		return f, fmt.Errorf("read kv_history: %w", err)
-	}
-	var after []byte
-	if _, err := pgx.ForEachRow(rows, []any{&key, &ver, &after}, func() error {
-		hist[fmt.Sprintf("%s@%d", key, ver)] = string(after)
-		return nil
-	}); err != nil {
-		return f, fmt.Errorf("read kv_history: %w", err)
-	}
-	for _, a := range acks {
-		got, ok := hist[fmt.Sprintf("%s@%d", a.Key, a.Version)]
-		if !ok || !jsonEqual([]byte(got), mustJSON(a.Value)) {
-			f.LostInProjection = append(f.LostInProjection, fmt.Sprintf("%s: kv_history has %q", a, got))
-		}
-	}
-
 	f.Rebuild, f.Tool, err = rebuild(ctx, s)
 	return f, err
 }

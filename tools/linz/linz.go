@@ -1,16 +1,6 @@
-package main
-
-import (
-	"fmt"
-	"hash/fnv"
-	"sort"
-	"time"
-
-	"github.com/anishathalye/porcupine"
-)
-
-// The history the clients record is checked against a CAS register per
-// key: its state is the key's version and value (version 0: the key does
+// Package linz checks the history eskvchaos's clients record for
+// linearizability, with porcupine, against a CAS register per key: its
+// state is the key's version and value (version 0: the key does
 // not exist; the harness never deletes). A read returns the value and
 // version, or not found. A write carries the expected version (0: the key
 // must not exist) and a value unique to the operation; it returns ok with
@@ -27,54 +17,66 @@ import (
 //
 // Operations that definitely had no effect (a refused connection, a 503
 // given before the request was queued, a read that failed) are left out.
+package linz
 
-// opKind is a register operation.
-type opKind uint8
+import (
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
 
-const (
-	opRead opKind = iota
-	opWrite
+	"github.com/anishathalye/porcupine"
 )
 
-// casInput is what a client asked.
-type casInput struct {
+// Kind is a register operation.
+type Kind uint8
+
+// Kinds of operations.
+const (
+	Read Kind = iota
+	Write
+)
+
+// Input is what a client asked.
+type Input struct {
 	Key      string
-	Kind     opKind
+	Kind     Kind
 	Expected int64  // write: the expected version
 	Value    string // write: the new value
 }
 
-// outcome is what a client learnt.
-type outcome uint8
+// Outcome is what a client learnt.
+type Outcome uint8
 
+// Outcomes of an operation.
 const (
-	outOK outcome = iota
-	outNotFound
-	outConflict
-	outUnknown
-	// outFailed: definitely no effect; never given to the checker.
-	outFailed
+	OK Outcome = iota
+	NotFound
+	Conflict
+	Unknown
+	// Failed: definitely no effect; never given to the checker.
+	Failed
 )
 
-func (o outcome) String() string {
+func (o Outcome) String() string {
 	switch o {
-	case outOK:
+	case OK:
 		return "ok"
-	case outNotFound:
+	case NotFound:
 		return "not found"
-	case outConflict:
+	case Conflict:
 		return "conflict"
-	case outUnknown:
+	case Unknown:
 		return "unknown"
 	default:
 		return "failed"
 	}
 }
 
-// casOutput is the answer: for ok, the version and value read or written;
+// Output is the answer: for ok, the version and value read or written;
 // for a conflict, the current version and value ("" when absent).
-type casOutput struct {
-	Outcome outcome
+type Output struct {
+	Outcome Outcome
 	Version int64
 	Value   string
 }
@@ -86,26 +88,26 @@ type register struct {
 }
 
 func casStep(state, input, output any) (bool, any) {
-	s, in, out := state.(register), input.(casInput), output.(casOutput)
+	s, in, out := state.(register), input.(Input), output.(Output)
 	switch in.Kind {
-	case opRead:
+	case Read:
 		switch out.Outcome {
-		case outOK:
+		case OK:
 			return s.Version > 0 && s.Version == out.Version && s.Value == out.Value, s
-		case outNotFound:
+		case NotFound:
 			return s.Version == 0, s
-		case outUnknown:
+		case Unknown:
 			return true, s
 		}
-	case opWrite:
+	case Write:
 		switch out.Outcome {
-		case outOK:
+		case OK:
 			if s.Version == in.Expected && out.Version == s.Version+1 && out.Value == in.Value {
 				return true, register{Version: out.Version, Value: in.Value}
 			}
-		case outConflict:
+		case Conflict:
 			return s.Version != in.Expected && s.Version == out.Version && s.Value == out.Value, s
-		case outUnknown:
+		case Unknown:
 			if s.Version == in.Expected {
 				return true, register{Version: s.Version + 1, Value: in.Value}
 			}
@@ -115,12 +117,12 @@ func casStep(state, input, output any) (bool, any) {
 	return false, s
 }
 
-// casModel is the per-key CAS register, partitioned by key.
-var casModel = porcupine.Model{
+// Model is the per-key CAS register, partitioned by key.
+var Model = porcupine.Model{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
 		for _, op := range h {
-			k := op.Input.(casInput).Key
+			k := op.Input.(Input).Key
 			byKey[k] = append(byKey[k], op)
 		}
 		keys := make([]string, 0, len(byKey))
@@ -143,20 +145,20 @@ var casModel = porcupine.Model{
 		return h.Sum64()
 	},
 	DescribeOperation: func(input, output any) string {
-		in, out := input.(casInput), output.(casOutput)
+		in, out := input.(Input), output.(Output)
 		var call string
-		if in.Kind == opRead {
+		if in.Kind == Read {
 			call = "read()"
 		} else {
 			call = fmt.Sprintf("cas(v%d → %q)", in.Expected, in.Value)
 		}
 		switch out.Outcome {
-		case outOK:
-			if in.Kind == opRead {
+		case OK:
+			if in.Kind == Read {
 				return fmt.Sprintf("%s → v%d %q", call, out.Version, out.Value)
 			}
 			return fmt.Sprintf("%s → ok v%d", call, out.Version)
-		case outConflict:
+		case Conflict:
 			return fmt.Sprintf("%s → conflict, current v%d %q", call, out.Version, out.Value)
 		default:
 			return call + " → " + out.Outcome.String()
@@ -177,25 +179,25 @@ var casModel = porcupine.Model{
 	},
 }
 
-// op is one operation a client performed, with its invocation and
+// Op is one operation a client performed, with its invocation and
 // response times on the harness's monotonic clock (since the start).
-type op struct {
-	Client int       `json:"client"`
-	Writer int       `json:"writer"` // index of the writer the request was sent to
-	In     casInput  `json:"input"`
-	Out    casOutput `json:"output"`
-	Call   int64     `json:"call"`
-	Return int64     `json:"return"`
+type Op struct {
+	Client int    `json:"client"`
+	Writer int    `json:"writer"` // index of the writer the request was sent to
+	In     Input  `json:"input"`
+	Out    Output `json:"output"`
+	Call   int64  `json:"call"`
+	Return int64  `json:"return"`
 	// Detail says why an outcome is failed or unknown (status, message or
 	// transport error).
 	Detail    string `json:"detail,omitempty"`
 	RequestID string `json:"requestId,omitempty"`
 }
 
-// operations turns the recorded history into porcupine operations: failed
+// Operations turns the recorded history into porcupine operations: failed
 // operations are dropped, and unknown reads too (a read has no effect);
 // unknown writes return at the end of the history.
-func operations(h []op) []porcupine.Operation {
+func Operations(h []Op) []porcupine.Operation {
 	var end int64
 	for _, o := range h {
 		end = max(end, o.Call, o.Return)
@@ -204,13 +206,13 @@ func operations(h []op) []porcupine.Operation {
 	out := make([]porcupine.Operation, 0, len(h))
 	for _, o := range h {
 		switch {
-		case o.Out.Outcome == outFailed:
+		case o.Out.Outcome == Failed:
 			continue
-		case o.Out.Outcome == outUnknown && o.In.Kind == opRead:
+		case o.Out.Outcome == Unknown && o.In.Kind == Read:
 			continue
 		}
 		ret := o.Return
-		if o.Out.Outcome == outUnknown {
+		if o.Out.Outcome == Unknown {
 			ret = end
 		}
 		meta := fmt.Sprintf("client %d via writer %d", o.Client, o.Writer)
@@ -227,8 +229,8 @@ func operations(h []op) []porcupine.Operation {
 	return out
 }
 
-// linearizability is the verdict on a history.
-type linearizability struct {
+// Result is the verdict on a history.
+type Result struct {
 	Result  porcupine.CheckResult
 	Ops     int // operations given to the checker
 	Unknown int // of which unknown writes
@@ -237,26 +239,26 @@ type linearizability struct {
 	info    porcupine.LinearizationInfo
 }
 
-// checkLinearizable checks the history per key with the CAS-register
+// Check checks the history per key with the CAS-register
 // model, giving up after timeout (Result Unknown).
-func checkLinearizable(h []op, timeout time.Duration) linearizability {
-	ops := operations(h)
-	l := linearizability{Ops: len(ops)}
+func Check(h []Op, timeout time.Duration) Result {
+	ops := Operations(h)
+	l := Result{Ops: len(ops)}
 	keys := map[string]bool{}
 	for _, o := range ops {
-		keys[o.Input.(casInput).Key] = true
-		if o.Output.(casOutput).Outcome == outUnknown {
+		keys[o.Input.(Input).Key] = true
+		if o.Output.(Output).Outcome == Unknown {
 			l.Unknown++
 		}
 	}
 	l.Keys = len(keys)
 	start := time.Now()
-	l.Result, l.info = porcupine.CheckOperationsVerbose(casModel, ops, timeout)
+	l.Result, l.info = porcupine.CheckOperationsVerbose(Model, ops, timeout)
 	l.Elapsed = time.Since(start)
 	return l
 }
 
-// visualize writes porcupine's HTML view of the checked history to path.
-func (l linearizability) visualize(path string) error {
-	return porcupine.VisualizePath(casModel, l.info, path)
+// Visualize writes porcupine's HTML view of the checked history to path.
+func (l Result) Visualize(path string) error {
+	return porcupine.VisualizePath(Model, l.info, path)
 }

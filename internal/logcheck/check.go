@@ -1,101 +1,18 @@
-package main
+package logcheck
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
 )
 
-// logEvent is one committed event of kv.changes with its position and the
-// producer (transactional id kv-writer-p<N>, at some epoch) whose
-// transaction committed it.
-type logEvent struct {
-	Partition     int32
-	Offset        int64
-	ProducerID    int64
-	ProducerEpoch int16
-	Source        string // the ce_source header: eskv-writer/<instance id>
-	Event         events.Event
-}
-
-// theLog is kv.changes as a read_committed consumer sees it.
-type theLog struct {
-	Events []logEvent // in log order per partition, partitions in order
-	// End is the last stable offset per partition (where the reading
-	// stopped); Open lists partitions whose high watermark is above it (a
-	// transaction still open when the log was read).
-	End  map[int32]int64
-	Open []int32
-}
-
-// readLog reads every committed event of every partition of the changes
-// topic up to its last stable offset.
-func readLog(ctx context.Context, brokers string, t changelog.Topics) (*theLog, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	lso, err := adm.ListCommittedOffsets(ctx, t.Changes)
-	if err != nil {
-		return nil, fmt.Errorf("last stable offsets: %w", err)
-	}
-	hw, err := adm.ListEndOffsets(ctx, t.Changes)
-	if err != nil {
-		return nil, fmt.Errorf("high watermarks: %w", err)
-	}
-	l := &theLog{End: map[int32]int64{}}
-	for p := range t.Partitions {
-		o, ok := lso.Lookup(t.Changes, p)
-		if !ok || o.Err != nil {
-			return nil, fmt.Errorf("last stable offset of partition %d: %v", p, o.Err)
-		}
-		l.End[p] = o.Offset
-		if h, ok := hw.Lookup(t.Changes, p); ok && h.Err == nil && h.Offset > o.Offset {
-			l.Open = append(l.Open, p)
-		}
-		err := changelog.ReadCommitted(ctx, cl, t.Changes, p, 0, o.Offset, func(r *kgo.Record) error {
-			e, err := changelog.Event(r)
-			if err != nil {
-				return err
-			}
-			le := logEvent{Partition: p, Offset: r.Offset, ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch, Event: e}
-			for _, h := range r.Headers {
-				if h.Key == "ce_source" {
-					le.Source = string(h.Value)
-				}
-			}
-			l.Events = append(l.Events, le)
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("read partition %d: %w", p, err)
-		}
-	}
-	return l, nil
-}
-
-// lastEventEnds returns, per partition, the offset after its last
-// committed event: a projection holding every event stored at least that.
-func (l *theLog) lastEventEnds() map[int32]int64 {
-	out := map[int32]int64{}
-	for _, e := range l.Events {
-		out[e.Partition] = max(out[e.Partition], e.Offset+1)
-	}
-	return out
-}
-
-// logFindings are the violations found in the log itself.
-type logFindings struct {
+// Findings are the violations found in the log itself.
+type Findings struct {
 	Events, Keys int
 	// Duplicates: a (key, version) committed twice. Gaps: a key's version
 	// that is not its previous one plus one (the first must be 1).
@@ -111,13 +28,18 @@ type logFindings struct {
 	EpochMismatches, EpochRegressions []string
 }
 
-func (f logFindings) versionViolations() int { return len(f.Duplicates) + len(f.Gaps) }
+func (f Findings) VersionViolations() int { return len(f.Duplicates) + len(f.Gaps) }
+
+// Violations lists every finding.
+func (f Findings) Violations() []string {
+	return slices.Concat(f.Duplicates, f.Gaps, f.ChainBreaks, f.EpochMismatches, f.EpochRegressions)
+}
 
 // checkLog checks the log's own invariants: per key, versions 1, 2, 3, ...
 // each once, each event continuing the previous one; per partition,
 // producer epochs never going back.
-func checkLog(evs []logEvent) logFindings {
-	var f logFindings
+func Check(evs []Event) Findings {
+	var f Findings
 	f.Events = len(evs)
 	last := map[string]events.Event{}
 	seen := map[string]bool{}
@@ -176,28 +98,19 @@ func checkLog(evs []logEvent) logFindings {
 	return f
 }
 
-// acked is an acknowledged write: a 200 answer.
-type acked struct {
+// Acked is an acknowledged write: the version and value (JSON) a writer
+// answered 200 with.
+type Acked struct {
 	Key     string
 	Version int64
-	Value   string
+	Value   json.RawMessage
 }
 
-func (a acked) String() string { return fmt.Sprintf("%s@%d=%q", a.Key, a.Version, a.Value) }
+func (a Acked) String() string { return fmt.Sprintf("%s@%d=%s", a.Key, a.Version, a.Value) }
 
-func acknowledged(h []op) []acked {
-	var out []acked
-	for _, o := range h {
-		if o.In.Kind == opWrite && o.Out.Outcome == outOK {
-			out = append(out, acked{o.In.Key, o.Out.Version, o.In.Value})
-		}
-	}
-	return out
-}
-
-// lostWrites returns the acknowledged writes that are not in the log with
+// LostWrites returns the acknowledged writes that are not in the log with
 // their version and value.
-func lostWrites(acks []acked, evs []logEvent) []string {
+func LostWrites(acks []Acked, evs []Event) []string {
 	inLog := map[string]json.RawMessage{}
 	for _, le := range evs {
 		inLog[fmt.Sprintf("%s@%d", le.Event.Key, le.Event.Version)] = le.Event.After
@@ -208,22 +121,51 @@ func lostWrites(acks []acked, evs []logEvent) []string {
 		switch {
 		case !ok:
 			lost = append(lost, a.String()+": not in the log")
-		case !jsonEqual(after, mustJSON(a.Value)):
+		case !jsonEqual(after, a.Value):
 			lost = append(lost, fmt.Sprintf("%s: the log has %s", a, after))
 		}
 	}
 	return lost
 }
 
-// zombieFindings is the outcome of the zombie check.
-type zombieFindings struct {
+// Pause is one SIGSTOP of a writer: when it was stopped and resumed
+// (wall clock, comparable with event timestamps) and the partition owners
+// recorded just before each.
+type Pause struct {
+	Writer   string // instance id
+	Proc     string
+	Stopped  time.Time
+	Resumed  time.Time
+	Before   map[int32]projection.Owner
+	After    map[int32]projection.Owner
+	Complete bool // resumed, with both owner snapshots
+}
+
+// Moved returns the partitions the paused writer owned when it was stopped
+// and that another writer fenced while it was stopped, with the epoch of
+// that fence.
+func (p Pause) Moved() map[int32]int64 {
+	out := map[int32]int64{}
+	for id, b := range p.Before {
+		if b.ID != p.Writer {
+			continue
+		}
+		if a, ok := p.After[id]; ok && a.ID != p.Writer && a.Epoch > b.Epoch {
+			out[id] = a.Epoch
+		}
+	}
+	return out
+}
+
+// ZombieFindings is the outcome of the zombie check.
+type ZombieFindings struct {
 	Pauses  int // writer pauses checked
 	Moved   int // partitions fenced by another writer while their owner was stopped
 	Events  []string
 	Skipped int // pauses without owner snapshots (Postgres did not answer)
 }
 
-// checkZombies checks every writer pause. A writer W stopped at S and
+// Zombies checks every writer pause. A writer W stopped at S and
 // resumed at R owned partition p at S (writer_owners); if at R another
 // writer had recorded p at a higher epoch E, that writer had fenced
 // kv-writer-p<p> at E while W was stopped. Anything decided after R by a
@@ -231,19 +173,19 @@ type zombieFindings struct {
 // that is from the zombie: no committed event of p may have ts >= R and
 // writerEpoch < E. (A stopped process decides nothing, and every event W
 // decided before S was committed or aborted before the fence.) Together
-// with checkLog's epoch checks (writerEpoch is the committing producer's
+// with Check's epoch checks (writerEpoch is the committing producer's
 // epoch, epochs never go back within a partition) this means a resumed
 // zombie got nothing committed, so nothing acknowledged: acknowledged
 // writes are all in the log.
-func checkZombies(pauses []writerPause, evs []logEvent) zombieFindings {
-	var z zombieFindings
+func Zombies(pauses []Pause, evs []Event) ZombieFindings {
+	var z ZombieFindings
 	for _, wp := range pauses {
 		if !wp.Complete {
 			z.Skipped++
 			continue
 		}
 		z.Pauses++
-		moved := wp.moved()
+		moved := wp.Moved()
 		z.Moved += len(moved)
 		for _, le := range evs {
 			e, ok := moved[le.Partition]
@@ -270,12 +212,4 @@ func jsonEqual(a, b json.RawMessage) bool {
 	xb, _ := json.Marshal(x)
 	yb, _ := json.Marshal(y)
 	return bytes.Equal(xb, yb)
-}
-
-// first returns at most n of ss, for printing.
-func first(ss []string, n int) []string {
-	if len(ss) <= n {
-		return ss
-	}
-	return ss[:n]
 }
