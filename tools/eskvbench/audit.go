@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -104,38 +100,17 @@ func (a *auditorSetup) dropDatabases(progress io.Writer) {
 
 // auditorLag is figure 7a: the auditor's lag histogram (event ts to
 // ClickHouse accepting the row) over the observations made during 2a.
-func (b *bench) auditorLag(before, after []byte, rate float64) result {
-	r := result{Step: "7a", Title: "auditor lag histogram (event ts -> row in ClickHouse)", Verdict: verdictSkip}
-	switch {
-	case b.s.auditorURL == "":
-		r.Note = "no auditor (ClickHouse unreachable, -auditor=false, or give -auditor-url with -url)"
-		return r
-	case after == nil:
-		r.Note = "could not read " + b.s.auditorURL + "/metrics"
-		return r
+func (b *bench) auditorLag(before, after metrics, rate float64) result {
+	const title = "auditor lag histogram (event ts -> row in ClickHouse)"
+	if b.s.auditorURL == "" {
+		return result{Step: "7a", Title: title, Verdict: verdictSkip,
+			Note: "no auditor (ClickHouse unreachable, -auditor=false, or give -auditor-url with -url)"}
 	}
-	hb, _, err := parseHistogram(bytes.NewReader(before), auditorLagMetric)
-	if err != nil {
-		r.Note = err.Error()
-		return r
+	r, over := histogramFigure("7a", title, b.s.auditorURL, auditorLagMetric, before, after)
+	if r.Ops > 0 {
+		r.Note = fmt.Sprintf("%s: bucket deltas over run 2a at %.0f writes/s, interpolated%s; includes the auditor's batch linger (100 ms by default); no target",
+			auditorLagMetric, rate, map[bool]string{true: "; p99 beyond the last bucket", false: ""}[over])
 	}
-	ha, ok, err := parseHistogram(bytes.NewReader(after), auditorLagMetric)
-	if err != nil || !ok {
-		r.Note = fmt.Sprintf("no histogram %s in %s/metrics (%v)", auditorLagMetric, b.s.auditorURL, err)
-		return r
-	}
-	d := ha.delta(hb)
-	if d.total() == 0 {
-		r.Note = auditorLagMetric + " recorded nothing during the run"
-		return r
-	}
-	p50, _ := d.quantile(0.5)
-	p99, over := d.quantile(0.99)
-	r.Ops = int(d.total())
-	r.P50, r.P99 = seconds(p50), seconds(p99)
-	r.Verdict = ""
-	r.Note = fmt.Sprintf("%s: bucket deltas over run 2a at %.0f writes/s, interpolated%s; includes the auditor's batch linger (100 ms by default); no target",
-		auditorLagMetric, rate, map[bool]string{true: "; p99 beyond the last bucket", false: ""}[over])
 	return r
 }
 
@@ -176,7 +151,7 @@ func (b *bench) auditorIngest(ctx context.Context) result {
 	for {
 		m := b.scrape(ctx, p.URL)
 		if m != nil {
-			rows := metricSum(m, "eskv_auditor_rows_total")
+			rows := m.sum("eskv_auditor_rows_total")
 			now := time.Now()
 			if t0.IsZero() && rows > 0 {
 				t0, rows0 = now, rows
@@ -232,84 +207,4 @@ func (s *stack) endOffsets(ctx context.Context) (map[string]map[int32]int64, err
 		lo.Each(func(o kadm.ListedOffset) { out[t][o.Partition] = o.Offset })
 	}
 	return out, nil
-}
-
-// caughtUp reports whether the auditor's eskv_auditor_next_offset gauges
-// reach ends for every non-empty partition.
-func caughtUp(metrics []byte, ends map[string]map[int32]int64) bool {
-	next := map[string]map[int32]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(metrics))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	const prefix = "eskv_auditor_next_offset{"
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		labels := line[len(prefix):end]
-		topic, ok1 := labelValue(labels, "topic")
-		ps, ok2 := labelValue(labels, "partition")
-		p, err := strconv.Atoi(ps)
-		f := strings.Fields(line[end+1:])
-		if !ok1 || !ok2 || err != nil || len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		if next[topic] == nil {
-			next[topic] = map[int32]float64{}
-		}
-		next[topic][int32(p)] = v
-	}
-	for t, ps := range ends {
-		for p, o := range ps {
-			if o > 0 && next[t][p] < float64(o) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// metricSum sums the samples of a counter or gauge family (or a
-// histogram's _sum or _count) over its labels, keeping only the samples
-// whose label list contains each of only (e.g. `outcome="expired"`).
-func metricSum(metrics []byte, name string, only ...string) float64 {
-	var sum float64
-	for line := range bytes.Lines(metrics) {
-		l := strings.TrimSpace(string(line))
-		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
-			continue
-		}
-		rest := strings.TrimPrefix(l, name)
-		if !containsAll(rest, only) {
-			continue
-		}
-		if i := strings.LastIndexByte(rest, '}'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

@@ -13,10 +13,11 @@ go_goroutines 12
 `
 
 func TestMetricSum(t *testing.T) {
-	if got := metricSum([]byte(auditorExposition), "eskv_auditor_rows_total"); got != 125 {
+	m := mustMetrics(t, auditorExposition)
+	if got := m.sum("eskv_auditor_rows_total"); got != 125 {
 		t.Errorf("rows = %v, want 125", got)
 	}
-	if got := metricSum([]byte(auditorExposition), "go_goroutines"); got != 12 {
+	if got := m.sum("go_goroutines"); got != 12 {
 		t.Errorf("unlabelled sample = %v, want 12", got)
 	}
 }
@@ -32,7 +33,7 @@ func TestCaughtUp(t *testing.T) {
 		{"PartitionNeverCommitted", map[string]map[int32]int64{"kv.conflicts": {1: 3}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := caughtUp([]byte(auditorExposition), tc.ends); got != tc.want {
+			if got := caughtUp(mustMetrics(t, auditorExposition), tc.ends); got != tc.want {
 				t.Errorf("caughtUp = %v, want %v", got, tc.want)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -386,17 +387,14 @@ func (b *bench) concurrentWrites(ctx context.Context, id string, projects []stri
 
 // batchNote describes the writer's Kafka transactions between two scrapes
 // of its /metrics.
-func (b *bench) batchNote(before, after []byte) string {
-	if after == nil {
-		return ""
-	}
-	sb, _, _ := parseHistogram(bytes.NewReader(before), "eskv_writer_batch_size")
-	sa, ok, _ := parseHistogram(bytes.NewReader(after), "eskv_writer_batch_size")
-	tb, _, _ := parseHistogram(bytes.NewReader(before), "eskv_writer_batch_seconds")
-	ta, ok2, _ := parseHistogram(bytes.NewReader(after), "eskv_writer_batch_seconds")
+func (b *bench) batchNote(before, after metrics) string {
+	sa, ok := after.histogram("eskv_writer_batch_size")
+	ta, ok2 := after.histogram("eskv_writer_batch_seconds")
 	if !ok || !ok2 {
 		return ""
 	}
+	sb, _ := before.histogram("eskv_writer_batch_size")
+	tb, _ := before.histogram("eskv_writer_batch_seconds")
 	size, txn := sa.delta(sb), ta.delta(tb)
 	if size.total() == 0 {
 		return ""
@@ -410,50 +408,23 @@ func (b *bench) batchNote(before, after []byte) string {
 
 // lag is figure 5a: the p99 of the projector's lag histogram over the
 // observations made during figure 2a.
-func (b *bench) lag(before, after []byte, rate float64) result {
-	r := result{Step: "5a", Title: "projector lag histogram", Verdict: verdictSkip}
-	switch {
-	case b.s.projectorURL == "":
-		r.Note = "no projector (give -projector-url with -url)"
-		return r
-	case after == nil:
-		r.Note = "could not read " + b.s.projectorURL + "/metrics"
-		return r
+func (b *bench) lag(before, after metrics, rate float64) result {
+	if b.s.projectorURL == "" {
+		return result{Step: "5a", Title: "projector lag histogram", Verdict: verdictSkip, Note: "no projector (give -projector-url with -url)"}
 	}
 	name := b.c.lagMetric
-	if _, ok, _ := parseHistogram(bytes.NewReader(after), name); !ok {
-		name = ""
-		for _, n := range histogramNames(after) {
-			if bytes.Contains([]byte(n), []byte("lag")) {
+	if _, ok := after.histogram(name); !ok {
+		for _, n := range after.histogramNames() {
+			if strings.Contains(n, "lag") {
 				name = n
 				break
 			}
 		}
 	}
-	if name == "" {
-		r.Note = fmt.Sprintf("no histogram %s or *lag* in %s/metrics", b.c.lagMetric, b.s.projectorURL)
+	r, over := histogramFigure("5a", "projector lag histogram", b.s.projectorURL, name, before, after)
+	if r.Ops == 0 {
 		return r
 	}
-	hb, _, err := parseHistogram(bytes.NewReader(before), name)
-	if err != nil {
-		r.Note = err.Error()
-		return r
-	}
-	ha, _, err := parseHistogram(bytes.NewReader(after), name)
-	if err != nil {
-		r.Note = err.Error()
-		return r
-	}
-	d := ha.delta(hb)
-	if d.total() == 0 {
-		r.Note = name + " recorded nothing during the run"
-		return r
-	}
-	p50, _ := d.quantile(0.5)
-	p99, over := d.quantile(0.99)
-	r.Ops = int(d.total())
-	r.P50 = seconds(p50)
-	r.P99 = seconds(p99)
 	r.target(targetP99, targetLagP99)
 	if over {
 		r.Verdict = verdictMiss
@@ -464,25 +435,30 @@ func (b *bench) lag(before, after []byte, rate float64) result {
 	return r
 }
 
-// scrape returns base/metrics, or nil when base is empty or unreachable.
-func (b *bench) scrape(ctx context.Context, base string) []byte {
-	if base == "" {
-		return nil
+// histogramFigure is figure step from histogram name of the service at
+// url: p50 and p99 of the observations made between two scrapes (over:
+// p99 lies beyond the last bucket), or a skip saying why there are none.
+func histogramFigure(step, title, url, name string, before, after metrics) (r result, over bool) {
+	r = result{Step: step, Title: title, Verdict: verdictSkip}
+	ha, ok := after.histogram(name)
+	switch {
+	case after == nil:
+		r.Note = "could not read " + url + "/metrics"
+		return r, false
+	case !ok:
+		r.Note = fmt.Sprintf("no histogram %s in %s/metrics", name, url)
+		return r, false
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return nil
+	hb, _ := before.histogram(name)
+	d := ha.delta(hb)
+	if d.total() == 0 {
+		r.Note = name + " recorded nothing during the run"
+		return r, false
 	}
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil
-	}
-	return body
+	p50, _ := d.quantile(0.5)
+	p99, over := d.quantile(0.99)
+	r.Ops, r.P50, r.P99, r.Verdict = int(d.total()), seconds(p50), seconds(p99), ""
+	return r, over
 }
 
 // seed creates b.c.listKeys keys under prefix with 32 clients.

@@ -17,30 +17,18 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/tools/internal/cli"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C exits at once; the services die with us (Pdeathsig)
-	}()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "eskvbench:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("eskvbench", run) }
 
 // config is the bench's configuration; every field is a flag whose default
 // comes from an ESKV_ environment variable.
@@ -77,30 +65,7 @@ type config struct {
 	clickhouseAddr string
 }
 
-func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	envInt := func(name string, def int) int {
-		if n, err := strconv.Atoi(env(name, "")); err == nil {
-			return n
-		}
-		return def
-	}
-	envDur := func(name string, def time.Duration) time.Duration {
-		if d, err := time.ParseDuration(env(name, "")); err == nil {
-			return d
-		}
-		return def
-	}
-	var c config
-	fs := flag.NewFlagSet("eskvbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: eskvbench [flags]
+const usage = `usage: eskvbench [flags]
 
 Without -url, builds and starts devbroker, projector, writer and (when
 ClickHouse answers) the auditor on free ports with a fresh Postgres database
@@ -114,45 +79,26 @@ entries loaded straight into the projection (own stack only); 9 lock
 acquire/release; 10 the TTL sweeper expiring 10,000 entries. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
-`)
+Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
+(-read-clients: ESKV_BENCH_READ_CLIENTS); the command line wins.
+
+`
+
+// envAliases are variables other tools read too, each the default of a
+// flag.
+var envAliases = map[string]string{"clickhouse-addr": "ESKV_TEST_CLICKHOUSE_ADDR",
+	"admin-postgres-url": "ESKV_TEST_POSTGRES_URL", "partitions": "ESKV_PARTITIONS"}
+
+func parse(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("eskvbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.url, "url", env("ESKV_BENCH_URL", ""), "target this running writer instead of starting a stack (ESKV_BENCH_URL)")
-	fs.StringVar(&c.token, "token", env("ESKV_BENCH_TOKEN", ""), "bearer token for -url, with read and write rights on tenant bench (ESKV_BENCH_TOKEN)")
-	fs.StringVar(&c.projectorURL, "projector-url", env("ESKV_BENCH_PROJECTOR_URL", ""), "with -url: the projector's base URL, for its lag histogram (ESKV_BENCH_PROJECTOR_URL)")
-	fs.StringVar(&c.auditorURL, "auditor-url", env("ESKV_BENCH_AUDITOR_URL", ""), "with -url: the auditor's base URL, for its lag histogram (ESKV_BENCH_AUDITOR_URL)")
-	fs.BoolVar(&c.auditor, "auditor", env("ESKV_BENCH_AUDITOR", "true") == "true",
-		"start the auditor with the stack (ClickHouse needed) and measure its lag and ingest rate (ESKV_BENCH_AUDITOR)")
-	fs.StringVar(&c.clickhouseAddr, "clickhouse-addr", env("ESKV_TEST_CLICKHOUSE_ADDR", "127.0.0.1:19000"),
-		"ClickHouse native address for the auditor of the bench's stack (ESKV_TEST_CLICKHOUSE_ADDR)")
-	fs.StringVar(&c.postgresURL, "postgres-url", env("ESKV_BENCH_POSTGRES_URL", ""), "with -url: the projection database, for end-to-end visibility (ESKV_BENCH_POSTGRES_URL)")
-	fs.IntVar(&c.writerPID, "writer-pid", envInt("ESKV_BENCH_WRITER_PID", 0), "with -url: the writer's pid, for its peak memory and CPU (ESKV_BENCH_WRITER_PID)")
-	fs.IntVar(&c.projectorPID, "projector-pid", envInt("ESKV_BENCH_PROJECTOR_PID", 0), "with -url: the projector's pid, for its peak memory and CPU (ESKV_BENCH_PROJECTOR_PID)")
-	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", env("ESKV_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		"Postgres URL with the right to create the bench's database (ESKV_TEST_POSTGRES_URL)")
-	fs.IntVar(&c.partitions, "partitions", envInt("ESKV_PARTITIONS", 12), "partition count of kv.changes, to spread clients over partitions (ESKV_PARTITIONS)")
-	fs.StringVar(&c.brokerDataParent, "broker-data", env("ESKV_BENCH_BROKER_DATA", ""),
-		"directory to create the broker's data directory in (default the bench's temporary directory; /dev/shm takes fsync cost out) (ESKV_BENCH_BROKER_DATA)")
-	fs.BoolVar(&c.keep, "keep", env("ESKV_BENCH_KEEP", "") == "true", "keep the started stack's logs, broker data and database (ESKV_BENCH_KEEP)")
-	fs.IntVar(&c.n, "n", envInt("ESKV_BENCH_N", 2000), "operations of the single-client CAS and GET runs (ESKV_BENCH_N)")
-	fs.DurationVar(&c.duration, "duration", envDur("ESKV_BENCH_DURATION", 10*time.Second), "length of each concurrent write run (ESKV_BENCH_DURATION)")
-	fs.IntVar(&c.clients, "clients", envInt("ESKV_BENCH_CLIENTS", 64), "concurrent writers (ESKV_BENCH_CLIENTS)")
-	fs.IntVar(&c.readClients, "read-clients", envInt("ESKV_BENCH_READ_CLIENTS", 16), "concurrent readers (ESKV_BENCH_READ_CLIENTS)")
-	fs.DurationVar(&c.readDuration, "read-duration", envDur("ESKV_BENCH_READ_DURATION", 3*time.Second), "length of the concurrent GET run (ESKV_BENCH_READ_DURATION)")
-	fs.IntVar(&c.listKeys, "list-keys", envInt("ESKV_BENCH_LIST_KEYS", 1000), "keys seeded under one prefix and listed (at most 1000) (ESKV_BENCH_LIST_KEYS)")
-	fs.IntVar(&c.listN, "list-n", envInt("ESKV_BENCH_LIST_N", 200), "list requests timed (ESKV_BENCH_LIST_N)")
-	fs.IntVar(&c.visEvery, "visibility-every", envInt("ESKV_BENCH_VISIBILITY_EVERY", 20), "check end-to-end visibility of every Nth concurrent write (ESKV_BENCH_VISIBILITY_EVERY)")
-	fs.StringVar(&c.lagMetric, "lag-metric", env("ESKV_BENCH_LAG_METRIC", "eskv_projector_lag_seconds"),
-		"the projector's lag histogram; when absent, the first histogram named *lag* (ESKV_BENCH_LAG_METRIC)")
-	fs.BoolVar(&c.json, "json", env("ESKV_BENCH_JSON", "") == "true", "print the results as JSON (ESKV_BENCH_JSON)")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", env("ESKV_BENCH_CPUPROFILE", ""), "write the bench's own CPU profile to this file (ESKV_BENCH_CPUPROFILE)")
-	fs.IntVar(&c.scanEntries, "scan-entries", envInt("ESKV_BENCH_SCAN_ENTRIES", 100000),
-		"entries loaded under one prefix for the filtered scans of figure 8 (ESKV_BENCH_SCAN_ENTRIES)")
-	fs.IntVar(&c.scanN, "scan-n", envInt("ESKV_BENCH_SCAN_N", 200), "filtered scans timed per case of figure 8 (ESKV_BENCH_SCAN_N)")
-	only := fs.String("only", env("ESKV_BENCH_ONLY", ""),
-		"run only these figures, comma-separated among 1,2,3,4,7,8,9,10 (5 comes with 2, 6 always); e.g. -only 8 for the filtered scans "+
-			"(make bench BENCH_ARGS='-only 8') (ESKV_BENCH_ONLY)")
-	if err := fs.Parse(args); err != nil {
+	only := c.flags(fs)
+	if err := cli.Parse(fs, args, "ESKV_BENCH", envAliases); err != nil {
 		return c, err
 	}
 	if *only != "" {
@@ -165,26 +111,64 @@ some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 			c.only[f] = true
 		}
 	}
-	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	case c.url != "" && c.token == "":
-		return c, errors.New("-url needs -token")
-	case c.url != "" && c.brokerDataParent != "":
-		return c, errors.New("-broker-data is for the stack the bench starts, not with -url")
-	case c.url == "" && (c.projectorURL != "" || c.auditorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
-		return c, errors.New("-projector-url, -auditor-url, -postgres-url and the pids go with -url")
-	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1:
-		return c, errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries and -scan-n must be positive")
-	case c.listKeys < 1 || c.listKeys > 1000:
-		return c, errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
-	case c.duration <= 0 || c.readDuration <= 0:
-		return c, errors.New("-duration and -read-duration must be positive")
-	}
 	c.url = strings.TrimRight(c.url, "/")
 	c.projectorURL = strings.TrimRight(c.projectorURL, "/")
 	c.auditorURL = strings.TrimRight(c.auditorURL, "/")
-	return c, nil
+	return c, c.validate()
+}
+
+// flags defines the flags in fs and returns -only.
+func (c *config) flags(fs *flag.FlagSet) *string {
+	fs.StringVar(&c.url, "url", "", "target this running writer instead of starting a stack")
+	fs.StringVar(&c.token, "token", "", "bearer token for -url, with read and write rights on tenant bench")
+	fs.StringVar(&c.projectorURL, "projector-url", "", "with -url: the projector's base URL, for its lag histogram")
+	fs.StringVar(&c.auditorURL, "auditor-url", "", "with -url: the auditor's base URL, for its lag histogram")
+	fs.BoolVar(&c.auditor, "auditor", true, "start the auditor with the stack (ClickHouse needed) and measure its lag and ingest rate")
+	fs.StringVar(&c.clickhouseAddr, "clickhouse-addr", "127.0.0.1:19000",
+		"ClickHouse native address for the auditor of the bench's stack (also ESKV_TEST_CLICKHOUSE_ADDR)")
+	fs.StringVar(&c.postgresURL, "postgres-url", "", "with -url: the projection database, for end-to-end visibility")
+	fs.IntVar(&c.writerPID, "writer-pid", 0, "with -url: the writer's pid, for its peak memory and CPU")
+	fs.IntVar(&c.projectorPID, "projector-pid", 0, "with -url: the projector's pid, for its peak memory and CPU")
+	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+		"Postgres URL with the right to create the bench's database (also ESKV_TEST_POSTGRES_URL)")
+	fs.IntVar(&c.partitions, "partitions", 12, "partition count of kv.changes, to spread clients over partitions (also ESKV_PARTITIONS)")
+	fs.StringVar(&c.brokerDataParent, "broker-data", "",
+		"directory to create the broker's data directory in (default the bench's temporary directory; /dev/shm takes fsync cost out)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the started stack's logs, broker data and database")
+	fs.IntVar(&c.n, "n", 2000, "operations of the single-client CAS and GET runs")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of each concurrent write run")
+	fs.IntVar(&c.clients, "clients", 64, "concurrent writers")
+	fs.IntVar(&c.readClients, "read-clients", 16, "concurrent readers")
+	fs.DurationVar(&c.readDuration, "read-duration", 3*time.Second, "length of the concurrent GET run")
+	fs.IntVar(&c.listKeys, "list-keys", 1000, "keys seeded under one prefix and listed (at most 1000)")
+	fs.IntVar(&c.listN, "list-n", 200, "list requests timed")
+	fs.IntVar(&c.visEvery, "visibility-every", 20, "check end-to-end visibility of every Nth concurrent write")
+	fs.StringVar(&c.lagMetric, "lag-metric", "eskv_projector_lag_seconds", "the projector's lag histogram; when absent, the first histogram named *lag*")
+	fs.BoolVar(&c.json, "json", false, "print the results as JSON")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the bench's own CPU profile to this file")
+	fs.IntVar(&c.scanEntries, "scan-entries", 100000, "entries loaded under one prefix for the filtered scans of figure 8")
+	fs.IntVar(&c.scanN, "scan-n", 200, "filtered scans timed per case of figure 8")
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10 (5 comes with 2, 6 always); "+
+		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
+}
+
+// validate checks the combination of flags.
+func (c *config) validate() error {
+	switch {
+	case c.url != "" && c.token == "":
+		return errors.New("-url needs -token")
+	case c.url != "" && c.brokerDataParent != "":
+		return errors.New("-broker-data is for the stack the bench starts, not with -url")
+	case c.url == "" && (c.projectorURL != "" || c.auditorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
+		return errors.New("-projector-url, -auditor-url, -postgres-url and the pids go with -url")
+	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1:
+		return errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries and -scan-n must be positive")
+	case c.listKeys < 1 || c.listKeys > 1000:
+		return errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
+	case c.duration <= 0 || c.readDuration <= 0:
+		return errors.New("-duration and -read-duration must be positive")
+	}
+	return nil
 }
 
 // benchFigures are the figures -only selects.
@@ -193,8 +177,8 @@ var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10"}
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
-	c, err := parse(args, getenv, stderr)
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	c, err := parse(args, stderr)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -69,11 +70,21 @@ eskv_projector_batch_size_bucket{le="+Inf"} 5
 go_goroutines 12
 `
 
-func TestParseHistogram(t *testing.T) {
+func mustMetrics(t *testing.T, exposition string) metrics {
+	t.Helper()
+	m, err := parseMetrics(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestHistogram(t *testing.T) {
+	m := mustMetrics(t, exposition)
 	t.Run("SumsLabelSets", func(t *testing.T) {
-		h, ok, err := parseHistogram(strings.NewReader(exposition), "eskv_projector_lag_seconds")
-		if err != nil || !ok {
-			t.Fatalf("parseHistogram: ok %v, err %v", ok, err)
+		h, ok := m.histogram("eskv_projector_lag_seconds")
+		if !ok {
+			t.Fatal("not found")
 		}
 		want := histogram{{0.005, 10}, {0.01, 20}, {0.1, 40}, {math.Inf(1), 40}}
 		if !slices.Equal(h, want) {
@@ -81,42 +92,22 @@ func TestParseHistogram(t *testing.T) {
 		}
 	})
 	t.Run("NotFound", func(t *testing.T) {
-		_, ok, err := parseHistogram(strings.NewReader(exposition), "eskv_projector_lag")
-		if err != nil || ok {
-			t.Errorf("ok %v, err %v; want not found", ok, err)
+		if _, ok := m.histogram("eskv_projector_lag"); ok {
+			t.Error("found; want not found")
 		}
 	})
 	t.Run("ErrBadValue", func(t *testing.T) {
-		_, _, err := parseHistogram(strings.NewReader(`x_bucket{le="1"} abc`), "x")
-		if err == nil {
+		if _, err := parseMetrics(strings.NewReader(`x_bucket{le="1"} abc`)); err == nil {
 			t.Error("want an error")
 		}
 	})
 	t.Run("Names", func(t *testing.T) {
-		got := histogramNames([]byte(exposition))
-		want := []string{"eskv_projector_lag_seconds", "eskv_projector_batch_size"}
+		got := m.histogramNames()
+		want := []string{"eskv_projector_batch_size", "eskv_projector_lag_seconds"}
 		if !slices.Equal(got, want) {
 			t.Errorf("got %v, want %v", got, want)
 		}
 	})
-}
-
-func TestLabelValue(t *testing.T) {
-	for _, tt := range []struct {
-		labels, name, want string
-		ok                 bool
-	}{
-		{`le="0.5"`, "le", "0.5", true},
-		{`partition="3",le="+Inf"`, "le", "+Inf", true},
-		{`path="a\"b",le="1"`, "le", "1", true},
-		{`partition="3"`, "le", "", false},
-		{`broken`, "le", "", false},
-	} {
-		got, ok := labelValue(tt.labels, tt.name)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("labelValue(%q) = %q, %v; want %q, %v", tt.labels, got, ok, tt.want, tt.ok)
-		}
-	}
 }
 
 func TestHistogramQuantile(t *testing.T) {
@@ -181,10 +172,23 @@ func TestParseStatCPU(t *testing.T) {
 	})
 }
 
+// setenv empties the ESKV_ variables of the test's environment, which
+// parse would read, and sets those of m.
+func setenv(t *testing.T, m map[string]string) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "ESKV_") {
+			t.Setenv(name, "")
+		}
+	}
+	for k, v := range m {
+		t.Setenv(k, v)
+	}
+}
+
 func TestParse(t *testing.T) {
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	t.Run("Defaults", func(t *testing.T) {
-		c, err := parse(nil, env(nil), io.Discard)
+		setenv(t, nil)
+		c, err := parse(nil, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,18 +197,21 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("Env", func(t *testing.T) {
-		c, err := parse(nil, env(map[string]string{"ESKV_BENCH_URL": "http://x/", "ESKV_BENCH_TOKEN": "t", "ESKV_BENCH_N": "5"}), io.Discard)
+		setenv(t, map[string]string{"ESKV_BENCH_URL": "http://x/", "ESKV_BENCH_TOKEN": "t", "ESKV_BENCH_N": "5"})
+		c, err := parse(nil, io.Discard)
 		if err != nil || c.url != "http://x" || c.n != 5 {
 			t.Errorf("got %+v, %v", c, err)
 		}
 	})
 	t.Run("ErrURLWithoutToken", func(t *testing.T) {
-		if _, err := parse([]string{"-url", "http://x"}, env(nil), io.Discard); err == nil {
+		setenv(t, nil)
+		if _, err := parse([]string{"-url", "http://x"}, io.Discard); err == nil {
 			t.Error("want an error")
 		}
 	})
 	t.Run("ErrPIDWithoutURL", func(t *testing.T) {
-		if _, err := parse([]string{"-writer-pid", "1"}, env(nil), io.Discard); err == nil {
+		setenv(t, nil)
+		if _, err := parse([]string{"-writer-pid", "1"}, io.Discard); err == nil {
 			t.Error("want an error")
 		}
 	})

@@ -127,19 +127,19 @@ func (b *bench) sweeper(ctx context.Context, c *client.Client) result {
 		r.Verdict, r.Note = verdictMiss, fmt.Sprintf("%d of %d writes failed", n, sweepEntries)
 		return r
 	}
-	want := metricSum(before, "eskv_writer_swept_total", `outcome="expired"`) + sweepEntries
+	want := before.sum("eskv_writer_swept_total", `outcome="expired"`) + sweepEntries
 	deadline := time.Now().Add(60 * time.Second)
-	var after []byte
+	var after metrics
 	for {
 		after = b.scrape(ctx, b.s.writerURL)
-		if metricSum(after, "eskv_writer_swept_total", `outcome="expired"`) >= want || time.Now().After(deadline) || ctx.Err() != nil {
+		if after.sum("eskv_writer_swept_total", `outcome="expired"`) >= want || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	expired := int(metricSum(after, "eskv_writer_swept_total", `outcome="expired"`) - (want - sweepEntries))
-	busy := metricSum(after, "eskv_writer_sweep_seconds_sum") - metricSum(before, "eskv_writer_sweep_seconds_sum")
-	rounds := metricSum(after, "eskv_writer_sweep_seconds_count") - metricSum(before, "eskv_writer_sweep_seconds_count")
+	expired := int(after.sum("eskv_writer_swept_total", `outcome="expired"`) - (want - sweepEntries))
+	busy := after.sum("eskv_writer_sweep_seconds_sum") - before.sum("eskv_writer_sweep_seconds_sum")
+	rounds := after.sum("eskv_writer_sweep_seconds_count") - before.sum("eskv_writer_sweep_seconds_count")
 	r.Ops, r.Seconds = expired, busy
 	if busy > 0 {
 		r.OpsPerSec = float64(expired) / busy

@@ -3,7 +3,7 @@ package main
 import "testing"
 
 func TestMetricSumLabels(t *testing.T) {
-	m := []byte(`# TYPE eskv_writer_swept_total counter
+	m := mustMetrics(t, `# TYPE eskv_writer_swept_total counter
 eskv_writer_swept_total{outcome="expired"} 9000
 eskv_writer_swept_total{outcome="skipped"} 12
 eskv_writer_swept_totally 5
@@ -21,7 +21,7 @@ eskv_writer_sweep_seconds_count 4
 		{"eskv_writer_sweep_seconds_sum", nil, 0.625},
 		{"eskv_writer_sweep_seconds_count", nil, 4},
 	} {
-		if got := metricSum(m, tc.name, tc.only...); got != tc.want {
+		if got := m.sum(tc.name, tc.only...); got != tc.want {
 			t.Errorf("metricSum(%s, %v) = %v, want %v", tc.name, tc.only, got, tc.want)
 		}
 	}

@@ -8,21 +8,21 @@ import (
 )
 
 func TestParseOnly(t *testing.T) {
-	env := func(string) string { return "" }
+	setenv(t, nil)
 	t.Run("OKAllByDefault", func(t *testing.T) {
-		c, err := parse(nil, env, io.Discard)
+		c, err := parse(nil, io.Discard)
 		if err != nil || !c.wants("1") || !c.wants("8") || c.scanEntries != 100000 || c.scanN != 200 {
 			t.Errorf("got %+v, %v", c, err)
 		}
 	})
 	t.Run("OKSome", func(t *testing.T) {
-		c, err := parse([]string{"-only", "8, 3"}, env, io.Discard)
+		c, err := parse([]string{"-only", "8, 3"}, io.Discard)
 		if err != nil || !c.wants("8") || !c.wants("3") || c.wants("1") || c.wants("4") {
 			t.Errorf("got %+v, %v", c, err)
 		}
 	})
 	t.Run("ErrUnknownFigure", func(t *testing.T) {
-		if _, err := parse([]string{"-only", "5"}, env, io.Discard); err == nil {
+		if _, err := parse([]string{"-only", "5"}, io.Discard); err == nil {
 			t.Error("want an error: 5 comes with 2")
 		}
 	})

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -64,93 +62,6 @@ type bucket struct {
 
 // histogram is a Prometheus histogram summed over its label sets.
 type histogram []bucket
-
-// parseHistogram reads the Prometheus text exposition in r and returns the
-// buckets of histogram family name, summed over every other label. found
-// is false when the family has no buckets.
-func parseHistogram(r io.Reader, name string) (h histogram, found bool, err error) {
-	byLE := map[float64]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	prefix := name + "_bucket{"
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			return nil, false, fmt.Errorf("metrics: malformed line %q", line)
-		}
-		le, ok := labelValue(line[len(prefix):end], "le")
-		if !ok {
-			return nil, false, fmt.Errorf("metrics: bucket without le: %q", line)
-		}
-		ub, err := strconv.ParseFloat(le, 64)
-		if err != nil {
-			return nil, false, fmt.Errorf("metrics: le %q: %w", le, err)
-		}
-		fields := strings.Fields(line[end+1:])
-		if len(fields) == 0 {
-			return nil, false, fmt.Errorf("metrics: no value: %q", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, false, fmt.Errorf("metrics: value in %q: %w", line, err)
-		}
-		byLE[ub] += v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, false, err
-	}
-	if len(byLE) == 0 {
-		return nil, false, nil
-	}
-	for ub, c := range byLE {
-		h = append(h, bucket{UpperBound: ub, Count: c})
-	}
-	sort.Slice(h, func(i, j int) bool { return h[i].UpperBound < h[j].UpperBound })
-	return h, true, nil
-}
-
-// histogramNames lists the histogram families in an exposition (from their
-// TYPE lines).
-func histogramNames(b []byte) []string {
-	var names []string
-	for line := range bytes.Lines(b) {
-		f := strings.Fields(string(line))
-		if len(f) == 4 && f[0] == "#" && f[1] == "TYPE" && f[3] == "histogram" {
-			names = append(names, f[2])
-		}
-	}
-	return names
-}
-
-// labelValue finds label name in a label list such as
-// `partition="3",le="0.005"`. Values with escaped quotes are not expected
-// in le and are returned as they are.
-func labelValue(labels, name string) (string, bool) {
-	for labels != "" {
-		eq := strings.IndexByte(labels, '=')
-		if eq < 0 || eq+1 >= len(labels) || labels[eq+1] != '"' {
-			return "", false
-		}
-		key := strings.TrimSpace(labels[:eq])
-		rest := labels[eq+2:]
-		end := 0
-		for end < len(rest) && (rest[end] != '"' || (end > 0 && rest[end-1] == '\\')) {
-			end++
-		}
-		if end >= len(rest) {
-			return "", false
-		}
-		if key == name {
-			return rest[:end], true
-		}
-		labels = strings.TrimPrefix(rest[end+1:], ",")
-	}
-	return "", false
-}
 
 // delta returns after minus before, bucket by bucket (the observations made
 // between two scrapes). Buckets missing from before count as zero.

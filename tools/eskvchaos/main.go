@@ -21,25 +21,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/eskv/eskv/tools/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C exits at once; the services die with us (Pdeathsig)
-	}()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "eskvchaos:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("eskvchaos", run) }
 
 // config is the harness's configuration; every field is a flag whose
 // default comes from an environment variable.
@@ -74,6 +64,12 @@ type span struct{ min, max time.Duration }
 
 func (s span) String() string { return s.min.String() + "-" + s.max.String() }
 
+// Set parses v as a span (flag.Value).
+func (s *span) Set(v string) (err error) {
+	*s, err = parseSpan(v)
+	return err
+}
+
 func parseSpan(v string) (span, error) {
 	lo, hi, ok := strings.Cut(v, "-")
 	if !ok {
@@ -105,26 +101,7 @@ const (
 	faultKillBroker     = "kill-broker"
 )
 
-func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	env := func(names ...string) string {
-		for _, n := range names {
-			if v := getenv(n); v != "" {
-				return v
-			}
-		}
-		return ""
-	}
-	or := func(v, def string) string {
-		if v == "" {
-			return def
-		}
-		return v
-	}
-	var c config
-	fs := flag.NewFlagSet("eskvchaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: eskvchaos [flags]   (make chaos; CHAOS_SECONDS=60 make chaos)
+const usage = `usage: eskvchaos [flags]   (make chaos; CHAOS_SECONDS=60 make chaos)
 
 Builds and starts the dev broker, writers and projectors as processes on free
 ports with a fresh Postgres database, runs CAS clients through random writers
@@ -144,106 +121,112 @@ so a broker kill tests kfake, not eskv. See docs/chaos.md.
 With -throughput it measures write throughput with all writers and with one,
 without faults, and prints the ratio instead.
 
-`)
+Every flag can also be set by the environment variable ESKV_CHAOS_<FLAG>
+(-fault-every: ESKV_CHAOS_FAULT_EVERY); the command line wins.
+
+`
+
+// envAliases are variables other tools read too, each the default of a
+// flag.
+var envAliases = map[string]string{"seconds": "CHAOS_SECONDS", "partitions": "ESKV_PARTITIONS",
+	"admin-postgres-url": "ESKV_TEST_POSTGRES_URL"}
+
+func parse(args []string, stderr io.Writer) (config, error) {
+	c := config{faultEvery: span{2 * time.Second, 5 * time.Second}, writerPause: span{14 * time.Second, 17 * time.Second},
+		projPause: span{2 * time.Second, 13 * time.Second}, restartIn: span{500 * time.Millisecond, 3 * time.Second}}
+	fs := flag.NewFlagSet("eskvchaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	var seconds, seed, faults, faultEvery, writerPause, projPause, restartIn string
-	fs.StringVar(&seconds, "seconds", or(env("ESKV_CHAOS_SECONDS", "CHAOS_SECONDS"), "120"), "length of the fault phase in seconds (ESKV_CHAOS_SECONDS or CHAOS_SECONDS)")
-	fs.StringVar(&seed, "seed", env("ESKV_CHAOS_SEED"), "random seed of clients and faults; empty: from the clock (printed, to replay a schedule) (ESKV_CHAOS_SEED)")
-	fs.IntVar(&c.clients, "clients", envInt(env("ESKV_CHAOS_CLIENTS"), 12), "concurrent CAS clients (ESKV_CHAOS_CLIENTS)")
-	fs.IntVar(&c.keys, "keys", envInt(env("ESKV_CHAOS_KEYS"), 5), "keys the clients share, each in its own project and partition when possible (ESKV_CHAOS_KEYS)")
-	fs.IntVar(&c.writers, "writers", envInt(env("ESKV_CHAOS_WRITERS"), 3), "writer processes (ESKV_CHAOS_WRITERS)")
-	fs.IntVar(&c.projectors, "projectors", envInt(env("ESKV_CHAOS_PROJECTORS"), 2), "projector processes (ESKV_CHAOS_PROJECTORS)")
-	fs.IntVar(&c.partitions, "partitions", envInt(env("ESKV_PARTITIONS"), 12), "partition count of kv.changes (ESKV_PARTITIONS)")
-	fs.DurationVar(&c.opTimeout, "op-timeout", envDur(env("ESKV_CHAOS_OP_TIMEOUT"), 2*time.Second), "client timeout of one operation; a write that times out has an unknown outcome (ESKV_CHAOS_OP_TIMEOUT)")
-	fs.StringVar(&faultEvery, "fault-every", or(env("ESKV_CHAOS_FAULT_EVERY"), "2s-5s"), "time between two faults, min-max (ESKV_CHAOS_FAULT_EVERY)")
-	fs.StringVar(&writerPause, "writer-pause", or(env("ESKV_CHAOS_WRITER_PAUSE"), "14s-17s"), "how long a writer stays stopped (SIGSTOP); longer than the writers' 10s session timeout, so its partitions move and it resumes as a zombie (ESKV_CHAOS_WRITER_PAUSE)")
-	fs.StringVar(&projPause, "projector-pause", or(env("ESKV_CHAOS_PROJECTOR_PAUSE"), "2s-13s"), "how long a projector stays stopped (ESKV_CHAOS_PROJECTOR_PAUSE)")
-	fs.StringVar(&restartIn, "restart-after", or(env("ESKV_CHAOS_RESTART_AFTER"), "500ms-3s"), "delay before a killed process is started again (ESKV_CHAOS_RESTART_AFTER)")
-	fs.StringVar(&faults, "faults", or(env("ESKV_CHAOS_FAULTS"), strings.Join(faultKinds, ",")), "fault kinds to inject, comma-separated; empty or none: no faults (ESKV_CHAOS_FAULTS)")
-	fs.BoolVar(&c.killBroker, "kill-broker", env("ESKV_CHAOS_KILL_BROKER") == "true", "also SIGKILL and restart the broker; off by default because kfake loses transaction state in a crash (see above) (ESKV_CHAOS_KILL_BROKER)")
-	fs.BoolVar(&c.throughput, "throughput", env("ESKV_CHAOS_THROUGHPUT") == "true", "measure write throughput with all writers against one writer instead of injecting faults (ESKV_CHAOS_THROUGHPUT)")
-	fs.DurationVar(&c.throughputDuration, "throughput-duration", envDur(env("ESKV_CHAOS_THROUGHPUT_DURATION"), 15*time.Second), "length of each throughput measurement (ESKV_CHAOS_THROUGHPUT_DURATION)")
-	fs.IntVar(&c.throughputClients, "throughput-clients", envInt(env("ESKV_CHAOS_THROUGHPUT_CLIENTS"), 48), "concurrent writing clients of the throughput measurement (ESKV_CHAOS_THROUGHPUT_CLIENTS)")
-	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", or(env("ESKV_TEST_POSTGRES_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres URL with the right to create and drop the run's database (ESKV_TEST_POSTGRES_URL)")
-	fs.DurationVar(&c.checkTimeout, "check-timeout", envDur(env("ESKV_CHAOS_CHECK_TIMEOUT"), 5*time.Minute), "give up the linearizability check after this long (the verdict is then unknown, a failure) (ESKV_CHAOS_CHECK_TIMEOUT)")
-	fs.StringVar(&c.logLevel, "log-level", or(env("ESKV_CHAOS_LOG_LEVEL"), "warn"), "log level of the services (at info a writer logs every write) (ESKV_CHAOS_LOG_LEVEL)")
-	fs.BoolVar(&c.keep, "keep", env("ESKV_CHAOS_KEEP") == "true", "keep the run directory and database also when every check passes (ESKV_CHAOS_KEEP)")
-	if err := fs.Parse(args); err != nil {
+	seconds, seed, faults := c.flags(fs)
+	if err := cli.Parse(fs, args, "ESKV_CHAOS", envAliases); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	s, err := strconv.ParseFloat(seconds, 64)
+	s, err := strconv.ParseFloat(*seconds, 64)
 	if err != nil || s <= 0 {
-		return c, fmt.Errorf("-seconds (CHAOS_SECONDS) must be a positive number, got %q", seconds)
+		return c, fmt.Errorf("-seconds (CHAOS_SECONDS) must be a positive number, got %q", *seconds)
 	}
 	c.duration = time.Duration(s * float64(time.Second))
-	if seed == "" {
+	if *seed == "" {
 		c.seed = uint64(time.Now().UnixNano())
-	} else if c.seed, err = strconv.ParseUint(seed, 10, 64); err != nil {
-		return c, fmt.Errorf("-seed must be an unsigned integer, got %q", seed)
+	} else if c.seed, err = strconv.ParseUint(*seed, 10, 64); err != nil {
+		return c, fmt.Errorf("-seed must be an unsigned integer, got %q", *seed)
 	}
-	for _, sp := range []struct {
-		name string
-		v    string
-		dst  *span
-	}{{"fault-every", faultEvery, &c.faultEvery}, {"writer-pause", writerPause, &c.writerPause},
-		{"projector-pause", projPause, &c.projPause}, {"restart-after", restartIn, &c.restartIn}} {
-		if *sp.dst, err = parseSpan(sp.v); err != nil {
-			return c, fmt.Errorf("-%s: %w", sp.name, err)
-		}
+	if c.faults, err = parseFaults(*faults, c.killBroker); err != nil {
+		return c, err
 	}
-	if c.faultEvery.max <= 0 {
-		return c, errors.New("-fault-every must be positive")
-	}
-	known := map[string]bool{faultKillBroker: true}
-	for _, k := range faultKinds {
-		known[k] = true
-	}
-	for _, f := range strings.Split(faults, ",") {
+	return c, c.validate()
+}
+
+// flags defines the flags in fs and returns -seconds, -seed and -faults.
+func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
+	seconds = fs.String("seconds", "120", "length of the fault phase in seconds (also CHAOS_SECONDS)")
+	seed = fs.String("seed", "", "random seed of clients and faults; empty: from the clock (printed, to replay a schedule)")
+	fs.IntVar(&c.clients, "clients", 12, "concurrent CAS clients")
+	fs.IntVar(&c.keys, "keys", 5, "keys the clients share, each in its own project and partition when possible")
+	fs.IntVar(&c.writers, "writers", 3, "writer processes")
+	fs.IntVar(&c.projectors, "projectors", 2, "projector processes")
+	fs.IntVar(&c.partitions, "partitions", 12, "partition count of kv.changes (also ESKV_PARTITIONS)")
+	fs.DurationVar(&c.opTimeout, "op-timeout", 2*time.Second, "client timeout of one operation; a write that times out has an unknown outcome")
+	fs.Var(&c.faultEvery, "fault-every", "time between two faults, min-max")
+	fs.Var(&c.writerPause, "writer-pause", "how long a writer stays stopped (SIGSTOP); longer than the writers' 10s session timeout, "+
+		"so its partitions move and it resumes as a zombie")
+	fs.Var(&c.projPause, "projector-pause", "how long a projector stays stopped")
+	fs.Var(&c.restartIn, "restart-after", "delay before a killed process is started again")
+	faults = fs.String("faults", strings.Join(faultKinds, ","), "fault kinds to inject, comma-separated; empty or none: no faults")
+	fs.BoolVar(&c.killBroker, "kill-broker", false, "also SIGKILL and restart the broker; off by default because kfake loses transaction state in a crash (see above)")
+	fs.BoolVar(&c.throughput, "throughput", false, "measure write throughput with all writers against one writer instead of injecting faults")
+	fs.DurationVar(&c.throughputDuration, "throughput-duration", 15*time.Second, "length of each throughput measurement")
+	fs.IntVar(&c.throughputClients, "throughput-clients", 48, "concurrent writing clients of the throughput measurement")
+	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+		"Postgres URL with the right to create and drop the run's database (also ESKV_TEST_POSTGRES_URL)")
+	fs.DurationVar(&c.checkTimeout, "check-timeout", 5*time.Minute, "give up the linearizability check after this long (the verdict is then unknown, a failure)")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the services (at info a writer logs every write)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the run directory and database also when every check passes")
+	return seconds, seed, faults
+}
+
+// parseFaults reads -faults; -kill-broker adds kill-broker.
+func parseFaults(list string, killBroker bool) ([]string, error) {
+	known := append([]string{faultKillBroker}, faultKinds...)
+	var out []string
+	for _, f := range strings.Split(list, ",") {
 		f = strings.TrimSpace(f)
 		switch {
 		case f == "" || f == "none":
-		case !known[f]:
-			return c, fmt.Errorf("-faults: unknown fault %q (known: %s, %s)", f, strings.Join(faultKinds, ", "), faultKillBroker)
+		case !slices.Contains(known, f):
+			return nil, fmt.Errorf("-faults: unknown fault %q (known: %s, %s)", f, strings.Join(faultKinds, ", "), faultKillBroker)
 		default:
-			c.faults = append(c.faults, f)
+			out = append(out, f)
 		}
 	}
-	if c.killBroker {
-		c.faults = append(c.faults, faultKillBroker)
+	if killBroker {
+		out = append(out, faultKillBroker)
 	}
+	return out, nil
+}
+
+// validate checks the combination of flags.
+func (c *config) validate() error {
 	switch {
+	case c.faultEvery.max <= 0:
+		return errors.New("-fault-every must be positive")
 	case c.clients < 1 || c.keys < 1 || c.partitions < 1:
-		return c, errors.New("-clients, -keys and -partitions must be positive")
+		return errors.New("-clients, -keys and -partitions must be positive")
 	case c.writers < 1 || c.projectors < 1:
-		return c, errors.New("-writers and -projectors must be at least 1")
+		return errors.New("-writers and -projectors must be at least 1")
 	case c.opTimeout <= 0 || c.checkTimeout <= 0:
-		return c, errors.New("-op-timeout and -check-timeout must be positive")
+		return errors.New("-op-timeout and -check-timeout must be positive")
 	case c.throughput && (c.writers < 2 || c.throughputDuration <= 0 || c.throughputClients < 1):
-		return c, errors.New("-throughput needs at least 2 writers, a positive -throughput-duration and -throughput-clients")
+		return errors.New("-throughput needs at least 2 writers, a positive -throughput-duration and -throughput-clients")
 	}
-	return c, nil
+	return nil
 }
 
-func envInt(v string, def int) int {
-	if n, err := strconv.Atoi(v); err == nil {
-		return n
-	}
-	return def
-}
-
-func envDur(v string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(v); err == nil {
-		return d
-	}
-	return def
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
-	c, err := parse(args, getenv, stderr)
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	c, err := parse(args, stderr)
 	if err != nil {
 		return err
 	}

@@ -4,17 +4,31 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+// setenv empties the variables of the test's environment that parse
+// would read, and sets those of m.
+func setenv(t *testing.T, m map[string]string) {
+	t.Setenv("CHAOS_SECONDS", "")
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "ESKV_") {
+			t.Setenv(name, "")
+		}
+	}
+	for k, v := range m {
+		t.Setenv(k, v)
+	}
+}
 
 func TestParse(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
-		c, err := parse(nil, env(nil), &bytes.Buffer{})
+		setenv(t, nil)
+		c, err := parse(nil, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,7 +43,8 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("ChaosSecondsAndSeedFromEnvironment", func(t *testing.T) {
-		c, err := parse(nil, env(map[string]string{"CHAOS_SECONDS": "60", "ESKV_CHAOS_SEED": "42", "ESKV_CHAOS_KEYS": "3"}), &bytes.Buffer{})
+		setenv(t, map[string]string{"CHAOS_SECONDS": "60", "ESKV_CHAOS_SEED": "42", "ESKV_CHAOS_KEYS": "3"})
+		c, err := parse(nil, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +53,8 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("FlagsOverrideEnvironment", func(t *testing.T) {
-		c, err := parse([]string{"-seconds", "1.5", "-clients", "4", "-writer-pause", "11s-12s"}, env(map[string]string{"CHAOS_SECONDS": "60"}), &bytes.Buffer{})
+		setenv(t, map[string]string{"CHAOS_SECONDS": "60"})
+		c, err := parse([]string{"-seconds", "1.5", "-clients", "4", "-writer-pause", "11s-12s"}, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +63,8 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("KillBrokerAddsTheFault", func(t *testing.T) {
-		c, err := parse([]string{"-kill-broker", "-faults", "kill-writer"}, env(nil), &bytes.Buffer{})
+		setenv(t, nil)
+		c, err := parse([]string{"-kill-broker", "-faults", "kill-writer"}, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +73,8 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("NoFaults", func(t *testing.T) {
-		c, err := parse([]string{"-faults", "none"}, env(nil), &bytes.Buffer{})
+		setenv(t, nil)
+		c, err := parse([]string{"-faults", "none"}, &bytes.Buffer{})
 		if err != nil || len(c.faults) != 0 {
 			t.Fatalf("%v %v", c.faults, err)
 		}
@@ -74,7 +92,8 @@ func TestParse(t *testing.T) {
 		{"ErrArguments", []string{"extra"}, "unexpected arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parse(tc.args, env(nil), &bytes.Buffer{})
+			setenv(t, nil)
+			_, err := parse(tc.args, &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want it to mention %q", err, tc.want)
 			}
@@ -84,7 +103,8 @@ func TestParse(t *testing.T) {
 
 func TestHelpExplainsTheBrokerCaveat(t *testing.T) {
 	var out bytes.Buffer
-	_, err := parse([]string{"-h"}, env(nil), &out)
+	setenv(t, nil)
+	_, err := parse([]string{"-h"}, &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v, want flag.ErrHelp", err)
 	}
