@@ -70,103 +70,98 @@ func (b *bench) key(project, path string) string {
 // rep.
 func (b *bench) run(ctx context.Context, rep *report) error {
 	b.logf("run %s against %s", b.runID, b.s.writerURL)
-
 	if b.c.wants("1") {
 		b.logf("1/6 CAS writes, 1 client, 1 key, %d ops", b.c.n)
 		rep.add(b.casSequential(ctx))
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 	}
-
-	if b.c.wants("2") {
-		spread, parts := b.spreadProjects()
-		b.logf("2/6 %d clients on distinct keys in %d projects (%d partitions), %s", b.c.clients, len(spread), parts, b.c.duration)
-		lagBefore := b.scrape(ctx, b.s.projectorURL)
-		audBefore := b.scrape(ctx, b.s.auditorURL)
-		w, vis, err := b.concurrentWrites(ctx, "2a", spread, true)
-		if err != nil {
-			return err
-		}
-		w.Title = fmt.Sprintf("write, %d clients, %d projects / %d partitions", b.c.clients, len(spread), parts)
-		rep.add(w)
-		lagAfter := b.scrape(ctx, b.s.projectorURL)
-		rep.add(b.lag(lagBefore, lagAfter, w.OpsPerSec))
-		rep.add(b.auditorLag(audBefore, b.scrape(ctx, b.s.auditorURL), w.OpsPerSec))
-		rep.add(vis)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-
-		b.logf("2/6 %d clients on distinct keys in one project, %s", b.c.clients, b.c.duration)
-		w, _, err = b.concurrentWrites(ctx, "2b", []string{"one-" + b.runID}, false)
-		if err != nil {
-			return err
-		}
-		w.Title = fmt.Sprintf("write, %d clients, 1 project / 1 partition", b.c.clients)
-		rep.add(w)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-
-	if b.c.wants("3") || b.c.wants("4") {
-		b.logf("4/6 seeding %d keys under one prefix and waiting until they are projected", b.c.listKeys)
-		prefix := b.key("list-"+b.runID, "k/")
-		keys, seedErr := b.seed(ctx, prefix)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var projected time.Duration
-		if seedErr == nil && !b.projecting() {
-			seedErr = errors.New("no projector")
-		}
-		if seedErr == nil {
-			projected, seedErr = b.waitProjected(ctx, prefix, len(keys))
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-
-		if b.c.wants("3") {
-			b.logf("3/6 GETs on existing keys: 1 client x %d, then %d clients for %s", b.c.n, b.c.readClients, b.c.readDuration)
-			rep.add(b.gets(ctx, "3a", keys, 1))
-			rep.add(b.gets(ctx, "3b", keys, b.c.readClients))
-			if err := ctx.Err(); err != nil {
-				return err
+	steps := []struct {
+		want bool
+		run  func(context.Context, *report) error
+	}{
+		{b.c.wants("2"), b.writes},
+		{b.c.wants("3") || b.c.wants("4"), b.readsAndLists},
+		{b.c.wants("7"), func(ctx context.Context, rep *report) error {
+			if b.s.auditor != nil {
+				b.logf("7 a second auditor ingests the run's backlog into an empty database")
 			}
-		}
-
-		if b.c.wants("4") {
-			b.logf("4/6 list of %d keys x %d", len(keys), b.c.listN)
-			rep.add(b.lists(ctx, prefix, len(keys), projected, seedErr))
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
+			rep.add(b.auditorIngest(ctx))
+			return nil
+		}},
+		{true, b.primitives},
+		// Last: its load of the projection would disturb the others.
+		{b.c.wants("8"), func(ctx context.Context, rep *report) error {
+			rep.Results = append(rep.Results, b.scans(ctx)...)
+			return nil
+		}},
 	}
-
-	if b.c.wants("7") {
-		if b.s.auditor != nil {
-			b.logf("7 a second auditor ingests the run's backlog into an empty database")
+	for _, st := range steps {
+		if err := ctx.Err(); err != nil || !st.want {
+			continue
 		}
-		rep.add(b.auditorIngest(ctx))
-		if err := ctx.Err(); err != nil {
+		if err := st.run(ctx, rep); err != nil {
 			return err
-		}
-	}
-
-	if err := b.primitives(ctx, rep); err != nil {
-		return err
-	}
-
-	// Last: its load of the projection would disturb the others.
-	if b.c.wants("8") {
-		for _, r := range b.scans(ctx) {
-			rep.add(r)
 		}
 	}
 	return ctx.Err()
+}
+
+// writes is figure 2 (with 5 and 7a): concurrent writes spread over the
+// partitions, then in one project.
+func (b *bench) writes(ctx context.Context, rep *report) error {
+	spread, parts := b.spreadProjects()
+	b.logf("2/6 %d clients on distinct keys in %d projects (%d partitions), %s", b.c.clients, len(spread), parts, b.c.duration)
+	lagBefore := b.scrape(ctx, b.s.projectorURL)
+	audBefore := b.scrape(ctx, b.s.auditorURL)
+	w, vis, err := b.concurrentWrites(ctx, "2a", spread, true)
+	if err != nil {
+		return err
+	}
+	w.Title = fmt.Sprintf("write, %d clients, %d projects / %d partitions", b.c.clients, len(spread), parts)
+	rep.add(w)
+	rep.add(b.lag(lagBefore, b.scrape(ctx, b.s.projectorURL), w.OpsPerSec))
+	rep.add(b.auditorLag(audBefore, b.scrape(ctx, b.s.auditorURL), w.OpsPerSec))
+	rep.add(vis)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.logf("2/6 %d clients on distinct keys in one project, %s", b.c.clients, b.c.duration)
+	w, _, err = b.concurrentWrites(ctx, "2b", []string{"one-" + b.runID}, false)
+	if err != nil {
+		return err
+	}
+	w.Title = fmt.Sprintf("write, %d clients, 1 project / 1 partition", b.c.clients)
+	rep.add(w)
+	return nil
+}
+
+// readsAndLists are figures 3 and 4, on keys seeded under one prefix.
+func (b *bench) readsAndLists(ctx context.Context, rep *report) error {
+	b.logf("4/6 seeding %d keys under one prefix and waiting until they are projected", b.c.listKeys)
+	prefix := b.key("list-"+b.runID, "k/")
+	keys, seedErr := b.seed(ctx, prefix)
+	var projected time.Duration
+	if seedErr == nil && !b.projecting() {
+		seedErr = errors.New("no projector")
+	}
+	if seedErr == nil {
+		projected, seedErr = b.waitProjected(ctx, prefix, len(keys))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.c.wants("3") {
+		b.logf("3/6 GETs on existing keys: 1 client x %d, then %d clients for %s", b.c.n, b.c.readClients, b.c.readDuration)
+		rep.add(b.gets(ctx, "3a", keys, 1))
+		rep.add(b.gets(ctx, "3b", keys, b.c.readClients))
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if b.c.wants("4") {
+		b.logf("4/6 list of %d keys x %d", len(keys), b.c.listN)
+		rep.add(b.lists(ctx, prefix, len(keys), projected, seedErr))
+	}
+	return nil
 }
 
 // writeState is one client's key and what it knows of it.

@@ -201,6 +201,24 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		fmt.Fprintln(w, "interrupted: figures cover the part that ran")
 	}
 	fmt.Fprintln(w)
+	if err := r.printTable(w); err != nil {
+		return err
+	}
+	var procs []string
+	for _, p := range r.Processes {
+		if p.PeakBytes == 0 {
+			procs = append(procs, fmt.Sprintf("%s - (%s)", p.Name, p.Note))
+			continue
+		}
+		procs = append(procs, fmt.Sprintf("%s %s, %.1f CPU-s", p.Name, fmtBytes(p.PeakBytes), p.CPUSeconds))
+	}
+	fmt.Fprintf(w, "6   peak RSS (VmHWM) and CPU used: %s\n", strings.Join(procs, "; "))
+	r.printNotes(w)
+	return nil
+}
+
+// printTable prints one line per figure.
+func (r *report) printTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tmeasure\tops\terrors\tops/s\tp50\tp99\tmax\ttarget\tresult")
 	for _, res := range r.Results {
@@ -218,18 +236,12 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			res.Step, res.Title, res.Ops, res.Errors, rate, p50, p99, mx, orDash(res.Target), orDash(res.Verdict))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	var procs []string
-	for _, p := range r.Processes {
-		if p.PeakBytes == 0 {
-			procs = append(procs, fmt.Sprintf("%s - (%s)", p.Name, p.Note))
-			continue
-		}
-		procs = append(procs, fmt.Sprintf("%s %s, %.1f CPU-s", p.Name, fmtBytes(p.PeakBytes), p.CPUSeconds))
-	}
-	fmt.Fprintf(w, "6   peak RSS (VmHWM) and CPU used: %s\n", strings.Join(procs, "; "))
+	return tw.Flush()
+}
+
+// printNotes prints the figures' notes and errors and the summaries of
+// the service logs.
+func (r *report) printNotes(w io.Writer) {
 	fmt.Fprintln(w)
 	for _, res := range r.Results {
 		if res.Note != "" {
@@ -255,7 +267,6 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 			}
 		}
 	}
-	return nil
 }
 
 // host is the machine the bench ran on; the load shows whether other work

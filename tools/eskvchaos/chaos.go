@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -19,27 +21,39 @@ import (
 // runChaos runs the clients while the nemesis injects faults, lets the
 // stack heal, and checks what happened.
 func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer) error {
+	r, err := faultPhase(ctx, c, s)
+	if err != nil {
+		return err
+	}
+	if err := r.check(ctx, s); err != nil {
+		return err
+	}
+	if err := r.save(); err != nil {
+		fmt.Fprintf(stderr, "eskvchaos: save findings: %v\n", err)
+	}
+	r.print(stdout)
+	if !r.ok() {
+		return errChecksFailed
+	}
+	return nil
+}
+
+// faultPhase runs the clients and the owner timeline while the nemesis
+// injects faults, waits for the stack to heal, and returns what it
+// recorded.
+func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	var urls []string
 	for _, w := range s.writers {
 		urls = append(urls, w.URL)
 	}
 	keys := registerKeys(c.keys, s.topics.Partitions)
 	cl := newClients(urls, s.token, keys, c.opTimeout, s.t0)
-	stopClients := make(chan struct{})
-	clientsDone := make(chan struct{})
-	go func() {
-		cl.run(c.clients, c.seed, stopClients)
-		close(clientsDone)
-	}()
-
 	owners := newOwnerTimeline(s.t0)
-	octx, stopOwners := context.WithCancel(ctx)
-	defer stopOwners()
-	ownersDone := make(chan struct{})
-	go func() {
-		owners.poll(octx, s.store, 100*time.Millisecond)
-		close(ownersDone)
-	}()
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stopClients := make(chan struct{})
+	wg.Go(func() { cl.run(c.clients, c.seed, stopClients) })
+	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 
 	s.logf("fault phase: %s, seed %d, %d clients on %d keys, faults %s", c.duration, c.seed, c.clients, len(keys), strings.Join(c.faults, ","))
 	nem := newNemesis(s, c)
@@ -53,24 +67,25 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 		pause(ctx.Done(), 2*time.Second)
 	}
 	close(stopClients)
-	<-clientsDone
-	stopOwners()
-	<-ownersDone
+	stop()
+	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("interrupted: %w", err)
+		return nil, fmt.Errorf("interrupted: %w", err)
 	}
-	h := cl.history()
-	s.logf("clients stopped after %d operations; checking", len(h))
-
-	r := &report{cfg: c, keys: keys, history: h, dir: s.Dir, owners: owners}
+	r := &report{cfg: c, keys: keys, history: cl.history(), dir: s.Dir, owners: owners}
+	s.logf("clients stopped after %d operations; checking", len(r.history))
 	r.faults, r.pauses = nem.report()
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
 	}
+	return r, nil
+}
 
-	r.lin = linz.Check(h, c.checkTimeout)
-	r.stale = staleAnswers(h, s.topics.Partitions, owners)
+// check checks the recorded history, the log and the projection.
+func (r *report) check(ctx context.Context, s *stack) error {
+	r.lin = linz.Check(r.history, r.cfg.checkTimeout)
+	r.stale = staleAnswers(r.history, s.topics.Partitions, r.owners)
 	if r.lin.Result != porcupine.Ok {
 		r.linPath = filepath.Join(s.Dir, "linearizability.html")
 		if err := r.lin.Visualize(r.linPath); err != nil {
@@ -78,32 +93,23 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 			r.linPath = ""
 		}
 	}
-
-	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer ccancel()
-	l, err := logcheck.Read(cctx, []string{s.Brokers}, s.topics)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	l, err := logcheck.Read(ctx, []string{s.Brokers}, s.topics)
 	if err != nil {
 		return fmt.Errorf("read kv.changes: %w", err)
 	}
 	r.log = l
 	r.logFindings = logcheck.Check(l.Events)
-	r.acks = acknowledged(h)
+	r.acks = acknowledged(r.history)
 	r.lost = logcheck.LostWrites(r.acks, l.Events)
 	r.zombies = logcheck.Zombies(r.pauses, l.Events)
-	if err := waitProjected(cctx, s, l, 2*time.Minute); err != nil {
+	if err := waitProjected(ctx, s, l, 2*time.Minute); err != nil {
 		r.problems = append(r.problems, err.Error())
-	} else if r.proj, err = checkProjection(cctx, s, l, r.acks); err != nil {
+	} else if r.proj, err = checkProjection(ctx, s, l, r.acks); err != nil {
 		return fmt.Errorf("check the projection: %w", err)
 	}
 	r.checked = true
-
-	if err := r.save(); err != nil {
-		fmt.Fprintf(stderr, "eskvchaos: save findings: %v\n", err)
-	}
-	r.print(stdout)
-	if !r.ok() {
-		return errChecksFailed
-	}
 	return nil
 }
 
@@ -159,24 +165,24 @@ func (r *report) save() error {
 }
 
 func (r *report) print(w io.Writer) {
-	type kv struct {
-		k string
-		n int
+	r.printRun(w)
+	if r.log == nil {
+		return
 	}
-	count := func(m map[string]int) (int, string) {
-		var kvs []kv
-		total := 0
-		for k, n := range m {
-			kvs = append(kvs, kv{k, n})
-			total += n
-		}
-		sort.Slice(kvs, func(i, j int) bool { return kvs[i].k < kvs[j].k })
-		var parts []string
-		for _, e := range kvs {
-			parts = append(parts, fmt.Sprintf("%s %d", e.k, e.n))
-		}
-		return total, strings.Join(parts, ", ")
+	r.printLog(w)
+	r.printProjection(w)
+	for _, p := range r.problems {
+		fmt.Fprintf(w, "problem: %s\n", p)
 	}
+	if r.ok() {
+		fmt.Fprintln(w, "PASS")
+	} else {
+		fmt.Fprintf(w, "FAIL (history, logs and findings in %s)\n", r.dir)
+	}
+}
+
+// printRun prints what the run did and the linearizability verdict.
+func (r *report) printRun(w io.Writer) {
 	ops := map[string]int{}
 	for _, o := range r.history {
 		kind := "read"
@@ -187,9 +193,9 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "eskvchaos: %s of faults, seed %d, %d clients, %d keys, %d writers, %d projectors, %d partitions\n",
 		r.cfg.duration, r.cfg.seed, r.cfg.clients, len(r.keys), r.cfg.writers, r.cfg.projectors, r.cfg.partitions)
-	n, by := count(ops)
+	n, by := countBy(ops)
 	fmt.Fprintf(w, "operations: %d (%s)\n", n, by)
-	n, by = count(r.faults)
+	n, by = countBy(r.faults)
 	fmt.Fprintf(w, "faults injected: %d (%s)\n", n, by)
 	for _, e := range r.exits {
 		fmt.Fprintf(w, "  unexpected exit: %s\n", e)
@@ -211,9 +217,10 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  stale answers (a version older than one acknowledged before the call): %d\n", len(r.stale))
 		printFirst(w, r.stale)
 	}
-	if r.log == nil {
-		return
-	}
+}
+
+// printLog prints the findings in the log.
+func (r *report) printLog(w io.Writer) {
 	lost := append(append([]string{}, r.lost...), r.proj.LostInProjection...)
 	fmt.Fprintf(w, "lost writes = %d (%d acknowledged, each looked up in kv.changes and kv_history)\n", len(lost), len(r.acks))
 	printFirst(w, lost)
@@ -236,6 +243,10 @@ func (r *report) print(w io.Writer) {
 	if len(r.log.Open) > 0 {
 		fmt.Fprintf(w, "  note: partitions %v had a transaction open when the log was read\n", r.log.Open)
 	}
+}
+
+// printProjection prints the comparison of the projection with the log.
+func (r *report) printProjection(w io.Writer) {
 	if d := r.proj.Rebuild; d != nil {
 		fmt.Fprintf(w, "projection diff = %d (projector rebuild --into %s, then projector diff: exit %d; %d differing keys, %d not compared, %d history mismatches, history rows %d rebuilt vs %d live; fold of the log vs kv_entries: %d differences)\n",
 			r.proj.diffCount(), rebuildSchema, r.proj.Tool.diffExit, d.Differing, d.NotCompared, d.HistoryMismatch, d.History, d.AgainstHistory, len(r.proj.FoldDiffs))
@@ -244,14 +255,17 @@ func (r *report) print(w io.Writer) {
 		}
 		printFirst(w, r.proj.FoldDiffs)
 	}
-	for _, p := range r.problems {
-		fmt.Fprintf(w, "problem: %s\n", p)
+}
+
+// countBy returns the sum of m and its entries as "k n, k n", sorted.
+func countBy(m map[string]int) (int, string) {
+	total := 0
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		total += m[k]
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
-	if r.ok() {
-		fmt.Fprintln(w, "PASS")
-	} else {
-		fmt.Fprintf(w, "FAIL (history, logs and findings in %s)\n", r.dir)
-	}
+	return total, strings.Join(parts, ", ")
 }
 
 func printFirst(w io.Writer, ss []string) {

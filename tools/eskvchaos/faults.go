@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -95,42 +96,7 @@ func (n *nemesis) healthy(ps []*proc.Proc) []*proc.Proc {
 // in the background.
 func (n *nemesis) inject(ctx context.Context, kind string) bool {
 	n.mu.Lock()
-	var target *proc.Proc
-	switch kind {
-	case faultKillWriter, faultPauseWriter:
-		if n.busy[n.s.Broker] {
-			break
-		}
-		h := n.healthy(n.s.writers)
-		if len(h) < 2 {
-			break // keep one writer serving
-		}
-		if kind == faultPauseWriter {
-			for _, w := range n.s.writers {
-				if w.State() == proc.Paused {
-					h = nil // one zombie at a time
-				}
-			}
-			if len(h) == 0 {
-				break
-			}
-		}
-		target = h[n.intn(len(h))]
-	case faultKillProjector, faultPauseProjector:
-		h := n.healthy(n.s.projectors)
-		if len(h) < 2 && len(n.s.projectors) > 1 {
-			break // keep one projector applying
-		}
-		if len(h) == 0 {
-			break
-		}
-		target = h[n.intn(len(h))]
-	case faultKillBroker:
-		if len(n.busy) > 0 {
-			break // the broker only when nothing else is down
-		}
-		target = n.s.Broker
-	}
+	target := n.target(kind)
 	if target == nil {
 		n.mu.Unlock()
 		return false
@@ -138,37 +104,12 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 	n.busy[target] = true
 	n.counts[kind]++
 	n.mu.Unlock()
-
 	n.pending.Add(1)
 	switch kind {
 	case faultKillWriter, faultKillProjector, faultKillBroker:
-		d := n.draw(n.c.restartIn)
-		n.s.logf("SIGKILL %s (pid %d), restart in %s", target.Name, target.PID(), d.Round(time.Millisecond))
-		target.Kill()
-		go n.recover(target, d, func() {
-			if err := target.Start(); err != nil {
-				n.s.logf("restart %s: %v", target.Name, err)
-				return
-			}
-			n.s.logf("restarted %s (pid %d)", target.Name, target.PID())
-		})
+		n.kill(target)
 	case faultPauseWriter:
-		d := n.draw(n.c.writerPause)
-		before, _ := n.owners(ctx)
-		wp := logcheck.Pause{Writer: instanceID(target), Proc: target.Name, Before: before, Stopped: time.Now()}
-		target.Pause()
-		n.s.logf("SIGSTOP %s (pid %d, owns partitions %v) for %s", target.Name, target.PID(), ownedBy(before, wp.Writer), d.Round(time.Millisecond))
-		go n.recover(target, d, func() {
-			after, err := n.owners(context.Background())
-			wp.After = after
-			wp.Resumed = time.Now()
-			wp.Complete = err == nil && before != nil
-			target.Resume()
-			n.s.logf("SIGCONT %s; partitions moved while it was stopped: %v", target.Name, sortedKeys(wp.Moved()))
-			n.mu.Lock()
-			n.pauses = append(n.pauses, wp)
-			n.mu.Unlock()
-		})
+		n.pauseWriter(ctx, target)
 	case faultPauseProjector:
 		d := n.draw(n.c.projPause)
 		target.Pause()
@@ -179,6 +120,68 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 		})
 	}
 	return true
+}
+
+// target picks the process a fault of kind hits, or nil; n.mu is held.
+func (n *nemesis) target(kind string) *proc.Proc {
+	switch kind {
+	case faultKillWriter, faultPauseWriter:
+		h := n.healthy(n.s.writers)
+		if n.busy[n.s.Broker] || len(h) < 2 {
+			return nil // keep one writer serving
+		}
+		if kind == faultPauseWriter && slices.ContainsFunc(n.s.writers, func(w *proc.Proc) bool { return w.State() == proc.Paused }) {
+			return nil // one zombie at a time
+		}
+		return h[n.intn(len(h))]
+	case faultKillProjector, faultPauseProjector:
+		h := n.healthy(n.s.projectors)
+		if (len(h) < 2 && len(n.s.projectors) > 1) || len(h) == 0 {
+			return nil // keep one projector applying
+		}
+		return h[n.intn(len(h))]
+	case faultKillBroker:
+		if len(n.busy) > 0 {
+			return nil // the broker only when nothing else is down
+		}
+		return n.s.Broker
+	}
+	return nil
+}
+
+// kill kills target and starts it again after a delay.
+func (n *nemesis) kill(target *proc.Proc) {
+	d := n.draw(n.c.restartIn)
+	n.s.logf("SIGKILL %s (pid %d), restart in %s", target.Name, target.PID(), d.Round(time.Millisecond))
+	target.Kill()
+	go n.recover(target, d, func() {
+		if err := target.Start(); err != nil {
+			n.s.logf("restart %s: %v", target.Name, err)
+			return
+		}
+		n.s.logf("restarted %s (pid %d)", target.Name, target.PID())
+	})
+}
+
+// pauseWriter stops target long enough for its partitions to move, and
+// records the owners before and after for the zombie check.
+func (n *nemesis) pauseWriter(ctx context.Context, target *proc.Proc) {
+	d := n.draw(n.c.writerPause)
+	before, _ := n.owners(ctx)
+	wp := logcheck.Pause{Writer: instanceID(target), Proc: target.Name, Before: before, Stopped: time.Now()}
+	target.Pause()
+	n.s.logf("SIGSTOP %s (pid %d, owns partitions %v) for %s", target.Name, target.PID(), ownedBy(before, wp.Writer), d.Round(time.Millisecond))
+	go n.recover(target, d, func() {
+		after, err := n.owners(context.Background())
+		wp.After = after
+		wp.Resumed = time.Now()
+		wp.Complete = err == nil && before != nil
+		target.Resume()
+		n.s.logf("SIGCONT %s; partitions moved while it was stopped: %v", target.Name, sortedKeys(wp.Moved()))
+		n.mu.Lock()
+		n.pauses = append(n.pauses, wp)
+		n.mu.Unlock()
+	})
 }
 
 // recover runs fix after d, even when the fault phase ended meanwhile (a

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -99,74 +98,17 @@ func (s *stack) waitOwnedBy(ctx context.Context, timeout time.Duration, w *proc.
 // then the configured duration, counting acknowledged writes.
 func measure(ctx context.Context, c config, s *stack, name string, ws []*proc.Proc, toOwner bool) (throughputResult, error) {
 	s.logf("throughput: %s", name)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: 512, MaxIdleConnsPerHost: 256, DisableCompression: true,
-	}}
-	defer hc.CloseIdleConnections()
-	var owners atomic.Pointer[map[int32]string]
-	refresh := func() {
-		o, err := s.store.Owners(ctx)
-		if err != nil {
-			return
-		}
-		m := map[int32]string{}
-		for p, ow := range o {
-			m[p] = ow.Addr
-		}
-		owners.Store(&m)
-	}
-	refresh()
-	var counting atomic.Bool
-	var acked, failed atomic.Int64
-	stop := make(chan struct{})
+	l := &load{c: c, s: s, ws: ws, toOwner: toOwner, stop: make(chan struct{}), hc: &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 256, DisableCompression: true}}}
+	defer l.hc.CloseIdleConnections()
+	l.refresh(ctx)
 	var wg sync.WaitGroup
 	for id := range c.throughputClients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(c.seed, uint64(id)+1000))
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				k := rng.IntN(throughputKeys)
-				scope := fmt.Sprintf("tenant/bench/project/p%d", k%throughputProjects)
-				key := fmt.Sprintf("%s/k%d", scope, k)
-				base := ws[rng.IntN(len(ws))].URL
-				if toOwner {
-					if m := owners.Load(); m != nil {
-						if a, ok := (*m)[events.Partition(scope, s.topics.Partitions)]; ok {
-							base = a
-						}
-					}
-				}
-				req, _ := http.NewRequest(http.MethodPut, base+"/v1/kv/"+key, bytes.NewReader([]byte(fmt.Sprintf(`{"value":{"c":%d,"i":%d}}`, id, i))))
-				req.Header.Set("Authorization", "Bearer "+s.token)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := hc.Do(req)
-				ok := err == nil && resp.StatusCode == http.StatusOK
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				if counting.Load() {
-					if ok {
-						acked.Add(1)
-					} else {
-						failed.Add(1)
-					}
-				}
-				if !ok {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-		}()
+		wg.Go(func() { l.client(id) })
 	}
 	pause(ctx.Done(), 2*time.Second) // warm-up: connections, overlay, caches
 	load0 := loadAvg()
-	counting.Store(true)
+	l.counting.Store(true)
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	deadline := time.After(c.throughputDuration)
@@ -178,18 +120,90 @@ loop:
 		case <-deadline:
 			break loop
 		case <-tick.C:
-			refresh()
+			l.refresh(ctx)
 		}
 	}
 	tick.Stop()
-	counting.Store(false)
+	l.counting.Store(false)
 	d := time.Since(start)
-	close(stop)
+	close(l.stop)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return throughputResult{}, fmt.Errorf("interrupted: %w", err)
 	}
-	return throughputResult{name: name, writers: len(ws), acked: acked.Load(), failed: failed.Load(), duration: d, load: load0 + " -> " + loadAvg()}, nil
+	return throughputResult{name: name, writers: len(ws), acked: l.acked.Load(), failed: l.failed.Load(), duration: d,
+		load: load0 + " -> " + loadAvg()}, nil
+}
+
+// load is the writing clients of one throughput measurement.
+type load struct {
+	c             config
+	s             *stack
+	ws            []*proc.Proc
+	toOwner       bool // send to the partition's owner, not to a random writer
+	hc            *http.Client
+	stop          chan struct{}
+	owners        atomic.Pointer[map[int32]string]
+	counting      atomic.Bool
+	acked, failed atomic.Int64
+}
+
+// refresh reads the partition owners.
+func (l *load) refresh(ctx context.Context) {
+	o, err := l.s.store.Owners(ctx)
+	if err != nil {
+		return
+	}
+	m := map[int32]string{}
+	for p, ow := range o {
+		m[p] = ow.Addr
+	}
+	l.owners.Store(&m)
+}
+
+// client PUTs random keys until stop is closed.
+func (l *load) client(id int) {
+	rng := rand.New(rand.NewPCG(l.c.seed, uint64(id)+1000))
+	for i := 0; ; i++ {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		k := rng.IntN(throughputKeys)
+		scope := fmt.Sprintf("tenant/bench/project/p%d", k%throughputProjects)
+		base := l.ws[rng.IntN(len(l.ws))].URL
+		if m := l.owners.Load(); l.toOwner && m != nil {
+			if a, ok := (*m)[events.Partition(scope, l.s.topics.Partitions)]; ok {
+				base = a
+			}
+		}
+		ok := l.put(fmt.Sprintf("%s/v1/kv/%s/k%d", base, scope, k), fmt.Sprintf(`{"value":{"c":%d,"i":%d}}`, id, i))
+		if l.counting.Load() {
+			if ok {
+				l.acked.Add(1)
+			} else {
+				l.failed.Add(1)
+			}
+		}
+		if !ok {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// put reports whether PUT url with body answered 200.
+func (l *load) put(url, body string) bool {
+	req, _ := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+l.s.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // loadAvg is the host's 1-minute load average, or "?".
