@@ -241,6 +241,35 @@ func (e errorCounts) merge(o errorCounts) {
 	}
 }
 
+// timed calls do n times, one after the other, and returns the latencies
+// of the calls answered 200, the others counted by status, and the time
+// it took; with pauses it backs off after an unavailable answer.
+func timed(ctx context.Context, n int, pauses bool, do func() (int, error)) (latencies, errorCounts, time.Duration) {
+	lat := make(latencies, 0, n)
+	errs := errorCounts{}
+	start := time.Now()
+	for range n {
+		if ctx.Err() != nil {
+			break
+		}
+		t0 := time.Now()
+		status, err := do()
+		d := time.Since(t0)
+		if err != nil || status != http.StatusOK {
+			if ctx.Err() != nil {
+				break
+			}
+			errs[status]++
+			if pauses {
+				backoff(ctx, status)
+			}
+			continue
+		}
+		lat = append(lat, d)
+	}
+	return lat, errs, time.Since(start)
+}
+
 // backoff pauses briefly after an unavailable answer, so a partition that
 // is catching up is not hammered.
 func backoff(ctx context.Context, status int) {
@@ -256,27 +285,8 @@ func backoff(ctx context.Context, status int) {
 // version the previous one returned.
 func (b *bench) casSequential(ctx context.Context) result {
 	st := &writeState{key: b.key("cas-"+b.runID, "counter")}
-	lat := make(latencies, 0, b.c.n)
-	errs := errorCounts{}
-	start := time.Now()
-	for range b.c.n {
-		if ctx.Err() != nil {
-			break
-		}
-		t0 := time.Now()
-		status, err := b.cas(ctx, st)
-		d := time.Since(t0)
-		if err != nil || status != http.StatusOK {
-			if ctx.Err() != nil {
-				break
-			}
-			errs[status]++
-			backoff(ctx, status)
-			continue
-		}
-		lat = append(lat, d)
-	}
-	r := newResult("1", "CAS write, 1 client, 1 key", summarize(lat), errs, time.Since(start))
+	lat, errs, elapsed := timed(ctx, b.c.n, true, func() (int, error) { return b.cas(ctx, st) })
+	r := newResult("1", "CAS write, 1 client, 1 key", summarize(lat), errs, elapsed)
 	r.target(targetP50, targetCASP50)
 	return r
 }
@@ -573,26 +583,11 @@ func (b *bench) lists(ctx context.Context, prefix string, n int, projected time.
 		return result{Step: "4", Title: title, Verdict: verdictSkip,
 			Note: fmt.Sprintf("first list: status %d, %d items, err %v", status, got, err)}
 	}
-	lat := make(latencies, 0, b.c.listN)
-	errs := errorCounts{}
-	start := time.Now()
-	for range b.c.listN {
-		if ctx.Err() != nil {
-			break
-		}
-		t0 := time.Now()
+	lat, errs, elapsed := timed(ctx, b.c.listN, false, func() (int, error) {
 		status, _, err := b.list(ctx, prefix, n, false)
-		d := time.Since(t0)
-		if err != nil || status != http.StatusOK {
-			if ctx.Err() != nil {
-				break
-			}
-			errs[status]++
-			continue
-		}
-		lat = append(lat, d)
-	}
-	r := newResult("4", title, summarize(lat), errs, time.Since(start))
+		return status, err
+	})
+	r := newResult("4", title, summarize(lat), errs, elapsed)
 	r.target(targetP99, targetListP99)
 	r.Note = fmt.Sprintf("seeded keys all projected %s after the last write", projected.Round(time.Millisecond))
 	return r

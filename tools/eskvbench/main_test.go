@@ -3,11 +3,12 @@ package main
 import (
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eskv/eskv/tools/internal/cli"
 )
 
 func TestQuantile(t *testing.T) {
@@ -172,22 +173,9 @@ func TestParseStatCPU(t *testing.T) {
 	})
 }
 
-// setenv empties the ESKV_ variables of the test's environment, which
-// parse would read, and sets those of m.
-func setenv(t *testing.T, m map[string]string) {
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "ESKV_") {
-			t.Setenv(name, "")
-		}
-	}
-	for k, v := range m {
-		t.Setenv(k, v)
-	}
-}
-
 func TestParse(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
-		setenv(t, nil)
+		cli.SetEnv(t, nil)
 		c, err := parse(nil, io.Discard)
 		if err != nil {
 			t.Fatal(err)
@@ -197,20 +185,20 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("Env", func(t *testing.T) {
-		setenv(t, map[string]string{"ESKV_BENCH_URL": "http://x/", "ESKV_BENCH_TOKEN": "t", "ESKV_BENCH_N": "5"})
+		cli.SetEnv(t, map[string]string{"ESKV_BENCH_URL": "http://x/", "ESKV_BENCH_TOKEN": "t", "ESKV_BENCH_N": "5"})
 		c, err := parse(nil, io.Discard)
 		if err != nil || c.url != "http://x" || c.n != 5 {
 			t.Errorf("got %+v, %v", c, err)
 		}
 	})
 	t.Run("ErrURLWithoutToken", func(t *testing.T) {
-		setenv(t, nil)
+		cli.SetEnv(t, nil)
 		if _, err := parse([]string{"-url", "http://x"}, io.Discard); err == nil {
 			t.Error("want an error")
 		}
 	})
 	t.Run("ErrPIDWithoutURL", func(t *testing.T) {
-		setenv(t, nil)
+		cli.SetEnv(t, nil)
 		if _, err := parse([]string{"-writer-pid", "1"}, io.Discard); err == nil {
 			t.Error("want an error")
 		}

@@ -155,26 +155,11 @@ func (b *bench) scanCase(ctx context.Context, c scanCase, prefix string, n int, 
 		return result{Step: c.step, Title: title, Verdict: verdictSkip,
 			Note: fmt.Sprintf("first scan: status %d, %d items, err %v", status, got, err)}
 	}
-	lat := make(latencies, 0, b.c.scanN)
-	errs := errorCounts{}
-	start := time.Now()
-	for range b.c.scanN {
-		if ctx.Err() != nil {
-			break
-		}
-		t0 := time.Now()
+	lat, errs, elapsed := timed(ctx, b.c.scanN, false, func() (int, error) {
 		status, _, err := b.getList(ctx, target, false)
-		d := time.Since(t0)
-		if err != nil || status != http.StatusOK {
-			if ctx.Err() != nil {
-				break
-			}
-			errs[status]++
-			continue
-		}
-		lat = append(lat, d)
-	}
-	r := newResult(c.step, title, summarize(lat), errs, time.Since(start))
+		return status, err
+	})
+	r := newResult(c.step, title, summarize(lat), errs, elapsed)
 	r.target(targetP99, targetScanP99)
 	r.Note = fmt.Sprintf("GET /v1/kv?%s (%d items), 1 client; the %s entries were loaded straight into Postgres with "+
 		"projection.Store.Apply (synthetic put events, not through the writer and Kafka) in %s, then VACUUM ANALYZE kv_fields "+

@@ -5,10 +5,12 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/eskv/eskv/tools/internal/cli"
 )
 
 func TestParseOnly(t *testing.T) {
-	setenv(t, nil)
+	cli.SetEnv(t, nil)
 	t.Run("OKAllByDefault", func(t *testing.T) {
 		c, err := parse(nil, io.Discard)
 		if err != nil || !c.wants("1") || !c.wants("8") || c.scanEntries != 100000 || c.scanN != 200 {

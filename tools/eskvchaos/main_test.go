@@ -4,30 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-)
 
-// setenv empties the variables of the test's environment that parse
-// would read, and sets those of m.
-func setenv(t *testing.T, m map[string]string) {
-	t.Setenv("CHAOS_SECONDS", "")
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "ESKV_") {
-			t.Setenv(name, "")
-		}
-	}
-	for k, v := range m {
-		t.Setenv(k, v)
-	}
-}
+	"github.com/eskv/eskv/tools/internal/cli"
+)
 
 func TestParse(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
-		setenv(t, nil)
+		cli.SetEnv(t, nil, "CHAOS_SECONDS")
 		c, err := parse(nil, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +30,7 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("ChaosSecondsAndSeedFromEnvironment", func(t *testing.T) {
-		setenv(t, map[string]string{"CHAOS_SECONDS": "60", "ESKV_CHAOS_SEED": "42", "ESKV_CHAOS_KEYS": "3"})
+		cli.SetEnv(t, map[string]string{"CHAOS_SECONDS": "60", "ESKV_CHAOS_SEED": "42", "ESKV_CHAOS_KEYS": "3"}, "CHAOS_SECONDS")
 		c, err := parse(nil, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +40,7 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("FlagsOverrideEnvironment", func(t *testing.T) {
-		setenv(t, map[string]string{"CHAOS_SECONDS": "60"})
+		cli.SetEnv(t, map[string]string{"CHAOS_SECONDS": "60"}, "CHAOS_SECONDS")
 		c, err := parse([]string{"-seconds", "1.5", "-clients", "4", "-writer-pause", "11s-12s"}, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +50,7 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("KillBrokerAddsTheFault", func(t *testing.T) {
-		setenv(t, nil)
+		cli.SetEnv(t, nil, "CHAOS_SECONDS")
 		c, err := parse([]string{"-kill-broker", "-faults", "kill-writer"}, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +60,7 @@ func TestParse(t *testing.T) {
 		}
 	})
 	t.Run("NoFaults", func(t *testing.T) {
-		setenv(t, nil)
+		cli.SetEnv(t, nil, "CHAOS_SECONDS")
 		c, err := parse([]string{"-faults", "none"}, &bytes.Buffer{})
 		if err != nil || len(c.faults) != 0 {
 			t.Fatalf("%v %v", c.faults, err)
@@ -92,7 +79,7 @@ func TestParse(t *testing.T) {
 		{"ErrArguments", []string{"extra"}, "unexpected arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			setenv(t, nil)
+			cli.SetEnv(t, nil, "CHAOS_SECONDS")
 			_, err := parse(tc.args, &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want it to mention %q", err, tc.want)
@@ -103,7 +90,7 @@ func TestParse(t *testing.T) {
 
 func TestHelpExplainsTheBrokerCaveat(t *testing.T) {
 	var out bytes.Buffer
-	setenv(t, nil)
+	cli.SetEnv(t, nil, "CHAOS_SECONDS")
 	_, err := parse([]string{"-h"}, &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v, want flag.ErrHelp", err)

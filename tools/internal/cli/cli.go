@@ -11,7 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
+	"testing"
 
 	"github.com/peterbourgon/ff/v3"
 )
@@ -55,4 +58,19 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, aliases map[string]st
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	return nil
+}
+
+// SetEnv is for tests of a tool's flags: it empties, for the test, the
+// ESKV_ variables of the environment and those named in clear, which
+// Parse would read, and sets those of m.
+func SetEnv(tb testing.TB, m map[string]string, clear ...string) {
+	tb.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "ESKV_") || slices.Contains(clear, name) {
+			tb.Setenv(name, "")
+		}
+	}
+	for k, v := range m {
+		tb.Setenv(k, v)
+	}
 }
