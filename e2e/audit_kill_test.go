@@ -83,12 +83,12 @@ func TestAuditorKill9(t *testing.T) {
 			}
 		}
 		raw := at.count(t, "SELECT count() FROM audit_events")
-		auditor.kill9()
+		auditor.Kill()
 		if k%2 == 1 {
 			release <- struct{}{}
 		}
 		testenv.WaitFor(t, 30*time.Second, "writes while the auditor is down", func() bool { return writes.Load() > int64(150*(k+1)+100) })
-		auditor.start()
+		mustStart(t, auditor)
 		// Once the restarted auditor has re-read what was not committed,
 		// rows inserted twice show up as raw rows beyond the distinct ones.
 		testenv.WaitFor(t, 30*time.Second, "the restarted auditor to insert", func() bool { return at.count(t, "SELECT count() FROM audit_events") > raw })

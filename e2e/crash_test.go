@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -22,7 +23,7 @@ import (
 // against an in-process broker and a fresh database.
 type procStack struct {
 	*stack
-	writer, projector *proc
+	writer, projector *proc.Proc
 	projectorAddr     string
 }
 
@@ -108,13 +109,14 @@ func TestProjectorKill9(t *testing.T) {
 	})
 	for range 3 {
 		testenv.WaitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > 300 })
-		s.projector.kill9()
+		s.projector.Kill()
 		writes.Store(0)
 		testenv.WaitFor(t, 30*time.Second, "writes while the projector is down", func() bool { return writes.Load() > 300 })
-		s.projector.start()
+		mustStart(t, s.projector)
 	}
 	stop()
 	log := assertProjectionIsFoldOfLog(t, s.stack)
+	assertLogInvariants(t, s.stack, nil)
 	t.Logf("%d events survived 3 projector kills", len(log))
 }
 
@@ -157,8 +159,8 @@ func TestWriterKill9(t *testing.T) {
 	for range 3 {
 		before := okCount.Load()
 		testenv.WaitFor(t, 60*time.Second, "acknowledged writes", func() bool { return okCount.Load() > before+300 })
-		s.writer.kill9()
-		s.writer.start()
+		s.writer.Kill()
+		mustStart(t, s.writer)
 		waitHTTP(t, s.url+"/readyz", 60*time.Second)
 	}
 	before := okCount.Load()
@@ -193,6 +195,7 @@ var shortClient = &http.Client{Timeout: 5 * time.Second}
 func assertAcknowledgedInLog(t *testing.T, s *stack, acks []ack) []events.Event {
 	t.Helper()
 	log := assertProjectionIsFoldOfLog(t, s)
+	assertLogInvariants(t, s, acks)
 	inLog := map[string]string{}
 	for _, e := range log {
 		inLog[fmt.Sprintf("%s@%d", e.Key, e.Version)] = string(e.After)

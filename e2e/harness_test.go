@@ -50,12 +50,6 @@ func mustStack(tb testing.TB, opts ...inproc.Option) *stack {
 	return &stack{tb: tb, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
 }
 
-// waitFor is testenv.WaitFor, for procs_test.go.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	testenv.WaitFor(tb, d, what, cond)
-}
-
 // waitProjected waits until the projection's stored offsets are past the
 // last committed event of every partition (each validated against the
 // event JSON Schema).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -35,7 +36,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 		"ESKV_LOG_LEVEL=warn",
 	}
 	startProc(t, "projector", append(common, "ESKV_PROJECTOR_ADDR="+freeAddr(t))...)
-	var writers []*proc
+	var writers []*proc.Proc
 	var urls []string
 	for i := range 3 {
 		addr := freeAddr(t)
@@ -160,16 +161,16 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 		testenv.WaitFor(t, 90*time.Second, fmt.Sprintf("%d more acknowledged increments", n), func() bool { return ok.Load() >= before+n })
 	}
 	progress(200)
-	writers[0].kill9()
+	writers[0].Kill()
 	progress(100)
-	writers[0].start()
+	mustStart(t, writers[0])
 	progress(200)
-	writers[1].stop()
+	writers[1].Stop(stopGrace)
 	progress(100)
-	writers[1].start()
+	mustStart(t, writers[1])
 	progress(200)
-	writers[2].kill9()
-	writers[2].start()
+	writers[2].Kill()
+	mustStart(t, writers[2])
 	progress(200)
 	close(stop)
 	wg.Wait()
