@@ -43,15 +43,8 @@ func recreateTopic(tb testing.TB, b *testenv.Broker) {
 	if _, err := adm.DeleteTopic(ctx, b.Topics.Changes); err != nil {
 		tb.Fatalf("delete topic: %v", err)
 	}
-	var err error
-	defer func() {
-		if err != nil {
-			tb.Logf("recreate topic: %v", err)
-		}
-	}()
-	testenv.WaitFor(tb, 10*time.Second, "kv.changes to be created again", func() bool {
-		err = changelog.Ensure(ctx, adm, b.Topics)
-		return err == nil
+	testenv.WaitForNil(tb, 10*time.Second, "kv.changes to be created again", func() error {
+		return changelog.Ensure(ctx, adm, b.Topics)
 	})
 }
 
