@@ -106,9 +106,7 @@ func projectAndStop(tb testing.TB, b *testenv.Broker, s *projection.Store, prod 
 }
 
 func TestStoredOffsetPastEndStops(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := testenv.MustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 	prod.Commit(t, newEvent(k, 1, events.KindPut, `1`))
 	// As if the topic had been truncated: Postgres is far ahead of the log.
@@ -124,9 +122,7 @@ func TestStoredOffsetPastEndStops(t *testing.T) {
 }
 
 func TestTopicRecreatedStops(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := testenv.MustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 2)
 	f := newFold(4, 4, 5)
 	stored := projectAndStop(t, b, s, prod, f, 40)
 
@@ -157,9 +153,7 @@ func TestTopicRecreatedStops(t *testing.T) {
 }
 
 func TestRecordsDeletedStops(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := testenv.MustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	f := newFold(6, 2, 5)
 	stored := projectAndStop(t, b, s, prod, f, 20)
 
@@ -211,9 +205,7 @@ func TestTopicChangedWhileRunningStops(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := testenv.MustBroker(t, 2)
-			s := projection.New(testenv.MustPostgres(t))
-			prod := testenv.MustProducer(t, b)
+			b, _, s, prod := mustSetup(t, 2)
 			produce(t, prod, newFold(tc.seed, 2, 2), 10, 5)
 			r := start(t, b, s, projector.Config{CheckInterval: 50 * time.Millisecond})
 			testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
@@ -228,9 +220,7 @@ func TestTopicChangedWhileRunningStops(t *testing.T) {
 // start check and its first assignment (the group's offset fetch is held
 // meanwhile): the assignment's check stops it.
 func TestResetFoundOnAssignment(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := testenv.MustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	f := newFold(9, 2, 5)
 	projectAndStop(t, b, s, prod, f, 20)
 	produce(t, prod, f, 20, 10)
@@ -264,11 +254,8 @@ func TestResetFoundOnAssignment(t *testing.T) {
 }
 
 func TestTopicRecordedAtFirstStart(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
+	b, pg, s, prod := mustSetup(t, 2)
 	r := start(t, b, s, projector.Config{})
-	prod := testenv.MustProducer(t, b)
 	produce(t, prod, newFold(10, 1, 1), 1, 1)
 	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 	if err := r.Stop(t); err != nil {
@@ -276,7 +263,7 @@ func TestTopicRecordedAtFirstStart(t *testing.T) {
 	}
 	var id string
 	var n int32
-	if err := pool.QueryRow(context.Background(), `SELECT topic_id, partitions FROM projector_topic WHERE topic = $1`, b.Topics.Changes).Scan(&id, &n); err != nil {
+	if err := pg.Pool.QueryRow(context.Background(), `SELECT topic_id, partitions FROM projector_topic WHERE topic = $1`, b.Topics.Changes).Scan(&id, &n); err != nil {
 		t.Fatalf("projector_topic: %v", err)
 	}
 	details, err := mustAdmin(t, b).ListTopics(context.Background(), b.Topics.Changes)

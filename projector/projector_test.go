@@ -92,6 +92,15 @@ func newEvent(key string, version int64, kind events.Kind, after string) events.
 	return e
 }
 
+// mustSetup returns what most tests run on: a broker with n partitions,
+// a fresh Postgres with a projection store on it, and a producer.
+func mustSetup(tb testing.TB, n int32) (*testenv.Broker, *testenv.Postgres, *projection.Store, *testenv.Producer) {
+	tb.Helper()
+	b := testenv.MustBroker(tb, n)
+	pg := testenv.MustPostgresDB(tb)
+	return b, pg, projection.New(pg.Pool), testenv.MustProducer(tb, b)
+}
+
 // runTimeout bounds how long a test waits for a projector to stop and
 // for the projection to catch up.
 const runTimeout = 30 * time.Second
@@ -208,10 +217,7 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 }
 
 func TestProjectionEqualsFold(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := testenv.MustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, partitions)
 	f := newFold(1, 8, 10)
 
 	produce(t, prod, f, 400, 25) // before the projector starts: catch-up
@@ -219,7 +225,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 	produce(t, prod, f, 400, 25) // while it runs: tailing
 	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 
-	assertFold(t, pool, s, f)
+	assertFold(t, pg.Pool, s, f)
 	if got := counter(t, r.reg, "eskv_projector_events_applied_total"); got != 800 {
 		t.Errorf("events applied counter = %v, want 800", got)
 	}
@@ -232,10 +238,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 }
 
 func TestRestartResumesExactlyOnce(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := testenv.MustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, partitions)
 	f := newFold(2, 8, 10)
 
 	// The first projector is stopped while events keep coming.
@@ -266,14 +269,11 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 
 	start(t, b, s, projector.Config{MaxBatch: 50})
 	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
-	assertFold(t, pool, s, f)
+	assertFold(t, pg.Pool, s, f)
 }
 
 func TestAbortedTransactionNeverProjected(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := testenv.MustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, partitions)
 	const a, c = "tenant/t/project/p/a", "tenant/t/project/p/c"
 	const aborted = "tenant/t/project/p/aborted"
 
@@ -295,7 +295,7 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 		t.Errorf("states:\n got %+v\nwant %+v", got, want)
 	}
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM kv_history`).Scan(&n); err != nil {
+	if err := pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM kv_history`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
@@ -304,10 +304,7 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 }
 
 func TestPoisonPillStops(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := testenv.MustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
 	good := newEvent(k, 1, events.KindPut, `1`)
@@ -343,10 +340,7 @@ func TestPartitionCountMismatchFailsAtStart(t *testing.T) {
 }
 
 func TestResumesAtPostgresOffsets(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := testenv.MustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
 	var evs []events.Event
@@ -362,7 +356,7 @@ func TestResumesAtPostgresOffsets(t *testing.T) {
 	start(t, b, s, projector.Config{})
 	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 
-	rows, err := pool.Query(context.Background(), `SELECT version FROM kv_history ORDER BY version`)
+	rows, err := pg.Pool.Query(context.Background(), `SELECT version FROM kv_history ORDER BY version`)
 	if err != nil {
 		t.Fatal(err)
 	}

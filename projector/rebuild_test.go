@@ -36,10 +36,7 @@ func mustCompare(tb testing.TB, pg *testenv.Postgres, schema string) *projection
 }
 
 func TestRebuildEqualsLive(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pg := testenv.MustPostgresDB(t)
-	live := projection.New(pg.Pool)
-	prod := testenv.MustProducer(t, b)
+	b, pg, live, prod := mustSetup(t, partitions)
 	f := newFold(11, 8, 10) // puts, CAS, deletes, expires and re-creates
 
 	produce(t, prod, f, 300, 20)
@@ -105,10 +102,7 @@ func TestRebuildEqualsLive(t *testing.T) {
 }
 
 func TestRebuildUpToEnds(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pg := testenv.MustPostgresDB(t)
-	live := projection.New(pg.Pool)
-	prod := testenv.MustProducer(t, b)
+	b, pg, live, prod := mustSetup(t, partitions)
 	f := newFold(12, 4, 5)
 	stored := projectAndStop(t, b, live, prod, f, 100)
 	produce(t, prod, f, 100, 10) // the live projection trails these
@@ -126,9 +120,7 @@ func TestRebuildUpToEnds(t *testing.T) {
 }
 
 func TestRebuildErrors(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	pg := testenv.MustPostgresDB(t)
-	prod := testenv.MustProducer(t, b)
+	b, pg, _, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 	prod.Commit(t, newEvent(k, 1, events.KindPut, `1`))
 
