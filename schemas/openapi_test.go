@@ -357,7 +357,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../api/server.go", "../api/ops.go", "../api/errors.go", "../events/event.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded

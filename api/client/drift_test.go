@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/events"
 )
 
 // TestWireTypesMatchTheServer keeps the client's wire structs in step
@@ -17,17 +17,17 @@ func TestWireTypesMatchTheServer(t *testing.T) {
 		client, server any
 		skip           []string // fields the client leaves out on purpose
 	}{
-		{"PutBody", putBody{}, api.PutBody{}, nil},
-		{"ErrorDetail", errorDetail{}, api.ErrorDetail{}, nil},
-		{"DeleteAnswer", DeleteResult{}, api.DeleteAnswer{}, nil},
-		{"ListAnswer", ListPage{}, api.ListAnswer{}, []string{"count"}},
-		{"IncrementBody", incrementBody{}, api.IncrementBody{}, nil},
-		{"LockBody", lockBody{}, api.LockBody{}, nil},
-		{"LockAnswer", Lock{}, api.LockAnswer{}, nil},
-		{"ReleaseAnswer", ReleaseResult{}, api.ReleaseAnswer{}, nil},
-		{"PatchBody", patchBody{}, api.PatchBody{}, nil},
-		{"FieldCondition", FieldCondition{}, api.FieldCondition{}, nil},
-		{"FieldAnswer", Field{}, api.FieldAnswer{}, nil},
+		{"PutBody", putBody{}, events.PutBody{}, nil},
+		{"ErrorDetail", errorDetail{}, events.ErrorDetail{}, nil},
+		{"DeleteAnswer", DeleteResult{}, events.DeleteAnswer{}, nil},
+		{"ListAnswer", ListPage{}, events.ListAnswer{}, []string{"count"}},
+		{"IncrementBody", incrementBody{}, events.IncrementBody{}, nil},
+		{"LockBody", lockBody{}, events.LockBody{}, nil},
+		{"LockAnswer", Lock{}, events.LockAnswer{}, nil},
+		{"ReleaseAnswer", ReleaseResult{}, events.ReleaseAnswer{}, nil},
+		{"PatchBody", patchBody{}, events.PatchBody{}, nil},
+		{"FieldCondition", FieldCondition{}, events.FieldCondition{}, nil},
+		{"FieldAnswer", Field{}, events.FieldAnswer{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := slices.DeleteFunc(jsonFields(tc.server), func(f string) bool { return slices.Contains(tc.skip, f) })
