@@ -135,10 +135,8 @@ func parseWhere(s, cmdPath string) (client.Filter, error) {
 	if len(fields) < 3 {
 		return client.Filter{}, bad(fmt.Sprintf("%q needs a field, an operator and a value", s))
 	}
-	op := client.FilterOp(fields[1])
-	switch op {
-	case client.OpEq, client.OpNe, client.OpLt, client.OpLte, client.OpGt, client.OpGte:
-	default:
+	op := events.FilterOp(fields[1])
+	if !op.Valid() {
 		return client.Filter{}, bad(fmt.Sprintf("operator %q is not one of eq ne lt lte gt gte", fields[1]))
 	}
 	rest := strings.TrimSpace(s)
