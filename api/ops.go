@@ -1,12 +1,14 @@
 package api
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
 )
 
 // Operations on a key besides PUT, PATCH and DELETE are found by their
@@ -38,6 +40,18 @@ var handlers = map[events.Op]handler{
 	events.OpLeaderResign:    {write: (*Server).lock},
 	events.OpLockCheck:       {read: checkLock},
 	events.OpLeaderCheck:     {read: checkLock},
+	events.OpGetCounter:      {read: answer(writer.ReadCounter)},
+}
+
+// answer is the read of an op whose answer f decides from the entry.
+func answer[A any](f func(k events.Key, e *events.Entry) (A, error)) func(echo.Context, events.Op, events.Key, *events.Entry) error {
+	return func(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error {
+		a, err := f(k, e)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, a)
+	}
 }
 
 // opOf finds the op of a custom method's verb: a read or a write.

@@ -15,6 +15,7 @@ const (
 	OpGet         Op = "get"          // GET /v1/kv/{key}
 	OpLockCheck   Op = "lock_check"   // GET /v1/kv/{key}:lock
 	OpLeaderCheck Op = "leader_check" // GET /v1/kv/{key}:leader
+	OpGetCounter  Op = "get_counter"  // GET /v1/kv/{key}:counter
 )
 
 // Writes, named as their change events. Each is decided by the partition
@@ -83,6 +84,7 @@ var opTable = []opSpec{
 	{op: OpLeaderResign, verb: "resign", purpose: PurposeLeader, lock: LockRelease},
 	{op: OpLockCheck, verb: "lock", read: true, purpose: PurposeLock},
 	{op: OpLeaderCheck, verb: "leader", read: true, purpose: PurposeLeader},
+	{op: OpGetCounter, verb: "counter", read: true},
 }
 
 func (o Op) spec() opSpec {

@@ -353,3 +353,11 @@ type FieldAnswer struct {
 	Field   string          `json:"field"`
 	Value   json.RawMessage `json:"value"`
 }
+
+// CounterAnswer is the answer of GET /v1/kv/{key}:counter: the integer
+// value of a counter.
+type CounterAnswer struct {
+	Key     string `json:"key"`
+	Value   int64  `json:"value"`
+	Version int64  `json:"version"`
+}

@@ -18,9 +18,9 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 	var base int64
 	switch {
 	case visible != nil:
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(visible.Value)), 10, 64)
+		n, err := counterValue(visible)
 		if err != nil {
-			return decision{err: wrongType(visible, "value", "key %s holds %s, not an integer counter", ev.Key, abbrev(visible.Value))}
+			return decision{err: err}
 		}
 		base = n
 	case !r.Create:
@@ -34,6 +34,29 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 	ev.Op = events.OpIncrement
 	ev.After = json.RawMessage(strconv.FormatInt(base+r.By, 10))
 	return keepOrSet(ev, visible, r, "counter", now)
+}
+
+// counterValue is the integer value of a counter entry; any other value
+// is wrong_type.
+func counterValue(e *events.Entry) (int64, error) {
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(e.Value)), 10, 64)
+	if err != nil {
+		return 0, wrongType(e, "value", "key %s holds %s, not an integer counter", e.Key, abbrev(e.Value))
+	}
+	return n, nil
+}
+
+// ReadCounter answers a counter read of key from its entry as a read sees
+// it (nil when absent, deleted or expired: not_found).
+func ReadCounter(key events.Key, e *events.Entry) (events.CounterAnswer, error) {
+	if e == nil {
+		return events.CounterAnswer{}, events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key.String())
+	}
+	n, err := counterValue(e)
+	if err != nil {
+		return events.CounterAnswer{}, err
+	}
+	return events.CounterAnswer{Key: e.Key, Value: n, Version: e.Version}, nil
 }
 
 // keepOrSet completes an increment or patch: semantics and expiry are the

@@ -215,3 +215,42 @@ func TestDecideExpire(t *testing.T) {
 		}
 	}
 }
+
+func TestReadCounter(t *testing.T) {
+	k := mustKey(t, "tenant/a/project/b/k")
+	entry := func(v string) *events.Entry {
+		return &events.Entry{Key: k.String(), Version: 3, Value: json.RawMessage(v)}
+	}
+	for _, tc := range []struct {
+		name  string
+		e     *events.Entry
+		code  string
+		value int64
+	}{
+		{"OK", entry(`41`), "", 41},
+		{"OKNegative", entry(`-7`), "", -7},
+		{"OKMaxInt64", entry(`9223372036854775807`), "", 9223372036854775807},
+		{"ErrAbsent", nil, events.ENotFound, 0},
+		{"ErrString", entry(`"7"`), events.EWrongType, 0},
+		{"ErrFraction", entry(`1.5`), events.EWrongType, 0},
+		{"ErrExponent", entry(`1e3`), events.EWrongType, 0},
+		{"ErrOverInt64", entry(`9223372036854775808`), events.EWrongType, 0},
+		{"ErrObject", entry(`{"n":1}`), events.EWrongType, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := ReadCounter(k, tc.e)
+			if events.ErrorCode(err) != tc.code {
+				t.Fatalf("err %v, want code %q", err, tc.code)
+			}
+			if tc.code == events.EWrongType {
+				var e *events.Error
+				if !errors.As(err, &e) || e.Current != tc.e || e.Field != "value" {
+					t.Fatalf("wrong_type %+v, want Current and field value", e)
+				}
+			}
+			if tc.code == "" && a != (events.CounterAnswer{Key: k.String(), Value: tc.value, Version: 3}) {
+				t.Fatalf("answer %+v", a)
+			}
+		})
+	}
+}
