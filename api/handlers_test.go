@@ -224,6 +224,11 @@ func TestHandlersRead(t *testing.T) {
 		return events.State{Version: 4, Live: true, Entry: events.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
 			Value: json.RawMessage(value), Semantics: events.Semantics{Purpose: purpose}}}
 	}
+	expired := func(s events.State) events.State {
+		past := time.Now().Add(-time.Second)
+		s.Entry.ExpiresAt = &past
+		return s
+	}
 	for _, tc := range []struct {
 		name, path  string
 		state       events.State
@@ -238,6 +243,11 @@ func TestHandlersRead(t *testing.T) {
 		{"ErrFieldOfNonObject", key + "k?field=a", live(`1`, "other"), 409, events.EWrongType, "field"},
 		{"ErrLockFree", key + "k:lock", events.State{}, 404, events.ENotFound, "key"},
 		{"ErrLeaderOfLock", key + "k:leader", live(`{"holder":"h","token":4}`, "lock"), 409, events.EWrongType, "key"},
+		{"OKCounter", key + "k:counter", live(`42`, "counter"), 200, "", ""},
+		{"ErrCounterAbsent", key + "k:counter", events.State{Version: 5}, 404, events.ENotFound, "key"},
+		{"ErrCounterExpired", key + "k:counter", expired(live(`42`, "counter")), 404, events.ENotFound, "key"},
+		{"ErrCounterNotInteger", key + "k:counter", live(`"42"`, "other"), 409, events.EWrongType, "value"},
+		{"ErrCounterUnknownParam", key + "k:counter?field=a", live(`42`, "counter"), 400, events.EInvalid, "field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{states: map[string]events.State{"tenant/acme/project/demo/k": tc.state}}
@@ -266,5 +276,15 @@ func TestEveryVerbHasAHandler(t *testing.T) {
 				t.Errorf("%s :%s: %s", method, verb, rec.Body)
 			}
 		}
+	}
+}
+
+// TestGetCounterAnswer: GET {key}:counter answers {key,value,version}.
+func TestGetCounterAnswer(t *testing.T) {
+	w := &fakeWriter{states: map[string]events.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
+		Entry: events.Entry{Key: "tenant/acme/project/demo/visits", Version: 9, Value: json.RawMessage(`-3`)}}}}
+	rec := serve(mustServer(t, w), "GET", key+"visits:counter", "")
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"tenant/acme/project/demo/visits","value":-3,"version":9}` {
+		t.Fatalf("%d %s", rec.Code, got)
 	}
 }

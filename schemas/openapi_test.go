@@ -118,6 +118,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:resign":    {"post"},
 		"/v1/kv/{key}:lock":      {"get"},
 		"/v1/kv/{key}:leader":    {"get"},
+		"/v1/kv/{key}:counter":   {"get"},
 		"/v1/kv":                 {"get"},
 		"/healthz":               {"get"},
 		"/readyz":                {"get"},
@@ -376,6 +377,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"PatchBody", "PatchBody", false},
 		{"FieldCondition", "FieldCondition", false},
 		{"FieldAnswer", "FieldAnswer", true},
+		{"CounterAnswer", "CounterAnswer", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]
