@@ -186,256 +186,229 @@ func isDone(l *client.Lease) bool {
 // TestKeepLock runs leases against fakeLocks in virtual time; synctest
 // also fails a test whose renewal goroutine outlives it.
 func TestKeepLock(t *testing.T) {
-	t.Run("RenewsPastManyTTLs", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
-			time.Sleep(30 * time.Second)
-			if h, tok := f.holder(lockKey); h != "me" || tok != l.Token() || isDone(l) || l.Err() != nil {
-				t.Fatalf("after 10 TTLs: holder %q token %d (want %d), done %v, err %v", h, tok, l.Token(), isDone(l), l.Err())
-			}
-			if n := f.count("extend", true); n < 28 || n > 31 {
-				t.Fatalf("%d extends in 30s, want one a second", n)
-			}
-			if got := l.Lock(); got.ExpiresAt == nil || got.ExpiresAt.Before(time.Now()) {
-				t.Fatalf("Lock() is not the latest renewal: %+v", got)
-			}
-			if err := l.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		})
+	bubble(t, "RenewsPastManyTTLs", func(t *testing.T, f *fakeLocks) {
+		l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
+		time.Sleep(30 * time.Second)
+		if h, tok := f.holder(lockKey); h != "me" || tok != l.Token() || isDone(l) || l.Err() != nil {
+			t.Fatalf("after 10 TTLs: holder %q token %d (want %d), done %v, err %v", h, tok, l.Token(), isDone(l), l.Err())
+		}
+		if n := f.count("extend", true); n < 28 || n > 31 {
+			t.Fatalf("%d extends in 30s, want one a second", n)
+		}
+		if got := l.Lock(); got.ExpiresAt == nil || got.ExpiresAt.Before(time.Now()) {
+			t.Fatalf("Lock() is not the latest renewal: %+v", got)
+		}
+		mustRelease(t, l)
 	})
 
-	t.Run("ReleaseStopsRenewalAndFrees", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
-			time.Sleep(5 * time.Second)
-			if err := l.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if !isDone(l) || !errors.Is(l.Err(), client.ErrLeaseReleased) || l.Context().Err() == nil {
-				t.Fatalf("after Release: done %v, err %v", isDone(l), l.Err())
-			}
-			if h, _ := f.holder(lockKey); h != "" {
-				t.Fatalf("still held by %q after Release", h)
-			}
-			extends := f.count("extend", false)
-			time.Sleep(time.Minute)
-			if err := l.Release(context.Background()); err != nil {
-				t.Fatalf("second Release: %v", err)
-			}
-			if n, r := f.count("extend", false), f.count("release", false); n != extends || r != 1 {
-				t.Fatalf("after Release: %d more extends, %d releases (want 0 and 1)", n-extends, r)
-			}
-		})
+	bubble(t, "ReleaseStopsRenewalAndFrees", func(t *testing.T, f *fakeLocks) {
+		l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
+		time.Sleep(5 * time.Second)
+		mustRelease(t, l)
+		if !isDone(l) || !errors.Is(l.Err(), client.ErrLeaseReleased) || l.Context().Err() == nil {
+			t.Fatalf("after Release: done %v, err %v", isDone(l), l.Err())
+		}
+		if h, _ := f.holder(lockKey); h != "" {
+			t.Fatalf("still held by %q after Release", h)
+		}
+		extends := f.count("extend", false)
+		time.Sleep(time.Minute)
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("second Release: %v", err)
+		}
+		if n, r := f.count("extend", false), f.count("release", false); n != extends || r != 1 {
+			t.Fatalf("after Release: %d more extends, %d releases (want 0 and 1)", n-extends, r)
+		}
 	})
 
-	t.Run("CtxEndStopsRenewalAndKeepsLock", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			ctx, cancel := context.WithCancel(t.Context())
-			l := mustKeep(t, ctx, fakeClient(f), "me", 3*time.Second)
-			time.Sleep(2 * time.Second)
-			cancel()
-			synctest.Wait()
-			if !isDone(l) || !errors.Is(l.Err(), context.Canceled) {
-				t.Fatalf("after cancel: done %v, err %v", isDone(l), l.Err())
-			}
-			extends := f.count("extend", false)
-			if h, _ := f.holder(lockKey); h != "me" || f.count("release", false) != 0 {
-				t.Fatalf("cancel released the lock: holder %q", h)
-			}
-			time.Sleep(10 * time.Second)
-			if n := f.count("extend", false); n != extends {
-				t.Fatalf("%d extends after cancel", n-extends)
-			}
-			if h, _ := f.holder(lockKey); h != "" {
-				t.Fatalf("the lease did not end: held by %q", h)
-			}
-		})
+	bubble(t, "CtxEndStopsRenewalAndKeepsLock", func(t *testing.T, f *fakeLocks) {
+		ctx, cancel := context.WithCancel(t.Context())
+		l := mustKeep(t, ctx, fakeClient(f), "me", 3*time.Second)
+		time.Sleep(2 * time.Second)
+		cancel()
+		synctest.Wait()
+		if !isDone(l) || !errors.Is(l.Err(), context.Canceled) {
+			t.Fatalf("after cancel: done %v, err %v", isDone(l), l.Err())
+		}
+		extends := f.count("extend", false)
+		if h, _ := f.holder(lockKey); h != "me" || f.count("release", false) != 0 {
+			t.Fatalf("cancel released the lock: holder %q", h)
+		}
+		time.Sleep(10 * time.Second)
+		if n := f.count("extend", false); n != extends {
+			t.Fatalf("%d extends after cancel", n-extends)
+		}
+		if h, _ := f.holder(lockKey); h != "" {
+			t.Fatalf("the lease did not end: held by %q", h)
+		}
 	})
 
-	t.Run("LostWhenAnotherTakesOver", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
-			time.Sleep(1500 * time.Millisecond)
-			f.give(lockKey, "other", time.Hour)
-			select {
-			case <-l.Done():
-			case <-time.After(3 * time.Second):
-				t.Fatal("Done did not close when another holder took the lock")
-			}
-			var lost *client.LostError
-			if !errors.Is(l.Err(), client.ErrLeaseLost) || !errors.As(l.Err(), &lost) || lost.Unconfirmed ||
-				events.ErrorCode(l.Err()) != events.ENotLockHolder || lost.Key != lockKey || lost.Token != l.Token() {
-				t.Fatalf("Err after another took over: %#v", l.Err())
-			}
-			if !errors.Is(context.Cause(l.Context()), client.ErrLeaseLost) {
-				t.Fatalf("Context's cause: %v", context.Cause(l.Context()))
-			}
-			if err := l.Release(context.Background()); !errors.Is(err, client.ErrLeaseLost) || f.count("release", false) != 0 {
-				t.Fatalf("Release after a confirmed loss: %v, %d releases sent", err, f.count("release", false))
-			}
-			if h, _ := f.holder(lockKey); h != "other" {
-				t.Fatalf("holder %q, want other", h)
-			}
-		})
+	bubble(t, "LostWhenAnotherTakesOver", func(t *testing.T, f *fakeLocks) {
+		l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
+		time.Sleep(1500 * time.Millisecond)
+		f.give(lockKey, "other", time.Hour)
+		select {
+		case <-l.Done():
+		case <-time.After(3 * time.Second):
+			t.Fatal("Done did not close when another holder took the lock")
+		}
+		var lost *client.LostError
+		if !errors.Is(l.Err(), client.ErrLeaseLost) || !errors.As(l.Err(), &lost) || lost.Unconfirmed ||
+			events.ErrorCode(l.Err()) != events.ENotLockHolder || lost.Key != lockKey || lost.Token != l.Token() {
+			t.Fatalf("Err after another took over: %#v", l.Err())
+		}
+		if !errors.Is(context.Cause(l.Context()), client.ErrLeaseLost) {
+			t.Fatalf("Context's cause: %v", context.Cause(l.Context()))
+		}
+		if err := l.Release(context.Background()); !errors.Is(err, client.ErrLeaseLost) || f.count("release", false) != 0 {
+			t.Fatalf("Release after a confirmed loss: %v, %d releases sent", err, f.count("release", false))
+		}
+		if h, _ := f.holder(lockKey); h != "other" {
+			t.Fatalf("holder %q, want other", h)
+		}
 	})
 
-	t.Run("LostBeforeLeaseEndsWhenRenewalsFail", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			ttl, margin := 6*time.Second, 500*time.Millisecond
-			l := mustKeep(t, t.Context(), fakeClient(f), "me", ttl, client.WithMargin(margin))
-			time.Sleep(4500 * time.Millisecond) // past the renewal at 4s
-			f.setDown(true)
-			lastOK := f.callsOf("extend")[len(f.callsOf("extend"))-1].at
-			<-l.Done()
-			lostAt := time.Now()
-			var lost *client.LostError
-			if !errors.As(l.Err(), &lost) || !lost.Unconfirmed || events.ErrorCode(lost.Err) != events.EUnavailable {
-				t.Fatalf("Err when no renewal got through: %#v", l.Err())
+	bubble(t, "LostBeforeLeaseEndsWhenRenewalsFail", func(t *testing.T, f *fakeLocks) {
+		ttl, margin := 6*time.Second, 500*time.Millisecond
+		l := mustKeep(t, t.Context(), fakeClient(f), "me", ttl, client.WithMargin(margin))
+		time.Sleep(4500 * time.Millisecond) // past the renewal at 4s
+		f.setDown(true)
+		lastOK := f.callsOf("extend")[len(f.callsOf("extend"))-1].at
+		<-l.Done()
+		lostAt := time.Now()
+		var lost *client.LostError
+		if !errors.As(l.Err(), &lost) || !lost.Unconfirmed || events.ErrorCode(lost.Err) != events.EUnavailable {
+			t.Fatalf("Err when no renewal got through: %#v", l.Err())
+		}
+		// The renewal that succeeded was sent at lastOK: the server's
+		// lease ends at lastOK+ttl at the earliest.
+		if end := lastOK.Add(ttl); lostAt.After(end.Add(-margin)) {
+			t.Fatalf("lost at %v, after the margin before the lease's end %v", lostAt.Sub(lastOK), ttl-margin)
+		}
+		calls := f.callsOf("extend")
+		for _, c := range calls {
+			if c.at.After(lastOK.Add(ttl - margin)) {
+				t.Fatalf("an extend was sent %v after the last good one: past the deadline %v", c.at.Sub(lastOK), ttl-margin)
 			}
-			// The renewal that succeeded was sent at lastOK: the server's
-			// lease ends at lastOK+ttl at the earliest.
-			if end := lastOK.Add(ttl); lostAt.After(end.Add(-margin)) {
-				t.Fatalf("lost at %v, after the margin before the lease's end %v", lostAt.Sub(lastOK), ttl-margin)
-			}
-			calls := f.callsOf("extend")
-			for _, c := range calls {
-				if c.at.After(lastOK.Add(ttl - margin)) {
-					t.Fatalf("an extend was sent %v after the last good one: past the deadline %v", c.at.Sub(lastOK), ttl-margin)
+		}
+		if len(calls) < 4 {
+			t.Fatalf("%d extends: the failing renewal was not retried", len(calls))
+		}
+		// Another holder takes the lock once the lease has ended.
+		time.Sleep(time.Until(lastOK.Add(ttl)))
+		f.setDown(false)
+		if _, err := fakeClient(f).AcquireLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "other", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		// Unconfirmed: Release still tries, and the server refuses.
+		if err := l.Release(context.Background()); events.ErrorCode(err) != events.ENotLockHolder {
+			t.Fatalf("Release after an unconfirmed loss: %v", err)
+		}
+		if h, _ := f.holder(lockKey); h != "other" {
+			t.Fatalf("holder %q, want other", h)
+		}
+	})
+
+	bubble(t, "LostWhenTakenAgainUnderNewToken", func(t *testing.T, f *fakeLocks) {
+		l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
+		f.give(lockKey, "me", time.Hour) // released and taken again by the same holder
+		<-l.Done()
+		var lost *client.LostError
+		if !errors.As(l.Err(), &lost) || lost.NewToken == 0 || lost.NewToken == l.Token() || !strings.Contains(lost.Error(), "token") {
+			t.Fatalf("Err after a new tenure: %#v", l.Err())
+		}
+		if err := l.Release(context.Background()); !errors.Is(err, client.ErrLeaseLost) || f.count("release", false) != 0 {
+			t.Fatalf("Release freed the other tenure: %v", err)
+		}
+	})
+
+	bubble(t, "ErrReentered", func(t *testing.T, f *fakeLocks) {
+		f.give(lockKey, "me", time.Hour)
+		l, err := fakeClient(f).KeepLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "me", TTL: 3 * time.Second})
+		var re *client.ReenteredError
+		if l != nil || !errors.As(err, &re) || re.Lock.Holder != "me" || !strings.Contains(err.Error(), "me already holds") {
+			t.Fatalf("KeepLock of a lock the holder holds: %v, %v", l, err)
+		}
+		time.Sleep(time.Minute)
+		if n := f.count("acquire", false) + f.count("extend", false) + f.count("release", false); n != 1 {
+			t.Fatalf("%d calls, want the acquire only", n)
+		}
+	})
+
+	bubble(t, "ErrHeld", func(t *testing.T, f *fakeLocks) {
+		f.give(lockKey, "other", time.Hour)
+		if _, err := fakeClient(f).KeepLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "me"}); events.ErrorCode(err) != events.ELockHeld {
+			t.Fatalf("KeepLock of a held lock: %v", err)
+		}
+	})
+
+	bubble(t, "WithTakeWaitsForTheLock", func(t *testing.T, f *fakeLocks) {
+		f.give(lockKey, "other", 5*time.Second)
+		tries := 0
+		wait := client.WithTake(func(ctx context.Context, try func(context.Context) (client.Lock, error)) (client.Lock, error) {
+			for {
+				tries++
+				l, err := try(ctx)
+				if events.ErrorCode(err) != events.ELockHeld {
+					return l, err
 				}
-			}
-			if len(calls) < 4 {
-				t.Fatalf("%d extends: the failing renewal was not retried", len(calls))
-			}
-			// Another holder takes the lock once the lease has ended.
-			time.Sleep(time.Until(lastOK.Add(ttl)))
-			f.setDown(false)
-			if _, err := fakeClient(f).AcquireLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "other", TTL: time.Hour}); err != nil {
-				t.Fatal(err)
-			}
-			// Unconfirmed: Release still tries, and the server refuses.
-			if err := l.Release(context.Background()); events.ErrorCode(err) != events.ENotLockHolder {
-				t.Fatalf("Release after an unconfirmed loss: %v", err)
-			}
-			if h, _ := f.holder(lockKey); h != "other" {
-				t.Fatalf("holder %q, want other", h)
+				time.Sleep(time.Second)
 			}
 		})
+		l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second, wait)
+		if tries < 5 {
+			t.Fatalf("took the lock after %d tries", tries)
+		}
+		// The lease runs from the successful try: renewals keep it.
+		time.Sleep(10 * time.Second)
+		if h, _ := f.holder(lockKey); h != "me" || l.Err() != nil {
+			t.Fatalf("holder %q, err %v", h, l.Err())
+		}
+		mustRelease(t, l)
 	})
 
-	t.Run("LostWhenTakenAgainUnderNewToken", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second)
-			f.give(lockKey, "me", time.Hour) // released and taken again by the same holder
-			<-l.Done()
-			var lost *client.LostError
-			if !errors.As(l.Err(), &lost) || lost.NewToken == 0 || lost.NewToken == l.Token() || !strings.Contains(lost.Error(), "token") {
-				t.Fatalf("Err after a new tenure: %#v", l.Err())
-			}
-			if err := l.Release(context.Background()); !errors.Is(err, client.ErrLeaseLost) || f.count("release", false) != 0 {
-				t.Fatalf("Release freed the other tenure: %v", err)
-			}
-		})
+	bubble(t, "DefaultTTLIsTheServers", func(t *testing.T, f *fakeLocks) {
+		l := mustKeep(t, t.Context(), fakeClient(f), "me", 0)
+		time.Sleep(59 * time.Second)
+		if n := f.count("extend", true); n != 2 {
+			t.Fatalf("%d extends in 59s of a 60s lease, want 2 (every 20s)", n)
+		}
+		mustRelease(t, l)
 	})
 
-	t.Run("ErrReentered", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			f.give(lockKey, "me", time.Hour)
-			l, err := fakeClient(f).KeepLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "me", TTL: 3 * time.Second})
-			var re *client.ReenteredError
-			if l != nil || !errors.As(err, &re) || re.Lock.Holder != "me" || !strings.Contains(err.Error(), "me already holds") {
-				t.Fatalf("KeepLock of a lock the holder holds: %v, %v", l, err)
-			}
-			time.Sleep(time.Minute)
-			if n := f.count("acquire", false) + f.count("extend", false) + f.count("release", false); n != 1 {
-				t.Fatalf("%d calls, want the acquire only", n)
-			}
-		})
+	bubble(t, "Leadership", func(t *testing.T, f *fakeLocks) {
+		l, err := fakeClient(f).KeepLeadership(t.Context(), client.LockRequest{Key: lockKey, Holder: "me", TTL: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		f.give(lockKey, "other", time.Hour)
+		<-l.Done()
+		if events.ErrorCode(l.Err()) != events.ENotLeader || f.count("heartbeat", true) < 9 || f.count("elect", true) != 1 {
+			t.Fatalf("leadership: err %v, %d heartbeats", l.Err(), f.count("heartbeat", true))
+		}
+		l, err = fakeClient(f).KeepLeadership(t.Context(), client.LockRequest{Key: lockKey + "2", Holder: "me", TTL: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(t.Context()); err != nil || f.count("resign", true) != 1 {
+			t.Fatalf("Release of a leadership: %v, %d resigns", err, f.count("resign", true))
+		}
 	})
+}
 
-	t.Run("ErrHeld", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			f.give(lockKey, "other", time.Hour)
-			if _, err := fakeClient(f).KeepLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "me"}); events.ErrorCode(err) != events.ELockHeld {
-				t.Fatalf("KeepLock of a held lock: %v", err)
-			}
-		})
+// bubble runs a subtest in virtual time against a fresh fakeLocks.
+func bubble(t *testing.T, name string, test func(t *testing.T, f *fakeLocks)) {
+	t.Run(name, func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { test(t, newFakeLocks()) })
 	})
+}
 
-	t.Run("WithTakeWaitsForTheLock", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			f.give(lockKey, "other", 5*time.Second)
-			tries := 0
-			wait := client.WithTake(func(ctx context.Context, try func(context.Context) (client.Lock, error)) (client.Lock, error) {
-				for {
-					tries++
-					l, err := try(ctx)
-					if events.ErrorCode(err) != events.ELockHeld {
-						return l, err
-					}
-					time.Sleep(time.Second)
-				}
-			})
-			l := mustKeep(t, t.Context(), fakeClient(f), "me", 3*time.Second, wait)
-			if tries < 5 {
-				t.Fatalf("took the lock after %d tries", tries)
-			}
-			// The lease runs from the successful try: renewals keep it.
-			time.Sleep(10 * time.Second)
-			if h, _ := f.holder(lockKey); h != "me" || l.Err() != nil {
-				t.Fatalf("holder %q, err %v", h, l.Err())
-			}
-			if err := l.Release(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	})
-
-	t.Run("DefaultTTLIsTheServers", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			l := mustKeep(t, t.Context(), fakeClient(f), "me", 0)
-			time.Sleep(59 * time.Second)
-			if n := f.count("extend", true); n != 2 {
-				t.Fatalf("%d extends in 59s of a 60s lease, want 2 (every 20s)", n)
-			}
-			if err := l.Release(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	})
-
-	t.Run("Leadership", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeLocks()
-			l, err := fakeClient(f).KeepLeadership(t.Context(), client.LockRequest{Key: lockKey, Holder: "me", TTL: 3 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(10 * time.Second)
-			f.give(lockKey, "other", time.Hour)
-			<-l.Done()
-			if events.ErrorCode(l.Err()) != events.ENotLeader || f.count("heartbeat", true) < 9 || f.count("elect", true) != 1 {
-				t.Fatalf("leadership: err %v, %d heartbeats", l.Err(), f.count("heartbeat", true))
-			}
-			l, err = fakeClient(f).KeepLeadership(t.Context(), client.LockRequest{Key: lockKey + "2", Holder: "me", TTL: 3 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Release(t.Context()); err != nil || f.count("resign", true) != 1 {
-				t.Fatalf("Release of a leadership: %v, %d resigns", err, f.count("resign", true))
-			}
-		})
-	})
+func mustRelease(t *testing.T, l *client.Lease) {
+	t.Helper()
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // flaky is a transport that can be cut off: a network partition
