@@ -31,7 +31,7 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 		"report": {"ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE"},
 	} {
 		var stderr bytes.Buffer
-		err := run(context.Background(), []string{cmd, "-h"}, func(string) string { return "" }, io.Discard, &stderr)
+		err := run(context.Background(), []string{cmd, "-h"}, io.Discard, &stderr)
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s -h: %v, want flag.ErrHelp", cmd, err)
 		}
@@ -45,8 +45,43 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 
 func TestErrNoCommand(t *testing.T) {
 	var stderr bytes.Buffer
-	if err := run(context.Background(), nil, func(string) string { return "" }, io.Discard, &stderr); err == nil || !strings.Contains(stderr.String(), "serve") {
+	if err := run(context.Background(), nil, io.Discard, &stderr); err == nil || !strings.Contains(stderr.String(), "serve") {
 		t.Fatalf("run without a command: %v\n%s", err, stderr.String())
+	}
+}
+
+// TestErrBadEnv: a variable the flag does not accept is an error naming
+// the variable, never a silent default, in every command.
+func TestErrBadEnv(t *testing.T) {
+	for _, tc := range []struct {
+		command, name, value string
+	}{
+		{"serve", "ESKV_PARTITIONS", "twelve"},
+		{"serve", "ESKV_PARTITIONS", "0"},
+		{"serve", "ESKV_AUDITOR_LINGER", "100"},
+		{"serve", "ESKV_AUDITOR_MAX_BATCH", "lots"},
+		{"serve", "ESKV_ALERT_WINDOW", "5"},
+		{"serve", "ESKV_ALERT_THRESHOLD", "10%"},
+		{"serve", "ESKV_ALERT_MIN_ATTEMPTS", "-1"},
+		{"serve", "ESKV_AUDIT_INSECURE_DEV_KEY", "yes"},
+		{"serve", "ESKV_LOG_LEVEL", "loud"},
+		{"verify", "ESKV_PARTITIONS", "twelve"},
+		{"report", "ESKV_REPORT_JSON", "yes"},
+		{"prove", "ESKV_LOG_LEVEL", "loud"},
+	} {
+		t.Run(tc.command+"/"+tc.name+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			err := run(context.Background(), []string{tc.command}, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("%s with %s=%s: %v, want an error naming %s", tc.command, tc.name, tc.value, err, tc.name)
+			}
+		})
+	}
+}
+
+func setenv(tb testing.TB, env map[string]string) {
+	for k, v := range env {
+		tb.Setenv(k, v)
 	}
 }
 
@@ -54,7 +89,8 @@ func TestErrNoCommand(t *testing.T) {
 // says how to give one.
 func TestErrServeWithoutKey(t *testing.T) {
 	t.Chdir(t.TempDir()) // no .eskv/audit-key here
-	err := run(context.Background(), []string{"serve"}, func(string) string { return "" }, io.Discard, io.Discard)
+	setenv(t, map[string]string{"ESKV_AUDIT_KEY": "", "ESKV_AUDIT_KEY_FILE": "", "ESKV_AUDIT_INSECURE_DEV_KEY": ""})
+	err := run(context.Background(), []string{"serve"}, io.Discard, io.Discard)
 	if !errors.Is(err, errNoKey) || !strings.Contains(err.Error(), "-insecure-dev-key") {
 		t.Fatalf("serve without a key: %v", err)
 	}
@@ -68,8 +104,8 @@ func TestKeyFromDefaultFile(t *testing.T) {
 	if err := os.WriteFile(DefaultKeyFile, []byte("# make run's key\n"+testAuditKey+"\nold:"+strings.Repeat("11", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	c := commonFlags(fs, func(string) string { return "" })
+	_, c := newFlags("t", io.Discard)
+	c.getenv = func(string) string { return "" }
 	kr, source, err := c.keyring()
 	if err != nil {
 		t.Fatal(err)
@@ -99,12 +135,12 @@ func TestServeVerifyReport(t *testing.T) {
 		"ESKV_AUDITOR_ADDR_FILE":   addrFile,
 		"ESKV_AUDITOR_LINGER":      "10ms",
 	}
-	getenv := func(k string) string { return env[k] }
+	setenv(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs testenv.Buffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, getenv, io.Discard, &logs) }()
+	go func() { done <- run(ctx, []string{"serve"}, io.Discard, &logs) }()
 
 	var base string
 	waitFor(t, "the address file", func() bool {
@@ -136,7 +172,7 @@ func TestServeVerifyReport(t *testing.T) {
 
 	t.Run("VerifyOK", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"verify", "-wait", "20s"}, getenv, &out, io.Discard); err != nil {
+		if err := run(context.Background(), []string{"verify", "-wait", "20s"}, &out, io.Discard); err != nil {
 			t.Fatalf("verify: %v\n%s", err, out.String())
 		}
 		if !strings.HasPrefix(out.String(), "verify OK (all keys): 2 rows of 1 keys; 2 events") {
@@ -148,7 +184,7 @@ func TestServeVerifyReport(t *testing.T) {
 		// Another formatting of the same JSON value: canonical JSON makes
 		// them one.
 		var out bytes.Buffer
-		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{ "a" : 2.0 }`}, getenv, &out, io.Discard)
+		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{ "a" : 2.0 }`}, &out, io.Discard)
 		if err != nil || !strings.Contains(out.String(), "PROVEN: {\"a\":2} was the value of tenant/t/project/p/k at version 2") {
 			t.Fatalf("prove: %v\n%s", err, out.String())
 		}
@@ -156,7 +192,7 @@ func TestServeVerifyReport(t *testing.T) {
 	})
 	t.Run("ErrProveOtherValue", func(t *testing.T) {
 		var out bytes.Buffer
-		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{"a":1}`}, getenv, &out, io.Discard)
+		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{"a":1}`}, &out, io.Discard)
 		if _, ok := errors.AsType[*discrepancyError](err); !ok || !strings.Contains(err.Error(), "value_differs") {
 			t.Fatalf("prove of another value: %v\n%s", err, out.String())
 		}
@@ -164,7 +200,7 @@ func TestServeVerifyReport(t *testing.T) {
 	})
 	t.Run("ReportJSON", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"report", "-json", "-by", "total", "-since", "24h"}, getenv, &out, io.Discard); err != nil {
+		if err := run(context.Background(), []string{"report", "-json", "-by", "total", "-since", "24h"}, &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		var rep reportOutput
@@ -177,7 +213,7 @@ func TestServeVerifyReport(t *testing.T) {
 	})
 	t.Run("ReportTable", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"report", "-by", "hour"}, getenv, &out, io.Discard); err != nil {
+		if err := run(context.Background(), []string{"report", "-by", "hour"}, &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), "config") || !strings.Contains(out.String(), "33.3%") {
@@ -195,7 +231,7 @@ func TestServeVerifyReport(t *testing.T) {
 			return n == 0
 		})
 		var out bytes.Buffer
-		err := run(context.Background(), []string{"verify"}, getenv, &out, io.Discard)
+		err := run(context.Background(), []string{"verify"}, &out, io.Discard)
 		de, ok := errors.AsType[*discrepancyError](err)
 		if !ok || !strings.Contains(err.Error(), "tenant/t/project/p/k@1: row_altered") {
 			t.Fatalf("verify: %v\n%s", err, out.String())

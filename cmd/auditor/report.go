@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -25,10 +24,8 @@ type reportOutput struct {
 
 // report prints conflict rates per bucket, tenant, project and purpose,
 // the top conflicting keys and the alerts of the range.
-func report(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("auditor report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := commonFlags(fs, getenv)
+func report(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, c := newFlags("report", stderr)
 	by := fs.String("by", "minute", "bucket: minute, hour or total")
 	since := fs.Duration("since", time.Hour, "report the last this long (ignored with -from)")
 	fromS := fs.String("from", "", "start of the range, RFC 3339 (default now - since)")
@@ -37,12 +34,10 @@ func report(ctx context.Context, args []string, getenv func(string) string, stdo
 	project := fs.String("project", "", "only this project")
 	purpose := fs.String("purpose", "", "only this purpose")
 	top := fs.Int("top", 10, "also list the N keys with the most conflicts (0: none)")
-	asJSON := fs.Bool("json", env(getenv, "ESKV_REPORT_JSON", "") == "true", "print JSON instead of tables (ESKV_REPORT_JSON)")
-	if err := fs.Parse(args); err != nil {
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	fs.Env("json", "ESKV_REPORT_JSON")
+	if err := c.parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	bucket := audit.Bucket(*by)
 	switch bucket {
@@ -75,9 +70,6 @@ func report(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		return err
-	}
 	out := reportOutput{From: from, To: to, Bucket: bucket}
 	if out.Rates, err = store.ConflictRates(ctx, audit.RateQuery{
 		From: from, To: to, Bucket: bucket, Tenant: *tenant, Project: *project, Purpose: *purpose,

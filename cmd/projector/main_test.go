@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -24,7 +25,7 @@ import (
 
 func TestHelpListsTheEnvironment(t *testing.T) {
 	var stderr bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, io.Discard, &stderr)
+	err := run(context.Background(), []string{"-h"}, io.Discard, &stderr)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("run -h: %v, want flag.ErrHelp", err)
 	}
@@ -35,30 +36,37 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 	}
 }
 
-func TestErrBadPartitions(t *testing.T) {
-	env := map[string]string{"ESKV_PARTITIONS": "zero"}
-	err := run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "partitions") {
-		t.Fatalf("run: %v, want a partitions error", err)
+// TestErrBadEnv: a variable the flag does not accept is an error naming
+// the variable, never a silent default, in every command.
+func TestErrBadEnv(t *testing.T) {
+	for _, tc := range []struct {
+		command     []string
+		name, value string
+	}{
+		{nil, "ESKV_PARTITIONS", "zero"},
+		{nil, "ESKV_PARTITIONS", "-3"},
+		{nil, "ESKV_PROJECTOR_CHECK_INTERVAL", "30"},
+		{nil, "ESKV_PROJECTOR_CHECK_INTERVAL", "0s"},
+		{nil, "ESKV_LOG_LEVEL", "loud"},
+		{[]string{"rebuild", "-into", "x"}, "ESKV_PARTITIONS", "twelve"},
+		{[]string{"diff"}, "ESKV_LOG_LEVEL", "verbose"},
+	} {
+		t.Run(fmt.Sprint(tc.command, tc.name, "=", tc.value), func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			err := run(context.Background(), tc.command, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("run with %s=%s: %v, want an error naming %s", tc.name, tc.value, err, tc.name)
+			}
+		})
 	}
 }
 
 func TestRunProjectsAndServes(t *testing.T) {
-	b := testenv.MustBroker(t, 3)
-	pg := testenv.MustPostgresDB(t)
+	b, pg := mustStack(t, 3)
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	env := map[string]string{
-		"ESKV_BROKERS":             strings.Join(b.Addrs, ","),
-		"ESKV_POSTGRES_URL":        pg.URL,
-		"ESKV_PARTITIONS":          "3",
-		"ESKV_PROJECTOR_ADDR":      "127.0.0.1:0",
-		"ESKV_PROJECTOR_ADDR_FILE": addrFile,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Setenv("ESKV_PROJECTOR_ADDR_FILE", addrFile)
 	var logs testenv.Buffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, &logs) }()
+	stop := serveInBackground(t, &logs)
 
 	var base string
 	waitFor(t, "the address file", func() bool {
@@ -90,14 +98,8 @@ func TestRunProjectsAndServes(t *testing.T) {
 		t.Errorf("GET /metrics: %d, applied counter missing:\n%s", code, body)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of the cancel")
+	if err := stop(); err != nil {
+		t.Errorf("run after cancel: %v", err)
 	}
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Errorf("no JSON 'stopped' log line:\n%s", logs.String())
