@@ -42,7 +42,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	f.Env("addr", "ESKV_BROKER_PORT")
 	f.StringVar(&c.dataDir, "data", ".eskv/broker", "directory the broker persists to; reloaded on start")
 	f.Env("data", "ESKV_BROKER_DATA")
-	f.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "debug, info, warn or error; info and debug include kfake's per-request logs")
+	f.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error; info and debug include kfake's per-request logs")
 	f.Env("log-level", "ESKV_BROKER_LOG_LEVEL")
 	f.BoolVar(&c.sync, "sync", false,
 		"fsync every write, so acknowledged writes survive a machine crash too; without it they survive a kill -9 of the broker, as with Kafka's default flush policy")

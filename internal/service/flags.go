@@ -99,7 +99,7 @@ func (f *Flags) Positive(names ...string) error {
 // LogLevel defines -log-level (ESKV_LOG_LEVEL) on f, def by default.
 func LogLevel(f *Flags, def slog.Level) *slog.Level {
 	level := def
-	f.TextVar(&level, "log-level", def, "debug, info, warn or error; JSON logs go to stderr")
+	f.TextVar(&level, "log-level", def, "the `level` of the JSON logs on stderr: debug, info, warn or error")
 	f.Env("log-level", "ESKV_LOG_LEVEL")
 	return &level
 }
