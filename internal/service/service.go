@@ -1,9 +1,9 @@
-// Package service is what eskv's services (writer, projector, auditor)
-// share around their own work: configuration as flags whose defaults come
-// from ESKV_ variables (Flags, Kafka, Postgres, LogLevel), one metrics
-// registry, the /healthz, /readyz and /metrics endpoints, and one
-// lifecycle (Serve): listen, serve HTTP next to the long-running parts,
-// stop in order.
+// Package service is what eskv's commands (writer, projector, auditor,
+// devbroker) share around their own work: one main (Main: signals, exit
+// codes), configuration as flags whose defaults come from ESKV_ variables
+// (Flags, Kafka, Postgres, LogLevel), one metrics registry, the /healthz,
+// /readyz and /metrics endpoints, and one lifecycle (Serve): listen, serve
+// HTTP next to the long-running parts, stop in order.
 package service
 
 import (
