@@ -3,38 +3,50 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit lint build bench chaos clean
+.PHONY: run test test-unit test-scripts lint build bench chaos clean
 
 run:
 	bash scripts/run-local.sh
 
+# tools/ (eskvbench, eskvchaos) is a module of its own: every target that
+# checks the product checks it too.
 test:
 	bash scripts/test-services.sh
 	go vet ./...
 	go test -race -count=1 -timeout 12m ./...
+	cd tools && go vet ./... && go test -race -count=1 ./...
 
 test-unit:
 	ESKV_UNIT_ONLY=1 go test -short ./...
+	cd tools && go test -short ./...
+
+# make run / make clean as a user meets them, from temporary clones on free
+# ports: run, Ctrl-C, clean, run again, two clones side by side.
+test-scripts:
+	bash scripts/test-local-stack.sh
 
 lint:
 	@unformatted=$$(gofmt -l .); \
 	if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	cd tools && go vet ./...
 	bash scripts/ensure-tools.sh
 	"$$(go env GOPATH)/bin/staticcheck" ./...
+	cd tools && "$$(go env GOPATH)/bin/staticcheck" ./...
 
 build:
 	go build -o bin/ ./cmd/...
 
 bench:
 	bash scripts/ensure-clickhouse.sh # for the auditor's figures (7a, 7b)
-	if [[ -d cmd/eskvbench ]]; then go run ./cmd/eskvbench $(BENCH_ARGS); \
-	else go test -run '^$$' -bench . -benchmem ./...; fi
+	cd tools && go run ./eskvbench $(BENCH_ARGS)
 
 # Fault harness: real processes, SIGKILL/SIGSTOP, linearizability and log
 # checks (docs/chaos.md). CHAOS_SECONDS=60 make chaos for a shorter run.
 chaos:
-	go run ./cmd/eskvchaos $(CHAOS_ARGS)
+	cd tools && go run ./eskvchaos $(CHAOS_ARGS)
 
+# .eskv/ and this clone's databases eskv_<stack-id> (scripts/clean-local.sh).
 clean:
-	rm -rf .eskv bin
+	bash scripts/clean-local.sh
+	rm -rf bin

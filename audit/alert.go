@@ -121,16 +121,46 @@ func (al *alerter) evaluate(ctx context.Context) error {
 	}
 	now := al.cfg.Now().UTC()
 	end := now.Truncate(time.Minute)
-	from := end.Add(-al.cfg.Window)
-	rates, err := al.store.ConflictRates(ctx, RateQuery{From: from, To: end, Bucket: Minute})
+	rates, err := al.store.ConflictRates(ctx, RateQuery{From: end.Add(-al.cfg.Window), To: end, Bucket: Minute})
 	if err != nil {
 		return err
 	}
-	minutes := int(al.cfg.Window / time.Minute)
-	type window struct {
-		applied, conflicts uint64
-		hot                int // minutes above the threshold
+	groups := al.windows(rates)
+	inserts := al.transitions(groups, now)
+	// Gauges of groups gone quiet are removed, not left at their last value.
+	for g := range al.gauges {
+		if _, ok := groups[g]; !ok {
+			al.m.conflictRate.DeleteLabelValues(g.Tenant, g.Project, g.Purpose)
+			delete(al.gauges, g)
+		}
 	}
+	if err := al.store.InsertAlerts(ctx, inserts); err != nil {
+		return err // the states stay as they were: the next evaluation retries
+	}
+	for _, a := range inserts {
+		if a.State == "firing" {
+			al.m.alertsFired.Inc()
+			al.firing[a.Group] = true
+			al.m.alert.WithLabelValues(a.Group.Tenant, a.Group.Project, a.Group.Purpose).Set(1)
+		} else {
+			delete(al.firing, a.Group)
+			al.m.alert.DeleteLabelValues(a.Group.Tenant, a.Group.Project, a.Group.Purpose)
+		}
+	}
+	for g := range al.firing {
+		al.m.alert.WithLabelValues(g.Tenant, g.Project, g.Purpose).Set(1)
+	}
+	return nil
+}
+
+// window is a group's traffic in the alert window.
+type window struct {
+	applied, conflicts uint64
+	hot                int // minutes above the threshold
+}
+
+// windows sums the per-minute rates by group.
+func (al *alerter) windows(rates []Rate) map[RateGroup]*window {
 	groups := map[RateGroup]*window{}
 	for _, r := range rates {
 		g := RateGroup{r.Tenant, r.Project, r.Purpose}
@@ -145,6 +175,14 @@ func (al *alerter) evaluate(ctx context.Context) error {
 			w.hot++
 		}
 	}
+	return groups
+}
+
+// transitions sets each group's rate gauge and returns the alerts that
+// fire or resolve at now: a group fires when every minute of the window
+// was above the threshold, with enough attempts.
+func (al *alerter) transitions(groups map[RateGroup]*window, now time.Time) []Alert {
+	minutes := int(al.cfg.Window / time.Minute)
 	var inserts []Alert
 	for g, w := range groups {
 		rate := float64(w.conflicts) / float64(w.applied+w.conflicts)
@@ -174,31 +212,7 @@ func (al *alerter) evaluate(ctx context.Context) error {
 			al.log.Info("conflict-rate alert resolved (no traffic in the window)", "tenant", g.Tenant, "project", g.Project, "purpose", g.Purpose)
 		}
 	}
-	// Gauges of groups gone quiet are removed, not left at their last value.
-	for g := range al.gauges {
-		if _, ok := groups[g]; !ok {
-			al.m.conflictRate.DeleteLabelValues(g.Tenant, g.Project, g.Purpose)
-			delete(al.gauges, g)
-		}
-	}
-	if err := al.store.InsertAlerts(ctx, inserts); err != nil {
-		return err // the states stay as they were: the next evaluation retries
-	}
-	for _, a := range inserts {
-		firing := a.State == "firing"
-		if firing {
-			al.m.alertsFired.Inc()
-			al.firing[a.Group] = true
-			al.m.alert.WithLabelValues(a.Group.Tenant, a.Group.Project, a.Group.Purpose).Set(1)
-		} else {
-			delete(al.firing, a.Group)
-			al.m.alert.DeleteLabelValues(a.Group.Tenant, a.Group.Project, a.Group.Purpose)
-		}
-	}
-	for g := range al.firing {
-		al.m.alert.WithLabelValues(g.Tenant, g.Project, g.Purpose).Set(1)
-	}
-	return nil
+	return inserts
 }
 
 // InsertAlerts appends alert rows to audit_alerts.

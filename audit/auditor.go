@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eskv/eskv/changelog"
@@ -159,56 +158,29 @@ func (a *Auditor) Run(ctx context.Context) error {
 		a.log.Error("topic check failed; not starting", "err", err)
 		return err
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(a.cfg.Brokers...),
-		kgo.WithLogger(changelog.Logger(a.log)),
-		kgo.ConsumerGroup(a.cfg.Group),
-		kgo.SessionTimeout(10 * time.Second),
-		kgo.HeartbeatInterval(time.Second),
-		kgo.ConsumeTopics(a.cfg.Topics.Changes, a.cfg.Topics.Conflicts),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Transaction markers advance the committed offsets too, so a
-		// caught-up auditor's offsets equal the last stable offsets.
-		kgo.KeepControlRecords(),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		// Partitions never committed start at the beginning, and so does
-		// one whose committed offset fell out of the log (kv.conflicts
-		// has time retention): re-reading is harmless, skipping is not.
-		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(100 * time.Millisecond),
-		kgo.FetchMaxBytes(64 << 20),
-		kgo.FetchMaxPartitionBytes(16 << 20),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-			a.log.Info("partitions assigned", "partitions", assigned)
-		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-			a.log.Info("partitions revoked", "partitions", revoked)
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-			a.log.Warn("partitions lost", "partitions", lost)
-		}),
-	}
-	if a.cfg.InstanceID != "" {
-		opts = append(opts, kgo.InstanceID(a.cfg.InstanceID))
-	}
-	cl, err := kgo.NewClient(opts...)
+	c, err := changelog.NewConsumer(changelog.ConsumerConfig{
+		Brokers: a.cfg.Brokers, Topics: []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
+		Group: a.cfg.Group, InstanceID: a.cfg.InstanceID, MaxBatch: a.cfg.MaxBatch, Linger: a.cfg.Linger,
+		// A partition whose committed offset fell out of the log
+		// (kv.conflicts has time retention) starts again at the
+		// beginning: re-reading is harmless, skipping is not.
+		ResetToStart: true,
+		Log:          a.log,
+		Opts:         []kgo.Opt{kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(16 << 20)},
+	}, sink{a})
 	if err != nil {
-		return fmt.Errorf("auditor: kafka client: %w", err)
+		return fmt.Errorf("auditor: %w", err)
 	}
 	defer func() {
 		a.ready.Store(false)
-		cl.AllowRebalance()
-		cl.Close() // leaves the group
+		c.Close() // leaves the group
 		a.log.Info("auditor stopped")
 	}()
 	a.log.Info("auditor started", "brokers", a.cfg.Brokers, "topics", []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
 		"group", a.cfg.Group, "instance_id", a.cfg.InstanceID, "key_id", a.keys.Current.ID)
 
-	var alerts *alerter
 	if a.cfg.Alerts.Window > 0 {
-		alerts = newAlerter(a.cfg.Alerts, a.store, a.log, a.m)
+		alerts := newAlerter(a.cfg.Alerts, a.store, a.log, a.m)
 		actx, acancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); alerts.run(actx) }()
@@ -216,56 +188,19 @@ func (a *Auditor) Run(ctx context.Context) error {
 	}
 
 	a.ready.Store(true)
-	for {
-		recs, err := a.poll(ctx, cl)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if len(recs) == 0 {
-			cl.AllowRebalance()
-			continue
-		}
-		b, perr := a.build(ctx, recs)
-		if b == nil {
-			if ctx.Err() != nil {
-				return nil // nothing inserted: the next run reads it again
-			}
-			return perr
-		}
-		if err := a.insert(ctx, b); err != nil {
-			if ctx.Err() != nil {
-				return nil // not committed: the next run inserts it again
-			}
-			return err
-		}
-		a.commit(cl, b.next)
-		if perr != nil {
-			return perr
-		}
-		cl.AllowRebalance()
-	}
+	return c.Run(ctx)
 }
 
 // waitTopics waits until both topics exist (the writer creates them) and
 // checks the partition count of kv.changes; a mismatch is fatal at once.
 func (a *Auditor) waitTopics(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for {
-		err := a.checkTopics(ctx)
-		if err == nil || errors.Is(err, changelog.ErrPartitionCount) || ctx.Err() != nil {
-			return err
-		}
-		a.log.Warn("topics not available yet; retrying", "retry_in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	return changelog.Retry{
+		Base: 100 * time.Millisecond, Cap: 5 * time.Second,
+		Retriable: func(err error) bool { return !errors.Is(err, changelog.ErrPartitionCount) },
+		OnRetry: func(err error, wait time.Duration) {
+			a.log.Warn("topics not available yet; retrying", "retry_in", wait, "err", err)
+		},
+	}.Do(ctx, a.checkTopics)
 }
 
 func (a *Auditor) checkTopics(ctx context.Context) error {
@@ -278,67 +213,54 @@ func (a *Auditor) checkTopics(ctx context.Context) error {
 	if err := changelog.Check(ctx, adm, a.cfg.Topics); err != nil {
 		return fmt.Errorf("auditor: %w", err)
 	}
-	details, err := adm.ListTopics(ctx, a.cfg.Topics.Conflicts)
-	if err != nil {
-		return fmt.Errorf("auditor: describe topic %s: %w", a.cfg.Topics.Conflicts, err)
-	}
-	if d, ok := details[a.cfg.Topics.Conflicts]; !ok || d.Err != nil {
-		return fmt.Errorf("auditor: topic %s: %v", a.cfg.Topics.Conflicts, d.Err)
+	if _, err := changelog.Describe(ctx, adm, a.cfg.Topics.Conflicts); err != nil {
+		return fmt.Errorf("auditor: %w", err)
 	}
 	return nil
 }
 
-// poll returns the next batch: it waits for records, then gathers more for
-// up to Linger or until MaxBatch.
-func (a *Auditor) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error) {
-	var recs []*kgo.Record
-	var deadline time.Time
-	for len(recs) < a.cfg.MaxBatch {
-		pctx := ctx
-		if len(recs) > 0 {
-			left := time.Until(deadline)
-			if left <= 0 {
-				break
-			}
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(ctx, left)
-			defer cancel()
-		}
-		fetches := cl.PollRecords(pctx, a.cfg.MaxBatch-len(recs))
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			return nil, ctx.Err()
-		}
-		if err := a.fetchErrors(fetches); err != nil {
-			return nil, err
-		}
-		if len(recs) == 0 && fetches.NumRecords() > 0 {
-			deadline = time.Now().Add(a.cfg.Linger)
-		}
-		recs = append(recs, fetches.Records()...)
-		if pctx != ctx && pctx.Err() != nil {
-			break
-		}
-	}
-	return recs, nil
+// sink is the auditor as the changelog consumer's sink: each batch is
+// hashed and inserted, and only then committed to the group.
+type sink struct{ *Auditor }
+
+// Assigned keeps the group's offsets: the trail holds what they say.
+func (s sink) Assigned(context.Context, map[string][]int32) (map[string]map[int32]kgo.Offset, error) {
+	return nil, nil
 }
 
-// fetchErrors returns an error for any fetch error that would make the
-// auditor skip records. Group session errors are transient: the client
-// rejoins by itself.
-func (a *Auditor) fetchErrors(fetches kgo.Fetches) error {
-	var errs []error
-	fetches.EachError(func(topic string, part int32, err error) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
-			return
+// Write hashes, chains and inserts recs. A record that does not decode
+// stops its partition there: the rest is inserted, the partition's next
+// offset stays at the bad record, and Write returns it.
+func (s sink) Write(ctx context.Context, recs []*kgo.Record) (changelog.Offsets, error) {
+	b, poison := s.build(ctx, recs)
+	if b == nil {
+		return nil, poison // nothing inserted: the next run reads it again
+	}
+	if err := s.insert(ctx, b); err != nil {
+		return nil, err // not committed: the next run inserts it again
+	}
+	return b.next, poison
+}
+
+// Committed records the offsets committed (Committed, the metric). A
+// failure is logged: the rows are in ClickHouse, and a replay inserts the
+// same rows.
+func (s sink) Committed(next changelog.Offsets, err error) {
+	if err != nil {
+		s.log.Warn("committing offsets failed; the batch will be read again (its rows are idempotent)", "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range next {
+		if s.committed[t] == nil {
+			s.committed[t] = map[int32]int64{}
 		}
-		if _, ok := errors.AsType[*kgo.ErrGroupSession](err); ok {
-			a.log.Warn("consumer group session failed; rejoining", "err", err)
-			return
+		for p, o := range ps {
+			s.committed[t][p] = o
+			s.m.nextOffset.WithLabelValues(t, strconv.Itoa(int(p))).Set(float64(o))
 		}
-		a.log.Error("fetch failed; stopping", "topic", topic, "partition", part, "err", err)
-		errs = append(errs, fmt.Errorf("auditor: fetch %s/%d: %w", topic, part, err))
-	})
-	return errors.Join(errs...)
+	}
 }
 
 // batch is what one poll becomes: rows to insert, the chain links they
@@ -347,7 +269,7 @@ type batch struct {
 	rows      []Row
 	conflicts []ConflictRow
 	tips      map[string]tip
-	next      map[string]map[int32]int64
+	next      changelog.Offsets
 	records   int
 }
 
@@ -369,46 +291,82 @@ type part struct {
 // stops its partition there: build returns the batch of everything else
 // (the partition's next offset stays at the bad record) and the error.
 func (a *Auditor) build(ctx context.Context, recs []*kgo.Record) (*batch, error) {
-	type tp struct {
-		topic string
-		id    int32
-	}
-	parts := map[tp]*part{}
-	var order []*part
-	for _, r := range recs {
-		p := parts[tp{r.Topic, r.Partition}]
-		if p == nil {
-			p = &part{topic: r.Topic, id: r.Partition}
-			parts[tp{r.Topic, r.Partition}] = p
-			order = append(order, p)
-		}
-		p.recs = append(p.recs, r)
-	}
+	parts := partsOf(recs)
 	k := a.keys.Current
-
 	// Decode (and hash conflicts), in parallel per partition.
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for _, p := range order {
-		g.Go(func() error {
-			a.decode(p, k)
-			return nil
-		})
-	}
-	_ = g.Wait()
-
+	eachPart(parts, func(p *part) { a.decode(p, k) })
 	var poison error
-	for _, p := range order {
+	for _, p := range parts {
 		if p.bad != nil {
 			a.log.Error("record does not decode; stopping the auditor (poison pill)", "topic", p.topic, "partition", p.id, "offset", p.next, "err", p.bad)
 			poison = errors.Join(poison, fmt.Errorf("auditor: poison pill at %s/%d@%d: %w", p.topic, p.id, p.next, p.bad))
 		}
 	}
+	looked, err := a.lookupPrev(ctx, parts)
+	if err != nil {
+		return nil, err
+	}
+	// Hash and chain, in parallel per partition: a key's events are all
+	// in one partition, in order.
+	var starts atomic.Int64
+	eachPart(parts, func(p *part) { starts.Add(a.chain(p, looked, k)) })
+	if n := starts.Load(); n > 0 {
+		a.m.chainStarts.Add(float64(n))
+		a.log.Info("rows start a chain: their previous versions were compacted away before the auditor read them", "rows", n)
+	}
 
-	// Previous links neither in the cache nor earlier in the batch come
-	// from ClickHouse.
+	b := &batch{next: changelog.Offsets{}, tips: map[string]tip{}, records: len(recs)}
+	for _, p := range parts {
+		if b.next[p.topic] == nil {
+			b.next[p.topic] = map[int32]int64{}
+		}
+		b.next[p.topic][p.id] = p.next
+		b.rows = append(b.rows, p.rows...)
+		b.conflicts = append(b.conflicts, p.conflicts...)
+		maps.Copy(b.tips, p.tips)
+	}
+	return b, poison
+}
+
+// partsOf splits recs by topic partition, in the order partitions first
+// appear, keeping each partition's records in order.
+func partsOf(recs []*kgo.Record) []*part {
+	type tp struct {
+		topic string
+		id    int32
+	}
+	byTP := map[tp]*part{}
+	var order []*part
+	for _, r := range recs {
+		p := byTP[tp{r.Topic, r.Partition}]
+		if p == nil {
+			p = &part{topic: r.Topic, id: r.Partition}
+			byTP[tp{r.Topic, r.Partition}] = p
+			order = append(order, p)
+		}
+		p.recs = append(p.recs, r)
+	}
+	return order
+}
+
+// eachPart runs f on every part, in parallel (up to GOMAXPROCS at once).
+func eachPart(parts []*part, f func(*part)) {
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for _, p := range parts {
+		g.Go(func() error {
+			f(p)
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// lookupPrev fetches from ClickHouse the chain hashes of the previous
+// versions that are neither in the cache nor earlier in the batch.
+func (a *Auditor) lookupPrev(ctx context.Context, parts []*part) (map[KeyVersion]string, error) {
 	var want []KeyVersion
-	for _, p := range order {
+	for _, p := range parts {
 		last := map[string]int64{}
 		for i := range p.events {
 			e := &p.events[i]
@@ -423,63 +381,46 @@ func (a *Auditor) build(ctx context.Context, recs []*kgo.Record) (*batch, error)
 			want = append(want, KeyVersion{e.Key, e.PrevVersion})
 		}
 	}
+	if len(want) == 0 {
+		return nil, nil
+	}
 	var looked map[KeyVersion]string
-	if len(want) > 0 {
-		err := a.retry(ctx, func() (err error) {
-			looked, err = a.store.ChainHashes(ctx, want)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		a.m.lookups.Add(float64(len(want)))
+	err := a.retry(ctx, func() (err error) {
+		looked, err = a.store.ChainHashes(ctx, want)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	a.m.lookups.Add(float64(len(want)))
+	return looked, nil
+}
 
-	// Hash and chain, in parallel per partition: a key's events are all
-	// in one partition, in order.
-	var starts atomic.Int64
-	for _, p := range order {
-		if len(p.events) == 0 {
-			continue
+// chain hashes p's events into rows, each linked to its key's previous
+// row (from p, the cache, or looked), and returns how many rows start a
+// chain because their previous version was never seen.
+func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k Key) (starts int64) {
+	if len(p.events) == 0 {
+		return 0
+	}
+	p.rows = make([]Row, len(p.events))
+	p.tips = make(map[string]tip)
+	for i := range p.events {
+		e := &p.events[i]
+		prev := ""
+		if t, ok := p.tips[e.Key]; ok && t.version == e.PrevVersion {
+			prev = t.chain
+		} else if t, ok := a.tips[e.Key]; ok && t.version == e.PrevVersion {
+			prev = t.chain
+		} else if h, ok := looked[KeyVersion{e.Key, e.PrevVersion}]; ok {
+			prev = h
+		} else if e.PrevVersion > 0 {
+			starts++
 		}
-		g.Go(func() error {
-			p.rows = make([]Row, len(p.events))
-			p.tips = make(map[string]tip)
-			for i := range p.events {
-				e := &p.events[i]
-				prev := ""
-				if t, ok := p.tips[e.Key]; ok && t.version == e.PrevVersion {
-					prev = t.chain
-				} else if t, ok := a.tips[e.Key]; ok && t.version == e.PrevVersion {
-					prev = t.chain
-				} else if h, ok := looked[KeyVersion{e.Key, e.PrevVersion}]; ok {
-					prev = h
-				} else if e.PrevVersion > 0 {
-					starts.Add(1)
-				}
-				p.rows[i] = EventRow(e, p.id, p.eventRecs[i].Offset, k, prev)
-				p.tips[e.Key] = tip{e.Version, p.rows[i].ChainHash}
-			}
-			return nil
-		})
+		p.rows[i] = EventRow(e, p.id, p.eventRecs[i].Offset, k, prev)
+		p.tips[e.Key] = tip{e.Version, p.rows[i].ChainHash}
 	}
-	_ = g.Wait()
-	if n := starts.Load(); n > 0 {
-		a.m.chainStarts.Add(float64(n))
-		a.log.Info("rows start a chain: their previous versions were compacted away before the auditor read them", "rows", n)
-	}
-
-	b := &batch{next: map[string]map[int32]int64{}, tips: map[string]tip{}, records: len(recs)}
-	for _, p := range order {
-		if b.next[p.topic] == nil {
-			b.next[p.topic] = map[int32]int64{}
-		}
-		b.next[p.topic][p.id] = p.next
-		b.rows = append(b.rows, p.rows...)
-		b.conflicts = append(b.conflicts, p.conflicts...)
-		maps.Copy(b.tips, p.tips)
-	}
-	return b, poison
+	return starts
 }
 
 // decode decodes p's records up to the first that does not decode, and
@@ -518,21 +459,14 @@ func (a *Auditor) decode(p *part, k Key) {
 // retry runs f until it succeeds, fails with an error other than
 // ErrUnavailable, or ctx ends. Rebalances wait meanwhile.
 func (a *Auditor) retry(ctx context.Context, f func() error) error {
-	backoff := 100 * time.Millisecond
-	for {
-		err := f()
-		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-			return err
-		}
-		a.m.retries.Inc()
-		a.log.Warn("clickhouse unavailable; retrying", "retry_in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	return changelog.Retry{
+		Base: 100 * time.Millisecond, Cap: 5 * time.Second,
+		Retriable: func(err error) bool { return errors.Is(err, ErrUnavailable) },
+		OnRetry: func(err error, wait time.Duration) {
+			a.m.retries.Inc()
+			a.log.Warn("clickhouse unavailable; retrying", "retry_in", wait, "err", err)
+		},
+	}.Do(ctx, func(context.Context) error { return f() })
 }
 
 // insert stores a batch's rows; ClickHouse has accepted them all when it
@@ -578,47 +512,4 @@ func (a *Auditor) insert(ctx context.Context, b *batch) error {
 	}
 	maps.Copy(a.tips, b.tips)
 	return nil
-}
-
-// commit commits the batch's next offsets to the group. A failure is
-// logged: the rows are in ClickHouse, and a replay inserts the same rows.
-func (a *Auditor) commit(cl *kgo.Client, next map[string]map[int32]int64) {
-	offsets := make(map[string]map[int32]kgo.EpochOffset, len(next))
-	for t, ps := range next {
-		offsets[t] = make(map[int32]kgo.EpochOffset, len(ps))
-		for p, o := range ps {
-			offsets[t][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var cerr error
-	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		cerr = err
-		if err != nil {
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 && cerr == nil {
-					cerr = fmt.Errorf("%s/%d: error code %d", t.Topic, p.Partition, p.ErrorCode)
-				}
-			}
-		}
-	})
-	if cerr != nil {
-		a.log.Warn("committing offsets failed; the batch will be read again (its rows are idempotent)", "err", cerr)
-		return
-	}
-	a.mu.Lock()
-	for t, ps := range next {
-		if a.committed[t] == nil {
-			a.committed[t] = map[int32]int64{}
-		}
-		for p, o := range ps {
-			a.committed[t][p] = o
-			a.m.nextOffset.WithLabelValues(t, strconv.Itoa(int(p))).Set(float64(o))
-		}
-	}
-	a.mu.Unlock()
 }

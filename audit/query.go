@@ -181,6 +181,15 @@ func (s *Store) EventRowAt(ctx context.Context, key string, version int64) (r Ro
 	if !rows.Next() {
 		return r, false, rows.Err()
 	}
+	if r, _, err = scanRow(rows); err != nil {
+		return r, false, err
+	}
+	return r, true, nil
+}
+
+// scanRow scans a row of eventColumns (without ingested_at); tsOK reports
+// whether its column ts agrees with ts_us (the chain covers ts_us).
+func scanRow(rows interface{ Scan(dest ...any) error }) (r Row, tsOK bool, err error) {
 	var (
 		ts   time.Time
 		tsUS int64
@@ -192,7 +201,7 @@ func (s *Store) EventRowAt(ctx context.Context, key string, version int64) (r Ro
 		return r, false, fmt.Errorf("read audit_events: %w", err)
 	}
 	r.TS = time.UnixMicro(tsUS).UTC()
-	return r, true, nil
+	return r, ts.Unix() == r.TS.Truncate(time.Second).Unix(), nil
 }
 
 // KeyScope is the scope of exactly one key.

@@ -32,6 +32,28 @@ func (s Scope) Match(key string) bool {
 	return strings.HasPrefix(key, s.Prefix) && (s.From == "" || key >= s.From) && (s.To == "" || key < s.To)
 }
 
+// where returns the SQL conditions (each starting with " AND ") and
+// their arguments that select the scope's keys.
+func (s Scope) where() (string, []any) {
+	var (
+		q    string
+		args []any
+	)
+	if s.Prefix != "" {
+		q += " AND startsWith(key, ?)"
+		args = append(args, s.Prefix)
+	}
+	if s.From != "" {
+		q += " AND key >= ?"
+		args = append(args, s.From)
+	}
+	if s.To != "" {
+		q += " AND key < ?"
+		args = append(args, s.To)
+	}
+	return q, args
+}
+
 func (s Scope) String() string {
 	var parts []string
 	if s.Prefix != "" {
@@ -139,43 +161,91 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	starts := map[string]map[int32]int64{}
-	ends := map[string]map[int32]int64{}
-	for _, t := range []string{cfg.Topics.Changes, cfg.Topics.Conflicts} {
-		lo, err := adm.ListCommittedOffsets(ctx, t)
-		if err == nil {
-			err = lo.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("verify: last stable offsets of %s: %w", t, err)
-		}
-		ends[t] = map[int32]int64{}
-		lo.Each(func(o kadm.ListedOffset) { ends[t][o.Partition] = o.Offset })
-		// Compaction and retention move the start of a partition.
-		so, err := adm.ListStartOffsets(ctx, t)
-		if err == nil {
-			err = so.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("verify: start offsets of %s: %w", t, err)
-		}
-		starts[t] = map[int32]int64{}
-		so.Each(func(o kadm.ListedOffset) { starts[t][o.Partition] = o.Offset })
+	starts, ends, err := logRanges(ctx, adm, cfg.Topics.Changes, cfg.Topics.Conflicts)
+	if err != nil {
+		return nil, err
 	}
 	committed, err := waitCommitted(ctx, adm, cfg, ends)
 	if err != nil {
 		return nil, err
 	}
-
 	rep := &VerifyReport{Scope: cfg.Scope.String()}
 	var ds []Discrepancy
 	add := func(d Discrepancy) { ds = append(ds, d) }
 
-	// The log, in scope.
+	topic := cfg.Topics.Changes
+	evs, err := readEvents(ctx, cl, topic, cfg.Scope, starts[topic], ends[topic], rep)
+	if err != nil {
+		return nil, err
+	}
+	pending := func(l located[events.Event]) bool {
+		o, ok := committed[topic][l.partition]
+		return !ok || l.offset >= o
+	}
+	keysSeen, err := checkRows(ctx, s, cfg.Scope, evs, keys, pending, rep, add)
+	if err != nil {
+		return nil, err
+	}
+	// Keys of the log without any row.
+	rep.Keys = len(keysSeen)
+	for key, vs := range evs {
+		if keysSeen[key] {
+			continue
+		}
+		rep.Keys++
+		for v, l := range vs {
+			if pending(l) {
+				rep.Pending++
+				continue
+			}
+			add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
+				Detail: fmt.Sprintf("the event at %s/%d@%d has no row", topic, l.partition, l.offset)})
+		}
+	}
+	if err := verifyConflicts(ctx, cl, s, keys, cfg, starts, ends, committed, rep, add); err != nil {
+		return nil, err
+	}
+	rep.Discrepancies = sortDiscrepancies(ds)
+	return rep, nil
+}
+
+// logRanges returns the start and last stable offsets of each partition
+// of topics.
+func logRanges(ctx context.Context, adm *kadm.Client, topics ...string) (starts, ends map[string]map[int32]int64, err error) {
+	starts, ends = map[string]map[int32]int64{}, map[string]map[int32]int64{}
+	for _, t := range topics {
+		if ends[t], err = listed(ctx, "last stable offsets", t, adm.ListCommittedOffsets); err != nil {
+			return nil, nil, err
+		}
+		// Compaction and retention move the start of a partition.
+		if starts[t], err = listed(ctx, "start offsets", t, adm.ListStartOffsets); err != nil {
+			return nil, nil, err
+		}
+	}
+	return starts, ends, nil
+}
+
+// listed returns the offsets list lists for topic, by partition.
+func listed(ctx context.Context, what, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
+	lo, err := list(ctx, topic)
+	if err == nil {
+		err = lo.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: %s of %s: %w", what, topic, err)
+	}
+	offs := map[int32]int64{}
+	lo.Each(func(o kadm.ListedOffset) { offs[o.Partition] = o.Offset })
+	return offs, nil
+}
+
+// readEvents reads the events of topic in scope, [starts, ends) per
+// partition, by key and version, counting them in rep.
+func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, starts, ends map[int32]int64, rep *VerifyReport) (map[string]map[int64]located[events.Event], error) {
 	evs := map[string]map[int64]located[events.Event]{}
-	for p := range ends[cfg.Topics.Changes] {
-		err := changelog.ReadCommitted(ctx, cl, cfg.Topics.Changes, p, starts[cfg.Topics.Changes][p], ends[cfg.Topics.Changes][p], func(r *kgo.Record) error {
-			if !cfg.Scope.Match(string(r.Key)) {
+	for p := range ends {
+		err := changelog.ReadCommitted(ctx, cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
+			if !sc.Match(string(r.Key)) {
 				return nil
 			}
 			e, err := changelog.Event(r)
@@ -190,15 +260,16 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("verify: read %s/%d: %w", cfg.Topics.Changes, p, err)
+			return nil, fmt.Errorf("verify: read %s/%d: %w", topic, p, err)
 		}
 	}
-	pending := func(l located[events.Event]) bool {
-		o, ok := committed[cfg.Topics.Changes][l.partition]
-		return !ok || l.offset >= o
-	}
+	return evs, nil
+}
 
-	// The rows, key by key in version order.
+// checkRows checks the rows in scope key by key, in version order,
+// against evs (checkKey), and returns the keys that have rows.
+func checkRows(ctx context.Context, s *Store, sc Scope, evs map[string]map[int64]located[events.Event], keys *Keyring,
+	pending func(located[events.Event]) bool, rep *VerifyReport, add func(Discrepancy)) (map[string]bool, error) {
 	keysSeen := map[string]bool{}
 	var cur []Row // rows of the current key, one per version
 	var curDup map[int64][]Row
@@ -211,7 +282,7 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 		checkKey(key, cur, curDup, evs[key], keys, pending, rep, add)
 		cur, curDup = cur[:0], nil
 	}
-	err = s.scanEvents(ctx, cfg.Scope, func(r Row, tsOK bool) {
+	err := s.scanEvents(ctx, sc, func(r Row, tsOK bool) {
 		if len(cur) > 0 && cur[0].Key != r.Key {
 			flush()
 		}
@@ -232,32 +303,12 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 		return nil, err
 	}
 	flush()
+	return keysSeen, nil
+}
 
-	// Keys of the log without any row.
-	for key, vs := range evs {
-		if keysSeen[key] {
-			continue
-		}
-		for v, l := range vs {
-			if pending(l) {
-				rep.Pending++
-				continue
-			}
-			add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
-				Detail: fmt.Sprintf("the event at %s/%d@%d has no row", cfg.Topics.Changes, l.partition, l.offset)})
-		}
-	}
-	rep.Keys = len(keysSeen)
-	for k := range evs {
-		if !keysSeen[k] {
-			rep.Keys++
-		}
-	}
-
-	if err := verifyConflicts(ctx, cl, s, keys, cfg, starts, ends, committed, rep, add); err != nil {
-		return nil, err
-	}
-
+// sortDiscrepancies sorts ds by key, version, conflict and problem, drops
+// repeats and keeps the first maxDiscrepancies.
+func sortDiscrepancies(ds []Discrepancy) []Discrepancy {
 	slices.SortFunc(ds, func(a, b Discrepancy) int {
 		return cmp.Or(strings.Compare(a.Key, b.Key), cmp.Compare(a.Version, b.Version),
 			strings.Compare(a.ConflictID, b.ConflictID), strings.Compare(a.Problem, b.Problem))
@@ -268,8 +319,7 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	if len(ds) > maxDiscrepancies {
 		ds = ds[:maxDiscrepancies]
 	}
-	rep.Discrepancies = ds
-	return rep, nil
+	return ds
 }
 
 // checkKey verifies the rows of one key (one per version, in order; dups
@@ -453,20 +503,8 @@ func waitCommitted(ctx context.Context, adm *kadm.Client, cfg VerifyConfig, ends
 // does not match its ts_us.
 func (s *Store) scanEvents(ctx context.Context, sc Scope, fn func(r Row, tsOK bool)) error {
 	q := "SELECT ts, " + strings.TrimPrefix(strings.TrimSuffix(eventColumns, ", ingested_at"), "ts, ") + " FROM audit_events WHERE 1"
-	var args []any
-	if sc.Prefix != "" {
-		q += " AND startsWith(key, ?)"
-		args = append(args, sc.Prefix)
-	}
-	if sc.From != "" {
-		q += " AND key >= ?"
-		args = append(args, sc.From)
-	}
-	if sc.To != "" {
-		q += " AND key < ?"
-		args = append(args, sc.To)
-	}
-	q += " ORDER BY key, version"
+	where, args := sc.where()
+	q += where + " ORDER BY key, version"
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	rows, err := s.conn.Query(ctx, q, args...)
@@ -475,19 +513,11 @@ func (s *Store) scanEvents(ctx context.Context, sc Scope, fn func(r Row, tsOK bo
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			r    Row
-			ts   time.Time
-			tsUS int64
-		)
-		if err := rows.Scan(&ts, &tsUS, &r.Tenant, &r.Project, &r.Key, &r.Version, &r.PrevVersion, &r.Kind, &r.Op,
-			&r.Purpose, &r.Producer, &r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.TTLSeconds,
-			&r.ExpiresAtUS, &r.BeforeHash, &r.AfterHash, &r.HashKeyID, &r.PrevChainHash, &r.ChainHash,
-			&r.Partition, &r.Offset); err != nil {
-			return fmt.Errorf("read audit_events: %w", err)
+		r, tsOK, err := scanRow(rows)
+		if err != nil {
+			return err
 		}
-		r.TS = time.UnixMicro(tsUS).UTC()
-		fn(r, ts.Unix() == r.TS.Truncate(time.Second).Unix())
+		fn(r, tsOK)
 	}
 	return rows.Err()
 }
@@ -566,16 +596,9 @@ func diffConflict(want, got *ConflictRow) string {
 func (s *Store) conflictRows(ctx context.Context, sc Scope) (map[[2]string]ConflictRow, error) {
 	q := `SELECT ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, principal,
 request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, kafka_partition, kafka_offset
-FROM audit_conflicts WHERE startsWith(key, ?)`
-	args := []any{sc.Prefix}
-	if sc.From != "" {
-		q += " AND key >= ?"
-		args = append(args, sc.From)
-	}
-	if sc.To != "" {
-		q += " AND key < ?"
-		args = append(args, sc.To)
-	}
+FROM audit_conflicts WHERE 1`
+	where, args := sc.where()
+	q += where
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rows, err := s.conn.Query(ctx, q, args...)

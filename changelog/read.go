@@ -2,6 +2,7 @@ package changelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,75 +37,18 @@ func LastStableOffset(ctx context.Context, adm *kadm.Client, topic string, p int
 // offset. It issues Fetch requests itself and decodes them with
 // kgo.ProcessFetchPartition, which reports the next offset to fetch.
 func ReadCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32, from, end int64, fn func(*kgo.Record) error) error {
-	adm := kadm.NewClient(cl)
-	pos := from
-	var leader int32 = -1
-	var topicID [16]byte
-	for pos < end {
+	r := &partReader{cl: cl, adm: kadm.NewClient(cl), topic: topic, p: p, leader: -1}
+	for pos := from; pos < end; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if leader < 0 {
-			md, err := adm.Metadata(ctx, topic)
-			if err != nil {
-				return fmt.Errorf("metadata of %s: %w", topic, err)
-			}
-			td, ok := md.Topics[topic]
-			if !ok || td.Err != nil {
-				return fmt.Errorf("metadata of %s: %v", topic, td.Err)
-			}
-			pd, ok := td.Partitions[p]
-			if !ok || pd.Leader < 0 {
-				return fmt.Errorf("metadata of %s/%d: no leader", topic, p)
-			}
-			leader, topicID = pd.Leader, td.ID
-		}
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxWaitMillis = 250
-		req.MinBytes = 1
-		req.MaxBytes = 32 << 20
-		req.IsolationLevel = 1
-		req.SessionEpoch = -1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, topicID
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p
-		rp.FetchOffset = pos
-		rp.PartitionMaxBytes = 16 << 20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-
-		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			leader = -1
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return fmt.Errorf("fetch %s/%d@%d: %w", topic, p, pos, err)
-		}
 		var part *kmsg.FetchResponseTopicPartition
-		for i := range resp.Topics {
-			for j := range resp.Topics[i].Partitions {
-				if resp.Topics[i].Partitions[j].Partition == p {
-					part = &resp.Topics[i].Partitions[j]
-				}
-			}
-		}
-		if part == nil {
-			return fmt.Errorf("fetch %s/%d@%d: partition missing from the response", topic, p, pos)
-		}
-		if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
-			if kerr.IsRetriable(err) {
-				leader = -1
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("fetch %s/%d@%d: %w", topic, p, pos, err)
+		err := readRetry.Do(ctx, func(ctx context.Context) (err error) {
+			part, err = r.fetch(ctx, pos)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset:         pos,
@@ -115,20 +59,110 @@ func ReadCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32, f
 		if fp.Err != nil {
 			return fmt.Errorf("fetch %s/%d@%d: %w", topic, p, pos, fp.Err)
 		}
-		for _, r := range fp.Records {
-			if r.Offset >= end {
+		for _, rec := range fp.Records {
+			if rec.Offset >= end {
 				return nil
 			}
-			if err := fn(r); err != nil {
+			if err := fn(rec); err != nil {
 				return err
 			}
 		}
-		if next <= pos {
-			// Nothing decided yet at pos (the broker answered before the
-			// last stable offset reached it); ask again.
-			continue
-		}
-		pos = next
+		// next <= pos: nothing decided yet at pos (the broker answered
+		// before the last stable offset reached it); ask again.
+		pos = max(pos, next)
 	}
+	return nil
+}
+
+// errStaleLeader marks a fetch to retry after looking the leader up again.
+var errStaleLeader = errors.New("partition leader moved or unreachable")
+
+// readRetry retries a fetch whose leader moved, every 50 ms.
+var readRetry = Retry{
+	Base: 50 * time.Millisecond, Cap: 50 * time.Millisecond,
+	Retriable: func(err error) bool { return errors.Is(err, errStaleLeader) },
+}
+
+// partReader fetches one partition from its leader.
+type partReader struct {
+	cl      *kgo.Client
+	adm     *kadm.Client
+	topic   string
+	p       int32
+	leader  int32 // -1: to look up
+	topicID [16]byte
+}
+
+// fetch fetches the partition at pos from its leader; an error wrapping
+// errStaleLeader means the leader is to be looked up again.
+func (r *partReader) fetch(ctx context.Context, pos int64) (*kmsg.FetchResponseTopicPartition, error) {
+	if r.leader < 0 {
+		if err := r.lookup(ctx); err != nil {
+			return nil, err
+		}
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 250
+	req.MinBytes = 1
+	req.MaxBytes = 32 << 20
+	req.IsolationLevel = 1
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = r.topic, r.topicID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = r.p
+	rp.FetchOffset = pos
+	rp.PartitionMaxBytes = 16 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	resp, err := req.RequestWith(ctx, r.cl.Broker(int(r.leader)))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.leader = -1
+		return nil, fmt.Errorf("%w: %w", errStaleLeader, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetch %s/%d@%d: %w", r.topic, r.p, pos, err)
+	}
+	var part *kmsg.FetchResponseTopicPartition
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if resp.Topics[i].Partitions[j].Partition == r.p {
+				part = &resp.Topics[i].Partitions[j]
+			}
+		}
+	}
+	if part == nil {
+		return nil, fmt.Errorf("fetch %s/%d@%d: partition missing from the response", r.topic, r.p, pos)
+	}
+	if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
+		if kerr.IsRetriable(err) {
+			r.leader = -1
+			return nil, fmt.Errorf("%w: %w", errStaleLeader, err)
+		}
+		return nil, fmt.Errorf("fetch %s/%d@%d: %w", r.topic, r.p, pos, err)
+	}
+	return part, nil
+}
+
+// lookup finds the partition's leader and the topic's ID.
+func (r *partReader) lookup(ctx context.Context) error {
+	md, err := r.adm.Metadata(ctx, r.topic)
+	if err != nil {
+		return fmt.Errorf("metadata of %s: %w", r.topic, err)
+	}
+	td, ok := md.Topics[r.topic]
+	if !ok || td.Err != nil {
+		return fmt.Errorf("metadata of %s: %v", r.topic, td.Err)
+	}
+	pd, ok := td.Partitions[r.p]
+	if !ok || pd.Leader < 0 {
+		return fmt.Errorf("metadata of %s/%d: no leader", r.topic, r.p)
+	}
+	r.leader, r.topicID = pd.Leader, td.ID
 	return nil
 }

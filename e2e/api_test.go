@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/eskv/eskv/testenv"
 )
 
 const base = "/v1/kv/tenant/acme/project/demo/"
 
 func TestPutGetDelete(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	key := base + "checkpoint"
 
 	r := s.do("PUT", key, devToken, `{"value":{"cursor":1},"expectedVersion":0,"semantics":{"purpose":"checkpoint","producer":"harvester"},"requestId":"r1","specRef":"adr-7"}`)
@@ -59,7 +61,7 @@ func TestPutGetDelete(t *testing.T) {
 }
 
 func TestValueBytesRoundTrip(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	const v = `{"html":"<b>&amp;</b>","n":1.50,"u":"é"}`
 	if r := s.do("PUT", base+"bytes", devToken, `{"value":`+v+`}`); r.Status != 200 || string(r.entry(t).Value) != v {
 		t.Fatalf("put answered %d %s", r.Status, r.Body)
@@ -71,14 +73,14 @@ func TestValueBytesRoundTrip(t *testing.T) {
 }
 
 func TestTTLHidesExpiredEntries(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	key := base + "lease"
 	r := s.do("PUT", key, devToken, `{"value":"me","ttlSeconds":1,"semantics":{"purpose":"lock"}}`)
 	e := r.entry(t)
 	if r.Status != 200 || e.ExpiresAt == nil || e.Semantics.TTLSeconds != 1 {
 		t.Fatalf("put with ttl: %d %s", r.Status, r.Body)
 	}
-	waitFor(t, 5*e.ExpiresAt.Sub(e.UpdatedAt)+2e9, "expiry", func() bool {
+	testenv.WaitFor(t, 5*e.ExpiresAt.Sub(e.UpdatedAt)+2e9, "expiry", func() bool {
 		return s.do("GET", key, devToken, nil).Status == http.StatusNotFound
 	})
 	// An expired entry is absent: create-if-absent succeeds on it.
@@ -89,7 +91,7 @@ func TestTTLHidesExpiredEntries(t *testing.T) {
 }
 
 func TestRequestIDIdempotency(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	key := base + "idem"
 	body := `{"value":{"n":1},"expectedVersion":0,"requestId":"job-42"}`
 	first := s.do("PUT", key, devToken, body)
@@ -113,7 +115,7 @@ func TestRequestIDIdempotency(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	for _, tc := range []struct {
 		name, method, path, token, body string
 		status                          int
@@ -144,7 +146,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	for i := range 25 {
 		if r := s.do("PUT", fmt.Sprintf("%sjobs/%03d", base, i), devToken, map[string]any{"value": i}); r.Status != 200 {
 			t.Fatalf("put: %d %s", r.Status, r.Body)

@@ -47,6 +47,16 @@ func mustAuditTrail(tb testing.TB) *auditTrail {
 	return &auditTrail{ch: ch, store: st, keys: auditKeys(tb)}
 }
 
+// mustAuditedStack runs a stack, and an in-process auditor of it into a
+// fresh audit trail, until the test ends.
+func mustAuditedStack(tb testing.TB) (*stack, *auditTrail) {
+	tb.Helper()
+	s := mustStack(tb)
+	at := mustAuditTrail(tb)
+	at.startAuditor(tb, s)
+	return s, at
+}
+
 // startAuditor runs an in-process auditor on the stack's broker until the
 // test ends.
 func (at *auditTrail) startAuditor(tb testing.TB, s *stack) {
@@ -56,15 +66,7 @@ func (at *auditTrail) startAuditor(tb testing.TB, s *stack) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("auditor: %v", err)
-		}
-	})
+	testenv.RunUntilCleanup(tb, "auditor", a.Run)
 }
 
 // waitAudited waits until the auditor group has committed the last stable
@@ -83,7 +85,7 @@ func waitAudited(tb testing.TB, s *stack, d time.Duration) {
 	for _, t := range []string{s.broker.Topics.Changes, s.broker.Topics.Conflicts} {
 		ends[t] = testenv.EndOffsets(ctx, tb, cl, t)
 	}
-	waitFor(tb, d, "the auditor to commit the end of both topics", func() bool {
+	testenv.WaitFor(tb, d, "the auditor to commit the end of both topics", func() bool {
 		fo, err := adm.FetchOffsets(ctx, audit.Group)
 		if err != nil {
 			return false
@@ -116,7 +118,7 @@ func (at *auditTrail) mutate(tb testing.TB, q string, args ...any) {
 	if err := at.ch.Conn.Exec(context.Background(), q, args...); err != nil {
 		tb.Fatalf("%s: %v", q, err)
 	}
-	waitFor(tb, 30*time.Second, "mutation "+q, func() bool {
+	testenv.WaitFor(tb, 30*time.Second, "mutation "+q, func() bool {
 		return at.count(tb, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0") == 0
 	})
 }

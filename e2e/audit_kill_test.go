@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestAuditorKill9: the auditor process is killed with SIGKILL while
@@ -23,7 +23,7 @@ import (
 // queries see each event exactly once, nothing is lost, and verify
 // passes.
 func TestAuditorKill9(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	at := mustAuditTrail(t)
 	env := []string{
 		"ESKV_BROKERS=" + strings.Join(s.broker.Addrs, ","),
@@ -56,40 +56,24 @@ func TestAuditorKill9(t *testing.T) {
 		return nil, errors.New("dropped: the auditor was killed"), true
 	})
 
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	var wg sync.WaitGroup
-	// On a failure, the writers stop before the stack does.
-	t.Cleanup(func() { stopOnce.Do(func() { close(stop) }); wg.Wait() })
 	var writes, conflicts atomic.Int64
-	for c := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("/v1/kv/tenant/t%d/project/p/k%d", c, i%20)
-				body := map[string]any{"value": map[string]int{"c": c, "i": i}}
-				if i%5 == 4 {
-					body["expectedVersion"] = 0 // exists already: a conflict, after the first round
-				}
-				switch r := s.do("PUT", key, devToken, body); r.Status {
-				case 200:
-					writes.Add(1)
-				case 409:
-					conflicts.Add(1)
-				}
-			}
-		}()
-	}
+	stop := runClients(t, 8, func(c, i int) {
+		key := fmt.Sprintf("/v1/kv/tenant/t%d/project/p/k%d", c, i%20)
+		body := map[string]any{"value": map[string]int{"c": c, "i": i}}
+		if i%5 == 4 {
+			body["expectedVersion"] = 0 // exists already: a conflict, after the first round
+		}
+		switch r := s.do("PUT", key, devToken, body); r.Status {
+		case 200:
+			writes.Add(1)
+		case 409:
+			conflicts.Add(1)
+		}
+	})
 	const kills = 4
 	replayed := 0
 	for k := range kills {
-		waitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > int64(150*(k+1)) })
+		testenv.WaitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > int64(150*(k+1)) })
 		if k%2 == 1 {
 			armed.Store(true)
 			select {
@@ -99,23 +83,22 @@ func TestAuditorKill9(t *testing.T) {
 			}
 		}
 		raw := at.count(t, "SELECT count() FROM audit_events")
-		auditor.kill9()
+		auditor.Kill()
 		if k%2 == 1 {
 			release <- struct{}{}
 		}
-		waitFor(t, 30*time.Second, "writes while the auditor is down", func() bool { return writes.Load() > int64(150*(k+1)+100) })
-		auditor.start()
+		testenv.WaitFor(t, 30*time.Second, "writes while the auditor is down", func() bool { return writes.Load() > int64(150*(k+1)+100) })
+		mustStart(t, auditor)
 		// Once the restarted auditor has re-read what was not committed,
 		// rows inserted twice show up as raw rows beyond the distinct ones.
-		waitFor(t, 30*time.Second, "the restarted auditor to insert", func() bool { return at.count(t, "SELECT count() FROM audit_events") > raw })
+		testenv.WaitFor(t, 30*time.Second, "the restarted auditor to insert", func() bool { return at.count(t, "SELECT count() FROM audit_events") > raw })
 		// Rows inserted twice show as raw rows beyond the distinct ones
 		// until ClickHouse merges them away in the background.
 		if d := int(at.count(t, "SELECT toUInt64(count() - uniqExact(key, version)) FROM audit_events")); d > replayed {
 			replayed = d
 		}
 	}
-	stopOnce.Do(func() { close(stop) })
-	wg.Wait()
+	stop()
 	waitAudited(t, s, 60*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestAuditCoordinationPrimitives: counters, locks, leader leases, field
@@ -16,9 +17,7 @@ import (
 // audit_conflicts (reason field_mismatch), the abandoned lock in
 // ttl_expirations with its semantics, and verify finds nothing wrong.
 func TestAuditCoordinationPrimitives(t *testing.T) {
-	s := mustStack(t, true)
-	at := mustAuditTrail(t)
-	at.startAuditor(t, s)
+	s, at := mustAuditedStack(t)
 	c := s.client()
 	ctx := context.Background()
 	const p = "tenant/acme/project/coord/"
@@ -44,7 +43,7 @@ func TestAuditCoordinationPrimitives(t *testing.T) {
 	}
 	must(c.AcquireLock(ctx, client.LockRequest{Key: p + "abandoned", Holder: "crashed", TTL: time.Second,
 		Semantics: events.Semantics{Producer: "scheduler"}}))
-	waitFor(t, 20*time.Second, "the sweeper's expire event", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the sweeper's expire event", func() bool {
 		for _, e := range s.readLog(ctx) {
 			if e.Key == p+"abandoned" && e.Kind == events.KindExpire {
 				return true

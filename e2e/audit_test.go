@@ -51,18 +51,14 @@ func (at *auditTrail) rows(tb testing.TB) []auditRow {
 // key, the conflict-rate query returns the induced rate, verify passes,
 // and deleting or altering one row makes verify fail naming it.
 func TestAuditTrailMatchesLog(t *testing.T) {
-	s := mustStack(t, true)
-	at := mustAuditTrail(t)
-	at.startAuditor(t, s)
+	s, at := mustAuditedStack(t)
 	start := time.Now().UTC()
 
 	const keys, puts = 8, 16
 	var applied, conflicts atomic.Int64
 	var wg sync.WaitGroup
 	for k := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			path := fmt.Sprintf("/v1/kv/tenant/acme/project/audit/k%d", k)
 			sem := `"semantics":{"purpose":"checkpoint","producer":"e2e","consumerHints":["audit"]}`
 			ver := 0
@@ -95,7 +91,7 @@ func TestAuditTrailMatchesLog(t *testing.T) {
 				}
 				applied.Add(2)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -170,33 +166,34 @@ func TestAuditTrailMatchesLog(t *testing.T) {
 			t.Fatalf("verify: %+v", rep)
 		}
 	})
-	t.Run("ErrVerifyNamesAlteredRow", func(t *testing.T) {
-		at.mutate(t, "ALTER TABLE audit_events UPDATE after_hash = before_hash WHERE key = ? AND version = 7", "tenant/acme/project/audit/k3")
-		rep := at.verify(t, s)
-		if len(rep.Discrepancies) == 0 || rep.Discrepancies[0].Key != "tenant/acme/project/audit/k3" || rep.Discrepancies[0].Version != 7 ||
-			rep.Discrepancies[0].Problem != audit.ProblemRowAltered {
-			t.Fatalf("discrepancies %v", rep.Discrepancies)
-		}
-		t.Logf("verify names it: %s", rep.Discrepancies[0])
-	})
-	t.Run("ErrVerifyNamesDeletedRow", func(t *testing.T) {
-		at.mutate(t, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 5", "tenant/acme/project/audit/k1")
-		rep := at.verify(t, s)
-		if len(rep.Discrepancies) == 0 || rep.Discrepancies[0].Key != "tenant/acme/project/audit/k1" || rep.Discrepancies[0].Version != 5 ||
-			rep.Discrepancies[0].Problem != audit.ProblemRowMissing {
-			t.Fatalf("discrepancies %v", rep.Discrepancies)
-		}
-		t.Logf("verify names it: %s", rep.Discrepancies[0])
-	})
+	// Each tampering comes first in verify's report: k1 sorts before k3.
+	for _, tc := range []struct {
+		name, mutation, key string
+		version             int64
+		problem             string
+	}{
+		{"ErrVerifyNamesAlteredRow", "ALTER TABLE audit_events UPDATE after_hash = before_hash WHERE key = ? AND version = 7",
+			"tenant/acme/project/audit/k3", 7, audit.ProblemRowAltered},
+		{"ErrVerifyNamesDeletedRow", "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 5",
+			"tenant/acme/project/audit/k1", 5, audit.ProblemRowMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at.mutate(t, tc.mutation, tc.key)
+			rep := at.verify(t, s)
+			if len(rep.Discrepancies) == 0 || rep.Discrepancies[0].Key != tc.key || rep.Discrepancies[0].Version != tc.version ||
+				rep.Discrepancies[0].Problem != tc.problem {
+				t.Fatalf("discrepancies %v", rep.Discrepancies)
+			}
+			t.Logf("verify names it: %s", rep.Discrepancies[0])
+		})
+	}
 }
 
 // TestAuditNoRawValue writes a marker value (put, update, a rejected
 // write, a delete) and searches every string column of every table and
 // view of the audit database for it, plain, hex and uppercase hex.
 func TestAuditNoRawValue(t *testing.T) {
-	s := mustStack(t, true)
-	at := mustAuditTrail(t)
-	at.startAuditor(t, s)
+	s, at := mustAuditedStack(t)
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	marker := "eskv-marker-" + hex.EncodeToString(rnd[:])

@@ -1,23 +1,30 @@
 package e2e
 
 import (
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/eskv/eskv/events"
 )
 
-// TestBadInput: every malformed request answers its documented 4xx code,
-// names the field at fault, and changes nothing.
+// TestBadInput: every malformed request — to the key-value routes and to
+// the primitives (counters, locks, leaders, field patches) — answers its
+// documented 4xx code, names the field at fault, and writes nothing.
 func TestBadInput(t *testing.T) {
-	s := mustStack(t, true)
-	const ok = base + "fine"
-	if r := s.do("PUT", ok, devToken, `{"value":"original"}`); r.Status != 200 {
-		t.Fatalf("seed: %d %s", r.Status, r.Body)
+	s := mustStack(t)
+	const ok = base + "fine"    // holds "original"
+	const text = base + "bad/x" // holds "text": no counter, lock or object
+	for path, value := range map[string]string{ok: `"original"`, text: `"text"`} {
+		if r := s.do("PUT", path, devToken, `{"value":`+value+`}`); r.Status != 200 {
+			t.Fatalf("seed %s: %d %s", path, r.Status, r.Body)
+		}
 	}
 	big := `{"value":"` + strings.Repeat("x", 64<<10) + `"}`
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
-		code, field              string
+		code, field              string // field "" when the error names none
 	}{
 		{"ErrUppercase", "PUT", "/v1/kv/tenant/acme/project/demo/Upper", `{"value":1}`, 400, "invalid", "key"},
 		{"ErrSpace", "PUT", "/v1/kv/tenant/acme/project/demo/a%20b", `{"value":1}`, 400, "invalid", "key"},
@@ -49,6 +56,33 @@ func TestBadInput(t *testing.T) {
 		{"ErrListBadLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=0", "", 400, "invalid", "limit"},
 		{"ErrListHugeLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=100000", "", 400, "invalid", "limit"},
 		{"ErrListBadCursor", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&cursor=!!!", "", 400, "invalid", "cursor"},
+
+		{"ErrPostWithoutVerb", "POST", text, `{}`, 400, events.EInvalid, "key"},
+		{"ErrUnknownVerb", "POST", text + ":explode", `{}`, 400, events.EInvalid, "key"},
+		{"ErrIncrementByZero", "POST", text + ":increment", `{"by":0}`, 400, events.EInvalid, "by"},
+		{"ErrIncrementByFraction", "POST", text + ":increment", `{"by":1.5}`, 400, events.EInvalid, "by"},
+		{"ErrIncrementZeroTTL", "POST", text + ":increment", `{"by":1,"ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds"},
+		{"ErrIncrementUnknownPurpose", "POST", text + ":increment", `{"by":1,"semantics":{"purpose":"nope"}}`, 400, events.EInvalid, "semantics.purpose"},
+		{"ErrIncrementUnknownSemanticsField", "POST", text + ":increment", `{"by":1,"semantics":{"owner":"x"}}`, 400, events.EInvalid, "semantics.owner"},
+		{"ErrIncrementOfAString", "POST", text + ":increment", `{}`, 409, events.EWrongType, "value"},
+		{"ErrAcquireWithoutHolder", "POST", text + ":acquire", `{}`, 400, events.EInvalid, "holder"},
+		{"ErrAcquireZeroTTL", "POST", text + ":acquire", `{"holder":"a","ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds"},
+		{"ErrAcquireCounterPurpose", "POST", text + ":acquire", `{"holder":"a","semantics":{"purpose":"counter"}}`, 400, events.EInvalid, "semantics.purpose"},
+		{"ErrAcquireAString", "POST", text + ":acquire", `{"holder":"a"}`, 409, events.EWrongType, "key"},
+		{"ErrReleaseWithTTL", "POST", text + ":release", `{"holder":"a","ttlSeconds":5}`, 400, events.EInvalid, "ttlSeconds"},
+		{"ErrElectUnknownField", "POST", text + ":elect", `{"holder":"a","extra":1}`, 400, events.EInvalid, "extra"},
+		{"ErrPatchNothing", "PATCH", text, `{}`, 400, events.EInvalid, "set"},
+		{"ErrPatchSetAndUnsetSameField", "PATCH", text, `{"set":{"a":1},"unset":["a"]}`, 400, events.EInvalid, "unset"},
+		{"ErrPatchEmptyFieldName", "PATCH", text, `{"set":{"":1}}`, 400, events.EInvalid, "set"},
+		{"ErrPatchIfWithoutEquals", "PATCH", text, `{"set":{"a":1},"if":{"field":"a"}}`, 400, events.EInvalid, "if.equals"},
+		{"ErrPatchIfEmptyField", "PATCH", text, `{"set":{"a":1},"if":{"field":"","equals":1}}`, 400, events.EInvalid, "if.field"},
+		{"ErrPatchAString", "PATCH", text, `{"set":{"a":1}}`, 409, events.EWrongType, "set"},
+		{"ErrPatchAbsent", "PATCH", base + "bad/absent", `{"set":{"a":1}}`, 404, events.ENotFound, "key"},
+		{"ErrGetUnknownVerb", "GET", text + ":bogus", ``, 400, events.EInvalid, "key"},
+		{"ErrGetFieldOfAString", "GET", text + "?field=a", ``, 409, events.EWrongType, "field"},
+		{"ErrGetUnknownParameter", "GET", text + "?other=a", ``, 400, events.EInvalid, "other"},
+		{"ErrGetLockOfAString", "GET", text + ":lock", ``, 409, events.EWrongType, "key"},
+		{"ErrGetLockAbsent", "GET", base + "bad/absent:lock", ``, 404, events.ENotFound, "key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body any
@@ -65,11 +99,16 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	r := s.do("GET", ok, devToken, nil)
-	if e := r.entry(t); e.Version != 1 || string(e.Value) != `"original"` {
-		t.Fatalf("bad input changed the entry: %s", r.Body)
+	for path, value := range map[string]string{ok: `"original"`, text: `"text"`} {
+		r := s.do("GET", path, devToken, nil)
+		if e := r.entry(t); e.Version != 1 || string(e.Value) != value {
+			t.Fatalf("bad input changed %s: %s", path, r.Body)
+		}
 	}
-	if n := len(s.readLog(t.Context())); n != 1 {
-		t.Fatalf("bad input reached the log: %d events", n)
+	if n := len(s.readLog(t.Context())); n != 2 {
+		t.Fatalf("bad input reached the log: %d events besides the 2 seeds", n-2)
+	}
+	if r := s.do("PUT", text+":increment", devToken, `{"value":1}`); r.Status != http.StatusBadRequest {
+		t.Fatalf("PUT with a verb: %d %s", r.Status, r.Body)
 	}
 }

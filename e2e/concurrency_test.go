@@ -13,7 +13,7 @@ import (
 // answers and its version; the log holds versions 1..N per key exactly
 // once; every 409 carried the version that was current.
 func TestConcurrentCASIncrements(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	const clients, keys = 32, 4
 	opsPerClient := 100
 	if testing.Short() {
@@ -34,9 +34,7 @@ func TestConcurrentCASIncrements(t *testing.T) {
 		wg        sync.WaitGroup
 	)
 	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range opsPerClient {
 				k := (c + i) % keys
 				r := s.do("GET", keyPath(k), devToken, nil)
@@ -63,7 +61,7 @@ func TestConcurrentCASIncrements(t *testing.T) {
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if t.Failed() {

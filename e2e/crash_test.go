@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -22,7 +23,7 @@ import (
 // against an in-process broker and a fresh database.
 type procStack struct {
 	*stack
-	writer, projector *proc
+	writer, projector *proc.Proc
 	projectorAddr     string
 }
 
@@ -99,36 +100,23 @@ func assertProjectionIsFoldOfLog(t *testing.T, s *stack) []events.Event {
 // with no event lost or applied twice.
 func TestProjectorKill9(t *testing.T) {
 	s := mustProcStack(t)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var writes atomic.Int64
-	for c := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("/v1/kv/tenant/t%d/project/p/k%d", c, i%50)
-				if r := s.do("PUT", key, devToken, map[string]any{"value": map[string]int{"c": c, "i": i}}); r.Status == 200 {
-					writes.Add(1)
-				}
-			}
-		}()
-	}
+	stop := runClients(t, 8, func(c, i int) {
+		key := fmt.Sprintf("/v1/kv/tenant/t%d/project/p/k%d", c, i%50)
+		if r := s.do("PUT", key, devToken, map[string]any{"value": map[string]int{"c": c, "i": i}}); r.Status == 200 {
+			writes.Add(1)
+		}
+	})
 	for range 3 {
-		waitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > 300 })
-		s.projector.kill9()
+		testenv.WaitFor(t, 30*time.Second, "writes", func() bool { return writes.Load() > 300 })
+		s.projector.Kill()
 		writes.Store(0)
-		waitFor(t, 30*time.Second, "writes while the projector is down", func() bool { return writes.Load() > 300 })
-		s.projector.start()
+		testenv.WaitFor(t, 30*time.Second, "writes while the projector is down", func() bool { return writes.Load() > 300 })
+		mustStart(t, s.projector)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	log := assertProjectionIsFoldOfLog(t, s.stack)
+	assertLogInvariants(t, s.stack, nil)
 	t.Logf("%d events survived 3 projector kills", len(log))
 }
 
@@ -145,50 +133,39 @@ type ack struct {
 // versions); the projection equals the fold of the log.
 func TestWriterKill9(t *testing.T) {
 	s := mustProcStack(t)
-	stop := make(chan struct{})
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
 		acks     []ack
 		failures atomic.Int64
 		okCount  atomic.Int64
 	)
-	for c := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(c), 7))
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("tenant/t%d/project/p/k%d", rng.IntN(4), rng.IntN(20))
-				a, ok := s.put(key, fmt.Sprintf(`"c%d-%d"`, c, i))
-				if !ok {
-					failures.Add(1)
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				okCount.Add(1)
-				mu.Lock()
-				acks = append(acks, a)
-				mu.Unlock()
-			}
-		}()
+	rngs := make([]*rand.Rand, 16)
+	for c := range rngs {
+		rngs[c] = rand.New(rand.NewPCG(uint64(c), 7))
 	}
+	stop := runClients(t, len(rngs), func(c, i int) {
+		key := fmt.Sprintf("tenant/t%d/project/p/k%d", rngs[c].IntN(4), rngs[c].IntN(20))
+		a, ok := s.put(key, fmt.Sprintf(`"c%d-%d"`, c, i))
+		if !ok {
+			failures.Add(1)
+			time.Sleep(20 * time.Millisecond) // back off while the writer restarts
+			return
+		}
+		okCount.Add(1)
+		mu.Lock()
+		acks = append(acks, a)
+		mu.Unlock()
+	})
 	for range 3 {
 		before := okCount.Load()
-		waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return okCount.Load() > before+300 })
-		s.writer.kill9()
-		s.writer.start()
+		testenv.WaitFor(t, 60*time.Second, "acknowledged writes", func() bool { return okCount.Load() > before+300 })
+		s.writer.Kill()
+		mustStart(t, s.writer)
 		waitHTTP(t, s.url+"/readyz", 60*time.Second)
 	}
 	before := okCount.Load()
-	waitFor(t, 60*time.Second, "writes after the last restart", func() bool { return okCount.Load() > before+100 })
-	close(stop)
-	wg.Wait()
+	testenv.WaitFor(t, 60*time.Second, "writes after the last restart", func() bool { return okCount.Load() > before+100 })
+	stop()
 
 	log := assertAcknowledgedInLog(t, s.stack, acks)
 	t.Logf("%d acknowledged writes all in a log of %d events; %d requests failed during 3 writer kills", len(acks), len(log), failures.Load())
@@ -218,6 +195,7 @@ var shortClient = &http.Client{Timeout: 5 * time.Second}
 func assertAcknowledgedInLog(t *testing.T, s *stack, acks []ack) []events.Event {
 	t.Helper()
 	log := assertProjectionIsFoldOfLog(t, s)
+	assertLogInvariants(t, s, acks)
 	inLog := map[string]string{}
 	for _, e := range log {
 		inLog[fmt.Sprintf("%s@%d", e.Key, e.Version)] = string(e.After)

@@ -1,5 +1,6 @@
-// Package e2e tests eskv end to end in one process: a kfake broker, a
-// fresh Postgres database, the writer with its HTTP API and the projector.
+// Package e2e tests eskv end to end: in one process (a kfake broker, a
+// fresh Postgres database, the writer with its HTTP API and the
+// projector: testenv/stack) and as processes.
 package e2e
 
 import (
@@ -8,15 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/api"
@@ -25,95 +22,43 @@ import (
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
-	"github.com/eskv/eskv/writer"
+	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
 const (
-	devToken   = "dev-token-0123456789abcdef"
-	acmeToken  = "acme-token-0123456789abcdef"
-	readerTok  = "reader-token-0123456789abcdef"
+	devToken   = inproc.DevToken
+	acmeToken  = inproc.AcmeToken
+	readerTok  = inproc.ReaderToken
 	partitions = 4
 )
 
-// stack is a running eskv in one process.
+// stack is eskv under test as the tests reach it: in one process
+// (mustStack) or as processes (mustProcStack).
 type stack struct {
 	tb     testing.TB
 	broker *testenv.Broker
 	pg     *testenv.Postgres
 	store  *projection.Store
-	writer *writer.Writer
 	url    string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
-// projectorMayStop is a mustStack option for tests in which the projector
-// is expected to stop with an error (a reset topic).
-const projectorMayStop = true
-
-func mustStack(tb testing.TB, withProjector bool, opts ...bool) *stack {
+// mustStack runs eskv in the test's process (writer, projector, HTTP API)
+// on topics of 4 partitions until the test ends.
+func mustStack(tb testing.TB, opts ...inproc.Option) *stack {
 	tb.Helper()
-	s := &stack{tb: tb, broker: testenv.MustBroker(tb, partitions), pg: testenv.MustPostgresDB(tb)}
-	s.store = projection.New(s.pg.Pool)
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	if testing.Verbose() && os.Getenv("ESKV_TEST_LOGS") != "" {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	reg := prometheus.NewRegistry()
-	w, err := writer.New(writer.Config{
-		Brokers:        s.broker.Addrs,
-		Topics:         s.broker.Topics,
-		SessionTimeout: 6 * time.Second,
-	}, s.store, log, reg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s.writer = w
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := w.Run(ctx); err != nil {
-			tb.Errorf("writer: %v", err)
-		}
-	}()
-	if withProjector {
-		startProjector(tb, ctx, s, log, &s.wg, len(opts) > 0 && opts[0] == projectorMayStop)
-	}
-	tokens, err := api.NewTokens([]api.TokenConfig{
-		api.DevToken(devToken),
-		{Token: acmeToken, Principal: "acme-svc", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
-		{Token: readerTok, Principal: "acme-reader", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read}}}},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv, err := api.New(api.Config{Tokens: tokens, Gatherer: reg, Registerer: reg}, w, s.store, log)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	s.url = hs.URL
-	tb.Cleanup(func() {
-		hs.Close()
-		cancel()
-		s.wg.Wait()
-	})
-	waitFor(tb, 30*time.Second, "writer ready", w.Ready)
-	return s
+	st := inproc.MustRun(tb, append([]inproc.Option{inproc.Partitions(partitions)}, opts...)...)
+	return &stack{tb: tb, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+// waitProjected waits until the projection's stored offsets are past the
+// last committed event of every partition (each validated against the
+// event JSON Schema).
+func waitProjected(tb testing.TB, s *stack) {
 	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, ends := s.readLogEnds(ctx)
+	testenv.WaitProjected(tb, 60*time.Second, s.store, s.broker.Topics.Changes, ends)
 }
 
 // response is an HTTP answer, decoded.
@@ -229,3 +174,31 @@ func (s *stack) endOffsets(ctx context.Context) map[int32]int64 {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// runClients runs n clients, client c calling step(c, i) for i = 0, 1, ...
+// until stop is called; stop waits for them to return. The test's cleanup
+// stops them too, before the stack stops.
+func runClients(tb testing.TB, n int, step func(c, i int)) (stop func()) {
+	tb.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range n {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				step(c, i)
+			}
+		})
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+	tb.Cleanup(stop)
+	return stop
+}

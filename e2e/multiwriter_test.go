@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -35,7 +36,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 		"ESKV_LOG_LEVEL=warn",
 	}
 	startProc(t, "projector", append(common, "ESKV_PROJECTOR_ADDR="+freeAddr(t))...)
-	var writers []*proc
+	var writers []*proc.Proc
 	var urls []string
 	for i := range 3 {
 		addr := freeAddr(t)
@@ -50,7 +51,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 		waitHTTP(t, u+"/healthz", 60*time.Second)
 	}
 	// Every partition owned and caught up by someone.
-	waitFor(t, 60*time.Second, "every partition owned", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "every partition owned", func() bool {
 		owners, err := s.store.Owners(t.Context())
 		return err == nil && len(owners) == partitions
 	})
@@ -58,7 +59,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 	// Forwarding: the same key written through every writer; two of them
 	// do not own it and forward to the one that does.
 	for i, u := range urls {
-		waitFor(t, 30*time.Second, "a write through writer "+fmt.Sprint(i), func() bool {
+		testenv.WaitFor(t, 30*time.Second, "a write through writer "+fmt.Sprint(i), func() bool {
 			req, _ := http.NewRequest("PUT", u+"/v1/kv/tenant/fwd/project/p/k", strings.NewReader(fmt.Sprintf(`{"value":%d}`, i)))
 			req.Header.Set("Authorization", "Bearer "+devToken)
 			resp, err := http.DefaultClient.Do(req)
@@ -106,9 +107,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	for c := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 11))
 			for {
 				select {
@@ -154,24 +153,24 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
-		}()
+		})
 	}
 	progress := func(n int64) {
 		t.Helper()
 		before := ok.Load()
-		waitFor(t, 90*time.Second, fmt.Sprintf("%d more acknowledged increments", n), func() bool { return ok.Load() >= before+n })
+		testenv.WaitFor(t, 90*time.Second, fmt.Sprintf("%d more acknowledged increments", n), func() bool { return ok.Load() >= before+n })
 	}
 	progress(200)
-	writers[0].kill9()
+	writers[0].Kill()
 	progress(100)
-	writers[0].start()
+	mustStart(t, writers[0])
 	progress(200)
-	writers[1].stop()
+	writers[1].Stop(stopGrace)
 	progress(100)
-	writers[1].start()
+	mustStart(t, writers[1])
 	progress(200)
-	writers[2].kill9()
-	writers[2].start()
+	writers[2].Kill()
+	mustStart(t, writers[2])
 	progress(200)
 	close(stop)
 	wg.Wait()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -53,7 +53,7 @@ func code(err error) string { return events.ErrorCode(err) }
 // strictly from tenure to tenure, and every 200 the clients saw is a
 // tenure in the log.
 func TestLockFiftyAcquirers(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	key := scope + "locks/deploy"
@@ -69,9 +69,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 		wg     sync.WaitGroup
 	)
 	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			holder := fmt.Sprintf("worker-%02d", i)
 			for got := 0; got < rounds; {
 				l, err := c.AcquireLock(ctx, client.LockRequest{Key: key, Holder: holder, TTL: 30 * time.Second})
@@ -105,7 +103,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 				}
 				got++
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -153,7 +151,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 // old holder can neither extend nor release it, and the sweeper logs the
 // expiry of an abandoned lock with its semantics.
 func TestLockExpiry(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	key := scope + "locks/nightly"
@@ -194,7 +192,7 @@ func TestLockExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var expire events.Event
-	waitFor(t, 15*time.Second, "the sweeper's expire event", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the sweeper's expire event", func() bool {
 		evs := keyEvents(t, s, abandoned)
 		expire = evs[len(evs)-1]
 		return expire.Kind == events.KindExpire
@@ -211,7 +209,7 @@ func TestLockExpiry(t *testing.T) {
 // TestLeaderElection: one leader per pool; heartbeats keep the term;
 // resigning lets another candidate in with a higher term.
 func TestLeaderElection(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	pool := scope + "leaders/build-manager"
@@ -260,7 +258,7 @@ func TestLeaderElection(t *testing.T) {
 // TestCounterConcurrentIncrements: 32 clients add and subtract; the
 // counter ends at the exact sum and has one version per increment.
 func TestCounterConcurrentIncrements(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	key := scope + "counters/requests"
@@ -274,9 +272,7 @@ func TestCounterConcurrentIncrements(t *testing.T) {
 		wg  sync.WaitGroup
 	)
 	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for j := range per {
 				by := int64(rand.IntN(9) + 1)
 				if (i+j)%4 == 0 {
@@ -288,7 +284,7 @@ func TestCounterConcurrentIncrements(t *testing.T) {
 				}
 				sum.Add(by)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	e, err := c.Get(ctx, key)
@@ -330,7 +326,7 @@ func TestCounterConcurrentIncrements(t *testing.T) {
 // compare-and-swap (state pending -> claimed); each job is claimed exactly
 // once, by the worker its record names.
 func TestFieldCASJobClaims(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	jobs, workers := 1000, 20
@@ -361,9 +357,7 @@ func TestFieldCASJobClaims(t *testing.T) {
 	var mu sync.Mutex
 	var lost atomic.Int64
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			name := fmt.Sprintf("w%02d", w)
 			for _, i := range rand.Perm(jobs) {
 				_, err := c.Patch(ctx, client.PatchRequest{Key: job(i),
@@ -381,7 +375,7 @@ func TestFieldCASJobClaims(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -408,7 +402,7 @@ func TestFieldCASJobClaims(t *testing.T) {
 // TestSweeperExpiresEntries: the sweeper appends one expire event per
 // expired entry, with its semantics; a renewal before the sweep wins.
 func TestSweeperExpiresEntries(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
 	const n = 40
@@ -423,7 +417,7 @@ func TestSweeperExpiresEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	var expired map[string]events.Event
-	waitFor(t, 20*time.Second, "expire events", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "expire events", func() bool {
 		expired = map[string]events.Event{}
 		for _, e := range s.readLog(ctx) {
 			if e.Kind == events.KindExpire {
@@ -445,67 +439,5 @@ func TestSweeperExpiresEntries(t *testing.T) {
 	}
 	if _, err := c.Get(ctx, renewed); err != nil {
 		t.Fatalf("renewed entry: %v", err)
-	}
-}
-
-// TestPrimitivesBadInput: each bad request answers 4xx with its code and
-// field and writes nothing.
-func TestPrimitivesBadInput(t *testing.T) {
-	s := mustStack(t, true)
-	k := base + "bad/x"
-	if r := s.do("PUT", k, devToken, `{"value":"text"}`); r.Status != 200 {
-		t.Fatalf("seed: %d %s", r.Status, r.Body)
-	}
-	for _, tc := range []struct {
-		method, path, body string
-		status             int
-		code, field        string
-	}{
-		{"POST", k, `{}`, 400, events.EInvalid, "key"},
-		{"POST", k + ":explode", `{}`, 400, events.EInvalid, "key"},
-		{"POST", k + ":increment", `{"by":0}`, 400, events.EInvalid, "by"},
-		{"POST", k + ":increment", `{"by":1.5}`, 400, events.EInvalid, "by"},
-		{"POST", k + ":increment", `{"by":1,"ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds"},
-		{"POST", k + ":increment", `{"by":1,"semantics":{"purpose":"nope"}}`, 400, events.EInvalid, "semantics.purpose"},
-		{"POST", k + ":increment", `{"by":1,"semantics":{"owner":"x"}}`, 400, events.EInvalid, "semantics.owner"},
-		{"POST", k + ":increment", `{}`, 409, events.EWrongType, "value"},
-		{"POST", k + ":acquire", `{}`, 400, events.EInvalid, "holder"},
-		{"POST", k + ":acquire", `{"holder":"a","ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds"},
-		{"POST", k + ":acquire", `{"holder":"a","semantics":{"purpose":"counter"}}`, 400, events.EInvalid, "semantics.purpose"},
-		{"POST", k + ":acquire", `{"holder":"a"}`, 409, events.EWrongType, "key"},
-		{"POST", k + ":release", `{"holder":"a","ttlSeconds":5}`, 400, events.EInvalid, "ttlSeconds"},
-		{"POST", k + ":elect", `{"holder":"a","extra":1}`, 400, events.EInvalid, "extra"},
-		{"PATCH", k, `{}`, 400, events.EInvalid, "set"},
-		{"PATCH", k, `{"set":{"a":1},"unset":["a"]}`, 400, events.EInvalid, "unset"},
-		{"PATCH", k, `{"set":{"":1}}`, 400, events.EInvalid, "set"},
-		{"PATCH", k, `{"set":{"a":1},"if":{"field":"a"}}`, 400, events.EInvalid, "if.equals"},
-		{"PATCH", k, `{"set":{"a":1},"if":{"field":"","equals":1}}`, 400, events.EInvalid, "if.field"},
-		{"PATCH", k, `{"set":{"a":1}}`, 409, events.EWrongType, "set"},
-		{"PATCH", base + "bad/absent", `{"set":{"a":1}}`, 404, events.ENotFound, "key"},
-		{"GET", k + ":bogus", ``, 400, events.EInvalid, "key"},
-		{"GET", k + "?field=a", ``, 409, events.EWrongType, "field"},
-		{"GET", k + "?other=a", ``, 400, events.EInvalid, "other"},
-		{"GET", k + ":lock", ``, 409, events.EWrongType, "key"},
-		{"GET", base + "bad/absent:lock", ``, 404, events.ENotFound, "key"},
-	} {
-		t.Run(tc.method+" "+tc.path[len(base):]+" "+tc.body, func(t *testing.T) {
-			var body any
-			if tc.body != "" {
-				body = tc.body
-			}
-			r := s.do(tc.method, tc.path, devToken, body)
-			if r.Status != tc.status {
-				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Body)
-			}
-			if d := r.errorBody(t); d.Code != tc.code || d.Field != tc.field {
-				t.Fatalf("error %+v, want code %s field %s", d, tc.code, tc.field)
-			}
-		})
-	}
-	if e := s.do("GET", k, devToken, nil).entry(t); e.Version != 1 || string(e.Value) != `"text"` {
-		t.Fatalf("bad input changed the entry: %+v", e)
-	}
-	if r := s.do("PUT", base+"bad/x:increment", devToken, `{"value":1}`); r.Status != http.StatusBadRequest {
-		t.Fatalf("PUT with a verb: %d %s", r.Status, r.Body)
 	}
 }

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestRebuildEqualsLiveProjection writes through the API (creates, CAS
@@ -20,7 +19,7 @@ import (
 // the projection into another schema and compares: equal; then a
 // tampered live row is found by its key.
 func TestRebuildEqualsLiveProjection(t *testing.T) {
-	s := mustStack(t, true)
+	s := mustStack(t)
 	ctx := context.Background()
 	want := func(r response, status int) {
 		t.Helper()
@@ -44,14 +43,14 @@ func TestRebuildEqualsLiveProjection(t *testing.T) {
 	}
 	// Re-creates over a deleted and an expired key.
 	want(s.do("PUT", "/v1/kv/tenant/t0/project/p/k0", devToken, `{"value":"again","expectedVersion":0}`), http.StatusOK)
-	waitFor(t, 10*time.Second, "the lease to expire", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the lease to expire", func() bool {
 		return s.do("GET", "/v1/kv/tenant/t0/project/p/k1", devToken, nil).Status == http.StatusNotFound
 	})
 	want(s.do("PUT", "/v1/kv/tenant/t0/project/p/k1", devToken, `{"value":"mine","expectedVersion":0}`), http.StatusOK)
 	waitProjected(t, s)
 	s.broker.Cluster.Compact() // no write is in flight: no open transaction
 
-	pool := mustSchemaPool(t, s, "rebuilt")
+	pool := s.pg.MustSchema(t, "rebuilt")
 	st, err := projector.Rebuild(ctx, projector.RebuildConfig{
 		Brokers: s.broker.Addrs, Topic: s.broker.Topics.Changes, Partitions: s.broker.Topics.Partitions,
 	}, projection.New(pool), nil)
@@ -80,30 +79,4 @@ func TestRebuildEqualsLiveProjection(t *testing.T) {
 	if d.Equal() || len(d.Keys) != 1 || d.Keys[0].Key != tampered || !slices.Equal(d.Keys[0].Columns, []string{"value"}) {
 		t.Errorf("after tampering %s: %+v", tampered, d)
 	}
-}
-
-// mustSchemaPool creates and migrates schema in the stack's database and
-// returns a pool working in it.
-func mustSchemaPool(tb testing.TB, s *stack, schema string) *pgxpool.Pool {
-	tb.Helper()
-	ctx := context.Background()
-	if _, err := projection.CreateSchema(ctx, s.pg.Pool, schema, false); err != nil {
-		tb.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(s.pg.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := projection.InSchema(cfg, schema); err != nil {
-		tb.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(pool.Close)
-	if err := projection.Migrate(ctx, pool); err != nil {
-		tb.Fatal(err)
-	}
-	return pool
 }

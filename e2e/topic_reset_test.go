@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
+	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
 // TestWriterRefusesRecreatedTopic: once kv.changes is deleted and
@@ -16,7 +17,7 @@ import (
 // write: the projection holds the old topic's state, and versions built on
 // it would not be in the new log.
 func TestWriterRefusesRecreatedTopic(t *testing.T) {
-	s := mustStack(t, true, projectorMayStop)
+	s := mustStack(t, inproc.ProjectorMayStop())
 	if r := s.do("PUT", base+"before", devToken, `{"value":1}`); r.Status != 200 {
 		t.Fatalf("put: %d %s", r.Status, r.Body)
 	}

@@ -68,29 +68,26 @@ func TestConflictMatchesSchema(t *testing.T) {
 		})
 	}
 
-	t.Run("OKNilValuesAreNull", func(t *testing.T) {
-		c := conflictSamples()["VersionMismatch"]
-		c.Attempted, c.Current = nil, nil
-		b, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := schemas.ValidateConflict(b); err != nil {
-			t.Errorf("%v\n%s", err, b)
-		}
-	})
-
-	t.Run("ErrNoPurpose", func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*events.Conflict)
+		valid  bool
+	}{
+		{"OKNilValuesAreNull", func(c *events.Conflict) { c.Attempted, c.Current = nil, nil }, true},
 		// The writer must fill in a purpose (the request's, the current
 		// entry's, or other): conflict rates are grouped by it.
-		c := conflictSamples()["VersionMismatch"]
-		c.Semantics = events.Semantics{}
-		b, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := schemas.ValidateConflict(b); err == nil {
-			t.Errorf("accepted a conflict without purpose: %s", b)
-		}
-	})
+		{"ErrNoPurpose", func(c *events.Conflict) { c.Semantics = events.Semantics{} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := conflictSamples()["VersionMismatch"]
+			tc.change(&c)
+			b, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.ValidateConflict(b); (err == nil) != tc.valid {
+				t.Errorf("valid %v, want %v: %v\n%s", err == nil, tc.valid, err, b)
+			}
+		})
+	}
 }

@@ -28,107 +28,92 @@ func TestCompare(t *testing.T) {
 	setup := func(t *testing.T) *testenv.Postgres {
 		pg := testenv.MustPostgresDB(t)
 		mustApply(t, projection.New(pg.Pool), topic, log)
-		mustApply(t, projection.New(mustSchemaPool(t, pg, "rebuilt")), topic, compacted)
+		mustApply(t, projection.New(pg.MustSchema(t, "rebuilt")), topic, compacted)
 		return pg
 	}
-	exec := func(t *testing.T, pg *testenv.Postgres, sql string) {
-		t.Helper()
-		if _, err := pg.Pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
+	// exec is a setup that runs sqls on the database.
+	exec := func(sqls ...string) func(*testing.T, *testenv.Postgres) {
+		return func(t *testing.T, pg *testenv.Postgres) {
+			t.Helper()
+			for _, sql := range sqls {
+				if _, err := pg.Pool.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
 		}
 	}
 
-	t.Run("OKEqual", func(t *testing.T) {
-		pg := setup(t)
-		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := &projection.Diff{
-			Schema: "rebuilt", Against: "public",
-			Entries: 3, AgainstEntries: 3,
-			History: 3, AgainstHistory: 5,
-			Offsets: map[int32]int64{0: 5}, AgainstOffsets: map[int32]int64{0: 5},
-		}
-		if !reflect.DeepEqual(d, want) || !d.Equal() {
-			t.Errorf("diff:\n got %+v\nwant %+v", d, want)
-		}
-	})
-	t.Run("TamperedValue", func(t *testing.T) {
-		pg := setup(t)
-		exec(t, pg, `UPDATE kv_entries SET value = '3' WHERE key = '`+a+`'`)
-		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []projection.KeyDiff{{Key: a, InSchema: true, InAgainst: true, Version: 2, AgainstVersion: 2, Columns: []string{"value"}}}
-		if d.Equal() || d.Differing != 1 || !reflect.DeepEqual(d.Keys, want) {
-			t.Errorf("diff: differing %d, keys %+v; want %+v", d.Differing, d.Keys, want)
-		}
-	})
-	t.Run("TamperedSeveralColumns", func(t *testing.T) {
-		pg := setup(t)
-		exec(t, pg, `UPDATE kv_entries SET version = 9, semantics = '{"purpose":"lock"}', expires_at = now() WHERE key = '`+c+`'`)
-		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []projection.KeyDiff{{Key: c, InSchema: true, InAgainst: true, Version: 1, AgainstVersion: 9,
-			Columns: []string{"version", "expires_at", "semantics"}}}
-		if !reflect.DeepEqual(d.Keys, want) {
-			t.Errorf("keys %+v, want %+v", d.Keys, want)
-		}
-	})
-	t.Run("OneSided", func(t *testing.T) {
-		pg := setup(t)
-		exec(t, pg, `DELETE FROM kv_entries WHERE key = '`+b+`'`)
-		exec(t, pg, `DELETE FROM rebuilt.kv_entries WHERE key = '`+c+`'`)
-		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []projection.KeyDiff{{Key: b, InSchema: true, Version: 2}}
-		if d.Differing != 2 || !reflect.DeepEqual(d.Keys, want) {
-			t.Errorf("differing %d, keys %+v; want 2 and (limit 1) %+v", d.Differing, d.Keys, want)
-		}
-	})
-	t.Run("OKLiveAhead", func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, pg *testenv.Postgres) // after the live projection and the rebuild
+		limit int
+		check func(t *testing.T, d *projection.Diff)
+	}{
+		{"OKEqual", nil, 10, func(t *testing.T, d *projection.Diff) {
+			want := &projection.Diff{
+				Schema: "rebuilt", Against: "public",
+				Entries: 3, AgainstEntries: 3,
+				History: 3, AgainstHistory: 5,
+				Offsets: map[int32]int64{0: 5}, AgainstOffsets: map[int32]int64{0: 5},
+			}
+			if !reflect.DeepEqual(d, want) || !d.Equal() {
+				t.Errorf("diff:\n got %+v\nwant %+v", d, want)
+			}
+		}},
+		{"TamperedValue", exec(`UPDATE kv_entries SET value = '3' WHERE key = '` + a + `'`), 10, func(t *testing.T, d *projection.Diff) {
+			want := []projection.KeyDiff{{Key: a, InSchema: true, InAgainst: true, Version: 2, AgainstVersion: 2, Columns: []string{"value"}}}
+			if d.Equal() || d.Differing != 1 || !reflect.DeepEqual(d.Keys, want) {
+				t.Errorf("diff: differing %d, keys %+v; want %+v", d.Differing, d.Keys, want)
+			}
+		}},
+		{"TamperedSeveralColumns", exec(`UPDATE kv_entries SET version = 9, semantics = '{"purpose":"lock"}', expires_at = now() WHERE key = '` + c + `'`), 10, func(t *testing.T, d *projection.Diff) {
+			want := []projection.KeyDiff{{Key: c, InSchema: true, InAgainst: true, Version: 1, AgainstVersion: 9,
+				Columns: []string{"version", "expires_at", "semantics"}}}
+			if !reflect.DeepEqual(d.Keys, want) {
+				t.Errorf("keys %+v, want %+v", d.Keys, want)
+			}
+		}},
+		{"OneSided", exec(`DELETE FROM kv_entries WHERE key = '`+b+`'`, `DELETE FROM rebuilt.kv_entries WHERE key = '`+c+`'`), 1, func(t *testing.T, d *projection.Diff) {
+			want := []projection.KeyDiff{{Key: b, InSchema: true, Version: 2}}
+			if d.Differing != 2 || !reflect.DeepEqual(d.Keys, want) {
+				t.Errorf("differing %d, keys %+v; want 2 and (limit 1) %+v", d.Differing, d.Keys, want)
+			}
+		}},
 		// The live projector applied more of the log after the rebuild's
 		// end: those keys are not compared.
-		pg := setup(t)
-		mustApply(t, projection.New(pg.Pool), topic, batchOf(5, put(t, a, 3, `"new"`), put(t, "tenant/t/project/p/d", 1, `1`)))
-		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !d.Equal() || d.NotCompared != 2 || d.HistoryMismatch != 0 {
-			t.Errorf("diff %+v; want equal with 2 keys not compared", d)
-		}
-	})
-	t.Run("HistoryMismatchIsInformation", func(t *testing.T) {
-		pg := setup(t)
-		exec(t, pg, `DELETE FROM kv_history WHERE key = '`+a+`' AND version = 2`)
-		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !d.Equal() || d.HistoryMismatch != 1 || d.AgainstHistory != 4 {
-			t.Errorf("diff %+v; want equal entries, 1 history row missing", d)
-		}
-	})
-	t.Run("RecreatedTopic", func(t *testing.T) {
-		pg := setup(t)
-		for schema, id := range map[string]string{"public": "old-id", "rebuilt": "new-id"} {
-			exec(t, pg, `INSERT INTO `+schema+`.projector_topic (topic, topic_id, partitions) VALUES ('kv.changes', '`+id+`', 1)`)
-		}
-		d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Equal() || !d.TopicsDiffer() || d.Differing != 0 || d.TopicID != "new-id" || d.AgainstTopicID != "old-id" {
-			t.Errorf("diff %+v; want not equal: folded from different topics", d)
-		}
-	})
+		{"OKLiveAhead", func(t *testing.T, pg *testenv.Postgres) {
+			mustApply(t, projection.New(pg.Pool), topic, batchOf(5, put(t, a, 3, `"new"`), put(t, "tenant/t/project/p/d", 1, `1`)))
+		}, 10, func(t *testing.T, d *projection.Diff) {
+			if !d.Equal() || d.NotCompared != 2 || d.HistoryMismatch != 0 {
+				t.Errorf("diff %+v; want equal with 2 keys not compared", d)
+			}
+		}},
+		{"HistoryMismatchIsInformation", exec(`DELETE FROM kv_history WHERE key = '` + a + `' AND version = 2`), 10, func(t *testing.T, d *projection.Diff) {
+			if !d.Equal() || d.HistoryMismatch != 1 || d.AgainstHistory != 4 {
+				t.Errorf("diff %+v; want equal entries, 1 history row missing", d)
+			}
+		}},
+		{"RecreatedTopic", exec(
+			`INSERT INTO public.projector_topic (topic, topic_id, partitions) VALUES ('kv.changes', 'old-id', 1)`,
+			`INSERT INTO rebuilt.projector_topic (topic, topic_id, partitions) VALUES ('kv.changes', 'new-id', 1)`,
+		), 10, func(t *testing.T, d *projection.Diff) {
+			if d.Equal() || !d.TopicsDiffer() || d.Differing != 0 || d.TopicID != "new-id" || d.AgainstTopicID != "old-id" {
+				t.Errorf("diff %+v; want not equal: folded from different topics", d)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := setup(t)
+			if tc.setup != nil {
+				tc.setup(t, pg)
+			}
+			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, d)
+		})
+	}
 	t.Run("ErrWrongTopic", func(t *testing.T) {
 		pg := setup(t)
 		if _, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "other", 10); events.ErrorCode(err) != events.EInvalid {

@@ -638,7 +638,7 @@ func TestScanSettingsStayInTheScan(t *testing.T) {
 
 func TestScanInOtherSchema(t *testing.T) {
 	pg := testenv.MustPostgresDB(t)
-	s := projection.New(mustSchemaPool(t, pg, "rebuild_f"))
+	s := projection.New(pg.MustSchema(t, "rebuild_f"))
 	const k = "tenant/t/project/p/k"
 	mustApply(t, s, "kv.changes", batchOf(0, put(t, k, 1, `{"state":"done"}`)))
 	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", projection.OpEq, `"done"`), "", 10, t0); !slices.Equal(keys, []string{k}) {
@@ -690,24 +690,4 @@ func TestMigrationIndexesExistingEntries(t *testing.T) {
 	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", projection.OpNe, `"x"`), "", 10, exp); !slices.Equal(keys, []string{"tenant/t/project/p/a"}) {
 		t.Errorf("scan after b's expiry: %v", keys)
 	}
-}
-
-func BenchmarkApply500Fields(b *testing.B) {
-	s := projection.New(testenv.MustPostgres(b))
-	ctx := context.Background()
-	batch := make([]projection.Applied, 500)
-	var offset int64
-	version := int64(0)
-	for b.Loop() {
-		version++
-		for i := range batch {
-			batch[i] = projection.Applied{Partition: int32(i % 12), Offset: offset, Event: put(b, fmt.Sprintf("tenant/t/project/p%d/k%d", i%12, i), version,
-				fmt.Sprintf(`{"state":"running","attempt":%d,"owner":"worker-7","updated_at":"2026-03-04T05:06:07Z"}`, version))}
-			offset++
-		}
-		if err := s.Apply(ctx, "kv.changes", batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/event")
 }

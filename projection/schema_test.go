@@ -14,32 +14,6 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-// mustSchemaPool creates schema in pg's database, migrates it and returns
-// a pool whose connections work in it.
-func mustSchemaPool(tb testing.TB, pg *testenv.Postgres, schema string) *pgxpool.Pool {
-	tb.Helper()
-	ctx := context.Background()
-	if _, err := projection.CreateSchema(ctx, pg.Pool, schema, false); err != nil {
-		tb.Fatalf("create schema %s: %v", schema, err)
-	}
-	cfg, err := pgxpool.ParseConfig(pg.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := projection.InSchema(cfg, schema); err != nil {
-		tb.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(pool.Close)
-	if err := projection.Migrate(ctx, pool); err != nil {
-		tb.Fatalf("migrate %s: %v", schema, err)
-	}
-	return pool
-}
-
 func count(tb testing.TB, pool *pgxpool.Pool, sql string) int64 {
 	tb.Helper()
 	var n int64
@@ -52,7 +26,7 @@ func count(tb testing.TB, pool *pgxpool.Pool, sql string) int64 {
 func TestInSchema(t *testing.T) {
 	pg := testenv.MustPostgresDB(t)
 	ctx := context.Background()
-	pool := mustSchemaPool(t, pg, "rebuild_a")
+	pool := pg.MustSchema(t, "rebuild_a")
 
 	if got, err := projection.CurrentSchema(ctx, pool); err != nil || got != "rebuild_a" {
 		t.Fatalf("current schema %q, %v; want rebuild_a", got, err)
@@ -101,7 +75,7 @@ func TestCreateSchema(t *testing.T) {
 		}
 	})
 	t.Run("ErrNotEmpty", func(t *testing.T) {
-		mustSchemaPool(t, pg, "full")
+		pg.MustSchema(t, "full")
 		_, err := projection.CreateSchema(ctx, pg.Pool, "full", false)
 		if !errors.Is(err, projection.ErrSchemaNotEmpty) {
 			t.Fatalf("CreateSchema of a migrated schema = %v, want ErrSchemaNotEmpty", err)
@@ -111,7 +85,7 @@ func TestCreateSchema(t *testing.T) {
 		}
 	})
 	t.Run("OKReplace", func(t *testing.T) {
-		mustSchemaPool(t, pg, "old")
+		pg.MustSchema(t, "old")
 		created, err := projection.CreateSchema(ctx, pg.Pool, "old", true)
 		if err != nil || !created {
 			t.Fatalf("CreateSchema --replace = %v, %v; want created", created, err)
@@ -140,7 +114,7 @@ func TestCreateSchema(t *testing.T) {
 		}
 	})
 	t.Run("OKDrop", func(t *testing.T) {
-		mustSchemaPool(t, pg, "gone")
+		pg.MustSchema(t, "gone")
 		if err := projection.DropSchema(ctx, pg.Pool, "gone"); err != nil {
 			t.Fatal(err)
 		}

@@ -124,7 +124,7 @@ func TestStoredOffsetPastEndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := start(t, b, s, projector.Config{})
-	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "offset_after_end",
+	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "offset_after_end",
 		"partition 0: stored offset 1000 is past the log end 2")
 	if st, err := s.State(context.Background(), k); err != nil || st.Version != 7 {
 		t.Errorf("state %+v, %v; the projection was changed", st, err)
@@ -154,7 +154,7 @@ func TestTopicRecreatedStops(t *testing.T) {
 	}
 
 	r := start(t, b, s, projector.Config{})
-	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "topic_recreated", "the topic was recreated: its ID is")
+	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "topic_recreated", "the topic was recreated: its ID is")
 	after, err := s.Offsets(context.Background(), b.Topics.Changes)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestRecordsDeletedStops(t *testing.T) {
 	}
 
 	r := start(t, b, s, projector.Config{})
-	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "offset_before_start",
+	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "offset_before_start",
 		"partition 0: stored offset "+strconv.FormatInt(stored[0], 10)+" is before the log start "+strconv.FormatInt(end, 10))
 }
 
@@ -211,8 +211,8 @@ func TestTopicRecreatedWhileRunningStops(t *testing.T) {
 
 	recreateTopic(t, b)
 	err := r.wait(t)
-	if !errors.Is(err, projector.ErrTopicReset) {
-		t.Fatalf("Run returned %v, want %v", err, projector.ErrTopicReset)
+	if !errors.Is(err, changelog.ErrTopicReset) {
+		t.Fatalf("Run returned %v, want %v", err, changelog.ErrTopicReset)
 	}
 	// Which check sees it first depends on timing: the topic gone, its
 	// new ID, or a fetch out of range.
@@ -261,7 +261,7 @@ func TestResetFoundOnAssignment(t *testing.T) {
 		t.Fatalf("delete records: %v", err)
 	}
 	close(release)
-	wantReset(t, r, r.wait(t), projector.ErrTopicReset, "offset_before_start", "is before the log start "+strconv.FormatInt(end, 10))
+	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "offset_before_start", "is before the log start "+strconv.FormatInt(end, 10))
 }
 
 func TestTopicRecordedAtFirstStart(t *testing.T) {

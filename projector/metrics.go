@@ -2,6 +2,8 @@ package projector
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/changelog"
 )
 
 // metrics are the projector's Prometheus metrics.
@@ -52,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 				"offset_before_start, topic_recreated, topic_missing, partition_count or offset_out_of_range.",
 		}, []string{"reason"}),
 	}
-	for _, r := range resetReasons {
+	for _, r := range changelog.Reasons {
 		m.resets.WithLabelValues(r) // exported at 0, so alerts need no absent()
 	}
 	if reg == nil {

@@ -10,15 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
@@ -131,9 +128,9 @@ func (p *Projector) Applied() map[int32]int64 {
 // without losing or skipping events: the topic has another partition count
 // than configured or recorded (changelog.ErrPartitionCount), a record does
 // not decode (a poison pill: the records before it are applied, it is
-// not), the topic was reset (ErrTopicReset: recreated, truncated, records
-// deleted, a stored offset out of range; checked at start, on every
-// assignment and every CheckInterval), or Postgres keeps failing.
+// not), the topic was reset (changelog.ErrTopicReset: recreated, truncated,
+// records deleted, a stored offset out of range; checked at start, on
+// every assignment and every CheckInterval), or Postgres keeps failing.
 func (p *Projector) Run(ctx context.Context) error {
 	// The checks' metadata must be fresh: kgo answers metadata requests
 	// from a cache up to MetadataMinAge old (default 5s).
@@ -154,53 +151,18 @@ func (p *Projector) Run(ctx context.Context) error {
 	}
 
 	// A reset found on an assignment or by the watcher cancels pctx with
-	// the finding as its cause; the poll loop returns it.
+	// the finding as its cause; the consumer stops and Run returns it.
 	pctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-
-	var static []kgo.Opt
-	if p.cfg.InstanceID != "" {
-		static = append(static, kgo.InstanceID(p.cfg.InstanceID))
-	}
-	cl, err := kgo.NewClient(append(static,
-		kgo.SeedBrokers(p.cfg.Brokers...),
-		kgo.WithLogger(changelog.Logger(p.log)),
-		kgo.ConsumerGroup(p.cfg.Group),
-		// A crashed projector's partitions move after 10 s, not the
-		// default 45 s.
-		kgo.SessionTimeout(10*time.Second),
-		kgo.HeartbeatInterval(time.Second),
-		kgo.ConsumeTopics(p.cfg.Topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Transaction markers move the stored offsets too, so that a
-		// caught-up projection's offsets equal the last stable offsets.
-		kgo.KeepControlRecords(),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		// Partitions without an offset in Postgres start at the beginning;
-		// an offset out of range is fatal for the partition (reported by
-		// PollRecords), never silently reset.
-		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-			return p.adjustOffsets(ctx, adm, fail, assigned)
-		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-			p.log.Info("partitions revoked", "partitions", revoked[p.cfg.Topic])
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-			p.log.Warn("partitions lost", "partitions", lost[p.cfg.Topic])
-		}),
-		// Fetches return as soon as data arrives; the wait only bounds an
-		// idle fetch.
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)...)
+	c, err := changelog.NewConsumer(changelog.ConsumerConfig{
+		Brokers: p.cfg.Brokers, Topics: []string{p.cfg.Topic}, Group: p.cfg.Group, InstanceID: p.cfg.InstanceID,
+		MaxBatch: p.cfg.MaxBatch, CommitInterval: p.cfg.CommitInterval, Log: p.log,
+	}, &sink{Projector: p, adm: adm, fail: fail})
 	if err != nil {
-		return fmt.Errorf("projector: kafka client: %w", err)
+		return fmt.Errorf("projector: %w", err)
 	}
 	defer func() {
-		cl.AllowRebalance()
-		cl.Close() // leaves the group
+		c.Close() // leaves the group
 		p.log.Info("projector stopped")
 	}()
 	p.log.Info("projector started", "brokers", p.cfg.Brokers, "topic", p.cfg.Topic, "group", p.cfg.Group, "partitions", p.cfg.Partitions)
@@ -215,63 +177,25 @@ func (p *Projector) Run(ctx context.Context) error {
 		<-watched
 	}()
 
-	lastCommit := time.Now()
-	pending := make(map[int32]int64)
-	for {
-		fetches := cl.PollRecords(pctx, p.cfg.MaxBatch)
-		if pctx.Err() != nil || fetches.IsClientClosed() {
-			p.commitGroup(cl, pending)
-			if ctx.Err() == nil && pctx.Err() != nil {
-				return context.Cause(pctx)
-			}
-			return nil
-		}
-		if err := p.fetchErrors(fetches); err != nil {
-			return err
-		}
-
-		batch, poison := p.decode(fetches)
-		if len(batch) > 0 {
-			if err := p.apply(ctx, batch); err != nil {
-				if ctx.Err() != nil {
-					return nil // rolled back; the next run re-reads it
-				}
-				return err
-			}
-			for _, a := range batch {
-				pending[a.Partition] = max(pending[a.Partition], a.Offset+1)
-			}
-		}
-		if poison != nil {
-			p.commitGroup(cl, pending)
-			return poison
-		}
-		if time.Since(lastCommit) >= p.cfg.CommitInterval {
-			p.commitGroup(cl, pending)
-			lastCommit = time.Now()
-		}
-		cl.AllowRebalance()
+	err = c.Run(pctx)
+	if ctx.Err() == nil && pctx.Err() != nil {
+		return context.Cause(pctx)
 	}
+	p.reportAll(err) // an offset out of range, found by a fetch
+	return err
 }
 
 // waitTopic waits until the changes topic exists (the writer creates it)
 // and checks it (checkTopic); a partition count mismatch or a reset is
 // fatal at once.
 func (p *Projector) waitTopic(ctx context.Context, adm *kadm.Client) error {
-	backoff := 100 * time.Millisecond
-	for {
-		err := p.checkTopic(ctx, adm)
-		if err == nil || fatal(err) || ctx.Err() != nil {
-			return err
-		}
-		p.log.Warn("changes topic not available yet; retrying", "topic", p.cfg.Topic, "retry_in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	return changelog.Retry{
+		Base: 100 * time.Millisecond, Cap: 5 * time.Second,
+		Retriable: func(err error) bool { return !changelog.Fatal(err) },
+		OnRetry: func(err error, wait time.Duration) {
+			p.log.Warn("changes topic not available yet; retrying", "topic", p.cfg.Topic, "retry_in", wait, "err", err)
+		},
+	}.Do(ctx, func(ctx context.Context) error { return p.checkTopic(ctx, adm) })
 }
 
 // checkTopic checks the changes topic before joining the group: its
@@ -281,93 +205,99 @@ func (p *Projector) checkTopic(ctx context.Context, adm *kadm.Client) error {
 	topics := changelog.Topics{Changes: p.cfg.Topic, Partitions: p.cfg.Partitions}
 	if err := changelog.Check(ctx, adm, topics); err != nil {
 		if errors.Is(err, changelog.ErrPartitionCount) {
-			p.m.resets.WithLabelValues(reasonPartitionCount).Inc()
+			p.m.resets.WithLabelValues(changelog.ReasonPartitionCount).Inc()
 		}
 		return fmt.Errorf("projector: %w", err)
 	}
 	return p.checkLog(ctx, adm)
 }
 
-// adjustOffsets replaces the group's offsets of newly assigned partitions
-// with the next offsets stored in Postgres; partitions never applied start
-// at the beginning of the log. It first checks the topic's identity and
-// that each stored offset lies within its partition's log: a reset is
-// passed to fail (which stops Run) and the assignment is refused.
-func (p *Projector) adjustOffsets(ctx context.Context, adm *kadm.Client, fail context.CancelCauseFunc, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	stored, err := p.store.Offsets(ctx, p.cfg.Topic)
-	if err != nil {
-		p.log.Error("reading stored offsets failed; the group rejoins and retries", "err", err)
-		return nil, err
-	}
-	err = p.checkIdentity(ctx, adm)
-	if err == nil {
-		err = p.checkRanges(ctx, adm, stored, slices.Collect(maps.Keys(assigned[p.cfg.Topic])))
-	}
-	if err != nil {
-		if fatal(err) {
-			fail(err)
-		} else {
-			p.log.Error("checking the changes topic on assignment failed; the group rejoins and retries", "err", err)
-		}
-		return nil, err
-	}
-	for topic, parts := range assigned {
-		if topic != p.cfg.Topic {
-			continue
-		}
-		from := make(map[int32]int64, len(parts))
-		for part := range parts {
-			if o, ok := stored[part]; ok {
-				parts[part] = kgo.NewOffset().At(o)
-				from[part] = o
-			} else {
-				parts[part] = kgo.NewOffset().AtStart()
-				from[part] = 0
-			}
-		}
-		p.log.Info("partitions assigned; resuming at the offsets stored in Postgres", "topic", topic, "offsets", from)
-	}
-	return assigned, nil
+// sink is the projector as the changelog consumer's sink: each batch is
+// one Postgres transaction that also stores the next offsets, and
+// assigned partitions resume at the offsets stored there.
+type sink struct {
+	*Projector
+	adm  *kadm.Client
+	fail context.CancelCauseFunc // stops Run with a reset found on assignment
 }
 
-// fetchErrors returns an error for any fetch error that would make the
-// projector skip or lose events. Group session errors are transient: the
-// client rejoins by itself.
-func (p *Projector) fetchErrors(fetches kgo.Fetches) error {
-	var errs []error
-	fetches.EachError(func(topic string, part int32, err error) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
-			return
+// Assigned returns the next offsets stored in Postgres for the newly
+// assigned partitions; partitions never applied start at the beginning of
+// the log. It first checks the topic's identity and that each stored
+// offset lies within its partition's log: a reset is passed to fail (which
+// stops Run) and the assignment is refused.
+func (s *sink) Assigned(ctx context.Context, assigned map[string][]int32) (map[string]map[int32]kgo.Offset, error) {
+	stored, err := s.store.Offsets(ctx, s.cfg.Topic)
+	if err != nil {
+		s.log.Error("reading stored offsets failed; the group rejoins and retries", "err", err)
+		return nil, err
+	}
+	err = s.checkIdentity(ctx, s.adm)
+	if err == nil {
+		err = s.checkRanges(ctx, s.adm, stored, assigned[s.cfg.Topic])
+	}
+	if err != nil {
+		if changelog.Fatal(err) {
+			s.fail(err)
+		} else {
+			s.log.Error("checking the changes topic on assignment failed; the group rejoins and retries", "err", err)
 		}
-		if _, ok := errors.AsType[*kgo.ErrGroupSession](err); ok {
-			p.log.Warn("consumer group session failed; rejoining", "err", err)
-			return
+		return nil, err
+	}
+	parts := assigned[s.cfg.Topic]
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	start := make(map[int32]kgo.Offset, len(parts))
+	from := make(map[int32]int64, len(parts))
+	for _, part := range parts {
+		if o, ok := stored[part]; ok {
+			start[part], from[part] = kgo.NewOffset().At(o), o
+		} else {
+			start[part], from[part] = kgo.NewOffset().AtStart(), 0
 		}
-		if errors.Is(err, kerr.OffsetOutOfRange) {
-			errs = append(errs, p.reset(ErrTopicReset, reasonOutOfRange,
-				fmt.Sprintf("partition %d: fetch: %v: the topic was truncated or recreated", part, err), "partition", part))
-			return
-		}
-		p.log.Error("fetch failed; stopping", "topic", topic, "partition", part, "err", err)
-		errs = append(errs, fmt.Errorf("projector: fetch %s/%d: %w", topic, part, err))
-	})
-	return errors.Join(errs...)
+	}
+	s.log.Info("partitions assigned; resuming at the offsets stored in Postgres", "topic", s.cfg.Topic, "offsets", from)
+	return map[string]map[int32]kgo.Offset{s.cfg.Topic: start}, nil
+}
+
+// Write applies the records in one transaction. A record that does not
+// decode is a poison pill: the records before it are applied, it and the
+// ones after it in its partition are not, and Write returns it.
+func (s *sink) Write(ctx context.Context, recs []*kgo.Record) (changelog.Offsets, error) {
+	batch, poison := s.decode(recs)
+	if len(batch) == 0 {
+		return nil, poison
+	}
+	next, err := s.apply(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	return changelog.Offsets{s.cfg.Topic: next}, poison
+}
+
+// Committed logs a failed commit: the group's offsets are for lag tooling
+// only.
+func (s *sink) Committed(_ changelog.Offsets, err error) {
+	if err != nil {
+		s.log.Warn("committing offsets to the kafka group failed (postgres holds the offsets that count)", "err", err)
+	}
 }
 
 // decode turns the fetched records into events. A record that does not
 // decode is a poison pill: it and the records after it in its partition
 // are left out, and poison says where it is; the other partitions'
 // records are kept.
-func (p *Projector) decode(fetches kgo.Fetches) (batch []projection.Applied, poison error) {
-	batch = make([]projection.Applied, 0, fetches.NumRecords())
+func (p *Projector) decode(recs []*kgo.Record) (batch []projection.Applied, poison error) {
+	batch = make([]projection.Applied, 0, len(recs))
 	var bad map[int32]bool
-	fetches.EachRecord(func(r *kgo.Record) {
+	for _, r := range recs {
 		if bad[r.Partition] {
-			return
+			continue
 		}
 		if r.Attrs.IsControl() {
 			batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Marker: true})
-			return
+			continue
 		}
 		e, err := changelog.Event(r)
 		if err != nil {
@@ -378,53 +308,45 @@ func (p *Projector) decode(fetches kgo.Fetches) (batch []projection.Applied, poi
 			}
 			bad[r.Partition] = true
 			poison = errors.Join(poison, fmt.Errorf("projector: poison pill at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
-			return
+			continue
 		}
 		batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Event: e})
-	})
+	}
 	return batch, poison
 }
 
 // apply stores a batch in one transaction, retrying while Postgres is
-// unavailable for up to maxRetry (rebalances wait meanwhile).
-func (p *Projector) apply(ctx context.Context, batch []projection.Applied) error {
-	const maxRetry = 30 * time.Second
+// unavailable for up to 30 s (rebalances wait meanwhile), and returns the
+// next offset per partition it stored.
+func (p *Projector) apply(ctx context.Context, batch []projection.Applied) (map[int32]int64, error) {
 	start := time.Now()
-	backoff := 50 * time.Millisecond
-	for {
-		err := p.store.Apply(ctx, p.cfg.Topic, batch)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		if events.ErrorCode(err) != events.EUnavailable || time.Since(start) > maxRetry {
+	err := changelog.Retry{
+		Base: 50 * time.Millisecond, Cap: 2 * time.Second, Max: 30 * time.Second,
+		Retriable: func(err error) bool { return events.ErrorCode(err) == events.EUnavailable },
+		OnRetry: func(err error, wait time.Duration) {
+			p.log.Warn("applying a batch failed; retrying", "records", len(batch), "backoff", wait, "err", err)
+		},
+	}.Do(ctx, func(ctx context.Context) error { return p.store.Apply(ctx, p.cfg.Topic, batch) })
+	if err != nil {
+		if ctx.Err() == nil {
 			p.log.Error("applying a batch failed; stopping", "records", len(batch), "err", err)
-			return err
 		}
-		p.log.Warn("applying a batch failed; retrying", "records", len(batch), "backoff", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+		return nil, err
 	}
+	return p.count(batch, start), nil
+}
+
+// count counts an applied batch in the metrics and in Applied, and
+// returns the next offset per partition.
+func (p *Projector) count(batch []projection.Applied, start time.Time) map[int32]int64 {
 	now := time.Now()
 	p.m.batchSize.Observe(float64(len(batch)))
 	p.m.applyDuration.Observe(now.Sub(start).Seconds())
-	var applied int
-	for i := range batch {
-		if !batch[i].Marker {
-			applied++
-		}
-	}
-	p.m.applied.Add(float64(applied))
 	next := make(map[int32]int64)
 	for i := range batch {
 		a := &batch[i]
 		if !a.Marker {
+			p.m.applied.Inc()
 			p.m.lag.Observe(now.Sub(a.Event.TS).Seconds())
 		}
 		next[a.Partition] = max(next[a.Partition], a.Offset+1)
@@ -437,34 +359,5 @@ func (p *Projector) apply(ctx context.Context, batch []projection.Applied) error
 	for part, o := range next {
 		p.m.nextOffset.WithLabelValues(fmt.Sprint(part)).Set(float64(o))
 	}
-	return nil
-}
-
-// commitGroup commits the applied offsets to the Kafka group, for lag
-// tooling only; a failure is logged and otherwise ignored.
-func (p *Projector) commitGroup(cl *kgo.Client, pending map[int32]int64) {
-	if len(pending) == 0 {
-		return
-	}
-	offsets := map[string]map[int32]kgo.EpochOffset{p.cfg.Topic: {}}
-	for _, part := range slices.Sorted(maps.Keys(pending)) {
-		offsets[p.cfg.Topic][part] = kgo.EpochOffset{Epoch: -1, Offset: pending[part]}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err == nil {
-			for _, t := range resp.Topics {
-				for _, pt := range t.Partitions {
-					if pt.ErrorCode != 0 && err == nil {
-						err = fmt.Errorf("partition %d: error code %d", pt.Partition, pt.ErrorCode)
-					}
-				}
-			}
-		}
-		if err != nil {
-			p.log.Warn("committing offsets to the kafka group failed (postgres holds the offsets that count)", "err", err)
-		}
-	})
-	clear(pending)
+	return next
 }

@@ -60,20 +60,8 @@ type RebuildStats struct {
 // not decode stops the rebuild (an error naming it).
 func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, log *slog.Logger) (RebuildStats, error) {
 	begin := time.Now()
-	if len(cfg.Brokers) == 0 {
-		return RebuildStats{}, errors.New("rebuild: no brokers configured")
-	}
-	if cfg.Partitions <= 0 {
-		return RebuildStats{}, fmt.Errorf("rebuild: partitions must be positive, got %d", cfg.Partitions)
-	}
-	if cfg.Topic == "" {
-		cfg.Topic = changelog.DefaultChangesTopic
-	}
-	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = DefaultMaxBatch
-	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = 4
+	if err := cfg.fill(); err != nil {
+		return RebuildStats{}, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -87,21 +75,53 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	id, n, err := describeTopic(ctx, adm, cfg.Topic)
+	id, err := changelog.Describe(ctx, adm, cfg.Topic)
 	if err != nil {
 		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
 	}
-	if n != cfg.Partitions {
+	if n := id.Partitions; n != cfg.Partitions {
 		return RebuildStats{}, fmt.Errorf("rebuild: %w: %s has %d partitions, configured %d", changelog.ErrPartitionCount, cfg.Topic, n, cfg.Partitions)
 	}
 	starts, ends, err := rebuildRange(ctx, adm, cfg)
 	if err != nil {
 		return RebuildStats{}, err
 	}
-	log.Info("rebuilding", "partitions", n, "from", starts, "to", ends)
+	log.Info("rebuilding", "partitions", id.Partitions, "from", starts, "to", ends)
+	n, err := rebuildAll(ctx, cl, store, cfg, starts, ends, log)
+	if err != nil {
+		return RebuildStats{}, err
+	}
+	if _, err := store.ClaimTopic(ctx, projection.Topic{Name: cfg.Topic, ID: id.ID.String(), Partitions: id.Partitions}); err != nil {
+		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
+	}
+	return RebuildStats{Events: n, Starts: starts, Ends: ends, TopicID: id.ID.String(), Took: time.Since(begin)}, nil
+}
 
-	// Partitions hold disjoint keys: they are applied concurrently.
-	var events atomic.Int64
+// fill checks cfg and fills its defaults.
+func (cfg *RebuildConfig) fill() error {
+	if len(cfg.Brokers) == 0 {
+		return errors.New("rebuild: no brokers configured")
+	}
+	if cfg.Partitions <= 0 {
+		return fmt.Errorf("rebuild: partitions must be positive, got %d", cfg.Partitions)
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = changelog.DefaultChangesTopic
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 4
+	}
+	return nil
+}
+
+// rebuildAll reads and applies the partitions in [starts, ends),
+// cfg.Parallel at a time (partitions hold disjoint keys), and returns the
+// number of events applied.
+func rebuildAll(ctx context.Context, cl *kgo.Client, store *projection.Store, cfg RebuildConfig, starts, ends map[int32]int64, log *slog.Logger) (int64, error) {
+	var total atomic.Int64
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	work := make(chan int32)
@@ -110,7 +130,7 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 		wg.Go(func() {
 			for part := range work {
 				nev, err := rebuildPartition(rctx, cl, store, cfg, part, starts[part], ends[part])
-				events.Add(nev)
+				total.Add(nev)
 				if err != nil {
 					cancel(err)
 					return
@@ -130,12 +150,9 @@ feed:
 	close(work)
 	wg.Wait()
 	if rctx.Err() != nil {
-		return RebuildStats{}, context.Cause(rctx)
+		return 0, context.Cause(rctx)
 	}
-	if _, err := store.ClaimTopic(ctx, projection.Topic{Name: cfg.Topic, ID: id.String(), Partitions: n}); err != nil {
-		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
-	}
-	return RebuildStats{Events: events.Load(), Starts: starts, Ends: ends, TopicID: id.String(), Took: time.Since(begin)}, nil
+	return total.Load(), nil
 }
 
 // rebuildRange returns, per partition to read, its log start and the end
@@ -171,11 +188,11 @@ func rebuildRange(ctx context.Context, adm *kadm.Client, cfg RebuildConfig) (sta
 			}
 			if e > lso.Offset {
 				return nil, nil, fmt.Errorf("rebuild: %w: %s/%d: end %d is past the last stable offset %d (log %d..%d)",
-					ErrTopicReset, cfg.Topic, part, e, lso.Offset, st.Offset, lso.Offset)
+					changelog.ErrTopicReset, cfg.Topic, part, e, lso.Offset, st.Offset, lso.Offset)
 			}
 			if e < st.Offset {
 				return nil, nil, fmt.Errorf("rebuild: %w: %s/%d: end %d is before the log start %d: the records up to it were deleted",
-					ErrTopicReset, cfg.Topic, part, e, st.Offset)
+					changelog.ErrTopicReset, cfg.Topic, part, e, st.Offset)
 			}
 			end = e
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
@@ -160,7 +161,7 @@ func TestRebuildErrors(t *testing.T) {
 
 	t.Run("ErrEndPastTheLog", func(t *testing.T) {
 		_, err := rebuild(t, b, mustSchemaStore(t, pg, "past"), projector.RebuildConfig{Ends: map[int32]int64{0: 1000}})
-		if !errors.Is(err, projector.ErrTopicReset) || !strings.Contains(err.Error(), "end 1000 is past the last stable offset 2") {
+		if !errors.Is(err, changelog.ErrTopicReset) || !strings.Contains(err.Error(), "end 1000 is past the last stable offset 2") {
 			t.Errorf("rebuild: %v, want ErrTopicReset naming the offsets", err)
 		}
 	})

@@ -84,7 +84,17 @@ func applyAll(fs ...func(map[string]any)) func(map[string]any) {
 	}
 }
 
-// runSamples applies each docCase to a fresh copy of base and checks the
+// missingCases are the cases of a document without one of its required
+// fields each.
+func missingCases(required ...string) []docCase {
+	cases := make([]docCase, len(required))
+	for i, f := range required {
+		cases[i] = docCase{"ErrMissing_" + f, dropFields(f), false}
+	}
+	return cases
+}
+
+// runDocCases applies each docCase to a fresh copy of base and checks the
 // outcome of validate.
 func runDocCases(t *testing.T, base string, validate func([]byte) error, cases []docCase) {
 	t.Helper()
@@ -175,9 +185,7 @@ func TestValidateChange(t *testing.T) {
 		{"ErrExpiresAtNull", setField("expiresAt", nil), false},
 		{"ErrRequestIDNumber", setField("requestId", 12), false},
 	}
-	for _, f := range []string{"schemaVersion", "key", "scope", "version", "prevVersion", "kind", "op", "before", "after", "createdAt", "ts", "semantics", "principal", "writerEpoch"} {
-		cases = append(cases, docCase{"ErrMissing_" + f, dropFields(f), false})
-	}
+	cases = append(cases, missingCases("schemaVersion", "key", "scope", "version", "prevVersion", "kind", "op", "before", "after", "createdAt", "ts", "semantics", "principal", "writerEpoch")...)
 	runDocCases(t, validChange, schemas.ValidateChange, cases)
 }
 
@@ -223,9 +231,7 @@ func TestValidateConflict(t *testing.T) {
 		{"ErrReasonUppercase", setField("reason", "Version_Mismatch"), false},
 		{"ErrTimestampNotDateTime", setField("ts", "2026-03-01"), false},
 	}
-	for _, f := range []string{"schemaVersion", "id", "key", "scope", "op", "expectedVersion", "currentVersion", "attempted", "current", "semantics", "principal", "ts", "reason"} {
-		cases = append(cases, docCase{"ErrMissing_" + f, dropFields(f), false})
-	}
+	cases = append(cases, missingCases("schemaVersion", "id", "key", "scope", "op", "expectedVersion", "currentVersion", "attempted", "current", "semantics", "principal", "ts", "reason")...)
 	runDocCases(t, validConflict, schemas.ValidateConflict, cases)
 }
 

@@ -6,19 +6,27 @@
 # /var/tmp/eskv-clickhouse; it keeps running after Ctrl-C, like Postgres), the
 # dev broker (kfake persisting to .eskv/broker), the projector, the writer and
 # the auditor. State lives under .eskv/ (git-ignored) and survives restarts:
-# bin/, broker/, logs/, dev-token, audit-key.
+# bin/, broker/, logs/, dev-token, audit-key, stack-id, and env (the ESKV_*
+# settings of this stack, for `. .eskv/env` in another shell). The
+# projection and the audit trail are the Postgres and ClickHouse databases
+# eskv_<stack-id>: the id is generated once into .eskv/stack-id, so each
+# clone has databases of its own and `make clean` (scripts/clean-local.sh)
+# drops them with the rest of the state.
 # Ctrl-C stops writer, projector, auditor and broker, in that order.
 #
 # Environment (defaults in brackets):
 #   ESKV_HTTP_ADDR       writer API address [127.0.0.1:8080]
 #   ESKV_DEV_TOKEN       bearer token [.eskv/dev-token, generated once]
 #   ESKV_BROKER_PORT     dev broker port on 127.0.0.1 [19092]
-#   ESKV_POSTGRES_URL    [postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable]
+#   ESKV_POSTGRES_URL    [postgres://postgres@127.0.0.1:5432/eskv_<stack-id>?sslmode=disable,
+#                        created when missing]; when set, the database is yours:
+#                        this script neither creates nor (make clean) drops it
 #   ESKV_PROJECTOR_ADDR  projector health/metrics address [127.0.0.1:8081]
 #   ESKV_AUDITOR_ADDR    auditor health/metrics address [127.0.0.1:8082]
 #   ESKV_CLICKHOUSE_ADDR audit trail ClickHouse, native protocol [127.0.0.1:19000];
 #                        when set to another server, this script does not start one
-#   ESKV_CLICKHOUSE_DATABASE audit trail database [eskv]
+#   ESKV_CLICKHOUSE_DATABASE audit trail database [eskv_<stack-id>]; when set,
+#                        make clean does not drop it
 #   ESKV_AUDIT_KEY       audit HMAC key (hex or base64) [.eskv/audit-key, a dev
 #                        key generated once; auditor verify/report find it there]
 #   ESKV_READY_WAIT      seconds to wait for /readyz [60]
@@ -27,22 +35,40 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 
-state=.eskv
+# shellcheck source=scripts/local-state.sh
+. scripts/local-state.sh
 mkdir -p "$state/bin" "$state/broker" "$state/logs"
 
 log() { printf 'run-local: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+if pid=$(running_stack); then
+	die "make run is already running in this clone (pid $pid); a second one would share $state/"
+fi
+db=$(stack_db create) || die "cannot name the local databases"
 
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 export ESKV_BROKER_PORT=${ESKV_BROKER_PORT:-19092}
 export ESKV_BROKER_DATA=$state/broker
 export ESKV_BROKERS=127.0.0.1:$ESKV_BROKER_PORT
-export ESKV_POSTGRES_URL=${ESKV_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable}
+own_postgres_db=$db
+if [[ -n ${ESKV_POSTGRES_URL:-} ]]; then
+	own_postgres_db= # the user's database: neither created nor dropped here
+else
+	export ESKV_POSTGRES_URL="postgres://postgres@127.0.0.1:5432/$db?sslmode=disable"
+fi
 export ESKV_HTTP_ADDR=${ESKV_HTTP_ADDR:-127.0.0.1:8080}
 export ESKV_PROJECTOR_ADDR=${ESKV_PROJECTOR_ADDR:-127.0.0.1:8081}
 export ESKV_AUDITOR_ADDR=${ESKV_AUDITOR_ADDR:-127.0.0.1:8082}
-export ESKV_CLICKHOUSE_DATABASE=${ESKV_CLICKHOUSE_DATABASE:-eskv}
+export ESKV_CLICKHOUSE_DATABASE=${ESKV_CLICKHOUSE_DATABASE:-$db}
+# Another clone's databases (its .eskv/env sourced in this shell) would meet
+# this clone's broker log: the projector would refuse to start.
+for v in ESKV_POSTGRES_URL ESKV_CLICKHOUSE_DATABASE; do
+	if [[ ${!v} =~ (^|/)(eskv_[0-9a-f]{8})([?]|$) && ${BASH_REMATCH[2]} != "$db" ]]; then
+		die "$v names ${BASH_REMATCH[2]}, another clone's database (this clone's is $db; its .eskv/env sourced here?): unset $v"
+	fi
+done
 ready_wait=${ESKV_READY_WAIT:-60}
 
 http_host=${ESKV_HTTP_ADDR%:*}
@@ -62,7 +88,10 @@ port_open 127.0.0.1 "$ESKV_BROKER_PORT" &&
 port_open "$http_host" "$http_port" &&
 	die "$addr is already in use (another make run?); set ESKV_HTTP_ADDR"
 
-bash scripts/ensure-postgres.sh eskv
+printf '%s\n' "$$" >"$state/run.pid"
+trap 'rm -f "$state/run.pid"' EXIT
+
+bash scripts/ensure-postgres.sh ${own_postgres_db:+"$own_postgres_db"}
 if [[ -z ${ESKV_CLICKHOUSE_ADDR:-} ]]; then
 	bash scripts/ensure-clickhouse.sh "$ESKV_CLICKHOUSE_DATABASE"
 	export ESKV_CLICKHOUSE_ADDR=127.0.0.1:${ESKV_CLICKHOUSE_PORT:-19000}
@@ -101,6 +130,19 @@ if [[ -z ${ESKV_AUDIT_KEY:-} ]]; then
 	export ESKV_AUDIT_KEY_FILE=$PWD/$state/audit-key
 fi
 
+# .eskv/env: what `auditor verify`/`report`, the projector's commands and
+# kvctl need to reach this stack from another shell (`. .eskv/env`); their
+# defaults name the machine-wide database eskv, not this clone's. Secrets
+# given in the environment (ESKV_AUDIT_KEY, ESKV_DEV_TOKEN) are not copied.
+{
+	echo "# Written by scripts/run-local.sh (make run): this clone's local stack."
+	echo "# From the repository root, in another shell: . $state/env"
+	for v in ESKV_BROKERS ESKV_POSTGRES_URL ESKV_CLICKHOUSE_ADDR ESKV_CLICKHOUSE_DATABASE ESKV_AUDIT_KEY_FILE; do
+		[[ -n ${!v:-} ]] && printf 'export %s=%q\n' "$v" "${!v}"
+	done
+	printf 'export KVCTL_URL=%q\n' "http://$addr"
+} >"$state/env"
+
 declare -A pids=()
 
 tail_logs() {
@@ -132,6 +174,7 @@ stop() {
 cleanup() {
 	local rc=$?
 	trap - INT TERM EXIT
+	rm -f "$state/run.pid"
 	if ((${#pids[@]})); then
 		log "stopping"
 		stop writer
@@ -219,6 +262,8 @@ if [[ -n ${pids[auditor]:-} ]]; then
 	done
 fi
 
+pg_db=${ESKV_POSTGRES_URL##*/}
+pg_db=${pg_db%%\?*}
 cat <<EOF
 
 eskv is running at http://$addr
@@ -231,12 +276,15 @@ Try:
     curl -sS -X PUT "http://\$ADDR/v1/kv/tenant/acme/project/demo/checkpoint" -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' -d '{"value":{"cursor":42},"expectedVersion":0,"semantics":{"purpose":"checkpoint","producer":"quickstart"}}'
     curl -sS "http://\$ADDR/v1/kv/tenant/acme/project/demo/checkpoint" -H "Authorization: Bearer \$TOKEN"
 
-Audit trail (ClickHouse $ESKV_CLICKHOUSE_ADDR, database $ESKV_CLICKHOUSE_DATABASE; docs/audit.md):
+Projection: Postgres database $pg_db
+Audit trail (ClickHouse $ESKV_CLICKHOUSE_ADDR, database $ESKV_CLICKHOUSE_DATABASE; docs/audit.md),
+from another shell in this directory, after loading this stack's settings:
+    . $state/env                      # ESKV_* (databases, broker, audit key file) and KVCTL_URL
     go run ./cmd/auditor report       # conflict rates per tenant, project, purpose
     go run ./cmd/auditor verify       # hash chains and rows against kv.changes
     clickhouse-client --port ${ESKV_CLICKHOUSE_ADDR##*:} -d $ESKV_CLICKHOUSE_DATABASE -q 'SELECT key, version, op, after_hash FROM audit_events FINAL ORDER BY ts DESC LIMIT 10'
 
-Ctrl-C stops the stack; data is kept for the next run.
+Ctrl-C stops the stack; data is kept for the next run (make clean deletes it, databases included).
 EOF
 
 # Until Ctrl-C, or until a service dies on its own.

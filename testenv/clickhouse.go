@@ -2,9 +2,6 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
@@ -37,42 +34,27 @@ type ClickHouse struct {
 // ESKV_UNIT_ONLY=1 (and CI not "true") it is skipped instead.
 func MustClickHouse(tb testing.TB) *ClickHouse {
 	tb.Helper()
-	addr := os.Getenv("ESKV_TEST_CLICKHOUSE_ADDR")
-	if addr == "" {
-		addr = DefaultClickHouseAddr
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	admin, err := openClickHouse(addr, "default")
-	if err == nil {
-		err = admin.Ping(ctx)
-	}
-	if err != nil {
-		clickHouseUnreachable(tb, addr, err)
-	}
-	defer admin.Close()
-
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		tb.Fatalf("random database name: %v", err)
-	}
-	name := "eskv_t_" + hex.EncodeToString(rnd[:])
-	if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("create database %s on ClickHouse %s: %v", name, addr, err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := openClickHouse(addr, "default")
-		if err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close()
-		if err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-		}
+	addr := envOr("ESKV_TEST_CLICKHOUSE_ADDR", DefaultClickHouseAddr)
+	name := mustDatabase(tb, server{
+		name:  "ClickHouse",
+		addr:  addr,
+		env:   "ESKV_TEST_CLICKHOUSE_ADDR",
+		start: "bash scripts/ensure-clickhouse.sh (installs Debian's clickhouse-server if needed)",
+		point: "another server's native port (rights to create databases)",
+		admin: func(ctx context.Context) (func(context.Context, string) error, func(), error) {
+			c, err := openClickHouse(addr, "default")
+			if err == nil {
+				err = c.Ping(ctx)
+			}
+			if err != nil {
+				if c != nil {
+					c.Close()
+				}
+				return nil, nil, err
+			}
+			exec := func(ctx context.Context, sql string) error { return c.Exec(ctx, sql) }
+			return exec, func() { c.Close() }, nil
+		},
 	})
 	conn, err := openClickHouse(addr, name)
 	if err != nil {
@@ -89,15 +71,4 @@ func openClickHouse(addr, database string) (driver.Conn, error) {
 		DialTimeout: 5 * time.Second,
 		ReadTimeout: 60 * time.Second,
 	})
-}
-
-func clickHouseUnreachable(tb testing.TB, addr string, err error) {
-	tb.Helper()
-	if os.Getenv("ESKV_UNIT_ONLY") == "1" && os.Getenv("CI") != "true" {
-		tb.Skipf("ESKV_UNIT_ONLY=1 and ClickHouse at %s is unreachable: %v", addr, err)
-	}
-	tb.Fatalf("ClickHouse at %s is unreachable: %v\n"+
-		"start it with: bash scripts/ensure-clickhouse.sh (installs Debian's clickhouse-server if needed)\n"+
-		"or point ESKV_TEST_CLICKHOUSE_ADDR at another server's native port (rights to create databases); "+
-		"ESKV_UNIT_ONLY=1 skips tests that need it", addr, err)
 }

@@ -1,5 +1,3 @@
-// Package testenv starts and reaches the real services tests use: a
-// Kafka-protocol broker (kfake, in-process) and Postgres.
 package testenv
 
 import (

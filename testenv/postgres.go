@@ -2,10 +2,7 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -46,65 +43,69 @@ func MustPostgres(tb testing.TB) *pgxpool.Pool {
 // ESKV_UNIT_ONLY=1 it is skipped instead.
 func MustPostgresDB(tb testing.TB) *Postgres {
 	tb.Helper()
-	adminURL := os.Getenv("ESKV_TEST_POSTGRES_URL")
-	if adminURL == "" {
-		adminURL = DefaultPostgresURL
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		unreachable(tb, adminURL, err)
-	}
-	defer admin.Close(context.Background())
-
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		tb.Fatalf("random database name: %v", err)
-	}
-	name := "eskv_t_" + hex.EncodeToString(rnd[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("create database %s on %s: %v", name, adminURL, err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, adminURL)
-		if err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-		}
+	adminURL := envOr("ESKV_TEST_POSTGRES_URL", DefaultPostgresURL)
+	name := mustDatabase(tb, server{
+		name:       "Postgres",
+		addr:       adminURL,
+		env:        "ESKV_TEST_POSTGRES_URL",
+		start:      "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+		point:      "another server (admin rights to create databases)",
+		dropSuffix: " WITH (FORCE)",
+		admin: func(ctx context.Context) (func(context.Context, string) error, func(), error) {
+			c, err := pgx.Connect(ctx, adminURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			exec := func(ctx context.Context, sql string) error { _, err := c.Exec(ctx, sql); return err }
+			return exec, func() { c.Close(context.Background()) }, nil
+		},
 	})
-
 	dbURL, err := withDatabase(adminURL, name)
 	if err != nil {
 		tb.Fatalf("database URL from %s: %v", adminURL, err)
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		tb.Fatalf("connect %s: %v", dbURL, err)
 	}
-	tb.Cleanup(pool.Close) // runs before the drop: cleanups run last-in first-out
-	if err := projection.Migrate(ctx, pool); err != nil {
-		tb.Fatalf("migrate %s: %v", name, err)
-	}
+	pool := mustMigratedPool(tb, cfg, name)
 	return &Postgres{Pool: pool, URL: dbURL, Name: name}
 }
 
-func unreachable(tb testing.TB, adminURL string, err error) {
+// MustSchema creates schema in the database, migrates it and returns a
+// pool whose connections work in it, closed when the test ends.
+func (pg *Postgres) MustSchema(tb testing.TB, schema string) *pgxpool.Pool {
 	tb.Helper()
-	if os.Getenv("ESKV_UNIT_ONLY") == "1" && os.Getenv("CI") != "true" {
-		tb.Skipf("ESKV_UNIT_ONLY=1 and Postgres at %s is unreachable: %v", adminURL, err)
+	if _, err := projection.CreateSchema(context.Background(), pg.Pool, schema, false); err != nil {
+		tb.Fatalf("create schema %s: %v", schema, err)
 	}
-	tb.Fatalf("Postgres at %s is unreachable: %v\n"+
-		"start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n"+
-		"or point ESKV_TEST_POSTGRES_URL at another server (admin rights to create databases); "+
-		"ESKV_UNIT_ONLY=1 skips tests that need it", adminURL, err)
+	cfg, err := pgxpool.ParseConfig(pg.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := projection.InSchema(cfg, schema); err != nil {
+		tb.Fatal(err)
+	}
+	return mustMigratedPool(tb, cfg, schema)
+}
+
+// mustMigratedPool opens a pool with cfg, closed at cleanup (before the
+// database is dropped: cleanups run last-in first-out), and applies the
+// projection schema (projection.Migrate) to where it works: the database
+// or schema named where.
+func mustMigratedPool(tb testing.TB, cfg *pgxpool.Config, where string) *pgxpool.Pool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("connect %s: %v", cfg.ConnString(), err)
+	}
+	tb.Cleanup(pool.Close)
+	if err := projection.Migrate(ctx, pool); err != nil {
+		tb.Fatalf("migrate %s: %v", where, err)
+	}
+	return pool
 }
 
 // withDatabase returns the connection string u with its database replaced

@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
@@ -21,28 +17,8 @@ import (
 // benchmark ends.
 func benchWriter(b *testing.B, partitions int32) *Writer {
 	b.Helper()
-	br := testenv.MustBroker(b, partitions)
-	w, err := New(Config{Brokers: br.Addrs, Topics: br.Topics, SessionTimeout: 6 * time.Second},
-		projection.New(testenv.MustPostgres(b)), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("writer: %v", err)
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !w.Ready() {
-		if time.Now().After(deadline) {
-			b.Fatal("writer not ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	w := runWriter(b, testenv.MustBroker(b, partitions), projection.New(testenv.MustPostgres(b)), Config{})
+	testenv.WaitFor(b, 30*time.Second, "writer ready", w.Ready)
 	return w
 }
 

@@ -50,110 +50,105 @@ func get(ctx context.Context, c *coalescer) <-chan int64 {
 	return ch
 }
 
+// bubble is a subtest in a synctest bubble with a fresh coalescer over
+// fake offsets.
+func bubble(test func(t *testing.T, f *fakeOffsets, c *coalescer)) func(*testing.T) {
+	return func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFakeOffsets()
+			test(t, f, newCoalescer(f.fn))
+		})
+	}
+}
+
 func TestCoalescer(t *testing.T) {
-	t.Run("OneCallServesEveryoneWhoArrivedBeforeIt", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeOffsets()
-			c := newCoalescer(f.fn)
-			first := get(t.Context(), c)
-			synctest.Wait() // call 1 in flight
-			// Arrived while call 1 was in flight: all wait for call 2.
-			var later []<-chan int64
-			for range 10 {
-				later = append(later, get(t.Context(), c))
+	t.Run("OneCallServesEveryoneWhoArrivedBeforeIt", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+		first := get(t.Context(), c)
+		synctest.Wait() // call 1 in flight
+		// Arrived while call 1 was in flight: all wait for call 2.
+		var later []<-chan int64
+		for range 10 {
+			later = append(later, get(t.Context(), c))
+		}
+		synctest.Wait()
+		if n := f.count(); n != 1 {
+			t.Fatalf("%d calls in flight; want 1", n)
+		}
+		f.release <- struct{}{} // answers call 1
+		if v := <-first; v != 1 {
+			t.Fatalf("first caller got call %d; want 1", v)
+		}
+		synctest.Wait() // call 2 started for the ten waiting
+		f.release <- struct{}{}
+		for i, ch := range later {
+			if v := <-ch; v != 2 {
+				t.Fatalf("caller %d got call %d; want 2 (the first call that started after it arrived)", i, v)
 			}
-			synctest.Wait()
-			if n := f.count(); n != 1 {
-				t.Fatalf("%d calls in flight; want 1", n)
-			}
-			f.release <- struct{}{} // answers call 1
-			if v := <-first; v != 1 {
-				t.Fatalf("first caller got call %d; want 1", v)
-			}
-			synctest.Wait() // call 2 started for the ten waiting
-			f.release <- struct{}{}
-			for i, ch := range later {
-				if v := <-ch; v != 2 {
-					t.Fatalf("caller %d got call %d; want 2 (the first call that started after it arrived)", i, v)
-				}
-			}
-			if n := f.count(); n != 2 {
-				t.Fatalf("%d calls for 11 callers; want 2", n)
-			}
-		})
-	})
+		}
+		if n := f.count(); n != 2 {
+			t.Fatalf("%d calls for 11 callers; want 2", n)
+		}
+	}))
 
-	t.Run("NeverAnAnswerToACallSentBeforeArrival", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeOffsets()
-			c := newCoalescer(f.fn)
-			a := get(t.Context(), c)
-			synctest.Wait()
-			b := get(t.Context(), c) // arrives during call 1
-			synctest.Wait()
-			f.release <- struct{}{}
-			<-a
-			synctest.Wait()          // call 2 under way for b
-			d := get(t.Context(), c) // arrives during call 2: must wait for call 3
-			synctest.Wait()
-			f.release <- struct{}{}
-			if v := <-b; v != 2 {
-				t.Fatalf("b got call %d; want 2", v)
-			}
-			select {
-			case v := <-d:
-				t.Fatalf("d got call %d, which was sent before d arrived", v)
-			default:
-			}
-			synctest.Wait()
-			f.release <- struct{}{}
-			if v := <-d; v != 3 {
-				t.Fatalf("d got call %d; want 3", v)
-			}
-		})
-	})
+	t.Run("NeverAnAnswerToACallSentBeforeArrival", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+		a := get(t.Context(), c)
+		synctest.Wait()
+		b := get(t.Context(), c) // arrives during call 1
+		synctest.Wait()
+		f.release <- struct{}{}
+		<-a
+		synctest.Wait()          // call 2 under way for b
+		d := get(t.Context(), c) // arrives during call 2: must wait for call 3
+		synctest.Wait()
+		f.release <- struct{}{}
+		if v := <-b; v != 2 {
+			t.Fatalf("b got call %d; want 2", v)
+		}
+		select {
+		case v := <-d:
+			t.Fatalf("d got call %d, which was sent before d arrived", v)
+		default:
+		}
+		synctest.Wait()
+		f.release <- struct{}{}
+		if v := <-d; v != 3 {
+			t.Fatalf("d got call %d; want 3", v)
+		}
+	}))
 
-	t.Run("IdleStartsAtOnce", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeOffsets()
-			c := newCoalescer(f.fn)
-			for want := int64(1); want <= 3; want++ {
-				ch := get(t.Context(), c)
-				synctest.Wait()
-				f.release <- struct{}{}
-				if v := <-ch; v != want {
-					t.Fatalf("sequential caller got call %d; want %d", v, want)
-				}
-				synctest.Wait() // the call finished and the coalescer is idle
-			}
-		})
-	})
-
-	t.Run("ErrCallerContextEndsWithoutEndingTheCall", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFakeOffsets()
-			c := newCoalescer(f.fn)
-			ctx, cancel := context.WithCancel(t.Context())
-			starter := make(chan error, 1)
-			go func() {
-				_, err := c.do(ctx)
-				starter <- err
-			}()
-			synctest.Wait()
-			other := get(t.Context(), c) // joins call 2
-			synctest.Wait()
-			cancel() // the caller that started call 1 gives up
-			if err := <-starter; !errors.Is(err, context.Canceled) {
-				t.Fatalf("cancelled caller: %v; want context.Canceled", err)
-			}
-			f.release <- struct{}{} // call 1 still answers, to no one
+	t.Run("IdleStartsAtOnce", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+		for want := int64(1); want <= 3; want++ {
+			ch := get(t.Context(), c)
 			synctest.Wait()
 			f.release <- struct{}{}
-			if v := <-other; v != 2 {
-				t.Fatalf("other caller got call %d; want 2", v)
+			if v := <-ch; v != want {
+				t.Fatalf("sequential caller got call %d; want %d", v, want)
 			}
-		})
-	})
+			synctest.Wait() // the call finished and the coalescer is idle
+		}
+	}))
+
+	t.Run("ErrCallerContextEndsWithoutEndingTheCall", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+		ctx, cancel := context.WithCancel(t.Context())
+		starter := make(chan error, 1)
+		go func() {
+			_, err := c.do(ctx)
+			starter <- err
+		}()
+		synctest.Wait()
+		other := get(t.Context(), c) // joins call 2
+		synctest.Wait()
+		cancel() // the caller that started call 1 gives up
+		if err := <-starter; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled caller: %v; want context.Canceled", err)
+		}
+		f.release <- struct{}{} // call 1 still answers, to no one
+		synctest.Wait()
+		f.release <- struct{}{}
+		if v := <-other; v != 2 {
+			t.Fatalf("other caller got call %d; want 2", v)
+		}
+	}))
 
 	t.Run("ErrFromTheCallReachesItsCallers", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

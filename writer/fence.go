@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eskv/eskv/changelog"
 )
 
 // The second fence (KIP-447). The first fence is the transactional id
@@ -89,7 +91,6 @@ func (w *Writer) groupMember() (m membership, ok bool) {
 // writer group. It must run after the transaction's produce and before
 // EndTransaction; any error means the transaction must not be committed.
 func (p *partition) fenceGroup(ctx context.Context, prod *kgo.Client, m membership, offset int64) error {
-	cfg := p.w.cfg
 	// The producer id and epoch of this transaction: under KIP-890
 	// (transaction.version 2, which kfake speaks) every
 	// EndTxn bumps the epoch, so the epoch of the fencing InitProducerID
@@ -98,37 +99,42 @@ func (p *partition) fenceGroup(ctx context.Context, prod *kgo.Client, m membersh
 	if err != nil {
 		return fmt.Errorf("producer id: %w", err)
 	}
-	txnID := p.txnID()
+	if err := p.addOffsetsToTxn(ctx, prod, pid, epoch); err != nil {
+		return fmt.Errorf("add offsets to transaction: %w", err)
+	}
+	return p.txnOffsetCommit(ctx, prod, pid, epoch, m, offset)
+}
 
+// addOffsetsToTxnRetry asks again while the coordinator is still
+// completing the previous transaction (Kafka writes markers
+// asynchronously): the request was not applied, asking again is safe.
+var addOffsetsToTxnRetry = changelog.Retry{
+	Base: 5 * time.Millisecond, Cap: 100 * time.Millisecond,
+	Retriable: func(err error) bool { return errors.Is(err, kerr.ConcurrentTransactions) },
+}
+
+// addOffsetsToTxn adds the writer group's offsets to the transaction.
+func (p *partition) addOffsetsToTxn(ctx context.Context, prod *kgo.Client, pid int64, epoch int16) error {
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID = txnID
+	add.TransactionalID = p.txnID()
 	add.ProducerID = pid
 	add.ProducerEpoch = epoch
-	add.Group = cfg.Group
-	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+	add.Group = p.w.cfg.Group
+	return addOffsetsToTxnRetry.Do(ctx, func(ctx context.Context) error {
 		resp, err := add.RequestWith(ctx, prod)
 		if err != nil {
-			return fmt.Errorf("add offsets to transaction: %w", err)
+			return err
 		}
-		err = kerr.ErrorForCode(resp.ErrorCode)
-		if err == nil {
-			break
-		}
-		// The coordinator is still completing the previous
-		// transaction (Kafka writes markers asynchronously): the
-		// request was not applied, asking again is safe.
-		if !errors.Is(err, kerr.ConcurrentTransactions) {
-			return fmt.Errorf("add offsets to transaction: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("add offsets to transaction: %w", err)
-		case <-time.After(wait):
-		}
-	}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+}
 
+// txnOffsetCommit commits offset for this partition in the transaction,
+// presenting m; the group coordinator's refusal is a *groupFencedError.
+func (p *partition) txnOffsetCommit(ctx context.Context, prod *kgo.Client, pid int64, epoch int16, m membership, offset int64) error {
+	cfg := p.w.cfg
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID = txnID
+	req.TransactionalID = p.txnID()
 	req.Group = cfg.Group
 	req.ProducerID = pid
 	req.ProducerEpoch = epoch
@@ -154,22 +160,18 @@ func (p *partition) fenceGroup(ctx context.Context, prod *kgo.Client, m membersh
 		// would accept any writer, so there is no fence to rely on.
 		return fmt.Errorf("transactional offset commit: the broker speaks v%d, the generation check needs v3+", req.GetVersion())
 	}
-	var answered bool
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
 			if rp.Partition != p.id {
 				continue
 			}
-			answered = true
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 				return &groupFencedError{membership: m, err: err}
 			}
+			return nil
 		}
 	}
-	if !answered {
-		return fmt.Errorf("transactional offset commit: partition %d missing from the answer", p.id)
-	}
-	return nil
+	return fmt.Errorf("transactional offset commit: partition %d missing from the answer", p.id)
 }
 
 // txnID is the transactional id that fences older owners of the partition.
@@ -195,19 +197,4 @@ func (p *partition) awaitGroupChange(ctx context.Context, fenced *groupFencedErr
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// topicIDOf returns the ID of the changes topic, which TxnOffsetCommit v6+
-// names the topic by.
-func (p *partition) topicIDOf(ctx context.Context) ([16]byte, error) {
-	topic := p.w.cfg.Topics.Changes
-	details, err := p.w.adm.ListTopics(ctx, topic)
-	if err != nil {
-		return [16]byte{}, fmt.Errorf("describe topic %s: %w", topic, err)
-	}
-	d, ok := details[topic]
-	if !ok || d.Err != nil {
-		return [16]byte{}, fmt.Errorf("describe topic %s: %v", topic, d.Err)
-	}
-	return [16]byte(d.ID), nil
 }

@@ -46,13 +46,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,11 +84,13 @@ func newFenceRig(t *testing.T, b *testenv.Broker, name string) *fenceRig {
 		TransactionalIDPrefix: "fence-" + name + "-p",
 	}
 	cfg.setDefaults()
-	w := &Writer{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), adm: kadm.NewClient(cl), admCl: cl}
+	w := &Writer{cfg: cfg, log: discard, adm: kadm.NewClient(cl), admCl: cl}
 	r := &fenceRig{broker: b, p: newPartition(w, 0), adm: w.adm}
-	if r.p.topicID, err = r.p.topicIDOf(t.Context()); err != nil {
+	id, err := changelog.Describe(t.Context(), w.adm, b.Topics.Changes)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.p.topicID = [16]byte(id.ID)
 	return r
 }
 
@@ -172,7 +171,7 @@ func (r *fenceRig) committedValues(t *testing.T) []string {
 	t.Helper()
 	topic := r.broker.Topics.Changes
 	var lso int64
-	waitUntil(t, 20*time.Second, "no open transaction on the partition", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "no open transaction on the partition", func() bool {
 		var err error
 		lso, err = changelog.LastStableOffset(t.Context(), r.adm, topic, 0)
 		if err != nil {
@@ -290,7 +289,7 @@ func TestSecondFence(t *testing.T) {
 		r := newFenceRig(t, b, "gen")
 		a, stale := r.join(t, "")
 		r.join(t, "") // a second member: the group rebalances, a rejoins
-		waitUntil(t, 20*time.Second, "a new generation", func() bool {
+		testenv.WaitFor(t, 20*time.Second, "a new generation", func() bool {
 			_, gen := a.GroupMetadata()
 			return gen > stale.gen
 		})
@@ -328,7 +327,7 @@ func TestSecondFenceClosesKfakeAbortHole(t *testing.T) {
 
 	// The partition moves: another member joins and the new owner fences.
 	r.join(t, "")
-	waitUntil(t, 20*time.Second, "a new generation", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "a new generation", func() bool {
 		_, gen := old.GroupMetadata()
 		return gen > zombie.gen
 	})
@@ -359,25 +358,8 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 	b := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
 	const instance = "writer-cut-off"
-	w, err := New(Config{
-		Brokers:        b.Addrs,
-		Topics:         b.Topics,
-		InstanceID:     instance,
-		SessionTimeout: 6 * time.Second, // kfake's minimum
-	}, store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("writer: %v", err)
-		}
-	})
-	waitUntil(t, 30*time.Second, "the writer ready", w.Ready)
+	w := runWriter(t, b, store, Config{InstanceID: instance})
+	testenv.WaitFor(t, 30*time.Second, "the writer ready", w.Ready)
 
 	put := func(key string) error {
 		k, err := events.ParseKey(key)
@@ -415,7 +397,7 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 	if _, err := w.adm.LeaveGroup(t.Context(), kadm.LeaveGroup(w.cfg.Group).InstanceIDs(instance)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "the member removed", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the member removed", func() bool {
 		gs, err := w.adm.DescribeGroups(t.Context(), w.cfg.Group)
 		if err != nil {
 			t.Fatal(err)
@@ -426,14 +408,14 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 		t.Fatalf("the writer noticed (member %+v, ready %v); the test needs it unaware", now, w.Ready())
 	}
 
-	err = put("tenant/t/project/p/after")
+	err := put("tenant/t/project/p/after")
 	if events.ErrorCode(err) != events.EUnavailable {
 		t.Fatalf("write after removal from the group: %v; want %s", err, events.EUnavailable)
 	}
 	r.assertOpenAndUnfenced(t, nil)
 	// The partition fences again once it gave the group a session to
 	// settle (awaitGroupChange); that aborts the refused transaction.
-	waitUntil(t, 30*time.Second, "the refused transaction aborted", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the refused transaction aborted", func() bool {
 		ds, err := r.adm.DescribeTransactions(t.Context(), r.p.txnID())
 		return err == nil && ds[r.p.txnID()].State != "Ongoing"
 	})

@@ -1,12 +1,8 @@
 package writer
 
 import (
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
@@ -16,15 +12,10 @@ import (
 // holds every new change; at MaxOverlay keys writes answer 503 (reads
 // are unaffected) and resume once the projector caught up.
 func TestSubmitRefusesWhenOverlayFull(t *testing.T) {
-	w, err := New(Config{
-		Brokers:    []string{"127.0.0.1:1"}, // never dialled
+	w := offlineWriter(t, Config{
 		Topics:     changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1},
 		MaxOverlay: 2,
-	}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.admCl.Close)
+	})
 	p := newPartition(w, 0)
 	p.setReady(true, 1, map[string]overlayEntry{"a": {offset: 10}})
 	submit := func() error { return p.submit(&call{req: &Request{}, done: make(chan answer, 1)}) }
@@ -35,7 +26,7 @@ func TestSubmitRefusesWhenOverlayFull(t *testing.T) {
 	p.mu.Lock()
 	p.overlay["b"] = overlayEntry{offset: 11}
 	p.mu.Unlock()
-	err = submit()
+	err := submit()
 	if events.ErrorCode(err) != events.EUnavailable || !strings.Contains(err.Error(), "projector") {
 		t.Fatalf("overlay at the limit: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -186,9 +187,6 @@ func (p *partition) own(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
-	if p.topicID, err = p.topicIDOf(ctx); err != nil {
-		return err
-	}
 	overlay, end, err := p.catchUp(ctx)
 	if err != nil {
 		return fmt.Errorf("catch up: %w", err)
@@ -281,13 +279,16 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := p.w.checkTopic(ctx); err != nil {
+	id, err := p.w.checkTopic(ctx)
+	if err != nil {
 		return nil, 0, err
 	}
+	p.topicID = [16]byte(id.ID) // TxnOffsetCommit v6+ names the topic by its ID
 	if stored[p.id] > end {
 		p.log.Error("the projection is ahead of the log: the changes topic was truncated or recreated; refusing to write",
 			"storedOffset", stored[p.id], "logEnd", end)
-		return nil, 0, fmt.Errorf("%w: partition %d: projection stored offset %d is past the log end %d", ErrTopicReset, p.id, stored[p.id], end)
+		return nil, 0, changelog.NewResetError(cfg.Topics.Changes, changelog.ReasonOffsetAfterEnd,
+			fmt.Sprintf("partition %d: projection stored offset %d is past the log end %d", p.id, stored[p.id], end))
 	}
 	overlay := make(map[string]overlayEntry)
 	err = changelog.ReadCommitted(ctx, p.w.admCl, cfg.Topics.Changes, p.id, stored[p.id], end, func(r *kgo.Record) error {
@@ -353,61 +354,15 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
 	defer cancel()
 
-	states := make(map[string]events.State, len(batch))
-	var missing []string
-	p.mu.RLock()
-	for _, c := range batch {
-		k := c.req.Key.String()
-		if e, ok := p.overlay[k]; ok {
-			states[k] = e.state
-		} else if _, seen := states[k]; !seen {
-			states[k] = events.State{}
-			missing = append(missing, k)
+	states, err := p.states(tctx, batch)
+	if err != nil {
+		p.log.Error("read projection", "err", err)
+		for _, c := range batch {
+			c.done <- answer{err: errUnavailable(p.id, "unable to read the projection")}
 		}
+		return nil
 	}
-	p.mu.RUnlock()
-	if len(missing) > 0 {
-		got, err := p.w.proj.States(tctx, missing)
-		if err != nil {
-			p.log.Error("read projection", "err", err)
-			for _, c := range batch {
-				c.done <- answer{err: errUnavailable(p.id, "unable to read the projection")}
-			}
-			return nil
-		}
-		for k, s := range got {
-			states[k] = s
-		}
-	}
-
-	// Postgres keeps microseconds: truncating here makes the overlay and
-	// the projection answer the same timestamps.
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	ds := make([]decision, len(batch))
-	var recs []*kgo.Record
-	var evIdx []int // batch index of each kv.changes record
-	for i, c := range batch {
-		k := c.req.Key.String()
-		d := Decide(states[k], c.req, now, epoch)
-		ds[i] = d
-		switch {
-		case d.event != nil:
-			r, err := changelog.Record(d.event, cfg.Topics.Changes, p.id, cfg.Source)
-			if err != nil {
-				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
-				continue
-			}
-			states[k] = d.event.State()
-			recs = append(recs, r)
-			evIdx = append(evIdx, i)
-		case d.conflict != nil:
-			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id)
-			if err == nil {
-				recs = append(recs, r)
-			}
-		}
-	}
-
+	ds, recs, evIdx := p.decideAll(batch, states, epoch)
 	if len(recs) > 0 {
 		if err := p.commit(tctx, prod, recs); err != nil {
 			for i, c := range batch {
@@ -443,6 +398,65 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		c.done <- answer{res: d.result, err: d.err}
 	}
 	return nil
+}
+
+// states returns the current state of each key of batch: from the
+// overlay when it holds the key, else from the projection.
+func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, error) {
+	states := make(map[string]events.State, len(batch))
+	var missing []string
+	p.mu.RLock()
+	for _, c := range batch {
+		k := c.req.Key.String()
+		if e, ok := p.overlay[k]; ok {
+			states[k] = e.state
+		} else if _, seen := states[k]; !seen {
+			states[k] = events.State{}
+			missing = append(missing, k)
+		}
+	}
+	p.mu.RUnlock()
+	if len(missing) > 0 {
+		got, err := p.w.proj.States(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(states, got)
+	}
+	return states, nil
+}
+
+// decideAll decides batch in order on states (each decision sees the
+// events decided before it) and returns the decisions, the records to
+// append, and the batch index of each kv.changes record.
+func (p *partition) decideAll(batch []*call, states map[string]events.State, epoch int64) (ds []decision, recs []*kgo.Record, evIdx []int) {
+	cfg := p.w.cfg
+	// Postgres keeps microseconds: truncating here makes the overlay and
+	// the projection answer the same timestamps.
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ds = make([]decision, len(batch))
+	for i, c := range batch {
+		k := c.req.Key.String()
+		d := Decide(states[k], c.req, now, epoch)
+		ds[i] = d
+		switch {
+		case d.event != nil:
+			r, err := changelog.Record(d.event, cfg.Topics.Changes, p.id, cfg.Source)
+			if err != nil {
+				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
+				continue
+			}
+			states[k] = d.event.State()
+			recs = append(recs, r)
+			evIdx = append(evIdx, i)
+		case d.conflict != nil:
+			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id)
+			if err == nil {
+				recs = append(recs, r)
+			}
+		}
+	}
+	return ds, recs, evIdx
 }
 
 // commit appends records in one Kafka transaction, committed only when

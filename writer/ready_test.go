@@ -1,32 +1,14 @@
 package writer
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
 
 func TestReady(t *testing.T) {
-	newWriter := func(t *testing.T) *Writer {
-		t.Helper()
-		w, err := New(Config{
-			Brokers: []string{"127.0.0.1:1"}, // never dialled
-			Topics:  changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 2},
-		}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.admCl.Close)
-		return w
-	}
 	withPartitions := func(w *Writer, ready ...bool) {
 		for i, r := range ready {
 			p := newPartition(w, int32(i))
@@ -47,7 +29,7 @@ func TestReady(t *testing.T) {
 		{"ErrAPartitionCatchingUp", true, []bool{true, false}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWriter(t)
+			w := offlineWriter(t, Config{})
 			w.joined = tc.joined
 			withPartitions(w, tc.parts...)
 			if got := w.Ready(); got != tc.want {
@@ -56,7 +38,7 @@ func TestReady(t *testing.T) {
 		})
 	}
 	t.Run("ErrMembershipLost", func(t *testing.T) {
-		w := newWriter(t)
+		w := offlineWriter(t, Config{})
 		w.joined = true
 		if !w.Ready() {
 			t.Fatal("a member owning nothing is not ready")
@@ -75,25 +57,7 @@ func TestReadyWithMoreWritersThanPartitions(t *testing.T) {
 	store := projection.New(testenv.MustPostgres(t))
 	var ws []*Writer
 	for _, id := range []string{"ready-a", "ready-b"} {
-		w, err := New(Config{
-			Brokers:        b.Addrs,
-			Topics:         b.Topics,
-			InstanceID:     id,
-			SessionTimeout: 6 * time.Second,
-		}, store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("writer %s: %v", id, err)
-			}
-		})
-		ws = append(ws, w)
+		ws = append(ws, runWriter(t, b, store, Config{InstanceID: id}))
 	}
 	owners := func() (n int) {
 		for _, w := range ws {
@@ -101,19 +65,7 @@ func TestReadyWithMoreWritersThanPartitions(t *testing.T) {
 		}
 		return n
 	}
-	waitUntil(t, 30*time.Second, "both writers ready and the partition owned once", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "both writers ready and the partition owned once", func() bool {
 		return ws[0].Ready() && ws[1].Ready() && owners() == 1
 	})
-}
-
-// waitUntil polls cond until it holds or d passed.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -33,12 +33,6 @@ type Projection interface {
 	Expired(ctx context.Context, p int32, now time.Time, limit int) ([]projection.Expiring, error)
 }
 
-// ErrTopicReset means kv.changes is not the topic the projection was folded
-// from (recreated), or is shorter than what the projection holds
-// (truncated). Writing on would build new versions on a state the log no
-// longer holds, so the writer stops until an operator rebuilds or resets.
-var ErrTopicReset = errors.New("the changes topic was recreated or truncated under the projection")
-
 // Config configures a Writer.
 type Config struct {
 	Brokers []string
@@ -181,7 +175,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	} else if err := changelog.Check(ctx, w.adm, w.cfg.Topics); err != nil {
 		return err
 	}
-	if err := w.checkTopic(ctx); err != nil {
+	if _, err := w.checkTopic(ctx); err != nil {
 		return err
 	}
 
@@ -312,27 +306,23 @@ func (w *Writer) trim(ctx context.Context) {
 	}
 }
 
-// checkTopic compares the changes topic's ID with the one the projection
-// was folded from, recording it on first use.
-func (w *Writer) checkTopic(ctx context.Context) error {
+// checkTopic is the topic-identity check (changelog.CheckIdentity): the
+// changes topic must be the one the projection was folded from, recorded
+// on first use. A reset (changelog.ErrTopicReset) stops the writer until
+// an operator rebuilds the projection: writing on would build new
+// versions on a state the log no longer holds.
+func (w *Writer) checkTopic(ctx context.Context) (changelog.Identity, error) {
 	topic := w.cfg.Topics.Changes
-	details, err := w.adm.ListTopics(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("describe topic %s: %w", topic, err)
+	id, err := changelog.CheckIdentity(ctx, w.adm, topic, w.cfg.Topics.Partitions,
+		func(ctx context.Context, id changelog.Identity) (changelog.Recorded, error) {
+			rec, err := w.proj.ClaimTopic(ctx, projection.Topic{Name: topic, ID: id.ID.String(), Partitions: id.Partitions})
+			return changelog.Recorded{ID: rec.ID, Partitions: rec.Partitions, Since: rec.FirstSeen}, err
+		})
+	if e, ok := errors.AsType[*changelog.ResetError](err); ok {
+		w.log.Error("changes topic reset detected; refusing to write: "+e.Msg,
+			append([]any{"topic", topic, "reason", e.Reason}, e.Attrs...)...)
 	}
-	d, ok := details[topic]
-	if !ok || d.Err != nil {
-		return fmt.Errorf("describe topic %s: %v", topic, d.Err)
-	}
-	rec, err := w.proj.ClaimTopic(ctx, projection.Topic{Name: topic, ID: d.ID.String(), Partitions: int32(len(d.Partitions))})
-	if err != nil {
-		return fmt.Errorf("claim topic: %w", err)
-	}
-	if rec.ID != d.ID.String() {
-		w.log.Error("changes topic was recreated; refusing to write", "topic", topic, "topicId", d.ID.String(), "recordedTopicId", rec.ID)
-		return fmt.Errorf("%w: %s has ID %s, the projection was folded from ID %s (rebuild it: projector rebuild)", ErrTopicReset, topic, d.ID, rec.ID)
-	}
-	return nil
+	return id, err
 }
 
 func (w *Writer) refreshOwners(ctx context.Context) {

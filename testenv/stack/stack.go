@@ -1,6 +1,7 @@
 // Package stack runs eskv in the test's process — a kfake broker, a fresh
-// Postgres database, writer, projector and the HTTP API on httptest — for
-// tests of clients of the API (the Go client, kvctl).
+// Postgres database, the writer, the projector and the HTTP API on
+// httptest — for end-to-end tests and tests of clients of the API (the Go
+// client, kvctl).
 package stack
 
 import (
@@ -8,7 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"sync"
+	"os"
 	"testing"
 	"time"
 
@@ -21,68 +22,128 @@ import (
 	"github.com/eskv/eskv/writer"
 )
 
-// Tokens of the stack: DevToken may read and write tenant/; ReaderToken
-// may only read tenant/acme/.
+// Tokens of the stack: DevToken may read and write tenant/; AcmeToken
+// may read and write tenant/acme/; ReaderToken may only read
+// tenant/acme/.
 const (
 	DevToken    = "dev-token-0123456789abcdef"
+	AcmeToken   = "acme-token-0123456789abcdef"
 	ReaderToken = "reader-token-0123456789abcdef"
 )
 
-// MustStart runs the stack until the test ends and returns the API's URL
-// once the writer is ready.
+// Stack is eskv running in the test's process until the test ends.
+type Stack struct {
+	Broker   *testenv.Broker
+	Postgres *testenv.Postgres
+	// Store is the projection in Postgres, as the writer and the API
+	// read it.
+	Store  *projection.Store
+	Writer *writer.Writer
+	// Registry holds the writer's and the HTTP API's metrics; the API
+	// serves it on /metrics.
+	Registry *prometheus.Registry
+	// URL is the HTTP API's base URL.
+	URL string
+}
+
+// Option changes what MustRun starts.
+type Option func(*options)
+
+type options struct {
+	partitions       int32
+	projector        bool
+	projectorMayStop bool
+}
+
+// Partitions sets the partition count of the topics (default 2).
+func Partitions(n int32) Option { return func(o *options) { o.partitions = n } }
+
+// WithoutProjector starts no projector: the projection changes only
+// when the test writes to it.
+func WithoutProjector() Option { return func(o *options) { o.projector = false } }
+
+// ProjectorMayStop lets the projector stop with an error without failing
+// the test, for tests that reset the changes topic under it.
+func ProjectorMayStop() Option { return func(o *options) { o.projectorMayStop = true } }
+
+// MustRun runs the stack until the test ends and returns it once the
+// writer is ready. Its logs are discarded, unless the test runs with -v
+// and ESKV_TEST_LOGS is set: then they go to stderr.
+func MustRun(tb testing.TB, opts ...Option) *Stack {
+	tb.Helper()
+	o := options{partitions: 2, projector: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Stack{Broker: testenv.MustBroker(tb, o.partitions), Postgres: testenv.MustPostgresDB(tb), Registry: prometheus.NewRegistry()}
+	s.Store = projection.New(s.Postgres.Pool)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if testing.Verbose() && os.Getenv("ESKV_TEST_LOGS") != "" {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	w, err := writer.New(writer.Config{Brokers: s.Broker.Addrs, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second},
+		s.Store, log, s.Registry)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.Writer = w
+	testenv.RunUntilCleanup(tb, "writer", w.Run)
+	if o.projector {
+		s.runProjector(tb, log, o.projectorMayStop)
+	}
+	srv, err := api.New(api.Config{Tokens: mustTokens(tb), Gatherer: s.Registry, Registerer: s.Registry}, w, s.Store, log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	tb.Cleanup(hs.Close) // before the writer and projector stop
+	s.URL = hs.URL
+	testenv.WaitFor(tb, 30*time.Second, "writer ready", w.Ready)
+	return s
+}
+
+// MustStart runs the stack with its defaults until the test ends and
+// returns the API's URL once the writer is ready.
 func MustStart(tb testing.TB) string {
 	tb.Helper()
-	broker := testenv.MustBroker(tb, 2)
-	store := projection.New(testenv.MustPostgres(tb))
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	w, err := writer.New(writer.Config{Brokers: broker.Addrs, Topics: broker.Topics, SessionTimeout: 6 * time.Second},
-		store, log, prometheus.NewRegistry())
+	return MustRun(tb).URL
+}
+
+// WaitFor polls cond until it holds, failing the test after 30 seconds.
+// It is testenv.WaitFor with the stack's patience.
+func WaitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	testenv.WaitFor(tb, 30*time.Second, what, cond)
+}
+
+func (s *Stack) runProjector(tb testing.TB, log *slog.Logger, mayStop bool) {
+	tb.Helper()
+	p, err := projector.New(projector.Config{Brokers: s.Broker.Addrs, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions},
+		s.Store, log, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := projector.New(projector.Config{Brokers: broker.Addrs, Topic: broker.Topics.Changes, Partitions: broker.Topics.Partitions},
-		store, log, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for name, run := range map[string]func(context.Context) error{"writer": w.Run, "projector": p.Run} {
-		wg.Go(func() {
-			if err := run(ctx); err != nil {
-				tb.Errorf("%s: %v", name, err)
+	run := p.Run
+	if mayStop {
+		run = func(ctx context.Context) error {
+			if err := p.Run(ctx); err != nil {
+				log.Info("projector stopped", "err", err)
 			}
-		})
+			return nil
+		}
 	}
+	testenv.RunUntilCleanup(tb, "projector", run)
+}
+
+func mustTokens(tb testing.TB) *api.Tokens {
+	tb.Helper()
 	tokens, err := api.NewTokens([]api.TokenConfig{
 		api.DevToken(DevToken),
+		{Token: AcmeToken, Principal: "acme-svc", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
 		{Token: ReaderToken, Principal: "acme-reader", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read}}}},
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := api.New(api.Config{Tokens: tokens}, w, store, log)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	tb.Cleanup(func() {
-		hs.Close()
-		cancel()
-		wg.Wait()
-	})
-	WaitFor(tb, "writer ready", w.Ready)
-	return hs.URL
-}
-
-// WaitFor polls cond until it holds, failing the test after 30 seconds.
-func WaitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return tokens
 }

@@ -1,0 +1,260 @@
+// Command eskvbench is eskv's load generator (make bench). It measures
+// CAS-write latency, concurrent write throughput, reads, lists, projector
+// lag, peak memory, the auditor and filtered scans, and prints each figure
+// next to its target.
+//
+// By default it builds and starts its own stack as real processes (dev
+// broker, projector and writer on free ports, a fresh Postgres database)
+// so that figures are reproducible, and stops it at the end. With -url and
+// -token it targets a running stack instead.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/tools/internal/cli"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func main() { cli.Main("eskvbench", run) }
+
+// config is the bench's configuration; every field is a flag whose default
+// comes from an ESKV_ environment variable.
+type config struct {
+	url          string
+	token        string
+	projectorURL string
+	auditorURL   string
+	postgresURL  string
+	writerPID    int
+	projectorPID int
+
+	adminPostgresURL string
+	partitions       int
+	brokerDataParent string
+	keep             bool
+
+	n            int
+	duration     time.Duration
+	clients      int
+	readClients  int
+	readDuration time.Duration
+	listKeys     int
+	listN        int
+	visEvery     int
+	lagMetric    string
+	json         bool
+	cpuProfile   string
+	scanEntries  int
+	scanN        int
+	only         map[string]bool // figures to run; nil for all
+
+	auditor        bool
+	clickhouseAddr string
+}
+
+const usage = `usage: eskvbench [flags]
+
+Without -url, builds and starts devbroker, projector, writer and (when
+ClickHouse answers) the auditor on free ports with a fresh Postgres database
+and ClickHouse database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=warn), measures,
+and stops them. With -url and -token, targets a running stack.
+
+Figures: 1 CAS write; 2 concurrent writes, with 5 projector lag and
+visibility and 7a auditor lag; 3 GETs; 4 a list; 6 peak memory and CPU;
+7b auditor ingest; 8 filtered scans (field/op/value) over -scan-entries
+entries loaded straight into the projection (own stack only); 9 lock
+acquire/release; 10 the TTL sweeper expiring 10,000 entries. -only runs
+some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
+
+Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
+(-read-clients: ESKV_BENCH_READ_CLIENTS); the command line wins.
+
+`
+
+// envAliases are variables other tools read too, each the default of a
+// flag.
+var envAliases = map[string]string{"clickhouse-addr": "ESKV_TEST_CLICKHOUSE_ADDR",
+	"admin-postgres-url": "ESKV_TEST_POSTGRES_URL", "partitions": "ESKV_PARTITIONS"}
+
+func parse(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("eskvbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	only := c.flags(fs)
+	if err := cli.Parse(fs, args, "ESKV_BENCH", envAliases); err != nil {
+		return c, err
+	}
+	if *only != "" {
+		c.only = map[string]bool{}
+		for _, f := range strings.Split(*only, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(benchFigures, f) {
+				return c, fmt.Errorf("-only: figure %q is not one of %s", f, strings.Join(benchFigures, ","))
+			}
+			c.only[f] = true
+		}
+	}
+	c.url = strings.TrimRight(c.url, "/")
+	c.projectorURL = strings.TrimRight(c.projectorURL, "/")
+	c.auditorURL = strings.TrimRight(c.auditorURL, "/")
+	return c, c.validate()
+}
+
+// flags defines the flags in fs and returns -only.
+func (c *config) flags(fs *flag.FlagSet) *string {
+	fs.StringVar(&c.url, "url", "", "target this running writer instead of starting a stack")
+	fs.StringVar(&c.token, "token", "", "bearer token for -url, with read and write rights on tenant bench")
+	fs.StringVar(&c.projectorURL, "projector-url", "", "with -url: the projector's base URL, for its lag histogram")
+	fs.StringVar(&c.auditorURL, "auditor-url", "", "with -url: the auditor's base URL, for its lag histogram")
+	fs.BoolVar(&c.auditor, "auditor", true, "start the auditor with the stack (ClickHouse needed) and measure its lag and ingest rate")
+	fs.StringVar(&c.clickhouseAddr, "clickhouse-addr", "127.0.0.1:19000",
+		"ClickHouse native address for the auditor of the bench's stack (also ESKV_TEST_CLICKHOUSE_ADDR)")
+	fs.StringVar(&c.postgresURL, "postgres-url", "", "with -url: the projection database, for end-to-end visibility")
+	fs.IntVar(&c.writerPID, "writer-pid", 0, "with -url: the writer's pid, for its peak memory and CPU")
+	fs.IntVar(&c.projectorPID, "projector-pid", 0, "with -url: the projector's pid, for its peak memory and CPU")
+	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+		"Postgres URL with the right to create the bench's database (also ESKV_TEST_POSTGRES_URL)")
+	fs.IntVar(&c.partitions, "partitions", 12, "partition count of kv.changes, to spread clients over partitions (also ESKV_PARTITIONS)")
+	fs.StringVar(&c.brokerDataParent, "broker-data", "",
+		"directory to create the broker's data directory in (default the bench's temporary directory; /dev/shm takes fsync cost out)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the started stack's logs, broker data and database")
+	fs.IntVar(&c.n, "n", 2000, "operations of the single-client CAS and GET runs")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of each concurrent write run")
+	fs.IntVar(&c.clients, "clients", 64, "concurrent writers")
+	fs.IntVar(&c.readClients, "read-clients", 16, "concurrent readers")
+	fs.DurationVar(&c.readDuration, "read-duration", 3*time.Second, "length of the concurrent GET run")
+	fs.IntVar(&c.listKeys, "list-keys", 1000, "keys seeded under one prefix and listed (at most 1000)")
+	fs.IntVar(&c.listN, "list-n", 200, "list requests timed")
+	fs.IntVar(&c.visEvery, "visibility-every", 20, "check end-to-end visibility of every Nth concurrent write")
+	fs.StringVar(&c.lagMetric, "lag-metric", "eskv_projector_lag_seconds", "the projector's lag histogram; when absent, the first histogram named *lag*")
+	fs.BoolVar(&c.json, "json", false, "print the results as JSON")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the bench's own CPU profile to this file")
+	fs.IntVar(&c.scanEntries, "scan-entries", 100000, "entries loaded under one prefix for the filtered scans of figure 8")
+	fs.IntVar(&c.scanN, "scan-n", 200, "filtered scans timed per case of figure 8")
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10 (5 comes with 2, 6 always); "+
+		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
+}
+
+// validate checks the combination of flags.
+func (c *config) validate() error {
+	switch {
+	case c.url != "" && c.token == "":
+		return errors.New("-url needs -token")
+	case c.url != "" && c.brokerDataParent != "":
+		return errors.New("-broker-data is for the stack the bench starts, not with -url")
+	case c.url == "" && (c.projectorURL != "" || c.auditorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
+		return errors.New("-projector-url, -auditor-url, -postgres-url and the pids go with -url")
+	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1:
+		return errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries and -scan-n must be positive")
+	case c.listKeys < 1 || c.listKeys > 1000:
+		return errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
+	case c.duration <= 0 || c.readDuration <= 0:
+		return errors.New("-duration and -read-duration must be positive")
+	}
+	return nil
+}
+
+// benchFigures are the figures -only selects.
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10"}
+
+// wants reports whether the run measures figure f.
+func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	c, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var s *stack
+	if c.url == "" {
+		if s, err = startStack(ctx, c, stderr); err != nil {
+			return err
+		}
+	} else {
+		s = &stack{writerURL: c.url, projectorURL: c.projectorURL, auditorURL: c.auditorURL, token: c.token,
+			writerPID: c.writerPID, projectorPID: c.projectorPID}
+		if c.postgresURL != "" {
+			if s.db, err = pgxpool.New(ctx, c.postgresURL); err != nil {
+				return fmt.Errorf("postgres: %w", err)
+			}
+		}
+	}
+	rep := &report{Mode: "own stack", Config: reportConfig(c), Host: host{CPUs: runtime.NumCPU(), LoadStart: loadAvg()}}
+	if !s.own {
+		rep.Mode = "target " + c.url
+	}
+	var procs []*proc.Proc
+	if s.local != nil {
+		procs = s.local.Procs()
+	}
+	for _, p := range procs {
+		rep.Services = append(rep.Services, p.Name)
+	}
+	defer func() {
+		// Peak memory and CPU are read before the services stop, the
+		// logs after.
+		rep.Processes = processes(s)
+		rep.Host.LoadEnd = loadAvg()
+		s.stop()
+		for _, p := range procs {
+			rep.Logs = append(rep.Logs, summarizeLog(p.Name, p.Log))
+		}
+		s.close(stderr, c.keep)
+		if err == nil || errors.Is(err, context.Canceled) {
+			rep.Interrupted = err != nil
+			if perr := rep.print(stdout, c.json); perr != nil && err == nil {
+				err = perr
+			}
+		}
+	}()
+
+	b := newBench(c, s, stderr)
+	if err := b.run(ctx, rep); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+func newHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns:        512,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+			ForceAttemptHTTP2:   false,
+		},
+	}
+}

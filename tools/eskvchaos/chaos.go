@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/tools/linz"
+)
+
+// runChaos runs the clients while the nemesis injects faults, lets the
+// stack heal, and checks what happened.
+func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer) error {
+	r, err := faultPhase(ctx, c, s)
+	if err != nil {
+		return err
+	}
+	if err := r.check(ctx, s); err != nil {
+		return err
+	}
+	if err := r.save(); err != nil {
+		fmt.Fprintf(stderr, "eskvchaos: save findings: %v\n", err)
+	}
+	r.print(stdout)
+	if !r.ok() {
+		return errChecksFailed
+	}
+	return nil
+}
+
+// faultPhase runs the clients and the owner timeline while the nemesis
+// injects faults, waits for the stack to heal, and returns what it
+// recorded.
+func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
+	var urls []string
+	for _, w := range s.writers {
+		urls = append(urls, w.URL)
+	}
+	keys := registerKeys(c.keys, s.topics.Partitions)
+	cl := newClients(urls, s.token, keys, c.opTimeout, s.t0)
+	owners := newOwnerTimeline(s.t0)
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stopClients := make(chan struct{})
+	wg.Go(func() { cl.run(c.clients, c.seed, stopClients) })
+	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
+
+	s.logf("fault phase: %s, seed %d, %d clients on %d keys, faults %s", c.duration, c.seed, c.clients, len(keys), strings.Join(c.faults, ","))
+	nem := newNemesis(s, c)
+	fctx, cancel := context.WithTimeout(ctx, c.duration)
+	nem.run(fctx) // returns once every faulted process was restarted or resumed
+	cancel()
+	s.logf("fault phase over; waiting for every partition to have a ready owner")
+	healErr := s.waitReady(ctx, 120*time.Second, false)
+	if healErr == nil {
+		// A few seconds of fault-free operation: the healed stack serves.
+		pause(ctx.Done(), 2*time.Second)
+	}
+	close(stopClients)
+	stop()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted: %w", err)
+	}
+	r := &report{cfg: c, keys: keys, history: cl.history(), dir: s.Dir, owners: owners}
+	s.logf("clients stopped after %d operations; checking", len(r.history))
+	r.faults, r.pauses = nem.report()
+	r.exits = s.unexpectedExits()
+	if healErr != nil {
+		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
+	}
+	return r, nil
+}
+
+// check checks the recorded history, the log and the projection.
+func (r *report) check(ctx context.Context, s *stack) error {
+	r.lin = linz.Check(r.history, r.cfg.checkTimeout)
+	r.stale = staleAnswers(r.history, s.topics.Partitions, r.owners)
+	if r.lin.Result != porcupine.Ok {
+		r.linPath = filepath.Join(s.Dir, "linearizability.html")
+		if err := r.lin.Visualize(r.linPath); err != nil {
+			r.problems = append(r.problems, "write the linearizability visualization: "+err.Error())
+			r.linPath = ""
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	l, err := logcheck.Read(ctx, []string{s.Brokers}, s.topics)
+	if err != nil {
+		return fmt.Errorf("read kv.changes: %w", err)
+	}
+	r.log = l
+	r.logFindings = logcheck.Check(l.Events)
+	r.acks = acknowledged(r.history)
+	r.lost = logcheck.LostWrites(r.acks, l.Events)
+	r.zombies = logcheck.Zombies(r.pauses, l.Events)
+	if err := waitProjected(ctx, s, l, 2*time.Minute); err != nil {
+		r.problems = append(r.problems, err.Error())
+	} else if r.proj, err = checkProjection(ctx, s, l, r.acks); err != nil {
+		return fmt.Errorf("check the projection: %w", err)
+	}
+	r.checked = true
+	return nil
+}
+
+// report is what a chaos run did and found.
+type report struct {
+	cfg     config
+	keys    []string
+	dir     string
+	history []linz.Op
+	faults  map[string]int
+	pauses  []logcheck.Pause
+	exits   []string
+	owners  *ownerTimeline
+	stale   []string
+
+	lin         linz.Result
+	linPath     string
+	log         *logcheck.Log
+	logFindings logcheck.Findings
+	acks        []logcheck.Acked
+	lost        []string
+	zombies     logcheck.ZombieFindings
+	proj        projFindings
+	checked     bool
+	problems    []string
+}
+
+func (r *report) ok() bool {
+	return r.checked && len(r.problems) == 0 && r.lin.Result == porcupine.Ok && len(r.lost) == 0 &&
+		len(r.proj.LostInProjection) == 0 && r.logFindings.VersionViolations() == 0 &&
+		len(r.logFindings.ChainBreaks) == 0 && len(r.logFindings.EpochMismatches) == 0 &&
+		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
+		r.proj.diffCount() == 0 && len(r.exits) == 0
+}
+
+// save writes the history and the findings to the run directory (kept when
+// a check fails).
+func (r *report) save() error {
+	b, err := json.Marshal(r.history)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "history.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "owners.txt"), []byte(strings.Join(r.owners.lines(), "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "projector-rebuild-diff.txt"), []byte(r.proj.Tool.output), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(r.dir, "stale-answers.txt"), []byte(strings.Join(r.stale, "\n")+"\n"), 0o644)
+}
+
+func (r *report) print(w io.Writer) {
+	r.printRun(w)
+	if r.log == nil {
+		return
+	}
+	r.printLog(w)
+	r.printProjection(w)
+	for _, p := range r.problems {
+		fmt.Fprintf(w, "problem: %s\n", p)
+	}
+	if r.ok() {
+		fmt.Fprintln(w, "PASS")
+	} else {
+		fmt.Fprintf(w, "FAIL (history, logs and findings in %s)\n", r.dir)
+	}
+}
+
+// printRun prints what the run did and the linearizability verdict.
+func (r *report) printRun(w io.Writer) {
+	ops := map[string]int{}
+	for _, o := range r.history {
+		kind := "read"
+		if o.In.Kind == linz.Write {
+			kind = "write"
+		}
+		ops[kind+" "+o.Out.Outcome.String()]++
+	}
+	fmt.Fprintf(w, "eskvchaos: %s of faults, seed %d, %d clients, %d keys, %d writers, %d projectors, %d partitions\n",
+		r.cfg.duration, r.cfg.seed, r.cfg.clients, len(r.keys), r.cfg.writers, r.cfg.projectors, r.cfg.partitions)
+	n, by := countBy(ops)
+	fmt.Fprintf(w, "operations: %d (%s)\n", n, by)
+	n, by = countBy(r.faults)
+	fmt.Fprintf(w, "faults injected: %d (%s)\n", n, by)
+	for _, e := range r.exits {
+		fmt.Fprintf(w, "  unexpected exit: %s\n", e)
+	}
+
+	verdict := "linearizable"
+	switch r.lin.Result {
+	case porcupine.Illegal:
+		verdict = "NOT linearizable"
+	case porcupine.Unknown:
+		verdict = fmt.Sprintf("UNKNOWN (the checker gave up after %s)", r.cfg.checkTimeout)
+	}
+	fmt.Fprintf(w, "linearizability: %s (%d operations on %d keys checked, %d writes with unknown outcome; %s)\n",
+		verdict, r.lin.Ops, r.lin.Keys, r.lin.Unknown, r.lin.Elapsed.Round(time.Millisecond))
+	if r.linPath != "" {
+		fmt.Fprintf(w, "  visualization: %s\n", r.linPath)
+	}
+	if len(r.stale) > 0 {
+		fmt.Fprintf(w, "  stale answers (a version older than one acknowledged before the call): %d\n", len(r.stale))
+		printFirst(w, r.stale)
+	}
+}
+
+// printLog prints the findings in the log.
+func (r *report) printLog(w io.Writer) {
+	lost := append(append([]string{}, r.lost...), r.proj.LostInProjection...)
+	fmt.Fprintf(w, "lost writes = %d (%d acknowledged, each looked up in kv.changes and kv_history)\n", len(lost), len(r.acks))
+	printFirst(w, lost)
+	lf := r.logFindings
+	fmt.Fprintf(w, "duplicate/gapped versions = %d (%d duplicates, %d gaps in %d events of %d keys)\n",
+		lf.VersionViolations(), len(lf.Duplicates), len(lf.Gaps), lf.Events, lf.Keys)
+	printFirst(w, append(append([]string{}, lf.Duplicates...), lf.Gaps...))
+	if len(lf.ChainBreaks) > 0 {
+		fmt.Fprintf(w, "broken chains (prevVersion/before not the previous event) = %d\n", len(lf.ChainBreaks))
+		printFirst(w, lf.ChainBreaks)
+	}
+	z := r.zombies
+	zn := len(z.Events) + len(lf.EpochMismatches) + len(lf.EpochRegressions)
+	fmt.Fprintf(w, "zombie writes = %d (%d writer pauses past the session timeout, %d partitions fenced by another writer meanwhile; %d epoch mismatches, %d epoch regressions in the log)\n",
+		zn, z.Pauses, z.Moved, len(lf.EpochMismatches), len(lf.EpochRegressions))
+	printFirst(w, append(append(append([]string{}, z.Events...), lf.EpochMismatches...), lf.EpochRegressions...))
+	if z.Skipped > 0 {
+		fmt.Fprintf(w, "  %d pauses not checked: the partition owners could not be read\n", z.Skipped)
+	}
+	if len(r.log.Open) > 0 {
+		fmt.Fprintf(w, "  note: partitions %v had a transaction open when the log was read\n", r.log.Open)
+	}
+}
+
+// printProjection prints the comparison of the projection with the log.
+func (r *report) printProjection(w io.Writer) {
+	if d := r.proj.Rebuild; d != nil {
+		fmt.Fprintf(w, "projection diff = %d (projector rebuild --into %s, then projector diff: exit %d; %d differing keys, %d not compared, %d history mismatches, history rows %d rebuilt vs %d live; fold of the log vs kv_entries: %d differences)\n",
+			r.proj.diffCount(), rebuildSchema, r.proj.Tool.diffExit, d.Differing, d.NotCompared, d.HistoryMismatch, d.History, d.AgainstHistory, len(r.proj.FoldDiffs))
+		for _, k := range d.Keys {
+			fmt.Fprintf(w, "  %s: in rebuild %v, live %v, versions %d vs %d, columns %v\n", k.Key, k.InSchema, k.InAgainst, k.Version, k.AgainstVersion, k.Columns)
+		}
+		printFirst(w, r.proj.FoldDiffs)
+	}
+}
+
+// countBy returns the sum of m and its entries as "k n, k n", sorted.
+func countBy(m map[string]int) (int, string) {
+	total := 0
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		total += m[k]
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+func printFirst(w io.Writer, ss []string) {
+	for _, s := range first(ss, 10) {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	if len(ss) > 10 {
+		fmt.Fprintf(w, "  ... and %d more\n", len(ss)-10)
+	}
+}
+
+// first returns at most n of ss, for printing.
+func first(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	return ss[:n]
+}

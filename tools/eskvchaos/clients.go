@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/tools/linz"
+)
+
+// registerKeys returns n keys, each in its own project so that they spread
+// over partitions: distinct partitions while there are enough.
+func registerKeys(n int, partitions int32) []string {
+	var keys []string
+	used := map[int32]bool{}
+	for i := 0; len(keys) < n; i++ {
+		scope := fmt.Sprintf("tenant/chaos/project/p%d", i)
+		p := events.Partition(scope, partitions)
+		if used[p] && len(used) < int(partitions) && i < 100*n {
+			continue
+		}
+		used[p] = true
+		keys = append(keys, scope+"/reg")
+	}
+	return keys
+}
+
+// clients run CAS-register operations against random writers and record
+// every operation.
+type clients struct {
+	urls    []string
+	token   string
+	keys    []string
+	timeout time.Duration
+	http    *http.Client
+	t0      time.Time
+
+	mu  sync.Mutex
+	ops []linz.Op
+}
+
+func newClients(urls []string, token string, keys []string, timeout time.Duration, t0 time.Time) *clients {
+	return &clients{
+		urls: urls, token: token, keys: keys, timeout: timeout, t0: t0,
+		http: &http.Client{Transport: &http.Transport{
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		}},
+	}
+}
+
+// run starts n clients and returns once stop is closed and every client
+// finished its current operation.
+func (c *clients) run(n int, seed uint64, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for id := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.client(id, rand.New(rand.NewPCG(seed, uint64(id))), stop)
+		}()
+	}
+	wg.Wait()
+}
+
+// client reads a random key through a random writer, then writes it through
+// another random writer with the version it read as the expected version
+// and a value no other operation writes.
+func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key := c.keys[rng.IntN(len(c.keys))]
+		r := c.read(id, rng.IntN(len(c.urls)), key)
+		var expected int64
+		switch r.Out.Outcome {
+		case linz.OK:
+			expected = r.Out.Version
+		case linz.NotFound:
+		default:
+			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
+			continue
+		}
+		w := c.write(id, rng.IntN(len(c.urls)), key, expected, fmt.Sprintf("c%d-%d", id, seq))
+		if w.Out.Outcome == linz.Failed || w.Out.Outcome == linz.Unknown {
+			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
+		}
+	}
+}
+
+func pause(stop <-chan struct{}, d time.Duration) {
+	select {
+	case <-stop:
+	case <-time.After(d):
+	}
+}
+
+func (c *clients) now() int64 { return int64(time.Since(c.t0)) }
+
+func (c *clients) record(o linz.Op) linz.Op {
+	c.mu.Lock()
+	c.ops = append(c.ops, o)
+	c.mu.Unlock()
+	return o
+}
+
+// history returns the operations recorded so far.
+func (c *clients) history() []linz.Op {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]linz.Op(nil), c.ops...)
+}
+
+// answer is a decoded HTTP answer.
+type answer struct {
+	status int
+	body   []byte
+	err    error // transport error (status 0)
+	sent   bool  // the request may have reached the server
+}
+
+func (c *clients) do(method, url string, body []byte) answer {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return answer{err: err, sent: !dialError(err)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{err: err, sent: true}
+	}
+	return answer{status: resp.StatusCode, body: b, sent: true}
+}
+
+// dialError reports that the connection could not be made, so the request
+// never left the client.
+func dialError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+func (c *clients) read(id, w int, key string) linz.Op {
+	o := linz.Op{Client: id, Writer: w, In: linz.Input{Key: key, Kind: linz.Read}, Call: c.now()}
+	a := c.do(http.MethodGet, c.urls[w]+"/v1/kv/"+key, nil)
+	o.Return = c.now()
+	switch {
+	case a.err != nil:
+		o.Out.Outcome, o.Detail = linz.Failed, a.err.Error()
+	case a.status == http.StatusOK:
+		var e events.Entry
+		var v string
+		if err := json.Unmarshal(a.body, &e); err != nil || json.Unmarshal(e.Value, &v) != nil || e.Key != key {
+			o.Out.Outcome, o.Detail = linz.Failed, "undecodable entry: "+string(a.body)
+			break
+		}
+		o.Out = linz.Output{Outcome: linz.OK, Version: e.Version, Value: v}
+	case a.status == http.StatusNotFound && errorCode(a.body) == events.ENotFound:
+		o.Out.Outcome = linz.NotFound
+	default:
+		// A read has no effect: whatever went wrong, it is left out.
+		o.Out.Outcome, o.Detail = linz.Failed, fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
+	}
+	return c.record(o)
+}
+
+func (c *clients) write(id, w int, key string, expected int64, value string) linz.Op {
+	rid := fmt.Sprintf("chaos-%s", value)
+	o := linz.Op{Client: id, Writer: w, In: linz.Input{Key: key, Kind: linz.Write, Expected: expected, Value: value}, RequestID: rid}
+	body, _ := json.Marshal(api.PutBody{Value: mustJSON(value), ExpectedVersion: &expected, RequestID: rid})
+	o.Call = c.now()
+	a := c.do(http.MethodPut, c.urls[w]+"/v1/kv/"+key, body)
+	o.Return = c.now()
+	o.Out, o.Detail = classifyWrite(a, value)
+	return c.record(o)
+}
+
+// classifyWrite turns the answer to a CAS write into its outcome. Only
+// what the writer's code guarantees had no effect is failed; anything else
+// that is not a decided answer is unknown.
+func classifyWrite(a answer, value string) (linz.Output, string) {
+	if a.err != nil {
+		if !a.sent {
+			return linz.Output{Outcome: linz.Failed}, a.err.Error()
+		}
+		return linz.Output{Outcome: linz.Unknown}, a.err.Error()
+	}
+	detail := fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
+	switch a.status {
+	case http.StatusOK:
+		var e events.Entry
+		var v string
+		if err := json.Unmarshal(a.body, &e); err != nil || json.Unmarshal(e.Value, &v) != nil {
+			return linz.Output{Outcome: linz.Unknown}, "undecodable entry: " + detail
+		}
+		return linz.Output{Outcome: linz.OK, Version: e.Version, Value: v}, ""
+	case http.StatusConflict:
+		var b api.ErrorBody
+		if err := json.Unmarshal(a.body, &b); err != nil || b.Error.Code != events.EConflict ||
+			b.Error.Field != "expectedVersion" || b.Error.CurrentVersion == nil {
+			return linz.Output{Outcome: linz.Unknown}, "unexpected conflict: " + detail
+		}
+		var cur string
+		if *b.Error.CurrentVersion > 0 {
+			if err := json.Unmarshal(b.Error.CurrentValue, &cur); err != nil {
+				return linz.Output{Outcome: linz.Unknown}, "undecodable current value: " + detail
+			}
+		}
+		return linz.Output{Outcome: linz.Conflict, Version: *b.Error.CurrentVersion, Value: cur}, ""
+	case http.StatusServiceUnavailable:
+		var b api.ErrorBody
+		if json.Unmarshal(a.body, &b) == nil && b.Error.Code == events.EUnavailable && noEffect(b.Error.Message) {
+			return linz.Output{Outcome: linz.Failed}, detail
+		}
+		return linz.Output{Outcome: linz.Unknown}, detail
+	default:
+		return linz.Output{Outcome: linz.Unknown}, detail
+	}
+}
+
+// noEffect reports whether a 503's message is one the writer gives only
+// before a request was queued for a transaction (writer/partition.go,
+// writer/writer.go, api/forward.go): refused at submit, drained from the
+// queue unprocessed, not owned, or not forwarded. The messages that say
+// the outcome is unknown ("may still commit", "outcome is unknown") and the
+// forwarding proxy's "did not answer" (the owner may have decided it) are
+// unknown, as is anything not listed here.
+func noEffect(msg string) bool {
+	if strings.Contains(msg, "unknown") || strings.Contains(msg, "may still commit") || strings.Contains(msg, "did not answer") {
+		return false
+	}
+	for _, m := range []string{
+		"is catching up or moving between writers; retry",      // submit: partition not ready
+		"is overloaded; retry",                                 // submit: queue full
+		"is moving between writers; retry",                     // failQueued: never batched
+		"is not owned by this writer; retry",                   // Do: not owned here
+		"is unable to read the projection; retry",              // process: failed before producing
+		"the key's partition is moving between writers; retry", // forward: not forwarded twice
+	} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func errorCode(body []byte) string {
+	var b api.ErrorBody
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	return b.Error.Code
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// acknowledged returns the writes of h that were answered 200.
+func acknowledged(h []linz.Op) []logcheck.Acked {
+	var out []logcheck.Acked
+	for _, o := range h {
+		if o.In.Kind == linz.Write && o.Out.Outcome == linz.OK {
+			out = append(out, logcheck.Acked{Key: o.In.Key, Version: o.Out.Version, Value: mustJSON(o.In.Value)})
+		}
+	}
+	return out
+}

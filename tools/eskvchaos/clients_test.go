@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/tools/linz"
+)
+
+func out(o linz.Outcome, version int64, value string) linz.Output {
+	return linz.Output{Outcome: o, Version: version, Value: value}
+}
+
+func TestClassifyWrite(t *testing.T) {
+	unavailable := func(msg string) answer {
+		return answer{status: 503, sent: true, body: []byte(`{"error":{"code":"partition_unavailable","message":"` + msg + `","retryAfterSeconds":1}}`)}
+	}
+	for _, tc := range []struct {
+		name string
+		a    answer
+		want linz.Output
+	}{
+		{"OK", answer{status: 200, sent: true, body: []byte(`{"key":"k","value":"c1-2","version":4}`)}, out(linz.OK, 4, "c1-2")},
+		{"Conflict", answer{status: 409, sent: true, body: []byte(`{"error":{"code":"version_conflict","field":"expectedVersion","currentVersion":5,"currentValue":"c2-9"}}`)}, out(linz.Conflict, 5, "c2-9")},
+		{"ConflictAbsent", answer{status: 409, sent: true, body: []byte(`{"error":{"code":"version_conflict","field":"expectedVersion","currentVersion":0,"currentValue":null}}`)}, out(linz.Conflict, 0, "")},
+		{"RequestIDReusedIsUnknown", answer{status: 409, sent: true, body: []byte(`{"error":{"code":"version_conflict","field":"requestId","currentVersion":5}}`)}, out(linz.Unknown, 0, "")},
+		{"CatchingUpIsNoEffect", unavailable("partition 3 is catching up or moving between writers; retry"), out(linz.Failed, 0, "")},
+		{"NotOwnedIsNoEffect", unavailable("partition 3 is not owned by this writer; retry"), out(linz.Failed, 0, "")},
+		{"QueueDrainedIsNoEffect", unavailable("partition 3 is moving between writers; retry"), out(linz.Failed, 0, "")},
+		{"OverloadedIsNoEffect", unavailable("partition 3 is overloaded; retry"), out(linz.Failed, 0, "")},
+		{"NotForwardedTwiceIsNoEffect", unavailable("the key's partition is moving between writers; retry"), out(linz.Failed, 0, "")},
+		{"CommitFailedIsUnknown", unavailable("partition 3 is unable to commit the write (its outcome is unknown: retry with the same requestId); retry"), out(linz.Unknown, 0, "")},
+		{"SlowIsUnknown", unavailable("partition 3 is slow to answer (the write may still commit: retry with the same requestId); retry"), out(linz.Unknown, 0, "")},
+		{"OwnerDidNotAnswerIsUnknown", unavailable("the writer owning this key did not answer; retry"), out(linz.Unknown, 0, "")},
+		{"UnlistedIsUnknown", unavailable("something new"), out(linz.Unknown, 0, "")},
+		{"InternalIsUnknown", answer{status: 500, sent: true, body: []byte(`{"error":{"code":"internal"}}`)}, out(linz.Unknown, 0, "")},
+		{"RefusedConnectionIsNoEffect", answer{err: fmt.Errorf("dial: refused"), sent: false}, out(linz.Failed, 0, "")},
+		{"TimeoutIsUnknown", answer{err: fmt.Errorf("context deadline exceeded"), sent: true}, out(linz.Unknown, 0, "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := classifyWrite(tc.a, "c1-2")
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStaleAnswers(t *testing.T) {
+	const k = "tenant/chaos/project/p0/reg"
+	r, w := linz.Input{Key: k, Kind: linz.Read}, linz.Input{Key: k, Kind: linz.Write, Value: "a"}
+	h := []linz.Op{
+		{Client: 0, In: w, Call: 0, Return: 10, Out: out(linz.OK, 1, "a")},
+		{Client: 1, In: r, Call: 5, Return: 15, Out: out(linz.NotFound, 0, "")},                                                 // concurrent with the write: fine
+		{Client: 1, In: r, Call: 20, Return: 25, Out: out(linz.NotFound, 0, "")},                                                // after the ack: stale
+		{Client: 2, In: linz.Input{Key: k, Kind: linz.Write, Value: "b"}, Call: 30, Return: 35, Out: out(linz.Conflict, 0, "")}, // stale conflict
+		{Client: 1, In: r, Call: 40, Return: 45, Out: out(linz.OK, 1, "a")},
+	}
+	got := staleAnswers(h, 12, nil)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "read of") || !strings.HasPrefix(got[1], "cas from v0") {
+		t.Fatalf("%q", got)
+	}
+}
+
+func TestRegisterKeysSpreadOverPartitions(t *testing.T) {
+	keys := registerKeys(5, 12)
+	seen := map[int32]bool{}
+	for _, k := range keys {
+		p := events.Partition(scopeOf(k), 12)
+		if seen[p] {
+			t.Fatalf("%v: two keys in partition %d", keys, p)
+		}
+		seen[p] = true
+		if _, err := events.ParseKey(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(registerKeys(20, 4)); n != 20 {
+		t.Fatalf("%d keys, want 20 (more keys than partitions share them)", n)
+	}
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/tools/internal/localstack"
+)
+
+// stack is the system under test, as processes the harness started.
+type stack struct {
+	*localstack.Stack
+	store      *projection.Store
+	token      string
+	topics     changelog.Topics
+	writers    []*proc.Proc
+	projectors []*proc.Proc
+
+	t0       time.Time // the harness's clock starts here
+	progress io.Writer
+	pmu      sync.Mutex
+	hlog     *os.File // progress lines, also kept in the run directory
+
+	closing chan struct{}
+	sup     sync.WaitGroup // restarts after unexpected exits
+	umu     sync.Mutex
+	exits   []string // unexpected exits, described
+}
+
+// logf prints a progress line with the harness's clock.
+func (s *stack) logf(format string, args ...any) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	line := fmt.Sprintf("eskvchaos: %6.1fs %s\n", time.Since(s.t0).Seconds(), fmt.Sprintf(format, args...))
+	io.WriteString(s.progress, line)
+	if s.hlog != nil {
+		s.hlog.WriteString(line)
+	}
+}
+
+// startStack builds the services, creates a database and the topics,
+// starts broker, projectors and writers on free ports and waits until every
+// partition is owned by a ready writer. On error everything started is
+// stopped again.
+func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, err error) {
+	ls, err := localstack.New(ctx, localstack.Config{Tool: "eskvchaos", AdminURL: c.adminPostgresURL,
+		Cmds: []string{"writer", "projector"}, Progress: progress, BrokerLogLevel: "warn"})
+	if err != nil {
+		return nil, err
+	}
+	s := &stack{Stack: ls, store: projection.New(ls.DB), progress: progress, t0: time.Now(), closing: make(chan struct{}),
+		token: "chaos-" + localstack.RandomHex(16),
+		topics: changelog.Topics{Changes: changelog.DefaultChangesTopic, Conflicts: changelog.DefaultConflictsTopic,
+			Partitions: int32(c.partitions)}}
+	defer func() {
+		if err != nil {
+			s.printLogTails(progress)
+			s.close(false)
+		}
+	}()
+	if s.hlog, err = os.Create(filepath.Join(s.Dir, "harness.log")); err != nil {
+		return nil, err
+	}
+	if err := s.addServices(c); err != nil {
+		return nil, err
+	}
+	s.logf("starting devbroker on %s, %d projectors, %d writers (logs in %s)", s.Brokers, c.projectors, c.writers, s.Dir)
+	if err := s.StartBroker(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.ensureTopics(ctx); err != nil {
+		return nil, err
+	}
+	for _, p := range s.Services {
+		if err := p.Start(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.waitReady(ctx, 120*time.Second, true); err != nil {
+		return nil, err
+	}
+	s.logf("stack ready: every partition owned by a ready writer")
+	return s, nil
+}
+
+// addServices adds the projectors and writers, on free ports; a process
+// that exits on its own is recorded and started again.
+func (s *stack) addServices(c config) error {
+	ports, err := proc.FreePorts(c.writers + c.projectors)
+	if err != nil {
+		return err
+	}
+	env := s.Env(c.logLevel, c.partitions)
+	add := func(name, bin string, port int, env ...string) *proc.Proc {
+		p := s.Service(name, bin, nil, env...)
+		p.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		p.OnExit = func(err error) { s.unexpectedExit(p, err) }
+		return p
+	}
+	for i := range c.projectors {
+		port := ports[c.writers+i]
+		s.projectors = append(s.projectors, add(fmt.Sprintf("projector-%d", i+1), "projector", port,
+			append(env, fmt.Sprintf("ESKV_PROJECTOR_ADDR=127.0.0.1:%d", port), fmt.Sprintf("ESKV_PROJECTOR_ID=chaos-p%d", i+1))...))
+	}
+	for i := range c.writers {
+		s.writers = append(s.writers, add(fmt.Sprintf("writer-%d", i+1), "writer", ports[i],
+			append(env, fmt.Sprintf("ESKV_HTTP_ADDR=127.0.0.1:%d", ports[i]), "ESKV_DEV_TOKEN="+s.token,
+				fmt.Sprintf("ESKV_WRITER_ID=chaos-w%d", i+1))...))
+	}
+	return nil
+}
+
+// ensureTopics creates kv.changes and kv.conflicts before any service
+// starts, so writers do not race to create them.
+func (s *stack) ensureTopics(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return changelog.Ensure(ctx, kadm.NewClient(cl), s.topics)
+}
+
+// waitReady waits until every partition has an owner row naming a writer
+// that is running and answers /readyz with 200, and every projector
+// answers /readyz; with allWriters, every writer must be ready too (own
+// partitions).
+func (s *stack) waitReady(ctx context.Context, timeout time.Duration, allWriters bool) error {
+	var why string
+	err := proc.WaitFor(ctx, timeout, "every partition owned by a ready writer", nil, func() bool {
+		why = s.notReady(ctx, allWriters)
+		return why == ""
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last: %s)", err, why)
+	}
+	return nil
+}
+
+// notReady says what is not ready yet, or "".
+func (s *stack) notReady(ctx context.Context, allWriters bool) string {
+	ready := map[string]bool{}
+	for _, w := range s.writers {
+		ready[w.URL] = w.Running() && proc.HTTPOK(w.URL+"/readyz")
+		if allWriters && !ready[w.URL] {
+			return w.Name + " is not ready"
+		}
+	}
+	for _, p := range s.projectors {
+		if !p.Running() || !proc.HTTPOK(p.URL+"/readyz") {
+			return p.Name + " is not ready"
+		}
+	}
+	owners, err := s.store.Owners(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	for id := range s.topics.Partitions {
+		if o, ok := owners[id]; !ok || !ready[o.Addr] {
+			return fmt.Sprintf("partition %d has no ready owner (%+v)", id, o)
+		}
+	}
+	return ""
+}
+
+// unexpectedExit records a process that exited on its own and starts it
+// again after a second, unless the stack is closing.
+func (s *stack) unexpectedExit(p *proc.Proc, err error) {
+	select {
+	case <-s.closing:
+		return
+	default:
+	}
+	s.umu.Lock()
+	s.exits = append(s.exits, fmt.Sprintf("%s exited on its own at %.1fs: %v", p.Name, time.Since(s.t0).Seconds(), err))
+	s.umu.Unlock()
+	s.logf("%s exited on its own (%v); starting it again", p.Name, err)
+	s.sup.Add(1)
+	go func() {
+		defer s.sup.Done()
+		select {
+		case <-s.closing:
+		case <-time.After(time.Second):
+			if err := p.Start(); err != nil {
+				s.logf("restart %s: %v", p.Name, err)
+			}
+		}
+	}()
+}
+
+func (s *stack) unexpectedExits() []string {
+	s.umu.Lock()
+	defer s.umu.Unlock()
+	return append([]string(nil), s.exits...)
+}
+
+// close stops writers, projectors and the broker, drops the database and
+// removes the run directory unless keep.
+func (s *stack) close(keep bool) {
+	select {
+	case <-s.closing:
+	default:
+		close(s.closing)
+	}
+	s.Stop()
+	s.sup.Wait()
+	s.pmu.Lock()
+	if s.hlog != nil {
+		s.hlog.Close()
+		s.hlog = nil
+	}
+	s.pmu.Unlock()
+	s.Close(keep)
+}
+
+// printLogTails prints the end of every service log, without the WARN
+// line each CAS conflict logs (expected by the hundred under contention).
+func (s *stack) printLogTails(w io.Writer) {
+	s.LogTails(w, `"msg":"version conflict"`)
+}
