@@ -14,11 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -136,19 +134,11 @@ func TestServeVerifyReport(t *testing.T) {
 		"ESKV_AUDITOR_LINGER":      "10ms",
 	}
 	setenv(t, env)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var logs testenv.Buffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, io.Discard, &logs) }()
-
-	var base string
-	waitFor(t, "the address file", func() bool {
-		a, err := os.ReadFile(addrFile)
-		base = "http://" + string(a)
-		return err == nil && len(a) > 0
+	base, r := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error {
+		return run(ctx, []string{"serve"}, io.Discard, &logs)
 	})
-	waitFor(t, "/readyz", func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK })
+	servicetest.WaitReady(t, base)
 
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	e1 := events.Event{SchemaVersion: 1, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 1,
@@ -159,14 +149,14 @@ func TestServeVerifyReport(t *testing.T) {
 	c := events.Conflict{SchemaVersion: 1, ID: "c1", Key: e1.Key, Scope: e1.Scope, Op: events.OpCAS, ExpectedVersion: 1,
 		CurrentVersion: 2, Attempted: json.RawMessage(`{"a":3}`), Current: e2.After, Semantics: e1.Semantics,
 		Principal: "other", TS: now, Reason: "version_mismatch"}
-	produceTxn(t, b, &e1, &e2, &c)
+	testenv.MustProduce(t, b, &e1, &e2, &c)
 
 	store := audit.NewStore(ch.Conn)
-	waitFor(t, "2 rows and 1 conflict", func() bool {
+	testenv.WaitFor(t, servicetest.Timeout, "2 rows and 1 conflict", func() bool {
 		n, err := store.Count(context.Background())
 		return err == nil && n.Events == 2 && n.Conflicts == 1
 	})
-	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, `eskv_auditor_rows_total{table="audit_events"} 2`) {
+	if code, body := servicetest.Get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, `eskv_auditor_rows_total{table="audit_events"} 2`) {
 		t.Errorf("GET /metrics: %d, rows counter missing:\n%s", code, body)
 	}
 
@@ -225,7 +215,7 @@ func TestServeVerifyReport(t *testing.T) {
 		if err := ch.Conn.Exec(context.Background(), "ALTER TABLE audit_events UPDATE principal = 'mallory' WHERE version = 1"); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the mutation", func() bool {
+		testenv.WaitFor(t, servicetest.Timeout, "the mutation", func() bool {
 			var n uint64
 			_ = ch.Conn.QueryRow(context.Background(), "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0").Scan(&n)
 			return n == 0
@@ -239,76 +229,13 @@ func TestServeVerifyReport(t *testing.T) {
 		t.Logf("exit %d: %v", exitDiscrepancy, de)
 	})
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not return within 30s of the cancel")
+	if err := r.Stop(t); err != nil {
+		t.Errorf("serve after cancel: %v", err)
 	}
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) || !strings.Contains(logs.String(), `"key_id":"test"`) {
 		t.Errorf("log lines missing:\n%s", logs.String())
 	}
 	if strings.Contains(logs.String(), "0001020304") {
 		t.Errorf("the audit key is in the log:\n%s", logs.String())
-	}
-}
-
-func produceTxn(tb testing.TB, b *testenv.Broker, evs ...any) {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.BeginTransaction(); err != nil {
-		tb.Fatal(err)
-	}
-	for _, v := range evs {
-		var r *kgo.Record
-		switch e := v.(type) {
-		case *events.Event:
-			r, err = changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
-		case *events.Conflict:
-			r, err = changelog.ConflictRecord(e, b.Topics.Conflicts, events.Partition(e.Scope, b.Topics.Partitions))
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := cl.Flush(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-func get(tb testing.TB, url string) (int, string) {
-	tb.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after 30s waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/service"
+	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -45,18 +45,12 @@ func setenv(tb testing.TB, env map[string]string) {
 // updates, a delete, an expire and re-creates, across partitions.
 func produceHistory(tb testing.TB, b *testenv.Broker) (keys int) {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("history"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	p := testenv.MustProducer(tb, b)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	exp := now.Add(time.Hour)
 	kinds := []events.Kind{events.KindPut, events.KindPut, events.KindDelete, events.KindPut, events.KindExpire, events.KindPut}
 	for s := range 4 {
-		var rs []*kgo.Record
+		var evs []any
 		for k := range 5 {
 			key := fmt.Sprintf("tenant/t%d/project/p/k%d", s, k)
 			for v, kind := range kinds[:1+(k+s)%len(kinds)] {
@@ -77,26 +71,11 @@ func produceHistory(tb testing.TB, b *testenv.Broker) (keys int) {
 				case events.KindExpire:
 					e.Op = events.OpExpire
 				}
-				r, err := changelog.Record(&e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
-				if err != nil {
-					tb.Fatal(err)
-				}
-				rs = append(rs, r)
+				evs = append(evs, e)
 			}
 			keys++
 		}
-		if err := cl.BeginTransaction(); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			tb.Fatal(err)
-		}
+		p.Commit(tb, evs...)
 	}
 	return keys
 }
@@ -117,34 +96,13 @@ func mustStack(tb testing.TB, partitions int32) (*testenv.Broker, *testenv.Postg
 	return b, pg
 }
 
-// serveInBackground runs `projector` (serve), logging to stderr, until
-// stop or the end of the test; stop returns what serve returned.
-func serveInBackground(tb testing.TB, stderr io.Writer) (stop func() error) {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, io.Discard, stderr) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("serve did not stop within 30s")
-			}
-		})
-		return err
-	}
-	tb.Cleanup(func() {
-		if err := stop(); err != nil {
-			tb.Errorf("serve: %v", err)
-		}
-	})
-	return stop
+// runServe runs `projector` (serve), logging to stderr, until ctx ends.
+func runServe(ctx context.Context, stderr io.Writer) error {
+	return run(ctx, nil, io.Discard, stderr)
 }
 
+// waitProjected waits for the live projection to reach the end of the
+// changes topic.
 func waitProjected(tb testing.TB, b *testenv.Broker, pg *testenv.Postgres) {
 	tb.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
@@ -153,19 +111,7 @@ func waitProjected(tb testing.TB, b *testenv.Broker, pg *testenv.Postgres) {
 	}
 	defer cl.Close()
 	want := testenv.EndOffsets(context.Background(), tb, cl, b.Topics.Changes)
-	s := projection.New(pg.Pool)
-	waitFor(tb, "the live projection to reach the log end", func() bool {
-		got, err := s.Offsets(context.Background(), b.Topics.Changes)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for p, o := range want {
-			if got[p] < o {
-				return false
-			}
-		}
-		return true
-	})
+	testenv.WaitProjected(tb, servicetest.Timeout, projection.New(pg.Pool), b.Topics.Changes, want)
 }
 
 func schemaCount(tb testing.TB, pg *testenv.Postgres, like string) int {
@@ -180,7 +126,7 @@ func schemaCount(tb testing.TB, pg *testenv.Postgres, like string) int {
 func TestRebuildAndDiff(t *testing.T) {
 	b, pg := mustStack(t, 3)
 	keys := produceHistory(t, b)
-	serveInBackground(t, io.Discard)
+	testenv.RunUntilCleanup(t, "serve", func(ctx context.Context) error { return runServe(ctx, io.Discard) })
 	waitProjected(t, b, pg)
 	b.Cluster.Compact() // no transaction is open
 
@@ -302,9 +248,9 @@ func TestExitCode(t *testing.T) {
 func TestServeStopsOnRecreatedTopic(t *testing.T) {
 	b, pg := mustStack(t, 2)
 	produceHistory(t, b)
-	stop := serveInBackground(t, io.Discard)
+	r := testenv.RunUntilCleanup(t, "serve", func(ctx context.Context) error { return runServe(ctx, io.Discard) })
 	waitProjected(t, b, pg)
-	if err := stop(); err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 

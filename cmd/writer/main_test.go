@@ -7,12 +7,12 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -99,29 +99,10 @@ func TestServesAndStops(t *testing.T) {
 		"ESKV_LOG_LEVEL":    "warn",
 	}
 	setenv(t, env)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, nil, &bytes.Buffer{}, &bytes.Buffer{})
-	}()
-
-	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			base = "http://" + string(b)
-			if r, err := http.Get(base + "/readyz"); err == nil {
-				r.Body.Close()
-				if r.StatusCode == 200 {
-					break
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("writer did not become ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	base, w := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
+		return run(ctx, nil, &bytes.Buffer{}, &bytes.Buffer{})
+	})
+	servicetest.WaitReady(t, base)
 	req, _ := http.NewRequest("PUT", base+"/v1/kv/tenant/a/project/b/k", strings.NewReader(`{"value":1}`))
 	req.Header.Set("Authorization", "Bearer dev-token-for-main-test")
 	r, err := http.DefaultClient.Do(req)
@@ -129,13 +110,7 @@ func TestServesAndStops(t *testing.T) {
 		t.Fatalf("put: %v %v", r, err)
 	}
 	r.Body.Close()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run returned %v after cancel", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("writer did not stop")
+	if err := w.Stop(t); err != nil {
+		t.Fatalf("run returned %v after cancel", err)
 	}
 }
