@@ -18,32 +18,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strconv"
-	"strings"
-	"syscall"
+	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/service"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal stops gracefully; a second one exits at once.
-		<-ctx.Done()
-		stop()
-	}()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	fmt.Fprintln(os.Stderr, "auditor:", err)
-	if _, ok := errors.AsType[*discrepancyError](err); ok {
-		os.Exit(exitDiscrepancy)
-	}
-	os.Exit(1)
-}
+func main() { service.Main("auditor", run) }
 
 // Exit codes: 0 success; 1 an error (bad flags, a service unreachable);
 // 2 verify found a discrepancy in the trail, or prove could not prove.
@@ -63,20 +44,20 @@ Run 'auditor <command> -h' for its flags. Every flag defaults to an ESKV_
 environment variable; the defaults reach the local stack of 'make run'.
 `
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("no command given")
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], getenv, stdout, stderr)
+		return serve(ctx, args[1:], stdout, stderr)
 	case "report":
-		return report(ctx, args[1:], getenv, stdout, stderr)
+		return report(ctx, args[1:], stdout, stderr)
 	case "verify":
-		return verify(ctx, args[1:], getenv, stdout, stderr)
+		return verify(ctx, args[1:], stdout, stderr)
 	case "prove":
-		return prove(ctx, args[1:], getenv, stdout, stderr)
+		return prove(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stderr, usage)
 		return flag.ErrHelp
@@ -91,10 +72,8 @@ const DefaultKeyFile = ".eskv/audit-key"
 
 // common is the configuration every command shares.
 type common struct {
-	brokers        string
-	topic          string
-	conflictsTopic string
-	partitions     int
+	kafka          service.Kafka
+	logLevel       *slog.Level
 	chAddr         string
 	chDatabase     string
 	chUser         string
@@ -102,75 +81,88 @@ type common struct {
 	keyFile        string
 	keyID          string
 	insecureDevKey bool
-	logLevel       string
 
-	getenv func(string) string
+	getenv func(string) string // the variables that are no flags: secrets
 }
 
-// env returns getenv(name), or def when it is empty.
-func env(getenv func(string) string, name, def string) string {
-	if v := getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func commonFlags(fs *flag.FlagSet, getenv func(string) string) *common {
-	c := &common{getenv: getenv}
-	fs.StringVar(&c.brokers, "brokers", env(getenv, "ESKV_BROKERS", "127.0.0.1:19092"), "Kafka seed brokers, comma-separated (ESKV_BROKERS)")
-	fs.StringVar(&c.topic, "topic", env(getenv, "ESKV_TOPIC", changelog.DefaultChangesTopic), "changes topic (ESKV_TOPIC)")
-	fs.StringVar(&c.conflictsTopic, "conflicts-topic", env(getenv, "ESKV_CONFLICTS_TOPIC", changelog.DefaultConflictsTopic), "conflicts topic (ESKV_CONFLICTS_TOPIC)")
-	partitions, err := strconv.Atoi(env(getenv, "ESKV_PARTITIONS", strconv.Itoa(changelog.DefaultPartitions)))
-	if err != nil {
-		partitions = -1 // reported by check
-	}
-	fs.IntVar(&c.partitions, "partitions", partitions, "partition count the changes topic must have (ESKV_PARTITIONS)")
-	fs.StringVar(&c.chAddr, "clickhouse-addr", env(getenv, "ESKV_CLICKHOUSE_ADDR", audit.DefaultClickHouseAddr), "ClickHouse native-protocol address (ESKV_CLICKHOUSE_ADDR)")
-	fs.StringVar(&c.chDatabase, "clickhouse-database", env(getenv, "ESKV_CLICKHOUSE_DATABASE", audit.DefaultDatabase), "ClickHouse database of the audit trail, created when missing (ESKV_CLICKHOUSE_DATABASE)")
-	fs.StringVar(&c.chUser, "clickhouse-user", env(getenv, "ESKV_CLICKHOUSE_USER", "default"), "ClickHouse user (ESKV_CLICKHOUSE_USER); the password is read from ESKV_CLICKHOUSE_PASSWORD only")
-	c.chPassword = getenv("ESKV_CLICKHOUSE_PASSWORD")
-	fs.StringVar(&c.keyFile, "key-file", env(getenv, "ESKV_AUDIT_KEY_FILE", ""),
+// newFlags returns the flags of command with the shared ones bound.
+func newFlags(command string, stderr io.Writer) (*service.Flags, *common) {
+	f := service.NewFlags("auditor "+command, stderr)
+	c := &common{getenv: os.Getenv}
+	c.kafka.Bind(f)
+	c.kafka.BindConflicts(f)
+	f.StringVar(&c.chAddr, "clickhouse-addr", audit.DefaultClickHouseAddr, "ClickHouse native-protocol address")
+	f.Env("clickhouse-addr", "ESKV_CLICKHOUSE_ADDR")
+	f.StringVar(&c.chDatabase, "clickhouse-database", audit.DefaultDatabase, "ClickHouse database of the audit trail, created when missing")
+	f.Env("clickhouse-database", "ESKV_CLICKHOUSE_DATABASE")
+	f.StringVar(&c.chUser, "clickhouse-user", "default", "ClickHouse user; the password is read from ESKV_CLICKHOUSE_PASSWORD only")
+	f.Env("clickhouse-user", "ESKV_CLICKHOUSE_USER")
+	f.StringVar(&c.keyFile, "key-file", "",
 		"audit key file: one key per line, id:key (hex or base64), current key first, older keys after it; "+
-			"default "+DefaultKeyFile+" when it exists and ESKV_AUDIT_KEY is unset (ESKV_AUDIT_KEY_FILE)")
-	fs.StringVar(&c.keyID, "key-id", env(getenv, "ESKV_AUDIT_KEY_ID", ""),
+			"default "+DefaultKeyFile+" when it exists and ESKV_AUDIT_KEY is unset")
+	f.Env("key-file", "ESKV_AUDIT_KEY_FILE")
+	f.StringVar(&c.keyID, "key-id", "",
 		"id of the key in ESKV_AUDIT_KEY (hex or base64, at least 32 bytes; read from the environment only), stored with every hash; "+
-			"default fp-<first 12 hex digits of its SHA-256> (ESKV_AUDIT_KEY_ID). ESKV_AUDIT_OLD_KEYS lists keys of earlier rotations as id:key,...")
-	fs.BoolVar(&c.insecureDevKey, "insecure-dev-key", env(getenv, "ESKV_AUDIT_INSECURE_DEV_KEY", "") == "true",
-		"with no key configured, use a publicly known key (id "+audit.InsecureDevKeyID+"): its hashes protect nothing; for throwaway experiments only (ESKV_AUDIT_INSECURE_DEV_KEY)")
-	fs.StringVar(&c.logLevel, "log-level", env(getenv, "ESKV_LOG_LEVEL", "info"), "debug, info, warn or error (ESKV_LOG_LEVEL)")
-	return c
+			"default fp-<first 12 hex digits of its SHA-256>; ESKV_AUDIT_OLD_KEYS lists keys of earlier rotations as id:key,...")
+	f.Env("key-id", "ESKV_AUDIT_KEY_ID")
+	f.BoolVar(&c.insecureDevKey, "insecure-dev-key", false,
+		"with no key configured, use a publicly known key (id "+audit.InsecureDevKeyID+"): its hashes protect nothing; for throwaway experiments only")
+	f.Env("insecure-dev-key", "ESKV_AUDIT_INSECURE_DEV_KEY")
+	c.logLevel = service.LogLevel(f, slog.LevelInfo)
+	return f, c
 }
 
-func (c *common) check() error {
-	if c.partitions < 1 {
-		return errors.New("partitions must be a positive integer (ESKV_PARTITIONS)")
+// parse parses args into f, checks the shared flags and reads the
+// ClickHouse password.
+func (c *common) parse(f *service.Flags, args []string) error {
+	if err := f.Parse(args); err != nil {
+		return err
 	}
-	return nil
+	c.chPassword = c.getenv("ESKV_CLICKHOUSE_PASSWORD")
+	return f.Positive("partitions")
 }
 
-func (c *common) topics() changelog.Topics {
-	return changelog.Topics{Changes: c.topic, Conflicts: c.conflictsTopic, Partitions: int32(c.partitions)}
+// groupFlag defines -group: the auditor's consumer group.
+func groupFlag(f *service.Flags) *string {
+	group := f.String("group", audit.Group, "the auditor's consumer group, whose committed offsets say what the trail holds")
+	f.Env("group", "ESKV_AUDITOR_GROUP")
+	return group
 }
 
-func (c *common) brokerList() []string { return strings.Split(c.brokers, ",") }
-
-func (c *common) logger(stderr io.Writer, service string) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return nil, fmt.Errorf("log-level: %w", err)
-	}
-	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).With("service", service), nil
+// waitFlag defines -wait of verify and prove.
+func waitFlag(f *service.Flags) *time.Duration {
+	return f.Duration("wait", 10*time.Second, "wait up to this long for the auditor to commit up to the end of the topics")
 }
 
-// open connects to ClickHouse; log (nil: none) receives the driver's
+// open connects to ClickHouse and migrates the trail (a trail not
+// started yet is an empty one); log (nil: none) receives the driver's
 // warnings.
 func (c *common) open(ctx context.Context, log *slog.Logger) (*audit.Store, error) {
 	if log != nil {
 		log = log.With("component", "clickhouse-client")
 	}
-	return audit.Open(ctx, audit.Options{
+	store, err := audit.Open(ctx, audit.Options{
 		Addr: c.chAddr, Database: c.chDatabase, Username: c.chUser, Password: c.chPassword, Log: log,
 	})
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Migrate(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+// openTrail returns the configured keys and the trail (for verify and
+// prove).
+func (c *common) openTrail(ctx context.Context) (*audit.Keyring, *audit.Store, error) {
+	keys, _, err := c.keyring()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := c.open(ctx, nil)
+	return keys, store, err
 }
 
 // errNoKey is the refusal to run without an audit key.

@@ -14,11 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -31,7 +29,7 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 		"report": {"ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE"},
 	} {
 		var stderr bytes.Buffer
-		err := run(context.Background(), []string{cmd, "-h"}, func(string) string { return "" }, io.Discard, &stderr)
+		err := run(context.Background(), []string{cmd, "-h"}, io.Discard, &stderr)
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s -h: %v, want flag.ErrHelp", cmd, err)
 		}
@@ -45,8 +43,43 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 
 func TestErrNoCommand(t *testing.T) {
 	var stderr bytes.Buffer
-	if err := run(context.Background(), nil, func(string) string { return "" }, io.Discard, &stderr); err == nil || !strings.Contains(stderr.String(), "serve") {
+	if err := run(context.Background(), nil, io.Discard, &stderr); err == nil || !strings.Contains(stderr.String(), "serve") {
 		t.Fatalf("run without a command: %v\n%s", err, stderr.String())
+	}
+}
+
+// TestErrBadEnv: a variable the flag does not accept is an error naming
+// the variable, never a silent default, in every command.
+func TestErrBadEnv(t *testing.T) {
+	for _, tc := range []struct {
+		command, name, value string
+	}{
+		{"serve", "ESKV_PARTITIONS", "twelve"},
+		{"serve", "ESKV_PARTITIONS", "0"},
+		{"serve", "ESKV_AUDITOR_LINGER", "100"},
+		{"serve", "ESKV_AUDITOR_MAX_BATCH", "lots"},
+		{"serve", "ESKV_ALERT_WINDOW", "5"},
+		{"serve", "ESKV_ALERT_THRESHOLD", "10%"},
+		{"serve", "ESKV_ALERT_MIN_ATTEMPTS", "-1"},
+		{"serve", "ESKV_AUDIT_INSECURE_DEV_KEY", "yes"},
+		{"serve", "ESKV_LOG_LEVEL", "loud"},
+		{"verify", "ESKV_PARTITIONS", "twelve"},
+		{"report", "ESKV_REPORT_JSON", "yes"},
+		{"prove", "ESKV_LOG_LEVEL", "loud"},
+	} {
+		t.Run(tc.command+"/"+tc.name+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			err := run(context.Background(), []string{tc.command}, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("%s with %s=%s: %v, want an error naming %s", tc.command, tc.name, tc.value, err, tc.name)
+			}
+		})
+	}
+}
+
+func setenv(tb testing.TB, env map[string]string) {
+	for k, v := range env {
+		tb.Setenv(k, v)
 	}
 }
 
@@ -54,7 +87,8 @@ func TestErrNoCommand(t *testing.T) {
 // says how to give one.
 func TestErrServeWithoutKey(t *testing.T) {
 	t.Chdir(t.TempDir()) // no .eskv/audit-key here
-	err := run(context.Background(), []string{"serve"}, func(string) string { return "" }, io.Discard, io.Discard)
+	setenv(t, map[string]string{"ESKV_AUDIT_KEY": "", "ESKV_AUDIT_KEY_FILE": "", "ESKV_AUDIT_INSECURE_DEV_KEY": ""})
+	err := run(context.Background(), []string{"serve"}, io.Discard, io.Discard)
 	if !errors.Is(err, errNoKey) || !strings.Contains(err.Error(), "-insecure-dev-key") {
 		t.Fatalf("serve without a key: %v", err)
 	}
@@ -68,8 +102,8 @@ func TestKeyFromDefaultFile(t *testing.T) {
 	if err := os.WriteFile(DefaultKeyFile, []byte("# make run's key\n"+testAuditKey+"\nold:"+strings.Repeat("11", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	c := commonFlags(fs, func(string) string { return "" })
+	_, c := newFlags("t", io.Discard)
+	c.getenv = func(string) string { return "" }
 	kr, source, err := c.keyring()
 	if err != nil {
 		t.Fatal(err)
@@ -99,20 +133,12 @@ func TestServeVerifyReport(t *testing.T) {
 		"ESKV_AUDITOR_ADDR_FILE":   addrFile,
 		"ESKV_AUDITOR_LINGER":      "10ms",
 	}
-	getenv := func(k string) string { return env[k] }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	setenv(t, env)
 	var logs testenv.Buffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, getenv, io.Discard, &logs) }()
-
-	var base string
-	waitFor(t, "the address file", func() bool {
-		a, err := os.ReadFile(addrFile)
-		base = "http://" + string(a)
-		return err == nil && len(a) > 0
+	base, r := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error {
+		return run(ctx, []string{"serve"}, io.Discard, &logs)
 	})
-	waitFor(t, "/readyz", func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK })
+	servicetest.WaitReady(t, base)
 
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	e1 := events.Event{SchemaVersion: 1, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 1,
@@ -123,20 +149,20 @@ func TestServeVerifyReport(t *testing.T) {
 	c := events.Conflict{SchemaVersion: 1, ID: "c1", Key: e1.Key, Scope: e1.Scope, Op: events.OpCAS, ExpectedVersion: 1,
 		CurrentVersion: 2, Attempted: json.RawMessage(`{"a":3}`), Current: e2.After, Semantics: e1.Semantics,
 		Principal: "other", TS: now, Reason: "version_mismatch"}
-	produceTxn(t, b, &e1, &e2, &c)
+	testenv.MustProduce(t, b, &e1, &e2, &c)
 
 	store := audit.NewStore(ch.Conn)
-	waitFor(t, "2 rows and 1 conflict", func() bool {
+	testenv.WaitFor(t, servicetest.Timeout, "2 rows and 1 conflict", func() bool {
 		n, err := store.Count(context.Background())
 		return err == nil && n.Events == 2 && n.Conflicts == 1
 	})
-	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, `eskv_auditor_rows_total{table="audit_events"} 2`) {
+	if code, body := servicetest.Get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, `eskv_auditor_rows_total{table="audit_events"} 2`) {
 		t.Errorf("GET /metrics: %d, rows counter missing:\n%s", code, body)
 	}
 
 	t.Run("VerifyOK", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"verify", "-wait", "20s"}, getenv, &out, io.Discard); err != nil {
+		if err := run(context.Background(), []string{"verify", "-wait", "20s"}, &out, io.Discard); err != nil {
 			t.Fatalf("verify: %v\n%s", err, out.String())
 		}
 		if !strings.HasPrefix(out.String(), "verify OK (all keys): 2 rows of 1 keys; 2 events") {
@@ -148,7 +174,7 @@ func TestServeVerifyReport(t *testing.T) {
 		// Another formatting of the same JSON value: canonical JSON makes
 		// them one.
 		var out bytes.Buffer
-		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{ "a" : 2.0 }`}, getenv, &out, io.Discard)
+		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{ "a" : 2.0 }`}, &out, io.Discard)
 		if err != nil || !strings.Contains(out.String(), "PROVEN: {\"a\":2} was the value of tenant/t/project/p/k at version 2") {
 			t.Fatalf("prove: %v\n%s", err, out.String())
 		}
@@ -156,7 +182,7 @@ func TestServeVerifyReport(t *testing.T) {
 	})
 	t.Run("ErrProveOtherValue", func(t *testing.T) {
 		var out bytes.Buffer
-		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{"a":1}`}, getenv, &out, io.Discard)
+		err := run(context.Background(), []string{"prove", "-key", e1.Key, "-version", "2", "-value", `{"a":1}`}, &out, io.Discard)
 		if _, ok := errors.AsType[*discrepancyError](err); !ok || !strings.Contains(err.Error(), "value_differs") {
 			t.Fatalf("prove of another value: %v\n%s", err, out.String())
 		}
@@ -164,7 +190,7 @@ func TestServeVerifyReport(t *testing.T) {
 	})
 	t.Run("ReportJSON", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"report", "-json", "-by", "total", "-since", "24h"}, getenv, &out, io.Discard); err != nil {
+		if err := run(context.Background(), []string{"report", "-json", "-by", "total", "-since", "24h"}, &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		var rep reportOutput
@@ -177,7 +203,7 @@ func TestServeVerifyReport(t *testing.T) {
 	})
 	t.Run("ReportTable", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"report", "-by", "hour"}, getenv, &out, io.Discard); err != nil {
+		if err := run(context.Background(), []string{"report", "-by", "hour"}, &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), "config") || !strings.Contains(out.String(), "33.3%") {
@@ -189,13 +215,13 @@ func TestServeVerifyReport(t *testing.T) {
 		if err := ch.Conn.Exec(context.Background(), "ALTER TABLE audit_events UPDATE principal = 'mallory' WHERE version = 1"); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the mutation", func() bool {
+		testenv.WaitFor(t, servicetest.Timeout, "the mutation", func() bool {
 			var n uint64
 			_ = ch.Conn.QueryRow(context.Background(), "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0").Scan(&n)
 			return n == 0
 		})
 		var out bytes.Buffer
-		err := run(context.Background(), []string{"verify"}, getenv, &out, io.Discard)
+		err := run(context.Background(), []string{"verify"}, &out, io.Discard)
 		de, ok := errors.AsType[*discrepancyError](err)
 		if !ok || !strings.Contains(err.Error(), "tenant/t/project/p/k@1: row_altered") {
 			t.Fatalf("verify: %v\n%s", err, out.String())
@@ -203,76 +229,13 @@ func TestServeVerifyReport(t *testing.T) {
 		t.Logf("exit %d: %v", exitDiscrepancy, de)
 	})
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not return within 30s of the cancel")
+	if err := r.Stop(t); err != nil {
+		t.Errorf("serve after cancel: %v", err)
 	}
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) || !strings.Contains(logs.String(), `"key_id":"test"`) {
 		t.Errorf("log lines missing:\n%s", logs.String())
 	}
 	if strings.Contains(logs.String(), "0001020304") {
 		t.Errorf("the audit key is in the log:\n%s", logs.String())
-	}
-}
-
-func produceTxn(tb testing.TB, b *testenv.Broker, evs ...any) {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.BeginTransaction(); err != nil {
-		tb.Fatal(err)
-	}
-	for _, v := range evs {
-		var r *kgo.Record
-		switch e := v.(type) {
-		case *events.Event:
-			r, err = changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
-		case *events.Conflict:
-			r, err = changelog.ConflictRecord(e, b.Topics.Conflicts, events.Partition(e.Scope, b.Topics.Partitions))
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := cl.Flush(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-func get(tb testing.TB, url string) (int, string) {
-	tb.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after 30s waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

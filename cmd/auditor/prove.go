@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,29 +17,21 @@ import (
 // the row (K, N), and the trail of K verifies against kv.changes (the
 // row's chain hash recomputes and links to the key's later rows, up to the
 // latest, which matches its event). See docs/audit.md.
-func prove(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("auditor prove", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := commonFlags(fs, getenv)
+func prove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, c := newFlags("prove", stderr)
 	key := fs.String("key", "", "the KV key K (required)")
 	version := fs.Int64("version", 0, "the version N (required)")
 	value := fs.String("value", "", "the value X, JSON")
 	valueFile := fs.String("value-file", "", "read the value X from this file (- for stdin) instead of -value")
-	group := fs.String("group", env(getenv, "ESKV_AUDITOR_GROUP", audit.Group), "the auditor's consumer group (ESKV_AUDITOR_GROUP)")
-	wait := fs.Duration("wait", 10*time.Second, "wait up to this long for the auditor to commit up to the end of the topics")
-	if err := fs.Parse(args); err != nil {
+	group, wait := groupFlag(fs), waitFlag(fs)
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	case *key == "" || *version < 1:
 		return errors.New("-key and -version (>= 1) are required")
 	case (*value == "") == (*valueFile == ""):
 		return errors.New("give the value with exactly one of -value and -value-file")
-	}
-	if err := c.check(); err != nil {
-		return err
 	}
 	raw := []byte(*value)
 	if *valueFile != "" {
@@ -57,18 +48,11 @@ func prove(ctx context.Context, args []string, getenv func(string) string, stdou
 	if !json.Valid(raw) {
 		return errors.New("the value is not valid JSON")
 	}
-	keys, _, err := c.keyring()
-	if err != nil {
-		return err
-	}
-	store, err := c.open(ctx, nil)
+	keys, store, err := c.openTrail(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil { // a trail not started yet is an empty one
-		return err
-	}
 
 	fail := func(problem, format string, args ...any) error {
 		return &discrepancyError{what: "not proven", n: 1, first: audit.Discrepancy{
@@ -93,7 +77,7 @@ func prove(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fail("value_differs", "the value's hash %s is not the row's after_hash %s", h, row.AfterHash)
 	}
 	rep, err := audit.Verify(ctx, store, keys, audit.VerifyConfig{
-		Brokers: c.brokerList(), Topics: c.topics(), Group: *group, Scope: audit.KeyScope(*key), Wait: *wait,
+		Brokers: c.kafka.BrokerList(), Topics: c.kafka.Topics(), Group: *group, Scope: audit.KeyScope(*key), Wait: *wait,
 	})
 	if err != nil {
 		return err
@@ -104,7 +88,7 @@ func prove(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	fmt.Fprintf(stdout, "PROVEN: %s was the value of %s at version %d: its hash is the row's after_hash, and the key's trail "+
 		"verifies (%d rows, %d events in %s, %d rows whose events were compacted away)\n",
-		truncateValue(canon), *key, *version, rep.Rows, rep.Events, c.topic, rep.Compacted)
+		truncateValue(canon), *key, *version, rep.Rows, rep.Events, c.kafka.Topic, rep.Compacted)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -25,10 +24,8 @@ type reportOutput struct {
 
 // report prints conflict rates per bucket, tenant, project and purpose,
 // the top conflicting keys and the alerts of the range.
-func report(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("auditor report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := commonFlags(fs, getenv)
+func report(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, c := newFlags("report", stderr)
 	by := fs.String("by", "minute", "bucket: minute, hour or total")
 	since := fs.Duration("since", time.Hour, "report the last this long (ignored with -from)")
 	fromS := fs.String("from", "", "start of the range, RFC 3339 (default now - since)")
@@ -37,12 +34,10 @@ func report(ctx context.Context, args []string, getenv func(string) string, stdo
 	project := fs.String("project", "", "only this project")
 	purpose := fs.String("purpose", "", "only this purpose")
 	top := fs.Int("top", 10, "also list the N keys with the most conflicts (0: none)")
-	asJSON := fs.Bool("json", env(getenv, "ESKV_REPORT_JSON", "") == "true", "print JSON instead of tables (ESKV_REPORT_JSON)")
-	if err := fs.Parse(args); err != nil {
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	fs.Env("json", "ESKV_REPORT_JSON")
+	if err := c.parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	bucket := audit.Bucket(*by)
 	switch bucket {
@@ -75,9 +70,6 @@ func report(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		return err
-	}
 	out := reportOutput{From: from, To: to, Bucket: bucket}
 	if out.Rates, err = store.ConflictRates(ctx, audit.RateQuery{
 		From: from, To: to, Bucket: bucket, Tenant: *tenant, Project: *project, Purpose: *purpose,
@@ -106,38 +98,44 @@ func report(ctx context.Context, args []string, getenv func(string) string, stdo
 func printReport(w io.Writer, out *reportOutput) error {
 	fmt.Fprintf(w, "conflict rate = conflicts / (conflicts + applied writes), per %s, %s to %s\n\n",
 		out.Bucket, out.From.Format(time.RFC3339), out.To.Format(time.RFC3339))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BUCKET\tTENANT\tPROJECT\tPURPOSE\tAPPLIED\tCONFLICTS\tRATE")
+	rows := []string{"BUCKET\tTENANT\tPROJECT\tPURPOSE\tAPPLIED\tCONFLICTS\tRATE"}
 	for _, r := range out.Rates {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f%%\n", r.Bucket.Format("2006-01-02T15:04Z"), r.Tenant, r.Project, r.Purpose,
-			r.Applied, r.Conflicts, 100*r.Rate)
+		rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%.1f%%", r.Bucket.Format("2006-01-02T15:04Z"), r.Tenant, r.Project, r.Purpose,
+			r.Applied, r.Conflicts, 100*r.Rate))
 	}
 	if len(out.Rates) == 0 {
-		fmt.Fprintln(tw, "(no writes in the range)")
+		rows = append(rows, "(no writes in the range)")
 	}
-	if err := tw.Flush(); err != nil {
+	if err := printTable(w, rows); err != nil {
 		return err
 	}
 	if len(out.TopKeys) > 0 {
 		fmt.Fprintln(w, "\ntop conflicting keys")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tCONFLICTS\tLAST\tPURPOSES")
+		rows = []string{"KEY\tCONFLICTS\tLAST\tPURPOSES"}
 		for _, k := range out.TopKeys {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", k.Key, k.Conflicts, k.LastConflict.Format(time.RFC3339), strings.Join(k.Purposes, ","))
+			rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s", k.Key, k.Conflicts, k.LastConflict.Format(time.RFC3339), strings.Join(k.Purposes, ",")))
 		}
-		if err := tw.Flush(); err != nil {
+		if err := printTable(w, rows); err != nil {
 			return err
 		}
 	}
 	if len(out.Alerts) > 0 {
 		fmt.Fprintln(w, "\nconflict-rate alerts")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tTENANT\tPROJECT\tPURPOSE\tSTATE\tRATE\tWINDOW")
+		rows = []string{"AT\tTENANT\tPROJECT\tPURPOSE\tSTATE\tRATE\tWINDOW"}
 		for _, a := range out.Alerts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\n", a.At.Format(time.RFC3339), a.Group.Tenant, a.Group.Project,
-				a.Group.Purpose, a.State, 100*a.Rate, a.Window)
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s", a.At.Format(time.RFC3339), a.Group.Tenant, a.Group.Project,
+				a.Group.Purpose, a.State, 100*a.Rate, a.Window))
 		}
-		return tw.Flush()
+		return printTable(w, rows)
 	}
 	return nil
+}
+
+// printTable writes rows of tab-separated cells as aligned columns.
+func printTable(w io.Writer, rows []string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	return tw.Flush()
 }

@@ -3,75 +3,62 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"strconv"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/internal/service"
 )
 
+// serveConfig is what serve adds to the shared configuration.
+type serveConfig struct {
+	addr, addrFile, instance string
+	group                    *string
+	cfg                      audit.Config
+	minAttempts              int
+}
+
+// serveFlags defines serve's own flags on f.
+func serveFlags(f *service.Flags) *serveConfig {
+	s := &serveConfig{cfg: audit.Config{MaxBatch: audit.DefaultMaxBatch, Linger: audit.DefaultLinger}}
+	host, _ := os.Hostname()
+	f.StringVar(&s.addr, "addr", "127.0.0.1:8082", "listen address of /healthz, /readyz and /metrics")
+	f.Env("addr", "ESKV_AUDITOR_ADDR")
+	f.StringVar(&s.addrFile, "addr-file", "", "write the bound address to this file once listening")
+	f.Env("addr-file", "ESKV_AUDITOR_ADDR_FILE")
+	f.IntVar(&s.cfg.MaxBatch, "max-batch", audit.DefaultMaxBatch, "records per ClickHouse insert at most")
+	f.Env("max-batch", "ESKV_AUDITOR_MAX_BATCH")
+	f.DurationVar(&s.cfg.Linger, "linger", audit.DefaultLinger, "how long a batch gathers records once the first arrived")
+	f.Env("linger", "ESKV_AUDITOR_LINGER")
+	a := &s.cfg.Alerts
+	f.DurationVar(&a.Window, "alert-window", audit.DefaultAlertWindow,
+		"conflict-rate alert window, whole minutes: the rate must be above the threshold in every minute of it; 0 disables alerts")
+	f.Env("alert-window", "ESKV_ALERT_WINDOW")
+	f.Float64Var(&a.Threshold, "alert-threshold", audit.DefaultAlertThreshold, "conflict rate above which a window alerts")
+	f.Env("alert-threshold", "ESKV_ALERT_THRESHOLD")
+	f.IntVar(&s.minAttempts, "alert-min-attempts", audit.DefaultAlertMinAttempts, "attempts (writes plus conflicts) a window needs before it can alert")
+	f.Env("alert-min-attempts", "ESKV_ALERT_MIN_ATTEMPTS")
+	f.DurationVar(&a.Interval, "alert-interval", audit.DefaultAlertInterval, "time between alert evaluations")
+	f.Env("alert-interval", "ESKV_ALERT_INTERVAL")
+	s.group = groupFlag(f)
+	f.StringVar(&s.instance, "instance-id", "auditor-"+host,
+		"static member id in the consumer group (a restart gets its partitions back at once) and name in the alerts table; unique per auditor")
+	f.Env("instance-id", "ESKV_AUDITOR_ID")
+	return s
+}
+
 // serve runs the auditor: kv.changes and kv.conflicts into ClickHouse,
 // conflict-rate alerts, and /healthz, /readyz and /metrics.
-func serve(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
-	envDur := func(name string, def time.Duration) time.Duration {
-		if d, err := time.ParseDuration(getenv(name)); err == nil {
-			return d
-		}
-		return def
-	}
-	envFloat := func(name string, def float64) float64 {
-		if f, err := strconv.ParseFloat(getenv(name), 64); err == nil {
-			return f
-		}
-		return def
-	}
-	envInt := func(name string, def int) int {
-		if n, err := strconv.Atoi(getenv(name)); err == nil {
-			return n
-		}
-		return def
-	}
-	host, _ := os.Hostname()
-	fs := flag.NewFlagSet("auditor serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := commonFlags(fs, getenv)
-	addr := fs.String("addr", env(getenv, "ESKV_AUDITOR_ADDR", "127.0.0.1:8082"), "listen address of /healthz, /readyz and /metrics (ESKV_AUDITOR_ADDR)")
-	addrFile := fs.String("addr-file", env(getenv, "ESKV_AUDITOR_ADDR_FILE", ""), "write the bound address to this file once listening (ESKV_AUDITOR_ADDR_FILE)")
-	maxBatch := fs.Int("max-batch", envInt("ESKV_AUDITOR_MAX_BATCH", audit.DefaultMaxBatch), "records per ClickHouse insert at most (ESKV_AUDITOR_MAX_BATCH)")
-	linger := fs.Duration("linger", envDur("ESKV_AUDITOR_LINGER", audit.DefaultLinger), "how long a batch gathers records once the first arrived (ESKV_AUDITOR_LINGER)")
-	window := fs.Duration("alert-window", envDur("ESKV_ALERT_WINDOW", audit.DefaultAlertWindow),
-		"conflict-rate alert window, whole minutes: the rate must be above the threshold in every minute of it; 0 disables alerts (ESKV_ALERT_WINDOW)")
-	threshold := fs.Float64("alert-threshold", envFloat("ESKV_ALERT_THRESHOLD", audit.DefaultAlertThreshold), "conflict rate above which a window alerts (ESKV_ALERT_THRESHOLD)")
-	minAttempts := fs.Int("alert-min-attempts", envInt("ESKV_ALERT_MIN_ATTEMPTS", audit.DefaultAlertMinAttempts), "attempts (writes plus conflicts) a window needs before it can alert (ESKV_ALERT_MIN_ATTEMPTS)")
-	interval := fs.Duration("alert-interval", envDur("ESKV_ALERT_INTERVAL", audit.DefaultAlertInterval), "time between alert evaluations (ESKV_ALERT_INTERVAL)")
-	group := fs.String("group", env(getenv, "ESKV_AUDITOR_GROUP", audit.Group), "consumer group; its committed offsets say what the trail holds (ESKV_AUDITOR_GROUP)")
-	instance := fs.String("instance-id", env(getenv, "ESKV_AUDITOR_ID", "auditor-"+host),
-		"static member id in the consumer group (a restart gets its partitions back at once) and name in the alerts table; unique per auditor (ESKV_AUDITOR_ID)")
-	if err := fs.Parse(args); err != nil {
+func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
+	f, c := newFlags("serve", stderr)
+	s := serveFlags(f)
+	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if err := c.check(); err != nil {
+	if err := f.Check(s.minAttempts >= 0, "alert-min-attempts", "must not be negative"); err != nil {
 		return err
 	}
-	if *minAttempts < 0 {
-		return errors.New("alert-min-attempts must not be negative")
-	}
-	log, err := c.logger(stderr, "auditor")
-	if err != nil {
-		return err
-	}
+	log := service.Logger(stderr, *c.logLevel, "auditor")
 	keys, source, err := c.keyring()
 	if err != nil {
 		return err
@@ -81,56 +68,32 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	}
 	log.Info("audit key loaded", "key_id", keys.Current.ID, "from", source, "older_keys", len(keys.Others()))
 
+	ln, err := service.Listen(s.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	store, err := c.open(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		return err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a, err := audit.New(audit.Config{
-		Brokers:    c.brokerList(),
-		Topics:     c.topics(),
-		Group:      *group,
-		InstanceID: *instance,
-		MaxBatch:   *maxBatch,
-		Linger:     *linger,
-		Alerts: audit.AlertConfig{
-			Window: *window, Threshold: *threshold, MinAttempts: uint64(*minAttempts),
-			Interval: *interval, Instance: *instance,
-		},
-	}, store, keys, log, reg)
+	reg := service.NewRegistry()
+	cfg := s.cfg
+	cfg.Brokers, cfg.Topics, cfg.Group, cfg.InstanceID = c.kafka.BrokerList(), c.kafka.Topics(), *s.group, s.instance
+	cfg.Alerts.MinAttempts, cfg.Alerts.Instance = uint64(s.minAttempts), s.instance
+	a, err := audit.New(cfg, store, keys, log, reg)
 	if err != nil {
 		return err
 	}
-
-	return service.Serve(ctx, log, "auditor", *addr, *addrFile, handler(a, store, reg), a.Run)
-}
-
-// handler serves /healthz (the process is up), /readyz (consuming, and
-// ClickHouse answers) and /metrics.
-func handler(a *audit.Auditor, store *audit.Store, reg *prometheus.Registry) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	ready := func(ctx context.Context) error {
 		if !a.Ready() {
-			http.Error(w, "not consuming yet", http.StatusServiceUnavailable)
-			return
+			return errors.New("not consuming yet")
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := store.Ping(ctx); err != nil {
-			http.Error(w, "clickhouse unavailable", http.StatusServiceUnavailable)
-			return
+		if store.Ping(ctx) != nil {
+			return errors.New("clickhouse unavailable")
 		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
+		return nil
+	}
+	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready)}, a.Run)
 }

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/eskv/eskv/audit"
 )
@@ -18,6 +16,9 @@ type discrepancyError struct {
 	n     int
 }
 
+// ExitCode is exitDiscrepancy.
+func (e *discrepancyError) ExitCode() int { return exitDiscrepancy }
+
 func (e *discrepancyError) Error() string {
 	more := ""
 	if e.n > 1 {
@@ -28,25 +29,16 @@ func (e *discrepancyError) Error() string {
 
 // verify recomputes the hash chains in ClickHouse and matches rows and
 // events; it exits 2 naming the first discrepancy.
-func verify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("auditor verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := commonFlags(fs, getenv)
+func verify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, c := newFlags("verify", stderr)
 	tenant := fs.String("tenant", "", "verify the keys of this tenant only")
 	prefix := fs.String("prefix", "", "verify the keys starting with this prefix only")
 	key := fs.String("key", "", "verify this one key only")
 	from := fs.String("from", "", "verify keys >= this key only")
 	to := fs.String("to", "", "verify keys < this key only")
-	group := fs.String("group", env(getenv, "ESKV_AUDITOR_GROUP", audit.Group), "the auditor's consumer group, whose committed offsets say which events must have rows (ESKV_AUDITOR_GROUP)")
-	wait := fs.Duration("wait", 10*time.Second, "wait up to this long for the auditor to commit up to the end of the topics")
+	group, wait := groupFlag(fs), waitFlag(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if err := c.check(); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if (*tenant != "" && *prefix != "") || (*key != "" && (*tenant != "" || *prefix != "" || *from != "" || *to != "")) {
@@ -59,20 +51,13 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	if *key != "" {
 		scope = audit.KeyScope(*key)
 	}
-	keys, _, err := c.keyring()
-	if err != nil {
-		return err
-	}
-	store, err := c.open(ctx, nil)
+	keys, store, err := c.openTrail(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil { // a trail not started yet is an empty one
-		return err
-	}
 	rep, err := audit.Verify(ctx, store, keys, audit.VerifyConfig{
-		Brokers: c.brokerList(), Topics: c.topics(), Group: *group, Scope: scope, Wait: *wait,
+		Brokers: c.kafka.BrokerList(), Topics: c.kafka.Topics(), Group: *group, Scope: scope, Wait: *wait,
 	})
 	if err != nil {
 		return err
@@ -90,7 +75,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 		fmt.Fprintf(stdout, "verify %s (%s): %d rows of %d keys; %d events in %s, %d pending (not committed by %s yet); "+
 			"%d rows whose events were compacted away, %d chains starting after compaction; %d conflict records\n",
-			status, rep.Scope, rep.Rows, rep.Keys, rep.Events, c.topic, rep.Pending, *group, rep.Compacted, rep.ChainStarts, rep.Conflicts)
+			status, rep.Scope, rep.Rows, rep.Keys, rep.Events, c.kafka.Topic, rep.Pending, *group, rep.Compacted, rep.ChainStarts, rep.Conflicts)
 		for i, d := range rep.Discrepancies {
 			if i == 20 {
 				fmt.Fprintf(stdout, "  ... %d more\n", len(rep.Discrepancies)-i)

@@ -9,95 +9,80 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/eskv/eskv/internal/service"
 )
 
 // clusterID is fixed so that restarts on the same data directory present
 // the same cluster to clients.
 const clusterID = "eskv-devbroker"
 
-func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil &&
-		!errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("devbroker", run) }
 
 type config struct {
-	port     int
+	port     port
 	dataDir  string
 	logLevel slog.Level
 	sync     bool
 }
 
-func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("devbroker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", envOr(getenv, "ESKV_BROKER_PORT", "19092"),
-		"port to listen on, always on 127.0.0.1 (\"19092\", \":19092\" or \"127.0.0.1:19092\"; 0 picks a free port) (env ESKV_BROKER_PORT)")
-	dataDir := fs.String("data", envOr(getenv, "ESKV_BROKER_DATA", ".eskv/broker"),
-		"directory the broker persists to; reloaded on start (env ESKV_BROKER_DATA)")
-	level := fs.String("log-level", envOr(getenv, "ESKV_BROKER_LOG_LEVEL", "warn"),
-		"debug, info, warn or error; info and debug include kfake's per-request logs (env ESKV_BROKER_LOG_LEVEL)")
-	sync := fs.Bool("sync", envOr(getenv, "ESKV_BROKER_SYNC", "false") == "true",
-		"fsync every write, so acknowledged writes survive a machine crash too; without it they survive a kill -9 of the broker, as with Kafka's default flush policy (env ESKV_BROKER_SYNC)")
-	if err := fs.Parse(args); err != nil {
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{port: 19092, logLevel: slog.LevelWarn}
+	f := service.NewFlags("devbroker", stderr)
+	f.Var(&c.port, "addr", "port to listen on, always on 127.0.0.1 (\"19092\", \":19092\" or \"127.0.0.1:19092\"; 0 picks a free port)")
+	f.Env("addr", "ESKV_BROKER_PORT")
+	f.StringVar(&c.dataDir, "data", ".eskv/broker", "directory the broker persists to; reloaded on start")
+	f.Env("data", "ESKV_BROKER_DATA")
+	f.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error; info and debug include kfake's per-request logs")
+	f.Env("log-level", "ESKV_BROKER_LOG_LEVEL")
+	f.BoolVar(&c.sync, "sync", false,
+		"fsync every write, so acknowledged writes survive a machine crash too; without it they survive a kill -9 of the broker, as with Kafka's default flush policy")
+	f.Env("sync", "ESKV_BROKER_SYNC")
+	if err := f.Parse(args); err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	port, err := parsePort(*addr)
-	if err != nil {
-		return config{}, err
-	}
-	if *dataDir == "" {
-		return config{}, errors.New("-data must not be empty")
-	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		return config{}, fmt.Errorf("-log-level: %w", err)
-	}
-	return config{port: port, dataDir: *dataDir, logLevel: lvl, sync: *sync}, nil
+	return c, f.Check(c.dataDir != "", "data", "must not be empty")
 }
 
-// parsePort accepts a bare port or a host:port whose host is empty or
-// loopback: kfake always binds 127.0.0.1.
-func parsePort(addr string) (int, error) {
-	p := addr
+// port is a port to listen on, given bare or as a host:port whose host is
+// empty or loopback: kfake always binds 127.0.0.1.
+type port int
+
+func (p *port) String() string { return strconv.Itoa(int(*p)) }
+
+func (pt *port) Set(addr string) error {
+	s := addr
 	if strings.Contains(addr, ":") {
-		host, port, err := net.SplitHostPort(addr)
+		host, p, err := net.SplitHostPort(addr)
 		if err != nil {
-			return 0, fmt.Errorf("-addr %q: %w", addr, err)
+			return err
 		}
 		switch host {
 		case "", "127.0.0.1", "localhost":
 		default:
-			return 0, fmt.Errorf("-addr %q: the dev broker only listens on 127.0.0.1", addr)
+			return errors.New("the dev broker only listens on 127.0.0.1")
 		}
-		p = port
+		s = p
 	}
-	n, err := strconv.Atoi(p)
+	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || n > 65535 {
-		return 0, fmt.Errorf("-addr %q: not a port", addr)
+		return errors.New("not a port")
 	}
-	return n, nil
+	*pt = port(n)
+	return nil
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, getenv, stderr)
+func run(ctx context.Context, args []string, _, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -105,15 +90,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// filters what kfake says.
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: min(cfg.logLevel, slog.LevelInfo)}))
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
-		kfake.Ports(cfg.port),
+		kfake.Ports(int(cfg.port)),
 		kfake.ClusterID(clusterID),
 		kfake.DataDir(cfg.dataDir),
 		kfake.WithLogger(kfakeLogger{log: log, min: cfg.logLevel}),
@@ -137,19 +119,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("broker listening", "addr", strings.Join(c.ListenAddrs(), ","),
 		"data", cfg.dataDir, "cluster_id", clusterID, "fsync", cfg.sync)
 
-	<-ctx.Done()
-	stop() // a second signal now kills the process outright
+	<-ctx.Done() // a second signal now kills the process outright
 	log.Info("broker stopping")
 	c.Close()
 	log.Info("broker stopped")
 	return nil
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // kfakeLogger bridges kfake's printf logger into slog, dropping what is

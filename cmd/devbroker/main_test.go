@@ -60,9 +60,6 @@ func TestRunPersistsAcrossRestart(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	env := func(m map[string]string) func(string) string {
-		return func(k string) string { return m[k] }
-	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -79,19 +76,31 @@ func TestParseFlags(t *testing.T) {
 		{name: "ErrNotAPort", args: []string{"-addr", "kafka"}, wantErr: true},
 		{name: "ErrEmptyData", args: []string{"-data", ""}, wantErr: true},
 		{name: "ErrLogLevel", args: []string{"-log-level", "loud"}, wantErr: true},
+		{name: "ErrEnvNotAPort", env: map[string]string{"ESKV_BROKER_PORT": "kafka"}, wantErr: true},
+		{name: "ErrEnvOtherHost", env: map[string]string{"ESKV_BROKER_PORT": "0.0.0.0:19092"}, wantErr: true},
+		{name: "ErrEnvLogLevel", env: map[string]string{"ESKV_BROKER_LOG_LEVEL": "loud"}, wantErr: true},
+		{name: "ErrEnvSync", env: map[string]string{"ESKV_BROKER_SYNC": "yes"}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseFlags(tc.args, env(tc.env), io.Discard)
+			for _, v := range []string{"ESKV_BROKER_PORT", "ESKV_BROKER_DATA", "ESKV_BROKER_LOG_LEVEL", "ESKV_BROKER_SYNC"} {
+				t.Setenv(v, tc.env[v])
+			}
+			cfg, err := parseFlags(tc.args, io.Discard)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("want an error, got %+v", cfg)
+				}
+				for name := range tc.env {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("error %q does not name %s", err, name)
+					}
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.port != tc.wantPort || cfg.dataDir != tc.wantDir {
+			if int(cfg.port) != tc.wantPort || cfg.dataDir != tc.wantDir {
 				t.Fatalf("got port %d dir %q, want %d %q", cfg.port, cfg.dataDir, tc.wantPort, tc.wantDir)
 			}
 		})
@@ -100,7 +109,7 @@ func TestParseFlags(t *testing.T) {
 
 func TestRunHelp(t *testing.T) {
 	var stderr bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, io.Discard, &stderr)
+	err := run(context.Background(), []string{"-h"}, io.Discard, &stderr)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("want flag.ErrHelp, got %v", err)
 	}
@@ -120,7 +129,7 @@ func mustRun(tb testing.TB, dir string) (addr string, stop func()) {
 	logs := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "0", "-data", dir}, func(string) string { return "" }, io.Discard, logs)
+		done <- run(ctx, []string{"-addr", "0", "-data", dir}, io.Discard, logs)
 	}()
 	var once sync.Once
 	stop = func() {

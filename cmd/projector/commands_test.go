@@ -17,43 +17,40 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/service"
+	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
 
-// cli runs the command in-process with env and returns its output and
-// exit code.
-type cli struct {
-	tb  testing.TB
-	env map[string]string
-}
-
-func (c cli) run(args ...string) (stdout, stderr string, code int) {
-	c.tb.Helper()
+// cli runs the command in-process and returns its output and exit code.
+func cli(tb testing.TB, args ...string) (stdout, stderr string, code int) {
+	tb.Helper()
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err := run(ctx, args, func(k string) string { return c.env[k] }, &out, &errb)
-	code = exitCode(err, &errb)
+	err := run(ctx, args, &out, &errb)
+	code = service.ExitCode("projector", err, &errb)
 	return out.String(), errb.String(), code
+}
+
+// setenv sets env for the rest of the test.
+func setenv(tb testing.TB, env map[string]string) {
+	for k, v := range env {
+		tb.Setenv(k, v)
+	}
 }
 
 // produceHistory produces a history per key in committed transactions: puts,
 // updates, a delete, an expire and re-creates, across partitions.
 func produceHistory(tb testing.TB, b *testenv.Broker) (keys int) {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("history"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	p := testenv.MustProducer(tb, b)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	exp := now.Add(time.Hour)
 	kinds := []events.Kind{events.KindPut, events.KindPut, events.KindDelete, events.KindPut, events.KindExpire, events.KindPut}
 	for s := range 4 {
-		var rs []*kgo.Record
+		var evs []any
 		for k := range 5 {
 			key := fmt.Sprintf("tenant/t%d/project/p/k%d", s, k)
 			for v, kind := range kinds[:1+(k+s)%len(kinds)] {
@@ -74,53 +71,38 @@ func produceHistory(tb testing.TB, b *testenv.Broker) (keys int) {
 				case events.KindExpire:
 					e.Op = events.OpExpire
 				}
-				r, err := changelog.Record(&e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
-				if err != nil {
-					tb.Fatal(err)
-				}
-				rs = append(rs, r)
+				evs = append(evs, e)
 			}
 			keys++
 		}
-		if err := cl.BeginTransaction(); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			tb.Fatal(err)
-		}
+		p.Commit(tb, evs...)
 	}
 	return keys
 }
 
-// serveInBackground runs `projector` (serve) until the test ends.
-func serveInBackground(tb testing.TB, env map[string]string) {
+// mustStack returns a broker with a changes topic of partitions
+// partitions and a database, and points the commands at them (serve on a
+// free port).
+func mustStack(tb testing.TB, partitions int32) (*testenv.Broker, *testenv.Postgres) {
 	tb.Helper()
-	senv := map[string]string{"ESKV_PROJECTOR_ADDR": "127.0.0.1:0"}
-	for k, v := range env {
-		senv[k] = v
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return senv[k] }, io.Discard, io.Discard) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				tb.Errorf("serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			tb.Errorf("serve did not stop within 30s")
-		}
+	b := testenv.MustBroker(tb, partitions)
+	pg := testenv.MustPostgresDB(tb)
+	setenv(tb, map[string]string{
+		"ESKV_BROKERS":        strings.Join(b.Addrs, ","),
+		"ESKV_POSTGRES_URL":   pg.URL,
+		"ESKV_PARTITIONS":     fmt.Sprint(partitions),
+		"ESKV_PROJECTOR_ADDR": "127.0.0.1:0",
 	})
+	return b, pg
 }
 
+// runServe runs `projector` (serve), logging to stderr, until ctx ends.
+func runServe(ctx context.Context, stderr io.Writer) error {
+	return run(ctx, nil, io.Discard, stderr)
+}
+
+// waitProjected waits for the live projection to reach the end of the
+// changes topic.
 func waitProjected(tb testing.TB, b *testenv.Broker, pg *testenv.Postgres) {
 	tb.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
@@ -129,19 +111,7 @@ func waitProjected(tb testing.TB, b *testenv.Broker, pg *testenv.Postgres) {
 	}
 	defer cl.Close()
 	want := testenv.EndOffsets(context.Background(), tb, cl, b.Topics.Changes)
-	s := projection.New(pg.Pool)
-	waitFor(tb, "the live projection to reach the log end", func() bool {
-		got, err := s.Offsets(context.Background(), b.Topics.Changes)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for p, o := range want {
-			if got[p] < o {
-				return false
-			}
-		}
-		return true
-	})
+	testenv.WaitProjected(tb, servicetest.Timeout, projection.New(pg.Pool), b.Topics.Changes, want)
 }
 
 func schemaCount(tb testing.TB, pg *testenv.Postgres, like string) int {
@@ -154,21 +124,14 @@ func schemaCount(tb testing.TB, pg *testenv.Postgres, like string) int {
 }
 
 func TestRebuildAndDiff(t *testing.T) {
-	b := testenv.MustBroker(t, 3)
-	pg := testenv.MustPostgresDB(t)
-	env := map[string]string{
-		"ESKV_BROKERS":      strings.Join(b.Addrs, ","),
-		"ESKV_POSTGRES_URL": pg.URL,
-		"ESKV_PARTITIONS":   "3",
-	}
-	c := cli{t, env}
+	b, pg := mustStack(t, 3)
 	keys := produceHistory(t, b)
-	serveInBackground(t, env)
+	testenv.RunUntilCleanup(t, "serve", func(ctx context.Context) error { return runServe(ctx, io.Discard) })
 	waitProjected(t, b, pg)
 	b.Cluster.Compact() // no transaction is open
 
 	t.Run("OKRebuild", func(t *testing.T) {
-		out, errs, code := c.run("rebuild", "--into", "rebuilt")
+		out, errs, code := cli(t, "rebuild", "--into", "rebuilt")
 		if code != 0 {
 			t.Fatalf("rebuild: exit %d\n%s%s", code, out, errs)
 		}
@@ -178,31 +141,31 @@ func TestRebuildAndDiff(t *testing.T) {
 		}
 	})
 	t.Run("ErrRebuildIntoNonEmpty", func(t *testing.T) {
-		_, errs, code := c.run("rebuild", "--into", "rebuilt")
+		_, errs, code := cli(t, "rebuild", "--into", "rebuilt")
 		if code != 1 || !strings.Contains(errs, "schema exists and is not empty") || !strings.Contains(errs, "-replace") {
 			t.Errorf("rebuild into a rebuilt schema: exit %d, stderr %q; want 1 and a refusal naming -replace", code, errs)
 		}
 	})
 	t.Run("ErrRebuildIntoLive", func(t *testing.T) {
-		_, errs, code := c.run("rebuild", "--into", "public", "--replace")
+		_, errs, code := cli(t, "rebuild", "--into", "public", "--replace")
 		if code != 1 || !strings.Contains(errs, "live projection") {
 			t.Errorf("rebuild into public: exit %d, stderr %q; want a refusal", code, errs)
 		}
 	})
 	t.Run("OKRebuildReplace", func(t *testing.T) {
-		if out, errs, code := c.run("rebuild", "--into", "rebuilt", "--replace"); code != 0 {
+		if out, errs, code := cli(t, "rebuild", "--into", "rebuilt", "--replace"); code != 0 {
 			t.Errorf("rebuild --replace: exit %d\n%s%s", code, out, errs)
 		}
 	})
 	t.Run("OKDiffSchema", func(t *testing.T) {
-		out, errs, code := c.run("diff", "--schema", "rebuilt")
+		out, errs, code := cli(t, "diff", "--schema", "rebuilt")
 		if code != 0 || !strings.Contains(out, "result: equal") ||
 			!strings.Contains(out, fmt.Sprintf("0 differing keys; %d rows in rebuilt, %d in public", keys, keys)) {
 			t.Errorf("diff --schema rebuilt: exit %d\n%s%s", code, out, errs)
 		}
 	})
 	t.Run("OKDiffAgainstTheLog", func(t *testing.T) {
-		out, errs, code := c.run("diff")
+		out, errs, code := cli(t, "diff")
 		if code != 0 || !strings.Contains(out, "result: equal") || !strings.Contains(out, "reached the log's last stable offsets taken at start") {
 			t.Errorf("diff: exit %d\n%s%s", code, out, errs)
 		}
@@ -216,7 +179,7 @@ func TestRebuildAndDiff(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, args := range [][]string{{"diff"}, {"diff", "--schema", "rebuilt"}} {
-			out, errs, code := c.run(args...)
+			out, errs, code := cli(t, args...)
 			if code != 1 || !strings.Contains(out, "- "+key+": value differs (version ") || !strings.Contains(out, "result: DIFFERENT (1 key differs)") ||
 				!strings.Contains(errs, "1 key differs between ") {
 				t.Errorf("%v after tampering %s: exit %d\n%s%s", args, key, code, out, errs)
@@ -224,22 +187,16 @@ func TestRebuildAndDiff(t *testing.T) {
 		}
 	})
 	t.Run("ErrDiffMissingSchema", func(t *testing.T) {
-		if _, errs, code := c.run("diff", "--schema", "nosuch"); code != 2 {
+		if _, errs, code := cli(t, "diff", "--schema", "nosuch"); code != 2 {
 			t.Errorf("diff --schema nosuch: exit %d, want 2 (could not compare)\n%s", code, errs)
 		}
 	})
 }
 
 func TestDiffSaysTheLiveProjectionTrails(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	pg := testenv.MustPostgresDB(t)
-	env := map[string]string{
-		"ESKV_BROKERS":      strings.Join(b.Addrs, ","),
-		"ESKV_POSTGRES_URL": pg.URL,
-		"ESKV_PARTITIONS":   "2",
-	}
+	b, _ := mustStack(t, 2)
 	produceHistory(t, b) // no projector runs: the live projection is empty
-	out, errs, code := cli{t, env}.run("diff", "--wait", "200ms")
+	out, errs, code := cli(t, "diff", "--wait", "200ms")
 	if code != 0 || !strings.Contains(out, "trails the log's last stable offsets taken at start by ") ||
 		!strings.Contains(out, "after waiting 200ms; comparing with the log up to its stored offsets") ||
 		!strings.Contains(out, "result: equal") {
@@ -248,7 +205,6 @@ func TestDiffSaysTheLiveProjectionTrails(t *testing.T) {
 }
 
 func TestCommandLine(t *testing.T) {
-	c := cli{t, map[string]string{}}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -264,7 +220,7 @@ func TestCommandLine(t *testing.T) {
 		{"ErrDiffBadFlag", []string{"diff", "--nope"}, 2, "flag provided but not defined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errs, code := c.run(tc.args...)
+			_, errs, code := cli(t, tc.args...)
 			if code != tc.code || !strings.Contains(errs, tc.want) {
 				t.Errorf("projector %v: exit %d, want %d; stderr does not say %q:\n%s", tc.args, code, tc.code, tc.want, errs)
 			}
@@ -283,28 +239,18 @@ func TestExitCode(t *testing.T) {
 		{&exitError{code: 2, err: errors.New("could not compare")}, 2},
 		{fmt.Errorf("wrapped: %w", &exitError{code: 1, err: errors.New("differ")}), 1},
 	} {
-		if got := exitCode(tc.err, io.Discard); got != tc.code {
-			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
+		if got := service.ExitCode("projector", tc.err, io.Discard); got != tc.code {
+			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.code)
 		}
 	}
 }
 
 func TestServeStopsOnRecreatedTopic(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	pg := testenv.MustPostgresDB(t)
-	env := map[string]string{
-		"ESKV_BROKERS":        strings.Join(b.Addrs, ","),
-		"ESKV_POSTGRES_URL":   pg.URL,
-		"ESKV_PARTITIONS":     "2",
-		"ESKV_PROJECTOR_ADDR": "127.0.0.1:0",
-	}
+	b, pg := mustStack(t, 2)
 	produceHistory(t, b)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, io.Discard) }()
+	r := testenv.RunUntilCleanup(t, "serve", func(ctx context.Context) error { return runServe(ctx, io.Discard) })
 	waitProjected(t, b, pg)
-	cancel()
-	if err := <-done; err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 
@@ -320,7 +266,7 @@ func TestServeStopsOnRecreatedTopic(t *testing.T) {
 	if err := changelog.Ensure(context.Background(), adm, b.Topics); err != nil {
 		t.Fatal(err)
 	}
-	_, errs, code := cli{t, env}.run()
+	_, errs, code := cli(t)
 	if code != 1 || !strings.Contains(errs, `"level":"ERROR","msg":"changes topic reset detected; stopping: the topic was recreated`) ||
 		!strings.Contains(errs, "projector: the changes topic was reset, truncated or recreated: kv.changes: the topic was recreated: its ID is ") {
 		t.Errorf("serve on a recreated topic: exit %d\n%s", code, errs)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -20,104 +21,106 @@ import (
 	"github.com/eskv/eskv/projector"
 )
 
+// diff is one run of projector diff.
+type diff struct {
+	c               config
+	schema, against string
+	limit           int
+	wait            time.Duration
+	keep            bool
+	stdout, stderr  io.Writer
+	pool            *pgxpool.Pool
+}
+
 // diffCmd compares the kv_entries of two projections. Without -schema it
 // answers "does the live projection equal the fold of the log?": it
 // folds the log into a temporary schema up to the live projection's
 // stored offsets, compares, and drops the schema.
-func diffCmd(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
-	var c config
-	var schema, against string
-	var limit int
-	var wait time.Duration
-	var keep bool
-	fs, check := newFlagSet("diff", &c, e, "warn", stderr)
-	fs.StringVar(&schema, "schema", "", "schema to compare, e.g. a rebuild; empty: fold the log into a temporary schema, compare it, drop it")
-	fs.StringVar(&against, "against", "", "schema to compare with (default: the schema of -postgres-url, normally public: the live projection)")
-	fs.IntVar(&limit, "limit", 20, "differing keys to print (the count covers them all)")
-	fs.DurationVar(&wait, "wait", 30*time.Second, "without -schema: how long to wait for the live projection to reach the log's last stable offsets taken at start")
-	fs.BoolVar(&keep, "keep", false, "without -schema: keep the temporary schema, for inspection")
-	if err := fs.Parse(args); err != nil {
+func diffCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	r := diff{stdout: stdout, stderr: stderr}
+	fs := newFlags("diff", &r.c, slog.LevelWarn, stderr)
+	fs.StringVar(&r.schema, "schema", "", "schema to compare, e.g. a rebuild; empty: fold the log into a temporary schema, compare it, drop it")
+	fs.StringVar(&r.against, "against", "", "schema to compare with (default: the schema of -postgres-url, normally public: the live projection)")
+	fs.IntVar(&r.limit, "limit", 20, "differing keys to print (the count covers them all)")
+	fs.DurationVar(&r.wait, "wait", 30*time.Second, "without -schema: how long to wait for the live projection to reach the log's last stable offsets taken at start")
+	fs.BoolVar(&r.keep, "keep", false, "without -schema: keep the temporary schema, for inspection")
+	if err := r.c.parse(fs, args); err != nil {
 		return err
 	}
-	if err := check(); err != nil {
+	var err error
+	if r.pool, err = r.c.postgres.Open(ctx); err != nil {
 		return err
 	}
-	log, err := c.logger(stderr)
-	if err != nil {
-		return err
-	}
-	pool, err := pgxpool.New(ctx, c.postgresURL)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	defer pool.Close()
-	if against == "" {
-		if against, err = projection.CurrentSchema(ctx, pool); err != nil {
+	defer r.pool.Close()
+	if r.against == "" {
+		if r.against, err = projection.CurrentSchema(ctx, r.pool); err != nil {
 			return err
 		}
 	}
-
-	if schema != "" {
-		d, err := projection.Compare(ctx, pool, schema, against, c.topic, limit)
+	if r.schema == "" {
+		tmp, drop, err := r.foldLog(ctx)
 		if err != nil {
 			return err
 		}
-		printDiff(stdout, d, limit)
-		return verdict(d)
+		defer drop()
+		r.schema = tmp
 	}
-
-	// The log's end now; the live projection is given a bounded time to
-	// reach it, then the log is folded up to the offsets it stored.
-	lsos, err := lastStableOffsets(ctx, &c)
+	d, err := projection.Compare(ctx, r.pool, r.schema, r.against, r.c.kafka.Topic, r.limit)
 	if err != nil {
 		return err
+	}
+	printDiff(stdout, d, r.limit)
+	return verdict(d)
+}
+
+// foldLog gives the live projection a bounded time to reach the log's end
+// now, then folds the log up to the offsets it stored into a temporary
+// schema. drop drops that schema (or, with -keep, says it was kept).
+func (r *diff) foldLog(ctx context.Context) (tmp string, drop func(), err error) {
+	lsos, err := lastStableOffsets(ctx, &r.c)
+	if err != nil {
+		return "", nil, err
 	}
 	began := time.Now()
-	stored, caughtUp, err := waitCaughtUp(ctx, pool, against, c.topic, lsos, wait)
+	stored, caughtUp, err := waitCaughtUp(ctx, r.pool, r.against, r.c.kafka.Topic, lsos, r.wait)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	// Said once the rebuild up to the stored offsets succeeded: a stored
 	// offset past the log's end fails it (the topic was reset).
 	progress := fmt.Sprintf("the live projection (%s) reached the log's last stable offsets taken at start (waited %s); comparing with the log up to its stored offsets\n",
-		against, time.Since(began).Round(time.Millisecond))
+		r.against, time.Since(began).Round(time.Millisecond))
 	if !caughtUp {
 		behind, parts := trail(lsos, stored)
 		progress = fmt.Sprintf("the live projection (%s) trails the log's last stable offsets taken at start by %d offsets (partitions %v) after waiting %s; comparing with the log up to its stored offsets\n",
-			against, behind, parts, wait)
+			r.against, behind, parts, r.wait)
 	}
-
-	tmp, err := tempSchema()
-	if err != nil {
-		return err
+	if tmp, err = tempSchema(); err != nil {
+		return "", nil, err
 	}
-	if _, err := projection.CreateSchema(ctx, pool, tmp, false); err != nil {
-		return err
+	if _, err := projection.CreateSchema(ctx, r.pool, tmp, false); err != nil {
+		return "", nil, err
 	}
-	defer func() {
-		if keep {
-			fmt.Fprintf(stdout, "kept schema %s\n", tmp)
+	drop = func() {
+		if r.keep {
+			fmt.Fprintf(r.stdout, "kept schema %s\n", tmp)
 			return
 		}
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := projection.DropSchema(dctx, pool, tmp); err != nil {
-			fmt.Fprintf(stderr, "projector: dropping the temporary schema %s failed: %v\n", tmp, err)
+		if err := projection.DropSchema(dctx, r.pool, tmp); err != nil {
+			fmt.Fprintf(r.stderr, "projector: dropping the temporary schema %s failed: %v\n", tmp, err)
 		}
-	}()
-	st, _, err := rebuildInto(ctx, &c, tmp, projector.DefaultMaxBatch, stored, log)
-	if err != nil {
-		return err
 	}
-	fmt.Fprint(stdout, progress)
-	fmt.Fprintf(stdout, "folded %s into the temporary schema %s up to those offsets: %d events read in %s\n",
-		c.topic, tmp, st.Events, st.Took.Round(time.Millisecond))
-	d, err := projection.Compare(ctx, pool, tmp, against, c.topic, limit)
+	st, _, err := rebuildInto(ctx, &r.c, tmp, projector.DefaultMaxBatch, stored, r.c.logger(r.stderr))
 	if err != nil {
-		return err
+		drop()
+		return "", nil, err
 	}
-	printDiff(stdout, d, limit)
-	return verdict(d)
+	fmt.Fprint(r.stdout, progress)
+	fmt.Fprintf(r.stdout, "folded %s into the temporary schema %s up to those offsets: %d events read in %s\n",
+		r.c.kafka.Topic, tmp, st.Events, st.Took.Round(time.Millisecond))
+	return tmp, drop, nil
 }
 
 func keysDiffer(n int64) string {
@@ -202,21 +205,21 @@ func union(a, b map[int32]int64) map[int32]int64 {
 // lastStableOffsets lists the last stable offset of every partition of
 // the changes topic.
 func lastStableOffsets(ctx context.Context, c *config) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokerList()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka.BrokerList()...))
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if err := changelog.Check(ctx, adm, changelog.Topics{Changes: c.topic, Partitions: int32(c.partitions)}); err != nil {
+	if err := changelog.Check(ctx, adm, c.kafka.Topics()); err != nil {
 		return nil, err
 	}
-	listed, err := adm.ListCommittedOffsets(ctx, c.topic)
+	listed, err := adm.ListCommittedOffsets(ctx, c.kafka.Topic)
 	if err == nil {
 		err = listed.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("last stable offsets of %s: %w", c.topic, err)
+		return nil, fmt.Errorf("last stable offsets of %s: %w", c.kafka.Topic, err)
 	}
 	out := make(map[int32]int64)
 	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })

@@ -12,24 +12,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"strconv"
 	"strings"
-	"syscall"
 
-	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/service"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal stops gracefully; a second one exits at once.
-		<-ctx.Done()
-		stop()
-	}()
-	os.Exit(exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr), os.Stderr))
-}
+func main() { service.Main("projector", run) }
 
 const usage = `Usage:
   projector [serve] [flags]                 fold kv.changes into Postgres; serve /healthz, /readyz, /metrics
@@ -47,97 +35,57 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
-
-// exitCode prints err (unless nil or a help request) and returns the
-// process exit code: 0 without error, an exitError's code, else 1.
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	fmt.Fprintln(stderr, "projector:", err)
-	if ee, ok := errors.AsType[*exitError](err); ok {
-		return ee.code
-	}
-	return 1
-}
+func (e *exitError) ExitCode() int { return e.code }
 
 // config is the configuration every command shares; every field is a
 // flag whose default comes from an ESKV_ environment variable.
 type config struct {
-	brokers     string
-	postgresURL string
-	topic       string
-	partitions  int
-	logLevel    string
+	kafka    service.Kafka
+	postgres service.Postgres
+	logLevel *slog.Level
 }
 
-// env returns getenv(name), or def when unset.
-type env func(name, def string) string
-
-func envOf(getenv func(string) string) env {
-	return func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
+// newFlags returns the flags of command with the shared ones bound to c;
+// the default log level is defLevel.
+func newFlags(command string, c *config, defLevel slog.Level, stderr io.Writer) *service.Flags {
+	f := service.NewFlags("projector "+command, stderr)
+	f.Usage = func() {
+		fmt.Fprintf(f.Output(), usage, command)
+		f.PrintDefaults()
 	}
+	c.kafka.Bind(f)
+	c.postgres.Bind(f)
+	c.logLevel = service.LogLevel(f, defLevel)
+	return f
 }
 
-// newFlagSet returns the flag set of command with the shared flags bound
-// to c. The returned function checks them after parsing. The default log
-// level is defLevel unless ESKV_LOG_LEVEL says otherwise.
-func newFlagSet(command string, c *config, e env, defLevel string, stderr io.Writer) (*flag.FlagSet, func() error) {
-	fs := flag.NewFlagSet("projector "+command, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), usage, command)
-		fs.PrintDefaults()
+// parse parses args into f and checks the shared flags.
+func (c *config) parse(f *service.Flags, args []string) error {
+	if err := f.Parse(args); err != nil {
+		return err
 	}
-	fs.StringVar(&c.brokers, "brokers", e("ESKV_BROKERS", "127.0.0.1:19092"), "Kafka seed brokers, comma-separated (ESKV_BROKERS)")
-	fs.StringVar(&c.postgresURL, "postgres-url", e("ESKV_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable"), "Postgres URL of the projection (ESKV_POSTGRES_URL)")
-	fs.StringVar(&c.topic, "topic", e("ESKV_TOPIC", changelog.DefaultChangesTopic), "changes topic (ESKV_TOPIC)")
-	partitions := e("ESKV_PARTITIONS", strconv.Itoa(changelog.DefaultPartitions))
-	fs.StringVar(&partitions, "partitions", partitions, "partition count the changes topic must have (ESKV_PARTITIONS)")
-	fs.StringVar(&c.logLevel, "log-level", e("ESKV_LOG_LEVEL", defLevel), "debug, info, warn or error; JSON logs go to stderr (ESKV_LOG_LEVEL)")
-	return fs, func() error {
-		if fs.NArg() > 0 {
-			return fmt.Errorf("unexpected arguments: %q", fs.Args())
-		}
-		n, err := strconv.Atoi(partitions)
-		if err != nil || n < 1 {
-			return fmt.Errorf("partitions must be a positive integer, got %q", partitions)
-		}
-		c.partitions = n
-		return nil
-	}
+	return f.Positive("partitions")
 }
 
-func (c *config) logger(stderr io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return nil, fmt.Errorf("log-level: %w", err)
-	}
-	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).With("service", "projector"), nil
+func (c *config) logger(stderr io.Writer) *slog.Logger {
+	return service.Logger(stderr, *c.logLevel, "projector")
 }
-
-func (c *config) brokerList() []string { return strings.Split(c.brokers, ",") }
 
 // run runs the command named by args[0] (serve when args is empty or
 // starts with a flag).
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	command := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		command, args = args[0], args[1:]
 	}
-	e := envOf(getenv)
 	switch command {
 	case "serve":
-		return serve(ctx, args, e, stderr)
+		return serve(ctx, args, stderr)
 	case "rebuild":
-		return rebuildCmd(ctx, args, e, stdout, stderr)
+		return rebuildCmd(ctx, args, stdout, stderr)
 	case "diff":
 		// diff(1)'s convention: 1 means "different", 2 "could not compare".
-		err := diffCmd(ctx, args, e, stdout, stderr)
+		err := diffCmd(ctx, args, stdout, stderr)
 		if _, ok := errors.AsType[*exitError](err); !ok && err != nil && !errors.Is(err, flag.ErrHelp) {
 			err = &exitError{code: 2, err: err}
 		}

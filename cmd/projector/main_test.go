@@ -6,25 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
 
 func TestHelpListsTheEnvironment(t *testing.T) {
 	var stderr bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, io.Discard, &stderr)
+	err := run(context.Background(), []string{"-h"}, io.Discard, &stderr)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("run -h: %v, want flag.ErrHelp", err)
 	}
@@ -35,39 +33,39 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 	}
 }
 
-func TestErrBadPartitions(t *testing.T) {
-	env := map[string]string{"ESKV_PARTITIONS": "zero"}
-	err := run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "partitions") {
-		t.Fatalf("run: %v, want a partitions error", err)
+// TestErrBadEnv: a variable the flag does not accept is an error naming
+// the variable, never a silent default, in every command.
+func TestErrBadEnv(t *testing.T) {
+	for _, tc := range []struct {
+		command     []string
+		name, value string
+	}{
+		{nil, "ESKV_PARTITIONS", "zero"},
+		{nil, "ESKV_PARTITIONS", "-3"},
+		{nil, "ESKV_PROJECTOR_CHECK_INTERVAL", "30"},
+		{nil, "ESKV_PROJECTOR_CHECK_INTERVAL", "0s"},
+		{nil, "ESKV_LOG_LEVEL", "loud"},
+		{[]string{"rebuild", "-into", "x"}, "ESKV_PARTITIONS", "twelve"},
+		{[]string{"diff"}, "ESKV_LOG_LEVEL", "verbose"},
+	} {
+		t.Run(fmt.Sprint(tc.command, tc.name, "=", tc.value), func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			err := run(context.Background(), tc.command, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("run with %s=%s: %v, want an error naming %s", tc.name, tc.value, err, tc.name)
+			}
+		})
 	}
 }
 
 func TestRunProjectsAndServes(t *testing.T) {
-	b := testenv.MustBroker(t, 3)
-	pg := testenv.MustPostgresDB(t)
+	b, pg := mustStack(t, 3)
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	env := map[string]string{
-		"ESKV_BROKERS":             strings.Join(b.Addrs, ","),
-		"ESKV_POSTGRES_URL":        pg.URL,
-		"ESKV_PARTITIONS":          "3",
-		"ESKV_PROJECTOR_ADDR":      "127.0.0.1:0",
-		"ESKV_PROJECTOR_ADDR_FILE": addrFile,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Setenv("ESKV_PROJECTOR_ADDR_FILE", addrFile)
 	var logs testenv.Buffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, &logs) }()
-
-	var base string
-	waitFor(t, "the address file", func() bool {
-		a, err := os.ReadFile(addrFile)
-		base = "http://" + string(a)
-		return err == nil && len(a) > 0
-	})
+	base, r := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error { return runServe(ctx, &logs) })
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if code, body := get(t, base+path); code != http.StatusOK {
+		if code, body := servicetest.Get(base + path); code != http.StatusOK {
 			t.Errorf("GET %s: %d %s", path, code, body)
 		}
 	}
@@ -80,75 +78,20 @@ func TestRunProjectsAndServes(t *testing.T) {
 		Kind: events.KindPut, Op: events.OpCreate, After: json.RawMessage(`{"a":1}`),
 		CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "config"},
 	}
-	produceTxn(t, b, &e)
+	testenv.MustProduce(t, b, &e)
 	s := projection.New(pg.Pool)
-	waitFor(t, "the event in Postgres", func() bool {
+	testenv.WaitFor(t, servicetest.Timeout, "the event in Postgres", func() bool {
 		st, err := s.State(context.Background(), key)
 		return err == nil && st.Version == 1
 	})
-	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "eskv_projector_events_applied_total 1") {
+	if code, body := servicetest.Get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, "eskv_projector_events_applied_total 1") {
 		t.Errorf("GET /metrics: %d, applied counter missing:\n%s", code, body)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of the cancel")
+	if err := r.Stop(t); err != nil {
+		t.Errorf("run after cancel: %v", err)
 	}
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Errorf("no JSON 'stopped' log line:\n%s", logs.String())
-	}
-}
-
-func produceTxn(tb testing.TB, b *testenv.Broker, e *events.Event) {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	r, err := changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.BeginTransaction(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := cl.Flush(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-func get(tb testing.TB, url string) (int, string) {
-	tb.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		tb.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after 30s waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

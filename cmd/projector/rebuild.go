@@ -16,19 +16,16 @@ import (
 )
 
 // rebuildCmd folds the compacted changes topic into a fresh schema.
-func rebuildCmd(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
+func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c config
 	var into string
 	var replace bool
 	var batch int
-	fs, check := newFlagSet("rebuild", &c, e, "warn", stderr)
+	fs := newFlags("rebuild", &c, slog.LevelWarn, stderr)
 	fs.StringVar(&into, "into", "", "schema to rebuild into (required): created when missing, refused when it holds anything (see -replace)")
 	fs.BoolVar(&replace, "replace", false, "drop the -into schema with everything in it first (never the schema of -postgres-url)")
 	fs.IntVar(&batch, "batch", projector.DefaultMaxBatch, "events applied per Postgres transaction")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := check(); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if into == "" {
@@ -38,13 +35,9 @@ func rebuildCmd(ctx context.Context, args []string, e env, stdout, stderr io.Wri
 	if err := projection.CheckSchemaName(into); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	log, err := c.logger(stderr)
+	pool, err := c.postgres.Open(ctx)
 	if err != nil {
 		return err
-	}
-	pool, err := pgxpool.New(ctx, c.postgresURL)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
 	}
 	defer pool.Close()
 
@@ -55,7 +48,7 @@ func rebuildCmd(ctx context.Context, args []string, e env, stdout, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	st, keys, err := rebuildInto(ctx, &c, into, batch, nil, log)
+	st, keys, err := rebuildInto(ctx, &c, into, batch, nil, c.logger(stderr))
 	if err != nil {
 		if created {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -68,7 +61,7 @@ func rebuildCmd(ctx context.Context, args []string, e env, stdout, stderr io.Wri
 		return fmt.Errorf("%w (schema %s holds a partial rebuild: run again with -replace)", err, into)
 	}
 	fmt.Fprintf(stdout, "rebuilt %s into schema %s: %d events read from %d partitions (log start to the last stable offsets taken at start), %d keys, in %s\n",
-		c.topic, into, st.Events, len(st.Ends), keys, st.Took.Round(time.Millisecond))
+		c.kafka.Topic, into, st.Events, len(st.Ends), keys, st.Took.Round(time.Millisecond))
 	return nil
 }
 
@@ -76,7 +69,7 @@ func rebuildCmd(ctx context.Context, args []string, e env, stdout, stderr io.Wri
 // it with projector.Rebuild, up to ends (nil: the last stable offsets).
 // It returns the rebuild's figures and the number of keys rebuilt.
 func rebuildInto(ctx context.Context, c *config, schema string, batch int, ends map[int32]int64, log *slog.Logger) (projector.RebuildStats, int64, error) {
-	pool, err := schemaPool(ctx, c.postgresURL, schema)
+	pool, err := schemaPool(ctx, c.postgres.URL, schema)
 	if err != nil {
 		return projector.RebuildStats{}, 0, err
 	}
@@ -85,9 +78,9 @@ func rebuildInto(ctx context.Context, c *config, schema string, batch int, ends 
 		return projector.RebuildStats{}, 0, fmt.Errorf("rebuild: %w", err)
 	}
 	st, err := projector.Rebuild(ctx, projector.RebuildConfig{
-		Brokers:    c.brokerList(),
-		Topic:      c.topic,
-		Partitions: int32(c.partitions),
+		Brokers:    c.kafka.BrokerList(),
+		Topic:      c.kafka.Topic,
+		Partitions: int32(c.kafka.Partitions),
 		MaxBatch:   batch,
 		Ends:       ends,
 	}, projection.New(pool), log)

@@ -5,19 +5,20 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/testenv"
 )
 
 func TestHelpListsEnvironment(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &out)
+	err := run(context.Background(), []string{"-h"}, &out, &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("run -h: %v", err)
 	}
@@ -29,9 +30,54 @@ func TestHelpListsEnvironment(t *testing.T) {
 }
 
 func TestRefusesToStartWithoutTokens(t *testing.T) {
-	err := run(context.Background(), nil, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
+	setenv(t, map[string]string{"ESKV_DEV_TOKEN": "", "ESKV_TOKENS_FILE": ""})
+	err := run(context.Background(), nil, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "ESKV_DEV_TOKEN") {
 		t.Fatalf("want an error naming how to configure tokens, got %v", err)
+	}
+}
+
+// TestErrBadEnv: a variable the flag does not accept is an error naming
+// the variable, never a silent default.
+func TestErrBadEnv(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"ESKV_PARTITIONS", "twelve"},
+		{"ESKV_PARTITIONS", "0"},
+		{"ESKV_CREATE_TOPICS", "maybe"},
+		{"ESKV_SWEEP_INTERVAL", "1"},
+		{"ESKV_SWEEP_INTERVAL", "0s"},
+		{"ESKV_MAX_OVERLAY", "-1"},
+		{"ESKV_MAX_VALUE_BYTES", "64k"},
+		{"ESKV_LOG_LEVEL", "loud"},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			setenv(t, map[string]string{tc.name: tc.value, "ESKV_DEV_TOKEN": "t"})
+			err := run(context.Background(), nil, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("run with %s=%s: %v, want an error naming %s", tc.name, tc.value, err, tc.name)
+			}
+		})
+	}
+}
+
+// TestParseEnv: variables set the flags the command line does not set.
+func TestParseEnv(t *testing.T) {
+	setenv(t, map[string]string{"ESKV_CREATE_TOPICS": "TRUE", "ESKV_PARTITIONS": "twelve", "ESKV_WRITER_ID": "w7", "ESKV_SWEEP_INTERVAL": "-1s"})
+	c, err := parse([]string{"-partitions", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.createTopics || c.kafka.Partitions != 3 || c.instanceID != "w7" || c.sweepInterval != -time.Second {
+		t.Fatalf("parsed %+v", c)
+	}
+	if c, err = parse(nil, io.Discard); err == nil || c != nil {
+		t.Fatalf("ESKV_PARTITIONS=twelve without -partitions: %v", err)
+	}
+}
+
+func setenv(tb testing.TB, env map[string]string) {
+	for k, v := range env {
+		tb.Setenv(k, v)
 	}
 }
 
@@ -52,29 +98,11 @@ func TestServesAndStops(t *testing.T) {
 		"ESKV_WRITER_ID":    "main-test",
 		"ESKV_LOG_LEVEL":    "warn",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, nil, func(k string) string { return env[k] }, &bytes.Buffer{}, &bytes.Buffer{})
-	}()
-
-	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			base = "http://" + string(b)
-			if r, err := http.Get(base + "/readyz"); err == nil {
-				r.Body.Close()
-				if r.StatusCode == 200 {
-					break
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("writer did not become ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	setenv(t, env)
+	base, w := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
+		return run(ctx, nil, &bytes.Buffer{}, &bytes.Buffer{})
+	})
+	servicetest.WaitReady(t, base)
 	req, _ := http.NewRequest("PUT", base+"/v1/kv/tenant/a/project/b/k", strings.NewReader(`{"value":1}`))
 	req.Header.Set("Authorization", "Bearer dev-token-for-main-test")
 	r, err := http.DefaultClient.Do(req)
@@ -82,13 +110,7 @@ func TestServesAndStops(t *testing.T) {
 		t.Fatalf("put: %v %v", r, err)
 	}
 	r.Body.Close()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run returned %v after cancel", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("writer did not stop")
+	if err := w.Stop(t); err != nil {
+		t.Fatalf("run returned %v after cancel", err)
 	}
 }

@@ -1,6 +1,9 @@
-// Package service runs one of eskv's background services (projector,
-// auditor) next to its HTTP endpoints (/healthz, /readyz, /metrics), and
-// stops both in the right order.
+// Package service is what eskv's commands (writer, projector, auditor,
+// devbroker) share around their own work: one main (Main: signals, exit
+// codes), configuration as flags whose defaults come from ESKV_ variables
+// (Flags, Kafka, Postgres, LogLevel), one metrics registry, the /healthz,
+// /readyz and /metrics endpoints, and one lifecycle (Serve): listen, serve
+// HTTP next to the long-running parts, stop in order.
 package service
 
 import (
@@ -12,59 +15,115 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 )
 
-// Serve listens on addr (writing the bound address to addrFile when it is
-// set, for tools that start the service on port 0), serves h there, and
-// runs run until ctx ends or run returns. Then it stops run first (the
-// service leaves its consumer group; a batch in flight finishes or rolls
-// back) and the HTTP server after it. run returning early is an error:
-// the service is meant to run until stopped.
-func Serve(ctx context.Context, log *slog.Logger, name, addr, addrFile string, h http.Handler, run func(context.Context) error) error {
+// ShutdownTimeout bounds how long the HTTP server answers the requests
+// in flight once the service stops.
+const ShutdownTimeout = 15 * time.Second
+
+// Listen listens on addr (":0" picks a free port); Serve reports the
+// bound address.
+func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("listening", "addr", ln.Addr().String())
-	if addrFile != "" {
-		if err := os.WriteFile(addrFile, []byte(ln.Addr().String()), 0o644); err != nil {
-			ln.Close()
+	return ln, nil
+}
+
+// HTTP is the HTTP side of a service.
+type HTTP struct {
+	Listener net.Listener
+	AddrFile string       // when set, the bound address is written here, for tools that start the service on port 0
+	Handler  http.Handler // the API, or Handler's endpoints
+}
+
+// Serve reports the bound address (log, AddrFile), serves h.Handler and
+// runs parts next to it until ctx ends or any of them returns. Then it
+// stops in order: the HTTP server stops taking requests and answers those
+// in flight (ShutdownTimeout), then the parts are cancelled (they leave
+// their consumer groups; a batch in flight finishes or rolls back) and
+// awaited. A part returning before the service stops is an error: each is
+// meant to run until stopped. Serve closes the listener.
+func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...func(context.Context) error) error {
+	addr := h.Listener.Addr().String()
+	log.Info("listening", "addr", addr)
+	if h.AddrFile != "" {
+		if err := os.WriteFile(h.AddrFile, []byte(addr), 0o644); err != nil {
+			h.Listener.Close()
 			return err
 		}
 	}
-
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
-	rerr := make(chan error, 1)
-	go func() { rerr <- run(rctx) }()
-	herr := make(chan error, 1)
-	go func() { herr <- hs.Serve(ln) }()
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-rerr:
-		rerr = nil
-		if runErr == nil {
-			runErr = errors.New(name + " stopped unexpectedly")
+	hs := &http.Server{Handler: h.Handler, ReadHeaderTimeout: 10 * time.Second}
+	// The parts outlive ctx until the HTTP server is drained; g's context
+	// ends when one of them fails.
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	pctx, stopParts := context.WithCancel(gctx)
+	defer stopParts()
+	for _, part := range parts {
+		g.Go(func() error {
+			err := part(pctx)
+			if err == nil && pctx.Err() == nil {
+				err = errors.New(name + " stopped unexpectedly")
+			}
+			return err
+		})
+	}
+	g.Go(func() error {
+		if err := hs.Serve(h.Listener); !errors.Is(err, http.ErrServerClosed) {
+			return err
 		}
-	case runErr = <-herr:
-	}
-	rcancel()
-	if rerr != nil {
-		if err := <-rerr; err != nil && runErr == nil {
-			runErr = err
+		return nil
+	})
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
 		}
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
+		sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			log.Warn("http shutdown", "err", err)
+		}
+		stopParts()
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// NewRegistry returns a metrics registry holding the Go runtime's and
+// the process's collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves /healthz (the process is up), /readyz (ready returns
+// nil within 2 s; else 503 with its error) and /metrics from reg.
+func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := ready(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
 }

@@ -1,0 +1,59 @@
+// Package servicetest runs a command built on service.Serve in-process in
+// a test: started in the background, reached at the address it reports,
+// stopped at cleanup.
+package servicetest
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/testenv"
+)
+
+// Timeout bounds each wait of Start and Get's callers.
+const Timeout = 30 * time.Second
+
+// Start runs run in the background until the test ends (see
+// testenv.RunUntilCleanup) and waits for it to write its bound address to
+// addrFile; it returns the service's base URL ("http://host:port").
+func Start(tb testing.TB, name, addrFile string, run func(context.Context) error) (string, *testenv.Running) {
+	tb.Helper()
+	r := testenv.RunUntilCleanup(tb, name, run)
+	var addr []byte
+	testenv.WaitFor(tb, Timeout, name+"'s address in "+addrFile, func() bool {
+		select {
+		case <-r.Done():
+			tb.Fatalf("%s returned before listening: %v", name, r.Wait(tb, 0))
+		default:
+		}
+		var err error
+		addr, err = os.ReadFile(addrFile)
+		return err == nil && len(addr) > 0
+	})
+	return "http://" + string(addr), r
+}
+
+// Get returns the status and body of GET url; a request that fails is
+// status 0 with the error as its body.
+func Get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// WaitReady waits for GET base+"/readyz" to answer 200.
+func WaitReady(tb testing.TB, base string) {
+	tb.Helper()
+	testenv.WaitFor(tb, Timeout, base+"/readyz", func() bool {
+		code, _ := Get(base + "/readyz")
+		return code == http.StatusOK
+	})
+}
