@@ -106,11 +106,16 @@ func (e *Event) Entry() Entry {
 // Marshal encodes the event as the JSON value of its Kafka record. Values
 // keep their bytes: json.Marshal would rewrite <, > and & in them as
 // \u003c, \u003e and \u0026 (up to six times the size).
-func (e *Event) Marshal() ([]byte, error) {
+func (e *Event) Marshal() ([]byte, error) { return EncodeJSON(e) }
+
+// EncodeJSON encodes v as compact JSON without rewriting <, > and & in
+// strings (json.Marshal escapes them for HTML), and without a trailing
+// newline.
+func EncodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(e); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil

@@ -2,8 +2,6 @@ package testenv
 
 import (
 	"context"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +58,7 @@ func MustPostgresDB(tb testing.TB) *Postgres {
 			return exec, func() { c.Close(context.Background()) }, nil
 		},
 	})
-	dbURL, err := withDatabase(adminURL, name)
+	dbURL, err := projection.WithDatabase(adminURL, name)
 	if err != nil {
 		tb.Fatalf("database URL from %s: %v", adminURL, err)
 	}
@@ -106,18 +104,4 @@ func mustMigratedPool(tb testing.TB, cfg *pgxpool.Config, where string) *pgxpool
 		tb.Fatalf("migrate %s: %v", where, err)
 	}
 	return pool
-}
-
-// withDatabase returns the connection string u with its database replaced
-// by name. u is a postgres:// URL or a keyword/value string.
-func withDatabase(u, name string) (string, error) {
-	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
-		pu, err := url.Parse(u)
-		if err != nil {
-			return "", err
-		}
-		pu.Path = "/" + name
-		return pu.String(), nil
-	}
-	return u + " dbname=" + name, nil
 }

@@ -225,15 +225,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 }
 
 // marshalCompact encodes v as JSON without rewriting <, > and &.
-func marshalCompact(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func marshalCompact(v any) (json.RawMessage, error) { return events.EncodeJSON(v) }
 
 // abbrev shortens a JSON value for an error message.
 func abbrev(v json.RawMessage) string {

@@ -14,14 +14,15 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 const scope = "tenant/acme/project/demo/"
 
 // TestClient runs the client against one in-process stack.
 func TestClient(t *testing.T) {
-	url := mustStack(t)
-	c := client.New(url, devToken)
+	url := stack.MustStart(t)
+	c := client.New(url, stack.DevToken)
 	ctx := t.Context()
 
 	t.Run("PutGetDelete", func(t *testing.T) {
@@ -112,15 +113,15 @@ func TestClient(t *testing.T) {
 		req         client.PutRequest
 		code, field string
 	}{
-		{"ErrBadKey", devToken, client.PutRequest{Key: "tenant/acme/project/demo/Upper", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
-		{"ErrKeyWithSpace", devToken, client.PutRequest{Key: "tenant/acme/project/demo/a b", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
-		{"ErrEmptyKey", devToken, client.PutRequest{Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
-		{"ErrValueNotJSON", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`hello`)}, events.EInvalid, "value"},
-		{"ErrSubSecondTTL", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), TTL: 1500 * time.Millisecond}, events.EInvalid, "ttlSeconds"},
-		{"ErrPurpose", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), Semantics: events.Semantics{Purpose: "nope"}}, events.EInvalid, "semantics.purpose"},
+		{"ErrBadKey", stack.DevToken, client.PutRequest{Key: "tenant/acme/project/demo/Upper", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
+		{"ErrKeyWithSpace", stack.DevToken, client.PutRequest{Key: "tenant/acme/project/demo/a b", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
+		{"ErrEmptyKey", stack.DevToken, client.PutRequest{Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
+		{"ErrValueNotJSON", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`hello`)}, events.EInvalid, "value"},
+		{"ErrSubSecondTTL", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), TTL: 1500 * time.Millisecond}, events.EInvalid, "ttlSeconds"},
+		{"ErrPurpose", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), Semantics: events.Semantics{Purpose: "nope"}}, events.EInvalid, "semantics.purpose"},
 		{"ErrNoToken", "", client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EUnauthenticated, ""},
-		{"ErrReaderWrites", readerToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EForbidden, "key"},
-		{"ErrTooLarge", devToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`"` + strings.Repeat("a", 70000) + `"`)}, events.ETooLarge, "value"},
+		{"ErrReaderWrites", stack.ReaderToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EForbidden, "key"},
+		{"ErrTooLarge", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`"` + strings.Repeat("a", 70000) + `"`)}, events.ETooLarge, "value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.New(url, tc.token).Put(ctx, tc.req)
@@ -139,7 +140,7 @@ func TestClient(t *testing.T) {
 			}
 		}
 		o := client.ListOptions{Prefix: scope + "jobs/", Limit: 3}
-		waitFor(t, "the projection to hold every job", func() bool {
+		stack.WaitFor(t, "the projection to hold every job", func() bool {
 			got := 0
 			for _, err := range c.ListAll(ctx, o) {
 				if err != nil {
@@ -190,7 +191,7 @@ func TestNetworkError(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	c := client.New("http://"+addr, devToken, client.WithRetries(2, time.Millisecond, time.Millisecond))
+	c := client.New("http://"+addr, stack.DevToken, client.WithRetries(2, time.Millisecond, time.Millisecond))
 	_, err = c.Get(t.Context(), scope+"x")
 	var ne *client.NetworkError
 	if !errors.As(err, &ne) || ne.Method != "GET" || ne.URL != "http://"+addr+"/v1/kv/"+scope+"x" {
@@ -203,7 +204,7 @@ func TestNetworkError(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := client.New("http://"+addr, devToken).Get(ctx, scope+"x"); !errors.Is(err, context.Canceled) || !errors.As(err, &ne) {
+	if _, err := client.New("http://"+addr, stack.DevToken).Get(ctx, scope+"x"); !errors.Is(err, context.Canceled) || !errors.As(err, &ne) {
 		t.Fatalf("cancelled ctx: want a NetworkError wrapping context.Canceled, got %v", err)
 	}
 }
@@ -213,7 +214,7 @@ func TestNotEskvIsNotNotFound(t *testing.T) {
 		http.Error(w, "<html>no such page</html>", http.StatusNotFound)
 	}))
 	defer hs.Close()
-	_, err := client.New(hs.URL, devToken).Get(t.Context(), scope+"x")
+	_, err := client.New(hs.URL, stack.DevToken).Get(t.Context(), scope+"x")
 	if code := events.ErrorCode(err); code != events.EInternal || !errors.Is(err, client.ErrUnexpectedAnswer) {
 		t.Fatalf("a foreign 404 must not read as not_found: got %s (%v)", code, err)
 	}

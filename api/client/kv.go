@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"iter"
@@ -117,15 +116,7 @@ func isZero(s events.Semantics) bool {
 }
 
 // marshal encodes v without rewriting <, > and & in values.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func marshal(v any) ([]byte, error) { return events.EncodeJSON(v) }
 
 // DeleteOptions qualify a delete: ExpectedVersion, when set, is the
 // version the key must have now; RequestID makes the delete idempotent

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 // fakeLocks is an http.RoundTripper that answers the lock and leader
@@ -162,7 +163,7 @@ func (f *fakeLocks) callsOf(verb string) []fakeCall {
 const lockKey = "tenant/a/project/b/locks/job"
 
 func fakeClient(f *fakeLocks) *client.Client {
-	return client.New("http://eskv.test", devToken, client.WithHTTPClient(&http.Client{Transport: f}))
+	return client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: f}))
 }
 
 func mustKeep(t *testing.T, ctx context.Context, c *client.Client, holder string, ttl time.Duration, opts ...client.LeaseOption) *client.Lease {
@@ -427,9 +428,9 @@ func (f *flaky) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestKeepLockStack keeps a lease against the real writer.
 func TestKeepLockStack(t *testing.T) {
-	url := mustStack(t)
+	url := stack.MustStart(t)
 	ctx := t.Context()
-	other := client.New(url, devToken)
+	other := client.New(url, stack.DevToken)
 	const ttl = 3 * time.Second
 	held := func(t *testing.T, key string) {
 		t.Helper()
@@ -440,7 +441,7 @@ func TestKeepLockStack(t *testing.T) {
 
 	t.Run("RenewsPastSeveralTTLsThenReleases", func(t *testing.T) {
 		key := "tenant/acme/project/lease/locks/renew"
-		l := mustKeepKey(t, client.New(url, devToken), key, ttl)
+		l := mustKeepKey(t, client.New(url, stack.DevToken), key, ttl)
 		for range 4 {
 			time.Sleep(ttl * 3 / 4)
 			held(t, key)
@@ -456,7 +457,7 @@ func TestKeepLockStack(t *testing.T) {
 	t.Run("LostAfterPartitionAndTakeOver", func(t *testing.T) {
 		key := "tenant/acme/project/lease/locks/lost"
 		tr := &flaky{}
-		l := mustKeepKey(t, client.New(url, devToken, client.WithHTTPClient(&http.Client{Transport: tr})), key, ttl)
+		l := mustKeepKey(t, client.New(url, stack.DevToken, client.WithHTTPClient(&http.Client{Transport: tr})), key, ttl)
 		held(t, key)
 		tr.cut.Store(true)
 		select {
@@ -468,7 +469,7 @@ func TestKeepLockStack(t *testing.T) {
 		if !errors.As(l.Err(), &lost) || !lost.Unconfirmed {
 			t.Fatalf("Err after the partition: %v", l.Err())
 		}
-		waitFor(t, "another holder to take the lock after the lease", func() bool {
+		stack.WaitFor(t, "another holder to take the lock after the lease", func() bool {
 			_, err := other.AcquireLock(ctx, client.LockRequest{Key: key, Holder: "other", TTL: time.Minute})
 			return err == nil
 		})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 // script is an http.RoundTripper that answers from a list of statuses
@@ -139,7 +140,7 @@ func TestRetry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := &script{statuses: tc.statuses, retryAfter: tc.retryAfter}
-				c := client.New("http://eskv.test", devToken, client.WithHTTPClient(&http.Client{Transport: s}))
+				c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: s}))
 				ctx := t.Context()
 				if tc.timeout > 0 {
 					var cancel context.CancelFunc
@@ -175,7 +176,7 @@ func TestBackoffGrowsWithJitterWithinBounds(t *testing.T) {
 		for i := range s.statuses {
 			s.statuses[i] = http.StatusServiceUnavailable
 		}
-		c := client.New("http://eskv.test", devToken, client.WithHTTPClient(&http.Client{Transport: s}),
+		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: s}),
 			client.WithRetries(6, 100*time.Millisecond, 400*time.Millisecond))
 		if _, err := c.Get(t.Context(), key); events.ErrorCode(err) != events.EUnavailable {
 			t.Fatalf("want partition_unavailable, got %v", err)

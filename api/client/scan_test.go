@@ -13,13 +13,14 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 // TestScan runs filtered listings (GET /v1/kv with field, op and value)
 // through the whole stack: writer, projector, Postgres and the API.
 func TestScan(t *testing.T) {
-	base := mustStack(t)
-	c := client.New(base, devToken)
+	base := stack.MustStart(t)
+	c := client.New(base, stack.DevToken)
 	ctx := t.Context()
 	const jobs = scope + "jobs/"
 	t0 := time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)
@@ -42,7 +43,7 @@ func TestScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	queued := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: "queued"}}
-	waitFor(t, "the projection to hold every job", func() bool {
+	stack.WaitFor(t, "the projection to hold every job", func() bool {
 		page, err := c.Scan(ctx, queued)
 		return err == nil && len(page.Items) == 2 && page.Items[0].Key == jobs+"04" // 00 deleted
 	})
@@ -113,7 +114,7 @@ func TestScan(t *testing.T) {
 		{"EmptyString", "field=state&op=eq&value=", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			status, body := rawList(t, base, devToken, "prefix="+url.QueryEscape(jobs)+"&"+tt.query)
+			status, body := rawList(t, base, stack.DevToken, "prefix="+url.QueryEscape(jobs)+"&"+tt.query)
 			var page client.ListPage
 			if status != http.StatusOK || json.Unmarshal(body, &page) != nil {
 				t.Fatalf("%d %s", status, body)
@@ -133,22 +134,22 @@ func TestScan(t *testing.T) {
 		status             int
 		code, field        string
 	}{
-		{"ErrFieldAlone", devToken, "field=state", 400, events.EInvalid, "op"},
-		{"ErrNoValue", devToken, "field=state&op=eq", 400, events.EInvalid, "value"},
-		{"ErrNoField", devToken, "op=eq&value=done", 400, events.EInvalid, "field"},
-		{"ErrValueAlone", devToken, "value=done", 400, events.EInvalid, "field"},
-		{"ErrEmptyField", devToken, "field=&op=eq&value=done", 400, events.EInvalid, "field"},
-		{"ErrFieldTwice", devToken, "field=state&field=x&op=eq&value=done", 400, events.EInvalid, "field"},
-		{"ErrUnknownOp", devToken, "field=state&op=like&value=done", 400, events.EInvalid, "op"},
-		{"ErrBoolLt", devToken, "field=urgent&op=lt&value=true", 400, events.EInvalid, "op"},
-		{"ErrNullGt", devToken, "field=urgent&op=gt&value=null", 400, events.EInvalid, "op"},
-		{"ErrObjectValue", devToken, "field=state&op=eq&value=" + url.QueryEscape(`{"a":1}`), 400, events.EInvalid, "value"},
-		{"ErrLongString", devToken, "field=state&op=eq&value=" + strings.Repeat("s", 257), 400, events.EInvalid, "value"},
-		{"ErrInvalidUTF8", devToken, "field=state&op=eq&value=%ff", 400, events.EInvalid, "value"},
-		{"ErrUnknownParam", devToken, "field=state&op=eq&value=done&where=x", 400, events.EInvalid, "where"},
-		{"ErrBadCursor", devToken, "field=state&op=eq&value=done&cursor=nope", 400, events.EInvalid, "cursor"},
-		{"ErrBadLimit", devToken, "field=state&op=eq&value=done&limit=1001", 400, events.EInvalid, "limit"},
-		{"ErrReaderOutsideGrant", readerToken, "field=state&op=eq&value=done&prefix=" + url.QueryEscape("tenant/other/project/p/"), 403, events.EForbidden, "prefix"},
+		{"ErrFieldAlone", stack.DevToken, "field=state", 400, events.EInvalid, "op"},
+		{"ErrNoValue", stack.DevToken, "field=state&op=eq", 400, events.EInvalid, "value"},
+		{"ErrNoField", stack.DevToken, "op=eq&value=done", 400, events.EInvalid, "field"},
+		{"ErrValueAlone", stack.DevToken, "value=done", 400, events.EInvalid, "field"},
+		{"ErrEmptyField", stack.DevToken, "field=&op=eq&value=done", 400, events.EInvalid, "field"},
+		{"ErrFieldTwice", stack.DevToken, "field=state&field=x&op=eq&value=done", 400, events.EInvalid, "field"},
+		{"ErrUnknownOp", stack.DevToken, "field=state&op=like&value=done", 400, events.EInvalid, "op"},
+		{"ErrBoolLt", stack.DevToken, "field=urgent&op=lt&value=true", 400, events.EInvalid, "op"},
+		{"ErrNullGt", stack.DevToken, "field=urgent&op=gt&value=null", 400, events.EInvalid, "op"},
+		{"ErrObjectValue", stack.DevToken, "field=state&op=eq&value=" + url.QueryEscape(`{"a":1}`), 400, events.EInvalid, "value"},
+		{"ErrLongString", stack.DevToken, "field=state&op=eq&value=" + strings.Repeat("s", 257), 400, events.EInvalid, "value"},
+		{"ErrInvalidUTF8", stack.DevToken, "field=state&op=eq&value=%ff", 400, events.EInvalid, "value"},
+		{"ErrUnknownParam", stack.DevToken, "field=state&op=eq&value=done&where=x", 400, events.EInvalid, "where"},
+		{"ErrBadCursor", stack.DevToken, "field=state&op=eq&value=done&cursor=nope", 400, events.EInvalid, "cursor"},
+		{"ErrBadLimit", stack.DevToken, "field=state&op=eq&value=done&limit=1001", 400, events.EInvalid, "limit"},
+		{"ErrReaderOutsideGrant", stack.ReaderToken, "field=state&op=eq&value=done&prefix=" + url.QueryEscape("tenant/other/project/p/"), 403, events.EForbidden, "prefix"},
 		{"ErrNoToken", "", "field=state&op=eq&value=done", 401, events.EUnauthenticated, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,7 +168,7 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("OKReaderInsideGrant", func(t *testing.T) {
-		page, err := client.New(base, readerToken).Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: "done"}})
+		page, err := client.New(base, stack.ReaderToken).Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: "done"}})
 		if err != nil || len(page.Items) != 3 {
 			t.Errorf("reader scan: %+v, %v", page, err)
 		}

@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 func TestGetCounter(t *testing.T) {
-	url := mustStack(t)
-	c := client.New(url, devToken)
+	url := stack.MustStart(t)
+	c := client.New(url, stack.DevToken)
 	counter, text := scope+"counters/visits", scope+"counters/text"
 	if _, err := c.Increment(t.Context(), client.IncrementRequest{Key: counter, By: 42, Create: true}); err != nil {
 		t.Fatal(err)
@@ -19,7 +20,7 @@ func TestGetCounter(t *testing.T) {
 	if _, err := c.Put(t.Context(), client.PutRequest{Key: text, Value: json.RawMessage(`"seven"`)}); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": devToken}
+	env := map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken}
 	for _, tc := range []struct {
 		name         string
 		args         []string

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -169,9 +170,9 @@ func closedURL(tb testing.TB) string {
 // TestCLI runs the built kvctl against one in-process stack. The cases
 // run in order: later ones see the keys earlier ones wrote.
 func TestCLI(t *testing.T) {
-	url := mustStack(t)
-	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": devToken}, dir: t.TempDir()}
-	c := client.New(url, devToken)
+	url := stack.MustStart(t)
+	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken}, dir: t.TempDir()}
+	c := client.New(url, stack.DevToken)
 	ctx := t.Context()
 
 	type tc struct {
@@ -228,7 +229,7 @@ func TestCLI(t *testing.T) {
 		{name: "err-bad-url", args: []string{"get", key, "--url", "ftp://example"}, code: exitUsage},
 		{name: "err-unauthenticated", env: map[string]string{"KVCTL_TOKEN": "not-a-known-token-0000"}, args: []string{"get", key}, code: exitServer},
 		{name: "err-no-token", env: map[string]string{"KVCTL_TOKEN": ""}, args: []string{"get", key}, code: exitServer},
-		{name: "err-forbidden", args: []string{"set", key, "1", "--token", readerToken}, code: exitServer},
+		{name: "err-forbidden", args: []string{"set", key, "1", "--token", stack.ReaderToken}, code: exitServer},
 		{name: "err-unreachable", args: []string{"get", key, "--url", closedURL(t)}, code: exitServer},
 		{name: "err-internal", args: []string{"get", key, "--url", fakeServer(t, 500, `{"error":{"code":"internal","message":"internal error"}}`)}, code: exitServer},
 		{name: "err-unavailable", args: []string{"get", key, "--url", fakeServer(t, 503, `{"error":{"code":"partition_unavailable","message":"partition 1 is catching up; retry"}}`)}, code: exitServer},
@@ -241,7 +242,7 @@ func TestCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the projection to hold the jobs", func() bool {
+	stack.WaitFor(t, "the projection to hold the jobs", func() bool {
 		p, err := c.List(ctx, client.ListOptions{Prefix: scope + "jobs/"})
 		return err == nil && len(p.Items) == 5
 	})
@@ -375,7 +376,7 @@ func TestCLI(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(dir, ".eskv"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, ".eskv", "dev-token"), []byte(devToken+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ".eskv", "dev-token"), []byte(stack.DevToken+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		local := *k

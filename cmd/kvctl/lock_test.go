@@ -20,6 +20,7 @@ import (
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/testenv"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 // background is a kvctl running while the test goes on.
@@ -102,7 +103,7 @@ func testLocks(t *testing.T, k *kvctlBin, c *client.Client) {
 			t.Fatal(err)
 		}
 		b := k.start(t, nil, "lock", "acquire", key, "--holder", "second", "--wait", "40s", "--format", "json")
-		waitFor(t, "kvctl to wait for the lock", func() bool { return strings.Contains(b.stderr.String(), "waiting up to 40s") })
+		stack.WaitFor(t, "kvctl to wait for the lock", func() bool { return strings.Contains(b.stderr.String(), "waiting up to 40s") })
 		if _, err := c.ReleaseLock(ctx, client.LockRequest{Key: key, Holder: "first"}); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func testLocks(t *testing.T, k *kvctlBin, c *client.Client) {
 		marks := filepath.Join(t.TempDir(), "marks")
 		b := k.start(t, nil, "lock", "run", key, "--ttl", "3s", "--grace", "1s", "--",
 			"sh", "-c", `trap 'echo term >> "$1"; exit 143' TERM; echo started >> "$1"; sleep 60 & wait`, "sh", marks)
-		waitFor(t, "the command to start", func() bool { return strings.Contains(readFile(t, marks), "started") })
+		stack.WaitFor(t, "the command to start", func() bool { return strings.Contains(readFile(t, marks), "started") })
 		l, err := c.CheckLock(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -213,7 +214,7 @@ func testLocks(t *testing.T, k *kvctlBin, c *client.Client) {
 		marks := filepath.Join(t.TempDir(), "marks")
 		b := k.start(t, nil, "lock", "run", key, "--",
 			"sh", "-c", `trap 'echo int >> "$1"; kill $!; exit 3' INT; echo started >> "$1"; sleep 60 & wait`, "sh", marks)
-		waitFor(t, "the command to start", func() bool { return strings.Contains(readFile(t, marks), "started") })
+		stack.WaitFor(t, "the command to start", func() bool { return strings.Contains(readFile(t, marks), "started") })
 		if err := b.cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,7 +110,7 @@ func (s *Stack) createDB(ctx context.Context) error {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	s.DBName = name
-	s.DBURL, err = WithDatabase(s.AdminURL, name)
+	s.DBURL, err = projection.WithDatabase(s.AdminURL, name)
 	return err
 }
 
@@ -217,20 +216,6 @@ func dropDatabase(adminURL, name string) error {
 	defer c.Close(ctx)
 	_, err = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	return err
-}
-
-// WithDatabase returns the connection string u with its database replaced
-// by name. u is a postgres:// URL or a keyword/value string.
-func WithDatabase(u, name string) (string, error) {
-	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
-		pu, err := url.Parse(u)
-		if err != nil {
-			return "", err
-		}
-		pu.Path = "/" + name
-		return pu.String(), nil
-	}
-	return u + " dbname=" + name, nil
 }
 
 // RandomHex returns n random bytes in hex, for run and database names.
