@@ -74,7 +74,7 @@ type ConflictRow struct {
 // under k and chained to prevChain (the chain hash of the key's row at
 // e.PrevVersion, or "" when there is none).
 func EventRow(e *events.Event, partition int32, offset int64, k Key, prevChain string) Row {
-	tenant, project := scopeOf(e.Key)
+	tenant, project := tenantProject(e.Key)
 	r := Row{
 		TS:            e.TS.UTC().Truncate(time.Microsecond),
 		Tenant:        tenant,
@@ -111,7 +111,7 @@ func EventRow(e *events.Event, partition int32, offset int64, k Key, prevChain s
 // ConflictRowOf returns the row of conflict c, read at partition/offset,
 // hashed under k.
 func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k Key) ConflictRow {
-	tenant, project := scopeOf(c.Key)
+	tenant, project := tenantProject(c.Key)
 	r := ConflictRow{
 		TS:              c.TS.UTC().Truncate(time.Microsecond),
 		ConflictID:      c.ID,
@@ -312,9 +312,9 @@ func ChainHash(k Key, r *Row) string {
 	return mac(k, ChainInput(r))
 }
 
-// scopeOf returns the tenant and project of a key
+// tenantProject returns the tenant and project of a key
 // tenant/<tenant>/project/<project>/<path>; parts it lacks are "".
-func scopeOf(key string) (tenant, project string) {
+func tenantProject(key string) (tenant, project string) {
 	parts := strings.SplitN(key, "/", 5)
 	if len(parts) >= 2 && parts[0] == "tenant" {
 		tenant = parts[1]

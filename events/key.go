@@ -25,6 +25,20 @@ func (k Key) Scope() string {
 	return "tenant/" + k.Tenant + "/project/" + k.Project
 }
 
+// ScopeOf returns the tenant/<t>/project/<p> prefix of a key string
+// without validating it, or the string itself when it has no fourth '/'.
+func ScopeOf(key string) string {
+	n := 0
+	for i := range len(key) {
+		if key[i] == '/' {
+			if n++; n == 4 {
+				return key[:i]
+			}
+		}
+	}
+	return key
+}
+
 // ParseKey validates s against the key rules and returns it parsed. The
 // error is an *Error with code invalid and field "key", naming the rule
 // broken.

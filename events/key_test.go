@@ -230,3 +230,18 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+func TestScopeOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"tenant/a/project/p/k/x": "tenant/a/project/p",
+		"tenant/a/project/p/k":   "tenant/a/project/p",
+		"tenant/a/project/p/":    "tenant/a/project/p",
+		"tenant/a/project/p":     "tenant/a/project/p",
+		"tenant/a":               "tenant/a",
+		"":                       "",
+	} {
+		if got := ScopeOf(in); got != want {
+			t.Errorf("ScopeOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -246,7 +246,7 @@ func (a *app) notFound(subject, field string) string {
 	case "kvctl leader check":
 		return "the pool has no leader: become it with 'kvctl leader elect " + subject + "'"
 	}
-	return fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", subject, scopeOf(subject))
+	return fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", subject, projectPrefix(subject))
 }
 
 // unavailable says what to do about lock_held, not_lock_holder and
@@ -323,13 +323,13 @@ func fieldOf(v json.RawMessage, field string) string {
 	return "missing"
 }
 
-// scopeOf returns tenant/<t>/project/<p>/ of a key, or the key itself.
-func scopeOf(key string) string {
-	parts := strings.SplitN(key, "/", 5)
-	if len(parts) < 5 {
-		return key
+// projectPrefix returns tenant/<t>/project/<p>/ of a key, or the key
+// itself when it has no path below its project.
+func projectPrefix(key string) string {
+	if s := events.ScopeOf(key); s != key && len(key) > len(s)+1 {
+		return s + "/"
 	}
-	return strings.Join(parts[:4], "/") + "/"
+	return key
 }
 
 // tenantOf returns tenant/<t>/ of a key, or tenant/.

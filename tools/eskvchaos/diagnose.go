@@ -68,7 +68,7 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 		line := fmt.Sprintf("%s of %s via writer-%d at %.3fs-%.3fs answered %s, but v%d was acknowledged at %.3fs (client %d via writer-%d)",
 			what, o.In.Key, o.Writer+1, secs(o.Call), secs(o.Return), got, as[i].version, secs(as[i].ret), as[i].o.Client, as[i].o.Writer+1)
 		if owners != nil {
-			p := events.Partition(scopeOf(o.In.Key), partitions)
+			p := events.Partition(events.ScopeOf(o.In.Key), partitions)
 			line += fmt.Sprintf("; partition %d: %s", p, owners.at(p, o.Call))
 		}
 		out = append(out, line)
@@ -78,19 +78,6 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 
 func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
-// scopeOf returns the tenant/<t>/project/<p> prefix of a key.
-func scopeOf(key string) string {
-	n := 0
-	for i := range len(key) {
-		if key[i] == '/' {
-			n++
-			if n == 4 {
-				return key[:i]
-			}
-		}
-	}
-	return key
-}
 
 // ownerTimeline records the changes of the ownership table (writer_owners)
 // as the harness saw them, polling.
