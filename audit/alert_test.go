@@ -66,7 +66,7 @@ func TestConflictRateAlert(t *testing.T) {
 	produce(t, b, h, false)
 
 	t.Run("ConflictRatesPerMinute", func(t *testing.T) {
-		a := runAuditor(t, b, s, "rates", nil, audit.AlertConfig{})
+		a := runAuditor(t, b, s, audit.Config{Group: "rates"}, nil, nil)
 		waitCaughtUp(t, b, a)
 		rates, err := s.ConflictRates(context.Background(), audit.RateQuery{From: m1, To: m2.Add(time.Minute), Bucket: audit.Minute, Tenant: "hot"})
 		if err != nil {
@@ -92,35 +92,18 @@ func TestConflictRateAlert(t *testing.T) {
 	clock.Store(now.UnixNano())
 	reg := prometheus.NewRegistry()
 	var logs testenv.Buffer
-	kr, _ := audit.NewKeyring(testKey(t))
-	a, err := audit.New(audit.Config{Brokers: b.Addrs, Topics: b.Topics, Group: "alerts", Linger: 10 * time.Millisecond,
+	a := runAuditor(t, b, s, audit.Config{Group: "alerts", Linger: 10 * time.Millisecond,
 		Alerts: audit.AlertConfig{Window: 2 * time.Minute, Threshold: 0.10, MinAttempts: 10, Interval: 20 * time.Millisecond,
 			Instance: "test", Now: func() time.Time { return time.Unix(0, clock.Load()) }}},
-		s, kr, slog.New(slog.NewJSONHandler(&logs, nil)), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+		slog.New(slog.NewJSONHandler(&logs, nil)), reg)
 	waitCaughtUp(t, b, a)
 
-	alertGauge := func(tenant string) float64 {
-		return gaugeValue(t, reg, "eskv_auditor_conflict_rate_alert", tenant)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for alertGauge("hot") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no alert for tenant hot; logs:\n%s", logs.String())
+	testenv.WaitForNil(t, 30*time.Second, "an alert for tenant hot", func() error {
+		if gaugeValue(t, reg, "eskv_auditor_conflict_rate_alert", "hot") != 1 {
+			return fmt.Errorf("no alert for tenant hot; logs:\n%s", logs.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	alerts, err := s.Alerts(context.Background(), now.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -143,20 +126,16 @@ func TestConflictRateAlert(t *testing.T) {
 
 	t.Run("Resolves", func(t *testing.T) {
 		clock.Store(now.Add(10 * time.Minute).UnixNano())
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testenv.WaitForNil(t, 30*time.Second, "the alert to resolve", func() error {
 			alerts, err := s.Alerts(context.Background(), now.Add(-time.Hour))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(alerts) == 2 && alerts[1].State == "resolved" {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("alerts %+v", alerts)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return fmt.Errorf("alerts %+v", alerts)
+		})
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/testenv"
 )
@@ -53,107 +51,66 @@ func synth(tenant string, keys, versions int, ts time.Time) history {
 	return h
 }
 
+// all returns h's events and conflicts, for testenv.Producer.Records.
+func (h history) all() []any {
+	out := make([]any, 0, len(h.events)+len(h.conflicts))
+	for _, e := range h.events {
+		out = append(out, e)
+	}
+	for _, c := range h.conflicts {
+		out = append(out, c)
+	}
+	return out
+}
+
 // produce writes h as a writer does: in transactions of at most 500
 // records. With abort, one more transaction of junk events is aborted.
 func produce(tb testing.TB, b *testenv.Broker, h history, abort bool) {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("audit-test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	var recs []*kgo.Record
-	for i := range h.events {
-		e := &h.events[i]
-		r, err := changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	for i := range h.conflicts {
-		c := &h.conflicts[i]
-		r, err := changelog.ConflictRecord(c, b.Topics.Conflicts, events.Partition(c.Scope, b.Topics.Partitions))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	txn := func(rs []*kgo.Record, end kgo.TransactionEndTry) {
-		if err := cl.BeginTransaction(); err != nil {
-			tb.Fatal(err)
-		}
-		for _, r := range rs {
-			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-				if err != nil {
-					tb.Errorf("produce: %v", err)
-				}
-			})
-		}
-		if err := cl.Flush(ctx); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cl.EndTransaction(ctx, end); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	for len(recs) > 0 {
+	p := testenv.MustProducer(tb, b)
+	for recs := p.Records(tb, h.all()...); len(recs) > 0; {
 		n := min(len(recs), 500)
-		txn(recs[:n], kgo.TryCommit)
+		p.Txn(tb, true, recs[:n]...)
 		recs = recs[n:]
 	}
 	if abort {
 		junk := synth("aborted", 3, 2, time.Now())
-		var rs []*kgo.Record
-		for i := range junk.events {
-			e := &junk.events[i]
-			r, _ := changelog.Record(e, b.Topics.Changes, events.Partition(e.Scope, b.Topics.Partitions), "test")
-			rs = append(rs, r)
-		}
-		txn(rs, kgo.TryAbort)
+		p.Abort(tb, history{events: junk.events}.all()...)
 	}
 }
 
-// runAuditor runs an auditor until the test ends and returns it.
-func runAuditor(tb testing.TB, b *testenv.Broker, s *audit.Store, group string, reg prometheus.Registerer, alerts audit.AlertConfig) *audit.Auditor {
-	tb.Helper()
-	a, _ := startAuditor(tb, b, s, group, reg, alerts)
-	return a
+// auditor is an auditor running in the background until the test ends.
+type auditor struct {
+	*audit.Auditor
+	*testenv.Running
 }
 
-// startAuditor runs an auditor until stop is called or the test ends.
-func startAuditor(tb testing.TB, b *testenv.Broker, s *audit.Store, group string, reg prometheus.Registerer, alerts audit.AlertConfig) (a *audit.Auditor, stop func()) {
+// runAuditor runs an auditor on b and s until the test ends: cfg's
+// brokers and topics are b's, its linger is 20ms unless set; log nil
+// discards the logs, reg may be nil.
+func runAuditor(tb testing.TB, b *testenv.Broker, s *audit.Store, cfg audit.Config, log *slog.Logger, reg prometheus.Registerer) *auditor {
 	tb.Helper()
 	kr, err := audit.NewKeyring(testKey(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a, err = audit.New(audit.Config{Brokers: b.Addrs, Topics: b.Topics, Group: group, Linger: 20 * time.Millisecond, Alerts: alerts},
-		s, kr, slog.New(slog.DiscardHandler), reg)
+	cfg.Brokers, cfg.Topics = b.Addrs, b.Topics
+	if cfg.Linger == 0 {
+		cfg.Linger = 20 * time.Millisecond
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a, err := audit.New(cfg, s, kr, log, reg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				tb.Errorf("auditor: %v", err)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return a, stop
+	return &auditor{Auditor: a, Running: testenv.RunUntilCleanup(tb, "auditor", a.Run)}
 }
 
 // waitCaughtUp waits until a has committed the last stable offset of
 // every partition of both topics.
-func waitCaughtUp(tb testing.TB, b *testenv.Broker, a *audit.Auditor) {
+func waitCaughtUp(tb testing.TB, b *testenv.Broker, a *auditor) {
 	tb.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
 	if err != nil {
@@ -166,25 +123,17 @@ func waitCaughtUp(tb testing.TB, b *testenv.Broker, a *audit.Auditor) {
 	for _, t := range []string{b.Topics.Changes, b.Topics.Conflicts} {
 		ends[t] = testenv.EndOffsets(ctx, tb, cl, t)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.WaitForNil(tb, 60*time.Second, "the auditor to catch up", func() error {
 		c := a.Committed()
-		done := true
 		for t, ps := range ends {
 			for p, end := range ps {
 				if end > 0 && c[t][p] < end {
-					done = false
+					return fmt.Errorf("committed %v, ends %v", c, ends)
 				}
 			}
 		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("auditor did not catch up within 60s: committed %v, ends %v", c, ends)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 type dbRow struct {
@@ -228,7 +177,7 @@ func TestAuditorIngestsLogOneToOne(t *testing.T) {
 	s, ch := mustStore(t)
 	h := synth("acme", 40, 5, time.Now().UTC().Truncate(time.Microsecond))
 	produce(t, b, h, true)
-	a := runAuditor(t, b, s, "g1", prometheus.NewRegistry(), audit.AlertConfig{})
+	a := runAuditor(t, b, s, audit.Config{Group: "g1"}, nil, prometheus.NewRegistry())
 	waitCaughtUp(t, b, a)
 
 	rows := finalRows(t, ch)
@@ -262,7 +211,7 @@ func TestAuditorIngestsLogOneToOne(t *testing.T) {
 	}
 
 	t.Run("ReplayByAnotherGroupAddsNoDistinctRow", func(t *testing.T) {
-		a2 := runAuditor(t, b, s, "g2", nil, audit.AlertConfig{})
+		a2 := runAuditor(t, b, s, audit.Config{Group: "g2"}, nil, nil)
 		waitCaughtUp(t, b, a2)
 		if raw := count(t, ch, "SELECT count() FROM audit_events"); raw < uint64(2*len(h.events)) {
 			t.Fatalf("raw rows %d: the replay inserted nothing?", raw)
@@ -292,7 +241,7 @@ func TestTTLExpirations(t *testing.T) {
 	expire.Version, expire.PrevVersion, expire.Kind, expire.Op = 2, 1, events.KindExpire, events.OpExpire
 	expire.Before, expire.After, expire.Principal, expire.TS = put.After, json.RawMessage("null"), "sweeper", exp
 	produce(t, b, history{events: []events.Event{put, expire}}, false)
-	a := runAuditor(t, b, s, "ttl", nil, audit.AlertConfig{})
+	a := runAuditor(t, b, s, audit.Config{Group: "ttl"}, nil, nil)
 	waitCaughtUp(t, b, a)
 
 	var (

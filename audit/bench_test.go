@@ -20,7 +20,7 @@ func BenchmarkIngest(b *testing.B) {
 	produce(b, br, h, false)
 	b.ResetTimer()
 	start := time.Now()
-	a := runAuditor(b, br, s, "bench", nil, audit.AlertConfig{})
+	a := runAuditor(b, br, s, audit.Config{Group: "bench"}, nil, nil)
 	waitCaughtUp(b, br, a)
 	b.StopTimer()
 	rows := len(h.events) + len(h.conflicts)

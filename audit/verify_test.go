@@ -15,7 +15,7 @@ type trail struct {
 	s  *audit.Store
 	ch *testenv.ClickHouse
 	h  history
-	a  *audit.Auditor
+	a  *auditor
 }
 
 func mustTrail(t *testing.T) *trail {
@@ -28,7 +28,7 @@ func mustTrail(t *testing.T) *trail {
 	tr.h.events = append(tr.h.events, b.events...)
 	tr.h.conflicts = append(tr.h.conflicts, b.conflicts...)
 	produce(t, tr.b, tr.h, true)
-	tr.a = runAuditor(t, tr.b, tr.s, audit.Group, nil, audit.AlertConfig{})
+	tr.a = runAuditor(t, tr.b, tr.s, audit.Config{Group: audit.Group}, nil, nil)
 	waitCaughtUp(t, tr.b, tr.a)
 	return tr
 }
@@ -46,20 +46,15 @@ func (tr *trail) verify(t *testing.T, scope audit.Scope) *audit.VerifyReport {
 	return rep
 }
 
-// mutate runs an ALTER TABLE ... UPDATE or DELETE and waits for it.
-func (tr *trail) mutate(t *testing.T, q string, args ...any) {
+// mutate runs an ALTER TABLE ... UPDATE or DELETE on ch and waits for it.
+func mutate(t *testing.T, ch *testenv.ClickHouse, q string, args ...any) {
 	t.Helper()
-	ctx := context.Background()
-	if err := tr.ch.Conn.Exec(ctx, q, args...); err != nil {
+	if err := ch.Conn.Exec(context.Background(), q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for count(t, tr.ch, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0") > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("mutation %s not done after 30s", q)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 30*time.Second, "mutation "+q, func() bool {
+		return count(t, ch, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0") == 0
+	})
 }
 
 func wantFirst(t *testing.T, rep *audit.VerifyReport, key string, version int64, problem string) {
@@ -83,31 +78,23 @@ func TestVerify(t *testing.T) {
 			t.Fatalf("report %+v", rep)
 		}
 	})
-	t.Run("ErrDeletedRow", func(t *testing.T) {
-		tr := mustTrail(t)
-		tr.mutate(t, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", k1)
-		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 2, audit.ProblemRowMissing)
-	})
-	t.Run("ErrDeletedLastRow", func(t *testing.T) {
-		tr := mustTrail(t)
-		tr.mutate(t, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 4", k1)
-		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 4, audit.ProblemRowMissing)
-	})
-	t.Run("ErrAlteredPrincipal", func(t *testing.T) {
-		tr := mustTrail(t)
-		tr.mutate(t, "ALTER TABLE audit_events UPDATE principal = 'mallory' WHERE key = ? AND version = 3", k1)
-		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 3, audit.ProblemRowAltered)
-	})
-	t.Run("ErrAlteredHash", func(t *testing.T) {
-		tr := mustTrail(t)
-		tr.mutate(t, "ALTER TABLE audit_events UPDATE after_hash = before_hash WHERE key = ? AND version = 1", k1)
-		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 1, audit.ProblemRowAltered)
-	})
-	t.Run("ErrAlteredTimestamp", func(t *testing.T) {
-		tr := mustTrail(t)
-		tr.mutate(t, "ALTER TABLE audit_events UPDATE ts_us = ts_us - 1000000 WHERE key = ? AND version = 2", k1)
-		wantFirst(t, tr.verify(t, audit.Scope{}), k1, 2, audit.ProblemRowAltered)
-	})
+	for _, tc := range []struct {
+		name, mutation string
+		version        int64
+		problem        string
+	}{
+		{"ErrDeletedRow", "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", 2, audit.ProblemRowMissing},
+		{"ErrDeletedLastRow", "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 4", 4, audit.ProblemRowMissing},
+		{"ErrAlteredPrincipal", "ALTER TABLE audit_events UPDATE principal = 'mallory' WHERE key = ? AND version = 3", 3, audit.ProblemRowAltered},
+		{"ErrAlteredHash", "ALTER TABLE audit_events UPDATE after_hash = before_hash WHERE key = ? AND version = 1", 1, audit.ProblemRowAltered},
+		{"ErrAlteredTimestamp", "ALTER TABLE audit_events UPDATE ts_us = ts_us - 1000000 WHERE key = ? AND version = 2", 2, audit.ProblemRowAltered},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := mustTrail(t)
+			mutate(t, tr.ch, tc.mutation, k1)
+			wantFirst(t, tr.verify(t, audit.Scope{}), k1, tc.version, tc.problem)
+		})
+	}
 	t.Run("ErrFabricatedRow", func(t *testing.T) {
 		// A row that chains correctly (made with the key) but whose event
 		// never was in the log.
@@ -132,7 +119,7 @@ func TestVerify(t *testing.T) {
 	})
 	t.Run("ErrDeletedConflictRow", func(t *testing.T) {
 		tr := mustTrail(t)
-		tr.mutate(t, "ALTER TABLE audit_conflicts DELETE WHERE conflict_id = 'c-1' AND key = ?", k1)
+		mutate(t, tr.ch, "ALTER TABLE audit_conflicts DELETE WHERE conflict_id = 'c-1' AND key = ?", k1)
 		rep := tr.verify(t, audit.Scope{})
 		if len(rep.Discrepancies) != 1 || rep.Discrepancies[0].Problem != audit.ProblemConflictAbsent || rep.Discrepancies[0].ConflictID != "c-1" {
 			t.Fatalf("discrepancies %v", rep.Discrepancies)
@@ -140,7 +127,7 @@ func TestVerify(t *testing.T) {
 	})
 	t.Run("OKOtherTenantTampered", func(t *testing.T) {
 		tr := mustTrail(t)
-		tr.mutate(t, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", "tenant/b/project/p1/k1")
+		mutate(t, tr.ch, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", "tenant/b/project/p1/k1")
 		if rep := tr.verify(t, audit.TenantScope("a")); len(rep.Discrepancies) > 0 || rep.Rows != 40 {
 			t.Fatalf("tenant a: %+v", rep)
 		}
@@ -171,15 +158,17 @@ func TestVerifyCompaction(t *testing.T) {
 	for v := int64(1); v <= 3; v++ {
 		produce(t, b, one(audited, v), false)
 	}
-	a, stop := startAuditor(t, b, s, audit.Group, nil, audit.AlertConfig{})
+	a := runAuditor(t, b, s, audit.Config{Group: audit.Group}, nil, nil)
 	waitCaughtUp(t, b, a)
-	stop()
+	if err := a.Stop(t); err != nil {
+		t.Errorf("auditor: %v", err)
+	}
 	for v := int64(1); v <= 3; v++ {
 		produce(t, b, one(late, v), false)
 	}
 	produce(t, b, history{events: synth("filler", 1, 1, ts).events}, false) // compaction keeps the last batch whole
 	b.Cluster.Compact()
-	a2 := runAuditor(t, b, s, "kv-auditor-late", nil, audit.AlertConfig{})
+	a2 := runAuditor(t, b, s, audit.Config{Group: "kv-auditor-late"}, nil, nil)
 	waitCaughtUp(t, b, a2)
 
 	kr, _ := audit.NewKeyring(testKey(t))
@@ -202,13 +191,7 @@ func TestVerifyCompaction(t *testing.T) {
 		// Deleting rows 1 and 2 of a key whose events are compacted away
 		// still breaks the chain: row 3 links to row 2.
 		key := audited.events[0].Key
-		if err := ch.Conn.Exec(context.Background(), "ALTER TABLE audit_events DELETE WHERE key = ? AND version < 3", key); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for count(t, ch, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0") > 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		mutate(t, ch, "ALTER TABLE audit_events DELETE WHERE key = ? AND version < 3", key)
 		rep, err := audit.Verify(context.Background(), s, kr, audit.VerifyConfig{Brokers: b.Addrs, Topics: b.Topics, Group: "kv-auditor-late"})
 		if err != nil {
 			t.Fatal(err)

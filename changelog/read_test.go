@@ -22,25 +22,14 @@ func TestReadCommittedStopsExactlyAtEnd(t *testing.T) {
 	b := testenv.MustBroker(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...), kgo.TransactionalID("read-test"),
-		kgo.DefaultProduceTopic(b.Topics.Changes), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	prod := testenv.MustProducer(t, b)
 	txn := func(commit bool, vals ...string) {
 		t.Helper()
-		if err := prod.BeginTransaction(); err != nil {
-			t.Fatal(err)
+		rs := make([]*kgo.Record, len(vals))
+		for i, v := range vals {
+			rs[i] = &kgo.Record{Topic: b.Topics.Changes, Partition: 0, Value: []byte(v)}
 		}
-		for _, v := range vals {
-			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
+		prod.Txn(t, commit, rs...)
 	}
 	txn(true, "a", "b")
 	txn(false, "x")

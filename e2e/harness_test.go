@@ -16,7 +16,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
@@ -77,9 +76,9 @@ func (r response) entry(tb testing.TB) events.Entry {
 	return e
 }
 
-func (r response) errorBody(tb testing.TB) api.ErrorDetail {
+func (r response) errorBody(tb testing.TB) events.ErrorDetail {
 	tb.Helper()
-	var e api.ErrorBody
+	var e events.ErrorBody
 	if err := json.Unmarshal(r.Body, &e); err != nil {
 		tb.Fatalf("decode error %s: %v", r.Body, err)
 	}

@@ -122,7 +122,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 	for _, e := range evs {
 		switch e.Kind {
 		case events.KindPut:
-			var v writer.LockValue
+			var v events.LockValue
 			if err := json.Unmarshal(e.After, &v); err != nil {
 				t.Fatalf("lock value %s: %v", e.After, err)
 			}
@@ -248,7 +248,7 @@ func TestLeaderElection(t *testing.T) {
 	}
 	ops := []string{}
 	for _, e := range keyEvents(t, s, pool) {
-		ops = append(ops, e.Op)
+		ops = append(ops, string(e.Op))
 	}
 	if want := []string{"leader_elect", "leader_heartbeat", "leader_resign", "leader_elect"}; !slices.Equal(ops, want) {
 		t.Fatalf("log ops %v, want %v", ops, want)

@@ -12,7 +12,7 @@ type Conflict struct {
 	ID              string          `json:"id"` // correlation id, also in the WARN log and the 409 answer
 	Key             string          `json:"key"`
 	Scope           string          `json:"scope"`
-	Op              string          `json:"op"`
+	Op              Op              `json:"op"`
 	ExpectedVersion int64           `json:"expectedVersion"`
 	CurrentVersion  int64           `json:"currentVersion"`
 	Attempted       json.RawMessage `json:"attempted"`

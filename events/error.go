@@ -1,8 +1,10 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. They are part of the API: clients switch on them, so they
@@ -22,6 +24,10 @@ const (
 	EForbidden       = "forbidden"
 	EUnavailable     = "partition_unavailable"
 	EInternal        = "internal"
+
+	// Codes of requests that reach no operation.
+	EMethodNotAllowed     = "method_not_allowed"
+	EUnsupportedMediaType = "unsupported_media_type"
 )
 
 // Error is the one error type every layer speaks. Field names the request
@@ -70,4 +76,48 @@ func ErrorCode(err error) string {
 		return e.Code
 	}
 	return EInternal
+}
+
+// ErrorBody is the JSON of every error answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail describes an error; Code is stable and machine-readable.
+type ErrorDetail struct {
+	Code              string          `json:"code"`
+	Message           string          `json:"message"`
+	Field             string          `json:"field,omitempty"`
+	CurrentVersion    *int64          `json:"currentVersion,omitempty"`
+	CurrentValue      json.RawMessage `json:"currentValue,omitempty"`
+	CurrentExpiresAt  *time.Time      `json:"currentExpiresAt,omitempty"`
+	CorrelationID     string          `json:"correlationId,omitempty"`
+	RetryAfterSeconds int             `json:"retryAfterSeconds,omitempty"`
+}
+
+// Detail is e as an error answer says it. The current entry is told on
+// version_conflict and field_mismatch always (version 0 and value null
+// when the key is absent), and on any other code that has one.
+func (e *Error) Detail() ErrorDetail {
+	d := ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field, CorrelationID: e.CorrelationID,
+		RetryAfterSeconds: e.RetryAfterSeconds}
+	if e.Current != nil || e.Code == EConflict || e.Code == EFieldMismatch {
+		var v int64
+		d.CurrentValue = json.RawMessage("null")
+		if e.Current != nil {
+			v, d.CurrentValue, d.CurrentExpiresAt = e.Current.Version, e.Current.Value, e.Current.ExpiresAt
+		}
+		d.CurrentVersion = &v
+	}
+	return d
+}
+
+// AsError is the *Error an error answer about key describes: Current is
+// set when the answer names a current version (> 0).
+func (d *ErrorDetail) AsError(key string) *Error {
+	e := &Error{Code: d.Code, Message: d.Message, Field: d.Field, CorrelationID: d.CorrelationID, RetryAfterSeconds: d.RetryAfterSeconds}
+	if d.CurrentVersion != nil && *d.CurrentVersion > 0 {
+		e.Current = &Entry{Key: key, Version: *d.CurrentVersion, Value: d.CurrentValue, ExpiresAt: d.CurrentExpiresAt}
+	}
+	return e
 }

@@ -26,25 +26,6 @@ const (
 	KindExpire Kind = "expire"
 )
 
-// Ops say how a put came about.
-const (
-	OpSet    = "set"    // unconditional put
-	OpCreate = "create" // put with expectedVersion 0
-	OpCAS    = "cas"    // put with expectedVersion > 0
-	OpDelete = "delete"
-	OpExpire = "expire"
-
-	OpIncrement       = "increment"        // counter add (kind put)
-	OpPatch           = "patch"            // set/unset top-level fields (kind put)
-	OpFieldCAS        = "field_cas"        // patch guarded by one field's value (kind put)
-	OpLockAcquire     = "lock_acquire"     // kind put
-	OpLockExtend      = "lock_extend"      // kind put
-	OpLockRelease     = "lock_release"     // kind delete
-	OpLeaderElect     = "leader_elect"     // kind put
-	OpLeaderHeartbeat = "leader_heartbeat" // kind put
-	OpLeaderResign    = "leader_resign"    // kind delete
-)
-
 // Purposes are the allowed values of Semantics.Purpose.
 var Purposes = []string{"checkpoint", "feature_flag", "lock", "leader", "cursor", "counter", "config", "other"}
 
@@ -86,7 +67,7 @@ type Event struct {
 	Version       int64           `json:"version"`
 	PrevVersion   int64           `json:"prevVersion"`
 	Kind          Kind            `json:"kind"`
-	Op            string          `json:"op"`
+	Op            Op              `json:"op"`
 	Before        json.RawMessage `json:"before"`
 	After         json.RawMessage `json:"after"`
 	CreatedAt     time.Time       `json:"createdAt"`

@@ -25,8 +25,8 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-func filter(field string, op projection.Op, value string) projection.Filter {
-	return projection.Filter{Field: field, Op: op, Value: json.RawMessage(value)}
+func filter(field string, op events.FilterOp, value string) events.Filter {
+	return events.Filter{Field: field, Op: op, Value: json.RawMessage(value)}
 }
 
 func expiring(tb testing.TB, key string, version int64, value string, at time.Time) events.Event {
@@ -37,7 +37,7 @@ func expiring(tb testing.TB, key string, version int64, value string, at time.Ti
 }
 
 // mustScan returns the keys (without prefix trim) of one scan page.
-func mustScan(tb testing.TB, s *projection.Store, prefix string, f projection.Filter, after string, limit int, now time.Time) ([]string, bool) {
+func mustScan(tb testing.TB, s *projection.Store, prefix string, f events.Filter, after string, limit int, now time.Time) ([]string, bool) {
 	tb.Helper()
 	entries, truncated, err := s.Scan(context.Background(), prefix, f, after, limit, now)
 	if err != nil {
@@ -111,12 +111,12 @@ func TestApplyIndexesFields(t *testing.T) {
 	s := projection.New(pool)
 	const p = "tenant/t/project/fields/"
 	many := map[string]int{}
-	for i := range projection.MaxFilterFields + 6 {
+	for i := range events.MaxFilterFields + 6 {
 		many[fmt.Sprintf("f%03d", i)] = i
 	}
 	manyJSON, _ := json.Marshal(many)
-	long := strings.Repeat("x", projection.MaxFieldStringBytes)
-	longName := strings.Repeat("n", projection.MaxFieldNameBytes)
+	long := strings.Repeat("x", events.MaxFieldStringBytes)
+	longName := strings.Repeat("n", events.MaxFieldNameBytes)
 	exp := t0.Add(time.Hour)
 
 	tests := []struct {
@@ -137,8 +137,8 @@ func TestApplyIndexesFields(t *testing.T) {
 		{"LastOfDuplicateFieldsWins", `{"a":1,"a":"two"}`, nil, []string{"a s NULL two"}},
 		{"ExpiryCopied", `{"a":1}`, &exp, []string{"a n 1 -"}},
 		{"CapStringBytes", `{"ok":"` + long + `","long":"` + long + `y"}`, nil, []string{"ok s NULL " + long}},
-		{"CapStringBytesUTF8", `{"e":"` + strings.Repeat("é", projection.MaxFieldStringBytes/2) + `","f":"` + strings.Repeat("é", projection.MaxFieldStringBytes/2) + `x"}`, nil,
-			[]string{"e s NULL " + strings.Repeat("é", projection.MaxFieldStringBytes/2)}},
+		{"CapStringBytesUTF8", `{"e":"` + strings.Repeat("é", events.MaxFieldStringBytes/2) + `","f":"` + strings.Repeat("é", events.MaxFieldStringBytes/2) + `x"}`, nil,
+			[]string{"e s NULL " + strings.Repeat("é", events.MaxFieldStringBytes/2)}},
 		{"CapFieldName", `{"` + longName + `":1,"` + longName + `n":2}`, nil, []string{longName + " n 1 -"}},
 		{"CapNumberChars", `{"a":1e255,"b":1e256,"c":-1e254,"d":1e-254,"e":1e-255}`, nil,
 			[]string{"a n 1" + strings.Repeat("0", 255) + " -", "c n -1" + strings.Repeat("0", 254) + " -", "d n 0." + strings.Repeat("0", 253) + "1 -"}},
@@ -176,9 +176,9 @@ func TestApplyIndexesFields(t *testing.T) {
 	}
 	t.Run("CapFieldsFirstByName", func(t *testing.T) {
 		rows := storedFields(t, pool, capKey)
-		if len(rows) != projection.MaxFilterFields || !strings.Contains(rows[0], ".f000 ") ||
-			!strings.Contains(rows[len(rows)-1], fmt.Sprintf(".f%03d ", projection.MaxFilterFields-1)) {
-			t.Errorf("%d fields indexed (%v ... %v); want the first %d by name", len(rows), rows[0], rows[len(rows)-1], projection.MaxFilterFields)
+		if len(rows) != events.MaxFilterFields || !strings.Contains(rows[0], ".f000 ") ||
+			!strings.Contains(rows[len(rows)-1], fmt.Sprintf(".f%03d ", events.MaxFilterFields-1)) {
+			t.Errorf("%d fields indexed (%v ... %v); want the first %d by name", len(rows), rows[0], rows[len(rows)-1], events.MaxFilterFields)
 		}
 	})
 	checkFieldsDerived(t, pool)
@@ -256,38 +256,38 @@ func TestScan(t *testing.T) {
 	tests := []struct {
 		name   string
 		prefix string
-		f      projection.Filter
+		f      events.Filter
 		want   string // keys without p, space separated
 	}{
-		{"StringEq", p, filter("state", projection.OpEq, `"done"`), "a l"},
-		{"StringEqIsCaseSensitive", p, filter("state", projection.OpEq, `"running"`), "b"},
-		{"StringNe", p, filter("state", projection.OpNe, `"done"`), "b c d e"},
-		{"StringLtIsBytewise", p, filter("state", projection.OpLt, `"a"`), "d"},
-		{"StringGtNonASCII", p, filter("state", projection.OpGt, `"z"`), "e"},
-		{"StringLte", p, filter("state", projection.OpLte, `"failed"`), "a c d l"},
-		{"StringGte", p, filter("state", projection.OpGte, `"running"`), "b e"},
-		{"TimestampLt", p, filter("ts", projection.OpLt, `"2026-03-05T10:05:00Z"`), "a b"},
-		{"TimestampGt", p, filter("ts", projection.OpGt, `"2026-03-05T10:05:00Z"`), "c"},
-		{"NumberLt", p, filter("n", projection.OpLt, `5`), "c"},
-		{"NumberLte", p, filter("n", projection.OpLte, `5.0`), "a c"},
-		{"NumberGtAcrossForms", p, filter("n", projection.OpGt, `7.4999`), "b e f"},
-		{"NumberGte", p, filter("n", projection.OpGte, `1e1`), "e f"},
-		{"NumberEqExponent", p, filter("n", projection.OpEq, `10`), "e"},
-		{"NumberEqIsExact", p, filter("n", projection.OpEq, `9007199254740992`), ""},
-		{"NumberEqBigInt", p, filter("n", projection.OpEq, `9007199254740993`), "f"},
-		{"NumberNe", p, filter("n", projection.OpNe, `5`), "b c e f"},
-		{"NegativeZeroIsZero", p, filter("big", projection.OpEq, `0`), "f"},
-		{"NumberDoesNotMatchString", p, filter("n", projection.OpEq, `"5"`), "d"},
-		{"BoolEq", p, filter("ok", projection.OpEq, `true`), "a"},
-		{"BoolFalse", p, filter("ok", projection.OpEq, `false`), "b"},
-		{"BoolDoesNotMatchString", p, filter("ok", projection.OpEq, `"true"`), "d"},
-		{"NullEq", p, filter("z", projection.OpEq, `null`), "a"},
-		{"MissingFieldNeverMatches", p, filter("absent", projection.OpNe, `"x"`), ""},
-		{"NestedFieldsAreNotFields", p, filter("nested", projection.OpEq, `null`), ""},
-		{"NarrowPrefix", p + "b", filter("state", projection.OpNe, `"zzz"`), "b"},
-		{"PrefixIsAByteRange", "tenant/t/project/p", filter("state", projection.OpEq, `"done"`), "../p-x/a a l ../pp/a"},
-		{"OtherScope", "tenant/t/project/q/", filter("state", projection.OpEq, `"done"`), "../q/a"},
-		{"NoMatch", p + "zz", filter("state", projection.OpEq, `"done"`), ""},
+		{"StringEq", p, filter("state", events.FilterEq, `"done"`), "a l"},
+		{"StringEqIsCaseSensitive", p, filter("state", events.FilterEq, `"running"`), "b"},
+		{"StringNe", p, filter("state", events.FilterNe, `"done"`), "b c d e"},
+		{"StringLtIsBytewise", p, filter("state", events.FilterLt, `"a"`), "d"},
+		{"StringGtNonASCII", p, filter("state", events.FilterGt, `"z"`), "e"},
+		{"StringLte", p, filter("state", events.FilterLte, `"failed"`), "a c d l"},
+		{"StringGte", p, filter("state", events.FilterGte, `"running"`), "b e"},
+		{"TimestampLt", p, filter("ts", events.FilterLt, `"2026-03-05T10:05:00Z"`), "a b"},
+		{"TimestampGt", p, filter("ts", events.FilterGt, `"2026-03-05T10:05:00Z"`), "c"},
+		{"NumberLt", p, filter("n", events.FilterLt, `5`), "c"},
+		{"NumberLte", p, filter("n", events.FilterLte, `5.0`), "a c"},
+		{"NumberGtAcrossForms", p, filter("n", events.FilterGt, `7.4999`), "b e f"},
+		{"NumberGte", p, filter("n", events.FilterGte, `1e1`), "e f"},
+		{"NumberEqExponent", p, filter("n", events.FilterEq, `10`), "e"},
+		{"NumberEqIsExact", p, filter("n", events.FilterEq, `9007199254740992`), ""},
+		{"NumberEqBigInt", p, filter("n", events.FilterEq, `9007199254740993`), "f"},
+		{"NumberNe", p, filter("n", events.FilterNe, `5`), "b c e f"},
+		{"NegativeZeroIsZero", p, filter("big", events.FilterEq, `0`), "f"},
+		{"NumberDoesNotMatchString", p, filter("n", events.FilterEq, `"5"`), "d"},
+		{"BoolEq", p, filter("ok", events.FilterEq, `true`), "a"},
+		{"BoolFalse", p, filter("ok", events.FilterEq, `false`), "b"},
+		{"BoolDoesNotMatchString", p, filter("ok", events.FilterEq, `"true"`), "d"},
+		{"NullEq", p, filter("z", events.FilterEq, `null`), "a"},
+		{"MissingFieldNeverMatches", p, filter("absent", events.FilterNe, `"x"`), ""},
+		{"NestedFieldsAreNotFields", p, filter("nested", events.FilterEq, `null`), ""},
+		{"NarrowPrefix", p + "b", filter("state", events.FilterNe, `"zzz"`), "b"},
+		{"PrefixIsAByteRange", "tenant/t/project/p", filter("state", events.FilterEq, `"done"`), "../p-x/a a l ../pp/a"},
+		{"OtherScope", "tenant/t/project/q/", filter("state", events.FilterEq, `"done"`), "../q/a"},
+		{"NoMatch", p + "zz", filter("state", events.FilterEq, `"done"`), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -307,7 +307,7 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("EntriesAreComplete", func(t *testing.T) {
-		entries, _, err := s.Scan(context.Background(), p, filter("state", projection.OpEq, `"failed"`), "", 10, now)
+		entries, _, err := s.Scan(context.Background(), p, filter("state", events.FilterEq, `"failed"`), "", 10, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,13 +318,13 @@ func TestScan(t *testing.T) {
 		}
 	})
 	t.Run("ExpiredAtNowIsGone", func(t *testing.T) {
-		keys, _ := mustScan(t, s, p, filter("state", projection.OpEq, `"done"`), "", 10, now.Add(-time.Nanosecond))
+		keys, _ := mustScan(t, s, p, filter("state", events.FilterEq, `"done"`), "", 10, now.Add(-time.Nanosecond))
 		if !slices.Equal(keys, []string{p + "a", p + "k", p + "l"}) {
 			t.Errorf("just before k expires: %v", keys)
 		}
 	})
 	t.Run("PagesWithCursor", func(t *testing.T) {
-		f := filter("state", projection.OpNe, `"zzz"`)
+		f := filter("state", events.FilterNe, `"zzz"`)
 		var all []string
 		after := ""
 		for range 10 {
@@ -344,36 +344,36 @@ func TestScan(t *testing.T) {
 		}
 	})
 	t.Run("ExactLimitNotTruncated", func(t *testing.T) {
-		if keys, truncated := mustScan(t, s, p, filter("state", projection.OpEq, `"done"`), "", 2, now); len(keys) != 2 || truncated {
+		if keys, truncated := mustScan(t, s, p, filter("state", events.FilterEq, `"done"`), "", 2, now); len(keys) != 2 || truncated {
 			t.Errorf("got %v truncated=%v", keys, truncated)
 		}
 	})
 	t.Run("NonASCIIPrefixMatchesNothing", func(t *testing.T) {
-		if keys, _ := mustScan(t, s, p+"é", filter("state", projection.OpNe, `"x"`), "", 10, now); len(keys) != 0 {
+		if keys, _ := mustScan(t, s, p+"é", filter("state", events.FilterNe, `"x"`), "", 10, now); len(keys) != 0 {
 			t.Errorf("got %v", keys)
 		}
 	})
 	for _, tt := range []struct {
 		name, field string
-		f           projection.Filter
+		f           events.Filter
 		limit       int
 	}{
-		{"ErrNonPositiveLimit", "limit", filter("state", projection.OpEq, `"x"`), 0},
-		{"ErrEmptyField", "field", filter("", projection.OpEq, `"x"`), 10},
-		{"ErrFieldTooLong", "field", filter(strings.Repeat("f", projection.MaxFieldNameBytes+1), projection.OpEq, `"x"`), 10},
-		{"ErrFieldNUL", "field", filter("a\x00", projection.OpEq, `"x"`), 10},
+		{"ErrNonPositiveLimit", "limit", filter("state", events.FilterEq, `"x"`), 0},
+		{"ErrEmptyField", "field", filter("", events.FilterEq, `"x"`), 10},
+		{"ErrFieldTooLong", "field", filter(strings.Repeat("f", events.MaxFieldNameBytes+1), events.FilterEq, `"x"`), 10},
+		{"ErrFieldNUL", "field", filter("a\x00", events.FilterEq, `"x"`), 10},
 		{"ErrUnknownOp", "op", filter("state", "like", `"x"`), 10},
-		{"ErrBoolLt", "op", filter("ok", projection.OpLt, `true`), 10},
-		{"ErrNullNe", "op", filter("z", projection.OpNe, `null`), 10},
-		{"ErrObject", "value", filter("state", projection.OpEq, `{"a":1}`), 10},
-		{"ErrArray", "value", filter("state", projection.OpEq, `[1]`), 10},
-		{"ErrNotJSON", "value", filter("state", projection.OpEq, `done`), 10},
-		{"ErrTwoLiterals", "value", filter("state", projection.OpEq, `1 2`), 10},
-		{"ErrEmpty", "value", filter("state", projection.OpEq, ``), 10},
-		{"ErrStringTooLong", "value", filter("state", projection.OpLt, `"`+strings.Repeat("s", projection.MaxFieldStringBytes+1)+`"`), 10},
-		{"ErrStringNUL", "value", filter("state", projection.OpEq, `"a\u0000"`), 10},
-		{"ErrNumberTooLong", "value", filter("n", projection.OpEq, strings.Repeat("9", projection.MaxFieldNumberChars+1)), 10},
-		{"ErrHugeExponent", "value", filter("n", projection.OpLt, `1e200000`), 10},
+		{"ErrBoolLt", "op", filter("ok", events.FilterLt, `true`), 10},
+		{"ErrNullNe", "op", filter("z", events.FilterNe, `null`), 10},
+		{"ErrObject", "value", filter("state", events.FilterEq, `{"a":1}`), 10},
+		{"ErrArray", "value", filter("state", events.FilterEq, `[1]`), 10},
+		{"ErrNotJSON", "value", filter("state", events.FilterEq, `done`), 10},
+		{"ErrTwoLiterals", "value", filter("state", events.FilterEq, `1 2`), 10},
+		{"ErrEmpty", "value", filter("state", events.FilterEq, ``), 10},
+		{"ErrStringTooLong", "value", filter("state", events.FilterLt, `"`+strings.Repeat("s", events.MaxFieldStringBytes+1)+`"`), 10},
+		{"ErrStringNUL", "value", filter("state", events.FilterEq, `"a\u0000"`), 10},
+		{"ErrNumberTooLong", "value", filter("n", events.FilterEq, strings.Repeat("9", events.MaxFieldNumberChars+1)), 10},
+		{"ErrHugeExponent", "value", filter("n", events.FilterLt, `1e200000`), 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := s.Scan(context.Background(), p, tt.f, "", tt.limit, now)
@@ -384,7 +384,7 @@ func TestScan(t *testing.T) {
 		})
 	}
 	t.Run("OKLargeExponent", func(t *testing.T) {
-		if keys, _ := mustScan(t, s, p, filter("n", projection.OpLt, `1e1000`), "", 100, now); len(keys) != 5 {
+		if keys, _ := mustScan(t, s, p, filter("n", events.FilterLt, `1e1000`), "", 100, now); len(keys) != 5 {
 			t.Errorf("n lt 1e1000: %v, want every numeric n", keys)
 		}
 	})
@@ -443,7 +443,7 @@ func TestScanAgreesWithBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	matches := func(f projection.Filter, v map[string]any) bool {
+	matches := func(f events.Filter, v map[string]any) bool {
 		fv, ok := v[f.Field]
 		if !ok {
 			return false
@@ -474,33 +474,33 @@ func TestScanAgreesWithBruteForce(t *testing.T) {
 			return fv == w
 		}
 		switch f.Op {
-		case projection.OpEq:
+		case events.FilterEq:
 			return c == 0
-		case projection.OpNe:
+		case events.FilterNe:
 			return c != 0
-		case projection.OpLt:
+		case events.FilterLt:
 			return c < 0
-		case projection.OpLte:
+		case events.FilterLte:
 			return c <= 0
-		case projection.OpGt:
+		case events.FilterGt:
 			return c > 0
 		default:
 			return c >= 0
 		}
 	}
-	for _, f := range []projection.Filter{
-		filter("state", projection.OpEq, `"done"`),
-		filter("state", projection.OpNe, `"done"`),
-		filter("state", projection.OpLt, `"new"`),
-		filter("n", projection.OpLt, `0`),
-		filter("n", projection.OpGte, `49`),
-		filter("n", projection.OpEq, `-3.5`),
-		filter("rare", projection.OpGte, `0`),
-		filter("rare", projection.OpEq, `3`),
-		filter("ts", projection.OpGt, t0.Add(3950*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
-		filter("ts", projection.OpLt, t0.Add(40*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
-		filter("late", projection.OpEq, `true`),
-		filter("missing", projection.OpEq, `1`),
+	for _, f := range []events.Filter{
+		filter("state", events.FilterEq, `"done"`),
+		filter("state", events.FilterNe, `"done"`),
+		filter("state", events.FilterLt, `"new"`),
+		filter("n", events.FilterLt, `0`),
+		filter("n", events.FilterGte, `49`),
+		filter("n", events.FilterEq, `-3.5`),
+		filter("rare", events.FilterGte, `0`),
+		filter("rare", events.FilterEq, `3`),
+		filter("ts", events.FilterGt, t0.Add(3950*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
+		filter("ts", events.FilterLt, t0.Add(40*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
+		filter("late", events.FilterEq, `true`),
+		filter("missing", events.FilterEq, `1`),
 	} {
 		for _, limit := range []int{1, 7, 100, 1000} {
 			t.Run(fmt.Sprintf("%s_%s_%s_limit%d", f.Field, f.Op, f.Value, limit), func(t *testing.T) {
@@ -565,16 +565,16 @@ func TestScanUsesIndexes(t *testing.T) {
 	ts := func(sec int) string { return `"` + t0.Add(time.Duration(sec)*time.Second).Format(time.RFC3339) + `"` }
 	for _, tt := range []struct {
 		name  string
-		f     projection.Filter
+		f     events.Filter
 		index string // of the value-first part
 		runs  bool   // whether the value-first part runs
 	}{
-		{"OKDenseFoundByProbe", filter("attempt", projection.OpLt, `5`), "kv_fields_num", false},
-		{"OKOneInTenFoundByProbe", filter("attempt", projection.OpEq, `9`), "kv_fields_num", false},
-		{"OKFirstKeysFoundByProbe", filter("updated_at", projection.OpLt, ts(150)), "kv_fields_str", false},
-		{"OKSparseStringEqByValue", filter("state", projection.OpEq, `"failed"`), "kv_fields_str", true},
-		{"OKLastKeysByValue", filter("updated_at", projection.OpGt, ts(19900)), "kv_fields_str", true},
-		{"OKSparseNumberByValue", filter("seq", projection.OpGte, `19950`), "kv_fields_num", true},
+		{"OKDenseFoundByProbe", filter("attempt", events.FilterLt, `5`), "kv_fields_num", false},
+		{"OKOneInTenFoundByProbe", filter("attempt", events.FilterEq, `9`), "kv_fields_num", false},
+		{"OKFirstKeysFoundByProbe", filter("updated_at", events.FilterLt, ts(150)), "kv_fields_str", false},
+		{"OKSparseStringEqByValue", filter("state", events.FilterEq, `"failed"`), "kv_fields_str", true},
+		{"OKLastKeysByValue", filter("updated_at", events.FilterGt, ts(19900)), "kv_fields_str", true},
+		{"OKSparseNumberByValue", filter("seq", events.FilterGte, `19950`), "kv_fields_num", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			plan := projection.ExplainScan(t, pool, p, tt.f, "", 100, t0)
@@ -624,7 +624,7 @@ func TestScanSettingsStayInTheScan(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT current_setting('max_parallel_workers_per_gather')`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", projection.OpEq, `1`), "", 10, t0); err != nil {
+	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", events.FilterEq, `1`), "", 10, t0); err != nil {
 		t.Fatal(err)
 	}
 	var after string
@@ -641,10 +641,10 @@ func TestScanInOtherSchema(t *testing.T) {
 	s := projection.New(pg.MustSchema(t, "rebuild_f"))
 	const k = "tenant/t/project/p/k"
 	mustApply(t, s, "kv.changes", batchOf(0, put(t, k, 1, `{"state":"done"}`)))
-	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", projection.OpEq, `"done"`), "", 10, t0); !slices.Equal(keys, []string{k}) {
+	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", events.FilterEq, `"done"`), "", 10, t0); !slices.Equal(keys, []string{k}) {
 		t.Errorf("scan in rebuild_f: %v", keys)
 	}
-	if keys, _ := mustScan(t, projection.New(pg.Pool), "tenant/t/project/p/", filter("state", projection.OpEq, `"done"`), "", 10, t0); len(keys) != 0 {
+	if keys, _ := mustScan(t, projection.New(pg.Pool), "tenant/t/project/p/", filter("state", events.FilterEq, `"done"`), "", 10, t0); len(keys) != 0 {
 		t.Errorf("scan of public found %v", keys)
 	}
 }
@@ -684,10 +684,10 @@ func TestMigrationIndexesExistingEntries(t *testing.T) {
 	}
 	checkFieldsDerived(t, pool)
 	s := projection.New(pool)
-	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", projection.OpNe, `"x"`), "", 10, t0); !slices.Equal(keys, []string{"tenant/t/project/p/a", "tenant/t/project/p/b"}) {
+	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", events.FilterNe, `"x"`), "", 10, t0); !slices.Equal(keys, []string{"tenant/t/project/p/a", "tenant/t/project/p/b"}) {
 		t.Errorf("scan after the migration: %v", keys)
 	}
-	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", projection.OpNe, `"x"`), "", 10, exp); !slices.Equal(keys, []string{"tenant/t/project/p/a"}) {
+	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", events.FilterNe, `"x"`), "", 10, exp); !slices.Equal(keys, []string{"tenant/t/project/p/a"}) {
 		t.Errorf("scan after b's expiry: %v", keys)
 	}
 }

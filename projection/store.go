@@ -281,7 +281,7 @@ func (c *historyColumns) add(a *Applied) error {
 	}
 	c.key = append(c.key, e.Key)
 	c.kind = append(c.kind, string(e.Kind))
-	c.op = append(c.op, e.Op)
+	c.op = append(c.op, string(e.Op))
 	c.event = append(c.event, string(b))
 	c.version = append(c.version, e.Version)
 	c.offset = append(c.offset, a.Offset)

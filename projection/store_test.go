@@ -244,7 +244,7 @@ func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("stored event does not decode: %v", err)
 		}
-		if kind != string(e.Kind) || op != e.Op || part != 3 || off != 10+int64(len(got)) {
+		if kind != string(e.Kind) || op != string(e.Op) || part != 3 || off != 10+int64(len(got)) {
 			t.Errorf("row columns kind=%s op=%s partition=%d offset=%d disagree with event %+v", kind, op, part, off, e)
 		}
 		got = append(got, generic(t, raw))

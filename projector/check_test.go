@@ -43,17 +43,9 @@ func recreateTopic(tb testing.TB, b *testenv.Broker) {
 	if _, err := adm.DeleteTopic(ctx, b.Topics.Changes); err != nil {
 		tb.Fatalf("delete topic: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := changelog.Ensure(ctx, adm, b.Topics)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("recreate topic: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitForNil(tb, 10*time.Second, "kv.changes to be created again", func() error {
+		return changelog.Ensure(ctx, adm, b.Topics)
+	})
 }
 
 // resets returns the reset counter of reason.
@@ -98,12 +90,12 @@ func wantReset(tb testing.TB, r *running, err error, sentinel error, reason stri
 
 // projectAndStop produces n events, lets a projector apply them and stops
 // it; it returns the stored offsets.
-func projectAndStop(tb testing.TB, b *testenv.Broker, s *projection.Store, prod *producer, f *fold, n int) map[int32]int64 {
+func projectAndStop(tb testing.TB, b *testenv.Broker, s *projection.Store, prod *testenv.Producer, f *fold, n int) map[int32]int64 {
 	tb.Helper()
 	produce(tb, prod, f, n, 10)
 	r := start(tb, b, s, projector.Config{})
-	waitOffsets(tb, s, b.Topics.Changes, prod.committed(tb))
-	if err := r.stop(tb); err != nil {
+	testenv.WaitProjected(tb, runTimeout, s, b.Topics.Changes, prod.Committed(tb))
+	if err := r.Stop(tb); err != nil {
 		tb.Fatalf("projector: %v", err)
 	}
 	offs, err := s.Offsets(context.Background(), b.Topics.Changes)
@@ -114,17 +106,15 @@ func projectAndStop(tb testing.TB, b *testenv.Broker, s *projection.Store, prod 
 }
 
 func TestStoredOffsetPastEndStops(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := mustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
-	prod.txn(t, true, newEvent(k, 1, events.KindPut, `1`))
+	prod.Commit(t, newEvent(k, 1, events.KindPut, `1`))
 	// As if the topic had been truncated: Postgres is far ahead of the log.
 	if err := s.Apply(context.Background(), b.Topics.Changes, []projection.Applied{{Partition: 0, Offset: 999, Event: newEvent(k, 7, events.KindPut, `7`)}}); err != nil {
 		t.Fatal(err)
 	}
 	r := start(t, b, s, projector.Config{})
-	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "offset_after_end",
+	wantReset(t, r, r.Wait(t, runTimeout), changelog.ErrTopicReset, "offset_after_end",
 		"partition 0: stored offset 1000 is past the log end 2")
 	if st, err := s.State(context.Background(), k); err != nil || st.Version != 7 {
 		t.Errorf("state %+v, %v; the projection was changed", st, err)
@@ -132,18 +122,16 @@ func TestStoredOffsetPastEndStops(t *testing.T) {
 }
 
 func TestTopicRecreatedStops(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := mustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 2)
 	f := newFold(4, 4, 5)
 	stored := projectAndStop(t, b, s, prod, f, 40)
 
 	// The topic is recreated and filled past the stored offsets: the
 	// offsets alone look fine, the topic ID does not.
 	recreateTopic(t, b)
-	prod2 := mustProducer(t, b)
+	prod2 := testenv.MustProducer(t, b)
 	produce(t, prod2, newFold(5, 4, 5), 200, 10)
-	for p, o := range prod2.committed(t) {
+	for p, o := range prod2.Committed(t) {
 		if o <= stored[p] {
 			t.Fatalf("partition %d of the new topic ends at %d, not past the stored %d: the test proves nothing", p, o, stored[p])
 		}
@@ -154,7 +142,7 @@ func TestTopicRecreatedStops(t *testing.T) {
 	}
 
 	r := start(t, b, s, projector.Config{})
-	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "topic_recreated", "the topic was recreated: its ID is")
+	wantReset(t, r, r.Wait(t, runTimeout), changelog.ErrTopicReset, "topic_recreated", "the topic was recreated: its ID is")
 	after, err := s.Offsets(context.Background(), b.Topics.Changes)
 	if err != nil {
 		t.Fatal(err)
@@ -165,16 +153,14 @@ func TestTopicRecreatedStops(t *testing.T) {
 }
 
 func TestRecordsDeletedStops(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := mustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	f := newFold(6, 2, 5)
 	stored := projectAndStop(t, b, s, prod, f, 20)
 
 	// More events, then every record of the partition is deleted: the
 	// projection never saw the new ones.
 	produce(t, prod, f, 20, 10)
-	end := prod.committed(t)[0]
+	end := prod.Committed(t)[0]
 	ctx := context.Background()
 	offs := kadm.Offsets{}
 	offs.Add(kadm.Offset{Topic: b.Topics.Changes, Partition: 0, At: end})
@@ -183,45 +169,50 @@ func TestRecordsDeletedStops(t *testing.T) {
 	}
 
 	r := start(t, b, s, projector.Config{})
-	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "offset_before_start",
+	wantReset(t, r, r.Wait(t, runTimeout), changelog.ErrTopicReset, "offset_before_start",
 		"partition 0: stored offset "+strconv.FormatInt(stored[0], 10)+" is before the log start "+strconv.FormatInt(end, 10))
 }
 
-func TestPartitionsAddedWhileRunningStops(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := mustProducer(t, b)
-	produce(t, prod, newFold(7, 2, 2), 10, 5)
-	r := start(t, b, s, projector.Config{CheckInterval: 50 * time.Millisecond})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
+// TestTopicChangedWhileRunningStops: the periodic check stops a running
+// projector when partitions are added to the topic or it is recreated.
+func TestTopicChangedWhileRunningStops(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		seed   uint64
+		change func(testing.TB, *testenv.Broker)
+		check  func(*testing.T, *running, error)
+	}{
+		{"PartitionsAdded", 7, func(tb testing.TB, b *testenv.Broker) {
+			if _, err := mustAdmin(tb, b).CreatePartitions(context.Background(), 1, b.Topics.Changes); err != nil {
+				tb.Fatal(err)
+			}
+		}, func(t *testing.T, r *running, err error) {
+			wantReset(t, r, err, changelog.ErrPartitionCount, "partition_count", "the topic has 3 partitions, configured 2")
+		}},
+		{"TopicRecreated", 8, recreateTopic, func(t *testing.T, r *running, err error) {
+			if !errors.Is(err, changelog.ErrTopicReset) {
+				t.Fatalf("Run returned %v, want %v", err, changelog.ErrTopicReset)
+			}
+			// Which check sees it first depends on timing: the topic gone,
+			// its new ID, or a fetch out of range.
+			var n float64
+			for _, reason := range []string{"topic_missing", "topic_recreated", "offset_out_of_range", "offset_after_end"} {
+				n += resets(t, r.reg, reason)
+			}
+			if n < 1 {
+				t.Errorf("no reset counted")
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _, s, prod := mustSetup(t, 2)
+			produce(t, prod, newFold(tc.seed, 2, 2), 10, 5)
+			r := start(t, b, s, projector.Config{CheckInterval: 50 * time.Millisecond})
+			testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 
-	if _, err := mustAdmin(t, b).CreatePartitions(context.Background(), 1, b.Topics.Changes); err != nil {
-		t.Fatal(err)
-	}
-	wantReset(t, r, r.wait(t), changelog.ErrPartitionCount, "partition_count", "the topic has 3 partitions, configured 2")
-}
-
-func TestTopicRecreatedWhileRunningStops(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := mustProducer(t, b)
-	produce(t, prod, newFold(8, 2, 2), 10, 5)
-	r := start(t, b, s, projector.Config{CheckInterval: 50 * time.Millisecond})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
-
-	recreateTopic(t, b)
-	err := r.wait(t)
-	if !errors.Is(err, changelog.ErrTopicReset) {
-		t.Fatalf("Run returned %v, want %v", err, changelog.ErrTopicReset)
-	}
-	// Which check sees it first depends on timing: the topic gone, its
-	// new ID, or a fetch out of range.
-	var n float64
-	for _, reason := range []string{"topic_missing", "topic_recreated", "offset_out_of_range", "offset_after_end"} {
-		n += resets(t, r.reg, reason)
-	}
-	if n < 1 {
-		t.Errorf("no reset counted")
+			tc.change(t, b)
+			tc.check(t, r, r.Wait(t, runTimeout))
+		})
 	}
 }
 
@@ -229,13 +220,11 @@ func TestTopicRecreatedWhileRunningStops(t *testing.T) {
 // start check and its first assignment (the group's offset fetch is held
 // meanwhile): the assignment's check stops it.
 func TestResetFoundOnAssignment(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	s := projection.New(testenv.MustPostgres(t))
-	prod := mustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	f := newFold(9, 2, 5)
 	projectAndStop(t, b, s, prod, f, 20)
 	produce(t, prod, f, 20, 10)
-	end := prod.committed(t)[0]
+	end := prod.Committed(t)[0]
 
 	held := make(chan struct{})
 	release := make(chan struct{})
@@ -261,23 +250,20 @@ func TestResetFoundOnAssignment(t *testing.T) {
 		t.Fatalf("delete records: %v", err)
 	}
 	close(release)
-	wantReset(t, r, r.wait(t), changelog.ErrTopicReset, "offset_before_start", "is before the log start "+strconv.FormatInt(end, 10))
+	wantReset(t, r, r.Wait(t, runTimeout), changelog.ErrTopicReset, "offset_before_start", "is before the log start "+strconv.FormatInt(end, 10))
 }
 
 func TestTopicRecordedAtFirstStart(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
+	b, pg, s, prod := mustSetup(t, 2)
 	r := start(t, b, s, projector.Config{})
-	prod := mustProducer(t, b)
 	produce(t, prod, newFold(10, 1, 1), 1, 1)
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
-	if err := r.stop(t); err != nil {
+	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
+	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	var id string
 	var n int32
-	if err := pool.QueryRow(context.Background(), `SELECT topic_id, partitions FROM projector_topic WHERE topic = $1`, b.Topics.Changes).Scan(&id, &n); err != nil {
+	if err := pg.Pool.QueryRow(context.Background(), `SELECT topic_id, partitions FROM projector_topic WHERE topic = $1`, b.Topics.Changes).Scan(&id, &n); err != nil {
 		t.Fatalf("projector_topic: %v", err)
 	}
 	details, err := mustAdmin(t, b).ListTopics(context.Background(), b.Topics.Changes)

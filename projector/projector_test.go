@@ -10,13 +10,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -28,94 +26,6 @@ import (
 )
 
 const partitions = 4
-
-// producer writes events to kv.changes inside Kafka transactions, as a
-// writer does, and remembers the next offset per partition of what it
-// committed.
-type producer struct {
-	cl    *kgo.Client
-	topic string
-	n     int32
-
-	mu   sync.Mutex
-	ends map[int32]int64
-}
-
-func mustProducer(tb testing.TB, b *testenv.Broker) *producer {
-	tb.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(b.Addrs...),
-		kgo.TransactionalID("test-producer"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.TransactionTimeout(10*time.Second),
-	)
-	if err != nil {
-		tb.Fatalf("producer: %v", err)
-	}
-	tb.Cleanup(cl.Close)
-	return &producer{cl: cl, topic: b.Topics.Changes, n: b.Topics.Partitions, ends: make(map[int32]int64)}
-}
-
-// txn produces evs in one transaction and commits or aborts it.
-func (p *producer) txn(tb testing.TB, commit bool, evs ...events.Event) {
-	tb.Helper()
-	rs := make([]*kgo.Record, len(evs))
-	for i := range evs {
-		r, err := changelog.Record(&evs[i], p.topic, events.Partition(evs[i].Scope, p.n), "test")
-		if err != nil {
-			tb.Fatalf("record: %v", err)
-		}
-		rs[i] = r
-	}
-	p.records(tb, commit, rs...)
-}
-
-func (p *producer) records(tb testing.TB, commit bool, rs ...*kgo.Record) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.cl.BeginTransaction(); err != nil {
-		tb.Fatalf("begin transaction: %v", err)
-	}
-	if err := p.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		tb.Fatalf("produce: %v", err)
-	}
-	if err := p.cl.Flush(ctx); err != nil {
-		tb.Fatalf("flush: %v", err)
-	}
-	if err := p.cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-		tb.Fatalf("end transaction: %v", err)
-	}
-	if !commit {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, r := range rs {
-		p.ends[r.Partition] = max(p.ends[r.Partition], r.Offset+1)
-	}
-}
-
-// committed returns the next offset per partition after the last
-// committed record.
-// committed returns the last stable offset of each partition written to:
-// the offset a caught-up projection stores (past the commit markers).
-func (p *producer) committed(tb testing.TB) map[int32]int64 {
-	tb.Helper()
-	p.mu.Lock()
-	written := make(map[int32]bool, len(p.ends))
-	for k := range p.ends {
-		written[k] = true
-	}
-	p.mu.Unlock()
-	out := make(map[int32]int64)
-	for k, v := range testenv.EndOffsets(context.Background(), tb, p.cl, p.topic) {
-		if written[k] {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // fold generates valid event streams (contiguous versions per key, puts,
 // deletes and expires, re-creates) and remembers each key's last event:
@@ -182,14 +92,28 @@ func newEvent(key string, version int64, kind events.Kind, after string) events.
 	return e
 }
 
-// running is a projector running in the background.
-type running struct {
-	p      *projector.Projector
-	reg    *prometheus.Registry
-	cancel context.CancelFunc
-	done   chan error
+// mustSetup returns what most tests run on: a broker with n partitions,
+// a fresh Postgres with a projection store on it, and a producer.
+func mustSetup(tb testing.TB, n int32) (*testenv.Broker, *testenv.Postgres, *projection.Store, *testenv.Producer) {
+	tb.Helper()
+	b := testenv.MustBroker(tb, n)
+	pg := testenv.MustPostgresDB(tb)
+	return b, pg, projection.New(pg.Pool), testenv.MustProducer(tb, b)
 }
 
+// runTimeout bounds how long a test waits for a projector to stop and
+// for the projection to catch up.
+const runTimeout = 30 * time.Second
+
+// running is a projector running in the background until the test ends.
+type running struct {
+	*testenv.Running
+	p   *projector.Projector
+	reg *prometheus.Registry
+}
+
+// start runs a projector on b and s until the test ends; cfg's brokers
+// and partition count default to b's.
 func start(tb testing.TB, b *testenv.Broker, s *projection.Store, cfg projector.Config) *running {
 	tb.Helper()
 	if cfg.Brokers == nil {
@@ -204,38 +128,7 @@ func start(tb testing.TB, b *testenv.Broker, s *projection.Store, cfg projector.
 	if err != nil {
 		tb.Fatalf("projector.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{p: p, reg: reg, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- p.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case <-r.done:
-		case <-time.After(30 * time.Second):
-			tb.Errorf("projector did not stop within 30s")
-		}
-	})
-	return r
-}
-
-// stop cancels the projector and returns what Run returned.
-func (r *running) stop(tb testing.TB) error {
-	tb.Helper()
-	r.cancel()
-	return r.wait(tb)
-}
-
-// wait returns what Run returns, failing after a deadline.
-func (r *running) wait(tb testing.TB) error {
-	tb.Helper()
-	select {
-	case err := <-r.done:
-		r.done <- err // for the cleanup
-		return err
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("projector did not return within 30s")
-		return nil
-	}
+	return &running{Running: testenv.RunUntilCleanup(tb, "projector", p.Run), p: p, reg: reg}
 }
 
 // testWriter sends logs to the test's log.
@@ -244,34 +137,6 @@ type testWriter struct{ tb testing.TB }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.tb.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
-}
-
-// waitOffsets polls the stored offsets until every partition reaches want.
-func waitOffsets(tb testing.TB, s *projection.Store, topic string, want map[int32]int64) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got map[int32]int64
-	for time.Now().Before(deadline) {
-		var err error
-		got, err = s.Offsets(context.Background(), topic)
-		if err != nil {
-			tb.Fatalf("offsets: %v", err)
-		}
-		if reached(got, want) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	tb.Fatalf("stored offsets %v did not reach %v within 30s", got, want)
-}
-
-func reached(got, want map[int32]int64) bool {
-	for p, o := range want {
-		if got[p] < o {
-			return false
-		}
-	}
-	return true
 }
 
 // assertFold checks that the projection of every key equals the state
@@ -323,15 +188,15 @@ func assertFold(tb testing.TB, pool *pgxpool.Pool, s *projection.Store, f *fold)
 }
 
 // produce writes n generated events in committed transactions of size.
-func produce(tb testing.TB, p *producer, f *fold, n, size int) {
+func produce(tb testing.TB, p *testenv.Producer, f *fold, n, size int) {
 	tb.Helper()
 	for n > 0 {
 		k := min(size, n)
-		evs := make([]events.Event, k)
+		evs := make([]any, k)
 		for i := range evs {
 			evs[i] = f.next()
 		}
-		p.txn(tb, true, evs...)
+		p.Commit(tb, evs...)
 		n -= k
 	}
 }
@@ -352,51 +217,41 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 }
 
 func TestProjectionEqualsFold(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := mustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, partitions)
 	f := newFold(1, 8, 10)
 
 	produce(t, prod, f, 400, 25) // before the projector starts: catch-up
 	r := start(t, b, s, projector.Config{})
 	produce(t, prod, f, 400, 25) // while it runs: tailing
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
+	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 
-	assertFold(t, pool, s, f)
+	assertFold(t, pg.Pool, s, f)
 	if got := counter(t, r.reg, "eskv_projector_events_applied_total"); got != 800 {
 		t.Errorf("events applied counter = %v, want 800", got)
 	}
-	if got, want := r.p.Applied(), prod.committed(t); !reflect.DeepEqual(got, want) {
+	if got, want := r.p.Applied(), prod.Committed(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("Applied() = %v, want %v", got, want)
 	}
-	if err := r.stop(t); err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Errorf("Run after cancel: %v, want nil", err)
 	}
 }
 
 func TestRestartResumesExactlyOnce(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := mustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, partitions)
 	f := newFold(2, 8, 10)
 
 	// The first projector is stopped while events keep coming.
 	first := start(t, b, s, projector.Config{MaxBatch: 50})
 	produce(t, prod, f, 300, 20)
-	deadline := time.Now().Add(30 * time.Second)
-	for applied := int64(0); applied < 100; {
-		if time.Now().After(deadline) {
-			t.Fatalf("first projector applied %d events within 30s, want 100", applied)
-		}
-		applied = 0
+	testenv.WaitFor(t, runTimeout, "the first projector to apply 100 events", func() bool {
+		var applied int64
 		for _, o := range first.p.Applied() {
 			applied += o
 		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := first.stop(t); err != nil {
+		return applied >= 100
+	})
+	if err := first.Stop(t); err != nil {
 		t.Fatalf("first projector: %v", err)
 	}
 	produce(t, prod, f, 300, 20)
@@ -404,31 +259,32 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reached(stopped, prod.committed(t)) {
+	caughtUp := true
+	for p, o := range prod.Committed(t) {
+		caughtUp = caughtUp && stopped[p] >= o
+	}
+	if caughtUp {
 		t.Fatalf("the first projector applied everything (%v) before it stopped; the test proves nothing", stopped)
 	}
 
 	start(t, b, s, projector.Config{MaxBatch: 50})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
-	assertFold(t, pool, s, f)
+	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
+	assertFold(t, pg.Pool, s, f)
 }
 
 func TestAbortedTransactionNeverProjected(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := mustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, partitions)
 	const a, c = "tenant/t/project/p/a", "tenant/t/project/p/c"
 	const aborted = "tenant/t/project/p/aborted"
 
 	a1 := newEvent(a, 1, events.KindPut, `"committed"`)
-	prod.txn(t, true, a1)
-	prod.txn(t, false, newEvent(aborted, 1, events.KindPut, `1`), newEvent(a, 2, events.KindPut, `"aborted"`))
+	prod.Commit(t, a1)
+	prod.Abort(t, newEvent(aborted, 1, events.KindPut, `1`), newEvent(a, 2, events.KindPut, `"aborted"`))
 	c1 := newEvent(c, 1, events.KindPut, `"after"`)
-	prod.txn(t, true, c1)
+	prod.Commit(t, c1)
 
 	start(t, b, s, projector.Config{})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
+	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 
 	got, err := s.States(context.Background(), []string{a, c, aborted})
 	if err != nil {
@@ -439,7 +295,7 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 		t.Errorf("states:\n got %+v\nwant %+v", got, want)
 	}
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM kv_history`).Scan(&n); err != nil {
+	if err := pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM kv_history`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
@@ -448,18 +304,15 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 }
 
 func TestPoisonPillStops(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := mustProducer(t, b)
+	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
 	good := newEvent(k, 1, events.KindPut, `1`)
-	prod.txn(t, true, good)
-	prod.records(t, true, &kgo.Record{Topic: b.Topics.Changes, Partition: 0, Key: []byte(k), Value: []byte(`{not json`)})
-	prod.txn(t, true, newEvent(k, 2, events.KindPut, `2`))
+	prod.Commit(t, good)
+	prod.Txn(t, true, &kgo.Record{Topic: b.Topics.Changes, Partition: 0, Key: []byte(k), Value: []byte(`{not json`)})
+	prod.Commit(t, newEvent(k, 2, events.KindPut, `2`))
 
-	err := start(t, b, s, projector.Config{}).wait(t)
+	err := start(t, b, s, projector.Config{}).Wait(t, runTimeout)
 	if err == nil || !strings.Contains(err.Error(), "poison pill at kv.changes/0@") {
 		t.Fatalf("Run returned %v, want a poison pill error naming topic/partition@offset", err)
 	}
@@ -480,23 +333,20 @@ func TestPoisonPillStops(t *testing.T) {
 func TestPartitionCountMismatchFailsAtStart(t *testing.T) {
 	b := testenv.MustBroker(t, partitions)
 	s := projection.New(testenv.MustPostgres(t))
-	err := start(t, b, s, projector.Config{Partitions: partitions + 1}).wait(t)
+	err := start(t, b, s, projector.Config{Partitions: partitions + 1}).Wait(t, runTimeout)
 	if !errors.Is(err, changelog.ErrPartitionCount) {
 		t.Fatalf("Run returned %v, want %v", err, changelog.ErrPartitionCount)
 	}
 }
 
 func TestResumesAtPostgresOffsets(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	prod := mustProducer(t, b)
+	b, pg, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
 	var evs []events.Event
 	for v := int64(1); v <= 5; v++ {
 		evs = append(evs, newEvent(k, v, events.KindPut, fmt.Sprint(v)))
-		prod.txn(t, true, evs[len(evs)-1]) // offsets 0, 2, 4, 6, 8 (commit markers between)
+		prod.Commit(t, evs[len(evs)-1]) // offsets 0, 2, 4, 6, 8 (commit markers between)
 	}
 	// Postgres says offsets up to 4 are applied (version 3). The projector
 	// must start at 5, so versions 1 and 2 never reach kv_history.
@@ -504,9 +354,9 @@ func TestResumesAtPostgresOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, b, s, projector.Config{})
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
+	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 
-	rows, err := pool.Query(context.Background(), `SELECT version FROM kv_history ORDER BY version`)
+	rows, err := pg.Pool.Query(context.Background(), `SELECT version FROM kv_history ORDER BY version`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,11 +390,11 @@ func BenchmarkProjectorLag(b *testing.B) {
 	)
 	br := testenv.MustBroker(b, 12)
 	s := projection.New(testenv.MustPostgres(b))
-	prod := mustProducer(b, br)
+	prod := testenv.MustProducer(b, br)
 	f := newFold(3, 200, 20)
 	r := start(b, br, s, projector.Config{})
 	produce(b, prod, f, txnSize, txnSize) // the group is joined once this is applied
-	waitOffsets(b, s, br.Topics.Changes, prod.committed(b))
+	testenv.WaitProjected(b, runTimeout, s, br.Topics.Changes, prod.Committed(b))
 
 	b.ResetTimer()
 	var produced int
@@ -556,7 +406,7 @@ func BenchmarkProjectorLag(b *testing.B) {
 			produced += txnSize
 		}
 		tick.Stop()
-		waitOffsets(b, s, br.Topics.Changes, prod.committed(b))
+		testenv.WaitProjected(b, runTimeout, s, br.Topics.Changes, prod.Committed(b))
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(produced)/time.Since(began).Seconds(), "events/s")
@@ -606,21 +456,16 @@ func TestWaitsForTheTopic(t *testing.T) {
 	r := start(t, b, s, projector.Config{})
 
 	// The projector starts before the writer has created the topics.
-	adm, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := changelog.Ensure(ctx, kadm.NewClient(adm), b.Topics); err != nil {
+	if err := changelog.Ensure(ctx, mustAdmin(t, b), b.Topics); err != nil {
 		t.Fatal(err)
 	}
-	prod := mustProducer(t, b)
+	prod := testenv.MustProducer(t, b)
 	e := newEvent("tenant/t/project/p/k", 1, events.KindPut, `1`)
-	prod.txn(t, true, e)
-	waitOffsets(t, s, b.Topics.Changes, prod.committed(t))
-	if err := r.stop(t); err != nil {
+	prod.Commit(t, e)
+	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
+	if err := r.Stop(t); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
@@ -17,32 +16,6 @@ import (
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
 )
-
-// mustSchemaStore creates and migrates schema in pg's database and
-// returns a store on it.
-func mustSchemaStore(tb testing.TB, pg *testenv.Postgres, schema string) *projection.Store {
-	tb.Helper()
-	ctx := context.Background()
-	if _, err := projection.CreateSchema(ctx, pg.Pool, schema, false); err != nil {
-		tb.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(pg.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := projection.InSchema(cfg, schema); err != nil {
-		tb.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(pool.Close)
-	if err := projection.Migrate(ctx, pool); err != nil {
-		tb.Fatal(err)
-	}
-	return projection.New(pool)
-}
 
 func rebuild(tb testing.TB, b *testenv.Broker, s *projection.Store, cfg projector.RebuildConfig) (projector.RebuildStats, error) {
 	tb.Helper()
@@ -63,29 +36,26 @@ func mustCompare(tb testing.TB, pg *testenv.Postgres, schema string) *projection
 }
 
 func TestRebuildEqualsLive(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pg := testenv.MustPostgresDB(t)
-	live := projection.New(pg.Pool)
-	prod := mustProducer(t, b)
+	b, pg, live, prod := mustSetup(t, partitions)
 	f := newFold(11, 8, 10) // puts, CAS, deletes, expires and re-creates
 
 	produce(t, prod, f, 300, 20)
-	prod.txn(t, false, newEvent("tenant/t0/project/p/aborted", 1, events.KindPut, `1`))
+	prod.Abort(t, newEvent("tenant/t0/project/p/aborted", 1, events.KindPut, `1`))
 	produce(t, prod, f, 300, 20)
 	r := start(t, b, live, projector.Config{})
-	waitOffsets(t, live, b.Topics.Changes, prod.committed(t))
-	if err := r.stop(t); err != nil {
+	testenv.WaitProjected(t, runTimeout, live, b.Topics.Changes, prod.Committed(t))
+	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	// The compacted topic keeps each key's latest event (no transaction
 	// is open: see SERVICES.md on kfake's compaction).
 	b.Cluster.Compact()
 
-	st, err := rebuild(t, b, mustSchemaStore(t, pg, "rebuilt"), projector.RebuildConfig{MaxBatch: 7})
+	st, err := rebuild(t, b, projection.New(pg.MustSchema(t, "rebuilt")), projector.RebuildConfig{MaxBatch: 7})
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
-	if want := prod.committed(t); !maps.Equal(st.Ends, want) {
+	if want := prod.Committed(t); !maps.Equal(st.Ends, want) {
 		t.Errorf("rebuild read up to %v, want the last stable offsets %v", st.Ends, want)
 	}
 	if st.Events < int64(len(f.last)) || st.Events >= 600 {
@@ -132,15 +102,12 @@ func TestRebuildEqualsLive(t *testing.T) {
 }
 
 func TestRebuildUpToEnds(t *testing.T) {
-	b := testenv.MustBroker(t, partitions)
-	pg := testenv.MustPostgresDB(t)
-	live := projection.New(pg.Pool)
-	prod := mustProducer(t, b)
+	b, pg, live, prod := mustSetup(t, partitions)
 	f := newFold(12, 4, 5)
 	stored := projectAndStop(t, b, live, prod, f, 100)
 	produce(t, prod, f, 100, 10) // the live projection trails these
 
-	st, err := rebuild(t, b, mustSchemaStore(t, pg, "rebuilt"), projector.RebuildConfig{Ends: stored})
+	st, err := rebuild(t, b, projection.New(pg.MustSchema(t, "rebuilt")), projector.RebuildConfig{Ends: stored})
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
@@ -153,21 +120,19 @@ func TestRebuildUpToEnds(t *testing.T) {
 }
 
 func TestRebuildErrors(t *testing.T) {
-	b := testenv.MustBroker(t, 1)
-	pg := testenv.MustPostgresDB(t)
-	prod := mustProducer(t, b)
+	b, pg, _, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
-	prod.txn(t, true, newEvent(k, 1, events.KindPut, `1`))
+	prod.Commit(t, newEvent(k, 1, events.KindPut, `1`))
 
 	t.Run("ErrEndPastTheLog", func(t *testing.T) {
-		_, err := rebuild(t, b, mustSchemaStore(t, pg, "past"), projector.RebuildConfig{Ends: map[int32]int64{0: 1000}})
+		_, err := rebuild(t, b, projection.New(pg.MustSchema(t, "past")), projector.RebuildConfig{Ends: map[int32]int64{0: 1000}})
 		if !errors.Is(err, changelog.ErrTopicReset) || !strings.Contains(err.Error(), "end 1000 is past the last stable offset 2") {
 			t.Errorf("rebuild: %v, want ErrTopicReset naming the offsets", err)
 		}
 	})
 	t.Run("ErrPoisonPill", func(t *testing.T) {
-		prod.records(t, true, &kgo.Record{Topic: b.Topics.Changes, Partition: 0, Key: []byte(k), Value: []byte(`{not json`)})
-		_, err := rebuild(t, b, mustSchemaStore(t, pg, "poison"), projector.RebuildConfig{})
+		prod.Txn(t, true, &kgo.Record{Topic: b.Topics.Changes, Partition: 0, Key: []byte(k), Value: []byte(`{not json`)})
+		_, err := rebuild(t, b, projection.New(pg.MustSchema(t, "poison")), projector.RebuildConfig{})
 		if err == nil || !strings.Contains(err.Error(), "poison pill") || !strings.Contains(err.Error(), "kv.changes/0@2") {
 			t.Errorf("rebuild: %v, want a poison pill error naming kv.changes/0@2", err)
 		}

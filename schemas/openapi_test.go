@@ -118,6 +118,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:resign":    {"post"},
 		"/v1/kv/{key}:lock":      {"get"},
 		"/v1/kv/{key}:leader":    {"get"},
+		"/v1/kv/{key}:counter":   {"get"},
 		"/v1/kv":                 {"get"},
 		"/healthz":               {"get"},
 		"/readyz":                {"get"},
@@ -357,7 +358,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../api/server.go", "../api/ops.go", "../api/errors.go", "../events/event.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -376,6 +377,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"PatchBody", "PatchBody", false},
 		{"FieldCondition", "FieldCondition", false},
 		{"FieldAnswer", "FieldAnswer", true},
+		{"CounterAnswer", "CounterAnswer", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

@@ -4,7 +4,7 @@
 // dropped when the test ends — and the helpers around them: a
 // transactional producer of events (MustProducer, MustProduce), a service
 // run in the background until the test ends (RunUntilCleanup), polling a
-// condition with a deadline (WaitFor) and a buffer safe to read while it
-// is written (Buffer). Package stack runs the whole of eskv in the test's
-// process.
+// condition with a deadline (WaitFor, WaitForNil) and a buffer safe to
+// read while it is written (Buffer). Package stack runs the whole of eskv
+// in the test's process.
 package testenv

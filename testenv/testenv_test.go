@@ -108,6 +108,16 @@ func TestWaitFor(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("polled %d times; want 3", n)
 	}
+	n = 0
+	WaitForNil(t, 10*time.Second, "the third poll", func() error {
+		if n++; n < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if n != 3 {
+		t.Fatalf("WaitForNil polled %d times; want 3", n)
+	}
 }
 
 // TestDatabasesLiveAsLongAsTheTest: each server gives a test a fresh

@@ -38,7 +38,7 @@ func BenchmarkCASWrite(b *testing.B) {
 	var version int64
 	for b.Loop() {
 		ev := version
-		res, err := w.Do(b.Context(), &Request{Key: k, Op: OpPut, Value: json.RawMessage(`1`), ExpectedVersion: &ev, Principal: "bench"})
+		res, err := w.Do(b.Context(), &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: &ev, Principal: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func BenchmarkStateOnePartition(b *testing.B) {
 	keys := make([]events.Key, 64)
 	for i := range keys {
 		keys[i] = benchKey(b, fmt.Sprintf("tenant/bench/project/p/k%d", i))
-		if _, err := w.Do(b.Context(), &Request{Key: keys[i], Op: OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
+		if _, err := w.Do(b.Context(), &Request{Key: keys[i], Op: events.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -17,56 +17,23 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
-// Op is what a request asks of its key.
-type Op string
-
-// Request ops. Each is decided by the partition owner against the key's
-// current state, so each is atomic without a read-modify-write by the
-// client.
-const (
-	OpPut       Op = "put"       // store Value
-	OpDelete    Op = "delete"    // remove the key
-	OpExpire    Op = "expire"    // the sweeper's removal of an expired entry
-	OpIncrement Op = "increment" // add By to an integer value
-	OpPatch     Op = "patch"     // set/unset top-level fields of an object
-	OpAcquire   Op = "acquire"   // take (or re-enter) a lock or leadership
-	OpExtend    Op = "extend"    // renew a held lock or leadership
-	OpRelease   Op = "release"   // give up a held lock or leadership
-)
-
-// Role is what a lock-shaped key is: a lock or a leader pool. The two
-// behave alike but are told apart by the entry's semantics.purpose, so a
-// lock is never taken over as a leader lease or the reverse.
-type Role string
-
-// Roles of lock-shaped keys; each is also the entry's purpose.
-const (
-	RoleLock   Role = "lock"
-	RoleLeader Role = "leader"
-)
-
-// FieldCondition guards a patch: the top-level field must equal Equals
-// (compared as canonical JSON; a missing field equals null).
-type FieldCondition struct {
-	Field  string
-	Equals json.RawMessage
-}
-
 // Request is one validated write.
 type Request struct {
 	Key events.Key
-	Op  Op
+	// Op is a write: put, delete, expire, increment, patch, or a lock or
+	// leader op.
+	Op events.Op
 	// Value is the compact JSON of a put.
 	Value json.RawMessage
 	// ExpectedVersion is nil for an unconditional write; 0 means the key
-	// must not exist. For OpExpire it is the version to expire.
+	// must not exist. For events.OpExpire it is the version to expire.
 	ExpectedVersion *int64
 	// TTLSeconds: for put, the entry's TTL (0: none); for increment and
 	// patch, a new TTL when > 0 (0 keeps the entry's expiry); for locks,
 	// the lease.
 	TTLSeconds int64
 	// Semantics of a put; for increment and patch, empty Purpose keeps
-	// the entry's semantics. Locks force the purpose to their role.
+	// the entry's semantics. Lock ops force the purpose to theirs.
 	Semantics events.Semantics
 	SpecRef   string
 	RequestID string
@@ -80,14 +47,13 @@ type Request struct {
 	// If, when set, makes the patch a field compare-and-swap.
 	Set   map[string]json.RawMessage
 	Unset []string
-	If    *FieldCondition
+	If    *events.FieldCondition
 	// MaxValueBytes bounds the value an increment or patch produces
 	// (0: unbounded).
 	MaxValueBytes int
 
-	// Holder and Role identify the lock or leader-pool caller.
+	// Holder identifies the lock or leader-pool caller.
 	Holder string
-	Role   Role
 }
 
 // Digest identifies the request body, so that a retried requestId can be
@@ -98,17 +64,31 @@ func (r *Request) Digest() string {
 	if r.ExpectedVersion != nil {
 		ev = strconv.FormatInt(*r.ExpectedVersion, 10)
 	}
-	kind := string(events.KindPut)
-	if r.Op != OpPut {
-		kind = string(r.Op)
+	// The parts keep the names and encodings digests were first written
+	// with: a lock op by its action and purpose, If untagged.
+	kind := string(r.Op)
+	if a := r.Op.LockAction(); a != "" {
+		kind = string(a)
 	}
 	parts := []any{kind, r.Key.String(), r.Value, ev, r.TTLSeconds, r.Semantics, r.SpecRef, r.Principal}
-	if r.Op != OpPut && r.Op != OpDelete {
-		parts = append(parts, r.By, r.Create, r.Set, r.Unset, r.If, r.Holder, r.Role)
+	if r.Op != events.OpPut && r.Op != events.OpDelete {
+		parts = append(parts, r.By, r.Create, r.Set, r.Unset, untaggedIf(r.If), r.Holder, r.Op.Purpose())
 	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+// untaggedIf is a field condition as digests and conflict records encode
+// it: {"Field":...,"Equals":...}.
+func untaggedIf(c *events.FieldCondition) any {
+	if c == nil {
+		return nil
+	}
+	return &struct {
+		Field  string
+		Equals json.RawMessage
+	}{c.Field, c.Equals}
 }
 
 // Result is the outcome of an accepted write.
@@ -136,7 +116,7 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	key := r.Key.String()
 	visible := cur.Visible(now)
 
-	if r.Op == OpExpire {
+	if r.Op == events.OpExpire {
 		return decideExpire(cur, r, now, epoch)
 	}
 	if r.RequestID != "" && cur.Version > 0 && cur.Entry.RequestID == r.RequestID {
@@ -161,25 +141,23 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	}
 
 	ev := newEvent(cur, r, now, epoch)
-	switch r.Op {
-	case OpAcquire, OpExtend, OpRelease:
-	default:
+	if r.Op.LockAction() == "" {
 		if err := guardLock(visible, r); err != nil {
 			return decision{err: err}
 		}
+	} else {
+		return decideLock(visible, r, ev, now)
 	}
 	switch r.Op {
-	case OpDelete:
+	case events.OpDelete:
 		if visible == nil {
 			return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key)}
 		}
 		return removal(ev, visible, events.OpDelete)
-	case OpIncrement:
+	case events.OpIncrement:
 		return decideIncrement(cur, visible, r, ev, now)
-	case OpPatch:
+	case events.OpPatch:
 		return decidePatch(cur, visible, r, ev, now)
-	case OpAcquire, OpExtend, OpRelease:
-		return decideLock(visible, r, ev, now)
 	}
 	ev.After = r.Value
 	switch {
@@ -236,7 +214,7 @@ func put(ev *events.Event, visible *events.Entry, ttl int64, now time.Time) deci
 }
 
 // removal completes ev as a delete of the visible entry by op.
-func removal(ev *events.Event, visible *events.Entry, op string) decision {
+func removal(ev *events.Event, visible *events.Entry, op events.Op) decision {
 	ev.Kind, ev.Op = events.KindDelete, op
 	ev.CreatedAt = visible.CreatedAt
 	ev.Semantics = visible.Semantics
@@ -289,8 +267,8 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 	err.Current = visible
 	err.CorrelationID = id
 	attempted := r.Value
-	if r.Op == OpPatch {
-		attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": r.If})
+	if r.Op == events.OpPatch {
+		attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": untaggedIf(r.If)})
 	}
 	if attempted == nil {
 		attempted = json.RawMessage("null")
@@ -325,19 +303,12 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 }
 
 // conflictOp names a rejected request's op as change events would.
-func conflictOp(r *Request) string {
-	switch r.Op {
-	case OpDelete:
-		return events.OpDelete
-	case OpIncrement:
-		return events.OpIncrement
-	case OpPatch:
-		if r.If != nil {
-			return events.OpFieldCAS
-		}
-		return events.OpPatch
-	case OpAcquire, OpExtend, OpRelease:
-		return lockOps[r.Role][r.Op]
+func conflictOp(r *Request) events.Op {
+	switch {
+	case r.Op == events.OpPut:
+		return events.OpSet
+	case r.Op == events.OpPatch && r.If != nil:
+		return events.OpFieldCAS
 	}
-	return events.OpSet
+	return r.Op
 }

@@ -38,23 +38,23 @@ func TestDecide(t *testing.T) {
 		req     Request
 		code    string // error code, or "" when accepted
 		version int64  // version of the event
-		op      string
+		op      events.Op
 		current int64 // currentVersion of a conflict
 	}{
-		{"OKCreate", events.State{}, Request{Op: OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, events.OpCreate, 0},
-		{"OKSet", live(3, `1`), Request{Op: OpPut, Value: json.RawMessage(`2`)}, "", 4, events.OpSet, 0},
-		{"OKCAS", live(3, `1`), Request{Op: OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(3)}, "", 4, events.OpCAS, 0},
-		{"ErrCASStale", live(3, `1`), Request{Op: OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(2)}, events.EConflict, 0, "", 3},
-		{"ErrCreateExisting", live(3, `1`), Request{Op: OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, events.EConflict, 0, "", 3},
-		{"ErrCASOnAbsent", events.State{}, Request{Op: OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, events.EConflict, 0, "", 0},
-		{"OKCreateOverExpired", expired, Request{Op: OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 5, events.OpCreate, 0},
-		{"ErrCASOnExpired", expired, Request{Op: OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(4)}, events.EConflict, 0, "", 0},
-		{"OKRecreateAfterDelete", deleted, Request{Op: OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 8, events.OpCreate, 0},
-		{"OKDelete", live(3, `1`), Request{Op: OpDelete}, "", 4, events.OpDelete, 0},
-		{"OKDeleteCAS", live(3, `1`), Request{Op: OpDelete, ExpectedVersion: ptr(3)}, "", 4, events.OpDelete, 0},
-		{"ErrDeleteStale", live(3, `1`), Request{Op: OpDelete, ExpectedVersion: ptr(1)}, events.EConflict, 0, "", 3},
-		{"ErrDeleteAbsent", deleted, Request{Op: OpDelete}, events.ENotFound, 0, "", 0},
-		{"ErrDeleteExpired", expired, Request{Op: OpDelete}, events.ENotFound, 0, "", 0},
+		{"OKCreate", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, events.OpCreate, 0},
+		{"OKSet", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`)}, "", 4, events.OpSet, 0},
+		{"OKCAS", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(3)}, "", 4, events.OpCAS, 0},
+		{"ErrCASStale", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(2)}, events.EConflict, 0, "", 3},
+		{"ErrCreateExisting", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, events.EConflict, 0, "", 3},
+		{"ErrCASOnAbsent", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, events.EConflict, 0, "", 0},
+		{"OKCreateOverExpired", expired, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 5, events.OpCreate, 0},
+		{"ErrCASOnExpired", expired, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(4)}, events.EConflict, 0, "", 0},
+		{"OKRecreateAfterDelete", deleted, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 8, events.OpCreate, 0},
+		{"OKDelete", live(3, `1`), Request{Op: events.OpDelete}, "", 4, events.OpDelete, 0},
+		{"OKDeleteCAS", live(3, `1`), Request{Op: events.OpDelete, ExpectedVersion: ptr(3)}, "", 4, events.OpDelete, 0},
+		{"ErrDeleteStale", live(3, `1`), Request{Op: events.OpDelete, ExpectedVersion: ptr(1)}, events.EConflict, 0, "", 3},
+		{"ErrDeleteAbsent", deleted, Request{Op: events.OpDelete}, events.ENotFound, 0, "", 0},
+		{"ErrDeleteExpired", expired, Request{Op: events.OpDelete}, events.ENotFound, 0, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
@@ -86,7 +86,7 @@ func TestDecide(t *testing.T) {
 			if tc.cur.Live && string(e.Before) != string(tc.cur.Entry.Value) {
 				t.Fatalf("before %s, want %s", e.Before, tc.cur.Entry.Value)
 			}
-			if r.Op == OpDelete && (e.Kind != events.KindDelete || string(e.After) != "null") {
+			if r.Op == events.OpDelete && (e.Kind != events.KindDelete || string(e.After) != "null") {
 				t.Fatalf("delete event %+v", e)
 			}
 		})
@@ -98,7 +98,7 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
 	created := now.Add(-time.Hour)
 	cur := events.State{Version: 1, Live: true, Entry: events.Entry{Key: key.String(), Version: 1, Value: json.RawMessage(`1`), CreatedAt: created}}
-	d := Decide(cur, &Request{Key: key, Op: OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, now, 1)
+	d := Decide(cur, &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, now, 1)
 	if !d.event.CreatedAt.Equal(created) {
 		t.Fatalf("an update changed createdAt to %v", d.event.CreatedAt)
 	}
@@ -110,7 +110,7 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 func TestDecideRequestID(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	r := &Request{Key: key, Op: OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
+	r := &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
 	first := Decide(events.State{}, r, now, 1)
 	st := first.event.State()
 

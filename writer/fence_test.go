@@ -366,7 +366,7 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = w.Do(t.Context(), &Request{Key: k, Op: OpPut, Value: json.RawMessage(`1`), Principal: "test"})
+		_, err = w.Do(t.Context(), &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), Principal: "test"})
 		return err
 	}
 	if err := put("tenant/t/project/p/before"); err != nil {

@@ -18,9 +18,9 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 	var base int64
 	switch {
 	case visible != nil:
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(visible.Value)), 10, 64)
+		n, err := counterValue(visible)
 		if err != nil {
-			return decision{err: wrongType(visible, "value", "key %s holds %s, not an integer counter", ev.Key, abbrev(visible.Value))}
+			return decision{err: err}
 		}
 		base = n
 	case !r.Create:
@@ -34,6 +34,29 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 	ev.Op = events.OpIncrement
 	ev.After = json.RawMessage(strconv.FormatInt(base+r.By, 10))
 	return keepOrSet(ev, visible, r, "counter", now)
+}
+
+// counterValue is the integer value of a counter entry; any other value
+// is wrong_type.
+func counterValue(e *events.Entry) (int64, error) {
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(e.Value)), 10, 64)
+	if err != nil {
+		return 0, wrongType(e, "value", "key %s holds %s, not an integer counter", e.Key, abbrev(e.Value))
+	}
+	return n, nil
+}
+
+// ReadCounter answers a counter read of key from its entry as a read sees
+// it (nil when absent, deleted or expired: not_found).
+func ReadCounter(key events.Key, e *events.Entry) (events.CounterAnswer, error) {
+	if e == nil {
+		return events.CounterAnswer{}, events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key.String())
+	}
+	n, err := counterValue(e)
+	if err != nil {
+		return events.CounterAnswer{}, err
+	}
+	return events.CounterAnswer{Key: e.Key, Value: n, Version: e.Version}, nil
 }
 
 // keepOrSet completes an increment or patch: semantics and expiry are the
@@ -100,60 +123,43 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 	return keepOrSet(ev, visible, r, "other", now)
 }
 
-// LockValue is the value of a lock or leader-pool entry. Token is the
-// entry's version when Holder's tenure began: it grows strictly from one
-// tenure to the next (versions never go back, also across release and
-// expiry) and stays the same while the holder re-enters or extends, so a
-// protected resource can refuse any request carrying a token lower than
-// the highest it has seen.
-type LockValue struct {
-	Holder     string    `json:"holder"`
-	Token      int64     `json:"token"`
-	AcquiredAt time.Time `json:"acquiredAt"`
-}
-
-// lockOps names the change-event op of each lock request per role.
-var lockOps = map[Role]map[Op]string{
-	RoleLock:   {OpAcquire: events.OpLockAcquire, OpExtend: events.OpLockExtend, OpRelease: events.OpLockRelease},
-	RoleLeader: {OpAcquire: events.OpLeaderElect, OpExtend: events.OpLeaderHeartbeat, OpRelease: events.OpLeaderResign},
-}
-
 // decideLock acquires, extends or releases a lock or leadership for
 // r.Holder. A free key (absent, released or expired) is acquired with a
 // new token; the holder re-entering keeps its token and renews the lease;
 // anyone else is refused with the current holder.
 func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
+	purpose, action := r.Op.Purpose(), r.Op.LockAction()
 	what, heldCode, notHolderCode := "lock", events.ELockHeld, events.ENotLockHolder
-	if r.Role == RoleLeader {
+	if purpose == events.PurposeLeader {
 		what, heldCode, notHolderCode = "leader pool", events.ENotLeader, events.ENotLeader
 	}
-	ev.Op = lockOps[r.Role][r.Op]
-	var held LockValue
+	ev.Op = r.Op
+	var held events.LockValue
 	if visible != nil {
-		if visible.Semantics.Purpose != string(r.Role) {
+		if visible.Semantics.Purpose != purpose {
 			return decision{err: wrongType(visible, "key", "key %s is a %s entry, not a %s", ev.Key, visible.Semantics.Purpose, what)}
 		}
 		if err := json.Unmarshal(visible.Value, &held); err != nil || held.Holder == "" {
 			return decision{err: wrongType(visible, "key", "key %s does not hold a %s value", ev.Key, what)}
 		}
 	}
-	if visible == nil && r.Op != OpAcquire {
+	if visible == nil && action != events.LockAcquire {
 		return decision{err: events.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
 	}
 	if visible != nil && held.Holder != r.Holder {
 		code := notHolderCode
-		if r.Op == OpAcquire {
+		if action == events.LockAcquire {
 			code = heldCode
 		}
 		err := events.FieldErrorf(code, "holder", "%s %s is held by %s%s", what, ev.Key, held.Holder, until(visible))
 		err.Current = visible
 		return decision{err: err}
 	}
-	if r.Op == OpRelease {
+	if action == events.LockRelease {
 		return removal(ev, visible, ev.Op)
 	}
 	if visible == nil {
-		held = LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
+		held = events.LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
 	}
 	after, err := marshalCompact(held)
 	if err != nil {
@@ -161,7 +167,7 @@ func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Ti
 	}
 	ev.After = after
 	ev.Semantics = r.Semantics
-	ev.Semantics.Purpose = string(r.Role)
+	ev.Semantics.Purpose = purpose
 	if r.Semantics.Producer == "" && len(r.Semantics.ConsumerHints) == 0 && visible != nil {
 		ev.Semantics = visible.Semantics
 	}
@@ -189,13 +195,13 @@ func guardLock(visible *events.Entry, r *Request) *events.Error {
 	}
 	code := events.ELockHeld
 	switch visible.Semantics.Purpose {
-	case string(RoleLock):
-	case string(RoleLeader):
+	case events.PurposeLock:
+	case events.PurposeLeader:
 		code = events.ENotLeader
 	default:
 		return nil
 	}
-	var held LockValue
+	var held events.LockValue
 	_ = json.Unmarshal(visible.Value, &held)
 	err := events.FieldErrorf(code, "key", "key %s is a %s held by %s%s: use the %s operations, or name its version (expectedVersion %d) to break it on purpose",
 		visible.Key, visible.Semantics.Purpose, held.Holder, until(visible), visible.Semantics.Purpose, visible.Version)

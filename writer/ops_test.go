@@ -16,7 +16,7 @@ type opsCase struct {
 	cur   events.State
 	req   Request
 	code  string
-	op    string
+	op    events.Op
 	after string // compact JSON of the event's after ("" to skip)
 	kind  events.Kind
 }
@@ -68,23 +68,23 @@ func TestDecideIncrement(t *testing.T) {
 	past := now.Add(-time.Second)
 	gone := events.State{Version: 5, Entry: events.Entry{Key: k, Version: 5}}
 	ds := runOps(t, now, []opsCase{
-		{"OK", state(k, 2, `41`, "counter", nil), Request{Op: OpIncrement, By: 1}, "", events.OpIncrement, `42`, events.KindPut},
-		{"OKNegative", state(k, 2, `-3`, "other", nil), Request{Op: OpIncrement, By: -10}, "", events.OpIncrement, `-13`, ""},
-		{"OKCreate", events.State{}, Request{Op: OpIncrement, By: 5, Create: true}, "", events.OpIncrement, `5`, ""},
-		{"OKCreateAfterDelete", gone, Request{Op: OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
-		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), Request{Op: OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
-		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), Request{Op: OpIncrement, By: 1}, "", events.OpIncrement, `2`, ""},
-		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), Request{Op: OpIncrement, By: 1, TTLSeconds: 600}, "", events.OpIncrement, `2`, ""},
-		{"OKCAS", state(k, 2, `1`, "counter", nil), Request{Op: OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", events.OpIncrement, `2`, ""},
-		{"ErrCASStale", state(k, 2, `1`, "counter", nil), Request{Op: OpIncrement, By: 1, ExpectedVersion: ptr(1)}, events.EConflict, "", "", ""},
-		{"ErrMissing", events.State{}, Request{Op: OpIncrement, By: 1}, events.ENotFound, "", "", ""},
-		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), Request{Op: OpIncrement, By: 1}, events.ENotFound, "", "", ""},
-		{"ErrString", state(k, 2, `"7"`, "other", nil), Request{Op: OpIncrement, By: 1}, events.EWrongType, "", "", ""},
-		{"ErrFraction", state(k, 2, `1.5`, "other", nil), Request{Op: OpIncrement, By: 1}, events.EWrongType, "", "", ""},
-		{"ErrObject", state(k, 2, `{"n":1}`, "other", nil), Request{Op: OpIncrement, By: 1}, events.EWrongType, "", "", ""},
-		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: OpIncrement, By: 1}, events.EOutOfRange, "", "", ""},
-		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), Request{Op: OpIncrement, By: -1}, events.EOutOfRange, "", "", ""},
-		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), Request{Op: OpIncrement, By: 1}, events.ELockHeld, "", "", ""},
+		{"OK", state(k, 2, `41`, "counter", nil), Request{Op: events.OpIncrement, By: 1}, "", events.OpIncrement, `42`, events.KindPut},
+		{"OKNegative", state(k, 2, `-3`, "other", nil), Request{Op: events.OpIncrement, By: -10}, "", events.OpIncrement, `-13`, ""},
+		{"OKCreate", events.State{}, Request{Op: events.OpIncrement, By: 5, Create: true}, "", events.OpIncrement, `5`, ""},
+		{"OKCreateAfterDelete", gone, Request{Op: events.OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
+		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), Request{Op: events.OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
+		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), Request{Op: events.OpIncrement, By: 1}, "", events.OpIncrement, `2`, ""},
+		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), Request{Op: events.OpIncrement, By: 1, TTLSeconds: 600}, "", events.OpIncrement, `2`, ""},
+		{"OKCAS", state(k, 2, `1`, "counter", nil), Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", events.OpIncrement, `2`, ""},
+		{"ErrCASStale", state(k, 2, `1`, "counter", nil), Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, events.EConflict, "", "", ""},
+		{"ErrMissing", events.State{}, Request{Op: events.OpIncrement, By: 1}, events.ENotFound, "", "", ""},
+		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), Request{Op: events.OpIncrement, By: 1}, events.ENotFound, "", "", ""},
+		{"ErrString", state(k, 2, `"7"`, "other", nil), Request{Op: events.OpIncrement, By: 1}, events.EWrongType, "", "", ""},
+		{"ErrFraction", state(k, 2, `1.5`, "other", nil), Request{Op: events.OpIncrement, By: 1}, events.EWrongType, "", "", ""},
+		{"ErrObject", state(k, 2, `{"n":1}`, "other", nil), Request{Op: events.OpIncrement, By: 1}, events.EWrongType, "", "", ""},
+		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: events.OpIncrement, By: 1}, events.EOutOfRange, "", "", ""},
+		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), Request{Op: events.OpIncrement, By: -1}, events.EOutOfRange, "", "", ""},
+		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), Request{Op: events.OpIncrement, By: 1}, events.ELockHeld, "", "", ""},
 	})
 	if e := ds["OKCreate"].event; e.Semantics.Purpose != "counter" || e.ExpiresAt != nil {
 		t.Errorf("new counter: semantics %+v expires %v", e.Semantics, e.ExpiresAt)
@@ -111,23 +111,25 @@ func TestDecidePatch(t *testing.T) {
 		}
 		return m
 	}
-	cond := func(f, v string) *FieldCondition { return &FieldCondition{Field: f, Equals: json.RawMessage(v)} }
+	cond := func(f, v string) *events.FieldCondition {
+		return &events.FieldCondition{Field: f, Equals: json.RawMessage(v)}
+	}
 	ds := runOps(t, now, []opsCase{
-		{"OKSet", job, Request{Op: OpPatch, Set: set("state", `"running"`, "worker", `"w1"`)}, "", events.OpPatch, `{"n":1,"state":"running","tags":["x"],"worker":"w1"}`, ""},
-		{"OKUnset", job, Request{Op: OpPatch, Unset: []string{"tags", "absent"}}, "", events.OpPatch, `{"n":1,"state":"pending"}`, ""},
-		{"OKSetNull", job, Request{Op: OpPatch, Set: set("n", `null`)}, "", events.OpPatch, `{"n":null,"state":"pending","tags":["x"]}`, ""},
-		{"OKFieldCAS", job, Request{Op: OpPatch, If: cond("state", `"pending"`), Set: set("state", `"claimed"`)}, "", events.OpFieldCAS, `{"n":1,"state":"claimed","tags":["x"]}`, ""},
-		{"OKFieldCASCanonical", job, Request{Op: OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
-		{"OKFieldCASNumber", job, Request{Op: OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
-		{"OKFieldCASMissingIsNull", job, Request{Op: OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", events.OpFieldCAS, "", ""},
-		{"OKCreate", events.State{}, Request{Op: OpPatch, Create: true, Set: set("state", `"pending"`)}, "", events.OpPatch, `{"state":"pending"}`, ""},
-		{"OKCreateWithCondition", events.State{}, Request{Op: OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", events.OpFieldCAS, "", ""},
-		{"ErrFieldCASLost", job, Request{Op: OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, events.EFieldMismatch, "", "", ""},
-		{"ErrMissing", events.State{}, Request{Op: OpPatch, Set: set("a", `1`)}, events.ENotFound, "", "", ""},
-		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), Request{Op: OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
-		{"ErrNull", state(k, 1, `null`, "other", nil), Request{Op: OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
-		{"ErrTooLarge", job, Request{Op: OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, events.ETooLarge, "", "", ""},
-		{"ErrStaleVersion", job, Request{Op: OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, events.EConflict, "", "", ""},
+		{"OKSet", job, Request{Op: events.OpPatch, Set: set("state", `"running"`, "worker", `"w1"`)}, "", events.OpPatch, `{"n":1,"state":"running","tags":["x"],"worker":"w1"}`, ""},
+		{"OKUnset", job, Request{Op: events.OpPatch, Unset: []string{"tags", "absent"}}, "", events.OpPatch, `{"n":1,"state":"pending"}`, ""},
+		{"OKSetNull", job, Request{Op: events.OpPatch, Set: set("n", `null`)}, "", events.OpPatch, `{"n":null,"state":"pending","tags":["x"]}`, ""},
+		{"OKFieldCAS", job, Request{Op: events.OpPatch, If: cond("state", `"pending"`), Set: set("state", `"claimed"`)}, "", events.OpFieldCAS, `{"n":1,"state":"claimed","tags":["x"]}`, ""},
+		{"OKFieldCASCanonical", job, Request{Op: events.OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
+		{"OKFieldCASNumber", job, Request{Op: events.OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
+		{"OKFieldCASMissingIsNull", job, Request{Op: events.OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", events.OpFieldCAS, "", ""},
+		{"OKCreate", events.State{}, Request{Op: events.OpPatch, Create: true, Set: set("state", `"pending"`)}, "", events.OpPatch, `{"state":"pending"}`, ""},
+		{"OKCreateWithCondition", events.State{}, Request{Op: events.OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", events.OpFieldCAS, "", ""},
+		{"ErrFieldCASLost", job, Request{Op: events.OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, events.EFieldMismatch, "", "", ""},
+		{"ErrMissing", events.State{}, Request{Op: events.OpPatch, Set: set("a", `1`)}, events.ENotFound, "", "", ""},
+		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), Request{Op: events.OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
+		{"ErrNull", state(k, 1, `null`, "other", nil), Request{Op: events.OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
+		{"ErrTooLarge", job, Request{Op: events.OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, events.ETooLarge, "", "", ""},
+		{"ErrStaleVersion", job, Request{Op: events.OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, events.EConflict, "", "", ""},
 	})
 	d := ds["ErrFieldCASLost"]
 	if d.conflict == nil || d.conflict.Reason != "field_mismatch" || d.conflict.Op != events.OpFieldCAS || d.conflict.ExpectedVersion != -1 {
@@ -148,30 +150,30 @@ func TestDecideLock(t *testing.T) {
 	expiredA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &past)
 	released := events.State{Version: 8, Entry: events.Entry{Key: k, Version: 8}}
 	leaderA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "leader", &exp)
-	acq := func(h string) Request { return Request{Op: OpAcquire, Role: RoleLock, Holder: h, TTLSeconds: 30} }
+	acq := func(h string) Request { return Request{Op: events.OpLockAcquire, Holder: h, TTLSeconds: 30} }
 	ds := runOps(t, now, []opsCase{
 		{"OKAcquireFree", events.State{}, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z"}`, events.KindPut},
 		{"OKAcquireAfterRelease", released, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z"}`, ""},
 		{"OKAcquireExpired", expiredA, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z"}`, ""},
 		{"OKReenter", heldA, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, ""},
-		{"OKExtend", heldA, Request{Op: OpExtend, Role: RoleLock, Holder: "a", TTLSeconds: 90}, "", events.OpLockExtend, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, ""},
-		{"OKRelease", heldA, Request{Op: OpRelease, Role: RoleLock, Holder: "a"}, "", events.OpLockRelease, `null`, events.KindDelete},
+		{"OKExtend", heldA, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", events.OpLockExtend, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, ""},
+		{"OKRelease", heldA, Request{Op: events.OpLockRelease, Holder: "a"}, "", events.OpLockRelease, `null`, events.KindDelete},
 		{"ErrHeld", heldA, acq("b"), events.ELockHeld, "", "", ""},
-		{"ErrExtendOther", heldA, Request{Op: OpExtend, Role: RoleLock, Holder: "b", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
-		{"ErrReleaseOther", heldA, Request{Op: OpRelease, Role: RoleLock, Holder: "b"}, events.ENotLockHolder, "", "", ""},
-		{"ErrReleaseFree", released, Request{Op: OpRelease, Role: RoleLock, Holder: "a"}, events.ENotLockHolder, "", "", ""},
-		{"ErrExtendExpired", expiredA, Request{Op: OpExtend, Role: RoleLock, Holder: "a", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
+		{"ErrExtendOther", heldA, Request{Op: events.OpLockExtend, Holder: "b", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
+		{"ErrReleaseOther", heldA, Request{Op: events.OpLockRelease, Holder: "b"}, events.ENotLockHolder, "", "", ""},
+		{"ErrReleaseFree", released, Request{Op: events.OpLockRelease, Holder: "a"}, events.ENotLockHolder, "", "", ""},
+		{"ErrExtendExpired", expiredA, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
 		{"ErrNotALock", state(k, 3, `{"holder":"a"}`, "other", nil), acq("a"), events.EWrongType, "", "", ""},
 		{"ErrLeaderAsLock", leaderA, acq("a"), events.EWrongType, "", "", ""},
-		{"OKElect", events.State{}, Request{Op: OpAcquire, Role: RoleLeader, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderElect, "", ""},
-		{"ErrElectOther", leaderA, Request{Op: OpAcquire, Role: RoleLeader, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
-		{"OKHeartbeat", leaderA, Request{Op: OpExtend, Role: RoleLeader, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderHeartbeat, "", ""},
-		{"ErrHeartbeatOther", leaderA, Request{Op: OpExtend, Role: RoleLeader, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
-		{"OKResign", leaderA, Request{Op: OpRelease, Role: RoleLeader, Holder: "a"}, "", events.OpLeaderResign, "", events.KindDelete},
-		{"ErrPlainPutOverLock", heldA, Request{Op: OpPut, Value: json.RawMessage(`1`)}, events.ELockHeld, "", "", ""},
-		{"ErrPlainDeleteOfLeader", leaderA, Request{Op: OpDelete}, events.ENotLeader, "", "", ""},
-		{"OKBreakLockByVersion", heldA, Request{Op: OpDelete, ExpectedVersion: ptr(7)}, "", events.OpDelete, "", events.KindDelete},
-		{"OKPutOverExpiredLock", expiredA, Request{Op: OpPut, Value: json.RawMessage(`1`)}, "", events.OpSet, "", ""},
+		{"OKElect", events.State{}, Request{Op: events.OpLeaderElect, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderElect, "", ""},
+		{"ErrElectOther", leaderA, Request{Op: events.OpLeaderElect, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
+		{"OKHeartbeat", leaderA, Request{Op: events.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderHeartbeat, "", ""},
+		{"ErrHeartbeatOther", leaderA, Request{Op: events.OpLeaderHeartbeat, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
+		{"OKResign", leaderA, Request{Op: events.OpLeaderResign, Holder: "a"}, "", events.OpLeaderResign, "", events.KindDelete},
+		{"ErrPlainPutOverLock", heldA, Request{Op: events.OpPut, Value: json.RawMessage(`1`)}, events.ELockHeld, "", "", ""},
+		{"ErrPlainDeleteOfLeader", leaderA, Request{Op: events.OpDelete}, events.ENotLeader, "", "", ""},
+		{"OKBreakLockByVersion", heldA, Request{Op: events.OpDelete, ExpectedVersion: ptr(7)}, "", events.OpDelete, "", events.KindDelete},
+		{"OKPutOverExpiredLock", expiredA, Request{Op: events.OpPut, Value: json.RawMessage(`1`)}, "", events.OpSet, "", ""},
 	})
 	if e := ds["OKAcquireFree"].event; e.Semantics.Purpose != "lock" || e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(30*time.Second)) {
 		t.Errorf("acquire: semantics %+v expiry %v", e.Semantics, e.ExpiresAt)
@@ -195,10 +197,10 @@ func TestDecideExpire(t *testing.T) {
 	later := now.Add(time.Minute)
 	expired := state(k, 3, `{"holder":"a","token":3}`, "lock", &past)
 	expired.Entry.Semantics.Producer = "scheduler"
-	exp := Request{Op: OpExpire, ExpectedVersion: ptr(3)}
+	exp := Request{Op: events.OpExpire, ExpectedVersion: ptr(3)}
 	ds := runOps(t, now, []opsCase{
 		{"OK", expired, exp, "", events.OpExpire, `null`, events.KindExpire},
-		{"SkipRenewed", state(k, 4, `1`, "other", &later), Request{Op: OpExpire, ExpectedVersion: ptr(3)}, events.EConflict, "", "", ""},
+		{"SkipRenewed", state(k, 4, `1`, "other", &later), Request{Op: events.OpExpire, ExpectedVersion: ptr(3)}, events.EConflict, "", "", ""},
 		{"SkipNotYet", state(k, 3, `1`, "other", &later), exp, events.EConflict, "", "", ""},
 		{"SkipDeleted", events.State{Version: 4, Entry: events.Entry{Key: k, Version: 4}}, exp, events.EConflict, "", "", ""},
 		{"SkipNoTTL", state(k, 3, `1`, "other", nil), exp, events.EConflict, "", "", ""},
@@ -211,5 +213,44 @@ func TestDecideExpire(t *testing.T) {
 		if d.conflict != nil {
 			t.Errorf("%s: a skipped expire is not a conflict record", name)
 		}
+	}
+}
+
+func TestReadCounter(t *testing.T) {
+	k := mustKey(t, "tenant/a/project/b/k")
+	entry := func(v string) *events.Entry {
+		return &events.Entry{Key: k.String(), Version: 3, Value: json.RawMessage(v)}
+	}
+	for _, tc := range []struct {
+		name  string
+		e     *events.Entry
+		code  string
+		value int64
+	}{
+		{"OK", entry(`41`), "", 41},
+		{"OKNegative", entry(`-7`), "", -7},
+		{"OKMaxInt64", entry(`9223372036854775807`), "", 9223372036854775807},
+		{"ErrAbsent", nil, events.ENotFound, 0},
+		{"ErrString", entry(`"7"`), events.EWrongType, 0},
+		{"ErrFraction", entry(`1.5`), events.EWrongType, 0},
+		{"ErrExponent", entry(`1e3`), events.EWrongType, 0},
+		{"ErrOverInt64", entry(`9223372036854775808`), events.EWrongType, 0},
+		{"ErrObject", entry(`{"n":1}`), events.EWrongType, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := ReadCounter(k, tc.e)
+			if events.ErrorCode(err) != tc.code {
+				t.Fatalf("err %v, want code %q", err, tc.code)
+			}
+			if tc.code == events.EWrongType {
+				var e *events.Error
+				if !errors.As(err, &e) || e.Current != tc.e || e.Field != "value" {
+					t.Fatalf("wrong_type %+v, want Current and field value", e)
+				}
+			}
+			if tc.code == "" && a != (events.CounterAnswer{Key: k.String(), Value: tc.value, Version: 3}) {
+				t.Fatalf("answer %+v", a)
+			}
+		})
 	}
 }

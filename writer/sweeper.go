@@ -138,7 +138,7 @@ func (p *partition) expire(ctx context.Context, due map[string]int64) (int, erro
 			p.log.Error("the projection holds a key that breaks the key rules; not expiring it", "key", k, "err", err)
 			continue
 		}
-		c := &call{req: &Request{Key: key, Op: OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal}, done: make(chan answer, 1)}
+		c := &call{req: &Request{Key: key, Op: events.OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal}, done: make(chan answer, 1)}
 		if err := p.submit(c); err != nil {
 			return n, err
 		}

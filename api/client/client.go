@@ -1,6 +1,8 @@
 // Package client is the Go client of eskv's HTTP API (schemas/openapi.yaml):
 // typed calls, errors as *events.Error, and retries only where they are
-// safe. kvctl is built on it.
+// safe. kvctl is built on it. Requests and answers are the contract's
+// types (package events); Call reaches any custom method of the contract,
+// so a new operation needs no change here.
 //
 // Every answer the server gives as an error body becomes an *events.Error
 // with its stable Code (events.ENotFound, events.EConflict, ...), Field,
@@ -119,19 +121,6 @@ func (e *NetworkError) Unwrap() error { return e.Err }
 // and 504, so it is never mistaken for an answer about the key.
 var ErrUnexpectedAnswer = errors.New("the answer is not from eskv's API")
 
-// errorDetail is the wire form of an error answer's "error" object
-// (api.ErrorDetail).
-type errorDetail struct {
-	Code              string          `json:"code"`
-	Message           string          `json:"message"`
-	Field             string          `json:"field,omitempty"`
-	CurrentVersion    *int64          `json:"currentVersion,omitempty"`
-	CurrentValue      json.RawMessage `json:"currentValue,omitempty"`
-	CurrentExpiresAt  *time.Time      `json:"currentExpiresAt,omitempty"`
-	CorrelationID     string          `json:"correlationId,omitempty"`
-	RetryAfterSeconds int             `json:"retryAfterSeconds,omitempty"`
-}
-
 // call is one API request.
 type call struct {
 	method string
@@ -248,7 +237,7 @@ func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error
 // ErrUnexpectedAnswer for bodies that are not eskv's.
 func answerError(resp *http.Response, b []byte, key string) error {
 	var body struct {
-		Error *errorDetail `json:"error"`
+		Error *events.ErrorDetail `json:"error"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
 		e := &events.Error{Code: events.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s: %s",
@@ -260,13 +249,9 @@ func answerError(resp *http.Response, b []byte, key string) error {
 		}
 		return fmt.Errorf("%w: %w", ErrUnexpectedAnswer, e)
 	}
-	d := body.Error
-	e := &events.Error{Code: d.Code, Message: d.Message, Field: d.Field, CorrelationID: d.CorrelationID, RetryAfterSeconds: d.RetryAfterSeconds}
+	e := body.Error.AsError(key)
 	if e.RetryAfterSeconds == 0 {
 		e.RetryAfterSeconds = headerRetryAfter(resp.Header)
-	}
-	if d.CurrentVersion != nil && *d.CurrentVersion > 0 {
-		e.Current = &events.Entry{Key: key, Version: *d.CurrentVersion, Value: d.CurrentValue, ExpiresAt: d.CurrentExpiresAt}
 	}
 	return e
 }

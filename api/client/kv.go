@@ -73,44 +73,38 @@ type PutResult struct {
 	Replayed bool
 }
 
-// putBody is the wire form of PutRequest (api.PutBody).
-type putBody struct {
-	Value           json.RawMessage   `json:"value"`
-	ExpectedVersion *int64            `json:"expectedVersion,omitempty"`
-	TTLSeconds      int64             `json:"ttlSeconds,omitempty"`
-	Semantics       *events.Semantics `json:"semantics,omitempty"`
-	RequestID       string            `json:"requestId,omitempty"`
-	SpecRef         string            `json:"specRef,omitempty"`
-}
-
 // Put writes a new version of r.Key. A compare-and-swap that does not
 // match is an *events.Error with code events.EConflict whose Current holds
 // the key's current version and value (nil when the key is absent).
 func (c *Client) Put(ctx context.Context, r PutRequest) (PutResult, error) {
-	p, err := keyPath(r.Key)
-	if err != nil {
-		return PutResult{}, err
-	}
-	b := putBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef}
+	b := events.PutBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef,
+		Semantics: semantics(r.Semantics)}
 	if b.Value == nil {
 		b.Value = json.RawMessage("null")
 	}
 	if !json.Valid(b.Value) {
 		return PutResult{}, events.FieldErrorf(events.EInvalid, "value", "value is not valid JSON")
 	}
-	if r.TTL < 0 || r.TTL%time.Second != 0 {
-		return PutResult{}, events.FieldErrorf(events.EInvalid, "ttlSeconds", "TTL %v is not a positive whole number of seconds", r.TTL)
+	var err error
+	if b.TTLSeconds, err = ttlSeconds(r.TTL); err != nil {
+		return PutResult{}, err
 	}
-	b.TTLSeconds = int64(r.TTL / time.Second)
-	if !isZero(r.Semantics) {
-		b.Semantics = &r.Semantics
+	return c.writeEntry(ctx, http.MethodPut, r.Key, &b, b.Idempotent())
+}
+
+// writeEntry sends a write of key whose answer is the entry after it;
+// retry says it is safe to repeat.
+func (c *Client) writeEntry(ctx context.Context, method, key string, body any, retry bool) (PutResult, error) {
+	p, err := keyPath(key)
+	if err != nil {
+		return PutResult{}, err
 	}
-	body, err := marshal(b)
+	b, err := marshal(body)
 	if err != nil {
 		return PutResult{}, err
 	}
 	var res PutResult
-	h, err := c.do(ctx, call{method: http.MethodPut, path: p, body: body, key: r.Key, retry: r.RequestID != ""}, &res.Entry)
+	h, err := c.do(ctx, call{method: method, path: p, body: b, key: key, retry: retry}, &res.Entry)
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -133,23 +127,13 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// DeleteOptions qualify a delete.
-type DeleteOptions struct {
-	// ExpectedVersion, when set, is the version the key must have now.
-	ExpectedVersion *int64
-	// RequestID makes the delete idempotent (and retried); see PutRequest.
-	RequestID string
-}
+// DeleteOptions qualify a delete: ExpectedVersion, when set, is the
+// version the key must have now; RequestID makes the delete idempotent
+// (and retried), see PutRequest.
+type DeleteOptions = events.DeleteParams
 
 // DeleteResult is the answer of a delete.
-type DeleteResult struct {
-	Key string `json:"key"`
-	// Version is the delete's own version: the key's next one.
-	Version int64 `json:"version"`
-	Deleted bool  `json:"deleted"`
-	// Replayed is true when the delete repeated the key's last write.
-	Replayed bool `json:"-"`
-}
+type DeleteResult = events.DeleteAnswer
 
 // Delete deletes key. An absent key is events.ENotFound; a version
 // mismatch is events.EConflict (checked first).
@@ -184,15 +168,9 @@ type ListOptions struct {
 	Cursor string
 }
 
-// ListPage is one page of a listing.
-type ListPage struct {
-	// Items are live entries in bytewise key order.
-	Items []events.Entry `json:"items"`
-	// Truncated says more entries follow: ask again with Cursor set to
-	// NextCursor.
-	Truncated  bool   `json:"truncated"`
-	NextCursor string `json:"nextCursor,omitempty"`
-}
+// ListPage is one page of a listing: live entries in bytewise key order;
+// Truncated says more follow (ask again with Cursor set to NextCursor).
+type ListPage = events.ListAnswer
 
 // List returns one page of the live entries under o.Prefix. Listings read
 // the projection and may trail the newest writes by milliseconds. List is

@@ -10,6 +10,39 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
+// Call sends op, one of the contract's custom methods, on key: a POST of
+// body for a write, a GET for a read (body nil). It decodes the answer as
+// Ans and reports whether the server answered a repeated write as a
+// replay (the Eskv-Replayed header). Reads are retried like Get; writes
+// only when body is idempotent (it carries a requestId). A new operation
+// of the contract is called this way with no change to the client:
+//
+//	lock, _, err := client.Call[events.LockAnswer](ctx, c, events.OpLockCheck, key, nil)
+func Call[Ans any](ctx context.Context, c *Client, op events.Op, key string, body any) (ans Ans, replayed bool, err error) {
+	if op.Verb() == "" {
+		return ans, false, events.Errorf(events.EInvalid, "op %s is not a custom method of the API", op)
+	}
+	p, err := keyPath(key)
+	if err != nil {
+		return ans, false, err
+	}
+	cl := call{method: http.MethodGet, path: p + ":" + op.Verb(), key: key, retry: true}
+	if !op.Reads() {
+		cl.method = http.MethodPost
+		if cl.body, err = marshal(body); err != nil {
+			return ans, false, err
+		}
+		i, ok := body.(interface{ Idempotent() bool })
+		cl.retry = ok && i.Idempotent()
+	}
+	h, err := c.do(ctx, cl, &ans)
+	if err != nil {
+		var zero Ans
+		return zero, false, err
+	}
+	return ans, h.Get("Eskv-Replayed") == "true", nil
+}
+
 // IncrementRequest adds to a counter: a key whose value is a JSON integer.
 type IncrementRequest struct {
 	Key string
@@ -32,17 +65,6 @@ type IncrementRequest struct {
 	SpecRef   string
 }
 
-// incrementBody is the wire form of IncrementRequest (api.IncrementBody).
-type incrementBody struct {
-	By              *int64            `json:"by,omitempty"`
-	Create          bool              `json:"create,omitempty"`
-	ExpectedVersion *int64            `json:"expectedVersion,omitempty"`
-	TTLSeconds      *int64            `json:"ttlSeconds,omitempty"`
-	Semantics       *events.Semantics `json:"semantics,omitempty"`
-	RequestID       string            `json:"requestId,omitempty"`
-	SpecRef         string            `json:"specRef,omitempty"`
-}
-
 // Counter is a counter after an increment.
 type Counter struct {
 	// Value is the counter's new value.
@@ -57,27 +79,22 @@ type Counter struct {
 // returns the new value. A key that holds anything but an integer is
 // events.EWrongType; leaving the int64 range is events.EOutOfRange.
 func (c *Client) Increment(ctx context.Context, r IncrementRequest) (Counter, error) {
-	b := incrementBody{Create: r.Create, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef}
+	b := events.IncrementBody{Create: r.Create, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef}
 	if r.By != 0 {
 		b.By = &r.By
 	}
-	ttl, err := ttlSeconds(r.TTL)
-	if err != nil {
+	var err error
+	if b.TTLSeconds, err = ttlSeconds(r.TTL); err != nil {
 		return Counter{}, err
 	}
-	b.TTLSeconds = ttl
-	if !isZero(r.Semantics) {
-		b.Semantics = &r.Semantics
-	}
+	b.Semantics = semantics(r.Semantics)
 	var out Counter
-	h, err := c.verb(ctx, r.Key, "increment", b, r.RequestID != "", &out.Entry)
-	if err != nil {
+	if out.Entry, out.Replayed, err = Call[events.Entry](ctx, c, events.OpIncrement, r.Key, &b); err != nil {
 		return Counter{}, err
 	}
 	if err := json.Unmarshal(out.Entry.Value, &out.Value); err != nil {
 		return Counter{}, events.Errorf(events.EInternal, "counter %s answered %s: %v", r.Key, out.Entry.Value, err)
 	}
-	out.Replayed = h.Get("Eskv-Replayed") == "true"
 	return out, nil
 }
 
@@ -102,6 +119,15 @@ func ttlSeconds(d time.Duration) (*int64, error) {
 	return &n, nil
 }
 
+// semantics is the wire form of optional semantics: nil when none are
+// given.
+func semantics(s events.Semantics) *events.Semantics {
+	if isZero(s) {
+		return nil
+	}
+	return &s
+}
+
 // LockRequest takes part in a lock or a leader pool.
 type LockRequest struct {
 	Key string
@@ -118,151 +144,89 @@ type LockRequest struct {
 	SpecRef   string
 }
 
-// lockBody is the wire form of LockRequest (api.LockBody).
-type lockBody struct {
-	Holder     string            `json:"holder"`
-	TTLSeconds *int64            `json:"ttlSeconds,omitempty"`
-	Semantics  *events.Semantics `json:"semantics,omitempty"`
-	RequestID  string            `json:"requestId,omitempty"`
-	SpecRef    string            `json:"specRef,omitempty"`
-}
+// Lock is a held lock or leadership. Its Token is the fencing token: pass
+// it to the resources the lock protects and have them refuse any token
+// lower than the highest they have seen.
+type Lock = events.LockAnswer
 
-// Lock is a held lock or leadership (api.LockAnswer).
-type Lock struct {
-	Key    string `json:"key"`
-	Holder string `json:"holder"`
-	// Token is the fencing token: pass it to the resources the lock
-	// protects and have them refuse any token lower than the highest they
-	// have seen. It is the same for one holder's whole tenure (re-entry
-	// and extends keep it) and grows strictly from tenure to tenure.
-	Token      int64      `json:"token"`
-	Version    int64      `json:"version"`
-	AcquiredAt time.Time  `json:"acquiredAt"`
-	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
-	// Reentered is true when Holder already held it.
-	Reentered bool `json:"reentered"`
-	// Replayed is true when the request repeated the key's last write.
-	Replayed bool `json:"-"`
-}
-
-// ReleaseResult is the answer of ReleaseLock and Resign (api.ReleaseAnswer).
-type ReleaseResult struct {
-	Key      string `json:"key"`
-	Version  int64  `json:"version"`
-	Released bool   `json:"released"`
-	Replayed bool   `json:"-"`
-}
+// ReleaseResult is the answer of ReleaseLock and Resign.
+type ReleaseResult = events.ReleaseAnswer
 
 // AcquireLock takes the lock at r.Key for r.Holder without waiting. A lock
 // held by another holder is events.ELockHeld, with Current holding the
 // lock's entry (its value names the holder; ExpiresAt the lease's end).
 func (c *Client) AcquireLock(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, "acquire")
+	return c.lockCall(ctx, r, events.OpLockAcquire)
 }
 
 // ExtendLock renews the lease of a lock r.Holder holds; otherwise
 // events.ENotLockHolder.
 func (c *Client) ExtendLock(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, "extend")
+	return c.lockCall(ctx, r, events.OpLockExtend)
 }
 
 // ReleaseLock frees a lock r.Holder holds; otherwise events.ENotLockHolder.
 func (c *Client) ReleaseLock(ctx context.Context, r LockRequest) (ReleaseResult, error) {
-	return c.releaseCall(ctx, r, "release")
+	return c.releaseCall(ctx, r, events.OpLockRelease)
 }
 
 // CheckLock returns the lock's holder; a free lock is events.ENotFound.
 func (c *Client) CheckLock(ctx context.Context, key string) (Lock, error) {
-	return c.check(ctx, key, "lock")
+	l, _, err := Call[Lock](ctx, c, events.OpLockCheck, key, nil)
+	return l, err
 }
 
 // Elect makes r.Holder the leader of the pool at r.Key if it has none, or
 // renews r.Holder's leadership. Another leader is events.ENotLeader, with
 // Current holding the leadership's entry.
 func (c *Client) Elect(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, "elect")
+	return c.lockCall(ctx, r, events.OpLeaderElect)
 }
 
 // Heartbeat renews r.Holder's leadership; otherwise events.ENotLeader.
 func (c *Client) Heartbeat(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, "heartbeat")
+	return c.lockCall(ctx, r, events.OpLeaderHeartbeat)
 }
 
 // Resign ends r.Holder's leadership; otherwise events.ENotLeader.
 func (c *Client) Resign(ctx context.Context, r LockRequest) (ReleaseResult, error) {
-	return c.releaseCall(ctx, r, "resign")
+	return c.releaseCall(ctx, r, events.OpLeaderResign)
 }
 
 // Leader returns the pool's leader; a pool without one is
 // events.ENotFound.
 func (c *Client) Leader(ctx context.Context, key string) (Lock, error) {
-	return c.check(ctx, key, "leader")
-}
-
-func (c *Client) lockCall(ctx context.Context, r LockRequest, verb string) (Lock, error) {
-	b, err := lockWire(r)
-	if err != nil {
-		return Lock{}, err
-	}
-	var l Lock
-	h, err := c.verb(ctx, r.Key, verb, b, r.RequestID != "", &l)
-	if err != nil {
-		return Lock{}, err
-	}
-	l.Replayed = h.Get("Eskv-Replayed") == "true"
-	return l, nil
-}
-
-func (c *Client) releaseCall(ctx context.Context, r LockRequest, verb string) (ReleaseResult, error) {
-	r.TTL = 0
-	b, err := lockWire(r)
-	if err != nil {
-		return ReleaseResult{}, err
-	}
-	b.Semantics = nil
-	var res ReleaseResult
-	h, err := c.verb(ctx, r.Key, verb, b, r.RequestID != "", &res)
-	if err != nil {
-		return ReleaseResult{}, err
-	}
-	res.Replayed = h.Get("Eskv-Replayed") == "true"
-	return res, nil
-}
-
-func lockWire(r LockRequest) (lockBody, error) {
-	b := lockBody{Holder: r.Holder, RequestID: r.RequestID, SpecRef: r.SpecRef}
-	ttl, err := ttlSeconds(r.TTL)
-	if err != nil {
-		return b, err
-	}
-	b.TTLSeconds = ttl
-	if !isZero(r.Semantics) {
-		b.Semantics = &r.Semantics
-	}
-	return b, nil
-}
-
-func (c *Client) check(ctx context.Context, key, verb string) (Lock, error) {
-	p, err := keyPath(key)
-	if err != nil {
-		return Lock{}, err
-	}
-	var l Lock
-	_, err = c.do(ctx, call{method: http.MethodGet, path: p + ":" + verb, key: key, retry: true}, &l)
+	l, _, err := Call[Lock](ctx, c, events.OpLeaderCheck, key, nil)
 	return l, err
 }
 
-// verb sends POST /v1/kv/{key}:{verb} with body b.
-func (c *Client) verb(ctx context.Context, key, verb string, b any, retry bool, out any) (http.Header, error) {
-	p, err := keyPath(key)
+func (c *Client) lockCall(ctx context.Context, r LockRequest, op events.Op) (Lock, error) {
+	b, err := lockBody(r)
 	if err != nil {
-		return nil, err
+		return Lock{}, err
 	}
-	body, err := marshal(b)
+	l, replayed, err := Call[Lock](ctx, c, op, r.Key, &b)
+	l.Replayed = replayed
+	return l, err
+}
+
+// releaseCall sends release or resign, which take no lease or semantics.
+func (c *Client) releaseCall(ctx context.Context, r LockRequest, op events.Op) (ReleaseResult, error) {
+	r.TTL, r.Semantics = 0, events.Semantics{}
+	b, err := lockBody(r)
 	if err != nil {
-		return nil, err
+		return ReleaseResult{}, err
 	}
-	return c.do(ctx, call{method: http.MethodPost, path: p + ":" + verb, body: body, key: key, retry: retry}, out)
+	res, replayed, err := Call[ReleaseResult](ctx, c, op, r.Key, &b)
+	res.Replayed = replayed
+	return res, err
+}
+
+func lockBody(r LockRequest) (events.LockBody, error) {
+	b := events.LockBody{Holder: r.Holder, RequestID: r.RequestID, SpecRef: r.SpecRef, Semantics: semantics(r.Semantics)}
+	var err error
+	b.TTLSeconds, err = ttlSeconds(r.TTL)
+	return b, err
 }
 
 // PatchRequest changes top-level fields of an object value without a
@@ -291,58 +255,22 @@ type PatchRequest struct {
 }
 
 // FieldCondition is the guard of a field compare-and-swap.
-type FieldCondition struct {
-	Field  string          `json:"field"`
-	Equals json.RawMessage `json:"equals"`
-}
-
-// patchBody is the wire form of PatchRequest (api.PatchBody).
-type patchBody struct {
-	Set             map[string]json.RawMessage `json:"set,omitempty"`
-	Unset           []string                   `json:"unset,omitempty"`
-	If              *FieldCondition            `json:"if,omitempty"`
-	Create          bool                       `json:"create,omitempty"`
-	ExpectedVersion *int64                     `json:"expectedVersion,omitempty"`
-	TTLSeconds      *int64                     `json:"ttlSeconds,omitempty"`
-	Semantics       *events.Semantics          `json:"semantics,omitempty"`
-	RequestID       string                     `json:"requestId,omitempty"`
-	SpecRef         string                     `json:"specRef,omitempty"`
-}
+type FieldCondition = events.FieldCondition
 
 // Patch applies r to the object at r.Key and returns the entry after it.
 // A key that holds anything but an object is events.EWrongType.
 func (c *Client) Patch(ctx context.Context, r PatchRequest) (PutResult, error) {
-	p, err := keyPath(r.Key)
-	if err != nil {
-		return PutResult{}, err
-	}
-	b := patchBody{Set: r.Set, Unset: r.Unset, If: r.If, Create: r.Create, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef}
+	b := events.PatchBody{Set: r.Set, Unset: r.Unset, If: r.If, Create: r.Create, ExpectedVersion: r.ExpectedVersion,
+		RequestID: r.RequestID, SpecRef: r.SpecRef, Semantics: semantics(r.Semantics)}
+	var err error
 	if b.TTLSeconds, err = ttlSeconds(r.TTL); err != nil {
 		return PutResult{}, err
 	}
-	if !isZero(r.Semantics) {
-		b.Semantics = &r.Semantics
-	}
-	body, err := marshal(b)
-	if err != nil {
-		return PutResult{}, err
-	}
-	var res PutResult
-	h, err := c.do(ctx, call{method: http.MethodPatch, path: p, body: body, key: r.Key, retry: r.RequestID != ""}, &res.Entry)
-	if err != nil {
-		return PutResult{}, err
-	}
-	res.Replayed = h.Get("Eskv-Replayed") == "true"
-	return res, nil
+	return c.writeEntry(ctx, http.MethodPatch, r.Key, &b, b.Idempotent())
 }
 
-// Field is one top-level field of an object value (api.FieldAnswer).
-type Field struct {
-	Key     string          `json:"key"`
-	Version int64           `json:"version"`
-	Field   string          `json:"field"`
-	Value   json.RawMessage `json:"value"`
-}
+// Field is one top-level field of an object value.
+type Field = events.FieldAnswer
 
 // GetField returns one top-level field of the object at key. A missing
 // key or field is events.ENotFound (Field "key" or "field"); a value that

@@ -10,24 +10,10 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
-// FilterOp is how a Filter compares a field with its value.
-type FilterOp string
-
-// The comparisons. Numbers compare numerically and strings by their UTF-8
-// bytes; booleans and null only take OpEq.
-const (
-	OpEq  FilterOp = "eq"
-	OpNe  FilterOp = "ne"
-	OpLt  FilterOp = "lt"
-	OpLte FilterOp = "lte"
-	OpGt  FilterOp = "gt"
-	OpGte FilterOp = "gte"
-)
-
 // Filter keeps the entries whose value is a JSON object with a top-level
 // field Field that holds a value of Value's JSON type comparing to Value
 // as Op says. An entry without the field, or with a value of another
-// type there, does not match: Filter{Field: "state", Op: OpNe, Value: "done"} skips entries
+// type there, does not match: Filter{Field: "state", Op: events.FilterNe, Value: "done"} skips entries
 // that have no state. Only scalar fields are indexed, within the caps of
 // the server (field names and strings up to 256 bytes, numbers up to 256
 // characters written out, the first 64 fields of a value by name).
@@ -37,7 +23,9 @@ const (
 // as t.UTC().Format(time.RFC3339) ("2026-03-04T05:06:07Z").
 type Filter struct {
 	Field string
-	Op    FilterOp
+	// Op is one of events.FilterOps; booleans and null only take
+	// events.FilterEq.
+	Op events.FilterOp
 	// Value is sent as JSON: a string, a number (any Go integer or float
 	// type, or json.Number), a bool, nil for null, or a json.RawMessage
 	// holding one such literal.

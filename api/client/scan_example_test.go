@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/events"
 )
 
 // A sweeper: jobs not updated for five minutes, found by an index on
@@ -19,7 +20,7 @@ func ExampleClient_ScanAll() {
 	cutoff := time.Now().UTC().Add(-5 * time.Minute).Format(time.RFC3339)
 	stale := client.ScanOptions{
 		Prefix: "tenant/acme/project/demo/jobs/",
-		Filter: client.Filter{Field: "updated_at", Op: client.OpLt, Value: cutoff},
+		Filter: client.Filter{Field: "updated_at", Op: events.FilterLt, Value: cutoff},
 		Limit:  100,
 	}
 	for e, err := range c.ScanAll(context.Background(), stale) {

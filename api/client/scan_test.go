@@ -41,7 +41,7 @@ func TestScan(t *testing.T) {
 	if _, err := c.Delete(ctx, jobs+"00", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	queued := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: client.OpEq, Value: "queued"}}
+	queued := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: "queued"}}
 	waitFor(t, "the projection to hold every job", func() bool {
 		page, err := c.Scan(ctx, queued)
 		return err == nil && len(page.Items) == 2 && page.Items[0].Key == jobs+"04" // 00 deleted
@@ -63,17 +63,17 @@ func TestScan(t *testing.T) {
 		f    client.Filter
 		want string
 	}{
-		{"StringEq", client.Filter{Field: "state", Op: client.OpEq, Value: "done"}, "02 06 10"},
-		{"StringNe", client.Filter{Field: "state", Op: client.OpNe, Value: "done"}, "01 03 04 05 07 08 09 11"},
-		{"TimestampLt", client.Filter{Field: "updated_at", Op: client.OpLt, Value: t0.Add(3 * time.Minute).Format(time.RFC3339)}, "01 02"},
-		{"TimestampGte", client.Filter{Field: "updated_at", Op: client.OpGte, Value: t0.Add(10 * time.Minute).Format(time.RFC3339)}, "10 11"},
-		{"NumberGt", client.Filter{Field: "attempt", Op: client.OpGt, Value: 8.5}, "09 10 11"},
-		{"NumberLte", client.Filter{Field: "attempt", Op: client.OpLte, Value: json.Number("2")}, "01 02"},
-		{"Bool", client.Filter{Field: "urgent", Op: client.OpEq, Value: true}, "03 06 09"},
-		{"StringIsNotNumber", client.Filter{Field: "label", Op: client.OpEq, Value: 1}, ""},
-		{"NumberIsNotString", client.Filter{Field: "label", Op: client.OpEq, Value: "1"}, "01 03 05 07 09 11"},
-		{"RawLiteral", client.Filter{Field: "attempt", Op: client.OpEq, Value: json.RawMessage(`7`)}, "07"},
-		{"MissingField", client.Filter{Field: "owner", Op: client.OpNe, Value: "x"}, ""},
+		{"StringEq", client.Filter{Field: "state", Op: events.FilterEq, Value: "done"}, "02 06 10"},
+		{"StringNe", client.Filter{Field: "state", Op: events.FilterNe, Value: "done"}, "01 03 04 05 07 08 09 11"},
+		{"TimestampLt", client.Filter{Field: "updated_at", Op: events.FilterLt, Value: t0.Add(3 * time.Minute).Format(time.RFC3339)}, "01 02"},
+		{"TimestampGte", client.Filter{Field: "updated_at", Op: events.FilterGte, Value: t0.Add(10 * time.Minute).Format(time.RFC3339)}, "10 11"},
+		{"NumberGt", client.Filter{Field: "attempt", Op: events.FilterGt, Value: 8.5}, "09 10 11"},
+		{"NumberLte", client.Filter{Field: "attempt", Op: events.FilterLte, Value: json.Number("2")}, "01 02"},
+		{"Bool", client.Filter{Field: "urgent", Op: events.FilterEq, Value: true}, "03 06 09"},
+		{"StringIsNotNumber", client.Filter{Field: "label", Op: events.FilterEq, Value: 1}, ""},
+		{"NumberIsNotString", client.Filter{Field: "label", Op: events.FilterEq, Value: "1"}, "01 03 05 07 09 11"},
+		{"RawLiteral", client.Filter{Field: "attempt", Op: events.FilterEq, Value: json.RawMessage(`7`)}, "07"},
+		{"MissingField", client.Filter{Field: "owner", Op: events.FilterNe, Value: "x"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := keys(t, client.ScanOptions{Prefix: jobs, Filter: tt.f, Limit: 2})
@@ -84,7 +84,7 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("PagesWithCursor", func(t *testing.T) {
-		o := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "attempt", Op: client.OpGte, Value: 1}, Limit: 4}
+		o := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "attempt", Op: events.FilterGte, Value: 1}, Limit: 4}
 		page, err := c.Scan(ctx, o)
 		if err != nil || len(page.Items) != 4 || !page.Truncated || page.NextCursor == "" || page.Items[3].Key != jobs+"04" {
 			t.Fatalf("first page: %+v, %v", page, err)
@@ -167,13 +167,13 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("OKReaderInsideGrant", func(t *testing.T) {
-		page, err := client.New(base, readerToken).Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: client.OpEq, Value: "done"}})
+		page, err := client.New(base, readerToken).Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: "done"}})
 		if err != nil || len(page.Items) != 3 {
 			t.Errorf("reader scan: %+v, %v", page, err)
 		}
 	})
 	t.Run("ErrClientRefusesObjectValue", func(t *testing.T) {
-		_, err := c.Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: client.OpEq, Value: map[string]int{"a": 1}}})
+		_, err := c.Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: map[string]int{"a": 1}}})
 		var e *events.Error
 		if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "value" {
 			t.Errorf("want invalid value, got %v", err)

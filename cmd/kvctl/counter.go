@@ -26,10 +26,9 @@ func (a *app) decCommand() *cobra.Command {
 // counterCommand is inc (sign 1) or dec (sign -1).
 func (a *app) counterCommand(name string, sign int64, short, example string) *cobra.Command {
 	var (
-		by       int64
-		expected int64
-		ttl      string
-		r        client.IncrementRequest
+		by int64
+		w  writeFlags
+		r  client.IncrementRequest
 	)
 	verb := "adds"
 	if sign < 0 {
@@ -59,39 +58,27 @@ change, value the new number.`, "kvctl "+name, verb),
 			if by == 0 || by == math.MinInt64 {
 				return &usageError{msg: fmt.Sprintf("--by %d is not a non-zero 64-bit integer", by), solution: "give a step such as --by 1 or --by 10", cmd: a.cmdPath}
 			}
-			r.Key, r.By = args[0], sign*by
-			if cmd.Flags().Changed("expected-version") {
-				r.ExpectedVersion = &expected
-			}
-			if ttl != "" {
-				var err error
-				if r.TTL, err = parseTTL(ttl); err != nil {
-					return err
-				}
+			r.Key, r.By, r.ExpectedVersion, r.RequestID, r.SpecRef = args[0], sign*by, w.expectedVersion(cmd), w.requestID, w.specRef
+			var err error
+			if r.TTL, err = w.lease(); err != nil {
+				return err
 			}
 			res, err := a.client.Increment(cmd.Context(), r)
 			if err != nil {
 				return err
 			}
-			if res.Replayed {
-				fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was added\n", r.RequestID)
-			}
-			switch a.format {
-			case formatJSON:
-				return writeJSON(a.stdout, res.Entry)
-			case formatValue:
-				return writeValue(a.stdout, res.Entry.Value)
-			}
-			_, err = fmt.Fprintf(a.stdout, "%s = %d (version %d)\n", res.Entry.Key, res.Value, res.Entry.Version)
-			return err
+			a.noteReplayed(res.Replayed, r.RequestID, "added")
+			return a.writeEntry(res.Entry, fmt.Sprintf("%s = %d (version %d)", res.Entry.Key, res.Value, res.Entry.Version))
 		},
 	}
 	f := cmd.Flags()
 	f.Int64Var(&by, "by", 1, "the step: how much to "+map[bool]string{true: "add", false: "subtract"}[sign > 0])
 	f.BoolVar(&r.Create, "create", false, "start a missing counter from 0")
-	f.Int64Var(&expected, "expected-version", 0, "change it only if the key is at this version")
-	f.StringVar(&ttl, "ttl", "", "expire the counter this long after the change: a duration (30s, 24h) or seconds")
-	f.StringVar(&r.RequestID, "request-id", "", "idempotency id: repeating the change with it does not count twice, and kvctl may retry it")
-	f.StringVar(&r.SpecRef, "spec-ref", "", "reference to the spec or decision record the change follows")
+	w.add(cmd, writeUsage{
+		expected:  "change it only if the key is at this version",
+		ttl:       "expire the counter this long after the change: a duration (30s, 24h) or seconds",
+		requestID: "idempotency id: repeating the change with it does not count twice, and kvctl may retry it",
+		specRef:   "reference to the spec or decision record the change follows",
+	})
 	return cmd
 }

@@ -9,11 +9,8 @@ import (
 )
 
 func (a *app) deleteCommand() *cobra.Command {
-	var (
-		expected  int64
-		requestID string
-	)
-	cmd := &cobra.Command{
+	var w writeFlags
+	cmd := a.keyCommand(&cobra.Command{
 		Use:   "delete KEY",
 		Short: "Delete a key (optionally only at an expected version)",
 		Long: `Delete a key. The delete is itself a version: the key's next one.
@@ -27,35 +24,25 @@ key exits 1.
 		Example: `  kvctl delete tenant/acme/project/demo/greeting
   kvctl delete tenant/acme/project/demo/greeting --expected-version 3
   kvctl delete tenant/acme/project/demo/greeting --request-id cleanup-42   # safe to repeat`,
-		Args:              args("KEY"),
-		Annotations:       apiAnnotation,
-		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right = args[0], "write"
-			o := client.DeleteOptions{RequestID: requestID}
-			if cmd.Flags().Changed("expected-version") {
-				o.ExpectedVersion = &expected
-			}
-			res, err := a.client.Delete(cmd.Context(), args[0], o)
-			if err != nil {
-				return err
-			}
-			if res.Replayed {
-				fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was deleted\n", requestID)
-			}
-			switch a.format {
-			case formatJSON:
-				return writeJSON(a.stdout, res)
-			case formatValue:
-				_, err := fmt.Fprintln(a.stdout, res.Version)
-				return err
-			}
-			_, err = fmt.Fprintf(a.stdout, "%s deleted at version %d\n", res.Key, res.Version)
+	}, "write", func(cmd *cobra.Command, key string) error {
+		res, err := a.client.Delete(cmd.Context(), key, client.DeleteOptions{RequestID: w.requestID, ExpectedVersion: w.expectedVersion(cmd)})
+		if err != nil {
 			return err
-		},
-	}
-	f := cmd.Flags()
-	f.Int64Var(&expected, "expected-version", 0, "delete only if the key is at this version")
-	f.StringVar(&requestID, "request-id", "", "idempotency id: repeating the delete with it is answered as a replay")
+		}
+		a.noteReplayed(res.Replayed, w.requestID, "deleted")
+		switch a.format {
+		case formatJSON:
+			return writeJSON(a.stdout, res)
+		case formatValue:
+			_, err := fmt.Fprintln(a.stdout, res.Version)
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "%s deleted at version %d\n", res.Key, res.Version)
+		return err
+	})
+	w.add(cmd, writeUsage{
+		expected:  "delete only if the key is at this version",
+		requestID: "idempotency id: repeating the delete with it is answered as a replay",
+	})
 	return cmd
 }

@@ -143,7 +143,7 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 	case events.EInvalid:
 		return exitUsage, invalidSolution(e.Field, a.cmdPath)
 	case events.ETooLarge:
-		return exitUsage, "store a smaller value: the server's limit is ESKV_MAX_VALUE_BYTES (64 KiB compacted by default)"
+		return exitUsage, fmt.Sprintf("store a smaller value: the server's limit is ESKV_MAX_VALUE_BYTES (%d KiB compacted by default)", events.DefaultMaxValueBytes>>10)
 	case events.EUnauthenticated:
 		if a.tokenSource == "" {
 			return exitServer, "no token was given: set KVCTL_TOKEN or --token; 'make run' saves the local stack's token in " + devTokenFile + ", which kvctl reads when run from the repository root"
@@ -183,7 +183,7 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 func invalidSolution(field, cmd string) string {
 	switch field {
 	case "key":
-		return "keys look like tenant/<tenant>/project/<project>/<path>: lowercase a-z 0-9 - _ . components joined by /, at most 128 characters"
+		return fmt.Sprintf("keys look like tenant/<tenant>/project/<project>/<path>: lowercase a-z 0-9 - _ . components joined by /, at most %d characters", events.MaxKeyLen)
 	case "prefix":
 		return "a list prefix starts with tenant/<tenant>/project/<project>/, e.g. tenant/acme/project/demo/"
 	case "value":
@@ -192,29 +192,29 @@ func invalidSolution(field, cmd string) string {
 		return "--expected-version is 0 (the key must not exist) or a positive version"
 	case "ttlSeconds", "semantics.ttlSeconds":
 		if strings.HasPrefix(cmd, "kvctl lock") || strings.HasPrefix(cmd, "kvctl leader") {
-			return "--ttl (the lease) is between 1s and 10 years (87600h); leave it out for the server's default of 60s"
+			return fmt.Sprintf("--ttl (the lease) is %s; leave it out for the server's default of %ds", ttlRange(), events.DefaultLockTTLSeconds)
 		}
-		return "--ttl is between 1s and 10 years (87600h); leave it out for no expiry"
+		return "--ttl is " + ttlRange() + "; leave it out for no expiry"
 	case "holder":
-		return "the holder (--holder, --id or KVCTL_HOLDER) is 1 to 256 characters of UTF-8"
+		return fmt.Sprintf("the holder (--holder, --id or KVCTL_HOLDER) is 1 to %d characters of UTF-8", events.MaxHolderLen)
 	case "by":
 		return "--by is a non-zero integer"
 	case "set", "unset", "if.field", "field":
-		return "field names are 1 to 256 bytes of UTF-8, and a patch changes at most 256 fields, each once"
+		return fmt.Sprintf("field names are 1 to %d bytes of UTF-8, and a patch changes at most %d fields, each once", events.MaxFieldNameBytes, events.MaxPatchFields)
 	case "if.equals":
 		return "EXPECTED is a JSON value, or text (taken as a JSON string)"
 	case "semantics.purpose":
 		return "--purpose is one of " + strings.Join(events.Purposes, ", ")
 	case "semantics.producer":
-		return "--producer is at most 128 characters"
+		return fmt.Sprintf("--producer is at most %d characters", events.MaxProducerLen)
 	case "semantics.consumerHints":
-		return "give at most 32 --hint values, each 1 to 128 characters"
+		return fmt.Sprintf("give at most %d --hint values, each 1 to %d characters", events.MaxConsumerHints, events.MaxConsumerHintLen)
 	case "requestId":
-		return "--request-id is at most 128 characters"
+		return fmt.Sprintf("--request-id is at most %d characters", events.MaxRequestIDLen)
 	case "specRef":
-		return "--spec-ref is at most 512 characters"
+		return fmt.Sprintf("--spec-ref is at most %d characters", events.MaxSpecRefLen)
 	case "limit":
-		return "--limit is between 1 and 1000"
+		return fmt.Sprintf("--limit is between 1 and %d", events.MaxListLimit)
 	case "cursor":
 		return "--cursor takes the nextCursor of an earlier page of the same prefix"
 	}
@@ -222,6 +222,12 @@ func invalidSolution(field, cmd string) string {
 		return "field values are JSON, or text (taken as a JSON string), within the value size limit"
 	}
 	return fmt.Sprintf("see '%s --help'", cmd)
+}
+
+// ttlRange is the range of --ttl: "between 1s and 10 years (87600h)".
+func ttlRange() string {
+	const year = 365 * 24 * 3600
+	return fmt.Sprintf("between 1s and %d years (%dh)", events.MaxTTLSeconds/year, events.MaxTTLSeconds/3600)
 }
 
 // notFound says what to do about an absent key (or field), per command.

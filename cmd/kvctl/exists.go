@@ -7,7 +7,7 @@ import (
 )
 
 func (a *app) existsCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.keyCommand(&cobra.Command{
 		Use:   "exists KEY",
 		Short: "Exit 0 if a key exists, 1 if not; print nothing",
 		Long: `Check whether a key exists (is written, not deleted, not expired).
@@ -16,16 +16,11 @@ Prints nothing: the exit code is the answer, 0 for yes and 1 for no.
 Errors (bad key, unreachable server, ...) print as usual and exit 2 or 3.`,
 		Example: `  kvctl exists tenant/acme/project/demo/greeting && echo present
   if ! kvctl exists tenant/acme/project/demo/flag; then kvctl set tenant/acme/project/demo/flag false; fi`,
-		Args:              args("KEY"),
-		Annotations:       apiAnnotation,
-		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right = args[0], "read"
-			_, err := a.client.Get(cmd.Context(), args[0])
-			if events.ErrorCode(err) == events.ENotFound {
-				return &exitError{code: exitFailed}
-			}
-			return err
-		},
-	}
+	}, "read", func(cmd *cobra.Command, key string) error {
+		_, err := a.client.Get(cmd.Context(), key)
+		if events.ErrorCode(err) == events.ENotFound {
+			return &exitError{code: exitFailed}
+		}
+		return err
+	})
 }

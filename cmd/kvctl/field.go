@@ -72,34 +72,26 @@ A missing key or field exits 1; a value that is not an object exits 1.
 
 // patchFlags are the options field set and field cas share.
 type patchFlags struct {
-	expected int64
-	ttl      string
-	r        client.PatchRequest
+	writeFlags
+	create bool
 }
 
 func (p *patchFlags) add(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.BoolVar(&p.r.Create, "create", false, "start a missing key from {}")
-	f.Int64Var(&p.expected, "expected-version", 0, "change it only if the key is at this version")
-	f.StringVar(&p.ttl, "ttl", "", "expire the entry this long after the change: a duration (30s, 24h) or seconds (default: keep its expiry)")
-	f.StringVar(&p.r.RequestID, "request-id", "", "idempotency id: repeating the change with it is answered as a replay, and kvctl may retry it")
-	f.StringVar(&p.r.SpecRef, "spec-ref", "", "reference to the spec or decision record the change follows")
+	cmd.Flags().BoolVar(&p.create, "create", false, "start a missing key from {}")
+	p.writeFlags.add(cmd, writeUsage{
+		expected:  "change it only if the key is at this version",
+		ttl:       "expire the entry this long after the change: a duration (30s, 24h) or seconds (default: keep its expiry)",
+		requestID: "idempotency id: repeating the change with it is answered as a replay, and kvctl may retry it",
+		specRef:   "reference to the spec or decision record the change follows",
+	})
 }
 
-// request completes the patch from the flags.
+// request starts the patch of key from the flags.
 func (p *patchFlags) request(cmd *cobra.Command, key string) (client.PatchRequest, error) {
-	r := p.r
-	r.Key = key
-	if cmd.Flags().Changed("expected-version") {
-		r.ExpectedVersion = &p.expected
-	}
-	if p.ttl != "" {
-		var err error
-		if r.TTL, err = parseTTL(p.ttl); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
+	r := client.PatchRequest{Key: key, Create: p.create, ExpectedVersion: p.expectedVersion(cmd), RequestID: p.requestID, SpecRef: p.specRef}
+	var err error
+	r.TTL, err = p.lease()
+	return r, err
 }
 
 func (a *app) fieldSetCommand() *cobra.Command {
@@ -214,17 +206,8 @@ func (a *app) patch(ctx context.Context, r client.PatchRequest) error {
 	if err != nil {
 		return err
 	}
-	if res.Replayed {
-		fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was written\n", r.RequestID)
-	}
-	switch a.format {
-	case formatJSON:
-		return writeJSON(a.stdout, res.Entry)
-	case formatValue:
-		return writeValue(a.stdout, res.Entry.Value)
-	}
-	_, err = fmt.Fprintf(a.stdout, "%s version %d\n", res.Entry.Key, res.Entry.Version)
-	return err
+	a.noteReplayed(res.Replayed, r.RequestID, "written")
+	return a.writeEntry(res.Entry, fmt.Sprintf("%s version %d", res.Entry.Key, res.Entry.Version))
 }
 
 // assignments parses FIELD=VALUE arguments.

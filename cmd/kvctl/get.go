@@ -8,7 +8,7 @@ import (
 )
 
 func (a *app) getCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.keyCommand(&cobra.Command{
 		Use:   "get KEY",
 		Short: "Print a key's entry",
 		Long: `Print a key's current entry.
@@ -19,24 +19,19 @@ answers it (one line), value only the stored JSON value. An absent key
 		Example: `  kvctl get tenant/acme/project/demo/greeting
   kvctl get tenant/acme/project/demo/greeting --format value | jq .hello
   kvctl get tenant/acme/project/demo/greeting --format json | jq .version`,
-		Args:              args("KEY"),
-		Annotations:       apiAnnotation,
-		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right = args[0], "read"
-			e, err := a.client.Get(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			switch a.format {
-			case formatJSON:
-				return writeJSON(a.stdout, e)
-			case formatValue:
-				return writeValue(a.stdout, e.Value)
-			}
-			return writeEntryText(a.stdout, e)
-		},
-	}
+	}, "read", func(cmd *cobra.Command, key string) error {
+		e, err := a.client.Get(cmd.Context(), key)
+		if err != nil {
+			return err
+		}
+		switch a.format {
+		case formatJSON:
+			return writeJSON(a.stdout, e)
+		case formatValue:
+			return writeValue(a.stdout, e.Value)
+		}
+		return writeEntryText(a.stdout, e)
+	})
 }
 
 // args accepts exactly the named positional arguments.
@@ -50,4 +45,17 @@ func args(names ...string) cobra.PositionalArgs {
 			cmd: cmd.CommandPath(),
 		}
 	}
+}
+
+// keyCommand completes a command on one KEY that calls the API: run gets
+// the key, which is what errors are about, right the right it needs.
+func (a *app) keyCommand(c *cobra.Command, right string, run func(cmd *cobra.Command, key string) error) *cobra.Command {
+	c.Args = args("KEY")
+	c.Annotations = apiAnnotation
+	c.ValidArgsFunction = a.completeKey
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		a.subject, a.right = args[0], right
+		return run(cmd, args[0])
+	}
+	return c
 }

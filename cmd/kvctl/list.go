@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -64,44 +65,10 @@ newest writes by milliseconds.`,
 				return &usageError{msg: "no prefix given", solution: "give a prefix such as tenant/acme/project/demo/", cmd: a.cmdPath}
 			}
 			a.subject, a.right = o.Prefix, "read"
-			var out listJSON
-			if where != "" {
-				f, err := parseWhere(where, a.cmdPath)
-				if err != nil {
-					return err
-				}
-				so := client.ScanOptions{Prefix: o.Prefix, Filter: f, Limit: o.Limit, Cursor: o.Cursor}
-				if all {
-					out.Items = []events.Entry{}
-					for e, err := range a.client.ScanAll(cmd.Context(), so) {
-						if err != nil {
-							return err
-						}
-						out.Items = append(out.Items, e)
-					}
-				} else {
-					page, err := a.client.Scan(cmd.Context(), so)
-					if err != nil {
-						return err
-					}
-					out.Items, out.Truncated, out.NextCursor = page.Items, page.Truncated, page.NextCursor
-				}
-			} else if all {
-				out.Items = []events.Entry{}
-				for e, err := range a.client.ListAll(cmd.Context(), o) {
-					if err != nil {
-						return err
-					}
-					out.Items = append(out.Items, e)
-				}
-			} else {
-				page, err := a.client.List(cmd.Context(), o)
-				if err != nil {
-					return err
-				}
-				out.Items, out.Truncated, out.NextCursor = page.Items, page.Truncated, page.NextCursor
+			out, err := a.listEntries(cmd.Context(), o, where, all)
+			if err != nil {
+				return err
 			}
-			out.Count = len(out.Items)
 			if err := writeList(a.stdout, a.format, out); err != nil {
 				return err
 			}
@@ -118,28 +85,58 @@ newest writes by milliseconds.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "key prefix (the same as PREFIX)")
-	f.IntVar(&o.Limit, "limit", 0, "page size, 1 to 1000 (default 100)")
+	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", events.MaxListLimit, events.DefaultListLimit))
 	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
 	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
-	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of eq ne lt lte gt gte")
+	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
 	return cmd
+}
+
+// listEntries fetches one page of the listing o, filtered by where when
+// it is given, or with all every page.
+func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool) (events.ListAnswer, error) {
+	pages := a.client.ListAll(ctx, o)
+	page := func() (client.ListPage, error) { return a.client.List(ctx, o) }
+	if where != "" {
+		f, err := parseWhere(where, a.cmdPath)
+		if err != nil {
+			return events.ListAnswer{}, err
+		}
+		so := client.ScanOptions{Prefix: o.Prefix, Filter: f, Limit: o.Limit, Cursor: o.Cursor}
+		pages = a.client.ScanAll(ctx, so)
+		page = func() (client.ListPage, error) { return a.client.Scan(ctx, so) }
+	}
+	out := events.ListAnswer{Items: []events.Entry{}}
+	if !all {
+		var err error
+		if out, err = page(); err != nil {
+			return out, err
+		}
+	} else {
+		for e, err := range pages {
+			if err != nil {
+				return out, err
+			}
+			out.Items = append(out.Items, e)
+		}
+	}
+	out.Count = len(out.Items)
+	return out, nil
 }
 
 // parseWhere reads --where 'FIELD OP VALUE'; VALUE is the rest of the
 // text, JSON when it parses as JSON, else a string.
 func parseWhere(s, cmdPath string) (client.Filter, error) {
 	bad := func(msg string) error {
-		return &usageError{msg: "--where " + msg, solution: "write --where 'FIELD OP VALUE', e.g. --where 'state eq failed' or --where 'attempt gt 3' (OP: eq ne lt lte gt gte)", cmd: cmdPath}
+		return &usageError{msg: "--where " + msg, solution: "write --where 'FIELD OP VALUE', e.g. --where 'state eq failed' or --where 'attempt gt 3' (OP: " + filterOps() + ")", cmd: cmdPath}
 	}
 	fields := strings.Fields(s)
 	if len(fields) < 3 {
 		return client.Filter{}, bad(fmt.Sprintf("%q needs a field, an operator and a value", s))
 	}
-	op := client.FilterOp(fields[1])
-	switch op {
-	case client.OpEq, client.OpNe, client.OpLt, client.OpLte, client.OpGt, client.OpGte:
-	default:
-		return client.Filter{}, bad(fmt.Sprintf("operator %q is not one of eq ne lt lte gt gte", fields[1]))
+	op := events.FilterOp(fields[1])
+	if !op.Valid() {
+		return client.Filter{}, bad(fmt.Sprintf("operator %q is not one of %s", fields[1], filterOps()))
 	}
 	rest := strings.TrimSpace(s)
 	rest = strings.TrimSpace(strings.TrimPrefix(rest, fields[0]))
@@ -149,4 +146,13 @@ func parseWhere(s, cmdPath string) (client.Filter, error) {
 		return client.Filter{}, bad(fmt.Sprintf("value %s is an object or array; compare with a string, number, true, false or null", rest))
 	}
 	return client.Filter{Field: fields[0], Op: op, Value: v}, nil
+}
+
+// filterOps lists the --where operators: "eq ne lt lte gt gte".
+func filterOps() string {
+	s := make([]string, len(events.FilterOps))
+	for i, o := range events.FilterOps {
+		s[i] = string(o)
+	}
+	return strings.Join(s, " ")
 }

@@ -2,18 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"os"
-	"os/user"
-	"strconv"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
@@ -43,97 +34,54 @@ Exit codes: 0 done; 1 lock check on a free lock; 4 held by another holder
   kvctl lock release tenant/acme/project/demo/locks/deploy
   kvctl lock run tenant/acme/project/demo/locks/nightly --wait 10m -- ./nightly.sh`,
 	})
-	cmd.AddCommand(a.lockAcquireCommand(), a.lockExtendCommand(), a.lockReleaseCommand(), a.lockCheckCommand(), a.lockRunCommand())
+	cmd.AddCommand(a.holderCommands(events.PurposeLock)...)
+	cmd.AddCommand(a.lockRunCommand())
 	return cmd
 }
 
-// holderFlags are the options of the commands that act as a holder.
-type holderFlags struct {
-	holder string
-	ttl    string
-	wait   time.Duration
+func (a *app) leaderCommand() *cobra.Command {
+	cmd := a.groupCommand(&cobra.Command{
+		Use:   "leader",
+		Short: "Elect a leader among candidates, keep and end its leadership",
+		Long: `A leader pool is a key that names one leader at a time for a lease
+(--ttl, 60s by default on the server). Candidates call 'leader elect':
+the first wins, the others exit 4 until the leader resigns or stops
+heartbeating. The leader renews its lease with 'leader heartbeat' (or
+'leader elect' again) more often than --ttl; a heartbeat that exits 4
+means it is no longer the leader and must stop acting as one.
+
+The candidate's id is --id (or --holder), else $KVCTL_HOLDER, else
+USER@HOST. Like a lock, leadership carries a fencing token that grows
+from one leader's tenure to the next.
+
+Exit codes: 0 done; 1 leader check without a leader; 4 another candidate
+leads (elect) or this one does not (heartbeat, resign).`,
+		Example: `  kvctl leader elect tenant/acme/project/demo/leaders/scheduler --id sched-1 --ttl 15s
+  kvctl leader heartbeat tenant/acme/project/demo/leaders/scheduler --id sched-1 --ttl 15s
+  kvctl leader check tenant/acme/project/demo/leaders/scheduler --format value
+  kvctl leader resign tenant/acme/project/demo/leaders/scheduler --id sched-1`,
+	})
+	cmd.AddCommand(a.holderCommands(events.PurposeLeader)...)
+	return cmd
 }
 
-// addHolder adds --holder (for locks) or --id (for leaders, with
-// --holder as its synonym).
-func (h *holderFlags) addHolder(cmd *cobra.Command, name string) {
-	usage := "the holder's id (default $KVCTL_HOLDER, else USER@HOST)"
-	if name == "id" {
-		usage = "the candidate's id (default $KVCTL_HOLDER, else USER@HOST; --holder is the same)"
-		cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
-			if n == "holder" {
-				n = "id"
-			}
-			return pflag.NormalizedName(n)
-		})
-	}
-	cmd.Flags().StringVar(&h.holder, name, "", usage)
+// holderCmd is one subcommand of lock or leader: the op it runs and the
+// client call for it (hold, release or check).
+type holderCmd struct {
+	op                        events.Op
+	use, short, long, example string
+	hold                      func(*client.Client, context.Context, client.LockRequest) (client.Lock, error)
+	release                   func(*client.Client, context.Context, client.LockRequest) (client.ReleaseResult, error)
+	check                     func(*client.Client, context.Context, string) (client.Lock, error)
 }
 
-func (h *holderFlags) addTTL(cmd *cobra.Command, what string) {
-	cmd.Flags().StringVar(&h.ttl, "ttl", "", "the "+what+"'s lease: a duration (30s, 5m) or seconds (server default 60s)")
-}
-
-func (h *holderFlags) addWait(cmd *cobra.Command, what string) {
-	cmd.Flags().DurationVar(&h.wait, "wait", 0, "if "+what+", retry (exponential backoff with jitter) for up to this long (e.g. 30s, 10m)")
-}
-
-// request resolves the holder and lease into a request for key.
-func (a *app) holderRequest(cmd *cobra.Command, h *holderFlags, name, key string) (client.LockRequest, error) {
-	a.subject, a.right = key, "write"
-	switch {
-	case cmd.Flags().Changed(name):
-		a.holder, a.holderSource = h.holder, "--"+name
-	case a.getenv("KVCTL_HOLDER") != "":
-		a.holder, a.holderSource = a.getenv("KVCTL_HOLDER"), "KVCTL_HOLDER"
-	default:
-		a.holder, a.holderSource = userAtHost(a.getenv), "the default USER@HOST"
-	}
-	r := client.LockRequest{Key: key, Holder: a.holder, RequestID: newRequestID()}
-	if h.wait < 0 {
-		return r, &usageError{msg: fmt.Sprintf("--wait %v is negative", h.wait), solution: "give how long to keep trying, e.g. --wait 30s", cmd: a.cmdPath}
-	}
-	if h.ttl != "" {
-		var err error
-		if r.TTL, err = parseTTL(h.ttl); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}
-
-// userAtHost is the default holder: the same for every kvctl a user runs
-// on one host.
-func userAtHost(getenv func(string) string) string {
-	name := getenv("USER")
-	if name == "" {
-		name = getenv("LOGNAME")
-	}
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		} else {
-			name = strconv.Itoa(os.Getuid())
-		}
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return name + "@" + host
-}
-
-// newRequestID makes a lock call idempotent, so the client may retry it
-// after a network error or a partition move without taking a second
-// tenure.
-func newRequestID() string { return "kvctl-" + rand.Text() }
-
-func (a *app) lockAcquireCommand() *cobra.Command {
-	var h holderFlags
-	cmd := &cobra.Command{
-		Use:   "acquire KEY",
-		Short: "Take a lock (or wait for it with --wait)",
-		Long: `Take the lock at KEY for the holder, for a lease of --ttl. When the
+// holderCmds are the subcommands of lock and leader (but lock run), in
+// the order their group lists them.
+var holderCmds = []holderCmd{
+	{
+		op: events.OpLockAcquire, hold: (*client.Client).AcquireLock,
+		use: "acquire KEY", short: "Take a lock (or wait for it with --wait)",
+		long: `Take the lock at KEY for the holder, for a lease of --ttl. When the
 holder already holds it, the lease is renewed and the token stays (stderr
 notes the re-entry). When another holder has it, exit 4 at once, or with
 --wait keep trying (exponential backoff with jitter, never sleeping past
@@ -142,205 +90,168 @@ extends --timeout.
 
 --format text prints the lock on lines, json {"key","holder","token",
 "version","acquiredAt","expiresAt","reentered"}, value the fencing token.`,
-		Example: `  kvctl lock acquire tenant/acme/project/demo/locks/deploy
+		example: `  kvctl lock acquire tenant/acme/project/demo/locks/deploy
   TOKEN=$(kvctl lock acquire tenant/acme/project/demo/locks/deploy --ttl 5m --wait 1m --format value)
   kvctl lock acquire tenant/acme/project/demo/locks/deploy --holder ci-runner-7 --format json`,
-		Args:              args("KEY"),
-		Annotations:       apiAnnotation,
-		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := a.holderRequest(cmd, &h, "holder", args[0])
-			if err != nil {
-				return err
-			}
-			l, err := a.take(cmd.Context(), h.wait, events.ELockHeld, func(ctx context.Context) (client.Lock, error) {
-				return a.client.AcquireLock(ctx, r)
-			})
-			if err != nil {
-				return err
-			}
-			if l.Reentered {
-				fmt.Fprintf(a.stderr, "note: %s already held %s (holder from %s): the lease was renewed and the token is unchanged\n", l.Holder, l.Key, a.holderSource)
-			}
-			return a.writeLock(l, "holder")
-		},
-	}
-	h.addHolder(cmd, "holder")
-	h.addTTL(cmd, "lock")
-	h.addWait(cmd, "another holder has it")
-	return cmd
-}
-
-func (a *app) lockExtendCommand() *cobra.Command {
-	var h holderFlags
-	cmd := &cobra.Command{
-		Use:   "extend KEY",
-		Short: "Renew the lease of a lock this holder holds",
-		Long: `Renew the lease of the lock at KEY: it now ends --ttl from now. The
+	},
+	{
+		op: events.OpLockExtend, hold: (*client.Client).ExtendLock,
+		use: "extend KEY", short: "Renew the lease of a lock this holder holds",
+		long: `Renew the lease of the lock at KEY: it now ends --ttl from now. The
 token stays. A lock this holder does not hold (free, expired, or another
 holder's) exits 4: stop acting on it.
 
 Output as lock acquire.`,
-		Example: `  kvctl lock extend tenant/acme/project/demo/locks/deploy --ttl 5m
+		example: `  kvctl lock extend tenant/acme/project/demo/locks/deploy --ttl 5m
   kvctl lock extend tenant/acme/project/demo/locks/deploy --holder ci-runner-7 || exit 4   # lost it`,
-		Args:              args("KEY"),
-		Annotations:       apiAnnotation,
-		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := a.holderRequest(cmd, &h, "holder", args[0])
-			if err != nil {
-				return err
-			}
-			l, err := a.client.ExtendLock(cmd.Context(), r)
-			if err != nil {
-				return err
-			}
-			return a.writeLock(l, "holder")
-		},
-	}
-	h.addHolder(cmd, "holder")
-	h.addTTL(cmd, "lock")
-	return cmd
-}
-
-func (a *app) lockReleaseCommand() *cobra.Command {
-	var h holderFlags
-	cmd := &cobra.Command{
-		Use:   "release KEY",
-		Short: "Free a lock this holder holds",
-		Long: `Free the lock at KEY. Only its holder may: a lock this holder does not
+	},
+	{
+		op: events.OpLockRelease, release: (*client.Client).ReleaseLock,
+		use: "release KEY", short: "Free a lock this holder holds",
+		long: `Free the lock at KEY. Only its holder may: a lock this holder does not
 hold exits 4 (an operator can break a lock with 'kvctl delete KEY
 --expected-version V').
 
 --format text prints "KEY released at version N", json
 {"key","version","released":true}, value the version.`,
-		Example: `  kvctl lock release tenant/acme/project/demo/locks/deploy
+		example: `  kvctl lock release tenant/acme/project/demo/locks/deploy
   kvctl lock release tenant/acme/project/demo/locks/deploy --holder ci-runner-7`,
-		Args:              args("KEY"),
-		Annotations:       apiAnnotation,
-		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := a.holderRequest(cmd, &h, "holder", args[0])
-			if err != nil {
-				return err
-			}
-			res, err := a.client.ReleaseLock(cmd.Context(), r)
-			if err != nil {
-				return err
-			}
-			return a.writeReleased(res, "released")
-		},
-	}
-	h.addHolder(cmd, "holder")
-	return cmd
-}
-
-func (a *app) lockCheckCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "check KEY",
-		Short: "Print who holds a lock; exit 1 if it is free",
-		Long: `Print the holder, token and lease of the lock at KEY. A free lock (never
+	},
+	{
+		op: events.OpLockCheck, check: (*client.Client).CheckLock,
+		use: "check KEY", short: "Print who holds a lock; exit 1 if it is free",
+		long: `Print the holder, token and lease of the lock at KEY. A free lock (never
 taken, released, or its lease ended) exits 1.
 
 Output as lock acquire (reentered is always false).`,
-		Example: `  kvctl lock check tenant/acme/project/demo/locks/deploy
+		example: `  kvctl lock check tenant/acme/project/demo/locks/deploy
   kvctl lock check tenant/acme/project/demo/locks/deploy --format json | jq -r .holder
   kvctl lock check tenant/acme/project/demo/locks/deploy 2>/dev/null || echo free`,
+	},
+	{
+		op: events.OpLeaderElect, hold: (*client.Client).Elect,
+		use: "elect KEY", short: "Become the pool's leader if it has none (or renew)",
+		long: `Make the candidate the leader of the pool at KEY if it has none, for a
+lease of --ttl; when it already leads, the lease is renewed (the token
+stays). When another candidate leads, exit 4 at once, or with --wait keep
+trying (exponential backoff with jitter) until it may lead or --wait has
+passed.
+
+--format text prints the leadership on lines, json {"key","holder",
+"token","version","acquiredAt","expiresAt","reentered"} (holder is the
+leader), value the fencing token.`,
+		example: `  kvctl leader elect tenant/acme/project/demo/leaders/scheduler --id sched-1 --ttl 15s
+  while ! kvctl leader elect tenant/acme/project/demo/leaders/scheduler --id "$HOSTNAME" 2>/dev/null; do sleep 5; done
+  kvctl leader elect tenant/acme/project/demo/leaders/scheduler --wait 1m --format value`,
+	},
+	{
+		op: events.OpLeaderHeartbeat, hold: (*client.Client).Heartbeat,
+		use: "heartbeat KEY", short: "Renew this candidate's leadership",
+		long: `Renew the leadership of the candidate: its lease now ends --ttl from now.
+When the candidate does not lead (any more), exit 4: it must stop acting
+as the leader.
+
+Output as leader elect.`,
+		example: `  kvctl leader heartbeat tenant/acme/project/demo/leaders/scheduler --id sched-1 --ttl 15s
+  kvctl leader heartbeat tenant/acme/project/demo/leaders/scheduler --id sched-1 || stop_scheduling`,
+	},
+	{
+		op: events.OpLeaderResign, release: (*client.Client).Resign,
+		use: "resign KEY", short: "End this candidate's leadership",
+		long: `End the candidate's leadership of the pool at KEY, so another candidate
+can be elected at once. When the candidate does not lead, exit 4.
+
+--format text prints "KEY resigned at version N", json
+{"key","version","released":true}, value the version.`,
+		example: `  kvctl leader resign tenant/acme/project/demo/leaders/scheduler --id sched-1`,
+	},
+	{
+		op: events.OpLeaderCheck, check: (*client.Client).Leader,
+		use: "check KEY", short: "Print the pool's leader; exit 1 if it has none",
+		long: `Print the leader, token and lease of the pool at KEY. A pool without a
+leader (never elected, resigned, or its lease ended) exits 1.
+
+Output as leader elect (reentered is always false).`,
+		example: `  kvctl leader check tenant/acme/project/demo/leaders/scheduler
+  kvctl leader check tenant/acme/project/demo/leaders/scheduler --format json | jq -r .holder`,
+	},
+}
+
+// holderGroup is what the subcommands of lock or of leader share.
+type holderGroup struct {
+	flag     string // the holder's flag: holder, or id
+	what     string // what the lease is of, for --ttl's help
+	who      string // the holder's text label
+	waitIf   string // when --wait waits, for its help
+	busy     string // the code --wait waits on
+	released string // the text of a release
+	note     bool   // a re-entry is noted on stderr
+}
+
+var holderGroups = map[string]holderGroup{
+	events.PurposeLock: {flag: "holder", what: "lock", who: "holder", waitIf: "another holder has it", busy: events.ELockHeld,
+		released: "released", note: true},
+	events.PurposeLeader: {flag: "id", what: "leadership", who: "leader", waitIf: "another candidate leads", busy: events.ENotLeader,
+		released: "resigned"},
+}
+
+// holderCommands returns the subcommands of the lock or leader group.
+func (a *app) holderCommands(purpose string) []*cobra.Command {
+	var out []*cobra.Command
+	for _, hc := range holderCmds {
+		if hc.op.Purpose() == purpose {
+			out = append(out, a.holderCommand(hc, holderGroups[purpose]))
+		}
+	}
+	return out
+}
+
+// holderCommand builds one subcommand of lock or leader.
+func (a *app) holderCommand(hc holderCmd, g holderGroup) *cobra.Command {
+	var h holderFlags
+	cmd := &cobra.Command{
+		Use: hc.use, Short: hc.short, Long: hc.long, Example: hc.example,
 		Args:              args("KEY"),
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right = args[0], "read"
-			l, err := a.client.CheckLock(cmd.Context(), args[0])
+			if hc.check != nil {
+				a.subject, a.right = args[0], "read"
+				l, err := hc.check(a.client, cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return a.writeLock(l, g.who)
+			}
+			r, err := a.holderRequest(cmd, &h, g.flag, args[0])
 			if err != nil {
 				return err
 			}
-			return a.writeLock(l, "holder")
+			if hc.release != nil {
+				res, err := hc.release(a.client, cmd.Context(), r)
+				if err != nil {
+					return err
+				}
+				return a.writeReleased(res, g.released)
+			}
+			l, err := a.take(cmd.Context(), h.wait, g.busy, func(ctx context.Context) (client.Lock, error) { return hc.hold(a.client, ctx, r) })
+			if err != nil {
+				return err
+			}
+			if l.Reentered && g.note {
+				fmt.Fprintf(a.stderr, "note: %s already held %s (holder from %s): the lease was renewed and the token is unchanged\n", l.Holder, l.Key, a.holderSource)
+			}
+			return a.writeLock(l, g.who)
 		},
 	}
-}
-
-// Bounds of the wait between tries of a busy lock.
-const (
-	minRetryWait = 100 * time.Millisecond
-	maxRetryWait = 2 * time.Second
-)
-
-// backoff is an exponential wait with jitter over its upper half.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) wait() time.Duration {
-	d := max(b.next, minRetryWait)
-	b.next = min(d*2, maxRetryWait)
-	return d/2 + mrand.N(d/2+1)
-}
-
-// take calls try until it succeeds or fails with another code than busy;
-// while the lock is busy it keeps trying for up to wait, sleeping with
-// exponential backoff and jitter, never past the current lease's end or
-// the deadline.
-func (a *app) take(ctx context.Context, wait time.Duration, busy string, try func(context.Context) (client.Lock, error)) (client.Lock, error) {
-	deadline := time.Now().Add(wait)
-	var b backoff
-	for first := true; ; first = false {
-		l, err := try(ctx)
-		var e *events.Error
-		if err == nil || wait <= 0 || !errors.As(err, &e) || e.Code != busy {
-			return l, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			a.waited = wait
-			return l, err
-		}
-		if first {
-			fmt.Fprintf(a.stderr, "waiting up to %v: %s\n", wait, e.Message)
-		}
-		d := min(b.wait(), left)
-		if e.Current != nil && e.Current.ExpiresAt != nil {
-			d = min(d, max(time.Until(*e.Current.ExpiresAt), 10*time.Millisecond))
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return l, ctx.Err()
-		case <-t.C:
-		}
+	if hc.check == nil {
+		h.addHolder(cmd, g.flag)
 	}
-}
-
-// writeLock writes a lock or leadership in a.format; who labels the
-// holder's text line.
-func (a *app) writeLock(l client.Lock, who string) error {
-	switch a.format {
-	case formatJSON:
-		return writeJSON(a.stdout, l)
-	case formatValue:
-		_, err := fmt.Fprintln(a.stdout, l.Token)
-		return err
+	if hc.hold != nil {
+		h.addTTL(cmd, g.what)
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "key\t%s\n%s\t%s\ntoken\t%d\nversion\t%d\nacquired\t%s\n", l.Key, who, l.Holder, l.Token, l.Version, timeText(l.AcquiredAt))
-	if l.ExpiresAt != nil {
-		fmt.Fprintf(tw, "expires\t%s\n", timeText(*l.ExpiresAt))
+	if hc.op.LockAction() == events.LockAcquire {
+		h.addWait(cmd, g.waitIf)
 	}
-	if l.Reentered {
-		fmt.Fprintf(tw, "reentered\tyes\n")
-	}
-	return tw.Flush()
-}
-
-// writeReleased writes the answer of release or resign.
-func (a *app) writeReleased(r client.ReleaseResult, verb string) error {
-	var err error
-	switch a.format {
-	case formatJSON:
-		return writeJSON(a.stdout, r)
-	case formatValue:
-		_, err = fmt.Fprintln(a.stdout, r.Version)
-	default:
-		_, err = fmt.Fprintf(a.stdout, "%s %s at version %d\n", r.Key, verb, r.Version)
-	}
-	return err
+	return cmd
 }

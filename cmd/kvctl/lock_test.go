@@ -316,3 +316,39 @@ func TestTake(t *testing.T) {
 		})
 	}
 }
+
+// TestLockRunLost turns each way a lease ends into lock run's error.
+func TestLockRunLost(t *testing.T) {
+	const key = "tenant/acme/project/demo/locks/nightly"
+	refused := &events.Error{Code: events.ENotLockHolder, Message: "lock " + key + " is free: me does not hold it"}
+	unavailable := &events.Error{Code: events.EUnavailable, Message: "partition 1 is catching up; retry"}
+	for _, tc := range []struct {
+		name string
+		err  error // the lease's Err
+		want string
+	}{
+		{name: "Released", err: client.ErrLeaseReleased},
+		{name: "Refused", err: &client.LostError{Key: key, Token: 4, Err: refused},
+			want: "lost the lock " + key + " while CMD ran: lock " + key + " is free: me does not hold it [not_lock_holder]; CMD was stopped (exit status 143)"},
+		{name: "Unconfirmed", err: &client.LostError{Key: key, Token: 4, Err: unavailable, Unconfirmed: true},
+			want: "lost the lock " + key + " while CMD ran: no extend got through before the lease (--ttl 30s) was about to end; last error: partition 1 is catching up; retry [partition_unavailable]; CMD was stopped (exit status 143)"},
+		{name: "NewTenure", err: &client.LostError{Key: key, Token: 4, NewToken: 9},
+			want: "lost the lock " + key + " while CMD ran: the lock's token is 9 now, not 4: it was released and taken again; CMD was stopped (exit status 143)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &app{}
+			r := &lockRun{a: a, key: key, lease: 30 * time.Second}
+			lost := r.lost(tc.err, 143, true)
+			if tc.want == "" {
+				if lost != nil {
+					t.Fatalf("lost = %+v, want nil", lost)
+				}
+				return
+			}
+			code, msg, solution := a.explain(lost)
+			if code != exitUnavailable || msg != tc.want || solution == "" || lost.transient != tc.err.(*client.LostError).Unconfirmed {
+				t.Fatalf("explain: %d %q %q", code, msg, solution)
+			}
+		})
+	}
+}

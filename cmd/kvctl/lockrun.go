@@ -109,7 +109,6 @@ type lockRun struct {
 	holder string
 	lease  time.Duration
 	grace  time.Duration
-	token  int64
 }
 
 // lockLost ends a lock run whose lock was lost while CMD ran.
@@ -133,97 +132,35 @@ func (r *lockRun) run(ctx context.Context, argv []string, wait time.Duration) er
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	req := client.LockRequest{Key: r.key, Holder: r.holder, TTL: r.lease, RequestID: newRequestID()}
-	actx, cancel := context.WithTimeout(ctx, r.a.timeout+wait)
-	var sent time.Time
-	l, err := r.a.take(actx, wait, events.ELockHeld, func(ctx context.Context) (client.Lock, error) {
-		sent = time.Now()
-		return r.a.client.AcquireLock(ctx, req)
-	})
-	cancel()
+	lease, err := r.take(ctx, wait)
 	if err != nil {
 		return err
 	}
-	if l.Reentered {
-		return &failure{code: exitUnavailable,
-			msg: fmt.Sprintf("%s already holds %s (token %d): lock run needs a tenure of its own", r.holder, r.key, l.Token),
-			solution: fmt.Sprintf("another lock run or acquire with --holder %s holds it: give each run its own --holder (or leave --holder out: USER@HOST/PID), or wait until it is released or its lease ends%s",
-				r.holder, expiresText(l.ExpiresAt))}
-	}
-	r.token = l.Token
 	if ctx.Err() != nil {
-		r.release(ctx)
+		r.release(ctx, lease)
 		return ctx.Err()
 	}
-
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = r.a.stdin, r.a.stdout, r.a.stderr
-	c.Env = append(os.Environ(), "KVCTL_LOCK_KEY="+r.key, "KVCTL_LOCK_HOLDER="+r.holder, "KVCTL_LOCK_TOKEN="+strconv.FormatInt(r.token, 10))
+	c.Env = append(os.Environ(), "KVCTL_LOCK_KEY="+r.key, "KVCTL_LOCK_HOLDER="+r.holder, "KVCTL_LOCK_TOKEN="+strconv.FormatInt(lease.Token(), 10))
 	ownGroup(c)
 	if err := c.Start(); err != nil {
-		r.release(ctx)
+		r.release(ctx, lease)
 		code, solution := 126, "check that "+argv[0]+" is an executable file kvctl may run"
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			code, solution = 127, "check the command's name and $PATH, or give the command's path"
 		}
 		return &failure{code: code, msg: fmt.Sprintf("cannot run %s: %v", argv[0], err), solution: solution + "; the lock was released"}
 	}
-
-	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopKeeping()
-	lostc := make(chan error, 1)
-	go func() { lostc <- r.keep(keepCtx, sent.Add(r.lease)) }()
-	waitc := make(chan error, 1)
-	go func() { waitc <- c.Wait() }()
-
-	var (
-		lost    *lockLost
-		kill    <-chan time.Time
-		ctxDone = ctx.Done()
-	)
-wait:
-	for {
-		select {
-		case <-waitc:
-			break wait
-		case s := <-sigs:
-			signalGroup(c.Process, s)
-		case <-ctxDone:
-			ctxDone = nil
-			// A signal also cancels ctx: sigs forwards it as it came.
-			if context.Cause(ctx) == ctx.Err() {
-				signalGroup(c.Process, syscall.SIGTERM)
-			}
-		case err := <-lostc:
-			lostc = nil
-			if err != nil {
-				errors.As(err, &lost)
-				lost.stopped = true
-				signalGroup(c.Process, syscall.SIGTERM)
-				kill = time.After(r.grace)
-			}
-		case <-kill:
-			kill = nil
-			signalGroup(c.Process, syscall.SIGKILL)
-		}
-	}
-	stopKeeping()
-	if lostc != nil {
-		if err := <-lostc; err != nil {
-			errors.As(err, &lost)
-		}
-	}
+	stopped := supervise(ctx, c, sigs, lease.Done(), r.grace)
 	status := exitStatus(c.ProcessState)
-	if lost != nil {
+	err = r.release(ctx, lease)
+	if lost := r.lost(lease.Err(), status, stopped); lost != nil {
 		// Nothing of CMD may go on without the lock.
 		signalGroup(c.Process, syscall.SIGKILL)
-		lost.status = status
-		if lost.transient {
-			r.release(ctx)
-		}
 		return lost
 	}
-	if err := r.release(ctx); err != nil {
+	if err != nil {
 		if code := events.ErrorCode(err); code == events.ENotLockHolder || code == events.EWrongType {
 			lost := &lockLost{key: r.key, cause: err, status: status}
 			if status == 0 {
@@ -241,89 +178,85 @@ wait:
 	return nil
 }
 
-// keep extends the lease every third of it until ctx ends (nil) or the
-// lock is lost (a *lockLost). leaseEnd is when the lease ends at the
-// earliest: a lease runs from the server's decision, which comes after
-// the request was sent.
-func (r *lockRun) keep(ctx context.Context, leaseEnd time.Time) error {
-	interval := r.lease / 3
-	next := leaseEnd.Add(interval - r.lease)
+// take acquires the lock, waiting up to wait, and keeps its lease (every
+// third of --ttl) until it is released, also after an interrupt: the
+// lock is kept until CMD exits.
+func (r *lockRun) take(ctx context.Context, wait time.Duration) (*client.Lease, error) {
+	req := client.LockRequest{Key: r.key, Holder: r.holder, TTL: r.lease, RequestID: newRequestID()}
+	lease, err := r.a.client.KeepLock(context.WithoutCancel(ctx), req,
+		client.WithTake(func(_ context.Context, try func(context.Context) (client.Lock, error)) (client.Lock, error) {
+			actx, cancel := context.WithTimeout(ctx, r.a.timeout+wait)
+			defer cancel()
+			return r.a.take(actx, wait, events.ELockHeld, try)
+		}),
+		client.WithMargin(r.grace), client.WithCallTimeout(r.a.timeout))
+	var re *client.ReenteredError
+	if errors.As(err, &re) {
+		return nil, &failure{code: exitUnavailable,
+			msg: fmt.Sprintf("%s already holds %s (token %d): lock run needs a tenure of its own", r.holder, r.key, re.Lock.Token),
+			solution: fmt.Sprintf("another lock run or acquire with --holder %s holds it: give each run its own --holder (or leave --holder out: USER@HOST/PID), or wait until it is released or its lease ends%s",
+				r.holder, expiresText(re.Lock.ExpiresAt))}
+	}
+	return lease, err
+}
+
+// supervise waits for CMD to exit: it forwards signals, and stops CMD
+// (SIGTERM, then SIGKILL after grace) once lost closes. It reports
+// whether CMD was stopped.
+func supervise(ctx context.Context, c *exec.Cmd, sigs <-chan os.Signal, lost <-chan struct{}, grace time.Duration) bool {
+	waitc := make(chan error, 1)
+	go func() { waitc <- c.Wait() }()
+	var (
+		stopped bool
+		kill    <-chan time.Time
+		ctxDone = ctx.Done()
+	)
 	for {
-		if !sleepUntil(ctx, next) {
-			return nil
-		}
-		var (
-			b    backoff
-			last error
-		)
-		for {
-			limit := leaseEnd.Add(-r.grace)
-			if !time.Now().Before(limit) {
-				return &lockLost{key: r.key, cause: last, transient: true,
-					reason: fmt.Sprintf("no extend got through before the lease (--ttl %v) was about to end", r.lease)}
+		select {
+		case <-waitc:
+			return stopped
+		case s := <-sigs:
+			signalGroup(c.Process, s)
+		case <-ctxDone:
+			ctxDone = nil
+			// A signal also cancels ctx: sigs forwards it as it came.
+			if context.Cause(ctx) == ctx.Err() {
+				signalGroup(c.Process, syscall.SIGTERM)
 			}
-			cctx, cancel := context.WithDeadline(ctx, earliest(time.Now().Add(r.a.timeout), limit))
-			sent := time.Now()
-			l, err := r.a.client.ExtendLock(cctx, client.LockRequest{Key: r.key, Holder: r.holder, TTL: r.lease, RequestID: newRequestID()})
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err == nil && l.Token != r.token {
-				return &lockLost{key: r.key, reason: fmt.Sprintf("the lock's token is %d now, not %d: it was released and taken again", l.Token, r.token)}
-			}
-			if err == nil {
-				leaseEnd, next = sent.Add(r.lease), sent.Add(interval)
-				break
-			}
-			if !transient(err) {
-				return &lockLost{key: r.key, cause: err}
-			}
-			last = err
-			if !sleepUntil(ctx, earliest(time.Now().Add(b.wait()), limit)) {
-				return nil
-			}
+		case <-lost:
+			lost, stopped = nil, true
+			signalGroup(c.Process, syscall.SIGTERM)
+			kill = time.After(grace)
+		case <-kill:
+			kill = nil
+			signalGroup(c.Process, syscall.SIGKILL)
 		}
 	}
 }
 
-// release frees the lock, bounded by --timeout even after an interrupt.
-func (r *lockRun) release(ctx context.Context) error {
+// lost is the lock run's error when the lease was lost (err is the
+// lease's Err), else nil.
+func (r *lockRun) lost(err error, status int, stopped bool) *lockLost {
+	var le *client.LostError
+	if !errors.As(err, &le) {
+		return nil
+	}
+	lost := &lockLost{key: r.key, cause: le.Err, transient: le.Unconfirmed, status: status, stopped: stopped}
+	switch {
+	case le.NewToken != 0:
+		lost.reason = fmt.Sprintf("the lock's token is %d now, not %d: it was released and taken again", le.NewToken, le.Token)
+	case le.Unconfirmed:
+		lost.reason = fmt.Sprintf("no extend got through before the lease (--ttl %v) was about to end", r.lease)
+	}
+	return lost
+}
+
+// release stops keeping the lease and frees the lock, bounded by
+// --timeout even after an interrupt.
+func (r *lockRun) release(ctx context.Context, lease *client.Lease) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.a.timeout)
 	defer cancel()
-	_, err := r.a.client.ReleaseLock(ctx, client.LockRequest{Key: r.key, Holder: r.holder, RequestID: newRequestID()})
-	return err
-}
-
-// transient tells errors worth retrying an extend for.
-func transient(err error) bool {
-	var ne *client.NetworkError
-	if errors.As(err, &ne) || errors.Is(err, client.ErrUnexpectedAnswer) {
-		return true
-	}
-	switch events.ErrorCode(err) {
-	case events.EUnavailable, events.EInternal:
-		return true
-	}
-	return false
-}
-
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
-}
-
-func earliest(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+	return lease.Release(ctx)
 }
 
 func expiresText(t *time.Time) string {

@@ -53,16 +53,8 @@ func writeEntryText(w io.Writer, e events.Entry) error {
 	return tw.Flush()
 }
 
-// listJSON is the --format json shape of list: the API's list answer.
-type listJSON struct {
-	Items      []events.Entry `json:"items"`
-	Count      int            `json:"count"`
-	Truncated  bool           `json:"truncated"`
-	NextCursor string         `json:"nextCursor,omitempty"`
-}
-
 // writeList writes a listing in format.
-func writeList(w io.Writer, format string, l listJSON) error {
+func writeList(w io.Writer, format string, l events.ListAnswer) error {
 	switch format {
 	case formatJSON:
 		return writeJSON(w, l)

@@ -17,12 +17,9 @@ import (
 
 func (a *app) setCommand() *cobra.Command {
 	var (
-		file      string
-		expected  int64
-		ttl       string
-		sem       events.Semantics
-		requestID string
-		specRef   string
+		file string
+		w    writeFlags
+		sem  events.Semantics
 	)
 	cmd := &cobra.Command{
 		Use:   "set KEY [VALUE | -]",
@@ -57,46 +54,35 @@ it, value the stored value.`,
 			if err != nil {
 				return err
 			}
-			r := client.PutRequest{Key: args[0], Value: value, Semantics: sem, RequestID: requestID, SpecRef: specRef}
-			if cmd.Flags().Changed("expected-version") {
-				r.ExpectedVersion = &expected
-				a.createOnly = expected == 0
-			}
-			if ttl != "" {
-				if r.TTL, err = parseTTL(ttl); err != nil {
-					return err
-				}
+			r := client.PutRequest{Key: args[0], Value: value, Semantics: sem, RequestID: w.requestID, SpecRef: w.specRef,
+				ExpectedVersion: w.expectedVersion(cmd)}
+			a.createOnly = r.ExpectedVersion != nil && *r.ExpectedVersion == 0
+			if r.TTL, err = w.lease(); err != nil {
+				return err
 			}
 			res, err := a.client.Put(cmd.Context(), r)
 			if err != nil {
 				return err
 			}
-			if res.Replayed {
-				fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was written\n", requestID)
-			}
-			switch a.format {
-			case formatJSON:
-				return writeJSON(a.stdout, res.Entry)
-			case formatValue:
-				return writeValue(a.stdout, res.Entry.Value)
-			}
+			a.noteReplayed(res.Replayed, w.requestID, "written")
 			line := fmt.Sprintf("%s version %d", res.Entry.Key, res.Entry.Version)
 			if res.Entry.ExpiresAt != nil {
 				line += ", expires " + timeText(*res.Entry.ExpiresAt)
 			}
-			_, err = fmt.Fprintln(a.stdout, line)
-			return err
+			return a.writeEntry(res.Entry, line)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "read the value from this file")
-	f.Int64Var(&expected, "expected-version", 0, "write only if the key is at this version (0: only if it does not exist)")
-	f.StringVar(&ttl, "ttl", "", "expire the entry after this long: a duration (30s, 15m, 24h) or seconds")
+	w.add(cmd, writeUsage{
+		expected:  "write only if the key is at this version (0: only if it does not exist)",
+		ttl:       "expire the entry after this long: a duration (30s, 15m, 24h) or seconds",
+		requestID: "idempotency id: repeating the same write with it is answered as a replay, and kvctl may retry it",
+		specRef:   "reference to the spec or decision record the write follows",
+	})
 	f.StringVar(&sem.Purpose, "purpose", "", "what the entry is for: "+strings.Join(events.Purposes, ", ")+" (server default: other)")
 	f.StringVar(&sem.Producer, "producer", "", "the producing service or agent")
 	f.StringArrayVar(&sem.ConsumerHints, "hint", nil, "a hint for consumers (repeatable)")
-	f.StringVar(&requestID, "request-id", "", "idempotency id: repeating the same write with it is answered as a replay, and kvctl may retry it")
-	f.StringVar(&specRef, "spec-ref", "", "reference to the spec or decision record the write follows")
 	_ = cmd.RegisterFlagCompletionFunc("purpose", cobra.FixedCompletions(events.Purposes, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
@@ -197,7 +196,7 @@ func (c *clients) read(id, w int, key string) linz.Op {
 func (c *clients) write(id, w int, key string, expected int64, value string) linz.Op {
 	rid := fmt.Sprintf("chaos-%s", value)
 	o := linz.Op{Client: id, Writer: w, In: linz.Input{Key: key, Kind: linz.Write, Expected: expected, Value: value}, RequestID: rid}
-	body, _ := json.Marshal(api.PutBody{Value: mustJSON(value), ExpectedVersion: &expected, RequestID: rid})
+	body, _ := json.Marshal(events.PutBody{Value: mustJSON(value), ExpectedVersion: &expected, RequestID: rid})
 	o.Call = c.now()
 	a := c.do(http.MethodPut, c.urls[w]+"/v1/kv/"+key, body)
 	o.Return = c.now()
@@ -225,7 +224,7 @@ func classifyWrite(a answer, value string) (linz.Output, string) {
 		}
 		return linz.Output{Outcome: linz.OK, Version: e.Version, Value: v}, ""
 	case http.StatusConflict:
-		var b api.ErrorBody
+		var b events.ErrorBody
 		if err := json.Unmarshal(a.body, &b); err != nil || b.Error.Code != events.EConflict ||
 			b.Error.Field != "expectedVersion" || b.Error.CurrentVersion == nil {
 			return linz.Output{Outcome: linz.Unknown}, "unexpected conflict: " + detail
@@ -238,7 +237,7 @@ func classifyWrite(a answer, value string) (linz.Output, string) {
 		}
 		return linz.Output{Outcome: linz.Conflict, Version: *b.Error.CurrentVersion, Value: cur}, ""
 	case http.StatusServiceUnavailable:
-		var b api.ErrorBody
+		var b events.ErrorBody
 		if json.Unmarshal(a.body, &b) == nil && b.Error.Code == events.EUnavailable && noEffect(b.Error.Message) {
 			return linz.Output{Outcome: linz.Failed}, detail
 		}
@@ -275,7 +274,7 @@ func noEffect(msg string) bool {
 }
 
 func errorCode(body []byte) string {
-	var b api.ErrorBody
+	var b events.ErrorBody
 	if json.Unmarshal(body, &b) != nil {
 		return ""
 	}

@@ -1,0 +1,21 @@
+package api
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// increment serves POST /v1/kv/{key}:increment.
+func (s *Server) increment(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	var b events.IncrementBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	return s.writeEntry(c, &writer.Request{Key: k, Op: op, By: b.Step(), Create: b.Create, ExpectedVersion: b.ExpectedVersion,
+		TTLSeconds: b.TTL(), Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name})
+}

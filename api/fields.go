@@ -1,0 +1,70 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// getField answers GET /v1/kv/{key}?field=NAME.
+func getField(c echo.Context, e *events.Entry, field string) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(e.Value, &fields); err != nil || fields == nil {
+		err := events.FieldErrorf(events.EWrongType, "field", "key %s does not hold a JSON object", e.Key)
+		err.Current = e
+		return err
+	}
+	v, ok := fields[field]
+	if !ok {
+		return events.FieldErrorf(events.ENotFound, "field", "key %s has no field %q", e.Key, field)
+	}
+	return c.JSON(http.StatusOK, events.FieldAnswer{Key: e.Key, Version: e.Version, Field: field, Value: v})
+}
+
+// patch serves PATCH /v1/kv/{key}.
+func (s *Server) patch(c echo.Context) error {
+	p, k, err := s.authorize(c, Write)
+	if err != nil {
+		return err
+	}
+	if done, err := s.forward(c, k); done {
+		return err
+	}
+	var b events.PatchBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	req := &writer.Request{Key: k, Op: events.OpPatch, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
+		RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name, MaxValueBytes: s.cfg.MaxValueBytes,
+		Set: make(map[string]json.RawMessage, len(b.Set)), Unset: b.Unset, TTLSeconds: b.TTL(), Semantics: b.EntrySemantics()}
+	for f, v := range b.Set {
+		if v == nil {
+			v = json.RawMessage("null")
+		}
+		cv, err := events.CompactValue(v, s.cfg.MaxValueBytes)
+		if err != nil {
+			var e *events.Error
+			if errors.As(err, &e) {
+				e.Field = "set." + f
+			}
+			return err
+		}
+		req.Set[f] = cv
+	}
+	if b.If != nil {
+		eq, err := events.CompactValue(b.If.Equals, s.cfg.MaxValueBytes)
+		if err != nil {
+			return events.FieldErrorf(events.EInvalid, "if.equals", "if.equals: %v", err)
+		}
+		req.If = &events.FieldCondition{Field: b.If.Field, Equals: eq}
+	}
+	return s.writeEntry(c, req)
+}

@@ -1,0 +1,290 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// fakeWriter answers from a map of states and records the requests it is
+// asked to decide; every write is accepted.
+type fakeWriter struct {
+	states map[string]events.State
+	reqs   []writer.Request
+}
+
+func (f *fakeWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {
+	f.reqs = append(f.reqs, *r)
+	e := events.Entry{Key: r.Key.String(), Version: 7, Value: r.Value, Semantics: r.Semantics}
+	if r.Op.Purpose() != "" {
+		e.Value = json.RawMessage(`{"holder":"` + r.Holder + `","token":7}`)
+	}
+	return writer.Result{Entry: e}, nil
+}
+
+func (f *fakeWriter) State(_ context.Context, k events.Key) (events.State, error) {
+	return f.states[k.String()], nil
+}
+
+func (f *fakeWriter) Ready() bool                     { return true }
+func (f *fakeWriter) Route(events.Key) (bool, string) { return true, "" }
+
+// fakeLister lists nothing.
+type fakeLister struct{}
+
+func (fakeLister) List(context.Context, string, string, int, time.Time) ([]events.Entry, bool, error) {
+	return nil, false, nil
+}
+
+func (fakeLister) Scan(context.Context, string, events.Filter, string, int, time.Time) ([]events.Entry, bool, error) {
+	return nil, false, nil
+}
+
+const (
+	token = "test-token-0123456789"
+	key   = "/v1/kv/tenant/acme/project/demo/"
+)
+
+func mustServer(tb testing.TB, w *fakeWriter) http.Handler {
+	tb.Helper()
+	tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: 1024}, w, fakeLister{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s.Handler()
+}
+
+func serve(h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, r)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestHandlersRejectBadInput: the 400 (and 413) paths answer their code
+// and field without asking the writer.
+func TestHandlersRejectBadInput(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("h", n) }
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code, field, message     string
+	}{
+		{"ErrKeyUppercase", "PUT", key + "Upper", `{"value":1}`, 400, events.EInvalid, "key", ""},
+		{"ErrKeyTooLong", "PUT", key + long(events.MaxKeyLen), `{"value":1}`, 400, events.EInvalid, "key", ""},
+		{"ErrBodyNotJSON", "PUT", key + "k", `{"value":`, 400, events.EInvalid, "", ""},
+		{"ErrBodyEmpty", "POST", key + "k:increment", ``, 400, events.EInvalid, "", "body is empty: send a JSON object"},
+		{"ErrBodyTrailingData", "PUT", key + "k", `{"value":1} {}`, 400, events.EInvalid, "", ""},
+		{"ErrBodyTooLarge", "PUT", key + "k", `{"value":"` + long(20<<10) + `"}`, 413, events.ETooLarge, "value", ""},
+		{"ErrValueTooLarge", "PUT", key + "k", `{"value":"` + long(2000) + `"}`, 413, events.ETooLarge, "value", ""},
+		{"ErrUnknownField", "PUT", key + "k", `{"value":1,"expectedVersoin":1}`, 400, events.EInvalid, "expectedVersoin", `unknown field "expectedVersoin"`},
+		{"ErrUnknownSemanticsField", "POST", key + "k:increment", `{"semantics":{"owner":"x"}}`, 400, events.EInvalid, "semantics.owner", ""},
+		{"ErrFieldType", "POST", key + "k:increment", `{"by":"1"}`, 400, events.EInvalid, "by", "field by must be int64"},
+		{"ErrPutTTLZero", "PUT", key + "k", `{"value":1,"ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds", ""},
+		{"ErrPutTTLOverMax", "PUT", key + "k", `{"value":1,"ttlSeconds":315360001}`, 400, events.EInvalid, "ttlSeconds", "ttlSeconds must be between 1 and 315360000 (omit it for no expiry)"},
+		{"ErrPutTTLsDiffer", "PUT", key + "k", `{"value":1,"ttlSeconds":5,"semantics":{"ttlSeconds":6}}`, 400, events.EInvalid, "semantics.ttlSeconds", ""},
+		{"ErrPurpose", "PUT", key + "k", `{"value":1,"semantics":{"purpose":"fun"}}`, 400, events.EInvalid, "semantics.purpose", ""},
+		{"ErrRequestIDTooLong", "PUT", key + "k", `{"value":1,"requestId":"` + long(events.MaxRequestIDLen+1) + `"}`, 400, events.EInvalid, "requestId", ""},
+		{"ErrSpecRefTooLong", "PUT", key + "k", `{"value":1,"specRef":"` + long(events.MaxSpecRefLen+1) + `"}`, 400, events.EInvalid, "specRef", ""},
+		{"ErrTooManyHints", "PUT", key + "k", `{"value":1,"semantics":{"consumerHints":[` + strings.Repeat(`"h",`, events.MaxConsumerHints) + `"h"]}}`, 400, events.EInvalid, "semantics.consumerHints", ""},
+		{"ErrDeleteUnknownParam", "DELETE", key + "k?force=1", ``, 400, events.EInvalid, "force", ""},
+		{"ErrDeleteExpectedNotInt", "DELETE", key + "k?expectedVersion=x", ``, 400, events.EInvalid, "expectedVersion", ""},
+		{"ErrPostNoVerb", "POST", key + "k", `{}`, 400, events.EInvalid, "key",
+			"POST needs a verb after the key: tenant/acme/project/demo/k:increment, :acquire, :extend, :release, :elect, :heartbeat or :resign (PUT writes a value)"},
+		{"ErrPostUnknownVerb", "POST", key + "k:explode", `{}`, 400, events.EInvalid, "key",
+			`unknown verb "explode" (increment, acquire, extend, release, elect, heartbeat, resign)`},
+		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, events.EInvalid, "key", ""},
+		{"ErrGetUnknownVerb", "GET", key + "k:bogus", ``, 400, events.EInvalid, "key", ""},
+		{"ErrGetWriteVerb", "GET", key + "k:acquire", ``, 400, events.EInvalid, "key", ""},
+		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, events.EInvalid, "other", `unknown query parameter "other" (field, on a plain GET)`},
+		{"ErrGetFieldOnVerb", "GET", key + "k:lock?field=a", ``, 400, events.EInvalid, "field", ""},
+		{"ErrGetFieldTooLong", "GET", key + "k?field=" + long(events.MaxFieldNameBytes+1), ``, 400, events.EInvalid, "field", "field names must be 1 to 256 bytes"},
+		{"ErrIncrementByZero", "POST", key + "k:increment", `{"by":0}`, 400, events.EInvalid, "by", ""},
+		{"ErrIncrementTTLOverMax", "POST", key + "k:increment", `{"ttlSeconds":315360001}`, 400, events.EInvalid, "ttlSeconds",
+			"ttlSeconds must be between 1 and 315360000 (omit it to keep the entry's expiry)"},
+		{"ErrHolderMissing", "POST", key + "k:acquire", `{}`, 400, events.EInvalid, "holder", ""},
+		{"ErrHolderTooLong", "POST", key + "k:elect", `{"holder":"` + long(events.MaxHolderLen+1) + `"}`, 400, events.EInvalid, "holder", "holder is longer than 256 characters"},
+		{"ErrHolderNUL", "POST", key + "k:acquire", `{"holder":"a\u0000"}`, 400, events.EInvalid, "holder", ""},
+		{"ErrLeaseOverMax", "POST", key + "k:heartbeat", `{"holder":"a","ttlSeconds":315360001}`, 400, events.EInvalid, "ttlSeconds", ""},
+		{"ErrReleaseTTL", "POST", key + "k:resign", `{"holder":"a","ttlSeconds":5}`, 400, events.EInvalid, "ttlSeconds", "resign takes only holder, requestId and specRef"},
+		{"ErrReleaseSemantics", "POST", key + "k:release", `{"holder":"a","semantics":{}}`, 400, events.EInvalid, "semantics", ""},
+		{"ErrLockPurpose", "POST", key + "k:elect", `{"holder":"a","semantics":{"purpose":"lock"}}`, 400, events.EInvalid, "semantics.purpose", "a leader's purpose is leader"},
+		{"ErrLockSemanticsTTL", "POST", key + "k:acquire", `{"holder":"a","semantics":{"ttlSeconds":5}}`, 400, events.EInvalid, "semantics.ttlSeconds", ""},
+		{"ErrPatchEmpty", "PATCH", key + "k", `{}`, 400, events.EInvalid, "set", ""},
+		{"ErrPatchTooManyFields", "PATCH", key + "k", `{"unset":[` + strings.Repeat(`"f",`, events.MaxPatchFields) + `"f"]}`, 400, events.EInvalid, "set", ""},
+		{"ErrPatchFieldNameTooLong", "PATCH", key + "k", `{"set":{"` + long(events.MaxFieldNameBytes+1) + `":1}}`, 400, events.EInvalid, "set", ""},
+		{"ErrPatchSetAndUnset", "PATCH", key + "k", `{"set":{"a":1},"unset":["a"]}`, 400, events.EInvalid, "unset", ""},
+		{"ErrPatchIfWithoutEquals", "PATCH", key + "k", `{"set":{"a":1},"if":{"field":"a"}}`, 400, events.EInvalid, "if.equals", ""},
+		{"ErrPatchSetValueTooLarge", "PATCH", key + "k", `{"set":{"a":"` + long(2000) + `"}}`, 413, events.ETooLarge, "set.a", ""},
+		{"ErrListLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=1001", ``, 400, events.EInvalid, "limit", "limit must be an integer between 1 and 1000"},
+		{"ErrListFilterOp", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a&op=like&value=1", ``, 400, events.EInvalid, "op",
+			`op "like" is not one of eq, ne, lt, lte, gt, gte`},
+		{"ErrListFilterPartial", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a", ``, 400, events.EInvalid, "op", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &fakeWriter{}
+			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			var b events.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
+				t.Fatalf("error body %s: %v", rec.Body, err)
+			}
+			if b.Error.Code != tc.code || b.Error.Field != tc.field {
+				t.Fatalf("code %s field %q, want %s %q: %s", b.Error.Code, b.Error.Field, tc.code, tc.field, b.Error.Message)
+			}
+			if tc.message != "" && b.Error.Message != tc.message {
+				t.Fatalf("message %q, want %q", b.Error.Message, tc.message)
+			}
+			if len(w.reqs) != 0 {
+				t.Fatalf("the writer was asked %+v", w.reqs)
+			}
+		})
+	}
+}
+
+// TestHandlersTranslate: accepted requests reach the writer as the op,
+// defaults and semantics the contract says.
+func TestHandlersTranslate(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, path, body string
+		check                    func(t *testing.T, r writer.Request, answer string)
+	}{
+		{"OKPutDefaults", "PUT", key + "k", `{"value":{"a":1},"semantics":{"ttlSeconds":30}}`, func(t *testing.T, r writer.Request, _ string) {
+			if r.Op != events.OpPut || r.Semantics.Purpose != "other" || r.TTLSeconds != 30 || string(r.Value) != `{"a":1}` {
+				t.Fatalf("request %+v", r)
+			}
+		}},
+		{"OKIncrementStepOne", "POST", key + "k:increment", `{"create":true}`, func(t *testing.T, r writer.Request, _ string) {
+			if r.Op != events.OpIncrement || r.By != 1 || !r.Create || r.Semantics.Purpose != "" {
+				t.Fatalf("request %+v", r)
+			}
+		}},
+		{"OKElectDefaultLease", "POST", key + "k:elect", `{"holder":"a","semantics":{"producer":"p"}}`, func(t *testing.T, r writer.Request, answer string) {
+			if r.Op != events.OpLeaderElect || r.TTLSeconds != events.DefaultLockTTLSeconds || r.Semantics.Purpose != "leader" || r.Holder != "a" {
+				t.Fatalf("request %+v", r)
+			}
+			if !strings.Contains(answer, `"reentered":false`) {
+				t.Fatalf("answer %s", answer)
+			}
+		}},
+		{"OKResign", "POST", key + "k:resign", `{"holder":"a"}`, func(t *testing.T, r writer.Request, answer string) {
+			if r.Op != events.OpLeaderResign || r.TTLSeconds != 0 || answer != `{"key":"tenant/acme/project/demo/k","version":7,"released":true}` {
+				t.Fatalf("request %+v answer %s", r, answer)
+			}
+		}},
+		{"OKPatchCompactsValues", "PATCH", key + "k", `{"set":{"a":{ "b" : 1 }},"if":{"field":"s","equals": "x" }}`, func(t *testing.T, r writer.Request, _ string) {
+			if r.Op != events.OpPatch || string(r.Set["a"]) != `{"b":1}` || string(r.If.Equals) != `"x"` || r.MaxValueBytes != 1024 {
+				t.Fatalf("request %+v", r)
+			}
+		}},
+		{"OKDelete", "DELETE", key + "k?expectedVersion=3&requestId=r", ``, func(t *testing.T, r writer.Request, answer string) {
+			if r.Op != events.OpDelete || *r.ExpectedVersion != 3 || r.RequestID != "r" || answer != `{"key":"tenant/acme/project/demo/k","version":7,"deleted":true}` {
+				t.Fatalf("request %+v answer %s", r, answer)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &fakeWriter{}
+			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
+			if rec.Code != http.StatusOK || len(w.reqs) != 1 {
+				t.Fatalf("status %d, requests %+v: %s", rec.Code, w.reqs, rec.Body)
+			}
+			tc.check(t, w.reqs[0], strings.TrimSpace(rec.Body.String()))
+		})
+	}
+}
+
+// TestHandlersRead: the reads answer from the key's visible entry.
+func TestHandlersRead(t *testing.T) {
+	live := func(value, purpose string) events.State {
+		return events.State{Version: 4, Live: true, Entry: events.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
+			Value: json.RawMessage(value), Semantics: events.Semantics{Purpose: purpose}}}
+	}
+	expired := func(s events.State) events.State {
+		past := time.Now().Add(-time.Second)
+		s.Entry.ExpiresAt = &past
+		return s
+	}
+	for _, tc := range []struct {
+		name, path  string
+		state       events.State
+		status      int
+		code, field string
+	}{
+		{"OKGet", key + "k", live(`1`, "other"), 200, "", ""},
+		{"OKGetField", key + "k?field=a", live(`{"a":1}`, "other"), 200, "", ""},
+		{"OKLock", key + "k:lock", live(`{"holder":"h","token":4}`, "lock"), 200, "", ""},
+		{"ErrGetAbsent", key + "k", events.State{}, 404, events.ENotFound, "key"},
+		{"ErrFieldAbsent", key + "k?field=b", live(`{"a":1}`, "other"), 404, events.ENotFound, "field"},
+		{"ErrFieldOfNonObject", key + "k?field=a", live(`1`, "other"), 409, events.EWrongType, "field"},
+		{"ErrLockFree", key + "k:lock", events.State{}, 404, events.ENotFound, "key"},
+		{"ErrLeaderOfLock", key + "k:leader", live(`{"holder":"h","token":4}`, "lock"), 409, events.EWrongType, "key"},
+		{"OKCounter", key + "k:counter", live(`42`, "counter"), 200, "", ""},
+		{"ErrCounterAbsent", key + "k:counter", events.State{Version: 5}, 404, events.ENotFound, "key"},
+		{"ErrCounterExpired", key + "k:counter", expired(live(`42`, "counter")), 404, events.ENotFound, "key"},
+		{"ErrCounterNotInteger", key + "k:counter", live(`"42"`, "other"), 409, events.EWrongType, "value"},
+		{"ErrCounterUnknownParam", key + "k:counter?field=a", live(`42`, "counter"), 400, events.EInvalid, "field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &fakeWriter{states: map[string]events.State{"tenant/acme/project/demo/k": tc.state}}
+			rec := serve(mustServer(t, w), "GET", tc.path, "")
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			if tc.code == "" {
+				return
+			}
+			var b events.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code != tc.code || b.Error.Field != tc.field {
+				t.Fatalf("error %+v (%v), want %s %s", b.Error, err, tc.code, tc.field)
+			}
+		})
+	}
+}
+
+// TestEveryVerbHasAHandler: each custom method of the contract is served.
+func TestEveryVerbHasAHandler(t *testing.T) {
+	for _, read := range []bool{true, false} {
+		for _, verb := range events.Verbs(read) {
+			method := map[bool]string{true: "GET", false: "POST"}[read]
+			rec := serve(mustServer(t, &fakeWriter{}), method, key+"k:"+verb, `{"holder":"a"}`)
+			if strings.Contains(rec.Body.String(), "unknown verb") {
+				t.Errorf("%s :%s: %s", method, verb, rec.Body)
+			}
+		}
+	}
+}
+
+// TestGetCounterAnswer: GET {key}:counter answers {key,value,version}.
+func TestGetCounterAnswer(t *testing.T) {
+	w := &fakeWriter{states: map[string]events.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
+		Entry: events.Entry{Key: "tenant/acme/project/demo/visits", Version: 9, Value: json.RawMessage(`-3`)}}}}
+	rec := serve(mustServer(t, w), "GET", key+"visits:counter", "")
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"tenant/acme/project/demo/visits","value":-3,"version":9}` {
+		t.Fatalf("%d %s", rec.Code, got)
+	}
+}

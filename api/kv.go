@@ -1,0 +1,76 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// getEntry answers GET /v1/kv/{key} (and ?field=NAME: getField).
+func getEntry(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error {
+	if e == nil {
+		return events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", k.String())
+	}
+	if field, ok := c.QueryParams()["field"]; ok {
+		return getField(c, e, field[0])
+	}
+	return c.JSON(http.StatusOK, e)
+}
+
+func (s *Server) put(c echo.Context) error {
+	p, k, err := s.authorize(c, Write)
+	if err != nil {
+		return err
+	}
+	if done, err := s.forward(c, k); done {
+		return err
+	}
+	var b events.PutBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	value, err := events.CompactValue(b.Value, s.cfg.MaxValueBytes)
+	if err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	return s.writeEntry(c, &writer.Request{Key: k, Op: events.OpPut, Value: value, ExpectedVersion: b.ExpectedVersion,
+		TTLSeconds: b.TTL(), Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name})
+}
+
+func (s *Server) delete(c echo.Context) error {
+	p, k, err := s.authorize(c, Write)
+	if err != nil {
+		return err
+	}
+	if done, err := s.forward(c, k); done {
+		return err
+	}
+	q := events.DeleteParams{RequestID: c.QueryParam("requestId")}
+	if v := c.QueryParam("expectedVersion"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return events.FieldErrorf(events.EInvalid, "expectedVersion", "expectedVersion must be an integer")
+		}
+		q.ExpectedVersion = &n
+	}
+	for name := range c.QueryParams() {
+		if name != "expectedVersion" && name != "requestId" {
+			return events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (expectedVersion, requestId)", name)
+		}
+	}
+	if err := q.Validate(); err != nil {
+		return err
+	}
+	res, err := s.write(c, &writer.Request{Key: k, Op: events.OpDelete, ExpectedVersion: q.ExpectedVersion, RequestID: q.RequestID, Principal: p.Name})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, events.DeleteAnswer{Key: k.String(), Version: res.Entry.Version, Deleted: true})
+}

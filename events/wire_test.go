@@ -1,0 +1,83 @@
+package events
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestValidate(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n) }
+	for _, tc := range []struct {
+		name  string
+		check func() error
+		field string // "" when valid
+	}{
+		{"OKPut", (&PutBody{Value: json.RawMessage(`1`), TTLSeconds: ptr(int64(5))}).Validate, ""},
+		{"OKPutSemanticsTTL", (&PutBody{Semantics: &Semantics{TTLSeconds: 5}}).Validate, ""},
+		{"ErrPutTTLOverMax", (&PutBody{TTLSeconds: ptr(int64(MaxTTLSeconds + 1))}).Validate, "ttlSeconds"},
+		{"ErrPutSemanticsTTLOverMax", (&PutBody{Semantics: &Semantics{TTLSeconds: MaxTTLSeconds + 1}}).Validate, "ttlSeconds"},
+		{"ErrPutTTLsDiffer", (&PutBody{TTLSeconds: ptr(int64(5)), Semantics: &Semantics{TTLSeconds: 6}}).Validate, "semantics.ttlSeconds"},
+		{"ErrPutNegativeExpected", (&PutBody{ExpectedVersion: ptr(int64(-1))}).Validate, "expectedVersion"},
+		{"ErrPutRequestIDTooLong", (&PutBody{RequestID: long(MaxRequestIDLen + 1)}).Validate, "requestId"},
+		{"ErrPutSpecRefNUL", (&PutBody{SpecRef: "a\x00"}).Validate, "specRef"},
+		{"ErrPutProducerTooLong", (&PutBody{Semantics: &Semantics{Producer: long(MaxProducerLen + 1)}}).Validate, "semantics.producer"},
+		{"ErrPutEmptyHint", (&PutBody{Semantics: &Semantics{ConsumerHints: []string{""}}}).Validate, "semantics.consumerHints"},
+		{"ErrDeleteNegative", (&DeleteParams{ExpectedVersion: ptr(int64(-1))}).Validate, "expectedVersion"},
+		{"OKIncrement", (&IncrementBody{By: ptr(int64(-3))}).Validate, ""},
+		{"ErrIncrementByZero", (&IncrementBody{By: ptr(int64(0))}).Validate, "by"},
+		{"ErrIncrementTTLZero", (&IncrementBody{TTLSeconds: ptr(int64(0))}).Validate, "ttlSeconds"},
+		{"OKPatch", (&PatchBody{Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, Unset: []string{"b"}}).Validate, ""},
+		{"ErrPatchFieldTooLong", (&PatchBody{Unset: []string{long(MaxFieldNameBytes + 1)}}).Validate, "unset"},
+		{"ErrPatchIfField", (&PatchBody{Unset: []string{"a"}, If: &FieldCondition{Equals: json.RawMessage(`1`)}}).Validate, "if.field"},
+		{"OKLock", func() error { return (&LockBody{Holder: "h", TTLSeconds: ptr(int64(30))}).ValidateFor(OpLockAcquire) }, ""},
+		{"ErrLockHolderTooLong", func() error { return (&LockBody{Holder: long(MaxHolderLen + 1)}).ValidateFor(OpLockExtend) }, "holder"},
+		{"ErrReleaseTTL", func() error { return (&LockBody{Holder: "h", TTLSeconds: ptr(int64(1))}).ValidateFor(OpLockRelease) }, "ttlSeconds"},
+		{"ErrElectLockPurpose", func() error {
+			return (&LockBody{Holder: "h", Semantics: &Semantics{Purpose: PurposeLock}}).ValidateFor(OpLeaderElect)
+		}, "semantics.purpose"},
+		{"OKFilter", (&Filter{Field: "n", Op: FilterGte, Value: json.RawMessage(`1e3`)}).Validate, ""},
+		{"ErrFilterOp", (&Filter{Field: "n", Op: "like", Value: json.RawMessage(`1`)}).Validate, "op"},
+		{"ErrFilterBoolLt", (&Filter{Field: "n", Op: FilterLt, Value: json.RawMessage(`true`)}).Validate, "op"},
+		{"ErrFilterExponent", (&Filter{Field: "n", Op: FilterEq, Value: json.RawMessage(`1e1001`)}).Validate, "value"},
+		{"ErrFilterObject", (&Filter{Field: "n", Op: FilterEq, Value: json.RawMessage(`{}`)}).Validate, "value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.check()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			e, ok := err.(*Error)
+			if !ok || e.Code != EInvalid || e.Field != tc.field {
+				t.Fatalf("want invalid %s, got %v", tc.field, err)
+			}
+		})
+	}
+}
+
+func TestLockBodyDefaults(t *testing.T) {
+	b := LockBody{Holder: "h", Semantics: &Semantics{Producer: "p"}}
+	if b.Lease() != DefaultLockTTLSeconds || b.EntrySemantics(OpLeaderElect).Purpose != PurposeLeader ||
+		b.EntrySemantics(OpLeaderResign).Producer != "" {
+		t.Fatalf("lease %d, semantics %+v", b.Lease(), b.EntrySemantics(OpLeaderElect))
+	}
+}
+
+func TestErrorDetailRoundTrip(t *testing.T) {
+	cur := &Entry{Key: "tenant/a/project/b/k", Version: 4, Value: json.RawMessage(`{"holder":"x"}`)}
+	e := &Error{Code: ELockHeld, Message: "held", Field: "holder", Current: cur}
+	d := e.Detail()
+	got := d.AsError(cur.Key)
+	if got.Code != e.Code || got.Field != e.Field || got.Current == nil || got.Current.Version != 4 || string(got.Current.Value) != string(cur.Value) {
+		t.Fatalf("round trip %+v", got)
+	}
+	d = (&Error{Code: EConflict, Message: "absent"}).Detail()
+	if d.CurrentVersion == nil || *d.CurrentVersion != 0 || string(d.CurrentValue) != "null" || d.AsError("k").Current != nil {
+		t.Fatalf("conflict on an absent key: %+v", d)
+	}
+}
