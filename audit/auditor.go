@@ -399,7 +399,7 @@ func (a *Auditor) lookupPrev(ctx context.Context, parts []*part) (map[KeyVersion
 // chain hashes p's events into rows, each linked to its key's previous
 // row (from p, the cache, or looked), and returns how many rows start a
 // chain because their previous version was never seen.
-func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k Key) (starts int64) {
+func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (starts int64) {
 	if len(p.events) == 0 {
 		return 0
 	}
@@ -425,7 +425,7 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k Key) (starts in
 
 // decode decodes p's records up to the first that does not decode, and
 // hashes conflicts under k.
-func (a *Auditor) decode(p *part, k Key) {
+func (a *Auditor) decode(p *part, k HMACKey) {
 	p.next = p.recs[0].Offset
 	for _, r := range p.recs {
 		if r.Attrs.IsControl() {

@@ -43,12 +43,12 @@ func Canonical(raw json.RawMessage) (b []byte, ok bool) {
 // canonical JSON of raw (see Canonical). Equal JSON values hash equal
 // whatever their formatting or member order; without the key, nothing of
 // the value can be learned or brute-forced from the hash.
-func ValueHash(k Key, raw json.RawMessage) string {
+func ValueHash(k HMACKey, raw json.RawMessage) string {
 	c, _ := Canonical(raw)
 	return mac(k, c)
 }
 
-func mac(k Key, b []byte) string {
+func mac(k HMACKey, b []byte) string {
 	m := hmac.New(sha256.New, k.Secret)
 	m.Write(b)
 	var sum [sha256.Size]byte

@@ -11,12 +11,12 @@ import (
 )
 
 // testKey is bytes 0..31 with id "k1".
-func testKey() Key {
+func testKey() HMACKey {
 	s := make([]byte, 32)
 	for i := range s {
 		s[i] = byte(i)
 	}
-	return Key{ID: "k1", Secret: s}
+	return HMACKey{ID: "k1", Secret: s}
 }
 
 func TestValueHash(t *testing.T) {
@@ -116,11 +116,11 @@ func TestParseKey(t *testing.T) {
 
 func TestKeyringRejectsConflictingIDs(t *testing.T) {
 	a := testKey()
-	b := Key{ID: a.ID, Secret: bytes.Repeat([]byte{1}, 32)}
+	b := HMACKey{ID: a.ID, Secret: bytes.Repeat([]byte{1}, 32)}
 	if _, err := NewKeyring(a, b); err == nil {
 		t.Fatal("NewKeyring accepted one id with two keys")
 	}
-	kr, err := NewKeyring(a, Key{ID: "old", Secret: b.Secret})
+	kr, err := NewKeyring(a, HMACKey{ID: "old", Secret: b.Secret})
 	if err != nil {
 		t.Fatal(err)
 	}

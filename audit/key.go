@@ -18,9 +18,9 @@ const MinKeyBytes = 32
 // InsecureDevKey. Rows hashed with it protect nothing.
 const InsecureDevKeyID = "insecure-dev"
 
-// Key is an audit key: the HMAC-SHA256 secret of every hash in a row and
+// HMACKey is an audit key: the HMAC-SHA256 secret of every hash in a row and
 // the id stored beside the hashes, so that rows survive a key rotation.
-type Key struct {
+type HMACKey struct {
 	ID     string
 	Secret []byte
 }
@@ -28,15 +28,15 @@ type Key struct {
 // Keyring is the current key, which hashes new rows, and the keys of
 // earlier rotations, which verification needs for older rows.
 type Keyring struct {
-	Current Key
-	byID    map[string]Key
+	Current HMACKey
+	byID    map[string]HMACKey
 }
 
 // NewKeyring returns a keyring with current and older keys. Two keys with
 // the same id are an error unless they are equal.
-func NewKeyring(current Key, older ...Key) (*Keyring, error) {
-	kr := &Keyring{Current: current, byID: make(map[string]Key, 1+len(older))}
-	for _, k := range append([]Key{current}, older...) {
+func NewKeyring(current HMACKey, older ...HMACKey) (*Keyring, error) {
+	kr := &Keyring{Current: current, byID: make(map[string]HMACKey, 1+len(older))}
+	for _, k := range append([]HMACKey{current}, older...) {
 		if err := k.check(); err != nil {
 			return nil, err
 		}
@@ -49,7 +49,7 @@ func NewKeyring(current Key, older ...Key) (*Keyring, error) {
 }
 
 // Lookup returns the key with id.
-func (kr *Keyring) Lookup(id string) (Key, bool) {
+func (kr *Keyring) Lookup(id string) (HMACKey, bool) {
 	k, ok := kr.byID[id]
 	return k, ok
 }
@@ -65,7 +65,7 @@ func (kr *Keyring) IDs() []string {
 	return ids
 }
 
-func (k Key) check() error {
+func (k HMACKey) check() error {
 	switch {
 	case k.ID == "":
 		return errors.New("audit key has an empty id")
@@ -105,26 +105,26 @@ func FingerprintID(secret []byte) string {
 
 // ParseKey parses "id:material" or bare "material" (its id is then
 // FingerprintID of it), material in hex or base64.
-func ParseKey(s string) (Key, error) {
+func ParseKey(s string) (HMACKey, error) {
 	id, material, found := strings.Cut(strings.TrimSpace(s), ":")
 	if !found {
 		id, material = "", id
 	}
 	secret, err := ParseSecret(material)
 	if err != nil {
-		return Key{}, err
+		return HMACKey{}, err
 	}
 	if id == "" {
 		id = FingerprintID(secret)
 	}
-	k := Key{ID: id, Secret: secret}
+	k := HMACKey{ID: id, Secret: secret}
 	return k, k.check()
 }
 
 // ParseKeys parses a comma- or newline-separated list of keys in the form
 // of ParseKey; blank entries and lines starting with # are skipped.
-func ParseKeys(s string) ([]Key, error) {
-	var keys []Key
+func ParseKeys(s string) ([]HMACKey, error) {
+	var keys []HMACKey
 	sc := bufio.NewScanner(strings.NewReader(strings.ReplaceAll(s, ",", "\n")))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -163,14 +163,14 @@ func LoadKeyFile(path string) (*Keyring, error) {
 
 // InsecureDevKey is a publicly known key for local experiments only: with
 // it, anyone can brute-force low-entropy values from the hashes.
-func InsecureDevKey() Key {
+func InsecureDevKey() HMACKey {
 	sum := sha256.Sum256([]byte("eskv insecure development audit key; never use it for real data"))
-	return Key{ID: InsecureDevKeyID, Secret: sum[:]}
+	return HMACKey{ID: InsecureDevKeyID, Secret: sum[:]}
 }
 
 // Others returns the keys of earlier rotations.
-func (kr *Keyring) Others() []Key {
-	var ks []Key
+func (kr *Keyring) Others() []HMACKey {
+	var ks []HMACKey
 	for id, k := range kr.byID {
 		if id != kr.Current.ID {
 			ks = append(ks, k)

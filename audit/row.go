@@ -73,7 +73,7 @@ type ConflictRow struct {
 // EventRow returns the row of event e, read at partition/offset, hashed
 // under k and chained to prevChain (the chain hash of the key's row at
 // e.PrevVersion, or "" when there is none).
-func EventRow(e *events.Event, partition int32, offset int64, k Key, prevChain string) Row {
+func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, prevChain string) Row {
 	tenant, project := tenantProject(e.Key)
 	r := Row{
 		TS:            e.TS.UTC().Truncate(time.Microsecond),
@@ -110,7 +110,7 @@ func EventRow(e *events.Event, partition int32, offset int64, k Key, prevChain s
 
 // ConflictRowOf returns the row of conflict c, read at partition/offset,
 // hashed under k.
-func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k Key) ConflictRow {
+func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey) ConflictRow {
 	tenant, project := tenantProject(c.Key)
 	r := ConflictRow{
 		TS:              c.TS.UTC().Truncate(time.Microsecond),
@@ -308,7 +308,7 @@ const hexDigits = "0123456789abcdef"
 // covers the row's fields and its link to the previous row of the key, so
 // altering a row changes its chain hash and deleting one breaks the link
 // of the next.
-func ChainHash(k Key, r *Row) string {
+func ChainHash(k HMACKey, r *Row) string {
 	return mac(k, ChainInput(r))
 }
 

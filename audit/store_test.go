@@ -12,7 +12,7 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-func testKey(tb testing.TB) audit.Key {
+func testKey(tb testing.TB) audit.HMACKey {
 	tb.Helper()
 	k, err := audit.ParseKey("test:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
 	if err != nil {

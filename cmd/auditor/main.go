@@ -172,7 +172,7 @@ var errNoKey = errors.New("no audit key configured: set ESKV_AUDIT_KEY (and ESKV
 // keyring returns the configured keys and where they came from. The key
 // material is never logged.
 func (c *common) keyring() (*audit.Keyring, string, error) {
-	var older []audit.Key
+	var older []audit.HMACKey
 	if s := c.getenv("ESKV_AUDIT_OLD_KEYS"); s != "" {
 		ks, err := audit.ParseKeys(s)
 		if err != nil {
@@ -189,7 +189,7 @@ func (c *common) keyring() (*audit.Keyring, string, error) {
 		if id == "" {
 			id = audit.FingerprintID(secret)
 		}
-		kr, err := audit.NewKeyring(audit.Key{ID: id, Secret: secret}, older...)
+		kr, err := audit.NewKeyring(audit.HMACKey{ID: id, Secret: secret}, older...)
 		if err != nil {
 			return nil, "", fmt.Errorf("ESKV_AUDIT_KEY: %w", err)
 		}

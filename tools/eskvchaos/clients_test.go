@@ -68,7 +68,7 @@ func TestRegisterKeysSpreadOverPartitions(t *testing.T) {
 	keys := registerKeys(5, 12)
 	seen := map[int32]bool{}
 	for _, k := range keys {
-		p := events.Partition(scopeOf(k), 12)
+		p := events.Partition(events.ScopeOf(k), 12)
 		if seen[p] {
 			t.Fatalf("%v: two keys in partition %d", keys, p)
 		}
