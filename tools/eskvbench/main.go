@@ -24,11 +24,12 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/tools/internal/cli"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func main() { cli.Main("eskvbench", run) }
+func main() { service.Main("eskvbench", run) }
 
 // config is the bench's configuration; every field is a flag whose default
 // comes from an ESKV_ environment variable.

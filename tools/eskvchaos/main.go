@@ -26,10 +26,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/tools/internal/cli"
 )
 
-func main() { cli.Main("eskvchaos", run) }
+func main() { service.Main("eskvchaos", run) }
 
 // config is the harness's configuration; every field is a flag whose
 // default comes from an environment variable.

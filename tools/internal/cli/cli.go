@@ -1,38 +1,19 @@
-// Package cli is what the mains of eskvbench and eskvchaos share: flags
-// whose defaults come from environment variables (ff), and a main that
-// stops the tool cleanly on the first Ctrl-C and at once on the second.
+// Package cli is what the mains of eskvbench and eskvchaos share beyond
+// internal/service's Main: flags whose defaults come from environment
+// variables (ff) with a prefix of their own.
 package cli
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/peterbourgon/ff/v3"
 )
-
-// Main runs the tool name until run returns; the first SIGINT or SIGTERM
-// cancels its context (the tool then stops its services in order), a
-// second one exits at once (the services die with the tool: Pdeathsig).
-func Main(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(1)
-	}
-}
 
 // Parse parses args into fs; a flag not on the command line is read from
 // the environment variable prefix_FLAG_NAME (ff), else from the variable
