@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit test-scripts lint build bench chaos clean
+.PHONY: run test test-unit test-scripts lint build bench chaos clean shape
 
 run:
 	bash scripts/run-local.sh
@@ -33,6 +33,8 @@ lint:
 	bash scripts/ensure-tools.sh
 	"$$(go env GOPATH)/bin/staticcheck" ./...
 	cd tools && "$$(go env GOPATH)/bin/staticcheck" ./...
+	go mod tidy -diff
+	cd tools && go mod tidy -diff
 
 build:
 	go build -o bin/ ./cmd/...
@@ -50,3 +52,8 @@ chaos:
 clean:
 	bash scripts/clean-local.sh
 	rm -rf bin
+
+# Code-shape figures (issue P1): duplicates, long functions, undocumented
+# packages, cmd/'s share of the lines, go mod tidy in both modules.
+shape:
+	bash scripts/shape.sh

@@ -78,7 +78,6 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 
 func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
-
 // ownerTimeline records the changes of the ownership table (writer_owners)
 // as the harness saw them, polling.
 type ownerTimeline struct {
