@@ -33,6 +33,9 @@ func CompactValue(raw json.RawMessage, limit int) (json.RawMessage, error) {
 	if msg := checkNumbers(buf.Bytes()); msg != "" {
 		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
 	}
+	if name, dup := DuplicateMember(buf.Bytes()); dup {
+		return nil, FieldErrorf(EInvalid, "value", "value names the member %s twice in one object", abbrevName(name))
+	}
 	if buf.Len() > limit {
 		return nil, FieldErrorf(ETooLarge, "value", "value is %d bytes serialized; the limit is %d", buf.Len(), limit)
 	}
@@ -102,8 +105,12 @@ func checkNumbers(b []byte) string {
 			for j < len(b) && bytes.IndexByte([]byte("0123456789+-.eE"), b[j]) >= 0 {
 				j++
 			}
-			if msg := checkNumber(string(b[i:j])); msg != "" {
-				return msg
+			// Without an exponent, 300 characters hold neither a
+			// number beyond a double nor too many fraction digits.
+			if j-i > 300 || bytes.IndexAny(b[i:j], "eE") >= 0 {
+				if msg := checkNumber(string(b[i:j])); msg != "" {
+					return msg
+				}
 			}
 			i = j - 1
 		}
@@ -138,4 +145,133 @@ func abbrevNumber(n string) string {
 func hex4(b []byte) rune {
 	n, _ := strconv.ParseUint(string(b), 16, 32)
 	return rune(n)
+}
+
+// DuplicateMember reports a member name that appears twice in one object,
+// at any depth, of the valid JSON b. Names compare as decoded ("a" and
+// "\u0061" are one name). encoding/json keeps the last of two members,
+// other parsers the first: a value or a request body with both means
+// different things to different readers, so eskv refuses it.
+func DuplicateMember(b []byte) (name string, dup bool) {
+	var names [64][]byte
+	var objects [16]openObject
+	s := memberSets{names: names[:0], objects: objects[:0]}
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{':
+			s.open()
+		case '}':
+			s.close()
+		case '"':
+			end := stringEnd(b, i)
+			if isName(b, end) && s.add(b[i:end+1]) {
+				return string(decodeName(b[i : end+1])), true
+			}
+			i = end
+		}
+	}
+	return "", false
+}
+
+// stringEnd returns the index of the quote that closes the string that
+// starts at b[start] in valid JSON.
+func stringEnd(b []byte, start int) int {
+	i := start + 1
+	for {
+		i += bytes.IndexByte(b[i:], '"')
+		esc := 0
+		for b[i-1-esc] == '\\' {
+			esc++
+		}
+		if esc%2 == 0 {
+			return i
+		}
+		i++
+	}
+}
+
+// isName reports whether the string that ends at b[end] is a member name:
+// the next byte that is not whitespace is a colon.
+func isName(b []byte, end int) bool {
+	for i := end + 1; i < len(b); i++ {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+		case ':':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// decodeName returns the quoted name q decoded; most names have no
+// escapes and are their own bytes.
+func decodeName(q []byte) []byte {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return q[1 : len(q)-1]
+	}
+	var s string
+	if json.Unmarshal(q, &s) != nil {
+		return q
+	}
+	return []byte(s)
+}
+
+// memberSets holds the member names of the objects open at one point of a
+// scan, innermost last. A small object's names are compared one by one; an
+// object of more than smallObject names gets a set.
+type memberSets struct {
+	names   [][]byte
+	objects []openObject
+}
+
+type openObject struct {
+	start int // the object's first name in names
+	set   map[string]struct{}
+}
+
+const smallObject = 16
+
+func (s *memberSets) open() { s.objects = append(s.objects, openObject{start: len(s.names)}) }
+
+func (s *memberSets) close() {
+	o := s.objects[len(s.objects)-1]
+	s.names = s.names[:o.start]
+	s.objects = s.objects[:len(s.objects)-1]
+}
+
+// add adds the quoted name q to the innermost object and reports whether
+// it was there already.
+func (s *memberSets) add(q []byte) bool {
+	o := &s.objects[len(s.objects)-1]
+	name := decodeName(q)
+	if o.set != nil {
+		if _, ok := o.set[string(name)]; ok {
+			return true
+		}
+		o.set[string(name)] = struct{}{}
+		return false
+	}
+	for _, n := range s.names[o.start:] {
+		if bytes.Equal(n, name) {
+			return true
+		}
+	}
+	s.names = append(s.names, name)
+	if len(s.names)-o.start > smallObject {
+		o.set = make(map[string]struct{}, 2*smallObject)
+		for _, n := range s.names[o.start:] {
+			o.set[string(n)] = struct{}{}
+		}
+		s.names = s.names[:o.start]
+	}
+	return false
+}
+
+func abbrevName(n string) string {
+	if len(n) > 64 {
+		n = n[:61] + "..."
+	}
+	return strconv.Quote(n)
 }

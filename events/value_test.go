@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -71,6 +72,12 @@ func TestCompactValue(t *testing.T) {
 		{"ErrHighSurrogateThenHigh", `"\ud83c\ud83c\udf89"`, DefaultMaxValueBytes, "", EInvalid},
 		{"ErrLoneLowSurrogate", `"\udf89"`, DefaultMaxValueBytes, "", EInvalid},
 		{"ErrReversedPair", `"\udf89\ud83c"`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrDuplicateMember", `{"a":1,"a":2}`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrDuplicateMemberNested", `[{"x":{"b":1,"c":2,"b":3}}]`, DefaultMaxValueBytes, "", EInvalid},
+		{"ErrDuplicateMemberEscaped", `{"a":1,"\u0061":2}`, DefaultMaxValueBytes, "", EInvalid},
+		{"OKSameNameInTwoObjects", `[{"a":1},{"a":{"a":2}}]`, DefaultMaxValueBytes, `[{"a":1},{"a":{"a":2}}]`, ""},
+		{"OKSameNameDifferentCase", `{"a":1,"A":2}`, DefaultMaxValueBytes, `{"a":1,"A":2}`, ""},
+		{"OKStringEqualToAName", `{"a":"a","b":"a"}`, DefaultMaxValueBytes, `{"a":"a","b":"a"}`, ""},
 		{"ErrOneOverTheLimit", jsonString(DefaultMaxValueBytes + 1), DefaultMaxValueBytes, "", ETooLarge},
 		{"ErrTooLargeAfterCompaction", "[" + jsonString(12) + "]", 13, "", ETooLarge},
 	}
@@ -170,4 +177,104 @@ func hasNUL(v any) bool {
 		}
 	}
 	return false
+}
+
+func TestDuplicateMember(t *testing.T) {
+	many := func(n int, extra string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&b, `"m%d":%d,`, i, i)
+		}
+		return b.String() + extra + "}"
+	}
+	for _, tc := range []struct {
+		name, in, dup string
+	}{
+		{"OKNone", `{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}`, ""},
+		{"OKSpaced", "{ \"a\" : 1 ,\n \"b\" : \"a\" }", ""},
+		{"OKEscapedQuoteInName", `{"a\"":1,"a":2}`, ""},
+		{"OKBackslashAtNameEnd", `{"a\\":1,"a":2}`, ""},
+		{"OKSiblingAfterNested", `{"a":{"b":1},"b":2}`, ""},
+		{"OKManyMembers", many(100, `"x":1`), ""},
+		{"ErrTopLevel", `{"a":1,"a":2}`, "a"},
+		{"ErrSpaced", "{ \"a\" : 1 ,\n \"a\" : 2 }", "a"},
+		{"ErrAfterNested", `{"a":{"a":1,"b":2},"a":3}`, "a"},
+		{"ErrInArray", `[1,{"b":[{"c":1,"c":1}]}]`, "c"},
+		{"ErrEscapedForm", `{"é":1,"\u00e9":2}`, "é"},
+		{"ErrManyMembers", many(100, `"m77":1`), "m77"},
+		{"ErrManyMembersNested", many(40, `"o":{"p":1,"p":2}`), "p"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name, dup := DuplicateMember([]byte(tc.in))
+			if dup != (tc.dup != "") || name != tc.dup {
+				t.Fatalf("DuplicateMember(%s) = %q, %v; want %q", tc.in, name, dup, tc.dup)
+			}
+		})
+	}
+}
+
+// FuzzDuplicateMember: the byte scanner agrees with a token-level walk of
+// encoding/json on every valid JSON text.
+func FuzzDuplicateMember(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a\"":1,"a":2}`, `[{"a":{"a":1}},{"b":1,"\u0062":2}]`, `"x"`, `{ "a" : "b" , "b" : 1 }`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		_, got := DuplicateMember(b)
+		if want := tokenDuplicate(t, b); got != want {
+			t.Fatalf("DuplicateMember(%q) = %v; the token walk says %v", b, got, want)
+		}
+	})
+}
+
+// tokenDuplicate reports a duplicate member with encoding/json's tokens.
+func tokenDuplicate(tb testing.TB, b []byte) bool {
+	tb.Helper()
+	type frame struct {
+		names    map[string]bool // nil in an array
+		wantName bool
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	var stack []*frame
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].names != nil {
+			stack[n-1].wantName = true
+		}
+	}
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch tok {
+		case json.Delim('{'):
+			if top != nil {
+				top.wantName = false
+			}
+			stack = append(stack, &frame{names: map[string]bool{}, wantName: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			if top != nil && top.names != nil && top.wantName {
+				name := tok.(string)
+				if top.names[name] {
+					return true
+				}
+				top.names[name], top.wantName = true, false
+				continue
+			}
+			valueDone()
+		}
+	}
 }
