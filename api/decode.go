@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -17,8 +19,9 @@ import (
 const bodyOverheadMax = 16 << 10
 
 // decode reads the request body, within the size limit, into v strictly:
-// one JSON object, no unknown fields. Errors inside semantics name their
-// full path (semantics.owner).
+// one JSON object whose members are v's fields, each named exactly (not
+// in another case) and at most once, at any depth. Errors name the field
+// at fault by its full path (semantics.owner) and in JSON's words.
 func (s *Server) decode(c echo.Context, v any) error {
 	limit := int64(2*s.cfg.MaxValueBytes + bodyOverheadMax)
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, limit+1))
@@ -28,24 +31,18 @@ func (s *Server) decode(c echo.Context, v any) error {
 	if int64(len(body)) > limit {
 		return events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
 	}
-	var probe struct {
-		Semantics json.RawMessage `json:"semantics"`
+	if err := decodeOne(body, v); err != nil {
+		return err
 	}
-	if json.Unmarshal(body, &probe) == nil && len(probe.Semantics) > 0 && string(probe.Semantics) != "null" {
-		if err := strict(probe.Semantics, new(events.Semantics), "semantics."); err != nil {
-			return err
-		}
-	}
-	return strict(body, v, "")
+	return checkMembers(body, reflect.TypeOf(v), "")
 }
 
-// strict decodes one JSON value with no unknown fields; path prefixes the
-// field names in errors.
-func strict(b []byte, v any, path string) error {
+// decodeOne decodes b, one JSON value, into v. Unknown fields are
+// checkMembers' to report, with their path.
+func decodeOne(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return jsonError(err, path)
+		return jsonError(err)
 	}
 	if d.More() {
 		return events.Errorf(events.EInvalid, "body has data after the JSON object")
@@ -53,29 +50,61 @@ func strict(b []byte, v any, path string) error {
 	return nil
 }
 
-func jsonError(err error, path string) error {
+func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return events.FieldErrorf(events.EInvalid, path+te.Field, "field %s must be %s", path+te.Field, te.Type.String())
+		if te.Field == "" {
+			return events.Errorf(events.EInvalid, "body must be %s, not %s", jsonKind(te.Type), jsonValueKind(te.Value))
+		}
+		return events.FieldErrorf(events.EInvalid, te.Field, "field %s must be %s, not %s", te.Field, jsonKind(te.Type), jsonValueKind(te.Value))
 	}
-	msg := err.Error()
-	if f, ok := cutUnknownField(msg); ok {
-		return events.FieldErrorf(events.EInvalid, path+f, "unknown field %q", path+f)
-	}
-	if errors.Is(err, io.EOF) {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return events.Errorf(events.EInvalid, "body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	case errors.Is(err, io.EOF):
 		return events.Errorf(events.EInvalid, "body is empty: send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return events.Errorf(events.EInvalid, "body is not valid JSON: it ends early")
 	}
-	return events.Errorf(events.EInvalid, "body is not valid JSON: %s", msg)
+	return events.Errorf(events.EInvalid, "body is not valid JSON")
 }
 
-// cutUnknownField extracts the field name of encoding/json's unknown-field
-// error, which has no typed form.
-func cutUnknownField(msg string) (string, bool) {
-	const p = `json: unknown field "`
-	if len(msg) > len(p) && msg[:len(p)] == p {
-		return msg[len(p) : len(msg)-1], true
+// jsonKind names, in JSON's words, what a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	return "", false
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "a JSON object"
+	}
+}
+
+// jsonValueKind names the JSON value encoding/json found ("number 1.5",
+// "string", "array") with its article; a number keeps its text.
+func jsonValueKind(v string) string {
+	switch {
+	case v == "array" || v == "object":
+		return "an " + v
+	case v == "bool":
+		return "true or false"
+	case v == "number" || strings.HasPrefix(v, "number "):
+		return v
+	}
+	return "a " + v
 }
 
 // write asks the writer to decide req; a replayed answer says so in the

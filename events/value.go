@@ -107,7 +107,7 @@ func checkNumbers(b []byte) string {
 			}
 			// Without an exponent, 300 characters hold neither a
 			// number beyond a double nor too many fraction digits.
-			if j-i > 300 || bytes.IndexAny(b[i:j], "eE") >= 0 {
+			if j-i > 300 || bytes.ContainsAny(b[i:j], "eE") {
 				if msg := checkNumber(string(b[i:j])); msg != "" {
 					return msg
 				}
@@ -171,6 +171,85 @@ func DuplicateMember(b []byte) (name string, dup bool) {
 		}
 	}
 	return "", false
+}
+
+// Members calls f with the name (decoded) and the value of each member of
+// the object b, valid JSON, in order, and stops at f's first error. It
+// does nothing when b is not an object. It reads no deeper than the
+// members: a value is passed as its bytes, skipped at the speed of a scan.
+func Members(b []byte, f func(name string, value []byte) error) error {
+	return eachItem(b, '{', func(b []byte, i int) (int, error) {
+		end := stringEnd(b, i)
+		name := decodeName(b[i : end+1])
+		i = skipSpace(b, skipSpace(b, end+1)+1) // past the colon
+		j := valueEnd(b, i)
+		return j, f(string(name), b[i:j])
+	})
+}
+
+// Elements calls f with each element of the array b, valid JSON, in
+// order, and stops at f's first error. It does nothing when b is not an
+// array.
+func Elements(b []byte, f func(i int, value []byte) error) error {
+	n := 0
+	return eachItem(b, '[', func(b []byte, i int) (int, error) {
+		j := valueEnd(b, i)
+		n++
+		return j, f(n-1, b[i:j])
+	})
+}
+
+// eachItem calls item at the start of each item of the object or array
+// (open is '{' or '[') b, valid JSON; item returns where the item ends.
+func eachItem(b []byte, open byte, item func(b []byte, i int) (int, error)) error {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != open {
+		return nil
+	}
+	for i = skipSpace(b, i+1); b[i] != '}' && b[i] != ']'; {
+		j, err := item(b, i)
+		if err != nil {
+			return err
+		}
+		if i = skipSpace(b, j); b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the value that starts at b[i] in
+// valid JSON.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i) + 1
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i)
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(b) && bytes.IndexByte([]byte(",}] \t\n\r"), b[i]) < 0 {
+		i++
+	}
+	return i
 }
 
 // stringEnd returns the index of the quote that closes the string that

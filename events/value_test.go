@@ -278,3 +278,47 @@ func tokenDuplicate(tb testing.TB, b []byte) bool {
 		}
 	}
 }
+
+// FuzzMembers: Members and Elements split valid JSON as encoding/json's
+// decoder does: the same names, in order, with the same value bytes.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{` { "a" : [1, {"b":"}"}] , "c\"" : "x\\" ,"d":-1.5e3,"e":{}} `, `[1, "a", [], {"x":[2]}]`, `{}`, `[]`, `"s"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		var got []string
+		_ = Members(b, func(name string, v []byte) error {
+			got = append(got, name, string(v))
+			return nil
+		})
+		_ = Elements(b, func(i int, v []byte) error {
+			got = append(got, fmt.Sprint(i), string(v))
+			return nil
+		})
+		if want := tokenItems(b); !reflect.DeepEqual(got, want) {
+			t.Fatalf("Members/Elements(%q) = %q; encoding/json says %q", b, got, want)
+		}
+	})
+}
+
+// tokenItems lists the names and values (or indexes and elements) of the
+// top-level object (array) b with encoding/json's decoder.
+func tokenItems(b []byte) []string {
+	d := json.NewDecoder(bytes.NewReader(b))
+	tok, _ := d.Token()
+	var items []string
+	for i := 0; (tok == json.Delim('{') || tok == json.Delim('[')) && d.More(); i++ {
+		name := fmt.Sprint(i)
+		if tok == json.Delim('{') {
+			t, _ := d.Token()
+			name = t.(string)
+		}
+		var v json.RawMessage
+		_ = d.Decode(&v)
+		items = append(items, name, string(v))
+	}
+	return items
+}
