@@ -303,3 +303,48 @@ func TestGetCounterAnswer(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, got)
 	}
 }
+
+// TestKeysDecodedOnce: a key in the path is percent-decoded exactly once
+// (secret%2531 is the key secret%31, which breaks the key rules, not
+// secret1), whichever form echo routed on.
+func TestKeysDecodedOnce(t *testing.T) {
+	secret := events.State{Version: 1, Live: true, Entry: events.Entry{Key: "tenant/acme/project/demo/secret1", Version: 1,
+		Value: json.RawMessage(`"sk-live-SECRET"`)}}
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+	}{
+		{"ErrGetDoubleEncoded", "GET", key + "secret%2531", "", 400},
+		{"ErrGetDoubleEncodedVerb", "GET", key + "secret%2531:counter", "", 400},
+		{"ErrGetDoubleEncodedColon", "GET", key + "secret1%253Alock", "", 400},
+		{"ErrPutDoubleEncoded", "PUT", key + "secret%2531", `{"value":1}`, 400},
+		{"ErrPostDoubleEncoded", "POST", key + "secret%2531:increment", `{}`, 400},
+		{"ErrDeleteDoubleEncoded", "DELETE", key + "secret%2531", "", 400},
+		{"ErrPatchDoubleEncoded", "PATCH", key + "secret%2531", `{"set":{"a":1}}`, 400},
+		{"OKGetEncodedOnce", "GET", key + "secret%31", "", 200},
+		{"OKGetEncodedSlashes", "GET", "/v1/kv/tenant%2Facme%2Fproject%2Fdemo%2Fsecret1", "", 200},
+		{"OKPutEncodedOnce", "PUT", key + "secret%31", `{"value":1}`, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &fakeWriter{states: map[string]events.State{secret.Entry.Key: secret}}
+			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			if tc.status != 200 {
+				var b events.ErrorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code != events.EInvalid || b.Error.Field != "key" {
+					t.Fatalf("error %s", rec.Body)
+				}
+				if len(w.reqs) != 0 || strings.Contains(rec.Body.String(), "SECRET") {
+					t.Fatalf("requests %+v, answer %s", w.reqs, rec.Body)
+				}
+			}
+			for _, r := range w.reqs {
+				if r.Key.String() != secret.Entry.Key {
+					t.Fatalf("wrote %s", r.Key)
+				}
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -64,24 +63,27 @@ func opOf(verb string, read bool) (events.Op, handler, bool) {
 	return op, h, true
 }
 
+// keyPath is the key in the path of /v1/kv/{key}, percent-decoded once:
+// net/http has decoded URL.Path. echo's route parameter is not that: echo
+// matches on the raw path when it differs from the decoded one and on the
+// decoded one otherwise, so decoding the parameter again would decode
+// secret%2531 twice, to secret1.
+func keyPath(c echo.Context) string {
+	return strings.TrimPrefix(c.Request().URL.Path, "/v1/kv/")
+}
+
 // splitVerb cuts the ":verb" off the key in the route's path.
-func splitVerb(c echo.Context) (raw, verb string, err error) {
-	raw, err = url.PathUnescape(c.Param("*"))
-	if err != nil {
-		return "", "", events.FieldErrorf(events.EInvalid, "key", "key is not a valid URL path: %v", err)
-	}
+func splitVerb(c echo.Context) (raw, verb string) {
+	raw = keyPath(c)
 	if i := strings.LastIndexByte(raw, ':'); i >= 0 {
-		return raw[:i], raw[i+1:], nil
+		return raw[:i], raw[i+1:]
 	}
-	return raw, "", nil
+	return raw, ""
 }
 
 // get serves GET /v1/kv/{key} and the reads GET /v1/kv/{key}:{verb}.
 func (s *Server) get(c echo.Context) error {
-	raw, verb, err := splitVerb(c)
-	if err != nil {
-		return err
-	}
+	raw, verb := splitVerb(c)
 	op, h := events.OpGet, handlers[events.OpGet]
 	if verb != "" {
 		var ok bool
@@ -115,10 +117,7 @@ func (s *Server) get(c echo.Context) error {
 
 // post serves the writes POST /v1/kv/{key}:{verb}.
 func (s *Server) post(c echo.Context) error {
-	raw, verb, err := splitVerb(c)
-	if err != nil {
-		return err
-	}
+	raw, verb := splitVerb(c)
 	if verb == "" {
 		return events.FieldErrorf(events.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, events.VerbList(false, true))
 	}

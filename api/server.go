@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -138,11 +137,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 
 // authorize parses the key in the path and checks the caller's right on it.
 func (s *Server) authorize(c echo.Context, r Right) (*Principal, events.Key, error) {
-	raw, err := url.PathUnescape(c.Param("*"))
-	if err != nil {
-		return nil, events.Key{}, events.FieldErrorf(events.EInvalid, "key", "key is not a valid URL path: %v", err)
-	}
-	return s.authorizeKey(c, r, raw)
+	return s.authorizeKey(c, r, keyPath(c))
 }
 
 // authorizeKey parses raw as a key and checks the caller's right on it.
