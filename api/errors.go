@@ -69,6 +69,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		if status >= 500 && d.Code == events.EInternal {
 			log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+			d = events.ErrorDetail{Code: events.EInternal, Message: "internal error"} // the detail is the log's only
 		}
 		var werr error
 		if c.Request().Method == http.MethodHead {

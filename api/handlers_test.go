@@ -156,6 +156,7 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrListLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=1001", ``, 400, events.EInvalid, "limit", "limit must be an integer between 1 and 1000"},
 		{"ErrListFilterOp", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a&op=like&value=1", ``, 400, events.EInvalid, "op",
 			`op "like" is not one of eq, ne, lt, lte, gt, gte`},
+		{"ErrListCursorNUL", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&cursor=dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2EA", ``, 400, events.EInvalid, "cursor", "cursor is not one this listing returned"},
 		{"ErrListFilterPartial", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a", ``, 400, events.EInvalid, "op", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

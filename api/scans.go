@@ -43,6 +43,9 @@ func (s *Server) listKeys(c echo.Context) error {
 	var after string
 	if v := q.Get("cursor"); v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err == nil {
+			_, err = events.ParseKey(string(b)) // a cursor is the last key of a page
+		}
 		if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
 			return events.FieldErrorf(events.EInvalid, "cursor", "cursor is not one this listing returned")
 		}

@@ -58,7 +58,10 @@ func scanStatement(prefix string, f events.Filter, after string, limit int, now 
 	if err != nil {
 		return "", nil, err
 	}
-	if !ascii(prefix) || !ascii(after) {
+	if err := checkCursor(after); err != nil {
+		return "", nil, err
+	}
+	if !ascii(prefix) {
 		return "", nil, nil
 	}
 	end, ok := prefixEnd(prefix)

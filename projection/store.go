@@ -377,7 +377,10 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int, now t
 	if limit <= 0 {
 		return nil, false, events.FieldErrorf(events.EInvalid, "limit", "limit must be positive, got %d", limit)
 	}
-	if !ascii(prefix) || !ascii(after) {
+	if err := checkCursor(after); err != nil {
+		return nil, false, err
+	}
+	if !ascii(prefix) {
 		return nil, false, nil
 	}
 	var rows pgx.Rows
@@ -484,11 +487,22 @@ func prefixEnd(prefix string) (string, bool) {
 	return "", false
 }
 
+// ascii reports whether s is ASCII without NUL: every key is, and
+// Postgres text cannot hold a NUL at all (the query would fail).
 func ascii(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
+		if s[i] >= 0x80 || s[i] == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// checkCursor refuses a cursor no listing returned: one that is not ASCII
+// without NUL, so not a key, and that Postgres might not even read.
+func checkCursor(after string) error {
+	if !ascii(after) {
+		return events.FieldErrorf(events.EInvalid, "cursor", "cursor is not one a listing returned")
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -430,6 +431,24 @@ func TestList(t *testing.T) {
 		want := e.Entry()
 		if len(entries) != 1 || !reflect.DeepEqual(entries[0], want) {
 			t.Errorf("got %+v, want %+v (value bytes as written)", entries, want)
+		}
+	})
+	t.Run("ErrCursorNUL", func(t *testing.T) {
+		for _, list := range []func() error{
+			func() error { _, _, err := s.List(context.Background(), p, p+"a\x00", 10, now); return err },
+			func() error {
+				_, _, err := s.Scan(context.Background(), p, events.Filter{Field: "a", Op: events.FilterEq, Value: []byte("1")}, p+"a\x00", 10, now)
+				return err
+			},
+		} {
+			if err := list(); events.ErrorCode(err) != events.EInvalid || strings.Contains(err.Error(), "postgres") {
+				t.Errorf("error %v, want code %s without the driver's words", err, events.EInvalid)
+			}
+		}
+	})
+	t.Run("NULPrefixMatchesNothing", func(t *testing.T) {
+		if entries, _, err := s.List(context.Background(), p+"\x00", "", 10, now); err != nil || len(entries) != 0 {
+			t.Errorf("got %v, %v; want nothing", entries, err)
 		}
 	})
 	t.Run("ErrNonPositiveLimit", func(t *testing.T) {
