@@ -56,6 +56,12 @@ func TestBadInput(t *testing.T) {
 		{"ErrListBadLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=0", "", 400, "invalid", "limit"},
 		{"ErrListHugeLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=100000", "", 400, "invalid", "limit"},
 		{"ErrListBadCursor", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&cursor=!!!", "", 400, "invalid", "cursor"},
+		// A cursor encoding "tenant/acme/project/demo/a\x00": Postgres cannot read a NUL.
+		{"ErrListCursorNUL", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&cursor=dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2EA", "", 400, "invalid", "cursor"},
+		{"ErrDuplicateMember", "PUT", ok, `{"value":3,"expectedVersion":999,"expectedVersion":null}`, 400, "invalid", "expectedVersion"},
+		{"ErrDuplicateMemberInValue", "PUT", ok, `{"value":{"a":1,"a":2}}`, 400, "invalid", "value"},
+		{"ErrWrongCaseName", "PUT", ok, `{"VALUE":5}`, 400, "invalid", "VALUE"},
+		{"ErrKeyDecodedTwice", "GET", base + "fin%2565", "", 400, "invalid", "key"},
 
 		{"ErrPostWithoutVerb", "POST", text, `{}`, 400, events.EInvalid, "key"},
 		{"ErrUnknownVerb", "POST", text + ":explode", `{}`, 400, events.EInvalid, "key"},

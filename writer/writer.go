@@ -427,7 +427,7 @@ func (w *Writer) logDecision(r *Request, d decision) {
 		w.log.Info("expired", "key", d.event.Key, "version", d.event.Version, "expiresAt", d.event.ExpiresAt,
 			"purpose", d.event.Semantics.Purpose, "producer", d.event.Semantics.Producer,
 			"consumerHints", d.event.Semantics.ConsumerHints, "ttlSeconds", d.event.Semantics.TTLSeconds,
-			"specRef", d.event.SpecRef, "lastValue", abbrev(d.event.Before))
+			"specRef", d.event.SpecRef) // never a value: logs hold no value, ever
 	case d.event != nil:
 		w.metrics.writes.WithLabelValues("ok").Inc()
 		w.log.Info("write", "key", d.event.Key, "version", d.event.Version, "kind", d.event.Kind, "op", d.event.Op,

@@ -53,6 +53,7 @@ type options struct {
 	partitions       int32
 	projector        bool
 	projectorMayStop bool
+	logs             io.Writer
 }
 
 // Partitions sets the partition count of the topics (default 2).
@@ -62,13 +63,17 @@ func Partitions(n int32) Option { return func(o *options) { o.partitions = n } }
 // when the test writes to it.
 func WithoutProjector() Option { return func(o *options) { o.projector = false } }
 
+// Logs sends the logs of every part of the stack, from level debug up, to
+// w as JSON lines (by default they are discarded).
+func Logs(w io.Writer) Option { return func(o *options) { o.logs = w } }
+
 // ProjectorMayStop lets the projector stop with an error without failing
 // the test, for tests that reset the changes topic under it.
 func ProjectorMayStop() Option { return func(o *options) { o.projectorMayStop = true } }
 
 // MustRun runs the stack until the test ends and returns it once the
-// writer is ready. Its logs are discarded, unless the test runs with -v
-// and ESKV_TEST_LOGS is set: then they go to stderr.
+// writer is ready. Its logs are discarded, unless the test asks for them
+// (Logs) or runs with -v and ESKV_TEST_LOGS set: then they go to stderr.
 func MustRun(tb testing.TB, opts ...Option) *Stack {
 	tb.Helper()
 	o := options{partitions: 2, projector: true}
@@ -78,7 +83,10 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	s := &Stack{Broker: testenv.MustBroker(tb, o.partitions), Postgres: testenv.MustPostgresDB(tb), Registry: prometheus.NewRegistry()}
 	s.Store = projection.New(s.Postgres.Pool)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	if testing.Verbose() && os.Getenv("ESKV_TEST_LOGS") != "" {
+	switch {
+	case o.logs != nil:
+		log = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	case testing.Verbose() && os.Getenv("ESKV_TEST_LOGS") != "":
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
 	w, err := writer.New(writer.Config{Brokers: s.Broker.Addrs, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second},
