@@ -37,7 +37,7 @@ key exits 1.
 			_, err := fmt.Fprintln(a.stdout, res.Version)
 			return err
 		}
-		_, err = fmt.Fprintf(a.stdout, "%s deleted at version %d\n", res.Key, res.Version)
+		_, err = fmt.Fprintf(a.stdout, "%s deleted at version %d\n", printable(res.Key), res.Version)
 		return err
 	})
 	w.add(cmd, writeUsage{

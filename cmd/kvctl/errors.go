@@ -54,7 +54,7 @@ func (a *app) fail(err error) int {
 		return ee.code
 	}
 	code, msg, solution := a.explain(err)
-	fmt.Fprintf(a.stderr, "Error: %s\nSolution: %s\n", msg, solution)
+	fmt.Fprintf(a.stderr, "Error: %s\nSolution: %s\n", printable(msg), printable(solution))
 	return code
 }
 

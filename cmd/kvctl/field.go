@@ -64,7 +64,7 @@ A missing key or field exits 1; a value that is not an object exits 1.
 				return writeValue(a.stdout, f.Value)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "key\t%s\nfield\t%s\nvalue\t%s\nversion\t%d\n", f.Key, f.Field, f.Value, f.Version)
+			fmt.Fprintf(tw, "key\t%s\nfield\t%s\nvalue\t%s\nversion\t%d\n", printable(f.Key), printable(f.Field), printable(string(f.Value)), f.Version)
 			return tw.Flush()
 		},
 	}

@@ -65,7 +65,7 @@ func (a *app) writeEntry(e events.Entry, text string) error {
 	case formatValue:
 		return writeValue(a.stdout, e.Value)
 	}
-	_, err := fmt.Fprintln(a.stdout, text)
+	_, err := fmt.Fprintln(a.stdout, printable(text))
 	return err
 }
 
@@ -73,6 +73,6 @@ func (a *app) writeEntry(e events.Entry, text string) error {
 // nothing new was done (written, added, deleted).
 func (a *app) noteReplayed(replayed bool, requestID, done string) {
 	if replayed {
-		fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was %s\n", requestID, done)
+		fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was %s\n", printable(requestID), done)
 	}
 }

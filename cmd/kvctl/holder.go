@@ -134,7 +134,7 @@ func (a *app) take(ctx context.Context, wait time.Duration, busy string, try fun
 			return l, err
 		}
 		if first {
-			fmt.Fprintf(a.stderr, "waiting up to %v: %s\n", wait, e.Message)
+			fmt.Fprintf(a.stderr, "waiting up to %v: %s\n", wait, printable(e.Message))
 		}
 		d := min(b.wait(), left)
 		if e.Current != nil && e.Current.ExpiresAt != nil {
@@ -161,7 +161,7 @@ func (a *app) writeLock(l client.Lock, who string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "key\t%s\n%s\t%s\ntoken\t%d\nversion\t%d\nacquired\t%s\n", l.Key, who, l.Holder, l.Token, l.Version, timeText(l.AcquiredAt))
+	fmt.Fprintf(tw, "key\t%s\n%s\t%s\ntoken\t%d\nversion\t%d\nacquired\t%s\n", printable(l.Key), who, printable(l.Holder), l.Token, l.Version, timeText(l.AcquiredAt))
 	if l.ExpiresAt != nil {
 		fmt.Fprintf(tw, "expires\t%s\n", timeText(*l.ExpiresAt))
 	}
@@ -180,7 +180,7 @@ func (a *app) writeReleased(r client.ReleaseResult, verb string) error {
 	case formatValue:
 		_, err = fmt.Fprintln(a.stdout, r.Version)
 	default:
-		_, err = fmt.Fprintf(a.stdout, "%s %s at version %d\n", r.Key, verb, r.Version)
+		_, err = fmt.Fprintf(a.stdout, "%s %s at version %d\n", printable(r.Key), verb, r.Version)
 	}
 	return err
 }

@@ -74,11 +74,11 @@ newest writes by milliseconds.`,
 			}
 			switch {
 			case out.Truncated:
-				fmt.Fprintf(a.stderr, "more entries follow: add --cursor %s for the next page, or --all for every entry\n", out.NextCursor)
+				fmt.Fprintf(a.stderr, "more entries follow: add --cursor %s for the next page, or --all for every entry\n", printable(out.NextCursor))
 			case out.Count == 0 && a.format == formatText && where != "":
-				fmt.Fprintf(a.stderr, "no entries under %s match %s\n", o.Prefix, where)
+				fmt.Fprintf(a.stderr, "no entries under %s match %s\n", printable(o.Prefix), printable(where))
 			case out.Count == 0 && a.format == formatText:
-				fmt.Fprintf(a.stderr, "no entries under %s\n", o.Prefix)
+				fmt.Fprintf(a.stderr, "no entries under %s\n", printable(o.Prefix))
 			}
 			return nil
 		},

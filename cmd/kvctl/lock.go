@@ -239,7 +239,7 @@ func (a *app) holderCommand(hc holderCmd, g holderGroup) *cobra.Command {
 				return err
 			}
 			if l.Reentered && g.note {
-				fmt.Fprintf(a.stderr, "note: %s already held %s (holder from %s): the lease was renewed and the token is unchanged\n", l.Holder, l.Key, a.holderSource)
+				fmt.Fprintf(a.stderr, "note: %s already held %s (holder from %s): the lease was renewed and the token is unchanged\n", printable(l.Holder), printable(l.Key), a.holderSource)
 			}
 			return a.writeLock(l, g.who)
 		},

@@ -169,7 +169,7 @@ func (r *lockRun) run(ctx context.Context, argv []string, wait time.Duration) er
 			r.a.fail(lost)
 		} else {
 			_, msg, _ := r.a.explain(err)
-			fmt.Fprintf(r.a.stderr, "note: could not release %s (%s): it frees itself when its lease ends\n", r.key, msg)
+			fmt.Fprintf(r.a.stderr, "note: could not release %s (%s): it frees itself when its lease ends\n", printable(r.key), printable(msg))
 		}
 	}
 	if status != 0 {

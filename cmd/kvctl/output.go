@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/eskv/eskv/events"
 )
@@ -26,6 +28,40 @@ func writeValue(w io.Writer, v json.RawMessage) error {
 	return err
 }
 
+// printable returns s safe to print on a terminal, on one line: control
+// characters (C0 such as ESC, newline and tab, DEL, C1 such as CSI),
+// bidirectional-text controls and bytes that are not UTF-8 are written
+// as escapes (\x1b, \u009b, \u202e, \xff). Stored strings (values,
+// holders, producers, request ids) are anyone's who may write: printed
+// raw, an escape sequence in one would drive the reader's terminal. JSON
+// output is left as it is; it escapes control characters itself.
+func printable(s string) string {
+	i := strings.IndexFunc(s, needsEscape)
+	if i < 0 && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r < 0x80 && needsEscape(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case needsEscape(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
+}
+
 func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // writeEntryText writes an entry for people: one "name  value" line per
@@ -34,7 +70,7 @@ func writeEntryText(w io.Writer, e events.Entry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(name, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", name, v)
+			fmt.Fprintf(tw, "%s\t%s\n", name, printable(v))
 		}
 	}
 	line("key", e.Key)
@@ -72,7 +108,7 @@ func writeList(w io.Writer, format string, l events.ListAnswer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVERSION\tPURPOSE\tVALUE")
 	for _, e := range l.Items {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", e.Key, e.Version, e.Semantics.Purpose, e.Value)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", printable(e.Key), e.Version, printable(e.Semantics.Purpose), printable(string(e.Value)))
 	}
 	return tw.Flush()
 }
