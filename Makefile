@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit test-scripts lint build bench chaos clean shape
+.PHONY: run test test-unit test-scripts fuzz lint build bench chaos clean shape
 
 run:
 	bash scripts/run-local.sh
@@ -24,6 +24,13 @@ test-unit:
 # ports: run, Ctrl-C, clean, run again, two clones side by side.
 test-scripts:
 	bash scripts/test-local-stack.sh
+
+# Bounded fuzzing of the HTTP handlers (bodies, query strings, paths):
+# no 5xx, no panic, nothing reaches the writer from a rejected request.
+# FUZZTIME=5m make fuzz for a longer run.
+FUZZTIME ?= 30s
+fuzz:
+	go test ./api -run '^$$' -fuzz '^FuzzHandlers$$' -fuzztime $(FUZZTIME)
 
 lint:
 	@unformatted=$$(gofmt -l .); \
