@@ -111,7 +111,9 @@ const (
 	acmeTok   = "acme-token-0123456789"
 	cfgTok    = "cfg-token-0123456789"
 	readerTok = "reader-token-0123456789"
+	writerTok = "writer-token-0123456789"
 	grants    = `{"tokens":[
+	{"token":"` + writerTok + `","principal":"writer","grants":[{"prefix":"tenant/acme/","rights":["write"]}]},
 	{"token":"` + acmeTok + `","principal":"acme","grants":[{"prefix":"tenant/acme","rights":["read","write"]}]},
 	{"token":"` + cfgTok + `","principal":"cfg","grants":[{"prefix":"tenant/beta/project/p/cfg","rights":["read","write"]}]},
 	{"token":"` + readerTok + `","principal":"reader","grants":[{"prefix":"tenant/acme/","rights":["read"]}]}]}`
@@ -153,6 +155,23 @@ func TestGrantsMatchWholeComponents(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriteAnswerValueOnlyForReaders: a write's answer carries the
+// entry's value only when the caller may read the key.
+func TestWriteAnswerValueOnlyForReaders(t *testing.T) {
+	a := mustAuthServer(t, grants)
+	for _, tc := range []struct {
+		tok, want string
+	}{
+		{writerTok, `"value":null`},
+		{acmeTok, `"value":"v-0123"`},
+	} {
+		rec := a.do("PUT", "/v1/kv/tenant/acme/project/p/k", `{"value":"v-0123"}`, "Bearer "+tc.tok)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("%s: %d %s, want %s", tc.tok, rec.Code, rec.Body, tc.want)
+		}
 	}
 }
 

@@ -171,6 +171,13 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	}
 }
 
+// mayRead reports whether the caller may read k: answers carry a key's
+// value only then.
+func mayRead(c echo.Context, k events.Key) bool {
+	p, ok := c.Get(principalKey).(*Principal)
+	return ok && p.AllowsKey(Read, k.String())
+}
+
 // authorize parses the key in the path and checks the caller's right on it.
 func (s *Server) authorize(c echo.Context, r Right) (*Principal, events.Key, error) {
 	raw, err := url.PathUnescape(c.Param("*"))
