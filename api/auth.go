@@ -63,16 +63,17 @@ type Principal struct {
 	Grants []Grant
 }
 
-// AllowsKey reports whether the principal has right r on key.
-func (p *Principal) AllowsKey(r Right, key string) bool {
+// Allows reports whether the principal has right r on key: a grant's
+// path covers the key itself and every key below it.
+func (p *Principal) Allows(r Right, key string) bool {
 	return p.allows(r, func(path string) bool { return key == path || strings.HasPrefix(key, path+"/") })
 }
 
-// Allows reports whether the principal has right r on every key starting
-// with prefix, a listing's string prefix: a grant on path covers it only
-// when prefix starts with path + "/", so "tenant/acme" never lets a
-// listing of "tenant/acm" or "tenant/acmex" through.
-func (p *Principal) Allows(r Right, prefix string) bool {
+// AllowsPrefix reports whether the principal has right r on every key
+// starting with prefix, a listing's string prefix: a grant on path covers
+// it only when prefix starts with path + "/", so "tenant/acme" never lets
+// a listing of "tenant/acm" or "tenant/acmex" through.
+func (p *Principal) AllowsPrefix(r Right, prefix string) bool {
 	return p.allows(r, func(path string) bool { return strings.HasPrefix(prefix, path+"/") })
 }
 

@@ -171,13 +171,6 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	}
 }
 
-// mayRead reports whether the caller may read k: answers carry a key's
-// value only then.
-func mayRead(c echo.Context, k events.Key) bool {
-	p, ok := c.Get(principalKey).(*Principal)
-	return ok && p.AllowsKey(Read, k.String())
-}
-
 // authorize parses the key in the path and checks the caller's right on it.
 func (s *Server) authorize(c echo.Context, r Right) (*Principal, events.Key, error) {
 	raw, err := url.PathUnescape(c.Param("*"))
@@ -194,7 +187,7 @@ func (s *Server) authorizeKey(c echo.Context, r Right, raw string) (*Principal, 
 	if err != nil {
 		return nil, events.Key{}, err
 	}
-	if !p.AllowsKey(r, k.String()) {
+	if !p.Allows(r, k.String()) {
 		return nil, events.Key{}, events.FieldErrorf(events.EForbidden, "key", "principal %s may not %s %s", p.Name, r, k.String())
 	}
 	return p, k, nil
