@@ -96,7 +96,7 @@ func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
 	if err != nil {
 		return err
 	}
-	if !mayRead(c, req.Key.String()) {
+	if p, ok := c.Get(principalKey).(*Principal); !ok || !p.Allows(Read, req.Key.String()) {
 		res.Entry.Value = nil
 	}
 	return c.JSON(http.StatusOK, res.Entry)

@@ -31,12 +31,6 @@ var statusOf = map[string]int{
 	events.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
 }
 
-// mayRead reports whether the request's principal may read key.
-func mayRead(c echo.Context, key string) bool {
-	p, ok := c.Get(principalKey).(*Principal)
-	return ok && p.Allows(Read, key)
-}
-
 // errorHandler answers every error as events.ErrorBody. Only internal errors are
 // logged with their detail; callers see a stable code and message.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
