@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
 )
 
 // loadTokens writes content as a tokens file and loads it as the writer
@@ -37,30 +36,12 @@ func loadTokens(tb testing.TB, content string) (*api.Tokens, error) {
 	return api.NewTokens(cfgs)
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // authServer serves the tokens file content over a fake writer, with its
 // log and metrics.
 type authServer struct {
 	h   http.Handler
 	w   *fakeWriter
-	log *syncBuffer
+	log *testenv.Buffer
 	reg *prometheus.Registry
 }
 
@@ -70,7 +51,7 @@ func mustAuthServer(tb testing.TB, tokens string) *authServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a := &authServer{w: &fakeWriter{}, log: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	a := &authServer{w: &fakeWriter{}, log: &testenv.Buffer{}, reg: prometheus.NewRegistry()}
 	s, err := api.New(api.Config{Tokens: tt, MaxValueBytes: 1024, Registerer: a.reg, Gatherer: a.reg}, a.w, fakeLister{},
 		slog.New(slog.NewJSONHandler(a.log, nil)))
 	if err != nil {
