@@ -360,24 +360,7 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 			bad(ProblemRowAltered, "its fields do not match its chain hash %s (recomputed %s)", short(r.ChainHash), short(want))
 		}
 
-		// The link to the previous row.
-		prev, hasPrev := byVersion[r.PrevVersion]
-		switch {
-		case r.PrevChainHash == "" && r.PrevVersion == 0:
-		case r.PrevChainHash == "":
-			if hasPrev {
-				bad(ProblemChainBroken, "it starts a chain, but the row of version %d exists", r.PrevVersion)
-			} else if l, ok := evs[r.PrevVersion]; ok {
-				bad(ProblemChainBroken, "it starts a chain, but kv.changes holds version %d (at %d@%d)", r.PrevVersion, l.partition, l.offset)
-			} else {
-				rep.ChainStarts++
-			}
-		case !hasPrev:
-			add(Discrepancy{Key: key, Version: r.PrevVersion, Problem: ProblemRowMissing,
-				Detail: fmt.Sprintf("the row of version %d chains to it (prev chain hash %s), and it is gone", r.Version, short(r.PrevChainHash))})
-		case prev.ChainHash != r.PrevChainHash:
-			bad(ProblemChainBroken, "its prev chain hash %s is not the chain hash %s of version %d", short(r.PrevChainHash), short(prev.ChainHash), r.PrevVersion)
-		}
+		checkLink(r, byVersion, evs, rep, add)
 
 		// The row against its event.
 		l, ok := evs[r.Version]
@@ -404,6 +387,31 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 		}
 		add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
 			Detail: fmt.Sprintf("the event at partition %d offset %d has no row", l.partition, l.offset)})
+	}
+}
+
+// checkLink checks the link of r to the key's previous row (rows by
+// version so far, events by version).
+func checkLink(r *Row, byVersion map[int64]*Row, evs map[int64]located[events.Event], rep *VerifyReport, add func(Discrepancy)) {
+	bad := func(problem, format string, args ...any) {
+		add(Discrepancy{Key: r.Key, Version: r.Version, Problem: problem, Detail: fmt.Sprintf(format, args...)})
+	}
+	prev, hasPrev := byVersion[r.PrevVersion]
+	switch {
+	case r.PrevChainHash == "" && r.PrevVersion == 0:
+	case r.PrevChainHash == "":
+		if hasPrev {
+			bad(ProblemChainBroken, "it starts a chain, but the row of version %d exists", r.PrevVersion)
+		} else if l, ok := evs[r.PrevVersion]; ok {
+			bad(ProblemChainBroken, "it starts a chain, but kv.changes holds version %d (at %d@%d)", r.PrevVersion, l.partition, l.offset)
+		} else {
+			rep.ChainStarts++
+		}
+	case !hasPrev:
+		add(Discrepancy{Key: r.Key, Version: r.PrevVersion, Problem: ProblemRowMissing,
+			Detail: fmt.Sprintf("the row of version %d chains to it (prev chain hash %s), and it is gone", r.Version, short(r.PrevChainHash))})
+	case prev.ChainHash != r.PrevChainHash:
+		bad(ProblemChainBroken, "its prev chain hash %s is not the chain hash %s of version %d", short(r.PrevChainHash), short(prev.ChainHash), r.PrevVersion)
 	}
 }
 
