@@ -186,7 +186,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 		a.log.Info("auditor stopped")
 	}()
 	a.log.Info("auditor started", "brokers", a.cfg.Brokers, "topics", []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
-		"group", a.cfg.Group, "instance_id", a.cfg.InstanceID, "key_id", a.keys.Current.ID)
+		"group", a.cfg.Group, "instance_id", a.cfg.InstanceID, "key_id", a.keys.Current.ID, "hash_scheme", int(a.cfg.HashScheme))
 
 	if a.cfg.Alerts.Window > 0 {
 		alerts := newAlerter(a.cfg.Alerts, a.store, a.log, a.m)
