@@ -124,6 +124,8 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrRequestIDTooLong", "PUT", key + "k", `{"value":1,"requestId":"` + long(events.MaxRequestIDLen+1) + `"}`, 400, events.EInvalid, "requestId", ""},
 		{"ErrSpecRefTooLong", "PUT", key + "k", `{"value":1,"specRef":"` + long(events.MaxSpecRefLen+1) + `"}`, 400, events.EInvalid, "specRef", ""},
 		{"ErrTooManyHints", "PUT", key + "k", `{"value":1,"semantics":{"consumerHints":[` + strings.Repeat(`"h",`, events.MaxConsumerHints) + `"h"]}}`, 400, events.EInvalid, "semantics.consumerHints", ""},
+		{"ErrDeleteRepeatedParam", "DELETE", key + "k?expectedVersion=1&expectedVersion=2", ``, 400, events.EInvalid, "expectedVersion", "expectedVersion is given 2 times"},
+		{"ErrGetRepeatedField", "GET", key + "k?field=a&field=b", ``, 400, events.EInvalid, "field", ""},
 		{"ErrDeleteUnknownParam", "DELETE", key + "k?force=1", ``, 400, events.EInvalid, "force", ""},
 		{"ErrDeleteExpectedNotInt", "DELETE", key + "k?expectedVersion=x", ``, 400, events.EInvalid, "expectedVersion", ""},
 		{"ErrPostNoVerb", "POST", key + "k", `{}`, 400, events.EInvalid, "key",
