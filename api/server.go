@@ -82,8 +82,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
 	e.JSONSerializer = jsonSerializer{}
+	routes := map[string]bool{} // filled below, before any request
 	if cfg.Registerer != nil {
-		mw, err := metricsMiddleware(cfg.Registerer)
+		mw, err := metricsMiddleware(cfg.Registerer, routes)
 		if err != nil {
 			return nil, err
 		}
@@ -101,6 +102,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	v1.DELETE("/kv/*", s.delete)
 	v1.POST("/kv/*", s.post)
 	v1.PATCH("/kv/*", s.patch)
+	for _, r := range e.Routes() {
+		routes[r.Path] = true
+	}
 	s.echo = e
 	return s, nil
 }
