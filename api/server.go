@@ -90,6 +90,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		}
 		e.Use(mw)
 	}
+	e.Use(s.logCauses)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
@@ -120,10 +121,27 @@ func (s *Server) readyz(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Ready(ctx); err != nil {
-			return &events.Error{Code: events.EUnavailable, Message: "dependency not ready: " + err.Error(), RetryAfterSeconds: 1}
+			// The error names hosts, users and databases: logs only.
+			s.log.Warn("not ready", "err", err)
+			return &events.Error{Code: events.EUnavailable, Message: "a dependency (the projection database) is not ready", RetryAfterSeconds: 1}
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// logCauses logs the cause an error answer does not tell: a 503 whose
+// *events.Error wraps a driver error (projection's translate) answers a
+// stable message; the driver's text, which names hosts, users and
+// databases, goes to the log. Internal errors are logged by the error
+// handler.
+func (s *Server) logCauses(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := next(c)
+		if e, ok := errors.AsType[*events.Error](err); ok && e.Code == events.EUnavailable && error(e) != err {
+			s.log.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		}
+		return err
+	}
 }
 
 const principalKey = "principal"
