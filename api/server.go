@@ -33,13 +33,24 @@ type Writer interface {
 	Route(key events.Key) (local bool, ownerURL string)
 }
 
-// Lister lists live entries by prefix from the projection.
+// Lister lists live entries by prefix from the projection: a page of at
+// most limit entries and no more than fit in maxBytes (but at least one),
+// and whether more follow.
 type Lister interface {
-	List(ctx context.Context, prefix, after string, limit int, now time.Time) ([]events.Entry, bool, error)
+	List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f events.Filter, after string, limit int, now time.Time) ([]events.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
 }
+
+// Defaults of Config.
+const (
+	// DefaultMaxListBytes is the byte budget of one page of a listing.
+	DefaultMaxListBytes = 4 << 20
+	// DefaultMaxConcurrentLists is how many listings one server answers
+	// at a time.
+	DefaultMaxConcurrentLists = 16
+)
 
 // Config configures the server.
 type Config struct {
@@ -52,6 +63,17 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// InstanceID names this writer in forwarded requests.
 	InstanceID string
+	// MaxListBytes bounds the bytes of the entries of one page of a
+	// listing (about their JSON), beside its limit: a page that reaches
+	// it is answered truncated, with a cursor, and always holds at least
+	// one entry. DefaultMaxListBytes when 0.
+	MaxListBytes int
+	// MaxConcurrentLists bounds the listings and scans answered at once,
+	// from the query to the last byte of the answer; beyond it a listing
+	// is answered 503 partition_unavailable with Retry-After, so that
+	// clients that do not read their answers cannot hold more than this
+	// many pages in memory. DefaultMaxConcurrentLists when 0.
+	MaxConcurrentLists int
 }
 
 // Server is the HTTP API.
@@ -63,6 +85,8 @@ type Server struct {
 	echo *echo.Echo
 	now  func() time.Time
 	fwd  *forwarder
+	// lists holds a token per listing in progress (MaxConcurrentLists).
+	lists chan struct{}
 }
 
 // New returns the API server around w and list.
@@ -70,10 +94,16 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.MaxValueBytes == 0 {
 		cfg.MaxValueBytes = events.DefaultMaxValueBytes
 	}
+	if cfg.MaxListBytes == 0 {
+		cfg.MaxListBytes = DefaultMaxListBytes
+	}
+	if cfg.MaxConcurrentLists == 0 {
+		cfg.MaxConcurrentLists = DefaultMaxConcurrentLists
+	}
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
 	}
-	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now,
+	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, lists: make(chan struct{}, cfg.MaxConcurrentLists),
 		fwd: &forwarder{self: cfg.InstanceID, proxies: make(map[string]*httputil.ReverseProxy)}}
 	if s.fwd.self == "" {
 		s.fwd.self = "writer"

@@ -15,23 +15,34 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
-// stubLister answers every listing with its entries (cut to the limit)
-// or its error.
+// stubLister answers every listing with its entries, cut to the limit
+// and the byte budget (counting values only), or its error. When entered
+// is set, each listing says so there and waits until release is closed.
 type stubLister struct {
 	entries []events.Entry
 	err     error
+	entered chan<- struct{}
+	release <-chan struct{}
 }
 
-func (l stubLister) List(_ context.Context, _, _ string, limit int, _ time.Time) ([]events.Entry, bool, error) {
+func (l stubLister) List(_ context.Context, _, _ string, limit, maxBytes int, _ time.Time) ([]events.Entry, bool, error) {
+	if l.entered != nil {
+		l.entered <- struct{}{}
+		<-l.release
+	}
 	if l.err != nil {
 		return nil, false, l.err
 	}
-	n := min(limit, len(l.entries))
+	n, size := 0, 0
+	for n < min(limit, len(l.entries)) && (n == 0 || size+len(l.entries[n].Value) <= maxBytes) {
+		size += len(l.entries[n].Value)
+		n++
+	}
 	return l.entries[:n], n < len(l.entries), nil
 }
 
-func (l stubLister) Scan(ctx context.Context, prefix string, _ events.Filter, after string, limit int, now time.Time) ([]events.Entry, bool, error) {
-	return l.List(ctx, prefix, after, limit, now)
+func (l stubLister) Scan(ctx context.Context, prefix string, _ events.Filter, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error) {
+	return l.List(ctx, prefix, after, limit, maxBytes, now)
 }
 
 // mustServerWith returns the API around a fake writer and list, and

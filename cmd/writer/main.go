@@ -44,6 +44,8 @@ type config struct {
 	sweepInterval time.Duration
 	maxOverlay    int
 	http          service.HTTPLimits
+	maxListBytes  int
+	maxLists      int
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -76,12 +78,16 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
+	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
+	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
+	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
+	f.Env("max-concurrent-lists", "ESKV_MAX_CONCURRENT_LISTS")
 	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return nil, err
 	}
 	return c, errors.Join(
-		f.Positive("partitions", "max-value-bytes", "max-overlay"),
+		f.Positive("partitions", "max-value-bytes", "max-overlay", "max-list-bytes", "max-concurrent-lists"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
 	)
@@ -145,12 +151,14 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	srv, err := api.New(api.Config{
-		MaxValueBytes: c.maxValueBytes,
-		Tokens:        tt,
-		Gatherer:      reg,
-		Registerer:    reg,
-		Ready:         pool.Ping,
-		InstanceID:    c.instanceID,
+		MaxValueBytes:      c.maxValueBytes,
+		Tokens:             tt,
+		Gatherer:           reg,
+		Registerer:         reg,
+		Ready:              pool.Ping,
+		InstanceID:         c.instanceID,
+		MaxListBytes:       c.maxListBytes,
+		MaxConcurrentLists: c.maxLists,
 	}, w, store, log)
 	if err != nil {
 		return err
