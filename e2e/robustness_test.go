@@ -1,11 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/internal/service"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
@@ -100,7 +99,7 @@ func TestConnectionsAreClosed(t *testing.T) {
 	for _, k := range kinds {
 		for range conns {
 			wg.Go(func() {
-				got, err := holdConn(addr, k.request, k.stall, k.within+5*time.Second)
+				got, err := proc.HoldConn(context.Background(), addr, k.request, k.stall, k.within+5*time.Second)
 				if err != nil {
 					t.Errorf("%s: %v", k.name, err)
 				}
@@ -115,31 +114,6 @@ func TestConnectionsAreClosed(t *testing.T) {
 	if status["SlowListingReader 503"] == 0 || status["SlowListingReader 200"] == 0 {
 		t.Errorf("slow readers: %v; want pages for some (at most %d at once) and 503 for others", status, lists)
 	}
-}
-
-// holdConn sends request on a new connection to addr, reads nothing for
-// stall, then reads until the server closes the connection and returns
-// the first bytes read. It is an error when the server still holds the
-// connection after within (from the request).
-func holdConn(addr, request string, stall, within time.Duration) (string, error) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	start := time.Now()
-	if _, err := io.WriteString(conn, request); err != nil {
-		return "", err
-	}
-	time.Sleep(stall) // the client under test stalls: this is the behaviour tested, not a wait for a condition
-	conn.SetReadDeadline(start.Add(within))
-	head := make([]byte, 64)
-	n, _ := io.ReadFull(conn, head)
-	_, err = io.Copy(io.Discard, conn)
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		return string(head[:n]), fmt.Errorf("the server still holds the connection %v after the request", time.Since(start).Round(time.Millisecond))
-	}
-	return string(head[:n]), nil
 }
 
 // statusCode is the status code of an HTTP/1.1 answer's first bytes, or

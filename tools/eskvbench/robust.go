@@ -3,15 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/eskv/eskv/internal/proc"
 )
 
 // Figure 11: hostile connections. -robust-conns connections of each kind
@@ -72,7 +72,7 @@ func (b *bench) robust(ctx context.Context) []result {
 				if k.name == "unsent" && i%2 == 1 {
 					req = strings.Replace(req, "Authorization: "+b.auth+"\r\n", "", 1)
 				}
-				if err := holdConn(held, b.s.writerURL, req, k.stall, k.within+robustSlack); err != nil {
+				if _, err := proc.HoldConn(held, strings.TrimPrefix(b.s.writerURL, "http://"), req, k.stall, k.within+robustSlack); err != nil {
 					late.Add(1)
 					return
 				}
@@ -178,36 +178,6 @@ func (b *bench) putGetUntil(ctx context.Context, key string, done <-chan struct{
 		}
 	}
 	return lat, errs, time.Since(start)
-}
-
-// holdConn sends request on a new connection to baseURL's host, reads
-// nothing for stall, then reads until the server closes the connection.
-// It is an error when the server still holds it after within (from the
-// request) or ctx ends first.
-func holdConn(ctx context.Context, baseURL, request string, stall, within time.Duration) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(baseURL, "http://"))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
-	defer stop()
-	start := time.Now()
-	if _, err := io.WriteString(conn, request); err != nil {
-		return err
-	}
-	select { // the client stalls: this is the behaviour measured
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(stall):
-	}
-	conn.SetReadDeadline(start.Add(within))
-	_, err = io.Copy(io.Discard, conn)
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		return fmt.Errorf("still open %s after the request", time.Since(start).Round(time.Millisecond))
-	}
-	return nil
 }
 
 // rssSampler records the highest VmRSS of a process while it runs.
