@@ -110,7 +110,9 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Handler serves /healthz (the process is up), /readyz (ready returns
-// nil within 2 s; else 503 with its error) and /metrics from reg.
+// nil within 2 s; else 503 with its error, which is answered as it is:
+// ready must return a stable message, never a driver's error, which names
+// hosts, users and databases) and /metrics from reg.
 func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
