@@ -407,7 +407,7 @@ func TestList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			entries, truncated, err := s.List(context.Background(), tt.prefix, tt.after, tt.limit, now)
+			entries, truncated, err := s.List(context.Background(), tt.prefix, tt.after, tt.limit, noBudget, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -422,7 +422,7 @@ func TestList(t *testing.T) {
 	}
 
 	t.Run("EntriesAreComplete", func(t *testing.T) {
-		entries, _, err := s.List(context.Background(), p+"b", "", 1, now)
+		entries, _, err := s.List(context.Background(), p+"b", "", 1, noBudget, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +433,7 @@ func TestList(t *testing.T) {
 		}
 	})
 	t.Run("ErrNonPositiveLimit", func(t *testing.T) {
-		_, _, err := s.List(context.Background(), p, "", 0, now)
+		_, _, err := s.List(context.Background(), p, "", 0, noBudget, now)
 		if events.ErrorCode(err) != events.EInvalid {
 			t.Errorf("error %v, want code %s", err, events.EInvalid)
 		}
@@ -461,7 +461,7 @@ func BenchmarkList1000(b *testing.B) {
 	now := time.Now()
 	b.ResetTimer()
 	for b.Loop() {
-		entries, truncated, err := s.List(ctx, "tenant/t/project/bench/", "", 1000, now)
+		entries, truncated, err := s.List(ctx, "tenant/t/project/bench/", "", 1000, noBudget, now)
 		if err != nil || len(entries) != 1000 || truncated {
 			b.Fatalf("list: %d entries, truncated %v, %v", len(entries), truncated, err)
 		}

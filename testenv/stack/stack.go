@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -53,6 +54,8 @@ type options struct {
 	partitions       int32
 	projector        bool
 	projectorMayStop bool
+	api              api.Config
+	limits           *service.HTTPLimits
 }
 
 // Partitions sets the partition count of the topics (default 2).
@@ -65,6 +68,14 @@ func WithoutProjector() Option { return func(o *options) { o.projector = false }
 // ProjectorMayStop lets the projector stop with an error without failing
 // the test, for tests that reset the changes topic under it.
 func ProjectorMayStop() Option { return func(o *options) { o.projectorMayStop = true } }
+
+// API sets the HTTP API's settings (its tokens and metrics are the
+// stack's).
+func API(cfg api.Config) Option { return func(o *options) { o.api = cfg } }
+
+// HTTPLimits serves the API with these timeouts and header limit, as the
+// writer command does (by default the stack's server has none).
+func HTTPLimits(l service.HTTPLimits) Option { return func(o *options) { o.limits = &l } }
 
 // MustRun runs the stack until the test ends and returns it once the
 // writer is ready. Its logs are discarded, unless the test runs with -v
@@ -91,11 +102,17 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if o.projector {
 		s.runProjector(tb, log, o.projectorMayStop)
 	}
-	srv, err := api.New(api.Config{Tokens: mustTokens(tb), Gatherer: s.Registry, Registerer: s.Registry}, w, s.Store, log)
+	cfg := o.api
+	cfg.Tokens, cfg.Gatherer, cfg.Registerer = mustTokens(tb), s.Registry, s.Registry
+	srv, err := api.New(cfg, w, s.Store, log)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	if o.limits != nil {
+		o.limits.Apply(hs.Config)
+	}
+	hs.Start()
 	tb.Cleanup(hs.Close) // before the writer and projector stop
 	s.URL = hs.URL
 	testenv.WaitFor(tb, 30*time.Second, "writer ready", w.Ready)
