@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
@@ -160,4 +167,57 @@ func TestWritesKeepSemantics(t *testing.T) {
 		t.Fatalf("read back: %+v", got)
 	}
 	expect(t, "keepTtl and ttlSeconds", s.do("PUT", k, acmeToken, `{"value":4,"keepTtl":true,"ttlSeconds":5}`), 400, events.EInvalid, "keepTtl")
+}
+
+// TestConflictsCountAgainstTheKeysPurpose: the kv.conflicts records of a
+// PUT without semantics, a PUT naming another purpose, a DELETE and an
+// increment on a checkpoint key carry purpose checkpoint; a conflict on an
+// absent key carries the request's purpose.
+func TestConflictsCountAgainstTheKeysPurpose(t *testing.T) {
+	s := mustStack(t)
+	k := secBase + "progress"
+	expect(t, "create", s.do("PUT", k, acmeToken, `{"value":1,"semantics":{"purpose":"checkpoint"}}`), 200, "", "")
+	for _, r := range []struct{ method, path, body string }{
+		{"PUT", k, `{"value":2,"expectedVersion":9}`},
+		{"PUT", k, `{"value":2,"expectedVersion":9,"semantics":{"purpose":"config"}}`},
+		{"DELETE", k + "?expectedVersion=9", ``},
+		{"POST", k + ":increment", `{"expectedVersion":9}`},
+		{"PUT", secBase + "absent", `{"value":2,"expectedVersion":9,"semantics":{"purpose":"cursor"}}`},
+	} {
+		expect(t, r.method+" "+r.path, s.do(r.method, r.path, acmeToken, r.body), 409, events.EConflict, "expectedVersion")
+	}
+	got := map[string]int{}
+	for _, c := range s.readConflicts(t) {
+		got[c.Semantics.Purpose]++
+	}
+	if want := map[string]int{"checkpoint": 4, "cursor": 1}; !maps.Equal(got, want) {
+		t.Fatalf("conflicts by purpose %v, want %v", got, want)
+	}
+}
+
+// readConflicts returns every committed kv.conflicts record.
+func (s *stack) readConflicts(t *testing.T) []events.Conflict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []events.Conflict
+	for p, end := range testenv.EndOffsets(ctx, t, cl, s.broker.Topics.Conflicts) {
+		err := changelog.ReadCommitted(ctx, cl, s.broker.Topics.Conflicts, p, 0, end, func(r *kgo.Record) error {
+			var c events.Conflict
+			if err := json.Unmarshal(r.Value, &c); err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
