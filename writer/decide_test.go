@@ -1,10 +1,15 @@
 package writer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/events"
 )
@@ -237,7 +242,8 @@ func checkKept(t *testing.T, d decision, sem events.Semantics, specRef string, e
 }
 
 // TestConflictPurpose: a conflict is attributed to the key's current
-// purpose, and to the request's only when the key is absent.
+// purpose, and to the request's only when the key is absent: in the
+// kv.conflicts record and in the WARN log line.
 func TestConflictPurpose(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
@@ -263,6 +269,16 @@ func TestConflictPurpose(t *testing.T) {
 			d := Decide(tc.cur, &r, now, 1)
 			if d.conflict == nil || d.conflict.Semantics.Purpose != tc.purpose {
 				t.Fatalf("conflict %+v, want purpose %s", d.conflict, tc.purpose)
+			}
+			var log bytes.Buffer
+			m, err := newMetrics(prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &Writer{log: slog.New(slog.NewJSONHandler(&log, nil)), metrics: m}
+			w.logDecision(&r, d)
+			if !strings.Contains(log.String(), `"purpose":"`+tc.purpose+`"`) {
+				t.Fatalf("WARN line %s, want purpose %s", log.String(), tc.purpose)
 			}
 		})
 	}
