@@ -88,11 +88,16 @@ func (s *Server) write(c echo.Context, req *writer.Request) (writer.Result, erro
 	return res, err
 }
 
-// writeEntry runs a request whose answer is the entry after it.
+// writeEntry runs a request whose answer is the entry after it; its
+// value only for a caller who may read the key (a patch or an increment
+// answer would show what a write-only token did not send).
 func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
 	res, err := s.write(c, req)
 	if err != nil {
 		return err
+	}
+	if p, ok := c.Get(principalKey).(*Principal); !ok || !p.Allows(Read, req.Key.String()) {
+		res.Entry.Value = nil
 	}
 	return c.JSON(http.StatusOK, res.Entry)
 }

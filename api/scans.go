@@ -29,7 +29,7 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err := events.ValidatePrefix(prefix); err != nil {
 		return err
 	}
-	if !p.Allows(Read, prefix) {
+	if !p.AllowsPrefix(Read, prefix) {
 		return events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
 	}
 	limit := events.DefaultListLimit

@@ -63,6 +63,8 @@ type Server struct {
 	echo *echo.Echo
 	now  func() time.Time
 	fwd  *forwarder
+	// denials logs and counts refused requests.
+	denials *denials
 }
 
 // New returns the API server around w and list.
@@ -82,6 +84,10 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
 	e.JSONSerializer = jsonSerializer{}
+	var err error
+	if s.denials, err = newDenials(cfg.Tokens, cfg.Registerer, log); err != nil {
+		return nil, err
+	}
 	if cfg.Registerer != nil {
 		mw, err := metricsMiddleware(cfg.Registerer)
 		if err != nil {
@@ -124,15 +130,44 @@ func (s *Server) readyz(c echo.Context) error {
 
 const principalKey = "principal"
 
+// authenticate runs before any handler reads the body. A refused request
+// is answered at once: when it declared a body, the connection is closed
+// after the answer and the unread body is not waited for. Every refusal
+// (here or a handler's forbidden) is logged and counted by denials.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p, err := s.cfg.Tokens.authenticate(c.Request().Header.Get("Authorization"))
-		if err != nil {
+		p, aerr := s.cfg.Tokens.authenticate(c.Request().Header, s.now())
+		if aerr != nil {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="eskv"`)
-			return err
+			s.deny(c, aerr.principal, aerr.reason, aerr.err)
+			return aerr.err
 		}
 		c.Set(principalKey, p)
-		return next(c)
+		err := next(c)
+		if events.ErrorCode(err) == events.EForbidden {
+			s.deny(c, p, reasonForbidden, err)
+		}
+		return err
+	}
+}
+
+// deny records a refused request and, when it declared a body, stops
+// reading it: the answer goes out with Connection: close and the server
+// does not wait for the rest of the body.
+func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
+	r := c.Request()
+	d := denial{principal: UnknownPrincipal, reason: reason, method: r.Method, key: c.Param("*"),
+		remote: r.RemoteAddr, message: err.Error(), status: statusOf[events.ErrorCode(err)]}
+	if p != nil {
+		d.principal = p.Name
+	}
+	if d.key == "" {
+		d.key = r.URL.Query().Get("prefix")
+	}
+	s.denials.record(d, s.now())
+	if r.ContentLength != 0 {
+		c.Response().Header().Set("Connection", "close")
+		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
 	}
 }
 

@@ -56,6 +56,9 @@ type Config struct {
 	MaxTips int
 	// Alerts configures conflict-rate alerts; a zero Window disables them.
 	Alerts AlertConfig
+	// HashScheme is the hash scheme of the rows written; default
+	// CurrentScheme. Only tests that make a trail of older rows set it.
+	HashScheme Scheme
 }
 
 // Auditor consumes kv.changes and kv.conflicts (read_committed) into
@@ -113,6 +116,12 @@ func New(cfg Config, store *Store, keys *Keyring, log *slog.Logger, reg promethe
 	}
 	if cfg.MaxTips <= 0 {
 		cfg.MaxTips = DefaultMaxTips
+	}
+	if cfg.HashScheme == 0 {
+		cfg.HashScheme = CurrentScheme
+	}
+	if !cfg.HashScheme.Valid() {
+		return nil, fmt.Errorf("auditor: unknown hash scheme %d", cfg.HashScheme)
 	}
 	if err := cfg.Alerts.fill(); err != nil {
 		return nil, fmt.Errorf("auditor: %w", err)
@@ -177,7 +186,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 		a.log.Info("auditor stopped")
 	}()
 	a.log.Info("auditor started", "brokers", a.cfg.Brokers, "topics", []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
-		"group", a.cfg.Group, "instance_id", a.cfg.InstanceID, "key_id", a.keys.Current.ID)
+		"group", a.cfg.Group, "instance_id", a.cfg.InstanceID, "key_id", a.keys.Current.ID, "hash_scheme", int(a.cfg.HashScheme))
 
 	if a.cfg.Alerts.Window > 0 {
 		alerts := newAlerter(a.cfg.Alerts, a.store, a.log, a.m)
@@ -417,7 +426,7 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 		} else if e.PrevVersion > 0 {
 			starts++
 		}
-		p.rows[i] = EventRow(e, p.id, p.eventRecs[i].Offset, k, prev)
+		p.rows[i] = EventRow(e, p.id, p.eventRecs[i].Offset, k, a.cfg.HashScheme, prev)
 		p.tips[e.Key] = tip{e.Version, p.rows[i].ChainHash}
 	}
 	return starts
@@ -442,7 +451,7 @@ func (a *Auditor) decode(p *part, k HMACKey) {
 				p.bad = err
 				return
 			}
-			p.conflicts = append(p.conflicts, ConflictRowOf(&c, r.Partition, r.Offset, k))
+			p.conflicts = append(p.conflicts, ConflictRowOf(&c, r.Partition, r.Offset, k, a.cfg.HashScheme))
 		} else {
 			e, err := changelog.Event(r)
 			if err != nil {

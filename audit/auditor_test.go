@@ -202,8 +202,8 @@ func TestAuditorIngestsLogOneToOne(t *testing.T) {
 	}
 	for i := range h.events {
 		e := &h.events[i]
-		if got := byKey[e.Key]; got.version == e.Version && got.after != audit.ValueHash(k, e.After) {
-			t.Fatalf("%s@%d after hash %s, want %s", e.Key, e.Version, got.after, audit.ValueHash(k, e.After))
+		if got := byKey[e.Key]; got.version == e.Version && got.after != audit.ValueHash(k, e.Key, e.After) {
+			t.Fatalf("%s@%d after hash %s, want %s", e.Key, e.Version, got.after, audit.ValueHash(k, e.Key, e.After))
 		}
 	}
 	if n := count(t, ch, "SELECT uniqExact(key, conflict_id) FROM audit_conflicts"); n != uint64(len(h.conflicts)) {
@@ -254,7 +254,7 @@ FROM ttl_expirations`).Scan(&key, &version, &purpose, &producer, &hints, &specRe
 		t.Fatal(err)
 	}
 	if key != put.Key || version != 2 || purpose != "lock" || producer != "scheduler" || len(hints) != 1 || specRef != "adr-12" ||
-		ttl != 30 || expiresAt != exp.UnixMicro() || before != audit.ValueHash(testKey(t), put.After) {
+		ttl != 30 || expiresAt != exp.UnixMicro() || before != audit.ValueHash(testKey(t), put.Key, put.After) {
 		t.Fatalf("ttl_expirations: %s@%d %s %s %v %s %d %d %s", key, version, purpose, producer, hints, specRef, ttl, expiresAt, before)
 	}
 	if n := count(t, ch, "SELECT sum(applied) FROM conflict_rate_hour"); n != 1 {

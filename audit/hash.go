@@ -1,9 +1,10 @@
 // Package audit is eskv's tamper-evident audit trail in ClickHouse: the
-// hashing of values (HMAC-SHA256 over RFC 8785 canonical JSON under an
-// audit key), the per-key hash chain, the ClickHouse store and its
-// documented queries, the consumer of kv.changes and kv.conflicts that
-// fills it, conflict-rate alerts, and verification of the trail against
-// the log. It knows neither the writer nor the projection.
+// hashing of values (HMAC-SHA256 of a canonical form of the value under an
+// audit key, in a versioned hash scheme), the per-key hash chain, the
+// ClickHouse store and its documented queries, the consumer of kv.changes
+// and kv.conflicts that fills it, conflict-rate alerts, and verification
+// of the trail against the log. It knows neither the writer nor the
+// projection.
 package audit
 
 import (
@@ -12,22 +13,49 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 
 	"github.com/gowebpki/jcs"
 )
 
-// nonCanonicalPrefix starts the HMAC input of a value that has no RFC
-// 8785 form (duplicate object member names, or a number outside the range
-// of an IEEE 754 double): such a value is hashed as the bytes of the
-// event, after this prefix, so it still gets a stable hash that can never
-// equal the hash of a canonical form (canonical JSON never starts with a
-// NUL byte).
+// Scheme is the version of the hash scheme a row was written with: how its
+// value hashes and its chain hash are computed (docs/audit.md, "Hash
+// schemes"). Every row records it in its hash_scheme column, and
+// verification recomputes each row under its own scheme.
+type Scheme uint8
+
+const (
+	// Scheme1 hashes RFC 8785 canonical JSON, whose numbers are IEEE 754
+	// doubles: 2^53 and 2^53+1, or 0, -0 and 1e-400, hash alike, and equal
+	// values hash alike under every key. Rows written before hash_scheme
+	// existed are scheme 1; no new row is.
+	Scheme1 Scheme = 1
+	// Scheme2 hashes CanonicalExact (every number by its exact decimal
+	// value and sign) after the entry's key, and chains hash_scheme too.
+	Scheme2 Scheme = 2
+	// CurrentScheme is the scheme of new rows.
+	CurrentScheme = Scheme2
+)
+
+// Valid reports whether s is a scheme this package computes.
+func (s Scheme) Valid() bool { return s == Scheme1 || s == Scheme2 }
+
+// nonCanonicalPrefix starts the canonical bytes of a value that has no
+// canonical form (duplicate object member names, and under scheme 1 a
+// number outside the range of a double): such a value is hashed as the
+// bytes of the event, after this prefix, so it still gets a stable hash
+// that can never equal the hash of a canonical form (canonical JSON never
+// starts with a NUL byte).
 const nonCanonicalPrefix = "\x00eskv-noncanonical\x00"
 
-// Canonical returns the RFC 8785 (JCS) form of the JSON value raw; an
-// absent value (nil or empty) is JSON null. ok is false when raw has no
-// canonical form, and then the returned bytes are what ValueHash hashes.
-func Canonical(raw json.RawMessage) (b []byte, ok bool) {
+// Canonical returns the canonical form of the JSON value raw under s: RFC
+// 8785 (JCS) for Scheme1, CanonicalExact for Scheme2; an absent value (nil
+// or empty) is JSON null. ok is false when raw has no canonical form, and
+// then the returned bytes (nonCanonicalPrefix and raw) are what is hashed.
+func (s Scheme) Canonical(raw json.RawMessage) (b []byte, ok bool) {
+	if s == Scheme2 {
+		return CanonicalExact(raw)
+	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return []byte("null"), true
@@ -39,13 +67,39 @@ func Canonical(raw json.RawMessage) (b []byte, ok bool) {
 	return c, true
 }
 
-// ValueHash returns the lowercase hex HMAC-SHA256, under k, of the
-// canonical JSON of raw (see Canonical). Equal JSON values hash equal
-// whatever their formatting or member order; without the key, nothing of
-// the value can be learned or brute-forced from the hash.
-func ValueHash(k HMACKey, raw json.RawMessage) string {
-	c, _ := Canonical(raw)
-	return mac(k, c)
+// valueDomain starts the HMAC input of every scheme-2 value hash.
+const valueDomain = "eskv-audit-value/2\n"
+
+// ValueInput returns the bytes the hash of value raw of entry key is the
+// HMAC of under s. Scheme1: the canonical form alone. Scheme2:
+// "eskv-audit-value/2\n", the byte length of key in decimal, ":", key,
+// then the canonical form — so the same value under two keys (or two
+// tenants) hashes differently, and no key/value split is ambiguous.
+func (s Scheme) ValueInput(key string, raw json.RawMessage) []byte {
+	c, _ := s.Canonical(raw)
+	if s != Scheme2 {
+		return c
+	}
+	b := make([]byte, 0, len(valueDomain)+8+len(key)+len(c))
+	b = append(b, valueDomain...)
+	b = strconv.AppendInt(b, int64(len(key)), 10)
+	b = append(b, ':')
+	b = append(b, key...)
+	return append(b, c...)
+}
+
+// ValueHash returns the lowercase hex HMAC-SHA256, under k, of
+// s.ValueInput(key, raw). Equal JSON values of one key hash equal whatever
+// their formatting or member order; without the key, nothing of the value
+// can be learned or brute-forced from the hash.
+func (s Scheme) ValueHash(k HMACKey, key string, raw json.RawMessage) string {
+	return mac(k, s.ValueInput(key, raw))
+}
+
+// ValueHash is CurrentScheme.ValueHash: the hash a new row holds for value
+// raw of entry key.
+func ValueHash(k HMACKey, key string, raw json.RawMessage) string {
+	return CurrentScheme.ValueHash(k, key, raw)
 }
 
 func mac(k HMACKey, b []byte) string {

@@ -3,6 +3,11 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"math/big"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +24,9 @@ func testKey() HMACKey {
 	return HMACKey{ID: "k1", Secret: s}
 }
 
-func TestValueHash(t *testing.T) {
+// TestValueHashScheme1: scheme-1 hashes are what rows written before
+// hash_scheme hold, so they must never change.
+func TestValueHashScheme1(t *testing.T) {
 	k := testKey()
 	// Expected values computed independently (Python hmac over the
 	// canonical bytes written out by hand).
@@ -33,7 +40,7 @@ func TestValueHash(t *testing.T) {
 		{"EscapedUnicodeIsUTF8", `"\u00e9"`, "6d18243b749f85875d86ca17958b8ff44fbaaf87aeba8b7a9a171f8af78ab780"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ValueHash(k, json.RawMessage(tc.raw)); got != tc.want {
+			if got := Scheme1.ValueHash(k, "any/key", json.RawMessage(tc.raw)); got != tc.want {
 				t.Fatalf("ValueHash(%s) = %s, want %s", tc.raw, got, tc.want)
 			}
 		})
@@ -43,44 +50,98 @@ func TestValueHash(t *testing.T) {
 func TestValueHashDependsOnKey(t *testing.T) {
 	k2 := testKey()
 	k2.Secret = bytes.Repeat([]byte{7}, 32)
-	if ValueHash(testKey(), json.RawMessage(`1`)) == ValueHash(k2, json.RawMessage(`1`)) {
+	if ValueHash(testKey(), "k", json.RawMessage(`1`)) == ValueHash(k2, "k", json.RawMessage(`1`)) {
 		t.Fatal("two keys give the same hash")
 	}
 }
 
 func TestCanonicalNonCanonicalValues(t *testing.T) {
-	for _, raw := range []string{`{"a":1,"a":2}`, `1e400`} {
-		c, ok := Canonical(json.RawMessage(raw))
+	for _, tc := range []struct {
+		scheme Scheme
+		raw    string
+	}{
+		{Scheme1, `{"a":1,"a":2}`}, {Scheme1, `1e400`},
+		{Scheme2, `{"a":1,"a":2}`}, {Scheme2, `{"\u0061":1,"a":2}`}, {Scheme2, `"\xff"`}, {Scheme2, `1e1000000000`},
+		{Scheme2, `[1] 2`}, {Scheme2, `01`}, {Scheme2, `[1,]`}, {Scheme2, strings.Repeat("[", maxCanonicalDepth+2) + strings.Repeat("]", maxCanonicalDepth+2)},
+	} {
+		raw := strings.ReplaceAll(tc.raw, `\xff`, "\xff")
+		c, ok := tc.scheme.Canonical(json.RawMessage(raw))
 		if ok {
-			t.Errorf("Canonical(%s) = %s, ok; want not ok", raw, c)
+			t.Errorf("scheme %d: Canonical(%.40s) = %.40s, ok; want not ok", tc.scheme, raw, c)
 		}
 		if !bytes.HasPrefix(c, []byte(nonCanonicalPrefix)) || !bytes.HasSuffix(c, []byte(raw)) {
-			t.Errorf("Canonical(%s) = %q; want the prefixed raw bytes", raw, c)
+			t.Errorf("scheme %d: Canonical(%.40s) = %.40q; want the prefixed raw bytes", tc.scheme, raw, c)
 		}
 	}
 }
 
 func FuzzCanonical(f *testing.F) {
-	for _, s := range []string{`{"b":1,"a":[1.5e3,"x",null,true]}`, `"\ud83d\ude00"`, `-0`, `[]`, `{"a":{"c":1,"b":2}}`} {
+	for _, s := range []string{`{"b":1,"a":[1.5e3,"x",null,true]}`, `"\ud83d\ude00"`, `-0`, `[]`, `{"a":{"c":1,"b":2}}`,
+		`9007199254740993`, `1e-400`, `-0.0e7`, `"\ud800"`, `{"\ud800":1,"\uffff":2,"\ud83d\ude00":3}`, `123.456e-30`, `0.000001`, `1e21`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if !json.Valid([]byte(s)) {
 			return
 		}
-		c, ok := Canonical(json.RawMessage(s))
-		if !ok {
-			return
+		for _, scheme := range []Scheme{Scheme1, Scheme2} {
+			c, ok := scheme.Canonical(json.RawMessage(s))
+			if !ok {
+				continue
+			}
+			// Canonical JSON is valid JSON, and a fixed point.
+			if !json.Valid(c) {
+				t.Fatalf("scheme %d: Canonical(%q) = %q is not valid JSON", scheme, s, c)
+			}
+			c2, ok := scheme.Canonical(c)
+			if !ok || !bytes.Equal(c, c2) {
+				t.Fatalf("scheme %d: Canonical is not idempotent: %q -> %q -> %q", scheme, s, c, c2)
+			}
 		}
-		// Canonical JSON is valid JSON, and a fixed point.
-		if !json.Valid(c) {
-			t.Fatalf("Canonical(%q) = %q is not valid JSON", s, c)
-		}
-		c2, ok := Canonical(c)
-		if !ok || !bytes.Equal(c, c2) {
-			t.Fatalf("Canonical is not idempotent: %q -> %q -> %q", s, c, c2)
+		// Scheme 2 is injective: its form holds the same value, number
+		// for number exactly.
+		if c, ok := CanonicalExact([]byte(s)); ok && !bigExponent.MatchString(s) {
+			if a, b := exactDecode(t, []byte(s)), exactDecode(t, c); !exactEqual(a, b) {
+				t.Fatalf("CanonicalExact(%q) = %q holds another value", s, c)
+			}
 		}
 	})
+}
+
+// bigExponent matches numbers whose exact value is too costly for big.Rat.
+var bigExponent = regexp.MustCompile(`[eE][+-]?0*[0-9]{4,}`)
+
+// exactDecode decodes b with numbers as json.Number.
+func exactDecode(t *testing.T, b []byte) any {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("decode %q: %v", b, err)
+	}
+	return v
+}
+
+// exactEqual compares decoded JSON values, numbers by sign and exact
+// decimal value.
+func exactEqual(a, b any) bool {
+	switch a := a.(type) {
+	case json.Number:
+		b, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		x, okx := new(big.Rat).SetString(string(a))
+		y, oky := new(big.Rat).SetString(string(b))
+		return okx && oky && x.Cmp(y) == 0 && strings.HasPrefix(string(a), "-") == strings.HasPrefix(string(b), "-")
+	case []any:
+		b, ok := b.([]any)
+		return ok && slices.EqualFunc(a, b, exactEqual)
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		return ok && maps.EqualFunc(a, b, exactEqual)
+	}
+	return a == b
 }
 
 func TestParseKey(t *testing.T) {
@@ -141,9 +202,15 @@ func testEvent(version int64, before, after string) *events.Event {
 }
 
 func TestEventRowChain(t *testing.T) {
+	for _, s := range []Scheme{Scheme1, Scheme2} {
+		t.Run(fmt.Sprintf("Scheme%d", s), func(t *testing.T) { testEventRowChain(t, s) })
+	}
+}
+
+func testEventRowChain(t *testing.T, s Scheme) {
 	k := testKey()
-	r1 := EventRow(testEvent(1, `null`, `{"on":true}`), 3, 10, k, "")
-	r2 := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, r1.ChainHash)
+	r1 := EventRow(testEvent(1, `null`, `{"on":true}`), 3, 10, k, s, "")
+	r2 := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, s, r1.ChainHash)
 
 	t.Run("ScopeFromKey", func(t *testing.T) {
 		if r1.Tenant != "acme" || r1.Project != "demo" {
@@ -156,13 +223,13 @@ func TestEventRowChain(t *testing.T) {
 		}
 	})
 	t.Run("Deterministic", func(t *testing.T) {
-		again := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, r1.ChainHash)
+		again := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, s, r1.ChainHash)
 		if again.ChainHash != r2.ChainHash {
 			t.Fatal("the same event gives two chain hashes")
 		}
 	})
 	t.Run("KafkaCoordinatesAreNotChained", func(t *testing.T) {
-		moved := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 5, 99, k, r1.ChainHash)
+		moved := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 5, 99, k, s, r1.ChainHash)
 		if moved.ChainHash != r2.ChainHash {
 			t.Fatal("the chain hash depends on partition and offset")
 		}
@@ -188,6 +255,7 @@ func TestEventRowChain(t *testing.T) {
 			func(r *Row) { r.BeforeHash = r1.BeforeHash },
 			func(r *Row) { r.AfterHash = r1.AfterHash },
 			func(r *Row) { r.HashKeyID = "k0" },
+			func(r *Row) { r.HashScheme = 3 - r.HashScheme },
 			func(r *Row) { r.PrevChainHash = "" },
 		}
 		for i, f := range alter {
@@ -202,7 +270,8 @@ func TestEventRowChain(t *testing.T) {
 	t.Run("ChainInputIsCanonicalJSONOfColumns", func(t *testing.T) {
 		in := string(ChainInput(&r1))
 		want := `{"after_hash":"` + r1.AfterHash + `","before_hash":"` + r1.BeforeHash +
-			`","consumer_hints":["ui"],"expires_at_us":0,"hash_key_id":"k1","key":"tenant/acme/project/demo/flags/beta",` +
+			`","consumer_hints":["ui"],"expires_at_us":0,"hash_key_id":"k1",` + map[Scheme]string{Scheme2: `"hash_scheme":2,`}[s] +
+			`"key":"tenant/acme/project/demo/flags/beta",` +
 			`"kind":"put","op":"cas","prev_chain_hash":"","prev_version":0,"principal":"alice","producer":"ops",` +
 			`"project":"demo","purpose":"feature_flag","request_id":"r-1","spec_ref":"adr-7","tenant":"acme",` +
 			`"ts_us":1777636800123456,"ttl_seconds":0,"version":1}`
@@ -229,16 +298,18 @@ func FuzzChainInputFastPath(f *testing.F) {
 	f.Add("k\"\\\b\f\n\r\t\x01\x1f\x7f", "<&>\u2028\u2029é😀", "\xff\xfe bad utf-8", "", int64(-5), int64(1<<53), int64(-(1 << 53)))
 	f.Add("", "", "", "\x00", int64(1<<53+1), int64(0), int64(9))
 	f.Fuzz(func(t *testing.T, key, principal, reqID, hint string, version, ts, ttl int64) {
-		in := &chainInput{TSUS: ts, Tenant: principal, Project: hint, Key: key, Version: version, PrevVersion: version - 1,
-			Kind: "put", Op: reqID, Purpose: key, Producer: principal, ConsumerHints: []string{hint, key},
-			Principal: principal, RequestID: reqID, SpecRef: hint, TTLSeconds: ttl, ExpiresAtUS: ts,
-			BeforeHash: "ab", AfterHash: "cd", HashKeyID: "k", PrevChainHash: reqID}
-		fast, ok := in.appendCanonical(nil)
-		if !ok {
-			return
-		}
-		if slow := in.canonicalSlow(); !bytes.Equal(fast, slow) {
-			t.Fatalf("fast path\n%q\ndefinition\n%q", fast, slow)
+		for _, scheme := range []Scheme{0, Scheme2} { // chainInput holds 0 for scheme 1
+			in := &chainInput{TSUS: ts, Tenant: principal, Project: hint, Key: key, Version: version, PrevVersion: version - 1,
+				Kind: "put", Op: reqID, Purpose: key, Producer: principal, ConsumerHints: []string{hint, key},
+				Principal: principal, RequestID: reqID, SpecRef: hint, TTLSeconds: ttl, ExpiresAtUS: ts,
+				BeforeHash: "ab", AfterHash: "cd", HashKeyID: "k", HashScheme: scheme, PrevChainHash: reqID}
+			fast, ok := in.appendCanonical(nil)
+			if !ok {
+				continue
+			}
+			if slow := in.canonicalSlow(); !bytes.Equal(fast, slow) {
+				t.Fatalf("scheme %d: fast path\n%q\ndefinition\n%q", scheme, fast, slow)
+			}
 		}
 	})
 }

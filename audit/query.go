@@ -191,15 +191,17 @@ func (s *Store) EventRowAt(ctx context.Context, key string, version int64) (r Ro
 // whether its column ts agrees with ts_us (the chain covers ts_us).
 func scanRow(rows interface{ Scan(dest ...any) error }) (r Row, tsOK bool, err error) {
 	var (
-		ts   time.Time
-		tsUS int64
+		ts     time.Time
+		tsUS   int64
+		scheme uint8
 	)
 	if err := rows.Scan(&ts, &tsUS, &r.Tenant, &r.Project, &r.Key, &r.Version, &r.PrevVersion, &r.Kind, &r.Op,
 		&r.Purpose, &r.Producer, &r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.TTLSeconds,
-		&r.ExpiresAtUS, &r.BeforeHash, &r.AfterHash, &r.HashKeyID, &r.PrevChainHash, &r.ChainHash,
+		&r.ExpiresAtUS, &r.BeforeHash, &r.AfterHash, &r.HashKeyID, &scheme, &r.PrevChainHash, &r.ChainHash,
 		&r.Partition, &r.Offset); err != nil {
 		return r, false, fmt.Errorf("read audit_events: %w", err)
 	}
+	r.HashScheme = Scheme(scheme)
 	r.TS = time.UnixMicro(tsUS).UTC()
 	return r, ts.Unix() == r.TS.Truncate(time.Second).Unix(), nil
 }

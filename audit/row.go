@@ -35,6 +35,9 @@ type Row struct {
 	BeforeHash    string
 	AfterHash     string
 	HashKeyID     string
+	// HashScheme is the scheme of the row's hashes; verification
+	// recomputes them under it.
+	HashScheme Scheme
 	// PrevChainHash is the ChainHash of the key's row at PrevVersion, or
 	// "" when there is none: version 1, or a key whose earlier versions
 	// were compacted out of kv.changes before the auditor read them (a
@@ -66,14 +69,15 @@ type ConflictRow struct {
 	AttemptedHash   string
 	CurrentHash     string
 	HashKeyID       string
+	HashScheme      Scheme
 	Partition       int32
 	Offset          int64
 }
 
 // EventRow returns the row of event e, read at partition/offset, hashed
-// under k and chained to prevChain (the chain hash of the key's row at
-// e.PrevVersion, or "" when there is none).
-func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, prevChain string) Row {
+// under k in scheme s and chained to prevChain (the chain hash of the
+// key's row at e.PrevVersion, or "" when there is none).
+func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Scheme, prevChain string) Row {
 	tenant, project := tenantProject(e.Key)
 	r := Row{
 		TS:            e.TS.UTC().Truncate(time.Microsecond),
@@ -91,9 +95,10 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, prevCha
 		RequestID:     e.RequestID,
 		SpecRef:       e.SpecRef,
 		TTLSeconds:    e.Semantics.TTLSeconds,
-		BeforeHash:    ValueHash(k, e.Before),
-		AfterHash:     ValueHash(k, e.After),
+		BeforeHash:    s.ValueHash(k, e.Key, e.Before),
+		AfterHash:     s.ValueHash(k, e.Key, e.After),
 		HashKeyID:     k.ID,
+		HashScheme:    s,
 		PrevChainHash: prevChain,
 		Partition:     partition,
 		Offset:        offset,
@@ -109,8 +114,8 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, prevCha
 }
 
 // ConflictRowOf returns the row of conflict c, read at partition/offset,
-// hashed under k.
-func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey) ConflictRow {
+// hashed under k in scheme s.
+func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey, s Scheme) ConflictRow {
 	tenant, project := tenantProject(c.Key)
 	r := ConflictRow{
 		TS:              c.TS.UTC().Truncate(time.Microsecond),
@@ -128,9 +133,10 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey)
 		SpecRef:         c.SpecRef,
 		ExpectedVersion: c.ExpectedVersion,
 		CurrentVersion:  c.CurrentVersion,
-		AttemptedHash:   ValueHash(k, c.Attempted),
-		CurrentHash:     ValueHash(k, c.Current),
+		AttemptedHash:   s.ValueHash(k, c.Key, c.Attempted),
+		CurrentHash:     s.ValueHash(k, c.Key, c.Current),
 		HashKeyID:       k.ID,
+		HashScheme:      s,
 		Partition:       partition,
 		Offset:          offset,
 	}
@@ -142,9 +148,10 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey)
 
 // chainInput is what a chain hash covers: every column of audit_events
 // except ts (ts_us holds it exactly), chain_hash itself, the Kafka
-// coordinates (where the event is stored, not what it says) and
-// ingested_at. Member names are the column names, so an auditor can
-// rebuild it from a row with any RFC 8785 implementation.
+// coordinates (where the event is stored, not what it says), ingested_at
+// and, in scheme 1, hash_scheme. Member names are the column names, so an
+// auditor can rebuild it from a row: scheme 1 with any RFC 8785
+// implementation, scheme 2 the same way with integers written exactly.
 type chainInput struct {
 	TSUS          int64    `json:"ts_us"`
 	Tenant        string   `json:"tenant"`
@@ -165,14 +172,19 @@ type chainInput struct {
 	BeforeHash    string   `json:"before_hash"`
 	AfterHash     string   `json:"after_hash"`
 	HashKeyID     string   `json:"hash_key_id"`
+	HashScheme    Scheme   `json:"hash_scheme,omitempty"` // 0 (absent) in scheme 1
 	PrevChainHash string   `json:"prev_chain_hash"`
 }
 
-// ChainInput returns the bytes a row's chain hash is the HMAC of: the RFC
-// 8785 canonical JSON of an object of the row's columns (see docs/audit.md).
+// ChainInput returns the bytes a row's chain hash is the HMAC of: the
+// canonical JSON, in the row's scheme, of an object of the row's columns
+// (see docs/audit.md); nil for a scheme this package does not know.
 func ChainInput(r *Row) []byte {
+	if !r.HashScheme.Valid() {
+		return nil
+	}
 	in := r.chainInput()
-	if b, ok := in.appendCanonical(make([]byte, 0, 512)); ok {
+	if b, ok := in.appendCanonical(make([]byte, 0, 560)); ok {
 		return b
 	}
 	return in.canonicalSlow()
@@ -188,17 +200,28 @@ func (r *Row) chainInput() *chainInput {
 		BeforeHash: r.BeforeHash, AfterHash: r.AfterHash, HashKeyID: r.HashKeyID,
 		PrevChainHash: r.PrevChainHash,
 	}
+	if r.HashScheme != Scheme1 {
+		in.HashScheme = r.HashScheme
+	}
 	if in.ConsumerHints == nil {
 		in.ConsumerHints = []string{}
 	}
 	return in
 }
 
-// canonicalSlow is the definition: encoding/json, then RFC 8785.
+// canonicalSlow is the definition: encoding/json, then RFC 8785 (scheme
+// 1) or CanonicalExact (scheme 2).
 func (in *chainInput) canonicalSlow() []byte {
 	b, err := json.Marshal(in)
 	if err != nil {
 		panic(fmt.Sprintf("audit: marshal chain input: %v", err)) // strings and integers only
+	}
+	if in.HashScheme == Scheme2 {
+		c, ok := CanonicalExact(b)
+		if !ok {
+			panic("audit: canonicalize chain input: no canonical form") // valid UTF-8, no duplicates
+		}
+		return c
 	}
 	c, err := jcs.Transform(b)
 	if err != nil {
@@ -213,14 +236,15 @@ func (in *chainInput) canonicalSlow() []byte {
 // 8785 serializes numbers as doubles.
 const maxExactInt = 1 << 53
 
-// appendCanonical appends the RFC 8785 form of in to b directly (members
-// in the order of their ASCII names, strings escaped as ECMAScript's
-// JSON.stringify does), the same bytes as canonicalSlow, about twenty
-// times faster. ok is false when an integer is beyond 2^53, where the
-// double rounding of RFC 8785 applies: the caller takes the slow path.
+// appendCanonical appends the canonical form of in to b directly
+// (members in the order of their ASCII names, strings escaped as
+// ECMAScript's JSON.stringify does), the same bytes as canonicalSlow,
+// about twenty times faster. ok is false in scheme 1 when an integer is
+// beyond 2^53, where the double rounding of RFC 8785 applies: the caller
+// takes the slow path. Scheme 2 writes every int64 exactly.
 func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 	for _, n := range []int64{in.ExpiresAtUS, in.PrevVersion, in.TSUS, in.TTLSeconds, in.Version} {
-		if n > maxExactInt || n < -maxExactInt {
+		if in.HashScheme == 0 && (n > maxExactInt || n < -maxExactInt) {
 			return nil, false
 		}
 	}
@@ -244,6 +268,9 @@ func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 	b = append(b, ']')
 	num(`,"expires_at_us":`, in.ExpiresAtUS)
 	str(`,"hash_key_id":`, in.HashKeyID)
+	if in.HashScheme != 0 {
+		num(`,"hash_scheme":`, int64(in.HashScheme))
+	}
 	str(`,"key":`, in.Key)
 	str(`,"kind":`, in.Kind)
 	str(`,"op":`, in.Op)
@@ -268,26 +295,8 @@ func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 func appendJCSString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c >= 0x20:
-				b = append(b, c)
-			case c == '\b':
-				b = append(b, '\\', 'b')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\f':
-				b = append(b, '\\', 'f')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
+		if c := s[i]; c < utf8.RuneSelf {
+			b = appendJCSByte(b, c)
 			i++
 			continue
 		}
@@ -302,14 +311,41 @@ func appendJCSString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// appendJCSByte appends the ASCII character c as RFC 8785 writes it in a
+// string: '"' and '\\' escaped, control characters as \b \t \n \f \r or
+// \u00xx, anything else as itself.
+func appendJCSByte(b []byte, c byte) []byte {
+	switch {
+	case c == '"' || c == '\\':
+		return append(b, '\\', c)
+	case c >= 0x20:
+		return append(b, c)
+	case c == '\b':
+		return append(b, '\\', 'b')
+	case c == '\t':
+		return append(b, '\\', 't')
+	case c == '\n':
+		return append(b, '\\', 'n')
+	case c == '\f':
+		return append(b, '\\', 'f')
+	case c == '\r':
+		return append(b, '\\', 'r')
+	}
+	return append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+}
+
 const hexDigits = "0123456789abcdef"
 
 // ChainHash returns the hex HMAC-SHA256, under k, of ChainInput(r). It
 // covers the row's fields and its link to the previous row of the key, so
 // altering a row changes its chain hash and deleting one breaks the link
-// of the next.
+// of the next. It is "" for a row of a scheme this package does not know.
 func ChainHash(k HMACKey, r *Row) string {
-	return mac(k, ChainInput(r))
+	in := ChainInput(r)
+	if in == nil {
+		return ""
+	}
+	return mac(k, in)
 }
 
 // tenantProject returns the tenant and project of a key

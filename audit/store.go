@@ -170,7 +170,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return err
 		}
 		for _, stmt := range Statements(string(b)) {
-			if err := s.conn.Exec(ctx, stmt); err != nil {
+			if err := s.exec(ctx, stmt); err != nil {
 				return fmt.Errorf("migrate clickhouse: %s: %w\n%s", name, err, stmt)
 			}
 		}
@@ -184,6 +184,26 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := batch.Send(); err != nil {
 			return fmt.Errorf("migrate clickhouse: record %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// addColumn matches the ADD COLUMN statements of the DDL files.
+var addColumn = regexp.MustCompile(`^ALTER TABLE (\w+) ADD COLUMN (\w+) `)
+
+// exec runs one DDL statement. ClickHouse 18.16 has no ADD COLUMN IF NOT
+// EXISTS: an ADD COLUMN whose column exists already (a migration
+// interrupted after it, or run by two auditors at once) is done.
+func (s *Store) exec(ctx context.Context, stmt string) error {
+	err := s.conn.Exec(ctx, stmt)
+	m := addColumn.FindStringSubmatch(stmt)
+	if err == nil || m == nil {
+		return err
+	}
+	var n uint64
+	if qerr := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?",
+		m[1], m[2]).Scan(&n); qerr != nil || n == 0 {
+		return err
 	}
 	return nil
 }
@@ -230,11 +250,11 @@ func stripComment(line string) string {
 }
 
 const eventColumns = "ts, ts_us, tenant, project, key, version, prev_version, kind, op, purpose, producer, consumer_hints, " +
-	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, " +
+	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, hash_scheme, " +
 	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, ingested_at"
 
 const conflictColumns = "ts, ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, " +
-	"principal, request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, " +
+	"principal, request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, " +
 	"kafka_partition, kafka_offset, ingested_at"
 
 // insertTimeout bounds one batch insert.
@@ -275,6 +295,7 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		before    = make([]string, n)
 		after     = make([]string, n)
 		keyID     = make([]string, n)
+		scheme    = make([]uint8, n)
 		prevChain = make([]string, n)
 		chain     = make([]string, n)
 		partition = make([]int32, n)
@@ -294,13 +315,13 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		}
 		principal[i], reqID[i], specRef[i] = r.Principal, r.RequestID, r.SpecRef
 		ttl[i], expires[i] = r.TTLSeconds, r.ExpiresAtUS
-		before[i], after[i], keyID[i] = r.BeforeHash, r.AfterHash, r.HashKeyID
+		before[i], after[i], keyID[i], scheme[i] = r.BeforeHash, r.AfterHash, r.HashKeyID, uint8(r.HashScheme)
 		prevChain[i], chain[i] = r.PrevChainHash, r.ChainHash
 		partition[i], offset[i] = r.Partition, r.Offset
 		ingested[i] = now
 	}
 	cols := []any{ts, tsUS, tenant, project, key, version, prev, kind, op, purpose, producer, hints,
-		principal, reqID, specRef, ttl, expires, before, after, keyID, prevChain, chain, partition, offset, ingested}
+		principal, reqID, specRef, ttl, expires, before, after, keyID, scheme, prevChain, chain, partition, offset, ingested}
 	for i, c := range cols {
 		if err := b.Column(i).Append(c); err != nil {
 			return fmt.Errorf("insert into audit_events: column %d: %w", i, err)
@@ -333,7 +354,7 @@ func (s *Store) InsertConflicts(ctx context.Context, rows []ConflictRow, now tim
 		}
 		if err := b.Append(r.TS.Truncate(time.Second), r.TS.UnixMicro(), r.ConflictID, r.Tenant, r.Project, r.Key,
 			r.Op, r.Reason, r.Purpose, r.Producer, hints, r.Principal, r.RequestID, r.SpecRef,
-			r.ExpectedVersion, r.CurrentVersion, r.AttemptedHash, r.CurrentHash, r.HashKeyID,
+			r.ExpectedVersion, r.CurrentVersion, r.AttemptedHash, r.CurrentHash, r.HashKeyID, uint8(r.HashScheme),
 			r.Partition, r.Offset, now); err != nil {
 			return fmt.Errorf("insert into audit_conflicts: %w", err)
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"testing"
 	"time"
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -50,8 +52,12 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	if err := ch.Conn.QueryRow(context.Background(), "SELECT count() FROM audit_schema_migrations").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("audit_schema_migrations has %d rows, want 1", n)
+	files, err := fs.Glob(schemas.ClickHouse, "clickhouse/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != uint64(len(files)) {
+		t.Fatalf("audit_schema_migrations has %d rows, want %d", n, len(files))
 	}
 }
 
@@ -63,7 +69,7 @@ func TestInsertAndLookUpChainHashes(t *testing.T) {
 	var rows []audit.Row
 	prev := ""
 	for v := int64(1); v <= 3; v++ {
-		r := audit.EventRow(event("tenant/t/project/p/a", v, fmt.Sprint(v-1), fmt.Sprint(v), ts), 0, v, k, prev)
+		r := audit.EventRow(event("tenant/t/project/p/a", v, fmt.Sprint(v-1), fmt.Sprint(v), ts), 0, v, k, audit.CurrentScheme, prev)
 		prev = r.ChainHash
 		rows = append(rows, r)
 	}
@@ -110,4 +116,92 @@ func TestInsertAndLookUpChainHashes(t *testing.T) {
 			t.Fatalf("ChainHashes = %v", got)
 		}
 	})
+}
+
+// oldEventColumns are the columns of audit_events before hash_scheme.
+const oldEventColumns = "ts, ts_us, tenant, project, key, version, prev_version, kind, op, purpose, producer, consumer_hints, " +
+	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, " +
+	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, ingested_at"
+
+// mustOldTrail is a database as the auditor left it before migration
+// 0002: 0001 applied and recorded, and one scheme-1 row of key, version 1.
+// With interrupted, the first statement of 0002 ran too (and was not
+// recorded).
+func mustOldTrail(t *testing.T, key string, interrupted bool) (*testenv.ClickHouse, audit.Row) {
+	t.Helper()
+	ch := testenv.MustClickHouse(t)
+	ctx := context.Background()
+	ddl, err := schemas.ClickHouse.ReadFile("clickhouse/0001_audit.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := append(audit.Statements(string(ddl)),
+		"CREATE TABLE audit_schema_migrations (version UInt32, name String, applied_at DateTime) ENGINE = ReplacingMergeTree() ORDER BY version")
+	if interrupted {
+		next, err := schemas.ClickHouse.ReadFile("clickhouse/0002_hash_scheme.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, audit.Statements(string(next))[0])
+	}
+	for _, stmt := range stmts {
+		if err := ch.Conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	r := audit.EventRow(event(key, 1, "null", `{"n":9007199254740993}`, time.Now().UTC()), 0, 7, testKey(t), audit.Scheme1, "")
+	for q, row := range map[string][]any{
+		"INSERT INTO audit_schema_migrations (version, name, applied_at)": {uint32(1), "0001_audit.sql", time.Now()},
+		"INSERT INTO audit_events (" + oldEventColumns + ")": {r.TS, r.TS.UnixMicro(), r.Tenant, r.Project, r.Key, r.Version,
+			r.PrevVersion, r.Kind, r.Op, r.Purpose, r.Producer, r.ConsumerHints, r.Principal, r.RequestID, r.SpecRef,
+			r.TTLSeconds, r.ExpiresAtUS, r.BeforeHash, r.AfterHash, r.HashKeyID, r.PrevChainHash, r.ChainHash, r.Partition, r.Offset, time.Now()},
+	} {
+		b, err := ch.Conn.PrepareBatch(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append(row...); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ch, r
+}
+
+// TestMigrateOldTrail: migration 0002 on a trail of the auditor before
+// hash schemes (also after an interrupted run of 0002): its rows read as
+// scheme 1 and still recompute to their chain hashes; new rows are
+// scheme 2.
+func TestMigrateOldTrail(t *testing.T) {
+	const key = "tenant/t/project/p/old"
+	for _, interrupted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Interrupted=%v", interrupted), func(t *testing.T) {
+			ch, old := mustOldTrail(t, key, interrupted)
+			ctx := context.Background()
+			s := audit.NewStore(ch.Conn)
+			for range 2 {
+				if err := s.Migrate(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k := testKey(t)
+			got, ok, err := s.EventRowAt(ctx, key, 1)
+			if err != nil || !ok {
+				t.Fatalf("EventRowAt: %v, %v", ok, err)
+			}
+			if got.HashScheme != audit.Scheme1 || audit.ChainHash(k, &got) != old.ChainHash || got.ChainHash != old.ChainHash {
+				t.Fatalf("old row read back as scheme %d, chain hash %s recomputes to %s (written %s)",
+					got.HashScheme, got.ChainHash, audit.ChainHash(k, &got), old.ChainHash)
+			}
+			next := audit.EventRow(event(key, 2, `{"n":9007199254740993}`, `{"n":9007199254740994}`, time.Now().UTC()), 0, 8, k, audit.CurrentScheme, old.ChainHash)
+			if err := s.InsertEvents(ctx, []audit.Row{next}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := s.EventRowAt(ctx, key, 2); err != nil || got.HashScheme != audit.Scheme2 || audit.ChainHash(k, &got) != next.ChainHash {
+				t.Fatalf("new row: scheme %d, err %v", got.HashScheme, err)
+			}
+		})
+	}
 }

@@ -89,6 +89,7 @@ const (
 	ProblemEventMissing   = "event_missing"    // a row has no event, and compaction does not explain it
 	ProblemDuplicateRows  = "duplicate_rows"   // one identity has rows that differ
 	ProblemUnknownKeyID   = "unknown_key_id"   // a row is hashed under a key not configured
+	ProblemUnknownScheme  = "unknown_scheme"   // a row's hash_scheme is not one this auditor computes
 	ProblemConflictAbsent = "conflict_missing" // a conflict record has no row
 	ProblemConflictWrong  = "conflict_altered" // a conflict row differs from its record
 )
@@ -351,28 +352,15 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 			bad(ProblemUnknownKeyID, "hashed under key id %q, which is not configured (add it to the key file or ESKV_AUDIT_OLD_KEYS)", r.HashKeyID)
 			continue
 		}
+		if !r.HashScheme.Valid() {
+			bad(ProblemUnknownScheme, "hash_scheme %d is not a scheme this auditor computes (1 or 2)", r.HashScheme)
+			continue
+		}
 		if want := ChainHash(k, r); want != r.ChainHash {
 			bad(ProblemRowAltered, "its fields do not match its chain hash %s (recomputed %s)", short(r.ChainHash), short(want))
 		}
 
-		// The link to the previous row.
-		prev, hasPrev := byVersion[r.PrevVersion]
-		switch {
-		case r.PrevChainHash == "" && r.PrevVersion == 0:
-		case r.PrevChainHash == "":
-			if hasPrev {
-				bad(ProblemChainBroken, "it starts a chain, but the row of version %d exists", r.PrevVersion)
-			} else if l, ok := evs[r.PrevVersion]; ok {
-				bad(ProblemChainBroken, "it starts a chain, but kv.changes holds version %d (at %d@%d)", r.PrevVersion, l.partition, l.offset)
-			} else {
-				rep.ChainStarts++
-			}
-		case !hasPrev:
-			add(Discrepancy{Key: key, Version: r.PrevVersion, Problem: ProblemRowMissing,
-				Detail: fmt.Sprintf("the row of version %d chains to it (prev chain hash %s), and it is gone", r.Version, short(r.PrevChainHash))})
-		case prev.ChainHash != r.PrevChainHash:
-			bad(ProblemChainBroken, "its prev chain hash %s is not the chain hash %s of version %d", short(r.PrevChainHash), short(prev.ChainHash), r.PrevVersion)
-		}
+		checkLink(r, byVersion, evs, rep, add)
 
 		// The row against its event.
 		l, ok := evs[r.Version]
@@ -384,7 +372,7 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 			}
 			continue
 		}
-		want := EventRow(&l.v, l.partition, l.offset, k, r.PrevChainHash)
+		want := EventRow(&l.v, l.partition, l.offset, k, r.HashScheme, r.PrevChainHash)
 		if col := diffRow(&want, r); col != "" {
 			bad(ProblemRowAltered, "column %s differs from its event at %d@%d", col, l.partition, l.offset)
 		}
@@ -399,6 +387,31 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 		}
 		add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
 			Detail: fmt.Sprintf("the event at partition %d offset %d has no row", l.partition, l.offset)})
+	}
+}
+
+// checkLink checks the link of r to the key's previous row (rows by
+// version so far, events by version).
+func checkLink(r *Row, byVersion map[int64]*Row, evs map[int64]located[events.Event], rep *VerifyReport, add func(Discrepancy)) {
+	bad := func(problem, format string, args ...any) {
+		add(Discrepancy{Key: r.Key, Version: r.Version, Problem: problem, Detail: fmt.Sprintf(format, args...)})
+	}
+	prev, hasPrev := byVersion[r.PrevVersion]
+	switch {
+	case r.PrevChainHash == "" && r.PrevVersion == 0:
+	case r.PrevChainHash == "":
+		if hasPrev {
+			bad(ProblemChainBroken, "it starts a chain, but the row of version %d exists", r.PrevVersion)
+		} else if l, ok := evs[r.PrevVersion]; ok {
+			bad(ProblemChainBroken, "it starts a chain, but kv.changes holds version %d (at %d@%d)", r.PrevVersion, l.partition, l.offset)
+		} else {
+			rep.ChainStarts++
+		}
+	case !hasPrev:
+		add(Discrepancy{Key: r.Key, Version: r.PrevVersion, Problem: ProblemRowMissing,
+			Detail: fmt.Sprintf("the row of version %d chains to it (prev chain hash %s), and it is gone", r.Version, short(r.PrevChainHash))})
+	case prev.ChainHash != r.PrevChainHash:
+		bad(ProblemChainBroken, "its prev chain hash %s is not the chain hash %s of version %d", short(r.PrevChainHash), short(prev.ChainHash), r.PrevVersion)
 	}
 }
 
@@ -448,7 +461,7 @@ func diffRow(want, got *Row) string {
 }
 
 func sameRow(a, b *Row) bool {
-	return diffRow(a, b) == "" && a.HashKeyID == b.HashKeyID && a.PrevChainHash == b.PrevChainHash
+	return diffRow(a, b) == "" && a.HashKeyID == b.HashKeyID && a.HashScheme == b.HashScheme && a.PrevChainHash == b.PrevChainHash
 }
 
 func short(h string) string {
@@ -553,7 +566,12 @@ func verifyConflicts(ctx context.Context, cl *kgo.Client, s *Store, keys *Keyrin
 					Detail: fmt.Sprintf("hashed under key id %q, which is not configured", got.HashKeyID)})
 				return nil
 			}
-			want := ConflictRowOf(&c, r.Partition, r.Offset, k)
+			if !got.HashScheme.Valid() {
+				add(Discrepancy{Key: c.Key, ConflictID: c.ID, Problem: ProblemUnknownScheme,
+					Detail: fmt.Sprintf("hash_scheme %d is not a scheme this auditor computes (1 or 2)", got.HashScheme)})
+				return nil
+			}
+			want := ConflictRowOf(&c, r.Partition, r.Offset, k, got.HashScheme)
 			want.TS = want.TS.Truncate(time.Microsecond)
 			if col := diffConflict(&want, &got); col != "" {
 				add(Discrepancy{Key: c.Key, ConflictID: c.ID, Problem: ProblemConflictWrong,
@@ -595,7 +613,7 @@ func diffConflict(want, got *ConflictRow) string {
 // conflictRows returns the conflict rows in scope by key and conflict id.
 func (s *Store) conflictRows(ctx context.Context, sc Scope) (map[[2]string]ConflictRow, error) {
 	q := `SELECT ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, principal,
-request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, kafka_partition, kafka_offset
+request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, kafka_partition, kafka_offset
 FROM audit_conflicts WHERE 1`
 	where, args := sc.where()
 	q += where
@@ -609,12 +627,16 @@ FROM audit_conflicts WHERE 1`
 	out := map[[2]string]ConflictRow{}
 	for rows.Next() {
 		var r ConflictRow
-		var tsUS int64
+		var (
+			tsUS   int64
+			scheme uint8
+		)
 		if err := rows.Scan(&tsUS, &r.ConflictID, &r.Tenant, &r.Project, &r.Key, &r.Op, &r.Reason, &r.Purpose, &r.Producer,
 			&r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.ExpectedVersion, &r.CurrentVersion,
-			&r.AttemptedHash, &r.CurrentHash, &r.HashKeyID, &r.Partition, &r.Offset); err != nil {
+			&r.AttemptedHash, &r.CurrentHash, &r.HashKeyID, &scheme, &r.Partition, &r.Offset); err != nil {
 			return nil, fmt.Errorf("read audit_conflicts: %w", err)
 		}
+		r.HashScheme = Scheme(scheme)
 		r.TS = time.UnixMicro(tsUS).UTC()
 		out[[2]string{r.Key, r.ConflictID}] = r
 	}

@@ -111,7 +111,7 @@ func TestVerify(t *testing.T) {
 		}
 		fake := last
 		fake.Version, fake.PrevVersion, fake.Before = 5, 4, last.After
-		row := audit.EventRow(&fake, 0, 9999, testKey(t), prev)
+		row := audit.EventRow(&fake, 0, 9999, testKey(t), audit.CurrentScheme, prev)
 		if err := tr.s.InsertEvents(context.Background(), []audit.Row{row}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -200,5 +200,65 @@ func TestVerifyCompaction(t *testing.T) {
 			t.Fatalf("discrepancies %v; want %s@2 first", rep.Discrepancies, key)
 		}
 		t.Logf("verify names it: %s", rep.Discrepancies[0])
+	})
+}
+
+// TestVerifyMixedSchemes: a trail whose keys have scheme-1 rows (written
+// before hash schemes) followed by scheme-2 rows verifies, each row under
+// its own scheme, with the chain linking across the change; a row whose
+// hash_scheme is altered does not.
+func TestVerifyMixedSchemes(t *testing.T) {
+	b := testenv.MustBroker(t, 4)
+	s, ch := mustStore(t)
+	ts := time.Now().UTC().Truncate(time.Microsecond)
+	all := synth("m", 6, 4, ts)
+	var early, late history
+	for _, e := range all.events {
+		if e.Version <= 2 {
+			early.events = append(early.events, e)
+		} else {
+			late.events = append(late.events, e)
+		}
+	}
+	early.conflicts = all.conflicts
+	for _, c := range all.conflicts {
+		c.ID += "-late"
+		late.conflicts = append(late.conflicts, c)
+	}
+	produce(t, b, early, false)
+	a1 := runAuditor(t, b, s, audit.Config{Group: audit.Group, HashScheme: audit.Scheme1}, nil, nil)
+	waitCaughtUp(t, b, a1)
+	if err := a1.Stop(t); err != nil {
+		t.Fatalf("scheme-1 auditor: %v", err)
+	}
+	produce(t, b, late, false)
+	a2 := runAuditor(t, b, s, audit.Config{Group: audit.Group}, nil, nil)
+	waitCaughtUp(t, b, a2)
+
+	for q, want := range map[string]uint64{
+		"SELECT count() FROM audit_events FINAL WHERE hash_scheme = 1 AND version <= 2":                     12,
+		"SELECT count() FROM audit_events FINAL WHERE hash_scheme = 2 AND version > 2":                      12,
+		"SELECT count() FROM audit_conflicts FINAL WHERE hash_scheme = 1 AND conflict_id NOT LIKE '%-late'": 6,
+		"SELECT count() FROM audit_conflicts FINAL WHERE hash_scheme = 2 AND conflict_id LIKE '%-late'":     6,
+	} {
+		if n := count(t, ch, q); n != want {
+			t.Fatalf("%s: %d, want %d", q, n, want)
+		}
+	}
+	tr := &trail{b: b, s: s, ch: ch}
+	if rep := tr.verify(t, audit.Scope{}); len(rep.Discrepancies) > 0 || rep.Rows != 24 || rep.Conflicts != 12 {
+		t.Fatalf("mixed trail: %+v", rep)
+	}
+	const k0 = "tenant/m/project/p0/k0"
+	t.Run("ErrUnknownScheme", func(t *testing.T) {
+		mutate(t, ch, "ALTER TABLE audit_events UPDATE hash_scheme = 7 WHERE key = ? AND version = 1", k0)
+		wantFirst(t, tr.verify(t, audit.Scope{}), k0, 1, audit.ProblemUnknownScheme)
+		mutate(t, ch, "ALTER TABLE audit_events UPDATE hash_scheme = 1 WHERE key = ? AND version = 1", k0)
+	})
+	t.Run("ErrDowngradedRow", func(t *testing.T) {
+		// A scheme-2 row passed off as scheme 1 (whose hashes collide)
+		// no longer recomputes to its chain hash.
+		mutate(t, ch, "ALTER TABLE audit_events UPDATE hash_scheme = 1 WHERE key = ? AND version = 3", k0)
+		wantFirst(t, tr.verify(t, audit.Scope{}), k0, 3, audit.ProblemRowAltered)
 	})
 }

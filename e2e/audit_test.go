@@ -118,7 +118,7 @@ func TestAuditTrailMatchesLog(t *testing.T) {
 				t.Fatalf("event %s@%d has no row", e.Key, e.Version)
 			}
 			if r.kind != string(e.Kind) || r.prevVersion != e.PrevVersion || r.keyID != "e2e" ||
-				r.before != audit.ValueHash(k, e.Before) || r.after != audit.ValueHash(k, e.After) {
+				r.before != audit.ValueHash(k, e.Key, e.Before) || r.after != audit.ValueHash(k, e.Key, e.After) {
 				t.Fatalf("row %+v does not match event %s@%d", r, e.Key, e.Version)
 			}
 		}

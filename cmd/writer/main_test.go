@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +35,21 @@ func TestRefusesToStartWithoutTokens(t *testing.T) {
 	err := run(context.Background(), nil, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "ESKV_DEV_TOKEN") {
 		t.Fatalf("want an error naming how to configure tokens, got %v", err)
+	}
+}
+
+// TestRefusesBadTokensFile: the writer does not start on a tokens file
+// that fails the strict checks; the error names the file and the entry.
+func TestRefusesBadTokensFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	content := `{"tokens":[{"token":"svc-token-0123456789","principal":"eskv-sweeper","grants":[{"prefix":"tenant/a/","rights":["read"]}]}]}`
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setenv(t, map[string]string{"ESKV_DEV_TOKEN": "", "ESKV_TOKENS_FILE": path})
+	err := run(context.Background(), nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "token 0 (eskv-sweeper): principal name is reserved") {
+		t.Fatalf("run: %v, want an error naming the file and the entry", err)
 	}
 }
 

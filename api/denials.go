@@ -1,0 +1,101 @@
+package api
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Denial log budget per principal: a burst, then one line per interval;
+// the lines skipped meanwhile are counted in the next one.
+const (
+	denialLogBurst    = 10
+	denialLogInterval = time.Second
+	// maxLoggedKey bounds the key or path a denial line carries.
+	maxLoggedKey = 256
+)
+
+// denials logs and counts refused requests (401, 403 and a refused
+// Authorization header). Its label space and its limiters are bounded by
+// the token table: one per known principal and one for UnknownPrincipal.
+type denials struct {
+	log     *slog.Logger
+	counter *prometheus.CounterVec
+	buckets map[string]*logBucket // fixed after newDenials
+}
+
+func newDenials(t *Tokens, reg prometheus.Registerer, log *slog.Logger) (*denials, error) {
+	d := &denials{log: log, buckets: make(map[string]*logBucket, len(t.names)+1),
+		counter: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eskv_http_denied_total",
+			Help: "Requests refused for authentication (401, or 400 for two Authorization headers) or authorization (403), by principal (" + UnknownPrincipal + " when no token names one) and reason.",
+		}, []string{"principal", "reason"})}
+	if reg != nil {
+		if err := reg.Register(d.counter); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range t.names {
+		d.buckets[n] = &logBucket{tokens: denialLogBurst}
+	}
+	d.buckets[UnknownPrincipal] = &logBucket{tokens: denialLogBurst}
+	return d, nil
+}
+
+// denial is one refused request. Key is the key or listing prefix asked
+// for, as sent; no value is ever part of it.
+type denial struct {
+	principal, reason, method, key, remote, message string
+	status                                          int
+}
+
+// record counts d and logs it within its principal's budget.
+func (ds *denials) record(d denial, now time.Time) {
+	if _, known := ds.buckets[d.principal]; !known {
+		d.principal = UnknownPrincipal
+	}
+	ds.counter.WithLabelValues(d.principal, d.reason).Inc()
+	ok, skipped := ds.buckets[d.principal].take(now)
+	if !ok {
+		return
+	}
+	ds.log.Warn("request denied", "status", d.status, "reason", d.reason, "principal", d.principal,
+		"method", truncate(d.method, 16), "key", truncate(d.key, maxLoggedKey), "remote", d.remote,
+		"message", truncate(d.message, 2*maxLoggedKey), "suppressed", skipped)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// logBucket is a token bucket of log lines.
+type logBucket struct {
+	mu      sync.Mutex
+	tokens  float64
+	last    time.Time
+	skipped int
+}
+
+// take spends a line if one is left; on success it returns the number of
+// lines skipped since the last one logged.
+func (b *logBucket) take(now time.Time) (bool, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(denialLogBurst, b.tokens+now.Sub(b.last).Seconds()/denialLogInterval.Seconds())
+	}
+	b.last = now
+	if b.tokens < 1 {
+		b.skipped++
+		return false, 0
+	}
+	b.tokens--
+	skipped := b.skipped
+	b.skipped = 0
+	return true, skipped
+}

@@ -1,0 +1,402 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// CanonicalExact returns the scheme-2 canonical form of the JSON value raw
+// (docs/audit.md, "Hash schemes"): RFC 8785's member order, whitespace and
+// string escaping, but every number written from its exact decimal value
+// instead of the nearest IEEE 754 double, so two numbers share a form only
+// when they are the same number. An absent value (nil or empty) is JSON
+// null. ok is false when raw has no such form (not one JSON value,
+// duplicate member names, invalid UTF-8, an exponent beyond ±999999999,
+// nesting deeper than maxCanonicalDepth), and then the returned bytes are
+// nonCanonicalPrefix and raw, which no canonical form starts with.
+//
+// The map is injective: the form parses back to the value it came from,
+// member for member and digit for digit. Numbers are compared by sign and
+// exact decimal value: 1, 1.0, 10e-1 and 0.1e1 are one number; 0 and -0
+// are two (IEEE 754 readers tell them apart), and so are 0 and 1e-400, and
+// 2^53 and 2^53+1.
+func CanonicalExact(raw []byte) (b []byte, ok bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return []byte("null"), true
+	}
+	c := canonicalizer{in: raw, out: make([]byte, 0, len(raw)+8)}
+	if err := c.value(0); err != nil || c.ws() < len(raw) {
+		return append([]byte(nonCanonicalPrefix), raw...), false
+	}
+	return c.out, true
+}
+
+// maxCanonicalDepth bounds the nesting of arrays and objects that
+// CanonicalExact canonicalizes; deeper values hash as their bytes.
+const maxCanonicalDepth = 10000
+
+// maxExponentDigits bounds the significant digits of a number's exponent.
+const maxExponentDigits = 9
+
+var errNoCanonicalForm = errors.New("no canonical form")
+
+// canonicalizer is a recursive-descent parser of one JSON value that
+// writes its canonical form to out as it goes.
+type canonicalizer struct {
+	in  []byte
+	i   int
+	out []byte
+}
+
+// ws skips JSON whitespace and returns the position after it.
+func (c *canonicalizer) ws() int {
+	for c.i < len(c.in) && (c.in[c.i] == ' ' || c.in[c.i] == '\t' || c.in[c.i] == '\n' || c.in[c.i] == '\r') {
+		c.i++
+	}
+	return c.i
+}
+
+func (c *canonicalizer) value(depth int) error {
+	if c.ws() >= len(c.in) || depth > maxCanonicalDepth {
+		return errNoCanonicalForm
+	}
+	switch ch := c.in[c.i]; {
+	case ch == '{':
+		return c.object(depth + 1)
+	case ch == '[':
+		return c.array(depth + 1)
+	case ch == '"':
+		s, err := c.str()
+		if err != nil {
+			return err
+		}
+		c.out = appendExactString(c.out, s)
+		return nil
+	case ch == '-' || (ch >= '0' && ch <= '9'):
+		return c.number()
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if bytes.HasPrefix(c.in[c.i:], []byte(lit)) {
+			c.i += len(lit)
+			c.out = append(c.out, lit...)
+			return nil
+		}
+	}
+	return errNoCanonicalForm
+}
+
+func (c *canonicalizer) array(depth int) error {
+	c.i++ // [
+	c.out = append(c.out, '[')
+	if c.ws() < len(c.in) && c.in[c.i] == ']' {
+		c.i++
+		c.out = append(c.out, ']')
+		return nil
+	}
+	for {
+		if err := c.value(depth); err != nil {
+			return err
+		}
+		if c.ws() >= len(c.in) {
+			return errNoCanonicalForm
+		}
+		c.i++
+		switch c.in[c.i-1] {
+		case ',':
+			c.out = append(c.out, ',')
+		case ']':
+			c.out = append(c.out, ']')
+			return nil
+		default:
+			return errNoCanonicalForm
+		}
+	}
+}
+
+// member is one object member: its name as UTF-16 code units (RFC 8785
+// sorts by them), and its canonical name and value.
+type member struct {
+	units     []uint16
+	name, val []byte
+}
+
+func (c *canonicalizer) object(depth int) error {
+	c.i++ // {
+	var ms []member
+	if c.ws() < len(c.in) && c.in[c.i] == '}' {
+		c.i++
+		c.out = append(c.out, "{}"...)
+		return nil
+	}
+	for {
+		if c.ws() >= len(c.in) || c.in[c.i] != '"' {
+			return errNoCanonicalForm
+		}
+		name, err := c.str()
+		if err != nil {
+			return err
+		}
+		if c.ws() >= len(c.in) || c.in[c.i] != ':' {
+			return errNoCanonicalForm
+		}
+		c.i++
+		start := len(c.out)
+		if err := c.value(depth); err != nil {
+			return err
+		}
+		ms = append(ms, member{units: utf16Units(name), name: appendExactString(nil, name), val: bytes.Clone(c.out[start:])})
+		c.out = c.out[:start]
+		if c.ws() >= len(c.in) {
+			return errNoCanonicalForm
+		}
+		c.i++
+		if c.in[c.i-1] == '}' {
+			break
+		}
+		if c.in[c.i-1] != ',' {
+			return errNoCanonicalForm
+		}
+	}
+	slices.SortFunc(ms, func(a, b member) int { return slices.Compare(a.units, b.units) })
+	c.out = append(c.out, '{')
+	for i, m := range ms {
+		if i > 0 {
+			if slices.Equal(ms[i-1].units, m.units) {
+				return errNoCanonicalForm // a duplicate member name
+			}
+			c.out = append(c.out, ',')
+		}
+		c.out = append(c.out, m.name...)
+		c.out = append(c.out, ':')
+		c.out = append(c.out, m.val...)
+	}
+	c.out = append(c.out, '}')
+	return nil
+}
+
+// str parses the string at c.i into its code points; an escaped UTF-16
+// surrogate that is not half of a pair stays a code point of its own in
+// 0xD800-0xDFFF (never U+FFFD, which is another string).
+func (c *canonicalizer) str() ([]rune, error) {
+	c.i++ // "
+	var s []rune
+	for c.i < len(c.in) {
+		ch := c.in[c.i]
+		switch {
+		case ch == '"':
+			c.i++
+			return s, nil
+		case ch < 0x20:
+			return nil, errNoCanonicalForm
+		case ch == '\\':
+			r, err := c.escape()
+			if err != nil {
+				return nil, err
+			}
+			s = append(s, r)
+		case ch < utf8.RuneSelf:
+			s = append(s, rune(ch))
+			c.i++
+		default:
+			r, size := utf8.DecodeRune(c.in[c.i:])
+			if r == utf8.RuneError && size == 1 {
+				return nil, errNoCanonicalForm
+			}
+			s = append(s, r)
+			c.i += size
+		}
+	}
+	return nil, errNoCanonicalForm
+}
+
+// escape parses the escape sequence at c.i (a surrogate pair of \u
+// escapes is one code point).
+func (c *canonicalizer) escape() (rune, error) {
+	if c.i+1 >= len(c.in) {
+		return 0, errNoCanonicalForm
+	}
+	c.i += 2
+	switch c.in[c.i-1] {
+	case '"', '\\', '/':
+		return rune(c.in[c.i-1]), nil
+	case 'b':
+		return '\b', nil
+	case 'f':
+		return '\f', nil
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case 'u':
+	default:
+		return 0, errNoCanonicalForm
+	}
+	r, ok := c.hex4()
+	if !ok {
+		return 0, errNoCanonicalForm
+	}
+	if utf16.IsSurrogate(r) && r < 0xdc00 && bytes.HasPrefix(c.in[c.i:], []byte(`\u`)) {
+		save := c.i
+		c.i += 2
+		if lo, ok := c.hex4(); ok {
+			if pair := utf16.DecodeRune(r, lo); pair != utf8.RuneError {
+				return pair, nil
+			}
+		}
+		c.i = save
+	}
+	return r, nil
+}
+
+func (c *canonicalizer) hex4() (rune, bool) {
+	if c.i+4 > len(c.in) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(c.in[c.i:c.i+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	c.i += 4
+	return rune(n), true
+}
+
+// number parses the number at c.i and writes it from its exact decimal
+// value: sign, the significant digits d (no leading or trailing zero)
+// and the exponent n with value = 0.d × 10^n, laid out as ECMAScript's
+// Number::toString lays out a double's shortest digits (plain for
+// 1e-7 <= |x| < 1e21, else d[.ddd]e±x). Zero is 0 or -0.
+func (c *canonicalizer) number() error {
+	neg := c.in[c.i] == '-'
+	if neg {
+		c.i++
+	}
+	intPart := c.digits()
+	if len(intPart) == 0 || (len(intPart) > 1 && intPart[0] == '0') {
+		return errNoCanonicalForm
+	}
+	var frac []byte
+	if c.i < len(c.in) && c.in[c.i] == '.' {
+		c.i++
+		if frac = c.digits(); len(frac) == 0 {
+			return errNoCanonicalForm
+		}
+	}
+	exp := 0
+	if c.i < len(c.in) && (c.in[c.i] == 'e' || c.in[c.i] == 'E') {
+		c.i++
+		expNeg := false
+		if c.i < len(c.in) && (c.in[c.i] == '+' || c.in[c.i] == '-') {
+			expNeg = c.in[c.i] == '-'
+			c.i++
+		}
+		e := c.digits()
+		if len(e) == 0 {
+			return errNoCanonicalForm
+		}
+		if e = bytes.TrimLeft(e, "0"); len(e) > maxExponentDigits {
+			return errNoCanonicalForm
+		}
+		for _, d := range e {
+			exp = exp*10 + int(d-'0')
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	d := append(append(make([]byte, 0, len(intPart)+len(frac)), intPart...), frac...)
+	d = bytes.TrimLeft(d, "0")
+	if neg {
+		c.out = append(c.out, '-')
+	}
+	if len(d) == 0 {
+		c.out = append(c.out, '0')
+		return nil
+	}
+	trimmed := bytes.TrimRight(d, "0")
+	n := len(intPart) - (len(intPart) + len(frac) - len(d)) + exp // digits before the point
+	c.out = appendDecimal(c.out, trimmed, n)
+	return nil
+}
+
+// digits consumes a run of ASCII digits.
+func (c *canonicalizer) digits() []byte {
+	start := c.i
+	for c.i < len(c.in) && c.in[c.i] >= '0' && c.in[c.i] <= '9' {
+		c.i++
+	}
+	return c.in[start:c.i]
+}
+
+// appendDecimal appends 0.d × 10^n (d: significant digits without leading
+// or trailing zeros) in ECMAScript's Number::toString layout.
+func appendDecimal(b, d []byte, n int) []byte {
+	k := len(d)
+	switch {
+	case k <= n && n <= 21:
+		b = append(b, d...)
+		for range n - k {
+			b = append(b, '0')
+		}
+	case 0 < n && n <= 21:
+		b = append(b, d[:n]...)
+		b = append(b, '.')
+		b = append(b, d[n:]...)
+	case -6 < n && n <= 0:
+		b = append(b, '0', '.')
+		for range -n {
+			b = append(b, '0')
+		}
+		b = append(b, d...)
+	default:
+		b = append(b, d[0])
+		if k > 1 {
+			b = append(b, '.')
+			b = append(b, d[1:]...)
+		}
+		b = append(b, 'e')
+		if n-1 >= 0 {
+			b = append(b, '+')
+		}
+		b = strconv.AppendInt(b, int64(n-1), 10)
+	}
+	return b
+}
+
+// appendExactString appends s as an RFC 8785 string; a lone surrogate
+// code point is written as a lowercase \u escape.
+func appendExactString(b []byte, s []rune) []byte {
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b = appendJCSByte(b, byte(r))
+		case utf16.IsSurrogate(r):
+			b = append(b, '\\', 'u', hexDigits[r>>12], hexDigits[(r>>8)&0xf], hexDigits[(r>>4)&0xf], hexDigits[r&0xf])
+		default:
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return append(b, '"')
+}
+
+// utf16Units returns s as UTF-16 code units, lone surrogates as
+// themselves.
+func utf16Units(s []rune) []uint16 {
+	u := make([]uint16, 0, len(s))
+	for _, r := range s {
+		if r >= 0x10000 {
+			hi, lo := utf16.EncodeRune(r)
+			u = append(u, uint16(hi), uint16(lo))
+		} else {
+			u = append(u, uint16(r))
+		}
+	}
+	return u
+}
