@@ -25,11 +25,12 @@ import (
 
 // Tokens of the stack: DevToken may read and write tenant/; AcmeToken
 // may read and write tenant/acme/; ReaderToken may only read
-// tenant/acme/.
+// tenant/acme/; WriterToken may only write tenant/acme/.
 const (
 	DevToken    = "dev-token-0123456789abcdef"
 	AcmeToken   = "acme-token-0123456789abcdef"
 	ReaderToken = "reader-token-0123456789abcdef"
+	WriterToken = "writer-token-0123456789abcdef"
 )
 
 // Stack is eskv running in the test's process until the test ends.
@@ -158,6 +159,7 @@ func mustTokens(tb testing.TB) *api.Tokens {
 		api.DevToken(DevToken),
 		{Token: AcmeToken, Principal: "acme-svc", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
 		{Token: ReaderToken, Principal: "acme-reader", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read}}}},
+		{Token: WriterToken, Principal: "acme-writer", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Write}}}},
 	})
 	if err != nil {
 		tb.Fatal(err)
