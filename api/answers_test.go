@@ -15,11 +15,11 @@ import (
 // failingLister fails every listing with err.
 type failingLister struct{ err error }
 
-func (l failingLister) List(context.Context, string, string, int, time.Time) ([]events.Entry, bool, error) {
+func (l failingLister) List(context.Context, string, string, int, int, time.Time) ([]events.Entry, bool, error) {
 	return nil, false, l.err
 }
 
-func (l failingLister) Scan(context.Context, string, events.Filter, string, int, time.Time) ([]events.Entry, bool, error) {
+func (l failingLister) Scan(context.Context, string, events.Filter, string, int, int, time.Time) ([]events.Entry, bool, error) {
 	return nil, false, l.err
 }
 

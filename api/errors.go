@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -31,6 +32,45 @@ var statusOf = map[string]int{
 	events.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
 }
 
+// mayRead reports whether the request's principal may read key.
+func mayRead(c echo.Context, key string) bool {
+	p, ok := c.Get(principalKey).(*Principal)
+	return ok && p.Allows(Read, key)
+}
+
+// redactedMessages are the messages of answers whose current value (and
+// the message naming it or a lock's holder) the caller may not read.
+var redactedMessages = map[string]string{
+	events.EConflict:      "the key is not at the expected version",
+	events.EFieldMismatch: "the field does not equal if.equals",
+	events.ELockHeld:      "the lock is held by another holder",
+	events.ENotLockHolder: "the lock is held by another holder",
+	events.ENotLeader:     "another holder leads the pool",
+	events.EWrongType:     "the key's entry does not fit this operation",
+	events.EOutOfRange:    "the result would leave the 64-bit integer range",
+}
+
+// withoutValue is an answer about a key's current entry for a principal
+// that may not read the key: code, field, version, expiry and
+// correlation id, but neither the value nor a message that could name it
+// (or a lock's holder).
+func withoutValue(d events.ErrorDetail) events.ErrorDetail {
+	msg, ok := redactedMessages[d.Code]
+	switch {
+	case d.Field == "requestId":
+		msg = "the requestId was already used for a different write of this key"
+	case !ok:
+		msg = "the operation does not fit the key's current entry"
+	}
+	var v int64
+	if d.CurrentVersion != nil {
+		v = *d.CurrentVersion
+	}
+	d.Message = fmt.Sprintf("%s (current version %d; the value is shown only to principals that may read the key)", msg, v)
+	d.CurrentValue = nil
+	return d
+}
+
 // errorHandler answers every error as events.ErrorBody. Only internal errors are
 // logged with their detail; callers see a stable code and message.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
@@ -44,6 +84,9 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		switch {
 		case errors.As(err, &e):
 			d = e.Detail()
+			if e.Current != nil && !mayRead(c, e.Current.Key) {
+				d = withoutValue(d)
+			}
 			if e.RetryAfterSeconds > 0 {
 				c.Response().Header().Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds))
 			}

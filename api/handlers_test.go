@@ -42,11 +42,11 @@ func (f *fakeWriter) Route(events.Key) (bool, string) { return true, "" }
 // fakeLister lists nothing.
 type fakeLister struct{}
 
-func (fakeLister) List(context.Context, string, string, int, time.Time) ([]events.Entry, bool, error) {
+func (fakeLister) List(context.Context, string, string, int, int, time.Time) ([]events.Entry, bool, error) {
 	return nil, false, nil
 }
 
-func (fakeLister) Scan(context.Context, string, events.Filter, string, int, time.Time) ([]events.Entry, bool, error) {
+func (fakeLister) Scan(context.Context, string, events.Filter, string, int, int, time.Time) ([]events.Entry, bool, error) {
 	return nil, false, nil
 }
 

@@ -41,7 +41,7 @@ func (s *Server) put(c echo.Context) error {
 		return err
 	}
 	return s.writeEntry(c, &writer.Request{Key: k, Op: events.OpPut, Value: value, ExpectedVersion: b.ExpectedVersion,
-		TTLSeconds: b.TTL(), Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name})
+		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name})
 }
 
 func (s *Server) delete(c echo.Context) error {

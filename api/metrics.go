@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -8,10 +9,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-func metricsMiddleware(reg prometheus.Registerer) (echo.MiddlewareFunc, error) {
+// otherLabel is the metric label of every request method and route the
+// API does not know: labels come from a fixed set, so no client can grow
+// /metrics by sending made-up methods or paths.
+const otherLabel = "other"
+
+// knownMethods are the request methods labelled as themselves.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPut: true, http.MethodPost: true,
+	http.MethodDelete: true, http.MethodPatch: true, http.MethodOptions: true,
+}
+
+// methodLabel is m when it is a known method, else otherLabel.
+func methodLabel(m string) string {
+	if knownMethods[m] {
+		return m
+	}
+	return otherLabel
+}
+
+// metricsMiddleware observes each request's latency by route, method and
+// status. routes are the registered route paths (c.Path()); any other
+// path (no route matched) is labelled otherLabel. routes must be complete
+// before the first request.
+func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.MiddlewareFunc, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "eskv_http_request_seconds",
-		Help:    "HTTP request latency by route, method and status.",
+		Help:    "HTTP request latency by route, method and status; unknown routes and methods are labelled other.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	}, []string{"route", "method", "status"})
 	if err := reg.Register(h); err != nil {
@@ -24,7 +48,11 @@ func metricsMiddleware(reg prometheus.Registerer) (echo.MiddlewareFunc, error) {
 			if err != nil {
 				c.Error(err)
 			}
-			h.WithLabelValues(c.Path(), c.Request().Method, strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
+			route := c.Path()
+			if !routes[route] {
+				route = otherLabel
+			}
+			h.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
 			return nil
 		}
 	}, nil

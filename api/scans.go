@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -55,24 +57,64 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The token is held until the answer is written (or the write
+	// timeout ends a client that does not read it): the page stays in
+	// memory that long.
+	select {
+	case s.lists <- struct{}{}:
+		defer func() { <-s.lists }()
+	default:
+		return &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
+	}
 	var items []events.Entry
 	var truncated bool
 	if filter != nil {
-		items, truncated, err = s.list.Scan(c.Request().Context(), prefix, *filter, after, limit, s.now())
+		items, truncated, err = s.list.Scan(c.Request().Context(), prefix, *filter, after, limit, s.cfg.MaxListBytes, s.now())
 	} else {
-		items, truncated, err = s.list.List(c.Request().Context(), prefix, after, limit, s.now())
+		items, truncated, err = s.list.List(c.Request().Context(), prefix, after, limit, s.cfg.MaxListBytes, s.now())
 	}
 	if err != nil {
 		return err
 	}
 	a := events.ListAnswer{Items: items, Count: len(items), Truncated: truncated}
-	if a.Items == nil {
-		a.Items = []events.Entry{}
-	}
 	if truncated && len(items) > 0 {
 		a.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].Key))
 	}
-	return c.JSON(http.StatusOK, a)
+	return writeList(c.Response(), a)
+}
+
+// writeList answers a as JSON (events.ListAnswer's encoding), one entry
+// at a time through a small buffer rather than the whole page encoded in
+// memory at once.
+func writeList(w *echo.Response, a events.ListAnswer) error {
+	w.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	var one bytes.Buffer
+	enc := json.NewEncoder(&one)
+	enc.SetEscapeHTML(false) // values are answered as stored (jsonSerializer)
+	bw.WriteString(`{"items":[`)
+	for i := range a.Items {
+		one.Reset()
+		if err := enc.Encode(&a.Items[i]); err != nil {
+			return err
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if _, err := bw.Write(bytes.TrimSuffix(one.Bytes(), []byte("\n"))); err != nil {
+			return err
+		}
+	}
+	// The fields after items, as events.ListAnswer encodes them
+	// (TestListAnswerEncoding keeps the two equal).
+	fmt.Fprintf(bw, `],"count":%d,"truncated":%t`, a.Count, a.Truncated)
+	if a.NextCursor != "" {
+		cursor, _ := json.Marshal(a.NextCursor)
+		fmt.Fprintf(bw, `,"nextCursor":%s`, cursor)
+	}
+	bw.WriteByte('}')
+	return bw.Flush()
 }
 
 // filterParams are the query parameters of a filtered listing: all three

@@ -32,13 +32,24 @@ type Writer interface {
 	Route(key events.Key) (local bool, ownerURL string)
 }
 
-// Lister lists live entries by prefix from the projection.
+// Lister lists live entries by prefix from the projection: a page of at
+// most limit entries and no more than fit in maxBytes (but at least one),
+// and whether more follow.
 type Lister interface {
-	List(ctx context.Context, prefix, after string, limit int, now time.Time) ([]events.Entry, bool, error)
+	List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f events.Filter, after string, limit int, now time.Time) ([]events.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
 }
+
+// Defaults of Config.
+const (
+	// DefaultMaxListBytes is the byte budget of one page of a listing.
+	DefaultMaxListBytes = 4 << 20
+	// DefaultMaxConcurrentLists is how many listings one server answers
+	// at a time.
+	DefaultMaxConcurrentLists = 16
+)
 
 // Config configures the server.
 type Config struct {
@@ -51,6 +62,17 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// InstanceID names this writer in forwarded requests.
 	InstanceID string
+	// MaxListBytes bounds the bytes of the entries of one page of a
+	// listing (about their JSON), beside its limit: a page that reaches
+	// it is answered truncated, with a cursor, and always holds at least
+	// one entry. DefaultMaxListBytes when 0.
+	MaxListBytes int
+	// MaxConcurrentLists bounds the listings and scans answered at once,
+	// from the query to the last byte of the answer; beyond it a listing
+	// is answered 503 partition_unavailable with Retry-After, so that
+	// clients that do not read their answers cannot hold more than this
+	// many pages in memory. DefaultMaxConcurrentLists when 0.
+	MaxConcurrentLists int
 }
 
 // Server is the HTTP API.
@@ -64,6 +86,8 @@ type Server struct {
 	fwd  *forwarder
 	// denials logs and counts refused requests.
 	denials *denials
+	// lists holds a token per listing in progress (MaxConcurrentLists).
+	lists chan struct{}
 }
 
 // New returns the API server around w and list.
@@ -71,10 +95,16 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.MaxValueBytes == 0 {
 		cfg.MaxValueBytes = events.DefaultMaxValueBytes
 	}
+	if cfg.MaxListBytes == 0 {
+		cfg.MaxListBytes = DefaultMaxListBytes
+	}
+	if cfg.MaxConcurrentLists == 0 {
+		cfg.MaxConcurrentLists = DefaultMaxConcurrentLists
+	}
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
 	}
-	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now,
+	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, lists: make(chan struct{}, cfg.MaxConcurrentLists),
 		fwd: &forwarder{self: cfg.InstanceID, proxies: make(map[string]*httputil.ReverseProxy)}}
 	if s.fwd.self == "" {
 		s.fwd.self = "writer"
@@ -87,13 +117,15 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if s.denials, err = newDenials(cfg.Tokens, cfg.Registerer, log); err != nil {
 		return nil, err
 	}
+	routes := map[string]bool{} // filled below, before any request
 	if cfg.Registerer != nil {
-		mw, err := metricsMiddleware(cfg.Registerer)
+		mw, err := metricsMiddleware(cfg.Registerer, routes)
 		if err != nil {
 			return nil, err
 		}
 		e.Use(mw)
 	}
+	e.Use(s.logCauses)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
@@ -106,6 +138,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	v1.DELETE("/kv/*", s.delete)
 	v1.POST("/kv/*", s.post)
 	v1.PATCH("/kv/*", s.patch)
+	for _, r := range e.Routes() {
+		routes[r.Path] = true
+	}
 	s.echo = e
 	return s, nil
 }
@@ -121,10 +156,27 @@ func (s *Server) readyz(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Ready(ctx); err != nil {
-			return &events.Error{Code: events.EUnavailable, Message: "dependency not ready: " + err.Error(), RetryAfterSeconds: 1}
+			// The error names hosts, users and databases: logs only.
+			s.log.Warn("not ready", "err", err)
+			return &events.Error{Code: events.EUnavailable, Message: "a dependency (the projection database) is not ready", RetryAfterSeconds: 1}
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// logCauses logs the cause an error answer does not tell: a 503 whose
+// *events.Error wraps a driver error (projection's translate) answers a
+// stable message; the driver's text, which names hosts, users and
+// databases, goes to the log. Internal errors are logged by the error
+// handler.
+func (s *Server) logCauses(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := next(c)
+		if e, ok := errors.AsType[*events.Error](err); ok && e.Code == events.EUnavailable && error(e) != err {
+			s.log.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		}
+		return err
+	}
 }
 
 const principalKey = "principal"

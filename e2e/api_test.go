@@ -75,7 +75,7 @@ func TestValueBytesRoundTrip(t *testing.T) {
 func TestTTLHidesExpiredEntries(t *testing.T) {
 	s := mustStack(t)
 	key := base + "lease"
-	r := s.do("PUT", key, devToken, `{"value":"me","ttlSeconds":1,"semantics":{"purpose":"lock"}}`)
+	r := s.do("PUT", key, devToken, `{"value":"me","ttlSeconds":1,"semantics":{"purpose":"checkpoint"}}`)
 	e := r.entry(t)
 	if r.Status != 200 || e.ExpiresAt == nil || e.Semantics.TTLSeconds != 1 {
 		t.Fatalf("put with ttl: %d %s", r.Status, r.Body)

@@ -37,7 +37,7 @@ func TestRebuildEqualsLiveProjection(t *testing.T) {
 			case 0:
 				want(s.do("DELETE", key+"?expectedVersion=2", devToken, nil), http.StatusOK)
 			case 1:
-				want(s.do("PUT", key, devToken, `{"value":"lease","ttlSeconds":1,"semantics":{"purpose":"lock"}}`), http.StatusOK)
+				want(s.do("PUT", key, devToken, `{"value":"lease","ttlSeconds":1,"semantics":{"purpose":"checkpoint"}}`), http.StatusOK)
 			}
 		}
 	}

@@ -15,9 +15,13 @@ type PutBody struct {
 	Value           json.RawMessage `json:"value"`
 	ExpectedVersion *int64          `json:"expectedVersion,omitempty"`
 	TTLSeconds      *int64          `json:"ttlSeconds,omitempty"`
-	Semantics       *Semantics      `json:"semantics,omitempty"`
-	RequestID       string          `json:"requestId,omitempty"`
-	SpecRef         string          `json:"specRef,omitempty"`
+	// KeepTTL keeps the entry's expiry when no TTL is given (Redis SET
+	// KEEPTTL); without it a put without a TTL leaves the entry without
+	// expiry.
+	KeepTTL   bool       `json:"keepTtl,omitempty"`
+	Semantics *Semantics `json:"semantics,omitempty"`
+	RequestID string     `json:"requestId,omitempty"`
+	SpecRef   string     `json:"specRef,omitempty"`
 }
 
 // Validate checks the body's fields but the value.
@@ -25,7 +29,10 @@ func (b *PutBody) Validate() error {
 	if err := checkCommon(b.ExpectedVersion, b.RequestID, b.SpecRef); err != nil {
 		return err
 	}
-	sem := b.EntrySemantics()
+	if err := checkPlainPurpose(b.Semantics); err != nil {
+		return err
+	}
+	sem := optionalSemantics(b.Semantics).WithDefaults()
 	if err := sem.Validate(); err != nil {
 		return err
 	}
@@ -39,30 +46,25 @@ func (b *PutBody) Validate() error {
 	if *ttl < 1 || *ttl > MaxTTLSeconds {
 		return FieldErrorf(EInvalid, "ttlSeconds", "ttlSeconds must be between 1 and %d (omit it for no expiry)", MaxTTLSeconds)
 	}
+	if b.KeepTTL {
+		return FieldErrorf(EInvalid, "keepTtl", "keepTtl keeps the entry's expiry: give it or a TTL, not both")
+	}
 	if b.TTLSeconds != nil && sem.TTLSeconds != 0 && sem.TTLSeconds != *b.TTLSeconds {
 		return FieldErrorf(EInvalid, "semantics.ttlSeconds", "semantics.ttlSeconds differs from ttlSeconds")
 	}
 	return nil
 }
 
-// EntrySemantics are the semantics the entry gets (purpose other when
-// none is given).
-func (b *PutBody) EntrySemantics() Semantics {
-	var s Semantics
-	if b.Semantics != nil {
-		s = *b.Semantics
-	}
-	return s.WithDefaults()
-}
+// EntrySemantics are the semantics the request gives the entry: the
+// request's with purpose other by default, or none (the zero value) when
+// the body has no semantics: the entry keeps its own (a new key gets
+// purpose other).
+func (b *PutBody) EntrySemantics() Semantics { return optionalSemantics(b.Semantics) }
 
 // TTL is the entry's TTL in seconds, from ttlSeconds or
-// semantics.ttlSeconds; 0 for none.
-func (b *PutBody) TTL() int64 {
-	if b.TTLSeconds != nil {
-		return *b.TTLSeconds
-	}
-	return b.EntrySemantics().TTLSeconds
-}
+// semantics.ttlSeconds; 0 for none (or, with KeepTTL, the entry's
+// expiry).
+func (b *PutBody) TTL() int64 { return optionalTTL(b.Semantics, b.TTLSeconds) }
 
 // Idempotent reports whether the request is safe to repeat: the server
 // answers a repeat of a write with a requestId as a replay.
@@ -115,6 +117,9 @@ func (b *IncrementBody) Idempotent() bool { return b.RequestID != "" }
 // checkOptional checks the semantics and TTL of an op that keeps the
 // entry's own when the request gives none (increment, patch).
 func checkOptional(sem *Semantics, ttl *int64) error {
+	if err := checkPlainPurpose(sem); err != nil {
+		return err
+	}
 	if sem != nil {
 		if err := sem.Validate(); err != nil {
 			return err
@@ -128,6 +133,16 @@ func checkOptional(sem *Semantics, ttl *int64) error {
 	}
 	if sem != nil && sem.TTLSeconds != 0 && sem.TTLSeconds != *ttl {
 		return FieldErrorf(EInvalid, "semantics.ttlSeconds", "semantics.ttlSeconds differs from ttlSeconds")
+	}
+	return nil
+}
+
+// checkPlainPurpose refuses the purposes of lock and leader entries on a
+// plain write (put, increment, patch): only the lock and leader ops write
+// those entries, their values and fencing tokens.
+func checkPlainPurpose(sem *Semantics) error {
+	if sem != nil && (sem.Purpose == PurposeLock || sem.Purpose == PurposeLeader) {
+		return FieldErrorf(EInvalid, "semantics.purpose", "purpose %s is written only by the %s operations", sem.Purpose, sem.Purpose)
 	}
 	return nil
 }

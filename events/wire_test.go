@@ -25,6 +25,13 @@ func TestValidate(t *testing.T) {
 		{"ErrPutSpecRefNUL", (&PutBody{SpecRef: "a\x00"}).Validate, "specRef"},
 		{"ErrPutProducerTooLong", (&PutBody{Semantics: &Semantics{Producer: long(MaxProducerLen + 1)}}).Validate, "semantics.producer"},
 		{"ErrPutEmptyHint", (&PutBody{Semantics: &Semantics{ConsumerHints: []string{""}}}).Validate, "semantics.consumerHints"},
+		{"OKPutKeepTTL", (&PutBody{KeepTTL: true}).Validate, ""},
+		{"ErrPutKeepTTLWithTTL", (&PutBody{KeepTTL: true, TTLSeconds: ptr(int64(5))}).Validate, "keepTtl"},
+		{"ErrPutKeepTTLWithSemanticsTTL", (&PutBody{KeepTTL: true, Semantics: &Semantics{TTLSeconds: 5}}).Validate, "keepTtl"},
+		{"ErrPutPurposeLock", (&PutBody{Semantics: &Semantics{Purpose: PurposeLock}}).Validate, "semantics.purpose"},
+		{"ErrPutPurposeLeader", (&PutBody{Semantics: &Semantics{Purpose: PurposeLeader}}).Validate, "semantics.purpose"},
+		{"ErrIncrementPurposeLock", (&IncrementBody{Semantics: &Semantics{Purpose: PurposeLock}}).Validate, "semantics.purpose"},
+		{"ErrPatchPurposeLeader", (&PatchBody{Unset: []string{"a"}, Semantics: &Semantics{Purpose: PurposeLeader}}).Validate, "semantics.purpose"},
 		{"ErrDeleteNegative", (&DeleteParams{ExpectedVersion: ptr(int64(-1))}).Validate, "expectedVersion"},
 		{"OKIncrement", (&IncrementBody{By: ptr(int64(-3))}).Validate, ""},
 		{"ErrIncrementByZero", (&IncrementBody{By: ptr(int64(0))}).Validate, "by"},
@@ -65,6 +72,15 @@ func TestLockBodyDefaults(t *testing.T) {
 	if b.Lease() != DefaultLockTTLSeconds || b.EntrySemantics(OpLeaderElect).Purpose != PurposeLeader ||
 		b.EntrySemantics(OpLeaderResign).Producer != "" {
 		t.Fatalf("lease %d, semantics %+v", b.Lease(), b.EntrySemantics(OpLeaderElect))
+	}
+}
+
+func TestPutBodyKeepsSemantics(t *testing.T) {
+	if s := (&PutBody{}).EntrySemantics(); s.Purpose != "" {
+		t.Fatalf("a put without semantics must keep the entry's, got %+v", s)
+	}
+	if s := (&PutBody{Semantics: &Semantics{Producer: "p"}}).EntrySemantics(); s.Purpose != "other" || s.Producer != "p" {
+		t.Fatalf("semantics given: %+v", s)
 	}
 }
 

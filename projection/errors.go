@@ -15,7 +15,10 @@ import (
 // translate turns a driver error into the vocabulary of events.Error, so
 // nothing above this package imports pgx: Postgres being unreachable,
 // overloaded or shutting down, and serialization failures, are
-// partition_unavailable (retry later); anything else is internal. Context
+// partition_unavailable (retry later); anything else is internal. The
+// *events.Error's message is stable and says nothing of the driver error
+// (which names the host, user and database, or quotes the statement's
+// input): that error stays in the chain, for logs (Error()) only. Context
 // errors stay themselves (errors.Is works) so callers tell a cancel from a
 // failure.
 func translate(op string, err error) error {
@@ -25,24 +28,26 @@ func translate(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("projection: %s: %w", op, err)
 	}
+	unavailable := &events.Error{Code: events.EUnavailable, Message: "the projection database is unavailable; retry", RetryAfterSeconds: 1}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		msg := fmt.Sprintf("projection: %s: postgres error %s: %s", op, pgErr.Code, pgErr.Message)
 		if retriable(pgErr.Code) {
-			return &events.Error{Code: events.EUnavailable, Message: msg, RetryAfterSeconds: 1}
+			return hidden(op, unavailable, err)
 		}
-		return &events.Error{Code: events.EInternal, Message: msg}
+		return hidden(op, &events.Error{Code: events.EInternal, Message: "internal error"}, err)
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
-		return &events.Error{
-			Code:              events.EUnavailable,
-			Message:           fmt.Sprintf("projection: %s: postgres unavailable: %v", op, err),
-			RetryAfterSeconds: 1,
-		}
+		return hidden(op, unavailable, err)
 	}
-	return &events.Error{Code: events.EInternal, Message: fmt.Sprintf("projection: %s: %v", op, err)}
+	return hidden(op, &events.Error{Code: events.EInternal, Message: "internal error"}, err)
+}
+
+// hidden returns an error whose *events.Error (errors.As) is e, the
+// answer, and whose text also carries op and cause, for the logs.
+func hidden(op string, e *events.Error, cause error) error {
+	return fmt.Errorf("projection: %s: %w: %w", op, e, cause)
 }
 
 // retriable reports SQLSTATEs after which the same statement may succeed

@@ -16,7 +16,7 @@ import (
 // statement Store.Scan runs for these arguments, under its settings.
 func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f events.Filter, after string, limit int, now time.Time) string {
 	tb.Helper()
-	sql, args, err := scanStatement(prefix, f, after, limit, now)
+	sql, args, err := scanStatement(prefix, f, after, limit, 1<<30, now)
 	if err != nil || sql == "" {
 		tb.Fatalf("scan statement: %q, %v", sql, err)
 	}

@@ -50,9 +50,9 @@ const scanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', 
 
 // scanStatement returns the statement of a scan and its arguments, or ""
 // when nothing can match (keys are ASCII).
-func scanStatement(prefix string, f events.Filter, after string, limit int, now time.Time) (string, []any, error) {
-	if limit <= 0 {
-		return "", nil, events.FieldErrorf(events.EInvalid, "limit", "limit must be positive, got %d", limit)
+func scanStatement(prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) (string, []any, error) {
+	if err := checkPage(limit, maxBytes); err != nil {
+		return "", nil, err
 	}
 	v, err := operandOf(&f)
 	if err != nil {
@@ -69,13 +69,13 @@ func scanStatement(prefix string, f events.Filter, after string, limit int, now 
 		end = "\x7f" // above every key: keys are printable ASCII
 	}
 	n := int64(limit) + 1
-	return scanSQL(f.Op, v.typ), []any{f.Field, v.text, prefix, after, end, now, n, max(scanProbe, 10*n)}, nil
+	return scanSQL(f.Op, v.typ), []any{f.Field, v.text, prefix, after, end, now, n, max(scanProbe, 10*n), maxBytes}, nil
 }
 
 // scanSQL is the scan statement for comparisons op of a value of type
 // typ (kv_fields.type). Parameters: $1 field, $2 value, $3 prefix, $4
 // cursor, $5 end of the prefix range, $6 now, $7 page size + 1, $8 probe
-// size.
+// size, $9 byte budget (see List).
 func scanSQL(op events.FilterOp, typ string) string {
 	match := "f.type = '" + typ + "' AND f.str " + opSQL[op] + " $2::text"
 	if typ == "n" {
@@ -107,20 +107,23 @@ WITH probe AS MATERIALIZED (
     UNION ALL
     SELECT key FROM far
 )
-SELECT ` + stateColumns + ` FROM kv_entries
-WHERE key = ANY (ARRAY(SELECT key FROM hits)) AND live AND (expires_at IS NULL OR expires_at > $6)
+SELECT ` + pageColumns + ` FROM (
+    SELECT ` + pageFits("$9") + ` FROM kv_entries
+    WHERE key = ANY (ARRAY(SELECT key FROM hits)) AND live AND (expires_at IS NULL OR expires_at > $6)
+    WINDOW page_order AS (ORDER BY key)
+) page
 ORDER BY key`
 }
 
 // Scan is List with a filter: the live entries whose key starts with
 // prefix and sorts after the cursor after, not expired at now, whose
 // value matches f (see events.Filter), in byte order of their keys, at most
-// limit of them; truncated reports that more matching entries follow the
-// last one returned. Indexes answer it (kv_fields); values are not read.
+// limit of them and no more than fit in maxBytes (see List); truncated
+// reports that more matching entries follow the last one returned. Indexes answer it (kv_fields); values are not read.
 // An invalid filter is an *events.Error with code invalid naming "field",
 // "op" or "value".
-func (s *Store) Scan(ctx context.Context, prefix string, f events.Filter, after string, limit int, now time.Time) (entries []events.Entry, truncated bool, err error) {
-	sql, args, err := scanStatement(prefix, f, after, limit, now)
+func (s *Store) Scan(ctx context.Context, prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) (entries []events.Entry, truncated bool, err error) {
+	sql, args, err := scanStatement(prefix, f, after, limit, maxBytes, now)
 	if err != nil || sql == "" {
 		return nil, false, err
 	}

@@ -39,7 +39,7 @@ func expiring(tb testing.TB, key string, version int64, value string, at time.Ti
 // mustScan returns the keys (without prefix trim) of one scan page.
 func mustScan(tb testing.TB, s *projection.Store, prefix string, f events.Filter, after string, limit int, now time.Time) ([]string, bool) {
 	tb.Helper()
-	entries, truncated, err := s.Scan(context.Background(), prefix, f, after, limit, now)
+	entries, truncated, err := s.Scan(context.Background(), prefix, f, after, limit, noBudget, now)
 	if err != nil {
 		tb.Fatalf("scan %s %+v: %v", prefix, f, err)
 	}
@@ -307,7 +307,7 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("EntriesAreComplete", func(t *testing.T) {
-		entries, _, err := s.Scan(context.Background(), p, filter("state", events.FilterEq, `"failed"`), "", 10, now)
+		entries, _, err := s.Scan(context.Background(), p, filter("state", events.FilterEq, `"failed"`), "", 10, noBudget, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestScan(t *testing.T) {
 		{"ErrHugeExponent", "value", filter("n", events.FilterLt, `1e200000`), 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := s.Scan(context.Background(), p, tt.f, "", tt.limit, now)
+			_, _, err := s.Scan(context.Background(), p, tt.f, "", tt.limit, noBudget, now)
 			var e *events.Error
 			if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != tt.field {
 				t.Errorf("error %v, want invalid on field %q", err, tt.field)
@@ -624,7 +624,7 @@ func TestScanSettingsStayInTheScan(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT current_setting('max_parallel_workers_per_gather')`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", events.FilterEq, `1`), "", 10, t0); err != nil {
+	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", events.FilterEq, `1`), "", 10, noBudget, t0); err != nil {
 		t.Fatal(err)
 	}
 	var after string

@@ -364,18 +364,51 @@ func (s *Store) States(ctx context.Context, keys []string) (map[string]events.St
 	return out, nil
 }
 
-const listSQL = `SELECT ` + stateColumns + ` FROM kv_entries
-WHERE live AND key >= $1 AND key > $2 AND (expires_at IS NULL OR expires_at > $3)`
+// A page of a listing is bounded twice: by its entry count (limit) and by
+// its bytes (maxBytes), so that one request for a thousand large values
+// cannot pin hundreds of megabytes. The byte budget is decided in the
+// statement: a running sum of each entry's size (entryBytes, read from
+// the values' headers, without reading them) marks the entries that fit;
+// the first always fits. Values are sent only for the entries that fit,
+// so the rows after the budget cost their metadata only.
+
+// entryBytes is about the size of an entry's JSON: key, value, requestId,
+// specRef, semantics and a fixed allowance for the other fields.
+const entryBytes = `(octet_length(key) + coalesce(octet_length(value), 0) + octet_length(request_id) +
+    octet_length(spec_ref) + pg_column_size(semantics) + 200)`
+
+// pageColumns are stateColumns of a page row, the value only when the
+// entry fits the byte budget, and whether it does.
+const pageColumns = `key, version, live, CASE WHEN fits THEN value END, created_at, updated_at, expires_at,
+    last_writer, request_id, request_digest, spec_ref, semantics, fits`
+
+// pageFits returns the select list that marks the rows of a page that
+// fit the byte budget, parameter budget.
+func pageFits(budget string) string {
+	return `*, row_number() OVER page_order = 1 OR sum(` + entryBytes + `) OVER page_order <= ` + budget + ` AS fits`
+}
+
+// listSQL lists a page. Parameters: $1 prefix, $2 cursor, $3 now, $4 end
+// of the prefix range, $5 page size + 1, $6 byte budget.
+var listSQL = `SELECT ` + pageColumns + ` FROM (
+    SELECT ` + pageFits("$6") + `
+    FROM kv_entries
+    WHERE live AND key >= $1 AND key > $2 AND key < $4 AND (expires_at IS NULL OR expires_at > $3)
+    WINDOW page_order AS (ORDER BY key)
+    ORDER BY key
+    LIMIT $5
+) page ORDER BY key`
 
 // List returns the live entries whose key starts with prefix and sorts
 // after the cursor after (exclusive; "" for the first page), not expired
-// at now, in byte order of their keys, at most limit of them. truncated
+// at now, in byte order of their keys: at most limit of them, and no more
+// than fit in maxBytes (entryBytes each) — but always the first. truncated
 // reports that more entries follow the last one returned (use its key as
 // the next cursor). Keys are ASCII: a prefix with other bytes matches
 // nothing.
-func (s *Store) List(ctx context.Context, prefix, after string, limit int, now time.Time) (entries []events.Entry, truncated bool, err error) {
-	if limit <= 0 {
-		return nil, false, events.FieldErrorf(events.EInvalid, "limit", "limit must be positive, got %d", limit)
+func (s *Store) List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) (entries []events.Entry, truncated bool, err error) {
+	if err := checkPage(limit, maxBytes); err != nil {
+		return nil, false, err
 	}
 	if err := checkCursor(after); err != nil {
 		return nil, false, err
@@ -383,32 +416,44 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int, now t
 	if !ascii(prefix) {
 		return nil, false, nil
 	}
-	var rows pgx.Rows
-	if end, ok := prefixEnd(prefix); ok {
-		rows, err = s.pool.Query(ctx, listSQL+` AND key < $4 ORDER BY key LIMIT $5`, prefix, after, now, end, limit+1)
-	} else {
-		rows, err = s.pool.Query(ctx, listSQL+` ORDER BY key LIMIT $4`, prefix, after, now, limit+1)
+	end, ok := prefixEnd(prefix)
+	if !ok {
+		end = "\x7f" // above every key: keys are printable ASCII
 	}
+	rows, err := s.pool.Query(ctx, listSQL, prefix, after, now, end, limit+1, maxBytes)
 	if err != nil {
 		return nil, false, translate("list", err)
 	}
 	return readPage(rows, limit, "list")
 }
 
-// readPage reads up to limit entries of stateColumns rows and closes rows;
-// truncated says a further row was there (queries ask for limit+1).
+// checkPage checks the bounds of a page.
+func checkPage(limit, maxBytes int) error {
+	if limit <= 0 {
+		return events.FieldErrorf(events.EInvalid, "limit", "limit must be positive, got %d", limit)
+	}
+	if maxBytes <= 0 {
+		return events.FieldErrorf(events.EInvalid, "maxBytes", "the page's byte budget must be positive, got %d", maxBytes)
+	}
+	return nil
+}
+
+// readPage reads up to limit entries of pageColumns rows, up to the first
+// that does not fit the byte budget, and closes rows; truncated says a
+// further row was there (queries ask for limit+1).
 func readPage(rows pgx.Rows, limit int, op string) (entries []events.Entry, truncated bool, err error) {
 	defer rows.Close()
 	entries = make([]events.Entry, 0, min(limit, 1024))
 	cache := make(semCache)
 	for rows.Next() {
-		if len(entries) == limit {
-			truncated = true
-			break
-		}
-		st, err := scanStateCached(rows, cache)
+		var fits bool
+		st, err := scanStateCached(rows, cache, &fits)
 		if err != nil {
 			return nil, false, translate(op, err)
+		}
+		if len(entries) == limit || !fits {
+			truncated = true
+			break
 		}
 		entries = append(entries, st.Entry)
 	}
@@ -431,7 +476,9 @@ func scanState(row pgx.Row) (events.State, error) {
 // client's cost of a list.
 type semCache map[string]events.Semantics
 
-func scanStateCached(row pgx.Row, cache semCache) (events.State, error) {
+// scanStateCached is scanState with cache; extra are the destinations
+// of columns after stateColumns.
+func scanStateCached(row pgx.Row, cache semCache, extra ...any) (events.State, error) {
 	var (
 		st               events.State
 		e                events.Entry
@@ -439,8 +486,9 @@ func scanStateCached(row pgx.Row, cache semCache) (events.State, error) {
 		created, expires *time.Time
 		sem              []byte
 	)
-	if err := row.Scan(&e.Key, &st.Version, &st.Live, &value, &created, &e.UpdatedAt, &expires,
-		&e.LastWriter, &e.RequestID, &st.RequestDigest, &e.SpecRef, &sem); err != nil {
+	dest := append([]any{&e.Key, &st.Version, &st.Live, &value, &created, &e.UpdatedAt, &expires,
+		&e.LastWriter, &e.RequestID, &st.RequestDigest, &e.SpecRef, &sem}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return events.State{}, err
 	}
 	e.Version = st.Version

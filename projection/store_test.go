@@ -408,7 +408,7 @@ func TestList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			entries, truncated, err := s.List(context.Background(), tt.prefix, tt.after, tt.limit, now)
+			entries, truncated, err := s.List(context.Background(), tt.prefix, tt.after, tt.limit, noBudget, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,7 +423,7 @@ func TestList(t *testing.T) {
 	}
 
 	t.Run("EntriesAreComplete", func(t *testing.T) {
-		entries, _, err := s.List(context.Background(), p+"b", "", 1, now)
+		entries, _, err := s.List(context.Background(), p+"b", "", 1, noBudget, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -435,9 +435,9 @@ func TestList(t *testing.T) {
 	})
 	t.Run("ErrCursorNUL", func(t *testing.T) {
 		for _, list := range []func() error{
-			func() error { _, _, err := s.List(context.Background(), p, p+"a\x00", 10, now); return err },
+			func() error { _, _, err := s.List(context.Background(), p, p+"a\x00", 10, noBudget, now); return err },
 			func() error {
-				_, _, err := s.Scan(context.Background(), p, events.Filter{Field: "a", Op: events.FilterEq, Value: []byte("1")}, p+"a\x00", 10, now)
+				_, _, err := s.Scan(context.Background(), p, events.Filter{Field: "a", Op: events.FilterEq, Value: []byte("1")}, p+"a\x00", 10, noBudget, now)
 				return err
 			},
 		} {
@@ -447,12 +447,12 @@ func TestList(t *testing.T) {
 		}
 	})
 	t.Run("NULPrefixMatchesNothing", func(t *testing.T) {
-		if entries, _, err := s.List(context.Background(), p+"\x00", "", 10, now); err != nil || len(entries) != 0 {
+		if entries, _, err := s.List(context.Background(), p+"\x00", "", 10, noBudget, now); err != nil || len(entries) != 0 {
 			t.Errorf("got %v, %v; want nothing", entries, err)
 		}
 	})
 	t.Run("ErrNonPositiveLimit", func(t *testing.T) {
-		_, _, err := s.List(context.Background(), p, "", 0, now)
+		_, _, err := s.List(context.Background(), p, "", 0, noBudget, now)
 		if events.ErrorCode(err) != events.EInvalid {
 			t.Errorf("error %v, want code %s", err, events.EInvalid)
 		}
@@ -480,7 +480,7 @@ func BenchmarkList1000(b *testing.B) {
 	now := time.Now()
 	b.ResetTimer()
 	for b.Loop() {
-		entries, truncated, err := s.List(ctx, "tenant/t/project/bench/", "", 1000, now)
+		entries, truncated, err := s.List(ctx, "tenant/t/project/bench/", "", 1000, noBudget, now)
 		if err != nil || len(entries) != 1000 || truncated {
 			b.Fatalf("list: %d entries, truncated %v, %v", len(entries), truncated, err)
 		}

@@ -28,13 +28,19 @@ type Request struct {
 	// ExpectedVersion is nil for an unconditional write; 0 means the key
 	// must not exist. For events.OpExpire it is the version to expire.
 	ExpectedVersion *int64
-	// TTLSeconds: for put, the entry's TTL (0: none); for increment and
-	// patch, a new TTL when > 0 (0 keeps the entry's expiry); for locks,
-	// the lease.
+	// TTLSeconds: for put, the entry's TTL (0: none, unless KeepTTL); for
+	// increment and patch, a new TTL when > 0 (0 keeps the entry's
+	// expiry); for locks, the lease.
 	TTLSeconds int64
-	// Semantics of a put; for increment and patch, empty Purpose keeps
-	// the entry's semantics. Lock ops force the purpose to theirs.
+	// KeepTTL makes a put without TTLSeconds keep the entry's expiry (as
+	// Redis SET KEEPTTL does); without it a put's expiry is its own.
+	KeepTTL bool
+	// Semantics the write gives the entry; an empty Purpose keeps the
+	// entry's (a plain write over a lock or leadership that breaks it
+	// gets purpose other). Lock ops force the purpose to theirs, and only
+	// they may write purpose lock or leader.
 	Semantics events.Semantics
+	// SpecRef, when empty, keeps the entry's.
 	SpecRef   string
 	RequestID string
 	Principal string
@@ -71,6 +77,9 @@ func (r *Request) Digest() string {
 		kind = string(a)
 	}
 	parts := []any{kind, r.Key.String(), r.Value, ev, r.TTLSeconds, r.Semantics, r.SpecRef, r.Principal}
+	if r.KeepTTL {
+		parts = append(parts, "keepTtl")
+	}
 	if r.Op != events.OpPut && r.Op != events.OpDelete {
 		parts = append(parts, r.By, r.Create, r.Set, r.Unset, untaggedIf(r.If), r.Holder, r.Op.Purpose())
 	}
@@ -118,6 +127,9 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 
 	if r.Op == events.OpExpire {
 		return decideExpire(cur, r, now, epoch)
+	}
+	if r.Op.LockAction() == "" && isLockPurpose(r.Semantics.Purpose) {
+		return decision{err: errLockPurpose(r.Semantics.Purpose)}
 	}
 	if r.RequestID != "" && cur.Version > 0 && cur.Entry.RequestID == r.RequestID {
 		if cur.RequestDigest == r.Digest() {
@@ -168,8 +180,48 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	default:
 		ev.Op = events.OpCAS
 	}
+	return finish(ev, visible, r, "other", r.KeepTTL, now)
+}
+
+// isLockPurpose reports whether entries of purpose are written only by
+// the lock or leader ops.
+func isLockPurpose(purpose string) bool {
+	return purpose == events.PurposeLock || purpose == events.PurposeLeader
+}
+
+// errLockPurpose refuses a plain write that names a lock's purpose: lock
+// and leader values, and their fencing tokens, are the server's.
+func errLockPurpose(purpose string) *events.Error {
+	return events.FieldErrorf(events.EInvalid, "semantics.purpose",
+		"purpose %s is written only by the %s operations", purpose, purpose)
+}
+
+// finish completes a plain write of ev.After (put, increment, patch):
+// semantics and specRef are the entry's unless r gives new ones (a new
+// key gets purpose fallback; a broken lock or leadership gets other).
+// With keep the entry keeps its expiry; otherwise r.TTLSeconds sets it
+// (0: none).
+func finish(ev *events.Event, visible *events.Entry, r *Request, fallback string, keep bool, now time.Time) decision {
 	ev.Semantics = r.Semantics
-	return put(ev, visible, r.TTLSeconds, now)
+	if ev.Semantics.Purpose == "" {
+		ev.Semantics = events.Semantics{Purpose: fallback}
+		if visible != nil && !isLockPurpose(visible.Semantics.Purpose) {
+			ev.Semantics = visible.Semantics
+		} else if visible != nil {
+			ev.Semantics.Purpose = "other"
+		}
+	}
+	if ev.SpecRef == "" && visible != nil {
+		ev.SpecRef = visible.SpecRef
+	}
+	if !keep || visible == nil || visible.ExpiresAt == nil {
+		return put(ev, visible, r.TTLSeconds, now)
+	}
+	d := put(ev, visible, 0, now)
+	ev.ExpiresAt = visible.ExpiresAt
+	ev.Semantics.TTLSeconds = visible.Semantics.TTLSeconds
+	d.result.Entry = ev.Entry()
+	return d
 }
 
 // newEvent returns the event r would append after cur, to be completed
@@ -273,8 +325,10 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 	if attempted == nil {
 		attempted = json.RawMessage("null")
 	}
+	// A conflict counts against the key's purpose; the request's only
+	// when the key is absent.
 	sem := r.Semantics
-	if sem.Purpose == "" && visible != nil {
+	if visible != nil {
 		sem = visible.Semantics
 	}
 	if sem.Purpose == "" {

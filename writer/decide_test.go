@@ -1,10 +1,15 @@
 package writer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/events"
 )
@@ -127,5 +132,154 @@ func TestDecideRequestID(t *testing.T) {
 	otherPrincipal.Principal = "q"
 	if d := Decide(st, &otherPrincipal, now, 1); events.ErrorCode(d.err) != events.EConflict {
 		t.Fatalf("another principal's same requestId must not replay: %+v", d)
+	}
+}
+
+// TestLockTokenGrowsAcrossBreak: a plain write may not store a lock
+// value; a lock broken by a plain write of a lock-shaped value with a huge
+// token, then deleted, is taken next with a token greater than every
+// earlier server token, and the broken value is never read as a lock.
+func TestLockTokenGrowsAcrossBreak(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/lock")
+	var st events.State
+	step := func(r Request) decision {
+		t.Helper()
+		r.Key = key
+		if r.Principal == "" {
+			r.Principal = "p"
+		}
+		d := Decide(st, &r, now, 1)
+		if d.event != nil {
+			st = d.event.State()
+		}
+		return d
+	}
+	acquire := Request{Op: events.OpLockAcquire, Holder: "a", TTLSeconds: 30}
+	first := step(acquire)
+	a, err := events.LockAnswerOf(&first.result.Entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge := Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"a","token":999999}`), ExpectedVersion: ptr(st.Version),
+		Semantics: events.Semantics{Purpose: events.PurposeLock}}
+	if d := step(forge); events.ErrorCode(d.err) != events.EInvalid {
+		t.Fatalf("a plain write of a lock value: %+v, want invalid", d)
+	}
+	brk := step(Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(st.Version)})
+	if brk.err != nil || brk.event.Semantics.Purpose == events.PurposeLock {
+		t.Fatalf("break: %+v", brk)
+	}
+	if d := step(acquire); events.ErrorCode(d.err) != events.EWrongType {
+		t.Fatalf("acquire over the broken value: %v, want wrong_type", d.err)
+	}
+	if d := step(Request{Op: events.OpDelete}); d.err != nil {
+		t.Fatal(d.err)
+	}
+	next := step(Request{Op: events.OpLockAcquire, Holder: "b", TTLSeconds: 30, Principal: "q"})
+	b, err := events.LockAnswerOf(&next.result.Entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Token <= a.Token {
+		t.Fatalf("next tenure's token %d is not greater than %d", b.Token, a.Token)
+	}
+}
+
+// TestDecideKeepsSemantics: a write without semantics keeps the entry's
+// purpose, producer, hints and specRef; a put's expiry is its own unless
+// KeepTTL; a conflict counts against the key's purpose.
+func TestDecideKeepsSemantics(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/k")
+	exp := now.Add(time.Hour)
+	sem := events.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}, TTLSeconds: 3600}
+	cur := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"n":1}`),
+		ExpiresAt: &exp, SpecRef: "spec/1", Semantics: sem}}
+	given := events.Semantics{Purpose: "config", Producer: "ops"}
+	for _, tc := range []struct {
+		name    string
+		req     Request
+		sem     events.Semantics
+		specRef string
+		expires *time.Time
+	}{
+		{"PutKeepsSemanticsDropsTTL", Request{Op: events.OpPut, Value: json.RawMessage(`2`)},
+			events.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}}, "spec/1", nil},
+		{"PutKeepTTL", Request{Op: events.OpPut, Value: json.RawMessage(`2`), KeepTTL: true}, sem, "spec/1", &exp},
+		{"PutNewSemantics", Request{Op: events.OpPut, Value: json.RawMessage(`2`), Semantics: given, SpecRef: "spec/2"}, given, "spec/2", nil},
+		{"PatchKeeps", Request{Op: events.OpPatch, Set: map[string]json.RawMessage{"n": json.RawMessage(`2`)}}, sem, "spec/1", &exp},
+		{"IncrementKeeps", Request{Op: events.OpIncrement, By: 1}, sem, "spec/1", &exp},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c := tc.req, cur
+			r.Key, r.Principal = key, "p"
+			if r.Op == events.OpIncrement {
+				c.Entry.Value = json.RawMessage(`1`)
+			}
+			checkKept(t, Decide(c, &r, now, 1), tc.sem, tc.specRef, tc.expires)
+		})
+	}
+}
+
+func checkKept(t *testing.T, d decision, sem events.Semantics, specRef string, expires *time.Time) {
+	t.Helper()
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	e := d.event
+	got, _ := json.Marshal(e.Semantics)
+	want, _ := json.Marshal(sem)
+	if string(got) != string(want) || e.SpecRef != specRef {
+		t.Fatalf("semantics %s specRef %q, want %s %q", got, e.SpecRef, want, specRef)
+	}
+	if (e.ExpiresAt == nil) != (expires == nil) || (expires != nil && !e.ExpiresAt.Equal(*expires)) {
+		t.Fatalf("expires %v, want %v", e.ExpiresAt, expires)
+	}
+	if d.result.Entry.Semantics.Purpose != sem.Purpose {
+		t.Fatalf("answer's semantics %+v", d.result.Entry.Semantics)
+	}
+}
+
+// TestConflictPurpose: a conflict is attributed to the key's current
+// purpose, and to the request's only when the key is absent: in the
+// kv.conflicts record and in the WARN log line.
+func TestConflictPurpose(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/k")
+	counter := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
+		Semantics: events.Semantics{Purpose: "counter"}}}
+	cfg := events.Semantics{Purpose: "config"}
+	for _, tc := range []struct {
+		name    string
+		cur     events.State
+		req     Request
+		purpose string
+	}{
+		{"PutWithoutSemantics", counter, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, "counter"},
+		{"PutOtherPurpose", counter, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "counter"},
+		{"Delete", counter, Request{Op: events.OpDelete, ExpectedVersion: ptr(1)}, "counter"},
+		{"Increment", counter, Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, "counter"},
+		{"PatchAbsent", events.State{}, Request{Op: events.OpPatch, Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, ExpectedVersion: ptr(1)}, "other"},
+		{"PutAbsent", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			r.Key, r.Principal = key, "p"
+			d := Decide(tc.cur, &r, now, 1)
+			if d.conflict == nil || d.conflict.Semantics.Purpose != tc.purpose {
+				t.Fatalf("conflict %+v, want purpose %s", d.conflict, tc.purpose)
+			}
+			var log bytes.Buffer
+			m, err := newMetrics(prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &Writer{log: slog.New(slog.NewJSONHandler(&log, nil)), metrics: m}
+			w.logDecision(&r, d)
+			if !strings.Contains(log.String(), `"purpose":"`+tc.purpose+`"`) {
+				t.Fatalf("WARN line %s, want purpose %s", log.String(), tc.purpose)
+			}
+		})
 	}
 }

@@ -27,13 +27,13 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 		return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
 	}
 	if (r.By > 0 && base > math.MaxInt64-r.By) || (r.By < 0 && base < math.MinInt64-r.By) {
-		err := events.FieldErrorf(events.EOutOfRange, "by", "adding %d to %d leaves the 64-bit integer range", r.By, base)
+		err := events.FieldErrorf(events.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", r.By)
 		err.Current = visible
 		return decision{err: err}
 	}
 	ev.Op = events.OpIncrement
 	ev.After = json.RawMessage(strconv.FormatInt(base+r.By, 10))
-	return keepOrSet(ev, visible, r, "counter", now)
+	return finish(ev, visible, r, "counter", r.TTLSeconds == 0, now)
 }
 
 // counterValue is the integer value of a counter entry; any other value
@@ -41,7 +41,7 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 func counterValue(e *events.Entry) (int64, error) {
 	n, err := strconv.ParseInt(string(bytes.TrimSpace(e.Value)), 10, 64)
 	if err != nil {
-		return 0, wrongType(e, "value", "key %s holds %s, not an integer counter", e.Key, abbrev(e.Value))
+		return 0, wrongType(e, "value", "key %s does not hold an integer counter", e.Key)
 	}
 	return n, nil
 }
@@ -59,29 +59,6 @@ func ReadCounter(key events.Key, e *events.Entry) (events.CounterAnswer, error) 
 	return events.CounterAnswer{Key: e.Key, Value: n, Version: e.Version}, nil
 }
 
-// keepOrSet completes an increment or patch: semantics and expiry are the
-// entry's unless the request gives new ones.
-func keepOrSet(ev *events.Event, visible *events.Entry, r *Request, purpose string, now time.Time) decision {
-	ev.Semantics = r.Semantics
-	if ev.Semantics.Purpose == "" {
-		ev.Semantics = events.Semantics{Purpose: purpose}
-		if visible != nil {
-			ev.Semantics = visible.Semantics
-		}
-	}
-	if ev.SpecRef == "" && visible != nil {
-		ev.SpecRef = visible.SpecRef
-	}
-	if r.TTLSeconds > 0 || visible == nil || visible.ExpiresAt == nil {
-		return put(ev, visible, r.TTLSeconds, now)
-	}
-	d := put(ev, visible, 0, now)
-	ev.ExpiresAt = visible.ExpiresAt
-	ev.Semantics.TTLSeconds = visible.Semantics.TTLSeconds
-	d.result.Entry = ev.Entry()
-	return d
-}
-
 // decidePatch sets and unsets top-level fields of the key's object value,
 // when r.If holds.
 func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
@@ -89,7 +66,7 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 	switch {
 	case visible != nil:
 		if err := json.Unmarshal(visible.Value, &fields); err != nil || fields == nil {
-			return decision{err: wrongType(visible, "set", "key %s holds %s, not a JSON object: fields can only be patched in an object", ev.Key, abbrev(visible.Value))}
+			return decision{err: wrongType(visible, "set", "key %s does not hold a JSON object: fields can only be patched in an object", ev.Key)}
 		}
 	case !r.Create:
 		return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
@@ -103,7 +80,7 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 		}
 		if !jsonEqual(got, r.If.Equals) {
 			return conflictDecision(cur, visible, r, now, "field_mismatch",
-				"field %q is %s, not %s", r.If.Field, abbrev(got), abbrev(r.If.Equals))
+				"field %q does not equal if.equals", r.If.Field)
 		}
 	}
 	for _, f := range r.Unset {
@@ -120,13 +97,16 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 		return decision{err: events.FieldErrorf(events.ETooLarge, "set", "the patched value would be %d bytes, over the limit of %d", len(after), r.MaxValueBytes)}
 	}
 	ev.After = after
-	return keepOrSet(ev, visible, r, "other", now)
+	return finish(ev, visible, r, "other", r.TTLSeconds == 0, now)
 }
 
 // decideLock acquires, extends or releases a lock or leadership for
-// r.Holder. A free key (absent, released or expired) is acquired with a
-// new token; the holder re-entering keeps its token and renews the lease;
-// anyone else is refused with the current holder.
+// r.Holder on behalf of r.Principal. A free key (absent, released or
+// expired) is acquired with a new token: the event's version, which no
+// later tenure can go back below. The holder re-entering from the same
+// principal keeps its token and renews the lease; anyone else (another
+// holder, or the same holder string from another principal) is refused
+// with the current holder.
 func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
 	purpose, action := r.Op.Purpose(), r.Op.LockAction()
 	what, heldCode, notHolderCode := "lock", events.ELockHeld, events.ENotLockHolder
@@ -136,17 +116,15 @@ func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Ti
 	ev.Op = r.Op
 	var held events.LockValue
 	if visible != nil {
-		if visible.Semantics.Purpose != purpose {
-			return decision{err: wrongType(visible, "key", "key %s is a %s entry, not a %s", ev.Key, visible.Semantics.Purpose, what)}
-		}
-		if err := json.Unmarshal(visible.Value, &held); err != nil || held.Holder == "" {
-			return decision{err: wrongType(visible, "key", "key %s does not hold a %s value", ev.Key, what)}
+		var err *events.Error
+		if held, err = heldLock(visible, purpose, what); err != nil {
+			return decision{err: err}
 		}
 	}
 	if visible == nil && action != events.LockAcquire {
 		return decision{err: events.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
 	}
-	if visible != nil && held.Holder != r.Holder {
+	if visible != nil && !held.HeldBy(r.Holder, r.Principal, visible.LastWriter) {
 		code := notHolderCode
 		if action == events.LockAcquire {
 			code = heldCode
@@ -161,6 +139,7 @@ func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Ti
 	if visible == nil {
 		held = events.LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
 	}
+	held.Principal = r.Principal
 	after, err := marshalCompact(held)
 	if err != nil {
 		return decision{err: events.Errorf(events.EInternal, "encode lock: %v", err)}
@@ -177,6 +156,21 @@ func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Ti
 	return put(ev, visible, r.TTLSeconds, now)
 }
 
+// heldLock reads the lock value of visible, an entry a lock op of purpose
+// addresses. An entry of another purpose, or whose value is no lock the
+// server wrote (its token is not a version the entry has had), is
+// wrong_type.
+func heldLock(visible *events.Entry, purpose, what string) (events.LockValue, *events.Error) {
+	var held events.LockValue
+	if visible.Semantics.Purpose != purpose {
+		return held, wrongType(visible, "key", "key %s is a %s entry, not a %s", visible.Key, visible.Semantics.Purpose, what)
+	}
+	if err := json.Unmarshal(visible.Value, &held); err != nil || held.Holder == "" || held.Token < 1 || held.Token > visible.Version {
+		return held, wrongType(visible, "key", "key %s does not hold a %s value", visible.Key, what)
+	}
+	return held, nil
+}
+
 // until describes an entry's expiry for a message.
 func until(e *events.Entry) string {
 	if e.ExpiresAt == nil {
@@ -186,25 +180,31 @@ func until(e *events.Entry) string {
 }
 
 // guardLock refuses a plain write (put, delete, increment, patch) of a
-// held lock or leadership: only its ops, or a write that names the
-// version it replaces (an operator breaking the lock on purpose), may
-// change it.
+// held lock or leadership: only its ops may write it. A put or delete
+// that names the version it replaces breaks it on purpose (an operator's
+// act): the key then holds no lock, and the next tenure's token, a later
+// version, is still greater than every earlier one. An increment or
+// patch would keep a lock value, so it is wrong_type even then.
 func guardLock(visible *events.Entry, r *Request) *events.Error {
-	if visible == nil || r.ExpectedVersion != nil {
+	if visible == nil || !isLockPurpose(visible.Semantics.Purpose) {
 		return nil
 	}
+	purpose := visible.Semantics.Purpose
+	if r.ExpectedVersion != nil {
+		if r.Op == events.OpPut || r.Op == events.OpDelete {
+			return nil
+		}
+		return wrongType(visible, "key", "key %s is a %s: use the %s operations, or break it with PUT or DELETE naming its version",
+			visible.Key, purpose, purpose)
+	}
 	code := events.ELockHeld
-	switch visible.Semantics.Purpose {
-	case events.PurposeLock:
-	case events.PurposeLeader:
+	if purpose == events.PurposeLeader {
 		code = events.ENotLeader
-	default:
-		return nil
 	}
 	var held events.LockValue
 	_ = json.Unmarshal(visible.Value, &held)
 	err := events.FieldErrorf(code, "key", "key %s is a %s held by %s%s: use the %s operations, or name its version (expectedVersion %d) to break it on purpose",
-		visible.Key, visible.Semantics.Purpose, held.Holder, until(visible), visible.Semantics.Purpose, visible.Version)
+		visible.Key, purpose, held.Holder, until(visible), purpose, visible.Version)
 	err.Current = visible
 	return err
 }

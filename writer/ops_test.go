@@ -146,17 +146,40 @@ func TestDecideLock(t *testing.T) {
 	k := "tenant/a/project/b/lock"
 	exp := now.Add(30 * time.Second)
 	past := now.Add(-time.Second)
-	heldA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &exp)
+	const valA = `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"p"}`
+	heldA := state(k, 7, valA, "lock", &exp)
+	heldByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "lock", &exp)
+	legacy := func(lastWriter string) events.State {
+		st := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &exp)
+		st.Entry.LastWriter = lastWriter
+		return st
+	}
+	forged := state(k, 7, `{"holder":"a","token":9007199254740993,"acquiredAt":"2026-11-22T11:59:00Z","principal":"p"}`, "lock", &exp)
 	expiredA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &past)
 	released := events.State{Version: 8, Entry: events.Entry{Key: k, Version: 8}}
-	leaderA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "leader", &exp)
+	leaderA := state(k, 7, valA, "leader", &exp)
+	leaderByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "leader", &exp)
 	acq := func(h string) Request { return Request{Op: events.OpLockAcquire, Holder: h, TTLSeconds: 30} }
 	ds := runOps(t, now, []opsCase{
-		{"OKAcquireFree", events.State{}, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z"}`, events.KindPut},
-		{"OKAcquireAfterRelease", released, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z"}`, ""},
-		{"OKAcquireExpired", expiredA, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z"}`, ""},
-		{"OKReenter", heldA, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, ""},
-		{"OKExtend", heldA, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", events.OpLockExtend, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, ""},
+		{"OKAcquireFree", events.State{}, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, events.KindPut},
+		{"OKAcquireAfterRelease", released, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
+		{"OKAcquireExpired", expiredA, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
+		{"OKReenter", heldA, acq("a"), "", events.OpLockAcquire, valA, ""},
+		{"OKExtend", heldA, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", events.OpLockExtend, valA, ""},
+		{"ErrReenterOtherPrincipal", heldByQ, acq("a"), events.ELockHeld, "", "", ""},
+		{"ErrExtendOtherPrincipal", heldByQ, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
+		{"ErrReleaseOtherPrincipal", heldByQ, Request{Op: events.OpLockRelease, Holder: "a"}, events.ENotLockHolder, "", "", ""},
+		{"ErrHeartbeatOtherPrincipal", leaderByQ, Request{Op: events.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
+		{"ErrResignOtherPrincipal", leaderByQ, Request{Op: events.OpLeaderResign, Holder: "a"}, events.ENotLeader, "", "", ""},
+		{"OKReenterLegacyByLastWriter", legacy("p"), acq("a"), "", events.OpLockAcquire, valA, ""},
+		{"ErrReenterLegacyOtherPrincipal", legacy("q"), acq("a"), events.ELockHeld, "", "", ""},
+		{"ErrForgedToken", forged, acq("a"), events.EWrongType, "", "", ""},
+		{"ErrPutPurposeLock", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"s","token":1}`), Semantics: events.Semantics{Purpose: "lock"}}, events.EInvalid, "", "", ""},
+		{"ErrPatchPurposeLeader", events.State{}, Request{Op: events.OpPatch, Create: true, Set: map[string]json.RawMessage{"holder": json.RawMessage(`"s"`)}, Semantics: events.Semantics{Purpose: "leader"}}, events.EInvalid, "", "", ""},
+		{"ErrIncrementPurposeLock", events.State{}, Request{Op: events.OpIncrement, By: 1, Create: true, Semantics: events.Semantics{Purpose: "lock"}}, events.EInvalid, "", "", ""},
+		{"ErrPatchLockByVersion", heldA, Request{Op: events.OpPatch, ExpectedVersion: ptr(7), Set: map[string]json.RawMessage{"token": json.RawMessage(`0`)}}, events.EWrongType, "", "", ""},
+		{"ErrIncrementLeaderByVersion", leaderA, Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(7)}, events.EWrongType, "", "", ""},
+		{"OKBreakLockByPut", heldA, Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(7)}, "", events.OpCAS, "", events.KindPut},
 		{"OKRelease", heldA, Request{Op: events.OpLockRelease, Holder: "a"}, "", events.OpLockRelease, `null`, events.KindDelete},
 		{"ErrHeld", heldA, acq("b"), events.ELockHeld, "", "", ""},
 		{"ErrExtendOther", heldA, Request{Op: events.OpLockExtend, Holder: "b", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
@@ -184,6 +207,14 @@ func TestDecideLock(t *testing.T) {
 	var e *events.Error
 	if !errors.As(ds["ErrHeld"].err, &e) || e.Current == nil || e.Current.Version != 7 || e.Field != "holder" {
 		t.Errorf("lock_held must carry the current lock: %+v", ds["ErrHeld"].err)
+	}
+	if e := ds["OKBreakLockByPut"].event; e.Semantics.Purpose != "other" {
+		t.Errorf("a broken lock must not stay a lock: semantics %+v", e.Semantics)
+	}
+	for _, name := range []string{"ErrPutPurposeLock", "ErrPatchPurposeLeader", "ErrIncrementPurposeLock"} {
+		if !errors.As(ds[name].err, &e) || e.Field != "semantics.purpose" {
+			t.Errorf("%s: want field semantics.purpose, got %v", name, ds[name].err)
+		}
 	}
 	if ds["ErrHeld"].conflict != nil {
 		t.Errorf("lock contention is not a CAS conflict record")

@@ -436,7 +436,7 @@ func (w *Writer) logDecision(r *Request, d decision) {
 		w.metrics.writes.WithLabelValues("conflict").Inc()
 		w.log.Warn("version conflict", "correlationId", d.conflict.ID, "key", d.conflict.Key,
 			"expectedVersion", d.conflict.ExpectedVersion, "currentVersion", d.conflict.CurrentVersion,
-			"reason", d.conflict.Reason, "purpose", r.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
+			"reason", d.conflict.Reason, "purpose", d.conflict.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
 	case d.result.Replayed:
 		w.metrics.writes.WithLabelValues("replayed").Inc()
 		w.log.Info("write replayed", "key", r.Key.String(), "version", d.result.Entry.Version, "requestId", r.RequestID, "principal", r.Principal)

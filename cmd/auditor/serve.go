@@ -16,6 +16,7 @@ type serveConfig struct {
 	group                    *string
 	cfg                      audit.Config
 	minAttempts              int
+	limits                   service.HTTPLimits
 }
 
 // serveFlags defines serve's own flags on f.
@@ -44,6 +45,7 @@ func serveFlags(f *service.Flags) *serveConfig {
 	f.StringVar(&s.instance, "instance-id", "auditor-"+host,
 		"static member id in the consumer group (a restart gets its partitions back at once) and name in the alerts table; unique per auditor")
 	f.Env("instance-id", "ESKV_AUDITOR_ID")
+	s.limits.Bind(f)
 	return s
 }
 
@@ -55,7 +57,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	if err := f.Check(s.minAttempts >= 0, "alert-min-attempts", "must not be negative"); err != nil {
+	if err := errors.Join(f.Check(s.minAttempts >= 0, "alert-min-attempts", "must not be negative"), s.limits.Check(f)); err != nil {
 		return err
 	}
 	log := service.Logger(stderr, *c.logLevel, "auditor")
@@ -95,5 +97,5 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		return nil
 	}
-	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready)}, a.Run)
+	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready), Limits: s.limits}, a.Run)
 }

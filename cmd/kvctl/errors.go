@@ -288,7 +288,7 @@ func (a *app) unavailable(subject string, e *events.Error) string {
 // command.
 func (a *app) wrongType(subject string, e *events.Error) string {
 	value := "another kind of value"
-	if e.Current != nil {
+	if e.Current != nil && e.Current.Value != nil { // no value: the token may not read the key
 		value = shorten(string(e.Current.Value))
 	}
 	switch {

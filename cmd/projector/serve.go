@@ -19,6 +19,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var c config
 	var addr, addrFile, instanceID string
 	var every time.Duration
+	var limits service.HTTPLimits
 	f := newFlags("serve", &c, slog.LevelInfo, stderr)
 	f.StringVar(&addr, "addr", "127.0.0.1:8081", "listen address of /healthz, /readyz and /metrics")
 	f.Env("addr", "ESKV_PROJECTOR_ADDR")
@@ -31,10 +32,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f.StringVar(&instanceID, "instance-id", "projector-"+host,
 		"static consumer-group member id: a restarted projector takes its partitions back at once; unique per projector")
 	f.Env("instance-id", "ESKV_PROJECTOR_ID")
+	limits.Bind(f)
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	if err := f.Check(every > 0, "check-interval", "must be a positive duration"); err != nil {
+	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"), limits.Check(f)); err != nil {
 		return err
 	}
 	log := c.logger(stderr)
@@ -66,5 +68,5 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return nil
 	}
-	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready)}, p.Run)
+	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready), Limits: limits}, p.Run)
 }

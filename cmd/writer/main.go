@@ -22,6 +22,10 @@ import (
 
 func main() { service.Main("writer", run) }
 
+// pprofWriteTimeout is the pprof server's shortest write timeout: a CPU
+// profile answers after the seconds it samples.
+const pprofWriteTimeout = 5 * time.Minute
+
 // config is the writer's configuration; every field is a flag whose
 // default comes from an ESKV_ environment variable.
 type config struct {
@@ -39,6 +43,9 @@ type config struct {
 	advertiseURL  string
 	sweepInterval time.Duration
 	maxOverlay    int
+	http          service.HTTPLimits
+	maxListBytes  int
+	maxLists      int
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -71,12 +78,18 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
+	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
+	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
+	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
+	f.Env("max-concurrent-lists", "ESKV_MAX_CONCURRENT_LISTS")
+	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return nil, err
 	}
 	return c, errors.Join(
-		f.Positive("partitions", "max-value-bytes", "max-overlay"),
+		f.Positive("partitions", "max-value-bytes", "max-overlay", "max-list-bytes", "max-concurrent-lists"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
+		c.http.Check(f),
 	)
 }
 
@@ -138,30 +151,34 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	srv, err := api.New(api.Config{
-		MaxValueBytes: c.maxValueBytes,
-		Tokens:        tt,
-		Gatherer:      reg,
-		Registerer:    reg,
-		Ready:         pool.Ping,
-		InstanceID:    c.instanceID,
+		MaxValueBytes:      c.maxValueBytes,
+		Tokens:             tt,
+		Gatherer:           reg,
+		Registerer:         reg,
+		Ready:              pool.Ping,
+		InstanceID:         c.instanceID,
+		MaxListBytes:       c.maxListBytes,
+		MaxConcurrentLists: c.maxLists,
 	}, w, store, log)
 	if err != nil {
 		return err
 	}
 	parts := []func(context.Context) error{w.Run}
 	if c.pprofAddr != "" {
-		pprofPart, err := servePprof(c.pprofAddr, log)
+		pprofPart, err := servePprof(c.pprofAddr, c.http, log)
 		if err != nil {
 			return err
 		}
 		parts = append(parts, pprofPart)
 	}
-	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler()}, parts...)
+	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
 }
 
 // servePprof listens on addr and returns the part that serves
-// net/http/pprof there until its context ends.
-func servePprof(addr string, log *slog.Logger) (func(context.Context) error, error) {
+// net/http/pprof there until its context ends, with the service's HTTP
+// limits except a write timeout long enough for a profile of a few
+// minutes.
+func servePprof(addr string, limits service.HTTPLimits, log *slog.Logger) (func(context.Context) error, error) {
 	ln, err := service.Listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("pprof %w", err)
@@ -170,7 +187,8 @@ func servePprof(addr string, log *slog.Logger) (func(context.Context) error, err
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	limits.WriteTimeout = max(limits.WriteTimeout, pprofWriteTimeout)
+	hs := limits.Server(mux)
 	return func(ctx context.Context) error {
 		go func() {
 			<-ctx.Done()

@@ -41,6 +41,7 @@ type HTTP struct {
 	Listener net.Listener
 	AddrFile string       // when set, the bound address is written here, for tools that start the service on port 0
 	Handler  http.Handler // the API, or Handler's endpoints
+	Limits   HTTPLimits   // timeouts and header size; the defaults where zero
 }
 
 // Serve reports the bound address (log, AddrFile), serves h.Handler and
@@ -59,7 +60,7 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 			return err
 		}
 	}
-	hs := &http.Server{Handler: h.Handler, ReadHeaderTimeout: 10 * time.Second}
+	hs := h.Limits.Server(h.Handler)
 	// The parts outlive ctx until the HTTP server is drained; g's context
 	// ends when one of them fails.
 	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
@@ -109,7 +110,9 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Handler serves /healthz (the process is up), /readyz (ready returns
-// nil within 2 s; else 503 with its error) and /metrics from reg.
+// nil within 2 s; else 503 with its error, which is answered as it is:
+// ready must return a stable message, never a driver's error, which names
+// hosts, users and databases) and /metrics from reg.
 func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

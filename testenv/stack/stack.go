@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -24,11 +25,12 @@ import (
 
 // Tokens of the stack: DevToken may read and write tenant/; AcmeToken
 // may read and write tenant/acme/; ReaderToken may only read
-// tenant/acme/.
+// tenant/acme/; WriterToken may only write tenant/acme/.
 const (
 	DevToken    = "dev-token-0123456789abcdef"
 	AcmeToken   = "acme-token-0123456789abcdef"
 	ReaderToken = "reader-token-0123456789abcdef"
+	WriterToken = "writer-token-0123456789abcdef"
 )
 
 // Stack is eskv running in the test's process until the test ends.
@@ -54,6 +56,8 @@ type options struct {
 	projector        bool
 	projectorMayStop bool
 	logs             io.Writer
+	api              api.Config
+	limits           *service.HTTPLimits
 }
 
 // Partitions sets the partition count of the topics (default 2).
@@ -70,6 +74,14 @@ func Logs(w io.Writer) Option { return func(o *options) { o.logs = w } }
 // ProjectorMayStop lets the projector stop with an error without failing
 // the test, for tests that reset the changes topic under it.
 func ProjectorMayStop() Option { return func(o *options) { o.projectorMayStop = true } }
+
+// API sets the HTTP API's settings (its tokens and metrics are the
+// stack's).
+func API(cfg api.Config) Option { return func(o *options) { o.api = cfg } }
+
+// HTTPLimits serves the API with these timeouts and header limit, as the
+// writer command does (by default the stack's server has none).
+func HTTPLimits(l service.HTTPLimits) Option { return func(o *options) { o.limits = &l } }
 
 // MustRun runs the stack until the test ends and returns it once the
 // writer is ready. Its logs are discarded, unless the test asks for them
@@ -99,11 +111,17 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if o.projector {
 		s.runProjector(tb, log, o.projectorMayStop)
 	}
-	srv, err := api.New(api.Config{Tokens: mustTokens(tb), Gatherer: s.Registry, Registerer: s.Registry}, w, s.Store, log)
+	cfg := o.api
+	cfg.Tokens, cfg.Gatherer, cfg.Registerer = mustTokens(tb), s.Registry, s.Registry
+	srv, err := api.New(cfg, w, s.Store, log)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	if o.limits != nil {
+		o.limits.Apply(hs.Config)
+	}
+	hs.Start()
 	tb.Cleanup(hs.Close) // before the writer and projector stop
 	s.URL = hs.URL
 	testenv.WaitFor(tb, 30*time.Second, "writer ready", w.Ready)
@@ -149,6 +167,7 @@ func mustTokens(tb testing.TB) *api.Tokens {
 		api.DevToken(DevToken),
 		{Token: AcmeToken, Principal: "acme-svc", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
 		{Token: ReaderToken, Principal: "acme-reader", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read}}}},
+		{Token: WriterToken, Principal: "acme-writer", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Write}}}},
 	})
 	if err != nil {
 		tb.Fatal(err)

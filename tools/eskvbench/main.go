@@ -64,6 +64,9 @@ type config struct {
 
 	auditor        bool
 	clickhouseAddr string
+
+	robustConns                         int
+	robustRead, robustWrite, robustIdle time.Duration
 }
 
 const usage = `usage: eskvbench [flags]
@@ -77,7 +80,13 @@ Figures: 1 CAS write; 2 concurrent writes, with 5 projector lag and
 visibility and 7a auditor lag; 3 GETs; 4 a list; 6 peak memory and CPU;
 7b auditor ingest; 8 filtered scans (field/op/value) over -scan-entries
 entries loaded straight into the projection (own stack only); 9 lock
-acquire/release; 10 the TTL sweeper expiring 10,000 entries. -only runs
+acquire/release; 10 the TTL sweeper expiring 10,000 entries; 11 a normal
+client's PUT/GET p99 and the writer's memory while -robust-conns
+connections of each hostile kind (unsent bodies, idle keep-alives, slow
+readers of large listings) are open, and whether the writer closes them
+within its timeouts (the own stack's writer runs with
+ESKV_HTTP_READ_TIMEOUT=5s, ESKV_HTTP_WRITE_TIMEOUT=10s,
+ESKV_HTTP_IDLE_TIMEOUT=15s). -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
@@ -149,7 +158,11 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the bench's own CPU profile to this file")
 	fs.IntVar(&c.scanEntries, "scan-entries", 100000, "entries loaded under one prefix for the filtered scans of figure 8")
 	fs.IntVar(&c.scanN, "scan-n", 200, "filtered scans timed per case of figure 8")
-	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10 (5 comes with 2, 6 always); "+
+	fs.IntVar(&c.robustConns, "robust-conns", 500, "hostile connections of each kind opened in figure 11")
+	fs.DurationVar(&c.robustRead, "robust-read-timeout", benchReadTimeout, "the writer's read timeout (figure 11; the own stack's writer is started with it)")
+	fs.DurationVar(&c.robustWrite, "robust-write-timeout", benchWriteTimeout, "the writer's write timeout (figure 11; the own stack's writer is started with it)")
+	fs.DurationVar(&c.robustIdle, "robust-idle-timeout", benchIdleTimeout, "the writer's idle timeout (figure 11; the own stack's writer is started with it)")
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
 
@@ -162,8 +175,10 @@ func (c *config) validate() error {
 		return errors.New("-broker-data is for the stack the bench starts, not with -url")
 	case c.url == "" && (c.projectorURL != "" || c.auditorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
 		return errors.New("-projector-url, -auditor-url, -postgres-url and the pids go with -url")
-	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1:
-		return errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries and -scan-n must be positive")
+	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1 || c.robustConns < 1:
+		return errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries, -scan-n and -robust-conns must be positive")
+	case c.robustRead <= 0 || c.robustWrite <= 0 || c.robustIdle <= 0:
+		return errors.New("-robust-read-timeout, -robust-write-timeout and -robust-idle-timeout must be positive")
 	case c.listKeys < 1 || c.listKeys > 1000:
 		return errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
 	case c.duration <= 0 || c.readDuration <= 0:
@@ -173,7 +188,7 @@ func (c *config) validate() error {
 }
 
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }
@@ -253,9 +268,12 @@ func newHTTPClient() *http.Client {
 		Transport: &http.Transport{
 			MaxIdleConns:        512,
 			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-			DisableCompression:  true,
-			ForceAttemptHTTP2:   false,
+			// Below the writer's idle timeout (15s in the bench's stack),
+			// so the client never reuses a connection the writer is
+			// closing.
+			IdleConnTimeout:    10 * time.Second,
+			DisableCompression: true,
+			ForceAttemptHTTP2:  false,
 		},
 	}
 }

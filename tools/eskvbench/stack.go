@@ -72,7 +72,8 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		return nil, err
 	}
 	w, err := s.startListening("writer", nil, "ESKV_HTTP_ADDR", "ESKV_ADDR_FILE",
-		append(env, "ESKV_DEV_TOKEN="+s.token, "ESKV_WRITER_ID=eskvbench-writer")...)
+		append(env, "ESKV_DEV_TOKEN="+s.token, "ESKV_WRITER_ID=eskvbench-writer", "ESKV_HTTP_READ_TIMEOUT="+c.robustRead.String(),
+			"ESKV_HTTP_WRITE_TIMEOUT="+c.robustWrite.String(), "ESKV_HTTP_IDLE_TIMEOUT="+c.robustIdle.String())...)
 	if err != nil {
 		return nil, err
 	}

@@ -114,36 +114,43 @@ func (h histogram) quantile(q float64) (v float64, overflow bool) {
 }
 
 // peakRSS returns VmHWM (peak resident set size) of process pid in bytes.
-func peakRSS(pid int) (int64, error) {
+func peakRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmHWM") }
+
+// procStatusBytes returns the field (VmHWM, VmRSS) of /proc/<pid>/status
+// in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	return parseVmHWM(f)
+	return parseStatusKB(f, field)
 }
 
-func parseVmHWM(r io.Reader) (int64, error) {
+func parseVmHWM(r io.Reader) (int64, error) { return parseStatusKB(r, "VmHWM") }
+
+// parseStatusKB reads field, a size in kB, of a /proc/<pid>/status.
+func parseStatusKB(r io.Reader, field string) (int64, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		rest, ok := strings.CutPrefix(sc.Text(), field+":")
 		if !ok {
 			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("VmHWM: unexpected %q", rest)
+			return 0, fmt.Errorf("%s: unexpected %q", field, rest)
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("VmHWM: %w", err)
+			return 0, fmt.Errorf("%s: %w", field, err)
 		}
 		return kb << 10, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("no VmHWM line")
+	return 0, fmt.Errorf("no %s line", field)
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
