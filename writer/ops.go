@@ -226,11 +226,3 @@ func jsonEqual(a, b json.RawMessage) bool {
 
 // marshalCompact encodes v as JSON without rewriting <, > and &.
 func marshalCompact(v any) (json.RawMessage, error) { return events.EncodeJSON(v) }
-
-// abbrev shortens a JSON value for an error message.
-func abbrev(v json.RawMessage) string {
-	if len(v) > 64 {
-		return string(v[:61]) + "..."
-	}
-	return string(v)
-}
