@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 
@@ -35,6 +36,17 @@ func (s *Server) decode(c echo.Context, v any) error {
 		return err
 	}
 	return checkMembers(body, reflect.TypeOf(v), "")
+}
+
+// givenOnce refuses a query parameter given more than once: which of two
+// counts would depend on the reader, as with a JSON member given twice.
+func givenOnce(q url.Values) error {
+	for name, vs := range q {
+		if len(vs) > 1 {
+			return events.FieldErrorf(events.EInvalid, name, "%s is given %d times", name, len(vs))
+		}
+	}
+	return nil
 }
 
 // decodeOne decodes b, one JSON value, into v. Unknown fields are

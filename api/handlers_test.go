@@ -159,6 +159,7 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrListFilterOp", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a&op=like&value=1", ``, 400, events.EInvalid, "op",
 			`op "like" is not one of eq, ne, lt, lte, gt, gte`},
 		{"ErrListCursorNUL", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&cursor=dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2EA", ``, 400, events.EInvalid, "cursor", "cursor is not one this listing returned"},
+		{"ErrListPrefixTwice", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&prefix=tenant/acme/project/other/", ``, 400, events.EInvalid, "prefix", "prefix is given 2 times"},
 		{"ErrListFilterPartial", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a", ``, 400, events.EInvalid, "op", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,13 +60,13 @@ func (s *Server) delete(c echo.Context) error {
 		}
 		q.ExpectedVersion = &n
 	}
-	for name, vs := range c.QueryParams() {
+	for name := range c.QueryParams() {
 		if name != "expectedVersion" && name != "requestId" {
 			return events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (expectedVersion, requestId)", name)
 		}
-		if len(vs) > 1 {
-			return events.FieldErrorf(events.EInvalid, name, "%s is given %d times", name, len(vs))
-		}
+	}
+	if err := givenOnce(c.QueryParams()); err != nil {
+		return err
 	}
 	if err := q.Validate(); err != nil {
 		return err

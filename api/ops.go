@@ -91,13 +91,13 @@ func (s *Server) get(c echo.Context) error {
 			return events.FieldErrorf(events.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, events.VerbList(true, true))
 		}
 	}
-	for q, vs := range c.QueryParams() {
+	for q := range c.QueryParams() {
 		if q != "field" || op != events.OpGet {
 			return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
 		}
-		if len(vs) > 1 {
-			return events.FieldErrorf(events.EInvalid, q, "%s is given %d times", q, len(vs))
-		}
+	}
+	if err := givenOnce(c.QueryParams()); err != nil {
+		return err
 	}
 	if field, ok := c.QueryParams()["field"]; ok {
 		if err := events.ValidateFieldName("field", field[0]); err != nil {

@@ -27,6 +27,9 @@ func (s *Server) listKeys(c echo.Context) error {
 			return events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor, field, op, value)", name)
 		}
 	}
+	if err := givenOnce(q); err != nil {
+		return err
+	}
 	prefix := q.Get("prefix")
 	if err := events.ValidatePrefix(prefix); err != nil {
 		return err
