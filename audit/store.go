@@ -5,17 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -124,10 +128,24 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Migrate applies the DDL files of schemas.ClickHouse that the database
-// has not recorded in audit_schema_migrations yet, in name order.
+// has not recorded in audit_schema_migrations yet, in name order. Every
+// step is idempotent (CREATE … IF NOT EXISTS, an ADD COLUMN of a column
+// that exists counts as done), so a migration cut by a lost connection is
+// run again, for up to 30 s: the client has been seen to hand out a pooled
+// connection that was already closed.
 func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	r := changelog.Retry{Base: 100 * time.Millisecond, Cap: time.Second, Max: 30 * time.Second, Retriable: connectionLost}
+	return r.Do(ctx, s.migrate)
+}
+
+// connectionLost reports errors of a connection that closed under a call.
+func connectionLost(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
 	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS audit_schema_migrations (
 		version UInt32, name String, applied_at DateTime
 	) ENGINE = ReplacingMergeTree() ORDER BY version`); err != nil {
