@@ -32,4 +32,3 @@ type Conflict struct {
 // value), ExpectedVersion is -1 and CurrentVersion 0, and conflict rates
 // leave it out.
 const ReasonForbidden = "forbidden"
-
