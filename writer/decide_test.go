@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/schemas"
 )
 
 func ptr(v int64) *int64 { return &v }
@@ -322,6 +323,13 @@ func TestDecideDenied(t *testing.T) {
 			}
 			if c.Semantics.Purpose != tc.purpose || c.Semantics.Producer != "" || c.SpecRef != "" {
 				t.Fatalf("semantics %+v, want only purpose %s", c.Semantics, tc.purpose)
+			}
+			b, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.ValidateConflict(b); err != nil {
+				t.Fatalf("%v\n%s", err, b)
 			}
 		})
 	}
