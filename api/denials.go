@@ -2,10 +2,15 @@ package api
 
 import (
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/events"
 )
 
 // Denial log budget per principal: a burst, then one line per interval;
@@ -51,19 +56,64 @@ type denial struct {
 	status                                          int
 }
 
-// record counts d and logs it within its principal's budget.
-func (ds *denials) record(d denial, now time.Time) {
+// record counts d and logs it within its principal's budget; it reports
+// whether it logged it. A denial the budget leaves unlogged is not audited
+// either, so the budget also bounds the audit records of a principal.
+func (ds *denials) record(d denial, now time.Time) bool {
 	if _, known := ds.buckets[d.principal]; !known {
 		d.principal = UnknownPrincipal
 	}
 	ds.counter.WithLabelValues(d.principal, d.reason).Inc()
 	ok, skipped := ds.buckets[d.principal].take(now)
 	if !ok {
-		return
+		return false
 	}
 	ds.log.Warn("request denied", "status", d.status, "reason", d.reason, "principal", d.principal,
 		"method", truncate(d.method, 16), "key", truncate(d.key, maxLoggedKey), "remote", d.remote,
 		"message", truncate(d.message, 2*maxLoggedKey), "suppressed", skipped)
+	return true
+}
+
+// auditDenied hands a write refused to p (403) to the writer for the audit
+// trail, when the request is a write and its key parses. Only what the
+// request line says is recorded: the op, the key and, for a DELETE, its
+// requestId; the body is never read.
+func (s *Server) auditDenied(c echo.Context, p *Principal) {
+	op, raw, ok := writeOp(c)
+	if !ok {
+		return
+	}
+	k, err := events.ParseKey(raw)
+	if err != nil {
+		return
+	}
+	q := events.DeleteParams{RequestID: c.QueryParam("requestId")}
+	if q.Validate() != nil {
+		q.RequestID = ""
+	}
+	s.w.AuditDenied(k, op, p.Name, q.RequestID)
+}
+
+// writeOp is the write op of a request to /v1/kv/{key} and its raw key,
+// or false when the request is not a write (a read, a listing, an unknown
+// verb).
+func writeOp(c echo.Context) (events.Op, string, bool) {
+	if !strings.HasPrefix(c.Request().URL.Path, "/v1/kv/") {
+		return "", "", false
+	}
+	switch c.Request().Method {
+	case http.MethodPut:
+		return events.OpPut, keyPath(c), true
+	case http.MethodPatch:
+		return events.OpPatch, keyPath(c), true
+	case http.MethodDelete:
+		return events.OpDelete, keyPath(c), true
+	case http.MethodPost:
+		raw, verb := splitVerb(c)
+		op, ok := events.OpOfVerb(verb, false)
+		return op, raw, ok
+	}
+	return "", "", false
 }
 
 func truncate(s string, n int) string {

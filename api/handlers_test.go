@@ -21,6 +21,18 @@ import (
 type fakeWriter struct {
 	states map[string]events.State
 	reqs   []writer.Request
+	denied []deniedWrite
+}
+
+// deniedWrite is one AuditDenied call.
+type deniedWrite struct {
+	key                  string
+	op                   events.Op
+	principal, requestID string
+}
+
+func (f *fakeWriter) AuditDenied(k events.Key, op events.Op, principal, requestID string) {
+	f.denied = append(f.denied, deniedWrite{k.String(), op, principal, requestID})
 }
 
 func (f *fakeWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {

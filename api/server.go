@@ -30,6 +30,10 @@ type Writer interface {
 	Ready() bool
 	// Route says whether key is decided here or by the writer at ownerURL.
 	Route(key events.Key) (local bool, ownerURL string)
+	// AuditDenied records in the audit trail (kv.conflicts, reason
+	// forbidden) that principal was refused the write op of key. It never
+	// blocks: the record may be dropped (and counted).
+	AuditDenied(key events.Key, op events.Op, principal, requestID string)
 }
 
 // Lister lists live entries by prefix from the projection: a page of at
@@ -215,7 +219,9 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	if d.key == "" {
 		d.key = r.URL.Query().Get("prefix")
 	}
-	s.denials.record(d, s.now())
+	if s.denials.record(d, s.now()) && reason == reasonForbidden && p != nil {
+		s.auditDenied(c, p)
+	}
 	if r.ContentLength != 0 {
 		c.Response().Header().Set("Connection", "close")
 		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())

@@ -45,12 +45,32 @@ func traffic(tenant string, minutes []time.Time, applied, conflicts []int) histo
 	return h
 }
 
+// denied returns n denied writes (reason forbidden, no value) of one key
+// of tenant at each minute start.
+func denied(tenant string, minutes []time.Time, n int) []events.Conflict {
+	var out []events.Conflict
+	for i, m := range minutes {
+		for j := range n {
+			out = append(out, events.Conflict{
+				SchemaVersion: 1, ID: fmt.Sprintf("%s-denied-%d-%d", tenant, i, j), Key: fmt.Sprintf("tenant/%s/project/p/denied", tenant),
+				Scope: "tenant/" + tenant + "/project/p", Op: events.OpPut, ExpectedVersion: -1,
+				Attempted: json.RawMessage("null"), Current: json.RawMessage("null"),
+				Semantics: events.Semantics{Purpose: "lock"}, Principal: "intruder", TS: m.Add(20 * time.Second), Reason: events.ReasonForbidden,
+			})
+		}
+	}
+	return out
+}
+
 // TestConflictRateAlert: a rate above 10% in every minute of the window
 // fires (gauge, WARN log, alerts row); 5% does not, nor 50% in only one
 // minute of the window; the alert resolves when the window moves on.
+// Denied writes (reason forbidden) are not conflicts: 30 a minute keep
+// tenant cool at 5%, off the top conflicting keys, and stored without
+// value hashes.
 func TestConflictRateAlert(t *testing.T) {
 	b := testenv.MustBroker(t, 4)
-	s, _ := mustStore(t)
+	s, ch := mustStore(t)
 	now := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour).Add(30 * time.Second)
 	m1, m2 := now.Truncate(time.Minute).Add(-2*time.Minute), now.Truncate(time.Minute).Add(-time.Minute)
 	var h history
@@ -63,6 +83,7 @@ func TestConflictRateAlert(t *testing.T) {
 		h.events = append(h.events, g.events...)
 		h.conflicts = append(h.conflicts, g.conflicts...)
 	}
+	h.conflicts = append(h.conflicts, denied("cool", []time.Time{m1, m2}, 30)...)
 	produce(t, b, h, false)
 
 	t.Run("ConflictRatesPerMinute", func(t *testing.T) {
@@ -86,6 +107,7 @@ func TestConflictRateAlert(t *testing.T) {
 		if err != nil || len(top) != 2 || top[0].Key != "tenant/burst/project/p/k0" || top[0].Conflicts != 5 || top[1].Conflicts != 4 {
 			t.Fatalf("top keys %+v, %v", top, err)
 		}
+		checkDenials(t, ch)
 	})
 
 	var clock atomic.Int64
@@ -137,6 +159,29 @@ func TestConflictRateAlert(t *testing.T) {
 			return fmt.Errorf("alerts %+v", alerts)
 		})
 	})
+}
+
+// checkDenials: the 60 denied writes of tenant cool are stored without
+// value hashes, listed by denied_writes and left out of the conflict-rate
+// and top-keys views.
+func checkDenials(t *testing.T, ch *testenv.ClickHouse) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []struct {
+		sql  string
+		want uint64
+	}{
+		{"SELECT count() FROM audit_conflicts FINAL WHERE reason = 'forbidden' AND principal = 'intruder' AND attempted_hash = '' AND current_hash = ''", 60},
+		{"SELECT count() FROM denied_writes WHERE tenant = 'cool' AND principal = 'intruder' AND op = 'put'", 60},
+		{"SELECT sum(conflicts) FROM conflict_rate_minute WHERE tenant = 'cool'", 2},
+		{"SELECT sum(conflicts) FROM conflict_rate_hour WHERE tenant = 'cool'", 2},
+		{"SELECT count() FROM top_conflicting_keys WHERE key = 'tenant/cool/project/p/denied'", 0},
+	} {
+		var n uint64
+		if err := ch.Conn.QueryRow(ctx, q.sql).Scan(&n); err != nil || n != q.want {
+			t.Errorf("%s: %d, want %d (%v)", q.sql, n, q.want, err)
+		}
+	}
 }
 
 // gaugeValue returns the value of a gauge vector's series for tenant, or

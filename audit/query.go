@@ -43,7 +43,8 @@ type Rate struct {
 
 // conflictRateSQL is the documented conflict-rate query (docs/audit.md):
 // it counts distinct identities, so rows a replay inserted twice, merged
-// or not yet, count once. %[1]s is the bucket expression over ts, %[2]s
+// or not yet, count once. Denied writes (reason forbidden) are not
+// conflicts and do not count. %[1]s is the bucket expression over ts, %[2]s
 // extra conditions.
 const conflictRateSQL = `SELECT bucket, tenant, project, purpose,
     sum(a) AS applied, sum(c) AS conflicts,
@@ -57,7 +58,7 @@ FROM
     UNION ALL
     SELECT %[1]s AS bucket, tenant, project, purpose, toUInt64(0) AS a, uniqExact(key, conflict_id) AS c
     FROM audit_conflicts
-    WHERE ts >= toDateTime(?) AND ts < toDateTime(?)%[2]s
+    WHERE reason != 'forbidden' AND ts >= toDateTime(?) AND ts < toDateTime(?)%[2]s
     GROUP BY bucket, tenant, project, purpose
 )
 GROUP BY bucket, tenant, project, purpose
@@ -122,7 +123,7 @@ type KeyConflicts struct {
 func (s *Store) TopConflictingKeys(ctx context.Context, from, to time.Time, tenant string, limit int) ([]KeyConflicts, error) {
 	q := `SELECT key, tenant, project, uniqExact(conflict_id) AS conflicts, max(ts) AS last_conflict, groupUniqArray(purpose)
 FROM audit_conflicts
-WHERE ts >= toDateTime(?) AND ts < toDateTime(?)`
+WHERE reason != 'forbidden' AND ts >= toDateTime(?) AND ts < toDateTime(?)`
 	args := []any{from.Unix(), to.Unix()}
 	if tenant != "" {
 		q += " AND tenant = ?"

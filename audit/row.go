@@ -50,6 +50,8 @@ type Row struct {
 
 // ConflictRow is one row of audit_conflicts: a rejected write of
 // kv.conflicts, with hashes in place of the attempted and current values.
+// A denied write (reason forbidden) carries no value: both hashes are
+// empty, never the hash of null.
 type ConflictRow struct {
 	TS              time.Time
 	ConflictID      string
@@ -139,6 +141,10 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey,
 		HashScheme:      s,
 		Partition:       partition,
 		Offset:          offset,
+	}
+	if c.Reason == events.ReasonForbidden {
+		// A denial is not a rejected value: nothing was read or compared.
+		r.AttemptedHash, r.CurrentHash = "", ""
 	}
 	if r.ConsumerHints == nil {
 		r.ConsumerHints = []string{}

@@ -22,5 +22,13 @@ type Conflict struct {
 	RequestID       string          `json:"requestId,omitempty"`
 	Principal       string          `json:"principal"`
 	TS              time.Time       `json:"ts"`
-	Reason          string          `json:"reason"` // version_mismatch | request_id_reused
+	Reason          string          `json:"reason"` // version_mismatch | request_id_reused | field_mismatch | forbidden
 }
+
+// ReasonForbidden is the reason of a denied write: an authenticated
+// principal was refused (403 forbidden) a write of the key. Such a record
+// is an audit trace, not a conflict: Attempted and Current are null (the
+// server never reads the body of a refused write, and a denial reveals no
+// value), ExpectedVersion is -1 and CurrentVersion 0, and conflict rates
+// leave it out.
+const ReasonForbidden = "forbidden"

@@ -39,7 +39,13 @@ func conflictSamples() map[string]events.Conflict {
 	reused := mismatch
 	reused.Reason = "request_id_reused"
 
+	// A denied write: no value, no version, the request's op.
+	forbidden := events.Conflict{SchemaVersion: events.SchemaVersion, ID: "c-6a1", Key: testKey, Scope: "tenant/acme/project/billing",
+		Op: events.OpPut, ExpectedVersion: -1, Attempted: json.RawMessage("null"), Current: json.RawMessage("null"),
+		Semantics: events.Semantics{Purpose: "other"}, Principal: "reader", TS: t1, Reason: events.ReasonForbidden}
+
 	return map[string]events.Conflict{
+		"Forbidden":       forbidden,
 		"VersionMismatch": mismatch,
 		"CreateExisting":  create,
 		"Delete":          del,

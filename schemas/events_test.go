@@ -215,6 +215,8 @@ func TestValidateConflict(t *testing.T) {
 		{"OKKeyAbsent", applyAll(setField("currentVersion", 0), setField("current", nil)), true},
 		{"OKDelete", applyAll(setField("op", "delete"), setField("attempted", nil)), true},
 		{"OKRequestIDReused", setField("reason", "request_id_reused"), true},
+		{"OKForbidden", applyAll(setField("reason", "forbidden"), setField("op", "put"), setField("expectedVersion", -1),
+			setField("currentVersion", 0), setField("attempted", nil), setField("current", nil), dropFields("specRef")), true},
 		{"OKFutureReason", setField("reason", "lock_held"), true},
 		{"OKOptionalFieldsAbsent", dropFields("specRef", "requestId"), true},
 		{"OKUnknownField", setField("region", "eu-1"), true},

@@ -60,6 +60,11 @@ type Request struct {
 
 	// Holder identifies the lock or leader-pool caller.
 	Holder string
+
+	// Denied marks a write the API refused (403 forbidden) before the
+	// writer saw it: Decide only records it in kv.conflicts with reason
+	// forbidden, without any value, and appends nothing (AuditDenied).
+	Denied bool
 }
 
 // Digest identifies the request body, so that a retried requestId can be
@@ -125,6 +130,9 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	key := r.Key.String()
 	visible := cur.Visible(now)
 
+	if r.Denied {
+		return deniedDecision(visible, r, now)
+	}
 	if r.Op == events.OpExpire {
 		return decideExpire(cur, r, now, epoch)
 	}
@@ -354,6 +362,34 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 			Reason:          reason,
 		},
 	}
+}
+
+// deniedDecision records a denied write in kv.conflicts, reason
+// forbidden: key, scope, the request's op, principal and requestId, and
+// the key's purpose (other when absent) so denials can be told apart per
+// purpose. No value, attempted or current, and no version: the denial
+// reveals nothing of the entry. Nothing is appended and nobody waits for
+// the answer.
+func deniedDecision(visible *events.Entry, r *Request, now time.Time) decision {
+	purpose := "other"
+	if visible != nil && visible.Semantics.Purpose != "" {
+		purpose = visible.Semantics.Purpose
+	}
+	return decision{conflict: &events.Conflict{
+		SchemaVersion:   events.SchemaVersion,
+		ID:              uuid.Must(uuid.NewV7()).String(),
+		Key:             r.Key.String(),
+		Scope:           r.Key.Scope(),
+		Op:              r.Op,
+		ExpectedVersion: -1,
+		Attempted:       json.RawMessage("null"),
+		Current:         json.RawMessage("null"),
+		Semantics:       events.Semantics{Purpose: purpose},
+		RequestID:       r.RequestID,
+		Principal:       r.Principal,
+		TS:              now,
+		Reason:          events.ReasonForbidden,
+	}}
 }
 
 // conflictOp names a rejected request's op as change events would.

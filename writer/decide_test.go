@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/schemas"
 )
 
 func ptr(v int64) *int64 { return &v }
@@ -279,6 +280,56 @@ func TestConflictPurpose(t *testing.T) {
 			w.logDecision(&r, d)
 			if !strings.Contains(log.String(), `"purpose":"`+tc.purpose+`"`) {
 				t.Fatalf("WARN line %s, want purpose %s", log.String(), tc.purpose)
+			}
+		})
+	}
+}
+
+// A denied write (403 in the API) decides to a forbidden record in
+// kv.conflicts and nothing else, whatever the key's state and the
+// request's fields: no event, no answer, no value, no version.
+func TestDecideDenied(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/k")
+	flag := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"secret":1}`),
+		Semantics: events.Semantics{Purpose: "feature_flag", Producer: "x"}}}
+	for _, tc := range []struct {
+		name    string
+		cur     events.State
+		req     Request
+		purpose string
+	}{
+		{"PutOverLiveKey", flag, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), RequestID: "r-1"}, "feature_flag"},
+		{"DeleteAbsent", events.State{}, Request{Op: events.OpDelete}, "other"},
+		{"Increment", flag, Request{Op: events.OpIncrement, By: 1}, "feature_flag"},
+		{"LockAcquire", events.State{}, Request{Op: events.OpLockAcquire, Holder: "h"}, "other"},
+		{"ReusedRequestID", events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), RequestID: "r-1"}},
+			Request{Op: events.OpPatch, RequestID: "r-1"}, "other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			r.Key, r.Principal, r.Denied = key, "p", true
+			d := Decide(tc.cur, &r, now, 9)
+			c := d.conflict
+			if d.event != nil || d.err != nil || c == nil {
+				t.Fatalf("want only a conflict record, got event %v err %v conflict %v", d.event, d.err, c)
+			}
+			if c.Reason != events.ReasonForbidden || c.Op != r.Op || c.Key != key.String() || c.Scope != key.Scope() ||
+				c.Principal != "p" || c.RequestID != r.RequestID || !c.TS.Equal(now) || c.ID == "" || c.SchemaVersion != events.SchemaVersion {
+				t.Fatalf("record %+v", c)
+			}
+			if string(c.Attempted) != "null" || string(c.Current) != "null" || c.ExpectedVersion != -1 || c.CurrentVersion != 0 {
+				t.Fatalf("record carries a value or version: %+v", c)
+			}
+			if c.Semantics.Purpose != tc.purpose || c.Semantics.Producer != "" || c.SpecRef != "" {
+				t.Fatalf("semantics %+v, want only purpose %s", c.Semantics, tc.purpose)
+			}
+			b, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.ValidateConflict(b); err != nil {
+				t.Fatalf("%v\n%s", err, b)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ type metrics struct {
 	overlayFull       prometheus.Counter
 	sweepSeconds      prometheus.Histogram
 	swept             *prometheus.CounterVec
+	deniedAudits      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,8 +51,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_swept_total", Help: "Expired entries the TTL sweeper handled, by outcome (expired: an expire event was appended; skipped: a renewal, delete or earlier expire won).",
 		}, []string{"outcome"}),
+		deniedAudits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eskv_writer_denied_audits_total", Help: "Denied writes handed to the writer for the audit trail (AuditDenied), by outcome (queued; not_owner: another writer owns the key's partition; dropped: the partition is not ready or its queue is half full).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept} {
+	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -107,6 +107,23 @@ func (p *partition) submit(c *call) error {
 	}
 }
 
+// offer queues a call that may be dropped (a denied write's audit
+// record): only when the partition is ready and its queue less than half
+// full, never waiting.
+func (p *partition) offer(c *call) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.ready || len(p.calls) >= cap(p.calls)/2 {
+		return false
+	}
+	select {
+	case p.calls <- c:
+		return true
+	default:
+		return false
+	}
+}
+
 // run owns the partition until ctx ends, re-fencing and catching up again
 // after any failure: a failed transaction may or may not have committed,
 // so the only safe state to continue from is the log itself.

@@ -1,9 +1,14 @@
 package writer
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -68,4 +73,36 @@ func TestReadyWithMoreWritersThanPartitions(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "both writers ready and the partition owned once", func() bool {
 		return ws[0].Ready() && ws[1].Ready() && owners() == 1
 	})
+}
+
+// TestAuditDeniedNeverBlocks: a denied write's audit record is queued
+// only on a ready partition this writer owns whose queue is less than half
+// full; otherwise it is dropped and counted, at once.
+func TestAuditDeniedNeverBlocks(t *testing.T) {
+	w := offlineWriter(t, Config{QueueDepth: 4, Topics: changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1}})
+	key := mustKey(t, "tenant/a/project/b/k")
+	outcomes := func() (out []float64) {
+		for _, o := range []string{"queued", "not_owner", "dropped"} {
+			var m dto.Metric
+			if err := w.metrics.deniedAudits.WithLabelValues(o).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m.GetCounter().GetValue())
+		}
+		return out
+	}
+	w.AuditDenied(key, events.OpPut, "p", "")
+	p := newPartition(w, 0)
+	w.parts[0] = p
+	w.AuditDenied(key, events.OpPut, "p", "") // not ready
+	p.ready = true
+	for range 4 {
+		w.AuditDenied(key, events.OpDelete, "p", "r-1")
+	}
+	if got := fmt.Sprint(outcomes()); got != "[2 1 3]" || len(p.calls) != 2 {
+		t.Fatalf("queued, not_owner, dropped = %s with %d queued calls; want [2 1 3] and 2", got, len(p.calls))
+	}
+	if r := (<-p.calls).req; !r.Denied || r.Op != events.OpDelete || r.Principal != "p" || r.RequestID != "r-1" || r.Key != key {
+		t.Fatalf("queued request %+v", r)
+	}
 }

@@ -377,6 +377,27 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 	}
 }
 
+// AuditDenied records in kv.conflicts, reason forbidden, that principal
+// was refused (403) the write op of key: fire and forget, it never blocks.
+// The record is decided and committed by the partition's owner like any
+// conflict; a writer that does not own the key's partition drops it (and
+// counts it, not_owner) rather than forwarding it, and so does an owner
+// whose partition is not ready or whose queue is half full (dropped), so
+// denials never take the room of writes.
+func (w *Writer) AuditDenied(key events.Key, op events.Op, principal, requestID string) {
+	_, p := w.partition(key)
+	if p == nil {
+		w.metrics.deniedAudits.WithLabelValues("not_owner").Inc()
+		return
+	}
+	r := &Request{Key: key, Op: op, Principal: principal, RequestID: requestID, Denied: true}
+	if !p.offer(&call{req: r, done: make(chan answer, 1)}) {
+		w.metrics.deniedAudits.WithLabelValues("dropped").Inc()
+		return
+	}
+	w.metrics.deniedAudits.WithLabelValues("queued").Inc()
+}
+
 // State returns the current state of a key as its partition's owner
 // knows it: from the overlay when it holds a newer event than the
 // projection, else from the projection, which holds everything older. Only
@@ -422,6 +443,9 @@ func (w *Writer) Ready() bool {
 
 func (w *Writer) logDecision(r *Request, d decision) {
 	switch {
+	case r.Denied:
+		// The API logged the denial; this is its audit record.
+		w.metrics.writes.WithLabelValues("denied_audited").Inc()
 	case d.event != nil && d.event.Kind == events.KindExpire:
 		w.metrics.writes.WithLabelValues("expired").Inc()
 		w.log.Info("expired", "key", d.event.Key, "version", d.event.Version, "expiresAt", d.event.ExpiresAt,
