@@ -10,7 +10,9 @@ command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 
 echo "== duplicates (whole tree)"
 if command -v duplicates >/dev/null; then
-	duplicates --seconds 120 --most 1 | head -1
+	duplicates --seconds 120 --most 200 | tee /tmp/eskv-shape-dups.$$ | head -1
+	(cd tools && go run ./shape -duplicates -root .. </tmp/eskv-shape-dups.$$)
+	rm -f /tmp/eskv-shape-dups.$$
 else
 	echo "duplicates: not on PATH (a workplace tool); skipped"
 fi

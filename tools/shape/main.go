@@ -1,6 +1,7 @@
 // Command shape prints code-shape figures for one Go module (make shape):
 // non-test functions longer than a limit, packages without a doc comment,
-// and the share of non-test lines under cmd/.
+// and the share of non-test lines under cmd/; with -duplicates, it counts
+// the rows of the workplace's duplicates command, import blocks apart.
 package main
 
 import (
@@ -19,7 +20,15 @@ import (
 func main() {
 	root := flag.String("root", ".", "module root")
 	limit := flag.Int("max-lines", 80, "a function longer than this is listed")
+	dups := flag.Bool("duplicates", false, "read the rows of the duplicates command on stdin and count them (import blocks apart) instead")
 	flag.Parse()
+	if *dups {
+		if err := printDuplicates(os.Stdin, *root); err != nil {
+			fmt.Fprintln(os.Stderr, "shape:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	r, err := measure(*root, *limit)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shape:", err)
