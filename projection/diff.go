@@ -122,10 +122,10 @@ func Compare(ctx context.Context, pool *pgxpool.Pool, schema, against, topic str
 	cte := diffSQL(a, b)
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		if d.Offsets, err = readOffsets(ctx, tx, a, topic); err != nil {
+		if d.Offsets, err = readOffsets(ctx, tx, a+".projector_offsets", topic); err != nil {
 			return err
 		}
-		if d.AgainstOffsets, err = readOffsets(ctx, tx, b, topic); err != nil {
+		if d.AgainstOffsets, err = readOffsets(ctx, tx, b+".projector_offsets", topic); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `SELECT
@@ -191,10 +191,10 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// readOffsets reads the stored next offsets of topic from the
-// projector_offsets table of schema (a sanitized identifier).
-func readOffsets(ctx context.Context, q querier, schema, topic string) (map[int32]int64, error) {
-	rows, err := q.Query(ctx, `SELECT partition, next_offset FROM `+schema+`.projector_offsets WHERE topic = $1`, topic)
+// readOffsets reads the stored next offsets of topic from table, a
+// projector_offsets table (a sanitized, possibly schema-qualified name).
+func readOffsets(ctx context.Context, q querier, table, topic string) (map[int32]int64, error) {
+	rows, err := q.Query(ctx, `SELECT partition, next_offset FROM `+table+` WHERE topic = $1`, topic)
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,6 @@ func notCurrent(ctx context.Context, pool *pgxpool.Pool, schema, what string) er
 // OffsetsIn returns the stored next offsets per partition of topic of the
 // projection in schema (Store.Offsets of a pool in that schema).
 func OffsetsIn(ctx context.Context, pool *pgxpool.Pool, schema, topic string) (map[int32]int64, error) {
-	out, err := readOffsets(ctx, pool, pgx.Identifier{schema}.Sanitize(), topic)
+	out, err := readOffsets(ctx, pool, pgx.Identifier{schema, "projector_offsets"}.Sanitize(), topic)
 	return out, translate("offsets of "+schema, err)
 }

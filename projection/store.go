@@ -293,17 +293,7 @@ func (c *historyColumns) add(a *Applied) error {
 // Offsets returns the next offset to read per partition of topic, as
 // stored by Apply. Partitions never applied are absent.
 func (s *Store) Offsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT partition, next_offset FROM projector_offsets WHERE topic = $1`, topic)
-	if err != nil {
-		return nil, translate("offsets", err)
-	}
-	out := make(map[int32]int64)
-	var p int32
-	var o int64
-	_, err = pgx.ForEachRow(rows, []any{&p, &o}, func() error {
-		out[p] = o
-		return nil
-	})
+	out, err := readOffsets(ctx, s.pool, "projector_offsets", topic)
 	if err != nil {
 		return nil, translate("offsets", err)
 	}
