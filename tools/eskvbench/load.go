@@ -246,6 +246,24 @@ func (e errorCounts) merge(o errorCounts) {
 	}
 }
 
+// failed reports whether a call answered status and err failed. It
+// counts the failure by status and, with pause, backs off after an
+// unavailable answer; a call that failed because ctx ended (the run was
+// interrupted, not an error of the stack) is not counted, and the callers'
+// loops end on ctx.
+func (e errorCounts) failed(ctx context.Context, status int, err error, pause bool) bool {
+	if err == nil && status == http.StatusOK {
+		return false
+	}
+	if ctx.Err() == nil {
+		e[status]++
+		if pause {
+			backoff(ctx, status)
+		}
+	}
+	return true
+}
+
 // timed calls do n times, one after the other, and returns the latencies
 // of the calls answered 200, the others counted by status, and the time
 // it took; with pauses it backs off after an unavailable answer.
@@ -260,14 +278,7 @@ func timed(ctx context.Context, n int, pauses bool, do func() (int, error)) (lat
 		t0 := time.Now()
 		status, err := do()
 		d := time.Since(t0)
-		if err != nil || status != http.StatusOK {
-			if ctx.Err() != nil {
-				break
-			}
-			errs[status]++
-			if pauses {
-				backoff(ctx, status)
-			}
+		if errs.failed(ctx, status, err, pauses) {
 			continue
 		}
 		lat = append(lat, d)
@@ -347,12 +358,7 @@ func (b *bench) concurrentWrites(ctx context.Context, id string, projects []stri
 				}
 				status, err := b.cas(ctx, st)
 				t1 := time.Now()
-				if err != nil || status != http.StatusOK {
-					if ctx.Err() != nil {
-						return // interrupted, not an error of the stack
-					}
-					errs[i][status]++
-					backoff(ctx, status)
+				if errs[i].failed(ctx, status, err, true) {
 					continue
 				}
 				lats[i] = append(lats[i], t1.Sub(t0))
@@ -621,12 +627,7 @@ func (b *bench) gets(ctx context.Context, id string, keys []string, clients int)
 				}
 				status, err := b.get(ctx, keys[rng.IntN(len(keys))], &buf)
 				d := time.Since(t0)
-				if err != nil || status != http.StatusOK {
-					if ctx.Err() != nil {
-						return // interrupted, not an error of the stack
-					}
-					errs[i][status]++
-					backoff(ctx, status)
+				if errs[i].failed(ctx, status, err, true) {
 					continue
 				}
 				lats[i] = append(lats[i], d)
