@@ -2,7 +2,6 @@ package events_test
 
 import (
 	"encoding/json"
-	"reflect"
 	"testing"
 
 	"github.com/eskv/eskv/events"
@@ -55,24 +54,8 @@ func conflictSamples() map[string]events.Conflict {
 }
 
 func TestConflictMatchesSchema(t *testing.T) {
-	for name, c := range conflictSamples() {
-		t.Run("OK"+name, func(t *testing.T) {
-			b, err := json.Marshal(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := schemas.ValidateConflict(b); err != nil {
-				t.Errorf("%v\n%s", err, b)
-			}
-			var got events.Conflict
-			if err := json.Unmarshal(b, &got); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, c) {
-				t.Errorf("round trip changed the conflict:\n got %+v\nwant %+v", got, c)
-			}
-		})
-	}
+	checkSamples(t, conflictSamples(), func(c *events.Conflict) ([]byte, error) { return json.Marshal(c) }, schemas.ValidateConflict,
+		func(b []byte) (c events.Conflict, err error) { err = json.Unmarshal(b, &c); return c, err })
 
 	for _, tc := range []struct {
 		name   string
