@@ -27,14 +27,7 @@ func getField(c echo.Context, e *events.Entry, field string) error {
 }
 
 // patch serves PATCH /v1/kv/{key}.
-func (s *Server) patch(c echo.Context) error {
-	p, k, err := s.authorize(c, Write)
-	if err != nil {
-		return err
-	}
-	if done, err := s.forward(c, k); done {
-		return err
-	}
+func (s *Server) patch(c echo.Context, p *Principal, k events.Key) error {
 	var b events.PatchBody
 	if err := s.decode(c, &b); err != nil {
 		return err

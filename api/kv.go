@@ -21,14 +21,7 @@ func getEntry(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error 
 	return c.JSON(http.StatusOK, e)
 }
 
-func (s *Server) put(c echo.Context) error {
-	p, k, err := s.authorize(c, Write)
-	if err != nil {
-		return err
-	}
-	if done, err := s.forward(c, k); done {
-		return err
-	}
+func (s *Server) put(c echo.Context, p *Principal, k events.Key) error {
 	var b events.PutBody
 	if err := s.decode(c, &b); err != nil {
 		return err
@@ -44,14 +37,7 @@ func (s *Server) put(c echo.Context) error {
 		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name})
 }
 
-func (s *Server) delete(c echo.Context) error {
-	p, k, err := s.authorize(c, Write)
-	if err != nil {
-		return err
-	}
-	if done, err := s.forward(c, k); done {
-		return err
-	}
+func (s *Server) delete(c echo.Context, p *Principal, k events.Key) error {
 	q := events.DeleteParams{RequestID: c.QueryParam("requestId")}
 	if v := c.QueryParam("expectedVersion"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

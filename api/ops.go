@@ -128,6 +128,22 @@ func (s *Server) post(c echo.Context) error {
 	if !ok {
 		return events.FieldErrorf(events.EInvalid, "key", "unknown verb %q (%s)", verb, strings.Join(events.Verbs(false), ", "))
 	}
+	return s.serveWrite(c, raw, func(c echo.Context, p *Principal, k events.Key) error { return h.write(s, c, op, p, k) })
+}
+
+// writeFunc serves a write of key k by principal p, authorized and owned
+// by this writer.
+type writeFunc func(c echo.Context, p *Principal, k events.Key) error
+
+// writeHandler serves a write of the request's key with h; see serveWrite.
+func (s *Server) writeHandler(h writeFunc) echo.HandlerFunc {
+	return func(c echo.Context) error { return s.serveWrite(c, keyPath(c), h) }
+}
+
+// serveWrite checks the caller's right to write the key raw, forwards the
+// request to the writer that owns the key when that is another, and
+// otherwise serves it with h. Nothing reads the body before.
+func (s *Server) serveWrite(c echo.Context, raw string, h writeFunc) error {
 	p, k, err := s.authorizeKey(c, Write, raw)
 	if err != nil {
 		return err
@@ -135,5 +151,5 @@ func (s *Server) post(c echo.Context) error {
 	if done, err := s.forward(c, k); done {
 		return err
 	}
-	return h.write(s, c, op, p, k)
+	return h(c, p, k)
 }

@@ -138,10 +138,10 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	v1 := e.Group("/v1", s.authenticate)
 	v1.GET("/kv", s.listKeys)
 	v1.GET("/kv/*", s.get)
-	v1.PUT("/kv/*", s.put)
-	v1.DELETE("/kv/*", s.delete)
+	v1.PUT("/kv/*", s.writeHandler(s.put))
+	v1.DELETE("/kv/*", s.writeHandler(s.delete))
 	v1.POST("/kv/*", s.post)
-	v1.PATCH("/kv/*", s.patch)
+	v1.PATCH("/kv/*", s.writeHandler(s.patch))
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
 	}
