@@ -16,25 +16,20 @@ import (
 // Row is one row of audit_events: an applied event of kv.changes, with
 // hashes in place of its values and its link in the key's hash chain.
 type Row struct {
-	TS            time.Time // microsecond precision, UTC
-	Tenant        string
-	Project       string
-	Key           string
-	Version       int64
-	PrevVersion   int64
-	Kind          string
-	Op            string
-	Purpose       string
-	Producer      string
-	ConsumerHints []string
-	Principal     string
-	RequestID     string
-	SpecRef       string
-	TTLSeconds    int64
-	ExpiresAtUS   int64 // Unix microseconds; 0 when the entry has no expiry
-	BeforeHash    string
-	AfterHash     string
-	HashKeyID     string
+	TS          time.Time // microsecond precision, UTC
+	Tenant      string
+	Project     string
+	Key         string
+	Version     int64
+	PrevVersion int64
+	Kind        string
+	Op          string
+	Origin
+	TTLSeconds  int64
+	ExpiresAtUS int64 // Unix microseconds; 0 when the entry has no expiry
+	BeforeHash  string
+	AfterHash   string
+	HashKeyID   string
 	// HashScheme is the scheme of the row's hashes; verification
 	// recomputes them under it.
 	HashScheme Scheme
@@ -48,24 +43,39 @@ type Row struct {
 	Offset        int64
 }
 
+// Origin is who wrote, or tried to write, and with what semantics: the
+// columns audit_events and audit_conflicts share.
+type Origin struct {
+	Purpose       string
+	Producer      string
+	ConsumerHints []string // [] when the write named none, never nil
+	Principal     string
+	RequestID     string
+	SpecRef       string
+}
+
+func originOf(s events.Semantics, principal, requestID, specRef string) Origin {
+	o := Origin{Purpose: s.Purpose, Producer: s.Producer, ConsumerHints: s.ConsumerHints,
+		Principal: principal, RequestID: requestID, SpecRef: specRef}
+	if o.ConsumerHints == nil {
+		o.ConsumerHints = []string{}
+	}
+	return o
+}
+
 // ConflictRow is one row of audit_conflicts: a rejected write of
 // kv.conflicts, with hashes in place of the attempted and current values.
 // A denied write (reason forbidden) carries no value: both hashes are
 // empty, never the hash of null.
 type ConflictRow struct {
-	TS              time.Time
-	ConflictID      string
-	Tenant          string
-	Project         string
-	Key             string
-	Op              string
-	Reason          string
-	Purpose         string
-	Producer        string
-	ConsumerHints   []string
-	Principal       string
-	RequestID       string
-	SpecRef         string
+	TS         time.Time
+	ConflictID string
+	Tenant     string
+	Project    string
+	Key        string
+	Op         string
+	Reason     string
+	Origin
 	ExpectedVersion int64
 	CurrentVersion  int64
 	AttemptedHash   string
@@ -90,12 +100,7 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 		PrevVersion:   e.PrevVersion,
 		Kind:          string(e.Kind),
 		Op:            string(e.Op),
-		Purpose:       e.Semantics.Purpose,
-		Producer:      e.Semantics.Producer,
-		ConsumerHints: e.Semantics.ConsumerHints,
-		Principal:     e.Principal,
-		RequestID:     e.RequestID,
-		SpecRef:       e.SpecRef,
+		Origin:        originOf(e.Semantics, e.Principal, e.RequestID, e.SpecRef),
 		TTLSeconds:    e.Semantics.TTLSeconds,
 		BeforeHash:    s.ValueHash(k, e.Key, e.Before),
 		AfterHash:     s.ValueHash(k, e.Key, e.After),
@@ -104,9 +109,6 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 		PrevChainHash: prevChain,
 		Partition:     partition,
 		Offset:        offset,
-	}
-	if r.ConsumerHints == nil {
-		r.ConsumerHints = []string{}
 	}
 	if e.ExpiresAt != nil {
 		r.ExpiresAtUS = e.ExpiresAt.UnixMicro()
@@ -127,12 +129,7 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey,
 		Key:             c.Key,
 		Op:              string(c.Op),
 		Reason:          c.Reason,
-		Purpose:         c.Semantics.Purpose,
-		Producer:        c.Semantics.Producer,
-		ConsumerHints:   c.Semantics.ConsumerHints,
-		Principal:       c.Principal,
-		RequestID:       c.RequestID,
-		SpecRef:         c.SpecRef,
+		Origin:          originOf(c.Semantics, c.Principal, c.RequestID, c.SpecRef),
 		ExpectedVersion: c.ExpectedVersion,
 		CurrentVersion:  c.CurrentVersion,
 		AttemptedHash:   s.ValueHash(k, c.Key, c.Attempted),
@@ -145,9 +142,6 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey,
 	if c.Reason == events.ReasonForbidden {
 		// A denial is not a rejected value: nothing was read or compared.
 		r.AttemptedHash, r.CurrentHash = "", ""
-	}
-	if r.ConsumerHints == nil {
-		r.ConsumerHints = []string{}
 	}
 	return r
 }
