@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -79,6 +80,10 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			maps.Copy(m, jsonFields(f.Type)) // promoted, as encoding/json does
+			continue
+		}
 		if !f.IsExported() || name == "-" {
 			continue
 		}

@@ -81,15 +81,44 @@ type DeleteParams struct {
 // Validate checks the parameters.
 func (p *DeleteParams) Validate() error { return checkCommon(p.ExpectedVersion, p.RequestID, "") }
 
+// WriteOptions are the members an increment and a patch share: whether a
+// missing key is created, the version guard, the entry's new TTL and
+// semantics (none keeps the entry's), and the request's id and spec.
+type WriteOptions struct {
+	// Create starts a missing (or expired, or deleted) key: a counter
+	// from 0, an object from {}.
+	Create          bool   `json:"create,omitempty"`
+	ExpectedVersion *int64 `json:"expectedVersion,omitempty"`
+	// TTLSeconds, when set, expires the entry this long after the write;
+	// none keeps its expiry.
+	TTLSeconds *int64     `json:"ttlSeconds,omitempty"`
+	Semantics  *Semantics `json:"semantics,omitempty"`
+	RequestID  string     `json:"requestId,omitempty"`
+	SpecRef    string     `json:"specRef,omitempty"`
+}
+
+// validate checks the options.
+func (o *WriteOptions) validate() error {
+	if err := checkCommon(o.ExpectedVersion, o.RequestID, o.SpecRef); err != nil {
+		return err
+	}
+	return checkOptional(o.Semantics, o.TTLSeconds)
+}
+
+// EntrySemantics are the semantics the request gives the entry; the zero
+// value keeps the entry's.
+func (o *WriteOptions) EntrySemantics() Semantics { return optionalSemantics(o.Semantics) }
+
+// TTL is the entry's new TTL in seconds; 0 keeps its expiry.
+func (o *WriteOptions) TTL() int64 { return optionalTTL(o.Semantics, o.TTLSeconds) }
+
+// Idempotent: see PutBody.Idempotent.
+func (o *WriteOptions) Idempotent() bool { return o.RequestID != "" }
+
 // IncrementBody is the body of POST /v1/kv/{key}:increment.
 type IncrementBody struct {
-	By              *int64     `json:"by,omitempty"`
-	Create          bool       `json:"create,omitempty"`
-	ExpectedVersion *int64     `json:"expectedVersion,omitempty"`
-	TTLSeconds      *int64     `json:"ttlSeconds,omitempty"`
-	Semantics       *Semantics `json:"semantics,omitempty"`
-	RequestID       string     `json:"requestId,omitempty"`
-	SpecRef         string     `json:"specRef,omitempty"`
+	By *int64 `json:"by,omitempty"`
+	WriteOptions
 }
 
 // Validate checks the body.
@@ -97,10 +126,7 @@ func (b *IncrementBody) Validate() error {
 	if b.By != nil && *b.By == 0 {
 		return FieldErrorf(EInvalid, "by", "by must not be 0 (read the key with GET)")
 	}
-	if err := checkCommon(b.ExpectedVersion, b.RequestID, b.SpecRef); err != nil {
-		return err
-	}
-	return checkOptional(b.Semantics, b.TTLSeconds)
+	return b.validate()
 }
 
 // Step is the amount to add: by, or 1.
@@ -110,9 +136,6 @@ func (b *IncrementBody) Step() int64 {
 	}
 	return *b.By
 }
-
-// Idempotent: see PutBody.Idempotent.
-func (b *IncrementBody) Idempotent() bool { return b.RequestID != "" }
 
 // checkOptional checks the semantics and TTL of an op that keeps the
 // entry's own when the request gives none (increment, patch).
@@ -166,13 +189,6 @@ func optionalTTL(sem *Semantics, ttl *int64) int64 {
 	return optionalSemantics(sem).TTLSeconds
 }
 
-// EntrySemantics are the semantics the request gives the entry; the zero
-// value keeps the entry's.
-func (b *IncrementBody) EntrySemantics() Semantics { return optionalSemantics(b.Semantics) }
-
-// TTL is the entry's new TTL in seconds; 0 keeps its expiry.
-func (b *IncrementBody) TTL() int64 { return optionalTTL(b.Semantics, b.TTLSeconds) }
-
 // FieldCondition guards a patch (PatchBody.If): the top-level field must
 // equal Equals (compared as canonical JSON; a missing field equals null).
 type FieldCondition struct {
@@ -182,15 +198,10 @@ type FieldCondition struct {
 
 // PatchBody is the body of PATCH /v1/kv/{key}.
 type PatchBody struct {
-	Set             map[string]json.RawMessage `json:"set,omitempty"`
-	Unset           []string                   `json:"unset,omitempty"`
-	If              *FieldCondition            `json:"if,omitempty"`
-	Create          bool                       `json:"create,omitempty"`
-	ExpectedVersion *int64                     `json:"expectedVersion,omitempty"`
-	TTLSeconds      *int64                     `json:"ttlSeconds,omitempty"`
-	Semantics       *Semantics                 `json:"semantics,omitempty"`
-	RequestID       string                     `json:"requestId,omitempty"`
-	SpecRef         string                     `json:"specRef,omitempty"`
+	Set   map[string]json.RawMessage `json:"set,omitempty"`
+	Unset []string                   `json:"unset,omitempty"`
+	If    *FieldCondition            `json:"if,omitempty"`
+	WriteOptions
 }
 
 // Validate checks the body but the JSON values of set and if.equals.
@@ -222,20 +233,8 @@ func (b *PatchBody) Validate() error {
 			return FieldErrorf(EInvalid, "if.equals", "if.equals is required (null matches a missing field)")
 		}
 	}
-	if err := checkCommon(b.ExpectedVersion, b.RequestID, b.SpecRef); err != nil {
-		return err
-	}
-	return checkOptional(b.Semantics, b.TTLSeconds)
+	return b.validate()
 }
-
-// EntrySemantics: see IncrementBody.EntrySemantics.
-func (b *PatchBody) EntrySemantics() Semantics { return optionalSemantics(b.Semantics) }
-
-// TTL: see IncrementBody.TTL.
-func (b *PatchBody) TTL() int64 { return optionalTTL(b.Semantics, b.TTLSeconds) }
-
-// Idempotent: see PutBody.Idempotent.
-func (b *PatchBody) Idempotent() bool { return b.RequestID != "" }
 
 // LockBody is the body of the lock and leader verbs: acquire, extend,
 // release, elect, heartbeat, resign.

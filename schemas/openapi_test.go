@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -414,10 +415,12 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 }
 
 // goJSONFields returns, per struct type in files, its JSON field names and
-// whether each is omitempty.
+// whether each is omitempty; the fields of an embedded struct of files
+// count as the embedding type's, as encoding/json promotes them.
 func goJSONFields(t *testing.T, files ...string) map[string]map[string]bool {
 	t.Helper()
 	out := map[string]map[string]bool{}
+	embeds := map[string][]string{} // type → the types it embeds
 	fset := token.NewFileSet()
 	for _, name := range files {
 		f, err := parser.ParseFile(fset, name, nil, 0)
@@ -435,6 +438,10 @@ func goJSONFields(t *testing.T, files ...string) map[string]map[string]bool {
 			}
 			m := map[string]bool{}
 			for _, fld := range st.Fields.List {
+				if id, ok := fld.Type.(*ast.Ident); ok && len(fld.Names) == 0 && fld.Tag == nil {
+					embeds[ts.Name.Name] = append(embeds[ts.Name.Name], id.Name)
+					continue
+				}
 				if fld.Tag == nil {
 					continue
 				}
@@ -449,6 +456,14 @@ func goJSONFields(t *testing.T, files ...string) map[string]map[string]bool {
 			out[ts.Name.Name] = m
 			return true
 		})
+	}
+	for typ, embedded := range embeds {
+		for _, e := range embedded {
+			if out[e] == nil {
+				t.Fatalf("%s embeds %s, which is not a struct of %v", typ, e, files)
+			}
+			maps.Copy(out[typ], out[e])
+		}
 	}
 	return out
 }

@@ -79,15 +79,14 @@ type Counter struct {
 // returns the new value. A key that holds anything but an integer is
 // events.EWrongType; leaving the int64 range is events.EOutOfRange.
 func (c *Client) Increment(ctx context.Context, r IncrementRequest) (Counter, error) {
-	b := events.IncrementBody{Create: r.Create, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef}
+	o, err := writeOptions(r.Create, r.ExpectedVersion, r.TTL, r.Semantics, r.RequestID, r.SpecRef)
+	if err != nil {
+		return Counter{}, err
+	}
+	b := events.IncrementBody{WriteOptions: o}
 	if r.By != 0 {
 		b.By = &r.By
 	}
-	var err error
-	if b.TTLSeconds, err = ttlSeconds(r.TTL); err != nil {
-		return Counter{}, err
-	}
-	b.Semantics = semantics(r.Semantics)
 	var out Counter
 	if out.Entry, out.Replayed, err = Call[events.Entry](ctx, c, events.OpIncrement, r.Key, &b); err != nil {
 		return Counter{}, err
@@ -117,6 +116,15 @@ func ttlSeconds(d time.Duration) (*int64, error) {
 	}
 	n := int64(d / time.Second)
 	return &n, nil
+}
+
+// writeOptions is the wire form of the options an increment and a patch
+// share.
+func writeOptions(create bool, expected *int64, ttl time.Duration, sem events.Semantics, requestID, specRef string) (events.WriteOptions, error) {
+	o := events.WriteOptions{Create: create, ExpectedVersion: expected, Semantics: semantics(sem), RequestID: requestID, SpecRef: specRef}
+	var err error
+	o.TTLSeconds, err = ttlSeconds(ttl)
+	return o, err
 }
 
 // semantics is the wire form of optional semantics: nil when none are
@@ -260,12 +268,11 @@ type FieldCondition = events.FieldCondition
 // Patch applies r to the object at r.Key and returns the entry after it.
 // A key that holds anything but an object is events.EWrongType.
 func (c *Client) Patch(ctx context.Context, r PatchRequest) (PutResult, error) {
-	b := events.PatchBody{Set: r.Set, Unset: r.Unset, If: r.If, Create: r.Create, ExpectedVersion: r.ExpectedVersion,
-		RequestID: r.RequestID, SpecRef: r.SpecRef, Semantics: semantics(r.Semantics)}
-	var err error
-	if b.TTLSeconds, err = ttlSeconds(r.TTL); err != nil {
+	o, err := writeOptions(r.Create, r.ExpectedVersion, r.TTL, r.Semantics, r.RequestID, r.SpecRef)
+	if err != nil {
 		return PutResult{}, err
 	}
+	b := events.PatchBody{Set: r.Set, Unset: r.Unset, If: r.If, WriteOptions: o}
 	return c.writeEntry(ctx, http.MethodPatch, r.Key, &b, b.Idempotent())
 }
 
