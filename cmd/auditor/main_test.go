@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -28,16 +27,7 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 		"verify": {"ESKV_BROKERS", "ESKV_CLICKHOUSE_ADDR", "ESKV_AUDIT_KEY_FILE", "ESKV_AUDITOR_GROUP"},
 		"report": {"ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE"},
 	} {
-		var stderr bytes.Buffer
-		err := run(context.Background(), []string{cmd, "-h"}, io.Discard, &stderr)
-		if !errors.Is(err, flag.ErrHelp) {
-			t.Fatalf("%s -h: %v, want flag.ErrHelp", cmd, err)
-		}
-		for _, v := range vars {
-			if !strings.Contains(stderr.String(), v) {
-				t.Errorf("%s -h does not mention %s:\n%s", cmd, v, stderr.String())
-			}
-		}
+		servicetest.HelpMentions(t, run, []string{cmd, "-h"}, vars...)
 	}
 }
 

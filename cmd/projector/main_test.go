@@ -26,16 +26,7 @@ import (
 )
 
 func TestHelpListsTheEnvironment(t *testing.T) {
-	var stderr bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, io.Discard, &stderr)
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("run -h: %v, want flag.ErrHelp", err)
-	}
-	for _, v := range []string{"ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_TOPIC", "ESKV_PARTITIONS", "ESKV_PROJECTOR_ADDR", "ESKV_LOG_LEVEL"} {
-		if !strings.Contains(stderr.String(), v) {
-			t.Errorf("-h does not mention %s:\n%s", v, stderr.String())
-		}
-	}
+	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_TOPIC", "ESKV_PARTITIONS", "ESKV_PROJECTOR_ADDR", "ESKV_LOG_LEVEL")
 }
 
 // TestErrBadEnv: a variable the flag does not accept is an error naming

@@ -4,10 +4,14 @@
 package servicetest
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +60,20 @@ func WaitReady(tb testing.TB, base string) {
 		code, _ := Get(base + "/readyz")
 		return code == http.StatusOK
 	})
+}
+
+// HelpMentions runs a command's run with args (ending in -h): it must
+// answer flag.ErrHelp and its help, on stderr, must name each of vars,
+// the environment the command reads.
+func HelpMentions(tb testing.TB, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error, args []string, vars ...string) {
+	tb.Helper()
+	var stderr bytes.Buffer
+	if err := run(context.Background(), args, io.Discard, &stderr); !errors.Is(err, flag.ErrHelp) {
+		tb.Fatalf("%v: %v, want flag.ErrHelp", args, err)
+	}
+	for _, v := range vars {
+		if !strings.Contains(stderr.String(), v) {
+			tb.Errorf("%v does not mention %s:\n%s", args, v, stderr.String())
+		}
+	}
 }
