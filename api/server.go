@@ -228,11 +228,6 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	}
 }
 
-// authorize parses the key in the path and checks the caller's right on it.
-func (s *Server) authorize(c echo.Context, r Right) (*Principal, events.Key, error) {
-	return s.authorizeKey(c, r, keyPath(c))
-}
-
 // authorizeKey parses raw as a key and checks the caller's right on it.
 func (s *Server) authorizeKey(c echo.Context, r Right, raw string) (*Principal, events.Key, error) {
 	p := c.Get(principalKey).(*Principal)
