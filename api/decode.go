@@ -137,7 +137,7 @@ func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
 	if err != nil {
 		return err
 	}
-	if p, ok := c.Get(principalKey).(*Principal); !ok || !p.Allows(Read, req.Key.String()) {
+	if !mayRead(c, req.Key.String()) {
 		res.Entry.Value = nil
 	}
 	return c.JSON(http.StatusOK, res.Entry)
