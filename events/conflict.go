@@ -23,6 +23,14 @@ type Conflict struct {
 	Principal       string          `json:"principal"`
 	TS              time.Time       `json:"ts"`
 	Reason          string          `json:"reason"` // version_mismatch | request_id_reused | field_mismatch | forbidden
+	// TxnID is set when the rejected write was an operation of a
+	// multi-key transaction: the one conflict record of the rejected
+	// transaction, for its first failing operation, TxnOp (its index in
+	// the request, from 0), TxnSize operations in all. Key, versions and
+	// values are those of that operation.
+	TxnID   string `json:"txnId,omitempty"`
+	TxnOp   *int   `json:"txnOp,omitempty"`
+	TxnSize int    `json:"txnSize,omitempty"`
 }
 
 // ReasonForbidden is the reason of a denied write: an authenticated

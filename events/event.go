@@ -81,6 +81,13 @@ type Event struct {
 	Principal     string    `json:"principal"`
 	TS            time.Time `json:"ts"`
 	WriterEpoch   int64     `json:"writerEpoch"`
+	// TxnID is set on the events of a multi-key transaction (POST
+	// /v1/txn): every event of one transaction carries the same id, and
+	// TxnSize is how many events it appended. They are appended together,
+	// contiguous, in one Kafka transaction; consumers that need the whole
+	// transaction (the projector, watchers) apply them together.
+	TxnID   string `json:"txnId,omitempty"`
+	TxnSize int    `json:"txnSize,omitempty"`
 }
 
 // Live reports whether the key exists after the event.
