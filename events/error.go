@@ -46,6 +46,10 @@ type Error struct {
 	CorrelationID string
 	// RetryAfterSeconds is set on partition_unavailable.
 	RetryAfterSeconds int
+	// FailedOp is set on an error about one operation of a transaction
+	// (POST /v1/txn): its index in ops, from 0. Field then starts with
+	// ops[FailedOp], and Current is that op's key's entry.
+	FailedOp *int
 }
 
 func (e *Error) Error() string {
@@ -93,6 +97,7 @@ type ErrorDetail struct {
 	CurrentExpiresAt  *time.Time      `json:"currentExpiresAt,omitempty"`
 	CorrelationID     string          `json:"correlationId,omitempty"`
 	RetryAfterSeconds int             `json:"retryAfterSeconds,omitempty"`
+	FailedOp          *int            `json:"failedOp,omitempty"`
 }
 
 // Detail is e as an error answer says it. The current entry is told on
@@ -100,7 +105,7 @@ type ErrorDetail struct {
 // when the key is absent), and on any other code that has one.
 func (e *Error) Detail() ErrorDetail {
 	d := ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field, CorrelationID: e.CorrelationID,
-		RetryAfterSeconds: e.RetryAfterSeconds}
+		RetryAfterSeconds: e.RetryAfterSeconds, FailedOp: e.FailedOp}
 	if e.Current != nil || e.Code == EConflict || e.Code == EFieldMismatch {
 		var v int64
 		d.CurrentValue = json.RawMessage("null")
@@ -115,7 +120,8 @@ func (e *Error) Detail() ErrorDetail {
 // AsError is the *Error an error answer about key describes: Current is
 // set when the answer names a current version (> 0).
 func (d *ErrorDetail) AsError(key string) *Error {
-	e := &Error{Code: d.Code, Message: d.Message, Field: d.Field, CorrelationID: d.CorrelationID, RetryAfterSeconds: d.RetryAfterSeconds}
+	e := &Error{Code: d.Code, Message: d.Message, Field: d.Field, CorrelationID: d.CorrelationID, RetryAfterSeconds: d.RetryAfterSeconds,
+		FailedOp: d.FailedOp}
 	if d.CurrentVersion != nil && *d.CurrentVersion > 0 {
 		e.Current = &Entry{Key: key, Version: *d.CurrentVersion, Value: d.CurrentValue, ExpiresAt: d.CurrentExpiresAt}
 	}

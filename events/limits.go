@@ -33,6 +33,14 @@ const (
 	MaxFieldNameBytes = 256
 	// MaxPatchFields is how many fields one patch sets and unsets.
 	MaxPatchFields = 256
+
+	// MaxTxnOps is how many operations one transaction (POST /v1/txn)
+	// takes.
+	MaxTxnOps = 100
+	// MaxTxnBodyBytes bounds the body of a transaction (as DynamoDB's
+	// 4 MB per TransactWriteItems); a server whose value limit is larger
+	// takes one value of that limit.
+	MaxTxnBodyBytes = 4 << 20
 )
 
 // checkText rejects strings Postgres jsonb cannot store: invalid UTF-8
