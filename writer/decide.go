@@ -65,12 +65,21 @@ type Request struct {
 	// writer saw it: Decide only records it in kv.conflicts with reason
 	// forbidden, without any value, and appends nothing (AuditDenied).
 	Denied bool
+
+	// Txn, when set, makes the request a multi-key transaction (Op
+	// events.OpTxn): its steps are decided in order, all or none
+	// (DecideTxn). Key is then the first step's key: every step's key
+	// lies in its scope, so in its partition.
+	Txn []TxnStep
 }
 
 // Digest identifies the request body, so that a retried requestId can be
 // told from a reused one. The principal is part of it: another principal
 // reusing a requestId is a different request.
 func (r *Request) Digest() string {
+	if r.Txn != nil {
+		return txnDigest(r)
+	}
 	var ev string
 	if r.ExpectedVersion != nil {
 		ev = strconv.FormatInt(*r.ExpectedVersion, 10)
@@ -113,11 +122,17 @@ type Result struct {
 	// Replayed is true when the request repeated the last write with the
 	// same requestId and body, so nothing new was written.
 	Replayed bool
+	// TxnID and Txn are a transaction's: its id and each step's result,
+	// in order (values unmasked: the API hides what the caller may not
+	// read).
+	TxnID string
+	Txn   []events.TxnResult
 }
 
 // decision is what Decide concluded.
 type decision struct {
 	event    *events.Event    // to append, when accepted
+	txn      []*events.Event  // a transaction's events, to append together
 	conflict *events.Conflict // to record in kv.conflicts, when rejected by CAS
 	err      error            // the answer when not accepted
 	result   Result           // the answer when accepted or replayed
@@ -139,14 +154,14 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	if r.Op.LockAction() == "" && isLockPurpose(r.Semantics.Purpose) {
 		return decision{err: errLockPurpose(r.Semantics.Purpose)}
 	}
-	if r.RequestID != "" && cur.Version > 0 && cur.Entry.RequestID == r.RequestID {
-		if cur.RequestDigest == r.Digest() {
-			res := Result{Entry: cur.Entry, Replayed: true}
-			if !cur.Live {
-				res.Entry = events.Entry{Key: key, Version: cur.Version}
-			}
-			return decision{result: res}
+	switch requestSeen(cur, r.RequestID, r.Digest()) {
+	case seenSame:
+		res := Result{Entry: cur.Entry, Replayed: true}
+		if !cur.Live {
+			res.Entry = events.Entry{Key: key, Version: cur.Version}
 		}
+		return decision{result: res}
+	case seenOther:
 		return conflictDecision(cur, visible, r, now, "request_id_reused",
 			"requestId %q was already used for a different write of this key", r.RequestID)
 	}
@@ -189,6 +204,30 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 		ev.Op = events.OpCAS
 	}
 	return finish(ev, visible, r, "other", r.KeepTTL, now)
+}
+
+// seen is what a key's state remembers of a requestId.
+type seen int
+
+const (
+	seenNone  seen = iota // not a request id the key remembers
+	seenSame              // the same request (requestId and digest): a replay
+	seenOther             // a different request under the same requestId: reused
+)
+
+// requestSeen is the one place a write's requestId is compared with what
+// its key remembers: Decide (one key) and DecideTxn (every key a
+// transaction writes) ask it. Today a key remembers its latest write's
+// requestId and digest; a window of older ones extends this function
+// (and events.State) alone.
+func requestSeen(cur events.State, requestID, digest string) seen {
+	switch {
+	case requestID == "" || cur.Version == 0 || cur.Entry.RequestID != requestID:
+		return seenNone
+	case cur.RequestDigest == digest:
+		return seenSame
+	}
+	return seenOther
 }
 
 // isLockPurpose reports whether entries of purpose are written only by

@@ -379,11 +379,11 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		}
 		return nil
 	}
-	ds, recs, evIdx := p.decideAll(batch, states, epoch)
+	ds, recs, evs := p.decideAll(batch, states, epoch)
 	if len(recs) > 0 {
 		if err := p.commit(tctx, prod, recs); err != nil {
 			for i, c := range batch {
-				if ds[i].event != nil || ds[i].conflict != nil {
+				if len(ds[i].appends()) > 0 || ds[i].conflict != nil {
 					c.done <- answer{err: errUnavailable(p.id, "unable to commit the write (its outcome is unknown: retry with the same requestId)")}
 				} else {
 					c.done <- answer{res: ds[i].result, err: ds[i].err}
@@ -400,7 +400,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		if r.Topic != cfg.Topics.Changes {
 			continue
 		}
-		e := ds[evIdx[j]].event
+		e := evs[j]
 		p.overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
 		p.end = max(p.end, r.Offset+2) // past the commit marker
 		j++
@@ -417,19 +417,21 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 	return nil
 }
 
-// states returns the current state of each key of batch: from the
+// states returns the current state of each key of batch (every key of a
+// transaction): from the
 // overlay when it holds the key, else from the projection.
 func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, error) {
 	states := make(map[string]events.State, len(batch))
 	var missing []string
 	p.mu.RLock()
 	for _, c := range batch {
-		k := c.req.Key.String()
-		if e, ok := p.overlay[k]; ok {
-			states[k] = e.state
-		} else if _, seen := states[k]; !seen {
-			states[k] = events.State{}
-			missing = append(missing, k)
+		for _, k := range c.req.keys() {
+			if e, ok := p.overlay[k]; ok {
+				states[k] = e.state
+			} else if _, seen := states[k]; !seen {
+				states[k] = events.State{}
+				missing = append(missing, k)
+			}
 		}
 	}
 	p.mu.RUnlock()
@@ -445,27 +447,43 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 
 // decideAll decides batch in order on states (each decision sees the
 // events decided before it) and returns the decisions, the records to
-// append, and the batch index of each kv.changes record.
-func (p *partition) decideAll(batch []*call, states map[string]events.State, epoch int64) (ds []decision, recs []*kgo.Record, evIdx []int) {
+// append, and the event of each kv.changes record, in order. A
+// transaction's records are appended together, contiguous.
+func (p *partition) decideAll(batch []*call, states map[string]events.State, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
 	cfg := p.w.cfg
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	ds = make([]decision, len(batch))
 	for i, c := range batch {
-		k := c.req.Key.String()
-		d := Decide(states[k], c.req, now, epoch)
+		var d decision
+		if c.req.Txn != nil {
+			d = DecideTxn(states, c.req, now, epoch)
+		} else {
+			d = Decide(states[c.req.Key.String()], c.req, now, epoch)
+		}
 		ds[i] = d
+		appended := d.appends()
 		switch {
-		case d.event != nil:
-			r, err := changelog.Record(d.event, cfg.Topics.Changes, p.id, cfg.Source)
+		case len(appended) > 0:
+			rs := make([]*kgo.Record, 0, len(appended))
+			var err error
+			for _, ev := range appended {
+				var r *kgo.Record
+				if r, err = changelog.Record(ev, cfg.Topics.Changes, p.id, cfg.Source); err != nil {
+					break
+				}
+				rs = append(rs, r)
+			}
 			if err != nil {
 				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
 				continue
 			}
-			states[k] = d.event.State()
-			recs = append(recs, r)
-			evIdx = append(evIdx, i)
+			for _, ev := range appended {
+				states[ev.Key] = ev.State()
+			}
+			recs = append(recs, rs...)
+			evs = append(evs, appended...)
 		case d.conflict != nil:
 			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id)
 			if err == nil {
@@ -473,7 +491,16 @@ func (p *partition) decideAll(batch []*call, states map[string]events.State, epo
 			}
 		}
 	}
-	return ds, recs, evIdx
+	return ds, recs, evs
+}
+
+// appends lists the events the decision appends: one, a transaction's,
+// or none.
+func (d *decision) appends() []*events.Event {
+	if d.event != nil {
+		return []*events.Event{d.event}
+	}
+	return d.txn
 }
 
 // commit appends records in one Kafka transaction, committed only when

@@ -446,6 +446,8 @@ func (w *Writer) logDecision(r *Request, d decision) {
 	case r.Denied:
 		// The API logged the denial; this is its audit record.
 		w.metrics.writes.WithLabelValues("denied_audited").Inc()
+	case r.Txn != nil:
+		w.logTxn(r, d)
 	case d.event != nil && d.event.Kind == events.KindExpire:
 		w.metrics.writes.WithLabelValues("expired").Inc()
 		w.log.Info("expired", "key", d.event.Key, "version", d.event.Version, "expiresAt", d.event.ExpiresAt,
@@ -466,6 +468,29 @@ func (w *Writer) logDecision(r *Request, d decision) {
 		w.log.Info("write replayed", "key", r.Key.String(), "version", d.result.Entry.Version, "requestId", r.RequestID, "principal", r.Principal)
 	case errors.Is(d.err, errNotExpired):
 		w.metrics.writes.WithLabelValues("expire_skipped").Inc()
+	default:
+		w.metrics.writes.WithLabelValues(events.ErrorCode(d.err)).Inc()
+	}
+}
+
+// logTxn logs and counts a transaction's outcome, as one write request
+// (ok, replayed, conflict or an error code). Its log lines name keys and
+// versions, never a value.
+func (w *Writer) logTxn(r *Request, d decision) {
+	attrs := []any{"txnId", d.result.TxnID, "scope", r.Key.Scope(), "ops", len(r.Txn), "requestId", r.RequestID, "principal", r.Principal}
+	switch {
+	case d.result.Replayed:
+		w.metrics.writes.WithLabelValues("replayed").Inc()
+		w.log.Info("transaction replayed", attrs...)
+	case d.err == nil:
+		w.metrics.writes.WithLabelValues("ok").Inc()
+		w.log.Info("transaction", append(attrs, "events", len(d.txn))...)
+	case d.conflict != nil:
+		w.metrics.writes.WithLabelValues("conflict").Inc()
+		c := d.conflict
+		attrs[1] = c.TxnID
+		w.log.Warn("transaction rejected", append(attrs, "failedOp", *c.TxnOp, "key", c.Key, "reason", c.Reason,
+			"correlationId", c.ID, "expectedVersion", c.ExpectedVersion, "currentVersion", c.CurrentVersion)...)
 	default:
 		w.metrics.writes.WithLabelValues(events.ErrorCode(d.err)).Inc()
 	}

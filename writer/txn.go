@@ -1,0 +1,286 @@
+package writer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/eskv/eskv/events"
+)
+
+// TxnStep is one operation of a transaction: Req is a write (Op put,
+// delete, increment or patch) or, with Op events.OpCheck, a read-only
+// condition on its key; Cond, when set, must hold for the step to apply.
+// The API builds Req as the single-key write of the same op (with the
+// transaction's principal), its ExpectedVersion from Cond.Version (or 0
+// for Cond.Exists false) and a patch's If from Cond's field, so the
+// events name the ops as single-key writes would (create, cas,
+// field_cas).
+type TxnStep struct {
+	Req  *Request
+	Cond *events.Condition
+}
+
+// txnNamespace is the UUIDv5 namespace of transaction ids.
+var txnNamespace = uuid.MustParse("0b6c6a9e-2f55-4f7e-9a8e-6f2b1c3d4e5f")
+
+// txnID is the id of the transaction whose first event is (key,
+// version): a UUIDv5 of that event's identity, unique because the log
+// holds one event per (key, version), and found again from the key's
+// state when a retry is answered as a replay, without storing it. A
+// transaction that appends nothing (only checks, or rejected) gets a
+// fresh UUIDv7.
+func txnID(key string, version int64) string {
+	return uuid.NewSHA1(txnNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()
+}
+
+// txnDigest identifies a whole transaction: its principal and each step,
+// request and condition. Every event of the transaction carries it as
+// its requestDigest, so a retry is told from a reuse key by key.
+func txnDigest(r *Request) string {
+	parts := []any{"txn", r.Principal}
+	for _, s := range r.Txn {
+		parts = append(parts, s.Req.Digest(), s.Cond)
+	}
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// keys lists the keys whose state deciding r reads.
+func (r *Request) keys() []string {
+	if r.Txn == nil {
+		return []string{r.Key.String()}
+	}
+	ks := make([]string, len(r.Txn))
+	for i, s := range r.Txn {
+		ks[i] = s.Req.Key.String()
+	}
+	return ks
+}
+
+// DecideTxn decides a transaction against the states of its keys (every
+// key of r.Txn must be in states; missing ones are taken as never
+// written). It is pure, like Decide, which it applies to each write in
+// order, each step seeing the steps before it (on a copy: states is not
+// changed).
+//
+// Either every step passes — its condition holds and its write is
+// accepted — and the decision appends one event per written key, in the
+// order of the steps, all with the same TxnID and TxnSize, RequestID the
+// transaction's and RequestDigest its digest; or the first step that
+// fails rejects the whole transaction: no event, one conflict record for
+// that step (TxnID, TxnOp, TxnSize) and its error, naming the step
+// (events.InOp). A condition that does not hold is version_conflict
+// (version, exists) or field_mismatch (field equals), reason
+// version_mismatch or field_mismatch; any other failure is the write's
+// own error (not_found, wrong_type, ...), recorded with its code as the
+// reason.
+//
+// With a requestId, a transaction whose every written key still holds it
+// (same digest) as its latest write is answered as a replay of the
+// results it left; a key holding it with another digest is
+// version_conflict on requestId (reused), and so is a transaction that
+// some keys remember and others no longer do (it applied, and those
+// keys changed since: applying it again would apply it twice).
+func DecideTxn(states map[string]events.State, r *Request, now time.Time, epoch int64) decision {
+	digest := r.Digest()
+	if d, done := txnReplay(states, r, digest, now); done {
+		return d
+	}
+	local := make(map[string]events.State, len(r.Txn))
+	state := func(k string) events.State {
+		if s, ok := local[k]; ok {
+			return s
+		}
+		return states[k]
+	}
+	results := make([]events.TxnResult, len(r.Txn))
+	var evs []*events.Event
+	for i, s := range r.Txn {
+		k := s.Req.Key.String()
+		cur := state(k)
+		visible := cur.Visible(now)
+		if s.Cond != nil {
+			if d, failed := checkCondition(cur, visible, s, now); failed {
+				return txnFailed(r, i, visible, d, now)
+			}
+		}
+		if s.Req.Op == events.OpCheck {
+			results[i] = events.TxnResult{Key: k, Version: versionOf(cur, visible)}
+			continue
+		}
+		if visible != nil && isLockPurpose(visible.Semantics.Purpose) {
+			return txnFailed(r, i, visible, decision{err: wrongType(visible, "key",
+				"key %s is a %s: a transaction does not write locks or leaderships (use their operations; a check of its version fences a transaction by the lock's token)",
+				k, visible.Semantics.Purpose)}, now)
+		}
+		// The transaction's requestId was compared above, as a whole;
+		// the step is decided as a write without one.
+		sub := *s.Req
+		sub.RequestID = ""
+		d := Decide(cur, &sub, now, epoch)
+		if d.event == nil {
+			return txnFailed(r, i, visible, d, now)
+		}
+		ev := d.event
+		ev.RequestID, ev.RequestDigest = r.RequestID, digest
+		local[k] = ev.State()
+		evs = append(evs, ev)
+		results[i] = events.TxnResult{Key: k, Version: ev.Version}
+		if ev.Live() {
+			results[i].Value = ev.After
+		}
+	}
+	id := uuid.Must(uuid.NewV7()).String()
+	if len(evs) > 0 {
+		id = txnID(evs[0].Key, evs[0].Version)
+	}
+	for _, ev := range evs {
+		ev.TxnID, ev.TxnSize = id, len(evs)
+	}
+	return decision{txn: evs, result: Result{TxnID: id, Txn: results}}
+}
+
+// versionOf is the key's version as a read sees it: 0 when absent.
+func versionOf(cur events.State, visible *events.Entry) int64 {
+	if visible == nil {
+		return 0
+	}
+	return cur.Version
+}
+
+// txnReplay answers a transaction with a requestId its keys remember:
+// done reports whether d is the answer (a replay or a reuse).
+func txnReplay(states map[string]events.State, r *Request, digest string, now time.Time) (d decision, done bool) {
+	if r.RequestID == "" {
+		return decision{}, false
+	}
+	same, fresh := -1, -1 // a written step whose key remembers it, and one that does not
+	for i, s := range r.Txn {
+		if s.Req.Op == events.OpCheck {
+			continue
+		}
+		switch requestSeen(states[s.Req.Key.String()], r.RequestID, digest) {
+		case seenOther:
+			return reused(states, r, i, now, "requestId %q was already used for a different write of key %s", r.RequestID, s.Req.Key.String()), true
+		case seenSame:
+			same = i
+		default:
+			fresh = i
+		}
+	}
+	switch {
+	case same < 0:
+		return decision{}, false
+	case fresh >= 0:
+		return reused(states, r, fresh, now, "requestId %q was applied by this transaction before, and key %s has changed since: it is not applied twice", r.RequestID, r.Txn[fresh].Req.Key.String()), true
+	}
+	res := Result{Replayed: true, Txn: make([]events.TxnResult, len(r.Txn))}
+	for i, s := range r.Txn {
+		k := s.Req.Key.String()
+		cur := states[k]
+		visible := cur.Visible(now)
+		res.Txn[i] = events.TxnResult{Key: k, Version: versionOf(cur, visible)}
+		if s.Req.Op == events.OpCheck {
+			continue
+		}
+		res.Txn[i].Version = cur.Version
+		if cur.Live && s.Req.Op != events.OpDelete {
+			res.Txn[i].Value = cur.Entry.Value
+		}
+		if res.TxnID == "" {
+			// The first written key's latest event is the transaction's
+			// first event.
+			res.TxnID = txnID(k, cur.Version)
+		}
+	}
+	return decision{result: res}, true
+}
+
+// reused rejects a transaction whose requestId step i's key contradicts.
+func reused(states map[string]events.State, r *Request, i int, now time.Time, format string, args ...any) decision {
+	s := r.Txn[i]
+	cur := states[s.Req.Key.String()]
+	visible := cur.Visible(now)
+	d := txnFailed(r, i, visible, conflictDecision(cur, visible, s.Req, now, "request_id_reused", format, args...), now)
+	d.err.(*events.Error).Field = "requestId" // the transaction's, not the step's
+	return d
+}
+
+// checkCondition evaluates step s's condition on its key: failed, with
+// the conflict decision, when a member does not hold.
+func checkCondition(cur events.State, visible *events.Entry, s TxnStep, now time.Time) (decision, bool) {
+	c, req := s.Cond, s.Req
+	current := versionOf(cur, visible)
+	var d decision
+	switch {
+	case c.Version != nil && *c.Version != current:
+		d = conflictDecision(cur, visible, req, now, "version_mismatch",
+			"expected version %d, current version is %d", *c.Version, current)
+		d.err.(*events.Error).Field = "condition.version"
+	case c.Exists != nil && *c.Exists != (visible != nil):
+		what := "does not exist"
+		if visible != nil {
+			what = "exists"
+		}
+		d = conflictDecision(cur, visible, req, now, "version_mismatch",
+			"key %s %s (current version %d)", req.Key.String(), what, current)
+		d.err.(*events.Error).Field = "condition.exists"
+	case c.Field != "" && !jsonEqual(fieldOf(visible, c.Field), c.Equals):
+		d = conflictDecision(cur, visible, req, now, "field_mismatch",
+			"field %q does not equal condition.equals", c.Field)
+		d.err.(*events.Error).Field = "condition.equals"
+	default:
+		return decision{}, false
+	}
+	return d, true
+}
+
+// fieldOf is the top-level field f of visible's value; null when the key
+// is absent, its value no object, or the field missing.
+func fieldOf(visible *events.Entry, f string) json.RawMessage {
+	if visible != nil {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(visible.Value, &fields) == nil {
+			if v, ok := fields[f]; ok {
+				return v
+			}
+		}
+	}
+	return json.RawMessage("null")
+}
+
+// txnFailed rejects transaction r at step i, whose own decision d failed
+// on visible, the key's entry as the step saw it: no event, one conflict
+// record naming the step (d's, or one built for an error without a
+// record, reason its code), and d's error naming the step, with the
+// key's current entry.
+func txnFailed(r *Request, i int, visible *events.Entry, d decision, now time.Time) decision {
+	s := r.Txn[i]
+	e, ok := d.err.(*events.Error)
+	if !ok {
+		e = events.Errorf(events.EInternal, "%v", d.err)
+	}
+	err := *e // Decide's errors may be shared values
+	if err.Current == nil {
+		err.Current = visible
+	}
+	c := d.conflict
+	if c == nil {
+		var cur events.State
+		if visible != nil {
+			cur = events.State{Version: visible.Version, Live: true, Entry: *visible}
+		}
+		c = conflictDecision(cur, visible, s.Req, now, err.Code, "%s", err.Message).conflict
+		err.CorrelationID = c.ID
+	}
+	c.RequestID = r.RequestID
+	c.TxnID = uuid.Must(uuid.NewV7()).String()
+	c.TxnOp, c.TxnSize = &i, len(r.Txn)
+	return decision{err: events.InOp(i, &err), conflict: c}
+}

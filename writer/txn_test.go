@@ -1,0 +1,236 @@
+package writer
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+func TestDecideTxn(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	const scope = "tenant/a/project/p/"
+	live := func(key string, v int64, val string) events.State {
+		return events.State{Version: v, Live: true, Entry: events.Entry{Key: scope + key, Version: v, Value: json.RawMessage(val),
+			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "other"}}}
+	}
+	lock := live("lock", 7, `{"holder":"h","token":7,"acquiredAt":"2026-11-23T11:00:00Z","principal":"q"}`)
+	lock.Entry.Semantics.Purpose = events.PurposeLock
+	states := map[string]events.State{
+		scope + "a":    live("a", 3, `10`),
+		scope + "b":    live("b", 5, `20`),
+		scope + "obj":  live("obj", 2, `{"s":"open","n":1}`),
+		scope + "str":  live("str", 1, `"text"`),
+		scope + "gone": {Version: 4, Entry: events.Entry{Key: scope + "gone", Version: 4}},
+		scope + "lock": lock,
+	}
+	type step struct {
+		op   events.Op
+		key  string
+		cond *events.Condition
+		mod  func(*Request)
+	}
+	version := func(v int64) *events.Condition { return &events.Condition{Version: &v} }
+	exists := func(b bool) *events.Condition { return &events.Condition{Exists: &b} }
+	field := func(f, eq string) *events.Condition { return &events.Condition{Field: f, Equals: json.RawMessage(eq)} }
+	put := func(v string) func(*Request) { return func(r *Request) { r.Value = json.RawMessage(v) } }
+	by := func(n int64) func(*Request) { return func(r *Request) { r.By = n } }
+	build := func(requestID string, steps []step) *Request {
+		r := &Request{Op: events.OpTxn, RequestID: requestID, Principal: "p"}
+		for _, s := range steps {
+			k := mustKey(t, scope+s.key)
+			sub := &Request{Key: k, Op: s.op, Principal: "p"}
+			if s.mod != nil {
+				s.mod(sub)
+			}
+			if s.cond != nil && s.op != events.OpCheck {
+				sub.ExpectedVersion = s.cond.Version
+				if s.cond.Exists != nil && !*s.cond.Exists {
+					sub.ExpectedVersion = ptr(0)
+				}
+			}
+			r.Txn = append(r.Txn, TxnStep{Req: sub, Cond: s.cond})
+		}
+		r.Key = r.Txn[0].Req.Key
+		return r
+	}
+	// applied returns states after the decision's events.
+	applied := func(d decision) map[string]events.State {
+		out := make(map[string]events.State, len(states))
+		for k, s := range states {
+			out[k] = s
+		}
+		for _, ev := range d.txn {
+			out[ev.Key] = ev.State()
+		}
+		return out
+	}
+	transfer := []step{
+		{events.OpIncrement, "a", version(3), by(-5)},
+		{events.OpIncrement, "b", version(5), by(5)},
+		{events.OpPut, "new", exists(false), put(`{"s":"x"}`)},
+		{events.OpPatch, "obj", field("s", `"open"`), func(r *Request) {
+			r.Set = map[string]json.RawMessage{"s": json.RawMessage(`"closed"`)}
+			r.If = &events.FieldCondition{Field: "s", Equals: json.RawMessage(`"open"`)}
+		}},
+		{events.OpDelete, "str", exists(true), nil},
+		{events.OpCheck, "lock", version(7), nil},
+	}
+
+	for _, tc := range []struct {
+		name     string
+		states   map[string]events.State
+		req      *Request
+		code     string // "" when applied
+		failedOp int
+		field    string
+		reason   string // of the conflict record
+		versions []int64
+	}{
+		{name: "OKAllApply", req: build("", transfer), versions: []int64{4, 6, 1, 3, 2, 7}},
+		{name: "OKCheckOnly", req: build("", []step{{events.OpCheck, "a", version(3), nil}, {events.OpCheck, "missing", exists(false), nil}}), versions: []int64{3, 0}},
+		{name: "OKFieldEqualsNullOnAbsent", req: build("", []step{{events.OpCheck, "missing", field("f", `null`), nil}}), versions: []int64{0}},
+		{name: "OKFieldEqualsCanonical", req: build("", []step{{events.OpCheck, "obj", field("n", `1.0`), nil}, {events.OpPut, "a", field("x", `null`), put(`1`)}}), versions: []int64{2, 4}},
+		{name: "OKRecreateDeleted", req: build("", []step{{events.OpPut, "gone", version(0), put(`1`)}}), versions: []int64{5}},
+		{name: "ErrFirstFailingOpNamed", req: build("", []step{
+			{events.OpPut, "a", version(3), put(`1`)},
+			{events.OpPut, "b", version(4), put(`1`)}, // stale: fails first
+			{events.OpCheck, "obj", version(9), nil},  // would fail too
+		}), code: events.EConflict, failedOp: 1, field: "ops[1].condition.version", reason: "version_mismatch"},
+		{name: "ErrCheckFails", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpCheck, "lock", version(6), nil}}),
+			code: events.EConflict, failedOp: 1, field: "ops[1].condition.version", reason: "version_mismatch"},
+		{name: "ErrExistsFalse", req: build("", []step{{events.OpPut, "a", exists(false), put(`1`)}}),
+			code: events.EConflict, failedOp: 0, field: "ops[0].condition.exists", reason: "version_mismatch"},
+		{name: "ErrExistsTrueOnDeleted", req: build("", []step{{events.OpCheck, "gone", exists(true), nil}}),
+			code: events.EConflict, failedOp: 0, field: "ops[0].condition.exists", reason: "version_mismatch"},
+		{name: "ErrFieldEquals", req: build("", []step{{events.OpPut, "b", nil, put(`1`)}, {events.OpCheck, "obj", field("s", `"closed"`), nil}}),
+			code: events.EFieldMismatch, failedOp: 1, field: "ops[1].condition.equals", reason: "field_mismatch"},
+		{name: "ErrIncrementWrongType", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpIncrement, "str", nil, by(1)}}),
+			code: events.EWrongType, failedOp: 1, field: "ops[1].value", reason: events.EWrongType},
+		{name: "ErrDeleteAbsent", req: build("", []step{{events.OpDelete, "gone", nil, nil}}),
+			code: events.ENotFound, failedOp: 0, field: "ops[0].key", reason: events.ENotFound},
+		{name: "ErrLockNotWritable", req: build("", []step{{events.OpPut, "lock", version(7), put(`1`)}}),
+			code: events.EWrongType, failedOp: 0, field: "ops[0].key", reason: events.EWrongType},
+		// The API refuses a key twice (400); decided anyway, the second
+		// step sees the first.
+		{name: "OKDuplicateKeyInOrder", req: build("", []step{{events.OpIncrement, "a", nil, by(1)}, {events.OpIncrement, "a", version(4), by(1)}}), versions: []int64{4, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.states
+			if st == nil {
+				st = states
+			}
+			before := len(st)
+			d := DecideTxn(st, tc.req, now, 9)
+			if len(st) != before || st[scope+"a"].Version != 3 {
+				t.Fatalf("DecideTxn changed its input states")
+			}
+			if tc.code != "" {
+				var e *events.Error
+				if !errors.As(d.err, &e) || e.Code != tc.code || len(d.txn) != 0 || d.event != nil {
+					t.Fatalf("want %s and no event, got %v, %d events", tc.code, d.err, len(d.txn))
+				}
+				if e.FailedOp == nil || *e.FailedOp != tc.failedOp || e.Field != tc.field {
+					t.Fatalf("failedOp %v field %q, want %d %q", e.FailedOp, e.Field, tc.failedOp, tc.field)
+				}
+				c := d.conflict
+				if c == nil || c.TxnOp == nil || *c.TxnOp != tc.failedOp || c.TxnSize != len(tc.req.Txn) || c.TxnID == "" ||
+					c.Key != tc.req.Txn[tc.failedOp].Req.Key.String() || c.Reason != tc.reason || c.ID != e.CorrelationID {
+					t.Fatalf("conflict record %+v (error %v)", c, e)
+				}
+				if cs := st[c.Key]; cs.Visible(now) != nil && (e.Current == nil || e.Current.Version != cs.Version || c.CurrentVersion != cs.Version) {
+					t.Fatalf("the error and record must carry the current version %d: %+v, record %d", cs.Version, e.Current, c.CurrentVersion)
+				}
+				return
+			}
+			if d.err != nil {
+				t.Fatalf("want applied, got %v", d.err)
+			}
+			writes := 0
+			for i, s := range tc.req.Txn {
+				if got := d.result.Txn[i]; got.Key != s.Req.Key.String() || got.Version != tc.versions[i] {
+					t.Fatalf("result %d = %+v, want version %d", i, got, tc.versions[i])
+				}
+				if s.Req.Op != events.OpCheck {
+					writes++
+				}
+			}
+			if len(d.txn) != writes {
+				t.Fatalf("%d events for %d writes", len(d.txn), writes)
+			}
+			for _, ev := range d.txn {
+				if ev.TxnID != d.result.TxnID || ev.TxnSize != writes || ev.RequestDigest != tc.req.Digest() || ev.WriterEpoch != 9 {
+					t.Fatalf("event %s@%d: txnId %q size %d digest %q, want %q %d", ev.Key, ev.Version, ev.TxnID, ev.TxnSize, ev.RequestDigest, d.result.TxnID, writes)
+				}
+			}
+			if writes > 0 && d.result.TxnID != txnID(d.txn[0].Key, d.txn[0].Version) {
+				t.Fatalf("txnId %s is not derived from the first event", d.result.TxnID)
+			}
+		})
+	}
+
+	t.Run("OKEventsNameTheOps", func(t *testing.T) {
+		d := DecideTxn(states, build("", transfer), now, 9)
+		want := []events.Op{events.OpIncrement, events.OpIncrement, events.OpCreate, events.OpFieldCAS, events.OpDelete}
+		for i, ev := range d.txn {
+			if ev.Op != want[i] {
+				t.Fatalf("event %d op %s, want %s", i, ev.Op, want[i])
+			}
+		}
+		if string(d.result.Txn[0].Value) != "5" || d.result.Txn[4].Value != nil || d.result.Txn[5].Value != nil {
+			t.Fatalf("results %+v: values of writes that leave one, none for delete and check", d.result.Txn)
+		}
+	})
+
+	t.Run("ReplayAndReuse", func(t *testing.T) {
+		first := DecideTxn(states, build("rq-1", transfer), now, 9)
+		if first.err != nil || first.result.Replayed {
+			t.Fatalf("first: %v", first.err)
+		}
+		after := applied(first)
+		again := DecideTxn(after, build("rq-1", transfer), now.Add(time.Second), 9)
+		if again.err != nil || !again.result.Replayed || len(again.txn) != 0 || again.conflict != nil {
+			t.Fatalf("retry: want a replay appending nothing, got %v replayed %v, %d events", again.err, again.result.Replayed, len(again.txn))
+		}
+		if again.result.TxnID != first.result.TxnID {
+			t.Fatalf("replayed txnId %s, want %s", again.result.TxnID, first.result.TxnID)
+		}
+		for i := range first.result.Txn {
+			if a, b := first.result.Txn[i], again.result.Txn[i]; a.Key != b.Key || a.Version != b.Version || string(a.Value) != string(b.Value) {
+				t.Fatalf("replayed result %d = %+v, want %+v", i, b, a)
+			}
+		}
+
+		other := build("rq-1", transfer[:2])
+		reuse := DecideTxn(after, other, now, 9)
+		var e *events.Error
+		if !errors.As(reuse.err, &e) || e.Code != events.EConflict || e.Field != "requestId" || reuse.conflict.Reason != "request_id_reused" || len(reuse.txn) != 0 {
+			t.Fatalf("same requestId, another body: want version_conflict on requestId, got %v %+v", reuse.err, reuse.conflict)
+		}
+
+		// A key the transaction wrote changed since: the retry is
+		// neither replayed nor applied twice.
+		changed := applied(first)
+		b := changed[scope+"b"]
+		b.Version, b.Entry.Version, b.Entry.RequestID, b.RequestDigest = 7, 7, "", ""
+		changed[scope+"b"] = b
+		partial := DecideTxn(changed, build("rq-1", transfer), now, 9)
+		if !errors.As(partial.err, &e) || e.Field != "requestId" || *e.FailedOp != 1 || len(partial.txn) != 0 {
+			t.Fatalf("partly overwritten: want version_conflict on requestId at op 1, got %v", partial.err)
+		}
+	})
+}
+
+func TestTxnDigest(t *testing.T) {
+	k := mustKey(t, "tenant/a/project/p/k")
+	mk := func(principal string, cond *events.Condition) *Request {
+		return &Request{Op: events.OpTxn, Key: k, Principal: principal, Txn: []TxnStep{{Req: &Request{Key: k, Op: events.OpCheck, Principal: principal}, Cond: cond}}}
+	}
+	yes, no := true, false
+	a, b, c := mk("p", &events.Condition{Exists: &yes}), mk("p", &events.Condition{Exists: &no}), mk("q", &events.Condition{Exists: &yes})
+	if a.Digest() == b.Digest() || a.Digest() == c.Digest() || a.Digest() != mk("p", &events.Condition{Exists: &yes}).Digest() {
+		t.Fatalf("the digest must cover conditions and the principal, and be stable")
+	}
+}
