@@ -133,7 +133,8 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),
-		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.lockCommand(), a.leaderCommand())
+		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.lockCommand(), a.leaderCommand(),
+		a.transactionCommand())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
