@@ -8,7 +8,7 @@ import (
 )
 
 // increment serves POST /v1/kv/{key}:increment.
-func (s *Server) increment(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+func (s *Server) increment(c echo.Context, _ events.Op, p *Principal, k events.Key) error {
 	var b events.IncrementBody
 	if err := s.decode(c, &b); err != nil {
 		return err
@@ -16,6 +16,12 @@ func (s *Server) increment(c echo.Context, op events.Op, p *Principal, k events.
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	return s.writeEntry(c, &writer.Request{Key: k, Op: op, By: b.Step(), Create: b.Create, ExpectedVersion: b.ExpectedVersion,
-		TTLSeconds: b.TTL(), Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name})
+	return s.writeEntry(c, incrementRequest(k, &b, p.Name))
+}
+
+// incrementRequest is the write of an increment of key k by principal
+// (b valid). A transaction's increment is one.
+func incrementRequest(k events.Key, b *events.IncrementBody, principal string) *writer.Request {
+	return &writer.Request{Key: k, Op: events.OpIncrement, By: b.Step(), Create: b.Create, ExpectedVersion: b.ExpectedVersion,
+		TTLSeconds: b.TTL(), Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal}
 }

@@ -24,18 +24,24 @@ const bodyOverheadMax = 16 << 10
 // in another case) and at most once, at any depth. Errors name the field
 // at fault by its full path (semantics.owner) and in JSON's words.
 func (s *Server) decode(c echo.Context, v any) error {
-	limit := int64(2*s.cfg.MaxValueBytes + bodyOverheadMax)
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, limit+1))
+	_, err := decodeBody(c, v, 2*s.cfg.MaxValueBytes+bodyOverheadMax)
+	return err
+}
+
+// decodeBody decodes like decode a body of at most limit bytes, and
+// returns it.
+func decodeBody(c echo.Context, v any, limit int) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, int64(limit)+1))
 	if err != nil {
-		return events.Errorf(events.EInvalid, "read body: %v", err)
+		return nil, events.Errorf(events.EInvalid, "read body: %v", err)
 	}
-	if int64(len(body)) > limit {
-		return events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
+	if len(body) > limit {
+		return nil, events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
 	}
 	if err := decodeOne(body, v); err != nil {
-		return err
+		return nil, err
 	}
-	return checkMembers(body, reflect.TypeOf(v), "")
+	return body, checkMembers(body, reflect.TypeOf(v), "")
 }
 
 // givenOnce refuses a query parameter given more than once: which of two

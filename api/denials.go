@@ -96,8 +96,12 @@ func (s *Server) auditDenied(c echo.Context, p *Principal) {
 
 // writeOp is the write op of a request to /v1/kv/{key} and its raw key,
 // or false when the request is not a write (a read, a listing, an unknown
-// verb).
+// verb). Of a transaction (POST /v1/txn) it is the first write the caller
+// was refused, which the handler noted.
 func writeOp(c echo.Context) (events.Op, string, bool) {
+	if d, ok := c.Get(txnDeniedKey).(txnDenied); ok {
+		return d.op, d.key, d.write
+	}
 	if !strings.HasPrefix(c.Request().URL.Path, "/v1/kv/") {
 		return "", "", false
 	}

@@ -35,8 +35,19 @@ func (s *Server) patch(c echo.Context, p *Principal, k events.Key) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
+	req, err := s.patchRequest(k, &b, p.Name)
+	if err != nil {
+		return err
+	}
+	return s.writeEntry(c, req)
+}
+
+// patchRequest is the write of a patch of key k by principal (b valid),
+// its values compacted within the value limit. A transaction's patch is
+// one.
+func (s *Server) patchRequest(k events.Key, b *events.PatchBody, principal string) (*writer.Request, error) {
 	req := &writer.Request{Key: k, Op: events.OpPatch, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
-		RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name, MaxValueBytes: s.cfg.MaxValueBytes,
+		RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal, MaxValueBytes: s.cfg.MaxValueBytes,
 		Set: make(map[string]json.RawMessage, len(b.Set)), Unset: b.Unset, TTLSeconds: b.TTL(), Semantics: b.EntrySemantics()}
 	for f, v := range b.Set {
 		if v == nil {
@@ -48,16 +59,16 @@ func (s *Server) patch(c echo.Context, p *Principal, k events.Key) error {
 			if errors.As(err, &e) {
 				e.Field = "set." + f
 			}
-			return err
+			return nil, err
 		}
 		req.Set[f] = cv
 	}
 	if b.If != nil {
 		eq, err := events.CompactValue(b.If.Equals, s.cfg.MaxValueBytes)
 		if err != nil {
-			return events.FieldErrorf(events.EInvalid, "if.equals", "if.equals: %v", err)
+			return nil, events.FieldErrorf(events.EInvalid, "if.equals", "if.equals: %v", err)
 		}
 		req.If = &events.FieldCondition{Field: b.If.Field, Equals: eq}
 	}
-	return s.writeEntry(c, req)
+	return req, nil
 }

@@ -37,6 +37,13 @@ func (f *fakeWriter) AuditDenied(k events.Key, op events.Op, principal, requestI
 
 func (f *fakeWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {
 	f.reqs = append(f.reqs, *r)
+	if r.Txn != nil {
+		res := writer.Result{TxnID: "txn-1", Txn: make([]events.TxnResult, len(r.Txn))}
+		for i, s := range r.Txn {
+			res.Txn[i] = events.TxnResult{Key: s.Req.Key.String(), Version: 7, Value: s.Req.Value}
+		}
+		return res, nil
+	}
 	e := events.Entry{Key: r.Key.String(), Version: 7, Value: r.Value, Semantics: r.Semantics}
 	if r.Op.Purpose() != "" {
 		e.Value = json.RawMessage(`{"holder":"` + r.Holder + `","token":7}`)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -33,8 +34,14 @@ func (s *Server) put(c echo.Context, p *Principal, k events.Key) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	return s.writeEntry(c, &writer.Request{Key: k, Op: events.OpPut, Value: value, ExpectedVersion: b.ExpectedVersion,
-		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name})
+	return s.writeEntry(c, putRequest(k, &b, value, p.Name))
+}
+
+// putRequest is the write of a put of key k by principal: b, a valid
+// body whose value, compacted, is value. A transaction's put is one.
+func putRequest(k events.Key, b *events.PutBody, value json.RawMessage, principal string) *writer.Request {
+	return &writer.Request{Key: k, Op: events.OpPut, Value: value, ExpectedVersion: b.ExpectedVersion,
+		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal}
 }
 
 func (s *Server) delete(c echo.Context, p *Principal, k events.Key) error {

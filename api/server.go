@@ -142,6 +142,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	v1.DELETE("/kv/*", s.writeHandler(s.delete))
 	v1.POST("/kv/*", s.post)
 	v1.PATCH("/kv/*", s.writeHandler(s.patch))
+	v1.POST("/txn", s.txn)
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
 	}
@@ -218,6 +219,9 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	}
 	if d.key == "" {
 		d.key = r.URL.Query().Get("prefix")
+	}
+	if t, ok := c.Get(txnDeniedKey).(txnDenied); ok {
+		d.key = t.key
 	}
 	if s.denials.record(d, s.now()) && reason == reasonForbidden && p != nil {
 		s.auditDenied(c, p)

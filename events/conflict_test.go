@@ -43,7 +43,16 @@ func conflictSamples() map[string]events.Conflict {
 		Op: events.OpPut, ExpectedVersion: -1, Attempted: json.RawMessage("null"), Current: json.RawMessage("null"),
 		Semantics: events.Semantics{Purpose: "other"}, Principal: "reader", TS: t1, Reason: events.ReasonForbidden}
 
+	// A rejected transaction: its first failing op, a check.
+	txnOp := 2
+	txn := mismatch
+	txn.Op, txn.Attempted, txn.TxnID, txn.TxnOp, txn.TxnSize = events.OpCheck, json.RawMessage("null"), "0195508a-3c1e-7d4b-9a61-2f0c8e1d5b74", &txnOp, 3
+	txnNotFound := txn
+	txnNotFound.Op, txnNotFound.Reason, txnNotFound.CurrentVersion, txnNotFound.Current = events.OpDelete, events.ENotFound, 0, json.RawMessage("null")
+
 	return map[string]events.Conflict{
+		"TxnCheck":        txn,
+		"TxnNotFound":     txnNotFound,
 		"Forbidden":       forbidden,
 		"VersionMismatch": mismatch,
 		"CreateExisting":  create,

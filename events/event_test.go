@@ -141,7 +141,12 @@ func samples() map[string]events.Event {
 	recreate.Version, recreate.PrevVersion = 4, 3
 	recreate.CreatedAt, recreate.TS = t2, t2
 
+	// An event of a transaction of three writes.
+	txn := increment
+	txn.TxnID, txn.TxnSize, txn.RequestID, txn.RequestDigest = "3f1e9c52-7a1d-5b7e-9c2a-0d4e6f8a1b3c", 3, "transfer-0042", "9f2c"
+
 	return map[string]events.Event{
+		"PutTxn":         txn,
 		"GoldenPut":      goldenPut(),
 		"PutCreate":      create,
 		"PutSet":         set,

@@ -270,12 +270,13 @@ func (b *TxnBody) Keys() ([]Key, error) {
 	return keys, nil
 }
 
-// InOp names op i of a transaction in err, an *Error about one op: its
-// field becomes ops[i].<field> and FailedOp i. Any other error is
-// returned as is.
+// InOp names op i of a transaction in err, an *Error about one op: a
+// copy whose field is ops[i].<field>, FailedOp i and message prefixed
+// "op i: ". Any other error, or one naming an op already, is returned as
+// is.
 func InOp(i int, err error) error {
 	var e *Error
-	if !errors.As(err, &e) {
+	if !errors.As(err, &e) || e.FailedOp != nil {
 		return err
 	}
 	c := *e
@@ -284,9 +285,7 @@ func InOp(i int, err error) error {
 		c.Field += "." + e.Field
 	}
 	c.FailedOp = &i
-	if !strings.HasPrefix(c.Message, "op ") {
-		c.Message = fmt.Sprintf("op %d: %s", i, c.Message)
-	}
+	c.Message = fmt.Sprintf("op %d: %s", i, c.Message)
 	return &c
 }
 

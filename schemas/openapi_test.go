@@ -121,6 +121,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:leader":    {"get"},
 		"/v1/kv/{key}:counter":   {"get"},
 		"/v1/kv":                 {"get"},
+		"/v1/txn":                {"post"},
 		"/healthz":               {"get"},
 		"/readyz":                {"get"},
 		"/metrics":               {"get"},
@@ -359,7 +360,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -379,6 +380,11 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"FieldCondition", "FieldCondition", false},
 		{"FieldAnswer", "FieldAnswer", true},
 		{"CounterAnswer", "CounterAnswer", true},
+		{"TxnBody", "TxnBody", false},
+		{"TxnOp", "TxnOp", false},
+		{"Condition", "Condition", false},
+		{"TxnResult", "TxnResult", true},
+		{"TxnAnswer", "TxnAnswer", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

@@ -1,0 +1,152 @@
+package api
+
+import (
+	"bytes"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// txnDeniedKey holds, in a refused transaction's context, the op the
+// caller may not make: the denial's log line names its key, and the
+// audit record its write (writeOp).
+const txnDeniedKey = "txnDenied"
+
+// txnDenied is the refused op of a transaction.
+type txnDenied struct {
+	op    events.Op
+	key   string
+	write bool
+}
+
+// txn serves POST /v1/txn: the operations of the body applied to keys of
+// one project atomically (events.TxnBody). Unlike the writes of one key
+// it reads the body before authorizing, since the keys are in it: 400
+// for a malformed body, then 403 naming the first op whose key the
+// caller may not write (read, for a check), then the key's owner
+// decides (forwarded like any write of the project).
+func (s *Server) txn(c echo.Context) error {
+	p := c.Get(principalKey).(*Principal)
+	if err := noQuery(c); err != nil {
+		return err
+	}
+	var b events.TxnBody
+	body, err := decodeBody(c, &b, max(events.MaxTxnBodyBytes, 2*s.cfg.MaxValueBytes+bodyOverheadMax))
+	if err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	keys, err := b.Keys()
+	if err != nil {
+		return err
+	}
+	for i, o := range b.Ops {
+		right := Write
+		if !o.Writes() {
+			right = Read
+		}
+		if !p.Allows(right, keys[i].String()) {
+			c.Set(txnDeniedKey, txnDenied{op: o.Op, key: keys[i].String(), write: o.Writes()})
+			return events.InOp(i, events.FieldErrorf(events.EForbidden, "key", "principal %s may not %s %s", p.Name, right, keys[i].String()))
+		}
+	}
+	req, err := s.txnRequest(&b, keys, p.Name)
+	if err != nil {
+		return err
+	}
+	c.Request().Body = io.NopCloser(bytes.NewReader(body)) // for the owner, when forwarded
+	if done, err := s.forward(c, keys[0]); done {
+		return err
+	}
+	res, err := s.write(c, req)
+	if err != nil {
+		return err
+	}
+	for i := range res.Txn {
+		if !mayRead(c, res.Txn[i].Key) {
+			res.Txn[i].Value = nil
+		}
+	}
+	return c.JSON(http.StatusOK, events.TxnAnswer{TxnID: res.TxnID, Results: res.Txn})
+}
+
+// txnRequest is the writer's request of a valid transaction body whose
+// keys are keys: each op becomes the single-key write of the same op
+// (putRequest, incrementRequest, patchRequest), its condition's version
+// (or exists false, version 0) its expected version and a patch's field
+// condition its if; a check becomes a step of op check.
+func (s *Server) txnRequest(b *events.TxnBody, keys []events.Key, principal string) (*writer.Request, error) {
+	r := &writer.Request{Key: keys[0], Op: events.OpTxn, RequestID: b.RequestID, Principal: principal,
+		Txn: make([]writer.TxnStep, len(b.Ops))}
+	for i := range b.Ops {
+		sub, cond, err := s.txnStep(&b.Ops[i], keys[i], principal)
+		if err != nil {
+			return nil, events.InOp(i, err)
+		}
+		r.Txn[i] = writer.TxnStep{Req: sub, Cond: cond}
+	}
+	return r, nil
+}
+
+// txnStep is the request and condition of op o on key k.
+func (s *Server) txnStep(o *events.TxnOp, k events.Key, principal string) (*writer.Request, *events.Condition, error) {
+	var expected *int64
+	cond := o.Condition
+	if cond != nil {
+		c := *cond
+		if c.Equals != nil {
+			eq, err := events.CompactValue(c.Equals, s.cfg.MaxValueBytes)
+			if err != nil {
+				return nil, nil, events.FieldErrorf(events.EInvalid, "condition.equals", "condition.equals: %v", err)
+			}
+			c.Equals = eq
+		}
+		cond = &c
+		expected = c.Version
+		if expected == nil && c.Exists != nil && !*c.Exists {
+			zero := int64(0)
+			expected = &zero
+		}
+	}
+	switch o.Op {
+	case events.OpPut:
+		value, err := events.CompactValue(o.Value, s.cfg.MaxValueBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		pb := o.PutBody()
+		pb.ExpectedVersion = expected
+		return putRequest(k, &pb, value, principal), cond, nil
+	case events.OpIncrement:
+		ib := o.IncrementBody()
+		ib.ExpectedVersion = expected
+		return incrementRequest(k, &ib, principal), cond, nil
+	case events.OpPatch:
+		pb := o.PatchBody()
+		pb.ExpectedVersion = expected
+		if cond != nil && cond.Field != "" {
+			pb.If = &events.FieldCondition{Field: cond.Field, Equals: cond.Equals}
+		}
+		req, err := s.patchRequest(k, &pb, principal)
+		return req, cond, err
+	case events.OpDelete:
+		return &writer.Request{Key: k, Op: events.OpDelete, ExpectedVersion: expected, Principal: principal}, cond, nil
+	}
+	return &writer.Request{Key: k, Op: events.OpCheck, Principal: principal}, cond, nil
+}
+
+// noQuery refuses any query parameter, naming the first in order.
+func noQuery(c echo.Context) error {
+	if names := slices.Sorted(maps.Keys(c.QueryParams())); len(names) > 0 {
+		return events.FieldErrorf(events.EInvalid, names[0], "unknown query parameter %q (a transaction takes none)", names[0])
+	}
+	return nil
+}
