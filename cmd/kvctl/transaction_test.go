@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv/stack"
 )
 
 // TestParseTxnFile reads the seed's transaction files and eskv's own
@@ -89,6 +95,146 @@ func TestParseTxnFile(t *testing.T) {
 			w, _ := json.Marshal(tc.want)
 			if string(g) != string(w) {
 				t.Fatalf("got  %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestTransaction runs kvctl transaction against a stack: the seed's
+// file applies atomically, a failed condition names its op and changes
+// nothing, and each class of failure has its exit code.
+func TestTransaction(t *testing.T) {
+	url := stack.MustStart(t)
+	c := client.New(url, stack.DevToken)
+	const project = "tenant/acme/project/txn"
+	env := map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_PROJECT": project}
+	kvctl := func(t *testing.T, stdin string, args ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), append([]string{"transaction"}, args...), func(k string) string { return env[k] },
+			strings.NewReader(stdin), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	file := func(t *testing.T, content string) string {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "tx.json")
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	value := func(t *testing.T, key string) string {
+		t.Helper()
+		e, err := c.Get(t.Context(), project+"/"+key)
+		if events.ErrorCode(err) == events.ENotFound {
+			return "absent"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s@%d", e.Value, e.Version)
+	}
+	if _, err := c.Put(t.Context(), client.PutRequest{Key: project + "/temp/lock", Value: json.RawMessage(`"tmp"`)}); err != nil {
+		t.Fatal(err)
+	}
+	seed := file(t, `[
+  {"op": "set", "key": "account/balance", "value": 1000, "condition": "attribute_not_exists(PK)"},
+  {"op": "inc", "key": "counter/transactions", "by": 1},
+  {"op": "delete", "key": "temp/lock", "condition": "attribute_exists(PK)"}
+]`)
+
+	t.Run("OKSeedFile", func(t *testing.T) {
+		code, stdout, stderr := kvctl(t, "", "--file", seed)
+		if code != exitOK || stderr != "" {
+			t.Fatalf("exit %d, stderr %s", code, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		if len(lines) != 4 || !strings.HasSuffix(lines[0], "applied: 3 ops") ||
+			lines[1] != "put       "+project+"/account/balance version 1" ||
+			lines[2] != "increment "+project+"/counter/transactions version 1" ||
+			lines[3] != "delete    "+project+"/temp/lock deleted, version 2" {
+			t.Fatalf("stdout:\n%s", stdout)
+		}
+		if got := value(t, "account/balance") + " " + value(t, "counter/transactions") + " " + value(t, "temp/lock"); got != "1000@1 1@1 absent" {
+			t.Fatalf("after the transaction: %s", got)
+		}
+	})
+
+	t.Run("ErrConditionFailedChangesNothing", func(t *testing.T) {
+		// The same file again: op 0's attribute_not_exists(PK) fails.
+		code, stdout, stderr := kvctl(t, "", "--file", seed)
+		if code != exitFailed || stdout != "" ||
+			!strings.Contains(stderr, "Error: transaction not applied: op 0 (put "+project+"/account/balance) failed") ||
+			!strings.Contains(stderr, "Solution: nothing was applied") || !strings.Contains(stderr, "is at version 1 now (value 1000)") {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+		}
+		if got := value(t, "account/balance") + " " + value(t, "counter/transactions"); got != "1000@1 1@1" {
+			t.Fatalf("after the failed transaction: %s", got)
+		}
+	})
+
+	t.Run("ErrLaterOpFailedChangesNothing", func(t *testing.T) {
+		code, _, stderr := kvctl(t, `[{"op":"inc","key":"counter/transactions"},
+{"op":"set","key":"account/balance","value":900,"condition":{"expectedVersion":1}},
+{"op":"delete","key":"temp/lock","condition":"attribute_exists(PK)"}]`, "--file", "-")
+		if code != exitFailed || !strings.Contains(stderr, "op 2 (delete "+project+"/temp/lock)") || !strings.Contains(stderr, "does not exist now") {
+			t.Fatalf("exit %d\nstderr %s", code, stderr)
+		}
+		if got := value(t, "account/balance") + " " + value(t, "counter/transactions"); got != "1000@1 1@1" {
+			t.Fatalf("after the failed transaction: %s", got)
+		}
+	})
+
+	t.Run("OKStdinJSONAndReplay", func(t *testing.T) {
+		tx := `{"requestId":"move-1","ops":[{"op":"set","key":"account/balance","value":900,"expectedVersion":1},
+{"op":"increment","key":"` + project + `/counter/transactions","by":1},{"op":"check","key":"temp/lock","condition":{"exists":false}}]}`
+		code, stdout, stderr := kvctl(t, tx, "--file", "-", "--format", "json")
+		var ans events.TxnAnswer
+		if code != exitOK || json.Unmarshal([]byte(stdout), &ans) != nil || ans.TxnID == "" || len(ans.Results) != 3 ||
+			ans.Results[0].Version != 2 || string(ans.Results[1].Value) != "2" || ans.Results[2].Version != 0 {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+		}
+		code, replay, stderr := kvctl(t, tx, "--file", "-", "--format", "json")
+		if code != exitOK || replay != stdout || !strings.Contains(stderr, "request move-1 was already applied") {
+			t.Fatalf("replay: exit %d\nstdout %s (first %s)\nstderr %s", code, replay, stdout, stderr)
+		}
+		if got := value(t, "account/balance") + " " + value(t, "counter/transactions"); got != "900@2 2@2" {
+			t.Fatalf("after the replay: %s", got)
+		}
+		code, stdout, _ = kvctl(t, `[{"op":"dec","key":"counter/transactions","by":2},{"op":"check","key":"account/balance","condition":{"field":"n","equals":null}}]`,
+			"--file", "-", "-o", "value")
+		if code != exitOK || stdout != "0\nnull\n" {
+			t.Fatalf("value format: exit %d, stdout %q", code, stdout)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		code        int
+		stderr      []string
+	}{
+		{"ErrMalformedFile", `[{"op":"set","key":"a","value":1,}]`, []string{"--file", "-"}, exitUsage, []string{"Error: stdin: not a JSON array", "Solution: a transaction file is a JSON array"}},
+		{"ErrUnknownMember", `[{"op":"set","key":"a","value":1},{"op":"inc","key":"b","step":1}]`, []string{"--file", "-"}, exitUsage, []string{`op 1: unknown member "step"`, "Solution: fix operation 1"}},
+		{"ErrInvalidOp", `[{"op":"set","key":"a"}]`, []string{"--file", "-"}, exitUsage, []string{"ops[0].value", "Solution: fix operation 0"}},
+		{"ErrCrossProject", `[{"op":"set","key":"a","value":1},{"op":"set","key":"tenant/acme/project/other/a","value":1}]`, []string{"--file", "-"}, exitUsage,
+			[]string{"one project", "Solution: a transaction changes keys of one project only"}},
+		{"ErrNoFile", "", nil, exitUsage, []string{"no --file given", "Solution: give the operations with --file"}},
+		{"ErrMissingFile", "", []string{"--file", "/nonexistent/tx.json"}, exitUsage, []string{"read /nonexistent/tx.json", "Solution:"}},
+		{"ErrNoProject", `[{"op":"set","key":"a","value":1}]`, []string{"--file", "-", "--project", ""}, exitUsage, []string{"no --project", "Solution: give full keys"}},
+		{"ErrServer", `[{"op":"set","key":"a","value":1}]`, []string{"--file", "-", "--url", fakeServer(t, 500, `{"error":{"code":"internal","message":"internal error"}}`)}, exitServer,
+			[]string{"Error: internal error [internal]", "Solution: the server failed"}},
+		{"ErrUnreachable", `[{"op":"set","key":"a","value":1}]`, []string{"--file", "-", "--url", closedURL(t)}, exitServer, []string{"cannot reach eskv"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := kvctl(t, tc.stdin, tc.args...)
+			if code != tc.code || stdout != "" {
+				t.Fatalf("exit %d (want %d)\nstdout %s\nstderr %s", code, tc.code, stdout, stderr)
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(stderr, s) {
+					t.Fatalf("stderr without %q:\n%s", s, stderr)
+				}
 			}
 		})
 	}
