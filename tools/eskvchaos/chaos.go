@@ -53,6 +53,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	var wg sync.WaitGroup
 	stopClients := make(chan struct{})
 	wg.Go(func() { cl.run(c.clients, c.seed, stopClients) })
+	tx := newTransfers(cl)
+	wg.Go(func() { tx.run(c.txnClients, c.seed, stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 
 	s.logf("fault phase: %s, seed %d, %d clients on %d keys, faults %s", c.duration, c.seed, c.clients, len(keys), strings.Join(c.faults, ","))
@@ -75,6 +77,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r := &report{cfg: c, keys: keys, history: cl.history(), dir: s.Dir, owners: owners}
 	s.logf("clients stopped after %d operations; checking", len(r.history))
 	r.faults, r.pauses = nem.report()
+	r.transfers = tx
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
@@ -109,6 +112,11 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	} else if r.proj, err = checkProjection(ctx, s, l, r.acks); err != nil {
 		return fmt.Errorf("check the projection: %w", err)
 	}
+	// The projection's sums are read once it held the whole log
+	// (r.proj.Rebuild is set then).
+	if r.txn, err = r.transfers.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
+		return fmt.Errorf("check the transactions: %w", err)
+	}
 	r.checked = true
 	return nil
 }
@@ -135,6 +143,9 @@ type report struct {
 	proj        projFindings
 	checked     bool
 	problems    []string
+
+	transfers *transfers // the transaction workload (txn.go)
+	txn       txnFindings
 }
 
 func (r *report) ok() bool {
@@ -142,7 +153,8 @@ func (r *report) ok() bool {
 		len(r.proj.LostInProjection) == 0 && r.logFindings.VersionViolations() == 0 &&
 		len(r.logFindings.ChainBreaks) == 0 && len(r.logFindings.EpochMismatches) == 0 &&
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
-		r.proj.diffCount() == 0 && len(r.exits) == 0
+		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
+		len(r.txn.violations()) == 0
 }
 
 // save writes the history and the findings to the run directory (kept when
@@ -171,6 +183,7 @@ func (r *report) print(w io.Writer) {
 	}
 	r.printLog(w)
 	r.printProjection(w)
+	r.txn.print(w)
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}

@@ -38,6 +38,7 @@ type config struct {
 	duration    time.Duration
 	seed        uint64
 	clients     int
+	txnClients  int
 	keys        int
 	writers     int
 	projectors  int
@@ -166,6 +167,7 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	seconds = fs.String("seconds", "120", "length of the fault phase in seconds (also CHAOS_SECONDS)")
 	seed = fs.String("seed", "", "random seed of clients and faults; empty: from the clock (printed, to replay a schedule)")
 	fs.IntVar(&c.clients, "clients", 12, "concurrent CAS clients")
+	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0 (0: none)")
 	fs.IntVar(&c.keys, "keys", 5, "keys the clients share, each in its own project and partition when possible")
 	fs.IntVar(&c.writers, "writers", 3, "writer processes")
 	fs.IntVar(&c.projectors, "projectors", 2, "projector processes")
@@ -216,6 +218,8 @@ func (c *config) validate() error {
 		return errors.New("-fault-every must be positive")
 	case c.clients < 1 || c.keys < 1 || c.partitions < 1:
 		return errors.New("-clients, -keys and -partitions must be positive")
+	case c.txnClients < 0:
+		return errors.New("-txn-clients must not be negative")
 	case c.writers < 1 || c.projectors < 1:
 		return errors.New("-writers and -projectors must be at least 1")
 	case c.opTimeout <= 0 || c.checkTimeout <= 0:
