@@ -372,7 +372,12 @@ func (a *app) txnFailed(err error, b *events.TxnBody) error {
 	if e.Code == events.EConflict || e.Code == events.EFieldMismatch {
 		solution = "nothing was applied: re-read the keys and fix the file's conditions, then run it again. " + txnConditionState(o, e)
 	}
-	msg := fmt.Sprintf("transaction not applied: op %d (%s %s) failed: %s [%s]", i, o.Op, o.Key, e.Message, e.Code)
+	tag := e.Code
+	if e.CorrelationID != "" {
+		tag += ", correlation id " + e.CorrelationID
+	}
+	msg := fmt.Sprintf("transaction not applied: op %d (%s %s) failed: %s [%s]", i, o.Op, o.Key,
+		strings.TrimPrefix(e.Message, fmt.Sprintf("op %d: ", i)), tag)
 	return &failure{code: code, msg: msg, solution: solution}
 }
 
