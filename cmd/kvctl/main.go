@@ -1,6 +1,7 @@
 // Command kvctl is eskv's command-line client: keys (get, set, delete,
 // exists, list), counters (inc, dec), fields of object values (field),
-// locks (lock, including lock run) and leader election (leader), through
+// locks (lock, including lock run), leader election (leader) and
+// transactions of several keys of one project (transaction), through
 // the HTTP API (api/client). Data goes to stdout in the --format asked
 // for, messages and errors to stderr; the exit code says what happened
 // (see docs/kvctl.md).
@@ -103,7 +104,8 @@ func (a *app) rootCommand() *cobra.Command {
 Keys look like tenant/<tenant>/project/<project>/<path>; values are JSON.
 Besides reading and writing values, kvctl counts (inc, dec), changes
 fields of object values (field), takes locks (lock, and lock run for a
-command) and elects leaders (leader).
+command), elects leaders (leader) and changes several keys of one project
+atomically (transaction).
 
 Data goes to stdout (--format text, json or value), messages and errors to
 stderr. Exit codes: 0 success; 1 failed condition (not found, version
