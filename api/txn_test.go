@@ -48,8 +48,9 @@ func TestTxnRejectsBadInput(t *testing.T) {
 			`op 0: op "acquire" is not a transaction operation (put, delete, increment, patch or check)`},
 		{"ErrBadKey", `{"ops":[` + put("tenant/acme/Upper") + `]}`, 400, events.EInvalid, "ops[0].key", 0, ""},
 		{"ErrMemberOfAnotherOp", `{"ops":[{"op":"delete","key":"` + txnKey + `a","by":2}]}`, 400, events.EInvalid, "ops[0].by", 0, ""},
-		{"ErrUnknownMember", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"expectedVersion":1}]}`, 400, events.EInvalid, "ops[0].expectedVersion", -1, ""},
-		{"ErrUnknownConditionMember", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"versoin":1}}]}`, 400, events.EInvalid, "ops[0].condition.versoin", -1, ""},
+		{"ErrUnknownMember", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"expectedVersion":1}]}`, 400, events.EInvalid, "ops[0].expectedVersion", 0, ""},
+		{"ErrUnknownConditionMember", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"versoin":1}}]}`, 400, events.EInvalid, "ops[0].condition.versoin", 0, ""},
+		{"ErrMemberType", `{"ops":[` + put(txnKey+"a") + `,{"op":"increment","key":"` + txnKey + `b","by":"2"}]}`, 400, events.EInvalid, "ops[1].by", 1, ""},
 		{"ErrBadCondition", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":-2}}]}`, 400, events.EInvalid, "ops[0].condition.version", 0, ""},
 		{"ErrEmptyCondition", `{"ops":[{"op":"delete","key":"` + txnKey + `a","condition":{}}]}`, 400, events.EInvalid, "ops[0].condition", 0, ""},
 		{"ErrConditionEqualsNotJSONValue", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"field":"f","equals":{"b":1,"b":2}}}]}`, 400, events.EInvalid, "ops[0].condition.equals", 0, ""},
@@ -259,4 +260,32 @@ func (f *replayingWriter) Do(ctx context.Context, r *writer.Request) (writer.Res
 	res, err := f.fakeWriter.Do(ctx, r)
 	res.Replayed = true
 	return res, err
+}
+
+// remoteWriter owns no key: the owner is at url.
+type remoteWriter struct {
+	fakeWriter
+	url string
+}
+
+func (f *remoteWriter) Route(events.Key) (bool, string) { return false, f.url }
+
+// TestTxnForwardsWholeBody: a writer that does not own the project
+// forwards the transaction, whose body it has read, to the owner intact.
+func TestTxnForwardsWholeBody(t *testing.T) {
+	body := `{"requestId":"r","ops":[` + txnOps(3) + `]}`
+	var got, by string
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got, by = string(b), r.Header.Get(api.ForwardedHeader)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"txnId":"t","results":[]}`))
+	}))
+	defer owner.Close()
+	w := &remoteWriter{url: owner.URL}
+	rec := post(txnServer(t, w), txnWriter, strings.ReplaceAll(body, txnKey, txnKey+"w/"))
+	body = strings.ReplaceAll(body, txnKey, txnKey+"w/")
+	if rec.Code != 200 || got != body || by == "" || len(w.reqs) != 0 {
+		t.Fatalf("status %d; the owner got %q (forwarded by %q); local requests %d", rec.Code, got, by, len(w.reqs))
+	}
 }
