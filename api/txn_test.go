@@ -67,22 +67,9 @@ func TestTxnRejectsBadInput(t *testing.T) {
 			if tc.name == "ErrQueryParam" {
 				path += "?force=1"
 			}
-			rec := serve(mustServer(t, w), "POST", path, tc.body)
-			if rec.Code != tc.status {
-				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
-			}
-			var b events.ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
-				t.Fatalf("error body %s: %v", rec.Body, err)
-			}
-			if b.Error.Code != tc.code || b.Error.Field != tc.field {
-				t.Fatalf("code %s field %q, want %s %q: %s", b.Error.Code, b.Error.Field, tc.code, tc.field, b.Error.Message)
-			}
-			if (tc.failedOp < 0) != (b.Error.FailedOp == nil) || (tc.failedOp >= 0 && *b.Error.FailedOp != tc.failedOp) {
-				t.Fatalf("failedOp %v, want %d: %s", b.Error.FailedOp, tc.failedOp, rec.Body)
-			}
-			if tc.message != "" && b.Error.Message != tc.message {
-				t.Fatalf("message %q, want %q", b.Error.Message, tc.message)
+			d := wantError(t, serve(mustServer(t, w), "POST", path, tc.body), tc.status, tc.code, tc.field, tc.message)
+			if (tc.failedOp < 0) != (d.FailedOp == nil) || (tc.failedOp >= 0 && *d.FailedOp != tc.failedOp) {
+				t.Fatalf("failedOp %v, want %d: %s", d.FailedOp, tc.failedOp, d.Message)
 			}
 			if len(w.reqs) != 0 {
 				t.Fatalf("the writer was asked %+v", w.reqs)
