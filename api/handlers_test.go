@@ -76,7 +76,13 @@ const (
 
 func mustServer(tb testing.TB, w *fakeWriter) http.Handler {
 	tb.Helper()
-	tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+	return serverWith(tb, w, api.DevToken(token))
+}
+
+// serverWith is a server around w that knows the tokens cfgs.
+func serverWith(tb testing.TB, w api.Writer, cfgs ...api.TokenConfig) http.Handler {
+	tb.Helper()
+	tokens, err := api.NewTokens(cfgs)
 	if err != nil {
 		tb.Fatal(err)
 	}

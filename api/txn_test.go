@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -87,22 +86,13 @@ const (
 
 func txnServer(t *testing.T, w api.Writer) http.Handler {
 	t.Helper()
-	tokens, err := api.NewTokens([]api.TokenConfig{
-		{Token: txnWriter, Principal: "writer", Grants: []api.Grant{
+	return serverWith(t, w,
+		api.TokenConfig{Token: txnWriter, Principal: "writer", Grants: []api.Grant{
 			{Prefix: txnKey + "w", Rights: []api.Right{api.Write}},
 			{Prefix: txnKey + "r", Rights: []api.Right{api.Read}},
 			{Prefix: txnKey + "rw", Rights: []api.Right{api.Read, api.Write}},
 		}},
-		{Token: txnReader, Principal: "reader", Grants: []api.Grant{{Prefix: txnKey, Rights: []api.Right{api.Read}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: 1024}, w, fakeLister{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Handler()
+		api.TokenConfig{Token: txnReader, Principal: "reader", Grants: []api.Grant{{Prefix: txnKey, Rights: []api.Right{api.Read}}}})
 }
 
 func post(h http.Handler, token, body string) *httptest.ResponseRecorder {
