@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
@@ -245,5 +246,102 @@ func TestTxnReplay(t *testing.T) {
 	}
 	if n := len(s.readLog(ctx)); n != logged {
 		t.Fatalf("the reuse appended %d events", n-logged)
+	}
+}
+
+// TestTxnConcurrentTransfers: clients move amounts between four counters
+// of one project with transactions conditioned on the versions they
+// read, so many transactions share the writer's batches with each other
+// and with single-key writes. The sum never changes, and in the log each
+// transaction's events are adjacent and each key's versions contiguous.
+func TestTxnConcurrentTransfers(t *testing.T) {
+	s := mustStack(t)
+	c := s.client()
+	ctx := context.Background()
+	keys := []string{scope + "acct/0", scope + "acct/1", scope + "acct/2", scope + "acct/3"}
+	for _, k := range keys {
+		if _, err := c.Put(ctx, putOf(k, `100`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const clients, transfers = 8, 15
+	var (
+		mu      sync.Mutex
+		applied []events.TxnAnswer
+	)
+	var wg sync.WaitGroup
+	for cl := range clients {
+		wg.Go(func() {
+			for n := 0; n < transfers; {
+				from, to := keys[(cl+n)%4], keys[(cl+n+1)%4]
+				ef, err1 := c.Get(ctx, from)
+				et, err2 := c.Get(ctx, to)
+				if err1 != nil || err2 != nil {
+					t.Errorf("read: %v %v", err1, err2)
+					return
+				}
+				ans, err := c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
+					{Op: events.OpIncrement, Key: from, By: by(-3), Condition: version(ef.Version)},
+					{Op: events.OpIncrement, Key: to, By: by(3), Condition: version(et.Version)},
+				}})
+				switch code(err) {
+				case "":
+					mu.Lock()
+					applied = append(applied, ans)
+					mu.Unlock()
+					n++
+				case events.EConflict:
+				default:
+					t.Errorf("transfer: %v", err)
+					return
+				}
+			}
+		})
+	}
+	// A single-key writer beside them, on a key of the same project.
+	stop := runClients(t, 1, func(_, i int) {
+		if _, err := c.Put(ctx, putOf(scope+"acct/note", `"x"`)); err != nil {
+			t.Errorf("put: %v", err)
+		}
+	})
+	wg.Wait()
+	stop()
+	if t.Failed() {
+		return
+	}
+	sum := int64(0)
+	for _, k := range keys {
+		e, err := c.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int64
+		if err := json.Unmarshal(e.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	if sum != 400 || len(applied) != clients*transfers {
+		t.Fatalf("sum %d (want 400) after %d transfers", sum, len(applied))
+	}
+	evs := s.readLog(ctx)
+	pos := map[string][]int{}
+	for i, e := range evs {
+		if e.TxnID != "" {
+			pos[e.TxnID] = append(pos[e.TxnID], i)
+		}
+	}
+	for _, a := range applied {
+		if p := pos[a.TxnID]; len(p) != 2 || p[1] != p[0]+1 {
+			t.Fatalf("transaction %s at log positions %v, want two adjacent", a.TxnID, p)
+		}
+	}
+	if len(pos) != len(applied) {
+		t.Fatalf("%d transactions in the log, %d applied", len(pos), len(applied))
+	}
+	for _, k := range keys {
+		if n := len(keyEvents(t, s, k)); n != 1+2*clients*transfers/4 {
+			t.Fatalf("%s has %d events, want %d", k, n, 1+2*clients*transfers/4)
+		}
 	}
 }
