@@ -76,7 +76,13 @@ const (
 
 func mustServer(tb testing.TB, w *fakeWriter) http.Handler {
 	tb.Helper()
-	tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+	return serverWith(tb, w, api.DevToken(token))
+}
+
+// serverWith is a server around w that knows the tokens cfgs.
+func serverWith(tb testing.TB, w api.Writer, cfgs ...api.TokenConfig) http.Handler {
+	tb.Helper()
+	tokens, err := api.NewTokens(cfgs)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -183,25 +189,32 @@ func TestHandlersRejectBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
-			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
-			if rec.Code != tc.status {
-				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
-			}
-			var b events.ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
-				t.Fatalf("error body %s: %v", rec.Body, err)
-			}
-			if b.Error.Code != tc.code || b.Error.Field != tc.field {
-				t.Fatalf("code %s field %q, want %s %q: %s", b.Error.Code, b.Error.Field, tc.code, tc.field, b.Error.Message)
-			}
-			if tc.message != "" && b.Error.Message != tc.message {
-				t.Fatalf("message %q, want %q", b.Error.Message, tc.message)
-			}
+			wantError(t, serve(mustServer(t, w), tc.method, tc.path, tc.body), tc.status, tc.code, tc.field, tc.message)
 			if len(w.reqs) != 0 {
 				t.Fatalf("the writer was asked %+v", w.reqs)
 			}
 		})
 	}
+}
+
+// wantError checks an error answer's status, code, field and, when not
+// empty, message, and returns its detail.
+func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code, field, message string) events.ErrorDetail {
+	t.Helper()
+	if rec.Code != status {
+		t.Fatalf("status %d, want %d: %s", rec.Code, status, rec.Body)
+	}
+	var b events.ErrorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
+		t.Fatalf("error body %s: %v", rec.Body, err)
+	}
+	if b.Error.Code != code || b.Error.Field != field {
+		t.Fatalf("code %s field %q, want %s %q: %s", b.Error.Code, b.Error.Field, code, field, b.Error.Message)
+	}
+	if message != "" && b.Error.Message != message {
+		t.Fatalf("message %q, want %q", b.Error.Message, message)
+	}
+	return b.Error
 }
 
 // TestHandlersTranslate: accepted requests reach the writer as the op,

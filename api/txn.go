@@ -2,9 +2,11 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 
 	"github.com/labstack/echo/v4"
@@ -36,8 +38,7 @@ func (s *Server) txn(c echo.Context) error {
 	if err := noQuery(c); err != nil {
 		return err
 	}
-	var b events.TxnBody
-	body, err := decodeBody(c, &b, max(events.MaxTxnBodyBytes, 2*s.cfg.MaxValueBytes+bodyOverheadMax))
+	b, body, err := decodeTxn(c, max(events.MaxTxnBodyBytes, 2*s.cfg.MaxValueBytes+bodyOverheadMax))
 	if err != nil {
 		return err
 	}
@@ -149,4 +150,35 @@ func noQuery(c echo.Context) error {
 		return events.FieldErrorf(events.EInvalid, names[0], "unknown query parameter %q (a transaction takes none)", names[0])
 	}
 	return nil
+}
+
+// txnEnvelope is a transaction body with its ops undecoded.
+type txnEnvelope struct {
+	RequestID string            `json:"requestId,omitempty"`
+	Ops       []json.RawMessage `json:"ops"`
+}
+
+// decodeTxn decodes a transaction body of at most limit bytes as decode
+// does, op by op, so that an error inside op i names it (field
+// ops[i].<member>, failedOp i): encoding/json's own errors leave the
+// index out.
+func decodeTxn(c echo.Context, limit int) (events.TxnBody, []byte, error) {
+	var env txnEnvelope
+	body, err := decodeBody(c, &env, limit)
+	if err != nil {
+		return events.TxnBody{}, nil, err
+	}
+	b := events.TxnBody{RequestID: env.RequestID, Ops: make([]events.TxnOp, len(env.Ops))}
+	if env.Ops == nil {
+		b.Ops = nil
+	}
+	for i, raw := range env.Ops {
+		if err := decodeOne(raw, &b.Ops[i]); err != nil {
+			return b, nil, events.InOp(i, err)
+		}
+		if err := checkMembers(raw, reflect.TypeFor[events.TxnOp](), ""); err != nil {
+			return b, nil, events.InOp(i, err)
+		}
+	}
+	return b, body, nil
 }

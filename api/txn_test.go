@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -48,8 +47,9 @@ func TestTxnRejectsBadInput(t *testing.T) {
 			`op 0: op "acquire" is not a transaction operation (put, delete, increment, patch or check)`},
 		{"ErrBadKey", `{"ops":[` + put("tenant/acme/Upper") + `]}`, 400, events.EInvalid, "ops[0].key", 0, ""},
 		{"ErrMemberOfAnotherOp", `{"ops":[{"op":"delete","key":"` + txnKey + `a","by":2}]}`, 400, events.EInvalid, "ops[0].by", 0, ""},
-		{"ErrUnknownMember", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"expectedVersion":1}]}`, 400, events.EInvalid, "ops[0].expectedVersion", -1, ""},
-		{"ErrUnknownConditionMember", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"versoin":1}}]}`, 400, events.EInvalid, "ops[0].condition.versoin", -1, ""},
+		{"ErrUnknownMember", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"expectedVersion":1}]}`, 400, events.EInvalid, "ops[0].expectedVersion", 0, ""},
+		{"ErrUnknownConditionMember", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"versoin":1}}]}`, 400, events.EInvalid, "ops[0].condition.versoin", 0, ""},
+		{"ErrMemberType", `{"ops":[` + put(txnKey+"a") + `,{"op":"increment","key":"` + txnKey + `b","by":"2"}]}`, 400, events.EInvalid, "ops[1].by", 1, ""},
 		{"ErrBadCondition", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":-2}}]}`, 400, events.EInvalid, "ops[0].condition.version", 0, ""},
 		{"ErrEmptyCondition", `{"ops":[{"op":"delete","key":"` + txnKey + `a","condition":{}}]}`, 400, events.EInvalid, "ops[0].condition", 0, ""},
 		{"ErrConditionEqualsNotJSONValue", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"field":"f","equals":{"b":1,"b":2}}}]}`, 400, events.EInvalid, "ops[0].condition.equals", 0, ""},
@@ -66,22 +66,9 @@ func TestTxnRejectsBadInput(t *testing.T) {
 			if tc.name == "ErrQueryParam" {
 				path += "?force=1"
 			}
-			rec := serve(mustServer(t, w), "POST", path, tc.body)
-			if rec.Code != tc.status {
-				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
-			}
-			var b events.ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
-				t.Fatalf("error body %s: %v", rec.Body, err)
-			}
-			if b.Error.Code != tc.code || b.Error.Field != tc.field {
-				t.Fatalf("code %s field %q, want %s %q: %s", b.Error.Code, b.Error.Field, tc.code, tc.field, b.Error.Message)
-			}
-			if (tc.failedOp < 0) != (b.Error.FailedOp == nil) || (tc.failedOp >= 0 && *b.Error.FailedOp != tc.failedOp) {
-				t.Fatalf("failedOp %v, want %d: %s", b.Error.FailedOp, tc.failedOp, rec.Body)
-			}
-			if tc.message != "" && b.Error.Message != tc.message {
-				t.Fatalf("message %q, want %q", b.Error.Message, tc.message)
+			d := wantError(t, serve(mustServer(t, w), "POST", path, tc.body), tc.status, tc.code, tc.field, tc.message)
+			if (tc.failedOp < 0) != (d.FailedOp == nil) || (tc.failedOp >= 0 && *d.FailedOp != tc.failedOp) {
+				t.Fatalf("failedOp %v, want %d: %s", d.FailedOp, tc.failedOp, d.Message)
 			}
 			if len(w.reqs) != 0 {
 				t.Fatalf("the writer was asked %+v", w.reqs)
@@ -99,22 +86,13 @@ const (
 
 func txnServer(t *testing.T, w api.Writer) http.Handler {
 	t.Helper()
-	tokens, err := api.NewTokens([]api.TokenConfig{
-		{Token: txnWriter, Principal: "writer", Grants: []api.Grant{
+	return serverWith(t, w,
+		api.TokenConfig{Token: txnWriter, Principal: "writer", Grants: []api.Grant{
 			{Prefix: txnKey + "w", Rights: []api.Right{api.Write}},
 			{Prefix: txnKey + "r", Rights: []api.Right{api.Read}},
 			{Prefix: txnKey + "rw", Rights: []api.Right{api.Read, api.Write}},
 		}},
-		{Token: txnReader, Principal: "reader", Grants: []api.Grant{{Prefix: txnKey, Rights: []api.Right{api.Read}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: 1024}, w, fakeLister{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Handler()
+		api.TokenConfig{Token: txnReader, Principal: "reader", Grants: []api.Grant{{Prefix: txnKey, Rights: []api.Right{api.Read}}}})
 }
 
 func post(h http.Handler, token, body string) *httptest.ResponseRecorder {
@@ -259,4 +237,32 @@ func (f *replayingWriter) Do(ctx context.Context, r *writer.Request) (writer.Res
 	res, err := f.fakeWriter.Do(ctx, r)
 	res.Replayed = true
 	return res, err
+}
+
+// remoteWriter owns no key: the owner is at url.
+type remoteWriter struct {
+	fakeWriter
+	url string
+}
+
+func (f *remoteWriter) Route(events.Key) (bool, string) { return false, f.url }
+
+// TestTxnForwardsWholeBody: a writer that does not own the project
+// forwards the transaction, whose body it has read, to the owner intact.
+func TestTxnForwardsWholeBody(t *testing.T) {
+	body := `{"requestId":"r","ops":[` + txnOps(3) + `]}`
+	var got, by string
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got, by = string(b), r.Header.Get(api.ForwardedHeader)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"txnId":"t","results":[]}`))
+	}))
+	defer owner.Close()
+	w := &remoteWriter{url: owner.URL}
+	rec := post(txnServer(t, w), txnWriter, strings.ReplaceAll(body, txnKey, txnKey+"w/"))
+	body = strings.ReplaceAll(body, txnKey, txnKey+"w/")
+	if rec.Code != 200 || got != body || by == "" || len(w.reqs) != 0 {
+		t.Fatalf("status %d; the owner got %q (forwarded by %q); local requests %d", rec.Code, got, by, len(w.reqs))
+	}
 }

@@ -45,6 +45,11 @@ func TestNoValueInLogs(t *testing.T) {
 		{"PUT", k, `{"value":"` + secret + `","ttlSeconds":0}`, 400},       // rejected: a bad TTL
 		{"GET", "/v1/kv?prefix=" + scope + "logs/&field=token&op=eq&value=" + secret, "", 200},
 		{"PUT", base + "logs/ttl", `{"value":"` + secret + `-expiring","ttlSeconds":1}`, 200},
+		// Transactions: applied, rejected by a field condition, refused.
+		{"POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + scope + `logs/txn","value":"` + secret + `"}]}`, 200},
+		{"POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + scope + `logs/txn2","value":"` + secret + `"},{"op":"check","key":"` +
+			scope + `logs/obj","condition":{"field":"token","equals":"` + secret + `-no"}}]}`, 409},
+		{"POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + scope + `logs/txn3","value":"` + secret + `","by":1}]}`, 400},
 		{"DELETE", k, "", 200},
 	} {
 		var body any
@@ -66,7 +71,7 @@ func TestNoValueInLogs(t *testing.T) {
 	})
 	waitProjected(t, s)
 	got := logs.String()
-	for _, want := range []string{`"msg":"expired"`, `"msg":"version conflict"`, `"msg":"write"`} {
+	for _, want := range []string{`"msg":"expired"`, `"msg":"version conflict"`, `"msg":"write"`, `"msg":"transaction"`, `"msg":"transaction rejected"`} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("the logs have no %s line: the test does not see what it should", want)
 		}

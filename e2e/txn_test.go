@@ -1,340 +1,347 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
-	"net/http"
+	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/internal/logcheck"
-	"github.com/eskv/eskv/testenv"
 )
 
-// Transactions on the real stack: atomicity seen by readers while 32
-// clients move amounts between accounts, and whole transactions in the
-// log after the writer is killed with SIGKILL. (The contract's own
-// cases, a failing condition, cross-project and replay, are tested with
-// the API.)
+func version(v int64) *events.Condition { return &events.Condition{Version: &v} }
 
-// txnDo posts a transaction and decodes its answer or its error.
-func (s *stack) txnDo(client *http.Client, b events.TxnBody) (int, events.TxnAnswer, events.ErrorDetail, error) {
-	body, err := json.Marshal(b)
-	if err != nil {
-		return 0, events.TxnAnswer{}, events.ErrorDetail{}, err
-	}
-	req, err := http.NewRequest("POST", s.url+"/v1/txn", bytes.NewReader(body))
-	if err != nil {
-		return 0, events.TxnAnswer{}, events.ErrorDetail{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+devToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, events.TxnAnswer{}, events.ErrorDetail{}, err
-	}
-	defer resp.Body.Close()
-	var (
-		ans  events.TxnAnswer
-		fail events.ErrorBody
-	)
-	if resp.StatusCode == http.StatusOK {
-		err = jsonDecode(resp.Body, &ans)
-	} else {
-		err = jsonDecode(resp.Body, &fail)
-	}
-	return resp.StatusCode, ans, fail.Error, err
+func exists(b bool) *events.Condition { return &events.Condition{Exists: &b} }
+
+func by(n int64) *int64 { return &n }
+
+func putOf(key, value string) client.PutRequest {
+	return client.PutRequest{Key: key, Value: json.RawMessage(value)}
 }
 
-// accounts are the 10 keys of one project the transfer tests move
-// amounts between; their sum never changes.
-const (
-	accountPrefix = "tenant/bank/project/ledger/acct/"
-	accounts      = 10
-	opening       = 1000
-)
-
-func account(i int) string { return fmt.Sprintf("%s%02d", accountPrefix, i) }
-
-// balances reads the accounts in one listing: their count and sum.
-func (s *stack) balances(tb testing.TB) (n int, sum int64, ok bool) {
-	tb.Helper()
-	r := s.do("GET", "/v1/kv?prefix="+accountPrefix+"&limit=100", devToken, nil)
-	if r.Status != http.StatusOK {
-		tb.Errorf("listing: %d %s", r.Status, r.Body)
-		return 0, 0, false
-	}
-	var l events.ListAnswer
-	if err := json.Unmarshal(r.Body, &l); err != nil {
-		tb.Errorf("listing %s: %v", r.Body, err)
-		return 0, 0, false
-	}
-	for _, e := range l.Items {
-		var v int64
-		if err := json.Unmarshal(e.Value, &v); err != nil {
-			tb.Errorf("%s holds %s: %v", e.Key, e.Value, err)
-			return 0, 0, false
-		}
-		sum += v
-	}
-	return len(l.Items), sum, true
-}
-
-// projectedBalances reads the accounts from the projection in one SQL
-// statement (one snapshot of Postgres).
-func (s *stack) projectedBalances(tb testing.TB, ctx context.Context) (n int, sum int64, ok bool) {
-	tb.Helper()
-	err := s.pg.Pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(value::bigint), 0)::bigint FROM kv_entries
-		WHERE key >= $1 AND key < $2 AND live`, accountPrefix, accountPrefix[:len(accountPrefix)-1]+"0").Scan(&n, &sum)
-	if err != nil {
-		if ctx.Err() == nil {
-			tb.Errorf("projected balances: %v", err)
-		}
-		return 0, 0, false
-	}
-	return n, sum, true
-}
-
-// TestTxnTransfersKeepTheSum: 32 clients move random amounts between 10
-// accounts of one project, each transfer a transaction of two puts
-// conditioned on the versions the client read. While they run, readers
-// check that the 10 accounts sum to the same total in every listing (one
-// GET /v1/kv?prefix=) and in every read of the projection (one SQL
-// statement); so does the final state. The log holds each applied
-// transfer whole (two events, one txnId), as many as were acknowledged,
-// and each key's versions count the transfers that touched it.
-func TestTxnTransfersKeepTheSum(t *testing.T) {
+// TestTxnAppliesAllKeys: a transaction writes every key, each one new
+// version, and the log holds its events together: contiguous, sharing
+// one txnId and txnSize.
+func TestTxnAppliesAllKeys(t *testing.T) {
 	s := mustStack(t)
-	const clients = 32
-	transfersPerClient := 40
-	if testing.Short() {
-		transfersPerClient = 10
-	}
-	total := int64(accounts * opening)
-	open := events.TxnBody{}
-	for i := range accounts {
-		open.Ops = append(open.Ops, events.TxnOp{Op: events.OpPut, Key: account(i), Value: json.RawMessage(fmt.Sprint(opening)),
-			Condition: &events.Condition{Version: new(int64)}})
-	}
-	if code, _, e, err := s.txnDo(httpClient, open); code != http.StatusOK {
-		t.Fatalf("opening the accounts: %d %+v %v", code, e, err)
-	}
-	waitProjected(t, s) // the SQL reader reads the projection
-
-	// Readers: listings and the projection, until the writers are done.
-	var listings, sqlReads, bad atomic.Int64
-	readCtx, stopReads := context.WithCancel(t.Context())
-	stopReaders := runClients(t, 3, func(c, _ int) {
-		var (
-			n   int
-			sum int64
-			ok  bool
-		)
-		if c == 0 {
-			if n, sum, ok = s.projectedBalances(t, readCtx); !ok {
-				return
-			}
-			sqlReads.Add(1)
-		} else {
-			if n, sum, ok = s.balances(t); !ok {
-				return
-			}
-			listings.Add(1)
+	c := s.client()
+	ctx := context.Background()
+	a, b, log, lock := scope+"txn/a", scope+"txn/b", scope+"txn/log/1", scope+"txn/lock"
+	for _, k := range []string{a, b} {
+		if _, err := c.Put(ctx, putOf(k, `100`)); err != nil {
+			t.Fatal(err)
 		}
-		if n != accounts || sum != total {
-			if bad.Add(1) <= 5 {
-				t.Errorf("reader %d (%s) saw %d accounts summing to %d, want %d summing to %d",
-					c, map[bool]string{true: "SQL", false: "listing"}[c == 0], n, sum, accounts, total)
-			}
+	}
+	// Unrelated writes before and after, so contiguity means something.
+	if _, err := c.Put(ctx, putOf(scope+"txn/other", `1`)); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
+		{Op: events.OpIncrement, Key: a, By: by(-30), Condition: version(1)},
+		{Op: events.OpIncrement, Key: b, By: by(30)},
+		{Op: events.OpPut, Key: log, Value: json.RawMessage(`{"from":"a","to":"b","amount":30}`), Condition: exists(false)},
+		{Op: events.OpCheck, Key: lock, Condition: version(0)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, putOf(scope+"txn/other", `2`)); err != nil {
+		t.Fatal(err)
+	}
+	want := []events.TxnResult{{Key: a, Version: 2, Value: json.RawMessage(`70`)}, {Key: b, Version: 2, Value: json.RawMessage(`130`)},
+		{Key: log, Version: 1, Value: json.RawMessage(`{"from":"a","to":"b","amount":30}`)}, {Key: lock, Version: 0}}
+	if ans.TxnID == "" || ans.Replayed || len(ans.Results) != len(want) {
+		t.Fatalf("answer %+v", ans)
+	}
+	for i, r := range ans.Results {
+		if r.Key != want[i].Key || r.Version != want[i].Version || string(r.Value) != string(want[i].Value) {
+			t.Fatalf("result %d = %+v %s, want %+v %s", i, r, r.Value, want[i], want[i].Value)
 		}
-	})
+	}
+	for _, r := range want[:3] {
+		e, err := c.Get(ctx, r.Key)
+		if err != nil || e.Version != r.Version || string(e.Value) != string(r.Value) {
+			t.Fatalf("GET %s = %+v %v, want version %d", r.Key, e, err, r.Version)
+		}
+	}
 
+	// The log (partition order) holds the three events one after the
+	// other, in the order of the ops, and no other event has the id.
+	var at []int
+	evs := s.readLog(ctx)
+	for i, e := range evs {
+		if e.TxnID == ans.TxnID {
+			at = append(at, i)
+		}
+	}
+	if len(at) != 3 {
+		t.Fatalf("%d events carry txnId %s, want 3", len(at), ans.TxnID)
+	}
+	for j, i := range at {
+		e := evs[i]
+		if i != at[0]+j || e.TxnSize != 3 || e.Key != want[j].Key || e.Version != want[j].Version {
+			t.Fatalf("event %d of the transaction at log position %d (first %d): %s@%d size %d", j, i, at[0], e.Key, e.Version, e.TxnSize)
+		}
+	}
+	waitProjected(t, s)
+	for _, r := range want[:3] {
+		st, err := s.store.State(ctx, r.Key)
+		if err != nil || st.Version != r.Version {
+			t.Fatalf("projection of %s: version %d (%v), want %d", r.Key, st.Version, err, r.Version)
+		}
+	}
+}
+
+// TestTxnFailingConditionChangesNothing: a transaction whose third op's
+// condition fails leaves every key as it was, appends no event, and
+// leaves one conflict record naming the op; the 409 names the op, its
+// code, and the key's current version and value.
+func TestTxnFailingConditionChangesNothing(t *testing.T) {
+	s := mustStack(t)
+	c := s.client()
+	ctx := context.Background()
+	a, b, o := scope+"fail/a", scope+"fail/b", scope+"fail/o"
+	for _, k := range []string{a, b} {
+		if _, err := c.Put(ctx, putOf(k, `5`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Put(ctx, putOf(o, `{"state":"open"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, putOf(o, `{"state":"closed"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := len(s.readLog(ctx))
+
+	for _, tc := range []struct {
+		name  string
+		ops   []events.TxnOp
+		code  string
+		field string
+	}{
+		{"ErrStaleVersion", []events.TxnOp{
+			{Op: events.OpIncrement, Key: a, By: by(1)},
+			{Op: events.OpDelete, Key: b},
+			{Op: events.OpPatch, Key: o, Set: map[string]json.RawMessage{"state": json.RawMessage(`"done"`)}, Condition: version(1)},
+		}, events.EConflict, "ops[2].condition.version"},
+		{"ErrFieldCheck", []events.TxnOp{
+			{Op: events.OpIncrement, Key: a, By: by(1)},
+			{Op: events.OpDelete, Key: b},
+			{Op: events.OpCheck, Key: o, Condition: &events.Condition{Field: "state", Equals: json.RawMessage(`"open"`)}},
+		}, events.EFieldMismatch, "ops[2].condition.equals"},
+		{"ErrIncrementOfObject", []events.TxnOp{
+			{Op: events.OpIncrement, Key: a, By: by(1)},
+			{Op: events.OpDelete, Key: b},
+			{Op: events.OpIncrement, Key: o, By: by(1)},
+		}, events.EWrongType, "ops[2].value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Txn(ctx, events.TxnBody{Ops: tc.ops})
+			var e *events.Error
+			if !errors.As(err, &e) || e.Code != tc.code || e.FailedOp == nil || *e.FailedOp != 2 || e.Field != tc.field {
+				t.Fatalf("want %s at op 2 (%s), got %v", tc.code, tc.field, err)
+			}
+			if e.Current == nil || e.Current.Key != o || e.Current.Version != 2 || string(e.Current.Value) != `{"state":"closed"}` {
+				t.Fatalf("the 409 must carry op 2's key's current entry: %+v", e.Current)
+			}
+			for k, v := range map[string]int64{a: 1, b: 1, o: 2} {
+				if got, err := c.Get(ctx, k); err != nil || got.Version != v {
+					t.Fatalf("%s changed: %+v %v", k, got, err)
+				}
+			}
+			var rec *events.Conflict
+			for _, cr := range s.readConflicts(t) {
+				if cr.ID == e.CorrelationID {
+					rec = &cr
+				}
+			}
+			if rec == nil || rec.TxnID == "" || rec.TxnOp == nil || *rec.TxnOp != 2 || rec.TxnSize != 3 || rec.Key != o || rec.CurrentVersion != 2 {
+				t.Fatalf("conflict record %+v", rec)
+			}
+			for _, ev := range s.readLog(ctx) {
+				if ev.TxnID == rec.TxnID {
+					t.Fatalf("the log holds %s@%d of the rejected transaction", ev.Key, ev.Version)
+				}
+			}
+		})
+	}
+	if after := len(s.readLog(ctx)); after != before {
+		t.Fatalf("the log grew from %d to %d events", before, after)
+	}
+}
+
+// TestTxnCrossProject: keys of two projects are refused with a 400
+// naming the op and saying why; nothing is written.
+func TestTxnCrossProject(t *testing.T) {
+	s := mustStack(t)
+	c := s.client()
+	ctx := context.Background()
+	_, err := c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
+		{Op: events.OpPut, Key: scope + "x", Value: json.RawMessage(`1`)},
+		{Op: events.OpPut, Key: "tenant/acme/project/other/x", Value: json.RawMessage(`1`)},
+	}})
+	var e *events.Error
+	if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "ops[1].key" || *e.FailedOp != 1 || !strings.Contains(e.Message, "one project") {
+		t.Fatalf("want 400 on ops[1].key, got %v", err)
+	}
+	r := s.do("POST", "/v1/txn", devToken, `{"ops":[{"op":"delete","key":"`+scope+`x"},{"op":"delete","key":"tenant/zeta/project/demo/x"}]}`)
+	if r.Status != 400 || r.errorBody(t).Field != "ops[1].key" {
+		t.Fatalf("HTTP: %d %s", r.Status, r.Body)
+	}
+	if evs := s.readLog(ctx); len(evs) != 0 {
+		t.Fatalf("the log holds %d events", len(evs))
+	}
+}
+
+// TestTxnReplay: a transaction retried with its requestId is answered as
+// a replay (same txnId and results, Eskv-Replayed) and writes no new
+// version; the requestId with another body is refused.
+func TestTxnReplay(t *testing.T) {
+	s := mustStack(t)
+	c := s.client()
+	ctx := context.Background()
+	body := events.TxnBody{RequestID: "move-1", Ops: []events.TxnOp{
+		{Op: events.OpIncrement, Key: scope + "r/a", By: by(-1), Create: true},
+		{Op: events.OpIncrement, Key: scope + "r/b", By: by(1), Create: true},
+		{Op: events.OpDelete, Key: scope + "r/c", Condition: exists(true)},
+	}}
+	if _, err := c.Put(ctx, putOf(scope+"r/c", `true`)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Txn(ctx, body)
+	if err != nil || first.Replayed {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	logged := len(s.readLog(ctx))
+	again, err := c.Txn(ctx, body)
+	if err != nil || !again.Replayed || again.TxnID != first.TxnID {
+		t.Fatalf("retry: %+v %v, want a replay of %s", again, err, first.TxnID)
+	}
+	for i := range first.Results {
+		if a, b := first.Results[i], again.Results[i]; a.Key != b.Key || a.Version != b.Version || string(a.Value) != string(b.Value) {
+			t.Fatalf("replayed result %d = %+v, want %+v", i, b, a)
+		}
+	}
+	raw := s.do("POST", "/v1/txn", devToken, body)
+	if raw.Status != 200 || raw.Header.Get("Eskv-Replayed") != "true" {
+		t.Fatalf("HTTP retry: %d %v %s", raw.Status, raw.Header, raw.Body)
+	}
+	if n := len(s.readLog(ctx)); n != logged {
+		t.Fatalf("the retries appended %d events", n-logged)
+	}
+	if e, err := c.Get(ctx, scope+"r/a"); err != nil || e.Version != 1 || string(e.Value) != "-1" {
+		t.Fatalf("r/a after retries: %+v %v", e, err)
+	}
+
+	other := body
+	other.Ops = body.Ops[:2]
+	_, err = c.Txn(ctx, other)
+	var e *events.Error
+	if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" {
+		t.Fatalf("same requestId, another body: %v", err)
+	}
+	if n := len(s.readLog(ctx)); n != logged {
+		t.Fatalf("the reuse appended %d events", n-logged)
+	}
+}
+
+// TestTxnConcurrentTransfers: clients move amounts between four counters
+// of one project with transactions conditioned on the versions they
+// read, so many transactions share the writer's batches with each other
+// and with single-key writes. The sum never changes, and in the log each
+// transaction's events are adjacent and each key's versions contiguous.
+func TestTxnConcurrentTransfers(t *testing.T) {
+	s := mustStack(t)
+	c := s.client()
+	ctx := context.Background()
+	keys := []string{scope + "acct/0", scope + "acct/1", scope + "acct/2", scope + "acct/3"}
+	for _, k := range keys {
+		if _, err := c.Put(ctx, putOf(k, `100`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const clients, transfers = 8, 15
 	var (
-		applied, conflicts atomic.Int64
-		touched            [accounts]atomic.Int64
-		wg                 sync.WaitGroup
+		mu      sync.Mutex
+		applied []events.TxnAnswer
 	)
-	for c := range clients {
-		rng := rand.New(rand.NewPCG(uint64(c), 42))
+	var wg sync.WaitGroup
+	for cl := range clients {
 		wg.Go(func() {
-			for range transfersPerClient {
-				from, to := rng.IntN(accounts), rng.IntN(accounts-1)
-				if to >= from {
-					to++
-				}
-				a, b := s.do("GET", "/v1/kv/"+account(from), devToken, nil), s.do("GET", "/v1/kv/"+account(to), devToken, nil)
-				if a.Status != http.StatusOK || b.Status != http.StatusOK {
-					t.Errorf("reading accounts: %d %s / %d %s", a.Status, a.Body, b.Status, b.Body)
+			for n := 0; n < transfers; {
+				from, to := keys[(cl+n)%4], keys[(cl+n+1)%4]
+				ef, err1 := c.Get(ctx, from)
+				et, err2 := c.Get(ctx, to)
+				if err1 != nil || err2 != nil {
+					t.Errorf("read: %v %v", err1, err2)
 					return
 				}
-				ea, eb := a.entry(t), b.entry(t)
-				var va, vb int64
-				if json.Unmarshal(ea.Value, &va) != nil || json.Unmarshal(eb.Value, &vb) != nil {
-					t.Errorf("accounts hold %s and %s", ea.Value, eb.Value)
-					return
-				}
-				amount := min(va, 1+rng.Int64N(50))
-				code, ans, e, err := s.txnDo(httpClient, events.TxnBody{Ops: []events.TxnOp{
-					{Op: events.OpPut, Key: account(from), Value: json.RawMessage(fmt.Sprint(va - amount)), Condition: &events.Condition{Version: &ea.Version}},
-					{Op: events.OpPut, Key: account(to), Value: json.RawMessage(fmt.Sprint(vb + amount)), Condition: &events.Condition{Version: &eb.Version}},
+				ans, err := c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
+					{Op: events.OpIncrement, Key: from, By: by(-3), Condition: version(ef.Version)},
+					{Op: events.OpIncrement, Key: to, By: by(3), Condition: version(et.Version)},
 				}})
-				switch {
-				case err != nil:
-					t.Errorf("transfer: %d %v", code, err)
-					return
-				case code == http.StatusOK:
-					if len(ans.Results) != 2 || ans.Results[0].Version != ea.Version+1 || ans.Results[1].Version != eb.Version+1 || ans.TxnID == "" {
-						t.Errorf("transfer answered %+v after versions %d and %d", ans, ea.Version, eb.Version)
-					}
-					applied.Add(1)
-					touched[from].Add(1)
-					touched[to].Add(1)
-				case code == http.StatusConflict && e.Code == events.EConflict && e.FailedOp != nil:
-					// Another transfer changed an account since the read.
-					if *e.FailedOp != 0 && *e.FailedOp != 1 {
-						t.Errorf("conflict names op %d of 2", *e.FailedOp)
-					}
-					conflicts.Add(1)
+				switch code(err) {
+				case "":
+					mu.Lock()
+					applied = append(applied, ans)
+					mu.Unlock()
+					n++
+				case events.EConflict:
 				default:
-					t.Errorf("transfer: %d %+v", code, e)
+					t.Errorf("transfer: %v", err)
 					return
 				}
 			}
 		})
 	}
+	// A single-key writer beside them, on a key of the same project.
+	stop := runClients(t, 1, func(_, i int) {
+		if _, err := c.Put(ctx, putOf(scope+"acct/note", `"x"`)); err != nil {
+			t.Errorf("put: %v", err)
+		}
+	})
 	wg.Wait()
-	stopReads()
-	stopReaders()
+	stop()
 	if t.Failed() {
 		return
 	}
-	if applied.Load() == 0 || listings.Load() == 0 || sqlReads.Load() == 0 {
-		t.Fatalf("%d transfers applied, %d listings and %d SQL reads: nothing was checked", applied.Load(), listings.Load(), sqlReads.Load())
-	}
-
-	// The final state, once projected: listing, projection and log agree.
-	waitProjected(t, s)
-	if n, sum, _ := s.balances(t); n != accounts || sum != total {
-		t.Fatalf("finally %d accounts sum to %d, want %d summing to %d", n, sum, accounts, total)
-	}
-	if n, sum, _ := s.projectedBalances(t, t.Context()); n != accounts || sum != total {
-		t.Fatalf("finally the projection has %d accounts summing to %d, want %d summing to %d", n, sum, accounts, total)
-	}
-	l, err := logcheck.Read(t.Context(), s.broker.Addrs, s.broker.Topics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := logcheck.Txns(l.Events)
-	if v := f.Violations(); len(v) > 0 {
-		t.Fatalf("%d transactions are not whole in the log:\n%s", len(v), strings.Join(v[:min(len(v), 20)], "\n"))
-	}
-	if f.Sizes[2] != int(applied.Load()) || f.Sizes[accounts] != 1 || f.Txns != int(applied.Load())+1 {
-		t.Fatalf("the log holds transactions of sizes %v; %d transfers of 2 were acknowledged, and the opening of %d", f.Sizes, applied.Load(), accounts)
-	}
-	for i := range accounts {
-		e := s.do("GET", "/v1/kv/"+account(i), devToken, nil).entry(t)
-		if want := 1 + touched[i].Load(); e.Version != want {
-			t.Errorf("%s is at version %d; the opening and %d transfers touched it", account(i), e.Version, want-1)
-		}
-	}
-	assertLogInvariants(t, s, nil)
-	t.Logf("%d transfers applied, %d refused by a condition; the sum held in %d listings and %d SQL reads",
-		applied.Load(), conflicts.Load(), listings.Load(), sqlReads.Load())
-}
-
-// TestTxnWriterKill9: 16 clients apply transactions of 2 to 6
-// increments summing to 0 on keys of 4 projects while the writer is
-// killed with SIGKILL three times. Every transaction is in the log
-// entirely or not at all (its events grouped by txnId number its
-// txnSize, adjacent in one partition); each acknowledged one is there;
-// every project's counters still sum to 0 in the projection.
-func TestTxnWriterKill9(t *testing.T) {
-	s := mustProcStack(t)
-	const projects, keysPerProject = 4, 12
-	var (
-		mu       sync.Mutex
-		acked    = map[string]int{} // txnId: its size
-		failures atomic.Int64
-		okCount  atomic.Int64
-	)
-	rngs := make([]*rand.Rand, 16)
-	for c := range rngs {
-		rngs[c] = rand.New(rand.NewPCG(uint64(c), 9))
-	}
-	stop := runClients(t, len(rngs), func(c, _ int) {
-		rng := rngs[c]
-		project := rng.IntN(projects)
-		size := 2 + rng.IntN(5)
-		b := events.TxnBody{}
-		var rest int64
-		for i, k := range rng.Perm(keysPerProject)[:size] {
-			by := 1 + rng.Int64N(100)
-			if i == size-1 {
-				by = -rest
-			}
-			rest += by
-			b.Ops = append(b.Ops, events.TxnOp{Op: events.OpIncrement, Key: fmt.Sprintf("tenant/t%d/project/p/n%02d", project, k), By: &by, Create: true})
-		}
-		code, ans, _, err := s.txnDo(shortClient, b)
-		if err != nil || code != http.StatusOK {
-			failures.Add(1)
-			time.Sleep(20 * time.Millisecond) // back off while the writer restarts
-			return
-		}
-		okCount.Add(1)
-		mu.Lock()
-		acked[ans.TxnID] = size
-		mu.Unlock()
-	})
-	for range 3 {
-		before := okCount.Load()
-		testenv.WaitFor(t, 60*time.Second, "acknowledged transactions", func() bool { return okCount.Load() > before+200 })
-		s.writer.Kill()
-		mustStart(t, s.writer)
-		waitHTTP(t, s.url+"/readyz", 60*time.Second)
-	}
-	before := okCount.Load()
-	testenv.WaitFor(t, 60*time.Second, "transactions after the last restart", func() bool { return okCount.Load() > before+100 })
-	stop()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	l, err := logcheck.Read(ctx, s.broker.Addrs, s.broker.Topics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := logcheck.Txns(l.Events)
-	if v := f.Violations(); len(v) > 0 {
-		t.Fatalf("%d transactions are not whole in the log:\n%s", len(v), strings.Join(v[:min(len(v), 20)], "\n"))
-	}
-	inLog := map[string]int{}
-	for _, e := range l.Events {
-		inLog[e.Event.TxnID]++
-	}
-	for id, size := range acked {
-		if inLog[id] != size {
-			t.Fatalf("acknowledged transaction %s of %d increments has %d events in the log", id, size, inLog[id])
-		}
-	}
-	assertProjectionIsFoldOfLog(t, s.stack)
-	assertLogInvariants(t, s.stack, nil)
-	for p := range projects {
-		var sum int64
-		if err := s.pg.Pool.QueryRow(ctx, `SELECT coalesce(sum(value::bigint), 0)::bigint FROM kv_entries WHERE scope = $1 AND live`,
-			fmt.Sprintf("tenant/t%d/project/p", p)).Scan(&sum); err != nil {
+	sum := int64(0)
+	for _, k := range keys {
+		e, err := c.Get(ctx, k)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if sum != 0 {
-			t.Errorf("project %d's counters sum to %d, not 0: a transaction was applied in part", p, sum)
+		var v int64
+		if err := json.Unmarshal(e.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	if sum != 400 || len(applied) != clients*transfers {
+		t.Fatalf("sum %d (want 400) after %d transfers", sum, len(applied))
+	}
+	evs := s.readLog(ctx)
+	pos := map[string][]int{}
+	for i, e := range evs {
+		if e.TxnID != "" {
+			pos[e.TxnID] = append(pos[e.TxnID], i)
 		}
 	}
-	t.Logf("%d acknowledged transactions whole among %d in a log of %d transactional events (sizes %v); %d requests failed during 3 writer kills",
-		len(acked), f.Txns, f.Events, f.Sizes, failures.Load())
+	for _, a := range applied {
+		if p := pos[a.TxnID]; len(p) != 2 || p[1] != p[0]+1 {
+			t.Fatalf("transaction %s at log positions %v, want two adjacent", a.TxnID, p)
+		}
+	}
+	if len(pos) != len(applied) {
+		t.Fatalf("%d transactions in the log, %d applied", len(pos), len(applied))
+	}
+	for _, k := range keys {
+		if n := len(keyEvents(t, s, k)); n != 1+2*clients*transfers/4 {
+			t.Fatalf("%s has %d events, want %d", k, n, 1+2*clients*transfers/4)
+		}
+	}
 }

@@ -52,18 +52,9 @@ func TestTxnBodyValidate(t *testing.T) {
 		{"ErrPutTTL", TxnBody{Ops: []TxnOp{{Op: OpPut, Key: k1, Value: val, TTLSeconds: ptr(int64(0))}}}, "ops[0].ttlSeconds", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.body.Validate()
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
-				return
-			}
-			e, ok := err.(*Error)
-			if !ok || e.Code != EInvalid || e.Field != tc.field {
-				t.Fatalf("want invalid %s, got %v", tc.field, err)
-			}
+			e := wantInvalid(t, tc.body.Validate(), tc.field)
 			switch {
+			case e == nil:
 			case tc.failedOp < 0 && e.FailedOp != nil:
 				t.Fatalf("failedOp %d on an error about the whole body", *e.FailedOp)
 			case tc.failedOp >= 0 && (e.FailedOp == nil || *e.FailedOp != tc.failedOp):

@@ -52,19 +52,26 @@ func TestValidate(t *testing.T) {
 		{"ErrFilterObject", (&Filter{Field: "n", Op: FilterEq, Value: json.RawMessage(`{}`)}).Validate, "value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.check()
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
-				return
-			}
-			e, ok := err.(*Error)
-			if !ok || e.Code != EInvalid || e.Field != tc.field {
-				t.Fatalf("want invalid %s, got %v", tc.field, err)
-			}
+			wantInvalid(t, tc.check(), tc.field)
 		})
 	}
+}
+
+// wantInvalid checks that err is nil when field is empty, else invalid
+// naming field; it returns the *Error.
+func wantInvalid(t *testing.T, err error, field string) *Error {
+	t.Helper()
+	if field == "" {
+		if err != nil {
+			t.Fatalf("want valid, got %v", err)
+		}
+		return nil
+	}
+	e, ok := err.(*Error)
+	if !ok || e.Code != EInvalid || e.Field != field {
+		t.Fatalf("want invalid %s, got %v", field, err)
+	}
+	return e
 }
 
 func TestLockBodyDefaults(t *testing.T) {

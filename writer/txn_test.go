@@ -113,6 +113,11 @@ func TestDecideTxn(t *testing.T) {
 			code: events.ENotFound, failedOp: 0, field: "ops[0].key", reason: events.ENotFound},
 		{name: "ErrLockNotWritable", req: build("", []step{{events.OpPut, "lock", version(7), put(`1`)}}),
 			code: events.EWrongType, failedOp: 0, field: "ops[0].key", reason: events.EWrongType},
+		// Fenced writes: a check of the lock's token holds while its
+		// tenure lasts.
+		{name: "OKCheckLockToken", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpCheck, "lock", field("token", `7`), nil}}), versions: []int64{4, 7}},
+		{name: "ErrCheckStaleLockToken", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpCheck, "lock", field("token", `6`), nil}}),
+			code: events.EFieldMismatch, failedOp: 1, field: "ops[1].condition.equals", reason: "field_mismatch"},
 		// The API refuses a key twice (400); decided anyway, the second
 		// step sees the first.
 		{name: "OKDuplicateKeyInOrder", req: build("", []step{{events.OpIncrement, "a", nil, by(1)}, {events.OpIncrement, "a", version(4), by(1)}}), versions: []int64{4, 5}},

@@ -25,6 +25,30 @@ func TestClient(t *testing.T) {
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()
 
+	t.Run("Txn", func(t *testing.T) {
+		a, b := scope+"txn/a", scope+"txn/b"
+		by := int64(5)
+		body := events.TxnBody{RequestID: "t1", Ops: []events.TxnOp{
+			{Op: events.OpIncrement, Key: a, By: &by, Create: true},
+			{Op: events.OpPut, Key: b, Value: json.RawMessage(`"x"`), Condition: &events.Condition{Exists: new(false)}},
+		}}
+		ans, err := c.Txn(ctx, body)
+		if err != nil || ans.Replayed || ans.TxnID == "" || len(ans.Results) != 2 || string(ans.Results[0].Value) != "5" || ans.Results[1].Version != 1 {
+			t.Fatalf("txn: %+v, %v", ans, err)
+		}
+		again, err := c.Txn(ctx, body)
+		if err != nil || !again.Replayed || again.TxnID != ans.TxnID {
+			t.Fatalf("retry: %+v, %v", again, err)
+		}
+		body.RequestID = ""
+		_, err = c.Txn(ctx, body)
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EConflict || e.FailedOp == nil || *e.FailedOp != 1 || e.Current == nil ||
+			e.Current.Key != b || e.Current.Version != 1 || string(e.Current.Value) != `"x"` {
+			t.Fatalf("failing condition: %v (current %+v)", err, e)
+		}
+	})
+
 	t.Run("PutGetDelete", func(t *testing.T) {
 		key := scope + "checkpoint"
 		res, err := c.Put(ctx, client.PutRequest{
@@ -217,5 +241,36 @@ func TestNotEskvIsNotNotFound(t *testing.T) {
 	_, err := client.New(hs.URL, stack.DevToken).Get(t.Context(), scope+"x")
 	if code := events.ErrorCode(err); code != events.EInternal || !errors.Is(err, client.ErrUnexpectedAnswer) {
 		t.Fatalf("a foreign 404 must not read as not_found: got %s (%v)", code, err)
+	}
+}
+
+// TestTxnRetriedOnlyWithRequestID: a transaction is retried on 503 only
+// when it carries a requestId (the server then answers a repeat as a
+// replay instead of applying it twice).
+func TestTxnRetriedOnlyWithRequestID(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		requestID string
+		attempts  int
+	}{{"OKRetriedWithRequestID", "r", 2}, {"OKNotRetriedWithout", "", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n++
+				w.Header().Set("Content-Type", "application/json")
+				if n == 1 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					_, _ = w.Write([]byte(`{"error":{"code":"partition_unavailable","message":"moving"}}`))
+					return
+				}
+				_, _ = w.Write([]byte(`{"txnId":"t","results":[{"key":"k","version":1}]}`))
+			}))
+			defer srv.Close()
+			c := client.New(srv.URL, "tok", client.WithRetries(3, time.Millisecond, time.Millisecond))
+			_, err := c.Txn(t.Context(), events.TxnBody{RequestID: tc.requestID, Ops: []events.TxnOp{{Op: events.OpDelete, Key: scope + "k"}}})
+			if n != tc.attempts || (tc.attempts == 1) != (events.ErrorCode(err) == events.EUnavailable) {
+				t.Fatalf("%d attempts (want %d), err %v", n, tc.attempts, err)
+			}
+		})
 	}
 }

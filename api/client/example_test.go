@@ -126,3 +126,26 @@ func ExampleClient_ScanAll() {
 		}
 	}
 }
+
+// Moving 10 from one account to another of the same project, atomically:
+// both increments apply or neither does. The condition on the first makes
+// it a compare-and-swap of what the caller read; a retry with the same
+// RequestID is answered as a replay.
+func ExampleClient_Txn() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	by := func(n int64) *int64 { return &n }
+	seen := int64(7) // the version of accounts/a the caller read
+	ans, err := c.Txn(context.Background(), events.TxnBody{RequestID: "transfer-0042", Ops: []events.TxnOp{
+		{Op: events.OpIncrement, Key: "tenant/acme/project/bank/accounts/a", By: by(-10), Condition: &events.Condition{Version: &seen}},
+		{Op: events.OpIncrement, Key: "tenant/acme/project/bank/accounts/b", By: by(10)},
+	}})
+	var e *events.Error
+	switch {
+	case errors.As(err, &e) && e.FailedOp != nil:
+		fmt.Printf("op %d failed (%s); nothing was applied\n", *e.FailedOp, e.Code)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("transaction", ans.TxnID, "a is now", string(ans.Results[0].Value))
+	}
+}
