@@ -21,8 +21,8 @@ import (
 // Transactions on the real stack: atomicity seen by readers while 32
 // clients move amounts between accounts, and whole transactions in the
 // log after the writer is killed with SIGKILL. (The contract's own
-// cases, a failing condition, cross-project and replay, are tested with
-// the API.)
+// cases, a failing condition, cross-project and replay, are in
+// txn_test.go.)
 
 // txnDo posts a transaction and decodes its answer or its error.
 func (s *stack) txnDo(client *http.Client, b events.TxnBody) (int, events.TxnAnswer, events.ErrorDetail, error) {
