@@ -14,17 +14,8 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
-// transactionCommand is kvctl transaction: the ops of a file applied
-// atomically through POST /v1/txn (client.Txn).
-func (a *app) transactionCommand() *cobra.Command {
-	var (
-		file, project, requestID string
-	)
-	cmd := &cobra.Command{
-		Use:     "transaction --file FILE",
-		Aliases: []string{"txn"},
-		Short:   "Apply several writes of one project atomically",
-		Long: `Apply the operations of a JSON file to keys of one project atomically:
+// transactionLong is kvctl transaction's help.
+var transactionLong = `Apply the operations of a JSON file to keys of one project atomically:
 either every operation applies (each written key gets one new version, all
 in one Kafka transaction sharing one transaction id) or none does. Up to
 ` + fmt.Sprint(events.MaxTxnOps) + ` operations; each key at most once.
@@ -52,7 +43,19 @@ Exit codes: 0 applied; 1 a condition failed (the message names the op's
 index and key; nothing was applied); 2 a malformed file or operation; 3
 server or network error. --format text prints one line per op, json the
 answer ({"txnId":...,"results":[...]}), value each op's value (null when
-it has none).`,
+it has none).`
+
+// transactionCommand is kvctl transaction: the ops of a file applied
+// atomically through POST /v1/txn (client.Txn).
+func (a *app) transactionCommand() *cobra.Command {
+	var (
+		file, project, requestID string
+	)
+	cmd := &cobra.Command{
+		Use:     "transaction --file FILE",
+		Aliases: []string{"txn"},
+		Short:   "Apply several writes of one project atomically",
+		Long:    transactionLong,
 		Example: `  kvctl transaction --file tx.json --project tenant/acme/project/demo
   echo '[{"op":"inc","key":"total-requests","by":1},{"op":"inc","key":"ok-requests","by":1}]' | KVCTL_PROJECT=tenant/acme/project/demo kvctl transaction --file -
   kvctl transaction --file transfer.json --request-id transfer-42 --format json   # safe to repeat`,

@@ -287,6 +287,42 @@ func timed(ctx context.Context, n int, pauses bool, do func() (int, error)) (lat
 	return lat, errs, time.Since(start)
 }
 
+// loops runs one closed loop per element of calls, each calling its
+// function again as soon as it returned, until deadline; it returns the
+// latencies of the calls answered 200 (one list per loop), the others
+// counted by status (backing off after an unavailable answer), and the
+// time it took.
+func loops(ctx context.Context, deadline time.Time, calls []func() (int, error)) ([]latencies, errorCounts, time.Duration) {
+	lats := make([]latencies, len(calls))
+	errs := make([]errorCounts, len(calls))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, call := range calls {
+		errs[i] = errorCounts{}
+		lats[i] = make(latencies, 0, 4096)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					return
+				}
+				status, err := call()
+				d := time.Since(t0)
+				if errs[i].failed(ctx, status, err, true) {
+					continue
+				}
+				lats[i] = append(lats[i], d)
+			}
+		})
+	}
+	wg.Wait()
+	all := errorCounts{}
+	for _, e := range errs {
+		all.merge(e)
+	}
+	return lats, all, time.Since(start)
+}
+
 // backoff pauses briefly after an unavailable answer, so a partition that
 // is catching up is not hammered.
 func backoff(ctx context.Context, status int) {
@@ -342,39 +378,20 @@ func (b *bench) concurrentWrites(ctx context.Context, id string, projects []stri
 	}
 	metricsBefore := b.scrape(ctx, b.s.writerURL)
 
-	lats := make([]latencies, b.c.clients)
-	errs := make([]errorCounts, b.c.clients)
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(b.c.duration)
-	for i := range b.c.clients {
-		errs[i] = errorCounts{}
-		lats[i] = make(latencies, 0, 4096)
+	calls := make([]func() (int, error), b.c.clients)
+	for i := range calls {
 		st := &writeState{key: b.key(projects[i%len(projects)], fmt.Sprintf("c%03d", i))}
-		wg.Go(func() {
-			for n := 0; ctx.Err() == nil; n++ {
-				t0 := time.Now()
-				if !t0.Before(deadline) {
-					return
-				}
-				status, err := b.cas(ctx, st)
-				t1 := time.Now()
-				if errs[i].failed(ctx, status, err, true) {
-					continue
-				}
-				lats[i] = append(lats[i], t1.Sub(t0))
-				if vis != nil && n%b.c.visEvery == 0 {
-					vis.offer(visSample{key: st.key, version: st.version, acked: t1})
-				}
+		n := 0
+		calls[i] = func() (int, error) {
+			status, err := b.cas(ctx, st)
+			if vis != nil && n%b.c.visEvery == 0 && err == nil && status == http.StatusOK {
+				vis.offer(visSample{key: st.key, version: st.version, acked: time.Now()})
 			}
-		})
+			n++
+			return status, err
+		}
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	all := errorCounts{}
-	for _, e := range errs {
-		all.merge(e)
-	}
+	lats, all, elapsed := loops(ctx, time.Now().Add(b.c.duration), calls)
 	w := newResult(id, "", summarize(lats...), all, elapsed)
 	w.target(targetThroughput, targetWritesPerSec)
 	w.Note = b.batchNote(metricsBefore, b.scrape(ctx, b.s.writerURL))
@@ -608,40 +625,26 @@ func (b *bench) lists(ctx context.Context, prefix string, n int, projected time.
 // gets is figure 3: GETs of random existing keys, n ops from one client or
 // readDuration from several.
 func (b *bench) gets(ctx context.Context, id string, keys []string, clients int) result {
-	lats := make([]latencies, clients)
-	errs := make([]errorCounts, clients)
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(b.c.readDuration)
-	for i := range clients {
-		errs[i] = errorCounts{}
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(i), 42))
-			var buf bytes.Buffer
-			for n := 0; ctx.Err() == nil; n++ {
-				if clients == 1 && n >= b.c.n {
-					return
-				}
-				t0 := time.Now()
-				if clients > 1 && !t0.Before(deadline) {
-					return
-				}
-				status, err := b.get(ctx, keys[rng.IntN(len(keys))], &buf)
-				d := time.Since(t0)
-				if errs[i].failed(ctx, status, err, true) {
-					continue
-				}
-				lats[i] = append(lats[i], d)
-			}
-		})
+	calls := make([]func() (int, error), clients)
+	for i := range calls {
+		rng := rand.New(rand.NewPCG(uint64(i), 42))
+		var buf bytes.Buffer
+		calls[i] = func() (int, error) { return b.get(ctx, keys[rng.IntN(len(keys))], &buf) }
 	}
-	wg.Wait()
-	all := errorCounts{}
-	for _, e := range errs {
-		all.merge(e)
+	var (
+		lats    []latencies
+		all     errorCounts
+		elapsed time.Duration
+	)
+	if clients == 1 {
+		var lat latencies
+		lat, all, elapsed = timed(ctx, b.c.n, true, calls[0])
+		lats = []latencies{lat}
+	} else {
+		lats, all, elapsed = loops(ctx, time.Now().Add(b.c.readDuration), calls)
 	}
 	r := newResult(id, fmt.Sprintf("GET existing key, %d client%s", clients, map[bool]string{true: "s", false: ""}[clients > 1]),
-		summarize(lats...), all, time.Since(start))
+		summarize(lats...), all, elapsed)
 	r.target(targetP50, targetGetP50)
 	return r
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/eskv/eskv/api/client"
@@ -79,32 +78,13 @@ func (b *bench) transactions(ctx context.Context, rep *report) error {
 
 	b.logf("12 transactions of %d keys: %d clients, each its own project, %s", txnKeys, txnClients, b.c.duration)
 	metricsBefore := b.scrape(ctx, b.s.writerURL)
-	lats := make([]latencies, txnClients)
-	cerrs := make([]errorCounts, txnClients)
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(b.c.duration)
-	for i := range txnClients {
-		cerrs[i] = errorCounts{}
+	calls := make([]func() (int, error), txnClients)
+	for i := range calls {
 		st := b.newTxnState(fmt.Sprintf("txn-%s-%02d", b.runID, i))
-		wg.Go(func() {
-			for ctx.Err() == nil && time.Now().Before(deadline) {
-				t0 := time.Now()
-				status, err := b.txn(ctx, c, st)
-				d := time.Since(t0)
-				if cerrs[i].failed(ctx, status, err, true) {
-					continue
-				}
-				lats[i] = append(lats[i], d)
-			}
-		})
+		calls[i] = func() (int, error) { return b.txn(ctx, c, st) }
 	}
-	wg.Wait()
-	all := errorCounts{}
-	for _, e := range cerrs {
-		all.merge(e)
-	}
-	t := newResult("12b", fmt.Sprintf("txn of %d CAS puts, %d clients / %d projects", txnKeys, txnClients, txnClients), summarize(lats...), all, time.Since(start))
+	lats, all, elapsed := loops(ctx, time.Now().Add(b.c.duration), calls)
+	t := newResult("12b", fmt.Sprintf("txn of %d CAS puts, %d clients / %d projects", txnKeys, txnClients, txnClients), summarize(lats...), all, elapsed)
 	t.Note = fmt.Sprintf("%.0f keys written/s in transactions", t.OpsPerSec*txnKeys)
 	if bn := b.batchNote(metricsBefore, b.scrape(ctx, b.s.writerURL)); bn != "" {
 		t.Note += "; " + bn
