@@ -368,11 +368,17 @@ func (a *app) txnFailed(err error, b *events.TxnBody) error {
 	i := *e.FailedOp
 	o := b.Ops[i]
 	a.subject = o.Key
-	code, solution := a.solve(err, e)
-	if e.Code == events.EInvalid || e.Code == events.ETooLarge {
-		solution = txnSolution(err)
+	if !o.Writes() {
+		a.right = "read"
 	}
-	if e.Code == events.EConflict || e.Code == events.EFieldMismatch {
+	code, solution := a.solve(err, e)
+	switch {
+	case e.Code == events.EInvalid || e.Code == events.ETooLarge:
+		solution = txnSolution(err)
+	case e.Code == events.EConflict && e.Field == "requestId":
+		solution = fmt.Sprintf("request id %s was used for another transaction, or this one applied before and %s changed since: nothing was applied; give a new --request-id (repeating an id only replays its identical transaction while it is still its keys' latest write)",
+			b.RequestID, o.Key)
+	case e.Code == events.EConflict || e.Code == events.EFieldMismatch:
 		solution = "nothing was applied: re-read the keys and fix the file's conditions, then run it again. " + txnConditionState(o, e)
 	}
 	tag := e.Code

@@ -201,6 +201,13 @@ func TestTransaction(t *testing.T) {
 		if got := value(t, "account/balance") + " " + value(t, "counter/transactions"); got != "900@2 2@2" {
 			t.Fatalf("after the replay: %s", got)
 		}
+		code, _, stderr = kvctl(t, `[{"op":"inc","key":"counter/transactions"}]`, "--file", "-", "--request-id", "move-1")
+		if code != exitFailed || !strings.Contains(stderr, "Solution: request id move-1 was used for another transaction") {
+			t.Fatalf("reused request id: exit %d\nstderr %s", code, stderr)
+		}
+		if got := value(t, "counter/transactions"); got != "2@2" {
+			t.Fatalf("after the reused request id: %s", got)
+		}
 		code, stdout, _ = kvctl(t, `[{"op":"dec","key":"counter/transactions","by":2},{"op":"check","key":"account/balance","condition":{"field":"n","equals":null}}]`,
 			"--file", "-", "-o", "value")
 		if code != exitOK || stdout != "0\nnull\n" {
