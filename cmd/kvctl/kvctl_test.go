@@ -354,6 +354,23 @@ func TestCLI(t *testing.T) {
 		{name: "leader-resign-value", args: []string{"leader", "resign", leader, "--id", "s3", "-o", "value"}},
 	})
 
+	// Transactions: the seed's file format from stdin, keys in
+	// KVCTL_PROJECT (TestTransaction covers the rest).
+	demo := map[string]string{"KVCTL_PROJECT": strings.TrimSuffix(scope, "/")}
+	seedTxn := `[{"op":"set","key":"txn/a","value":1,"condition":"attribute_not_exists(PK)"},{"op":"inc","key":"txn/n","by":2}]`
+	runCases(t, []tc{
+		{name: "txn-text", stdin: seedTxn, env: demo, args: []string{"transaction", "--file", "-"}},
+		{name: "txn-json", stdin: `[{"op":"set","key":"txn/a","value":2,"expectedVersion":1},{"op":"dec","key":"txn/n"},{"op":"check","key":"txn/none","condition":{"exists":false}}]`,
+			env: demo, args: []string{"transaction", "--file", "-", "--format", "json"}},
+		{name: "txn-value", stdin: `[{"op":"delete","key":"txn/a","condition":{"version":2}},{"op":"patch","key":"txn/o","set":{"s":"new"},"create":true}]`,
+			env: demo, args: []string{"txn", "-f", "-", "-o", "value"}},
+		{name: "err-txn-condition", stdin: `[{"op":"inc","key":"txn/n"},{"op":"patch","key":"txn/o","set":{"s":"done"},"condition":{"field":"s","equals":"old"}}]`,
+			env: demo, args: []string{"transaction", "--file", "-"}, code: exitFailed},
+		{name: "err-txn-malformed", stdin: `[{"op":"set","key":"txn/a"`, env: demo, args: []string{"transaction", "--file", "-"}, code: exitUsage},
+		{name: "err-txn-cross-project", stdin: `[{"op":"set","key":"txn/a","value":1},{"op":"set","key":"tenant/acme/project/other/a","value":1}]`,
+			env: demo, args: []string{"transaction", "--file", "-"}, code: exitUsage},
+	})
+
 	t.Run("Locks", func(t *testing.T) {
 		testLocks(t, k, c)
 	})

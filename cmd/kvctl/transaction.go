@@ -84,7 +84,11 @@ func (a *app) transactionCommand() *cobra.Command {
 				body.RequestID = requestID
 			}
 			if err := body.Validate(); err != nil {
-				return &usageError{msg: fmt.Sprintf("%s: %v", source, err), solution: txnSolution(err), cmd: a.cmdPath}
+				msg := err.Error()
+				if e := (*events.Error)(nil); errors.As(err, &e) {
+					msg = e.Message
+				}
+				return &usageError{msg: fmt.Sprintf("%s: %s", source, msg), solution: txnSolution(err), cmd: a.cmdPath}
 			}
 			ans, err := a.client.Txn(cmd.Context(), body)
 			if err != nil {

@@ -223,7 +223,7 @@ func TestTransaction(t *testing.T) {
 	}{
 		{"ErrMalformedFile", `[{"op":"set","key":"a","value":1,}]`, []string{"--file", "-"}, exitUsage, []string{"Error: stdin: not a JSON array", "Solution: a transaction file is a JSON array"}},
 		{"ErrUnknownMember", `[{"op":"set","key":"a","value":1},{"op":"inc","key":"b","step":1}]`, []string{"--file", "-"}, exitUsage, []string{`op 1: unknown member "step"`, "Solution: fix operation 1"}},
-		{"ErrInvalidOp", `[{"op":"set","key":"a"}]`, []string{"--file", "-"}, exitUsage, []string{"ops[0].value", "Solution: fix operation 0"}},
+		{"ErrInvalidOp", `[{"op":"set","key":"a"}]`, []string{"--file", "-"}, exitUsage, []string{"op 0: value is required", "Solution: fix operation 0"}},
 		{"ErrCrossProject", `[{"op":"set","key":"a","value":1},{"op":"set","key":"tenant/acme/project/other/a","value":1}]`, []string{"--file", "-"}, exitUsage,
 			[]string{"one project", "Solution: a transaction changes keys of one project only"}},
 		{"ErrNoFile", "", nil, exitUsage, []string{"no --file given", "Solution: give the operations with --file"}},
