@@ -19,7 +19,7 @@ func TestParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.duration != 2*time.Minute || c.clients != 12 || c.keys != 5 || c.writers != 3 || c.projectors != 2 {
+		if c.duration != 2*time.Minute || c.clients != 12 || c.txnClients != 4 || c.keys != 5 || c.writers != 3 || c.projectors != 2 {
 			t.Fatalf("%+v", c)
 		}
 		if !slices.Equal(c.faults, faultKinds) || c.killBroker {
