@@ -418,8 +418,8 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 }
 
 // states returns the current state of each key of batch (every key of a
-// transaction): from the
-// overlay when it holds the key, else from the projection.
+// transaction): from the overlay when it holds the key, else from the
+// projection.
 func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, error) {
 	states := make(map[string]events.State, len(batch))
 	var missing []string
