@@ -275,10 +275,24 @@ func (s *sink) Assigned(ctx context.Context, assigned map[string][]int32) (map[s
 
 // Write applies, in one transaction, every partition's records up to
 // its last complete Kafka transaction, the tail carried from the previous
-// batch first, and carries what follows (see take). A record that does not
+// batch first, and carries what follows (see gather and take). A record that does not
 // decode is a poison pill: the transactions before its own are applied,
 // the rest of its partition is not, and Write returns it.
 func (s *sink) Write(ctx context.Context, recs []*kgo.Record) (changelog.Offsets, error) {
+	batch, poison := s.gather(recs)
+	if len(batch) == 0 {
+		return nil, poison
+	}
+	next, err := s.apply(ctx, batch)
+	if err != nil {
+		return nil, err // Run stops, and with it this sink: a next Run reads from the stored offsets
+	}
+	return changelog.Offsets{s.cfg.Topic: next}, poison
+}
+
+// gather returns what to apply of recs and the tails carried from the last
+// batch (Projector.take per partition), and keeps the new tails.
+func (s *sink) gather(recs []*kgo.Record) (batch []projection.Applied, poison error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	parts := make(map[int32][]*kgo.Record, len(s.tail))
@@ -288,32 +302,21 @@ func (s *sink) Write(ctx context.Context, recs []*kgo.Record) (changelog.Offsets
 	for _, r := range recs {
 		parts[r.Partition] = append(parts[r.Partition], r)
 	}
-	var batch []projection.Applied
-	var poison error
-	carry := make(map[int32][]*kgo.Record)
+	clear(s.tail)
 	carried := 0
 	for _, part := range slices.Sorted(maps.Keys(parts)) {
 		rs := parts[part]
-		b, c, err := s.take(rs)
+		b, carry, err := s.take(rs)
 		s.checkTxns(rs, b)
 		batch = append(batch, b...)
-		if len(c) > 0 {
-			carry[part] = c
-			carried += len(c)
+		if len(carry) > 0 {
+			s.tail[part] = carry
+			carried += len(carry)
 		}
 		poison = errors.Join(poison, err)
 	}
-	s.tail = carry
 	s.m.carried.Set(float64(carried))
-	if len(batch) == 0 {
-		return nil, poison
-	}
-	next, err := s.apply(ctx, batch)
-	if err != nil {
-		clear(s.tail) // Run stops; a next run reads from the stored offsets
-		return nil, err
-	}
-	return changelog.Offsets{s.cfg.Topic: next}, poison
+	return batch, poison
 }
 
 // Revoked drops the tails of partitions this projector no longer owns: a
