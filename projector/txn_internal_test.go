@@ -58,7 +58,41 @@ func records(tb testing.TB, spec string) []*kgo.Record {
 }
 
 func testProjector() *Projector {
-	return &Projector{log: slog.New(slog.DiscardHandler)}
+	m, err := newMetrics(nil)
+	if err != nil {
+		panic(err)
+	}
+	return &Projector{cfg: Config{Topic: "kv.changes"}, log: slog.New(slog.DiscardHandler), m: m}
+}
+
+// TestTailCarriedUntilRevoked: the start of a transaction waits for its
+// marker in the next batch, unless its partition was revoked meanwhile
+// (the next owner reads it again from the stored offsets).
+func TestTailCarriedUntilRevoked(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		revoked map[string][]int32
+		apply   int
+	}{
+		{"Carried", nil, 3},
+		{"CarriedPastAnotherPartitionsRevoke", map[string][]int32{"kv.changes": {1, 2}, "kv.conflicts": {3}}, 3},
+		{"DroppedOnRevoke", map[string][]int32{"kv.changes": {3}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &sink{Projector: testProjector(), tail: map[int32][]*kgo.Record{}}
+			recs := records(t, "d1 d1 c1")
+			if batch, err := s.gather(recs[:2]); len(batch) != 0 || err != nil {
+				t.Fatalf("first batch: applied %d, %v; want nothing yet", len(batch), err)
+			}
+			if tc.revoked != nil {
+				s.Revoked(tc.revoked)
+			}
+			batch, err := s.gather(recs[2:])
+			if len(batch) != tc.apply || err != nil || batch[len(batch)-1].Offset != 2 {
+				t.Fatalf("second batch: applied %d up to %v, %v; want %d up to the marker", len(batch), batch, err, tc.apply)
+			}
+		})
+	}
 }
 
 func TestTake(t *testing.T) {

@@ -24,8 +24,17 @@ type txnProducer struct {
 	cl         *kgo.Client
 	prod       *testenv.Producer // builds the records
 	topic      string
+	mu         sync.Mutex
 	boundaries map[int32]map[int64]bool
 	ends       map[int32]int64 // the last stable offsets after the last commit
+}
+
+// boundary reports whether off is 0 or the last stable offset after one
+// of the commits in partition part.
+func (p *txnProducer) boundary(part int32, off int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return off == 0 || p.boundaries[part][off]
 }
 
 func newTxnProducer(tb testing.TB, b *testenv.Broker, prod *testenv.Producer, opts ...kgo.Opt) *txnProducer {
@@ -55,10 +64,13 @@ func (p *txnProducer) commit(tb testing.TB, evs ...any) {
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		tb.Fatal(err)
 	}
-	p.ends = testenv.EndOffsets(ctx, tb, p.cl, p.topic)
-	for part, o := range p.ends {
+	ends := testenv.EndOffsets(ctx, tb, p.cl, p.topic)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ends = ends
+	for part, o := range ends {
 		if p.boundaries[part] == nil {
-			p.boundaries[part] = map[int64]bool{0: true}
+			p.boundaries[part] = map[int64]bool{}
 		}
 		p.boundaries[part][o] = true
 	}
@@ -90,10 +102,15 @@ func TestTransactionsAppliedWhole(t *testing.T) {
 		name   string
 		cfg    projector.Config
 		client []kgo.Opt
+		// joiner starts a second projector in the group once the first
+		// applied half the transactions, then produces the other half:
+		// partitions move while tails may be held.
+		joiner bool
 	}{
-		{"PollsOfSevenRecords", projector.Config{MaxBatch: 7}, nil},
+		{"PollsOfSevenRecords", projector.Config{MaxBatch: 7}, nil, false},
 		{"FetchesOfTwoKilobytes", projector.Config{Opts: []kgo.Opt{kgo.FetchMaxBytes(2048), kgo.FetchMaxPartitionBytes(2048)}},
-			[]kgo.Opt{kgo.ProducerBatchMaxBytes(1024)}},
+			[]kgo.Opt{kgo.ProducerBatchMaxBytes(1024)}, false},
+		{"PollsOfSevenRecordsAndARebalance", projector.Config{MaxBatch: 7}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, pg, s, prod := mustSetup(t, 2)
@@ -104,17 +121,31 @@ func TestTransactionsAppliedWhole(t *testing.T) {
 				keys = append(keys, fmt.Sprintf("tenant/t0/project/p/big%02d", i))
 			}
 			f := newFold(7, 2, 5)
-			for r := range int64(rounds) {
-				p.commit(t, f.next(), f.next(), f.next())
-				p.commit(t, f.remember(eskvTxn(fmt.Sprintf("txn-%d", r+1), keys, r+1))...)
+			produceRounds := func(from, to int64) {
+				for r := from; r < to; r++ {
+					p.commit(t, f.next(), f.next(), f.next())
+					p.commit(t, f.remember(eskvTxn(fmt.Sprintf("txn-%d", r+1), keys, r+1))...)
+				}
 			}
-			p.commit(t, f.next())
+			half := int64(rounds)
+			if tc.joiner {
+				half /= 2
+			}
+			produceRounds(0, half)
 
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var seen observations
-			wg.Go(func() { seen = observe(t, pg.Pool, b.Topics.Changes, p.boundaries, stop) })
+			wg.Go(func() { seen = observe(t, pg.Pool, b.Topics.Changes, p.boundary, stop) })
 			r := start(t, b, s, tc.cfg)
+			if tc.joiner {
+				testenv.WaitFor(t, runTimeout, "the first projector to apply half", func() bool {
+					return counter(t, r.reg, "eskv_projector_events_applied_total") >= float64(half*(size+3))
+				})
+				start(t, b, s, tc.cfg)
+				produceRounds(half, rounds)
+			}
+			p.commit(t, f.next())
 			testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, p.ends)
 			close(stop)
 			wg.Wait()
@@ -165,7 +196,7 @@ type observations struct {
 // observe reads, until stop, in one snapshot at a time, the stored
 // offsets and the versions of the transactions' keys (prefix big): an
 // offset must be a boundary, and every key must be at the same version.
-func observe(tb testing.TB, pool *pgxpool.Pool, topic string, boundaries map[int32]map[int64]bool, stop <-chan struct{}) observations {
+func observe(tb testing.TB, pool *pgxpool.Pool, topic string, boundary func(int32, int64) bool, stop <-chan struct{}) observations {
 	o := observations{versions: map[int64]bool{}}
 	ctx := context.Background()
 	for {
@@ -189,7 +220,7 @@ func observe(tb testing.TB, pool *pgxpool.Pool, topic string, boundaries map[int
 				return err
 			}
 			for _, po := range offs {
-				if !boundaries[int32(po[0])][po[1]] {
+				if !boundary(int32(po[0]), po[1]) {
 					o.violations = append(o.violations, fmt.Sprintf("stored offset %d of partition %d is inside a transaction", po[1], po[0]))
 				}
 			}
