@@ -136,7 +136,7 @@ func TestTransactionsAppliedWhole(t *testing.T) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var seen observations
-			wg.Go(func() { seen = observe(t, pg.Pool, b.Topics.Changes, p.boundary, stop) })
+			wg.Go(func() { seen = observe(pg.Pool, b.Topics.Changes, p.boundary, stop) })
 			r := start(t, b, s, tc.cfg)
 			if tc.joiner {
 				testenv.WaitFor(t, runTimeout, "the first projector to apply half", func() bool {
@@ -196,7 +196,7 @@ type observations struct {
 // observe reads, until stop, in one snapshot at a time, the stored
 // offsets and the versions of the transactions' keys (prefix big): an
 // offset must be a boundary, and every key must be at the same version.
-func observe(tb testing.TB, pool *pgxpool.Pool, topic string, boundary func(int32, int64) bool, stop <-chan struct{}) observations {
+func observe(pool *pgxpool.Pool, topic string, boundary func(int32, int64) bool, stop <-chan struct{}) observations {
 	o := observations{versions: map[int64]bool{}}
 	ctx := context.Background()
 	for {
