@@ -1,7 +1,9 @@
 // Package projector consumes kv.changes and applies it to the Postgres
-// projection, exactly once: each polled batch is one Postgres transaction
-// that also stores the next offset per partition, and on assignment the
-// consumer seeks to the offsets stored in Postgres, not to the group's.
+// projection, exactly once: each polled batch, cut at the last complete
+// Kafka transaction of each partition (txn.go), is one Postgres
+// transaction that also stores the next offset per partition, and on
+// assignment the consumer seeks to the offsets stored in Postgres, not to
+// the group's.
 package projector
 
 import (
@@ -273,11 +275,11 @@ func (s *sink) Assigned(ctx context.Context, assigned map[string][]int32) (map[s
 	return map[string]map[int32]kgo.Offset{s.cfg.Topic: start}, nil
 }
 
-// Write applies, in one transaction, every partition's records up to
-// its last complete Kafka transaction, the tail carried from the previous
-// batch first, and carries what follows (see gather and take). A record that does not
-// decode is a poison pill: the transactions before its own are applied,
-// the rest of its partition is not, and Write returns it.
+// Write applies, in one transaction, every partition's records up to its
+// last complete Kafka transaction, the tail carried from the previous
+// batch first, and carries what follows (see gather and take). A record
+// that does not decode is a poison pill: the transactions before its own
+// are applied, the rest of its partition is not, and Write returns it.
 func (s *sink) Write(ctx context.Context, recs []*kgo.Record) (changelog.Offsets, error) {
 	batch, poison := s.gather(recs)
 	if len(batch) == 0 {
