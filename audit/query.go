@@ -46,9 +46,9 @@ type Rate struct {
 // it counts distinct identities, so rows a replay inserted twice, merged
 // or not yet, count once. It counts write requests: the rows of one
 // transaction (one txn_id) are one applied write, and a rejected
-// transaction is one conflict record. Denied writes (reason forbidden) are not
-// conflicts and do not count. %[1]s is the bucket expression over ts, %[2]s
-// extra conditions.
+// transaction is one conflict record. Denied writes (reason forbidden)
+// are not conflicts and do not count. %[1]s is the bucket expression over
+// ts, %[2]s extra conditions.
 const conflictRateSQL = `SELECT bucket, tenant, project, purpose,
     sum(a) AS applied, sum(c) AS conflicts,
     if(sum(a) + sum(c) = 0, 0, sum(c) / (sum(a) + sum(c))) AS rate
