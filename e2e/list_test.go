@@ -90,11 +90,18 @@ func TestScanSeesAcknowledgedPatch(t *testing.T) {
 // that does not own the prefix's partition forwarding the listing (and its
 // filter) to the one that does.
 func TestListThroughAnyWriter(t *testing.T) {
-	s, urls := mustWriterProcs(t, 2)
-	owners, err := s.store.Owners(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := mustWriterProcs(t, 2)
+	s, urls := ps.stack, ps.urls
+	var owners map[int32]projection.Owner
+	testenv.WaitFor(t, 60*time.Second, "each writer owning partitions", func() bool {
+		var err error
+		owners, err = s.store.Owners(t.Context())
+		seen := map[string]bool{}
+		for _, o := range owners {
+			seen[o.Addr] = true
+		}
+		return err == nil && len(seen) == len(urls) // the group has balanced
+	})
 	forwarded := 0
 	for i := range 8 {
 		scope := fmt.Sprintf("tenant/fwd/project/p%d", i)
@@ -119,47 +126,6 @@ func TestListThroughAnyWriter(t *testing.T) {
 	if forwarded == 0 {
 		t.Fatalf("no listing went through a writer that does not own its partition (owners %v, writers %v)", owners, urls)
 	}
-}
-
-// mustWriterProcs runs a projector and n writer processes on one broker
-// and database until the test ends, and returns once every partition has
-// an owner.
-func mustWriterProcs(t *testing.T, n int) (*stack, []string) {
-	t.Helper()
-	broker := testenv.MustBroker(t, partitions)
-	s := &stack{tb: t, broker: broker, pg: testenv.MustPostgresDB(t)}
-	s.store = projection.New(s.pg.Pool)
-	common := []string{
-		"ESKV_BROKERS=" + strings.Join(broker.Addrs, ","),
-		"ESKV_POSTGRES_URL=" + s.pg.URL,
-		fmt.Sprintf("ESKV_PARTITIONS=%d", partitions),
-		"ESKV_LOG_LEVEL=warn",
-	}
-	startProc(t, "projector", append(common, "ESKV_PROJECTOR_ADDR="+freeAddr(t))...)
-	var urls []string
-	for i := range n {
-		addr := freeAddr(t)
-		for slices.Contains(urls, "http://"+addr) {
-			addr = freeAddr(t)
-		}
-		startProc(t, "writer", append(common, "ESKV_HTTP_ADDR="+addr, "ESKV_DEV_TOKEN="+devToken, fmt.Sprintf("ESKV_WRITER_ID=w%d", i))...)
-		urls = append(urls, "http://"+addr)
-	}
-	for _, u := range urls {
-		waitHTTP(t, u+"/readyz", 60*time.Second)
-	}
-	testenv.WaitFor(t, 60*time.Second, "every partition owned by a writer", func() bool {
-		owners, err := s.store.Owners(t.Context())
-		if err != nil || len(owners) != partitions {
-			return false
-		}
-		seen := map[string]bool{}
-		for _, o := range owners {
-			seen[o.Addr] = true
-		}
-		return len(seen) == n // the group has balanced
-	})
-	return s, urls
 }
 
 // putAll writes prefix+name for every name through the API at base, 16
