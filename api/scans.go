@@ -26,8 +26,8 @@ import (
 // holds every write under the prefix it acknowledged (Writer.AwaitProjected),
 // then running one query of the projection. One SQL snapshot keeps
 // filters, pages, cursors, truncated, count, the byte budget and expiry
-// hiding exact, and shows a transaction's events, applied by the projector
-// in one Postgres transaction, all or none. Merging the overlay into the
+// hiding exact, and shows a transaction's events all or none once the
+// projector applies each in one Postgres transaction (issue P3 section 2). Merging the overlay into the
 // page instead would answer without the projector's lag but needs a second
 // implementation of all of that in Go (README, Guarantees).
 func (s *Server) listKeys(c echo.Context) error {

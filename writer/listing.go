@@ -16,9 +16,9 @@ const DefaultMaxListWait = 5 * time.Second
 // the projection holds every write under prefix acknowledged before it was
 // called, so that one Postgres query then answers the listing with every
 // such write and its filters, pages, cursors, byte budget and expiry
-// hiding exactly as the projection has them (a Kafka transaction's events
-// are applied by the projector in one Postgres transaction, so the query
-// never sees half of one).
+// hiding exactly as the projection has them (and, once the projector
+// applies each Kafka transaction's events in one Postgres transaction,
+// issue P3 section 2, the query never sees half of one).
 //
 // A prefix lies inside one scope (events.ValidatePrefix), so one partition
 // and its owner answer. Only the owner of a caught-up partition answers,
