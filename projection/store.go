@@ -300,6 +300,23 @@ func (s *Store) Offsets(ctx context.Context, topic string) (map[int32]int64, err
 	return out, nil
 }
 
+// Offset returns the next offset to read of one partition of topic, as
+// stored by Apply (0 when never applied): the one-row read a listing
+// polls while it waits for the projector (writer.AwaitProjected), cheaper
+// than Offsets' read of every partition.
+func (s *Store) Offset(ctx context.Context, topic string, partition int32) (int64, error) {
+	var next int64
+	err := s.pool.QueryRow(ctx, `SELECT next_offset FROM projector_offsets WHERE topic = $1 AND partition = $2`,
+		topic, partition).Scan(&next)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, translate("offset", err)
+	}
+	return next, nil
+}
+
 const stateColumns = `key, version, live, value, created_at, updated_at, expires_at,
     last_writer, request_id, request_digest, spec_ref, semantics`
 

@@ -329,6 +329,13 @@ func TestApplyOffsets(t *testing.T) {
 			if !reflect.DeepEqual(got, st.want) {
 				t.Errorf("offsets %v, want %v", got, st.want)
 			}
+			// Offset reads one partition of the same table; 3 was
+			// never applied.
+			for p := range int32(4) {
+				if o, err := s.Offset(ctx, topic, p); err != nil || o != st.want[p] {
+					t.Errorf("Offset(partition %d) = %d, %v; want %d", p, o, err, st.want[p])
+				}
+			}
 			if st.wantErr {
 				if v := mustState(t, s, k(5)); v.Version != 0 {
 					t.Errorf("entry of the failed batch is stored: %+v", v)

@@ -56,6 +56,9 @@ type partition struct {
 	superseded chan struct{}
 	// lso shares last-stable-offset requests among concurrent reads.
 	lso *coalescer
+	// projected shares reads of the projector's stored offset of the
+	// partition among waiting listings (AwaitProjected).
+	projected *coalescer
 	// topicID names kv.changes in the second fence; set by own.
 	topicID [16]byte
 
@@ -74,6 +77,9 @@ func newPartition(w *Writer, id int32) *partition {
 	}
 	p.lso = newCoalescer(func(ctx context.Context) (int64, error) {
 		return changelog.LastStableOffset(ctx, w.adm, w.cfg.Topics.Changes, id)
+	})
+	p.projected = newCoalescer(func(ctx context.Context) (int64, error) {
+		return w.proj.Offset(ctx, w.cfg.Topics.Changes, id)
 	})
 	return p
 }

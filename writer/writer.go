@@ -27,6 +27,7 @@ type Projection interface {
 	State(ctx context.Context, key string) (events.State, error)
 	States(ctx context.Context, keys []string) (map[string]events.State, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
+	Offset(ctx context.Context, topic string, partition int32) (int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
@@ -69,6 +70,11 @@ type Config struct {
 	MaxOverlay int
 	// Source is the CloudEvents source of produced events.
 	Source string
+	// MaxListWait bounds how long a listing waits for the projector to
+	// apply the writes under its prefix acknowledged before it arrived
+	// (AwaitProjected); beyond it the listing answers 503 (default
+	// DefaultMaxListWait).
+	MaxListWait time.Duration
 	// TrimInterval is how often the overlay drops what the projection holds.
 	TrimInterval time.Duration
 	// SweepInterval is how often the TTL sweeper looks for expired entries
@@ -107,6 +113,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Source == "" {
 		c.Source = "eskv-writer"
+	}
+	if c.MaxListWait == 0 {
+		c.MaxListWait = DefaultMaxListWait
 	}
 	if c.TrimInterval == 0 {
 		c.TrimInterval = 50 * time.Millisecond

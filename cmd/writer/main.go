@@ -43,6 +43,7 @@ type config struct {
 	advertiseURL  string
 	sweepInterval time.Duration
 	maxOverlay    int
+	maxListWait   time.Duration
 	http          service.HTTPLimits
 	maxListBytes  int
 	maxLists      int
@@ -78,6 +79,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
+	f.DurationVar(&c.maxListWait, "max-list-wait", writer.DefaultMaxListWait, "how long a listing waits for the projector to apply the writes under its prefix acknowledged before it arrived; beyond it the listing answers 503 with Retry-After")
+	f.Env("max-list-wait", "ESKV_MAX_LIST_WAIT")
 	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
 	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
@@ -88,6 +91,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	return c, errors.Join(
 		f.Positive("partitions", "max-value-bytes", "max-overlay", "max-list-bytes", "max-concurrent-lists"),
+		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
 	)
@@ -146,6 +150,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Source:        "eskv-writer/" + c.instanceID,
 		SweepInterval: c.sweepInterval,
 		MaxOverlay:    c.maxOverlay,
+		MaxListWait:   c.maxListWait,
 	}, store, log, reg)
 	if err != nil {
 		return err

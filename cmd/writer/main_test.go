@@ -52,6 +52,7 @@ func TestErrBadEnv(t *testing.T) {
 		{"ESKV_SWEEP_INTERVAL", "1"},
 		{"ESKV_SWEEP_INTERVAL", "0s"},
 		{"ESKV_MAX_OVERLAY", "-1"},
+		{"ESKV_MAX_LIST_WAIT", "0s"},
 		{"ESKV_MAX_VALUE_BYTES", "64k"},
 		{"ESKV_LOG_LEVEL", "loud"},
 	} {
