@@ -41,3 +41,31 @@ func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f events.Filt
 	}
 	return plan.String()
 }
+
+// ExplainRequests returns the plan of the requestId lookup of
+// Store.StatesAndRequests for one (key, requestId), with sequential and
+// bitmap scans off: on a small table the planner would rather scan, and
+// the question is whether the index can answer it.
+func ExplainRequests(tb testing.TB, pool *pgxpool.Pool, key, requestID string) string {
+	tb.Helper()
+	var plan strings.Builder
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(context.Background(), "EXPLAIN (COSTS OFF) "+requestsSQL, []string{key}, []string{requestID})
+		if err != nil {
+			return err
+		}
+		var line string
+		_, err = pgx.ForEachRow(rows, []any{&line}, func() error {
+			plan.WriteString(line + "\n")
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("explain requests: %v", err)
+	}
+	return plan.String()
+}
