@@ -29,11 +29,13 @@ type answer struct {
 
 // overlayEntry is the state of a key after an event that the projection
 // may not hold yet, with the event's offset, and the requestIds of the
-// key's events the projection may not hold (requestid.go).
+// key's events the projection may not hold (requestid.go): those of its
+// versions from since on, within the window.
 type overlayEntry struct {
 	state    events.State
 	offset   int64
 	requests recentRequests
+	since    int64
 }
 
 // partition is this writer's ownership of one partition of kv.changes: the
@@ -442,7 +444,7 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 			states[k] = events.State{}
 			missing = append(missing, k)
 		}
-		if ref, ok := recall(c.req, e, in, known); ok && !asked[ref] {
+		if ref, ok := recall(c.req, e, in, known, int64(p.w.cfg.RequestIDWindow)); ok && !asked[ref] {
 			asked[ref] = true
 			refs = append(refs, ref)
 		}

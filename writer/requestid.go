@@ -113,16 +113,30 @@ func (rs recentRequests) with(e *events.Event, window int64) recentRequests {
 }
 
 // next is the overlay entry of e's key after e, appended at offset: the
-// state after e, and the key's unprojected requestIds with e's.
+// state after e, and the key's unprojected requestIds with e's. A new
+// entry's memory starts at e: the key's earlier events are all projected.
 func (o overlayEntry) next(e *events.Event, offset, window int64) overlayEntry {
-	return overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window)}
+	since := o.since
+	if o.state.Version == 0 {
+		since = e.Version
+	}
+	return overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since}
+}
+
+// complete reports whether the entry remembers the requestIds of all the
+// key's versions within the window: its memory starts at version 1 (the
+// key was created since the projection's offset) or window versions ago
+// (that many events are unprojected). Then kv_history has nothing to
+// add, and a requestId the entry does not know was not used.
+func (o overlayEntry) complete(window int64) bool {
+	return o.since <= max(1, o.state.Version-window+1)
 }
 
 // recall adds to known what the overlay remembers of r's requestId and
 // returns the ref still to look up in kv_history, if any. in says whether
 // the overlay holds r's key: when it does not, every event of the key is
 // projected and the lookup answers for all of them.
-func recall(r *Request, e overlayEntry, in bool, known requestMemory) (projection.RequestRef, bool) {
+func recall(r *Request, e overlayEntry, in bool, known requestMemory, window int64) (projection.RequestRef, bool) {
 	ref, ok := requestRef(r)
 	if !ok {
 		return ref, false
@@ -137,6 +151,9 @@ func recall(r *Request, e overlayEntry, in bool, known requestMemory) (projectio
 		if a, found := e.requests.find(r.RequestID); found {
 			known[ref] = a
 			return ref, false
+		}
+		if e.complete(window) {
+			return ref, false // never used within the window
 		}
 	}
 	return ref, true

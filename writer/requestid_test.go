@@ -104,8 +104,8 @@ func TestRecentRequests(t *testing.T) {
 	for _, e := range []*events.Event{ev(1, "a"), ev(2, "b"), ev(3, "a"), ev(4, ""), ev(5, "c")} {
 		o = o.next(e, 10+e.Version, 3)
 	}
-	if o.state.Version != 5 || o.offset != 15 {
-		t.Fatalf("entry %+v, want the state and offset of version 5", o)
+	if o.state.Version != 5 || o.offset != 15 || o.since != 1 {
+		t.Fatalf("entry %+v, want the state and offset of version 5, remembering since version 1", o)
 	}
 	for _, tc := range []struct {
 		id      string
@@ -122,7 +122,8 @@ func TestRecentRequests(t *testing.T) {
 }
 
 // TestRecall: what a batch asks kv_history, given the overlay. The key's
-// latest write and ids the overlay remembers are never asked; a key the
+// latest write and ids the overlay remembers are never asked, nor any
+// id when the overlay remembers every version of the window; a key the
 // overlay does not hold is always asked (its latest write is read in the
 // same round trip).
 func TestRecall(t *testing.T) {
@@ -130,26 +131,36 @@ func TestRecall(t *testing.T) {
 	put := func(id string) *Request {
 		return &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`1`), RequestID: id, Principal: "p"}
 	}
-	var e overlayEntry
-	for v, id := range []string{"a", "b"} {
-		e = e.next(&events.Event{Key: key.String(), Version: int64(v + 1), Kind: events.KindPut, RequestID: id, RequestDigest: "d"}, int64(v), 1000)
+	// entry is the overlay entry after events of ids from version first.
+	entry := func(first int64, ids ...string) overlayEntry {
+		var e overlayEntry
+		for i, id := range ids {
+			e = e.next(&events.Event{Key: key.String(), Version: first + int64(i), Kind: events.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), 1000)
+		}
+		return e
 	}
+	since5 := entry(5, "a", "b") // versions 1-4 are projected
+	created := entry(1, "a", "b")
 	for _, tc := range []struct {
 		name        string
 		req         *Request
+		entry       overlayEntry
 		in          bool
+		window      int64
 		ask, remind bool
 	}{
-		{"LatestNotAsked", put("b"), true, false, false},
-		{"OverlayRemembers", put("a"), true, false, true},
-		{"OlderThanOverlayAsked", put("z"), true, true, false},
-		{"NotInOverlayAsked", put("b"), false, true, false},
-		{"NoRequestIDNotAsked", put(""), false, false, false},
-		{"DeniedNotAsked", func() *Request { r := put("a"); r.Denied = true; return r }(), false, false, false},
+		{"LatestNotAsked", put("b"), since5, true, 1000, false, false},
+		{"OverlayRemembers", put("a"), since5, true, 1000, false, true},
+		{"OlderThanOverlayAsked", put("z"), since5, true, 1000, true, false},
+		{"CreatedInOverlayNotAsked", put("z"), created, true, 1000, false, false},
+		{"OverlayCoversWindowNotAsked", put("z"), since5, true, 2, false, false},
+		{"NotInOverlayAsked", put("b"), overlayEntry{}, false, 1000, true, false},
+		{"NoRequestIDNotAsked", put(""), overlayEntry{}, false, 1000, false, false},
+		{"DeniedNotAsked", func() *Request { r := put("a"); r.Denied = true; return r }(), since5, false, 1000, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			known := make(requestMemory)
-			ref, ask := recall(tc.req, e, tc.in, known)
+			ref, ask := recall(tc.req, tc.entry, tc.in, known, tc.window)
 			if ask != tc.ask || (ask && ref != (projection.RequestRef{Key: key.String(), RequestID: tc.req.RequestID})) {
 				t.Fatalf("ask %v %+v, want %v", ask, ref, tc.ask)
 			}
