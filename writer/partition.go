@@ -444,7 +444,7 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 			states[k] = events.State{}
 			missing = append(missing, k)
 		}
-		if ref, ok := recall(c.req, e, in, known, int64(p.w.cfg.RequestIDWindow)); ok && !asked[ref] {
+		if ref, ok := requestRef(c.req); ok && !asked[ref] && recall(ref, e, in, known, int64(p.w.cfg.RequestIDWindow)) {
 			asked[ref] = true
 			refs = append(refs, ref)
 		}

@@ -27,6 +27,11 @@ import (
 //   - events decided earlier in the same batch: decideAll adds each
 //     accepted event to the batch's requestMemory.
 //
+// The pieces work on (key, requestId) pairs, not on requests, so a
+// request that writes several keys (a transaction, whose events all carry
+// its requestId and its digest) recalls each written key (recall) and
+// asks olderUse of each with its own digest.
+//
 // Everything is in the log, so a restarted writer or a new owner of the
 // partition knows the same. decideRequestID then decides on what is
 // known, purely: the same request again is a stale request (409
@@ -46,9 +51,9 @@ const DefaultRequestIDWindow = 1000
 // the key's latest write, which the state itself tells).
 type requestMemory map[projection.RequestRef]projection.AppliedRequest
 
-// ref names r's requestId on its key; ok is false when r carries none,
-// or its decision never consults it (a denied write's audit record, an
-// expire).
+// requestRef names r's requestId on its key; ok is false when r carries
+// none, or its decision never consults it (a denied write's audit
+// record, an expire).
 func requestRef(r *Request) (ref projection.RequestRef, ok bool) {
 	if r.RequestID == "" || r.Denied || r.Op == events.OpExpire {
 		return ref, false
@@ -132,31 +137,29 @@ func (o overlayEntry) complete(window int64) bool {
 	return o.since <= max(1, o.state.Version-window+1)
 }
 
-// recall adds to known what the overlay remembers of r's requestId and
-// returns the ref still to look up in kv_history, if any. in says whether
-// the overlay holds r's key: when it does not, every event of the key is
-// projected and the lookup answers for all of them.
-func recall(r *Request, e overlayEntry, in bool, known requestMemory, window int64) (projection.RequestRef, bool) {
-	ref, ok := requestRef(r)
-	if !ok {
-		return ref, false
-	}
+// recall adds to known what the overlay remembers of ref (a requestId on
+// a key) and reports whether kv_history must still be asked. e is the
+// overlay's entry of the key and in whether the overlay holds it: when it
+// does not, every event of the key is projected and the lookup answers
+// for all of them. It takes a ref, not a request, so that every key a
+// request writes (a transaction's) can be recalled alike.
+func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMemory, window int64) (ask bool) {
 	if _, done := known[ref]; done {
-		return ref, false
+		return false
 	}
 	if in {
-		if e.state.Version > 0 && e.state.Entry.RequestID == r.RequestID {
-			return ref, false // the latest write: Decide replays or refuses it
+		if e.state.Version > 0 && e.state.Entry.RequestID == ref.RequestID {
+			return false // the latest write: Decide replays or refuses it
 		}
-		if a, found := e.requests.find(r.RequestID); found {
+		if a, found := e.requests.find(ref.RequestID); found {
 			known[ref] = a
-			return ref, false
+			return false
 		}
 		if e.complete(window) {
-			return ref, false // never used within the window
+			return false // never used within the window
 		}
 	}
-	return ref, true
+	return true
 }
 
 // decideRequestID decides r when its requestId was used on the key
@@ -169,13 +172,7 @@ func recall(r *Request, e overlayEntry, in bool, known requestMemory, window int
 // than the window, or the key's latest write, which Decide handles): r
 // is then decided by Decide. It is pure.
 func decideRequestID(cur events.State, prior projection.AppliedRequest, known bool, r *Request, now time.Time, window int64) (d decision, ok bool) {
-	if !known || r.RequestID == "" || r.Denied || r.Op == events.OpExpire {
-		return d, false
-	}
-	if cur.Version > 0 && cur.Entry.RequestID == r.RequestID {
-		return d, false
-	}
-	if prior.Version <= cur.Version-window || prior.Version > cur.Version {
+	if r.Denied || r.Op == events.OpExpire || !olderUse(cur, prior, known, r.RequestID, window) {
 		return d, false
 	}
 	visible := cur.Visible(now)
@@ -186,6 +183,21 @@ func decideRequestID(cur events.State, prior projection.AppliedRequest, known bo
 	return conflictDecision(cur, visible, r, now, "stale_request",
 		"requestId %q was already applied at version %d; the key is now at version %d: this retry is stale, nothing was written",
 		r.RequestID, prior.Version, cur.Version), true
+}
+
+// olderUse reports whether prior (when known) is a use of requestID on a
+// key, whose state is cur, that the window remembers and that is not the
+// key's latest write (Decide's rule): among its last window versions.
+// Comparing prior.Digest with the request's is left to the caller (a
+// transaction compares its own digest, carried by each of its events).
+func olderUse(cur events.State, prior projection.AppliedRequest, known bool, requestID string, window int64) bool {
+	switch {
+	case !known || requestID == "":
+		return false
+	case cur.Version > 0 && cur.Entry.RequestID == requestID:
+		return false
+	}
+	return prior.Version > cur.Version-window && prior.Version <= cur.Version
 }
 
 // decide is Decide preceded by decideRequestID on what known holds of
