@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -180,9 +181,13 @@ func decideRequestID(cur events.State, prior projection.AppliedRequest, known bo
 		return conflictDecision(cur, visible, r, now, "request_id_reused",
 			"requestId %q was already used for a different write of this key (version %d)", r.RequestID, prior.Version), true
 	}
+	state := fmt.Sprintf("the key is now at version %d", cur.Version)
+	if visible == nil {
+		state = fmt.Sprintf("the key is absent now (its last version is %d)", cur.Version)
+	}
 	return conflictDecision(cur, visible, r, now, "stale_request",
-		"requestId %q was already applied at version %d; the key is now at version %d: this retry is stale, nothing was written",
-		r.RequestID, prior.Version, cur.Version), true
+		"requestId %q was already applied at version %d and %s: this retry is stale, nothing was written",
+		r.RequestID, prior.Version, state), true
 }
 
 // olderUse reports whether prior (when known) is a use of requestID on a
