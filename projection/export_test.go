@@ -20,26 +20,7 @@ func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f events.Filt
 	if err != nil || sql == "" {
 		tb.Fatalf("scan statement: %q, %v", sql, err)
 	}
-	var plan strings.Builder
-	err = pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(context.Background(), scanSettings); err != nil {
-			return err
-		}
-		rows, err := tx.Query(context.Background(), "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+sql, args...)
-		if err != nil {
-			return err
-		}
-		var line string
-		_, err = pgx.ForEachRow(rows, []any{&line}, func() error {
-			plan.WriteString(line + "\n")
-			return nil
-		})
-		return err
-	})
-	if err != nil {
-		tb.Fatalf("explain scan: %v", err)
-	}
-	return plan.String()
+	return explain(tb, pool, scanSettings, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+sql, args...)
 }
 
 // ExplainRequests returns the plan of the requestId lookup of
@@ -48,12 +29,20 @@ func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f events.Filt
 // the question is whether the index can answer it.
 func ExplainRequests(tb testing.TB, pool *pgxpool.Pool, key, requestID string) string {
 	tb.Helper()
+	return explain(tb, pool, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`,
+		"EXPLAIN (COSTS OFF) "+requestsSQL, []string{key}, []string{requestID})
+}
+
+// explain runs the EXPLAIN statement sql after settings, in a transaction,
+// and returns its lines.
+func explain(tb testing.TB, pool *pgxpool.Pool, settings, sql string, args ...any) string {
+	tb.Helper()
 	var plan strings.Builder
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(context.Background(), `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`); err != nil {
+		if _, err := tx.Exec(context.Background(), settings); err != nil {
 			return err
 		}
-		rows, err := tx.Query(context.Background(), "EXPLAIN (COSTS OFF) "+requestsSQL, []string{key}, []string{requestID})
+		rows, err := tx.Query(context.Background(), sql, args...)
 		if err != nil {
 			return err
 		}
@@ -65,7 +54,7 @@ func ExplainRequests(tb testing.TB, pool *pgxpool.Pool, key, requestID string) s
 		return err
 	})
 	if err != nil {
-		tb.Fatalf("explain requests: %v", err)
+		tb.Fatalf("explain: %v", err)
 	}
 	return plan.String()
 }
