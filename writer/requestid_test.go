@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestDecideRequestIDWindow: the rules of a requestId the key's latest
@@ -212,5 +215,57 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 	}
 	if v := states[counter.String()].Entry.Value; string(v) != `2` {
 		t.Fatalf("counter %s, want 2 (the retried increment added again)", v)
+	}
+}
+
+// TestRequestIDsFollowThePartition: the partition moves to another writer
+// with nothing projected (no projector runs): the new owner rebuilds the
+// overlay from the log and refuses the retries of older writes as the
+// first owner would have, and replays the latest.
+func TestRequestIDsFollowThePartition(t *testing.T) {
+	broker := testenv.MustBroker(t, 1)
+	store := projection.New(testenv.MustPostgres(t))
+	cfg := Config{Brokers: broker.Addrs, Topics: broker.Topics, SessionTimeout: 6 * time.Second, InstanceID: "a"}
+	a, err := New(cfg, store, discard, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runA := testenv.RunUntilCleanup(t, "writer a", a.Run)
+	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
+
+	ctx := t.Context()
+	cursor, counter := mustKey(t, "tenant/a/project/b/cursor"), mustKey(t, "tenant/a/project/b/counter")
+	put := func(v, id string) *Request {
+		return &Request{Key: cursor, Op: events.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
+	}
+	inc := func(id string) *Request {
+		return &Request{Key: counter, Op: events.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+	}
+	for _, r := range []*Request{put(`1`, "sync-1"), put(`2`, "sync-2"), inc("inc-1"), inc("inc-2")} {
+		if _, err := a.Do(ctx, r); err != nil {
+			t.Fatalf("%s %s: %v", r.Op, r.RequestID, err)
+		}
+	}
+	if err := runA.Stop(t); err != nil {
+		t.Fatalf("writer a: %v", err)
+	}
+
+	b := runWriter(t, broker, store, Config{InstanceID: "b"})
+	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
+	for _, r := range []*Request{put(`1`, "sync-1"), inc("inc-1")} {
+		_, err := b.Do(ctx, r)
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version") {
+			t.Fatalf("retry of %s on the new owner: %v, want a stale version_conflict", r.RequestID, err)
+		}
+	}
+	if res, err := b.Do(ctx, put(`2`, "sync-2")); err != nil || !res.Replayed || res.Entry.Version != 2 {
+		t.Fatalf("replay of sync-2 on the new owner: %+v, %v", res, err)
+	}
+	for key, want := range map[events.Key]string{cursor: `2`, counter: `2`} {
+		st, err := b.State(ctx, key)
+		if err != nil || st.Version != 2 || string(st.Entry.Value) != want {
+			t.Fatalf("%s on the new owner: %+v, %v; want version 2 value %s", key, st, err, want)
+		}
 	}
 }
