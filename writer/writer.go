@@ -25,7 +25,7 @@ const Group = "kv-writer"
 // Projection is what the writer reads from the Postgres projection.
 type Projection interface {
 	State(ctx context.Context, key string) (events.State, error)
-	States(ctx context.Context, keys []string) (map[string]events.State, error)
+	StatesAndRequests(ctx context.Context, keys []string, refs []projection.RequestRef) (map[string]events.State, map[projection.RequestRef]projection.AppliedRequest, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
 	Offset(ctx context.Context, topic string, partition int32) (int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
@@ -68,6 +68,12 @@ type Config struct {
 	// answer 503 until the projector catches up, instead of the writer's
 	// memory growing while the projector is down.
 	MaxOverlay int
+	// RequestIDWindow is how many of a key's latest versions remember
+	// their requestId (default DefaultRequestIDWindow; requestid.go): a
+	// retry of any of them is answered as a replay (the latest) or 409
+	// version_conflict (an older one) instead of being applied again. 1
+	// remembers only the latest write's.
+	RequestIDWindow int
 	// Source is the CloudEvents source of produced events.
 	Source string
 	// MaxListWait bounds how long a listing waits for the projector to
@@ -110,6 +116,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxOverlay == 0 {
 		c.MaxOverlay = 100_000
+	}
+	if c.RequestIDWindow <= 0 {
+		c.RequestIDWindow = DefaultRequestIDWindow
 	}
 	if c.Source == "" {
 		c.Source = "eskv-writer"
