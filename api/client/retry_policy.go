@@ -77,6 +77,10 @@ type RetryPolicy struct {
 	// deterministic schedule. Turn it on when many writers contend for
 	// one key, so that the losers of a round do not all meet again.
 	ConflictJitter bool
+	// OnRetry, when set, is told each error that is retried, which
+	// attempt it ended (from 1) and the wait before the next one: to log
+	// or count it (the seed logs conflicts at WARN). It must not block.
+	OnRetry func(err error, attempt int, wait time.Duration)
 }
 
 // DefaultRetryPolicy is the policy of a client built without
@@ -234,7 +238,7 @@ func (e *EscalationError) Unwrap() error { return e.Err }
 // go-retry's Backoff gives the schedules; its Do loop does not fit: it
 // answers ctx's error instead of the last answer, cannot say why it
 // stopped, nor wait for a server's Retry-After.
-func retrying(ctx context.Context, b retry.Backoff, retriable func(error) bool, try func(ctx context.Context, attempt int) error) error {
+func (p RetryPolicy) retrying(ctx context.Context, b retry.Backoff, retriable func(error) bool, try func(ctx context.Context, attempt int) error) error {
 	for attempt := 1; ; attempt++ {
 		err := try(ctx, attempt)
 		if err == nil || ctx.Err() != nil || !retriable(err) {
@@ -247,6 +251,9 @@ func retrying(ctx context.Context, b retry.Backoff, retriable func(error) bool, 
 		wait = max(wait, retryAfter(err))
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
 			return err
+		}
+		if p.OnRetry != nil {
+			p.OnRetry(err, attempt, wait)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -264,7 +271,7 @@ func retrying(ctx context.Context, b retry.Backoff, retriable func(error) bool, 
 func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) {
 	var h http.Header
 	transient := func(err error) bool { return cl.retry && Classify(err) == ClassTransient }
-	err := retrying(ctx, c.policy.transient(), transient, func(ctx context.Context, _ int) error {
+	err := c.policy.retrying(ctx, c.policy.transient(), transient, func(ctx context.Context, _ int) error {
 		if c.policy.AttemptTimeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, c.policy.AttemptTimeout)

@@ -213,9 +213,15 @@ func TestUpdateConflictSchedule(t *testing.T) {
 			f.entry.Version++ // the other writer's write, just before ours
 			return http.StatusConflict, conflictBody(f.entry.Version)
 		}
-		var calls int
+		var (
+			calls   int
+			retried []string
+		)
+		onRetry := func(err error, attempt int, wait time.Duration) {
+			retried = append(retried, fmt.Sprintf("%d:%s:%v", attempt, events.ErrorCode(err), wait))
+		}
 		start := time.Now()
-		_, err := f.client().Update(t.Context(), key, addOne(&calls), client.UpdateOptions{RequestID: "sync-1"})
+		_, err := f.client(client.WithRetryPolicy(client.RetryPolicy{OnRetry: onRetry})).Update(t.Context(), key, addOne(&calls), client.UpdateOptions{RequestID: "sync-1"})
 		var esc *client.EscalationError
 		if !errors.As(err, &esc) || esc.Attempts != 7 || events.ErrorCode(err) != events.EConflict {
 			t.Fatalf("want an escalation after 7 attempts carrying the conflict, got %#v", err)
@@ -236,6 +242,9 @@ func TestUpdateConflictSchedule(t *testing.T) {
 		}
 		if calls != 7 {
 			t.Fatalf("fn called %d times, want once per attempt (7)", calls)
+		}
+		if got, want := fmt.Sprint(retried), "[1:version_conflict:1s 2:version_conflict:2s 3:version_conflict:4s 4:version_conflict:8s 5:version_conflict:16s 6:version_conflict:32s]"; got != want {
+			t.Fatalf("OnRetry was told %s, want %s", got, want)
 		}
 		ids := f.putIDs()
 		for i, id := range ids {

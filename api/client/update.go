@@ -76,7 +76,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 	}
 	var res UpdateResult
 	conflict := func(err error) bool { return Classify(err) == ClassConflict }
-	err = retrying(ctx, c.policy.conflict(), conflict, func(ctx context.Context, attempt int) error {
+	err = c.policy.retrying(ctx, c.policy.conflict(), conflict, func(ctx context.Context, attempt int) error {
 		res.Attempts = attempt
 		cur, err := c.Get(ctx, key)
 		var current *events.Entry
