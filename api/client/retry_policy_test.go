@@ -373,6 +373,31 @@ func TestUpdateRequestIDs(t *testing.T) {
 	})
 }
 
+// TestUpdateOutcomeUnknown: a write applied whose answer was lost, then
+// superseded by another writer before the retry, is not applied again:
+// Update escalates with ErrOutcomeUnknown, fn having run once.
+func TestUpdateOutcomeUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeKV{entry: &events.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
+		f.onPut = func(n int, b events.PutBody) (int, string) {
+			if n == 1 { // applied, then another writer's write, then the answer is lost
+				f.entry = &events.Entry{Key: key, Value: json.RawMessage(`7`), Version: 3, RequestID: "other"}
+				return http.StatusServiceUnavailable, `{"error":{"code":"partition_unavailable","message":"outcome unknown; retry"}}`
+			}
+			return 0, ""
+		}
+		var calls int
+		_, err := f.client().Update(t.Context(), key, addOne(&calls), client.UpdateOptions{})
+		var esc *client.EscalationError
+		if !errors.As(err, &esc) || !errors.Is(err, client.ErrOutcomeUnknown) || events.ErrorCode(err) != events.EConflict || esc.Attempts != 1 {
+			t.Fatalf("want an escalation with ErrOutcomeUnknown after 1 attempt, got %v", err)
+		}
+		if calls != 1 || len(f.putIDs()) != 2 || string(f.entry.Value) != "7" {
+			t.Fatalf("fn ran %d times, %d PUTs, value %s: the change must not be applied again", calls, len(f.putIDs()), f.entry.Value)
+		}
+	})
+}
+
 // TestTransientEscalates: 503s, a proxy's 429 and broken connections are
 // tried 5 times in all, with waits of 100, 200, 400 and 800 ms each
 // jittered into its upper half, then escalate with the attempts.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,7 +63,10 @@ type UpdateResult struct {
 // the error is an *EscalationError with the attempts, whose Err is the
 // last conflict. Transient errors of each read and write are retried as
 // any call's (the write carries a requestId, see UpdateOptions); fatal
-// errors, and a requestId conflict, end it at once.
+// errors, and a requestId conflict, end it at once. A write whose outcome
+// is unknown when another writer has come after it is not redone: Update
+// escalates with ErrOutcomeUnknown rather than risk applying the change
+// twice.
 //
 // Update needs the rights to read and to write key.
 func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o UpdateOptions) (UpdateResult, error) {
@@ -94,7 +98,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 		if err != nil {
 			return &fnError{err}
 		}
-		b := events.PutBody{Value: next, ExpectedVersion: new(int64(0)), TTLSeconds: ttl, KeepTTL: ttl == nil,
+		b := events.PutBody{Value: next, ExpectedVersion: new(int64(0)), TTLSeconds: ttl, KeepTTL: ttl == nil && o.Semantics.TTLSeconds == 0,
 			Semantics: semantics(o.Semantics), RequestID: base + "-" + strconv.Itoa(attempt), SpecRef: o.SpecRef}
 		if current != nil {
 			*b.ExpectedVersion = current.Version
@@ -105,7 +109,21 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 		if !json.Valid(b.Value) {
 			return events.FieldErrorf(events.EInvalid, "value", "the update's value is not valid JSON")
 		}
-		put, err := c.writeEntry(ctx, http.MethodPut, key, &b, true)
+		// The write's own transient retries repeat its requestId. One
+		// that failed without an answer may have been applied; if a
+		// later try then meets a conflict, another writer came after
+		// it, and applying fn again could apply the change twice.
+		w, unsure := *c, false
+		w.policy.OnRetry = func(err error, attempt int, wait time.Duration) {
+			unsure = true
+			if c.policy.OnRetry != nil {
+				c.policy.OnRetry(err, attempt, wait)
+			}
+		}
+		put, err := w.writeEntry(ctx, http.MethodPut, key, &b, true)
+		if unsure && Classify(err) == ClassConflict {
+			return &EscalationError{Attempts: attempt, Err: fmt.Errorf("%w: write %s: %w", ErrOutcomeUnknown, b.RequestID, err)}
+		}
 		res.Entry, res.Replayed = put.Entry, put.Replayed
 		return err
 	})
@@ -118,6 +136,14 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 	}
 	return res, nil
 }
+
+// ErrOutcomeUnknown marks an Update that stopped because it cannot tell
+// whether its last write was applied: a try of it got no answer (or a
+// 503), and its retry met a version conflict, so another writer came
+// after it. It is always inside an *EscalationError: look at the key
+// (its history, or the requestId of its entry) before running the
+// update again.
+var ErrOutcomeUnknown = errors.New("client: the update's write may have been applied")
 
 // fnError carries the UpdateFunc's own error through the retry loop, so
 // that it is never classified (fn could return a conflict of another

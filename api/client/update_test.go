@@ -81,4 +81,27 @@ func TestUpdateConcurrent(t *testing.T) {
 		t.Errorf("semantics %+v, want the update's", e.Semantics)
 	}
 	t.Logf("%d updates took %d attempts (%d conflicts)", updaters*each, attempts, attempts-updaters*each)
+
+	t.Run("KeepsExpiryAndSemantics", func(t *testing.T) {
+		k := scope + "update/leased"
+		put, err := c.Put(t.Context(), client.PutRequest{Key: k, Value: json.RawMessage(`"a"`), TTL: time.Hour,
+			Semantics: events.Semantics{Purpose: "cursor", Producer: "harvester"}, SpecRef: "adr-9"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Update(t.Context(), k, func(cur *events.Entry) (json.RawMessage, error) {
+			return json.RawMessage(`"b"`), nil
+		}, client.UpdateOptions{})
+		e := res.Entry
+		if err != nil || e.Version != 2 || string(e.Value) != `"b"` || e.ExpiresAt == nil || !e.ExpiresAt.Equal(*put.Entry.ExpiresAt) ||
+			e.Semantics.Purpose != "cursor" || e.Semantics.Producer != "harvester" || e.SpecRef != "adr-9" {
+			t.Fatalf("update answered %+v, %v; want value \"b\" with the expiry, semantics and specRef of %+v", e, err, put.Entry)
+		}
+		res, err = c.Update(t.Context(), k, func(cur *events.Entry) (json.RawMessage, error) {
+			return json.RawMessage(`"c"`), nil
+		}, client.UpdateOptions{TTL: 2 * time.Hour})
+		if err != nil || res.Entry.ExpiresAt == nil || !res.Entry.ExpiresAt.After(put.Entry.ExpiresAt.Add(30*time.Minute)) {
+			t.Fatalf("an update with a TTL sets a new expiry: %+v, %v", res.Entry, err)
+		}
+	})
 }

@@ -52,13 +52,8 @@ value the stored value.`,
 			return &usageError{msg: "kvctl update takes KEY, then -- and the command that computes the new value",
 				solution: "e.g. kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'", cmd: cmd.CommandPath()}
 		},
-		Annotations: perCallAnnotation,
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			if len(args) == 0 {
-				return a.completeKey(cmd, args, toComplete)
-			}
-			return nil, cobra.ShellCompDirectiveDefault
-		},
+		Annotations:       perCallAnnotation,
+		ValidArgsFunction: a.completeKeyThenCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, argv := args[0], args[1:]
 			a.subject, a.right = key, "write"
@@ -106,11 +101,7 @@ func (a *app) transform(key string, cur *events.Entry, argv []string) (json.RawM
 	case errors.As(err, &ee):
 		return nil, &exitError{code: exitStatus(c.ProcessState)}
 	case err != nil:
-		code, solution := 126, "check that "+argv[0]+" is an executable file kvctl may run"
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code, solution = 127, "check the command's name and $PATH, or give the command's path"
-		}
-		return nil, &failure{code: code, msg: fmt.Sprintf("cannot run %s: %v", argv[0], err), solution: solution + "; nothing was written"}
+		return nil, cannotRun(argv[0], err, "nothing was written")
 	}
 	next := bytes.TrimSpace(out.Bytes())
 	if !json.Valid(next) {
@@ -144,7 +135,11 @@ func (a *app) noteRetry(err error, attempt int, wait time.Duration) {
 func (a *app) escalated(esc *client.EscalationError) (int, string, string) {
 	code, msg, solution := a.explain(esc.Err)
 	msg = fmt.Sprintf("%s (gave up after %d attempts)", msg, esc.Attempts)
-	if client.Classify(esc.Err) == client.ClassConflict {
+	switch {
+	case errors.Is(esc.Err, client.ErrOutcomeUnknown):
+		solution = fmt.Sprintf("the update's last write got no answer and may have been applied before another writer changed %s: check with 'kvctl get %s --format json' (requestId, value) before running it again",
+			a.subject, a.subject)
+	case client.Classify(esc.Err) == client.ClassConflict:
 		solution = fmt.Sprintf("other writers kept changing %s while the command ran; see who with 'kvctl get %s --format json' (lastWriter), then run the update again",
 			a.subject, a.subject)
 	}

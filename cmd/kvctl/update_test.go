@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -69,6 +70,8 @@ func TestExplainEscalated(t *testing.T) {
 	}{
 		{"Conflict", &client.EscalationError{Attempts: 7, Err: conflict}, exitFailed,
 			"expected version 3, current version is 4 [version_conflict] (gave up after 7 attempts)", "other writers kept changing " + key},
+		{"OutcomeUnknown", &client.EscalationError{Attempts: 2, Err: fmt.Errorf("%w: write u-2: %w", client.ErrOutcomeUnknown, conflict)}, exitFailed,
+			"expected version 3, current version is 4 [version_conflict] (gave up after 2 attempts)", "may have been applied"},
 		{"Unavailable", &client.EscalationError{Attempts: 5, Err: &events.Error{Code: events.EUnavailable, Message: "catching up"}}, exitServer,
 			"catching up [partition_unavailable] (gave up after 5 attempts)", "kvctl's retries ran out"},
 		{"Network", &client.EscalationError{Attempts: 5, Err: &client.NetworkError{Method: "GET", URL: defaultURL, Err: io.ErrUnexpectedEOF}}, exitServer,
