@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -526,6 +527,10 @@ func TestUpdateFuncErrorWritesNothing(t *testing.T) {
 		}
 		if len(f.putIDs()) != 0 {
 			t.Fatal("an UpdateFunc error must write nothing")
+		}
+		long, sent := strings.Repeat("r", 121), len(f.reqs)
+		if _, err := f.client().Update(t.Context(), key, addOne(new(int)), client.UpdateOptions{RequestID: long}); events.ErrorCode(err) != events.EInvalid || len(f.reqs) != sent {
+			t.Fatalf("a requestId without room for -N: want invalid before any request, got %v", err)
 		}
 	})
 }

@@ -30,8 +30,9 @@ type UpdateOptions struct {
 	// Semantics, when set, replace the entry's; otherwise it keeps its
 	// own (a new key gets purpose "other").
 	Semantics events.Semantics
-	// RequestID names the update; attempt n writes with requestId
-	// "<RequestID>-<n>" (default: a random RequestID per Update). So a
+	// RequestID names the update, in at most 120 characters; attempt n
+	// writes with requestId "<RequestID>-<n>" (default: a random
+	// RequestID per Update). So a
 	// transient retry of one attempt repeats its requestId and is answered
 	// as a replay if it had been applied, and the attempt after a conflict
 	// is a new request. Give a stable RequestID to run an update again
@@ -73,6 +74,9 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 	ttl, err := ttlSeconds(o.TTL)
 	if err != nil {
 		return UpdateResult{}, err
+	}
+	if len(o.RequestID) > maxUpdateIDLen {
+		return UpdateResult{}, events.FieldErrorf(events.EInvalid, "requestId", "an update's requestId is at most %d characters (Update adds -N)", maxUpdateIDLen)
 	}
 	base := o.RequestID
 	if base == "" {
@@ -144,6 +148,9 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 // (its history, or the requestId of its entry) before running the
 // update again.
 var ErrOutcomeUnknown = errors.New("client: the update's write may have been applied")
+
+// maxUpdateIDLen leaves room in a requestId for "-N", N up to 7 digits.
+const maxUpdateIDLen = events.MaxRequestIDLen - 8
 
 // fnError carries the UpdateFunc's own error through the retry loop, so
 // that it is never classified (fn could return a conflict of another
