@@ -32,7 +32,7 @@ unless --create hands CMD null.
 When another writer changes KEY between the read and the write, kvctl
 reads it again and runs CMD again after 1s, 2s, 4s, 8s, 16s and 32s (a
 note on stderr says so each time); after the seventh attempt it gives up
-(exit 1). Network errors and 503s are retried 5 times with jitter. CMD
+(exit 1). Network errors and 503s are tried up to 5 times, with jitter. CMD
 may run several times, so it should only compute the new value.
 
 CMD gets KVCTL_KEY and KVCTL_VERSION (0 when the key is absent) in its
