@@ -15,6 +15,9 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
+// txnPath is the fuzzed path that stands for POST /v1/txn.
+const txnPath = ":txn"
+
 var (
 	fuzzMethods = []string{"GET", "PUT", "POST", "PATCH", "DELETE", "HEAD", "OPTIONS"}
 	readerToken = "reader-token-0123456789"
@@ -63,6 +66,11 @@ func FuzzHandlers(f *testing.F) {
 		{4, demo + "obj", "expectedVersion=3&requestId=r", ""},
 		{1, demo + "k", "", `1`},
 		{2, demo + "n:increment", "", `{"by":1.5,"semantics":"x"}`},
+		{2, txnPath, "", `{"requestId":"r","ops":[{"op":"put","key":"` + demo + `k","value":{"a":1},"condition":{"exists":false}},` +
+			`{"op":"increment","key":"` + demo + `n","by":2},{"op":"patch","key":"` + demo + `obj","set":{"a":2},"condition":{"field":"a","equals":1}},` +
+			`{"op":"check","key":"` + demo + `l","condition":{"field":"token","equals":3}},{"op":"delete","key":"` + demo + `s","condition":{"version":3}}]}`},
+		{2, txnPath, "", `{"ops":[{"op":"put","key":"` + demo + `k","value":1},{"op":"put","key":"tenant/acme/project/x/k","value":1}]}`},
+		{2, txnPath, "", `{"ops":[1,{"op":"check"}]}`},
 	} {
 		f.Add(s.method, uint8(0), s.path, s.query, []byte(s.body))
 	}
@@ -79,8 +87,11 @@ func FuzzHandlers(f *testing.F) {
 	h := s.Handler()
 	f.Fuzz(func(t *testing.T, method, tok uint8, path, query string, body []byte) {
 		target := "/v1/kv/" + path
-		if path == "" {
+		switch path {
+		case "":
 			target = "/v1/kv"
+		case txnPath:
+			target = "/v1/txn"
 		}
 		u, err := url.ParseRequestURI(target + "?" + query)
 		if err != nil {

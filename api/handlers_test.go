@@ -55,6 +55,8 @@ func (f *fakeWriter) State(_ context.Context, k events.Key) (events.State, error
 	return f.states[k.String()], nil
 }
 
+func (f *fakeWriter) AwaitProjected(context.Context, string) error { return nil }
+
 func (f *fakeWriter) Ready() bool                     { return true }
 func (f *fakeWriter) Route(events.Key) (bool, string) { return true, "" }
 

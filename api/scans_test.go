@@ -2,10 +2,14 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -116,4 +120,91 @@ func TestListConcurrencyCap(t *testing.T) {
 		t.Errorf("listing after the others ended: %d %s", rec.Code, rec.Body.String())
 	}
 	close(entered)
+}
+
+// routingWriter routes every key to owner (this writer when empty and
+// local) and answers AwaitProjected with err, recording the prefixes.
+type routingWriter struct {
+	fakeWriter
+	local   bool
+	owner   string
+	err     error
+	awaited []string
+}
+
+func (w *routingWriter) Route(events.Key) (bool, string) { return w.local, w.owner }
+
+func (w *routingWriter) AwaitProjected(_ context.Context, prefix string) error {
+	w.awaited = append(w.awaited, prefix)
+	return w.err
+}
+
+// TestListRouting: a listing is answered by the owner of its prefix's
+// partition after AwaitProjected; another writer forwards it there once
+// (path, query and token kept), and answers 503 when it knows no owner or
+// the request was forwarded already; an owner whose projector is too far
+// behind answers 503 without querying the projection.
+func TestListRouting(t *testing.T) {
+	var forwarded []*http.Request
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forwarded = append(forwarded, r)
+		w.Write([]byte(`{"items":[],"count":0,"truncated":false}`))
+	}))
+	defer owner.Close()
+	tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind := &events.Error{Code: events.EUnavailable, Message: "partition 1 is waiting for the projector; retry", RetryAfterSeconds: 1}
+	const path = listPath + "x&field=state&op=eq&value=done"
+	for _, tc := range []struct {
+		name      string
+		w         routingWriter
+		header    string
+		want      int
+		forwarded bool
+		awaited   bool
+	}{
+		{"OKOwnerWaitsThenLists", routingWriter{local: true}, "", http.StatusOK, false, true},
+		{"OKForwardedToOwner", routingWriter{owner: owner.URL}, "", http.StatusOK, true, false},
+		{"ErrNoKnownOwner", routingWriter{}, "", http.StatusServiceUnavailable, false, false},
+		{"ErrForwardedTwice", routingWriter{owner: owner.URL}, "w1", http.StatusServiceUnavailable, false, false},
+		{"ErrProjectorBehind", routingWriter{local: true, err: behind}, "", http.StatusServiceUnavailable, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forwarded = nil
+			list := stubLister{err: errors.New("the projection was queried")}
+			if tc.want == http.StatusOK {
+				list = stubLister{entries: entries(1, 10)}
+			}
+			s, err := api.New(api.Config{Tokens: tokens, InstanceID: "w0"}, &tc.w, list, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("GET", path, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			if tc.header != "" {
+				req.Header.Set(api.ForwardedHeader, tc.header)
+			}
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			var b events.ErrorBody
+			json.Unmarshal(rec.Body.Bytes(), &b)
+			if rec.Code != tc.want || (tc.want != http.StatusOK && (b.Error.Code != events.EUnavailable || rec.Header().Get("Retry-After") != "1")) {
+				t.Fatalf("%d %s Retry-After %q; want %d", rec.Code, rec.Body, rec.Header().Get("Retry-After"), tc.want)
+			}
+			if got := len(forwarded) == 1; got != tc.forwarded {
+				t.Fatalf("forwarded %d times; want %v", len(forwarded), tc.forwarded)
+			}
+			if tc.forwarded {
+				r := forwarded[0]
+				if r.URL.RequestURI() != path || r.Header.Get(api.ForwardedHeader) != "w0" || r.Header.Get("Authorization") != "Bearer "+token {
+					t.Errorf("forwarded %s with %s=%q", r.URL.RequestURI(), api.ForwardedHeader, r.Header.Get(api.ForwardedHeader))
+				}
+			}
+			if got := len(tc.w.awaited) == 1 && tc.w.awaited[0] == "tenant/acme/project/demo/x"; got != tc.awaited {
+				t.Errorf("AwaitProjected calls %q; want one of the prefix: %v", tc.w.awaited, tc.awaited)
+			}
+		})
+	}
 }

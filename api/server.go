@@ -28,6 +28,11 @@ type Writer interface {
 	Do(ctx context.Context, r *writer.Request) (writer.Result, error)
 	State(ctx context.Context, key events.Key) (events.State, error)
 	Ready() bool
+	// AwaitProjected returns once the projection holds every write under
+	// prefix acknowledged before the call; only the owner of prefix's
+	// partition answers (partition_unavailable otherwise, or when the
+	// projector is too far behind).
+	AwaitProjected(ctx context.Context, prefix string) error
 	// Route says whether key is decided here or by the writer at ownerURL.
 	Route(key events.Key) (local bool, ownerURL string)
 	// AuditDenied records in the audit trail (kv.conflicts, reason
@@ -38,7 +43,8 @@ type Writer interface {
 
 // Lister lists live entries by prefix from the projection: a page of at
 // most limit entries and no more than fit in maxBytes (but at least one),
-// and whether more follow.
+// and whether more follow. The server calls it after Writer.AwaitProjected,
+// so one query of it sees every acknowledged write.
 type Lister interface {
 	List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
 	// Scan lists like List, keeping only the entries whose value matches

@@ -237,6 +237,9 @@ func (s sink) Assigned(context.Context, map[string][]int32) (map[string]map[int3
 	return nil, nil
 }
 
+// Revoked does nothing: the auditor holds nothing back between batches.
+func (s sink) Revoked(map[string][]int32) {}
+
 // Write hashes, chains and inserts recs. A record that does not decode
 // stops its partition there: the rest is inserted, the partition's next
 // offset stays at the bad record, and Write returns it.

@@ -257,6 +257,8 @@ func testEventRowChain(t *testing.T, s Scheme) {
 			func(r *Row) { r.HashKeyID = "k0" },
 			func(r *Row) { r.HashScheme = 3 - r.HashScheme },
 			func(r *Row) { r.PrevChainHash = "" },
+			func(r *Row) { r.TxnID = "t-1" },
+			func(r *Row) { r.TxnSize = 2 },
 		}
 		for i, f := range alter {
 			r := r2
@@ -277,6 +279,15 @@ func testEventRowChain(t *testing.T, s Scheme) {
 			`"ts_us":1777636800123456,"ttl_seconds":0,"version":1}`
 		if in != want {
 			t.Fatalf("chain input\n got %s\nwant %s", in, want)
+		}
+		// A transaction's row has txn_id and txn_size too; a single
+		// write's row (above) has neither, as before transactions.
+		e := testEvent(1, `null`, `{"on":true}`)
+		e.TxnID, e.TxnSize = "t-1", 2
+		r := EventRow(e, 3, 10, k, s, "")
+		in = string(ChainInput(&r))
+		if want = strings.Replace(want, `"ttl_seconds":0,`, `"ttl_seconds":0,"txn_id":"t-1","txn_size":2,`, 1); in != want {
+			t.Fatalf("chain input of a transaction's row\n got %s\nwant %s", in, want)
 		}
 	})
 }
@@ -302,7 +313,8 @@ func FuzzChainInputFastPath(f *testing.F) {
 			in := &chainInput{TSUS: ts, Tenant: principal, Project: hint, Key: key, Version: version, PrevVersion: version - 1,
 				Kind: "put", Op: reqID, Purpose: key, Producer: principal, ConsumerHints: []string{hint, key},
 				Principal: principal, RequestID: reqID, SpecRef: hint, TTLSeconds: ttl, ExpiresAtUS: ts,
-				BeforeHash: "ab", AfterHash: "cd", HashKeyID: "k", HashScheme: scheme, PrevChainHash: reqID}
+				BeforeHash: "ab", AfterHash: "cd", HashKeyID: "k", HashScheme: scheme, PrevChainHash: reqID,
+				TxnID: hint, TxnSize: int32(ttl)}
 			fast, ok := in.appendCanonical(nil)
 			if !ok {
 				continue

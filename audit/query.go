@@ -29,8 +29,9 @@ type RateQuery struct {
 }
 
 // Rate is the conflict rate of one group in one bucket: Conflicts /
-// (Conflicts + Applied), where Applied counts puts and deletes (TTL
-// expirations are not writes).
+// (Conflicts + Applied), where Applied counts applied write requests: a
+// put or delete, or a transaction once (TTL expirations are not writes),
+// and Conflicts rejected ones, a transaction once.
 type Rate struct {
 	Bucket    time.Time `json:"bucket"`
 	Tenant    string    `json:"tenant"`
@@ -43,15 +44,18 @@ type Rate struct {
 
 // conflictRateSQL is the documented conflict-rate query (docs/audit.md):
 // it counts distinct identities, so rows a replay inserted twice, merged
-// or not yet, count once. Denied writes (reason forbidden) are not
-// conflicts and do not count. %[1]s is the bucket expression over ts, %[2]s
-// extra conditions.
+// or not yet, count once. It counts write requests: the rows of one
+// transaction (one txn_id) are one applied write, and a rejected
+// transaction is one conflict record. Denied writes (reason forbidden)
+// are not conflicts and do not count. %[1]s is the bucket expression over
+// ts, %[2]s extra conditions.
 const conflictRateSQL = `SELECT bucket, tenant, project, purpose,
     sum(a) AS applied, sum(c) AS conflicts,
     if(sum(a) + sum(c) = 0, 0, sum(c) / (sum(a) + sum(c))) AS rate
 FROM
 (
-    SELECT %[1]s AS bucket, tenant, project, purpose, uniqExact(key, version) AS a, toUInt64(0) AS c
+    SELECT %[1]s AS bucket, tenant, project, purpose,
+        uniqExact(if(txn_id = '', key, txn_id), if(txn_id = '', version, 0)) AS a, toUInt64(0) AS c
     FROM audit_events
     WHERE kind IN ('put', 'delete') AND ts >= toDateTime(?) AND ts < toDateTime(?)%[2]s
     GROUP BY bucket, tenant, project, purpose
@@ -199,7 +203,7 @@ func scanRow(rows interface{ Scan(dest ...any) error }) (r Row, tsOK bool, err e
 	if err := rows.Scan(&ts, &tsUS, &r.Tenant, &r.Project, &r.Key, &r.Version, &r.PrevVersion, &r.Kind, &r.Op,
 		&r.Purpose, &r.Producer, &r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.TTLSeconds,
 		&r.ExpiresAtUS, &r.BeforeHash, &r.AfterHash, &r.HashKeyID, &scheme, &r.PrevChainHash, &r.ChainHash,
-		&r.Partition, &r.Offset); err != nil {
+		&r.Partition, &r.Offset, &r.TxnID, &r.TxnSize); err != nil {
 		return r, false, fmt.Errorf("read audit_events: %w", err)
 	}
 	r.HashScheme = Scheme(scheme)

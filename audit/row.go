@@ -41,6 +41,10 @@ type Row struct {
 	ChainHash     string
 	Partition     int32
 	Offset        int64
+	// TxnID links the rows of one eskv transaction (the event's txnId),
+	// TxnSize of them; "" and 0 for a single write.
+	TxnID   string
+	TxnSize int32
 }
 
 // Origin is who wrote, or tried to write, and with what semantics: the
@@ -84,6 +88,12 @@ type ConflictRow struct {
 	HashScheme      Scheme
 	Partition       int32
 	Offset          int64
+	// TxnID is set when the rejected write was a transaction: the one
+	// record of it, naming its first failing operation TxnOp (an index
+	// from 0; -1 for a single write) of TxnSize.
+	TxnID   string
+	TxnOp   int32
+	TxnSize int32
 }
 
 // EventRow returns the row of event e, read at partition/offset, hashed
@@ -109,6 +119,8 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 		PrevChainHash: prevChain,
 		Partition:     partition,
 		Offset:        offset,
+		TxnID:         e.TxnID,
+		TxnSize:       int32(e.TxnSize),
 	}
 	if e.ExpiresAt != nil {
 		r.ExpiresAtUS = e.ExpiresAt.UnixMicro()
@@ -138,6 +150,12 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey,
 		HashScheme:      s,
 		Partition:       partition,
 		Offset:          offset,
+		TxnID:           c.TxnID,
+		TxnOp:           -1,
+		TxnSize:         int32(c.TxnSize),
+	}
+	if c.TxnOp != nil {
+		r.TxnOp = int32(*c.TxnOp)
 	}
 	if c.Reason == events.ReasonForbidden {
 		// A denial is not a rejected value: nothing was read or compared.
@@ -149,7 +167,11 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey,
 // chainInput is what a chain hash covers: every column of audit_events
 // except ts (ts_us holds it exactly), chain_hash itself, the Kafka
 // coordinates (where the event is stored, not what it says), ingested_at
-// and, in scheme 1, hash_scheme. Member names are the column names, so an
+// and, in scheme 1, hash_scheme. txn_id and txn_size are members only
+// when the row belongs to a transaction: the rows of single writes, every
+// row written before transactions existed among them, hash exactly as
+// before, in both schemes, while moving a row into or out of a
+// transaction breaks its chain. Member names are the column names, so an
 // auditor can rebuild it from a row: scheme 1 with any RFC 8785
 // implementation, scheme 2 the same way with integers written exactly.
 type chainInput struct {
@@ -174,6 +196,8 @@ type chainInput struct {
 	HashKeyID     string   `json:"hash_key_id"`
 	HashScheme    Scheme   `json:"hash_scheme,omitempty"` // 0 (absent) in scheme 1
 	PrevChainHash string   `json:"prev_chain_hash"`
+	TxnID         string   `json:"txn_id,omitempty"`
+	TxnSize       int32    `json:"txn_size,omitempty"`
 }
 
 // ChainInput returns the bytes a row's chain hash is the HMAC of: the
@@ -198,7 +222,7 @@ func (r *Row) chainInput() *chainInput {
 		Principal: r.Principal, RequestID: r.RequestID, SpecRef: r.SpecRef,
 		TTLSeconds: r.TTLSeconds, ExpiresAtUS: r.ExpiresAtUS,
 		BeforeHash: r.BeforeHash, AfterHash: r.AfterHash, HashKeyID: r.HashKeyID,
-		PrevChainHash: r.PrevChainHash,
+		PrevChainHash: r.PrevChainHash, TxnID: r.TxnID, TxnSize: r.TxnSize,
 	}
 	if r.HashScheme != Scheme1 {
 		in.HashScheme = r.HashScheme
@@ -285,6 +309,12 @@ func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 	str(`,"tenant":`, in.Tenant)
 	num(`,"ts_us":`, in.TSUS)
 	num(`,"ttl_seconds":`, in.TTLSeconds)
+	if in.TxnID != "" {
+		str(`,"txn_id":`, in.TxnID)
+	}
+	if in.TxnSize != 0 {
+		num(`,"txn_size":`, int64(in.TxnSize))
+	}
 	num(`,"version":`, in.Version)
 	return append(b, '}'), true
 }

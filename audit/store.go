@@ -269,11 +269,11 @@ func stripComment(line string) string {
 
 const eventColumns = "ts, ts_us, tenant, project, key, version, prev_version, kind, op, purpose, producer, consumer_hints, " +
 	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, hash_scheme, " +
-	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, ingested_at"
+	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, txn_id, txn_size, ingested_at"
 
 const conflictColumns = "ts, ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, " +
 	"principal, request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, " +
-	"kafka_partition, kafka_offset, ingested_at"
+	"kafka_partition, kafka_offset, txn_id, txn_op, txn_size, ingested_at"
 
 // insertTimeout bounds one batch insert.
 const insertTimeout = 2 * time.Minute
@@ -318,6 +318,8 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		chain     = make([]string, n)
 		partition = make([]int32, n)
 		offset    = make([]int64, n)
+		txnID     = make([]string, n)
+		txnSize   = make([]int32, n)
 		ingested  = make([]time.Time, n)
 	)
 	now = now.UTC().Truncate(time.Second)
@@ -336,10 +338,11 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		before[i], after[i], keyID[i], scheme[i] = r.BeforeHash, r.AfterHash, r.HashKeyID, uint8(r.HashScheme)
 		prevChain[i], chain[i] = r.PrevChainHash, r.ChainHash
 		partition[i], offset[i] = r.Partition, r.Offset
+		txnID[i], txnSize[i] = r.TxnID, r.TxnSize
 		ingested[i] = now
 	}
 	cols := []any{ts, tsUS, tenant, project, key, version, prev, kind, op, purpose, producer, hints,
-		principal, reqID, specRef, ttl, expires, before, after, keyID, scheme, prevChain, chain, partition, offset, ingested}
+		principal, reqID, specRef, ttl, expires, before, after, keyID, scheme, prevChain, chain, partition, offset, txnID, txnSize, ingested}
 	for i, c := range cols {
 		if err := b.Column(i).Append(c); err != nil {
 			return fmt.Errorf("insert into audit_events: column %d: %w", i, err)
@@ -373,7 +376,7 @@ func (s *Store) InsertConflicts(ctx context.Context, rows []ConflictRow, now tim
 		if err := b.Append(r.TS.Truncate(time.Second), r.TS.UnixMicro(), r.ConflictID, r.Tenant, r.Project, r.Key,
 			r.Op, r.Reason, r.Purpose, r.Producer, hints, r.Principal, r.RequestID, r.SpecRef,
 			r.ExpectedVersion, r.CurrentVersion, r.AttemptedHash, r.CurrentHash, r.HashKeyID, uint8(r.HashScheme),
-			r.Partition, r.Offset, now); err != nil {
+			r.Partition, r.Offset, r.TxnID, r.TxnOp, r.TxnSize, now); err != nil {
 			return fmt.Errorf("insert into audit_conflicts: %w", err)
 		}
 	}

@@ -456,6 +456,8 @@ func diffRow(want, got *Row) string {
 		return "kafka_partition"
 	case want.Offset != got.Offset:
 		return "kafka_offset"
+	case want.TxnID != got.TxnID || want.TxnSize != got.TxnSize:
+		return "txn_id/txn_size"
 	}
 	return ""
 }
@@ -606,6 +608,8 @@ func diffConflict(want, got *ConflictRow) string {
 		return "attempted_hash"
 	case want.CurrentHash != got.CurrentHash:
 		return "current_hash"
+	case want.TxnID != got.TxnID || want.TxnOp != got.TxnOp || want.TxnSize != got.TxnSize:
+		return "txn_id/txn_op/txn_size"
 	}
 	return ""
 }
@@ -613,7 +617,8 @@ func diffConflict(want, got *ConflictRow) string {
 // conflictRows returns the conflict rows in scope by key and conflict id.
 func (s *Store) conflictRows(ctx context.Context, sc Scope) (map[[2]string]ConflictRow, error) {
 	q := `SELECT ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, principal,
-request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, kafka_partition, kafka_offset
+request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, kafka_partition, kafka_offset,
+txn_id, txn_op, txn_size
 FROM audit_conflicts WHERE 1`
 	where, args := sc.where()
 	q += where
@@ -633,7 +638,8 @@ FROM audit_conflicts WHERE 1`
 		)
 		if err := rows.Scan(&tsUS, &r.ConflictID, &r.Tenant, &r.Project, &r.Key, &r.Op, &r.Reason, &r.Purpose, &r.Producer,
 			&r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.ExpectedVersion, &r.CurrentVersion,
-			&r.AttemptedHash, &r.CurrentHash, &r.HashKeyID, &scheme, &r.Partition, &r.Offset); err != nil {
+			&r.AttemptedHash, &r.CurrentHash, &r.HashKeyID, &scheme, &r.Partition, &r.Offset,
+			&r.TxnID, &r.TxnOp, &r.TxnSize); err != nil {
 			return nil, fmt.Errorf("read audit_conflicts: %w", err)
 		}
 		r.HashScheme = Scheme(scheme)

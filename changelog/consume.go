@@ -30,8 +30,9 @@ func (o Offsets) merge(next Offsets) {
 }
 
 // Sink stores what a Consumer polls. Write and Committed are called from
-// the goroutine running Consumer.Run, Assigned from the client's group
-// management (while no Write runs: rebalances wait for the batch).
+// the goroutine running Consumer.Run, Assigned and Revoked from the
+// client's group management (while no Write runs: rebalances wait for the
+// batch).
 type Sink interface {
 	// Assigned is called when partitions are assigned, before they are
 	// fetched. It returns where to start the partitions it chooses (the
@@ -45,6 +46,12 @@ type Sink interface {
 	Write(ctx context.Context, recs []*kgo.Record) (Offsets, error)
 	// Committed reports a commit of offsets to the group, and its error.
 	Committed(offsets Offsets, err error)
+	// Revoked is called when partitions are revoked or lost, after their
+	// last Write: a sink that holds records of a partition back (the
+	// projector keeps an unfinished Kafka transaction for the next batch)
+	// drops them, since whoever is assigned the partition next reads it
+	// from the stored offsets.
+	Revoked(revoked map[string][]int32)
 }
 
 // ConsumerConfig configures a Consumer.
@@ -125,9 +132,11 @@ func NewConsumer(cfg ConsumerConfig, sink Sink) (*Consumer, error) {
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 			log.Info("partitions revoked", "partitions", revoked)
+			sink.Revoked(revoked)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 			log.Warn("partitions lost", "partitions", lost)
+			sink.Revoked(lost)
 		}),
 	}
 	if cfg.InstanceID != "" {

@@ -42,12 +42,7 @@ func startProcStack(tb testing.TB, broker *testenv.Broker) *procStack {
 	for projAddr == httpAddr {
 		projAddr = freeAddr(tb)
 	}
-	common := []string{
-		"ESKV_BROKERS=" + strings.Join(s.broker.Addrs, ","),
-		"ESKV_POSTGRES_URL=" + s.pg.URL,
-		fmt.Sprintf("ESKV_PARTITIONS=%d", partitions),
-		"ESKV_LOG_LEVEL=warn",
-	}
+	common := procEnv(s)
 	ps := &procStack{stack: s, projectorAddr: projAddr}
 	ps.projector = startProc(tb, "projector", append(common, "ESKV_PROJECTOR_ADDR="+projAddr)...)
 	ps.writer = startProc(tb, "writer", append(common, "ESKV_HTTP_ADDR="+httpAddr, "ESKV_DEV_TOKEN="+devToken, "ESKV_WRITER_ID=writer-e2e")...)

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/internal/proc"
-	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -26,35 +24,8 @@ import (
 // each increment's value is its predecessor's plus one (no lost update
 // across ownership moves), and the projection is the fold of the log.
 func TestManyWritersCASUnderKills(t *testing.T) {
-	broker := testenv.MustBroker(t, partitions)
-	s := &stack{tb: t, broker: broker, pg: testenv.MustPostgresDB(t)}
-	s.store = projection.New(s.pg.Pool)
-	common := []string{
-		"ESKV_BROKERS=" + strings.Join(broker.Addrs, ","),
-		"ESKV_POSTGRES_URL=" + s.pg.URL,
-		fmt.Sprintf("ESKV_PARTITIONS=%d", partitions),
-		"ESKV_LOG_LEVEL=warn",
-	}
-	startProc(t, "projector", append(common, "ESKV_PROJECTOR_ADDR="+freeAddr(t))...)
-	var writers []*proc.Proc
-	var urls []string
-	for i := range 3 {
-		addr := freeAddr(t)
-		for strings.Contains(strings.Join(urls, " "), addr) {
-			addr = freeAddr(t)
-		}
-		writers = append(writers, startProc(t, "writer", append(common,
-			"ESKV_HTTP_ADDR="+addr, "ESKV_DEV_TOKEN="+devToken, fmt.Sprintf("ESKV_WRITER_ID=w%d", i))...))
-		urls = append(urls, "http://"+addr)
-	}
-	for _, u := range urls {
-		waitHTTP(t, u+"/healthz", 60*time.Second)
-	}
-	// Every partition owned and caught up by someone.
-	testenv.WaitFor(t, 60*time.Second, "every partition owned", func() bool {
-		owners, err := s.store.Owners(t.Context())
-		return err == nil && len(owners) == partitions
-	})
+	ps := mustWriterProcs(t, 3)
+	s, writers, urls := ps.stack, ps.writers, ps.urls
 
 	// Forwarding: the same key written through every writer; two of them
 	// do not own it and forward to the one that does.

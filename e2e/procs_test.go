@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
 )
 
 var (
@@ -83,5 +87,54 @@ func waitHTTP(tb testing.TB, url string, d time.Duration) {
 	tb.Helper()
 	if err := proc.WaitHTTP(context.Background(), d, nil, url); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// writersStack is eskv as processes on one broker and database: a
+// projector and writers w0, w1, ... (each forwarding to the others).
+type writersStack struct {
+	*stack
+	writers []*proc.Proc
+	urls    []string // each writer's base URL
+}
+
+// mustWriterProcs starts a projector and n writers as processes until the
+// test ends, and returns once every writer answers and every partition
+// has an owner.
+func mustWriterProcs(tb testing.TB, n int) *writersStack {
+	tb.Helper()
+	broker := testenv.MustBroker(tb, partitions)
+	ps := &writersStack{stack: &stack{tb: tb, broker: broker, pg: testenv.MustPostgresDB(tb)}}
+	ps.store = projection.New(ps.pg.Pool)
+	common := procEnv(ps.stack)
+	startProc(tb, "projector", append(common, "ESKV_PROJECTOR_ADDR="+freeAddr(tb))...)
+	for i := range n {
+		addr := freeAddr(tb)
+		for slices.Contains(ps.urls, "http://"+addr) {
+			addr = freeAddr(tb)
+		}
+		ps.writers = append(ps.writers, startProc(tb, "writer", append(common,
+			"ESKV_HTTP_ADDR="+addr, "ESKV_DEV_TOKEN="+devToken, fmt.Sprintf("ESKV_WRITER_ID=w%d", i))...))
+		ps.urls = append(ps.urls, "http://"+addr)
+	}
+	for _, u := range ps.urls {
+		waitHTTP(tb, u+"/healthz", 60*time.Second)
+	}
+	// Every partition owned and caught up by someone.
+	testenv.WaitFor(tb, 60*time.Second, "every partition owned", func() bool {
+		owners, err := ps.store.Owners(context.Background())
+		return err == nil && len(owners) == partitions
+	})
+	return ps
+}
+
+// procEnv is the environment every service process of s shares: its
+// broker, database and partition count, logging at warn.
+func procEnv(s *stack) []string {
+	return []string{
+		"ESKV_BROKERS=" + strings.Join(s.broker.Addrs, ","),
+		"ESKV_POSTGRES_URL=" + s.pg.URL,
+		fmt.Sprintf("ESKV_PARTITIONS=%d", partitions),
+		"ESKV_LOG_LEVEL=warn",
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/schemas"
+	"github.com/eskv/eskv/testenv"
 )
 
 func version(v int64) *events.Condition { return &events.Condition{Version: &v} }
@@ -161,6 +164,9 @@ func TestTxnFailingConditionChangesNothing(t *testing.T) {
 			}
 			if rec == nil || rec.TxnID == "" || rec.TxnOp == nil || *rec.TxnOp != 2 || rec.TxnSize != 3 || rec.Key != o || rec.CurrentVersion != 2 {
 				t.Fatalf("conflict record %+v", rec)
+			}
+			if b, err := json.Marshal(rec); err != nil || schemas.ValidateConflict(b) != nil {
+				t.Fatalf("the record breaks conflict.v1.json: %v %v\n%s", err, schemas.ValidateConflict(b), b)
 			}
 			for _, ev := range s.readLog(ctx) {
 				if ev.TxnID == rec.TxnID {
@@ -343,5 +349,28 @@ func TestTxnConcurrentTransfers(t *testing.T) {
 		if n := len(keyEvents(t, s, k)); n != 1+2*clients*transfers/4 {
 			t.Fatalf("%s has %d events, want %d", k, n, 1+2*clients*transfers/4)
 		}
+	}
+}
+
+// TestTxnDeniedWriteAudited: a transaction refused for a write the token
+// may not make is answered 403 naming the op, changes nothing, and leaves
+// the denial's audit record (reason forbidden, the op and key refused).
+func TestTxnDeniedWriteAudited(t *testing.T) {
+	s := mustStack(t)
+	k := scope + "denied/txn"
+	r := s.do("POST", "/v1/txn", readerTok, `{"ops":[{"op":"check","key":"`+k+`","condition":{"exists":false}},{"op":"put","key":"`+k+`2","value":"attempted-secret"}]}`)
+	if d := r.errorBody(t); r.Status != 403 || d.FailedOp == nil || *d.FailedOp != 1 || d.Field != "ops[1].key" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	var got []events.Conflict
+	testenv.WaitFor(t, 30*time.Second, "the denial in kv.conflicts", func() bool {
+		got = s.readConflicts(t)
+		return len(got) > 0
+	})
+	if c := got[0]; len(got) != 1 || c.Reason != events.ReasonForbidden || c.Op != events.OpPut || c.Key != k+"2" || string(c.Attempted) != "null" {
+		t.Fatalf("records %+v", got)
+	}
+	if evs := s.readLog(t.Context()); len(evs) != 0 {
+		t.Fatalf("the log holds %d events", len(evs))
 	}
 }

@@ -22,7 +22,7 @@ type Conflict struct {
 	RequestID       string          `json:"requestId,omitempty"`
 	Principal       string          `json:"principal"`
 	TS              time.Time       `json:"ts"`
-	Reason          string          `json:"reason"` // version_mismatch | request_id_reused | field_mismatch | forbidden
+	Reason          string          `json:"reason"` // version_mismatch | request_id_reused | stale_request | field_mismatch | forbidden
 	// TxnID is set when the rejected write was an operation of a
 	// multi-key transaction: the one conflict record of the rejected
 	// transaction, for its first failing operation, TxnOp (its index in

@@ -300,6 +300,23 @@ func (s *Store) Offsets(ctx context.Context, topic string) (map[int32]int64, err
 	return out, nil
 }
 
+// Offset returns the next offset to read of one partition of topic, as
+// stored by Apply (0 when never applied): the one-row read a listing
+// polls while it waits for the projector (writer.AwaitProjected), cheaper
+// than Offsets' read of every partition.
+func (s *Store) Offset(ctx context.Context, topic string, partition int32) (int64, error) {
+	var next int64
+	err := s.pool.QueryRow(ctx, `SELECT next_offset FROM projector_offsets WHERE topic = $1 AND partition = $2`,
+		topic, partition).Scan(&next)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, translate("offset", err)
+	}
+	return next, nil
+}
+
 const stateColumns = `key, version, live, value, created_at, updated_at, expires_at,
     last_writer, request_id, request_digest, spec_ref, semantics`
 
@@ -321,37 +338,30 @@ func (s *Store) State(ctx context.Context, key string) (events.State, error) {
 // States returns the states of many keys in one query. Every requested key
 // is in the map; keys never written have the zero State.
 func (s *Store) States(ctx context.Context, keys []string) (map[string]events.State, error) {
-	out := make(map[string]events.State, len(keys))
-	if len(keys) == 0 {
-		return out, nil
-	}
-	// One primary-key lookup per key, whatever the planner estimates: with
-	// "key = ANY($1)" it picks a sequential scan for a few hundred keys
-	// (a sweeper batch), which on a large, busy table costs 100x more.
-	// OFFSET 0 keeps the lateral subquery from being flattened into a join.
-	rows, err := s.pool.Query(ctx, `SELECT e.* FROM unnest($1::text[]) AS k(key)
-		CROSS JOIN LATERAL (SELECT `+stateColumns+` FROM kv_entries WHERE kv_entries.key = k.key OFFSET 0) e`, keys)
-	if err != nil {
-		return nil, translate("states", err)
-	}
+	out, _, err := s.StatesAndRequests(ctx, keys, nil)
+	return out, err
+}
+
+// statesSQL reads the kv_entries rows of keys ($1). One primary-key
+// lookup per key, whatever the planner estimates: with "key = ANY($1)"
+// it picks a sequential scan for a few hundred keys (a sweeper batch),
+// which on a large, busy table costs 100x more. OFFSET 0 keeps the
+// lateral subquery from being flattened into a join.
+const statesSQL = `SELECT e.* FROM unnest($1::text[]) AS k(key)
+		CROSS JOIN LATERAL (SELECT ` + stateColumns + ` FROM kv_entries WHERE kv_entries.key = k.key OFFSET 0) e`
+
+// readStates reads the rows of statesSQL into out and closes rows.
+func readStates(rows pgx.Rows, out map[string]events.State) error {
 	defer rows.Close()
 	cache := make(semCache)
 	for rows.Next() {
 		st, err := scanStateCached(rows, cache)
 		if err != nil {
-			return nil, translate("states", err)
+			return err
 		}
 		out[st.Entry.Key] = st
 	}
-	if err := rows.Err(); err != nil {
-		return nil, translate("states", err)
-	}
-	for _, k := range keys {
-		if _, ok := out[k]; !ok {
-			out[k] = events.State{}
-		}
-	}
-	return out, nil
+	return rows.Err()
 }
 
 // A page of a listing is bounded twice: by its entry count (limit) and by

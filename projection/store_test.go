@@ -329,6 +329,13 @@ func TestApplyOffsets(t *testing.T) {
 			if !reflect.DeepEqual(got, st.want) {
 				t.Errorf("offsets %v, want %v", got, st.want)
 			}
+			// Offset reads one partition of the same table; 3 was
+			// never applied.
+			for p := range int32(4) {
+				if o, err := s.Offset(ctx, topic, p); err != nil || o != st.want[p] {
+					t.Errorf("Offset(partition %d) = %d, %v; want %d", p, o, err, st.want[p])
+				}
+			}
 			if st.wantErr {
 				if v := mustState(t, s, k(5)); v.Version != 0 {
 					t.Errorf("entry of the failed batch is stored: %+v", v)
@@ -532,5 +539,52 @@ func BenchmarkApply500(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/event")
 		})
+	}
+}
+
+// TestStatesAndRequests: the newest projected event of a key that carried
+// a requestId is found with its version and digest, also under another
+// key's same requestId and when the requestId came back later; events
+// without a requestId and unknown pairs are absent; the states come
+// with it, as States gives them.
+func TestStatesAndRequests(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	a, b := "tenant/t/project/p/a", "tenant/t/project/p/b"
+	a1, a2, a3 := put(t, a, 1, `1`), put(t, a, 2, `2`), event(t, events.KindExpire, a, 3, "")
+	a3.RequestID, a3.RequestDigest = "", ""
+	a4 := put(t, a, 4, `4`)
+	a4.RequestID, a4.RequestDigest = "req-1", "digest-again"
+	b1 := put(t, b, 1, `1`)
+	b1.RequestID = "req-2"
+	mustApply(t, s, "kv.changes", batchOf(0, a1, a2, a3, a4, b1))
+
+	ref := func(k, id string) projection.RequestRef { return projection.RequestRef{Key: k, RequestID: id} }
+	never := "tenant/t/project/p/never"
+	states, got, err := s.StatesAndRequests(context.Background(), []string{a, never},
+		[]projection.RequestRef{ref(a, "req-1"), ref(a, "req-2"), ref(a, "req-3"), ref(b, "req-2"), ref(never, "req-1"), ref(a, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[projection.RequestRef]projection.AppliedRequest{
+		ref(a, "req-1"): {Version: 4, Digest: "digest-again"},
+		ref(a, "req-2"): {Version: 2, Digest: "digest-2"},
+		ref(b, "req-2"): {Version: 1, Digest: "digest-1"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("applied requests:\n got %+v\nwant %+v", got, want)
+	}
+	if wantStates := map[string]events.State{a: a4.State(), never: {}}; !reflect.DeepEqual(states, wantStates) {
+		t.Errorf("states:\n got %+v\nwant %+v", states, wantStates)
+	}
+	if _, only, err := s.StatesAndRequests(context.Background(), nil, []projection.RequestRef{ref(b, "req-2")}); err != nil || len(only) != 1 {
+		t.Errorf("refs without keys: %v, %v", only, err)
+	}
+
+	// The lookup is an index probe per pair (kv_history_request_id), not
+	// a scan of the key's history.
+	plan := projection.ExplainRequests(t, pool, a, "req-1")
+	if !strings.Contains(plan, "kv_history_request_id") {
+		t.Errorf("the lookup does not use kv_history_request_id:\n%s", plan)
 	}
 }

@@ -14,6 +14,8 @@ type metrics struct {
 	lag           prometheus.Histogram
 	nextOffset    *prometheus.GaugeVec
 	resets        *prometheus.CounterVec
+	carried       prometheus.Gauge
+	txnIncomplete prometheus.Counter
 }
 
 // lagBuckets resolve p99 from a millisecond to a few hundred ms finely,
@@ -53,6 +55,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Resets of the changes topic detected (the projector stops at each): reason is offset_after_end, " +
 				"offset_before_start, topic_recreated, topic_missing, partition_count or offset_out_of_range.",
 		}, []string{"reason"}),
+		carried: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_projector_carried_records",
+			Help: "Records polled but held back after the last batch: the start of a Kafka transaction whose end was not polled yet.",
+		}),
+		txnIncomplete: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_projector_txn_incomplete_total",
+			Help: "eskv transactions (events sharing a txnId) not whole in their Kafka transaction, applied as they are: " +
+				"a writer bug, or compaction removed superseded events of an old transaction.",
+		}),
 	}
 	for _, r := range changelog.Reasons {
 		m.resets.WithLabelValues(r) // exported at 0, so alerts need no absent()
@@ -60,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset, m.resets} {
+	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset, m.resets, m.carried, m.txnIncomplete} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -1,7 +1,9 @@
 // Package projector consumes kv.changes and applies it to the Postgres
-// projection, exactly once: each polled batch is one Postgres transaction
-// that also stores the next offset per partition, and on assignment the
-// consumer seeks to the offsets stored in Postgres, not to the group's.
+// projection, exactly once: each polled batch, cut at the last complete
+// Kafka transaction of each partition (txn.go), is one Postgres
+// transaction that also stores the next offset per partition, and on
+// assignment the consumer seeks to the offsets stored in Postgres, not to
+// the group's.
 package projector
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,8 +44,10 @@ type Config struct {
 	// Partitions is the partition count the topic must have. A mismatch
 	// stops the projector at start.
 	Partitions int32
-	// MaxBatch limits the records applied in one transaction; default
-	// DefaultMaxBatch.
+	// MaxBatch limits the records polled for one batch; default
+	// DefaultMaxBatch. A Kafka transaction is never split over two
+	// batches, so one applied transaction can exceed it (by the records of
+	// the transaction the poll ended in).
 	MaxBatch int
 	// CommitInterval is how often the applied offsets are also committed
 	// to the Kafka group, for lag tooling; default one second. Postgres
@@ -58,6 +63,9 @@ type Config struct {
 	// once, and a killed one does not leave a member behind that keeps
 	// the group rebalancing. Empty means dynamic membership.
 	InstanceID string
+	// Opts are further options of the consumer's Kafka client (fetch
+	// sizes, for example).
+	Opts []kgo.Opt
 }
 
 // DefaultCheckInterval is the default of Config.CheckInterval.
@@ -156,8 +164,8 @@ func (p *Projector) Run(ctx context.Context) error {
 	defer fail(nil)
 	c, err := changelog.NewConsumer(changelog.ConsumerConfig{
 		Brokers: p.cfg.Brokers, Topics: []string{p.cfg.Topic}, Group: p.cfg.Group, InstanceID: p.cfg.InstanceID,
-		MaxBatch: p.cfg.MaxBatch, CommitInterval: p.cfg.CommitInterval, Log: p.log,
-	}, &sink{Projector: p, adm: adm, fail: fail})
+		MaxBatch: p.cfg.MaxBatch, CommitInterval: p.cfg.CommitInterval, Log: p.log, Opts: p.cfg.Opts,
+	}, &sink{Projector: p, adm: adm, fail: fail, tail: make(map[int32][]*kgo.Record)})
 	if err != nil {
 		return fmt.Errorf("projector: %w", err)
 	}
@@ -219,6 +227,11 @@ type sink struct {
 	*Projector
 	adm  *kadm.Client
 	fail context.CancelCauseFunc // stops Run with a reset found on assignment
+
+	mu sync.Mutex
+	// tail holds per partition the records after its last complete Kafka
+	// transaction, not applied yet (see take).
+	tail map[int32][]*kgo.Record
 }
 
 // Assigned returns the next offsets stored in Postgres for the newly
@@ -248,6 +261,7 @@ func (s *sink) Assigned(ctx context.Context, assigned map[string][]int32) (map[s
 	if len(parts) == 0 {
 		return nil, nil
 	}
+	s.dropTails(parts) // reading resumes at the stored offsets
 	start := make(map[int32]kgo.Offset, len(parts))
 	from := make(map[int32]int64, len(parts))
 	for _, part := range parts {
@@ -261,19 +275,78 @@ func (s *sink) Assigned(ctx context.Context, assigned map[string][]int32) (map[s
 	return map[string]map[int32]kgo.Offset{s.cfg.Topic: start}, nil
 }
 
-// Write applies the records in one transaction. A record that does not
-// decode is a poison pill: the records before it are applied, it and the
-// ones after it in its partition are not, and Write returns it.
+// Write applies, in one transaction, every partition's records up to its
+// last complete Kafka transaction, the tail carried from the previous
+// batch first, and carries what follows (see gather and take). A record
+// that does not decode is a poison pill: the transactions before its own
+// are applied, the rest of its partition is not, and Write returns it.
 func (s *sink) Write(ctx context.Context, recs []*kgo.Record) (changelog.Offsets, error) {
-	batch, poison := s.decode(recs)
+	batch, poison := s.gather(recs)
 	if len(batch) == 0 {
 		return nil, poison
 	}
 	next, err := s.apply(ctx, batch)
 	if err != nil {
-		return nil, err
+		return nil, err // Run stops, and with it this sink: a next Run reads from the stored offsets
 	}
 	return changelog.Offsets{s.cfg.Topic: next}, poison
+}
+
+// gather returns what to apply of recs and the tails carried from the last
+// batch (Projector.take per partition), and keeps the new tails.
+func (s *sink) gather(recs []*kgo.Record) (batch []projection.Applied, poison error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parts := make(map[int32][]*kgo.Record, len(s.tail))
+	for part, tail := range s.tail {
+		parts[part] = tail
+	}
+	for _, r := range recs {
+		parts[r.Partition] = append(parts[r.Partition], r)
+	}
+	clear(s.tail)
+	carried := 0
+	for _, part := range slices.Sorted(maps.Keys(parts)) {
+		rs := parts[part]
+		b, carry, err := s.take(rs)
+		s.checkTxns(rs, b)
+		batch = append(batch, b...)
+		if len(carry) > 0 {
+			s.tail[part] = carry
+			carried += len(carry)
+		}
+		poison = errors.Join(poison, err)
+	}
+	s.m.carried.Set(float64(carried))
+	return batch, poison
+}
+
+// Revoked drops the tails of partitions this projector no longer owns: a
+// new owner, or this one assigned them again, reads them from the offsets
+// stored in Postgres.
+func (s *sink) Revoked(revoked map[string][]int32) {
+	s.dropTails(revoked[s.cfg.Topic])
+}
+
+func (s *sink) dropTails(parts []int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, part := range parts {
+		delete(s.tail, part)
+	}
+}
+
+// checkTxns counts and logs the eskv transactions that a Kafka transaction
+// of batch (take's result for recs) does not hold whole. They are applied
+// as they are: stopping would stall the partition for good.
+func (p *Projector) checkTxns(recs []*kgo.Record, batch []projection.Applied) {
+	for _, g := range incompleteTxns(recs, batch) {
+		p.m.txnIncomplete.Inc()
+		p.log.Warn("an eskv transaction is not whole in its Kafka transaction; applied as it is "+
+			"(a writer bug, or compaction removed its superseded events)",
+			"topic", recs[0].Topic, "partition", recs[0].Partition, "txn_id", g.ID,
+			"first_offset", g.First, "last_offset", g.Last, "events", g.Seen, "txn_size", g.Size)
+	}
 }
 
 // Committed logs a failed commit: the group's offsets are for lag tooling
@@ -282,37 +355,6 @@ func (s *sink) Committed(_ changelog.Offsets, err error) {
 	if err != nil {
 		s.log.Warn("committing offsets to the kafka group failed (postgres holds the offsets that count)", "err", err)
 	}
-}
-
-// decode turns the fetched records into events. A record that does not
-// decode is a poison pill: it and the records after it in its partition
-// are left out, and poison says where it is; the other partitions'
-// records are kept.
-func (p *Projector) decode(recs []*kgo.Record) (batch []projection.Applied, poison error) {
-	batch = make([]projection.Applied, 0, len(recs))
-	var bad map[int32]bool
-	for _, r := range recs {
-		if bad[r.Partition] {
-			continue
-		}
-		if r.Attrs.IsControl() {
-			batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Marker: true})
-			continue
-		}
-		e, err := changelog.Event(r)
-		if err != nil {
-			p.log.Error("record does not decode; stopping the projector (poison pill)",
-				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-			if bad == nil {
-				bad = make(map[int32]bool)
-			}
-			bad[r.Partition] = true
-			poison = errors.Join(poison, fmt.Errorf("projector: poison pill at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
-			continue
-		}
-		batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Event: e})
-	}
-	return batch, poison
 }
 
 // apply stores a batch in one transaction, retrying while Postgres is

@@ -31,18 +31,30 @@ func benchKey(b *testing.B, s string) events.Key {
 }
 
 // BenchmarkCASWrite is one client's compare-and-set writes to one key: a
-// Kafka transaction each.
+// Kafka transaction each. WithRequestID gives each write a new requestId:
+// the key was created in the overlay (no projector runs), which then
+// remembers the ids of all its versions, so no write asks kv_history
+// (overlayEntry.complete). A key whose older versions are projected asks
+// it once per batch: about +0.4 ms per batch on the dev machine.
 func BenchmarkCASWrite(b *testing.B) {
-	w := benchWriter(b, 4)
-	k := benchKey(b, "tenant/bench/project/p/cas")
-	var version int64
-	for b.Loop() {
-		ev := version
-		res, err := w.Do(b.Context(), &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: &ev, Principal: "bench"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		version = res.Entry.Version
+	for _, withID := range []bool{false, true} {
+		b.Run(map[bool]string{false: "NoRequestID", true: "WithRequestID"}[withID], func(b *testing.B) {
+			w := benchWriter(b, 4)
+			k := benchKey(b, "tenant/bench/project/p/cas")
+			var version int64
+			for b.Loop() {
+				ev := version
+				r := &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: &ev, Principal: "bench"}
+				if withID {
+					r.RequestID = fmt.Sprintf("req-%d", ev)
+				}
+				res, err := w.Do(b.Context(), r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				version = res.Entry.Version
+			}
+		})
 	}
 }
 

@@ -358,7 +358,7 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 	id := uuid.Must(uuid.NewV7()).String()
 	err := events.FieldErrorf(events.EConflict, "expectedVersion", format, args...)
 	switch reason {
-	case "request_id_reused":
+	case "request_id_reused", "stale_request":
 		err.Field = "requestId"
 	case "field_mismatch":
 		err.Code, err.Field = events.EFieldMismatch, "if.equals"

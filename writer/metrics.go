@@ -14,6 +14,8 @@ type metrics struct {
 	sweepSeconds      prometheus.Histogram
 	swept             *prometheus.CounterVec
 	deniedAudits      *prometheus.CounterVec
+	listWait          prometheus.Histogram
+	listWaitTimeouts  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -54,8 +56,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		deniedAudits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_denied_audits_total", Help: "Denied writes handed to the writer for the audit trail (AuditDenied), by outcome (queued; not_owner: another writer owns the key's partition; dropped: the partition is not ready or its queue is half full).",
 		}, []string{"outcome"}),
+		listWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_list_wait_seconds", Help: "Time a listing waited for the projector to apply the writes under its prefix acknowledged before it arrived (0 when none was unprojected).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		listWaitTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_list_wait_timeouts_total", Help: "Listings answered 503 because the projector did not apply the writes under their prefix within ESKV_MAX_LIST_WAIT.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits} {
+	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

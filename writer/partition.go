@@ -13,6 +13,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
 )
 
 // call is one request waiting for its answer.
@@ -27,10 +28,14 @@ type answer struct {
 }
 
 // overlayEntry is the state of a key after an event that the projection
-// may not hold yet, with the event's offset.
+// may not hold yet, with the event's offset, and the requestIds of the
+// key's events the projection may not hold (requestid.go): those of its
+// versions from since on, within the window.
 type overlayEntry struct {
-	state  events.State
-	offset int64
+	state    events.State
+	offset   int64
+	requests recentRequests
+	since    int64
 }
 
 // partition is this writer's ownership of one partition of kv.changes: the
@@ -56,6 +61,9 @@ type partition struct {
 	superseded chan struct{}
 	// lso shares last-stable-offset requests among concurrent reads.
 	lso *coalescer
+	// projected shares reads of the projector's stored offset of the
+	// partition among waiting listings (AwaitProjected).
+	projected *coalescer
 	// topicID names kv.changes in the second fence; set by own.
 	topicID [16]byte
 
@@ -74,6 +82,9 @@ func newPartition(w *Writer, id int32) *partition {
 	}
 	p.lso = newCoalescer(func(ctx context.Context) (int64, error) {
 		return changelog.LastStableOffset(ctx, w.adm, w.cfg.Topics.Changes, id)
+	})
+	p.projected = newCoalescer(func(ctx context.Context) (int64, error) {
+		return w.proj.Offset(ctx, w.cfg.Topics.Changes, id)
 	})
 	return p
 }
@@ -313,7 +324,7 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64
 		if err != nil {
 			return err
 		}
-		overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
+		overlay[e.Key] = overlay[e.Key].next(&e, r.Offset, int64(cfg.RequestIDWindow))
 		return nil
 	})
 	if err != nil {
@@ -371,7 +382,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
 	defer cancel()
 
-	states, err := p.states(tctx, batch)
+	states, known, err := p.states(tctx, batch)
 	if err != nil {
 		p.log.Error("read projection", "err", err)
 		for _, c := range batch {
@@ -379,7 +390,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		}
 		return nil
 	}
-	ds, recs, evs := p.decideAll(batch, states, epoch)
+	ds, recs, evs := p.decideAll(batch, states, known, epoch)
 	if len(recs) > 0 {
 		if err := p.commit(tctx, prod, recs); err != nil {
 			for i, c := range batch {
@@ -401,7 +412,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 			continue
 		}
 		e := evs[j]
-		p.overlay[e.Key] = overlayEntry{state: e.State(), offset: r.Offset}
+		p.overlay[e.Key] = p.overlay[e.Key].next(e, r.Offset, int64(cfg.RequestIDWindow))
 		p.end = max(p.end, r.Offset+2) // past the commit marker
 		j++
 	}
@@ -418,38 +429,53 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 }
 
 // states returns the current state of each key of batch (every key of a
-// transaction): from the
-// overlay when it holds the key, else from the projection.
-func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, error) {
+// transaction), from the overlay when it holds the key, else from the
+// projection; and what is known of the requestIds the batch carries on
+// the keys it writes (requestid.go), from the overlay, else from the
+// projection's history, read in the same round trip. The overlay is read
+// first: an entry trimmed meanwhile is one the projection already holds.
+func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, requestMemory, error) {
 	states := make(map[string]events.State, len(batch))
+	known := make(requestMemory)
 	var missing []string
+	var refs []projection.RequestRef
+	asked := make(map[projection.RequestRef]bool)
 	p.mu.RLock()
 	for _, c := range batch {
 		for _, k := range c.req.keys() {
-			if e, ok := p.overlay[k]; ok {
+			if e, in := p.overlay[k]; in {
 				states[k] = e.state
 			} else if _, seen := states[k]; !seen {
 				states[k] = events.State{}
 				missing = append(missing, k)
 			}
 		}
+		for _, ref := range requestRefs(c.req) {
+			e, in := p.overlay[ref.Key]
+			if !asked[ref] && recall(ref, e, in, known, int64(p.w.cfg.RequestIDWindow)) {
+				asked[ref] = true
+				refs = append(refs, ref)
+			}
+		}
 	}
 	p.mu.RUnlock()
-	if len(missing) > 0 {
-		got, err := p.w.proj.States(ctx, missing)
+	if len(missing) > 0 || len(refs) > 0 {
+		got, applied, err := p.w.proj.StatesAndRequests(ctx, missing, refs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		maps.Copy(states, got)
+		maps.Copy(known, applied)
 	}
-	return states, nil
+	return states, known, nil
 }
 
-// decideAll decides batch in order on states (each decision sees the
-// events decided before it) and returns the decisions, the records to
-// append, and the event of each kv.changes record, in order. A
-// transaction's records are appended together, contiguous.
-func (p *partition) decideAll(batch []*call, states map[string]events.State, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
+// decideAll decides batch in order on states and known (each decision
+// sees the events and requestIds decided before it) and returns the
+// decisions, the records to append, and the event of each kv.changes
+// record, in order. A transaction's records are appended together,
+// contiguous.
+func (p *partition) decideAll(batch []*call, states map[string]events.State, known requestMemory, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
 	cfg := p.w.cfg
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
@@ -458,9 +484,9 @@ func (p *partition) decideAll(batch []*call, states map[string]events.State, epo
 	for i, c := range batch {
 		var d decision
 		if c.req.Txn != nil {
-			d = DecideTxn(states, c.req, now, epoch)
+			d = DecideTxn(states, known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		} else {
-			d = Decide(states[c.req.Key.String()], c.req, now, epoch)
+			d = decide(states[c.req.Key.String()], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		}
 		ds[i] = d
 		appended := d.appends()
@@ -481,6 +507,7 @@ func (p *partition) decideAll(batch []*call, states map[string]events.State, epo
 			}
 			for _, ev := range appended {
 				states[ev.Key] = ev.State()
+				known.add(ev)
 			}
 			recs = append(recs, rs...)
 			evs = append(evs, appended...)

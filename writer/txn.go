@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
 )
 
 // TxnStep is one operation of a transaction: Req is a write (Op put,
@@ -63,6 +64,28 @@ func (r *Request) keys() []string {
 	return ks
 }
 
+// requestRefs names the (key, requestId) pairs whose earlier uses
+// deciding r consults (requestid.go): r's own, or a transaction's
+// requestId on each key it writes.
+func requestRefs(r *Request) []projection.RequestRef {
+	if r.Txn == nil {
+		if ref, ok := requestRef(r); ok {
+			return []projection.RequestRef{ref}
+		}
+		return nil
+	}
+	if r.RequestID == "" {
+		return nil
+	}
+	var refs []projection.RequestRef
+	for _, s := range r.Txn {
+		if s.Req.Op != events.OpCheck {
+			refs = append(refs, projection.RequestRef{Key: s.Req.Key.String(), RequestID: r.RequestID})
+		}
+	}
+	return refs
+}
+
 // DecideTxn decides a transaction against the states of its keys (every
 // key of r.Txn must be in states; missing ones are taken as never
 // written). It is pure, like Decide, which it applies to each write in
@@ -83,13 +106,15 @@ func (r *Request) keys() []string {
 //
 // With a requestId, a transaction whose every written key still holds it
 // (same digest) as its latest write is answered as a replay of the
-// results it left; a key holding it with another digest is
-// version_conflict on requestId (reused), and so is a transaction that
-// some keys remember and others no longer do (it applied, and those
-// keys changed since: applying it again would apply it twice).
-func DecideTxn(states map[string]events.State, r *Request, now time.Time, epoch int64) decision {
+// results it left. Otherwise, a written key that remembers the requestId
+// (as its latest write, or within the window among its older versions:
+// known, requestid.go) refuses the transaction with version_conflict on
+// requestId: request_id_reused when another request used it,
+// stale_request when this transaction applied before and the key changed
+// since (applying it again would apply it twice).
+func DecideTxn(states map[string]events.State, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
 	digest := r.Digest()
-	if d, done := txnReplay(states, r, digest, now); done {
+	if d, done := txnReplay(states, known, r, digest, now, window); done {
 		return d
 	}
 	local := make(map[string]events.State, len(r.Txn))
@@ -155,30 +180,42 @@ func versionOf(cur events.State, visible *events.Entry) int64 {
 }
 
 // txnReplay answers a transaction with a requestId its keys remember:
-// done reports whether d is the answer (a replay or a reuse).
-func txnReplay(states map[string]events.State, r *Request, digest string, now time.Time) (d decision, done bool) {
+// done reports whether d is the answer (a replay, a reuse or a stale
+// retry).
+func txnReplay(states map[string]events.State, known requestMemory, r *Request, digest string, now time.Time, window int64) (d decision, done bool) {
 	if r.RequestID == "" {
 		return decision{}, false
 	}
-	same, fresh := -1, -1 // a written step whose key remembers it, and one that does not
+	same, fresh := -1, -1 // a written step whose key holds it as its latest write, and one that does not
 	for i, s := range r.Txn {
 		if s.Req.Op == events.OpCheck {
 			continue
 		}
-		switch requestSeen(states[s.Req.Key.String()], r.RequestID, digest) {
+		k := s.Req.Key.String()
+		cur := states[k]
+		switch requestSeen(cur, r.RequestID, digest) {
 		case seenOther:
-			return reused(states, r, i, now, "requestId %q was already used for a different write of key %s", r.RequestID, s.Req.Key.String()), true
+			return refuse(states, r, i, now, "request_id_reused", "requestId %q was already used for a different write of key %s", r.RequestID, k), true
 		case seenSame:
 			same = i
-		default:
-			fresh = i
+			continue
 		}
+		prior, ok := known[projection.RequestRef{Key: k, RequestID: r.RequestID}]
+		switch {
+		case !olderUse(cur, prior, ok, r.RequestID, window):
+		case prior.Digest != digest:
+			return refuse(states, r, i, now, "request_id_reused", "requestId %q was already used for a different write of key %s (version %d)", r.RequestID, k, prior.Version), true
+		default:
+			return refuse(states, r, i, now, "stale_request", "requestId %q was already applied by this transaction at version %d of key %s, which is at version %d now: this retry is stale, nothing was written",
+				r.RequestID, prior.Version, k, cur.Version), true
+		}
+		fresh = i
 	}
 	switch {
 	case same < 0:
 		return decision{}, false
 	case fresh >= 0:
-		return reused(states, r, fresh, now, "requestId %q was applied by this transaction before, and key %s has changed since: it is not applied twice", r.RequestID, r.Txn[fresh].Req.Key.String()), true
+		return refuse(states, r, fresh, now, "stale_request", "requestId %q was applied by this transaction before, and key %s has changed since: this retry is stale, nothing was written", r.RequestID, r.Txn[fresh].Req.Key.String()), true
 	}
 	res := Result{Replayed: true, Txn: make([]events.TxnResult, len(r.Txn))}
 	for i, s := range r.Txn {
@@ -202,12 +239,13 @@ func txnReplay(states map[string]events.State, r *Request, digest string, now ti
 	return decision{result: res}, true
 }
 
-// reused rejects a transaction whose requestId step i's key contradicts.
-func reused(states map[string]events.State, r *Request, i int, now time.Time, format string, args ...any) decision {
+// refuse rejects transaction r for its requestId, which step i's key
+// contradicts (reason request_id_reused or stale_request).
+func refuse(states map[string]events.State, r *Request, i int, now time.Time, reason, format string, args ...any) decision {
 	s := r.Txn[i]
 	cur := states[s.Req.Key.String()]
 	visible := cur.Visible(now)
-	d := txnFailed(r, i, visible, conflictDecision(cur, visible, s.Req, now, "request_id_reused", format, args...), now)
+	d := txnFailed(r, i, visible, conflictDecision(cur, visible, s.Req, now, reason, format, args...), now)
 	d.err.(*events.Error).Field = "requestId" // the transaction's, not the step's
 	return d
 }

@@ -25,8 +25,9 @@ const Group = "kv-writer"
 // Projection is what the writer reads from the Postgres projection.
 type Projection interface {
 	State(ctx context.Context, key string) (events.State, error)
-	States(ctx context.Context, keys []string) (map[string]events.State, error)
+	StatesAndRequests(ctx context.Context, keys []string, refs []projection.RequestRef) (map[string]events.State, map[projection.RequestRef]projection.AppliedRequest, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
+	Offset(ctx context.Context, topic string, partition int32) (int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
@@ -67,8 +68,19 @@ type Config struct {
 	// answer 503 until the projector catches up, instead of the writer's
 	// memory growing while the projector is down.
 	MaxOverlay int
+	// RequestIDWindow is how many of a key's latest versions remember
+	// their requestId (default DefaultRequestIDWindow; requestid.go): a
+	// retry of any of them is answered as a replay (the latest) or 409
+	// version_conflict (an older one) instead of being applied again. 1
+	// remembers only the latest write's.
+	RequestIDWindow int
 	// Source is the CloudEvents source of produced events.
 	Source string
+	// MaxListWait bounds how long a listing waits for the projector to
+	// apply the writes under its prefix acknowledged before it arrived
+	// (AwaitProjected); beyond it the listing answers 503 (default
+	// DefaultMaxListWait).
+	MaxListWait time.Duration
 	// TrimInterval is how often the overlay drops what the projection holds.
 	TrimInterval time.Duration
 	// SweepInterval is how often the TTL sweeper looks for expired entries
@@ -105,8 +117,14 @@ func (c *Config) setDefaults() {
 	if c.MaxOverlay == 0 {
 		c.MaxOverlay = 100_000
 	}
+	if c.RequestIDWindow <= 0 {
+		c.RequestIDWindow = DefaultRequestIDWindow
+	}
 	if c.Source == "" {
 		c.Source = "eskv-writer"
+	}
+	if c.MaxListWait == 0 {
+		c.MaxListWait = DefaultMaxListWait
 	}
 	if c.TrimInterval == 0 {
 		c.TrimInterval = 50 * time.Millisecond

@@ -10,12 +10,20 @@
 // that got no HTTP answer at all (unreachable server, broken connection,
 // ctx ended) is a *NetworkError instead.
 //
-// Retries: reads (Get, List) are retried on 503 partition_unavailable and
-// on network errors, waiting at least the server's Retry-After. Writes
-// (Put, Delete) are retried the same way only when they carry a RequestID:
-// the server answers a repeated request as a replay instead of writing it
-// twice. Attempts are bounded (WithRetries) and waits grow exponentially
-// with jitter; a wait that would outlast ctx's deadline is not started.
+// Retries follow the semantic-KV seed's "Retry & Backoff" (RetryPolicy,
+// Classify): transient errors (503 partition_unavailable, a proxy's 429,
+// 502, 503 or 504, network errors and timeouts) are retried with jittered
+// exponential waits, at least the server's Retry-After, and escalate as an
+// *EscalationError after 5 attempts; fatal errors (400, 401, 403, 404,
+// 413, a reused requestId, 500, ...) fail at once. Reads are retried;
+// writes only when they carry a RequestID, since the server answers a
+// repeated request as a replay instead of writing it twice. A wait that
+// would outlast ctx's deadline is not started.
+//
+// Update is the read-modify-write loop: it reads a key, applies the
+// caller's function and compare-and-swaps the result, and on a version
+// conflict reads again after 1 s, 2 s, 4 s … 32 s before it escalates.
+// WithRetryPolicy changes either schedule.
 package client
 
 import (
@@ -25,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -33,13 +40,6 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
-)
-
-// Defaults of the retry policy.
-const (
-	DefaultAttempts = 4
-	DefaultMinWait  = 100 * time.Millisecond
-	DefaultMaxWait  = 2 * time.Second
 )
 
 // maxAnswerBytes bounds an answer's body: a full list page (1000 entries
@@ -52,9 +52,7 @@ type Client struct {
 	base      string
 	token     string
 	hc        *http.Client
-	attempts  int
-	minWait   time.Duration
-	maxWait   time.Duration
+	policy    RetryPolicy
 	userAgent string
 }
 
@@ -70,7 +68,7 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 // tries. A server's Retry-After is honoured even when longer than maxWait.
 func WithRetries(attempts int, minWait, maxWait time.Duration) Option {
 	return func(c *Client) {
-		c.attempts, c.minWait, c.maxWait = max(attempts, 1), minWait, maxWait
+		c.policy.Attempts, c.policy.MinWait, c.policy.MaxWait = max(attempts, 1), minWait, maxWait
 	}
 }
 
@@ -85,9 +83,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 		base:      strings.TrimRight(baseURL, "/"),
 		token:     token,
 		hc:        &http.Client{},
-		attempts:  DefaultAttempts,
-		minWait:   DefaultMinWait,
-		maxWait:   DefaultMaxWait,
+		policy:    DefaultRetryPolicy(),
 		userAgent: "eskv-go-client",
 	}
 	for _, o := range opts {
@@ -117,8 +113,9 @@ func (e *NetworkError) Unwrap() error { return e.Err }
 
 // ErrUnexpectedAnswer marks an error answer whose body is not eskv's
 // error JSON (a proxy's page, another service on the URL). The error also
-// holds an *events.Error: internal, or partition_unavailable for 502, 503
-// and 504, so it is never mistaken for an answer about the key.
+// holds an *events.Error: internal, or partition_unavailable for 429,
+// 502, 503 and 504 (transient, see RetryPolicy), so it is never mistaken
+// for an answer about the key.
 var ErrUnexpectedAnswer = errors.New("the answer is not from eskv's API")
 
 // call is one API request.
@@ -129,63 +126,6 @@ type call struct {
 	body   []byte
 	key    string // the key addressed, for Error.Current
 	retry  bool   // safe to repeat
-}
-
-// do sends the call, retrying as the policy allows, and decodes a 2xx
-// answer into out. It returns the answer's header.
-func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) {
-	for attempt := 1; ; attempt++ {
-		h, err := c.once(ctx, cl, out)
-		if err == nil || !cl.retry || attempt >= c.attempts || !retryable(ctx, err) {
-			return h, err
-		}
-		wait := c.backoff(attempt, retryAfter(err))
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
-			return h, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return h, err
-		case <-t.C:
-		}
-	}
-}
-
-// backoff is the wait before try attempt+1: exponential from minWait,
-// capped at maxWait, with jitter over its upper half; never below the
-// server's Retry-After.
-func (c *Client) backoff(attempt int, server time.Duration) time.Duration {
-	d := c.minWait
-	for i := 1; i < attempt && d < c.maxWait; i++ {
-		d *= 2
-	}
-	d = min(d, c.maxWait)
-	if d > 0 {
-		d = d/2 + rand.N(d/2+1)
-	}
-	return max(d, server)
-}
-
-func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	var ne *NetworkError
-	if errors.As(err, &ne) {
-		return true
-	}
-	return events.ErrorCode(err) == events.EUnavailable
-}
-
-// retryAfter is the server's requested wait carried by err, if any.
-func retryAfter(err error) time.Duration {
-	var e *events.Error
-	if errors.As(err, &e) && e.RetryAfterSeconds > 0 {
-		return time.Duration(e.RetryAfterSeconds) * time.Second
-	}
-	return 0
 }
 
 func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error) {
@@ -242,8 +182,7 @@ func answerError(resp *http.Response, b []byte, key string) error {
 	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
 		e := &events.Error{Code: events.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s: %s",
 			resp.Status, resp.Request.URL.Redacted(), snippet(b))}
-		switch resp.StatusCode {
-		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		if unexpectedTransient[resp.StatusCode] {
 			e.Code = events.EUnavailable
 			e.RetryAfterSeconds = headerRetryAfter(resp.Header)
 		}

@@ -149,3 +149,38 @@ func ExampleClient_Txn() {
 		fmt.Println("transaction", ans.TxnID, "a is now", string(ans.Results[0].Value))
 	}
 }
+
+// A harvester advances its checkpoint with a read-modify-write: Update
+// reads the checkpoint, computes the next one and compare-and-swaps it; if
+// another harvester got there first it reads again after 1 s, 2 s, 4 s …
+// 32 s, then escalates. The RequestID names this sync, so running it again
+// after a crash does not advance the checkpoint twice. (Compiled, not run;
+// TestUpdateConcurrent runs Update against an in-process stack.)
+func ExampleClient_Update() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	type checkpoint struct {
+		Cursor int `json:"cursor"`
+	}
+	res, err := c.Update(context.Background(), "tenant/acme/project/demo/checkpoint",
+		func(current *events.Entry) (json.RawMessage, error) {
+			var cp checkpoint // the zero checkpoint when the key is absent
+			if current != nil {
+				if err := json.Unmarshal(current.Value, &cp); err != nil {
+					return nil, err // ends Update; nothing is written
+				}
+			}
+			cp.Cursor += 100
+			return json.Marshal(cp)
+		},
+		client.UpdateOptions{Semantics: events.Semantics{Purpose: "checkpoint", Producer: "harvester"}, RequestID: "sync-2026-11-24T00:00Z"})
+	var esc *client.EscalationError
+	switch {
+	case errors.As(err, &esc):
+		// The seed's escalation: page a human with the attempts and the
+		// last error (a conflict, or a transient error retried 5 times).
+		log.Fatalf("checkpoint needs triage after %d attempts: %v", esc.Attempts, esc.Err)
+	case err != nil:
+		log.Fatal(err) // fatal: invalid, forbidden, ...
+	}
+	fmt.Printf("checkpoint at version %d after %d attempt(s): %s\n", res.Entry.Version, res.Attempts, res.Entry.Value)
+}

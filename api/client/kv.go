@@ -163,9 +163,10 @@ type ListOptions struct {
 // Truncated says more follow (ask again with Cursor set to NextCursor).
 type ListPage = events.ListAnswer
 
-// List returns one page of the live entries under o.Prefix. Listings read
-// the projection and may trail the newest writes by milliseconds. List is
-// retried on 503 and network errors.
+// List returns one page of the live entries under o.Prefix. A listing
+// holds every write acknowledged before it was sent (the server answers it
+// once its projection holds them). List is retried on 503 and network
+// errors.
 func (c *Client) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	q := url.Values{"prefix": {o.Prefix}}
 	if o.Limit != 0 {

@@ -266,7 +266,8 @@ func (l *Lease) renewOnce() error {
 	limit := l.end.Add(-l.cfg.margin)
 	l.mu.Unlock()
 	var last error
-	for attempt := 1; ; attempt++ {
+	waits := l.c.policy.waits()
+	for {
 		if !time.Now().Before(limit) {
 			return &LostError{Key: l.req.Key, Token: l.token, Err: last, Unconfirmed: true}
 		}
@@ -294,7 +295,8 @@ func (l *Lease) renewOnce() error {
 			return &LostError{Key: l.req.Key, Token: l.token, Err: err}
 		}
 		last = err
-		if !sleepUntil(l.ctx, earliest(time.Now().Add(l.c.backoff(attempt, retryAfter(err))), limit)) {
+		wait, _ := waits.Next()
+		if !sleepUntil(l.ctx, earliest(time.Now().Add(max(wait, retryAfter(err))), limit)) {
 			return nil
 		}
 	}

@@ -46,9 +46,8 @@ type ScanOptions struct {
 
 // Scan returns one page of the live entries under o.Prefix that match
 // o.Filter, in bytewise key order. Postgres answers it from an index of
-// the values' fields; like List it reads the projection and may trail the
-// newest writes by milliseconds. Scan is retried on 503 and network
-// errors. A filter the server refuses is an *events.Error with code
+// the values' fields; like List it sees every write acknowledged before it
+// was sent. Scan is retried on 503 and network errors. A filter the server refuses is an *events.Error with code
 // events.EInvalid naming "field", "op" or "value".
 func (c *Client) Scan(ctx context.Context, o ScanOptions) (ListPage, error) {
 	value, err := marshal(o.Filter.Value)

@@ -32,3 +32,12 @@ func (a *app) completeKey(cmd *cobra.Command, args []string, toComplete string) 
 	}
 	return keys, none
 }
+
+// completeKeyThenCommand completes KEY, then (after --) the command to
+// run, from files and $PATH as the shell would.
+func (a *app) completeKeyThenCommand(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) == 0 {
+		return a.completeKey(cmd, args, toComplete)
+	}
+	return nil, cobra.ShellCompDirectiveDefault
+}

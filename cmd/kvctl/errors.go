@@ -61,11 +61,12 @@ func (a *app) fail(err error) int {
 // explain classifies err: its exit code, what happened and what to do.
 func (a *app) explain(err error) (code int, msg, solution string) {
 	var (
-		ue *usageError
-		ne *client.NetworkError
-		e  *events.Error
-		f  *failure
-		ll *lockLost
+		ue  *usageError
+		ne  *client.NetworkError
+		e   *events.Error
+		f   *failure
+		ll  *lockLost
+		esc *client.EscalationError
 	)
 	switch {
 	case errors.As(err, &f):
@@ -78,6 +79,8 @@ func (a *app) explain(err error) (code int, msg, solution string) {
 			solution = fmt.Sprintf("see '%s --help'", ue.cmd)
 		}
 		return exitUsage, ue.msg, solution
+	case errors.As(err, &esc):
+		return a.escalated(esc)
 	case errors.As(err, &ne):
 		return a.explainNetwork(ne)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -241,6 +244,8 @@ func (a *app) notFound(subject, field string) string {
 		}
 	case "kvctl field set", "kvctl field cas":
 		return "start it from {} with --create, or create it with 'kvctl set " + subject + " '{...}''"
+	case "kvctl update":
+		return "hand the command null with --create to create it, or create it with 'kvctl set " + subject + " VALUE'"
 	case "kvctl lock check":
 		return "the lock is free: take it with 'kvctl lock acquire " + subject + "'"
 	case "kvctl leader check":

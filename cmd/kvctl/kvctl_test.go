@@ -375,6 +375,10 @@ func TestCLI(t *testing.T) {
 		testLocks(t, k, c)
 	})
 
+	t.Run("Update", func(t *testing.T) {
+		testUpdate(t, k, c)
+	})
+
 	t.Run("SetFromFile", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "v.json")
 		if err := os.WriteFile(path, []byte(`{"from":"file"}`), 0o644); err != nil {

@@ -37,8 +37,8 @@ correctly as strings in one fixed RFC 3339 UTC form.
 
 --format text prints a table (KEY VERSION PURPOSE VALUE), json
 {"items":[entry...],"count":N,"truncated":bool,"nextCursor"?}, value one
-stored value per line. Listings read the projection, which may trail the
-newest writes by milliseconds.`,
+stored value per line. A listing sees every write acknowledged before
+it was sent.`,
 		Example: `  kvctl list tenant/acme/project/demo/
   kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
   kvctl list --prefix tenant/acme/project/demo/ --limit 10

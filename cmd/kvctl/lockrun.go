@@ -67,13 +67,8 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 			return &usageError{msg: "kvctl lock run takes KEY, then -- and the command to run",
 				solution: "e.g. kvctl lock run tenant/acme/project/demo/locks/nightly --wait 30s -- ./nightly.sh", cmd: cmd.CommandPath()}
 		},
-		Annotations: perCallAnnotation,
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			if len(args) == 0 {
-				return a.completeKey(cmd, args, toComplete)
-			}
-			return nil, cobra.ShellCompDirectiveDefault
-		},
+		Annotations:       perCallAnnotation,
+		ValidArgsFunction: a.completeKeyThenCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.subject, a.right = args[0], "write"
 			a.holder, a.holderSource = h.holder, "--holder"
@@ -100,6 +95,16 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 	h.addWait(cmd, "another holder has it")
 	f.DurationVar(&grace, "grace", defaultRunGrace, "when the lock is lost: time between SIGTERM and SIGKILL to CMD (at most --ttl/3)")
 	return cmd
+}
+
+// cannotRun is the failure of a CMD that could not be started: 127 when
+// it is not found, 126 otherwise; after says what kvctl did about it.
+func cannotRun(name string, err error, after string) *failure {
+	code, solution := 126, "check that "+name+" is an executable file kvctl may run"
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		code, solution = 127, "check the command's name and $PATH, or give the command's path"
+	}
+	return &failure{code: code, msg: fmt.Sprintf("cannot run %s: %v", name, err), solution: solution + "; " + after}
 }
 
 // lockRun is one run of a command under a lock.
@@ -146,11 +151,7 @@ func (r *lockRun) run(ctx context.Context, argv []string, wait time.Duration) er
 	ownGroup(c)
 	if err := c.Start(); err != nil {
 		r.release(ctx, lease)
-		code, solution := 126, "check that "+argv[0]+" is an executable file kvctl may run"
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code, solution = 127, "check the command's name and $PATH, or give the command's path"
-		}
-		return &failure{code: code, msg: fmt.Sprintf("cannot run %s: %v", argv[0], err), solution: solution + "; the lock was released"}
+		return cannotRun(argv[0], err, "the lock was released")
 	}
 	stopped := supervise(ctx, c, sigs, lease.Done(), r.grace)
 	status := exitStatus(c.ProcessState)

@@ -1,7 +1,8 @@
 // Command kvctl is eskv's command-line client: keys (get, set, delete,
 // exists, list), counters (inc, dec), fields of object values (field),
-// locks (lock, including lock run), leader election (leader) and
-// transactions of several keys of one project (transaction), through
+// read-modify-write by a command (update), locks (lock, including lock
+// run), leader election (leader) and transactions of several keys of one
+// project (transaction), through
 // the HTTP API (api/client). Data goes to stdout in the --format asked
 // for, messages and errors to stderr; the exit code says what happened
 // (see docs/kvctl.md).
@@ -103,7 +104,8 @@ func (a *app) rootCommand() *cobra.Command {
 
 Keys look like tenant/<tenant>/project/<project>/<path>; values are JSON.
 Besides reading and writing values, kvctl counts (inc, dec), changes
-fields of object values (field), takes locks (lock, and lock run for a
+fields of object values (field), changes a value with a command and
+retries on conflict (update), takes locks (lock, and lock run for a
 command), elects leaders (leader) and changes several keys of one project
 atomically (transaction).
 
@@ -135,7 +137,7 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),
-		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.lockCommand(), a.leaderCommand(),
+		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
 		a.transactionCommand())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
@@ -201,7 +203,13 @@ func (a *app) resolve(cmd *cobra.Command) error {
 		token, source = a.defaultToken()
 	}
 	a.tokenSource = source
-	a.client = client.New(a.url, token, client.WithUserAgent("kvctl"))
+	// The seed's retry policy as the client's defaults; commands that run
+	// as long as they must (lock run, update) bound each try by --timeout.
+	policy := client.RetryPolicy{OnRetry: a.noteRetry}
+	if cmd.Annotations["timeout"] == "per-call" {
+		policy.AttemptTimeout = a.timeout
+	}
+	a.client = client.New(a.url, token, client.WithUserAgent("kvctl"), client.WithRetryPolicy(policy))
 	return nil
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 func TestHelpListsEnvironment(t *testing.T) {
-	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_HTTP_ADDR", "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_PARTITIONS", "ESKV_DEV_TOKEN", "ESKV_TOKENS_FILE", "ESKV_MAX_VALUE_BYTES", "ESKV_WRITER_ID")
+	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_HTTP_ADDR", "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_PARTITIONS", "ESKV_DEV_TOKEN", "ESKV_TOKENS_FILE", "ESKV_MAX_VALUE_BYTES", "ESKV_WRITER_ID", "ESKV_REQUEST_ID_WINDOW")
 }
 
 func TestRefusesToStartWithoutTokens(t *testing.T) {
@@ -52,6 +52,8 @@ func TestErrBadEnv(t *testing.T) {
 		{"ESKV_SWEEP_INTERVAL", "1"},
 		{"ESKV_SWEEP_INTERVAL", "0s"},
 		{"ESKV_MAX_OVERLAY", "-1"},
+		{"ESKV_MAX_LIST_WAIT", "0s"},
+		{"ESKV_REQUEST_ID_WINDOW", "0"},
 		{"ESKV_MAX_VALUE_BYTES", "64k"},
 		{"ESKV_LOG_LEVEL", "loud"},
 	} {

@@ -77,7 +77,8 @@ and ClickHouse database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=warn), measures,
 and stops them. With -url and -token, targets a running stack.
 
 Figures: 1 CAS write; 2 concurrent writes, with 5 projector lag and
-visibility and 7a auditor lag; 3 GETs; 4 a list; 6 peak memory and CPU;
+visibility and 7a auditor lag; 3 GETs; 4 a list, 4b the same right after a
+write under its prefix; 6 peak memory and CPU;
 7b auditor ingest; 8 filtered scans (field/op/value) over -scan-entries
 entries loaded straight into the projection (own stack only); 9 lock
 acquire/release; 10 the TTL sweeper expiring 10,000 entries; 11 a normal

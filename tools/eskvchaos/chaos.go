@@ -75,6 +75,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 		return nil, fmt.Errorf("interrupted: %w", err)
 	}
 	r := &report{cfg: c, keys: keys, history: cl.history(), dir: s.Dir, owners: owners}
+	r.changes, r.lists, r.failedLists = cl.listings()
 	s.logf("clients stopped after %d operations; checking", len(r.history))
 	r.faults, r.pauses = nem.report()
 	r.transfers = tx
@@ -89,6 +90,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 func (r *report) check(ctx context.Context, s *stack) error {
 	r.lin = linz.Check(r.history, r.cfg.checkTimeout)
 	r.stale = staleAnswers(r.history, s.topics.Partitions, r.owners)
+	r.listing = linz.CheckListings(append(linz.Changes(r.history), r.changes...), r.lists)
 	if r.lin.Result != porcupine.Ok {
 		r.linPath = filepath.Join(s.Dir, "linearizability.html")
 		if err := r.lin.Visualize(r.linPath); err != nil {
@@ -133,6 +135,12 @@ type report struct {
 	owners  *ownerTimeline
 	stale   []string
 
+	// The listing workload and its check.
+	changes     []linz.Change
+	lists       []linz.Listing
+	failedLists int
+	listing     linz.ListingResult
+
 	lin         linz.Result
 	linPath     string
 	log         *logcheck.Log
@@ -150,6 +158,7 @@ type report struct {
 
 func (r *report) ok() bool {
 	return r.checked && len(r.problems) == 0 && r.lin.Result == porcupine.Ok && len(r.lost) == 0 &&
+		len(r.listing.Violations) == 0 &&
 		len(r.proj.LostInProjection) == 0 && r.logFindings.VersionViolations() == 0 &&
 		len(r.logFindings.ChainBreaks) == 0 && len(r.logFindings.EpochMismatches) == 0 &&
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
@@ -165,6 +174,16 @@ func (r *report) save() error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(r.dir, "history.json"), b, 0o644); err != nil {
+		return err
+	}
+	b, err = json.Marshal(struct {
+		Changes  []linz.Change  `json:"changes"`
+		Listings []linz.Listing `json:"listings"`
+	}{r.changes, r.lists})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "listings.json"), b, 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(r.dir, "owners.txt"), []byte(strings.Join(r.owners.lines(), "\n")+"\n"), 0o644); err != nil {
@@ -230,6 +249,19 @@ func (r *report) printRun(w io.Writer) {
 		fmt.Fprintf(w, "  stale answers (a version older than one acknowledged before the call): %d\n", len(r.stale))
 		printFirst(w, r.stale)
 	}
+	changes := map[string]int{}
+	for _, c := range r.changes {
+		kind := "put"
+		if c.Delete {
+			kind = "delete"
+		}
+		changes[kind+" "+c.Outcome.String()]++
+	}
+	n, by = countBy(changes)
+	l := r.listing
+	fmt.Fprintf(w, "listings: %d violations (%d listings checked, %d (listing, key) judgements, %d listings not answered 200; against %d puts and deletes (%s) and the CAS writes; %s)\n",
+		len(l.Violations), l.Listings, l.KeysJudged, r.failedLists, n, by, l.Elapsed.Round(time.Millisecond))
+	printFirst(w, l.Violations)
 }
 
 // printLog prints the findings in the log.

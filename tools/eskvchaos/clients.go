@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +49,18 @@ type clients struct {
 
 	mu  sync.Mutex
 	ops []linz.Op
+	// The listing workload (listStep): unconditional puts and deletes of
+	// listKeys keys beside each register key, and the listings of their
+	// projects; failedLists counts listings not answered 200.
+	changes     []linz.Change
+	lists       []linz.Listing
+	failedLists int
 }
+
+// listKeys is how many keys the listing workload writes in each register
+// key's project (<scope>/l/<n>), beside the register key that the
+// listings also see.
+const listKeys = 3
 
 func newClients(urls []string, token string, keys []string, timeout time.Duration, t0 time.Time) *clients {
 	return &clients{
@@ -86,6 +98,10 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 			return
 		default:
 		}
+		if rng.IntN(4) == 0 {
+			c.listStep(id, rng, seq, stop)
+			continue
+		}
 		key := c.keys[rng.IntN(len(c.keys))]
 		r := c.read(id, rng.IntN(len(c.urls)), key)
 		var expected int64
@@ -102,6 +118,103 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
 		}
 	}
+}
+
+// listStep is one operation of the listing workload, through a random
+// writer, in the project of a random register key: an unconditional put
+// (4 in 10) or delete (3 in 10) of one of its listKeys keys, with a value
+// no other operation writes, or a listing of the project (3 in 10).
+// The listings are checked against the puts and deletes, and against the
+// register's CAS writes, by linz.CheckListings.
+func (c *clients) listStep(id int, rng *rand.Rand, seq int, stop <-chan struct{}) {
+	scope := events.ScopeOf(c.keys[rng.IntN(len(c.keys))])
+	w := rng.IntN(len(c.urls))
+	key := fmt.Sprintf("%s/l/%d", scope, rng.IntN(listKeys))
+	var ch linz.Change
+	switch n := rng.IntN(10); {
+	case n < 4:
+		ch = c.change(id, w, key, false, fmt.Sprintf("c%d-%d", id, seq))
+	case n < 7:
+		ch = c.change(id, w, key, true, fmt.Sprintf("c%d-%d", id, seq))
+	default:
+		c.list(id, w, scope+"/")
+		return
+	}
+	if ch.Outcome == linz.Failed || ch.Outcome == linz.Unknown {
+		pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
+	}
+}
+
+// change puts value to key, or deletes key, unconditionally, and records
+// the outcome.
+func (c *clients) change(id, w int, key string, del bool, value string) linz.Change {
+	rid := "chaos-" + value
+	ch := linz.Change{Client: id, Writer: w, Key: key, Delete: del, RequestID: rid}
+	method, url, body := http.MethodPut, c.urls[w]+"/v1/kv/"+key, []byte(nil)
+	if del {
+		method, url = http.MethodDelete, url+"?requestId="+rid
+	} else {
+		body, _ = json.Marshal(events.PutBody{Value: mustJSON(value), RequestID: rid})
+	}
+	ch.Call = c.now()
+	a := c.do(method, url, body)
+	ch.Return = c.now()
+	ch.Outcome, ch.Version, ch.Detail = classifyChange(a)
+	c.mu.Lock()
+	c.changes = append(c.changes, ch)
+	c.mu.Unlock()
+	return ch
+}
+
+// classifyChange turns the answer to an unconditional put or delete into
+// its outcome and the version it wrote: 200 is OK, a delete's 404 (the
+// key did not exist) had no effect, and the rest is classified as a CAS
+// write's answer is (classifyWrite).
+func classifyChange(a answer) (linz.Outcome, int64, string) {
+	switch {
+	case a.err == nil && a.status == http.StatusOK:
+		var v struct {
+			Version int64 `json:"version"`
+		}
+		if err := json.Unmarshal(a.body, &v); err != nil || v.Version < 1 {
+			return linz.Unknown, 0, "undecodable answer: " + string(a.body)
+		}
+		return linz.OK, v.Version, ""
+	case a.err == nil && a.status == http.StatusNotFound && errorCode(a.body) == events.ENotFound:
+		return linz.Failed, 0, "not found"
+	}
+	o, detail := classifyWrite(a, "")
+	return o.Outcome, 0, detail
+}
+
+// list lists prefix through writer w and records the page when it was
+// answered 200 (a listing has no effect: any other answer is only
+// counted).
+func (c *clients) list(id, w int, prefix string) {
+	l := linz.Listing{Client: id, Writer: w, Prefix: prefix, Call: c.now()}
+	a := c.do(http.MethodGet, c.urls[w]+"/v1/kv?limit=1000&prefix="+prefix, nil)
+	l.Return = c.now()
+	var page events.ListAnswer
+	ok := a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &page) == nil && !page.Truncated
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !ok {
+		c.failedLists++
+		return
+	}
+	l.Items = make(map[string]int64, len(page.Items))
+	for _, e := range page.Items {
+		l.Items[e.Key] = e.Version
+	}
+	c.lists = append(c.lists, l)
+}
+
+// listings returns the listing workload's changes and answered listings,
+// and how many listings were not answered.
+func (c *clients) listings() ([]linz.Change, []linz.Listing, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.changes), slices.Clone(c.lists), c.failedLists
 }
 
 func pause(stop <-chan struct{}, d time.Duration) {

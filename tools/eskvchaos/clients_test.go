@@ -48,6 +48,32 @@ func TestClassifyWrite(t *testing.T) {
 	}
 }
 
+// TestClassifyChange: an unconditional put's or delete's 200 gives the
+// version written; a delete's 404 had no effect; the rest is a CAS
+// write's classification.
+func TestClassifyChange(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		a       answer
+		want    linz.Outcome
+		version int64
+	}{
+		{"PutOK", answer{status: 200, sent: true, body: []byte(`{"key":"k","value":"c1-2","version":4}`)}, linz.OK, 4},
+		{"DeleteOK", answer{status: 200, sent: true, body: []byte(`{"key":"k","version":5,"deleted":true}`)}, linz.OK, 5},
+		{"DeleteAbsentIsNoEffect", answer{status: 404, sent: true, body: []byte(`{"error":{"code":"not_found"}}`)}, linz.Failed, 0},
+		{"UndecodableIsUnknown", answer{status: 200, sent: true, body: []byte(`{}`)}, linz.Unknown, 0},
+		{"NotOwnedIsNoEffect", answer{status: 503, sent: true, body: []byte(`{"error":{"code":"partition_unavailable","message":"partition 3 is not owned by this writer; retry"}}`)}, linz.Failed, 0},
+		{"TimeoutIsUnknown", answer{err: fmt.Errorf("context deadline exceeded"), sent: true}, linz.Unknown, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, v, _ := classifyChange(tc.a)
+			if got != tc.want || v != tc.version {
+				t.Fatalf("got %v v%d, want %v v%d", got, v, tc.want, tc.version)
+			}
+		})
+	}
+}
+
 func TestStaleAnswers(t *testing.T) {
 	const k = "tenant/chaos/project/p0/reg"
 	r, w := linz.Input{Key: k, Kind: linz.Read}, linz.Input{Key: k, Kind: linz.Write, Value: "a"}

@@ -5,10 +5,12 @@
 // (SIGKILL) and restarts writers and projectors, and pauses them (SIGSTOP,
 // then SIGCONT) long enough for a paused writer to lose its partitions and
 // come back as a zombie. Afterwards it checks that the recorded history is
-// linearizable per key (porcupine), that no acknowledged write is lost, that
-// versions per key in kv.changes are contiguous and unique, that no zombie
-// write was committed, and that the live projection equals a rebuild from
-// the log. It prints what it did and found and exits non-zero when any
+// linearizable per key (porcupine), that every listing of a project (clients
+// also put, delete and list keys beside the registers) held every write
+// acknowledged before it began (linz.CheckListings), that no acknowledged
+// write is lost, that versions per key in kv.changes are contiguous and
+// unique, that no zombie write was committed, and that the live projection
+// equals a rebuild from the log. It prints what it did and found and exits non-zero when any
 // check fails.
 //
 // With -throughput it measures write throughput with three writers and
@@ -108,7 +110,8 @@ const usage = `usage: eskvchaos [flags]   (make chaos; CHAOS_SECONDS=60 make cha
 Builds and starts the dev broker, writers and projectors as processes on free
 ports with a fresh Postgres database, runs CAS clients through random writers
 while killing (SIGKILL) and pausing (SIGSTOP/SIGCONT) writers and projectors,
-then checks: linearizability per key (porcupine), no acknowledged write lost,
+then checks: linearizability per key (porcupine), listings that hold every
+write acknowledged before they began, no acknowledged write lost,
 contiguous and unique versions in kv.changes, no write committed by a writer
 paused past its ownership (zombie), live projection = rebuild from the log.
 Exits non-zero when a check fails; logs, history and (on a linz.Result

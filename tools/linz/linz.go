@@ -1,7 +1,7 @@
 // Package linz checks the history eskvchaos's clients record for
 // linearizability, with porcupine, against a CAS register per key: its
 // state is the key's version and value (version 0: the key does
-// not exist; the harness never deletes). A read returns the value and
+// not exist; the harness never deletes a register key). A read returns the value and
 // version, or not found. A write carries the expected version (0: the key
 // must not exist) and a value unique to the operation; it returns ok with
 // the new version, or a conflict with the current version and value.
@@ -17,6 +17,10 @@
 //
 // Operations that definitely had no effect (a refused connection, a 503
 // given before the request was queued, a read that failed) are left out.
+//
+// CheckListings checks the listings of prefixes against the register's
+// writes and the unconditional puts and deletes of other keys beside
+// them (listing.go).
 package linz
 
 import (

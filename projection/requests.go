@@ -1,0 +1,107 @@
+package projection
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eskv/eskv/events"
+)
+
+// RequestRef names a requestId used on a key.
+type RequestRef struct {
+	Key       string
+	RequestID string
+}
+
+// AppliedRequest is the newest event of a key that carried a requestId:
+// its version and the digest of the request that produced it
+// (writer.Request.Digest), so a retry can be told from a reuse.
+type AppliedRequest struct {
+	Version int64
+	Digest  string
+}
+
+// requestsSQL finds, for each (key $1, requestId $2), the newest
+// kv_history row that carried it: one probe of kv_history_request_id
+// (migration 00005) per pair, read backwards. The predicate repeats the
+// index's, so the planner may use the partial index.
+const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.event->>'requestDigest', '')
+FROM unnest($1::text[], $2::text[]) AS t(k, rid)
+CROSS JOIN LATERAL (
+    SELECT version, event FROM kv_history
+    WHERE key = t.k AND event ? 'requestId' AND event->>'requestId' = t.rid
+    ORDER BY version DESC
+    LIMIT 1
+) h`
+
+// StatesAndRequests returns, in one round trip, the states of keys (as
+// States does: every key is in the map, never written ones with the zero
+// State) and, for each of refs that the projected history holds, the
+// newest event of the key that carried the requestId (AppliedRequest).
+// Refs the history does not hold are absent from the second map. The
+// writer decides a batch of writes on both (writer.decideRequestID):
+// the history is how a requestId older than the key's latest write is
+// remembered once its event is projected.
+func (s *Store) StatesAndRequests(ctx context.Context, keys []string, refs []RequestRef) (map[string]events.State, map[RequestRef]AppliedRequest, error) {
+	states := make(map[string]events.State, len(keys))
+	applied := make(map[RequestRef]AppliedRequest)
+	b := &pgx.Batch{}
+	if len(keys) > 0 {
+		b.Queue(statesSQL, keys)
+	}
+	if len(refs) > 0 {
+		ks, ids := make([]string, len(refs)), make([]string, len(refs))
+		for i, r := range refs {
+			ks[i], ids[i] = r.Key, r.RequestID
+		}
+		b.Queue(requestsSQL, ks, ids)
+	}
+	if b.Len() > 0 {
+		// Both queries are sent together: one round trip.
+		br := s.pool.SendBatch(ctx, b)
+		err := readBatch(br, len(keys) > 0, len(refs) > 0, states, applied)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, nil, translate("states", err)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := states[k]; !ok {
+			states[k] = events.State{}
+		}
+	}
+	return states, applied, nil
+}
+
+// readBatch reads the answers of StatesAndRequests' batch.
+func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string]events.State, applied map[RequestRef]AppliedRequest) error {
+	if withStates {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if err := readStates(rows, states); err != nil {
+			return err
+		}
+	}
+	if !withRefs {
+		return nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r RequestRef
+		var a AppliedRequest
+		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest); err != nil {
+			return err
+		}
+		applied[r] = a
+	}
+	return rows.Err()
+}

@@ -1,0 +1,107 @@
+package writer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
+	"github.com/eskv/eskv/testenv"
+)
+
+// TestUnprojected: a listing waits for the highest offset among the
+// overlay's entries under its prefix, whatever their state (a delete must
+// be projected as much as a put), and for nothing when none is.
+func TestUnprojected(t *testing.T) {
+	overlay := map[string]overlayEntry{
+		"tenant/a/project/p/apple":  {offset: 4, state: events.State{Live: true}},
+		"tenant/a/project/p/banana": {offset: 9}, // deleted
+		"tenant/a/project/p/b/c":    {offset: 7},
+		"tenant/a/project/q/apple":  {offset: 12},
+	}
+	tests := []struct {
+		name   string
+		prefix string
+		want   int64
+	}{
+		{"HighestUnderScope", "tenant/a/project/p/", 9},
+		{"DeleteCounts", "tenant/a/project/p/ban", 9},
+		{"OnlyUnderPrefix", "tenant/a/project/p/b/", 7},
+		{"OneKey", "tenant/a/project/p/apple", 4},
+		{"NoneUnderPrefix", "tenant/a/project/p/zebra", -1},
+		{"NotAnotherProject", "tenant/a/project/r/", -1},
+	}
+	w := offlineWriter(t, Config{})
+	p := newPartition(w, 0)
+	if _, ready := p.unprojected("tenant/a/project/p/"); ready {
+		t.Fatal("a partition not caught up must not answer")
+	}
+	p.setReady(true, 1, overlay)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ready := p.unprojected(tc.prefix)
+			if !ready || got != tc.want {
+				t.Errorf("unprojected(%q) = %d, %v; want %d, true", tc.prefix, got, ready, tc.want)
+			}
+		})
+	}
+}
+
+// TestAwaitProjected on kfake and Postgres: with the projector down, a
+// listing of a prefix holding an acknowledged write waits MaxListWait and
+// answers unavailable, while one of a prefix without unprojected writes
+// answers at once; a listing waiting when the projector starts returns as
+// soon as the write is projected, and the projection then holds it.
+func TestAwaitProjected(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	store := projection.New(testenv.MustPostgresDB(t).Pool)
+	w := runWriter(t, b, store, Config{MaxListWait: 300 * time.Millisecond})
+	testenv.WaitFor(t, 30*time.Second, "writer ready", w.Ready)
+	ctx := t.Context()
+
+	k := mustKey(t, "tenant/a/project/p/apple")
+	if _, err := w.Do(ctx, &Request{Key: k, Op: events.OpPut, Value: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	err := w.AwaitProjected(ctx, "tenant/a/project/p/")
+	if events.ErrorCode(err) != events.EUnavailable {
+		t.Fatalf("projector down: %v; want unavailable", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("answered after %v, before MaxListWait", d)
+	}
+	var m dto.Metric
+	if err := w.metrics.listWaitTimeouts.Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
+		t.Errorf("timeouts counted %v (%v); want 1", m.GetCounter().GetValue(), err)
+	}
+	if err := w.AwaitProjected(ctx, "tenant/a/project/p/zebra"); err != nil {
+		t.Fatalf("a prefix without unprojected writes: %v", err)
+	}
+
+	w.cfg.MaxListWait = 30 * time.Second // the projector starts below
+	waited := make(chan error, 1)
+	go func() { waited <- w.AwaitProjected(ctx, "tenant/a/project/p/") }()
+	pr, err := projector.New(projector.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: b.Topics.Partitions}, store, discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunUntilCleanup(t, "projector", pr.Run)
+	if err := <-waited; err != nil {
+		t.Fatalf("with the projector running: %v", err)
+	}
+	items, _, err := store.List(context.Background(), "tenant/a/project/p/", "", 10, 1<<20, time.Now())
+	if err != nil || len(items) != 1 || items[0].Key != k.String() {
+		t.Fatalf("listing after the wait: %+v, %v; want %s", items, err, k)
+	}
+	if _, p := w.partition(k); p == nil {
+		t.Fatal("the partition is no longer owned")
+	} else if _, ok, _ := p.lookup(k.String()); ok {
+		t.Error("the overlay still holds an entry the projection was seen to hold")
+	}
+}

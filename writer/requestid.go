@@ -1,0 +1,216 @@
+package writer
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+)
+
+// Idempotency beyond a key's latest write.
+//
+// Decide replays a request that repeats the key's latest write (same
+// requestId, same digest). A retry of an older write — put sync-1, put
+// sync-2, retry sync-1 — would otherwise be applied again and move the
+// key back. So a requestId is remembered per key while it belongs to one
+// of the key's last Config.RequestIDWindow versions:
+//
+//   - projected events: kv_history holds every event's JSON, and
+//     projection.Store.StatesAndRequests finds the newest one of a key
+//     that carried a requestId (an index probe), in the round trip that
+//     reads the batch's states;
+//   - events the projection may not hold yet: each overlay entry keeps
+//     the requestIds of the key's unprojected events (recentRequests),
+//     filled by process() after a commit and by catchUp() from the log,
+//     and dropped with the entry once the projection holds them;
+//   - events decided earlier in the same batch: decideAll adds each
+//     accepted event to the batch's requestMemory.
+//
+// The pieces work on (key, requestId) pairs, not on requests, so a
+// request that writes several keys (a transaction, whose events all carry
+// its requestId and its digest) recalls each written key (recall) and
+// asks olderUse of each with its own digest.
+//
+// Everything is in the log, so a restarted writer or a new owner of the
+// partition knows the same. decideRequestID then decides on what is
+// known, purely: the same request again is a stale request (409
+// version_conflict, nothing written), another request under the same id
+// is request_id_reused. The window makes the rule deterministic: an
+// older use is ignored wherever it is found. History retention (when it
+// deletes kv_history rows) and a projection rebuilt from the compacted
+// topic shorten what is remembered to what they keep.
+
+// DefaultRequestIDWindow is Config.RequestIDWindow's default: a requestId
+// is remembered while it is among the key's last 1000 versions.
+const DefaultRequestIDWindow = 1000
+
+// requestMemory is what a batch knows of earlier uses of (key, requestId):
+// from the overlay, from kv_history, and from the batch's own accepted
+// events. A pair it does not hold was not used within the window (or is
+// the key's latest write, which the state itself tells).
+type requestMemory map[projection.RequestRef]projection.AppliedRequest
+
+// requestRef names r's requestId on its key; ok is false when r carries
+// none, or its decision never consults it (a denied write's audit
+// record, an expire).
+func requestRef(r *Request) (ref projection.RequestRef, ok bool) {
+	if r.RequestID == "" || r.Denied || r.Op == events.OpExpire {
+		return ref, false
+	}
+	return projection.RequestRef{Key: r.Key.String(), RequestID: r.RequestID}, true
+}
+
+// add remembers an event appended by the batch.
+func (m requestMemory) add(e *events.Event) {
+	if e.RequestID != "" {
+		m[projection.RequestRef{Key: e.Key, RequestID: e.RequestID}] = projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest}
+	}
+}
+
+// get returns what is known of r's requestId on its key.
+func (m requestMemory) get(r *Request) (projection.AppliedRequest, bool) {
+	ref, ok := requestRef(r)
+	if !ok {
+		return projection.AppliedRequest{}, false
+	}
+	a, ok := m[ref]
+	return a, ok
+}
+
+// recentRequest is a requestId of an unprojected event of an overlay
+// entry's key.
+type recentRequest struct {
+	id string
+	projection.AppliedRequest
+}
+
+// recentRequests are the requestIds of a key's unprojected events, in
+// version order, no older than the window.
+type recentRequests []recentRequest
+
+// find returns the newest use of id.
+func (rs recentRequests) find(id string) (projection.AppliedRequest, bool) {
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].id == id {
+			return rs[i].AppliedRequest, true
+		}
+	}
+	return projection.AppliedRequest{}, false
+}
+
+// with returns rs and e's requestId, without the uses that e moves out of
+// the window: the memory of a key is bounded by the window however many
+// of its events are unprojected.
+func (rs recentRequests) with(e *events.Event, window int64) recentRequests {
+	if e.RequestID != "" {
+		rs = append(rs, recentRequest{id: e.RequestID, AppliedRequest: projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest}})
+	}
+	i := 0
+	for i < len(rs) && rs[i].Version <= e.Version-window {
+		i++
+	}
+	if i == 0 {
+		return rs
+	}
+	// Copy rather than reslice, so the dropped ids are freed.
+	return slices.Clone(rs[i:])
+}
+
+// next is the overlay entry of e's key after e, appended at offset: the
+// state after e, and the key's unprojected requestIds with e's. A new
+// entry's memory starts at e: the key's earlier events are all projected.
+func (o overlayEntry) next(e *events.Event, offset, window int64) overlayEntry {
+	since := o.since
+	if o.state.Version == 0 {
+		since = e.Version
+	}
+	return overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since}
+}
+
+// complete reports whether the entry remembers the requestIds of all the
+// key's versions within the window: its memory starts at version 1 (the
+// key was created since the projection's offset) or window versions ago
+// (that many events are unprojected). Then kv_history has nothing to
+// add, and a requestId the entry does not know was not used.
+func (o overlayEntry) complete(window int64) bool {
+	return o.since <= max(1, o.state.Version-window+1)
+}
+
+// recall adds to known what the overlay remembers of ref (a requestId on
+// a key) and reports whether kv_history must still be asked. e is the
+// overlay's entry of the key and in whether the overlay holds it: when it
+// does not, every event of the key is projected and the lookup answers
+// for all of them. It takes a ref, not a request, so that every key a
+// request writes (a transaction's) can be recalled alike.
+func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMemory, window int64) (ask bool) {
+	if _, done := known[ref]; done {
+		return false
+	}
+	if in {
+		if e.state.Version > 0 && e.state.Entry.RequestID == ref.RequestID {
+			return false // the latest write: Decide replays or refuses it
+		}
+		if a, found := e.requests.find(ref.RequestID); found {
+			known[ref] = a
+			return false
+		}
+		if e.complete(window) {
+			return false // never used within the window
+		}
+	}
+	return true
+}
+
+// decideRequestID decides r when its requestId was used on the key
+// before its latest write, at prior.Version: within the window (prior
+// among the key's last window versions), the same request (digest) again
+// is a stale request, answered 409 version_conflict naming the version it
+// was applied at, and another request under the same id is
+// request_id_reused; both are recorded in kv.conflicts and write nothing.
+// ok is false when the rule does not apply (no requestId, a use older
+// than the window, or the key's latest write, which Decide handles): r
+// is then decided by Decide. It is pure.
+func decideRequestID(cur events.State, prior projection.AppliedRequest, known bool, r *Request, now time.Time, window int64) (d decision, ok bool) {
+	if r.Denied || r.Op == events.OpExpire || !olderUse(cur, prior, known, r.RequestID, window) {
+		return d, false
+	}
+	visible := cur.Visible(now)
+	if prior.Digest != r.Digest() {
+		return conflictDecision(cur, visible, r, now, "request_id_reused",
+			"requestId %q was already used for a different write of this key (version %d)", r.RequestID, prior.Version), true
+	}
+	state := fmt.Sprintf("the key is now at version %d", cur.Version)
+	if visible == nil {
+		state = fmt.Sprintf("the key is absent now (its last version is %d)", cur.Version)
+	}
+	return conflictDecision(cur, visible, r, now, "stale_request",
+		"requestId %q was already applied at version %d and %s: this retry is stale, nothing was written",
+		r.RequestID, prior.Version, state), true
+}
+
+// olderUse reports whether prior (when known) is a use of requestID on a
+// key, whose state is cur, that the window remembers and that is not the
+// key's latest write (Decide's rule): among its last window versions.
+// Comparing prior.Digest with the request's is left to the caller (a
+// transaction compares its own digest, carried by each of its events).
+func olderUse(cur events.State, prior projection.AppliedRequest, known bool, requestID string, window int64) bool {
+	switch {
+	case !known || requestID == "":
+		return false
+	case cur.Version > 0 && cur.Entry.RequestID == requestID:
+		return false
+	}
+	return prior.Version > cur.Version-window && prior.Version <= cur.Version
+}
+
+// decide is Decide preceded by decideRequestID on what known holds of
+// r's requestId.
+func decide(cur events.State, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
+	prior, ok := known.get(r)
+	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
+		return d
+	}
+	return Decide(cur, r, now, epoch)
+}

@@ -1,0 +1,271 @@
+package writer
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/schemas"
+	"github.com/eskv/eskv/testenv"
+)
+
+// TestDecideRequestIDWindow: the rules of a requestId the key's latest
+// write does not carry, given what is known of its earlier use.
+func TestDecideRequestIDWindow(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/cursor")
+	sync1 := Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`{"cursor":1}`), RequestID: "sync-1", Principal: "p"}
+	at := func(v int64) projection.AppliedRequest {
+		return projection.AppliedRequest{Version: v, Digest: sync1.Digest()}
+	}
+	// The key after cursor=1 (sync-1, version 1) and cursor=2 (sync-2).
+	cur := func(v int64, latestID string) events.State {
+		return events.State{Version: v, Live: true, RequestDigest: "d", Entry: events.Entry{Key: key.String(), Version: v,
+			Value: json.RawMessage(`{"cursor":2}`), RequestID: latestID, Semantics: events.Semantics{Purpose: "cursor"}}}
+	}
+	deleted := events.State{Version: 3, Entry: events.Entry{Key: key.String(), Version: 3, RequestID: "del-1"}}
+	withValue := func(r Request, v string) Request { r.Value = json.RawMessage(v); return r }
+	withPrincipal := func(r Request, p string) Request { r.Principal = p; return r }
+	inc := Request{Key: key, Op: events.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
+	lock := Request{Key: key, Op: events.OpLockAcquire, Holder: "h", TTLSeconds: 30, RequestID: "acq-1", Principal: "p"}
+
+	for _, tc := range []struct {
+		name   string
+		cur    events.State
+		req    Request
+		prior  projection.AppliedRequest
+		known  bool
+		window int64
+		reason string // the conflict's reason; "" when the rule does not apply
+	}{
+		{"StaleRetry", cur(2, "sync-2"), sync1, at(1), true, 1000, "stale_request"},
+		{"StaleRetryOfDeletedKey", deleted, sync1, at(1), true, 1000, "stale_request"},
+		{"StaleAtWindowEdge", cur(1000, "sync-2"), sync1, at(1), true, 1000, "stale_request"},
+		{"ReusedWithOtherBody", cur(2, "sync-2"), withValue(sync1, `{"cursor":9}`), at(1), true, 1000, "request_id_reused"},
+		{"ReusedByOtherPrincipal", cur(2, "sync-2"), withPrincipal(sync1, "q"), at(1), true, 1000, "request_id_reused"},
+		{"StaleIncrement", cur(5, "inc-2"), inc, projection.AppliedRequest{Version: 4, Digest: inc.Digest()}, true, 1000, "stale_request"},
+		{"StaleLockAcquire", cur(5, "rel-1"), lock, projection.AppliedRequest{Version: 3, Digest: lock.Digest()}, true, 1000, "stale_request"},
+		{"ForgottenPastWindow", cur(1001, "sync-2"), sync1, at(1), true, 1000, ""},
+		{"WindowOfOneIsLatestOnly", cur(2, "sync-2"), sync1, at(1), true, 1, ""},
+		{"UnknownRequestID", cur(2, "sync-2"), sync1, projection.AppliedRequest{}, false, 1000, ""},
+		{"LatestLeftToDecide", cur(2, "sync-1"), sync1, at(2), true, 1000, ""},
+		{"NoRequestID", cur(2, "sync-2"), withValue(Request{Key: key, Op: events.OpPut, Principal: "p"}, `1`), at(1), true, 1000, ""},
+		{"DeniedIsOnlyAudited", cur(2, "sync-2"), func() Request { r := sync1; r.Denied = true; return r }(), at(1), true, 1000, ""},
+		{"HistoryAheadOfStateIgnored", cur(2, "sync-2"), sync1, at(3), true, 1000, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			d, ok := decideRequestID(tc.cur, tc.prior, tc.known, &r, now, tc.window)
+			if tc.reason == "" {
+				if ok {
+					t.Fatalf("the rule applied: %+v", d)
+				}
+				return
+			}
+			if !ok || d.event != nil || d.conflict == nil || d.conflict.Reason != tc.reason {
+				t.Fatalf("want a %s conflict and no event, got ok %v %+v", tc.reason, ok, d)
+			}
+			var e *events.Error
+			if !errors.As(d.err, &e) || e.Code != events.EConflict || e.Field != "requestId" || e.CorrelationID != d.conflict.ID {
+				t.Fatalf("answer %v, want version_conflict on requestId tied to the record", d.err)
+			}
+			var current int64
+			if tc.cur.Live {
+				current = tc.cur.Version
+			}
+			if d.conflict.CurrentVersion != current || d.conflict.RequestID != r.RequestID {
+				t.Fatalf("record %+v", d.conflict)
+			}
+			if tc.reason == "stale_request" && !strings.Contains(e.Message, "applied at version") {
+				t.Fatalf("message %q does not name the version it was applied at", e.Message)
+			}
+			b, err := json.Marshal(d.conflict)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.ValidateConflict(b); err != nil {
+				t.Fatalf("%v\n%s", err, b)
+			}
+		})
+	}
+}
+
+// TestRecentRequests: an overlay entry remembers the requestIds of its
+// key's unprojected events, the newest use first, only within the
+// window; events without a requestId move the window on.
+func TestRecentRequests(t *testing.T) {
+	ev := func(v int64, id string) *events.Event {
+		return &events.Event{Key: "tenant/a/project/b/k", Version: v, PrevVersion: v - 1, Kind: events.KindPut, RequestID: id, RequestDigest: "d" + id}
+	}
+	var o overlayEntry
+	for _, e := range []*events.Event{ev(1, "a"), ev(2, "b"), ev(3, "a"), ev(4, ""), ev(5, "c")} {
+		o = o.next(e, 10+e.Version, 3)
+	}
+	if o.state.Version != 5 || o.offset != 15 || o.since != 1 {
+		t.Fatalf("entry %+v, want the state and offset of version 5, remembering since version 1", o)
+	}
+	for _, tc := range []struct {
+		id      string
+		version int64 // 0: forgotten
+	}{{"a", 3}, {"b", 0}, {"c", 5}, {"x", 0}} {
+		got, ok := o.requests.find(tc.id)
+		if ok != (tc.version > 0) || got.Version != tc.version || (ok && got.Digest != "d"+tc.id) {
+			t.Errorf("find(%s) = %+v, %v; want version %d", tc.id, got, ok, tc.version)
+		}
+	}
+	if len(o.requests) != 2 {
+		t.Errorf("memory %+v holds versions out of the window", o.requests)
+	}
+}
+
+// TestRecall: what a batch asks kv_history, given the overlay. The key's
+// latest write and ids the overlay remembers are never asked, nor any
+// id when the overlay remembers every version of the window; a key the
+// overlay does not hold is always asked (its latest write is read in the
+// same round trip).
+func TestRecall(t *testing.T) {
+	key := mustKey(t, "tenant/a/project/b/k")
+	put := func(id string) *Request {
+		return &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`1`), RequestID: id, Principal: "p"}
+	}
+	// entry is the overlay entry after events of ids from version first.
+	entry := func(first int64, ids ...string) overlayEntry {
+		var e overlayEntry
+		for i, id := range ids {
+			e = e.next(&events.Event{Key: key.String(), Version: first + int64(i), Kind: events.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), 1000)
+		}
+		return e
+	}
+	since5 := entry(5, "a", "b") // versions 1-4 are projected
+	created := entry(1, "a", "b")
+	for _, tc := range []struct {
+		name        string
+		req         *Request
+		entry       overlayEntry
+		in          bool
+		window      int64
+		ask, remind bool
+	}{
+		{"LatestNotAsked", put("b"), since5, true, 1000, false, false},
+		{"OverlayRemembers", put("a"), since5, true, 1000, false, true},
+		{"OlderThanOverlayAsked", put("z"), since5, true, 1000, true, false},
+		{"CreatedInOverlayNotAsked", put("z"), created, true, 1000, false, false},
+		{"OverlayCoversWindowNotAsked", put("z"), since5, true, 2, false, false},
+		{"NotInOverlayAsked", put("b"), overlayEntry{}, false, 1000, true, false},
+		{"NoRequestIDNotAsked", put(""), overlayEntry{}, false, 1000, false, false},
+		{"DeniedNotAsked", func() *Request { r := put("a"); r.Denied = true; return r }(), since5, false, 1000, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			known := make(requestMemory)
+			ref, ok := requestRef(tc.req)
+			ask := ok && recall(ref, tc.entry, tc.in, known, tc.window)
+			if ask != tc.ask {
+				t.Fatalf("ask %v, want %v", ask, tc.ask)
+			}
+			if _, ok := known.get(tc.req); ok != tc.remind {
+				t.Fatalf("known %+v, want remembered %v", known, tc.remind)
+			}
+		})
+	}
+}
+
+// TestDecideAllSeesBatchRequestIDs: the stale sequence inside one batch
+// (nothing projected, nothing in the overlay): put cursor=1 sync-1, put
+// cursor=2 sync-2, retry sync-1 -> stale, retry sync-2 -> replayed, and
+// an increment retried after another increment adds once.
+func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
+	w := offlineWriter(t, Config{})
+	p := newPartition(w, 0)
+	key := mustKey(t, "tenant/a/project/b/cursor")
+	counter := mustKey(t, "tenant/a/project/b/counter")
+	put := func(v, id string) *Request {
+		return &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
+	}
+	inc := func(id string) *Request {
+		return &Request{Key: counter, Op: events.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+	}
+	reqs := []*Request{put(`1`, "sync-1"), put(`2`, "sync-2"), put(`1`, "sync-1"), put(`2`, "sync-2"),
+		inc("inc-1"), inc("inc-2"), inc("inc-1")}
+	batch := make([]*call, len(reqs))
+	for i, r := range reqs {
+		batch[i] = &call{req: r, done: make(chan answer, 1)}
+	}
+	states := map[string]events.State{key.String(): {}, counter.String(): {}}
+	ds, recs, evIdx := p.decideAll(batch, states, make(requestMemory), 1)
+	if len(evIdx) != 4 || len(recs) != 6 {
+		t.Fatalf("%d events and %d records, want 4 events and 2 conflict records", len(evIdx), len(recs))
+	}
+	if d := ds[2]; d.conflict == nil || d.conflict.Reason != "stale_request" || d.conflict.CurrentVersion != 2 {
+		t.Fatalf("retry of sync-1: %+v, want a stale_request conflict at version 2", d)
+	}
+	if d := ds[3]; !d.result.Replayed || d.result.Entry.Version != 2 {
+		t.Fatalf("retry of sync-2: %+v, want replayed at version 2", d)
+	}
+	if d := ds[6]; d.conflict == nil || d.conflict.Reason != "stale_request" {
+		t.Fatalf("retry of inc-1: %+v, want stale_request", d)
+	}
+	if v := states[key.String()].Entry.Value; string(v) != `2` {
+		t.Fatalf("cursor %s, want 2", v)
+	}
+	if v := states[counter.String()].Entry.Value; string(v) != `2` {
+		t.Fatalf("counter %s, want 2 (the retried increment added again)", v)
+	}
+}
+
+// TestRequestIDsFollowThePartition: the partition moves to another writer
+// with nothing projected (no projector runs): the new owner rebuilds the
+// overlay from the log and refuses the retries of older writes as the
+// first owner would have, and replays the latest.
+func TestRequestIDsFollowThePartition(t *testing.T) {
+	broker := testenv.MustBroker(t, 1)
+	store := projection.New(testenv.MustPostgres(t))
+	cfg := Config{Brokers: broker.Addrs, Topics: broker.Topics, SessionTimeout: 6 * time.Second, InstanceID: "a"}
+	a, err := New(cfg, store, discard, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runA := testenv.RunUntilCleanup(t, "writer a", a.Run)
+	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
+
+	ctx := t.Context()
+	cursor, counter := mustKey(t, "tenant/a/project/b/cursor"), mustKey(t, "tenant/a/project/b/counter")
+	put := func(v, id string) *Request {
+		return &Request{Key: cursor, Op: events.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
+	}
+	inc := func(id string) *Request {
+		return &Request{Key: counter, Op: events.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+	}
+	for _, r := range []*Request{put(`1`, "sync-1"), put(`2`, "sync-2"), inc("inc-1"), inc("inc-2")} {
+		if _, err := a.Do(ctx, r); err != nil {
+			t.Fatalf("%s %s: %v", r.Op, r.RequestID, err)
+		}
+	}
+	if err := runA.Stop(t); err != nil {
+		t.Fatalf("writer a: %v", err)
+	}
+
+	b := runWriter(t, broker, store, Config{InstanceID: "b"})
+	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
+	for _, r := range []*Request{put(`1`, "sync-1"), inc("inc-1")} {
+		_, err := b.Do(ctx, r)
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version") {
+			t.Fatalf("retry of %s on the new owner: %v, want a stale version_conflict", r.RequestID, err)
+		}
+	}
+	if res, err := b.Do(ctx, put(`2`, "sync-2")); err != nil || !res.Replayed || res.Entry.Version != 2 {
+		t.Fatalf("replay of sync-2 on the new owner: %+v, %v", res, err)
+	}
+	for key, want := range map[events.Key]string{cursor: `2`, counter: `2`} {
+		st, err := b.State(ctx, key)
+		if err != nil || st.Version != 2 || string(st.Entry.Value) != want {
+			t.Fatalf("%s on the new owner: %+v, %v; want version 2 value %s", key, st, err, want)
+		}
+	}
+}
