@@ -9,9 +9,11 @@
 // also put, delete and list keys beside the registers) held every write
 // acknowledged before it began (linz.CheckListings), that no acknowledged
 // write is lost, that versions per key in kv.changes are contiguous and
-// unique, that no zombie write was committed, and that the live projection
-// equals a rebuild from the log. It prints what it did and found and exits non-zero when any
-// check fails.
+// unique, that no zombie write was committed, that the live projection
+// equals a rebuild from the log, and that transfers between accounts
+// (transactions, txn.go) kept them summing to 0 in every listing, in the
+// log and in the projection, each transaction whole in the log. It prints
+// what it did and found and exits non-zero when any check fails.
 //
 // With -throughput it measures write throughput with three writers and
 // with one instead, on the same stack, and prints the ratio.
@@ -108,12 +110,14 @@ const (
 const usage = `usage: eskvchaos [flags]   (make chaos; CHAOS_SECONDS=60 make chaos)
 
 Builds and starts the dev broker, writers and projectors as processes on free
-ports with a fresh Postgres database, runs CAS clients through random writers
-while killing (SIGKILL) and pausing (SIGSTOP/SIGCONT) writers and projectors,
-then checks: linearizability per key (porcupine), listings that hold every
-write acknowledged before they began, no acknowledged write lost,
-contiguous and unique versions in kv.changes, no write committed by a writer
-paused past its ownership (zombie), live projection = rebuild from the log.
+ports with a fresh Postgres database, runs CAS clients and transfer clients
+(transactions of two conditioned puts) through random writers while killing
+(SIGKILL) and pausing (SIGSTOP/SIGCONT) writers and projectors, then checks:
+linearizability per key (porcupine), listings that hold every write
+acknowledged before they began, no acknowledged write lost, contiguous and
+unique versions in kv.changes, no write committed by a writer paused past
+its ownership (zombie), live projection = rebuild from the log, transfers
+that keep their accounts summing to 0 and whole transactions in the log.
 Exits non-zero when a check fails; logs, history and (on a linz.Result
 failure) porcupine's HTML view are then kept in the run directory it prints.
 
