@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -27,85 +26,18 @@ type Findings struct {
 	// writerEpoch, or a committed transaction's producer epoch, is lower
 	// than an earlier one's (an older owner committed after a newer one).
 	EpochMismatches, EpochRegressions []string
-	// Txns is how many transactions (POST /v1/txn: events sharing a
-	// txnId) the log holds. TxnBreaks: a transaction not whole in the log
-	// — fewer or more events than its txnSize, in more than one
-	// partition, or not contiguous there. A Kafka transaction commits all
-	// of a transaction's events or none, one after the other.
-	Txns      int
-	TxnBreaks []string
 }
 
 func (f Findings) VersionViolations() int { return len(f.Duplicates) + len(f.Gaps) }
 
 // Violations lists every finding.
 func (f Findings) Violations() []string {
-	return slices.Concat(f.Duplicates, f.Gaps, f.ChainBreaks, f.EpochMismatches, f.EpochRegressions, f.TxnBreaks)
+	return slices.Concat(f.Duplicates, f.Gaps, f.ChainBreaks, f.EpochMismatches, f.EpochRegressions)
 }
 
-// checkTxns returns how many transactions evs holds and those that are
-// not whole: each transaction's txnSize events, contiguous offsets of
-// one partition.
-func checkTxns(evs []Event) (int, []string) {
-	type run struct {
-		partition   int32
-		first, last int64
-		n, size     int
-		partitions  bool // more than one
-	}
-	runs := map[string]*run{}
-	var order []string
-	for _, le := range evs {
-		id := le.Event.TxnID
-		if id == "" {
-			continue
-		}
-		r, ok := runs[id]
-		if !ok {
-			r = &run{partition: le.Partition, first: le.Offset, last: le.Offset, size: le.Event.TxnSize}
-			runs[id] = r
-			order = append(order, id)
-		}
-		r.partitions = r.partitions || le.Partition != r.partition
-		r.first, r.last = min(r.first, le.Offset), max(r.last, le.Offset)
-		r.n++
-	}
-	var breaks []string
-	for _, id := range order {
-		r := runs[id]
-		switch {
-		case r.partitions:
-			breaks = append(breaks, fmt.Sprintf("transaction %s has events in more than one partition", id))
-		case r.n != r.size:
-			breaks = append(breaks, fmt.Sprintf("transaction %s has %d events in partition %d, its txnSize is %d", id, r.n, r.partition, r.size))
-		case r.last-r.first+1 != int64(r.n):
-			breaks = append(breaks, fmt.Sprintf("transaction %s is not contiguous: %d events at offsets %d..%d of partition %d", id, r.n, r.first, r.last, r.partition))
-		}
-	}
-	return len(runs), breaks
-}
-
-// LostTxns returns the acknowledged transactions (by txnId, with the
-// number of events each appended) that the log does not hold whole.
-func LostTxns(acked map[string]int, evs []Event) []string {
-	n := map[string]int{}
-	for _, le := range evs {
-		if le.Event.TxnID != "" {
-			n[le.Event.TxnID]++
-		}
-	}
-	var lost []string
-	for _, id := range slices.Sorted(maps.Keys(acked)) {
-		if n[id] != acked[id] {
-			lost = append(lost, fmt.Sprintf("transaction %s: %d of its %d events in the log", id, n[id], acked[id]))
-		}
-	}
-	return lost
-}
-
-// Check checks the log's own invariants: per key, versions 1, 2, 3, ...
+// checkLog checks the log's own invariants: per key, versions 1, 2, 3, ...
 // each once, each event continuing the previous one; per partition,
-// producer epochs never going back; every transaction whole.
+// producer epochs never going back.
 func Check(evs []Event) Findings {
 	var f Findings
 	f.Events = len(evs)
@@ -163,7 +95,6 @@ func Check(evs []Event) Findings {
 		seenIDs[le.Partition][cur.id] = true
 	}
 	f.Keys = len(last)
-	f.Txns, f.TxnBreaks = checkTxns(evs)
 	return f
 }
 

@@ -3,7 +3,6 @@ package logcheck
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,39 +82,6 @@ func TestCheckLog(t *testing.T) {
 				t.Fatalf("got %d, want %d: %+v", got, tc.want, f)
 			}
 		})
-	}
-}
-
-func TestCheckTxns(t *testing.T) {
-	// txn marks evs as the events of transaction id of size n.
-	txn := func(id string, n int, evs ...Event) []Event {
-		for i := range evs {
-			evs[i].Event.TxnID, evs[i].Event.TxnSize = id, n
-		}
-		return evs
-	}
-	for _, tc := range []struct {
-		name   string
-		evs    []Event
-		txns   int
-		breaks int
-	}{
-		{"OKWhole", slices.Concat(chain(0, "a", 1, 1), txn("t1", 2, ev(0, 3, "b", 1, "b-v1", 0, 1), ev(0, 4, "c", 1, "c-v1", 0, 1)),
-			txn("t2", 1, ev(1, 0, "d", 1, "d-v1", 0, 1))), 2, 0},
-		{"ErrPartial", txn("t1", 3, ev(0, 3, "b", 1, "b-v1", 0, 1), ev(0, 4, "c", 1, "c-v1", 0, 1)), 1, 1},
-		{"ErrNotContiguous", txn("t1", 2, ev(0, 3, "b", 1, "b-v1", 0, 1), ev(0, 5, "c", 1, "c-v1", 0, 1)), 1, 1},
-		{"ErrTwoPartitions", txn("t1", 2, ev(0, 3, "b", 1, "b-v1", 0, 1), ev(1, 4, "c", 1, "c-v1", 0, 1)), 1, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := Check(tc.evs)
-			if f.Txns != tc.txns || len(f.TxnBreaks) != tc.breaks || len(f.Violations()) != tc.breaks {
-				t.Fatalf("%d transactions, breaks %v; want %d and %d", f.Txns, f.TxnBreaks, tc.txns, tc.breaks)
-			}
-		})
-	}
-	evs := txn("t1", 2, ev(0, 3, "b", 1, "b-v1", 0, 1), ev(0, 4, "c", 1, "c-v1", 0, 1))
-	if lost := LostTxns(map[string]int{"t1": 2, "t9": 3}, evs); len(lost) != 1 || !strings.Contains(lost[0], "t9") {
-		t.Fatalf("lost %v, want t9 only", lost)
 	}
 }
 

@@ -74,7 +74,6 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	}
 	r := &report{cfg: c, keys: keys, history: cl.history(), dir: s.Dir, owners: owners}
 	r.changes, r.lists, r.failedLists = cl.listings()
-	r.transfers = cl.transferLog()
 	s.logf("clients stopped after %d operations; checking", len(r.history))
 	r.faults, r.pauses = nem.report()
 	r.exits = s.unexpectedExits()
@@ -104,7 +103,6 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	}
 	r.log = l
 	r.logFindings = logcheck.Check(l.Events)
-	r.transfer = checkTransfers(r.transfers, l.Events)
 	r.acks = acknowledged(r.history)
 	r.lost = logcheck.LostWrites(r.acks, l.Events)
 	r.zombies = logcheck.Zombies(r.pauses, l.Events)
@@ -135,10 +133,6 @@ type report struct {
 	failedLists int
 	listing     linz.ListingResult
 
-	// The transfer workload (transactions) and its check.
-	transfers []transfer
-	transfer  transferFindings
-
 	lin         linz.Result
 	linPath     string
 	log         *logcheck.Log
@@ -153,7 +147,7 @@ type report struct {
 
 func (r *report) ok() bool {
 	return r.checked && len(r.problems) == 0 && r.lin.Result == porcupine.Ok && len(r.lost) == 0 &&
-		len(r.listing.Violations) == 0 && len(r.logFindings.TxnBreaks) == 0 && r.transfer.ok() &&
+		len(r.listing.Violations) == 0 &&
 		len(r.proj.LostInProjection) == 0 && r.logFindings.VersionViolations() == 0 &&
 		len(r.logFindings.ChainBreaks) == 0 && len(r.logFindings.EpochMismatches) == 0 &&
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
@@ -180,12 +174,6 @@ func (r *report) save() error {
 	if err := os.WriteFile(filepath.Join(r.dir, "listings.json"), b, 0o644); err != nil {
 		return err
 	}
-	if b, err = json.Marshal(r.transfers); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, "transfers.json"), b, 0o644); err != nil {
-		return err
-	}
 	if err := os.WriteFile(filepath.Join(r.dir, "owners.txt"), []byte(strings.Join(r.owners.lines(), "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
@@ -201,7 +189,6 @@ func (r *report) print(w io.Writer) {
 		return
 	}
 	r.printLog(w)
-	r.printTransfers(w)
 	r.printProjection(w)
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)

@@ -55,8 +55,6 @@ type clients struct {
 	changes     []linz.Change
 	lists       []linz.Listing
 	failedLists int
-	// The transfer workload (transfers.go).
-	transfers []transfer
 }
 
 // listKeys is how many keys the listing workload writes in each register
@@ -99,10 +97,6 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 		case <-stop:
 			return
 		default:
-		}
-		if rng.IntN(8) == 0 {
-			c.transferStep(id, rng, seq)
-			continue
 		}
 		if rng.IntN(4) == 0 {
 			c.listStep(id, rng, seq, stop)
@@ -213,13 +207,6 @@ func (c *clients) list(id, w int, prefix string) {
 		l.Items[e.Key] = e.Version
 	}
 	c.lists = append(c.lists, l)
-}
-
-// transferLog returns the transfers sent so far.
-func (c *clients) transferLog() []transfer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.transfers)
 }
 
 // listings returns the listing workload's changes and answered listings,
