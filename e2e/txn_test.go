@@ -253,6 +253,31 @@ func TestTxnReplay(t *testing.T) {
 	if n := len(s.readLog(ctx)); n != logged {
 		t.Fatalf("the reuse appended %d events", n-logged)
 	}
+
+	// A written key changes; once everything is projected (the writer
+	// recalls the requestId from the projection's history), a late retry
+	// is stale: refused, nothing applied twice.
+	if _, err := c.Put(ctx, putOf(scope+"r/a", `7`)); err != nil {
+		t.Fatal(err)
+	}
+	waitProjected(t, s)
+	logged = len(s.readLog(ctx))
+	_, err = c.Txn(ctx, body)
+	if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" || *e.FailedOp != 0 {
+		t.Fatalf("stale retry: %v", err)
+	}
+	var rec *events.Conflict
+	for _, cr := range s.readConflicts(t) {
+		if cr.ID == e.CorrelationID {
+			rec = &cr
+		}
+	}
+	if rec == nil || rec.Reason != "stale_request" || rec.Key != scope+"r/a" {
+		t.Fatalf("conflict record %+v", rec)
+	}
+	if n := len(s.readLog(ctx)); n != logged {
+		t.Fatalf("the stale retry appended %d events", n-logged)
+	}
 }
 
 // TestTxnConcurrentTransfers: clients move amounts between four counters
