@@ -169,9 +169,6 @@ func decodeTxn(c echo.Context, limit int) (events.TxnBody, []byte, error) {
 		return events.TxnBody{}, nil, err
 	}
 	b := events.TxnBody{RequestID: env.RequestID, Ops: make([]events.TxnOp, len(env.Ops))}
-	if env.Ops == nil {
-		b.Ops = nil
-	}
 	for i, raw := range env.Ops {
 		if err := decodeOne(raw, &b.Ops[i]); err != nil {
 			return b, nil, events.InOp(i, err)
