@@ -43,7 +43,7 @@ func (h *holderFlags) addHolder(cmd *cobra.Command, name string) {
 }
 
 func (h *holderFlags) addTTL(cmd *cobra.Command, what string) {
-	cmd.Flags().StringVar(&h.ttl, "ttl", "", "the "+what+"'s lease: a duration (30s, 5m) or seconds (server default 60s)")
+	cmd.Flags().StringVar(&h.ttl, "ttl", "", "the "+what+"'s lease: a duration (30s, 5m) or seconds (default: for locks KVSTORE_LOCK_TTL, else the server's 60s)")
 }
 
 func (h *holderFlags) addWait(cmd *cobra.Command, what string) {
@@ -51,8 +51,12 @@ func (h *holderFlags) addWait(cmd *cobra.Command, what string) {
 }
 
 // request resolves the holder and lease into a request for key.
-func (a *app) holderRequest(cmd *cobra.Command, h *holderFlags, name, key string) (client.LockRequest, error) {
-	a.subject, a.right = key, "write"
+func (a *app) holderRequest(cmd *cobra.Command, h *holderFlags, name, arg string) (client.LockRequest, error) {
+	key, err := a.key(arg)
+	if err != nil {
+		return client.LockRequest{}, err
+	}
+	a.right = "write"
 	switch {
 	case cmd.Flags().Changed(name):
 		a.holder, a.holderSource = h.holder, "--"+name
@@ -65,13 +69,15 @@ func (a *app) holderRequest(cmd *cobra.Command, h *holderFlags, name, key string
 	if h.wait < 0 {
 		return r, &usageError{msg: fmt.Sprintf("--wait %v is negative", h.wait), solution: "give how long to keep trying, e.g. --wait 30s", cmd: a.cmdPath}
 	}
-	if h.ttl != "" {
-		var err error
+	switch {
+	case h.ttl != "":
 		if r.TTL, err = parseTTL(h.ttl); err != nil {
 			return r, err
 		}
+	case a.cmdPath == "kvctl lock acquire" || a.cmdPath == "kvctl lock extend":
+		r.TTL, err = a.envTTL("KVSTORE_LOCK_TTL")
 	}
-	return r, nil
+	return r, err
 }
 
 // userAtHost is the default holder: the same for every kvctl a user runs

@@ -171,7 +171,9 @@ func closedURL(tb testing.TB) string {
 // run in order: later ones see the keys earlier ones wrote.
 func TestCLI(t *testing.T) {
 	url := stack.MustStart(t)
-	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken}, dir: t.TempDir()}
+	// KVCTL_FORMAT=text: the goldens pin what a terminal shows (without
+	// --format, a pipe gets json; TestSeed pins that default).
+	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()
 
@@ -513,9 +515,10 @@ func TestGetCounter(t *testing.T) {
 		code         int
 		stdout, errs string
 	}{
-		{"OKText", []string{counter}, exitOK, "42\n", ""},
+		{"OKText", []string{counter, "--format", "text"}, exitOK, "42\n", ""},
+		{"OKJSONWhenPiped", []string{counter}, exitOK, `{"key":"` + counter + `","value":42,"type":"counter","version":1}` + "\n", ""},
 		{"OKValue", []string{counter, "--format", "value"}, exitOK, "42\n", ""},
-		{"OKJSON", []string{counter, "-o", "json"}, exitOK, `{"key":"` + counter + `","value":42,"version":1}` + "\n", ""},
+		{"OKJSON", []string{counter, "-o", "json"}, exitOK, `{"key":"` + counter + `","value":42,"type":"counter","version":1}` + "\n", ""},
 		{"ErrNotFound", []string{scope + "counters/missing"}, exitFailed, "", "[not_found]"},
 		{"ErrWrongType", []string{text}, exitFailed, "", "[wrong_type]"},
 		{"ErrBadKey", []string{scope + "Counter"}, exitUsage, "", "[invalid]"},
