@@ -29,16 +29,18 @@ type holderFlags struct {
 // addHolder adds --holder (for locks) or --id (for leaders, with
 // --holder as its synonym).
 func (h *holderFlags) addHolder(cmd *cobra.Command, name string) {
-	usage := "the holder's id (default $KVCTL_HOLDER, else USER@HOST)"
+	usage := "the holder's id (default $KVCTL_HOLDER, else USER@HOST; --owner, the seed's name, is the same)"
+	synonym := "owner"
 	if name == "id" {
 		usage = "the candidate's id (default $KVCTL_HOLDER, else USER@HOST; --holder is the same)"
-		cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
-			if n == "holder" {
-				n = "id"
-			}
-			return pflag.NormalizedName(n)
-		})
+		synonym = "holder"
 	}
+	cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
+		if n == synonym {
+			n = name
+		}
+		return pflag.NormalizedName(n)
+	})
 	cmd.Flags().StringVar(&h.holder, name, "", usage)
 }
 
@@ -47,7 +49,7 @@ func (h *holderFlags) addTTL(cmd *cobra.Command, what string) {
 }
 
 func (h *holderFlags) addWait(cmd *cobra.Command, what string) {
-	cmd.Flags().DurationVar(&h.wait, "wait", 0, "if "+what+", retry (exponential backoff with jitter) for up to this long (e.g. 30s, 10m)")
+	durationVar(cmd.Flags(), &h.wait, "wait", 0, "if "+what+", retry (exponential backoff with jitter) for up to this long (e.g. 30s, 10m, or seconds: 60)")
 }
 
 // request resolves the holder and lease into a request for key.

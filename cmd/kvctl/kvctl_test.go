@@ -167,6 +167,16 @@ func closedURL(tb testing.TB) string {
 	return "http://" + l.Addr().String()
 }
 
+// tc is one golden case of TestCLI: kvctl run with args, stdin and env
+// exits with code.
+type tc struct {
+	name  string
+	stdin string
+	env   map[string]string
+	args  []string
+	code  int
+}
+
 // TestCLI runs the built kvctl against one in-process stack. The cases
 // run in order: later ones see the keys earlier ones wrote.
 func TestCLI(t *testing.T) {
@@ -177,13 +187,6 @@ func TestCLI(t *testing.T) {
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()
 
-	type tc struct {
-		name  string
-		stdin string
-		env   map[string]string
-		args  []string
-		code  int
-	}
 	runCases := func(t *testing.T, cases []tc) {
 		t.Helper()
 		for _, tc := range cases {
@@ -371,6 +374,10 @@ func TestCLI(t *testing.T) {
 		{name: "err-txn-malformed", stdin: `[{"op":"set","key":"txn/a"`, env: demo, args: []string{"transaction", "--file", "-"}, code: exitUsage},
 		{name: "err-txn-cross-project", stdin: `[{"op":"set","key":"txn/a","value":1},{"op":"set","key":"tenant/acme/project/other/a","value":1}]`,
 			env: demo, args: []string{"transaction", "--file", "-"}, code: exitUsage},
+	})
+
+	t.Run("Seed", func(t *testing.T) {
+		testSeedCommands(t, k, c, runCases)
 	})
 
 	t.Run("Locks", func(t *testing.T) {

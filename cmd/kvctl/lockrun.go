@@ -97,7 +97,7 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 	f.StringVar(&h.holder, "holder", "", "the holder's id (default USER@HOST/PID, unique to this run)")
 	f.StringVar(&h.ttl, "ttl", defaultRunTTL, "the lease, renewed every third of it while CMD runs: a duration (30s, 5m) or seconds")
 	h.addWait(cmd, "another holder has it")
-	f.DurationVar(&grace, "grace", defaultRunGrace, "when the lock is lost: time between SIGTERM and SIGKILL to CMD (at most --ttl/3)")
+	durationVar(f, &grace, "grace", defaultRunGrace, "when the lock is lost: time between SIGTERM and SIGKILL to CMD (at most --ttl/3)")
 	return cmd
 }
 

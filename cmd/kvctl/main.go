@@ -143,7 +143,7 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	f.BoolVarP(&a.quiet, "quiet", "q", false, "print nothing on stdout (errors still go to stderr; the exit code is unchanged)")
 	f.BoolVarP(&a.verbose, "verbose", "V", false, "say each request, its answer's status and time, and each retry on stderr (never a value)")
 	a.addNamespaceFlags(root)
-	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
+	durationVar(f, &a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue, formatKeys}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),

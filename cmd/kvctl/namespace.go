@@ -61,7 +61,9 @@ func (a *app) resolveNamespace(cmd *cobra.Command) error {
 	}
 	p, err := checkNamespace(a.ns.project)
 	if err != nil {
-		return &usageError{msg: fmt.Sprintf("%s %q is not tenant/<tenant>/project/<project>", a.ns.source, a.ns.project),
+		bad := a.ns
+		a.ns = namespace{} // error Details name only a namespace in use
+		return &usageError{msg: fmt.Sprintf("%s %q is not tenant/<tenant>/project/<project>", bad.source, bad.project),
 			solution: "name the project relative keys are paths in, e.g. --table tenant/acme/project/demo (or KVSTORE_TABLE=tenant/acme/project/demo)", cmd: a.cmdPath}
 	}
 	a.ns.project = p
