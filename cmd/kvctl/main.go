@@ -1,4 +1,5 @@
-// Command kvctl is eskv's command-line client: keys (get, set, delete,
+// Command kvctl is eskv's command-line client, speaking the kvstore
+// seed's command set (short keys in a namespace, see namespace.go): keys (get, set, delete,
 // exists, list), counters (inc, dec), fields of object values (field),
 // read-modify-write by a command (update), locks (lock, including lock
 // run), leader election (leader) and transactions of several keys of one
@@ -109,22 +110,32 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "Command-line client of eskv, the event-sourced key-value store",
 		Long: `kvctl reads and writes eskv keys through its HTTP API.
 
-Keys look like tenant/<tenant>/project/<project>/<path>; values are JSON.
+Keys look like tenant/<tenant>/project/<project>/<path>, or are the
+kvstore seed's short keys (config/api-key): paths in the namespace
+--table tenant/<t>/project/<p> (KVSTORE_TABLE, KVCTL_NAMESPACE,
+KVCTL_PROJECT; none by default, so keys are full). Values are JSON.
 Besides reading and writing values, kvctl counts (inc, dec), changes
 fields of object values (field), changes a value with a command and
 retries on conflict (update), takes locks (lock, and lock run for a
 command), elects leaders (leader) and changes several keys of one project
 atomically (transaction).
 
-Data goes to stdout (--format text, json or value), messages and errors to
-stderr. Exit codes: 0 success; 1 failed condition (not found, version
-conflict, field mismatch, no lock or leader); 2 invalid arguments; 3 server
-or network error; 4 lock unavailable or not leader.
+Data goes to stdout (--format text, json or value; without --format,
+KVCTL_FORMAT, else json when stdout is not a terminal and text on one),
+messages and errors to stderr (-q: nothing on stdout; -V: requests and
+retries on stderr). Exit codes: 0 success; 1 failed condition (not found,
+already exists, version conflict, field mismatch, a --min/--max bound, no
+lock or leader); 2 invalid arguments; 3 server or network error; 4 lock
+unavailable, not leader or queue empty.
+
+Defaults from the environment: KVSTORE_DEFAULT_TTL (set's --ttl),
+KVSTORE_LOCK_TTL (lock acquire and extend's --ttl).
 
 Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 (KVCTL_TOKEN, else ESKV_DEV_TOKEN, else the file ` + devTokenFile + ` that
 'make run' writes, read from the current directory).`,
 		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
+  KVSTORE_TABLE=tenant/acme/project/demo kvctl dec rate-limit/api-key-123 --min 0 || echo "Rate limit exceeded"
   kvctl get tenant/acme/project/demo/greeting --format value
   kvctl list tenant/acme/project/demo/ --all
   kvctl inc tenant/acme/project/demo/visits --create
