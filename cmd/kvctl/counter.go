@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -157,7 +158,9 @@ func (a *app) boundedIncrement(ctx context.Context, r client.IncrementRequest, b
 			cas.ExpectedVersion = &version
 		}
 		res, err := a.client.Increment(ctx, cas)
-		if r.ExpectedVersion != nil || events.ErrorCode(err) != events.EConflict || try == maxBoundedTries {
+		var e *events.Error
+		raced := errors.As(err, &e) && e.Code == events.EConflict && e.Field != "requestId" // not a reused --request-id
+		if r.ExpectedVersion != nil || !raced || try == maxBoundedTries {
 			return res, err
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // keys in a namespace, set --if-not-exists, get --default, delete
 // --if-value, get-counter, dec --min, list --format keys, -q, -V, the
 // json default when piped, the KVSTORE_* defaults) and their exit codes.
-// It runs inside TestCLI, after the counters cases (hits is 8).
+// It runs inside TestCLI (the listing of the namespace sees its keys).
 func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func(*testing.T, []tc)) {
 	ns := strings.TrimSuffix(scope, "/")
 	seed := map[string]string{"KVSTORE_TABLE": ns}
@@ -30,7 +30,7 @@ func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func
 		}
 		return m
 	}
-	for k, v := range map[string]string{"agent/mode": `"on"`, "quota": "1"} {
+	for k, v := range map[string]string{"agent/mode": `"on"`, "quota": "1", "requests": "7"} {
 		if _, err := c.Put(t.Context(), client.PutRequest{Key: scope + k, Value: json.RawMessage(v)}); err != nil {
 			t.Fatal(err)
 		}
@@ -49,8 +49,8 @@ func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func
 		{name: "seed-delete-if-value-text", env: seed, args: []string{"delete", "agent/status", "--if-value", "active"}},
 		{name: "err-seed-delete-if-value-differs", env: seed, args: []string{"delete", "agent/mode", "--if-value", "off"}, code: exitFailed},
 		{name: "err-seed-delete-if-value-absent", env: seed, args: []string{"delete", "agent/status", "--if-value", "active"}, code: exitFailed},
-		{name: "seed-get-counter-json", env: seed, args: []string{"get-counter", "hits", "--format", "json"}},
-		{name: "seed-get-counter-text", env: seed, args: []string{"get-counter", "hits"}},
+		{name: "seed-get-counter-json", env: seed, args: []string{"get-counter", "requests", "--format", "json"}},
+		{name: "seed-get-counter-text", env: seed, args: []string{"get-counter", "requests"}},
 		{name: "seed-dec-min-value", env: seed, args: []string{"dec", "quota", "--min", "0", "-o", "value"}},
 		{name: "err-seed-dec-min", env: seed, args: []string{"dec", "quota", "--min", "0"}, code: exitFailed},
 		{name: "err-seed-inc-max", env: seed, args: []string{"inc", "quota", "--by", "3", "--max", "2"}, code: exitFailed},
