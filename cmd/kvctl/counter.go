@@ -58,7 +58,8 @@ at the version it read, reading again when another writer came first, so
 concurrent decrements never take it past the bound.
 
 --format text prints "KEY = N (version V)", json the entry after the
-change, value the new number.`, "kvctl "+name, verb),
+change with the seed's "previous" (the value before it), value the new
+number.`, "kvctl "+name, verb),
 		Example:           example,
 		Args:              args("KEY"),
 		Annotations:       apiAnnotation,
@@ -82,6 +83,9 @@ change, value the new number.`, "kvctl "+name, verb),
 				return err
 			}
 			a.noteReplayed(res.Replayed, r.RequestID, "added")
+			if a.format == formatJSON { // the entry, and the seed's "previous"
+				return writeJSON(a.stdout, counterEntry{Entry: res.Entry, Previous: res.Value - r.By})
+			}
 			return a.writeEntry(res.Entry, fmt.Sprintf("%s = %d (version %d)", res.Entry.Key, res.Value, res.Entry.Version))
 		},
 	}
@@ -164,4 +168,11 @@ func (a *app) boundedIncrement(ctx context.Context, r client.IncrementRequest, b
 			return res, err
 		}
 	}
+}
+
+// counterEntry is inc and dec's json answer: the entry after the change
+// and, as the seed's inc answers, the value before it.
+type counterEntry struct {
+	events.Entry
+	Previous int64 `json:"previous"`
 }
