@@ -66,6 +66,17 @@ func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func
 		{name: "seed-lock-acquire-owner-text", env: with(map[string]string{"KVSTORE_LOCK_TTL": "600"}), args: []string{"lock", "acquire", "deploy-prod", "--owner", "agent-1"}},
 		{name: "err-seed-lock-acquire-held", env: seed, args: []string{"lock", "acquire", "deploy-prod", "--ttl", "600", "--owner", "agent-2"}, code: exitUnavailable},
 		{name: "seed-lock-release-owner-text", env: seed, args: []string{"lock", "release", "deploy-prod", "--owner", "agent-1"}},
+		// Every command resolves its key in the namespace.
+		{name: "seed-exists", env: seed, args: []string{"exists", "agent/mode"}},
+		{name: "seed-field-set-text", env: seed, args: []string{"field", "set", "tasks/9", "state=new", "--create"}},
+		{name: "seed-field-get-value", env: seed, args: []string{"field", "get", "tasks/9", "state", "-o", "value"}},
+		{name: "seed-update-value", env: seed, args: []string{"update", "quota", "-o", "value", "--", "sh", "-c", "read n; echo $((n + 5))"}},
+		{name: "seed-leader-elect-text", env: seed, args: []string{"leader", "elect", "leaders/cleanup-manager", "--ttl", "30", "--id", "agent-123"}},
+		{name: "seed-leader-resign-text", env: seed, args: []string{"leader", "resign", "leaders/cleanup-manager", "--id", "agent-123"}},
+		{name: "seed-lock-run", env: seed, args: []string{"lock", "run", "locks/nightly", "--holder", "h1", "--wait", "60", "--", "sh", "-c", "echo \"$KVCTL_LOCK_KEY\""}},
+		{name: "seed-txn-text", env: seed, stdin: `[{"op":"inc","key":"total-requests","by":1},{"op":"set","key":"last-request-time","value":"1700000000"}]`,
+			args: []string{"transaction", "--file", "-"}},
+		{name: "seed-txn-table-flag-text", stdin: `[{"op":"inc","key":"total-requests","by":1}]`, args: []string{"transaction", "--file", "-", "--table", ns}},
 		{name: "err-seed-queue-empty", env: seed, args: []string{"get", "work-queue", "--url", fakeServer(t, 404, `{"error":{"code":"queue_empty","message":"queue work-queue is empty"}}`)}, code: exitUnavailable},
 		{name: "err-seed-server", env: seed, args: []string{"get", "agent/mode", "--url", fakeServer(t, 500, `{"error":{"code":"internal","message":"internal error"}}`)}, code: exitServer},
 	})
