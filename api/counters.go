@@ -22,6 +22,6 @@ func (s *Server) increment(c echo.Context, _ events.Op, p *Principal, k events.K
 // incrementRequest is the write of an increment of key k by principal
 // (b valid). A transaction's increment is one.
 func incrementRequest(k events.Key, b *events.IncrementBody, principal string) *writer.Request {
-	return &writer.Request{Key: k, Op: events.OpIncrement, By: b.Step(), Create: b.Create, ExpectedVersion: b.ExpectedVersion,
+	return &writer.Request{Key: k, Op: events.OpIncrement, By: b.Step(), Min: b.Min, Max: b.Max, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
 		TTLSeconds: b.TTL(), Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal}
 }

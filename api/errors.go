@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -56,9 +57,12 @@ var redactedMessages = map[string]string{
 // (or a lock's holder).
 func withoutValue(d events.ErrorDetail) events.ErrorDetail {
 	msg, ok := redactedMessages[d.Code]
+	bound := d.Field[strings.LastIndex(d.Field, ".")+1:]
 	switch {
 	case d.Field == "requestId":
 		msg = "the requestId was already used for a different write of this key"
+	case d.Code == events.EOutOfRange && (bound == "min" || bound == "max"): // a bound, also a transaction's ops[i].min
+		msg = "the result would leave the increment's " + bound
 	case !ok:
 		msg = "the operation does not fit the key's current entry"
 	}

@@ -166,6 +166,8 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrGetFieldOnVerb", "GET", key + "k:lock?field=a", ``, 400, events.EInvalid, "field", ""},
 		{"ErrGetFieldTooLong", "GET", key + "k?field=" + long(events.MaxFieldNameBytes+1), ``, 400, events.EInvalid, "field", "field names must be 1 to 256 bytes"},
 		{"ErrIncrementByZero", "POST", key + "k:increment", `{"by":0}`, 400, events.EInvalid, "by", ""},
+		{"ErrIncrementMaxBelowMin", "POST", key + "k:increment", `{"by":-1,"min":5,"max":4}`, 400, events.EInvalid, "max", "max 4 is below min 5: no result could satisfy both"},
+		{"ErrIncrementMinNotInteger", "POST", key + "k:increment", `{"min":0.5}`, 400, events.EInvalid, "min", ""},
 		{"ErrIncrementTTLOverMax", "POST", key + "k:increment", `{"ttlSeconds":315360001}`, 400, events.EInvalid, "ttlSeconds",
 			"ttlSeconds must be between 1 and 315360000 (omit it to keep the entry's expiry)"},
 		{"ErrHolderMissing", "POST", key + "k:acquire", `{}`, 400, events.EInvalid, "holder", ""},
@@ -234,6 +236,16 @@ func TestHandlersTranslate(t *testing.T) {
 		{"OKIncrementStepOne", "POST", key + "k:increment", `{"create":true}`, func(t *testing.T, r writer.Request, _ string) {
 			if r.Op != events.OpIncrement || r.By != 1 || !r.Create || r.Semantics.Purpose != "" {
 				t.Fatalf("request %+v", r)
+			}
+		}},
+		{"OKIncrementBounds", "POST", key + "k:increment", `{"by":-2,"min":0,"max":100}`, func(t *testing.T, r writer.Request, _ string) {
+			if r.Op != events.OpIncrement || r.By != -2 || r.Min == nil || *r.Min != 0 || r.Max == nil || *r.Max != 100 {
+				t.Fatalf("request %+v", r)
+			}
+		}},
+		{"OKIncrementUnbounded", "POST", key + "k:increment", `{}`, func(t *testing.T, r writer.Request, _ string) {
+			if r.Min != nil || r.Max != nil {
+				t.Fatalf("bounds %v %v on an unbounded increment", r.Min, r.Max)
 			}
 		}},
 		{"OKElectDefaultLease", "POST", key + "k:elect", `{"holder":"a","semantics":{"producer":"p"}}`, func(t *testing.T, r writer.Request, answer string) {
@@ -449,6 +461,52 @@ func TestConflictAnswersHideValues(t *testing.T) {
 					if got := strings.Contains(rec.Body.String(), secret); got != tc.showValue {
 						t.Fatalf("%s %s: value shown %v, want %v: %s", r.method, r.path, got, tc.showValue, rec.Body)
 					}
+				}
+			})
+		}
+	}
+}
+
+// TestBoundRefusalHidesValue: an increment refused by its min or max
+// names the counter's value in its message; a principal that may not read
+// the key gets the code, the bound at fault and the version only.
+func TestBoundRefusalHidesValue(t *testing.T) {
+	const counter = "918273645"
+	cur := &events.Entry{Key: "tenant/acme/project/demo/k", Version: 5, Value: json.RawMessage(counter)}
+	tokens, err := api.NewTokens([]api.TokenConfig{
+		{Token: "token-read-write-0123", Principal: "rw", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
+		{Token: "token-write-only-0123", Principal: "wo", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Write}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bound := range []string{"min", "max"} {
+		e := events.FieldErrorf(events.EOutOfRange, bound, "the counter is %s: adding 1 would take it past %s 0", counter, bound)
+		e.Current = cur
+		s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: 1024}, &refusingWriter{err: e}, fakeLister{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name, token string
+			showValue   bool
+		}{{"OKReaderSeesValue", "token-read-write-0123", true}, {"OKWriterSeesBoundOnly", "token-write-only-0123", false}} {
+			t.Run(bound+"/"+tc.name, func(t *testing.T) {
+				req := httptest.NewRequest("POST", key+"k:increment", strings.NewReader(`{"`+bound+`":0}`))
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				s.Handler().ServeHTTP(rec, req)
+				var b events.ErrorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != http.StatusConflict || b.Error.Code != events.EOutOfRange ||
+					b.Error.Field != bound || b.Error.CurrentVersion == nil || *b.Error.CurrentVersion != 5 {
+					t.Fatalf("answer %d %s", rec.Code, rec.Body)
+				}
+				if got := strings.Contains(rec.Body.String(), counter); got != tc.showValue {
+					t.Fatalf("value shown %v, want %v: %s", got, tc.showValue, rec.Body)
+				}
+				if !tc.showValue && !strings.HasPrefix(b.Error.Message, "the result would leave the increment's "+bound) {
+					t.Fatalf("message %q must name the bound", b.Error.Message)
 				}
 			})
 		}

@@ -78,7 +78,7 @@ func (c *Condition) Validate() error {
 //
 //	put:       value, ttlSeconds, keepTtl, semantics, specRef (PutBody)
 //	delete:    nothing else
-//	increment: by, create, ttlSeconds, semantics, specRef (IncrementBody)
+//	increment: by, min, max, create, ttlSeconds, semantics, specRef (IncrementBody)
 //	patch:     set, unset, create, ttlSeconds, semantics, specRef (PatchBody)
 //	check:     nothing else; condition is required
 //
@@ -94,6 +94,8 @@ type TxnOp struct {
 	Semantics  *Semantics                 `json:"semantics,omitempty"`
 	SpecRef    string                     `json:"specRef,omitempty"`
 	By         *int64                     `json:"by,omitempty"`
+	Min        *int64                     `json:"min,omitempty"`
+	Max        *int64                     `json:"max,omitempty"`
 	Create     bool                       `json:"create,omitempty"`
 	Set        map[string]json.RawMessage `json:"set,omitempty"`
 	Unset      []string                   `json:"unset,omitempty"`
@@ -104,7 +106,7 @@ type TxnOp struct {
 var txnMembers = map[Op][]string{
 	OpPut:       {"value", "ttlSeconds", "keepTtl", "semantics", "specRef"},
 	OpDelete:    {},
-	OpIncrement: {"by", "create", "ttlSeconds", "semantics", "specRef"},
+	OpIncrement: {"by", "min", "max", "create", "ttlSeconds", "semantics", "specRef"},
 	OpPatch:     {"set", "unset", "create", "ttlSeconds", "semantics", "specRef"},
 	OpCheck:     {},
 }
@@ -124,6 +126,8 @@ func (o *TxnOp) given() []string {
 	add("semantics", o.Semantics != nil)
 	add("specRef", o.SpecRef != "")
 	add("by", o.By != nil)
+	add("min", o.Min != nil)
+	add("max", o.Max != nil)
 	add("create", o.Create)
 	add("set", o.Set != nil)
 	add("unset", o.Unset != nil)
@@ -142,7 +146,7 @@ func (o *TxnOp) options() WriteOptions {
 
 // IncrementBody is the increment o stands for, without its condition.
 func (o *TxnOp) IncrementBody() IncrementBody {
-	return IncrementBody{By: o.By, WriteOptions: o.options()}
+	return IncrementBody{By: o.By, Min: o.Min, Max: o.Max, WriteOptions: o.options()}
 }
 
 // PatchBody is the patch o stands for, without its condition (a field

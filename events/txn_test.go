@@ -48,6 +48,9 @@ func TestTxnBodyValidate(t *testing.T) {
 		// The single-key bodies' own rules apply, named inside the op.
 		{"ErrPutLockPurpose", TxnBody{Ops: []TxnOp{{Op: OpPut, Key: k1, Value: val, Semantics: &Semantics{Purpose: PurposeLock}}}}, "ops[0].semantics.purpose", 0},
 		{"ErrIncrementByZero", TxnBody{Ops: []TxnOp{{Op: OpIncrement, Key: k1, By: ptr(int64(0))}}}, "ops[0].by", 0},
+		{"OKIncrementBounds", TxnBody{Ops: []TxnOp{{Op: OpIncrement, Key: k1, By: ptr(int64(-1)), Min: ptr(int64(0)), Max: ptr(int64(9))}}}, "", 0},
+		{"ErrIncrementMaxBelowMin", TxnBody{Ops: []TxnOp{{Op: OpIncrement, Key: k1, Min: ptr(int64(2)), Max: ptr(int64(1))}}}, "ops[0].max", 0},
+		{"ErrPutWithMin", TxnBody{Ops: []TxnOp{{Op: OpPut, Key: k1, Value: val, Min: ptr(int64(0))}}}, "ops[0].min", 0},
 		{"ErrPatchNothing", TxnBody{Ops: []TxnOp{{Op: OpPatch, Key: k1, Unset: []string{}}}}, "ops[0].set", 0},
 		{"ErrPutTTL", TxnBody{Ops: []TxnOp{{Op: OpPut, Key: k1, Value: val, TTLSeconds: ptr(int64(0))}}}, "ops[0].ttlSeconds", 0},
 	} {

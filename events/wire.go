@@ -118,6 +118,14 @@ func (o *WriteOptions) Idempotent() bool { return o.RequestID != "" }
 // IncrementBody is the body of POST /v1/kv/{key}:increment.
 type IncrementBody struct {
 	By *int64 `json:"by,omitempty"`
+	// Min and Max, when set, bound the result: an increment whose result
+	// would be below Min or above Max changes nothing and fails with
+	// out_of_range (field min or max). The server decides it with the
+	// increment, in one request: a rate limit is a decrement with min 0.
+	// They are the increment's own, not WriteOptions: a patch has no
+	// number to bound.
+	Min *int64 `json:"min,omitempty"`
+	Max *int64 `json:"max,omitempty"`
 	WriteOptions
 }
 
@@ -125,6 +133,9 @@ type IncrementBody struct {
 func (b *IncrementBody) Validate() error {
 	if b.By != nil && *b.By == 0 {
 		return FieldErrorf(EInvalid, "by", "by must not be 0 (read the key with GET)")
+	}
+	if b.Min != nil && b.Max != nil && *b.Min > *b.Max {
+		return FieldErrorf(EInvalid, "max", "max %d is below min %d: no result could satisfy both", *b.Max, *b.Min)
 	}
 	return b.validate()
 }

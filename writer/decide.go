@@ -49,6 +49,9 @@ type Request struct {
 	// a missing key (from 0 and {}).
 	By     int64
 	Create bool
+	// Min and Max, when set, bound an increment's result: outside them
+	// the increment is refused with out_of_range (field min or max).
+	Min, Max *int64
 	// Set and Unset are a patch's top-level field changes (Unset first);
 	// If, when set, makes the patch a field compare-and-swap.
 	Set   map[string]json.RawMessage
@@ -96,6 +99,11 @@ func (r *Request) Digest() string {
 	}
 	if r.Op != events.OpPut && r.Op != events.OpDelete {
 		parts = append(parts, r.By, r.Create, r.Set, r.Unset, untaggedIf(r.If), r.Holder, r.Op.Purpose())
+	}
+	// Bounds joined later: appended only when given, so the digest of an
+	// unbounded increment is the one it always had.
+	if r.Min != nil || r.Max != nil {
+		parts = append(parts, "bounds", r.Min, r.Max)
 	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)

@@ -136,6 +136,46 @@ func TestDecideRequestID(t *testing.T) {
 	}
 }
 
+// TestDecideRequestIDBounds: an increment's bounds are part of its
+// request: the same requestId with other bounds is a reuse, with the
+// same bounds a replay, and an unbounded increment keeps the digest it
+// had before bounds existed.
+func TestDecideRequestIDBounds(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/k")
+	r := &Request{Key: key, Op: events.OpIncrement, By: -1, Create: true, Min: ptr(-5), RequestID: "r-1", Principal: "p"}
+	first := Decide(events.State{}, r, now, 1)
+	if first.event == nil {
+		t.Fatalf("first decrement: %v", first.err)
+	}
+	st := first.event.State()
+	again := *r
+	again.Min = ptr(-5) // equal, not the same pointer
+	if d := Decide(st, &again, now, 1); !d.result.Replayed || d.event != nil {
+		t.Fatalf("the same bounds must replay: %+v", d)
+	}
+	for name, mod := range map[string]func(*Request){
+		"OtherMin":   func(r *Request) { r.Min = ptr(0) },
+		"NoMin":      func(r *Request) { r.Min = nil },
+		"MaxAdded":   func(r *Request) { r.Max = ptr(10) },
+		"MinIsNoMax": func(r *Request) { r.Min, r.Max = nil, ptr(-5) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			other := *r
+			mod(&other)
+			if d := Decide(st, &other, now, 1); events.ErrorCode(d.err) != events.EConflict || d.conflict == nil || d.conflict.Reason != "request_id_reused" {
+				t.Fatalf("a requestId retried with other bounds must be a reuse: %+v", d)
+			}
+		})
+	}
+	// Digests are stored with events: an unbounded increment's digest
+	// must not change with the bounds' arrival.
+	plain := Request{Key: key, Op: events.OpIncrement, By: 1, RequestID: "r", Principal: "p"}
+	if got, want := plain.Digest(), "30b56eebbe4a1b72e6cf86d4ca6eaf42"; got != want {
+		t.Fatalf("unbounded increment digest %s, want %s (as before bounds)", got, want)
+	}
+}
+
 // TestLockTokenGrowsAcrossBreak: a plain write may not store a lock
 // value; a lock broken by a plain write of a lock-shaped value with a huge
 // token, then deleted, is taken next with a token greater than every

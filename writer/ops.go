@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -13,7 +14,11 @@ import (
 )
 
 // decideIncrement adds r.By to the key's integer value, or starts from 0
-// when the key is absent and r.Create is set.
+// when the key is absent and r.Create is set. A result outside r.Min or
+// r.Max is refused with out_of_range, like one outside the int64 range:
+// the counter's own answer (a rate limit reached), not a lost race, so
+// it leaves no kv.conflicts record (one in a transaction does, as every
+// failed step does) and does not count in the conflict rate.
 func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
 	var base int64
 	switch {
@@ -31,9 +36,31 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 		err.Current = visible
 		return decision{err: err}
 	}
+	next := base + r.By
+	if err := checkBounds(base, next, r); err != nil {
+		err.Current = visible
+		return decision{err: err}
+	}
 	ev.Op = events.OpIncrement
-	ev.After = json.RawMessage(strconv.FormatInt(base+r.By, 10))
+	ev.After = json.RawMessage(strconv.FormatInt(next, 10))
 	return finish(ev, visible, r, "counter", r.TTLSeconds == 0, now)
+}
+
+// checkBounds refuses next, the result of adding r.By to base, when it
+// lies below r.Min or above r.Max. The message names the counter's value:
+// the API replaces it for a principal that may not read the key.
+func checkBounds(base, next int64, r *Request) *events.Error {
+	verb, by := "adding", strconv.FormatInt(r.By, 10)
+	if r.By < 0 {
+		verb, by = "subtracting", strings.TrimPrefix(by, "-")
+	}
+	switch {
+	case r.Min != nil && next < *r.Min:
+		return events.FieldErrorf(events.EOutOfRange, "min", "the counter is %d: %s %s would take it below min %d", base, verb, by, *r.Min)
+	case r.Max != nil && next > *r.Max:
+		return events.FieldErrorf(events.EOutOfRange, "max", "the counter is %d: %s %s would take it above max %d", base, verb, by, *r.Max)
+	}
+	return nil
 }
 
 // counterValue is the integer value of a counter entry; any other value

@@ -85,7 +85,44 @@ func TestDecideIncrement(t *testing.T) {
 		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: events.OpIncrement, By: 1}, events.EOutOfRange, "", "", ""},
 		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), Request{Op: events.OpIncrement, By: -1}, events.EOutOfRange, "", "", ""},
 		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), Request{Op: events.OpIncrement, By: 1}, events.ELockHeld, "", "", ""},
+		// Bounds: the result must lie in [min, max], both inclusive.
+		{"OKMinReached", state(k, 2, `1`, "counter", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0)}, "", events.OpIncrement, `0`, ""},
+		{"OKMaxReached", state(k, 2, `9`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Max: ptr(10)}, "", events.OpIncrement, `10`, ""},
+		{"OKMinMaxEqual", state(k, 2, `4`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Min: ptr(5), Max: ptr(5)}, "", events.OpIncrement, `5`, ""},
+		{"OKMaxIgnoredOnDecrement", state(k, 2, `50`, "counter", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0), Max: ptr(100)}, "", events.OpIncrement, `49`, ""},
+		{"OKCreateWithinBounds", events.State{}, Request{Op: events.OpIncrement, By: 1, Create: true, Min: ptr(0), Max: ptr(1)}, "", events.OpIncrement, `1`, ""},
+		{"ErrBelowMin", state(k, 2, `0`, "counter", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
+		{"ErrBelowMinByStep", state(k, 2, `2`, "counter", nil), Request{Op: events.OpIncrement, By: -3, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
+		{"ErrAboveMax", state(k, 2, `10`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Max: ptr(10)}, events.EOutOfRange, "", "", ""},
+		{"ErrCreateBelowMin", events.State{}, Request{Op: events.OpIncrement, By: -1, Create: true, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
+		{"ErrStillOutsideBounds", state(k, 2, `-5`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
+		{"ErrOverflowBeforeBound", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Max: ptr(0)}, events.EOutOfRange, "", "", ""},
+		{"ErrWrongTypeBeforeBound", state(k, 2, `"x"`, "other", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0)}, events.EWrongType, "", "", ""},
 	})
+	for name, field := range map[string]string{"ErrBelowMin": "min", "ErrBelowMinByStep": "min", "ErrAboveMax": "max",
+		"ErrCreateBelowMin": "min", "ErrStillOutsideBounds": "min", "ErrOverflowBeforeBound": "by"} {
+		var e *events.Error
+		d := ds[name]
+		if !errors.As(d.err, &e) || e.Field != field || d.conflict != nil {
+			t.Errorf("%s: err %v (field %q), conflict %+v; want field %s and no kv.conflicts record", name, d.err, e.Field, d.conflict, field)
+			continue
+		}
+		// The answer carries the entry it was decided against, like every
+		// refusal of a write the key's state decided.
+		if name == "ErrCreateBelowMin" {
+			if e.Current != nil {
+				t.Errorf("%s: current %+v on an absent key", name, e.Current)
+			}
+		} else if e.Current == nil || e.Current.Version != 2 {
+			t.Errorf("%s: current %+v, want version 2", name, e.Current)
+		}
+	}
+	if got, want := ds["ErrBelowMinByStep"].err.Error(), "out_of_range: the counter is 2: subtracting 3 would take it below min 0 (field min)"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	if got, want := ds["ErrAboveMax"].err.Error(), "out_of_range: the counter is 10: adding 1 would take it above max 10 (field max)"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
 	if e := ds["OKCreate"].event; e.Semantics.Purpose != "counter" || e.ExpiresAt != nil {
 		t.Errorf("new counter: semantics %+v expires %v", e.Semantics, e.ExpiresAt)
 	}

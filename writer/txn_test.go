@@ -109,6 +109,11 @@ func TestDecideTxn(t *testing.T) {
 			code: events.EFieldMismatch, failedOp: 1, field: "ops[1].condition.equals", reason: "field_mismatch"},
 		{name: "ErrIncrementWrongType", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpIncrement, "str", nil, by(1)}}),
 			code: events.EWrongType, failedOp: 1, field: "ops[1].value", reason: events.EWrongType},
+		// Bounds: a step's increment refused by its min is the step's
+		// failure; nothing of the transaction applies.
+		{name: "ErrIncrementBelowMin", req: build("", []step{{events.OpIncrement, "b", nil, by(5)}, {events.OpIncrement, "a", nil, func(r *Request) { r.By, r.Min = -11, ptr(0) }}}),
+			code: events.EOutOfRange, failedOp: 1, field: "ops[1].min", reason: events.EOutOfRange},
+		{name: "OKIncrementWithinBounds", req: build("", []step{{events.OpIncrement, "a", nil, func(r *Request) { r.By, r.Min, r.Max = -10, ptr(0), ptr(10) }}}), versions: []int64{4}},
 		{name: "ErrDeleteAbsent", req: build("", []step{{events.OpDelete, "gone", nil, nil}}),
 			code: events.ENotFound, failedOp: 0, field: "ops[0].key", reason: events.ENotFound},
 		{name: "ErrLockNotWritable", req: build("", []step{{events.OpPut, "lock", version(7), put(`1`)}}),
