@@ -49,6 +49,40 @@ func TestClient(t *testing.T) {
 		}
 	})
 
+	t.Run("IncrementBounds", func(t *testing.T) {
+		key := scope + "quota"
+		if res, err := c.Increment(ctx, client.IncrementRequest{Key: key, By: 2, Create: true, Max: new(int64(2))}); err != nil || res.Value != 2 {
+			t.Fatalf("create within max: %+v, %v", res, err)
+		}
+		_, err := c.Increment(ctx, client.IncrementRequest{Key: key, By: 1, Max: new(int64(2))})
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EOutOfRange || e.Field != "max" || e.Current == nil || e.Current.Version != 1 || string(e.Current.Value) != "2" {
+			t.Fatalf("above max: want out_of_range on max with the counter, got %#v", err)
+		}
+		for want := int64(1); want >= 0; want-- {
+			if res, err := c.Increment(ctx, client.IncrementRequest{Key: key, By: -1, Min: new(int64(0))}); err != nil || res.Value != want {
+				t.Fatalf("decrement to %d: %+v, %v", want, res, err)
+			}
+		}
+		if _, err := c.Increment(ctx, client.IncrementRequest{Key: key, By: -1, Min: new(int64(0))}); !errors.As(err, &e) || e.Field != "min" || e.Current.Version != 3 {
+			t.Fatalf("below min: %#v", err)
+		}
+		// In a transaction the bound fails its op, and nothing applies.
+		other := scope + "quota-other"
+		_, err = c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
+			{Op: events.OpIncrement, Key: other, By: new(int64(1)), Create: true},
+			{Op: events.OpIncrement, Key: key, By: new(int64(-1)), Min: new(int64(0))},
+		}})
+		if !errors.As(err, &e) || e.Code != events.EOutOfRange || e.Field != "ops[1].min" || e.FailedOp == nil || *e.FailedOp != 1 {
+			t.Fatalf("txn below min: %#v", err)
+		}
+		// The writer decides on its own state, not the projection's: an
+		// increment without create finds the key absent.
+		if _, err := c.Increment(ctx, client.IncrementRequest{Key: other}); events.ErrorCode(err) != events.ENotFound {
+			t.Fatalf("the transaction's other op applied: %v", err)
+		}
+	})
+
 	t.Run("PutGetDelete", func(t *testing.T) {
 		key := scope + "checkpoint"
 		res, err := c.Put(ctx, client.PutRequest{

@@ -50,6 +50,27 @@ func ExampleClient_Get() {
 	fmt.Printf("version %d: %s\n", e.Version, e.Value)
 }
 
+// A rate limit: each request takes one unit of a quota, refused once the
+// counter would go below 0. The server decides it in one request, so
+// concurrent callers never overdraw the quota.
+func ExampleClient_Increment_rateLimit() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	_, err := c.Increment(context.Background(), client.IncrementRequest{
+		Key: "tenant/acme/project/demo/rate-limit/user-42",
+		By:  -1,
+		Min: new(int64(0)),
+	})
+	var e *events.Error
+	switch {
+	case errors.As(err, &e) && e.Code == events.EOutOfRange && e.Field == "min":
+		fmt.Println("rate limit exceeded")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("allowed")
+	}
+}
+
 func ExampleClient_ListAll() {
 	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
 	for e, err := range c.ListAll(context.Background(), client.ListOptions{Prefix: "tenant/acme/project/demo/", Limit: 500}) {

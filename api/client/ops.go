@@ -48,6 +48,13 @@ type IncrementRequest struct {
 	Key string
 	// By is the amount to add; negative decrements; 0 means 1.
 	By int64
+	// Min and Max, when set, bound the result: the server refuses an
+	// increment whose result would be below Min or above Max with
+	// events.EOutOfRange, Field "min" or "max", and Current the counter
+	// (its value only for a principal that may read it). Nothing is
+	// written: a rate limit is a decrement with Min 0, one request that
+	// concurrent callers cannot overdraw.
+	Min, Max *int64
 	// Create starts a missing (or expired, or deleted) key from 0;
 	// without it a missing key is events.ENotFound.
 	Create bool
@@ -77,13 +84,14 @@ type Counter struct {
 
 // Increment adds r.By (default 1) to the integer at r.Key atomically and
 // returns the new value. A key that holds anything but an integer is
-// events.EWrongType; leaving the int64 range is events.EOutOfRange.
+// events.EWrongType; leaving the int64 range is events.EOutOfRange (Field
+// "by"), and so is leaving r.Min or r.Max (Field "min" or "max").
 func (c *Client) Increment(ctx context.Context, r IncrementRequest) (Counter, error) {
 	o, err := writeOptions(r.Create, r.ExpectedVersion, r.TTL, r.Semantics, r.RequestID, r.SpecRef)
 	if err != nil {
 		return Counter{}, err
 	}
-	b := events.IncrementBody{WriteOptions: o}
+	b := events.IncrementBody{Min: r.Min, Max: r.Max, WriteOptions: o}
 	if r.By != 0 {
 		b.By = &r.By
 	}
