@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -32,7 +31,8 @@ func (a *app) counterCommand(name string, sign int64, short, example string) *co
 		by int64
 		w  writeFlags
 		r  client.IncrementRequest
-		b  bounds
+		lo int64 // --min
+		hi int64 // --max
 	)
 	verb := "adds"
 	if sign < 0 {
@@ -53,9 +53,9 @@ result outside the 64-bit integer range, exits 1 and changes nothing.
 
 --min and --max bound the result: when it would leave them, kvctl exits
 1 and changes nothing (the seed's rate limit: 'kvctl dec KEY --min 0 ||
-echo "Rate limit exceeded"'). kvctl reads the counter and increments it
-at the version it read, reading again when another writer came first, so
-concurrent decrements never take it past the bound.
+echo "Rate limit exceeded"'). The server checks the bounds as it decides
+the increment, in the same single request, so concurrent decrements
+never take the counter past a bound.
 
 --format text prints "KEY = N (version V)", json the entry after the
 change with the seed's "previous" (the value before it), value the new
@@ -77,10 +77,16 @@ number.`, "kvctl "+name, verb),
 			if r.TTL, err = w.lease(); err != nil {
 				return err
 			}
-			b.min, b.max = cmd.Flags().Changed("min"), cmd.Flags().Changed("max")
-			res, err := a.boundedIncrement(cmd.Context(), r, b)
+			r.Min, r.Max = nil, nil
+			if cmd.Flags().Changed("min") {
+				r.Min = &lo
+			}
+			if cmd.Flags().Changed("max") {
+				r.Max = &hi
+			}
+			res, err := a.client.Increment(cmd.Context(), r)
 			if err != nil {
-				return err
+				return boundFailure(r, err)
 			}
 			a.noteReplayed(res.Replayed, r.RequestID, "added")
 			if a.format == formatJSON { // the entry, and the seed's "previous"
@@ -92,8 +98,8 @@ number.`, "kvctl "+name, verb),
 	f := cmd.Flags()
 	f.Int64Var(&by, "by", 1, "the step: how much to "+map[bool]string{true: "add", false: "subtract"}[sign > 0])
 	f.BoolVar(&r.Create, "create", false, "start a missing counter from 0")
-	f.Int64Var(&b.lo, "min", 0, "fail (exit 1, nothing changed) when the result would be below this, e.g. --min 0 for a quota")
-	f.Int64Var(&b.hi, "max", 0, "fail (exit 1, nothing changed) when the result would be above this")
+	f.Int64Var(&lo, "min", 0, "fail (exit 1, nothing changed) when the result would be below this, e.g. --min 0 for a quota")
+	f.Int64Var(&hi, "max", 0, "fail (exit 1, nothing changed) when the result would be above this")
 	w.add(cmd, writeUsage{
 		expected:  "change it only if the key is at this version",
 		ttl:       "expire the counter this long after the change: a duration (30s, 24h) or seconds",
@@ -103,71 +109,32 @@ number.`, "kvctl "+name, verb),
 	return cmd
 }
 
-// bounds are --min and --max of inc and dec; min and max say which were
-// given.
-type bounds struct {
-	lo, hi   int64
-	min, max bool
-}
-
-// check returns a failure when next leaves the bounds.
-func (b bounds) check(key string, cur, step, next int64) error {
-	verb, by := "adding", step
-	if step < 0 {
-		verb, by = "subtracting", -step
+// boundFailure is err, the answer to increment r, explained for the
+// shell when the server refused it for leaving --min or --max: exit 1,
+// the counter's value (when the token may read it) and what to do. Any
+// other error is err itself.
+func boundFailure(r client.IncrementRequest, err error) error {
+	var e *events.Error
+	if !errors.As(err, &e) || e.Code != events.EOutOfRange || (e.Field != "min" && e.Field != "max") {
+		return err
 	}
-	switch {
-	case b.min && next < b.lo:
-		return &failure{code: exitFailed, msg: fmt.Sprintf("counter %s is %d: %s %d would take it below --min %d", key, cur, verb, by, b.lo),
-			solution: fmt.Sprintf("nothing was changed: wait until the counter is refilled (e.g. 'kvctl set %s N'), or lower --min", key)}
-	case b.max && next > b.hi:
-		return &failure{code: exitFailed, msg: fmt.Sprintf("counter %s is %d: %s %d would take it above --max %d", key, cur, verb, by, b.hi),
-			solution: fmt.Sprintf("nothing was changed: wait until the counter is lowered (e.g. 'kvctl set %s 0'), or raise --max", key)}
-	}
-	return nil
-}
-
-// maxBoundedTries bounds how often a bounded increment reads again after
-// another writer changed the counter between its read and its write.
-const maxBoundedTries = 100
-
-// boundedIncrement increments r within b: without bounds it is one
-// Increment; with them it reads the counter, checks the result, and
-// increments at the version it read (a compare-and-swap), reading again
-// when another writer came first, unless --expected-version fixed the
-// version.
-func (a *app) boundedIncrement(ctx context.Context, r client.IncrementRequest, b bounds) (client.Counter, error) {
-	if !b.min && !b.max {
-		return a.client.Increment(ctx, r)
-	}
-	for try := 1; ; try++ {
-		var cur, version int64
-		n, _, err := client.Call[events.CounterAnswer](ctx, a.client, events.OpGetCounter, r.Key, nil)
-		switch {
-		case err == nil:
-			cur, version = n.Value, n.Version
-		case events.ErrorCode(err) == events.ENotFound && r.Create:
-		default:
-			return client.Counter{}, err
-		}
-		next := cur + r.By
-		if (r.By > 0) != (next > cur) { // overflow: the server says out_of_range
-			next = cur
-		}
-		if err := b.check(r.Key, cur, r.By, next); err != nil {
-			return client.Counter{}, err
-		}
-		cas := r
-		if cas.ExpectedVersion == nil {
-			cas.ExpectedVersion = &version
-		}
-		res, err := a.client.Increment(ctx, cas)
-		var e *events.Error
-		raced := errors.As(err, &e) && e.Code == events.EConflict && e.Field != "requestId" // not a reused --request-id
-		if r.ExpectedVersion != nil || !raced || try == maxBoundedTries {
-			return res, err
+	is := " is 0" // absent, started from 0 by --create
+	if e.Current != nil {
+		is = " is " + string(e.Current.Value)
+		if len(e.Current.Value) == 0 { // the token may write the key but not read it
+			is = fmt.Sprintf(" (version %d; its value is shown only to tokens that may read it)", e.Current.Version)
 		}
 	}
+	verb, by := "adding", r.By
+	if by < 0 {
+		verb, by = "subtracting", -by
+	}
+	if e.Field == "min" {
+		return &failure{code: exitFailed, msg: fmt.Sprintf("counter %s%s: %s %d would take it below --min %d", r.Key, is, verb, by, *r.Min),
+			solution: fmt.Sprintf("nothing was changed: wait until the counter is refilled (e.g. 'kvctl set %s N'), or lower --min", r.Key)}
+	}
+	return &failure{code: exitFailed, msg: fmt.Sprintf("counter %s%s: %s %d would take it above --max %d", r.Key, is, verb, by, *r.Max),
+		solution: fmt.Sprintf("nothing was changed: wait until the counter is lowered (e.g. 'kvctl set %s 0'), or raise --max", r.Key)}
 }
 
 // counterEntry is inc and dec's json answer: the entry after the change

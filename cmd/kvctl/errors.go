@@ -213,6 +213,8 @@ func invalidSolution(field, cmd string) string {
 		return fmt.Sprintf("the holder (--holder, --id or KVCTL_HOLDER) is 1 to %d characters of UTF-8", events.MaxHolderLen)
 	case "by":
 		return "--by is a non-zero integer"
+	case "min", "max":
+		return "--min and --max are integers, --max at least --min"
 	case "set", "unset", "if.field", "field":
 		return fmt.Sprintf("field names are 1 to %d bytes of UTF-8, and a patch changes at most %d fields, each once", events.MaxFieldNameBytes, events.MaxPatchFields)
 	case "if.equals":

@@ -297,6 +297,14 @@ func TestCLI(t *testing.T) {
 		{name: "err-inc-wrong-type", args: []string{"inc", scope + "cursor"}, code: exitFailed},
 		{name: "err-inc-out-of-range", args: []string{"inc", scope + "big"}, code: exitFailed},
 		{name: "err-inc-bad-by", args: []string{"inc", hits, "--by", "0"}, code: exitUsage},
+		// Bounds, decided by the server: one request, nothing changed on
+		// exit 1; a write-only token learns the version, not the value.
+		{name: "inc-max-text", args: []string{"inc", scope + "slots", "--create", "--max", "1"}},
+		{name: "err-inc-max", args: []string{"inc", scope + "slots", "--max", "1"}, code: exitFailed},
+		{name: "err-dec-min-create", args: []string{"dec", scope + "noslots", "--create", "--min", "0"}, code: exitFailed},
+		{name: "err-dec-min-write-only", args: []string{"dec", scope + "slots", "--by", "2", "--min", "0", "--token", stack.WriterToken}, code: exitFailed},
+		{name: "err-dec-max-below-min", args: []string{"dec", scope + "slots", "--min", "1", "--max", "0"}, code: exitUsage},
+		{name: "dec-min-json", args: []string{"dec", scope + "slots", "--min", "0", "--max", "1", "--format", "json"}},
 
 		{name: "field-set-text", args: []string{"field", "set", task, "state=pending", "attempts=0", "note=hello world", "--create"}},
 		{name: "field-set-json", args: []string{"field", "set", task, `result={"rows": 1}`, "label=\"007\"", "--format", "json"}},

@@ -93,6 +93,21 @@ func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func
 			t.Fatalf("get -V against an unavailable server: %+v", r)
 		}
 	})
+
+	// A bounded decrement is one request, refused or not: the server
+	// checks the bound; kvctl neither reads the counter nor retries.
+	t.Run("BoundedDecIsOneRequest", func(t *testing.T) {
+		for _, want := range []struct {
+			code   int
+			status string
+		}{{exitOK, ": 200 OK in "}, {exitFailed, ": 409 Conflict in "}} {
+			r := k.run(t, "", seed, "dec", "bounded", "--create", "--min", "-1", "-V", "-o", "value")
+			if r.code != want.code || strings.Count(r.stderr, "kvctl: ") != 1 ||
+				!strings.Contains(r.stderr, "kvctl: POST ") || !strings.Contains(r.stderr, "/v1/kv/tenant/acme/project/demo/bounded:increment"+want.status) {
+				t.Fatalf("dec --min -V: exit %d, want %d, and one POST answered%s: %+v", r.code, want.code, want.status, r)
+			}
+		}
+	})
 }
 
 // TestSeedUseCases runs the kvstore seed's use cases 1, 2 and 5 as the
@@ -138,7 +153,8 @@ func TestSeedUseCases(t *testing.T) {
 
 // TestDecMinConcurrent: 8 clients decrementing a counter of 20 with
 // --min 0, 5 times each, succeed exactly 20 times and leave it at 0 (the
-// read, check and compare-and-swap never let two take the last unit).
+// server checks the bound as it decides each decrement, so two never take
+// the last unit).
 func TestDecMinConcurrent(t *testing.T) {
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
