@@ -184,6 +184,9 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		return exitFailed, fmt.Sprintf("field %s of %s is %s now, not %s: re-read it with 'kvctl field get %s %s' and decide again",
 			a.field, subject, cur, shorten(a.expected), subject, a.field)
 	case events.EOutOfRange:
+		if bound := e.Field[strings.LastIndex(e.Field, ".")+1:]; bound == "min" || bound == "max" { // a transaction's ops[i].min
+			return exitFailed, fmt.Sprintf("nothing was changed: the result would leave the increment's %s; wait until %s changes, or change the bound", bound, subject)
+		}
 		return exitFailed, fmt.Sprintf("the counter would leave the 64-bit integer range: use a smaller --by, or reset it with 'kvctl set %s 0'", subject)
 	}
 	if errors.Is(err, client.ErrUnexpectedAnswer) {

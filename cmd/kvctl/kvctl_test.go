@@ -379,6 +379,8 @@ func TestCLI(t *testing.T) {
 			env: demo, args: []string{"txn", "-f", "-", "-o", "value"}},
 		{name: "err-txn-condition", stdin: `[{"op":"inc","key":"txn/n"},{"op":"patch","key":"txn/o","set":{"s":"done"},"condition":{"field":"s","equals":"old"}}]`,
 			env: demo, args: []string{"transaction", "--file", "-"}, code: exitFailed},
+		{name: "err-txn-min", stdin: `[{"op":"set","key":"txn/b","value":1},{"op":"dec","key":"txn/n","by":5,"min":0}]`,
+			env: demo, args: []string{"transaction", "--file", "-"}, code: exitFailed},
 		{name: "err-txn-malformed", stdin: `[{"op":"set","key":"txn/a"`, env: demo, args: []string{"transaction", "--file", "-"}, code: exitUsage},
 		{name: "err-txn-cross-project", stdin: `[{"op":"set","key":"txn/a","value":1},{"op":"set","key":"tenant/acme/project/other/a","value":1}]`,
 			env: demo, args: []string{"transaction", "--file", "-"}, code: exitUsage},

@@ -29,7 +29,8 @@ operations, as the kvstore seed writes them:
 
 or the API's body {"requestId":"...","ops":[...]}. Ops: set (or put),
 inc (or increment; by defaults to 1, and inc creates a missing counter
-from 0 as DynamoDB's ADD does unless "create":false), dec, delete, patch
+from 0 as DynamoDB's ADD does unless "create":false; "min" and "max"
+bound its result, checked by the server), dec, delete, patch
 ("set":{...},"unset":[...]) and check (a condition alone; writes
 nothing). Conditions: "attribute_not_exists(PK)", "attribute_exists(PK)",
 or an object {"version":N} (also "expectedVersion"; 0: must not exist),
@@ -138,6 +139,8 @@ type txnFileOp struct {
 	Semantics  *events.Semantics          `json:"semantics"`
 	SpecRef    string                     `json:"specRef"`
 	By         *int64                     `json:"by"`
+	Min        *int64                     `json:"min"`
+	Max        *int64                     `json:"max"`
 	Create     *bool                      `json:"create"`
 	Set        map[string]json.RawMessage `json:"set"`
 	Unset      []string                   `json:"unset"`
@@ -227,7 +230,7 @@ func parseTxnFileOp(raw json.RawMessage, ns namespace) (events.TxnOp, error) {
 		return events.TxnOp{}, err
 	}
 	o := events.TxnOp{Op: op, Key: key, Value: f.Value, TTLSeconds: f.TTLSeconds, KeepTTL: f.KeepTTL, Semantics: f.Semantics,
-		SpecRef: f.SpecRef, By: f.By, Set: f.Set, Unset: f.Unset}
+		SpecRef: f.SpecRef, By: f.By, Min: f.Min, Max: f.Max, Set: f.Set, Unset: f.Unset}
 	if f.Create != nil {
 		o.Create = *f.Create
 	}
