@@ -77,7 +77,6 @@ number.`, "kvctl "+name, verb),
 			if r.TTL, err = w.lease(); err != nil {
 				return err
 			}
-			r.Min, r.Max = nil, nil
 			if cmd.Flags().Changed("min") {
 				r.Min = &lo
 			}
