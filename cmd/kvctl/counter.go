@@ -27,13 +27,7 @@ func (a *app) decCommand() *cobra.Command {
 
 // counterCommand is inc (sign 1) or dec (sign -1).
 func (a *app) counterCommand(name string, sign int64, short, example string) *cobra.Command {
-	var (
-		by int64
-		w  writeFlags
-		r  client.IncrementRequest
-		lo int64 // --min
-		hi int64 // --max
-	)
+	var o counterOptions
 	verb := "adds"
 	if sign < 0 {
 		verb = "subtracts"
@@ -65,47 +59,61 @@ number.`, "kvctl "+name, verb),
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := a.key(args[0])
-			if err != nil {
-				return err
-			}
-			a.right = "write"
-			if by == 0 || by == math.MinInt64 {
-				return &usageError{msg: fmt.Sprintf("--by %d is not a non-zero 64-bit integer", by), solution: "give a step such as --by 1 or --by 10", cmd: a.cmdPath}
-			}
-			r.Key, r.By, r.ExpectedVersion, r.RequestID, r.SpecRef = key, sign*by, w.expectedVersion(cmd), w.requestID, w.specRef
-			if r.TTL, err = w.lease(); err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("min") {
-				r.Min = &lo
-			}
-			if cmd.Flags().Changed("max") {
-				r.Max = &hi
-			}
-			res, err := a.client.Increment(cmd.Context(), r)
-			if err != nil {
-				return boundFailure(r, err)
-			}
-			a.noteReplayed(res.Replayed, r.RequestID, "added")
-			if a.format == formatJSON { // the entry, and the seed's "previous"
-				return writeJSON(a.stdout, counterEntry{Entry: res.Entry, Previous: res.Value - r.By})
-			}
-			return a.writeEntry(res.Entry, fmt.Sprintf("%s = %d (version %d)", res.Entry.Key, res.Value, res.Entry.Version))
+			return a.count(cmd, args[0], sign, &o)
 		},
 	}
 	f := cmd.Flags()
-	f.Int64Var(&by, "by", 1, "the step: how much to "+map[bool]string{true: "add", false: "subtract"}[sign > 0])
-	f.BoolVar(&r.Create, "create", false, "start a missing counter from 0")
-	f.Int64Var(&lo, "min", 0, "fail (exit 1, nothing changed) when the result would be below this, e.g. --min 0 for a quota")
-	f.Int64Var(&hi, "max", 0, "fail (exit 1, nothing changed) when the result would be above this")
-	w.add(cmd, writeUsage{
+	f.Int64Var(&o.by, "by", 1, "the step: how much to "+map[bool]string{true: "add", false: "subtract"}[sign > 0])
+	f.BoolVar(&o.r.Create, "create", false, "start a missing counter from 0")
+	f.Int64Var(&o.lo, "min", 0, "fail (exit 1, nothing changed) when the result would be below this, e.g. --min 0 for a quota")
+	f.Int64Var(&o.hi, "max", 0, "fail (exit 1, nothing changed) when the result would be above this")
+	o.w.add(cmd, writeUsage{
 		expected:  "change it only if the key is at this version",
 		ttl:       "expire the counter this long after the change: a duration (30s, 24h) or seconds",
 		requestID: "idempotency id: repeating the change with it does not count twice, and kvctl may retry it",
 		specRef:   "reference to the spec or decision record the change follows",
 	})
 	return cmd
+}
+
+// counterOptions are inc's and dec's flags.
+type counterOptions struct {
+	by     int64
+	w      writeFlags
+	r      client.IncrementRequest // --create
+	lo, hi int64                   // --min, --max
+}
+
+// count adds sign × --by to the counter at KEY (arg) as o says.
+func (a *app) count(cmd *cobra.Command, arg string, sign int64, o *counterOptions) error {
+	key, err := a.key(arg)
+	if err != nil {
+		return err
+	}
+	a.right = "write"
+	if o.by == 0 || o.by == math.MinInt64 {
+		return &usageError{msg: fmt.Sprintf("--by %d is not a non-zero 64-bit integer", o.by), solution: "give a step such as --by 1 or --by 10", cmd: a.cmdPath}
+	}
+	r := o.r
+	r.Key, r.By, r.ExpectedVersion, r.RequestID, r.SpecRef = key, sign*o.by, o.w.expectedVersion(cmd), o.w.requestID, o.w.specRef
+	if r.TTL, err = o.w.lease(); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("min") {
+		r.Min = &o.lo
+	}
+	if cmd.Flags().Changed("max") {
+		r.Max = &o.hi
+	}
+	res, err := a.client.Increment(cmd.Context(), r)
+	if err != nil {
+		return boundFailure(r, err)
+	}
+	a.noteReplayed(res.Replayed, r.RequestID, "added")
+	if a.format == formatJSON { // the entry, and the seed's "previous"
+		return writeJSON(a.stdout, counterEntry{Entry: res.Entry, Previous: res.Value - r.By})
+	}
+	return a.writeEntry(res.Entry, fmt.Sprintf("%s = %d (version %d)", res.Entry.Key, res.Value, res.Entry.Version))
 }
 
 // boundFailure is err, the answer to increment r, explained for the

@@ -58,23 +58,9 @@ it was sent.`,
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Prefix = prefix
-			if len(args) == 1 {
-				if prefix != "" && prefix != args[0] {
-					return &usageError{msg: "PREFIX and --prefix differ", solution: "give the prefix once", cmd: a.cmdPath}
-				}
-				o.Prefix = args[0]
-			}
-			switch {
-			case o.Prefix == "" && a.ns.project == "":
-				return &usageError{msg: "no prefix given", solution: "give a prefix such as tenant/acme/project/demo/, or a namespace (--table, KVSTORE_TABLE) to list it whole", cmd: a.cmdPath}
-			case o.Prefix == "":
-				o.Prefix = a.ns.project + "/"
-			default:
-				var err error
-				if o.Prefix, err = a.key(o.Prefix); err != nil {
-					return err
-				}
+			var err error
+			if o.Prefix, err = a.listPrefix(args, prefix); err != nil {
+				return err
 			}
 			a.subject, a.right = o.Prefix, "read"
 			out, err := a.listEntries(cmd.Context(), o, where, all)
@@ -84,14 +70,7 @@ it was sent.`,
 			if err := writeList(a.stdout, a.format, out); err != nil {
 				return err
 			}
-			switch {
-			case out.Truncated:
-				fmt.Fprintf(a.stderr, "more entries follow: add --cursor %s for the next page, or --all for every entry\n", printable(out.NextCursor))
-			case out.Count == 0 && a.format == formatText && where != "":
-				fmt.Fprintf(a.stderr, "no entries under %s match %s\n", printable(o.Prefix), printable(where))
-			case out.Count == 0 && a.format == formatText:
-				fmt.Fprintf(a.stderr, "no entries under %s\n", printable(o.Prefix))
-			}
+			a.noteListing(out, o.Prefix, where)
 			return nil
 		},
 	}
@@ -102,6 +81,38 @@ it was sent.`,
 	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
 	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
 	return cmd
+}
+
+// listPrefix is the listing's prefix: PREFIX (args) or --prefix (flag),
+// resolved in the namespace; the namespace itself when neither is given.
+func (a *app) listPrefix(args []string, flag string) (string, error) {
+	p := flag
+	if len(args) == 1 {
+		if flag != "" && flag != args[0] {
+			return "", &usageError{msg: "PREFIX and --prefix differ", solution: "give the prefix once", cmd: a.cmdPath}
+		}
+		p = args[0]
+	}
+	switch {
+	case p == "" && a.ns.project == "":
+		return "", &usageError{msg: "no prefix given", solution: "give a prefix such as tenant/acme/project/demo/, or a namespace (--table, KVSTORE_TABLE) to list it whole", cmd: a.cmdPath}
+	case p == "":
+		return a.ns.project + "/", nil
+	}
+	return a.key(p)
+}
+
+// noteListing says on stderr how to go on after a truncated page, or that
+// a text listing found nothing.
+func (a *app) noteListing(out events.ListAnswer, prefix, where string) {
+	switch {
+	case out.Truncated:
+		fmt.Fprintf(a.stderr, "more entries follow: add --cursor %s for the next page, or --all for every entry\n", printable(out.NextCursor))
+	case out.Count == 0 && a.format == formatText && where != "":
+		fmt.Fprintf(a.stderr, "no entries under %s match %s\n", printable(prefix), printable(where))
+	case out.Count == 0 && a.format == formatText:
+		fmt.Fprintf(a.stderr, "no entries under %s\n", printable(prefix))
+	}
 }
 
 // listEntries fetches one page of the listing o, filtered by where when

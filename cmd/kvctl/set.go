@@ -16,12 +16,7 @@ import (
 )
 
 func (a *app) setCommand() *cobra.Command {
-	var (
-		file        string
-		w           writeFlags
-		sem         events.Semantics
-		ifNotExists bool
-	)
+	var o setOptions
 	cmd := &cobra.Command{
 		Use:   "set KEY [VALUE | -]",
 		Short: "Write a key's value (optionally compare-and-swap)",
@@ -56,62 +51,75 @@ it, value the stored value.`,
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := a.key(args[0])
-			if err != nil {
-				return err
-			}
-			a.right = "write"
-			value, err := a.readValue(args[1:], file)
-			if err != nil {
-				return err
-			}
-			r := client.PutRequest{Key: key, Value: value, Semantics: sem, RequestID: w.requestID, SpecRef: w.specRef,
-				ExpectedVersion: w.expectedVersion(cmd)}
-			if ifNotExists {
-				if r.ExpectedVersion != nil {
-					return &usageError{msg: "--if-not-exists and --expected-version both given", solution: "give one: --if-not-exists is --expected-version 0", cmd: a.cmdPath}
-				}
-				r.ExpectedVersion = new(int64)
-			}
-			a.createOnly = r.ExpectedVersion != nil && *r.ExpectedVersion == 0
-			if r.TTL, err = w.lease(); err != nil {
-				return err
-			}
-			if !cmd.Flags().Changed("ttl") {
-				if r.TTL, err = a.envTTL("KVSTORE_DEFAULT_TTL"); err != nil {
-					return err
-				}
-			}
-			res, err := a.client.Put(cmd.Context(), r)
-			if ifNotExists && events.ErrorCode(err) == events.EConflict && r.RequestID == "" {
-				return &failure{code: exitFailed, msg: fmt.Sprintf("Key %q already exists", key),
-					solution: fmt.Sprintf("keep it, or overwrite it without --if-not-exists: 'kvctl set %s VALUE'", key)}
-			}
-			if err != nil {
-				return err
-			}
-			a.noteReplayed(res.Replayed, w.requestID, "written")
-			line := fmt.Sprintf("%s version %d", res.Entry.Key, res.Entry.Version)
-			if res.Entry.ExpiresAt != nil {
-				line += ", expires " + timeText(*res.Entry.ExpiresAt)
-			}
-			return a.writeEntry(res.Entry, line)
+			return a.set(cmd, args, &o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&file, "file", "f", "", "read the value from this file")
-	f.BoolVar(&ifNotExists, "if-not-exists", false, "write only if the key does not exist (exit 1 if it does): --expected-version 0")
-	w.add(cmd, writeUsage{
+	f.StringVarP(&o.file, "file", "f", "", "read the value from this file")
+	f.BoolVar(&o.ifNotExists, "if-not-exists", false, "write only if the key does not exist (exit 1 if it does): --expected-version 0")
+	o.w.add(cmd, writeUsage{
 		expected:  "write only if the key is at this version (0: only if it does not exist)",
 		ttl:       "expire the entry after this long: a duration (30s, 15m, 24h) or seconds",
 		requestID: "idempotency id: repeating the same write with it is answered as a replay, and kvctl may retry it",
 		specRef:   "reference to the spec or decision record the write follows",
 	})
-	f.StringVar(&sem.Purpose, "purpose", "", "what the entry is for: "+strings.Join(events.Purposes, ", ")+" (server default: other)")
-	f.StringVar(&sem.Producer, "producer", "", "the producing service or agent")
-	f.StringArrayVar(&sem.ConsumerHints, "hint", nil, "a hint for consumers (repeatable)")
+	f.StringVar(&o.sem.Purpose, "purpose", "", "what the entry is for: "+strings.Join(events.Purposes, ", ")+" (server default: other)")
+	f.StringVar(&o.sem.Producer, "producer", "", "the producing service or agent")
+	f.StringArrayVar(&o.sem.ConsumerHints, "hint", nil, "a hint for consumers (repeatable)")
 	_ = cmd.RegisterFlagCompletionFunc("purpose", cobra.FixedCompletions(events.Purposes, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// setOptions are set's flags.
+type setOptions struct {
+	file        string
+	w           writeFlags
+	sem         events.Semantics
+	ifNotExists bool
+}
+
+// set writes KEY's value (args: KEY and VALUE or -) as o says.
+func (a *app) set(cmd *cobra.Command, args []string, o *setOptions) error {
+	key, err := a.key(args[0])
+	if err != nil {
+		return err
+	}
+	a.right = "write"
+	value, err := a.readValue(args[1:], o.file)
+	if err != nil {
+		return err
+	}
+	r := client.PutRequest{Key: key, Value: value, Semantics: o.sem, RequestID: o.w.requestID, SpecRef: o.w.specRef,
+		ExpectedVersion: o.w.expectedVersion(cmd)}
+	if o.ifNotExists {
+		if r.ExpectedVersion != nil {
+			return &usageError{msg: "--if-not-exists and --expected-version both given", solution: "give one: --if-not-exists is --expected-version 0", cmd: a.cmdPath}
+		}
+		r.ExpectedVersion = new(int64)
+	}
+	a.createOnly = r.ExpectedVersion != nil && *r.ExpectedVersion == 0
+	if r.TTL, err = o.w.lease(); err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("ttl") {
+		if r.TTL, err = a.envTTL("KVSTORE_DEFAULT_TTL"); err != nil {
+			return err
+		}
+	}
+	res, err := a.client.Put(cmd.Context(), r)
+	if o.ifNotExists && events.ErrorCode(err) == events.EConflict && r.RequestID == "" {
+		return &failure{code: exitFailed, msg: fmt.Sprintf("Key %q already exists", key),
+			solution: fmt.Sprintf("keep it, or overwrite it without --if-not-exists: 'kvctl set %s VALUE'", key)}
+	}
+	if err != nil {
+		return err
+	}
+	a.noteReplayed(res.Replayed, o.w.requestID, "written")
+	line := fmt.Sprintf("%s version %d", res.Entry.Key, res.Entry.Version)
+	if res.Entry.ExpiresAt != nil {
+		line += ", expires " + timeText(*res.Entry.ExpiresAt)
+	}
+	return a.writeEntry(res.Entry, line)
 }
 
 // readValue returns the JSON value from the VALUE argument, stdin (-) or
