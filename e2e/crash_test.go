@@ -151,19 +151,27 @@ func TestWriterKill9(t *testing.T) {
 		acks = append(acks, a)
 		mu.Unlock()
 	})
-	for range 3 {
-		before := okCount.Load()
-		testenv.WaitFor(t, 60*time.Second, "acknowledged writes", func() bool { return okCount.Load() > before+300 })
-		s.writer.Kill()
-		mustStart(t, s.writer)
-		waitHTTP(t, s.url+"/readyz", 60*time.Second)
-	}
-	before := okCount.Load()
-	testenv.WaitFor(t, 60*time.Second, "writes after the last restart", func() bool { return okCount.Load() > before+100 })
+	s.killWriterThrice(t, &okCount, 300, "acknowledged writes")
 	stop()
 
 	log := assertAcknowledgedInLog(t, s.stack, acks)
 	t.Logf("%d acknowledged writes all in a log of %d events; %d requests failed during 3 writer kills", len(acks), len(log), failures.Load())
+}
+
+// killWriterThrice kills the writer with SIGKILL and restarts it three
+// times, each after acked (what the clients acknowledged) grew by every,
+// then waits for 100 more acknowledgements after the last restart.
+func (s *procStack) killWriterThrice(t *testing.T, acked *atomic.Int64, every int64, what string) {
+	t.Helper()
+	for range 3 {
+		before := acked.Load()
+		testenv.WaitFor(t, 60*time.Second, what, func() bool { return acked.Load() > before+every })
+		s.writer.Kill()
+		mustStart(t, s.writer)
+		waitHTTP(t, s.url+"/readyz", 60*time.Second)
+	}
+	before := acked.Load()
+	testenv.WaitFor(t, 60*time.Second, what+" after the last restart", func() bool { return acked.Load() > before+100 })
 }
 
 // put writes value (JSON) to key with a short client timeout and reports

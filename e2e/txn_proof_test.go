@@ -16,7 +16,6 @@ import (
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/logcheck"
-	"github.com/eskv/eskv/testenv"
 )
 
 // Transactions on the real stack: atomicity seen by readers while 32
@@ -267,15 +266,7 @@ func TestTxnWriterKill9(t *testing.T) {
 		acked[ans.TxnID] = size
 		mu.Unlock()
 	})
-	for range 3 {
-		before := okCount.Load()
-		testenv.WaitFor(t, 60*time.Second, "acknowledged transactions", func() bool { return okCount.Load() > before+200 })
-		s.writer.Kill()
-		mustStart(t, s.writer)
-		waitHTTP(t, s.url+"/readyz", 60*time.Second)
-	}
-	before := okCount.Load()
-	testenv.WaitFor(t, 60*time.Second, "transactions after the last restart", func() bool { return okCount.Load() > before+100 })
+	s.killWriterThrice(t, &okCount, 200, "acknowledged transactions")
 	stop()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
