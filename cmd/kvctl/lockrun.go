@@ -60,13 +60,8 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 		Example: `  kvctl lock run tenant/acme/project/demo/locks/nightly -- ./nightly.sh --full
   kvctl lock run tenant/acme/project/demo/locks/nightly --ttl 1m --wait 10m -- make deploy
   kvctl lock run tenant/acme/project/demo/locks/db-migrate --wait 30s -- sh -c 'migrate --fencing-token "$KVCTL_LOCK_TOKEN"'`,
-		Args: func(cmd *cobra.Command, got []string) error {
-			if cmd.ArgsLenAtDash() == 1 && len(got) >= 2 {
-				return nil
-			}
-			return &usageError{msg: "kvctl lock run takes KEY, then -- and the command to run",
-				solution: "e.g. kvctl lock run tenant/acme/project/demo/locks/nightly --wait 30s -- ./nightly.sh", cmd: cmd.CommandPath()}
-		},
+		Args: keyThenCommand("kvctl lock run takes KEY, then -- and the command to run",
+			"e.g. kvctl lock run tenant/acme/project/demo/locks/nightly --wait 30s -- ./nightly.sh"),
 		Annotations:       perCallAnnotation,
 		ValidArgsFunction: a.completeKeyThenCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -295,4 +290,15 @@ func (a *app) explainLost(e *lockLost) (int, string, string) {
 		"another holder or an operator took the lock, or its lease ended: see 'kvctl lock check " + e.key + "'",
 		"run it again once the lock is free (with --wait to queue for it)",
 	}, "; ")
+}
+
+// keyThenCommand accepts KEY, then -- and a command with its arguments
+// (lock run, update); otherwise it answers msg and solution.
+func keyThenCommand(msg, solution string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, got []string) error {
+		if cmd.ArgsLenAtDash() == 1 && len(got) >= 2 {
+			return nil
+		}
+		return &usageError{msg: msg, solution: solution, cmd: cmd.CommandPath()}
+	}
 }

@@ -45,13 +45,8 @@ value the stored value.`,
 		Example: `  kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'
   kvctl update tenant/acme/project/demo/visits --create -- jq '. + 1'
   kvctl update tenant/acme/project/demo/checkpoint --request-id sync-42 -- ./next-checkpoint.sh`,
-		Args: func(cmd *cobra.Command, got []string) error {
-			if cmd.ArgsLenAtDash() == 1 && len(got) >= 2 {
-				return nil
-			}
-			return &usageError{msg: "kvctl update takes KEY, then -- and the command that computes the new value",
-				solution: "e.g. kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'", cmd: cmd.CommandPath()}
-		},
+		Args: keyThenCommand("kvctl update takes KEY, then -- and the command that computes the new value",
+			"e.g. kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'"),
 		Annotations:       perCallAnnotation,
 		ValidArgsFunction: a.completeKeyThenCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
