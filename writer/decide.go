@@ -61,6 +61,9 @@ type Request struct {
 	// Holder identifies the lock or leader-pool caller.
 	Holder string
 
+	// Member is the member an sadd or srem adds or removes (DecideSet).
+	Member string
+
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
 	// forbidden, without any value, and appends nothing (AuditDenied).
@@ -97,6 +100,9 @@ func (r *Request) Digest() string {
 	if r.Op != events.OpPut && r.Op != events.OpDelete {
 		parts = append(parts, r.By, r.Create, r.Set, r.Unset, untaggedIf(r.If), r.Holder, r.Op.Purpose())
 	}
+	if r.Member != "" { // only then: older digests keep their parts
+		parts = append(parts, "member", r.Member)
+	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
@@ -122,6 +128,9 @@ type Result struct {
 	// Replayed is true when the request repeated the last write with the
 	// same requestId and body, so nothing new was written.
 	Replayed bool
+	// Changed is set by an sadd or srem that added or removed its
+	// member (or a replay of one); false when it appended nothing.
+	Changed bool
 	// TxnID and Txn are a transaction's: its id and each step's result,
 	// in order (values unmasked: the API hides what the caller may not
 	// read).
@@ -151,7 +160,7 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	if r.Op == events.OpExpire {
 		return decideExpire(cur, r, now, epoch)
 	}
-	if r.Op.LockAction() == "" && isLockPurpose(r.Semantics.Purpose) {
+	if r.Op.LockAction() == "" && events.ServerPurpose(r.Semantics.Purpose) {
 		return decision{err: errLockPurpose(r.Semantics.Purpose)}
 	}
 	switch requestSeen(cur, r.RequestID, r.Digest()) {
@@ -178,6 +187,9 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	ev := newEvent(cur, r, now, epoch)
 	if r.Op.LockAction() == "" {
 		if err := guardLock(visible, r); err != nil {
+			return decision{err: err}
+		}
+		if err := guardCollection(visible, r); err != nil {
 			return decision{err: err}
 		}
 	} else {
@@ -236,8 +248,9 @@ func isLockPurpose(purpose string) bool {
 	return purpose == events.PurposeLock || purpose == events.PurposeLeader
 }
 
-// errLockPurpose refuses a plain write that names a lock's purpose: lock
-// and leader values, and their fencing tokens, are the server's.
+// errLockPurpose refuses a plain write that names a lock's or a
+// collection's purpose: lock and leader values, their fencing tokens, and
+// collections' metadata are the server's.
 func errLockPurpose(purpose string) *events.Error {
 	return events.FieldErrorf(events.EInvalid, "semantics.purpose",
 		"purpose %s is written only by the %s operations", purpose, purpose)
