@@ -156,7 +156,7 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrDeleteUnknownParam", "DELETE", key + "k?force=1", ``, 400, events.EInvalid, "force", ""},
 		{"ErrDeleteExpectedNotInt", "DELETE", key + "k?expectedVersion=x", ``, 400, events.EInvalid, "expectedVersion", ""},
 		{"ErrPostNoVerb", "POST", key + "k", `{}`, 400, events.EInvalid, "key",
-			"POST needs a verb after the key: tenant/acme/project/demo/k:increment, :acquire, :extend, :release, :elect, :heartbeat or :resign (PUT writes a value)"},
+			"POST needs a verb after the key: tenant/acme/project/demo/k:increment, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd or :srem (PUT writes a value)"},
 		{"ErrPostUnknownVerb", "POST", key + "k:explode", `{}`, 400, events.EInvalid, "key",
 			`unknown verb "explode" (increment, acquire, extend, release, elect, heartbeat, resign)`},
 		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, events.EInvalid, "key", ""},
