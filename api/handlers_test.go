@@ -158,7 +158,7 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrPostNoVerb", "POST", key + "k", `{}`, 400, events.EInvalid, "key",
 			"POST needs a verb after the key: tenant/acme/project/demo/k:increment, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd or :srem (PUT writes a value)"},
 		{"ErrPostUnknownVerb", "POST", key + "k:explode", `{}`, 400, events.EInvalid, "key",
-			`unknown verb "explode" (increment, acquire, extend, release, elect, heartbeat, resign)`},
+			`unknown verb "explode" (increment, acquire, extend, release, elect, heartbeat, resign, sadd, srem)`},
 		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, events.EInvalid, "key", ""},
 		{"ErrGetUnknownVerb", "GET", key + "k:bogus", ``, 400, events.EInvalid, "key", ""},
 		{"ErrGetWriteVerb", "GET", key + "k:acquire", ``, 400, events.EInvalid, "key", ""},
