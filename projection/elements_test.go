@@ -1,0 +1,134 @@
+package projection_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// setEvent is the event of an sadd (add) or srem of member on the set
+// key at version, with the set's metadata after it.
+func setEvent(tb testing.TB, key string, version int64, op, member string, size, since int64) events.Event {
+	tb.Helper()
+	e := put(tb, key, version, fmt.Sprintf(`{"type":"set","size":%d,"since":%d}`, size, since))
+	e.Op, e.Semantics = events.OpSAdd, events.Semantics{Purpose: "set"}
+	if op == events.ElementRemove {
+		e.Op = events.OpSRem
+	}
+	e.Element = &events.Element{Op: op, Member: member}
+	return e
+}
+
+func mustMembers(tb testing.TB, s *projection.Store, key string) []string {
+	tb.Helper()
+	var all []string
+	cursor := ""
+	for {
+		page, next, err := s.Members(context.Background(), key, cursor, 2, t0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
+// TestApplyElements: element changes apply all, in event order, within a
+// batch and across batches; a replayed batch changes nothing; a deleted
+// set's rows are not members of the next set of the key; members of any
+// content page in byte order.
+func TestApplyElements(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	const add, rem = events.ElementAdd, events.ElementRemove
+
+	t.Run("OKOrderWithinABatch", func(t *testing.T) {
+		k := "tenant/t/project/p/order"
+		b := batchOf(0,
+			setEvent(t, k, 1, add, "a", 1, 1),
+			setEvent(t, k, 2, add, "b", 2, 1),
+			setEvent(t, k, 3, rem, "a", 1, 1),
+			setEvent(t, k, 4, add, "c", 2, 1),
+			setEvent(t, k, 5, rem, "c", 1, 1),
+			setEvent(t, k, 6, add, "c", 2, 1),
+			setEvent(t, k, 7, rem, "b", 1, 1))
+		mustApply(t, s, "kv.order", b)
+		if got := mustMembers(t, s, k); !slices.Equal(got, []string{"c"}) {
+			t.Fatalf("members %q, want [c]", got)
+		}
+	})
+
+	t.Run("OKReplayChangesNothing", func(t *testing.T) {
+		k := "tenant/t/project/p/replay"
+		first := batchOf(0, setEvent(t, k, 1, add, "a", 1, 1), setEvent(t, k, 2, add, "b", 2, 1))
+		second := batchOf(2, setEvent(t, k, 3, rem, "a", 1, 1))
+		mustApply(t, s, "kv.replay", first)
+		mustApply(t, s, "kv.replay", second)
+		mustApply(t, s, "kv.replay", first) // a replay must not bring a back
+		mustApply(t, s, "kv.replay", second)
+		if got := mustMembers(t, s, k); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("members %q, want [b]", got)
+		}
+		if v, err := s.Element(context.Background(), projection.ElementRef{Collection: k, Member: "b"}); err != nil || v != 2 {
+			t.Fatalf("element b: version %d %v, want 2", v, err)
+		}
+	})
+
+	t.Run("OKDeletedSetLeavesNoMembers", func(t *testing.T) {
+		k := "tenant/t/project/p/recreated"
+		del := event(t, events.KindDelete, k, 3, "")
+		mustApply(t, s, "kv.recreate", batchOf(0,
+			setEvent(t, k, 1, add, "old", 1, 1), setEvent(t, k, 2, add, "kept", 2, 1), del))
+		if got := mustMembers(t, s, k); len(got) != 0 {
+			t.Fatalf("members of a deleted set: %q", got)
+		}
+		mustApply(t, s, "kv.recreate", batchOf(3, setEvent(t, k, 4, add, "kept", 1, 4)))
+		if got := mustMembers(t, s, k); !slices.Equal(got, []string{"kept"}) {
+			t.Fatalf("members %q, want [kept] (old belongs to the deleted set)", got)
+		}
+	})
+
+	t.Run("OKAnyContentInByteOrder", func(t *testing.T) {
+		k := "tenant/t/project/p/content"
+		members := []string{"Zed", "a b", "a/b:c?d#e%f", "é", "日本", "\"quoted\"", "a\tb", "~"}
+		var evs []events.Event
+		for i, m := range members {
+			evs = append(evs, setEvent(t, k, int64(i+1), add, m, int64(i+1), 1))
+		}
+		mustApply(t, s, "kv.content", batchOf(0, evs...))
+		want := slices.Clone(members)
+		slices.Sort(want) // Go compares strings bytewise, as COLLATE "C"
+		if got := mustMembers(t, s, k); !slices.Equal(got, want) {
+			t.Fatalf("members %q, want %q", got, want)
+		}
+		h := historyOf(t, pool, k, 1)
+		if h.Element == nil || h.Element.Member != "Zed" {
+			t.Fatalf("history event has element %+v", h.Element)
+		}
+	})
+}
+
+// historyOf reads the event of key at version from kv_history.
+func historyOf(tb testing.TB, pool *pgxpool.Pool, key string, version int64) events.Event {
+	tb.Helper()
+	var raw []byte
+	if err := pool.QueryRow(context.Background(), `SELECT event FROM kv_history WHERE key = $1 AND version = $2`, key, version).Scan(&raw); err != nil {
+		tb.Fatal(err)
+	}
+	var e events.Event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
