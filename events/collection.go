@@ -130,9 +130,11 @@ func (b *MemberBody) TTL() int64 {
 	return *b.TTLSeconds
 }
 
-// Idempotent: see PutBody.Idempotent. sadd and srem are idempotent
-// without one too: a repeat changes nothing.
-func (b *MemberBody) Idempotent() bool { return true }
+// Idempotent: see PutBody.Idempotent. Without a requestId a retried
+// sadd could add back a member another client removed meanwhile, so
+// only a request with one is retried (the Go client gives every sadd and
+// srem one).
+func (b *MemberBody) Idempotent() bool { return b.RequestID != "" }
 
 // SetChangeAnswer answers sadd and srem: whether the member was added
 // (removed), the set's size and version after the request. Changed

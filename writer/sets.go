@@ -50,7 +50,7 @@ func isMember(visible *events.Entry, elem int64) (events.CollectionMeta, bool, *
 		return events.CollectionMeta{}, false, nil
 	}
 	if visible.Semantics.Purpose != events.PurposeSet {
-		return events.CollectionMeta{}, false, wrongType(visible, "key", "key %s is a %s entry, not a set", visible.Key, purposeOf(visible))
+		return events.CollectionMeta{}, false, wrongType(visible, "key", "key %s is not a set (its purpose is %s)", visible.Key, purposeOf(visible))
 	}
 	meta, err := events.ParseCollectionMeta(visible.Value)
 	if err != nil || meta.Type != events.PurposeSet {
