@@ -145,7 +145,8 @@ not (or the set does not exist). The read is as fresh as get's.
 
 --format text and value print nothing (the exit code is the answer), json
 {"set","isMember"}.`,
-		Example: `  if kvctl sismember tenant/acme/project/demo/processed-messages "$message_id"; then echo seen; fi`,
+		Example: `  kvctl sismember tenant/acme/project/demo/processed-messages "$message_id" && echo "already processed"
+  kvctl sismember processed-messages "$message_id" --project tenant/acme/project/demo --format json`,
 	}, "read", []string{"MEMBER"}, func(cmd *cobra.Command, set string, rest []string) error {
 		if err := events.ValidateMember("MEMBER", rest[0]); err != nil {
 			return &usageError{msg: err.Error(), cmd: a.cmdPath}
