@@ -165,3 +165,14 @@ func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now 
 	}
 	return members, next, nil
 }
+
+// elementsDigestSQL is, for the projection in schema s (a sanitized
+// identifier), one row per live set: its key and a digest of its members
+// and their versions (rows before the set's since are not members), for
+// Compare.
+func elementsDigestSQL(s string) string {
+	return `SELECT el.collection AS key, md5(string_agg(el.member || E'\x1f' || el.version, E'\x1e' ORDER BY el.member)) AS h
+    FROM ` + s + `.kv_elements el JOIN ` + s + `.kv_entries e ON e.key = el.collection
+    WHERE e.live AND e.semantics->>'purpose' = 'set' AND el.version >= (e.value::jsonb->>'since')::bigint
+    GROUP BY el.collection`
+}
