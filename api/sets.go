@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/base64"
 	"net/http"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -69,13 +68,9 @@ func (s *Server) isMember(c echo.Context, _ events.Op, k events.Key) error {
 // then one query answers).
 func (s *Server) members(c echo.Context, _ events.Op, k events.Key) error {
 	q := c.QueryParams()
-	limit := events.DefaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > events.MaxListLimit {
-			return events.FieldErrorf(events.EInvalid, "limit", "limit must be an integer between 1 and %d", events.MaxListLimit)
-		}
-		limit = n
+	limit, err := pageLimit(q)
+	if err != nil {
+		return err
 	}
 	var after string
 	if v := q.Get("cursor"); v != "" {

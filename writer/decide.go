@@ -163,25 +163,8 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	if r.Op.LockAction() == "" && events.ServerPurpose(r.Semantics.Purpose) {
 		return decision{err: errLockPurpose(r.Semantics.Purpose)}
 	}
-	switch requestSeen(cur, r.RequestID, r.Digest()) {
-	case seenSame:
-		res := Result{Entry: cur.Entry, Replayed: true}
-		if !cur.Live {
-			res.Entry = events.Entry{Key: key, Version: cur.Version}
-		}
-		return decision{result: res}
-	case seenOther:
-		return conflictDecision(cur, visible, r, now, "request_id_reused",
-			"requestId %q was already used for a different write of this key", r.RequestID)
-	}
-
-	var current int64
-	if visible != nil {
-		current = cur.Version
-	}
-	if r.ExpectedVersion != nil && *r.ExpectedVersion != current {
-		return conflictDecision(cur, visible, r, now, "version_mismatch",
-			"expected version %d, current version is %d", *r.ExpectedVersion, current)
+	if d, done := replayOrMismatch(cur, visible, r, now); done {
+		return d
 	}
 
 	ev := newEvent(cur, r, now, epoch)
@@ -216,6 +199,33 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 		ev.Op = events.OpCAS
 	}
 	return finish(ev, visible, r, "other", r.KeepTTL, now)
+}
+
+// replayOrMismatch decides r when it repeats the key's latest write (a
+// replay, or request_id_reused under another body) or names a version
+// the key is not at (version_mismatch); done is false otherwise. Every
+// single-key write but expire and a denial asks it first.
+func replayOrMismatch(cur events.State, visible *events.Entry, r *Request, now time.Time) (d decision, done bool) {
+	switch requestSeen(cur, r.RequestID, r.Digest()) {
+	case seenSame:
+		res := Result{Entry: cur.Entry, Replayed: true}
+		if !cur.Live {
+			res.Entry = events.Entry{Key: r.Key.String(), Version: cur.Version}
+		}
+		return decision{result: res}, true
+	case seenOther:
+		return conflictDecision(cur, visible, r, now, "request_id_reused",
+			"requestId %q was already used for a different write of this key", r.RequestID), true
+	}
+	var current int64
+	if visible != nil {
+		current = cur.Version
+	}
+	if r.ExpectedVersion != nil && *r.ExpectedVersion != current {
+		return conflictDecision(cur, visible, r, now, "version_mismatch",
+			"expected version %d, current version is %d", *r.ExpectedVersion, current), true
+	}
+	return d, false
 }
 
 // seen is what a key's state remembers of a requestId.

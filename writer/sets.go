@@ -83,24 +83,11 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 		return d
 	}
 	visible := cur.Visible(now)
-	switch requestSeen(cur, r.RequestID, r.Digest()) {
-	case seenSame:
-		res := Result{Entry: cur.Entry, Replayed: true, Changed: true}
-		if !cur.Live {
-			res.Entry = events.Entry{Key: cur.Entry.Key, Version: cur.Version}
-		}
-		return decision{result: res}
-	case seenOther:
-		return conflictDecision(cur, visible, r, now, "request_id_reused",
-			"requestId %q was already used for a different write of this key", r.RequestID)
-	}
-	var current int64
-	if visible != nil {
-		current = cur.Version
-	}
-	if r.ExpectedVersion != nil && *r.ExpectedVersion != current {
-		return conflictDecision(cur, visible, r, now, "version_mismatch",
-			"expected version %d, current version is %d", *r.ExpectedVersion, current)
+	if d, done := replayOrMismatch(cur, visible, r, now); done {
+		// A replayed request is the key's latest write: it changed
+		// the set.
+		d.result.Changed = d.result.Replayed
+		return d
 	}
 	meta, present, err := isMember(visible, elem)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
@@ -192,12 +190,7 @@ func TestElementOverlay(t *testing.T) {
 func TestSetMembersFollowThePartition(t *testing.T) {
 	broker := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
-	cfg := Config{Brokers: broker.Addrs, Topics: broker.Topics, SessionTimeout: 6 * time.Second, InstanceID: "a"}
-	a, err := New(cfg, store, discard, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runA := testenv.RunUntilCleanup(t, "writer a", a.Run)
+	a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})
 	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
 	ctx := t.Context()
 	set := mustKey(t, "tenant/a/project/b/agents")
