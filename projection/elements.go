@@ -24,11 +24,27 @@ type ElementRef struct {
 
 // Element changes are applied before the batch's kv_entries upsert, and
 // only when the event is newer than the collection's stored version
-// (replays change nothing). Within a batch every change of a (collection,
+// (replays change nothing), under a lock per collection
+// (lockCollections). Within a batch every change of a (collection,
 // member) is folded to its newest: a set member's state after a batch is
 // that of its last add or remove, so applying the last one applies them
 // all, in order. The guard reads kv_entries before the upsert of the same
 // batch, which is queued after these statements.
+
+// lockCollections serializes, per collection ($1), the projectors that
+// apply its element changes: two projectors overlapping after a
+// rebalance may apply an older and a newer batch of one set at once, and
+// without it the older one's guard could read the stored version before
+// the newer one committed, then re-add a member the newer batch removed.
+// Once the lock is held, each following statement (READ COMMITTED: a new
+// snapshot each) sees what the other projector committed. Transaction-
+// scoped advisory locks, taken in one global order (of the keys' hashes)
+// before any row lock, so they cannot deadlock with each other or with
+// the kv_entries upsert; a hash collision only serializes two sets.
+const lockCollections = `
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT hashtextextended(c, 0) AS h FROM unnest($1::text[]) AS t(c) ORDER BY 1 OFFSET 0
+) locks`
 
 // upsertElements adds members: $1 collections, $2 members, $3 versions.
 const upsertElements = `
@@ -75,6 +91,11 @@ func queueElements(b *pgx.Batch, batch []Applied) {
 	if len(latest) == 0 {
 		return
 	}
+	collections := make(map[string]bool)
+	for ref := range latest {
+		collections[ref.Collection] = true
+	}
+	b.Queue(lockCollections, slices.Collect(maps.Keys(collections)))
 	var adds, removes elementColumns
 	for _, ref := range slices.SortedFunc(maps.Keys(latest), func(a, b ElementRef) int {
 		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Member, b.Member))
