@@ -136,7 +136,7 @@ func TestTransactionsAppliedWhole(t *testing.T) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var seen observations
-			wg.Go(func() { seen = observe(pg.Pool, b.Topics.Changes, p.boundary, stop) })
+			wg.Go(func() { seen = observe(pg.Pool, b.Topics.Changes, stop) })
 			r := start(t, b, s, tc.cfg)
 			if tc.joiner {
 				testenv.WaitFor(t, runTimeout, "the first projector to apply half", func() bool {
@@ -149,6 +149,11 @@ func TestTransactionsAppliedWhole(t *testing.T) {
 			testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, p.ends)
 			close(stop)
 			wg.Wait()
+			for po := range seen.offsets {
+				if !p.boundary(int32(po[0]), po[1]) {
+					seen.violations = append(seen.violations, fmt.Sprintf("stored offset %d of partition %d is inside a transaction", po[1], po[0]))
+				}
+			}
 			for _, v := range seen.violations {
 				t.Error(v)
 			}
@@ -190,14 +195,18 @@ func (f *fold) remember(evs []any) []any {
 type observations struct {
 	reads      int
 	versions   map[int64]bool
+	offsets    map[[2]int64]bool // partition, stored offset
 	violations []string
 }
 
 // observe reads, until stop, in one snapshot at a time, the stored
-// offsets and the versions of the transactions' keys (prefix big): an
-// offset must be a boundary, and every key must be at the same version.
-func observe(pool *pgxpool.Pool, topic string, boundary func(int32, int64) bool, stop <-chan struct{}) observations {
-	o := observations{versions: map[int64]bool{}}
+// offsets and the versions of the transactions' keys (prefix big): every
+// key must be at the same version. The offsets seen are kept, to be
+// checked against the transaction boundaries once everything is produced
+// (a boundary is known only after its commit returned to the producer,
+// which may be after the projector applied it).
+func observe(pool *pgxpool.Pool, topic string, stop <-chan struct{}) observations {
+	o := observations{versions: map[int64]bool{}, offsets: map[[2]int64]bool{}}
 	ctx := context.Background()
 	for {
 		select {
@@ -220,9 +229,7 @@ func observe(pool *pgxpool.Pool, topic string, boundary func(int32, int64) bool,
 				return err
 			}
 			for _, po := range offs {
-				if !boundary(int32(po[0]), po[1]) {
-					o.violations = append(o.violations, fmt.Sprintf("stored offset %d of partition %d is inside a transaction", po[1], po[0]))
-				}
+				o.offsets[po] = true
 			}
 			var n, lo, hi int64
 			if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(min(version), 0), coalesce(max(version), 0)

@@ -17,11 +17,16 @@ const (
 	exitFailed = 1 // a condition failed: not found, version conflict, field mismatch, wrong type
 	exitUsage  = 2 // invalid arguments, rejected by kvctl or the server
 	exitServer = 3 // server, authentication or network error
-	// exitUnavailable is "lock unavailable or not leader": lock_held,
-	// not_lock_holder, not_leader, and a lock run that lost its lock.
+	// exitUnavailable is the seed's coordination error: lock_held,
+	// not_lock_holder, not_leader, queue_empty, and a lock run that lost
+	// its lock.
 	exitUnavailable = 4
 	exitInterrupted = 130
 )
+
+// codeQueueEmpty is the API's answer to a pop of an empty queue (issue
+// 13's queue_empty): exit 4, the seed's "Queue empty (non-blocking pop)".
+const codeQueueEmpty = "queue_empty"
 
 // usageError is an argument kvctl rejects before calling the API.
 type usageError struct {
@@ -46,15 +51,19 @@ type failure struct {
 
 func (e *failure) Error() string { return e.msg }
 
-// fail prints err as "Error: …" and "Solution: …" on stderr and returns
-// the exit code of its class.
+// fail prints err on stderr in the seed's format, "Error: …", a blank
+// line, "Solution: …", and "Details:" when there are any (the namespace a
+// short key was resolved in), and returns the exit code of its class.
 func (a *app) fail(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}
 	code, msg, solution := a.explain(err)
-	fmt.Fprintf(a.stderr, "Error: %s\nSolution: %s\n", printable(msg), printable(solution))
+	fmt.Fprintf(a.stderr, "Error: %s\n\nSolution: %s\n", printable(msg), printable(solution))
+	if a.ns.project != "" {
+		fmt.Fprintf(a.stderr, "\nDetails:\n  - table: %s (from %s); keys not starting with tenant/ are paths in it\n", printable(a.ns.project), a.ns.source)
+	}
 	return code
 }
 
@@ -163,6 +172,8 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		return exitServer, "the key's partition is moving between writers or catching up, and kvctl's retries ran out: retry in a few seconds; repeat a write with the same --request-id so one that did commit is not applied twice"
 	case events.ELockHeld, events.ENotLockHolder, events.ENotLeader:
 		return exitUnavailable, a.unavailable(subject, e)
+	case codeQueueEmpty:
+		return exitUnavailable, "the queue has no visible item now: try again later (a script's loop sleeps and pops again), or push one"
 	case events.EWrongType:
 		return exitFailed, a.wrongType(subject, e)
 	case events.EFieldMismatch:

@@ -52,8 +52,12 @@ A missing key or field exits 1; a value that is not an object exits 1.
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeField(""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right, a.field = args[0], "read", args[1]
-			f, err := a.client.GetField(cmd.Context(), args[0], args[1])
+			k, err := a.key(args[0])
+			if err != nil {
+				return err
+			}
+			a.right, a.field = "read", args[1]
+			f, err := a.client.GetField(cmd.Context(), k, args[1])
 			if err != nil {
 				return err
 			}
@@ -124,8 +128,12 @@ value the stored object.`,
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeField("="),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right = args[0], "write"
-			r, err := p.request(cmd, args[0])
+			k, err := a.key(args[0])
+			if err != nil {
+				return err
+			}
+			a.right = "write"
+			r, err := p.request(cmd, k)
 			if err != nil {
 				return err
 			}
@@ -172,8 +180,12 @@ value the stored object.`,
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeField(""),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right, a.field = args[0], "write", args[1]
-			r, err := p.request(cmd, args[0])
+			k, err := a.key(args[0])
+			if err != nil {
+				return err
+			}
+			a.right, a.field = "write", args[1]
+			r, err := p.request(cmd, k)
 			if err != nil {
 				return err
 			}
@@ -271,7 +283,11 @@ func (a *app) completeField(suffix string) cobra.CompletionFunc {
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
 		defer cancel()
-		e, err := a.client.Get(ctx, args[0])
+		k, err := resolveKey(args[0], a.ns)
+		if err != nil {
+			return nil, none
+		}
+		e, err := a.client.Get(ctx, k)
 		if err != nil {
 			return nil, none
 		}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/eskv/eskv/events"
 )
@@ -75,4 +78,37 @@ func (a *app) noteReplayed(replayed bool, requestID, done string) {
 	if replayed {
 		fmt.Fprintf(a.stderr, "note: request %s was already applied; nothing new was %s\n", printable(requestID), done)
 	}
+}
+
+// durationFlag is a duration option that also takes whole seconds, as the
+// seed writes them (--wait 60, --ttl 300): 60 is 60s. Its type is
+// "duration", so pflag's GetDuration reads it.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return "0" // pflag leaves a default of "0" out of the help
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(v string) error {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n < math.MaxInt64/int64(time.Second) {
+		*f.d = time.Duration(n) * time.Second
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is neither a duration (30s, 5m) nor whole seconds", v)
+	}
+	*f.d = d
+	return nil
+}
+
+func (durationFlag) Type() string { return "duration" }
+
+// durationVar adds a durationFlag option with default def.
+func durationVar(f *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	f.Var(durationFlag{p}, name, usage)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -11,19 +12,28 @@ import (
 )
 
 func (a *app) getCommand() *cobra.Command {
-	return a.keyCommand(&cobra.Command{
+	var def string
+	cmd := a.keyCommand(&cobra.Command{
 		Use:   "get KEY",
 		Short: "Print a key's entry",
 		Long: `Print a key's current entry.
 
 --format text prints one field per line, json the entry as the API
 answers it (one line), value only the stored JSON value. An absent key
-(never written, deleted or expired) exits 1.`,
+(never written, deleted or expired) exits 1, unless --default VALUE is
+given: then VALUE (JSON, or text taken as a JSON string) is printed as
+the key's value and kvctl exits 0; json prints {"key","value","default":true}.
+Only absence is defaulted: a bad key, a missing right or an unreachable
+server fail as usual.`,
 		Example: `  kvctl get tenant/acme/project/demo/greeting
   kvctl get tenant/acme/project/demo/greeting --format value | jq .hello
-  kvctl get tenant/acme/project/demo/greeting --format json | jq .version`,
+  kvctl get tenant/acme/project/demo/greeting --format json | jq .version
+  kvctl get config/missing --default none --table tenant/acme/project/demo`,
 	}, "read", func(cmd *cobra.Command, key string) error {
 		e, err := a.client.Get(cmd.Context(), key)
+		if events.ErrorCode(err) == events.ENotFound && cmd.Flags().Changed("default") {
+			return a.writeDefault(key, fieldValue(def))
+		}
 		if err != nil {
 			return err
 		}
@@ -35,6 +45,27 @@ answers it (one line), value only the stored JSON value. An absent key
 		}
 		return writeEntryText(a.stdout, e)
 	})
+	cmd.Flags().StringVar(&def, "default", "", "print this value (JSON, or text as a JSON string) and exit 0 when the key is absent")
+	return cmd
+}
+
+// defaultAnswer is get --default's json answer for an absent key.
+type defaultAnswer struct {
+	Key     string          `json:"key"`
+	Value   json.RawMessage `json:"value"`
+	Default bool            `json:"default"`
+}
+
+// writeDefault prints get --default's value v for the absent key.
+func (a *app) writeDefault(key string, v json.RawMessage) error {
+	switch a.format {
+	case formatJSON:
+		return writeJSON(a.stdout, defaultAnswer{Key: key, Value: v, Default: true})
+	case formatValue:
+		return writeValue(a.stdout, v)
+	}
+	_, err := fmt.Fprintf(a.stdout, "key      %s\nvalue    %s\ndefault  true (the key is absent)\n", printable(key), printable(string(v)))
+	return err
 }
 
 // args accepts exactly the named positional arguments.
@@ -57,8 +88,12 @@ func (a *app) keyCommand(c *cobra.Command, right string, run func(cmd *cobra.Com
 	c.Annotations = apiAnnotation
 	c.ValidArgsFunction = a.completeKey
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		a.subject, a.right = args[0], right
-		return run(cmd, args[0])
+		k, err := a.key(args[0])
+		if err != nil {
+			return err
+		}
+		a.right = right
+		return run(cmd, k)
 	}
 	return c
 }
@@ -70,7 +105,9 @@ func (a *app) getCounterCommand() *cobra.Command {
 		Long: `Print the value of the counter at KEY: a key whose value is a JSON
 integer (see inc and dec). The read is as fresh as get's.
 
---format text and value print the number, json {"key","value","version"}.
+--format text and value print the number, json
+{"key","value","type":"counter","version"} (the seed's shape, with the
+version).
 An absent key (never written, deleted or expired) exits 1, as does a key
 that holds anything but an integer.`,
 		Example: `  kvctl get-counter tenant/acme/project/demo/visits
@@ -81,7 +118,7 @@ that holds anything but an integer.`,
 			return err
 		}
 		if a.format == formatJSON {
-			return writeJSON(a.stdout, n)
+			return writeJSON(a.stdout, counterAnswer{Key: n.Key, Value: n.Value, Type: "counter", Version: n.Version})
 		}
 		_, err = fmt.Fprintln(a.stdout, n.Value)
 		return err
@@ -105,4 +142,13 @@ Errors (bad key, unreachable server, ...) print as usual and exit 2 or 3.`,
 		}
 		return err
 	})
+}
+
+// counterAnswer is get-counter's json answer: the seed's
+// {"key","value","type":"counter"}, and the version.
+type counterAnswer struct {
+	Key     string `json:"key"`
+	Value   int64  `json:"value"`
+	Type    string `json:"type"`
+	Version int64  `json:"version"`
 }

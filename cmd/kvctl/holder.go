@@ -29,30 +29,36 @@ type holderFlags struct {
 // addHolder adds --holder (for locks) or --id (for leaders, with
 // --holder as its synonym).
 func (h *holderFlags) addHolder(cmd *cobra.Command, name string) {
-	usage := "the holder's id (default $KVCTL_HOLDER, else USER@HOST)"
+	usage := "the holder's id (default $KVCTL_HOLDER, else USER@HOST; --owner, the seed's name, is the same)"
+	synonym := "owner"
 	if name == "id" {
 		usage = "the candidate's id (default $KVCTL_HOLDER, else USER@HOST; --holder is the same)"
-		cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
-			if n == "holder" {
-				n = "id"
-			}
-			return pflag.NormalizedName(n)
-		})
+		synonym = "holder"
 	}
+	cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
+		if n == synonym {
+			n = name
+		}
+		return pflag.NormalizedName(n)
+	})
 	cmd.Flags().StringVar(&h.holder, name, "", usage)
 }
 
 func (h *holderFlags) addTTL(cmd *cobra.Command, what string) {
-	cmd.Flags().StringVar(&h.ttl, "ttl", "", "the "+what+"'s lease: a duration (30s, 5m) or seconds (server default 60s)")
+	cmd.Flags().StringVar(&h.ttl, "ttl", "", "the "+what+"'s lease: a duration (30s, 5m) or seconds (default: for locks KVSTORE_LOCK_TTL, else the server's 60s)")
 }
 
 func (h *holderFlags) addWait(cmd *cobra.Command, what string) {
-	cmd.Flags().DurationVar(&h.wait, "wait", 0, "if "+what+", retry (exponential backoff with jitter) for up to this long (e.g. 30s, 10m)")
+	durationVar(cmd.Flags(), &h.wait, "wait", 0, "if "+what+", retry (exponential backoff with jitter) for up to this long (e.g. 30s, 10m, or seconds: 60)")
 }
 
 // request resolves the holder and lease into a request for key.
-func (a *app) holderRequest(cmd *cobra.Command, h *holderFlags, name, key string) (client.LockRequest, error) {
-	a.subject, a.right = key, "write"
+func (a *app) holderRequest(cmd *cobra.Command, h *holderFlags, name, arg string) (client.LockRequest, error) {
+	key, err := a.key(arg)
+	if err != nil {
+		return client.LockRequest{}, err
+	}
+	a.right = "write"
 	switch {
 	case cmd.Flags().Changed(name):
 		a.holder, a.holderSource = h.holder, "--"+name
@@ -65,13 +71,15 @@ func (a *app) holderRequest(cmd *cobra.Command, h *holderFlags, name, key string
 	if h.wait < 0 {
 		return r, &usageError{msg: fmt.Sprintf("--wait %v is negative", h.wait), solution: "give how long to keep trying, e.g. --wait 30s", cmd: a.cmdPath}
 	}
-	if h.ttl != "" {
-		var err error
+	switch {
+	case h.ttl != "":
 		if r.TTL, err = parseTTL(h.ttl); err != nil {
 			return r, err
 		}
+	case a.cmdPath == "kvctl lock acquire" || a.cmdPath == "kvctl lock extend":
+		r.TTL, err = a.envTTL("KVSTORE_LOCK_TTL")
 	}
-	return r, nil
+	return r, err
 }
 
 // userAtHost is the default holder: the same for every kvctl a user runs

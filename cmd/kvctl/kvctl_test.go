@@ -167,21 +167,26 @@ func closedURL(tb testing.TB) string {
 	return "http://" + l.Addr().String()
 }
 
+// tc is one golden case of TestCLI: kvctl run with args, stdin and env
+// exits with code.
+type tc struct {
+	name  string
+	stdin string
+	env   map[string]string
+	args  []string
+	code  int
+}
+
 // TestCLI runs the built kvctl against one in-process stack. The cases
 // run in order: later ones see the keys earlier ones wrote.
 func TestCLI(t *testing.T) {
 	url := stack.MustStart(t)
-	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken}, dir: t.TempDir()}
+	// KVCTL_FORMAT=text: the goldens pin what a terminal shows (without
+	// --format, a pipe gets json; TestSeed pins that default).
+	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()
 
-	type tc struct {
-		name  string
-		stdin string
-		env   map[string]string
-		args  []string
-		code  int
-	}
 	runCases := func(t *testing.T, cases []tc) {
 		t.Helper()
 		for _, tc := range cases {
@@ -371,6 +376,10 @@ func TestCLI(t *testing.T) {
 			env: demo, args: []string{"transaction", "--file", "-"}, code: exitUsage},
 	})
 
+	t.Run("Seed", func(t *testing.T) {
+		testSeedCommands(t, k, c, runCases)
+	})
+
 	t.Run("Locks", func(t *testing.T) {
 		testLocks(t, k, c)
 	})
@@ -513,9 +522,10 @@ func TestGetCounter(t *testing.T) {
 		code         int
 		stdout, errs string
 	}{
-		{"OKText", []string{counter}, exitOK, "42\n", ""},
+		{"OKText", []string{counter, "--format", "text"}, exitOK, "42\n", ""},
+		{"OKJSONWhenPiped", []string{counter}, exitOK, `{"key":"` + counter + `","value":42,"type":"counter","version":1}` + "\n", ""},
 		{"OKValue", []string{counter, "--format", "value"}, exitOK, "42\n", ""},
-		{"OKJSON", []string{counter, "-o", "json"}, exitOK, `{"key":"` + counter + `","value":42,"version":1}` + "\n", ""},
+		{"OKJSON", []string{counter, "-o", "json"}, exitOK, `{"key":"` + counter + `","value":42,"type":"counter","version":1}` + "\n", ""},
 		{"ErrNotFound", []string{scope + "counters/missing"}, exitFailed, "", "[not_found]"},
 		{"ErrWrongType", []string{text}, exitFailed, "", "[wrong_type]"},
 		{"ErrBadKey", []string{scope + "Counter"}, exitUsage, "", "[invalid]"},

@@ -22,7 +22,9 @@ func (a *app) listCommand() *cobra.Command {
 		Use:   "list [PREFIX]",
 		Short: "List live entries under a key prefix",
 		Long: `List the live entries whose key starts with PREFIX (or --prefix), in
-bytewise key order. The prefix starts with tenant/<tenant>/project/<project>/.
+bytewise key order. The prefix starts with tenant/<tenant>/project/<project>/,
+or is a path in the namespace (--table); without PREFIX, the namespace is
+listed whole.
 
 Without --all, one page of at most --limit entries (default 100) is
 printed; when more follow, stderr says so and how to continue (--cursor).
@@ -37,12 +39,14 @@ correctly as strings in one fixed RFC 3339 UTC form.
 
 --format text prints a table (KEY VERSION PURPOSE VALUE), json
 {"items":[entry...],"count":N,"truncated":bool,"nextCursor"?}, value one
-stored value per line. A listing sees every write acknowledged before
+stored value per line, keys one key per line (the seed's --format keys).
+A listing sees every write acknowledged before
 it was sent.`,
 		Example: `  kvctl list tenant/acme/project/demo/
   kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
   kvctl list --prefix tenant/acme/project/demo/ --limit 10
   kvctl list tenant/acme/project/demo/ --limit 10 --cursor dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2E
+  kvctl list --table tenant/acme/project/demo --limit 100 --format keys
   kvctl list tenant/acme/project/demo/jobs/ --where 'state eq failed' --all
   kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json`,
 		Args: func(cmd *cobra.Command, got []string) error {
@@ -61,8 +65,16 @@ it was sent.`,
 				}
 				o.Prefix = args[0]
 			}
-			if o.Prefix == "" {
-				return &usageError{msg: "no prefix given", solution: "give a prefix such as tenant/acme/project/demo/", cmd: a.cmdPath}
+			switch {
+			case o.Prefix == "" && a.ns.project == "":
+				return &usageError{msg: "no prefix given", solution: "give a prefix such as tenant/acme/project/demo/, or a namespace (--table, KVSTORE_TABLE) to list it whole", cmd: a.cmdPath}
+			case o.Prefix == "":
+				o.Prefix = a.ns.project + "/"
+			default:
+				var err error
+				if o.Prefix, err = a.key(o.Prefix); err != nil {
+					return err
+				}
 			}
 			a.subject, a.right = o.Prefix, "read"
 			out, err := a.listEntries(cmd.Context(), o, where, all)

@@ -216,8 +216,12 @@ func (a *app) holderCommand(hc holderCmd, g holderGroup) *cobra.Command {
 		ValidArgsFunction: a.completeKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if hc.check != nil {
-				a.subject, a.right = args[0], "read"
-				l, err := hc.check(a.client, cmd.Context(), args[0])
+				k, err := a.key(args[0])
+				if err != nil {
+					return err
+				}
+				a.right = "read"
+				l, err := hc.check(a.client, cmd.Context(), k)
 				if err != nil {
 					return err
 				}

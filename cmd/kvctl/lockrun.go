@@ -70,7 +70,11 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 		Annotations:       perCallAnnotation,
 		ValidArgsFunction: a.completeKeyThenCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right = args[0], "write"
+			key, err := a.key(args[0])
+			if err != nil {
+				return err
+			}
+			a.right = "write"
 			a.holder, a.holderSource = h.holder, "--holder"
 			if !cmd.Flags().Changed("holder") {
 				a.holder, a.holderSource = fmt.Sprintf("%s/%d", userAtHost(a.getenv), os.Getpid()), "lock run's default USER@HOST/PID"
@@ -85,7 +89,7 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 			case grace <= 0:
 				return &usageError{msg: fmt.Sprintf("--grace %v is not positive", grace), solution: "give how long CMD may take to stop, e.g. --grace 10s", cmd: a.cmdPath}
 			}
-			r := &lockRun{a: a, key: args[0], holder: a.holder, lease: lease, grace: min(grace, lease/3)}
+			r := &lockRun{a: a, key: key, holder: a.holder, lease: lease, grace: min(grace, lease/3)}
 			return r.run(cmd.Context(), args[1:], h.wait)
 		},
 	}
@@ -93,7 +97,7 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 	f.StringVar(&h.holder, "holder", "", "the holder's id (default USER@HOST/PID, unique to this run)")
 	f.StringVar(&h.ttl, "ttl", defaultRunTTL, "the lease, renewed every third of it while CMD runs: a duration (30s, 5m) or seconds")
 	h.addWait(cmd, "another holder has it")
-	f.DurationVar(&grace, "grace", defaultRunGrace, "when the lock is lost: time between SIGTERM and SIGKILL to CMD (at most --ttl/3)")
+	durationVar(f, &grace, "grace", defaultRunGrace, "when the lock is lost: time between SIGTERM and SIGKILL to CMD (at most --ttl/3)")
 	return cmd
 }
 

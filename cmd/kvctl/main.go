@@ -1,4 +1,5 @@
-// Command kvctl is eskv's command-line client: keys (get, set, delete,
+// Command kvctl is eskv's command-line client, speaking the kvstore
+// seed's command set (short keys in a namespace, see namespace.go): keys (get, set, delete,
 // exists, list), counters (inc, dec), fields of object values (field),
 // read-modify-write by a command (update), locks (lock, including lock
 // run), leader election (leader) and transactions of several keys of one
@@ -12,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -44,6 +46,7 @@ const (
 	formatText  = "text"
 	formatJSON  = "json"
 	formatValue = "value"
+	formatKeys  = "keys" // list only: one key per line
 )
 
 // app is one invocation of kvctl: what it got from outside and what it
@@ -59,12 +62,17 @@ type app struct {
 	token   string
 	format  string
 	timeout time.Duration
+	table   string // --table: the namespace (see namespace.go)
+	project string // --project: the same, transaction's first spelling
+	quiet   bool   // --quiet: nothing on stdout
+	verbose bool   // --verbose: each request and retry on stderr
 
 	// Resolved by setup.
 	client      *client.Client
 	tokenSource string // where the token came from, for error solutions
 	cancel      context.CancelFunc
-	running     bool // arguments were accepted; errors now come from the call
+	running     bool      // arguments were accepted; errors now come from the call
+	ns          namespace // what relative keys are paths in
 
 	// What the command works on, for error solutions.
 	cmdPath      string
@@ -102,22 +110,32 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "Command-line client of eskv, the event-sourced key-value store",
 		Long: `kvctl reads and writes eskv keys through its HTTP API.
 
-Keys look like tenant/<tenant>/project/<project>/<path>; values are JSON.
+Keys look like tenant/<tenant>/project/<project>/<path>, or are the
+kvstore seed's short keys (config/api-key): paths in the namespace
+--table tenant/<t>/project/<p> (KVSTORE_TABLE, KVCTL_NAMESPACE,
+KVCTL_PROJECT; none by default, so keys are full). Values are JSON.
 Besides reading and writing values, kvctl counts (inc, dec), changes
 fields of object values (field), changes a value with a command and
 retries on conflict (update), takes locks (lock, and lock run for a
 command), elects leaders (leader) and changes several keys of one project
 atomically (transaction).
 
-Data goes to stdout (--format text, json or value), messages and errors to
-stderr. Exit codes: 0 success; 1 failed condition (not found, version
-conflict, field mismatch, no lock or leader); 2 invalid arguments; 3 server
-or network error; 4 lock unavailable or not leader.
+Data goes to stdout (--format text, json or value; without --format,
+KVCTL_FORMAT, else json when stdout is not a terminal and text on one),
+messages and errors to stderr (-q: nothing on stdout; -V: requests and
+retries on stderr). Exit codes: 0 success; 1 failed condition (not found,
+already exists, version conflict, field mismatch, a --min/--max bound, no
+lock or leader); 2 invalid arguments; 3 server or network error; 4 lock
+unavailable, not leader or queue empty.
+
+Defaults from the environment: KVSTORE_DEFAULT_TTL (set's --ttl),
+KVSTORE_LOCK_TTL (lock acquire and extend's --ttl).
 
 Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 (KVCTL_TOKEN, else ESKV_DEV_TOKEN, else the file ` + devTokenFile + ` that
 'make run' writes, read from the current directory).`,
 		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
+  KVSTORE_TABLE=tenant/acme/project/demo kvctl dec rate-limit/api-key-123 --min 0 || echo "Rate limit exceeded"
   kvctl get tenant/acme/project/demo/greeting --format value
   kvctl list tenant/acme/project/demo/ --all
   kvctl inc tenant/acme/project/demo/visits --create
@@ -132,9 +150,12 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	f := root.PersistentFlags()
 	f.StringVar(&a.url, "url", envOr(a.getenv, "KVCTL_URL", defaultURL), "eskv API base URL (KVCTL_URL)")
 	f.StringVar(&a.token, "token", "", "bearer token (KVCTL_TOKEN; else ESKV_DEV_TOKEN; else ./"+devTokenFile+")")
-	f.StringVarP(&a.format, "format", "o", formatText, "output format: text, json or value")
-	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
-	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue}, cobra.ShellCompDirectiveNoFileComp))
+	f.StringVarP(&a.format, "format", "o", "", "output format: text, json or value; list also keys (default KVCTL_FORMAT, else json when stdout is not a terminal, text on one)")
+	f.BoolVarP(&a.quiet, "quiet", "q", false, "print nothing on stdout (errors still go to stderr; the exit code is unchanged)")
+	f.BoolVarP(&a.verbose, "verbose", "V", false, "say each request, its answer's status and time, and each retry on stderr (never a value)")
+	a.addNamespaceFlags(root)
+	durationVar(f, &a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
+	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue, formatKeys}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),
 		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
@@ -163,6 +184,9 @@ var perCallAnnotation = map[string]string{"api": "true", "timeout": "per-call"}
 // cobra accepted the command's arguments.
 func (a *app) setup(cmd *cobra.Command, _ []string) error {
 	a.cmdPath = cmd.CommandPath()
+	if a.quiet {
+		a.stdout = io.Discard
+	}
 	if cmd.Annotations["api"] == "" {
 		return nil
 	}
@@ -185,10 +209,11 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 
 // resolve checks the global flags and builds the client.
 func (a *app) resolve(cmd *cobra.Command) error {
-	switch a.format {
-	case formatText, formatJSON, formatValue:
-	default:
-		return &usageError{msg: fmt.Sprintf("unknown --format %q", a.format), solution: "use --format text, json or value", cmd: cmd.CommandPath()}
+	if err := a.resolveFormat(cmd); err != nil {
+		return err
+	}
+	if err := a.resolveNamespace(cmd); err != nil {
+		return err
 	}
 	if a.timeout <= 0 {
 		return &usageError{msg: fmt.Sprintf("--timeout %v is not positive", a.timeout), solution: "give a duration such as --timeout 30s", cmd: cmd.CommandPath()}
@@ -209,8 +234,47 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	if cmd.Annotations["timeout"] == "per-call" {
 		policy.AttemptTimeout = a.timeout
 	}
-	a.client = client.New(a.url, token, client.WithUserAgent("kvctl"), client.WithRetryPolicy(policy))
+	opts := []client.Option{client.WithUserAgent("kvctl"), client.WithRetryPolicy(policy)}
+	if a.verbose {
+		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &verboseTransport{next: http.DefaultTransport, w: a.stderr}}))
+	}
+	a.client = client.New(a.url, token, opts...)
 	return nil
+}
+
+// resolveFormat checks --format, or picks the default: KVCTL_FORMAT, else
+// json when stdout is not a terminal (the seed's default, for | jq) and
+// text on a terminal, for people.
+func (a *app) resolveFormat(cmd *cobra.Command) error {
+	source := "--format"
+	if !cmd.Flags().Changed("format") {
+		a.format, source = a.getenv("KVCTL_FORMAT"), "KVCTL_FORMAT"
+		if a.format == "" {
+			a.format = formatJSON
+			if isTerminal(a.stdout) {
+				a.format = formatText
+			}
+		}
+	}
+	switch a.format {
+	case formatText, formatJSON, formatValue:
+		return nil
+	case formatKeys:
+		if cmd.CommandPath() == "kvctl list" {
+			return nil
+		}
+	}
+	return &usageError{msg: fmt.Sprintf("unknown %s %q for %s", source, a.format, cmd.CommandPath()), solution: "use --format text, json or value (list also takes keys)", cmd: cmd.CommandPath()}
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // defaultToken returns the token from the environment or the local

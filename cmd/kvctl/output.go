@@ -94,9 +94,13 @@ func writeList(w io.Writer, format string, l events.ListAnswer) error {
 	switch format {
 	case formatJSON:
 		return writeJSON(w, l)
-	case formatValue:
+	case formatValue, formatKeys:
 		var buf bytes.Buffer
 		for _, e := range l.Items {
+			if format == formatKeys {
+				fmt.Fprintf(&buf, "%s\n", printable(e.Key))
+				continue
+			}
 			fmt.Fprintf(&buf, "%s\n", e.Value)
 		}
 		_, err := w.Write(buf.Bytes())

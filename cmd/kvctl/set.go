@@ -17,9 +17,10 @@ import (
 
 func (a *app) setCommand() *cobra.Command {
 	var (
-		file string
-		w    writeFlags
-		sem  events.Semantics
+		file        string
+		w           writeFlags
+		sem         events.Semantics
+		ifNotExists bool
 	)
 	cmd := &cobra.Command{
 		Use:   "set KEY [VALUE | -]",
@@ -29,7 +30,12 @@ read from stdin with -, or from a file with --file.
 
 --expected-version makes the write conditional: 0 means the key must not
 exist, N means it must be at version N. A mismatch exits 1 and says the
-current version.
+current version. --if-not-exists is the seed's spelling of
+--expected-version 0: a key that exists exits 1 ("Key ... already
+exists") and is left as it is.
+
+Without --ttl, KVSTORE_DEFAULT_TTL (a duration or seconds) is the entry's
+expiry when set; otherwise it does not expire.
 
 --format text prints "KEY version N", json the entry as the API answers
 it, value the stored value.`,
@@ -38,6 +44,7 @@ it, value the stored value.`,
   kvctl set tenant/acme/project/demo/flag true --expected-version 0 --purpose feature_flag
   kvctl set tenant/acme/project/demo/checkpoint '{"cursor":43}' --expected-version 7 --request-id sync-43
   kvctl set tenant/acme/project/demo/session '"worker-1"' --ttl 30s
+  kvctl set agent/status '"active"' --if-not-exists --table tenant/acme/project/demo
   echo '{"cursor":42}' | kvctl set tenant/acme/project/demo/checkpoint -
   kvctl set tenant/acme/project/demo/config --file config.json --purpose config --producer deploy --hint web`,
 		Args: func(cmd *cobra.Command, got []string) error {
@@ -49,18 +56,37 @@ it, value the stored value.`,
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.subject, a.right = args[0], "write"
+			key, err := a.key(args[0])
+			if err != nil {
+				return err
+			}
+			a.right = "write"
 			value, err := a.readValue(args[1:], file)
 			if err != nil {
 				return err
 			}
-			r := client.PutRequest{Key: args[0], Value: value, Semantics: sem, RequestID: w.requestID, SpecRef: w.specRef,
+			r := client.PutRequest{Key: key, Value: value, Semantics: sem, RequestID: w.requestID, SpecRef: w.specRef,
 				ExpectedVersion: w.expectedVersion(cmd)}
+			if ifNotExists {
+				if r.ExpectedVersion != nil {
+					return &usageError{msg: "--if-not-exists and --expected-version both given", solution: "give one: --if-not-exists is --expected-version 0", cmd: a.cmdPath}
+				}
+				r.ExpectedVersion = new(int64)
+			}
 			a.createOnly = r.ExpectedVersion != nil && *r.ExpectedVersion == 0
 			if r.TTL, err = w.lease(); err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("ttl") {
+				if r.TTL, err = a.envTTL("KVSTORE_DEFAULT_TTL"); err != nil {
+					return err
+				}
+			}
 			res, err := a.client.Put(cmd.Context(), r)
+			if ifNotExists && events.ErrorCode(err) == events.EConflict && r.RequestID == "" {
+				return &failure{code: exitFailed, msg: fmt.Sprintf("Key %q already exists", key),
+					solution: fmt.Sprintf("keep it, or overwrite it without --if-not-exists: 'kvctl set %s VALUE'", key)}
+			}
 			if err != nil {
 				return err
 			}
@@ -74,6 +100,7 @@ it, value the stored value.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "read the value from this file")
+	f.BoolVar(&ifNotExists, "if-not-exists", false, "write only if the key does not exist (exit 1 if it does): --expected-version 0")
 	w.add(cmd, writeUsage{
 		expected:  "write only if the key is at this version (0: only if it does not exist)",
 		ttl:       "expire the entry after this long: a duration (30s, 15m, 24h) or seconds",
@@ -129,6 +156,22 @@ func parseTTL(s string) (time.Duration, error) {
 	if err != nil || d < time.Second || d%time.Second != 0 {
 		return 0, &usageError{msg: fmt.Sprintf("--ttl %q is not a whole number of seconds of at least 1s", s),
 			solution: "give a duration such as --ttl 30s, --ttl 24h, or seconds such as --ttl 3600"}
+	}
+	return d, nil
+}
+
+// envTTL reads a default TTL from the environment variable name (a
+// duration or seconds, as --ttl); 0 when it is unset. A bad value is a
+// usage error naming the variable, never a silent fallback.
+func (a *app) envTTL(name string) (time.Duration, error) {
+	v := a.getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := parseTTL(v)
+	if err != nil {
+		return 0, &usageError{msg: fmt.Sprintf("%s=%q is not a whole number of seconds of at least 1s", name, v),
+			solution: fmt.Sprintf("set %s to a duration such as 1h or seconds such as 3600, or unset it", name), cmd: a.cmdPath}
 	}
 	return d, nil
 }

@@ -11,37 +11,31 @@ import (
 )
 
 // Sets: sadd, srem, sismember, smembers and scard (the seed's "Set
-// Operations"). SET is a key; one that does not start with tenant/ is a
-// path inside --project (KVCTL_PROJECT), resolved by projectKey as in
-// transaction. MEMBER is any text.
+// Operations"). SET is a key, resolved like every command's (app.key: a
+// short key is a path in the namespace). MEMBER is any text.
 
 const setsLong = `
 
-SET is a key (tenant/<t>/project/<p>/<path>), or a path inside --project
-(KVCTL_PROJECT), e.g. --project tenant/acme/project/demo. Members are any
+SET is a key (tenant/<t>/project/<p>/<path>), or a path in the namespace
+(--table, KVSTORE_TABLE), e.g. --table tenant/acme/project/demo. Members are any
 text up to 1024 bytes (not limited to key characters). A missing set
 is empty. A key that holds anything but a set exits 1.`
 
 // setCommand completes a set command on SET and the names of further
 // arguments; run gets the resolved set key and the further arguments.
 func (a *app) setsCommand(c *cobra.Command, right string, rest []string, run func(cmd *cobra.Command, set string, rest []string) error) *cobra.Command {
-	var project string
 	c.Args = args(append([]string{"SET"}, rest...)...)
 	c.Annotations = apiAnnotation
 	c.ValidArgsFunction = a.completeKey
 	c.Long += setsLong
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		if !cmd.Flags().Changed("project") {
-			project = a.getenv("KVCTL_PROJECT")
-		}
-		set, err := projectKey(args[0], project)
+		set, err := a.key(args[0])
 		if err != nil {
-			return &usageError{msg: err.Error(), solution: "give a full key, or --project tenant/<t>/project/<p>", cmd: a.cmdPath}
+			return err
 		}
-		a.subject, a.right = set, right
+		a.right = right
 		return run(cmd, set, args[1:])
 	}
-	c.Flags().StringVar(&project, "project", "", "tenant/<t>/project/<p> that a SET not starting with tenant/ is a path in (KVCTL_PROJECT)")
 	return c
 }
 
@@ -53,7 +47,7 @@ to repeat.
 --format text prints "added MEMBER to SET (size N)" or "MEMBER is already
 in SET (size N)", json {"set","added","size","version"}, value true or
 false (added).`, `  kvctl sadd tenant/acme/project/demo/active-agents agent-123
-  KVCTL_PROJECT=tenant/acme/project/demo kvctl sadd processed-messages "$message_id"`)
+  KVSTORE_TABLE=tenant/acme/project/demo kvctl sadd processed-messages "$message_id"`)
 }
 
 func (a *app) sremCommand() *cobra.Command {
@@ -146,7 +140,7 @@ not (or the set does not exist). The read is as fresh as get's.
 --format text and value print nothing (the exit code is the answer), json
 {"set","isMember"}.`,
 		Example: `  kvctl sismember tenant/acme/project/demo/processed-messages "$message_id" && echo "already processed"
-  kvctl sismember processed-messages "$message_id" --project tenant/acme/project/demo --format json`,
+  kvctl sismember processed-messages "$message_id" --table tenant/acme/project/demo --format json`,
 	}, "read", []string{"MEMBER"}, func(cmd *cobra.Command, set string, rest []string) error {
 		if err := events.ValidateMember("MEMBER", rest[0]); err != nil {
 			return &usageError{msg: err.Error(), cmd: a.cmdPath}

@@ -12,12 +12,16 @@ import (
 
 // TestSetsCLI pins sadd, srem, sismember, smembers and scard: their
 // text, json and value output and exit codes, with full keys and with
-// keys inside KVCTL_PROJECT / --project. The cases run in order.
+// short keys in the namespace (KVSTORE_TABLE, --table). The cases run in
+// order.
 func TestSetsCLI(t *testing.T) {
 	url := stack.MustStart(t)
-	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken}, dir: t.TempDir()}
+	// KVCTL_FORMAT=text as in TestCLI; the default-json cases unset it:
+	// a pipe gets the seed's JSON.
+	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	set := scope + "active-agents"
-	project := map[string]string{"KVCTL_PROJECT": strings.TrimSuffix(scope, "/")}
+	pipe := map[string]string{"KVCTL_FORMAT": ""}
+	project := map[string]string{"KVSTORE_TABLE": strings.TrimSuffix(scope, "/")}
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -30,13 +34,16 @@ func TestSetsCLI(t *testing.T) {
 		{name: "sadd-any-content", args: []string{"sadd", set, "név: \"x\"/y?z#1"}},
 		{name: "sadd-project", env: project, args: []string{"sadd", "active-agents", "agent-789"}},
 		{name: "sismember-yes", args: []string{"sismember", set, "agent-123"}},
-		{name: "sismember-yes-json", args: []string{"sismember", "active-agents", "agent-123", "--project", strings.TrimSuffix(scope, "/"), "--format", "json"}},
+		{name: "sismember-yes-json", args: []string{"sismember", "active-agents", "agent-123", "--table", strings.TrimSuffix(scope, "/"), "--format", "json"}},
 		{name: "err-sismember-no", args: []string{"sismember", set, "agent-000"}, code: exitFailed},
 		{name: "err-sismember-no-json", args: []string{"sismember", set, "agent-000", "--format", "json"}, code: exitFailed},
 		{name: "scard-text", args: []string{"scard", set}},
 		{name: "scard-json", env: project, args: []string{"scard", "active-agents", "--format", "json"}},
 		{name: "smembers-json", args: []string{"smembers", set, "--format", "json"}},
 		{name: "smembers-text", args: []string{"smembers", set}},
+		{name: "smembers-default-json", env: pipe, args: []string{"smembers", set}},
+		{name: "scard-default-json", env: pipe, args: []string{"scard", set}},
+		{name: "sismember-quiet", args: []string{"sismember", set, "agent-456", "-q", "--format", "json"}},
 		{name: "smembers-page", args: []string{"smembers", set, "--limit", "2", "--format", "json"}},
 		{name: "smembers-all-value", args: []string{"smembers", set, "--limit", "2", "--all", "--format", "value"}},
 		{name: "srem-text", args: []string{"srem", set, "agent-123"}},
@@ -68,7 +75,7 @@ func TestSetsCLI(t *testing.T) {
 
 // TestSeedUseCase6 runs the seed's "Use Case 6: Deduplication with Sets"
 // as written, with kvctl installed as kvstore and the namespace in
-// KVCTL_PROJECT: the first run processes the message, the second skips
+// KVSTORE_TABLE: the first run processes the message, the second skips
 // it.
 func TestSeedUseCase6(t *testing.T) {
 	url := stack.MustStart(t)
@@ -98,7 +105,7 @@ kvstore sadd processed-messages "$message_id"
 	run := func() string {
 		cmd := exec.Command("bash", "-e", "-c", script)
 		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVCTL_PROJECT=tenant/acme/project/dedup")
+			"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE=tenant/acme/project/dedup")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("use case 6: %v\n%s", err, out)

@@ -36,8 +36,9 @@ or an object {"version":N} (also "expectedVersion"; 0: must not exist),
 {"exists":true|false}, {"field":"F","equals":JSON}; "expectedVersion":N
 on the op itself is short for {"version":N}.
 
-Keys that do not start with tenant/ are paths inside --project
-(KVCTL_PROJECT), e.g. --project tenant/acme/project/demo.
+Keys that do not start with tenant/ are paths inside the namespace
+(--table, or its alias --project; KVSTORE_TABLE, KVCTL_NAMESPACE,
+KVCTL_PROJECT), e.g. --table tenant/acme/project/demo.
 
 Exit codes: 0 applied; 1 a condition failed (the message names the op's
 index and key; nothing was applied); 2 a malformed file or operation; 3
@@ -49,7 +50,7 @@ it has none).`
 // atomically through POST /v1/txn (client.Txn).
 func (a *app) transactionCommand() *cobra.Command {
 	var (
-		file, project, requestID string
+		file, requestID string
 	)
 	cmd := &cobra.Command{
 		Use:     "transaction --file FILE",
@@ -69,14 +70,11 @@ func (a *app) transactionCommand() *cobra.Command {
 		Annotations: apiAnnotation,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.right = "write"
-			if !cmd.Flags().Changed("project") {
-				project = a.getenv("KVCTL_PROJECT")
-			}
 			raw, source, err := a.readTxnFile(file)
 			if err != nil {
 				return err
 			}
-			body, err := parseTxnFile(raw, project)
+			body, err := parseTxnFile(raw, a.ns)
 			if err != nil {
 				return &usageError{msg: fmt.Sprintf("%s: %v", source, err), solution: txnSolution(err), cmd: a.cmdPath}
 			}
@@ -100,7 +98,6 @@ func (a *app) transactionCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "the operations: a JSON file, or - for stdin (required)")
-	f.StringVar(&project, "project", "", "tenant/<t>/project/<p> that keys not starting with tenant/ are paths in (KVCTL_PROJECT)")
 	f.StringVar(&requestID, "request-id", "", "idempotency id of the whole transaction: repeating it is answered as a replay and applies nothing twice (overrides the file's requestId)")
 	return cmd
 }
@@ -179,9 +176,9 @@ var seedOps = map[string]events.Op{
 
 // parseTxnFile reads a transaction file (an array of ops, or the API's
 // body) into the API's body; keys that do not start with tenant/ are
-// paths in project. Member names are exact and unknown members are
+// paths in the namespace ns. Member names are exact and unknown members are
 // refused, so a typo never drops a condition silently.
-func parseTxnFile(raw []byte, project string) (events.TxnBody, error) {
+func parseTxnFile(raw []byte, ns namespace) (events.TxnBody, error) {
 	var body struct {
 		RequestID string            `json:"requestId"`
 		Ops       []json.RawMessage `json:"ops"`
@@ -206,7 +203,7 @@ func parseTxnFile(raw []byte, project string) (events.TxnBody, error) {
 	}
 	b := events.TxnBody{RequestID: body.RequestID, Ops: make([]events.TxnOp, len(body.Ops))}
 	for i, r := range body.Ops {
-		op, err := parseTxnFileOp(r, project)
+		op, err := parseTxnFileOp(r, ns)
 		if err != nil {
 			return events.TxnBody{}, &txnFileError{op: i, msg: err.Error()}
 		}
@@ -216,7 +213,7 @@ func parseTxnFile(raw []byte, project string) (events.TxnBody, error) {
 }
 
 // parseTxnFileOp reads one op of a transaction file.
-func parseTxnFileOp(raw json.RawMessage, project string) (events.TxnOp, error) {
+func parseTxnFileOp(raw json.RawMessage, ns namespace) (events.TxnOp, error) {
 	var f txnFileOp
 	if err := strictDecode(raw, &f); err != nil {
 		return events.TxnOp{}, errors.New(jsonProblem(err))
@@ -225,7 +222,7 @@ func parseTxnFileOp(raw json.RawMessage, project string) (events.TxnOp, error) {
 	if !ok {
 		return events.TxnOp{}, fmt.Errorf("op %q is not one of set, inc, dec, delete, patch, check (or put, increment)", f.Op)
 	}
-	key, err := projectKey(f.Key, project)
+	key, err := resolveKey(f.Key, ns)
 	if err != nil {
 		return events.TxnOp{}, err
 	}
@@ -298,24 +295,6 @@ func parseTxnCondition(raw json.RawMessage) (*events.Condition, error) {
 	return &events.Condition{Version: c.Version, Exists: c.Exists, Field: c.Field, Equals: c.Equals}, nil
 }
 
-// projectKey returns key as an eskv key: as it is when it starts with
-// tenant/, else the path key inside project.
-func projectKey(key, project string) (string, error) {
-	switch {
-	case key == "":
-		return "", errors.New("key is missing")
-	case strings.HasPrefix(key, "tenant/"):
-		return key, nil
-	case project == "":
-		return "", fmt.Errorf("key %q is not a full key (tenant/<t>/project/<p>/<path>) and no --project (KVCTL_PROJECT) was given", key)
-	}
-	p := strings.TrimSuffix(project, "/")
-	if events.ScopeOf(p+"/x") != p || events.ValidatePrefix(p+"/") != nil {
-		return "", fmt.Errorf("--project %q is not tenant/<tenant>/project/<project>", project)
-	}
-	return p + "/" + key, nil
-}
-
 // strictDecode decodes one JSON value into v, refusing unknown members
 // and trailing data.
 func strictDecode(raw []byte, v any) error {
@@ -349,8 +328,8 @@ func txnSolution(err error) string {
 		e  *events.Error
 	)
 	switch {
-	case errors.As(err, &fe) && strings.Contains(fe.msg, "--project"):
-		return "give full keys (tenant/<t>/project/<p>/<path>), or the project they are paths in with --project tenant/<t>/project/<p> (or KVCTL_PROJECT)"
+	case errors.As(err, &fe) && strings.Contains(fe.msg, "no namespace"):
+		return namespaceSolution
 	case errors.As(err, &fe) && fe.op >= 0:
 		return fmt.Sprintf("fix operation %d of the file (counting from 0); %s", fe.op, format)
 	case errors.As(err, &e) && strings.HasSuffix(e.Field, ".key") && strings.Contains(e.Message, "project"):

@@ -55,10 +55,13 @@ value the stored value.`,
 		Annotations:       perCallAnnotation,
 		ValidArgsFunction: a.completeKeyThenCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, argv := args[0], args[1:]
-			a.subject, a.right = key, "write"
+			key, err := a.key(args[0])
+			if err != nil {
+				return err
+			}
+			argv := args[1:]
+			a.right = "write"
 			o := client.UpdateOptions{RequestID: w.requestID, SpecRef: w.specRef}
-			var err error
 			if o.TTL, err = w.lease(); err != nil {
 				return err
 			}
@@ -118,6 +121,7 @@ func (a *app) transform(key string, cur *events.Entry, argv []string) (json.RawM
 // noteRetry says on stderr that an update lost to another writer and
 // when it tries again; other retries pass silently.
 func (a *app) noteRetry(err error, attempt int, wait time.Duration) {
+	a.noteVerboseRetry(err, attempt, wait)
 	if client.Classify(err) != client.ClassConflict {
 		return
 	}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv/stack"
+)
+
+// testSeedCommands pins the kvstore seed's commands and options (short
+// keys in a namespace, set --if-not-exists, get --default, delete
+// --if-value, get-counter, dec --min, list --format keys, -q, -V, the
+// json default when piped, the KVSTORE_* defaults) and their exit codes.
+// It runs inside TestCLI (the listing of the namespace sees its keys).
+func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func(*testing.T, []tc)) {
+	ns := strings.TrimSuffix(scope, "/")
+	seed := map[string]string{"KVSTORE_TABLE": ns}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{"KVSTORE_TABLE": ns}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	for k, v := range map[string]string{"agent/mode": `"on"`, "quota": "1", "requests": "7"} {
+		if _, err := c.Put(t.Context(), client.PutRequest{Key: scope + k, Value: json.RawMessage(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runCases(t, []tc{
+		{name: "seed-set-if-not-exists-text", env: seed, args: []string{"set", "agent/status", `"active"`, "--if-not-exists"}},
+		{name: "err-seed-set-if-not-exists", env: seed, args: []string{"set", "agent/status", `"idle"`, "--if-not-exists"}, code: exitFailed},
+		{name: "err-seed-set-if-not-exists-expected", env: seed, args: []string{"set", "agent/status", "1", "--if-not-exists", "--expected-version", "1"}, code: exitUsage},
+		{name: "seed-get-short-json", env: seed, args: []string{"get", "agent/status", "--format", "json"}},
+		{name: "seed-get-piped-json", env: with(map[string]string{"KVCTL_FORMAT": ""}), args: []string{"get", "agent/status"}},
+		{name: "seed-get-default-text", env: seed, args: []string{"get", "config/missing", "--default", "none"}},
+		{name: "seed-get-default-json", env: seed, args: []string{"get", "config/missing", "--default", "none", "--format", "json"}},
+		{name: "seed-get-default-value", env: seed, args: []string{"get", "config/missing", "--default", `{"n": 1}`, "-o", "value"}},
+		{name: "seed-get-default-present-value", env: seed, args: []string{"get", "agent/status", "--default", "none", "-o", "value"}},
+		{name: "err-seed-get-default-bad-key", env: seed, args: []string{"get", "Config", "--default", "none"}, code: exitUsage},
+		{name: "seed-delete-if-value-text", env: seed, args: []string{"delete", "agent/status", "--if-value", "active"}},
+		{name: "err-seed-delete-if-value-differs", env: seed, args: []string{"delete", "agent/mode", "--if-value", "off"}, code: exitFailed},
+		{name: "err-seed-delete-if-value-absent", env: seed, args: []string{"delete", "agent/status", "--if-value", "active"}, code: exitFailed},
+		{name: "seed-get-counter-json", env: seed, args: []string{"get-counter", "requests", "--format", "json"}},
+		{name: "seed-get-counter-text", env: seed, args: []string{"get-counter", "requests"}},
+		{name: "seed-dec-min-value", env: seed, args: []string{"dec", "quota", "--min", "0", "-o", "value"}},
+		{name: "err-seed-dec-min", env: seed, args: []string{"dec", "quota", "--min", "0"}, code: exitFailed},
+		{name: "err-seed-inc-max", env: seed, args: []string{"inc", "quota", "--by", "3", "--max", "2"}, code: exitFailed},
+		{name: "seed-list-keys", env: seed, args: []string{"list", "jobs/", "--format", "keys"}},
+		{name: "seed-list-namespace-keys", env: seed, args: []string{"list", "--limit", "3", "--format", "keys"}},
+		{name: "err-seed-format-keys-get", env: seed, args: []string{"get", "agent/mode", "--format", "keys"}, code: exitUsage},
+		{name: "seed-quiet", env: seed, args: []string{"get", "agent/mode", "-q", "--format", "json"}},
+		{name: "err-seed-quiet-not-found", env: seed, args: []string{"get", "agent/none", "--quiet"}, code: exitFailed},
+		{name: "err-seed-no-namespace", args: []string{"get", "agent/mode"}, code: exitUsage},
+		{name: "err-seed-bad-namespace", env: map[string]string{"KVSTORE_TABLE": "my-custom-table"}, args: []string{"set", "counter", "0"}, code: exitUsage},
+		{name: "err-seed-bad-default-ttl", env: with(map[string]string{"KVSTORE_DEFAULT_TTL": "soon"}), args: []string{"set", "session", "1"}, code: exitUsage},
+		{name: "seed-set-default-ttl-json", env: with(map[string]string{"KVSTORE_DEFAULT_TTL": "3600"}), args: []string{"set", "session", `"w1"`, "--format", "json"}},
+		{name: "seed-lock-acquire-owner-text", env: with(map[string]string{"KVSTORE_LOCK_TTL": "600"}), args: []string{"lock", "acquire", "deploy-prod", "--owner", "agent-1"}},
+		{name: "err-seed-lock-acquire-held", env: seed, args: []string{"lock", "acquire", "deploy-prod", "--ttl", "600", "--owner", "agent-2"}, code: exitUnavailable},
+		{name: "seed-lock-release-owner-text", env: seed, args: []string{"lock", "release", "deploy-prod", "--owner", "agent-1"}},
+		// Every command resolves its key in the namespace.
+		{name: "seed-exists", env: seed, args: []string{"exists", "agent/mode"}},
+		{name: "seed-field-set-text", env: seed, args: []string{"field", "set", "tasks/9", "state=new", "--create"}},
+		{name: "seed-field-get-value", env: seed, args: []string{"field", "get", "tasks/9", "state", "-o", "value"}},
+		{name: "seed-update-value", env: seed, args: []string{"update", "quota", "-o", "value", "--", "sh", "-c", "read n; echo $((n + 5))"}},
+		{name: "seed-leader-elect-text", env: seed, args: []string{"leader", "elect", "leaders/cleanup-manager", "--ttl", "30", "--id", "agent-123"}},
+		{name: "seed-leader-resign-text", env: seed, args: []string{"leader", "resign", "leaders/cleanup-manager", "--id", "agent-123"}},
+		{name: "seed-lock-run", env: seed, args: []string{"lock", "run", "locks/nightly", "--holder", "h1", "--wait", "60", "--", "sh", "-c", "echo \"$KVCTL_LOCK_KEY\""}},
+		{name: "seed-txn-text", env: seed, stdin: `[{"op":"inc","key":"total-requests","by":1},{"op":"set","key":"last-request-time","value":"1700000000"}]`,
+			args: []string{"transaction", "--file", "-"}},
+		{name: "seed-txn-table-flag-text", stdin: `[{"op":"inc","key":"total-requests","by":1}]`, args: []string{"transaction", "--file", "-", "--table", ns}},
+		{name: "err-seed-queue-empty", env: seed, args: []string{"get", "work-queue", "--url", fakeServer(t, 404, `{"error":{"code":"queue_empty","message":"queue work-queue is empty"}}`)}, code: exitUnavailable},
+		{name: "err-seed-server", env: seed, args: []string{"get", "agent/mode", "--url", fakeServer(t, 500, `{"error":{"code":"internal","message":"internal error"}}`)}, code: exitServer},
+	})
+
+	t.Run("Verbose", func(t *testing.T) {
+		r := k.run(t, "", seed, "get", "agent/mode", "-V", "-o", "value")
+		if r.code != 0 || r.stdout != "\"on\"\n" || !strings.Contains(r.stderr, "kvctl: GET 127.0.0.1:") ||
+			!strings.Contains(r.stderr, "/v1/kv/tenant/acme/project/demo/agent/mode: 200 OK in ") || strings.Contains(r.stderr, `"on"`) {
+			t.Fatalf("get -V: %+v", r)
+		}
+		unavailable := fakeServer(t, 503, `{"error":{"code":"partition_unavailable","message":"partition 1 is catching up; retry"}}`)
+		r = k.run(t, "", seed, "get", "agent/mode", "--verbose", "--url", unavailable)
+		if r.code != exitServer || !strings.Contains(r.stderr, "kvctl: attempt 1 failed (") || !strings.Contains(r.stderr, "partition_unavailable): retrying in ") {
+			t.Fatalf("get -V against an unavailable server: %+v", r)
+		}
+	})
+}
+
+// TestSeedUseCases runs the kvstore seed's use cases 1, 2 and 5 as the
+// seed writes them (testdata/seed-use-cases.sh), with kvctl named kvstore
+// on PATH and a namespace in KVSTORE_TABLE; the seed's rate limit needs
+// --min 0 (an eskv counter may go below zero).
+func TestSeedUseCases(t *testing.T) {
+	url := stack.MustStart(t)
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "kvstore"), ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command("bash", "-eu", filepath.Join("testdata", "seed-use-cases.sh"))
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "KVCTL_") && !strings.HasPrefix(name, "KVSTORE_") && name != "PATH" && name != "ESKV_DEV_TOKEN" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE=tenant/acme/project/seed")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("seed use cases: %v\n%s", err, out)
+	}
+	got := normalize(string(out))
+	path := filepath.Join("testdata", "seed-use-cases.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+// TestDecMinConcurrent: 8 clients decrementing a counter of 20 with
+// --min 0, 5 times each, succeed exactly 20 times and leave it at 0 (the
+// read, check and compare-and-swap never let two take the last unit).
+func TestDecMinConcurrent(t *testing.T) {
+	url := stack.MustStart(t)
+	c := client.New(url, stack.DevToken)
+	const ns, quota = "tenant/acme/project/rate", 20
+	if _, err := c.Put(t.Context(), client.PutRequest{Key: ns + "/quota", Value: json.RawMessage("20")}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVSTORE_TABLE": ns}
+	codes := make(chan int, 40)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				var stdout, stderr bytes.Buffer
+				codes <- run(t.Context(), []string{"dec", "quota", "--min", "0", "-q"}, func(k string) string { return env[k] }, strings.NewReader(""), &stdout, &stderr)
+			}
+		})
+	}
+	wg.Wait()
+	close(codes)
+	counts := map[int]int{}
+	for code := range codes {
+		counts[code]++
+	}
+	if counts[exitOK] != quota || counts[exitFailed] != 40-quota {
+		t.Fatalf("exit codes %v; want %d successes and %d exit 1", counts, quota, 40-quota)
+	}
+	n, _, err := client.Call[events.CounterAnswer](t.Context(), c, events.OpGetCounter, ns+"/quota", nil)
+	if err != nil || n.Value != 0 {
+		t.Fatalf("quota %d, %v; want 0", n.Value, err)
+	}
+}
