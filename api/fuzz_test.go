@@ -71,6 +71,11 @@ func FuzzHandlers(f *testing.F) {
 			`{"op":"check","key":"` + demo + `l","condition":{"field":"token","equals":3}},{"op":"delete","key":"` + demo + `s","condition":{"version":3}}]}`},
 		{2, txnPath, "", `{"ops":[{"op":"put","key":"` + demo + `k","value":1},{"op":"put","key":"tenant/acme/project/x/k","value":1}]}`},
 		{2, txnPath, "", `{"ops":[1,{"op":"check"}]}`},
+		{2, demo + "set:sadd", "", `{"member":"a/b:c?d","ttlSeconds":60,"requestId":"r"}`},
+		{2, demo + "s:srem", "", `{"member":"x","expectedVersion":3}`},
+		{0, demo + "set:sismember", "member=%E2%9C%93", ""},
+		{0, demo + "set:smembers", "limit=2&cursor=YQ", ""},
+		{0, demo + "obj:scard", "", ""},
 	} {
 		f.Add(s.method, uint8(0), s.path, s.query, []byte(s.body))
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -25,6 +26,11 @@ type handler struct {
 	read func(c echo.Context, op events.Op, k events.Key, e *events.Entry) error
 	// write decodes the body and has the writer decide.
 	write func(s *Server, c echo.Context, op events.Op, p *Principal, k events.Key) error
+	// query serves a read that needs more than the key's entry (a set's
+	// member, a page of its members), in place of read; params are the
+	// query parameters it takes, checked before anything else.
+	query  func(s *Server, c echo.Context, op events.Op, k events.Key) error
+	params []string
 }
 
 // handlers is the handler table: one row per op.
@@ -40,6 +46,11 @@ var handlers = map[events.Op]handler{
 	events.OpLockCheck:       {read: checkLock},
 	events.OpLeaderCheck:     {read: checkLock},
 	events.OpGetCounter:      {read: answer(writer.ReadCounter)},
+	events.OpSAdd:            {write: (*Server).setMember},
+	events.OpSRem:            {write: (*Server).setMember},
+	events.OpSIsMember:       {query: (*Server).isMember, params: []string{"member"}},
+	events.OpSMembers:        {query: (*Server).members, params: []string{"limit", "cursor"}},
+	events.OpSCard:           {read: answer(writer.ReadCard)},
 }
 
 // answer is the read of an op whose answer f decides from the entry.
@@ -57,7 +68,7 @@ func answer[A any](f func(k events.Key, e *events.Entry) (A, error)) func(echo.C
 func opOf(verb string, read bool) (events.Op, handler, bool) {
 	op, ok := events.OpOfVerb(verb, read)
 	h := handlers[op]
-	if !ok || (read && h.read == nil) || (!read && h.write == nil) {
+	if !ok || (read && h.read == nil && h.query == nil) || (!read && h.write == nil) {
 		return "", handler{}, false
 	}
 	return op, h, true
@@ -92,7 +103,10 @@ func (s *Server) get(c echo.Context) error {
 		}
 	}
 	for q := range c.QueryParams() {
-		if q != "field" || op != events.OpGet {
+		if (q != "field" || op != events.OpGet) && !slices.Contains(h.params, q) {
+			if len(h.params) > 0 {
+				return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (:%s takes %s)", q, op.Verb(), strings.Join(h.params, ", "))
+			}
 			return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
 		}
 	}
@@ -110,6 +124,9 @@ func (s *Server) get(c echo.Context) error {
 	}
 	if done, err := s.forward(c, k); done {
 		return err
+	}
+	if h.query != nil {
+		return h.query(s, c, op, k)
 	}
 	st, err := s.w.State(c.Request().Context(), k)
 	if err != nil {

@@ -48,13 +48,9 @@ func (s *Server) listKeys(c echo.Context) error {
 	if !p.AllowsPrefix(Read, prefix) {
 		return events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
 	}
-	limit := events.DefaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > events.MaxListLimit {
-			return events.FieldErrorf(events.EInvalid, "limit", "limit must be an integer between 1 and %d", events.MaxListLimit)
-		}
-		limit = n
+	limit, err := pageLimit(q)
+	if err != nil {
+		return err
 	}
 	var after string
 	if v := q.Get("cursor"); v != "" {
@@ -193,4 +189,18 @@ func listFilter(q url.Values) (*events.Filter, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// pageLimit is the limit query parameter of a page (a listing, a set's
+// members): DefaultListLimit when absent.
+func pageLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return events.DefaultListLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > events.MaxListLimit {
+		return 0, events.FieldErrorf(events.EInvalid, "limit", "limit must be an integer between 1 and %d", events.MaxListLimit)
+	}
+	return n, nil
 }

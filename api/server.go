@@ -39,6 +39,9 @@ type Writer interface {
 	// forbidden) that principal was refused the write op of key. It never
 	// blocks: the record may be dropped (and counted).
 	AuditDenied(key events.Key, op events.Op, principal, requestID string)
+	// Member returns the state of the set key and the version of
+	// member's element row (0: none), as the key's owner knows them.
+	Member(ctx context.Context, key events.Key, member string) (events.State, int64, error)
 }
 
 // Lister lists live entries by prefix from the projection: a page of at
@@ -50,6 +53,9 @@ type Lister interface {
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
 	Scan(ctx context.Context, prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
+	// Members returns a page of the set key's members after cursor, and
+	// the next page's cursor ("" after the last).
+	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)
 }
 
 // Defaults of Config.

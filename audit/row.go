@@ -45,6 +45,11 @@ type Row struct {
 	// TxnSize of them; "" and 0 for a single write.
 	TxnID   string
 	TxnSize int32
+	// ElementOp and ElementHash are the element change of a collection's
+	// event (a set's sadd or srem): add or remove, and the member hashed
+	// like a value; "" for every other event.
+	ElementOp   string
+	ElementHash string
 }
 
 // Origin is who wrote, or tried to write, and with what semantics: the
@@ -125,6 +130,10 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 	if e.ExpiresAt != nil {
 		r.ExpiresAtUS = e.ExpiresAt.UnixMicro()
 	}
+	if e.Element != nil {
+		member, _ := events.EncodeJSON(e.Element.Member)
+		r.ElementOp, r.ElementHash = e.Element.Op, s.ValueHash(k, e.Key, member)
+	}
 	r.ChainHash = ChainHash(k, &r)
 	return r
 }
@@ -168,7 +177,8 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey,
 // except ts (ts_us holds it exactly), chain_hash itself, the Kafka
 // coordinates (where the event is stored, not what it says), ingested_at
 // and, in scheme 1, hash_scheme. txn_id and txn_size are members only
-// when the row belongs to a transaction: the rows of single writes, every
+// when the row belongs to a transaction, element_op and element_hash only
+// when it changed an element of a collection: the rows of single writes, every
 // row written before transactions existed among them, hash exactly as
 // before, in both schemes, while moving a row into or out of a
 // transaction breaks its chain. Member names are the column names, so an
@@ -198,6 +208,8 @@ type chainInput struct {
 	PrevChainHash string   `json:"prev_chain_hash"`
 	TxnID         string   `json:"txn_id,omitempty"`
 	TxnSize       int32    `json:"txn_size,omitempty"`
+	ElementOp     string   `json:"element_op,omitempty"`
+	ElementHash   string   `json:"element_hash,omitempty"`
 }
 
 // ChainInput returns the bytes a row's chain hash is the HMAC of: the
@@ -223,6 +235,7 @@ func (r *Row) chainInput() *chainInput {
 		TTLSeconds: r.TTLSeconds, ExpiresAtUS: r.ExpiresAtUS,
 		BeforeHash: r.BeforeHash, AfterHash: r.AfterHash, HashKeyID: r.HashKeyID,
 		PrevChainHash: r.PrevChainHash, TxnID: r.TxnID, TxnSize: r.TxnSize,
+		ElementOp: r.ElementOp, ElementHash: r.ElementHash,
 	}
 	if r.HashScheme != Scheme1 {
 		in.HashScheme = r.HashScheme
@@ -290,6 +303,10 @@ func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 		b = appendJCSString(b, h)
 	}
 	b = append(b, ']')
+	if in.ElementOp != "" {
+		str(`,"element_hash":`, in.ElementHash)
+		str(`,"element_op":`, in.ElementOp)
+	}
 	num(`,"expires_at_us":`, in.ExpiresAtUS)
 	str(`,"hash_key_id":`, in.HashKeyID)
 	if in.HashScheme != 0 {

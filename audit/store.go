@@ -269,7 +269,7 @@ func stripComment(line string) string {
 
 const eventColumns = "ts, ts_us, tenant, project, key, version, prev_version, kind, op, purpose, producer, consumer_hints, " +
 	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, hash_scheme, " +
-	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, txn_id, txn_size, ingested_at"
+	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, txn_id, txn_size, element_op, element_hash, ingested_at"
 
 const conflictColumns = "ts, ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, " +
 	"principal, request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, " +
@@ -320,6 +320,8 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		offset    = make([]int64, n)
 		txnID     = make([]string, n)
 		txnSize   = make([]int32, n)
+		elemOp    = make([]string, n)
+		elemHash  = make([]string, n)
 		ingested  = make([]time.Time, n)
 	)
 	now = now.UTC().Truncate(time.Second)
@@ -339,10 +341,11 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		prevChain[i], chain[i] = r.PrevChainHash, r.ChainHash
 		partition[i], offset[i] = r.Partition, r.Offset
 		txnID[i], txnSize[i] = r.TxnID, r.TxnSize
+		elemOp[i], elemHash[i] = r.ElementOp, r.ElementHash
 		ingested[i] = now
 	}
 	cols := []any{ts, tsUS, tenant, project, key, version, prev, kind, op, purpose, producer, hints,
-		principal, reqID, specRef, ttl, expires, before, after, keyID, scheme, prevChain, chain, partition, offset, txnID, txnSize, ingested}
+		principal, reqID, specRef, ttl, expires, before, after, keyID, scheme, prevChain, chain, partition, offset, txnID, txnSize, elemOp, elemHash, ingested}
 	for i, c := range cols {
 		if err := b.Column(i).Append(c); err != nil {
 			return fmt.Errorf("insert into audit_events: column %d: %w", i, err)

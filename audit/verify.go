@@ -458,6 +458,8 @@ func diffRow(want, got *Row) string {
 		return "kafka_offset"
 	case want.TxnID != got.TxnID || want.TxnSize != got.TxnSize:
 		return "txn_id/txn_size"
+	case want.ElementOp != got.ElementOp || want.ElementHash != got.ElementHash:
+		return "element_op/element_hash"
 	}
 	return ""
 }

@@ -45,6 +45,15 @@ func TestNoValueInLogs(t *testing.T) {
 		{"PUT", k, `{"value":"` + secret + `","ttlSeconds":0}`, 400},       // rejected: a bad TTL
 		{"GET", "/v1/kv?prefix=" + scope + "logs/&field=token&op=eq&value=" + secret, "", 200},
 		{"PUT", base + "logs/ttl", `{"value":"` + secret + `-expiring","ttlSeconds":1}`, 200},
+		// Sets: members are values too.
+		{"POST", base + "logs/set:sadd", `{"member":"` + secret + `","requestId":"s1"}`, 200},
+		{"POST", base + "logs/set:sadd", `{"member":"` + secret + `"}`, 200}, // already there
+		{"GET", base + "logs/set:sismember?member=" + secret, "", 200},
+		{"GET", base + "logs/set:smembers", "", 200},
+		{"POST", base + "logs/set:srem", `{"member":"` + secret + `","expectedVersion":9}`, 409}, // version_conflict
+		{"POST", base + "logs/set:srem", `{"member":"` + secret + `"}`, 200},
+		{"POST", k + ":sadd", `{"member":"` + secret + `"}`, 409},                       // wrong_type: not a set
+		{"POST", base + "logs/set:sadd", `{"member":"` + secret + "\u0000" + `"}`, 400}, // rejected: NUL
 		// Transactions: applied, rejected by a field condition, refused.
 		{"POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + scope + `logs/txn","value":"` + secret + `"}]}`, 200},
 		{"POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + scope + `logs/txn2","value":"` + secret + `"},{"op":"check","key":"` +

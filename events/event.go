@@ -27,7 +27,7 @@ const (
 )
 
 // Purposes are the allowed values of Semantics.Purpose.
-var Purposes = []string{"checkpoint", "feature_flag", "lock", "leader", "cursor", "counter", "config", "other"}
+var Purposes = []string{"checkpoint", "feature_flag", "lock", "leader", "cursor", "counter", "config", "other", "set", "queue", "list"}
 
 // Semantics is what producers say about an entry, so the platform can
 // reason about usage and lifecycle.
@@ -88,6 +88,11 @@ type Event struct {
 	// transaction (the projector, watchers) apply them together.
 	TxnID   string `json:"txnId,omitempty"`
 	TxnSize int    `json:"txnSize,omitempty"`
+	// Element is the element change of an event of a collection (a set's
+	// sadd or srem; docs/collections.md): the projector applies it to
+	// kv_elements in the transaction that folds the event. Absent on
+	// every other event.
+	Element *Element `json:"element,omitempty"`
 }
 
 // Live reports whether the key exists after the event.

@@ -64,7 +64,7 @@ type opSpec struct {
 	op      Op
 	verb    string // the custom method's verb: /v1/kv/{key}:{verb}
 	read    bool
-	purpose string     // lock-shaped ops: the purpose of their entries
+	purpose string     // lock-shaped and collection ops: the purpose of their entries
 	lock    LockAction // lock-shaped writes: what they do
 }
 
@@ -85,6 +85,10 @@ var opTable = []opSpec{
 	{op: OpLockCheck, verb: "lock", read: true, purpose: PurposeLock},
 	{op: OpLeaderCheck, verb: "leader", read: true, purpose: PurposeLeader},
 	{op: OpGetCounter, verb: "counter", read: true},
+	{op: OpSAdd, verb: "sadd", purpose: PurposeSet}, {op: OpSRem, verb: "srem", purpose: PurposeSet},
+	{op: OpSIsMember, verb: "sismember", read: true, purpose: PurposeSet},
+	{op: OpSMembers, verb: "smembers", read: true, purpose: PurposeSet},
+	{op: OpSCard, verb: "scard", read: true, purpose: PurposeSet},
 }
 
 func (o Op) spec() opSpec {
@@ -103,8 +107,8 @@ func (o Op) Verb() string { return o.spec().verb }
 // Reads reports whether the op only reads: a GET needing the read right.
 func (o Op) Reads() bool { return o.spec().read }
 
-// Purpose is the entry purpose a lock-shaped op works on (PurposeLock or
-// PurposeLeader), or "".
+// Purpose is the entry purpose a lock-shaped or collection op works on
+// (PurposeLock, PurposeLeader, PurposeSet), or "".
 func (o Op) Purpose() string { return o.spec().purpose }
 
 // LockAction is what a lock-shaped write does, or "".

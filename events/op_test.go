@@ -21,6 +21,10 @@ func TestOpOfVerb(t *testing.T) {
 		{"OKHeartbeat", "heartbeat", false, OpLeaderHeartbeat, true, LockExtend, PurposeLeader},
 		{"OKResign", "resign", false, OpLeaderResign, true, LockRelease, PurposeLeader},
 		{"OKLockCheck", "lock", true, OpLockCheck, true, "", PurposeLock},
+		{"OKSAdd", "sadd", false, OpSAdd, true, "", PurposeSet},
+		{"OKSIsMember", "sismember", true, OpSIsMember, true, "", PurposeSet},
+		{"OKSMembers", "smembers", true, OpSMembers, true, "", PurposeSet},
+		{"NotFoundSetReadAsWrite", "scard", false, "", false, "", ""},
 		{"NotFoundReadVerbAsWrite", "lock", false, "", false, "", ""},
 		{"NotFoundWriteVerbAsRead", "acquire", true, "", false, "", ""},
 		{"NotFoundUnknown", "explode", false, "", false, "", ""},
@@ -39,7 +43,7 @@ func TestOpOfVerb(t *testing.T) {
 }
 
 func TestVerbList(t *testing.T) {
-	if got := VerbList(false, true); got != ":increment, :acquire, :extend, :release, :elect, :heartbeat or :resign" {
+	if got := VerbList(false, true); got != ":increment, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd or :srem" {
 		t.Errorf("writes: %s", got)
 	}
 	if got := strings.Join(Verbs(true), " "); !strings.HasPrefix(got, "lock leader") {

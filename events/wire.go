@@ -171,11 +171,11 @@ func checkOptional(sem *Semantics, ttl *int64) error {
 	return nil
 }
 
-// checkPlainPurpose refuses the purposes of lock and leader entries on a
-// plain write (put, increment, patch): only the lock and leader ops write
-// those entries, their values and fencing tokens.
+// checkPlainPurpose refuses the purposes of lock, leader and collection
+// entries on a plain write (put, increment, patch): only their own ops
+// write those entries, their values, fencing tokens and metadata.
 func checkPlainPurpose(sem *Semantics) error {
-	if sem != nil && (sem.Purpose == PurposeLock || sem.Purpose == PurposeLeader) {
+	if sem != nil && ServerPurpose(sem.Purpose) {
 		return FieldErrorf(EInvalid, "semantics.purpose", "purpose %s is written only by the %s operations", sem.Purpose, sem.Purpose)
 	}
 	return nil

@@ -23,7 +23,9 @@ import (
 // latest event, the live projection every event it ever applied.
 // kv_fields is not compared: each side derives it from its own kv_entries
 // (kv_value_fields of the live values) in the transaction that writes
-// them, so equal entries mean equal fields.
+// them, so equal entries mean equal fields. The elements of a live set
+// (its kv_elements rows from its since on, docs/collections.md) are
+// compared as one more column of its key, "elements".
 type Diff struct {
 	Schema, Against string
 	// Entries and AgainstEntries are the kv_entries rows of each side.
@@ -82,8 +84,9 @@ func diffSQL(a, b string) string {
 	for _, c := range diffColumns {
 		cols = append(cols, fmt.Sprintf("CASE WHEN a.%[1]s IS DISTINCT FROM b.%[1]s THEN '%[1]s' END", c))
 	}
+	cols = append(cols, "CASE WHEN ea.h IS DISTINCT FROM eb.h THEN 'elements' END")
 	return `
-WITH parts AS (
+WITH ea AS (` + elementsDigestSQL(a) + `), eb AS (` + elementsDigestSQL(b) + `), parts AS (
     SELECT partition FROM ` + a + `.projector_offsets WHERE topic = $1
     UNION
     SELECT partition FROM ` + b + `.projector_offsets WHERE topic = $1
@@ -105,6 +108,8 @@ WITH parts AS (
         ], NULL) AS cols
     FROM ` + a + `.kv_entries a
     FULL OUTER JOIN ` + b + `.kv_entries b ON a.key = b.key
+    LEFT JOIN ea ON ea.key = a.key
+    LEFT JOIN eb ON eb.key = b.key
     LEFT JOIN bound ba ON ba.partition = a.partition
     LEFT JOIN bound bb ON bb.partition = b.partition
 ), d AS (

@@ -44,8 +44,29 @@ CROSS JOIN LATERAL (
 // the history is how a requestId older than the key's latest write is
 // remembered once its event is projected.
 func (s *Store) StatesAndRequests(ctx context.Context, keys []string, refs []RequestRef) (map[string]events.State, map[RequestRef]AppliedRequest, error) {
-	states := make(map[string]events.State, len(keys))
-	applied := make(map[RequestRef]AppliedRequest)
+	f, err := s.Lookup(ctx, keys, refs, nil)
+	return f.States, f.Requests, err
+}
+
+// Found is what Lookup found.
+type Found struct {
+	States   map[string]events.State
+	Requests map[RequestRef]AppliedRequest
+	// Elements holds the version of each asked kv_elements row that
+	// exists (absent: no row).
+	Elements map[ElementRef]int64
+}
+
+// Lookup is StatesAndRequests and, in the same round trip, the
+// kv_elements rows of elems (the members a batch of sadd and srem
+// decides on): everything a batch of writes is decided on that the
+// writer's overlay does not hold.
+func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, elems []ElementRef) (Found, error) {
+	f := Found{
+		States:   make(map[string]events.State, len(keys)),
+		Requests: make(map[RequestRef]AppliedRequest),
+		Elements: make(map[ElementRef]int64),
+	}
 	b := &pgx.Batch{}
 	if len(keys) > 0 {
 		b.Queue(statesSQL, keys)
@@ -57,23 +78,36 @@ func (s *Store) StatesAndRequests(ctx context.Context, keys []string, refs []Req
 		}
 		b.Queue(requestsSQL, ks, ids)
 	}
+	if len(elems) > 0 {
+		cs, ms := make([]string, len(elems)), make([]string, len(elems))
+		for i, e := range elems {
+			cs[i], ms[i] = e.Collection, e.Member
+		}
+		b.Queue(membersSQL, cs, ms)
+	}
 	if b.Len() > 0 {
-		// Both queries are sent together: one round trip.
+		// The queries are sent together: one round trip.
 		br := s.pool.SendBatch(ctx, b)
-		err := readBatch(br, len(keys) > 0, len(refs) > 0, states, applied)
+		err := readBatch(br, len(keys) > 0, len(refs) > 0, f.States, f.Requests)
+		if err == nil && len(elems) > 0 {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				err = readMembers(rows, f.Elements)
+			}
+		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return nil, nil, translate("states", err)
+			return Found{}, translate("states", err)
 		}
 	}
 	for _, k := range keys {
-		if _, ok := states[k]; !ok {
-			states[k] = events.State{}
+		if _, ok := f.States[k]; !ok {
+			f.States[k] = events.State{}
 		}
 	}
-	return states, applied, nil
+	return f, nil
 }
 
 // readBatch reads the answers of StatesAndRequests' batch.

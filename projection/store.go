@@ -115,6 +115,8 @@ ON CONFLICT (topic, partition) DO UPDATE SET
 // live with value = after; delete and expire keep the row and its version
 // with live false and no value. kv_fields follows kv_entries: a key's
 // indexed fields are those of its current live value (none otherwise).
+// kv_elements takes the element changes of collection events (sadd,
+// srem), all of them in order (elements.go).
 //
 // Rows are written in key order, so two projectors that overlap briefly
 // after a rebalance take row locks in the same order and cannot deadlock.
@@ -171,6 +173,7 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		queueElements(b, batch) // before the upsert: its guard reads the stored versions
 		b.Queue(upsertEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
 			ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
 			ent.requestDigest, ent.specRef, ent.semantics, ent.offset)

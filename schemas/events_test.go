@@ -138,6 +138,9 @@ func TestValidateChange(t *testing.T) {
 		{"OKKeyOf128", setField("key", "tenant/acme/project/billing/"+strings.Repeat("x", 128-len("tenant/acme/project/billing/"))), true},
 		{"OKKeyDottedComponents", setField("key", "tenant/a.b/project/.c/..d/.../e."), true},
 		{"OKZeroTime", setField("createdAt", "0001-01-01T00:00:00Z"), true},
+		{"OKSetElement", applyAll(setField("op", "sadd"), setSemanticsField("purpose", "set"), setField("after", map[string]any{"type": "set", "size": 1, "since": 7}),
+			setField("element", map[string]any{"op": "add", "member": "any text: /é?#"})), true},
+		{"OKSetElementRemove", applyAll(setField("op", "srem"), setField("element", map[string]any{"op": "remove", "member": "m"})), true},
 
 		{"ErrNotObject", func(doc map[string]any) { clear(doc) }, false}, // {} misses every required field
 		{"ErrSchemaVersion2", setField("schemaVersion", 2), false},
@@ -184,6 +187,10 @@ func TestValidateChange(t *testing.T) {
 		{"ErrTimestampWithoutZone", setField("createdAt", "2026-03-01T10:15:30"), false},
 		{"ErrExpiresAtNull", setField("expiresAt", nil), false},
 		{"ErrRequestIDNumber", setField("requestId", 12), false},
+		{"ErrElementOpUnknown", setField("element", map[string]any{"op": "toggle", "member": "m"}), false},
+		{"ErrElementMemberEmpty", setField("element", map[string]any{"op": "add", "member": ""}), false},
+		{"ErrElementWithoutMember", setField("element", map[string]any{"op": "add"}), false},
+		{"ErrElementNotObject", setField("element", "add m"), false},
 	}
 	cases = append(cases, missingCases("schemaVersion", "key", "scope", "version", "prevVersion", "kind", "op", "before", "after", "createdAt", "ts", "semantics", "principal", "writerEpoch")...)
 	runDocCases(t, validChange, schemas.ValidateChange, cases)

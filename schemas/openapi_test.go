@@ -120,6 +120,11 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:lock":      {"get"},
 		"/v1/kv/{key}:leader":    {"get"},
 		"/v1/kv/{key}:counter":   {"get"},
+		"/v1/kv/{key}:sadd":      {"post"},
+		"/v1/kv/{key}:srem":      {"post"},
+		"/v1/kv/{key}:sismember": {"get"},
+		"/v1/kv/{key}:smembers":  {"get"},
+		"/v1/kv/{key}:scard":     {"get"},
 		"/v1/kv":                 {"get"},
 		"/v1/txn":                {"post"},
 		"/healthz":               {"get"},
@@ -185,6 +190,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "field", "limit", "op", "prefix", "value"}) {
 		t.Errorf("list query parameters = %v", got)
+	}
+	if got := params("/v1/kv/{key}:sismember", "get"); !slices.Equal(got, []string{"member"}) {
+		t.Errorf("sismember query parameters = %v", got)
+	}
+	if got := params("/v1/kv/{key}:smembers", "get"); !slices.Equal(got, []string{"cursor", "limit"}) {
+		t.Errorf("smembers query parameters = %v", got)
 	}
 }
 
@@ -360,7 +371,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -385,6 +396,11 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"Condition", "Condition", false},
 		{"TxnResult", "TxnResult", true},
 		{"TxnAnswer", "TxnAnswer", true},
+		{"MemberBody", "MemberBody", false},
+		{"SetChangeAnswer", "SetChangeAnswer", true},
+		{"IsMemberAnswer", "IsMemberAnswer", true},
+		{"CardAnswer", "CardAnswer", true},
+		{"MembersAnswer", "MembersAnswer", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

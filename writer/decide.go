@@ -64,6 +64,9 @@ type Request struct {
 	// Holder identifies the lock or leader-pool caller.
 	Holder string
 
+	// Member is the member an sadd or srem adds or removes (DecideSet).
+	Member string
+
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
 	// forbidden, without any value, and appends nothing (AuditDenied).
@@ -105,6 +108,9 @@ func (r *Request) Digest() string {
 	if r.Min != nil || r.Max != nil {
 		parts = append(parts, "bounds", r.Min, r.Max)
 	}
+	if r.Member != "" { // only then: older digests keep their parts
+		parts = append(parts, "member", r.Member)
+	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
@@ -130,6 +136,9 @@ type Result struct {
 	// Replayed is true when the request repeated the last write with the
 	// same requestId and body, so nothing new was written.
 	Replayed bool
+	// Changed is set by an sadd or srem that added or removed its
+	// member (or a replay of one); false when it appended nothing.
+	Changed bool
 	// TxnID and Txn are a transaction's: its id and each step's result,
 	// in order (values unmasked: the API hides what the caller may not
 	// read).
@@ -159,33 +168,19 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 	if r.Op == events.OpExpire {
 		return decideExpire(cur, r, now, epoch)
 	}
-	if r.Op.LockAction() == "" && isLockPurpose(r.Semantics.Purpose) {
+	if r.Op.LockAction() == "" && events.ServerPurpose(r.Semantics.Purpose) {
 		return decision{err: errLockPurpose(r.Semantics.Purpose)}
 	}
-	switch requestSeen(cur, r.RequestID, r.Digest()) {
-	case seenSame:
-		res := Result{Entry: cur.Entry, Replayed: true}
-		if !cur.Live {
-			res.Entry = events.Entry{Key: key, Version: cur.Version}
-		}
-		return decision{result: res}
-	case seenOther:
-		return conflictDecision(cur, visible, r, now, "request_id_reused",
-			"requestId %q was already used for a different write of this key", r.RequestID)
-	}
-
-	var current int64
-	if visible != nil {
-		current = cur.Version
-	}
-	if r.ExpectedVersion != nil && *r.ExpectedVersion != current {
-		return conflictDecision(cur, visible, r, now, "version_mismatch",
-			"expected version %d, current version is %d", *r.ExpectedVersion, current)
+	if d, done := replayOrMismatch(cur, visible, r, now); done {
+		return d
 	}
 
 	ev := newEvent(cur, r, now, epoch)
 	if r.Op.LockAction() == "" {
 		if err := guardLock(visible, r); err != nil {
+			return decision{err: err}
+		}
+		if err := guardCollection(visible, r); err != nil {
 			return decision{err: err}
 		}
 	} else {
@@ -212,6 +207,33 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 		ev.Op = events.OpCAS
 	}
 	return finish(ev, visible, r, "other", r.KeepTTL, now)
+}
+
+// replayOrMismatch decides r when it repeats the key's latest write (a
+// replay, or request_id_reused under another body) or names a version
+// the key is not at (version_mismatch); done is false otherwise. Every
+// single-key write but expire and a denial asks it first.
+func replayOrMismatch(cur events.State, visible *events.Entry, r *Request, now time.Time) (d decision, done bool) {
+	switch requestSeen(cur, r.RequestID, r.Digest()) {
+	case seenSame:
+		res := Result{Entry: cur.Entry, Replayed: true}
+		if !cur.Live {
+			res.Entry = events.Entry{Key: r.Key.String(), Version: cur.Version}
+		}
+		return decision{result: res}, true
+	case seenOther:
+		return conflictDecision(cur, visible, r, now, "request_id_reused",
+			"requestId %q was already used for a different write of this key", r.RequestID), true
+	}
+	var current int64
+	if visible != nil {
+		current = cur.Version
+	}
+	if r.ExpectedVersion != nil && *r.ExpectedVersion != current {
+		return conflictDecision(cur, visible, r, now, "version_mismatch",
+			"expected version %d, current version is %d", *r.ExpectedVersion, current), true
+	}
+	return d, false
 }
 
 // seen is what a key's state remembers of a requestId.
@@ -244,8 +266,9 @@ func isLockPurpose(purpose string) bool {
 	return purpose == events.PurposeLock || purpose == events.PurposeLeader
 }
 
-// errLockPurpose refuses a plain write that names a lock's purpose: lock
-// and leader values, and their fencing tokens, are the server's.
+// errLockPurpose refuses a plain write that names a lock's or a
+// collection's purpose: lock and leader values, their fencing tokens, and
+// collections' metadata are the server's.
 func errLockPurpose(purpose string) *events.Error {
 	return events.FieldErrorf(events.EInvalid, "semantics.purpose",
 		"purpose %s is written only by the %s operations", purpose, purpose)

@@ -36,6 +36,9 @@ type overlayEntry struct {
 	offset   int64
 	requests recentRequests
 	since    int64
+	// elems are the unprojected element changes of a collection key
+	// (sets.go): member -> version of its kv_elements row after them.
+	elems map[string]int64
 }
 
 // partition is this writer's ownership of one partition of kv.changes: the
@@ -382,7 +385,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
 	defer cancel()
 
-	states, known, err := p.states(tctx, batch)
+	states, known, elems, err := p.states(tctx, batch)
 	if err != nil {
 		p.log.Error("read projection", "err", err)
 		for _, c := range batch {
@@ -390,7 +393,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		}
 		return nil
 	}
-	ds, recs, evs := p.decideAll(batch, states, known, epoch)
+	ds, recs, evs := p.decideAll(batch, states, known, elems, epoch)
 	if len(recs) > 0 {
 		if err := p.commit(tctx, prod, recs); err != nil {
 			for i, c := range batch {
@@ -434,11 +437,13 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 // the keys it writes (requestid.go), from the overlay, else from the
 // projection's history, read in the same round trip. The overlay is read
 // first: an entry trimmed meanwhile is one the projection already holds.
-func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, requestMemory, error) {
+func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, requestMemory, map[projection.ElementRef]int64, error) {
 	states := make(map[string]events.State, len(batch))
 	known := make(requestMemory)
+	elems := make(map[projection.ElementRef]int64)
 	var missing []string
 	var refs []projection.RequestRef
+	var elemRefs []projection.ElementRef
 	asked := make(map[projection.RequestRef]bool)
 	p.mu.RLock()
 	for _, c := range batch {
@@ -457,17 +462,27 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 				refs = append(refs, ref)
 			}
 		}
+		if ref, ok := elementRef(c.req); ok {
+			if _, done := elems[ref]; !done {
+				v, in := p.overlay[ref.Collection].elems[ref.Member]
+				elems[ref] = v
+				if !in {
+					elemRefs = append(elemRefs, ref)
+				}
+			}
+		}
 	}
 	p.mu.RUnlock()
-	if len(missing) > 0 || len(refs) > 0 {
-		got, applied, err := p.w.proj.StatesAndRequests(ctx, missing, refs)
+	if len(missing) > 0 || len(refs) > 0 || len(elemRefs) > 0 {
+		f, err := p.w.proj.Lookup(ctx, missing, refs, elemRefs)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		maps.Copy(states, got)
-		maps.Copy(known, applied)
+		maps.Copy(states, f.States)
+		maps.Copy(known, f.Requests)
+		maps.Copy(elems, f.Elements)
 	}
-	return states, known, nil
+	return states, known, elems, nil
 }
 
 // decideAll decides batch in order on states and known (each decision
@@ -475,7 +490,7 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 // decisions, the records to append, and the event of each kv.changes
 // record, in order. A transaction's records are appended together,
 // contiguous.
-func (p *partition) decideAll(batch []*call, states map[string]events.State, known requestMemory, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
+func (p *partition) decideAll(batch []*call, states map[string]events.State, known requestMemory, elems map[projection.ElementRef]int64, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
 	cfg := p.w.cfg
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
@@ -483,9 +498,13 @@ func (p *partition) decideAll(batch []*call, states map[string]events.State, kno
 	ds = make([]decision, len(batch))
 	for i, c := range batch {
 		var d decision
-		if c.req.Txn != nil {
+		ref, isElem := elementRef(c.req)
+		switch {
+		case c.req.Txn != nil:
 			d = DecideTxn(states, known, c.req, now, epoch, int64(cfg.RequestIDWindow))
-		} else {
+		case isElem:
+			d = DecideSet(states[ref.Collection], elems[ref], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
+		default:
 			d = decide(states[c.req.Key.String()], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		}
 		ds[i] = d
@@ -508,6 +527,9 @@ func (p *partition) decideAll(batch []*call, states map[string]events.State, kno
 			for _, ev := range appended {
 				states[ev.Key] = ev.State()
 				known.add(ev)
+				if el := ev.Element; el != nil {
+					elems[projection.ElementRef{Collection: ev.Key, Member: el.Member}] = elementVersion(ev)
+				}
 			}
 			recs = append(recs, rs...)
 			evs = append(evs, appended...)

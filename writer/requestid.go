@@ -126,7 +126,8 @@ func (o overlayEntry) next(e *events.Event, offset, window int64) overlayEntry {
 	if o.state.Version == 0 {
 		since = e.Version
 	}
-	return overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since}
+	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since}
+	return n.withElement(o, e)
 }
 
 // complete reports whether the entry remembers the requestIds of all the

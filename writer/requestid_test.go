@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
@@ -197,7 +195,7 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 		batch[i] = &call{req: r, done: make(chan answer, 1)}
 	}
 	states := map[string]events.State{key.String(): {}, counter.String(): {}}
-	ds, recs, evIdx := p.decideAll(batch, states, make(requestMemory), 1)
+	ds, recs, evIdx := p.decideAll(batch, states, make(requestMemory), nil, 1)
 	if len(evIdx) != 4 || len(recs) != 6 {
 		t.Fatalf("%d events and %d records, want 4 events and 2 conflict records", len(evIdx), len(recs))
 	}
@@ -225,12 +223,7 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 func TestRequestIDsFollowThePartition(t *testing.T) {
 	broker := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
-	cfg := Config{Brokers: broker.Addrs, Topics: broker.Topics, SessionTimeout: 6 * time.Second, InstanceID: "a"}
-	a, err := New(cfg, store, discard, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runA := testenv.RunUntilCleanup(t, "writer a", a.Run)
+	a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})
 	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
 
 	ctx := t.Context()

@@ -37,6 +37,14 @@ func offlineWriter(tb testing.TB, cfg Config) *Writer {
 // ends. cfg's SessionTimeout defaults to kfake's minimum, 6s.
 func runWriter(tb testing.TB, b *testenv.Broker, store *projection.Store, cfg Config) *Writer {
 	tb.Helper()
+	w, _ := startWriter(tb, b, store, cfg)
+	return w
+}
+
+// startWriter is runWriter, also returning the run, so a test can stop
+// the writer before its end (to move its partitions to another).
+func startWriter(tb testing.TB, b *testenv.Broker, store *projection.Store, cfg Config) (*Writer, *testenv.Running) {
+	tb.Helper()
 	cfg.Brokers, cfg.Topics = b.Addrs, b.Topics
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = 6 * time.Second
@@ -45,6 +53,5 @@ func runWriter(tb testing.TB, b *testenv.Broker, store *projection.Store, cfg Co
 	if err != nil {
 		tb.Fatal(err)
 	}
-	testenv.RunUntilCleanup(tb, "writer "+cfg.InstanceID, w.Run)
-	return w
+	return w, testenv.RunUntilCleanup(tb, "writer "+cfg.InstanceID, w.Run)
 }

@@ -25,7 +25,10 @@ const Group = "kv-writer"
 // Projection is what the writer reads from the Postgres projection.
 type Projection interface {
 	State(ctx context.Context, key string) (events.State, error)
-	StatesAndRequests(ctx context.Context, keys []string, refs []projection.RequestRef) (map[string]events.State, map[projection.RequestRef]projection.AppliedRequest, error)
+	// Lookup reads the states, requestIds and set members a batch is
+	// decided on that the overlay does not hold, in one round trip.
+	Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error)
+	Element(ctx context.Context, ref projection.ElementRef) (int64, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
 	Offset(ctx context.Context, topic string, partition int32) (int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error

@@ -317,6 +317,11 @@ func (a *app) wrongType(subject string, e *events.Error) string {
 		return fmt.Sprintf("%s holds %s, not an integer: counters are JSON integers; use another key, or reset it with 'kvctl set %s 0'", subject, value, subject)
 	case strings.HasPrefix(a.cmdPath, "kvctl field"):
 		return fmt.Sprintf("%s holds %s, not a JSON object: fields live in objects; use another key, or replace its value with 'kvctl set %s '{...}''", subject, value, subject)
+	case isSetCommand(a.cmdPath):
+		return fmt.Sprintf("%s holds %s and is not a set: give the set a key of its own", subject, value)
+	case collectionType(e) != "":
+		p := collectionType(e)
+		return fmt.Sprintf("%s is a %s: change it with the %s commands, or remove the whole %s with 'kvctl delete %s'", subject, p, p, p, subject)
 	case strings.HasPrefix(a.cmdPath, "kvctl lock"), strings.HasPrefix(a.cmdPath, "kvctl leader"):
 		return fmt.Sprintf("%s holds %s and is not a %s: give the lock or leader pool a key of its own", subject, value, strings.Fields(a.cmdPath)[1])
 	}

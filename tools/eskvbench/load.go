@@ -99,6 +99,10 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 			rep.Results = append(rep.Results, b.scans(ctx)...)
 			return nil
 		}},
+		{b.c.wants("13"), func(ctx context.Context, rep *report) error {
+			rep.Results = append(rep.Results, b.sets(ctx)...)
+			return nil
+		}},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil || !st.want {

@@ -55,6 +55,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	wg.Go(func() { cl.run(c.clients, c.seed, stopClients) })
 	tx := newTransfers(cl)
 	wg.Go(func() { tx.run(c.txnClients, c.seed, stopClients) })
+	sets := newSetWorkload(cl)
+	wg.Go(func() { sets.run(c.setClients, c.seed, stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 
 	s.logf("fault phase: %s, seed %d, %d clients on %d keys, faults %s", c.duration, c.seed, c.clients, len(keys), strings.Join(c.faults, ","))
@@ -79,6 +81,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	s.logf("clients stopped after %d operations; checking", len(r.history))
 	r.faults, r.pauses = nem.report()
 	r.transfers = tx
+	r.setWorkload = sets
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
@@ -119,6 +122,9 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	if r.txn, err = r.transfers.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
 		return fmt.Errorf("check the transactions: %w", err)
 	}
+	if r.sets, err = r.setWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
+		return fmt.Errorf("check the sets: %w", err)
+	}
 	r.checked = true
 	return nil
 }
@@ -154,6 +160,9 @@ type report struct {
 
 	transfers *transfers // the transaction workload (txn.go)
 	txn       txnFindings
+
+	setWorkload *setWorkload // the set workload (sets.go)
+	sets        setFindings
 }
 
 func (r *report) ok() bool {
@@ -163,7 +172,7 @@ func (r *report) ok() bool {
 		len(r.logFindings.ChainBreaks) == 0 && len(r.logFindings.EpochMismatches) == 0 &&
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
 		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
-		len(r.txn.violations()) == 0
+		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0
 }
 
 // save writes the history and the findings to the run directory (kept when
@@ -203,6 +212,7 @@ func (r *report) print(w io.Writer) {
 	r.printLog(w)
 	r.printProjection(w)
 	r.txn.print(w)
+	r.sets.print(w)
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}

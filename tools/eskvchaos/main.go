@@ -12,7 +12,9 @@
 // unique, that no zombie write was committed, that the live projection
 // equals a rebuild from the log, and that transfers between accounts
 // (transactions, txn.go) kept them summing to 0 in every listing, in the
-// log and in the projection, each transaction whole in the log. It prints
+// log and in the projection, each transaction whole in the log, and that
+// sets (sets.go) hold in the log and the projection exactly the members
+// their acknowledged changes imply. It prints
 // what it did and found and exits non-zero when any check fails.
 //
 // With -throughput it measures write throughput with three writers and
@@ -43,6 +45,7 @@ type config struct {
 	seed        uint64
 	clients     int
 	txnClients  int
+	setClients  int
 	keys        int
 	writers     int
 	projectors  int
@@ -117,7 +120,9 @@ linearizability per key (porcupine), listings that hold every write
 acknowledged before they began, no acknowledged write lost, contiguous and
 unique versions in kv.changes, no write committed by a writer paused past
 its ownership (zombie), live projection = rebuild from the log, transfers
-that keep their accounts summing to 0 and whole transactions in the log.
+that keep their accounts summing to 0 and whole transactions in the log,
+sets whose metadata and projected members equal the fold of the log
+(set clients: sadd, srem, sismember).
 Exits non-zero when a check fails; logs, history and (on a linz.Result
 failure) porcupine's HTML view are then kept in the run directory it prints.
 
@@ -174,6 +179,7 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	seconds = fs.String("seconds", "120", "length of the fault phase in seconds (also CHAOS_SECONDS)")
 	seed = fs.String("seed", "", "random seed of clients and faults; empty: from the clock (printed, to replay a schedule)")
 	fs.IntVar(&c.clients, "clients", 12, "concurrent CAS clients")
+	fs.IntVar(&c.setClients, "set-clients", 4, "concurrent set clients: sadd, srem and sismember on two sets, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0 (0: none)")
 	fs.IntVar(&c.keys, "keys", 5, "keys the clients share, each in its own project and partition when possible")
 	fs.IntVar(&c.writers, "writers", 3, "writer processes")
@@ -227,6 +233,8 @@ func (c *config) validate() error {
 		return errors.New("-clients, -keys and -partitions must be positive")
 	case c.txnClients < 0:
 		return errors.New("-txn-clients must not be negative")
+	case c.setClients < 0:
+		return errors.New("-set-clients must not be negative")
 	case c.writers < 1 || c.projectors < 1:
 		return errors.New("-writers and -projectors must be at least 1")
 	case c.opTimeout <= 0 || c.checkTimeout <= 0:

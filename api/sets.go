@@ -1,0 +1,103 @@
+package api
+
+import (
+	"encoding/base64"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// Sets (docs/collections.md). Members are data of any content, so they
+// travel in the body (sadd, srem) or a query parameter (sismember),
+// never in the path.
+
+// setMember serves POST /v1/kv/{key}:sadd and :srem.
+func (s *Server) setMember(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	var b events.MemberBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	req := &writer.Request{Key: k, Op: op, Member: b.Member, ExpectedVersion: b.ExpectedVersion,
+		TTLSeconds: b.TTL(), RequestID: b.RequestID, Principal: p.Name}
+	res, err := s.write(c, req)
+	if err != nil {
+		return err
+	}
+	if res.Entry.Key == "" {
+		res.Entry.Key = k.String()
+	}
+	a := writer.SetAnswer(op, res)
+	if !mayRead(c, k.String()) {
+		// Whether the member was there, and the set's size, are read
+		// answers: a write-only caller learns neither.
+		a.Added, a.Removed, a.Size = nil, nil, 0
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// isMember serves GET /v1/kv/{key}:sismember?member=.
+func (s *Server) isMember(c echo.Context, _ events.Op, k events.Key) error {
+	member, ok := c.QueryParams()["member"]
+	if !ok {
+		return events.FieldErrorf(events.EInvalid, "member", "sismember needs the member query parameter")
+	}
+	if err := events.ValidateMember("member", member[0]); err != nil {
+		return err
+	}
+	st, elem, err := s.w.Member(c.Request().Context(), k, member[0])
+	if err != nil {
+		return err
+	}
+	a, err := writer.ReadIsMember(k, st.Visible(s.now()), elem)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// members serves GET /v1/kv/{key}:smembers?limit=&cursor=: a page of
+// members in byte order, linearizable like a listing (the owner waits
+// until the projection holds every change of the set it acknowledged,
+// then one query answers).
+func (s *Server) members(c echo.Context, _ events.Op, k events.Key) error {
+	q := c.QueryParams()
+	limit, err := pageLimit(q)
+	if err != nil {
+		return err
+	}
+	var after string
+	if v := q.Get("cursor"); v != "" {
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || !utf8.Valid(b) || len(b) > events.MaxMemberBytes {
+			return events.FieldErrorf(events.EInvalid, "cursor", "cursor is not one this listing returned")
+		}
+		after = string(b)
+	}
+	ctx := c.Request().Context()
+	st, err := s.w.State(ctx, k)
+	if err != nil {
+		return err
+	}
+	if _, err := writer.ReadCard(k, st.Visible(s.now())); err != nil {
+		return err // not a set
+	}
+	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+		return err
+	}
+	members, next, err := s.list.Members(ctx, k.String(), after, limit, s.now())
+	if err != nil {
+		return err
+	}
+	a := events.MembersAnswer{Set: k.String(), Members: members}
+	if next != "" {
+		a.Cursor = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	return c.JSON(http.StatusOK, a)
+}

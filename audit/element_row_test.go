@@ -1,0 +1,42 @@
+package audit
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// TestElementRow: a set change's row holds the member's value hash (of
+// the member as a JSON string, under the set's key), and its chain input
+// names element_op and element_hash; another event's has neither member,
+// so it hashes as before.
+func TestElementRow(t *testing.T) {
+	const key = "tenant/t/project/p/set"
+	e := &events.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
+		Kind: events.KindPut, Op: events.OpSAdd, Before: json.RawMessage(`{"type":"set","size":1,"since":1}`),
+		After: json.RawMessage(`{"type":"set","size":2,"since":1}`), Semantics: events.Semantics{Purpose: "set"},
+		TS: time.Unix(1700000000, 0), Element: &events.Element{Op: events.ElementAdd, Member: "agent \"7\""}}
+	r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+	if want := CurrentScheme.ValueHash(testKey(), key, []byte(`"agent \"7\""`)); r.ElementOp != "add" || r.ElementHash != want {
+		t.Fatalf("element %q %q, want add %q", r.ElementOp, r.ElementHash, want)
+	}
+	if in := string(ChainInput(&r)); !strings.Contains(in, `"element_hash":"`+r.ElementHash+`","element_op":"add"`) {
+		t.Fatalf("chain input %s", in)
+	}
+	e.Element = nil
+	r = EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+	if in := string(ChainInput(&r)); strings.Contains(in, "element") {
+		t.Fatalf("chain input of another event names the element: %s", in)
+	}
+	// The fast canonical form equals the definition, with and without.
+	for _, el := range []string{"", "remove"} {
+		r.ElementOp, r.ElementHash = el, map[string]string{"": "", "remove": "abc"}[el]
+		fast, ok := r.chainInput().appendCanonical(nil)
+		if slow := r.chainInput().canonicalSlow(); !ok || string(fast) != string(slow) {
+			t.Fatalf("fast %s\nslow %s", fast, slow)
+		}
+	}
+}

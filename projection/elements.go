@@ -1,0 +1,199 @@
+package projection
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eskv/eskv/events"
+)
+
+// Elements of collections (schemas/postgres/00006_kv_elements.sql,
+// docs/collections.md).
+
+// ElementRef names one member of a collection.
+type ElementRef struct {
+	Collection string
+	Member     string
+}
+
+// Element changes are applied before the batch's kv_entries upsert, and
+// only when the event is newer than the collection's stored version
+// (replays change nothing), under a lock per collection
+// (lockCollections). Within a batch every change of a (collection,
+// member) is folded to its newest: a set member's state after a batch is
+// that of its last add or remove, so applying the last one applies them
+// all, in order. The guard reads kv_entries before the upsert of the same
+// batch, which is queued after these statements.
+
+// lockCollections serializes, per collection ($1), the projectors that
+// apply its element changes: two projectors overlapping after a
+// rebalance may apply an older and a newer batch of one set at once, and
+// without it the older one's guard could read the stored version before
+// the newer one committed, then re-add a member the newer batch removed.
+// Once the lock is held, each following statement (READ COMMITTED: a new
+// snapshot each) sees what the other projector committed. Transaction-
+// scoped advisory locks, taken in one global order (of the keys' hashes)
+// before any row lock, so they cannot deadlock with each other or with
+// the kv_entries upsert; a hash collision only serializes two sets.
+const lockCollections = `
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT hashtextextended(c, 0) AS h FROM unnest($1::text[]) AS t(c) ORDER BY 1 OFFSET 0
+) locks`
+
+// upsertElements adds members: $1 collections, $2 members, $3 versions.
+const upsertElements = `
+INSERT INTO kv_elements AS el (collection, member, version)
+SELECT c, m, v FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(c, m, v)
+WHERE v > coalesce((SELECT version FROM kv_entries WHERE key = t.c), 0)
+ON CONFLICT (collection, member) DO UPDATE SET version = excluded.version
+WHERE el.version < excluded.version`
+
+// deleteElements removes members: $1 collections, $2 members, $3 versions.
+const deleteElements = `
+DELETE FROM kv_elements el
+USING unnest($1::text[], $2::text[], $3::bigint[]) AS t(c, m, v)
+WHERE el.collection = t.c AND el.member = t.m AND el.version < t.v
+    AND t.v > coalesce((SELECT version FROM kv_entries WHERE key = t.c), 0)`
+
+// elementColumns are a batch's element changes of one kind, for unnest().
+type elementColumns struct {
+	collection, member []string
+	version            []int64
+}
+
+func (c *elementColumns) add(ref ElementRef, version int64) {
+	c.collection = append(c.collection, ref.Collection)
+	c.member = append(c.member, ref.Member)
+	c.version = append(c.version, version)
+}
+
+// queueElements queues the element changes of batch into b: each
+// (collection, member)'s newest, in (collection, member) order, so two
+// overlapping projectors lock rows in the same order.
+func queueElements(b *pgx.Batch, batch []Applied) {
+	latest := make(map[ElementRef]*events.Event)
+	for i := range batch {
+		e := &batch[i].Event
+		if batch[i].Marker || e.Element == nil {
+			continue
+		}
+		ref := ElementRef{e.Key, e.Element.Member}
+		if prev, ok := latest[ref]; !ok || prev.Version < e.Version {
+			latest[ref] = e
+		}
+	}
+	if len(latest) == 0 {
+		return
+	}
+	collections := make(map[string]bool)
+	for ref := range latest {
+		collections[ref.Collection] = true
+	}
+	b.Queue(lockCollections, slices.Collect(maps.Keys(collections)))
+	var adds, removes elementColumns
+	for _, ref := range slices.SortedFunc(maps.Keys(latest), func(a, b ElementRef) int {
+		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Member, b.Member))
+	}) {
+		e := latest[ref]
+		if e.Element.Op == events.ElementAdd {
+			adds.add(ref, e.Version)
+		} else {
+			removes.add(ref, e.Version)
+		}
+	}
+	if len(adds.member) > 0 {
+		b.Queue(upsertElements, adds.collection, adds.member, adds.version)
+	}
+	if len(removes.member) > 0 {
+		b.Queue(deleteElements, removes.collection, removes.member, removes.version)
+	}
+}
+
+// membersSQL reads the kv_elements rows of ($1, $2) pairs: one primary
+// key probe each.
+const membersSQL = `SELECT t.c, t.m, el.version FROM unnest($1::text[], $2::text[]) AS t(c, m)
+CROSS JOIN LATERAL (SELECT version FROM kv_elements WHERE collection = t.c AND member = t.m OFFSET 0) el`
+
+// readMembers reads the rows of membersSQL into out.
+func readMembers(rows pgx.Rows, out map[ElementRef]int64) error {
+	defer rows.Close()
+	for rows.Next() {
+		var ref ElementRef
+		var v int64
+		if err := rows.Scan(&ref.Collection, &ref.Member, &v); err != nil {
+			return err
+		}
+		out[ref] = v
+	}
+	return rows.Err()
+}
+
+// Element returns the version of the kv_elements row of ref, 0 when there
+// is none. Whether it is an element is decided against the collection's
+// metadata (events.CollectionMeta.Since).
+func (s *Store) Element(ctx context.Context, ref ElementRef) (int64, error) {
+	var v int64
+	err := s.pool.QueryRow(ctx, `SELECT version FROM kv_elements WHERE collection = $1 AND member = $2`,
+		ref.Collection, ref.Member).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, translate("element", err)
+	}
+	return v, nil
+}
+
+// membersPageSQL is a page of a set's members after a cursor: $1 the
+// set's key, $2 the cursor, $3 now, $4 the page size + 1. It reads the
+// set's metadata and its rows in one statement (one snapshot): rows
+// before the set's since are skipped, and an absent, expired or non-set
+// entry has no members.
+const membersPageSQL = `
+SELECT el.member FROM kv_entries e
+JOIN kv_elements el ON el.collection = e.key
+WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $3)
+    AND e.semantics->>'purpose' = 'set'
+    AND el.member > $2 AND el.version >= (e.value::jsonb->>'since')::bigint
+ORDER BY el.member
+LIMIT $4`
+
+// Members returns up to limit members of the set key after cursor (""
+// for the first page), in byte order, and the cursor of the next page
+// ("" when this one is the last).
+func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error) {
+	rows, err := s.pool.Query(ctx, membersPageSQL, key, cursor, now, limit+1)
+	if err != nil {
+		return nil, "", translate("members", err)
+	}
+	members, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, "", translate("members", err)
+	}
+	next := ""
+	if len(members) > limit {
+		members = members[:limit]
+		next = members[limit-1]
+	}
+	if members == nil {
+		members = []string{}
+	}
+	return members, next, nil
+}
+
+// elementsDigestSQL is, for the projection in schema s (a sanitized
+// identifier), one row per live set: its key and a digest of its members
+// and their versions (rows before the set's since are not members), for
+// Compare.
+func elementsDigestSQL(s string) string {
+	return `SELECT el.collection AS key, md5(string_agg(el.member || E'\x1f' || el.version, E'\x1e' ORDER BY el.member)) AS h
+    FROM ` + s + `.kv_elements el JOIN ` + s + `.kv_entries e ON e.key = el.collection
+    WHERE e.live AND e.semantics->>'purpose' = 'set' AND el.version >= (e.value::jsonb->>'since')::bigint
+    GROUP BY el.collection`
+}

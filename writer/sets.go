@@ -1,0 +1,215 @@
+package writer
+
+import (
+	"context"
+	"time"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+)
+
+// Sets (docs/collections.md). A set is one key whose entry holds its
+// metadata (events.CollectionMeta: type set, size, since) and whose
+// members are kv_elements rows. sadd and srem are decided by the
+// partition's owner against the set's state and the membership of their
+// one member, known from the overlay (the member's unprojected changes,
+// kept in the set key's overlay entry and dropped with it) or else read
+// in the round trip that reads the batch's states (one primary-key probe
+// per member): nothing ever reads the whole set.
+
+// elementRef names the member a set write decides on; ok is false for
+// every other request (and for a denied one, decided on the state only).
+func elementRef(r *Request) (projection.ElementRef, bool) {
+	if r.Member == "" || r.Denied || r.Txn != nil {
+		return projection.ElementRef{}, false
+	}
+	return projection.ElementRef{Collection: r.Key.String(), Member: r.Member}, true
+}
+
+// withElement records e's element change in the overlay entry o of its
+// key (after next): elems maps each member changed by an unprojected
+// event to the version of its kv_elements row after it (0: removed).
+func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEntry {
+	if e.Element == nil {
+		o.elems = prev.elems
+		return o
+	}
+	o.elems = prev.elems
+	if o.elems == nil {
+		o.elems = make(map[string]int64)
+	}
+	o.elems[e.Element.Member] = elementVersion(e)
+	return o
+}
+
+// isMember decides whether a member whose kv_elements row has version
+// elem (0: none) belongs to the set visible (nil: absent): a row older
+// than the set's since belongs to an earlier set of the key.
+func isMember(visible *events.Entry, elem int64) (events.CollectionMeta, bool, *events.Error) {
+	if visible == nil {
+		return events.CollectionMeta{}, false, nil
+	}
+	if visible.Semantics.Purpose != events.PurposeSet {
+		return events.CollectionMeta{}, false, wrongType(visible, "key", "key %s is not a set (its purpose is %s)", visible.Key, purposeOf(visible))
+	}
+	meta, err := events.ParseCollectionMeta(visible.Value)
+	if err != nil || meta.Type != events.PurposeSet {
+		return meta, false, wrongType(visible, "key", "key %s does not hold set metadata", visible.Key)
+	}
+	return meta, elem > 0 && elem >= meta.Since, nil
+}
+
+func purposeOf(e *events.Entry) string {
+	if e.Semantics.Purpose == "" {
+		return "other"
+	}
+	return e.Semantics.Purpose
+}
+
+// DecideSet decides an sadd or srem of r.Member on the set's state cur,
+// the member's kv_elements version elem (0: no row) and what known holds
+// of r's requestId. It is pure. An sadd of a member already there and an
+// srem of one that is not append nothing (Result.Changed false), as
+// Redis answers 0; otherwise one event on the set's key carries the
+// change (Event.Element) and the new metadata. The first sadd creates
+// the set (since = its version); an srem leaves an empty set in place
+// (size 0): DELETE removes a set.
+func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
+	if r.Denied {
+		return Decide(cur, r, now, epoch)
+	}
+	prior, ok := known.get(r)
+	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
+		return d
+	}
+	visible := cur.Visible(now)
+	if d, done := replayOrMismatch(cur, visible, r, now); done {
+		// A replayed request is the key's latest write: it changed
+		// the set.
+		d.result.Changed = d.result.Replayed
+		return d
+	}
+	meta, present, err := isMember(visible, elem)
+	if err != nil {
+		return decision{err: err}
+	}
+	add := r.Op == events.OpSAdd
+	if add == present { // nothing to change
+		res := Result{Entry: events.Entry{Key: r.Key.String()}}
+		if visible != nil {
+			res.Entry = *visible
+		}
+		return decision{result: res}
+	}
+	ev := newEvent(cur, r, now, epoch)
+	ev.Op = r.Op
+	if visible == nil {
+		meta = events.CollectionMeta{Type: events.PurposeSet, Since: ev.Version}
+	}
+	ev.Element = &events.Element{Op: events.ElementRemove, Member: r.Member}
+	meta.Size--
+	if add {
+		ev.Element.Op = events.ElementAdd
+		meta.Size += 2
+	}
+	after, merr := marshalCompact(meta)
+	if merr != nil {
+		return decision{err: events.Errorf(events.EInternal, "encode set metadata: %v", merr)}
+	}
+	ev.After = after
+	d := finish(ev, visible, r, events.PurposeSet, r.TTLSeconds == 0, now)
+	d.result.Changed = true
+	return d
+}
+
+// guardCollection refuses a plain write (put, increment, patch) of a
+// collection: its metadata is the server's, kept by the collection's
+// ops. A DELETE removes the whole collection (one event, whatever its
+// size: the elements left behind are not read, CollectionMeta.Since).
+func guardCollection(visible *events.Entry, r *Request) *events.Error {
+	if visible == nil || !events.IsCollectionPurpose(visible.Semantics.Purpose) || r.Op == events.OpDelete {
+		return nil
+	}
+	p := visible.Semantics.Purpose
+	return wrongType(visible, "key", "key %s is a %s: use the %s operations, or DELETE it", visible.Key, p, p)
+}
+
+// ReadCard answers scard from the set's entry as a read sees it: 0 for
+// an absent set.
+func ReadCard(key events.Key, e *events.Entry) (events.CardAnswer, error) {
+	meta, _, err := isMember(e, 0)
+	if err != nil {
+		return events.CardAnswer{}, err
+	}
+	return events.CardAnswer{Set: key.String(), Size: meta.Size}, nil
+}
+
+// ReadIsMember answers sismember from the set's entry as a read sees it
+// and the member's kv_elements version (0: none).
+func ReadIsMember(key events.Key, e *events.Entry, elem int64) (events.IsMemberAnswer, error) {
+	_, present, err := isMember(e, elem)
+	if err != nil {
+		return events.IsMemberAnswer{}, err
+	}
+	return events.IsMemberAnswer{Set: key.String(), IsMember: present}, nil
+}
+
+// Member returns the state of the set key and the version of member's
+// kv_elements row (0: none) as the partition's owner knows them, like
+// State: from the overlay when it holds the member's unprojected change,
+// else from the projection.
+func (w *Writer) Member(ctx context.Context, key events.Key, member string) (events.State, int64, error) {
+	id, p := w.partition(key)
+	if p == nil {
+		return events.State{}, 0, errUnavailable(id, "not owned by this writer")
+	}
+	if err := p.confirm(ctx); err != nil {
+		return events.State{}, 0, err
+	}
+	p.mu.RLock()
+	ready := p.ready
+	e, in := p.overlay[key.String()]
+	elem, known := e.elems[member]
+	p.mu.RUnlock()
+	if !ready {
+		return events.State{}, 0, errUnavailable(id, "catching up or moving between writers")
+	}
+	st := e.state
+	if !in {
+		var err error
+		if st, err = w.proj.State(ctx, key.String()); err != nil {
+			return events.State{}, 0, err
+		}
+	}
+	if !known {
+		var err error
+		if elem, err = w.proj.Element(ctx, projection.ElementRef{Collection: key.String(), Member: member}); err != nil {
+			return events.State{}, 0, err
+		}
+	}
+	return st, elem, nil
+}
+
+// SetAnswer is the answer of an sadd or srem from its result.
+func SetAnswer(op events.Op, res Result) events.SetChangeAnswer {
+	a := events.SetChangeAnswer{Set: res.Entry.Key, Version: res.Entry.Version}
+	if meta, err := events.ParseCollectionMeta(res.Entry.Value); err == nil && res.Entry.Value != nil {
+		a.Size = meta.Size
+	}
+	changed := res.Changed
+	if op == events.OpSAdd {
+		a.Added = &changed
+	} else {
+		a.Removed = &changed
+	}
+	return a
+}
+
+// elementVersion is the version of the kv_elements row of e's member
+// after e: e's version after an add, 0 (no row) after a remove.
+func elementVersion(e *events.Event) int64 {
+	if e.Element.Op == events.ElementAdd {
+		return e.Version
+	}
+	return 0
+}
