@@ -246,7 +246,7 @@ func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, sta
 	evs := map[string]map[int64]located[events.Event]{}
 	for p := range ends {
 		err := changelog.ReadCommitted(ctx, cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
-			if !sc.Match(string(r.Key)) {
+			if !sc.Match(events.EventKeyOf(r.Key)) {
 				return nil
 			}
 			e, err := changelog.Event(r)

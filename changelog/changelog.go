@@ -80,29 +80,34 @@ func Check(ctx context.Context, adm *kadm.Client, t Topics) error {
 }
 
 // Record returns the Kafka record of an event for partition p: the record
-// key is the full KV key (so compaction keeps the latest event per key),
-// the value is the event JSON and the headers are CloudEvents attributes.
+// key is e.RecordKey() (the full KV key, or for an element change the key
+// and the element, so compaction keeps the latest event per key and per
+// element), the value is the event JSON and the headers are CloudEvents
+// attributes (ce_subject is the KV key).
 func Record(e *events.Event, topic string, p int32, source string) (*kgo.Record, error) {
 	b, err := e.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s@%d: %w", e.Key, e.Version, err)
 	}
 	hs := events.CloudEventHeaders(e, source)
-	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(e.Key), Value: b, Headers: make([]kgo.RecordHeader, len(hs))}
+	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(e.RecordKey()), Value: b, Headers: make([]kgo.RecordHeader, len(hs))}
 	for i, h := range hs {
 		r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
 	return r, nil
 }
 
-// Event decodes a kv.changes record and checks that its key matches.
+// Event decodes a kv.changes record and checks that its key matches:
+// e.RecordKey(), or the KV key for an element change written before
+// element changes had record keys of their own (a log of an earlier
+// release keeps those records as they are).
 func Event(r *kgo.Record) (events.Event, error) {
 	e, err := events.Unmarshal(r.Value)
 	if err != nil {
 		return events.Event{}, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
-	if string(r.Key) != e.Key {
-		return events.Event{}, fmt.Errorf("%s/%d@%d: record key %q differs from event key %q", r.Topic, r.Partition, r.Offset, r.Key, e.Key)
+	if rk := string(r.Key); rk != e.RecordKey() && (e.Element == nil || rk != e.Key) {
+		return events.Event{}, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
 	}
 	return e, nil
 }

@@ -123,7 +123,8 @@ func (s *stack) do(method, path, token string, body any) response {
 	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
-// readLog returns every committed event in kv.changes, in log order per
+// readLog returns every committed event in kv.changes (from each
+// partition's log start: compaction may have moved it), in log order per
 // partition, each validated against the event JSON Schema.
 func (s *stack) readLog(ctx context.Context) []events.Event {
 	evs, _ := s.readLogEnds(ctx)
@@ -142,8 +143,9 @@ func (s *stack) readLogEnds(ctx context.Context) ([]events.Event, map[int32]int6
 	defer cl.Close()
 	var out []events.Event
 	ends := map[int32]int64{}
+	starts := testenv.StartOffsets(ctx, s.tb, cl, s.broker.Topics.Changes)
 	for p, end := range s.endOffsets(ctx) {
-		err := changelog.ReadCommitted(ctx, cl, s.broker.Topics.Changes, p, 0, end, func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, cl, s.broker.Topics.Changes, p, starts[p], end, func(r *kgo.Record) error {
 			if err := schemas.ValidateChange(r.Value); err != nil {
 				return fmt.Errorf("event at %d/%d breaks the schema: %w\n%s", r.Partition, r.Offset, err, r.Value)
 			}

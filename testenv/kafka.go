@@ -54,7 +54,19 @@ func MustBroker(tb testing.TB, partitions int32) *Broker {
 // EndOffsets returns the last stable offset of each partition of topic.
 func EndOffsets(ctx context.Context, tb testing.TB, cl *kgo.Client, topic string) map[int32]int64 {
 	tb.Helper()
-	lo, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	return listOffsets(ctx, tb, topic, kadm.NewClient(cl).ListCommittedOffsets)
+}
+
+// StartOffsets returns the log start offset of each partition of topic
+// (past 0 once kfake compacted the partition's head).
+func StartOffsets(ctx context.Context, tb testing.TB, cl *kgo.Client, topic string) map[int32]int64 {
+	tb.Helper()
+	return listOffsets(ctx, tb, topic, kadm.NewClient(cl).ListStartOffsets)
+}
+
+func listOffsets(ctx context.Context, tb testing.TB, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) map[int32]int64 {
+	tb.Helper()
+	lo, err := list(ctx, topic)
 	if err != nil {
 		tb.Fatalf("list offsets: %v", err)
 	}
