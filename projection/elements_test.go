@@ -134,9 +134,10 @@ func historyOf(tb testing.TB, pool *pgxpool.Pool, key string, version int64) eve
 }
 
 // TestCompareElements: Compare names a set whose members differ between
-// two projections (column "elements"), such as a rebuild from the
-// compacted topic, which holds only the set's latest event; rows of an
-// earlier set of the key are not members and do not count.
+// two projections (column "elements"), such as a rebuild from a log that
+// lost element changes (compaction did, before they had record keys of
+// their own: docs/collections.md); rows of an earlier set of the key are
+// not members and do not count.
 func TestCompareElements(t *testing.T) {
 	ctx := context.Background()
 	const k = "tenant/t/project/p/set"
@@ -149,7 +150,7 @@ func TestCompareElements(t *testing.T) {
 	}{
 		{"OKSameLog", log, "", false},
 		{"OKOrphanRowsIgnored", log, `INSERT INTO kv_elements VALUES ('` + k + `', 'orphan', 0)`, false},
-		{"ErrCompactedLosesMembers", log[1:], "", true},
+		{"ErrLostChangeLosesMembers", log[1:], "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pg := testenv.MustPostgresDB(t)
