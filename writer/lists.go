@@ -1,7 +1,9 @@
 package writer
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/eskv/eskv/events"
@@ -162,4 +164,89 @@ func ListAnswer(res Result) events.ListChangeAnswer {
 		a.Value = res.Element.Value
 	}
 	return a
+}
+
+// elemsKnown is what a batch knows of the kv_elements rows it decides on:
+// each asked row's version (0: none) and, for a list element, its value.
+type elemsKnown struct {
+	versions map[projection.ElementRef]int64
+	values   map[projection.ElementRef]json.RawMessage
+}
+
+func newElemsKnown() elemsKnown {
+	return elemsKnown{versions: make(map[projection.ElementRef]int64), values: make(map[projection.ElementRef]json.RawMessage)}
+}
+
+func (k elemsKnown) has(ref projection.ElementRef) bool {
+	_, ok := k.versions[ref]
+	return ok
+}
+
+// fromOverlay takes ref from the overlay entry e of its collection when
+// e holds its unprojected change.
+func (k elemsKnown) fromOverlay(e overlayEntry, ref projection.ElementRef) bool {
+	v, in := e.elems[ref.Member]
+	if in {
+		k.versions[ref], k.values[ref] = v, e.vals[ref.Member]
+	}
+	return in
+}
+
+// record notes the element change of ev, decided in this batch.
+func (k elemsKnown) record(ev *events.Event) {
+	ref := projection.ElementRef{Collection: ev.Key, Member: ev.Element.Member}
+	k.versions[ref] = elementVersion(ev)
+	if ev.Element.Op == events.ElementAdd && ev.Element.Value != nil {
+		k.values[ref] = ev.Element.Value
+	} else {
+		delete(k.values, ref)
+	}
+}
+
+// listEnds probes, in one more round trip, the ends of the lists the
+// batch pops that the overlay did not hold (their head was known only
+// once their state was read).
+func (p *partition) listEnds(ctx context.Context, batch []*call, states map[string]events.State, elems elemsKnown) error {
+	now := time.Now()
+	var refs []projection.ElementRef
+	for _, c := range batch {
+		if ref, ok := popRef(states[c.req.Key.String()], c.req, now); ok && !elems.has(ref) {
+			refs = append(refs, ref)
+			elems.versions[ref] = 0
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	f, err := p.w.proj.Lookup(ctx, nil, nil, refs)
+	if err != nil {
+		return err
+	}
+	maps.Copy(elems.versions, f.Elements)
+	maps.Copy(elems.values, f.Values)
+	return nil
+}
+
+// listEnd is the element a list write r removes (for a pop), as the batch
+// knows it, else probed: a second pop of one list in a batch, after a
+// trim, reaches a position nobody asked for yet.
+func (p *partition) listEnd(ctx context.Context, cur events.State, r *Request, now time.Time, elems elemsKnown) (listElem, error) {
+	ref, ok := popRef(cur, r, now)
+	if !ok {
+		return listElem{}, nil
+	}
+	if !elems.has(ref) {
+		p.mu.RLock()
+		e := p.overlay[ref.Collection]
+		in := elems.fromOverlay(e, ref)
+		p.mu.RUnlock()
+		if !in {
+			f, err := p.w.proj.Lookup(ctx, nil, nil, []projection.ElementRef{ref})
+			if err != nil {
+				return listElem{}, err
+			}
+			elems.versions[ref], elems.values[ref] = f.Elements[ref], f.Values[ref]
+		}
+	}
+	return listElem{version: elems.versions[ref], value: elems.values[ref]}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestDecideList: pushes, pops and trims against the list's metadata and
@@ -122,4 +124,75 @@ func TestDecideList(t *testing.T) {
 			t.Error("two trims of different ranges have one digest")
 		}
 	})
+}
+
+// TestListsFollowThePartition: pushes, pops and trims decided by one
+// owner, then by a new owner of the partition whose overlay was rebuilt
+// from the log (nothing is projected here): every pop answers the value
+// the fold of the log has at that end.
+func TestListsFollowThePartition(t *testing.T) {
+	broker := testenv.MustBroker(t, 1)
+	store := projection.New(testenv.MustPostgres(t))
+	a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})
+	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
+	ctx := t.Context()
+	list := mustKey(t, "tenant/a/project/b/log")
+	push := func(op events.Op, v string) *Request {
+		return &Request{Key: list, Op: op, Value: json.RawMessage(v), Principal: "p"}
+	}
+	op := func(op events.Op) *Request { return &Request{Key: list, Op: op, Principal: "p"} }
+	trim := func(start, stop int64) *Request {
+		return &Request{Key: list, Op: events.OpLTrim, Start: start, Stop: stop, Principal: "p"}
+	}
+	type step struct {
+		r      *Request
+		value  string // popped, or "" (none)
+		length int64
+		code   string
+	}
+	run := func(w *Writer, steps []step) {
+		t.Helper()
+		for i, s := range steps {
+			res, err := w.Do(ctx, s.r)
+			if s.code != "" {
+				if events.ErrorCode(err) != s.code {
+					t.Fatalf("step %d %s: %+v %v, want %s", i, s.r.Op, res, err, s.code)
+				}
+				continue
+			}
+			a := ListAnswer(res)
+			if err != nil || a.Length != s.length || (s.r.Op == events.OpLPop || s.r.Op == events.OpRPop) && string(a.Value) != s.value {
+				t.Fatalf("step %d %s: %+v %v, want value %s length %d", i, s.r.Op, a, err, s.value, s.length)
+			}
+		}
+	}
+	run(a, []step{
+		{r: op(events.OpLPop), code: events.ENotFound},
+		{r: push(events.OpRPush, `"a"`), length: 1},
+		{r: push(events.OpRPush, `"b"`), length: 2},
+		{r: push(events.OpLPush, `{"z":1}`), length: 3}, // z a b
+		{r: op(events.OpLPop), value: `{"z":1}`, length: 2},
+		{r: push(events.OpRPush, `"c"`), length: 3}, // a b c
+		{r: push(events.OpRPush, `"d"`), length: 4}, // a b c d
+		{r: trim(1, -1), length: 3},                  // b c d
+	})
+	if err := runA.Stop(t); err != nil {
+		t.Fatalf("writer a: %v", err)
+	}
+	b := runWriter(t, broker, store, Config{InstanceID: "b"})
+	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
+	run(b, []step{
+		{r: op(events.OpRPop), value: `"d"`, length: 2},
+		{r: op(events.OpLPop), value: `"b"`, length: 1},
+		{r: op(events.OpLPop), value: `"c"`, length: 0},
+		{r: op(events.OpRPop), code: events.ENotFound},
+		{r: push(events.OpLPush, `"e"`), length: 1},
+	})
+	st, err := b.State(ctx, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ReadLen(list, st.Visible(time.Now())); err != nil || l.Length != 1 {
+		t.Fatalf("llen %+v %v", l, err)
+	}
 }
