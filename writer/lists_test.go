@@ -174,7 +174,7 @@ func TestListsFollowThePartition(t *testing.T) {
 		{r: op(events.OpLPop), value: `{"z":1}`, length: 2},
 		{r: push(events.OpRPush, `"c"`), length: 3}, // a b c
 		{r: push(events.OpRPush, `"d"`), length: 4}, // a b c d
-		{r: trim(1, -1), length: 3},                  // b c d
+		{r: trim(1, -1), length: 3},                 // b c d
 	})
 	if err := runA.Stop(t); err != nil {
 		t.Fatalf("writer a: %v", err)
