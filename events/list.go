@@ -149,9 +149,12 @@ type ListChangeAnswer struct {
 }
 
 // RangeAnswer answers GET :lrange: the values start..stop in list order.
+// Truncated: the range held more than MaxRange values, and Values are its
+// first MaxRange (ask again from start+MaxRange).
 type RangeAnswer struct {
-	List   string            `json:"list"`
-	Values []json.RawMessage `json:"values"`
+	List      string            `json:"list"`
+	Values    []json.RawMessage `json:"values"`
+	Truncated bool              `json:"truncated,omitempty"`
 }
 
 // LenAnswer answers GET :llen: 0 for a list that does not exist.
@@ -160,7 +163,6 @@ type LenAnswer struct {
 	Length int64  `json:"length"`
 }
 
-// MaxRange bounds the elements one lrange answers: a wider range is cut
-// to its first MaxRange elements (Truncated in the answer is not kept:
-// the client pages by index).
+// MaxRange bounds the values one lrange answers: a wider range is cut to
+// its first MaxRange (RangeAnswer.Truncated); the client pages by index.
 const MaxRange = 10000
