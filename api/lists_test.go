@@ -94,7 +94,7 @@ func TestListHandlers(t *testing.T) {
 		h := mustServer(t, &fakeWriter{})
 		list := strings.TrimPrefix(key, "/v1/kv/") + "l"
 		for path, want := range map[string]string{
-			key + "l:llen":                  `{"list":"` + list + `","length":0}`,
+			key + "l:llen":                   `{"list":"` + list + `","length":0}`,
 			key + "l:lrange?start=0&stop=99": `{"list":"` + list + `","values":[]}`,
 		} {
 			rec := serve(h, "GET", path, "")
