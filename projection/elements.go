@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -196,13 +197,20 @@ func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now 
 }
 
 // elementsDigestSQL is, for the projection in schema s (a sanitized
-// identifier), one row per live set: its key and a digest of its members
-// and their versions (rows before the set's since are not members), for
-// Compare.
+// identifier), one row per live set or list: its key and a digest of its
+// elements, their versions and (a list's) values, for Compare. Rows
+// before the collection's since are not elements, nor are a list's rows
+// outside its positions head .. head+size-1 (left behind by trims and
+// pops: events.ListPosition, in SQL). A set's rows have no value, so
+// their digest is what it was before lists.
 func elementsDigestSQL(s string) string {
-	return `SELECT el.collection AS key, md5(string_agg(el.member || E'\x1f' || el.version, E'\x1e' ORDER BY el.member)) AS h
+	const pos = `lpad((coalesce((e.value::jsonb->>'head')::numeric, 0) + %s + 9223372036854775808)::text, 20, '0')`
+	return `SELECT el.collection AS key,
+        md5(string_agg(el.member || E'\x1f' || el.version || coalesce(E'\x1f' || el.value, ''), E'\x1e' ORDER BY el.member)) AS h
     FROM ` + s + `.kv_elements el JOIN ` + s + `.kv_entries e ON e.key = el.collection
-    WHERE e.live AND e.semantics->>'purpose' = 'set' AND el.version >= (e.value::jsonb->>'since')::bigint
+    WHERE e.live AND e.semantics->>'purpose' IN ('set', 'list') AND el.version >= (e.value::jsonb->>'since')::bigint
+        AND (e.semantics->>'purpose' = 'set' OR el.member BETWEEN ` + fmt.Sprintf(pos, "0") + ` AND ` +
+		fmt.Sprintf(pos, "(e.value::jsonb->>'size')::numeric - 1") + `)
     GROUP BY el.collection`
 }
 

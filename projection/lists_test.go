@@ -164,3 +164,42 @@ func TestApplyLists(t *testing.T) {
 		}
 	})
 }
+
+// TestCompareLists: projector diff compares each live list's elements in
+// its range: a rebuild that lost a push differs, rows outside the range
+// (trimmed or popped, left behind) do not.
+func TestCompareLists(t *testing.T) {
+	ctx := context.Background()
+	const k = "tenant/t/project/p/list"
+	m := &listModel{tb: t, key: k}
+	log := batchOf(0, m.rpush(`"a"`), m.rpush(`"b"`), m.rpush(`"c"`), m.ltrim(1, -1), m.rpush(`"d"`))
+	for _, tc := range []struct {
+		name    string
+		rebuilt []projection.Applied
+		extra   string // run on the live projection
+		differs bool
+	}{
+		{"OKSameLog", log, "", false},
+		{"OKTrimmedRowsIgnored", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + events.ListPosition(0) + `'`, false},
+		{"ErrValueDiffers", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + events.ListPosition(1) + `'`, true},
+		{"ErrCompactedLosesElements", log[3:], "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := testenv.MustPostgresDB(t)
+			mustApply(t, projection.New(pg.Pool), "kv.lists", log)
+			mustApply(t, projection.New(pg.MustSchema(t, "rebuilt")), "kv.lists", tc.rebuilt)
+			if tc.extra != "" {
+				if _, err := pg.Pool.Exec(ctx, tc.extra); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "kv.lists", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Equal() == tc.differs || (tc.differs && (len(d.Keys) != 1 || d.Keys[0].Key != k || !slices.Contains(d.Keys[0].Columns, "elements"))) {
+				t.Fatalf("diff %+v, keys %+v; want differs %v", d, d.Keys, tc.differs)
+			}
+		})
+	}
+}
