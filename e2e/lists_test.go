@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -127,4 +128,26 @@ func TestListConcurrentPushTrimPop(t *testing.T) {
 		t.Fatalf("llen %d (%v), want %d", n, err, len(fold))
 	}
 	t.Logf("%d pushers x %d ops, a trimmer and a popper: %d events, %d pops, %d values at the end", pushers, ops, len(versions), len(popped), len(fold))
+}
+
+// TestListWriteOnlyLearnsNothing: a principal with only the write right
+// may push and pop, but its answers hold neither the value popped nor
+// the list's length, and it may not lrange or llen (403).
+func TestListWriteOnlyLearnsNothing(t *testing.T) {
+	s := mustStack(t)
+	k := secBase + "list"
+	expect(t, "push", s.do("POST", k+":rpush", acmeToken, `{"value":"list-secret"}`), 200, "", "")
+	expect(t, "push by write-only", s.do("POST", k+":rpush", writerTok, `{"value":"another"}`), 200, "", "")
+	r := s.do("POST", k+":lpop", writerTok, nil)
+	expect(t, "pop by write-only", r, 200, "", "")
+	if body := string(r.Body); strings.Contains(body, "list-secret") || strings.Contains(body, `"value"`) || !strings.Contains(body, `"length":0`) {
+		t.Fatalf("a write-only pop learned %s", r.Body)
+	}
+	expect(t, "lrange by write-only", s.do("GET", k+":lrange?start=0&stop=-1", writerTok, nil), 403, events.EForbidden, "key")
+	expect(t, "llen by write-only", s.do("GET", k+":llen", writerTok, nil), 403, events.EForbidden, "key")
+	r = s.do("GET", k+":lrange?start=0&stop=-1", acmeToken, nil)
+	expect(t, "lrange", r, 200, "", "")
+	if !strings.Contains(string(r.Body), `"values":["another"]`) {
+		t.Fatalf("lrange after the write-only pop: %s", r.Body)
+	}
 }
