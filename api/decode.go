@@ -44,6 +44,25 @@ func decodeBody(c echo.Context, v any, limit int) ([]byte, error) {
 	return body, checkMembers(body, reflect.TypeOf(v), "")
 }
 
+// decodeBodyOrEmpty is decodeBody that accepts an empty body (v keeps its
+// zero value).
+func decodeBodyOrEmpty(c echo.Context, v any, limit int) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, int64(limit)+1))
+	if err != nil {
+		return nil, events.Errorf(events.EInvalid, "read body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return body, nil
+	}
+	if len(body) > limit {
+		return nil, events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
+	}
+	if err := decodeOne(body, v); err != nil {
+		return nil, err
+	}
+	return body, checkMembers(body, reflect.TypeOf(v), "")
+}
+
 // givenOnce refuses a query parameter given more than once: which of two
 // counts would depend on the reader, as with a JSON member given twice.
 func givenOnce(q url.Values) error {

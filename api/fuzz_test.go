@@ -76,6 +76,11 @@ func FuzzHandlers(f *testing.F) {
 		{0, demo + "set:sismember", "member=%E2%9C%93", ""},
 		{0, demo + "set:smembers", "limit=2&cursor=YQ", ""},
 		{0, demo + "obj:scard", "", ""},
+		{2, demo + "list:lpush", "", `{"value":{"a":[1,"x"]},"ttlSeconds":60,"requestId":"r"}`},
+		{2, demo + "list:rpop", "", ``},
+		{2, demo + "list:ltrim", "", `{"start":-1000,"stop":-1,"expectedVersion":2}`},
+		{0, demo + "list:lrange", "start=0&stop=-1", ""},
+		{0, demo + "list:llen", "", ""},
 	} {
 		f.Add(s.method, uint8(0), s.path, s.query, []byte(s.body))
 	}

@@ -51,6 +51,13 @@ var handlers = map[events.Op]handler{
 	events.OpSIsMember:       {query: (*Server).isMember, params: []string{"member"}},
 	events.OpSMembers:        {query: (*Server).members, params: []string{"limit", "cursor"}},
 	events.OpSCard:           {read: answer(writer.ReadCard)},
+	events.OpLPush:           {write: (*Server).push},
+	events.OpRPush:           {write: (*Server).push},
+	events.OpLPop:            {write: (*Server).pop},
+	events.OpRPop:            {write: (*Server).pop},
+	events.OpLTrim:           {write: (*Server).trim},
+	events.OpLRange:          {query: (*Server).lrange, params: []string{"start", "stop"}},
+	events.OpLLen:            {read: answer(writer.ReadLen)},
 }
 
 // answer is the read of an op whose answer f decides from the entry.

@@ -9,6 +9,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -56,6 +57,9 @@ type Lister interface {
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)
+	// Range returns the values of the list key from index start to stop
+	// (Redis indexes), at most limit, and whether more were in range.
+	Range(ctx context.Context, key string, start, stop int64, limit int, now time.Time) ([]json.RawMessage, bool, error)
 }
 
 // Defaults of Config.

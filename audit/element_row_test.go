@@ -40,3 +40,25 @@ func TestElementRow(t *testing.T) {
 		}
 	}
 }
+
+// TestListElementRow: a list push's (and pop's) row holds the value's
+// hash, as a value is hashed, not the position's; a trim has no element.
+func TestListElementRow(t *testing.T) {
+	const key = "tenant/t/project/p/log"
+	value := json.RawMessage(`{"msg":"User login at 12:00"}`)
+	e := &events.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
+		Kind: events.KindPut, Op: events.OpLPush, Before: json.RawMessage(`{"type":"list","size":1,"since":1}`),
+		After: json.RawMessage(`{"type":"list","size":2,"since":1,"head":-1}`), Semantics: events.Semantics{Purpose: "list"},
+		TS: time.Unix(1700000000, 0), Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(-1), Value: value}}
+	r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+	if want := CurrentScheme.ValueHash(testKey(), key, value); r.ElementOp != "add" || r.ElementHash != want {
+		t.Fatalf("element %q %q, want add %q", r.ElementOp, r.ElementHash, want)
+	}
+	if strings.Contains(string(ChainInput(&r)), "User login") {
+		t.Fatal("the chain input holds the raw value")
+	}
+	e.Op, e.Element = events.OpLTrim, nil
+	if r := EventRow(e, 0, 1, testKey(), CurrentScheme, ""); r.ElementOp != "" || r.ElementHash != "" {
+		t.Fatalf("trim row names an element: %+v", r)
+	}
+}

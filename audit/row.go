@@ -46,8 +46,9 @@ type Row struct {
 	TxnID   string
 	TxnSize int32
 	// ElementOp and ElementHash are the element change of a collection's
-	// event (a set's sadd or srem): add or remove, and the member hashed
-	// like a value; "" for every other event.
+	// event (a set's sadd or srem, a list's push or pop): add or remove,
+	// and the set's member or the list's value hashed like a value; ""
+	// for every other event (and a list's ltrim).
 	ElementOp   string
 	ElementHash string
 }
@@ -131,8 +132,13 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 		r.ExpiresAtUS = e.ExpiresAt.UnixMicro()
 	}
 	if e.Element != nil {
-		member, _ := events.EncodeJSON(e.Element.Member)
-		r.ElementOp, r.ElementHash = e.Element.Op, s.ValueHash(k, e.Key, member)
+		// A set's member, or a list's value (pushed or popped: its
+		// position is not data), hashed like a value, never stored.
+		hashed := e.Element.Value
+		if hashed == nil {
+			hashed, _ = events.EncodeJSON(e.Element.Member)
+		}
+		r.ElementOp, r.ElementHash = e.Element.Op, s.ValueHash(k, e.Key, hashed)
 	}
 	r.ChainHash = ChainHash(k, &r)
 	return r

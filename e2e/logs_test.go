@@ -54,6 +54,16 @@ func TestNoValueInLogs(t *testing.T) {
 		{"POST", base + "logs/set:srem", `{"member":"` + secret + `"}`, 200},
 		{"POST", k + ":sadd", `{"member":"` + secret + `"}`, 409},                       // wrong_type: not a set
 		{"POST", base + "logs/set:sadd", `{"member":"` + secret + "\u0000" + `"}`, 400}, // rejected: NUL
+		// Lists: values pushed and popped are values.
+		{"POST", base + "logs/list:rpush", `{"value":"` + secret + `","requestId":"l1"}`, 200},
+		{"POST", base + "logs/list:lpush", `{"value":{"token":"` + secret + `"}}`, 200},
+		{"GET", base + "logs/list:lrange?start=0&stop=-1", "", 200},
+		{"POST", base + "logs/list:rpop", `{"expectedVersion":9}`, 409}, // version_conflict
+		{"POST", base + "logs/list:rpop", ``, 200},
+		{"POST", base + "logs/list:ltrim", `{"start":1,"stop":0}`, 200},
+		{"POST", base + "logs/list:lpop", ``, 404},                             // empty
+		{"POST", k + ":lpush", `{"value":"` + secret + `"}`, 409},              // wrong_type: not a list
+		{"POST", base + "logs/list:rpush", `{"value":"` + secret + `",}`, 400}, // rejected: not JSON
 		// Transactions: applied, rejected by a field condition, refused.
 		{"POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + scope + `logs/txn","value":"` + secret + `"}]}`, 200},
 		{"POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + scope + `logs/txn2","value":"` + secret + `"},{"op":"check","key":"` +

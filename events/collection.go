@@ -58,6 +58,9 @@ const (
 type Element struct {
 	Op     string `json:"op"`
 	Member string `json:"member"`
+	// Value is a list element's value: pushed (op add) or popped (op
+	// remove); members are list positions (ListPosition).
+	Value json.RawMessage `json:"value,omitempty"`
 }
 
 // CollectionMeta is the value of a collection's entry: its type, its
@@ -70,6 +73,9 @@ type CollectionMeta struct {
 	Type  string `json:"type"`
 	Size  int64  `json:"size"`
 	Since int64  `json:"since"`
+	// Head is a list's first position (absent: 0); its elements are at
+	// Head .. Head+Size-1 (events/list.go).
+	Head int64 `json:"head,omitempty"`
 }
 
 // ParseCollectionMeta reads the metadata of a collection entry's value.

@@ -89,6 +89,11 @@ var opTable = []opSpec{
 	{op: OpSIsMember, verb: "sismember", read: true, purpose: PurposeSet},
 	{op: OpSMembers, verb: "smembers", read: true, purpose: PurposeSet},
 	{op: OpSCard, verb: "scard", read: true, purpose: PurposeSet},
+	{op: OpLPush, verb: "lpush", purpose: PurposeList}, {op: OpRPush, verb: "rpush", purpose: PurposeList},
+	{op: OpLPop, verb: "lpop", purpose: PurposeList}, {op: OpRPop, verb: "rpop", purpose: PurposeList},
+	{op: OpLTrim, verb: "ltrim", purpose: PurposeList},
+	{op: OpLRange, verb: "lrange", read: true, purpose: PurposeList},
+	{op: OpLLen, verb: "llen", read: true, purpose: PurposeList},
 }
 
 func (o Op) spec() opSpec {

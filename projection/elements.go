@@ -3,7 +3,9 @@ package projection
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -46,12 +48,13 @@ SELECT pg_advisory_xact_lock(h) FROM (
     SELECT DISTINCT hashtextextended(c, 0) AS h FROM unnest($1::text[]) AS t(c) ORDER BY 1 OFFSET 0
 ) locks`
 
-// upsertElements adds members: $1 collections, $2 members, $3 versions.
+// upsertElements adds members: $1 collections, $2 members, $3 versions,
+// $4 values (a list element's; "" for a set member: NULL).
 const upsertElements = `
-INSERT INTO kv_elements AS el (collection, member, version)
-SELECT c, m, v FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(c, m, v)
+INSERT INTO kv_elements AS el (collection, member, version, value)
+SELECT c, m, v, nullif(x, '') FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS t(c, m, v, x)
 WHERE v > coalesce((SELECT version FROM kv_entries WHERE key = t.c), 0)
-ON CONFLICT (collection, member) DO UPDATE SET version = excluded.version
+ON CONFLICT (collection, member) DO UPDATE SET version = excluded.version, value = excluded.value
 WHERE el.version < excluded.version`
 
 // deleteElements removes members: $1 collections, $2 members, $3 versions.
@@ -63,14 +66,15 @@ WHERE el.collection = t.c AND el.member = t.m AND el.version < t.v
 
 // elementColumns are a batch's element changes of one kind, for unnest().
 type elementColumns struct {
-	collection, member []string
-	version            []int64
+	collection, member, value []string
+	version                   []int64
 }
 
-func (c *elementColumns) add(ref ElementRef, version int64) {
+func (c *elementColumns) add(ref ElementRef, version int64, value []byte) {
 	c.collection = append(c.collection, ref.Collection)
 	c.member = append(c.member, ref.Member)
 	c.version = append(c.version, version)
+	c.value = append(c.value, string(value))
 }
 
 // queueElements queues the element changes of batch into b: each
@@ -102,13 +106,13 @@ func queueElements(b *pgx.Batch, batch []Applied) {
 	}) {
 		e := latest[ref]
 		if e.Element.Op == events.ElementAdd {
-			adds.add(ref, e.Version)
+			adds.add(ref, e.Version, e.Element.Value)
 		} else {
-			removes.add(ref, e.Version)
+			removes.add(ref, e.Version, nil)
 		}
 	}
 	if len(adds.member) > 0 {
-		b.Queue(upsertElements, adds.collection, adds.member, adds.version)
+		b.Queue(upsertElements, adds.collection, adds.member, adds.version, adds.value)
 	}
 	if len(removes.member) > 0 {
 		b.Queue(deleteElements, removes.collection, removes.member, removes.version)
@@ -117,19 +121,24 @@ func queueElements(b *pgx.Batch, batch []Applied) {
 
 // membersSQL reads the kv_elements rows of ($1, $2) pairs: one primary
 // key probe each.
-const membersSQL = `SELECT t.c, t.m, el.version FROM unnest($1::text[], $2::text[]) AS t(c, m)
-CROSS JOIN LATERAL (SELECT version FROM kv_elements WHERE collection = t.c AND member = t.m OFFSET 0) el`
+const membersSQL = `SELECT t.c, t.m, el.version, el.value FROM unnest($1::text[], $2::text[]) AS t(c, m)
+CROSS JOIN LATERAL (SELECT version, value FROM kv_elements WHERE collection = t.c AND member = t.m OFFSET 0) el`
 
-// readMembers reads the rows of membersSQL into out.
-func readMembers(rows pgx.Rows, out map[ElementRef]int64) error {
+// readMembers reads the rows of membersSQL into out, and the values of
+// list elements into values.
+func readMembers(rows pgx.Rows, out map[ElementRef]int64, values map[ElementRef]json.RawMessage) error {
 	defer rows.Close()
 	for rows.Next() {
 		var ref ElementRef
 		var v int64
-		if err := rows.Scan(&ref.Collection, &ref.Member, &v); err != nil {
+		var value *string
+		if err := rows.Scan(&ref.Collection, &ref.Member, &v, &value); err != nil {
 			return err
 		}
 		out[ref] = v
+		if value != nil {
+			values[ref] = json.RawMessage(*value)
+		}
 	}
 	return rows.Err()
 }
@@ -188,12 +197,95 @@ func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now 
 }
 
 // elementsDigestSQL is, for the projection in schema s (a sanitized
-// identifier), one row per live set: its key and a digest of its members
-// and their versions (rows before the set's since are not members), for
-// Compare.
+// identifier), one row per live set or list: its key and a digest of its
+// elements, their versions and (a list's) values, for Compare. Rows
+// before the collection's since are not elements, nor are a list's rows
+// outside its positions head .. head+size-1 (left behind by trims and
+// pops: events.ListPosition, in SQL). A set's rows have no value, so
+// their digest is what it was before lists.
 func elementsDigestSQL(s string) string {
-	return `SELECT el.collection AS key, md5(string_agg(el.member || E'\x1f' || el.version, E'\x1e' ORDER BY el.member)) AS h
+	const pos = `lpad((coalesce((e.value::jsonb->>'head')::numeric, 0) + %s + 9223372036854775808)::text, 20, '0')`
+	return `SELECT el.collection AS key,
+        md5(string_agg(el.member || E'\x1f' || el.version || coalesce(E'\x1f' || el.value, ''), E'\x1e' ORDER BY el.member)) AS h
     FROM ` + s + `.kv_elements el JOIN ` + s + `.kv_entries e ON e.key = el.collection
-    WHERE e.live AND e.semantics->>'purpose' = 'set' AND el.version >= (e.value::jsonb->>'since')::bigint
+    WHERE e.live AND e.semantics->>'purpose' IN ('set', 'list') AND el.version >= (e.value::jsonb->>'since')::bigint
+        AND (e.semantics->>'purpose' = 'set' OR el.member BETWEEN ` + fmt.Sprintf(pos, "0") + ` AND ` +
+		fmt.Sprintf(pos, "(e.value::jsonb->>'size')::numeric - 1") + `)
     GROUP BY el.collection`
+}
+
+// ListElement returns the version (0: no row) and value of the
+// kv_elements row of ref, a list position: one primary-key probe.
+func (s *Store) ListElement(ctx context.Context, ref ElementRef) (int64, json.RawMessage, error) {
+	var v int64
+	var value *string
+	err := s.pool.QueryRow(ctx, `SELECT version, value FROM kv_elements WHERE collection = $1 AND member = $2`,
+		ref.Collection, ref.Member).Scan(&v, &value)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, translate("element", err)
+	}
+	if value == nil {
+		return v, nil, nil
+	}
+	return v, json.RawMessage(*value), nil
+}
+
+// listMetaSQL reads a live list's metadata: $1 the key, $2 now.
+const listMetaSQL = `SELECT e.value FROM kv_entries e
+WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $2) AND e.semantics->>'purpose' = 'list'`
+
+// listRangeSQL is a range of a list's positions: $1 the key, $2 and $3
+// the first and last positions (events.ListPosition), $4 the list's
+// since: one range scan of the primary key.
+const listRangeSQL = `SELECT value FROM kv_elements
+WHERE collection = $1 AND member BETWEEN $2 AND $3 AND version >= $4
+ORDER BY member`
+
+// Range returns the values of the list key from index start to stop
+// (inclusive, negative from the end, as Redis LRANGE), at most limit of
+// them (truncated: more were in the range), reading the metadata and the
+// rows in one snapshot. An absent or expired list is empty; a key of
+// another purpose is events.EWrongType.
+func (s *Store) Range(ctx context.Context, key string, start, stop int64, limit int, now time.Time) (values []json.RawMessage, truncated bool, err error) {
+	values = []json.RawMessage{}
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var raw []byte
+		err := tx.QueryRow(ctx, listMetaSQL, key, now).Scan(&raw)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		meta, err := events.ParseCollectionMeta(raw)
+		if err != nil {
+			return err
+		}
+		from, to, ok := events.ListRange(start, stop, meta.Size)
+		if !ok {
+			return nil
+		}
+		if to-from+1 > int64(limit) {
+			to, truncated = from+int64(limit)-1, true
+		}
+		rows, err := tx.Query(ctx, listRangeSQL, key, events.ListPosition(meta.Head+from), events.ListPosition(meta.Head+to), meta.Since)
+		if err != nil {
+			return err
+		}
+		vs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			values = append(values, json.RawMessage(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, translate("range", err)
+	}
+	return values, truncated, nil
 }

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,6 +56,8 @@ type Found struct {
 	// Elements holds the version of each asked kv_elements row that
 	// exists (absent: no row).
 	Elements map[ElementRef]int64
+	// Values holds the value of each asked list element that exists.
+	Values map[ElementRef]json.RawMessage
 }
 
 // Lookup is StatesAndRequests and, in the same round trip, the
@@ -66,6 +69,7 @@ func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, el
 		States:   make(map[string]events.State, len(keys)),
 		Requests: make(map[RequestRef]AppliedRequest),
 		Elements: make(map[ElementRef]int64),
+		Values:   make(map[ElementRef]json.RawMessage),
 	}
 	b := &pgx.Batch{}
 	if len(keys) > 0 {
@@ -92,7 +96,7 @@ func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, el
 		if err == nil && len(elems) > 0 {
 			var rows pgx.Rows
 			if rows, err = br.Query(); err == nil {
-				err = readMembers(rows, f.Elements)
+				err = readMembers(rows, f.Elements, f.Values)
 			}
 		}
 		if cerr := br.Close(); err == nil {

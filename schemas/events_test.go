@@ -141,6 +141,9 @@ func TestValidateChange(t *testing.T) {
 		{"OKSetElement", applyAll(setField("op", "sadd"), setSemanticsField("purpose", "set"), setField("after", map[string]any{"type": "set", "size": 1, "since": 7}),
 			setField("element", map[string]any{"op": "add", "member": "any text: /é?#"})), true},
 		{"OKSetElementRemove", applyAll(setField("op", "srem"), setField("element", map[string]any{"op": "remove", "member": "m"})), true},
+		{"OKListPush", applyAll(setField("op", "lpush"), setSemanticsField("purpose", "list"), setField("after", map[string]any{"type": "list", "size": 1, "since": 7, "head": -1}),
+			setField("element", map[string]any{"op": "add", "member": "09223372036854775807", "value": map[string]any{"a": 1}})), true},
+		{"OKListTrimNoElement", applyAll(setField("op", "ltrim"), setSemanticsField("purpose", "list"), setField("after", map[string]any{"type": "list", "size": 0, "since": 7, "head": 3})), true},
 
 		{"ErrNotObject", func(doc map[string]any) { clear(doc) }, false}, // {} misses every required field
 		{"ErrSchemaVersion2", setField("schemaVersion", 2), false},

@@ -125,6 +125,13 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:sismember": {"get"},
 		"/v1/kv/{key}:smembers":  {"get"},
 		"/v1/kv/{key}:scard":     {"get"},
+		"/v1/kv/{key}:lpush":     {"post"},
+		"/v1/kv/{key}:rpush":     {"post"},
+		"/v1/kv/{key}:lpop":      {"post"},
+		"/v1/kv/{key}:rpop":      {"post"},
+		"/v1/kv/{key}:ltrim":     {"post"},
+		"/v1/kv/{key}:lrange":    {"get"},
+		"/v1/kv/{key}:llen":      {"get"},
 		"/v1/kv":                 {"get"},
 		"/v1/txn":                {"post"},
 		"/healthz":               {"get"},
@@ -371,7 +378,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -401,6 +408,12 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"IsMemberAnswer", "IsMemberAnswer", true},
 		{"CardAnswer", "CardAnswer", true},
 		{"MembersAnswer", "MembersAnswer", true},
+		{"PushBody", "PushBody", false},
+		{"PopBody", "PopBody", false},
+		{"TrimBody", "TrimBody", false},
+		{"ListChangeAnswer", "ListChangeAnswer", true},
+		{"RangeAnswer", "RangeAnswer", true},
+		{"LenAnswer", "LenAnswer", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

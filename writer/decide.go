@@ -66,6 +66,9 @@ type Request struct {
 
 	// Member is the member an sadd or srem adds or removes (DecideSet).
 	Member string
+	// Start and Stop are an ltrim's range (DecideList); a push's value
+	// is Value.
+	Start, Stop int64
 
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
@@ -111,6 +114,9 @@ func (r *Request) Digest() string {
 	if r.Member != "" { // only then: older digests keep their parts
 		parts = append(parts, "member", r.Member)
 	}
+	if r.Op == events.OpLTrim {
+		parts = append(parts, "range", r.Start, r.Stop)
+	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
@@ -139,6 +145,9 @@ type Result struct {
 	// Changed is set by an sadd or srem that added or removed its
 	// member (or a replay of one); false when it appended nothing.
 	Changed bool
+	// Element is the element change of an accepted list write (the
+	// value pushed or popped); nil on a replay.
+	Element *events.Element
 	// TxnID and Txn are a transaction's: its id and each step's result,
 	// in order (values unmasked: the API hides what the caller may not
 	// read).

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,9 @@ type overlayEntry struct {
 	// elems are the unprojected element changes of a collection key
 	// (sets.go): member -> version of its kv_elements row after them.
 	elems map[string]int64
+	// vals are the values of the list elements among elems (lists.go):
+	// position -> value, for a pop of an unprojected push.
+	vals map[string]json.RawMessage
 }
 
 // partition is this writer's ownership of one partition of kv.changes: the
@@ -386,6 +390,9 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 	defer cancel()
 
 	states, known, elems, err := p.states(tctx, batch)
+	if err == nil {
+		err = p.listEnds(tctx, batch, states, elems)
+	}
 	if err != nil {
 		p.log.Error("read projection", "err", err)
 		for _, c := range batch {
@@ -393,7 +400,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		}
 		return nil
 	}
-	ds, recs, evs := p.decideAll(batch, states, known, elems, epoch)
+	ds, recs, evs := p.decideAll(tctx, batch, states, known, elems, epoch)
 	if len(recs) > 0 {
 		if err := p.commit(tctx, prod, recs); err != nil {
 			for i, c := range batch {
@@ -437,10 +444,10 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 // the keys it writes (requestid.go), from the overlay, else from the
 // projection's history, read in the same round trip. The overlay is read
 // first: an entry trimmed meanwhile is one the projection already holds.
-func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, requestMemory, map[projection.ElementRef]int64, error) {
+func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, requestMemory, elemsKnown, error) {
 	states := make(map[string]events.State, len(batch))
 	known := make(requestMemory)
-	elems := make(map[projection.ElementRef]int64)
+	elems := newElemsKnown()
 	var missing []string
 	var refs []projection.RequestRef
 	var elemRefs []projection.ElementRef
@@ -463,12 +470,23 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 			}
 		}
 		if ref, ok := elementRef(c.req); ok {
-			if _, done := elems[ref]; !done {
+			if _, done := elems.versions[ref]; !done {
 				v, in := p.overlay[ref.Collection].elems[ref.Member]
-				elems[ref] = v
+				elems.versions[ref] = v
 				if !in {
 					elemRefs = append(elemRefs, ref)
 				}
+			}
+		}
+		if e, in := p.overlay[c.req.Key.String()]; in {
+			// A pop of a list the overlay holds: its end is known
+			// now, probed in this round trip unless unprojected.
+			if ref, ok := popRef(e.state, c.req, time.Now()); ok && !elems.has(ref) {
+				if elems.fromOverlay(e, ref) {
+					continue
+				}
+				elemRefs = append(elemRefs, ref)
+				elems.versions[ref] = 0
 			}
 		}
 	}
@@ -476,11 +494,12 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 	if len(missing) > 0 || len(refs) > 0 || len(elemRefs) > 0 {
 		f, err := p.w.proj.Lookup(ctx, missing, refs, elemRefs)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, elemsKnown{}, err
 		}
 		maps.Copy(states, f.States)
 		maps.Copy(known, f.Requests)
-		maps.Copy(elems, f.Elements)
+		maps.Copy(elems.versions, f.Elements)
+		maps.Copy(elems.values, f.Values)
 	}
 	return states, known, elems, nil
 }
@@ -490,7 +509,7 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 // decisions, the records to append, and the event of each kv.changes
 // record, in order. A transaction's records are appended together,
 // contiguous.
-func (p *partition) decideAll(batch []*call, states map[string]events.State, known requestMemory, elems map[projection.ElementRef]int64, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
+func (p *partition) decideAll(ctx context.Context, batch []*call, states map[string]events.State, known requestMemory, elems elemsKnown, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
 	cfg := p.w.cfg
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
@@ -503,7 +522,16 @@ func (p *partition) decideAll(batch []*call, states map[string]events.State, kno
 		case c.req.Txn != nil:
 			d = DecideTxn(states, known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		case isElem:
-			d = DecideSet(states[ref.Collection], elems[ref], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
+			d = DecideSet(states[ref.Collection], elems.versions[ref], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
+		case c.req.Op.IsListWrite():
+			cur := states[c.req.Key.String()]
+			end, err := p.listEnd(ctx, cur, c.req, now, elems)
+			if err != nil {
+				p.log.Error("read list element", "err", err)
+				ds[i] = decision{err: errUnavailable(p.id, "unable to read the projection")}
+				continue
+			}
+			d = DecideList(cur, end, known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		default:
 			d = decide(states[c.req.Key.String()], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		}
@@ -528,7 +556,7 @@ func (p *partition) decideAll(batch []*call, states map[string]events.State, kno
 				states[ev.Key] = ev.State()
 				known.add(ev)
 				if el := ev.Element; el != nil {
-					elems[projection.ElementRef{Collection: ev.Key, Member: el.Member}] = elementVersion(ev)
+					elems.record(ev)
 				}
 			}
 			recs = append(recs, rs...)

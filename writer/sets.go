@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/eskv/eskv/events"
@@ -31,14 +32,22 @@ func elementRef(r *Request) (projection.ElementRef, bool) {
 // event to the version of its kv_elements row after it (0: removed).
 func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEntry {
 	if e.Element == nil {
-		o.elems = prev.elems
+		o.elems, o.vals = prev.elems, prev.vals
 		return o
 	}
-	o.elems = prev.elems
+	o.elems, o.vals = prev.elems, prev.vals
 	if o.elems == nil {
 		o.elems = make(map[string]int64)
 	}
 	o.elems[e.Element.Member] = elementVersion(e)
+	if e.Element.Value != nil && e.Element.Op == events.ElementAdd {
+		if o.vals == nil {
+			o.vals = make(map[string]json.RawMessage)
+		}
+		o.vals[e.Element.Member] = e.Element.Value
+	} else {
+		delete(o.vals, e.Element.Member)
+	}
 	return o
 }
 

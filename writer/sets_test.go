@@ -81,7 +81,7 @@ func TestDecideSet(t *testing.T) {
 			if err != nil || meta != tc.meta {
 				t.Fatalf("metadata %s (%v), want %+v", ev.After, err, tc.meta)
 			}
-			if ev.Version != tc.cur.Version+1 || ev.Op != r.Op || ev.Kind != events.KindPut || ev.Semantics.Purpose != "set" || *ev.Element != tc.element {
+			if ev.Version != tc.cur.Version+1 || ev.Op != r.Op || ev.Kind != events.KindPut || ev.Semantics.Purpose != "set" || ev.Element.Op != tc.element.Op || ev.Element.Member != tc.element.Member {
 				t.Fatalf("event %+v element %+v", ev, ev.Element)
 			}
 		})

@@ -266,6 +266,8 @@ func (a *app) notFound(subject, field string) string {
 		return "the lock is free: take it with 'kvctl lock acquire " + subject + "'"
 	case "kvctl leader check":
 		return "the pool has no leader: become it with 'kvctl leader elect " + subject + "'"
+	case "kvctl lpop", "kvctl rpop":
+		return fmt.Sprintf("%s is empty: push a value with 'kvctl rpush %s VALUE'", subject, subject)
 	}
 	return fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", subject, projectPrefix(subject))
 }
@@ -319,6 +321,8 @@ func (a *app) wrongType(subject string, e *events.Error) string {
 		return fmt.Sprintf("%s holds %s, not a JSON object: fields live in objects; use another key, or replace its value with 'kvctl set %s '{...}''", subject, value, subject)
 	case isSetCommand(a.cmdPath):
 		return fmt.Sprintf("%s holds %s and is not a set: give the set a key of its own", subject, value)
+	case isListCommand(a.cmdPath):
+		return fmt.Sprintf("%s holds %s and is not a list: give the list a key of its own", subject, value)
 	case collectionType(e) != "":
 		p := collectionType(e)
 		return fmt.Sprintf("%s is a %s: change it with the %s commands, or remove the whole %s with 'kvctl delete %s'", subject, p, p, p, subject)

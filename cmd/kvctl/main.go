@@ -90,7 +90,7 @@ type app struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, cmdPath: "kvctl"}
 	root := a.rootCommand()
-	root.SetArgs(args)
+	root.SetArgs(negativeIndexes(args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -159,7 +159,8 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 
 	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),
 		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
-		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand())
+		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand(),
+		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {

@@ -103,6 +103,10 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 			rep.Results = append(rep.Results, b.sets(ctx)...)
 			return nil
 		}},
+		{b.c.wants("14"), func(ctx context.Context, rep *report) error {
+			rep.Results = append(rep.Results, b.listRanges(ctx)...)
+			return nil
+		}},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil || !st.want {

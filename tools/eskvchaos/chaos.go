@@ -57,6 +57,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	wg.Go(func() { tx.run(c.txnClients, c.seed, stopClients) })
 	sets := newSetWorkload(cl)
 	wg.Go(func() { sets.run(c.setClients, c.seed, stopClients) })
+	lists := newListWorkload(cl)
+	wg.Go(func() { lists.run(c.listClients, c.seed, stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 
 	s.logf("fault phase: %s, seed %d, %d clients on %d keys, faults %s", c.duration, c.seed, c.clients, len(keys), strings.Join(c.faults, ","))
@@ -82,6 +84,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.faults, r.pauses = nem.report()
 	r.transfers = tx
 	r.setWorkload = sets
+	r.listWorkload = lists
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
@@ -125,6 +128,9 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	if r.sets, err = r.setWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
 		return fmt.Errorf("check the sets: %w", err)
 	}
+	if r.listsFound, err = r.listWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
+		return fmt.Errorf("check the lists: %w", err)
+	}
 	r.checked = true
 	return nil
 }
@@ -163,6 +169,9 @@ type report struct {
 
 	setWorkload *setWorkload // the set workload (sets.go)
 	sets        setFindings
+
+	listWorkload *listWorkload // the list workload (lists.go)
+	listsFound   listFindings
 }
 
 func (r *report) ok() bool {
@@ -172,7 +181,8 @@ func (r *report) ok() bool {
 		len(r.logFindings.ChainBreaks) == 0 && len(r.logFindings.EpochMismatches) == 0 &&
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
 		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
-		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0
+		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0 &&
+		len(r.listsFound.violations()) == 0
 }
 
 // save writes the history and the findings to the run directory (kept when
@@ -213,6 +223,7 @@ func (r *report) print(w io.Writer) {
 	r.printProjection(w)
 	r.txn.print(w)
 	r.sets.print(w)
+	r.listsFound.print(w)
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}

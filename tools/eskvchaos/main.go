@@ -46,6 +46,7 @@ type config struct {
 	clients     int
 	txnClients  int
 	setClients  int
+	listClients int
 	keys        int
 	writers     int
 	projectors  int
@@ -122,7 +123,9 @@ unique versions in kv.changes, no write committed by a writer paused past
 its ownership (zombie), live projection = rebuild from the log, transfers
 that keep their accounts summing to 0 and whole transactions in the log,
 sets whose metadata and projected members equal the fold of the log
-(set clients: sadd, srem, sismember).
+(set clients: sadd, srem, sismember), and lists whose metadata, popped
+values and projected values equal the fold of the log (list clients:
+lpush, rpush, lpop, rpop, ltrim).
 Exits non-zero when a check fails; logs, history and (on a linz.Result
 failure) porcupine's HTML view are then kept in the run directory it prints.
 
@@ -179,6 +182,7 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	seconds = fs.String("seconds", "120", "length of the fault phase in seconds (also CHAOS_SECONDS)")
 	seed = fs.String("seed", "", "random seed of clients and faults; empty: from the clock (printed, to replay a schedule)")
 	fs.IntVar(&c.clients, "clients", 12, "concurrent CAS clients")
+	fs.IntVar(&c.listClients, "list-clients", 4, "concurrent list clients: lpush, rpush, lpop, rpop and ltrim 0 9 on two lists, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.setClients, "set-clients", 4, "concurrent set clients: sadd, srem and sismember on two sets, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0 (0: none)")
 	fs.IntVar(&c.keys, "keys", 5, "keys the clients share, each in its own project and partition when possible")
@@ -235,6 +239,8 @@ func (c *config) validate() error {
 		return errors.New("-txn-clients must not be negative")
 	case c.setClients < 0:
 		return errors.New("-set-clients must not be negative")
+	case c.listClients < 0:
+		return errors.New("-list-clients must not be negative")
 	case c.writers < 1 || c.projectors < 1:
 		return errors.New("-writers and -projectors must be at least 1")
 	case c.opTimeout <= 0 || c.checkTimeout <= 0:

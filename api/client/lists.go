@@ -1,0 +1,112 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/eskv/eskv/events"
+)
+
+// Lists (docs/collections.md): a list is one key; its values are JSON.
+// Every write gets a requestId when it has none, so a retry after a lost
+// answer is never applied twice (a replayed pop answers without its
+// value: the value was returned by the lost answer).
+
+// PushRequest pushes Value onto the list at Key.
+type PushRequest struct {
+	Key   string
+	Value json.RawMessage
+	// ExpectedVersion, when set, is the version the list must have (0:
+	// must not exist).
+	ExpectedVersion *int64
+	// TTL expires the whole list this long after the write; 0 keeps its
+	// expiry.
+	TTL       time.Duration
+	RequestID string
+}
+
+// ListChange is the answer of a list write: the value pushed or popped,
+// the list's length and version after it (Value and Length are empty for
+// a caller without the read right).
+type ListChange = events.ListChangeAnswer
+
+// LPush prepends r.Value to the list at r.Key, creating the list.
+func (c *Client) LPush(ctx context.Context, r PushRequest) (ListChange, error) {
+	return c.push(ctx, events.OpLPush, r)
+}
+
+// RPush appends r.Value to the list at r.Key, creating the list.
+func (c *Client) RPush(ctx context.Context, r PushRequest) (ListChange, error) {
+	return c.push(ctx, events.OpRPush, r)
+}
+
+func (c *Client) push(ctx context.Context, op events.Op, r PushRequest) (ListChange, error) {
+	b := events.PushBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: orNewID(r.RequestID)}
+	if r.TTL != 0 {
+		ttl, err := ttlSeconds(r.TTL)
+		if err != nil {
+			return ListChange{}, err
+		}
+		b.TTLSeconds = ttl
+	}
+	if err := b.Validate(); err != nil {
+		return ListChange{}, err
+	}
+	a, _, err := Call[ListChange](ctx, c, op, r.Key, &b)
+	return a, err
+}
+
+// LPop removes and returns the first value of the list at key; an empty
+// or missing list is events.ENotFound.
+func (c *Client) LPop(ctx context.Context, key string) (ListChange, error) {
+	return c.pop(ctx, events.OpLPop, key)
+}
+
+// RPop removes and returns the last value of the list at key.
+func (c *Client) RPop(ctx context.Context, key string) (ListChange, error) {
+	return c.pop(ctx, events.OpRPop, key)
+}
+
+func (c *Client) pop(ctx context.Context, op events.Op, key string) (ListChange, error) {
+	b := events.PopBody{RequestID: orNewID("")}
+	a, _, err := Call[ListChange](ctx, c, op, key, &b)
+	return a, err
+}
+
+// LTrim keeps the values of the list at key from index start to stop
+// (inclusive, negative from the end, as Redis LTRIM).
+func (c *Client) LTrim(ctx context.Context, key string, start, stop int64) (ListChange, error) {
+	b := events.TrimBody{Start: &start, Stop: &stop, RequestID: orNewID("")}
+	a, _, err := Call[ListChange](ctx, c, events.OpLTrim, key, &b)
+	return a, err
+}
+
+// LRange returns the values of the list at key from index start to stop
+// (inclusive, negative from the end, as Redis LRANGE): at most
+// events.MaxRange, Truncated when the range held more.
+func (c *Client) LRange(ctx context.Context, key string, start, stop int64) (events.RangeAnswer, error) {
+	q := url.Values{"start": {strconv.FormatInt(start, 10)}, "stop": {strconv.FormatInt(stop, 10)}}
+	var a events.RangeAnswer
+	err := c.setRead(ctx, events.OpLRange, key, q, &a)
+	return a, err
+}
+
+// LLen returns the length of the list at key (0 for a missing list).
+func (c *Client) LLen(ctx context.Context, key string) (int64, error) {
+	var a events.LenAnswer
+	err := c.setRead(ctx, events.OpLLen, key, nil, &a)
+	return a.Length, err
+}
+
+// orNewID is id, or a new requestId when it is empty.
+func orNewID(id string) string {
+	if id == "" {
+		return uuid.Must(uuid.NewV7()).String()
+	}
+	return id
+}

@@ -1,0 +1,131 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// Lists (docs/collections.md, events/list.go): values are JSON, pushed in
+// the body of :lpush and :rpush; pops and trims name no element.
+
+// push serves POST /v1/kv/{key}:lpush and :rpush.
+func (s *Server) push(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	var b events.PushBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	value, err := events.CompactValue(b.Value, s.cfg.MaxValueBytes)
+	if err != nil {
+		return err
+	}
+	var ttl int64
+	if b.TTLSeconds != nil {
+		ttl = *b.TTLSeconds
+	}
+	return s.listWrite(c, &writer.Request{Key: k, Op: op, Value: value, ExpectedVersion: b.ExpectedVersion,
+		TTLSeconds: ttl, RequestID: b.RequestID, Principal: p.Name})
+}
+
+// pop serves POST /v1/kv/{key}:lpop and :rpop; the body is optional.
+func (s *Server) pop(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	var b events.PopBody
+	if err := s.decodeOptional(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	return s.listWrite(c, &writer.Request{Key: k, Op: op, ExpectedVersion: b.ExpectedVersion,
+		RequestID: b.RequestID, Principal: p.Name})
+}
+
+// trim serves POST /v1/kv/{key}:ltrim.
+func (s *Server) trim(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	var b events.TrimBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	return s.listWrite(c, &writer.Request{Key: k, Op: op, Start: *b.Start, Stop: *b.Stop,
+		ExpectedVersion: b.ExpectedVersion, RequestID: b.RequestID, Principal: p.Name})
+}
+
+// listWrite has the writer decide req and answers it. A caller with only
+// the write right learns neither the popped value nor the length.
+func (s *Server) listWrite(c echo.Context, req *writer.Request) error {
+	res, err := s.write(c, req)
+	if err != nil {
+		return err
+	}
+	if res.Entry.Key == "" {
+		res.Entry.Key = req.Key.String()
+	}
+	a := writer.ListAnswer(res)
+	if !mayRead(c, req.Key.String()) {
+		a.Value, a.Length = nil, 0
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// decodeOptional is decode for a body that may be empty.
+func (s *Server) decodeOptional(c echo.Context, v any) error {
+	_, err := decodeBodyOrEmpty(c, v, bodyOverheadMax)
+	return err
+}
+
+// rangeIndex reads the start or stop query parameter of lrange.
+func rangeIndex(q url.Values, name string) (int64, error) {
+	v, ok := q[name]
+	if !ok {
+		return 0, events.FieldErrorf(events.EInvalid, name, "lrange needs the %s query parameter", name)
+	}
+	n, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil {
+		return 0, events.FieldErrorf(events.EInvalid, name, "%s must be an integer (negative counts from the end)", name)
+	}
+	return n, nil
+}
+
+// lrange serves GET /v1/kv/{key}:lrange?start=&stop=: the values from
+// index start to stop (inclusive, negative from the end), at most
+// events.MaxRange of them, linearizable like smembers (the owner waits
+// until the projection holds every change of the list it acknowledged,
+// then one snapshot reads the metadata and one range scan of positions).
+func (s *Server) lrange(c echo.Context, _ events.Op, k events.Key) error {
+	q := c.QueryParams()
+	start, err := rangeIndex(q, "start")
+	if err != nil {
+		return err
+	}
+	stop, err := rangeIndex(q, "stop")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	st, err := s.w.State(ctx, k)
+	if err != nil {
+		return err
+	}
+	if _, err := writer.ReadLen(k, st.Visible(s.now())); err != nil {
+		return err // not a list
+	}
+	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+		return err
+	}
+	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, events.MaxRange, s.now())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, events.RangeAnswer{List: k.String(), Values: values, Truncated: truncated})
+}

@@ -1,0 +1,205 @@
+package projection_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// listModel folds list ops the way the writer decides them and emits
+// their events, so the projection can be checked against the fold.
+type listModel struct {
+	tb      testing.TB
+	key     string
+	version int64
+	head    int64
+	since   int64
+	values  []string
+}
+
+func (m *listModel) event(op events.Op, el *events.Element) events.Event {
+	m.version++
+	if m.since == 0 {
+		m.since = m.version
+	}
+	meta, _ := json.Marshal(events.CollectionMeta{Type: "list", Size: int64(len(m.values)), Since: m.since, Head: m.head})
+	e := put(m.tb, m.key, m.version, string(meta))
+	e.Op, e.Semantics, e.Element = op, events.Semantics{Purpose: "list"}, el
+	return e
+}
+
+func (m *listModel) lpush(v string) events.Event {
+	m.head--
+	m.values = append([]string{v}, m.values...)
+	return m.event(events.OpLPush, &events.Element{Op: events.ElementAdd, Member: events.ListPosition(m.head), Value: json.RawMessage(v)})
+}
+
+func (m *listModel) rpush(v string) events.Event {
+	m.values = append(m.values, v)
+	return m.event(events.OpRPush, &events.Element{Op: events.ElementAdd, Member: events.ListPosition(m.head + int64(len(m.values)) - 1), Value: json.RawMessage(v)})
+}
+
+func (m *listModel) lpop() events.Event {
+	pos, v := m.head, m.values[0]
+	m.head++
+	m.values = m.values[1:]
+	return m.event(events.OpLPop, &events.Element{Op: events.ElementRemove, Member: events.ListPosition(pos), Value: json.RawMessage(v)})
+}
+
+func (m *listModel) rpop() events.Event {
+	n := len(m.values) - 1
+	pos, v := m.head+int64(n), m.values[n]
+	m.values = m.values[:n]
+	return m.event(events.OpRPop, &events.Element{Op: events.ElementRemove, Member: events.ListPosition(pos), Value: json.RawMessage(v)})
+}
+
+func (m *listModel) ltrim(start, stop int64) events.Event {
+	from, to, ok := events.ListRange(start, stop, int64(len(m.values)))
+	if !ok {
+		m.head += int64(len(m.values))
+		m.values = nil
+	} else {
+		m.head += from
+		m.values = m.values[from : to+1]
+	}
+	return m.event(events.OpLTrim, nil)
+}
+
+func mustRange(tb testing.TB, s *projection.Store, key string, start, stop int64) []string {
+	tb.Helper()
+	vs, _, err := s.Range(context.Background(), key, start, stop, 1000, t0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := []string{}
+	for _, v := range vs {
+		out = append(out, string(v))
+	}
+	return out
+}
+
+// TestApplyLists: pushes at both ends, pops and trims, applied in batches
+// of any cut and replayed, leave the projection holding the fold of the
+// events: every range (Redis indexes, negative from the end) equals the
+// model's; trimmed and popped rows are never read back; a deleted list's
+// rows are not the next list's elements.
+func TestApplyLists(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+
+	m := &listModel{tb: t, key: "tenant/t/project/p/activity-log"}
+	var evs []events.Event
+	for i := range 20 {
+		if i%3 == 0 {
+			evs = append(evs, m.rpush(fmt.Sprintf(`"r%d"`, i)))
+		} else {
+			evs = append(evs, m.lpush(fmt.Sprintf(`{"n":%d}`, i)))
+		}
+	}
+	evs = append(evs, m.lpop(), m.rpop(), m.ltrim(1, -2), m.lpush(`"again"`), m.rpush(`"end"`), m.ltrim(0, 9), m.lpop(), m.lpush(`"reused"`))
+	// Batches of 3, each applied twice (a replay changes nothing).
+	for i := 0; i < len(evs); i += 3 {
+		b := batchOf(int64(i), evs[i:min(i+3, len(evs))]...)
+		mustApply(t, s, "kv.lists", b)
+		mustApply(t, s, "kv.lists", b)
+	}
+	for _, r := range [][2]int64{{0, -1}, {0, 99}, {0, 0}, {-1, -1}, {2, 5}, {-3, -1}, {5, 2}, {-100, 100}, {10, 20}} {
+		from, to, ok := events.ListRange(r[0], r[1], int64(len(m.values)))
+		want := []string{}
+		if ok {
+			want = m.values[from : to+1]
+		}
+		if got := mustRange(t, s, m.key, r[0], r[1]); !slices.Equal(got, want) {
+			t.Fatalf("lrange %d %d = %v, want %v", r[0], r[1], got, want)
+		}
+	}
+	if len(m.values) != 10 {
+		t.Fatalf("model holds %d values, want 10", len(m.values))
+	}
+
+	t.Run("OKTruncated", func(t *testing.T) {
+		vs, truncated, err := s.Range(context.Background(), m.key, 0, -1, 4, t0)
+		if err != nil || len(vs) != 4 || !truncated || string(vs[0]) != m.values[0] {
+			t.Fatalf("range %s truncated %v err %v", vs, truncated, err)
+		}
+	})
+
+	t.Run("OKDeletedListRowsAreNotElements", func(t *testing.T) {
+		del := event(t, events.KindDelete, m.key, m.version+1, "")
+		mustApply(t, s, "kv.lists", batchOf(100, del))
+		if got := mustRange(t, s, m.key, 0, -1); len(got) != 0 {
+			t.Fatalf("deleted list holds %v", got)
+		}
+		n := &listModel{tb: t, key: m.key, version: m.version + 1}
+		mustApply(t, s, "kv.lists", batchOf(101, n.rpush(`"fresh"`)))
+		if got := mustRange(t, s, m.key, 0, -1); !slices.Equal(got, []string{`"fresh"`}) {
+			t.Fatalf("re-created list holds %v", got)
+		}
+	})
+
+	t.Run("OKMissingListIsEmpty", func(t *testing.T) {
+		if got := mustRange(t, s, "tenant/t/project/p/none", 0, -1); len(got) != 0 {
+			t.Fatalf("missing list holds %v", got)
+		}
+	})
+
+	t.Run("OKLookupReadsTheValue", func(t *testing.T) {
+		k := "tenant/t/project/p/lookup"
+		l := &listModel{tb: t, key: k}
+		mustApply(t, s, "kv.lists", batchOf(200, l.rpush(`"a"`), l.rpush(`"b"`)))
+		ref := projection.ElementRef{Collection: k, Member: events.ListPosition(1)}
+		f, err := s.Lookup(context.Background(), nil, nil, []projection.ElementRef{ref})
+		if err != nil || f.Elements[ref] != 2 || string(f.Values[ref]) != `"b"` {
+			t.Fatalf("lookup %+v %v", f, err)
+		}
+		v, val, err := s.ListElement(context.Background(), ref)
+		if err != nil || v != 2 || string(val) != `"b"` {
+			t.Fatalf("ListElement = %d %s %v", v, val, err)
+		}
+	})
+}
+
+// TestCompareLists: projector diff compares each live list's elements in
+// its range: a rebuild that lost a push differs, rows outside the range
+// (trimmed or popped, left behind) do not.
+func TestCompareLists(t *testing.T) {
+	ctx := context.Background()
+	const k = "tenant/t/project/p/list"
+	m := &listModel{tb: t, key: k}
+	log := batchOf(0, m.rpush(`"a"`), m.rpush(`"b"`), m.rpush(`"c"`), m.ltrim(1, -1), m.rpush(`"d"`))
+	for _, tc := range []struct {
+		name    string
+		rebuilt []projection.Applied
+		extra   string // run on the live projection
+		differs bool
+	}{
+		{"OKSameLog", log, "", false},
+		{"OKTrimmedRowsIgnored", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + events.ListPosition(0) + `'`, false},
+		{"ErrValueDiffers", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + events.ListPosition(1) + `'`, true},
+		{"ErrCompactedLosesElements", log[3:], "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := testenv.MustPostgresDB(t)
+			mustApply(t, projection.New(pg.Pool), "kv.lists", log)
+			mustApply(t, projection.New(pg.MustSchema(t, "rebuilt")), "kv.lists", tc.rebuilt)
+			if tc.extra != "" {
+				if _, err := pg.Pool.Exec(ctx, tc.extra); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "kv.lists", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Equal() == tc.differs || (tc.differs && (len(d.Keys) != 1 || d.Keys[0].Key != k || !slices.Contains(d.Keys[0].Columns, "elements"))) {
+				t.Fatalf("diff %+v, keys %+v; want differs %v", d, d.Keys, tc.differs)
+			}
+		})
+	}
+}

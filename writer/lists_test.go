@@ -1,0 +1,198 @@
+package writer
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// TestDecideList: pushes, pops and trims against the list's metadata and
+// the one element a pop removes: the position each writes, the new
+// metadata, and when nothing is appended.
+func TestDecideList(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/activity-log")
+	list := func(v, head, size, since int64) events.State {
+		meta, _ := json.Marshal(events.CollectionMeta{Type: "list", Size: size, Since: since, Head: head})
+		return events.State{Version: v, Live: true, Entry: events.Entry{Key: key.String(), Version: v, Value: meta,
+			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "list"}}}
+	}
+	deleted := events.State{Version: 9, Entry: events.Entry{Key: key.String(), Version: 9}}
+	set := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"set","size":1,"since":1}`),
+		Semantics: events.Semantics{Purpose: "set"}}}
+	v := json.RawMessage(`"x"`)
+	head := listElem{version: 4, value: json.RawMessage(`"h"`)}
+	meta := func(head, size, since int64) *events.CollectionMeta {
+		return &events.CollectionMeta{Type: "list", Size: size, Since: since, Head: head}
+	}
+	el := func(op string, pos int64, value string) *events.Element {
+		return &events.Element{Op: op, Member: events.ListPosition(pos), Value: json.RawMessage(value)}
+	}
+	for _, tc := range []struct {
+		name    string
+		cur     events.State
+		end     listElem
+		req     Request
+		code    string                 // error code, or "" when accepted
+		meta    *events.CollectionMeta // after; nil: nothing appended
+		element *events.Element
+	}{
+		{"OKLPushCreates", events.State{}, listElem{}, Request{Op: events.OpLPush, Value: v}, "", meta(-1, 1, 1), el("add", -1, `"x"`)},
+		{"OKRPushCreates", events.State{}, listElem{}, Request{Op: events.OpRPush, Value: v}, "", meta(0, 1, 1), el("add", 0, `"x"`)},
+		{"OKLPushWritesHeadMinusOne", list(5, 10, 3, 1), listElem{}, Request{Op: events.OpLPush, Value: v}, "", meta(9, 4, 1), el("add", 9, `"x"`)},
+		{"OKRPushWritesTailPlusOne", list(5, 10, 3, 1), listElem{}, Request{Op: events.OpRPush, Value: v}, "", meta(10, 4, 1), el("add", 13, `"x"`)},
+		{"OKPushAfterDeleteStartsAfresh", deleted, listElem{}, Request{Op: events.OpRPush, Value: v}, "", meta(0, 1, 10), el("add", 0, `"x"`)},
+		{"OKLPopRemovesHead", list(5, 10, 3, 1), head, Request{Op: events.OpLPop}, "", meta(11, 2, 1), el("remove", 10, `"h"`)},
+		{"OKRPopRemovesTail", list(5, 10, 3, 1), head, Request{Op: events.OpRPop}, "", meta(10, 2, 1), el("remove", 12, `"h"`)},
+		{"OKPopLastLeavesEmptyList", list(5, -3, 1, 1), head, Request{Op: events.OpLPop}, "", meta(-2, 0, 1), el("remove", -3, `"h"`)},
+		{"ErrPopEmpty", list(5, 10, 0, 1), listElem{}, Request{Op: events.OpLPop}, events.ENotFound, nil, nil},
+		{"ErrPopMissing", events.State{}, listElem{}, Request{Op: events.OpRPop}, events.ENotFound, nil, nil},
+		{"ErrPopRowOfEarlierList", list(12, 0, 1, 10), head, Request{Op: events.OpLPop}, events.EInternal, nil, nil},
+		{"OKTrimKeepsFirst", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1}, "", meta(10, 2, 1), nil},
+		{"OKTrimKeepsLast", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: -2, Stop: -1}, "", meta(13, 2, 1), nil},
+		{"OKTrimKeepsNone", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 3, Stop: 1}, "", meta(15, 0, 1), nil},
+		{"OKTrimKeepsAllChangesNothing", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 999}, "", nil, nil},
+		{"OKTrimMissingChangesNothing", events.State{}, listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
+		{"OKTrimEmptyChangesNothing", list(5, 10, 0, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
+		{"ErrExpectedVersion", list(5, 10, 3, 1), listElem{}, Request{Op: events.OpRPush, Value: v, ExpectedVersion: ptr(4)}, events.EConflict, nil, nil},
+		{"ErrPushNotAList", set, listElem{}, Request{Op: events.OpLPush, Value: v}, events.EWrongType, nil, nil},
+		{"ErrPopNotAList", set, listElem{}, Request{Op: events.OpLPop}, events.EWrongType, nil, nil},
+		{"ErrTrimNotAList", set, listElem{}, Request{Op: events.OpLTrim, Stop: 1}, events.EWrongType, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			r.Key, r.Principal = key, "p"
+			d := DecideList(tc.cur, tc.end, requestMemory{}, &r, now, 1, DefaultRequestIDWindow)
+			if tc.code != "" {
+				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
+				}
+				return
+			}
+			if d.err != nil {
+				t.Fatal(d.err)
+			}
+			if (d.event != nil) != (tc.meta != nil) || d.result.Changed != (tc.meta != nil) {
+				t.Fatalf("event %+v changed %v, want appended %v", d.event, d.result.Changed, tc.meta != nil)
+			}
+			if tc.meta == nil {
+				return
+			}
+			ev := d.event
+			got, err := events.ParseCollectionMeta(ev.After)
+			if err != nil || got != *tc.meta {
+				t.Fatalf("metadata %s (%v), want %+v", ev.After, err, *tc.meta)
+			}
+			if ev.Version != tc.cur.Version+1 || ev.Op != r.Op || ev.Semantics.Purpose != "list" {
+				t.Fatalf("event %+v", ev)
+			}
+			switch {
+			case tc.element == nil && ev.Element != nil:
+				t.Fatalf("element %+v, want none", ev.Element)
+			case tc.element != nil && (ev.Element == nil || ev.Element.Op != tc.element.Op || ev.Element.Member != tc.element.Member || string(ev.Element.Value) != string(tc.element.Value)):
+				t.Fatalf("element %+v, want %+v", ev.Element, tc.element)
+			}
+			if a := ListAnswer(d.result); a.Length != tc.meta.Size || a.Version != ev.Version || (tc.element != nil && string(a.Value) != string(tc.element.Value)) {
+				t.Fatalf("answer %+v", a)
+			}
+		})
+	}
+
+	t.Run("OKPopRefNamesTheEnd", func(t *testing.T) {
+		for op, pos := range map[events.Op]int64{events.OpLPop: 10, events.OpRPop: 12} {
+			ref, ok := popRef(list(5, 10, 3, 1), &Request{Key: key, Op: op}, now)
+			if !ok || ref.Member != events.ListPosition(pos) || ref.Collection != key.String() {
+				t.Errorf("%s: popRef = %+v %v, want position %d", op, ref, ok, pos)
+			}
+		}
+		if _, ok := popRef(list(5, 10, 0, 1), &Request{Key: key, Op: events.OpLPop}, now); ok {
+			t.Error("popRef of an empty list names an element")
+		}
+		if _, ok := popRef(list(5, 10, 3, 1), &Request{Key: key, Op: events.OpRPush}, now); ok {
+			t.Error("popRef of a push names an element")
+		}
+	})
+	t.Run("OKTrimDigestNamesItsRange", func(t *testing.T) {
+		a := Request{Key: key, Op: events.OpLTrim, Start: 0, Stop: 9}
+		b := a
+		b.Stop = 99
+		if a.Digest() == b.Digest() {
+			t.Error("two trims of different ranges have one digest")
+		}
+	})
+}
+
+// TestListsFollowThePartition: pushes, pops and trims decided by one
+// owner, then by a new owner of the partition whose overlay was rebuilt
+// from the log (nothing is projected here): every pop answers the value
+// the fold of the log has at that end.
+func TestListsFollowThePartition(t *testing.T) {
+	broker := testenv.MustBroker(t, 1)
+	store := projection.New(testenv.MustPostgres(t))
+	a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})
+	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
+	ctx := t.Context()
+	list := mustKey(t, "tenant/a/project/b/log")
+	push := func(op events.Op, v string) *Request {
+		return &Request{Key: list, Op: op, Value: json.RawMessage(v), Principal: "p"}
+	}
+	op := func(op events.Op) *Request { return &Request{Key: list, Op: op, Principal: "p"} }
+	trim := func(start, stop int64) *Request {
+		return &Request{Key: list, Op: events.OpLTrim, Start: start, Stop: stop, Principal: "p"}
+	}
+	type step struct {
+		r      *Request
+		value  string // popped, or "" (none)
+		length int64
+		code   string
+	}
+	run := func(w *Writer, steps []step) {
+		t.Helper()
+		for i, s := range steps {
+			res, err := w.Do(ctx, s.r)
+			if s.code != "" {
+				if events.ErrorCode(err) != s.code {
+					t.Fatalf("step %d %s: %+v %v, want %s", i, s.r.Op, res, err, s.code)
+				}
+				continue
+			}
+			a := ListAnswer(res)
+			if err != nil || a.Length != s.length || (s.r.Op == events.OpLPop || s.r.Op == events.OpRPop) && string(a.Value) != s.value {
+				t.Fatalf("step %d %s: %+v %v, want value %s length %d", i, s.r.Op, a, err, s.value, s.length)
+			}
+		}
+	}
+	run(a, []step{
+		{r: op(events.OpLPop), code: events.ENotFound},
+		{r: push(events.OpRPush, `"a"`), length: 1},
+		{r: push(events.OpRPush, `"b"`), length: 2},
+		{r: push(events.OpLPush, `{"z":1}`), length: 3}, // z a b
+		{r: op(events.OpLPop), value: `{"z":1}`, length: 2},
+		{r: push(events.OpRPush, `"c"`), length: 3}, // a b c
+		{r: push(events.OpRPush, `"d"`), length: 4}, // a b c d
+		{r: trim(1, -1), length: 3},                 // b c d
+	})
+	if err := runA.Stop(t); err != nil {
+		t.Fatalf("writer a: %v", err)
+	}
+	b := runWriter(t, broker, store, Config{InstanceID: "b"})
+	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
+	run(b, []step{
+		{r: op(events.OpRPop), value: `"d"`, length: 2},
+		{r: op(events.OpLPop), value: `"b"`, length: 1},
+		{r: op(events.OpLPop), value: `"c"`, length: 0},
+		{r: op(events.OpRPop), code: events.ENotFound},
+		{r: push(events.OpLPush, `"e"`), length: 1},
+	})
+	st, err := b.State(ctx, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ReadLen(list, st.Visible(time.Now())); err != nil || l.Length != 1 {
+		t.Fatalf("llen %+v %v", l, err)
+	}
+}
