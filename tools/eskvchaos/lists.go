@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -152,12 +151,7 @@ func (s *listWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxp
 	f := listFindings{outcomes: s.outcomes}
 	acked := slices.Clone(s.acked)
 	s.mu.Unlock()
-	byKey := map[string][]events.Event{}
-	for _, le := range evs {
-		if slices.Contains(s.keys, le.Event.Key) {
-			byKey[le.Event.Key] = append(byKey[le.Event.Key], le.Event)
-		}
-	}
+	byKey := eventsOf(evs, s.keys)
 	type at struct {
 		key     string
 		version int64
@@ -165,7 +159,6 @@ func (s *listWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxp
 	inLog := map[at]events.Event{}
 	folds := map[string][]string{}
 	for key, es := range byKey {
-		slices.SortFunc(es, func(a, b events.Event) int { return cmp.Compare(a.Version, b.Version) })
 		var fold []string
 		for _, e := range es {
 			f.events++

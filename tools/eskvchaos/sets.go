@@ -173,12 +173,7 @@ func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpo
 	f := setFindings{outcomes: s.outcomes}
 	acked := slices.Clone(s.acked)
 	s.mu.Unlock()
-	byKey := map[string][]events.Event{}
-	for _, le := range evs {
-		if slices.Contains(s.keys, le.Event.Key) {
-			byKey[le.Event.Key] = append(byKey[le.Event.Key], le.Event)
-		}
-	}
+	byKey := eventsOf(evs, s.keys)
 	type at struct {
 		key     string
 		version int64
@@ -186,7 +181,6 @@ func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpo
 	inLog := map[at]events.Element{}
 	folds := map[string]map[string]bool{}
 	for key, es := range byKey {
-		slices.SortFunc(es, func(a, b events.Event) int { return cmp.Compare(a.Version, b.Version) })
 		fold := map[string]bool{}
 		for _, e := range es {
 			f.events++
@@ -243,4 +237,19 @@ func (f *setFindings) print(w io.Writer) {
 	fmt.Fprintf(w, "sets: %d violations (%d requests: %s; %d events in the log; %d acknowledged changes not in it, %d metadata sizes off, %d sets differing in the projection)\n",
 		len(v), n, by, f.events, len(f.missing), len(f.sizes), len(f.projected))
 	printFirst(w, v)
+}
+
+// eventsOf returns the events of the log whose key is one of keys, per
+// key in version order: what a collection workload folds.
+func eventsOf(evs []logcheck.Event, keys []string) map[string][]events.Event {
+	byKey := map[string][]events.Event{}
+	for _, le := range evs {
+		if slices.Contains(keys, le.Event.Key) {
+			byKey[le.Event.Key] = append(byKey[le.Event.Key], le.Event)
+		}
+	}
+	for _, es := range byKey {
+		slices.SortFunc(es, func(a, b events.Event) int { return cmp.Compare(a.Version, b.Version) })
+	}
+	return byKey
 }
