@@ -68,16 +68,8 @@ func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef,
 // ltrim that keeps every element appends nothing (Result.Changed false),
 // and one that keeps none leaves an empty list (DELETE removes a list).
 func DecideList(cur events.State, end listElem, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
-	if r.Denied {
-		return Decide(cur, r, now, epoch)
-	}
-	prior, ok := known.get(r)
-	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
-		return d
-	}
-	visible := cur.Visible(now)
-	if d, done := replayOrMismatch(cur, visible, r, now); done {
-		d.result.Changed = d.result.Replayed
+	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
+	if done {
 		return d
 	}
 	meta, err := listMeta(visible)
@@ -138,7 +130,7 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 		return decision{err: events.Errorf(events.EInternal, "encode list metadata: %v", merr)}
 	}
 	ev.After = after
-	d := finish(ev, visible, r, events.PurposeList, r.TTLSeconds == 0, now)
+	d = finish(ev, visible, r, events.PurposeList, r.TTLSeconds == 0, now)
 	d.result.Changed = true
 	d.result.Element = ev.Element
 	return d

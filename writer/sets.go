@@ -84,18 +84,8 @@ func purposeOf(e *events.Entry) string {
 // the set (since = its version); an srem leaves an empty set in place
 // (size 0): DELETE removes a set.
 func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
-	if r.Denied {
-		return Decide(cur, r, now, epoch)
-	}
-	prior, ok := known.get(r)
-	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
-		return d
-	}
-	visible := cur.Visible(now)
-	if d, done := replayOrMismatch(cur, visible, r, now); done {
-		// A replayed request is the key's latest write: it changed
-		// the set.
-		d.result.Changed = d.result.Replayed
+	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
+	if done {
 		return d
 	}
 	meta, present, err := isMember(visible, elem)
@@ -126,7 +116,7 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 		return decision{err: events.Errorf(events.EInternal, "encode set metadata: %v", merr)}
 	}
 	ev.After = after
-	d := finish(ev, visible, r, events.PurposeSet, r.TTLSeconds == 0, now)
+	d = finish(ev, visible, r, events.PurposeSet, r.TTLSeconds == 0, now)
 	d.result.Changed = true
 	return d
 }
@@ -221,4 +211,25 @@ func elementVersion(e *events.Event) int64 {
 		return e.Version
 	}
 	return 0
+}
+
+// decideCollectionRequest is what every collection write decides before
+// its own op: a denied write's audit record, a requestId already used
+// (replayed, stale or reused), a version mismatch. done reports that d is
+// the decision; otherwise visible is the collection's entry at now. A
+// replayed request is the key's latest write: it changed the collection.
+func decideCollectionRequest(cur events.State, known requestMemory, r *Request, now time.Time, epoch, window int64) (visible *events.Entry, d decision, done bool) {
+	if r.Denied {
+		return nil, Decide(cur, r, now, epoch), true
+	}
+	prior, ok := known.get(r)
+	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
+		return nil, d, true
+	}
+	visible = cur.Visible(now)
+	if d, done := replayOrMismatch(cur, visible, r, now); done {
+		d.result.Changed = d.result.Replayed
+		return nil, d, true
+	}
+	return visible, decision{}, false
 }
