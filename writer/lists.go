@@ -149,7 +149,7 @@ func replayedPop(cur events.State, known requestMemory, r *Request) *events.Elem
 		return nil
 	}
 	a, ok := known.get(r)
-	if !ok || a.Version != cur.Version || a.Popped == nil {
+	if !ok || a.Version != cur.Version || len(a.Popped) == 0 {
 		return nil
 	}
 	return &events.Element{Op: events.ElementRemove, Value: a.Popped}
