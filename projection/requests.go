@@ -21,13 +21,19 @@ type RequestRef struct {
 type AppliedRequest struct {
 	Version int64
 	Digest  string
+	// Popped is the value the event popped when it is an lpop or rpop
+	// (its element.value): a retried pop is answered as a replay with
+	// the value the lost answer carried.
+	Popped json.RawMessage
 }
 
 // requestsSQL finds, for each (key $1, requestId $2), the newest
 // kv_history row that carried it: one probe of kv_history_request_id
 // (migration 00005) per pair, read backwards. The predicate repeats the
-// index's, so the planner may use the partial index.
-const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.event->>'requestDigest', '')
+// index's, so the planner may use the partial index. Only a pop's
+// element value is read out of the event (AppliedRequest.Popped).
+const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.event->>'requestDigest', ''),
+    CASE WHEN h.event->>'op' IN ('lpop', 'rpop') THEN h.event->'element'->'value' END
 FROM unnest($1::text[], $2::text[]) AS t(k, rid)
 CROSS JOIN LATERAL (
     SELECT version, event FROM kv_history
@@ -136,7 +142,7 @@ func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string
 	for rows.Next() {
 		var r RequestRef
 		var a AppliedRequest
-		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest); err != nil {
+		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest, &a.Popped); err != nil {
 			return err
 		}
 		applied[r] = a

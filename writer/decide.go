@@ -146,7 +146,8 @@ type Result struct {
 	// member (or a replay of one); false when it appended nothing.
 	Changed bool
 	// Element is the element change of an accepted list write (the
-	// value pushed or popped); nil on a replay.
+	// value pushed or popped); on a replayed pop, the value it popped
+	// (Member unset); nil on any other replay.
 	Element *events.Element
 	// TxnID and Txn are a transaction's: its id and each step's result,
 	// in order (values unmasked: the API hides what the caller may not

@@ -70,6 +70,9 @@ func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef,
 func DecideList(cur events.State, end listElem, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
+		if d.result.Replayed {
+			d.result.Element = replayedPop(cur, known, r)
+		}
 		return d
 	}
 	meta, err := listMeta(visible)
@@ -134,6 +137,22 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 	d.result.Changed = true
 	d.result.Element = ev.Element
 	return d
+}
+
+// replayedPop is the element change a replay of r (the list's latest
+// write, at cur) answers: for a pop, the value it popped, as known from
+// the overlay, the batch or kv_history (AppliedRequest.Popped); nil for
+// every other write, and when nothing holds the value any more (history
+// retention deleted its event: the replay answers no value).
+func replayedPop(cur events.State, known requestMemory, r *Request) *events.Element {
+	if r.Op != events.OpLPop && r.Op != events.OpRPop {
+		return nil
+	}
+	a, ok := known.get(r)
+	if !ok || a.Version != cur.Version || len(a.Popped) == 0 {
+		return nil
+	}
+	return &events.Element{Op: events.ElementRemove, Value: a.Popped}
 }
 
 // ReadLen answers llen from the list's entry as a read sees it: 0 for

@@ -196,3 +196,79 @@ func TestListsFollowThePartition(t *testing.T) {
 		t.Fatalf("llen %+v %v", l, err)
 	}
 }
+
+// TestDecideListReplayedPop: a retry of the list's latest write, a pop,
+// answers the value it popped (known from the overlay, the batch or
+// kv_history), the list's length and version after it, and appends
+// nothing; without the value (history retention) it is still a replay.
+// An older pop retried is stale, and a replayed push answers no element.
+func TestDecideListReplayedPop(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/jobs")
+	pop := &Request{Key: key, Op: events.OpLPop, RequestID: "R", Principal: "p"}
+	push := &Request{Key: key, Op: events.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "P", Principal: "p"}
+	after := func(r *Request, v int64) events.State {
+		return events.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: events.Entry{Key: key.String(), Version: v,
+			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: events.Semantics{Purpose: "list"}}}
+	}
+	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
+	popped := json.RawMessage(`{"job":7}`)
+	for _, tc := range []struct {
+		name  string
+		cur   events.State
+		known requestMemory
+		r     *Request
+		value string // answered; "" none
+		code  string
+	}{
+		{"OKReplayAnswersThePoppedValue", after(pop, 5), requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, `{"job":7}`, ""},
+		{"OKReplayWithoutKnownValueAnswersNone", after(pop, 5), requestMemory{}, pop, "", ""},
+		{"OKReplayIgnoresTheValueOfAnotherVersion", after(pop, 5), requestMemory{ref: {Version: 4, Digest: pop.Digest(), Popped: popped}}, pop, "", ""},
+		{"OKReplayedPushAnswersNoElement", after(push, 5), requestMemory{}, push, "", ""},
+		{"ErrOlderPopIsStale", after(push, 6), requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, "", events.EConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideList(tc.cur, listElem{}, tc.known, tc.r, now, 1, DefaultRequestIDWindow)
+			if tc.code != "" {
+				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
+				}
+				return
+			}
+			if d.err != nil || d.event != nil || !d.result.Replayed || !d.result.Changed {
+				t.Fatalf("decision %+v, want a replay appending nothing", d)
+			}
+			a := ListAnswer(d.result)
+			if string(a.Value) != tc.value || a.Length != 2 || a.Version != 5 {
+				t.Fatalf("answer %+v (value %s), want value %q length 2 version 5", a, a.Value, tc.value)
+			}
+		})
+	}
+}
+
+// TestRecallRemembersThePoppedValue: the overlay entry after a pop holds
+// the value it popped, and recall hands it to the decision of a retry;
+// the entry after any later event forgets it. The batch's memory does
+// the same for a pop decided earlier in the batch.
+func TestRecallRemembersThePoppedValue(t *testing.T) {
+	key := "tenant/a/project/b/jobs"
+	ref := projection.RequestRef{Key: key, RequestID: "R"}
+	popEv := &events.Event{Key: key, Version: 3, Kind: events.KindPut, Op: events.OpLPop, RequestID: "R", RequestDigest: "d",
+		Element: &events.Element{Op: events.ElementRemove, Member: events.ListPosition(0), Value: json.RawMessage(`"a"`)}}
+	var o overlayEntry
+	o = o.next(popEv, 10, DefaultRequestIDWindow)
+	known := requestMemory{}
+	if ask := recall(ref, o, true, known, DefaultRequestIDWindow); ask || string(known[ref].Popped) != `"a"` || known[ref].Version != 3 {
+		t.Fatalf("recall after the pop: ask %v known %+v, want the popped value at version 3", ask, known[ref])
+	}
+	o = o.next(&events.Event{Key: key, Version: 4, Kind: events.KindPut, Op: events.OpRPush, RequestID: "S",
+		Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, DefaultRequestIDWindow)
+	if o.popped != nil {
+		t.Fatalf("entry after a push remembers popped %s", o.popped)
+	}
+	batch := requestMemory{}
+	batch.add(popEv)
+	if string(batch[ref].Popped) != `"a"` {
+		t.Fatalf("batch memory %+v, want the popped value", batch[ref])
+	}
+}

@@ -43,6 +43,9 @@ type overlayEntry struct {
 	// vals are the values of the list elements among elems (lists.go):
 	// position -> value, for a pop of an unprojected push.
 	vals map[string]json.RawMessage
+	// popped is the value the latest event popped when it is an lpop or
+	// rpop: a retry of that pop is answered with it (recall).
+	popped json.RawMessage
 }
 
 // partition is this writer's ownership of one partition of kv.changes: the

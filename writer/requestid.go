@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -65,8 +66,17 @@ func requestRef(r *Request) (ref projection.RequestRef, ok bool) {
 // add remembers an event appended by the batch.
 func (m requestMemory) add(e *events.Event) {
 	if e.RequestID != "" {
-		m[projection.RequestRef{Key: e.Key, RequestID: e.RequestID}] = projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest}
+		m[projection.RequestRef{Key: e.Key, RequestID: e.RequestID}] = projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest, Popped: popped(e)}
 	}
+}
+
+// popped is the value e popped (nil unless e is an lpop or rpop): what a
+// replay of e answers.
+func popped(e *events.Event) json.RawMessage {
+	if (e.Op == events.OpLPop || e.Op == events.OpRPop) && e.Element != nil {
+		return e.Element.Value
+	}
+	return nil
 }
 
 // get returns what is known of r's requestId on its key.
@@ -126,7 +136,7 @@ func (o overlayEntry) next(e *events.Event, offset, window int64) overlayEntry {
 	if o.state.Version == 0 {
 		since = e.Version
 	}
-	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since}
+	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since, popped: popped(e)}
 	return n.withElement(o, e)
 }
 
@@ -151,7 +161,12 @@ func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMem
 	}
 	if in {
 		if e.state.Version > 0 && e.state.Entry.RequestID == ref.RequestID {
-			return false // the latest write: Decide replays or refuses it
+			// The latest write: Decide replays or refuses it, and a
+			// replayed pop answers the value it popped.
+			if e.popped != nil {
+				known[ref] = projection.AppliedRequest{Version: e.state.Version, Digest: e.state.RequestDigest, Popped: e.popped}
+			}
+			return false
 		}
 		if a, found := e.requests.find(ref.RequestID); found {
 			known[ref] = a

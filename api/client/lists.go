@@ -14,8 +14,8 @@ import (
 
 // Lists (docs/collections.md): a list is one key; its values are JSON.
 // Every write gets a requestId when it has none, so a retry after a lost
-// answer is never applied twice (a replayed pop answers without its
-// value: the value was returned by the lost answer).
+// answer is never applied twice (a retried pop is answered as a replay
+// with the value it popped, so the value of a lost answer is not lost).
 
 // PushRequest pushes Value onto the list at Key.
 type PushRequest struct {
