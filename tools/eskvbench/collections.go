@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+)
+
+// sizeFigure is a figure of collections (13 sets, 14 lists): one read
+// timed on a small and a large collection loaded straight into the
+// projection, whose latency should not depend on the size, so the second
+// step's p50 is compared with the first's.
+type sizeFigure struct {
+	steps [2]string // step names, small first
+	sizes [2]int
+	kind  string // "set" or "list": names the key and the notes
+	noun  string // what the collection holds: "members", "values"
+	// title names a step on a collection of n elements.
+	title  func(n int) string
+	target time.Duration // p50
+	// load writes the collection key with n elements into the projection.
+	load func(ctx context.Context, key string, n int) error
+	// probe makes one read of key (n elements) and reports whether its
+	// answer was right (only looked at on 200).
+	probe func(ctx context.Context, key string, n int, buf *bytes.Buffer) (status int, right bool, err error)
+	// route is the read's route, for the note.
+	route string
+}
+
+// sizeFigure measures f: both steps, each skipped when the bench does
+// not run its own stack (it writes straight into the projection).
+func (b *bench) sizeFigure(ctx context.Context, f sizeFigure) []result {
+	out := make([]result, 0, len(f.steps))
+	for i, step := range f.steps {
+		n := f.sizes[i]
+		title := f.title(n)
+		switch {
+		case !b.s.own:
+			out = append(out, result{Step: step, Title: title, Verdict: verdictSkip, Note: "only on the bench's own stack: it loads the " + f.kind + " straight into the projection"})
+			continue
+		case b.s.db == nil:
+			out = append(out, result{Step: step, Title: title, Verdict: verdictSkip, Note: "no projection database"})
+			continue
+		}
+		key := b.key(f.kind+"s-"+b.runID, fmt.Sprintf("%s-%d", f.noun, n))
+		b.logf("%s loading a %s of %d %s straight into the projection", step, f.kind, n, f.noun)
+		start := time.Now()
+		if err := f.load(ctx, key, n); err != nil {
+			out = append(out, result{Step: step, Title: title, Verdict: verdictSkip, Note: "loading the " + f.kind + ": " + err.Error()})
+			continue
+		}
+		loaded := time.Since(start)
+		b.logf("%s %s x %d", step, f.route, b.c.n)
+		var buf bytes.Buffer
+		var wrong int
+		lat, errs, elapsed := timed(ctx, b.c.n, false, func() (int, error) {
+			status, right, err := f.probe(ctx, key, n, &buf)
+			if err == nil && status == http.StatusOK && !right {
+				wrong++
+			}
+			return status, err
+		})
+		r := newResult(step, title, summarize(lat), errs, elapsed)
+		r.target(targetP50, f.target)
+		r.Note = fmt.Sprintf("%s; the %s was loaded straight into Postgres in %s "+
+			"(its entry with projection.Store.Apply, its %s with one INSERT ... SELECT generate_series, then ANALYZE kv_elements)",
+			f.route, f.kind, loaded.Round(time.Millisecond), f.noun)
+		if wrong > 0 {
+			r.Verdict, r.Note = verdictMiss, fmt.Sprintf("%d answers were wrong; %s", wrong, r.Note)
+		}
+		if len(out) == 1 && out[0].P50 > 0 {
+			r.Note += fmt.Sprintf("; p50 %.2fx that of %s", float64(r.P50)/float64(out[0].P50), f.steps[0])
+		}
+		out = append(out, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out
+}
+
+// loadCollection writes a collection key of n elements into the
+// projection: its entry through projection.Store.Apply (one synthetic
+// event adding the first element, el, whose metadata says the size, as
+// the projector would apply it), then the other elements with insert
+// ($1 the key, $2 n: rows 1 .. n-1 of generate_series), then ANALYZE
+// kv_elements (what autovacuum does within a minute).
+func (b *bench) loadCollection(ctx context.Context, key string, purpose string, op events.Op, el *events.Element, insert string, n int) error {
+	k, err := events.ParseKey(key)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	meta, _ := json.Marshal(events.CollectionMeta{Type: purpose, Size: int64(n), Since: 1})
+	e := events.Event{
+		SchemaVersion: events.SchemaVersion, Key: key, Scope: k.Scope(), Version: 1, Kind: events.KindPut, Op: op,
+		Before: json.RawMessage("null"), After: meta, CreatedAt: now, TS: now, Principal: "eskvbench",
+		Semantics: events.Semantics{Purpose: purpose, Producer: "eskvbench"},
+		Element:   el,
+	}
+	part := events.Partition(k.Scope(), int32(b.c.partitions))
+	if err := projection.New(b.s.db).Apply(ctx, scanTopic, []projection.Applied{{Partition: part, Offset: int64(n), Event: e}}); err != nil {
+		return err
+	}
+	if _, err := b.s.db.Exec(ctx, insert, key, n); err != nil {
+		return err
+	}
+	_, err = b.s.db.Exec(ctx, `ANALYZE kv_elements`)
+	return err
+}
+
+// getJSON sends an authorized GET of path to the writer and decodes a 200
+// answer into a.
+func (b *bench) getJSON(ctx context.Context, path string, buf *bytes.Buffer, a any) (status int, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.s.writerURL+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header["Authorization"] = []string{b.auth}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		err = json.Unmarshal(buf.Bytes(), a)
+	}
+	return resp.StatusCode, err
+}
