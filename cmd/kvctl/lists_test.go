@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -66,13 +64,7 @@ func TestListsCLI(t *testing.T) {
 // in KVSTORE_TABLE, over a log of 1,005 events: lrange 0 99 prints the
 // newest 100, newest first, and ltrim 0 999 keeps the newest 1,000.
 func TestSeedUseCase7(t *testing.T) {
-	url := stack.MustStart(t)
-	bin := t.TempDir()
-	if err := os.Symlink(mustBuild(t), filepath.Join(bin, "kvstore")); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE=tenant/acme/project/activity", "KVCTL_FORMAT=")
+	_, env := seedShell(t, "tenant/acme/project/activity")
 	run := func(script string) string {
 		cmd := exec.Command("bash", "-e", "-c", script)
 		cmd.Env = env

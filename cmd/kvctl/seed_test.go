@@ -115,21 +115,9 @@ func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func
 // on PATH and a namespace in KVSTORE_TABLE; the seed's rate limit needs
 // --min 0 (an eskv counter may go below zero).
 func TestSeedUseCases(t *testing.T) {
-	url := stack.MustStart(t)
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "kvstore"), ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	_, env := seedShell(t, "tenant/acme/project/seed")
 	cmd := exec.Command("bash", "-eu", filepath.Join("testdata", "seed-use-cases.sh"))
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "KVCTL_") && !strings.HasPrefix(name, "KVSTORE_") && name != "PATH" && name != "ESKV_DEV_TOKEN" {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE=tenant/acme/project/seed")
+	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("seed use cases: %v\n%s", err, out)
@@ -186,4 +174,25 @@ func TestDecMinConcurrent(t *testing.T) {
 	if err != nil || n.Value != 0 {
 		t.Fatalf("quota %d, %v; want 0", n.Value, err)
 	}
+}
+
+// seedShell is a shell environment for the seed's scripts as written: a
+// stack, kvctl on PATH as kvstore (in the directory bin), its URL and
+// token, the namespace table in KVSTORE_TABLE, and none of the caller's
+// other KVCTL_ or KVSTORE_ settings.
+func seedShell(t *testing.T, table string) (bin string, env []string) {
+	t.Helper()
+	url := stack.MustStart(t)
+	bin = t.TempDir()
+	if err := os.Symlink(mustBuild(t), filepath.Join(bin, "kvstore")); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "KVCTL_") && !strings.HasPrefix(name, "KVSTORE_") && name != "PATH" && name != "ESKV_DEV_TOKEN" {
+			env = append(env, kv)
+		}
+	}
+	return bin, append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE="+table)
 }

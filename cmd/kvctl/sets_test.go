@@ -78,11 +78,7 @@ func TestSetsCLI(t *testing.T) {
 // KVSTORE_TABLE: the first run processes the message, the second skips
 // it.
 func TestSeedUseCase6(t *testing.T) {
-	url := stack.MustStart(t)
-	bin := t.TempDir()
-	if err := os.Symlink(mustBuild(t), filepath.Join(bin, "kvstore")); err != nil {
-		t.Fatal(err)
-	}
+	bin, env := seedShell(t, "tenant/acme/project/dedup")
 	processed := filepath.Join(t.TempDir(), "processed")
 	if err := os.WriteFile(filepath.Join(bin, "process-message.sh"), []byte("#!/bin/sh\necho \"$1\" >> "+processed+"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -104,8 +100,7 @@ kvstore sadd processed-messages "$message_id"
 `
 	run := func() string {
 		cmd := exec.Command("bash", "-e", "-c", script)
-		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE=tenant/acme/project/dedup")
+		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("use case 6: %v\n%s", err, out)
