@@ -10,7 +10,10 @@ command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 
 echo "== duplicates (whole tree)"
 if command -v duplicates >/dev/null; then
-	duplicates --seconds 120 --most 200 | tee /tmp/eskv-shape-dups.$$ | head -1
+	# Into a file first: `tee | head -1` would kill tee with SIGPIPE (exit 141
+	# under pipefail) as soon as head has its line.
+	duplicates --seconds 120 --most 200 >/tmp/eskv-shape-dups.$$
+	head -1 /tmp/eskv-shape-dups.$$
 	(cd tools && go run ./shape -duplicates -root .. </tmp/eskv-shape-dups.$$)
 	rm -f /tmp/eskv-shape-dups.$$
 else
