@@ -63,6 +63,12 @@ type Config struct {
 	// once, and a killed one does not leave a member behind that keeps
 	// the group rebalancing. Empty means dynamic membership.
 	InstanceID string
+	// Retention is how much of each key's history kv_history keeps
+	// (ESKV_HISTORY_RETENTION, ParseRetention); the zero value keeps
+	// everything. RetentionInterval is how often it runs; default
+	// DefaultRetentionInterval.
+	Retention         projection.Retention
+	RetentionInterval time.Duration
 	// Opts are further options of the consumer's Kafka client (fetch
 	// sizes, for example).
 	Opts []kgo.Opt
@@ -105,6 +111,9 @@ func New(cfg Config, store *projection.Store, log *slog.Logger, reg prometheus.R
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
+	}
+	if cfg.RetentionInterval <= 0 {
+		cfg.RetentionInterval = DefaultRetentionInterval
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -179,6 +188,15 @@ func (p *Projector) Run(ctx context.Context) error {
 	go func() {
 		defer close(watched)
 		p.watch(pctx, adm, fail)
+	}()
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		p.retain(pctx)
+	}()
+	defer func() {
+		fail(nil)
+		<-retained
 	}()
 	defer func() {
 		fail(nil)
