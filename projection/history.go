@@ -1,7 +1,9 @@
 package projection
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -10,20 +12,23 @@ import (
 )
 
 // historySQL reads a page of a key's history: one range scan of
-// kv_history's primary key (key, version), oldest first. Like a listing's
-// page (listSQL), it is bounded by its row count and by a byte budget
-// decided in the statement: a running sum of each event's stored size
-// marks the rows that fit (the first always does), and only those send
-// their event. Parameters: $1 key, $2 first version, $3 page size + 1,
-// $4 byte budget.
-const historySQL = `SELECT version, fits, CASE WHEN fits THEN event::text END FROM (
-    SELECT version, event,
-        row_number() OVER page_order = 1 OR sum(pg_column_size(event) + 100) OVER page_order <= $4 AS fits
-    FROM kv_history
-    WHERE key = $1 AND version >= $2
+// kv_history's primary key (key, version), oldest first. Each event is
+// read without its before (a version's answer is the value after it),
+// as text. Like a listing's page (listSQL), the page is bounded by its
+// row count and by a byte budget decided in the statement: a running sum
+// of each event's text length marks the rows that fit (the first always
+// does), and only those send their event. Parameters: $1 key, $2 first
+// version, $3 page size + 1, $4 byte budget.
+const historySQL = `SELECT version, fits, CASE WHEN fits THEN ev END FROM (
+    SELECT version, ev,
+        row_number() OVER page_order = 1 OR sum(octet_length(ev)) OVER page_order <= $4 AS fits
+    FROM (
+        SELECT version, (event - 'before')::text AS ev FROM kv_history
+        WHERE key = $1 AND version >= $2
+        ORDER BY version
+        LIMIT $3
+    ) h
     WINDOW page_order AS (ORDER BY version)
-    ORDER BY version
-    LIMIT $3
 ) page ORDER BY version`
 
 // History returns the versions of key from version from on, oldest first:
@@ -52,7 +57,13 @@ func (s *Store) History(ctx context.Context, key string, from int64, limit, maxB
 			next = v
 			break
 		}
-		e, err := events.Unmarshal([]byte(*text))
+		// jsonb's text has spaces after ':' and ','; values are answered
+		// compact, as everywhere else.
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(*text)); err != nil {
+			return nil, 0, fmt.Errorf("projection: history of %s: %w", key, err)
+		}
+		e, err := events.Unmarshal(compact.Bytes())
 		if err != nil {
 			return nil, 0, fmt.Errorf("projection: history of %s: %w", key, err)
 		}
