@@ -93,6 +93,16 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("fromVersion past the last: %+v", a)
 	}
 
+	// A transaction's versions carry its txnId.
+	k2 := strings.TrimPrefix(base, "/v1/kv/") + "history/other"
+	if r := s.do("POST", "/v1/txn", acmeToken, `{"ops":[{"op":"put","key":"`+all.Key+`","value":6},{"op":"put","key":"`+k2+`","value":1}]}`); r.Status != 200 {
+		t.Fatalf("txn: %d %s", r.Status, r.Body)
+	}
+	a, b := historyPage(t, s, k, readerTok, "?fromVersion=6").Versions, historyPage(t, s, "/v1/kv/"+k2, readerTok, "").Versions
+	if len(a) != 1 || len(b) != 1 || a[0].TxnID == "" || a[0].TxnID != b[0].TxnID || string(a[0].Value) != "6" {
+		t.Fatalf("versions of a transaction: %+v and %+v, want one each with the same txnId", a, b)
+	}
+
 	expect(t, "never written", s.do("GET", base+"history/never:history", readerTok, nil), 404, events.ENotFound, "key")
 	expect(t, "write-only token", s.do("GET", k+":history", writerTok, nil), 403, events.EForbidden, "key")
 	expect(t, "other tenant", s.do("GET", "/v1/kv/tenant/other/project/p/k:history", acmeToken, nil), 403, events.EForbidden, "key")
