@@ -11,6 +11,7 @@ import (
 
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
+	"github.com/eskv/eskv/testenv"
 )
 
 // retainer is a projector of the stack's topic configured with keep,
@@ -158,4 +159,27 @@ func TestHistoryRetentionAge(t *testing.T) {
 	if v := counterOf(t, reg, "eskv_projector_history_deleted_total"); v != 2 {
 		t.Fatalf("eskv_projector_history_deleted_total = %v, want 2", v)
 	}
+}
+
+// TestHistoryRetentionRuns: a running projector configured with a
+// retention applies it on its own, every RetentionInterval (here a
+// second projector, in a group of its own, beside the stack's).
+func TestHistoryRetentionRuns(t *testing.T) {
+	s := mustStack(t)
+	for i := range 3 {
+		if r := s.do("PUT", base+"ret/g", acmeToken, fmt.Sprintf(`{"value":%d}`, i)); r.Status != 200 {
+			t.Fatalf("put: %d %s", r.Status, r.Body)
+		}
+	}
+	waitProjected(t, s)
+	p, err := projector.New(projector.Config{Brokers: s.broker.Addrs, Topic: s.broker.Topics.Changes, Partitions: s.broker.Topics.Partitions,
+		Group: "history-retention-test", Retention: projection.Retention{MaxVersions: 1}, RetentionInterval: 20 * time.Millisecond},
+		s.store, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunUntilCleanup(t, "retaining projector", p.Run)
+	testenv.WaitFor(t, 30*time.Second, "the retention to keep only ret/g's newest version", func() bool {
+		return historyVersions(t, s, "ret/g") == "ret/g:[3]"
+	})
 }

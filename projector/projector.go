@@ -184,23 +184,21 @@ func (p *Projector) Run(ctx context.Context) error {
 	}()
 	p.log.Info("projector started", "brokers", p.cfg.Brokers, "topic", p.cfg.Topic, "group", p.cfg.Group, "partitions", p.cfg.Partitions)
 
-	watched := make(chan struct{})
+	// The topic watcher and the history retention run beside the
+	// consumer, until Run returns.
+	watched, retained := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
 		p.watch(pctx, adm, fail)
 	}()
-	retained := make(chan struct{})
 	go func() {
 		defer close(retained)
 		p.retain(pctx)
 	}()
 	defer func() {
 		fail(nil)
-		<-retained
-	}()
-	defer func() {
-		fail(nil)
 		<-watched
+		<-retained
 	}()
 
 	err = c.Run(pctx)
