@@ -50,7 +50,7 @@ func TestHistoryPages(t *testing.T) {
 		{5, 2, 1 << 20, `5:set:5 next=0`},
 		{6, 2, 1 << 20, ` next=0`},
 		{1, 100, 2500, `1:set:{"a":1} 2:set:big 3:delete: next=4`}, // the budget ends the page before the second big value
-		{2, 100, 1, `2:set:big next=3`},                           // a page holds at least one version
+		{2, 100, 1, `2:set:big next=3`},                            // a page holds at least one version
 	} {
 		if got := page(tc.from, tc.limit, tc.maxBytes); got != tc.want {
 			t.Errorf("History(from %d, limit %d, %d bytes) = %s, want %s", tc.from, tc.limit, tc.maxBytes, got, tc.want)
