@@ -95,13 +95,22 @@ func (r Retention) Enabled() bool { return r.MaxAge > 0 || r.MaxVersions > 0 }
 // at most $5 rows: versions at or below the key's version minus $3, and
 // versions whose ts is before $4, never the key's own version (kv_entries
 // holds the version of the key's newest projected event, whose
-// kv_history row is written in the same transaction). It answers how
+// kv_history row is written in the same transaction). Each key's rows
+// are one range of kv_history's primary key: below the key's version
+// when an age applies ($6), which must read each older row's ts; else
+// only the versions the count removes. The per-key LIMIT keeps the
+// lateral subquery a parameterized index scan per key (a plain join is
+// planned as a hash join over the whole of kv_history). It answers how
 // many rows it removed, the last key it looked at and how many keys.
 const pruneSQL = `WITH ks AS (
     SELECT key, version FROM kv_entries WHERE key > $1 ORDER BY key LIMIT $2
 ), doomed AS (
-    SELECT h.key, h.version FROM ks JOIN kv_history h ON h.key = ks.key AND h.version < ks.version
-    WHERE h.version <= ks.version - $3 OR h.ts < $4
+    SELECT d.key, d.version FROM ks CROSS JOIN LATERAL (
+        SELECT h.key, h.version FROM kv_history h
+        WHERE h.key = ks.key AND h.version < CASE WHEN $6 THEN ks.version ELSE ks.version - $3 + 1 END
+            AND (h.version <= ks.version - $3 OR h.ts < $4)
+        LIMIT $5
+    ) d
     LIMIT $5
 ), gone AS (
     DELETE FROM kv_history h USING doomed d WHERE h.key = d.key AND h.version = d.version RETURNING 1
@@ -137,7 +146,7 @@ func (s *Store) PruneHistory(ctx context.Context, r Retention, now time.Time, b 
 	for {
 		var deleted, keys int64
 		var last string
-		err := s.pool.QueryRow(ctx, pruneSQL, after, b.Keys, keep, before, b.Rows).Scan(&deleted, &last, &keys)
+		err := s.pool.QueryRow(ctx, pruneSQL, after, b.Keys, keep, before, b.Rows, r.MaxAge > 0).Scan(&deleted, &last, &keys)
 		if err != nil {
 			return total, translate("prune history", err)
 		}
