@@ -99,3 +99,24 @@ func TestStashKeysListInCreationOrder(t *testing.T) {
 		t.Fatalf("listed %v, want %v", got, want)
 	}
 }
+
+// TestStashKeysCarrySemantics: the keys a table creates say what they
+// are for (the semantic-KV seed's envelope).
+func TestStashKeysCarrySemantics(t *testing.T) {
+	tb, err := Open(stack.MustStart(t), stack.DevToken, "tenant/acme/project/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, purpose := range map[string]string{TypeCounter: "counter", TypeContext: "config", TypeLock: "other"} {
+		s := &Stash{Name: typ, StashType: typ}
+		if err := tb.Set("", s); err != nil {
+			t.Fatal(err)
+		}
+		for key, want := range map[string]string{tb.stashKey(s.StashID): purpose, tb.nameKey(globalScope, typ): "other"} {
+			e, err := tb.c.Get(t.Context(), key)
+			if err != nil || e.Semantics.Purpose != want || e.Semantics.Producer != producer {
+				t.Fatalf("%s: %+v, %v; want purpose %s by %s", key, e.Semantics, err, want, producer)
+			}
+		}
+	}
+}

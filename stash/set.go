@@ -218,6 +218,22 @@ type putOf struct {
 	version int64
 }
 
+// producer is the semantics.producer of the keys a table creates.
+const producer = "eskv-stash"
+
+// purposeOf is the semantics.purpose of a stash key by stash type (the
+// semantic-KV seed's purposes); a later write keeps it. A lock stash is
+// "other": eskv's purpose "lock" belongs to its own lock operations.
+func purposeOf(stashType string) string {
+	switch stashType {
+	case TypeCounter:
+		return "counter"
+	case TypeContext:
+		return "config"
+	}
+	return "other"
+}
+
 // putOps are the transaction ops of puts.
 func putOps(puts ...putOf) ([]events.TxnOp, error) {
 	ops := make([]events.TxnOp, len(puts))
@@ -227,6 +243,13 @@ func putOps(puts ...putOf) ([]events.TxnOp, error) {
 			return nil, fmt.Errorf("stash: encode the value of %s: %w", p.key, err)
 		}
 		ops[i] = events.TxnOp{Op: events.OpPut, Key: p.key, Value: b, Condition: &events.Condition{Version: &p.version}}
+		if p.version == 0 { // a new key: say what it is for
+			purpose := "other"
+			if d, ok := p.v.(doc); ok {
+				purpose = purposeOf(d.StashType)
+			}
+			ops[i].Semantics = &events.Semantics{Purpose: purpose, Producer: producer}
+		}
 	}
 	return ops, nil
 }
