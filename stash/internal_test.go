@@ -31,6 +31,13 @@ func TestNameKeysAreValidAndDistinct(t *testing.T) {
 	if _, err := Open("http://x", "t", "tenant/a/project/"+strings.Repeat("p", maxProjectLen)); err == nil {
 		t.Fatal("Open took a project too long for its keys")
 	}
+	longest := &Table{project: "tenant/a/project/" + strings.Repeat("p", maxProjectLen-len("tenant/a/project/"))}
+	id, _ := newID()
+	for _, k := range []string{longest.stashKey(id), longest.linkKey(id), longest.nameKey(strings.Repeat("t", 300), strings.Repeat("n", 300))} {
+		if _, err := events.ParseKey(k); err != nil {
+			t.Fatalf("project of %d characters: key %s: %v", maxProjectLen, k, err)
+		}
+	}
 }
 
 // TestR11_6DeleteOfALockAcquiredMeanwhileConflicts: Delete decides on

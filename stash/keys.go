@@ -25,9 +25,13 @@ const (
 // name is too long to spell: "h." and 32 hex digits (128 bits of SHA-256).
 const hashedNameLen = 2 + 32
 
+// idLen is the length of a UUID's text.
+const idLen = 36
+
 // maxProjectLen is the longest project whose every key fits eskv's key
-// limit: the hashed name key is the longest a table writes.
-const maxProjectLen = events.MaxKeyLen - len(nameDir) - hashedNameLen
+// limit: the longest key a table writes is a link key or a hashed name
+// key.
+const maxProjectLen = events.MaxKeyLen - max(len(scopeDir)+idLen, len(nameDir)+hashedNameLen)
 
 // stashKey is the key of stash id.
 func (t *Table) stashKey(id string) string { return t.project + stashDir + id }
