@@ -160,13 +160,7 @@ func (s *Stash) Increment(delta int64) (int64, error) {
 // as a compare-and-swap, so of two workers acquiring from one version only
 // one is saved; the other gets ErrConflict and must read again.
 func (s *Stash) Acquire(holder string) error {
-	if s.StashType != TypeLock {
-		return fmt.Errorf("Acquire on %s stash %q: %w", s.StashType, s.Name, ErrInvalidStashType)
-	}
-	if holder == "" {
-		return fmt.Errorf("Acquire of lock %q: holder is empty: %w", s.Name, ErrInvalidHolder)
-	}
-	cur, err := lockHolder(s.Value)
+	cur, err := s.lockCheck("Acquire", holder)
 	if err != nil {
 		return err
 	}
@@ -183,13 +177,7 @@ func (s *Stash) Acquire(holder string) error {
 
 // Release frees the lock in memory (R6.3) when holder holds it.
 func (s *Stash) Release(holder string) error {
-	if s.StashType != TypeLock {
-		return fmt.Errorf("Release on %s stash %q: %w", s.StashType, s.Name, ErrInvalidStashType)
-	}
-	if holder == "" {
-		return fmt.Errorf("Release of lock %q: holder is empty: %w", s.Name, ErrInvalidHolder)
-	}
-	cur, err := lockHolder(s.Value)
+	cur, err := s.lockCheck("Release", holder)
 	if err != nil {
 		return err
 	}
@@ -199,6 +187,18 @@ func (s *Stash) Release(holder string) error {
 	s.Value = nil
 	s.mutated(StashOpRelease)
 	return nil
+}
+
+// lockCheck validates a lock method's call (R2.4, R6) and returns the
+// current holder ("" when free).
+func (s *Stash) lockCheck(method, holder string) (string, error) {
+	if s.StashType != TypeLock {
+		return "", fmt.Errorf("%s on %s stash %q: %w", method, s.StashType, s.Name, ErrInvalidStashType)
+	}
+	if holder == "" {
+		return "", fmt.Errorf("%s of lock %q: holder is empty: %w", method, s.Name, ErrInvalidHolder)
+	}
+	return lockHolder(s.Value)
 }
 
 // mutated records an entity method: the PRD's in-memory version bump and
