@@ -49,8 +49,12 @@ func (t *Table) create(ctx context.Context, s *Stash) error {
 	}
 	nameKey := t.nameKey(globalScope, s.Name)
 	if !validType(s.StashType) {
-		if _, err := t.c.Get(ctx, nameKey); err == nil {
+		_, err := t.c.Get(ctx, nameKey)
+		switch {
+		case err == nil:
 			return fmt.Errorf("stash: create: name %q is taken: %w", s.Name, ErrDuplicateName)
+		case events.ErrorCode(err) != events.ENotFound:
+			return apiError(err, "create: read the reservation of name "+s.Name)
 		}
 		return fmt.Errorf("stash: create: stash type %q is not one of resource, artifact, context, counter, lock: %w", s.StashType, ErrInvalidStashType)
 	}
