@@ -138,6 +138,9 @@ func TestR1_4NamesUniqueInScope(t *testing.T) {
 	for _, n := range names {
 		err := tb.Set("", &stash.Stash{Name: n, StashType: stash.TypeCounter})
 		wantErr(t, "second create of "+n, err, stash.ErrDuplicateName)
+		if got := mustFetch(t, tb, map[string]any{"name": n}); len(got) != 1 || got[0].Name != n {
+			t.Fatalf("Fetch by name %q: %v", n, got)
+		}
 	}
 	const racers = 10
 	var wg sync.WaitGroup
