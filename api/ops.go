@@ -58,6 +58,7 @@ var handlers = map[events.Op]handler{
 	events.OpLTrim:           {write: (*Server).trim},
 	events.OpLRange:          {query: (*Server).lrange, params: []string{"start", "stop"}},
 	events.OpLLen:            {read: answer(writer.ReadLen)},
+	events.OpHistory:         {query: (*Server).history, params: []string{"fromVersion", "limit", "cursor"}},
 }
 
 // answer is the read of an op whose answer f decides from the entry.

@@ -60,6 +60,10 @@ type Lister interface {
 	// Range returns the values of the list key from index start to stop
 	// (Redis indexes), at most limit, and whether more were in range.
 	Range(ctx context.Context, key string, start, stop int64, limit int, now time.Time) ([]json.RawMessage, bool, error)
+	// History returns the key's versions from version from on, oldest
+	// first (at most limit, within maxBytes but at least one), and the
+	// version the next page starts at (0 after the last).
+	History(ctx context.Context, key string, from int64, limit, maxBytes int) ([]events.HistoryVersion, int64, error)
 }
 
 // Defaults of Config.

@@ -88,7 +88,8 @@ func TestScanSeesAcknowledgedPatch(t *testing.T) {
 // TestListThroughAnyWriter: two writer processes share the partitions; a
 // key written through one is listed at once through either, the writer
 // that does not own the prefix's partition forwarding the listing (and its
-// filter) to the one that does.
+// filter) to the one that does; its history (:history) is read the same
+// way.
 func TestListThroughAnyWriter(t *testing.T) {
 	ps := mustWriterProcs(t, 2)
 	s, urls := ps.stack, ps.urls
@@ -116,6 +117,10 @@ func TestListThroughAnyWriter(t *testing.T) {
 				}
 				if got := keysOf(listPrefix(t, lu, prefix, "&field=via&op=eq&value="+fmt.Sprint(w)), prefix); !slices.Equal(got, []string{name}) {
 					t.Fatalf("scan via = %d through %s: %v, want [%s]", w, lu, got, name)
+				}
+				if r, err := call("GET", lu+"/v1/kv/"+prefix+name+":history", ""); err != nil || r.Status != http.StatusOK ||
+					!strings.Contains(string(r.Body), `"versions":[{"version":1,`) {
+					t.Fatalf("history of %s written through %s, read through %s (owner %s): %v %d %s", name, u, lu, owner, err, r.Status, r.Body)
 				}
 				if lu != owner {
 					forwarded++

@@ -94,6 +94,7 @@ var opTable = []opSpec{
 	{op: OpLTrim, verb: "ltrim", purpose: PurposeList},
 	{op: OpLRange, verb: "lrange", read: true, purpose: PurposeList},
 	{op: OpLLen, verb: "llen", read: true, purpose: PurposeList},
+	{op: OpHistory, verb: "history", read: true},
 }
 
 func (o Op) spec() opSpec {

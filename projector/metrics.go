@@ -16,6 +16,10 @@ type metrics struct {
 	resets        *prometheus.CounterVec
 	carried       prometheus.Gauge
 	txnIncomplete prometheus.Counter
+
+	historyDeleted    prometheus.Counter
+	retentionRun      prometheus.Gauge
+	retentionDuration prometheus.Gauge
 }
 
 // lagBuckets resolve p99 from a millisecond to a few hundred ms finely,
@@ -64,6 +68,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "eskv transactions (events sharing a txnId) not whole in their Kafka transaction, applied as they are: " +
 				"a writer bug, or compaction removed superseded events of an old transaction.",
 		}),
+		historyDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_projector_history_deleted_total",
+			Help: "kv_history rows removed by the history retention (ESKV_HISTORY_RETENTION).",
+		}),
+		retentionRun: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_projector_history_retention_last_run_timestamp_seconds",
+			Help: "When the history retention last completed a run (unix seconds; 0: never).",
+		}),
+		retentionDuration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_projector_history_retention_duration_seconds",
+			Help: "How long the last completed history retention run took.",
+		}),
 	}
 	for _, r := range changelog.Reasons {
 		m.resets.WithLabelValues(r) // exported at 0, so alerts need no absent()
@@ -71,7 +87,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset, m.resets, m.carried, m.txnIncomplete} {
+	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset, m.resets, m.carried, m.txnIncomplete,
+		m.historyDeleted, m.retentionRun, m.retentionDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -63,6 +63,12 @@ type Config struct {
 	// once, and a killed one does not leave a member behind that keeps
 	// the group rebalancing. Empty means dynamic membership.
 	InstanceID string
+	// Retention is how much of each key's history kv_history keeps
+	// (ESKV_HISTORY_RETENTION, ParseRetention); the zero value keeps
+	// everything. RetentionInterval is how often it runs; default
+	// DefaultRetentionInterval.
+	Retention         projection.Retention
+	RetentionInterval time.Duration
 	// Opts are further options of the consumer's Kafka client (fetch
 	// sizes, for example).
 	Opts []kgo.Opt
@@ -105,6 +111,9 @@ func New(cfg Config, store *projection.Store, log *slog.Logger, reg prometheus.R
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
+	}
+	if cfg.RetentionInterval <= 0 {
+		cfg.RetentionInterval = DefaultRetentionInterval
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -175,14 +184,21 @@ func (p *Projector) Run(ctx context.Context) error {
 	}()
 	p.log.Info("projector started", "brokers", p.cfg.Brokers, "topic", p.cfg.Topic, "group", p.cfg.Group, "partitions", p.cfg.Partitions)
 
-	watched := make(chan struct{})
+	// The topic watcher and the history retention run beside the
+	// consumer, until Run returns.
+	watched, retained := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
 		p.watch(pctx, adm, fail)
 	}()
+	go func() {
+		defer close(retained)
+		p.retain(pctx)
+	}()
 	defer func() {
 		fail(nil)
 		<-watched
+		<-retained
 	}()
 
 	err = c.Run(pctx)

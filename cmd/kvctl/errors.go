@@ -268,6 +268,8 @@ func (a *app) notFound(subject, field string) string {
 		return "the pool has no leader: become it with 'kvctl leader elect " + subject + "'"
 	case "kvctl lpop", "kvctl rpop":
 		return fmt.Sprintf("%s is empty: push a value with 'kvctl rpush %s VALUE'", subject, subject)
+	case "kvctl history":
+		return fmt.Sprintf("check the key (a deleted key keeps its history, so this one never existed), or look for keys with 'kvctl list %s'", projectPrefix(subject))
 	}
 	return fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", subject, projectPrefix(subject))
 }

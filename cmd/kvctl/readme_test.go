@@ -65,7 +65,8 @@ func testReadmeSection(t *testing.T, env map[string]string) {
 	for _, want := range []string{"exit 1: ", " exists\n", " is gone\n", `{"hello":"world"}`, "\n\"claimed\"\n", "nightly job, token ", `"holder":"scheduler-1"`, "applied: 2 ops\n", "exit 1: op 0's condition failed",
 		"Rate limit exceeded\n", "exit 1: agent/status already exists", "\n\"none\"\n", "rate-limit/api-key-123\n", "quiet: exit 0\n",
 		"agent-123 is active\n", "\n2\n", "exit 1: agent-123 is gone",
-		"\nUser logout at 09:30\n1\nUser login at 09:00\n", "exit 1: activity-log is empty"} {
+		"\nUser logout at 09:30\n1\nUser login at 09:00\n", "exit 1: activity-log is empty",
+		"(deleted)", `"cursor":"3"`, "exit 1: never written"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the README section's output lacks %q:\n%s", want, out)
 		}

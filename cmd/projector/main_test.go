@@ -26,7 +26,8 @@ import (
 )
 
 func TestHelpListsTheEnvironment(t *testing.T) {
-	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_TOPIC", "ESKV_PARTITIONS", "ESKV_PROJECTOR_ADDR", "ESKV_LOG_LEVEL")
+	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_TOPIC", "ESKV_PARTITIONS", "ESKV_PROJECTOR_ADDR", "ESKV_LOG_LEVEL",
+		"ESKV_HISTORY_RETENTION", "ESKV_HISTORY_RETENTION_INTERVAL")
 }
 
 // TestErrBadEnv: a variable the flag does not accept is an error naming
@@ -41,6 +42,10 @@ func TestErrBadEnv(t *testing.T) {
 		{nil, "ESKV_PROJECTOR_CHECK_INTERVAL", "30"},
 		{nil, "ESKV_PROJECTOR_CHECK_INTERVAL", "0s"},
 		{nil, "ESKV_LOG_LEVEL", "loud"},
+		{nil, "ESKV_HISTORY_RETENTION", "versions=0"},
+		{nil, "ESKV_HISTORY_RETENTION", "age=forever"},
+		{nil, "ESKV_HISTORY_RETENTION", "keep=all"},
+		{nil, "ESKV_HISTORY_RETENTION_INTERVAL", "0s"},
 		{[]string{"rebuild", "-into", "x"}, "ESKV_PARTITIONS", "twelve"},
 		{[]string{"diff"}, "ESKV_LOG_LEVEL", "verbose"},
 	} {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -18,7 +19,8 @@ import (
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var c config
 	var addr, addrFile, instanceID string
-	var every time.Duration
+	var every, retainEvery time.Duration
+	var retention string
 	var limits service.HTTPLimits
 	f := newFlags("serve", &c, slog.LevelInfo, stderr)
 	f.StringVar(&addr, "addr", "127.0.0.1:8081", "listen address of /healthz, /readyz and /metrics")
@@ -28,6 +30,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f.DurationVar(&every, "check-interval", projector.DefaultCheckInterval,
 		"how often a running projector re-checks that the topic was not recreated, truncated or repartitioned")
 	f.Env("check-interval", "ESKV_PROJECTOR_CHECK_INTERVAL")
+	f.StringVar(&retention, "history-retention", "",
+		"how much of each key's history kv_history keeps: age=<duration> and/or versions=<n> (age=720h,versions=100); "+
+			"empty keeps everything; a key's newest version is always kept")
+	f.Env("history-retention", "ESKV_HISTORY_RETENTION")
+	f.DurationVar(&retainEvery, "history-retention-interval", projector.DefaultRetentionInterval,
+		"how often the history retention runs")
+	f.Env("history-retention-interval", "ESKV_HISTORY_RETENTION_INTERVAL")
 	host, _ := os.Hostname()
 	f.StringVar(&instanceID, "instance-id", "projector-"+host,
 		"static consumer-group member id: a restarted projector takes its partitions back at once; unique per projector")
@@ -36,7 +45,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"), limits.Check(f)); err != nil {
+	keep, rerr := projector.ParseRetention(retention)
+	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"),
+		f.Check(rerr == nil, "history-retention", fmt.Sprint(rerr)),
+		f.Check(retainEvery > 0, "history-retention-interval", "must be a positive duration"), limits.Check(f)); err != nil {
 		return err
 	}
 	log := c.logger(stderr)
@@ -58,6 +70,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Partitions:    int32(c.kafka.Partitions),
 		CheckInterval: every,
 		InstanceID:    instanceID,
+		Retention:     keep, RetentionInterval: retainEvery,
 	}, projection.New(pool), log, reg)
 	if err != nil {
 		return err

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+)
+
+// history serves GET /v1/kv/{key}:history?fromVersion=&limit=&cursor=: a
+// page of the key's versions, oldest first, from the projection's
+// kv_history. Linearizable like a listing: the key's owner (others
+// forward to it) waits until the projection holds every change of the key
+// it acknowledged, then one range scan of kv_history's primary key
+// answers. The read right on the key was checked (get): every value the
+// page carries is one the caller may read.
+func (s *Server) history(c echo.Context, _ events.Op, k events.Key) error {
+	q := c.QueryParams()
+	from, err := historyStart(q)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(q)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	st, err := s.w.State(ctx, k)
+	if err != nil {
+		return err
+	}
+	if st.Version == 0 {
+		return events.FieldErrorf(events.ENotFound, "key", "key %s was never written", k.String())
+	}
+	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+		return err
+	}
+	// A page holds up to MaxListBytes of events, as a listing's does, and
+	// takes one of the listings' tokens while it is in memory.
+	select {
+	case s.lists <- struct{}{}:
+		defer func() { <-s.lists }()
+	default:
+		return &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
+	}
+	versions, next, err := s.list.History(ctx, k.String(), from, limit, s.cfg.MaxListBytes)
+	if err != nil {
+		return err
+	}
+	a := events.HistoryAnswer{Key: k.String(), Versions: versions}
+	if next > 0 {
+		a.Cursor = strconv.FormatInt(next, 10)
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// historyStart is the first version a page of history asks for: the
+// cursor (a version the previous page answered) when given, else
+// fromVersion (default 1). A cursor continues a walk that began at
+// fromVersion, so a request may keep both: the page starts at the later.
+func historyStart(q url.Values) (int64, error) {
+	from := int64(1)
+	for _, name := range []string{"fromVersion", "cursor"} {
+		v, ok := q[name]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v[0], 10, 64)
+		if err != nil || n < 1 {
+			if name == "cursor" {
+				return 0, events.FieldErrorf(events.EInvalid, name, "cursor is not one this history returned")
+			}
+			return 0, events.FieldErrorf(events.EInvalid, name, "fromVersion must be an integer of at least 1")
+		}
+		from = max(from, n)
+	}
+	return from, nil
+}
