@@ -168,6 +168,8 @@ func TestR11_DeleteRemovesAtomically(t *testing.T) {
 		}
 		_, err := tb.Get(s.StashID)
 		wantErr(t, "Get after Delete", err, stash.ErrNotFound)
+		_, err = tb.History(s.StashID)
+		wantErr(t, "History after Delete", err, stash.ErrNotFound)
 		_, err = tb.ScopedTo(s.StashID)
 		wantErr(t, "ScopedTo after Delete", err, stash.ErrNotFound)
 		wantErr(t, "second Delete", tb.Delete(s.StashID), stash.ErrNotFound)
@@ -179,6 +181,9 @@ func TestR11_DeleteRemovesAtomically(t *testing.T) {
 	again := mustCreate(t, tb, "doomed", stash.TypeContext, nil) // the name is free
 	if got := mustFetch(t, tb, nil); len(got) != 1 || got[0].StashID != again.StashID {
 		t.Fatalf("after deletes: %v", got)
+	}
+	if h, err := tb.History(again.StashID); err != nil || len(h) != 1 || h[0].Operation != stash.StashOpCreate {
+		t.Fatalf("history of the re-created name: %+v, %v; want its create only", h, err)
 	}
 }
 
