@@ -60,6 +60,9 @@ type Lister interface {
 	// Range returns the values of the list key from index start to stop
 	// (Redis indexes), at most limit, and whether more were in range.
 	Range(ctx context.Context, key string, start, stop int64, limit int, now time.Time) ([]json.RawMessage, bool, error)
+	// Peek returns the next count ready items of the queue key in
+	// serving order (events.Element: member, data, deliveries).
+	Peek(ctx context.Context, key string, count int, now time.Time) ([]events.Element, error)
 }
 
 // Defaults of Config.

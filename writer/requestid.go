@@ -1,7 +1,6 @@
 package writer
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -70,11 +69,11 @@ func (m requestMemory) add(e *events.Event) {
 	}
 }
 
-// popped is the value e popped (nil unless e is an lpop or rpop): what a
-// replay of e answers.
-func popped(e *events.Event) json.RawMessage {
-	if (e.Op == events.OpLPop || e.Op == events.OpRPop) && e.Element != nil {
-		return e.Element.Value
+// popped is the element e popped (nil unless e is a pop: lpop, rpop,
+// qpop): what a replay of e answers.
+func popped(e *events.Event) *events.Element {
+	if e.Op.IsPop() && e.Element != nil {
+		return e.Element
 	}
 	return nil
 }

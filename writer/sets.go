@@ -31,11 +31,17 @@ func elementRef(r *Request) (projection.ElementRef, bool) {
 // key (after next): elems maps each member changed by an unprojected
 // event to the version of its kv_elements row after it (0: removed).
 func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEntry {
+	o.elems, o.vals, o.items = prev.elems, prev.vals, prev.items
 	if e.Element == nil {
-		o.elems, o.vals = prev.elems, prev.vals
 		return o
 	}
-	o.elems, o.vals = prev.elems, prev.vals
+	if e.Op.IsQueueWrite() {
+		if o.items == nil {
+			o.items = make(map[string]events.Element)
+		}
+		o.items[e.Element.Member] = *e.Element
+		return o
+	}
 	if o.elems == nil {
 		o.elems = make(map[string]int64)
 	}
