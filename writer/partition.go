@@ -47,8 +47,11 @@ type overlayEntry struct {
 	// (lpop, rpop, qpop): a retry of that pop is answered with it (recall).
 	popped *events.Element
 	// items are the unprojected changes of a queue's items (queues.go):
-	// member -> the item's state after them (State "": row deleted).
-	items map[string]events.Element
+	// member -> the item's state after them (State "": row deleted) and
+	// the offset of its latest change. trim drops the items the
+	// projection holds, so a queue written without pause (whose entry
+	// is never trimmed) keeps only the projector's lag here.
+	items map[string]overlayItem
 }
 
 // partition is this writer's ownership of one partition of kv.changes: the
@@ -703,13 +706,20 @@ func (p *partition) confirm(ctx context.Context) error {
 	return errUnavailable(p.id, "moving between writers")
 }
 
-// trim drops overlay entries the projection holds (offset below next).
+// trim drops overlay entries the projection holds (offset below next),
+// and the queue items it holds from the entries it keeps.
 func (p *partition) trim(next int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, e := range p.overlay {
-		if e.offset < next {
+		switch {
+		case e.offset < next:
 			delete(p.overlay, k)
+		case len(e.items) > 0:
+			if items, pruned := pruneItems(e.items, next); pruned {
+				e.items = items
+				p.overlay[k] = e
+			}
 		}
 	}
 	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))

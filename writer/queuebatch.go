@@ -10,6 +10,50 @@ import (
 	"github.com/eskv/eskv/projection"
 )
 
+// overlayItem is a queue item's state after its latest unprojected
+// change, appended at offset.
+type overlayItem struct {
+	el     events.Element
+	offset int64
+}
+
+// withItem records e's change of a queue item in the overlay entry o of
+// its key (after next). The map is changed in place, by the partition's
+// goroutine under the write lock, as withElement does; trim replaces it
+// (pruneItems), never changes it, so a batch deciding on the map it read
+// sees it whole.
+func (o overlayEntry) withItem(e *events.Event, offset int64) overlayEntry {
+	if e.Element == nil || !e.Op.IsQueueWrite() {
+		return o
+	}
+	if o.items == nil {
+		o.items = make(map[string]overlayItem)
+	}
+	o.items[e.Element.Member] = overlayItem{el: *e.Element, offset: offset}
+	return o
+}
+
+// pruneItems is items without those whose latest change the projection
+// holds (offset below next), and whether there were any.
+func pruneItems(items map[string]overlayItem, next int64) (map[string]overlayItem, bool) {
+	keep := 0
+	for _, it := range items {
+		if it.offset >= next {
+			keep++
+		}
+	}
+	if keep == len(items) {
+		return items, false
+	}
+	out := make(map[string]overlayItem, keep)
+	for m, it := range items {
+		if it.offset >= next {
+			out[m] = it
+		}
+	}
+	return out, true
+}
+
 // queueView is what a batch knows of the queue items it decides on, most
 // recent first: the items it decided itself, the overlay's (the queues'
 // unprojected item changes), and what the projection answered (items by
@@ -19,7 +63,7 @@ import (
 // its row.
 type queueView struct {
 	batch   map[projection.ElementRef]events.Element
-	overlay map[string]map[string]events.Element
+	overlay map[string]map[string]overlayItem
 	probed  map[projection.ElementRef]events.Element
 	heads   map[string][]events.Element
 	// complete[q] is the since of the last heads probe of q that found
@@ -33,7 +77,7 @@ type queueView struct {
 func newQueueView() *queueView {
 	return &queueView{
 		batch:    make(map[projection.ElementRef]events.Element),
-		overlay:  make(map[string]map[string]events.Element),
+		overlay:  make(map[string]map[string]overlayItem),
 		probed:   make(map[projection.ElementRef]events.Element),
 		heads:    make(map[string][]events.Element),
 		complete: make(map[string]int64),
@@ -48,8 +92,8 @@ func (v *queueView) item(ref projection.ElementRef) *events.Element {
 	if el, ok := v.batch[ref]; ok {
 		return stateOrNil(el)
 	}
-	if el, ok := v.overlay[ref.Collection][ref.Member]; ok {
-		return stateOrNil(el)
+	if it, ok := v.overlay[ref.Collection][ref.Member]; ok {
+		return stateOrNil(it.el)
 	}
 	if el, ok := v.probed[ref]; ok {
 		return &el
@@ -81,9 +125,9 @@ func (v *queueView) newer(q string, visit func(events.Element)) {
 			visit(el)
 		}
 	}
-	for m, el := range v.overlay[q] {
+	for m, it := range v.overlay[q] {
 		if _, shadowed := v.batch[projection.ElementRef{Collection: q, Member: m}]; !shadowed {
-			visit(el)
+			visit(it.el)
 		}
 	}
 }

@@ -136,7 +136,7 @@ func (o overlayEntry) next(e *events.Event, offset, window int64) overlayEntry {
 		since = e.Version
 	}
 	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since, popped: popped(e)}
-	return n.withElement(o, e)
+	return n.withElement(o, e).withItem(e, offset)
 }
 
 // complete reports whether the entry remembers the requestIds of all the

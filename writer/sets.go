@@ -36,11 +36,7 @@ func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEnt
 		return o
 	}
 	if e.Op.IsQueueWrite() {
-		if o.items == nil {
-			o.items = make(map[string]events.Element)
-		}
-		o.items[e.Element.Member] = *e.Element
-		return o
+		return o // next records it with its offset (withItem)
 	}
 	if o.elems == nil {
 		o.elems = make(map[string]int64)

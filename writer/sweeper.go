@@ -203,14 +203,14 @@ func (p *partition) dueItems(ctx context.Context, now time.Time) ([]*Request, er
 		p.mu.RUnlock()
 		return nil, nil
 	}
-	known := make(map[string]map[string]events.Element)
+	known := make(map[string]map[string]overlayItem)
 	for k, e := range p.overlay {
 		if e.items == nil {
 			continue
 		}
 		known[k] = e.items
-		for m, el := range e.items {
-			if el.State == events.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt) {
+		for m, it := range e.items {
+			if el := it.el; el.State == events.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt) {
 				add(k, m, el.Deliveries)
 			}
 		}
