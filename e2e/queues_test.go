@@ -11,8 +11,8 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/writer"
 	inproc "github.com/eskv/eskv/testenv/stack"
+	"github.com/eskv/eskv/writer"
 )
 
 // TestQueueExactlyOnce: 4 producers push 10,000 items into one queue
