@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
 	inproc "github.com/eskv/eskv/testenv/stack"
 	"github.com/eskv/eskv/writer"
 )
@@ -337,5 +341,85 @@ func TestQueueDedup(t *testing.T) {
 	}
 	if p, err := c.QPop(ctx, client.QPopRequest{Key: queue}); err != nil || string(p.Data) != `"d"` {
 		t.Fatalf("pop of the new item: %+v %v", p, err)
+	}
+}
+
+// TestRebuildKeepsQueueItems: after pushes, pops in flight and removed,
+// acks, a redelivery and a delete and re-create, the topic is compacted
+// (each item keeps its latest event, which carries its whole state) and
+// a projection rebuilt from it equals the live one, items included
+// (projector diff, column elements), and serves the same items.
+func TestRebuildKeepsQueueItems(t *testing.T) {
+	s := mustStack(t, inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = 100 * time.Millisecond }))
+	c := client.New(s.url, devToken)
+	ctx := t.Context()
+	const a, b = "tenant/t0/project/p/queues/a", "tenant/t1/project/p/queues/b"
+	push := func(q string, i int, prio int64) {
+		t.Helper()
+		if _, err := c.QPush(ctx, client.QPushRequest{Key: q, Data: json.RawMessage(fmt.Sprint(i)), Priority: prio, DedupID: fmt.Sprint("d", i%4)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 12 {
+		push(a, i, int64(i%3))
+	}
+	pop := func(q string, vis time.Duration) client.QueuePop {
+		t.Helper()
+		p, err := c.QPop(ctx, client.QPopRequest{Key: q, Visibility: vis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pop(a, 0)
+	acked := pop(a, time.Minute)
+	pop(a, time.Minute) // stays in flight
+	expiring := pop(a, time.Second)
+	if _, err := c.QAck(ctx, a, acked.Receipt); err != nil {
+		t.Fatal(err)
+	}
+	push(b, 100, 0)
+	push(b, 101, 0)
+	if _, err := c.Delete(ctx, b, client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	push(b, 102, 0)
+	// Wait for the redelivery of the expiring item.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		items, err := c.QPeek(ctx, a, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(items, func(it client.QueueItem) bool { return it.Item == expiring.Item && it.Deliveries == 1 }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the expiring item was not requeued")
+		}
+	}
+	waitProjected(t, s)
+	s.broker.Cluster.Compact()
+	rebuilt := projection.New(s.pg.MustSchema(t, "rebuilt"))
+	if _, err := projector.Rebuild(ctx, projector.RebuildConfig{
+		Brokers: s.broker.Addrs, Topic: s.broker.Topics.Changes, Partitions: s.broker.Topics.Partitions,
+	}, rebuilt, nil); err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	d, err := projection.Compare(ctx, s.pg.Pool, "rebuilt", "public", s.broker.Topics.Changes, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Equal() || d.NotCompared != 0 || d.Entries != 2 {
+		t.Fatalf("diff %+v, keys %+v; want equal over 2 queues", d, d.Keys)
+	}
+	for _, q := range []string{a, b} {
+		live, err := s.store.Peek(ctx, q, 100, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := rebuilt.Peek(ctx, q, 100, time.Now())
+		if err != nil || !reflect.DeepEqual(live, again) || len(live) == 0 {
+			t.Fatalf("peek of %s: live %+v, rebuilt %+v (%v)", q, live, again, err)
+		}
 	}
 }
