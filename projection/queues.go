@@ -106,6 +106,12 @@ func scanItem(row pgx.Row, extra ...any) (events.Element, error) {
 		return el, err
 	}
 	el.Op = events.ElementAdd
+	// In UTC, as the writer decides and the events carry them.
+	for _, t := range []*time.Time{el.VisibleAt, el.PushedAt} {
+		if t != nil {
+			*t = t.UTC()
+		}
+	}
 	if value != nil {
 		el.Value = json.RawMessage(*value)
 	}
