@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
 )
@@ -224,5 +225,34 @@ func TestQueueViewBatch(t *testing.T) {
 	}
 	if _, probe := newQueueView().firstReady(q, 5); !probe {
 		t.Fatal("no heads known: want a probe")
+	}
+}
+
+// TestTrimPrunesProjectedItems: a queue written without pause keeps its
+// overlay entry (its latest event is not projected yet), but trim drops
+// the items whose latest change the projection holds, replacing the map
+// so a batch deciding on the one it read still sees it whole.
+func TestTrimPrunesProjectedItems(t *testing.T) {
+	w := offlineWriter(t, Config{Topics: changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1}})
+	p := newPartition(w, 0)
+	q := "tenant/a/project/b/tasks"
+	var o overlayEntry
+	for v := int64(1); v <= 3; v++ {
+		o = o.next(&events.Event{Key: q, Version: v, Kind: events.KindPut, Op: events.OpQPush,
+			Element: &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, v), State: events.ItemReady}}, 10+v, DefaultRequestIDWindow)
+	}
+	p.setReady(true, 1, map[string]overlayEntry{q: o})
+	read := p.overlay[q].items // what a deciding batch holds
+	p.trim(13)                 // the projector applied offsets 11 and 12
+	e, ok := p.overlay[q]
+	if !ok || len(e.items) != 1 || e.items[events.QueueMember(1, 0, 3)].offset != 13 {
+		t.Fatalf("after trim: entry %v items %+v, want only the unprojected item", ok, e.items)
+	}
+	if len(read) != 3 {
+		t.Fatalf("the map a batch read changed: %+v", read)
+	}
+	p.trim(14)
+	if _, ok := p.overlay[q]; ok {
+		t.Fatal("the entry whose latest event is projected stays")
 	}
 }
