@@ -159,9 +159,15 @@ func checkQueueLog(t *testing.T, s *stack, queue string, items int, receipts map
 // timeout and not acknowledged comes back (the writer's sweeper, every
 // 100 ms here, requeues it), is delivered again with deliveries 2, and
 // its first receipt is refused (409 stale_receipt) while the second is
-// accepted; the ack removes it.
+// accepted; the ack removes it. With the projector stopped too: the
+// sweeper then finds the in-flight item in the writer's overlay.
 func TestQueueVisibilityTimeout(t *testing.T) {
-	s := mustStack(t, inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = 100 * time.Millisecond }))
+	sweep := inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = 100 * time.Millisecond })
+	t.Run("Projected", func(t *testing.T) { queueVisibilityTimeout(t, mustStack(t, sweep)) })
+	t.Run("Unprojected", func(t *testing.T) { queueVisibilityTimeout(t, mustStack(t, sweep, inproc.WithoutProjector())) })
+}
+
+func queueVisibilityTimeout(t *testing.T, s *stack) {
 	c := client.New(s.url, devToken)
 	ctx := t.Context()
 	queue := "tenant/acme/project/demo/queues/visibility"
@@ -211,9 +217,14 @@ func TestQueueVisibilityTimeout(t *testing.T) {
 
 // TestQueuePriorityFIFO: items pushed with mixed priorities are served
 // lowest priority first and first in, first out within a priority, by
-// pops and by peek, across a batch of concurrent pops too.
+// pops and by peek, across a batch of concurrent pops too; also with the
+// projector stopped (every item then lives in the writer's overlay only).
 func TestQueuePriorityFIFO(t *testing.T) {
-	s := mustStack(t)
+	t.Run("Projected", func(t *testing.T) { queuePriorityFIFO(t, mustStack(t), true) })
+	t.Run("Unprojected", func(t *testing.T) { queuePriorityFIFO(t, mustStack(t, inproc.WithoutProjector()), false) })
+}
+
+func queuePriorityFIFO(t *testing.T, s *stack, projected bool) {
 	c := client.New(s.url, devToken)
 	ctx := t.Context()
 	queue := "tenant/acme/project/demo/queues/priorities"
@@ -235,13 +246,15 @@ func TestQueuePriorityFIFO(t *testing.T) {
 			order[j], order[j-1] = order[j-1], order[j]
 		}
 	}
-	peek, err := c.QPeek(ctx, queue, 1000)
-	if err != nil || len(peek) != len(prios) {
-		t.Fatalf("peek: %+v %v", peek, err)
-	}
-	for k, it := range peek {
-		if string(it.Data) != fmt.Sprint(order[k].i) || it.Priority != order[k].prio {
-			t.Fatalf("peek[%d] = %s (priority %d), want %d (priority %d)", k, it.Data, it.Priority, order[k].i, order[k].prio)
+	if projected { // peek waits for the projector
+		peek, err := c.QPeek(ctx, queue, 1000)
+		if err != nil || len(peek) != len(prios) {
+			t.Fatalf("peek: %+v %v", peek, err)
+		}
+		for k, it := range peek {
+			if string(it.Data) != fmt.Sprint(order[k].i) || it.Priority != order[k].prio {
+				t.Fatalf("peek[%d] = %s (priority %d), want %d (priority %d)", k, it.Data, it.Priority, order[k].i, order[k].prio)
+			}
 		}
 	}
 	for k := range order {
