@@ -27,6 +27,8 @@ var statusOf = map[string]int{
 	events.EWrongType:            http.StatusConflict,
 	events.EFieldMismatch:        http.StatusConflict,
 	events.EOutOfRange:           http.StatusConflict,
+	events.EQueueEmpty:           http.StatusNotFound,
+	events.EStaleReceipt:         http.StatusConflict,
 	events.EUnavailable:          http.StatusServiceUnavailable,
 	events.EInternal:             http.StatusInternalServerError,
 	events.EMethodNotAllowed:     http.StatusMethodNotAllowed,

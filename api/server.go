@@ -64,6 +64,9 @@ type Lister interface {
 	// first (at most limit, within maxBytes but at least one), and the
 	// version the next page starts at (0 after the last).
 	History(ctx context.Context, key string, from int64, limit, maxBytes int) ([]events.HistoryVersion, int64, error)
+	// Peek returns the next count ready items of the queue key in
+	// serving order (events.Element: member, data, deliveries).
+	Peek(ctx context.Context, key string, count int, now time.Time) ([]events.Element, error)
 }
 
 // Defaults of Config.

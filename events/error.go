@@ -20,6 +20,8 @@ const (
 	EWrongType       = "wrong_type"
 	EFieldMismatch   = "field_mismatch"
 	EOutOfRange      = "out_of_range"
+	EQueueEmpty      = "queue_empty"   // qpop of an empty or missing queue (HTTP 404)
+	EStaleReceipt    = "stale_receipt" // qack of a receipt that is not the item's current delivery (409)
 	EUnauthenticated = "unauthenticated"
 	EForbidden       = "forbidden"
 	EUnavailable     = "partition_unavailable"
@@ -127,3 +129,17 @@ func (d *ErrorDetail) AsError(key string) *Error {
 	}
 	return e
 }
+
+// Is makes errors.Is(err, target) hold for a target that is a sentinel
+// of a code (an *Error with only Code set, such as ErrQueueEmpty) and an
+// error of that code, whatever its message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Field == "" && t.Current == nil && t.Code == e.Code
+}
+
+// Sentinels of codes callers branch on: errors.Is(err, ErrQueueEmpty).
+var (
+	ErrQueueEmpty   = &Error{Code: EQueueEmpty}
+	ErrStaleReceipt = &Error{Code: EStaleReceipt}
+)

@@ -29,25 +29,26 @@ const pprofWriteTimeout = 5 * time.Minute
 // config is the writer's configuration; every field is a flag whose
 // default comes from an ESKV_ environment variable.
 type config struct {
-	kafka         service.Kafka
-	postgres      service.Postgres
-	logLevel      *slog.Level
-	httpAddr      string
-	addrFile      string
-	createTopics  bool
-	devToken      string
-	tokensFile    string
-	maxValueBytes int
-	instanceID    string
-	pprofAddr     string
-	advertiseURL  string
-	sweepInterval time.Duration
-	maxOverlay    int
-	maxListWait   time.Duration
-	requestWindow int
-	http          service.HTTPLimits
-	maxListBytes  int
-	maxLists      int
+	kafka            service.Kafka
+	postgres         service.Postgres
+	logLevel         *slog.Level
+	httpAddr         string
+	addrFile         string
+	createTopics     bool
+	devToken         string
+	tokensFile       string
+	maxValueBytes    int
+	instanceID       string
+	pprofAddr        string
+	advertiseURL     string
+	sweepInterval    time.Duration
+	maxOverlay       int
+	maxListWait      time.Duration
+	queueDedupWindow time.Duration
+	requestWindow    int
+	http             service.HTTPLimits
+	maxListBytes     int
+	maxLists         int
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -78,6 +79,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("pprof-addr", "ESKV_PPROF_ADDR")
 	f.DurationVar(&c.sweepInterval, "sweep-interval", time.Second, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it")
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
+	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
+	f.Env("queue-dedup-window", "ESKV_QUEUE_DEDUP_WINDOW")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
 	f.DurationVar(&c.maxListWait, "max-list-wait", writer.DefaultMaxListWait, "how long a listing waits for the projector to apply the writes under its prefix acknowledged before it arrived; beyond it the listing answers 503 with Retry-After")
@@ -95,6 +98,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	return c, errors.Join(
 		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists"),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
+		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
 	)
@@ -145,16 +149,17 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	reg := service.NewRegistry()
 	w, err := writer.New(writer.Config{
-		Brokers:         c.kafka.BrokerList(),
-		Topics:          c.kafka.Topics(),
-		CreateTopics:    c.createTopics,
-		InstanceID:      c.instanceID,
-		AdvertiseURL:    c.advertiseURL,
-		Source:          "eskv-writer/" + c.instanceID,
-		SweepInterval:   c.sweepInterval,
-		MaxOverlay:      c.maxOverlay,
-		RequestIDWindow: c.requestWindow,
-		MaxListWait:     c.maxListWait,
+		Brokers:          c.kafka.BrokerList(),
+		Topics:           c.kafka.Topics(),
+		CreateTopics:     c.createTopics,
+		InstanceID:       c.instanceID,
+		AdvertiseURL:     c.advertiseURL,
+		Source:           "eskv-writer/" + c.instanceID,
+		SweepInterval:    c.sweepInterval,
+		MaxOverlay:       c.maxOverlay,
+		RequestIDWindow:  c.requestWindow,
+		MaxListWait:      c.maxListWait,
+		QueueDedupWindow: c.queueDedupWindow,
 	}, store, log, reg)
 	if err != nil {
 		return err

@@ -58,6 +58,7 @@ type options struct {
 	logs             io.Writer
 	api              api.Config
 	limits           *service.HTTPLimits
+	writer           func(*writer.Config)
 }
 
 // Partitions sets the partition count of the topics (default 2).
@@ -83,6 +84,11 @@ func API(cfg api.Config) Option { return func(o *options) { o.api = cfg } }
 // writer command does (by default the stack's server has none).
 func HTTPLimits(l service.HTTPLimits) Option { return func(o *options) { o.limits = &l } }
 
+// WriterConfig changes the writer's settings (its brokers, topics and
+// session timeout are the stack's): a short sweep interval or queue dedup
+// window, for tests of the sweeper's requeues and of dedup windows.
+func WriterConfig(f func(*writer.Config)) Option { return func(o *options) { o.writer = f } }
+
 // MustRun runs the stack until the test ends and returns it once the
 // writer is ready. Its logs are discarded, unless the test asks for them
 // (Logs) or runs with -v and ESKV_TEST_LOGS set: then they go to stderr.
@@ -101,8 +107,11 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	case testing.Verbose() && os.Getenv("ESKV_TEST_LOGS") != "":
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	w, err := writer.New(writer.Config{Brokers: s.Broker.Addrs, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second},
-		s.Store, log, s.Registry)
+	wcfg := writer.Config{Brokers: s.Broker.Addrs, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second}
+	if o.writer != nil {
+		o.writer(&wcfg)
+	}
+	w, err := writer.New(wcfg, s.Store, log, s.Registry)
 	if err != nil {
 		tb.Fatal(err)
 	}
