@@ -28,6 +28,8 @@ var statusOf = map[string]int{
 	events.EFieldMismatch:        http.StatusConflict,
 	events.EOutOfRange:           http.StatusConflict,
 	events.EUnavailable:          http.StatusServiceUnavailable,
+	events.ECursorExpired:        http.StatusGone,
+	events.ETooManyWatches:       http.StatusServiceUnavailable,
 	events.EInternal:             http.StatusInternalServerError,
 	events.EMethodNotAllowed:     http.StatusMethodNotAllowed,
 	events.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
