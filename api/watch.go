@@ -136,7 +136,10 @@ func (s *Server) stream(c echo.Context, sub *watch.Sub) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, ": watching\n\n"); err != nil {
+	// An id without data sets an EventSource's last event id without an
+	// event: a client that loses the connection before any change
+	// resumes from where the watch started, not from a later "now".
+	if _, err := fmt.Fprintf(w, ": watching\nid: %s\n\n", sub.Start()); err != nil {
 		return nil
 	}
 	_ = rc.Flush()
@@ -193,8 +196,8 @@ func (s *Server) writeEnd(w *echo.Response, rc *http.ResponseController, sub *wa
 	if e, ok := errors.AsType[*events.Error](sub.Err()); ok {
 		end.Error = e.Detail()
 	}
-	if cur, ok := sub.Resume(); ok && end.Error.Code != events.ECursorExpired {
-		end.Cursor = cur.String()
+	if end.Error.Code != events.ECursorExpired {
+		end.Cursor = sub.Resume().String()
 	}
 	b, err := json.Marshal(end)
 	if err != nil {

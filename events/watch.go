@@ -27,7 +27,8 @@ const (
 // Cursor is a watch position: the kv.changes partition and the offset
 // of an event in it. Resuming "after" a cursor delivers the events of
 // greater offsets. Being the log's own offset, it stays valid across
-// writer restarts and partition moves. Its text is p<partition>.o<offset>.
+// writer restarts and partition moves. Its text is p<partition>.o<offset>;
+// offset -1 is the position before a partition's first event.
 type Cursor struct {
 	Partition int32
 	Offset    int64
@@ -48,7 +49,7 @@ func ParseCursor(s, field string) (Cursor, error) {
 	}
 	p, err1 := strconv.ParseInt(ps[1:], 10, 32)
 	o, err2 := strconv.ParseInt(os, 10, 64)
-	if err1 != nil || err2 != nil || p < 0 || o < 0 {
+	if err1 != nil || err2 != nil || p < 0 || o < -1 {
 		return Cursor{}, bad
 	}
 	c := Cursor{Partition: int32(p), Offset: o}

@@ -242,7 +242,7 @@ func (h *Hub) start(ctx context.Context, spec Spec, p int32, from int64) (*Sub, 
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Sub{hub: h, t: t, spec: spec, p: p, from: from, last: from - 1, ch: make(chan Item, h.cfg.Buffer), cancel: cancel, done: make(chan struct{})}
+	s := &Sub{hub: h, t: t, spec: spec, p: p, from: from, start: from, last: from - 1, ch: make(chan Item, h.cfg.Buffer), cancel: cancel, done: make(chan struct{})}
 	s.C = s.ch
 	go s.catchUp(sctx)
 	return s, nil
@@ -330,6 +330,7 @@ type Sub struct {
 	from int64
 	// last is the offset of the last event put in ch (from-1 before any).
 	last   int64
+	start  int64 // the first offset of the watch
 	err    error
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the catch-up returned
@@ -341,13 +342,17 @@ type Sub struct {
 // is closed.
 func (s *Sub) Err() error { return s.err }
 
+// Start is the cursor just before the watch's first position: resuming
+// after it, before any event came, loses nothing.
+func (s *Sub) Start() events.Cursor {
+	return events.Cursor{Partition: s.p, Offset: s.start - 1}
+}
+
 // Resume is the cursor to resume after once C is closed: the last event
-// put in C, or the position just before the watch's start when none was
-// (resuming after it is exact too: the offsets between are not the
-// watch's). ok is false only when the watch started at offset 0 and got
-// nothing. Only valid after C is closed.
-func (s *Sub) Resume() (events.Cursor, bool) {
-	return events.Cursor{Partition: s.p, Offset: s.last}, s.last >= 0
+// put in C, or Start when none was (resuming after it is exact too: the
+// offsets between are not the watch's). Only valid after C is closed.
+func (s *Sub) Resume() events.Cursor {
+	return events.Cursor{Partition: s.p, Offset: s.last}
 }
 
 // Close ends the subscription and gives its slot back.
