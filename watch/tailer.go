@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
 )
+
+// fetchMinBytes is what a tailer's fetch waits for, up to
+// Config.FetchWait: under load, fewer and larger fetches for the broker
+// and the writer, at a bounded delay.
+const fetchMinBytes = 64 << 10
 
 // tailer reads one partition's new records (read_committed) and fans
 // them out to the subscriptions that joined it.
@@ -42,7 +46,8 @@ func (h *Hub) startTailer(p int32, end int64) (*tailer, error) {
 		// Never jump: a position the log no longer holds ends the
 		// watches (they resume with their cursors), it is not skipped.
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.FetchMaxWait(time.Second),
+		kgo.FetchMinBytes(fetchMinBytes),
+		kgo.FetchMaxWait(h.cfg.FetchWait),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("watch: kafka client of partition %d: %w", p, err)

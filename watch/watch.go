@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -39,6 +40,7 @@ import (
 const (
 	DefaultMaxWatches = 1000
 	DefaultBuffer     = 1024
+	DefaultFetchWait  = 10 * time.Millisecond
 )
 
 // Config configures a Hub.
@@ -53,6 +55,11 @@ type Config struct {
 	// has not taken yet; a full buffer ends it with slow_consumer
 	// (default DefaultBuffer).
 	Buffer int
+	// FetchWait is how long a tailer's fetch may wait for 64 KiB of
+	// records before it returns what it has (default DefaultFetchWait,
+	// at least 10 ms): the delivery delay of a quiet partition, traded
+	// for fewer fetches under load (docs/watch.md, figures 16 and 17).
+	FetchWait time.Duration
 }
 
 // Spec says what a subscription follows.
@@ -117,8 +124,14 @@ func New(cfg Config, hist History, log *slog.Logger, reg prometheus.Registerer) 
 	if cfg.Buffer == 0 {
 		cfg.Buffer = DefaultBuffer
 	}
+	if cfg.FetchWait == 0 {
+		cfg.FetchWait = DefaultFetchWait
+	}
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.Partitions < 1 {
 		return nil, errors.New("watch: brokers, topic and partition count are required")
+	}
+	if cfg.FetchWait < 10*time.Millisecond {
+		return nil, errors.New("watch: the fetch wait must be at least 10ms")
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
