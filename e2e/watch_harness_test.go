@@ -277,8 +277,6 @@ func watchEnd(t *testing.T, e sse) events.WatchEnd {
 	return end
 }
 
-
-
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
 func errorsAs(err error, target **events.Error) bool { return errors.As(err, target) }

@@ -251,5 +251,3 @@ func (b *bench) openIdleWatchers(ctx context.Context, projects []string, round i
 	}
 	return closeAll, nil
 }
-
-
