@@ -122,22 +122,9 @@ func (w *watcher) once(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	u := w.c.base + "/v1/watch?" + w.query().Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := w.c.send(ctx, http.MethodGet, u, nil, "text/event-stream")
 	if err != nil {
-		return false, fmt.Errorf("client: build request for %s: %w", u, err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("User-Agent", w.c.userAgent)
-	if w.c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+w.c.token)
-	}
-	resp, err := w.c.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return false, &NetworkError{Method: http.MethodGet, URL: u, Err: err}
+		return false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
@@ -21,6 +22,7 @@ func watchN(t *testing.T, st *stack.Stack, c *client.Client, o client.WatchOptio
 	ctx, cancel := context.WithCancel(t.Context())
 	got := make(chan []events.WatchEvent, 1)
 	errs := make(chan error, 1)
+	var received atomic.Bool
 	go func() {
 		var evs []events.WatchEvent
 		for ev, err := range c.Watch(ctx, o) {
@@ -28,13 +30,14 @@ func watchN(t *testing.T, st *stack.Stack, c *client.Client, o client.WatchOptio
 				errs <- err
 				return
 			}
+			received.Store(true)
 			if evs = append(evs, ev); len(evs) == n {
 				break
 			}
 		}
 		got <- evs
 	}()
-	stack.WaitFor(t, "the watch to start", func() bool { return st.Watches.Watches() > before })
+	stack.WaitFor(t, "the watch to start", func() bool { return received.Load() || st.Watches.Watches() > before })
 	return func() []events.WatchEvent {
 		t.Helper()
 		defer func() {
