@@ -7,23 +7,6 @@ import (
 	"time"
 )
 
-// Error codes of watches (GET /v1/watch).
-const (
-	// ECursorExpired: the log no longer holds the events after the
-	// cursor (compaction or retention moved its start past it), or the
-	// key's history no longer holds the version asked for. The client
-	// re-lists and watches from now. HTTP 410.
-	ECursorExpired = "cursor_expired"
-	// ETooManyWatches: the writer serves as many watches as it may
-	// (ESKV_MAX_WATCHES); another writer or a later try may. HTTP 503
-	// with Retry-After.
-	ETooManyWatches = "too_many_watches"
-	// ESlowConsumer ends a watch whose client read too slowly: its
-	// buffer filled. The final event carries the cursor of the last
-	// event sent; resuming after it loses nothing.
-	ESlowConsumer = "slow_consumer"
-)
-
 // Cursor is a watch position: the kv.changes partition and the offset
 // of an event in it. Resuming "after" a cursor delivers the events of
 // greater offsets. Being the log's own offset, it stays valid across

@@ -134,6 +134,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:llen":      {"get"},
 		"/v1/kv":                 {"get"},
 		"/v1/txn":                {"post"},
+		"/v1/watch":              {"get"},
 		"/healthz":               {"get"},
 		"/readyz":                {"get"},
 		"/metrics":               {"get"},
@@ -378,7 +379,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/watch.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -414,6 +415,8 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"ListChangeAnswer", "ListChangeAnswer", true},
 		{"RangeAnswer", "RangeAnswer", true},
 		{"LenAnswer", "LenAnswer", true},
+		{"WatchEvent", "WatchEvent", true},
+		{"WatchEnd", "WatchEnd", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]
