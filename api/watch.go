@@ -124,7 +124,7 @@ func watchStart(c echo.Context, spec *watch.Spec) error {
 func (s *Server) stream(c echo.Context, sub *watch.Sub) error {
 	w := c.Response()
 	rc := http.NewResponseController(w)
-	// The server's read timeout would cancel the request's context in
+	// The server's read timeout may end the request's context in
 	// the middle of the stream; its write timeout is moved before each
 	// write instead.
 	_ = rc.SetReadDeadline(time.Time{})

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -14,8 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
 	"github.com/eskv/eskv/watch"
@@ -305,4 +308,39 @@ func TestWatchCursorExpired(t *testing.T) {
 	}
 	now := startWatch(t, client.New(st.URL, devToken), client.WatchOptions{Prefix: prefix})
 	waitWatching(t, s, now, prefix+"b")
+}
+
+// TestWatchOutlivesHTTPTimeouts: a watch is a long answer; the server's
+// read timeout (1 s) does not cancel it and its write timeout (2 s) does
+// not cut it: an event written after 3 s of silence still arrives, with
+// the heartbeat comments before it.
+func TestWatchOutlivesHTTPTimeouts(t *testing.T) {
+	limits := service.HTTPLimits{ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: 2 * time.Second, IdleTimeout: time.Second}
+	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.HTTPLimits(limits), inproc.API(api.Config{WatchHeartbeat: 500 * time.Millisecond}))
+	s := &stack{tb: t, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
+	prefix := "tenant/acme/project/long/"
+	resp := openWatch(t, st.URL, devToken, "prefix="+prefix)
+	defer resp.Body.Close()
+	time.Sleep(3 * time.Second) // past both timeouts, with nothing to send but heartbeats
+	if _, ok := s.put(prefix+"late", `"still here"`); !ok {
+		t.Fatal("write failed")
+	}
+	sc := bufio.NewScanner(resp.Body)
+	pings := 0
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case line == ": ping":
+			pings++
+		case strings.HasPrefix(line, "data: "):
+			var ev events.WatchEvent
+			if err := jsonUnmarshal(strings.TrimPrefix(line, "data: "), &ev); err != nil || ev.Key != prefix+"late" {
+				t.Fatalf("event %q: %v", line, err)
+			}
+			if pings < 2 {
+				t.Fatalf("%d heartbeats in 3 s, want one every 500 ms", pings)
+			}
+			return
+		}
+	}
+	t.Fatalf("the stream ended before the event: %v", sc.Err())
 }
