@@ -2,7 +2,6 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -12,20 +11,66 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
-// fetchMinBytes is what a tailer's fetch waits for, up to
+// fetchMinBytes is what a fetch of the tailers waits for, up to
 // Config.FetchWait: under load, fewer and larger fetches for the broker
 // and the writer, at a bounded delay.
 const fetchMinBytes = 64 << 10
 
-// tailer reads one partition's new records (read_committed) and fans
-// them out to the subscriptions that joined it.
+// tailClient returns the hub's one consumer of the partitions its
+// tailers follow: a direct consumer of no partition yet (tailers add and
+// remove theirs), reading read_committed.
+func tailClient(cfg Config, h *Hub) (*kgo.Client, error) {
+	return kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.WithLogger(changelog.Logger(h.log)),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Never jump: a position the log no longer holds ends the
+		// watches (they resume with their cursors), it is not skipped.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchMinBytes(fetchMinBytes),
+		kgo.FetchMaxWait(cfg.FetchWait),
+	)
+}
+
+// poll fetches the tailers' partitions, one fetch for all of them, and
+// hands each partition's records to its tailer, until ctx ends.
+func (h *Hub) poll(ctx context.Context) {
+	defer close(h.polled)
+	for {
+		fs := h.tail.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		fs.EachError(func(_ string, p int32, err error) {
+			if t := h.tailerOf(p); t != nil {
+				h.log.Warn("watch tailer stopped", "partition", p, "err", err)
+				h.forget(t)
+				h.metrics.ends.WithLabelValues(events.EUnavailable).Inc()
+				t.kill(&events.Error{Code: events.EUnavailable, Message: "reading the log failed; resume after the last cursor", RetryAfterSeconds: 1})
+			}
+		})
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			if t := h.tailerOf(ftp.Partition); t != nil {
+				t.dispatch(ftp.Records)
+			}
+		})
+	}
+}
+
+// tailerOf returns the tailer of partition p, if one runs.
+func (h *Hub) tailerOf(p int32) *tailer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tailers[p]
+}
+
+// tailer follows one partition's new records for the subscriptions that
+// joined it, fed by the hub's consumer.
 type tailer struct {
-	p      int32
-	hub    *Hub
-	cl     *kgo.Client
-	cancel context.CancelFunc
-	done   chan struct{}
-	refs   int // under hub.mu: subscriptions holding it
+	p    int32
+	hub  *Hub
+	refs int // under hub.mu: subscriptions holding it
 
 	mu sync.Mutex
 	// pos is the tailer's position: every committed record below it was
@@ -36,58 +81,25 @@ type tailer struct {
 	dead error
 }
 
-// startTailer starts a tailer of partition p at offset end.
-func (h *Hub) startTailer(p int32, end int64) (*tailer, error) {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(h.cfg.Brokers...),
-		kgo.WithLogger(changelog.Logger(h.log)),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.cfg.Topic: {p: kgo.NewOffset().At(end)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Never jump: a position the log no longer holds ends the
-		// watches (they resume with their cursors), it is not skipped.
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.FetchMinBytes(fetchMinBytes),
-		kgo.FetchMaxWait(h.cfg.FetchWait),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("watch: kafka client of partition %d: %w", p, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t := &tailer{p: p, hub: h, cl: cl, cancel: cancel, done: make(chan struct{}), pos: end, subs: map[*Sub]struct{}{}}
-	go t.run(ctx)
-	return t, nil
-}
-
-// run polls the partition until ctx ends or a fetch fails; then every
-// subscription ends unavailable, with its cursor.
-func (t *tailer) run(ctx context.Context) {
-	defer close(t.done)
-	defer t.cl.Close()
-	for {
-		fs := t.cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.kill(&events.Error{Code: events.EUnavailable, Message: "the writer stopped following the partition; resume after the last cursor", RetryAfterSeconds: 1})
-			return
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
-		if ferr != nil {
-			t.hub.log.Warn("watch tailer stopped", "partition", t.p, "err", ferr)
-			t.hub.forget(t)
-			t.hub.metrics.ends.WithLabelValues(events.EUnavailable).Inc()
-			t.kill(&events.Error{Code: events.EUnavailable, Message: "reading the log failed; resume after the last cursor", RetryAfterSeconds: 1})
-			return
-		}
-		fs.EachPartition(func(ftp kgo.FetchTopicPartition) { t.dispatch(ftp.Records) })
-	}
+// startTailer starts following partition p at offset end; h.mu is
+// held, so that adding and removing p's fetches keep their order.
+func (h *Hub) startTailer(p int32, end int64) *tailer {
+	t := &tailer{p: p, hub: h, pos: end, subs: map[*Sub]struct{}{}}
+	h.tail.AddConsumePartitions(map[string]map[int32]kgo.Offset{h.cfg.Topic: {p: kgo.NewOffset().At(end)}})
+	return t
 }
 
 // dispatch hands each record to the subscriptions that want it, never
 // waiting: a subscription whose buffer is full is ended slow_consumer.
+// Records below the position are skipped: a fetch of an earlier tailer
+// of the partition may still arrive after it stopped.
 func (t *tailer) dispatch(recs []*kgo.Record) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range recs {
+		if r.Offset < t.pos || t.dead != nil {
+			continue
+		}
 		var ev *events.Event
 		for s := range t.subs {
 			it, ok, err := s.item(r, ev)
@@ -123,6 +135,9 @@ func (t *tailer) drop(s *Sub, err error) {
 func (t *tailer) kill(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.dead != nil {
+		return
+	}
 	t.dead = err
 	for s := range t.subs {
 		t.drop(s, err)
@@ -152,8 +167,8 @@ func (t *tailer) leave(s *Sub) {
 	delete(t.subs, s)
 }
 
-// stop ends the tailer and waits for it.
+// stop ends the tailer's subscriptions (the hub stopped fetching its
+// partition).
 func (t *tailer) stop() {
-	t.cancel()
-	<-t.done
+	t.kill(&events.Error{Code: events.EUnavailable, Message: "the writer stopped following the partition; resume after the last cursor", RetryAfterSeconds: 1})
 }

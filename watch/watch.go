@@ -106,9 +106,14 @@ type Hub struct {
 	cfg     Config
 	hist    History
 	log     *slog.Logger
-	cl      *kgo.Client
+	cl      *kgo.Client // catch-up reads and offsets
 	adm     *kadm.Client
 	metrics *metrics
+	// tail is the one consumer of every partition a tailer follows;
+	// poll feeds the tailers until stopPoll, then closes polled.
+	tail     *kgo.Client
+	stopPoll context.CancelFunc
+	polled   chan struct{}
 
 	mu      sync.Mutex
 	watches int
@@ -141,7 +146,16 @@ func New(cfg Config, hist History, log *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, fmt.Errorf("watch: kafka client: %w", err)
 	}
-	return &Hub{cfg: cfg, hist: hist, log: log, cl: cl, adm: kadm.NewClient(cl), metrics: m, tailers: make(map[int32]*tailer)}, nil
+	h := &Hub{cfg: cfg, hist: hist, log: log, cl: cl, adm: kadm.NewClient(cl), metrics: m, tailers: make(map[int32]*tailer),
+		polled: make(chan struct{})}
+	if h.tail, err = tailClient(cfg, h); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("watch: kafka consumer: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stopPoll = cancel
+	go h.poll(ctx)
+	return h, nil
 }
 
 // Run returns when ctx ends, after closing the hub.
@@ -166,6 +180,9 @@ func (h *Hub) Close() {
 	for _, t := range ts {
 		t.stop()
 	}
+	h.stopPoll()
+	<-h.polled
+	h.tail.Close()
 	h.cl.Close()
 }
 
@@ -290,10 +307,7 @@ func (h *Hub) acquire(p int32, end int64) (*tailer, error) {
 	}
 	t := h.tailers[p]
 	if t == nil {
-		var err error
-		if t, err = h.startTailer(p, end); err != nil {
-			return nil, err
-		}
+		t = h.startTailer(p, end)
 		h.tailers[p] = t
 		h.metrics.tailers.Set(float64(len(h.tailers)))
 	}
@@ -306,9 +320,8 @@ func (h *Hub) release(t *tailer) {
 	h.mu.Lock()
 	t.refs--
 	last := t.refs == 0
-	if last && h.tailers[t.p] == t {
-		delete(h.tailers, t.p)
-		h.metrics.tailers.Set(float64(len(h.tailers)))
+	if last {
+		h.unfollow(t)
 	}
 	h.mu.Unlock()
 	if last {
@@ -321,9 +334,19 @@ func (h *Hub) release(t *tailer) {
 func (h *Hub) forget(t *tailer) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.tailers[t.p] == t {
-		delete(h.tailers, t.p)
-		h.metrics.tailers.Set(float64(len(h.tailers)))
+	h.unfollow(t)
+}
+
+// unfollow stops fetching t's partition when t is its tailer; h.mu is
+// held.
+func (h *Hub) unfollow(t *tailer) {
+	if h.tailers[t.p] != t {
+		return
+	}
+	delete(h.tailers, t.p)
+	h.metrics.tailers.Set(float64(len(h.tailers)))
+	if !h.closed {
+		h.tail.RemoveConsumePartitions(map[string][]int32{h.cfg.Topic: {t.p}})
 	}
 }
 
