@@ -344,3 +344,45 @@ func TestWatchOutlivesHTTPTimeouts(t *testing.T) {
 	}
 	t.Fatalf("the stream ended before the event: %v", sc.Err())
 }
+
+// TestWatchLastEventID: an EventSource's reconnection (the last id it saw
+// in Last-Event-ID) resumes like after=, and the stream's opening id is
+// the position just before the watch's start.
+func TestWatchLastEventID(t *testing.T) {
+	st := inproc.MustRun(t, inproc.Partitions(partitions))
+	s := &stack{tb: t, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
+	prefix := "tenant/acme/project/sse/"
+	w := startWatch(t, client.New(st.URL, devToken), client.WatchOptions{Prefix: prefix})
+	waitWatching(t, s, w, prefix+"a")
+	for i := range 3 {
+		if _, ok := s.put(prefix+"b", fmt.Sprint(i)); !ok {
+			t.Fatal("write failed")
+		}
+	}
+	got := waitWatchedAll(t, s, w, prefix)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", st.URL+"/v1/watch?prefix="+prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+devToken)
+	req.Header.Set("Last-Event-ID", got[1].Cursor)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var ids []string
+	for len(ids) < 1+len(got)-2 && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			ids = append(ids, id)
+		}
+	}
+	want := []string{got[1].Cursor}
+	for _, e := range got[2:] {
+		want = append(want, e.Cursor)
+	}
+	if fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Fatalf("ids after Last-Event-ID %s: %v, want the opening id then the later events' %v", got[1].Cursor, ids, want)
+	}
+}
