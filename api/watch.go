@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -54,48 +55,62 @@ func (s *Server) watchStream(c echo.Context) error {
 // watchSpec reads and authorizes the query: a prefix or a key the
 // principal may read all of, and at most one starting point.
 func (s *Server) watchSpec(c echo.Context) (watch.Spec, error) {
-	q := c.QueryParams()
-	for name := range q {
-		if !watchParams[name] {
-			return watch.Spec{}, events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (prefix, key, after, fromVersion)", name)
-		}
-		if len(q[name]) > 1 {
-			return watch.Spec{}, events.FieldErrorf(events.EInvalid, name, "%s is given more than once", name)
-		}
+	spec, err := ParseWatch(c.QueryParams(), c.Request().Header.Get("Last-Event-ID"))
+	if err != nil {
+		return spec, err
 	}
 	p := c.Get(principalKey).(*Principal)
+	switch {
+	case spec.Prefix != "" && !p.AllowsPrefix(Read, spec.Prefix):
+		return spec, events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, spec.Prefix)
+	case spec.Key != "" && !p.Allows(Read, spec.Key):
+		return spec, events.FieldErrorf(events.EForbidden, "key", "principal %s may not read %s", p.Name, spec.Key)
+	}
+	return spec, nil
+}
+
+// ParseWatch reads the query of GET /v1/watch (and the Last-Event-ID
+// header an EventSource resumes with): a valid prefix inside one project
+// or a valid key, and at most one starting point. Errors are invalid,
+// naming the parameter at fault.
+func ParseWatch(q url.Values, lastEventID string) (watch.Spec, error) {
 	var spec watch.Spec
-	switch prefix, key := q.Get("prefix"), q.Get("key"); {
+	for name := range q {
+		if !watchParams[name] {
+			field := name
+			if field == "" { // "?=x": the query itself is at fault
+				field = "query"
+			}
+			return spec, events.FieldErrorf(events.EInvalid, field, "unknown query parameter %q (prefix, key, after, fromVersion)", name)
+		}
+		if len(q[name]) > 1 {
+			return spec, events.FieldErrorf(events.EInvalid, name, "%s is given more than once", name)
+		}
+	}
+	switch {
 	case q.Has("prefix") == q.Has("key"):
 		return spec, events.FieldErrorf(events.EInvalid, "prefix", "give either prefix (every key under it) or key (one key)")
 	case q.Has("prefix"):
-		if err := events.ValidatePrefix(prefix); err != nil {
+		if err := events.ValidatePrefix(q.Get("prefix")); err != nil {
 			return spec, err
 		}
-		if !p.AllowsPrefix(Read, prefix) {
-			return spec, events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
-		}
-		spec.Prefix = prefix
+		spec.Prefix = q.Get("prefix")
 	default:
-		k, err := events.ParseKey(key)
+		k, err := events.ParseKey(q.Get("key"))
 		if err != nil {
 			return spec, err
 		}
-		if !p.Allows(Read, k.String()) {
-			return spec, events.FieldErrorf(events.EForbidden, "key", "principal %s may not read %s", p.Name, k.String())
-		}
 		spec.Key = k.String()
 	}
-	return spec, watchStart(c, &spec)
+	return spec, watchStart(q, lastEventID, &spec)
 }
 
-// watchStart reads the starting point: after (or the Last-Event-ID
-// header an EventSource resumes with), or fromVersion with a key.
-func watchStart(c echo.Context, spec *watch.Spec) error {
-	q := c.QueryParams()
+// watchStart reads the starting point: after (or lastEventID), or
+// fromVersion with a key.
+func watchStart(q url.Values, lastEventID string, spec *watch.Spec) error {
 	after, field := q.Get("after"), "after"
 	if !q.Has("after") {
-		after, field = c.Request().Header.Get("Last-Event-ID"), "Last-Event-ID"
+		after, field = lastEventID, "Last-Event-ID"
 	}
 	if after != "" || q.Has("after") {
 		cur, err := events.ParseCursor(after, field)
