@@ -30,6 +30,8 @@ var statusOf = map[string]int{
 	events.EQueueEmpty:           http.StatusNotFound,
 	events.EStaleReceipt:         http.StatusConflict,
 	events.EUnavailable:          http.StatusServiceUnavailable,
+	events.ECursorExpired:        http.StatusGone,
+	events.ETooManyWatches:       http.StatusServiceUnavailable,
 	events.EInternal:             http.StatusInternalServerError,
 	events.EMethodNotAllowed:     http.StatusMethodNotAllowed,
 	events.EUnsupportedMediaType: http.StatusUnsupportedMediaType,

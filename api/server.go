@@ -100,6 +100,11 @@ type Config struct {
 	// clients that do not read their answers cannot hold more than this
 	// many pages in memory. DefaultMaxConcurrentLists when 0.
 	MaxConcurrentLists int
+	// Watch serves GET /v1/watch; nil answers it 404.
+	Watch Watcher
+	// WatchHeartbeat is how often an idle watch sends a comment
+	// (DefaultWatchHeartbeat when 0).
+	WatchHeartbeat time.Duration
 }
 
 // Server is the HTTP API.
@@ -127,6 +132,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.MaxConcurrentLists == 0 {
 		cfg.MaxConcurrentLists = DefaultMaxConcurrentLists
+	}
+	if cfg.WatchHeartbeat == 0 {
+		cfg.WatchHeartbeat = DefaultWatchHeartbeat
 	}
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
@@ -166,6 +174,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	v1.POST("/kv/*", s.post)
 	v1.PATCH("/kv/*", s.writeHandler(s.patch))
 	v1.POST("/txn", s.txn)
+	v1.GET("/watch", s.watchStream)
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
 	}

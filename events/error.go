@@ -30,6 +30,23 @@ const (
 	// Codes of requests that reach no operation.
 	EMethodNotAllowed     = "method_not_allowed"
 	EUnsupportedMediaType = "unsupported_media_type"
+
+	// Codes of watches (GET /v1/watch).
+	//
+	// ECursorExpired: the log no longer holds the events after the
+	// cursor (compaction or retention moved its start past it), or the
+	// key's history no longer holds the version asked for. The client
+	// re-lists and watches from now. HTTP 410.
+	ECursorExpired = "cursor_expired"
+	// ETooManyWatches: the writer serves as many watches as it may
+	// (ESKV_MAX_WATCHES); another writer or a later try may. HTTP 503
+	// with Retry-After.
+	ETooManyWatches = "too_many_watches"
+	// ESlowConsumer ends a watch whose client read too slowly: its
+	// buffer filled. It is never an HTTP status, only the code of the
+	// SSE event "error" that ends the stream, which carries the cursor
+	// of the last event sent; resuming after it loses nothing.
+	ESlowConsumer = "slow_consumer"
 )
 
 // Error is the one error type every layer speaks. Field names the request

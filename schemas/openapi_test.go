@@ -140,6 +140,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:qsize":     {"get"},
 		"/v1/kv":                 {"get"},
 		"/v1/txn":                {"post"},
+		"/v1/watch":              {"get"},
 		"/healthz":               {"get"},
 		"/readyz":                {"get"},
 		"/metrics":               {"get"},
@@ -384,7 +385,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/history.go", "../events/queue.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/history.go", "../events/queue.go", "../events/watch.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -431,6 +432,8 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"QueueItem", "QueueItem", true},
 		{"QPeekAnswer", "QPeekAnswer", true},
 		{"QSizeAnswer", "QSizeAnswer", true},
+		{"WatchEvent", "WatchEvent", true},
+		{"WatchEnd", "WatchEnd", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

@@ -17,6 +17,7 @@ import (
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -49,6 +50,10 @@ type config struct {
 	http             service.HTTPLimits
 	maxListBytes     int
 	maxLists         int
+	maxWatches       int
+	watchBuffer      int
+	heartbeat        time.Duration
+	fetchWait        time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -91,12 +96,22 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
 	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
 	f.Env("max-concurrent-lists", "ESKV_MAX_CONCURRENT_LISTS")
+	f.IntVar(&c.maxWatches, "max-watches", watch.DefaultMaxWatches, "watches (GET /v1/watch) served at once; beyond it they answer 503 too_many_watches with Retry-After")
+	f.Env("max-watches", "ESKV_MAX_WATCHES")
+	f.IntVar(&c.watchBuffer, "watch-buffer", watch.DefaultBuffer, "events a watch may fall behind its client before it is ended with slow_consumer and a cursor to resume after")
+	f.Env("watch-buffer", "ESKV_WATCH_BUFFER")
+	f.DurationVar(&c.heartbeat, "watch-heartbeat", api.DefaultWatchHeartbeat, "how often an idle watch sends a comment so that proxies keep it open")
+	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
+	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
+	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
 	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return nil, err
 	}
 	return c, errors.Join(
-		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists"),
+		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists", "max-watches", "watch-buffer"),
+		f.Check(c.heartbeat > 0, "watch-heartbeat", "must be positive"),
+		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
@@ -164,6 +179,20 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	hub, err := watch.New(watch.Config{
+		Brokers:    c.kafka.BrokerList(),
+		Topic:      c.kafka.Topics().Changes,
+		Partitions: c.kafka.Topics().Partitions,
+		MaxWatches: c.maxWatches,
+		Buffer:     c.watchBuffer,
+		FetchWait:  c.fetchWait,
+	}, store, log, reg)
+	if err != nil {
+		return err
+	}
+	// Watches never end on their own: they end when the process is
+	// told to stop, before the HTTP server drains its requests.
+	defer context.AfterFunc(ctx, hub.Close)()
 	srv, err := api.New(api.Config{
 		MaxValueBytes:      c.maxValueBytes,
 		Tokens:             tt,
@@ -173,11 +202,13 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		InstanceID:         c.instanceID,
 		MaxListBytes:       c.maxListBytes,
 		MaxConcurrentLists: c.maxLists,
+		Watch:              hub,
+		WatchHeartbeat:     c.heartbeat,
 	}, w, store, log)
 	if err != nil {
 		return err
 	}
-	parts := []func(context.Context) error{w.Run}
+	parts := []func(context.Context) error{w.Run, hub.Run}
 	if c.pprofAddr != "" {
 		pprofPart, err := servePprof(c.pprofAddr, c.http, log)
 		if err != nil {

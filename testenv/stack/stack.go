@@ -20,6 +20,7 @@ import (
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
+	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -44,6 +45,8 @@ type Stack struct {
 	// Registry holds the writer's and the HTTP API's metrics; the API
 	// serves it on /metrics.
 	Registry *prometheus.Registry
+	// Watches serves the API's watches.
+	Watches *watch.Hub
 	// URL is the HTTP API's base URL.
 	URL string
 }
@@ -59,6 +62,7 @@ type options struct {
 	api              api.Config
 	limits           *service.HTTPLimits
 	writer           func(*writer.Config)
+	watch            watch.Config
 }
 
 // Partitions sets the partition count of the topics (default 2).
@@ -88,6 +92,10 @@ func HTTPLimits(l service.HTTPLimits) Option { return func(o *options) { o.limit
 // session timeout are the stack's): a short sweep interval or queue dedup
 // window, for tests of the sweeper's requeues and of dedup windows.
 func WriterConfig(f func(*writer.Config)) Option { return func(o *options) { o.writer = f } }
+
+// Watches sets the watch limits of the stack's hub (MaxWatches, Buffer;
+// the rest is the stack's).
+func Watches(cfg watch.Config) Option { return func(o *options) { o.watch = cfg } }
 
 // MustRun runs the stack until the test ends and returns it once the
 // writer is ready. Its logs are discarded, unless the test asks for them
@@ -120,8 +128,17 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if o.projector {
 		s.runProjector(tb, log, o.projectorMayStop)
 	}
+	hub, err := watch.New(watch.Config{Brokers: s.Broker.Addrs, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions,
+		MaxWatches: o.watch.MaxWatches, Buffer: o.watch.Buffer}, s.Store, log, s.Registry)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.Watches = hub
 	cfg := o.api
 	cfg.Tokens, cfg.Gatherer, cfg.Registerer = mustTokens(tb), s.Registry, s.Registry
+	if cfg.Watch == nil {
+		cfg.Watch = hub
+	}
 	srv, err := api.New(cfg, w, s.Store, log)
 	if err != nil {
 		tb.Fatal(err)
@@ -131,7 +148,8 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 		o.limits.Apply(hs.Config)
 	}
 	hs.Start()
-	tb.Cleanup(hs.Close) // before the writer and projector stop
+	tb.Cleanup(hs.Close)  // before the writer and projector stop
+	tb.Cleanup(hub.Close) // before the server closes: it waits for the watches
 	s.URL = hs.URL
 	testenv.WaitFor(tb, 30*time.Second, "writer ready", w.Ready)
 	return s
