@@ -28,6 +28,7 @@ var statusOf = map[string]int{
 	events.EFieldMismatch:        http.StatusConflict,
 	events.EOutOfRange:           http.StatusConflict,
 	events.EUnavailable:          http.StatusServiceUnavailable,
+	events.EForwardLoop:          http.StatusServiceUnavailable,
 	events.EInternal:             http.StatusInternalServerError,
 	events.EMethodNotAllowed:     http.StatusMethodNotAllowed,
 	events.EUnsupportedMediaType: http.StatusUnsupportedMediaType,

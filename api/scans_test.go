@@ -132,7 +132,12 @@ type routingWriter struct {
 	awaited []string
 }
 
-func (w *routingWriter) Route(events.Key) (bool, string) { return w.local, w.owner }
+func (w *routingWriter) Route(events.Key, string) (bool, string, error) {
+	if !w.local && w.owner == "" {
+		return false, "", &events.Error{Code: events.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
+	}
+	return w.local, w.owner, nil
+}
 
 func (w *routingWriter) AwaitProjected(_ context.Context, prefix string) error {
 	w.awaited = append(w.awaited, prefix)

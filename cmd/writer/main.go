@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -118,9 +119,32 @@ func (c *config) tokens() (*api.Tokens, error) {
 	return api.NewTokens(tokens)
 }
 
+// checkAdvertise refuses to start with an advertise URL other writers
+// cannot reach this one at: an unspecified host in ESKV_ADVERTISE_URL,
+// or no ESKV_ADVERTISE_URL while ESKV_HTTP_ADDR listens on every
+// interface (the default URL would then be http://0.0.0.0:… or
+// http://[::]:…, and every other writer would forward to itself).
+func (c *config) checkAdvertise() error {
+	if c.advertiseURL != "" {
+		return writer.CheckAdvertiseURL(c.advertiseURL)
+	}
+	host, _, err := net.SplitHostPort(c.httpAddr)
+	if err != nil {
+		return fmt.Errorf("ESKV_HTTP_ADDR=%q: %w", c.httpAddr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%s is unset and ESKV_HTTP_ADDR=%q listens on every interface, so no address to advertise to other writers is known: "+
+			"set %s to the URL other writers reach this one at (on Kubernetes http://$(POD_IP):8080)", writer.AdvertiseSetting, c.httpAddr, writer.AdvertiseSetting)
+	}
+	return nil
+}
+
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	c, err := parse(args, stderr)
 	if err != nil {
+		return err
+	}
+	if err := c.checkAdvertise(); err != nil {
 		return err
 	}
 	log := service.Logger(stderr, *c.logLevel, "writer")
@@ -166,6 +190,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Registerer:         reg,
 		Ready:              pool.Ping,
 		InstanceID:         c.instanceID,
+		AdvertiseURL:       c.advertiseURL,
 		MaxListBytes:       c.maxListBytes,
 		MaxConcurrentLists: c.maxLists,
 	}, w, store, log)

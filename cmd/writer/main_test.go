@@ -121,3 +121,27 @@ func TestServesAndStops(t *testing.T) {
 		t.Fatalf("run returned %v after cancel", err)
 	}
 }
+
+// TestRefusesUnspecifiedAdvertiseHost: a writer whose advertise URL other
+// writers could not reach it at does not start, and the error names
+// ESKV_ADVERTISE_URL, the setting to fix (issue 15: writers that recorded
+// http://[::]:8080 forwarded to themselves forever).
+func TestRefusesUnspecifiedAdvertiseHost(t *testing.T) {
+	for _, tc := range []struct{ name, advertise, httpAddr string }{
+		{"advertise 0.0.0.0", "http://0.0.0.0:8080", "127.0.0.1:0"},
+		{"advertise ::", "http://[::]:8080", "127.0.0.1:0"},
+		{"advertise no host", "http://:8080", "127.0.0.1:0"},
+		{"advertise not a URL", "10.0.0.7:8080", "127.0.0.1:0"},
+		{"unset, listening on 0.0.0.0", "", "0.0.0.0:8080"},
+		{"unset, listening on ::", "", "[::]:8080"},
+		{"unset, listening on every interface", "", ":8080"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setenv(t, map[string]string{"ESKV_DEV_TOKEN": "dev-token-for-main-test", "ESKV_ADVERTISE_URL": tc.advertise, "ESKV_HTTP_ADDR": tc.httpAddr})
+			err := run(context.Background(), nil, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "ESKV_ADVERTISE_URL") {
+				t.Fatalf("run: %v, want an error naming ESKV_ADVERTISE_URL", err)
+			}
+		})
+	}
+}
