@@ -132,8 +132,10 @@ type routingWriter struct {
 	awaited []string
 }
 
-func (w *routingWriter) Route(events.Key, string) (bool, string, error) {
-	if !w.local && w.owner == "" {
+// Route answers as writer.Route does: a request this writer does not own
+// is forwarded once, to a known owner, never twice.
+func (w *routingWriter) Route(_ events.Key, forwardedBy string) (bool, string, error) {
+	if !w.local && (w.owner == "" || forwardedBy != "") {
 		return false, "", &events.Error{Code: events.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
 	}
 	return w.local, w.owner, nil
