@@ -115,7 +115,9 @@ func metricValue(tb testing.TB, base, name string) float64 {
 // manifests start them answer every key (16 keys over all 4 partitions)
 // from either writer, the one that does not own a key forwarding to the
 // one that does: no 503 on a settled cluster, no forward loop counted, both
-// ready. Issue 15's reproduction (ESKV_HTTP_ADDR=0.0.0.0 without an
+// ready; then a request with a forwarded-by header is never forwarded a
+// second time, and one bearing the writer's own URL is a loop. Issue 15's
+// reproduction (ESKV_HTTP_ADDR=0.0.0.0 without an
 // advertise URL) answered 503 for every key of the other writer's
 // partitions, on every round.
 func TestTwoWritersForwardWithManifestSettings(t *testing.T) {
@@ -157,6 +159,43 @@ func TestTwoWritersForwardWithManifestSettings(t *testing.T) {
 			t.Errorf("writer %d /readyz: %d %s", w, code, body)
 		}
 	}
+
+	// Hops: a request another writer forwarded is not forwarded again
+	// (503 partition_unavailable), and one carrying this writer's own
+	// advertise URL is its own forward come back: 503 forward_loop, and
+	// the writer is no longer ready.
+	owners, err := ps.store.Owners(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ""
+	for i := range forwardKeys {
+		if owners[partitionOf(t, forwardKey(i))].ID == "eskv-writer-1" {
+			key = forwardKey(i)
+			break
+		}
+	}
+	hop := func(from string) (int, string) {
+		req, _ := http.NewRequest("GET", ps.urls[0]+"/v1/kv/"+key, nil)
+		req.Header.Set("Authorization", "Bearer "+devToken)
+		req.Header.Set("Eskv-Forwarded-By", from)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := hop(ps.urls[1]); code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"partition_unavailable"`) {
+		t.Errorf("a second hop of %s through writer 0: %d %s; want 503 partition_unavailable", key, code, body)
+	}
+	if code, body := hop(ps.urls[0]); code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"forward_loop"`) {
+		t.Errorf("writer 0's own forward of %s come back: %d %s; want 503 forward_loop", key, code, body)
+	}
+	if code, body := devCall("GET", ps.urls[0]+"/readyz", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "forward_loop") {
+		t.Errorf("writer 0 /readyz after its forward came back: %d %s; want 503 forward_loop", code, body)
+	}
 }
 
 // TestForwardLoopIsLoud: writer 1 advertises writer 0's URL (a
@@ -176,26 +215,29 @@ func TestForwardLoopIsLoud(t *testing.T) {
 		}
 		return ""
 	})
-	owners, err := ps.store.Owners(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rounds = 5
 	looped := []map[int32]bool{{}, {}} // per writer, the partitions it must see loop
 	for i := range forwardKeys {
 		p := partitionOf(t, forwardKey(i))
-		other := 0 // the writer that does not own the key
-		if owners[p].ID == "eskv-writer-0" {
-			other = 1
-		}
-		looped[other][p] = true
-		u := ps.urls[other] + "/v1/kv/" + forwardKey(i)
-		// Writers read writer_owners every second: wait for the one asked
-		// to see the other's rows (until then the partition is "moving").
-		testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("writer %d to see partition %d's owner", other, p), func() bool {
+		// The writer that does not own the key, by writer_owners as it is
+		// now (the group may still be settling), must answer forward_loop
+		// once it has read the table (every second).
+		var other int
+		var u string
+		testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("the writer not owning partition %d to answer forward_loop", p), func() bool {
+			owners, err := ps.store.Owners(context.Background())
+			if err != nil {
+				return false
+			}
+			other = 0
+			if owners[p].ID == "eskv-writer-0" {
+				other = 1
+			}
+			u = ps.urls[other] + "/v1/kv/" + forwardKey(i)
 			_, body := devCall("GET", u, "")
 			return strings.Contains(body, `"code":"forward_loop"`)
 		})
+		looped[other][p] = true
 		for range rounds {
 			if code, body := devCall("GET", u, ""); code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"forward_loop"`) {
 				t.Fatalf("GET %s (partition %d) through writer %d: %d %s; want 503 forward_loop", forwardKey(i), p, other, code, body)
