@@ -9,6 +9,7 @@
 #     proxy: kubeconform's default schema location, GitHub, is not
 #     reachable here); a kind without a schema is an error, not skipped;
 #   - kube-score on the same: any CRITICAL finding fails;
+#   - the chart refuses an unpinned image tag and SASL without a secret;
 #   - deploy/k8s/eskv.yaml is the chart's rendering (scripts/render-k8s.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -39,6 +40,14 @@ done
 kubectl kustomize deploy/k8s >"$work/k8s.yaml"
 
 status=0
+# Values the chart must refuse: an unpinned image, SASL without a secret.
+for bad in image.tag=latest image.tag= kafka.sasl.mechanism=plain; do
+	if "$bin/helm" template eskv "$chart" --set "$bad" >/dev/null 2>&1; then
+		echo "deploy-check: helm template accepted --set $bad" >&2
+		status=1
+	fi
+done
+
 for f in "$work"/*.yaml; do
 	echo "== $(basename "$f")"
 	"$bin/kubeconform" -strict -summary -schema-location "$schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" "$f" || status=1
