@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit test-scripts fuzz lint build bench chaos clean shape
+.PHONY: run test test-unit test-scripts fuzz lint build bench chaos clean shape deploy-check deploy-k8s
 
 run:
 	bash scripts/run-local.sh
@@ -64,3 +64,15 @@ clean:
 # packages, cmd/'s share of the lines, go mod tidy in both modules.
 shape:
 	bash scripts/shape.sh
+
+# The Helm chart and deploy/k8s as a cluster takes them, offline: helm
+# lint, kubeconform -strict (schemas generated from the Kubernetes OpenAPI
+# document of the k8s.io/kubernetes module), kube-score with no CRITICAL
+# finding, deploy/k8s/eskv.yaml equal to the chart's rendering. Tools
+# install with go install on first use (docs/deploy.md).
+deploy-check:
+	bash scripts/deploy-check.sh
+
+# Regenerate deploy/k8s/eskv.yaml from the chart after changing it.
+deploy-k8s:
+	bash scripts/render-k8s.sh

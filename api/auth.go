@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -97,11 +98,19 @@ type credential struct {
 	expiresAt time.Time // zero: never
 }
 
-// Tokens authenticates bearer tokens. Only their SHA-256 is kept.
+// Tokens authenticates bearer tokens. Only their SHA-256 is kept. Its
+// table can be replaced while requests are served (Replace, for a reloaded
+// tokens file): each request is checked against one table, the old or the
+// new, never a mix.
 type Tokens struct {
+	table atomic.Pointer[tokenTable]
+}
+
+// tokenTable is one immutable generation of the tokens.
+type tokenTable struct {
 	byHash map[[32]byte]credential
 	// names lists the principals, for the bounded denial label space.
-	names []string
+	names map[string]bool
 }
 
 // NewTokens builds the token table and rejects malformed entries, naming
@@ -109,8 +118,8 @@ type Tokens struct {
 // are empty, not a key path or repeated, rights that are empty, unknown or
 // repeated, and duplicate tokens or principals.
 func NewTokens(cfgs []TokenConfig) (*Tokens, error) {
-	t := &Tokens{byHash: make(map[[32]byte]credential, len(cfgs))}
-	principals := make(map[string]bool, len(cfgs))
+	t := &tokenTable{byHash: make(map[[32]byte]credential, len(cfgs)), names: make(map[string]bool, len(cfgs))}
+	principals := t.names
 	for i, c := range cfgs {
 		if err := checkEntry(c); err != nil {
 			return nil, fmt.Errorf("token %d (%s): %w", i, c.Principal, err)
@@ -128,10 +137,21 @@ func NewTokens(cfgs []TokenConfig) (*Tokens, error) {
 			cr.expiresAt = *c.ExpiresAt
 		}
 		t.byHash[h] = cr
-		t.names = append(t.names, c.Principal)
 	}
-	return t, nil
+	tt := &Tokens{}
+	tt.table.Store(t)
+	return tt, nil
 }
+
+// Replace makes the tokens of n this table's, atomically: requests
+// authenticated from now on see n's tokens only.
+func (t *Tokens) Replace(n *Tokens) { t.table.Store(n.table.Load()) }
+
+// Len returns the number of tokens.
+func (t *Tokens) Len() int { return len(t.table.Load().byHash) }
+
+// knows reports whether principal is named by the current tokens.
+func (t *Tokens) knows(principal string) bool { return t.table.Load().names[principal] }
 
 // checkEntry checks one entry on its own.
 func checkEntry(c TokenConfig) error {
@@ -293,7 +313,7 @@ func (t *Tokens) authenticate(h http.Header, now time.Time) (*Principal, *authEr
 		return nil, &authError{reason: reasonMalformed, err: events.Errorf(events.EUnauthenticated,
 			"malformed Authorization header: send Authorization: Bearer <token>")}
 	}
-	cr, ok := t.byHash[sha256.Sum256([]byte(tok))]
+	cr, ok := t.table.Load().byHash[sha256.Sum256([]byte(tok))]
 	if !ok {
 		return nil, &authError{reason: reasonUnknown, err: events.Errorf(events.EUnauthenticated, "unknown bearer token")}
 	}

@@ -24,15 +24,18 @@ const (
 
 // denials logs and counts refused requests (401, 403 and a refused
 // Authorization header). Its label space and its limiters are bounded by
-// the token table: one per known principal and one for UnknownPrincipal.
+// the token tables: one per principal a table has named (a reloaded
+// tokens file may add some) and one for UnknownPrincipal.
 type denials struct {
 	log     *slog.Logger
 	counter *prometheus.CounterVec
-	buckets map[string]*logBucket // fixed after newDenials
+	tokens  *Tokens
+	mu      sync.Mutex
+	buckets map[string]*logBucket
 }
 
 func newDenials(t *Tokens, reg prometheus.Registerer, log *slog.Logger) (*denials, error) {
-	d := &denials{log: log, buckets: make(map[string]*logBucket, len(t.names)+1),
+	d := &denials{log: log, tokens: t, buckets: make(map[string]*logBucket),
 		counter: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_http_denied_total",
 			Help: "Requests refused for authentication (401, or 400 for two Authorization headers) or authorization (403), by principal (" + UnknownPrincipal + " when no token names one) and reason.",
@@ -42,11 +45,25 @@ func newDenials(t *Tokens, reg prometheus.Registerer, log *slog.Logger) (*denial
 			return nil, err
 		}
 	}
-	for _, n := range t.names {
-		d.buckets[n] = &logBucket{tokens: denialLogBurst}
-	}
 	d.buckets[UnknownPrincipal] = &logBucket{tokens: denialLogBurst}
 	return d, nil
+}
+
+// bucket returns the log budget of principal, created when the current
+// tokens name it, and the label it is counted under (UnknownPrincipal for
+// a name no table has named).
+func (ds *denials) bucket(principal string) (*logBucket, string) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if b, ok := ds.buckets[principal]; ok {
+		return b, principal
+	}
+	if !ds.tokens.knows(principal) {
+		return ds.buckets[UnknownPrincipal], UnknownPrincipal
+	}
+	b := &logBucket{tokens: denialLogBurst}
+	ds.buckets[principal] = b
+	return b, principal
 }
 
 // denial is one refused request. Key is the key or listing prefix asked
@@ -60,11 +77,10 @@ type denial struct {
 // whether it logged it. A denial the budget leaves unlogged is not audited
 // either, so the budget also bounds the audit records of a principal.
 func (ds *denials) record(d denial, now time.Time) bool {
-	if _, known := ds.buckets[d.principal]; !known {
-		d.principal = UnknownPrincipal
-	}
+	b, label := ds.bucket(d.principal)
+	d.principal = label
 	ds.counter.WithLabelValues(d.principal, d.reason).Inc()
-	ok, skipped := ds.buckets[d.principal].take(now)
+	ok, skipped := b.take(now)
 	if !ok {
 		return false
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
-// ForwardedHeader marks a request one writer forwarded to another. A
-// forwarded request is never forwarded again: if its receiver does not own
-// the key either (ownership is moving), it answers 503 and the client
-// retries.
+// ForwardedHeader marks a request one writer forwarded to another; its
+// value is the sender's advertise URL. A forwarded request is never
+// forwarded again: if its receiver does not own the key either (ownership
+// is moving), it answers 503 and the client retries; if the receiver is
+// the sender (a forward loop), it answers 503 forward_loop.
 const ForwardedHeader = "Eskv-Forwarded-By"
 
 // forwarder proxies requests to the writer that owns the key's partition.
@@ -46,14 +47,16 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 }
 
 // forward answers the request through the key's owner when another writer
-// owns it. It reports whether it did.
+// owns it. It reports whether it did. The request carries our advertise
+// URL in ForwardedHeader, so the writer receiving it refuses to forward it
+// again and recognizes its own forward coming back (writer.Route).
 func (s *Server) forward(c echo.Context, k events.Key) (bool, error) {
-	local, owner := s.w.Route(k)
+	local, owner, err := s.w.Route(k, c.Request().Header.Get(ForwardedHeader))
 	if local {
 		return false, nil
 	}
-	if owner == "" || c.Request().Header.Get(ForwardedHeader) != "" {
-		return true, &events.Error{Code: events.EUnavailable, Message: "the key's partition is moving between writers; retry", RetryAfterSeconds: 1}
+	if err != nil {
+		return true, err
 	}
 	p, err := s.fwd.proxy(owner)
 	if err != nil {

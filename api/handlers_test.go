@@ -57,8 +57,11 @@ func (f *fakeWriter) State(_ context.Context, k events.Key) (events.State, error
 
 func (f *fakeWriter) AwaitProjected(context.Context, string) error { return nil }
 
-func (f *fakeWriter) Ready() bool                     { return true }
-func (f *fakeWriter) Route(events.Key) (bool, string) { return true, "" }
+func (f *fakeWriter) Ready() bool           { return true }
+func (f *fakeWriter) ForwardLoops() []int32 { return nil }
+func (f *fakeWriter) Route(events.Key, string) (bool, string, error) {
+	return true, "", nil
+}
 
 // fakeLister lists nothing.
 type fakeLister struct{}

@@ -132,7 +132,14 @@ type routingWriter struct {
 	awaited []string
 }
 
-func (w *routingWriter) Route(events.Key) (bool, string) { return w.local, w.owner }
+// Route answers as writer.Route does: a request this writer does not own
+// is forwarded once, to a known owner, never twice.
+func (w *routingWriter) Route(_ events.Key, forwardedBy string) (bool, string, error) {
+	if !w.local && (w.owner == "" || forwardedBy != "") {
+		return false, "", &events.Error{Code: events.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
+	}
+	return w.local, w.owner, nil
+}
 
 func (w *routingWriter) AwaitProjected(_ context.Context, prefix string) error {
 	w.awaited = append(w.awaited, prefix)

@@ -8,9 +8,11 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -34,8 +36,13 @@ type Writer interface {
 	// partition answers (partition_unavailable otherwise, or when the
 	// projector is too far behind).
 	AwaitProjected(ctx context.Context, prefix string) error
-	// Route says whether key is decided here or by the writer at ownerURL.
-	Route(key events.Key) (local bool, ownerURL string)
+	// Route says whether key is decided here or by the writer at ownerURL,
+	// or why neither can answer; forwardedBy is the request's
+	// ForwardedHeader ("" from a client).
+	Route(key events.Key, forwardedBy string) (local bool, ownerURL string, err error)
+	// ForwardLoops lists the partitions whose forwarding comes back to
+	// this writer; while any does, /readyz answers 503 forward_loop.
+	ForwardLoops() []int32
 	// AuditDenied records in the audit trail (kv.conflicts, reason
 	// forbidden) that principal was refused the write op of key. It never
 	// blocks: the record may be dropped (and counted).
@@ -87,8 +94,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Ready is an extra readiness check (for example a database ping).
 	Ready func(ctx context.Context) error
-	// InstanceID names this writer in forwarded requests.
+	// InstanceID names this writer in forwarded requests when
+	// AdvertiseURL is empty.
 	InstanceID string
+	// AdvertiseURL is the URL other writers forward to this writer at
+	// (writer.Config.AdvertiseURL): the value of ForwardedHeader in the
+	// requests it forwards, so that its own forward coming back is seen.
+	AdvertiseURL string
 	// MaxListBytes bounds the bytes of the entries of one page of a
 	// listing (about their JSON), beside its limit: a page that reaches
 	// it is answered truncated, with a cursor, and always holds at least
@@ -140,7 +152,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		return nil, errors.New("api: a token table is required")
 	}
 	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, lists: make(chan struct{}, cfg.MaxConcurrentLists),
-		fwd: &forwarder{self: cfg.InstanceID, proxies: make(map[string]*httputil.ReverseProxy)}}
+		fwd: &forwarder{self: cmp.Or(cfg.AdvertiseURL, cfg.InstanceID), proxies: make(map[string]*httputil.ReverseProxy)}}
 	if s.fwd.self == "" {
 		s.fwd.self = "writer"
 	}
@@ -186,6 +198,10 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.echo }
 
 func (s *Server) readyz(c echo.Context) error {
+	if loops := s.w.ForwardLoops(); len(loops) > 0 {
+		return &events.Error{Code: events.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
+			"forwarding loops back to this writer for partitions %v: a writer's ESKV_ADVERTISE_URL is wrong (see the log)", loops)}
+	}
 	if !s.w.Ready() {
 		return &events.Error{Code: events.EUnavailable, Message: "writer is joining the group or catching up", RetryAfterSeconds: 1}
 	}

@@ -245,7 +245,7 @@ type remoteWriter struct {
 	url string
 }
 
-func (f *remoteWriter) Route(events.Key) (bool, string) { return false, f.url }
+func (f *remoteWriter) Route(events.Key, string) (bool, string, error) { return false, f.url, nil }
 
 // TestTxnForwardsWholeBody: a writer that does not own the project
 // forwards the transaction, whose body it has read, to the owner intact.

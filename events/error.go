@@ -25,7 +25,11 @@ const (
 	EUnauthenticated = "unauthenticated"
 	EForbidden       = "forbidden"
 	EUnavailable     = "partition_unavailable"
-	EInternal        = "internal"
+	// EForwardLoop: forwarding the request would come back to the writer
+	// that received it (a writer's advertise URL is wrong). Transient for
+	// a client (another writer may answer); an operator's problem.
+	EForwardLoop = "forward_loop"
+	EInternal    = "internal"
 
 	// Codes of requests that reach no operation.
 	EMethodNotAllowed     = "method_not_allowed"

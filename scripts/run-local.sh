@@ -73,7 +73,14 @@ ready_wait=${ESKV_READY_WAIT:-60}
 
 http_host=${ESKV_HTTP_ADDR%:*}
 http_port=${ESKV_HTTP_ADDR##*:}
-case $http_host in "" | 0.0.0.0 | "[::]") http_host=127.0.0.1 ;; esac
+case $http_host in
+"" | 0.0.0.0 | "[::]")
+	http_host=127.0.0.1
+	# A writer listening on every interface must be told the address to
+	# advertise (it refuses to start otherwise): locally, this one.
+	export ESKV_ADVERTISE_URL=${ESKV_ADVERTISE_URL:-http://$http_host:$http_port}
+	;;
+esac
 addr=$http_host:$http_port
 
 command -v curl >/dev/null || {

@@ -16,6 +16,8 @@ type metrics struct {
 	deniedAudits      *prometheus.CounterVec
 	listWait          prometheus.Histogram
 	listWaitTimeouts  prometheus.Counter
+	forwardLoops      prometheus.Counter
+	loopingPartitions prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -63,8 +65,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		listWaitTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eskv_writer_list_wait_timeouts_total", Help: "Listings answered 503 because the projector did not apply the writes under their prefix within ESKV_MAX_LIST_WAIT.",
 		}),
+		forwardLoops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_forward_loops_total", Help: "Requests answered 503 forward_loop: forwarding them would have come back to this writer (a writer's ESKV_ADVERTISE_URL is wrong).",
+		}),
+		loopingPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_writer_forward_loop_partitions", Help: "Partitions whose forwarding loops back to this writer; while above 0 /readyz answers 503.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts} {
+	for _, c := range []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

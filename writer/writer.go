@@ -174,6 +174,8 @@ type Writer struct {
 
 	// owners is the last read of the ownership table, for routing.
 	owners atomic.Pointer[map[int32]projection.Owner]
+	// loops are the partitions whose forwarding comes back here.
+	loops loops
 }
 
 // New returns a Writer; Run starts it.
@@ -195,6 +197,7 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 		cfg: cfg, proj: proj, log: log, metrics: m,
 		adm: kadm.NewClient(admCl), admCl: admCl,
 		parts: make(map[int32]*partition),
+		loops: loops{parts: make(map[int32]projection.Owner)},
 	}, nil
 }
 
@@ -366,23 +369,7 @@ func (w *Writer) refreshOwners(ctx context.Context) {
 		return
 	}
 	w.owners.Store(&owners)
-}
-
-// Route says where a request for key is decided: here (local), or by the
-// writer answering at ownerURL. When this writer does not own the key's
-// partition and knows no other owner, local is false and ownerURL empty:
-// the caller answers 503 (never a read from a projection that may lag).
-func (w *Writer) Route(key events.Key) (local bool, ownerURL string) {
-	id, p := w.partition(key)
-	if p != nil {
-		return true, ""
-	}
-	if owners := w.owners.Load(); owners != nil {
-		if o, ok := (*owners)[id]; ok && o.ID != w.cfg.InstanceID {
-			return false, o.Addr
-		}
-	}
-	return false, ""
+	w.clearLoops(owners)
 }
 
 func (w *Writer) partition(key events.Key) (int32, *partition) {

@@ -198,7 +198,9 @@ func Classify(err error) Class {
 		return ClassFatal
 	}
 	switch {
-	case e.Code == events.EUnavailable:
+	case e.Code == events.EUnavailable, e.Code == events.EForwardLoop:
+		// forward_loop: the writer reached is misconfigured, but another
+		// one behind the same Service may answer the retry.
 		return ClassTransient
 	case e.Code == events.EConflict && e.Field != "requestId":
 		return ClassConflict

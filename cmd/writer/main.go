@@ -8,10 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
@@ -38,6 +43,7 @@ type config struct {
 	createTopics     bool
 	devToken         string
 	tokensFile       string
+	tokensPoll       time.Duration
 	maxValueBytes    int
 	instanceID       string
 	pprofAddr        string
@@ -71,6 +77,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("dev-token", "ESKV_DEV_TOKEN")
 	f.StringVar(&c.tokensFile, "tokens-file", "", "JSON file of bearer tokens and their grants")
 	f.Env("tokens-file", "ESKV_TOKENS_FILE")
+	f.DurationVar(&c.tokensPoll, "tokens-poll", api.DefaultTokensPoll, "how often the tokens file is read to reload it when its content changed (SIGHUP reloads it at once); a file that does not load keeps the tokens in force")
+	f.Env("tokens-poll", "ESKV_TOKENS_POLL")
 	f.IntVar(&c.maxValueBytes, "max-value-bytes", events.DefaultMaxValueBytes, "largest serialized value accepted")
 	f.Env("max-value-bytes", "ESKV_MAX_VALUE_BYTES")
 	f.StringVar(&c.instanceID, "instance-id", "writer-"+host, "static group member id; unique per writer")
@@ -114,27 +122,56 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
+		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
 	)
 }
 
-// tokens returns the configured bearer tokens: at least one.
-func (c *config) tokens() (*api.Tokens, error) {
-	var tokens []api.TokenConfig
-	if c.tokensFile != "" {
-		var err error
-		if tokens, err = api.LoadTokens(c.tokensFile); err != nil {
-			return nil, err
-		}
-	}
+// tokens returns the configured bearer tokens (at least one) and, with a
+// tokens file, the part that reloads it on SIGHUP and when it changes.
+func (c *config) tokens(reg prometheus.Registerer, log *slog.Logger) (*api.Tokens, func(context.Context) error, error) {
+	var extra []api.TokenConfig
 	if c.devToken != "" {
-		tokens = append(tokens, api.DevToken(c.devToken))
+		extra = append(extra, api.DevToken(c.devToken))
 	}
-	if len(tokens) == 0 {
-		return nil, errors.New("no tokens configured: set ESKV_DEV_TOKEN or ESKV_TOKENS_FILE")
+	if c.tokensFile == "" {
+		if len(extra) == 0 {
+			return nil, nil, errors.New("no tokens configured: set ESKV_DEV_TOKEN or ESKV_TOKENS_FILE")
+		}
+		t, err := api.NewTokens(extra)
+		return t, nil, err
 	}
-	return api.NewTokens(tokens)
+	r, err := api.NewTokenReloader(c.tokensFile, extra, reg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.Tokens(), func(ctx context.Context) error {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		return r.Run(ctx, c.tokensPoll, hup)
+	}, nil
+}
+
+// checkAdvertise refuses to start with an advertise URL other writers
+// cannot reach this one at: an unspecified host in ESKV_ADVERTISE_URL,
+// or no ESKV_ADVERTISE_URL while ESKV_HTTP_ADDR listens on every
+// interface (the default URL would then be http://0.0.0.0:… or
+// http://[::]:…, and every other writer would forward to itself).
+func (c *config) checkAdvertise() error {
+	if c.advertiseURL != "" {
+		return writer.CheckAdvertiseURL(c.advertiseURL)
+	}
+	host, _, err := net.SplitHostPort(c.httpAddr)
+	if err != nil {
+		return fmt.Errorf("ESKV_HTTP_ADDR=%q: %w", c.httpAddr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%s is unset and ESKV_HTTP_ADDR=%q listens on every interface, so no address to advertise to other writers is known: "+
+			"set %s to the URL other writers reach this one at (on Kubernetes http://$(POD_IP):8080)", writer.AdvertiseSetting, c.httpAddr, writer.AdvertiseSetting)
+	}
+	return nil
 }
 
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
@@ -142,8 +179,12 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := c.checkAdvertise(); err != nil {
+		return err
+	}
 	log := service.Logger(stderr, *c.logLevel, "writer")
-	tt, err := c.tokens()
+	reg := service.NewRegistry()
+	tt, reloadTokens, err := c.tokens(reg, log)
 	if err != nil {
 		return err
 	}
@@ -162,7 +203,6 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer pool.Close()
 	store := projection.New(pool)
 
-	reg := service.NewRegistry()
 	w, err := writer.New(writer.Config{
 		Brokers:          c.kafka.BrokerList(),
 		Topics:           c.kafka.Topics(),
@@ -200,6 +240,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Registerer:         reg,
 		Ready:              pool.Ping,
 		InstanceID:         c.instanceID,
+		AdvertiseURL:       c.advertiseURL,
 		MaxListBytes:       c.maxListBytes,
 		MaxConcurrentLists: c.maxLists,
 		Watch:              hub,
@@ -209,6 +250,9 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	parts := []func(context.Context) error{w.Run, hub.Run}
+	if reloadTokens != nil {
+		parts = append(parts, reloadTokens)
+	}
 	if c.pprofAddr != "" {
 		pprofPart, err := servePprof(c.pprofAddr, c.http, log)
 		if err != nil {

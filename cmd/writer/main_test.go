@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,5 +122,153 @@ func TestServesAndStops(t *testing.T) {
 	r.Body.Close()
 	if err := w.Stop(t); err != nil {
 		t.Fatalf("run returned %v after cancel", err)
+	}
+}
+
+// TestRefusesUnspecifiedAdvertiseHost: a writer whose advertise URL other
+// writers could not reach it at does not start, and the error names
+// ESKV_ADVERTISE_URL, the setting to fix (issue 15: writers that recorded
+// http://[::]:8080 forwarded to themselves forever).
+func TestRefusesUnspecifiedAdvertiseHost(t *testing.T) {
+	for _, tc := range []struct{ name, advertise, httpAddr string }{
+		{"advertise 0.0.0.0", "http://0.0.0.0:8080", "127.0.0.1:0"},
+		{"advertise ::", "http://[::]:8080", "127.0.0.1:0"},
+		{"advertise no host", "http://:8080", "127.0.0.1:0"},
+		{"advertise not a URL", "10.0.0.7:8080", "127.0.0.1:0"},
+		{"unset, listening on 0.0.0.0", "", "0.0.0.0:8080"},
+		{"unset, listening on ::", "", "[::]:8080"},
+		{"unset, listening on every interface", "", ":8080"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setenv(t, map[string]string{"ESKV_DEV_TOKEN": "dev-token-for-main-test", "ESKV_ADVERTISE_URL": tc.advertise, "ESKV_HTTP_ADDR": tc.httpAddr})
+			err := run(context.Background(), nil, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "ESKV_ADVERTISE_URL") {
+				t.Fatalf("run: %v, want an error naming ESKV_ADVERTISE_URL", err)
+			}
+		})
+	}
+}
+
+// tokensFile writes a tokens file naming principal app with token tok,
+// replacing path atomically (as a Kubernetes Secret volume does).
+func writeTokensFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appTokens(tok string) string {
+	return `{"tokens":[{"token":"` + tok + `","principal":"app","grants":[{"prefix":"tenant/a/","rights":["read","write"]}]}]}`
+}
+
+// startWithTokens runs the writer in-process with the tokens file path,
+// polled every poll; it returns its base URL and its log.
+func startWithTokens(t *testing.T, path, poll string) (string, *testenv.Buffer) {
+	t.Helper()
+	b := testenv.MustBroker(t, 2)
+	pg := testenv.MustPostgresDB(t)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	setenv(t, map[string]string{
+		"ESKV_HTTP_ADDR": "127.0.0.1:0", "ESKV_ADDR_FILE": addrFile, "ESKV_BROKERS": strings.Join(b.Addrs, ","),
+		"ESKV_POSTGRES_URL": pg.URL, "ESKV_PARTITIONS": "2", "ESKV_DEV_TOKEN": "", "ESKV_TOKENS_FILE": path,
+		"ESKV_TOKENS_POLL": poll, "ESKV_WRITER_ID": "tokens-test", "ESKV_LOG_LEVEL": "info",
+	})
+	logs := &testenv.Buffer{}
+	base, _ := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
+		return run(ctx, nil, io.Discard, logs)
+	})
+	servicetest.WaitReady(t, base)
+	return base, logs
+}
+
+// authStatus is the status of a read of a key that does not exist with
+// token tok: 404 when the token is accepted, 401 when not.
+func authStatus(t *testing.T, base, tok string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/v1/kv/tenant/a/project/b/k", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	return r.StatusCode
+}
+
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	_, body := servicetest.Get(base + "/metrics")
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestTokensReloadWhenTheFileChanges: a token rotated in the tokens file
+// takes effect without a restart (the new token is accepted, the old one
+// answered 401); a file that does not load afterwards keeps the tokens in
+// force, logs why and counts the failure.
+func TestTokensReloadWhenTheFileChanges(t *testing.T) {
+	const oldTok, newTok = "old-token-0123456789", "new-token-0123456789"
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	writeTokensFile(t, path, appTokens(oldTok))
+	base, logs := startWithTokens(t, path, "50ms")
+	if got := authStatus(t, base, oldTok); got != http.StatusNotFound {
+		t.Fatalf("old token before the rotation: %d, want 404", got)
+	}
+	writeTokensFile(t, path, appTokens(newTok))
+	testenv.WaitFor(t, servicetest.Timeout, "the new token accepted", func() bool { return authStatus(t, base, newTok) == http.StatusNotFound })
+	if got := authStatus(t, base, oldTok); got != http.StatusUnauthorized {
+		t.Fatalf("old token after the rotation: %d, want 401", got)
+	}
+	if !strings.Contains(logs.String(), `"msg":"tokens file reloaded","service":"writer","trigger":"changed"`) {
+		t.Errorf("no reload line in the log:\n%s", logs.String())
+	}
+
+	// A bad file (a token too short) keeps the new token in force.
+	writeTokensFile(t, path, appTokens("short"))
+	testenv.WaitFor(t, servicetest.Timeout, "the failed reload counted", func() bool { return metric(t, base, "eskv_tokens_reload_failures_total") == "1" })
+	if got := authStatus(t, base, newTok); got != http.StatusNotFound {
+		t.Fatalf("new token after a bad file: %d, want 404 (the tokens in force are kept)", got)
+	}
+	if !strings.Contains(logs.String(), `"msg":"tokens file not reloaded: the tokens loaded before stay in force"`) ||
+		!strings.Contains(logs.String(), "token 0 (app): tokens must be at least 16 characters") {
+		t.Errorf("the log does not say why the file was refused:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), newTok) || strings.Contains(logs.String(), oldTok) {
+		t.Errorf("a token is in the log:\n%s", logs.String())
+	}
+	if metric(t, base, "eskv_tokens_loaded") != "1" || metric(t, base, "eskv_tokens_last_load_timestamp_seconds") == "" {
+		t.Errorf("eskv_tokens_loaded %q, eskv_tokens_last_load_timestamp_seconds %q", metric(t, base, "eskv_tokens_loaded"), metric(t, base, "eskv_tokens_last_load_timestamp_seconds"))
+	}
+}
+
+// TestTokensReloadOnSIGHUP: with a poll too slow to matter, SIGHUP
+// reloads the tokens file at once.
+func TestTokensReloadOnSIGHUP(t *testing.T) {
+	const oldTok, newTok = "old-token-0123456789", "new-token-0123456789"
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	writeTokensFile(t, path, appTokens(oldTok))
+	base, logs := startWithTokens(t, path, "1h")
+	writeTokensFile(t, path, appTokens(newTok))
+	if got := authStatus(t, base, newTok); got != http.StatusUnauthorized {
+		t.Fatalf("new token before SIGHUP: %d, want 401", got)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, servicetest.Timeout, "the new token accepted after SIGHUP", func() bool { return authStatus(t, base, newTok) == http.StatusNotFound })
+	if got := authStatus(t, base, oldTok); got != http.StatusUnauthorized {
+		t.Fatalf("old token after SIGHUP: %d, want 401", got)
+	}
+	if !strings.Contains(logs.String(), `"trigger":"signal"`) {
+		t.Errorf("no reload by signal in the log:\n%s", logs.String())
 	}
 }
