@@ -48,6 +48,7 @@ build:
 
 bench:
 	bash scripts/ensure-clickhouse.sh # for the auditor's figures (7a, 7b)
+	bash scripts/ensure-peers.sh # etcd, NATS, Redis for figure 18 (missing ones print as unavailable)
 	cd tools && go run ./eskvbench $(BENCH_ARGS)
 
 # Fault harness: real processes, SIGKILL/SIGSTOP, linearizability and log
