@@ -95,6 +95,11 @@ type peerFigure struct {
 	Note string    `json:"note,omitempty"`
 }
 
+// peerNote explains figure 18's columns.
+const peerNote = "ok/s: acknowledged compare-and-swaps per second; p50/p99 of the CAS alone, read+CAS p50 of the whole cycle; " +
+	"eskv ÷: eskv's ok/s over the system's in the same scenario; CPU µs/write: the system's processes (utime+stime from /proc) " +
+	"over the first scenario ÷ its acknowledged writes, the load generator not counted"
+
 // system is a started system of figure 18.
 type system struct {
 	name     string
@@ -107,7 +112,7 @@ type system struct {
 // stopped in turn, so that only one system is loaded at a time (eskv's
 // stack stays up, idle, while the peers run).
 func (b *bench) peers(ctx context.Context, rep *report) error {
-	fig := &peerFigure{}
+	fig := &peerFigure{Note: peerNote}
 	rep.Peers = fig
 	projects := b.peerProjects()
 	b.logf("18 read-then-CAS on eskv and %s, %s per run", strings.Join(b.c.peers, ", "), b.c.peerDuration)
@@ -135,10 +140,6 @@ func (b *bench) peers(ctx context.Context, rep *report) error {
 			return err
 		}
 	}
-	fig.ratios()
-	fig.Note = "ok/s: acknowledged compare-and-swaps per second; p50/p99 of the CAS alone, read+CAS p50 of the whole cycle; " +
-		"eskv ÷: eskv's ok/s over the system's in the same scenario; CPU µs/write: the system's processes (utime+stime from /proc) " +
-		"over the first scenario ÷ its acknowledged writes, the load generator not counted"
 	return ctx.Err()
 }
 
@@ -300,6 +301,7 @@ func (r *report) printPeers(w io.Writer) error {
 	if f == nil {
 		return nil
 	}
+	f.ratios() // here, so that an interrupted run has them too
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "18  read-then-CAS, each system in this run on the same workload")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -163,3 +163,35 @@ func TestParsePeers(t *testing.T) {
 		t.Errorf("parse: %+v %v", c, err)
 	}
 }
+
+func TestPrintPeers(t *testing.T) {
+	eskvCPU := newCPUReport(cpuDelta{Seconds: map[string]float64{"writer": 3, kindPostgres: 1, kindLoadGenerator: 2}}, 10000, 8)
+	r := &report{Peers: &peerFigure{Note: peerNote, Rows: []peerRow{
+		{Step: "18a", Scenario: "64 clients", System: "eskv", Version: "this tree", CPU: eskvCPU,
+			casOutcome: casOutcome{OK: 10000, OKPerSec: 1250, P50: ms(12 * time.Millisecond), P99: ms(40 * time.Millisecond)}},
+		{Step: "18a", Scenario: "64 clients", System: "redis", Version: "7.0.15",
+			casOutcome: casOutcome{OK: 20000, OKPerSec: 2500, Conflicts: 8, ConflictsPerSec: 1}},
+		{Step: "18", Scenario: "-", System: "etcd", Unavailable: "none of etcd found"},
+	}}}
+	var out strings.Builder
+	if err := r.printPeers(&out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"unavailable: none of etcd found", "0.50×", "1.00×", "12.0ms", "40.0ms", "400",
+		"eskv's CPU over 18a", "writer 3.00 s, " + kindPostgres + " 1.00 s", "= 400 µs CPU per acknowledged write",
+		"not counted: " + kindLoadGenerator} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in\n%s", want, s)
+		}
+	}
+	if r.Peers.Rows[1].Ratio != 0.5 || r.Peers.Rows[2].Ratio != 0 {
+		t.Errorf("ratios: %+v", r.Peers.Rows)
+	}
+}
+
+func TestStartPeerUnknown(t *testing.T) {
+	if _, err := startPeer(t.Context(), "mongo", peerConfig{}); err == nil || !strings.Contains(err.Error(), "postgres, etcd, nats, redis") {
+		t.Errorf("got %v", err)
+	}
+}
