@@ -79,8 +79,8 @@ func sampleCPU(root string, classify classifier) cpuSample {
 
 // cpuDelta is the CPU seconds each kind of process used between two
 // samples. A process that started in between counts from zero; one that
-// exited in between is lost (its CPU is no longer readable) and counted
-// in Exited.
+// exited in between is lost (its CPU is no longer readable) and, when its
+// kind is counted, counted in Exited.
 type cpuDelta struct {
 	Seconds map[string]float64 `json:"seconds"`
 	Exited  int                `json:"exited,omitempty"`
@@ -95,8 +95,8 @@ func (after cpuSample) since(before cpuSample, classify classifier) cpuDelta {
 		}
 		d.Seconds[classify(a)] += used
 	}
-	for pid := range before {
-		if _, ok := after[pid]; !ok {
+	for pid, b := range before {
+		if _, ok := after[pid]; !ok && !uncounted[classify(b)] {
 			d.Exited++
 		}
 	}
