@@ -48,10 +48,11 @@ func TestPostgresKind(t *testing.T) {
 
 func TestCPUDelta(t *testing.T) {
 	classify := func(p procInfo) string {
-		return map[int]string{1: "writer", 2: "postgres", 3: "postgres", 5: kindLoadGenerator}[p.PID]
+		return map[int]string{1: "writer", 2: "postgres", 3: "postgres", 4: "postgres", 5: kindLoadGenerator, 6: kindPostgresOther}[p.PID]
 	}
+	// 4 and 6 exit during the run: only 4 is of a counted kind.
 	before := cpuSample{1: {PID: 1, Comm: "writer", CPU: 1.5}, 2: {PID: 2, Comm: "postgres", CPU: 4}, 4: {PID: 4, Comm: "postgres", CPU: 9},
-		5: {PID: 5, Comm: "eskvbench", CPU: 1}}
+		5: {PID: 5, Comm: "eskvbench", CPU: 1}, 6: {PID: 6, Comm: "postgres", CPU: 2}}
 	after := cpuSample{1: {PID: 1, Comm: "writer", CPU: 2.5}, 2: {PID: 2, Comm: "postgres", CPU: 4.25},
 		3: {PID: 3, Comm: "postgres", CPU: 0.5}, // started during the run: all of it counts
 		5: {PID: 5, Comm: "eskvbench", CPU: 3}}
