@@ -18,7 +18,7 @@ test:
 
 test-unit:
 	ESKV_UNIT_ONLY=1 go test -short ./...
-	cd tools && go test -short ./...
+	cd tools && ESKV_UNIT_ONLY=1 go test -short ./...
 
 # make run / make clean as a user meets them, from temporary clones on free
 # ports: run, Ctrl-C, clean, run again, two clones side by side.
@@ -48,6 +48,7 @@ build:
 
 bench:
 	bash scripts/ensure-clickhouse.sh # for the auditor's figures (7a, 7b)
+	bash scripts/ensure-peers.sh # etcd, NATS, Redis for figure 18 (missing ones print as unavailable)
 	cd tools && go run ./eskvbench $(BENCH_ARGS)
 
 # Fault harness: real processes, SIGKILL/SIGSTOP, linearizability and log

@@ -67,6 +67,10 @@ type config struct {
 
 	robustConns                         int
 	robustRead, robustWrite, robustIdle time.Duration
+
+	peers        []string // figure 18's peers, in order
+	peerDuration time.Duration
+	peerClients  int
 }
 
 const usage = `usage: eskvbench [flags]
@@ -93,7 +97,10 @@ a set of 1,000 and of 1,000,000 members loaded straight into the
 projection (own stack only); 14 lrange 0 99 on a list of 1,000 and of
 1,000,000 values loaded the same way; 16 watch delivery (a write
 acknowledged → its event received by a watcher) at 1,000 writes/s; 17
-figure 2a's writes with 0 and with 200 idle watchers open. -only runs
+figure 2a's writes with 0 and with 200 idle watchers open; 18
+read-then-CAS side by side on eskv and its peers (a plain Postgres table, etcd, NATS JetStream KV,
+Redis; each started by the bench on free ports, scripts/ensure-peers.sh
+installs them), with eskv's CPU per acknowledged write. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
@@ -106,8 +113,7 @@ Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
 var envAliases = map[string]string{"clickhouse-addr": "ESKV_TEST_CLICKHOUSE_ADDR",
 	"admin-postgres-url": "ESKV_TEST_POSTGRES_URL", "partitions": "ESKV_PARTITIONS"}
 
-func parse(args []string, stderr io.Writer) (config, error) {
-	var c config
+func parse(args []string, stderr io.Writer) (c config, err error) {
 	fs := flag.NewFlagSet("eskvbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -115,7 +121,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	only := c.flags(fs)
+	peers := fs.String("peers", strings.Join(peerNames, ","), "figure 18's peers, comma-separated among "+strings.Join(peerNames, ",")+"; none for eskv alone")
 	if err := cli.Parse(fs, args, "ESKV_BENCH", envAliases); err != nil {
+		return c, err
+	}
+	if c.peers, err = parsePeers(*peers); err != nil {
 		return c, err
 	}
 	if *only != "" {
@@ -169,7 +179,9 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.DurationVar(&c.robustRead, "robust-read-timeout", benchReadTimeout, "the writer's read timeout (figure 11; the own stack's writer is started with it)")
 	fs.DurationVar(&c.robustWrite, "robust-write-timeout", benchWriteTimeout, "the writer's write timeout (figure 11; the own stack's writer is started with it)")
 	fs.DurationVar(&c.robustIdle, "robust-idle-timeout", benchIdleTimeout, "the writer's idle timeout (figure 11; the own stack's writer is started with it)")
-	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,16,17 (5 comes with 2, 6 always); "+
+	fs.DurationVar(&c.peerDuration, "peer-duration", 8*time.Second, "length of each run of figure 18 (per system and scenario)")
+	fs.IntVar(&c.peerClients, "peer-clients", 64, "clients of figure 18's first scenario (distinct keys over 8 projects)")
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,16,17,18 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
 
@@ -188,14 +200,32 @@ func (c *config) validate() error {
 		return errors.New("-robust-read-timeout, -robust-write-timeout and -robust-idle-timeout must be positive")
 	case c.listKeys < 1 || c.listKeys > 1000:
 		return errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
-	case c.duration <= 0 || c.readDuration <= 0:
-		return errors.New("-duration and -read-duration must be positive")
+	case c.duration <= 0 || c.readDuration <= 0 || c.peerDuration <= 0:
+		return errors.New("-duration, -read-duration and -peer-duration must be positive")
+	case c.peerClients < 1:
+		return errors.New("-peer-clients must be positive")
 	}
 	return nil
 }
 
+// parsePeers reads -peers: names among peerNames, or none.
+func parsePeers(s string) ([]string, error) {
+	var peers []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "" || p == "none":
+		case !slices.Contains(peerNames, p):
+			return nil, fmt.Errorf("-peers: %q is not one of %s", p, strings.Join(peerNames, ","))
+		case !slices.Contains(peers, p):
+			peers = append(peers, p)
+		}
+	}
+	return peers, nil
+}
+
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "16", "17"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "16", "17", "18"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }

@@ -149,6 +149,7 @@ type report struct {
 	Services    []string       `json:"services,omitempty"`
 	Config      map[string]any `json:"config"`
 	Results     []result       `json:"results"`
+	Peers       *peerFigure    `json:"peers,omitempty"` // figure 18
 	Processes   []procReport   `json:"processes"`
 	Host        host           `json:"host"`
 	Logs        []logSummary   `json:"logs,omitempty"`
@@ -161,6 +162,7 @@ func reportConfig(c config) map[string]any {
 		"readDuration": c.readDuration.String(), "listKeys": c.listKeys, "listN": c.listN,
 		"visibilityEvery": c.visEvery, "partitions": c.partitions,
 		"scanEntries": c.scanEntries, "scanN": c.scanN,
+		"peers": c.peers, "peerDuration": c.peerDuration.String(), "peerClients": c.peerClients,
 	}
 	if c.only != nil {
 		m["only"] = slices.Sorted(maps.Keys(c.only))
@@ -213,6 +215,9 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		procs = append(procs, fmt.Sprintf("%s %s, %.1f CPU-s", p.Name, fmtBytes(p.PeakBytes), p.CPUSeconds))
 	}
 	fmt.Fprintf(w, "6   peak RSS (VmHWM) and CPU used: %s\n", strings.Join(procs, "; "))
+	if err := r.printPeers(w); err != nil {
+		return err
+	}
 	r.printNotes(w)
 	return nil
 }
