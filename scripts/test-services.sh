@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # test-services.sh: starts what `go test` needs and is not in-process.
-# Postgres on 127.0.0.1:5432 and ClickHouse on 127.0.0.1:19000 (tests
+# Postgres on 127.0.0.1:5432, ClickHouse on 127.0.0.1:19000 (tests
 # create and drop their own databases); Kafka is kfake, in-process.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-postgres.sh
 bash scripts/ensure-clickhouse.sh
+# redis-server: tools/eskvbench's peer lifecycle test (TestPeerRedis, figure
+# 18) starts one on a free port. Installed here, not only by make bench's
+# ensure-peers.sh, because make test runs that test on a clean machine.
+if ! command -v redis-server >/dev/null; then
+	echo "test-services: installing redis-server (apt-get)" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2
+	apt-get install -y -qq redis-server >&2
+fi
