@@ -19,11 +19,7 @@ import (
 // JSON string, so the seed's '{"task": "t", "params": {...}}' (not JSON)
 // is pushed as it is written rather than refused.
 
-const queuesLong = `
-
-QUEUE is a key (tenant/<t>/project/<p>/<path>), or a path in the namespace
-(--table, KVSTORE_TABLE). A missing queue is empty. A key that holds
-anything but a queue exits 1.`
+var queuesLong = collectionLong("QUEUE", "queue")
 
 // queueVisibilityEnv is the seed's default of pop --visibility-timeout.
 const queueVisibilityEnv = "KVSTORE_QUEUE_VISIBILITY"
@@ -52,19 +48,7 @@ Exit codes: 0 done; 1 a stale receipt (ack) or a key that is not a queue;
 // further arguments; run gets the resolved queue key and the further
 // arguments.
 func (a *app) queuesCommand(c *cobra.Command, right string, rest []string, run func(cmd *cobra.Command, queue string, rest []string) error) *cobra.Command {
-	c.Args = args(append([]string{"QUEUE"}, rest...)...)
-	c.Annotations = apiAnnotation
-	c.ValidArgsFunction = a.completeKey
-	c.Long += queuesLong
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		queue, err := a.key(args[0])
-		if err != nil {
-			return err
-		}
-		a.right = right
-		return run(cmd, queue, args[1:])
-	}
-	return c
+	return a.collectionCommand(c, "QUEUE", queuesLong, right, rest, run)
 }
 
 func (a *app) qpushCommand() *cobra.Command {

@@ -44,9 +44,23 @@ type step func(id, seq int, rng *rand.Rand, key, base string) string
 // run starts n clients making requests with do and returns once stop is
 // closed and each finished its current request.
 func (w *collectionWorkload[A]) run(n int, seed uint64, stop <-chan struct{}, do step) {
+	clientLoops(n, seed, w.stream, stop, func(id, seq int, rng *rand.Rand) bool {
+		key := w.keys[rng.IntN(len(w.keys))]
+		base := w.c.urls[rng.IntN(len(w.c.urls))] + "/v1/kv/" + key
+		outcome := do(id, seq, rng, key, base)
+		return outcome == "failed" || outcome == "unknown"
+	})
+}
+
+// clientLoops runs n clients until stop is closed: each calls do with its
+// id, the number of its call and its own random source (PCG stream
+// stream+id of seed), one call after the other, and pauses 20 to 50 ms
+// after a call that asks it to back off (one that failed or whose outcome
+// is unknown). It returns once each finished its current call.
+func clientLoops(n int, seed, stream uint64, stop <-chan struct{}, do func(id, seq int, rng *rand.Rand) (backoff bool)) {
 	var wg sync.WaitGroup
 	for id := range n {
-		rng := rand.New(rand.NewPCG(seed, w.stream+uint64(id)))
+		rng := rand.New(rand.NewPCG(seed, stream+uint64(id)))
 		wg.Go(func() {
 			for seq := 0; ; seq++ {
 				select {
@@ -54,15 +68,23 @@ func (w *collectionWorkload[A]) run(n int, seed uint64, stop <-chan struct{}, do
 					return
 				default:
 				}
-				key := w.keys[rng.IntN(len(w.keys))]
-				base := w.c.urls[rng.IntN(len(w.c.urls))] + "/v1/kv/" + key
-				if outcome := do(id, seq, rng, key, base); outcome == "failed" || outcome == "unknown" {
+				if do(id, seq, rng) {
 					pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
 				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// workloadKeys are n collection keys of a workload, in a project of their
+// own: tenant/chaos/project/<project>/<name>-<i>.
+func workloadKeys(project, name string, n int) []string {
+	k := make([]string, n)
+	for i := range k {
+		k[i] = fmt.Sprintf("tenant/chaos/project/%s/%s-%d", project, name, i)
+	}
+	return k
 }
 
 // record counts outcome and keeps the acknowledged changes.

@@ -28,13 +28,7 @@ import (
 const listCount = 2
 
 // listWorkloadKeys are the lists of the workload, in a project of their own.
-func listWorkloadKeys() []string {
-	k := make([]string, listCount)
-	for i := range k {
-		k[i] = fmt.Sprintf("tenant/chaos/project/lists/list-%d", i)
-	}
-	return k
-}
+func listWorkloadKeys() []string { return workloadKeys("lists", "list", listCount) }
 
 // listChange is an acknowledged list write: its list, version, op and
 // the value pushed or popped ("" for a trim).

@@ -41,13 +41,7 @@ const (
 )
 
 // queueKeys are the queues of the workload, in a project of their own.
-func queueKeys() []string {
-	k := make([]string, queueCount)
-	for i := range k {
-		k[i] = fmt.Sprintf("tenant/chaos/project/queues/queue-%d", i)
-	}
-	return k
-}
+func queueKeys() []string { return workloadKeys("queues", "queue", queueCount) }
 
 // queueChange is an acknowledged queue write, as its answer says: its
 // queue, version, op, item, data (pushed or popped) and delivery (a pop's

@@ -33,13 +33,7 @@ const (
 )
 
 // setKeys are the sets of the workload, in a project of their own.
-func setKeys() []string {
-	k := make([]string, setCount)
-	for i := range k {
-		k[i] = fmt.Sprintf("tenant/chaos/project/sets/set-%d", i)
-	}
-	return k
-}
+func setKeys() []string { return workloadKeys("sets", "set", setCount) }
 
 // setChange is an acknowledged change: its set, version, op and member.
 type setChange struct {
