@@ -83,4 +83,18 @@ func TestQueuesCLI(t *testing.T) {
 			golden(t, "queues-"+tc.name, args, r)
 		})
 	}
+	t.Run("Completion", func(t *testing.T) {
+		r := k.run(t, "", nil, "__complete", "queue", "")
+		for _, sub := range []string{"push", "pop", "peek", "size", "ack"} {
+			if !strings.Contains("\n"+r.stdout, "\n"+sub+"\t") {
+				t.Errorf("queue completion lacks %s:\n%s", sub, r.stdout)
+			}
+		}
+		if r := k.run(t, "", nil, "__complete", "queue", "pop", scope); !strings.Contains(r.stdout, q+"\n") {
+			t.Errorf("QUEUE completion: %s%s", r.stdout, r.stderr)
+		}
+		if r := k.run(t, "", nil, "__complete", "set", key, "1", "--purpose", ""); !strings.Contains(r.stdout, "\nqueue\n") || !strings.Contains(r.stdout, "\nlist\n") {
+			t.Errorf("--purpose completion: %s", r.stdout)
+		}
+	})
 }
