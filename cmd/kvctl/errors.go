@@ -178,6 +178,8 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		return exitUnavailable, a.unavailable(subject, e)
 	case codeQueueEmpty:
 		return exitUnavailable, "the queue has no visible item now: try again later (a script's loop sleeps and pops again), or push one"
+	case events.EStaleReceipt:
+		return exitFailed, fmt.Sprintf("nothing was acknowledged (the error says why): an item not acknowledged before its deadline goes back to %s and is delivered again with a new receipt; pop again, and give work that takes longer a longer --visibility-timeout", subject)
 	case events.EWrongType:
 		return exitFailed, a.wrongType(subject, e)
 	case events.EFieldMismatch:
@@ -329,6 +331,8 @@ func (a *app) wrongType(subject string, e *events.Error) string {
 		return fmt.Sprintf("%s holds %s and is not a set: give the set a key of its own", subject, value)
 	case isListCommand(a.cmdPath):
 		return fmt.Sprintf("%s holds %s and is not a list: give the list a key of its own", subject, value)
+	case isQueueCommand(a.cmdPath):
+		return fmt.Sprintf("%s holds %s and is not a queue: give the queue a key of its own", subject, value)
 	case collectionType(e) != "":
 		p := collectionType(e)
 		return fmt.Sprintf("%s is a %s: change it with the %s commands, or remove the whole %s with 'kvctl delete %s'", subject, p, p, p, subject)

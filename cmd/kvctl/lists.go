@@ -19,28 +19,12 @@ import (
 // command's (app.key). VALUE is text, pushed as a JSON string as the
 // seed's examples push it, or JSON with --json.
 
-const listsLong = `
-
-LIST is a key (tenant/<t>/project/<p>/<path>), or a path in the namespace
-(--table, KVSTORE_TABLE). A missing list is empty. A key that holds
-anything but a list exits 1.`
+var listsLong = collectionLong("LIST", "list")
 
 // listCommand completes a list command on LIST and the names of further
 // arguments; run gets the resolved list key and the further arguments.
 func (a *app) listsCommand(c *cobra.Command, right string, rest []string, run func(cmd *cobra.Command, list string, rest []string) error) *cobra.Command {
-	c.Args = args(append([]string{"LIST"}, rest...)...)
-	c.Annotations = apiAnnotation
-	c.ValidArgsFunction = a.completeKey
-	c.Long += listsLong
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		list, err := a.key(args[0])
-		if err != nil {
-			return err
-		}
-		a.right = right
-		return run(cmd, list, args[1:])
-	}
-	return c
+	return a.collectionCommand(c, "LIST", listsLong, right, rest, run)
 }
 
 func (a *app) lpushCommand() *cobra.Command {

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -195,4 +197,92 @@ func seedShell(t *testing.T, table string) (bin string, env []string) {
 	}
 	return bin, append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE="+table)
+}
+
+// useCase3 is the seed's "Use Case 3: Task Distribution via Queue" as
+// written, with three adaptations for a test: the producer's list is
+// TASKS (30 tasks, not 3); process-task.py is process_task, which records
+// the task's data in $DONE/$WORKER; and an empty queue (exit 4) ends a
+// consumer instead of sleeping 10s and polling forever, since every task
+// was pushed before the consumers start. The consumer loop is a function
+// run by three parallel workers.
+const useCase3 = `
+process_task() { printf '%s\n' "$1" | jq -r '.data' >> "$DONE/$WORKER"; }
+
+# Producer: Add tasks to queue
+for task in $TASKS; do
+  kvstore queue push work-queue "{\"task\": \"$task\", \"params\": {...}}"
+done
+
+# Consumer agents (parallel workers)
+consumer() {
+while true; do
+  # Pop task with 5-minute visibility timeout
+  task=$(kvstore queue pop work-queue --visibility-timeout 300)
+  popped=$?
+
+  if [ $popped -eq 0 ]; then
+    # Process task
+    process_task "$task"
+
+    # Acknowledge completion (delete from queue)
+    receipt=$(echo "$task" | jq -r '.receipt')
+    kvstore queue ack work-queue "$receipt"
+  else
+    echo "Queue empty, waiting..."
+    [ $popped -eq 4 ] && break # the test's adaptation: every task was pushed
+    sleep 10
+  fi
+done
+}
+for WORKER in 1 2 3; do WORKER=$WORKER consumer & done
+wait
+kvstore queue size work-queue
+`
+
+// TestSeedUseCase3 runs useCase3 with kvctl installed as kvstore and the
+// namespace in KVSTORE_TABLE: every task is processed exactly once (by
+// one of the three workers), every ack succeeds, and the queue ends
+// empty.
+func TestSeedUseCase3(t *testing.T) {
+	_, env := seedShell(t, "tenant/acme/project/work")
+	done := t.TempDir()
+	var tasks []string
+	for i := range 30 {
+		tasks = append(tasks, fmt.Sprintf("task%d", i+1))
+	}
+	cmd := exec.Command("bash", "-c", useCase3)
+	cmd.Env = append(env, "DONE="+done, "TASKS="+strings.Join(tasks, " "))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("use case 3: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), `"acked":true`); n != len(tasks) {
+		t.Errorf("%d acks succeeded, want %d\n%s", n, len(tasks), out)
+	}
+	if !strings.HasSuffix(string(out), "{\"queue\":\"tenant/acme/project/work/work-queue\",\"size\":0,\"inFlight\":0}\n") {
+		t.Errorf("the queue does not end empty:\n%s", out)
+	}
+	seen := map[string]string{}
+	for w := 1; w <= 3; w++ {
+		b, err := os.ReadFile(filepath.Join(done, strconv.Itoa(w)))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			var task struct{ Task string }
+			if err := json.Unmarshal([]byte(strings.ReplaceAll(line, "{...}", "{}")), &task); err != nil {
+				t.Fatalf("worker %d processed %q: %v", w, line, err)
+			}
+			if prev, ok := seen[task.Task]; ok {
+				t.Errorf("%s processed twice (workers %s and %d)", task.Task, prev, w)
+			}
+			seen[task.Task] = strconv.Itoa(w)
+		}
+	}
+	for _, task := range tasks {
+		if _, ok := seen[task]; !ok {
+			t.Errorf("%s never processed", task)
+		}
+	}
 }

@@ -24,19 +24,7 @@ is empty. A key that holds anything but a set exits 1.`
 // setCommand completes a set command on SET and the names of further
 // arguments; run gets the resolved set key and the further arguments.
 func (a *app) setsCommand(c *cobra.Command, right string, rest []string, run func(cmd *cobra.Command, set string, rest []string) error) *cobra.Command {
-	c.Args = args(append([]string{"SET"}, rest...)...)
-	c.Annotations = apiAnnotation
-	c.ValidArgsFunction = a.completeKey
-	c.Long += setsLong
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		set, err := a.key(args[0])
-		if err != nil {
-			return err
-		}
-		a.right = right
-		return run(cmd, set, args[1:])
-	}
-	return c
+	return a.collectionCommand(c, "SET", setsLong, right, rest, run)
 }
 
 func (a *app) saddCommand() *cobra.Command {

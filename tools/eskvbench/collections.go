@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,14 +13,15 @@ import (
 	"github.com/eskv/eskv/projection"
 )
 
-// sizeFigure is a figure of collections (13 sets, 14 lists): one read
+// sizeFigure is a figure of collections (13 sets, 14 lists, 15 queues): one read
 // timed on a small and a large collection loaded straight into the
 // projection, whose latency should not depend on the size, so the second
 // step's p50 is compared with the first's.
 type sizeFigure struct {
 	steps [2]string // step names, small first
 	sizes [2]int
-	kind  string // "set" or "list": names the key and the notes
+	ops   int    // reads timed per step; 0: -n
+	kind  string // "set", "list" or "queue": names the key and the notes
 	noun  string // what the collection holds: "members", "values"
 	// title names a step on a collection of n elements.
 	title  func(n int) string
@@ -56,10 +58,11 @@ func (b *bench) sizeFigure(ctx context.Context, f sizeFigure) []result {
 			continue
 		}
 		loaded := time.Since(start)
-		b.logf("%s %s x %d", step, f.route, b.c.n)
+		ops := cmp.Or(f.ops, b.c.n)
+		b.logf("%s %s x %d", step, f.route, ops)
 		var buf bytes.Buffer
 		var wrong int
-		lat, errs, elapsed := timed(ctx, b.c.n, false, func() (int, error) {
+		lat, errs, elapsed := timed(ctx, ops, false, func() (int, error) {
 			status, right, err := f.probe(ctx, key, n, &buf)
 			if err == nil && status == http.StatusOK && !right {
 				wrong++

@@ -109,6 +109,7 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 			rep.Results = append(rep.Results, b.listRanges(ctx)...)
 			return nil
 		}},
+		{b.c.wants("15"), b.queues},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil || !st.want {

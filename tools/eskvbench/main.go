@@ -95,10 +95,13 @@ ESKV_HTTP_IDLE_TIMEOUT=15s); 12 transactions of 10 conditioned puts, from
 one client (latency) and from 16 clients (throughput); 13 sismember on
 a set of 1,000 and of 1,000,000 members loaded straight into the
 projection (own stack only); 14 lrange 0 99 on a list of 1,000 and of
-1,000,000 values loaded the same way; 16 watch delivery (a write
-acknowledged → its event received by a watcher) at 1,000 writes/s; 17
-figure 2a's writes with 0 and with 200 idle watchers open; 18
-read-then-CAS side by side on eskv and its peers (a plain Postgres table, etcd, NATS JetStream KV,
+1,000,000 values loaded the same way; 15 queue push and pop from one
+client, pops/s of 16 consumers of one queue (pop + ack with a visibility
+timeout, and plain pops), and a pop on a queue of 1,000 and of 1,000,000
+items loaded the same way; 16 watch delivery (a write acknowledged → its
+event received by a watcher) at 1,000 writes/s; 17 figure 2a's writes
+with 0 and with 200 idle watchers open; 18 read-then-CAS side by side on
+eskv and its peers (a plain Postgres table, etcd, NATS JetStream KV,
 Redis; each started by the bench on free ports, scripts/ensure-peers.sh
 installs them), with eskv's CPU per acknowledged write. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
@@ -181,7 +184,7 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.DurationVar(&c.robustIdle, "robust-idle-timeout", benchIdleTimeout, "the writer's idle timeout (figure 11; the own stack's writer is started with it)")
 	fs.DurationVar(&c.peerDuration, "peer-duration", 8*time.Second, "length of each run of figure 18 (per system and scenario)")
 	fs.IntVar(&c.peerClients, "peer-clients", 64, "clients of figure 18's first scenario (distinct keys over 8 projects)")
-	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,16,17,18 (5 comes with 2, 6 always); "+
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
 
@@ -225,7 +228,7 @@ func parsePeers(s string) ([]string, error) {
 }
 
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "16", "17", "18"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }

@@ -18,8 +18,8 @@ func TestParseOnly(t *testing.T) {
 		}
 	})
 	t.Run("OKSome", func(t *testing.T) {
-		c, err := parse([]string{"-only", "8, 3"}, io.Discard)
-		if err != nil || !c.wants("8") || !c.wants("3") || c.wants("1") || c.wants("4") {
+		c, err := parse([]string{"-only", "8, 3,15"}, io.Discard)
+		if err != nil || !c.wants("8") || !c.wants("3") || !c.wants("15") || c.wants("1") || c.wants("4") {
 			t.Errorf("got %+v, %v", c, err)
 		}
 	})

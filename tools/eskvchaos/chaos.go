@@ -59,6 +59,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	wg.Go(func() { sets.run(c.setClients, c.seed, stopClients) })
 	lists := newListWorkload(cl)
 	wg.Go(func() { lists.run(c.listClients, c.seed, stopClients) })
+	queues := newQueueWorkload(cl)
+	wg.Go(func() { queues.run(c.queueClients, c.seed, stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 
 	s.logf("fault phase: %s, seed %d, %d clients on %d keys, faults %s", c.duration, c.seed, c.clients, len(keys), strings.Join(c.faults, ","))
@@ -85,6 +87,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.transfers = tx
 	r.setWorkload = sets
 	r.listWorkload = lists
+	r.queueWorkload = queues
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
@@ -131,6 +134,9 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	if r.listsFound, err = r.listWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
 		return fmt.Errorf("check the lists: %w", err)
 	}
+	if r.queues, err = r.queueWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
+		return fmt.Errorf("check the queues: %w", err)
+	}
 	r.checked = true
 	return nil
 }
@@ -172,6 +178,9 @@ type report struct {
 
 	listWorkload *listWorkload // the list workload (lists.go)
 	listsFound   listFindings
+
+	queueWorkload *queueWorkload // the queue workload (queues.go)
+	queues        queueFindings
 }
 
 func (r *report) ok() bool {
@@ -182,7 +191,7 @@ func (r *report) ok() bool {
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
 		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
 		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0 &&
-		len(r.listsFound.violations()) == 0
+		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0
 }
 
 // save writes the history and the findings to the run directory (kept when
@@ -224,6 +233,7 @@ func (r *report) print(w io.Writer) {
 	r.txn.print(w)
 	r.sets.print(w)
 	r.listsFound.print(w)
+	r.queues.print(w)
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}

@@ -13,8 +13,10 @@
 // equals a rebuild from the log, and that transfers between accounts
 // (transactions, txn.go) kept them summing to 0 in every listing, in the
 // log and in the projection, each transaction whole in the log, and that
-// sets (sets.go) hold in the log and the projection exactly the members
-// their acknowledged changes imply. It prints
+// sets (sets.go) and lists (lists.go) hold in the log and the projection
+// exactly what their acknowledged changes imply, and that queues
+// (queues.go) deliver every item at least once, never to two consumers
+// while its visibility holds, and are acknowledged once. It prints
 // what it did and found and exits non-zero when any check fails.
 //
 // With -throughput it measures write throughput with three writers and
@@ -41,23 +43,24 @@ func main() { service.Main("eskvchaos", run) }
 // config is the harness's configuration; every field is a flag whose
 // default comes from an environment variable.
 type config struct {
-	duration    time.Duration
-	seed        uint64
-	clients     int
-	txnClients  int
-	setClients  int
-	listClients int
-	keys        int
-	writers     int
-	projectors  int
-	partitions  int
-	opTimeout   time.Duration
-	faultEvery  span
-	writerPause span
-	projPause   span
-	restartIn   span
-	faults      []string
-	killBroker  bool
+	duration     time.Duration
+	seed         uint64
+	clients      int
+	txnClients   int
+	setClients   int
+	listClients  int
+	queueClients int
+	keys         int
+	writers      int
+	projectors   int
+	partitions   int
+	opTimeout    time.Duration
+	faultEvery   span
+	writerPause  span
+	projPause    span
+	restartIn    span
+	faults       []string
+	killBroker   bool
 
 	throughput         bool
 	throughputDuration time.Duration
@@ -183,6 +186,8 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	seed = fs.String("seed", "", "random seed of clients and faults; empty: from the clock (printed, to replay a schedule)")
 	fs.IntVar(&c.clients, "clients", 12, "concurrent CAS clients")
 	fs.IntVar(&c.listClients, "list-clients", 4, "concurrent list clients: lpush, rpush, lpop, rpop and ltrim 0 9 on two lists, checked against the fold of the log and the projection (0: none)")
+	fs.IntVar(&c.queueClients, "queue-clients", 4, "concurrent queue clients: push unique items, pop with a 2s visibility timeout and ack (a quarter not: they come back), "+
+		"pop without one, then drain two queues; checked against the log (each delivery, ack and requeue) and the projection (0: none)")
 	fs.IntVar(&c.setClients, "set-clients", 4, "concurrent set clients: sadd, srem and sismember on two sets, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0 (0: none)")
 	fs.IntVar(&c.keys, "keys", 5, "keys the clients share, each in its own project and partition when possible")
@@ -241,6 +246,8 @@ func (c *config) validate() error {
 		return errors.New("-set-clients must not be negative")
 	case c.listClients < 0:
 		return errors.New("-list-clients must not be negative")
+	case c.queueClients < 0:
+		return errors.New("-queue-clients must not be negative")
 	case c.writers < 1 || c.projectors < 1:
 		return errors.New("-writers and -projectors must be at least 1")
 	case c.opTimeout <= 0 || c.checkTimeout <= 0:

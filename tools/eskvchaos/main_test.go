@@ -19,7 +19,7 @@ func TestParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.duration != 2*time.Minute || c.clients != 12 || c.txnClients != 4 || c.keys != 5 || c.writers != 3 || c.projectors != 2 {
+		if c.duration != 2*time.Minute || c.clients != 12 || c.txnClients != 4 || c.queueClients != 4 || c.keys != 5 || c.writers != 3 || c.projectors != 2 {
 			t.Fatalf("%+v", c)
 		}
 		if !slices.Equal(c.faults, faultKinds) || c.killBroker {
@@ -75,6 +75,7 @@ func TestParse(t *testing.T) {
 		{"ErrUnknownFault", []string{"-faults", "kill-postgres"}, "unknown fault"},
 		{"ErrSpan", []string{"-fault-every", "5s-2s"}, "fault-every"},
 		{"ErrClients", []string{"-clients", "0"}, "positive"},
+		{"ErrQueueClients", []string{"-queue-clients", "-1"}, "-queue-clients"},
 		{"ErrThroughputOneWriter", []string{"-throughput", "-writers", "1"}, "at least 2 writers"},
 		{"ErrArguments", []string{"extra"}, "unexpected arguments"},
 	} {

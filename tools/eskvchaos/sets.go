@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,15 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/logcheck"
-	"github.com/eskv/eskv/tools/linz"
 )
 
 // The set workload: -set-clients clients add and remove members of a few
@@ -37,13 +33,7 @@ const (
 )
 
 // setKeys are the sets of the workload, in a project of their own.
-func setKeys() []string {
-	k := make([]string, setCount)
-	for i := range k {
-		k[i] = fmt.Sprintf("tenant/chaos/project/sets/set-%d", i)
-	}
-	return k
-}
+func setKeys() []string { return workloadKeys("sets", "set", setCount) }
 
 // setChange is an acknowledged change: its set, version, op and member.
 type setChange struct {
@@ -53,84 +43,54 @@ type setChange struct {
 	member  string
 }
 
-// setWorkload runs the set clients and records what they were answered.
+// setWorkload runs the set clients and records what they were answered:
+// outcomes changed, unchanged, member, not_member, failed, unknown.
 type setWorkload struct {
-	c    *clients
-	keys []string
-
-	mu       sync.Mutex
-	outcomes map[string]int // changed, unchanged, member, not_member, failed, unknown
-	acked    []setChange
+	collectionWorkload[setChange]
 }
 
 func newSetWorkload(c *clients) *setWorkload {
-	return &setWorkload{c: c, keys: setKeys(), outcomes: map[string]int{}}
+	return &setWorkload{newCollectionWorkload[setChange](c, setKeys(), 2000)}
 }
 
 // run starts n clients and returns once stop is closed and each finished
 // its current operation.
 func (s *setWorkload) run(n int, seed uint64, stop <-chan struct{}) {
-	var wg sync.WaitGroup
-	for id := range n {
-		rng := rand.New(rand.NewPCG(seed, uint64(2000+id)))
-		wg.Go(func() { s.client(id, rng, stop) })
-	}
-	wg.Wait()
-}
-
-func (s *setWorkload) client(id int, rng *rand.Rand, stop <-chan struct{}) {
-	for seq := 0; ; seq++ {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		key, member := s.keys[rng.IntN(len(s.keys))], fmt.Sprintf("m %d/é", rng.IntN(setMembers))
-		base := s.c.urls[rng.IntN(len(s.c.urls))] + "/v1/kv/" + key
-		var outcome string
+	s.collectionWorkload.run(n, seed, stop, func(id, seq int, rng *rand.Rand, key, base string) string {
+		member := fmt.Sprintf("m %d/é", rng.IntN(setMembers))
 		switch r := rng.IntN(10); {
 		case r < 2:
-			outcome = s.isMember(base, member)
+			return s.isMember(base, member)
+		case r < 6:
+			return s.change(base, key, events.OpSAdd, member, fmt.Sprintf("chaos-set-c%d-%d", id, seq))
 		default:
-			op := events.OpSAdd
-			if r >= 6 {
-				op = events.OpSRem
-			}
-			outcome = s.change(base, key, op, member, fmt.Sprintf("chaos-set-c%d-%d", id, seq))
+			return s.change(base, key, events.OpSRem, member, fmt.Sprintf("chaos-set-c%d-%d", id, seq))
 		}
-		if outcome == "failed" || outcome == "unknown" {
-			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
-		}
-	}
+	})
 }
 
 // change sends an sadd or srem and records its outcome.
 func (s *setWorkload) change(base, key string, op events.Op, member, requestID string) string {
-	body, _ := json.Marshal(events.MemberBody{Member: member, RequestID: requestID})
-	a := s.c.do(http.MethodPost, base+":"+op.Verb(), body)
 	var ans events.SetChangeAnswer
-	outcome := "unknown"
-	switch {
-	case a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &ans) == nil:
+	outcome, _ := s.post(base+":"+op.Verb(), events.MemberBody{Member: member, RequestID: requestID}, &ans)
+	switch outcome {
+	case "ok":
 		outcome = "unchanged"
 		if (ans.Added != nil && *ans.Added) || (ans.Removed != nil && *ans.Removed) {
 			outcome = "changed"
 		}
-	default:
-		if o, _ := classifyWrite(a, ""); o.Outcome == linz.Failed {
-			outcome = "failed" // refused before it was queued
-		}
+	case "empty":
+		outcome = "unknown"
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.outcomes[outcome]++
-	if outcome == "changed" {
-		el := events.ElementAdd
-		if op == events.OpSRem {
-			el = events.ElementRemove
-		}
-		s.acked = append(s.acked, setChange{key: key, version: ans.Version, op: el, member: member})
+	if outcome != "changed" {
+		s.record(outcome)
+		return outcome
 	}
+	el := events.ElementAdd
+	if op == events.OpSRem {
+		el = events.ElementRemove
+	}
+	s.record(outcome, setChange{key: key, version: ans.Version, op: el, member: member})
 	return outcome
 }
 
@@ -147,16 +107,13 @@ func (s *setWorkload) isMember(base, member string) string {
 			outcome = "member"
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.outcomes[outcome]++
+	s.record(outcome)
 	return outcome
 }
 
 // setFindings are the set workload's results and checks.
 type setFindings struct {
-	outcomes map[string]int
-	events   int
+	collectionFindings
 	// missing: an acknowledged change that is not its event in the log;
 	// sizes: an event whose metadata size is not the fold's; projected:
 	// a set whose members in the projection are not the fold's.
@@ -169,16 +126,11 @@ func (f *setFindings) violations() []string { return slices.Concat(f.missing, f.
 // acknowledged changes, the metadata and, when projected is set, the
 // projection's members.
 func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpool.Pool, projected bool) (setFindings, error) {
-	s.mu.Lock()
-	f := setFindings{outcomes: s.outcomes}
-	acked := slices.Clone(s.acked)
-	s.mu.Unlock()
+	var f setFindings
+	outcomes, acked := s.snapshot()
+	f.outcomes = outcomes
 	byKey := eventsOf(evs, s.keys)
-	type at struct {
-		key     string
-		version int64
-	}
-	inLog := map[at]events.Element{}
+	inLog := map[keyVersion]events.Element{}
 	folds := map[string]map[string]bool{}
 	for key, es := range byKey {
 		fold := map[string]bool{}
@@ -188,7 +140,7 @@ func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpo
 				f.sizes = append(f.sizes, fmt.Sprintf("%s@%d has no element change", key, e.Version))
 				continue
 			}
-			inLog[at{key, e.Version}] = *e.Element
+			inLog[keyVersion{key, e.Version}] = *e.Element
 			if e.Element.Op == events.ElementAdd {
 				fold[e.Element.Member] = true
 			} else {
@@ -201,7 +153,7 @@ func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpo
 		folds[key] = fold
 	}
 	for _, a := range acked {
-		if el, ok := inLog[at{a.key, a.version}]; !ok || el.Op != a.op || el.Member != a.member {
+		if el, ok := inLog[keyVersion{a.key, a.version}]; !ok || el.Op != a.op || el.Member != a.member {
 			f.missing = append(f.missing, fmt.Sprintf("acknowledged %s of %q in %s at version %d: the log has %+v there", a.op, a.member, a.key, a.version, el))
 		}
 	}
@@ -232,24 +184,6 @@ func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpo
 
 // print prints the set workload's line and its violations.
 func (f *setFindings) print(w io.Writer) {
-	n, by := countBy(f.outcomes)
-	v := f.violations()
-	fmt.Fprintf(w, "sets: %d violations (%d requests: %s; %d events in the log; %d acknowledged changes not in it, %d metadata sizes off, %d sets differing in the projection)\n",
-		len(v), n, by, f.events, len(f.missing), len(f.sizes), len(f.projected))
-	printFirst(w, v)
-}
-
-// eventsOf returns the events of the log whose key is one of keys, per
-// key in version order: what a collection workload folds.
-func eventsOf(evs []logcheck.Event, keys []string) map[string][]events.Event {
-	byKey := map[string][]events.Event{}
-	for _, le := range evs {
-		if slices.Contains(keys, le.Event.Key) {
-			byKey[le.Event.Key] = append(byKey[le.Event.Key], le.Event)
-		}
-	}
-	for _, es := range byKey {
-		slices.SortFunc(es, func(a, b events.Event) int { return cmp.Compare(a.Version, b.Version) })
-	}
-	return byKey
+	f.collectionFindings.print(w, "sets", f.violations(), fmt.Sprintf("%d acknowledged changes not in it, %d metadata sizes off, %d sets differing in the projection",
+		len(f.missing), len(f.sizes), len(f.projected)))
 }

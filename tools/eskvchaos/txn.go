@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -66,50 +65,34 @@ func newTransfers(c *clients) *transfers {
 // run starts n clients and returns once stop is closed and each finished
 // its current operation.
 func (t *transfers) run(n int, seed uint64, stop <-chan struct{}) {
-	var wg sync.WaitGroup
-	for id := range n {
-		rng := rand.New(rand.NewPCG(seed, uint64(1000+id)))
-		wg.Go(func() { t.client(id, rng, stop) })
-	}
-	wg.Wait()
+	clientLoops(n, seed, 1000, stop, t.step)
 }
 
-// client lists the accounts of a random project (1 in 5) or moves a
-// random amount between two of them, each call through a random writer.
-func (t *transfers) client(id int, rng *rand.Rand, stop <-chan struct{}) {
-	backoff := func() { pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond) }
-	for seq := 0; ; seq++ {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		scope := t.scopes[rng.IntN(len(t.scopes))]
-		if rng.IntN(5) == 0 {
-			if !t.list(rng.IntN(len(t.c.urls)), scope) {
-				backoff()
-			}
-			continue
-		}
-		from, to := rng.IntN(txnAccounts), rng.IntN(txnAccounts-1)
-		if to >= from {
-			to++
-		}
-		a, okA := t.read(rng.IntN(len(t.c.urls)), accountKey(scope, from))
-		b, okB := t.read(rng.IntN(len(t.c.urls)), accountKey(scope, to))
-		if !okA || !okB {
-			backoff()
-			continue
-		}
-		amount := 1 + rng.Int64N(100)
-		body := events.TxnBody{RequestID: fmt.Sprintf("chaos-txn-c%d-%d", id, seq), Ops: []events.TxnOp{
-			{Op: events.OpPut, Key: a.Key, Value: mustJSON(a.value - amount), Condition: &events.Condition{Version: &a.Version}},
-			{Op: events.OpPut, Key: b.Key, Value: mustJSON(b.value + amount), Condition: &events.Condition{Version: &b.Version}},
-		}}
-		if outcome := t.transfer(rng.IntN(len(t.c.urls)), body); outcome == "failed" || outcome == "unknown" {
-			backoff()
-		}
+// step lists the accounts of a random project (1 in 5) or moves a random
+// amount between two of them, each call through a random writer; it
+// reports whether the client should back off (a call failed or its
+// outcome is unknown).
+func (t *transfers) step(id, seq int, rng *rand.Rand) bool {
+	scope := t.scopes[rng.IntN(len(t.scopes))]
+	if rng.IntN(5) == 0 {
+		return !t.list(rng.IntN(len(t.c.urls)), scope)
 	}
+	from, to := rng.IntN(txnAccounts), rng.IntN(txnAccounts-1)
+	if to >= from {
+		to++
+	}
+	a, okA := t.read(rng.IntN(len(t.c.urls)), accountKey(scope, from))
+	b, okB := t.read(rng.IntN(len(t.c.urls)), accountKey(scope, to))
+	if !okA || !okB {
+		return true
+	}
+	amount := 1 + rng.Int64N(100)
+	body := events.TxnBody{RequestID: fmt.Sprintf("chaos-txn-c%d-%d", id, seq), Ops: []events.TxnOp{
+		{Op: events.OpPut, Key: a.Key, Value: mustJSON(a.value - amount), Condition: &events.Condition{Version: &a.Version}},
+		{Op: events.OpPut, Key: b.Key, Value: mustJSON(b.value + amount), Condition: &events.Condition{Version: &b.Version}},
+	}}
+	outcome := t.transfer(rng.IntN(len(t.c.urls)), body)
+	return outcome == "failed" || outcome == "unknown"
 }
 
 // account is an account as read: absent is 0 at version 0.
