@@ -119,7 +119,8 @@ func (c *common) parse(f *service.Flags, args []string) error {
 		return err
 	}
 	c.chPassword = c.getenv("ESKV_CLICKHOUSE_PASSWORD")
-	return f.Positive("partitions")
+	c.kafka.Getenv = c.getenv
+	return errors.Join(f.Positive("partitions"), c.kafka.Check())
 }
 
 // groupFlag defines -group: the auditor's consumer group.

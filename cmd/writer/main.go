@@ -97,6 +97,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
+		c.kafka.Check(),
 	)
 }
 
@@ -146,6 +147,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	reg := service.NewRegistry()
 	w, err := writer.New(writer.Config{
 		Brokers:         c.kafka.BrokerList(),
+		Kafka:           c.kafka.Conn(),
 		Topics:          c.kafka.Topics(),
 		CreateTopics:    c.createTopics,
 		InstanceID:      c.instanceID,
