@@ -81,6 +81,7 @@ func MustSecureBroker(tb testing.TB, partitions int32, mutualTLS bool) *SecureBr
 	if err != nil {
 		tb.Fatalf("secure broker settings: %v", err)
 	}
+	sb.Kafka = conn
 	cl, err := conn.NewClient("testenv", sb.Addrs)
 	if err != nil {
 		tb.Fatalf("kafka client: %v", err)

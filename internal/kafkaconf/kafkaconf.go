@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,9 +68,17 @@ func (s Settings) Conn() (Conn, error) {
 func (s Settings) sasl(tlsOn bool) (sasl.Mechanism, error) {
 	mech := strings.ToLower(s.SASLMechanism)
 	if mech == "" {
-		if s.SASLUsername != "" || s.SASLPassword != "" || s.SASLPasswordFile != "" {
-			return nil, fmt.Errorf("%s is not set but SASL credentials are: set it to %s, %s or %s",
-				Name("sasl-mechanism"), Plain, ScramSHA256, ScramSHA512)
+		var set []string
+		for name, v := range map[string]string{Name("sasl-username"): s.SASLUsername,
+			"ESKV_KAFKA_SASL_PASSWORD": s.SASLPassword, Name("sasl-password-file"): s.SASLPasswordFile} {
+			if v != "" {
+				set = append(set, name)
+			}
+		}
+		if len(set) > 0 {
+			slices.Sort(set)
+			return nil, fmt.Errorf("%s is set but %s is not: set it to %s, %s or %s",
+				strings.Join(set, ", "), Name("sasl-mechanism"), Plain, ScramSHA256, ScramSHA512)
 		}
 		return nil, nil
 	}
