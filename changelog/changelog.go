@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
 // Default topic names and partition count.
@@ -191,11 +190,10 @@ func (e *ResetError) Unwrap() error {
 	return ErrTopicReset
 }
 
-// Fatal reports whether err is a reset or a partition count mismatch
-// (nothing that consumes or writes the topic may go on), or the cluster
-// refusing the client's TLS or SASL settings (retrying cannot help).
+// Fatal reports whether err is a reset or a partition count mismatch:
+// nothing that consumes or writes the topic may go on.
 func Fatal(err error) bool {
-	return errors.Is(err, ErrTopicReset) || errors.Is(err, ErrPartitionCount) || kafkaconf.Refused(err)
+	return errors.Is(err, ErrTopicReset) || errors.Is(err, ErrPartitionCount)
 }
 
 // Identity names one incarnation of a topic: a topic deleted and recreated

@@ -220,7 +220,9 @@ func (p *Projector) Run(ctx context.Context) error {
 func (p *Projector) waitTopic(ctx context.Context, adm *kadm.Client) error {
 	return changelog.Retry{
 		Base: 100 * time.Millisecond, Cap: 5 * time.Second,
-		Retriable: func(err error) bool { return !changelog.Fatal(err) },
+		// A refused TLS or SASL setting stops the start at once; later,
+		// a refusal is the group's to retry (a broker restarting).
+		Retriable: func(err error) bool { return !changelog.Fatal(err) && !kafkaconf.Refused(err) },
 		OnRetry: func(err error, wait time.Duration) {
 			p.log.Warn("changes topic not available yet; retrying", "topic", p.cfg.Topic, "retry_in", wait, "err", err)
 		},
