@@ -59,6 +59,11 @@ var handlers = map[events.Op]handler{
 	events.OpLRange:          {query: (*Server).lrange, params: []string{"start", "stop"}},
 	events.OpLLen:            {read: answer(writer.ReadLen)},
 	events.OpHistory:         {query: (*Server).history, params: []string{"fromVersion", "limit", "cursor"}},
+	events.OpQPush:           {write: (*Server).qpush},
+	events.OpQPop:            {write: (*Server).qpop},
+	events.OpQAck:            {write: (*Server).qack},
+	events.OpQPeek:           {query: (*Server).qpeek, params: []string{"count"}},
+	events.OpQSize:           {read: answer(writer.ReadQueueSize)},
 }
 
 // answer is the read of an op whose answer f decides from the entry.

@@ -64,6 +64,9 @@ type Lister interface {
 	// first (at most limit, within maxBytes but at least one), and the
 	// version the next page starts at (0 after the last).
 	History(ctx context.Context, key string, from int64, limit, maxBytes int) ([]events.HistoryVersion, int64, error)
+	// Peek returns the next count ready items of the queue key in
+	// serving order (events.Element: member, data, deliveries).
+	Peek(ctx context.Context, key string, count int, now time.Time) ([]events.Element, error)
 }
 
 // Defaults of Config.
@@ -97,6 +100,11 @@ type Config struct {
 	// clients that do not read their answers cannot hold more than this
 	// many pages in memory. DefaultMaxConcurrentLists when 0.
 	MaxConcurrentLists int
+	// Watch serves GET /v1/watch; nil answers it 404.
+	Watch Watcher
+	// WatchHeartbeat is how often an idle watch sends a comment
+	// (DefaultWatchHeartbeat when 0).
+	WatchHeartbeat time.Duration
 }
 
 // Server is the HTTP API.
@@ -124,6 +132,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.MaxConcurrentLists == 0 {
 		cfg.MaxConcurrentLists = DefaultMaxConcurrentLists
+	}
+	if cfg.WatchHeartbeat == 0 {
+		cfg.WatchHeartbeat = DefaultWatchHeartbeat
 	}
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
@@ -163,6 +174,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	v1.POST("/kv/*", s.post)
 	v1.PATCH("/kv/*", s.writeHandler(s.patch))
 	v1.POST("/txn", s.txn)
+	v1.GET("/watch", s.watchStream)
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
 	}

@@ -62,3 +62,38 @@ func TestListElementRow(t *testing.T) {
 		t.Fatalf("trim row names an element: %+v", r)
 	}
 }
+
+// TestQueueElementRow: a queue event's row hashes the item's data (never
+// its id) and names the state the item enters, remove when its row is
+// deleted.
+func TestQueueElementRow(t *testing.T) {
+	const key = "tenant/t/project/p/tasks"
+	data := json.RawMessage(`{"task":"process-image","id":123}`)
+	e := &events.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 3, PrevVersion: 2,
+		Kind: events.KindPut, Op: events.OpQPop, After: json.RawMessage(`{"type":"queue","size":1,"since":1,"inFlight":1}`),
+		Semantics: events.Semantics{Purpose: "queue"}, TS: time.Unix(1700000000, 0),
+		Element: &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, 2), Value: data, State: events.ItemInFlight, Deliveries: 1}}
+	for _, tc := range []struct {
+		op    events.Op
+		state string
+		want  string
+	}{
+		{events.OpQPush, events.ItemReady, "ready"},
+		{events.OpQPop, events.ItemInFlight, "inflight"},
+		{events.OpQRequeue, events.ItemReady, "ready"},
+		{events.OpQAck, events.ItemDone, "done"},
+		{events.OpQAck, "", "remove"},
+	} {
+		e.Op, e.Element.State, e.Element.Op = tc.op, tc.state, events.ElementAdd
+		if tc.state == "" {
+			e.Element.Op = events.ElementRemove
+		}
+		r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+		if want := CurrentScheme.ValueHash(testKey(), key, data); r.ElementOp != tc.want || r.ElementHash != want {
+			t.Fatalf("%s %s: element %q %q, want %q %q", tc.op, tc.state, r.ElementOp, r.ElementHash, tc.want, want)
+		}
+		if strings.Contains(string(ChainInput(&r)), "process-image") {
+			t.Fatal("the chain input holds the raw data")
+		}
+	}
+}

@@ -102,6 +102,17 @@ type ConflictRow struct {
 	TxnSize int32
 }
 
+// elementOp is the element_op of e's row: add or remove, and for a queue
+// item the state it enters (ready, inflight, done; remove when its row is
+// deleted), so the trail follows an item through its deliveries (the
+// row's op says which write: qpush, qpop, qack, qrequeue).
+func elementOp(e *events.Event) string {
+	if e.Op.IsQueueWrite() && e.Element.State != "" {
+		return e.Element.State
+	}
+	return e.Element.Op
+}
+
 // EventRow returns the row of event e, read at partition/offset, hashed
 // under k in scheme s and chained to prevChain (the chain hash of the
 // key's row at e.PrevVersion, or "" when there is none).
@@ -138,7 +149,7 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 		if hashed == nil {
 			hashed, _ = events.EncodeJSON(e.Element.Member)
 		}
-		r.ElementOp, r.ElementHash = e.Element.Op, s.ValueHash(k, e.Key, hashed)
+		r.ElementOp, r.ElementHash = elementOp(e), s.ValueHash(k, e.Key, hashed)
 	}
 	r.ChainHash = ChainHash(k, &r)
 	return r

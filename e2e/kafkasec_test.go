@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/logcheck"
@@ -39,10 +40,11 @@ func withSASL(s kafkaconf.Settings, mechanism, user string) kafkaconf.Settings {
 }
 
 // TestKafkaSecurity_WriteThroughSecuredBroker runs every component
-// against a broker that requires TLS and SASL: the writer and projector
-// with SCRAM-SHA-256, the auditor with SCRAM-SHA-512, the read tools
+// against a broker that requires TLS and SASL: the writer (and its watch
+// hub) and projector with SCRAM-SHA-256, the auditor with SCRAM-SHA-512, the read tools
 // (logcheck, audit verify) with PLAIN. A write goes through writer →
-// projector → Postgres, the auditor records it, the log reads back, and
+// projector → Postgres, a watch sees it, the auditor records it, the
+// log reads back, and
 // the writer's Kafka clients report kprom metrics on its registry.
 func TestKafkaSecurity_WriteThroughSecuredBroker(t *testing.T) {
 	sb := testenv.MustSecureBroker(t, partitions, false)
@@ -67,6 +69,15 @@ func TestKafkaSecurity_WriteThroughSecuredBroker(t *testing.T) {
 	waitProjected(t, s)
 	if r := s.do("GET", key, devToken, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"over":"tls"`) {
 		t.Fatalf("GET after projection: %d %s", r.Status, r.Body)
+	}
+	// The writer's watch hub tails the log over the secured connection.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for e, err := range client.New(st.URL, devToken).Watch(ctx, client.WatchOptions{Key: strings.TrimPrefix(key, "/v1/kv/"), FromVersion: 1}) {
+		if err != nil || e.Version != 1 || !strings.Contains(string(e.Value), `"over":"tls"`) {
+			t.Fatalf("watch over the secured broker: %+v, %v", e, err)
+		}
+		break
 	}
 	waitAudited(t, s, 60*time.Second)
 	if rep := at.verify(t, s); rep.Rows < 1 || len(rep.Discrepancies) > 0 {

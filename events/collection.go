@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Collections (docs/collections.md). A collection is one key of a
@@ -61,6 +62,15 @@ type Element struct {
 	// Value is a list element's value: pushed (op add) or popped (op
 	// remove); members are list positions (ListPosition).
 	Value json.RawMessage `json:"value,omitempty"`
+	// A queue item's full row after the event (events/queue.go): its
+	// State (absent: the row is deleted; then Op is remove), Deliveries
+	// so far, VisibleAt (the deadline of an in-flight delivery), its
+	// DedupID and PushedAt; Value is its data on every queue event.
+	State      string     `json:"state,omitempty"`
+	Deliveries int64      `json:"deliveries,omitempty"`
+	VisibleAt  *time.Time `json:"visibleAt,omitempty"`
+	DedupID    string     `json:"dedupId,omitempty"`
+	PushedAt   *time.Time `json:"pushedAt,omitempty"`
 }
 
 // CollectionMeta is the value of a collection's entry: its type, its
@@ -76,6 +86,9 @@ type CollectionMeta struct {
 	// Head is a list's first position (absent: 0); its elements are at
 	// Head .. Head+Size-1 (events/list.go).
 	Head int64 `json:"head,omitempty"`
+	// InFlight counts a queue's items popped with a visibility timeout
+	// and not yet acknowledged or requeued (they count in Size too).
+	InFlight int64 `json:"inFlight,omitempty"`
 }
 
 // ParseCollectionMeta reads the metadata of a collection entry's value.
@@ -84,7 +97,7 @@ func ParseCollectionMeta(v json.RawMessage) (CollectionMeta, error) {
 	if err := json.Unmarshal(v, &m); err != nil {
 		return m, fmt.Errorf("collection metadata: %w", err)
 	}
-	if !IsCollectionPurpose(m.Type) || m.Size < 0 || m.Since < 1 {
+	if !IsCollectionPurpose(m.Type) || m.Size < 0 || m.Since < 1 || m.InFlight < 0 || m.InFlight > m.Size {
 		return m, fmt.Errorf("collection metadata: type %q size %d since %d is not valid", m.Type, m.Size, m.Since)
 	}
 	return m, nil

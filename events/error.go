@@ -20,6 +20,8 @@ const (
 	EWrongType       = "wrong_type"
 	EFieldMismatch   = "field_mismatch"
 	EOutOfRange      = "out_of_range"
+	EQueueEmpty      = "queue_empty"   // qpop of an empty or missing queue (HTTP 404)
+	EStaleReceipt    = "stale_receipt" // qack of a receipt that is not the item's current delivery (409)
 	EUnauthenticated = "unauthenticated"
 	EForbidden       = "forbidden"
 	EUnavailable     = "partition_unavailable"
@@ -28,6 +30,23 @@ const (
 	// Codes of requests that reach no operation.
 	EMethodNotAllowed     = "method_not_allowed"
 	EUnsupportedMediaType = "unsupported_media_type"
+
+	// Codes of watches (GET /v1/watch).
+	//
+	// ECursorExpired: the log no longer holds the events after the
+	// cursor (compaction or retention moved its start past it), or the
+	// key's history no longer holds the version asked for. The client
+	// re-lists and watches from now. HTTP 410.
+	ECursorExpired = "cursor_expired"
+	// ETooManyWatches: the writer serves as many watches as it may
+	// (ESKV_MAX_WATCHES); another writer or a later try may. HTTP 503
+	// with Retry-After.
+	ETooManyWatches = "too_many_watches"
+	// ESlowConsumer ends a watch whose client read too slowly: its
+	// buffer filled. It is never an HTTP status, only the code of the
+	// SSE event "error" that ends the stream, which carries the cursor
+	// of the last event sent; resuming after it loses nothing.
+	ESlowConsumer = "slow_consumer"
 )
 
 // Error is the one error type every layer speaks. Field names the request
@@ -127,3 +146,17 @@ func (d *ErrorDetail) AsError(key string) *Error {
 	}
 	return e
 }
+
+// Is makes errors.Is(err, target) hold for a target that is a sentinel
+// of a code (an *Error with only Code set, such as ErrQueueEmpty) and an
+// error of that code, whatever its message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Field == "" && t.Current == nil && t.Code == e.Code
+}
+
+// Sentinels of codes callers branch on: errors.Is(err, ErrQueueEmpty).
+var (
+	ErrQueueEmpty   = &Error{Code: EQueueEmpty}
+	ErrStaleReceipt = &Error{Code: EStaleReceipt}
+)

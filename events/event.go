@@ -184,8 +184,8 @@ func CloudEventHeaders(e *Event, source string) []Header {
 }
 
 // Identity names the element an element change is about, within its
-// collection: for a set, the member. (Lists will name a position, queues
-// an item id.) It never contains NUL (ValidateMember).
+// collection: for a set, the member; for a list, the position; for a
+// queue, the item (QueueMember, stable across the item's states). It never contains NUL (ValidateMember).
 func (el *Element) Identity() string { return el.Member }
 
 // RecordKeySep separates the event key from the element identity in the

@@ -95,6 +95,10 @@ var opTable = []opSpec{
 	{op: OpLRange, verb: "lrange", read: true, purpose: PurposeList},
 	{op: OpLLen, verb: "llen", read: true, purpose: PurposeList},
 	{op: OpHistory, verb: "history", read: true},
+	{op: OpQPush, verb: "qpush", purpose: PurposeQueue}, {op: OpQPop, verb: "qpop", purpose: PurposeQueue},
+	{op: OpQAck, verb: "qack", purpose: PurposeQueue}, {op: OpQRequeue, purpose: PurposeQueue},
+	{op: OpQPeek, verb: "qpeek", read: true, purpose: PurposeQueue},
+	{op: OpQSize, verb: "qsize", read: true, purpose: PurposeQueue},
 }
 
 func (o Op) spec() opSpec {

@@ -43,7 +43,7 @@ func TestOpOfVerb(t *testing.T) {
 }
 
 func TestVerbList(t *testing.T) {
-	if got := VerbList(false, true); got != ":increment, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd, :srem, :lpush, :rpush, :lpop, :rpop or :ltrim" {
+	if got := VerbList(false, true); got != ":increment, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd, :srem, :lpush, :rpush, :lpop, :rpop, :ltrim, :qpush, :qpop or :qack" {
 		t.Errorf("writes: %s", got)
 	}
 	if got := strings.Join(Verbs(true), " "); !strings.HasPrefix(got, "lock leader") {

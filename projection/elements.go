@@ -101,16 +101,21 @@ func queueElements(b *pgx.Batch, batch []Applied) {
 	}
 	b.Queue(lockCollections, slices.Collect(maps.Keys(collections)))
 	var adds, removes elementColumns
+	var items queueItemColumns
 	for _, ref := range slices.SortedFunc(maps.Keys(latest), func(a, b ElementRef) int {
 		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Member, b.Member))
 	}) {
 		e := latest[ref]
-		if e.Element.Op == events.ElementAdd {
+		switch {
+		case e.Op.IsQueueWrite() && e.Element.State != "":
+			items.add(ref, e.Version, e.Element)
+		case e.Element.Op == events.ElementAdd && !e.Op.IsQueueWrite():
 			adds.add(ref, e.Version, e.Element.Value)
-		} else {
+		default:
 			removes.add(ref, e.Version, nil)
 		}
 	}
+	items.queue(b)
 	if len(adds.member) > 0 {
 		b.Queue(upsertElements, adds.collection, adds.member, adds.version, adds.value)
 	}
@@ -197,19 +202,25 @@ func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now 
 }
 
 // elementsDigestSQL is, for the projection in schema s (a sanitized
-// identifier), one row per live set or list: its key and a digest of its
-// elements, their versions and (a list's) values, for Compare. Rows
-// before the collection's since are not elements, nor are a list's rows
-// outside its positions head .. head+size-1 (left behind by trims and
-// pops: events.ListPosition, in SQL). A set's rows have no value, so
-// their digest is what it was before lists.
+// identifier), one row per live set, list or queue: its key and a digest
+// of its elements, their versions and (a list's, a queue's) values, and a
+// queue item's state and deliveries, for Compare. Rows before the
+// collection's since are not elements, nor are a list's rows outside its
+// positions head .. head+size-1 (left behind by trims and pops:
+// events.ListPosition, in SQL), nor a queue's rows of an earlier
+// incarnation (events.QueueRange, in SQL). A set's rows have no value nor
+// state, so their digest is what it was before lists and queues.
 func elementsDigestSQL(s string) string {
 	const pos = `lpad((coalesce((e.value::jsonb->>'head')::numeric, 0) + %s + 9223372036854775808)::text, 20, '0')`
+	const qp = `lpad(to_hex((e.value::jsonb->>'since')::bigint), 16, '0')`
 	return `SELECT el.collection AS key,
-        md5(string_agg(el.member || E'\x1f' || el.version || coalesce(E'\x1f' || el.value, ''), E'\x1e' ORDER BY el.member)) AS h
+        md5(string_agg(el.member || E'\x1f' || el.version || coalesce(E'\x1f' || el.value, '')
+            || coalesce(E'\x1f' || el.state || E'\x1f' || coalesce(el.deliveries, 0), ''), E'\x1e' ORDER BY el.member)) AS h
     FROM ` + s + `.kv_elements el JOIN ` + s + `.kv_entries e ON e.key = el.collection
-    WHERE e.live AND e.semantics->>'purpose' IN ('set', 'list') AND el.version >= (e.value::jsonb->>'since')::bigint
-        AND (e.semantics->>'purpose' = 'set' OR el.member BETWEEN ` + fmt.Sprintf(pos, "0") + ` AND ` +
+    WHERE e.live AND e.semantics->>'purpose' IN ('set', 'list', 'queue') AND el.version >= (e.value::jsonb->>'since')::bigint
+        AND (e.semantics->>'purpose' = 'set'
+            OR e.semantics->>'purpose' = 'queue' AND el.member >= ` + qp + ` || '.' AND el.member < ` + qp + ` || '/'
+            OR e.semantics->>'purpose' = 'list' AND el.member BETWEEN ` + fmt.Sprintf(pos, "0") + ` AND ` +
 		fmt.Sprintf(pos, "(e.value::jsonb->>'size')::numeric - 1") + `)
     GROUP BY el.collection`
 }

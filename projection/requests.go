@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,19 +22,19 @@ type RequestRef struct {
 type AppliedRequest struct {
 	Version int64
 	Digest  string
-	// Popped is the value the event popped when it is an lpop or rpop
-	// (its element.value): a retried pop is answered as a replay with
-	// the value the lost answer carried.
-	Popped json.RawMessage
+	// Popped is the element the event popped when it is a pop (lpop,
+	// rpop, qpop): a retried pop is answered as a replay with the value
+	// (a queue item: data, receipt and deadline) the lost answer carried.
+	Popped *events.Element
 }
 
 // requestsSQL finds, for each (key $1, requestId $2), the newest
 // kv_history row that carried it: one probe of kv_history_request_id
 // (migration 00005) per pair, read backwards. The predicate repeats the
 // index's, so the planner may use the partial index. Only a pop's
-// element value is read out of the event (AppliedRequest.Popped).
+// element is read out of the event (AppliedRequest.Popped).
 const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.event->>'requestDigest', ''),
-    CASE WHEN h.event->>'op' IN ('lpop', 'rpop') THEN h.event->'element'->'value' END
+    CASE WHEN h.event->>'op' IN ('lpop', 'rpop', 'qpop') THEN h.event->'element' END
 FROM unnest($1::text[], $2::text[]) AS t(k, rid)
 CROSS JOIN LATERAL (
     SELECT version, event FROM kv_history
@@ -64,6 +65,25 @@ type Found struct {
 	Elements map[ElementRef]int64
 	// Values holds the value of each asked list element that exists.
 	Values map[ElementRef]json.RawMessage
+	// Heads holds, per asked queue, its first ready items in serving
+	// order (HeadRef); Dedups the newest item pushed with each asked
+	// dedupId (absent: none); Items the asked queue items that exist.
+	Heads  map[string][]events.Element
+	Dedups map[DedupRef]events.Element
+	Items  map[ElementRef]events.Element
+}
+
+// Query is what a batch of writes asks the projection in one round
+// trip (Find).
+type Query struct {
+	Keys     []string
+	Requests []RequestRef
+	// Elements are set members and list positions to probe.
+	Elements []ElementRef
+	// Heads, Dedups and Items are queue reads (queues.go).
+	Heads  []HeadRef
+	Dedups []DedupRef
+	Items  []ElementRef
 }
 
 // Lookup is StatesAndRequests and, in the same round trip, the
@@ -71,11 +91,20 @@ type Found struct {
 // decides on): everything a batch of writes is decided on that the
 // writer's overlay does not hold.
 func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, elems []ElementRef) (Found, error) {
+	return s.Find(ctx, Query{Keys: keys, Requests: refs, Elements: elems})
+}
+
+// Find answers q in one round trip: the statements are sent together.
+func (s *Store) Find(ctx context.Context, q Query) (Found, error) {
+	keys, refs, elems := q.Keys, q.Requests, q.Elements
 	f := Found{
 		States:   make(map[string]events.State, len(keys)),
 		Requests: make(map[RequestRef]AppliedRequest),
 		Elements: make(map[ElementRef]int64),
 		Values:   make(map[ElementRef]json.RawMessage),
+		Heads:    make(map[string][]events.Element),
+		Dedups:   make(map[DedupRef]events.Element),
+		Items:    make(map[ElementRef]events.Element),
 	}
 	b := &pgx.Batch{}
 	if len(keys) > 0 {
@@ -95,8 +124,8 @@ func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, el
 		}
 		b.Queue(membersSQL, cs, ms)
 	}
+	queueQueries(b, q)
 	if b.Len() > 0 {
-		// The queries are sent together: one round trip.
 		br := s.pool.SendBatch(ctx, b)
 		err := readBatch(br, len(keys) > 0, len(refs) > 0, f.States, f.Requests)
 		if err == nil && len(elems) > 0 {
@@ -104,6 +133,9 @@ func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, el
 			if rows, err = br.Query(); err == nil {
 				err = readMembers(rows, f.Elements, f.Values)
 			}
+		}
+		if err == nil {
+			err = readQueueQueries(br, q, &f)
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -142,8 +174,15 @@ func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string
 	for rows.Next() {
 		var r RequestRef
 		var a AppliedRequest
-		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest, &a.Popped); err != nil {
+		var popped []byte
+		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest, &popped); err != nil {
 			return err
+		}
+		if popped != nil {
+			a.Popped = new(events.Element)
+			if err := json.Unmarshal(popped, a.Popped); err != nil {
+				return fmt.Errorf("popped element of %s version %d: %w", r.Key, a.Version, err)
+			}
 		}
 		applied[r] = a
 	}

@@ -143,6 +143,14 @@ func TestValidateChange(t *testing.T) {
 		{"OKSetElementRemove", applyAll(setField("op", "srem"), setField("element", map[string]any{"op": "remove", "member": "m"})), true},
 		{"OKListPush", applyAll(setField("op", "lpush"), setSemanticsField("purpose", "list"), setField("after", map[string]any{"type": "list", "size": 1, "since": 7, "head": -1}),
 			setField("element", map[string]any{"op": "add", "member": "09223372036854775807", "value": map[string]any{"a": 1}})), true},
+		{"OKQueuePush", applyAll(setField("op", "qpush"), setSemanticsField("purpose", "queue"), setField("after", map[string]any{"type": "queue", "size": 1, "since": 7}),
+			setField("element", map[string]any{"op": "add", "member": "0000000000000007.8000000000000000.0000000000000007", "value": map[string]any{"job": 1},
+				"state": "ready", "dedupId": "d-1", "pushedAt": "2026-03-01T10:15:30Z"})), true},
+		{"OKQueuePopInFlight", applyAll(setField("op", "qpop"), setSemanticsField("purpose", "queue"), setField("after", map[string]any{"type": "queue", "size": 1, "since": 7, "inFlight": 1}),
+			setField("element", map[string]any{"op": "add", "member": "0000000000000007.8000000000000000.0000000000000007", "value": "x",
+				"state": "inflight", "deliveries": 1, "visibleAt": "2026-03-01T10:16:00Z", "pushedAt": "2026-03-01T10:15:30Z"})), true},
+		{"OKQueueAckRemoves", applyAll(setField("op", "qack"), setField("element", map[string]any{"op": "remove", "member": "0000000000000007.8000000000000000.0000000000000007",
+			"value": "x", "deliveries": 1, "pushedAt": "2026-03-01T10:15:30Z"})), true},
 		{"OKListTrimNoElement", applyAll(setField("op", "ltrim"), setSemanticsField("purpose", "list"), setField("after", map[string]any{"type": "list", "size": 0, "since": 7, "head": 3})), true},
 
 		{"ErrNotObject", func(doc map[string]any) { clear(doc) }, false}, // {} misses every required field
@@ -194,6 +202,9 @@ func TestValidateChange(t *testing.T) {
 		{"ErrElementMemberEmpty", setField("element", map[string]any{"op": "add", "member": ""}), false},
 		{"ErrElementWithoutMember", setField("element", map[string]any{"op": "add"}), false},
 		{"ErrElementNotObject", setField("element", "add m"), false},
+		{"ErrQueueStateUnknown", setField("element", map[string]any{"op": "add", "member": "m", "state": "hidden"}), false},
+		{"ErrQueueDeliveriesNegative", setField("element", map[string]any{"op": "add", "member": "m", "state": "ready", "deliveries": -1}), false},
+		{"ErrQueueVisibleAtNotTime", setField("element", map[string]any{"op": "add", "member": "m", "state": "inflight", "visibleAt": "soon"}), false},
 	}
 	cases = append(cases, missingCases("schemaVersion", "key", "scope", "version", "prevVersion", "kind", "op", "before", "after", "createdAt", "ts", "semantics", "principal", "writerEpoch")...)
 	runDocCases(t, validChange, schemas.ValidateChange, cases)

@@ -133,8 +133,14 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:lrange":    {"get"},
 		"/v1/kv/{key}:llen":      {"get"},
 		"/v1/kv/{key}:history":   {"get"},
+		"/v1/kv/{key}:qpush":     {"post"},
+		"/v1/kv/{key}:qpop":      {"post"},
+		"/v1/kv/{key}:qack":      {"post"},
+		"/v1/kv/{key}:qpeek":     {"get"},
+		"/v1/kv/{key}:qsize":     {"get"},
 		"/v1/kv":                 {"get"},
 		"/v1/txn":                {"post"},
+		"/v1/watch":              {"get"},
 		"/healthz":               {"get"},
 		"/readyz":                {"get"},
 		"/metrics":               {"get"},
@@ -379,7 +385,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/history.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/history.go", "../events/queue.go", "../events/watch.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -417,6 +423,17 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"LenAnswer", "LenAnswer", true},
 		{"HistoryAnswer", "HistoryAnswer", true},
 		{"HistoryVersion", "HistoryVersion", true},
+		{"QPushBody", "QPushBody", false},
+		{"QPopBody", "QPopBody", false},
+		{"QAckBody", "QAckBody", false},
+		{"QPushAnswer", "QPushAnswer", true},
+		{"QPopAnswer", "QPopAnswer", true},
+		{"QAckAnswer", "QAckAnswer", true},
+		{"QueueItem", "QueueItem", true},
+		{"QPeekAnswer", "QPeekAnswer", true},
+		{"QSizeAnswer", "QSizeAnswer", true},
+		{"WatchEvent", "WatchEvent", true},
+		{"WatchEnd", "WatchEnd", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

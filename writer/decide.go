@@ -70,6 +70,16 @@ type Request struct {
 	// is Value.
 	Start, Stop int64
 
+	// Queue writes (DecideQueue): a push's Priority and DedupID (its
+	// data is Value), a pop's Visibility timeout in seconds (0: remove
+	// at once), and the item and delivery an ack's receipt (or the
+	// sweeper's requeue) names.
+	Priority   int64
+	DedupID    string
+	Visibility int64
+	Item       string
+	Delivery   int64
+
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
 	// forbidden, without any value, and appends nothing (AuditDenied).
@@ -117,6 +127,9 @@ func (r *Request) Digest() string {
 	if r.Op == events.OpLTrim {
 		parts = append(parts, "range", r.Start, r.Stop)
 	}
+	if r.Op.IsQueueWrite() {
+		parts = append(parts, "queue", r.Priority, r.DedupID, r.Visibility, r.Item, r.Delivery)
+	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
@@ -149,6 +162,9 @@ type Result struct {
 	// value pushed or popped); on a replayed pop, the value it popped
 	// (Member unset); nil on any other replay.
 	Element *events.Element
+	// Deduplicated is set on a qpush that appended nothing because an
+	// item with its dedupId was pushed within the window (Element).
+	Deduplicated bool
 	// TxnID and Txn are a transaction's: its id and each step's result,
 	// in order (values unmasked: the API hides what the caller may not
 	// read).

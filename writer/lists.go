@@ -140,19 +140,21 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 }
 
 // replayedPop is the element change a replay of r (the list's latest
-// write, at cur) answers: for a pop, the value it popped, as known from
+// write, at cur) answers: for a pop (of a list or a queue), the element
+// it popped (a list's value, a queue's item), as known from
 // the overlay, the batch or kv_history (AppliedRequest.Popped); nil for
 // every other write, and when nothing holds the value any more (history
 // retention deleted its event: the replay answers no value).
 func replayedPop(cur events.State, known requestMemory, r *Request) *events.Element {
-	if r.Op != events.OpLPop && r.Op != events.OpRPop {
+	if !r.Op.IsPop() {
 		return nil
 	}
 	a, ok := known.get(r)
-	if !ok || a.Version != cur.Version || len(a.Popped) == 0 {
+	if !ok || a.Version != cur.Version || a.Popped == nil {
 		return nil
 	}
-	return &events.Element{Op: events.ElementRemove, Value: a.Popped}
+	el := *a.Popped
+	return &el
 }
 
 // ReadLen answers llen from the list's entry as a read sees it: 0 for
@@ -182,10 +184,13 @@ func ListAnswer(res Result) events.ListChangeAnswer {
 type elemsKnown struct {
 	versions map[projection.ElementRef]int64
 	values   map[projection.ElementRef]json.RawMessage
+	// q is what the batch knows of queue items (queuebatch.go).
+	q *queueView
 }
 
 func newElemsKnown() elemsKnown {
-	return elemsKnown{versions: make(map[projection.ElementRef]int64), values: make(map[projection.ElementRef]json.RawMessage)}
+	return elemsKnown{versions: make(map[projection.ElementRef]int64), values: make(map[projection.ElementRef]json.RawMessage),
+		q: newQueueView()}
 }
 
 func (k elemsKnown) has(ref projection.ElementRef) bool {
@@ -206,6 +211,10 @@ func (k elemsKnown) fromOverlay(e overlayEntry, ref projection.ElementRef) bool 
 // record notes the element change of ev, decided in this batch.
 func (k elemsKnown) record(ev *events.Event) {
 	ref := projection.ElementRef{Collection: ev.Key, Member: ev.Element.Member}
+	if ev.Op.IsQueueWrite() {
+		k.q.batch[ref] = *ev.Element
+		return
+	}
 	k.versions[ref] = elementVersion(ev)
 	if ev.Element.Op == events.ElementAdd && ev.Element.Value != nil {
 		k.values[ref] = ev.Element.Value

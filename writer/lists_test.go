@@ -212,7 +212,7 @@ func TestDecideListReplayedPop(t *testing.T) {
 			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: events.Semantics{Purpose: "list"}}}
 	}
 	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
-	popped := json.RawMessage(`{"job":7}`)
+	popped := &events.Element{Op: events.ElementRemove, Member: events.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
 	for _, tc := range []struct {
 		name  string
 		cur   events.State
@@ -258,17 +258,17 @@ func TestRecallRemembersThePoppedValue(t *testing.T) {
 	var o overlayEntry
 	o = o.next(popEv, 10, DefaultRequestIDWindow)
 	known := requestMemory{}
-	if ask := recall(ref, o, true, known, DefaultRequestIDWindow); ask || string(known[ref].Popped) != `"a"` || known[ref].Version != 3 {
+	if ask := recall(ref, o, true, known, DefaultRequestIDWindow); ask || known[ref].Popped == nil || string(known[ref].Popped.Value) != `"a"` || known[ref].Version != 3 {
 		t.Fatalf("recall after the pop: ask %v known %+v, want the popped value at version 3", ask, known[ref])
 	}
 	o = o.next(&events.Event{Key: key, Version: 4, Kind: events.KindPut, Op: events.OpRPush, RequestID: "S",
 		Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, DefaultRequestIDWindow)
 	if o.popped != nil {
-		t.Fatalf("entry after a push remembers popped %s", o.popped)
+		t.Fatalf("entry after a push remembers popped %+v", o.popped)
 	}
 	batch := requestMemory{}
 	batch.add(popEv)
-	if string(batch[ref].Popped) != `"a"` {
+	if batch[ref].Popped == nil || string(batch[ref].Popped.Value) != `"a"` {
 		t.Fatalf("batch memory %+v, want the popped value", batch[ref])
 	}
 }

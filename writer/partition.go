@@ -44,9 +44,15 @@ type overlayEntry struct {
 	// vals are the values of the list elements among elems (lists.go):
 	// position -> value, for a pop of an unprojected push.
 	vals map[string]json.RawMessage
-	// popped is the value the latest event popped when it is an lpop or
-	// rpop: a retry of that pop is answered with it (recall).
-	popped json.RawMessage
+	// popped is the element the latest event popped when it is a pop
+	// (lpop, rpop, qpop): a retry of that pop is answered with it (recall).
+	popped *events.Element
+	// items are the unprojected changes of a queue's items (queues.go):
+	// member -> the item's state after them (State "": row deleted) and
+	// the offset of its latest change. trim drops the items the
+	// projection holds, so a queue written without pause (whose entry
+	// is never trimmed) keeps only the projector's lag here.
+	items map[string]overlayItem
 }
 
 // partition is this writer's ownership of one partition of kv.changes: the
@@ -452,10 +458,9 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 	states := make(map[string]events.State, len(batch))
 	known := make(requestMemory)
 	elems := newElemsKnown()
-	var missing []string
-	var refs []projection.RequestRef
-	var elemRefs []projection.ElementRef
+	var q projection.Query
 	asked := make(map[projection.RequestRef]bool)
+	now := time.Now()
 	p.mu.RLock()
 	for _, c := range batch {
 		for _, k := range c.req.keys() {
@@ -463,40 +468,29 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 				states[k] = e.state
 			} else if _, seen := states[k]; !seen {
 				states[k] = events.State{}
-				missing = append(missing, k)
+				q.Keys = append(q.Keys, k)
 			}
 		}
 		for _, ref := range requestRefs(c.req) {
 			e, in := p.overlay[ref.Key]
 			if !asked[ref] && recall(ref, e, in, known, int64(p.w.cfg.RequestIDWindow)) {
 				asked[ref] = true
-				refs = append(refs, ref)
+				q.Requests = append(q.Requests, ref)
 			}
 		}
-		if ref, ok := elementRef(c.req); ok {
-			if _, done := elems.versions[ref]; !done {
-				v, in := p.overlay[ref.Collection].elems[ref.Member]
-				elems.versions[ref] = v
-				if !in {
-					elemRefs = append(elemRefs, ref)
-				}
-			}
+		if c.req.Op.IsQueueWrite() && !c.req.Denied {
+			e, in := p.overlay[c.req.Key.String()]
+			elems.q.askQueue(&q, c.req, e, in, now)
+			continue
 		}
-		if e, in := p.overlay[c.req.Key.String()]; in {
-			// A pop of a list the overlay holds: its end is known
-			// now, probed in this round trip unless unprojected.
-			if ref, ok := popRef(e.state, c.req, time.Now()); ok && !elems.has(ref) {
-				if elems.fromOverlay(e, ref) {
-					continue
-				}
-				elemRefs = append(elemRefs, ref)
-				elems.versions[ref] = 0
-			}
-		}
+		p.askElements(&q, c.req, elems, now)
 	}
 	p.mu.RUnlock()
-	if len(missing) > 0 || len(refs) > 0 || len(elemRefs) > 0 {
-		f, err := p.w.proj.Lookup(ctx, missing, refs, elemRefs)
+	for i := range q.Heads {
+		q.Heads[i].Limit = elems.q.pops[q.Heads[i].Queue]
+	}
+	if len(q.Keys) > 0 || len(q.Requests) > 0 || len(q.Elements) > 0 || len(q.Heads) > 0 || len(q.Dedups) > 0 || len(q.Items) > 0 {
+		f, err := p.w.proj.Find(ctx, q)
 		if err != nil {
 			return nil, nil, elemsKnown{}, err
 		}
@@ -504,8 +498,34 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 		maps.Copy(known, f.Requests)
 		maps.Copy(elems.versions, f.Elements)
 		maps.Copy(elems.values, f.Values)
+		elems.q.found(q, f, states, now)
 	}
 	return states, known, elems, nil
+}
+
+// askElements adds to q the set member or list end a batch's write r
+// decides on that the overlay does not hold (read lock held).
+func (p *partition) askElements(q *projection.Query, r *Request, elems elemsKnown, now time.Time) {
+	if ref, ok := elementRef(r); ok {
+		if _, done := elems.versions[ref]; !done {
+			v, in := p.overlay[ref.Collection].elems[ref.Member]
+			elems.versions[ref] = v
+			if !in {
+				q.Elements = append(q.Elements, ref)
+			}
+		}
+	}
+	if e, in := p.overlay[r.Key.String()]; in {
+		// A pop of a list the overlay holds: its end is known
+		// now, probed in this round trip unless unprojected.
+		if ref, ok := popRef(e.state, r, now); ok && !elems.has(ref) {
+			if elems.fromOverlay(e, ref) {
+				return
+			}
+			q.Elements = append(q.Elements, ref)
+			elems.versions[ref] = 0
+		}
+	}
 }
 
 // decideAll decides batch in order on states and known (each decision
@@ -527,6 +547,15 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 			d = DecideTxn(states, known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		case isElem:
 			d = DecideSet(states[ref.Collection], elems.versions[ref], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
+		case c.req.Op.IsQueueWrite() && !c.req.Denied:
+			cur := states[c.req.Key.String()]
+			in, err := p.queueInput(ctx, cur, c.req, now, elems.q)
+			if err != nil {
+				p.log.Error("read queue items", "err", err)
+				ds[i] = decision{err: errUnavailable(p.id, "unable to read the projection")}
+				continue
+			}
+			d = DecideQueue(cur, in, known, c.req, now, epoch, int64(cfg.RequestIDWindow), cfg.QueueDedupWindow)
 		case c.req.Op.IsListWrite():
 			cur := states[c.req.Key.String()]
 			end, err := p.listEnd(ctx, cur, c.req, now, elems)
@@ -678,13 +707,20 @@ func (p *partition) confirm(ctx context.Context) error {
 	return errUnavailable(p.id, "moving between writers")
 }
 
-// trim drops overlay entries the projection holds (offset below next).
+// trim drops overlay entries the projection holds (offset below next),
+// and the queue items it holds from the entries it keeps.
 func (p *partition) trim(next int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, e := range p.overlay {
-		if e.offset < next {
+		switch {
+		case e.offset < next:
 			delete(p.overlay, k)
+		case len(e.items) > 0:
+			if items, pruned := pruneItems(e.items, next); pruned {
+				e.items = items
+				p.overlay[k] = e
+			}
 		}
 	}
 	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))

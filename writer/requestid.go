@@ -1,7 +1,6 @@
 package writer
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -70,11 +69,11 @@ func (m requestMemory) add(e *events.Event) {
 	}
 }
 
-// popped is the value e popped (nil unless e is an lpop or rpop): what a
-// replay of e answers.
-func popped(e *events.Event) json.RawMessage {
-	if (e.Op == events.OpLPop || e.Op == events.OpRPop) && e.Element != nil {
-		return e.Element.Value
+// popped is the element e popped (nil unless e is a pop: lpop, rpop,
+// qpop): what a replay of e answers.
+func popped(e *events.Event) *events.Element {
+	if e.Op.IsPop() && e.Element != nil {
+		return e.Element
 	}
 	return nil
 }
@@ -137,7 +136,7 @@ func (o overlayEntry) next(e *events.Event, offset, window int64) overlayEntry {
 		since = e.Version
 	}
 	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since, popped: popped(e)}
-	return n.withElement(o, e)
+	return n.withElement(o, e).withItem(e, offset)
 }
 
 // complete reports whether the entry remembers the requestIds of all the

@@ -31,11 +31,13 @@ func elementRef(r *Request) (projection.ElementRef, bool) {
 // key (after next): elems maps each member changed by an unprojected
 // event to the version of its kv_elements row after it (0: removed).
 func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEntry {
+	o.elems, o.vals, o.items = prev.elems, prev.vals, prev.items
 	if e.Element == nil {
-		o.elems, o.vals = prev.elems, prev.vals
 		return o
 	}
-	o.elems, o.vals = prev.elems, prev.vals
+	if e.Op.IsQueueWrite() {
+		return o // next records it with its offset (withItem)
+	}
 	if o.elems == nil {
 		o.elems = make(map[string]int64)
 	}

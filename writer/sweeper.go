@@ -13,7 +13,8 @@ const SweeperPrincipal = "eskv-sweeper"
 
 // sweep runs the TTL sweeper until ctx ends: every SweepInterval, each
 // partition this writer owns and has caught up expires its entries past
-// their expiry. Reads hide such entries at once; the expire event makes
+// their expiry, and returns its queues' in-flight items past their
+// visibility deadline to their queues (requeue). Reads hide such entries at once; the expire event makes
 // the removal a fact in the log (for subscribers and the audit trail).
 func (w *Writer) sweep(ctx context.Context) {
 	if w.cfg.SweepInterval < 0 {
@@ -36,6 +37,9 @@ func (w *Writer) sweep(ctx context.Context) {
 		for _, p := range parts {
 			if err := p.sweep(ctx); err != nil && ctx.Err() == nil {
 				p.log.Warn("TTL sweep incomplete; the next round goes on", "err", err)
+			}
+			if err := p.requeue(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("queue requeue sweep incomplete; the next round goes on", "err", err)
 			}
 		}
 	}
@@ -107,9 +111,25 @@ func (p *partition) due(ctx context.Context, now time.Time) (map[string]int64, e
 	return due, nil
 }
 
-// expire submits one expire request per due entry, at most MaxBatch at a
-// time so the queue never overflows, and counts those that expired.
+// expire submits one expire request per due entry and counts those that
+// expired.
 func (p *partition) expire(ctx context.Context, due map[string]int64) (int, error) {
+	reqs := make([]*Request, 0, len(due))
+	for k, v := range due {
+		key, err := events.ParseKey(k)
+		if err != nil {
+			p.log.Error("the projection holds a key that breaks the key rules; not expiring it", "key", k, "err", err)
+			continue
+		}
+		reqs = append(reqs, &Request{Key: key, Op: events.OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal})
+	}
+	return p.submitSweep(ctx, reqs, "expired")
+}
+
+// submitSweep submits the sweeper's requests, at most MaxBatch at a time
+// so the queue never overflows, and counts those accepted (outcome done;
+// a version_conflict is a write that won the race: skipped).
+func (p *partition) submitSweep(ctx context.Context, reqs []*Request, done string) (int, error) {
 	n := 0
 	calls := make([]*call, 0, p.w.cfg.MaxBatch)
 	flush := func() error {
@@ -122,7 +142,7 @@ func (p *partition) expire(ctx context.Context, due map[string]int64) (int, erro
 				switch {
 				case a.err == nil:
 					n++
-					p.w.metrics.swept.WithLabelValues("expired").Inc()
+					p.w.metrics.swept.WithLabelValues(done).Inc()
 				case events.ErrorCode(a.err) == events.EConflict:
 					p.w.metrics.swept.WithLabelValues("skipped").Inc()
 				default:
@@ -132,13 +152,8 @@ func (p *partition) expire(ctx context.Context, due map[string]int64) (int, erro
 		}
 		return nil
 	}
-	for k, v := range due {
-		key, err := events.ParseKey(k)
-		if err != nil {
-			p.log.Error("the projection holds a key that breaks the key rules; not expiring it", "key", k, "err", err)
-			continue
-		}
-		c := &call{req: &Request{Key: key, Op: events.OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal}, done: make(chan answer, 1)}
+	for _, r := range reqs {
+		c := &call{req: r, done: make(chan answer, 1)}
 		if err := p.submit(c); err != nil {
 			return n, err
 		}
@@ -150,4 +165,68 @@ func (p *partition) expire(ctx context.Context, due map[string]int64) (int, erro
 		}
 	}
 	return n, flush()
+}
+
+// requeue returns the partition's in-flight queue items past their
+// visibility deadline to their queues, until none is due or a round
+// fails: one requeue request per item, decided in the partition's queue
+// like any write against the item's current state, so an ack (or a
+// requeue) that won the race is kept. Redelivery therefore follows a
+// deadline by at most one SweepInterval.
+func (p *partition) requeue(ctx context.Context) error {
+	for {
+		due, err := p.dueItems(ctx, time.Now())
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		n, err := p.submitSweep(ctx, due, "requeued")
+		if err != nil || n == 0 {
+			return err // n == 0: everything due lost to an ack
+		}
+	}
+}
+
+// dueItems lists the requeues of the partition's in-flight items past
+// their deadline at now: the overlay's (unprojected item changes) and
+// the projection's, where the overlay does not know better.
+func (p *partition) dueItems(ctx context.Context, now time.Time) ([]*Request, error) {
+	limit := p.w.cfg.SweepBatch
+	var reqs []*Request
+	add := func(queue, member string, deliveries int64) {
+		key, err := events.ParseKey(queue)
+		if err == nil && len(reqs) < limit {
+			reqs = append(reqs, &Request{Key: key, Op: events.OpQRequeue, Item: member, Delivery: deliveries, Principal: SweeperPrincipal})
+		}
+	}
+	p.mu.RLock()
+	if !p.ready {
+		p.mu.RUnlock()
+		return nil, nil
+	}
+	known := make(map[string]map[string]overlayItem)
+	for k, e := range p.overlay {
+		if e.items == nil {
+			continue
+		}
+		known[k] = e.items
+		for m, it := range e.items {
+			if el := it.el; el.State == events.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt) {
+				add(k, m, el.Deliveries)
+			}
+		}
+	}
+	p.mu.RUnlock()
+	if len(reqs) >= limit {
+		return reqs, nil
+	}
+	rows, err := p.w.proj.DueItems(ctx, p.id, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if _, in := known[r.Queue][r.Member]; !in {
+			add(r.Queue, r.Member, r.Deliveries)
+		}
+	}
+	return reqs, nil
 }

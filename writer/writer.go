@@ -29,6 +29,9 @@ type Projection interface {
 	// Lookup reads the states, requestIds and set members a batch is
 	// decided on that the overlay does not hold, in one round trip.
 	Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error)
+	// Find is Lookup with queue reads (the first ready items of a queue,
+	// items by member, dedupIds), in one round trip.
+	Find(ctx context.Context, q projection.Query) (projection.Found, error)
 	Element(ctx context.Context, ref projection.ElementRef) (int64, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
 	Offset(ctx context.Context, topic string, partition int32) (int64, error)
@@ -36,6 +39,9 @@ type Projection interface {
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
 	Expired(ctx context.Context, p int32, now time.Time, limit int) ([]projection.Expiring, error)
+	// DueItems lists in-flight queue items past their deadline (the
+	// sweeper's requeues).
+	DueItems(ctx context.Context, p int32, now time.Time, limit int) ([]projection.DueItem, error)
 }
 
 // Config configures a Writer.
@@ -95,6 +101,10 @@ type Config struct {
 	// entries one query returns (default 5000).
 	SweepInterval time.Duration
 	SweepBatch    int
+	// QueueDedupWindow is how long a queue push's dedupId makes a
+	// repeated push with it add nothing (default
+	// DefaultQueueDedupWindow).
+	QueueDedupWindow time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -138,6 +148,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = time.Second
+	}
+	if c.QueueDedupWindow <= 0 {
+		c.QueueDedupWindow = DefaultQueueDedupWindow
 	}
 	if c.SweepBatch == 0 {
 		c.SweepBatch = 5000

@@ -137,25 +137,9 @@ func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error
 	if cl.body != nil {
 		body = bytes.NewReader(cl.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, cl.method, u, body)
+	resp, err := c.send(ctx, cl.method, u, body, "application/json")
 	if err != nil {
-		return nil, fmt.Errorf("client: build request for %s: %w", u, err)
-	}
-	if cl.body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.userAgent)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, &NetworkError{Method: cl.method, URL: u, Err: err}
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
@@ -171,6 +155,32 @@ func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error
 		return resp.Header, nil
 	}
 	return resp.Header, answerError(resp, b, cl.key)
+}
+
+// send sends one request with the client's headers (a body is JSON);
+// no answer at all is a *NetworkError.
+func (c *Client) send(ctx context.Context, method, u string, body io.Reader, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: build request for %s: %w", u, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &NetworkError{Method: method, URL: u, Err: err}
+	}
+	return resp, nil
 }
 
 // answerError turns an error answer into an *events.Error; see

@@ -205,3 +205,22 @@ func ExampleClient_Update() {
 	}
 	fmt.Printf("checkpoint at version %d after %d attempt(s): %s\n", res.Entry.Version, res.Attempts, res.Entry.Value)
 }
+
+// A cache that follows a project's flags: each change invalidates its
+// key. A consumer that restarts keeps the last cursor it processed and
+// passes it as After; Watch itself reconnects after its last cursor.
+func ExampleClient_Watch() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for ev, err := range c.Watch(ctx, client.WatchOptions{Prefix: "tenant/acme/project/demo/flags/"}) {
+		if events.ErrorCode(err) == events.ECursorExpired {
+			fmt.Println("the log moved on: list the flags again, then watch from now")
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s is at version %d (%s): drop it from the cache; resume after %s\n", ev.Key, ev.Version, ev.Kind, ev.Cursor)
+	}
+}

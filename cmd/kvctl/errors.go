@@ -168,6 +168,8 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		}
 		return exitServer, fmt.Sprintf("use a token with a grant whose prefix covers %s and whose rights include %q: an entry of the server's tokens file (ESKV_TOKENS_FILE) such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]}; the local dev token (%s) may read and write every tenant/",
 			subject, right, tenantOf(subject), devTokenFile)
+	case events.ECursorExpired:
+		return exitFailed, "the log no longer holds the changes after --from: list " + subject + " again (kvctl list --all) and watch from now, without --from"
 	case events.EUnavailable:
 		return exitServer, "the key's partition is moving between writers or catching up, and kvctl's retries ran out: retry in a few seconds; repeat a write with the same --request-id so one that did commit is not applied twice"
 	case events.ELockHeld, events.ENotLockHolder, events.ENotLeader:

@@ -17,6 +17,7 @@ import (
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -29,25 +30,30 @@ const pprofWriteTimeout = 5 * time.Minute
 // config is the writer's configuration; every field is a flag whose
 // default comes from an ESKV_ environment variable.
 type config struct {
-	kafka         service.Kafka
-	postgres      service.Postgres
-	logLevel      *slog.Level
-	httpAddr      string
-	addrFile      string
-	createTopics  bool
-	devToken      string
-	tokensFile    string
-	maxValueBytes int
-	instanceID    string
-	pprofAddr     string
-	advertiseURL  string
-	sweepInterval time.Duration
-	maxOverlay    int
-	maxListWait   time.Duration
-	requestWindow int
-	http          service.HTTPLimits
-	maxListBytes  int
-	maxLists      int
+	kafka            service.Kafka
+	postgres         service.Postgres
+	logLevel         *slog.Level
+	httpAddr         string
+	addrFile         string
+	createTopics     bool
+	devToken         string
+	tokensFile       string
+	maxValueBytes    int
+	instanceID       string
+	pprofAddr        string
+	advertiseURL     string
+	sweepInterval    time.Duration
+	maxOverlay       int
+	maxListWait      time.Duration
+	queueDedupWindow time.Duration
+	requestWindow    int
+	http             service.HTTPLimits
+	maxListBytes     int
+	maxLists         int
+	maxWatches       int
+	watchBuffer      int
+	heartbeat        time.Duration
+	fetchWait        time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -78,6 +84,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("pprof-addr", "ESKV_PPROF_ADDR")
 	f.DurationVar(&c.sweepInterval, "sweep-interval", time.Second, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it")
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
+	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
+	f.Env("queue-dedup-window", "ESKV_QUEUE_DEDUP_WINDOW")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
 	f.DurationVar(&c.maxListWait, "max-list-wait", writer.DefaultMaxListWait, "how long a listing waits for the projector to apply the writes under its prefix acknowledged before it arrived; beyond it the listing answers 503 with Retry-After")
@@ -88,13 +96,24 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
 	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
 	f.Env("max-concurrent-lists", "ESKV_MAX_CONCURRENT_LISTS")
+	f.IntVar(&c.maxWatches, "max-watches", watch.DefaultMaxWatches, "watches (GET /v1/watch) served at once; beyond it they answer 503 too_many_watches with Retry-After")
+	f.Env("max-watches", "ESKV_MAX_WATCHES")
+	f.IntVar(&c.watchBuffer, "watch-buffer", watch.DefaultBuffer, "events a watch may fall behind its client before it is ended with slow_consumer and a cursor to resume after")
+	f.Env("watch-buffer", "ESKV_WATCH_BUFFER")
+	f.DurationVar(&c.heartbeat, "watch-heartbeat", api.DefaultWatchHeartbeat, "how often an idle watch sends a comment so that proxies keep it open")
+	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
+	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
+	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
 	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return nil, err
 	}
 	return c, errors.Join(
-		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists"),
+		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists", "max-watches", "watch-buffer"),
+		f.Check(c.heartbeat > 0, "watch-heartbeat", "must be positive"),
+		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
+		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
 		c.kafka.Check(),
@@ -146,21 +165,37 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	reg := service.NewRegistry()
 	w, err := writer.New(writer.Config{
-		Brokers:         c.kafka.BrokerList(),
-		Kafka:           c.kafka.Conn(),
-		Topics:          c.kafka.Topics(),
-		CreateTopics:    c.createTopics,
-		InstanceID:      c.instanceID,
-		AdvertiseURL:    c.advertiseURL,
-		Source:          "eskv-writer/" + c.instanceID,
-		SweepInterval:   c.sweepInterval,
-		MaxOverlay:      c.maxOverlay,
-		RequestIDWindow: c.requestWindow,
-		MaxListWait:     c.maxListWait,
+		Brokers:          c.kafka.BrokerList(),
+		Kafka:            c.kafka.Conn(),
+		Topics:           c.kafka.Topics(),
+		CreateTopics:     c.createTopics,
+		InstanceID:       c.instanceID,
+		AdvertiseURL:     c.advertiseURL,
+		Source:           "eskv-writer/" + c.instanceID,
+		SweepInterval:    c.sweepInterval,
+		MaxOverlay:       c.maxOverlay,
+		RequestIDWindow:  c.requestWindow,
+		MaxListWait:      c.maxListWait,
+		QueueDedupWindow: c.queueDedupWindow,
 	}, store, log, reg)
 	if err != nil {
 		return err
 	}
+	hub, err := watch.New(watch.Config{
+		Brokers:    c.kafka.BrokerList(),
+		Kafka:      c.kafka.Conn(),
+		Topic:      c.kafka.Topics().Changes,
+		Partitions: c.kafka.Topics().Partitions,
+		MaxWatches: c.maxWatches,
+		Buffer:     c.watchBuffer,
+		FetchWait:  c.fetchWait,
+	}, store, log, reg)
+	if err != nil {
+		return err
+	}
+	// Watches never end on their own: they end when the process is
+	// told to stop, before the HTTP server drains its requests.
+	defer context.AfterFunc(ctx, hub.Close)()
 	srv, err := api.New(api.Config{
 		MaxValueBytes:      c.maxValueBytes,
 		Tokens:             tt,
@@ -170,11 +205,13 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		InstanceID:         c.instanceID,
 		MaxListBytes:       c.maxListBytes,
 		MaxConcurrentLists: c.maxLists,
+		Watch:              hub,
+		WatchHeartbeat:     c.heartbeat,
 	}, w, store, log)
 	if err != nil {
 		return err
 	}
-	parts := []func(context.Context) error{w.Run}
+	parts := []func(context.Context) error{w.Run, hub.Run}
 	if c.pprofAddr != "" {
 		pprofPart, err := servePprof(c.pprofAddr, c.http, log)
 		if err != nil {

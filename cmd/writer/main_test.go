@@ -55,6 +55,8 @@ func TestErrBadEnv(t *testing.T) {
 		{"ESKV_SWEEP_INTERVAL", "0s"},
 		{"ESKV_MAX_OVERLAY", "-1"},
 		{"ESKV_MAX_LIST_WAIT", "0s"},
+		{"ESKV_QUEUE_DEDUP_WINDOW", "0s"},
+		{"ESKV_QUEUE_DEDUP_WINDOW", "5"},
 		{"ESKV_REQUEST_ID_WINDOW", "0"},
 		{"ESKV_MAX_VALUE_BYTES", "64k"},
 		{"ESKV_LOG_LEVEL", "loud"},

@@ -21,6 +21,7 @@ import (
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
+	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -45,6 +46,8 @@ type Stack struct {
 	// Registry holds the writer's and the HTTP API's metrics; the API
 	// serves it on /metrics.
 	Registry *prometheus.Registry
+	// Watches serves the API's watches.
+	Watches *watch.Hub
 	// URL is the HTTP API's base URL.
 	URL string
 
@@ -63,11 +66,13 @@ type options struct {
 	limits           *service.HTTPLimits
 	broker           *testenv.Broker
 	kafka            kafkaconf.Conn
+	writer           func(*writer.Config)
+	watch            watch.Config
 }
 
-// Kafka runs the stack on broker (whose topics must exist), its writer
-// and projector connecting with conn (TLS, SASL), instead of on a
-// plaintext broker of its own.
+// Kafka runs the stack on broker (whose topics must exist), its writer,
+// projector and watch hub connecting with conn (TLS, SASL), instead of
+// on a plaintext broker of its own.
 func Kafka(broker *testenv.Broker, conn kafkaconf.Conn) Option {
 	return func(o *options) { o.broker, o.kafka = broker, conn }
 }
@@ -95,6 +100,15 @@ func API(cfg api.Config) Option { return func(o *options) { o.api = cfg } }
 // writer command does (by default the stack's server has none).
 func HTTPLimits(l service.HTTPLimits) Option { return func(o *options) { o.limits = &l } }
 
+// WriterConfig changes the writer's settings (its brokers, topics and
+// session timeout are the stack's): a short sweep interval or queue dedup
+// window, for tests of the sweeper's requeues and of dedup windows.
+func WriterConfig(f func(*writer.Config)) Option { return func(o *options) { o.writer = f } }
+
+// Watches sets the watch limits of the stack's hub (MaxWatches, Buffer;
+// the rest is the stack's).
+func Watches(cfg watch.Config) Option { return func(o *options) { o.watch = cfg } }
+
 // MustRun runs the stack until the test ends and returns it once the
 // writer is ready. Its logs are discarded, unless the test asks for them
 // (Logs) or runs with -v and ESKV_TEST_LOGS set: then they go to stderr.
@@ -116,8 +130,11 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	case testing.Verbose() && os.Getenv("ESKV_TEST_LOGS") != "":
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	w, err := writer.New(writer.Config{Brokers: s.Broker.Addrs, Kafka: s.kafka, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second},
-		s.Store, log, s.Registry)
+	wcfg := writer.Config{Brokers: s.Broker.Addrs, Kafka: s.kafka, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second}
+	if o.writer != nil {
+		o.writer(&wcfg)
+	}
+	w, err := writer.New(wcfg, s.Store, log, s.Registry)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -126,8 +143,17 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if o.projector {
 		s.runProjector(tb, log, o.projectorMayStop)
 	}
+	hub, err := watch.New(watch.Config{Brokers: s.Broker.Addrs, Kafka: s.kafka, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions,
+		MaxWatches: o.watch.MaxWatches, Buffer: o.watch.Buffer}, s.Store, log, s.Registry)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.Watches = hub
 	cfg := o.api
 	cfg.Tokens, cfg.Gatherer, cfg.Registerer = mustTokens(tb), s.Registry, s.Registry
+	if cfg.Watch == nil {
+		cfg.Watch = hub
+	}
 	srv, err := api.New(cfg, w, s.Store, log)
 	if err != nil {
 		tb.Fatal(err)
@@ -137,7 +163,8 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 		o.limits.Apply(hs.Config)
 	}
 	hs.Start()
-	tb.Cleanup(hs.Close) // before the writer and projector stop
+	tb.Cleanup(hs.Close)  // before the writer and projector stop
+	tb.Cleanup(hub.Close) // before the server closes: it waits for the watches
 	s.URL = hs.URL
 	testenv.WaitFor(tb, 30*time.Second, "writer ready", w.Ready)
 	return s

@@ -91,7 +91,9 @@ ESKV_HTTP_IDLE_TIMEOUT=15s); 12 transactions of 10 conditioned puts, from
 one client (latency) and from 16 clients (throughput); 13 sismember on
 a set of 1,000 and of 1,000,000 members loaded straight into the
 projection (own stack only); 14 lrange 0 99 on a list of 1,000 and of
-1,000,000 values loaded the same way. -only runs
+1,000,000 values loaded the same way; 16 watch delivery (a write
+acknowledged → its event received by a watcher) at 1,000 writes/s; 17
+figure 2a's writes with 0 and with 200 idle watchers open. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
@@ -167,7 +169,7 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.DurationVar(&c.robustRead, "robust-read-timeout", benchReadTimeout, "the writer's read timeout (figure 11; the own stack's writer is started with it)")
 	fs.DurationVar(&c.robustWrite, "robust-write-timeout", benchWriteTimeout, "the writer's write timeout (figure 11; the own stack's writer is started with it)")
 	fs.DurationVar(&c.robustIdle, "robust-idle-timeout", benchIdleTimeout, "the writer's idle timeout (figure 11; the own stack's writer is started with it)")
-	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14 (5 comes with 2, 6 always); "+
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,16,17 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
 
@@ -193,7 +195,7 @@ func (c *config) validate() error {
 }
 
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "16", "17"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
+)
+
+// Queues (docs/collections.md "Queues", events/queue.go): items are JSON,
+// pushed in the body of :qpush; :qpop answers the next ready item and,
+// with a visibility timeout, a receipt that :qack acknowledges.
+
+// qpush serves POST /v1/kv/{key}:qpush. A caller with only the write
+// right learns the item's id but not the queue's size.
+func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	var b events.QPushBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	data, err := events.CompactValue(b.Data, s.cfg.MaxValueBytes)
+	if err != nil {
+		return err
+	}
+	var ttl int64
+	if b.TTLSeconds != nil {
+		ttl = *b.TTLSeconds
+	}
+	req := &writer.Request{Key: k, Op: op, Value: data, Priority: b.Priority, DedupID: b.DedupID,
+		ExpectedVersion: b.ExpectedVersion, TTLSeconds: ttl, RequestID: b.RequestID, Principal: p.Name}
+	res, err := s.write(c, req)
+	if err != nil {
+		return err
+	}
+	res.Entry.Key = k.String()
+	a := writer.QueuePushAnswer(res, req)
+	if !mayRead(c, k.String()) {
+		a.Size = 0
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// needsRead refuses a queue write that answers items (pop) or sizes to
+// a caller without the read right: a pop that could not answer its item
+// would lose it.
+func needsRead(c echo.Context, p *Principal, k events.Key, op events.Op) error {
+	if mayRead(c, k.String()) {
+		return nil
+	}
+	return events.FieldErrorf(events.EForbidden, "key", "principal %s may not read %s: %s answers the item, so it needs the read right as well as the write right", p.Name, k, op)
+}
+
+// qpop serves POST /v1/kv/{key}:qpop; the body is optional. An empty or
+// missing queue is 404 queue_empty.
+func (s *Server) qpop(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	if err := needsRead(c, p, k, op); err != nil {
+		return err
+	}
+	var b events.QPopBody
+	if err := s.decodeOptional(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	req := &writer.Request{Key: k, Op: op, Visibility: b.VisibilityTimeoutSeconds, ExpectedVersion: b.ExpectedVersion,
+		RequestID: b.RequestID, Principal: p.Name}
+	res, err := s.write(c, req)
+	if err != nil {
+		return err
+	}
+	res.Entry.Key = k.String()
+	return c.JSON(http.StatusOK, writer.QueuePopAnswer(res, req))
+}
+
+// qack serves POST /v1/kv/{key}:qack: a stale receipt is 409
+// stale_receipt saying why.
+func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+	var b events.QAckBody
+	if err := s.decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	member, delivery, _ := events.ParseReceipt(b.Receipt)
+	req := &writer.Request{Key: k, Op: op, Item: member, Delivery: delivery, RequestID: b.RequestID, Principal: p.Name}
+	res, err := s.write(c, req)
+	if err != nil {
+		return err
+	}
+	res.Entry.Key = k.String()
+	a := writer.QueueAckAnswer(res)
+	if !mayRead(c, k.String()) {
+		a.Size = 0
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// qpeek serves GET /v1/kv/{key}:qpeek?count=: the next count ready items
+// (default 1, at most events.MaxPeek) in serving order, read-only and
+// linearizable like lrange (the owner waits until the projection holds
+// every change of the queue it acknowledged, then one snapshot reads the
+// metadata and one range of the ready index).
+func (s *Server) qpeek(c echo.Context, _ events.Op, k events.Key) error {
+	count := 1
+	if v, ok := c.QueryParams()["count"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > events.MaxPeek {
+			return events.FieldErrorf(events.EInvalid, "count", "count must be an integer from 1 to %d", events.MaxPeek)
+		}
+		count = n
+	}
+	ctx := c.Request().Context()
+	st, err := s.w.State(ctx, k)
+	if err != nil {
+		return err
+	}
+	if _, err := writer.ReadQueueSize(k, st.Visible(s.now())); err != nil {
+		return err // not a queue
+	}
+	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+		return err
+	}
+	items, err := s.list.Peek(ctx, k.String(), count, s.now())
+	if err != nil {
+		return err
+	}
+	a := events.QPeekAnswer{Queue: k.String(), Items: make([]events.QueueItem, 0, len(items))}
+	for _, el := range items {
+		it := events.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries}
+		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {
+			it.Priority = prio
+		}
+		a.Items = append(a.Items, it)
+	}
+	return c.JSON(http.StatusOK, a)
+}

@@ -1,0 +1,290 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eskv/eskv/events"
+)
+
+// Queues (schemas/postgres/00008_kv_elements_queue.sql,
+// docs/collections.md "Queues"). An item is a kv_elements row whose
+// member is events.QueueMember and whose state columns are those its
+// latest event carried (events.Element): the projector upserts it to
+// exactly that state, or deletes it. Every read takes only the rows of
+// the queue's incarnation (the member range of its since) in one range
+// of the partial indexes: never a scan of the queue.
+
+// upsertQueueItems writes queue items to the state their event carries:
+// $1 collections, $2 members, $3 versions, $4 values, $5 states, $6
+// deliveries, $7 visible_at, $8 dedup ids ("": none), $9 pushed_at. The
+// guards are upsertElements': newer than the queue's stored version and
+// than the row's.
+const upsertQueueItems = `
+INSERT INTO kv_elements AS el (collection, member, version, value, state, deliveries, visible_at, dedup, pushed_at)
+SELECT c, m, v, x, s, d, va, nullif(dd, ''), pa
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::timestamptz[], $8::text[], $9::timestamptz[])
+    AS t(c, m, v, x, s, d, va, dd, pa)
+WHERE v > coalesce((SELECT version FROM kv_entries WHERE key = t.c), 0)
+ON CONFLICT (collection, member) DO UPDATE SET version = excluded.version, value = excluded.value,
+    state = excluded.state, deliveries = excluded.deliveries, visible_at = excluded.visible_at,
+    dedup = excluded.dedup, pushed_at = excluded.pushed_at
+WHERE el.version < excluded.version`
+
+// queueItemColumns are a batch's queue item upserts, for unnest().
+type queueItemColumns struct {
+	collection, member, value, state, dedup []string
+	version                                 []int64
+	deliveries                              []int32
+	visibleAt, pushedAt                     []*time.Time
+}
+
+func (c *queueItemColumns) add(ref ElementRef, version int64, el *events.Element) {
+	c.collection = append(c.collection, ref.Collection)
+	c.member = append(c.member, ref.Member)
+	c.version = append(c.version, version)
+	c.value = append(c.value, string(el.Value))
+	c.state = append(c.state, el.State)
+	c.deliveries = append(c.deliveries, int32(el.Deliveries))
+	c.visibleAt = append(c.visibleAt, el.VisibleAt)
+	c.dedup = append(c.dedup, el.DedupID)
+	c.pushedAt = append(c.pushedAt, el.PushedAt)
+}
+
+func (c *queueItemColumns) queue(b *pgx.Batch) {
+	if len(c.member) > 0 {
+		b.Queue(upsertQueueItems, c.collection, c.member, c.version, c.value, c.state, c.deliveries,
+			c.visibleAt, c.dedup, c.pushedAt)
+	}
+}
+
+// sinceSQL is the member prefix of a queue's incarnation: of $since when
+// given (> 0), else of the live queue entry $key's since (NULL when the
+// key is no live queue, so no member matches).
+const sinceSQL = `lpad(to_hex(coalesce(nullif(%s::bigint, 0), (SELECT (value::jsonb->>'since')::bigint FROM kv_entries
+    WHERE key = %s AND live AND semantics->>'purpose' = 'queue'))), 16, '0')`
+
+// itemColumns are the columns of a queue item row, read by scanItem.
+const itemColumns = `el.member, el.value, el.state, coalesce(el.deliveries, 0), el.visible_at, coalesce(el.dedup, ''), el.pushed_at`
+
+// headsSQL is the first ready items of a queue's incarnation in serving
+// order, but the members the writer knows better ($3, its overlay's):
+// $1 the queue, $2 its since (0: the projection's), $4 how many. One
+// range of kv_elements_queue_ready.
+var headsSQL = `SELECT ` + itemColumns + `
+FROM (SELECT ` + fmt.Sprintf(sinceSQL, "$2", "$1") + ` AS p) s
+CROSS JOIN LATERAL (SELECT * FROM kv_elements
+    WHERE collection = $1 AND state = 'ready' AND member >= s.p || '.' AND member < s.p || '/'
+        AND NOT (member = ANY($3::text[]))
+    ORDER BY member LIMIT $4) el`
+
+// dedupSQL is the newest item of a queue's incarnation pushed with a
+// dedupId: $1 the queue, $2 its since (0: the projection's), $3 the id.
+// One probe of kv_elements_queue_dedup.
+var dedupSQL = `SELECT ` + itemColumns + `
+FROM (SELECT ` + fmt.Sprintf(sinceSQL, "$2", "$1") + ` AS p) s
+CROSS JOIN LATERAL (SELECT * FROM kv_elements
+    WHERE collection = $1 AND dedup = $3 AND member >= s.p || '.' AND member < s.p || '/'
+    ORDER BY pushed_at DESC LIMIT 1) el`
+
+// itemsSQL reads queue items by member: one primary-key probe each.
+const itemsSQL = `SELECT t.c, ` + itemColumns + ` FROM unnest($1::text[], $2::text[]) AS t(c, m)
+CROSS JOIN LATERAL (SELECT * FROM kv_elements WHERE collection = t.c AND member = t.m AND state IS NOT NULL OFFSET 0) el`
+
+// scanItem reads one row of itemColumns (after extra) as the element
+// state of the item.
+func scanItem(row pgx.Row, extra ...any) (events.Element, error) {
+	var el events.Element
+	var value *string
+	dest := append(extra, &el.Member, &value, &el.State, &el.Deliveries, &el.VisibleAt, &el.DedupID, &el.PushedAt)
+	if err := row.Scan(dest...); err != nil {
+		return el, err
+	}
+	el.Op = events.ElementAdd
+	// In UTC, as the writer decides and the events carry them.
+	for _, t := range []*time.Time{el.VisibleAt, el.PushedAt} {
+		if t != nil {
+			*t = t.UTC()
+		}
+	}
+	if value != nil {
+		el.Value = json.RawMessage(*value)
+	}
+	return el, nil
+}
+
+// HeadRef asks for the first ready items of a queue.
+type HeadRef struct {
+	Queue string
+	// Since is the queue's since when the writer knows it; 0: the
+	// projection's (the overlay does not hold the queue, so the
+	// projection holds all of its events).
+	Since int64
+	// Exclude are members the writer knows better (its overlay's).
+	Exclude []string
+	Limit   int
+}
+
+// DedupRef asks for the newest item of a queue pushed with DedupID.
+type DedupRef struct {
+	Queue   string
+	Since   int64
+	DedupID string
+}
+
+func readItems(rows pgx.Rows) ([]events.Element, error) {
+	defer rows.Close()
+	var out []events.Element
+	for rows.Next() {
+		el, err := scanItem(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, el)
+	}
+	return out, rows.Err()
+}
+
+// queueQueries queues the queue reads of q into b.
+func queueQueries(b *pgx.Batch, q Query) {
+	for _, h := range q.Heads {
+		b.Queue(headsSQL, h.Queue, h.Since, nonNil(h.Exclude), h.Limit)
+	}
+	for _, d := range q.Dedups {
+		b.Queue(dedupSQL, d.Queue, d.Since, d.DedupID)
+	}
+	if len(q.Items) > 0 {
+		cs, ms := make([]string, len(q.Items)), make([]string, len(q.Items))
+		for i, e := range q.Items {
+			cs[i], ms[i] = e.Collection, e.Member
+		}
+		b.Queue(itemsSQL, cs, ms)
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// readQueueQueries reads the answers of queueQueries into f.
+func readQueueQueries(br pgx.BatchResults, q Query, f *Found) error {
+	for _, h := range q.Heads {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if f.Heads[h.Queue], err = readItems(rows); err != nil {
+			return err
+		}
+	}
+	for _, d := range q.Dedups {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		items, err := readItems(rows)
+		if err != nil {
+			return err
+		}
+		if len(items) > 0 {
+			f.Dedups[d] = items[0]
+		}
+	}
+	if len(q.Items) == 0 {
+		return nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		el, err := scanItem(rows, &c)
+		if err != nil {
+			return err
+		}
+		f.Items[ElementRef{Collection: c, Member: el.Member}] = el
+	}
+	return rows.Err()
+}
+
+// queueMetaSQL reads a live queue's metadata: $1 the key, $2 now.
+const queueMetaSQL = `SELECT e.value FROM kv_entries e
+WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $2) AND e.semantics->>'purpose' = 'queue'`
+
+// Peek returns the next count ready items of the queue key in serving
+// order, reading its metadata and the rows in one snapshot: an absent or
+// expired queue has none.
+func (s *Store) Peek(ctx context.Context, key string, count int, now time.Time) ([]events.Element, error) {
+	var items []events.Element
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var raw []byte
+		err := tx.QueryRow(ctx, queueMetaSQL, key, now).Scan(&raw)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		meta, err := events.ParseCollectionMeta(raw)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, headsSQL, key, meta.Since, []string{}, count)
+		if err != nil {
+			return err
+		}
+		items, err = readItems(rows)
+		return err
+	})
+	if err != nil {
+		return nil, translate("peek", err)
+	}
+	return items, nil
+}
+
+// DueItem is an in-flight queue item past its visibility deadline.
+type DueItem struct {
+	Queue      string
+	Member     string
+	Deliveries int64
+}
+
+// dueItemsSQL lists the in-flight items of partition $1's live queues
+// whose deadline is at or before $2, earliest first, at most $3: a range
+// of kv_elements_queue_inflight. Items of an earlier incarnation of a
+// queue are left out (the requeue would refuse them).
+var dueItemsSQL = `SELECT el.collection, el.member, el.deliveries FROM kv_elements el
+JOIN kv_entries e ON e.key = el.collection
+WHERE el.state = 'inflight' AND el.visible_at <= $2 AND e.partition = $1 AND e.live
+    AND e.semantics->>'purpose' = 'queue'
+    AND el.member >= lpad(to_hex((e.value::jsonb->>'since')::bigint), 16, '0') || '.'
+ORDER BY el.visible_at
+LIMIT $3`
+
+// DueItems returns up to limit in-flight items of partition p's queues
+// past their deadline at now: the sweeper's requeue work list.
+func (s *Store) DueItems(ctx context.Context, p int32, now time.Time, limit int) ([]DueItem, error) {
+	rows, err := s.pool.Query(ctx, dueItemsSQL, p, now, limit)
+	if err != nil {
+		return nil, translate("due items", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueItem, error) {
+		var d DueItem
+		err := r.Scan(&d.Queue, &d.Member, &d.Deliveries)
+		return d, err
+	})
+	if err != nil {
+		return nil, translate("due items", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,152 @@
+package watch_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/testenv"
+	"github.com/eskv/eskv/watch"
+)
+
+const scope = "tenant/t/project/p"
+
+func event(key string, version int64) events.Event {
+	now := time.Now().UTC()
+	return events.Event{SchemaVersion: events.SchemaVersion, Key: key, Scope: scope, Version: version, PrevVersion: version - 1,
+		Kind: events.KindPut, Op: events.OpSet, After: []byte(fmt.Sprintf(`%d`, version)), CreatedAt: now, TS: now,
+		Semantics: events.Semantics{Purpose: "other"}, Principal: "tester", WriterEpoch: 1}
+}
+
+// TestCatchUpThenJoin: while transactions (some aborted) are committed,
+// watches start after random cursors, with the tailer running or not;
+// each receives exactly the committed records of its prefix after its
+// cursor, in log order, as a read of the whole log finds them.
+func TestCatchUpThenJoin(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	prod := testenv.MustProducer(t, b)
+	hub, err := watch.New(watch.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: 1, Buffer: 100_000}, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	prefix := scope + "/a/"
+	versions := map[string]int64{}
+	next := func(key string) events.Event { versions[key]++; return event(key, versions[key]) }
+	rng := rand.New(rand.NewPCG(1, 2))
+	produce := func(n int) {
+		for range n {
+			var evs []any
+			for range 1 + rng.IntN(4) {
+				evs = append(evs, next(fmt.Sprintf("%s/%s/k%d", scope, []string{"a", "b", "ab"}[rng.IntN(3)], rng.IntN(10))))
+			}
+			if rng.IntN(10) == 0 {
+				prod.Abort(t, evs...)
+				continue
+			}
+			prod.Commit(t, evs...)
+		}
+	}
+	produce(200)
+	type watcher struct {
+		after int64
+		got   []events.Cursor
+		err   error
+	}
+	var (
+		mu       sync.Mutex
+		watchers []*watcher
+		wg       sync.WaitGroup
+	)
+	endKey := prefix + "end"
+	start := func(after int64) {
+		var spec watch.Spec
+		spec.Prefix = prefix
+		if after >= -1 {
+			spec.After = &events.Cursor{Partition: 0, Offset: after}
+		}
+		sub, err := hub.Watch(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &watcher{after: after}
+		if after < -1 {
+			w.after = sub.Start().Offset
+		}
+		mu.Lock()
+		watchers = append(watchers, w)
+		mu.Unlock()
+		wg.Go(func() {
+			defer sub.Close()
+			for it := range sub.C {
+				w.got = append(w.got, it.Cursor)
+				if it.Event.Key == endKey {
+					return
+				}
+			}
+			w.err = sub.Err()
+		})
+	}
+	for round := range 10 {
+		end := prod.Committed(t)[0]
+		start(-2)                      // now
+		start(-1)                      // from the first record
+		start(rng.Int64N(end))         // an older cursor
+		start(end - 1 - rng.Int64N(5)) // close to the end
+		produce(50 + round)
+	}
+	prod.Commit(t, next(endKey))
+	wg.Wait()
+
+	want := map[int64]bool{} // offsets of the prefix's committed records
+	var offsets []int64
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	err = changelog.ReadCommitted(context.Background(), cl, b.Topics.Changes, 0, 0, prod.Committed(t)[0], func(r *kgo.Record) error {
+		if strings.HasPrefix(string(r.Key), prefix) {
+			want[r.Offset] = true
+			offsets = append(offsets, r.Offset)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range watchers {
+		if w.err != nil {
+			t.Fatalf("watcher %d (after %d): %v", i, w.after, w.err)
+		}
+		var exp []int64
+		for _, o := range offsets {
+			if o > w.after {
+				exp = append(exp, o)
+			}
+		}
+		got := make([]int64, len(w.got))
+		for j, c := range w.got {
+			got[j] = c.Offset
+		}
+		if fmt.Sprint(got) != fmt.Sprint(exp) {
+			t.Fatalf("watcher %d after %d: got %d records %v\nwant %d %v", i, w.after, len(got), got, len(exp), exp)
+		}
+	}
+	if n := hub.Watches(); n != 0 {
+		t.Fatalf("%d watches still counted", n)
+	}
+	t.Logf("%d watchers, each exactly the log's records of %s after its cursor (%d in all)", len(watchers), prefix, len(offsets))
+}

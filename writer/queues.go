@@ -1,0 +1,299 @@
+package writer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+)
+
+// Queues (docs/collections.md "Queues", events/queue.go). A queue's
+// metadata holds its size, since and in-flight count; each item is one
+// kv_elements row (member events.QueueMember: incarnation, priority,
+// push version). Every queue write is decided on the metadata and at
+// most one item: a push on the item with its dedupId (if any), a pop on
+// the queue's first ready item, an ack or the sweeper's requeue on the
+// item its receipt names. Each appends one event carrying the item's
+// full new state (events.Element.State ...), or nothing.
+
+// DefaultQueueDedupWindow is Config.QueueDedupWindow's default: a push
+// repeating the dedupId of one made this recently adds nothing (as SQS
+// FIFO queues' 5 minutes).
+const DefaultQueueDedupWindow = 5 * time.Minute
+
+// queueInput is what a queue write is decided on besides the queue's
+// state: for a pop, the queue's first ready item (nil: none known); for
+// an ack or a requeue, the item its receipt names (nil: no row); for a
+// push with a dedupId, the newest item pushed with it (nil: none).
+type queueInput struct {
+	head, item, dup *events.Element
+}
+
+// queueMeta reads a queue's metadata from its entry as a read sees it
+// (nil: absent, an empty queue).
+func queueMeta(visible *events.Entry) (events.CollectionMeta, *events.Error) {
+	if visible == nil {
+		return events.CollectionMeta{Type: events.PurposeQueue}, nil
+	}
+	if visible.Semantics.Purpose != events.PurposeQueue {
+		return events.CollectionMeta{}, wrongType(visible, "key", "key %s is not a queue (its purpose is %s)", visible.Key, purposeOf(visible))
+	}
+	meta, err := events.ParseCollectionMeta(visible.Value)
+	if err != nil || meta.Type != events.PurposeQueue {
+		return meta, wrongType(visible, "key", "key %s does not hold queue metadata", visible.Key)
+	}
+	return meta, nil
+}
+
+// inIncarnation reports whether member is an item of the queue
+// incarnation since (an item of an earlier one, deleted or expired since,
+// is no item).
+func inIncarnation(member string, since int64) bool {
+	from, to := events.QueueRange(since)
+	return member >= from && member < to
+}
+
+// DecideQueue decides a queue write r (qpush, qpop, qack, qrequeue) on
+// the queue's state cur, in (queueInput) and what known holds of r's
+// requestId. It is pure. The first push creates the queue (since = its
+// version); a pop of an empty or missing queue is 404 queue_empty and
+// appends nothing; a push whose dedupId was pushed within dedupWindow
+// appends nothing (Result.Deduplicated).
+func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Request, now time.Time, epoch, window int64, dedupWindow time.Duration) decision {
+	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
+	if done {
+		if d.result.Replayed {
+			d.result.Element = replayedQueueWrite(cur, known, r)
+		}
+		return d
+	}
+	meta, err := queueMeta(visible)
+	if err != nil {
+		return decision{err: err}
+	}
+	ev := newEvent(cur, r, now, epoch)
+	ev.Op = r.Op
+	if visible == nil {
+		meta.Since = ev.Version
+	}
+	var (
+		el   *events.Element
+		werr error
+	)
+	switch r.Op {
+	case events.OpQPush:
+		if dup := duplicate(in.dup, visible, meta, r, now, dedupWindow); dup != nil {
+			return decision{result: Result{Entry: *visible, Element: dup, Deduplicated: true}}
+		}
+		el = &events.Element{Op: events.ElementAdd, Member: events.QueueMember(meta.Since, r.Priority, ev.Version),
+			Value: r.Value, State: events.ItemReady, DedupID: r.DedupID, PushedAt: &now}
+		meta.Size++
+	case events.OpQPop:
+		el, werr = decidePop(in.head, visible, &meta, r, now)
+	case events.OpQAck:
+		el, werr = decideAck(in.item, visible, &meta, r)
+	case events.OpQRequeue:
+		el, werr = decideRequeue(in.item, visible, &meta, r, now)
+	default:
+		werr = events.Errorf(events.EInternal, "%s is not a queue write", r.Op)
+	}
+	if werr != nil {
+		return decision{err: werr}
+	}
+	after, merr := marshalCompact(meta)
+	if merr != nil {
+		return decision{err: events.Errorf(events.EInternal, "encode queue metadata: %v", merr)}
+	}
+	ev.After, ev.Element = after, el
+	d = finish(ev, visible, r, events.PurposeQueue, r.TTLSeconds == 0, now)
+	d.result.Changed = true
+	d.result.Element = el
+	return d
+}
+
+// duplicate is the item a push of r.DedupID repeats: dup, when it is an
+// item of this incarnation of the queue pushed within the window.
+func duplicate(dup *events.Element, visible *events.Entry, meta events.CollectionMeta, r *Request, now time.Time, window time.Duration) *events.Element {
+	if r.DedupID == "" || dup == nil || visible == nil || dup.DedupID != r.DedupID || !inIncarnation(dup.Member, meta.Since) {
+		return nil
+	}
+	if dup.PushedAt == nil || now.Sub(*dup.PushedAt) >= window {
+		return nil
+	}
+	c := *dup
+	return &c
+}
+
+// decidePop takes head, the queue's first ready item: with a visibility
+// timeout it goes in flight (one more delivery, hidden until its
+// deadline); without, it is removed (kept as done when it has a dedupId,
+// so repeated pushes within the window still find it).
+func decidePop(head *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
+	if visible == nil || meta.Size-meta.InFlight <= 0 {
+		return nil, events.FieldErrorf(events.EQueueEmpty, "key", "queue %s is empty or does not exist", r.Key)
+	}
+	if head == nil || head.State != events.ItemReady || !inIncarnation(head.Member, meta.Since) {
+		// The metadata counts a ready item the projection and the
+		// overlay do not hold: never answer a wrong item.
+		return nil, events.Errorf(events.EInternal, "queue %s: %d items are ready but none was found", r.Key, meta.Size-meta.InFlight)
+	}
+	el := *head
+	el.Deliveries++
+	el.VisibleAt = nil
+	switch {
+	case r.Visibility > 0:
+		deadline := now.Add(time.Duration(r.Visibility) * time.Second)
+		el.State, el.VisibleAt = events.ItemInFlight, &deadline
+		meta.InFlight++
+	case el.DedupID != "":
+		el.State = events.ItemDone
+		meta.Size--
+	default:
+		el.Op, el.State = events.ElementRemove, ""
+		meta.Size--
+	}
+	return &el, nil
+}
+
+// staleReceipt is the answer to an ack of a receipt that is not the
+// current delivery of a live item; it says which.
+func staleReceipt(item *events.Element, meta events.CollectionMeta, r *Request) error {
+	why := "it names no item of this queue: acknowledged already, removed, or of an earlier incarnation of the queue"
+	switch {
+	case item == nil || !inIncarnation(item.Member, meta.Since):
+	case item.State == events.ItemDone:
+		why = "the item was acknowledged already"
+	case item.State == events.ItemReady:
+		why = fmt.Sprintf("the item returned to the queue after delivery %d's visibility timeout; a later pop redelivers it", item.Deliveries)
+	case item.Deliveries != r.Delivery:
+		why = fmt.Sprintf("the item was redelivered since (delivery %d is in flight, the receipt is of delivery %d)", item.Deliveries, r.Delivery)
+	}
+	return events.FieldErrorf(events.EStaleReceipt, "receipt", "stale receipt: %s", why)
+}
+
+// current reports whether item is the in-flight delivery r names, in
+// this incarnation of the queue.
+func current(item *events.Element, visible *events.Entry, meta events.CollectionMeta, r *Request) bool {
+	return visible != nil && item != nil && item.Member == r.Item && inIncarnation(item.Member, meta.Since) &&
+		item.State == events.ItemInFlight && item.Deliveries == r.Delivery
+}
+
+// decideAck removes the in-flight item r's receipt names (done when it
+// has a dedupId); anything else is a stale receipt, and a redelivered
+// item is never removed by an earlier delivery's receipt. An ack after
+// the deadline but before the sweeper requeued the item succeeds, as in
+// SQS.
+func decideAck(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request) (*events.Element, error) {
+	if !current(item, visible, *meta, r) {
+		return nil, staleReceipt(item, *meta, r)
+	}
+	el := *item
+	el.VisibleAt = nil
+	if el.DedupID != "" {
+		el.State = events.ItemDone
+	} else {
+		el.Op, el.State = events.ElementRemove, ""
+	}
+	meta.Size--
+	meta.InFlight--
+	return &el, nil
+}
+
+// decideRequeue returns the in-flight item r names to the queue when its
+// deadline passed: ready again, its deliveries kept. An ack or a requeue
+// that won the race leaves nothing to do (version_conflict, which the
+// sweeper counts as skipped).
+func decideRequeue(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
+	if !current(item, visible, *meta, r) || item.VisibleAt == nil || now.Before(*item.VisibleAt) {
+		return nil, events.Errorf(events.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", r.Key, r.Item, r.Delivery)
+	}
+	el := *item
+	el.State, el.VisibleAt = events.ItemReady, nil
+	meta.InFlight--
+	return &el, nil
+}
+
+// replayedQueueWrite is the element a replay of r (the queue's latest
+// write, at cur) answers: a pop's item as it popped it (replayedPop),
+// a push's item id.
+func replayedQueueWrite(cur events.State, known requestMemory, r *Request) *events.Element {
+	if r.Op == events.OpQPush {
+		meta, err := events.ParseCollectionMeta(cur.Entry.Value)
+		if err != nil {
+			return nil
+		}
+		return &events.Element{Op: events.ElementAdd, Member: events.QueueMember(meta.Since, r.Priority, cur.Version)}
+	}
+	return replayedPop(cur, known, r)
+}
+
+// QueuePushAnswer is the answer of a qpush from its result.
+func QueuePushAnswer(res Result, r *Request) events.QPushAnswer {
+	a := events.QPushAnswer{Queue: res.Entry.Key, Version: res.Entry.Version, Priority: r.Priority, Deduplicated: res.Deduplicated}
+	a.Size, _ = queueSizes(res.Entry)
+	if res.Element != nil {
+		a.Item = res.Element.Member
+		if _, prio, _, err := events.ParseQueueMember(a.Item); err == nil {
+			a.Priority = prio
+		}
+	}
+	return a
+}
+
+// QueuePopAnswer is the answer of a qpop from its result.
+func QueuePopAnswer(res Result, r *Request) events.QPopAnswer {
+	a := events.QPopAnswer{Queue: res.Entry.Key, Version: res.Entry.Version}
+	a.Size, _ = queueSizes(res.Entry)
+	if el := res.Element; el != nil {
+		a.Data, a.Item, a.Deliveries = el.Value, el.Member, el.Deliveries
+		a.Receipt = events.Receipt(el.Member, el.Deliveries)
+		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {
+			a.Priority = prio
+		}
+		if el.VisibleAt != nil && el.State == events.ItemInFlight {
+			a.Deadline = el.VisibleAt
+			a.VisibilityTimeout = r.Visibility
+		}
+	}
+	return a
+}
+
+// QueueAckAnswer is the answer of a qack from its result.
+func QueueAckAnswer(res Result) events.QAckAnswer {
+	a := events.QAckAnswer{Queue: res.Entry.Key, Acked: true, Version: res.Entry.Version}
+	a.Size, _ = queueSizes(res.Entry)
+	return a
+}
+
+// queueSizes are the size and in-flight count of a queue entry (0 when
+// it holds no queue metadata).
+func queueSizes(e events.Entry) (size, inFlight int64) {
+	if e.Value == nil {
+		return 0, 0
+	}
+	meta, err := events.ParseCollectionMeta(e.Value)
+	if err != nil {
+		return 0, 0
+	}
+	return meta.Size, meta.InFlight
+}
+
+// ReadQueueSize answers qsize from the queue's entry as a read sees it:
+// 0 for an absent queue.
+func ReadQueueSize(key events.Key, e *events.Entry) (events.QSizeAnswer, error) {
+	meta, err := queueMeta(e)
+	if err != nil {
+		return events.QSizeAnswer{}, err
+	}
+	return events.QSizeAnswer{Queue: key.String(), Size: meta.Size, InFlight: meta.InFlight}, nil
+}
+
+// queueRef names the item an ack or a requeue of r decides on; ok is
+// false for every other request.
+func queueRef(r *Request) (projection.ElementRef, bool) {
+	if (r.Op != events.OpQAck && r.Op != events.OpQRequeue) || r.Denied || r.Txn != nil {
+		return projection.ElementRef{}, false
+	}
+	return projection.ElementRef{Collection: r.Key.String(), Member: r.Item}, true
+}

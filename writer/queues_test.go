@@ -1,0 +1,258 @@
+package writer
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+)
+
+// TestDecideQueue: pushes, pops, acks and the sweeper's requeues against
+// the queue's metadata and the one item each decides on: the item's new
+// state each event carries, the new metadata, and when nothing is
+// appended (empty queue, stale receipt, duplicate, lost race).
+func TestDecideQueue(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/tasks")
+	queue := func(v, size, inFlight, since int64) events.State {
+		meta, _ := json.Marshal(events.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight})
+		return events.State{Version: v, Live: true, Entry: events.Entry{Key: key.String(), Version: v, Value: meta,
+			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "queue"}}}
+	}
+	deleted := events.State{Version: 9, Entry: events.Entry{Key: key.String(), Version: 9}}
+	list := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"list","size":1,"since":1}`),
+		Semantics: events.Semantics{Purpose: "list"}}}
+	meta := func(size, inFlight, since int64) *events.CollectionMeta {
+		return &events.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight}
+	}
+	pushed := now.Add(-time.Minute)
+	deadline := now.Add(-time.Second) // passed
+	later := now.Add(30 * time.Second)
+	m := events.QueueMember(1, -2, 3)
+	old := events.QueueMember(1, 0, 2) // of incarnation 1, the queue's since being 10 below
+	item := func(member, state string, deliveries int64, visibleAt *time.Time, dedup string) *events.Element {
+		return &events.Element{Op: events.ElementAdd, Member: member, Value: json.RawMessage(`{"job":1}`), State: state,
+			Deliveries: deliveries, VisibleAt: visibleAt, DedupID: dedup, PushedAt: &pushed}
+	}
+	removed := func(member string, deliveries int64) *events.Element {
+		el := item(member, "", deliveries, nil, "")
+		el.Op = events.ElementRemove
+		return el
+	}
+	at := func(t time.Time) *time.Time { return &t }
+	ready, inflight := item(m, events.ItemReady, 0, nil, ""), item(m, events.ItemInFlight, 1, &deadline, "")
+	for _, tc := range []struct {
+		name    string
+		cur     events.State
+		in      queueInput
+		req     Request
+		code    string                 // error code, or "" when accepted
+		meta    *events.CollectionMeta // after; nil: nothing appended
+		element *events.Element
+	}{
+		{"OKPushCreates", events.State{}, queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
+			"", meta(1, 0, 1), &events.Element{Op: "add", Member: events.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
+		{"OKPushAppends", queue(5, 2, 1, 1), queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
+			"", meta(3, 1, 1), &events.Element{Op: "add", Member: events.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+		{"OKPushAfterDeleteStartsAfresh", deleted, queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`)},
+			"", meta(1, 0, 10), &events.Element{Op: "add", Member: events.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
+		{"OKPushDuplicateAddsNothing", queue(5, 1, 0, 1), queueInput{dup: item(m, "ready", 0, nil, "d")}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+			"", nil, item(m, "ready", 0, nil, "d")},
+		{"OKPushDuplicateOfDoneItemAddsNothing", queue(5, 0, 0, 1), queueInput{dup: item(m, "done", 1, nil, "d")}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+			"", nil, item(m, "done", 1, nil, "d")},
+		{"OKPushDuplicatePastWindowAdds", queue(5, 1, 0, 1), queueInput{dup: &events.Element{Member: m, State: "ready", DedupID: "d", PushedAt: at(now.Add(-DefaultQueueDedupWindow))}},
+			Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+			"", meta(2, 0, 1), &events.Element{Op: "add", Member: events.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+		{"OKPushDuplicateOfEarlierQueueAdds", queue(12, 0, 0, 10), queueInput{dup: item(old, "ready", 0, nil, "d")}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+			"", meta(1, 0, 10), &events.Element{Op: "add", Member: events.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+		{"ErrPushWrongType", list, queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`)}, events.EWrongType, nil, nil},
+
+		{"OKPopRemoves", queue(5, 2, 0, 1), queueInput{head: ready}, Request{Op: events.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKPopWithDedupKeepsDone", queue(5, 2, 0, 1), queueInput{head: item(m, "ready", 0, nil, "d")}, Request{Op: events.OpQPop},
+			"", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
+		{"OKPopWithVisibilityGoesInFlight", queue(5, 2, 0, 1), queueInput{head: ready}, Request{Op: events.OpQPop, Visibility: 30},
+			"", meta(2, 1, 1), item(m, "inflight", 1, &later, "")},
+		{"OKPopRedelivers", queue(5, 2, 0, 1), queueInput{head: item(m, "ready", 1, nil, "")}, Request{Op: events.OpQPop, Visibility: 30},
+			"", meta(2, 1, 1), item(m, "inflight", 2, &later, "")},
+		{"ErrPopEmpty", queue(5, 0, 0, 1), queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
+		{"ErrPopMissing", events.State{}, queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
+		{"ErrPopDeleted", deleted, queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
+		{"ErrPopAllInFlight", queue(5, 2, 2, 1), queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
+		{"ErrPopItemNotFound", queue(5, 2, 0, 1), queueInput{}, Request{Op: events.OpQPop}, events.EInternal, nil, nil},
+		{"ErrPopItemOfEarlierQueue", queue(12, 1, 0, 10), queueInput{head: item(old, "ready", 0, nil, "")}, Request{Op: events.OpQPop}, events.EInternal, nil, nil},
+
+		{"OKAckRemoves", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKAckWithDedupKeepsDone", queue(6, 2, 1, 1), queueInput{item: item(m, "inflight", 1, &later, "d")}, Request{Op: events.OpQAck, Item: m, Delivery: 1},
+			"", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
+		{"OKAckPastDeadlineBeforeRequeue", queue(6, 1, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, "", meta(0, 0, 1), removed(m, 1)},
+		{"ErrAckUnknownItem", queue(6, 1, 1, 1), queueInput{}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
+		{"ErrAckRequeued", queue(6, 1, 0, 1), queueInput{item: item(m, "ready", 1, nil, "")}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
+		{"ErrAckRedelivered", queue(6, 1, 1, 1), queueInput{item: item(m, "inflight", 2, &later, "")}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
+		{"ErrAckDone", queue(6, 0, 0, 1), queueInput{item: item(m, "done", 1, nil, "d")}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
+		{"ErrAckEarlierQueue", queue(12, 1, 1, 10), queueInput{item: item(old, "inflight", 1, &later, "")}, Request{Op: events.OpQAck, Item: old, Delivery: 1}, events.EStaleReceipt, nil, nil},
+		{"ErrAckMissingQueue", deleted, queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
+
+		{"OKRequeuePastDeadline", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1},
+			"", meta(2, 0, 1), item(m, "ready", 1, nil, "")},
+		{"ErrRequeueBeforeDeadline", queue(6, 2, 1, 1), queueInput{item: item(m, "inflight", 1, &later, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
+		{"ErrRequeueAcked", queue(7, 1, 0, 1), queueInput{}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
+		{"ErrRequeueRedelivered", queue(8, 1, 1, 1), queueInput{item: item(m, "inflight", 2, &deadline, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
+		{"ErrRequeueRequeuedAlready", queue(7, 1, 0, 1), queueInput{item: item(m, "ready", 1, nil, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			r.Key, r.Principal = key, "p"
+			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+			if tc.code != "" {
+				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
+				}
+				return
+			}
+			if d.err != nil {
+				t.Fatal(d.err)
+			}
+			if tc.meta == nil {
+				if d.event != nil || d.result.Changed || !d.result.Deduplicated || !reflect.DeepEqual(d.result.Element, tc.element) {
+					t.Fatalf("decision %+v, want a deduplicated answer %+v appending nothing", d, tc.element)
+				}
+				return
+			}
+			if d.event == nil || d.event.Op != r.Op || d.event.Semantics.Purpose != "queue" || !d.result.Changed {
+				t.Fatalf("event %+v, want one %s of a queue", d.event, r.Op)
+			}
+			got, err := events.ParseCollectionMeta(d.event.After)
+			if err != nil || got != *tc.meta {
+				t.Fatalf("after %s (%v), want %+v", d.event.After, err, *tc.meta)
+			}
+			if !reflect.DeepEqual(d.event.Element, tc.element) {
+				t.Fatalf("element %+v, want %+v", d.event.Element, tc.element)
+			}
+		})
+	}
+}
+
+// TestStaleReceiptSaysWhy: the stale_receipt answer names the reason.
+func TestStaleReceiptSaysWhy(t *testing.T) {
+	m := events.QueueMember(1, 0, 2)
+	meta := events.CollectionMeta{Type: "queue", Size: 1, Since: 1}
+	r := &Request{Item: m, Delivery: 1}
+	for want, el := range map[string]*events.Element{
+		"names no item":                 nil,
+		"acknowledged already":          {Member: m, State: events.ItemDone},
+		"returned to the queue":         {Member: m, State: events.ItemReady, Deliveries: 1},
+		"redelivered since (delivery 2": {Member: m, State: events.ItemInFlight, Deliveries: 2},
+	} {
+		err := staleReceipt(el, meta, r)
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EStaleReceipt || e.Field != "receipt" || !strings.Contains(e.Message, want) {
+			t.Errorf("%+v: %v, want stale_receipt on receipt saying %q", el, err, want)
+		}
+	}
+}
+
+// TestDecideQueueReplays: a push or pop retried with its requestId while
+// it is the queue's latest write is a replay appending nothing: a push
+// answers its item, a pop the item and receipt it popped (from the
+// overlay, the batch or kv_history); an older request is stale.
+func TestDecideQueueReplays(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/tasks")
+	pop := &Request{Key: key, Op: events.OpQPop, Visibility: 30, RequestID: "R", Principal: "p"}
+	push := &Request{Key: key, Op: events.OpQPush, Value: json.RawMessage(`"x"`), Priority: 4, RequestID: "P", Principal: "p"}
+	after := func(r *Request, v int64) events.State {
+		return events.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: events.Entry{Key: key.String(), Version: v,
+			Value: json.RawMessage(`{"type":"queue","size":2,"since":1,"inFlight":1}`), RequestID: r.RequestID, Semantics: events.Semantics{Purpose: "queue"}}}
+	}
+	deadline := now.Add(20 * time.Second)
+	popped := &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
+		State: events.ItemInFlight, Deliveries: 1, VisibleAt: &deadline}
+	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
+	d := DecideQueue(after(pop, 5), queueInput{}, requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	a := QueuePopAnswer(d.result, pop)
+	if d.event != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != events.Receipt(popped.Member, 1) ||
+		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
+		t.Fatalf("replayed pop: %+v %+v, want the popped item and receipt", d, a)
+	}
+	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	if events.ErrorCode(d.err) != events.EConflict || d.event != nil {
+		t.Fatalf("older pop retried: %+v, want version_conflict", d)
+	}
+	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{}, push, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	if pa := QueuePushAnswer(d.result, push); !d.result.Replayed || pa.Item != events.QueueMember(1, 4, 6) || pa.Priority != 4 {
+		t.Fatalf("replayed push: %+v %+v, want its item", d, pa)
+	}
+}
+
+// TestQueueViewBatch: within one batch, a pop sees the items decided
+// before it (so two pops take different items), the overlay's items
+// shadow the projection's rows of the same member, and an item of an
+// earlier incarnation is never a candidate.
+func TestQueueViewBatch(t *testing.T) {
+	q := "tenant/a/project/b/tasks"
+	m := func(prio, v int64) string { return events.QueueMember(5, prio, v) }
+	v := newQueueView()
+	v.overlay[q] = map[string]overlayItem{
+		m(0, 9):                      {el: events.Element{Member: m(0, 9), State: events.ItemReady}},
+		m(-1, 7):                     {el: events.Element{Member: m(-1, 7), State: events.ItemInFlight}}, // popped, unprojected
+		events.QueueMember(1, -9, 2): {el: events.Element{Member: events.QueueMember(1, -9, 2), State: events.ItemReady}},
+	}
+	v.heads[q] = []events.Element{{Member: m(-1, 7), State: events.ItemReady}, {Member: m(0, 6), State: events.ItemReady}}
+	v.complete[q] = 5
+	var order []string
+	for range 3 {
+		head, probe := v.firstReady(q, 5)
+		if head == nil {
+			order = append(order, "none")
+			if probe {
+				t.Fatal("a complete head list asks for a probe")
+			}
+			continue
+		}
+		order = append(order, head.Member)
+		el := *head
+		el.State = events.ItemInFlight
+		v.batch[projection.ElementRef{Collection: q, Member: head.Member}] = el
+	}
+	if want := []string{m(0, 6), m(0, 9), "none"}; !reflect.DeepEqual(order, want) {
+		t.Fatalf("pops took %v, want %v", order, want)
+	}
+	if _, probe := newQueueView().firstReady(q, 5); !probe {
+		t.Fatal("no heads known: want a probe")
+	}
+}
+
+// TestTrimPrunesProjectedItems: a queue written without pause keeps its
+// overlay entry (its latest event is not projected yet), but trim drops
+// the items whose latest change the projection holds, replacing the map
+// so a batch deciding on the one it read still sees it whole.
+func TestTrimPrunesProjectedItems(t *testing.T) {
+	w := offlineWriter(t, Config{Topics: changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1}})
+	p := newPartition(w, 0)
+	q := "tenant/a/project/b/tasks"
+	var o overlayEntry
+	for v := int64(1); v <= 3; v++ {
+		o = o.next(&events.Event{Key: q, Version: v, Kind: events.KindPut, Op: events.OpQPush,
+			Element: &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, v), State: events.ItemReady}}, 10+v, DefaultRequestIDWindow)
+	}
+	p.setReady(true, 1, map[string]overlayEntry{q: o})
+	read := p.overlay[q].items // what a deciding batch holds
+	p.trim(13)                 // the projector applied offsets 11 and 12
+	e, ok := p.overlay[q]
+	if !ok || len(e.items) != 1 || e.items[events.QueueMember(1, 0, 3)].offset != 13 {
+		t.Fatalf("after trim: entry %v items %+v, want only the unprojected item", ok, e.items)
+	}
+	if len(read) != 3 {
+		t.Fatalf("the map a batch read changed: %+v", read)
+	}
+	p.trim(14)
+	if _, ok := p.overlay[q]; ok {
+		t.Fatal("the entry whose latest event is projected stays")
+	}
+}
