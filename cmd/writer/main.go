@@ -13,6 +13,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/service"
@@ -181,15 +183,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hub, err := watch.New(watch.Config{
-		Brokers:    c.kafka.BrokerList(),
-		Kafka:      c.kafka.Conn(),
-		Topic:      c.kafka.Topics().Changes,
-		Partitions: c.kafka.Topics().Partitions,
-		MaxWatches: c.maxWatches,
-		Buffer:     c.watchBuffer,
-		FetchWait:  c.fetchWait,
-	}, store, log, reg)
+	hub, err := c.watchHub(store, log, reg)
 	if err != nil {
 		return err
 	}
@@ -220,6 +214,20 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		parts = append(parts, pprofPart)
 	}
 	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
+}
+
+// watchHub returns the hub of the writer's watches, tailing the changes
+// topic with the writer's Kafka connection.
+func (c *config) watchHub(store *projection.Store, log *slog.Logger, reg prometheus.Registerer) (*watch.Hub, error) {
+	return watch.New(watch.Config{
+		Brokers:    c.kafka.BrokerList(),
+		Kafka:      c.kafka.Conn(),
+		Topic:      c.kafka.Topics().Changes,
+		Partitions: c.kafka.Topics().Partitions,
+		MaxWatches: c.maxWatches,
+		Buffer:     c.watchBuffer,
+		FetchWait:  c.fetchWait,
+	}, store, log, reg)
 }
 
 // servePprof listens on addr and returns the part that serves
