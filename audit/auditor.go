@@ -20,6 +20,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
 // Group is the consumer group of the auditor. It is part of the API: its
@@ -36,6 +37,9 @@ const (
 // Config configures an Auditor.
 type Config struct {
 	Brokers []string
+	// Kafka is how the clients reach the brokers (TLS, SASL); zero:
+	// plaintext. Their metrics go to New's registry.
+	Kafka kafkaconf.Conn
 	// Topics names kv.changes, kv.conflicts and the partition count
 	// kv.changes must have.
 	Topics changelog.Topics
@@ -129,6 +133,7 @@ func New(cfg Config, store *Store, keys *Keyring, log *slog.Logger, reg promethe
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cfg.Kafka = cfg.Kafka.WithMetrics(reg)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("auditor: %w", err)
@@ -168,7 +173,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 		return err
 	}
 	c, err := changelog.NewConsumer(changelog.ConsumerConfig{
-		Brokers: a.cfg.Brokers, Topics: []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
+		Brokers: a.cfg.Brokers, Kafka: a.cfg.Kafka, Role: "auditor", Topics: []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
 		Group: a.cfg.Group, InstanceID: a.cfg.InstanceID, MaxBatch: a.cfg.MaxBatch, Linger: a.cfg.Linger,
 		// A partition whose committed offset fell out of the log
 		// (kv.conflicts has time retention) starts again at the
@@ -205,7 +210,9 @@ func (a *Auditor) Run(ctx context.Context) error {
 func (a *Auditor) waitTopics(ctx context.Context) error {
 	return changelog.Retry{
 		Base: 100 * time.Millisecond, Cap: 5 * time.Second,
-		Retriable: func(err error) bool { return !errors.Is(err, changelog.ErrPartitionCount) },
+		Retriable: func(err error) bool {
+			return !errors.Is(err, changelog.ErrPartitionCount) && !kafkaconf.Refused(err)
+		},
 		OnRetry: func(err error, wait time.Duration) {
 			a.log.Warn("topics not available yet; retrying", "retry_in", wait, "err", err)
 		},
@@ -213,9 +220,12 @@ func (a *Auditor) waitTopics(ctx context.Context) error {
 }
 
 func (a *Auditor) checkTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.Brokers...))
+	// A client per check: without metrics, which would come and go.
+	conn := a.cfg.Kafka
+	conn.Metrics = nil
+	cl, err := conn.NewClient("auditor_check", a.cfg.Brokers)
 	if err != nil {
-		return fmt.Errorf("auditor: kafka client: %w", err)
+		return fmt.Errorf("auditor: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

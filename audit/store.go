@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,9 @@ type Options struct {
 	Database string // default DefaultDatabase; created when missing
 	Username string // default "default"
 	Password string
+	// TLS, when set, connects over TLS (the server's secure native port,
+	// 9440 by default).
+	TLS *tls.Config
 	// Log receives the driver's warnings (nil: none).
 	Log *slog.Logger
 }
@@ -95,6 +99,7 @@ func open(o Options, database string) (driver.Conn, error) {
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:         []string{o.Addr},
 		Auth:         clickhouse.Auth{Database: database, Username: o.Username, Password: o.Password},
+		TLS:          o.TLS,
 		DialTimeout:  5 * time.Second,
 		ReadTimeout:  5 * time.Minute, // contexts carry the real deadlines
 		MaxOpenConns: 8,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
 // Scope selects the keys to verify: those starting with Prefix (a tenant
@@ -71,7 +72,10 @@ func (s Scope) String() string {
 // VerifyConfig says what to verify against.
 type VerifyConfig struct {
 	Brokers []string
-	Topics  changelog.Topics
+	// Kafka is how the clients reach the brokers (TLS, SASL); zero:
+	// plaintext.
+	Kafka  kafkaconf.Conn
+	Topics changelog.Topics
 	// Group is the auditor's consumer group; its committed offsets say
 	// which events must have their rows already. Default Group.
 	Group string
@@ -155,9 +159,9 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	if cfg.Group == "" {
 		cfg.Group = Group
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	cl, err := cfg.Kafka.NewClient("auditor_verify", cfg.Brokers)
 	if err != nil {
-		return nil, fmt.Errorf("verify: kafka client: %w", err)
+		return nil, fmt.Errorf("verify: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

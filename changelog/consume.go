@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
 // Offsets are next offsets (one past the last record taken) per topic and
@@ -57,8 +59,13 @@ type Sink interface {
 // ConsumerConfig configures a Consumer.
 type ConsumerConfig struct {
 	Brokers []string
-	Topics  []string
-	Group   string
+	// Kafka is how the client reaches the brokers (TLS, SASL, metrics);
+	// zero: plaintext. Role names the client and its metrics
+	// (default "consumer").
+	Kafka  kafkaconf.Conn
+	Role   string
+	Topics []string
+	Group  string
 	// InstanceID makes the consumer a static member of its group
 	// (KIP-345): restarted with the same id, it takes its partitions back
 	// at once instead of after the session timeout. Empty means dynamic.
@@ -106,7 +113,6 @@ func NewConsumer(cfg ConsumerConfig, sink Sink) (*Consumer, error) {
 	}
 	log := cfg.Log
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.WithLogger(Logger(log)),
 		kgo.ConsumerGroup(cfg.Group),
 		// A crashed consumer's partitions move after 10 s, not the
@@ -142,9 +148,13 @@ func NewConsumer(cfg ConsumerConfig, sink Sink) (*Consumer, error) {
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}
-	cl, err := kgo.NewClient(append(opts, cfg.Opts...)...)
+	role := cfg.Role
+	if role == "" {
+		role = "consumer"
+	}
+	cl, err := cfg.Kafka.NewClient(role, cfg.Brokers, append(opts, cfg.Opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
+		return nil, err
 	}
 	c.cl = cl
 	return c, nil

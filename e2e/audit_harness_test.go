@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/testenv"
@@ -73,7 +72,7 @@ func (at *auditTrail) startAuditor(tb testing.TB, s *stack) {
 // offset of every partition of both topics.
 func waitAudited(tb testing.TB, s *stack, d time.Duration) {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addrs...))
+	cl, err := s.kafka.NewClient("e2e", s.broker.Addrs)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -104,7 +103,7 @@ func waitAudited(tb testing.TB, s *stack, d time.Duration) {
 
 func (at *auditTrail) verify(tb testing.TB, s *stack) *audit.VerifyReport {
 	tb.Helper()
-	rep, err := audit.Verify(context.Background(), at.store, at.keys, audit.VerifyConfig{Brokers: s.broker.Addrs, Topics: s.broker.Topics})
+	rep, err := audit.Verify(context.Background(), at.store, at.keys, audit.VerifyConfig{Brokers: s.broker.Addrs, Kafka: s.kafka, Topics: s.broker.Topics})
 	if err != nil {
 		tb.Fatal(err)
 	}

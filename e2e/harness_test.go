@@ -18,6 +18,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
@@ -39,6 +40,8 @@ type stack struct {
 	pg     *testenv.Postgres
 	store  *projection.Store
 	url    string
+	// kafka is how the test's own clients reach broker (zero: plaintext).
+	kafka kafkaconf.Conn
 }
 
 // mustStack runs eskv in the test's process (writer, projector, HTTP API)
@@ -136,7 +139,7 @@ func (s *stack) readLog(ctx context.Context) []events.Event {
 // that.
 func (s *stack) readLogEnds(ctx context.Context) ([]events.Event, map[int32]int64) {
 	s.tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addrs...))
+	cl, err := s.kafka.NewClient("e2e", s.broker.Addrs)
 	if err != nil {
 		s.tb.Fatal(err)
 	}
@@ -166,7 +169,7 @@ func (s *stack) readLogEnds(ctx context.Context) ([]events.Event, map[int32]int6
 
 func (s *stack) endOffsets(ctx context.Context) map[int32]int64 {
 	s.tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addrs...))
+	cl, err := s.kafka.NewClient("e2e", s.broker.Addrs)
 	if err != nil {
 		s.tb.Fatal(err)
 	}

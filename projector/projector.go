@@ -22,6 +22,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -37,6 +38,9 @@ const DefaultMaxBatch = 5000
 // Config configures a Projector.
 type Config struct {
 	Brokers []string
+	// Kafka is how the clients reach the brokers (TLS, SASL); zero:
+	// plaintext. Their metrics go to New's registry.
+	Kafka kafkaconf.Conn
 	// Topic is the changes topic; default changelog.DefaultChangesTopic.
 	Topic string
 	// Group is the consumer group; default Group.
@@ -118,6 +122,7 @@ func New(cfg Config, store *projection.Store, log *slog.Logger, reg prometheus.R
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cfg.Kafka = cfg.Kafka.WithMetrics(reg)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
@@ -151,10 +156,10 @@ func (p *Projector) Applied() map[int32]int64 {
 func (p *Projector) Run(ctx context.Context) error {
 	// The checks' metadata must be fresh: kgo answers metadata requests
 	// from a cache up to MetadataMinAge old (default 5s).
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(p.cfg.Brokers...), kgo.WithLogger(changelog.Logger(p.log)),
+	admCl, err := p.cfg.Kafka.NewClient("projector_admin", p.cfg.Brokers, kgo.WithLogger(changelog.Logger(p.log)),
 		kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
-		return fmt.Errorf("projector: kafka client: %w", err)
+		return fmt.Errorf("projector: %w", err)
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
@@ -172,7 +177,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	pctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	c, err := changelog.NewConsumer(changelog.ConsumerConfig{
-		Brokers: p.cfg.Brokers, Topics: []string{p.cfg.Topic}, Group: p.cfg.Group, InstanceID: p.cfg.InstanceID,
+		Brokers: p.cfg.Brokers, Kafka: p.cfg.Kafka, Role: "projector", Topics: []string{p.cfg.Topic}, Group: p.cfg.Group, InstanceID: p.cfg.InstanceID,
 		MaxBatch: p.cfg.MaxBatch, CommitInterval: p.cfg.CommitInterval, Log: p.log, Opts: p.cfg.Opts,
 	}, &sink{Projector: p, adm: adm, fail: fail, tail: make(map[int32][]*kgo.Record)})
 	if err != nil {
@@ -215,7 +220,9 @@ func (p *Projector) Run(ctx context.Context) error {
 func (p *Projector) waitTopic(ctx context.Context, adm *kadm.Client) error {
 	return changelog.Retry{
 		Base: 100 * time.Millisecond, Cap: 5 * time.Second,
-		Retriable: func(err error) bool { return !changelog.Fatal(err) },
+		// A refused TLS or SASL setting stops the start at once; later,
+		// a refusal is the group's to retry (a broker restarting).
+		Retriable: func(err error) bool { return !changelog.Fatal(err) && !kafkaconf.Refused(err) },
 		OnRetry: func(err error, wait time.Duration) {
 			p.log.Warn("changes topic not available yet; retrying", "topic", p.cfg.Topic, "retry_in", wait, "err", err)
 		},

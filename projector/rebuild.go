@@ -15,12 +15,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 )
 
 // RebuildConfig configures Rebuild.
 type RebuildConfig struct {
 	Brokers []string
+	// Kafka is how the clients reach the brokers (TLS, SASL); zero:
+	// plaintext.
+	Kafka kafkaconf.Conn
 	// Topic is the changes topic; default changelog.DefaultChangesTopic.
 	Topic string
 	// Partitions is the partition count the topic must have.
@@ -68,9 +72,9 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 	}
 	log = log.With("component", "rebuild", "topic", cfg.Topic)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.WithLogger(changelog.Logger(log)))
+	cl, err := cfg.Kafka.NewClient("projector_rebuild", cfg.Brokers, kgo.WithLogger(changelog.Logger(log)))
 	if err != nil {
-		return RebuildStats{}, fmt.Errorf("rebuild: kafka client: %w", err)
+		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

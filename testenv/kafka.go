@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
 // Broker is an in-process Kafka-protocol broker with the eskv topics.
@@ -17,6 +18,9 @@ type Broker struct {
 	Cluster *kfake.Cluster
 	Addrs   []string
 	Topics  changelog.Topics
+	// Kafka is how the test's clients reach it: zero (plaintext) but
+	// on a SecureBroker.
+	Kafka kafkaconf.Conn
 }
 
 // MustBroker starts a single-node kfake cluster on a random port, creates
@@ -38,7 +42,7 @@ func MustBroker(tb testing.TB, partitions int32) *Broker {
 			Partitions: partitions,
 		},
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs...))
+	cl, err := b.Kafka.NewClient("testenv", b.Addrs)
 	if err != nil {
 		tb.Fatalf("kafka client: %v", err)
 	}

@@ -33,8 +33,7 @@ var producers atomic.Int64
 // id of its own, closed when the test ends.
 func MustProducer(tb testing.TB, b *Broker) *Producer {
 	tb.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(b.Addrs...),
+	cl, err := b.Kafka.NewClient("testenv_producer", b.Addrs,
 		kgo.TransactionalID(fmt.Sprintf("testenv-producer-%d", producers.Add(1))),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.TransactionTimeout(10*time.Second),

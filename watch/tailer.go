@@ -20,8 +20,7 @@ const fetchMinBytes = 64 << 10
 // tailers follow: a direct consumer of no partition yet (tailers add and
 // remove theirs), reading read_committed.
 func tailClient(cfg Config, h *Hub) (*kgo.Client, error) {
-	return kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
+	return cfg.Kafka.NewClient("watch_tail", cfg.Brokers,
 		kgo.WithLogger(changelog.Logger(h.log)),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -34,6 +34,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
 // Defaults of Config.
@@ -45,7 +46,10 @@ const (
 
 // Config configures a Hub.
 type Config struct {
-	Brokers    []string
+	Brokers []string
+	// Kafka is how the clients reach the brokers (TLS, SASL); zero:
+	// plaintext. Their metrics go to New's registry.
+	Kafka      kafkaconf.Conn
 	Topic      string
 	Partitions int32
 	// MaxWatches bounds the watches served at once; beyond it Watch
@@ -142,9 +146,10 @@ func New(cfg Config, hist History, log *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.WithLogger(changelog.Logger(log)))
+	cfg.Kafka = cfg.Kafka.WithMetrics(reg)
+	cl, err := cfg.Kafka.NewClient("watch_admin", cfg.Brokers, kgo.WithLogger(changelog.Logger(log)))
 	if err != nil {
-		return nil, fmt.Errorf("watch: kafka client: %w", err)
+		return nil, fmt.Errorf("watch: %w", err)
 	}
 	h := &Hub{cfg: cfg, hist: hist, log: log, cl: cl, adm: kadm.NewClient(cl), metrics: m, tailers: make(map[int32]*tailer),
 		polled: make(chan struct{})}

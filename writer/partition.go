@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -212,8 +213,8 @@ func (p *partition) failQueued() {
 // or the end of ctx.
 func (p *partition) own(ctx context.Context) error {
 	cfg := p.w.cfg
-	prod, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
+	prod, err := cfg.Kafka.NewClient("writer_producer", cfg.Brokers,
+		kgo.ClientID("eskv-writer-p"+strconv.Itoa(int(p.id))), // one metrics series per partition
 		kgo.TransactionalID(p.txnID()),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),

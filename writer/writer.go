@@ -15,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -46,7 +47,10 @@ type Projection interface {
 // Config configures a Writer.
 type Config struct {
 	Brokers []string
-	Topics  changelog.Topics
+	// Kafka is how the clients reach the brokers (TLS, SASL); zero:
+	// plaintext. Their metrics go to New's registry.
+	Kafka  kafkaconf.Conn
+	Topics changelog.Topics
 	// CreateTopics creates missing topics at start; otherwise they must
 	// exist. Either way a partition-count mismatch stops the writer.
 	CreateTopics bool
@@ -184,9 +188,10 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 	if len(cfg.Brokers) == 0 || cfg.Topics.Changes == "" || cfg.Topics.Conflicts == "" || cfg.Topics.Partitions < 1 {
 		return nil, errors.New("writer: brokers, topics and partition count are required")
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.WithLogger(changelog.Logger(log)))
+	cfg.Kafka = cfg.Kafka.WithMetrics(reg)
+	admCl, err := cfg.Kafka.NewClient("writer_admin", cfg.Brokers, kgo.WithLogger(changelog.Logger(log)))
 	if err != nil {
-		return nil, fmt.Errorf("writer: kafka client: %w", err)
+		return nil, fmt.Errorf("writer: %w", err)
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
@@ -219,7 +224,6 @@ func (w *Writer) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topics.Changes),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -241,9 +245,9 @@ func (w *Writer) Run(ctx context.Context) error {
 	if w.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(w.cfg.InstanceID))
 	}
-	group, err := kgo.NewClient(opts...)
+	group, err := w.cfg.Kafka.NewClient("writer_group", w.cfg.Brokers, opts...)
 	if err != nil {
-		return fmt.Errorf("writer: group client: %w", err)
+		return fmt.Errorf("writer: %w", err)
 	}
 	// The group only assigns ownership; catch-up reads with its own
 	// consumer, so the group client never fetches.

@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/internal/secure"
 	"github.com/eskv/eskv/internal/service"
 )
 
@@ -78,6 +80,10 @@ type common struct {
 	chDatabase     string
 	chUser         string
 	chPassword     string
+	chPassFile     string
+	chTLS          secure.TLS
+	chInsecureDev  bool
+	chTLSConfig    *tls.Config
 	keyFile        string
 	keyID          string
 	insecureDevKey bool
@@ -95,8 +101,13 @@ func newFlags(command string, stderr io.Writer) (*service.Flags, *common) {
 	f.Env("clickhouse-addr", "ESKV_CLICKHOUSE_ADDR")
 	f.StringVar(&c.chDatabase, "clickhouse-database", audit.DefaultDatabase, "ClickHouse database of the audit trail, created when missing")
 	f.Env("clickhouse-database", "ESKV_CLICKHOUSE_DATABASE")
-	f.StringVar(&c.chUser, "clickhouse-user", "default", "ClickHouse user; the password is read from ESKV_CLICKHOUSE_PASSWORD only")
+	f.StringVar(&c.chUser, "clickhouse-user", "default", "ClickHouse user; the password is read from ESKV_CLICKHOUSE_PASSWORD only, or from -clickhouse-password-file")
 	f.Env("clickhouse-user", "ESKV_CLICKHOUSE_USER")
+	f.StringVar(&c.chPassFile, "clickhouse-password-file", "", "file holding the ClickHouse password (a mounted secret)")
+	f.Env("clickhouse-password-file", "ESKV_CLICKHOUSE_PASSWORD_FILE")
+	service.BindTLS(f, "clickhouse", &c.chTLS)
+	f.BoolVar(&c.chInsecureDev, "clickhouse-insecure-dev", false, "allow -clickhouse-tls-insecure-skip-verify, for a developer's machine only")
+	f.Env("clickhouse-insecure-dev", "ESKV_CLICKHOUSE_INSECURE_DEV")
 	f.StringVar(&c.keyFile, "key-file", "",
 		"audit key file: one key per line, id:key (hex or base64), current key first, older keys after it; "+
 			"default "+DefaultKeyFile+" when it exists and ESKV_AUDIT_KEY is unset")
@@ -118,8 +129,21 @@ func (c *common) parse(f *service.Flags, args []string) error {
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	c.chPassword = c.getenv("ESKV_CLICKHOUSE_PASSWORD")
-	return f.Positive("partitions")
+	c.kafka.Getenv = c.getenv
+	return errors.Join(f.Positive("partitions"), c.kafka.Check(), c.checkClickHouse())
+}
+
+// checkClickHouse reads the ClickHouse password and builds the TLS
+// configuration; errors name the setting.
+func (c *common) checkClickHouse() error {
+	name := secure.Prefixed("clickhouse")
+	var err error
+	c.chPassword, err = secure.Secret(c.getenv("ESKV_CLICKHOUSE_PASSWORD"), c.chPassFile, "ESKV_CLICKHOUSE_PASSWORD", name("password-file"))
+	if err != nil {
+		return err
+	}
+	c.chTLSConfig, err = c.chTLS.Config(name, c.chInsecureDev, name("insecure-dev"))
+	return err
 }
 
 // groupFlag defines -group: the auditor's consumer group.
@@ -142,7 +166,7 @@ func (c *common) open(ctx context.Context, log *slog.Logger) (*audit.Store, erro
 		log = log.With("component", "clickhouse-client")
 	}
 	store, err := audit.Open(ctx, audit.Options{
-		Addr: c.chAddr, Database: c.chDatabase, Username: c.chUser, Password: c.chPassword, Log: log,
+		Addr: c.chAddr, Database: c.chDatabase, Username: c.chUser, Password: c.chPassword, TLS: c.chTLSConfig, Log: log,
 	})
 	if err != nil {
 		return nil, err

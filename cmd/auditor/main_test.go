@@ -23,7 +23,10 @@ const testAuditKey = "test:000102030405060708090a0b0c0d0e0f101112131415161718191
 
 func TestHelpListsTheEnvironment(t *testing.T) {
 	for cmd, vars := range map[string][]string{
-		"serve":  {"ESKV_BROKERS", "ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE", "ESKV_AUDIT_KEY", "ESKV_AUDIT_KEY_FILE", "ESKV_AUDITOR_ADDR", "ESKV_ALERT_WINDOW", "ESKV_ALERT_THRESHOLD", "ESKV_PARTITIONS"},
+		"serve": {"ESKV_BROKERS", "ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE", "ESKV_AUDIT_KEY", "ESKV_AUDIT_KEY_FILE", "ESKV_AUDITOR_ADDR", "ESKV_ALERT_WINDOW", "ESKV_ALERT_THRESHOLD", "ESKV_PARTITIONS",
+			"ESKV_KAFKA_TLS", "ESKV_KAFKA_TLS_CA_FILE", "ESKV_KAFKA_TLS_CERT_FILE", "ESKV_KAFKA_TLS_KEY_FILE", "ESKV_KAFKA_TLS_SERVER_NAME",
+			"ESKV_KAFKA_SASL_MECHANISM", "ESKV_KAFKA_SASL_USERNAME", "ESKV_KAFKA_SASL_PASSWORD_FILE",
+			"ESKV_CLICKHOUSE_TLS", "ESKV_CLICKHOUSE_TLS_CA_FILE", "ESKV_CLICKHOUSE_PASSWORD_FILE"},
 		"verify": {"ESKV_BROKERS", "ESKV_CLICKHOUSE_ADDR", "ESKV_AUDIT_KEY_FILE", "ESKV_AUDITOR_GROUP"},
 		"report": {"ESKV_CLICKHOUSE_ADDR", "ESKV_CLICKHOUSE_DATABASE"},
 	} {
@@ -56,6 +59,11 @@ func TestErrBadEnv(t *testing.T) {
 		{"verify", "ESKV_PARTITIONS", "twelve"},
 		{"report", "ESKV_REPORT_JSON", "yes"},
 		{"prove", "ESKV_LOG_LEVEL", "loud"},
+		{"serve", "ESKV_CLICKHOUSE_TLS_INSECURE_SKIP_VERIFY", "true"},
+		{"report", "ESKV_CLICKHOUSE_TLS_CA_FILE", "/nonexistent/ca.pem"},
+		{"report", "ESKV_CLICKHOUSE_PASSWORD_FILE", "/nonexistent/password"},
+		{"verify", "ESKV_KAFKA_SASL_MECHANISM", "kerberos"},
+		{"serve", "ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "true"},
 	} {
 		t.Run(tc.command+"/"+tc.name+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)
@@ -71,6 +79,39 @@ func setenv(tb testing.TB, env map[string]string) {
 	for k, v := range env {
 		tb.Setenv(k, v)
 	}
+}
+
+// TestClickHouseTLSAndPasswordFile: with ESKV_CLICKHOUSE_TLS the auditor
+// speaks TLS (the test server's plaintext port refuses the handshake),
+// and ESKV_CLICKHOUSE_PASSWORD_FILE's password is the one sent (a wrong
+// one is refused); neither error shows the password. A ClickHouse that
+// serves TLS was not available here: see README, Production.
+func TestClickHouseTLSAndPasswordFile(t *testing.T) {
+	ch := testenv.MustClickHouse(t)
+	setenv(t, map[string]string{"ESKV_CLICKHOUSE_ADDR": ch.Addr, "ESKV_CLICKHOUSE_DATABASE": ch.Database})
+	if err := run(context.Background(), []string{"report"}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("report over plaintext: %v", err)
+	}
+	pki := testenv.MustPKI(t)
+	t.Run("TLS", func(t *testing.T) {
+		setenv(t, map[string]string{"ESKV_CLICKHOUSE_TLS": "true", "ESKV_CLICKHOUSE_TLS_CA_FILE": pki.CAFile})
+		err := run(context.Background(), []string{"report"}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "tls") {
+			t.Fatalf("report with TLS to a plaintext port: %v, want a TLS handshake failure", err)
+		}
+	})
+	t.Run("PasswordFile", func(t *testing.T) {
+		const wrong = "not-the-clickhouse-password"
+		file := filepath.Join(t.TempDir(), "ch-password")
+		if err := os.WriteFile(file, []byte(wrong+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		setenv(t, map[string]string{"ESKV_CLICKHOUSE_PASSWORD_FILE": file})
+		err := run(context.Background(), []string{"report"}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "wrong password") || strings.Contains(err.Error(), wrong) {
+			t.Fatalf("report with a wrong password from the file: %v, want an authentication failure without the password", err)
+		}
+	})
 }
 
 // TestErrServeWithoutKey: serve refuses to start without an audit key, and

@@ -67,7 +67,7 @@ func prove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep, err := audit.Verify(ctx, store, keys, audit.VerifyConfig{
-		Brokers: c.kafka.BrokerList(), Topics: c.kafka.Topics(), Group: *group, Scope: audit.KeyScope(*key), Wait: *wait,
+		Brokers: c.kafka.BrokerList(), Kafka: c.kafka.Conn(), Topics: c.kafka.Topics(), Group: *group, Scope: audit.KeyScope(*key), Wait: *wait,
 	})
 	if err != nil {
 		return err

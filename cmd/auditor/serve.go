@@ -82,6 +82,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer store.Close()
 	reg := service.NewRegistry()
 	cfg := s.cfg
+	cfg.Kafka = c.kafka.Conn()
 	cfg.Brokers, cfg.Topics, cfg.Group, cfg.InstanceID = c.kafka.BrokerList(), c.kafka.Topics(), *s.group, s.instance
 	cfg.Alerts.MinAttempts, cfg.Alerts.Instance = uint64(s.minAttempts), s.instance
 	a, err := audit.New(cfg, store, keys, log, reg)

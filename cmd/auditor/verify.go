@@ -57,7 +57,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer store.Close()
 	rep, err := audit.Verify(ctx, store, keys, audit.VerifyConfig{
-		Brokers: c.kafka.BrokerList(), Topics: c.kafka.Topics(), Group: *group, Scope: scope, Wait: *wait,
+		Brokers: c.kafka.BrokerList(), Kafka: c.kafka.Conn(), Topics: c.kafka.Topics(), Group: *group, Scope: scope, Wait: *wait,
 	})
 	if err != nil {
 		return err

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/projection"
@@ -205,9 +204,9 @@ func union(a, b map[int32]int64) map[int32]int64 {
 // lastStableOffsets lists the last stable offset of every partition of
 // the changes topic.
 func lastStableOffsets(ctx context.Context, c *config) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka.BrokerList()...))
+	cl, err := c.kafka.Conn().NewClient("projector_diff", c.kafka.BrokerList())
 	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

@@ -64,7 +64,7 @@ func (c *config) parse(f *service.Flags, args []string) error {
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	return f.Positive("partitions")
+	return errors.Join(f.Positive("partitions"), c.kafka.Check())
 }
 
 func (c *config) logger(stderr io.Writer) *slog.Logger {

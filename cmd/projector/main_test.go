@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,6 +49,9 @@ func TestErrBadEnv(t *testing.T) {
 		{nil, "ESKV_HISTORY_RETENTION_INTERVAL", "0s"},
 		{[]string{"rebuild", "-into", "x"}, "ESKV_PARTITIONS", "twelve"},
 		{[]string{"diff"}, "ESKV_LOG_LEVEL", "verbose"},
+		{nil, "ESKV_KAFKA_SASL_MECHANISM", "gssapi"},
+		{[]string{"rebuild", "-into", "x"}, "ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "true"},
+		{[]string{"diff"}, "ESKV_KAFKA_TLS_CA_FILE", "/nonexistent/ca.pem"},
 	} {
 		t.Run(fmt.Sprint(tc.command, tc.name, "=", tc.value), func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)
@@ -94,6 +98,46 @@ func TestRunProjectsAndServes(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Errorf("no JSON 'stopped' log line:\n%s", logs.String())
+	}
+}
+
+// TestKafkaSettingsFromEnv: the projector's commands reach a broker that
+// requires TLS and SASL through the ESKV_KAFKA_* variables (here rebuild
+// with SCRAM-SHA-512, the password from a file); without the SASL
+// settings rebuild exits 1 with the broker's refusal, without hanging.
+func TestKafkaSettingsFromEnv(t *testing.T) {
+	sb := testenv.MustSecureBroker(t, 2, false)
+	pg := testenv.MustPostgresDB(t)
+	pwFile := filepath.Join(t.TempDir(), "kafka-password")
+	if err := os.WriteFile(pwFile, []byte(testenv.SecurePassword), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setenv(t, map[string]string{
+		"ESKV_BROKERS": strings.Join(sb.Addrs, ","), "ESKV_POSTGRES_URL": pg.URL, "ESKV_PARTITIONS": "2",
+		"ESKV_KAFKA_TLS_CA_FILE": sb.PKI.CAFile, "ESKV_KAFKA_TLS_SERVER_NAME": sb.Settings.TLS.ServerName,
+	})
+	const key = "tenant/t/project/p/secured"
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	testenv.MustProduce(t, sb.Broker, &events.Event{
+		SchemaVersion: events.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: 1,
+		Kind: events.KindPut, Op: events.OpCreate, After: json.RawMessage(`{"a":1}`),
+		CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "config"},
+	})
+
+	_, errs, code := cli(t, "rebuild", "-into", "nosasl")
+	if code != 1 || !strings.Contains(errs, "SASL") {
+		t.Errorf("rebuild without SASL: exit %d, stderr %q; want 1 and the broker's refusal", code, errs)
+	}
+	setenv(t, map[string]string{
+		"ESKV_KAFKA_SASL_MECHANISM": "scram-sha-512", "ESKV_KAFKA_SASL_USERNAME": testenv.SecureScram512,
+		"ESKV_KAFKA_SASL_PASSWORD_FILE": pwFile,
+	})
+	out, errs, code := cli(t, "rebuild", "-into", "secured")
+	if code != 0 || !strings.Contains(out, "1 events read") || !strings.Contains(out, "1 keys") {
+		t.Fatalf("rebuild over TLS+SCRAM-SHA-512: exit %d\n%s%s", code, out, errs)
+	}
+	if strings.Contains(out+errs, testenv.SecurePassword) {
+		t.Error("the output shows the SASL password")
 	}
 }
 

@@ -79,6 +79,7 @@ func rebuildInto(ctx context.Context, c *config, schema string, batch int, ends 
 	}
 	st, err := projector.Rebuild(ctx, projector.RebuildConfig{
 		Brokers:    c.kafka.BrokerList(),
+		Kafka:      c.kafka.Conn(),
 		Topic:      c.kafka.Topic,
 		Partitions: int32(c.kafka.Partitions),
 		MaxBatch:   batch,

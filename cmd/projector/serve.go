@@ -66,6 +66,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	reg := service.NewRegistry()
 	p, err := projector.New(projector.Config{
 		Brokers:       c.kafka.BrokerList(),
+		Kafka:         c.kafka.Conn(),
 		Topic:         c.kafka.Topic,
 		Partitions:    int32(c.kafka.Partitions),
 		CheckInterval: every,

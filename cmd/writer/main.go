@@ -125,6 +125,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
+		c.kafka.Check(),
 	)
 }
 
@@ -205,6 +206,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	w, err := writer.New(writer.Config{
 		Brokers:          c.kafka.BrokerList(),
+		Kafka:            c.kafka.Conn(),
 		Topics:           c.kafka.Topics(),
 		CreateTopics:     c.createTopics,
 		InstanceID:       c.instanceID,
@@ -219,14 +221,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hub, err := watch.New(watch.Config{
-		Brokers:    c.kafka.BrokerList(),
-		Topic:      c.kafka.Topics().Changes,
-		Partitions: c.kafka.Topics().Partitions,
-		MaxWatches: c.maxWatches,
-		Buffer:     c.watchBuffer,
-		FetchWait:  c.fetchWait,
-	}, store, log, reg)
+	hub, err := c.watchHub(store, log, reg)
 	if err != nil {
 		return err
 	}
@@ -261,6 +256,20 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		parts = append(parts, pprofPart)
 	}
 	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
+}
+
+// watchHub returns the hub of the writer's watches, tailing the changes
+// topic with the writer's Kafka connection.
+func (c *config) watchHub(store *projection.Store, log *slog.Logger, reg prometheus.Registerer) (*watch.Hub, error) {
+	return watch.New(watch.Config{
+		Brokers:    c.kafka.BrokerList(),
+		Kafka:      c.kafka.Conn(),
+		Topic:      c.kafka.Topics().Changes,
+		Partitions: c.kafka.Topics().Partitions,
+		MaxWatches: c.maxWatches,
+		Buffer:     c.watchBuffer,
+		FetchWait:  c.fetchWait,
+	}, store, log, reg)
 }
 
 // servePprof listens on addr and returns the part that serves

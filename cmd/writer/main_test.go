@@ -17,7 +17,9 @@ import (
 )
 
 func TestHelpListsEnvironment(t *testing.T) {
-	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_HTTP_ADDR", "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_PARTITIONS", "ESKV_DEV_TOKEN", "ESKV_TOKENS_FILE", "ESKV_MAX_VALUE_BYTES", "ESKV_WRITER_ID", "ESKV_REQUEST_ID_WINDOW")
+	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_HTTP_ADDR", "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_PARTITIONS", "ESKV_DEV_TOKEN", "ESKV_TOKENS_FILE", "ESKV_MAX_VALUE_BYTES", "ESKV_WRITER_ID", "ESKV_REQUEST_ID_WINDOW",
+		"ESKV_KAFKA_TLS", "ESKV_KAFKA_TLS_CA_FILE", "ESKV_KAFKA_TLS_CERT_FILE", "ESKV_KAFKA_TLS_KEY_FILE", "ESKV_KAFKA_TLS_SERVER_NAME",
+		"ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "ESKV_KAFKA_INSECURE_DEV", "ESKV_KAFKA_SASL_MECHANISM", "ESKV_KAFKA_SASL_USERNAME", "ESKV_KAFKA_SASL_PASSWORD_FILE")
 }
 
 func TestRefusesToStartWithoutTokens(t *testing.T) {
@@ -59,6 +61,10 @@ func TestErrBadEnv(t *testing.T) {
 		{"ESKV_REQUEST_ID_WINDOW", "0"},
 		{"ESKV_MAX_VALUE_BYTES", "64k"},
 		{"ESKV_LOG_LEVEL", "loud"},
+		{"ESKV_KAFKA_SASL_MECHANISM", "scram-sha-1"},
+		{"ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "true"},
+		{"ESKV_KAFKA_TLS_CERT_FILE", "/nonexistent/cert.pem"},
+		{"ESKV_KAFKA_SASL_USERNAME", "someone"},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			setenv(t, map[string]string{tc.name: tc.value, "ESKV_DEV_TOKEN": "t"})
@@ -95,7 +101,41 @@ func setenv(tb testing.TB, env map[string]string) {
 // database: it becomes ready, answers a write, and stops cleanly when its
 // context ends.
 func TestServesAndStops(t *testing.T) {
-	b := testenv.MustBroker(t, 2)
+	servePutStop(t, testenv.MustBroker(t, 2), nil)
+}
+
+// TestServesOverSecuredKafka: with the ESKV_KAFKA_* settings (TLS with
+// a private CA, SASL PLAIN, the password in ESKV_KAFKA_SASL_PASSWORD)
+// the writer serves a write through a broker that requires them, and
+// serves its Kafka clients' metrics; without SASL it stops at start with
+// the broker's refusal.
+func TestServesOverSecuredKafka(t *testing.T) {
+	sb := testenv.MustSecureBroker(t, 2, false)
+	tlsOnly := map[string]string{"ESKV_KAFKA_TLS_CA_FILE": sb.PKI.CAFile, "ESKV_KAFKA_TLS_SERVER_NAME": sb.Settings.TLS.ServerName}
+	t.Run("RefusedWithoutSASL", func(t *testing.T) {
+		setenv(t, map[string]string{
+			"ESKV_HTTP_ADDR": "127.0.0.1:0", "ESKV_BROKERS": strings.Join(sb.Addrs, ","), "ESKV_PARTITIONS": "2",
+			"ESKV_POSTGRES_URL": testenv.MustPostgresDB(t).URL, "ESKV_DEV_TOKEN": "dev-token-for-main-test", "ESKV_LOG_LEVEL": "error",
+		})
+		setenv(t, tlsOnly)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := run(ctx, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "SASL") {
+			t.Fatalf("writer without SASL: %v, want the broker's refusal", err)
+		}
+	})
+	tlsOnly["ESKV_KAFKA_SASL_MECHANISM"], tlsOnly["ESKV_KAFKA_SASL_USERNAME"] = "plain", testenv.SecurePlainUser
+	tlsOnly["ESKV_KAFKA_SASL_PASSWORD"] = testenv.SecurePassword
+	metrics := servePutStop(t, sb.Broker, tlsOnly)
+	if !strings.Contains(metrics, "eskv_kafka_writer_producer_") || !strings.Contains(metrics, "eskv_kafka_writer_group_") {
+		t.Errorf("/metrics lacks the Kafka clients' metrics:\n%.3000s", metrics)
+	}
+}
+
+// servePutStop runs the writer on b with extra settings, answers a
+// write, and stops it; it returns what /metrics served meanwhile.
+func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string) string {
+	t.Helper()
 	pg := testenv.MustPostgresDB(t)
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	env := map[string]string{
@@ -109,6 +149,7 @@ func TestServesAndStops(t *testing.T) {
 		"ESKV_LOG_LEVEL":    "warn",
 	}
 	setenv(t, env)
+	setenv(t, extra)
 	base, w := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
 		return run(ctx, nil, &bytes.Buffer{}, &bytes.Buffer{})
 	})
@@ -120,9 +161,11 @@ func TestServesAndStops(t *testing.T) {
 		t.Fatalf("put: %v %v", r, err)
 	}
 	r.Body.Close()
+	_, metrics := servicetest.Get(base + "/metrics")
 	if err := w.Stop(t); err != nil {
 		t.Fatalf("run returned %v after cancel", err)
 	}
+	return metrics
 }
 
 // TestRefusesUnspecifiedAdvertiseHost: a writer whose advertise URL other

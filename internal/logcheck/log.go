@@ -18,6 +18,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
 // Event is one committed event of kv.changes with its position and the
@@ -43,9 +44,14 @@ type Log struct {
 }
 
 // Read reads every committed event of every partition of the changes
-// topic up to its last stable offset.
+// topic up to its last stable offset, over a plaintext connection.
 func Read(ctx context.Context, brokers []string, t changelog.Topics) (*Log, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	return ReadConn(ctx, kafkaconf.Conn{}, brokers, t)
+}
+
+// ReadConn is Read over conn (TLS, SASL).
+func ReadConn(ctx context.Context, conn kafkaconf.Conn, brokers []string, t changelog.Topics) (*Log, error) {
+	cl, err := conn.NewClient("logcheck", brokers)
 	if err != nil {
 		return nil, err
 	}

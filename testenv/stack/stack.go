@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
@@ -49,6 +50,8 @@ type Stack struct {
 	Watches *watch.Hub
 	// URL is the HTTP API's base URL.
 	URL string
+
+	kafka kafkaconf.Conn
 }
 
 // Option changes what MustRun starts.
@@ -61,8 +64,17 @@ type options struct {
 	logs             io.Writer
 	api              api.Config
 	limits           *service.HTTPLimits
+	broker           *testenv.Broker
+	kafka            kafkaconf.Conn
 	writer           func(*writer.Config)
 	watch            watch.Config
+}
+
+// Kafka runs the stack on broker (whose topics must exist), its writer,
+// projector and watch hub connecting with conn (TLS, SASL), instead of
+// on a plaintext broker of its own.
+func Kafka(broker *testenv.Broker, conn kafkaconf.Conn) Option {
+	return func(o *options) { o.broker, o.kafka = broker, conn }
 }
 
 // Partitions sets the partition count of the topics (default 2).
@@ -106,7 +118,10 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Stack{Broker: testenv.MustBroker(tb, o.partitions), Postgres: testenv.MustPostgresDB(tb), Registry: prometheus.NewRegistry()}
+	s := &Stack{Broker: o.broker, Postgres: testenv.MustPostgresDB(tb), Registry: prometheus.NewRegistry(), kafka: o.kafka}
+	if s.Broker == nil {
+		s.Broker = testenv.MustBroker(tb, o.partitions)
+	}
 	s.Store = projection.New(s.Postgres.Pool)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	switch {
@@ -115,7 +130,7 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	case testing.Verbose() && os.Getenv("ESKV_TEST_LOGS") != "":
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	wcfg := writer.Config{Brokers: s.Broker.Addrs, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second}
+	wcfg := writer.Config{Brokers: s.Broker.Addrs, Kafka: s.kafka, Topics: s.Broker.Topics, SessionTimeout: 6 * time.Second}
 	if o.writer != nil {
 		o.writer(&wcfg)
 	}
@@ -128,7 +143,7 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if o.projector {
 		s.runProjector(tb, log, o.projectorMayStop)
 	}
-	hub, err := watch.New(watch.Config{Brokers: s.Broker.Addrs, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions,
+	hub, err := watch.New(watch.Config{Brokers: s.Broker.Addrs, Kafka: s.kafka, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions,
 		MaxWatches: o.watch.MaxWatches, Buffer: o.watch.Buffer}, s.Store, log, s.Registry)
 	if err != nil {
 		tb.Fatal(err)
@@ -171,7 +186,7 @@ func WaitFor(tb testing.TB, what string, cond func() bool) {
 
 func (s *Stack) runProjector(tb testing.TB, log *slog.Logger, mayStop bool) {
 	tb.Helper()
-	p, err := projector.New(projector.Config{Brokers: s.Broker.Addrs, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions},
+	p, err := projector.New(projector.Config{Brokers: s.Broker.Addrs, Kafka: s.kafka, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions},
 		s.Store, log, nil)
 	if err != nil {
 		tb.Fatal(err)

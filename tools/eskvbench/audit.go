@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/tools/internal/localstack"
 )
@@ -188,7 +188,7 @@ func (b *bench) auditorIngest(ctx context.Context) result {
 
 // endOffsets returns the last stable offsets of both topics.
 func (s *stack) endOffsets(ctx context.Context) (map[string]map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.local.Brokers))
+	cl, err := kafkaconf.Conn{}.NewClient("bench", []string{s.local.Brokers}) // the tool's own plaintext local stack
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
@@ -77,7 +77,7 @@ func waitProjected(ctx context.Context, s *stack, l *logcheck.Log, timeout time.
 // describeGroups describes the projector's and the writers' consumer
 // groups as the broker sees them.
 func (s *stack) describeGroups(ctx context.Context) string {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers))
+	cl, err := kafkaconf.Conn{}.NewClient("chaos", []string{s.Brokers}) // the tool's own plaintext local stack
 	if err != nil {
 		return err.Error()
 	}

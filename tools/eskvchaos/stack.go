@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/tools/internal/localstack"
@@ -124,7 +124,7 @@ func (s *stack) addServices(c config) error {
 // ensureTopics creates kv.changes and kv.conflicts before any service
 // starts, so writers do not race to create them.
 func (s *stack) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers))
+	cl, err := kafkaconf.Conn{}.NewClient("chaos", []string{s.Brokers}) // the tool's own plaintext local stack
 	if err != nil {
 		return err
 	}
