@@ -91,8 +91,8 @@ func devCall(method, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// metricValue returns the value of an unlabelled metric on base/metrics.
-func metricValue(tb testing.TB, base, name string) float64 {
+// scrapedMetric returns the value of an unlabelled metric on base/metrics.
+func scrapedMetric(tb testing.TB, base, name string) float64 {
 	tb.Helper()
 	code, body := devCall("GET", base+"/metrics", "")
 	if code != http.StatusOK {
@@ -152,7 +152,7 @@ func TestTwoWritersForwardWithManifestSettings(t *testing.T) {
 		}
 	}
 	for w, u := range ps.urls {
-		if n := metricValue(t, u, "eskv_writer_forward_loops_total"); n != 0 {
+		if n := scrapedMetric(t, u, "eskv_writer_forward_loops_total"); n != 0 {
 			t.Errorf("writer %d counted %v forward loops, want 0", w, n)
 		}
 		if code, body := devCall("GET", u+"/readyz", ""); code != http.StatusOK {
@@ -248,7 +248,7 @@ func TestForwardLoopIsLoud(t *testing.T) {
 		if len(parts) == 0 {
 			t.Fatalf("writer %d owns none of the keys' partitions", 1-w)
 		}
-		if n := metricValue(t, ps.urls[w], "eskv_writer_forward_loops_total"); n < float64(rounds*len(parts)) {
+		if n := scrapedMetric(t, ps.urls[w], "eskv_writer_forward_loops_total"); n < float64(rounds*len(parts)) {
 			t.Errorf("writer %d: eskv_writer_forward_loops_total = %v, want at least %d", w, n, rounds*len(parts))
 		}
 		if code, body := devCall("GET", ps.urls[w]+"/readyz", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "forward_loop") {
