@@ -204,20 +204,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer pool.Close()
 	store := projection.New(pool)
 
-	w, err := writer.New(writer.Config{
-		Brokers:          c.kafka.BrokerList(),
-		Kafka:            c.kafka.Conn(),
-		Topics:           c.kafka.Topics(),
-		CreateTopics:     c.createTopics,
-		InstanceID:       c.instanceID,
-		AdvertiseURL:     c.advertiseURL,
-		Source:           "eskv-writer/" + c.instanceID,
-		SweepInterval:    c.sweepInterval,
-		MaxOverlay:       c.maxOverlay,
-		RequestIDWindow:  c.requestWindow,
-		MaxListWait:      c.maxListWait,
-		QueueDedupWindow: c.queueDedupWindow,
-	}, store, log, reg)
+	w, err := writer.New(c.writerConfig(), store, log, reg)
 	if err != nil {
 		return err
 	}
@@ -256,6 +243,24 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		parts = append(parts, pprofPart)
 	}
 	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
+}
+
+// writerConfig is the writer's configuration from the settings.
+func (c *config) writerConfig() writer.Config {
+	return writer.Config{
+		Brokers:          c.kafka.BrokerList(),
+		Kafka:            c.kafka.Conn(),
+		Topics:           c.kafka.Topics(),
+		CreateTopics:     c.createTopics,
+		InstanceID:       c.instanceID,
+		AdvertiseURL:     c.advertiseURL,
+		Source:           "eskv-writer/" + c.instanceID,
+		SweepInterval:    c.sweepInterval,
+		MaxOverlay:       c.maxOverlay,
+		RequestIDWindow:  c.requestWindow,
+		MaxListWait:      c.maxListWait,
+		QueueDedupWindow: c.queueDedupWindow,
+	}
 }
 
 // watchHub returns the hub of the writer's watches, tailing the changes
