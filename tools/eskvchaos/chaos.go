@@ -25,6 +25,7 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	defer r.watchWorkload.stop() // drained and stopped by the check, unless it failed before
 	if err := r.check(ctx, s); err != nil {
 		return err
 	}
@@ -48,6 +49,9 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	}
 	keys := registerKeys(c.keys, s.topics.Partitions)
 	cl := newClients(urls, s.token, keys, c.opTimeout, s.t0)
+	cl.hist = newHistoryReads(urls, s.token, c.historyEvery, c.opTimeout)
+	watches := newWatchWorkload(urls, s.token, keys, s.topics.Partitions, c.watchClients)
+	watches.start(ctx, c.seed)
 	owners := newOwnerTimeline(s.t0)
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -78,6 +82,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	stop()
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
+		watches.stop()
 		return nil, fmt.Errorf("interrupted: %w", err)
 	}
 	r := &report{cfg: c, keys: keys, history: cl.history(), dir: s.Dir, owners: owners}
@@ -88,6 +93,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.setWorkload = sets
 	r.listWorkload = lists
 	r.queueWorkload = queues
+	r.watchWorkload = watches
+	r.historyReads = cl.hist
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
@@ -118,6 +125,7 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	r.acks = acknowledged(r.history)
 	r.lost = logcheck.LostWrites(r.acks, l.Events)
 	r.zombies = logcheck.Zombies(r.pauses, l.Events)
+	r.checkReadPaths(ctx, l)
 	if err := waitProjected(ctx, s, l, 2*time.Minute); err != nil {
 		r.problems = append(r.problems, err.Error())
 	} else if r.proj, err = checkProjection(ctx, s, l, r.acks); err != nil {
@@ -181,6 +189,11 @@ type report struct {
 
 	queueWorkload *queueWorkload // the queue workload (queues.go)
 	queues        queueFindings
+
+	watchWorkload *watchWorkload // the watchers (watch.go)
+	watch         watchFindings
+	historyReads  *historyReads // the history reads (history.go)
+	historyFound      historyFindings
 }
 
 func (r *report) ok() bool {
@@ -191,7 +204,29 @@ func (r *report) ok() bool {
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
 		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
 		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0 &&
-		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0
+		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0 &&
+		len(r.watch.violations) == 0 && len(r.historyFound.violations) == 0
+}
+
+// checkReadPaths lets the watchers reach the end of the log l (at most
+// 20 s), stops them and checks what they received, and checks the
+// history reads.
+func (r *report) checkReadPaths(ctx context.Context, l *logcheck.Log) {
+	drained := r.watchWorkload.drain(ctx, l.Events, 20*time.Second)
+	acks := make([]keyVersion, 0, len(r.acks)+len(r.changes))
+	for _, a := range r.acks {
+		acks = append(acks, keyVersion{a.Key, a.Version})
+	}
+	for _, c := range r.changes {
+		if c.Outcome == linz.OK {
+			acks = append(acks, keyVersion{c.Key, c.Version})
+		}
+	}
+	r.watch = checkWatch(r.watchWorkload.watchers, l.Events, l.End, acks)
+	r.watch.drained = drained
+	reads, failed := r.historyReads.snapshot()
+	r.historyFound = checkHistory(reads, r.history, l.Events)
+	r.historyFound.failed = failed
 }
 
 // save writes the history and the findings to the run directory (kept when
@@ -229,6 +264,8 @@ func (r *report) print(w io.Writer) {
 		return
 	}
 	r.printLog(w)
+	r.watch.print(w)
+	r.historyFound.print(w)
 	r.printProjection(w)
 	r.txn.print(w)
 	r.sets.print(w)

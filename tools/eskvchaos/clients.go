@@ -55,6 +55,10 @@ type clients struct {
 	changes     []linz.Change
 	lists       []linz.Listing
 	failedLists int
+
+	// hist makes one step in hist.every a history read (history.go); nil:
+	// none. Set before run.
+	hist *historyReads
 }
 
 // listKeys is how many keys the listing workload writes in each register
@@ -100,6 +104,12 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 		}
 		if rng.IntN(4) == 0 {
 			c.listStep(id, rng, seq, stop)
+			continue
+		}
+		if c.hist.due(rng) {
+			if !c.hist.read(id, rng.IntN(len(c.urls)), rng, c.keys[rng.IntN(len(c.keys))], c.now) {
+				pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
+			}
 			continue
 		}
 		key := c.keys[rng.IntN(len(c.keys))]
@@ -230,6 +240,7 @@ func (c *clients) record(o linz.Op) linz.Op {
 	c.mu.Lock()
 	c.ops = append(c.ops, o)
 	c.mu.Unlock()
+	c.hist.observe(o)
 	return o
 }
 

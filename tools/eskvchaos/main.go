@@ -16,7 +16,10 @@
 // sets (sets.go) and lists (lists.go) hold in the log and the projection
 // exactly what their acknowledged changes imply, and that queues
 // (queues.go) deliver every item at least once, never to two consumers
-// while its visibility holds, and are acknowledged once. It prints
+// while its visibility holds, and are acknowledged once; that watchers
+// (watch.go) received exactly the log's records of their prefixes, and
+// that history reads (history.go) held every write acknowledged before
+// they began, contiguous and in order. It prints
 // what it did and found and exits non-zero when any check fails.
 //
 // With -throughput it measures write throughput with three writers and
@@ -50,6 +53,8 @@ type config struct {
 	setClients   int
 	listClients  int
 	queueClients int
+	watchClients int
+	historyEvery int
 	keys         int
 	writers      int
 	projectors   int
@@ -128,7 +133,9 @@ that keep their accounts summing to 0 and whole transactions in the log,
 sets whose metadata and projected members equal the fold of the log
 (set clients: sadd, srem, sismember), and lists whose metadata, popped
 values and projected values equal the fold of the log (list clients:
-lpush, rpush, lpop, rpop, ltrim).
+lpush, rpush, lpop, rpop, ltrim), watchers that receive exactly the log's
+records of their prefixes (client.Watch across writer kills and pauses),
+and history reads that hold every write acknowledged before they began.
 Exits non-zero when a check fails; logs, history and (on a linz.Result
 failure) porcupine's HTML view are then kept in the run directory it prints.
 
@@ -189,6 +196,10 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	fs.IntVar(&c.queueClients, "queue-clients", 4, "concurrent queue clients: push unique items, pop with a 2s visibility timeout and ack (a quarter not: they come back), "+
 		"pop without one, then drain two queues; checked against the log (each delivery, ack and requeue) and the projection (0: none)")
 	fs.IntVar(&c.setClients, "set-clients", 4, "concurrent set clients: sadd, srem and sismember on two sets, checked against the fold of the log and the projection (0: none)")
+	fs.IntVar(&c.watchClients, "watch-clients", 3, "watchers following the projects of the register keys with client.Watch through random writers, "+
+		"checked against the log: its records of their prefixes, in order, no gap, no duplicate (0: none)")
+	fs.IntVar(&c.historyEvery, "history-every", 10, "one CAS-client step in N reads a register key's history instead, "+
+		"checked to hold every write acknowledged before it, contiguous and in order (0: none)")
 	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0 (0: none)")
 	fs.IntVar(&c.keys, "keys", 5, "keys the clients share, each in its own project and partition when possible")
 	fs.IntVar(&c.writers, "writers", 3, "writer processes")
@@ -248,6 +259,8 @@ func (c *config) validate() error {
 		return errors.New("-list-clients must not be negative")
 	case c.queueClients < 0:
 		return errors.New("-queue-clients must not be negative")
+	case c.watchClients < 0 || c.historyEvery < 0:
+		return errors.New("-watch-clients and -history-every must not be negative")
 	case c.writers < 1 || c.projectors < 1:
 		return errors.New("-writers and -projectors must be at least 1")
 	case c.opTimeout <= 0 || c.checkTimeout <= 0:
