@@ -193,7 +193,7 @@ type report struct {
 	watchWorkload *watchWorkload // the watchers (watch.go)
 	watch         watchFindings
 	historyReads  *historyReads // the history reads (history.go)
-	historyFound      historyFindings
+	historyFound  historyFindings
 }
 
 func (r *report) ok() bool {
