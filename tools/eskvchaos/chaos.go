@@ -224,9 +224,9 @@ func (r *report) checkReadPaths(ctx context.Context, l *logcheck.Log) {
 	}
 	r.watch = checkWatch(r.watchWorkload.watchers, l.Events, l.End, acks)
 	r.watch.drained = drained
-	reads, failed := r.historyReads.snapshot()
+	reads, failed, example := r.historyReads.snapshot()
 	r.historyFound = checkHistory(reads, r.history, l.Events)
-	r.historyFound.failed = failed
+	r.historyFound.failed, r.historyFound.example = failed, example
 }
 
 // save writes the history and the findings to the run directory (kept when

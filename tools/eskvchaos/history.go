@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,10 +67,12 @@ type historyReads struct {
 	latest map[string]int64 // the highest version acknowledged per key
 	reads  []historyRead
 	failed map[string]int // reads not answered, by error code
+	// example is the first error of each code in failed, for the report.
+	example map[string]string
 }
 
 func newHistoryReads(urls []string, token string, every int, timeout time.Duration) *historyReads {
-	h := &historyReads{every: every, timeout: timeout, latest: map[string]int64{}, failed: map[string]int{}}
+	h := &historyReads{every: every, timeout: timeout, latest: map[string]int64{}, failed: map[string]int{}, example: map[string]string{}}
 	for _, u := range urls {
 		// One try per call: a retry would blur the call's interval.
 		h.clients = append(h.clients, client.New(u, token, client.WithRetries(1, 50*time.Millisecond, 500*time.Millisecond)))
@@ -118,29 +123,29 @@ func (h *historyReads) read(id, w int, rng *rand.Rand, key string, now func() in
 	case err == nil:
 	case code == events.ENotFound:
 		r.NotFound, r.Versions = true, nil
-	case code == "":
-		h.failed["no answer"]++
-		return false
 	default:
+		if ne := (*client.NetworkError)(nil); code == "" || errors.As(err, &ne) {
+			code = "no answer" // a broken connection: a writer killed or paused
+		}
 		h.failed[code]++
+		if _, ok := h.example[code]; !ok {
+			h.example[code] = err.Error()
+		}
 		return false
 	}
 	h.reads = append(h.reads, r)
 	return true
 }
 
-// snapshot returns the answered reads and the failures by code.
-func (h *historyReads) snapshot() ([]historyRead, map[string]int) {
+// snapshot returns the answered reads, the failures by code and an
+// example of each.
+func (h *historyReads) snapshot() ([]historyRead, map[string]int, map[string]string) {
 	if h == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	failed := make(map[string]int, len(h.failed))
-	for k, v := range h.failed {
-		failed[k] = v
-	}
-	return append([]historyRead(nil), h.reads...), failed
+	return append([]historyRead(nil), h.reads...), maps.Clone(h.failed), maps.Clone(h.example)
 }
 
 // historyFindings is what the check of the history reads found.
@@ -149,6 +154,7 @@ type historyFindings struct {
 	versions              int
 	judged                int // (read, acknowledged write) pairs checked
 	failed                map[string]int
+	example               map[string]string // an error of each code in failed
 	violations            []string
 	elapsed               time.Duration
 }
@@ -263,4 +269,7 @@ func (f *historyFindings) print(w io.Writer) {
 		"%d (read, acknowledged write) judgements; %d not answered (%s); %s)\n",
 		len(f.violations), f.reads, f.full, f.notFound, f.versions, f.judged, n, by, f.elapsed.Round(time.Millisecond))
 	printFirst(w, f.violations)
+	for _, code := range slices.Sorted(maps.Keys(f.example)) {
+		fmt.Fprintf(w, "  not answered, %s: %s\n", code, f.example[code])
+	}
 }
