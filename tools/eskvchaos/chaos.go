@@ -222,6 +222,9 @@ func (r *report) checkReadPaths(ctx context.Context, l *logcheck.Log) {
 			acks = append(acks, keyVersion{c.Key, c.Version})
 		}
 	}
+	acks = append(acks, ackedVersions(&r.setWorkload.collectionWorkload, func(c setChange) keyVersion { return keyVersion{c.key, c.version} })...)
+	acks = append(acks, ackedVersions(&r.listWorkload.collectionWorkload, func(c listChange) keyVersion { return keyVersion{c.key, c.version} })...)
+	acks = append(acks, ackedVersions(&r.queueWorkload.collectionWorkload, func(c queueChange) keyVersion { return keyVersion{c.key, c.version} })...)
 	r.watch = checkWatch(r.watchWorkload.watchers, l.Events, l.End, acks)
 	r.watch.drained = drained
 	reads, failed, example := r.historyReads.snapshot()

@@ -124,6 +124,17 @@ func (w *collectionWorkload[A]) post(url string, body, ans any) (string, answer)
 	return "unknown", a
 }
 
+// ackedVersions returns the key and version (kv) of each acknowledged
+// change of w: what the watchers must have received.
+func ackedVersions[A any](w *collectionWorkload[A], kv func(A) keyVersion) []keyVersion {
+	_, acked := w.snapshot()
+	out := make([]keyVersion, len(acked))
+	for i, a := range acked {
+		out[i] = kv(a)
+	}
+	return out
+}
+
 // keyVersion names an event of the log: its key and version.
 type keyVersion struct {
 	key     string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,8 +16,7 @@ import (
 )
 
 // The watch workload: -watch-clients watchers each follow the prefix of a
-// register key's project (the register and the listing workload's keys
-// beside it) with client.Watch, through a writer drawn at random for each
+// project (watchPrefixes) with client.Watch, through a writer drawn at random for each
 // session of 1 to 6 s, resuming after the last cursor they received on
 // the next one, while the nemesis kills and pauses the writers (and
 // client.Watch reconnects on its own within a session). Every event is
@@ -65,10 +65,24 @@ type watchWorkload struct {
 	cancel   context.CancelFunc
 }
 
-// newWatchWorkload prepares n watchers, the i-th on the project of
-// keys[i mod len(keys)], each from the start of its partition (offset -1:
-// before its first record), so that what it must receive is every record
-// of its prefix.
+// watchPrefixes are the prefixes the watchers follow, the i-th watcher
+// the i-th (round robin): the projects of the first two register keys
+// (each the register and the listing workload's keys beside it), then the
+// collection workloads' projects (element events, whose record keys are
+// not their event keys), then the other register projects.
+func watchPrefixes(keys []string) []string {
+	var scopes []string
+	for _, k := range keys {
+		scopes = append(scopes, events.ScopeOf(k))
+	}
+	collections := []string{events.ScopeOf(setKeys()[0]), events.ScopeOf(listWorkloadKeys()[0]), events.ScopeOf(queueKeys()[0])}
+	n := min(2, len(scopes))
+	return slices.Concat(scopes[:n], collections, scopes[n:])
+}
+
+// newWatchWorkload prepares n watchers on watchPrefixes(keys), each from
+// the start of its partition (offset -1: before its first record), so
+// that what it must receive is every record of its prefix.
 func newWatchWorkload(urls []string, token string, keys []string, partitions int32, n int) *watchWorkload {
 	w := &watchWorkload{}
 	for _, u := range urls {
@@ -76,8 +90,9 @@ func newWatchWorkload(urls []string, token string, keys []string, partitions int
 		// the policy's waits.
 		w.clients = append(w.clients, client.New(u, token, client.WithRetries(1, 50*time.Millisecond, 500*time.Millisecond)))
 	}
+	prefixes := watchPrefixes(keys)
 	for i := range n {
-		scope := events.ScopeOf(keys[i%len(keys)])
+		scope := prefixes[i%len(prefixes)]
 		start := events.Cursor{Partition: events.Partition(scope, partitions), Offset: -1}
 		w.watchers = append(w.watchers, &watchRecord{prefix: scope + "/", start: start, last: start})
 	}
