@@ -242,6 +242,9 @@ func (r *report) save() error {
 	if err := os.WriteFile(filepath.Join(r.dir, "history.json"), b, 0o644); err != nil {
 		return err
 	}
+	if err := saveReadPaths(r.dir, r.watchWorkload, r.historyReads); err != nil {
+		return err
+	}
 	b, err = json.Marshal(struct {
 		Changes  []linz.Change  `json:"changes"`
 		Listings []linz.Listing `json:"listings"`

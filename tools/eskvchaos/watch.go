@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -308,4 +311,29 @@ func (f *watchFindings) print(w io.Writer) {
 		len(f.violations), f.watchers, f.sessions, f.received, f.expected, f.missing, f.unexpected, f.duplicates, f.reordered,
 		f.acked, f.drained.Round(time.Millisecond))
 	printFirst(w, f.violations)
+}
+
+// saveReadPaths writes what the watchers received (watch.txt: a line
+// "PREFIX CURSOR KEY@VERSION" per event, then the errors) and the history
+// reads (history-reads.json) to dir.
+func saveReadPaths(dir string, w *watchWorkload, h *historyReads) error {
+	var b strings.Builder
+	for _, r := range w.watchers {
+		got, errs, _ := r.snapshot()
+		for _, g := range got {
+			fmt.Fprintf(&b, "%s %s %s@%d\n", r.prefix, g.at, g.key, g.version)
+		}
+		for _, e := range errs {
+			fmt.Fprintf(&b, "%s error: %s\n", r.prefix, e)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "watch.txt"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	reads, _, _ := h.snapshot()
+	js, err := json.Marshal(reads)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "history-reads.json"), js, 0o644)
 }
