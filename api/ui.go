@@ -178,7 +178,7 @@ func uiHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		h := c.Response().Header()
 		h.Set("Content-Security-Policy", uiContentPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // no-referrer would make the form's Origin "null"
 		h.Set("X-Frame-Options", "DENY")
 		if !strings.HasPrefix(c.Request().URL.Path, "/ui/assets/") {
 			h.Set("Cache-Control", "no-store")
@@ -293,8 +293,12 @@ func (s *Server) uiLogout(c echo.Context) error {
 }
 
 // sameOrigin reports whether a form post comes from this server's own
-// pages (or from no browser page at all: no Origin header).
+// pages (or from no browser page at all: neither Sec-Fetch-Site nor
+// Origin).
 func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true

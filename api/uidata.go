@@ -294,4 +294,3 @@ func onlyParams(q url.Values, names ...string) error {
 	}
 	return nil
 }
-
