@@ -88,6 +88,12 @@ type UIVersion struct {
 	ElementOp string `json:"elementOp,omitempty"`
 }
 
+// UIHistory is GET /ui/api/history.
+type UIHistory struct {
+	Key      string      `json:"key"`
+	Versions []UIVersion `json:"versions"`
+}
+
 // UIEvent is one event of GET /ui/api/watch: a watch event without its
 // value and element.
 type UIEvent struct {
@@ -225,7 +231,7 @@ func (s *Server) uiHistory(c echo.Context) error {
 		}
 		out = append(out, u)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"key": k.String(), "versions": out})
+	return c.JSON(http.StatusOK, UIHistory{Key: k.String(), Versions: out})
 }
 
 // uiConflicts answers the project's conflicts per minute over the last
