@@ -108,13 +108,14 @@ func (cc *conflictCounter) perMinute(scope string, now time.Time) ConflictRates 
 	return out
 }
 
-// countConflicts counts the key routes' 409 answers by project. A
+// countConflicts counts the key routes' writes answered 409 by project
+// (a read answered 409, such as :lock of a set, is no conflict). A
 // transaction's conflicts are not counted (its keys may span a project's
 // paths, and its answer names the key at fault only in its body).
 func (s *Server) countConflicts(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := next(c)
-		if err == nil || statusOf[events.ErrorCode(err)] != http.StatusConflict {
+		if err == nil || c.Request().Method == http.MethodGet || statusOf[events.ErrorCode(err)] != http.StatusConflict {
 			return err
 		}
 		raw, _, _ := strings.Cut(c.Param("*"), ":") // a key never holds ':'; a verb follows it
