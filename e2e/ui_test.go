@@ -234,6 +234,9 @@ func TestStatusPageBrowser(t *testing.T) {
 	if total.Value != "2" || history != 2 {
 		t.Fatalf("conflict chart total %q, history rows %d; want 2 and 2", total.Value, history)
 	}
+	// The watch has started once its stream is open: a write from now on
+	// reaches the page.
+	inBrowser(t, ctx, "watch open", chromedp.WaitVisible(chromedp.CSS(`#live-status[data-live="open"]`)))
 	if r := s.do("PUT", "/v1/kv/"+uiPrefix+"later", acmeToken, map[string]any{"value": marker}); r.Status != http.StatusOK {
 		t.Fatalf("PUT later: %d %s", r.Status, r.Body)
 	}

@@ -195,8 +195,8 @@ function watch() {
   if (state.source) state.source.close();
   const src = new EventSource("/ui/api/watch?prefix=" + encodeURIComponent(state.prefix));
   state.source = src;
-  src.onopen = () => { $("live-status").textContent = "live: following changes"; };
-  src.onerror = () => { $("live-status").textContent = "live: reconnecting…"; };
+  src.onopen = () => { $("live-status").textContent = "live: following changes"; $("live-status").dataset.live = "open"; };
+  src.onerror = () => { $("live-status").textContent = "live: reconnecting…"; $("live-status").dataset.live = "reconnecting"; };
   src.addEventListener("change", (m) => {
     const e = JSON.parse(m.data);
     const li = el("li", { "data-key": e.key }, e.cursor + "  " + e.key.slice(state.prefix.length) + "@" + e.version + "  " + e.kind + "/" + e.op + (e.elementOp ? "/" + e.elementOp : "") + "  by " + e.principal);
