@@ -161,12 +161,11 @@ func (s *Server) uiKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case s.lists <- struct{}{}:
-		defer func() { <-s.lists }()
-	default:
-		return &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
+	release, err := s.takeList()
+	if err != nil {
+		return err
 	}
+	defer release()
 	now := s.now()
 	entries, truncated, err := s.list.List(c.Request().Context(), prefix, "", uiMaxKeys, s.cfg.MaxListBytes, now)
 	if err != nil {
@@ -219,6 +218,11 @@ func (s *Server) uiHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.takeList()
+	if err != nil {
+		return err
+	}
+	defer release()
 	versions, _, err := s.list.History(c.Request().Context(), k.String(), from, uiMaxHistory, s.cfg.MaxListBytes)
 	if err != nil {
 		return err
@@ -281,6 +285,18 @@ func writeUIChange(w *echo.Response, it watch.Item) error {
 	}
 	_, err = w.Write([]byte("id: " + u.Cursor + "\nevent: change\ndata: " + string(b) + "\n\n"))
 	return err
+}
+
+// takeList takes one of the listings' tokens (a page of the projection
+// is in memory until its answer is written) and returns its release, or
+// 503 when all are taken.
+func (s *Server) takeList() (func(), error) {
+	select {
+	case s.lists <- struct{}{}:
+		return func() { <-s.lists }, nil
+	default:
+		return nil, &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
+	}
 }
 
 // onlyParams refuses query parameters other than names, and any given
