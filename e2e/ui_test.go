@@ -206,7 +206,9 @@ func TestStatusPageBrowser(t *testing.T) {
 	inBrowser(t, ctx, "log in and open the project",
 		chromedp.SendKeys(chromedp.ID("token"), readerTok),
 		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.ID("project-select")),
+		// Shown once /ui/api/me answered (and filled the name in): set
+		// it only then.
+		chromedp.WaitVisible(chromedp.ID("project-by-name")),
 		chromedp.SetValue(chromedp.ID("project-name"), "acme/ui"),
 		chromedp.Click(chromedp.ID("project-open")),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`members"]`)),
