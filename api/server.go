@@ -117,6 +117,15 @@ type Config struct {
 	// WatchHeartbeat is how often an idle watch sends a comment
 	// (DefaultWatchHeartbeat when 0).
 	WatchHeartbeat time.Duration
+	// UIKey is the status page's secret (at least MinUIKeyBytes): it
+	// signs session cookies and keys the fingerprints of values. Writers
+	// of one deployment share it, so that a session works on any of them
+	// and a value has one fingerprint; nil draws a random key for this
+	// process alone.
+	UIKey []byte
+	// UISessionTTL is how long a status page session lasts
+	// (DefaultUISessionTTL when 0).
+	UISessionTTL time.Duration
 }
 
 // Server is the HTTP API.
@@ -132,6 +141,10 @@ type Server struct {
 	denials *denials
 	// lists holds a token per listing in progress (MaxConcurrentLists).
 	lists chan struct{}
+	// ui authenticates the status page's sessions; conflicts counts the
+	// 409 answers it charts.
+	ui        *uiAuth
+	conflicts *conflictCounter
 }
 
 // New returns the API server around w and list.
@@ -156,11 +169,15 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if s.fwd.self == "" {
 		s.fwd.self = "writer"
 	}
+	var err error
+	if s.ui, err = newUIAuth(cfg.UIKey, cfg.Tokens, cfg.UISessionTTL); err != nil {
+		return nil, err
+	}
+	s.conflicts = newConflictCounter()
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
 	e.JSONSerializer = jsonSerializer{}
-	var err error
 	if s.denials, err = newDenials(cfg.Tokens, cfg.Registerer, log); err != nil {
 		return nil, err
 	}
@@ -178,7 +195,8 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	}
-	v1 := e.Group("/v1", s.authenticate)
+	s.routeUI(e)
+	v1 := e.Group("/v1", s.authenticate, s.countConflicts)
 	v1.GET("/kv", s.listKeys)
 	v1.GET("/kv/*", s.get)
 	v1.PUT("/kv/*", s.writeHandler(s.put))

@@ -49,7 +49,7 @@ func (s *Server) watchStream(c echo.Context) error {
 		return err
 	}
 	defer sub.Close()
-	return s.stream(c, sub)
+	return s.stream(c, sub, writeChange)
 }
 
 // watchSpec reads and authorizes the query: a prefix or a key the
@@ -135,8 +135,9 @@ func watchStart(q url.Values, lastEventID string, spec *watch.Spec) error {
 	return nil
 }
 
-// stream writes sub's events until it ends or the client goes away.
-func (s *Server) stream(c echo.Context, sub *watch.Sub) error {
+// stream writes sub's events, each with write, until it ends or the
+// client goes away.
+func (s *Server) stream(c echo.Context, sub *watch.Sub, write func(*echo.Response, watch.Item) error) error {
 	w := c.Response()
 	rc := http.NewResponseController(w)
 	// The server's read timeout may end the request's context in
@@ -170,7 +171,7 @@ func (s *Server) stream(c echo.Context, sub *watch.Sub) error {
 				return s.writeEnd(w, rc, sub)
 			}
 			deadline()
-			err = writeChange(w, it)
+			err = write(w, it)
 			if len(sub.C) == 0 {
 				err = rc.Flush()
 			}

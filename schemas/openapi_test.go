@@ -144,6 +144,14 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/healthz":               {"get"},
 		"/readyz":                {"get"},
 		"/metrics":               {"get"},
+		"/ui/":                   {"get"},
+		"/ui/login":              {"get", "post"},
+		"/ui/logout":             {"post"},
+		"/ui/api/me":             {"get"},
+		"/ui/api/keys":           {"get"},
+		"/ui/api/history":        {"get"},
+		"/ui/api/conflicts":      {"get"},
+		"/ui/api/watch":          {"get"},
 	}
 	paths := obj(doc["paths"])
 	if got := sortedKeys(paths); !slices.Equal(got, sortedKeys(anyMap(want))) {
@@ -385,7 +393,8 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/history.go", "../events/queue.go", "../events/watch.go")
+	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/history.go", "../events/queue.go", "../events/watch.go",
+		"../api/uidata.go", "../api/uiconflicts.go")
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded
@@ -434,6 +443,15 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"QSizeAnswer", "QSizeAnswer", true},
 		{"WatchEvent", "WatchEvent", true},
 		{"WatchEnd", "WatchEnd", true},
+		{"UIMe", "UIMe", true},
+		{"UIProject", "UIProject", true},
+		{"UIKeys", "UIKeys", true},
+		{"UIKey", "UIKey", true},
+		{"UIVersion", "UIVersion", true},
+		{"UIHistory", "UIHistory", true},
+		{"UIEvent", "UIEvent", true},
+		{"ConflictRates", "ConflictRates", true},
+		{"ConflictMinute", "ConflictMinute", true},
 	} {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-postgres.sh
 bash scripts/ensure-clickhouse.sh
+# chromium: the status page's browser tests (e2e/ui_test.go).
+bash scripts/ensure-chromium.sh
 # redis-server: tools/eskvbench's peer lifecycle test (TestPeerRedis, figure
 # 18) starts one on a free port. Installed here, not only by make bench's
 # ensure-peers.sh, because make test runs that test on a clean machine.

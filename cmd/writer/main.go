@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,8 @@ type config struct {
 	watchBuffer      int
 	heartbeat        time.Duration
 	fetchWait        time.Duration
+	uiKeyFile        string
+	uiSessionTTL     time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -112,6 +115,10 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
 	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
 	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
+	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
+	f.Env("ui-key-file", "ESKV_UI_KEY_FILE")
+	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
+	f.Env("ui-session-ttl", "ESKV_UI_SESSION_TTL")
 	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return nil, err
@@ -123,6 +130,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
 		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
+		f.Check(c.uiSessionTTL > 0, "ui-session-ttl", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		c.http.Check(f),
 		c.kafka.Check(),
@@ -189,6 +197,10 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	uiKey, err := c.uiKey(log)
+	if err != nil {
+		return err
+	}
 	ln, err := service.Listen(c.httpAddr)
 	if err != nil {
 		return err
@@ -227,6 +239,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		MaxConcurrentLists: c.maxLists,
 		Watch:              hub,
 		WatchHeartbeat:     c.heartbeat,
+		UIKey:              uiKey,
+		UISessionTTL:       c.uiSessionTTL,
 	}, w, store, log)
 	if err != nil {
 		return err
@@ -243,6 +257,25 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		parts = append(parts, pprofPart)
 	}
 	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
+}
+
+// uiKey reads the status page's secret from ESKV_UI_KEY_FILE (its
+// surrounding white space trimmed), or returns nil (a random key per
+// process) and says so.
+func (c *config) uiKey(log *slog.Logger) ([]byte, error) {
+	if c.uiKeyFile == "" {
+		log.Warn("ESKV_UI_KEY_FILE is unset: status page sessions work only on this writer and value fingerprints change at restart")
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.uiKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("ESKV_UI_KEY_FILE: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < api.MinUIKeyBytes {
+		return nil, fmt.Errorf("ESKV_UI_KEY_FILE %s: the key is %d bytes, at least %d are needed (openssl rand -hex 32)", c.uiKeyFile, len(b), api.MinUIKeyBytes)
+	}
+	return b, nil
 }
 
 // writerConfig is the writer's configuration from the settings.

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"crypto/sha256"
+	"testing"
+	"time"
+)
+
+// TestUISession: a cookie names its principal until its end; a changed
+// byte, a cookie of another key, an ended session, an expired token and a
+// token removed by a reload are all refused.
+func TestUISession(t *testing.T) {
+	exp := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	cfgs := []TokenConfig{
+		{Token: "ui-token-0123456789abcdef", Principal: "ops", Grants: []Grant{{Prefix: "tenant/acme/", Rights: []Right{Read}}}},
+		{Token: "ui-short-0123456789abcdef", Principal: "temp", Grants: []Grant{{Prefix: "tenant/acme/", Rights: []Right{Read}}}, ExpiresAt: &exp},
+	}
+	tokens, err := NewTokens(cfgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("0123456789abcdef0123456789abcdef")
+	a, err := newUIAuth(key, tokens, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	cookie := func(a *uiAuth, token string, end time.Time) string {
+		return a.cookieValue(a.ref(sha256.Sum256([]byte(token))), end)
+	}
+	ops := cookie(a, cfgs[0].Token, now.Add(time.Hour))
+	if p, ok := a.session(ops, now); !ok || p.Name != "ops" {
+		t.Fatalf("a fresh session: %v %v, want ops", p, ok)
+	}
+	other, _ := newUIAuth([]byte("another key, 32 bytes at least!!"), tokens, 0)
+	tampered := []byte(ops)
+	tampered[20] ^= 1
+	for name, c := range map[string]struct {
+		value string
+		at    time.Time
+	}{
+		"tampered":      {string(tampered), now},
+		"other key":     {cookie(other, cfgs[0].Token, now.Add(time.Hour)), now},
+		"ended":         {ops, now.Add(time.Hour)},
+		"token expired": {cookie(a, cfgs[1].Token, now.Add(5*time.Hour)), exp},
+		"not base64":    {"!!", now},
+	} {
+		if p, ok := a.session(c.value, c.at); ok {
+			t.Errorf("%s: session of %s accepted", name, p.Name)
+		}
+	}
+	if _, ok := a.session(cookie(a, cfgs[1].Token, now.Add(5*time.Hour)), now); !ok {
+		t.Fatal("the short token's session before its expiry was refused")
+	}
+	reloaded, err := NewTokens(cfgs[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens.Replace(reloaded)
+	if _, ok := a.session(ops, now); ok {
+		t.Fatal("a session outlived its token's removal")
+	}
+	if _, err := newUIAuth([]byte("short"), tokens, 0); err == nil {
+		t.Fatal("a 5-byte UI key was accepted")
+	}
+}
+
+// TestConflictCounter: counts land in their minute, the window is the
+// last 60 minutes (older counts fall out), and projects are apart.
+func TestConflictCounter(t *testing.T) {
+	cc := newConflictCounter()
+	t0 := time.Date(2026, 11, 24, 10, 0, 30, 0, time.UTC)
+	cc.add("tenant/a/project/p", t0)
+	cc.add("tenant/a/project/p", t0.Add(10*time.Second))
+	cc.add("tenant/a/project/p", t0.Add(2*time.Minute))
+	cc.add("tenant/a/project/q", t0)
+	r := cc.perMinute("tenant/a/project/p", t0.Add(2*time.Minute))
+	if len(r.Minutes) != conflictMinutes || r.Total != 3 {
+		t.Fatalf("got %d minutes, total %d; want 60 and 3", len(r.Minutes), r.Total)
+	}
+	last := r.Minutes[conflictMinutes-1]
+	if last.Count != 1 || !last.Start.Equal(time.Date(2026, 11, 24, 10, 2, 0, 0, time.UTC)) || r.Minutes[conflictMinutes-3].Count != 2 {
+		t.Fatalf("minutes end with %+v, %+v; want 2 at 10:00 and 1 at 10:02", r.Minutes[conflictMinutes-3], last)
+	}
+	if r := cc.perMinute("tenant/a/project/p", t0.Add(61*time.Minute)); r.Total != 1 {
+		t.Fatalf("an hour later the total is %d, want 1 (10:02 only)", r.Total)
+	}
+	// A minute's slot reused an hour later starts again from zero.
+	cc.add("tenant/a/project/p", t0.Add(60*time.Minute))
+	if r := cc.perMinute("tenant/a/project/p", t0.Add(60*time.Minute)); r.Total != 2 || r.Minutes[conflictMinutes-1].Count != 1 {
+		t.Fatalf("after the slot's reuse: total %d, last %d; want 2 and 1", r.Total, r.Minutes[conflictMinutes-1].Count)
+	}
+	if r := cc.perMinute("tenant/a/project/q", t0); r.Total != 1 {
+		t.Fatalf("project q: %d, want 1", r.Total)
+	}
+}

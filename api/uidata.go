@@ -1,0 +1,318 @@
+package api
+
+import (
+	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/watch"
+)
+
+// The status page's JSON (/ui/api/...). Nothing here carries a value:
+// the rows say what a key is and who touched it, a plain value is shown
+// as a keyed fingerprint at most, a collection as its size, a lock as its
+// holder (to a principal that may read the lock, as GET answers it).
+
+// uiMaxKeys is the most keys one project's page shows.
+const uiMaxKeys = 500
+
+// uiMaxHistory is the most versions of a key's history the page shows.
+const uiMaxHistory = 50
+
+// UIProject is a project a principal may read (part of it, when Prefix
+// is below the project).
+type UIProject struct {
+	Tenant  string `json:"tenant"`
+	Project string `json:"project"`
+	Prefix  string `json:"prefix"`
+}
+
+// UIMe is GET /ui/api/me: who the session is and what it may open.
+type UIMe struct {
+	Principal string      `json:"principal"`
+	Projects  []UIProject `json:"projects"`
+	// Tenants lists tenants the principal may read whole (any project
+	// of them can be opened by name); AnyTenant: every tenant.
+	Tenants   []string `json:"tenants"`
+	AnyTenant bool     `json:"anyTenant"`
+}
+
+// UIKey is one row of GET /ui/api/keys.
+type UIKey struct {
+	Key        string     `json:"key"`
+	Purpose    string     `json:"purpose"`
+	Version    int64      `json:"version"`
+	LastWriter string     `json:"lastWriter"`
+	UpdatedAt  time.Time  `json:"updatedAt"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+	// Holder is a lock's holder or a leader pool's leader, with its
+	// fencing Token and the Principal of the tenure.
+	Holder          string `json:"holder,omitempty"`
+	HolderPrincipal string `json:"holderPrincipal,omitempty"`
+	Token           int64  `json:"token,omitempty"`
+	// Size (and InFlight for a queue) of a collection.
+	Size     *int64 `json:"size,omitempty"`
+	InFlight int64  `json:"inFlight,omitempty"`
+	// Fingerprint of a plain value: HMAC-SHA256 keyed per deployment,
+	// first 16 hex digits; equal values have equal fingerprints.
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// UIKeys is GET /ui/api/keys.
+type UIKeys struct {
+	Prefix     string    `json:"prefix"`
+	ServerTime time.Time `json:"serverTime"`
+	Keys       []UIKey   `json:"keys"`
+	Truncated  bool      `json:"truncated"`
+}
+
+// UIVersion is one version of GET /ui/api/history: what happened, by
+// whom and when, never the value.
+type UIVersion struct {
+	Version   int64       `json:"version"`
+	Kind      events.Kind `json:"kind"`
+	Op        events.Op   `json:"op"`
+	Principal string      `json:"principal"`
+	TS        time.Time   `json:"ts"`
+	TxnID     string      `json:"txnId,omitempty"`
+	// ElementOp is a collection event's element change (add, remove).
+	ElementOp string `json:"elementOp,omitempty"`
+}
+
+// UIHistory is GET /ui/api/history.
+type UIHistory struct {
+	Key      string      `json:"key"`
+	Versions []UIVersion `json:"versions"`
+}
+
+// UIEvent is one event of GET /ui/api/watch: a watch event without its
+// value and element.
+type UIEvent struct {
+	Cursor    string      `json:"cursor"`
+	Key       string      `json:"key"`
+	Version   int64       `json:"version"`
+	Kind      events.Kind `json:"kind"`
+	Op        events.Op   `json:"op"`
+	Time      time.Time   `json:"time"`
+	Principal string      `json:"principal"`
+	ElementOp string      `json:"elementOp,omitempty"`
+}
+
+func (s *Server) uiMe(c echo.Context) error {
+	p := c.Get(principalKey).(*Principal)
+	me := UIMe{Principal: p.Name, Projects: []UIProject{}, Tenants: []string{}}
+	for _, g := range p.Grants {
+		if !hasRight(g, Read) {
+			continue
+		}
+		parts := strings.Split(strings.TrimSuffix(g.Prefix, "/"), "/")
+		switch {
+		case len(parts) == 1:
+			me.AnyTenant = true
+		case len(parts) <= 3:
+			me.Tenants = append(me.Tenants, parts[1])
+		default:
+			me.Projects = append(me.Projects, UIProject{Tenant: parts[1], Project: parts[3], Prefix: strings.Join(parts, "/") + "/"})
+		}
+	}
+	return c.JSON(http.StatusOK, me)
+}
+
+func hasRight(g Grant, r Right) bool {
+	for _, gr := range g.Rights {
+		if gr == r {
+			return true
+		}
+	}
+	return false
+}
+
+// uiPrefix reads and authorizes the prefix parameter: a valid listing
+// prefix the principal may read all of.
+func uiPrefix(c echo.Context, q url.Values) (string, *Principal, error) {
+	p := c.Get(principalKey).(*Principal)
+	prefix := q.Get("prefix")
+	if err := events.ValidatePrefix(prefix); err != nil {
+		return "", nil, err
+	}
+	if !p.AllowsPrefix(Read, prefix) {
+		return "", nil, events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
+	}
+	return prefix, p, nil
+}
+
+// uiKeys answers the rows of a project's keys from the projection (a
+// status page needs no read-your-writes: any writer answers, without
+// forwarding, as of the projector's last commit).
+func (s *Server) uiKeys(c echo.Context) error {
+	if err := onlyParams(c.QueryParams(), "prefix"); err != nil {
+		return err
+	}
+	prefix, p, err := uiPrefix(c, c.QueryParams())
+	if err != nil {
+		return err
+	}
+	release, err := s.takeList()
+	if err != nil {
+		return err
+	}
+	defer release()
+	now := s.now()
+	entries, truncated, err := s.list.List(c.Request().Context(), prefix, "", uiMaxKeys, s.cfg.MaxListBytes, now)
+	if err != nil {
+		return err
+	}
+	a := UIKeys{Prefix: prefix, ServerTime: now.UTC(), Keys: make([]UIKey, 0, len(entries)), Truncated: truncated}
+	for i := range entries {
+		a.Keys = append(a.Keys, s.uiRow(p, &entries[i]))
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// uiRow is the row of an entry: its metadata, and of its value only what
+// the purpose makes public to a reader: a lock's holder, a collection's
+// size, a plain value's fingerprint.
+func (s *Server) uiRow(p *Principal, e *events.Entry) UIKey {
+	r := UIKey{Key: e.Key, Purpose: e.Semantics.Purpose, Version: e.Version, LastWriter: e.LastWriter, UpdatedAt: e.UpdatedAt, ExpiresAt: e.ExpiresAt}
+	switch purpose := e.Semantics.Purpose; {
+	case purpose == events.PurposeLock || purpose == events.PurposeLeader:
+		// GET :lock answers the holder to a principal with the read right
+		// on the key, and to no other.
+		var v events.LockValue
+		if p.Allows(Read, e.Key) && json.Unmarshal(e.Value, &v) == nil {
+			r.Holder, r.HolderPrincipal, r.Token = v.Holder, v.Principal, v.Token
+		}
+	case events.IsCollectionPurpose(purpose):
+		if m, err := events.ParseCollectionMeta(e.Value); err == nil {
+			r.Size, r.InFlight = &m.Size, m.InFlight
+		}
+	default:
+		m := hmac.New(sha256.New, s.ui.fingerprintKey)
+		m.Write(e.Value)
+		r.Fingerprint = hex.EncodeToString(m.Sum(nil)[:8])
+	}
+	return r
+}
+
+// uiHistory answers a key's last versions (up to uiMaxHistory from
+// fromVersion), without their values.
+func (s *Server) uiHistory(c echo.Context) error {
+	q := c.QueryParams()
+	if err := onlyParams(q, "key", "fromVersion"); err != nil {
+		return err
+	}
+	_, k, err := s.authorizeKey(c, Read, q.Get("key"))
+	if err != nil {
+		return err
+	}
+	from, err := historyStart(q)
+	if err != nil {
+		return err
+	}
+	release, err := s.takeList()
+	if err != nil {
+		return err
+	}
+	defer release()
+	versions, _, err := s.list.History(c.Request().Context(), k.String(), from, uiMaxHistory, s.cfg.MaxListBytes)
+	if err != nil {
+		return err
+	}
+	out := make([]UIVersion, 0, len(versions))
+	for _, v := range versions {
+		u := UIVersion{Version: v.Version, Kind: v.Kind, Op: v.Op, Principal: v.Principal, TS: v.TS, TxnID: v.TxnID}
+		if v.Element != nil {
+			u.ElementOp = v.Element.Op
+		}
+		out = append(out, u)
+	}
+	return c.JSON(http.StatusOK, UIHistory{Key: k.String(), Versions: out})
+}
+
+// uiConflicts answers the project's conflicts per minute over the last
+// hour, as this writer answered them.
+func (s *Server) uiConflicts(c echo.Context) error {
+	if err := onlyParams(c.QueryParams(), "prefix"); err != nil {
+		return err
+	}
+	prefix, _, err := uiPrefix(c, c.QueryParams())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.conflicts.perMinute(scopeKey(prefix).Scope(), s.now()))
+}
+
+// uiWatch streams the project's changes as the watch does, each event
+// stripped of its value and element: no value reaches the browser.
+func (s *Server) uiWatch(c echo.Context) error {
+	if s.cfg.Watch == nil {
+		return events.Errorf(events.ENotFound, "this server does not serve watches")
+	}
+	if err := onlyParams(c.QueryParams(), "prefix"); err != nil {
+		return err
+	}
+	spec, err := s.watchSpec(c)
+	if err != nil {
+		return err
+	}
+	sub, err := s.cfg.Watch.Watch(c.Request().Context(), spec)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	return s.stream(c, sub, writeUIChange)
+}
+
+// writeUIChange writes one SSE event "change" of the status page.
+func writeUIChange(w *echo.Response, it watch.Item) error {
+	e := it.Event
+	u := UIEvent{Cursor: it.Cursor.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op, Time: e.TS, Principal: e.Principal}
+	if e.Element != nil {
+		u.ElementOp = e.Element.Op
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write([]byte("id: " + u.Cursor + "\nevent: change\ndata: " + string(b) + "\n\n"))
+	return err
+}
+
+// takeList takes one of the listings' tokens (a page of the projection
+// is in memory until its answer is written) and returns its release, or
+// 503 when all are taken.
+func (s *Server) takeList() (func(), error) {
+	select {
+	case s.lists <- struct{}{}:
+		return func() { <-s.lists }, nil
+	default:
+		return nil, &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
+	}
+}
+
+// onlyParams refuses query parameters other than names, and any given
+// twice.
+func onlyParams(q url.Values, names ...string) error {
+	for name, vs := range q {
+		known := false
+		for _, n := range names {
+			known = known || n == name
+		}
+		if !known {
+			return events.FieldErrorf(events.EInvalid, cmp.Or(name, "query"), "unknown query parameter %q (%s)", name, strings.Join(names, ", "))
+		}
+		if len(vs) > 1 {
+			return events.FieldErrorf(events.EInvalid, name, "%s is given more than once", name)
+		}
+	}
+	return nil
+}
