@@ -265,7 +265,11 @@ func (a *app) writePeek(queue string, items []client.QueueItem) error {
 	for _, it := range items {
 		line := string(it.Data)
 		if a.format == formatText {
-			line = printable(fmt.Sprintf("%s  priority %d  deliveries %d  %s", it.Item, it.Priority, it.Deliveries, it.Data))
+			expires := ""
+			if it.ExpiresAt != nil {
+				expires = "  expires " + timeText(*it.ExpiresAt)
+			}
+			line = printable(fmt.Sprintf("%s  priority %d  deliveries %d%s  %s", it.Item, it.Priority, it.Deliveries, expires, it.Data))
 		}
 		if _, err := fmt.Fprintln(a.stdout, line); err != nil {
 			return err
