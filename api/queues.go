@@ -34,6 +34,9 @@ func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key)
 	}
 	req := &writer.Request{Key: k, Op: op, Value: data, Priority: b.Priority, DedupID: b.DedupID,
 		ExpectedVersion: b.ExpectedVersion, TTLSeconds: ttl, RequestID: b.RequestID, Principal: p.Name}
+	if b.ItemTTLSeconds != nil {
+		req.ItemTTL = *b.ItemTTLSeconds
+	}
 	res, err := s.write(c, req)
 	if err != nil {
 		return err
@@ -134,7 +137,7 @@ func (s *Server) qpeek(c echo.Context, _ events.Op, k events.Key) error {
 	}
 	a := events.QPeekAnswer{Queue: k.String(), Items: make([]events.QueueItem, 0, len(items))}
 	for _, el := range items {
-		it := events.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries}
+		it := events.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries, ExpiresAt: el.ExpiresAt}
 		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {
 			it.Priority = prio
 		}

@@ -83,6 +83,8 @@ func TestQueueElementRow(t *testing.T) {
 		{events.OpQRequeue, events.ItemReady, "ready"},
 		{events.OpQAck, events.ItemDone, "done"},
 		{events.OpQAck, "", "remove"},
+		{events.OpQExpire, "", "remove"},
+		{events.OpQExpire, events.ItemDone, "done"},
 	} {
 		e.Op, e.Element.State, e.Element.Op = tc.op, tc.state, events.ElementAdd
 		if tc.state == "" {

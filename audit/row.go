@@ -105,7 +105,7 @@ type ConflictRow struct {
 // elementOp is the element_op of e's row: add or remove, and for a queue
 // item the state it enters (ready, inflight, done; remove when its row is
 // deleted), so the trail follows an item through its deliveries (the
-// row's op says which write: qpush, qpop, qack, qrequeue).
+// row's op says which write: qpush, qpop, qack, qrequeue, qexpire).
 func elementOp(e *events.Event) string {
 	if e.Op.IsQueueWrite() && e.Element.State != "" {
 		return e.Element.State

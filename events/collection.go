@@ -65,12 +65,22 @@ type Element struct {
 	// A queue item's full row after the event (events/queue.go): its
 	// State (absent: the row is deleted; then Op is remove), Deliveries
 	// so far, VisibleAt (the deadline of an in-flight delivery), its
-	// DedupID and PushedAt; Value is its data on every queue event.
+	// DedupID and PushedAt, and ExpiresAt (the item's own expiry, a
+	// push's itemTtlSeconds: never served at or after it, removed by the
+	// sweeper's qexpire; absent: never); Value is its data on every queue
+	// event.
 	State      string     `json:"state,omitempty"`
 	Deliveries int64      `json:"deliveries,omitempty"`
 	VisibleAt  *time.Time `json:"visibleAt,omitempty"`
 	DedupID    string     `json:"dedupId,omitempty"`
 	PushedAt   *time.Time `json:"pushedAt,omitempty"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+}
+
+// ItemExpired reports whether a queue item's own TTL has passed at now:
+// it is never served then, and the sweeper removes it.
+func (e *Element) ItemExpired(now time.Time) bool {
+	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
 }
 
 // CollectionMeta is the value of a collection's entry: its type, its

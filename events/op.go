@@ -97,6 +97,7 @@ var opTable = []opSpec{
 	{op: OpHistory, verb: "history", read: true},
 	{op: OpQPush, verb: "qpush", purpose: PurposeQueue}, {op: OpQPop, verb: "qpop", purpose: PurposeQueue},
 	{op: OpQAck, verb: "qack", purpose: PurposeQueue}, {op: OpQRequeue, purpose: PurposeQueue},
+	{op: OpQExpire, purpose: PurposeQueue},
 	{op: OpQPeek, verb: "qpeek", read: true, purpose: PurposeQueue},
 	{op: OpQSize, verb: "qsize", read: true, purpose: PurposeQueue},
 }

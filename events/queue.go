@@ -29,12 +29,16 @@ const (
 	// OpQRequeue is the sweeper's return of an in-flight item whose
 	// visibility deadline passed: no request names it.
 	OpQRequeue Op = "qrequeue"
+	// OpQExpire is the sweeper's removal of a ready or in-flight item
+	// whose own TTL (a push's itemTtlSeconds: Element.ExpiresAt) passed:
+	// no request names it.
+	OpQExpire Op = "qexpire"
 )
 
 // IsQueueWrite reports whether o is a queue write (push, pop, ack or the
-// sweeper's requeue).
+// sweeper's requeue or expire).
 func (o Op) IsQueueWrite() bool {
-	return o == OpQPush || o == OpQPop || o == OpQAck || o == OpQRequeue
+	return o == OpQPush || o == OpQPop || o == OpQAck || o == OpQRequeue || o == OpQExpire
 }
 
 // IsPop reports whether o removes an element and answers it (lpop,
@@ -137,7 +141,11 @@ type QPushBody struct {
 	// TTLSeconds expires the whole queue this long after the write;
 	// none keeps its expiry.
 	TTLSeconds *int64 `json:"ttlSeconds,omitempty"`
-	RequestID  string `json:"requestId,omitempty"`
+	// ItemTTLSeconds expires this item (not the queue) this long after
+	// the push: it is never served after, and the writer's sweeper
+	// removes it (qexpire). None: the item never expires.
+	ItemTTLSeconds *int64 `json:"itemTtlSeconds,omitempty"`
+	RequestID      string `json:"requestId,omitempty"`
 }
 
 // Validate checks the body's fields but the data (CompactValue).
@@ -158,6 +166,9 @@ func (b *QPushBody) Validate() error {
 	}
 	if b.TTLSeconds != nil && (*b.TTLSeconds < 1 || *b.TTLSeconds > MaxTTLSeconds) {
 		return FieldErrorf(EInvalid, "ttlSeconds", "ttlSeconds must be between 1 and %d (omit it to keep the queue's expiry)", MaxTTLSeconds)
+	}
+	if b.ItemTTLSeconds != nil && (*b.ItemTTLSeconds < 1 || *b.ItemTTLSeconds > MaxTTLSeconds) {
+		return FieldErrorf(EInvalid, "itemTtlSeconds", "itemTtlSeconds must be between 1 and %d (omit it for an item that never expires)", MaxTTLSeconds)
 	}
 	return nil
 }
@@ -232,8 +243,11 @@ type QPopAnswer struct {
 	// VisibilityTimeout is the pop's, in seconds (the seed's
 	// visibility_timeout); absent without one.
 	VisibilityTimeout int64 `json:"visibility_timeout,omitempty"`
-	Size              int64 `json:"size"`
-	Version           int64 `json:"version"`
+	// ExpiresAt is the item's own expiry (a push's itemTtlSeconds);
+	// absent: it never expires.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	Size      int64      `json:"size"`
+	Version   int64      `json:"version"`
 }
 
 // QAckAnswer answers qack.
@@ -250,6 +264,9 @@ type QueueItem struct {
 	Data       json.RawMessage `json:"data"`
 	Priority   int64           `json:"priority"`
 	Deliveries int64           `json:"deliveries"`
+	// ExpiresAt is the item's own expiry (a push's itemTtlSeconds);
+	// absent: it never expires.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 // QPeekAnswer answers qpeek: the next ready items in serving order.

@@ -204,7 +204,7 @@ func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now 
 // elementsDigestSQL is, for the projection in schema s (a sanitized
 // identifier), one row per live set, list or queue: its key and a digest
 // of its elements, their versions and (a list's, a queue's) values, and a
-// queue item's state and deliveries, for Compare. Rows before the
+// queue item's state, deliveries and own expiry, for Compare. Rows before the
 // collection's since are not elements, nor are a list's rows outside its
 // positions head .. head+size-1 (left behind by trims and pops:
 // events.ListPosition, in SQL), nor a queue's rows of an earlier
@@ -215,7 +215,8 @@ func elementsDigestSQL(s string) string {
 	const qp = `lpad(to_hex((e.value::jsonb->>'since')::bigint), 16, '0')`
 	return `SELECT el.collection AS key,
         md5(string_agg(el.member || E'\x1f' || el.version || coalesce(E'\x1f' || el.value, '')
-            || coalesce(E'\x1f' || el.state || E'\x1f' || coalesce(el.deliveries, 0), ''), E'\x1e' ORDER BY el.member)) AS h
+            || coalesce(E'\x1f' || el.state || E'\x1f' || coalesce(el.deliveries, 0), '')
+            || coalesce(E'\x1f' || extract(epoch FROM el.expires_at)::text, ''), E'\x1e' ORDER BY el.member)) AS h
     FROM ` + s + `.kv_elements el JOIN ` + s + `.kv_entries e ON e.key = el.collection
     WHERE e.live AND e.semantics->>'purpose' IN ('set', 'list', 'queue') AND el.version >= (e.value::jsonb->>'since')::bigint
         AND (e.semantics->>'purpose' = 'set'

@@ -22,18 +22,19 @@ import (
 
 // upsertQueueItems writes queue items to the state their event carries:
 // $1 collections, $2 members, $3 versions, $4 values, $5 states, $6
-// deliveries, $7 visible_at, $8 dedup ids ("": none), $9 pushed_at. The
+// deliveries, $7 visible_at, $8 dedup ids ("": none), $9 pushed_at, $10
+// expires_at (the item's own TTL, 00009). The
 // guards are upsertElements': newer than the queue's stored version and
 // than the row's.
 const upsertQueueItems = `
-INSERT INTO kv_elements AS el (collection, member, version, value, state, deliveries, visible_at, dedup, pushed_at)
-SELECT c, m, v, x, s, d, va, nullif(dd, ''), pa
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::timestamptz[], $8::text[], $9::timestamptz[])
-    AS t(c, m, v, x, s, d, va, dd, pa)
+INSERT INTO kv_elements AS el (collection, member, version, value, state, deliveries, visible_at, dedup, pushed_at, expires_at)
+SELECT c, m, v, x, s, d, va, nullif(dd, ''), pa, ea
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::timestamptz[], $8::text[], $9::timestamptz[],
+    $10::timestamptz[]) AS t(c, m, v, x, s, d, va, dd, pa, ea)
 WHERE v > coalesce((SELECT version FROM kv_entries WHERE key = t.c), 0)
 ON CONFLICT (collection, member) DO UPDATE SET version = excluded.version, value = excluded.value,
     state = excluded.state, deliveries = excluded.deliveries, visible_at = excluded.visible_at,
-    dedup = excluded.dedup, pushed_at = excluded.pushed_at
+    dedup = excluded.dedup, pushed_at = excluded.pushed_at, expires_at = excluded.expires_at
 WHERE el.version < excluded.version`
 
 // queueItemColumns are a batch's queue item upserts, for unnest().
@@ -41,7 +42,7 @@ type queueItemColumns struct {
 	collection, member, value, state, dedup []string
 	version                                 []int64
 	deliveries                              []int32
-	visibleAt, pushedAt                     []*time.Time
+	visibleAt, pushedAt, expiresAt          []*time.Time
 }
 
 func (c *queueItemColumns) add(ref ElementRef, version int64, el *events.Element) {
@@ -54,12 +55,13 @@ func (c *queueItemColumns) add(ref ElementRef, version int64, el *events.Element
 	c.visibleAt = append(c.visibleAt, el.VisibleAt)
 	c.dedup = append(c.dedup, el.DedupID)
 	c.pushedAt = append(c.pushedAt, el.PushedAt)
+	c.expiresAt = append(c.expiresAt, el.ExpiresAt)
 }
 
 func (c *queueItemColumns) queue(b *pgx.Batch) {
 	if len(c.member) > 0 {
 		b.Queue(upsertQueueItems, c.collection, c.member, c.version, c.value, c.state, c.deliveries,
-			c.visibleAt, c.dedup, c.pushedAt)
+			c.visibleAt, c.dedup, c.pushedAt, c.expiresAt)
 	}
 }
 
@@ -70,17 +72,20 @@ const sinceSQL = `lpad(to_hex(coalesce(nullif(%s::bigint, 0), (SELECT (value::js
     WHERE key = %s AND live AND semantics->>'purpose' = 'queue'))), 16, '0')`
 
 // itemColumns are the columns of a queue item row, read by scanItem.
-const itemColumns = `el.member, el.value, el.state, coalesce(el.deliveries, 0), el.visible_at, coalesce(el.dedup, ''), el.pushed_at`
+const itemColumns = `el.member, el.value, el.state, coalesce(el.deliveries, 0), el.visible_at, coalesce(el.dedup, ''), el.pushed_at, el.expires_at`
 
 // headsSQL is the first ready items of a queue's incarnation in serving
-// order, but the members the writer knows better ($3, its overlay's):
-// $1 the queue, $2 its since (0: the projection's), $4 how many. One
-// range of kv_elements_queue_ready.
+// order, but the members the writer knows better ($3, its overlay's)
+// and the items whose own TTL passed at $5 (NULL: none skipped): $1 the
+// queue, $2 its since (0: the projection's), $4 how many. One range of
+// kv_elements_queue_ready; the expired rows it passes over are those the
+// sweeper has not removed yet (at most one sweep interval's).
 var headsSQL = `SELECT ` + itemColumns + `
 FROM (SELECT ` + fmt.Sprintf(sinceSQL, "$2", "$1") + ` AS p) s
 CROSS JOIN LATERAL (SELECT * FROM kv_elements
     WHERE collection = $1 AND state = 'ready' AND member >= s.p || '.' AND member < s.p || '/'
         AND NOT (member = ANY($3::text[]))
+        AND (expires_at IS NULL OR $5::timestamptz IS NULL OR expires_at > $5::timestamptz)
     ORDER BY member LIMIT $4) el`
 
 // dedupSQL is the newest item of a queue's incarnation pushed with a
@@ -101,13 +106,13 @@ CROSS JOIN LATERAL (SELECT * FROM kv_elements WHERE collection = t.c AND member 
 func scanItem(row pgx.Row, extra ...any) (events.Element, error) {
 	var el events.Element
 	var value *string
-	dest := append(extra, &el.Member, &value, &el.State, &el.Deliveries, &el.VisibleAt, &el.DedupID, &el.PushedAt)
+	dest := append(extra, &el.Member, &value, &el.State, &el.Deliveries, &el.VisibleAt, &el.DedupID, &el.PushedAt, &el.ExpiresAt)
 	if err := row.Scan(dest...); err != nil {
 		return el, err
 	}
 	el.Op = events.ElementAdd
 	// In UTC, as the writer decides and the events carry them.
-	for _, t := range []*time.Time{el.VisibleAt, el.PushedAt} {
+	for _, t := range []*time.Time{el.VisibleAt, el.PushedAt, el.ExpiresAt} {
 		if t != nil {
 			*t = t.UTC()
 		}
@@ -128,6 +133,17 @@ type HeadRef struct {
 	// Exclude are members the writer knows better (its overlay's).
 	Exclude []string
 	Limit   int
+	// Now, when set, leaves out the items whose own TTL passed by then
+	// (never served).
+	Now time.Time
+}
+
+// nowOrNil is t for SQL, NULL when zero.
+func nowOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // DedupRef asks for the newest item of a queue pushed with DedupID.
@@ -153,7 +169,7 @@ func readItems(rows pgx.Rows) ([]events.Element, error) {
 // queueQueries queues the queue reads of q into b.
 func queueQueries(b *pgx.Batch, q Query) {
 	for _, h := range q.Heads {
-		b.Queue(headsSQL, h.Queue, h.Since, nonNil(h.Exclude), h.Limit)
+		b.Queue(headsSQL, h.Queue, h.Since, nonNil(h.Exclude), h.Limit, nowOrNil(h.Now))
 	}
 	for _, d := range q.Dedups {
 		b.Queue(dedupSQL, d.Queue, d.Since, d.DedupID)
@@ -222,7 +238,7 @@ const queueMetaSQL = `SELECT e.value FROM kv_entries e
 WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $2) AND e.semantics->>'purpose' = 'queue'`
 
 // Peek returns the next count ready items of the queue key in serving
-// order, reading its metadata and the rows in one snapshot: an absent or
+// order, but those whose own TTL passed at now, reading its metadata and the rows in one snapshot: an absent or
 // expired queue has none.
 func (s *Store) Peek(ctx context.Context, key string, count int, now time.Time) ([]events.Element, error) {
 	var items []events.Element
@@ -239,7 +255,7 @@ func (s *Store) Peek(ctx context.Context, key string, count int, now time.Time) 
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, headsSQL, key, meta.Since, []string{}, count)
+		rows, err := tx.Query(ctx, headsSQL, key, meta.Since, []string{}, count, now)
 		if err != nil {
 			return err
 		}
@@ -285,6 +301,37 @@ func (s *Store) DueItems(ctx context.Context, p int32, now time.Time, limit int)
 	})
 	if err != nil {
 		return nil, translate("due items", err)
+	}
+	return out, nil
+}
+
+// expiredItemsSQL lists the ready and in-flight items of partition $1's
+// live queues whose own TTL passed at $2, earliest first, at most $3: a
+// range of kv_elements_queue_expiry (00009). Items of an earlier
+// incarnation of a queue are left out (the expire would refuse them).
+var expiredItemsSQL = `SELECT el.collection, el.member, coalesce(el.deliveries, 0) FROM kv_elements el
+JOIN kv_entries e ON e.key = el.collection
+WHERE el.state IN ('ready', 'inflight') AND el.expires_at IS NOT NULL AND el.expires_at <= $2
+    AND e.partition = $1 AND e.live AND e.semantics->>'purpose' = 'queue'
+    AND el.member >= lpad(to_hex((e.value::jsonb->>'since')::bigint), 16, '0') || '.'
+ORDER BY el.expires_at
+LIMIT $3`
+
+// ExpiredItems returns up to limit ready or in-flight items of partition
+// p's queues whose own TTL passed at now: the sweeper's qexpire work
+// list.
+func (s *Store) ExpiredItems(ctx context.Context, p int32, now time.Time, limit int) ([]DueItem, error) {
+	rows, err := s.pool.Query(ctx, expiredItemsSQL, p, now, limit)
+	if err != nil {
+		return nil, translate("expired items", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueItem, error) {
+		var d DueItem
+		err := r.Scan(&d.Queue, &d.Member, &d.Deliveries)
+		return d, err
+	})
+	if err != nil {
+		return nil, translate("expired items", err)
 	}
 	return out, nil
 }

@@ -151,6 +151,12 @@ func TestValidateChange(t *testing.T) {
 				"state": "inflight", "deliveries": 1, "visibleAt": "2026-03-01T10:16:00Z", "pushedAt": "2026-03-01T10:15:30Z"})), true},
 		{"OKQueueAckRemoves", applyAll(setField("op", "qack"), setField("element", map[string]any{"op": "remove", "member": "0000000000000007.8000000000000000.0000000000000007",
 			"value": "x", "deliveries": 1, "pushedAt": "2026-03-01T10:15:30Z"})), true},
+		{"OKQueuePushWithItemTTL", applyAll(setField("op", "qpush"), setSemanticsField("purpose", "queue"), setField("after", map[string]any{"type": "queue", "size": 1, "since": 7}),
+			setField("element", map[string]any{"op": "add", "member": "0000000000000007.8000000000000000.0000000000000007", "value": 1,
+				"state": "ready", "pushedAt": "2026-03-01T10:15:30Z", "expiresAt": "2026-03-01T10:16:30Z"})), true},
+		{"OKQueueExpireRemoves", applyAll(setField("op", "qexpire"), setSemanticsField("purpose", "queue"), setField("after", map[string]any{"type": "queue", "size": 0, "since": 7}),
+			setField("element", map[string]any{"op": "remove", "member": "0000000000000007.8000000000000000.0000000000000007", "value": 1,
+				"deliveries": 1, "pushedAt": "2026-03-01T10:15:30Z", "expiresAt": "2026-03-01T10:16:30Z"})), true},
 		{"OKListTrimNoElement", applyAll(setField("op", "ltrim"), setSemanticsField("purpose", "list"), setField("after", map[string]any{"type": "list", "size": 0, "since": 7, "head": 3})), true},
 
 		{"ErrNotObject", func(doc map[string]any) { clear(doc) }, false}, // {} misses every required field
@@ -204,6 +210,7 @@ func TestValidateChange(t *testing.T) {
 		{"ErrElementNotObject", setField("element", "add m"), false},
 		{"ErrQueueStateUnknown", setField("element", map[string]any{"op": "add", "member": "m", "state": "hidden"}), false},
 		{"ErrQueueDeliveriesNegative", setField("element", map[string]any{"op": "add", "member": "m", "state": "ready", "deliveries": -1}), false},
+		{"ErrQueueExpiresAtNotTime", setField("element", map[string]any{"op": "add", "member": "m", "state": "ready", "expiresAt": 60}), false},
 		{"ErrQueueVisibleAtNotTime", setField("element", map[string]any{"op": "add", "member": "m", "state": "inflight", "visibleAt": "soon"}), false},
 	}
 	cases = append(cases, missingCases("schemaVersion", "key", "scope", "version", "prevVersion", "kind", "op", "before", "after", "createdAt", "ts", "semantics", "principal", "writerEpoch")...)

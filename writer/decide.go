@@ -73,12 +73,14 @@ type Request struct {
 	// Queue writes (DecideQueue): a push's Priority and DedupID (its
 	// data is Value), a pop's Visibility timeout in seconds (0: remove
 	// at once), and the item and delivery an ack's receipt (or the
-	// sweeper's requeue) names.
+	// sweeper's requeue or expire) names. ItemTTL is a push's item TTL
+	// in seconds (0: the item never expires; TTLSeconds is the queue's).
 	Priority   int64
 	DedupID    string
 	Visibility int64
 	Item       string
 	Delivery   int64
+	ItemTTL    int64
 
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
@@ -129,6 +131,9 @@ func (r *Request) Digest() string {
 	}
 	if r.Op.IsQueueWrite() {
 		parts = append(parts, "queue", r.Priority, r.DedupID, r.Visibility, r.Item, r.Delivery)
+	}
+	if r.ItemTTL != 0 { // only then: older digests keep their parts
+		parts = append(parts, "itemTtl", r.ItemTTL)
 	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)

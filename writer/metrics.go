@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "eskv_writer_swept_total", Help: "Expired entries the TTL sweeper handled, by outcome (expired: an expire event was appended; skipped: a renewal, delete or earlier expire won).",
+			Name: "eskv_writer_swept_total", Help: "Expired entries the TTL sweeper handled, by outcome (expired: an expire event was appended; requeued: an in-flight queue item past its visibility deadline returned; expired_items: a queue item past its own TTL removed; skipped: a renewal, delete, pop, ack or earlier sweep won).",
 		}, []string{"outcome"}),
 		deniedAudits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_denied_audits_total", Help: "Denied writes handed to the writer for the audit trail (AuditDenied), by outcome (queued; not_owner: another writer owns the key's partition; dropped: the partition is not ready or its queue is half full).",

@@ -133,17 +133,20 @@ func (v *queueView) newer(q string, visit func(events.Element)) {
 }
 
 // firstReady is the first ready item of queue q's incarnation since
-// among the batch's and the overlay's items and the probed heads; probe
-// is false when the heads may hold more than the projection answered.
-func (v *queueView) firstReady(q string, since int64) (best *events.Element, probe bool) {
+// among the batch's and the overlay's items and the probed heads, but
+// items whose own TTL passed at now (never served; the sweeper removes
+// them, so skipping them costs at most one sweep interval's expiries);
+// probe is false when the heads may hold more than the projection
+// answered.
+func (v *queueView) firstReady(q string, since int64, now time.Time) (best *events.Element, probe bool) {
 	consider := func(el events.Element) {
-		if el.State == events.ItemReady && inIncarnation(el.Member, since) && (best == nil || el.Member < best.Member) {
+		if el.State == events.ItemReady && inIncarnation(el.Member, since) && !el.ItemExpired(now) && (best == nil || el.Member < best.Member) {
 			best = &el
 		}
 	}
 	v.newer(q, consider)
 	for _, el := range v.heads[q] {
-		if inIncarnation(el.Member, since) && !v.known(projection.ElementRef{Collection: q, Member: el.Member}) {
+		if inIncarnation(el.Member, since) && !el.ItemExpired(now) && !v.known(projection.ElementRef{Collection: q, Member: el.Member}) {
 			consider(el)
 			return best, false
 		}
@@ -201,9 +204,9 @@ func (v *queueView) askQueue(q *projection.Query, r *Request, e overlayEntry, in
 	case events.OpQPop:
 		v.pops[key]++
 		if v.pops[key] == 1 {
-			q.Heads = append(q.Heads, projection.HeadRef{Queue: key, Since: since, Exclude: slices.Collect(maps.Keys(e.items))})
+			q.Heads = append(q.Heads, projection.HeadRef{Queue: key, Since: since, Exclude: slices.Collect(maps.Keys(e.items)), Now: now})
 		}
-	case events.OpQAck, events.OpQRequeue:
+	case events.OpQAck, events.OpQRequeue, events.OpQExpire:
 		ref, _ := queueRef(r)
 		if _, ok := e.items[ref.Member]; !ok {
 			q.Items = append(q.Items, ref)
@@ -255,18 +258,18 @@ func (p *partition) queueInput(ctx context.Context, cur events.State, r *Request
 		if meta.Size-meta.InFlight <= 0 {
 			return in, nil
 		}
-		head, probe := v.firstReady(key, meta.Since)
+		head, probe := v.firstReady(key, meta.Since, now)
 		if head == nil && probe {
-			h := projection.HeadRef{Queue: key, Since: meta.Since, Exclude: v.exclude(key), Limit: max(1, v.pops[key])}
+			h := projection.HeadRef{Queue: key, Since: meta.Since, Exclude: v.exclude(key), Limit: max(1, v.pops[key]), Now: now}
 			f, err := p.w.proj.Find(ctx, projection.Query{Heads: []projection.HeadRef{h}})
 			if err != nil {
 				return in, err
 			}
 			v.found(projection.Query{Heads: []projection.HeadRef{h}}, f, nil, now)
-			head, _ = v.firstReady(key, meta.Since)
+			head, _ = v.firstReady(key, meta.Since, now)
 		}
 		in.head = head
-	case events.OpQAck, events.OpQRequeue:
+	case events.OpQAck, events.OpQRequeue, events.OpQExpire:
 		ref, _ := queueRef(r)
 		in.item = v.item(ref)
 	}

@@ -86,15 +86,16 @@ func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Reques
 		if dup := duplicate(in.dup, visible, meta, r, now, dedupWindow); dup != nil {
 			return decision{result: Result{Entry: *visible, Element: dup, Deduplicated: true}}
 		}
-		el = &events.Element{Op: events.ElementAdd, Member: events.QueueMember(meta.Since, r.Priority, ev.Version),
-			Value: r.Value, State: events.ItemReady, DedupID: r.DedupID, PushedAt: &now}
+		el = pushed(meta, r, ev.Version, now)
 		meta.Size++
 	case events.OpQPop:
 		el, werr = decidePop(in.head, visible, &meta, r, now)
 	case events.OpQAck:
-		el, werr = decideAck(in.item, visible, &meta, r)
+		el, werr = decideAck(in.item, visible, &meta, r, now)
 	case events.OpQRequeue:
 		el, werr = decideRequeue(in.item, visible, &meta, r, now)
+	case events.OpQExpire:
+		el, werr = decideExpireItem(in.item, visible, &meta, r, now)
 	default:
 		werr = events.Errorf(events.EInternal, "%s is not a queue write", r.Op)
 	}
@@ -110,6 +111,19 @@ func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Reques
 	d.result.Changed = true
 	d.result.Element = el
 	return d
+}
+
+// pushed is the item a push of r appends at version: ready, and with an
+// item TTL its own expiry (pushedAt + TTL), which every later event of
+// the item carries.
+func pushed(meta events.CollectionMeta, r *Request, version int64, now time.Time) *events.Element {
+	el := &events.Element{Op: events.ElementAdd, Member: events.QueueMember(meta.Since, r.Priority, version),
+		Value: r.Value, State: events.ItemReady, DedupID: r.DedupID, PushedAt: &now}
+	if r.ItemTTL > 0 {
+		exp := now.Add(time.Duration(r.ItemTTL) * time.Second)
+		el.ExpiresAt = &exp
+	}
+	return el
 }
 
 // duplicate is the item a push of r.DedupID repeats: dup, when it is an
@@ -133,10 +147,16 @@ func decidePop(head *events.Element, visible *events.Entry, meta *events.Collect
 	if visible == nil || meta.Size-meta.InFlight <= 0 {
 		return nil, events.FieldErrorf(events.EQueueEmpty, "key", "queue %s is empty or does not exist", r.Key)
 	}
-	if head == nil || head.State != events.ItemReady || !inIncarnation(head.Member, meta.Since) {
-		// The metadata counts a ready item the projection and the
-		// overlay do not hold: never answer a wrong item.
-		return nil, events.Errorf(events.EInternal, "queue %s: %d items are ready but none was found", r.Key, meta.Size-meta.InFlight)
+	if head == nil || head.ItemExpired(now) {
+		// The metadata counts ready items whose own TTL passed until
+		// the sweeper's qexpire removes them (at most one sweep
+		// interval after): they are never served, so a queue holding
+		// only those is empty.
+		return nil, events.FieldErrorf(events.EQueueEmpty, "key", "queue %s has no item to serve: its %d ready items have expired (items past their itemTtlSeconds wait for the sweeper's removal)", r.Key, meta.Size-meta.InFlight)
+	}
+	if head.State != events.ItemReady || !inIncarnation(head.Member, meta.Since) {
+		// Never answer a wrong item.
+		return nil, events.Errorf(events.EInternal, "queue %s: the next item %s is not a ready item of this queue", r.Key, head.Member)
 	}
 	el := *head
 	el.Deliveries++
@@ -158,10 +178,12 @@ func decidePop(head *events.Element, visible *events.Entry, meta *events.Collect
 
 // staleReceipt is the answer to an ack of a receipt that is not the
 // current delivery of a live item; it says which.
-func staleReceipt(item *events.Element, meta events.CollectionMeta, r *Request) error {
-	why := "it names no item of this queue: acknowledged already, removed, or of an earlier incarnation of the queue"
+func staleReceipt(item *events.Element, meta events.CollectionMeta, r *Request, now time.Time) error {
+	why := "it names no item of this queue: acknowledged already, expired (its item TTL passed), removed, or of an earlier incarnation of the queue"
 	switch {
 	case item == nil || !inIncarnation(item.Member, meta.Since):
+	case item.State == events.ItemDone && item.ItemExpired(now):
+		why = "the item expired (its item TTL passed) or was acknowledged already"
 	case item.State == events.ItemDone:
 		why = "the item was acknowledged already"
 	case item.State == events.ItemReady:
@@ -183,10 +205,11 @@ func current(item *events.Element, visible *events.Entry, meta events.Collection
 // has a dedupId); anything else is a stale receipt, and a redelivered
 // item is never removed by an earlier delivery's receipt. An ack after
 // the deadline but before the sweeper requeued the item succeeds, as in
-// SQS.
-func decideAck(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request) (*events.Element, error) {
+// SQS; so does one after the item's own TTL passed but before the
+// sweeper's qexpire removed it (then it is stale).
+func decideAck(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
 	if !current(item, visible, *meta, r) {
-		return nil, staleReceipt(item, *meta, r)
+		return nil, staleReceipt(item, *meta, r, now)
 	}
 	el := *item
 	el.VisibleAt = nil
@@ -203,14 +226,41 @@ func decideAck(item *events.Element, visible *events.Entry, meta *events.Collect
 // decideRequeue returns the in-flight item r names to the queue when its
 // deadline passed: ready again, its deliveries kept. An ack or a requeue
 // that won the race leaves nothing to do (version_conflict, which the
-// sweeper counts as skipped).
+// sweeper counts as skipped). An item whose own TTL passed is not
+// returned: the sweeper's qexpire removes it.
 func decideRequeue(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
-	if !current(item, visible, *meta, r) || item.VisibleAt == nil || now.Before(*item.VisibleAt) {
+	if !current(item, visible, *meta, r) || item.VisibleAt == nil || now.Before(*item.VisibleAt) || item.ItemExpired(now) {
 		return nil, events.Errorf(events.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", r.Key, r.Item, r.Delivery)
 	}
 	el := *item
 	el.State, el.VisibleAt = events.ItemReady, nil
 	meta.InFlight--
+	return &el, nil
+}
+
+// decideExpireItem removes the item r names when its own TTL passed and
+// it is still ready or in flight (any delivery: the TTL is the item's,
+// not a delivery's): its row is deleted, or kept done when it has a
+// dedupId so repeated pushes within the window still find it; size-1,
+// and inFlight-1 when it was in flight. A pop, ack or expire that won
+// the race leaves nothing to do (version_conflict: skipped).
+func decideExpireItem(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
+	live := visible != nil && item != nil && item.Member == r.Item && inIncarnation(item.Member, meta.Since) &&
+		(item.State == events.ItemReady || item.State == events.ItemInFlight)
+	if !live || !item.ItemExpired(now) {
+		return nil, events.Errorf(events.EConflict, "queue %s: item %s is no longer a ready or in-flight item past its TTL", r.Key, r.Item)
+	}
+	el := *item
+	if el.State == events.ItemInFlight {
+		meta.InFlight--
+	}
+	el.VisibleAt = nil
+	if el.DedupID != "" {
+		el.State = events.ItemDone
+	} else {
+		el.Op, el.State = events.ElementRemove, ""
+	}
+	meta.Size--
 	return &el, nil
 }
 
@@ -246,7 +296,7 @@ func QueuePopAnswer(res Result, r *Request) events.QPopAnswer {
 	a := events.QPopAnswer{Queue: res.Entry.Key, Version: res.Entry.Version}
 	a.Size, _ = queueSizes(res.Entry)
 	if el := res.Element; el != nil {
-		a.Data, a.Item, a.Deliveries = el.Value, el.Member, el.Deliveries
+		a.Data, a.Item, a.Deliveries, a.ExpiresAt = el.Value, el.Member, el.Deliveries, el.ExpiresAt
 		a.Receipt = events.Receipt(el.Member, el.Deliveries)
 		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {
 			a.Priority = prio
@@ -289,10 +339,10 @@ func ReadQueueSize(key events.Key, e *events.Entry) (events.QSizeAnswer, error) 
 	return events.QSizeAnswer{Queue: key.String(), Size: meta.Size, InFlight: meta.InFlight}, nil
 }
 
-// queueRef names the item an ack or a requeue of r decides on; ok is
+// queueRef names the item an ack, a requeue or an expire of r decides on; ok is
 // false for every other request.
 func queueRef(r *Request) (projection.ElementRef, bool) {
-	if (r.Op != events.OpQAck && r.Op != events.OpQRequeue) || r.Denied || r.Txn != nil {
+	if (r.Op != events.OpQAck && r.Op != events.OpQRequeue && r.Op != events.OpQExpire) || r.Denied || r.Txn != nil {
 		return projection.ElementRef{}, false
 	}
 	return projection.ElementRef{Collection: r.Key.String(), Member: r.Item}, true

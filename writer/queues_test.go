@@ -84,7 +84,7 @@ func TestDecideQueue(t *testing.T) {
 		{"ErrPopMissing", events.State{}, queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
 		{"ErrPopDeleted", deleted, queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
 		{"ErrPopAllInFlight", queue(5, 2, 2, 1), queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
-		{"ErrPopItemNotFound", queue(5, 2, 0, 1), queueInput{}, Request{Op: events.OpQPop}, events.EInternal, nil, nil},
+		{"ErrPopOnlyExpiredItemsLeft", queue(5, 2, 0, 1), queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
 		{"ErrPopItemOfEarlierQueue", queue(12, 1, 0, 10), queueInput{head: item(old, "ready", 0, nil, "")}, Request{Op: events.OpQPop}, events.EInternal, nil, nil},
 
 		{"OKAckRemoves", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, "", meta(1, 0, 1), removed(m, 1)},
@@ -149,7 +149,7 @@ func TestStaleReceiptSaysWhy(t *testing.T) {
 		"returned to the queue":         {Member: m, State: events.ItemReady, Deliveries: 1},
 		"redelivered since (delivery 2": {Member: m, State: events.ItemInFlight, Deliveries: 2},
 	} {
-		err := staleReceipt(el, meta, r)
+		err := staleReceipt(el, meta, r, time.Now())
 		var e *events.Error
 		if !errors.As(err, &e) || e.Code != events.EStaleReceipt || e.Field != "receipt" || !strings.Contains(e.Message, want) {
 			t.Errorf("%+v: %v, want stale_receipt on receipt saying %q", el, err, want)
@@ -207,7 +207,7 @@ func TestQueueViewBatch(t *testing.T) {
 	v.complete[q] = 5
 	var order []string
 	for range 3 {
-		head, probe := v.firstReady(q, 5)
+		head, probe := v.firstReady(q, 5, time.Now())
 		if head == nil {
 			order = append(order, "none")
 			if probe {
@@ -223,7 +223,7 @@ func TestQueueViewBatch(t *testing.T) {
 	if want := []string{m(0, 6), m(0, 9), "none"}; !reflect.DeepEqual(order, want) {
 		t.Fatalf("pops took %v, want %v", order, want)
 	}
-	if _, probe := newQueueView().firstReady(q, 5); !probe {
+	if _, probe := newQueueView().firstReady(q, 5, time.Now()); !probe {
 		t.Fatal("no heads known: want a probe")
 	}
 }

@@ -14,7 +14,8 @@ const SweeperPrincipal = "eskv-sweeper"
 // sweep runs the TTL sweeper until ctx ends: every SweepInterval, each
 // partition this writer owns and has caught up expires its entries past
 // their expiry, and returns its queues' in-flight items past their
-// visibility deadline to their queues (requeue). Reads hide such entries at once; the expire event makes
+// visibility deadline to their queues (requeue), and removes the items
+// whose own TTL passed (qexpire). Reads hide such entries at once; the expire event makes
 // the removal a fact in the log (for subscribers and the audit trail).
 func (w *Writer) sweep(ctx context.Context) {
 	if w.cfg.SweepInterval < 0 {
@@ -40,6 +41,9 @@ func (w *Writer) sweep(ctx context.Context) {
 			}
 			if err := p.requeue(ctx); err != nil && ctx.Err() == nil {
 				p.log.Warn("queue requeue sweep incomplete; the next round goes on", "err", err)
+			}
+			if err := p.expireItems(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("queue item expiry sweep incomplete; the next round goes on", "err", err)
 			}
 		}
 	}
@@ -226,6 +230,71 @@ func (p *partition) dueItems(ctx context.Context, now time.Time) ([]*Request, er
 	for _, r := range rows {
 		if _, in := known[r.Queue][r.Member]; !in {
 			add(r.Queue, r.Member, r.Deliveries)
+		}
+	}
+	return reqs, nil
+}
+
+// expireItems removes the partition's ready and in-flight queue items
+// whose own TTL passed, until none is due or a round fails: one qexpire
+// per item, decided in the partition's queue like any write against the
+// item's current state, so a pop or ack that won the race is kept. Pops
+// and peeks skip such items at once; the sweeper makes the removal a
+// fact (size and inFlight drop) at most one SweepInterval after it.
+func (p *partition) expireItems(ctx context.Context) error {
+	for {
+		due, err := p.expiredItems(ctx, time.Now())
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		n, err := p.submitSweep(ctx, due, "expired_items")
+		if err != nil || n == 0 {
+			return err // n == 0: everything due lost to pops and acks
+		}
+	}
+}
+
+// expiredItems lists the qexpire requests of the partition's ready and
+// in-flight items past their own TTL at now: the overlay's (unprojected
+// item changes) and the projection's, where the overlay does not know
+// better.
+func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request, error) {
+	limit := p.w.cfg.SweepBatch
+	var reqs []*Request
+	add := func(queue, member string) {
+		key, err := events.ParseKey(queue)
+		if err == nil && len(reqs) < limit {
+			reqs = append(reqs, &Request{Key: key, Op: events.OpQExpire, Item: member, Principal: SweeperPrincipal})
+		}
+	}
+	p.mu.RLock()
+	if !p.ready {
+		p.mu.RUnlock()
+		return nil, nil
+	}
+	known := make(map[string]map[string]overlayItem)
+	for k, e := range p.overlay {
+		if e.items == nil {
+			continue
+		}
+		known[k] = e.items
+		for m, it := range e.items {
+			if el := it.el; (el.State == events.ItemReady || el.State == events.ItemInFlight) && el.ItemExpired(now) {
+				add(k, m)
+			}
+		}
+	}
+	p.mu.RUnlock()
+	if len(reqs) >= limit {
+		return reqs, nil
+	}
+	rows, err := p.w.proj.ExpiredItems(ctx, p.id, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if _, in := known[r.Queue][r.Member]; !in {
+			add(r.Queue, r.Member)
 		}
 	}
 	return reqs, nil

@@ -42,6 +42,9 @@ type Projection interface {
 	// DueItems lists in-flight queue items past their deadline (the
 	// sweeper's requeues).
 	DueItems(ctx context.Context, p int32, now time.Time, limit int) ([]projection.DueItem, error)
+	// ExpiredItems lists ready and in-flight queue items past their own
+	// TTL (the sweeper's qexpire work list).
+	ExpiredItems(ctx context.Context, p int32, now time.Time, limit int) ([]projection.DueItem, error)
 }
 
 // Config configures a Writer.

@@ -47,7 +47,11 @@ type QPushRequest struct {
 	ExpectedVersion *int64
 	// TTL expires the whole queue this long after the push; 0 keeps its
 	// expiry.
-	TTL       time.Duration
+	TTL time.Duration
+	// ItemTTL, when positive (whole seconds), expires this item alone
+	// this long after the push: it is never served after, and the
+	// server's sweeper removes it. 0: the item never expires.
+	ItemTTL   time.Duration
 	RequestID string
 }
 
@@ -61,6 +65,13 @@ func (c *Client) QPush(ctx context.Context, r QPushRequest) (QueuePush, error) {
 			return QueuePush{}, err
 		}
 		b.TTLSeconds = ttl
+	}
+	if r.ItemTTL != 0 {
+		if r.ItemTTL < 0 || r.ItemTTL%time.Second != 0 {
+			return QueuePush{}, events.FieldErrorf(events.EInvalid, "itemTtlSeconds", "item TTL %v is not a positive whole number of seconds", r.ItemTTL)
+		}
+		n := int64(r.ItemTTL / time.Second)
+		b.ItemTTLSeconds = &n
 	}
 	if err := b.Validate(); err != nil {
 		return QueuePush{}, err

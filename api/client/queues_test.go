@@ -152,3 +152,38 @@ func TestClientQueueKey(t *testing.T) {
 		t.Fatalf("get of the queue key: %+v %v, want purpose queue with an expiry", e, err)
 	}
 }
+
+// TestClientQPushItemTTL: ItemTTL must be whole seconds, refused on
+// field itemTtlSeconds before any request; the item TTL is part of the
+// push's request digest, so a retry with its requestId is a replay while
+// the same requestId with another item TTL is a reused one (409); the
+// pop answers the item's expiry.
+func TestClientQPushItemTTL(t *testing.T) {
+	offline := client.New("http://127.0.0.1:1", stack.DevToken)
+	for _, d := range []time.Duration{-time.Second, 1500 * time.Millisecond, 10 * 365 * 24 * time.Hour * 2} {
+		_, err := offline.QPush(t.Context(), client.QPushRequest{Key: "tenant/acme/project/demo/q", Data: json.RawMessage(`1`), ItemTTL: d})
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "itemTtlSeconds" {
+			t.Errorf("ItemTTL %v: %v, want invalid on itemTtlSeconds", d, err)
+		}
+	}
+	s := stack.MustRun(t)
+	c := client.New(s.URL, stack.DevToken)
+	ctx := t.Context()
+	push := client.QPushRequest{Key: "tenant/acme/project/demo/ttl-jobs", Data: json.RawMessage(`"a"`), ItemTTL: time.Hour, RequestID: "push-1"}
+	first, err := c.QPush(ctx, push)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.QPush(ctx, push); err != nil || again.Item != first.Item || again.Version != first.Version {
+		t.Fatalf("retry: %+v %v, want the first push's answer %+v", again, err, first)
+	}
+	push.ItemTTL = 2 * time.Hour
+	if _, err := c.QPush(ctx, push); events.ErrorCode(err) != events.EConflict {
+		t.Fatalf("requestId reused with another item TTL: %v, want version_conflict", err)
+	}
+	p, err := c.QPop(ctx, client.QPopRequest{Key: push.Key})
+	if err != nil || p.Item != first.Item || p.ExpiresAt == nil || time.Until(*p.ExpiresAt) < 50*time.Minute {
+		t.Fatalf("pop: %+v %v, want the item with its expiry an hour on", p, err)
+	}
+}

@@ -56,6 +56,7 @@ func (a *app) qpushCommand() *cobra.Command {
 		w        writeFlags
 		priority int64
 		dedupID  string
+		itemTTL  string
 	)
 	cmd := a.queuesCommand(&cobra.Command{Use: "push QUEUE DATA", Short: "Push an item onto a queue (creating the queue)",
 		Long: fmt.Sprintf(`Push DATA onto the queue QUEUE, creating the queue. DATA is JSON; text
@@ -63,13 +64,17 @@ that is not JSON is pushed as a JSON string. --priority orders items
 (lower first, %d..%d, default 0); items of one priority are served in
 push order. A push repeating a --dedup-id within the server's dedup window
 (ESKV_QUEUE_DEDUP_WINDOW) adds nothing ("deduplicated": true).
+--item-ttl expires this item alone (a duration or seconds): it is never
+served after, and the server's sweeper removes it; --ttl expires the
+whole queue.
 
 --format text prints "pushed ITEM to QUEUE (size N)", json
 {"queue","item","priority","size","version","deduplicated"?}, value the
 item.`, -events.MaxPriority, events.MaxPriority),
 		Example: `  kvctl queue push tenant/acme/project/demo/tasks '{"task": "analyze-logs", "params": {"day": 1}}'
   kvctl queue push tasks '{"task": "urgent"}' --priority 1 --table tenant/acme/project/demo
-  KVSTORE_TABLE=tenant/acme/project/demo kvctl queue push tasks '{"task": "idempotent"}' --dedup-id task-123`},
+  KVSTORE_TABLE=tenant/acme/project/demo kvctl queue push tasks '{"task": "idempotent"}' --dedup-id task-123
+  kvctl queue push tenant/acme/project/demo/tasks '{"task": "fresh-only"}' --item-ttl 10m`},
 		"write", []string{"DATA"}, func(cmd *cobra.Command, queue string, rest []string) error {
 			data, err := queueData(rest[0])
 			if err != nil {
@@ -78,6 +83,9 @@ item.`, -events.MaxPriority, events.MaxPriority),
 			r := client.QPushRequest{Key: queue, Data: data, Priority: priority, DedupID: dedupID,
 				ExpectedVersion: w.expectedVersion(cmd), RequestID: w.requestID}
 			if r.TTL, err = w.lease(); err != nil {
+				return err
+			}
+			if r.ItemTTL, err = a.itemTTL(itemTTL); err != nil {
 				return err
 			}
 			res, err := a.client.QPush(cmd.Context(), r)
@@ -98,7 +106,22 @@ item.`, -events.MaxPriority, events.MaxPriority),
 	f := cmd.Flags()
 	f.Int64Var(&priority, "priority", 0, "lower is served first")
 	f.StringVar(&dedupID, "dedup-id", "", "push nothing if an item with this id was pushed within the dedup window")
+	f.StringVar(&itemTTL, "item-ttl", "", "expire this item alone this long after the push (a duration such as 30s, 24h, or seconds): never served after")
 	return cmd
+}
+
+// itemTTL is push's --item-ttl (0 when not given: the item never
+// expires), a duration or seconds as --ttl.
+func (a *app) itemTTL(flag string) (time.Duration, error) {
+	if flag == "" {
+		return 0, nil
+	}
+	d, err := parseTTL(flag)
+	if err != nil {
+		return 0, &usageError{msg: fmt.Sprintf("--item-ttl %q is not a whole number of seconds of at least 1s", flag),
+			solution: "give a duration such as --item-ttl 30s, --item-ttl 24h, or seconds such as --item-ttl 3600", cmd: a.cmdPath}
+	}
+	return d, nil
 }
 
 // queueData is DATA as the JSON pushed: the JSON itself (compacted), or
@@ -121,6 +144,7 @@ type popOutput struct {
 	Item              string          `json:"item"`
 	Priority          int64           `json:"priority"`
 	Deliveries        int64           `json:"deliveries"`
+	ExpiresAt         *time.Time      `json:"expiresAt,omitempty"`
 	Size              int64           `json:"size"`
 	Version           int64           `json:"version"`
 }
@@ -141,7 +165,7 @@ before its deadline, or it returns to the queue and is delivered again
 all in flight, exits 4.
 
 --format json prints {"queue","data","receipt","visibility_timeout"?,
-"deadline"?,"item","priority","deliveries","size","version"}, text the
+"deadline"?,"item","priority","deliveries","expiresAt"?,"size","version"}, text the
 data and receipt, value the data.`,
 		Example: `  kvctl queue pop tenant/acme/project/demo/tasks
   kvctl queue pop tasks --visibility-timeout 300 --table tenant/acme/project/demo
@@ -187,7 +211,7 @@ func (a *app) writePop(res client.QueuePop) error {
 	switch a.format {
 	case formatJSON:
 		return writeJSON(a.stdout, popOutput{Queue: res.Queue, Data: res.Data, Receipt: res.Receipt, VisibilityTimeout: res.VisibilityTimeout,
-			Deadline: res.Deadline, Item: res.Item, Priority: res.Priority, Deliveries: res.Deliveries, Size: res.Size, Version: res.Version})
+			Deadline: res.Deadline, Item: res.Item, Priority: res.Priority, Deliveries: res.Deliveries, ExpiresAt: res.ExpiresAt, Size: res.Size, Version: res.Version})
 	case formatValue:
 		return writeValue(a.stdout, res.Data)
 	}
@@ -241,7 +265,11 @@ func (a *app) writePeek(queue string, items []client.QueueItem) error {
 	for _, it := range items {
 		line := string(it.Data)
 		if a.format == formatText {
-			line = printable(fmt.Sprintf("%s  priority %d  deliveries %d  %s", it.Item, it.Priority, it.Deliveries, it.Data))
+			expires := ""
+			if it.ExpiresAt != nil {
+				expires = "  expires " + timeText(*it.ExpiresAt)
+			}
+			line = printable(fmt.Sprintf("%s  priority %d  deliveries %d%s  %s", it.Item, it.Priority, it.Deliveries, expires, it.Data))
 		}
 		if _, err := fmt.Fprintln(a.stdout, line); err != nil {
 			return err

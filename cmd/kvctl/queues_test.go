@@ -17,7 +17,7 @@ import (
 func TestQueuesCLI(t *testing.T) {
 	url := stack.MustStart(t)
 	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
-	q := scope + "tasks"
+	q, fresh := scope+"tasks", scope+"fresh"
 	pipe := map[string]string{"KVCTL_FORMAT": ""}
 	ns := strings.TrimSuffix(scope, "/")
 	project := map[string]string{"KVSTORE_TABLE": ns}
@@ -61,6 +61,15 @@ func TestQueuesCLI(t *testing.T) {
 		{name: "err-push-not-a-queue", args: []string{"queue", "push", key, "1"}, code: exitFailed},
 		{name: "err-pop-forbidden", args: []string{"queue", "pop", q, "--token", stack.ReaderToken}, code: exitServer},
 		{name: "err-set-over-queue", args: []string{"set", q, "1"}, code: exitFailed},
+		// Item TTL, on a queue of its own: --item-ttl expires the item, --ttl the queue.
+		{name: "push-item-ttl-json", args: []string{"queue", "push", fresh, `{"task": "fresh-only"}`, "--item-ttl", "10m", "--format", "json"}},
+		{name: "push-item-ttl-seconds-text", args: []string{"queue", "push", fresh, `"b"`, "--item-ttl", "3600", "--ttl", "24h"}},
+		{name: "peek-item-ttl-text", args: []string{"queue", "peek", fresh, "--count", "2"}},
+		{name: "peek-item-ttl-json", args: []string{"queue", "peek", fresh, "--count", "2", "--format", "json"}},
+		{name: "pop-item-ttl-json", args: []string{"queue", "pop", fresh, "--visibility-timeout", "60", "--format", "json"}},
+		{name: "err-push-item-ttl-fraction", args: []string{"queue", "push", fresh, "1", "--item-ttl", "1.5s"}, code: exitUsage},
+		{name: "err-push-item-ttl-zero", args: []string{"queue", "push", fresh, "1", "--item-ttl", "0"}, code: exitUsage},
+		{name: "err-push-item-ttl-too-long", args: []string{"queue", "push", fresh, "1", "--item-ttl", "400000000"}, code: exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "err-push-not-a-queue" {

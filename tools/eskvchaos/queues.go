@@ -326,6 +326,9 @@ func (fold *queueFold) apply(e events.Event) string {
 		if e.TS.Before(it.deadline) {
 			return fmt.Sprintf("of item %s at %s, before its deadline %s: delivered again while its visibility held", el.Member, e.TS, it.deadline)
 		}
+	case events.OpQExpire:
+		// The workload pushes no item TTL: a qexpire is never due.
+		return fmt.Sprintf("of item %s, which had no item TTL", el.Member)
 	default:
 		return "is not a queue write"
 	}

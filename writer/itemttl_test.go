@@ -1,0 +1,133 @@
+package writer
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// TestDecideQueueItemTTL: a push with an item TTL gives its item its own
+// expiry (pushedAt + TTL) that the pop's in-flight state keeps; a pop
+// never serves an item past it; the sweeper's qexpire removes a ready or
+// in-flight item past it (kept done with a dedupId, size-1, inFlight-1
+// when in flight), and appends nothing when a pop or ack won the race or
+// the TTL has not passed; an ack before the qexpire is accepted; a
+// requeue leaves an expired item to the qexpire.
+func TestDecideQueueItemTTL(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/tasks")
+	queue := func(size, inFlight int64) events.State {
+		meta, _ := json.Marshal(events.CollectionMeta{Type: "queue", Size: size, Since: 1, InFlight: inFlight})
+		return events.State{Version: 6, Live: true, Entry: events.Entry{Key: key.String(), Version: 6, Value: meta,
+			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "queue"}}}
+	}
+	meta := func(size, inFlight int64) *events.CollectionMeta {
+		return &events.CollectionMeta{Type: "queue", Size: size, Since: 1, InFlight: inFlight}
+	}
+	at := func(t time.Time) *time.Time { return &t }
+	pushedAt, past, future := now.Add(-time.Minute), now.Add(-time.Second), now.Add(time.Minute)
+	m := events.QueueMember(1, 0, 3)
+	item := func(state string, deliveries int64, visibleAt, expiresAt *time.Time, dedup string) *events.Element {
+		return &events.Element{Op: events.ElementAdd, Member: m, Value: json.RawMessage(`1`), State: state, Deliveries: deliveries,
+			VisibleAt: visibleAt, DedupID: dedup, PushedAt: &pushedAt, ExpiresAt: expiresAt}
+	}
+	removed := func(deliveries int64, expiresAt *time.Time) *events.Element {
+		el := item("", deliveries, nil, expiresAt, "")
+		el.Op = events.ElementRemove
+		return el
+	}
+	for _, tc := range []struct {
+		name    string
+		cur     events.State
+		in      queueInput
+		req     Request
+		code    string
+		meta    *events.CollectionMeta
+		element *events.Element
+	}{
+		{"OKPushWithItemTTL", queue(1, 0), queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`1`), ItemTTL: 90},
+			"", meta(2, 0), &events.Element{Op: "add", Member: events.QueueMember(1, 0, 7), Value: json.RawMessage(`1`), State: "ready",
+				PushedAt: &now, ExpiresAt: at(now.Add(90 * time.Second))}},
+		{"OKPopKeepsExpiry", queue(1, 0), queueInput{head: item("ready", 0, nil, &future, "")}, Request{Op: events.OpQPop, Visibility: 30},
+			"", meta(1, 1), item("inflight", 1, at(now.Add(30*time.Second)), &future, "")},
+		{"ErrPopExpiredHead", queue(1, 0), queueInput{head: item("ready", 0, nil, &past, "")}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
+		{"OKExpireReady", queue(2, 0), queueInput{item: item("ready", 0, nil, &past, "")}, Request{Op: events.OpQExpire, Item: m},
+			"", meta(1, 0), removed(0, &past)},
+		{"OKExpireInFlight", queue(2, 1), queueInput{item: item("inflight", 1, &future, &past, "")}, Request{Op: events.OpQExpire, Item: m},
+			"", meta(1, 0), removed(1, &past)},
+		{"OKExpireWithDedupKeepsDone", queue(2, 1), queueInput{item: item("inflight", 2, &future, &past, "d")}, Request{Op: events.OpQExpire, Item: m},
+			"", meta(1, 0), item("done", 2, nil, &past, "d")},
+		{"ErrExpireBeforeTTL", queue(2, 0), queueInput{item: item("ready", 0, nil, &future, "")}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
+		{"ErrExpireNoTTL", queue(2, 0), queueInput{item: item("ready", 0, nil, nil, "")}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
+		{"ErrExpireAfterPopRemoved", queue(1, 0), queueInput{}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
+		{"ErrExpireAfterAckDone", queue(1, 0), queueInput{item: item("done", 1, nil, &past, "d")}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
+		{"OKAckPastTTLBeforeExpire", queue(2, 1), queueInput{item: item("inflight", 1, &future, &past, "")}, Request{Op: events.OpQAck, Item: m, Delivery: 1},
+			"", meta(1, 0), removed(1, &past)},
+		{"ErrAckAfterExpire", queue(1, 0), queueInput{}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
+		{"ErrRequeueExpired", queue(2, 1), queueInput{item: item("inflight", 1, &past, &past, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			r.Key, r.Principal = key, "p"
+			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+			if tc.code != "" {
+				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
+				}
+				return
+			}
+			if d.err != nil || d.event == nil || d.event.Op != r.Op {
+				t.Fatalf("error %v event %+v, want one %s", d.err, d.event, r.Op)
+			}
+			got, err := events.ParseCollectionMeta(d.event.After)
+			if err != nil || got != *tc.meta {
+				t.Fatalf("after %s (%v), want %+v", d.event.After, err, *tc.meta)
+			}
+			if !reflect.DeepEqual(d.event.Element, tc.element) {
+				t.Fatalf("element %+v, want %+v", d.event.Element, tc.element)
+			}
+		})
+	}
+}
+
+// TestStaleReceiptOfExpiredItem: an ack of an item the sweeper expired
+// says so: removed (no row) or kept done for its dedupId.
+func TestStaleReceiptOfExpiredItem(t *testing.T) {
+	now := time.Now()
+	m := events.QueueMember(1, 0, 2)
+	meta := events.CollectionMeta{Type: "queue", Size: 1, Since: 1}
+	past := now.Add(-time.Second)
+	for _, el := range []*events.Element{nil, {Member: m, State: events.ItemDone, DedupID: "d", ExpiresAt: &past}} {
+		err := staleReceipt(el, meta, &Request{Item: m, Delivery: 1}, now)
+		var e *events.Error
+		if !errors.As(err, &e) || e.Code != events.EStaleReceipt || !strings.Contains(e.Message, "expired") {
+			t.Errorf("%+v: %v, want stale_receipt saying the item expired", el, err)
+		}
+	}
+}
+
+// TestQueueViewSkipsExpired: a pop's candidates (the overlay's items and
+// the projection's heads) leave out the items past their own TTL, so the
+// next unexpired item is served.
+func TestQueueViewSkipsExpired(t *testing.T) {
+	now := time.Now()
+	past, future := now.Add(-time.Second), now.Add(time.Minute)
+	q := "tenant/a/project/b/tasks"
+	m := func(v int64) string { return events.QueueMember(5, 0, v) }
+	v := newQueueView()
+	v.overlay[q] = map[string]overlayItem{m(6): {el: events.Element{Member: m(6), State: events.ItemReady, ExpiresAt: &past}}}
+	v.heads[q] = []events.Element{{Member: m(7), State: events.ItemReady, ExpiresAt: &past}, {Member: m(8), State: events.ItemReady, ExpiresAt: &future}}
+	head, probe := v.firstReady(q, 5, now)
+	if head == nil || head.Member != m(8) || probe {
+		t.Fatalf("head %+v probe %v, want %s (the first unexpired) without a probe", head, probe, m(8))
+	}
+	v.heads[q] = v.heads[q][:1]
+	if head, probe = v.firstReady(q, 5, now); head != nil || !probe {
+		t.Fatalf("head %+v probe %v, want none found and a probe for more", head, probe)
+	}
+}
