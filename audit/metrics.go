@@ -1,6 +1,10 @@
 package audit
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/changelog"
+)
 
 // metrics are the auditor's Prometheus metrics.
 type metrics struct {
@@ -12,6 +16,7 @@ type metrics struct {
 	chainStarts    prometheus.Counter
 	retries        prometheus.Counter
 	nextOffset     *prometheus.GaugeVec
+	offsetLag      *prometheus.GaugeVec
 	conflictRate   *prometheus.GaugeVec
 	alert          *prometheus.GaugeVec
 	alertsFired    prometheus.Counter
@@ -59,6 +64,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_auditor_next_offset",
 			Help: "Next offset to audit per topic and partition, as committed to the consumer group.",
 		}, []string{"topic", "partition"}),
+		offsetLag: changelog.NewLagGauge("eskv_auditor_offset_lag",
+			"Records not audited yet per topic and partition: log end offset minus the auditor group's committed offset; "+
+				"updated every few seconds even while the auditor is stalled."),
 		conflictRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eskv_auditor_conflict_rate",
 			Help: "Conflicts / (conflicts + applied writes) over the alert window, per tenant, project and purpose with traffic in it.",
@@ -76,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.rows, m.batchSize, m.insertDuration, m.lag, m.lookups, m.chainStarts,
-		m.retries, m.nextOffset, m.conflictRate, m.alert, m.alertsFired} {
+		m.retries, m.nextOffset, m.offsetLag, m.conflictRate, m.alert, m.alertsFired} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
