@@ -60,6 +60,10 @@ type Config struct {
 	MaxTips int
 	// Alerts configures conflict-rate alerts; a zero Window disables them.
 	Alerts AlertConfig
+	// VerifyInterval is how often the auditor verifies the whole trail
+	// against kv.changes (Verify; eskv_auditor_verify_* metrics); zero
+	// disables it. A run reads all of kv.changes and all rows.
+	VerifyInterval time.Duration
 	// LagInterval is how often eskv_auditor_offset_lag is updated;
 	// default changelog.DefaultLagInterval.
 	LagInterval time.Duration
@@ -201,6 +205,13 @@ func (a *Auditor) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopLag()
+
+	if a.cfg.VerifyInterval > 0 {
+		vctx, vcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); a.verifyLoop(vctx) }()
+		defer func() { vcancel(); <-done }()
+	}
 
 	if a.cfg.Alerts.Window > 0 {
 		alerts := newAlerter(a.cfg.Alerts, a.store, a.log, a.m)

@@ -17,6 +17,10 @@ type metrics struct {
 	retries        prometheus.Counter
 	nextOffset     *prometheus.GaugeVec
 	offsetLag      *prometheus.GaugeVec
+
+	verifyRuns          *prometheus.CounterVec
+	verifyDiscrepancies prometheus.Gauge
+	verifyLast          prometheus.Gauge
 	conflictRate   *prometheus.GaugeVec
 	alert          *prometheus.GaugeVec
 	alertsFired    prometheus.Counter
@@ -67,6 +71,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		offsetLag: changelog.NewLagGauge("eskv_auditor_offset_lag",
 			"Records not audited yet per topic and partition: log end offset minus the auditor group's committed offset; "+
 				"updated every few seconds even while the auditor is stalled."),
+		verifyRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eskv_auditor_verify_runs_total",
+			Help: "Periodic verifications of the audit trail (ESKV_VERIFY_INTERVAL), by outcome: ok, discrepancy (the trail does not match kv.changes) or error (could not run).",
+		}, []string{"outcome"}),
+		verifyDiscrepancies: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_auditor_verify_discrepancies",
+			Help: "Discrepancies the last completed periodic verification found (at most 1000 are counted).",
+		}),
+		verifyLast: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_auditor_verify_last_run_timestamp_seconds",
+			Help: "When the last periodic verification completed (unix seconds; 0: never).",
+		}),
 		conflictRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eskv_auditor_conflict_rate",
 			Help: "Conflicts / (conflicts + applied writes) over the alert window, per tenant, project and purpose with traffic in it.",
@@ -80,11 +96,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Conflict-rate alerts raised.",
 		}),
 	}
+	for _, o := range []string{verifyOK, verifyDiscrepancy, verifyError} {
+		m.verifyRuns.WithLabelValues(o) // exported at 0, so alerts need no absent()
+	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.rows, m.batchSize, m.insertDuration, m.lag, m.lookups, m.chainStarts,
-		m.retries, m.nextOffset, m.offsetLag, m.conflictRate, m.alert, m.alertsFired} {
+		m.retries, m.nextOffset, m.offsetLag, m.verifyRuns, m.verifyDiscrepancies, m.verifyLast, m.conflictRate, m.alert, m.alertsFired} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
