@@ -21,9 +21,9 @@ type metrics struct {
 	verifyRuns          *prometheus.CounterVec
 	verifyDiscrepancies prometheus.Gauge
 	verifyLast          prometheus.Gauge
-	conflictRate   *prometheus.GaugeVec
-	alert          *prometheus.GaugeVec
-	alertsFired    prometheus.Counter
+	conflictRate        *prometheus.GaugeVec
+	alert               *prometheus.GaugeVec
+	alertsFired         prometheus.Counter
 }
 
 // lagBuckets resolve the ingest lag from a few ms to minutes of catch-up.
