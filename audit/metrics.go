@@ -17,13 +17,13 @@ type metrics struct {
 	retries        prometheus.Counter
 	nextOffset     *prometheus.GaugeVec
 	offsetLag      *prometheus.GaugeVec
+	conflictRate   *prometheus.GaugeVec
+	alert          *prometheus.GaugeVec
+	alertsFired    prometheus.Counter
 
 	verifyRuns          *prometheus.CounterVec
 	verifyDiscrepancies prometheus.Gauge
 	verifyLast          prometheus.Gauge
-	conflictRate        *prometheus.GaugeVec
-	alert               *prometheus.GaugeVec
-	alertsFired         prometheus.Counter
 }
 
 // lagBuckets resolve the ingest lag from a few ms to minutes of catch-up.
