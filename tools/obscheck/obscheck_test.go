@@ -96,7 +96,7 @@ func TestQueriedMetricsExist(t *testing.T) {
 				return nil
 			}
 			for _, m := range vs.LabelMatchers {
-				if m.Name != labels.MetricName {
+				if m.Name != model.MetricNameLabel {
 					continue
 				}
 				if !slices.ContainsFunc(known, m.Matches) {
