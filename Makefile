@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit test-scripts fuzz lint build bench chaos clean shape deploy-check deploy-k8s
+.PHONY: run test test-unit test-scripts fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -45,6 +45,12 @@ lint:
 
 build:
 	go build -o bin/ ./cmd/...
+
+# deploy/observability: promtool check rules on the alert rules (through
+# Prometheus's rulefmt library: no binary to install), and every metric the
+# rules and the Grafana dashboard query exists (tools/obscheck).
+obs-check:
+	cd tools && go test -count=1 ./obscheck/
 
 bench:
 	bash scripts/ensure-clickhouse.sh # for the auditor's figures (7a, 7b)

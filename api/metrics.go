@@ -28,16 +28,16 @@ func methodLabel(m string) string {
 	return otherLabel
 }
 
-// metricsMiddleware observes each request's latency by route, method and
-// status. routes are the registered route paths (c.Path()); any other
+// metricsMiddleware observes each request's latency by route, method,
+// status and op (opLabel: the verb of a key op). routes are the registered route paths (c.Path()); any other
 // path (no route matched) is labelled otherLabel. routes must be complete
 // before the first request.
 func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.MiddlewareFunc, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "eskv_http_request_seconds",
-		Help:    "HTTP request latency by route, method and status; unknown routes and methods are labelled other.",
+		Help:    "HTTP request latency by route, method, status and op (get, put, sadd, qpop, txn, list, watch, ...; none outside the API); unknown routes, methods and verbs are labelled other.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-	}, []string{"route", "method", "status"})
+	}, []string{"route", "method", "status", "op"})
 	if err := reg.Register(h); err != nil {
 		return nil, err
 	}
@@ -52,7 +52,8 @@ func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.
 			if !routes[route] {
 				route = otherLabel
 			}
-			h.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
+			method := methodLabel(c.Request().Method)
+			h.WithLabelValues(route, method, strconv.Itoa(c.Response().Status), opLabel(route, method, c.Request().URL.Path)).Observe(time.Since(start).Seconds())
 			return nil
 		}
 	}, nil

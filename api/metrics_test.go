@@ -80,3 +80,68 @@ func TestMetricsLabelsBounded(t *testing.T) {
 		t.Errorf("/metrics is %d bytes", n)
 	}
 }
+
+// TestMetricsOpLabels: requests on /v1/kv/* are labelled by their op from
+// the op table (the verb of a custom method), the other API routes by
+// what they are, and a made-up verb as other: the key never reaches a
+// label.
+func TestMetricsOpLabels(t *testing.T) {
+	for _, r := range []struct{ method, path, op string }{
+		{"GET", key + "k", "get"},
+		{"PUT", key + "k", "put"},
+		{"DELETE", key + "k", "delete"},
+		{"PATCH", key + "k", "patch"},
+		{"POST", key + "s:sadd", "sadd"},
+		{"GET", key + "s:smembers", "smembers"},
+		{"POST", key + "q:qpop", "qpop"},
+		{"GET", key + "k:history", "history"},
+		{"GET", key + "k:lock", "lock_check"},
+		{"POST", key + "k:acquire", "lock_acquire"},
+		{"POST", key + "k:made-up-verb-with-a-secret", "other"},
+		{"GET", key + "k:sadd", "other"}, // a write's verb on GET
+		{"POST", "/v1/txn", "txn"},
+		{"GET", "/v1/kv", "list"},
+		{"GET", "/v1/watch", "watch"},
+		{"GET", "/healthz", "none"},
+		{"GET", "/nope/secret-path", "none"},
+	} {
+		reg := prometheus.NewRegistry()
+		tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := api.New(api.Config{Tokens: tokens, Gatherer: reg, Registerer: reg}, &fakeWriter{}, fakeLister{}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(r.method, r.path, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+token)
+		s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		if got := opLabelsOf(t, reg); len(got) != 1 || !got[r.op] {
+			t.Errorf("%s %s: op labels %v, want %s", r.method, r.path, got, r.op)
+		}
+	}
+}
+
+// opLabelsOf returns the op label values of eskv_http_request_seconds.
+func opLabelsOf(t *testing.T, reg *prometheus.Registry) map[string]bool {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != "eskv_http_request_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" {
+					ops[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return ops
+}

@@ -60,6 +60,13 @@ type Config struct {
 	MaxTips int
 	// Alerts configures conflict-rate alerts; a zero Window disables them.
 	Alerts AlertConfig
+	// VerifyInterval is how often the auditor verifies the whole trail
+	// against kv.changes (Verify; eskv_auditor_verify_* metrics); zero
+	// disables it. A run reads all of kv.changes and all rows.
+	VerifyInterval time.Duration
+	// LagInterval is how often eskv_auditor_offset_lag is updated;
+	// default changelog.DefaultLagInterval.
+	LagInterval time.Duration
 	// HashScheme is the hash scheme of the rows written; default
 	// CurrentScheme. Only tests that make a trail of older rows set it.
 	HashScheme Scheme
@@ -193,6 +200,19 @@ func (a *Auditor) Run(ctx context.Context) error {
 	a.log.Info("auditor started", "brokers", a.cfg.Brokers, "topics", []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
 		"group", a.cfg.Group, "instance_id", a.cfg.InstanceID, "key_id", a.keys.Current.ID, "hash_scheme", int(a.cfg.HashScheme))
 
+	stopLag, err := a.watchLag(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopLag()
+
+	if a.cfg.VerifyInterval > 0 {
+		vctx, vcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); a.verifyLoop(vctx) }()
+		defer func() { vcancel(); <-done }()
+	}
+
 	if a.cfg.Alerts.Window > 0 {
 		alerts := newAlerter(a.cfg.Alerts, a.store, a.log, a.m)
 		actx, acancel := context.WithCancel(ctx)
@@ -203,6 +223,22 @@ func (a *Auditor) Run(ctx context.Context) error {
 
 	a.ready.Store(true)
 	return c.Run(ctx)
+}
+
+// watchLag keeps eskv_auditor_offset_lag (changelog.LagWatch) until
+// stop is called, with an admin client of its own: the consumer's is
+// busy, and stalled, exactly when the gauge matters.
+func (a *Auditor) watchLag(ctx context.Context) (stop func(), err error) {
+	cl, err := a.cfg.Kafka.NewClient("auditor_admin", a.cfg.Brokers, kgo.WithLogger(changelog.Logger(a.log)))
+	if err != nil {
+		return nil, fmt.Errorf("auditor: %w", err)
+	}
+	w := changelog.LagWatch{Admin: kadm.NewClient(cl), Group: a.cfg.Group, Topics: []string{a.cfg.Topics.Changes, a.cfg.Topics.Conflicts},
+		Gauge: a.m.offsetLag, Interval: a.cfg.LagInterval, Log: a.log}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(lctx) }()
+	return func() { cancel(); <-done; cl.Close() }, nil
 }
 
 // waitTopics waits until both topics exist (the writer creates them) and

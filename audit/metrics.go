@@ -1,6 +1,10 @@
 package audit
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/changelog"
+)
 
 // metrics are the auditor's Prometheus metrics.
 type metrics struct {
@@ -12,9 +16,14 @@ type metrics struct {
 	chainStarts    prometheus.Counter
 	retries        prometheus.Counter
 	nextOffset     *prometheus.GaugeVec
+	offsetLag      *prometheus.GaugeVec
 	conflictRate   *prometheus.GaugeVec
 	alert          *prometheus.GaugeVec
 	alertsFired    prometheus.Counter
+
+	verifyRuns          *prometheus.CounterVec
+	verifyDiscrepancies prometheus.Gauge
+	verifyLast          prometheus.Gauge
 }
 
 // lagBuckets resolve the ingest lag from a few ms to minutes of catch-up.
@@ -59,6 +68,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_auditor_next_offset",
 			Help: "Next offset to audit per topic and partition, as committed to the consumer group.",
 		}, []string{"topic", "partition"}),
+		offsetLag: changelog.NewLagGauge("eskv_auditor_offset_lag",
+			"Records not audited yet per topic and partition: log end offset minus the auditor group's committed offset; "+
+				"updated every few seconds even while the auditor is stalled."),
+		verifyRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eskv_auditor_verify_runs_total",
+			Help: "Periodic verifications of the audit trail (ESKV_VERIFY_INTERVAL), by outcome: ok, discrepancy (the trail does not match kv.changes) or error (could not run).",
+		}, []string{"outcome"}),
+		verifyDiscrepancies: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_auditor_verify_discrepancies",
+			Help: "Discrepancies the last completed periodic verification found (at most 1000 are counted).",
+		}),
+		verifyLast: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_auditor_verify_last_run_timestamp_seconds",
+			Help: "When the last periodic verification completed (unix seconds; 0: never).",
+		}),
 		conflictRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eskv_auditor_conflict_rate",
 			Help: "Conflicts / (conflicts + applied writes) over the alert window, per tenant, project and purpose with traffic in it.",
@@ -72,11 +96,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Conflict-rate alerts raised.",
 		}),
 	}
+	for _, o := range []string{verifyOK, verifyDiscrepancy, verifyError} {
+		m.verifyRuns.WithLabelValues(o) // exported at 0, so alerts need no absent()
+	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.rows, m.batchSize, m.insertDuration, m.lag, m.lookups, m.chainStarts,
-		m.retries, m.nextOffset, m.conflictRate, m.alert, m.alertsFired} {
+		m.retries, m.nextOffset, m.offsetLag, m.verifyRuns, m.verifyDiscrepancies, m.verifyLast, m.conflictRate, m.alert, m.alertsFired} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

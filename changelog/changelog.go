@@ -114,22 +114,20 @@ func Event(r *kgo.Record) (events.Event, error) {
 
 func ptr(s string) *string { return &s }
 
-// ConflictRecord returns the kv.conflicts record of a rejected CAS.
-func ConflictRecord(c *events.Conflict, topic string, p int32) (*kgo.Record, error) {
+// ConflictRecord returns the kv.conflicts record of a rejected CAS; its
+// headers are CloudEvents attributes like a change's (source names the
+// producing service).
+func ConflictRecord(c *events.Conflict, topic string, p int32, source string) (*kgo.Record, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encode conflict %s: %w", c.ID, err)
 	}
-	return &kgo.Record{
-		Topic: topic, Partition: p, Key: []byte(c.Key), Value: b,
-		Headers: []kgo.RecordHeader{
-			{Key: "ce_specversion", Value: []byte("1.0")},
-			{Key: "ce_id", Value: []byte(c.ID)},
-			{Key: "ce_type", Value: []byte("io.eskv.kv.conflict")},
-			{Key: "ce_subject", Value: []byte(c.Key)},
-			{Key: "content-type", Value: []byte("application/json")},
-		},
-	}, nil
+	hs := events.ConflictCloudEventHeaders(c, source)
+	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(c.Key), Value: b, Headers: make([]kgo.RecordHeader, len(hs))}
+	for i, h := range hs {
+		r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return r, nil
 }
 
 // ErrTopicReset means the changes topic no longer holds the log the

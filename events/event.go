@@ -183,6 +183,23 @@ func CloudEventHeaders(e *Event, source string) []Header {
 	}
 }
 
+// ConflictCloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode
+// headers of a kv.conflicts record; source names the producing service.
+// They carry every required attribute (specversion, id, source, type) and
+// time, like a change's, so one CloudEvents consumer reads both topics.
+func ConflictCloudEventHeaders(c *Conflict, source string) []Header {
+	return []Header{
+		{"ce_specversion", []byte("1.0")},
+		{"ce_id", []byte(c.ID)},
+		{"ce_type", []byte("io.eskv.kv.conflict")},
+		{"ce_source", []byte(source)},
+		{"ce_subject", []byte(c.Key)},
+		{"ce_time", []byte(c.TS.UTC().Format(time.RFC3339Nano))},
+		{"ce_dataschema", []byte("https://eskv.io/schemas/events/conflict.v1.json")},
+		{"content-type", []byte("application/json")},
+	}
+}
+
 // Identity names the element an element change is about, within its
 // collection: for a set, the member; for a list, the position; for a
 // queue, the item (QueueMember, stable across the item's states). It never contains NUL (ValidateMember).

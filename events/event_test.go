@@ -427,6 +427,27 @@ func TestEventID(t *testing.T) {
 	})
 }
 
+// TestConflictCloudEventHeaders: a kv.conflicts record carries the same
+// required attributes as a change (source and time included), its type
+// and its own data schema.
+func TestConflictCloudEventHeaders(t *testing.T) {
+	c := events.Conflict{ID: "c-1", Key: testKey, TS: time.Date(2026, 3, 1, 12, 0, 0, 5, time.FixedZone("CET", 3600))}
+	hs := events.ConflictCloudEventHeaders(&c, "eskv-writer/w1")
+	want := []events.Header{
+		{Key: "ce_specversion", Value: []byte("1.0")},
+		{Key: "ce_id", Value: []byte("c-1")},
+		{Key: "ce_type", Value: []byte("io.eskv.kv.conflict")},
+		{Key: "ce_source", Value: []byte("eskv-writer/w1")},
+		{Key: "ce_subject", Value: []byte(testKey)},
+		{Key: "ce_time", Value: []byte("2026-03-01T11:00:00.000000005Z")},
+		{Key: "ce_dataschema", Value: []byte(schemas.ConflictSchemaID)},
+		{Key: "content-type", Value: []byte("application/json")},
+	}
+	if !reflect.DeepEqual(hs, want) {
+		t.Errorf("headers:\n got %s\nwant %s", fmtHeaders(hs), fmtHeaders(want))
+	}
+}
+
 func TestCloudEventHeaders(t *testing.T) {
 	for name, e := range samples() {
 		t.Run("OK"+name, func(t *testing.T) {

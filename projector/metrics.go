@@ -16,6 +16,7 @@ type metrics struct {
 	resets        *prometheus.CounterVec
 	carried       prometheus.Gauge
 	txnIncomplete prometheus.Counter
+	offsetLag     *prometheus.GaugeVec
 
 	historyDeleted    prometheus.Counter
 	retentionRun      prometheus.Gauge
@@ -80,6 +81,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_projector_history_retention_duration_seconds",
 			Help: "How long the last completed history retention run took.",
 		}),
+		offsetLag: changelog.NewLagGauge("eskv_projector_offset_lag",
+			"Records of the changes topic not applied yet per partition: log end offset minus the greater of the projector group's committed offset "+
+				"and the offset this projector stored in Postgres; updated every few seconds even while the projector is stalled."),
 	}
 	for _, r := range changelog.Reasons {
 		m.resets.WithLabelValues(r) // exported at 0, so alerts need no absent()
@@ -87,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset, m.resets, m.carried, m.txnIncomplete,
+	for _, c := range []prometheus.Collector{m.applied, m.batchSize, m.applyDuration, m.lag, m.nextOffset, m.resets, m.carried, m.txnIncomplete, m.offsetLag,
 		m.historyDeleted, m.retentionRun, m.retentionDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -73,6 +73,9 @@ type Config struct {
 	// DefaultRetentionInterval.
 	Retention         projection.Retention
 	RetentionInterval time.Duration
+	// LagInterval is how often eskv_projector_offset_lag is updated;
+	// default changelog.DefaultLagInterval.
+	LagInterval time.Duration
 	// Opts are further options of the consumer's Kafka client (fetch
 	// sizes, for example).
 	Opts []kgo.Opt
@@ -189,21 +192,17 @@ func (p *Projector) Run(ctx context.Context) error {
 	}()
 	p.log.Info("projector started", "brokers", p.cfg.Brokers, "topic", p.cfg.Topic, "group", p.cfg.Group, "partitions", p.cfg.Partitions)
 
-	// The topic watcher and the history retention run beside the
-	// consumer, until Run returns.
-	watched, retained := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watched)
-		p.watch(pctx, adm, fail)
-	}()
-	go func() {
-		defer close(retained)
-		p.retain(pctx)
-	}()
+	// The topic watcher, the lag gauge and the history retention run
+	// beside the consumer, until Run returns.
+	lag := changelog.LagWatch{Admin: adm, Group: p.cfg.Group, Topics: []string{p.cfg.Topic}, Gauge: p.m.offsetLag, Interval: p.cfg.LagInterval, Log: p.log,
+		Stored: func() changelog.Offsets { return changelog.Offsets{p.cfg.Topic: p.Applied()} }}
+	var beside sync.WaitGroup
+	beside.Go(func() { p.watch(pctx, adm, fail) })
+	beside.Go(func() { lag.Run(pctx) })
+	beside.Go(func() { p.retain(pctx) })
 	defer func() {
 		fail(nil)
-		<-watched
-		<-retained
+		beside.Wait()
 	}()
 
 	err = c.Run(pctx)

@@ -19,7 +19,8 @@ import (
 var Events embed.FS
 
 // The $id of each event schema. ChangeSchemaID is also the ce_dataschema
-// header of every kv.changes record.
+// header of every kv.changes record, ConflictSchemaID that of every
+// kv.conflicts record.
 const (
 	ChangeSchemaID   = "https://eskv.io/schemas/events/change.v1.json"
 	ConflictSchemaID = "https://eskv.io/schemas/events/conflict.v1.json"

@@ -65,9 +65,9 @@ func (p *Producer) Records(tb testing.TB, evs ...any) []*kgo.Record {
 		case *events.Event:
 			r, err = changelog.Record(e, p.topics.Changes, events.Partition(e.Scope, p.topics.Partitions), "test")
 		case events.Conflict:
-			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, events.Partition(e.Scope, p.topics.Partitions))
+			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, events.Partition(e.Scope, p.topics.Partitions), "test")
 		case *events.Conflict:
-			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, events.Partition(e.Scope, p.topics.Partitions))
+			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, events.Partition(e.Scope, p.topics.Partitions), "test")
 		default:
 			tb.Fatalf("produce %T: want an events.Event or events.Conflict", v)
 		}

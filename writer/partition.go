@@ -595,7 +595,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 			recs = append(recs, rs...)
 			evs = append(evs, appended...)
 		case d.conflict != nil:
-			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id)
+			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id, cfg.Source)
 			if err == nil {
 				recs = append(recs, r)
 			}

@@ -41,6 +41,9 @@ func serveFlags(f *service.Flags) *serveConfig {
 	f.Env("alert-min-attempts", "ESKV_ALERT_MIN_ATTEMPTS")
 	f.DurationVar(&a.Interval, "alert-interval", audit.DefaultAlertInterval, "time between alert evaluations")
 	f.Env("alert-interval", "ESKV_ALERT_INTERVAL")
+	f.DurationVar(&s.cfg.VerifyInterval, "verify-interval", 0,
+		"verify the whole trail against kv.changes this often (eskv_auditor_verify_* metrics; each run reads all of kv.changes and every row); 0 disables it")
+	f.Env("verify-interval", "ESKV_VERIFY_INTERVAL")
 	s.group = groupFlag(f)
 	f.StringVar(&s.instance, "instance-id", "auditor-"+host,
 		"static member id in the consumer group (a restart gets its partitions back at once) and name in the alerts table; unique per auditor")

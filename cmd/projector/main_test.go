@@ -91,6 +91,12 @@ func TestRunProjectsAndServes(t *testing.T) {
 	})
 	if code, body := servicetest.Get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, "eskv_projector_events_applied_total 1") {
 		t.Errorf("GET /metrics: %d, applied counter missing:\n%s", code, body)
+	} else {
+		for _, want := range []string{`eskv_build_info{goversion="`, `eskv_pgxpool_total_conns{pool="projection"}`, `eskv_projector_offset_lag{partition="0"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 	}
 
 	if err := r.Stop(t); err != nil {

@@ -58,12 +58,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
-	pool, err := c.postgres.OpenProjection(ctx)
+	reg := service.NewRegistry()
+	pool, err := c.postgres.OpenProjection(ctx, reg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	reg := service.NewRegistry()
 	p, err := projector.New(projector.Config{
 		Brokers:       c.kafka.BrokerList(),
 		Kafka:         c.kafka.Conn(),

@@ -209,7 +209,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if c.advertiseURL == "" {
 		c.advertiseURL = "http://" + ln.Addr().String()
 	}
-	pool, err := c.postgres.OpenProjection(ctx)
+	pool, err := c.postgres.OpenProjection(ctx, reg)
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,12 @@ func TestServesOverSecuredKafka(t *testing.T) {
 	if !strings.Contains(metrics, "eskv_kafka_writer_producer_") || !strings.Contains(metrics, "eskv_kafka_writer_group_") {
 		t.Errorf("/metrics lacks the Kafka clients' metrics:\n%.3000s", metrics)
 	}
+	// The observability pack's metrics, as the writer process serves them.
+	for _, want := range []string{`eskv_build_info{goversion="`, `eskv_pgxpool_acquires_total{pool="projection"}`, `op="put"`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 // servePutStop runs the writer on b with extra settings, answers a

@@ -102,10 +102,10 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 }
 
 // NewRegistry returns a metrics registry holding the Go runtime's and
-// the process's collectors.
+// the process's collectors and eskv_build_info.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	return reg
 }
 

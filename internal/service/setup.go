@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/internal/kafkaconf"
@@ -128,9 +129,10 @@ func (p *Postgres) Open(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// OpenProjection connects to the database and migrates the projection
-// to the current schema.
-func (p *Postgres) OpenProjection(ctx context.Context) (*pgxpool.Pool, error) {
+// OpenProjection connects to the database, migrates the projection to
+// the current schema and registers the pool's metrics
+// (eskv_pgxpool_*{pool="projection"}) on reg unless it is nil.
+func (p *Postgres) OpenProjection(ctx context.Context, reg prometheus.Registerer) (*pgxpool.Pool, error) {
 	pool, err := p.Open(ctx)
 	if err != nil {
 		return nil, err
@@ -138,6 +140,12 @@ func (p *Postgres) OpenProjection(ctx context.Context) (*pgxpool.Pool, error) {
 	if err := projection.Migrate(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
+	}
+	if reg != nil {
+		if err := reg.Register(NewPoolCollector(pool, "projection")); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres pool metrics: %w", err)
+		}
 	}
 	return pool, nil
 }
