@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,6 +42,7 @@ func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.
 	if err := reg.Register(h); err != nil {
 		return nil, err
 	}
+	obs := &observers{vec: h}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -52,8 +54,32 @@ func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.
 			if !routes[route] {
 				route = otherLabel
 			}
-			h.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
+			obs.get(route, methodLabel(c.Request().Method), c.Response().Status).Observe(time.Since(start).Seconds())
 			return nil
 		}
 	}, nil
+}
+
+// seriesKey names one series of the request histogram.
+type seriesKey struct {
+	route, method string
+	status        int
+}
+
+// observers resolves each series' observer once: WithLabelValues hashes
+// the three labels and formats the status on every request, and the set
+// of series is small and bounded (known routes and methods, HTTP
+// statuses).
+type observers struct {
+	vec *prometheus.HistogramVec
+	m   sync.Map // seriesKey → prometheus.Observer
+}
+
+func (o *observers) get(route, method string, status int) prometheus.Observer {
+	k := seriesKey{route, method, status}
+	if v, ok := o.m.Load(k); ok {
+		return v.(prometheus.Observer)
+	}
+	v, _ := o.m.LoadOrStore(k, o.vec.WithLabelValues(route, method, strconv.Itoa(status)))
+	return v.(prometheus.Observer)
 }
