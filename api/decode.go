@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
@@ -165,5 +164,5 @@ func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
 	if !mayRead(c, req.Key.String()) {
 		res.Entry.Value = nil
 	}
-	return c.JSON(http.StatusOK, res.Entry)
+	return answerEntry(c, &res.Entry)
 }

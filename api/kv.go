@@ -19,7 +19,7 @@ func getEntry(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error 
 	if field, ok := c.QueryParams()["field"]; ok {
 		return getField(c, e, field[0])
 	}
-	return c.JSON(http.StatusOK, e)
+	return answerEntry(c, e)
 }
 
 func (s *Server) put(c echo.Context, p *Principal, k events.Key) error {

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,6 +42,7 @@ func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.
 	if err := reg.Register(h); err != nil {
 		return nil, err
 	}
+	obs := &observers{vec: h}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -53,8 +55,32 @@ func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.
 				route = otherLabel
 			}
 			method := methodLabel(c.Request().Method)
-			h.WithLabelValues(route, method, strconv.Itoa(c.Response().Status), opLabel(route, method, c.Request().URL.Path)).Observe(time.Since(start).Seconds())
+			obs.get(route, method, c.Response().Status, opLabel(route, method, c.Request().URL.Path)).Observe(time.Since(start).Seconds())
 			return nil
 		}
 	}, nil
+}
+
+// seriesKey names one series of the request histogram.
+type seriesKey struct {
+	route, method, op string
+	status            int
+}
+
+// observers resolves each series' observer once: WithLabelValues hashes
+// the four labels and formats the status on every request, and the set
+// of series is small and bounded (known routes and methods, HTTP
+// statuses, ops from the op table).
+type observers struct {
+	vec *prometheus.HistogramVec
+	m   sync.Map // seriesKey → prometheus.Observer
+}
+
+func (o *observers) get(route, method string, status int, op string) prometheus.Observer {
+	k := seriesKey{route, method, op, status}
+	if v, ok := o.m.Load(k); ok {
+		return v.(prometheus.Observer)
+	}
+	v, _ := o.m.LoadOrStore(k, o.vec.WithLabelValues(route, method, strconv.Itoa(status), op))
+	return v.(prometheus.Observer)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"testing"
 	"time"
@@ -79,6 +81,38 @@ func BenchmarkStateOnePartition(b *testing.B) {
 				return
 			}
 			i++
+		}
+	})
+}
+
+// BenchmarkWriteLog is the per-write INFO line through a JSON handler (as
+// the services log): typed is logWrite (slog.LogAttrs), untyped the
+// []any form it replaced, whose events.Kind and events.Op went through
+// reflection. Off is logWrite with INFO disabled.
+func BenchmarkWriteLog(b *testing.B) {
+	ev := &events.Event{Key: "tenant/t/project/p/k", Version: 42, Kind: events.KindPut, Op: events.OpPut,
+		Semantics: events.Semantics{Purpose: "config"}}
+	r := &Request{RequestID: "req-1", Principal: "bench"}
+	info := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("service", "writer")
+	b.Run("typed", func(b *testing.B) {
+		w := &Writer{log: info}
+		b.ReportAllocs()
+		for range b.N {
+			w.logWrite(r, ev)
+		}
+	})
+	b.Run("untyped", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			info.Info("write", "key", ev.Key, "version", ev.Version, "kind", ev.Kind, "op", ev.Op,
+				"purpose", ev.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
+		}
+	})
+	b.Run("off", func(b *testing.B) {
+		w := &Writer{log: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		b.ReportAllocs()
+		for range b.N {
+			w.logWrite(r, ev)
 		}
 	})
 }

@@ -483,9 +483,8 @@ func (w *Writer) logDecision(r *Request, d decision) {
 			"consumerHints", d.event.Semantics.ConsumerHints, "ttlSeconds", d.event.Semantics.TTLSeconds,
 			"specRef", d.event.SpecRef) // never a value: logs hold no value, ever
 	case d.event != nil:
-		w.metrics.writes.WithLabelValues("ok").Inc()
-		w.log.Info("write", "key", d.event.Key, "version", d.event.Version, "kind", d.event.Kind, "op", d.event.Op,
-			"purpose", d.event.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
+		w.metrics.writesOK.Inc()
+		w.logWrite(r, d.event)
 	case d.conflict != nil:
 		w.metrics.writes.WithLabelValues("conflict").Inc()
 		w.log.Warn("version conflict", "correlationId", d.conflict.ID, "key", d.conflict.Key,
@@ -501,6 +500,20 @@ func (w *Writer) logDecision(r *Request, d decision) {
 	}
 }
 
+// logWrite is the INFO line of every acknowledged write: the busiest
+// log line, so it is built from typed attributes (slog.LogAttrs, no
+// []any boxing, no reflection on events' named string types) and skipped
+// whole when INFO is off. It names the key and version, never a value.
+func (w *Writer) logWrite(r *Request, e *events.Event) {
+	ctx := context.Background()
+	if !w.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	w.log.LogAttrs(ctx, slog.LevelInfo, "write", slog.String("key", e.Key), slog.Int64("version", e.Version),
+		slog.String("kind", string(e.Kind)), slog.String("op", string(e.Op)), slog.String("purpose", e.Semantics.Purpose),
+		slog.String("requestId", r.RequestID), slog.String("principal", r.Principal))
+}
+
 // logTxn logs and counts a transaction's outcome, as one write request
 // (ok, replayed, conflict or an error code). Its log lines name keys and
 // versions, never a value.
@@ -511,7 +524,7 @@ func (w *Writer) logTxn(r *Request, d decision) {
 		w.metrics.writes.WithLabelValues("replayed").Inc()
 		w.log.Info("transaction replayed", attrs...)
 	case d.err == nil:
-		w.metrics.writes.WithLabelValues("ok").Inc()
+		w.metrics.writesOK.Inc()
 		w.log.Info("transaction", append(attrs, "events", len(d.txn))...)
 	case d.conflict != nil:
 		w.metrics.writes.WithLabelValues("conflict").Inc()

@@ -17,6 +17,7 @@ type serveConfig struct {
 	cfg                      audit.Config
 	minAttempts              int
 	limits                   service.HTTPLimits
+	pprofAddr                string
 }
 
 // serveFlags defines serve's own flags on f.
@@ -49,6 +50,7 @@ func serveFlags(f *service.Flags) *serveConfig {
 		"static member id in the consumer group (a restart gets its partitions back at once) and name in the alerts table; unique per auditor")
 	f.Env("instance-id", "ESKV_AUDITOR_ID")
 	s.limits.Bind(f)
+	service.BindPprof(f, &s.pprofAddr)
 	return s
 }
 
@@ -101,5 +103,9 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		return nil
 	}
-	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready), Limits: s.limits}, a.Run)
+	parts, err := service.WithPprof(s.pprofAddr, s.limits, log, a.Run)
+	if err != nil {
+		return err
+	}
+	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready), Limits: s.limits}, parts...)
 }

@@ -33,6 +33,7 @@ type config struct {
 	dataDir  string
 	logLevel slog.Level
 	sync     bool
+	pprof    string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -47,6 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	f.BoolVar(&c.sync, "sync", false,
 		"fsync every write, so acknowledged writes survive a machine crash too; without it they survive a kill -9 of the broker, as with Kafka's default flush policy")
 	f.Env("sync", "ESKV_BROKER_SYNC")
+	service.BindPprof(f, &c.pprof)
 	if err := f.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -119,6 +121,10 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	log.Info("broker listening", "addr", strings.Join(c.ListenAddrs(), ","),
 		"data", cfg.dataDir, "cluster_id", clusterID, "fsync", cfg.sync)
 
+	if err := servePprof(ctx, cfg.pprof, log); err != nil {
+		c.Close()
+		return err
+	}
 	<-ctx.Done() // a second signal now kills the process outright
 	log.Info("broker stopping")
 	c.Close()
@@ -151,4 +157,19 @@ func (l kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
 		return
 	}
 	l.log.Log(context.Background(), lvl, fmt.Sprintf(format, args...), "component", "kfake")
+}
+
+// servePprof serves net/http/pprof on addr (when set) until ctx ends, so
+// that the broker's CPU can be profiled under load like the services'.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	part, err := service.Pprof(addr, service.DefaultHTTPLimits(), log)
+	if err != nil || part == nil {
+		return err
+	}
+	go func() {
+		if err := part(ctx); err != nil {
+			log.Error("pprof stopped", "err", err)
+		}
+	}()
+	return nil
 }

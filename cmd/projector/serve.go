@@ -20,7 +20,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var c config
 	var addr, addrFile, instanceID string
 	var every, retainEvery time.Duration
-	var retention string
+	var retention, pprofAddr string
 	var limits service.HTTPLimits
 	f := newFlags("serve", &c, slog.LevelInfo, stderr)
 	f.StringVar(&addr, "addr", "127.0.0.1:8081", "listen address of /healthz, /readyz and /metrics")
@@ -42,6 +42,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		"static consumer-group member id: a restarted projector takes its partitions back at once; unique per projector")
 	f.Env("instance-id", "ESKV_PROJECTOR_ID")
 	limits.Bind(f)
+	service.BindPprof(f, &pprofAddr)
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
@@ -82,5 +83,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return nil
 	}
-	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready), Limits: limits}, p.Run)
+	parts, err := service.WithPprof(pprofAddr, limits, log, p.Run)
+	if err != nil {
+		return err
+	}
+	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready), Limits: limits}, parts...)
 }

@@ -10,10 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -28,10 +27,6 @@ import (
 )
 
 func main() { service.Main("writer", run) }
-
-// pprofWriteTimeout is the pprof server's shortest write timeout: a CPU
-// profile answers after the seconds it samples.
-const pprofWriteTimeout = 5 * time.Minute
 
 // config is the writer's configuration; every field is a flag whose
 // default comes from an ESKV_ environment variable.
@@ -91,8 +86,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("addr-file", "ESKV_ADDR_FILE")
 	f.StringVar(&c.advertiseURL, "advertise-url", "", "base URL other writers forward this writer's requests to (default http://<bound http address>)")
 	f.Env("advertise-url", "ESKV_ADVERTISE_URL")
-	f.StringVar(&c.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this address; empty disables it")
-	f.Env("pprof-addr", "ESKV_PPROF_ADDR")
+	service.BindPprof(f, &c.pprofAddr)
 	f.DurationVar(&c.sweepInterval, "sweep-interval", time.Second, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it")
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
@@ -183,6 +177,22 @@ func (c *config) checkAdvertise() error {
 	return nil
 }
 
+// defaultGOGC is the writer's GC target when GOGC is not set: its live
+// heap is small (tens of MiB) and almost every allocation dies with its
+// request, so at Go's 100 the collector ran several times a second under
+// load and took about a tenth of the writer's CPU (docs/performance.md,
+// "Where the CPU goes"). GOGC in the environment still decides.
+const defaultGOGC = 400
+
+// setGCDefault applies defaultGOGC unless GOGC is set.
+func setGCDefault(log *slog.Logger) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return
+	}
+	debug.SetGCPercent(defaultGOGC)
+	log.Debug("GC target set", "gogc", defaultGOGC)
+}
+
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	c, err := parse(args, stderr)
 	if err != nil {
@@ -192,6 +202,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	log := service.Logger(stderr, *c.logLevel, "writer")
+	setGCDefault(log)
 	reg := service.NewRegistry()
 	tt, reloadTokens, err := c.tokens(reg, log)
 	if err != nil {
@@ -249,12 +260,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if reloadTokens != nil {
 		parts = append(parts, reloadTokens)
 	}
-	if c.pprofAddr != "" {
-		pprofPart, err := servePprof(c.pprofAddr, c.http, log)
-		if err != nil {
-			return err
-		}
-		parts = append(parts, pprofPart)
+	if parts, err = service.WithPprof(c.pprofAddr, c.http, log, parts...); err != nil {
+		return err
 	}
 	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
 }
@@ -308,31 +315,4 @@ func (c *config) watchHub(store *projection.Store, log *slog.Logger, reg prometh
 		Buffer:     c.watchBuffer,
 		FetchWait:  c.fetchWait,
 	}, store, log, reg)
-}
-
-// servePprof listens on addr and returns the part that serves
-// net/http/pprof there until its context ends, with the service's HTTP
-// limits except a write timeout long enough for a profile of a few
-// minutes.
-func servePprof(addr string, limits service.HTTPLimits, log *slog.Logger) (func(context.Context) error, error) {
-	ln, err := service.Listen(addr)
-	if err != nil {
-		return nil, fmt.Errorf("pprof %w", err)
-	}
-	log.Info("pprof listening", "addr", ln.Addr().String())
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	limits.WriteTimeout = max(limits.WriteTimeout, pprofWriteTimeout)
-	hs := limits.Server(mux)
-	return func(ctx context.Context) error {
-		go func() {
-			<-ctx.Done()
-			hs.Close()
-		}()
-		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	}, nil
 }

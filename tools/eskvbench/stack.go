@@ -51,7 +51,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		cmds = append(cmds, "auditor")
 	}
 	ls, err := localstack.New(ctx, localstack.Config{Tool: "eskvbench", AdminURL: c.adminPostgresURL, Cmds: cmds, Progress: progress,
-		BrokerData: c.brokerDataParent, BrokerLogLevel: benchLogLevel, PassEnv: []string{"ESKV_PPROF_ADDR"}})
+		BrokerData: c.brokerDataParent, BrokerLogLevel: benchLogLevel, PprofBase: os.Getenv("ESKV_PPROF_ADDR")})
 	if err != nil {
 		return nil, err
 	}

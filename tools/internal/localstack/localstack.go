@@ -11,8 +11,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,10 @@ type Config struct {
 	BrokerData     string
 	BrokerLogLevel string
 	PassEnv        []string // ESKV_ variables of this process the services get too
+	// PprofBase, a host:port, gives each process the stack starts its own
+	// ESKV_PPROF_ADDR: the broker the port, each next process the next
+	// port (printed as it starts); "" for none.
+	PprofBase string
 }
 
 // Stack is the run directory, the database and the processes.
@@ -48,6 +54,7 @@ type Stack struct {
 	Broker   *proc.Proc // started by StartBroker
 	Services []*proc.Proc
 	extra    []string // directories removed with Dir
+	pprofs   int      // processes given a pprof address so far
 }
 
 // New builds the services and creates and migrates the database. On error
@@ -142,6 +149,10 @@ func (s *Stack) Service(name, bin string, args []string, env ...string) *proc.Pr
 }
 
 func (s *Stack) newProc(name, bin string, args []string, env ...string) *proc.Proc {
+	if addr := s.nextPprof(); addr != "" {
+		s.logf("%s serves pprof on %s", name, addr)
+		env = append(env, "ESKV_PPROF_ADDR="+addr)
+	}
 	return proc.New(proc.Spec{Name: name, Path: filepath.Join(s.Bin, bin), Args: args, Env: env, Dir: s.Dir,
 		Log: filepath.Join(s.Dir, name+".log"), PassEnv: s.PassEnv})
 }
@@ -223,4 +234,20 @@ func RandomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// nextPprof returns the next process's pprof address: PprofBase's port
+// plus the processes given one before (port 0 stays 0: a free port
+// each); "" without PprofBase or when it is not a host:port.
+func (s *Stack) nextPprof() string {
+	host, port, err := net.SplitHostPort(s.PprofBase)
+	n, perr := strconv.Atoi(port)
+	if s.PprofBase == "" || err != nil || perr != nil {
+		return ""
+	}
+	if n != 0 {
+		n += s.pprofs
+	}
+	s.pprofs++
+	return net.JoinHostPort(host, strconv.Itoa(n))
 }

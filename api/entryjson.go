@@ -1,0 +1,160 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/eskv/eskv/events"
+)
+
+// answerEntry answers an entry as c.JSON would, byte for byte, without
+// reflection: every PUT and GET answers one, and encoding/json's
+// reflection over Entry and Semantics was about 5 % of the writer's CPU
+// under figure 18's load (docs/performance.md). ?pretty, and times
+// encoding/json refuses (years outside 0–9999), go through c.JSON.
+func answerEntry(c echo.Context, e *events.Entry) error {
+	if _, pretty := c.QueryParams()["pretty"]; pretty || c.Echo().Debug {
+		return c.JSON(http.StatusOK, e)
+	}
+	b, ok := appendEntry(make([]byte, 0, 256+len(e.Value)), e)
+	if !ok {
+		return c.JSON(http.StatusOK, e)
+	}
+	return c.JSONBlob(http.StatusOK, b)
+}
+
+// appendEntry appends e's JSON as jsonSerializer writes it (field order
+// and omitempty of events.Entry, no HTML escaping, a final newline);
+// false when e holds what only encoding/json can report (an invalid
+// value, a time it cannot encode).
+func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
+	b = append(b, `{"key":`...)
+	b = appendString(b, e.Key)
+	b = append(b, `,"value":`...)
+	if e.Value == nil {
+		b = append(b, "null"...)
+	} else {
+		// Values from the projection come back from jsonb with spaces:
+		// compacted as encoding/json compacts a RawMessage.
+		buf := bytes.NewBuffer(b)
+		if json.Compact(buf, e.Value) != nil {
+			return nil, false
+		}
+		b = buf.Bytes()
+	}
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, e.Version, 10)
+	var ok bool
+	if b, ok = appendTime(append(b, `,"createdAt":`...), e.CreatedAt); !ok {
+		return nil, false
+	}
+	if b, ok = appendTime(append(b, `,"updatedAt":`...), e.UpdatedAt); !ok {
+		return nil, false
+	}
+	if e.ExpiresAt != nil {
+		if b, ok = appendTime(append(b, `,"expiresAt":`...), *e.ExpiresAt); !ok {
+			return nil, false
+		}
+	}
+	b = appendString(append(b, `,"lastWriter":`...), e.LastWriter)
+	if e.RequestID != "" {
+		b = appendString(append(b, `,"requestId":`...), e.RequestID)
+	}
+	if e.SpecRef != "" {
+		b = appendString(append(b, `,"specRef":`...), e.SpecRef)
+	}
+	b = appendSemantics(append(b, `,"semantics":`...), &e.Semantics)
+	return append(b, "}\n"...), true
+}
+
+// appendSemantics appends s as encoding/json does (omitempty included).
+func appendSemantics(b []byte, s *events.Semantics) []byte {
+	b = appendString(append(b, `{"purpose":`...), s.Purpose)
+	if s.Producer != "" {
+		b = appendString(append(b, `,"producer":`...), s.Producer)
+	}
+	if len(s.ConsumerHints) > 0 {
+		b = append(b, `,"consumerHints":[`...)
+		for i, h := range s.ConsumerHints {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, h)
+		}
+		b = append(b, ']')
+	}
+	if s.TTLSeconds != 0 {
+		b = strconv.AppendInt(append(b, `,"ttlSeconds":`...), s.TTLSeconds, 10)
+	}
+	return append(b, '}')
+}
+
+// appendTime appends t as time.Time's MarshalJSON does; false where it
+// would fail.
+func appendTime(b []byte, t time.Time) ([]byte, bool) {
+	if y := t.Year(); y < 0 || y >= 10000 {
+		return nil, false
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), true
+}
+
+// appendString appends s as a JSON string the way encoding/json does with
+// HTML escaping off: short escapes for " \ \b \f \n \r \t, \u00XX for
+// other control characters, \ufffd for invalid UTF-8, and \u2028 and
+// \u2029 escaped (they end lines in JavaScript).
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(b, s[start:]...), '"')
+}
