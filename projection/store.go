@@ -79,40 +79,25 @@ FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[],
     AS t(k, v, kd, op, ts, p, o, ev)
 ON CONFLICT (key, version) DO NOTHING`
 
-// deleteFields and insertFields bring the kv_fields rows (the indexed
+// deleteFields and insertFields replace the kv_fields rows (the indexed
 // fields of filtered scans) of every key of a batch whose kv_entries row
-// now holds the batch's version (the upsert wrote it, or a replay found
-// it already there) to those of its value. A key whose stored version is
-// newer keeps its rows. Deletes and expires leave none. Only the rows
-// that change are touched: deleteFields removes those the value no
-// longer holds exactly as stored (a field gone, or its type, number —
-// compared as text, so 1.0 and 1.00 stay apart — string or the entry's
-// expiry changed), and insertFields adds the value's fields, leaving
-// alone the rows that stayed (ON CONFLICT DO NOTHING). A field that
-// keeps its value from version to version (an owner, a state) is so
-// never deleted and inserted again: each such churn leaves dead index
-// entries behind in four indexes, which every later write of a hot key
-// walks until vacuum removes them (issue 16: most of the projection's
-// Postgres CPU under compare-and-swap load). The upsert has locked each
-// key's kv_entries row (in key order) before these run, so a projector
-// overlapping on a key waits there and never holds kv_fields rows
-// another one needs: no new lock order.
+// now holds the batch's version: the upsert wrote it, or a replay found
+// it already there (rewriting the same rows). A key whose stored version
+// is newer keeps its rows. Deletes and expires leave none. The upsert has
+// locked each key's kv_entries row (in key order) before these run, so a
+// projector overlapping on a key waits there and never holds kv_fields
+// rows another one needs: no new lock order.
 const deleteFields = `
 DELETE FROM kv_fields f
 USING unnest($1::text[], $2::bigint[]) AS t(k, v)
-JOIN kv_entries e ON e.key = t.k AND e.version = t.v
-WHERE f.key = t.k AND NOT (e.live AND EXISTS (
-    SELECT 1 FROM kv_value_fields(e.value::jsonb) AS nf
-    WHERE nf.field = f.field AND nf.type = f.type AND nf.num::text IS NOT DISTINCT FROM f.num::text
-        AND nf.str IS NOT DISTINCT FROM f.str AND e.expires_at IS NOT DISTINCT FROM f.expires_at))`
+WHERE f.key = t.k AND EXISTS (SELECT 1 FROM kv_entries e WHERE e.key = t.k AND e.version = t.v)`
 
 const insertFields = `
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
 SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
 FROM unnest($1::text[], $2::bigint[]) AS t(k, v)
 JOIN kv_entries e ON e.key = t.k AND e.version = t.v AND e.live
-CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f
-ON CONFLICT (key, field) DO NOTHING`
+CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f`
 
 const upsertOffsets = `
 INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
