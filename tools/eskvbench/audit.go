@@ -108,7 +108,7 @@ func (b *bench) auditorLag(before, after metrics, rate float64) result {
 	}
 	r, over := histogramFigure("7a", title, b.s.auditorURL, auditorLagMetric, before, after)
 	if r.Ops > 0 {
-		r.Note = fmt.Sprintf("%s: bucket deltas over run 2a at %.0f writes/s, interpolated%s; includes the auditor's batch linger (100 ms by default); no target",
+		r.Note = fmt.Sprintf("%s: bucket deltas over run 2a at %.0f writes/s, interpolated%s; includes the auditor's batch linger (500 ms by default); no target",
 			auditorLagMetric, rate, map[bool]string{true: "; p99 beyond the last bucket", false: ""}[over])
 	}
 	return r
