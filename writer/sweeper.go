@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
 )
 
 // SweeperPrincipal is the identity under which the TTL sweeper appends
@@ -190,49 +191,14 @@ func (p *partition) requeue(ctx context.Context) error {
 	}
 }
 
-// dueItems lists the requeues of the partition's in-flight items past
-// their deadline at now: the overlay's (unprojected item changes) and
-// the projection's, where the overlay does not know better.
+// dueItems lists the qrequeue requests of the partition's in-flight
+// queue items past their visibility deadline at now: the overlay's
+// (events the projection may not hold yet) and the projection's, where
+// the overlay does not know better.
 func (p *partition) dueItems(ctx context.Context, now time.Time) ([]*Request, error) {
-	limit := p.w.cfg.SweepBatch
-	var reqs []*Request
-	add := func(queue, member string, deliveries int64) {
-		key, err := events.ParseKey(queue)
-		if err == nil && len(reqs) < limit {
-			reqs = append(reqs, &Request{Key: key, Op: events.OpQRequeue, Item: member, Delivery: deliveries, Principal: SweeperPrincipal})
-		}
-	}
-	p.mu.RLock()
-	if !p.ready {
-		p.mu.RUnlock()
-		return nil, nil
-	}
-	known := make(map[string]map[string]overlayItem)
-	for k, e := range p.overlay {
-		if e.items == nil {
-			continue
-		}
-		known[k] = e.items
-		for m, it := range e.items {
-			if el := it.el; el.State == events.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt) {
-				add(k, m, el.Deliveries)
-			}
-		}
-	}
-	p.mu.RUnlock()
-	if len(reqs) >= limit {
-		return reqs, nil
-	}
-	rows, err := p.w.proj.DueItems(ctx, p.id, now, limit)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		if _, in := known[r.Queue][r.Member]; !in {
-			add(r.Queue, r.Member, r.Deliveries)
-		}
-	}
-	return reqs, nil
+	return p.sweepItems(ctx, events.OpQRequeue, func(el *events.Element) bool {
+		return el.State == events.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
+	}, func(limit int) ([]projection.DueItem, error) { return p.w.proj.DueItems(ctx, p.id, now, limit) })
 }
 
 // expireItems removes the partition's ready and in-flight queue items
@@ -259,12 +225,26 @@ func (p *partition) expireItems(ctx context.Context) error {
 // item changes) and the projection's, where the overlay does not know
 // better.
 func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request, error) {
+	return p.sweepItems(ctx, events.OpQExpire, func(el *events.Element) bool {
+		return (el.State == events.ItemReady || el.State == events.ItemInFlight) && el.ItemExpired(now)
+	}, func(limit int) ([]projection.DueItem, error) { return p.w.proj.ExpiredItems(ctx, p.id, now, limit) })
+}
+
+// sweepItems lists at most SweepBatch sweeper requests op for the
+// partition's queue items: those of the overlay for which due holds, then
+// those the projection lists (rows) that the overlay does not know
+// better. A qrequeue names the delivery it ends.
+func (p *partition) sweepItems(ctx context.Context, op events.Op, due func(*events.Element) bool, rows func(limit int) ([]projection.DueItem, error)) ([]*Request, error) {
 	limit := p.w.cfg.SweepBatch
 	var reqs []*Request
-	add := func(queue, member string) {
+	add := func(queue, member string, deliveries int64) {
 		key, err := events.ParseKey(queue)
 		if err == nil && len(reqs) < limit {
-			reqs = append(reqs, &Request{Key: key, Op: events.OpQExpire, Item: member, Principal: SweeperPrincipal})
+			r := &Request{Key: key, Op: op, Item: member, Principal: SweeperPrincipal}
+			if op == events.OpQRequeue {
+				r.Delivery = deliveries
+			}
+			reqs = append(reqs, r)
 		}
 	}
 	p.mu.RLock()
@@ -279,8 +259,8 @@ func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request
 		}
 		known[k] = e.items
 		for m, it := range e.items {
-			if el := it.el; (el.State == events.ItemReady || el.State == events.ItemInFlight) && el.ItemExpired(now) {
-				add(k, m)
+			if el := it.el; due(&el) {
+				add(k, m, el.Deliveries)
 			}
 		}
 	}
@@ -288,13 +268,13 @@ func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request
 	if len(reqs) >= limit {
 		return reqs, nil
 	}
-	rows, err := p.w.proj.ExpiredItems(ctx, p.id, now, limit)
+	rs, err := rows(limit)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range rows {
+	for _, r := range rs {
 		if _, in := known[r.Queue][r.Member]; !in {
-			add(r.Queue, r.Member)
+			add(r.Queue, r.Member, r.Deliveries)
 		}
 	}
 	return reqs, nil
