@@ -76,8 +76,10 @@ type ConsumerConfig struct {
 	// zero: one poll per batch.
 	Linger time.Duration
 	// CommitInterval is how often the written offsets are committed; zero:
-	// after every Write. Offsets not committed yet are committed when Run
-	// returns.
+	// after every Write. An idle consumer commits its pending offsets
+	// within one interval too (not only when the next batch arrives), so
+	// the group's lag reaches zero. Offsets not committed yet are
+	// committed when Run returns.
 	CommitInterval time.Duration
 	// ResetToStart starts a partition whose offset fell out of the log
 	// at its start again (re-reading is harmless to an idempotent sink).
@@ -198,7 +200,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer c.commit(pending)
 	last := time.Now()
 	for {
-		recs, done, err := c.poll(ctx)
+		recs, done, err := c.poll(ctx, c.commitDue(pending, last))
 		if done || err != nil {
 			return err
 		}
@@ -211,22 +213,39 @@ func (c *Consumer) Run(ctx context.Context) error {
 				}
 				return err
 			}
-			if time.Since(last) >= c.cfg.CommitInterval {
-				c.commit(pending)
-				last = time.Now()
-			}
+		}
+		// Also after an idle poll that ran into commitDue: the last batch
+		// of a burst is committed without waiting for the next one. The
+		// poll blocked rebalances, so the partitions are still ours.
+		if len(pending) > 0 && time.Since(last) >= c.cfg.CommitInterval {
+			c.commit(pending)
+			last = time.Now()
 		}
 		c.cl.AllowRebalance()
 	}
 }
 
-// poll returns the next batch: it waits for records, then gathers more
-// for up to Linger or until MaxBatch. done reports that ctx ended or the
+// commitDue returns when the pending offsets are to be committed (one
+// CommitInterval after the last commit), or the zero time when nothing is
+// pending: an idle poll waits no longer than that.
+func (c *Consumer) commitDue(pending Offsets, last time.Time) time.Time {
+	if len(pending) == 0 {
+		return time.Time{}
+	}
+	return last.Add(c.cfg.CommitInterval)
+}
+
+// poll returns the next batch: it waits for records until idleUntil (for
+// ever when zero), then gathers more for up to Linger or until MaxBatch;
+// no records means the wait ran out. done reports that ctx ended or the
 // client was closed.
-func (c *Consumer) poll(ctx context.Context) (recs []*kgo.Record, done bool, err error) {
+func (c *Consumer) poll(ctx context.Context, idleUntil time.Time) (recs []*kgo.Record, done bool, err error) {
 	var deadline time.Time
 	for len(recs) < c.cfg.MaxBatch {
 		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if len(recs) == 0 && !idleUntil.IsZero() {
+			pctx, cancel = context.WithDeadline(ctx, idleUntil)
+		}
 		if len(recs) > 0 {
 			if !time.Now().Before(deadline) {
 				break

@@ -32,9 +32,8 @@ type LagWatch struct {
 	// Stored, when set, returns the next offsets the consumer stored
 	// itself (the projector's, in Postgres): a partition's lag counts
 	// from the greater of it and the group's commit, since a consumer
-	// that commits to the group only every CommitInterval, after a
-	// Write, leaves the last batch of a burst uncommitted until the next
-	// record arrives.
+	// that commits to the group only every CommitInterval leaves its
+	// latest batches uncommitted for up to one interval.
 	Stored func() Offsets
 	// Interval is how often the gauge is updated; DefaultLagInterval when
 	// zero.
