@@ -203,3 +203,38 @@ func TestCompareLists(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestsRememberOlderPops: the requestId lookup answers a pop's
+// element and the metadata after it (AppliedRequest.Popped and After)
+// when the pop is no longer the list's latest write, so that the writer
+// replays a retried pop whatever was written since; other events carry
+// neither.
+func TestRequestsRememberOlderPops(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	m := &listModel{tb: t, key: "tenant/t/project/p/jobs"}
+	push1, push2 := m.rpush(`"a"`), m.rpush(`{"job":"b"}`)
+	pop := m.lpop()
+	later := m.rpush(`"c"`) // another client writes the list after the pop
+	push1.RequestID, pop.RequestID, later.RequestID = "push-1", "pop-1", "push-3"
+	pop.RequestDigest = "pop-digest"
+	mustApply(t, s, "kv.changes", batchOf(0, push1, push2, pop, later))
+
+	ref := func(id string) projection.RequestRef { return projection.RequestRef{Key: m.key, RequestID: id} }
+	_, got, err := s.StatesAndRequests(context.Background(), []string{m.key}, []projection.RequestRef{ref("pop-1"), ref("push-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := got[ref("pop-1")]
+	if a.Version != 3 || a.Digest != "pop-digest" || a.Popped == nil || string(a.Popped.Value) != `"a"` ||
+		a.Popped.Member != pop.Element.Member || a.Popped.Op != events.ElementRemove {
+		t.Fatalf("older pop: %+v (popped %+v), want version 3 and the value it popped", a, a.Popped)
+	}
+	var meta events.CollectionMeta
+	if err := json.Unmarshal(a.After, &meta); err != nil || meta.Size != 1 || meta.Head != 1 || meta.Since != 1 {
+		t.Fatalf("older pop's metadata %s (%v), want the list after the pop %s", a.After, err, pop.After)
+	}
+	if p := got[ref("push-1")]; p.Version != 1 || p.Popped != nil || p.After != nil {
+		t.Fatalf("push: %+v, want version 1 without popped element or metadata", p)
+	}
+}

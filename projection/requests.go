@@ -26,15 +26,21 @@ type AppliedRequest struct {
 	// rpop, qpop): a retried pop is answered as a replay with the value
 	// (a queue item: data, receipt and deadline) the lost answer carried.
 	Popped *events.Element
+	// After is a pop's event's metadata after it (the collection's
+	// length or size then), so that the replay of an older pop answers
+	// what the lost answer carried; nil for every other event.
+	After json.RawMessage
 }
 
 // requestsSQL finds, for each (key $1, requestId $2), the newest
 // kv_history row that carried it: one probe of kv_history_request_id
 // (migration 00005) per pair, read backwards. The predicate repeats the
 // index's, so the planner may use the partial index. Only a pop's
-// element is read out of the event (AppliedRequest.Popped).
+// element and metadata are read out of the event (AppliedRequest.Popped
+// and After), whether or not the pop is the key's latest write.
 const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.event->>'requestDigest', ''),
-    CASE WHEN h.event->>'op' IN ('lpop', 'rpop', 'qpop') THEN h.event->'element' END
+    CASE WHEN h.event->>'op' IN ('lpop', 'rpop', 'qpop') THEN h.event->'element' END,
+    CASE WHEN h.event->>'op' IN ('lpop', 'rpop', 'qpop') THEN h.event->'after' END
 FROM unnest($1::text[], $2::text[]) AS t(k, rid)
 CROSS JOIN LATERAL (
     SELECT version, event FROM kv_history
@@ -174,8 +180,8 @@ func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string
 	for rows.Next() {
 		var r RequestRef
 		var a AppliedRequest
-		var popped []byte
-		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest, &popped); err != nil {
+		var popped, after []byte
+		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest, &popped, &after); err != nil {
 			return err
 		}
 		if popped != nil {
@@ -183,6 +189,9 @@ func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string
 			if err := json.Unmarshal(popped, a.Popped); err != nil {
 				return fmt.Errorf("popped element of %s version %d: %w", r.Key, a.Version, err)
 			}
+		}
+		if after != nil {
+			a.After = json.RawMessage(after)
 		}
 		applied[r] = a
 	}

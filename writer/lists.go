@@ -70,7 +70,7 @@ func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef,
 func DecideList(cur events.State, end listElem, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
-		if d.result.Replayed {
+		if d.result.Replayed && d.result.Element == nil {
 			d.result.Element = replayedPop(cur, known, r)
 		}
 		return d
@@ -144,7 +144,8 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 // it popped (a list's value, a queue's item), as known from
 // the overlay, the batch or kv_history (AppliedRequest.Popped); nil for
 // every other write, and when nothing holds the value any more (history
-// retention deleted its event: the replay answers no value).
+// retention deleted its event: the replay answers no value). The replay
+// of an older pop carries its element already (replayOlderPop).
 func replayedPop(cur events.State, known requestMemory, r *Request) *events.Element {
 	if !r.Op.IsPop() {
 		return nil

@@ -201,7 +201,9 @@ func TestListsFollowThePartition(t *testing.T) {
 // answers the value it popped (known from the overlay, the batch or
 // kv_history), the list's length and version after it, and appends
 // nothing; without the value (history retention) it is still a replay.
-// An older pop retried is stale, and a replayed push answers no element.
+// An older pop retried (the list was written since) answers the value it
+// popped and the version and length after it; without the value it is
+// stale, as an older push is; a replayed push answers no element.
 func TestDecideListReplayedPop(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/jobs")
@@ -225,7 +227,9 @@ func TestDecideListReplayedPop(t *testing.T) {
 		{"OKReplayWithoutKnownValueAnswersNone", after(pop, 5), requestMemory{}, pop, "", ""},
 		{"OKReplayIgnoresTheValueOfAnotherVersion", after(pop, 5), requestMemory{ref: {Version: 4, Digest: pop.Digest(), Popped: popped}}, pop, "", ""},
 		{"OKReplayedPushAnswersNoElement", after(push, 5), requestMemory{}, push, "", ""},
-		{"ErrOlderPopIsStale", after(push, 6), requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, "", events.EConflict},
+		{"OKOlderPopAnswersThePoppedValue", after(push, 6), requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped, After: after(pop, 5).Entry.Value}}, pop, `{"job":7}`, ""},
+		{"ErrOlderPopWithoutValueIsStale", after(push, 6), requestMemory{ref: {Version: 5, Digest: pop.Digest()}}, pop, "", events.EConflict},
+		{"ErrOlderPushIsStale", after(pop, 6), requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, "", events.EConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := DecideList(tc.cur, listElem{}, tc.known, tc.r, now, 1, DefaultRequestIDWindow)
@@ -248,7 +252,8 @@ func TestDecideListReplayedPop(t *testing.T) {
 
 // TestRecallRemembersThePoppedValue: the overlay entry after a pop holds
 // the value it popped, and recall hands it to the decision of a retry;
-// the entry after any later event forgets it. The batch's memory does
+// the entry after any later event forgets it as its latest pop but still
+// remembers it with the pop's requestId. The batch's memory does
 // the same for a pop decided earlier in the batch.
 func TestRecallRemembersThePoppedValue(t *testing.T) {
 	key := "tenant/a/project/b/jobs"
@@ -265,6 +270,12 @@ func TestRecallRemembersThePoppedValue(t *testing.T) {
 		Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, DefaultRequestIDWindow)
 	if o.popped != nil {
 		t.Fatalf("entry after a push remembers popped %+v", o.popped)
+	}
+	// The pop is no longer the latest write: its requestId, kept in the
+	// entry's recentRequests, still carries the popped value.
+	known = requestMemory{}
+	if ask := recall(ref, o, true, known, DefaultRequestIDWindow); ask || known[ref].Popped == nil || string(known[ref].Popped.Value) != `"a"` || known[ref].Version != 3 {
+		t.Fatalf("recall after a later push: ask %v known %+v, want the popped value at version 3", ask, known[ref])
 	}
 	batch := requestMemory{}
 	batch.add(popEv)

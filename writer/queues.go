@@ -63,7 +63,7 @@ func inIncarnation(member string, since int64) bool {
 func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Request, now time.Time, epoch, window int64, dedupWindow time.Duration) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
-		if d.result.Replayed {
+		if d.result.Replayed && d.result.Element == nil {
 			d.result.Element = replayedQueueWrite(cur, known, r)
 		}
 		return d

@@ -160,7 +160,8 @@ func TestStaleReceiptSaysWhy(t *testing.T) {
 // TestDecideQueueReplays: a push or pop retried with its requestId while
 // it is the queue's latest write is a replay appending nothing: a push
 // answers its item, a pop the item and receipt it popped (from the
-// overlay, the batch or kv_history); an older request is stale.
+// overlay, the batch or kv_history), also after the queue was written
+// again (within the window); an older push is stale.
 func TestDecideQueueReplays(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
@@ -180,9 +181,18 @@ func TestDecideQueueReplays(t *testing.T) {
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
 		t.Fatalf("replayed pop: %+v %+v, want the popped item and receipt", d, a)
 	}
-	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	// The queue was written since (a push at 6): the retried pop still
+	// answers its item, receipt and deadline, at the pop's version.
+	older := requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped, After: after(pop, 5).Entry.Value}}
+	d = DecideQueue(after(push, 6), queueInput{}, older, pop, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	a = QueuePopAnswer(d.result, pop)
+	if d.event != nil || d.err != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != events.Receipt(popped.Member, 1) ||
+		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
+		t.Fatalf("older pop retried: %+v %+v, want the popped item and receipt at version 5", d, a)
+	}
+	d = DecideQueue(after(pop, 6), queueInput{}, requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
 	if events.ErrorCode(d.err) != events.EConflict || d.event != nil {
-		t.Fatalf("older pop retried: %+v, want version_conflict", d)
+		t.Fatalf("older push retried: %+v, want version_conflict", d)
 	}
 	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{}, push, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
 	if pa := QueuePushAnswer(d.result, push); !d.result.Replayed || pa.Item != events.QueueMember(1, 4, 6) || pa.Priority != 4 {

@@ -36,7 +36,8 @@ import (
 // Everything is in the log, so a restarted writer or a new owner of the
 // partition knows the same. decideRequestID then decides on what is
 // known, purely: the same request again is a stale request (409
-// version_conflict, nothing written), another request under the same id
+// version_conflict, nothing written) unless it is a pop, which answers
+// the element it popped as a replay, another request under the same id
 // is request_id_reused. The window makes the rule deterministic: an
 // older use is ignored wherever it is found. History retention (when it
 // deletes kv_history rows) and a projection rebuilt from the compacted
@@ -65,8 +66,20 @@ func requestRef(r *Request) (ref projection.RequestRef, ok bool) {
 // add remembers an event appended by the batch.
 func (m requestMemory) add(e *events.Event) {
 	if e.RequestID != "" {
-		m[projection.RequestRef{Key: e.Key, RequestID: e.RequestID}] = projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest, Popped: popped(e)}
+		m[projection.RequestRef{Key: e.Key, RequestID: e.RequestID}] = applied(e)
 	}
+}
+
+// applied is what is remembered of e's requestId: its version and
+// digest, and for a pop the element it popped and the metadata after it,
+// so that a retry of the pop answers its element even once the
+// collection was written again (replayedPop).
+func applied(e *events.Event) projection.AppliedRequest {
+	a := projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest, Popped: popped(e)}
+	if a.Popped != nil {
+		a.After = e.After
+	}
+	return a
 }
 
 // popped is the element e popped (nil unless e is a pop: lpop, rpop,
@@ -114,7 +127,7 @@ func (rs recentRequests) find(id string) (projection.AppliedRequest, bool) {
 // of its events are unprojected.
 func (rs recentRequests) with(e *events.Event, window int64) recentRequests {
 	if e.RequestID != "" {
-		rs = append(rs, recentRequest{id: e.RequestID, AppliedRequest: projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest}})
+		rs = append(rs, recentRequest{id: e.RequestID, AppliedRequest: applied(e)})
 	}
 	i := 0
 	for i < len(rs) && rs[i].Version <= e.Version-window {
@@ -163,7 +176,7 @@ func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMem
 			// The latest write: Decide replays or refuses it, and a
 			// replayed pop answers the value it popped.
 			if e.popped != nil {
-				known[ref] = projection.AppliedRequest{Version: e.state.Version, Digest: e.state.RequestDigest, Popped: e.popped}
+				known[ref] = projection.AppliedRequest{Version: e.state.Version, Digest: e.state.RequestDigest, Popped: e.popped, After: e.state.Entry.Value}
 			}
 			return false
 		}
@@ -182,7 +195,8 @@ func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMem
 // before its latest write, at prior.Version: within the window (prior
 // among the key's last window versions), the same request (digest) again
 // is a stale request, answered 409 version_conflict naming the version it
-// was applied at, and another request under the same id is
+// was applied at — but a pop's is replayed (replayOlderPop) — and
+// another request under the same id is
 // request_id_reused; both are recorded in kv.conflicts and write nothing.
 // ok is false when the rule does not apply (no requestId, a use older
 // than the window, or the key's latest write, which Decide handles): r
@@ -196,6 +210,9 @@ func decideRequestID(cur events.State, prior projection.AppliedRequest, known bo
 		return conflictDecision(cur, visible, r, now, "request_id_reused",
 			"requestId %q was already used for a different write of this key (version %d)", r.RequestID, prior.Version), true
 	}
+	if d, ok := replayOlderPop(r, prior); ok {
+		return d, true
+	}
 	state := fmt.Sprintf("the key is now at version %d", cur.Version)
 	if visible == nil {
 		state = fmt.Sprintf("the key is absent now (its last version is %d)", cur.Version)
@@ -203,6 +220,22 @@ func decideRequestID(cur events.State, prior projection.AppliedRequest, known bo
 	return conflictDecision(cur, visible, r, now, "stale_request",
 		"requestId %q was already applied at version %d and %s: this retry is stale, nothing was written",
 		r.RequestID, prior.Version, state), true
+}
+
+// replayOlderPop answers the retry of a pop (lpop, rpop, qpop) applied
+// at prior, an older version than the key's latest, as a replay: the
+// element it popped and the version and metadata after it, appending
+// nothing. A stale 409 would lose the element to its consumer: the pop
+// removed it (or made it in flight) and a busy list or queue is written
+// again before any retry. ok is false for every other request, and when
+// nothing holds the popped element (the retry is then stale).
+func replayOlderPop(r *Request, prior projection.AppliedRequest) (d decision, ok bool) {
+	if !r.Op.IsPop() || prior.Popped == nil {
+		return d, false
+	}
+	el := *prior.Popped
+	entry := events.Entry{Key: r.Key.String(), Version: prior.Version, Value: prior.After}
+	return decision{result: Result{Entry: entry, Replayed: true, Changed: true, Element: &el}}, true
 }
 
 // olderUse reports whether prior (when known) is a use of requestID on a

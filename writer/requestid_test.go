@@ -95,6 +95,83 @@ func TestDecideRequestIDWindow(t *testing.T) {
 	}
 }
 
+// TestDecideRequestIDOlderPop: a pop retried after the list or queue was
+// written again is, within the window, a replay answering the element it
+// popped and the version and metadata after it, appending nothing;
+// without a known element, another body or past the window the usual
+// rules hold. Every other op stays stale.
+func TestDecideRequestIDOlderPop(t *testing.T) {
+	now := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+	list := mustKey(t, "tenant/a/project/b/jobs")
+	queue := mustKey(t, "tenant/a/project/b/tasks")
+	lpop := Request{Key: list, Op: events.OpLPop, RequestID: "pop-1", Principal: "p"}
+	rpop := Request{Key: list, Op: events.OpRPop, RequestID: "pop-1", Principal: "p"}
+	qpop := Request{Key: queue, Op: events.OpQPop, Visibility: 30, RequestID: "pop-1", Principal: "p"}
+	push := Request{Key: list, Op: events.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "pop-1", Principal: "p"}
+	listAfter := json.RawMessage(`{"type":"list","size":3,"since":1,"head":2}`)
+	deadline := now.Add(10 * time.Second)
+	item := &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
+		State: events.ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
+	value := &events.Element{Op: events.ElementRemove, Member: events.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
+	// The collection at version 9, written by someone else since the pop.
+	cur := func(k events.Key, purpose string) events.State {
+		return events.State{Version: 9, Live: true, RequestDigest: "d", Entry: events.Entry{Key: k.String(), Version: 9,
+			Value: json.RawMessage(`{"type":"` + purpose + `","size":0,"since":1}`), RequestID: "other", Semantics: events.Semantics{Purpose: purpose}}}
+	}
+	popAt := func(r Request, v int64, el *events.Element, after json.RawMessage) projection.AppliedRequest {
+		return projection.AppliedRequest{Version: v, Digest: r.Digest(), Popped: el, After: after}
+	}
+	for _, tc := range []struct {
+		name   string
+		cur    events.State
+		req    Request
+		prior  projection.AppliedRequest
+		window int64
+		want   string // "replay", a conflict reason, or "" (rule does not apply)
+	}{
+		{"LPopReplayed", cur(list, "list"), lpop, popAt(lpop, 5, value, listAfter), 1000, "replay"},
+		{"RPopReplayed", cur(list, "list"), rpop, popAt(rpop, 5, value, listAfter), 1000, "replay"},
+		{"QPopReplayed", cur(queue, "queue"), qpop, popAt(qpop, 5, item, json.RawMessage(`{"type":"queue","size":4,"since":1,"inFlight":1}`)), 1000, "replay"},
+		{"PopAtWindowEdgeReplayed", cur(list, "list"), lpop, popAt(lpop, 5, value, listAfter), 5, "replay"},
+		{"PopPastWindowForgotten", cur(list, "list"), lpop, popAt(lpop, 4, value, listAfter), 5, ""},
+		{"PopWithoutElementStale", cur(list, "list"), lpop, popAt(lpop, 5, nil, nil), 1000, "stale_request"},
+		{"PopWithOtherBodyReused", cur(list, "list"), lpop, popAt(rpop, 5, value, listAfter), 1000, "request_id_reused"},
+		{"OlderPushStale", cur(list, "list"), push, popAt(push, 5, nil, nil), 1000, "stale_request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			d, ok := decideRequestID(tc.cur, tc.prior, true, &r, now, tc.window)
+			switch {
+			case tc.want == "":
+				if ok {
+					t.Fatalf("the rule applied: %+v", d)
+				}
+			case tc.want == "replay":
+				el := d.result.Element
+				if !ok || d.err != nil || d.event != nil || d.conflict != nil || !d.result.Replayed || el == nil ||
+					!equalElement(*el, *tc.prior.Popped) || el == tc.prior.Popped {
+					t.Fatalf("want a replay of the popped element (a copy), got ok %v %+v", ok, d)
+				}
+				e := d.result.Entry
+				if e.Key != r.Key.String() || e.Version != tc.prior.Version || string(e.Value) != string(tc.prior.After) {
+					t.Fatalf("entry %+v, want version %d and the metadata after the pop", e, tc.prior.Version)
+				}
+			default:
+				if !ok || d.event != nil || d.conflict == nil || d.conflict.Reason != tc.want || d.result.Replayed {
+					t.Fatalf("want a %s conflict, got ok %v %+v", tc.want, ok, d)
+				}
+			}
+		})
+	}
+}
+
+// equalElement compares two elements by their JSON.
+func equalElement(a, b events.Element) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
 // TestRecentRequests: an overlay entry remembers the requestIds of its
 // key's unprojected events, the newest use first, only within the
 // window; events without a requestId move the window on.

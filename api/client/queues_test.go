@@ -187,3 +187,94 @@ func TestClientQPushItemTTL(t *testing.T) {
 		t.Fatalf("pop: %+v %v, want the item with its expiry an hour on", p, err)
 	}
 }
+
+// TestClientPopRetryAfterOtherWrites: a pop retried with its requestId
+// after other clients wrote the queue or list (pushed and popped) is
+// still a replay answering the item or value it took, at its version,
+// and takes nothing more: while every event is unprojected (the overlay's
+// recentRequests hold the pop) and once the projection holds them
+// (kv_history does).
+func TestClientPopRetryAfterOtherWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []stack.Option
+		projected bool
+	}{
+		{"Unprojected", []stack.Option{stack.WithoutProjector()}, false},
+		{"Projected", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stack.MustRun(t, tc.opts...)
+			c, other := client.New(s.URL, stack.DevToken), client.New(s.URL, stack.DevToken)
+			ctx := t.Context()
+			queue, list := "tenant/acme/project/demo/busy-q", "tenant/acme/project/demo/busy-l"
+			for _, d := range []string{`"a"`, `"b"`} {
+				if _, err := c.QPush(ctx, client.QPushRequest{Key: queue, Data: json.RawMessage(d)}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.RPush(ctx, client.PushRequest{Key: list, Value: json.RawMessage(d)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			qpop := func(id string) (client.QueuePop, bool) {
+				t.Helper()
+				a, replayed, err := client.Call[client.QueuePop](ctx, c, events.OpQPop, queue, &events.QPopBody{VisibilityTimeoutSeconds: 60, RequestID: id})
+				if err != nil {
+					t.Fatalf("qpop %s: %v", id, err)
+				}
+				return a, replayed
+			}
+			lpop := func(id string) (client.ListChange, bool) {
+				t.Helper()
+				a, replayed, err := client.Call[client.ListChange](ctx, c, events.OpLPop, list, &events.PopBody{RequestID: id})
+				if err != nil {
+					t.Fatalf("lpop %s: %v", id, err)
+				}
+				return a, replayed
+			}
+			firstQ, _ := qpop("pop-1")
+			firstL, _ := lpop("pop-1")
+			// Other clients write both after the pops: a push and a pop each.
+			if _, err := other.QPush(ctx, client.QPushRequest{Key: queue, Data: json.RawMessage(`"c"`)}); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := other.QPop(ctx, client.QPopRequest{Key: queue, Visibility: time.Minute}); err != nil || string(p.Data) != `"b"` {
+				t.Fatalf("other qpop: %+v %v, want b", p, err)
+			}
+			if _, err := other.RPush(ctx, client.PushRequest{Key: list, Value: json.RawMessage(`"c"`)}); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := other.LPop(ctx, list); err != nil || string(p.Value) != `"b"` {
+				t.Fatalf("other lpop: %+v %v, want b", p, err)
+			}
+			if tc.projected {
+				for _, k := range []string{queue, list} {
+					if err := s.Writer.AwaitProjected(ctx, k); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			againQ, replayed := qpop("pop-1")
+			if !replayed || string(againQ.Data) != `"a"` || againQ.Item != firstQ.Item || againQ.Receipt != firstQ.Receipt ||
+				againQ.Deliveries != firstQ.Deliveries || againQ.Deadline == nil || !againQ.Deadline.Equal(*firstQ.Deadline) ||
+				againQ.Version != firstQ.Version || againQ.Size != firstQ.Size {
+				t.Fatalf("qpop retry: %+v replayed %v, want the first answer %+v", againQ, replayed, firstQ)
+			}
+			againL, replayed := lpop("pop-1")
+			if !replayed || string(againL.Value) != `"a"` || againL.Version != firstL.Version || againL.Length != firstL.Length {
+				t.Fatalf("lpop retry: %+v replayed %v, want the first answer %+v", againL, replayed, firstL)
+			}
+			// The retries took nothing: c is next in both, and the
+			// replayed receipt acknowledges a.
+			if sz, err := c.QSize(ctx, queue); err != nil || sz.Size != 3 || sz.InFlight != 2 {
+				t.Fatalf("qsize after the retry: %+v %v, want 3 with 2 in flight", sz, err)
+			}
+			if a, err := c.QAck(ctx, queue, againQ.Receipt); err != nil || !a.Acked {
+				t.Fatalf("ack of the replayed receipt: %+v %v", a, err)
+			}
+			if next, replayed := lpop("pop-2"); replayed || string(next.Value) != `"c"` || next.Length != 0 {
+				t.Fatalf("next lpop: %+v replayed %v, want c", next, replayed)
+			}
+		})
+	}
+}
