@@ -29,17 +29,7 @@ type listElem struct {
 // listMeta reads a list's metadata from its entry as a read sees it
 // (nil: absent, an empty list).
 func listMeta(visible *events.Entry) (events.CollectionMeta, *events.Error) {
-	if visible == nil {
-		return events.CollectionMeta{Type: events.PurposeList}, nil
-	}
-	if visible.Semantics.Purpose != events.PurposeList {
-		return events.CollectionMeta{}, wrongType(visible, "key", "key %s is not a list (its purpose is %s)", visible.Key, purposeOf(visible))
-	}
-	meta, err := events.ParseCollectionMeta(visible.Value)
-	if err != nil || meta.Type != events.PurposeList {
-		return meta, wrongType(visible, "key", "key %s does not hold list metadata", visible.Key)
-	}
-	return meta, nil
+	return collectionMeta(visible, events.PurposeList)
 }
 
 // popRef names the element a pop of r would remove given the list's

@@ -33,17 +33,7 @@ type queueInput struct {
 // queueMeta reads a queue's metadata from its entry as a read sees it
 // (nil: absent, an empty queue).
 func queueMeta(visible *events.Entry) (events.CollectionMeta, *events.Error) {
-	if visible == nil {
-		return events.CollectionMeta{Type: events.PurposeQueue}, nil
-	}
-	if visible.Semantics.Purpose != events.PurposeQueue {
-		return events.CollectionMeta{}, wrongType(visible, "key", "key %s is not a queue (its purpose is %s)", visible.Key, purposeOf(visible))
-	}
-	meta, err := events.ParseCollectionMeta(visible.Value)
-	if err != nil || meta.Type != events.PurposeQueue {
-		return meta, wrongType(visible, "key", "key %s does not hold queue metadata", visible.Key)
-	}
-	return meta, nil
+	return collectionMeta(visible, events.PurposeQueue)
 }
 
 // inIncarnation reports whether member is an item of the queue

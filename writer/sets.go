@@ -60,14 +60,29 @@ func isMember(visible *events.Entry, elem int64) (events.CollectionMeta, bool, *
 	if visible == nil {
 		return events.CollectionMeta{}, false, nil
 	}
-	if visible.Semantics.Purpose != events.PurposeSet {
-		return events.CollectionMeta{}, false, wrongType(visible, "key", "key %s is not a set (its purpose is %s)", visible.Key, purposeOf(visible))
-	}
-	meta, err := events.ParseCollectionMeta(visible.Value)
-	if err != nil || meta.Type != events.PurposeSet {
-		return meta, false, wrongType(visible, "key", "key %s does not hold set metadata", visible.Key)
+	meta, err := collectionMeta(visible, events.PurposeSet)
+	if err != nil {
+		return meta, false, err
 	}
 	return meta, elem > 0 && elem >= meta.Since, nil
+}
+
+// collectionMeta reads the metadata of a collection of purpose (set,
+// list, queue) from its entry as a read sees it: nil is an absent, empty
+// collection; an entry of another purpose, or without such metadata, is
+// wrong_type naming what the key is.
+func collectionMeta(visible *events.Entry, purpose string) (events.CollectionMeta, *events.Error) {
+	if visible == nil {
+		return events.CollectionMeta{Type: purpose}, nil
+	}
+	if visible.Semantics.Purpose != purpose {
+		return events.CollectionMeta{}, wrongType(visible, "key", "key %s is not a %s (its purpose is %s)", visible.Key, purpose, purposeOf(visible))
+	}
+	meta, err := events.ParseCollectionMeta(visible.Value)
+	if err != nil || meta.Type != purpose {
+		return meta, wrongType(visible, "key", "key %s does not hold %s metadata", visible.Key, purpose)
+	}
+	return meta, nil
 }
 
 func purposeOf(e *events.Entry) string {
