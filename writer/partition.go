@@ -67,6 +67,9 @@ type partition struct {
 	ready   bool
 	epoch   int64
 	overlay map[string]overlayEntry
+	// cache holds the states of keys the overlay no longer holds
+	// (statecache.go); it lives as long as the ownership.
+	cache *stateCache
 	// end is the offset after the last record this owner knows committed
 	// on the partition: the last stable offset it caught up to, then past
 	// the commit marker of each of its transactions (last record + 2).
@@ -96,6 +99,7 @@ func newPartition(w *Writer, id int32) *partition {
 		calls:      make(chan *call, w.cfg.QueueDepth),
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
+		cache:      newStateCache(w.cfg.StateCacheBytes/int64(w.cfg.Topics.Partitions), w.metrics),
 	}
 	p.lso = newCoalescer(func(ctx context.Context) (int64, error) {
 		return changelog.LastStableOffset(ctx, w.adm, w.cfg.Topics.Changes, id)
@@ -192,9 +196,12 @@ func (p *partition) run(ctx context.Context) {
 	}
 }
 
+// setReady starts or ends an ownership; either way the state cache starts
+// empty, since another writer may have owned the partition meanwhile.
 func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlayEntry) {
 	p.mu.Lock()
 	p.ready, p.epoch, p.overlay = ready, epoch, overlay
+	p.cache.reset()
 	p.mu.Unlock()
 }
 
@@ -450,7 +457,8 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 
 // states returns the current state of each key of batch (every key of a
 // transaction), from the overlay when it holds the key, else from the
-// projection; and what is known of the requestIds the batch carries on
+// state cache, else from the projection (then cached: statecache.go says
+// why that read is the key's state); and what is known of the requestIds the batch carries on
 // the keys it writes (requestid.go), from the overlay, else from the
 // projection's history, read in the same round trip. The overlay is read
 // first: an entry trimmed meanwhile is one the projection already holds.
@@ -467,8 +475,10 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 			if e, in := p.overlay[k]; in {
 				states[k] = e.state
 			} else if _, seen := states[k]; !seen {
-				states[k] = events.State{}
-				q.Keys = append(q.Keys, k)
+				states[k], in = p.cache.get(k)
+				if !in {
+					q.Keys = append(q.Keys, k)
+				}
 			}
 		}
 		for _, ref := range requestRefs(c.req) {
@@ -495,12 +505,31 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 			return nil, nil, elemsKnown{}, err
 		}
 		maps.Copy(states, f.States)
+		p.cacheRead(q.Keys, states)
 		maps.Copy(known, f.Requests)
 		maps.Copy(elems.versions, f.Elements)
 		maps.Copy(elems.values, f.Values)
 		elems.q.found(q, f, states, now)
 	}
 	return states, known, elems, nil
+}
+
+// cacheRead caches the states of keys the partition goroutine read from
+// the projection, unless the partition stopped being ready meanwhile
+// (confirm found another writer's commit): the next ownership starts
+// empty.
+func (p *partition) cacheRead(keys []string, states map[string]events.State) {
+	if len(keys) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ready {
+		return
+	}
+	for _, k := range keys {
+		p.cache.put(k, states[k])
+	}
 }
 
 // askElements adds to q the set member or list end a batch's write r
@@ -648,16 +677,20 @@ func (p *partition) commit(ctx context.Context, prod *kgo.Client, recs []*kgo.Re
 	return nil
 }
 
-// lookup returns the overlay's state of key, whether the overlay holds
-// one, and whether the partition is ready (caught up) at all.
+// lookup returns the state of key the overlay or else the state cache
+// holds, whether one does, and whether the partition is ready (caught up)
+// at all.
 func (p *partition) lookup(key string) (state events.State, ok, ready bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.ready {
 		return events.State{}, false, false
 	}
-	e, ok := p.overlay[key]
-	return e.state, ok, true
+	if e, ok := p.overlay[key]; ok {
+		return e.state, true, true
+	}
+	state, ok = p.cache.get(key)
+	return state, ok, true
 }
 
 // errSuperseded ends an ownership whose partition another writer wrote to.
@@ -708,7 +741,8 @@ func (p *partition) confirm(ctx context.Context) error {
 }
 
 // trim drops overlay entries the projection holds (offset below next),
-// and the queue items it holds from the entries it keeps.
+// moving their states to the state cache, and the queue items the
+// projection holds from the entries it keeps.
 func (p *partition) trim(next int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -716,6 +750,7 @@ func (p *partition) trim(next int64) {
 		switch {
 		case e.offset < next:
 			delete(p.overlay, k)
+			p.cache.put(k, e.state)
 		case len(e.items) > 0:
 			if items, pruned := pruneItems(e.items, next); pruned {
 				e.items = items
