@@ -127,6 +127,31 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 			t.Errorf("%v cache hits; want 2", h)
 		}
 	})
+	t.Run("OKSameAsTheProjection", func(t *testing.T) {
+		// What trim caches is the row the projection holds, for a live
+		// key and for a deleted one.
+		d := mustKey(t, "tenant/a/project/b/deleted")
+		if _, err := cas(ctx, w, d, 0, `{"a":[1,2]}`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Do(ctx, &Request{Key: d, Op: events.OpDelete, Principal: "q", RequestID: "del-1"}); err != nil {
+			t.Fatal(err)
+		}
+		awaitTrimmed(t, w, k, d)
+		_, p := w.partition(k)
+		for _, key := range []events.Key{k, d} {
+			cached, ok, _ := p.lookup(key.String())
+			row, err := proj.Store.State(ctx, key.String())
+			if err != nil || !ok {
+				t.Fatalf("%s: cached %v, %v", key, ok, err)
+			}
+			c, _ := json.Marshal(cached)
+			r, _ := json.Marshal(row)
+			if string(c) != string(r) {
+				t.Errorf("%s: cached %s\nprojection %s", key, c, r)
+			}
+		}
+	})
 	t.Run("OKAbsentKeyReadOnce", func(t *testing.T) {
 		absent := mustKey(t, "tenant/a/project/b/never")
 		_, keys := proj.reads()
