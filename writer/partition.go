@@ -432,18 +432,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		}
 	}
 
-	p.mu.Lock()
-	j := 0
-	for _, r := range recs {
-		if r.Topic != cfg.Topics.Changes {
-			continue
-		}
-		e := evs[j]
-		p.overlay[e.Key] = p.overlay[e.Key].next(e, r.Offset, int64(cfg.RequestIDWindow))
-		p.end = max(p.end, r.Offset+2) // past the commit marker
-		j++
-	}
-	p.mu.Unlock()
+	p.committed(recs, evs)
 
 	p.w.metrics.batchSize.Observe(float64(len(batch)))
 	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
@@ -453,6 +442,28 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 		c.done <- answer{res: d.result, err: d.err}
 	}
 	return nil
+}
+
+// committed adds the events of a committed transaction to the overlay
+// and moves end past it. A partition no longer ready is left alone:
+// confirm gave it up while the transaction was in flight (its overlay is
+// gone), and the next ownership reads these events from the log.
+func (p *partition) committed(recs []*kgo.Record, evs []*events.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ready {
+		return
+	}
+	j := 0
+	for _, r := range recs {
+		if r.Topic != p.w.cfg.Topics.Changes {
+			continue
+		}
+		e := evs[j]
+		p.overlay[e.Key] = p.overlay[e.Key].next(e, r.Offset, int64(p.w.cfg.RequestIDWindow))
+		p.end = max(p.end, r.Offset+2) // past the commit marker
+		j++
+	}
 }
 
 // states returns the current state of each key of batch (every key of a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
@@ -326,4 +327,18 @@ func TestStateCachePut(t *testing.T) {
 			t.Error("a disabled cache answered")
 		}
 	})
+}
+
+// TestCommittedAfterGivingUp: a transaction that commits after confirm
+// gave the partition up (another writer's commit seemed past end, or this
+// one's took long to return) leaves the partition alone instead of
+// writing to the overlay it no longer has.
+func TestCommittedAfterGivingUp(t *testing.T) {
+	p := cachePartition(t, Config{}, "k", version(1))
+	p.setReady(false, 0, nil)
+	ev := &events.Event{Key: "k", Version: 2}
+	p.committed([]*kgo.Record{{Topic: "c", Offset: 11}}, []*events.Event{ev})
+	if p.overlay != nil || p.end != 0 {
+		t.Fatalf("overlay %v, end %d; want none and 0", p.overlay, p.end)
+	}
 }
