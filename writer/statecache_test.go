@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +44,7 @@ func (c *countingProjection) reads() (gets, keys int64) { return c.gets.Load(), 
 // projectedWriter runs a writer and a projector on a broker of one
 // partition and a new database until the test ends; the writer reads
 // the projection through the returned counter.
-func projectedWriter(t *testing.T, cfg Config) (*Writer, *countingProjection) {
+func projectedWriter(t testing.TB, cfg Config) (*Writer, *countingProjection) {
 	t.Helper()
 	b := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
@@ -64,7 +67,7 @@ func projectedWriter(t *testing.T, cfg Config) (*Writer, *countingProjection) {
 
 // awaitTrimmed waits until the projector applied every write to keys and
 // trim dropped them from the overlay.
-func awaitTrimmed(t *testing.T, w *Writer, keys ...events.Key) {
+func awaitTrimmed(t testing.TB, w *Writer, keys ...events.Key) {
 	t.Helper()
 	_, p := w.partition(keys[0])
 	testenv.WaitFor(t, 30*time.Second, "the overlay trimmed", func() bool {
@@ -91,6 +94,83 @@ func counter(t *testing.T, c prometheus.Collector) float64 {
 		return d.GetCounter().GetValue()
 	}
 	return d.GetGauge().GetValue()
+}
+
+// BenchmarkReadThenCAS is figure 18a in the writer alone: 64 clients
+// each read a key (GET) and compare-and-swap it with the version read,
+// with the projector running, with and without the state cache. Hot: each
+// client writes one key, so often that the overlay nearly always holds
+// it. Cold: each client goes round 256 keys of its own (16,384 in all),
+// each written once and trimmed before the timer starts, so that the
+// projector applied a key's write and trim dropped it before the key is
+// written again. pg-reads/op counts the states read from Postgres per
+// read-then-CAS.
+func BenchmarkReadThenCAS(b *testing.B) {
+	for _, load := range []struct {
+		name    string
+		perUser int
+	}{{"Hot", 1}, {"Cold", 256}} {
+		for _, cache := range []struct {
+			name  string
+			bytes int64
+		}{{"Cache", 0}, {"NoCache", -1}} {
+			b.Run(load.name+"/"+cache.name, func(b *testing.B) {
+				benchReadThenCAS(b, load.perUser, cache.bytes)
+			})
+		}
+	}
+}
+
+func benchReadThenCAS(b *testing.B, perUser int, cacheBytes int64) {
+	const clients = 64
+	w, proj := projectedWriter(b, Config{StateCacheBytes: cacheBytes})
+	keys := make([][]events.Key, clients)
+	var warm sync.WaitGroup
+	for c := range keys {
+		keys[c] = make([]events.Key, perUser)
+		for i := range keys[c] {
+			keys[c][i] = benchKey(b, fmt.Sprintf("tenant/bench/project/p%d/c%02d-k%03d", c%8, c, i))
+		}
+		warm.Go(func() {
+			for _, k := range keys[c] {
+				if err := readThenCAS(b.Context(), w, k); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	warm.Wait()
+	awaitTrimmed(b, w, slices.Concat(keys...)...)
+	gets0, reads0 := proj.reads()
+	var client atomic.Int64
+	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ks := keys[(client.Add(1)-1)%clients]
+		for i := 0; pb.Next(); i++ {
+			if err := readThenCAS(b.Context(), w, ks[i%len(ks)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	gets, reads := proj.reads()
+	b.ReportMetric(float64(gets-gets0+reads-reads0)/float64(b.N), "pg-reads/op")
+}
+
+// readThenCAS is one cycle of figure 18a's clients; a conflict is no
+// error.
+func readThenCAS(ctx context.Context, w *Writer, k events.Key) error {
+	st, err := w.State(ctx, k)
+	if err == nil {
+		_, err = cas(ctx, w, k, st.Version, `1`)
+	}
+	if events.ErrorCode(err) == events.EConflict {
+		return nil
+	}
+	return err
 }
 
 func cas(ctx context.Context, w *Writer, k events.Key, expected int64, v string) (Result, error) {
