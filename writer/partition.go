@@ -70,6 +70,10 @@ type partition struct {
 	// cache holds the states of keys the overlay no longer holds
 	// (statecache.go); it lives as long as the ownership.
 	cache *stateCache
+	// changes counts the events added to the overlay and the starts and
+	// ends of ownership: a GET caches what it read from the projection
+	// only when it did not move during the read (cacheGet).
+	changes uint64
 	// end is the offset after the last record this owner knows committed
 	// on the partition: the last stable offset it caught up to, then past
 	// the commit marker of each of its transactions (last record + 2).
@@ -202,6 +206,7 @@ func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlay
 	p.mu.Lock()
 	p.ready, p.epoch, p.overlay = ready, epoch, overlay
 	p.cache.reset()
+	p.changes++
 	p.mu.Unlock()
 }
 
@@ -454,6 +459,7 @@ func (p *partition) committed(recs []*kgo.Record, evs []*events.Event) {
 	if !p.ready {
 		return
 	}
+	p.changes++
 	j := 0
 	for _, r := range recs {
 		if r.Topic != p.w.cfg.Topics.Changes {
@@ -692,16 +698,38 @@ func (p *partition) commit(ctx context.Context, prod *kgo.Client, recs []*kgo.Re
 // holds, whether one does, and whether the partition is ready (caught up)
 // at all.
 func (p *partition) lookup(key string) (state events.State, ok, ready bool) {
+	state, ok, ready, _ = p.lookupAt(key)
+	return state, ok, ready
+}
+
+// lookupAt is lookup, also returning the partition's change count.
+func (p *partition) lookupAt(key string) (state events.State, ok, ready bool, changes uint64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.ready {
-		return events.State{}, false, false
+		return events.State{}, false, false, p.changes
 	}
 	if e, ok := p.overlay[key]; ok {
-		return e.state, true, true
+		return e.state, true, true, p.changes
 	}
 	state, ok = p.cache.get(key)
-	return state, ok, true
+	return state, ok, true, p.changes
+}
+
+// cacheGet caches the state of key a GET read from the projection when
+// the partition's change count is still changes, the one lookupAt
+// returned before the read: no event was added to the overlay meanwhile
+// and the ownership is the same, so the overlay held no event of the key
+// before the read (the projection held them all) and none after it. An
+// event committed to Kafka but not yet added to the overlay when the read
+// began is added before its write is answered: it then shadows what was
+// cached, and trim replaces it.
+func (p *partition) cacheGet(key string, state events.State, changes uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready && p.changes == changes {
+		p.cache.put(key, state)
+	}
 }
 
 // errSuperseded ends an ownership whose partition another writer wrote to.

@@ -14,7 +14,8 @@ import "github.com/eskv/eskv/events"
 // TTL sweeper's expiries and requeues are events decided in the
 // partition's own queue too. So the state after the last event this owner
 // knows of a key is the key's state, whether it came from the overlay or
-// from a read of the projection:
+// from a read of the projection made when the overlay held no event of
+// the key the projection lacked:
 //
 //   - trim moves an overlay entry's state here when the projector applied
 //     its event: it is the state after the key's last event;
@@ -23,11 +24,13 @@ import "github.com/eskv/eskv/events"
 //     event of the key the projection lacks, and until the batch commits
 //     none is added (only this goroutine appends), so what it read is the
 //     state after the key's last event. A key never written reads as the
-//     zero State, cached as well: it is what a create is decided on.
-//
-// A GET's read of the projection is not cached: it runs beside the
-// partition goroutine, so it may read version v after v+1 was committed,
-// moved here by trim, and would put v back.
+//     zero State, cached as well: it is what a create is decided on;
+//   - a GET reads the projection for a key neither holds. It runs beside
+//     the partition goroutine, so it may read version v while v+1 is
+//     being committed, or after v+1 was committed, trimmed here and
+//     evicted: its read is cached only when the partition's change count
+//     (events added to the overlay, ownership starts and ends) did not
+//     move during it (cacheGet says why that suffices).
 //
 // Order. The overlay is read first: an event appended after a state was
 // cached shadows it, and when trim drops that entry its state replaces

@@ -233,6 +233,21 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 			}
 		}
 	})
+	t.Run("OKGetFillsTheCache", func(t *testing.T) {
+		_, p := w.partition(k)
+		p.mu.Lock()
+		p.cache.reset() // as if evicted
+		p.mu.Unlock()
+		gets, _ := proj.reads()
+		for range 2 {
+			if st, err := w.State(ctx, k); err != nil || st.Version != 2 {
+				t.Fatalf("GET: %+v %v; want version 2", st, err)
+			}
+		}
+		if g, _ := proj.reads(); g != gets+1 {
+			t.Errorf("%d GETs read Postgres; want the first only", g-gets)
+		}
+	})
 	t.Run("OKAbsentKeyReadOnce", func(t *testing.T) {
 		absent := mustKey(t, "tenant/a/project/b/never")
 		_, keys := proj.reads()
@@ -420,5 +435,45 @@ func TestCommittedAfterGivingUp(t *testing.T) {
 	p.committed([]*kgo.Record{{Topic: "c", Offset: 11}}, []*events.Event{ev})
 	if p.overlay != nil || p.end != 0 {
 		t.Fatalf("overlay %v, end %d; want none and 0", p.overlay, p.end)
+	}
+}
+
+// TestStateCacheGetFill: a GET's read of the projection is cached only
+// when nothing was added to the overlay and the ownership did not change
+// while it read.
+func TestStateCacheGetFill(t *testing.T) {
+	commit := func(p *partition) {
+		p.committed([]*kgo.Record{{Topic: "c", Offset: 20}}, []*events.Event{{Key: "k", Version: 5}})
+	}
+	restart := func(p *partition) {
+		p.setReady(false, 0, nil)
+		p.setReady(true, 2, map[string]overlayEntry{})
+	}
+	for _, tc := range []struct {
+		name   string
+		during func(p *partition) // between lookupAt and cacheGet
+		cached bool
+	}{
+		{"OKQuiet", func(*partition) {}, true},
+		{"OKTrimOnly", func(p *partition) { p.trim(11) }, true},
+		{"ErrEventAdded", commit, false},
+		{"ErrEventAddedTrimmedEvicted", func(p *partition) { commit(p); p.trim(21); p.cache.reset() }, false},
+		{"ErrNewOwnership", restart, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := cachePartition(t, Config{}, "other", version(1))
+			_, ok, ready, changes := p.lookupAt("k")
+			if ok || !ready {
+				t.Fatalf("lookupAt: %v %v", ok, ready)
+			}
+			tc.during(p)
+			p.cacheGet("k", version(4), changes)
+			p.mu.RLock()
+			_, cached := p.cache.entries["k"]
+			p.mu.RUnlock()
+			if cached != tc.cached {
+				t.Fatalf("cached %v; want %v", cached, tc.cached)
+			}
+		})
 	}
 }

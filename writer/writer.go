@@ -456,14 +456,18 @@ func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error
 	if err := p.confirm(ctx); err != nil {
 		return events.State{}, err
 	}
-	s, ok, ready := p.lookup(key.String())
+	s, ok, ready, changes := p.lookupAt(key.String())
 	if !ready {
 		return events.State{}, errUnavailable(id, "catching up or moving between writers")
 	}
 	if ok {
 		return s, nil
 	}
-	return w.proj.State(ctx, key.String())
+	s, err := w.proj.State(ctx, key.String())
+	if err == nil {
+		p.cacheGet(key.String(), s, changes)
+	}
+	return s, err
 }
 
 // Ready reports whether the writer is a member of the group and every
