@@ -211,12 +211,31 @@ func (c *committer) renew(ctx context.Context) bool {
 			prod.Close()
 		}
 		c.log.Warn("start the shared transactional producer", "err", err, "backoff", backoff)
+		c.failQueued(err)
 		select {
 		case <-ctx.Done():
 			return false
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// failQueued answers the submissions queued while no producer is
+// started: nothing of theirs was produced, and their partitions catch up
+// again once the next session began. A partition that waited here would
+// hold its revocation, and so the group, until the brokers answer again.
+func (c *committer) failQueued(err error) {
+	c.mu.Lock()
+	session := c.session
+	c.mu.Unlock()
+	for {
+		select {
+		case s := <-c.subs:
+			s.done <- roundResult{err: fmt.Errorf("no shared transactional producer: %w", err), session: session}
+		default:
+			return
+		}
 	}
 }
 
