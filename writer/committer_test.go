@@ -70,7 +70,7 @@ func committedRecords(t *testing.T, w *Writer, p int32) []*kgo.Record {
 	topic := w.cfg.Topics.Changes
 	var end int64
 	testenv.WaitFor(t, 20*time.Second, "no open transaction on the partition", func() bool {
-		lso, err := changelog.LastStableOffset(t.Context(), w.adm, topic, p)
+		lso, err := changelog.LastStableOffset(t.Context(), w.admCl, topic, p)
 		if err != nil {
 			t.Fatal(err)
 		}

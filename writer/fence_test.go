@@ -93,6 +93,7 @@ func newFenceRig(t *testing.T, b *testenv.Broker, name string) *fenceRig {
 	}
 	cfg.setDefaults()
 	w := &Writer{cfg: cfg, log: discard, adm: kadm.NewClient(cl), admCl: cl}
+	w.initCoalescers()
 	r := &fenceRig{broker: b, p: newPartition(w, 0), adm: w.adm}
 	id, err := changelog.Describe(t.Context(), w.adm, b.Topics.Changes)
 	if err != nil {
@@ -182,7 +183,7 @@ func (r *fenceRig) committedValues(t *testing.T) []string {
 	var lso int64
 	testenv.WaitFor(t, 20*time.Second, "no open transaction on the partition", func() bool {
 		var err error
-		lso, err = changelog.LastStableOffset(t.Context(), r.adm, topic, 0)
+		lso, err = changelog.LastStableOffset(t.Context(), r.p.w.admCl, topic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -76,11 +76,6 @@ type partition struct {
 	// superseded is signalled when a read found the partition written by
 	// another writer.
 	superseded chan struct{}
-	// lso shares last-stable-offset requests among concurrent reads.
-	lso *coalescer
-	// projected shares reads of the projector's stored offset of the
-	// partition among waiting listings (AwaitProjected).
-	projected *coalescer
 	// topicID names kv.changes in the second fence; set by own.
 	topicID [16]byte
 	// failedIn is the committer session in which this partition's last
@@ -100,12 +95,6 @@ func newPartition(w *Writer, id int32) *partition {
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
 	}
-	p.lso = newCoalescer(func(ctx context.Context) (int64, error) {
-		return changelog.LastStableOffset(ctx, w.adm, w.cfg.Topics.Changes, id)
-	})
-	p.projected = newCoalescer(func(ctx context.Context) (int64, error) {
-		return w.proj.Offset(ctx, w.cfg.Topics.Changes, id)
-	})
 	return p
 }
 
@@ -357,7 +346,7 @@ func (p *partition) settledEnd(ctx context.Context) (int64, error) {
 	topic := p.w.cfg.Topics.Changes
 	deadline := time.Now().Add(3 * p.w.cfg.TransactionTimeout)
 	for {
-		lso, err := changelog.LastStableOffset(ctx, p.w.adm, topic, p.id)
+		lso, err := changelog.LastStableOffset(ctx, p.w.admCl, topic, p.id)
 		if err != nil {
 			return 0, err
 		}
@@ -628,14 +617,15 @@ var errSuperseded = errors.New("another writer appended to the partition: this w
 // appended to the partition after the events this owner knows of, by
 // comparing the last stable offset with end. A writer that was paused past
 // its ownership (a zombie) finds the new owner's commits there, stops
-// answering for the partition and gives it up. Concurrent reads share one
-// last-stable-offset request (coalescer), always one sent after they
-// arrived.
+// answering for the partition and gives it up. Concurrent reads of all
+// the writer's partitions share one last-stable-offset request (Writer.lso,
+// a coalescer), always one sent after they arrived.
 func (p *partition) confirm(ctx context.Context) error {
-	lso, err := p.lso.do(ctx)
+	offs, err := p.w.lso.do(ctx)
 	if err != nil {
 		return errUnavailable(p.id, "unable to confirm ownership")
 	}
+	lso := offs[p.id]
 	// Our own commit may be visible at the broker just before its
 	// transaction returned here: look again briefly before concluding.
 	var end int64
@@ -685,78 +675,4 @@ func (p *partition) trim(next int64) {
 		}
 	}
 	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))
-}
-
-// confirmTimeout bounds one shared last-stable-offset request; each read
-// still gives up at its own context's end.
-const confirmTimeout = 5 * time.Second
-
-// coalescer shares calls of fn among concurrent callers. A caller waits for
-// the next call that starts after it arrived — never for the answer to a
-// call already under way, which may predate a write acknowledged before
-// the caller arrived — and one call answers every caller that arrived
-// before it started: with a call in flight, every caller arriving
-// meanwhile shares the one call that follows it.
-type coalescer struct {
-	fn func(context.Context) (int64, error)
-
-	mu      sync.Mutex
-	running bool    // a call is in flight
-	next    *flight // callers waiting for the call after the running one
-}
-
-// flight is one call of fn and the callers it answers.
-type flight struct {
-	done chan struct{} // closed once v and err are set
-	v    int64
-	err  error
-}
-
-func newCoalescer(fn func(context.Context) (int64, error)) *coalescer {
-	return &coalescer{fn: fn}
-}
-
-// do returns the answer of a call of fn that started after do was called.
-func (c *coalescer) do(ctx context.Context) (int64, error) {
-	c.mu.Lock()
-	var f *flight
-	if !c.running {
-		c.running = true
-		f = &flight{done: make(chan struct{})}
-		c.mu.Unlock()
-		// The call belongs to every caller that joins it, so it does
-		// not end with the context of the one that started it.
-		go c.run(context.WithoutCancel(ctx), f)
-	} else {
-		if c.next == nil {
-			c.next = &flight{done: make(chan struct{})}
-		}
-		f = c.next
-		c.mu.Unlock()
-	}
-	select {
-	case <-f.done:
-		return f.v, f.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
-// run calls fn for f, then for the flight callers joined meanwhile, until
-// no one waits.
-func (c *coalescer) run(ctx context.Context, f *flight) {
-	for f != nil {
-		cctx, cancel := context.WithTimeout(ctx, confirmTimeout)
-		f.v, f.err = c.fn(cctx)
-		cancel()
-		close(f.done)
-		c.mu.Lock()
-		// Taking next under the lock starts its call: anyone arriving
-		// from now on joins a later flight.
-		f, c.next = c.next, nil
-		if f == nil {
-			c.running = false
-		}
-		c.mu.Unlock()
-	}
 }

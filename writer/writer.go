@@ -37,7 +37,6 @@ type Projection interface {
 	Find(ctx context.Context, q projection.Query) (projection.Found, error)
 	Element(ctx context.Context, ref projection.ElementRef) (int64, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
-	Offset(ctx context.Context, topic string, partition int32) (int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
@@ -197,6 +196,13 @@ type Writer struct {
 	owners atomic.Pointer[map[int32]projection.Owner]
 	// loops are the partitions whose forwarding comes back here.
 	loops loops
+
+	// lso shares last-stable-offset requests among the concurrent reads
+	// of every partition: one ListOffsets for all of them (confirm).
+	lso *coalescer[map[int32]int64]
+	// projected shares reads of the projector's stored offsets among
+	// the listings waiting on any partition (AwaitProjected).
+	projected *coalescer[map[int32]int64]
 }
 
 // New returns a Writer; Run starts it.
@@ -227,7 +233,25 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 		loops: loops{parts: make(map[int32]projection.Owner)},
 	}
 	w.committer = newCommitter(w, txnID)
+	w.initCoalescers()
 	return w, nil
+}
+
+// initCoalescers sets up the shared offset reads: every partition of the
+// changes topic in one request, so reads of several partitions arriving
+// together cost one broker round trip (or one Postgres query), not one
+// each.
+func (w *Writer) initCoalescers() {
+	all := make([]int32, w.cfg.Topics.Partitions)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	w.lso = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+		return changelog.LastStableOffsets(ctx, w.admCl, w.cfg.Topics.Changes, all...)
+	})
+	w.projected = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+		return w.proj.Offsets(ctx, w.cfg.Topics.Changes)
+	})
 }
 
 // sharedTxnID returns the transactional id of the writer's shared
