@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,11 +68,17 @@ type Config struct {
 	// AdvertiseURL is the base URL other writers forward requests for this
 	// writer's partitions to.
 	AdvertiseURL string
-	// TransactionalIDPrefix + partition is the transactional.id that fences
-	// older owners of a partition (default "kv-writer-p").
+	// TransactionalIDPrefix + partition is the transactional.id whose
+	// epoch is a partition's ownership epoch (default "kv-writer-p";
+	// fence.go). Nothing is produced under it.
 	TransactionalIDPrefix string
-	TransactionTimeout    time.Duration
-	SessionTimeout        time.Duration
+	// SharedTransactionalIDPrefix + InstanceID (a random UUID per process
+	// when InstanceID is empty) is the transactional.id of the one
+	// producer whose transactions append every partition's writes
+	// (default "kv-writer-"; committer.go).
+	SharedTransactionalIDPrefix string
+	TransactionTimeout          time.Duration
+	SessionTimeout              time.Duration
 	// MaxBatch bounds the requests decided and committed in one transaction.
 	MaxBatch int
 	// MaxLinger bounds how long a batch waits for as many requests as the
@@ -115,6 +124,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TransactionalIDPrefix == "" {
 		c.TransactionalIDPrefix = "kv-writer-p"
+	}
+	if c.SharedTransactionalIDPrefix == "" {
+		c.SharedTransactionalIDPrefix = "kv-writer-"
 	}
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
@@ -167,6 +179,8 @@ type Writer struct {
 	metrics *metrics
 	adm     *kadm.Client
 	admCl   *kgo.Client
+	// committer commits every partition's batches (committer.go).
+	committer *committer
 
 	mu    sync.RWMutex
 	parts map[int32]*partition
@@ -202,6 +216,11 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
 	}
+	txnID, err := cfg.sharedTxnID()
+	if err != nil {
+		admCl.Close()
+		return nil, err
+	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		admCl.Close()
@@ -213,6 +232,7 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 		parts: make(map[int32]*partition),
 		loops: loops{parts: make(map[int32]projection.Owner)},
 	}
+	w.committer = newCommitter(w, txnID)
 	w.initCoalescers()
 	return w, nil
 }
@@ -232,6 +252,26 @@ func (w *Writer) initCoalescers() {
 	w.projected = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
 		return w.proj.Offsets(ctx, w.cfg.Topics.Changes)
 	})
+}
+
+// sharedTxnID returns the transactional id of the writer's shared
+// producer. It must never be a partition's fence id (an InstanceID "p3"
+// under the default prefixes would be kv-writer-p3): InitProducerID of
+// one would then abort the other's transactions and bump its epoch.
+func (c *Config) sharedTxnID() (string, error) {
+	instance := c.InstanceID
+	if instance == "" {
+		// A crashed dynamic writer's open transaction is aborted by the
+		// broker's transaction timeout, not by a successor.
+		instance = uuid.NewString()
+	}
+	id := c.SharedTransactionalIDPrefix + instance
+	if rest, ok := strings.CutPrefix(id, c.TransactionalIDPrefix); ok {
+		if _, err := strconv.ParseUint(rest, 10, 31); err == nil {
+			return "", fmt.Errorf("writer: transactional id %q of instance %q is the fence id of partition %s; choose another instance id", id, c.InstanceID, rest)
+		}
+	}
+	return id, nil
 }
 
 // Run joins the writer group and owns the partitions it is assigned until
@@ -280,6 +320,9 @@ func (w *Writer) Run(ctx context.Context) error {
 	// The group only assigns ownership; catch-up reads with its own
 	// consumer, so the group client never fetches.
 	group.PauseFetchTopics(w.cfg.Topics.Changes)
+	commitCtx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCommitter()
+	go w.committer.run(commitCtx)
 
 	t := time.NewTicker(w.cfg.TrimInterval)
 	defer t.Stop()
@@ -293,6 +336,10 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.log.Info("writer stopping: leaving the group")
 			group.Close() // revokes every partition first
 			w.revoke(w.owned())
+			// The committer stops after the partitions: none has a
+			// round under way any more.
+			stopCommitter()
+			<-w.committer.done
 			return nil
 		case <-t.C:
 			w.trim(ctx)
