@@ -255,8 +255,15 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 	}
 	// Produce, then the offset commit, then EndTxn: a transaction whose
 	// offset commit the group accepted has its records on the log
-	// already, so a new owner's settledEnd sees it open (fence.go).
-	if err := prod.ProduceSync(tctx, recs...).FirstErr(); err != nil {
+	// already, so a new owner's settledEnd sees it open (fence.go). The
+	// group's admission to the transaction (add) goes beside the produce.
+	f := groupFence{txnID: c.txnID, group: cfg.Group, topic: cfg.Topics.Changes, topicID: round[0].p.topicID}
+	added := f.add(tctx, prod)
+	err := prod.ProduceSync(tctx, recs...).FirstErr()
+	if addErr := added(); err == nil && addErr != nil {
+		return addErr
+	}
+	if err != nil {
 		return fmt.Errorf("produce: %w", err)
 	}
 	offsets := make(map[int32]int64, len(round))
@@ -273,8 +280,7 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 	if !ok {
 		return &groupFencedError{membership: m, err: errNotInGroup}
 	}
-	f := groupFence{txnID: c.txnID, group: cfg.Group, topic: cfg.Topics.Changes, topicID: round[0].p.topicID}
-	if err := f.run(tctx, prod, m, offsets); err != nil {
+	if err := f.commitOffsets(tctx, prod, m, offsets); err != nil {
 		return err
 	}
 	if err := prod.EndTransaction(tctx, kgo.TryCommit); err != nil {

@@ -134,17 +134,48 @@ type groupFence struct {
 // and committing offsets (partition -> offset) on behalf of the writer
 // group. It must run after the transaction's produce and before
 // EndTransaction; any error means the transaction must not be committed.
+// The committer runs its two steps apart (add beside the produce, then
+// commitOffsets after it).
 func (f groupFence) run(ctx context.Context, prod *kgo.Client, m membership, offsets map[int32]int64) error {
-	// The producer id and epoch of this transaction: under KIP-890
-	// (transaction.version 2, which kfake speaks) every
-	// EndTxn bumps the epoch, so the epoch of InitProducerID is stale
-	// from the second transaction on.
+	if err := f.add(ctx, prod)(); err != nil {
+		return err
+	}
+	return f.commitOffsets(ctx, prod, m, offsets)
+}
+
+// add starts adding the writer group's offsets to prod's open transaction
+// (AddOffsetsToTxn) and returns a function that waits for the outcome. It
+// may run beside the transaction's produce, saving a broker round trip per
+// round: it only admits the group to the transaction; the offset commit,
+// which the argument above needs after the produce, is commitOffsets.
+func (f groupFence) add(ctx context.Context, prod *kgo.Client) (wait func() error) {
+	done := make(chan error, 1)
+	go func() {
+		// The producer id and epoch of this transaction: under KIP-890
+		// (transaction.version 2, which kfake speaks) every EndTxn bumps
+		// the epoch, so the epoch of InitProducerID is stale from the
+		// second transaction on.
+		pid, epoch, err := prod.ProducerID(ctx)
+		if err != nil {
+			done <- fmt.Errorf("producer id: %w", err)
+			return
+		}
+		if err := f.addOffsetsToTxn(ctx, prod, pid, epoch); err != nil {
+			done <- fmt.Errorf("add offsets to transaction: %w", err)
+			return
+		}
+		done <- nil
+	}()
+	return func() error { return <-done }
+}
+
+// commitOffsets is the fence itself: the transactional offset commit
+// presenting m, once the transaction's records are produced and add
+// succeeded.
+func (f groupFence) commitOffsets(ctx context.Context, prod *kgo.Client, m membership, offsets map[int32]int64) error {
 	pid, epoch, err := prod.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("producer id: %w", err)
-	}
-	if err := f.addOffsetsToTxn(ctx, prod, pid, epoch); err != nil {
-		return fmt.Errorf("add offsets to transaction: %w", err)
 	}
 	return f.txnOffsetCommit(ctx, prod, pid, epoch, m, offsets)
 }
