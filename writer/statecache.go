@@ -7,10 +7,10 @@ import "github.com/eskv/eskv/events"
 // the projector already applied does not read Postgres again.
 //
 // Why a cached state is the key's state. While a writer owns partition N
-// (kv-writer-p<N> fenced every older owner, and confirm finds no other
-// writer's commit past end), the key's state changes only through events
-// this owner appends: kv_entries is written only by the projector, which
-// folds kv.changes, and only kv-writer-p<N> appends to partition N; the
+// (fenced as fence.go says, and confirm finds no other writer's commit
+// past end), the key's state changes only through events this owner
+// appends: kv_entries is written only by the projector, which folds
+// kv.changes, and only the partition's owner appends to partition N; the
 // TTL sweeper's expiries and requeues are events decided in the
 // partition's own queue too. So the state after the last event this owner
 // knows of a key is the key's state, whether it came from the overlay or
