@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/schemas"
@@ -162,9 +163,46 @@ func checkUnmarshal(tb testing.TB, b []byte) {
 	case !reflect.DeepEqual(got, want):
 		tb.Fatalf("Unmarshal(%q) =\n%#v\nencoding/json:\n%#v", b, got, want)
 	}
-	if err == nil {
-		checkMarshal(tb, &got)
+	rec, verbatim, recErr := events.UnmarshalRecord(b)
+	if !reflect.DeepEqual(rec, got) || (recErr != nil) != (err != nil) {
+		tb.Fatalf("UnmarshalRecord(%q) = %+v, %v; Unmarshal: %+v, %v", b, rec, recErr, got, err)
 	}
+	if err != nil {
+		return
+	}
+	checkMarshal(tb, &got)
+	if enc, err := got.Marshal(); err == nil && verbatim && !reflect.DeepEqual(jsonValue(tb, b), jsonValue(tb, enc)) {
+		tb.Fatalf("UnmarshalRecord(%q): verbatim, but its encoding says otherwise: %q", b, enc)
+	}
+	// What Marshal writes reads back to what encodes to the same bytes:
+	// a record's value is what the projector would write for its event
+	// (projection.Applied.Raw).
+	if enc, err := got.Marshal(); err == nil {
+		again, err := events.Unmarshal(enc)
+		if err != nil {
+			tb.Fatalf("Unmarshal(%q): %v", enc, err)
+		}
+		if b := mustMarshal(tb, &again); !bytes.Equal(b, enc) {
+			tb.Fatalf("Marshal∘Unmarshal changed %q into %q", enc, b)
+		}
+		// (Invalid UTF-8 in a value, which the encoding keeps, is odd.)
+		if _, verbatim, _ := events.UnmarshalRecord(enc); !verbatim && utf8.Valid(enc) {
+			tb.Fatalf("UnmarshalRecord(%q): not verbatim, but it is an event's encoding", enc)
+		}
+	}
+}
+
+// jsonValue returns the JSON value of the first value in b, numbers as
+// written.
+func jsonValue(tb testing.TB, b []byte) any {
+	tb.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }
 
 func TestUnmarshalMatchesEncodingJSON(t *testing.T) {
@@ -185,6 +223,10 @@ func TestUnmarshalMatchesEncodingJSON(t *testing.T) {
 		"OKUnknownNested":       `{"key":"k","version":1,"kind":"put","x":{"y":[{"z":[]}, -0, 1E+2]}}`,
 		"OKIntegerLimits":       `{"key":"k","version":9223372036854775807,"prevVersion":-9223372036854775808,"kind":"put"}`,
 		"OKZone":                `{"key":"k","version":1,"kind":"put","ts":"2026-03-01T10:15:30.5+05:30","expiresAt":"2026-03-01T10:15:30Z"}`,
+		"OKTimeOtherForm":       `{"key":"k","version":1,"kind":"put","ts":"2026-03-01T10:15:30.500+00:00"}`,
+		"OKMinusZero":           `{"key":"k","version":1,"prevVersion":-0,"kind":"put"}`,
+		"OKEmptyOptional":       `{"key":"k","version":1,"kind":"put","specRef":"","txnSize":0}`,
+		"OKNULAfter":            valid + "\x00",
 		"ErrVersionOverflow":    `{"key":"k","version":9223372036854775808,"kind":"put"}`,
 		"ErrVersionFraction":    `{"key":"k","version":1.0,"kind":"put"}`,
 		"ErrVersionExponent":    `{"key":"k","version":1e2,"kind":"put"}`,
@@ -308,5 +350,24 @@ func benchEvent() events.Event {
 		Principal:     "dev",
 		TS:            t1,
 		WriterEpoch:   3,
+	}
+}
+
+func TestUnmarshalRecordVerbatim(t *testing.T) {
+	e := goldenPut()
+	valid := string(mustMarshal(t, &e))
+	body := valid[1 : len(valid)-1]
+	for in, want := range map[string]bool{
+		valid:                          true,
+		" {\n" + body + "}\n":          true,
+		`{"region":"eu",` + body + "}": false,
+		valid + "{}":                   false,
+		`{"KEY":"k",` + body + "}":     false,
+		`{"specRef":"",` + body[len(`"schemaVersion":1,`):] + "}": false,
+		`{"ts":"2026-03-01T10:15:30.500Z",` + body + "}":          false,
+	} {
+		if _, got, err := events.UnmarshalRecord([]byte(in)); err != nil || got != want {
+			t.Errorf("UnmarshalRecord(%s): verbatim %v, %v; want %v", in, got, err, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 	"unicode"
 	"unicode/utf16"
@@ -28,12 +29,14 @@ const maxDepth = 10000
 
 // scanner reads JSON from b at i. depth is the nesting of arrays and
 // objects at i; spaced records whether whitespace was skipped
-// (scanCompact).
+// (scanCompact); odd whether the event read says as JSON anything its
+// encoding would not say (UnmarshalRecord).
 type scanner struct {
 	b      []byte
 	i      int
 	depth  int
 	spaced bool
+	odd    bool
 }
 
 var (
@@ -170,7 +173,7 @@ func (s *scanner) members(member func(name []byte) error) error {
 		}
 		name := raw
 		if !plain {
-			name = unquote(raw)
+			name = s.unquote(raw)
 		}
 		if err := s.expect(':', "after object key"); err != nil {
 			return err
@@ -295,10 +298,10 @@ func (s *scanner) str() (raw []byte, plain bool, err error) {
 				return nil, false, err
 			}
 			continue
-		case c >= utf8.RuneSelf && plain:
+		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(s.b[s.i:])
 			if r == utf8.RuneError && size == 1 {
-				plain = false
+				plain, s.odd = false, true
 			}
 			s.i += size
 			continue
@@ -337,7 +340,7 @@ func (s *scanner) escape() error {
 // unquote returns the string a checked string's bytes (between the
 // quotes) stand for, as encoding/json's unquoteBytes does: escapes
 // resolved, invalid UTF-8 and unpaired surrogates as U+FFFD.
-func unquote(s []byte) []byte {
+func (sc *scanner) unquote(s []byte) []byte {
 	b := make([]byte, 0, len(s)+2*utf8.UTFMax)
 	for r := 0; r < len(s); {
 		c := s[r]
@@ -351,7 +354,7 @@ func unquote(s []byte) []byte {
 					r += 6
 					break
 				}
-				rr = unicode.ReplacementChar
+				rr, sc.odd = unicode.ReplacementChar, true
 			}
 			b = utf8.AppendRune(b, rr)
 		case c == '\\':
@@ -408,18 +411,25 @@ func (s *scanner) isNull() (bool, error) {
 	return true, s.literal("null")
 }
 
+// null consumes the null at s.i, which leaves a field as it is, so the
+// event's encoding would say otherwise.
+func (s *scanner) null() error {
+	s.odd = true
+	return s.literal("null")
+}
+
 // stringField reads a string into *dst; null leaves it.
 func (s *scanner) stringField(dst *string, field string) error {
 	switch c := s.peek(); c {
 	case 'n':
-		return s.literal("null")
+		return s.null()
 	case '"':
 		raw, plain, err := s.str()
 		if err != nil {
 			return err
 		}
 		if !plain {
-			raw = unquote(raw)
+			raw = s.unquote(raw)
 		}
 		*dst = string(raw)
 		return nil
@@ -434,7 +444,7 @@ func (s *scanner) stringField(dst *string, field string) error {
 func (s *scanner) intField(dst *int64, field string) error {
 	c := s.peek()
 	if c == 'n' {
-		return s.literal("null")
+		return s.null()
 	}
 	if c != '-' && (c < '0' || c > '9') {
 		return typeError(c, field)
@@ -444,6 +454,7 @@ func (s *scanner) intField(dst *int64, field string) error {
 		return err
 	}
 	n, ok := parseInt(num)
+	s.odd = s.odd || bytes.HasPrefix(num, []byte("-0"))
 	if !ok {
 		return fmt.Errorf("cannot unmarshal number %s into %s", num, field)
 	}
@@ -507,12 +518,21 @@ func (s *scanner) timeField(dst *time.Time) error {
 	if err := s.skipValue(); err != nil {
 		return err
 	}
-	return dst.UnmarshalJSON(s.b[start:s.i])
+	raw := s.b[start:s.i]
+	if err := dst.UnmarshalJSON(raw); err != nil {
+		return err
+	}
+	// The encoding writes the time in one form: a time written
+	// otherwise, or null, says other bytes.
+	var buf [64]byte
+	s.odd = s.odd || len(raw) < 2 || !bytes.Equal(raw[1:len(raw)-1], dst.AppendFormat(buf[:0], time.RFC3339Nano))
+	return nil
 }
 
 // timePtrField reads a time into **dst: null sets it nil.
 func (s *scanner) timePtrField(dst **time.Time) error {
 	if null, err := s.isNull(); null || err != nil {
+		s.odd = true
 		if err == nil {
 			*dst = nil
 		}
@@ -530,6 +550,7 @@ func (s *scanner) timePtrField(dst **time.Time) error {
 // what is there).
 func (s *scanner) stringsField(dst *[]string, field string) error {
 	if null, err := s.isNull(); null || err != nil {
+		s.odd = true
 		if err == nil {
 			*dst = nil
 		}
@@ -554,26 +575,48 @@ func (s *scanner) stringsField(dst *[]string, field string) error {
 		return err
 	}
 	if i == 0 {
-		v = []string{}
+		v, s.odd = []string{}, true
 	}
 	*dst = v[:i]
 	return nil
 }
 
 // member returns the name of names that key matches, as encoding/json
-// matches them: exactly, else ignoring case; "" when none does.
-func member(key []byte, names []string) string {
-	for _, n := range names {
-		if string(key) == n {
-			return n
-		}
+// matches them: exactly, else ignoring case; "" when none does. seen
+// has a bit per name met before in the object: a name met again, one
+// matched ignoring case and an unknown one are odd.
+func (s *scanner) member(key []byte, names []string, seen *uint32) string {
+	i := slices.Index(names, string(key))
+	if i < 0 {
+		i = slices.IndexFunc(names, func(n string) bool { return bytes.EqualFold(key, []byte(n)) })
+		s.odd = true
 	}
-	for _, n := range names {
-		if bytes.EqualFold(key, []byte(n)) {
-			return n
-		}
+	if i < 0 {
+		return ""
 	}
-	return ""
+	s.odd = s.odd || *seen&(1<<i) != 0
+	*seen |= 1 << i
+	return names[i]
+}
+
+// optString, optInt and optSmallInt read a field the encoding omits when
+// empty: an empty one is odd.
+func (s *scanner) optString(dst *string, field string) error {
+	err := s.stringField(dst, field)
+	s.odd = s.odd || *dst == ""
+	return err
+}
+
+func (s *scanner) optInt(dst *int64, field string) error {
+	err := s.intField(dst, field)
+	s.odd = s.odd || *dst == 0
+	return err
+}
+
+func (s *scanner) optSmallInt(dst *int, field string) error {
+	err := s.smallIntField(dst, field)
+	s.odd = s.odd || *dst == 0
+	return err
 }
 
 // eventMembers, semanticsMembers and elementMembers are the JSON names of
@@ -586,23 +629,39 @@ var (
 	elementMembers   = []string{"op", "member", "value", "state", "deliveries", "visibleAt", "dedupId", "pushedAt", "expiresAt"}
 )
 
+// eventAlways, semanticsAlways and elementAlways have a bit per member
+// (by index above) the encoding always writes, omitempty or not: one
+// missing is odd.
+const (
+	eventAlways     = (1<<21 - 1) &^ (1<<10 | 1<<12 | 1<<13 | 1<<14 | 1<<18 | 1<<19 | 1<<20)
+	semanticsAlways = 1 << 0
+	elementAlways   = 1<<0 | 1<<1
+)
+
 // decodeEvent decodes the JSON event at the start of b into e as
-// json.Decoder.Decode does.
-func decodeEvent(b []byte, e *Event) error {
+// json.Decoder.Decode does; verbatim when b says as JSON what e's
+// encoding says (UnmarshalRecord).
+func decodeEvent(b []byte, e *Event) (verbatim bool, err error) {
 	s := scanner{b: b}
-	switch c := s.peek(); c {
-	case 0:
-		return io.EOF
-	case '{':
-		return s.members(func(name []byte) error { return s.eventMember(e, member(name, eventMembers)) })
-	default:
-		// encoding/json checks the whole value, then finds its type
-		// wrong; null leaves the event as it is.
-		if err := s.skipValue(); err != nil || c == 'n' {
-			return err
+	c := s.peek()
+	switch {
+	case s.i == len(b):
+		return false, io.EOF
+	case c == '{':
+		var seen uint32
+		if err := s.members(func(name []byte) error { return s.eventMember(e, s.member(name, eventMembers, &seen)) }); err != nil {
+			return false, err
 		}
-		return typeError(c, "Event")
+		// The Decoder does not read on: what follows is not the event's.
+		s.ws()
+		return !s.odd && seen&eventAlways == eventAlways && s.i == len(b), nil
 	}
+	// encoding/json checks the whole value, then finds its type wrong;
+	// null leaves the event as it is.
+	if err := s.skipValue(); err != nil || c == 'n' {
+		return false, err
+	}
+	return false, typeError(c, "Event")
 }
 
 // eventMember decodes the value of Event's member name at s.i.
@@ -633,11 +692,11 @@ func (s *scanner) eventMember(e *Event, name string) error {
 	case "semantics":
 		return s.semantics(&e.Semantics)
 	case "specRef":
-		return s.stringField(&e.SpecRef, "Event.specRef")
+		return s.optString(&e.SpecRef, "Event.specRef")
 	case "requestId":
-		return s.stringField(&e.RequestID, "Event.requestId")
+		return s.optString(&e.RequestID, "Event.requestId")
 	case "requestDigest":
-		return s.stringField(&e.RequestDigest, "Event.requestDigest")
+		return s.optString(&e.RequestDigest, "Event.requestDigest")
 	case "principal":
 		return s.stringField(&e.Principal, "Event.principal")
 	case "ts":
@@ -645,9 +704,9 @@ func (s *scanner) eventMember(e *Event, name string) error {
 	case "writerEpoch":
 		return s.intField(&e.WriterEpoch, "Event.writerEpoch")
 	case "txnId":
-		return s.stringField(&e.TxnID, "Event.txnId")
+		return s.optString(&e.TxnID, "Event.txnId")
 	case "txnSize":
-		return s.smallIntField(&e.TxnSize, "Event.txnSize")
+		return s.optSmallInt(&e.TxnSize, "Event.txnSize")
 	case "element":
 		return s.element(&e.Element)
 	}
@@ -658,18 +717,20 @@ func (s *scanner) eventMember(e *Event, name string) error {
 func (s *scanner) semantics(sem *Semantics) error {
 	switch c := s.peek(); c {
 	case 'n':
-		return s.literal("null")
+		return s.null()
 	case '{':
+		var seen uint32
+		defer func() { s.odd = s.odd || seen&semanticsAlways != semanticsAlways }()
 		return s.members(func(name []byte) error {
-			switch member(name, semanticsMembers) {
+			switch s.member(name, semanticsMembers, &seen) {
 			case "purpose":
 				return s.stringField(&sem.Purpose, "Semantics.purpose")
 			case "producer":
-				return s.stringField(&sem.Producer, "Semantics.producer")
+				return s.optString(&sem.Producer, "Semantics.producer")
 			case "consumerHints":
 				return s.stringsField(&sem.ConsumerHints, "Semantics.consumerHints")
 			case "ttlSeconds":
-				return s.intField(&sem.TTLSeconds, "Semantics.ttlSeconds")
+				return s.optInt(&sem.TTLSeconds, "Semantics.ttlSeconds")
 			}
 			return s.skipValue()
 		})
@@ -684,12 +745,15 @@ func (s *scanner) element(el **Element) error {
 	switch c := s.peek(); c {
 	case 'n':
 		*el = nil
-		return s.literal("null")
+		return s.null()
 	case '{':
 		if *el == nil {
 			*el = new(Element)
 		}
-		return s.members(func(name []byte) error { return s.elementMember(*el, member(name, elementMembers)) })
+		var seen uint32
+		err := s.members(func(name []byte) error { return s.elementMember(*el, s.member(name, elementMembers, &seen)) })
+		s.odd = s.odd || seen&elementAlways != elementAlways
+		return err
 	default:
 		return typeError(c, "Element")
 	}
@@ -705,13 +769,13 @@ func (s *scanner) elementMember(el *Element, name string) error {
 	case "value":
 		return s.rawField(&el.Value)
 	case "state":
-		return s.stringField(&el.State, "Element.state")
+		return s.optString(&el.State, "Element.state")
 	case "deliveries":
-		return s.intField(&el.Deliveries, "Element.deliveries")
+		return s.optInt(&el.Deliveries, "Element.deliveries")
 	case "visibleAt":
 		return s.timePtrField(&el.VisibleAt)
 	case "dedupId":
-		return s.stringField(&el.DedupID, "Element.dedupId")
+		return s.optString(&el.DedupID, "Element.dedupId")
 	case "pushedAt":
 		return s.timePtrField(&el.PushedAt)
 	case "expiresAt":

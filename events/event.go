@@ -144,19 +144,33 @@ func EncodeJSON(v any) ([]byte, error) {
 // Unmarshal decodes a record value into an event and checks the fields
 // every consumer relies on.
 func Unmarshal(b []byte) (Event, error) {
-	var e Event
-	if err := decodeEvent(b, &e); err != nil {
-		return Event{}, fmt.Errorf("decode event: %w", err)
+	e, _, err := UnmarshalRecord(b)
+	return e, err
+}
+
+// UnmarshalRecord is Unmarshal, and reports whether b is verbatim: it
+// says as JSON what the event's encoding (Marshal) says, up to
+// whitespace and the escaping of strings. A record an eskv writer
+// appended always is (it is the event's encoding); b is not when it has
+// a member Event does not know, a member twice, a name in other case, a
+// null, empty or zero member the encoding would leave out or write
+// otherwise, a time or an integer written in another form, a string
+// read with U+FFFD, or anything after the event. A store of JSON values
+// may keep a verbatim b instead of encoding the event again.
+func UnmarshalRecord(b []byte) (e Event, verbatim bool, err error) {
+	verbatim, err = decodeEvent(b, &e)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("decode event: %w", err)
 	}
 	if e.Key == "" || e.Version < 1 || e.PrevVersion >= e.Version {
-		return Event{}, fmt.Errorf("decode event: key %q version %d prevVersion %d is not a valid identity", e.Key, e.Version, e.PrevVersion)
+		return Event{}, false, fmt.Errorf("decode event: key %q version %d prevVersion %d is not a valid identity", e.Key, e.Version, e.PrevVersion)
 	}
 	switch e.Kind {
 	case KindPut, KindDelete, KindExpire:
 	default:
-		return Event{}, fmt.Errorf("decode event %s@%d: unknown kind %q", e.Key, e.Version, e.Kind)
+		return Event{}, false, fmt.Errorf("decode event %s@%d: unknown kind %q", e.Key, e.Version, e.Kind)
 	}
-	return e, nil
+	return e, verbatim, nil
 }
 
 // Header is one Kafka record header.
