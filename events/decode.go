@@ -44,6 +44,8 @@ var (
 	errDepth = errors.New("exceeded max depth")
 )
 
+// errAt reports the byte at s.i as unexpected (what says where), or the
+// end of the input.
 func (s *scanner) errAt(what string) error {
 	if s.i >= len(s.b) {
 		return errEOF
