@@ -14,19 +14,54 @@ import (
 
 // LastStableOffset returns the last stable offset of partition p of topic:
 // every offset below it is decided (committed, aborted or a marker).
-func LastStableOffset(ctx context.Context, adm *kadm.Client, topic string, p int32) (int64, error) {
-	lso, err := adm.ListCommittedOffsets(ctx, topic)
+func LastStableOffset(ctx context.Context, cl *kgo.Client, topic string, p int32) (int64, error) {
+	offs, err := LastStableOffsets(ctx, cl, topic, p)
 	if err != nil {
-		return 0, fmt.Errorf("last stable offset of %s: %w", topic, err)
+		return 0, err
 	}
-	o, ok := lso.Lookup(topic, p)
-	if !ok {
-		return 0, fmt.Errorf("last stable offset of %s/%d: partition not listed", topic, p)
+	return offs[p], nil
+}
+
+// LastStableOffsets returns the last stable offsets of partitions ps of
+// topic in one ListOffsets request (read_committed, latest), which the
+// client sends to the partitions' leaders from its cached metadata.
+// kadm's ListCommittedOffsets asks for the topic's metadata first: a
+// second broker round trip on every linearizable read.
+func LastStableOffsets(ctx context.Context, cl *kgo.Client, topic string, ps ...int32) (map[int32]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = 1 // read_committed: the last stable offset
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, p := range ps {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = p
+		rp.CurrentLeaderEpoch = -1
+		rp.Timestamp = -1 // latest
+		rt.Partitions = append(rt.Partitions, rp)
 	}
-	if o.Err != nil {
-		return 0, fmt.Errorf("last stable offset of %s/%d: %w", topic, p, o.Err)
+	req.Topics = append(req.Topics, rt)
+	shards := cl.RequestSharded(ctx, req)
+	offs := make(map[int32]int64, len(ps))
+	for _, sh := range shards {
+		if sh.Err != nil {
+			return nil, fmt.Errorf("last stable offsets of %s: %w", topic, sh.Err)
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, rp := range t.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return nil, fmt.Errorf("last stable offset of %s/%d: %w", topic, rp.Partition, err)
+				}
+				offs[rp.Partition] = rp.Offset
+			}
+		}
 	}
-	return o.Offset, nil
+	for _, p := range ps {
+		if _, ok := offs[p]; !ok {
+			return nil, fmt.Errorf("last stable offset of %s/%d: partition not listed", topic, p)
+		}
+	}
+	return offs, nil
 }
 
 // ReadCommitted calls fn, in order, for every committed record of

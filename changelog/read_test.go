@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
@@ -41,7 +40,7 @@ func TestReadCommittedStopsExactlyAtEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	end, err := changelog.LastStableOffset(ctx, kadm.NewClient(cl), b.Topics.Changes, 0)
+	end, err := changelog.LastStableOffset(ctx, cl, b.Topics.Changes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

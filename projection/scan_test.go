@@ -216,18 +216,60 @@ func TestApplyReplacesFields(t *testing.T) {
 		{"DeleteAndPutInOneBatch", []events.Event{event(t, events.KindDelete, k, 8, ""), put(t, k, 9, `{"b":true}`)},
 			[]string{"b b num=NULL str=\"true\" exp=<nil>"}},
 		{"NonObjectRemoves", []events.Event{put(t, k, 10, `[1]`)}, nil},
+		{"PutIndexesAgain", []events.Event{put(t, k, 11, `{"client":1,"seq":1}`)},
+			[]string{`client n num="1" str=NULL exp=<nil>`, `seq n num="1" str=NULL exp=<nil>`}},
+		{"ChangedFieldOnlyRewritten", []events.Event{put(t, k, 12, `{"client":1,"seq":2}`)},
+			[]string{`client n num="1" str=NULL exp=<nil>`, `seq n num="2" str=NULL exp=<nil>`}},
+		{"TypeChangeFollows", []events.Event{put(t, k, 13, `{"client":"one","seq":2}`)},
+			[]string{`client s num=NULL str="one" exp=<nil>`, `seq n num="2" str=NULL exp=<nil>`}},
+		{"NumberAsWrittenFollows", []events.Event{put(t, k, 14, `{"client":"one","seq":2.0}`)},
+			[]string{`client s num=NULL str="one" exp=<nil>`, `seq n num="2.0" str=NULL exp=<nil>`}},
+		{"ExpiryFollows", []events.Event{expiring(t, k, 15, `{"client":"one","seq":2.0}`, t0.Add(time.Hour))},
+			[]string{`client s num=NULL str="one" exp=` + t0.Add(time.Hour).String(), `seq n num="2.0" str=NULL exp=` + t0.Add(time.Hour).String()}},
+		{"FieldsAddedAndDropped", []events.Event{put(t, k, 16, `{"client":"one","other":3}`)},
+			[]string{`client s num=NULL str="one" exp=<nil>`, `other n num="3" str=NULL exp=<nil>`}},
+		{"ReplayWritesNothing", []events.Event{put(t, k, 16, `{"client":"one","other":3}`)},
+			[]string{`client s num=NULL str="one" exp=<nil>`, `other n num="3" str=NULL exp=<nil>`}},
+	}
+	// The fields of the steps whose rows must not be rewritten.
+	keep := map[string][]string{
+		"ChangedFieldOnlyRewritten": {"client"},
+		"TypeChangeFollows":         {"seq"},
+		"NumberAsWrittenFollows":    {"client"},
+		"ReplayWritesNothing":       {"client", "other"},
 	}
 	var offset int64
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
+			kept := make([]string, len(keep[st.name]))
+			for i, f := range keep[st.name] {
+				kept[i] = fieldRowVersion(t, pool, k, f)
+			}
 			mustApply(t, s, "kv.changes", batchOf(offset, st.batch...))
 			offset += int64(len(st.batch))
 			if got := fields(); !slices.Equal(got, st.want) {
 				t.Errorf("fields %q, want %q", got, st.want)
 			}
+			for i, f := range keep[st.name] {
+				if v := fieldRowVersion(t, pool, k, f); v != kept[i] {
+					t.Errorf("row of unchanged field %s rewritten: %s, was %s", f, v, kept[i])
+				}
+			}
 		})
 	}
 	checkFieldsDerived(t, pool)
+}
+
+// fieldRowVersion returns where the row of key's field is stored and
+// which transaction wrote it: both change when the row is rewritten.
+func fieldRowVersion(tb testing.TB, pool *pgxpool.Pool, key, field string) string {
+	tb.Helper()
+	var v string
+	if err := pool.QueryRow(context.Background(), `SELECT ctid::text || ' ' || xmin::text FROM kv_fields WHERE key = $1 AND field = $2`,
+		key, field).Scan(&v); err != nil {
+		tb.Fatalf("row of %s.%s: %v", key, field, err)
+	}
+	return v
 }
 
 func TestScan(t *testing.T) {

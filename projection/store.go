@@ -85,25 +85,47 @@ FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[],
     AS t(k, v, kd, op, ts, p, o, ev)
 ON CONFLICT (key, version) DO NOTHING`
 
-// deleteFields and insertFields replace the kv_fields rows (the indexed
-// fields of filtered scans) of every key of a batch whose kv_entries row
-// now holds the batch's version: the upsert wrote it, or a replay found
-// it already there (rewriting the same rows). A key whose stored version
-// is newer keeps its rows. Deletes and expires leave none. The upsert has
-// locked each key's kv_entries row (in key order) before these run, so a
-// projector overlapping on a key waits there and never holds kv_fields
-// rows another one needs: no new lock order.
-const deleteFields = `
-DELETE FROM kv_fields f
-USING unnest($1::text[], $2::bigint[]) AS t(k, v)
-WHERE f.key = t.k AND EXISTS (SELECT 1 FROM kv_entries e WHERE e.key = t.k AND e.version = t.v)`
-
-const insertFields = `
+// writeFields brings the kv_fields rows (the indexed fields of filtered
+// scans) of every key of a batch whose kv_entries row now holds the
+// batch's version (the upsert wrote it, or a replay found it already
+// there: g) to the fields of that version's value (n, none when the key
+// is not live), in one statement that reads each value once: it deletes
+// the rows of fields the value no longer has (del), updates those whose
+// type, value or expiry changed (upd), and inserts the new ones. A row
+// that is already right is not written: rewriting it costs a heap tuple
+// and three index entries, and leaves the old ones dead for every later
+// probe to step over (figure 18a changes one field of two per write). A
+// replay writes nothing. A key whose stored version is newer keeps its
+// rows. Numbers compare as text, so 1.0 replaces 1 as a rebuild would
+// store it.
+//
+// The three parts touch disjoint rows (fields gone, fields kept, fields
+// new, as the statement's snapshot sees them), so the order in which
+// Postgres runs them does not matter. The upsert has locked each written
+// key's kv_entries row (in key order) before this runs, so a projector
+// overlapping on a key waits there and never holds kv_fields rows
+// another one needs: no new lock order.
+const writeFields = `
+WITH g AS MATERIALIZED (
+    SELECT e.key, e.live, e.value, e.expires_at
+    FROM unnest($1::text[], $2::bigint[]) AS t(k, v)
+    JOIN kv_entries e ON e.key = t.k AND e.version = t.v
+), n AS MATERIALIZED (
+    SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
+    FROM g CROSS JOIN LATERAL kv_value_fields(g.value::jsonb) AS f
+    WHERE g.live
+), del AS (
+    DELETE FROM kv_fields f USING g
+    WHERE f.key = g.key AND NOT EXISTS (SELECT 1 FROM n WHERE n.key = f.key AND n.field = f.field)
+), upd AS (
+    UPDATE kv_fields f SET type = n.type, num = n.num, str = n.str, expires_at = n.expires_at
+    FROM n
+    WHERE f.key = n.key AND f.field = n.field
+        AND (f.type, f.num::text, f.str, f.expires_at) IS DISTINCT FROM (n.type, n.num::text, n.str, n.expires_at)
+)
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
-SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
-FROM unnest($1::text[], $2::bigint[]) AS t(k, v)
-JOIN kv_entries e ON e.key = t.k AND e.version = t.v AND e.live
-CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f`
+SELECT n.key, n.field, n.type, n.num, n.str, n.expires_at FROM n
+WHERE NOT EXISTS (SELECT 1 FROM kv_fields f WHERE f.key = n.key AND f.field = n.field)`
 
 const upsertOffsets = `
 INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
@@ -130,6 +152,21 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	if len(batch) == 0 {
 		return nil
 	}
+	b, err := applyBatch(topic, batch)
+	if err != nil {
+		return err
+	}
+	// One round trip, one transaction: pgx pipelines the batch with a
+	// single Sync, and Postgres runs the statements up to a Sync as one
+	// implicit transaction (the first that fails rolls back them all), so
+	// no BEGIN and COMMIT of their own, each a round trip and a wakeup of
+	// both processes per batch.
+	return translate("apply", s.pool.SendBatch(ctx, b).Close())
+}
+
+// applyBatch returns the statements that fold batch (not empty) into the
+// projection, in the order Apply sends them.
+func applyBatch(topic string, batch []Applied) (*pgx.Batch, error) {
 
 	// Fold to the latest event per key: one INSERT .. ON CONFLICT may not
 	// update a row twice.
@@ -154,7 +191,7 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	ent.grow(len(latest))
 	for _, k := range slices.Sorted(maps.Keys(latest)) {
 		if err := ent.add(&batch[latest[k]]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
@@ -166,7 +203,7 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	h.grow(len(hist))
 	for _, i := range hist {
 		if err := h.add(&batch[i]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
@@ -177,21 +214,15 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 		offs = append(offs, next[p])
 	}
 
-	// One round trip, one transaction: pgx pipelines the batch with a
-	// single Sync, and Postgres runs the statements up to a Sync as one
-	// implicit transaction (the first that fails rolls back them all), so
-	// no BEGIN and COMMIT of their own, each a round trip and a wakeup of
-	// both processes per batch.
 	b := &pgx.Batch{}
 	queueElements(b, batch) // before the upsert: its guard reads the stored versions
 	b.Queue(upsertEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
 		ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
 		ent.requestDigest, ent.specRef, ent.semantics, ent.offset)
-	b.Queue(deleteFields, ent.key, ent.version)
-	b.Queue(insertFields, ent.key, ent.version)
+	b.Queue(writeFields, ent.key, ent.version)
 	b.Queue(insertHistory, h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event)
 	b.Queue(upsertOffsets, topic, parts, offs)
-	return translate("apply", s.pool.SendBatch(ctx, b).Close())
+	return b, nil
 }
 
 // entryColumns are the kv_entries rows of a batch, column by column, for

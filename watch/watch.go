@@ -296,7 +296,7 @@ func (h *Hub) bounds(ctx context.Context, p int32) (int64, int64, error) {
 	if !ok || so.Err != nil {
 		return 0, 0, unavailable(fmt.Errorf("start offset of %s/%d: %v", h.cfg.Topic, p, so.Err))
 	}
-	end, err := changelog.LastStableOffset(ctx, h.adm, h.cfg.Topic, p)
+	end, err := changelog.LastStableOffset(ctx, h.cl, h.cfg.Topic, p)
 	if err != nil {
 		return 0, 0, unavailable(err)
 	}

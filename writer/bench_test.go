@@ -7,8 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
@@ -115,4 +119,49 @@ func BenchmarkWriteLog(b *testing.B) {
 			w.logWrite(r, ev)
 		}
 	})
+}
+
+// BenchmarkWritesAcrossPartitions is 64 clients, each writing its own key,
+// the keys spread over 8 projects (figure 18a's shape: 8 partitions of 12
+// busy) on one writer with an in-process broker. It reports the Kafka
+// transactions per acknowledged write (txns/write) and the CPU of the test
+// process per write (cpu-µs/write: the writer and kfake together, not
+// Postgres).
+func BenchmarkWritesAcrossPartitions(b *testing.B) {
+	w := benchWriter(b, 12)
+	keys := make([]events.Key, 64)
+	for i := range keys {
+		keys[i] = benchKey(b, fmt.Sprintf("tenant/bench/project/p%d/k%d", i%8, i))
+	}
+	var next atomic.Int64
+	txns0, cpu0 := benchTransactions(w), processCPU()
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		k := keys[int(next.Add(1)-1)%len(keys)]
+		for pb.Next() {
+			if _, err := w.Do(context.Background(), &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric((benchTransactions(w)-txns0)/float64(b.N), "txns/write")
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/write")
+}
+
+// benchTransactions is the count of the writer's committed Kafka
+// transactions.
+func benchTransactions(w *Writer) float64 {
+	return testutil.ToFloat64(w.metrics.transactions)
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -38,7 +38,7 @@ func (f *fakeOffsets) count() int64 {
 }
 
 // get starts c.do in a goroutine and returns where its answer arrives.
-func get(ctx context.Context, c *coalescer) <-chan int64 {
+func get(ctx context.Context, c *coalescer[int64]) <-chan int64 {
 	ch := make(chan int64, 1)
 	go func() {
 		v, err := c.do(ctx)
@@ -52,7 +52,7 @@ func get(ctx context.Context, c *coalescer) <-chan int64 {
 
 // bubble is a subtest in a synctest bubble with a fresh coalescer over
 // fake offsets.
-func bubble(test func(t *testing.T, f *fakeOffsets, c *coalescer)) func(*testing.T) {
+func bubble(test func(t *testing.T, f *fakeOffsets, c *coalescer[int64])) func(*testing.T) {
 	return func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFakeOffsets()
@@ -62,7 +62,7 @@ func bubble(test func(t *testing.T, f *fakeOffsets, c *coalescer)) func(*testing
 }
 
 func TestCoalescer(t *testing.T) {
-	t.Run("OneCallServesEveryoneWhoArrivedBeforeIt", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+	t.Run("OneCallServesEveryoneWhoArrivedBeforeIt", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
 		first := get(t.Context(), c)
 		synctest.Wait() // call 1 in flight
 		// Arrived while call 1 was in flight: all wait for call 2.
@@ -90,7 +90,7 @@ func TestCoalescer(t *testing.T) {
 		}
 	}))
 
-	t.Run("NeverAnAnswerToACallSentBeforeArrival", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+	t.Run("NeverAnAnswerToACallSentBeforeArrival", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
 		a := get(t.Context(), c)
 		synctest.Wait()
 		b := get(t.Context(), c) // arrives during call 1
@@ -116,7 +116,7 @@ func TestCoalescer(t *testing.T) {
 		}
 	}))
 
-	t.Run("IdleStartsAtOnce", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+	t.Run("IdleStartsAtOnce", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
 		for want := int64(1); want <= 3; want++ {
 			ch := get(t.Context(), c)
 			synctest.Wait()
@@ -128,7 +128,7 @@ func TestCoalescer(t *testing.T) {
 		}
 	}))
 
-	t.Run("ErrCallerContextEndsWithoutEndingTheCall", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer) {
+	t.Run("ErrCallerContextEndsWithoutEndingTheCall", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
 		ctx, cancel := context.WithCancel(t.Context())
 		starter := make(chan error, 1)
 		go func() {

@@ -1,8 +1,9 @@
 // Package writer decides and appends writes: it owns partitions of
-// kv.changes through a consumer group, fences older owners with a
-// transactional producer per partition, catches up, validates
-// compare-and-swap against an in-memory overlay and the Postgres
-// projection, and commits groups of requests as one Kafka transaction.
+// kv.changes through a consumer group, takes an ownership epoch per
+// partition, catches up, validates compare-and-swap against an in-memory
+// overlay and the Postgres projection, and commits the groups of requests
+// of all its partitions in one Kafka transaction per round, fenced by the
+// group (fence.go, committer.go).
 package writer
 
 import (

@@ -1,20 +1,21 @@
 package writer
 
 // Tests of the second fence (fence.go): a writer whose membership of the
-// writer group is stale cannot commit a transaction, although its
-// transactional producer was not fenced.
+// writer group is stale cannot commit a transaction, although its shared
+// transactional producer was not fenced (nothing fences it: the partition
+// fence kv-writer-p<N> produces nothing, the shared id is the writer's own).
 //
 // What kfake cannot prove (SERVICES.md, "Where kfake differs from Apache
 // Kafka"), and why the writer does not rely on it:
 //
 //  1. A fenced producer's EndTxn(abort) with its old epoch, sent after the
-//     new owner's InitProducerID and before the new owner's first
-//     transaction, is accepted by kfake and answered with the new epoch;
-//     the zombie can then produce and commit with it. Kafka answers
-//     PRODUCER_FENCED. The writer never ends a transaction with a
-//     producer that saw an error (commit returns, the partition drops the
-//     producer unended and fences again with a new client), so it never
-//     sends that EndTxn; and if it did, the zombie's next transaction
+//     next producer's InitProducerID (a restarted static writer's, same
+//     shared transactional id) and before its first transaction, is
+//     accepted by kfake and answered with the new epoch; the zombie can
+//     then produce and commit with it. Kafka answers PRODUCER_FENCED. The
+//     writer never ends a transaction with a producer that saw an error
+//     (the round fails, the committer drops the producer unended and
+//     starts a new one), so it never sends that EndTxn; and if it did, the zombie's next transaction
 //     would still carry its stale group membership and be refused here
 //     (TestSecondFenceClosesKfakeAbortHole shows it on kfake). The
 //     interleaving itself — what Kafka answers to the EndTxn — cannot be
@@ -22,14 +23,14 @@ package writer
 //  2. InitProducerID with an old (producer id, epoch) pair is accepted by
 //     kfake and bumps the epoch; Kafka refuses it. kgo sends that pair
 //     only to recover a producer it keeps after an error (KIP-360); the
-//     writer builds a fresh client for every ownership (producer id -1),
-//     so it never sends one, and whether Kafka refuses it is not
+//     writer builds a fresh client for every session and every partition
+//     fence (producer id -1), so it never sends one, and whether Kafka refuses it is not
 //     observable here.
 //  3. kfake compacts without regard to the last stable offset, so
 //     compacting while a transaction is open and later aborted can drop a
 //     key's earlier committed value; Kafka's cleaner stops at the last
 //     stable offset. A refused fence leaves exactly such an open
-//     transaction until the next owner aborts it, so these tests never
+//     transaction until the next producer aborts it, so these tests never
 //     compact, and the writer's catch-up waits for the last stable offset
 //     to reach the high watermark before reading.
 //
@@ -50,6 +51,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -62,12 +64,18 @@ import (
 )
 
 // fenceRig is partition 0 of a broker's kv.changes with a writer group and
-// transactional id of its own, without a running Writer: the test plays
-// the group member and the producer itself.
+// shared transactional id of its own, without a running Writer: the test
+// plays the group member and the committer's producer itself.
 type fenceRig struct {
 	broker *testenv.Broker
 	p      *partition
 	adm    *kadm.Client
+	f      groupFence
+}
+
+// fence runs the second fence for partition 0 at offset.
+func (r *fenceRig) fence(ctx context.Context, prod *kgo.Client, m membership, offset int64) error {
+	return r.f.run(ctx, prod, m, map[int32]int64{0: offset})
 }
 
 func newFenceRig(t *testing.T, b *testenv.Broker, name string) *fenceRig {
@@ -85,12 +93,14 @@ func newFenceRig(t *testing.T, b *testenv.Broker, name string) *fenceRig {
 	}
 	cfg.setDefaults()
 	w := &Writer{cfg: cfg, log: discard, adm: kadm.NewClient(cl), admCl: cl}
+	w.initCoalescers()
 	r := &fenceRig{broker: b, p: newPartition(w, 0), adm: w.adm}
 	id, err := changelog.Describe(t.Context(), w.adm, b.Topics.Changes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.p.topicID = [16]byte(id.ID)
+	r.f = groupFence{txnID: "fence-" + name + "-shared", group: cfg.Group, topic: b.Topics.Changes, topicID: r.p.topicID}
 	return r
 }
 
@@ -132,13 +142,13 @@ func (r *fenceRig) join(t *testing.T, instance string) (*kgo.Client, membership)
 	return cl, m
 }
 
-// producer is a new owner of the partition's transactional id: its
+// producer is a new session of the shared transactional id: its
 // InitProducerID aborts whatever an earlier producer left open.
 func (r *fenceRig) producer(t *testing.T) *kgo.Client {
 	t.Helper()
 	prod, err := kgo.NewClient(
 		kgo.SeedBrokers(r.broker.Addrs...),
-		kgo.TransactionalID(r.p.txnID()),
+		kgo.TransactionalID(r.f.txnID),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	)
 	if err != nil {
@@ -173,7 +183,7 @@ func (r *fenceRig) committedValues(t *testing.T) []string {
 	var lso int64
 	testenv.WaitFor(t, 20*time.Second, "no open transaction on the partition", func() bool {
 		var err error
-		lso, err = changelog.LastStableOffset(t.Context(), r.adm, topic, 0)
+		lso, err = changelog.LastStableOffset(t.Context(), r.p.w.admCl, topic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,21 +205,18 @@ func (r *fenceRig) committedValues(t *testing.T) []string {
 	return vs
 }
 
-// assertOpenAndUnfenced checks that the partition's transaction is still
-// open at the coordinator — a fencing InitProducerID would have aborted it
-// — and, given prod, that it belongs to prod's own producer id and epoch.
+// assertOpenAndUnfenced checks that the shared transaction is still open
+// at the coordinator — a new session's InitProducerID would have aborted
+// it — and that it belongs to prod's own producer id and epoch.
 func (r *fenceRig) assertOpenAndUnfenced(t *testing.T, prod *kgo.Client) {
 	t.Helper()
-	ds, err := r.adm.DescribeTransactions(t.Context(), r.p.txnID())
+	ds, err := r.adm.DescribeTransactions(t.Context(), r.f.txnID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := ds[r.p.txnID()]
+	d := ds[r.f.txnID]
 	if d.State != "Ongoing" {
-		t.Fatalf("transaction %s: state %s; want Ongoing (not committed, not aborted by a fence)", r.p.txnID(), d.State)
-	}
-	if prod == nil {
-		return
+		t.Fatalf("transaction %s: state %s; want Ongoing (not committed, not aborted by a fence)", r.f.txnID, d.State)
 	}
 	id, epoch, err := prod.ProducerID(t.Context())
 	if err != nil {
@@ -217,7 +224,7 @@ func (r *fenceRig) assertOpenAndUnfenced(t *testing.T, prod *kgo.Client) {
 	}
 	if d.ProducerID != id || d.ProducerEpoch != epoch {
 		t.Fatalf("transaction %s: producer %d epoch %d; want the unfenced producer %d epoch %d",
-			r.p.txnID(), d.ProducerID, d.ProducerEpoch, id, epoch)
+			r.f.txnID, d.ProducerID, d.ProducerEpoch, id, epoch)
 	}
 }
 
@@ -242,14 +249,14 @@ func (r *fenceRig) refused(t *testing.T, m membership, value string, want *kerr.
 	prod := r.producer(t)
 	before := r.groupOffset(t)
 	offset := r.begin(t, prod, value)
-	err := r.p.fenceGroup(t.Context(), prod, m, offset)
+	err := r.fence(t.Context(), prod, m, offset)
 	var fenced *groupFencedError
 	if !errors.As(err, &fenced) || !errors.Is(err, want) {
 		t.Fatalf("fence with member %q generation %d: %v; want %s", m.member, m.gen, err, want.Message)
 	}
 	r.assertOpenAndUnfenced(t, prod)
-	// The writer drops the producer without ending the transaction; the
-	// next owner's InitProducerID aborts it.
+	// The committer drops the producer without ending the transaction;
+	// its next producer's InitProducerID aborts it.
 	prod.Close()
 	r.producer(t)
 	if vs := r.committedValues(t); slices.Contains(vs, value) {
@@ -270,7 +277,7 @@ func TestSecondFence(t *testing.T) {
 		for i := range 3 { // several transactions: KIP-890 bumps the epoch on each
 			v := fmt.Sprintf("ok-%d", i)
 			offset := r.begin(t, prod, v)
-			if err := r.p.fenceGroup(t.Context(), prod, m, offset); err != nil {
+			if err := r.fence(t.Context(), prod, m, offset); err != nil {
 				t.Fatalf("transaction %d: fence of the current member: %v", i, err)
 			}
 			if err := prod.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
@@ -314,10 +321,12 @@ func TestSecondFence(t *testing.T) {
 }
 
 // TestSecondFenceClosesKfakeAbortHole hits kfake quirk 1 on purpose: a
-// zombie producer's EndTxn(abort) after the new owner's InitProducerID is
-// accepted and hands it the new epoch, so on kfake the first fence does
-// not stop its next transaction. Its stale group membership does. (Kafka
-// refuses the EndTxn with PRODUCER_FENCED; the writer never sends it.)
+// zombie producer's EndTxn(abort) after a newer producer's InitProducerID
+// under the same shared transactional id (a static writer restarted while
+// the old process was paused) is accepted and hands it the new epoch, so
+// on kfake the epoch does not stop its next transaction. Its stale group
+// membership does. (Kafka refuses the EndTxn with PRODUCER_FENCED; the
+// writer never sends it.)
 func TestSecondFenceClosesKfakeAbortHole(t *testing.T) {
 	b := testenv.MustBroker(t, 1)
 	r := newFenceRig(t, b, "hole")
@@ -325,7 +334,7 @@ func TestSecondFenceClosesKfakeAbortHole(t *testing.T) {
 	prod := r.producer(t)
 	r.begin(t, prod, "zombie-open")
 
-	// The partition moves: another member joins and the new owner fences.
+	// The group moves on: another member joins, a newer producer starts.
 	r.join(t, "")
 	testenv.WaitFor(t, 20*time.Second, "a new generation", func() bool {
 		_, gen := old.GroupMetadata()
@@ -338,7 +347,7 @@ func TestSecondFenceClosesKfakeAbortHole(t *testing.T) {
 		t.Skipf("kfake now refuses a fenced producer's abort (%v), as Kafka does: quirk 1 is gone", err)
 	}
 	offset := r.begin(t, prod, "zombie-commit")
-	err := r.p.fenceGroup(t.Context(), prod, zombie, offset)
+	err := r.fence(t.Context(), prod, zombie, offset)
 	if !errors.Is(err, kerr.IllegalGeneration) {
 		t.Fatalf("zombie's fence: %v; want ILLEGAL_GENERATION", err)
 	}
@@ -412,12 +421,15 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 	if events.ErrorCode(err) != events.EUnavailable {
 		t.Fatalf("write after removal from the group: %v; want %s", err, events.EUnavailable)
 	}
-	r.assertOpenAndUnfenced(t, nil)
-	// The partition fences again once it gave the group a session to
-	// settle (awaitGroupChange); that aborts the refused transaction.
+	if n := testutil.ToFloat64(w.metrics.txnFailures); n != 1 {
+		t.Fatalf("%v failed shared transactions; want the refused one", n)
+	}
+	// The committer replaces its producer after the refused round; the
+	// new one's InitProducerID aborts the refused transaction.
+	txnID := w.committer.txnID
 	testenv.WaitFor(t, 30*time.Second, "the refused transaction aborted", func() bool {
-		ds, err := r.adm.DescribeTransactions(t.Context(), r.p.txnID())
-		return err == nil && ds[r.p.txnID()].State != "Ongoing"
+		ds, err := r.adm.DescribeTransactions(t.Context(), txnID)
+		return err == nil && ds[txnID].State != "Ongoing"
 	})
 	var keys []string
 	for _, v := range r.committedValues(t) {

@@ -10,6 +10,8 @@ type metrics struct {
 	batchSize         prometheus.Histogram
 	txnSeconds        prometheus.Histogram
 	txnFailures       prometheus.Counter
+	transactions      prometheus.Counter
+	roundPartitions   prometheus.Histogram
 	ownershipRestarts prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
@@ -29,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_writer_writes_total", Help: "Write requests decided, by outcome (ok, conflict, replayed, or an error code).",
 		}, []string{"outcome"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "eskv_writer_batch_size", Help: "Requests decided per Kafka transaction.",
+			Name: "eskv_writer_batch_size", Help: "Requests decided per partition batch (one batch per partition in a shared Kafka transaction).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
 		txnSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -37,7 +39,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
 		}),
 		txnFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transaction_failures_total", Help: "Kafka transactions that failed (the partition is fenced and caught up again).",
+			Name: "eskv_writer_transaction_failures_total", Help: "Shared Kafka transactions that failed (their partitions catch up again; the producer is replaced).",
+		}),
+		transactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_transactions_total", Help: "Shared Kafka transactions committed (one per round, across partitions).",
+		}),
+		roundPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_round_partitions", Help: "Partitions per committed shared Kafka transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
 		}),
 		ownershipRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eskv_writer_ownership_restarts_total", Help: "Times a partition was re-fenced and caught up after an error.",
@@ -76,7 +85,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	m.writesOK = m.writes.WithLabelValues("ok")
-	for _, c := range []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts} {
+	for _, c := range []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

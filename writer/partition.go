@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strconv"
 	"sync"
 	"time"
 
@@ -69,20 +68,19 @@ type partition struct {
 	overlay map[string]overlayEntry
 	// end is the offset after the last record this owner knows committed
 	// on the partition: the last stable offset it caught up to, then past
-	// the commit marker of each of its transactions (last record + 2).
-	// Only kv-writer-p<N> writes to partition N, so a last stable offset
-	// beyond end means another writer took the partition over.
+	// the commit marker of each of its transactions (last record + 2:
+	// each partition of a shared transaction gets its own marker). Only
+	// the partition's owner writes to it, so a last stable offset beyond
+	// end means another writer took the partition over.
 	end int64
 	// superseded is signalled when a read found the partition written by
 	// another writer.
 	superseded chan struct{}
-	// lso shares last-stable-offset requests among concurrent reads.
-	lso *coalescer
-	// projected shares reads of the projector's stored offset of the
-	// partition among waiting listings (AwaitProjected).
-	projected *coalescer
 	// topicID names kv.changes in the second fence; set by own.
 	topicID [16]byte
+	// failedIn is the committer session in which this partition's last
+	// failed round ran (committer.go); own catches up only after it.
+	failedIn uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -97,12 +95,6 @@ func newPartition(w *Writer, id int32) *partition {
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
 	}
-	p.lso = newCoalescer(func(ctx context.Context) (int64, error) {
-		return changelog.LastStableOffset(ctx, w.adm, w.cfg.Topics.Changes, id)
-	})
-	p.projected = newCoalescer(func(ctx context.Context) (int64, error) {
-		return w.proj.Offset(ctx, w.cfg.Topics.Changes, id)
-	})
 	return p
 }
 
@@ -213,24 +205,16 @@ func (p *partition) failQueued() {
 // or the end of ctx.
 func (p *partition) own(ctx context.Context) error {
 	cfg := p.w.cfg
-	prod, err := cfg.Kafka.NewClient("writer_producer", cfg.Brokers,
-		kgo.ClientID("eskv-writer-p"+strconv.Itoa(int(p.id))), // one metrics series per partition
-		kgo.TransactionalID(p.txnID()),
-		kgo.TransactionTimeout(cfg.TransactionTimeout),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(4<<20),
-		kgo.WithLogger(changelog.Logger(p.log)),
-	)
+	// The ownership epoch (fence.go): above every earlier owner's.
+	epoch, err := p.fence(ctx)
 	if err != nil {
-		return fmt.Errorf("producer: %w", err)
+		return err
 	}
-	defer prod.Close()
-
-	// InitProducerID bumps the epoch of kv-writer-p<N>: any older owner's
-	// open transaction is aborted and its next produce or commit fails.
-	_, epoch, err := prod.ProducerID(ctx)
-	if err != nil {
-		return fmt.Errorf("fence: %w", err)
+	// A round of ours that failed may have left records of the
+	// committer's previous producer in flight: read the log end only
+	// once its next producer fenced them.
+	if err := p.w.committer.await(ctx, p.failedIn); err != nil {
+		return fmt.Errorf("await the shared producer: %w", err)
 	}
 	overlay, end, err := p.catchUp(ctx)
 	if err != nil {
@@ -278,7 +262,7 @@ func (p *partition) own(ctx context.Context) error {
 			linger(ctx, p.calls, &batch, min(expect, cfg.MaxBatch), cfg.MaxLinger)
 		}
 		expect = len(batch)
-		if err := p.process(ctx, prod, int64(epoch), batch); err != nil {
+		if err := p.process(ctx, int64(epoch), batch); err != nil {
 			return err
 		}
 	}
@@ -351,17 +335,18 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64
 }
 
 // settledEnd waits until no transaction is open on the partition and
-// returns its end. Only kv-writer-p<N> writes to partition N, and fencing
-// it aborted any open transaction, so the last stable offset must reach
-// the high watermark at once on Kafka. A transaction that stays open is
-// one the broker no longer ties to our transactional id (kfake after a
-// crash): its records could commit later, behind our back, so the
-// partition stays unavailable until the broker times it out.
+// returns its end. A transaction still open is an older owner's shared
+// transaction (fence.go): one its writer may still commit (while the group
+// has not dropped it, or before it learns so) or that its writer cannot end
+// (crashed under dynamic membership, paused, cut off). Its records could
+// commit later, behind our back, so the partition stays unavailable until
+// it ends: committed, aborted by that writer's next producer, or aborted by
+// the broker at the transaction timeout.
 func (p *partition) settledEnd(ctx context.Context) (int64, error) {
 	topic := p.w.cfg.Topics.Changes
 	deadline := time.Now().Add(3 * p.w.cfg.TransactionTimeout)
 	for {
-		lso, err := changelog.LastStableOffset(ctx, p.w.adm, topic, p.id)
+		lso, err := changelog.LastStableOffset(ctx, p.w.admCl, topic, p.id)
 		if err != nil {
 			return 0, err
 		}
@@ -391,7 +376,7 @@ func (p *partition) settledEnd(ctx context.Context) (int64, error) {
 // process decides a batch against the overlay and the projection, appends
 // the accepted events and the conflict records in one transaction, and
 // answers every call once the transaction committed.
-func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, batch []*call) error {
+func (p *partition) process(ctx context.Context, epoch int64, batch []*call) error {
 	cfg := p.w.cfg
 	start := time.Now()
 	// A transaction, once started, is finished even when ownership ends
@@ -412,7 +397,8 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 	}
 	ds, recs, evs := p.decideAll(tctx, batch, states, known, elems, epoch)
 	if len(recs) > 0 {
-		if err := p.commit(tctx, prod, recs); err != nil {
+		if r := p.w.committer.commit(p, recs); r.err != nil {
+			p.failedIn = r.session
 			for i, c := range batch {
 				if len(ds[i].appends()) > 0 || ds[i].conflict != nil {
 					c.done <- answer{err: errUnavailable(p.id, "unable to commit the write (its outcome is unknown: retry with the same requestId)")}
@@ -420,8 +406,7 @@ func (p *partition) process(ctx context.Context, prod *kgo.Client, epoch int64, 
 					c.done <- answer{res: ds[i].result, err: ds[i].err}
 				}
 			}
-			p.w.metrics.txnFailures.Inc()
-			return err
+			return r.err
 		}
 	}
 
@@ -613,41 +598,6 @@ func (d *decision) appends() []*events.Event {
 	return d.txn
 }
 
-// commit appends records in one Kafka transaction, committed only when
-// the second fence (fence.go) holds.
-func (p *partition) commit(ctx context.Context, prod *kgo.Client, recs []*kgo.Record) error {
-	if err := prod.BeginTransaction(); err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
-	}
-	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		// The producer is dropped with the partition; the next owner's
-		// fencing aborts the open transaction.
-		return fmt.Errorf("produce: %w", err)
-	}
-	p.mu.RLock()
-	offset := p.end
-	p.mu.RUnlock()
-	for _, r := range recs {
-		if r.Topic == p.w.cfg.Topics.Changes {
-			offset = max(offset, r.Offset+1)
-		}
-	}
-	m, ok := p.w.groupMember()
-	if !ok {
-		return &groupFencedError{membership: m, err: errNotInGroup}
-	}
-	if err := p.fenceGroup(ctx, prod, m, offset); err != nil {
-		// Not committed, and never aborted with this producer: it is
-		// dropped with the partition and the next owner's fencing
-		// aborts the transaction.
-		return err
-	}
-	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
-	}
-	return nil
-}
-
 // lookup returns the overlay's state of key, whether the overlay holds
 // one, and whether the partition is ready (caught up) at all.
 func (p *partition) lookup(key string) (state events.State, ok, ready bool) {
@@ -667,14 +617,15 @@ var errSuperseded = errors.New("another writer appended to the partition: this w
 // appended to the partition after the events this owner knows of, by
 // comparing the last stable offset with end. A writer that was paused past
 // its ownership (a zombie) finds the new owner's commits there, stops
-// answering for the partition and gives it up. Concurrent reads share one
-// last-stable-offset request (coalescer), always one sent after they
-// arrived.
+// answering for the partition and gives it up. Concurrent reads of all
+// the writer's partitions share one last-stable-offset request (Writer.lso,
+// a coalescer), always one sent after they arrived.
 func (p *partition) confirm(ctx context.Context) error {
-	lso, err := p.lso.do(ctx)
+	offs, err := p.w.lso.do(ctx)
 	if err != nil {
 		return errUnavailable(p.id, "unable to confirm ownership")
 	}
+	lso := offs[p.id]
 	// Our own commit may be visible at the broker just before its
 	// transaction returned here: look again briefly before concluding.
 	var end int64
@@ -724,78 +675,4 @@ func (p *partition) trim(next int64) {
 		}
 	}
 	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))
-}
-
-// confirmTimeout bounds one shared last-stable-offset request; each read
-// still gives up at its own context's end.
-const confirmTimeout = 5 * time.Second
-
-// coalescer shares calls of fn among concurrent callers. A caller waits for
-// the next call that starts after it arrived — never for the answer to a
-// call already under way, which may predate a write acknowledged before
-// the caller arrived — and one call answers every caller that arrived
-// before it started: with a call in flight, every caller arriving
-// meanwhile shares the one call that follows it.
-type coalescer struct {
-	fn func(context.Context) (int64, error)
-
-	mu      sync.Mutex
-	running bool    // a call is in flight
-	next    *flight // callers waiting for the call after the running one
-}
-
-// flight is one call of fn and the callers it answers.
-type flight struct {
-	done chan struct{} // closed once v and err are set
-	v    int64
-	err  error
-}
-
-func newCoalescer(fn func(context.Context) (int64, error)) *coalescer {
-	return &coalescer{fn: fn}
-}
-
-// do returns the answer of a call of fn that started after do was called.
-func (c *coalescer) do(ctx context.Context) (int64, error) {
-	c.mu.Lock()
-	var f *flight
-	if !c.running {
-		c.running = true
-		f = &flight{done: make(chan struct{})}
-		c.mu.Unlock()
-		// The call belongs to every caller that joins it, so it does
-		// not end with the context of the one that started it.
-		go c.run(context.WithoutCancel(ctx), f)
-	} else {
-		if c.next == nil {
-			c.next = &flight{done: make(chan struct{})}
-		}
-		f = c.next
-		c.mu.Unlock()
-	}
-	select {
-	case <-f.done:
-		return f.v, f.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
-// run calls fn for f, then for the flight callers joined meanwhile, until
-// no one waits.
-func (c *coalescer) run(ctx context.Context, f *flight) {
-	for f != nil {
-		cctx, cancel := context.WithTimeout(ctx, confirmTimeout)
-		f.v, f.err = c.fn(cctx)
-		cancel()
-		close(f.done)
-		c.mu.Lock()
-		// Taking next under the lock starts its call: anyone arriving
-		// from now on joins a later flight.
-		f, c.next = c.next, nil
-		if f == nil {
-			c.running = false
-		}
-		c.mu.Unlock()
-	}
 }

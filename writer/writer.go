@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,7 +37,6 @@ type Projection interface {
 	Find(ctx context.Context, q projection.Query) (projection.Found, error)
 	Element(ctx context.Context, ref projection.ElementRef) (int64, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
-	Offset(ctx context.Context, topic string, partition int32) (int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
@@ -66,11 +68,17 @@ type Config struct {
 	// AdvertiseURL is the base URL other writers forward requests for this
 	// writer's partitions to.
 	AdvertiseURL string
-	// TransactionalIDPrefix + partition is the transactional.id that fences
-	// older owners of a partition (default "kv-writer-p").
+	// TransactionalIDPrefix + partition is the transactional.id whose
+	// epoch is a partition's ownership epoch (default "kv-writer-p";
+	// fence.go). Nothing is produced under it.
 	TransactionalIDPrefix string
-	TransactionTimeout    time.Duration
-	SessionTimeout        time.Duration
+	// SharedTransactionalIDPrefix + InstanceID (a random UUID per process
+	// when InstanceID is empty) is the transactional.id of the one
+	// producer whose transactions append every partition's writes
+	// (default "kv-writer-"; committer.go).
+	SharedTransactionalIDPrefix string
+	TransactionTimeout          time.Duration
+	SessionTimeout              time.Duration
 	// MaxBatch bounds the requests decided and committed in one transaction.
 	MaxBatch int
 	// MaxLinger bounds how long a batch waits for as many requests as the
@@ -116,6 +124,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TransactionalIDPrefix == "" {
 		c.TransactionalIDPrefix = "kv-writer-p"
+	}
+	if c.SharedTransactionalIDPrefix == "" {
+		c.SharedTransactionalIDPrefix = "kv-writer-"
 	}
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
@@ -168,6 +179,8 @@ type Writer struct {
 	metrics *metrics
 	adm     *kadm.Client
 	admCl   *kgo.Client
+	// committer commits every partition's batches (committer.go).
+	committer *committer
 
 	mu    sync.RWMutex
 	parts map[int32]*partition
@@ -183,6 +196,13 @@ type Writer struct {
 	owners atomic.Pointer[map[int32]projection.Owner]
 	// loops are the partitions whose forwarding comes back here.
 	loops loops
+
+	// lso shares last-stable-offset requests among the concurrent reads
+	// of every partition: one ListOffsets for all of them (confirm).
+	lso *coalescer[map[int32]int64]
+	// projected shares reads of the projector's stored offsets among
+	// the listings waiting on any partition (AwaitProjected).
+	projected *coalescer[map[int32]int64]
 }
 
 // New returns a Writer; Run starts it.
@@ -196,17 +216,62 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
 	}
+	txnID, err := cfg.sharedTxnID()
+	if err != nil {
+		admCl.Close()
+		return nil, err
+	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		admCl.Close()
 		return nil, err
 	}
-	return &Writer{
+	w := &Writer{
 		cfg: cfg, proj: proj, log: log, metrics: m,
 		adm: kadm.NewClient(admCl), admCl: admCl,
 		parts: make(map[int32]*partition),
 		loops: loops{parts: make(map[int32]projection.Owner)},
-	}, nil
+	}
+	w.committer = newCommitter(w, txnID)
+	w.initCoalescers()
+	return w, nil
+}
+
+// initCoalescers sets up the shared offset reads: every partition of the
+// changes topic in one request, so reads of several partitions arriving
+// together cost one broker round trip (or one Postgres query), not one
+// each.
+func (w *Writer) initCoalescers() {
+	all := make([]int32, w.cfg.Topics.Partitions)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	w.lso = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+		return changelog.LastStableOffsets(ctx, w.admCl, w.cfg.Topics.Changes, all...)
+	})
+	w.projected = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+		return w.proj.Offsets(ctx, w.cfg.Topics.Changes)
+	})
+}
+
+// sharedTxnID returns the transactional id of the writer's shared
+// producer. It must never be a partition's fence id (an InstanceID "p3"
+// under the default prefixes would be kv-writer-p3): InitProducerID of
+// one would then abort the other's transactions and bump its epoch.
+func (c *Config) sharedTxnID() (string, error) {
+	instance := c.InstanceID
+	if instance == "" {
+		// A crashed dynamic writer's open transaction is aborted by the
+		// broker's transaction timeout, not by a successor.
+		instance = uuid.NewString()
+	}
+	id := c.SharedTransactionalIDPrefix + instance
+	if rest, ok := strings.CutPrefix(id, c.TransactionalIDPrefix); ok {
+		if _, err := strconv.ParseUint(rest, 10, 31); err == nil {
+			return "", fmt.Errorf("writer: transactional id %q of instance %q is the fence id of partition %s; choose another instance id", id, c.InstanceID, rest)
+		}
+	}
+	return id, nil
 }
 
 // Run joins the writer group and owns the partitions it is assigned until
@@ -255,6 +320,9 @@ func (w *Writer) Run(ctx context.Context) error {
 	// The group only assigns ownership; catch-up reads with its own
 	// consumer, so the group client never fetches.
 	group.PauseFetchTopics(w.cfg.Topics.Changes)
+	commitCtx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCommitter()
+	go w.committer.run(commitCtx)
 
 	t := time.NewTicker(w.cfg.TrimInterval)
 	defer t.Stop()
@@ -268,6 +336,10 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.log.Info("writer stopping: leaving the group")
 			group.Close() // revokes every partition first
 			w.revoke(w.owned())
+			// The committer stops after the partitions: none has a
+			// round under way any more.
+			stopCommitter()
+			<-w.committer.done
 			return nil
 		case <-t.C:
 			w.trim(ctx)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -20,11 +21,15 @@ type Findings struct {
 	// ChainBreaks: an event whose prevVersion or before does not match
 	// the key's previous event.
 	ChainBreaks []string
-	// EpochMismatches: an event whose writerEpoch (the epoch its writer
-	// fenced the partition with) is above the epoch of the producer that
-	// committed it. EpochRegressions: a partition where an event's
-	// writerEpoch, or a committed transaction's producer epoch, is lower
-	// than an earlier one's (an older owner committed after a newer one).
+	// EpochMismatches: an event committed under a writerEpoch of its
+	// partition (the ownership epoch its writer fenced kv-writer-p<N>
+	// with) by another producer than the earlier events of that
+	// writerEpoch: one ownership is one writer, whose shared producer
+	// commits all of it (a second producer there is a zombie or a split
+	// brain). EpochRegressions: a partition where an event's writerEpoch
+	// is lower than an earlier one's (an older owner committed after a
+	// newer one), or where a producer's epoch is lower than at its
+	// earlier commit on the partition (its transactions are sequential).
 	EpochMismatches, EpochRegressions []string
 }
 
@@ -35,21 +40,18 @@ func (f Findings) Violations() []string {
 	return slices.Concat(f.Duplicates, f.Gaps, f.ChainBreaks, f.EpochMismatches, f.EpochRegressions)
 }
 
-// checkLog checks the log's own invariants: per key, versions 1, 2, 3, ...
+// Check checks the log's own invariants: per key, versions 1, 2, 3, ...
 // each once, each event continuing the previous one; per partition,
-// producer epochs never going back.
+// writer epochs never going back, one producer per writer epoch, and each
+// producer's epochs never going back.
 func Check(evs []Event) Findings {
 	var f Findings
 	f.Events = len(evs)
 	last := map[string]events.Event{}
 	seen := map[string]bool{}
-	type producer struct {
-		id    int64
-		epoch int16
-	}
-	lastProducer := map[int32]producer{}
 	lastWriterEpoch := map[int32]int64{}
-	seenIDs := map[int32]map[int64]bool{}
+	lastProducer := map[int32]producer{}
+	producerEpoch := map[int32]map[int64]int16{}
 	for _, le := range evs {
 		e := le.Event
 		id := fmt.Sprintf("%s@%d", e.Key, e.Version)
@@ -69,33 +71,45 @@ func Check(evs []Event) Findings {
 			last[e.Key] = e
 		}
 
-		// A producer commits under the epoch it fenced with, or a later
-		// one: Kafka's transactions v2 (KIP-890), which kfake speaks,
-		// bump the epoch at every commit.
-		if e.WriterEpoch > int64(le.ProducerEpoch) {
-			f.EpochMismatches = append(f.EpochMismatches, fmt.Sprintf("%s at %d/%d has writerEpoch %d, committed by producer %d at epoch %d (%s)",
-				id, le.Partition, le.Offset, e.WriterEpoch, le.ProducerID, le.ProducerEpoch, le.Source))
-		}
-		if we, ok := lastWriterEpoch[le.Partition]; ok && e.WriterEpoch < we {
-			f.EpochRegressions = append(f.EpochRegressions, fmt.Sprintf("partition %d offset %d: %s decided at writerEpoch %d (%s) after an event of writerEpoch %d",
-				le.Partition, le.Offset, id, e.WriterEpoch, le.Source, we))
-		}
-		lastWriterEpoch[le.Partition] = e.WriterEpoch
-		cur := producer{le.ProducerID, le.ProducerEpoch}
-		if lp, ok := lastProducer[le.Partition]; ok && cur != lp {
-			if (cur.id == lp.id && cur.epoch < lp.epoch) || (cur.id != lp.id && seenIDs[le.Partition][cur.id]) {
-				f.EpochRegressions = append(f.EpochRegressions, fmt.Sprintf("partition %d offset %d: %s committed by producer %d epoch %d (%s) after producer %d epoch %d",
-					le.Partition, le.Offset, id, cur.id, cur.epoch, le.Source, lp.id, lp.epoch))
-			}
-		}
-		lastProducer[le.Partition] = cur
-		if seenIDs[le.Partition] == nil {
-			seenIDs[le.Partition] = map[int64]bool{}
-		}
-		seenIDs[le.Partition][cur.id] = true
+		checkEpochs(&f, le, id, lastWriterEpoch, lastProducer, producerEpoch)
 	}
 	f.Keys = len(last)
 	return f
+}
+
+type producer struct {
+	id    int64
+	epoch int16
+}
+
+// checkEpochs checks le (id names it) against the partition's writer epoch
+// and producer so far, and records them.
+func checkEpochs(f *Findings, le Event, id string, lastWriterEpoch map[int32]int64, lastProducer map[int32]producer, producerEpoch map[int32]map[int64]int16) {
+	e, part := le.Event, le.Partition
+	cur := producer{le.ProducerID, le.ProducerEpoch}
+	we, seen := lastWriterEpoch[part]
+	if seen && e.WriterEpoch < we {
+		f.EpochRegressions = append(f.EpochRegressions, fmt.Sprintf("partition %d offset %d: %s decided at writerEpoch %d (%s) after an event of writerEpoch %d",
+			part, le.Offset, id, e.WriterEpoch, le.Source, we))
+	}
+	// Within one writerEpoch the writer's shared producer commits
+	// everything. Its id changes only when the broker gives it a new one
+	// after its epoch ran out (transactions v2 bump the epoch at every
+	// commit; Kafka and kfake roll over at MaxInt16-1).
+	if lp := lastProducer[part]; seen && e.WriterEpoch == we && cur.id != lp.id && lp.epoch < math.MaxInt16-1 {
+		f.EpochMismatches = append(f.EpochMismatches, fmt.Sprintf("%s at %d/%d: writerEpoch %d committed by producer %d epoch %d (%s), earlier by producer %d epoch %d",
+			id, part, le.Offset, e.WriterEpoch, cur.id, cur.epoch, le.Source, lp.id, lp.epoch))
+	}
+	if producerEpoch[part] == nil {
+		producerEpoch[part] = map[int64]int16{}
+	}
+	if pe, ok := producerEpoch[part][cur.id]; ok && cur.epoch < pe {
+		f.EpochRegressions = append(f.EpochRegressions, fmt.Sprintf("partition %d offset %d: %s committed by producer %d epoch %d (%s) after its epoch %d",
+			part, le.Offset, id, cur.id, cur.epoch, le.Source, pe))
+	}
+	producerEpoch[part][cur.id] = max(producerEpoch[part][cur.id], cur.epoch)
+	lastWriterEpoch[part] = max(we, e.WriterEpoch)
+	lastProducer[part] = cur
 }
 
 // Acked is an acknowledged write: the version and value (JSON) a writer
@@ -168,13 +182,14 @@ type ZombieFindings struct {
 // Zombies checks every writer pause. A writer W stopped at S and
 // resumed at R owned partition p at S (writer_owners); if at R another
 // writer had recorded p at a higher epoch E, that writer had fenced
-// kv-writer-p<p> at E while W was stopped. Anything decided after R by a
-// producer of p with an epoch below E came from a producer fenced before R,
-// that is from the zombie: no committed event of p may have ts >= R and
-// writerEpoch < E. (A stopped process decides nothing, and every event W
-// decided before S was committed or aborted before the fence.) Together
-// with Check's epoch checks (writerEpoch is the committing producer's
-// epoch, epochs never go back within a partition) this means a resumed
+// kv-writer-p<p> at E while W was stopped. Anything of p decided after R
+// under a writerEpoch below E was decided by an ownership older than that
+// fence, that is by the zombie: no committed event of p may have ts >= R
+// and writerEpoch < E. (A stopped process decides nothing, and every event W
+// decided before S was committed or aborted before the new owner read the
+// partition: writer.settledEnd waits for every open transaction.) Together
+// with Check's epoch checks (writer epochs never go back within a
+// partition, one producer commits each writer epoch) this means a resumed
 // zombie got nothing committed, so nothing acknowledged: acknowledged
 // writes are all in the log.
 func Zombies(pauses []Pause, evs []Event) ZombieFindings {

@@ -3,6 +3,7 @@ package logcheck
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -68,11 +69,23 @@ func TestCheckLog(t *testing.T) {
 			e.Event.Before = mustJSON("lost update")
 			return e
 		}()), func(f Findings) int { return len(f.ChainBreaks) }, 1},
-		{"WriterEpochAboveProducerEpoch", append(chain(0, "a", 2, 1), func() Event {
+		{"SecondProducerInOneWriterEpoch", append(chain(0, "a", 2, 1), func() Event {
 			e := ev(0, 9, "a", 3, "a-v3", 4*time.Second, 1)
-			e.Event.WriterEpoch = 5
+			e.ProducerID = 8
 			return e
 		}()), func(f Findings) int { return len(f.EpochMismatches) }, 1},
+		{"NewProducerIDAfterEpochExhausted", func() []Event {
+			evs := chain(0, "a", 2, 1)
+			evs[0].ProducerEpoch, evs[1].ProducerEpoch = math.MaxInt16-2, math.MaxInt16-1
+			e := ev(0, 9, "a", 3, "a-v3", 4*time.Second, 1)
+			e.ProducerID, e.ProducerEpoch = 8, 0
+			return append(evs, e)
+		}(), all, 0},
+		{"NewOwnerWithTheSameProducer", append(chain(0, "a", 2, 1), func() Event {
+			e := ev(0, 9, "a", 3, "a-v3", 4*time.Second, 2)
+			e.ProducerID = 8 // another writer's shared producer, at a later writerEpoch
+			return e
+		}(), ev(0, 11, "a", 4, "a-v4", 5*time.Second, 3)), all, 0}, // and back to the first writer's
 		{"OlderOwnerCommitsAfterNewer", append(chain(0, "a", 2, 4), ev(0, 9, "a", 3, "a-v3", 4*time.Second, 3)),
 			func(f Findings) int { return len(f.EpochRegressions) }, 2}, // the writer epoch and the producer epoch go back
 	} {
@@ -87,7 +100,7 @@ func TestCheckLog(t *testing.T) {
 
 func TestCheckLogEpochBumpedPerTransaction(t *testing.T) {
 	// Transactions v2: the committing epoch grows with every commit while
-	// writerEpoch stays the epoch of the fence. Not a violation.
+	// writerEpoch stays the ownership's epoch. Not a violation.
 	evs := chain(0, "a", 3, 1)
 	for i := range evs {
 		evs[i].ProducerEpoch = int16(1 + i)

@@ -1,0 +1,282 @@
+package writer
+
+// Tests of the shared transaction (committer.go): one Kafka transaction per
+// round across partitions, a failed round failing only its own
+// partitions, and a new owner waiting for an older owner's open
+// transaction (fence.go).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// keysByPartition returns one key of each of the n partitions.
+func keysByPartition(t *testing.T, n int32) []events.Key {
+	t.Helper()
+	keys := make([]events.Key, n)
+	found := 0
+	for i := 0; found < int(n); i++ {
+		if i > 10_000 {
+			t.Fatal("no key for every partition")
+		}
+		k, err := events.ParseKey(fmt.Sprintf("tenant/t/project/p%d/k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := events.Partition(k.Scope(), n); keys[p].Tenant == "" {
+			keys[p] = k
+			found++
+		}
+	}
+	return keys
+}
+
+func putKey(ctx context.Context, w *Writer, k events.Key, v string) error {
+	_, err := w.Do(ctx, &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(fmt.Sprintf("%q", v)), Principal: "test"})
+	return err
+}
+
+// putAll writes keys concurrently and returns their errors once all
+// answered.
+func putAll(ctx context.Context, w *Writer, keys []events.Key, v string) []error {
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() { errs[i] = putKey(ctx, w, k, v) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// committedRecords returns the committed records of partition p of
+// kv.changes, once no transaction is open on it.
+func committedRecords(t *testing.T, w *Writer, p int32) []*kgo.Record {
+	t.Helper()
+	topic := w.cfg.Topics.Changes
+	var end int64
+	testenv.WaitFor(t, 20*time.Second, "no open transaction on the partition", func() bool {
+		lso, err := changelog.LastStableOffset(t.Context(), w.admCl, topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw, err := w.adm.ListEndOffsets(t.Context(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := hw.Lookup(topic, p)
+		end = lso
+		return lso == o.Offset
+	})
+	var rs []*kgo.Record
+	err := changelog.ReadCommitted(t.Context(), w.admCl, topic, p, 0, end, func(r *kgo.Record) error {
+		rs = append(rs, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// holdFirstEndTxn makes the broker hold the first EndTxn of w's shared
+// producer, closing held when it arrived, until release is called.
+func holdFirstEndTxn(b *testenv.Broker, w *Writer) (held <-chan struct{}, release func()) {
+	arrived, wake := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	b.Cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.EndTxnRequest).TransactionalID == w.committer.txnID && once.CompareAndSwap(false, true) {
+			close(arrived)
+			b.Cluster.SleepControl(func() { <-wake })
+		}
+		return nil, nil, false
+	})
+	var closeOnce sync.Once
+	return arrived, func() { closeOnce.Do(func() { close(wake) }) }
+}
+
+// awaitQueued waits until n submissions wait for the next round.
+func awaitQueued(t *testing.T, w *Writer, n int) {
+	t.Helper()
+	testenv.WaitFor(t, 20*time.Second, fmt.Sprintf("%d batches queued for the next round", n), func() bool {
+		return len(w.committer.subs) == n
+	})
+}
+
+func TestCommitterOneTransactionPerRound(t *testing.T) {
+	const parts = 4
+	b := testenv.MustBroker(t, parts)
+	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
+	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	keys := keysByPartition(t, parts)
+
+	// The first round (partition 0) holds at EndTxn; meanwhile every
+	// other partition's batch queues for the next round.
+	held, release := holdFirstEndTxn(b, w)
+	defer release()
+	first := make(chan error, 1)
+	go func() { first <- putKey(t.Context(), w, keys[0], "first") }()
+	<-held
+	rest := make(chan []error, 1)
+	go func() { rest <- putAll(t.Context(), w, keys[1:], "rest") }()
+	awaitQueued(t, w, parts-1)
+	release()
+	if err := <-first; err != nil {
+		t.Fatalf("first round: %v", err)
+	}
+	for i, err := range <-rest {
+		if err != nil {
+			t.Fatalf("write to partition %d: %v", i+1, err)
+		}
+	}
+
+	if n := testutil.ToFloat64(w.metrics.transactions); n != 2 {
+		t.Fatalf("%v transactions for %d partition batches; want 2 (one per round)", n, parts)
+	}
+	// One transaction: the same producer id and (transactions v2: one
+	// epoch per transaction) the same epoch on every partition of it.
+	var pid int64
+	var epoch int16
+	for p := int32(1); p < parts; p++ {
+		rs := committedRecords(t, w, p)
+		if len(rs) != 1 {
+			t.Fatalf("partition %d: %d committed records; want 1", p, len(rs))
+		}
+		if p == 1 {
+			pid, epoch = rs[0].ProducerID, rs[0].ProducerEpoch
+		} else if rs[0].ProducerID != pid || rs[0].ProducerEpoch != epoch {
+			t.Fatalf("partition %d: producer %d epoch %d; partition 1 has producer %d epoch %d (want one transaction)",
+				p, rs[0].ProducerID, rs[0].ProducerEpoch, pid, epoch)
+		}
+	}
+}
+
+func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
+	const parts = 4
+	b := testenv.MustBroker(t, parts)
+	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
+	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	keys := keysByPartition(t, parts)
+
+	// Round 1 (partition 0) holds at EndTxn while partitions 1 and 2
+	// queue; round 2 (1 and 2) then fails its second fence's first
+	// request.
+	held, release := holdFirstEndTxn(b, w)
+	defer release()
+	var failNext atomic.Bool
+	b.Cluster.ControlKey(int16(kmsg.AddOffsetsToTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !failNext.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	first := make(chan error, 1)
+	go func() { first <- putKey(t.Context(), w, keys[0], "ok") }()
+	<-held
+	failed := make(chan []error, 1)
+	go func() { failed <- putAll(t.Context(), w, keys[1:3], "failed") }()
+	awaitQueued(t, w, 2)
+	failNext.Store(true)
+	release()
+	if err := <-first; err != nil {
+		t.Fatalf("round 1: %v", err)
+	}
+	for i, err := range <-failed {
+		if events.ErrorCode(err) != events.EUnavailable {
+			t.Fatalf("write to partition %d in the failed round: %v; want %s", i+1, err, events.EUnavailable)
+		}
+	}
+
+	// Partition 3 was in no failed round: it writes at once, with the
+	// committer's next producer, and so does partition 0 again.
+	for _, p := range []int{3, 0} {
+		if err := putKey(t.Context(), w, keys[p], "next"); err != nil {
+			t.Fatalf("partition %d after the failed round: %v", p, err)
+		}
+	}
+	if n := testutil.ToFloat64(w.metrics.ownershipRestarts); n != 2 {
+		t.Fatalf("%v ownership restarts; want 2 (the failed round's partitions only)", n)
+	}
+	// The failed round's partitions catch up and write again; its
+	// records were never committed.
+	testenv.WaitFor(t, 30*time.Second, "the failed round's partitions ready again", w.Ready)
+	for _, p := range []int{1, 2} {
+		if err := putKey(t.Context(), w, keys[p], "again"); err != nil {
+			t.Fatalf("partition %d after catching up: %v", p, err)
+		}
+		var vs []string
+		for _, r := range committedRecords(t, w, int32(p)) {
+			e, err := changelog.Event(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs = append(vs, string(e.After))
+		}
+		if len(vs) != 1 || vs[0] != `"again"` {
+			t.Fatalf("partition %d committed %q; want only \"again\"", p, vs)
+		}
+	}
+}
+
+// TestNewOwnerWaitsForOlderOwnersOpenTransaction: an older owner's shared
+// transaction still open on a partition (the older writer paused, or cut
+// off before it could end it) holds the new owner's catch-up back until
+// it ends; then the new owner knows exactly what committed.
+func TestNewOwnerWaitsForOlderOwnersOpenTransaction(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		name := map[bool]string{true: "OKSeesTheCommittedWrite", false: "OKAbortedWriteAbsent"}[commit]
+		t.Run(name, func(t *testing.T) {
+			b := testenv.MustBroker(t, 1)
+			key, err := events.ParseKey("tenant/t/project/p/older")
+			if err != nil {
+				t.Fatal(err)
+			}
+			older := testenv.MustProducer(t, b)
+			e := events.Event{Key: key.String(), Scope: key.Scope(), Version: 1, Kind: events.KindPut, Op: events.OpPut,
+				After: json.RawMessage(`"older"`), Before: json.RawMessage(`null`), TS: time.Now().UTC(), WriterEpoch: 1}
+			if err := older.Client.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := older.Client.ProduceSync(t.Context(), older.Records(t, e)...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+
+			w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
+			testenv.WaitFor(t, 30*time.Second, "the partition assigned", func() bool { return len(w.owned()) == 1 })
+			time.Sleep(time.Second) // time to fence and find the transaction open
+			if w.Ready() {
+				t.Fatal("writer ready with the older owner's transaction open; want it waiting")
+			}
+			if err := older.Client.EndTransaction(t.Context(), kgo.TransactionEndTry(commit)); err != nil {
+				t.Fatal(err)
+			}
+			testenv.WaitFor(t, 30*time.Second, "the writer ready", w.Ready)
+			s, err := w.State(t.Context(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if commit && (s.Version != 1 || string(s.Entry.Value) != `"older"`) {
+				t.Fatalf("state %+v; want the older owner's committed version 1", s)
+			}
+			if !commit && s.Version != 0 {
+				t.Fatalf("state %+v; want none (the older owner's write aborted)", s)
+			}
+		})
+	}
+}
