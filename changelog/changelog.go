@@ -102,14 +102,26 @@ func Record(e *events.Event, topic string, p int32, source string) (*kgo.Record,
 // element changes had record keys of their own (a log of an earlier
 // release keeps those records as they are).
 func Event(r *kgo.Record) (events.Event, error) {
-	e, err := events.Unmarshal(r.Value)
+	e, _, err := EventVerbatim(r)
+	return e, err
+}
+
+// EventVerbatim is Event, and also returns r.Value when it says as JSON
+// what the event's encoding says (events.UnmarshalRecord; every record
+// an eskv writer appends does), else nil: a store of JSON values keeps
+// it instead of encoding the event again.
+func EventVerbatim(r *kgo.Record) (events.Event, []byte, error) {
+	e, verbatim, err := events.UnmarshalRecord(r.Value)
 	if err != nil {
-		return events.Event{}, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		return events.Event{}, nil, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	if rk := string(r.Key); rk != e.RecordKey() && (e.Element == nil || rk != e.Key) {
-		return events.Event{}, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
+		return events.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
 	}
-	return e, nil
+	if !verbatim {
+		return e, nil, nil
+	}
+	return e, r.Value, nil
 }
 
 func ptr(s string) *string { return &s }

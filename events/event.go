@@ -116,10 +116,17 @@ func (e *Event) Entry() Entry {
 	}
 }
 
-// Marshal encodes the event as the JSON value of its Kafka record. Values
-// keep their bytes: json.Marshal would rewrite <, > and & in them as
-// \u003c, \u003e and \u0026 (up to six times the size).
-func (e *Event) Marshal() ([]byte, error) { return EncodeJSON(e) }
+// Marshal encodes the event as the JSON value of its Kafka record, the
+// bytes EncodeJSON(e) writes (encode.go). Values keep their bytes:
+// json.Marshal would rewrite <, > and & in them as \u003c, \u003e and
+// \u0026 (up to six times the size).
+func (e *Event) Marshal() ([]byte, error) {
+	n := 384 + len(e.Key) + len(e.Scope) + len(e.Before) + len(e.After) + len(e.Principal) + len(e.RequestID) + len(e.SpecRef)
+	if e.Element != nil {
+		n += 192 + len(e.Element.Member) + len(e.Element.Value)
+	}
+	return appendEvent(make([]byte, 0, n), e)
+}
 
 // EncodeJSON encodes v as compact JSON without rewriting <, > and & in
 // strings (json.Marshal escapes them for HTML), and without a trailing
@@ -137,20 +144,33 @@ func EncodeJSON(v any) ([]byte, error) {
 // Unmarshal decodes a record value into an event and checks the fields
 // every consumer relies on.
 func Unmarshal(b []byte) (Event, error) {
-	var e Event
-	d := json.NewDecoder(bytes.NewReader(b))
-	if err := d.Decode(&e); err != nil {
-		return Event{}, fmt.Errorf("decode event: %w", err)
+	e, _, err := UnmarshalRecord(b)
+	return e, err
+}
+
+// UnmarshalRecord is Unmarshal, and reports whether b is verbatim: it
+// says as JSON what the event's encoding (Marshal) says, up to
+// whitespace and the escaping of strings. A record an eskv writer
+// appended always is (it is the event's encoding); b is not when it has
+// a member Event does not know, a member twice, a name in other case, a
+// null, empty or zero member the encoding would leave out or write
+// otherwise, a time or an integer written in another form, a string
+// read with U+FFFD, or anything after the event. A store of JSON values
+// may keep a verbatim b instead of encoding the event again.
+func UnmarshalRecord(b []byte) (e Event, verbatim bool, err error) {
+	verbatim, err = decodeEvent(b, &e)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("decode event: %w", err)
 	}
 	if e.Key == "" || e.Version < 1 || e.PrevVersion >= e.Version {
-		return Event{}, fmt.Errorf("decode event: key %q version %d prevVersion %d is not a valid identity", e.Key, e.Version, e.PrevVersion)
+		return Event{}, false, fmt.Errorf("decode event: key %q version %d prevVersion %d is not a valid identity", e.Key, e.Version, e.PrevVersion)
 	}
 	switch e.Kind {
 	case KindPut, KindDelete, KindExpire:
 	default:
-		return Event{}, fmt.Errorf("decode event %s@%d: unknown kind %q", e.Key, e.Version, e.Kind)
+		return Event{}, false, fmt.Errorf("decode event %s@%d: unknown kind %q", e.Key, e.Version, e.Kind)
 	}
-	return e, nil
+	return e, verbatim, nil
 }
 
 // Header is one Kafka record header.

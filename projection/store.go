@@ -44,6 +44,12 @@ type Applied struct {
 	// itself, so a caught-up projection's offset equals the last stable
 	// offset.
 	Marker bool
+	// Raw, when set, is the record value Event was read from, saying as
+	// JSON what Event's encoding says (changelog.EventVerbatim): kv_history
+	// stores it as the event instead of encoding Event again. The column
+	// is jsonb, read only as JSON (History, the request lookups), so the
+	// stored value is the same either way.
+	Raw []byte
 }
 
 const upsertEntries = `
@@ -311,9 +317,12 @@ func (c *historyColumns) grow(n int) {
 
 func (c *historyColumns) add(a *Applied) error {
 	e := &a.Event
-	b, err := e.Marshal()
-	if err != nil {
-		return fmt.Errorf("projection: apply %s@%d: encode event: %w", e.Key, e.Version, err)
+	b := a.Raw
+	if b == nil {
+		var err error
+		if b, err = e.Marshal(); err != nil {
+			return fmt.Errorf("projection: apply %s@%d: encode event: %w", e.Key, e.Version, err)
+		}
 	}
 	c.key = append(c.key, e.Key)
 	c.kind = append(c.kind, string(e.Kind))

@@ -1,6 +1,7 @@
 package projection_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -586,5 +587,33 @@ func TestStatesAndRequests(t *testing.T) {
 	plan := projection.ExplainRequests(t, pool, a, "req-1")
 	if !strings.Contains(plan, "kv_history_request_id") {
 		t.Errorf("the lookup does not use kv_history_request_id:\n%s", plan)
+	}
+}
+
+func TestApplyHistoryStoresRawAsTheEvent(t *testing.T) {
+	// A record's value as it came (Applied.Raw) is stored as the event:
+	// as jsonb, the value of its encoding.
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	key := "tenant/t/project/p/raw"
+	e := put(t, key, 1, `{"n":"<\u00e9>"}`)
+	enc, err := e.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spaced bytes.Buffer
+	if err := json.Indent(&spaced, enc, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	// (A member the event does not have marks the raw bytes as stored.)
+	raw := append([]byte(`{"rawMark":true,`), spaced.Bytes()[1:]...)
+	mustApply(t, s, "kv.changes", []projection.Applied{{Partition: 0, Offset: 1, Event: e, Raw: raw}})
+	var same bool
+	if err := pool.QueryRow(context.Background(),
+		`SELECT event ? 'rawMark' AND event - 'rawMark' = $2::jsonb FROM kv_history WHERE key = $1 AND version = 1`, key, string(enc)).Scan(&same); err != nil {
+		t.Fatal(err)
+	}
+	if !same {
+		t.Errorf("kv_history does not hold %s", raw)
 	}
 }

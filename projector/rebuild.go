@@ -219,12 +219,12 @@ func rebuildPartition(ctx context.Context, cl *kgo.Client, store *projection.Sto
 	}
 	var fnErr error
 	err := changelog.ReadCommitted(ctx, cl, cfg.Topic, part, from, end, func(r *kgo.Record) error {
-		e, err := changelog.Event(r)
+		e, raw, err := changelog.EventVerbatim(r)
 		if err != nil {
 			fnErr = fmt.Errorf("rebuild: record does not decode (poison pill): %w", err)
 			return fnErr
 		}
-		batch = append(batch, projection.Applied{Partition: part, Offset: r.Offset, Event: e})
+		batch = append(batch, projection.Applied{Partition: part, Offset: r.Offset, Event: e, Raw: raw})
 		n++
 		if len(batch) >= cfg.MaxBatch {
 			fnErr = flush()

@@ -57,7 +57,7 @@ func (p *Projector) take(recs []*kgo.Record) (batch []projection.Applied, carry 
 			batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Marker: true})
 			continue
 		}
-		e, err := changelog.Event(r)
+		e, raw, err := changelog.EventVerbatim(r)
 		if err != nil {
 			p.log.Error("record does not decode; stopping the projector (poison pill)",
 				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
@@ -66,7 +66,7 @@ func (p *Projector) take(recs []*kgo.Record) (batch []projection.Applied, carry 
 			return batch[:settled(recs[:i])], nil,
 				fmt.Errorf("projector: poison pill at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
-		batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Event: e})
+		batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Event: e, Raw: raw})
 	}
 	return batch, recs[n:], nil
 }

@@ -66,6 +66,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	log := service.Logger(stderr, *c.logLevel, "auditor")
+	service.SetGCDefault(log)
 	keys, source, err := c.keyring()
 	if err != nil {
 		return err

@@ -53,6 +53,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := c.logger(stderr)
+	service.SetGCDefault(log)
 
 	ln, err := service.Listen(addr)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -182,22 +181,6 @@ func (c *config) checkAdvertise() error {
 	return nil
 }
 
-// defaultGOGC is the writer's GC target when GOGC is not set: its live
-// heap is small (tens of MiB) and almost every allocation dies with its
-// request, so at Go's 100 the collector ran several times a second under
-// load and took about a tenth of the writer's CPU (docs/performance.md,
-// "Where the CPU goes"). GOGC in the environment still decides.
-const defaultGOGC = 400
-
-// setGCDefault applies defaultGOGC unless GOGC is set.
-func setGCDefault(log *slog.Logger) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return
-	}
-	debug.SetGCPercent(defaultGOGC)
-	log.Debug("GC target set", "gogc", defaultGOGC)
-}
-
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	c, err := parse(args, stderr)
 	if err != nil {
@@ -207,7 +190,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	log := service.Logger(stderr, *c.logLevel, "writer")
-	setGCDefault(log)
+	service.SetGCDefault(log)
 	reg := service.NewRegistry()
 	tt, reloadTokens, err := c.tokens(reg, log)
 	if err != nil {
