@@ -23,6 +23,11 @@ type metrics struct {
 	listWaitTimeouts  prometheus.Counter
 	forwardLoops      prometheus.Counter
 	loopingPartitions prometheus.Gauge
+	// The state cache (statecache.go).
+	stateCacheHits      prometheus.Counter
+	stateCacheMisses    prometheus.Counter
+	stateCacheEvictions prometheus.Counter
+	stateCacheBytes     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -83,9 +88,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		loopingPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "eskv_writer_forward_loop_partitions", Help: "Partitions whose forwarding loops back to this writer; while above 0 /readyz answers 503.",
 		}),
+		stateCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_state_cache_hits_total", Help: "Reads of a key's state (GET, or a write's decision) the overlay did not hold and the state cache answered, without Postgres.",
+		}),
+		stateCacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_state_cache_misses_total", Help: "Reads of a key's state neither the overlay nor the state cache held: read from Postgres.",
+		}),
+		stateCacheEvictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_state_cache_evictions_total", Help: "States evicted from the state cache to keep it within ESKV_STATE_CACHE_BYTES.",
+		}),
+		stateCacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_writer_state_cache_bytes", Help: "About the memory the state cache holds, over the partitions this writer owns (at most ESKV_STATE_CACHE_BYTES).",
+		}),
 	}
 	m.writesOK = m.writes.WithLabelValues("ok")
-	for _, c := range []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts} {
+	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -66,6 +66,13 @@ type partition struct {
 	ready   bool
 	epoch   int64
 	overlay map[string]overlayEntry
+	// cache holds the states of keys the overlay no longer holds
+	// (statecache.go); it lives as long as the ownership.
+	cache *stateCache
+	// changes counts the events added to the overlay and the starts and
+	// ends of ownership: a GET caches what it read from the projection
+	// only when it did not move during the read (cacheGet).
+	changes uint64
 	// end is the offset after the last record this owner knows committed
 	// on the partition: the last stable offset it caught up to, then past
 	// the commit marker of each of its transactions (last record + 2:
@@ -94,6 +101,7 @@ func newPartition(w *Writer, id int32) *partition {
 		calls:      make(chan *call, w.cfg.QueueDepth),
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
+		cache:      newStateCache(w.cfg.StateCacheBytes/int64(w.cfg.Topics.Partitions), w.metrics),
 	}
 	return p
 }
@@ -184,9 +192,13 @@ func (p *partition) run(ctx context.Context) {
 	}
 }
 
+// setReady starts or ends an ownership; either way the state cache starts
+// empty, since another writer may have owned the partition meanwhile.
 func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlayEntry) {
 	p.mu.Lock()
 	p.ready, p.epoch, p.overlay = ready, epoch, overlay
+	p.cache.reset()
+	p.changes++
 	p.mu.Unlock()
 }
 
@@ -410,18 +422,7 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) err
 		}
 	}
 
-	p.mu.Lock()
-	j := 0
-	for _, r := range recs {
-		if r.Topic != cfg.Topics.Changes {
-			continue
-		}
-		e := evs[j]
-		p.overlay[e.Key] = p.overlay[e.Key].next(e, r.Offset, int64(cfg.RequestIDWindow))
-		p.end = max(p.end, r.Offset+2) // past the commit marker
-		j++
-	}
-	p.mu.Unlock()
+	p.committed(recs, evs)
 
 	p.w.metrics.batchSize.Observe(float64(len(batch)))
 	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
@@ -433,9 +434,33 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) err
 	return nil
 }
 
+// committed adds the events of a committed transaction to the overlay
+// and moves end past it. A partition no longer ready is left alone:
+// confirm gave it up while the transaction was in flight (its overlay is
+// gone), and the next ownership reads these events from the log.
+func (p *partition) committed(recs []*kgo.Record, evs []*events.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ready {
+		return
+	}
+	p.changes++
+	j := 0
+	for _, r := range recs {
+		if r.Topic != p.w.cfg.Topics.Changes {
+			continue
+		}
+		e := evs[j]
+		p.overlay[e.Key] = p.overlay[e.Key].next(e, r.Offset, int64(p.w.cfg.RequestIDWindow))
+		p.end = max(p.end, r.Offset+2) // past the commit marker
+		j++
+	}
+}
+
 // states returns the current state of each key of batch (every key of a
 // transaction), from the overlay when it holds the key, else from the
-// projection; and what is known of the requestIds the batch carries on
+// state cache, else from the projection (then cached: statecache.go says
+// why that read is the key's state); and what is known of the requestIds the batch carries on
 // the keys it writes (requestid.go), from the overlay, else from the
 // projection's history, read in the same round trip. The overlay is read
 // first: an entry trimmed meanwhile is one the projection already holds.
@@ -452,8 +477,10 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 			if e, in := p.overlay[k]; in {
 				states[k] = e.state
 			} else if _, seen := states[k]; !seen {
-				states[k] = events.State{}
-				q.Keys = append(q.Keys, k)
+				states[k], in = p.cache.get(k)
+				if !in {
+					q.Keys = append(q.Keys, k)
+				}
 			}
 		}
 		for _, ref := range requestRefs(c.req) {
@@ -480,12 +507,31 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 			return nil, nil, elemsKnown{}, err
 		}
 		maps.Copy(states, f.States)
+		p.cacheRead(q.Keys, states)
 		maps.Copy(known, f.Requests)
 		maps.Copy(elems.versions, f.Elements)
 		maps.Copy(elems.values, f.Values)
 		elems.q.found(q, f, states, now)
 	}
 	return states, known, elems, nil
+}
+
+// cacheRead caches the states of keys the partition goroutine read from
+// the projection, unless the partition stopped being ready meanwhile
+// (confirm found another writer's commit): the next ownership starts
+// empty.
+func (p *partition) cacheRead(keys []string, states map[string]events.State) {
+	if len(keys) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ready {
+		return
+	}
+	for _, k := range keys {
+		p.cache.put(k, states[k])
+	}
 }
 
 // askElements adds to q the set member or list end a batch's write r
@@ -598,16 +644,42 @@ func (d *decision) appends() []*events.Event {
 	return d.txn
 }
 
-// lookup returns the overlay's state of key, whether the overlay holds
-// one, and whether the partition is ready (caught up) at all.
+// lookup returns the state of key the overlay or else the state cache
+// holds, whether one does, and whether the partition is ready (caught up)
+// at all.
 func (p *partition) lookup(key string) (state events.State, ok, ready bool) {
+	state, ok, ready, _ = p.lookupAt(key)
+	return state, ok, ready
+}
+
+// lookupAt is lookup, also returning the partition's change count.
+func (p *partition) lookupAt(key string) (state events.State, ok, ready bool, changes uint64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.ready {
-		return events.State{}, false, false
+		return events.State{}, false, false, p.changes
 	}
-	e, ok := p.overlay[key]
-	return e.state, ok, true
+	if e, ok := p.overlay[key]; ok {
+		return e.state, true, true, p.changes
+	}
+	state, ok = p.cache.get(key)
+	return state, ok, true, p.changes
+}
+
+// cacheGet caches the state of key a GET read from the projection when
+// the partition's change count is still changes, the one lookupAt
+// returned before the read: no event was added to the overlay meanwhile
+// and the ownership is the same, so the overlay held no event of the key
+// before the read (the projection held them all) and none after it. An
+// event committed to Kafka but not yet added to the overlay when the read
+// began is added before its write is answered: it then shadows what was
+// cached, and trim replaces it.
+func (p *partition) cacheGet(key string, state events.State, changes uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready && p.changes == changes {
+		p.cache.put(key, state)
+	}
 }
 
 // errSuperseded ends an ownership whose partition another writer wrote to.
@@ -659,7 +731,8 @@ func (p *partition) confirm(ctx context.Context) error {
 }
 
 // trim drops overlay entries the projection holds (offset below next),
-// and the queue items it holds from the entries it keeps.
+// moving their states to the state cache, and the queue items the
+// projection holds from the entries it keeps.
 func (p *partition) trim(next int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -667,6 +740,7 @@ func (p *partition) trim(next int64) {
 		switch {
 		case e.offset < next:
 			delete(p.overlay, k)
+			p.cache.put(k, e.state)
 		case len(e.items) > 0:
 			if items, pruned := pruneItems(e.items, next); pruned {
 				e.items = items

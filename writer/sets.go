@@ -173,7 +173,8 @@ func ReadIsMember(key events.Key, e *events.Entry, elem int64) (events.IsMemberA
 // Member returns the state of the set key and the version of member's
 // kv_elements row (0: none) as the partition's owner knows them, like
 // State: from the overlay when it holds the member's unprojected change,
-// else from the projection.
+// else from the projection (the set's state from the state cache when it
+// holds it).
 func (w *Writer) Member(ctx context.Context, key events.Key, member string) (events.State, int64, error) {
 	id, p := w.partition(key)
 	if p == nil {
@@ -186,11 +187,14 @@ func (w *Writer) Member(ctx context.Context, key events.Key, member string) (eve
 	ready := p.ready
 	e, in := p.overlay[key.String()]
 	elem, known := e.elems[member]
+	st := e.state
+	if ready && !in {
+		st, in = p.cache.get(key.String())
+	}
 	p.mu.RUnlock()
 	if !ready {
 		return events.State{}, 0, errUnavailable(id, "catching up or moving between writers")
 	}
-	st := e.state
 	if !in {
 		var err error
 		if st, err = w.proj.State(ctx, key.String()); err != nil {

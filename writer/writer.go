@@ -49,6 +49,9 @@ type Projection interface {
 	ExpiredItems(ctx context.Context, p int32, now time.Time, limit int) ([]projection.DueItem, error)
 }
 
+// DefaultStateCacheBytes is the default Config.StateCacheBytes.
+const DefaultStateCacheBytes = 64 << 20
+
 // Config configures a Writer.
 type Config struct {
 	Brokers []string
@@ -112,6 +115,14 @@ type Config struct {
 	// entries one query returns (default 5000).
 	SweepInterval time.Duration
 	SweepBatch    int
+	// StateCacheBytes bounds the writer's state cache (statecache.go):
+	// the states of keys the projector applied, kept so that reads and
+	// writes of them do not read Postgres. Each partition gets
+	// StateCacheBytes over the topic's partitions, so a writer owning
+	// every partition (after the others failed) holds at most this much
+	// and no partition's cache takes room from another's (default
+	// DefaultStateCacheBytes; negative disables it).
+	StateCacheBytes int64
 	// QueueDedupWindow is how long a queue push's dedupId makes a
 	// repeated push with it add nothing (default
 	// DefaultQueueDedupWindow).
@@ -165,6 +176,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueDedupWindow <= 0 {
 		c.QueueDedupWindow = DefaultQueueDedupWindow
+	}
+	if c.StateCacheBytes == 0 {
+		c.StateCacheBytes = DefaultStateCacheBytes
+	} else if c.StateCacheBytes < 0 {
+		c.StateCacheBytes = 0
 	}
 	if c.SweepBatch == 0 {
 		c.SweepBatch = 5000
@@ -500,7 +516,8 @@ func (w *Writer) AuditDenied(key events.Key, op events.Op, principal, requestID 
 
 // State returns the current state of a key as its partition's owner
 // knows it: from the overlay when it holds a newer event than the
-// projection, else from the projection, which holds everything older. Only
+// projection, else from the state cache, else from the projection, which
+// holds everything older. Only
 // the owner of a caught-up partition answers; anyone else answers
 // partition_unavailable, because the projection alone may lag the log.
 func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error) {
@@ -511,14 +528,18 @@ func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error
 	if err := p.confirm(ctx); err != nil {
 		return events.State{}, err
 	}
-	s, ok, ready := p.lookup(key.String())
+	s, ok, ready, changes := p.lookupAt(key.String())
 	if !ready {
 		return events.State{}, errUnavailable(id, "catching up or moving between writers")
 	}
 	if ok {
 		return s, nil
 	}
-	return w.proj.State(ctx, key.String())
+	s, err := w.proj.State(ctx, key.String())
+	if err == nil {
+		p.cacheGet(key.String(), s, changes)
+	}
+	return s, err
 }
 
 // Ready reports whether the writer is a member of the group and every

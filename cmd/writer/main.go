@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type config struct {
 	advertiseURL     string
 	sweepInterval    time.Duration
 	maxOverlay       int
+	stateCacheBytes  int64
 	maxListWait      time.Duration
 	queueDedupWindow time.Duration
 	requestWindow    int
@@ -92,6 +94,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("queue-dedup-window", "ESKV_QUEUE_DEDUP_WINDOW")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
+	f.Int64Var(&c.stateCacheBytes, "state-cache-bytes", writer.DefaultStateCacheBytes, "about the memory the states of keys the projector applied may take, kept so that reads and writes of them skip Postgres; split evenly over the topic's partitions; 0 disables the cache")
+	f.Env("state-cache-bytes", "ESKV_STATE_CACHE_BYTES")
 	f.DurationVar(&c.maxListWait, "max-list-wait", writer.DefaultMaxListWait, "how long a listing waits for the projector to apply the writes under its prefix acknowledged before it arrived; beyond it the listing answers 503 with Retry-After")
 	f.Env("max-list-wait", "ESKV_MAX_LIST_WAIT")
 	f.IntVar(&c.requestWindow, "request-id-window", writer.DefaultRequestIDWindow, "per key, how many of its latest versions remember their requestId: retrying any of them is answered as a replay (the latest) or 409 version_conflict (an older one), never applied twice; 1 remembers only the latest write's")
@@ -125,6 +129,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
 		f.Check(c.uiSessionTTL > 0, "ui-session-ttl", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
+		f.Check(c.stateCacheBytes >= 0, "state-cache-bytes", "must not be negative (0 disables the cache)"),
 		c.http.Check(f),
 		c.kafka.Check(),
 	)
@@ -280,6 +285,7 @@ func (c *config) writerConfig() writer.Config {
 		Source:           "eskv-writer/" + c.instanceID,
 		SweepInterval:    c.sweepInterval,
 		MaxOverlay:       c.maxOverlay,
+		StateCacheBytes:  cmp.Or(c.stateCacheBytes, -1), // 0 disables: Config's is negative
 		RequestIDWindow:  c.requestWindow,
 		MaxListWait:      c.maxListWait,
 		QueueDedupWindow: c.queueDedupWindow,
