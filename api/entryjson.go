@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -35,7 +34,7 @@ func answerEntry(c echo.Context, e *events.Entry) error {
 // value, a time it cannot encode).
 func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
 	b = append(b, `{"key":`...)
-	b = appendString(b, e.Key)
+	b = events.AppendJSONString(b, e.Key)
 	b = append(b, `,"value":`...)
 	if e.Value == nil {
 		b = append(b, "null"...)
@@ -62,12 +61,12 @@ func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	b = appendString(append(b, `,"lastWriter":`...), e.LastWriter)
+	b = events.AppendJSONString(append(b, `,"lastWriter":`...), e.LastWriter)
 	if e.RequestID != "" {
-		b = appendString(append(b, `,"requestId":`...), e.RequestID)
+		b = events.AppendJSONString(append(b, `,"requestId":`...), e.RequestID)
 	}
 	if e.SpecRef != "" {
-		b = appendString(append(b, `,"specRef":`...), e.SpecRef)
+		b = events.AppendJSONString(append(b, `,"specRef":`...), e.SpecRef)
 	}
 	b = appendSemantics(append(b, `,"semantics":`...), &e.Semantics)
 	return append(b, "}\n"...), true
@@ -75,9 +74,9 @@ func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
 
 // appendSemantics appends s as encoding/json does (omitempty included).
 func appendSemantics(b []byte, s *events.Semantics) []byte {
-	b = appendString(append(b, `{"purpose":`...), s.Purpose)
+	b = events.AppendJSONString(append(b, `{"purpose":`...), s.Purpose)
 	if s.Producer != "" {
-		b = appendString(append(b, `,"producer":`...), s.Producer)
+		b = events.AppendJSONString(append(b, `,"producer":`...), s.Producer)
 	}
 	if len(s.ConsumerHints) > 0 {
 		b = append(b, `,"consumerHints":[`...)
@@ -85,7 +84,7 @@ func appendSemantics(b []byte, s *events.Semantics) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, h)
+			b = events.AppendJSONString(b, h)
 		}
 		b = append(b, ']')
 	}
@@ -104,57 +103,4 @@ func appendTime(b []byte, t time.Time) ([]byte, bool) {
 	b = append(b, '"')
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), true
-}
-
-// appendString appends s as a JSON string the way encoding/json does with
-// HTML escaping off: short escapes for " \ \b \f \n \r \t, \u00XX for
-// other control characters, \ufffd for invalid UTF-8, and \u2028 and
-// \u2029 escaped (they end lines in JavaScript).
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(append(b, s[start:]...), '"')
 }

@@ -22,12 +22,12 @@ import (
 // order and omitempty, no HTML escaping, values compacted.
 func appendEvent(b []byte, e *Event) ([]byte, error) {
 	b = strconv.AppendInt(append(b, `{"schemaVersion":`...), int64(e.SchemaVersion), 10)
-	b = appendString(append(b, `,"key":`...), e.Key)
-	b = appendString(append(b, `,"scope":`...), e.Scope)
+	b = AppendJSONString(append(b, `,"key":`...), e.Key)
+	b = AppendJSONString(append(b, `,"scope":`...), e.Scope)
 	b = strconv.AppendInt(append(b, `,"version":`...), e.Version, 10)
 	b = strconv.AppendInt(append(b, `,"prevVersion":`...), e.PrevVersion, 10)
-	b = appendString(append(b, `,"kind":`...), string(e.Kind))
-	b = appendString(append(b, `,"op":`...), string(e.Op))
+	b = AppendJSONString(append(b, `,"kind":`...), string(e.Kind))
+	b = AppendJSONString(append(b, `,"op":`...), string(e.Op))
 	var err error
 	if b, err = appendRaw(append(b, `,"before":`...), e.Before); err != nil {
 		return nil, fmt.Errorf("encode event: before: %w", err)
@@ -45,7 +45,7 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 	b = appendOptString(b, `,"specRef":`, e.SpecRef)
 	b = appendOptString(b, `,"requestId":`, e.RequestID)
 	b = appendOptString(b, `,"requestDigest":`, e.RequestDigest)
-	b = appendString(append(b, `,"principal":`...), e.Principal)
+	b = AppendJSONString(append(b, `,"principal":`...), e.Principal)
 	if b, err = appendTime(append(b, `,"ts":`...), e.TS); err != nil {
 		return nil, fmt.Errorf("encode event: ts: %w", err)
 	}
@@ -64,8 +64,8 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 
 // appendElement appends el as encoding/json does (omitempty included).
 func appendElement(b []byte, el *Element) ([]byte, error) {
-	b = appendString(append(b, `{"op":`...), el.Op)
-	b = appendString(append(b, `,"member":`...), el.Member)
+	b = AppendJSONString(append(b, `{"op":`...), el.Op)
+	b = AppendJSONString(append(b, `,"member":`...), el.Member)
 	var err error
 	if len(el.Value) > 0 {
 		if b, err = appendRaw(append(b, `,"value":`...), el.Value); err != nil {
@@ -100,7 +100,7 @@ func appendOptTime(b []byte, name string, t *time.Time) ([]byte, error) {
 
 // appendSemantics appends s as encoding/json does (omitempty included).
 func appendSemantics(b []byte, s *Semantics) []byte {
-	b = appendString(append(b, `{"purpose":`...), s.Purpose)
+	b = AppendJSONString(append(b, `{"purpose":`...), s.Purpose)
 	b = appendOptString(b, `,"producer":`, s.Producer)
 	if len(s.ConsumerHints) > 0 {
 		b = append(b, `,"consumerHints":[`...)
@@ -108,7 +108,7 @@ func appendSemantics(b []byte, s *Semantics) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, h)
+			b = AppendJSONString(b, h)
 		}
 		b = append(b, ']')
 	}
@@ -124,7 +124,7 @@ func appendOptString(b []byte, name, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return appendString(append(b, name...), s)
+	return AppendJSONString(append(b, name...), s)
 }
 
 // appendRaw appends a json.RawMessage as encoding/json does: null when
@@ -173,11 +173,11 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 	return append(b, '"'), nil
 }
 
-// appendString appends s as a JSON string the way encoding/json does with
+// AppendJSONString appends s as a JSON string the way encoding/json does with
 // HTML escaping off: short escapes for " \ \b \f \n \r \t, \u00XX for
 // other control characters, \ufffd for invalid UTF-8, and \u2028 and
 // \u2029 escaped (they end lines in JavaScript).
-func appendString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
