@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
@@ -17,16 +18,20 @@ import (
 // one transactional producer per writer process (transactional.id
 // <SharedTransactionalIDPrefix><InstanceID>), one transaction per round
 // across the partitions that have a batch ready, as Kafka Streams' exactly-
-// once v2 does: five broker requests per round instead of five per batch.
+// once v2 does: three to five broker requests per round instead of per
+// batch.
 //
 // A round: wait for the first submission, take every submission queued
 // meanwhile (a partition submits one batch and waits for the answer, so a
 // round carries at most one batch per partition, and while a transaction
 // is in flight the next round's batches queue up: group commit across
 // partitions), then BeginTransaction, ProduceSync of all records, the
-// second fence (fence.go: one AddOffsetsToTxn, one TxnOffsetCommit naming
-// each partition of the round), EndTransaction(TryCommit); then answer
-// every submission.
+// second fence (fence.go: one TxnOffsetCommit naming each partition of
+// the round, after an AddOffsetsToTxn sent beside the produce unless the
+// brokers speak KIP-890 part 2), EndTransaction(TryCommit); then answer
+// every submission. Under KIP-890 part 2 (Kafka 4.0+ with
+// transaction.version 2, and kfake) that is three requests per round:
+// Produce, TxnOffsetCommit, EndTxn.
 //
 // Any error fails every submission of the round: each partition restarts
 // its ownership (a failed transaction may or may not have committed). The
@@ -53,6 +58,11 @@ type committer struct {
 
 	// prod is the current session's producer; only run touches it.
 	prod *kgo.Client
+	// implicitAdd: the brokers admit the writer group to a transaction
+	// with its TxnOffsetCommit (KIP-890 part 2), so a round sends no
+	// AddOffsetsToTxn. Found at each session's start (implicitGroupAdd);
+	// only run touches it.
+	implicitAdd bool
 }
 
 // submission is one partition's batch for the next round.
@@ -163,6 +173,13 @@ func (c *committer) run(ctx context.Context) {
 			}
 		}
 		err := c.round(ctx, round)
+		if fenced := (*groupFencedError)(nil); c.implicitAdd && errors.As(err, &fenced) && errors.Is(fenced.err, kerr.InvalidTxnState) {
+			// The coordinator did not admit the group itself after
+			// all (a broker of the cluster is older than the one that
+			// answered ApiVersions): admit it explicitly from now on.
+			c.implicitAdd = false
+			c.log.Warn("the group coordinator refused a transactional offset commit without AddOffsetsToTxn; sending AddOffsetsToTxn from now on", "err", err)
+		}
 		c.mu.Lock()
 		session := c.session
 		c.mu.Unlock()
@@ -201,6 +218,7 @@ func (c *committer) renew(ctx context.Context) bool {
 			// static InstanceID) open transaction is aborted.
 			if _, _, err = prod.ProducerID(ctx); err == nil {
 				c.prod = prod
+				c.implicitAdd = implicitGroupAdd(ctx, prod, c.log)
 				c.mu.Lock()
 				c.session++
 				close(c.next)
@@ -258,7 +276,10 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 	// already, so a new owner's settledEnd sees it open (fence.go). The
 	// group's admission to the transaction (add) goes beside the produce.
 	f := groupFence{txnID: c.txnID, group: cfg.Group, topic: cfg.Topics.Changes, topicID: round[0].p.topicID}
-	added := f.add(tctx, prod)
+	added := func() error { return nil }
+	if !c.implicitAdd {
+		added = f.add(tctx, prod)
+	}
 	err := prod.ProduceSync(tctx, recs...).FirstErr()
 	if addErr := added(); err == nil && addErr != nil {
 		return addErr

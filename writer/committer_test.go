@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,17 +174,27 @@ func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
 	keys := keysByPartition(t, parts)
 
 	// Round 1 (partition 0) holds at EndTxn while partitions 1 and 2
-	// queue; round 2 (1 and 2) then fails its second fence's first
-	// request.
+	// queue; round 2 (1 and 2) then fails its produce.
 	held, release := holdFirstEndTxn(b, w)
 	defer release()
 	var failNext atomic.Bool
-	b.Cluster.ControlKey(int16(kmsg.AddOffsetsToTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if !failNext.CompareAndSwap(true, false) {
+	b.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		preq := req.(*kmsg.ProduceRequest)
+		if preq.TransactionID == nil || *preq.TransactionID != w.committer.txnID || !failNext.CompareAndSwap(true, false) {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-		resp.ErrorCode = kerr.InvalidTxnState.Code
+		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range preq.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
 		return resp, nil, true
 	})
 	first := make(chan error, 1)
@@ -278,5 +289,65 @@ func TestNewOwnerWaitsForOlderOwnersOpenTransaction(t *testing.T) {
 				t.Fatalf("state %+v; want none (the older owner's write aborted)", s)
 			}
 		})
+	}
+}
+
+// TestCommitterRoundRequests counts the shared producer's requests per
+// round: under KIP-890 part 2 (kfake finalizes transaction.version 2) a
+// round is one Produce, one TxnOffsetCommit (the fence, admitting the
+// group itself) and one EndTxn, with no AddOffsetsToTxn and no
+// AddPartitionsToTxn.
+func TestCommitterRoundRequests(t *testing.T) {
+	const parts = 3
+	b := testenv.MustBroker(t, parts)
+	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
+	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	if !w.committer.implicitAdd {
+		t.Fatal("the committer did not find KIP-890 part 2 support on kfake (transaction.version 2)")
+	}
+	txnID := w.committer.txnID
+	var mu sync.Mutex
+	counts := map[int16]int{}
+	count := func(key kmsg.Key, id func(kmsg.Request) string) {
+		b.Cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			if id(req) == txnID {
+				mu.Lock()
+				counts[int16(key)]++
+				mu.Unlock()
+			}
+			return nil, nil, false
+		})
+	}
+	count(kmsg.Produce, func(r kmsg.Request) string {
+		if id := r.(*kmsg.ProduceRequest).TransactionID; id != nil {
+			return *id
+		}
+		return ""
+	})
+	count(kmsg.AddPartitionsToTxn, func(r kmsg.Request) string {
+		req := r.(*kmsg.AddPartitionsToTxnRequest)
+		if len(req.Transactions) > 0 {
+			return req.Transactions[0].TransactionalID
+		}
+		return req.TransactionalID
+	})
+	count(kmsg.AddOffsetsToTxn, func(r kmsg.Request) string { return r.(*kmsg.AddOffsetsToTxnRequest).TransactionalID })
+	count(kmsg.TxnOffsetCommit, func(r kmsg.Request) string { return r.(*kmsg.TxnOffsetCommitRequest).TransactionalID })
+	count(kmsg.EndTxn, func(r kmsg.Request) string { return r.(*kmsg.EndTxnRequest).TransactionalID })
+
+	keys := keysByPartition(t, parts)
+	for i := range 5 {
+		for _, err := range putAll(t.Context(), w, keys, fmt.Sprint("v", i)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rounds := int(testutil.ToFloat64(w.metrics.transactions))
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[int16]int{int16(kmsg.Produce): rounds, int16(kmsg.TxnOffsetCommit): rounds, int16(kmsg.EndTxn): rounds}
+	if rounds < 5 || !maps.Equal(counts, want) {
+		t.Fatalf("%d rounds sent %v requests (by key); want %v", rounds, counts, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,10 +29,12 @@ import (
 //
 // The second fence (KIP-447) ties every shared transaction to this
 // writer's membership of the writer group: before committing, the
-// transaction carries an offset commit for the writer group
-// (AddOffsetsToTxn, then one TxnOffsetCommit v3+ naming every partition
-// of the round, with the member id, generation and instance id this
-// writer's group client currently holds), and the group coordinator
+// transaction carries an offset commit for the writer group (one
+// TxnOffsetCommit v3+ naming every partition of the round, with the
+// member id, generation and instance id this writer's group client
+// currently holds; preceded by an AddOffsetsToTxn unless the brokers
+// speak KIP-890 part 2, where the commit admits the group itself:
+// implicitGroupAdd), and the group coordinator
 // refuses it (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)
 // when the group has moved on without this writer. A refused check
 // leaves the transaction uncommitted: every partition of the round
@@ -167,6 +171,32 @@ func (f groupFence) add(ctx context.Context, prod *kgo.Client) (wait func() erro
 		done <- nil
 	}()
 	return func() error { return <-done }
+}
+
+// implicitGroupAdd reports whether the brokers admit a transaction's
+// consumer group with the transaction's TxnOffsetCommit, so that no
+// AddOffsetsToTxn is needed (KIP-890 part 2): the cluster finalized
+// transaction.version 2 and the broker answering speaks TxnOffsetCommit
+// v5+ (kgo then sends v5+). franz-go makes the same check before it
+// drops AddPartitionsToTxn for produces. The fence is the same either
+// way: the TxnOffsetCommit, after the produce, presenting the
+// membership. Any doubt (the request fails) answers false.
+func implicitGroupAdd(ctx context.Context, cl *kgo.Client, log *slog.Logger) bool {
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		log.Warn("asking the brokers for KIP-890 support failed; the shared transactions send AddOffsetsToTxn", "err", err)
+		return false
+	}
+	tv2 := slices.ContainsFunc(resp.FinalizedFeatures, func(f kmsg.ApiVersionsResponseFinalizedFeature) bool {
+		return f.Name == "transaction.version" && f.MaxVersionLevel >= 2
+	})
+	v5 := slices.ContainsFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool {
+		return k.ApiKey == kmsg.TxnOffsetCommit.Int16() && k.MaxVersion >= 5
+	})
+	return tv2 && v5
 }
 
 // commitOffsets is the fence itself: the transactional offset commit
