@@ -58,6 +58,13 @@ type committer struct {
 
 	// prod is the current session's producer; only run touches it.
 	prod *kgo.Client
+	// busy is set while a round is under way or about to start (run took
+	// a submission); readers wait on the next round's fence only then
+	// (awaitFence). fenceWaiters are the readers waiting for the next
+	// round's TxnOffsetCommit.
+	busy         bool
+	fenceWaiters []chan error
+
 	// implicitAdd: the brokers admit the writer group to a transaction
 	// with its TxnOffsetCommit (KIP-890 part 2), so a round sends no
 	// AddOffsetsToTxn. Found at each session's start (implicitGroupAdd);
@@ -84,6 +91,48 @@ type roundResult struct {
 // errCommitterStopped answers a submission that came after the writer
 // stopped committing.
 var errCommitterStopped = errors.New("the writer's committer stopped")
+
+// errNoRound answers the readers waiting for a round's fence when the
+// committer ran out of submissions: they confirm with the brokers.
+var errNoRound = errors.New("no round under way")
+
+// awaitFence returns a channel that answers once a round's second fence
+// (its TxnOffsetCommit, presenting this writer's group membership) sent
+// after this call was accepted (nil) or not (an error), or nil when no
+// round is under way: then none may follow, and the caller asks the
+// brokers instead. See partition.confirm for what an accepted fence
+// proves to a read.
+func (c *committer) awaitFence() <-chan error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.busy {
+		return nil
+	}
+	ch := make(chan error, 1)
+	c.fenceWaiters = append(c.fenceWaiters, ch)
+	return ch
+}
+
+// releaseFenceWaiters answers every waiting reader with err and marks the
+// committer idle: readers ask the brokers until run takes the next
+// submission.
+func (c *committer) releaseFenceWaiters(err error) {
+	c.mu.Lock()
+	readers := c.fenceWaiters
+	c.fenceWaiters = nil
+	c.busy = false
+	c.mu.Unlock()
+	answerFenceWaiters(readers, err)
+}
+
+func answerFenceWaiters(readers []chan error, err error) {
+	for _, ch := range readers {
+		ch <- err
+	}
+}
 
 func newCommitter(w *Writer, txnID string) *committer {
 	return &committer{
@@ -154,6 +203,7 @@ func (c *committer) run(ctx context.Context) {
 	if !c.renew(ctx) {
 		return
 	}
+	defer c.releaseFenceWaiters(errCommitterStopped)
 	round := make([]*submission, 0, cap(c.subs))
 	for {
 		round = round[:0]
@@ -163,6 +213,9 @@ func (c *committer) run(ctx context.Context) {
 		case s := <-c.subs:
 			round = append(round, s)
 		}
+		c.mu.Lock()
+		c.busy = true
+		c.mu.Unlock()
 	take:
 		for len(round) < cap(round) {
 			select {
@@ -185,6 +238,13 @@ func (c *committer) run(ctx context.Context) {
 		c.mu.Unlock()
 		for _, s := range round {
 			s.done <- roundResult{err: err, session: session}
+		}
+		if err != nil {
+			c.releaseFenceWaiters(err)
+		} else if len(c.subs) == 0 {
+			// No next round is certain: readers waiting for one ask
+			// the brokers instead.
+			c.releaseFenceWaiters(errNoRound)
 		}
 		if err != nil {
 			c.w.metrics.txnFailures.Inc()
@@ -297,11 +357,21 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 		}
 		offsets[s.p.id] = o
 	}
+	// Readers that arrived before this point are confirmed by this
+	// round's fence (awaitFence); later ones by the next round's.
+	c.mu.Lock()
+	readers := c.fenceWaiters
+	c.fenceWaiters = nil
+	c.mu.Unlock()
 	m, ok := c.w.groupMember()
 	if !ok {
-		return &groupFencedError{membership: m, err: errNotInGroup}
+		err := &groupFencedError{membership: m, err: errNotInGroup}
+		answerFenceWaiters(readers, err)
+		return err
 	}
-	if err := f.commitOffsets(tctx, prod, m, offsets); err != nil {
+	err = f.commitOffsets(tctx, prod, m, offsets)
+	answerFenceWaiters(readers, err)
+	if err != nil {
 		return err
 	}
 	if err := prod.EndTransaction(tctx, kgo.TryCommit); err != nil {

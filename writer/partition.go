@@ -692,7 +692,29 @@ var errSuperseded = errors.New("another writer appended to the partition: this w
 // answering for the partition and gives it up. Concurrent reads of all
 // the writer's partitions share one last-stable-offset request (Writer.lso,
 // a coalescer), always one sent after they arrived.
+//
+// While the committer runs rounds, a read is confirmed instead by the
+// next round's second fence (committer.awaitFence), which costs no broker
+// request of its own: the fence is what lets a write of this ownership be
+// acknowledged, and it proves the same for a read. A TxnOffsetCommit sent
+// after the read arrived and accepted by the group coordinator shows that
+// this writer was then a current member of the writer group; if this
+// ownership of the partition (its epoch, ready throughout) was not ended
+// before the acceptance, no other writer could own the partition between
+// the ownership's start and the acceptance (fence.go, point 2: the group
+// hands a partition on only after its owner revoked it or was dropped,
+// and a dropped member's commits are refused), and what earlier owners
+// acknowledged is in what the ownership caught up to. So every write
+// acknowledged before the read arrived is in the overlay or in the
+// projection, as after a last-stable-offset check. The ownership is
+// checked after the acceptance: an epoch that moved (or a partition no
+// longer ready) sends the read to the last-stable-offset check, as does a
+// refused fence, a failed round or a committer that ran out of rounds.
 func (p *partition) confirm(ctx context.Context) error {
+	if ok, err := p.confirmByFence(ctx); ok || err != nil {
+		return err
+	}
+	p.w.metrics.confirmLSO.Inc()
 	offs, err := p.w.lso.do(ctx)
 	if err != nil {
 		return errUnavailable(p.id, "unable to confirm ownership")
@@ -728,6 +750,37 @@ func (p *partition) confirm(ctx context.Context) error {
 	default:
 	}
 	return errUnavailable(p.id, "moving between writers")
+}
+
+// confirmByFence confirms a read by the next round's fence (see confirm):
+// ok when it did, an error only when ctx ended; false without an error
+// when the read must ask the brokers.
+func (p *partition) confirmByFence(ctx context.Context) (ok bool, err error) {
+	p.mu.RLock()
+	epoch, ready := p.epoch, p.ready
+	p.mu.RUnlock()
+	if !ready {
+		return false, nil
+	}
+	fenced := p.w.committer.awaitFence()
+	if fenced == nil {
+		return false, nil
+	}
+	select {
+	case err := <-fenced:
+		if err != nil {
+			return false, nil
+		}
+	case <-ctx.Done():
+		return false, errUnavailable(p.id, "unable to confirm ownership")
+	}
+	p.mu.RLock()
+	ok = p.ready && p.epoch == epoch
+	p.mu.RUnlock()
+	if ok {
+		p.w.metrics.confirmFence.Inc()
+	}
+	return ok, nil
 }
 
 // trim drops overlay entries the projection holds (offset below next),

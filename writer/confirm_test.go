@@ -1,0 +1,173 @@
+package writer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// Tests of reads confirmed by the next round's fence (partition.confirm,
+// committer.awaitFence) instead of a last-stable-offset request.
+
+// fenceWaiting returns the number of reads waiting for a round's fence.
+func fenceWaiting(w *Writer) int {
+	w.committer.mu.Lock()
+	defer w.committer.mu.Unlock()
+	return len(w.committer.fenceWaiters)
+}
+
+// confirmRig is a writer with two partitions whose first round (a write to
+// partition 0) is held at its EndTxn, its fence already accepted, and a
+// read of partition read waiting for the next round's fence.
+type confirmRig struct {
+	w            *Writer
+	b            *testenv.Broker
+	keys         []events.Key
+	release      func()
+	first, read  chan error
+	fence0, lso0 float64
+}
+
+func newConfirmRig(t *testing.T, read int, before func(b *testenv.Broker, w *Writer)) *confirmRig {
+	t.Helper()
+	const parts = 2
+	b := testenv.MustBroker(t, parts)
+	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
+	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	r := &confirmRig{w: w, b: b, keys: keysByPartition(t, parts), first: make(chan error, 1), read: make(chan error, 1)}
+	if before != nil {
+		before(b, w)
+	}
+	held, release := holdFirstEndTxn(b, w)
+	t.Cleanup(release)
+	r.release = release
+	go func() { r.first <- putKey(t.Context(), w, r.keys[0], "first") }()
+	<-held
+	r.fence0, r.lso0 = testutil.ToFloat64(w.metrics.confirmFence), testutil.ToFloat64(w.metrics.confirmLSO)
+	go func() {
+		_, err := w.State(t.Context(), r.keys[read])
+		r.read <- err
+	}()
+	testenv.WaitFor(t, 20*time.Second, "the read waiting for a fence", func() bool { return fenceWaiting(w) == 1 })
+	return r
+}
+
+// confirmed returns how many reads each way confirmed since the rig's
+// read started.
+func (r *confirmRig) confirmed() (fence, lso float64) {
+	return testutil.ToFloat64(r.w.metrics.confirmFence) - r.fence0, testutil.ToFloat64(r.w.metrics.confirmLSO) - r.lso0
+}
+
+func (r *confirmRig) finish(t *testing.T) {
+	t.Helper()
+	if err := <-r.first; err != nil {
+		t.Fatalf("the held round's write: %v", err)
+	}
+	if err := <-r.read; err != nil {
+		t.Fatalf("the read: %v", err)
+	}
+}
+
+func TestReadConfirmedByNextRoundsFence(t *testing.T) {
+	r := newConfirmRig(t, 1, nil)
+	second := make(chan error, 1)
+	go func() { second <- putKey(context.Background(), r.w, r.keys[1], "second") }()
+	awaitQueued(t, r.w, 1)
+	r.release()
+	r.finish(t)
+	if err := <-second; err != nil {
+		t.Fatalf("the next round's write: %v", err)
+	}
+	if fence, lso := r.confirmed(); fence != 1 || lso != 0 {
+		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 1 and 0", fence, lso)
+	}
+}
+
+func TestReadAsksBrokersWhenNoRoundFollows(t *testing.T) {
+	r := newConfirmRig(t, 1, nil)
+	r.release() // no submission queued: the committer goes idle
+	r.finish(t)
+	if fence, lso := r.confirmed(); fence != 0 || lso != 1 {
+		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 0 and 1", fence, lso)
+	}
+	if n := fenceWaiting(r.w); n != 0 {
+		t.Fatalf("%d reads still wait for a fence", n)
+	}
+}
+
+// TestReadNotConfirmedByRefusedFence: the next round's TxnOffsetCommit is
+// refused (the group moved on, as the coordinator sees it): the read
+// confirms with the brokers instead.
+func TestReadNotConfirmedByRefusedFence(t *testing.T) {
+	var refuse func()
+	r := newConfirmRig(t, 0, func(b *testenv.Broker, w *Writer) {
+		armed := make(chan struct{})
+		refuse = func() { close(armed) }
+		b.Cluster.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			select {
+			case <-armed:
+			default:
+				return nil, nil, false
+			}
+			creq := req.(*kmsg.TxnOffsetCommitRequest)
+			resp := creq.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+			for _, rt := range creq.Topics {
+				st := kmsg.NewTxnOffsetCommitResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+					sp.Partition = rp.Partition
+					sp.ErrorCode = kerr.IllegalGeneration.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		})
+	})
+	refuse()
+	second := make(chan error, 1)
+	go func() { second <- putKey(context.Background(), r.w, r.keys[1], "second") }()
+	awaitQueued(t, r.w, 1)
+	r.release()
+	r.finish(t) // partition 0 was not in the refused round: still owned
+	if err := <-second; events.ErrorCode(err) != events.EUnavailable {
+		t.Fatalf("the refused round's write: %v; want %s", err, events.EUnavailable)
+	}
+	if fence, lso := r.confirmed(); fence != 0 || lso != 1 {
+		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 0 and 1", fence, lso)
+	}
+}
+
+// TestReadNotConfirmedAcrossOwnerships: an accepted fence proves nothing
+// to a read whose ownership of the partition ended meanwhile (here: its
+// epoch moved, as a new ownership's would); the read confirms with the
+// brokers instead.
+func TestReadNotConfirmedAcrossOwnerships(t *testing.T) {
+	r := newConfirmRig(t, 1, nil)
+	r.w.mu.RLock()
+	p := r.w.parts[1]
+	r.w.mu.RUnlock()
+	p.mu.Lock()
+	p.epoch++
+	p.mu.Unlock()
+	second := make(chan error, 1)
+	go func() { second <- putKey(context.Background(), r.w, r.keys[1], "second") }()
+	awaitQueued(t, r.w, 1)
+	r.release()
+	r.finish(t)
+	if err := <-second; err != nil {
+		t.Fatalf("the next round's write: %v", err)
+	}
+	if fence, lso := r.confirmed(); fence != 0 || lso != 1 {
+		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 0 and 1", fence, lso)
+	}
+}
