@@ -89,13 +89,49 @@ func Record(e *events.Event, topic string, p int32, source string) (*kgo.Record,
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s@%d: %w", e.Key, e.Version, err)
 	}
-	hs := events.CloudEventHeaders(e, source)
-	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(e.RecordKey()), Value: b, Headers: make([]kgo.RecordHeader, len(hs))}
-	for i, h := range hs {
-		r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-	}
-	return r, nil
+	// The headers are events.CloudEventHeaders (TestRecordHeaders holds
+	// them to it), built here with one allocation for the record key and
+	// every per-event value, and shared constants for the others: the
+	// writer builds a record per write.
+	rk, id := e.RecordKey(), events.EventID(e.Key, e.Version)
+	const typePrefix = "io.eskv.kv."
+	buf := make([]byte, 0, len(rk)+len(id)+len(typePrefix)+len(e.Kind)+len(source)+len(e.Key)+len(time.RFC3339Nano))
+	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
+	buf = append(buf, rk...)
+	key := cut(0)
+	n := len(buf)
+	buf = append(buf, id...)
+	ceID := cut(n)
+	n = len(buf)
+	buf = append(append(buf, typePrefix...), e.Kind...)
+	ceType := cut(n)
+	n = len(buf)
+	buf = append(buf, source...)
+	ceSource := cut(n)
+	n = len(buf)
+	buf = append(buf, e.Key...)
+	ceSubject := cut(n)
+	n = len(buf)
+	buf = e.TS.UTC().AppendFormat(buf, time.RFC3339Nano)
+	ceTime := cut(n)
+	return &kgo.Record{Topic: topic, Partition: p, Key: key, Value: b, Headers: []kgo.RecordHeader{
+		{Key: "ce_specversion", Value: ceSpecVersion},
+		{Key: "ce_id", Value: ceID},
+		{Key: "ce_type", Value: ceType},
+		{Key: "ce_source", Value: ceSource},
+		{Key: "ce_subject", Value: ceSubject},
+		{Key: "ce_time", Value: ceTime},
+		{Key: "ce_dataschema", Value: changeSchema},
+		{Key: "content-type", Value: contentJSON},
+	}}, nil
 }
+
+// The header values every change record shares; never written to.
+var (
+	ceSpecVersion = []byte("1.0")
+	changeSchema  = []byte("https://eskv.io/schemas/events/change.v1.json")
+	contentJSON   = []byte("application/json")
+)
 
 // Event decodes a kv.changes record and checks that its key matches:
 // e.RecordKey(), or the KV key for an element change written before

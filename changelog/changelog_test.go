@@ -63,3 +63,45 @@ func TestRecordKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordHeaders: a change record carries exactly
+// events.CloudEventHeaders, in order, and no two records share a
+// per-event value's memory.
+func TestRecordHeaders(t *testing.T) {
+	evs := []*events.Event{
+		{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 7, PrevVersion: 6,
+			Kind: events.KindPut, Op: events.OpPut, After: json.RawMessage(`1`), TS: time.Date(2026, 3, 1, 10, 15, 30, 123456789, time.UTC)},
+		{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/é", Scope: "tenant/t/project/p", Version: 1,
+			Kind: events.KindDelete, Op: events.OpDelete, TS: time.Date(2026, 3, 1, 10, 15, 30, 0, time.FixedZone("x", 3600))},
+		{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/set", Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
+			Kind: events.KindPut, Op: events.OpSAdd, After: json.RawMessage(`{"type":"set","size":1,"since":1}`), TS: time.Unix(1, 0),
+			Semantics: events.Semantics{Purpose: "set"}, Element: &events.Element{Op: events.ElementAdd, Member: "m"}},
+	}
+	var recs []string
+	for _, e := range evs {
+		r, err := changelog.Record(e, "kv.changes", 0, "eskv-writer/w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := events.CloudEventHeaders(e, "eskv-writer/w1")
+		if len(r.Headers) != len(want) {
+			t.Fatalf("%d headers, want %d", len(r.Headers), len(want))
+		}
+		for i, h := range want {
+			if r.Headers[i].Key != h.Key || string(r.Headers[i].Value) != string(h.Value) {
+				t.Fatalf("header %d: %s=%q, want %s=%q", i, r.Headers[i].Key, r.Headers[i].Value, h.Key, h.Value)
+			}
+		}
+		// Appending to one value must not reach into the next.
+		for i := range r.Headers {
+			if cap(r.Headers[i].Value) != len(r.Headers[i].Value) && r.Headers[i].Key != "ce_specversion" &&
+				r.Headers[i].Key != "ce_dataschema" && r.Headers[i].Key != "content-type" {
+				t.Fatalf("header %s has room behind it (%d of %d)", r.Headers[i].Key, len(r.Headers[i].Value), cap(r.Headers[i].Value))
+			}
+		}
+		recs = append(recs, string(r.Key))
+	}
+	if recs[2] != "tenant/t/project/p/set\x00m" {
+		t.Fatalf("record key %q", recs[2])
+	}
+}
