@@ -1,6 +1,7 @@
 // Command devbroker is the local stack's Kafka-protocol broker: franz-go's
-// kfake as a single node on 127.0.0.1, persisting to a data directory with a
-// sync per write, so a kill -9 loses nothing that was acknowledged.
+// kfake as a single node on 127.0.0.1, writing every batch to a data
+// directory before it answers, so a kill -9 loses nothing that was
+// acknowledged (-sync adds an fsync per write, for a machine crash too).
 //
 // It creates no topics; the writer does. It is for development only: it is
 // not Apache Kafka (see SERVICES.md for where kfake differs).
