@@ -52,30 +52,81 @@ type Applied struct {
 	Raw []byte
 }
 
-const upsertEntries = `
-INSERT INTO kv_entries AS e (key, scope, partition, version, live, value, created_at, updated_at,
-    expires_at, last_writer, request_id, request_digest, spec_ref, semantics, kafka_offset)
-SELECT k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem::jsonb, o
-FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bool[], $6::text[],
-    $7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[],
-    $12::text[], $13::text[], $14::text[], $15::bigint[])
-    AS t(k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem, o)
-ON CONFLICT (key) DO UPDATE SET
-    scope = excluded.scope,
-    partition = excluded.partition,
-    version = excluded.version,
-    live = excluded.live,
-    value = excluded.value,
-    created_at = excluded.created_at,
-    updated_at = excluded.updated_at,
-    expires_at = excluded.expires_at,
-    last_writer = excluded.last_writer,
-    request_id = excluded.request_id,
-    request_digest = excluded.request_digest,
-    spec_ref = excluded.spec_ref,
-    semantics = excluded.semantics,
-    kafka_offset = excluded.kafka_offset
-WHERE e.version < excluded.version`
+// writeEntries writes a batch's kv_entries, kv_history and
+// projector_offsets rows in one statement (a statement costs its
+// executor's start and end, about as much as a small batch's rows: a
+// batch of figure 18a holds about five events), as three parts:
+//
+//   - ent: kv_entries takes each key's latest event ($1 .. $15, one row
+//     per key, in key order) unless the stored version is already as
+//     new, so replays write nothing;
+//   - hist: kv_history gets every event it does not have yet ($16 ..
+//     $23, in (key, version) order);
+//   - offs: projector_offsets moves to the batch's next offset per
+//     partition ($24 topic, $25 partitions, $26 offsets), never
+//     backwards.
+//
+// The main query reads ent, so the upsert runs first, to completion,
+// taking the kv_entries row locks in key order before anything else is
+// written: two projectors overlapping on a key after a rebalance wait
+// there, as they did when the upsert was a statement of its own. The
+// other two parts run after it (Postgres runs the data-modifying parts
+// the main query does not read once it is done).
+//
+// It also turns enable_seqscan off for the rest of the transaction, for
+// writeFields, which comes next and reads a batch's few keys: its
+// generic plan is made once per connection, at its sixth run, and when
+// that happens on small tables (a new projection, or figure 18a's 64 hot
+// keys) the planner prefers sequential scans and hash joins, which then
+// stay for the connection's life while the tables grow, or while their
+// pages fill with the dead versions of hot rows (each update of a
+// kv_fields row leaves one: its indexes hold the value). With it off,
+// every part of writeFields is planned as index probes, the plan that is
+// right for a batch of keys at any table size. The setting ends with the
+// transaction (set_config, is_local): nothing else the connection runs
+// is planned under it.
+const writeEntries = `
+WITH ent AS (
+    INSERT INTO kv_entries AS e (key, scope, partition, version, live, value, created_at, updated_at,
+        expires_at, last_writer, request_id, request_digest, spec_ref, semantics, kafka_offset)
+    SELECT k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem::jsonb, o
+    FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bool[], $6::text[],
+        $7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[],
+        $12::text[], $13::text[], $14::text[], $15::bigint[])
+        AS t(k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem, o)
+    ON CONFLICT (key) DO UPDATE SET
+        scope = excluded.scope,
+        partition = excluded.partition,
+        version = excluded.version,
+        live = excluded.live,
+        value = excluded.value,
+        created_at = excluded.created_at,
+        updated_at = excluded.updated_at,
+        expires_at = excluded.expires_at,
+        last_writer = excluded.last_writer,
+        request_id = excluded.request_id,
+        request_digest = excluded.request_digest,
+        spec_ref = excluded.spec_ref,
+        semantics = excluded.semantics,
+        kafka_offset = excluded.kafka_offset
+    WHERE e.version < excluded.version
+    RETURNING 1
+), hist AS (
+    INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
+    SELECT k, v, kd, op, ts, p, o, ev::jsonb
+    FROM unnest($16::text[], $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
+        $22::bigint[], $23::text[])
+        AS t(k, v, kd, op, ts, p, o, ev)
+    ON CONFLICT (key, version) DO NOTHING
+), offs AS (
+    INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
+    SELECT $24::text, p, o, now()
+    FROM unnest($25::int[], $26::bigint[]) AS t(p, o)
+    ON CONFLICT (topic, partition) DO UPDATE SET
+        next_offset = GREATEST(po.next_offset, excluded.next_offset),
+        updated_at = excluded.updated_at
+)
+SELECT count(*), set_config('enable_seqscan', 'off', true) FROM ent`
 
 // writeFields brings the kv_fields rows (the indexed fields of filtered
 // scans) of every key of a batch whose kv_entries row now holds the
@@ -103,7 +154,7 @@ WHERE e.version < excluded.version`
 // through "key = ANY(ARRAY(..))" (a join would let the planner hash all
 // of kv_fields), upd and the insert probe (field, key).
 //
-// This is a statement of its own, after the upsert, for its snapshot:
+// This is a statement of its own, after writeEntries, for its snapshot:
 // when the upsert waited for another projector's lock on a key (two
 // overlap briefly after a rebalance), the kv_fields rows that one
 // committed are visible here, so del sees them and the insert does not
@@ -143,22 +194,6 @@ WITH g AS MATERIALIZED (
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
 SELECT n.key, n.field, n.type, n.num, n.str, n.expires_at FROM n
 WHERE NOT EXISTS (SELECT 1 FROM kv_fields f WHERE f.key = n.key AND f.field = n.field)`
-
-const insertHistory = `
-INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
-SELECT k, v, kd, op, ts, p, o, ev::jsonb
-FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::int[],
-    $7::bigint[], $8::text[])
-    AS t(k, v, kd, op, ts, p, o, ev)
-ON CONFLICT (key, version) DO NOTHING`
-
-const upsertOffsets = `
-INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
-SELECT $1, p, o, now()
-FROM unnest($2::int[], $3::bigint[]) AS t(p, o)
-ON CONFLICT (topic, partition) DO UPDATE SET
-    next_offset = GREATEST(po.next_offset, excluded.next_offset),
-    updated_at = excluded.updated_at`
 
 // Apply folds a batch of events of topic into the projection in one
 // transaction: kv_entries takes each key's latest event unless the stored
@@ -241,13 +276,15 @@ func applyBatch(topic string, batch []Applied) (*pgx.Batch, error) {
 
 	b := &pgx.Batch{}
 	queueElements(b, batch) // before the upsert: its guard reads the stored versions
-	b.Queue(upsertEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
+	b.Queue(writeEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
 		ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
-		ent.requestDigest, ent.specRef, ent.semantics, ent.offset)
-	b.Queue(writeFields, ent.key, ent.version,
-		ent.fields.key, ent.fields.field, ent.fields.typ, ent.fields.num, ent.fields.str, ent.fallback)
-	b.Queue(insertHistory, h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event)
-	b.Queue(upsertOffsets, topic, parts, offs)
+		ent.requestDigest, ent.specRef, ent.semantics, ent.offset,
+		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event,
+		topic, parts, offs)
+	if len(ent.key) > 0 { // a batch of transaction markers only has none
+		b.Queue(writeFields, ent.key, ent.version,
+			ent.fields.key, ent.fields.field, ent.fields.typ, ent.fields.num, ent.fields.str, ent.fallback)
+	}
 	return b, nil
 }
 
