@@ -443,7 +443,9 @@ func TestApplyFieldsOverlappingProjectors(t *testing.T) {
 		}
 		errs := make(chan error, 2)
 		go func() { errs <- s.Apply(context.Background(), "kv.overlap", batchOf(v*10, newer...)) }()
-		go func() { errs <- s.Apply(context.Background(), "kv.overlap", batchOf(v*10, append(older, newer[:round%3]...)...)) }()
+		go func() {
+			errs <- s.Apply(context.Background(), "kv.overlap", batchOf(v*10, append(older, newer[:round%3]...)...))
+		}()
 		for range 2 {
 			if err := <-errs; err != nil {
 				t.Fatalf("round %d: %v", round, err)
