@@ -16,35 +16,56 @@ import (
 
 // BenchmarkApplyCAS applies what the projector sees under figure 18a of
 // eskvbench (64 clients compare-and-swapping one key each, 8 projects):
-// batches of 32 new versions of {"client":i,"seq":n} values over 64 keys,
-// one projector transaction each. Besides ns/event (the projector's wall
-// time, Postgres included) it reports the CPU the database's Postgres
-// backends spent per event (pg-µs/event, from /proc: Postgres on this
-// machine), the figure docs/performance.md compares.
+// new versions of {"client":i,"seq":n} values (two numeric fields, one
+// of which changes) over 64 keys, each batch one projector transaction
+// closed by a transaction marker, as the projector reads them (Raw set).
+// Batch5 is 18a's shape on the stack (about one writer round, ~5 events,
+// per Apply), Batch32 that of a projector running behind.
+//
+// Besides ns/event (the projector's wall time, Postgres included) it
+// reports the CPU the database's Postgres backends spent per event
+// (pg-µs/event, from /proc: Postgres on this machine), the figure
+// docs/performance.md compares, and the shared buffers they touched per
+// event (blks/event, from pg_stat_statements: nearly deterministic where
+// CPU is not). It logs each statement's calls, mean time and buffers per
+// call (pg_stat_statements of the benchmark's database only).
 func BenchmarkApplyCAS(b *testing.B) {
+	for _, size := range []int{5, 32} {
+		b.Run(fmt.Sprintf("Batch%d", size), func(b *testing.B) { benchApplyCAS(b, size) })
+	}
+}
+
+func benchApplyCAS(b *testing.B, size int) {
 	pool := testenv.MustPostgres(b)
 	s := projection.New(pool)
 	ctx := context.Background()
-	const keys, size = 64, 32
+	const keys = 64
 	version := make([]int64, keys)
-	batch := make([]projection.Applied, size)
+	batch := make([]projection.Applied, size+1)
 	var offset int64
 	next := 0
 	fill := func() {
-		for i := range batch {
+		for i := range size {
 			k := next % keys
 			next++
 			version[k]++
-			batch[i] = projection.Applied{Partition: int32(k % 8), Offset: offset,
-				Event: put(b, fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%03d", k%8, k), version[k],
-					fmt.Sprintf(`{"client":%d,"seq":%d}`, k, version[k]))}
+			e := put(b, fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%03d", k%8, k), version[k],
+				fmt.Sprintf(`{"client":%d,"seq":%d}`, k, version[k]))
+			raw, err := e.Marshal()
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch[i] = projection.Applied{Partition: 0, Offset: offset, Event: e, Raw: raw}
 			offset++
 		}
+		batch[size] = projection.Applied{Partition: 0, Offset: offset, Marker: true}
+		offset++
 	}
-	for range 4 { // every key exists, as in the bench's steady state
+	for range 4*keys/size + 1 { // every key exists, as in the bench's steady state
 		fill()
 		mustApply(b, s, "kv.changes", batch)
 	}
+	stmts, _ := pgStatements(b, pool, true)
 	before := backendCPU(b, pool)
 	b.ResetTimer()
 	for b.Loop() {
@@ -57,6 +78,69 @@ func BenchmarkApplyCAS(b *testing.B) {
 	events := float64(b.N * size)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/events, "ns/event")
 	b.ReportMetric(float64(backendCPU(b, pool)-before)*1e6/100/events, "pg-µs/event")
+	var hits float64
+	_, list := pgStatements(b, pool, false)
+	for _, st := range list {
+		if !strings.Contains(st.query, "unnest") || st.calls < int64(b.N) {
+			continue // not one of Apply's
+		}
+		hits += float64(st.hits)
+		b.Logf("%6d calls %7.3f ms/call %7.1f blks/call  %s", st.calls, st.ms/float64(st.calls),
+			float64(st.hits)/float64(st.calls), st.label())
+	}
+	if stmts {
+		b.ReportMetric(hits/events, "blks/event")
+	}
+}
+
+// pgStatement is one statement's row in pg_stat_statements.
+type pgStatement struct {
+	query       string
+	calls, hits int64
+	ms          float64
+}
+
+// label is the statement's first words, enough to tell Apply's apart.
+func (s pgStatement) label() string {
+	f := strings.Fields(s.query)
+	return strings.Join(f[:min(len(f), 6)], " ")
+}
+
+// pgStatements returns the pg_stat_statements rows of pool's database,
+// after resetting them when reset is set; ok is false (and nothing is
+// returned) when the extension is not there.
+func pgStatements(tb testing.TB, pool *pgxpool.Pool, reset bool) (ok bool, out []pgStatement) {
+	tb.Helper()
+	ctx := context.Background()
+	const db = `(SELECT oid FROM pg_database WHERE datname = current_database())`
+	if reset {
+		if _, err := pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+			tb.Logf("pg_stat_statements: %v", err)
+			return false, nil
+		}
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_statements_reset(0, `+db+`::oid, 0)`); err != nil {
+			tb.Logf("pg_stat_statements: %v", err)
+			return false, nil
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT query, calls, total_exec_time, shared_blks_hit
+		FROM pg_stat_statements WHERE dbid = `+db+` ORDER BY total_exec_time DESC`)
+	if err != nil {
+		tb.Logf("pg_stat_statements: %v", err)
+		return false, nil
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s pgStatement
+		if err := rows.Scan(&s.query, &s.calls, &s.ms, &s.hits); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return true, out
 }
 
 // backendCPU returns the utime+stime, in clock ticks (1/100 s), of the
@@ -86,4 +170,45 @@ func backendCPU(tb testing.TB, pool *pgxpool.Pool) int64 {
 		tb.Fatal(err)
 	}
 	return total
+}
+
+// TestExplainApply prints the generic plans (EXPLAIN ANALYZE, BUFFERS) of
+// the statements of one 18a-shaped batch (5 keys) after a warm-up over a
+// projection of ESKV_EXPLAIN_KEYS keys (a diagnostic: skipped unless set).
+func TestExplainApply(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("ESKV_EXPLAIN_KEYS"))
+	if n < 64 {
+		t.Skip("ESKV_EXPLAIN_KEYS (at least 64) is not set")
+	}
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	var offset int64
+	apply := func(keys []int, version int64) []projection.Applied {
+		var batch []projection.Applied
+		for _, k := range keys {
+			e := put(t, fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%06d", k%8, k), version,
+				fmt.Sprintf(`{"client":%d,"seq":%d}`, k, version))
+			batch = append(batch, projection.Applied{Offset: offset, Event: e})
+			offset++
+		}
+		return batch
+	}
+	for first := 0; first < n; first += 5000 {
+		var keys []int
+		for k := first; k < min(n, first+5000); k++ {
+			keys = append(keys, k)
+		}
+		mustApply(t, s, "kv.changes", apply(keys, 1))
+	}
+	if _, err := pool.Exec(context.Background(), `VACUUM ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(2); v < 200; v++ {
+		for first := 0; first < 64; first += 8 {
+			mustApply(t, s, "kv.changes", apply([]int{first, first + 1, first + 2, first + 3, first + 4}, v))
+		}
+	}
+	for _, plan := range projection.ExplainApply(t, pool, "kv.changes", apply([]int{10, 11, 12, 13, 14}, 200)) {
+		t.Log(plan)
+	}
 }

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,4 +58,86 @@ func explain(tb testing.TB, pool *pgxpool.Pool, settings, sql string, args ...an
 		tb.Fatalf("explain: %v", err)
 	}
 	return plan.String()
+}
+
+// ExplainApply runs the statements Store.Apply sends for batch one by
+// one, each under EXPLAIN (ANALYZE, BUFFERS) of its generic plan (the
+// plan the projector's prepared statements settle on), in one
+// transaction that is committed, and returns the plans.
+func ExplainApply(tb testing.TB, pool *pgxpool.Pool, topic string, batch []Applied) []string {
+	tb.Helper()
+	b, err := applyBatch(topic, batch)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	var plans []string
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			return err
+		}
+		for i, q := range b.QueuedQueries {
+			name := fmt.Sprintf("explain_apply_%d", i)
+			if _, err := tx.Exec(ctx, "PREPARE "+name+" AS "+q.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("prepare %s: %w", q.SQL, err)
+			}
+			var types []string
+			if err := tx.QueryRow(ctx, `SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1`, name).Scan(&types); err != nil {
+				return err
+			}
+			if len(types) != len(q.Arguments) {
+				return fmt.Errorf("prepare %s: parameter types %v", q.SQL, types)
+			}
+			params := make([]string, len(types))
+			for j, t := range types {
+				params[j] = fmt.Sprintf("$%d::%s", j+1, t)
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE "+name+"("+strings.Join(params, ", ")+")",
+				append([]any{pgx.QueryExecModeSimpleProtocol}, q.Arguments...)...)
+			if err != nil {
+				return err
+			}
+			var plan strings.Builder
+			var line string
+			if _, err := pgx.ForEachRow(rows, []any{&line}, func() error {
+				plan.WriteString(line + "\n")
+				return nil
+			}); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "DEALLOCATE "+name); err != nil {
+				return err
+			}
+			plans = append(plans, strings.Fields(q.SQL)[0]+" "+strings.Join(strings.Fields(q.SQL)[1:4], " ")+"\n"+plan.String())
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("explain apply: %v", err)
+	}
+	return plans
+}
+
+// FieldCandidate is one indexed-field candidate valueFields finds in a
+// value: Num is the number's literal (type n), Str the string otherwise.
+type FieldCandidate struct {
+	Field, Type string
+	Num, Str    *string
+}
+
+// ValueFields returns valueFields' candidates of v, and whether it
+// decides v (false: Apply asks kv_value_fields).
+func ValueFields(v []byte) ([]FieldCandidate, bool) {
+	fields, ok := valueFields(v)
+	var out []FieldCandidate
+	for _, f := range fields {
+		c := FieldCandidate{Field: f.name, Type: string(rune(f.typ))}
+		if f.typ == 'n' {
+			c.Num = &f.num
+		} else {
+			c.Str = &f.str
+		}
+		out = append(out, c)
+	}
+	return out, ok
 }

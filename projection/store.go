@@ -52,71 +52,139 @@ type Applied struct {
 	Raw []byte
 }
 
-const upsertEntries = `
-INSERT INTO kv_entries AS e (key, scope, partition, version, live, value, created_at, updated_at,
-    expires_at, last_writer, request_id, request_digest, spec_ref, semantics, kafka_offset)
-SELECT k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem::jsonb, o
-FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bool[], $6::text[],
-    $7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[],
-    $12::text[], $13::text[], $14::text[], $15::bigint[])
-    AS t(k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem, o)
-ON CONFLICT (key) DO UPDATE SET
-    scope = excluded.scope,
-    partition = excluded.partition,
-    version = excluded.version,
-    live = excluded.live,
-    value = excluded.value,
-    created_at = excluded.created_at,
-    updated_at = excluded.updated_at,
-    expires_at = excluded.expires_at,
-    last_writer = excluded.last_writer,
-    request_id = excluded.request_id,
-    request_digest = excluded.request_digest,
-    spec_ref = excluded.spec_ref,
-    semantics = excluded.semantics,
-    kafka_offset = excluded.kafka_offset
-WHERE e.version < excluded.version`
-
-const insertHistory = `
-INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
-SELECT k, v, kd, op, ts, p, o, ev::jsonb
-FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::int[],
-    $7::bigint[], $8::text[])
-    AS t(k, v, kd, op, ts, p, o, ev)
-ON CONFLICT (key, version) DO NOTHING`
+// writeEntries writes a batch's kv_entries, kv_history and
+// projector_offsets rows in one statement (a statement costs its
+// executor's start and end, about as much as a small batch's rows: a
+// batch of figure 18a holds about five events), as three parts:
+//
+//   - ent: kv_entries takes each key's latest event ($1 .. $15, one row
+//     per key, in key order) unless the stored version is already as
+//     new, so replays write nothing;
+//   - hist: kv_history gets every event it does not have yet ($16 ..
+//     $23, in (key, version) order);
+//   - offs: projector_offsets moves to the batch's next offset per
+//     partition ($24 topic, $25 partitions, $26 offsets), never
+//     backwards.
+//
+// The main query reads ent, so the upsert runs first, to completion,
+// taking the kv_entries row locks in key order before anything else is
+// written: two projectors overlapping on a key after a rebalance wait
+// there, as they did when the upsert was a statement of its own. The
+// other two parts run after it (Postgres runs the data-modifying parts
+// the main query does not read once it is done).
+//
+// It also turns enable_seqscan off for the rest of the transaction, for
+// writeFields, which comes next and reads a batch's few keys: its
+// generic plan is made once per connection, at its sixth run, and when
+// that happens on small tables (a new projection, or figure 18a's 64 hot
+// keys) the planner prefers sequential scans and hash joins, which then
+// stay for the connection's life while the tables grow, or while their
+// pages fill with the dead versions of hot rows (each update of a
+// kv_fields row leaves one: its indexes hold the value). With it off,
+// every part of writeFields is planned as index probes, the plan that is
+// right for a batch of keys at any table size. The setting ends with the
+// transaction (set_config, is_local): nothing else the connection runs
+// is planned under it.
+const writeEntries = `
+WITH ent AS (
+    INSERT INTO kv_entries AS e (key, scope, partition, version, live, value, created_at, updated_at,
+        expires_at, last_writer, request_id, request_digest, spec_ref, semantics, kafka_offset)
+    SELECT k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem::jsonb, o
+    FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bool[], $6::text[],
+        $7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[],
+        $12::text[], $13::text[], $14::text[], $15::bigint[])
+        AS t(k, sc, p, v, l, val, ca, ua, ea, lw, rid, rd, sr, sem, o)
+    ON CONFLICT (key) DO UPDATE SET
+        scope = excluded.scope,
+        partition = excluded.partition,
+        version = excluded.version,
+        live = excluded.live,
+        value = excluded.value,
+        created_at = excluded.created_at,
+        updated_at = excluded.updated_at,
+        expires_at = excluded.expires_at,
+        last_writer = excluded.last_writer,
+        request_id = excluded.request_id,
+        request_digest = excluded.request_digest,
+        spec_ref = excluded.spec_ref,
+        semantics = excluded.semantics,
+        kafka_offset = excluded.kafka_offset
+    WHERE e.version < excluded.version
+    RETURNING 1
+), hist AS (
+    INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
+    SELECT k, v, kd, op, ts, p, o, ev::jsonb
+    FROM unnest($16::text[], $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
+        $22::bigint[], $23::text[])
+        AS t(k, v, kd, op, ts, p, o, ev)
+    ON CONFLICT (key, version) DO NOTHING
+), offs AS (
+    INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
+    SELECT $24::text, p, o, now()
+    FROM unnest($25::int[], $26::bigint[]) AS t(p, o)
+    ON CONFLICT (topic, partition) DO UPDATE SET
+        next_offset = GREATEST(po.next_offset, excluded.next_offset),
+        updated_at = excluded.updated_at
+)
+SELECT count(*), set_config('enable_seqscan', 'off', true) FROM ent`
 
 // writeFields brings the kv_fields rows (the indexed fields of filtered
 // scans) of every key of a batch whose kv_entries row now holds the
 // batch's version (the upsert wrote it, or a replay found it already
 // there: g) to the fields of that version's value (n, none when the key
-// is not live), in one statement that reads each value once: it deletes
-// the rows of fields the value no longer has (del), updates those whose
-// type, value or expiry changed (upd), and inserts the new ones. A row
-// that is already right is not written: rewriting it costs a heap tuple
-// and three index entries, and leaves the old ones dead for every later
-// probe to step over (figure 18a changes one field of two per write). A
-// replay writes nothing. A key whose stored version is newer keeps its
-// rows. Numbers compare as text, so 1.0 replaces 1 as a rebuild would
-// store it.
+// is not live), in one statement: it deletes the rows of fields the value
+// no longer has (del), updates those whose type, value or expiry changed
+// (upd), and inserts the new ones. A row that is already right is not
+// written: rewriting it costs a heap tuple and three index entries, and
+// leaves the old ones dead for every later probe to step over (figure
+// 18a changes one field of two per write). A replay writes nothing. A
+// key whose stored version is newer keeps its rows. Numbers compare as
+// text, so 1.0 replaces 1 as a rebuild would store it.
 //
-// The three parts touch disjoint rows (fields gone, fields kept, fields
-// new, as the statement's snapshot sees them), so the order in which
-// Postgres runs them does not matter. The upsert has locked each written
-// key's kv_entries row (in key order) before this runs, so a projector
-// overlapping on a key waits there and never holds kv_fields rows
-// another one needs: no new lock order.
+// The fields come from Go (valueFields, fields.go) as arrays: $3 key, $4
+// field, $5 type, $6 number literal (NULL unless type n), $7 string
+// (NULL for type n). The numbers become numeric here, and those written
+// out in more than 256 characters are left out, as kv_value_fields does.
+// The keys in $8 are those whose value valueFields does not decide: they
+// get kv_value_fields of their stored value instead, so the rows are the
+// same either way.
+//
+// The parts that touch kv_fields are driven by its indexes whatever its
+// size, in the generic plan too: del reads the written keys' rows
+// through "key = ANY(ARRAY(..))" (a join would let the planner hash all
+// of kv_fields), upd and the insert probe (field, key).
+//
+// This is a statement of its own, after writeEntries, for its snapshot:
+// when the upsert waited for another projector's lock on a key (two
+// overlap briefly after a rebalance), the kv_fields rows that one
+// committed are visible here, so del sees them and the insert does not
+// collide with them. The three parts touch disjoint rows (fields gone,
+// fields kept, fields new, as the statement's snapshot sees them), so the
+// order in which Postgres runs them does not matter. The upsert has
+// locked each written key's kv_entries row (in key order) before this
+// runs, so a projector overlapping on a key waits there and never holds
+// kv_fields rows another one needs: no new lock order.
 const writeFields = `
 WITH g AS MATERIALIZED (
-    SELECT e.key, e.live, e.value, e.expires_at
+    SELECT e.key, e.live, e.expires_at, CASE WHEN e.key = ANY($8::text[]) THEN e.value END AS value
     FROM unnest($1::text[], $2::bigint[]) AS t(k, v)
     JOIN kv_entries e ON e.key = t.k AND e.version = t.v
 ), n AS MATERIALIZED (
     SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
+    FROM (
+        SELECT k, field, type::"char" AS type, num::numeric AS num, str
+        FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS f(k, field, type, num, str)
+    ) f
+    JOIN g ON g.key = f.k
+    WHERE g.live AND (f.num IS NULL OR length(f.num::text) <= 256)
+    UNION ALL
+    SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
     FROM g CROSS JOIN LATERAL kv_value_fields(g.value::jsonb) AS f
-    WHERE g.live
+    WHERE g.live AND g.value IS NOT NULL
 ), del AS (
-    DELETE FROM kv_fields f USING g
-    WHERE f.key = g.key AND NOT EXISTS (SELECT 1 FROM n WHERE n.key = f.key AND n.field = f.field)
+    DELETE FROM kv_fields f
+    WHERE f.key = ANY(ARRAY(SELECT key FROM g))
+        AND NOT EXISTS (SELECT 1 FROM n WHERE n.key = f.key AND n.field = f.field)
 ), upd AS (
     UPDATE kv_fields f SET type = n.type, num = n.num, str = n.str, expires_at = n.expires_at
     FROM n
@@ -126,14 +194,6 @@ WITH g AS MATERIALIZED (
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
 SELECT n.key, n.field, n.type, n.num, n.str, n.expires_at FROM n
 WHERE NOT EXISTS (SELECT 1 FROM kv_fields f WHERE f.key = n.key AND f.field = n.field)`
-
-const upsertOffsets = `
-INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
-SELECT $1, p, o, now()
-FROM unnest($2::int[], $3::bigint[]) AS t(p, o)
-ON CONFLICT (topic, partition) DO UPDATE SET
-    next_offset = GREATEST(po.next_offset, excluded.next_offset),
-    updated_at = excluded.updated_at`
 
 // Apply folds a batch of events of topic into the projection in one
 // transaction: kv_entries takes each key's latest event unless the stored
@@ -216,12 +276,15 @@ func applyBatch(topic string, batch []Applied) (*pgx.Batch, error) {
 
 	b := &pgx.Batch{}
 	queueElements(b, batch) // before the upsert: its guard reads the stored versions
-	b.Queue(upsertEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
+	b.Queue(writeEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
 		ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
-		ent.requestDigest, ent.specRef, ent.semantics, ent.offset)
-	b.Queue(writeFields, ent.key, ent.version)
-	b.Queue(insertHistory, h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event)
-	b.Queue(upsertOffsets, topic, parts, offs)
+		ent.requestDigest, ent.specRef, ent.semantics, ent.offset,
+		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event,
+		topic, parts, offs)
+	if len(ent.key) > 0 { // a batch of transaction markers only has none
+		b.Queue(writeFields, ent.key, ent.version,
+			ent.fields.key, ent.fields.field, ent.fields.typ, ent.fields.num, ent.fields.str, ent.fallback)
+	}
 	return b, nil
 }
 
@@ -238,6 +301,30 @@ type entryColumns struct {
 	lastWriter, requestID  []string
 	requestDigest, specRef []string
 	semantics              []string
+	// fields are the rows' indexed fields (writeFields), but those of
+	// the keys in fallback, which kv_value_fields derives.
+	fields   fieldColumns
+	fallback []string
+}
+
+// fieldColumns are the kv_fields candidates of a batch's rows (valueFields),
+// for unnest().
+type fieldColumns struct {
+	key, field, typ []string
+	num, str        []*string
+}
+
+func (c *fieldColumns) add(key string, f *valueField) {
+	c.key = append(c.key, key)
+	c.field = append(c.field, f.name)
+	c.typ = append(c.typ, string(rune(f.typ)))
+	if f.typ == 'n' {
+		c.num = append(c.num, &f.num)
+		c.str = append(c.str, nil)
+	} else {
+		c.num = append(c.num, nil)
+		c.str = append(c.str, &f.str)
+	}
 }
 
 func (c *entryColumns) grow(n int) {
@@ -273,6 +360,15 @@ func (c *entryColumns) add(a *Applied) error {
 		}
 		value = &v
 		expires = e.ExpiresAt
+		if len(e.After) > 0 { // "null" has no fields
+			fields, ok := valueFields(e.After)
+			if !ok {
+				c.fallback = append(c.fallback, e.Key)
+			}
+			for i := range fields {
+				c.fields.add(e.Key, &fields[i])
+			}
+		}
 	}
 	var created *time.Time
 	if !e.CreatedAt.IsZero() {
