@@ -245,3 +245,56 @@ func TestScopeOf(t *testing.T) {
 		}
 	}
 }
+
+// parseKeySplit is parseKey as it was before it walked the components in
+// place: FuzzParseKeySplit holds the two equal.
+func parseKeySplit(s string) (Key, error) {
+	bad := func(format string, args ...any) (Key, error) {
+		return Key{}, FieldErrorf(EInvalid, "key", format, args...)
+	}
+	if s == "" {
+		return bad("key is empty")
+	}
+	if len(s) > MaxKeyLen {
+		return bad("key is %d characters long; the limit is %d (hash longer identifiers)", len(s), MaxKeyLen)
+	}
+	if err := checkChars(s); err != "" {
+		return bad("%s", err)
+	}
+	parts := strings.Split(s, "/")
+	for i, p := range parts {
+		if p == "" {
+			return bad("component %d is empty (leading, trailing or doubled '/')", i+1)
+		}
+		if p == "." || p == ".." {
+			return bad("component %d is %q; relative components are not allowed", i+1, p)
+		}
+	}
+	if len(parts) < 5 || parts[0] != "tenant" || parts[2] != "project" {
+		return bad("key must look like tenant/<tenant>/project/<project>/<path>")
+	}
+	return Key{Tenant: parts[1], Project: parts[3], Path: strings.Join(parts[4:], "/")}, nil
+}
+
+// FuzzParseKeySplit: ParseKey answers every string as the split-based
+// parser did, the same key or the same error.
+func FuzzParseKeySplit(f *testing.F) {
+	for _, s := range []string{"tenant/acme/project/web/flags/dark-mode", "tenant/a/project/b/c", "tenant/a/project/b",
+		"tenant/a/project/b/", "tenant/a/project//c", "/tenant/a/project/b/c", "tenant/./project/b/c", "tenant/a/project/b/../c",
+		"tenant/a/projects/b/c", "tenants/a/project/b/c", "a/b/c/d/e", "tenant", "", "/", "//", "tenant/a/project/b/c/d/e/f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseKey(s)
+		wk, werr := parseKeySplit(s)
+		if k != wk || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+			t.Fatalf("ParseKey(%q) = %+v, %v; the split parser %+v, %v", s, k, err, wk, werr)
+		}
+		if err != nil {
+			var e, we *Error
+			if !errors.As(err, &e) || !errors.As(werr, &we) || *e != *we {
+				t.Fatalf("ParseKey(%q): error %#v, the split parser %#v", s, e, we)
+			}
+		}
+	})
+}
