@@ -153,19 +153,26 @@ func hex4(b []byte) rune {
 // other parsers the first: a value or a request body with both means
 // different things to different readers, so eskv refuses it.
 func DuplicateMember(b []byte) (name string, dup bool) {
-	var names [64][]byte
-	var objects [16]openObject
-	s := memberSets{names: names[:0], objects: objects[:0]}
+	// The names of the open objects live on the stack: plain functions
+	// on local slices (addName), not methods of a struct holding them,
+	// which made the compiler move both arrays (2 KiB) to the heap on
+	// every call, and CompactValue calls this on every value written.
+	var namesBuf [64][]byte
+	var objectsBuf [16]openObject
+	names, objects := namesBuf[:0], objectsBuf[:0]
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '{':
-			s.open()
+			objects = append(objects, openObject{start: len(names)})
 		case '}':
-			s.close()
+			names = names[:objects[len(objects)-1].start]
+			objects = objects[:len(objects)-1]
 		case '"':
 			end := stringEnd(b, i)
-			if isName(b, end) && s.add(b[i:end+1]) {
-				return string(decodeName(b[i : end+1])), true
+			if isName(b, end) {
+				if names, dup = addName(names, &objects[len(objects)-1], b[i:end+1]); dup {
+					return string(decodeName(b[i : end+1])), true
+				}
 			}
 			i = end
 		}
@@ -297,14 +304,10 @@ func decodeName(q []byte) []byte {
 	return []byte(s)
 }
 
-// memberSets holds the member names of the objects open at one point of a
-// scan, innermost last. A small object's names are compared one by one; an
-// object of more than smallObject names gets a set.
-type memberSets struct {
-	names   [][]byte
-	objects []openObject
-}
-
+// openObject is an object open at one point of DuplicateMember's scan:
+// its names are names[start:] of the scan's names (innermost object
+// last). A small object's names are compared one by one; an object of
+// more than smallObject names gets a set.
 type openObject struct {
 	start int // the object's first name in names
 	set   map[string]struct{}
@@ -312,40 +315,32 @@ type openObject struct {
 
 const smallObject = 16
 
-func (s *memberSets) open() { s.objects = append(s.objects, openObject{start: len(s.names)}) }
-
-func (s *memberSets) close() {
-	o := s.objects[len(s.objects)-1]
-	s.names = s.names[:o.start]
-	s.objects = s.objects[:len(s.objects)-1]
-}
-
-// add adds the quoted name q to the innermost object and reports whether
-// it was there already.
-func (s *memberSets) add(q []byte) bool {
-	o := &s.objects[len(s.objects)-1]
+// addName adds the quoted name q to o, the innermost object, whose names
+// are names[o.start:] unless it has a set; it returns names and whether
+// the name was there already.
+func addName(names [][]byte, o *openObject, q []byte) ([][]byte, bool) {
 	name := decodeName(q)
 	if o.set != nil {
 		if _, ok := o.set[string(name)]; ok {
-			return true
+			return names, true
 		}
 		o.set[string(name)] = struct{}{}
-		return false
+		return names, false
 	}
-	for _, n := range s.names[o.start:] {
+	for _, n := range names[o.start:] {
 		if bytes.Equal(n, name) {
-			return true
+			return names, true
 		}
 	}
-	s.names = append(s.names, name)
-	if len(s.names)-o.start > smallObject {
+	names = append(names, name)
+	if len(names)-o.start > smallObject {
 		o.set = make(map[string]struct{}, 2*smallObject)
-		for _, n := range s.names[o.start:] {
+		for _, n := range names[o.start:] {
 			o.set[string(n)] = struct{}{}
 		}
-		s.names = s.names[:o.start]
+		names = names[:o.start]
 	}
-	return false
+	return names, false
 }
 
 func abbrevName(n string) string {
