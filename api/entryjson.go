@@ -18,7 +18,7 @@ import (
 // under figure 18's load (docs/performance.md). ?pretty, and times
 // encoding/json refuses (years outside 0–9999), go through c.JSON.
 func answerEntry(c echo.Context, e *events.Entry) error {
-	if _, pretty := c.QueryParams()["pretty"]; pretty || c.Echo().Debug {
+	if _, pretty := queryOf(c)["pretty"]; pretty || c.Echo().Debug {
 		return c.JSON(http.StatusOK, e)
 	}
 	b, ok := appendEntry(make([]byte, 0, 256+len(e.Value)), e)
