@@ -145,6 +145,8 @@ type Server struct {
 	// 409 answers it charts.
 	ui        *uiAuth
 	conflicts *conflictCounter
+	// metrics observes every request (nil without Config.Registerer).
+	metrics *requestMetrics
 }
 
 // New returns the API server around w and list.
@@ -183,28 +185,31 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	}
 	routes := map[string]bool{} // filled below, before any request
 	if cfg.Registerer != nil {
-		mw, err := metricsMiddleware(cfg.Registerer, routes)
-		if err != nil {
+		if s.metrics, err = newRequestMetrics(cfg.Registerer, routes); err != nil {
 			return nil, err
 		}
-		e.Use(mw)
 	}
-	e.Use(s.logCauses)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	}
 	s.routeUI(e)
-	v1 := e.Group("/v1", s.authenticate, s.countConflicts)
-	v1.GET("/kv", s.listKeys)
-	v1.GET("/kv/*", s.get)
-	v1.PUT("/kv/*", s.writeHandler(s.put))
-	v1.DELETE("/kv/*", s.writeHandler(s.delete))
-	v1.POST("/kv/*", s.post)
-	v1.PATCH("/kv/*", s.writeHandler(s.patch))
-	v1.POST("/txn", s.txn)
-	v1.GET("/watch", s.watchStream)
+	// The group's middlewares serve the paths under /v1 no route matches
+	// (echo registers a not-found route for them): those answer 401
+	// without a valid token, 404 with one. The routes themselves are
+	// registered with the middlewares applied once (v1), not by the group:
+	// echo applies a group's middlewares again on every request, a closure
+	// allocated per layer.
+	e.Group("/v1", s.authenticate, s.countConflicts)
+	e.GET("/v1/kv", s.v1(s.listKeys))
+	e.GET("/v1/kv/*", s.v1(s.get))
+	e.PUT("/v1/kv/*", s.v1(s.writeHandler(s.put)))
+	e.DELETE("/v1/kv/*", s.v1(s.writeHandler(s.delete)))
+	e.POST("/v1/kv/*", s.v1(s.post))
+	e.PATCH("/v1/kv/*", s.v1(s.writeHandler(s.patch)))
+	e.POST("/v1/txn", s.v1(s.txn))
+	e.GET("/v1/watch", s.v1(s.watchStream))
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
 	}
@@ -212,8 +217,39 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// v1 is h behind the middlewares of every /v1 route.
+func (s *Server) v1(h echo.HandlerFunc) echo.HandlerFunc {
+	return s.authenticate(s.countConflicts(h))
+}
+
 // Handler returns the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s.echo }
+func (s *Server) Handler() http.Handler { return s }
+
+// ServeHTTP serves a request as echo's own ServeHTTP does (find the
+// route, run its handler, answer its error through the error handler),
+// with what were the server's global middlewares inline: the request
+// metrics around the request and its error answer, and logCauses. As
+// echo middlewares they were applied again on every request (two
+// closures allocated per request and two more layers of calls); they run
+// for every request, whether a route matched it or not, as before.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e := s.echo
+	c := e.AcquireContext()
+	c.Reset(r, w)
+	e.Router().Find(r.Method, echo.GetPath(r), c)
+	var start time.Time
+	if s.metrics != nil {
+		start = time.Now()
+	}
+	if err := c.Handler()(c); err != nil {
+		s.logCause(c, err)
+		e.HTTPErrorHandler(err, c)
+	}
+	if s.metrics != nil {
+		s.metrics.observe(c, start)
+	}
+	e.ReleaseContext(c)
+}
 
 func (s *Server) readyz(c echo.Context) error {
 	if loops := s.w.ForwardLoops(); len(loops) > 0 {
@@ -235,18 +271,14 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// logCauses logs the cause an error answer does not tell: a 503 whose
+// logCause logs the cause an error answer does not tell: a 503 whose
 // *events.Error wraps a driver error (projection's translate) answers a
 // stable message; the driver's text, which names hosts, users and
 // databases, goes to the log. Internal errors are logged by the error
 // handler.
-func (s *Server) logCauses(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		err := next(c)
-		if e, ok := errors.AsType[*events.Error](err); ok && e.Code == events.EUnavailable && error(e) != err {
-			s.log.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-		}
-		return err
+func (s *Server) logCause(c echo.Context, err error) {
+	if e, ok := errors.AsType[*events.Error](err); ok && e.Code == events.EUnavailable && error(e) != err {
+		s.log.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
 }
 
