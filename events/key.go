@@ -8,20 +8,33 @@ import (
 const MaxKeyLen = 128
 
 // Key is a parsed, valid KV key: tenant/<tenant>/project/<project>/<path>.
+// Keys come from ParseKey; their fields are not to be changed after.
 type Key struct {
 	Tenant  string
 	Project string
 	Path    string
+	// full is the key as ParseKey read it, String's answer: String is
+	// called several times per request (authorization, routing, the
+	// overlay, logs, answers), and building it each time was 2.5 % of the
+	// writer's CPU under figure 18a (docs/performance.md, p6-http). ""
+	// in a Key built from its fields, whose String builds it.
+	full string
 }
 
 // String returns the full key.
 func (k Key) String() string {
+	if k.full != "" {
+		return k.full
+	}
 	return "tenant/" + k.Tenant + "/project/" + k.Project + "/" + k.Path
 }
 
 // Scope returns the key's scope, tenant/<t>/project/<p>: the unit of
 // partitioning and of multi-key atomicity.
 func (k Key) Scope() string {
+	if k.full != "" { // its prefix: routing asks for it on every request
+		return k.full[:len("tenant/")+len(k.Tenant)+len("/project/")+len(k.Project)]
+	}
 	return "tenant/" + k.Tenant + "/project/" + k.Project
 }
 
@@ -87,7 +100,7 @@ func parseKey(s, field string) (Key, error) {
 	if n < 5 || first[0] != "tenant" || first[2] != "project" {
 		return bad("key must look like tenant/<tenant>/project/<project>/<path>")
 	}
-	return Key{Tenant: first[1], Project: first[3], Path: s[path:]}, nil
+	return Key{Tenant: first[1], Project: first[3], Path: s[path:], full: s}, nil
 }
 
 // checkChars reports the first character outside lowercase a-z, 0-9, '-',

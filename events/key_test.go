@@ -17,12 +17,12 @@ func TestParseKey(t *testing.T) {
 		in   string
 		want Key
 	}{
-		{"OK", "tenant/acme/project/web/flags/dark-mode", Key{"acme", "web", "flags/dark-mode"}},
-		{"OKOnePathComponent", "tenant/acme/project/web/x", Key{"acme", "web", "x"}},
-		{"OKAllCharacters", "tenant/a-b_c.9/project/0.z_-/a.b/c-d/e_f/019", Key{"a-b_c.9", "0.z_-", "a.b/c-d/e_f/019"}},
-		{"OKDotsInsideComponents", "tenant/.a/project/a./.../..b", Key{".a", "a.", ".../..b"}},
-		{"OKLiteralWordsAsNames", "tenant/tenant/project/project/tenant/x/project/y", Key{"tenant", "project", "tenant/x/project/y"}},
-		{"OKExactly128", pad("tenant/acme/project/web/", MaxKeyLen), Key{"acme", "web", strings.Repeat("x", MaxKeyLen-len("tenant/acme/project/web/"))}},
+		{"OK", "tenant/acme/project/web/flags/dark-mode", Key{Tenant: "acme", Project: "web", Path: "flags/dark-mode"}},
+		{"OKOnePathComponent", "tenant/acme/project/web/x", Key{Tenant: "acme", Project: "web", Path: "x"}},
+		{"OKAllCharacters", "tenant/a-b_c.9/project/0.z_-/a.b/c-d/e_f/019", Key{Tenant: "a-b_c.9", Project: "0.z_-", Path: "a.b/c-d/e_f/019"}},
+		{"OKDotsInsideComponents", "tenant/.a/project/a./.../..b", Key{Tenant: ".a", Project: "a.", Path: ".../..b"}},
+		{"OKLiteralWordsAsNames", "tenant/tenant/project/project/tenant/x/project/y", Key{Tenant: "tenant", Project: "project", Path: "tenant/x/project/y"}},
+		{"OKExactly128", pad("tenant/acme/project/web/", MaxKeyLen), Key{Tenant: "acme", Project: "web", Path: strings.Repeat("x", MaxKeyLen-len("tenant/acme/project/web/"))}},
 	}
 	for _, tt := range ok {
 		t.Run(tt.name, func(t *testing.T) {
@@ -30,7 +30,7 @@ func TestParseKey(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseKey(%q): %v", tt.in, err)
 			}
-			if k != tt.want {
+			if !sameKey(k, tt.want) {
 				t.Errorf("ParseKey(%q) = %+v, want %+v", tt.in, k, tt.want)
 			}
 			if k.String() != tt.in {
@@ -287,7 +287,7 @@ func FuzzParseKeySplit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := ParseKey(s)
 		wk, werr := parseKeySplit(s)
-		if k != wk || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+		if !sameKey(k, wk) || k.String() != wk.String() || k.Scope() != wk.Scope() || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
 			t.Fatalf("ParseKey(%q) = %+v, %v; the split parser %+v, %v", s, k, err, wk, werr)
 		}
 		if err != nil {
@@ -297,4 +297,10 @@ func FuzzParseKeySplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameKey compares the fields of keys (a Key from ParseKey also holds
+// its string).
+func sameKey(a, b Key) bool {
+	return a.Tenant == b.Tenant && a.Project == b.Project && a.Path == b.Path
 }
