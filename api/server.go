@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -147,6 +148,8 @@ type Server struct {
 	conflicts *conflictCounter
 	// metrics observes every request (nil without Config.Registerer).
 	metrics *requestMetrics
+	// contexts holds the reqContexts of ServeHTTP for reuse.
+	contexts sync.Pool
 }
 
 // New returns the API server around w and list.
@@ -176,6 +179,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.conflicts = newConflictCounter()
+	s.contexts.New = func() any { return new(reqContext) }
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
@@ -234,21 +238,25 @@ func (s *Server) Handler() http.Handler { return s }
 // for every request, whether a route matched it or not, as before.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := s.echo
-	c := e.AcquireContext()
-	c.Reset(r, w)
-	e.Router().Find(r.Method, echo.GetPath(r), c)
+	ec := e.AcquireContext()
+	ec.Reset(r, w)
+	e.Router().Find(r.Method, echo.GetPath(r), ec)
+	c := s.contexts.Get().(*reqContext)
+	c.Context = ec
 	var start time.Time
 	if s.metrics != nil {
 		start = time.Now()
 	}
-	if err := c.Handler()(c); err != nil {
+	if err := ec.Handler()(c); err != nil {
 		s.logCause(c, err)
 		e.HTTPErrorHandler(err, c)
 	}
 	if s.metrics != nil {
 		s.metrics.observe(c, start)
 	}
-	e.ReleaseContext(c)
+	*c = reqContext{}
+	s.contexts.Put(c)
+	e.ReleaseContext(ec)
 }
 
 func (s *Server) readyz(c echo.Context) error {
@@ -282,7 +290,37 @@ func (s *Server) logCause(c echo.Context, err error) {
 	}
 }
 
+// principalKey holds the principal in a context that is not a
+// reqContext (one made outside ServeHTTP).
 const principalKey = "principal"
+
+// reqContext is the echo.Context of a request served by ServeHTTP, with
+// the principal its credentials named (authenticate, the status page's
+// session). echo's own store (Set, Get) makes a map per request and
+// takes a lock at each access; a request reads its principal several
+// times (authorization, the answer, the error handler).
+type reqContext struct {
+	echo.Context
+	principal *Principal
+}
+
+// principalOf is the request's principal: nil before authentication.
+func principalOf(c echo.Context) *Principal {
+	if rc, ok := c.(*reqContext); ok {
+		return rc.principal
+	}
+	p, _ := c.Get(principalKey).(*Principal)
+	return p
+}
+
+// setPrincipal records the request's principal.
+func setPrincipal(c echo.Context, p *Principal) {
+	if rc, ok := c.(*reqContext); ok {
+		rc.principal = p
+		return
+	}
+	c.Set(principalKey, p)
+}
 
 // authenticate runs before any handler reads the body. A refused request
 // is answered at once: when it declared a body, the connection is closed
@@ -296,7 +334,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			s.deny(c, aerr.principal, aerr.reason, aerr.err)
 			return aerr.err
 		}
-		c.Set(principalKey, p)
+		setPrincipal(c, p)
 		err := next(c)
 		if events.ErrorCode(err) == events.EForbidden {
 			s.deny(c, p, reasonForbidden, err)
@@ -332,7 +370,7 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 
 // authorizeKey parses raw as a key and checks the caller's right on it.
 func (s *Server) authorizeKey(c echo.Context, r Right, raw string) (*Principal, events.Key, error) {
-	p := c.Get(principalKey).(*Principal)
+	p := principalOf(c)
 	k, err := events.ParseKey(raw)
 	if err != nil {
 		return nil, events.Key{}, err
