@@ -18,28 +18,37 @@ func CompactValue(raw json.RawMessage, limit int) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, FieldErrorf(EInvalid, "value", "value is required (use null explicitly)")
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, FieldErrorf(EInvalid, "value", "value is not valid JSON: %v", err)
+	var out []byte
+	if compactJSON(raw) {
+		// Already compact, as clients and eskv's own answers send
+		// values: json.Compact would return the same bytes, through
+		// its scanner's per-byte state machine and a growing buffer.
+		out = bytes.Clone(raw)
+	} else {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, FieldErrorf(EInvalid, "value", "value is not valid JSON: %v", err)
+		}
+		out = buf.Bytes()
 	}
 	// json.Compact passes any byte through inside strings; JSON text must
 	// be UTF-8 (RFC 8259), and Postgres jsonb rejects anything else.
-	if !utf8.Valid(buf.Bytes()) {
+	if !utf8.Valid(out) {
 		return nil, FieldErrorf(EInvalid, "value", "value is not valid UTF-8")
 	}
-	if msg := checkEscapes(buf.Bytes()); msg != "" {
+	if msg := checkEscapes(out); msg != "" {
 		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
 	}
-	if msg := checkNumbers(buf.Bytes()); msg != "" {
+	if msg := checkNumbers(out); msg != "" {
 		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
 	}
-	if name, dup := DuplicateMember(buf.Bytes()); dup {
+	if name, dup := DuplicateMember(out); dup {
 		return nil, FieldErrorf(EInvalid, "value", "value names the member %s twice in one object", abbrevName(name))
 	}
-	if buf.Len() > limit {
-		return nil, FieldErrorf(ETooLarge, "value", "value is %d bytes serialized; the limit is %d", buf.Len(), limit)
+	if len(out) > limit {
+		return nil, FieldErrorf(ETooLarge, "value", "value is %d bytes serialized; the limit is %d", len(out), limit)
 	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // checkEscapes reports a \u0000 escape or an escaped unpaired UTF-16
@@ -348,4 +357,155 @@ func abbrevName(n string) string {
 		n = n[:61] + "..."
 	}
 	return strconv.Quote(n)
+}
+
+// maxCompactDepth is the deepest nesting compactJSON reads (json.Compact
+// allows 10000): deeper values take json.Compact's path.
+const maxCompactDepth = 512
+
+// compactJSON reports whether b is one valid JSON value without a single
+// insignificant space: one that json.Compact accepts and returns as it
+// is. It may say false of such a value (nesting deeper than
+// maxCompactDepth); it never says true of another.
+func compactJSON(b []byte) bool {
+	i, ok := compactValue(b, 0, 0)
+	return ok && i == len(b)
+}
+
+// compactValue reads the compact JSON value at b[i] and returns where it
+// ends.
+func compactValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '{' || c == '[':
+		if depth >= maxCompactDepth {
+			return i, false
+		}
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		i++
+		if i < len(b) && b[i] == end {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if c == '{' {
+				if i, ok = compactString(b, i); !ok || i >= len(b) || b[i] != ':' {
+					return i, false
+				}
+				i++
+			}
+			if i, ok = compactValue(b, i, depth+1); !ok || i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case ',':
+				i++
+			case end:
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '"':
+		return compactString(b, i)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return compactNumber(b, i)
+	case c == 't':
+		return compactLiteral(b, i, "true")
+	case c == 'f':
+		return compactLiteral(b, i, "false")
+	case c == 'n':
+		return compactLiteral(b, i, "null")
+	}
+	return i, false
+}
+
+func compactLiteral(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return i, false
+}
+
+// compactString reads a string as json.Compact's scanner does: escapes
+// checked, control characters refused, other bytes passed (invalid UTF-8
+// included: CompactValue refuses it after).
+func compactString(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return i, false
+	}
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		case c == '\\':
+			if i++; i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i <= 4 {
+					return i, false
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return i, false
+					}
+				}
+				i += 4
+			default:
+				return i, false
+			}
+		}
+	}
+	return i, false
+}
+
+// compactNumber reads a number in JSON's grammar.
+func compactNumber(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b) || b[i] < '0' || b[i] > '9':
+		return i, false
+	case b[i] == '0':
+		i++
+	default:
+		i = digitsEnd(b, i)
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digitsEnd(b, i+1)
+		if j == i+1 {
+			return i, false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digitsEnd(b, i)
+		if j == i {
+			return i, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func digitsEnd(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
 }

@@ -322,3 +322,36 @@ func tokenItems(b []byte) []string {
 	}
 	return items
 }
+
+// FuzzCompactJSON: compactJSON says true only of what json.Compact
+// accepts and returns unchanged, so CompactValue's answers are those of
+// json.Compact's path.
+func FuzzCompactJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":[true,null,false,-0.5e+3,"x\"\\\/\b\f\n\r\t\u00e9"]}`, `{"a": 1}`, `[1,]`, `{"a":1,}`, `01`, `1.`,
+		`-`, `1e`, `"\x"`, `"\u12g4"`, `tru`, `nul`, "\"\xff\"", "\"a\x01\"", `{"a"1}`, `{1:2}`, `[]`, `{}`, `""`, `1 `, ` 1`, `[1][2]`,
+		strings.Repeat("[", 600) + strings.Repeat("]", 600)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !compactJSON(b) {
+			return
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, b); err != nil || !bytes.Equal(buf.Bytes(), b) {
+			t.Fatalf("compactJSON(%q) is true; json.Compact gives %q, %v", b, buf.Bytes(), err)
+		}
+	})
+}
+
+func TestCompactJSON(t *testing.T) {
+	for _, s := range []string{`{"a":1,"b":[true,null,false,-0.5e+3,"x\"\\\/\b\f\n\r\t\u00e9"]}`, `[]`, `{}`, `""`, `0`, `-0`, `1E5`, "\"\xff\""} {
+		if !compactJSON([]byte(s)) {
+			t.Errorf("compactJSON(%q) = false", s)
+		}
+	}
+	for _, s := range []string{`{"a": 1}`, `[1,]`, `01`, `1.`, `"\x"`, `tru`, "\"a\x01\"", `1 `, `[1][2]`, ``} {
+		if compactJSON([]byte(s)) {
+			t.Errorf("compactJSON(%q) = true", s)
+		}
+	}
+}
