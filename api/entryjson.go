@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -41,11 +39,10 @@ func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
 	} else {
 		// Values from the projection come back from jsonb with spaces:
 		// compacted as encoding/json compacts a RawMessage.
-		buf := bytes.NewBuffer(b)
-		if json.Compact(buf, e.Value) != nil {
+		var err error
+		if b, err = events.AppendCompact(b, e.Value); err != nil {
 			return nil, false
 		}
-		b = buf.Bytes()
 	}
 	b = append(b, `,"version":`...)
 	b = strconv.AppendInt(b, e.Version, 10)

@@ -359,6 +359,22 @@ func abbrevName(n string) string {
 	return strconv.Quote(n)
 }
 
+// AppendCompact appends src with insignificant spaces elided, as
+// json.Compact does (the same bytes, and its error for invalid JSON); a
+// src that is compact already (compactJSON) is appended as it is, without
+// json.Compact's scanner. Entries are answered through it: values from
+// the overlay are compact, values from Postgres jsonb are not.
+func AppendCompact(dst, src []byte) ([]byte, error) {
+	if compactJSON(src) {
+		return append(dst, src...), nil
+	}
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, src); err != nil {
+		return dst, err
+	}
+	return buf.Bytes(), nil
+}
+
 // maxCompactDepth is the deepest nesting compactJSON reads (json.Compact
 // allows 10000): deeper values take json.Compact's path.
 const maxCompactDepth = 512

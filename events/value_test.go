@@ -355,3 +355,19 @@ func TestCompactJSON(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendCompact: AppendCompact answers as json.Compact does, bytes
+// and error.
+func FuzzAppendCompact(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a": 1}`, `[1,]`, `"\u12g4"`, ``, ` `, `1 `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := AppendCompact([]byte("x"), b)
+		want := bytes.NewBufferString("x")
+		werr := json.Compact(want, b)
+		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) || (err == nil && !bytes.Equal(got, want.Bytes())) {
+			t.Fatalf("AppendCompact(%q) = %q, %v; json.Compact %q, %v", b, got, err, want.Bytes(), werr)
+		}
+	})
+}
