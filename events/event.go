@@ -2,6 +2,8 @@ package events
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -185,22 +187,82 @@ var idNamespace = uuid.MustParse("6f1c4d52-4b0e-4c1a-9d7e-0c3e8a5b2f11")
 // EventID returns the CloudEvents id of the event (key, version): a UUIDv5,
 // the same for every delivery, so consumers can deduplicate on it.
 func EventID(key string, version int64) string {
-	return uuid.NewSHA1(idNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()
+	var b [36]byte
+	return string(appendEventID(b[:0], key, version))
 }
+
+// appendEventID appends EventID(key, version) to dst. It computes what
+// uuid.NewSHA1(idNamespace, key+"\x00"+version).String() does (the
+// reference in FuzzEventID) with its input on the stack: every event
+// written computes one, and uuid's hash object, digest and string cost
+// four allocations.
+func appendEventID(dst []byte, key string, version int64) []byte {
+	var in [len(idNamespace) + MaxKeyLen + 1 + 20]byte
+	if len(key) > MaxKeyLen {
+		return append(dst, uuid.NewSHA1(idNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()...)
+	}
+	data := append(append(append(in[:0], idNamespace[:]...), key...), 0)
+	data = strconv.AppendInt(data, version, 10)
+	sum := sha1.Sum(data)
+	var u uuid.UUID
+	copy(u[:], sum[:])
+	u[6] = u[6]&0x0f | 5<<4 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	var text [36]byte
+	hex.Encode(text[0:8], u[0:4])
+	hex.Encode(text[9:13], u[4:6])
+	hex.Encode(text[14:18], u[6:8])
+	hex.Encode(text[19:23], u[8:10])
+	hex.Encode(text[24:], u[10:])
+	text[8], text[13], text[18], text[23] = '-', '-', '-', '-'
+	return append(dst, text[:]...)
+}
+
+// headerValues builds a record's headers with their values in one buffer
+// (they were an allocation each, eight per event written). Each value is
+// sliced to its own length and capacity, so appending to one cannot
+// touch the next.
+type headerValues struct {
+	b  []byte
+	hs []Header
+}
+
+func newHeaderValues(size int) headerValues {
+	return headerValues{b: make([]byte, 0, size), hs: make([]Header, 0, 8)}
+}
+
+// add adds the header key whose value the bytes appended by f are.
+func (h *headerValues) add(key string, f func(b []byte) []byte) {
+	start := len(h.b)
+	h.b = f(h.b)
+	h.hs = append(h.hs, Header{key, h.b[start:len(h.b):len(h.b)]})
+}
+
+func (h *headerValues) addString(key string, v ...string) {
+	start := len(h.b)
+	for _, s := range v {
+		h.b = append(h.b, s...)
+	}
+	h.hs = append(h.hs, Header{key, h.b[start:len(h.b):len(h.b)]})
+}
+
+// ceTimeSize is the length of a ce_time of a year of four digits.
+const ceTimeSize = len("2006-01-02T15:04:05.999999999Z")
 
 // CloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode headers
 // of an event; source names the producing service.
 func CloudEventHeaders(e *Event, source string) []Header {
-	return []Header{
-		{"ce_specversion", []byte("1.0")},
-		{"ce_id", []byte(EventID(e.Key, e.Version))},
-		{"ce_type", []byte("io.eskv.kv." + string(e.Kind))},
-		{"ce_source", []byte(source)},
-		{"ce_subject", []byte(e.Key)},
-		{"ce_time", []byte(e.TS.UTC().Format(time.RFC3339Nano))},
-		{"ce_dataschema", []byte("https://eskv.io/schemas/events/change.v1.json")},
-		{"content-type", []byte("application/json")},
-	}
+	const schema = "https://eskv.io/schemas/events/change.v1.json"
+	h := newHeaderValues(len("1.0") + 36 + len("io.eskv.kv.") + len(e.Kind) + len(source) + len(e.Key) + ceTimeSize + len(schema) + len("application/json"))
+	h.addString("ce_specversion", "1.0")
+	h.add("ce_id", func(b []byte) []byte { return appendEventID(b, e.Key, e.Version) })
+	h.addString("ce_type", "io.eskv.kv.", string(e.Kind))
+	h.addString("ce_source", source)
+	h.addString("ce_subject", e.Key)
+	h.add("ce_time", func(b []byte) []byte { return e.TS.UTC().AppendFormat(b, time.RFC3339Nano) })
+	h.addString("ce_dataschema", schema)
+	h.addString("content-type", "application/json")
+	return h.hs
 }
 
 // ConflictCloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode
@@ -208,16 +270,17 @@ func CloudEventHeaders(e *Event, source string) []Header {
 // They carry every required attribute (specversion, id, source, type) and
 // time, like a change's, so one CloudEvents consumer reads both topics.
 func ConflictCloudEventHeaders(c *Conflict, source string) []Header {
-	return []Header{
-		{"ce_specversion", []byte("1.0")},
-		{"ce_id", []byte(c.ID)},
-		{"ce_type", []byte("io.eskv.kv.conflict")},
-		{"ce_source", []byte(source)},
-		{"ce_subject", []byte(c.Key)},
-		{"ce_time", []byte(c.TS.UTC().Format(time.RFC3339Nano))},
-		{"ce_dataschema", []byte("https://eskv.io/schemas/events/conflict.v1.json")},
-		{"content-type", []byte("application/json")},
-	}
+	const schema = "https://eskv.io/schemas/events/conflict.v1.json"
+	h := newHeaderValues(len("1.0") + len(c.ID) + len("io.eskv.kv.conflict") + len(source) + len(c.Key) + ceTimeSize + len(schema) + len("application/json"))
+	h.addString("ce_specversion", "1.0")
+	h.addString("ce_id", c.ID)
+	h.addString("ce_type", "io.eskv.kv.conflict")
+	h.addString("ce_source", source)
+	h.addString("ce_subject", c.Key)
+	h.add("ce_time", func(b []byte) []byte { return c.TS.UTC().AppendFormat(b, time.RFC3339Nano) })
+	h.addString("ce_dataschema", schema)
+	h.addString("content-type", "application/json")
+	return h.hs
 }
 
 // Identity names the element an element change is about, within its
