@@ -569,7 +569,12 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
 	now := time.Now().UTC().Truncate(time.Microsecond)
+	// Sized for a write per call: every write of a round appends its
+	// record and event here without growing them (a transaction's or a
+	// conflict's may).
 	ds = make([]decision, len(batch))
+	recs = make([]*kgo.Record, 0, len(batch))
+	evs = make([]*events.Event, 0, len(batch))
 	for i, c := range batch {
 		var d decision
 		ref, isElem := elementRef(c.req)
@@ -600,19 +605,27 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 			d = decide(states[c.req.Key.String()], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		}
 		ds[i] = d
-		appended := d.appends()
+		// d.appends() without its slice of one event (an allocation per
+		// write): one stays on the stack.
+		var one [1]*events.Event
+		appended := d.txn
+		if d.event != nil {
+			one[0] = d.event
+			appended = one[:]
+		}
 		switch {
 		case len(appended) > 0:
-			rs := make([]*kgo.Record, 0, len(appended))
+			n := len(recs)
 			var err error
 			for _, ev := range appended {
 				var r *kgo.Record
 				if r, err = changelog.Record(ev, cfg.Topics.Changes, p.id, cfg.Source); err != nil {
 					break
 				}
-				rs = append(rs, r)
+				recs = append(recs, r)
 			}
 			if err != nil {
+				recs = recs[:n] // none of the decision's records
 				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
 				continue
 			}
@@ -623,7 +636,6 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 					elems.record(ev)
 				}
 			}
-			recs = append(recs, rs...)
 			evs = append(evs, appended...)
 		case d.conflict != nil:
 			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id, cfg.Source)
