@@ -16,11 +16,6 @@ import (
 // the strict decode, so that every error (code, message and field) stays
 // the strict decode's, byte for byte (FuzzDecodePutBody compares them).
 
-// maxFastDepth is the deepest nesting of a value decodePutBody scans
-// itself (encoding/json refuses beyond 10000): deeper values go to the
-// strict decode.
-const maxFastDepth = 512
-
 // Member bits of a PUT body, to find a member given twice.
 const (
 	putValue = 1 << iota
@@ -47,7 +42,7 @@ func decodePutBody(b []byte, v *events.PutBody) bool {
 		switch string(name) {
 		case "value":
 			start := d.i
-			if !d.skipValue(0) {
+			if !d.skipValue() {
 				return false
 			}
 			out.Value = b[start:d.i:d.i]
@@ -338,149 +333,10 @@ func (d *fastDecoder) strings(p *[]string) bool {
 }
 
 // skipValue steps over one JSON value that encoding/json's scanner
-// accepts, at nesting depth depth; false on anything else, and on values
-// nested deeper than maxFastDepth.
-func (d *fastDecoder) skipValue(depth int) bool {
-	if d.i >= len(d.b) {
-		return false
-	}
-	switch c := d.b[d.i]; {
-	case c == '{':
-		if depth >= maxFastDepth {
-			return false
-		}
-		d.i++
-		if d.next('}') {
-			return true
-		}
-		for {
-			d.space()
-			if !d.skipString() || !d.next(':') {
-				return false
-			}
-			d.space()
-			if !d.skipValue(depth + 1) {
-				return false
-			}
-			if d.next(',') {
-				continue
-			}
-			return d.next('}')
-		}
-	case c == '[':
-		if depth >= maxFastDepth {
-			return false
-		}
-		d.i++
-		if d.next(']') {
-			return true
-		}
-		for {
-			d.space()
-			if !d.skipValue(depth + 1) {
-				return false
-			}
-			if d.next(',') {
-				continue
-			}
-			return d.next(']')
-		}
-	case c == '"':
-		return d.skipString()
-	case c == '-' || (c >= '0' && c <= '9'):
-		return d.skipNumber()
-	case c == 't':
-		return d.literal("true")
-	case c == 'f':
-		return d.literal("false")
-	case c == 'n':
-		return d.literal("null")
-	}
-	return false
-}
-
-func (d *fastDecoder) literal(s string) bool {
-	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
-		d.i += len(s)
-		return true
-	}
-	return false
-}
-
-// skipString steps over a string as encoding/json's scanner reads one:
-// escapes are checked, other bytes from 0x20 on pass (invalid UTF-8
-// included: CompactValue refuses it after).
-func (d *fastDecoder) skipString() bool {
-	if d.i >= len(d.b) || d.b[d.i] != '"' {
-		return false
-	}
-	for j := d.i + 1; j < len(d.b); j++ {
-		switch c := d.b[j]; {
-		case c == '"':
-			d.i = j + 1
-			return true
-		case c < 0x20:
-			return false
-		case c == '\\':
-			j++
-			if j >= len(d.b) {
-				return false
-			}
-			switch d.b[j] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if j+4 >= len(d.b) {
-					return false
-				}
-				for _, h := range d.b[j+1 : j+5] {
-					if !isHex(h) {
-						return false
-					}
-				}
-				j += 4
-			default:
-				return false
-			}
-		}
-	}
-	return false
-}
-
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
-// skipNumber steps over a number in JSON's grammar.
-func (d *fastDecoder) skipNumber() bool {
-	if d.b[d.i] == '-' {
-		d.i++
-	}
-	if !d.digits() {
-		return false
-	}
-	if d.i < len(d.b) && d.b[d.i] == '.' {
-		d.i++
-		if !d.someDigits() {
-			return false
-		}
-	}
-	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
-		d.i++
-		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
-			d.i++
-		}
-		if !d.someDigits() {
-			return false
-		}
-	}
-	return true
-}
-
-// someDigits reads one digit or more.
-func (d *fastDecoder) someDigits() bool {
-	start := d.i
-	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
-		d.i++
-	}
-	return d.i > start
+// accepts (events.ScanValue); false on anything else, and on values
+// nested deeper than ScanValue reads.
+func (d *fastDecoder) skipValue() bool {
+	end, _, ok := events.ScanValue(d.b, d.i)
+	d.i = end
+	return ok
 }

@@ -61,8 +61,8 @@ var putBodies = []struct {
 	{`[]`, false},
 	{`null`, false},
 	{``, false},
-	{`{"value":` + strings.Repeat("[", maxFastDepth+1) + strings.Repeat("]", maxFastDepth+1) + `}`, false},
-	{`{"value":` + strings.Repeat("[", maxFastDepth) + strings.Repeat("]", maxFastDepth) + `}`, true},
+	{`{"value":` + strings.Repeat("[", events.MaxScanDepth+1) + strings.Repeat("]", events.MaxScanDepth+1) + `}`, false},
+	{`{"value":` + strings.Repeat("[", events.MaxScanDepth) + strings.Repeat("]", events.MaxScanDepth) + `}`, true},
 	{`{"value":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, false},
 }
 

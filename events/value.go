@@ -375,52 +375,84 @@ func AppendCompact(dst, src []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// maxCompactDepth is the deepest nesting compactJSON reads (json.Compact
-// allows 10000): deeper values take json.Compact's path.
-const maxCompactDepth = 512
+// MaxScanDepth is the deepest nesting ScanValue reads (encoding/json
+// allows 10000): deeper values are left to encoding/json.
+const MaxScanDepth = 512
 
 // compactJSON reports whether b is one valid JSON value without a single
 // insignificant space: one that json.Compact accepts and returns as it
 // is. It may say false of such a value (nesting deeper than
-// maxCompactDepth); it never says true of another.
+// MaxScanDepth); it never says true of another.
 func compactJSON(b []byte) bool {
-	i, ok := compactValue(b, 0, 0)
-	return ok && i == len(b)
+	end, spaced, ok := ScanValue(b, 0)
+	return ok && !spaced && end == len(b)
 }
 
-// compactValue reads the compact JSON value at b[i] and returns where it
-// ends.
-func compactValue(b []byte, i, depth int) (int, bool) {
+// ScanValue reads the JSON value that starts at b[i] (no space before
+// it) as encoding/json's scanner does, and returns where it ends and
+// whether it holds insignificant spaces. ok is false where encoding/json
+// would refuse the value, and also for values nested deeper than
+// MaxScanDepth, which it might accept: a caller then leaves the value to
+// encoding/json. It allocates nothing, for the hot paths that read
+// values before they are stored or answered (CompactValue, the PUT body).
+func ScanValue(b []byte, i int) (end int, spaced, ok bool) {
+	s := valueScan{b: b}
+	end, ok = s.value(i, 0)
+	return end, s.spaced, ok
+}
+
+// valueScan is ScanValue's state: the text and whether a space was
+// skipped.
+type valueScan struct {
+	b      []byte
+	spaced bool
+}
+
+func (s *valueScan) space(i int) int {
+	j := skipSpace(s.b, i)
+	if j != i {
+		s.spaced = true
+	}
+	return j
+}
+
+func (s *valueScan) value(i, depth int) (int, bool) {
+	b := s.b
 	if i >= len(b) {
 		return i, false
 	}
 	switch c := b[i]; {
 	case c == '{' || c == '[':
-		if depth >= maxCompactDepth {
+		if depth >= MaxScanDepth {
 			return i, false
 		}
 		end := byte('}')
 		if c == '[' {
 			end = ']'
 		}
-		i++
-		if i < len(b) && b[i] == end {
+		if i = s.space(i + 1); i < len(b) && b[i] == end {
 			return i + 1, true
 		}
 		for {
 			var ok bool
 			if c == '{' {
-				if i, ok = compactString(b, i); !ok || i >= len(b) || b[i] != ':' {
+				if i, ok = scanString(b, i); !ok {
 					return i, false
 				}
-				i++
+				if i = s.space(i); i >= len(b) || b[i] != ':' {
+					return i, false
+				}
+				i = s.space(i + 1)
 			}
-			if i, ok = compactValue(b, i, depth+1); !ok || i >= len(b) {
+			if i, ok = s.value(i, depth+1); !ok {
+				return i, false
+			}
+			if i = s.space(i); i >= len(b) {
 				return i, false
 			}
 			switch b[i] {
 			case ',':
-				i++
+				i = s.space(i + 1)
 			case end:
 				return i + 1, true
 			default:
@@ -428,30 +460,30 @@ func compactValue(b []byte, i, depth int) (int, bool) {
 			}
 		}
 	case c == '"':
-		return compactString(b, i)
+		return scanString(b, i)
 	case c == '-' || (c >= '0' && c <= '9'):
-		return compactNumber(b, i)
+		return scanNumber(b, i)
 	case c == 't':
-		return compactLiteral(b, i, "true")
+		return scanLiteral(b, i, "true")
 	case c == 'f':
-		return compactLiteral(b, i, "false")
+		return scanLiteral(b, i, "false")
 	case c == 'n':
-		return compactLiteral(b, i, "null")
+		return scanLiteral(b, i, "null")
 	}
 	return i, false
 }
 
-func compactLiteral(b []byte, i int, lit string) (int, bool) {
+func scanLiteral(b []byte, i int, lit string) (int, bool) {
 	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
 		return i + len(lit), true
 	}
 	return i, false
 }
 
-// compactString reads a string as json.Compact's scanner does: escapes
+// scanString reads a string as json.Compact's scanner does: escapes
 // checked, control characters refused, other bytes passed (invalid UTF-8
 // included: CompactValue refuses it after).
-func compactString(b []byte, i int) (int, bool) {
+func scanString(b []byte, i int) (int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return i, false
 	}
@@ -485,8 +517,8 @@ func compactString(b []byte, i int) (int, bool) {
 	return i, false
 }
 
-// compactNumber reads a number in JSON's grammar.
-func compactNumber(b []byte, i int) (int, bool) {
+// scanNumber reads a number in JSON's grammar.
+func scanNumber(b []byte, i int) (int, bool) {
 	if b[i] == '-' {
 		i++
 	}

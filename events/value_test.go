@@ -323,22 +323,30 @@ func tokenItems(b []byte) []string {
 	return items
 }
 
-// FuzzCompactJSON: compactJSON says true only of what json.Compact
-// accepts and returns unchanged, so CompactValue's answers are those of
-// json.Compact's path.
-func FuzzCompactJSON(f *testing.F) {
+// FuzzScanValue: ScanValue accepts only what encoding/json accepts, ends
+// the value where it does, and says a value holds no space only when
+// json.Compact returns it unchanged; so compactJSON says true only of
+// such values, and CompactValue's answers are json.Compact's.
+func FuzzScanValue(f *testing.F) {
 	for _, s := range []string{`{"a":1,"b":[true,null,false,-0.5e+3,"x\"\\\/\b\f\n\r\t\u00e9"]}`, `{"a": 1}`, `[1,]`, `{"a":1,}`, `01`, `1.`,
 		`-`, `1e`, `"\x"`, `"\u12g4"`, `tru`, `nul`, "\"\xff\"", "\"a\x01\"", `{"a"1}`, `{1:2}`, `[]`, `{}`, `""`, `1 `, ` 1`, `[1][2]`,
-		strings.Repeat("[", 600) + strings.Repeat("]", 600)} {
+		" { \"a\" : [ 1 , 2 ] } ", "[\t\n\r1]", strings.Repeat("[", 600) + strings.Repeat("]", 600)} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if !compactJSON(b) {
+		end, spaced, ok := ScanValue(b, 0)
+		if !ok {
 			return
 		}
+		if !json.Valid(b[:end]) {
+			t.Fatalf("ScanValue(%q) accepts %q, which encoding/json refuses", b, b[:end])
+		}
+		if json.Valid(b) && len(bytes.TrimSpace(b[end:])) != 0 {
+			t.Fatalf("ScanValue(%q) ends the value at %d, inside it", b, end)
+		}
 		var buf bytes.Buffer
-		if err := json.Compact(&buf, b); err != nil || !bytes.Equal(buf.Bytes(), b) {
-			t.Fatalf("compactJSON(%q) is true; json.Compact gives %q, %v", b, buf.Bytes(), err)
+		if err := json.Compact(&buf, b[:end]); err != nil || bytes.Equal(buf.Bytes(), b[:end]) == spaced {
+			t.Fatalf("ScanValue(%q): spaced %v; json.Compact gives %q, %v", b[:end], spaced, buf.Bytes(), err)
 		}
 	})
 }
