@@ -218,51 +218,19 @@ func appendEventID(dst []byte, key string, version int64) []byte {
 	return append(dst, text[:]...)
 }
 
-// headerValues builds a record's headers with their values in one buffer
-// (they were an allocation each, eight per event written). Each value is
-// sliced to its own length and capacity, so appending to one cannot
-// touch the next.
-type headerValues struct {
-	b  []byte
-	hs []Header
-}
-
-func newHeaderValues(size int) headerValues {
-	return headerValues{b: make([]byte, 0, size), hs: make([]Header, 0, 8)}
-}
-
-// add adds the header key whose value the bytes appended by f are.
-func (h *headerValues) add(key string, f func(b []byte) []byte) {
-	start := len(h.b)
-	h.b = f(h.b)
-	h.hs = append(h.hs, Header{key, h.b[start:len(h.b):len(h.b)]})
-}
-
-func (h *headerValues) addString(key string, v ...string) {
-	start := len(h.b)
-	for _, s := range v {
-		h.b = append(h.b, s...)
-	}
-	h.hs = append(h.hs, Header{key, h.b[start:len(h.b):len(h.b)]})
-}
-
-// ceTimeSize is the length of a ce_time of a year of four digits.
-const ceTimeSize = len("2006-01-02T15:04:05.999999999Z")
-
 // CloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode headers
 // of an event; source names the producing service.
 func CloudEventHeaders(e *Event, source string) []Header {
-	const schema = "https://eskv.io/schemas/events/change.v1.json"
-	h := newHeaderValues(len("1.0") + 36 + len("io.eskv.kv.") + len(e.Kind) + len(source) + len(e.Key) + ceTimeSize + len(schema) + len("application/json"))
-	h.addString("ce_specversion", "1.0")
-	h.add("ce_id", func(b []byte) []byte { return appendEventID(b, e.Key, e.Version) })
-	h.addString("ce_type", "io.eskv.kv.", string(e.Kind))
-	h.addString("ce_source", source)
-	h.addString("ce_subject", e.Key)
-	h.add("ce_time", func(b []byte) []byte { return e.TS.UTC().AppendFormat(b, time.RFC3339Nano) })
-	h.addString("ce_dataschema", schema)
-	h.addString("content-type", "application/json")
-	return h.hs
+	return []Header{
+		{"ce_specversion", []byte("1.0")},
+		{"ce_id", []byte(EventID(e.Key, e.Version))},
+		{"ce_type", []byte("io.eskv.kv." + string(e.Kind))},
+		{"ce_source", []byte(source)},
+		{"ce_subject", []byte(e.Key)},
+		{"ce_time", []byte(e.TS.UTC().Format(time.RFC3339Nano))},
+		{"ce_dataschema", []byte("https://eskv.io/schemas/events/change.v1.json")},
+		{"content-type", []byte("application/json")},
+	}
 }
 
 // ConflictCloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode
@@ -270,17 +238,16 @@ func CloudEventHeaders(e *Event, source string) []Header {
 // They carry every required attribute (specversion, id, source, type) and
 // time, like a change's, so one CloudEvents consumer reads both topics.
 func ConflictCloudEventHeaders(c *Conflict, source string) []Header {
-	const schema = "https://eskv.io/schemas/events/conflict.v1.json"
-	h := newHeaderValues(len("1.0") + len(c.ID) + len("io.eskv.kv.conflict") + len(source) + len(c.Key) + ceTimeSize + len(schema) + len("application/json"))
-	h.addString("ce_specversion", "1.0")
-	h.addString("ce_id", c.ID)
-	h.addString("ce_type", "io.eskv.kv.conflict")
-	h.addString("ce_source", source)
-	h.addString("ce_subject", c.Key)
-	h.add("ce_time", func(b []byte) []byte { return c.TS.UTC().AppendFormat(b, time.RFC3339Nano) })
-	h.addString("ce_dataschema", schema)
-	h.addString("content-type", "application/json")
-	return h.hs
+	return []Header{
+		{"ce_specversion", []byte("1.0")},
+		{"ce_id", []byte(c.ID)},
+		{"ce_type", []byte("io.eskv.kv.conflict")},
+		{"ce_source", []byte(source)},
+		{"ce_subject", []byte(c.Key)},
+		{"ce_time", []byte(c.TS.UTC().Format(time.RFC3339Nano))},
+		{"ce_dataschema", []byte("https://eskv.io/schemas/events/conflict.v1.json")},
+		{"content-type", []byte("application/json")},
+	}
 }
 
 // Identity names the element an element change is about, within its
