@@ -235,7 +235,9 @@ func (s *Server) Handler() http.Handler { return s }
 // metrics around the request and its error answer, and logCauses. As
 // echo middlewares they were applied again on every request (two
 // closures allocated per request and two more layers of calls); they run
-// for every request, whether a route matched it or not, as before.
+// for every request, whether a route matched it or not, as before. So
+// echo's global middlewares (e.Use, e.Pre) and host routers are not
+// applied here: the server has none, and a new one belongs inline here.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := s.echo
 	ec := e.AcquireContext()
