@@ -615,17 +615,8 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 		}
 		switch {
 		case len(appended) > 0:
-			n := len(recs)
 			var err error
-			for _, ev := range appended {
-				var r *kgo.Record
-				if r, err = changelog.Record(ev, cfg.Topics.Changes, p.id, cfg.Source); err != nil {
-					break
-				}
-				recs = append(recs, r)
-			}
-			if err != nil {
-				recs = recs[:n] // none of the decision's records
+			if recs, err = p.appendRecords(recs, appended); err != nil {
 				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
 				continue
 			}
@@ -645,6 +636,20 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 		}
 	}
 	return ds, recs, evs
+}
+
+// appendRecords appends the kv.changes records of evs to recs; on an
+// error it returns recs without any of them.
+func (p *partition) appendRecords(recs []*kgo.Record, evs []*events.Event) ([]*kgo.Record, error) {
+	n := len(recs)
+	for _, ev := range evs {
+		r, err := changelog.Record(ev, p.w.cfg.Topics.Changes, p.id, p.w.cfg.Source)
+		if err != nil {
+			return recs[:n], err
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
 }
 
 // appends lists the events the decision appends: one, a transaction's,
