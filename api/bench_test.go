@@ -1,14 +1,21 @@
 package api_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
 )
 
 // BenchmarkPutBody: a PUT of a value of about 64 KiB (many small members,
@@ -43,4 +50,71 @@ func BenchmarkPutBody(b *testing.B) {
 			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	}
+}
+
+// benchWriter answers like fakeWriter without recording the requests, so
+// a benchmark's memory does not grow with b.N.
+type benchWriter struct{ fakeWriter }
+
+func (w *benchWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {
+	return writer.Result{Entry: events.Entry{Key: r.Key.String(), Version: 8, Value: r.Value, Semantics: r.Semantics,
+		CreatedAt: benchTime, UpdatedAt: benchTime, LastWriter: r.Principal}}, nil
+}
+
+var benchTime = time.Date(2026, 11, 24, 6, 0, 0, 123456789, time.UTC)
+
+// benchHandler is the API as cmd/writer wires it (the request histogram
+// on a registry, a token table, INFO logs discarded) over w.
+func benchHandler(b *testing.B, w api.Writer) http.Handler {
+	b.Helper()
+	tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: events.DefaultMaxValueBytes, Registerer: reg, Gatherer: reg},
+		w, fakeLister{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s.Handler()
+}
+
+// benchServe sends req's copies through h, as figure 18a's clients do
+// (docs/performance.md): the request is rebuilt each time, as net/http
+// would, so its costs count.
+func benchServe(b *testing.B, h http.Handler, method, target, body string) {
+	b.Helper()
+	b.ReportAllocs()
+	rd := strings.NewReader(body)
+	for b.Loop() {
+		rd.Reset(body)
+		req := httptest.NewRequest(method, target, rd)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}
+
+// BenchmarkGet is figure 18a's read: GET /v1/kv/{key} of a small object,
+// through echo's router, the middlewares (metrics, causes, auth,
+// conflicts) and the entry's answer.
+func BenchmarkGet(b *testing.B) {
+	k := "tenant/acme/project/demo/k"
+	w := &benchWriter{fakeWriter{states: map[string]events.State{k: {Version: 7, Live: true, Entry: events.Entry{
+		Key: k, Version: 7, Value: json.RawMessage(`{"n":12345,"s":"some text"}`), CreatedAt: benchTime, UpdatedAt: benchTime,
+		LastWriter: "dev", Semantics: events.Semantics{Purpose: "other"}}}}}}
+	benchServe(b, benchHandler(b, w), "GET", key+"k", "")
+}
+
+// BenchmarkPutCAS is figure 18a's write: PUT /v1/kv/{key} of a small
+// value with expectedVersion, through the same layers as BenchmarkGet.
+func BenchmarkPutCAS(b *testing.B) {
+	benchServe(b, benchHandler(b, &benchWriter{}), "PUT", key+"k", `{"value":{"n":12346,"s":"some text"},"expectedVersion":7}`)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
@@ -30,17 +31,52 @@ func (s *Server) decode(c echo.Context, v any) error {
 // decodeBody decodes like decode a body of at most limit bytes, and
 // returns it.
 func decodeBody(c echo.Context, v any, limit int) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, int64(limit)+1))
+	body, err := readBody(c.Request(), limit)
 	if err != nil {
 		return nil, events.Errorf(events.EInvalid, "read body: %v", err)
 	}
 	if len(body) > limit {
 		return nil, events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
 	}
-	if err := decodeOne(body, v); err != nil {
-		return nil, err
+	if b, ok := v.(*events.PutBody); ok && decodePutBody(body, b) {
+		return body, nil
 	}
-	return body, checkMembers(body, reflect.TypeOf(v), "")
+	return body, decodeStrict(body, v)
+}
+
+// decodeStrict decodes body into v as decode describes.
+func decodeStrict(body []byte, v any) error {
+	if err := decodeOne(body, v); err != nil {
+		return err
+	}
+	return checkMembers(body, reflect.TypeOf(v), "")
+}
+
+// readBody reads r's body as io.ReadAll(io.LimitReader(r.Body, limit+1))
+// does, into one buffer of the declared length when the request declares
+// one within limit (io.ReadAll starts at 512 bytes and grows).
+func readBody(r *http.Request, limit int) ([]byte, error) {
+	size := 512
+	if cl := r.ContentLength; cl >= 0 && cl <= int64(limit) {
+		size = int(cl) + 1 // + 1: room to see the end without growing
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) > limit {
+			return b, nil
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):min(cap(b), limit+1)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+	}
 }
 
 // decodeBodyOrEmpty is decodeBody that accepts an empty body (v keeps its
@@ -60,6 +96,16 @@ func decodeBodyOrEmpty(c echo.Context, v any, limit int) ([]byte, error) {
 		return nil, err
 	}
 	return body, checkMembers(body, reflect.TypeOf(v), "")
+}
+
+// queryOf is c's query parameters, read only: nil (no parameter) without
+// parsing when the request has no query, as most have; c.QueryParams()
+// makes an empty map for those.
+func queryOf(c echo.Context) url.Values {
+	if c.QueryString() == "" {
+		return nil
+	}
+	return c.QueryParams()
 }
 
 // givenOnce refuses a query parameter given more than once: which of two

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -18,7 +16,7 @@ import (
 // under figure 18's load (docs/performance.md). ?pretty, and times
 // encoding/json refuses (years outside 0–9999), go through c.JSON.
 func answerEntry(c echo.Context, e *events.Entry) error {
-	if _, pretty := c.QueryParams()["pretty"]; pretty || c.Echo().Debug {
+	if _, pretty := queryOf(c)["pretty"]; pretty || c.Echo().Debug {
 		return c.JSON(http.StatusOK, e)
 	}
 	b, ok := appendEntry(make([]byte, 0, 256+len(e.Value)), e)
@@ -41,11 +39,10 @@ func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
 	} else {
 		// Values from the projection come back from jsonb with spaces:
 		// compacted as encoding/json compacts a RawMessage.
-		buf := bytes.NewBuffer(b)
-		if json.Compact(buf, e.Value) != nil {
+		var err error
+		if b, err = events.AppendCompact(b, e.Value); err != nil {
 			return nil, false
 		}
-		b = buf.Bytes()
 	}
 	b = append(b, `,"version":`...)
 	b = strconv.AppendInt(b, e.Version, 10)

@@ -40,8 +40,8 @@ var statusOf = map[string]int{
 
 // mayRead reports whether the request's principal may read key.
 func mayRead(c echo.Context, key string) bool {
-	p, ok := c.Get(principalKey).(*Principal)
-	return ok && p.Allows(Read, key)
+	p := principalOf(c)
+	return p != nil && p.Allows(Read, key)
 }
 
 // redactedMessages are the messages of answers whose current value (and

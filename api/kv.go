@@ -16,7 +16,7 @@ func getEntry(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error 
 	if e == nil {
 		return events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", k.String())
 	}
-	if field, ok := c.QueryParams()["field"]; ok {
+	if field, ok := queryOf(c)["field"]; ok {
 		return getField(c, e, field[0])
 	}
 	return answerEntry(c, e)

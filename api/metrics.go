@@ -29,11 +29,18 @@ func methodLabel(m string) string {
 	return otherLabel
 }
 
-// metricsMiddleware observes each request's latency by route, method,
-// status and op (opLabel: the verb of a key op). routes are the registered route paths (c.Path()); any other
-// path (no route matched) is labelled otherLabel. routes must be complete
-// before the first request.
-func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.MiddlewareFunc, error) {
+// requestMetrics observes each request's latency by route, method,
+// status and op (opLabel: the verb of a key op). routes are the
+// registered route paths (c.Path()); any other path (no route matched) is
+// labelled otherLabel. routes must be complete before the first request.
+// Server.ServeHTTP calls observe after the request's answer, error
+// answers included.
+type requestMetrics struct {
+	routes map[string]bool
+	obs    observers
+}
+
+func newRequestMetrics(reg prometheus.Registerer, routes map[string]bool) (*requestMetrics, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "eskv_http_request_seconds",
 		Help:    "HTTP request latency by route, method, status and op (get, put, sadd, qpop, txn, list, watch, ...; none outside the API); unknown routes, methods and verbs are labelled other.",
@@ -42,23 +49,17 @@ func metricsMiddleware(reg prometheus.Registerer, routes map[string]bool) (echo.
 	if err := reg.Register(h); err != nil {
 		return nil, err
 	}
-	obs := &observers{vec: h}
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := next(c)
-			if err != nil {
-				c.Error(err)
-			}
-			route := c.Path()
-			if !routes[route] {
-				route = otherLabel
-			}
-			method := methodLabel(c.Request().Method)
-			obs.get(route, method, c.Response().Status, opLabel(route, method, c.Request().URL.Path)).Observe(time.Since(start).Seconds())
-			return nil
-		}
-	}, nil
+	return &requestMetrics{routes: routes, obs: observers{vec: h}}, nil
+}
+
+// observe records the request of c, started at start.
+func (m *requestMetrics) observe(c echo.Context, start time.Time) {
+	route := c.Path()
+	if !m.routes[route] {
+		route = otherLabel
+	}
+	method := methodLabel(c.Request().Method)
+	m.obs.get(route, method, c.Response().Status, opLabel(route, method, c.Request().URL.Path)).Observe(time.Since(start).Seconds())
 }
 
 // seriesKey names one series of the request histogram.

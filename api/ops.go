@@ -115,7 +115,7 @@ func (s *Server) get(c echo.Context) error {
 			return events.FieldErrorf(events.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, events.VerbList(true, true))
 		}
 	}
-	for q := range c.QueryParams() {
+	for q := range queryOf(c) {
 		if (q != "field" || op != events.OpGet) && !slices.Contains(h.params, q) {
 			if len(h.params) > 0 {
 				return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (:%s takes %s)", q, op.Verb(), strings.Join(h.params, ", "))
@@ -123,10 +123,10 @@ func (s *Server) get(c echo.Context) error {
 			return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
 		}
 	}
-	if err := givenOnce(c.QueryParams()); err != nil {
+	if err := givenOnce(queryOf(c)); err != nil {
 		return err
 	}
-	if field, ok := c.QueryParams()["field"]; ok {
+	if field, ok := queryOf(c)["field"]; ok {
 		if err := events.ValidateFieldName("field", field[0]); err != nil {
 			return err
 		}

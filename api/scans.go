@@ -31,7 +31,7 @@ import (
 // page instead would answer without the projector's lag but needs a second
 // implementation of all of that in Go (README, Guarantees).
 func (s *Server) listKeys(c echo.Context) error {
-	p := c.Get(principalKey).(*Principal)
+	p := principalOf(c)
 	q := c.QueryParams()
 	for name := range q {
 		if name != "prefix" && name != "limit" && name != "cursor" && !isFilterParam(name) {

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -145,6 +146,10 @@ type Server struct {
 	// 409 answers it charts.
 	ui        *uiAuth
 	conflicts *conflictCounter
+	// metrics observes every request (nil without Config.Registerer).
+	metrics *requestMetrics
+	// contexts holds the reqContexts of ServeHTTP for reuse.
+	contexts sync.Pool
 }
 
 // New returns the API server around w and list.
@@ -174,6 +179,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.conflicts = newConflictCounter()
+	s.contexts.New = func() any { return new(reqContext) }
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
@@ -183,28 +189,31 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	}
 	routes := map[string]bool{} // filled below, before any request
 	if cfg.Registerer != nil {
-		mw, err := metricsMiddleware(cfg.Registerer, routes)
-		if err != nil {
+		if s.metrics, err = newRequestMetrics(cfg.Registerer, routes); err != nil {
 			return nil, err
 		}
-		e.Use(mw)
 	}
-	e.Use(s.logCauses)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	}
 	s.routeUI(e)
-	v1 := e.Group("/v1", s.authenticate, s.countConflicts)
-	v1.GET("/kv", s.listKeys)
-	v1.GET("/kv/*", s.get)
-	v1.PUT("/kv/*", s.writeHandler(s.put))
-	v1.DELETE("/kv/*", s.writeHandler(s.delete))
-	v1.POST("/kv/*", s.post)
-	v1.PATCH("/kv/*", s.writeHandler(s.patch))
-	v1.POST("/txn", s.txn)
-	v1.GET("/watch", s.watchStream)
+	// The group's middlewares serve the paths under /v1 no route matches
+	// (echo registers a not-found route for them): those answer 401
+	// without a valid token, 404 with one. The routes themselves are
+	// registered with the middlewares applied once (v1), not by the group:
+	// echo applies a group's middlewares again on every request, a closure
+	// allocated per layer.
+	e.Group("/v1", s.authenticate, s.countConflicts)
+	e.GET("/v1/kv", s.v1(s.listKeys))
+	e.GET("/v1/kv/*", s.v1(s.get))
+	e.PUT("/v1/kv/*", s.v1(s.writeHandler(s.put)))
+	e.DELETE("/v1/kv/*", s.v1(s.writeHandler(s.delete)))
+	e.POST("/v1/kv/*", s.v1(s.post))
+	e.PATCH("/v1/kv/*", s.v1(s.writeHandler(s.patch)))
+	e.POST("/v1/txn", s.v1(s.txn))
+	e.GET("/v1/watch", s.v1(s.watchStream))
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
 	}
@@ -212,8 +221,45 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// v1 is h behind the middlewares of every /v1 route.
+func (s *Server) v1(h echo.HandlerFunc) echo.HandlerFunc {
+	return s.authenticate(s.countConflicts(h))
+}
+
 // Handler returns the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s.echo }
+func (s *Server) Handler() http.Handler { return s }
+
+// ServeHTTP serves a request as echo's own ServeHTTP does (find the
+// route, run its handler, answer its error through the error handler),
+// with what were the server's global middlewares inline: the request
+// metrics around the request and its error answer, and logCauses. As
+// echo middlewares they were applied again on every request (two
+// closures allocated per request and two more layers of calls); they run
+// for every request, whether a route matched it or not, as before. So
+// echo's global middlewares (e.Use, e.Pre) and host routers are not
+// applied here: the server has none, and a new one belongs inline here.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e := s.echo
+	ec := e.AcquireContext()
+	ec.Reset(r, w)
+	e.Router().Find(r.Method, echo.GetPath(r), ec)
+	c := s.contexts.Get().(*reqContext)
+	c.Context = ec
+	var start time.Time
+	if s.metrics != nil {
+		start = time.Now()
+	}
+	if err := ec.Handler()(c); err != nil {
+		s.logCause(c, err)
+		e.HTTPErrorHandler(err, c)
+	}
+	if s.metrics != nil {
+		s.metrics.observe(c, start)
+	}
+	*c = reqContext{}
+	s.contexts.Put(c)
+	e.ReleaseContext(ec)
+}
 
 func (s *Server) readyz(c echo.Context) error {
 	if loops := s.w.ForwardLoops(); len(loops) > 0 {
@@ -235,22 +281,48 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// logCauses logs the cause an error answer does not tell: a 503 whose
+// logCause logs the cause an error answer does not tell: a 503 whose
 // *events.Error wraps a driver error (projection's translate) answers a
 // stable message; the driver's text, which names hosts, users and
 // databases, goes to the log. Internal errors are logged by the error
 // handler.
-func (s *Server) logCauses(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		err := next(c)
-		if e, ok := errors.AsType[*events.Error](err); ok && e.Code == events.EUnavailable && error(e) != err {
-			s.log.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-		}
-		return err
+func (s *Server) logCause(c echo.Context, err error) {
+	if e, ok := errors.AsType[*events.Error](err); ok && e.Code == events.EUnavailable && error(e) != err {
+		s.log.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
 }
 
+// principalKey holds the principal in a context that is not a
+// reqContext (one made outside ServeHTTP).
 const principalKey = "principal"
+
+// reqContext is the echo.Context of a request served by ServeHTTP, with
+// the principal its credentials named (authenticate, the status page's
+// session). echo's own store (Set, Get) makes a map per request and
+// takes a lock at each access; a request reads its principal several
+// times (authorization, the answer, the error handler).
+type reqContext struct {
+	echo.Context
+	principal *Principal
+}
+
+// principalOf is the request's principal: nil before authentication.
+func principalOf(c echo.Context) *Principal {
+	if rc, ok := c.(*reqContext); ok {
+		return rc.principal
+	}
+	p, _ := c.Get(principalKey).(*Principal)
+	return p
+}
+
+// setPrincipal records the request's principal.
+func setPrincipal(c echo.Context, p *Principal) {
+	if rc, ok := c.(*reqContext); ok {
+		rc.principal = p
+		return
+	}
+	c.Set(principalKey, p)
+}
 
 // authenticate runs before any handler reads the body. A refused request
 // is answered at once: when it declared a body, the connection is closed
@@ -264,7 +336,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			s.deny(c, aerr.principal, aerr.reason, aerr.err)
 			return aerr.err
 		}
-		c.Set(principalKey, p)
+		setPrincipal(c, p)
 		err := next(c)
 		if events.ErrorCode(err) == events.EForbidden {
 			s.deny(c, p, reasonForbidden, err)
@@ -300,7 +372,7 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 
 // authorizeKey parses raw as a key and checks the caller's right on it.
 func (s *Server) authorizeKey(c echo.Context, r Right, raw string) (*Principal, events.Key, error) {
-	p := c.Get(principalKey).(*Principal)
+	p := principalOf(c)
 	k, err := events.ParseKey(raw)
 	if err != nil {
 		return nil, events.Key{}, err

@@ -34,7 +34,7 @@ type txnDenied struct {
 // caller may not write (read, for a check), then the key's owner
 // decides (forwarded like any write of the project).
 func (s *Server) txn(c echo.Context) error {
-	p := c.Get(principalKey).(*Principal)
+	p := principalOf(c)
 	if err := noQuery(c); err != nil {
 		return err
 	}

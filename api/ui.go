@@ -217,7 +217,7 @@ func (s *Server) uiSession(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return events.FieldErrorf(events.EUnauthenticated, "cookie", "no status page session: log in at /ui/login")
 		}
-		c.Set(principalKey, p)
+		setPrincipal(c, p)
 		return next(c)
 	}
 }

@@ -108,7 +108,7 @@ type UIEvent struct {
 }
 
 func (s *Server) uiMe(c echo.Context) error {
-	p := c.Get(principalKey).(*Principal)
+	p := principalOf(c)
 	me := UIMe{Principal: p.Name, Projects: []UIProject{}, Tenants: []string{}}
 	for _, g := range p.Grants {
 		if !hasRight(g, Read) {
@@ -139,7 +139,7 @@ func hasRight(g Grant, r Right) bool {
 // uiPrefix reads and authorizes the prefix parameter: a valid listing
 // prefix the principal may read all of.
 func uiPrefix(c echo.Context, q url.Values) (string, *Principal, error) {
-	p := c.Get(principalKey).(*Principal)
+	p := principalOf(c)
 	prefix := q.Get("prefix")
 	if err := events.ValidatePrefix(prefix); err != nil {
 		return "", nil, err

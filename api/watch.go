@@ -59,7 +59,7 @@ func (s *Server) watchSpec(c echo.Context) (watch.Spec, error) {
 	if err != nil {
 		return spec, err
 	}
-	p := c.Get(principalKey).(*Principal)
+	p := principalOf(c)
 	switch {
 	case spec.Prefix != "" && !p.AllowsPrefix(Read, spec.Prefix):
 		return spec, events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, spec.Prefix)

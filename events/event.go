@@ -2,6 +2,8 @@ package events
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -185,7 +187,35 @@ var idNamespace = uuid.MustParse("6f1c4d52-4b0e-4c1a-9d7e-0c3e8a5b2f11")
 // EventID returns the CloudEvents id of the event (key, version): a UUIDv5,
 // the same for every delivery, so consumers can deduplicate on it.
 func EventID(key string, version int64) string {
-	return uuid.NewSHA1(idNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()
+	var b [36]byte
+	return string(appendEventID(b[:0], key, version))
+}
+
+// appendEventID appends EventID(key, version) to dst. It computes what
+// uuid.NewSHA1(idNamespace, key+"\x00"+version).String() does (the
+// reference in FuzzEventID) with its input on the stack: every event
+// written computes one, and uuid's hash object, digest and string cost
+// four allocations.
+func appendEventID(dst []byte, key string, version int64) []byte {
+	var in [len(idNamespace) + MaxKeyLen + 1 + 20]byte
+	if len(key) > MaxKeyLen {
+		return append(dst, uuid.NewSHA1(idNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()...)
+	}
+	data := append(append(append(in[:0], idNamespace[:]...), key...), 0)
+	data = strconv.AppendInt(data, version, 10)
+	sum := sha1.Sum(data)
+	var u uuid.UUID
+	copy(u[:], sum[:])
+	u[6] = u[6]&0x0f | 5<<4 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	var text [36]byte
+	hex.Encode(text[0:8], u[0:4])
+	hex.Encode(text[9:13], u[4:6])
+	hex.Encode(text[14:18], u[6:8])
+	hex.Encode(text[19:23], u[8:10])
+	hex.Encode(text[24:], u[10:])
+	text[8], text[13], text[18], text[23] = '-', '-', '-', '-'
+	return append(dst, text[:]...)
 }
 
 // CloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode headers

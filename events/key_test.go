@@ -17,12 +17,12 @@ func TestParseKey(t *testing.T) {
 		in   string
 		want Key
 	}{
-		{"OK", "tenant/acme/project/web/flags/dark-mode", Key{"acme", "web", "flags/dark-mode"}},
-		{"OKOnePathComponent", "tenant/acme/project/web/x", Key{"acme", "web", "x"}},
-		{"OKAllCharacters", "tenant/a-b_c.9/project/0.z_-/a.b/c-d/e_f/019", Key{"a-b_c.9", "0.z_-", "a.b/c-d/e_f/019"}},
-		{"OKDotsInsideComponents", "tenant/.a/project/a./.../..b", Key{".a", "a.", ".../..b"}},
-		{"OKLiteralWordsAsNames", "tenant/tenant/project/project/tenant/x/project/y", Key{"tenant", "project", "tenant/x/project/y"}},
-		{"OKExactly128", pad("tenant/acme/project/web/", MaxKeyLen), Key{"acme", "web", strings.Repeat("x", MaxKeyLen-len("tenant/acme/project/web/"))}},
+		{"OK", "tenant/acme/project/web/flags/dark-mode", Key{Tenant: "acme", Project: "web", Path: "flags/dark-mode"}},
+		{"OKOnePathComponent", "tenant/acme/project/web/x", Key{Tenant: "acme", Project: "web", Path: "x"}},
+		{"OKAllCharacters", "tenant/a-b_c.9/project/0.z_-/a.b/c-d/e_f/019", Key{Tenant: "a-b_c.9", Project: "0.z_-", Path: "a.b/c-d/e_f/019"}},
+		{"OKDotsInsideComponents", "tenant/.a/project/a./.../..b", Key{Tenant: ".a", Project: "a.", Path: ".../..b"}},
+		{"OKLiteralWordsAsNames", "tenant/tenant/project/project/tenant/x/project/y", Key{Tenant: "tenant", Project: "project", Path: "tenant/x/project/y"}},
+		{"OKExactly128", pad("tenant/acme/project/web/", MaxKeyLen), Key{Tenant: "acme", Project: "web", Path: strings.Repeat("x", MaxKeyLen-len("tenant/acme/project/web/"))}},
 	}
 	for _, tt := range ok {
 		t.Run(tt.name, func(t *testing.T) {
@@ -30,7 +30,7 @@ func TestParseKey(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseKey(%q): %v", tt.in, err)
 			}
-			if k != tt.want {
+			if !sameKey(k, tt.want) {
 				t.Errorf("ParseKey(%q) = %+v, want %+v", tt.in, k, tt.want)
 			}
 			if k.String() != tt.in {
@@ -244,4 +244,63 @@ func TestScopeOf(t *testing.T) {
 			t.Errorf("ScopeOf(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// parseKeySplit is parseKey as it was before it walked the components in
+// place: FuzzParseKeySplit holds the two equal.
+func parseKeySplit(s string) (Key, error) {
+	bad := func(format string, args ...any) (Key, error) {
+		return Key{}, FieldErrorf(EInvalid, "key", format, args...)
+	}
+	if s == "" {
+		return bad("key is empty")
+	}
+	if len(s) > MaxKeyLen {
+		return bad("key is %d characters long; the limit is %d (hash longer identifiers)", len(s), MaxKeyLen)
+	}
+	if err := checkChars(s); err != "" {
+		return bad("%s", err)
+	}
+	parts := strings.Split(s, "/")
+	for i, p := range parts {
+		if p == "" {
+			return bad("component %d is empty (leading, trailing or doubled '/')", i+1)
+		}
+		if p == "." || p == ".." {
+			return bad("component %d is %q; relative components are not allowed", i+1, p)
+		}
+	}
+	if len(parts) < 5 || parts[0] != "tenant" || parts[2] != "project" {
+		return bad("key must look like tenant/<tenant>/project/<project>/<path>")
+	}
+	return Key{Tenant: parts[1], Project: parts[3], Path: strings.Join(parts[4:], "/")}, nil
+}
+
+// FuzzParseKeySplit: ParseKey answers every string as the split-based
+// parser did, the same key or the same error.
+func FuzzParseKeySplit(f *testing.F) {
+	for _, s := range []string{"tenant/acme/project/web/flags/dark-mode", "tenant/a/project/b/c", "tenant/a/project/b",
+		"tenant/a/project/b/", "tenant/a/project//c", "/tenant/a/project/b/c", "tenant/./project/b/c", "tenant/a/project/b/../c",
+		"tenant/a/projects/b/c", "tenants/a/project/b/c", "a/b/c/d/e", "tenant", "", "/", "//", "tenant/a/project/b/c/d/e/f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseKey(s)
+		wk, werr := parseKeySplit(s)
+		if !sameKey(k, wk) || k.String() != wk.String() || k.Scope() != wk.Scope() || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+			t.Fatalf("ParseKey(%q) = %+v, %v; the split parser %+v, %v", s, k, err, wk, werr)
+		}
+		if err != nil {
+			var e, we *Error
+			if !errors.As(err, &e) || !errors.As(werr, &we) || *e != *we {
+				t.Fatalf("ParseKey(%q): error %#v, the split parser %#v", s, e, we)
+			}
+		}
+	})
+}
+
+// sameKey compares the fields of keys (a Key from ParseKey also holds
+// its string).
+func sameKey(a, b Key) bool {
+	return a.Tenant == b.Tenant && a.Project == b.Project && a.Path == b.Path
 }

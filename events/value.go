@@ -18,28 +18,37 @@ func CompactValue(raw json.RawMessage, limit int) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, FieldErrorf(EInvalid, "value", "value is required (use null explicitly)")
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, FieldErrorf(EInvalid, "value", "value is not valid JSON: %v", err)
+	var out []byte
+	if compactJSON(raw) {
+		// Already compact, as clients and eskv's own answers send
+		// values: json.Compact would return the same bytes, through
+		// its scanner's per-byte state machine and a growing buffer.
+		out = bytes.Clone(raw)
+	} else {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, FieldErrorf(EInvalid, "value", "value is not valid JSON: %v", err)
+		}
+		out = buf.Bytes()
 	}
 	// json.Compact passes any byte through inside strings; JSON text must
 	// be UTF-8 (RFC 8259), and Postgres jsonb rejects anything else.
-	if !utf8.Valid(buf.Bytes()) {
+	if !utf8.Valid(out) {
 		return nil, FieldErrorf(EInvalid, "value", "value is not valid UTF-8")
 	}
-	if msg := checkEscapes(buf.Bytes()); msg != "" {
+	if msg := checkEscapes(out); msg != "" {
 		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
 	}
-	if msg := checkNumbers(buf.Bytes()); msg != "" {
+	if msg := checkNumbers(out); msg != "" {
 		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
 	}
-	if name, dup := DuplicateMember(buf.Bytes()); dup {
+	if name, dup := DuplicateMember(out); dup {
 		return nil, FieldErrorf(EInvalid, "value", "value names the member %s twice in one object", abbrevName(name))
 	}
-	if buf.Len() > limit {
-		return nil, FieldErrorf(ETooLarge, "value", "value is %d bytes serialized; the limit is %d", buf.Len(), limit)
+	if len(out) > limit {
+		return nil, FieldErrorf(ETooLarge, "value", "value is %d bytes serialized; the limit is %d", len(out), limit)
 	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // checkEscapes reports a \u0000 escape or an escaped unpaired UTF-16
@@ -153,19 +162,26 @@ func hex4(b []byte) rune {
 // other parsers the first: a value or a request body with both means
 // different things to different readers, so eskv refuses it.
 func DuplicateMember(b []byte) (name string, dup bool) {
-	var names [64][]byte
-	var objects [16]openObject
-	s := memberSets{names: names[:0], objects: objects[:0]}
+	// The names of the open objects live on the stack: plain functions
+	// on local slices (addName), not methods of a struct holding them,
+	// which made the compiler move both arrays (2 KiB) to the heap on
+	// every call, and CompactValue calls this on every value written.
+	var namesBuf [64][]byte
+	var objectsBuf [16]openObject
+	names, objects := namesBuf[:0], objectsBuf[:0]
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '{':
-			s.open()
+			objects = append(objects, openObject{start: len(names)})
 		case '}':
-			s.close()
+			names = names[:objects[len(objects)-1].start]
+			objects = objects[:len(objects)-1]
 		case '"':
 			end := stringEnd(b, i)
-			if isName(b, end) && s.add(b[i:end+1]) {
-				return string(decodeName(b[i : end+1])), true
+			if isName(b, end) {
+				if names, dup = addName(names, &objects[len(objects)-1], b[i:end+1]); dup {
+					return string(decodeName(b[i : end+1])), true
+				}
 			}
 			i = end
 		}
@@ -297,14 +313,10 @@ func decodeName(q []byte) []byte {
 	return []byte(s)
 }
 
-// memberSets holds the member names of the objects open at one point of a
-// scan, innermost last. A small object's names are compared one by one; an
-// object of more than smallObject names gets a set.
-type memberSets struct {
-	names   [][]byte
-	objects []openObject
-}
-
+// openObject is an object open at one point of DuplicateMember's scan:
+// its names are names[start:] of the scan's names (innermost object
+// last). A small object's names are compared one by one; an object of
+// more than smallObject names gets a set.
 type openObject struct {
 	start int // the object's first name in names
 	set   map[string]struct{}
@@ -312,40 +324,32 @@ type openObject struct {
 
 const smallObject = 16
 
-func (s *memberSets) open() { s.objects = append(s.objects, openObject{start: len(s.names)}) }
-
-func (s *memberSets) close() {
-	o := s.objects[len(s.objects)-1]
-	s.names = s.names[:o.start]
-	s.objects = s.objects[:len(s.objects)-1]
-}
-
-// add adds the quoted name q to the innermost object and reports whether
-// it was there already.
-func (s *memberSets) add(q []byte) bool {
-	o := &s.objects[len(s.objects)-1]
+// addName adds the quoted name q to o, the innermost object, whose names
+// are names[o.start:] unless it has a set; it returns names and whether
+// the name was there already.
+func addName(names [][]byte, o *openObject, q []byte) ([][]byte, bool) {
 	name := decodeName(q)
 	if o.set != nil {
 		if _, ok := o.set[string(name)]; ok {
-			return true
+			return names, true
 		}
 		o.set[string(name)] = struct{}{}
-		return false
+		return names, false
 	}
-	for _, n := range s.names[o.start:] {
+	for _, n := range names[o.start:] {
 		if bytes.Equal(n, name) {
-			return true
+			return names, true
 		}
 	}
-	s.names = append(s.names, name)
-	if len(s.names)-o.start > smallObject {
+	names = append(names, name)
+	if len(names)-o.start > smallObject {
 		o.set = make(map[string]struct{}, 2*smallObject)
-		for _, n := range s.names[o.start:] {
+		for _, n := range names[o.start:] {
 			o.set[string(n)] = struct{}{}
 		}
-		s.names = s.names[:o.start]
+		names = names[:o.start]
 	}
-	return false
+	return names, false
 }
 
 func abbrevName(n string) string {
@@ -353,4 +357,203 @@ func abbrevName(n string) string {
 		n = n[:61] + "..."
 	}
 	return strconv.Quote(n)
+}
+
+// AppendCompact appends src with insignificant spaces elided, as
+// json.Compact does (the same bytes, and its error for invalid JSON); a
+// src that is compact already (compactJSON) is appended as it is, without
+// json.Compact's scanner. Entries are answered through it: values from
+// the overlay are compact, values from Postgres jsonb are not.
+func AppendCompact(dst, src []byte) ([]byte, error) {
+	if compactJSON(src) {
+		return append(dst, src...), nil
+	}
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, src); err != nil {
+		return dst, err
+	}
+	return buf.Bytes(), nil
+}
+
+// MaxScanDepth is the deepest nesting ScanValue reads (encoding/json
+// allows 10000): deeper values are left to encoding/json.
+const MaxScanDepth = 512
+
+// compactJSON reports whether b is one valid JSON value without a single
+// insignificant space: one that json.Compact accepts and returns as it
+// is. It may say false of such a value (nesting deeper than
+// MaxScanDepth); it never says true of another.
+func compactJSON(b []byte) bool {
+	end, spaced, ok := ScanValue(b, 0)
+	return ok && !spaced && end == len(b)
+}
+
+// ScanValue reads the JSON value that starts at b[i] (no space before
+// it) as encoding/json's scanner does, and returns where it ends and
+// whether it holds insignificant spaces. ok is false where encoding/json
+// would refuse the value, and also for values nested deeper than
+// MaxScanDepth, which it might accept: a caller then leaves the value to
+// encoding/json. It allocates nothing, for the hot paths that read
+// values before they are stored or answered (CompactValue, the PUT body).
+func ScanValue(b []byte, i int) (end int, spaced, ok bool) {
+	s := valueScan{b: b}
+	end, ok = s.value(i, 0)
+	return end, s.spaced, ok
+}
+
+// valueScan is ScanValue's state: the text and whether a space was
+// skipped.
+type valueScan struct {
+	b      []byte
+	spaced bool
+}
+
+func (s *valueScan) space(i int) int {
+	j := skipSpace(s.b, i)
+	if j != i {
+		s.spaced = true
+	}
+	return j
+}
+
+func (s *valueScan) value(i, depth int) (int, bool) {
+	b := s.b
+	if i >= len(b) {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '{' || c == '[':
+		if depth >= MaxScanDepth {
+			return i, false
+		}
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		if i = s.space(i + 1); i < len(b) && b[i] == end {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if c == '{' {
+				if i, ok = scanString(b, i); !ok {
+					return i, false
+				}
+				if i = s.space(i); i >= len(b) || b[i] != ':' {
+					return i, false
+				}
+				i = s.space(i + 1)
+			}
+			if i, ok = s.value(i, depth+1); !ok {
+				return i, false
+			}
+			if i = s.space(i); i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case ',':
+				i = s.space(i + 1)
+			case end:
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '"':
+		return scanString(b, i)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return scanNumber(b, i)
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
+	}
+	return i, false
+}
+
+func scanLiteral(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return i, false
+}
+
+// scanString reads a string as json.Compact's scanner does: escapes
+// checked, control characters refused, other bytes passed (invalid UTF-8
+// included: CompactValue refuses it after).
+func scanString(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return i, false
+	}
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		case c == '\\':
+			if i++; i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i <= 4 {
+					return i, false
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return i, false
+					}
+				}
+				i += 4
+			default:
+				return i, false
+			}
+		}
+	}
+	return i, false
+}
+
+// scanNumber reads a number in JSON's grammar.
+func scanNumber(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b) || b[i] < '0' || b[i] > '9':
+		return i, false
+	case b[i] == '0':
+		i++
+	default:
+		i = digitsEnd(b, i)
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digitsEnd(b, i+1)
+		if j == i+1 {
+			return i, false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digitsEnd(b, i)
+		if j == i {
+			return i, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func digitsEnd(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
 }

@@ -322,3 +322,60 @@ func tokenItems(b []byte) []string {
 	}
 	return items
 }
+
+// FuzzScanValue: ScanValue accepts only what encoding/json accepts, ends
+// the value where it does, and says a value holds no space only when
+// json.Compact returns it unchanged; so compactJSON says true only of
+// such values, and CompactValue's answers are json.Compact's.
+func FuzzScanValue(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":[true,null,false,-0.5e+3,"x\"\\\/\b\f\n\r\t\u00e9"]}`, `{"a": 1}`, `[1,]`, `{"a":1,}`, `01`, `1.`,
+		`-`, `1e`, `"\x"`, `"\u12g4"`, `tru`, `nul`, "\"\xff\"", "\"a\x01\"", `{"a"1}`, `{1:2}`, `[]`, `{}`, `""`, `1 `, ` 1`, `[1][2]`,
+		" { \"a\" : [ 1 , 2 ] } ", "[\t\n\r1]", strings.Repeat("[", 600) + strings.Repeat("]", 600)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		end, spaced, ok := ScanValue(b, 0)
+		if !ok {
+			return
+		}
+		if !json.Valid(b[:end]) {
+			t.Fatalf("ScanValue(%q) accepts %q, which encoding/json refuses", b, b[:end])
+		}
+		if json.Valid(b) && len(bytes.TrimSpace(b[end:])) != 0 {
+			t.Fatalf("ScanValue(%q) ends the value at %d, inside it", b, end)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, b[:end]); err != nil || bytes.Equal(buf.Bytes(), b[:end]) == spaced {
+			t.Fatalf("ScanValue(%q): spaced %v; json.Compact gives %q, %v", b[:end], spaced, buf.Bytes(), err)
+		}
+	})
+}
+
+func TestCompactJSON(t *testing.T) {
+	for _, s := range []string{`{"a":1,"b":[true,null,false,-0.5e+3,"x\"\\\/\b\f\n\r\t\u00e9"]}`, `[]`, `{}`, `""`, `0`, `-0`, `1E5`, "\"\xff\""} {
+		if !compactJSON([]byte(s)) {
+			t.Errorf("compactJSON(%q) = false", s)
+		}
+	}
+	for _, s := range []string{`{"a": 1}`, `[1,]`, `01`, `1.`, `"\x"`, `tru`, "\"a\x01\"", `1 `, `[1][2]`, ``} {
+		if compactJSON([]byte(s)) {
+			t.Errorf("compactJSON(%q) = true", s)
+		}
+	}
+}
+
+// FuzzAppendCompact: AppendCompact answers as json.Compact does, bytes
+// and error.
+func FuzzAppendCompact(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a": 1}`, `[1,]`, `"\u12g4"`, ``, ` `, `1 `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := AppendCompact([]byte("x"), b)
+		want := bytes.NewBufferString("x")
+		werr := json.Compact(want, b)
+		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) || (err == nil && !bytes.Equal(got, want.Bytes())) {
+			t.Fatalf("AppendCompact(%q) = %q, %v; json.Compact %q, %v", b, got, err, want.Bytes(), werr)
+		}
+	})
+}

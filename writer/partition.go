@@ -569,7 +569,12 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
 	now := time.Now().UTC().Truncate(time.Microsecond)
+	// Sized for a write per call: every write of a round appends its
+	// record and event here without growing them (a transaction's or a
+	// conflict's may).
 	ds = make([]decision, len(batch))
+	recs = make([]*kgo.Record, 0, len(batch))
+	evs = make([]*events.Event, 0, len(batch))
 	for i, c := range batch {
 		var d decision
 		ref, isElem := elementRef(c.req)
@@ -600,19 +605,18 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 			d = decide(states[c.req.Key.String()], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
 		}
 		ds[i] = d
-		appended := d.appends()
+		// d.appends() without its slice of one event (an allocation per
+		// write): one stays on the stack.
+		var one [1]*events.Event
+		appended := d.txn
+		if d.event != nil {
+			one[0] = d.event
+			appended = one[:]
+		}
 		switch {
 		case len(appended) > 0:
-			rs := make([]*kgo.Record, 0, len(appended))
 			var err error
-			for _, ev := range appended {
-				var r *kgo.Record
-				if r, err = changelog.Record(ev, cfg.Topics.Changes, p.id, cfg.Source); err != nil {
-					break
-				}
-				rs = append(rs, r)
-			}
-			if err != nil {
+			if recs, err = p.appendRecords(recs, appended); err != nil {
 				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
 				continue
 			}
@@ -623,7 +627,6 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 					elems.record(ev)
 				}
 			}
-			recs = append(recs, rs...)
 			evs = append(evs, appended...)
 		case d.conflict != nil:
 			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id, cfg.Source)
@@ -633,6 +636,20 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 		}
 	}
 	return ds, recs, evs
+}
+
+// appendRecords appends the kv.changes records of evs to recs; on an
+// error it returns recs without any of them.
+func (p *partition) appendRecords(recs []*kgo.Record, evs []*events.Event) ([]*kgo.Record, error) {
+	n := len(recs)
+	for _, ev := range evs {
+		r, err := changelog.Record(ev, p.w.cfg.Topics.Changes, p.id, p.w.cfg.Source)
+		if err != nil {
+			return recs[:n], err
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
 }
 
 // appends lists the events the decision appends: one, a transaction's,
