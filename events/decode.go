@@ -382,8 +382,17 @@ func getu4(s []byte) rune {
 	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
 		return -1
 	}
+	return Hex4(s[2:])
+}
+
+// Hex4 decodes the four hexadecimal digits at the start of b (a JSON
+// \u escape's), or returns -1.
+func Hex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
 	var r rune
-	for _, c := range s[2:6] {
+	for _, c := range b[:4] {
 		switch {
 		case '0' <= c && c <= '9':
 			c -= '0'

@@ -65,14 +65,14 @@ func checkEscapes(b []byte) string {
 		if b[i] != 'u' {
 			continue
 		}
-		r := hex4(b[i+1 : i+5])
+		r := Hex4(b[i+1 : i+5])
 		i += 4
 		switch {
 		case r == 0:
 			return `value contains the escape \u0000, which cannot be stored`
 		case r >= 0xd800 && r < 0xdc00:
 			if i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
-				if lo := hex4(b[i+3 : i+7]); lo >= 0xdc00 && lo < 0xe000 {
+				if lo := Hex4(b[i+3 : i+7]); lo >= 0xdc00 && lo < 0xe000 {
 					i += 6
 					continue
 				}
@@ -149,11 +149,6 @@ func abbrevNumber(n string) string {
 		return n[:29] + "..."
 	}
 	return n
-}
-
-func hex4(b []byte) rune {
-	n, _ := strconv.ParseUint(string(b), 16, 32)
-	return rune(n)
 }
 
 // DuplicateMember reports a member name that appears twice in one object,

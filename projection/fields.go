@@ -378,7 +378,7 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r := hex4(p.b[p.i+2:])
+			r := events.Hex4(p.b[p.i+2:])
 			switch {
 			case r <= 0: // \u0000 (jsonb refuses it) or not four hex digits
 				return "", false
@@ -388,7 +388,7 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 				}
 				lo := rune(-1)
 				if p.i+12 <= len(p.b) && p.b[p.i+6] == '\\' && p.b[p.i+7] == 'u' {
-					lo = hex4(p.b[p.i+8:])
+					lo = events.Hex4(p.b[p.i+8:])
 				}
 				if lo < 0xdc00 || lo > 0xdfff {
 					return "", false
@@ -405,27 +405,4 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 		p.i += 2
 	}
 	return "", false
-}
-
-// hex4 decodes the four hexadecimal digits at the start of b, or returns
-// -1.
-func hex4(b []byte) rune {
-	if len(b) < 4 {
-		return -1
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
 }

@@ -76,28 +76,39 @@ func (r *confirmRig) finish(t *testing.T) {
 	}
 }
 
-func TestReadConfirmedByNextRoundsFence(t *testing.T) {
-	r := newConfirmRig(t, 1, nil)
+// nextRound queues a write of partition 1 for the next round, releases
+// the held one, and returns the write's error once both ended.
+func (r *confirmRig) nextRound(t *testing.T) error {
+	t.Helper()
 	second := make(chan error, 1)
 	go func() { second <- putKey(context.Background(), r.w, r.keys[1], "second") }()
 	awaitQueued(t, r.w, 1)
 	r.release()
 	r.finish(t)
-	if err := <-second; err != nil {
+	return <-second
+}
+
+// want checks how many times the rig's read was confirmed each way.
+func (r *confirmRig) want(t *testing.T, fence, lso float64) {
+	t.Helper()
+	if f, l := r.confirmed(); f != fence || l != lso {
+		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want %v and %v", f, l, fence, lso)
+	}
+}
+
+func TestReadConfirmedByNextRoundsFence(t *testing.T) {
+	r := newConfirmRig(t, 1, nil)
+	if err := r.nextRound(t); err != nil {
 		t.Fatalf("the next round's write: %v", err)
 	}
-	if fence, lso := r.confirmed(); fence != 1 || lso != 0 {
-		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 1 and 0", fence, lso)
-	}
+	r.want(t, 1, 0)
 }
 
 func TestReadAsksBrokersWhenNoRoundFollows(t *testing.T) {
 	r := newConfirmRig(t, 1, nil)
 	r.release() // no submission queued: the committer goes idle
 	r.finish(t)
-	if fence, lso := r.confirmed(); fence != 0 || lso != 1 {
-		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 0 and 1", fence, lso)
-	}
+	r.want(t, 0, 1)
 	if n := fenceWaiting(r.w); n != 0 {
 		t.Fatalf("%d reads still wait for a fence", n)
 	}
@@ -134,17 +145,12 @@ func TestReadNotConfirmedByRefusedFence(t *testing.T) {
 		})
 	})
 	refuse()
-	second := make(chan error, 1)
-	go func() { second <- putKey(context.Background(), r.w, r.keys[1], "second") }()
-	awaitQueued(t, r.w, 1)
-	r.release()
-	r.finish(t) // partition 0 was not in the refused round: still owned
-	if err := <-second; events.ErrorCode(err) != events.EUnavailable {
+	// The read (partition 0) succeeds: partition 0 was not in the
+	// refused round, so it is still owned.
+	if err := r.nextRound(t); events.ErrorCode(err) != events.EUnavailable {
 		t.Fatalf("the refused round's write: %v; want %s", err, events.EUnavailable)
 	}
-	if fence, lso := r.confirmed(); fence != 0 || lso != 1 {
-		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 0 and 1", fence, lso)
-	}
+	r.want(t, 0, 1)
 }
 
 // TestReadNotConfirmedAcrossOwnerships: an accepted fence proves nothing
@@ -159,15 +165,8 @@ func TestReadNotConfirmedAcrossOwnerships(t *testing.T) {
 	p.mu.Lock()
 	p.epoch++
 	p.mu.Unlock()
-	second := make(chan error, 1)
-	go func() { second <- putKey(context.Background(), r.w, r.keys[1], "second") }()
-	awaitQueued(t, r.w, 1)
-	r.release()
-	r.finish(t)
-	if err := <-second; err != nil {
+	if err := r.nextRound(t); err != nil {
 		t.Fatalf("the next round's write: %v", err)
 	}
-	if fence, lso := r.confirmed(); fence != 0 || lso != 1 {
-		t.Fatalf("read confirmed %v times by a fence and %v by a last stable offset; want 0 and 1", fence, lso)
-	}
+	r.want(t, 0, 1)
 }
