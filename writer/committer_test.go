@@ -26,6 +26,16 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
+// readyWriter runs a writer on a broker of its own with parts
+// partitions and waits until it owns and has caught up every one.
+func readyWriter(t *testing.T, parts int32) (*testenv.Broker, *Writer) {
+	t.Helper()
+	b := testenv.MustBroker(t, parts)
+	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
+	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == int(parts) })
+	return b, w
+}
+
 // keysByPartition returns one key of each of the n partitions.
 func keysByPartition(t *testing.T, n int32) []events.Key {
 	t.Helper()
@@ -120,9 +130,7 @@ func awaitQueued(t *testing.T, w *Writer, n int) {
 
 func TestCommitterOneTransactionPerRound(t *testing.T) {
 	const parts = 4
-	b := testenv.MustBroker(t, parts)
-	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
-	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	b, w := readyWriter(t, parts)
 	keys := keysByPartition(t, parts)
 
 	// The first round (partition 0) holds at EndTxn; meanwhile every
@@ -168,9 +176,7 @@ func TestCommitterOneTransactionPerRound(t *testing.T) {
 
 func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
 	const parts = 4
-	b := testenv.MustBroker(t, parts)
-	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
-	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	b, w := readyWriter(t, parts)
 	keys := keysByPartition(t, parts)
 
 	// Round 1 (partition 0) holds at EndTxn while partitions 1 and 2
@@ -299,9 +305,7 @@ func TestNewOwnerWaitsForOlderOwnersOpenTransaction(t *testing.T) {
 // AddPartitionsToTxn.
 func TestCommitterRoundRequests(t *testing.T) {
 	const parts = 3
-	b := testenv.MustBroker(t, parts)
-	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
-	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	b, w := readyWriter(t, parts)
 	if !w.committer.implicitAdd {
 		t.Fatal("the committer did not find KIP-890 part 2 support on kfake (transaction.version 2)")
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/events"
-	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -39,9 +38,7 @@ type confirmRig struct {
 func newConfirmRig(t *testing.T, read int, before func(b *testenv.Broker, w *Writer)) *confirmRig {
 	t.Helper()
 	const parts = 2
-	b := testenv.MustBroker(t, parts)
-	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
-	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == parts })
+	b, w := readyWriter(t, parts)
 	r := &confirmRig{w: w, b: b, keys: keysByPartition(t, parts), first: make(chan error, 1), read: make(chan error, 1)}
 	if before != nil {
 		before(b, w)
