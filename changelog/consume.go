@@ -75,6 +75,15 @@ type ConsumerConfig struct {
 	// Linger is how long a batch gathers records once the first arrived;
 	// zero: one poll per batch.
 	Linger time.Duration
+	// Pace spaces the batches of a busy consumer: once a batch held at
+	// least PaceFrom records, the next one gathers records until Pace
+	// after that batch was handed to the sink (or MaxBatch), so a sink
+	// with a high cost per batch (a Postgres transaction and its commit)
+	// is written at most about once per Pace under load, in larger
+	// batches, while a lightly loaded consumer (smaller batches) writes
+	// each batch as soon as it arrives. Zero: no pacing.
+	Pace     time.Duration
+	PaceFrom int
 	// CommitInterval is how often the written offsets are committed; zero:
 	// after every Write. An idle consumer commits its pending offsets
 	// within one interval too (not only when the next batch arrives), so
@@ -100,6 +109,10 @@ type Consumer struct {
 	cfg  ConsumerConfig
 	sink Sink
 	cl   *kgo.Client
+
+	// paceUntil is when the next batch may be handed to the sink at the
+	// earliest (Pace); zero when the last batch was not a busy one.
+	paceUntil time.Time
 }
 
 // NewConsumer creates the group client, which starts joining the group.
@@ -205,6 +218,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 		if len(recs) > 0 {
+			c.pace(len(recs))
 			next, err := c.sink.Write(ctx, recs)
 			pending.merge(next)
 			if err != nil {
@@ -235,9 +249,20 @@ func (c *Consumer) commitDue(pending Offsets, last time.Time) time.Time {
 	return last.Add(c.cfg.CommitInterval)
 }
 
+// pace notes a batch of n records about to be written: when it is a busy
+// one (PaceFrom records or more), the next batch gathers until Pace from
+// now (ConsumerConfig.Pace).
+func (c *Consumer) pace(n int) {
+	c.paceUntil = time.Time{}
+	if c.cfg.Pace > 0 && n >= c.cfg.PaceFrom {
+		c.paceUntil = time.Now().Add(c.cfg.Pace)
+	}
+}
+
 // poll returns the next batch: it waits for records until idleUntil (for
-// ever when zero), then gathers more for up to Linger or until MaxBatch;
-// no records means the wait ran out. done reports that ctx ended or the
+// ever when zero), then gathers more for up to Linger, and until the pace
+// of a busy consumer allows the next batch (pace), or until MaxBatch; no
+// records means the wait ran out. done reports that ctx ended or the
 // client was closed.
 func (c *Consumer) poll(ctx context.Context, idleUntil time.Time) (recs []*kgo.Record, done bool, err error) {
 	var deadline time.Time
@@ -265,6 +290,9 @@ func (c *Consumer) poll(ctx context.Context, idleUntil time.Time) (recs []*kgo.R
 				break // nothing but transient errors: let a rebalance in
 			}
 			deadline = time.Now().Add(c.cfg.Linger)
+			if c.paceUntil.After(deadline) {
+				deadline = c.paceUntil
+			}
 		}
 		recs = append(recs, fetches.Records()...)
 	}

@@ -117,3 +117,76 @@ func groupOffsets(t *testing.T, adm *kadm.Client, group, topic string) map[int32
 	}
 	return out
 }
+
+// timedSink records when each Write began and how many records it held.
+type timedSink struct {
+	storingSink
+	writes chan timedWrite
+}
+
+type timedWrite struct {
+	at   time.Time
+	recs int
+}
+
+func (s *timedSink) Write(ctx context.Context, recs []*kgo.Record) (changelog.Offsets, error) {
+	s.writes <- timedWrite{at: time.Now(), recs: len(recs)}
+	return s.storingSink.Write(ctx, recs)
+}
+
+// TestConsumerPace: after a busy batch (PaceFrom records or more) the
+// next one gathers until Pace after it began, so transactions committed
+// meanwhile come in one batch, no earlier; after a batch that was not a
+// busy one, the next is written as soon as it arrives.
+func TestConsumerPace(t *testing.T) {
+	const pace = time.Second
+	b := testenv.MustBroker(t, 1)
+	prod := testenv.MustProducer(t, b)
+	sink := &timedSink{storingSink: storingSink{t: t, topic: b.Topics.Changes, stored: map[int32]int64{}},
+		writes: make(chan timedWrite, 16)}
+	c, err := changelog.NewConsumer(changelog.ConsumerConfig{Brokers: b.Addrs, Topics: []string{b.Topics.Changes},
+		Group: "pace", MaxBatch: 100, Pace: pace, PaceFrom: 8}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	testenv.RunUntilCleanup(t, "consumer", c.Run)
+	version := int64(0)
+	commit := func(n int) { // one transaction of n events: n records and a marker
+		evs := make([]any, n)
+		for i := range evs {
+			version++
+			evs[i] = events.Event{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p",
+				Version: version, PrevVersion: version - 1, Kind: events.KindPut, Op: events.OpSet, After: []byte(`1`), TS: time.Unix(version, 0)}
+		}
+		prod.Commit(t, evs...)
+	}
+	next := func(what string) timedWrite {
+		t.Helper()
+		select {
+		case w := <-sink.writes:
+			return w
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no write of %s", what)
+			return timedWrite{}
+		}
+	}
+
+	commit(9)
+	busy := next("the busy batch")
+	if busy.recs != 10 {
+		t.Fatalf("the busy batch held %d records, want 10", busy.recs)
+	}
+	for range 3 {
+		commit(1)
+	}
+	paced := next("the paced batch")
+	if gap := paced.at.Sub(busy.at); gap < pace || paced.recs != 6 {
+		t.Errorf("after a busy batch, the next began %v later with %d records; want ≥ %v with the 3 transactions (6 records)", gap, paced.recs, pace)
+	}
+	commit(1)
+	quiet := next("the batch after a quiet one")
+	if gap := quiet.at.Sub(paced.at); gap >= pace || quiet.recs != 2 {
+		t.Errorf("after a batch of 6 records, the next began %v later with %d records; want at once (< %v) with 2", gap, quiet.recs, pace)
+	}
+}

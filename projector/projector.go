@@ -35,6 +35,15 @@ const Group = "kv-projector"
 // transaction.
 const DefaultMaxBatch = 5000
 
+// DefaultPace and DefaultPaceFrom space a busy projector's applies
+// (Config.Pace): under figure 18a's load, 12 events per apply cost
+// Postgres 86 µs of CPU per event, 48 events 50 µs (BenchmarkApplyCAS,
+// 2026-11-24).
+const (
+	DefaultPace     = 10 * time.Millisecond
+	DefaultPaceFrom = 8
+)
+
 // Config configures a Projector.
 type Config struct {
 	Brokers []string
@@ -53,6 +62,17 @@ type Config struct {
 	// batches, so one applied transaction can exceed it (by the records of
 	// the transaction the poll ended in).
 	MaxBatch int
+	// Pace spaces the applies of a busy projector: after an apply of at
+	// least PaceFrom records, the next one gathers what arrives until
+	// Pace after it began (changelog.ConsumerConfig.Pace). Each apply
+	// costs Postgres a transaction, its commit and two statements'
+	// fixed work whatever its size, so fewer, larger applies cost less
+	// CPU per event; a lightly loaded projector applies each batch at
+	// once. Default DefaultPace; negative: no pacing.
+	Pace time.Duration
+	// PaceFrom is the batch size (records, transaction markers included)
+	// from which the projector counts as busy; default DefaultPaceFrom.
+	PaceFrom int
 	// CommitInterval is how often the applied offsets are also committed
 	// to the Kafka group, for lag tooling; default one second. Postgres
 	// stays the truth: the group's offsets are never read back.
@@ -115,6 +135,12 @@ func New(cfg Config, store *projection.Store, log *slog.Logger, reg prometheus.R
 	}
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = time.Second
+	}
+	if cfg.Pace == 0 {
+		cfg.Pace = DefaultPace
+	}
+	if cfg.PaceFrom <= 0 {
+		cfg.PaceFrom = DefaultPaceFrom
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
@@ -181,7 +207,8 @@ func (p *Projector) Run(ctx context.Context) error {
 	defer fail(nil)
 	c, err := changelog.NewConsumer(changelog.ConsumerConfig{
 		Brokers: p.cfg.Brokers, Kafka: p.cfg.Kafka, Role: "projector", Topics: []string{p.cfg.Topic}, Group: p.cfg.Group, InstanceID: p.cfg.InstanceID,
-		MaxBatch: p.cfg.MaxBatch, CommitInterval: p.cfg.CommitInterval, Log: p.log, Opts: p.cfg.Opts,
+		MaxBatch: p.cfg.MaxBatch, Pace: max(p.cfg.Pace, 0), PaceFrom: p.cfg.PaceFrom,
+		CommitInterval: p.cfg.CommitInterval, Log: p.log, Opts: p.cfg.Opts,
 	}, &sink{Projector: p, adm: adm, fail: fail, tail: make(map[int32][]*kgo.Record)})
 	if err != nil {
 		return fmt.Errorf("projector: %w", err)

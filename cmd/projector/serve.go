@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var c config
 	var addr, addrFile, instanceID string
-	var every, retainEvery time.Duration
+	var every, retainEvery, pace time.Duration
 	var retention, pprofAddr string
 	var limits service.HTTPLimits
 	f := newFlags("serve", &c, slog.LevelInfo, stderr)
@@ -30,6 +31,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f.DurationVar(&every, "check-interval", projector.DefaultCheckInterval,
 		"how often a running projector re-checks that the topic was not recreated, truncated or repartitioned")
 	f.Env("check-interval", "ESKV_PROJECTOR_CHECK_INTERVAL")
+	f.DurationVar(&pace, "pace", projector.DefaultPace,
+		"under load, apply at most about once per this interval, in larger batches (less Postgres CPU per event, up to this much more projection lag); 0 applies each batch at once")
+	f.Env("pace", "ESKV_PROJECTOR_PACE")
 	f.StringVar(&retention, "history-retention", "",
 		"how much of each key's history kv_history keeps: age=<duration> and/or versions=<n> (age=720h,versions=100); "+
 			"empty keeps everything; a key's newest version is always kept")
@@ -49,7 +53,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	keep, rerr := projector.ParseRetention(retention)
 	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"),
 		f.Check(rerr == nil, "history-retention", fmt.Sprint(rerr)),
-		f.Check(retainEvery > 0, "history-retention-interval", "must be a positive duration"), limits.Check(f)); err != nil {
+		f.Check(retainEvery > 0, "history-retention-interval", "must be a positive duration"),
+		f.Check(pace >= 0 && pace <= time.Second, "pace", "must be a duration from 0 to 1s"), limits.Check(f)); err != nil {
 		return err
 	}
 	log := c.logger(stderr)
@@ -72,6 +77,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Topic:         c.kafka.Topic,
 		Partitions:    int32(c.kafka.Partitions),
 		CheckInterval: every,
+		Pace:          cmp.Or(pace, -1), // 0 on the command line: no pacing
 		InstanceID:    instanceID,
 		Retention:     keep, RetentionInterval: retainEvery,
 	}, projection.New(pool), log, reg)
