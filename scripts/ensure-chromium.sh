@@ -19,8 +19,8 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 log "installing chromium (apt-get)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2
+apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
 # The package's services do not start without an init system; the
 # install succeeds regardless.
-apt-get install -y -qq chromium >&2
+apt-get -o DPkg::Lock::Timeout=300 install -y -qq chromium >&2
 command -v chromium >/dev/null || { log "error: chromium is still not on the PATH"; exit 1; }

@@ -49,8 +49,8 @@ if ! [[ -x $server ]] || ! command -v clickhouse-client >/dev/null; then
 	export DEBIAN_FRONTEND=noninteractive
 	# The package's own service start fails without an init system (or is
 	# blocked by policy-rc.d): the install still succeeds.
-	apt-get update -qq >&2
-	apt-get install -y -qq clickhouse-server clickhouse-client >&2
+	apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
+	apt-get -o DPkg::Lock::Timeout=300 install -y -qq clickhouse-server clickhouse-client >&2
 fi
 
 if ! ready; then

@@ -29,13 +29,13 @@ apt_install() {
 	fi
 	export DEBIAN_FRONTEND=noninteractive
 	if [[ -z $updated ]]; then
-		apt-get update -qq >&2 || log "warning: apt-get update failed"
+		apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || log "warning: apt-get update failed"
 		updated=1
 	fi
 	log "installing $1"
 	# The package's own service start fails without an init system (or is
 	# blocked by policy-rc.d): the install still succeeds.
-	apt-get install -y -qq "$1" >&2 || {
+	apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$1" >&2 || {
 		log "warning: apt-get install $1 failed: figure 18 prints it as unavailable"
 		return 1
 	}
