@@ -43,38 +43,15 @@ func benchApplyCAS(b *testing.B, size int) {
 	pool := testenv.MustPostgres(b)
 	s := projection.New(pool)
 	ctx := context.Background()
-	const keys = 64
-	version := make([]int64, keys)
-	batch := make([]projection.Applied, size+1)
-	var offset int64
-	next := 0
-	fill := func() {
-		for i := range size {
-			k := next % keys
-			next++
-			version[k]++
-			e := put(b, fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%03d", k%8, k), version[k],
-				fmt.Sprintf(`{"client":%d,"seq":%d}`, k, version[k]))
-			raw, err := e.Marshal()
-			if err != nil {
-				b.Fatal(err)
-			}
-			batch[i] = projection.Applied{Partition: 0, Offset: offset, Event: e, Raw: raw}
-			offset++
-		}
-		batch[size] = projection.Applied{Partition: 0, Offset: offset, Marker: true}
-		offset++
-	}
-	for range 4*keys/size + 1 { // every key exists, as in the bench's steady state
-		fill()
-		mustApply(b, s, "kv.changes", batch)
+	cas := newCASBatches(b, size)
+	for range 4*casKeys/size + 1 { // every key exists, as in the bench's steady state
+		mustApply(b, s, "kv.changes", cas.next())
 	}
 	stmts, _ := pgStatements(b, pool, true)
 	before := backendCPU(b, pool)
 	b.ResetTimer()
 	for b.Loop() {
-		fill()
-		if err := s.Apply(ctx, "kv.changes", batch); err != nil {
+		if err := s.Apply(ctx, "kv.changes", cas.next()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -98,6 +75,46 @@ func benchApplyCAS(b *testing.B, size int) {
 	if ok {
 		b.ReportMetric(hits/events, "blks/event")
 	}
+}
+
+// casKeys is the number of keys of figure 18a: one per client.
+const casKeys = 64
+
+// casBatches makes the batches of BenchmarkApplyCAS: size new versions of
+// {"client":i,"seq":n} over casKeys keys, round robin, then a transaction
+// marker, at consecutive offsets of partition 0.
+type casBatches struct {
+	tb      testing.TB
+	size    int
+	version [casKeys]int64
+	batch   []projection.Applied
+	offset  int64
+	key     int
+}
+
+func newCASBatches(tb testing.TB, size int) *casBatches {
+	return &casBatches{tb: tb, size: size, batch: make([]projection.Applied, size+1)}
+}
+
+// next returns the next batch, in the same slice every time.
+func (c *casBatches) next() []projection.Applied {
+	c.tb.Helper()
+	for i := range c.size {
+		k := c.key % casKeys
+		c.key++
+		c.version[k]++
+		e := put(c.tb, fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%03d", k%8, k), c.version[k],
+			fmt.Sprintf(`{"client":%d,"seq":%d}`, k, c.version[k]))
+		raw, err := e.Marshal()
+		if err != nil {
+			c.tb.Fatal(err)
+		}
+		c.batch[i] = projection.Applied{Partition: 0, Offset: c.offset, Event: e, Raw: raw}
+		c.offset++
+	}
+	c.batch[c.size] = projection.Applied{Partition: 0, Offset: c.offset, Marker: true}
+	c.offset++
+	return c.batch
 }
 
 // pgStatement is one statement's row in pg_stat_statements.
