@@ -118,6 +118,15 @@ func ExplainApply(tb testing.TB, pool *pgxpool.Pool, topic string, batch []Appli
 	return plans
 }
 
+// ApplyStatements returns the statements Store.Apply sends for batch.
+func ApplyStatements(topic string, batch []Applied) (*pgx.Batch, error) {
+	return applyBatch(topic, batch)
+}
+
+// WriteFieldsSQL is the kv_fields statement of a batch without fallback
+// keys.
+const WriteFieldsSQL = writeFields
+
 // FieldCandidate is one indexed-field candidate valueFields finds in a
 // value: Num is the number's literal (type n), Str the string otherwise.
 type FieldCandidate struct {

@@ -133,6 +133,18 @@ func TestValueFieldsMatchPostgres(t *testing.T) {
 		checkFieldsDerived(t, pool)
 		mustApply(t, s, "kv.changes", batchOf(int64(len(first)), second...))
 		checkFieldsDerived(t, pool)
+		// Then every key takes a value the Go reader decides, in a batch
+		// without a fallback key (writeFields, not writeFieldsFallback),
+		// over the rows kv_value_fields derived for some, and back.
+		var third, fourth []events.Event
+		for i := range values {
+			third = append(third, put(t, key(i), 3, fmt.Sprintf(`{"a":%d,"z":"s%d"}`, i, i)))
+			fourth = append(fourth, put(t, key(i), 4, values[i].value))
+		}
+		mustApply(t, s, "kv.changes", batchOf(int64(2*len(first)), third...))
+		checkFieldsDerived(t, pool)
+		mustApply(t, s, "kv.changes", batchOf(int64(3*len(first)), fourth...))
+		checkFieldsDerived(t, pool)
 	})
 }
 

@@ -81,8 +81,9 @@ type Applied struct {
 // stay for the connection's life while the tables grow, or while their
 // pages fill with the dead versions of hot rows (each update of a
 // kv_fields row leaves one: its indexes hold the value). With it off,
-// every part of writeFields is planned as index probes, the plan that is
-// right for a batch of keys at any table size. The setting ends with the
+// writeFields reads both tables through their indexes (and kv_fields
+// again by ctid), the plan that is right for a batch of keys at any
+// table size. The setting ends with the
 // transaction (set_config, is_local): nothing else the connection runs
 // is planned under it.
 const writeEntries = `
@@ -132,68 +133,113 @@ SELECT count(*), set_config('enable_seqscan', 'off', true) FROM ent`
 // scans) of every key of a batch whose kv_entries row now holds the
 // batch's version (the upsert wrote it, or a replay found it already
 // there: g) to the fields of that version's value (n, none when the key
-// is not live), in one statement: it deletes the rows of fields the value
-// no longer has (del), updates those whose type, value or expiry changed
-// (upd), and inserts the new ones. A row that is already right is not
-// written: rewriting it costs a heap tuple and three index entries, and
-// leaves the old ones dead for every later probe to step over (figure
-// 18a changes one field of two per write). A replay writes nothing. A
-// key whose stored version is newer keeps its rows. Numbers compare as
-// text, so 1.0 replaces 1 as a rebuild would store it.
+// is not live), in one statement: it reads those keys' stored rows once
+// (cur, by key), pairs them with the new fields (d: a row to delete, to
+// update or to insert, only where something differs), and deletes,
+// updates and inserts them. A row that is already right is not written:
+// rewriting it costs a heap tuple and three index entries, and leaves
+// the old ones dead for every later probe to step over (figure 18a
+// changes one field of two per write). A replay writes nothing. A key
+// whose stored version is newer keeps its rows. Numbers compare as text,
+// so 1.0 replaces 1 as a rebuild would store it.
 //
 // The fields come from Go (valueFields, fields.go) as arrays: $3 key, $4
 // field, $5 type, $6 number literal (NULL unless type n), $7 string
 // (NULL for type n). The numbers become numeric here, and those written
 // out in more than 256 characters are left out, as kv_value_fields does.
-// The keys in $8 are those whose value valueFields does not decide: they
-// get kv_value_fields of their stored value instead, so the rows are the
-// same either way.
+// A batch with values valueFields does not decide is sent as
+// writeFieldsFallback instead, whose $8 lists those keys: they get
+// kv_value_fields of their stored value, so the rows are the same either
+// way. Nearly every batch has none, and this statement leaves that
+// branch out: a plan's nodes cost their start and end on every run,
+// whether they return rows or not.
 //
-// The parts that touch kv_fields are driven by its indexes whatever its
-// size, in the generic plan too: del reads the written keys' rows
-// through "key = ANY(ARRAY(..))" (a join would let the planner hash all
-// of kv_fields), upd and the insert probe (field, key).
+// The delete and the update find their rows by ctid, as cur read them
+// (TID scans: no second and third probe of kv_fields' indexes per
+// field), and the insert knows from cur that its rows are new. That is
+// sound because nothing else can change these keys' kv_fields rows
+// between this statement's snapshot and its writes: every writer of a
+// key's rows is an Apply that has first locked the key's kv_entries row
+// in writeEntries (the upsert locks every key of its batch: a new row by
+// its insert, an existing one by ON CONFLICT DO UPDATE, which locks the
+// row even when its WHERE leaves it unchanged) and holds the lock to its
+// commit. This transaction holds the locks of all the keys in g, taken
+// before this statement's snapshot. (A ctid would not follow a row that
+// another transaction updated meanwhile: the update would skip it.)
+//
+// g and d are materialized (each is read more than once); n and cur are
+// read once, by d, and left to the planner to join in place (storing
+// them costs a tuple store each per run, a few percent of the statement).
+//
+// The parts that read kv_fields and kv_entries are driven by their
+// indexes whatever their size, in the generic plan too (enable_seqscan
+// is off, writeEntries): g probes kv_entries once per key (a lateral
+// subquery that OFFSET 0 keeps from being flattened: as a join, the
+// generic plan made on a small table merge-joins the whole primary key
+// index, and keeps doing so as the table grows), cur reads the written
+// keys' rows through "key = ANY(ARRAY(..))" (a join would let the planner
+// hash all of kv_fields).
 //
 // This is a statement of its own, after writeEntries, for its snapshot:
 // when the upsert waited for another projector's lock on a key (two
 // overlap briefly after a rebalance), the kv_fields rows that one
-// committed are visible here, so del sees them and the insert does not
-// collide with them. The three parts touch disjoint rows (fields gone,
-// fields kept, fields new, as the statement's snapshot sees them), so the
-// order in which Postgres runs them does not matter. The upsert has
-// locked each written key's kv_entries row (in key order) before this
-// runs, so a projector overlapping on a key waits there and never holds
-// kv_fields rows another one needs: no new lock order.
+// committed are visible here, so cur reads them as they are. The three
+// writing parts touch disjoint rows (fields gone, fields changed, fields
+// new), so the order in which Postgres runs them does not matter. The
+// upsert has locked each written key's kv_entries row (in key order)
+// before this runs, so a projector overlapping on a key waits there and
+// never holds kv_fields rows another one needs: no new lock order.
 const writeFields = `
 WITH g AS MATERIALIZED (
-    SELECT e.key, e.live, e.expires_at, CASE WHEN e.key = ANY($8::text[]) THEN e.value END AS value
-    FROM unnest($1::text[], $2::bigint[]) AS t(k, v)
-    JOIN kv_entries e ON e.key = t.k AND e.version = t.v
-), n AS MATERIALIZED (
+    SELECT e.* FROM unnest($1::text[], $2::bigint[]) AS t(k, v) CROSS JOIN LATERAL (
+        SELECT e.key, e.live, e.expires_at FROM kv_entries e WHERE e.key = t.k AND e.version = t.v OFFSET 0) e
+), n AS (` + fieldsFromGo + `
+` + writeFieldsRows
+
+// writeFieldsFallback is writeFields for a batch with keys ($8) whose
+// fields kv_value_fields derives from their stored value.
+const writeFieldsFallback = `
+WITH g AS MATERIALIZED (
+    SELECT e.* FROM unnest($1::text[], $2::bigint[]) AS t(k, v) CROSS JOIN LATERAL (
+        SELECT e.key, e.live, e.expires_at, CASE WHEN e.key = ANY($8::text[]) THEN e.value END AS value
+        FROM kv_entries e WHERE e.key = t.k AND e.version = t.v OFFSET 0) e
+), n AS (` + fieldsFromGo + `
+    UNION ALL
+    SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
+    FROM g CROSS JOIN LATERAL kv_value_fields(g.value::jsonb) AS f
+    WHERE g.live AND g.value IS NOT NULL
+` + writeFieldsRows
+
+// fieldsFromGo is n of writeFields: the fields valueFields found.
+const fieldsFromGo = `
     SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
     FROM (
         SELECT k, field, type::"char" AS type, num::numeric AS num, str
         FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS f(k, field, type, num, str)
     ) f
     JOIN g ON g.key = f.k
-    WHERE g.live AND (f.num IS NULL OR length(f.num::text) <= 256)
-    UNION ALL
-    SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
-    FROM g CROSS JOIN LATERAL kv_value_fields(g.value::jsonb) AS f
-    WHERE g.live AND g.value IS NOT NULL
+    WHERE g.live AND (f.num IS NULL OR length(f.num::text) <= 256)`
+
+// writeFieldsRows is the rest of writeFields, after g and n.
+const writeFieldsRows = `), cur AS (
+    SELECT f.ctid AS tid, f.key, f.field, f.type, f.num, f.str, f.expires_at
+    FROM kv_fields f
+    WHERE f.key = ANY(ARRAY(SELECT key FROM g))
+), d AS MATERIALIZED (
+    SELECT c.tid, n.key, n.field, n.type, n.num, n.str, n.expires_at
+    FROM cur c FULL JOIN n ON n.key = c.key AND n.field = c.field
+    WHERE c.tid IS NULL OR n.key IS NULL
+        OR (c.type, c.num::text, c.str, c.expires_at) IS DISTINCT FROM (n.type, n.num::text, n.str, n.expires_at)
 ), del AS (
     DELETE FROM kv_fields f
-    WHERE f.key = ANY(ARRAY(SELECT key FROM g))
-        AND NOT EXISTS (SELECT 1 FROM n WHERE n.key = f.key AND n.field = f.field)
+    WHERE f.ctid = ANY(ARRAY(SELECT tid FROM d WHERE d.key IS NULL))
 ), upd AS (
-    UPDATE kv_fields f SET type = n.type, num = n.num, str = n.str, expires_at = n.expires_at
-    FROM n
-    WHERE f.key = n.key AND f.field = n.field
-        AND (f.type, f.num::text, f.str, f.expires_at) IS DISTINCT FROM (n.type, n.num::text, n.str, n.expires_at)
+    UPDATE kv_fields f SET type = d.type, num = d.num, str = d.str, expires_at = d.expires_at
+    FROM d
+    WHERE f.ctid = d.tid AND d.key IS NOT NULL
 )
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
-SELECT n.key, n.field, n.type, n.num, n.str, n.expires_at FROM n
-WHERE NOT EXISTS (SELECT 1 FROM kv_fields f WHERE f.key = n.key AND f.field = n.field)`
+SELECT key, field, type, num, str, expires_at FROM d WHERE tid IS NULL`
 
 // Apply folds a batch of events of topic into the projection in one
 // transaction: kv_entries takes each key's latest event unless the stored
@@ -281,8 +327,13 @@ func applyBatch(topic string, batch []Applied) (*pgx.Batch, error) {
 		ent.requestDigest, ent.specRef, ent.semantics, ent.offset,
 		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event,
 		topic, parts, offs)
-	if len(ent.key) > 0 { // a batch of transaction markers only has none
+	switch {
+	case len(ent.key) == 0: // a batch of transaction markers only
+	case len(ent.fallback) == 0:
 		b.Queue(writeFields, ent.key, ent.version,
+			ent.fields.key, ent.fields.field, ent.fields.typ, ent.fields.num, ent.fields.str)
+	default:
+		b.Queue(writeFieldsFallback, ent.key, ent.version,
 			ent.fields.key, ent.fields.field, ent.fields.typ, ent.fields.num, ent.fields.str, ent.fallback)
 	}
 	return b, nil
@@ -302,7 +353,8 @@ type entryColumns struct {
 	requestDigest, specRef []string
 	semantics              []string
 	// fields are the rows' indexed fields (writeFields), but those of
-	// the keys in fallback, which kv_value_fields derives.
+	// the keys in fallback, which kv_value_fields derives
+	// (writeFieldsFallback).
 	fields   fieldColumns
 	fallback []string
 }
