@@ -77,7 +77,7 @@ const usage = `usage: eskvbench [flags]
 
 Without -url, builds and starts devbroker, projector, writer and (when
 ClickHouse answers) the auditor on free ports with a fresh Postgres database
-and ClickHouse database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=warn), measures,
+and ClickHouse database (ESKV_PARTITIONS=12, ESKV_LOG_LEVEL=info), measures,
 and stops them. With -url and -token, targets a running stack.
 
 Figures: 1 CAS write; 2 concurrent writes, with 5 projector lag and

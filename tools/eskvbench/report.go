@@ -187,7 +187,7 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "eskvbench: %s", r.Mode)
 	if lvl, ok := r.Config["serviceLogLevel"]; ok {
-		fmt.Fprintf(w, " (%s; ESKV_PARTITIONS=%v, ESKV_LOG_LEVEL=%v so per-write INFO logs are off)",
+		fmt.Fprintf(w, " (%s; ESKV_PARTITIONS=%v, ESKV_LOG_LEVEL=%v as make run: the writer logs every write)",
 			strings.Join(r.Services, ", "), r.Config["partitions"], lvl)
 	}
 	fmt.Fprintln(w)
