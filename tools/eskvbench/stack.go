@@ -20,9 +20,10 @@ import (
 
 // benchLogLevel is the services' log level: info, make run's default, so
 // the writer logs every write as the seeds require and the figures include
-// it (issue 16 measures with INFO logs on). Figure 18a at info against warn,
-// 2026-11-24 09:56-09:58 UTC: the writer's CPU within the runs' spread
-// (4.07-4.10 CPU-s against 4.00-4.13 for 30,000-34,000 writes).
+// it (issue 16 measures with INFO logs on). What the line costs, figure
+// 18a alternating warn and info, 2026-11-24 09:59-10:02 UTC: the writer
+// 109-113 µs of CPU per write at warn, 119-129 at info; the stack 240-262
+// µs per write at warn, 262-282 at info (docs/performance.md).
 // benchBrokerLogLevel is devbroker's, its default (at info kfake logs
 // every request).
 const (
