@@ -151,7 +151,9 @@ func EventVerbatim(r *kgo.Record) (events.Event, []byte, error) {
 	if err != nil {
 		return events.Event{}, nil, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
-	if rk := string(r.Key); rk != e.RecordKey() && (e.Element == nil || rk != e.Key) {
+	// string(r.Key) in comparisons only: a variable of it would be a copy
+	// of every record's key.
+	if string(r.Key) != e.RecordKey() && (e.Element == nil || string(r.Key) != e.Key) {
 		return events.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
 	}
 	if !verbatim {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"time"
 	"unicode"
@@ -449,6 +450,71 @@ func (s *scanner) stringField(dst *string, field string) error {
 	}
 }
 
+// knownField is stringField for a field whose values are mostly among
+// known: a known value is set to the constant instead of a copy of its
+// bytes (an allocation for every event's kind, op and purpose).
+func (s *scanner) knownField(dst *string, field string) error {
+	raw, ok, err := s.plainString()
+	if !ok || err != nil {
+		return s.stringField(dst, field)
+	}
+	if k, ok := known[string(raw)]; ok {
+		*dst = k
+	} else {
+		*dst = string(raw)
+	}
+	return nil
+}
+
+// sharedField is stringField for a field whose value is mostly a prefix
+// of from: such a value is set to from's prefix instead of a copy.
+func (s *scanner) sharedField(dst *string, from, field string) error {
+	raw, ok, err := s.plainString()
+	if !ok || err != nil {
+		return s.stringField(dst, field)
+	}
+	if len(raw) <= len(from) && from[:len(raw)] == string(raw) {
+		*dst = from[:len(raw)]
+	} else {
+		*dst = string(raw)
+	}
+	return nil
+}
+
+// plainString reads the string at s.i when it has no escapes (its bytes
+// are its value); otherwise, or when no string is next, it reads nothing
+// and ok is false.
+func (s *scanner) plainString() (raw []byte, ok bool, err error) {
+	if s.peek() != '"' {
+		return nil, false, nil
+	}
+	start := s.i
+	raw, plain, err := s.str()
+	if err != nil || !plain {
+		s.i = start
+		return nil, false, nil
+	}
+	return raw, true, nil
+}
+
+// known holds the values of Event.Kind, Event.Op and Semantics.Purpose
+// (knownField).
+var known = func() map[string]string {
+	m := make(map[string]string)
+	for _, k := range []Kind{KindPut, KindDelete, KindExpire} {
+		m[string(k)] = string(k)
+	}
+	for _, op := range []Op{OpSet, OpCreate, OpCAS, OpDelete, OpExpire, OpIncrement, OpPatch, OpFieldCAS,
+		OpLockAcquire, OpLockExtend, OpLockRelease, OpLeaderElect, OpLeaderHeartbeat, OpLeaderResign,
+		OpSAdd, OpSRem, OpLPush, OpRPush, OpLPop, OpRPop, OpLTrim, OpQPush, OpQPop, OpQAck, OpQRequeue, OpQExpire, OpTxn} {
+		m[string(op)] = string(op)
+	}
+	for _, p := range Purposes {
+		m[p] = p
+	}
+	return m
+}()
+
 // intField reads an integer into *dst as encoding/json does (a number
 // with a fraction or an exponent, or out of range, is an error); null
 // leaves it.
@@ -597,7 +663,19 @@ func (s *scanner) stringsField(dst *[]string, field string) error {
 // has a bit per name met before in the object: a name met again, one
 // matched ignoring case and an unknown one are odd.
 func (s *scanner) member(key []byte, names []string, seen *uint32) string {
-	i := slices.Index(names, string(key))
+	// The encoding writes the members in the order of names, some left
+	// out: the next one is most likely after the last one met, which
+	// saves comparing key with every name before it (an event has 21).
+	i := -1
+	for j := bits.Len32(*seen); j < len(names); j++ {
+		if names[j] == string(key) {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		i = slices.Index(names, string(key))
+	}
 	if i < 0 {
 		i = slices.IndexFunc(names, func(n string) bool { return bytes.EqualFold(key, []byte(n)) })
 		s.odd = true
@@ -683,15 +761,17 @@ func (s *scanner) eventMember(e *Event, name string) error {
 	case "key":
 		return s.stringField(&e.Key, "Event.key")
 	case "scope":
-		return s.stringField(&e.Scope, "Event.scope")
+		// A key's scope is its prefix, and the key comes first: it
+		// shares the key's bytes instead of holding a copy.
+		return s.sharedField(&e.Scope, e.Key, "Event.scope")
 	case "version":
 		return s.intField(&e.Version, "Event.version")
 	case "prevVersion":
 		return s.intField(&e.PrevVersion, "Event.prevVersion")
 	case "kind":
-		return s.stringField((*string)(&e.Kind), "Event.kind")
+		return s.knownField((*string)(&e.Kind), "Event.kind")
 	case "op":
-		return s.stringField((*string)(&e.Op), "Event.op")
+		return s.knownField((*string)(&e.Op), "Event.op")
 	case "before":
 		return s.rawField(&e.Before)
 	case "after":
@@ -735,7 +815,7 @@ func (s *scanner) semantics(sem *Semantics) error {
 		return s.members(func(name []byte) error {
 			switch s.member(name, semanticsMembers, &seen) {
 			case "purpose":
-				return s.stringField(&sem.Purpose, "Semantics.purpose")
+				return s.knownField(&sem.Purpose, "Semantics.purpose")
 			case "producer":
 				return s.optString(&sem.Producer, "Semantics.producer")
 			case "consumerHints":

@@ -27,11 +27,13 @@ import (
 // safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// arrays: Apply passes its columns as pgarrays.go's arrays.
+	arrays bool
 }
 
 // New returns a Store on pool. The schema must be migrated (Migrate).
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool}
+	return &Store{pool: pool, arrays: describes(pool)}
 }
 
 // Applied is one event read from the changes topic, with its position.
@@ -262,6 +264,9 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	if err != nil {
 		return err
 	}
+	if s.arrays {
+		batchArrays(b) // pgarrays.go
+	}
 	// One round trip, one transaction: pgx pipelines the batch with a
 	// single Sync, and Postgres runs the statements up to a Sync as one
 	// implicit transaction (the first that fails rolls back them all), so
@@ -357,6 +362,9 @@ type entryColumns struct {
 	// (writeFieldsFallback).
 	fields   fieldColumns
 	fallback []string
+	// values backs value's pointers, sem encodes semantics (columns.go).
+	values []string
+	sem    semanticsMemo
 }
 
 // fieldColumns are the kv_fields candidates of a batch's rows (valueFields),
@@ -395,22 +403,23 @@ func (c *entryColumns) grow(n int) {
 	c.requestDigest = make([]string, 0, n)
 	c.specRef = make([]string, 0, n)
 	c.semantics = make([]string, 0, n)
+	c.values = make([]string, 0, n)
 }
 
 func (c *entryColumns) add(a *Applied) error {
 	e := &a.Event
-	sem, err := json.Marshal(e.Semantics)
+	sem, err := c.sem.encode(&e.Semantics)
 	if err != nil {
 		return fmt.Errorf("projection: apply %s@%d: encode semantics: %w", e.Key, e.Version, err)
 	}
 	var value *string
 	var expires *time.Time
 	if e.Live() {
-		v := "null"
 		if len(e.After) > 0 {
-			v = string(e.After)
+			value = c.valueOf(string(e.After))
+		} else {
+			value = c.valueOf("null")
 		}
-		value = &v
 		expires = e.ExpiresAt
 		if len(e.After) > 0 { // "null" has no fields
 			fields, ok := valueFields(e.After)
@@ -440,7 +449,7 @@ func (c *entryColumns) add(a *Applied) error {
 	c.requestID = append(c.requestID, e.RequestID)
 	c.requestDigest = append(c.requestDigest, e.RequestDigest)
 	c.specRef = append(c.specRef, e.SpecRef)
-	c.semantics = append(c.semantics, string(sem))
+	c.semantics = append(c.semantics, sem)
 	return nil
 }
 

@@ -354,12 +354,19 @@ func (s *sink) gather(recs []*kgo.Record) (batch []projection.Applied, poison er
 		parts[r.Partition] = append(parts[r.Partition], r)
 	}
 	clear(s.tail)
+	total := 0
+	for _, rs := range parts {
+		total += len(rs)
+	}
+	batch = make([]projection.Applied, 0, total)
 	carried := 0
 	for _, part := range slices.Sorted(maps.Keys(parts)) {
 		rs := parts[part]
-		b, carry, err := s.take(rs)
-		s.checkTxns(rs, b)
-		batch = append(batch, b...)
+		from := len(batch)
+		var carry []*kgo.Record
+		var err error
+		batch, carry, err = s.takeInto(batch, rs)
+		s.checkTxns(rs, batch[from:])
 		if len(carry) > 0 {
 			s.tail[part] = carry
 			carried += len(carry)
@@ -434,14 +441,16 @@ func (p *Projector) count(batch []projection.Applied, start time.Time) map[int32
 	p.m.batchSize.Observe(float64(len(batch)))
 	p.m.applyDuration.Observe(now.Sub(start).Seconds())
 	next := make(map[int32]int64)
+	applied := 0
 	for i := range batch {
 		a := &batch[i]
 		if !a.Marker {
-			p.m.applied.Inc()
+			applied++
 			p.m.lag.Observe(now.Sub(a.Event.TS).Seconds())
 		}
 		next[a.Partition] = max(next[a.Partition], a.Offset+1)
 	}
+	p.m.applied.Add(float64(applied))
 	p.mu.Lock()
 	for part, o := range next {
 		p.applied[part] = max(p.applied[part], o)

@@ -50,8 +50,15 @@ func settled(recs []*kgo.Record) int {
 // its own are applied, nothing from its transaction on, nothing is
 // carried, and poison names it.
 func (p *Projector) take(recs []*kgo.Record) (batch []projection.Applied, carry []*kgo.Record, poison error) {
+	return p.takeInto(nil, recs)
+}
+
+// takeInto is take appending to dst (batch holds dst first): gather
+// fills one batch of every partition's, sized once (an Applied is about
+// 400 bytes, and growing the batch by appends copied each several times).
+func (p *Projector) takeInto(dst []projection.Applied, recs []*kgo.Record) (batch []projection.Applied, carry []*kgo.Record, poison error) {
 	n := settled(recs)
-	batch = make([]projection.Applied, 0, n)
+	batch = slices.Grow(dst, n)
 	for i, r := range recs[:n] {
 		if r.Attrs.IsControl() {
 			batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Marker: true})
@@ -63,7 +70,7 @@ func (p *Projector) take(recs []*kgo.Record) (batch []projection.Applied, carry 
 				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 			// batch[j] is recs[j]'s: cut it at the start of the pill's
 			// transaction.
-			return batch[:settled(recs[:i])], nil,
+			return batch[:len(dst)+settled(recs[:i])], nil,
 				fmt.Errorf("projector: poison pill at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
 		batch = append(batch, projection.Applied{Partition: r.Partition, Offset: r.Offset, Event: e, Raw: raw})
