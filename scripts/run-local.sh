@@ -294,20 +294,14 @@ from another shell in this directory, after loading this stack's settings:
 Ctrl-C stops the stack; data is kept for the next run (make clean deletes it, databases included).
 EOF
 
-# Until Ctrl-C, or until a service dies on its own. A short sleep in the
-# foreground rather than `wait -n`: Ctrl-C reaches the sleep too (it is
-# in this script's process group), and bash runs the INT trap as soon as
-# the sleep ends. A `wait -n` here once sat through a Ctrl-C (CI,
-# 2026-11-24: "make run did not stop within 60s of SIGINT", nothing
-# stopped); a service's death is noticed within half a second either way.
+# Until Ctrl-C, or until a service dies on its own.
 set +e
-while :; do
-	for name in "${services[@]}"; do
-		alive "$name" || {
-			tail_logs "$name"
-			unset "pids[$name]"
-			die "$name exited unexpectedly"
-		}
-	done
-	sleep 0.5
+wait -n "${pids[@]}"
+set -e
+for name in "${services[@]}"; do
+	alive "$name" || {
+		tail_logs "$name"
+		unset "pids[$name]"
+		die "$name exited unexpectedly"
+	}
 done
