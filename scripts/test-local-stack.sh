@@ -20,6 +20,14 @@ set -euo pipefail
 # Job control: each make run gets a process group of its own that takes
 # SIGINT, as it does in a terminal (a plain background job ignores it).
 set -m
+# A SIGINT ignored when this script started (it was launched as a
+# background job of a non-interactive shell, `nohup … &`) stays ignored in
+# every make run it starts, which then cannot stop on Ctrl-C: say so
+# rather than fail 60 s later on "did not stop".
+if [[ $(trap -p INT) == "trap -- '' SIGINT" ]]; then
+	echo "test-local-stack: error: SIGINT is ignored in this shell (started in the background by a non-interactive shell?): run it in the foreground or from a shell with job control (set -m)" >&2
+	exit 1
+fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
