@@ -1,6 +1,7 @@
 package projection_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -15,9 +16,10 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-// TestApplyCostParts splits the Postgres CPU of an Apply of figure 18a's
-// batches (BenchmarkApplyCAS) into parts: a diagnostic, skipped unless
-// ESKV_APPLY_PARTS lists batch sizes ("12,48"). On one connection it
+// BenchmarkApplyCostParts splits the Postgres CPU of an Apply of figure
+// 18a's batches (BenchmarkApplyCAS) into parts: a diagnostic, run once
+// per batch size whatever b.N (-benchtime 1x), for the sizes
+// ESKV_APPLY_PARTS lists (default "12,48"). On one connection it
 // sends, one batch each in turn, the statements Apply sends; the same
 // with the former writeFields (formerWriteFields); writeEntries alone;
 // the two statements over empty arrays (their fixed cost: executor start
@@ -26,19 +28,16 @@ import (
 // tables (and their dead rows) and the same load from the rest of the
 // machine, which separate benchmark runs do not. It logs the CPU of the
 // connection's backend (/proc/<pid>/schedstat) per Apply and per event,
-// and the tables' HOT updates. PGOPTIONS="-c synchronous_commit=off"
+// and the tables' HOT updates (-v). PGOPTIONS="-c synchronous_commit=off"
 // leaves the commit's WAL flush out.
-func TestApplyCostParts(t *testing.T) {
-	spec := os.Getenv("ESKV_APPLY_PARTS")
-	if spec == "" {
-		t.Skip("ESKV_APPLY_PARTS (batch sizes, e.g. 12,48) is not set")
-	}
+func BenchmarkApplyCostParts(b *testing.B) {
+	spec := cmp.Or(os.Getenv("ESKV_APPLY_PARTS"), "12,48")
 	for _, f := range strings.Split(spec, ",") {
 		size, err := strconv.Atoi(f)
 		if err != nil || size < 1 {
-			t.Fatalf("ESKV_APPLY_PARTS: bad batch size %q", f)
+			b.Fatalf("ESKV_APPLY_PARTS: bad batch size %q", f)
 		}
-		t.Run(fmt.Sprintf("Batch%d", size), func(t *testing.T) { applyCostParts(t, size) })
+		b.Run(fmt.Sprintf("Batch%d", size), func(b *testing.B) { applyCostParts(b, size) })
 	}
 }
 
@@ -48,7 +47,7 @@ type applyPart struct {
 	edit func(b *pgx.Batch) *pgx.Batch
 }
 
-func applyCostParts(t *testing.T, size int) {
+func applyCostParts(t testing.TB, size int) {
 	db := testenv.MustPostgresDB(t)
 	cfg, err := pgxpool.ParseConfig(db.URL)
 	if err != nil {
