@@ -1,8 +1,6 @@
 package projection
 
 import (
-	"encoding/json"
-	"fmt"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/benchdata"
 )
 
 // cas18aBatch returns what the projector applies of one poll under
@@ -32,21 +31,7 @@ func cas18aBatch(tb testing.TB) []Applied {
 		for txn := range keys / parts / perTxn {
 			for i := range perTxn {
 				k := int(part)*keys/parts + txn*perTxn + i
-				e := events.Event{
-					SchemaVersion: events.SchemaVersion,
-					Key:           fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%03d", k%8, k),
-					Scope:         fmt.Sprintf("tenant/bench/project/p%d", k%8),
-					Version:       8, PrevVersion: 7,
-					Kind: events.KindPut, Op: events.OpCAS,
-					Before:        json.RawMessage(fmt.Sprintf(`{"client":%d,"seq":%d}`, k, 6)),
-					After:         json.RawMessage(fmt.Sprintf(`{"client":%d,"seq":%d}`, k, 7)),
-					CreatedAt:     ts.Add(-time.Hour),
-					Semantics:     events.Semantics{Purpose: "other"},
-					RequestDigest: "sha256:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8",
-					Principal:     "bench",
-					TS:            ts.Add(time.Duration(k) * time.Microsecond),
-					WriterEpoch:   3,
-				}
+				e := benchdata.CAS18aEvent(k, 8, ts)
 				raw, err := e.Marshal()
 				if err != nil {
 					tb.Fatal(err)

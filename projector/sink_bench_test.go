@@ -1,15 +1,13 @@
 package projector
 
 import (
-	"encoding/json"
-	"fmt"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/benchdata"
 )
 
 // cas18aRecords returns what one poll of the projector holds under figure
@@ -30,23 +28,7 @@ func cas18aRecords(tb testing.TB, round int) []*kgo.Record {
 			for i := range perTxn {
 				k := int(part)*keys/parts + txn*perTxn + i
 				v := int64(round + 1)
-				e := events.Event{
-					SchemaVersion: events.SchemaVersion,
-					Key:           fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%03d", k%8, k),
-					Scope:         fmt.Sprintf("tenant/bench/project/p%d", k%8),
-					Version:       v + 1,
-					PrevVersion:   v,
-					Kind:          events.KindPut,
-					Op:            events.OpCAS,
-					Before:        json.RawMessage(fmt.Sprintf(`{"client":%d,"seq":%d}`, k, v-1)),
-					After:         json.RawMessage(fmt.Sprintf(`{"client":%d,"seq":%d}`, k, v)),
-					CreatedAt:     ts.Add(-time.Hour),
-					Semantics:     events.Semantics{Purpose: "other"},
-					RequestDigest: "sha256:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8",
-					Principal:     "bench",
-					TS:            ts.Add(time.Duration(k) * time.Microsecond),
-					WriterEpoch:   3,
-				}
+				e := benchdata.CAS18aEvent(k, v+1, ts)
 				b, err := e.Marshal()
 				if err != nil {
 					tb.Fatal(err)
