@@ -25,7 +25,8 @@ import (
 // meanwhile (a partition submits one batch and waits for the answer, so a
 // round carries at most one batch per partition, and while a transaction
 // is in flight the next round's batches queue up: group commit across
-// partitions), then BeginTransaction, ProduceSync of all records, the
+// partitions) and, up to RoundGather, the next batch of each partition
+// the previous round answered (collect), then BeginTransaction, ProduceSync of all records, the
 // second fence (fence.go: one TxnOffsetCommit naming each partition of
 // the round, after an AddOffsetsToTxn sent beside the produce unless the
 // brokers speak KIP-890 part 2), EndTransaction(TryCommit); then answer
@@ -48,7 +49,10 @@ type committer struct {
 	log   *slog.Logger
 	txnID string
 	subs  chan *submission
-	done  chan struct{}
+	// passes carries the partitions that the previous round answered
+	// and that have nothing to submit (gather).
+	passes chan int32
+	done   chan struct{}
 
 	mu sync.Mutex
 	// session counts the producers that completed InitProducerID; 0
@@ -136,12 +140,13 @@ func answerFenceWaiters(readers []chan error, err error) {
 
 func newCommitter(w *Writer, txnID string) *committer {
 	return &committer{
-		w:     w,
-		log:   w.log.With("transactionalId", txnID),
-		txnID: txnID,
-		subs:  make(chan *submission, w.cfg.Topics.Partitions),
-		done:  make(chan struct{}),
-		next:  make(chan struct{}),
+		w:      w,
+		log:    w.log.With("transactionalId", txnID),
+		txnID:  txnID,
+		subs:   make(chan *submission, w.cfg.Topics.Partitions),
+		passes: make(chan int32, w.cfg.Topics.Partitions),
+		done:   make(chan struct{}),
+		next:   make(chan struct{}),
 	}
 }
 
@@ -205,25 +210,15 @@ func (c *committer) run(ctx context.Context) {
 	}
 	defer c.releaseFenceWaiters(errCommitterStopped)
 	round := make([]*submission, 0, cap(c.subs))
+	// owed: the partitions the previous round answered, which the next
+	// round waits for (collect).
+	owed := make(map[int32]bool, cap(c.subs))
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
-		round = round[:0]
-		select {
-		case <-ctx.Done():
+		var ok bool
+		if round, ok = c.collect(ctx, round[:0], owed, timer); !ok {
 			return
-		case s := <-c.subs:
-			round = append(round, s)
-		}
-		c.mu.Lock()
-		c.busy = true
-		c.mu.Unlock()
-	take:
-		for len(round) < cap(round) {
-			select {
-			case s := <-c.subs:
-				round = append(round, s)
-			default:
-				break take
-			}
 		}
 		err := c.round(ctx, round)
 		if fenced := (*groupFencedError)(nil); c.implicitAdd && errors.As(err, &fenced) && errors.Is(fenced.err, kerr.InvalidTxnState) {
@@ -236,17 +231,15 @@ func (c *committer) run(ctx context.Context) {
 		c.mu.Lock()
 		session := c.session
 		c.mu.Unlock()
+		clear(owed)
 		for _, s := range round {
+			if err == nil {
+				owed[s.p.id] = true
+			}
 			s.done <- roundResult{err: err, session: session}
 		}
 		if err != nil {
 			c.releaseFenceWaiters(err)
-		} else if len(c.subs) == 0 {
-			// No next round is certain: readers waiting for one ask
-			// the brokers instead.
-			c.releaseFenceWaiters(errNoRound)
-		}
-		if err != nil {
 			c.w.metrics.txnFailures.Inc()
 			c.log.Warn("shared transaction failed; its partitions catch up again, the producer is replaced",
 				"err", err, "partitions", len(round), "session", session)
@@ -256,6 +249,94 @@ func (c *committer) run(ctx context.Context) {
 				return
 			}
 		}
+	}
+}
+
+// collect returns the next round's submissions, false when ctx ended.
+//
+// It waits for the partitions the previous round answered (owed) to
+// submit their next batch or pass (nothing queued), up to the writer's
+// RoundGather, and takes every other submission queued meanwhile. Without
+// that wait, rounds alternate between two halves of the busy partitions
+// under load: a round would start as soon as the previous one ended, with
+// the batches queued while it ran, before the partitions it answered have
+// decided their next batch; these would then wait for that whole round,
+// every batch waiting a round and a half on average, and each round
+// carrying half the partitions. A partition takes microseconds to answer
+// its callers and decide the batch queued meanwhile; a round takes a few
+// broker round trips.
+//
+// While it may still start a round the committer stays busy: readers
+// wait for that round's fence (awaitFence). Once nothing is owed and
+// nothing queued it is idle: the waiting readers ask the brokers instead,
+// and so do later ones, until a submission comes.
+func (c *committer) collect(ctx context.Context, round []*submission, owed map[int32]bool, timer *time.Timer) ([]*submission, bool) {
+	if len(owed) > 0 && c.w.cfg.RoundGather > 0 {
+		start := time.Now()
+		timer.Reset(c.w.cfg.RoundGather)
+	gather:
+		for len(owed) > 0 && len(round) < cap(round) {
+			select {
+			case s := <-c.subs:
+				round = append(round, s)
+				delete(owed, s.p.id)
+			case id := <-c.passes:
+				delete(owed, id)
+			case <-timer.C:
+				c.w.metrics.gatherTimeouts.Inc()
+				break gather
+			case <-ctx.Done():
+				timer.Stop()
+				return round, false
+			}
+		}
+		timer.Stop()
+		c.w.metrics.gatherSeconds.Observe(time.Since(start).Seconds())
+	}
+	clear(owed)
+	if round = takeQueued(c.subs, round); len(round) > 0 {
+		c.mu.Lock()
+		c.busy = true // (idle after a failed round)
+		c.mu.Unlock()
+		return round, true
+	}
+	// No next round is certain: readers waiting for one ask the brokers
+	// instead.
+	c.releaseFenceWaiters(errNoRound)
+	for {
+		select {
+		case <-ctx.Done():
+			return round, false
+		case <-c.passes: // late: nothing is owed now
+		case s := <-c.subs:
+			c.mu.Lock()
+			c.busy = true
+			c.mu.Unlock()
+			return takeQueued(c.subs, append(round, s)), true
+		}
+	}
+}
+
+// takeQueued appends the submissions queued in subs to round, up to its
+// capacity (one per partition), without waiting.
+func takeQueued(subs <-chan *submission, round []*submission) []*submission {
+	for len(round) < cap(round) {
+		select {
+		case s := <-subs:
+			round = append(round, s)
+		default:
+			return round
+		}
+	}
+	return round
+}
+
+// pass tells the next round that p, answered by the previous one, has
+// nothing to submit: it need not wait for p (gather).
+func (c *committer) pass(id int32) {
+	select {
+	case c.passes <- id:
+	default: // full: stale passes; the round's timer bounds the wait
 	}
 }
 

@@ -355,3 +355,78 @@ func TestCommitterRoundRequests(t *testing.T) {
 		t.Fatalf("%d rounds sent %v requests (by key); want %v", rounds, counts, want)
 	}
 }
+
+// gatherWriter is readyWriter with the given RoundGather.
+func gatherWriter(t *testing.T, parts int32, gather time.Duration) (*testenv.Broker, *Writer) {
+	t.Helper()
+	b := testenv.MustBroker(t, parts)
+	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{RoundGather: gather})
+	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == int(parts) })
+	return b, w
+}
+
+// TestRoundWaitsForThePartitionsItAnswered (committer.collect): the round
+// after partition 0's takes partition 0's next batch together with the
+// batch partition 1 queued meanwhile, instead of starting with partition
+// 1's alone and leaving partition 0's for a third.
+func TestRoundWaitsForThePartitionsItAnswered(t *testing.T) {
+	b, w := gatherWriter(t, 2, time.Minute)
+	keys := keysByPartition(t, 2)
+	held, release := holdFirstEndTxn(b, w)
+	defer release()
+	errs := make(chan error, 3)
+	go func() { errs <- putKey(t.Context(), w, keys[0], "first") }()
+	<-held
+	// While the first round is in flight, partition 0's next write waits
+	// in its queue and partition 1's batch for the next round.
+	go func() { errs <- putKey(t.Context(), w, keys[0], "second") }()
+	_, p0 := w.partition(keys[0])
+	testenv.WaitFor(t, 20*time.Second, "partition 0's second write queued", func() bool { return len(p0.calls) == 1 })
+	go func() { errs <- putKey(t.Context(), w, keys[1], "other") }()
+	awaitQueued(t, w, 1)
+	release()
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testutil.ToFloat64(w.metrics.transactions); n != 2 {
+		t.Fatalf("%v transactions; want 2: the second round waits for partition 0's next batch", n)
+	}
+	if n := testutil.ToFloat64(w.metrics.gatherTimeouts); n != 0 {
+		t.Fatalf("%v gather timeouts; want 0", n)
+	}
+}
+
+// TestRoundDoesNotWaitForAPass: a partition the last round answered with
+// nothing queued passes, and the next round starts without it at once,
+// not after RoundGather.
+func TestRoundDoesNotWaitForAPass(t *testing.T) {
+	b, w := gatherWriter(t, 2, time.Minute)
+	keys := keysByPartition(t, 2)
+	held, release := holdFirstEndTxn(b, w)
+	defer release()
+	first := make(chan error, 1)
+	go func() { first <- putKey(t.Context(), w, keys[0], "first") }()
+	<-held
+	other := make(chan error, 1)
+	go func() { other <- putKey(t.Context(), w, keys[1], "other") }()
+	awaitQueued(t, w, 1)
+	start := time.Now()
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the next round waited for a partition that had nothing to submit")
+	}
+	t.Logf("partition 1's write answered %v after the first round was released", time.Since(start))
+	if n := testutil.ToFloat64(w.metrics.gatherTimeouts); n != 0 {
+		t.Fatalf("%v gather timeouts; want 0", n)
+	}
+}

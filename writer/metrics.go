@@ -12,6 +12,8 @@ type metrics struct {
 	txnFailures       prometheus.Counter
 	transactions      prometheus.Counter
 	roundPartitions   prometheus.Histogram
+	gatherSeconds     prometheus.Histogram
+	gatherTimeouts    prometheus.Counter
 	ownershipRestarts prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
@@ -56,6 +58,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		roundPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "eskv_writer_round_partitions", Help: "Partitions per committed shared Kafka transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
+		}),
+		gatherSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_round_gather_seconds", Help: "Time a round waited for the partitions the previous round answered (ESKV_ROUND_GATHER).",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 12),
+		}),
+		gatherTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_round_gather_timeouts_total", Help: "Rounds that started without a partition the previous round answered, its gather wait having run out.",
 		}),
 		ownershipRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eskv_writer_ownership_restarts_total", Help: "Times a partition was re-fenced and caught up after an error.",
@@ -110,7 +119,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.writesOK = m.writes.WithLabelValues("ok")
 	m.confirmFence, m.confirmLSO = m.confirms.WithLabelValues("fence"), m.confirms.WithLabelValues("lso")
-	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms} {
+	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.gatherSeconds, m.gatherTimeouts, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

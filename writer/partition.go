@@ -88,6 +88,10 @@ type partition struct {
 	// failedIn is the committer session in which this partition's last
 	// failed round ran (committer.go); own catches up only after it.
 	failedIn uint64
+	// owes: the last round answered this partition's batch, and the
+	// next round waits for its next batch or its pass (committer.gather).
+	// Only the partition's own goroutine touches it.
+	owes bool
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -255,6 +259,10 @@ func (p *partition) own(ctx context.Context) error {
 	expect := 1
 	for {
 		batch = batch[:0]
+		if p.owes && len(p.calls) == 0 {
+			p.owes = false
+			p.w.committer.pass(p.id)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -270,7 +278,9 @@ func (p *partition) own(ctx context.Context) error {
 		// instead of a few, which is what bounds throughput (the broker
 		// commits a limited number of transactions per second).
 		drain(p.calls, &batch, cfg.MaxBatch)
-		if len(batch) < expect && cfg.MaxLinger > 0 {
+		if len(batch) < expect && cfg.MaxLinger > 0 && !p.owes {
+			// (Not when the next round waits for this batch: the
+			// round is what the callers answered last wait for.)
 			linger(ctx, p.calls, &batch, min(expect, cfg.MaxBatch), cfg.MaxLinger)
 		}
 		expect = len(batch)
@@ -408,8 +418,15 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) err
 		return nil
 	}
 	ds, recs, evs := p.decideAll(tctx, batch, states, known, elems, epoch)
+	if len(recs) == 0 && p.owes {
+		p.owes = false
+		p.w.committer.pass(p.id)
+	}
 	if len(recs) > 0 {
-		if r := p.w.committer.commit(p, recs); r.err != nil {
+		p.owes = false
+		r := p.w.committer.commit(p, recs)
+		p.owes = r.err == nil
+		if r.err != nil {
 			p.failedIn = r.session
 			for i, c := range batch {
 				if len(ds[i].appends()) > 0 || ds[i].conflict != nil {

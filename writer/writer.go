@@ -52,6 +52,10 @@ type Projection interface {
 // DefaultStateCacheBytes is the default Config.StateCacheBytes.
 const DefaultStateCacheBytes = 64 << 20
 
+// DefaultRoundGather is how long a round waits, at most, for the
+// partitions the previous round answered (Config.RoundGather).
+const DefaultRoundGather = time.Millisecond
+
 // Config configures a Writer.
 type Config struct {
 	Brokers []string
@@ -88,6 +92,10 @@ type Config struct {
 	// previous batch had (never when the previous batch was a single
 	// request). Zero disables lingering; negative is taken as zero.
 	MaxLinger time.Duration
+	// RoundGather bounds how long a round waits for the partitions the
+	// previous round answered to submit their next batch (committer.go
+	// gather; default 1ms). Negative disables it.
+	RoundGather time.Duration
 	// QueueDepth bounds the requests waiting per partition.
 	QueueDepth int
 	// MaxOverlay bounds the keys per partition whose latest event the
@@ -152,6 +160,9 @@ func (c *Config) setDefaults() {
 		c.MaxLinger = 2 * time.Millisecond
 	} else if c.MaxLinger < 0 {
 		c.MaxLinger = 0
+	}
+	if c.RoundGather == 0 {
+		c.RoundGather = DefaultRoundGather
 	}
 	if c.QueueDepth == 0 {
 		c.QueueDepth = 8192

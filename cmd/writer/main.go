@@ -34,6 +34,7 @@ type config struct {
 	kafka            service.Kafka
 	postgres         service.Postgres
 	logLevel         *slog.Level
+	logFlush         *time.Duration
 	httpAddr         string
 	addrFile         string
 	createTopics     bool
@@ -48,6 +49,7 @@ type config struct {
 	maxOverlay       int
 	stateCacheBytes  int64
 	maxListWait      time.Duration
+	roundGather      time.Duration
 	queueDedupWindow time.Duration
 	requestWindow    int
 	http             service.HTTPLimits
@@ -83,6 +85,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.StringVar(&c.instanceID, "instance-id", "writer-"+host, "static group member id; unique per writer")
 	f.Env("instance-id", "ESKV_WRITER_ID")
 	c.logLevel = service.LogLevel(f, slog.LevelInfo)
+	c.logFlush = service.LogFlush(f)
 	f.StringVar(&c.addrFile, "addr-file", "", "write the bound HTTP address to this file once listening")
 	f.Env("addr-file", "ESKV_ADDR_FILE")
 	f.StringVar(&c.advertiseURL, "advertise-url", "", "base URL other writers forward this writer's requests to (default http://<bound http address>)")
@@ -98,6 +101,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("state-cache-bytes", "ESKV_STATE_CACHE_BYTES")
 	f.DurationVar(&c.maxListWait, "max-list-wait", writer.DefaultMaxListWait, "how long a listing waits for the projector to apply the writes under its prefix acknowledged before it arrived; beyond it the listing answers 503 with Retry-After")
 	f.Env("max-list-wait", "ESKV_MAX_LIST_WAIT")
+	f.DurationVar(&c.roundGather, "round-gather", writer.DefaultRoundGather, "how long a Kafka transaction round waits, at most, for the next batch of each partition the previous round answered (so that busy partitions share rounds instead of alternating); a partition with nothing queued ends the wait at once; 0 starts each round with whatever is queued")
+	f.Env("round-gather", "ESKV_ROUND_GATHER")
 	f.IntVar(&c.requestWindow, "request-id-window", writer.DefaultRequestIDWindow, "per key, how many of its latest versions remember their requestId: retrying any of them is answered as a replay (the latest) or 409 version_conflict (an older one), never applied twice; 1 remembers only the latest write's")
 	f.Env("request-id-window", "ESKV_REQUEST_ID_WINDOW")
 	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
@@ -125,6 +130,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.heartbeat > 0, "watch-heartbeat", "must be positive"),
 		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
+		f.Check(c.roundGather >= 0 && c.roundGather <= 100*time.Millisecond, "round-gather", "must be a duration from 0 to 100ms"),
+		f.Check(*c.logFlush >= 0 && *c.logFlush <= time.Second, "log-flush", "must be a duration from 0 to 1s"),
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
 		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
 		f.Check(c.uiSessionTTL > 0, "ui-session-ttl", "must be positive"),
@@ -189,7 +196,9 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := c.checkAdvertise(); err != nil {
 		return err
 	}
-	log := service.Logger(stderr, *c.logLevel, "writer")
+	// An INFO line per write: buffered (service.BufferedLogger).
+	log, closeLog := service.BufferedLogger(stderr, *c.logLevel, "writer", *c.logFlush)
+	defer closeLog()
 	service.SetGCDefault(log)
 	reg := service.NewRegistry()
 	tt, reloadTokens, err := c.tokens(reg, log)
@@ -288,6 +297,7 @@ func (c *config) writerConfig() writer.Config {
 		StateCacheBytes:  cmp.Or(c.stateCacheBytes, -1), // 0 disables: Config's is negative
 		RequestIDWindow:  c.requestWindow,
 		MaxListWait:      c.maxListWait,
+		RoundGather:      cmp.Or(c.roundGather, -1), // 0 on the command line: no wait
 		QueueDedupWindow: c.queueDedupWindow,
 	}
 }
