@@ -6,14 +6,10 @@ type metrics struct {
 	writes *prometheus.CounterVec
 	// writesOK is writes' "ok" child, resolved once: it counts nearly
 	// every request, and WithLabelValues hashes the label each time.
-	writesOK          prometheus.Counter
-	batchSize         prometheus.Histogram
-	txnSeconds        prometheus.Histogram
-	txnFailures       prometheus.Counter
-	transactions      prometheus.Counter
-	roundPartitions   prometheus.Histogram
-	gatherSeconds     prometheus.Histogram
-	gatherTimeouts    prometheus.Counter
+	writesOK   prometheus.Counter
+	batchSize  prometheus.Histogram
+	txnSeconds prometheus.Histogram
+	roundMetrics
 	ownershipRestarts prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
@@ -38,6 +34,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
+		roundMetrics: newRoundMetrics(),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_writes_total", Help: "Write requests decided, by outcome (ok, conflict, replayed, or an error code).",
 		}, []string{"outcome"}),
@@ -48,23 +45,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		txnSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "eskv_writer_batch_seconds", Help: "Time to decide and commit one batch.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
-		}),
-		txnFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transaction_failures_total", Help: "Shared Kafka transactions that failed (their partitions catch up again; the producer is replaced).",
-		}),
-		transactions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transactions_total", Help: "Shared Kafka transactions committed (one per round, across partitions).",
-		}),
-		roundPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "eskv_writer_round_partitions", Help: "Partitions per committed shared Kafka transaction.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
-		}),
-		gatherSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "eskv_writer_round_gather_seconds", Help: "Time a round waited for the partitions the previous round answered (ESKV_ROUND_GATHER).",
-			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 12),
-		}),
-		gatherTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_round_gather_timeouts_total", Help: "Rounds that started without a partition the previous round answered, its gather wait having run out.",
 		}),
 		ownershipRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eskv_writer_ownership_restarts_total", Help: "Times a partition was re-fenced and caught up after an error.",
@@ -125,4 +105,35 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// roundMetrics are the committer's (committer.go).
+type roundMetrics struct {
+	txnFailures     prometheus.Counter
+	transactions    prometheus.Counter
+	roundPartitions prometheus.Histogram
+	gatherSeconds   prometheus.Histogram
+	gatherTimeouts  prometheus.Counter
+}
+
+func newRoundMetrics() roundMetrics {
+	return roundMetrics{
+		txnFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_transaction_failures_total", Help: "Shared Kafka transactions that failed (their partitions catch up again; the producer is replaced).",
+		}),
+		transactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_transactions_total", Help: "Shared Kafka transactions committed (one per round, across partitions).",
+		}),
+		roundPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_round_partitions", Help: "Partitions per committed shared Kafka transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
+		}),
+		gatherSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_round_gather_seconds", Help: "Time a round waited for the partitions the previous round answered (ESKV_ROUND_GATHER).",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 12),
+		}),
+		gatherTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_round_gather_timeouts_total", Help: "Rounds that started without a partition the previous round answered, its gather wait having run out.",
+		}),
+	}
 }
