@@ -26,8 +26,8 @@ import (
 // round carries at most one batch per partition, and while a transaction
 // is in flight the next round's batches queue up: group commit across
 // partitions) and, up to RoundGather, the next batch of each partition
-// the previous round answered (collect), then BeginTransaction, ProduceSync of all records, the
-// second fence (fence.go: one TxnOffsetCommit naming each partition of
+// the previous round answered (collect); then BeginTransaction,
+// ProduceSync of all records, the second fence (fence.go: one TxnOffsetCommit naming each partition of
 // the round, after an AddOffsetsToTxn sent beside the produce unless the
 // brokers speak KIP-890 part 2), EndTransaction(TryCommit); then answer
 // every submission. Under KIP-890 part 2 (Kafka 4.0+ with
@@ -50,7 +50,7 @@ type committer struct {
 	txnID string
 	subs  chan *submission
 	// passes carries the partitions that the previous round answered
-	// and that have nothing to submit (gather).
+	// and that have nothing to submit (collect).
 	passes chan int32
 	done   chan struct{}
 
@@ -331,8 +331,8 @@ func takeQueued(subs <-chan *submission, round []*submission) []*submission {
 	return round
 }
 
-// pass tells the next round that p, answered by the previous one, has
-// nothing to submit: it need not wait for p (gather).
+// pass tells the next round that partition id, answered by the previous
+// one, has nothing to submit: it need not wait for it (collect).
 func (c *committer) pass(id int32) {
 	select {
 	case c.passes <- id:

@@ -89,7 +89,7 @@ type partition struct {
 	// failed round ran (committer.go); own catches up only after it.
 	failedIn uint64
 	// owes: the last round answered this partition's batch, and the
-	// next round waits for its next batch or its pass (committer.gather).
+	// next round waits for its next batch or its pass (committer.collect).
 	// Only the partition's own goroutine touches it.
 	owes bool
 
