@@ -27,10 +27,10 @@ import (
 // is in flight the next round's batches queue up: group commit across
 // partitions) and, up to RoundGather, the next batch of each partition
 // the previous round answered (collect); then BeginTransaction,
-// ProduceSync of all records, the second fence (fence.go: one TxnOffsetCommit naming each partition of
-// the round, after an AddOffsetsToTxn sent beside the produce unless the
-// brokers speak KIP-890 part 2), EndTransaction(TryCommit); then answer
-// every submission. Under KIP-890 part 2 (Kafka 4.0+ with
+// ProduceSync of all records, the second fence (fence.go: one
+// TxnOffsetCommit naming each partition of the round, after an
+// AddOffsetsToTxn sent beside the produce unless the brokers speak KIP-890
+// part 2), EndTransaction(TryCommit); then answer every submission. Under KIP-890 part 2 (Kafka 4.0+ with
 // transaction.version 2, and kfake) that is three requests per round:
 // Produce, TxnOffsetCommit, EndTxn.
 //
