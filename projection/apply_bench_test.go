@@ -84,12 +84,15 @@ const casKeys = 64
 // {"client":i,"seq":n} over casKeys keys, round robin, then a transaction
 // marker, at consecutive offsets of partition 0.
 type casBatches struct {
-	tb      testing.TB
-	size    int
-	version [casKeys]int64
-	batch   []projection.Applied
-	offset  int64
-	key     int
+	tb   testing.TB
+	size int
+	// noRequestID leaves the events' requestId out, as figure 18a's
+	// clients send none.
+	noRequestID bool
+	version     [casKeys]int64
+	batch       []projection.Applied
+	offset      int64
+	key         int
 }
 
 func newCASBatches(tb testing.TB, size int) *casBatches {
@@ -105,6 +108,9 @@ func (c *casBatches) next() []projection.Applied {
 		c.version[k]++
 		e := put(c.tb, fmt.Sprintf("tenant/bench/project/p%d/cas18a-k%03d", k%8, k), c.version[k],
 			fmt.Sprintf(`{"client":%d,"seq":%d}`, k, c.version[k]))
+		if c.noRequestID {
+			e.RequestID = ""
+		}
 		raw, err := e.Marshal()
 		if err != nil {
 			c.tb.Fatal(err)

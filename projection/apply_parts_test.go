@@ -21,7 +21,9 @@ import (
 // per batch size whatever b.N (-benchtime 1x), for the sizes
 // ESKV_APPLY_PARTS lists (default "12,48"). On one connection it
 // sends, one batch each in turn, the statements Apply sends; the same
-// with the former writeFields (formerWriteFields); writeEntries alone;
+// with the former kv_history insert (projection.FormerHistory: the event
+// as jsonb, into the same migrated table); the same with the former
+// writeFields (formerWriteFields); writeEntries alone;
 // the two statements over empty arrays (their fixed cost: executor start
 // and end, the commit); and SELECT 1 (a round trip and an empty
 // transaction). Taking turns batch by batch, every part sees the same
@@ -29,7 +31,9 @@ import (
 // machine, which separate benchmark runs do not. It logs the CPU of the
 // connection's backend (/proc/<pid>/schedstat) per Apply and per event,
 // and the tables' HOT updates (-v). PGOPTIONS="-c synchronous_commit=off"
-// leaves the commit's WAL flush out.
+// leaves the commit's WAL flush out. ESKV_APPLY_NO_REQUEST_ID=1 sends
+// events without a requestId, as figure 18a's clients write (the
+// benchmark's events carry one by default).
 func BenchmarkApplyCostParts(b *testing.B) {
 	spec := cmp.Or(os.Getenv("ESKV_APPLY_PARTS"), "12,48")
 	for _, f := range strings.Split(spec, ",") {
@@ -72,6 +76,12 @@ func applyCostParts(t testing.TB, size int) {
 	var offset int64 // of the empty part's markers, on partition 1: the stream is on 0
 	parts := []applyPart{
 		{"Apply", func(b *pgx.Batch) *pgx.Batch { return b }},
+		{"Apply, former kv_history", func(b *pgx.Batch) *pgx.Batch {
+			if !projection.FormerHistory(b) {
+				t.Fatal("writeEntries has no kv_history insert")
+			}
+			return b
+		}},
 		{"Apply, former writeFields", func(b *pgx.Batch) *pgx.Batch {
 			q := b.QueuedQueries[1]
 			q.SQL = formerWriteFields
@@ -100,6 +110,7 @@ func applyCostParts(t testing.TB, size int) {
 		}},
 	}
 	cas := newCASBatches(t, size)
+	cas.noRequestID = os.Getenv("ESKV_APPLY_NO_REQUEST_ID") == "1"
 	apply := func(p applyPart) int64 {
 		b, err := projection.ApplyStatements("kv.changes", cas.next())
 		if err != nil {

@@ -171,7 +171,7 @@ SELECT (SELECT count(*) FROM `+a+`.kv_history),
         LEFT JOIN `+b+`.kv_history g ON g.key = h.key AND g.version = h.version
         LEFT JOIN bound bd ON bd.partition = h.partition
         WHERE h.kafka_offset < coalesce(bd.next_offset, 0)
-            AND (g.key IS NULL OR g.event IS DISTINCT FROM h.event))`,
+            AND (g.key IS NULL OR coalesce(g.event, g.event_text::jsonb) IS DISTINCT FROM coalesce(h.event, h.event_text::jsonb)))`,
 			topic).Scan(&d.History, &d.AgainstHistory, &d.HistoryMismatch)
 	})
 	if err != nil {

@@ -123,7 +123,7 @@ func TestApplyElements(t *testing.T) {
 func historyOf(tb testing.TB, pool *pgxpool.Pool, key string, version int64) events.Event {
 	tb.Helper()
 	var raw []byte
-	if err := pool.QueryRow(context.Background(), `SELECT event FROM kv_history WHERE key = $1 AND version = $2`, key, version).Scan(&raw); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(event, event_text::jsonb) FROM kv_history WHERE key = $1 AND version = $2`, key, version).Scan(&raw); err != nil {
 		tb.Fatal(err)
 	}
 	var e events.Event

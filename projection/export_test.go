@@ -150,3 +150,50 @@ func ValueFields(v []byte) ([]FieldCandidate, bool) {
 	}
 	return out, ok
 }
+
+// MigrateTo applies the migrations up to the one numbered upTo: a
+// projection as an older release left it.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, upTo int64) error {
+	return migrate(ctx, pool, upTo)
+}
+
+// CurrentHistoryInsert is the start of writeEntries' kv_history insert,
+// and FormerHistoryInsert what it was before migration 00011 (branch
+// p6-hist, 2026-11-24): the event parsed into jsonb, into event, which
+// kv_history_request_id indexes; with no request_id the row is not in
+// kv_history_request.
+const (
+	CurrentHistoryInsert = `INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event_text, request_id)
+    SELECT k, v, kd, op, ts, p, o, ev, rid`
+	FormerHistoryInsert = `INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
+    SELECT k, v, kd, op, ts, p, o, ev::jsonb`
+)
+
+// FormerHistory edits writeEntries' statement, in b, into the one of the
+// releases before migration 00011 (FormerHistoryInsert; the request_id
+// argument goes unused), and reports whether it found it.
+func FormerHistory(b *pgx.Batch) bool {
+	for _, q := range b.QueuedQueries {
+		if strings.Contains(q.SQL, CurrentHistoryInsert) {
+			q.SQL = strings.Replace(q.SQL, CurrentHistoryInsert, FormerHistoryInsert, 1)
+			q.Arguments[23] = []*string(nil)
+			return true
+		}
+	}
+	return false
+}
+
+// ApplyFormer applies batch as the releases before migration 00011 did:
+// kv_history gets the event as jsonb (event) and no request_id, so it
+// works on a projection migrated up to 00010 and writes the rows such a
+// release wrote.
+func ApplyFormer(ctx context.Context, pool *pgxpool.Pool, topic string, batch []Applied) error {
+	b, err := applyBatch(topic, batch)
+	if err != nil {
+		return err
+	}
+	if !FormerHistory(b) {
+		return fmt.Errorf("apply former: writeEntries has no %s", CurrentHistoryInsert)
+	}
+	return translate("apply", pool.SendBatch(ctx, b).Close())
+}

@@ -11,10 +11,16 @@ import (
 	"github.com/eskv/eskv/events"
 )
 
+// historyEvent is a kv_history row's event as jsonb, whichever column
+// holds it: event for the rows written before migration 00011, the text
+// of event_text for those written since (parsed here, by the reader:
+// writing it costs no parse).
+const historyEvent = `coalesce(event, event_text::jsonb)`
+
 // historySQL reads a page of a key's history: one range scan of
 // kv_history's primary key (key, version), oldest first. Each event is
 // read without its before (a version's answer is the value after it),
-// as text. Like a listing's page (listSQL), the page is bounded by its
+// as jsonb's text, whichever column holds it (historyEvent). Like a listing's page (listSQL), the page is bounded by its
 // row count and by a byte budget decided in the statement: a running sum
 // of each event's text length marks the rows that fit (the first always
 // does), and only those send their event. Parameters: $1 key, $2 first
@@ -23,7 +29,7 @@ const historySQL = `SELECT version, fits, CASE WHEN fits THEN ev END FROM (
     SELECT version, ev,
         row_number() OVER page_order = 1 OR sum(octet_length(ev)) OVER page_order <= $4 AS fits
     FROM (
-        SELECT version, (event - 'before')::text AS ev FROM kv_history
+        SELECT version, (` + historyEvent + ` - 'before')::text AS ev FROM kv_history
         WHERE key = $1 AND version >= $2
         ORDER BY version
         LIMIT $3
@@ -34,8 +40,9 @@ const historySQL = `SELECT version, fits, CASE WHEN fits THEN ev END FROM (
 // History returns the versions of key from version from on, oldest first:
 // at most limit of them and no more than fit in maxBytes (but always the
 // first), and next, the version the next page starts at (0 after the
-// last). Values come back as kv_history stores them, as jsonb: equal as
-// JSON to what was written, with object members in jsonb's order.
+// last). Values come back through jsonb, as the rows written before
+// migration 00011 store them: equal as JSON to what was written, with
+// object members in jsonb's order, whichever column holds the event.
 func (s *Store) History(ctx context.Context, key string, from int64, limit, maxBytes int) (versions []events.HistoryVersion, next int64, err error) {
 	if err := checkPage(limit, maxBytes); err != nil {
 		return nil, 0, err

@@ -23,6 +23,11 @@ const migrationLockID int64 = 0x65736b76 // "eskv"
 // so concurrent callers are safe. It needs two connections of the pool
 // (one holds the lock and migrates, database/sql may open another).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrate(ctx, pool, 0)
+}
+
+// migrate is Migrate up to the migration numbered upTo (0: all of them).
+func migrate(ctx context.Context, pool *pgxpool.Pool, upTo int64) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 
@@ -42,8 +47,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return translate("migrate", err)
+	if upTo == 0 {
+		_, err = p.Up(ctx)
+	} else {
+		_, err = p.UpTo(ctx, upTo)
 	}
-	return nil
+	return translate("migrate", err)
 }

@@ -33,18 +33,37 @@ type AppliedRequest struct {
 }
 
 // requestsSQL finds, for each (key $1, requestId $2), the newest
-// kv_history row that carried it: one probe of kv_history_request_id
-// (migration 00005) per pair, read backwards. The predicate repeats the
-// index's, so the planner may use the partial index. Only a pop's
-// element and metadata are read out of the event (AppliedRequest.Popped
-// and After), whether or not the pop is the key's latest write.
-const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.event->>'requestDigest', ''),
-    CASE WHEN h.event->>'op' IN ('lpop', 'rpop', 'qpop') THEN h.event->'element' END,
-    CASE WHEN h.event->>'op' IN ('lpop', 'rpop', 'qpop') THEN h.event->'after' END
+// kv_history row that carried it: one probe of kv_history_request
+// (migration 00012) for the rows written since migration 00011, which
+// keep the requestId in request_id and the event as text, and one of
+// kv_history_request_id (00005) for the rows written before it, which
+// keep the event as jsonb (event) and no request_id; each read
+// backwards, the newer of the two answers. Each branch's predicate
+// repeats its partial index's, so the planner may use it; a row of one
+// format is never in the other's index. Only the answering row's event
+// is parsed (event_text::jsonb), and a pop's element and metadata are
+// read out of it (AppliedRequest.Popped and After), whether or not the
+// pop is the key's latest write.
+//
+// The second branch goes when no old-format row is left (00011 says
+// how): with kv_history_request_id dropped it would scan the key's
+// whole history.
+const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.ev->>'requestDigest', ''),
+    CASE WHEN h.op IN ('lpop', 'rpop', 'qpop') THEN h.ev->'element' END,
+    CASE WHEN h.op IN ('lpop', 'rpop', 'qpop') THEN h.ev->'after' END
 FROM unnest($1::text[], $2::text[]) AS t(k, rid)
 CROSS JOIN LATERAL (
-    SELECT version, event FROM kv_history
-    WHERE key = t.k AND event ? 'requestId' AND event->>'requestId' = t.rid
+    SELECT version, op, ev FROM (
+        (SELECT version, op, event_text::jsonb AS ev FROM kv_history
+        WHERE key = t.k AND request_id IS NOT NULL AND request_id = t.rid
+        ORDER BY version DESC
+        LIMIT 1)
+        UNION ALL
+        (SELECT version, op, event FROM kv_history
+        WHERE key = t.k AND event ? 'requestId' AND event->>'requestId' = t.rid
+        ORDER BY version DESC
+        LIMIT 1)
+    ) u
     ORDER BY version DESC
     LIMIT 1
 ) h`

@@ -48,9 +48,9 @@ type Applied struct {
 	Marker bool
 	// Raw, when set, is the record value Event was read from, saying as
 	// JSON what Event's encoding says (changelog.EventVerbatim): kv_history
-	// stores it as the event instead of encoding Event again. The column
-	// is jsonb, read only as JSON (History, the request lookups), so the
-	// stored value is the same either way.
+	// stores it as the event instead of encoding Event again. Its readers
+	// read the event as JSON (event_text::jsonb: History, the request
+	// lookups, Compare), so what they read is the same either way.
 	Raw []byte
 }
 
@@ -63,9 +63,11 @@ type Applied struct {
 //     per key, in key order) unless the stored version is already as
 //     new, so replays write nothing;
 //   - hist: kv_history gets every event it does not have yet ($16 ..
-//     $23, in (key, version) order);
+//     $24, in (key, version) order), as the text of the event
+//     (event_text, not parsed: migration 00011) and its requestId
+//     (request_id, NULL when it carries none);
 //   - offs: projector_offsets moves to the batch's next offset per
-//     partition ($24 topic, $25 partitions, $26 offsets), never
+//     partition ($25 topic, $26 partitions, $27 offsets), never
 //     backwards.
 //
 // The main query reads ent, so the upsert runs first, to completion,
@@ -115,16 +117,16 @@ WITH ent AS (
     WHERE e.version < excluded.version
     RETURNING 1
 ), hist AS (
-    INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
-    SELECT k, v, kd, op, ts, p, o, ev::jsonb
+    INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event_text, request_id)
+    SELECT k, v, kd, op, ts, p, o, ev, rid
     FROM unnest($16::text[], $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
-        $22::bigint[], $23::text[])
-        AS t(k, v, kd, op, ts, p, o, ev)
+        $22::bigint[], $23::text[], $24::text[])
+        AS t(k, v, kd, op, ts, p, o, ev, rid)
     ON CONFLICT (key, version) DO NOTHING
 ), offs AS (
     INSERT INTO projector_offsets AS po (topic, partition, next_offset, updated_at)
-    SELECT $24::text, p, o, now()
-    FROM unnest($25::int[], $26::bigint[]) AS t(p, o)
+    SELECT $25::text, p, o, now()
+    FROM unnest($26::int[], $27::bigint[]) AS t(p, o)
     ON CONFLICT (topic, partition) DO UPDATE SET
         next_offset = GREATEST(po.next_offset, excluded.next_offset),
         updated_at = excluded.updated_at
@@ -330,7 +332,7 @@ func applyBatch(topic string, batch []Applied) (*pgx.Batch, error) {
 	b.Queue(writeEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
 		ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
 		ent.requestDigest, ent.specRef, ent.semantics, ent.offset,
-		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event,
+		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event, h.requestID,
 		topic, parts, offs)
 	switch {
 	case len(ent.key) == 0: // a batch of transaction markers only
@@ -456,9 +458,11 @@ func (c *entryColumns) add(a *Applied) error {
 // historyColumns are the kv_history rows of a batch, for unnest().
 type historyColumns struct {
 	key, kind, op, event []string
-	version, offset      []int64
-	ts                   []time.Time
-	partition            []int32
+	// requestID points at each event's RequestID, nil when it has none.
+	requestID       []*string
+	version, offset []int64
+	ts              []time.Time
+	partition       []int32
 }
 
 func (c *historyColumns) grow(n int) {
@@ -466,6 +470,7 @@ func (c *historyColumns) grow(n int) {
 	c.kind = make([]string, 0, n)
 	c.op = make([]string, 0, n)
 	c.event = make([]string, 0, n)
+	c.requestID = make([]*string, 0, n)
 	c.version = make([]int64, 0, n)
 	c.offset = make([]int64, 0, n)
 	c.ts = make([]time.Time, 0, n)
@@ -485,6 +490,11 @@ func (c *historyColumns) add(a *Applied) error {
 	c.kind = append(c.kind, string(e.Kind))
 	c.op = append(c.op, string(e.Op))
 	c.event = append(c.event, string(b))
+	var rid *string
+	if e.RequestID != "" {
+		rid = &e.RequestID
+	}
+	c.requestID = append(c.requestID, rid)
 	c.version = append(c.version, e.Version)
 	c.offset = append(c.offset, a.Offset)
 	c.ts = append(c.ts, e.TS)

@@ -226,7 +226,7 @@ func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
 	mustApply(t, s, "kv.changes", []projection.Applied{{Partition: 3, Offset: 10, Event: e1}, {Partition: 3, Offset: 11, Event: e2}})
 
 	rows, err := pool.Query(context.Background(),
-		`SELECT kind, op, partition, kafka_offset, event FROM kv_history WHERE key = $1 ORDER BY version`, key)
+		`SELECT kind, op, partition, kafka_offset, coalesce(event, event_text::jsonb) FROM kv_history WHERE key = $1 ORDER BY version`, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,17 +582,22 @@ func TestStatesAndRequests(t *testing.T) {
 		t.Errorf("refs without keys: %v, %v", only, err)
 	}
 
-	// The lookup is an index probe per pair (kv_history_request_id), not
-	// a scan of the key's history.
+	// The lookup is an index probe per pair and row format
+	// (kv_history_request for the rows written since migration 00011,
+	// kv_history_request_id for the older ones), not a scan of the key's
+	// history.
 	plan := projection.ExplainRequests(t, pool, a, "req-1")
-	if !strings.Contains(plan, "kv_history_request_id") {
-		t.Errorf("the lookup does not use kv_history_request_id:\n%s", plan)
+	for _, index := range []string{"kv_history_request ", "kv_history_request_id"} {
+		if !strings.Contains(plan, index) {
+			t.Errorf("the lookup does not use %s:\n%s", index, plan)
+		}
 	}
 }
 
 func TestApplyHistoryStoresRawAsTheEvent(t *testing.T) {
 	// A record's value as it came (Applied.Raw) is stored as the event:
-	// as jsonb, the value of its encoding.
+	// its bytes in event_text (migration 00011), read as jsonb the value
+	// of its encoding; its requestId in request_id.
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	key := "tenant/t/project/p/raw"
@@ -609,11 +614,16 @@ func TestApplyHistoryStoresRawAsTheEvent(t *testing.T) {
 	raw := append([]byte(`{"rawMark":true,`), spaced.Bytes()[1:]...)
 	mustApply(t, s, "kv.changes", []projection.Applied{{Partition: 0, Offset: 1, Event: e, Raw: raw}})
 	var same bool
+	var text, rid *string
 	if err := pool.QueryRow(context.Background(),
-		`SELECT event ? 'rawMark' AND event - 'rawMark' = $2::jsonb FROM kv_history WHERE key = $1 AND version = 1`, key, string(enc)).Scan(&same); err != nil {
+		`SELECT event IS NULL AND event_text::jsonb ? 'rawMark' AND event_text::jsonb - 'rawMark' = $2::jsonb, event_text, request_id
+		FROM kv_history WHERE key = $1 AND version = 1`, key, string(enc)).Scan(&same, &text, &rid); err != nil {
 		t.Fatal(err)
 	}
-	if !same {
-		t.Errorf("kv_history does not hold %s", raw)
+	if !same || text == nil || *text != string(raw) {
+		t.Errorf("kv_history holds %v, not %s", text, raw)
+	}
+	if rid == nil || *rid != e.RequestID {
+		t.Errorf("request_id %v, want %q", rid, e.RequestID)
 	}
 }

@@ -161,10 +161,11 @@ func TestTransactionsAppliedWhole(t *testing.T) {
 
 			var txns, split, batches int
 			err := pg.Pool.QueryRow(context.Background(), `
-				SELECT (SELECT count(DISTINCT event->>'txnId') FROM kv_history WHERE event ? 'txnId'),
-				       (SELECT count(*) FROM (SELECT event->>'txnId' FROM kv_history WHERE event ? 'txnId'
+				WITH h AS (SELECT coalesce(event, event_text::jsonb) AS event, xmin FROM kv_history)
+				SELECT (SELECT count(DISTINCT event->>'txnId') FROM h WHERE event ? 'txnId'),
+				       (SELECT count(*) FROM (SELECT event->>'txnId' FROM h WHERE event ? 'txnId'
 				                              GROUP BY 1 HAVING count(DISTINCT xmin::text) > 1) s),
-				       (SELECT count(DISTINCT xmin::text) FROM kv_history)`).Scan(&txns, &split, &batches)
+				       (SELECT count(DISTINCT xmin::text) FROM h)`).Scan(&txns, &split, &batches)
 			if err != nil {
 				t.Fatal(err)
 			}

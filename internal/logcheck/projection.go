@@ -48,7 +48,7 @@ func Projection(ctx context.Context, db Querier, evs []Event, acks []Acked) (Pro
 		ver   int64
 		after []byte
 	)
-	rows, err := db.Query(ctx, `SELECT key, version, event->'after' FROM kv_history`)
+	rows, err := db.Query(ctx, `SELECT key, version, coalesce(event, event_text::jsonb)->'after' FROM kv_history`)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&key, &ver, &after}, func() error {
 			hist[fmt.Sprintf("%s@%d", key, ver)] = string(after)
