@@ -20,11 +20,12 @@ const historyEvent = `coalesce(event, event_text::jsonb)`
 // historySQL reads a page of a key's history: one range scan of
 // kv_history's primary key (key, version), oldest first. Each event is
 // read without its before (a version's answer is the value after it),
-// as jsonb's text, whichever column holds it (historyEvent). Like a listing's page (listSQL), the page is bounded by its
-// row count and by a byte budget decided in the statement: a running sum
-// of each event's text length marks the rows that fit (the first always
-// does), and only those send their event. Parameters: $1 key, $2 first
-// version, $3 page size + 1, $4 byte budget.
+// as jsonb's text, whichever column holds it (historyEvent). Like a
+// listing's page (listSQL), the page is bounded by its row count and by
+// a byte budget decided in the statement: a running sum of each event's
+// text length marks the rows that fit (the first always does), and only
+// those send their event. Parameters: $1 key, $2 first version, $3 page
+// size + 1, $4 byte budget.
 const historySQL = `SELECT version, fits, CASE WHEN fits THEN ev END FROM (
     SELECT version, ev,
         row_number() OVER page_order = 1 OR sum(octet_length(ev)) OVER page_order <= $4 AS fits

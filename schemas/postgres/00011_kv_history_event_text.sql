@@ -4,7 +4,7 @@
 -- projector's CPU per event (docs/performance.md, "kv_history's cost per
 -- event"): parsing every event into jsonb's binary form, and evaluating
 -- kv_history_request_id's expression and predicate on it, cost Postgres
--- 6 - 9 µs of its 16 - 22 per kv_history row, for reads that are rare
+-- 4.6 - 7.9 µs per projected event more than this, for reads that are rare
 -- (GET :history, a requestId lookup that finds a row, projector diff),
 -- which now parse the text they read (event_text::jsonb). The events are
 -- JSON the projector has already decoded (changelog.EventVerbatim, or
