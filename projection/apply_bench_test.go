@@ -22,7 +22,8 @@ import (
 // Batch12 is 18a's shape on the stack (about 12 events per Apply),
 // Batch48 that of a busy projector gathering events while an Apply is in
 // flight; Batch24 sits between, so that the three give the fixed cost per
-// Apply and the cost per event.
+// Apply and the cost per event. Each size runs with kv_history's rows in
+// both formats: jsonb (HistoryJSONB, the default) and text (HistoryText).
 //
 // Besides ns/event (the projector's wall time, Postgres included) it
 // reports the CPU the database's Postgres backends spent per event
@@ -35,13 +36,16 @@ import (
 // the CPU figures only.
 func BenchmarkApplyCAS(b *testing.B) {
 	for _, size := range []int{12, 24, 48} {
-		b.Run(fmt.Sprintf("Batch%d", size), func(b *testing.B) { benchApplyCAS(b, size) })
+		for _, format := range []projection.HistoryFormat{projection.HistoryJSONB, projection.HistoryText} {
+			b.Run(fmt.Sprintf("Batch%d/%s", size, format), func(b *testing.B) { benchApplyCAS(b, size, format) })
+		}
 	}
 }
 
-func benchApplyCAS(b *testing.B, size int) {
+func benchApplyCAS(b *testing.B, size int, format projection.HistoryFormat) {
 	pool := testenv.MustPostgres(b)
 	s := projection.New(pool)
+	s.SetHistoryFormat(format)
 	ctx := context.Background()
 	cas := newCASBatches(b, size)
 	for range 4*casKeys/size + 1 { // every key exists, as in the bench's steady state

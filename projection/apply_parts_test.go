@@ -20,12 +20,12 @@ import (
 // 18a's batches (BenchmarkApplyCAS) into parts: a diagnostic, run once
 // per batch size whatever b.N (-benchtime 1x), for the sizes
 // ESKV_APPLY_PARTS lists (default "12,48"). On one connection it
-// sends, one batch each in turn, the statements Apply sends; the same
-// with the former kv_history insert (projection.FormerHistory: the event
-// as jsonb, into the same migrated table); the same with the former
-// writeFields (formerWriteFields); writeEntries alone;
-// the two statements over empty arrays (their fixed cost: executor start
-// and end, the commit); and SELECT 1 (a round trip and an empty
+// sends, one batch each in turn, the statements Apply sends with
+// HistoryText ("Apply"); the same with HistoryJSONB, the default (the
+// event parsed into jsonb, into the same migrated table); the first with
+// the former writeFields (formerWriteFields); writeEntries alone; the
+// two statements over empty arrays (their fixed cost: executor start and
+// end, the commit); and SELECT 1 (a round trip and an empty
 // transaction). Taking turns batch by batch, every part sees the same
 // tables (and their dead rows) and the same load from the rest of the
 // machine, which separate benchmark runs do not. It logs the CPU of the
@@ -45,10 +45,12 @@ func BenchmarkApplyCostParts(b *testing.B) {
 	}
 }
 
-// applyPart is one way of sending a batch's statements.
+// applyPart is one way of sending a batch's statements: Apply's, with
+// kv_history's rows in format, edited.
 type applyPart struct {
-	name string
-	edit func(b *pgx.Batch) *pgx.Batch
+	name   string
+	format projection.HistoryFormat
+	edit   func(b *pgx.Batch) *pgx.Batch
 }
 
 func applyCostParts(t testing.TB, size int) {
@@ -75,14 +77,9 @@ func applyCostParts(t testing.TB, size int) {
 	}
 	var offset int64 // of the empty part's markers, on partition 1: the stream is on 0
 	parts := []applyPart{
-		{"Apply", func(b *pgx.Batch) *pgx.Batch { return b }},
-		{"Apply, former kv_history", func(b *pgx.Batch) *pgx.Batch {
-			if !projection.FormerHistory(b) {
-				t.Fatal("writeEntries has no kv_history insert")
-			}
-			return b
-		}},
-		{"Apply, former writeFields", func(b *pgx.Batch) *pgx.Batch {
+		{"Apply", projection.HistoryText, func(b *pgx.Batch) *pgx.Batch { return b }},
+		{"Apply, jsonb kv_history", projection.HistoryJSONB, func(b *pgx.Batch) *pgx.Batch { return b }},
+		{"Apply, former writeFields", projection.HistoryText, func(b *pgx.Batch) *pgx.Batch {
 			q := b.QueuedQueries[1]
 			q.SQL = formerWriteFields
 			if len(q.Arguments) == 7 { // no fallback keys
@@ -90,20 +87,20 @@ func applyCostParts(t testing.TB, size int) {
 			}
 			return b
 		}},
-		{"writeEntries alone", func(b *pgx.Batch) *pgx.Batch {
+		{"writeEntries alone", projection.HistoryText, func(b *pgx.Batch) *pgx.Batch {
 			b.QueuedQueries = b.QueuedQueries[:1]
 			return b
 		}},
-		{"both, empty arrays", func(*pgx.Batch) *pgx.Batch {
+		{"both, empty arrays", projection.HistoryText, func(*pgx.Batch) *pgx.Batch {
 			offset++
-			b, err := projection.ApplyStatements("kv.changes", []projection.Applied{{Partition: 1, Offset: offset, Marker: true}})
+			b, err := projection.ApplyStatements("kv.changes", []projection.Applied{{Partition: 1, Offset: offset, Marker: true}}, projection.HistoryText)
 			if err != nil {
 				t.Fatal(err)
 			}
 			b.Queue(projection.WriteFieldsSQL, []string{}, []int64{}, []string{}, []string{}, []string{}, []*string{}, []*string{})
 			return b
 		}},
-		{"SELECT 1", func(*pgx.Batch) *pgx.Batch {
+		{"SELECT 1", projection.HistoryText, func(*pgx.Batch) *pgx.Batch {
 			b := &pgx.Batch{}
 			b.Queue(`SELECT 1`)
 			return b
@@ -112,7 +109,7 @@ func applyCostParts(t testing.TB, size int) {
 	cas := newCASBatches(t, size)
 	cas.noRequestID = os.Getenv("ESKV_APPLY_NO_REQUEST_ID") == "1"
 	apply := func(p applyPart) int64 {
-		b, err := projection.ApplyStatements("kv.changes", cas.next())
+		b, err := projection.ApplyStatements("kv.changes", cas.next(), p.format)
 		if err != nil {
 			t.Fatal(err)
 		}

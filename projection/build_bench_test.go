@@ -102,7 +102,7 @@ func benchApplyBatchBuild(b *testing.B, arrays bool) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for b.Loop() {
-		pb, err := applyBatch("kv.changes", batch)
+		pb, err := applyBatch("kv.changes", batch, HistoryJSONB)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -165,8 +165,8 @@ SELECT key, in_a, in_b, va, vb, cols FROM d WHERE differs AND NOT newer ORDER BY
 			}
 		}
 		// Events compare as jsonb whichever column holds them on each
-		// side (historyEvent): a projection upgraded past migration
-		// 00011 holds both formats, a rebuild only the new one.
+		// side (historyEvent): a projection may hold both formats
+		// (HistoryFormat), a rebuild either one.
 		return tx.QueryRow(ctx, cte+`
 SELECT (SELECT count(*) FROM `+a+`.kv_history),
     (SELECT count(*) FROM `+b+`.kv_history),

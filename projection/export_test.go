@@ -60,13 +60,13 @@ func explain(tb testing.TB, pool *pgxpool.Pool, settings, sql string, args ...an
 	return plan.String()
 }
 
-// ExplainApply runs the statements Store.Apply sends for batch one by
-// one, each under EXPLAIN (ANALYZE, BUFFERS) of its generic plan (the
-// plan the projector's prepared statements settle on), in one
-// transaction that is committed, and returns the plans.
+// ExplainApply runs the statements a Store of New (HistoryJSONB) sends
+// for batch one by one, each under EXPLAIN (ANALYZE, BUFFERS) of its
+// generic plan (the plan the projector's prepared statements settle on),
+// in one transaction that is committed, and returns the plans.
 func ExplainApply(tb testing.TB, pool *pgxpool.Pool, topic string, batch []Applied) []string {
 	tb.Helper()
-	b, err := applyBatch(topic, batch)
+	b, err := applyBatch(topic, batch, HistoryJSONB)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -118,9 +118,10 @@ func ExplainApply(tb testing.TB, pool *pgxpool.Pool, topic string, batch []Appli
 	return plans
 }
 
-// ApplyStatements returns the statements Store.Apply sends for batch.
-func ApplyStatements(topic string, batch []Applied) (*pgx.Batch, error) {
-	return applyBatch(topic, batch)
+// ApplyStatements returns the statements Store.Apply sends for batch,
+// writing kv_history's rows in format.
+func ApplyStatements(topic string, batch []Applied, format HistoryFormat) (*pgx.Batch, error) {
+	return applyBatch(topic, batch, format)
 }
 
 // WriteFieldsSQL is the kv_fields statement of a batch without fallback
@@ -155,45 +156,4 @@ func ValueFields(v []byte) ([]FieldCandidate, bool) {
 // projection as an older release left it.
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, upTo int64) error {
 	return migrate(ctx, pool, upTo)
-}
-
-// CurrentHistoryInsert is the start of writeEntries' kv_history insert,
-// and FormerHistoryInsert what it was before migration 00011 (branch
-// p6-hist, 2026-11-24): the event parsed into jsonb, into event, which
-// kv_history_request_id indexes; with no request_id the row is not in
-// kv_history_request.
-const (
-	CurrentHistoryInsert = `INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event_text, request_id)
-    SELECT k, v, kd, op, ts, p, o, ev, rid`
-	FormerHistoryInsert = `INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
-    SELECT k, v, kd, op, ts, p, o, ev::jsonb`
-)
-
-// FormerHistory edits writeEntries' statement, in b, into the one of the
-// releases before migration 00011 (FormerHistoryInsert; the request_id
-// argument goes unused), and reports whether it found it.
-func FormerHistory(b *pgx.Batch) bool {
-	for _, q := range b.QueuedQueries {
-		if strings.Contains(q.SQL, CurrentHistoryInsert) {
-			q.SQL = strings.Replace(q.SQL, CurrentHistoryInsert, FormerHistoryInsert, 1)
-			q.Arguments[23] = []*string(nil)
-			return true
-		}
-	}
-	return false
-}
-
-// ApplyFormer applies batch as the releases before migration 00011 did:
-// kv_history gets the event as jsonb (event) and no request_id, so it
-// works on a projection migrated up to 00010 and writes the rows such a
-// release wrote.
-func ApplyFormer(ctx context.Context, pool *pgxpool.Pool, topic string, batch []Applied) error {
-	b, err := applyBatch(topic, batch)
-	if err != nil {
-		return err
-	}
-	if !FormerHistory(b) {
-		return fmt.Errorf("apply former: writeEntries has no %s", CurrentHistoryInsert)
-	}
-	return translate("apply", pool.SendBatch(ctx, b).Close())
 }

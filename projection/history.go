@@ -12,9 +12,9 @@ import (
 )
 
 // historyEvent is a kv_history row's event as jsonb, whichever column
-// holds it: event for the rows written before migration 00011, the text
-// of event_text for those written since (parsed here, by the reader:
-// writing it costs no parse).
+// holds it: event for the rows written as HistoryJSONB (every row written
+// before migration 00011), the text of event_text for those written as
+// HistoryText (parsed here, by the reader: writing it costs no parse).
 const historyEvent = `coalesce(event, event_text::jsonb)`
 
 // historySQL reads a page of a key's history: one range scan of
@@ -41,9 +41,9 @@ const historySQL = `SELECT version, fits, CASE WHEN fits THEN ev END FROM (
 // History returns the versions of key from version from on, oldest first:
 // at most limit of them and no more than fit in maxBytes (but always the
 // first), and next, the version the next page starts at (0 after the
-// last). Values come back through jsonb, as the rows written before
-// migration 00011 store them: equal as JSON to what was written, with
-// object members in jsonb's order, whichever column holds the event.
+// last). Values come back through jsonb, as HistoryJSONB rows store
+// them: equal as JSON to what was written, with object members in
+// jsonb's order, whichever column holds the event.
 func (s *Store) History(ctx context.Context, key string, from int64, limit, maxBytes int) (versions []events.HistoryVersion, next int64, err error) {
 	if err := checkPage(limit, maxBytes); err != nil {
 		return nil, 0, err

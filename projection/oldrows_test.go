@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/events"
@@ -15,15 +16,27 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-// TestHistoryRowsOfEitherFormat: kv_history rows written before
-// migration 00011 (the event as jsonb in event, no request_id) read
-// through every reader as the rows written since (the event's text in
-// event_text, request_id), alone and mixed on one key: History and its
-// pages, the requestId lookup (older uses, a newer use of the same id
-// in the other format, an older pop's element), VersionOffset,
-// PruneHistory, Compare against a projection of new rows only, and
-// logcheck's lookup of acknowledged writes.
+// TestHistoryRowsOfEitherFormat: kv_history rows of both formats, each
+// written by Apply, read through every reader, alone and mixed on one
+// key. The HistoryJSONB rows (the event as jsonb in event, no
+// request_id) come first: written on a projection migrated up to 00010,
+// as the former release wrote them (FormerRelease), or on one migrated
+// past 00011, as this release writes them by default (Default); the
+// HistoryText rows (the event's text in event_text, request_id) after
+// them. The readers: History and its pages, the requestId lookup (older
+// uses, a newer use of the same id in the other format, an older pop's
+// element), VersionOffset, PruneHistory, Compare against a projection of
+// text rows only, and logcheck's lookup of acknowledged writes. The
+// former release's own reads find the jsonb rows and not the text ones,
+// which is why jsonb is the default.
 func TestHistoryRowsOfEitherFormat(t *testing.T) {
+	t.Run("FormerRelease", func(t *testing.T) { historyRowsOfEitherFormat(t, false) })
+	t.Run("Default", func(t *testing.T) { historyRowsOfEitherFormat(t, true) })
+}
+
+// historyRowsOfEitherFormat is TestHistoryRowsOfEitherFormat, its jsonb
+// rows written after every migration when migrated.
+func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 	ctx := context.Background()
 	pg := testenv.MustPostgresDB(t)
 	if _, err := projection.CreateSchema(ctx, pg.Pool, "upgraded", false); err != nil {
@@ -42,13 +55,13 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 
-	// Key a: versions 1-3 written by the former release, 4-5 since; the
-	// list l: two pushes and a pop by the former release, a push since.
+	// Key a: versions 1-3 written as jsonb, 4-5 as text; the list l: two
+	// pushes and a pop as jsonb, a push as text.
 	const a = "tenant/t/project/p/a"
 	a1, a2, a3 := put(t, a, 1, `{"n":1}`), put(t, a, 2, `{"n":2}`), put(t, a, 3, `{"n":3}`)
-	a3.RequestID, a3.RequestDigest = "req-1", "digest-again" // req-1 again, newest use in the old rows
+	a3.RequestID, a3.RequestDigest = "req-1", "digest-again" // req-1 again, newest use in the jsonb rows
 	a4, a5 := put(t, a, 4, `{"n":4}`), put(t, a, 5, `{"n":5}`)
-	a5.RequestID, a5.RequestDigest = "req-2", "digest-2-again" // req-2 again, newer than the old row's
+	a5.RequestID, a5.RequestDigest = "req-2", "digest-2-again" // req-2 again, newer than the jsonb row's
 	m := &listModel{tb: t, key: "tenant/t/project/p/jobs"}
 	push1, push2, pop := m.rpush(`"a"`), m.rpush(`{"job":"b"}`), m.lpop()
 	pop.RequestID, pop.RequestDigest = "pop-1", "pop-digest"
@@ -56,26 +69,63 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 	before := batchOf(0, a1, a2, a3, push1, push2, pop)
 	after := batchOf(int64(len(before)), a4, a5, push3)
 
-	if err := projection.MigrateTo(ctx, pool, 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := projection.ApplyFormer(ctx, pool, topic, before); err != nil {
-		t.Fatal(err)
+	s := projection.New(pool) // HistoryJSONB, the default
+	if !migrated {
+		if err := projection.MigrateTo(ctx, pool, 10); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, s, topic, before)
 	}
 	if err := projection.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	s := projection.New(pool)
-	mustApply(t, s, topic, after)
+	if migrated {
+		mustApply(t, s, topic, before)
+	}
+	text := projection.New(pool)
+	text.SetHistoryFormat(projection.HistoryText)
+	mustApply(t, text, topic, after)
 
-	var old, text int
+	var jsonbRows, textRows int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event IS NOT NULL AND event_text IS NULL AND request_id IS NULL),
-		count(*) FILTER (WHERE event IS NULL AND event_text IS NOT NULL) FROM kv_history`).Scan(&old, &text); err != nil {
+		count(*) FILTER (WHERE event IS NULL AND event_text IS NOT NULL) FROM kv_history`).Scan(&jsonbRows, &textRows); err != nil {
 		t.Fatal(err)
 	}
-	if old != len(before) || text != len(after) {
-		t.Fatalf("%d old-format and %d new-format rows, want %d and %d", old, text, len(before), len(after))
+	if jsonbRows != len(before) || textRows != len(after) {
+		t.Fatalf("%d jsonb and %d text rows, want %d and %d", jsonbRows, textRows, len(before), len(after))
 	}
+
+	t.Run("FormerReleaseReads", func(t *testing.T) {
+		// The former release's requestId lookup (requestsSQL before
+		// migration 00011) finds the jsonb rows' requestIds and misses
+		// the text rows' (req-2's newer use, req-4), and its History
+		// (historySQL) reads no event from a text row.
+		rows, err := pool.Query(ctx, formerRequestsSQL, []string{a, a, a, m.key}, []string{"req-1", "req-2", "req-4", "pop-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		var key, rid string
+		var version int64
+		if _, err := pgx.ForEachRow(rows, []any{&key, &rid, &version}, func() error {
+			got[key+" "+rid] = version
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int64{a + " req-1": 3, a + " req-2": 2, m.key + " pop-1": 3}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("the former lookup finds %v, want %v", got, want)
+		}
+		var read []int64
+		if err := pool.QueryRow(ctx, `SELECT array_agg(version ORDER BY version) FROM kv_history
+			WHERE key = $1 AND (event - 'before')::text IS NOT NULL`, a).Scan(&read); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(read, []int64{1, 2, 3}) {
+			t.Errorf("the former History reads the events of versions %v, want [1 2 3]", read)
+		}
+	})
 
 	t.Run("History", func(t *testing.T) {
 		want := []events.HistoryVersion{}
@@ -110,9 +160,9 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 		popped := got[ref(m.key, "pop-1")]
 		delete(got, ref(m.key, "pop-1"))
 		want := map[projection.RequestRef]projection.AppliedRequest{
-			ref(a, "req-1"): {Version: 3, Digest: "digest-again"},   // old rows only
-			ref(a, "req-2"): {Version: 5, Digest: "digest-2-again"}, // a new row, newer than the old one
-			ref(a, "req-4"): {Version: 4, Digest: "digest-4"},       // new rows only
+			ref(a, "req-1"): {Version: 3, Digest: "digest-again"},   // jsonb rows only
+			ref(a, "req-2"): {Version: 5, Digest: "digest-2-again"}, // a text row, newer than the jsonb one
+			ref(a, "req-4"): {Version: 4, Digest: "digest-4"},       // text rows only
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("applied requests:\n got %+v\nwant %+v", got, want)
@@ -120,7 +170,7 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 		var meta events.CollectionMeta
 		if popped.Version != 3 || popped.Digest != "pop-digest" || popped.Popped == nil || string(popped.Popped.Value) != `"a"` ||
 			json.Unmarshal(popped.After, &meta) != nil || meta.Size != 1 {
-			t.Errorf("older pop in an old row: %+v (popped %+v, after %s)", popped, popped.Popped, popped.After)
+			t.Errorf("older pop in a jsonb row: %+v (popped %+v, after %s)", popped, popped.Popped, popped.After)
 		}
 	})
 
@@ -133,8 +183,11 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 	})
 
 	t.Run("CompareWithNewRows", func(t *testing.T) {
-		// The same log applied by this release: every row new-format.
-		mustApply(t, projection.New(pg.MustSchema(t, "fresh")), topic, append(append([]projection.Applied{}, before...), after...))
+		// The same log applied as text: every row in the other format
+		// than the jsonb ones.
+		fresh := projection.New(pg.MustSchema(t, "fresh"))
+		fresh.SetHistoryFormat(projection.HistoryText)
+		mustApply(t, fresh, topic, append(append([]projection.Applied{}, before...), after...))
 		d, err := projection.Compare(ctx, pg.Pool, "upgraded", "fresh", topic, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +195,7 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 		if !d.Equal() || d.History != 9 || d.AgainstHistory != 9 || d.HistoryMismatch != 0 {
 			t.Errorf("diff %+v, want equal with 9 matching history rows", d)
 		}
-		// A changed old row is told apart.
+		// A changed jsonb row is told apart.
 		if _, err := pool.Exec(ctx, `UPDATE kv_history SET event = jsonb_set(event, '{after}', '7') WHERE key = $1 AND version = 2`, a); err != nil {
 			t.Fatal(err)
 		}
@@ -170,8 +223,8 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 	})
 
 	t.Run("PruneHistory", func(t *testing.T) {
-		// Keep each key's newest 2 versions: a loses its 3 old rows, the
-		// list the old rows of its pushes (the pop's old row stays).
+		// Keep each key's newest 2 versions: a loses its 3 jsonb rows,
+		// the list the jsonb rows of its pushes (the pop's stays).
 		n, err := s.PruneHistory(ctx, projection.Retention{MaxVersions: 2}, time.Now(), projection.PruneBatch{Keys: 10, Rows: 100})
 		if err != nil || n != 5 {
 			t.Fatalf("pruned %d, %v; want 5", n, err)
@@ -184,3 +237,14 @@ func TestHistoryRowsOfEitherFormat(t *testing.T) {
 		}
 	})
 }
+
+// formerRequestsSQL is the requestId lookup of the releases before
+// migration 00011: event only, through kv_history_request_id.
+const formerRequestsSQL = `SELECT t.k, t.rid, h.version
+FROM unnest($1::text[], $2::text[]) AS t(k, rid)
+CROSS JOIN LATERAL (
+    SELECT version, event FROM kv_history
+    WHERE key = t.k AND event ? 'requestId' AND event->>'requestId' = t.rid
+    ORDER BY version DESC
+    LIMIT 1
+) h`

@@ -34,10 +34,11 @@ type AppliedRequest struct {
 
 // requestsSQL finds, for each (key $1, requestId $2), the newest
 // kv_history row that carried it: one probe of kv_history_request
-// (migration 00012) for the rows written since migration 00011, which
-// keep the requestId in request_id and the event as text, and one of
-// kv_history_request_id (00005) for the rows written before it, which
-// keep the event as jsonb (event) and no request_id; each read
+// (migration 00012) for the rows written as HistoryText, which keep the
+// requestId in request_id and the event as text, and one of
+// kv_history_request_id (00005) for the rows written as HistoryJSONB
+// (every row written before migration 00011), which keep the event as
+// jsonb (event) and no request_id; each read
 // backwards, the newer of the two answers. Each branch's predicate
 // repeats its partial index's, so the planner may use it; a row of one
 // format is never in the other's index. Only the answering row's event
@@ -45,9 +46,9 @@ type AppliedRequest struct {
 // read out of it (AppliedRequest.Popped and After), whether or not the
 // pop is the key's latest write.
 //
-// The second branch goes when no old-format row is left (00011 says
-// how): with kv_history_request_id dropped it would scan the key's
-// whole history.
+// The second branch goes when no jsonb row is left and none is written
+// any more (00011 says how): with kv_history_request_id dropped it would
+// scan the key's whole history.
 const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.ev->>'requestDigest', ''),
     CASE WHEN h.op IN ('lpop', 'rpop', 'qpop') THEN h.ev->'element' END,
     CASE WHEN h.op IN ('lpop', 'rpop', 'qpop') THEN h.ev->'after' END

@@ -24,17 +24,68 @@ import (
 )
 
 // Store reads and writes the projection tables through a pgx pool. It is
-// safe for concurrent use.
+// safe for concurrent use (SetHistoryFormat aside: it comes first).
 type Store struct {
 	pool *pgxpool.Pool
 	// arrays: Apply passes its columns as pgarrays.go's arrays.
 	arrays bool
+	// history is the format Apply writes kv_history rows in.
+	history HistoryFormat
 }
 
-// New returns a Store on pool. The schema must be migrated (Migrate).
+// New returns a Store on pool. The schema must be migrated (Migrate). Its
+// Apply writes kv_history rows as HistoryJSONB until SetHistoryFormat
+// says otherwise.
 func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool, arrays: describes(pool)}
 }
+
+// HistoryFormat is the format in which Apply writes a kv_history row's
+// event (the projector's ESKV_HISTORY_FORMAT). Every reader of this
+// release reads rows of either format (historyEvent, requestsSQL); the
+// releases before migration 00011 read HistoryJSONB rows only.
+type HistoryFormat int
+
+const (
+	// HistoryJSONB, the default, writes the event parsed into jsonb
+	// (event), its requestId found through kv_history_request_id's
+	// expression: the rows every release writes and reads.
+	HistoryJSONB HistoryFormat = iota
+	// HistoryText writes the event's text unparsed (event_text) and its
+	// requestId in request_id (migration 00011), found through
+	// kv_history_request (00012): 5-8 µs less Postgres CPU per projected
+	// event (docs/performance.md, "kv_history's cost per event"). A
+	// writer or API server of a release before 00011 reads event only:
+	// such a row's History ends there and its requestId goes unfound (a
+	// retried write whose first attempt was projected would be applied
+	// again). Only once every writer and API server reads both formats.
+	HistoryText
+)
+
+// String returns the format's name, as ParseHistoryFormat reads it.
+func (f HistoryFormat) String() string {
+	switch f {
+	case HistoryJSONB:
+		return "jsonb"
+	case HistoryText:
+		return "text"
+	}
+	return fmt.Sprintf("HistoryFormat(%d)", int(f))
+}
+
+// ParseHistoryFormat returns the format named s: jsonb or text.
+func ParseHistoryFormat(s string) (HistoryFormat, error) {
+	for _, f := range []HistoryFormat{HistoryJSONB, HistoryText} {
+		if s == f.String() {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("kv_history format %q: want jsonb or text", s)
+}
+
+// SetHistoryFormat makes Apply write kv_history rows in format f. It is
+// called before the Store is used.
+func (s *Store) SetHistoryFormat(f HistoryFormat) { s.history = f }
 
 // Applied is one event read from the changes topic, with its position.
 type Applied struct {
@@ -63,9 +114,10 @@ type Applied struct {
 //     per key, in key order) unless the stored version is already as
 //     new, so replays write nothing;
 //   - hist: kv_history gets every event it does not have yet ($16 ..
-//     $24, in (key, version) order), as the text of the event
-//     (event_text, not parsed: migration 00011) and its requestId
-//     (request_id, NULL when it carries none);
+//     $24, in (key, version) order), here as HistoryText: the text of
+//     the event (event_text, not parsed: migration 00011) and its
+//     requestId (request_id, NULL when it carries none);
+//     writeEntriesJSONB is the same statement writing HistoryJSONB;
 //   - offs: projector_offsets moves to the batch's next offset per
 //     partition ($25 topic, $26 partitions, $27 offsets), never
 //     backwards.
@@ -90,7 +142,23 @@ type Applied struct {
 // table size. The setting ends with the
 // transaction (set_config, is_local): nothing else the connection runs
 // is planned under it.
-const writeEntries = `
+const writeEntries = writeEntriesEnt + `
+    INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event_text, request_id)
+    SELECT k, v, kd, op, ts, p, o, ev, rid
+` + writeEntriesRest
+
+// writeEntriesJSONB is writeEntries writing kv_history's rows as
+// HistoryJSONB: the event parsed into event, no request_id ($24 is NULL),
+// as the releases before migration 00011 wrote them (which is also why
+// it works on a projection not migrated past 00010).
+const writeEntriesJSONB = writeEntriesEnt + `
+    INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event)
+    SELECT k, v, kd, op, ts, p, o, ev::jsonb
+` + writeEntriesRest
+
+// writeEntriesEnt and writeEntriesRest are writeEntries around its
+// kv_history insert's columns.
+const writeEntriesEnt = `
 WITH ent AS (
     INSERT INTO kv_entries AS e (key, scope, partition, version, live, value, created_at, updated_at,
         expires_at, last_writer, request_id, request_digest, spec_ref, semantics, kafka_offset)
@@ -116,10 +184,9 @@ WITH ent AS (
         kafka_offset = excluded.kafka_offset
     WHERE e.version < excluded.version
     RETURNING 1
-), hist AS (
-    INSERT INTO kv_history (key, version, kind, op, ts, partition, kafka_offset, event_text, request_id)
-    SELECT k, v, kd, op, ts, p, o, ev, rid
-    FROM unnest($16::text[], $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
+), hist AS (`
+
+const writeEntriesRest = `    FROM unnest($16::text[], $17::bigint[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
         $22::bigint[], $23::text[], $24::text[])
         AS t(k, v, kd, op, ts, p, o, ev, rid)
     ON CONFLICT (key, version) DO NOTHING
@@ -262,7 +329,7 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	if len(batch) == 0 {
 		return nil
 	}
-	b, err := applyBatch(topic, batch)
+	b, err := applyBatch(topic, batch, s.history)
 	if err != nil {
 		return err
 	}
@@ -278,8 +345,8 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 }
 
 // applyBatch returns the statements that fold batch (not empty) into the
-// projection, in the order Apply sends them.
-func applyBatch(topic string, batch []Applied) (*pgx.Batch, error) {
+// projection, in the order Apply sends them, kv_history's rows in format.
+func applyBatch(topic string, batch []Applied, format HistoryFormat) (*pgx.Batch, error) {
 
 	// Fold to the latest event per key: one INSERT .. ON CONFLICT may not
 	// update a row twice.
@@ -327,12 +394,16 @@ func applyBatch(topic string, batch []Applied) (*pgx.Batch, error) {
 		offs = append(offs, next[p])
 	}
 
+	write, requestIDs := writeEntries, h.requestID
+	if format == HistoryJSONB {
+		write, requestIDs = writeEntriesJSONB, nil // $24 NULL: the request_id column is not written
+	}
 	b := &pgx.Batch{}
 	queueElements(b, batch) // before the upsert: its guard reads the stored versions
-	b.Queue(writeEntries, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
+	b.Queue(write, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
 		ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
 		ent.requestDigest, ent.specRef, ent.semantics, ent.offset,
-		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event, h.requestID,
+		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event, requestIDs,
 		topic, parts, offs)
 	switch {
 	case len(ent.key) == 0: // a batch of transaction markers only

@@ -595,35 +595,64 @@ func TestStatesAndRequests(t *testing.T) {
 }
 
 func TestApplyHistoryStoresRawAsTheEvent(t *testing.T) {
-	// A record's value as it came (Applied.Raw) is stored as the event:
-	// its bytes in event_text (migration 00011), read as jsonb the value
-	// of its encoding; its requestId in request_id.
-	pool := testenv.MustPostgres(t)
-	s := projection.New(pool)
-	key := "tenant/t/project/p/raw"
-	e := put(t, key, 1, `{"n":"<\u00e9>"}`)
-	enc, err := e.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spaced bytes.Buffer
-	if err := json.Indent(&spaced, enc, "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	// (A member the event does not have marks the raw bytes as stored.)
-	raw := append([]byte(`{"rawMark":true,`), spaced.Bytes()[1:]...)
-	mustApply(t, s, "kv.changes", []projection.Applied{{Partition: 0, Offset: 1, Event: e, Raw: raw}})
-	var same bool
-	var text, rid *string
-	if err := pool.QueryRow(context.Background(),
-		`SELECT event IS NULL AND event_text::jsonb ? 'rawMark' AND event_text::jsonb - 'rawMark' = $2::jsonb, event_text, request_id
-		FROM kv_history WHERE key = $1 AND version = 1`, key, string(enc)).Scan(&same, &text, &rid); err != nil {
-		t.Fatal(err)
-	}
-	if !same || text == nil || *text != string(raw) {
-		t.Errorf("kv_history holds %v, not %s", text, raw)
-	}
-	if rid == nil || *rid != e.RequestID {
-		t.Errorf("request_id %v, want %q", rid, e.RequestID)
+	// A record's value as it came (Applied.Raw) is stored as the event, in
+	// the Store's HistoryFormat: parsed into event (jsonb), the value of
+	// its encoding, with no request_id; or its bytes in event_text
+	// (migration 00011), and its requestId in request_id (NULL when it
+	// carries none).
+	for _, tc := range []struct {
+		format projection.HistoryFormat
+		// stored says whether row ($1, $2) holds the event $3 in the
+		// format's column only, and returns its request_id.
+		stored string
+	}{
+		{projection.HistoryJSONB, `SELECT event_text IS NULL AND event = $3::jsonb, request_id FROM kv_history WHERE key = $1 AND version = $2`},
+		{projection.HistoryText, `SELECT event IS NULL AND event_text = $3, request_id FROM kv_history WHERE key = $1 AND version = $2`},
+	} {
+		t.Run(tc.format.String(), func(t *testing.T) {
+			pool := testenv.MustPostgres(t)
+			s := projection.New(pool)
+			s.SetHistoryFormat(tc.format)
+			key := "tenant/t/project/p/raw"
+			e := put(t, key, 1, `{"n":"<\u00e9>"}`)
+			enc, err := e.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var spaced bytes.Buffer
+			if err := json.Indent(&spaced, enc, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			// (A member the event does not have marks the raw bytes as stored.)
+			raw := append([]byte(`{"rawMark":true,`), spaced.Bytes()[1:]...)
+			noID := put(t, key, 2, `{"n":2}`)
+			noID.RequestID, noID.RequestDigest = "", ""
+			encNoID, err := noID.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustApply(t, s, "kv.changes", []projection.Applied{{Partition: 0, Offset: 1, Event: e, Raw: raw}, {Partition: 0, Offset: 2, Event: noID}})
+
+			for _, want := range []struct {
+				version int64
+				event   []byte
+				rid     string
+			}{{1, raw, e.RequestID}, {2, encNoID, ""}} {
+				if tc.format == projection.HistoryJSONB {
+					want.rid = ""
+				}
+				var ok bool
+				var rid *string
+				if err := pool.QueryRow(context.Background(), tc.stored, key, want.version, string(want.event)).Scan(&ok, &rid); err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					t.Errorf("version %d: kv_history does not hold %s as %s", want.version, want.event, tc.format)
+				}
+				if (rid != nil) != (want.rid != "") || rid != nil && *rid != want.rid {
+					t.Errorf("version %d: request_id %v, want %q (NULL when empty)", want.version, rid, want.rid)
+				}
+			}
+		})
 	}
 }

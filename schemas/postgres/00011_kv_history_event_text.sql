@@ -1,7 +1,9 @@
--- kv_history keeps each new event as the text the projector read
+-- kv_history may keep each new event as the text the projector read
 -- (event_text) instead of jsonb (event), and its requestId in a column of
--- its own (request_id, NULL when the event carries none), for the
--- projector's CPU per event (docs/performance.md, "kv_history's cost per
+-- its own (request_id, NULL when the event carries none), when the
+-- projector's ESKV_HISTORY_FORMAT is text (the default, jsonb, writes
+-- event as before: the releases before this migration read only that),
+-- for the projector's CPU per event (docs/performance.md, "kv_history's cost per
 -- event"): parsing every event into jsonb's binary form, and evaluating
 -- kv_history_request_id's expression and predicate on it, cost Postgres
 -- 4.6 - 7.9 µs per projected event more than this, for reads that are rare
@@ -10,12 +12,12 @@
 -- JSON the projector has already decoded (changelog.EventVerbatim, or
 -- Event's own encoding).
 --
--- Rows written before this migration keep their event in event (jsonb)
--- and no request_id; rows written after have event NULL. Every reader
--- reads coalesce(event, event_text::jsonb), and the requestId lookup asks
--- both indexes (kv_history_request_id for the old rows,
--- kv_history_request of migration 00012 for the new ones): see
--- projection/requests.go.
+-- Rows written before this migration, and the jsonb rows written after
+-- it, keep their event in event (jsonb) and no request_id; text rows have
+-- event NULL. Every reader reads coalesce(event, event_text::jsonb), and
+-- the requestId lookup asks both indexes (kv_history_request_id for the
+-- jsonb rows, kv_history_request of migration 00012 for the text ones):
+-- see projection/requests.go.
 --
 -- Nothing is rewritten: new nullable columns without a default, NOT NULL
 -- dropped, and a CHECK added NOT VALID (checked for new rows only; the old
@@ -26,10 +28,10 @@
 -- transaction on the table: the migration fails instead (the service
 -- exits and is restarted) and runs again at the next start.
 --
--- Later, once no old-format row is left (history retention removed them,
--- or a batched "UPDATE kv_history SET event_text = event::text,
--- request_id = event->>'requestId', event = NULL WHERE ..." converted
--- them), a release whose readers no longer read event drops it:
+-- Later, once text is the only format written and no jsonb row is left
+-- (history retention removed them, or a batched "UPDATE kv_history SET
+-- event_text = event::text, request_id = event->>'requestId', event =
+-- NULL WHERE ..." converted them), a release whose readers no longer read event drops it:
 -- "DROP INDEX CONCURRENTLY kv_history_request_id" and "ALTER TABLE
 -- kv_history DROP COLUMN event" (both without a rewrite).
 

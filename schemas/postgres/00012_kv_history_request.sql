@@ -1,6 +1,6 @@
--- The requestId lookup's index over the rows written since migration
--- 00011 (projection/requests.go): (key, request_id) -> the newest
--- version, like kv_history_request_id (00005) over the older rows, but on
+-- The requestId lookup's index over the rows written as text (migration
+-- 00011, projection/requests.go): (key, request_id) -> the newest
+-- version, like kv_history_request_id (00005) over the jsonb rows, but on
 -- a plain column, so that indexing a projected event computes nothing
 -- from its JSON. Events without a requestId are left out of it.
 --
