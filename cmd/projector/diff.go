@@ -111,7 +111,8 @@ func (r *diff) foldLog(ctx context.Context) (tmp string, drop func(), err error)
 			fmt.Fprintf(r.stderr, "projector: dropping the temporary schema %s failed: %v\n", tmp, err)
 		}
 	}
-	st, _, err := rebuildInto(ctx, &r.c, tmp, projector.DefaultMaxBatch, stored, r.c.logger(r.stderr))
+	// The fold's kv_history format does not matter: Compare reads either.
+	st, _, err := rebuildInto(ctx, &r.c, tmp, projector.DefaultMaxBatch, projection.HistoryJSONB, stored, r.c.logger(r.stderr))
 	if err != nil {
 		drop()
 		return "", nil, err

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/eskv/eskv/internal/service"
+	"github.com/eskv/eskv/projection"
 )
 
 func main() { service.Main("projector", run) }
@@ -65,6 +66,22 @@ func (c *config) parse(f *service.Flags, args []string) error {
 		return err
 	}
 	return errors.Join(f.Positive("partitions"), c.kafka.Check())
+}
+
+// historyFormat defines -history-format (ESKV_HISTORY_FORMAT) on f, the
+// format in which serve and rebuild write kv_history's rows, and returns
+// a check of its value, to run once f is parsed.
+func historyFormat(f *service.Flags, format *projection.HistoryFormat) func() error {
+	var name string
+	f.StringVar(&name, "history-format", projection.HistoryJSONB.String(),
+		"the format of new kv_history rows: jsonb, which every release reads, or text (less Postgres CPU per event), "+
+			"which only releases from this one on read: set text once every writer and API server runs this release or later")
+	f.Env("history-format", "ESKV_HISTORY_FORMAT")
+	return func() error {
+		var err error
+		*format, err = projection.ParseHistoryFormat(name)
+		return f.Check(err == nil, "history-format", "must be jsonb or text")
+	}
 }
 
 func (c *config) logger(stderr io.Writer) *slog.Logger {

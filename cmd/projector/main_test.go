@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -28,7 +29,7 @@ import (
 
 func TestHelpListsTheEnvironment(t *testing.T) {
 	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_TOPIC", "ESKV_PARTITIONS", "ESKV_PROJECTOR_ADDR", "ESKV_LOG_LEVEL",
-		"ESKV_HISTORY_RETENTION", "ESKV_HISTORY_RETENTION_INTERVAL")
+		"ESKV_HISTORY_RETENTION", "ESKV_HISTORY_RETENTION_INTERVAL", "ESKV_HISTORY_FORMAT")
 }
 
 // TestErrBadEnv: a variable the flag does not accept is an error naming
@@ -47,6 +48,9 @@ func TestErrBadEnv(t *testing.T) {
 		{nil, "ESKV_HISTORY_RETENTION", "age=forever"},
 		{nil, "ESKV_HISTORY_RETENTION", "keep=all"},
 		{nil, "ESKV_HISTORY_RETENTION_INTERVAL", "0s"},
+		{nil, "ESKV_HISTORY_FORMAT", "json"},
+		{nil, "ESKV_HISTORY_FORMAT", "TEXT"},
+		{[]string{"rebuild", "-into", "x"}, "ESKV_HISTORY_FORMAT", "bytea"},
 		{[]string{"rebuild", "-into", "x"}, "ESKV_PARTITIONS", "twelve"},
 		{[]string{"diff"}, "ESKV_LOG_LEVEL", "verbose"},
 		{nil, "ESKV_KAFKA_SASL_MECHANISM", "gssapi"},
@@ -67,6 +71,7 @@ func TestRunProjectsAndServes(t *testing.T) {
 	b, pg := mustStack(t, 3)
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	t.Setenv("ESKV_PROJECTOR_ADDR_FILE", addrFile)
+	t.Setenv("ESKV_HISTORY_FORMAT", "text") // the default, jsonb: TestRebuildAndDiff
 	var logs testenv.Buffer
 	base, r := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error { return runServe(ctx, &logs) })
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -89,6 +94,9 @@ func TestRunProjectsAndServes(t *testing.T) {
 		st, err := s.State(context.Background(), key)
 		return err == nil && st.Version == 1
 	})
+	if got := historyFormats(t, pg, "public"); got != "text" {
+		t.Errorf("kv_history rows as %s, want text (ESKV_HISTORY_FORMAT)", got)
+	}
 	if code, body := servicetest.Get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, "eskv_projector_events_applied_total 1") {
 		t.Errorf("GET /metrics: %d, applied counter missing:\n%s", code, body)
 	} else {
@@ -276,6 +284,23 @@ func TestRebuildAndDiff(t *testing.T) {
 			t.Errorf("rebuild into public: exit %d, stderr %q; want a refusal", code, errs)
 		}
 	})
+	t.Run("OKRebuildText", func(t *testing.T) {
+		// serve wrote jsonb rows (the default); rebuild writes what
+		// ESKV_HISTORY_FORMAT says, as serve would, and diff compares
+		// the two formats' events.
+		t.Setenv("ESKV_HISTORY_FORMAT", "text")
+		if out, errs, code := cli(t, "rebuild", "--into", "rebuilt_text"); code != 0 {
+			t.Fatalf("rebuild: exit %d\n%s%s", code, out, errs)
+		}
+		for schema, want := range map[string]string{"public": "jsonb", "rebuilt_text": "text"} {
+			if got := historyFormats(t, pg, schema); got != want {
+				t.Errorf("%s.kv_history rows as %s, want %s", schema, got, want)
+			}
+		}
+		if out, errs, code := cli(t, "diff", "--schema", "rebuilt_text"); code != 0 || !strings.Contains(out, "result: equal") {
+			t.Errorf("diff --schema rebuilt_text: exit %d\n%s%s", code, out, errs)
+		}
+	})
 	t.Run("OKRebuildReplace", func(t *testing.T) {
 		if out, errs, code := cli(t, "rebuild", "--into", "rebuilt", "--replace"); code != 0 {
 			t.Errorf("rebuild --replace: exit %d\n%s%s", code, out, errs)
@@ -315,6 +340,19 @@ func TestRebuildAndDiff(t *testing.T) {
 			t.Errorf("diff --schema nosuch: exit %d, want 2 (could not compare)\n%s", code, errs)
 		}
 	})
+}
+
+// historyFormats returns the formats of schema's kv_history rows: jsonb,
+// text, both ("jsonb,text") or none ("").
+func historyFormats(tb testing.TB, pg *testenv.Postgres, schema string) string {
+	tb.Helper()
+	var formats string
+	err := pg.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(f, ',' ORDER BY f), '') FROM (
+		SELECT DISTINCT CASE WHEN event IS NULL THEN 'text' ELSE 'jsonb' END AS f FROM `+pgx.Identifier{schema, "kv_history"}.Sanitize()+`) h`).Scan(&formats)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return formats
 }
 
 func TestDiffSaysTheLiveProjectionTrails(t *testing.T) {

@@ -21,11 +21,16 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var into string
 	var replace bool
 	var batch int
+	var format projection.HistoryFormat
 	fs := newFlags("rebuild", &c, slog.LevelWarn, stderr)
 	fs.StringVar(&into, "into", "", "schema to rebuild into (required): created when missing, refused when it holds anything (see -replace)")
 	fs.BoolVar(&replace, "replace", false, "drop the -into schema with everything in it first (never the schema of -postgres-url)")
 	fs.IntVar(&batch, "batch", projector.DefaultMaxBatch, "events applied per Postgres transaction")
+	checkFormat := historyFormat(fs, &format)
 	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkFormat(); err != nil {
 		return err
 	}
 	if into == "" {
@@ -48,7 +53,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	st, keys, err := rebuildInto(ctx, &c, into, batch, nil, c.logger(stderr))
+	st, keys, err := rebuildInto(ctx, &c, into, batch, format, nil, c.logger(stderr))
 	if err != nil {
 		if created {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -66,9 +71,10 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // rebuildInto migrates schema (which must exist) and folds the topic into
-// it with projector.Rebuild, up to ends (nil: the last stable offsets).
-// It returns the rebuild's figures and the number of keys rebuilt.
-func rebuildInto(ctx context.Context, c *config, schema string, batch int, ends map[int32]int64, log *slog.Logger) (projector.RebuildStats, int64, error) {
+// it with projector.Rebuild, up to ends (nil: the last stable offsets),
+// kv_history's rows in format. It returns the rebuild's figures and the
+// number of keys rebuilt.
+func rebuildInto(ctx context.Context, c *config, schema string, batch int, format projection.HistoryFormat, ends map[int32]int64, log *slog.Logger) (projector.RebuildStats, int64, error) {
 	pool, err := schemaPool(ctx, c.postgres.URL, schema)
 	if err != nil {
 		return projector.RebuildStats{}, 0, err
@@ -77,6 +83,8 @@ func rebuildInto(ctx context.Context, c *config, schema string, batch int, ends 
 	if err := projection.Migrate(ctx, pool); err != nil {
 		return projector.RebuildStats{}, 0, fmt.Errorf("rebuild: %w", err)
 	}
+	store := projection.New(pool)
+	store.SetHistoryFormat(format)
 	st, err := projector.Rebuild(ctx, projector.RebuildConfig{
 		Brokers:    c.kafka.BrokerList(),
 		Kafka:      c.kafka.Conn(),
@@ -84,7 +92,7 @@ func rebuildInto(ctx context.Context, c *config, schema string, batch int, ends 
 		Partitions: int32(c.kafka.Partitions),
 		MaxBatch:   batch,
 		Ends:       ends,
-	}, projection.New(pool), log)
+	}, store, log)
 	if err != nil {
 		return st, 0, err
 	}

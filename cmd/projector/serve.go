@@ -23,6 +23,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var every, retainEvery, pace time.Duration
 	var retention, pprofAddr string
 	var limits service.HTTPLimits
+	var format projection.HistoryFormat
 	f := newFlags("serve", &c, slog.LevelInfo, stderr)
 	f.StringVar(&addr, "addr", "127.0.0.1:8081", "listen address of /healthz, /readyz and /metrics")
 	f.Env("addr", "ESKV_PROJECTOR_ADDR")
@@ -41,6 +42,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f.DurationVar(&retainEvery, "history-retention-interval", projector.DefaultRetentionInterval,
 		"how often the history retention runs")
 	f.Env("history-retention-interval", "ESKV_HISTORY_RETENTION_INTERVAL")
+	checkFormat := historyFormat(f, &format)
 	host, _ := os.Hostname()
 	f.StringVar(&instanceID, "instance-id", "projector-"+host,
 		"static consumer-group member id: a restarted projector takes its partitions back at once; unique per projector")
@@ -54,7 +56,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"),
 		f.Check(rerr == nil, "history-retention", fmt.Sprint(rerr)),
 		f.Check(retainEvery > 0, "history-retention-interval", "must be a positive duration"),
-		f.Check(pace >= 0 && pace <= time.Second, "pace", "must be a duration from 0 to 1s"), limits.Check(f)); err != nil {
+		f.Check(pace >= 0 && pace <= time.Second, "pace", "must be a duration from 0 to 1s"), checkFormat(), limits.Check(f)); err != nil {
 		return err
 	}
 	log := c.logger(stderr)
@@ -71,6 +73,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
+	store := projection.New(pool)
+	store.SetHistoryFormat(format)
 	p, err := projector.New(projector.Config{
 		Brokers:       c.kafka.BrokerList(),
 		Kafka:         c.kafka.Conn(),
@@ -80,7 +84,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Pace:          cmp.Or(pace, -1), // 0 on the command line: no pacing
 		InstanceID:    instanceID,
 		Retention:     keep, RetentionInterval: retainEvery,
-	}, projection.New(pool), log, reg)
+	}, store, log, reg)
 	if err != nil {
 		return err
 	}
