@@ -367,8 +367,9 @@ func (r *report) printLog(w io.Writer) {
 // printProjection prints the comparison of the projection with the log.
 func (r *report) printProjection(w io.Writer) {
 	if d := r.proj.Rebuild; d != nil {
-		fmt.Fprintf(w, "projection diff = %d (projector rebuild --into %s, then projector diff: exit %d; %d differing keys, %d not compared, %d history mismatches, history rows %d rebuilt vs %d live; fold of the log vs kv_entries: %d differences)\n",
-			r.proj.diffCount(), rebuildSchema, r.proj.Tool.diffExit, d.Differing, d.NotCompared, d.HistoryMismatch, d.History, d.AgainstHistory, len(r.proj.FoldDiffs))
+		fmt.Fprintf(w, "projection diff = %d (projector rebuild --into %s, then projector diff: exit %d; %d differing keys, %d not compared, %d history mismatches, history rows %d rebuilt vs %d live (live by format: jsonb %d, text %d); fold of the log vs kv_entries: %d differences)\n",
+			r.proj.diffCount(), rebuildSchema, r.proj.Tool.diffExit, d.Differing, d.NotCompared, d.HistoryMismatch, d.History, d.AgainstHistory,
+			r.proj.Formats["jsonb"], r.proj.Formats["text"], len(r.proj.FoldDiffs))
 		for _, k := range d.Keys {
 			fmt.Fprintf(w, "  %s: in rebuild %v, live %v, versions %d vs %d, columns %v\n", k.Key, k.InSchema, k.InAgainst, k.Version, k.AgainstVersion, k.Columns)
 		}

@@ -30,6 +30,9 @@ type projFindings struct {
 	// against the live projection; Tool is what `projector diff` said.
 	Rebuild *projection.Diff
 	Tool    toolRun
+	// Formats counts the live kv_history rows by the format their
+	// projector wrote them in (ESKV_HISTORY_FORMAT: jsonb or text).
+	Formats map[string]int
 }
 
 // diffCount is what "projection diff" prints: every difference found.
@@ -135,8 +138,27 @@ func checkProjection(ctx context.Context, s *stack, l *logcheck.Log, acks []logc
 	if f.ProjectionFindings, err = logcheck.Projection(ctx, s.DB, l.Events, acks); err != nil {
 		return f, err
 	}
+	if f.Formats, err = historyFormats(ctx, s); err != nil {
+		return f, err
+	}
 	f.Rebuild, f.Tool, err = rebuild(ctx, s)
 	return f, err
+}
+
+// historyFormats counts the live kv_history rows by format.
+func historyFormats(ctx context.Context, s *stack) (map[string]int, error) {
+	rows, err := s.DB.Query(ctx, `SELECT CASE WHEN event IS NULL THEN 'text' ELSE 'jsonb' END, count(*) FROM kv_history GROUP BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("kv_history formats: %w", err)
+	}
+	formats := map[string]int{}
+	var format string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&format, &n}, func() error {
+		formats[format] = n
+		return nil
+	})
+	return formats, err
 }
 
 // rebuild runs `projector rebuild --into chaos_rebuild --replace` (the

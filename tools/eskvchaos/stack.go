@@ -110,8 +110,15 @@ func (s *stack) addServices(c config) error {
 	}
 	for i := range c.projectors {
 		port := ports[c.writers+i]
+		// Every other projector writes kv_history's rows as text, the
+		// others as jsonb (ESKV_HISTORY_FORMAT): the history, the
+		// writers' requestId lookups and the projection diff read both
+		// formats, mixed on a key as the projectors take over from each
+		// other.
+		format := [...]string{"jsonb", "text"}[i%2]
 		s.projectors = append(s.projectors, add(fmt.Sprintf("projector-%d", i+1), "projector", port,
-			append(env, fmt.Sprintf("ESKV_PROJECTOR_ADDR=127.0.0.1:%d", port), fmt.Sprintf("ESKV_PROJECTOR_ID=chaos-p%d", i+1))...))
+			append(env, fmt.Sprintf("ESKV_PROJECTOR_ADDR=127.0.0.1:%d", port), fmt.Sprintf("ESKV_PROJECTOR_ID=chaos-p%d", i+1),
+				"ESKV_HISTORY_FORMAT="+format)...))
 	}
 	for i := range c.writers {
 		s.writers = append(s.writers, add(fmt.Sprintf("writer-%d", i+1), "writer", ports[i],
