@@ -103,7 +103,9 @@ event received by a watcher) at 1,000 writes/s; 17 figure 2a's writes
 with 0 and with 200 idle watchers open; 18 read-then-CAS side by side on
 eskv and its peers (a plain Postgres table, etcd, NATS JetStream KV,
 Redis; each started by the bench on free ports, scripts/ensure-peers.sh
-installs them), with eskv's CPU per acknowledged write. -only runs
+installs them), with eskv's CPU per acknowledged write; eskv's first
+scenario runs again after the peers, to show how much the machine's
+speed moved meanwhile. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>

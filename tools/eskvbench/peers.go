@@ -84,7 +84,10 @@ type peerRow struct {
 	Version     string `json:"version,omitempty"`
 	Unavailable string `json:"unavailable,omitempty"`
 	casOutcome
-	// Ratio is eskv's ok/s over this system's in the same scenario.
+	// Again marks eskv's second run of the scenario, after the peers.
+	Again bool `json:"again,omitempty"`
+	// Ratio is eskv's ok/s (the mean of its runs) over this system's in
+	// the same scenario.
 	Ratio float64    `json:"eskvRatio,omitempty"`
 	CPU   *cpuReport `json:"cpu,omitempty"` // over the first scenario
 }
@@ -97,7 +100,7 @@ type peerFigure struct {
 
 // peerNote explains figure 18's columns.
 const peerNote = "ok/s: acknowledged compare-and-swaps per second; p50/p99 of the CAS alone, read+CAS p50 of the whole cycle; " +
-	"eskv ÷: eskv's ok/s over the system's in the same scenario; CPU µs/write: the system's processes (utime+stime from /proc) " +
+	"eskv ÷: eskv's ok/s (the mean of its runs: with peers, 18a runs again after them) over the system's in the same scenario; CPU µs/write: the system's processes (utime+stime from /proc) " +
 	"over the first scenario ÷ its acknowledged writes, the load generator not counted"
 
 // system is a started system of figure 18.
@@ -106,11 +109,15 @@ type system struct {
 	version  string
 	target   casTarget
 	classify classifier // its processes, for its CPU per write
+	again    bool       // eskv's second run, after the peers
 }
 
 // peers is figure 18: eskv first, then each peer, started, measured and
 // stopped in turn, so that only one system is loaded at a time (eskv's
-// stack stays up, idle, while the peers run).
+// stack stays up, idle, while the peers run), then eskv's first scenario
+// once more: this VM's speed changes between minutes (the Postgres
+// peer's CPU per CAS moved 1.5–2× within an afternoon), and eskv's two
+// runs of it, minutes apart, show how much the slots of this run moved.
 func (b *bench) peers(ctx context.Context, rep *report) error {
 	fig := &peerFigure{Note: peerNote}
 	rep.Peers = fig
@@ -147,52 +154,70 @@ func (b *bench) peers(ctx context.Context, rep *report) error {
 				Unavailable: "failed: " + firstLine(err.Error())})
 		}
 	}
-	return ctx.Err()
+	if len(b.c.peers) == 0 || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	eskv.version, eskv.again = "this tree, again", true
+	return b.measureScenario(ctx, fig, eskv, projects, b.casScenarios()[0], true)
 }
 
 // measureSystem runs every scenario on sys and adds a row for each; the
 // CPU of sys's processes is read around the first.
 func (b *bench) measureSystem(ctx context.Context, fig *peerFigure, sys system, projects []string) error {
 	for i, sc := range b.casScenarios() {
-		keys := make([]string, sc.keys)
-		for k := range keys {
-			keys[k] = b.key(projects[k%len(projects)], fmt.Sprintf("cas%s-%s-k%03d", sc.step, b.runID, k))
-		}
-		b.logf("18 %s: %s, %s", sys.name, sc.title, b.c.peerDuration)
-		if err := sys.target.setup(ctx, keys); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("figure 18, %s: creating %d keys: %w", sys.name, len(keys), err)
-		}
-		var before cpuSample
-		if i == 0 && sys.classify != nil {
-			before = sampleCPU("/proc", sys.classify)
-		}
-		out := driveCAS(ctx, sys.target, keys, sc.clients, b.c.peerDuration)
-		row := peerRow{Step: sc.step, Scenario: sc.title, System: sys.name, Version: sys.version, casOutcome: out}
-		if before != nil {
-			row.CPU = newCPUReport(sampleCPU("/proc", sys.classify).since(before, sys.classify), out.OK, out.Seconds)
-		}
-		fig.Rows = append(fig.Rows, row)
-		if err := ctx.Err(); err != nil {
+		if err := b.measureScenario(ctx, fig, sys, projects, sc, i == 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ratios sets each row's eskv ÷ system ratio.
+// measureScenario runs sc on sys and adds its row, with the CPU of sys's
+// processes when withCPU. A run of eskv again (sys.again) writes keys of
+// its own.
+func (b *bench) measureScenario(ctx context.Context, fig *peerFigure, sys system, projects []string, sc casScenario, withCPU bool) error {
+	name := "cas" + sc.step
+	if sys.again {
+		name += "again"
+	}
+	keys := make([]string, sc.keys)
+	for k := range keys {
+		keys[k] = b.key(projects[k%len(projects)], fmt.Sprintf("%s-%s-k%03d", name, b.runID, k))
+	}
+	b.logf("18 %s (%s): %s, %s", sys.name, sys.version, sc.title, b.c.peerDuration)
+	if err := sys.target.setup(ctx, keys); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("figure 18, %s: creating %d keys: %w", sys.name, len(keys), err)
+	}
+	var before cpuSample
+	if withCPU && sys.classify != nil {
+		before = sampleCPU("/proc", sys.classify)
+	}
+	out := driveCAS(ctx, sys.target, keys, sc.clients, b.c.peerDuration)
+	row := peerRow{Step: sc.step, Scenario: sc.title, System: sys.name, Version: sys.version, Again: sys.again, casOutcome: out}
+	if before != nil {
+		row.CPU = newCPUReport(sampleCPU("/proc", sys.classify).since(before, sys.classify), out.OK, out.Seconds)
+	}
+	fig.Rows = append(fig.Rows, row)
+	return ctx.Err()
+}
+
+// ratios sets each row's eskv ÷ system ratio, eskv's ok/s being the mean
+// of its runs of the scenario (18a runs twice: before and after the
+// peers), so an eskv row's own ratio is that mean over its run.
 func (f *peerFigure) ratios() {
-	eskv := map[string]float64{}
+	sum, runs := map[string]float64{}, map[string]int{}
 	for _, r := range f.Rows {
-		if r.System == "eskv" {
-			eskv[r.Step] = r.OKPerSec
+		if r.System == "eskv" && r.Unavailable == "" {
+			sum[r.Step] += r.OKPerSec
+			runs[r.Step]++
 		}
 	}
 	for i := range f.Rows {
-		if r := &f.Rows[i]; r.OKPerSec > 0 && eskv[r.Step] > 0 {
-			r.Ratio = eskv[r.Step] / r.OKPerSec
+		if r := &f.Rows[i]; r.OKPerSec > 0 && sum[r.Step] > 0 {
+			r.Ratio = sum[r.Step] / float64(runs[r.Step]) / r.OKPerSec
 		}
 	}
 }
@@ -335,9 +360,17 @@ func (r *report) printPeers(w io.Writer) error {
 	if f.Note != "" {
 		fmt.Fprintf(w, "18: %s\n", f.Note)
 	}
+	if first, again := f.eskvRuns(); again != nil && first.OKPerSec > 0 {
+		fmt.Fprintf(w, "18: eskv's %s before and after the peers: %.0f and %.0f ok/s (after ÷ before %.2f)\n",
+			first.Step, first.OKPerSec, again.OKPerSec, again.OKPerSec/first.OKPerSec)
+	}
 	for _, row := range f.Rows {
 		if row.System == "eskv" && row.CPU != nil {
-			fmt.Fprintf(w, "18: eskv's CPU over %s (%s):\n", row.Step, row.Scenario)
+			again := ""
+			if row.Again {
+				again = ", again after the peers"
+			}
+			fmt.Fprintf(w, "18: eskv's CPU over %s (%s%s):\n", row.Step, row.Scenario, again)
 			row.CPU.print(w, "    ")
 		}
 		if len(row.ErrorsBy) > 0 {
@@ -345,6 +378,21 @@ func (r *report) printPeers(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// eskvRuns returns eskv's first row and its run again after the peers
+// (nil when there was none).
+func (f *peerFigure) eskvRuns() (first, again *peerRow) {
+	for i := range f.Rows {
+		r := &f.Rows[i]
+		if r.System == "eskv" && r.Again {
+			again = r
+		}
+		if r.System == "eskv" && first == nil {
+			first = r
+		}
+	}
+	return first, again
 }
 
 // firstLine is s up to its first newline.
