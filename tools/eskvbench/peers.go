@@ -173,7 +173,8 @@ func (b *bench) measureSystem(ctx context.Context, fig *peerFigure, sys system, 
 }
 
 // measureScenario runs sc on sys and adds its row, with the CPU of sys's
-// processes when withCPU. A run of eskv again (sys.again) writes keys of
+// processes when withCPU (the first scenario of a system, after an
+// unmeasured run of -peer-warmup). A run of eskv again (sys.again) writes keys of
 // its own.
 func (b *bench) measureScenario(ctx context.Context, fig *peerFigure, sys system, projects []string, sc casScenario, withCPU bool) error {
 	name := "cas" + sc.step
@@ -190,6 +191,12 @@ func (b *bench) measureScenario(ctx context.Context, fig *peerFigure, sys system
 			return ctx.Err()
 		}
 		return fmt.Errorf("figure 18, %s: creating %d keys: %w", sys.name, len(keys), err)
+	}
+	if withCPU && b.c.peerWarmup > 0 {
+		// Unmeasured: caches, pools, plans and heaps settle first, in
+		// every system alike.
+		b.logf("18 %s: warming up for %s", sys.name, b.c.peerWarmup)
+		driveCAS(ctx, sys.target, keys, sc.clients, b.c.peerWarmup)
 	}
 	var before cpuSample
 	if withCPU && sys.classify != nil {
