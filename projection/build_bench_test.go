@@ -103,12 +103,10 @@ func benchApplyBatchBuild(b *testing.B, arrays bool) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for b.Loop() {
+		sc.arrays = arrays
 		pb, err := sc.build("kv.changes", batch, HistoryJSONB)
 		if err != nil {
 			b.Fatal(err)
-		}
-		if arrays {
-			batchArrays(pb)
 		}
 		for _, q := range pb.QueuedQueries {
 			sd := sds[q.SQL]

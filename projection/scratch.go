@@ -3,6 +3,7 @@ package projection
 import (
 	"cmp"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,48 @@ type applyScratch struct {
 	ent          entryColumns
 	h            historyColumns
 	b            pgx.Batch
+	// arrays: the columns go to pgx as pgarrays.go's arrays, from slab
+	// (Store.arrays).
+	arrays bool
+	slab   arraySlab
+}
+
+// text, nullText, int8, time and nullTime return a column as build
+// passes it to pgx: as its array of pgarrays.go when sc.arrays, else as
+// it is.
+func (sc *applyScratch) text(v []string) any {
+	if sc.arrays {
+		return slabbed(&sc.slab.text, textArray{s: v})
+	}
+	return v
+}
+
+func (sc *applyScratch) nullText(v []*string) any {
+	if sc.arrays {
+		return slabbed(&sc.slab.nullText, nullTextArray{s: v})
+	}
+	return v
+}
+
+func (sc *applyScratch) int8(v []int64) any {
+	if sc.arrays {
+		return slabbed(&sc.slab.int8, int8Array{s: v})
+	}
+	return v
+}
+
+func (sc *applyScratch) time(v []time.Time) any {
+	if sc.arrays {
+		return slabbed(&sc.slab.time, timeArray{s: v})
+	}
+	return v
+}
+
+func (sc *applyScratch) nullTime(v []*time.Time) any {
+	if sc.arrays {
+		return slabbed(&sc.slab.nullTime, nullTimeArray{s: v})
+	}
+	return v
 }
 
 // partitionNext is a partition of a batch and the offset after its last
@@ -103,6 +146,7 @@ func (sc *applyScratch) batch() *pgx.Batch {
 func (sc *applyScratch) release() {
 	sc.ent.reset(0)
 	sc.h.reset(0)
+	sc.slab.reset()
 	clear(sc.b.QueuedQueries)
 	sc.b.QueuedQueries = sc.b.QueuedQueries[:0]
 }

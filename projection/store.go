@@ -337,12 +337,10 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	}
 	defer s.scratch.Put(sc)
 	defer sc.release()
+	sc.arrays = s.arrays
 	b, err := sc.build(topic, batch, s.history)
 	if err != nil {
 		return err
-	}
-	if s.arrays {
-		batchArrays(b) // pgarrays.go
 	}
 	// One round trip, one transaction: pgx pipelines the batch with a
 	// single Sync, and Postgres runs the statements up to a Sync as one
@@ -382,18 +380,25 @@ func (sc *applyScratch) build(topic string, batch []Applied, format HistoryForma
 	}
 	b := sc.batch()
 	queueElements(b, batch) // before the upsert: its guard reads the stored versions
-	b.Queue(write, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
-		ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
-		ent.requestDigest, ent.specRef, ent.semantics, ent.offset,
-		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event, requestIDs,
-		topic, parts, offs)
+	if sc.arrays {
+		batchArrays(b, &sc.slab)
+	}
+	key, version := sc.text(ent.key), sc.int8(ent.version)
+	b.Queue(write, key, sc.text(ent.scope), ent.partition, version, ent.live, sc.nullText(ent.value),
+		sc.nullTime(ent.createdAt), sc.time(ent.updatedAt), sc.nullTime(ent.expiresAt), sc.text(ent.lastWriter),
+		sc.text(ent.requestID), sc.text(ent.requestDigest), sc.text(ent.specRef), sc.text(ent.semantics),
+		sc.int8(ent.offset), sc.text(h.key), sc.int8(h.version), sc.text(h.kind), sc.text(h.op), sc.time(h.ts),
+		h.partition, sc.int8(h.offset), sc.text(h.event), sc.nullText(requestIDs),
+		topic, parts, sc.int8(offs))
 	f := ent.fields.args()
 	switch {
 	case len(ent.key) == 0: // a batch of transaction markers only
 	case len(ent.fallback) == 0:
-		b.Queue(writeFields, ent.key, ent.version, f.key, f.field, f.typ, f.num, f.str)
+		b.Queue(writeFields, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
+			sc.nullText(f.num), sc.nullText(f.str))
 	default:
-		b.Queue(writeFieldsFallback, ent.key, ent.version, f.key, f.field, f.typ, f.num, f.str, ent.fallback)
+		b.Queue(writeFieldsFallback, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
+			sc.nullText(f.num), sc.nullText(f.str), sc.text(ent.fallback))
 	}
 	return b, nil
 }
