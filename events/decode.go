@@ -388,12 +388,13 @@ func getu4(s []byte) rune {
 
 // Hex4 decodes the four hexadecimal digits at the start of b (a JSON
 // \u escape's), or returns -1.
-func Hex4(b []byte) rune {
+func Hex4[T ~string | ~[]byte](b T) rune {
 	if len(b) < 4 {
 		return -1
 	}
 	var r rune
-	for _, c := range b[:4] {
+	for i := range 4 {
+		c := b[i]
 		switch {
 		case '0' <= c && c <= '9':
 			c -= '0'

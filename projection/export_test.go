@@ -138,7 +138,7 @@ type FieldCandidate struct {
 // ValueFields returns valueFields' candidates of v, and whether it
 // decides v (false: Apply asks kv_value_fields).
 func ValueFields(v []byte) ([]FieldCandidate, bool) {
-	fields, ok := valueFields(v)
+	fields, ok := valueFields(string(v), nil)
 	var out []FieldCandidate
 	for _, f := range fields {
 		c := FieldCandidate{Field: f.name, Type: string(rune(f.typ))}

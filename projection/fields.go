@@ -1,7 +1,6 @@
 package projection
 
 import (
-	"bytes"
 	"slices"
 	"strings"
 	"unicode/utf16"
@@ -38,7 +37,10 @@ const maxFieldDepth = 256
 
 // valueFields returns the indexed-field candidates of the JSON value v in
 // field order (bytewise: COLLATE "C"), or ok false when the key must fall
-// back to kv_value_fields. It agrees with kv_value_fields of v::jsonb:
+// back to kv_value_fields. It writes them in dst's room (dst[:0]), and
+// their names, numbers and strings are v's own text where v has them
+// unescaped: a batch's values cost no allocation per field (Apply reuses
+// dst). It agrees with kv_value_fields of v::jsonb:
 //
 //   - only when v is an object; any other JSON value has no fields;
 //   - members named twice: the last one counts (jsonb keeps the last);
@@ -54,11 +56,11 @@ const maxFieldDepth = 256
 // (a huge exponent in them could make jsonb fail), nesting beyond
 // maxFieldDepth, and more than events.MaxFilterFields candidates (which
 // of them are kept depends on the numbers' cap, applied in SQL).
-func valueFields(v []byte) (fields []valueField, ok bool) {
+func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 	p := fieldParser{b: v}
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '{' {
-		fields, ok = p.object()
+		fields, ok = p.object(dst[:0])
 	} else {
 		ok = p.value(0)
 	}
@@ -97,7 +99,7 @@ func valueFields(v []byte) (fields []valueField, ok bool) {
 // fieldParser reads JSON as Postgres's parser accepts it (RFC 8259), and
 // reports anything else as not ok.
 type fieldParser struct {
-	b []byte
+	b string
 	i int
 }
 
@@ -114,12 +116,12 @@ func (p *fieldParser) space() {
 
 // object reads the top-level object at p.i ('{' next) and returns every
 // member, in order; a member whose value is not a scalar has typ 0.
-func (p *fieldParser) object() (fields []valueField, ok bool) {
+func (p *fieldParser) object(fields []valueField) ([]valueField, bool) {
 	p.i++
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
-		return nil, true
+		return fields, true
 	}
 	for {
 		p.space()
@@ -148,7 +150,7 @@ func (p *fieldParser) object() (fields []valueField, ok bool) {
 			if !p.number() {
 				return nil, false
 			}
-			f.typ, f.num = 'n', string(p.b[start:p.i])
+			f.typ, f.num = 'n', p.b[start:p.i]
 		case c == 't' || c == 'f':
 			f.typ, f.str = 'b', "true"
 			if c == 'f' {
@@ -197,7 +199,7 @@ func (p *fieldParser) value(depth int) bool {
 		return ok
 	case c == '-' || c >= '0' && c <= '9':
 		start := p.i
-		return p.number() && p.i-start <= 300 && !bytes.ContainsAny(p.b[start:p.i], "eE")
+		return p.number() && p.i-start <= 300 && !strings.ContainsAny(p.b[start:p.i], "eE")
 	case c == 't':
 		return p.literal("true")
 	case c == 'f':
@@ -255,7 +257,7 @@ func (p *fieldParser) composite(depth int) bool {
 }
 
 func (p *fieldParser) literal(lit string) bool {
-	if string(p.b[p.i:min(len(p.b), p.i+len(lit))]) != lit {
+	if p.b[p.i:min(len(p.b), p.i+len(lit))] != lit {
 		return false
 	}
 	p.i += len(lit)
@@ -326,10 +328,10 @@ func (p *fieldParser) str() (string, bool) {
 		case c == '"':
 			s := p.b[start:p.i]
 			p.i++
-			if !utf8.Valid(s) {
+			if !utf8.ValidString(s) {
 				return "", false
 			}
-			return string(s), true
+			return s, true
 		case c == '\\':
 			return p.unescape(start)
 		case c < 0x20:

@@ -47,43 +47,107 @@ func describes(pool *pgxpool.Pool) bool {
 // as they are.
 func arrayArgs(args []any) {
 	for i, a := range args {
-		switch v := a.(type) {
-		case []string:
-			args[i] = textArray(v)
-		case []*string:
-			args[i] = nullTextArray(v)
-		case []int64:
-			args[i] = int8Array(v)
-		case []time.Time:
-			args[i] = timeArray(v)
-		case []*time.Time:
-			args[i] = nullTimeArray(v)
+		if arr := asArray(a, nil); arr != nil {
+			args[i] = arr
 		}
 	}
 }
 
-// batchArrays applies arrayArgs to every statement queued in b.
-func batchArrays(b *pgx.Batch) {
+// asArray returns a as one of the arrays below, taken from slab when it
+// is not nil, or nil when a is none of the slices they stand for.
+func asArray(a any, slab *arraySlab) any {
+	if slab == nil {
+		slab = new(arraySlab)
+	}
+	switch v := a.(type) {
+	case []string:
+		return slabbed(&slab.text, textArray{s: v})
+	case []*string:
+		return slabbed(&slab.nullText, nullTextArray{s: v})
+	case []int64:
+		return slabbed(&slab.int8, int8Array{s: v})
+	case []time.Time:
+		return slabbed(&slab.time, timeArray{s: v})
+	case []*time.Time:
+		return slabbed(&slab.nullTime, nullTimeArray{s: v})
+	}
+	return nil
+}
+
+// arraySlab holds the arrays of an Apply's parameters (applyScratch), so
+// that passing one costs no allocation: a pointer fits in an interface,
+// where a slice header or a dimension slice each took one. A pointer
+// into a slab that append has since moved from still points at its
+// array.
+type arraySlab struct {
+	text     []textArray
+	nullText []nullTextArray
+	int8     []int8Array
+	time     []timeArray
+	nullTime []nullTimeArray
+}
+
+func slabbed[T any](slab *[]T, a T) *T {
+	*slab = append(*slab, a)
+	return &(*slab)[len(*slab)-1]
+}
+
+// reset empties the slab for the next Apply, keeping its room.
+func (s *arraySlab) reset() {
+	s.text = reuse(s.text, 0)
+	s.nullText = reuse(s.nullText, 0)
+	s.int8 = reuse(s.int8, 0)
+	s.time = reuse(s.time, 0)
+	s.nullTime = reuse(s.nullTime, 0)
+}
+
+// batchArrays applies arrayArgs to every statement queued in b, its
+// arrays from slab.
+func batchArrays(b *pgx.Batch, slab *arraySlab) {
 	for _, q := range b.QueuedQueries {
-		arrayArgs(q.Arguments)
+		for i, a := range q.Arguments {
+			if arr := asArray(a, slab); arr != nil {
+				q.Arguments[i] = arr
+			}
+		}
 	}
 }
 
 // dims are the dimensions of a one-dimensional array of n elements, nil
-// (a NULL array) when the slice is nil, as pgtype.FlatArray says them.
-func dims(isNil bool, n int) []pgtype.ArrayDimension {
+// (a NULL array) when the slice is nil, as pgtype.FlatArray says them,
+// in d's room.
+func (d *arrayDims) of(isNil bool, n int) []pgtype.ArrayDimension {
 	if isNil {
 		return nil
 	}
-	return []pgtype.ArrayDimension{{Length: int32(n), LowerBound: 1}}
+	d.d[0] = pgtype.ArrayDimension{Length: int32(n), LowerBound: 1}
+	return d.d[:]
 }
 
+// arrayDims is the room of an array's Dimensions.
+type arrayDims struct{ d [1]pgtype.ArrayDimension }
+
 type (
-	textArray     []string
-	nullTextArray []*string
-	int8Array     []int64
-	timeArray     []time.Time
-	nullTimeArray []*time.Time
+	textArray struct {
+		s []string
+		arrayDims
+	}
+	nullTextArray struct {
+		s []*string
+		arrayDims
+	}
+	int8Array struct {
+		s []int64
+		arrayDims
+	}
+	timeArray struct {
+		s []time.Time
+		arrayDims
+	}
+	nullTimeArray struct {
+		s []*time.Time
+		arrayDims
+	}
 
 	textElem string
 	int8Elem int64
@@ -102,22 +166,22 @@ func (e *timeElem) TimestamptzValue() (pgtype.Timestamptz, error) {
 	return pgtype.Timestamptz{Time: time.Time(*e), Valid: true}, nil
 }
 
-func (a textArray) Dimensions() []pgtype.ArrayDimension { return dims(a == nil, len(a)) }
-func (a textArray) Index(i int) any                     { return (*textElem)(&a[i]) }
-func (a textArray) IndexType() any                      { return (*textElem)(nil) }
+func (a *textArray) Dimensions() []pgtype.ArrayDimension { return a.of(a.s == nil, len(a.s)) }
+func (a *textArray) Index(i int) any                     { return (*textElem)(&a.s[i]) }
+func (a *textArray) IndexType() any                      { return (*textElem)(nil) }
 
-func (a nullTextArray) Dimensions() []pgtype.ArrayDimension { return dims(a == nil, len(a)) }
-func (a nullTextArray) Index(i int) any                     { return (*textElem)(a[i]) }
-func (a nullTextArray) IndexType() any                      { return (*textElem)(nil) }
+func (a *nullTextArray) Dimensions() []pgtype.ArrayDimension { return a.of(a.s == nil, len(a.s)) }
+func (a *nullTextArray) Index(i int) any                     { return (*textElem)(a.s[i]) }
+func (a *nullTextArray) IndexType() any                      { return (*textElem)(nil) }
 
-func (a int8Array) Dimensions() []pgtype.ArrayDimension { return dims(a == nil, len(a)) }
-func (a int8Array) Index(i int) any                     { return (*int8Elem)(&a[i]) }
-func (a int8Array) IndexType() any                      { return (*int8Elem)(nil) }
+func (a *int8Array) Dimensions() []pgtype.ArrayDimension { return a.of(a.s == nil, len(a.s)) }
+func (a *int8Array) Index(i int) any                     { return (*int8Elem)(&a.s[i]) }
+func (a *int8Array) IndexType() any                      { return (*int8Elem)(nil) }
 
-func (a timeArray) Dimensions() []pgtype.ArrayDimension { return dims(a == nil, len(a)) }
-func (a timeArray) Index(i int) any                     { return (*timeElem)(&a[i]) }
-func (a timeArray) IndexType() any                      { return (*timeElem)(nil) }
+func (a *timeArray) Dimensions() []pgtype.ArrayDimension { return a.of(a.s == nil, len(a.s)) }
+func (a *timeArray) Index(i int) any                     { return (*timeElem)(&a.s[i]) }
+func (a *timeArray) IndexType() any                      { return (*timeElem)(nil) }
 
-func (a nullTimeArray) Dimensions() []pgtype.ArrayDimension { return dims(a == nil, len(a)) }
-func (a nullTimeArray) Index(i int) any                     { return (*timeElem)(a[i]) }
-func (a nullTimeArray) IndexType() any                      { return (*timeElem)(nil) }
+func (a *nullTimeArray) Dimensions() []pgtype.ArrayDimension { return a.of(a.s == nil, len(a.s)) }
+func (a *nullTimeArray) Index(i int) any                     { return (*timeElem)(a.s[i]) }
+func (a *nullTimeArray) IndexType() any                      { return (*timeElem)(nil) }

@@ -8,13 +8,12 @@
 package projection
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +30,9 @@ type Store struct {
 	arrays bool
 	// history is the format Apply writes kv_history rows in.
 	history HistoryFormat
+	// scratch holds *applyScratch: an Apply's columns, reused by the
+	// next (scratch.go).
+	scratch sync.Pool
 }
 
 // New returns a Store on pool. The schema must be migrated (Migrate). Its
@@ -329,12 +331,16 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	if len(batch) == 0 {
 		return nil
 	}
-	b, err := applyBatch(topic, batch, s.history)
+	sc, _ := s.scratch.Get().(*applyScratch)
+	if sc == nil {
+		sc = new(applyScratch)
+	}
+	defer s.scratch.Put(sc)
+	defer sc.release()
+	sc.arrays = s.arrays
+	b, err := sc.build(topic, batch, s.history)
 	if err != nil {
 		return err
-	}
-	if s.arrays {
-		batchArrays(b) // pgarrays.go
 	}
 	// One round trip, one transaction: pgx pipelines the batch with a
 	// single Sync, and Postgres runs the statements up to a Sync as one
@@ -347,72 +353,52 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 // applyBatch returns the statements that fold batch (not empty) into the
 // projection, in the order Apply sends them, kv_history's rows in format.
 func applyBatch(topic string, batch []Applied, format HistoryFormat) (*pgx.Batch, error) {
+	return new(applyScratch).build(topic, batch, format)
+}
 
-	// Fold to the latest event per key: one INSERT .. ON CONFLICT may not
-	// update a row twice.
-	latest := make(map[string]int, len(batch))
-	next := make(map[int32]int64)
-	var hist []int
-	for i := range batch {
-		a := &batch[i]
-		if n := a.Offset + 1; n > next[a.Partition] {
-			next[a.Partition] = n
-		}
-		if a.Marker {
-			continue
-		}
-		hist = append(hist, i)
-		if j, ok := latest[a.Event.Key]; !ok || batch[j].Event.Version < a.Event.Version {
-			latest[a.Event.Key] = i
-		}
-	}
-
-	var ent entryColumns
-	ent.grow(len(latest))
-	for _, k := range slices.Sorted(maps.Keys(latest)) {
-		if err := ent.add(&batch[latest[k]]); err != nil {
+// build returns applyBatch's statements, their columns in sc.
+func (sc *applyScratch) build(topic string, batch []Applied, format HistoryFormat) (*pgx.Batch, error) {
+	sc.order(batch)
+	ent, h := &sc.ent, &sc.h
+	ent.reset(len(sc.latest))
+	for _, i := range sc.latest {
+		if err := ent.add(&batch[i]); err != nil {
 			return nil, err
 		}
 	}
-
-	slices.SortFunc(hist, func(a, b int) int {
-		ea, eb := &batch[a].Event, &batch[b].Event
-		return cmp.Or(cmp.Compare(ea.Key, eb.Key), cmp.Compare(ea.Version, eb.Version))
-	})
-	var h historyColumns
-	h.grow(len(hist))
-	for _, i := range hist {
+	h.reset(len(sc.hist))
+	for _, i := range sc.hist {
 		if err := h.add(&batch[i]); err != nil {
 			return nil, err
 		}
 	}
-
-	parts := make([]int32, 0, len(next))
-	offs := make([]int64, 0, len(next))
-	for _, p := range slices.Sorted(maps.Keys(next)) {
-		parts = append(parts, p)
-		offs = append(offs, next[p])
-	}
+	parts, offs := sc.partitions(batch)
 
 	write, requestIDs := writeEntries, h.requestID
 	if format == HistoryJSONB {
 		write, requestIDs = writeEntriesJSONB, nil // $24 NULL: the request_id column is not written
 	}
-	b := &pgx.Batch{}
+	b := sc.batch()
 	queueElements(b, batch) // before the upsert: its guard reads the stored versions
-	b.Queue(write, ent.key, ent.scope, ent.partition, ent.version, ent.live, ent.value,
-		ent.createdAt, ent.updatedAt, ent.expiresAt, ent.lastWriter, ent.requestID,
-		ent.requestDigest, ent.specRef, ent.semantics, ent.offset,
-		h.key, h.version, h.kind, h.op, h.ts, h.partition, h.offset, h.event, requestIDs,
-		topic, parts, offs)
+	if sc.arrays {
+		batchArrays(b, &sc.slab)
+	}
+	key, version := sc.text(ent.key), sc.int8(ent.version)
+	b.Queue(write, key, sc.text(ent.scope), ent.partition, version, ent.live, sc.nullText(ent.value),
+		sc.nullTime(ent.createdAt), sc.time(ent.updatedAt), sc.nullTime(ent.expiresAt), sc.text(ent.lastWriter),
+		sc.text(ent.requestID), sc.text(ent.requestDigest), sc.text(ent.specRef), sc.text(ent.semantics),
+		sc.int8(ent.offset), sc.text(h.key), sc.int8(h.version), sc.text(h.kind), sc.text(h.op), sc.time(h.ts),
+		h.partition, sc.int8(h.offset), sc.text(h.event), sc.nullText(requestIDs),
+		topic, parts, sc.int8(offs))
+	f := ent.fields.args()
 	switch {
 	case len(ent.key) == 0: // a batch of transaction markers only
 	case len(ent.fallback) == 0:
-		b.Queue(writeFields, ent.key, ent.version,
-			ent.fields.key, ent.fields.field, ent.fields.typ, ent.fields.num, ent.fields.str)
+		b.Queue(writeFields, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
+			sc.nullText(f.num), sc.nullText(f.str))
 	default:
-		b.Queue(writeFieldsFallback, ent.key, ent.version,
-			ent.fields.key, ent.fields.field, ent.fields.typ, ent.fields.num, ent.fields.str, ent.fallback)
+		b.Queue(writeFieldsFallback, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
+			sc.nullText(f.num), sc.nullText(f.str), sc.text(ent.fallback))
 	}
 	return b, nil
 }
@@ -435,9 +421,11 @@ type entryColumns struct {
 	// (writeFieldsFallback).
 	fields   fieldColumns
 	fallback []string
-	// values backs value's pointers, sem encodes semantics (columns.go).
-	values []string
-	sem    semanticsMemo
+	// values backs value's pointers, sem encodes semantics (columns.go),
+	// fieldBuf is valueFields' room.
+	values   []string
+	sem      semanticsMemo
+	fieldBuf []valueField
 }
 
 // fieldColumns are the kv_fields candidates of a batch's rows (valueFields),
@@ -445,6 +433,8 @@ type entryColumns struct {
 type fieldColumns struct {
 	key, field, typ []string
 	num, str        []*string
+	// vals backs num's and str's pointers, as entryColumns.values.
+	vals []string
 }
 
 func (c *fieldColumns) add(key string, f *valueField) {
@@ -452,31 +442,36 @@ func (c *fieldColumns) add(key string, f *valueField) {
 	c.field = append(c.field, f.name)
 	c.typ = append(c.typ, string(rune(f.typ)))
 	if f.typ == 'n' {
-		c.num = append(c.num, &f.num)
+		c.vals = append(c.vals, f.num)
+		c.num = append(c.num, &c.vals[len(c.vals)-1])
 		c.str = append(c.str, nil)
 	} else {
+		c.vals = append(c.vals, f.str)
 		c.num = append(c.num, nil)
-		c.str = append(c.str, &f.str)
+		c.str = append(c.str, &c.vals[len(c.vals)-1])
 	}
 }
 
-func (c *entryColumns) grow(n int) {
-	c.key = make([]string, 0, n)
-	c.scope = make([]string, 0, n)
-	c.partition = make([]int32, 0, n)
-	c.version = make([]int64, 0, n)
-	c.offset = make([]int64, 0, n)
-	c.live = make([]bool, 0, n)
-	c.value = make([]*string, 0, n)
-	c.createdAt = make([]*time.Time, 0, n)
-	c.expiresAt = make([]*time.Time, 0, n)
-	c.updatedAt = make([]time.Time, 0, n)
-	c.lastWriter = make([]string, 0, n)
-	c.requestID = make([]string, 0, n)
-	c.requestDigest = make([]string, 0, n)
-	c.specRef = make([]string, 0, n)
-	c.semantics = make([]string, 0, n)
-	c.values = make([]string, 0, n)
+// reset empties c for a batch of n rows, keeping its room.
+func (c *entryColumns) reset(n int) {
+	c.key = reuse(c.key, n)
+	c.scope = reuse(c.scope, n)
+	c.partition = reuse(c.partition, n)
+	c.version = reuse(c.version, n)
+	c.offset = reuse(c.offset, n)
+	c.live = reuse(c.live, n)
+	c.value = reuse(c.value, n)
+	c.createdAt = reuse(c.createdAt, n)
+	c.expiresAt = reuse(c.expiresAt, n)
+	c.updatedAt = reuse(c.updatedAt, n)
+	c.lastWriter = reuse(c.lastWriter, n)
+	c.requestID = reuse(c.requestID, n)
+	c.requestDigest = reuse(c.requestDigest, n)
+	c.specRef = reuse(c.specRef, n)
+	c.semantics = reuse(c.semantics, n)
+	c.values = reuse(c.values, n)
+	c.fields.reset()
+	c.fallback = reuse(c.fallback, 0)
 }
 
 func (c *entryColumns) add(a *Applied) error {
@@ -489,15 +484,17 @@ func (c *entryColumns) add(a *Applied) error {
 	var expires *time.Time
 	if e.Live() {
 		if len(e.After) > 0 {
-			value = c.valueOf(string(e.After))
+			value = c.valueOf(bytesText(e.After))
 		} else {
 			value = c.valueOf("null")
 		}
 		expires = e.ExpiresAt
 		if len(e.After) > 0 { // "null" has no fields
-			fields, ok := valueFields(e.After)
+			fields, ok := valueFields(*value, c.fieldBuf)
 			if !ok {
 				c.fallback = append(c.fallback, e.Key)
+			} else {
+				c.fieldBuf = fields[:0]
 			}
 			for i := range fields {
 				c.fields.add(e.Key, &fields[i])
@@ -536,16 +533,17 @@ type historyColumns struct {
 	partition       []int32
 }
 
-func (c *historyColumns) grow(n int) {
-	c.key = make([]string, 0, n)
-	c.kind = make([]string, 0, n)
-	c.op = make([]string, 0, n)
-	c.event = make([]string, 0, n)
-	c.requestID = make([]*string, 0, n)
-	c.version = make([]int64, 0, n)
-	c.offset = make([]int64, 0, n)
-	c.ts = make([]time.Time, 0, n)
-	c.partition = make([]int32, 0, n)
+// reset empties c for a batch of n rows, keeping its room.
+func (c *historyColumns) reset(n int) {
+	c.key = reuse(c.key, n)
+	c.kind = reuse(c.kind, n)
+	c.op = reuse(c.op, n)
+	c.event = reuse(c.event, n)
+	c.requestID = reuse(c.requestID, n)
+	c.version = reuse(c.version, n)
+	c.offset = reuse(c.offset, n)
+	c.ts = reuse(c.ts, n)
+	c.partition = reuse(c.partition, n)
 }
 
 func (c *historyColumns) add(a *Applied) error {
@@ -560,7 +558,7 @@ func (c *historyColumns) add(a *Applied) error {
 	c.key = append(c.key, e.Key)
 	c.kind = append(c.kind, string(e.Kind))
 	c.op = append(c.op, string(e.Op))
-	c.event = append(c.event, string(b))
+	c.event = append(c.event, bytesText(b))
 	var rid *string
 	if e.RequestID != "" {
 		rid = &e.RequestID
