@@ -104,6 +104,9 @@ type Applied struct {
 	// stores it as the event instead of encoding Event again. Its readers
 	// read the event as JSON (event_text::jsonb: History, the request
 	// lookups, Compare), so what they read is the same either way.
+	//
+	// Apply reads Raw and Event.After in place, without copying them
+	// (bytesText): the caller must not change either until Apply returns.
 	Raw []byte
 }
 
