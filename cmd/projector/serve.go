@@ -20,8 +20,8 @@ import (
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var c config
 	var addr, addrFile, instanceID string
-	var every, retainEvery, pace time.Duration
-	var retention, pprofAddr string
+	var every, pace time.Duration
+	var pprofAddr string
 	var limits service.HTTPLimits
 	var format projection.HistoryFormat
 	f := newFlags("serve", &c, slog.LevelInfo, stderr)
@@ -35,13 +35,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f.DurationVar(&pace, "pace", projector.DefaultPace,
 		"under load, apply at most about once per this interval, in larger batches (less Postgres CPU per event, up to this much more projection lag); 0 applies each batch at once")
 	f.Env("pace", "ESKV_PROJECTOR_PACE")
-	f.StringVar(&retention, "history-retention", "",
-		"how much of each key's history kv_history keeps: age=<duration> and/or versions=<n> (age=720h,versions=100); "+
-			"empty keeps everything; a key's newest version is always kept")
-	f.Env("history-retention", "ESKV_HISTORY_RETENTION")
-	f.DurationVar(&retainEvery, "history-retention-interval", projector.DefaultRetentionInterval,
-		"how often the history retention runs")
-	f.Env("history-retention-interval", "ESKV_HISTORY_RETENTION_INTERVAL")
+	keep, retainEvery, checkRetention := historyRetention(f)
 	checkFormat := historyFormat(f, &format)
 	host, _ := os.Hostname()
 	f.StringVar(&instanceID, "instance-id", "projector-"+host,
@@ -52,10 +46,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	keep, rerr := projector.ParseRetention(retention)
-	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"),
-		f.Check(rerr == nil, "history-retention", fmt.Sprint(rerr)),
-		f.Check(retainEvery > 0, "history-retention-interval", "must be a positive duration"),
+	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"), checkRetention(),
 		f.Check(pace >= 0 && pace <= time.Second, "pace", "must be a duration from 0 to 1s"), checkFormat(), limits.Check(f)); err != nil {
 		return err
 	}
@@ -83,7 +74,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		CheckInterval: every,
 		Pace:          cmp.Or(pace, -1), // 0 on the command line: no pacing
 		InstanceID:    instanceID,
-		Retention:     keep, RetentionInterval: retainEvery,
+		Retention:     *keep, RetentionInterval: *retainEvery,
 	}, store, log, reg)
 	if err != nil {
 		return err
@@ -99,4 +90,24 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready), Limits: limits}, parts...)
+}
+
+// historyRetention defines -history-retention and its interval on f; the
+// returned check parses them once f is parsed, into keep and every.
+func historyRetention(f *service.Flags) (keep *projection.Retention, every *time.Duration, check func() error) {
+	var retention string
+	keep, every = new(projection.Retention), new(time.Duration)
+	f.StringVar(&retention, "history-retention", "",
+		"how much of each key's history kv_history keeps: age=<duration> and/or versions=<n> (age=720h,versions=100); "+
+			"empty keeps everything; a key's newest version is always kept")
+	f.Env("history-retention", "ESKV_HISTORY_RETENTION")
+	f.DurationVar(every, "history-retention-interval", projector.DefaultRetentionInterval,
+		"how often the history retention runs")
+	f.Env("history-retention-interval", "ESKV_HISTORY_RETENTION_INTERVAL")
+	return keep, every, func() error {
+		var err error
+		*keep, err = projector.ParseRetention(retention)
+		return errors.Join(f.Check(err == nil, "history-retention", fmt.Sprint(err)),
+			f.Check(*every > 0, "history-retention-interval", "must be a positive duration"))
+	}
 }
