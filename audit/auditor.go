@@ -479,6 +479,7 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 	}
 	p.rows = make([]Row, len(p.events))
 	p.tips = make(map[string]tip)
+	h := newHasher(k) // one per part: parts are chained in parallel
 	for i := range p.events {
 		e := &p.events[i]
 		prev := ""
@@ -491,7 +492,7 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 		} else if e.PrevVersion > 0 {
 			starts++
 		}
-		p.rows[i] = EventRow(e, p.id, p.eventRecs[i].Offset, k, a.cfg.HashScheme, prev)
+		p.rows[i] = h.eventRow(e, p.id, p.eventRecs[i].Offset, a.cfg.HashScheme, prev)
 		p.tips[e.Key] = tip{e.Version, p.rows[i].ChainHash}
 	}
 	return starts
@@ -501,6 +502,7 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 // hashes conflicts under k.
 func (a *Auditor) decode(p *part, k HMACKey) {
 	p.next = p.recs[0].Offset
+	var h *hasher // for conflicts; one per part: parts are decoded in parallel
 	for _, r := range p.recs {
 		if r.Attrs.IsControl() {
 			p.next = r.Offset + 1
@@ -516,7 +518,10 @@ func (a *Auditor) decode(p *part, k HMACKey) {
 				p.bad = err
 				return
 			}
-			p.conflicts = append(p.conflicts, ConflictRowOf(&c, r.Partition, r.Offset, k, a.cfg.HashScheme))
+			if h == nil {
+				h = newHasher(k)
+			}
+			p.conflicts = append(p.conflicts, h.conflictRow(&c, r.Partition, r.Offset, a.cfg.HashScheme))
 		} else {
 			e, err := changelog.Event(r)
 			if err != nil {

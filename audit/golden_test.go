@@ -144,3 +144,22 @@ func TestGoldenRows(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantProject: tenantProject reads the parts strings.SplitN(key,
+// "/", 5) cuts.
+func TestTenantProject(t *testing.T) {
+	for _, key := range []string{"", "tenant", "tenant/", "tenant/a", "tenant/a/", "tenant/a/project", "tenant/a/project/",
+		"tenant/a/project/p", "tenant/a/project/p/", "tenant/a/project/p/k/l/m", "x/a/project/p/k", "tenant/a/x/p/k", "a/b/c/d/e/f", "/tenant/a/project/p"} {
+		parts := strings.SplitN(key, "/", 5)
+		var tenant, project string
+		if len(parts) >= 2 && parts[0] == "tenant" {
+			tenant = parts[1]
+		}
+		if len(parts) >= 4 && parts[2] == "project" {
+			project = parts[3]
+		}
+		if gt, gp := tenantProject(key); gt != tenant || gp != project {
+			t.Errorf("tenantProject(%q) = %q, %q; want %q, %q", key, gt, gp, tenant, project)
+		}
+	}
+}
