@@ -390,6 +390,11 @@ func (a *Auditor) build(ctx context.Context, recs []*kgo.Record) (*batch, error)
 	}
 
 	b := &batch{next: changelog.Offsets{}, tips: map[string]tip{}, records: len(recs)}
+	nrows, nconflicts := 0, 0
+	for _, p := range parts {
+		nrows, nconflicts = nrows+len(p.rows), nconflicts+len(p.conflicts)
+	}
+	b.rows, b.conflicts = make([]Row, 0, nrows), make([]ConflictRow, 0, nconflicts)
 	for _, p := range parts {
 		if b.next[p.topic] == nil {
 			b.next[p.topic] = map[int32]int64{}
@@ -503,6 +508,9 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 func (a *Auditor) decode(p *part, k HMACKey) {
 	p.next = p.recs[0].Offset
 	var h *hasher // for conflicts; one per part: parts are decoded in parallel
+	if p.topic != a.cfg.Topics.Conflicts {
+		p.events, p.eventRecs = make([]events.Event, 0, len(p.recs)), make([]*kgo.Record, 0, len(p.recs))
+	}
 	for _, r := range p.recs {
 		if r.Attrs.IsControl() {
 			p.next = r.Offset + 1

@@ -375,7 +375,14 @@ func (in chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 // UTF-8; invalid UTF-8 becomes U+FFFD, as encoding/json makes it.
 func appendJCSString(b []byte, s string) []byte {
 	b = append(b, '"')
-	for i := 0; i < len(s); {
+	// The run of printable ASCII that needs no escape, copied at once:
+	// most strings of a row are nothing else.
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] < utf8.RuneSelf && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	b = append(b, s[:i]...)
+	for i < len(s) {
 		if c := s[i]; c < utf8.RuneSelf {
 			b = appendJCSByte(b, c)
 			i++
