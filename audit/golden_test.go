@@ -3,9 +3,12 @@ package audit
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/events"
 )
@@ -160,6 +163,53 @@ func TestTenantProject(t *testing.T) {
 		}
 		if gt, gp := tenantProject(key); gt != tenant || gp != project {
 			t.Errorf("tenantProject(%q) = %q, %q; want %q, %q", key, gt, gp, tenant, project)
+		}
+	}
+}
+
+// TestChainRowsAreEventRows: the auditor's rows of a partition are
+// EventRow's, also when it takes a before_hash from the key's previous
+// row (same bytes) and when it does not (other bytes, even of the same
+// value, another key, a gap).
+func TestChainRowsAreEventRows(t *testing.T) {
+	k := testKey()
+	values := []string{`{"client":1,"seq":1}`, `{"client":1,"seq":2}`, `{"seq":2,"client":1}`, ``, `null`, `{"a":1,"a":2}`}
+	p := &part{topic: "kv.changes", id: 4}
+	version := map[string]int64{}
+	after := map[string]string{}
+	for i := range 40 {
+		key := fmt.Sprintf("tenant/t/project/p/k%d", i%3)
+		before := after[key]
+		if i%7 == 3 {
+			before = values[i%len(values)] // not the previous after
+		}
+		e := testEvent(version[key]+1, before, values[(i*5)%len(values)])
+		e.Key = key
+		if i%11 == 5 {
+			e.Version++ // a gap: the next event's prev_version is not in the part
+		}
+		version[key], after[key] = e.Version, string(e.After)
+		p.events = append(p.events, *e)
+		p.eventRecs = append(p.eventRecs, &kgo.Record{Offset: int64(100 + i)})
+	}
+	a := &Auditor{cfg: Config{HashScheme: CurrentScheme}, tips: map[string]tip{}}
+	a.chain(p, nil, k)
+	prev := map[string]Row{}
+	for i := range p.events {
+		e := &p.events[i]
+		chain := ""
+		if r, ok := prev[e.Key]; ok && r.Version == e.PrevVersion {
+			chain = r.ChainHash
+		}
+		want := EventRow(e, 4, int64(100+i), k, CurrentScheme, chain)
+		if !reflect.DeepEqual(p.rows[i], want) {
+			t.Fatalf("row %d\n got %+v\nwant %+v", i, p.rows[i], want)
+		}
+		prev[e.Key] = want
+	}
+	for key, r := range prev {
+		if p.tips[key] != (tip{r.Version, r.ChainHash}) {
+			t.Errorf("tip of %s = %+v, want version %d", key, p.tips[key], r.Version)
 		}
 	}
 }

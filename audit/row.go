@@ -117,12 +117,16 @@ func elementOp(e *events.Event) string {
 // under k in scheme s and chained to prevChain (the chain hash of the
 // key's row at e.PrevVersion, or "" when there is none).
 func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Scheme, prevChain string) Row {
-	return newHasher(k).eventRow(e, partition, offset, s, prevChain)
+	return newHasher(k).eventRow(e, partition, offset, s, prevChain, "")
 }
 
-// eventRow is EventRow under h.k.
-func (h *hasher) eventRow(e *events.Event, partition int32, offset int64, s Scheme, prevChain string) Row {
+// eventRow is EventRow under h.k; beforeHash is the hash of e.Before when
+// the caller knows it, else "".
+func (h *hasher) eventRow(e *events.Event, partition int32, offset int64, s Scheme, prevChain, beforeHash string) Row {
 	k := h.k
+	if beforeHash == "" {
+		beforeHash = h.valueHash(s, e.Key, e.Before)
+	}
 	tenant, project := tenantProject(e.Key)
 	r := Row{
 		TS:            e.TS.UTC().Truncate(time.Microsecond),
@@ -135,7 +139,7 @@ func (h *hasher) eventRow(e *events.Event, partition int32, offset int64, s Sche
 		Op:            string(e.Op),
 		Origin:        originOf(e.Semantics, e.Principal, e.RequestID, e.SpecRef),
 		TTLSeconds:    e.Semantics.TTLSeconds,
-		BeforeHash:    h.valueHash(s, e.Key, e.Before),
+		BeforeHash:    beforeHash,
 		AfterHash:     h.valueHash(s, e.Key, e.After),
 		HashKeyID:     k.ID,
 		HashScheme:    s,
