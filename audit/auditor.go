@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -390,6 +391,11 @@ func (a *Auditor) build(ctx context.Context, recs []*kgo.Record) (*batch, error)
 	}
 
 	b := &batch{next: changelog.Offsets{}, tips: map[string]tip{}, records: len(recs)}
+	nrows, nconflicts := 0, 0
+	for _, p := range parts {
+		nrows, nconflicts = nrows+len(p.rows), nconflicts+len(p.conflicts)
+	}
+	b.rows, b.conflicts = make([]Row, 0, nrows), make([]ConflictRow, 0, nconflicts)
 	for _, p := range parts {
 		if b.next[p.topic] == nil {
 			b.next[p.topic] = map[int32]int64{}
@@ -478,21 +484,34 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 		return 0
 	}
 	p.rows = make([]Row, len(p.events))
-	p.tips = make(map[string]tip)
+	h := newHasher(k)        // one per part: parts are chained in parallel
+	last := map[string]int{} // the index in p of each key's latest event
 	for i := range p.events {
 		e := &p.events[i]
+		j, inPart := last[e.Key]
 		prev := ""
-		if t, ok := p.tips[e.Key]; ok && t.version == e.PrevVersion {
-			prev = t.chain
+		if inPart && p.events[j].Version == e.PrevVersion {
+			prev = p.rows[j].ChainHash
 		} else if t, ok := a.tips[e.Key]; ok && t.version == e.PrevVersion {
 			prev = t.chain
-		} else if h, ok := looked[KeyVersion{e.Key, e.PrevVersion}]; ok {
-			prev = h
+		} else if c, ok := looked[KeyVersion{e.Key, e.PrevVersion}]; ok {
+			prev = c
 		} else if e.PrevVersion > 0 {
 			starts++
 		}
-		p.rows[i] = EventRow(e, p.id, p.eventRecs[i].Offset, k, a.cfg.HashScheme, prev)
-		p.tips[e.Key] = tip{e.Version, p.rows[i].ChainHash}
+		// A value's hash depends on the key and the value's bytes only: a
+		// key's before is mostly the after of its event before, whose hash
+		// is known (one of its three HMACs, issue 16).
+		before := ""
+		if inPart && bytes.Equal(p.events[j].After, e.Before) {
+			before = p.rows[j].AfterHash
+		}
+		p.rows[i] = h.eventRow(e, p.id, p.eventRecs[i].Offset, a.cfg.HashScheme, prev, before)
+		last[e.Key] = i
+	}
+	p.tips = make(map[string]tip, len(last))
+	for key, i := range last {
+		p.tips[key] = tip{p.events[i].Version, p.rows[i].ChainHash}
 	}
 	return starts
 }
@@ -501,6 +520,10 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 // hashes conflicts under k.
 func (a *Auditor) decode(p *part, k HMACKey) {
 	p.next = p.recs[0].Offset
+	var h *hasher // for conflicts; one per part: parts are decoded in parallel
+	if p.topic != a.cfg.Topics.Conflicts {
+		p.events, p.eventRecs = make([]events.Event, 0, len(p.recs)), make([]*kgo.Record, 0, len(p.recs))
+	}
 	for _, r := range p.recs {
 		if r.Attrs.IsControl() {
 			p.next = r.Offset + 1
@@ -516,7 +539,10 @@ func (a *Auditor) decode(p *part, k HMACKey) {
 				p.bad = err
 				return
 			}
-			p.conflicts = append(p.conflicts, ConflictRowOf(&c, r.Partition, r.Offset, k, a.cfg.HashScheme))
+			if h == nil {
+				h = newHasher(k)
+			}
+			p.conflicts = append(p.conflicts, h.conflictRow(&c, r.Partition, r.Offset, a.cfg.HashScheme))
 		} else {
 			e, err := changelog.Event(r)
 			if err != nil {

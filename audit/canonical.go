@@ -25,15 +25,27 @@ import (
 // are two (IEEE 754 readers tell them apart), and so are 0 and 1e-400, and
 // 2^53 and 2^53+1.
 func CanonicalExact(raw []byte) (b []byte, ok bool) {
+	var c canonicalizer
+	return c.appendExact(make([]byte, 0, len(raw)+8), raw)
+}
+
+// appendExact appends CanonicalExact(raw) to dst, with c's scratch
+// buffers: a canonicalizer kept from value to value canonicalizes
+// without allocating.
+func (c *canonicalizer) appendExact(dst, raw []byte) (b []byte, ok bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return []byte("null"), true
+		return append(dst, "null"...), true
 	}
-	c := canonicalizer{in: raw, out: make([]byte, 0, len(raw)+8)}
-	if err := c.value(0); err != nil || c.ws() < len(raw) {
-		return append([]byte(nonCanonicalPrefix), raw...), false
+	start := len(dst)
+	c.in, c.i, c.out = raw, 0, dst
+	c.members, c.units = c.members[:0], c.units[:0]
+	ok = c.value(0) == nil && c.ws() == len(raw)
+	b, c.in, c.out = c.out, nil, nil
+	if !ok {
+		return append(append(b[:start], nonCanonicalPrefix...), raw...), false
 	}
-	return c.out, true
+	return b, true
 }
 
 // maxCanonicalDepth bounds the nesting of arrays and objects that
@@ -46,11 +58,18 @@ const maxExponentDigits = 9
 var errNoCanonicalForm = errors.New("no canonical form")
 
 // canonicalizer is a recursive-descent parser of one JSON value that
-// writes its canonical form to out as it goes.
+// writes its canonical form to out as it goes. Its scratch buffers are
+// kept from value to value.
 type canonicalizer struct {
 	in  []byte
 	i   int
 	out []byte
+
+	runes   []rune   // the code points of the string str parsed last
+	units   []uint16 // the names of members (members[i].units), a stack
+	members []member // the members of the objects being parsed, a stack
+	num     []byte   // the digits of the number being parsed
+	tmp     []byte   // an object's members while they are reordered
 }
 
 // ws skips JSON whitespace and returns the position after it.
@@ -71,11 +90,10 @@ func (c *canonicalizer) value(depth int) error {
 	case ch == '[':
 		return c.array(depth + 1)
 	case ch == '"':
-		s, err := c.str()
-		if err != nil {
+		if err := c.str(); err != nil {
 			return err
 		}
-		c.out = appendExactString(c.out, s)
+		c.out = appendExactString(c.out, c.runes)
 		return nil
 	case ch == '-' || (ch >= '0' && ch <= '9'):
 		return c.number()
@@ -119,38 +137,48 @@ func (c *canonicalizer) array(depth int) error {
 }
 
 // member is one object member: its name as UTF-16 code units (RFC 8785
-// sorts by them), and its canonical name and value.
+// sorts by them), c.units[u0:u1], and its canonical name, ':' and value,
+// c.out[start:end].
 type member struct {
-	units     []uint16
-	name, val []byte
+	u0, u1     int
+	start, end int
 }
 
+// object writes the members of the object at c.i as they come, then
+// reorders them when their names are not in order already.
 func (c *canonicalizer) object(depth int) error {
 	c.i++ // {
-	var ms []member
 	if c.ws() < len(c.in) && c.in[c.i] == '}' {
 		c.i++
 		c.out = append(c.out, "{}"...)
 		return nil
 	}
+	open, base, ubase := len(c.out), len(c.members), len(c.units)
+	c.out = append(c.out, '{')
 	for {
 		if c.ws() >= len(c.in) || c.in[c.i] != '"' {
 			return errNoCanonicalForm
 		}
-		name, err := c.str()
-		if err != nil {
+		if len(c.members) > base {
+			c.out = append(c.out, ',')
+		}
+		m := member{u0: len(c.units), start: len(c.out)}
+		if err := c.str(); err != nil {
 			return err
 		}
+		c.units = appendUTF16(c.units, c.runes)
+		c.out = appendExactString(c.out, c.runes)
+		m.u1 = len(c.units)
 		if c.ws() >= len(c.in) || c.in[c.i] != ':' {
 			return errNoCanonicalForm
 		}
 		c.i++
-		start := len(c.out)
+		c.out = append(c.out, ':')
 		if err := c.value(depth); err != nil {
 			return err
 		}
-		ms = append(ms, member{units: utf16Units(name), name: appendExactString(nil, name), val: bytes.Clone(c.out[start:])})
-		c.out = c.out[:start]
+		m.end = len(c.out)
+		c.members = append(c.members, m)
 		if c.ws() >= len(c.in) {
 			return errNoCanonicalForm
 		}
@@ -162,56 +190,76 @@ func (c *canonicalizer) object(depth int) error {
 			return errNoCanonicalForm
 		}
 	}
-	slices.SortFunc(ms, func(a, b member) int { return slices.Compare(a.units, b.units) })
-	c.out = append(c.out, '{')
-	for i, m := range ms {
-		if i > 0 {
-			if slices.Equal(ms[i-1].units, m.units) {
-				return errNoCanonicalForm // a duplicate member name
-			}
-			c.out = append(c.out, ',')
-		}
-		c.out = append(c.out, m.name...)
-		c.out = append(c.out, ':')
-		c.out = append(c.out, m.val...)
+	if err := c.order(open, c.members[base:]); err != nil {
+		return err
 	}
+	c.members, c.units = c.members[:base], c.units[:ubase]
 	c.out = append(c.out, '}')
 	return nil
 }
 
-// str parses the string at c.i into its code points; an escaped UTF-16
-// surrogate that is not half of a pair stays a code point of its own in
-// 0xD800-0xDFFF (never U+FFFD, which is another string).
-func (c *canonicalizer) str() ([]rune, error) {
+// order puts the members ms of the object written from c.out[open] in
+// the order of their names' UTF-16 code units; two members of one name
+// have no canonical form.
+func (c *canonicalizer) order(open int, ms []member) error {
+	cmp := func(a, b member) int { return slices.Compare(c.units[a.u0:a.u1], c.units[b.u0:b.u1]) }
+	sorted := true
+	for i := 1; i < len(ms) && sorted; i++ {
+		sorted = cmp(ms[i-1], ms[i]) < 0
+	}
+	if sorted {
+		return nil
+	}
+	slices.SortFunc(ms, cmp)
+	for i := 1; i < len(ms); i++ {
+		if cmp(ms[i-1], ms[i]) == 0 {
+			return errNoCanonicalForm // a duplicate member name
+		}
+	}
+	c.tmp = append(c.tmp[:0], c.out[open:]...)
+	c.out = c.out[:open+1] // {
+	for i, m := range ms {
+		if i > 0 {
+			c.out = append(c.out, ',')
+		}
+		c.out = append(c.out, c.tmp[m.start-open:m.end-open]...)
+	}
+	return nil
+}
+
+// str parses the string at c.i into its code points, c.runes; an escaped
+// UTF-16 surrogate that is not half of a pair stays a code point of its
+// own in 0xD800-0xDFFF (never U+FFFD, which is another string).
+func (c *canonicalizer) str() error {
 	c.i++ // "
-	var s []rune
+	c.runes = c.runes[:0]
 	for c.i < len(c.in) {
 		ch := c.in[c.i]
 		switch {
 		case ch == '"':
 			c.i++
-			return s, nil
+			return nil
 		case ch < 0x20:
-			return nil, errNoCanonicalForm
+			return errNoCanonicalForm
 		case ch == '\\':
 			r, err := c.escape()
 			if err != nil {
-				return nil, err
+				return err
 			}
-			s = append(s, r)
+			c.runes = append(c.runes, r)
 		case ch < utf8.RuneSelf:
-			s = append(s, rune(ch))
+			c.runes = append(c.runes, rune(ch))
 			c.i++
 		default:
 			r, size := utf8.DecodeRune(c.in[c.i:])
 			if r == utf8.RuneError && size == 1 {
-				return nil, errNoCanonicalForm
+				return errNoCanonicalForm
 			}
-			s = append(s, r)
+			c.runes = append(c.runes, r)
 			c.i += size
 		}
 	}
-	return nil, errNoCanonicalForm
+	return errNoCanonicalForm
 }
 
 // escape parses the escape sequence at c.i (a surrogate pair of \u
@@ -310,8 +358,8 @@ func (c *canonicalizer) number() error {
 			exp = -exp
 		}
 	}
-	d := append(append(make([]byte, 0, len(intPart)+len(frac)), intPart...), frac...)
-	d = bytes.TrimLeft(d, "0")
+	c.num = append(append(c.num[:0], intPart...), frac...)
+	d := bytes.TrimLeft(c.num, "0")
 	if neg {
 		c.out = append(c.out, '-')
 	}
@@ -386,10 +434,9 @@ func appendExactString(b []byte, s []rune) []byte {
 	return append(b, '"')
 }
 
-// utf16Units returns s as UTF-16 code units, lone surrogates as
+// appendUTF16 appends s as UTF-16 code units, lone surrogates as
 // themselves.
-func utf16Units(s []rune) []uint16 {
-	u := make([]uint16, 0, len(s))
+func appendUTF16(u []uint16, s []rune) []uint16 {
 	for _, r := range s {
 		if r >= 0x10000 {
 			hi, lo := utf16.EncodeRune(r)

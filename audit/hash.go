@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"hash"
 	"strconv"
 
 	"github.com/gowebpki/jcs"
@@ -76,16 +77,22 @@ const valueDomain = "eskv-audit-value/2\n"
 // then the canonical form — so the same value under two keys (or two
 // tenants) hashes differently, and no key/value split is ambiguous.
 func (s Scheme) ValueInput(key string, raw json.RawMessage) []byte {
-	c, _ := s.Canonical(raw)
 	if s != Scheme2 {
+		c, _ := s.Canonical(raw)
 		return c
 	}
-	b := make([]byte, 0, len(valueDomain)+8+len(key)+len(c))
+	var c canonicalizer
+	return c.appendValueInput(make([]byte, 0, len(valueDomain)+8+len(key)+len(raw)+8), key, raw)
+}
+
+// appendValueInput appends Scheme2.ValueInput(key, raw) to b.
+func (c *canonicalizer) appendValueInput(b []byte, key string, raw json.RawMessage) []byte {
 	b = append(b, valueDomain...)
 	b = strconv.AppendInt(b, int64(len(key)), 10)
 	b = append(b, ':')
 	b = append(b, key...)
-	return append(b, c...)
+	b, _ = c.appendExact(b, raw)
+	return b
 }
 
 // ValueHash returns the lowercase hex HMAC-SHA256, under k, of
@@ -93,7 +100,7 @@ func (s Scheme) ValueInput(key string, raw json.RawMessage) []byte {
 // their formatting or member order; without the key, nothing of the value
 // can be learned or brute-forced from the hash.
 func (s Scheme) ValueHash(k HMACKey, key string, raw json.RawMessage) string {
-	return mac(k, s.ValueInput(key, raw))
+	return newHasher(k).valueHash(s, key, raw)
 }
 
 // ValueHash is CurrentScheme.ValueHash: the hash a new row holds for value
@@ -102,9 +109,37 @@ func ValueHash(k HMACKey, key string, raw json.RawMessage) string {
 	return CurrentScheme.ValueHash(k, key, raw)
 }
 
-func mac(k HMACKey, b []byte) string {
-	m := hmac.New(sha256.New, k.Secret)
-	m.Write(b)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(m.Sum(sum[:0]))
+// hasher computes hashes under one key with one keyed HMAC, reset from
+// hash to hash, and buffers kept from hash to hash: an HMAC and buffers
+// per hash were most of the auditor's allocations (issue 16). It is not
+// safe for concurrent use: one per goroutine.
+type hasher struct {
+	k   HMACKey
+	mac hash.Hash
+	buf []byte // the input of the hash being computed
+	sum [sha256.Size]byte
+	c   canonicalizer
+}
+
+func newHasher(k HMACKey) *hasher {
+	return &hasher{k: k, mac: hmac.New(sha256.New, k.Secret), buf: make([]byte, 0, 1024)}
+}
+
+// hex returns the lowercase hex HMAC-SHA256 of b under h.k.
+func (h *hasher) hex(b []byte) string {
+	h.mac.Reset() // back to the keyed state
+	h.mac.Write(b)
+	var x [2 * sha256.Size]byte
+	hex.Encode(x[:], h.mac.Sum(h.sum[:0]))
+	return string(x[:])
+}
+
+// valueHash is s.ValueHash(h.k, key, raw).
+func (h *hasher) valueHash(s Scheme, key string, raw json.RawMessage) string {
+	if s != Scheme2 {
+		c, _ := s.Canonical(raw)
+		return h.hex(c)
+	}
+	h.buf = h.c.appendValueInput(h.buf[:0], key, raw)
+	return h.hex(h.buf)
 }

@@ -117,6 +117,16 @@ func elementOp(e *events.Event) string {
 // under k in scheme s and chained to prevChain (the chain hash of the
 // key's row at e.PrevVersion, or "" when there is none).
 func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Scheme, prevChain string) Row {
+	return newHasher(k).eventRow(e, partition, offset, s, prevChain, "")
+}
+
+// eventRow is EventRow under h.k; beforeHash is the hash of e.Before when
+// the caller knows it, else "".
+func (h *hasher) eventRow(e *events.Event, partition int32, offset int64, s Scheme, prevChain, beforeHash string) Row {
+	k := h.k
+	if beforeHash == "" {
+		beforeHash = h.valueHash(s, e.Key, e.Before)
+	}
 	tenant, project := tenantProject(e.Key)
 	r := Row{
 		TS:            e.TS.UTC().Truncate(time.Microsecond),
@@ -129,8 +139,8 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 		Op:            string(e.Op),
 		Origin:        originOf(e.Semantics, e.Principal, e.RequestID, e.SpecRef),
 		TTLSeconds:    e.Semantics.TTLSeconds,
-		BeforeHash:    s.ValueHash(k, e.Key, e.Before),
-		AfterHash:     s.ValueHash(k, e.Key, e.After),
+		BeforeHash:    beforeHash,
+		AfterHash:     h.valueHash(s, e.Key, e.After),
 		HashKeyID:     k.ID,
 		HashScheme:    s,
 		PrevChainHash: prevChain,
@@ -149,15 +159,21 @@ func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Schem
 		if hashed == nil {
 			hashed, _ = events.EncodeJSON(e.Element.Member)
 		}
-		r.ElementOp, r.ElementHash = elementOp(e), s.ValueHash(k, e.Key, hashed)
+		r.ElementOp, r.ElementHash = elementOp(e), h.valueHash(s, e.Key, hashed)
 	}
-	r.ChainHash = ChainHash(k, &r)
+	r.ChainHash = h.chainHash(&r)
 	return r
 }
 
 // ConflictRowOf returns the row of conflict c, read at partition/offset,
 // hashed under k in scheme s.
 func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey, s Scheme) ConflictRow {
+	return newHasher(k).conflictRow(c, partition, offset, s)
+}
+
+// conflictRow is ConflictRowOf under h.k.
+func (h *hasher) conflictRow(c *events.Conflict, partition int32, offset int64, s Scheme) ConflictRow {
+	k := h.k
 	tenant, project := tenantProject(c.Key)
 	r := ConflictRow{
 		TS:              c.TS.UTC().Truncate(time.Microsecond),
@@ -170,8 +186,8 @@ func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey,
 		Origin:          originOf(c.Semantics, c.Principal, c.RequestID, c.SpecRef),
 		ExpectedVersion: c.ExpectedVersion,
 		CurrentVersion:  c.CurrentVersion,
-		AttemptedHash:   s.ValueHash(k, c.Key, c.Attempted),
-		CurrentHash:     s.ValueHash(k, c.Key, c.Current),
+		AttemptedHash:   h.valueHash(s, c.Key, c.Attempted),
+		CurrentHash:     h.valueHash(s, c.Key, c.Current),
 		HashKeyID:       k.ID,
 		HashScheme:      s,
 		Partition:       partition,
@@ -236,15 +252,20 @@ func ChainInput(r *Row) []byte {
 	if !r.HashScheme.Valid() {
 		return nil
 	}
-	in := r.chainInput()
-	if b, ok := in.appendCanonical(make([]byte, 0, 560)); ok {
-		return b
-	}
-	return in.canonicalSlow()
+	return appendChainInput(make([]byte, 0, 640), r)
 }
 
-func (r *Row) chainInput() *chainInput {
-	in := &chainInput{
+// appendChainInput appends ChainInput(r) to b; r's scheme is valid.
+func appendChainInput(b []byte, r *Row) []byte {
+	in := r.chainInput()
+	if out, ok := in.appendCanonical(b); ok {
+		return out
+	}
+	return append(b, in.canonicalSlow()...)
+}
+
+func (r *Row) chainInput() chainInput {
+	in := chainInput{
 		TSUS: r.TS.UnixMicro(), Tenant: r.Tenant, Project: r.Project, Key: r.Key,
 		Version: r.Version, PrevVersion: r.PrevVersion, Kind: r.Kind, Op: r.Op,
 		Purpose: r.Purpose, Producer: r.Producer, ConsumerHints: r.ConsumerHints,
@@ -265,7 +286,7 @@ func (r *Row) chainInput() *chainInput {
 
 // canonicalSlow is the definition: encoding/json, then RFC 8785 (scheme
 // 1) or CanonicalExact (scheme 2).
-func (in *chainInput) canonicalSlow() []byte {
+func (in chainInput) canonicalSlow() []byte {
 	b, err := json.Marshal(in)
 	if err != nil {
 		panic(fmt.Sprintf("audit: marshal chain input: %v", err)) // strings and integers only
@@ -296,7 +317,7 @@ const maxExactInt = 1 << 53
 // about twenty times faster. ok is false in scheme 1 when an integer is
 // beyond 2^53, where the double rounding of RFC 8785 applies: the caller
 // takes the slow path. Scheme 2 writes every int64 exactly.
-func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
+func (in chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 	for _, n := range []int64{in.ExpiresAtUS, in.PrevVersion, in.TSUS, in.TTLSeconds, in.Version} {
 		if in.HashScheme == 0 && (n > maxExactInt || n < -maxExactInt) {
 			return nil, false
@@ -358,7 +379,14 @@ func (in *chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 // UTF-8; invalid UTF-8 becomes U+FFFD, as encoding/json makes it.
 func appendJCSString(b []byte, s string) []byte {
 	b = append(b, '"')
-	for i := 0; i < len(s); {
+	// The run of printable ASCII that needs no escape, copied at once:
+	// most strings of a row are nothing else.
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] < utf8.RuneSelf && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	b = append(b, s[:i]...)
+	for i < len(s) {
 		if c := s[i]; c < utf8.RuneSelf {
 			b = appendJCSByte(b, c)
 			i++
@@ -405,22 +433,39 @@ const hexDigits = "0123456789abcdef"
 // altering a row changes its chain hash and deleting one breaks the link
 // of the next. It is "" for a row of a scheme this package does not know.
 func ChainHash(k HMACKey, r *Row) string {
-	in := ChainInput(r)
-	if in == nil {
+	return newHasher(k).chainHash(r)
+}
+
+// chainHash is ChainHash under h.k.
+func (h *hasher) chainHash(r *Row) string {
+	if !r.HashScheme.Valid() {
 		return ""
 	}
-	return mac(k, in)
+	h.buf = appendChainInput(h.buf[:0], r)
+	return h.hex(h.buf)
 }
 
 // tenantProject returns the tenant and project of a key
 // tenant/<tenant>/project/<project>/<path>; parts it lacks are "".
 func tenantProject(key string) (tenant, project string) {
-	parts := strings.SplitN(key, "/", 5)
-	if len(parts) >= 2 && parts[0] == "tenant" {
-		tenant = parts[1]
+	// The parts of strings.SplitN(key, "/", 5), without its slice.
+	p0, rest, ok := strings.Cut(key, "/")
+	if !ok {
+		return "", ""
 	}
-	if len(parts) >= 4 && parts[2] == "project" {
-		project = parts[3]
+	p1, rest, ok := strings.Cut(rest, "/")
+	if p0 == "tenant" {
+		tenant = p1
+	}
+	if !ok {
+		return tenant, ""
+	}
+	p2, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return tenant, ""
+	}
+	if p3, _, _ := strings.Cut(rest, "/"); p2 == "project" {
+		project = p3
 	}
 	return tenant, project
 }
