@@ -368,8 +368,13 @@ func (r *report) printPeers(w io.Writer) error {
 		fmt.Fprintf(w, "18: %s\n", f.Note)
 	}
 	if first, again := f.eskvRuns(); again != nil && first.OKPerSec > 0 {
-		fmt.Fprintf(w, "18: eskv's %s before and after the peers: %.0f and %.0f ok/s (after ÷ before %.2f)\n",
+		fmt.Fprintf(w, "18: eskv's %s before and after the peers: %.0f and %.0f ok/s (after ÷ before %.2f)",
 			first.Step, first.OKPerSec, again.OKPerSec, again.OKPerSec/first.OKPerSec)
+		if first.CPU != nil && again.CPU != nil && first.OK+again.OK > 0 {
+			fmt.Fprintf(w, "; over both, %.0f µs CPU per acknowledged write",
+				(first.CPU.TotalSeconds+again.CPU.TotalSeconds)/float64(first.OK+again.OK)*1e6)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, row := range f.Rows {
 		if row.System == "eskv" && row.CPU != nil {

@@ -183,7 +183,7 @@ func TestPrintPeers(t *testing.T) {
 	for _, want := range []string{"unavailable: none of etcd found", "0.40×", "0.80×", "1.33×", "12.0ms", "40.0ms", "400",
 		"eskv's CPU over 18a", "writer 3.00 s, " + kindPostgres + " 1.00 s", "= 400 µs CPU per acknowledged write",
 		"not counted: " + kindLoadGenerator, "eskv's CPU over 18a (64 clients, again after the peers)",
-		"eskv's 18a before and after the peers: 1250 and 750 ok/s (after ÷ before 0.60)"} {
+		"eskv's 18a before and after the peers: 1250 and 750 ok/s (after ÷ before 0.60); over both, 500 µs CPU per acknowledged write"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("no %q in\n%s", want, s)
 		}
