@@ -252,13 +252,18 @@ func (p *partition) sweepItems(ctx context.Context, op events.Op, due func(*even
 		p.mu.RUnlock()
 		return nil, nil
 	}
-	known := make(map[string]map[string]overlayItem)
+	// known holds the overlay's members by queue, copied: the partition's
+	// goroutine changes an entry's items in place under the write lock
+	// (withItem), and known is read after the lock is released.
+	known := make(map[string]map[string]struct{})
 	for k, e := range p.overlay {
 		if e.items == nil {
 			continue
 		}
-		known[k] = e.items
+		members := make(map[string]struct{}, len(e.items))
+		known[k] = members
 		for m, it := range e.items {
+			members[m] = struct{}{}
 			if el := it.el; due(&el) {
 				add(k, m, el.Deliveries)
 			}
