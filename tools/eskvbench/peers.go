@@ -100,7 +100,8 @@ type peerFigure struct {
 
 // peerNote explains figure 18's columns.
 const peerNote = "ok/s: acknowledged compare-and-swaps per second; p50/p99 of the CAS alone, read+CAS p50 of the whole cycle; " +
-	"eskv ÷: eskv's ok/s (the mean of its runs: with peers, 18a runs again after them) over the system's in the same scenario; CPU µs/write: the system's processes (utime+stime from /proc) " +
+	"eskv ÷: eskv's ok/s (the mean of its runs: with peers, 18a runs again after them) over the system's in the same scenario; " +
+	"CPU µs/write: the system's processes (utime+stime from /proc) " +
 	"over the first scenario ÷ its acknowledged writes, the load generator not counted"
 
 // system is a started system of figure 18.
@@ -174,8 +175,8 @@ func (b *bench) measureSystem(ctx context.Context, fig *peerFigure, sys system, 
 
 // measureScenario runs sc on sys and adds its row, with the CPU of sys's
 // processes when withCPU (the first scenario of a system, after an
-// unmeasured run of -peer-warmup). A run of eskv again (sys.again) writes keys of
-// its own.
+// unmeasured run of -peer-warmup). eskv's run again (sys.again) writes
+// keys of its own.
 func (b *bench) measureScenario(ctx context.Context, fig *peerFigure, sys system, projects []string, sc casScenario, withCPU bool) error {
 	name := "cas" + sc.step
 	if sys.again {
