@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -74,6 +75,10 @@ type committer struct {
 	// AddOffsetsToTxn. Found at each session's start (implicitGroupAdd);
 	// only run touches it.
 	implicitAdd bool
+
+	// lease is when the latest accepted fence was sent (leaseNow; 0:
+	// none): reads confirm by it until ReadLease later (lease.go).
+	lease atomic.Int64
 }
 
 // submission is one partition's batch for the next round.
@@ -450,11 +455,13 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 		answerFenceWaiters(readers, err)
 		return err
 	}
+	sent := leaseNow()
 	err = f.commitOffsets(tctx, prod, m, offsets)
 	answerFenceWaiters(readers, err)
 	if err != nil {
 		return err
 	}
+	c.extendLease(sent)
 	if err := prod.EndTransaction(tctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}

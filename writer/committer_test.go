@@ -30,8 +30,14 @@ import (
 // partitions and waits until it owns and has caught up every one.
 func readyWriter(t *testing.T, parts int32) (*testenv.Broker, *Writer) {
 	t.Helper()
+	return readyWriterWith(t, parts, Config{})
+}
+
+// readyWriterWith is readyWriter with cfg.
+func readyWriterWith(t *testing.T, parts int32, cfg Config) (*testenv.Broker, *Writer) {
+	t.Helper()
 	b := testenv.MustBroker(t, parts)
-	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), Config{})
+	w := runWriter(t, b, projection.New(testenv.MustPostgres(t)), cfg)
 	testenv.WaitFor(t, 30*time.Second, "the writer ready", func() bool { return w.Ready() && len(w.owned()) == int(parts) })
 	return b, w
 }

@@ -38,7 +38,9 @@ type confirmRig struct {
 func newConfirmRig(t *testing.T, read int, before func(b *testenv.Broker, w *Writer)) *confirmRig {
 	t.Helper()
 	const parts = 2
-	b, w := readyWriter(t, parts)
+	// Without read leases: the read right after an accepted fence would
+	// be confirmed by the lease (lease_test.go).
+	b, w := readyWriterWith(t, parts, Config{ReadLease: -1})
 	r := &confirmRig{w: w, b: b, keys: keysByPartition(t, parts), first: make(chan error, 1), read: make(chan error, 1)}
 	if before != nil {
 		before(b, w)

@@ -28,8 +28,8 @@ type metrics struct {
 	stateCacheBytes     prometheus.Gauge
 	// confirms counts reads confirmed (partition.confirm), by how; the
 	// two children resolved once.
-	confirms                 *prometheus.CounterVec
-	confirmFence, confirmLSO prometheus.Counter
+	confirms                               *prometheus.CounterVec
+	confirmFence, confirmLSO, confirmLease prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -94,11 +94,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_writer_state_cache_bytes", Help: "About the memory the state cache holds, over the partitions this writer owns (at most ESKV_STATE_CACHE_BYTES).",
 		}),
 		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "eskv_writer_read_confirms_total", Help: "Reads confirmed linearizable, by how: fence (the next shared transaction's group fence, no request of its own) or lso (a last-stable-offset request, shared by the reads that arrived meanwhile).",
+			Name: "eskv_writer_read_confirms_total", Help: "Reads confirmed linearizable, by how: lease (within the read lease of an accepted group fence, no wait), fence (the next shared transaction's group fence, no request of its own) or lso (a last-stable-offset request, shared by the reads that arrived meanwhile).",
 		}, []string{"by"}),
 	}
 	m.writesOK = m.writes.WithLabelValues("ok")
 	m.confirmFence, m.confirmLSO = m.confirms.WithLabelValues("fence"), m.confirms.WithLabelValues("lso")
+	m.confirmLease = m.confirms.WithLabelValues("lease")
 	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.gatherSeconds, m.gatherTimeouts, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -66,6 +66,9 @@ type partition struct {
 	ready   bool
 	epoch   int64
 	overlay map[string]overlayEntry
+	// readySince is when the ownership became ready (leaseNow): only a
+	// fence sent since then confirms its reads by lease (lease.go).
+	readySince int64
 	// cache holds the states of keys the overlay no longer holds
 	// (statecache.go); it lives as long as the ownership.
 	cache *stateCache
@@ -201,6 +204,9 @@ func (p *partition) run(ctx context.Context) {
 func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlayEntry) {
 	p.mu.Lock()
 	p.ready, p.epoch, p.overlay = ready, epoch, overlay
+	if ready {
+		p.readySince = leaseNow()
+	}
 	p.cache.reset()
 	p.changes++
 	p.mu.Unlock()
@@ -221,6 +227,7 @@ func (p *partition) failQueued() {
 // or the end of ctx.
 func (p *partition) own(ctx context.Context) error {
 	cfg := p.w.cfg
+	start := leaseNow()
 	// The ownership epoch (fence.go): above every earlier owner's.
 	epoch, err := p.fence(ctx)
 	if err != nil {
@@ -235,6 +242,9 @@ func (p *partition) own(ctx context.Context) error {
 	overlay, end, err := p.catchUp(ctx)
 	if err != nil {
 		return fmt.Errorf("catch up: %w", err)
+	}
+	if err := p.awaitLeases(ctx, start); err != nil {
+		return err
 	}
 	p.setReady(true, int64(epoch), overlay)
 	p.mu.Lock()
@@ -744,7 +754,14 @@ var errSuperseded = errors.New("another writer appended to the partition: this w
 // checked after the acceptance: an epoch that moved (or a partition no
 // longer ready) sends the read to the last-stable-offset check, as does a
 // refused fence, a failed round or a committer that ran out of rounds.
+//
+// First of all, within ReadLease of an accepted fence sent while this
+// ownership was ready, a read is confirmed at once (confirmByLease; the
+// argument, which also rests on the successor's wait, is in lease.go).
 func (p *partition) confirm(ctx context.Context) error {
+	if p.confirmByLease() {
+		return nil
+	}
 	if ok, err := p.confirmByFence(ctx); ok || err != nil {
 		return err
 	}

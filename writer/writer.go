@@ -135,6 +135,12 @@ type Config struct {
 	// repeated push with it add nothing (default
 	// DefaultQueueDedupWindow).
 	QueueDedupWindow time.Duration
+	// ReadLease is how long after a round's group fence was sent reads
+	// are confirmed without waiting (lease.go), and how long a writer
+	// waits after an ownership began before it serves the partition.
+	// Every writer of a group must use the same value (default
+	// DefaultReadLease; negative disables leases and the wait).
+	ReadLease time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -187,6 +193,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueDedupWindow <= 0 {
 		c.QueueDedupWindow = DefaultQueueDedupWindow
+	}
+	if c.ReadLease == 0 {
+		c.ReadLease = DefaultReadLease
 	}
 	if c.StateCacheBytes == 0 {
 		c.StateCacheBytes = DefaultStateCacheBytes

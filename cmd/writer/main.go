@@ -50,6 +50,7 @@ type config struct {
 	stateCacheBytes  int64
 	maxListWait      time.Duration
 	roundGather      time.Duration
+	readLease        time.Duration
 	queueDedupWindow time.Duration
 	requestWindow    int
 	http             service.HTTPLimits
@@ -95,6 +96,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
 	f.Env("queue-dedup-window", "ESKV_QUEUE_DEDUP_WINDOW")
+	f.DurationVar(&c.readLease, "read-lease", writer.DefaultReadLease, "how long after a transaction round's group fence was sent reads are answered without waiting for the next one (a bound on time: README, Guarantees); a writer also waits this long after taking a partition before serving it, so every writer of a group must use the same value; 0 disables leases")
+	f.Env("read-lease", "ESKV_READ_LEASE")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
 	f.Int64Var(&c.stateCacheBytes, "state-cache-bytes", writer.DefaultStateCacheBytes, "about the memory the states of keys the projector applied may take, kept so that reads and writes of them skip Postgres; split evenly over the topic's partitions; 0 disables the cache")
@@ -133,6 +136,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.roundGather >= 0 && c.roundGather <= 100*time.Millisecond, "round-gather", "must be a duration from 0 to 100ms"),
 		f.Check(*c.logFlush >= 0 && *c.logFlush <= time.Second, "log-flush", "must be a duration from 0 to 1s"),
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
+		f.Check(c.readLease >= 0 && c.readLease <= 10*time.Second, "read-lease", "must be a duration from 0 to 10s (0 disables leases)"),
 		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
 		f.Check(c.uiSessionTTL > 0, "ui-session-ttl", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
@@ -299,6 +303,7 @@ func (c *config) writerConfig() writer.Config {
 		MaxListWait:      c.maxListWait,
 		RoundGather:      cmp.Or(c.roundGather, -1), // 0 on the command line: no wait
 		QueueDedupWindow: c.queueDedupWindow,
+		ReadLease:        cmp.Or(c.readLease, -1), // 0 on the command line: no leases
 	}
 }
 

@@ -1,0 +1,121 @@
+package writer
+
+import (
+	"context"
+	"time"
+)
+
+// Read leases: a read answered without waiting for a fence.
+//
+// A read must see every write acknowledged before it began (README,
+// Guarantees), so it needs a proof that no other writer acknowledged a
+// write to its partition meanwhile. partition.confirm has two that cost
+// a wait: the next round's group fence (accepted after the read arrived:
+// this writer was then a member of the writer group, and the partition,
+// ready throughout, was not handed on meanwhile; fence.go) or a
+// ListOffsets showing no record beyond what this writer knows. Under a
+// read-then-write load the read waits for a round in flight and then the
+// next one: about half of every read-then-compare-and-swap cycle.
+//
+// A lease replaces that wait with a bound on time. When a round's fence
+// sent at S (leaseNow, before the request left) is accepted at A, the
+// writer holds a lease until S + ReadLease. A read of partition N is
+// confirmed by the lease when, at some moment R after it began, N is
+// ready (in the ownership that became ready at Q), Q ≤ S, and R < S +
+// ReadLease. Why no other writer can have acknowledged a write to N
+// before R:
+//
+//  1. Up to A, the fence's own proof: a member at A, with N ready since
+//     Q ≤ S < A, was not dropped and did not revoke N since Q, so N was
+//     not handed on.
+//  2. After A, N moves to another writer only once this one revoked it
+//     (revoke ends N's readiness before the group hands it on, so a read
+//     that found N ready at R came before) or once the group dropped this
+//     writer (its session timed out, its static instance id was taken by
+//     a new process, an administrator removed it) — which this writer
+//     may not know. The new owner learns of its assignment at O, after
+//     the drop, hence after A and S. Every writer waits ReadLease after
+//     the start O of an ownership before it serves it (awaitLeases), so
+//     the new owner acknowledges nothing before O + ReadLease > S +
+//     ReadLease > R.
+//
+// What it assumes that the fences do not: that the writers' clocks run at
+// nearly the same rate over a ReadLease (the bound is on durations, each
+// measured by one process: no synchronised clocks), and that the clock
+// counts every pause of the writer: SIGSTOP, a long garbage collection or
+// a suspended machine (CLOCK_BOOTTIME on Linux; leaseclock_linux.go). A
+// writer resumed from a pause longer than its lease finds the lease
+// expired and confirms by a fence or the brokers, as before. It also
+// assumes every writer of the group uses the same ReadLease (or a shorter
+// one where the others wait longer): a writer with a shorter takeover
+// wait than another's lease breaks point 2.
+//
+// The price: a writer taking a partition serves it no sooner than
+// ReadLease after the ownership began (usually hidden by the catch-up),
+// and a read outside any lease waits as before. A GET-only load, with no
+// round to renew the lease, confirms with the brokers as before.
+
+// DefaultReadLease is the default Config.ReadLease.
+const DefaultReadLease = 500 * time.Millisecond
+
+// monotonicNow is the monotonic clock in nanoseconds since the process
+// started.
+func monotonicNow() int64 { return int64(time.Since(processStart)) }
+
+var processStart = time.Now()
+
+// extendLease records that a fence sent at sent (leaseNow) was accepted.
+// Only the committer's goroutine calls it, with growing times.
+func (c *committer) extendLease(sent int64) {
+	if c.w.cfg.ReadLease > 0 {
+		c.lease.Store(sent)
+	}
+}
+
+// leaseSent returns when the latest accepted fence was sent (leaseNow),
+// 0 when none was.
+func (c *committer) leaseSent() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.lease.Load()
+}
+
+// confirmByLease reports whether the writer's lease confirms a read of p
+// now (see above).
+func (p *partition) confirmByLease() bool {
+	d := p.w.cfg.ReadLease
+	if d <= 0 {
+		return false
+	}
+	sent := p.w.committer.leaseSent()
+	if sent == 0 {
+		return false
+	}
+	p.mu.RLock()
+	ok := p.ready && p.readySince <= sent
+	p.mu.RUnlock()
+	if !ok || leaseNow() >= sent+int64(d) {
+		return false
+	}
+	p.w.metrics.confirmLease.Inc()
+	return true
+}
+
+// awaitLeases waits until ReadLease after start, the moment the ownership
+// began: until then an earlier owner, dropped from the group without
+// knowing it, may still answer reads under its lease.
+func (p *partition) awaitLeases(ctx context.Context, start int64) error {
+	wait := time.Duration(start + int64(p.w.cfg.ReadLease) - leaseNow())
+	if p.w.cfg.ReadLease <= 0 || wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
