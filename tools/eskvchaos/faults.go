@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -29,6 +30,7 @@ type nemesis struct {
 	busy    map[*proc.Proc]bool // faulted and not yet recovered
 	counts  map[string]int
 	pauses  []logcheck.Pause
+	twins   int // twin writers started (names)
 	pending sync.WaitGroup
 }
 
@@ -110,6 +112,8 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 		n.kill(target)
 	case faultPauseWriter:
 		n.pauseWriter(ctx, target)
+	case faultTwinWriter:
+		n.twinWriter(target)
 	case faultPauseProjector:
 		d := n.draw(n.c.projPause)
 		target.Pause()
@@ -125,7 +129,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 // target picks the process a fault of kind hits, or nil; n.mu is held.
 func (n *nemesis) target(kind string) *proc.Proc {
 	switch kind {
-	case faultKillWriter, faultPauseWriter:
+	case faultKillWriter, faultPauseWriter, faultTwinWriter:
 		h := n.healthy(n.s.writers)
 		if n.busy[n.s.Broker] || len(h) < 2 {
 			return nil // keep one writer serving
@@ -183,6 +187,48 @@ func (n *nemesis) pauseWriter(ctx context.Context, target *proc.Proc) {
 		n.mu.Unlock()
 	})
 }
+
+// twinWriter starts a second writer with target's static instance id
+// while target runs on, as when a replacement starts before the process
+// it replaces is gone (a pod rescheduled while the old one still runs):
+// the group coordinator drops target's membership for the twin's at once,
+// and the twin takes target's partitions while target, not knowing yet,
+// may still answer reads under its read lease (writer/lease.go). The
+// twin acknowledges writes only once that lease is over; the checks
+// judge every read target answered meanwhile. After twinFor the twin is
+// killed and target restarted (it was fenced by its twin).
+func (n *nemesis) twinWriter(target *proc.Proc) {
+	d := n.draw(twinFor)
+	ports, err := proc.FreePorts(1)
+	n.mu.Lock()
+	n.twins++
+	name := fmt.Sprintf("%s-twin%d", target.Name, n.twins)
+	n.mu.Unlock()
+	var twin *proc.Proc
+	if err == nil {
+		twin = n.s.Service(name, "writer", nil, n.s.writerEnv(ports[0], instanceID(target))...)
+		err = twin.Start()
+	}
+	if err != nil {
+		n.s.logf("start a twin of %s: %v", target.Name, err)
+		go n.recover(target, 0, func() {})
+		return
+	}
+	n.s.logf("started %s (pid %d) beside %s (pid %d), with its instance id %s, for %s", name, twin.PID(), target.Name, target.PID(),
+		instanceID(target), d.Round(time.Millisecond))
+	go n.recover(target, d, func() {
+		twin.Kill()
+		target.Kill()
+		if err := target.Start(); err != nil {
+			n.s.logf("restart %s: %v", target.Name, err)
+			return
+		}
+		n.s.logf("SIGKILL %s and %s; restarted %s (pid %d)", name, target.Name, target.Name, target.PID())
+	})
+}
+
+// twinFor is how long a writer and its twin run side by side.
+var twinFor = span{2 * time.Second, 6 * time.Second}
 
 // recover runs fix after d, even when the fault phase ended meanwhile (a
 // pause cut short would not test a zombie), and marks p healthy again.

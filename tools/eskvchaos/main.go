@@ -109,11 +109,12 @@ func parseSpan(v string) (span, error) {
 
 // faultKinds are the faults injected by default, in the order -h lists
 // them. kill-broker is added by -kill-broker.
-var faultKinds = []string{faultKillWriter, faultPauseWriter, faultKillProjector, faultPauseProjector}
+var faultKinds = []string{faultKillWriter, faultPauseWriter, faultTwinWriter, faultKillProjector, faultPauseProjector}
 
 const (
 	faultKillWriter     = "kill-writer"
 	faultPauseWriter    = "pause-writer"
+	faultTwinWriter     = "twin-writer"
 	faultKillProjector  = "kill-projector"
 	faultPauseProjector = "pause-projector"
 	faultKillBroker     = "kill-broker"

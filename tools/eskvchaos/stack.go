@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type stack struct {
 	topics     changelog.Topics
 	writers    []*proc.Proc
 	projectors []*proc.Proc
+	env        []string // every service's (Env)
 
 	t0       time.Time // the harness's clock starts here
 	progress io.Writer
@@ -102,6 +104,7 @@ func (s *stack) addServices(c config) error {
 		return err
 	}
 	env := s.Env(c.logLevel, c.partitions)
+	s.env = env
 	add := func(name, bin string, port int, env ...string) *proc.Proc {
 		p := s.Service(name, bin, nil, env...)
 		p.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -122,10 +125,16 @@ func (s *stack) addServices(c config) error {
 	}
 	for i := range c.writers {
 		s.writers = append(s.writers, add(fmt.Sprintf("writer-%d", i+1), "writer", ports[i],
-			append(env, fmt.Sprintf("ESKV_HTTP_ADDR=127.0.0.1:%d", ports[i]), "ESKV_DEV_TOKEN="+s.token,
-				fmt.Sprintf("ESKV_WRITER_ID=chaos-w%d", i+1))...))
+			s.writerEnv(ports[i], fmt.Sprintf("chaos-w%d", i+1))...))
 	}
 	return nil
+}
+
+// writerEnv is the environment of a writer listening on port with the
+// static instance id id.
+func (s *stack) writerEnv(port int, id string) []string {
+	return append(slices.Clone(s.env), fmt.Sprintf("ESKV_HTTP_ADDR=127.0.0.1:%d", port), "ESKV_DEV_TOKEN="+s.token,
+		"ESKV_WRITER_ID="+id)
 }
 
 // ensureTopics creates kv.changes and kv.conflicts before any service
