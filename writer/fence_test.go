@@ -358,6 +358,24 @@ func TestSecondFenceClosesKfakeAbortHole(t *testing.T) {
 	}
 }
 
+// dropUnaware answers w's heartbeats (static instance id instance) in
+// place of the broker from now on and removes w from its group: the
+// coordinator drops the member, w does not know it.
+func dropUnaware(t *testing.T, b *testenv.Broker, w *Writer, instance string) {
+	t.Helper()
+	b.Cluster.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		hb := req.(*kmsg.HeartbeatRequest)
+		if hb.InstanceID == nil || *hb.InstanceID != instance {
+			return nil, nil, false
+		}
+		b.Cluster.KeepControl()
+		return hb.ResponseKind(), nil, true
+	})
+	if _, err := w.adm.LeaveGroup(t.Context(), kadm.LeaveGroup(w.cfg.Group).InstanceIDs(instance)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWriterCutOffFromItsGroupCannotCommit runs a Writer whose membership
 // the group coordinator dropped while the writer does not know it (its
 // heartbeats are answered in place of the broker, as for a writer cut off
@@ -395,17 +413,7 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 
 	// From now on the writer's heartbeats get a success from here and
 	// never reach the group; the coordinator removes its member.
-	b.Cluster.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		hb := req.(*kmsg.HeartbeatRequest)
-		if hb.InstanceID == nil || *hb.InstanceID != instance {
-			return nil, nil, false
-		}
-		b.Cluster.KeepControl()
-		return hb.ResponseKind(), nil, true
-	})
-	if _, err := w.adm.LeaveGroup(t.Context(), kadm.LeaveGroup(w.cfg.Group).InstanceIDs(instance)); err != nil {
-		t.Fatal(err)
-	}
+	dropUnaware(t, b, w, instance)
 	testenv.WaitFor(t, 20*time.Second, "the member removed", func() bool {
 		gs, err := w.adm.DescribeGroups(t.Context(), w.cfg.Group)
 		if err != nil {

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
@@ -120,17 +118,7 @@ func TestTakeoverWaitsOutReadLease(t *testing.T) {
 	}
 	sent := old.committer.leaseSent()
 
-	b.Cluster.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		hb := req.(*kmsg.HeartbeatRequest)
-		if hb.InstanceID == nil || *hb.InstanceID != instance {
-			return nil, nil, false
-		}
-		b.Cluster.KeepControl()
-		return hb.ResponseKind(), nil, true
-	})
-	if _, err := old.adm.LeaveGroup(t.Context(), kadm.LeaveGroup(old.cfg.Group).InstanceIDs(instance)); err != nil {
-		t.Fatal(err)
-	}
+	dropUnaware(t, b, old, instance)
 	neu := runWriter(t, b, store, Config{InstanceID: "writer-new", ReadLease: lease})
 	testenv.WaitFor(t, 30*time.Second, "the new writer ready", func() bool { return neu.Ready() && len(neu.owned()) == 1 })
 	if err := putKey(t.Context(), neu, k, "new"); err != nil {
