@@ -14,23 +14,18 @@ import (
 // Tests of read leases (lease.go).
 
 // confirms returns the reads confirmed by lease, fence and ListOffsets.
-func confirms(w *Writer) (lease, fence, lso float64) {
-	return testutil.ToFloat64(w.metrics.confirmLease), testutil.ToFloat64(w.metrics.confirmFence), testutil.ToFloat64(w.metrics.confirmLSO)
+func confirms(w *Writer) [3]float64 {
+	return [3]float64{testutil.ToFloat64(w.metrics.confirmLease), testutil.ToFloat64(w.metrics.confirmFence), testutil.ToFloat64(w.metrics.confirmLSO)}
 }
 
 // wantConfirms fails t unless the reads confirmed since before (a
 // confirms result) are lease, fence and lso.
 func wantConfirms(t *testing.T, w *Writer, before [3]float64, lease, fence, lso float64) {
 	t.Helper()
-	l, f, o := confirms(w)
-	if got := [3]float64{l - before[0], f - before[1], o - before[2]}; got != [3]float64{lease, fence, lso} {
+	now := confirms(w)
+	if got := [3]float64{now[0] - before[0], now[1] - before[1], now[2] - before[2]}; got != [3]float64{lease, fence, lso} {
 		t.Fatalf("reads confirmed by lease, fence, ListOffsets: %v; want %v", got, [3]float64{lease, fence, lso})
 	}
-}
-
-func confirmsNow(w *Writer) [3]float64 {
-	l, f, o := confirms(w)
-	return [3]float64{l, f, o}
 }
 
 // TestReadConfirmedByLease: right after a round, reads of every partition
@@ -42,7 +37,7 @@ func TestReadConfirmedByLease(t *testing.T) {
 	if err := putKey(t.Context(), w, keys[0], "leased"); err != nil {
 		t.Fatal(err)
 	}
-	before := confirmsNow(w)
+	before := confirms(w)
 	for i, k := range keys {
 		s, err := w.State(t.Context(), k)
 		if err != nil {
@@ -69,7 +64,7 @@ func TestReadLeaseExpires(t *testing.T) {
 		t.Fatal("no lease after an acknowledged write")
 	}
 	testenv.WaitFor(t, 10*time.Second, "the lease run out", func() bool { return leaseNow() >= sent+int64(lease) })
-	before := confirmsNow(w)
+	before := confirms(w)
 	if _, err := w.State(t.Context(), k); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +85,7 @@ func TestReadLeaseNotAcrossOwnerships(t *testing.T) {
 	p.mu.Lock()
 	p.readySince = leaseNow() // as a later ownership's start would
 	p.mu.Unlock()
-	before := confirmsNow(w)
+	before := confirms(w)
 	if _, err := w.State(t.Context(), k); err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +126,12 @@ func TestTakeoverWaitsOutReadLease(t *testing.T) {
 	if d := time.Duration(acked - sent); d < lease {
 		t.Fatalf("the new owner acknowledged a write %v after the old owner's last fence was sent, within its %v lease", d, lease)
 	}
-	before := confirmsNow(old)
+	before := confirms(old)
 	s, err := old.State(t.Context(), k)
 	if err == nil && string(s.Entry.Value) != `"new"` {
 		t.Fatalf("the old writer read %s after the new owner acknowledged \"new\"", s.Entry.Value)
 	}
-	if l, _, _ := confirms(old); l != before[0] {
+	if confirms(old)[0] != before[0] {
 		t.Fatal("the old writer confirmed a read by a lease that had ended")
 	}
 	if events.ErrorCode(err) != events.EUnavailable {
