@@ -213,3 +213,47 @@ func (r *cpuReport) print(w io.Writer, indent string) {
 		fmt.Fprintf(w, "%s%d counted processes exited during the run (their CPU is lost to /proc)\n", indent, r.Exited)
 	}
 }
+
+// machineCPU is the first line of root/stat (/proc/stat): the jiffies all
+// CPUs spent busy and in all, since boot.
+type machineCPU struct {
+	busy, total float64
+}
+
+// readMachineCPU reads root/stat; ok is false when it cannot (no /proc).
+// Idle and iowait count as not busy; steal counts as busy (the VM's
+// host ran something else: the machine was not ours either).
+func readMachineCPU(root string) (m machineCPU, ok bool) {
+	b, err := os.ReadFile(filepath.Join(root, "stat"))
+	if err != nil {
+		return m, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return m, false
+	}
+	for i, s := range f[1:] {
+		if i >= 8 { // guest and guest_nice are already in user and nice
+			break
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return m, false
+		}
+		m.total += v
+		if i != 3 && i != 4 { // idle, iowait
+			m.busy += v
+		}
+	}
+	return m, true
+}
+
+// busyShare is the share of the machine's CPU time busy between before
+// and m (0 to 1; 0 when no time passed).
+func (m machineCPU) busyShare(before machineCPU) float64 {
+	if dt := m.total - before.total; dt > 0 {
+		return (m.busy - before.busy) / dt
+	}
+	return 0
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -95,5 +96,33 @@ func TestSampleCPUReadsProc(t *testing.T) {
 	exe, _ := os.Executable()
 	if p.Comm == "" || !strings.Contains(p.Cmdline, exe) || p.CPU < 0 {
 		t.Errorf("self: %+v (executable %s)", p, exe)
+	}
+}
+
+func TestMachineCPU(t *testing.T) {
+	root := t.TempDir()
+	write := func(line string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "stat"), []byte(line+"\ncpu0 1 2 3 4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	write("cpu  100 0 50 800 40 0 10 0 30 0")
+	before, ok := readMachineCPU(root)
+	if !ok || before.busy != 160 || before.total != 1000 {
+		t.Fatalf("before = %+v, %v; want busy 160 of 1000 (guest not counted twice)", before, ok)
+	}
+	write("cpu  150 0 70 900 60 0 10 10 30 0")
+	after, _ := readMachineCPU(root)
+	if got := after.busyShare(before); got != 80.0/200 {
+		t.Fatalf("busyShare = %v, want 0.4 (80 busy of 200, steal busy, iowait not)", got)
+	}
+	if got := after.busyShare(after); got != 0 {
+		t.Fatalf("busyShare over no time = %v, want 0", got)
+	}
+	write("intr 1 2 3")
+	if _, ok := readMachineCPU(root); ok {
+		t.Fatal("readMachineCPU accepted a stat without its cpu line")
 	}
 }

@@ -71,6 +71,7 @@ type config struct {
 	peers        []string // figure 18's peers, in order
 	peerDuration time.Duration
 	peerWarmup   time.Duration
+	peerSettle   time.Duration
 	peerClients  int
 }
 
@@ -187,6 +188,7 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.DurationVar(&c.robustIdle, "robust-idle-timeout", benchIdleTimeout, "the writer's idle timeout (figure 11; the own stack's writer is started with it)")
 	fs.DurationVar(&c.peerDuration, "peer-duration", 8*time.Second, "length of each run of figure 18 (per system and scenario)")
 	fs.DurationVar(&c.peerWarmup, "peer-warmup", 2*time.Second, "unmeasured run of figure 18's first scenario on each system before it is measured (0: none)")
+	fs.DurationVar(&c.peerSettle, "peer-settle", 30*time.Second, "before each system of figure 18, wait at most this long for the machine to be quiet (under 10% busy over 0.5 s; 0: do not wait)")
 	fs.IntVar(&c.peerClients, "peer-clients", 64, "clients of figure 18's first scenario (distinct keys over 8 projects)")
 	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
@@ -209,8 +211,8 @@ func (c *config) validate() error {
 		return errors.New("-list-keys must be between 1 and 1000 (the API's list limit)")
 	case c.duration <= 0 || c.readDuration <= 0 || c.peerDuration <= 0:
 		return errors.New("-duration, -read-duration and -peer-duration must be positive")
-	case c.peerWarmup < 0:
-		return errors.New("-peer-warmup must not be negative")
+	case c.peerWarmup < 0 || c.peerSettle < 0:
+		return errors.New("-peer-warmup and -peer-settle must not be negative")
 	case c.peerClients < 1:
 		return errors.New("-peer-clients must be positive")
 	}

@@ -193,6 +193,9 @@ func (b *bench) measureScenario(ctx context.Context, fig *peerFigure, sys system
 		}
 		return fmt.Errorf("figure 18, %s: creating %d keys: %w", sys.name, len(keys), err)
 	}
+	if withCPU {
+		b.settle(ctx, sys.name)
+	}
 	if withCPU && b.c.peerWarmup > 0 {
 		// Unmeasured: caches, pools, plans and heaps settle first, in
 		// every system alike.
@@ -412,4 +415,45 @@ func (f *peerFigure) eskvRuns() (first, again *peerRow) {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// settleBusy is the share of the machine's CPU below which it counts as
+// quiet before a system's measured runs (settle): a tenth of it, what an
+// idle stack, the idle peers and the shell cost here.
+const settleBusy = 0.10
+
+// settle waits, before a system's measured runs, until the machine is
+// quiet (busy under settleBusy over half a second), for -peer-settle at
+// most: each system then starts on a machine doing nothing else. Figure
+// 18 runs after the other figures in a full `make bench`, whose backlog
+// the projector, the auditor and ClickHouse's merges may still be
+// working through; measured then, eskv's run would pay for it in ok/s
+// and in CPU per write.
+func (b *bench) settle(ctx context.Context, name string) {
+	if b.c.peerSettle <= 0 {
+		return
+	}
+	start := time.Now()
+	prev, ok := readMachineCPU("/proc")
+	if !ok {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		cur, _ := readMachineCPU("/proc")
+		busy := cur.busyShare(prev)
+		switch waited := time.Since(start); {
+		case busy < settleBusy:
+			b.logf("18 %s: machine quiet (%.0f%% busy) after %s", name, 100*busy, waited.Round(100*time.Millisecond))
+			return
+		case waited >= b.c.peerSettle:
+			b.logf("18 %s: machine still %.0f%% busy after %s; measuring anyway", name, 100*busy, waited.Round(100*time.Millisecond))
+			return
+		}
+		prev = cur
+	}
 }
