@@ -34,10 +34,10 @@ import (
 //     writer (its session timed out, its static instance id was taken by
 //     a new process, an administrator removed it) — which this writer
 //     may not know. The new owner learns of its assignment at O, after
-//     the drop, hence after A and S. Every writer waits ReadLease after
-//     the start O of an ownership before it serves it (awaitLeases), so
-//     the new owner acknowledges nothing before O + ReadLease > S +
-//     ReadLease > R.
+//     the drop, hence after A and S. Every writer waits at least
+//     ReadLease after the start O of an ownership before it serves it
+//     (awaitLeases, takeoverWait), so the new owner acknowledges nothing
+//     before O + ReadLease > S + ReadLease > R.
 //
 // What it assumes that the fences do not: that the writers' clocks run at
 // nearly the same rate over a ReadLease (the bound is on durations, each
@@ -46,12 +46,13 @@ import (
 // a suspended machine (CLOCK_BOOTTIME on Linux; leaseclock_linux.go). A
 // writer resumed from a pause longer than its lease finds the lease
 // expired and confirms by a fence or the brokers, as before. It also
-// assumes every writer of the group uses the same ReadLease (or a shorter
-// one where the others wait longer): a writer with a shorter takeover
-// wait than another's lease breaks point 2.
+// assumes no writer of the group has a longer ReadLease than another's
+// takeover wait (takeoverWait: its own lease, at least DefaultReadLease,
+// leases off included), which would break point 2: the same value on
+// every writer, or leases off on some and the default on the others.
 //
 // The price: a writer taking a partition serves it no sooner than
-// ReadLease after the ownership began (usually hidden by the catch-up),
+// takeoverWait after the ownership began (usually hidden by the catch-up),
 // and a read outside any lease waits as before. A GET-only load, with no
 // round to renew the lease, confirms with the brokers as before.
 
@@ -102,12 +103,23 @@ func (p *partition) confirmByLease() bool {
 	return true
 }
 
-// awaitLeases waits until ReadLease after start, the moment the ownership
-// began: until then an earlier owner, dropped from the group without
-// knowing it, may still answer reads under its lease.
+// takeoverWait is how long a writer waits after an ownership began
+// before it serves the partition: its own ReadLease, and never less than
+// DefaultReadLease, leases off included. A group's writers can then turn
+// leases off or back on to the default one at a time (a rolling
+// restart): a writer without leases still waits out the lease of a
+// predecessor that has one. Going from a lease above the default to
+// none takes two steps, through the default.
+func (c *Config) takeoverWait() time.Duration {
+	return max(c.ReadLease, DefaultReadLease)
+}
+
+// awaitLeases waits until takeoverWait after start, the moment the
+// ownership began: until then an earlier owner, dropped from the group
+// without knowing it, may still answer reads under its lease.
 func (p *partition) awaitLeases(ctx context.Context, start int64) error {
-	wait := time.Duration(start + int64(p.w.cfg.ReadLease) - leaseNow())
-	if p.w.cfg.ReadLease <= 0 || wait <= 0 {
+	wait := time.Duration(start + int64(p.w.cfg.takeoverWait()) - leaseNow())
+	if wait <= 0 {
 		return nil
 	}
 	t := time.NewTimer(wait)

@@ -102,6 +102,23 @@ func TestReadLeaseNotAcrossOwnerships(t *testing.T) {
 // (awaitLeases) it would: the takeover takes well under the lease here.
 func TestTakeoverWaitsOutReadLease(t *testing.T) {
 	const lease = 3 * time.Second
+	takeover(t, lease, Config{ReadLease: lease})
+}
+
+// TestTakeoverWaitsWithLeasesOff: a writer with leases off still waits
+// out the default lease after taking a partition, so that turning leases
+// off (or on) one writer at a time never leaves a window where a writer
+// that does not wait succeeds one that serves reads under its lease.
+func TestTakeoverWaitsWithLeasesOff(t *testing.T) {
+	takeover(t, DefaultReadLease, Config{ReadLease: -1})
+}
+
+// takeover drops a writer with lease lease unaware and lets a writer of
+// config neuCfg take its partition and write; it fails if the new owner
+// acknowledged the write within the old one's lease, or if the old one
+// then confirmed a read by its lease.
+func takeover(t *testing.T, lease time.Duration, neuCfg Config) {
+	t.Helper()
 	b := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
 	const instance = "writer-leased"
@@ -114,7 +131,8 @@ func TestTakeoverWaitsOutReadLease(t *testing.T) {
 	sent := old.committer.leaseSent()
 
 	dropUnaware(t, b, old, instance)
-	neu := runWriter(t, b, store, Config{InstanceID: "writer-new", ReadLease: lease})
+	neuCfg.InstanceID = "writer-new"
+	neu := runWriter(t, b, store, neuCfg)
 	testenv.WaitFor(t, 30*time.Second, "the new writer ready", func() bool { return neu.Ready() && len(neu.owned()) == 1 })
 	if err := putKey(t.Context(), neu, k, "new"); err != nil {
 		t.Fatalf("write through the new owner: %v", err)

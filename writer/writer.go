@@ -137,9 +137,11 @@ type Config struct {
 	QueueDedupWindow time.Duration
 	// ReadLease is how long after a round's group fence was sent reads
 	// are confirmed without waiting (lease.go), and how long a writer
-	// waits after an ownership began before it serves the partition.
-	// Every writer of a group must use the same value (default
-	// DefaultReadLease; negative disables leases and the wait).
+	// waits after an ownership began before it serves the partition
+	// (never less than DefaultReadLease, leases off included:
+	// takeoverWait). Every writer of a group must use the same value, or
+	// leases off on some and the default on the others (default
+	// DefaultReadLease; negative disables leases, not the wait).
 	ReadLease time.Duration
 }
 
