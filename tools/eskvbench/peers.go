@@ -424,11 +424,12 @@ const settleBusy = 0.10
 
 // settle waits, before a system's measured runs, until the machine is
 // quiet (busy under settleBusy over half a second), for -peer-settle at
-// most: each system then starts on a machine doing nothing else. Figure
-// 18 runs after the other figures in a full `make bench`, whose backlog
-// the projector, the auditor and ClickHouse's merges may still be
-// working through; measured then, eskv's run would pay for it in ok/s
-// and in CPU per write.
+// most: each system then starts on a machine doing nothing else — not
+// the previous figures' backlog (figure 18 runs last in a full `make
+// bench`: the projector, the auditor and ClickHouse's merges may still be
+// at work), not another process. Measured on a busy machine, a system's
+// run would pay for the other work in ok/s, and eskv's in CPU per write
+// too (its Postgres and ClickHouse are shared).
 func (b *bench) settle(ctx context.Context, name string) {
 	if b.c.peerSettle <= 0 {
 		return
