@@ -32,6 +32,7 @@ var statusOf = map[string]int{
 	events.EUnavailable:          http.StatusServiceUnavailable,
 	events.ECursorExpired:        http.StatusGone,
 	events.ETooManyWatches:       http.StatusServiceUnavailable,
+	events.ETooManyRequests:      http.StatusTooManyRequests,
 	events.EForwardLoop:          http.StatusServiceUnavailable,
 	events.EInternal:             http.StatusInternalServerError,
 	events.EMethodNotAllowed:     http.StatusMethodNotAllowed,

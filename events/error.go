@@ -51,6 +51,13 @@ const (
 	// SSE event "error" that ends the stream, which carries the cursor
 	// of the last event sent; resuming after it loses nothing.
 	ESlowConsumer = "slow_consumer"
+
+	// ETooManyRequests: the request would take more than its principal's
+	// share (or its remote address's, before authentication) of a shared
+	// slot of the writer — listings, scans, histories, watches, in-flight
+	// body bytes, connections — or of a global bound. HTTP 429 with
+	// Retry-After; Field names the limit (its setting).
+	ETooManyRequests = "too_many_requests"
 )
 
 // Error is the one error type every layer speaks. Field names the request

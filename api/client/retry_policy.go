@@ -198,9 +198,10 @@ func Classify(err error) Class {
 		return ClassFatal
 	}
 	switch {
-	case e.Code == events.EUnavailable, e.Code == events.EForwardLoop:
+	case e.Code == events.EUnavailable, e.Code == events.EForwardLoop, e.Code == events.ETooManyRequests:
 		// forward_loop: the writer reached is misconfigured, but another
-		// one behind the same Service may answer the retry.
+		// one behind the same Service may answer the retry. too_many_requests:
+		// the principal's share of a slot is full now; Retry-After says when.
 		return ClassTransient
 	case e.Code == events.EConflict && e.Field != "requestId":
 		return ClassConflict
