@@ -23,7 +23,8 @@
 // what it did and found and exits non-zero when any check fails.
 //
 // With -throughput it measures write throughput with three writers and
-// with one instead, on the same stack, and prints the ratio.
+// with one instead, on the same stack, and prints the ratio. With -hostile
+// it runs the hostile-load phase instead of faults (hostile.go).
 package main
 
 import (
@@ -70,6 +71,9 @@ type config struct {
 	throughput         bool
 	throughputDuration time.Duration
 	throughputClients  int
+
+	hostile         bool
+	hostileDuration time.Duration
 
 	adminPostgresURL string
 	checkTimeout     time.Duration
@@ -149,6 +153,14 @@ so a broker kill tests kfake, not eskv. See docs/chaos.md.
 With -throughput it measures write throughput with all writers and with one,
 without faults, and prints the ratio instead.
 
+With -hostile it runs, instead of faults, every attack of an anonymous
+client and of a tenant with a token of its own at once (40 MB multipart
+logins, oversize transactions and bursts of 60 KiB PUTs, unread catch-up
+watches, held listings, withheld 4 MiB bodies, forged Eskv-Forwarded-By)
+while a well-behaved tenant on the same partition writes and reads, and
+checks its GET/PUT p99 (< 100 ms), its errors (none), every writer's peak
+RSS (< 400 MiB) and readiness (always).
+
 Every flag can also be set by the environment variable ESKV_CHAOS_<FLAG>
 (-fault-every: ESKV_CHAOS_FAULT_EVERY); the command line wins.
 
@@ -217,6 +229,8 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	fs.BoolVar(&c.throughput, "throughput", false, "measure write throughput with all writers against one writer instead of injecting faults")
 	fs.DurationVar(&c.throughputDuration, "throughput-duration", 15*time.Second, "length of each throughput measurement")
 	fs.IntVar(&c.throughputClients, "throughput-clients", 48, "concurrent writing clients of the throughput measurement")
+	fs.BoolVar(&c.hostile, "hostile", false, "run the hostile-load phase instead of faults (attacks by an anonymous client and a tenant while another tenant's latency, errors and the writers' memory are checked)")
+	fs.DurationVar(&c.hostileDuration, "hostile-duration", 20*time.Second, "length of the hostile-load phase")
 	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"Postgres URL with the right to create and drop the run's database (also ESKV_TEST_POSTGRES_URL)")
 	fs.DurationVar(&c.checkTimeout, "check-timeout", 5*time.Minute, "give up the linearizability check after this long (the verdict is then unknown, a failure)")
@@ -285,9 +299,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	defer func() {
 		s.close(c.keep || failed)
 	}()
-	if c.throughput {
+	switch {
+	case c.hostile:
+		err = runHostile(ctx, c, s, stdout)
+	case c.throughput:
 		err = runThroughput(ctx, c, s, stdout, stderr)
-	} else {
+	default:
 		err = runChaos(ctx, c, s, stdout, stderr)
 	}
 	if err != nil {

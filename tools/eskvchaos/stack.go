@@ -22,12 +22,15 @@ import (
 // stack is the system under test, as processes the harness started.
 type stack struct {
 	*localstack.Stack
-	store      *projection.Store
-	token      string
-	topics     changelog.Topics
-	writers    []*proc.Proc
-	projectors []*proc.Proc
-	env        []string // every service's (Env)
+	store *projection.Store
+	token string
+	// goodToken and evilToken are the tenants' tokens of -hostile
+	// (tenant/good/ and tenant/evil/), in the writers' tokens file.
+	goodToken, evilToken string
+	topics               changelog.Topics
+	writers              []*proc.Proc
+	projectors           []*proc.Proc
+	env                  []string // every service's (Env)
 
 	t0       time.Time // the harness's clock starts here
 	progress io.Writer
@@ -104,6 +107,14 @@ func (s *stack) addServices(c config) error {
 		return err
 	}
 	env := s.Env(c.logLevel, c.partitions)
+	if c.hostile {
+		s.goodToken, s.evilToken = "good-"+localstack.RandomHex(16), "evil-"+localstack.RandomHex(16)
+		tokens, err := hostileTokens(s.Dir, s.goodToken, s.evilToken)
+		if err != nil {
+			return err
+		}
+		env = append(env, tokens)
+	}
 	s.env = env
 	add := func(name, bin string, port int, env ...string) *proc.Proc {
 		p := s.Service(name, bin, nil, env...)

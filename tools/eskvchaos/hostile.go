@@ -1,0 +1,545 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eskv/eskv/events"
+)
+
+// The hostile-load phase (-hostile): while an anonymous client, and a
+// tenant ("evil") with a valid token of its own, run every attack of
+// issue P1 against the writers at once, a well-behaved tenant ("good")
+// writes and reads keys of a project on the same partition as evil's.
+// It checks what "safe to share" promises: the good tenant's GET and PUT
+// p99 stay under hostileP99, it gets no error, every writer's resident
+// memory stays under hostileRSS, every writer stays ready, and evil's
+// writes are answered 200, 413 or 429, never with a partition outage.
+const (
+	hostileP99 = 100 * time.Millisecond
+	hostileRSS = 400 << 20
+	// hostileSeedKeys of hostileSeedBytes (random, incompressible) fill
+	// evil's project before the attacks, so that its watches from the
+	// start of the partition have a long catch-up and its listings full
+	// pages.
+	hostileSeedKeys  = 1200
+	hostileSeedBytes = 48 << 10
+	// hostileBigBytes is the size of evil's oversize values: 100 of them
+	// in one transaction are over any batch, 64 at once fill several.
+	hostileBigBytes = 60 << 10
+)
+
+// Source addresses of the attackers: every 127/8 address reaches the
+// writers through loopback, so that limits per remote address see the
+// anonymous client and each attack as another host than the good tenant
+// (127.0.0.1), as they are in a deployment.
+var (
+	anonAddr    = net.IPv4(127, 0, 0, 2)
+	evilAddr    = net.IPv4(127, 0, 0, 3)
+	holdAddr    = net.IPv4(127, 0, 0, 4)
+	withholdAdr = net.IPv4(127, 0, 0, 5)
+)
+
+// hostileTokens writes the tokens file of the hostile phase into dir and
+// returns the writers' environment setting naming it.
+func hostileTokens(dir string, good, evil string) (string, error) {
+	type grant struct {
+		Prefix string   `json:"prefix"`
+		Rights []string `json:"rights"`
+	}
+	type token struct {
+		Token     string  `json:"token"`
+		Principal string  `json:"principal"`
+		Grants    []grant `json:"grants"`
+	}
+	b, err := json.Marshal(map[string][]token{"tokens": {
+		{Token: good, Principal: "good", Grants: []grant{{Prefix: "tenant/good/", Rights: []string{"read", "write"}}}},
+		{Token: evil, Principal: "evil", Grants: []grant{{Prefix: "tenant/evil/", Rights: []string{"read", "write"}}}},
+	}})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "tokens.json")
+	return "ESKV_TOKENS_FILE=" + path, os.WriteFile(path, b, 0o600)
+}
+
+// hostile is one run of the hostile phase.
+type hostile struct {
+	c          config
+	s          *stack
+	target     string // the writer every request is sent to
+	partition  int32
+	goodScope  string
+	evilScope  string
+	good, evil string // tokens
+	stop       chan struct{}
+	wg         sync.WaitGroup
+
+	mu       sync.Mutex
+	gets     []time.Duration
+	puts     []time.Duration
+	goodErrs []string
+	evilCode map[string]int // evil's write answers by status (and code)
+	counts   map[string]int // attacks sent, by kind
+	notReady []string
+	rss      map[string]int64 // peak resident bytes per writer
+}
+
+// runHostile runs the hostile phase on s and checks its figures.
+func runHostile(ctx context.Context, c config, s *stack, stdout io.Writer) error {
+	h := &hostile{c: c, s: s, target: s.writers[0].URL, good: s.goodToken, evil: s.evilToken, stop: make(chan struct{}),
+		evilCode: map[string]int{}, counts: map[string]int{}, rss: map[string]int64{}}
+	h.goodScope = "tenant/good/project/g"
+	h.partition = events.Partition(h.goodScope, int32(c.partitions))
+	for i := 0; ; i++ {
+		scope := fmt.Sprintf("tenant/evil/project/x%d", i)
+		if events.Partition(scope, int32(c.partitions)) == h.partition {
+			h.evilScope = scope
+			break
+		}
+	}
+	s.logf("hostile: seeding %d keys of %d KiB in %s (partition %d, shared with %s)",
+		hostileSeedKeys, hostileSeedBytes>>10, h.evilScope, h.partition, h.goodScope)
+	if err := h.seed(ctx); err != nil {
+		return err
+	}
+	s.logf("hostile: attacks for %s", c.hostileDuration)
+	h.attack()
+	for range 4 {
+		h.run(h.goodClient)
+	}
+	h.run(h.sampleRSS)
+	h.run(h.checkReady)
+	pause(ctx.Done(), c.hostileDuration)
+	close(h.stop)
+	h.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	return h.report(stdout)
+}
+
+// run runs f until the phase stops.
+func (h *hostile) run(f func()) { h.wg.Go(f) }
+
+func (h *hostile) stopped() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *hostile) count(kind string) {
+	h.mu.Lock()
+	h.counts[kind]++
+	h.mu.Unlock()
+}
+
+// attack starts every attack.
+func (h *hostile) attack() {
+	for range 6 {
+		h.run(h.loginBomb)
+	}
+	h.run(h.oversizeTxn)
+	h.run(h.oversizeBursts)
+	after := fmt.Sprintf("p%d.o0", h.partition)
+	for range 20 {
+		h.run(func() {
+			h.hold("unread catch-up watch", "GET /v1/watch?prefix="+url.QueryEscape(h.evilScope+"/")+"&after="+after, 0)
+		})
+		h.run(func() {
+			h.hold("held listing", "GET /v1/kv?limit=1000&prefix="+url.QueryEscape(h.evilScope+"/"), 0)
+		})
+	}
+	for range 150 {
+		h.run(func() { h.hold("withheld body", "POST /v1/txn", 4<<20) })
+	}
+	h.run(h.forgedForwards)
+}
+
+// hclient returns an HTTP client whose connections come from addr.
+func hclient(addr net.IP, timeout time.Duration) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: addr}, Timeout: 5 * time.Second}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 128,
+		DisableCompression: true}}
+}
+
+// randomValue is a JSON string of about n incompressible bytes.
+func randomValue(n int) json.RawMessage {
+	b := make([]byte, n*3/4)
+	_, _ = rand.Read(b)
+	return json.RawMessage(strconv.Quote(base64.StdEncoding.EncodeToString(b)))
+}
+
+// send sends a request with token and body (JSON-encoded unless nil) and
+// returns its status and error code ("" for none), draining the answer.
+func send(hc *http.Client, method, url, token string, body any) (int, string, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, "", err
+		}
+		rd = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var e events.ErrorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode >= 300 {
+		_ = json.Unmarshal(b, &e)
+	}
+	return resp.StatusCode, e.Error.Code, nil
+}
+
+// seed fills evil's project, 8 writes at a time.
+func (h *hostile) seed(ctx context.Context) error {
+	hc := hclient(evilAddr, 30*time.Second)
+	defer hc.CloseIdleConnections()
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= hostileSeedKeys && ctx.Err() == nil; i = next.Add(1) {
+				st, code, err := send(hc, http.MethodPut, fmt.Sprintf("%s/v1/kv/%s/seed/%d", h.target, h.evilScope, i), h.evil,
+					map[string]any{"value": randomValue(hostileSeedBytes)})
+				if err != nil || st != http.StatusOK {
+					failed.Store(fmt.Sprintf("seed write %d: %d %s %v", i, st, code, err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if f, ok := failed.Load().(string); ok {
+		return errors.New(f)
+	}
+	return ctx.Err()
+}
+
+// goodClient is the well-behaved tenant: a PUT then a GET of one of its
+// keys, again and again, each timed.
+func (h *hostile) goodClient() {
+	hc := hclient(net.IPv4(127, 0, 0, 1), 5*time.Second)
+	defer hc.CloseIdleConnections()
+	for i := 0; !h.stopped(); i++ {
+		key := fmt.Sprintf("%s/v1/kv/%s/k%d", h.target, h.goodScope, i%16)
+		for _, m := range []string{http.MethodPut, http.MethodGet} {
+			var body any
+			if m == http.MethodPut {
+				body = map[string]any{"value": map[string]int{"n": i}}
+			}
+			t0 := time.Now()
+			st, code, err := send(hc, m, key, h.good, body)
+			d := time.Since(t0)
+			h.mu.Lock()
+			if m == http.MethodPut {
+				h.puts = append(h.puts, d)
+			} else {
+				h.gets = append(h.gets, d)
+			}
+			if err != nil || st != http.StatusOK {
+				h.goodErrs = append(h.goodErrs, fmt.Sprintf("%s %d %s %v", m, st, code, err))
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+// loginBomb posts 40 MB multipart logins to the status page, without a
+// token.
+func (h *hostile) loginBomb() {
+	hc := hclient(anonAddr, 10*time.Second)
+	defer hc.CloseIdleConnections()
+	const boundary = "hostileboundary"
+	for !h.stopped() {
+		head := "--" + boundary + "\r\nContent-Disposition: form-data; name=\"token\"; filename=\"t\"\r\n" +
+			"Content-Type: application/octet-stream\r\n\r\n"
+		tail := "\r\n--" + boundary + "--\r\n"
+		body := io.MultiReader(strings.NewReader(head), io.LimitReader(zeros{}, 40<<20), strings.NewReader(tail))
+		req, _ := http.NewRequest(http.MethodPost, h.target+"/ui/login", body)
+		req.Header.Set("Content-Type", "multipart/form-data; boundary="+boundary)
+		h.count("anonymous login bomb")
+		if resp, err := hc.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// evilWrite records the answer to one of evil's writes.
+func (h *hostile) evilWrite(kind string, st int, code string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[kind]++
+	switch {
+	case err != nil:
+		h.evilCode["no answer: "+err.Error()]++
+	default:
+		h.evilCode[strings.TrimSpace(fmt.Sprintf("%d %s", st, code))]++
+	}
+}
+
+// oversizeTxn sends transactions of 100 values of 60 KiB.
+func (h *hostile) oversizeTxn() {
+	hc := hclient(evilAddr, 10*time.Second)
+	defer hc.CloseIdleConnections()
+	for i := 0; !h.stopped(); i++ {
+		ops := make([]map[string]any, 100)
+		for j := range ops {
+			ops[j] = map[string]any{"op": "put", "key": fmt.Sprintf("%s/txn/%d", h.evilScope, j), "value": randomValue(hostileBigBytes)}
+		}
+		st, code, err := send(hc, http.MethodPost, h.target+"/v1/txn", h.evil, map[string]any{"ops": ops})
+		h.evilWrite("oversize transaction", st, code, err)
+	}
+}
+
+// oversizeBursts sends 64 concurrent PUTs of 60 KiB every second.
+func (h *hostile) oversizeBursts() {
+	hc := hclient(evilAddr, 10*time.Second)
+	defer hc.CloseIdleConnections()
+	for !h.stopped() {
+		var wg sync.WaitGroup
+		for j := range 64 {
+			wg.Go(func() {
+				st, code, err := send(hc, http.MethodPut, fmt.Sprintf("%s/v1/kv/%s/big/%d", h.target, h.evilScope, j), h.evil,
+					map[string]any{"value": randomValue(hostileBigBytes)})
+				h.evilWrite("concurrent 60 KiB PUT", st, code, err)
+			})
+		}
+		wg.Wait()
+		pause(h.stop, time.Second)
+	}
+}
+
+// hold opens a connection as evil, sends the request line and headers
+// of request (with a body of bodyBytes declared and all but its last
+// byte sent) and then neither finishes the request nor reads the answer
+// until the phase ends. When the writer refuses it (an answer other than
+// 200) or closes the connection, it opens another.
+func (h *hostile) hold(kind, request string, bodyBytes int) {
+	src := holdAddr
+	if bodyBytes > 0 {
+		src = withholdAdr
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
+	u, _ := url.Parse(h.target)
+	for !h.stopped() {
+		conn, err := d.Dial("tcp", u.Host)
+		if err != nil {
+			pause(h.stop, 100*time.Millisecond)
+			continue
+		}
+		h.count(kind)
+		head := request + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + h.evil + "\r\n"
+		if bodyBytes > 0 {
+			head += "Content-Type: application/json\r\nContent-Length: " + strconv.Itoa(bodyBytes) + "\r\n"
+		}
+		if _, err = io.WriteString(conn, head+"\r\n"); err == nil && bodyBytes > 0 {
+			_, err = io.Copy(conn, io.LimitReader(spaces{}, int64(bodyBytes-1)))
+		}
+		if err == nil && heldOK(conn, h.stop) {
+			<-h.stop
+		}
+		conn.Close()
+		pause(h.stop, 100*time.Millisecond)
+	}
+}
+
+// heldOK waits for the start of the answer on conn and reports whether
+// it is a 200 (which the attack then leaves unread); false when the
+// connection is closed, the answer is another status, or stop closes.
+func heldOK(conn net.Conn, stop chan struct{}) bool {
+	got := make(chan bool, 1)
+	go func() {
+		buf := make([]byte, len("HTTP/1.1 200"))
+		_, err := io.ReadFull(conn, buf)
+		got <- err == nil && string(buf[9:]) == "200"
+	}()
+	select {
+	case ok := <-got:
+		return ok
+	case <-stop:
+		return false
+	}
+}
+
+type spaces struct{}
+
+func (spaces) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// forgedForwards sends, as evil and anonymously, requests claiming to
+// have been forwarded by each writer.
+func (h *hostile) forgedForwards() {
+	hc := hclient(evilAddr, 5*time.Second)
+	defer hc.CloseIdleConnections()
+	for !h.stopped() {
+		for _, w := range h.s.writers {
+			for _, tok := range []string{h.evil, ""} {
+				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/v1/kv/%s/seed/1", w.URL, h.evilScope), nil)
+				req.Header.Set("Eskv-Forwarded-By", w.URL)
+				if tok != "" {
+					req.Header.Set("Authorization", "Bearer "+tok)
+				}
+				h.count("forged Eskv-Forwarded-By")
+				if resp, err := hc.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+					resp.Body.Close()
+				}
+			}
+		}
+		pause(h.stop, 500*time.Millisecond)
+	}
+}
+
+// checkReady polls every writer's /readyz.
+func (h *hostile) checkReady() {
+	hc := hclient(net.IPv4(127, 0, 0, 1), 2*time.Second)
+	for !h.stopped() {
+		for _, w := range h.s.writers {
+			resp, err := hc.Get(w.URL + "/readyz")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if err != nil || resp.StatusCode != http.StatusOK {
+				h.mu.Lock()
+				h.notReady = append(h.notReady, fmt.Sprintf("%s at %s", w.Name, time.Since(h.s.t0).Round(100*time.Millisecond)))
+				h.mu.Unlock()
+			}
+		}
+		pause(h.stop, 250*time.Millisecond)
+	}
+}
+
+// sampleRSS records each writer's peak resident memory.
+func (h *hostile) sampleRSS() {
+	for !h.stopped() {
+		for _, w := range h.s.writers {
+			if rss := residentBytes(w.PID()); rss > 0 {
+				h.mu.Lock()
+				h.rss[w.Name] = max(h.rss[w.Name], rss)
+				h.mu.Unlock()
+			}
+		}
+		pause(h.stop, 100*time.Millisecond)
+	}
+}
+
+// residentBytes is the resident memory of process pid (0 when unknown).
+func residentBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// p99 is the 99th percentile of ds.
+func p99(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)*99)/100]
+}
+
+// report prints the phase's figures and checks them.
+func (h *hostile) report(w io.Writer) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	getP, putP := p99(h.gets), p99(h.puts)
+	fmt.Fprintf(w, "eskvchaos -hostile: %s of attacks on %s (partition %d shared by %s and %s)\n",
+		h.c.hostileDuration, h.target, h.partition, h.evilScope, h.goodScope)
+	for _, k := range slices.Sorted(maps.Keys(h.counts)) {
+		fmt.Fprintf(w, "  attack %-28s %6d\n", k+":", h.counts[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.evilCode)) {
+		fmt.Fprintf(w, "  evil's writes answered %-40s %6d\n", k+":", h.evilCode[k])
+	}
+	fmt.Fprintf(w, "  good tenant: %d GETs p99 %s, %d PUTs p99 %s, %d errors\n", len(h.gets), getP.Round(100*time.Microsecond),
+		len(h.puts), putP.Round(100*time.Microsecond), len(h.goodErrs))
+	var failures []string
+	for _, name := range slices.Sorted(maps.Keys(h.rss)) {
+		fmt.Fprintf(w, "  %s peak RSS %d MiB\n", name, h.rss[name]>>20)
+		if h.rss[name] >= hostileRSS {
+			failures = append(failures, fmt.Sprintf("%s peak RSS %d MiB, not under %d MiB", name, h.rss[name]>>20, hostileRSS>>20))
+		}
+	}
+	fmt.Fprintf(w, "  /readyz not 200: %d times\n", len(h.notReady))
+	if getP >= hostileP99 || putP >= hostileP99 {
+		failures = append(failures, fmt.Sprintf("good tenant's p99 GET %s, PUT %s: not under %s", getP, putP, hostileP99))
+	}
+	if len(h.gets) == 0 || len(h.puts) == 0 {
+		failures = append(failures, "the good tenant completed no request")
+	}
+	if n := len(h.goodErrs); n > 0 {
+		failures = append(failures, fmt.Sprintf("good tenant: %d errors, first %s", n, h.goodErrs[0]))
+	}
+	if n := len(h.notReady); n > 0 {
+		failures = append(failures, fmt.Sprintf("a writer was not ready %d times, first %s", n, h.notReady[0]))
+	}
+	for k, n := range h.evilCode {
+		if !strings.HasPrefix(k, "200") && !strings.HasPrefix(k, "413") && !strings.HasPrefix(k, "429") {
+			failures = append(failures, fmt.Sprintf("evil's writes answered %q %d times (want only 200, 413 or 429)", k, n))
+		}
+	}
+	for _, f := range failures {
+		fmt.Fprintf(w, "FAIL hostile: %s\n", f)
+	}
+	if len(failures) > 0 {
+		return errChecksFailed
+	}
+	fmt.Fprintln(w, "hostile: every check passed")
+	return nil
+}
