@@ -35,16 +35,23 @@ import (
 // transaction.version 2, and kfake) that is three requests per round:
 // Produce, TxnOffsetCommit, EndTxn.
 //
-// Any error fails every submission of the round: each partition restarts
-// its ownership (a failed transaction may or may not have committed). The
-// committer drops its producer without ending the transaction (never an
-// EndTxn(abort) from a producer that saw an error: SERVICES.md, kfake
-// quirk 1) and builds a new one under the same transactional id, whose
-// InitProducerID bumps the epoch: the open transaction is aborted and any
-// produce of the old epoch still in flight is fenced. Each producer is a
-// session; a partition whose round failed in session s catches up only
-// once session s+1 began (await), so no late produce of the old epoch can
-// land behind the log end it reads.
+// Any error fails every submission of the round: their writes are
+// answered 503, outcome unknown (a failed transaction may or may not have
+// committed). The committer drops its producer without ending the
+// transaction (never an EndTxn(abort) from a producer that saw an error:
+// SERVICES.md, kfake quirk 1) and builds a new one under the same
+// transactional id, whose InitProducerID bumps the epoch: the open
+// transaction is completed or aborted and any produce of the old epoch
+// still in flight is fenced. Each producer is a session; a partition
+// whose round failed in session s reads the log only once session s+1
+// began (await), so no late produce of the old epoch can land behind the
+// log end it reads. After a fencing error (fencedRound: the group
+// refused this writer, or the producer was fenced) the partitions of the
+// round start their ownership again (fence, catch up); after any other
+// they resume (partition.resume): each reads what the failed round left
+// past its known end and goes on, its queued requests waiting. No round
+// fails for its size: each partition's part of it is bounded in bytes
+// below the topics' max.message.bytes (batchbytes.go).
 type committer struct {
 	w     *Writer
 	log   *slog.Logger
@@ -355,7 +362,7 @@ func (c *committer) renew(ctx context.Context) bool {
 			kgo.TransactionalID(c.txnID),
 			kgo.TransactionTimeout(cfg.TransactionTimeout),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ProducerBatchMaxBytes(4<<20),
+			kgo.ProducerBatchMaxBytesFn(c.w.limits.producerLimit),
 			kgo.WithLogger(changelog.Logger(c.log)),
 		)
 		if err == nil {

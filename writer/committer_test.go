@@ -2,12 +2,13 @@ package writer
 
 // Tests of the shared transaction (committer.go): one Kafka transaction per
 // round across partitions, a failed round failing only its own
-// partitions, and a new owner waiting for an older owner's open
+// requests, and a new owner waiting for an older owner's open
 // transaction (fence.go).
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -233,11 +234,16 @@ func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
 			t.Fatalf("partition %d after the failed round: %v", p, err)
 		}
 	}
-	if n := testutil.ToFloat64(w.metrics.ownershipRestarts); n != 2 {
-		t.Fatalf("%v ownership restarts; want 2 (the failed round's partitions only)", n)
+	// A refused produce fences nothing: the failed round's partitions
+	// resume (partition.resume) instead of fencing and catching up.
+	testenv.WaitFor(t, 30*time.Second, "the failed round's partitions resumed", func() bool {
+		return testutil.ToFloat64(w.metrics.resumes) == 2
+	})
+	if n := testutil.ToFloat64(w.metrics.ownershipRestarts); n != 0 {
+		t.Fatalf("%v ownership restarts; want 0 (the failed round's partitions resume)", n)
 	}
-	// The failed round's partitions catch up and write again; its
-	// records were never committed.
+	// The failed round's partitions write again; its records were never
+	// committed.
 	testenv.WaitFor(t, 30*time.Second, "the failed round's partitions ready again", w.Ready)
 	for _, p := range []int{1, 2} {
 		if err := putKey(t.Context(), w, keys[p], "again"); err != nil {
@@ -434,5 +440,59 @@ func TestRoundDoesNotWaitForAPass(t *testing.T) {
 	t.Logf("partition 1's write answered %v after the first round was released", time.Since(start))
 	if n := testutil.ToFloat64(w.metrics.gatherTimeouts); n != 0 {
 		t.Fatalf("%v gather timeouts; want 0", n)
+	}
+}
+
+// TestResumeReadsWhatTheFailedRoundLeft (partition.resume): after a
+// failed round whose transaction committed after all (EndTxn sent, its
+// answer lost), the partition finds the round's records past its end,
+// adds them to its overlay and moves its end past them, so reads are
+// confirmed and see them; a record of another ownership's epoch there
+// means another writer wrote: errSuperseded.
+func TestResumeReadsWhatTheFailedRoundLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		epoch func(own int64) int64
+		err   error
+	}{
+		{"OKOwnEpochJoinsTheOverlay", func(own int64) int64 { return own }, nil},
+		{"ErrOtherEpochSupersedes", func(own int64) int64 { return own + 1 }, errSuperseded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, w := readyWriter(t, 1)
+			key := mustKey(t, "tenant/t/project/p/committed-anyway")
+			if err := putKey(t.Context(), w, mustKey(t, "tenant/t/project/p/before"), "v"); err != nil {
+				t.Fatal(err)
+			}
+			_, p := w.partition(key)
+			p.mu.RLock()
+			epoch := p.epoch
+			p.mu.RUnlock()
+			e := events.Event{Key: key.String(), Scope: key.Scope(), Version: 1, Kind: events.KindPut, Op: events.OpPut,
+				After: json.RawMessage(`"left"`), Before: json.RawMessage(`null`), TS: time.Now().UTC(), WriterEpoch: tc.epoch(epoch),
+				Semantics: events.Semantics{Purpose: "other"}, RequestID: "req-1", RequestDigest: "d"}
+			testenv.MustProduce(t, b, e)
+			w.committer.mu.Lock()
+			failedIn := w.committer.session - 1 // the session began since
+			w.committer.mu.Unlock()
+
+			err := p.resume(t.Context(), epoch, failedIn)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("resume: %v; want %v", err, tc.err)
+			}
+			if tc.err != nil {
+				return
+			}
+			s, err := w.State(t.Context(), key)
+			if err != nil || s.Version != 1 || string(s.Entry.Value) != `"left"` {
+				t.Fatalf("state %+v, %v; want version 1 \"left\" (the failed round's committed write)", s, err)
+			}
+			p.mu.RLock()
+			_, remembered := p.overlay[key.String()].requests.find("req-1")
+			p.mu.RUnlock()
+			if !remembered {
+				t.Fatal("the overlay does not remember the committed write's requestId")
+			}
+		})
 	}
 }

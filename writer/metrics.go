@@ -11,6 +11,12 @@ type metrics struct {
 	txnSeconds prometheus.Histogram
 	roundMetrics
 	ownershipRestarts prometheus.Counter
+	// resumes counts partitions that went on after a failed round
+	// without starting their ownership again (partition.resume).
+	resumes prometheus.Counter
+	// deferred counts writes a batch's byte budget left for the next
+	// batch (batchbytes.go).
+	deferred          prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
 	overlayFull       prometheus.Counter
@@ -48,6 +54,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		ownershipRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eskv_writer_ownership_restarts_total", Help: "Times a partition was re-fenced and caught up after an error.",
+		}),
+		resumes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_partition_resumes_total", Help: "Times a partition went on after a failed shared transaction, without fencing and catching up again (the failure was not a fencing one).",
+		}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eskv_writer_batch_deferred_total", Help: "Writes left for the partition's next batch because the batch's records reached the topic's max.message.bytes less headroom.",
 		}),
 		partitionsReady: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "eskv_writer_partitions_ready", Help: "Partitions this writer owns and has caught up.",
@@ -100,7 +112,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.writesOK = m.writes.WithLabelValues("ok")
 	m.confirmFence, m.confirmLSO = m.confirms.WithLabelValues("fence"), m.confirms.WithLabelValues("lso")
 	m.confirmLease = m.confirms.WithLabelValues("lease")
-	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.gatherSeconds, m.gatherTimeouts, m.ownershipRestarts, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms} {
+	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.gatherSeconds, m.gatherTimeouts, m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
@@ -91,6 +92,12 @@ type partition struct {
 	// failedIn is the committer session in which this partition's last
 	// failed round ran (committer.go); own catches up only after it.
 	failedIn uint64
+	// resuming is set while the partition resumes after a failed round
+	// (resume) and closed when it did: reads wait for it (confirm).
+	resuming chan struct{}
+	// served: the ownership run started became ready (own). Only the
+	// partition's own goroutine touches it.
+	served bool
 	// owes: the last round answered this partition's batch, and the
 	// next round waits for its next batch or its pass (committer.collect).
 	// Only the partition's own goroutine touches it.
@@ -167,6 +174,12 @@ func (p *partition) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for {
 		err := p.own(ctx)
+		if p.served {
+			// The backoff spaces failures to become ready, not the
+			// restarts of ownerships that served for a while.
+			p.served = false
+			backoff = 100 * time.Millisecond
+		}
 		if errors.Is(err, errSuperseded) {
 			// Another writer owns the partition: this one was paused or
 			// cut off past its session. Re-fencing now would only fence
@@ -247,6 +260,7 @@ func (p *partition) own(ctx context.Context) error {
 		return err
 	}
 	p.setReady(true, int64(epoch), overlay)
+	p.served = true
 	p.mu.Lock()
 	p.end = end
 	p.mu.Unlock()
@@ -263,23 +277,41 @@ func (p *partition) own(ctx context.Context) error {
 		}
 	}
 
+	return p.serve(ctx, int64(epoch))
+}
+
+// serve decides and appends the partition's requests in batches until an
+// error or the end of ctx. The calls a batch's byte budget left over
+// (process) open the next batch, before anything queued; when the
+// ownership ends they are answered like the queued ones.
+func (p *partition) serve(ctx context.Context, epoch int64) (err error) {
+	cfg := p.w.cfg
 	batch := make([]*call, 0, cfg.MaxBatch)
+	var carry []*call
+	defer func() {
+		for _, c := range carry {
+			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
+		}
+	}()
 	// expect is the size of the previous batch: an estimate of how many
 	// callers are waiting on this partition.
 	expect := 1
 	for {
-		batch = batch[:0]
-		if p.owes && len(p.calls) == 0 {
-			p.owes = false
-			p.w.committer.pass(p.id)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.superseded:
-			return errSuperseded
-		case c := <-p.calls:
-			batch = append(batch, c)
+		batch = append(batch[:0], carry...)
+		carry = nil
+		if len(batch) == 0 {
+			if p.owes && len(p.calls) == 0 {
+				p.owes = false
+				p.w.committer.pass(p.id)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-p.superseded:
+				return errSuperseded
+			case c := <-p.calls:
+				batch = append(batch, c)
+			}
 		}
 		// Group commit: take whatever queued while the previous
 		// transaction was in flight, and when the previous batch was
@@ -294,7 +326,7 @@ func (p *partition) own(ctx context.Context) error {
 			linger(ctx, p.calls, &batch, min(expect, cfg.MaxBatch), cfg.MaxLinger)
 		}
 		expect = len(batch)
-		if err := p.process(ctx, int64(epoch), batch); err != nil {
+		if carry, err = p.process(ctx, epoch, batch); err != nil {
 			return err
 		}
 	}
@@ -407,8 +439,10 @@ func (p *partition) settledEnd(ctx context.Context) (int64, error) {
 
 // process decides a batch against the overlay and the projection, appends
 // the accepted events and the conflict records in one transaction, and
-// answers every call once the transaction committed.
-func (p *partition) process(ctx context.Context, epoch int64, batch []*call) error {
+// answers every call once the transaction committed; it returns the
+// calls the batch's byte budget left for the next batch, unanswered
+// (decideAll). An error ends the ownership.
+func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]*call, error) {
 	cfg := p.w.cfg
 	start := time.Now()
 	// A transaction, once started, is finished even when ownership ends
@@ -425,9 +459,12 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) err
 		for _, c := range batch {
 			c.done <- answer{err: errUnavailable(p.id, "unable to read the projection")}
 		}
-		return nil
+		return nil, nil
 	}
-	ds, recs, evs := p.decideAll(tctx, batch, states, known, elems, epoch)
+	ds, recs, evs, deferred := p.decideAll(tctx, batch, states, known, elems, epoch)
+	if len(deferred) > 0 {
+		p.w.metrics.deferred.Add(float64(len(deferred)))
+	}
 	if len(recs) == 0 && p.owes {
 		p.owes = false
 		p.w.committer.pass(p.id)
@@ -439,25 +476,131 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) err
 		if r.err != nil {
 			p.failedIn = r.session
 			for i, c := range batch {
-				if len(ds[i].appends()) > 0 || ds[i].conflict != nil {
+				switch {
+				case ds[i].err == errDeferred:
+				case len(ds[i].appends()) > 0 || ds[i].conflict != nil:
 					c.done <- answer{err: errUnavailable(p.id, "unable to commit the write (its outcome is unknown: retry with the same requestId)")}
-				} else {
+				default:
 					c.done <- answer{res: ds[i].result, err: ds[i].err}
 				}
 			}
-			return r.err
+			return deferred, p.afterFailedRound(ctx, epoch, r)
 		}
 	}
 
 	p.committed(recs, evs)
 
-	p.w.metrics.batchSize.Observe(float64(len(batch)))
+	p.w.metrics.batchSize.Observe(float64(len(batch) - len(deferred)))
 	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
 	for i, c := range batch {
 		d := ds[i]
+		if d.err == errDeferred {
+			continue
+		}
 		p.w.logDecision(c.req, d)
 		c.done <- answer{res: d.result, err: d.err}
 	}
+	return deferred, nil
+}
+
+// afterFailedRound decides what a failed round (r) of this partition
+// ends: the ownership, when the error says this writer may no longer own
+// the partition (a refused group fence, a fenced producer: fencedRound)
+// or when resume fails; otherwise nothing (resume).
+func (p *partition) afterFailedRound(ctx context.Context, epoch int64, r roundResult) error {
+	if fencedRound(r.err) {
+		return r.err
+	}
+	if err := p.resume(ctx, epoch, r.session); err != nil {
+		return fmt.Errorf("round failed (%w); resuming failed: %w", r.err, err)
+	}
+	return nil
+}
+
+// fencedRound reports whether a round's error says that this writer may
+// no longer own its partitions: the group coordinator refused its
+// membership, or its shared producer was fenced (another process took
+// its transactional id) or refused. Those partitions start their
+// ownership again (fence, catch up: run); after any other failure they
+// resume.
+func fencedRound(err error) bool {
+	if _, ok := errors.AsType[*groupFencedError](err); ok {
+		return true
+	}
+	for _, e := range []error{errCommitterStopped, kerr.ProducerFenced, kerr.InvalidProducerEpoch,
+		kerr.InvalidProducerIDMapping, kerr.TransactionalIDAuthorizationFailed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// resume goes on owning the partition after a round of it failed in
+// session s for another reason than fencing (a produce the brokers
+// refused, a timeout): without fencing again and without reading the
+// partition from the projector's offset, and without failing the
+// requests queued meanwhile, which wait. The failed transaction was not
+// committed by this writer, or its outcome is unknown (EndTxn sent, no
+// answer): once the committer's next session began (its InitProducerID
+// completed or aborted it, and fenced any produce of the failed one
+// still in flight) and no transaction is open on the partition
+// (settledEnd), the log from end on holds what it left: aborted records
+// and markers, which a read_committed read skips, or its committed
+// records. Those are this ownership's own (its epoch): they join the
+// overlay as catchUp would add them. A record of any other epoch is
+// another writer's: errSuperseded. Reads wait meanwhile (confirm): the
+// last stable offset is past end until resume moves end.
+func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.resuming = done
+	from := p.end
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.resuming = nil
+		p.mu.Unlock()
+		close(done)
+	}()
+	if err := p.w.committer.await(ctx, s); err != nil {
+		return fmt.Errorf("await the shared producer: %w", err)
+	}
+	end, err := p.settledEnd(ctx)
+	if err != nil {
+		return err
+	}
+	type logged struct {
+		e      events.Event
+		offset int64
+	}
+	var found []logged
+	err = changelog.ReadCommitted(ctx, p.w.admCl, p.w.cfg.Topics.Changes, p.id, from, end, func(r *kgo.Record) error {
+		e, err := changelog.Event(r)
+		if err != nil {
+			return err
+		}
+		if e.WriterEpoch != epoch {
+			return fmt.Errorf("%w (an event of epoch %d at offset %d; this ownership's is %d)", errSuperseded, e.WriterEpoch, r.Offset, epoch)
+		}
+		found = append(found, logged{e, r.Offset})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.ready {
+		for i := range found {
+			e := &found[i].e
+			p.overlay[e.Key] = p.overlay[e.Key].next(e, found[i].offset, int64(p.w.cfg.RequestIDWindow))
+		}
+		p.end = max(p.end, end)
+		p.changes++
+	}
+	p.mu.Unlock()
+	p.w.metrics.resumes.Inc()
+	p.log.Info("partition resumed after a failed round", "committedAnyway", len(found), "end", end)
 	return nil
 }
 
@@ -590,8 +733,13 @@ func (p *partition) askElements(q *projection.Query, r *Request, elems elemsKnow
 // sees the events and requestIds decided before it) and returns the
 // decisions, the records to append, and the event of each kv.changes
 // record, in order. A transaction's records are appended together,
-// contiguous.
-func (p *partition) decideAll(ctx context.Context, batch []*call, states map[string]events.State, known requestMemory, elems elemsKnown, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event) {
+// contiguous. A write whose records exceed the batch's byte budget
+// (batchbytes.go) is refused 413 when they could never fit, and left for
+// the next batch (decision errDeferred, listed in deferred, in order)
+// when they do not fit beside the writes admitted before it; either way
+// its effects never reach states, known or elems, so the writes after it
+// are decided without it.
+func (p *partition) decideAll(ctx context.Context, batch []*call, states map[string]events.State, known requestMemory, elems elemsKnown, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event, deferred []*call) {
 	cfg := p.w.cfg
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
@@ -602,36 +750,13 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 	ds = make([]decision, len(batch))
 	recs = make([]*kgo.Record, 0, len(batch))
 	evs = make([]*events.Event, 0, len(batch))
+	budget := newBatchBudget(p.w.limits)
 	for i, c := range batch {
-		var d decision
-		ref, isElem := elementRef(c.req)
-		switch {
-		case c.req.Txn != nil:
-			d = DecideTxn(states, known, c.req, now, epoch, int64(cfg.RequestIDWindow))
-		case isElem:
-			d = DecideSet(states[ref.Collection], elems.versions[ref], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
-		case c.req.Op.IsQueueWrite() && !c.req.Denied:
-			cur := states[c.req.Key.String()]
-			in, err := p.queueInput(ctx, cur, c.req, now, elems.q)
-			if err != nil {
-				p.log.Error("read queue items", "err", err)
-				ds[i] = decision{err: errUnavailable(p.id, "unable to read the projection")}
-				continue
-			}
-			d = DecideQueue(cur, in, known, c.req, now, epoch, int64(cfg.RequestIDWindow), cfg.QueueDedupWindow)
-		case c.req.Op.IsListWrite():
-			cur := states[c.req.Key.String()]
-			end, err := p.listEnd(ctx, cur, c.req, now, elems)
-			if err != nil {
-				p.log.Error("read list element", "err", err)
-				ds[i] = decision{err: errUnavailable(p.id, "unable to read the projection")}
-				continue
-			}
-			d = DecideList(cur, end, known, c.req, now, epoch, int64(cfg.RequestIDWindow))
-		default:
-			d = decide(states[c.req.Key.String()], known, c.req, now, epoch, int64(cfg.RequestIDWindow))
-		}
+		d, ok := p.decideOne(ctx, c.req, states, known, elems, epoch, now)
 		ds[i] = d
+		if !ok {
+			continue
+		}
 		// d.appends() without its slice of one event (an allocation per
 		// write): one stays on the stack.
 		var one [1]*events.Event
@@ -640,6 +765,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 			one[0] = d.event
 			appended = one[:]
 		}
+		n := len(recs)
 		switch {
 		case len(appended) > 0:
 			var err error
@@ -647,22 +773,64 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
 				continue
 			}
-			for _, ev := range appended {
-				states[ev.Key] = ev.State()
-				known.add(ev)
-				if el := ev.Element; el != nil {
-					elems.record(ev)
-				}
-			}
-			evs = append(evs, appended...)
 		case d.conflict != nil:
 			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id, cfg.Source)
 			if err == nil {
 				recs = append(recs, r)
 			}
 		}
+		switch f, topic, size := budget.admit(recs[n:]); f {
+		case tooLarge:
+			recs = recs[:n]
+			ds[i] = decision{err: p.w.limits.tooLarge(c.req, topic, size)}
+			continue
+		case full:
+			recs = recs[:n]
+			ds[i] = decision{err: errDeferred}
+			deferred = append(deferred, c)
+			continue
+		}
+		for _, ev := range appended {
+			states[ev.Key] = ev.State()
+			known.add(ev)
+			if el := ev.Element; el != nil {
+				elems.record(ev)
+			}
+		}
+		evs = append(evs, appended...)
 	}
-	return ds, recs, evs
+	return ds, recs, evs, deferred
+}
+
+// decideOne decides r on what the batch knows; ok is false when the
+// decision could not be made (the projection did not answer).
+func (p *partition) decideOne(ctx context.Context, r *Request, states map[string]events.State, known requestMemory, elems elemsKnown, epoch int64, now time.Time) (d decision, ok bool) {
+	cfg := p.w.cfg
+	ref, isElem := elementRef(r)
+	switch {
+	case r.Txn != nil:
+		return DecideTxn(states, known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+	case isElem:
+		return DecideSet(states[ref.Collection], elems.versions[ref], known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+	case r.Op.IsQueueWrite() && !r.Denied:
+		cur := states[r.Key.String()]
+		in, err := p.queueInput(ctx, cur, r, now, elems.q)
+		if err != nil {
+			p.log.Error("read queue items", "err", err)
+			return decision{err: errUnavailable(p.id, "unable to read the projection")}, false
+		}
+		return DecideQueue(cur, in, known, r, now, epoch, int64(cfg.RequestIDWindow), cfg.QueueDedupWindow), true
+	case r.Op.IsListWrite():
+		cur := states[r.Key.String()]
+		end, err := p.listEnd(ctx, cur, r, now, elems)
+		if err != nil {
+			p.log.Error("read list element", "err", err)
+			return decision{err: errUnavailable(p.id, "unable to read the projection")}, false
+		}
+		return DecideList(cur, end, known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+	default:
+		return decide(states[r.Key.String()], known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+	}
 }
 
 // appendRecords appends the kv.changes records of evs to recs; on an
@@ -758,7 +926,12 @@ var errSuperseded = errors.New("another writer appended to the partition: this w
 // First of all, within ReadLease of an accepted fence sent while this
 // ownership was ready, a read is confirmed at once (confirmByLease; the
 // argument, which also rests on the successor's wait, is in lease.go).
+// Before that, a read waits while the partition resumes after a failed
+// round (resume, awaitResumed): its end moves past that round's records.
 func (p *partition) confirm(ctx context.Context) error {
+	if err := p.awaitResumed(ctx); err != nil {
+		return err
+	}
 	if p.confirmByLease() {
 		return nil
 	}
@@ -801,6 +974,24 @@ func (p *partition) confirm(ctx context.Context) error {
 	default:
 	}
 	return errUnavailable(p.id, "moving between writers")
+}
+
+// awaitResumed waits while the partition resumes after a failed round
+// (resume): until then the last stable offset may be past end without
+// another writer having written.
+func (p *partition) awaitResumed(ctx context.Context) error {
+	p.mu.RLock()
+	resuming := p.resuming
+	p.mu.RUnlock()
+	if resuming == nil {
+		return nil
+	}
+	select {
+	case <-resuming:
+		return nil
+	case <-ctx.Done():
+		return errUnavailable(p.id, "catching up after a failed transaction")
+	}
 }
 
 // confirmByFence confirms a read by the next round's fence (see confirm):

@@ -273,7 +273,7 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 		batch[i] = &call{req: r, done: make(chan answer, 1)}
 	}
 	states := map[string]events.State{key.String(): {}, counter.String(): {}}
-	ds, recs, evIdx := p.decideAll(context.Background(), batch, states, make(requestMemory), newElemsKnown(), 1)
+	ds, recs, evIdx, _ := p.decideAll(context.Background(), batch, states, make(requestMemory), newElemsKnown(), 1)
 	if len(evIdx) != 4 || len(recs) != 6 {
 		t.Fatalf("%d events and %d records, want 4 events and 2 conflict records", len(evIdx), len(recs))
 	}

@@ -219,6 +219,9 @@ type Writer struct {
 	admCl   *kgo.Client
 	// committer commits every partition's batches (committer.go).
 	committer *committer
+	// limits bound what a partition appends in one round (batchbytes.go);
+	// Run sets the topics' before any partition or the committer starts.
+	limits *batchLimits
 
 	mu    sync.RWMutex
 	parts map[int32]*partition
@@ -271,6 +274,8 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 		loops: loops{parts: make(map[int32]projection.Owner)},
 	}
 	w.committer = newCommitter(w, txnID)
+	// Kafka's defaults until Run reads the topics'.
+	w.limits = newBatchLimits(cfg.Topics, nil)
 	w.initCoalescers()
 	return w, nil
 }
@@ -326,6 +331,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	if _, err := w.checkTopic(ctx); err != nil {
 		return err
 	}
+	w.limits = w.readLimits(ctx)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -385,6 +391,22 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.refreshOwners(ctx)
 		}
 	}
+}
+
+// readLimits reads the topics' max.message.bytes (batchbytes.go); when
+// the brokers do not tell, it assumes Kafka's default, the smallest a
+// cluster is likely to have.
+func (w *Writer) readLimits(ctx context.Context) *batchLimits {
+	t := w.cfg.Topics
+	maxMessage, err := changelog.MaxMessageBytes(ctx, w.adm, t.Changes, t.Conflicts)
+	if err != nil {
+		w.log.Warn("reading the topics' max.message.bytes failed: assuming Kafka's default",
+			"err", err, "maxMessageBytes", changelog.DefaultMaxMessageBytes)
+	}
+	l := newBatchLimits(t, maxMessage)
+	w.log.Info("batch limits", "topic", t.Changes, "maxMessageBytes", maxMessage[t.Changes], "budgetBytes", l.budget[t.Changes],
+		"conflictsTopic", t.Conflicts, "conflictsMaxMessageBytes", maxMessage[t.Conflicts], "conflictsBudgetBytes", l.budget[t.Conflicts])
+	return l
 }
 
 func (w *Writer) assign(ctx context.Context, group *kgo.Client, ps []int32) {
@@ -502,6 +524,12 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 	id, p := w.partition(r.Key)
 	if p == nil {
 		return Result{}, errUnavailable(id, "not owned by this writer")
+	}
+	if n := r.leastBytes(); n > w.limits.budget[w.cfg.Topics.Changes] {
+		// It could never be appended: refused before it takes a place
+		// in a batch (batchbytes.go).
+		w.metrics.writes.WithLabelValues(events.ETooLarge).Inc()
+		return Result{}, w.limits.tooLarge(r, w.cfg.Topics.Changes, n)
 	}
 	c := &call{req: r, done: make(chan answer, 1)}
 	if err := p.submit(c); err != nil {

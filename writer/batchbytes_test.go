@@ -1,0 +1,190 @@
+package writer
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/events"
+)
+
+// TestBatchBudgetAdmit: a write's records are admitted while the batch's
+// records of each topic stay within its budget, left for the next batch
+// when they fit only alone, and refused when they never fit.
+func TestBatchBudgetAdmit(t *testing.T) {
+	l := newBatchLimits(changelog.Topics{Changes: "c", Conflicts: "x"}, map[string]int{"c": 10_000 + batchHeadroom, "x": 5_000 + batchHeadroom})
+	if l.budget["c"] != 10_000 || l.budget["x"] != 5_000 || l.producerLimit("c") != 10_000+batchHeadroom {
+		t.Fatalf("limits %+v", l)
+	}
+	rec := func(topic string, n int) *kgo.Record { return &kgo.Record{Topic: topic, Value: make([]byte, n)} }
+	size := func(r *kgo.Record) int { return changelog.RecordBytes(r) }
+	b := newBatchBudget(l)
+	for _, tc := range []struct {
+		name string
+		recs []*kgo.Record
+		want fit
+	}{
+		{"OKFirst", []*kgo.Record{rec("c", 6_000)}, fits},
+		{"FullBesideTheFirst", []*kgo.Record{rec("c", 6_000)}, full},
+		{"OKSmallStillFits", []*kgo.Record{rec("c", 3_000)}, fits},
+		{"OKConflictsHaveTheirOwnBudget", []*kgo.Record{rec("x", 4_000)}, fits},
+		{"FullInOneTopicIsFull", []*kgo.Record{rec("c", 10), rec("x", 2_000)}, full},
+		{"TooLargeAlone", []*kgo.Record{rec("c", 9_000), rec("c", 2_000)}, tooLarge},
+		{"OKEmpty", nil, fits},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if f, _, _ := b.admit(tc.recs); f != tc.want {
+				t.Fatalf("admit: %d, want %d (used %v)", f, tc.want, b.used)
+			}
+		})
+	}
+	if want := size(rec("c", 6_000)) + size(rec("c", 3_000)); b.used["c"] != want {
+		t.Fatalf("used %d of c, want %d (only the admitted writes)", b.used["c"], want)
+	}
+}
+
+// randomValue is a JSON string of n random characters: compression (kgo
+// snappy-compresses batches) cannot shrink it much.
+func randomValue(n int) json.RawMessage {
+	raw := make([]byte, n*3/4)
+	for i := range raw {
+		raw[i] = byte(rand.Uint32())
+	}
+	return json.RawMessage(`"` + base64.StdEncoding.EncodeToString(raw)[:n-2] + `"`)
+}
+
+// keysOn returns n keys of scope tenant/<tenant>/project/<x> for the first
+// project x whose scope is on partition p of parts.
+func keysOn(t *testing.T, tenant string, p, parts int32, n int) []events.Key {
+	t.Helper()
+	for i := range 10_000 {
+		scope := fmt.Sprintf("tenant/%s/project/p%d", tenant, i)
+		if events.Partition(scope, parts) != p {
+			continue
+		}
+		keys := make([]events.Key, n)
+		for j := range keys {
+			keys[j] = mustKey(t, fmt.Sprintf("%s/k%d", scope, j))
+		}
+		return keys
+	}
+	t.Fatal("no scope on the partition")
+	return nil
+}
+
+// bigTxn is a transaction of tenant A putting a random value of size
+// bytes on each key.
+func bigTxn(keys []events.Key, size int) *Request {
+	r := &Request{Op: events.OpTxn, Key: keys[0], Principal: "a"}
+	for _, k := range keys {
+		r.Txn = append(r.Txn, TxnStep{Req: &Request{Key: k, Op: events.OpPut, Value: randomValue(size), Principal: "a"}})
+	}
+	return r
+}
+
+// outcomes counts answers by error code ("ok" for none).
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) add(err error) {
+	code := "ok"
+	if err != nil {
+		code = events.ErrorCode(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[code]++
+}
+
+func (o *outcomes) only(codes ...string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, c := range codes {
+		n += o.n[c]
+	}
+	for _, v := range o.n {
+		n -= v
+	}
+	return n == 0
+}
+
+// TestOversizeWritesDoNotFailNeighbours (issue P1, finding 2): tenant A
+// writes more than kv.changes' max.message.bytes (2 MiB, as
+// changelog.Ensure creates it) in one go — transactions of 100 × 60 KiB
+// and 100 × 29 KiB random values, one of 30 × 60 KiB overwriting 60 KiB
+// values (over the limit with its before values only), and bursts of 64
+// concurrent 60 KiB PUTs — while tenant B writes on the same partition
+// and tenant C on the other. B and C see no failure; A gets only 200 or
+// 413, never 503; no shared transaction fails.
+func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
+	const parts = 2
+	_, w := readyWriter(t, parts)
+	a := keysOn(t, "a", 0, parts, 100)
+	b := keysOn(t, "b", 0, parts, 4)
+	c := keysOn(t, "c", 1, parts, 4)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	// The overwriting transaction's before values are A's 60 KiB ones.
+	for _, k := range a[:30] {
+		if _, err := w.Do(ctx, &Request{Key: k, Op: events.OpPut, Value: randomValue(60 << 10), Principal: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var aOut, bOut outcomes
+	var stop atomic.Bool
+	var neighbours sync.WaitGroup
+	for _, k := range append(b, c...) {
+		neighbours.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				bOut.add(putKey(ctx, w, k, fmt.Sprint(i)))
+			}
+		})
+	}
+	var attack sync.WaitGroup
+	for burst := range 2 {
+		for i := range 64 {
+			attack.Go(func() {
+				_, err := w.Do(ctx, &Request{Key: a[i], Op: events.OpPut, Value: randomValue(60 << 10), Principal: "a", RequestID: fmt.Sprint("put-", burst, "-", i)})
+				aOut.add(err)
+			})
+		}
+		for _, txn := range []*Request{bigTxn(a, 60<<10), bigTxn(a, 29<<10), bigTxn(a[:30], 60<<10)} {
+			attack.Go(func() {
+				_, err := w.Do(ctx, txn)
+				aOut.add(err)
+			})
+		}
+		attack.Wait()
+	}
+	stop.Store(true)
+	neighbours.Wait()
+
+	t.Logf("tenant A: %v; tenants B (same partition) and C (other partition): %v; deferred writes %v, failed transactions %v, ownership restarts %v",
+		aOut.n, bOut.n, testutil.ToFloat64(w.metrics.deferred), testutil.ToFloat64(w.metrics.txnFailures), testutil.ToFloat64(w.metrics.ownershipRestarts))
+	if !bOut.only("ok") || bOut.n["ok"] == 0 {
+		t.Errorf("tenants B and C: %v; want only successes", bOut.n)
+	}
+	if !aOut.only("ok", events.ETooLarge) || aOut.n[events.ETooLarge] != 6 {
+		t.Errorf("tenant A: %v; want 128 PUTs answered 200 and the 6 transactions 413", aOut.n)
+	}
+	if n := testutil.ToFloat64(w.metrics.txnFailures); n != 0 {
+		t.Errorf("%v shared transactions failed; want 0", n)
+	}
+}
