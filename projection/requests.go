@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,6 +31,10 @@ type AppliedRequest struct {
 	// length or size then), so that the replay of an older pop answers
 	// what the lost answer carried; nil for every other event.
 	After json.RawMessage
+	// At is when the event was written (its ts): a requestId is
+	// remembered for a time as well as for a number of versions
+	// (writer.RequestWindow).
+	At time.Time
 }
 
 // requestsSQL finds, for each (key $1, requestId $2), the newest
@@ -51,16 +56,17 @@ type AppliedRequest struct {
 // scan the key's whole history.
 const requestsSQL = `SELECT t.k, t.rid, h.version, coalesce(h.ev->>'requestDigest', ''),
     CASE WHEN h.op IN ('lpop', 'rpop', 'qpop') THEN h.ev->'element' END,
-    CASE WHEN h.op IN ('lpop', 'rpop', 'qpop') THEN h.ev->'after' END
+    CASE WHEN h.op IN ('lpop', 'rpop', 'qpop') THEN h.ev->'after' END,
+    h.ts
 FROM unnest($1::text[], $2::text[]) AS t(k, rid)
 CROSS JOIN LATERAL (
-    SELECT version, op, ev FROM (
-        (SELECT version, op, event_text::jsonb AS ev FROM kv_history
+    SELECT version, op, ev, ts FROM (
+        (SELECT version, op, event_text::jsonb AS ev, ts FROM kv_history
         WHERE key = t.k AND request_id IS NOT NULL AND request_id = t.rid
         ORDER BY version DESC
         LIMIT 1)
         UNION ALL
-        (SELECT version, op, event FROM kv_history
+        (SELECT version, op, event, ts FROM kv_history
         WHERE key = t.k AND event ? 'requestId' AND event->>'requestId' = t.rid
         ORDER BY version DESC
         LIMIT 1)
@@ -201,7 +207,7 @@ func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string
 		var r RequestRef
 		var a AppliedRequest
 		var popped, after []byte
-		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest, &popped, &after); err != nil {
+		if err := rows.Scan(&r.Key, &r.RequestID, &a.Version, &a.Digest, &popped, &after, &a.At); err != nil {
 			return err
 		}
 		if popped != nil {

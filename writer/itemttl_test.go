@@ -74,7 +74,7 @@ func TestDecideQueueItemTTL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, testWindow, DefaultQueueDedupWindow)
 			if tc.code != "" {
 				if events.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)

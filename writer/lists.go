@@ -57,7 +57,7 @@ func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef,
 // of an empty or missing list is 404 not_found and appends nothing; an
 // ltrim that keeps every element appends nothing (Result.Changed false),
 // and one that keeps none leaves an empty list (DELETE removes a list).
-func DecideList(cur events.State, end listElem, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
+func DecideList(cur events.State, end listElem, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
 		if d.result.Replayed && d.result.Element == nil {

@@ -66,7 +66,7 @@ func TestDecideList(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := DecideList(tc.cur, tc.end, requestMemory{}, &r, now, 1, DefaultRequestIDWindow)
+			d := DecideList(tc.cur, tc.end, requestMemory{}, &r, now, 1, testWindow)
 			if tc.code != "" {
 				if events.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
@@ -232,7 +232,7 @@ func TestDecideListReplayedPop(t *testing.T) {
 		{"ErrOlderPushIsStale", after(pop, 6), requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, "", events.EConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := DecideList(tc.cur, listElem{}, tc.known, tc.r, now, 1, DefaultRequestIDWindow)
+			d := DecideList(tc.cur, listElem{}, tc.known, tc.r, now, 1, testWindow)
 			if tc.code != "" {
 				if events.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
@@ -261,20 +261,20 @@ func TestRecallRemembersThePoppedValue(t *testing.T) {
 	popEv := &events.Event{Key: key, Version: 3, Kind: events.KindPut, Op: events.OpLPop, RequestID: "R", RequestDigest: "d",
 		Element: &events.Element{Op: events.ElementRemove, Member: events.ListPosition(0), Value: json.RawMessage(`"a"`)}}
 	var o overlayEntry
-	o = o.next(popEv, 10, DefaultRequestIDWindow)
+	o = o.next(popEv, 10, testWindow)
 	known := requestMemory{}
-	if ask := recall(ref, o, true, known, DefaultRequestIDWindow); ask || known[ref].Popped == nil || string(known[ref].Popped.Value) != `"a"` || known[ref].Version != 3 {
+	if ask := recall(ref, o, true, known, testWindow, time.Time{}); ask || known[ref].Popped == nil || string(known[ref].Popped.Value) != `"a"` || known[ref].Version != 3 {
 		t.Fatalf("recall after the pop: ask %v known %+v, want the popped value at version 3", ask, known[ref])
 	}
 	o = o.next(&events.Event{Key: key, Version: 4, Kind: events.KindPut, Op: events.OpRPush, RequestID: "S",
-		Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, DefaultRequestIDWindow)
+		Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, testWindow)
 	if o.popped != nil {
 		t.Fatalf("entry after a push remembers popped %+v", o.popped)
 	}
 	// The pop is no longer the latest write: its requestId, kept in the
 	// entry's recentRequests, still carries the popped value.
 	known = requestMemory{}
-	if ask := recall(ref, o, true, known, DefaultRequestIDWindow); ask || known[ref].Popped == nil || string(known[ref].Popped.Value) != `"a"` || known[ref].Version != 3 {
+	if ask := recall(ref, o, true, known, testWindow, time.Time{}); ask || known[ref].Popped == nil || string(known[ref].Popped.Value) != `"a"` || known[ref].Version != 3 {
 		t.Fatalf("recall after a later push: ask %v known %+v, want the popped value at version 3", ask, known[ref])
 	}
 	batch := requestMemory{}

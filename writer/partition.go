@@ -32,12 +32,12 @@ type answer struct {
 // overlayEntry is the state of a key after an event that the projection
 // may not hold yet, with the event's offset, and the requestIds of the
 // key's events the projection may not hold (requestid.go): those of its
-// versions from since on, within the window.
+// versions after gap, within the window.
 type overlayEntry struct {
 	state    events.State
 	offset   int64
 	requests recentRequests
-	since    int64
+	gap      requestGap
 	// elems are the unprojected element changes of a collection key
 	// (sets.go): member -> version of its kv_elements row after them.
 	elems map[string]int64
@@ -70,6 +70,9 @@ type partition struct {
 	// readySince is when the ownership became ready (leaseNow): only a
 	// fence sent since then confirms its reads by lease (lease.go).
 	readySince int64
+	// requestIDs counts the requestIds the overlay's entries remember
+	// (requestid.go): bounded by MaxOverlay like its keys (submit).
+	requestIDs int
 	// cache holds the states of keys the overlay no longer holds
 	// (statecache.go); it lives as long as the ownership.
 	cache *stateCache
@@ -140,6 +143,12 @@ func (p *partition) submit(c *call) error {
 		// bound. Reads go on; writes resume as the projector catches up.
 		p.w.metrics.overlayFull.Inc()
 		return errUnavailable(p.id, fmt.Sprintf("waiting for the projector: %d changes are not projected yet", n))
+	}
+	if n := p.requestIDs; n >= p.w.cfg.MaxOverlay {
+		// The same for the requestIds of unprojected writes, which the
+		// overlay keeps for RequestIDAge however hot their key.
+		p.w.metrics.overlayFull.Inc()
+		return errUnavailable(p.id, fmt.Sprintf("waiting for the projector: the requestIds of %d writes are not projected yet", n))
 	}
 	select {
 	case p.calls <- c:
@@ -217,6 +226,10 @@ func (p *partition) run(ctx context.Context) {
 func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlayEntry) {
 	p.mu.Lock()
 	p.ready, p.epoch, p.overlay = ready, epoch, overlay
+	p.requestIDs = 0
+	for _, e := range overlay {
+		p.requestIDs += len(e.requests)
+	}
 	if ready {
 		p.readySince = leaseNow()
 	}
@@ -389,7 +402,7 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64
 		if err != nil {
 			return err
 		}
-		overlay[e.Key] = overlay[e.Key].next(&e, r.Offset, int64(cfg.RequestIDWindow))
+		overlay[e.Key] = overlay[e.Key].next(&e, r.Offset, cfg.requestWindow())
 		return nil
 	})
 	if err != nil {
@@ -593,7 +606,7 @@ func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
 	if p.ready {
 		for i := range found {
 			e := &found[i].e
-			p.overlay[e.Key] = p.overlay[e.Key].next(e, found[i].offset, int64(p.w.cfg.RequestIDWindow))
+			p.advance(e, found[i].offset)
 		}
 		p.end = max(p.end, end)
 		p.changes++
@@ -621,10 +634,18 @@ func (p *partition) committed(recs []*kgo.Record, evs []*events.Event) {
 			continue
 		}
 		e := evs[j]
-		p.overlay[e.Key] = p.overlay[e.Key].next(e, r.Offset, int64(p.w.cfg.RequestIDWindow))
+		p.advance(e, r.Offset)
 		p.end = max(p.end, r.Offset+2) // past the commit marker
 		j++
 	}
+}
+
+// advance adds e, appended at offset, to the overlay (write lock held).
+func (p *partition) advance(e *events.Event, offset int64) {
+	old := p.overlay[e.Key]
+	n := old.next(e, offset, p.w.cfg.requestWindow())
+	p.overlay[e.Key] = n
+	p.requestIDs += len(n.requests) - len(old.requests)
 }
 
 // states returns the current state of each key of batch (every key of a
@@ -655,7 +676,7 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 		}
 		for _, ref := range requestRefs(c.req) {
 			e, in := p.overlay[ref.Key]
-			if !asked[ref] && recall(ref, e, in, known, int64(p.w.cfg.RequestIDWindow)) {
+			if !asked[ref] && recall(ref, e, in, known, p.w.cfg.requestWindow(), now) {
 				asked[ref] = true
 				q.Requests = append(q.Requests, ref)
 			}
@@ -809,9 +830,9 @@ func (p *partition) decideOne(ctx context.Context, r *Request, states map[string
 	ref, isElem := elementRef(r)
 	switch {
 	case r.Txn != nil:
-		return DecideTxn(states, known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+		return DecideTxn(states, known, r, now, epoch, cfg.requestWindow()), true
 	case isElem:
-		return DecideSet(states[ref.Collection], elems.versions[ref], known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+		return DecideSet(states[ref.Collection], elems.versions[ref], known, r, now, epoch, cfg.requestWindow()), true
 	case r.Op.IsQueueWrite() && !r.Denied:
 		cur := states[r.Key.String()]
 		in, err := p.queueInput(ctx, cur, r, now, elems.q)
@@ -819,7 +840,7 @@ func (p *partition) decideOne(ctx context.Context, r *Request, states map[string
 			p.log.Error("read queue items", "err", err)
 			return decision{err: errUnavailable(p.id, "unable to read the projection")}, false
 		}
-		return DecideQueue(cur, in, known, r, now, epoch, int64(cfg.RequestIDWindow), cfg.QueueDedupWindow), true
+		return DecideQueue(cur, in, known, r, now, epoch, cfg.requestWindow(), cfg.QueueDedupWindow), true
 	case r.Op.IsListWrite():
 		cur := states[r.Key.String()]
 		end, err := p.listEnd(ctx, cur, r, now, elems)
@@ -827,9 +848,9 @@ func (p *partition) decideOne(ctx context.Context, r *Request, states map[string
 			p.log.Error("read list element", "err", err)
 			return decision{err: errUnavailable(p.id, "unable to read the projection")}, false
 		}
-		return DecideList(cur, end, known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+		return DecideList(cur, end, known, r, now, epoch, cfg.requestWindow()), true
 	default:
-		return decide(states[r.Key.String()], known, r, now, epoch, int64(cfg.RequestIDWindow)), true
+		return decide(states[r.Key.String()], known, r, now, epoch, cfg.requestWindow()), true
 	}
 }
 
@@ -1032,15 +1053,27 @@ func (p *partition) trim(next int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, e := range p.overlay {
-		switch {
-		case e.offset < next:
+		if e.offset < next {
 			delete(p.overlay, k)
+			p.requestIDs -= len(e.requests)
 			p.cache.put(k, e.state)
-		case len(e.items) > 0:
+			continue
+		}
+		changed := false
+		if len(e.requests) > 0 && e.requests[0].offset < next {
+			var n int
+			e, n = e.forget(next)
+			p.requestIDs -= n
+			changed = true
+		}
+		if len(e.items) > 0 {
 			if items, pruned := pruneItems(e.items, next); pruned {
 				e.items = items
-				p.overlay[k] = e
+				changed = true
 			}
+		}
+		if changed {
+			p.overlay[k] = e
 		}
 	}
 	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))

@@ -50,7 +50,7 @@ func inIncarnation(member string, since int64) bool {
 // version); a pop of an empty or missing queue is 404 queue_empty and
 // appends nothing; a push whose dedupId was pushed within dedupWindow
 // appends nothing (Result.Deduplicated).
-func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Request, now time.Time, epoch, window int64, dedupWindow time.Duration) decision {
+func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow, dedupWindow time.Duration) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
 		if d.result.Replayed && d.result.Element == nil {

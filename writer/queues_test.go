@@ -108,7 +108,7 @@ func TestDecideQueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, testWindow, DefaultQueueDedupWindow)
 			if tc.code != "" {
 				if events.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
@@ -175,7 +175,7 @@ func TestDecideQueueReplays(t *testing.T) {
 	popped := &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
 		State: events.ItemInFlight, Deliveries: 1, VisibleAt: &deadline}
 	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
-	d := DecideQueue(after(pop, 5), queueInput{}, requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	d := DecideQueue(after(pop, 5), queueInput{}, requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, now, 1, testWindow, DefaultQueueDedupWindow)
 	a := QueuePopAnswer(d.result, pop)
 	if d.event != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != events.Receipt(popped.Member, 1) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
@@ -184,17 +184,17 @@ func TestDecideQueueReplays(t *testing.T) {
 	// The queue was written since (a push at 6): the retried pop still
 	// answers its item, receipt and deadline, at the pop's version.
 	older := requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped, After: after(pop, 5).Entry.Value}}
-	d = DecideQueue(after(push, 6), queueInput{}, older, pop, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	d = DecideQueue(after(push, 6), queueInput{}, older, pop, now, 1, testWindow, DefaultQueueDedupWindow)
 	a = QueuePopAnswer(d.result, pop)
 	if d.event != nil || d.err != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != events.Receipt(popped.Member, 1) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
 		t.Fatalf("older pop retried: %+v %+v, want the popped item and receipt at version 5", d, a)
 	}
-	d = DecideQueue(after(pop, 6), queueInput{}, requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	d = DecideQueue(after(pop, 6), queueInput{}, requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, now, 1, testWindow, DefaultQueueDedupWindow)
 	if events.ErrorCode(d.err) != events.EConflict || d.event != nil {
 		t.Fatalf("older push retried: %+v, want version_conflict", d)
 	}
-	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{}, push, now, 1, DefaultRequestIDWindow, DefaultQueueDedupWindow)
+	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{}, push, now, 1, testWindow, DefaultQueueDedupWindow)
 	if pa := QueuePushAnswer(d.result, push); !d.result.Replayed || pa.Item != events.QueueMember(1, 4, 6) || pa.Priority != 4 {
 		t.Fatalf("replayed push: %+v %+v, want its item", d, pa)
 	}
@@ -249,7 +249,7 @@ func TestTrimPrunesProjectedItems(t *testing.T) {
 	var o overlayEntry
 	for v := int64(1); v <= 3; v++ {
 		o = o.next(&events.Event{Key: q, Version: v, Kind: events.KindPut, Op: events.OpQPush,
-			Element: &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, v), State: events.ItemReady}}, 10+v, DefaultRequestIDWindow)
+			Element: &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, v), State: events.ItemReady}}, 10+v, testWindow)
 	}
 	p.setReady(true, 1, map[string]overlayEntry{q: o})
 	read := p.overlay[q].items // what a deciding batch holds

@@ -15,16 +15,24 @@ import (
 // requestId, same digest). A retry of an older write — put sync-1, put
 // sync-2, retry sync-1 — would otherwise be applied again and move the
 // key back. So a requestId is remembered per key while it belongs to one
-// of the key's last Config.RequestIDWindow versions:
+// of the key's last Config.RequestIDWindow versions, or for
+// Config.RequestIDAge after its write, whichever is longer
+// (RequestWindow): a count of versions alone passes in seconds on a hot
+// key, before a client retries after a writer crashed:
 //
-//   - projected events: kv_history holds every event's JSON, and
-//     projection.Store.StatesAndRequests finds the newest one of a key
-//     that carried a requestId (an index probe), in the round trip that
-//     reads the batch's states;
+//   - projected events: kv_history holds every event's JSON and time,
+//     and projection.Store.StatesAndRequests finds the newest one of a
+//     key that carried a requestId (an index probe), in the round trip
+//     that reads the batch's states;
 //   - events the projection may not hold yet: each overlay entry keeps
 //     the requestIds of the key's unprojected events (recentRequests),
-//     filled by process() after a commit and by catchUp() from the log,
-//     and dropped with the entry once the projection holds them;
+//     filled by process() after a commit, by catchUp() from the log and
+//     by resume() from what a failed round left, and dropped once the
+//     projection holds them — with the entry, or by trim (forget) from
+//     the entry of a key written without pause, which then asks
+//     kv_history (complete). So the overlay's memory of requestIds is
+//     the projector's lag, not the window's age, and it is bounded like
+//     the overlay's keys (MaxOverlay: partition.submit);
 //   - events decided earlier in the same batch: decideAll adds each
 //     accepted event to the batch's requestMemory.
 //
@@ -39,13 +47,36 @@ import (
 // version_conflict, nothing written) unless it is a pop, which answers
 // the element it popped as a replay, another request under the same id
 // is request_id_reused. The window makes the rule deterministic: an
-// older use is ignored wherever it is found. History retention (when it
+// older use is ignored wherever it is found (its age is measured from
+// the event's ts, which kv_history keeps, to the deciding writer's
+// clock). History retention (when it
 // deletes kv_history rows) and a projection rebuilt from the compacted
 // topic shorten what is remembered to what they keep.
 
 // DefaultRequestIDWindow is Config.RequestIDWindow's default: a requestId
 // is remembered while it is among the key's last 1000 versions.
 const DefaultRequestIDWindow = 1000
+
+// DefaultRequestIDAge is Config.RequestIDAge's default: a requestId is
+// remembered for 5 minutes after its write, however often its key is
+// written meanwhile.
+const DefaultRequestIDAge = 5 * time.Minute
+
+// RequestWindow is how long a requestId is remembered on its key: while
+// its write is among the key's last Versions versions, or younger than
+// Age, whichever lasts longer. Versions alone passes in seconds on a hot
+// key, before a client's retry after a writer's crash; Age alone would
+// forget a slow key's retry sooner than before.
+type RequestWindow struct {
+	Versions int64
+	Age      time.Duration
+}
+
+// holds reports whether a use of a requestId at prior is within the
+// window of its key, at version cur, at now.
+func (w RequestWindow) holds(prior projection.AppliedRequest, cur int64, now time.Time) bool {
+	return prior.Version > cur-w.Versions || (w.Age > 0 && !prior.At.IsZero() && now.Sub(prior.At) < w.Age)
+}
 
 // requestMemory is what a batch knows of earlier uses of (key, requestId):
 // from the overlay, from kv_history, and from the batch's own accepted
@@ -70,12 +101,12 @@ func (m requestMemory) add(e *events.Event) {
 	}
 }
 
-// applied is what is remembered of e's requestId: its version and
+// applied is what is remembered of e's requestId: its version, time and
 // digest, and for a pop the element it popped and the metadata after it,
 // so that a retry of the pop answers its element even once the
 // collection was written again (replayedPop).
 func applied(e *events.Event) projection.AppliedRequest {
-	a := projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest, Popped: popped(e)}
+	a := projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest, Popped: popped(e), At: e.TS}
 	if a.Popped != nil {
 		a.After = e.After
 	}
@@ -102,14 +133,15 @@ func (m requestMemory) get(r *Request) (projection.AppliedRequest, bool) {
 }
 
 // recentRequest is a requestId of an unprojected event of an overlay
-// entry's key.
+// entry's key, and the event's offset.
 type recentRequest struct {
 	id string
 	projection.AppliedRequest
+	offset int64
 }
 
 // recentRequests are the requestIds of a key's unprojected events, in
-// version order, no older than the window.
+// version (and offset) order, within the window.
 type recentRequests []recentRequest
 
 // find returns the newest use of id.
@@ -122,15 +154,15 @@ func (rs recentRequests) find(id string) (projection.AppliedRequest, bool) {
 	return projection.AppliedRequest{}, false
 }
 
-// with returns rs and e's requestId, without the uses that e moves out of
-// the window: the memory of a key is bounded by the window however many
-// of its events are unprojected.
-func (rs recentRequests) with(e *events.Event, window int64) recentRequests {
+// with returns rs and e's requestId (e at offset), without the uses
+// that e moves out of the window (both its versions and its age, at e's
+// time).
+func (rs recentRequests) with(e *events.Event, offset int64, window RequestWindow) recentRequests {
 	if e.RequestID != "" {
-		rs = append(rs, recentRequest{id: e.RequestID, AppliedRequest: applied(e)})
+		rs = append(rs, recentRequest{id: e.RequestID, AppliedRequest: applied(e), offset: offset})
 	}
 	i := 0
-	for i < len(rs) && rs[i].Version <= e.Version-window {
+	for i < len(rs) && !window.holds(rs[i].AppliedRequest, e.Version, e.TS) {
 		i++
 	}
 	if i == 0 {
@@ -140,25 +172,54 @@ func (rs recentRequests) with(e *events.Event, window int64) recentRequests {
 	return slices.Clone(rs[i:])
 }
 
+// requestGap is what an overlay entry does not remember of its key's
+// requestIds: the uses up to version, all written at or before at. A
+// new entry's gap is the key's events before its first (projected: at
+// is that first event's time, no earlier event is later), and trim adds
+// the uses the projection came to hold (forget).
+type requestGap struct {
+	version int64
+	at      time.Time
+}
+
 // next is the overlay entry of e's key after e, appended at offset: the
 // state after e, and the key's unprojected requestIds with e's. A new
 // entry's memory starts at e: the key's earlier events are all projected.
-func (o overlayEntry) next(e *events.Event, offset, window int64) overlayEntry {
-	since := o.since
+func (o overlayEntry) next(e *events.Event, offset int64, window RequestWindow) overlayEntry {
+	gap := o.gap
 	if o.state.Version == 0 {
-		since = e.Version
+		gap = requestGap{version: e.Version - 1, at: e.TS}
 	}
-	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, window), since: since, popped: popped(e)}
+	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, offset, window), gap: gap, popped: popped(e)}
 	return n.withElement(o, e).withItem(e, offset)
 }
 
+// forget drops the uses the projection holds (offset below next), which
+// kv_history answers for, and reports how many: the entry of a key
+// written without pause is never trimmed, and would otherwise keep
+// every use of the window's age.
+func (o overlayEntry) forget(next int64) (overlayEntry, int) {
+	i := 0
+	for i < len(o.requests) && o.requests[i].offset < next {
+		o.gap.version = max(o.gap.version, o.requests[i].Version)
+		if o.requests[i].At.After(o.gap.at) {
+			o.gap.at = o.requests[i].At
+		}
+		i++
+	}
+	if i > 0 {
+		o.requests = slices.Clone(o.requests[i:])
+	}
+	return o, i
+}
+
 // complete reports whether the entry remembers the requestIds of all the
-// key's versions within the window: its memory starts at version 1 (the
-// key was created since the projection's offset) or window versions ago
-// (that many events are unprojected). Then kv_history has nothing to
-// add, and a requestId the entry does not know was not used.
-func (o overlayEntry) complete(window int64) bool {
-	return o.since <= max(1, o.state.Version-window+1)
+// key's versions within the window at now: its gap is empty (the key was
+// created since the projection's offset) or out of the window in both
+// versions and age. Then kv_history has nothing to add, and a requestId
+// the entry does not know was not used.
+func (o overlayEntry) complete(window RequestWindow, now time.Time) bool {
+	return o.gap.version == 0 || (o.gap.version <= o.state.Version-window.Versions && now.Sub(o.gap.at) >= window.Age)
 }
 
 // recall adds to known what the overlay remembers of ref (a requestId on
@@ -167,7 +228,7 @@ func (o overlayEntry) complete(window int64) bool {
 // does not, every event of the key is projected and the lookup answers
 // for all of them. It takes a ref, not a request, so that every key a
 // request writes (a transaction's) can be recalled alike.
-func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMemory, window int64) (ask bool) {
+func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMemory, window RequestWindow, now time.Time) (ask bool) {
 	if _, done := known[ref]; done {
 		return false
 	}
@@ -184,7 +245,7 @@ func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMem
 			known[ref] = a
 			return false
 		}
-		if e.complete(window) {
+		if e.complete(window, now) {
 			return false // never used within the window
 		}
 	}
@@ -201,8 +262,8 @@ func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMem
 // ok is false when the rule does not apply (no requestId, a use older
 // than the window, or the key's latest write, which Decide handles): r
 // is then decided by Decide. It is pure.
-func decideRequestID(cur events.State, prior projection.AppliedRequest, known bool, r *Request, now time.Time, window int64) (d decision, ok bool) {
-	if r.Denied || r.Op == events.OpExpire || !olderUse(cur, prior, known, r.RequestID, window) {
+func decideRequestID(cur events.State, prior projection.AppliedRequest, known bool, r *Request, now time.Time, window RequestWindow) (d decision, ok bool) {
+	if r.Denied || r.Op == events.OpExpire || !olderUse(cur, prior, known, r.RequestID, window, now) {
 		return d, false
 	}
 	visible := cur.Visible(now)
@@ -239,23 +300,24 @@ func replayOlderPop(r *Request, prior projection.AppliedRequest) (d decision, ok
 }
 
 // olderUse reports whether prior (when known) is a use of requestID on a
-// key, whose state is cur, that the window remembers and that is not the
-// key's latest write (Decide's rule): among its last window versions.
-// Comparing prior.Digest with the request's is left to the caller (a
-// transaction compares its own digest, carried by each of its events).
-func olderUse(cur events.State, prior projection.AppliedRequest, known bool, requestID string, window int64) bool {
+// key, whose state is cur, that the window remembers at now and that is
+// not the key's latest write (Decide's rule): among its last
+// window.Versions versions, or younger than window.Age. Comparing
+// prior.Digest with the request's is left to the caller (a transaction
+// compares its own digest, carried by each of its events).
+func olderUse(cur events.State, prior projection.AppliedRequest, known bool, requestID string, window RequestWindow, now time.Time) bool {
 	switch {
 	case !known || requestID == "":
 		return false
 	case cur.Version > 0 && cur.Entry.RequestID == requestID:
 		return false
 	}
-	return prior.Version > cur.Version-window && prior.Version <= cur.Version
+	return prior.Version <= cur.Version && window.holds(prior, cur.Version, now)
 }
 
 // decide is Decide preceded by decideRequestID on what known holds of
 // r's requestId.
-func decide(cur events.State, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
+func decide(cur events.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	prior, ok := known.get(r)
 	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
 		return d

@@ -4,15 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
+
+// testWindow is the default window in versions, without an age: the
+// tests of decisions that do not depend on time.
+var testWindow = RequestWindow{Versions: DefaultRequestIDWindow}
 
 // TestDecideRequestIDWindow: the rules of a requestId the key's latest
 // write does not carry, given what is known of its earlier use.
@@ -60,7 +68,7 @@ func TestDecideRequestIDWindow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
-			d, ok := decideRequestID(tc.cur, tc.prior, tc.known, &r, now, tc.window)
+			d, ok := decideRequestID(tc.cur, tc.prior, tc.known, &r, now, RequestWindow{Versions: tc.window})
 			if tc.reason == "" {
 				if ok {
 					t.Fatalf("the rule applied: %+v", d)
@@ -140,7 +148,7 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
-			d, ok := decideRequestID(tc.cur, tc.prior, true, &r, now, tc.window)
+			d, ok := decideRequestID(tc.cur, tc.prior, true, &r, now, RequestWindow{Versions: tc.window})
 			switch {
 			case tc.want == "":
 				if ok {
@@ -181,9 +189,9 @@ func TestRecentRequests(t *testing.T) {
 	}
 	var o overlayEntry
 	for _, e := range []*events.Event{ev(1, "a"), ev(2, "b"), ev(3, "a"), ev(4, ""), ev(5, "c")} {
-		o = o.next(e, 10+e.Version, 3)
+		o = o.next(e, 10+e.Version, RequestWindow{Versions: 3})
 	}
-	if o.state.Version != 5 || o.offset != 15 || o.since != 1 {
+	if o.state.Version != 5 || o.offset != 15 || o.gap.version != 0 {
 		t.Fatalf("entry %+v, want the state and offset of version 5, remembering since version 1", o)
 	}
 	for _, tc := range []struct {
@@ -197,6 +205,84 @@ func TestRecentRequests(t *testing.T) {
 	}
 	if len(o.requests) != 2 {
 		t.Errorf("memory %+v holds versions out of the window", o.requests)
+	}
+}
+
+// TestRequestWindowAge: a requestId is remembered while its write is
+// among the key's last Versions versions or younger than Age: on a hot
+// key, 5,000 versions later within the age, a retry is still stale and
+// writes nothing; past both it is decided as new.
+func TestRequestWindowAge(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/counter")
+	inc := Request{Key: key, Op: events.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
+	cur := events.State{Version: 5001, Live: true, RequestDigest: "d", Entry: events.Entry{Key: key.String(), Version: 5001,
+		Value: json.RawMessage(`5001`), RequestID: "inc-5001", Semantics: events.Semantics{Purpose: "counter"}}}
+	window := RequestWindow{Versions: 1000, Age: 2 * time.Minute}
+	for _, tc := range []struct {
+		name   string
+		at     time.Time
+		window RequestWindow
+		stale  bool
+	}{
+		{"StaleWithinAge", now.Add(-time.Minute), window, true},
+		{"StaleJustWithinAge", now.Add(-2*time.Minute + time.Millisecond), window, true},
+		{"ForgottenPastAge", now.Add(-2 * time.Minute), window, false},
+		{"UnknownTimeCountsVersionsOnly", time.Time{}, window, false},
+		{"NoAgeCountsVersionsOnly", now.Add(-time.Second), RequestWindow{Versions: 1000}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := inc
+			prior := projection.AppliedRequest{Version: 1, Digest: inc.Digest(), At: tc.at}
+			d, ok := decideRequestID(cur, prior, true, &r, now, tc.window)
+			if ok != tc.stale || (ok && (d.event != nil || d.conflict == nil || d.conflict.Reason != "stale_request")) {
+				t.Fatalf("decided %v %+v; want stale %v", ok, d, tc.stale)
+			}
+		})
+	}
+
+	// The overlay keeps the uses within the age, beyond the versions.
+	var o overlayEntry
+	for v := int64(1); v <= 10; v++ {
+		e := &events.Event{Key: key.String(), Version: v, Kind: events.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d",
+			TS: now.Add(time.Duration(v) * 30 * time.Second)}
+		o = o.next(e, v, RequestWindow{Versions: 3, Age: 2 * time.Minute})
+	}
+	// Version 10 is at 5 min: the window keeps 8, 9 and 10 by version,
+	// and 7 (at 3:30, younger than 2 min at 5:00) by age.
+	if len(o.requests) != 4 || o.requests[0].id != "r7" {
+		t.Fatalf("memory %+v; want r7 to r10", o.requests)
+	}
+}
+
+// TestOverlayForgetsProjectedRequests: trim drops the uses the
+// projection holds from an entry it keeps (a key written without
+// pause); the entry then asks kv_history until what it forgot is out of
+// the window, in versions and age.
+func TestOverlayForgetsProjectedRequests(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := "tenant/a/project/b/hot"
+	window := RequestWindow{Versions: 3, Age: time.Minute}
+	var o overlayEntry
+	for v := int64(1); v <= 4; v++ {
+		o = o.next(&events.Event{Key: key, Version: v, Kind: events.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d", TS: now}, 100+v, window)
+	}
+	if !o.complete(window, now) {
+		t.Fatal("an entry created in the overlay remembers everything")
+	}
+	o, n := o.forget(103) // versions 1 and 2 projected
+	if n != 2 || len(o.requests) != 2 || o.requests[0].id != "r3" || o.gap.version != 2 {
+		t.Fatalf("forgot %d: %+v", n, o)
+	}
+	ref := projection.RequestRef{Key: key, RequestID: "r1"}
+	if !recall(ref, o, true, make(requestMemory), window, now) {
+		t.Fatal("a forgotten use within the window: want kv_history asked")
+	}
+	for v := int64(5); v <= 6; v++ { // version 2 leaves the window in versions, not in age
+		o = o.next(&events.Event{Key: key, Version: v, Kind: events.KindPut, TS: now}, 100+v, window)
+	}
+	if o.complete(window, now) || !o.complete(window, now.Add(time.Minute)) {
+		t.Fatal("want complete once what the entry forgot is out of both windows")
 	}
 }
 
@@ -214,7 +300,7 @@ func TestRecall(t *testing.T) {
 	entry := func(first int64, ids ...string) overlayEntry {
 		var e overlayEntry
 		for i, id := range ids {
-			e = e.next(&events.Event{Key: key.String(), Version: first + int64(i), Kind: events.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), 1000)
+			e = e.next(&events.Event{Key: key.String(), Version: first + int64(i), Kind: events.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), RequestWindow{Versions: 1000})
 		}
 		return e
 	}
@@ -240,7 +326,7 @@ func TestRecall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			known := make(requestMemory)
 			ref, ok := requestRef(tc.req)
-			ask := ok && recall(ref, tc.entry, tc.in, known, tc.window)
+			ask := ok && recall(ref, tc.entry, tc.in, known, RequestWindow{Versions: tc.window}, time.Time{})
 			if ask != tc.ask {
 				t.Fatalf("ask %v, want %v", ask, tc.ask)
 			}
@@ -338,5 +424,81 @@ func TestRequestIDsFollowThePartition(t *testing.T) {
 		if err != nil || st.Version != 2 || string(st.Entry.Value) != want {
 			t.Fatalf("%s on the new owner: %+v, %v; want version 2 value %s", key, st, err, want)
 		}
+	}
+}
+
+// TestRequestIDAgeOnAHotKeyAcrossTakeover (issue P1, finding 11): on a
+// hot counter, 1,100 increments follow inc-1 (more than
+// ESKV_REQUEST_ID_WINDOW's 1000 versions, in seconds), then the writer
+// stops and another takes the partition over; inc-1 retried there,
+// within ESKV_REQUEST_ID_AGE, is a stale request (409, nothing written),
+// not a second increment — whether the new owner finds inc-1 in
+// kv_history (Projected) or in the overlay it rebuilt from the log
+// (Unprojected).
+func TestRequestIDAgeOnAHotKeyAcrossTakeover(t *testing.T) {
+	for _, projected := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Projected", false: "Unprojected"}[projected], func(t *testing.T) {
+			broker := testenv.MustBroker(t, 1)
+			store := projection.New(testenv.MustPostgres(t))
+			a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})
+			testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
+			ctx := t.Context()
+			counter := mustKey(t, "tenant/a/project/b/hot-counter")
+			inc := func(id string) *Request {
+				return &Request{Key: counter, Op: events.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+			}
+			if _, err := a.Do(ctx, inc("inc-1")); err != nil {
+				t.Fatal(err)
+			}
+			const more = 1100
+			var wg sync.WaitGroup
+			errs := make(chan error, more)
+			for g := range 16 {
+				wg.Go(func() {
+					for i := g; i < more; i += 16 {
+						_, err := a.Do(ctx, inc(fmt.Sprint("hot-", i)))
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if projected {
+				pr, err := projector.New(projector.Config{Brokers: broker.Addrs, Topic: broker.Topics.Changes, Partitions: 1}, store, discard, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				testenv.RunUntilCleanup(t, "projector", pr.Run)
+				lso, err := changelog.LastStableOffset(ctx, a.admCl, broker.Topics.Changes, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				testenv.WaitProjected(t, 60*time.Second, store, broker.Topics.Changes, map[int32]int64{0: lso})
+			}
+			if err := runA.Stop(t); err != nil {
+				t.Fatalf("writer a: %v", err)
+			}
+
+			b := runWriter(t, broker, store, Config{InstanceID: "b"})
+			testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
+			_, err := b.Do(ctx, inc("inc-1"))
+			st, serr := b.State(ctx, counter)
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			t.Logf("retry of inc-1 after %d increments and a takeover: %v; counter at version %d, value %s", more, err, st.Version, st.Entry.Value)
+			var e *events.Error
+			if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version 1") {
+				t.Errorf("retry of inc-1: %v; want a stale version_conflict naming version 1", err)
+			}
+			if want := fmt.Sprint(more + 1); st.Version != more+1 || string(st.Entry.Value) != want {
+				t.Errorf("counter at version %d value %s; want version and value %s (inc-1 applied once)", st.Version, st.Entry.Value, want)
+			}
+		})
 	}
 }

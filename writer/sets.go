@@ -100,7 +100,7 @@ func purposeOf(e *events.Entry) string {
 // change (Event.Element) and the new metadata. The first sadd creates
 // the set (since = its version); an srem leaves an empty set in place
 // (size 0): DELETE removes a set.
-func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
+func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
 		return d
@@ -239,7 +239,7 @@ func elementVersion(e *events.Event) int64 {
 // (replayed, stale or reused), a version mismatch. done reports that d is
 // the decision; otherwise visible is the collection's entry at now. A
 // replayed request is the key's latest write: it changed the collection.
-func decideCollectionRequest(cur events.State, known requestMemory, r *Request, now time.Time, epoch, window int64) (visible *events.Entry, d decision, done bool) {
+func decideCollectionRequest(cur events.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) (visible *events.Entry, d decision, done bool) {
 	if r.Denied {
 		return nil, Decide(cur, r, now, epoch), true
 	}

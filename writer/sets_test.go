@@ -60,7 +60,7 @@ func TestDecideSet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := DecideSet(tc.cur, tc.elem, requestMemory{}, &r, now, 1, DefaultRequestIDWindow)
+			d := DecideSet(tc.cur, tc.elem, requestMemory{}, &r, now, 1, testWindow)
 			if tc.code != "" {
 				if events.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
@@ -89,28 +89,28 @@ func TestDecideSet(t *testing.T) {
 
 	t.Run("OKAddKeepsTheSetsExpiry", func(t *testing.T) {
 		r := Request{Key: key, Op: events.OpSAdd, Member: "m"}
-		d := DecideSet(withTTL, 0, requestMemory{}, &r, now, 1, DefaultRequestIDWindow)
+		d := DecideSet(withTTL, 0, requestMemory{}, &r, now, 1, testWindow)
 		if d.event == nil || d.event.ExpiresAt == nil || !d.event.ExpiresAt.Equal(later) {
 			t.Fatalf("event %+v, want the set's expiry kept", d.event)
 		}
 	})
 	t.Run("OKReplayOfTheLatestRequest", func(t *testing.T) {
 		r := Request{Key: key, Op: events.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
-		d := DecideSet(set(5, 2, 1), 0, requestMemory{}, &r, now, 1, DefaultRequestIDWindow)
+		d := DecideSet(set(5, 2, 1), 0, requestMemory{}, &r, now, 1, testWindow)
 		st := d.event.State()
-		again := DecideSet(st, 6, requestMemory{}, &r, now, 1, DefaultRequestIDWindow)
+		again := DecideSet(st, 6, requestMemory{}, &r, now, 1, testWindow)
 		if again.event != nil || !again.result.Replayed || !again.result.Changed {
 			t.Fatalf("retry: %+v", again)
 		}
 		other := Request{Key: key, Op: events.OpSAdd, Member: "n", RequestID: "r1", Principal: "p"}
-		if d := DecideSet(st, 0, requestMemory{}, &other, now, 1, DefaultRequestIDWindow); events.ErrorCode(d.err) != events.EConflict || d.event != nil {
+		if d := DecideSet(st, 0, requestMemory{}, &other, now, 1, testWindow); events.ErrorCode(d.err) != events.EConflict || d.event != nil {
 			t.Fatalf("another member under the same requestId: %+v", d)
 		}
 	})
 	t.Run("ErrStaleRetry", func(t *testing.T) {
 		r := Request{Key: key, Op: events.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
 		known := requestMemory{projection.RequestRef{Key: key.String(), RequestID: "r1"}: {Version: 4, Digest: r.Digest()}}
-		d := DecideSet(set(5, 2, 1), 0, known, &r, now, 1, DefaultRequestIDWindow)
+		d := DecideSet(set(5, 2, 1), 0, known, &r, now, 1, testWindow)
 		if events.ErrorCode(d.err) != events.EConflict || d.event != nil || d.conflict == nil || d.conflict.Reason != "stale_request" {
 			t.Fatalf("%+v", d)
 		}
@@ -165,11 +165,11 @@ func TestElementOverlay(t *testing.T) {
 		member string
 	}{{events.OpSAdd, "a"}, {events.OpSAdd, "b"}, {events.OpSRem, "a"}} {
 		r := Request{Key: key, Op: step.op, Member: step.member}
-		d := DecideSet(cur, o.elems[step.member], requestMemory{}, &r, now, 1, DefaultRequestIDWindow)
+		d := DecideSet(cur, o.elems[step.member], requestMemory{}, &r, now, 1, testWindow)
 		if d.event == nil {
 			t.Fatalf("step %d appended nothing: %v", i, d.err)
 		}
-		o = o.next(d.event, int64(i), DefaultRequestIDWindow)
+		o = o.next(d.event, int64(i), testWindow)
 		cur = o.state
 	}
 	if o.elems["a"] != 0 || o.elems["b"] != 2 || len(o.elems) != 2 {

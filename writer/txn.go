@@ -112,7 +112,7 @@ func requestRefs(r *Request) []projection.RequestRef {
 // requestId: request_id_reused when another request used it,
 // stale_request when this transaction applied before and the key changed
 // since (applying it again would apply it twice).
-func DecideTxn(states map[string]events.State, known requestMemory, r *Request, now time.Time, epoch, window int64) decision {
+func DecideTxn(states map[string]events.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	digest := r.Digest()
 	if d, done := txnReplay(states, known, r, digest, now, window); done {
 		return d
@@ -182,7 +182,7 @@ func versionOf(cur events.State, visible *events.Entry) int64 {
 // txnReplay answers a transaction with a requestId its keys remember:
 // done reports whether d is the answer (a replay, a reuse or a stale
 // retry).
-func txnReplay(states map[string]events.State, known requestMemory, r *Request, digest string, now time.Time, window int64) (d decision, done bool) {
+func txnReplay(states map[string]events.State, known requestMemory, r *Request, digest string, now time.Time, window RequestWindow) (d decision, done bool) {
 	if r.RequestID == "" {
 		return decision{}, false
 	}
@@ -202,7 +202,7 @@ func txnReplay(states map[string]events.State, known requestMemory, r *Request, 
 		}
 		prior, ok := known[projection.RequestRef{Key: k, RequestID: r.RequestID}]
 		switch {
-		case !olderUse(cur, prior, ok, r.RequestID, window):
+		case !olderUse(cur, prior, ok, r.RequestID, window, now):
 		case prior.Digest != digest:
 			return refuse(states, r, i, now, "request_id_reused", "requestId %q was already used for a different write of key %s (version %d)", r.RequestID, k, prior.Version), true
 		default:

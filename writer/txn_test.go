@@ -133,7 +133,7 @@ func TestDecideTxn(t *testing.T) {
 				st = states
 			}
 			before := len(st)
-			d := DecideTxn(st, nil, tc.req, now, 9, DefaultRequestIDWindow)
+			d := DecideTxn(st, nil, tc.req, now, 9, testWindow)
 			if len(st) != before || st[scope+"a"].Version != 3 {
 				t.Fatalf("DecideTxn changed its input states")
 			}
@@ -182,7 +182,7 @@ func TestDecideTxn(t *testing.T) {
 	}
 
 	t.Run("OKEventsNameTheOps", func(t *testing.T) {
-		d := DecideTxn(states, nil, build("", transfer), now, 9, DefaultRequestIDWindow)
+		d := DecideTxn(states, nil, build("", transfer), now, 9, testWindow)
 		want := []events.Op{events.OpIncrement, events.OpIncrement, events.OpCreate, events.OpFieldCAS, events.OpDelete}
 		for i, ev := range d.txn {
 			if ev.Op != want[i] {
@@ -195,12 +195,12 @@ func TestDecideTxn(t *testing.T) {
 	})
 
 	t.Run("ReplayAndReuse", func(t *testing.T) {
-		first := DecideTxn(states, nil, build("rq-1", transfer), now, 9, DefaultRequestIDWindow)
+		first := DecideTxn(states, nil, build("rq-1", transfer), now, 9, testWindow)
 		if first.err != nil || first.result.Replayed {
 			t.Fatalf("first: %v", first.err)
 		}
 		after := applied(first)
-		again := DecideTxn(after, nil, build("rq-1", transfer), now.Add(time.Second), 9, DefaultRequestIDWindow)
+		again := DecideTxn(after, nil, build("rq-1", transfer), now.Add(time.Second), 9, testWindow)
 		if again.err != nil || !again.result.Replayed || len(again.txn) != 0 || again.conflict != nil {
 			t.Fatalf("retry: want a replay appending nothing, got %v replayed %v, %d events", again.err, again.result.Replayed, len(again.txn))
 		}
@@ -214,7 +214,7 @@ func TestDecideTxn(t *testing.T) {
 		}
 
 		other := build("rq-1", transfer[:2])
-		reuse := DecideTxn(after, nil, other, now, 9, DefaultRequestIDWindow)
+		reuse := DecideTxn(after, nil, other, now, 9, testWindow)
 		var e *events.Error
 		if !errors.As(reuse.err, &e) || e.Code != events.EConflict || e.Field != "requestId" || reuse.conflict.Reason != "request_id_reused" || len(reuse.txn) != 0 {
 			t.Fatalf("same requestId, another body: want version_conflict on requestId, got %v %+v", reuse.err, reuse.conflict)
@@ -226,7 +226,7 @@ func TestDecideTxn(t *testing.T) {
 		b := changed[scope+"b"]
 		b.Version, b.Entry.Version, b.Entry.RequestID, b.RequestDigest = 7, 7, "", ""
 		changed[scope+"b"] = b
-		partial := DecideTxn(changed, nil, build("rq-1", transfer), now, 9, DefaultRequestIDWindow)
+		partial := DecideTxn(changed, nil, build("rq-1", transfer), now, 9, testWindow)
 		if !errors.As(partial.err, &e) || e.Field != "requestId" || *e.FailedOp != 1 || len(partial.txn) != 0 || partial.conflict.Reason != "stale_request" {
 			t.Fatalf("partly overwritten: want stale_request at op 1, got %v", partial.err)
 		}
@@ -243,14 +243,14 @@ func TestDecideTxn(t *testing.T) {
 			st.Version, st.Entry.Version, st.Entry.RequestID, st.RequestDigest = st.Version+1, st.Version+1, "", ""
 			overwritten[ev.Key] = st
 		}
-		stale := DecideTxn(overwritten, known, build("rq-1", transfer), now, 9, DefaultRequestIDWindow)
+		stale := DecideTxn(overwritten, known, build("rq-1", transfer), now, 9, testWindow)
 		if !errors.As(stale.err, &e) || e.Field != "requestId" || *e.FailedOp != 0 || len(stale.txn) != 0 || stale.conflict.Reason != "stale_request" {
 			t.Fatalf("stale retry: want stale_request at op 0, got %v %+v", stale.err, stale.conflict)
 		}
-		if r := DecideTxn(overwritten, known, build("rq-1", transfer[:2]), now, 9, DefaultRequestIDWindow); r.conflict == nil || r.conflict.Reason != "request_id_reused" {
+		if r := DecideTxn(overwritten, known, build("rq-1", transfer[:2]), now, 9, testWindow); r.conflict == nil || r.conflict.Reason != "request_id_reused" {
 			t.Fatalf("another body under a remembered id: %v", r.err)
 		}
-		if r := DecideTxn(overwritten, known, build("rq-1", transfer), now, 9, 1); r.conflict != nil && r.conflict.Reason == "stale_request" && *r.conflict.TxnOp == 0 {
+		if r := DecideTxn(overwritten, known, build("rq-1", transfer), now, 9, RequestWindow{Versions: 1}); r.conflict != nil && r.conflict.Reason == "stale_request" && *r.conflict.TxnOp == 0 {
 			t.Fatalf("a window of 1 remembers only the latest write: %v", r.err)
 		}
 	})

@@ -107,8 +107,12 @@ type Config struct {
 	// their requestId (default DefaultRequestIDWindow; requestid.go): a
 	// retry of any of them is answered as a replay (the latest) or 409
 	// version_conflict (an older one) instead of being applied again. 1
-	// remembers only the latest write's.
+	// remembers only the latest write's (unless RequestIDAge does more).
 	RequestIDWindow int
+	// RequestIDAge is how long a requestId is remembered after its
+	// write, however many versions its key gets meanwhile (default
+	// DefaultRequestIDAge; negative: only RequestIDWindow counts).
+	RequestIDAge time.Duration
 	// Source is the CloudEvents source of produced events.
 	Source string
 	// MaxListWait bounds how long a listing waits for the projector to
@@ -181,6 +185,11 @@ func (c *Config) setDefaults() {
 	if c.RequestIDWindow <= 0 {
 		c.RequestIDWindow = DefaultRequestIDWindow
 	}
+	if c.RequestIDAge == 0 {
+		c.RequestIDAge = DefaultRequestIDAge
+	} else if c.RequestIDAge < 0 {
+		c.RequestIDAge = 0
+	}
 	if c.Source == "" {
 		c.Source = "eskv-writer"
 	}
@@ -207,6 +216,11 @@ func (c *Config) setDefaults() {
 	if c.SweepBatch == 0 {
 		c.SweepBatch = 5000
 	}
+}
+
+// requestWindow is how long a requestId is remembered (requestid.go).
+func (c *Config) requestWindow() RequestWindow {
+	return RequestWindow{Versions: int64(c.RequestIDWindow), Age: c.RequestIDAge}
 }
 
 // Writer owns partitions of kv.changes and appends validated writes to them.

@@ -53,6 +53,7 @@ type config struct {
 	readLease        time.Duration
 	queueDedupWindow time.Duration
 	requestWindow    int
+	requestAge       time.Duration
 	http             service.HTTPLimits
 	maxListBytes     int
 	maxLists         int
@@ -108,6 +109,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("round-gather", "ESKV_ROUND_GATHER")
 	f.IntVar(&c.requestWindow, "request-id-window", writer.DefaultRequestIDWindow, "per key, how many of its latest versions remember their requestId: retrying any of them is answered as a replay (the latest) or 409 version_conflict (an older one), never applied twice; 1 remembers only the latest write's")
 	f.Env("request-id-window", "ESKV_REQUEST_ID_WINDOW")
+	f.DurationVar(&c.requestAge, "request-id-age", writer.DefaultRequestIDAge, "how long after its write a requestId is remembered on its key however many versions the key gets meanwhile (a hot key passes request-id-window versions in seconds): a retry within it is never applied twice; keep it longer than clients retry (the Go client's schedule, a retry after a writer restart); 0 counts versions only")
+	f.Env("request-id-age", "ESKV_REQUEST_ID_AGE")
 	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
 	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
@@ -136,6 +139,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.roundGather >= 0 && c.roundGather <= 100*time.Millisecond, "round-gather", "must be a duration from 0 to 100ms"),
 		f.Check(*c.logFlush >= 0 && *c.logFlush <= time.Second, "log-flush", "must be a duration from 0 to 1s"),
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
+		f.Check(c.requestAge >= 0, "request-id-age", "must not be negative (0 counts versions only)"),
 		f.Check(c.readLease >= 0 && c.readLease <= 10*time.Second, "read-lease", "must be a duration from 0 to 10s (0 disables leases)"),
 		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
 		f.Check(c.uiSessionTTL > 0, "ui-session-ttl", "must be positive"),
@@ -300,6 +304,7 @@ func (c *config) writerConfig() writer.Config {
 		MaxOverlay:       c.maxOverlay,
 		StateCacheBytes:  cmp.Or(c.stateCacheBytes, -1), // 0 disables: Config's is negative
 		RequestIDWindow:  c.requestWindow,
+		RequestIDAge:     cmp.Or(c.requestAge, -1), // 0 on the command line: versions only
 		MaxListWait:      c.maxListWait,
 		RoundGather:      cmp.Or(c.roundGather, -1), // 0 on the command line: no wait
 		QueueDedupWindow: c.queueDedupWindow,
