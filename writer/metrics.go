@@ -68,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "eskv_writer_overlay_entries", Help: "Keys whose latest event the projection does not hold yet.",
 		}, []string{"partition"}),
 		overlayFull: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_overlay_full_total", Help: "Writes refused with 503 because the overlay reached ESKV_MAX_OVERLAY (the projector is down or behind).",
+			Name: "eskv_writer_overlay_full_total", Help: "Writes refused with 503 because the overlay reached ESKV_MAX_OVERLAY keys or requestIds of unprojected writes (the projector is down or behind).",
 		}),
 		sweepSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "eskv_writer_sweep_seconds", Help: "Time of one TTL sweep round of one partition that found expired entries (query, expire events, commits).",
@@ -132,7 +132,7 @@ type roundMetrics struct {
 func newRoundMetrics() roundMetrics {
 	return roundMetrics{
 		txnFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transaction_failures_total", Help: "Shared Kafka transactions that failed (their partitions catch up again; the producer is replaced).",
+			Name: "eskv_writer_transaction_failures_total", Help: "Shared Kafka transactions that failed (their writes answer 503; their partitions resume, or fence and catch up again after a fencing error; the producer is replaced).",
 		}),
 		transactions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eskv_writer_transactions_total", Help: "Shared Kafka transactions committed (one per round, across partitions).",
