@@ -133,6 +133,10 @@ type Config struct {
 	// UISessionTTL is how long a status page session lasts
 	// (DefaultUISessionTTL when 0).
 	UISessionTTL time.Duration
+	// UILogouts records the status page's logouts for every writer that
+	// shares UIKey; nil keeps them in this process only (a logged-out
+	// session is then refused by this writer alone).
+	UILogouts UILogouts
 }
 
 // Server is the HTTP API.
@@ -148,9 +152,10 @@ type Server struct {
 	denials *denials
 	// lists holds a token per listing in progress (MaxConcurrentLists).
 	lists chan struct{}
-	// ui authenticates the status page's sessions; conflicts counts the
-	// 409 answers it charts.
+	// ui authenticates the status page's sessions, uiLogouts says which
+	// a logout ended; conflicts counts the 409 answers it charts.
 	ui        *uiAuth
+	uiLogouts UILogouts
 	conflicts *conflictCounter
 	// metrics observes every request (nil without Config.Registerer).
 	metrics *requestMetrics
@@ -182,6 +187,10 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	}
 	if s.ui, err = newUIAuth(cfg.UIKey, cfg.Tokens, cfg.UISessionTTL); err != nil {
 		return nil, err
+	}
+	s.uiLogouts = cfg.UILogouts
+	if s.uiLogouts == nil {
+		s.uiLogouts = &memLogouts{ended: make(map[[32]byte]time.Time)}
 	}
 	s.conflicts = newConflictCounter()
 	s.contexts.New = func() any { return new(reqContext) }

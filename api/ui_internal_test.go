@@ -28,10 +28,10 @@ func TestUISession(t *testing.T) {
 	}
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	cookie := func(a *uiAuth, token string, end time.Time) string {
-		return a.cookieValue(a.ref(sha256.Sum256([]byte(token))), end)
+		return a.cookieValue(a.ref(sha256.Sum256([]byte(token))), now, end)
 	}
 	ops := cookie(a, cfgs[0].Token, now.Add(time.Hour))
-	if p, ok := a.session(ops, now); !ok || p.Name != "ops" {
+	if p, _, ok := a.session(ops, now); !ok || p.Name != "ops" {
 		t.Fatalf("a fresh session: %v %v, want ops", p, ok)
 	}
 	other, _ := newUIAuth([]byte("another key, 32 bytes at least!!"), tokens, 0)
@@ -47,11 +47,11 @@ func TestUISession(t *testing.T) {
 		"token expired": {cookie(a, cfgs[1].Token, now.Add(5*time.Hour)), exp},
 		"not base64":    {"!!", now},
 	} {
-		if p, ok := a.session(c.value, c.at); ok {
+		if p, _, ok := a.session(c.value, c.at); ok {
 			t.Errorf("%s: session of %s accepted", name, p.Name)
 		}
 	}
-	if _, ok := a.session(cookie(a, cfgs[1].Token, now.Add(5*time.Hour)), now); !ok {
+	if _, _, ok := a.session(cookie(a, cfgs[1].Token, now.Add(5*time.Hour)), now); !ok {
 		t.Fatal("the short token's session before its expiry was refused")
 	}
 	reloaded, err := NewTokens(cfgs[1:])
@@ -59,7 +59,7 @@ func TestUISession(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens.Replace(reloaded)
-	if _, ok := a.session(ops, now); ok {
+	if _, _, ok := a.session(ops, now); ok {
 		t.Fatal("a session outlived its token's removal")
 	}
 	if _, err := newUIAuth([]byte("short"), tokens, 0); err == nil {

@@ -263,6 +263,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		WatchHeartbeat:     c.heartbeat,
 		UIKey:              uiKey,
 		UISessionTTL:       c.uiSessionTTL,
+		UILogouts:          store,
 		PeerSecret:         peerSecret,
 	}, w, store, log)
 	if err != nil {
