@@ -87,37 +87,15 @@ func TestForwardProofs(t *testing.T) {
 		_, _ = w.Write([]byte(`{"key":"k"}`))
 	}))
 	defer owner.Close()
-	get := func(base, forwardedBy string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest("GET", base+"/v1/kv/tenant/acme/project/demo/k", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		if forwardedBy != "" {
-			req.Header.Set(api.ForwardedHeader, forwardedBy)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var e events.ErrorBody
-		_ = json.Unmarshal(b, &e)
-		return resp.StatusCode, e.Error.Code
-	}
-	want := func(t *testing.T, w *proofWriter, origins ...writer.Origin) {
-		t.Helper()
-		if got := w.origins(); !slices.Equal(got, origins) {
-			t.Fatalf("routed as from %v; want %v", got, origins)
-		}
-	}
+	get := func(base, forwardedBy string) (int, string) { return getForwardedBy(t, base, forwardedBy) }
 	t.Run("ErrPeersForwardNotForwardedAgain", func(t *testing.T) {
 		w0, w1 := startProofServer(t, secret), startProofServer(t, secret)
 		w0.w.owner, w1.w.owner = owner.URL, w0.url
 		if code, ec := get(w1.url, ""); code != http.StatusServiceUnavailable || ec != events.EUnavailable {
 			t.Fatalf("%d %s; want 503 partition_unavailable from w0", code, ec)
 		}
-		want(t, w1.w, writer.FromClient)
-		want(t, w0.w, writer.FromPeer)
+		wantOrigins(t, w1.w, writer.FromClient)
+		wantOrigins(t, w0.w, writer.FromPeer)
 	})
 	t.Run("ErrOwnForwardCameBack", func(t *testing.T) {
 		for _, secret := range [][]byte{secret, nil} {
@@ -126,7 +104,7 @@ func TestForwardProofs(t *testing.T) {
 			if code, ec := get(w0.url, ""); code != http.StatusServiceUnavailable || ec != events.EForwardLoop {
 				t.Fatalf("%d %s; want 503 forward_loop", code, ec)
 			}
-			want(t, w0.w, writer.FromClient, writer.FromSelf)
+			wantOrigins(t, w0.w, writer.FromClient, writer.FromSelf)
 		}
 	})
 	t.Run("OKClientsHeaderProvesNothing", func(t *testing.T) {
@@ -146,7 +124,7 @@ func TestForwardProofs(t *testing.T) {
 				t.Fatalf("%q: the owner got %s: %q; want w0's proof alone", h, api.ForwardedHeader, by)
 			}
 		}
-		want(t, w0.w, writer.FromClient, writer.FromClient, writer.FromClient)
+		wantOrigins(t, w0.w, writer.FromClient, writer.FromClient, writer.FromClient)
 	})
 	t.Run("OKOtherSecretIsAClient", func(t *testing.T) {
 		w0, w1 := startProofServer(t, secret), startProofServer(t, []byte("another secret, 32 bytes at least"))
@@ -154,7 +132,7 @@ func TestForwardProofs(t *testing.T) {
 		if code, _ := get(w1.url, ""); code != http.StatusOK {
 			t.Fatalf("%d; want 200 through w0 and the owner", code)
 		}
-		want(t, w0.w, writer.FromClient)
+		wantOrigins(t, w0.w, writer.FromClient)
 	})
 	t.Run("ErrBounceWithoutSecretStopsAtTheFirst", func(t *testing.T) {
 		w0, w1 := startProofServer(t, nil), startProofServer(t, nil)
@@ -162,7 +140,37 @@ func TestForwardProofs(t *testing.T) {
 		if code, ec := get(w0.url, ""); code != http.StatusServiceUnavailable || ec != events.EForwardLoop {
 			t.Fatalf("%d %s; want 503 forward_loop", code, ec)
 		}
-		want(t, w0.w, writer.FromClient, writer.FromSelf)
-		want(t, w1.w, writer.FromClient)
+		wantOrigins(t, w0.w, writer.FromClient, writer.FromSelf)
+		wantOrigins(t, w1.w, writer.FromClient)
 	})
+}
+
+// getForwardedBy GETs a key from the writer at base with the dev token
+// and, unless empty, Eskv-Forwarded-By: forwardedBy; it returns the
+// status and the error code.
+func getForwardedBy(t *testing.T, base, forwardedBy string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/v1/kv/tenant/acme/project/demo/k", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if forwardedBy != "" {
+		req.Header.Set(api.ForwardedHeader, forwardedBy)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e events.ErrorBody
+	_ = json.Unmarshal(b, &e)
+	return resp.StatusCode, e.Error.Code
+}
+
+// wantOrigins checks whom w's Route calls were told the requests came
+// from.
+func wantOrigins(t *testing.T, w *proofWriter, origins ...writer.Origin) {
+	t.Helper()
+	if got := w.origins(); !slices.Equal(got, origins) {
+		t.Fatalf("routed as from %v; want %v", got, origins)
+	}
 }

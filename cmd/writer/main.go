@@ -122,14 +122,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
 	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
 	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
-	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
-	f.Env("ui-key-file", "ESKV_UI_KEY_FILE")
-	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
-	f.Env("ui-session-ttl", "ESKV_UI_SESSION_TTL")
-	f.StringVar(&c.peerSecret, "peer-secret", "", "secret shared by the writers of a deployment (at least 32 bytes; openssl rand -hex 32) with which they prove to each other the requests they forward; unset: a writer takes other writers' forwards for clients' requests (a single writer needs none)")
-	f.Env("peer-secret", "ESKV_PEER_SECRET")
-	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
-	f.Env("peer-secret-file", "ESKV_PEER_SECRET_FILE")
+	c.bindSecrets(f)
 	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return nil, err
@@ -150,6 +143,19 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.http.Check(f),
 		c.kafka.Check(),
 	)
+}
+
+// bindSecrets defines the flags of the secrets the writers of a
+// deployment share: the status page's key and the peer secret.
+func (c *config) bindSecrets(f *service.Flags) {
+	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
+	f.Env("ui-key-file", "ESKV_UI_KEY_FILE")
+	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
+	f.Env("ui-session-ttl", "ESKV_UI_SESSION_TTL")
+	f.StringVar(&c.peerSecret, "peer-secret", "", "secret shared by the writers of a deployment (at least 32 bytes; openssl rand -hex 32) with which they prove to each other the requests they forward; unset: a writer takes other writers' forwards for clients' requests (a single writer needs none)")
+	f.Env("peer-secret", "ESKV_PEER_SECRET")
+	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
+	f.Env("peer-secret-file", "ESKV_PEER_SECRET_FILE")
 }
 
 // tokens returns the configured bearer tokens (at least one) and, with a
