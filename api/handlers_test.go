@@ -59,7 +59,7 @@ func (f *fakeWriter) AwaitProjected(context.Context, string) error { return nil 
 
 func (f *fakeWriter) Ready() bool           { return true }
 func (f *fakeWriter) ForwardLoops() []int32 { return nil }
-func (f *fakeWriter) Route(events.Key, string) (bool, string, error) {
+func (f *fakeWriter) Route(events.Key, writer.Origin) (bool, string, error) {
 	return true, "", nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/writer"
 )
 
 const listPath = "/v1/kv?prefix=tenant/acme/project/demo/"
@@ -130,12 +131,14 @@ type routingWriter struct {
 	owner   string
 	err     error
 	awaited []string
+	from    []writer.Origin // of each Route call
 }
 
 // Route answers as writer.Route does: a request this writer does not own
 // is forwarded once, to a known owner, never twice.
-func (w *routingWriter) Route(_ events.Key, forwardedBy string) (bool, string, error) {
-	if !w.local && (w.owner == "" || forwardedBy != "") {
+func (w *routingWriter) Route(_ events.Key, from writer.Origin) (bool, string, error) {
+	w.from = append(w.from, from)
+	if !w.local && (w.owner == "" || from != writer.FromClient) {
 		return false, "", &events.Error{Code: events.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
 	}
 	return w.local, w.owner, nil
@@ -149,8 +152,10 @@ func (w *routingWriter) AwaitProjected(_ context.Context, prefix string) error {
 // TestListRouting: a listing is answered by the owner of its prefix's
 // partition after AwaitProjected; another writer forwards it there once
 // (path, query and token kept), and answers 503 when it knows no owner or
-// the request was forwarded already; an owner whose projector is too far
-// behind answers 503 without querying the projection.
+// the request was forwarded already (ForwardProofs); a client's
+// Eskv-Forwarded-By proves nothing and is not passed on; an owner whose
+// projector is too far behind answers 503 without querying the
+// projection.
 func TestListRouting(t *testing.T) {
 	var forwarded []*http.Request
 	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -175,7 +180,8 @@ func TestListRouting(t *testing.T) {
 		{"OKOwnerWaitsThenLists", routingWriter{local: true}, "", http.StatusOK, false, true},
 		{"OKForwardedToOwner", routingWriter{owner: owner.URL}, "", http.StatusOK, true, false},
 		{"ErrNoKnownOwner", routingWriter{}, "", http.StatusServiceUnavailable, false, false},
-		{"ErrForwardedTwice", routingWriter{owner: owner.URL}, "w1", http.StatusServiceUnavailable, false, false},
+		{"OKClientsForwardedHeaderIgnored", routingWriter{owner: owner.URL}, "w1", http.StatusOK, true, false},
+		{"OKClientsOwnURLIgnored", routingWriter{owner: owner.URL}, "w0", http.StatusOK, true, false},
 		{"ErrProjectorBehind", routingWriter{local: true, err: behind}, "", http.StatusServiceUnavailable, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,9 +211,13 @@ func TestListRouting(t *testing.T) {
 			}
 			if tc.forwarded {
 				r := forwarded[0]
-				if r.URL.RequestURI() != path || r.Header.Get(api.ForwardedHeader) != "w0" || r.Header.Get("Authorization") != "Bearer "+token {
+				if by := r.Header.Values(api.ForwardedHeader); r.URL.RequestURI() != path || len(by) != 1 || !strings.HasPrefix(by[0], "w0 ") ||
+					strings.Contains(by[0], ",") || r.Header.Get("Authorization") != "Bearer "+token {
 					t.Errorf("forwarded %s with %s=%q", r.URL.RequestURI(), api.ForwardedHeader, r.Header.Get(api.ForwardedHeader))
 				}
+			}
+			if len(tc.w.from) > 1 || len(tc.w.from) == 1 && tc.w.from[0] != writer.FromClient {
+				t.Errorf("routed as from %v; want a client's", tc.w.from)
 			}
 			if got := len(tc.w.awaited) == 1 && tc.w.awaited[0] == "tenant/acme/project/demo/x"; got != tc.awaited {
 				t.Errorf("AwaitProjected calls %q; want one of the prefix: %v", tc.w.awaited, tc.awaited)

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"sync"
 	"time"
 
@@ -38,11 +37,12 @@ type Writer interface {
 	// projector is too far behind).
 	AwaitProjected(ctx context.Context, prefix string) error
 	// Route says whether key is decided here or by the writer at ownerURL,
-	// or why neither can answer; forwardedBy is the request's
-	// ForwardedHeader ("" from a client).
-	Route(key events.Key, forwardedBy string) (local bool, ownerURL string, err error)
+	// or why neither can answer; from is who sent the request, as its
+	// forwarding proofs prove it (writer.FromClient without any).
+	Route(key events.Key, from writer.Origin) (local bool, ownerURL string, err error)
 	// ForwardLoops lists the partitions whose forwarding comes back to
-	// this writer; while any does, /readyz answers 503 forward_loop.
+	// this writer by the ownership table; while any does, /readyz answers
+	// 503 forward_loop. Nothing a request carries adds to it.
 	ForwardLoops() []int32
 	// AuditDenied records in the audit trail (kv.conflicts, reason
 	// forbidden) that principal was refused the write op of key. It never
@@ -99,9 +99,15 @@ type Config struct {
 	// AdvertiseURL is empty.
 	InstanceID string
 	// AdvertiseURL is the URL other writers forward to this writer at
-	// (writer.Config.AdvertiseURL): the value of ForwardedHeader in the
-	// requests it forwards, so that its own forward coming back is seen.
+	// (writer.Config.AdvertiseURL): the sender its forwarding proofs name
+	// (ForwardedHeader), so that its own forward coming back is seen.
 	AdvertiseURL string
+	// PeerSecret is the secret the writers of a deployment share (at
+	// least MinPeerSecretBytes) to prove to each other the requests they
+	// forward (ForwardedHeader). nil draws a random key for this process
+	// alone: it then recognizes its own forwards coming back, and takes
+	// every other writer's forward for a client's request.
+	PeerSecret []byte
 	// MaxListBytes bounds the bytes of the entries of one page of a
 	// listing (about their JSON), beside its limit: a page that reaches
 	// it is answered truncated, with a cursor, and always holds at least
@@ -127,6 +133,10 @@ type Config struct {
 	// UISessionTTL is how long a status page session lasts
 	// (DefaultUISessionTTL when 0).
 	UISessionTTL time.Duration
+	// UILogouts records the status page's logouts for every writer that
+	// shares UIKey; nil keeps them in this process only (a logged-out
+	// session is then refused by this writer alone).
+	UILogouts UILogouts
 }
 
 // Server is the HTTP API.
@@ -142,9 +152,10 @@ type Server struct {
 	denials *denials
 	// lists holds a token per listing in progress (MaxConcurrentLists).
 	lists chan struct{}
-	// ui authenticates the status page's sessions; conflicts counts the
-	// 409 answers it charts.
+	// ui authenticates the status page's sessions, uiLogouts says which
+	// a logout ended; conflicts counts the 409 answers it charts.
 	ui        *uiAuth
+	uiLogouts UILogouts
 	conflicts *conflictCounter
 	// metrics observes every request (nil without Config.Registerer).
 	metrics *requestMetrics
@@ -169,14 +180,17 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
 	}
-	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, lists: make(chan struct{}, cfg.MaxConcurrentLists),
-		fwd: &forwarder{self: cmp.Or(cfg.AdvertiseURL, cfg.InstanceID), proxies: make(map[string]*httputil.ReverseProxy)}}
-	if s.fwd.self == "" {
-		s.fwd.self = "writer"
-	}
+	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, lists: make(chan struct{}, cfg.MaxConcurrentLists)}
 	var err error
+	if s.fwd, err = newForwarder(cmp.Or(cfg.AdvertiseURL, cfg.InstanceID, "writer"), cfg.PeerSecret); err != nil {
+		return nil, err
+	}
 	if s.ui, err = newUIAuth(cfg.UIKey, cfg.Tokens, cfg.UISessionTTL); err != nil {
 		return nil, err
+	}
+	s.uiLogouts = cfg.UILogouts
+	if s.uiLogouts == nil {
+		s.uiLogouts = &memLogouts{ended: make(map[[32]byte]time.Time)}
 	}
 	s.conflicts = newConflictCounter()
 	s.contexts.New = func() any { return new(reqContext) }
@@ -245,6 +259,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.Router().Find(r.Method, echo.GetPath(r), ec)
 	c := s.contexts.Get().(*reqContext)
 	c.Context = ec
+	// Forwarding proofs are read here, and the header removed, before
+	// any handler: what a client wrote there reaches nothing.
+	if vs, ok := r.Header[ForwardedHeader]; ok {
+		delete(r.Header, ForwardedHeader)
+		c.from, c.carry = s.fwd.verify(vs, r.Method, r.URL.RequestURI(), s.now())
+	}
 	var start time.Time
 	if s.metrics != nil {
 		start = time.Now()
@@ -261,6 +281,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.ReleaseContext(ec)
 }
 
+// readyz answers whether the writer serves: it depends on the writer's
+// own state, the ownership table and the database, never on what any
+// request carried.
 func (s *Server) readyz(c echo.Context) error {
 	if loops := s.w.ForwardLoops(); len(loops) > 0 {
 		return &events.Error{Code: events.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
@@ -304,6 +327,19 @@ const principalKey = "principal"
 type reqContext struct {
 	echo.Context
 	principal *Principal
+	// from is who sent the request, as its forwarding proofs prove it;
+	// carry holds the proofs to pass on if it is forwarded (forwarder).
+	from  writer.Origin
+	carry string
+}
+
+// originOf is who sent the request and the forwarding proofs to carry
+// on (writer.FromClient and none outside ServeHTTP).
+func originOf(c echo.Context) (writer.Origin, string) {
+	if rc, ok := c.(*reqContext); ok {
+		return rc.from, rc.carry
+	}
+	return writer.FromClient, ""
 }
 
 // principalOf is the request's principal: nil before authentication.

@@ -245,7 +245,9 @@ type remoteWriter struct {
 	url string
 }
 
-func (f *remoteWriter) Route(events.Key, string) (bool, string, error) { return false, f.url, nil }
+func (f *remoteWriter) Route(events.Key, writer.Origin) (bool, string, error) {
+	return false, f.url, nil
+}
 
 // TestTxnForwardsWholeBody: a writer that does not own the project
 // forwards the transaction, whose body it has read, to the owner intact.

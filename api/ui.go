@@ -122,37 +122,58 @@ func (a *uiAuth) lookup(ref [32]byte) (credential, bool) {
 	return cr, ok
 }
 
-// cookieValue is a session: its end (unix seconds) and token reference,
-// then their MAC, base64url.
-func (a *uiAuth) cookieValue(ref [32]byte, end time.Time) string {
-	b := make([]byte, 8, 8+32+32)
-	binary.BigEndian.PutUint64(b, uint64(end.Unix()))
+// uiCookieLen is a session cookie's length before base64url: when it
+// was made (unix microseconds), its end (unix seconds), the token
+// reference and their MAC.
+const uiCookieLen = 8 + 8 + 32 + 32
+
+// uiSessionCookie is what a session cookie holds.
+type uiSessionCookie struct {
+	ref         [32]byte
+	issued, end time.Time
+}
+
+// cookieValue is a session cookie's value: made at issued, lasting until
+// end, for the token ref names; then their MAC, base64url.
+func (a *uiAuth) cookieValue(ref [32]byte, issued, end time.Time) string {
+	b := make([]byte, 16, uiCookieLen)
+	binary.BigEndian.PutUint64(b, uint64(issued.UnixMicro()))
+	binary.BigEndian.PutUint64(b[8:], uint64(end.Unix()))
 	b = append(b, ref[:]...)
 	m := hmac.New(sha256.New, a.sessionKey)
 	m.Write(b)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(b))
 }
 
-// session reads a cookie value: the principal, if the MAC holds, the
-// session has not ended and its token is still in force and unexpired.
-func (a *uiAuth) session(v string, now time.Time) (*Principal, bool) {
+// parseCookie reads a cookie value whose MAC holds, ended or not.
+func (a *uiAuth) parseCookie(v string) (uiSessionCookie, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || len(b) != 8+32+32 {
-		return nil, false
+	if err != nil || len(b) != uiCookieLen {
+		return uiSessionCookie{}, false
 	}
 	m := hmac.New(sha256.New, a.sessionKey)
-	m.Write(b[:40])
-	if subtle.ConstantTimeCompare(m.Sum(nil), b[40:]) != 1 {
-		return nil, false
+	m.Write(b[:48])
+	if subtle.ConstantTimeCompare(m.Sum(nil), b[48:]) != 1 {
+		return uiSessionCookie{}, false
 	}
-	if !now.Before(time.Unix(int64(binary.BigEndian.Uint64(b[:8])), 0)) {
-		return nil, false
+	return uiSessionCookie{ref: [32]byte(b[16:48]), issued: time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))),
+		end: time.Unix(int64(binary.BigEndian.Uint64(b[8:16])), 0)}, true
+}
+
+// session reads a cookie value: the principal and the session, if the
+// MAC holds, the session has not reached its end and its token is still
+// in force and unexpired. Whether a logout ended it is the server's
+// question (uiPrincipal).
+func (a *uiAuth) session(v string, now time.Time) (*Principal, uiSessionCookie, bool) {
+	sc, ok := a.parseCookie(v)
+	if !ok || !now.Before(sc.end) {
+		return nil, uiSessionCookie{}, false
 	}
-	cr, ok := a.lookup([32]byte(b[8:40]))
+	cr, ok := a.lookup(sc.ref)
 	if !ok || !cr.expiresAt.IsZero() && !now.Before(cr.expiresAt) {
-		return nil, false
+		return nil, uiSessionCookie{}, false
 	}
-	return cr.principal, true
+	return cr.principal, sc, true
 }
 
 // routeUI adds the status page's routes.
@@ -190,7 +211,9 @@ func uiHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 // uiIndex serves the page to a session, and sends anyone else to the
 // login form.
 func (s *Server) uiIndex(c echo.Context) error {
-	if _, ok := s.uiPrincipal(c); !ok {
+	if _, ok, err := s.uiPrincipal(c); err != nil {
+		return err
+	} else if !ok {
 		return c.Redirect(http.StatusSeeOther, "/ui/login")
 	}
 	b, err := uiFiles.ReadFile("ui/index.html")
@@ -200,20 +223,32 @@ func (s *Server) uiIndex(c echo.Context) error {
 	return c.HTMLBlob(http.StatusOK, b)
 }
 
-// uiPrincipal is the principal of the request's session cookie.
-func (s *Server) uiPrincipal(c echo.Context) (*Principal, bool) {
+// uiPrincipal is the principal of the request's session cookie, unless
+// a logout ended the session (uiLogouts); the error is the logouts'
+// store's.
+func (s *Server) uiPrincipal(c echo.Context) (*Principal, bool, error) {
 	ck, err := c.Cookie(uiCookie)
 	if err != nil {
-		return nil, false
+		return nil, false, nil
 	}
-	return s.ui.session(ck.Value, s.now())
+	p, sc, ok := s.ui.session(ck.Value, s.now())
+	if !ok {
+		return nil, false, nil
+	}
+	if ended, err := s.uiLoggedOut(c.Request().Context(), sc); err != nil || ended {
+		return nil, false, err
+	}
+	return p, true, nil
 }
 
 // uiSession authenticates the page's data routes by the session cookie
 // (and only them: /v1 reads the Authorization header alone).
 func (s *Server) uiSession(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p, ok := s.uiPrincipal(c)
+		p, ok, err := s.uiPrincipal(c)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			return events.FieldErrorf(events.EUnauthenticated, "cookie", "no status page session: log in at /ui/login")
 		}
@@ -259,13 +294,13 @@ func (s *Server) uiLogin(c echo.Context) error {
 		}
 		return s.renderLogin(c, http.StatusUnauthorized, loginView{Error: msg, Code: events.EUnauthenticated})
 	}
-	hash := sha256.Sum256([]byte(tok))
-	cr, _ := s.ui.lookup(s.ui.ref(hash))
+	ref := s.ui.ref(sha256.Sum256([]byte(tok)))
+	cr, _ := s.ui.lookup(ref)
 	end := now.Add(s.ui.ttl)
 	if !cr.expiresAt.IsZero() && cr.expiresAt.Before(end) {
 		end = cr.expiresAt
 	}
-	s.setSessionCookie(c, s.ui.cookieValue(s.ui.ref(hash), end), end)
+	s.setSessionCookie(c, s.ui.cookieValue(ref, s.uiIssued(c.Request().Context(), ref, now), end), end)
 	s.log.Info("status page login", "principal", p.Name)
 	return c.Redirect(http.StatusSeeOther, "/ui/")
 }
@@ -284,9 +319,20 @@ func (s *Server) setSessionCookie(c echo.Context, v string, end time.Time) {
 	c.SetCookie(ck)
 }
 
+// uiLogout ends the session: the cookie is cleared, and the logout is
+// recorded (uiLogouts) so that the cookie, presented again, is refused on
+// every writer of the deployment. Recording it failing answers 503 and
+// keeps the cookie, so the user sees it and retries.
 func (s *Server) uiLogout(c echo.Context) error {
 	if !sameOrigin(c.Request()) {
 		return events.FieldErrorf(events.EForbidden, "Origin", "the logout form is posted from another origin")
+	}
+	if ck, err := c.Cookie(uiCookie); err == nil {
+		if sc, ok := s.ui.parseCookie(ck.Value); ok && s.now().Before(sc.end) {
+			if err := s.uiEndSessions(c.Request().Context(), sc); err != nil {
+				return err
+			}
+		}
 	}
 	s.setSessionCookie(c, "", time.Time{})
 	return c.Redirect(http.StatusSeeOther, "/ui/login")

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestUILoginCookie: over TLS (or behind a proxy that says https) the
@@ -48,5 +51,105 @@ func TestUILoginCookie(t *testing.T) {
 	}
 	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
 		t.Fatalf("Content-Security-Policy %q", csp)
+	}
+}
+
+// uiClient logs in to and uses a status page handler with httptest.
+type uiClient struct {
+	t *testing.T
+}
+
+func (u uiClient) login(h http.Handler) *http.Cookie {
+	u.t.Helper()
+	req := httptest.NewRequest("POST", "/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if cs := rec.Result().Cookies(); rec.Code != http.StatusSeeOther || len(cs) != 1 {
+		u.t.Fatalf("login: %d with %d cookies, want 303 and the session", rec.Code, len(cs))
+	}
+	return rec.Result().Cookies()[0]
+}
+
+func (u uiClient) do(h http.Handler, method, path string, ck *http.Cookie) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, nil)
+	if ck != nil {
+		req.AddCookie(ck)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// me is the status of GET /ui/api/me with ck.
+func (u uiClient) me(h http.Handler, ck *http.Cookie) int {
+	return u.do(h, "GET", "/ui/api/me", ck).Code
+}
+
+// TestUILogoutEndsSession: a cookie presented after its logout is
+// refused (401 on the data, the page sends to the login form) although
+// its signature and end are valid, and so is every session of the same
+// token made before the logout; a login after it works (issue 28: the
+// cookie stayed valid 8 h after logout).
+func TestUILogoutEndsSession(t *testing.T) {
+	h := serverWith(t, &fakeWriter{}, api.DevToken(token))
+	u := uiClient{t}
+	ck, other := u.login(h), u.login(h)
+	if code := u.me(h, ck); code != http.StatusOK {
+		t.Fatalf("GET /ui/api/me with a fresh session: %d", code)
+	}
+	if rec := u.do(h, "POST", "/ui/logout", ck); rec.Code != http.StatusSeeOther || len(rec.Result().Cookies()) != 1 || rec.Result().Cookies()[0].MaxAge >= 0 {
+		t.Fatalf("logout: %d %v; want 303 clearing the cookie", rec.Code, rec.Result().Cookies())
+	}
+	if code := u.me(h, ck); code != http.StatusUnauthorized {
+		t.Fatalf("GET /ui/api/me with the cookie after its logout: %d; want 401", code)
+	}
+	if rec := u.do(h, "GET", "/ui/", ck); rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/ui/login" {
+		t.Fatalf("GET /ui/ after logout: %d to %q; want 303 to /ui/login", rec.Code, rec.Header().Get("Location"))
+	}
+	if code := u.me(h, other); code != http.StatusUnauthorized {
+		t.Fatalf("another session of the token made before the logout: %d; want 401", code)
+	}
+	if code := u.me(h, u.login(h)); code != http.StatusOK {
+		t.Fatalf("a login after the logout: %d; want 200", code)
+	}
+}
+
+// TestUILogoutEndsSessionOnEveryWriter: writers sharing the UI key and
+// the projection's database refuse, every one of them, a session logged
+// out of on another, at once.
+func TestUILogoutEndsSessionOnEveryWriter(t *testing.T) {
+	store := projection.New(testenv.MustPostgres(t))
+	tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("a status page key of 32 bytes at least")
+	var hs []http.Handler
+	for range 2 {
+		s, err := api.New(api.Config{Tokens: tokens, UIKey: key, UILogouts: store}, &fakeWriter{}, fakeLister{}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, s.Handler())
+	}
+	u := uiClient{t}
+	ck := u.login(hs[0])
+	if code := u.me(hs[1], ck); code != http.StatusOK {
+		t.Fatalf("a session made on writer 0, on writer 1: %d; want 200", code)
+	}
+	if rec := u.do(hs[1], "POST", "/ui/logout", ck); rec.Code != http.StatusSeeOther {
+		t.Fatalf("logout on writer 1: %d", rec.Code)
+	}
+	for w, h := range hs {
+		if code := u.me(h, ck); code != http.StatusUnauthorized {
+			t.Fatalf("writer %d, the cookie after its logout on writer 1: %d; want 401", w, code)
+		}
+	}
+	fresh := u.login(hs[1])
+	for w, h := range hs {
+		if code := u.me(h, fresh); code != http.StatusOK {
+			t.Fatalf("writer %d, a session made after the logout: %d; want 200", w, code)
+		}
 	}
 }

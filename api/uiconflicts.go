@@ -15,9 +15,15 @@ import (
 // charts.
 const conflictMinutes = 60
 
-// maxConflictScopes bounds the projects whose conflicts are kept: beyond
-// it, projects without a conflict in the last hour are forgotten, and a
-// new project is not counted until one is.
+// maxConflictScopes bounds the projects whose conflicts are kept. When
+// the table is full, projects without a conflict in the last hour are
+// forgotten; if none is, a tenant's new project takes the place of one
+// of the tenant holding the most projects, provided that tenant holds
+// more than this one would: so every tenant may hold an equal share of
+// the table (maxConflictScopes over the tenants with conflicts), more
+// while others use less, and no tenant's conflicts keep another's
+// projects out of the chart (issue 28: one tenant filled the table in
+// 4.7 s and blinded every other tenant's chart).
 const maxConflictScopes = 10_000
 
 // conflictCounter counts, per project, the writes this writer answered
@@ -26,7 +32,19 @@ const maxConflictScopes = 10_000
 // counted by the writer that decided it (its owner), once.
 type conflictCounter struct {
 	mu     sync.Mutex
+	max    int // maxConflictScopes
 	scopes map[string]*conflictRing
+	// tenants holds each tenant's projects in scopes; byCount the
+	// tenants holding each number of them, and most the largest number
+	// (0 when scopes is empty): the tenant to take a place from is
+	// found at once.
+	tenants map[string]map[string]struct{}
+	byCount map[int]map[string]struct{}
+	most    int
+	// quietScan is the minute forgetQuiet last ran: a project only
+	// becomes quiet when the minute changes, so one scan a minute finds
+	// them all.
+	quietScan int64
 }
 
 // conflictRing holds a project's counts of the last conflictMinutes
@@ -53,7 +71,14 @@ type ConflictRates struct {
 }
 
 func newConflictCounter() *conflictCounter {
-	return &conflictCounter{scopes: make(map[string]*conflictRing)}
+	return &conflictCounter{max: maxConflictScopes, scopes: make(map[string]*conflictRing),
+		tenants: make(map[string]map[string]struct{}), byCount: make(map[int]map[string]struct{}), quietScan: -1}
+}
+
+// tenantOf is the tenant of a scope, tenant/<tenant>/project/<project>.
+func tenantOf(scope string) string {
+	t, _, _ := strings.Cut(strings.TrimPrefix(scope, "tenant/"), "/")
+	return t
 }
 
 // add counts one conflict of scope at now.
@@ -63,11 +88,11 @@ func (cc *conflictCounter) add(scope string, now time.Time) {
 	defer cc.mu.Unlock()
 	r := cc.scopes[scope]
 	if r == nil {
-		if len(cc.scopes) >= maxConflictScopes && !cc.forgetQuiet(m) {
+		if len(cc.scopes) >= cc.max && !cc.makeRoom(tenantOf(scope), m) {
 			return
 		}
 		r = &conflictRing{}
-		cc.scopes[scope] = r
+		cc.put(scope, r)
 	}
 	i := m % conflictMinutes
 	if r.minutes[i] != m {
@@ -77,13 +102,87 @@ func (cc *conflictCounter) add(scope string, now time.Time) {
 	r.last = m
 }
 
-// forgetQuiet drops the projects without a conflict in the last hour and
-// reports whether any was dropped.
+// makeRoom frees a place in the full table for a project of tenant at
+// minute m: a quiet project's, or else one of the tenant holding the most
+// projects if it holds more than tenant would with one more. It reports
+// whether it freed one.
+func (cc *conflictCounter) makeRoom(tenant string, m int64) bool {
+	if cc.forgetQuiet(m) {
+		return true
+	}
+	if cc.most <= len(cc.tenants[tenant])+1 {
+		return false // tenant holds its share: as many as any other, or one fewer
+	}
+	for largest := range cc.byCount[cc.most] {
+		for scope := range cc.tenants[largest] {
+			cc.remove(scope)
+			return true
+		}
+	}
+	return false
+}
+
+// put records a new project's ring.
+func (cc *conflictCounter) put(scope string, r *conflictRing) {
+	cc.scopes[scope] = r
+	t := tenantOf(scope)
+	ts := cc.tenants[t]
+	if ts == nil {
+		ts = make(map[string]struct{})
+		cc.tenants[t] = ts
+	}
+	cc.recount(t, len(ts), len(ts)+1)
+	ts[scope] = struct{}{}
+}
+
+// remove forgets a project.
+func (cc *conflictCounter) remove(scope string) {
+	delete(cc.scopes, scope)
+	t := tenantOf(scope)
+	ts := cc.tenants[t]
+	delete(ts, scope)
+	cc.recount(t, len(ts)+1, len(ts))
+	if len(ts) == 0 {
+		delete(cc.tenants, t)
+	}
+}
+
+// recount moves tenant from the tenants holding from projects to those
+// holding to (from and to differ by one), keeping most.
+func (cc *conflictCounter) recount(tenant string, from, to int) {
+	if set := cc.byCount[from]; set != nil {
+		delete(set, tenant)
+		if len(set) == 0 {
+			delete(cc.byCount, from)
+		}
+	}
+	if to > 0 {
+		set := cc.byCount[to]
+		if set == nil {
+			set = make(map[string]struct{})
+			cc.byCount[to] = set
+		}
+		set[tenant] = struct{}{}
+	}
+	switch {
+	case to > cc.most:
+		cc.most = to
+	case from == cc.most && cc.byCount[from] == nil:
+		cc.most = to // counts move by one: the largest is now to
+	}
+}
+
+// forgetQuiet drops the projects without a conflict in the last hour, at
+// most once a minute, and reports whether any was dropped.
 func (cc *conflictCounter) forgetQuiet(m int64) bool {
+	if cc.quietScan == m {
+		return false
+	}
+	cc.quietScan = m
 	n := len(cc.scopes)
 	for s, r := range cc.scopes {
 		if m-r.last >= conflictMinutes {
-			delete(cc.scopes, s)
+			cc.remove(s)
 		}
 	}
 	return len(cc.scopes) < n

@@ -128,10 +128,16 @@ func mustWriterProcs(tb testing.TB, n int) *writersStack {
 	return ps
 }
 
+// peerSecret is the writers' shared forwarding secret in the process
+// stacks (ESKV_PEER_SECRET), as the chart sets it from its Secret.
+const peerSecret = "e2e-peer-secret-0123456789abcdef0123456789abcdef"
+
 // procEnv is the environment every service process of s shares: its
-// broker, database and partition count, logging at warn.
+// broker, database and partition count, the writers' peer secret, logging
+// at warn.
 func procEnv(s *stack) []string {
 	return []string{
+		"ESKV_PEER_SECRET=" + peerSecret,
 		"ESKV_BROKERS=" + strings.Join(s.broker.Addrs, ","),
 		"ESKV_POSTGRES_URL=" + s.pg.URL,
 		fmt.Sprintf("ESKV_PARTITIONS=%d", partitions),

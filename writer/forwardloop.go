@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/projection"
@@ -41,17 +42,47 @@ func isUnspecified(host string) bool {
 	return ip != nil && ip.IsUnspecified()
 }
 
+// Origin is who sent a request, as far as this writer can prove it: api
+// verifies the request's forwarding proofs (api/forward.go) and Route
+// decides with the result. Nothing a client writes makes a request
+// anything but FromClient.
+type Origin uint8
+
+const (
+	// FromClient is a client's request, or one whose forwarding nothing
+	// proves (no proof, a bad one, or another writer's without a shared
+	// peer secret).
+	FromClient Origin = iota
+	// FromPeer is a request another writer of the deployment forwarded,
+	// proven with the peer secret they share.
+	FromPeer
+	// FromSelf is a request this writer forwarded that came back to it,
+	// proven with its own key: the owner's advertise URL reaches this
+	// writer, or (without a peer secret) another writer sent it back.
+	FromSelf
+)
+
 // loops tracks the partitions whose requests would be forwarded back to
-// this writer: the owner recorded in writer_owners answers at our own
-// advertise URL although we do not own the partition, or a forwarded
-// request came back to us. Each such partition is logged once when it
-// starts looping and once when it stops, counted per refused request, and
-// makes the writer not ready (ForwardLoops) until the ownership table
-// names another owner for it.
+// this writer because the owner recorded in writer_owners answers at our
+// own advertise URL although we do not own the partition. Each such
+// partition is logged once when it starts looping and once when it stops,
+// counted per refused request, and makes the writer not ready
+// (ForwardLoops) until the ownership table names another owner for it.
+//
+// Only the ownership table puts a partition here: a request, whatever it
+// carries, never does (issue 28: a client's Eskv-Forwarded-By naming the
+// writer's own URL took it out of service). A request of ours that came
+// back (FromSelf) is refused alone, counted, and logged at most once a
+// minute per partition (cameBack), never a readiness matter.
 type loops struct {
-	mu    sync.Mutex
-	parts map[int32]projection.Owner // the owner row seen when the loop was found
+	mu       sync.Mutex
+	parts    map[int32]projection.Owner // the owner row seen when the loop was found
+	cameBack map[int32]time.Time        // when a partition's returned forward was last logged
 }
+
+// cameBackLogEvery is how often, at most, a partition's forwards coming
+// back are logged.
+const cameBackLogEvery = time.Minute
 
 // errForwardLoop answers a request whose forward would loop.
 func errForwardLoop(p int32) error {
@@ -59,9 +90,9 @@ func errForwardLoop(p int32) error {
 		"partition %d: forwarding would come back to this writer (misconfigured %s of a writer); another writer may answer, retry", p, AdvertiseSetting)}
 }
 
-// forwardLoop records that partition p loops with owner row o (the zero
-// Owner when none is recorded), and returns the error to answer.
-func (w *Writer) forwardLoop(p int32, o projection.Owner, forwardedBy string) error {
+// forwardLoop records that partition p loops with owner row o, and
+// returns the error to answer.
+func (w *Writer) forwardLoop(p int32, o projection.Owner) error {
 	w.metrics.forwardLoops.Inc()
 	w.loops.mu.Lock()
 	defer w.loops.mu.Unlock()
@@ -71,21 +102,37 @@ func (w *Writer) forwardLoop(p int32, o projection.Owner, forwardedBy string) er
 		w.log.Error("forward loop: requests for this partition would be forwarded back to this writer; "+
 			"answering 503 forward_loop and not ready until writer_owners names another owner. "+
 			"Check every writer's "+AdvertiseSetting+": each must be an address only that writer answers at",
-			"partition", p, "owner", o.ID, "ownerAddr", o.Addr, "self", w.cfg.AdvertiseURL, "forwardedBy", forwardedBy)
+			"partition", p, "owner", o.ID, "ownerAddr", o.Addr, "self", w.cfg.AdvertiseURL)
 	}
 	return errForwardLoop(p)
 }
 
-// looping returns the error of a partition already known to loop with
-// owner row o, or nil.
-func (w *Writer) looping(p int32, o projection.Owner) error {
+// forwardCameBack answers a request this writer forwarded for partition
+// p (owner row o, zero when none is recorded) that came back to it: counted, logged at most once a
+// minute per partition, and refused; the partition and the writer's
+// readiness are untouched.
+func (w *Writer) forwardCameBack(p int32, o projection.Owner) error {
+	w.metrics.forwardLoops.Inc()
+	now := time.Now()
 	w.loops.mu.Lock()
-	defer w.loops.mu.Unlock()
-	if seen, ok := w.loops.parts[p]; ok && sameOwner(seen, o) {
-		return errForwardLoop(p)
+	last, logged := w.loops.cameBack[p]
+	if !logged || now.Sub(last) >= cameBackLogEvery {
+		w.loops.cameBack[p] = now
+		logged = false
 	}
-	return nil
+	w.loops.mu.Unlock()
+	if !logged {
+		w.log.Warn("forward loop: a request this writer forwarded came back to it; answering it 503 forward_loop. "+
+			"The owner's address reaches this writer, or (without "+PeerSecretSetting+") ownership is moving: "+
+			"check every writer's "+AdvertiseSetting+" and that every writer has the same "+PeerSecretSetting,
+			"partition", p, "owner", o.ID, "ownerAddr", o.Addr, "self", w.cfg.AdvertiseURL)
+	}
+	return errForwardLoop(p)
 }
+
+// PeerSecretSetting names the writers' shared forwarding secret in the
+// logs about forwarding.
+const PeerSecretSetting = "ESKV_PEER_SECRET"
 
 // clearLoops forgets the loops whose partition now has another owner row,
 // or is owned here: the ownership changed, so forwarding may work again.
@@ -107,7 +154,8 @@ func sameOwner(a, b projection.Owner) bool {
 }
 
 // ForwardLoops returns the partitions whose forwarding loops back to this
-// writer, in order; while any does, /readyz answers 503.
+// writer by the ownership table, in order; while any does, /readyz
+// answers 503.
 func (w *Writer) ForwardLoops() []int32 {
 	w.loops.mu.Lock()
 	defer w.loops.mu.Unlock()
@@ -120,14 +168,17 @@ func (w *Writer) ForwardLoops() []int32 {
 }
 
 // Route says where a request for key is decided: here (local), or by the
-// writer answering at ownerURL. forwardedBy is the advertise URL of the
-// writer that forwarded the request to us ("" from a client). A request
-// is never forwarded twice: a forwarded one this writer cannot decide
-// answers partition_unavailable (ownership is moving), or forward_loop
-// when it was our own forward coming back. When this writer does not own
-// the key's partition and knows no other owner, the error is
-// partition_unavailable too (never a read from a projection that may lag).
-func (w *Writer) Route(key events.Key, forwardedBy string) (local bool, ownerURL string, err error) {
+// writer answering at ownerURL. from is who sent it, as proven (Origin).
+// A peer's forward is never forwarded again: if this writer cannot decide
+// it, it answers partition_unavailable (ownership is moving). A request
+// of ours that came back answers forward_loop. When this writer does not
+// own the key's partition and knows no other owner, the error is
+// partition_unavailable too (never a read from a projection that may
+// lag). Without a peer secret no request is FromPeer, so one another
+// writer forwarded may be forwarded again; if it then comes back to a
+// writer that forwarded it, that writer recognizes its own proof
+// (FromSelf): a request makes at most one round of the writers.
+func (w *Writer) Route(key events.Key, from Origin) (local bool, ownerURL string, err error) {
 	id, p := w.partition(key)
 	if p != nil {
 		return true, "", nil
@@ -139,16 +190,12 @@ func (w *Writer) Route(key events.Key, forwardedBy string) (local bool, ownerURL
 	}
 	self := w.cfg.AdvertiseURL
 	switch {
-	case self != "" && forwardedBy == self:
-		return false, "", w.forwardLoop(id, o, forwardedBy)
 	case known && o.ID != w.cfg.InstanceID && self != "" && o.Addr == self:
-		return false, "", w.forwardLoop(id, o, forwardedBy)
-	case forwardedBy != "" || !known || o.ID == w.cfg.InstanceID:
+		return false, "", w.forwardLoop(id, o)
+	case from == FromSelf:
+		return false, "", w.forwardCameBack(id, o)
+	case from == FromPeer || !known || o.ID == w.cfg.InstanceID:
 		return false, "", errUnavailable(id, "moving between writers")
-	}
-	if err := w.looping(id, o); err != nil {
-		w.metrics.forwardLoops.Inc()
-		return false, "", err
 	}
 	return false, o.Addr, nil
 }

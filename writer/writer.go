@@ -285,7 +285,7 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 		cfg: cfg, proj: proj, log: log, metrics: m,
 		adm: kadm.NewClient(admCl), admCl: admCl,
 		parts: make(map[int32]*partition),
-		loops: loops{parts: make(map[int32]projection.Owner)},
+		loops: loops{parts: make(map[int32]projection.Owner), cameBack: make(map[int32]time.Time)},
 	}
 	w.committer = newCommitter(w, txnID)
 	// Kafka's defaults until Run reads the topics'.

@@ -63,6 +63,8 @@ type config struct {
 	fetchWait        time.Duration
 	uiKeyFile        string
 	uiSessionTTL     time.Duration
+	peerSecret       string
+	peerSecretFile   string
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -123,10 +125,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
 	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
 	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
-	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
-	f.Env("ui-key-file", "ESKV_UI_KEY_FILE")
-	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
-	f.Env("ui-session-ttl", "ESKV_UI_SESSION_TTL")
+	c.bindSecrets(f)
 	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return nil, err
@@ -148,6 +147,19 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.http.Check(f),
 		c.kafka.Check(),
 	)
+}
+
+// bindSecrets defines the flags of the secrets the writers of a
+// deployment share: the status page's key and the peer secret.
+func (c *config) bindSecrets(f *service.Flags) {
+	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
+	f.Env("ui-key-file", "ESKV_UI_KEY_FILE")
+	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
+	f.Env("ui-session-ttl", "ESKV_UI_SESSION_TTL")
+	f.StringVar(&c.peerSecret, "peer-secret", "", "secret shared by the writers of a deployment (at least 32 bytes; openssl rand -hex 32) with which they prove to each other the requests they forward; unset: a writer takes other writers' forwards for clients' requests (a single writer needs none)")
+	f.Env("peer-secret", "ESKV_PEER_SECRET")
+	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
+	f.Env("peer-secret-file", "ESKV_PEER_SECRET_FILE")
 }
 
 // tokens returns the configured bearer tokens (at least one) and, with a
@@ -217,6 +229,10 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	peerSecret, err := c.peerSecretBytes(log)
+	if err != nil {
+		return err
+	}
 	ln, err := service.Listen(c.httpAddr)
 	if err != nil {
 		return err
@@ -257,6 +273,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		WatchHeartbeat:     c.heartbeat,
 		UIKey:              uiKey,
 		UISessionTTL:       c.uiSessionTTL,
+		UILogouts:          store,
+		PeerSecret:         peerSecret,
 	}, w, store, log)
 	if err != nil {
 		return err
@@ -286,6 +304,34 @@ func (c *config) uiKey(log *slog.Logger) ([]byte, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) < api.MinUIKeyBytes {
 		return nil, fmt.Errorf("ESKV_UI_KEY_FILE %s: the key is %d bytes, at least %d are needed (openssl rand -hex 32)", c.uiKeyFile, len(b), api.MinUIKeyBytes)
+	}
+	return b, nil
+}
+
+// peerSecretBytes reads the writers' shared forwarding secret from
+// ESKV_PEER_SECRET or ESKV_PEER_SECRET_FILE (its surrounding white space
+// trimmed), or returns nil (this writer proves its forwards to itself
+// alone) and says so. Errors never show the secret.
+func (c *config) peerSecretBytes(log *slog.Logger) ([]byte, error) {
+	var b []byte
+	switch {
+	case c.peerSecret != "" && c.peerSecretFile != "":
+		return nil, errors.New("ESKV_PEER_SECRET and ESKV_PEER_SECRET_FILE are both set: set one")
+	case c.peerSecretFile != "":
+		var err error
+		if b, err = os.ReadFile(c.peerSecretFile); err != nil {
+			return nil, fmt.Errorf("ESKV_PEER_SECRET_FILE: %w", err)
+		}
+	case c.peerSecret != "":
+		b = []byte(c.peerSecret)
+	default:
+		log.Info("ESKV_PEER_SECRET is unset: requests other writers forward here are taken for clients' requests " +
+			"(set the same secret on every writer of a deployment of several)")
+		return nil, nil
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < api.MinPeerSecretBytes {
+		return nil, fmt.Errorf("the peer secret (ESKV_PEER_SECRET or ESKV_PEER_SECRET_FILE) is %d bytes, at least %d are needed (openssl rand -hex 32)", len(b), api.MinPeerSecretBytes)
 	}
 	return b, nil
 }

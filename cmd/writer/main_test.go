@@ -17,7 +17,11 @@ import (
 )
 
 func TestHelpListsEnvironment(t *testing.T) {
+<<<<<<< HEAD
 	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_HTTP_ADDR", "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_PARTITIONS", "ESKV_DEV_TOKEN", "ESKV_TOKENS_FILE", "ESKV_MAX_VALUE_BYTES", "ESKV_WRITER_ID", "ESKV_REQUEST_ID_WINDOW", "ESKV_REQUEST_ID_AGE", "ESKV_STATE_CACHE_BYTES",
+=======
+	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_HTTP_ADDR", "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_PARTITIONS", "ESKV_DEV_TOKEN", "ESKV_TOKENS_FILE", "ESKV_PEER_SECRET", "ESKV_PEER_SECRET_FILE", "ESKV_MAX_VALUE_BYTES", "ESKV_WRITER_ID", "ESKV_REQUEST_ID_WINDOW", "ESKV_STATE_CACHE_BYTES",
+>>>>>>> p1-forward
 		"ESKV_KAFKA_TLS", "ESKV_KAFKA_TLS_CA_FILE", "ESKV_KAFKA_TLS_CERT_FILE", "ESKV_KAFKA_TLS_KEY_FILE", "ESKV_KAFKA_TLS_SERVER_NAME",
 		"ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "ESKV_KAFKA_INSECURE_DEV", "ESKV_KAFKA_SASL_MECHANISM", "ESKV_KAFKA_SASL_USERNAME", "ESKV_KAFKA_SASL_PASSWORD_FILE")
 }
@@ -186,6 +190,33 @@ func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string) stri
 // writers could not reach it at does not start, and the error names
 // ESKV_ADVERTISE_URL, the setting to fix (issue 15: writers that recorded
 // http://[::]:8080 forwarded to themselves forever).
+// TestRefusesBadPeerSecret: a peer secret that is short, given twice or
+// unreadable stops the writer at start with an error naming the setting
+// and never showing the secret.
+func TestRefusesBadPeerSecret(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("  secret-in-a-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, secret, file, want string }{
+		{"ErrShort", "secret-too-short", "", "at least 32"},
+		{"ErrShortFile", "", short, "at least 32"},
+		{"ErrBoth", strings.Repeat("s", 64), short, "both set"},
+		{"ErrNoFile", "", filepath.Join(dir, "none"), "ESKV_PEER_SECRET_FILE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setenv(t, map[string]string{"ESKV_DEV_TOKEN": "dev-token-for-main-test", "ESKV_HTTP_ADDR": "127.0.0.1:0",
+				"ESKV_PEER_SECRET": tc.secret, "ESKV_PEER_SECRET_FILE": tc.file})
+			err := run(context.Background(), nil, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ESKV_PEER_SECRET") ||
+				strings.Contains(err.Error(), "secret-") {
+				t.Fatalf("run: %v; want an error naming ESKV_PEER_SECRET, saying %q, without the secret", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestRefusesUnspecifiedAdvertiseHost(t *testing.T) {
 	for _, tc := range []struct{ name, advertise, httpAddr string }{
 		{"advertise 0.0.0.0", "http://0.0.0.0:8080", "127.0.0.1:0"},

@@ -154,6 +154,9 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if cfg.Watch == nil {
 		cfg.Watch = hub
 	}
+	if cfg.UILogouts == nil {
+		cfg.UILogouts = s.Store
+	}
 	srv, err := api.New(cfg, w, s.Store, log)
 	if err != nil {
 		tb.Fatal(err)

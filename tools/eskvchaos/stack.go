@@ -24,6 +24,7 @@ type stack struct {
 	*localstack.Stack
 	store *projection.Store
 	token string
+	peer  string // the writers' ESKV_PEER_SECRET
 	// goodToken and evilToken are the tenants' tokens of -hostile
 	// (tenant/good/ and tenant/evil/), in the writers' tokens file.
 	goodToken, evilToken string
@@ -65,7 +66,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		return nil, err
 	}
 	s := &stack{Stack: ls, store: projection.New(ls.DB), progress: progress, t0: time.Now(), closing: make(chan struct{}),
-		token: "chaos-" + localstack.RandomHex(16),
+		token: "chaos-" + localstack.RandomHex(16), peer: localstack.RandomHex(32),
 		topics: changelog.Topics{Changes: changelog.DefaultChangesTopic, Conflicts: changelog.DefaultConflictsTopic,
 			Partitions: int32(c.partitions)}}
 	defer func() {
@@ -145,7 +146,7 @@ func (s *stack) addServices(c config) error {
 // static instance id id.
 func (s *stack) writerEnv(port int, id string) []string {
 	return append(slices.Clone(s.env), fmt.Sprintf("ESKV_HTTP_ADDR=127.0.0.1:%d", port), "ESKV_DEV_TOKEN="+s.token,
-		"ESKV_WRITER_ID="+id)
+		"ESKV_PEER_SECRET="+s.peer, "ESKV_WRITER_ID="+id)
 }
 
 // ensureTopics creates kv.changes and kv.conflicts before any service
