@@ -269,8 +269,11 @@ func (h *hostile) goodClient() {
 			} else {
 				h.gets = append(h.gets, d)
 			}
-			if err != nil || st != http.StatusOK {
-				h.goodErrs = append(h.goodErrs, fmt.Sprintf("%s %d %s %v", m, st, code, err))
+			switch {
+			case err != nil:
+				h.goodErrs = append(h.goodErrs, m+" "+noAnswer(err))
+			case st != http.StatusOK:
+				h.goodErrs = append(h.goodErrs, fmt.Sprintf("%s %d %s", m, st, code))
 			}
 			h.mu.Unlock()
 		}
@@ -312,10 +315,20 @@ func (h *hostile) evilWrite(kind string, st int, code string, err error) {
 	h.counts[kind]++
 	switch {
 	case err != nil:
-		h.evilCode["no answer: "+err.Error()]++
+		h.evilCode[noAnswer(err)]++
 	default:
 		h.evilCode[strings.TrimSpace(fmt.Sprintf("%d %s", st, code))]++
 	}
+}
+
+// noAnswer names a request's failure without its URL, so that failures
+// of one kind count together.
+func noAnswer(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "no answer (timeout)"
+	}
+	return "no answer (connection failed)"
 }
 
 // oversizeTxn sends transactions of 100 values of 60 KiB.
