@@ -83,7 +83,9 @@ func (s *Server) qpop(c echo.Context, op events.Op, p *Principal, k events.Key) 
 }
 
 // qack serves POST /v1/kv/{key}:qack: a stale receipt is 409
-// stale_receipt saying why.
+// stale_receipt, one message whatever the reason. The write right is
+// enough: a receipt is random (events.Receipt), so only the consumer a
+// pop answered, or whoever it handed the receipt to, can ack it.
 func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) error {
 	var b events.QAckBody
 	if err := s.decode(c, &b); err != nil {
@@ -92,8 +94,8 @@ func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) 
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	member, delivery, _ := events.ParseReceipt(b.Receipt)
-	req := &writer.Request{Key: k, Op: op, Item: member, Delivery: delivery, RequestID: b.RequestID, Principal: p.Name}
+	member, delivery, nonce, _ := events.ParseReceipt(b.Receipt)
+	req := &writer.Request{Key: k, Op: op, Item: member, Delivery: delivery, ReceiptNonce: nonce, RequestID: b.RequestID, Principal: p.Name}
 	res, err := s.write(c, req)
 	if err != nil {
 		return err

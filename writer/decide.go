@@ -82,6 +82,9 @@ type Request struct {
 	Item       string
 	Delivery   int64
 	ItemTTL    int64
+	// ReceiptNonce is the random part of an ack's receipt ("" for a
+	// receipt of a delivery popped before receipts had one).
+	ReceiptNonce string
 
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
@@ -145,6 +148,9 @@ func (r *Request) Digest() string {
 	}
 	if r.ItemTTL != 0 { // only then: older digests keep their parts
 		parts = append(parts, "itemTtl", r.ItemTTL)
+	}
+	if r.ReceiptNonce != "" { // only then: older digests keep their parts
+		parts = append(parts, "nonce", r.ReceiptNonce)
 	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)

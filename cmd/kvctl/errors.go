@@ -179,7 +179,7 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 	case codeQueueEmpty:
 		return exitUnavailable, "the queue has no visible item now: try again later (a script's loop sleeps and pops again), or push one"
 	case events.EStaleReceipt:
-		return exitFailed, fmt.Sprintf("nothing was acknowledged (the error says why): an item not acknowledged before its deadline goes back to %s and is delivered again with a new receipt; pop again, and give work that takes longer a longer --visibility-timeout", subject)
+		return exitFailed, fmt.Sprintf("nothing was acknowledged: the receipt is not the current delivery of an item in flight (use the receipt your pop printed, whole); an item not acknowledged before its deadline goes back to %s and is delivered again with a new receipt; pop again, and give work that takes longer a longer --visibility-timeout", subject)
 	case events.EWrongType:
 		return exitFailed, a.wrongType(subject, e)
 	case events.EFieldMismatch:
