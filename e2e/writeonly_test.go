@@ -2,15 +2,113 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/eskv/eskv/events"
 )
 
-// Write-only principals: a token that may write a key but not read it
-// cannot acknowledge a delivery it was not handed by guessing its
-// receipt.
+// Write-only principals (README "Security", "What a write-only token
+// learns"): a token that may write a key but not read it learns no more
+// than whether its own write succeeded, and never a value: not through a
+// counter's bounds, a field condition or a guessed queue receipt.
+
+// TestWriteOnlyCannotProbeCounter: the attack of issue P1 #5 learned a
+// counter's exact value in 63 increments with max (each undone). Every
+// condition on the value is refused to a principal without read (403
+// naming it) before the writer decides anything, and so is an addend
+// large enough to probe the 64-bit bound.
+func TestWriteOnlyCannotProbeCounter(t *testing.T) {
+	s := mustStack(t)
+	k := secBase + "probe-counter"
+	const secret = 918273645
+	expect(t, "set counter", s.do("POST", k+":increment", acmeToken, fmt.Sprintf(`{"by":%d,"create":true}`, secret)), 200, "", "")
+
+	// The binary search of the attack: max = mid is refused when the
+	// counter exceeds mid; an accepted probe is undone.
+	lo, hi, probes, refused := int64(0), int64(math.MaxInt32), 0, 0
+	for lo < hi && probes < 63 {
+		mid := lo + (hi-lo)/2
+		probes++
+		r := s.do("POST", k+":increment", writerTok, fmt.Sprintf(`{"by":1,"max":%d}`, mid+1))
+		switch r.Status {
+		case 200:
+			hi = mid
+			expect(t, "undo", s.do("POST", k+":increment", writerTok, `{"by":-1}`), 200, "", "")
+		case 409:
+			lo = mid + 1
+		default:
+			expect(t, "probe with max", r, 403, events.EForbidden, "max")
+			refused++
+			lo, hi = 0, 0 // nothing learned: stop
+		}
+	}
+	t.Logf("write-only probes of a counter through max: %d sent, %d refused (403 field max), value learned: %v", probes, refused, refused == 0 && lo == secret)
+	if refused != 1 || probes != 1 {
+		t.Fatalf("the probe with max was answered: %d probes, the attack found %d (secret %d)", probes, lo, secret)
+	}
+	for _, tc := range []struct{ name, body, field string }{
+		{"Min", `{"by":-1,"min":0}`, "min"},
+		{"MinAndMax", `{"by":1,"min":0,"max":10}`, "min"},
+		{"ByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, int64(math.MaxInt64)-secret), "by"},
+		{"NegativeByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, -(events.MaxBlindStep + 1)), "by"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, "increment", s.do("POST", k+":increment", writerTok, tc.body), 403, events.EForbidden, tc.field)
+		})
+	}
+	expect(t, "by at the blind step", s.do("POST", k+":increment", writerTok, fmt.Sprintf(`{"by":%d}`, events.MaxBlindStep)), 200, "", "")
+	expect(t, "reader's bound", s.do("POST", k+":increment", acmeToken, `{"by":1,"max":1}`), 409, events.EOutOfRange, "max")
+}
+
+// TestWriteOnlyCannotTestFields: a PATCH's if and a transaction's field
+// condition would confirm a guessed field value (field_mismatch or
+// success): refused to a principal without read, naming the parameter;
+// version and existence conditions stay (a version is no value).
+func TestWriteOnlyCannotTestFields(t *testing.T) {
+	s := mustStack(t)
+	k := secBase + "probe-fields"
+	const secret = "sk-live-SECRET123"
+	expect(t, "put", s.do("PUT", k, acmeToken, `{"value":{"api":"`+secret+`","n":1}}`), 200, "", "")
+	key := strings.TrimPrefix(k, "/v1/kv/")
+	for _, tc := range []struct{ name, method, path, body, field string }{
+		{"PatchIfRight", "PATCH", k, `{"set":{"b":1},"if":{"field":"api","equals":"` + secret + `"}}`, "if"},
+		{"PatchIfWrong", "PATCH", k, `{"set":{"b":1},"if":{"field":"api","equals":"guess"}}`, "if"},
+		{"TxnFieldCondition", "POST", "/v1/txn", `{"ops":[{"op":"patch","key":"` + key + `","set":{"b":1},"condition":{"field":"api","equals":"guess"}}]}`, "ops[0].condition.field"},
+		{"TxnPutFieldCondition", "POST", "/v1/txn", `{"ops":[{"op":"put","key":"` + key + `","value":1,"condition":{"field":"api","equals":"guess"}}]}`, "ops[0].condition.field"},
+		{"TxnIncrementMax", "POST", "/v1/txn", `{"ops":[{"op":"increment","key":"` + key + `x","create":true,"max":5}]}`, "ops[0].max"},
+		{"TxnCheck", "POST", "/v1/txn", `{"ops":[{"op":"check","key":"` + key + `","condition":{"field":"api","equals":"guess"}}]}`, "ops[0].key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.do(tc.method, tc.path, writerTok, tc.body)
+			expect(t, tc.name, r, 403, events.EForbidden, tc.field)
+			if strings.Contains(string(r.Body), secret) {
+				t.Fatalf("the refusal names the value: %s", r.Body)
+			}
+		})
+	}
+	got := getJSON(t, s, k, acmeToken)
+	if got["b"] != nil {
+		t.Fatalf("a refused patch wrote: %v", got)
+	}
+	expect(t, "txn version condition", s.do("POST", "/v1/txn", writerTok, `{"ops":[{"op":"patch","key":"`+key+`","set":{"b":1},"condition":{"version":1}}]}`), 200, "", "")
+	expect(t, "reader's if", s.do("PATCH", k, acmeToken, `{"set":{"c":1},"if":{"field":"api","equals":"guess"}}`), 409, events.EFieldMismatch, "if.equals")
+}
+
+// getJSON reads key k's value as an object.
+func getJSON(t *testing.T, s *stack, k, token string) map[string]any {
+	t.Helper()
+	r := s.do("GET", k, token, nil)
+	var e struct {
+		Value map[string]any `json:"value"`
+	}
+	if r.Status != 200 || json.Unmarshal(r.Body, &e) != nil {
+		t.Fatalf("get %s: %d %s", k, r.Status, r.Body)
+	}
+	return e.Value
+}
 
 // TestQueueReceiptsAreUnguessable: the attack of issue P1 #10 acked
 // another consumer's in-flight item with <item>#1, the item id a push

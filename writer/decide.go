@@ -86,6 +86,14 @@ type Request struct {
 	// receipt of a delivery popped before receipts had one).
 	ReceiptNonce string
 
+	// Blind marks a request of a principal that may write its key but
+	// not read it (set by the API; a transaction's steps each carry
+	// their own). CheckBlind refuses what such a request may not ask (a
+	// condition on the value); a blind sadd, srem or ltrim that changes
+	// nothing still appends, so that its version tells nothing of the
+	// collection (DecideSet, DecideList).
+	Blind bool
+
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
 	// forbidden, without any value, and appends nothing (AuditDenied).
