@@ -15,7 +15,8 @@ import (
 // with a visibility timeout, a receipt that :qack acknowledges.
 
 // qpush serves POST /v1/kv/{key}:qpush. A caller with only the write
-// right learns the item's id but not the queue's size.
+// right learns its item's id but not the queue's size, nor, when its
+// push was deduplicated, the earlier push's item.
 func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key) error {
 	var b events.QPushBody
 	if err := s.decode(c, &b); err != nil {
@@ -45,6 +46,12 @@ func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key)
 	a := writer.QueuePushAnswer(res, req)
 	if !mayRead(c, k.String()) {
 		a.Size = 0
+		if a.Deduplicated {
+			// The earlier push's item (its priority, its version) is
+			// another push's: the caller learns only that its own
+			// push added nothing.
+			a.Item, a.Priority = "", req.Priority
+		}
 	}
 	return c.JSON(http.StatusOK, a)
 }

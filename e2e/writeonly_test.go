@@ -13,7 +13,8 @@ import (
 // Write-only principals (README "Security", "What a write-only token
 // learns"): a token that may write a key but not read it learns no more
 // than whether its own write succeeded, and never a value: not through a
-// counter's bounds, a field condition or a guessed queue receipt.
+// counter's bounds, a field condition, a set's version or a guessed queue
+// receipt.
 
 // TestWriteOnlyCannotProbeCounter: the attack of issue P1 #5 learned a
 // counter's exact value in 63 increments with max (each undone). Every
@@ -110,6 +111,64 @@ func getJSON(t *testing.T, s *stack, k, token string) map[string]any {
 	return e.Value
 }
 
+// setChange is an sadd or srem answer.
+type setChange struct {
+	Version int64           `json:"version"`
+	Added   json.RawMessage `json:"added"`
+	Removed json.RawMessage `json:"removed"`
+	Size    json.RawMessage `json:"size"`
+}
+
+// TestWriteOnlySetWritesTellNoMembership: an sadd of a member already
+// there appends nothing for a reader, so its version used to tell a
+// write-only principal the member was there. A write-only sadd or srem
+// moves the set's version by exactly one whatever the set holds, and
+// answers neither added nor removed, and size 0.
+func TestWriteOnlySetWritesTellNoMembership(t *testing.T) {
+	s := mustStack(t)
+	k := secBase + "probe-set"
+	expect(t, "reader adds", s.do("POST", k+":sadd", acmeToken, `{"member":"alice@example.com"}`), 200, "", "")
+	change := func(op, member string) setChange {
+		t.Helper()
+		r := s.do("POST", k+":"+op, writerTok, `{"member":"`+member+`"}`)
+		var a setChange
+		if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
+			t.Fatalf("%s %s: %d %s", op, member, r.Status, r.Body)
+		}
+		if a.Added != nil || a.Removed != nil || string(a.Size) != "0" {
+			t.Fatalf("%s %s: a write-only answer tells membership or size: %s", op, member, r.Body)
+		}
+		return a
+	}
+	prev := change("sadd", "nonce-1").Version
+	var deltas []int64
+	for _, p := range []struct{ op, member string }{
+		{"sadd", "alice@example.com"}, // a member
+		{"sadd", "bob@example.com"},   // not a member
+		{"srem", "carol@example.com"}, // not a member
+		{"srem", "nonce-1"},           // a member
+		{"sadd", "alice@example.com"}, // a member
+	} {
+		v := change(p.op, p.member).Version
+		deltas = append(deltas, v-prev)
+		prev = v
+	}
+	t.Logf("write-only set writes (member, non-member, non-member, member, member): version deltas %v", deltas)
+	for i, d := range deltas {
+		if d != 1 {
+			t.Fatalf("write %d moved the version by %d: the version tells membership (%v)", i, d, deltas)
+		}
+	}
+	r := s.do("GET", k+":sismember?member=bob@example.com", acmeToken, nil)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"isMember":true`) {
+		t.Fatalf("the write-only sadd of a new member must add it: %d %s", r.Status, r.Body)
+	}
+	r = s.do("GET", k+":scard", acmeToken, nil)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"size":2`) {
+		t.Fatalf("scard after the write-only writes: %d %s, want 2 (alice, bob)", r.Status, r.Body)
+	}
+}
+
 // TestQueueReceiptsAreUnguessable: the attack of issue P1 #10 acked
 // another consumer's in-flight item with <item>#1, the item id a push
 // answers. A receipt carries 128 random bits: a guessed one is refused
@@ -167,4 +226,12 @@ func TestQueueReceiptsAreUnguessable(t *testing.T) {
 	}
 	expect(t, "the consumer's own receipt", s.do("POST", q+":qack", writerTok, `{"receipt":"`+second.Receipt+`"}`), 200, "", "")
 
+	// A deduplicated push tells a write-only principal that its push
+	// added nothing, not the earlier push's item or priority.
+	expect(t, "reader's push", s.do("POST", q+":qpush", acmeToken, `{"data":"order","dedupId":"order-7","priority":3}`), 200, "", "")
+	r = s.do("POST", q+":qpush", writerTok, `{"data":"order","dedupId":"order-7"}`)
+	var dup map[string]any
+	if r.Status != 200 || json.Unmarshal(r.Body, &dup) != nil || dup["deduplicated"] != true || dup["item"] != nil || dup["priority"] != 0.0 {
+		t.Fatalf("write-only deduplicated push: %d %s, want deduplicated without the item", r.Status, r.Body)
+	}
 }

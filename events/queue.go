@@ -241,10 +241,12 @@ func (b *QAckBody) Idempotent() bool { return b.RequestID != "" }
 
 // QPushAnswer answers qpush: the item's id, the queue's size and version
 // after the push. Deduplicated: a push with the same dedupId was made
-// within the window; nothing was appended and Item is that push's item.
+// within the window; nothing was appended and Item is that push's item,
+// told only to a principal that may read the queue (to one that may not,
+// Item is empty and Priority the request's).
 type QPushAnswer struct {
 	Queue        string `json:"queue"`
-	Item         string `json:"item"`
+	Item         string `json:"item,omitempty"`
 	Priority     int64  `json:"priority"`
 	Size         int64  `json:"size"`
 	Version      int64  `json:"version"`
