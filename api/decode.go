@@ -190,8 +190,13 @@ func jsonValueKind(v string) string {
 }
 
 // write asks the writer to decide req; a replayed answer says so in the
-// Eskv-Replayed header.
+// Eskv-Replayed header. A request (or a transaction's step) on a key the
+// caller may not read is marked blind first, and refused what a blind
+// request may not ask (writer.CheckBlind: 403 naming the parameter).
 func (s *Server) write(c echo.Context, req *writer.Request) (writer.Result, error) {
+	if err := blind(c, req); err != nil {
+		return writer.Result{}, err
+	}
 	res, err := s.w.Do(c.Request().Context(), req)
 	if err == nil && res.Replayed {
 		c.Response().Header().Set("Eskv-Replayed", "true")
@@ -211,4 +216,25 @@ func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
 		res.Entry.Value = nil
 	}
 	return answerEntry(c, &res.Entry)
+}
+
+// blind marks req, or each step of a transaction, Blind when the caller
+// may not read its key, and checks what it asks (writer.CheckBlind). A
+// refused step of a transaction is noted for the denial's log line and
+// audit record, as an unauthorized one is (txnDenied).
+func blind(c echo.Context, req *writer.Request) error {
+	if req.Txn == nil {
+		req.Blind = !mayRead(c, req.Key.String())
+		return writer.CheckBlind(req)
+	}
+	for _, s := range req.Txn {
+		s.Req.Blind = !mayRead(c, s.Req.Key.String())
+	}
+	err := writer.CheckBlind(req)
+	var e *events.Error
+	if errors.As(err, &e) && e.FailedOp != nil {
+		s := req.Txn[*e.FailedOp].Req
+		c.Set(txnDeniedKey, txnDenied{op: s.Op, key: s.Key.String(), write: s.Op != events.OpCheck})
+	}
+	return err
 }

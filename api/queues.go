@@ -15,7 +15,8 @@ import (
 // with a visibility timeout, a receipt that :qack acknowledges.
 
 // qpush serves POST /v1/kv/{key}:qpush. A caller with only the write
-// right learns the item's id but not the queue's size.
+// right learns its item's id but not the queue's size, nor, when its
+// push was deduplicated, the earlier push's item.
 func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key) error {
 	var b events.QPushBody
 	if err := s.decode(c, &b); err != nil {
@@ -45,6 +46,12 @@ func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key)
 	a := writer.QueuePushAnswer(res, req)
 	if !mayRead(c, k.String()) {
 		a.Size = 0
+		if a.Deduplicated {
+			// The earlier push's item (its priority, its version) is
+			// another push's: the caller learns only that its own
+			// push added nothing.
+			a.Item, a.Priority = "", req.Priority
+		}
 	}
 	return c.JSON(http.StatusOK, a)
 }
@@ -83,7 +90,9 @@ func (s *Server) qpop(c echo.Context, op events.Op, p *Principal, k events.Key) 
 }
 
 // qack serves POST /v1/kv/{key}:qack: a stale receipt is 409
-// stale_receipt saying why.
+// stale_receipt, one message whatever the reason. The write right is
+// enough: a receipt is random (events.Receipt), so only the consumer a
+// pop answered, or whoever it handed the receipt to, can ack it.
 func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) error {
 	var b events.QAckBody
 	if err := s.decode(c, &b); err != nil {
@@ -92,8 +101,8 @@ func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) 
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	member, delivery, _ := events.ParseReceipt(b.Receipt)
-	req := &writer.Request{Key: k, Op: op, Item: member, Delivery: delivery, RequestID: b.RequestID, Principal: p.Name}
+	member, delivery, nonce, _ := events.ParseReceipt(b.Receipt)
+	req := &writer.Request{Key: k, Op: op, Item: member, Delivery: delivery, ReceiptNonce: nonce, RequestID: b.RequestID, Principal: p.Name}
 	res, err := s.write(c, req)
 	if err != nil {
 		return err

@@ -105,18 +105,26 @@ func post(h http.Handler, token, body string) *httptest.ResponseRecorder {
 }
 
 // TestTxnForbiddenNamesOp: a write needs the write right on its key, a
-// check the read right; the 403 names the first op refused, and a
-// refused write is handed to the audit trail.
+// check the read right, and a field condition, an increment's bounds or
+// a large addend the read right too (writer.CheckBlind); the 403 names
+// the first op refused and its parameter, and a refused write is handed
+// to the audit trail.
 func TestTxnForbiddenNamesOp(t *testing.T) {
 	for _, tc := range []struct {
 		name, token, body string
-		failedOp          int // -1: allowed
+		failedOp          int    // -1: allowed
+		field             string // the op's parameter at fault
 		audited           events.Op
 	}{
-		{"OKWriteAndCheck", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `w/a","value":1},{"op":"check","key":"` + txnKey + `r/b","condition":{"exists":true}}]}`, -1, ""},
-		{"ErrWriteOfReadOnlyKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `w/a","value":1},{"op":"increment","key":"` + txnKey + `r/b"}]}`, 1, events.OpIncrement},
-		{"ErrCheckOfWriteOnlyKey", txnWriter, `{"ops":[{"op":"check","key":"` + txnKey + `w/a","condition":{"version":1}}]}`, 0, ""},
-		{"ErrReaderWrites", txnReader, `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":1}},{"op":"check","key":"` + txnKey + `b","condition":{"version":1}},{"op":"delete","key":"` + txnKey + `c"}]}`, 2, events.OpDelete},
+		{"OKWriteAndCheck", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `w/a","value":1},{"op":"check","key":"` + txnKey + `r/b","condition":{"exists":true}}]}`, -1, "", ""},
+		{"OKVersionConditionOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"patch","key":"` + txnKey + `w/a","set":{"a":1},"condition":{"version":3}}]}`, -1, "", ""},
+		{"OKFieldConditionOnReadWriteKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `rw/a","value":1,"condition":{"field":"a","equals":1}}]}`, -1, "", ""},
+		{"ErrWriteOfReadOnlyKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `w/a","value":1},{"op":"increment","key":"` + txnKey + `r/b"}]}`, 1, "key", events.OpIncrement},
+		{"ErrCheckOfWriteOnlyKey", txnWriter, `{"ops":[{"op":"check","key":"` + txnKey + `w/a","condition":{"version":1}}]}`, 0, "key", ""},
+		{"ErrReaderWrites", txnReader, `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":1}},{"op":"check","key":"` + txnKey + `b","condition":{"version":1}},{"op":"delete","key":"` + txnKey + `c"}]}`, 2, "key", events.OpDelete},
+		{"ErrFieldConditionOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `rw/a","value":1},{"op":"patch","key":"` + txnKey + `w/b","set":{"a":1},"condition":{"field":"a","equals":"guess"}}]}`, 1, "condition.field", events.OpPatch},
+		{"ErrIncrementMaxOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"increment","key":"` + txnKey + `w/n","max":10}]}`, 0, "max", events.OpIncrement},
+		{"ErrIncrementBeyondBlindStep", txnWriter, `{"ops":[{"op":"increment","key":"` + txnKey + `w/n","by":9223372036854775807}]}`, 0, "by", events.OpIncrement},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
@@ -131,7 +139,7 @@ func TestTxnForbiddenNamesOp(t *testing.T) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != 403 || b.Error.Code != events.EForbidden {
 				t.Fatalf("want 403, got %d %s", rec.Code, rec.Body)
 			}
-			if b.Error.FailedOp == nil || *b.Error.FailedOp != tc.failedOp || b.Error.Field != "ops["+strconv.Itoa(tc.failedOp)+"].key" {
+			if b.Error.FailedOp == nil || *b.Error.FailedOp != tc.failedOp || b.Error.Field != "ops["+strconv.Itoa(tc.failedOp)+"]."+tc.field {
 				t.Fatalf("the 403 must name op %d: %s", tc.failedOp, rec.Body)
 			}
 			if len(w.reqs) != 0 {
@@ -158,7 +166,7 @@ func TestTxnTranslate(t *testing.T) {
 	rec := post(txnServer(t, w), txnWriter, `{"requestId":"rq","ops":[
 		{"op":"put","key":"`+txnKey+`rw/a","value":{ "x" : 1 },"condition":{"exists":false},"ttlSeconds":60},
 		{"op":"increment","key":"`+txnKey+`w/n","by":-2,"create":true,"condition":{"version":4}},
-		{"op":"patch","key":"`+txnKey+`w/o","set":{"s": "done" },"condition":{"field":"s","equals": "open" }},
+		{"op":"patch","key":"`+txnKey+`rw/o","set":{"s": "done" },"condition":{"field":"s","equals": "open" }},
 		{"op":"delete","key":"`+txnKey+`w/d"},
 		{"op":"put","key":"`+txnKey+`w/secret","value":"sk-SECRET"},
 		{"op":"check","key":"`+txnKey+`r/lock","condition":{"version":9}}]}`)
@@ -183,7 +191,8 @@ func TestTxnTranslate(t *testing.T) {
 	check(3, steps[3].Req.Op == events.OpDelete && steps[3].Req.ExpectedVersion == nil && steps[3].Cond == nil)
 	check(5, steps[5].Req.Op == events.OpCheck && *steps[5].Cond.Version == 9)
 	for i, s := range steps {
-		check(i, s.Req.Principal == "writer" && s.Req.RequestID == "")
+		// Blind: the caller may not read the step's key (w/…).
+		check(i, s.Req.Principal == "writer" && s.Req.RequestID == "" && s.Req.Blind == strings.Contains(s.Req.Key.String(), "/w/"))
 	}
 	var a events.TxnAnswer
 	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || a.TxnID != "txn-1" || len(a.Results) != 6 {

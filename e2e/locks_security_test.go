@@ -39,9 +39,10 @@ func expect(t *testing.T, what string, r response, status int, code, field strin
 }
 
 // TestConflictsHideValuesFromWriteOnly: every 409 a write-only principal
-// can provoke (version_conflict, field_mismatch, wrong_type, lock_held, a
-// reused requestId) tells it the version and code but neither the value
-// nor a lock's holder; a principal that may read gets the value.
+// can provoke (version_conflict, wrong_type, lock_held, a reused
+// requestId) tells it the version and code but neither the value nor a
+// lock's holder; a principal that may read gets the value. A field
+// condition is refused to the write-only principal outright (403 on if).
 func TestConflictsHideValuesFromWriteOnly(t *testing.T) {
 	s := mustStack(t)
 	const secret = "sk-live-SECRET123"
@@ -65,7 +66,10 @@ func TestConflictsHideValuesFromWriteOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do(tc.method, tc.path, writerTok, tc.body)
 			e := r.errorBody(t)
-			if r.Status != http.StatusConflict || e.Code != tc.code || e.CurrentVersion == nil || *e.CurrentVersion < 1 {
+			switch {
+			case tc.code == events.EFieldMismatch:
+				expect(t, "field condition by write-only", r, http.StatusForbidden, events.EForbidden, "if")
+			case r.Status != http.StatusConflict || e.Code != tc.code || e.CurrentVersion == nil || *e.CurrentVersion < 1:
 				t.Fatalf("write-only: %d %s, want 409 %s with the current version", r.Status, r.Body, tc.code)
 			}
 			if strings.Contains(string(r.Body), secret) || e.CurrentValue != nil {

@@ -133,7 +133,7 @@ func checkQueueLog(t *testing.T, s *stack, queue string, items int, receipts map
 			l.pushes++
 		case events.OpQPop:
 			l.pops++
-			if el.State != events.ItemInFlight || el.Deliveries != 1 || !receipts[events.Receipt(el.Member, el.Deliveries)] {
+			if el.State != events.ItemInFlight || el.Deliveries != 1 || !receipts[events.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)] {
 				t.Fatalf("pop of %s: %+v, want in flight at delivery 1 with a receipt a consumer got", el.Member, el)
 			}
 		case events.OpQAck:

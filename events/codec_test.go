@@ -61,7 +61,8 @@ func elementSamples() map[string]events.Event {
 	add("QPush", events.OpQPush, events.KindPut, events.Element{Op: events.ElementAdd, Member: events.QueueMember(3, 0, 9),
 		Value: json.RawMessage(`{"n":1}`), State: events.ItemReady, DedupID: "d-1", PushedAt: &pushed, ExpiresAt: &expires})
 	add("QPop", events.OpQPop, events.KindPut, events.Element{Op: events.ElementAdd, Member: events.QueueMember(3, -5, 9),
-		Value: json.RawMessage(`null`), State: events.ItemInFlight, Deliveries: 2, VisibleAt: &visible, PushedAt: &pushed})
+		Value: json.RawMessage(`null`), State: events.ItemInFlight, Deliveries: 2, VisibleAt: &visible, PushedAt: &pushed,
+		ReceiptNonce: "0123456789abcdef0123456789abcdef"})
 	add("QAck", events.OpQAck, events.KindPut, events.Element{Op: events.ElementRemove, Member: events.QueueMember(3, 0, 9), Value: json.RawMessage(`1`)})
 	return out
 }
@@ -283,7 +284,8 @@ func FuzzMarshal(f *testing.F) {
 			SpecRef: elOp, TxnID: member, TxnSize: int(n % 3), WriterEpoch: unix,
 			Semantics: events.Semantics{Purpose: elOp, Producer: key, ConsumerHints: []string{key, member}, TTLSeconds: n % 5}}
 		if withElement {
-			e.Element = &events.Element{Op: elOp, Member: member, Value: value, State: kind, Deliveries: n % 4, DedupID: op, VisibleAt: &ts, PushedAt: nil, ExpiresAt: &ts}
+			e.Element = &events.Element{Op: elOp, Member: member, Value: value, State: kind, Deliveries: n % 4, DedupID: op, VisibleAt: &ts, PushedAt: nil, ExpiresAt: &ts,
+				ReceiptNonce: key}
 		}
 		checkMarshal(t, &e)
 	})

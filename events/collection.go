@@ -75,6 +75,25 @@ type Element struct {
 	DedupID    string     `json:"dedupId,omitempty"`
 	PushedAt   *time.Time `json:"pushedAt,omitempty"`
 	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+	// ReceiptNonce is the random part of the receipt of a queue item's
+	// delivery (events/queue.go Receipt): set by the pop that delivers
+	// it, kept while the delivery is in flight, cleared by the ack,
+	// requeue or expire that ends it. An ack must name it, so a receipt
+	// cannot be derived from the item's id. Absent on deliveries popped
+	// before receipts had one. Never shown by history or watch answers
+	// (Public).
+	ReceiptNonce string `json:"receiptNonce,omitempty"`
+}
+
+// Public is el as answers to principals show it: without the receipt
+// nonce, which only the consumer the pop answered may hold.
+func (el *Element) Public() *Element {
+	if el == nil || el.ReceiptNonce == "" {
+		return el
+	}
+	c := *el
+	c.ReceiptNonce = ""
+	return &c
 }
 
 // ItemExpired reports whether a queue item's own TTL has passed at now:

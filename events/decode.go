@@ -716,7 +716,7 @@ var (
 		"createdAt", "expiresAt", "semantics", "specRef", "requestId", "requestDigest", "principal", "ts", "writerEpoch",
 		"txnId", "txnSize", "element"}
 	semanticsMembers = []string{"purpose", "producer", "consumerHints", "ttlSeconds"}
-	elementMembers   = []string{"op", "member", "value", "state", "deliveries", "visibleAt", "dedupId", "pushedAt", "expiresAt"}
+	elementMembers   = []string{"op", "member", "value", "state", "deliveries", "visibleAt", "dedupId", "pushedAt", "expiresAt", "receiptNonce"}
 )
 
 // eventAlways, semanticsAlways and elementAlways have a bit per member
@@ -872,6 +872,8 @@ func (s *scanner) elementMember(el *Element, name string) error {
 		return s.timePtrField(&el.PushedAt)
 	case "expiresAt":
 		return s.timePtrField(&el.ExpiresAt)
+	case "receiptNonce":
+		return s.optString(&el.ReceiptNonce, "Element.receiptNonce")
 	}
 	return s.skipValue()
 }

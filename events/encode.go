@@ -86,6 +86,7 @@ func appendElement(b []byte, el *Element) ([]byte, error) {
 	if b, err = appendOptTime(b, `,"expiresAt":`, el.ExpiresAt); err != nil {
 		return nil, err
 	}
+	b = appendOptString(b, `,"receiptNonce":`, el.ReceiptNonce)
 	return append(b, '}'), nil
 }
 

@@ -102,30 +102,51 @@ func ParseQueueMember(m string) (since, prio, version int64, err error) {
 	return since, prio, version, nil
 }
 
-// Receipt names one delivery of an item: its member and the delivery
-// number, so a receipt of an earlier delivery (or of an earlier
-// incarnation's item, whose member names another since) is told apart
-// from the current one.
-func Receipt(member string, deliveries int64) string {
-	return member + "#" + strconv.FormatInt(deliveries, 10)
+// ReceiptNonceLen is the length of a receipt's random part: 128 bits
+// in lowercase hex.
+const ReceiptNonceLen = 32
+
+// Receipt names one delivery of an item: its member, the delivery number
+// (so a receipt of an earlier delivery, or of an earlier incarnation's
+// item, whose member names another since, is told apart from the current
+// one) and the delivery's random nonce (Element.ReceiptNonce), so that
+// knowing an item's id (a push answers it) is not knowing a receipt:
+// <member>#<delivery>#<nonce>. A delivery popped before receipts had a
+// nonce has the receipt <member>#<delivery>.
+func Receipt(member string, deliveries int64, nonce string) string {
+	r := member + "#" + strconv.FormatInt(deliveries, 10)
+	if nonce != "" {
+		r += "#" + nonce
+	}
+	return r
 }
 
 // ParseReceipt is the inverse of Receipt; a malformed receipt is 400 on
-// field receipt.
-func ParseReceipt(r string) (member string, deliveries int64, err error) {
-	m, n, ok := strings.Cut(r, "#")
+// field receipt. nonce is "" for a receipt without one.
+func ParseReceipt(r string) (member string, deliveries int64, nonce string, err error) {
 	bad := FieldErrorf(EInvalid, "receipt", "receipt is not one a qpop answered")
+	m, rest, ok := strings.Cut(r, "#")
 	if !ok {
-		return "", 0, bad
+		return "", 0, "", bad
 	}
 	if _, _, _, perr := ParseQueueMember(m); perr != nil {
-		return "", 0, bad
+		return "", 0, "", bad
 	}
+	n, nonce, withNonce := strings.Cut(rest, "#")
 	d, perr := strconv.ParseInt(n, 10, 64)
 	if perr != nil || d < 1 || strconv.FormatInt(d, 10) != n {
-		return "", 0, bad
+		return "", 0, "", bad
 	}
-	return m, d, nil
+	if withNonce && !IsReceiptNonce(nonce) {
+		return "", 0, "", bad
+	}
+	return m, d, nonce, nil
+}
+
+// IsReceiptNonce reports whether s is a receipt nonce: ReceiptNonceLen
+// lowercase hex digits.
+func IsReceiptNonce(s string) bool {
+	return len(s) == ReceiptNonceLen && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // QPushBody is the body of POST :qpush.
@@ -208,7 +229,7 @@ func (b *QAckBody) Validate() error {
 	if b.Receipt == "" {
 		return FieldErrorf(EInvalid, "receipt", "receipt is required")
 	}
-	if _, _, err := ParseReceipt(b.Receipt); err != nil {
+	if _, _, _, err := ParseReceipt(b.Receipt); err != nil {
 		return err
 	}
 	return checkCommon(nil, b.RequestID, "")
@@ -220,10 +241,12 @@ func (b *QAckBody) Idempotent() bool { return b.RequestID != "" }
 
 // QPushAnswer answers qpush: the item's id, the queue's size and version
 // after the push. Deduplicated: a push with the same dedupId was made
-// within the window; nothing was appended and Item is that push's item.
+// within the window; nothing was appended and Item is that push's item,
+// told only to a principal that may read the queue (to one that may not,
+// Item is empty and Priority the request's).
 type QPushAnswer struct {
 	Queue        string `json:"queue"`
-	Item         string `json:"item"`
+	Item         string `json:"item,omitempty"`
 	Priority     int64  `json:"priority"`
 	Size         int64  `json:"size"`
 	Version      int64  `json:"version"`

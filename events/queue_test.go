@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -54,16 +55,30 @@ func TestQueueMemberOrder(t *testing.T) {
 	}
 }
 
-// TestReceipt: a receipt names one delivery of one item; anything else is
-// 400 on field receipt.
+// TestReceipt: a receipt names one delivery of one item and its random
+// nonce (or none, for a delivery popped before receipts had one);
+// anything else is 400 on field receipt.
 func TestReceipt(t *testing.T) {
 	m := QueueMember(3, -2, 7)
-	got, n, err := ParseReceipt(Receipt(m, 12))
-	if err != nil || got != m || n != 12 {
-		t.Fatalf("ParseReceipt = %s %d %v", got, n, err)
+	nonce := "0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name, nonce, receipt string
+	}{
+		{"OKWithNonce", nonce, m + "#12#" + nonce},
+		{"OKBeforeNonces", "", m + "#12"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Receipt(m, 12, tc.nonce)
+			got, n, gotNonce, err := ParseReceipt(r)
+			if r != tc.receipt || err != nil || got != m || n != 12 || gotNonce != tc.nonce {
+				t.Fatalf("Receipt = %q, ParseReceipt = %s %d %q %v", r, got, n, gotNonce, err)
+			}
+		})
 	}
-	for _, bad := range []string{m, m + "#", m + "#0", m + "#-1", m + "#01", m + "#1#2", "item#1", "#1", m + "# 1"} {
-		_, _, err := ParseReceipt(bad)
+	for _, bad := range []string{m, m + "#", m + "#0", m + "#-1", m + "#01", m + "#1#2", "item#1", "#1", m + "# 1",
+		m + "#1#", m + "#1#" + strings.ToUpper(nonce), m + "#1#" + nonce + "0", m + "#1#" + nonce[1:], m + "#1#" + nonce + "#1",
+		m + "#1#" + nonce[:31] + "g"} {
+		_, _, _, err := ParseReceipt(bad)
 		var e *Error
 		if !errors.As(err, &e) || e.Code != EInvalid || e.Field != "receipt" {
 			t.Errorf("ParseReceipt(%q) = %v, want invalid on receipt", bad, err)

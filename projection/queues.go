@@ -23,26 +23,28 @@ import (
 // upsertQueueItems writes queue items to the state their event carries:
 // $1 collections, $2 members, $3 versions, $4 values, $5 states, $6
 // deliveries, $7 visible_at, $8 dedup ids ("": none), $9 pushed_at, $10
-// expires_at (the item's own TTL, 00009). The
-// guards are upsertElements': newer than the queue's stored version and
-// than the row's.
+// expires_at (the item's own TTL, 00009), $11 receipt nonces ("": none,
+// 00014). The guards are upsertElements': newer than the queue's stored
+// version and than the row's.
 const upsertQueueItems = `
-INSERT INTO kv_elements AS el (collection, member, version, value, state, deliveries, visible_at, dedup, pushed_at, expires_at)
-SELECT c, m, v, x, s, d, va, nullif(dd, ''), pa, ea
+INSERT INTO kv_elements AS el (collection, member, version, value, state, deliveries, visible_at, dedup, pushed_at, expires_at,
+    receipt_nonce)
+SELECT c, m, v, x, s, d, va, nullif(dd, ''), pa, ea, nullif(rn, '')
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::timestamptz[], $8::text[], $9::timestamptz[],
-    $10::timestamptz[]) AS t(c, m, v, x, s, d, va, dd, pa, ea)
+    $10::timestamptz[], $11::text[]) AS t(c, m, v, x, s, d, va, dd, pa, ea, rn)
 WHERE v > coalesce((SELECT version FROM kv_entries WHERE key = t.c), 0)
 ON CONFLICT (collection, member) DO UPDATE SET version = excluded.version, value = excluded.value,
     state = excluded.state, deliveries = excluded.deliveries, visible_at = excluded.visible_at,
-    dedup = excluded.dedup, pushed_at = excluded.pushed_at, expires_at = excluded.expires_at
+    dedup = excluded.dedup, pushed_at = excluded.pushed_at, expires_at = excluded.expires_at,
+    receipt_nonce = excluded.receipt_nonce
 WHERE el.version < excluded.version`
 
 // queueItemColumns are a batch's queue item upserts, for unnest().
 type queueItemColumns struct {
-	collection, member, value, state, dedup []string
-	version                                 []int64
-	deliveries                              []int32
-	visibleAt, pushedAt, expiresAt          []*time.Time
+	collection, member, value, state, dedup, nonce []string
+	version                                        []int64
+	deliveries                                     []int32
+	visibleAt, pushedAt, expiresAt                 []*time.Time
 }
 
 func (c *queueItemColumns) add(ref ElementRef, version int64, el *events.Element) {
@@ -56,12 +58,13 @@ func (c *queueItemColumns) add(ref ElementRef, version int64, el *events.Element
 	c.dedup = append(c.dedup, el.DedupID)
 	c.pushedAt = append(c.pushedAt, el.PushedAt)
 	c.expiresAt = append(c.expiresAt, el.ExpiresAt)
+	c.nonce = append(c.nonce, el.ReceiptNonce)
 }
 
 func (c *queueItemColumns) queue(b *pgx.Batch) {
 	if len(c.member) > 0 {
 		b.Queue(upsertQueueItems, c.collection, c.member, c.version, c.value, c.state, c.deliveries,
-			c.visibleAt, c.dedup, c.pushedAt, c.expiresAt)
+			c.visibleAt, c.dedup, c.pushedAt, c.expiresAt, c.nonce)
 	}
 }
 
@@ -72,7 +75,8 @@ const sinceSQL = `lpad(to_hex(coalesce(nullif(%s::bigint, 0), (SELECT (value::js
     WHERE key = %s AND live AND semantics->>'purpose' = 'queue'))), 16, '0')`
 
 // itemColumns are the columns of a queue item row, read by scanItem.
-const itemColumns = `el.member, el.value, el.state, coalesce(el.deliveries, 0), el.visible_at, coalesce(el.dedup, ''), el.pushed_at, el.expires_at`
+const itemColumns = `el.member, el.value, el.state, coalesce(el.deliveries, 0), el.visible_at, coalesce(el.dedup, ''), el.pushed_at, el.expires_at,
+    coalesce(el.receipt_nonce, '')`
 
 // headsSQL is the first ready items of a queue's incarnation in serving
 // order, but the members the writer knows better ($3, its overlay's)
@@ -106,7 +110,8 @@ CROSS JOIN LATERAL (SELECT * FROM kv_elements WHERE collection = t.c AND member 
 func scanItem(row pgx.Row, extra ...any) (events.Element, error) {
 	var el events.Element
 	var value *string
-	dest := append(extra, &el.Member, &value, &el.State, &el.Deliveries, &el.VisibleAt, &el.DedupID, &el.PushedAt, &el.ExpiresAt)
+	dest := append(extra, &el.Member, &value, &el.State, &el.Deliveries, &el.VisibleAt, &el.DedupID, &el.PushedAt, &el.ExpiresAt,
+		&el.ReceiptNonce)
 	if err := row.Scan(dest...); err != nil {
 		return el, err
 	}

@@ -90,6 +90,7 @@ func (m *queueModel) pop(deadline *time.Time) events.Event {
 	switch {
 	case deadline != nil:
 		el.State, el.VisibleAt = events.ItemInFlight, deadline
+		el.ReceiptNonce = fmt.Sprintf("%032x", m.version)
 		m.inFlight++
 	case el.DedupID != "":
 		el.State = events.ItemDone
@@ -102,7 +103,7 @@ func (m *queueModel) pop(deadline *time.Time) events.Event {
 func (m *queueModel) ack(member string) events.Event {
 	m.version++
 	el := m.items[member]
-	el.State, el.VisibleAt = "", nil
+	el.State, el.VisibleAt, el.ReceiptNonce = "", nil, ""
 	if el.DedupID != "" {
 		el.State = events.ItemDone
 	}
@@ -113,7 +114,7 @@ func (m *queueModel) ack(member string) events.Event {
 func (m *queueModel) requeue(member string) events.Event {
 	m.version++
 	el := m.items[member]
-	el.State, el.VisibleAt = events.ItemReady, nil
+	el.State, el.VisibleAt, el.ReceiptNonce = events.ItemReady, nil, ""
 	m.inFlight--
 	return m.event(events.OpQRequeue, el)
 }
@@ -209,6 +210,17 @@ func TestApplyQueues(t *testing.T) {
 		if _, ok := f.Dedups[q.Dedups[2]]; ok || len(f.Items) != 2 || f.Items[q.Items[0]].State != events.ItemDone ||
 			f.Items[q.Items[1]].State != events.ItemInFlight || f.Items[q.Items[1]].VisibleAt == nil {
 			t.Fatalf("dedups %+v items %+v", f.Dedups, f.Items)
+		}
+		// The in-flight delivery's receipt nonce is the one its pop
+		// carried (an ack is checked against it once the overlay no
+		// longer holds the item); a requeue or ack dropped the others'.
+		if got, want := f.Items[q.Items[1]].ReceiptNonce, m.items[flying].ReceiptNonce; got != want || want == "" || f.Items[q.Items[0]].ReceiptNonce != "" {
+			t.Fatalf("receipt nonces %q %q, want %q and none", got, f.Items[q.Items[0]].ReceiptNonce, want)
+		}
+		for _, el := range f.Heads[m.key] {
+			if el.ReceiptNonce != "" {
+				t.Fatalf("ready item %+v keeps a receipt nonce", el)
+			}
 		}
 		due, err := s.DueItems(ctx, 0, t0, 10)
 		if err != nil || len(due) != 1 || due[0].Member != flying || due[0].Deliveries != 2 {

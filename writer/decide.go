@@ -82,6 +82,17 @@ type Request struct {
 	Item       string
 	Delivery   int64
 	ItemTTL    int64
+	// ReceiptNonce is the random part of an ack's receipt ("" for a
+	// receipt of a delivery popped before receipts had one).
+	ReceiptNonce string
+
+	// Blind marks a request of a principal that may write its key but
+	// not read it (set by the API; a transaction's steps each carry
+	// their own). CheckBlind refuses what such a request may not ask (a
+	// condition on the value); a blind sadd, srem or ltrim that changes
+	// nothing still appends, so that its version tells nothing of the
+	// collection (DecideSet, DecideList).
+	Blind bool
 
 	// Denied marks a write the API refused (403 forbidden) before the
 	// writer saw it: Decide only records it in kv.conflicts with reason
@@ -145,6 +156,9 @@ func (r *Request) Digest() string {
 	}
 	if r.ItemTTL != 0 { // only then: older digests keep their parts
 		parts = append(parts, "itemTtl", r.ItemTTL)
+	}
+	if r.ReceiptNonce != "" { // only then: older digests keep their parts
+		parts = append(parts, "nonce", r.ReceiptNonce)
 	}
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)

@@ -374,3 +374,62 @@ func TestDecideDenied(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckBlind: what a principal that may write a key but not read it
+// may not ask for (403 forbidden naming the parameter, ops[i].<parameter>
+// in a transaction): a condition on the value, or an addend that could
+// probe the 64-bit bound. Versions and existence stay; a principal that
+// may read asks anything.
+func TestCheckBlind(t *testing.T) {
+	k := mustKey(t, "tenant/a/project/b/k")
+	one, big := int64(1), int64(events.MaxBlindStep)
+	eq := &events.FieldCondition{Field: "f", Equals: json.RawMessage(`1`)}
+	fieldCond := &events.Condition{Field: "f", Equals: json.RawMessage(`1`)}
+	versionCond := &events.Condition{Version: &one}
+	step := func(op events.Op, blind bool, cond *events.Condition, mod func(*Request)) TxnStep {
+		r := &Request{Key: k, Op: op, Principal: "wo", Blind: blind}
+		if mod != nil {
+			mod(r)
+		}
+		return TxnStep{Req: r, Cond: cond}
+	}
+	for _, tc := range []struct {
+		name  string
+		req   Request
+		field string // "" when allowed
+	}{
+		{"ErrIncrementMax", Request{Op: events.OpIncrement, By: 1, Max: &one, Blind: true}, "max"},
+		{"ErrIncrementMin", Request{Op: events.OpIncrement, By: -1, Min: &one, Blind: true}, "min"},
+		{"ErrIncrementBeyondBlindStep", Request{Op: events.OpIncrement, By: big + 1, Blind: true}, "by"},
+		{"ErrDecrementBeyondBlindStep", Request{Op: events.OpIncrement, By: -big - 1, Blind: true}, "by"},
+		{"ErrPatchIf", Request{Op: events.OpPatch, If: eq, Blind: true}, "if"},
+		{"OKIncrementAtBlindStep", Request{Op: events.OpIncrement, By: -big, Blind: true}, ""},
+		{"OKIncrementWithExpectedVersion", Request{Op: events.OpIncrement, By: 1, ExpectedVersion: &one, Blind: true}, ""},
+		{"OKPatch", Request{Op: events.OpPatch, Set: map[string]json.RawMessage{"f": json.RawMessage(`1`)}, Blind: true}, ""},
+		{"OKPutWithExpectedVersion", Request{Op: events.OpPut, ExpectedVersion: &one, Blind: true}, ""},
+		{"OKSAdd", Request{Op: events.OpSAdd, Member: "m", Blind: true}, ""},
+		{"OKReaderBounds", Request{Op: events.OpIncrement, By: big * 4, Min: &one, Max: &one}, ""},
+		{"OKReaderIf", Request{Op: events.OpPatch, If: eq}, ""},
+		{"ErrTxnFieldCondition", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpPut, false, fieldCond, nil), step(events.OpPatch, true, fieldCond, func(r *Request) { r.If = eq })}}, "ops[1].condition.field"},
+		{"ErrTxnCheck", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpCheck, true, versionCond, nil)}}, "ops[0].key"},
+		{"ErrTxnIncrementMax", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpIncrement, true, versionCond, func(r *Request) { r.Max = &one })}}, "ops[0].max"},
+		{"ErrTxnIncrementBeyondBlindStep", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpIncrement, true, nil, func(r *Request) { r.By = big + 1 })}}, "ops[0].by"},
+		{"OKTxnVersionCondition", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpPatch, true, versionCond, nil), step(events.OpCheck, false, fieldCond, nil)}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			r.Key, r.Principal = k, "wo"
+			err := CheckBlind(&r)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var e *events.Error
+			if !errors.As(err, &e) || e.Code != events.EForbidden || e.Field != tc.field || e.Current != nil {
+				t.Fatalf("%v, want forbidden on field %s", err, tc.field)
+			}
+		})
+	}
+}

@@ -2,9 +2,7 @@ package writer
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -92,22 +90,6 @@ func TestDecideQueueItemTTL(t *testing.T) {
 				t.Fatalf("element %+v, want %+v", d.event.Element, tc.element)
 			}
 		})
-	}
-}
-
-// TestStaleReceiptOfExpiredItem: an ack of an item the sweeper expired
-// says so: removed (no row) or kept done for its dedupId.
-func TestStaleReceiptOfExpiredItem(t *testing.T) {
-	now := time.Now()
-	m := events.QueueMember(1, 0, 2)
-	meta := events.CollectionMeta{Type: "queue", Size: 1, Since: 1}
-	past := now.Add(-time.Second)
-	for _, el := range []*events.Element{nil, {Member: m, State: events.ItemDone, DedupID: "d", ExpiresAt: &past}} {
-		err := staleReceipt(el, meta, &Request{Item: m, Delivery: 1}, now)
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EStaleReceipt || !strings.Contains(e.Message, "expired") {
-			t.Errorf("%+v: %v, want stale_receipt saying the item expired", el, err)
-		}
 	}
 }
 

@@ -55,7 +55,8 @@ func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef,
 // named by popRef) and what known holds of r's requestId. It is pure.
 // The first push creates the list (since = its version, head 0); a pop
 // of an empty or missing list is 404 not_found and appends nothing; an
-// ltrim that keeps every element appends nothing (Result.Changed false),
+// ltrim that keeps every element appends nothing (Result.Changed false)
+// unless it is blind (r.Blind: its principal may not read the list),
 // and one that keeps none leaves an empty list (DELETE removes a list).
 func DecideList(cur events.State, end listElem, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
@@ -101,7 +102,11 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 		ev.Element = &events.Element{Op: events.ElementRemove, Member: events.ListPosition(pos), Value: end.value}
 	case events.OpLTrim:
 		from, to, ok := events.ListRange(r.Start, r.Stop, meta.Size)
-		if ok && from == 0 && to == meta.Size-1 || !ok && meta.Size == 0 || visible == nil {
+		keepsAll := ok && from == 0 && to == meta.Size-1 || !ok && meta.Size == 0
+		// A blind trim (its principal may not read the list) that keeps
+		// every element still appends, the metadata unchanged: whether
+		// it appended would tell the list's length.
+		if keepsAll && !r.Blind || visible == nil {
 			res := Result{Entry: events.Entry{Key: r.Key.String()}}
 			if visible != nil {
 				res.Entry = *visible

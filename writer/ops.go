@@ -120,8 +120,10 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 	if err != nil {
 		return decision{err: events.Errorf(events.EInternal, "encode patched value: %v", err)}
 	}
+	// The message names the limit, not the size: the size would tell a
+	// principal that may not read the key how large its value is.
 	if r.MaxValueBytes > 0 && len(after) > r.MaxValueBytes {
-		return decision{err: events.FieldErrorf(events.ETooLarge, "set", "the patched value would be %d bytes, over the limit of %d", len(after), r.MaxValueBytes)}
+		return decision{err: events.FieldErrorf(events.ETooLarge, "set", "the patched value would be over the limit of %d bytes", r.MaxValueBytes)}
 	}
 	ev.After = after
 	return finish(ev, visible, r, "other", r.TTLSeconds == 0, now)

@@ -269,6 +269,9 @@ func (p *partition) queueInput(ctx context.Context, cur events.State, r *Request
 			head, _ = v.firstReady(key, meta.Since, now)
 		}
 		in.head = head
+		if r.Visibility > 0 {
+			in.nonce = newReceiptNonce()
+		}
 	case events.OpQAck, events.OpQRequeue, events.OpQExpire:
 		ref, _ := queueRef(r)
 		in.item = v.item(ref)

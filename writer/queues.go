@@ -1,7 +1,9 @@
 package writer
 
 import (
-	"fmt"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"time"
 
 	"github.com/eskv/eskv/events"
@@ -23,11 +25,22 @@ import (
 const DefaultQueueDedupWindow = 5 * time.Minute
 
 // queueInput is what a queue write is decided on besides the queue's
-// state: for a pop, the queue's first ready item (nil: none known); for
-// an ack or a requeue, the item its receipt names (nil: no row); for a
-// push with a dedupId, the newest item pushed with it (nil: none).
+// state: for a pop, the queue's first ready item (nil: none known) and
+// the random nonce of the receipt of the delivery it makes
+// (newReceiptNonce: DecideQueue stays pure); for an ack or a requeue,
+// the item its receipt names (nil: no row); for a push with a dedupId,
+// the newest item pushed with it (nil: none).
 type queueInput struct {
 	head, item, dup *events.Element
+	nonce           string
+}
+
+// newReceiptNonce is a receipt's random part: 128 bits from crypto/rand,
+// in lowercase hex (events.IsReceiptNonce).
+func newReceiptNonce() string {
+	var b [events.ReceiptNonceLen / 2]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
 }
 
 // queueMeta reads a queue's metadata from its entry as a read sees it
@@ -80,8 +93,11 @@ func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Reques
 		meta.Size++
 	case events.OpQPop:
 		el, werr = decidePop(in.head, visible, &meta, r, now)
+		if el != nil && el.State == events.ItemInFlight {
+			el.ReceiptNonce = in.nonce // only a delivery in flight is acknowledged
+		}
 	case events.OpQAck:
-		el, werr = decideAck(in.item, visible, &meta, r, now)
+		el, werr = decideAck(in.item, visible, &meta, r)
 	case events.OpQRequeue:
 		el, werr = decideRequeue(in.item, visible, &meta, r, now)
 	case events.OpQExpire:
@@ -166,23 +182,13 @@ func decidePop(head *events.Element, visible *events.Entry, meta *events.Collect
 	return &el, nil
 }
 
-// staleReceipt is the answer to an ack of a receipt that is not the
-// current delivery of a live item; it says which.
-func staleReceipt(item *events.Element, meta events.CollectionMeta, r *Request, now time.Time) error {
-	why := "it names no item of this queue: acknowledged already, expired (its item TTL passed), removed, or of an earlier incarnation of the queue"
-	switch {
-	case item == nil || !inIncarnation(item.Member, meta.Since):
-	case item.State == events.ItemDone && item.ItemExpired(now):
-		why = "the item expired (its item TTL passed) or was acknowledged already"
-	case item.State == events.ItemDone:
-		why = "the item was acknowledged already"
-	case item.State == events.ItemReady:
-		why = fmt.Sprintf("the item returned to the queue after delivery %d's visibility timeout; a later pop redelivers it", item.Deliveries)
-	case item.Deliveries != r.Delivery:
-		why = fmt.Sprintf("the item was redelivered since (delivery %d is in flight, the receipt is of delivery %d)", item.Deliveries, r.Delivery)
-	}
-	return events.FieldErrorf(events.EStaleReceipt, "receipt", "stale receipt: %s", why)
-}
+// errStaleReceipt answers an ack of a receipt that is not the current
+// delivery of a live item. Its message is the same whatever the reason
+// (acknowledged, requeued, redelivered, expired, removed, never handed
+// out, or a nonce that does not match): it describes no item's state or
+// deliveries to whoever holds the receipt, which may be a guess.
+var errStaleReceipt = events.FieldErrorf(events.EStaleReceipt, "receipt",
+	"stale receipt: it is not the current delivery of an item in flight in this queue (acknowledged already, returned to the queue after its visibility timeout and maybe redelivered, expired, removed, or never handed out)")
 
 // current reports whether item is the in-flight delivery r names, in
 // this incarnation of the queue.
@@ -191,18 +197,29 @@ func current(item *events.Element, visible *events.Entry, meta events.Collection
 		item.State == events.ItemInFlight && item.Deliveries == r.Delivery
 }
 
+// receiptMatches reports whether nonce, an ack's, is the nonce of
+// item's delivery, compared in constant time. A delivery popped before
+// receipts had a nonce (none stored: an item in flight across the
+// upgrade, or popped by a writer not yet upgraded) takes its receipt
+// without one, <item>#<delivery>, until that delivery ends (at most
+// events.MaxVisibilitySeconds); any delivery popped since needs its
+// nonce.
+func receiptMatches(item *events.Element, nonce string) bool {
+	return subtle.ConstantTimeCompare([]byte(item.ReceiptNonce), []byte(nonce)) == 1
+}
+
 // decideAck removes the in-flight item r's receipt names (done when it
 // has a dedupId); anything else is a stale receipt, and a redelivered
 // item is never removed by an earlier delivery's receipt. An ack after
 // the deadline but before the sweeper requeued the item succeeds, as in
 // SQS; so does one after the item's own TTL passed but before the
 // sweeper's qexpire removed it (then it is stale).
-func decideAck(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
-	if !current(item, visible, *meta, r) {
-		return nil, staleReceipt(item, *meta, r, now)
+func decideAck(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request) (*events.Element, error) {
+	if !current(item, visible, *meta, r) || !receiptMatches(item, r.ReceiptNonce) {
+		return nil, errStaleReceipt
 	}
 	el := *item
-	el.VisibleAt = nil
+	el.VisibleAt, el.ReceiptNonce = nil, ""
 	if el.DedupID != "" {
 		el.State = events.ItemDone
 	} else {
@@ -223,7 +240,7 @@ func decideRequeue(item *events.Element, visible *events.Entry, meta *events.Col
 		return nil, events.Errorf(events.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", r.Key, r.Item, r.Delivery)
 	}
 	el := *item
-	el.State, el.VisibleAt = events.ItemReady, nil
+	el.State, el.VisibleAt, el.ReceiptNonce = events.ItemReady, nil, ""
 	meta.InFlight--
 	return &el, nil
 }
@@ -244,7 +261,7 @@ func decideExpireItem(item *events.Element, visible *events.Entry, meta *events.
 	if el.State == events.ItemInFlight {
 		meta.InFlight--
 	}
-	el.VisibleAt = nil
+	el.VisibleAt, el.ReceiptNonce = nil, ""
 	if el.DedupID != "" {
 		el.State = events.ItemDone
 	} else {
@@ -287,7 +304,7 @@ func QueuePopAnswer(res Result, r *Request) events.QPopAnswer {
 	a.Size, _ = queueSizes(res.Entry)
 	if el := res.Element; el != nil {
 		a.Data, a.Item, a.Deliveries, a.ExpiresAt = el.Value, el.Member, el.Deliveries, el.ExpiresAt
-		a.Receipt = events.Receipt(el.Member, el.Deliveries)
+		a.Receipt = events.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)
 		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {
 			a.Priority = prio
 		}

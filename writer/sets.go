@@ -100,6 +100,12 @@ func purposeOf(e *events.Entry) string {
 // change (Event.Element) and the new metadata. The first sadd creates
 // the set (since = its version); an srem leaves an empty set in place
 // (size 0): DELETE removes a set.
+//
+// A blind request (r.Blind: its principal may not read the set) that
+// changes nothing on a set that exists still appends one event, without
+// an element and with the metadata unchanged: its version then moves by
+// one whether the member was there or not, so neither the answer's
+// version nor any later one tells the principal membership.
 func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
@@ -110,7 +116,8 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 		return decision{err: err}
 	}
 	add := r.Op == events.OpSAdd
-	if add == present { // nothing to change
+	change := add != present
+	if !change && (!r.Blind || visible == nil) { // nothing to change
 		res := Result{Entry: events.Entry{Key: r.Key.String()}}
 		if visible != nil {
 			res.Entry = *visible
@@ -122,11 +129,13 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 	if visible == nil {
 		meta = events.CollectionMeta{Type: events.PurposeSet, Since: ev.Version}
 	}
-	ev.Element = &events.Element{Op: events.ElementRemove, Member: r.Member}
-	meta.Size--
-	if add {
-		ev.Element.Op = events.ElementAdd
-		meta.Size += 2
+	if change {
+		ev.Element = &events.Element{Op: events.ElementRemove, Member: r.Member}
+		meta.Size--
+		if add {
+			ev.Element.Op = events.ElementAdd
+			meta.Size += 2
+		}
 	}
 	after, merr := marshalCompact(meta)
 	if merr != nil {
@@ -134,7 +143,7 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 	}
 	ev.After = after
 	d = finish(ev, visible, r, events.PurposeSet, r.TTLSeconds == 0, now)
-	d.result.Changed = true
+	d.result.Changed = change
 	return d
 }
 

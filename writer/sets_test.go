@@ -117,6 +117,63 @@ func TestDecideSet(t *testing.T) {
 	})
 }
 
+// TestDecideSetBlind: an sadd or srem by a principal that may not read
+// the set (Blind) moves the set's version by exactly one whether the
+// member was there or not: one that changes nothing appends an event
+// without an element and with the metadata unchanged, so neither its
+// answer nor any later version tells membership. An absent set is not
+// created by a blind srem.
+func TestDecideSetBlind(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/active-agents")
+	meta, _ := json.Marshal(events.CollectionMeta{Type: "set", Size: 2, Since: 1})
+	set := events.State{Version: 5, Live: true, Entry: events.Entry{Key: key.String(), Version: 5, Value: meta,
+		CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "set"}}}
+	for _, tc := range []struct {
+		name    string
+		cur     events.State
+		elem    int64
+		op      events.Op
+		size    int64  // the metadata's after the event; -1: nothing appended
+		element string // the element's op; "" none
+	}{
+		{"OKAddPresentAppendsUnchanged", set, 4, events.OpSAdd, 2, ""},
+		{"OKAddAbsentAdds", set, 0, events.OpSAdd, 3, events.ElementAdd},
+		{"OKRemoveAbsentAppendsUnchanged", set, 0, events.OpSRem, 2, ""},
+		{"OKRemovePresentRemoves", set, 4, events.OpSRem, 1, events.ElementRemove},
+		{"OKAddCreatesSet", events.State{}, 0, events.OpSAdd, 1, events.ElementAdd},
+		{"OKRemoveFromMissingSetChangesNothing", events.State{}, 0, events.OpSRem, -1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Request{Key: key, Op: tc.op, Member: "m", Principal: "wo", Blind: true}
+			d := DecideSet(tc.cur, tc.elem, requestMemory{}, &r, now, 1, testWindow)
+			if d.err != nil {
+				t.Fatal(d.err)
+			}
+			if tc.size < 0 {
+				if d.event != nil || d.result.Entry.Version != 0 {
+					t.Fatalf("event %+v result %+v, want nothing appended", d.event, d.result)
+				}
+				return
+			}
+			ev := d.event
+			if ev == nil || ev.Version != tc.cur.Version+1 || d.result.Entry.Version != ev.Version || ev.Op != tc.op || ev.Semantics.Purpose != "set" {
+				t.Fatalf("event %+v result %+v, want version %d", ev, d.result, tc.cur.Version+1)
+			}
+			got, err := events.ParseCollectionMeta(ev.After)
+			if err != nil || got.Size != tc.size {
+				t.Fatalf("after %s, want size %d", ev.After, tc.size)
+			}
+			if tc.element == "" && ev.Element != nil || tc.element != "" && (ev.Element == nil || ev.Element.Op != tc.element) {
+				t.Fatalf("element %+v, want op %q", ev.Element, tc.element)
+			}
+			if d.result.Changed != (tc.element != "") {
+				t.Fatalf("changed %v", d.result.Changed)
+			}
+		})
+	}
+}
+
 // TestPlainWritesKeepOffSets: a plain write may neither name a set's
 // purpose nor change a set (wrong_type); DELETE removes it.
 func TestPlainWritesKeepOffSets(t *testing.T) {

@@ -111,7 +111,8 @@ func (c *Client) QPop(ctx context.Context, r QPopRequest) (QueuePop, error) {
 
 // QAck acknowledges the delivery receipt names (a QPop answer's Receipt)
 // of the queue at key: the item is removed. A receipt that is not the
-// item's current delivery is ErrStaleReceipt, its message saying why.
+// item's current delivery is ErrStaleReceipt (one message whatever the
+// reason: it describes no delivery).
 func (c *Client) QAck(ctx context.Context, key, receipt string) (QueueAck, error) {
 	b := events.QAckBody{Receipt: receipt, RequestID: orNewID("")}
 	if err := b.Validate(); err != nil {

@@ -162,6 +162,10 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		}
 		return exitServer, "the token from " + a.tokenSource + " is not one the server knows: check KVCTL_TOKEN or --token (the local stack's token is in " + devTokenFile + ")"
 	case events.EForbidden:
+		if what := valueCondition(e.Field); what != "" {
+			return exitServer, fmt.Sprintf("the token may write %s but not read it, and %s tests its value, which only a token that may read it may do: leave it out, or use a token whose grant covering %s includes \"read\" as well as \"write\" (an entry of the server's tokens file such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]})",
+				subject, what, subject, tenantOf(subject))
+		}
 		right := a.right
 		if right == "" {
 			right = "read"
@@ -179,7 +183,7 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 	case codeQueueEmpty:
 		return exitUnavailable, "the queue has no visible item now: try again later (a script's loop sleeps and pops again), or push one"
 	case events.EStaleReceipt:
-		return exitFailed, fmt.Sprintf("nothing was acknowledged (the error says why): an item not acknowledged before its deadline goes back to %s and is delivered again with a new receipt; pop again, and give work that takes longer a longer --visibility-timeout", subject)
+		return exitFailed, fmt.Sprintf("nothing was acknowledged: the receipt is not the current delivery of an item in flight (use the receipt your pop printed, whole); an item not acknowledged before its deadline goes back to %s and is delivered again with a new receipt; pop again, and give work that takes longer a longer --visibility-timeout", subject)
 	case events.EWrongType:
 		return exitFailed, a.wrongType(subject, e)
 	case events.EFieldMismatch:
@@ -386,4 +390,24 @@ func shorten(s string) string {
 		return s[:77] + "..."
 	}
 	return s
+}
+
+// valueCondition names, for a message, the part of a request a token that
+// may write a key but not read it was refused (writer.CheckBlind: field
+// min, max, by, if, a transaction's ops[i].condition.field, ...), or ""
+// when a 403's field is the key or prefix itself (a missing grant).
+func valueCondition(field string) string {
+	switch p := field[strings.LastIndexByte(field, '.')+1:]; {
+	case field == "" || p == "key" || p == "prefix":
+		return ""
+	case p == "min" || p == "max":
+		return "--" + p
+	case p == "by":
+		return "--by beyond ±4294967296"
+	case p == "if":
+		return "the expected value of the field"
+	case strings.HasSuffix(field, "condition.field"):
+		return "a field condition (" + field + ")"
+	}
+	return field
 }

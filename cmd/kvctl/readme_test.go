@@ -66,7 +66,7 @@ func testReadmeSection(t *testing.T, env map[string]string) {
 		"Rate limit exceeded\n", "exit 1: agent/status already exists", "\n\"none\"\n", "rate-limit/api-key-123\n", "quiet: exit 0\n",
 		"agent-123 is active\n", "\n2\n", "exit 1: agent-123 is gone",
 		"\nUser logout at 09:30\n1\nUser login at 09:00\n", "exit 1: activity-log is empty",
-		"{\"task\":\"urgent\"}\n{\"task\":\"resize\",\"id\":1}\n", "#1 (tenant/acme/project/demo/work-queue size 1)\n", "exit 4: work-queue is empty",
+		"{\"task\":\"urgent\"}\n{\"task\":\"resize\",\"id\":1}\n", "#1#", " (tenant/acme/project/demo/work-queue size 1)\n", "exit 4: work-queue is empty",
 		"(deleted)", `"cursor":"3"`, "exit 1: never written"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the README section's output lacks %q:\n%s", want, out)

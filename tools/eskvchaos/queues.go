@@ -135,18 +135,9 @@ func (q *queueWorkload) ack(base, key, receipt, rid string) string {
 		q.record(outcome)
 		return outcome
 	}
-	item, delivery, _ := parseReceipt(receipt)
+	item, delivery, _, _ := events.ParseReceipt(receipt)
 	q.record("acked", queueChange{key: key, version: ans.Version, op: events.OpQAck, item: item, delivery: delivery})
 	return "acked"
-}
-
-// parseReceipt splits a receipt, <item>#<delivery>.
-func parseReceipt(receipt string) (item string, delivery int64, ok bool) {
-	item, d, ok := strings.Cut(receipt, "#")
-	if _, err := fmt.Sscan(d, &delivery); err != nil {
-		return item, 0, false
-	}
-	return item, delivery, ok
 }
 
 // drain pops every queue without visibility until it is empty with

@@ -1,0 +1,79 @@
+package writer
+
+import (
+	"github.com/eskv/eskv/events"
+)
+
+// Blind writes (README "Security", "What a write-only token learns"). A
+// principal that may write a key but not read it learns from a write no
+// more than whether its own write succeeded, and that yes or no must not
+// depend on the value. So it may not ask for a condition on the value:
+// an increment's min and max (a binary search of the counter in 63
+// probes, each undone), a patch's if and a transaction's field condition
+// (a guessed field confirmed), a transaction's check (a read), nor add
+// more than events.MaxBlindStep (whether the sum leaves the 64-bit range
+// is a bound on the value, as max is). Versions and existence are not
+// values: expectedVersion and a transaction's version and exists
+// conditions stay. Collections hide the rest: a blind sadd, srem or
+// ltrim always appends (DecideSet, DecideList), and the API answers a
+// blind write neither values, sizes nor membership.
+
+// CheckBlind refuses the parts of r that a principal that may not read
+// its key may not ask for (403 forbidden, field naming the parameter;
+// in a transaction, ops[i].<parameter>). It is pure and decides on the
+// request alone, before any state is read, so the refusal tells nothing
+// of the key either.
+func CheckBlind(r *Request) error {
+	if r.Txn != nil {
+		for i, s := range r.Txn {
+			if err := checkBlindStep(s); err != nil {
+				return events.InOp(i, err)
+			}
+		}
+		return nil
+	}
+	if err := checkBlind(r); err != nil { // a nil *events.Error is no nil error
+		return err
+	}
+	return nil
+}
+
+// checkBlindStep is CheckBlind of one step of a transaction: its check
+// or field condition, then its write.
+func checkBlindStep(s TxnStep) *events.Error {
+	r := s.Req
+	switch {
+	case !r.Blind:
+		return nil
+	case r.Op == events.OpCheck:
+		return blindRefusal(r, "key", "a check reads it")
+	case s.Cond != nil && s.Cond.Field != "":
+		return blindRefusal(r, "condition.field", "condition.field tests its value")
+	}
+	return checkBlind(r)
+}
+
+// checkBlind is CheckBlind of one key's write.
+func checkBlind(r *Request) *events.Error {
+	switch {
+	case !r.Blind:
+		return nil
+	case r.Min != nil:
+		return blindRefusal(r, "min", "min tests the counter's value")
+	case r.Max != nil:
+		return blindRefusal(r, "max", "max tests the counter's value")
+	case r.If != nil:
+		return blindRefusal(r, "if", "if tests a field's value")
+	case r.Op == events.OpIncrement && (r.By > events.MaxBlindStep || r.By < -events.MaxBlindStep):
+		return events.FieldErrorf(events.EForbidden, "by",
+			"principal %s may not read %s: it may add at most %d either way (whether a larger sum leaves the 64-bit range tells the counter's value)",
+			r.Principal, r.Key.String(), int64(events.MaxBlindStep))
+	}
+	return nil
+}
+
+// blindRefusal refuses field of r: why says what it would read.
+func blindRefusal(r *Request, field, why string) *events.Error {
+	return events.FieldErrorf(events.EForbidden, field, "principal %s may not read %s: %s, which needs the read right as well as the write right",
+		r.Principal, r.Key.String(), why)
+}
