@@ -773,6 +773,13 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 	evs = make([]*events.Event, 0, len(batch))
 	budget := newBatchBudget(p.w.limits)
 	for i, c := range batch {
+		if !budget.mayFit(estimate(c.req, states)) {
+			// It would not fit beside the writes admitted: not worth
+			// deciding now.
+			ds[i] = decision{err: errDeferred}
+			deferred = append(deferred, c)
+			continue
+		}
 		d, ok := p.decideOne(ctx, c.req, states, known, elems, epoch, now)
 		ds[i] = d
 		if !ok {
