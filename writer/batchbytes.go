@@ -34,8 +34,9 @@ import (
 //   - a write whose records fit but not beside those the batch admitted
 //     before it waits for the partition's next batch, first in it
 //     (batchBudget.admit returns full: partition.process carries it),
-//     its decision discarded unanswered; the writes after it are still
-//     decided, against states without it. A round never fails because of
+//     its decision discarded unanswered, or not even made when its
+//     estimated size does not fit (estimate, mayFit); the writes after
+//     it are still decided, against states without it. A round never fails because of
 //     one member, and a batch's first write always fits.
 
 // producerBatchMaxBytes is the shared producer's limit on a record batch
@@ -91,7 +92,7 @@ func (l *batchLimits) tooLarge(r *Request, topic string, size int) error {
 		field = "ops"
 	}
 	return events.FieldErrorf(events.ETooLarge, field,
-		"the write takes %d bytes in %s, more than the %d bytes a partition may append in one Kafka transaction (the topic's max.message.bytes less headroom): write fewer or smaller values",
+		"the write takes at least %d bytes in %s, more than the %d bytes a partition may append in one Kafka transaction (the topic's max.message.bytes less headroom): write fewer or smaller values",
 		size, topic, l.budget[topic])
 }
 
@@ -117,6 +118,19 @@ func (r *Request) valueBytes() int {
 	return n
 }
 
+// estimate is about what r's records take in kv.changes, before it is
+// decided on states: its values and keys (leastBytes) and the values of
+// the keys it reads, which its events carry as before. It decides only
+// whether deciding r now is worth it (batchBudget.mayFit): too high, r
+// waits a batch, first in the next one, where it is decided anyway.
+func estimate(r *Request, states map[string]events.State) int {
+	n := r.leastBytes()
+	for _, k := range r.keys() {
+		n += len(states[k].Entry.Value)
+	}
+	return n
+}
+
 // fit is what a batch's budget says of a write's records.
 type fit int
 
@@ -134,6 +148,14 @@ type batchBudget struct {
 
 func newBatchBudget(l *batchLimits) batchBudget {
 	return batchBudget{lim: l, used: make(map[string]int, 2)}
+}
+
+// mayFit reports whether a write whose records take about size bytes in
+// kv.changes (estimate) may fit beside what the batch admitted: when
+// not, it is not decided now. The first write of a batch always is.
+func (b *batchBudget) mayFit(size int) bool {
+	used := b.used[b.lim.changes]
+	return used == 0 || used+size <= b.lim.budget[b.lim.changes]
 }
 
 // admit counts recs, one write's records, when they fit beside what the

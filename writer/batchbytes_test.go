@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,15 +148,20 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var aOut, bOut outcomes
+	var aOut, bOut, cOut outcomes
 	var stop atomic.Bool
 	var neighbours sync.WaitGroup
-	for _, k := range append(b, c...) {
-		neighbours.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				bOut.add(putKey(ctx, w, k, fmt.Sprint(i)))
-			}
-		})
+	for _, n := range []struct {
+		keys []events.Key
+		out  *outcomes
+	}{{b, &bOut}, {c, &cOut}} {
+		for _, k := range n.keys {
+			neighbours.Go(func() {
+				for i := 0; !stop.Load(); i++ {
+					n.out.add(putKey(ctx, w, k, fmt.Sprint(i)))
+				}
+			})
+		}
 	}
 	var attack sync.WaitGroup
 	for burst := range 2 {
@@ -169,6 +175,9 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 			attack.Go(func() {
 				_, err := w.Do(ctx, txn)
 				aOut.add(err)
+				if limit := fmt.Sprint(w.limits.budget[w.cfg.Topics.Changes]); err != nil && !strings.Contains(err.Error(), limit) {
+					t.Errorf("413 %q does not name the limit, %s bytes", err, limit)
+				}
 			})
 		}
 		attack.Wait()
@@ -176,10 +185,12 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	stop.Store(true)
 	neighbours.Wait()
 
-	t.Logf("tenant A: %v; tenants B (same partition) and C (other partition): %v; deferred writes %v, failed transactions %v, ownership restarts %v",
-		aOut.n, bOut.n, testutil.ToFloat64(w.metrics.deferred), testutil.ToFloat64(w.metrics.txnFailures), testutil.ToFloat64(w.metrics.ownershipRestarts))
-	if !bOut.only("ok") || bOut.n["ok"] == 0 {
-		t.Errorf("tenants B and C: %v; want only successes", bOut.n)
+	t.Logf("tenant A: %v; tenant B (same partition): %v; tenant C (other partition): %v; deferred writes %v, failed transactions %v, ownership restarts %v",
+		aOut.n, bOut.n, cOut.n, testutil.ToFloat64(w.metrics.deferred), testutil.ToFloat64(w.metrics.txnFailures), testutil.ToFloat64(w.metrics.ownershipRestarts))
+	for name, o := range map[string]*outcomes{"B": &bOut, "C": &cOut} {
+		if !o.only("ok") || o.n["ok"] == 0 {
+			t.Errorf("tenant %s: %v; want only successes", name, o.n)
+		}
 	}
 	if !aOut.only("ok", events.ETooLarge) || aOut.n[events.ETooLarge] != 6 {
 		t.Errorf("tenant A: %v; want 128 PUTs answered 200 and the 6 transactions 413", aOut.n)

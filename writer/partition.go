@@ -773,6 +773,13 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 	evs = make([]*events.Event, 0, len(batch))
 	budget := newBatchBudget(p.w.limits)
 	for i, c := range batch {
+		if !budget.mayFit(estimate(c.req, states)) {
+			// It would not fit beside the writes admitted: not worth
+			// deciding now.
+			ds[i] = decision{err: errDeferred}
+			deferred = append(deferred, c)
+			continue
+		}
 		d, ok := p.decideOne(ctx, c.req, states, known, elems, epoch, now)
 		ds[i] = d
 		if !ok {
@@ -968,16 +975,26 @@ func (p *partition) confirm(ctx context.Context) error {
 	// Our own commit may be visible at the broker just before its
 	// transaction returned here: look again briefly before concluding.
 	var end int64
-	for wait := time.Millisecond; ; wait *= 4 {
+	wait := time.Millisecond
+	for {
 		p.mu.RLock()
 		var ready bool
-		end, ready = p.end, p.ready
+		var resuming chan struct{}
+		end, ready, resuming = p.end, p.ready, p.resuming
 		p.mu.RUnlock()
 		if !ready {
 			return errUnavailable(p.id, "catching up or moving between writers")
 		}
 		if lso <= end {
 			return nil
+		}
+		if resuming != nil {
+			// A failed round of ours, not another writer, may have
+			// left records past end: resume moves end past them.
+			if err := p.awaitResumed(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		if wait > 64*time.Millisecond {
 			break
@@ -987,6 +1004,7 @@ func (p *partition) confirm(ctx context.Context) error {
 			return errUnavailable(p.id, "unable to confirm ownership")
 		case <-time.After(wait):
 		}
+		wait *= 4
 	}
 	p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", end)
 	p.setReady(false, 0, nil)
