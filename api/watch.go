@@ -60,6 +60,7 @@ func (s *Server) watchSpec(c echo.Context) (watch.Spec, error) {
 		return spec, err
 	}
 	p := principalOf(c)
+	spec.Principal = p.Name // the watch takes a slot of its principal's share
 	switch {
 	case spec.Prefix != "" && !p.AllowsPrefix(Read, spec.Prefix):
 		return spec, events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, spec.Prefix)
@@ -172,7 +173,7 @@ func (s *Server) stream(c echo.Context, sub *watch.Sub, write func(*echo.Respons
 			}
 			deadline()
 			err = write(w, it)
-			if len(sub.C) == 0 {
+			if sub.Pending() == 0 {
 				err = rc.Flush()
 			}
 		case <-tick.C:

@@ -72,7 +72,15 @@ func LastStableOffsets(ctx context.Context, cl *kgo.Client, topic string, ps ...
 // offset. It issues Fetch requests itself and decodes them with
 // kgo.ProcessFetchPartition, which reports the next offset to fetch.
 func ReadCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32, from, end int64, fn func(*kgo.Record) error) error {
-	r := &partReader{cl: cl, adm: kadm.NewClient(cl), topic: topic, p: p, leader: -1}
+	return ReadCommittedBounded(ctx, cl, topic, p, from, end, 16<<20, fn)
+}
+
+// ReadCommittedBounded is ReadCommitted with fetches of at most maxBytes
+// of records each (a broker still returns a whole first record batch
+// larger than it): a reader that holds one fetch at a time holds about
+// maxBytes of records.
+func ReadCommittedBounded(ctx context.Context, cl *kgo.Client, topic string, p int32, from, end int64, maxBytes int32, fn func(*kgo.Record) error) error {
+	r := &partReader{cl: cl, adm: kadm.NewClient(cl), topic: topic, p: p, leader: -1, maxBytes: maxBytes}
 	for pos := from; pos < end; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -120,12 +128,13 @@ var readRetry = Retry{
 
 // partReader fetches one partition from its leader.
 type partReader struct {
-	cl      *kgo.Client
-	adm     *kadm.Client
-	topic   string
-	p       int32
-	leader  int32 // -1: to look up
-	topicID [16]byte
+	cl       *kgo.Client
+	adm      *kadm.Client
+	topic    string
+	p        int32
+	leader   int32 // -1: to look up
+	topicID  [16]byte
+	maxBytes int32 // of a partition's records in one fetch
 }
 
 // fetch fetches the partition at pos from its leader; an error wrapping
@@ -140,7 +149,7 @@ func (r *partReader) fetch(ctx context.Context, pos int64) (*kmsg.FetchResponseT
 	req.ReplicaID = -1
 	req.MaxWaitMillis = 250
 	req.MinBytes = 1
-	req.MaxBytes = 32 << 20
+	req.MaxBytes = 32 << 20 // one partition: PartitionMaxBytes bounds it
 	req.IsolationLevel = 1
 	req.SessionEpoch = -1
 	rt := kmsg.NewFetchRequestTopic()
@@ -148,7 +157,7 @@ func (r *partReader) fetch(ctx context.Context, pos int64) (*kmsg.FetchResponseT
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = r.p
 	rp.FetchOffset = pos
-	rp.PartitionMaxBytes = 16 << 20
+	rp.PartitionMaxBytes = r.maxBytes
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 

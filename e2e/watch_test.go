@@ -168,7 +168,7 @@ func TestWatchResumeAcrossWriterKills(t *testing.T) {
 // token that may read only part of a prefix too); the bound on watches
 // answers 503 too_many_watches with Retry-After, and the gauge counts.
 func TestWatchRefusals(t *testing.T) {
-	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.Watches(watch.Config{MaxWatches: 2}))
+	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.Watches(watch.Config{MaxWatches: 2, MaxWatchesPerPrincipal: 3}))
 	for _, tc := range []struct{ name, token, query, field string }{
 		{"WriteOnlyToken", inproc.WriterToken, "prefix=tenant/acme/project/demo/", "prefix"},
 		{"WriteOnlyTokenKey", inproc.WriterToken, "key=tenant/acme/project/demo/k", "key"},
@@ -203,6 +203,48 @@ func TestWatchRefusals(t *testing.T) {
 			t.Fatalf("third watch: %d %+v Retry-After %q (%v)", resp.StatusCode, body, resp.Header.Get("Retry-After"), err)
 		}
 	})
+}
+
+// TestWatchPrincipalShare: a principal that holds its share of a
+// writer's watches (a tenth of ESKV_MAX_WATCHES by default) is refused
+// more with 429 too_many_requests, Retry-After and the setting's name,
+// and another principal still gets a watch: one principal's idle
+// watches do not deny everyone's.
+func TestWatchPrincipalShare(t *testing.T) {
+	const maxWatches = 20
+	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.Watches(watch.Config{MaxWatches: maxWatches}))
+	open := func(token string) (*http.Response, events.ErrorBody) {
+		resp := openWatch(t, st.URL, token, "prefix=tenant/acme/project/demo/")
+		t.Cleanup(func() { resp.Body.Close() })
+		var body events.ErrorBody
+		if resp.StatusCode != http.StatusOK {
+			if err := jsonDecode(resp.Body, &body); err != nil {
+				t.Fatalf("%d: %v", resp.StatusCode, err)
+			}
+		}
+		return resp, body
+	}
+	held := 0
+	for ; held < maxWatches; held++ {
+		if resp, body := open(readerTok); resp.StatusCode != http.StatusOK {
+			if resp.StatusCode != http.StatusTooManyRequests || body.Error.Code != events.ETooManyRequests ||
+				body.Error.Field != "ESKV_MAX_WATCHES_PER_PRINCIPAL" || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("watch %d of one principal: %d %+v Retry-After %q, want 429 too_many_requests on ESKV_MAX_WATCHES_PER_PRINCIPAL",
+					held+1, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+			}
+			break
+		}
+	}
+	if resp, body := open(acmeToken); resp.StatusCode != http.StatusOK {
+		t.Fatalf("while one held %d, another principal's watch: %d %+v, want 200", held, resp.StatusCode, body)
+	}
+	if held != maxWatches/10 {
+		t.Fatalf("one principal held %d of %d watches, want its share, %d", held, maxWatches, maxWatches/10)
+	}
+	if n := metricValue(t, st.Registry, "eskv_writer_watches_refused_total", "limit=ESKV_MAX_WATCHES_PER_PRINCIPAL"); n != 1 {
+		t.Fatalf("eskv_writer_watches_refused_total{limit=ESKV_MAX_WATCHES_PER_PRINCIPAL} = %v, want 1", n)
+	}
+	t.Logf("one principal held %d watches of %d and was refused 429; another principal got its watch", held, maxWatches)
 }
 
 // TestWatchSlowConsumer: a client that stops reading while writes go on

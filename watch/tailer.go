@@ -89,7 +89,8 @@ func (h *Hub) startTailer(p int32, end int64) *tailer {
 }
 
 // dispatch hands each record to the subscriptions that want it, never
-// waiting: a subscription whose buffer is full is ended slow_consumer.
+// waiting: a subscription whose buffer is full (in events or in bytes)
+// is ended slow_consumer. The subscriptions share the decoded event.
 // Records below the position are skipped: a fetch of an earlier tailer
 // of the partition may still arrive after it stopped.
 func (t *tailer) dispatch(recs []*kgo.Record) {
@@ -111,13 +112,10 @@ func (t *tailer) dispatch(recs []*kgo.Record) {
 				continue
 			}
 			ev = it.Event
-			select {
-			case s.ch <- it:
-				s.last = r.Offset
-			default:
+			if !s.q.offer(queued{it: it, size: recordSize(r)}) {
 				t.hub.metrics.ends.WithLabelValues(events.ESlowConsumer).Inc()
 				t.drop(s, &events.Error{Code: events.ESlowConsumer, Message: fmt.Sprintf(
-					"the client fell %d events behind; resume after the cursor", cap(s.ch))})
+					"the client fell %d events or %d KiB behind; resume after the cursor", s.q.maxItems, s.q.maxBytes>>10)})
 			}
 		}
 		t.pos = r.Offset + 1

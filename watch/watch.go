@@ -12,19 +12,27 @@
 // nothing is skipped or delivered twice (etcd's unsynced and synced
 // watcher groups, server/storage/mvcc/watchable_store.go).
 //
-// The tailer never waits for a subscription: each has a bounded buffer,
-// and one whose buffer is full is ended with slow_consumer and the
-// cursor of the last event it was given (the writer's write path and the
-// other watchers are never held back by a slow client).
+// The tailer never waits for a subscription: each has a buffer bounded
+// in events and in bytes, and one whose buffer is full is ended with
+// slow_consumer and the cursor of the last event its client took (the
+// writer's write path and the other watchers are never held back by a
+// slow client). A catch-up goes at its client's pace, with one bounded
+// fetch and the same buffer; and any watch whose client takes nothing
+// for Config.Stall is ended slow_consumer too, its buffer dropped at
+// once (queue.go). Catch-ups hold a share of Config.MemoryBytes each,
+// and each principal holds at most a share of the watches and of the
+// catch-up memory (limits.go).
 package watch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,9 +47,12 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxWatches = 1000
-	DefaultBuffer     = 1024
-	DefaultFetchWait  = 10 * time.Millisecond
+	DefaultMaxWatches  = 1000
+	DefaultBuffer      = 1024
+	DefaultBufferBytes = 1 << 20
+	DefaultMemoryBytes = 64 << 20
+	DefaultStall       = 10 * time.Second
+	DefaultFetchWait   = 10 * time.Millisecond
 )
 
 // Config configures a Hub.
@@ -55,10 +66,29 @@ type Config struct {
 	// MaxWatches bounds the watches served at once; beyond it Watch
 	// answers too_many_watches (default DefaultMaxWatches).
 	MaxWatches int
+	// MaxWatchesPerPrincipal bounds the watches of one principal
+	// (Spec.Principal); beyond it Watch answers too_many_requests
+	// (default a tenth of MaxWatches, at least 1).
+	MaxWatchesPerPrincipal int
 	// Buffer is how many events a subscription holds that its client
 	// has not taken yet; a full buffer ends it with slow_consumer
 	// (default DefaultBuffer).
 	Buffer int
+	// BufferBytes bounds the same buffer in bytes (an event counts its
+	// record's key and value and 512 bytes; one event larger than it is
+	// taken when the buffer is empty); default DefaultBufferBytes.
+	BufferBytes int64
+	// MemoryBytes is the memory of the watches catching up (reading the
+	// log themselves): each holds 2 × BufferBytes of it (its buffer, and
+	// a fetch of BufferBytes/4 with its records), so MemoryBytes / (2 ×
+	// BufferBytes) catch up at once, a principal a quarter of them (at
+	// least one); default DefaultMemoryBytes, at least 2 × BufferBytes.
+	MemoryBytes int64
+	// Stall is how long a watch waits for its client to take an event
+	// before it ends the watch slow_consumer: the bound on the time a
+	// client that stopped reading holds its buffer, catching up (which
+	// goes at the client's pace) or live (default DefaultStall).
+	Stall time.Duration
 	// FetchWait is how long a tailer's fetch may wait for 64 KiB of
 	// records before it returns what it has (default DefaultFetchWait,
 	// at least 10 ms): the delivery delay of a quiet partition, traded
@@ -81,6 +111,10 @@ type Spec struct {
 	// offset in kv_history, History.VersionOffset) instead of From, and
 	// drops the key's events below it.
 	FromVersion int64
+	// Principal is who watches: the watch takes a slot of its share of
+	// the watches and of the catch-up memory. Empty: no share is
+	// counted (the hub's own callers and tests).
+	Principal string
 }
 
 // History finds a key's version in the log: its offset, or where a watch
@@ -119,31 +153,54 @@ type Hub struct {
 	stopPoll context.CancelFunc
 	polled   chan struct{}
 
+	// buffered is the bytes of the events the subscriptions' buffers
+	// hold (BufferedBytes).
+	buffered atomic.Int64
+	// catchUps holds a token per catch-up holding its memory; its
+	// capacity is MemoryBytes / catchUpBytes.
+	catchUps chan struct{}
+
 	mu      sync.Mutex
 	watches int
+	shares  map[string]*share // by principal, while it holds a slot
 	tailers map[int32]*tailer
 	closed  bool
 }
 
+// withDefaults returns c with its zero fields set to their defaults, or
+// why c is not valid.
+func (c Config) withDefaults() (Config, error) {
+	c.MaxWatches = cmp.Or(c.MaxWatches, DefaultMaxWatches)
+	c.MaxWatchesPerPrincipal = cmp.Or(c.MaxWatchesPerPrincipal, max(1, c.MaxWatches/10))
+	c.Buffer = cmp.Or(c.Buffer, DefaultBuffer)
+	c.BufferBytes = cmp.Or(c.BufferBytes, DefaultBufferBytes)
+	c.MemoryBytes = cmp.Or(c.MemoryBytes, DefaultMemoryBytes)
+	c.Stall = cmp.Or(c.Stall, DefaultStall)
+	c.FetchWait = cmp.Or(c.FetchWait, DefaultFetchWait)
+	switch {
+	case len(c.Brokers) == 0 || c.Topic == "" || c.Partitions < 1:
+		return c, errors.New("watch: brokers, topic and partition count are required")
+	case c.FetchWait < 10*time.Millisecond:
+		return c, errors.New("watch: the fetch wait must be at least 10ms")
+	case c.MaxWatches < 0 || c.MaxWatchesPerPrincipal < 0 || c.Buffer < 0 || c.Stall < 0:
+		return c, errors.New("watch: the limits must be positive")
+	case c.BufferBytes < minBufferBytes:
+		return c, fmt.Errorf("watch: the buffer bytes must be at least %d", minBufferBytes)
+	case c.MemoryBytes < c.catchUpBytes():
+		return c, errors.New("watch: the catch-up memory must be at least twice the buffer bytes")
+	}
+	return c, nil
+}
+
 // New returns a Hub; Close (or the end of Run's context) stops it.
 func New(cfg Config, hist History, log *slog.Logger, reg prometheus.Registerer) (*Hub, error) {
-	if cfg.MaxWatches == 0 {
-		cfg.MaxWatches = DefaultMaxWatches
-	}
-	if cfg.Buffer == 0 {
-		cfg.Buffer = DefaultBuffer
-	}
-	if cfg.FetchWait == 0 {
-		cfg.FetchWait = DefaultFetchWait
-	}
-	if len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.Partitions < 1 {
-		return nil, errors.New("watch: brokers, topic and partition count are required")
-	}
-	if cfg.FetchWait < 10*time.Millisecond {
-		return nil, errors.New("watch: the fetch wait must be at least 10ms")
-	}
-	m, err := newMetrics(reg)
+	cfg, err := cfg.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	h := &Hub{cfg: cfg, hist: hist, log: log, tailers: make(map[int32]*tailer), shares: make(map[string]*share),
+		catchUps: make(chan struct{}, cfg.MemoryBytes/cfg.catchUpBytes()), polled: make(chan struct{})}
+	if h.metrics, err = newMetrics(reg, h.BufferedBytes); err != nil {
 		return nil, err
 	}
 	cfg.Kafka = cfg.Kafka.WithMetrics(reg)
@@ -151,8 +208,7 @@ func New(cfg Config, hist History, log *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	h := &Hub{cfg: cfg, hist: hist, log: log, cl: cl, adm: kadm.NewClient(cl), metrics: m, tailers: make(map[int32]*tailer),
-		polled: make(chan struct{})}
+	h.cl, h.adm = cl, kadm.NewClient(cl)
 	if h.tail, err = tailClient(cfg, h); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("watch: kafka consumer: %w", err)
@@ -198,10 +254,16 @@ func (h *Hub) Watches() int {
 	return h.watches
 }
 
+// BufferedBytes returns the bytes of the events the watches' buffers
+// hold for their clients (an event shared by n watches counts n times).
+func (h *Hub) BufferedBytes() int64 { return h.buffered.Load() }
+
 // Watch starts a subscription, or answers why not: too_many_watches,
-// cursor_expired (spec.From is before the log's start), invalid (a
-// From beyond the log's end: a cursor of another log) or unavailable.
-// The caller reads Sub.C and calls Sub.Close when done.
+// too_many_requests (the principal's share of the watches, or no
+// catch-up memory within catchUpWait), cursor_expired (spec.From is
+// before the log's start), invalid (a From beyond the log's end: a
+// cursor of another log) or unavailable. The caller reads Sub.C and
+// calls Sub.Close when done.
 func (h *Hub) Watch(ctx context.Context, spec Spec) (*Sub, error) {
 	scope := events.ScopeOf(spec.Prefix + spec.Key)
 	p := events.Partition(scope, h.cfg.Partitions)
@@ -212,40 +274,15 @@ func (h *Hub) Watch(ctx context.Context, spec Spec) (*Sub, error) {
 		}
 		from = spec.After.Offset + 1
 	}
-	if err := h.admit(); err != nil {
+	if err := h.admit(spec.Principal); err != nil {
 		return nil, err
 	}
 	sub, err := h.start(ctx, spec, p, from)
 	if err != nil {
-		h.leave()
+		h.leave(spec.Principal)
 		return nil, err
 	}
 	return sub, nil
-}
-
-// admit takes a watch slot.
-func (h *Hub) admit() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return &events.Error{Code: events.EUnavailable, Message: "the writer is stopping", RetryAfterSeconds: 1}
-	}
-	if h.watches >= h.cfg.MaxWatches {
-		h.metrics.refused.Inc()
-		return &events.Error{Code: events.ETooManyWatches, RetryAfterSeconds: 1,
-			Message: fmt.Sprintf("this writer serves %d watches, its limit (ESKV_MAX_WATCHES); retry later or on another writer", h.cfg.MaxWatches)}
-	}
-	h.watches++
-	h.metrics.watches.Set(float64(h.watches))
-	return nil
-}
-
-// leave gives a watch slot back.
-func (h *Hub) leave() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.watches--
-	h.metrics.watches.Set(float64(h.watches))
 }
 
 // start checks spec.From against the partition's bounds and starts the
@@ -272,13 +309,28 @@ func (h *Hub) start(ctx context.Context, spec Spec, p int32, from int64) (*Sub, 
 	case from > end:
 		return nil, events.FieldErrorf(events.EInvalid, field, "the cursor is beyond the end of partition %d: it is not a cursor of this log", p)
 	}
+	// A watch from the past reads the log: it gets its memory now or is
+	// refused; one from now reads only what the tailer passed since
+	// (catchUp waits for memory then).
+	reserved := from < end
+	if reserved {
+		if err := h.reserve(ctx, spec.Principal); err != nil {
+			return nil, err
+		}
+	}
 	t, err := h.acquire(p, end)
 	if err != nil {
+		if reserved {
+			h.unreserve(spec.Principal)
+		}
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Sub{hub: h, t: t, spec: spec, p: p, from: from, start: from, last: from - 1, ch: make(chan Item, h.cfg.Buffer), cancel: cancel, done: make(chan struct{})}
+	s := &Sub{hub: h, t: t, spec: spec, p: p, from: from, start: from, last: from - 1, reserved: reserved,
+		q: newQueue(h.cfg.Buffer, h.cfg.BufferBytes, &h.buffered), ch: make(chan Item),
+		cancel: cancel, done: make(chan struct{}), pumped: make(chan struct{})}
 	s.C = s.ch
+	go s.pump()
 	go s.catchUp(sctx)
 	return s, nil
 }
@@ -365,23 +417,29 @@ type Sub struct {
 	t    *tailer
 	spec Spec
 	p    int32
-	ch   chan Item
+	// q buffers the events for C; its pump hands them over.
+	q  *queue
+	ch chan Item
 	// from is the first offset still to deliver: the catch-up reads from
 	// it; the tailer skips records below it.
 	from int64
-	// last is the offset of the last event put in ch (from-1 before any).
-	last   int64
-	start  int64 // the first offset of the watch
-	err    error
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the catch-up returned
-	once   sync.Once
+	// last is the offset of the last event C took (from-1 before any);
+	// only the pump writes it.
+	last  int64
+	start int64 // the first offset of the watch
+	// reserved: the catch-up holds its memory (Hub.reserve); only the
+	// catch-up's goroutine changes it after start.
+	reserved bool
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the catch-up returned
+	pumped   chan struct{} // closed when the pump returned (and closed ch)
+	once     sync.Once
 }
 
 // Err is why C was closed: an *events.Error (slow_consumer with
 // Resume, cursor_expired, partition_unavailable). Only valid after C
 // is closed.
-func (s *Sub) Err() error { return s.err }
+func (s *Sub) Err() error { return s.q.err }
 
 // Start is the cursor just before the watch's first position: resuming
 // after it, before any event came, loses nothing.
@@ -390,28 +448,77 @@ func (s *Sub) Start() events.Cursor {
 }
 
 // Resume is the cursor to resume after once C is closed: the last event
-// put in C, or Start when none was (resuming after it is exact too: the
-// offsets between are not the watch's). Only valid after C is closed.
+// C delivered, or Start when none was (resuming after it is exact too:
+// the offsets between are not the watch's). Only valid after C is
+// closed.
 func (s *Sub) Resume() events.Cursor {
 	return events.Cursor{Partition: s.p, Offset: s.last}
 }
+
+// Pending is how many events wait for C to take them: none means a
+// client that took the last one is up to date (time to flush).
+func (s *Sub) Pending() int { return s.q.pending() }
 
 // Close ends the subscription and gives its slot back.
 func (s *Sub) Close() {
 	s.once.Do(func() {
 		s.cancel()
+		s.q.end(context.Canceled)
 		<-s.done
+		<-s.pumped
 		s.t.leave(s)
 		s.hub.release(s.t)
-		s.hub.leave()
+		s.hub.leave(s.spec.Principal)
 	})
 }
 
+// pump hands the buffered events to C one at a time, then closes C
+// once the queue ended. A client that takes none for Config.Stall while
+// one waits is ended slow_consumer: live or catching up, a client that
+// stopped reading lets go of its buffer then, not at its connection's
+// write deadline.
+func (s *Sub) pump() {
+	defer close(s.pumped)
+	defer close(s.ch)
+	stall := time.NewTimer(time.Hour)
+	stall.Stop()
+	for {
+		e, ok := s.q.next()
+		if !ok {
+			return
+		}
+		select { // an ended queue delivers nothing more, as far as it can tell
+		case <-s.q.quit:
+			s.q.taken(e.size)
+			return
+		default:
+		}
+		stall.Reset(s.hub.cfg.Stall)
+		select {
+		case s.ch <- e.it:
+			stall.Stop()
+			s.last = e.it.Cursor.Offset
+			s.q.taken(e.size)
+		case <-s.q.quit:
+			s.q.taken(e.size)
+			return
+		case <-stall.C:
+			ended := s.q.end(&events.Error{Code: events.ESlowConsumer, Message: fmt.Sprintf(
+				"the client took no event for %s; resume after the cursor", s.hub.cfg.Stall)})
+			s.q.taken(e.size)
+			if ended {
+				s.hub.metrics.ends.WithLabelValues(events.ESlowConsumer).Inc()
+			}
+			return
+		}
+	}
+}
+
 // catchUp delivers the records from s.from up to the tailer's position
-// itself, then joins the tailer there.
+// itself, at its client's pace, then joins the tailer there.
 func (s *Sub) catchUp(ctx context.Context) {
 	defer close(s.done)
-	h := s.hub
+	defer s.unreserve()
 	for {
 		pos, err := s.t.join(s)
 		if err != nil {
@@ -421,20 +528,7 @@ func (s *Sub) catchUp(ctx context.Context) {
 		if pos < 0 {
 			return // joined
 		}
-		err = changelog.ReadCommitted(ctx, h.cl, h.cfg.Topic, s.p, s.from, pos, func(r *kgo.Record) error {
-			it, ok, err := s.item(r, nil)
-			if err != nil || !ok {
-				return err
-			}
-			select {
-			case s.ch <- it:
-				s.last = r.Offset
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-		if err != nil {
+		if err := s.read(ctx, pos); err != nil {
 			s.end(s.readError(ctx, err))
 			return
 		}
@@ -442,9 +536,38 @@ func (s *Sub) catchUp(ctx context.Context) {
 	}
 }
 
+// read pushes the records of [s.from, pos) that s wants to its buffer,
+// fetching BufferBytes/4 at a time, once s holds its memory.
+func (s *Sub) read(ctx context.Context, pos int64) error {
+	h := s.hub
+	if !s.reserved {
+		if err := h.reserveWait(ctx, s.spec.Principal, s.q.quit); err != nil {
+			return err
+		}
+		s.reserved = true
+	}
+	return changelog.ReadCommittedBounded(ctx, h.cl, h.cfg.Topic, s.p, s.from, pos, h.cfg.fetchBytes(), func(r *kgo.Record) error {
+		it, ok, err := s.item(r, nil)
+		if err != nil || !ok {
+			return err
+		}
+		return s.q.push(ctx, queued{it: it, size: recordSize(r)})
+	})
+}
+
+// unreserve gives the catch-up's memory back.
+func (s *Sub) unreserve() {
+	if s.reserved {
+		s.reserved = false
+		s.hub.unreserve(s.spec.Principal)
+	}
+}
+
 // readError is the error a catch-up read ends the watch with.
 func (s *Sub) readError(ctx context.Context, err error) error {
 	switch {
+	case errors.Is(err, errEnded):
+		return err // ended already: end ignores it
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(err, kerr.OffsetOutOfRange):
@@ -456,10 +579,10 @@ func (s *Sub) readError(ctx context.Context, err error) error {
 	return &events.Error{Code: events.EUnavailable, Message: "reading the log failed; resume after the last cursor", RetryAfterSeconds: 1}
 }
 
-// end closes C with err; only the goroutine sending to ch calls it.
+// end ends s with err (the first end wins): its buffer is dropped and C
+// closed once the pump let go of the event it held.
 func (s *Sub) end(err error) {
-	s.err = err
-	close(s.ch)
+	s.q.end(err)
 }
 
 // item returns r as s delivers it, and whether s wants it. ev is r

@@ -58,7 +58,11 @@ type config struct {
 	maxListBytes     int
 	maxLists         int
 	maxWatches       int
+	principalWatches int
 	watchBuffer      int
+	watchBufferBytes int64
+	watchMemory      int64
+	watchStall       time.Duration
 	heartbeat        time.Duration
 	fetchWait        time.Duration
 	uiKeyFile        string
@@ -117,14 +121,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
 	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
 	f.Env("max-concurrent-lists", "ESKV_MAX_CONCURRENT_LISTS")
-	f.IntVar(&c.maxWatches, "max-watches", watch.DefaultMaxWatches, "watches (GET /v1/watch) served at once; beyond it they answer 503 too_many_watches with Retry-After")
-	f.Env("max-watches", "ESKV_MAX_WATCHES")
-	f.IntVar(&c.watchBuffer, "watch-buffer", watch.DefaultBuffer, "events a watch may fall behind its client before it is ended with slow_consumer and a cursor to resume after")
-	f.Env("watch-buffer", "ESKV_WATCH_BUFFER")
-	f.DurationVar(&c.heartbeat, "watch-heartbeat", api.DefaultWatchHeartbeat, "how often an idle watch sends a comment so that proxies keep it open")
-	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
-	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
-	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
+	c.bindWatch(f)
 	c.bindSecrets(f)
 	c.http.Bind(f)
 	if err := f.Parse(args); err != nil {
@@ -132,8 +129,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	return c, errors.Join(
 		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists", "max-watches", "watch-buffer"),
-		f.Check(c.heartbeat > 0, "watch-heartbeat", "must be positive"),
-		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
+		c.checkWatch(f),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
 		f.Check(c.roundGather >= 0 && c.roundGather <= 100*time.Millisecond, "round-gather", "must be a duration from 0 to 100ms"),
 		f.Check(*c.logFlush >= 0 && *c.logFlush <= time.Second, "log-flush", "must be a duration from 0 to 1s"),
@@ -160,6 +156,39 @@ func (c *config) bindSecrets(f *service.Flags) {
 	f.Env("peer-secret", "ESKV_PEER_SECRET")
 	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
 	f.Env("peer-secret-file", "ESKV_PEER_SECRET_FILE")
+}
+
+// bindWatch defines the settings of the watches (GET /v1/watch) on f.
+func (c *config) bindWatch(f *service.Flags) {
+	f.IntVar(&c.maxWatches, "max-watches", watch.DefaultMaxWatches, "watches (GET /v1/watch) served at once; beyond it they answer 503 too_many_watches with Retry-After")
+	f.Env("max-watches", "ESKV_MAX_WATCHES")
+	f.IntVar(&c.principalWatches, "max-watches-per-principal", 0, "watches one principal may hold on this writer; beyond it they answer 429 too_many_requests with Retry-After (0: a tenth of -max-watches, at least 1)")
+	f.Env("max-watches-per-principal", "ESKV_MAX_WATCHES_PER_PRINCIPAL")
+	f.IntVar(&c.watchBuffer, "watch-buffer", watch.DefaultBuffer, "events a watch may fall behind its client before it is ended with slow_consumer and a cursor to resume after")
+	f.Env("watch-buffer", "ESKV_WATCH_BUFFER")
+	f.Int64Var(&c.watchBufferBytes, "watch-buffer-bytes", watch.DefaultBufferBytes, "bytes of events a watch may fall behind its client (an event counts its record's size and 512 bytes) before it is ended with slow_consumer; at least 16384")
+	f.Env("watch-buffer-bytes", "ESKV_WATCH_BUFFER_BYTES")
+	f.Int64Var(&c.watchMemory, "watch-memory-bytes", watch.DefaultMemoryBytes, "memory of the watches catching up from a cursor, 2 × -watch-buffer-bytes each (a principal a quarter of it); a watch from a cursor that gets none within 1s answers 429 too_many_requests; at least 2 × -watch-buffer-bytes")
+	f.Env("watch-memory-bytes", "ESKV_WATCH_MEMORY_BYTES")
+	f.DurationVar(&c.watchStall, "watch-stall-timeout", watch.DefaultStall, "how long a watch waits for its client to take an event before it is ended with slow_consumer and its buffer dropped")
+	f.Env("watch-stall-timeout", "ESKV_WATCH_STALL_TIMEOUT")
+	f.DurationVar(&c.heartbeat, "watch-heartbeat", api.DefaultWatchHeartbeat, "how often an idle watch sends a comment so that proxies keep it open")
+	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
+	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
+	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
+}
+
+// checkWatch checks the settings of the watches (the positive counts
+// are checked with the others).
+func (c *config) checkWatch(f *service.Flags) error {
+	return errors.Join(
+		f.Check(c.heartbeat > 0, "watch-heartbeat", "must be positive"),
+		f.Check(c.principalWatches >= 0, "max-watches-per-principal", "must not be negative (0: a tenth of -max-watches)"),
+		f.Check(c.watchBufferBytes >= 16<<10, "watch-buffer-bytes", "must be at least 16384"),
+		f.Check(c.watchMemory >= 2*c.watchBufferBytes, "watch-memory-bytes", "must be at least twice -watch-buffer-bytes"),
+		f.Check(c.watchStall > 0, "watch-stall-timeout", "must be positive"),
+		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
+	)
 }
 
 // tokens returns the configured bearer tokens (at least one) and, with a
@@ -362,12 +391,16 @@ func (c *config) writerConfig() writer.Config {
 // topic with the writer's Kafka connection.
 func (c *config) watchHub(store *projection.Store, log *slog.Logger, reg prometheus.Registerer) (*watch.Hub, error) {
 	return watch.New(watch.Config{
-		Brokers:    c.kafka.BrokerList(),
-		Kafka:      c.kafka.Conn(),
-		Topic:      c.kafka.Topics().Changes,
-		Partitions: c.kafka.Topics().Partitions,
-		MaxWatches: c.maxWatches,
-		Buffer:     c.watchBuffer,
-		FetchWait:  c.fetchWait,
+		Brokers:                c.kafka.BrokerList(),
+		Kafka:                  c.kafka.Conn(),
+		Topic:                  c.kafka.Topics().Changes,
+		Partitions:             c.kafka.Topics().Partitions,
+		MaxWatches:             c.maxWatches,
+		MaxWatchesPerPrincipal: c.principalWatches,
+		Buffer:                 c.watchBuffer,
+		BufferBytes:            c.watchBufferBytes,
+		MemoryBytes:            c.watchMemory,
+		Stall:                  c.watchStall,
+		FetchWait:              c.fetchWait,
 	}, store, log, reg)
 }

@@ -105,8 +105,9 @@ func HTTPLimits(l service.HTTPLimits) Option { return func(o *options) { o.limit
 // window, for tests of the sweeper's requeues and of dedup windows.
 func WriterConfig(f func(*writer.Config)) Option { return func(o *options) { o.writer = f } }
 
-// Watches sets the watch limits of the stack's hub (MaxWatches, Buffer;
-// the rest is the stack's).
+// Watches sets the watch limits of the stack's hub (MaxWatches,
+// MaxWatchesPerPrincipal, Buffer, BufferBytes, MemoryBytes, Stall; its
+// brokers and topic are the stack's).
 func Watches(cfg watch.Config) Option { return func(o *options) { o.watch = cfg } }
 
 // MustRun runs the stack until the test ends and returns it once the
@@ -143,8 +144,9 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if o.projector {
 		s.runProjector(tb, log, o.projectorMayStop)
 	}
-	hub, err := watch.New(watch.Config{Brokers: s.Broker.Addrs, Kafka: s.kafka, Topic: s.Broker.Topics.Changes, Partitions: s.Broker.Topics.Partitions,
-		MaxWatches: o.watch.MaxWatches, Buffer: o.watch.Buffer}, s.Store, log, s.Registry)
+	wc := o.watch
+	wc.Brokers, wc.Kafka, wc.Topic, wc.Partitions = s.Broker.Addrs, s.kafka, s.Broker.Topics.Changes, s.Broker.Topics.Partitions
+	hub, err := watch.New(wc, s.Store, log, s.Registry)
 	if err != nil {
 		tb.Fatal(err)
 	}

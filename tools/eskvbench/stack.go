@@ -80,9 +80,12 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	if err != nil {
 		return nil, err
 	}
+	// The bench is one principal (the dev token): figure 17's idle
+	// watchers may take every watch, not a principal's tenth.
 	w, err := s.startListening("writer", nil, "ESKV_HTTP_ADDR", "ESKV_ADDR_FILE",
 		append(env, "ESKV_DEV_TOKEN="+s.token, "ESKV_WRITER_ID=eskvbench-writer", "ESKV_HTTP_READ_TIMEOUT="+c.robustRead.String(),
-			"ESKV_HTTP_WRITE_TIMEOUT="+c.robustWrite.String(), "ESKV_HTTP_IDLE_TIMEOUT="+c.robustIdle.String())...)
+			"ESKV_HTTP_WRITE_TIMEOUT="+c.robustWrite.String(), "ESKV_HTTP_IDLE_TIMEOUT="+c.robustIdle.String(),
+			"ESKV_MAX_WATCHES_PER_PRINCIPAL=1000")...)
 	if err != nil {
 		return nil, err
 	}
