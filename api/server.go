@@ -364,10 +364,7 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	if s.denials.record(d, s.now()) && reason == reasonForbidden && p != nil {
 		s.auditDenied(c, p)
 	}
-	if r.ContentLength != 0 {
-		c.Response().Header().Set("Connection", "close")
-		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
-	}
+	skipBody(c)
 }
 
 // authorizeKey parses raw as a key and checks the caller's right on it.
