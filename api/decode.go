@@ -20,6 +20,13 @@ import (
 // bodyOverheadMax is what a body may hold besides its values.
 const bodyOverheadMax = 16 << 10
 
+// LargestBody is the longest request body accepted (a transaction's)
+// with values of at most maxValueBytes: a share of body bytes needs one
+// more byte than it (Config.MaxBodyBytesPerPrincipal).
+func LargestBody(maxValueBytes int) int {
+	return max(events.MaxTxnBodyBytes, 2*maxValueBytes+bodyOverheadMax)
+}
+
 // decode reads the request body, within the size limit, into v strictly:
 // one JSON object whose members are v's fields, each named exactly (not
 // in another case) and at most once, at any depth. Errors name the field
@@ -57,17 +64,21 @@ func bodyTooLarge(limit int) error {
 
 // readBody reads the request's body, of at most limit bytes: 413 for a
 // longer one, at once when it declares its length (nothing of it is
-// read), else after limit+1 bytes. It reads into one buffer of the
-// declared length when the request declares one (io.ReadAll starts at
-// 512 bytes and grows).
+// read), else after limit+1 bytes. The bytes it holds are charged to the
+// request's principal (chargeBody) before they are read: all at once
+// when the request declares its length, read into one buffer of that
+// length, else as the buffer grows.
 func readBody(c echo.Context, limit int) ([]byte, error) {
 	r := c.Request()
-	size := 512
+	size := min(512, limit+1)
 	if cl := r.ContentLength; cl > int64(limit) {
 		skipBody(c)
 		return nil, bodyTooLarge(limit)
 	} else if cl >= 0 {
 		size = int(cl) + 1 // + 1: room to see the end without growing
+	}
+	if err := chargeBody(c, size); err != nil {
+		return nil, err
 	}
 	b := make([]byte, 0, size)
 	for {
@@ -76,9 +87,13 @@ func readBody(c echo.Context, limit int) ([]byte, error) {
 			return nil, bodyTooLarge(limit)
 		}
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			grown := min(2*cap(b), limit+1)
+			if err := chargeBody(c, grown-cap(b)); err != nil {
+				return nil, err
+			}
+			b = append(make([]byte, 0, grown), b...)
 		}
-		n, err := r.Body.Read(b[len(b):min(cap(b), limit+1)])
+		n, err := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if errors.Is(err, io.EOF) {
 			if len(b) > limit {

@@ -56,6 +56,9 @@ type config struct {
 	http             service.HTTPLimits
 	maxListBytes     int
 	maxLists         int
+	maxListsEach     int
+	maxBodyBytes     int64
+	maxBodyEach      int64
 	maxWatches       int
 	watchBuffer      int
 	heartbeat        time.Duration
@@ -110,8 +113,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("request-id-window", "ESKV_REQUEST_ID_WINDOW")
 	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
-	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
-	f.Env("max-concurrent-lists", "ESKV_MAX_CONCURRENT_LISTS")
+	c.bindLimits(f)
 	f.IntVar(&c.maxWatches, "max-watches", watch.DefaultMaxWatches, "watches (GET /v1/watch) served at once; beyond it they answer 503 too_many_watches with Retry-After")
 	f.Env("max-watches", "ESKV_MAX_WATCHES")
 	f.IntVar(&c.watchBuffer, "watch-buffer", watch.DefaultBuffer, "events a watch may fall behind its client before it is ended with slow_consumer and a cursor to resume after")
@@ -129,7 +131,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		return nil, err
 	}
 	return c, errors.Join(
-		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists", "max-watches", "watch-buffer"),
+		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-watches", "watch-buffer"),
+		c.checkLimits(f),
 		f.Check(c.heartbeat > 0, "watch-heartbeat", "must be positive"),
 		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
@@ -143,6 +146,31 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		f.Check(c.stateCacheBytes >= 0, "state-cache-bytes", "must not be negative (0 disables the cache)"),
 		c.http.Check(f),
 		c.kafka.Check(),
+	)
+}
+
+// bindLimits defines the flags of the shared slots and their shares.
+func (c *config) bindLimits(f *service.Flags) {
+	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "pages of the projection answered at once (listings, scans, histories, smembers, lrange, qpeek, the status page's), from the query to the answer's last byte; beyond it they answer 429 too_many_requests with Retry-After")
+	f.Env("max-concurrent-lists", api.SettingMaxLists)
+	f.IntVar(&c.maxListsEach, "max-lists-per-principal", api.DefaultMaxListsPerPrincipal, "each principal's share of max-concurrent-lists; beyond it its reads of pages answer 429 too_many_requests with Retry-After")
+	f.Env("max-lists-per-principal", api.SettingMaxListsPerPrincipal)
+	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", 0, "bytes of request bodies in memory at once, from the first byte read (before it, with a declared length) until the answer; beyond it requests answer 429 too_many_requests before their body is read; 0: 64 MiB, or 4 shares when max-body-bytes-per-principal is larger than 16 MiB")
+	f.Env("max-body-bytes", api.SettingMaxBodyBytes)
+	f.Int64Var(&c.maxBodyEach, "max-body-bytes-per-principal", 0, "each principal's (or, before authentication, remote address's) share of max-body-bytes, more than the largest request body (4 MiB with the default max-value-bytes, else 2 × max-value-bytes + 16 KiB); 0: 16 MiB, or the largest body + 1 when larger")
+	f.Env("max-body-bytes-per-principal", api.SettingMaxBodyBytesPerPrincipal)
+}
+
+// checkLimits returns an error naming each flag of bindLimits whose value
+// is out of its range.
+func (c *config) checkLimits(f *service.Flags) error {
+	largest := int64(api.LargestBody(c.maxValueBytes))
+	return errors.Join(
+		f.Positive("max-concurrent-lists", "max-lists-per-principal"),
+		f.Check(c.maxBodyEach == 0 || c.maxBodyEach > largest, "max-body-bytes-per-principal",
+			fmt.Sprintf("must be 0 (the default) or more than the largest request body (%d bytes)", largest)),
+		f.Check(c.maxBodyBytes == 0 || c.maxBodyBytes >= max(c.maxBodyEach, largest+1), "max-body-bytes",
+			"must be 0 (the default) or at least max-body-bytes-per-principal and more than the largest request body"),
 	)
 }
 
@@ -240,19 +268,22 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	// told to stop, before the HTTP server drains its requests.
 	defer context.AfterFunc(ctx, hub.Close)()
 	srv, err := api.New(api.Config{
-		MaxValueBytes:      c.maxValueBytes,
-		Tokens:             tt,
-		Gatherer:           reg,
-		Registerer:         reg,
-		Ready:              pool.Ping,
-		InstanceID:         c.instanceID,
-		AdvertiseURL:       c.advertiseURL,
-		MaxListBytes:       c.maxListBytes,
-		MaxConcurrentLists: c.maxLists,
-		Watch:              hub,
-		WatchHeartbeat:     c.heartbeat,
-		UIKey:              uiKey,
-		UISessionTTL:       c.uiSessionTTL,
+		MaxValueBytes:            c.maxValueBytes,
+		Tokens:                   tt,
+		Gatherer:                 reg,
+		Registerer:               reg,
+		Ready:                    pool.Ping,
+		InstanceID:               c.instanceID,
+		AdvertiseURL:             c.advertiseURL,
+		MaxListBytes:             c.maxListBytes,
+		MaxConcurrentLists:       c.maxLists,
+		MaxListsPerPrincipal:     c.maxListsEach,
+		MaxBodyBytes:             c.maxBodyBytes,
+		MaxBodyBytesPerPrincipal: c.maxBodyEach,
+		Watch:                    hub,
+		WatchHeartbeat:           c.heartbeat,
+		UIKey:                    uiKey,
+		UISessionTTL:             c.uiSessionTTL,
 	}, w, store, log)
 	if err != nil {
 		return err
