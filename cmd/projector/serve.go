@@ -89,7 +89,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready), Limits: limits}, parts...)
+	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready), Limits: limits, Registerer: reg}, parts...)
 }
 
 // historyRetention defines -history-retention and its interval on f; the

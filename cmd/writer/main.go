@@ -295,7 +295,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if parts, err = service.WithPprof(c.pprofAddr, c.http, log, parts...); err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
+	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg}, parts...)
 }
 
 // uiKey reads the status page's secret from ESKV_UI_KEY_FILE (its

@@ -75,6 +75,7 @@ func TestErrBadEnv(t *testing.T) {
 		{"ESKV_MAX_LISTS_PER_PRINCIPAL", "0"},
 		{"ESKV_MAX_BODY_BYTES_PER_PRINCIPAL", "1000000"},
 		{"ESKV_MAX_BODY_BYTES", "1000000"},
+		{"ESKV_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "0"},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			setenv(t, map[string]string{tc.name: tc.value, "ESKV_DEV_TOKEN": "t"})

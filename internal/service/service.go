@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/eskv/eskv/internal/admission"
 )
 
 // ShutdownTimeout bounds how long the HTTP server answers the requests
@@ -41,7 +43,10 @@ type HTTP struct {
 	Listener net.Listener
 	AddrFile string       // when set, the bound address is written here, for tools that start the service on port 0
 	Handler  http.Handler // the API, or Handler's endpoints
-	Limits   HTTPLimits   // timeouts and header size; the defaults where zero
+	Limits   HTTPLimits   // timeouts, header size and connections; the defaults where zero
+	// Registerer counts the connections refused beyond Limits
+	// (eskv_http_limited_total); nil counts nothing.
+	Registerer prometheus.Registerer
 }
 
 // Serve reports the bound address (log, AddrFile), serves h.Handler and
@@ -61,6 +66,12 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 		}
 	}
 	hs := h.Limits.Server(h.Handler)
+	refusals, err := admission.Refusals(h.Registerer)
+	if err != nil {
+		h.Listener.Close()
+		return err
+	}
+	ln := limitConns(h.Listener, h.Limits, refusals)
 	// The parts outlive ctx until the HTTP server is drained; g's context
 	// ends when one of them fails.
 	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
@@ -76,7 +87,7 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 		})
 	}
 	g.Go(func() error {
-		if err := hs.Serve(h.Listener); !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
