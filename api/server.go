@@ -21,7 +21,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/admission"
@@ -91,9 +90,13 @@ const (
 type Config struct {
 	MaxValueBytes int
 	Tokens        *Tokens
-	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
-	Gatherer   prometheus.Gatherer
-	Registerer prometheus.Registerer
+	// Gatherer serves /metrics (nil: no /metrics here); Registerer
+	// takes the HTTP metrics. With MetricsToken, /metrics answers only
+	// requests bearing it (Authorization: Bearer <MetricsToken>), 401
+	// others.
+	Gatherer     prometheus.Gatherer
+	Registerer   prometheus.Registerer
+	MetricsToken string
 	// Ready is an extra readiness check (for example a database ping).
 	Ready func(ctx context.Context) error
 	// InstanceID names this writer in forwarded requests when
@@ -217,7 +220,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
-		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+		e.GET("/metrics", metricsEndpoint(cfg.Gatherer, cfg.MetricsToken))
 	}
 	s.routeUI(e)
 	// The group's middlewares serve the paths under /v1 no route matches

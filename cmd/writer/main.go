@@ -59,6 +59,8 @@ type config struct {
 	maxListsEach     int
 	maxBodyBytes     int64
 	maxBodyEach      int64
+	metricsAddr      string
+	metricsToken     string
 	maxWatches       int
 	watchBuffer      int
 	heartbeat        time.Duration
@@ -94,7 +96,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("addr-file", "ESKV_ADDR_FILE")
 	f.StringVar(&c.advertiseURL, "advertise-url", "", "base URL other writers forward this writer's requests to (default http://<bound http address>)")
 	f.Env("advertise-url", "ESKV_ADVERTISE_URL")
-	service.BindPprof(f, &c.pprofAddr)
+	c.bindDiagnostics(f)
 	f.DurationVar(&c.sweepInterval, "sweep-interval", time.Second, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it")
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
@@ -147,6 +149,15 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.http.Check(f),
 		c.kafka.Check(),
 	)
+}
+
+// bindDiagnostics defines where pprof is served, and where and to whom
+// /metrics is.
+func (c *config) bindDiagnostics(f *service.Flags) {
+	service.BindPprof(f, &c.pprofAddr)
+	f.StringVar(&c.metricsAddr, "metrics-addr", "", "serve GET /metrics on this address of its own (port 0 picks a free one, logged at info), and not on http-addr; empty: on http-addr, beside the API")
+	f.Env("metrics-addr", "ESKV_METRICS_ADDR")
+	service.BindMetricsToken(f, &c.metricsToken)
 }
 
 // bindLimits defines the flags of the shared slots and their shares.
@@ -267,12 +278,39 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	// Watches never end on their own: they end when the process is
 	// told to stop, before the HTTP server drains its requests.
 	defer context.AfterFunc(ctx, hub.Close)()
-	srv, err := api.New(api.Config{
+	srv, err := api.New(c.apiConfig(tt, reg, pool.Ping, hub, uiKey), w, store, log)
+	if err != nil {
+		return err
+	}
+	parts := []func(context.Context) error{w.Run, hub.Run}
+	if reloadTokens != nil {
+		parts = append(parts, reloadTokens)
+	}
+	if parts, err = service.WithPprof(c.pprofAddr, c.http, log, parts...); err != nil {
+		return err
+	}
+	if serveMetrics, err := service.ServeMetrics(c.metricsAddr, c.http, service.MetricsHandler(reg, c.metricsToken), log); err != nil {
+		return err
+	} else if serveMetrics != nil {
+		parts = append(parts, serveMetrics)
+	}
+	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg}, parts...)
+}
+
+// apiConfig is the API's configuration from the settings: metrics are
+// served on the API's address unless on one of their own.
+func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(context.Context) error, hub *watch.Hub, uiKey []byte) api.Config {
+	var metrics prometheus.Gatherer = reg
+	if c.metricsAddr != "" {
+		metrics = nil
+	}
+	return api.Config{
 		MaxValueBytes:            c.maxValueBytes,
 		Tokens:                   tt,
-		Gatherer:                 reg,
+		Gatherer:                 metrics,
+		MetricsToken:             c.metricsToken,
 		Registerer:               reg,
-		Ready:                    pool.Ping,
+		Ready:                    ready,
 		InstanceID:               c.instanceID,
 		AdvertiseURL:             c.advertiseURL,
 		MaxListBytes:             c.maxListBytes,
@@ -284,18 +322,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		WatchHeartbeat:           c.heartbeat,
 		UIKey:                    uiKey,
 		UISessionTTL:             c.uiSessionTTL,
-	}, w, store, log)
-	if err != nil {
-		return err
 	}
-	parts := []func(context.Context) error{w.Run, hub.Run}
-	if reloadTokens != nil {
-		parts = append(parts, reloadTokens)
-	}
-	if parts, err = service.WithPprof(c.pprofAddr, c.http, log, parts...); err != nil {
-		return err
-	}
-	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg}, parts...)
 }
 
 // uiKey reads the status page's secret from ESKV_UI_KEY_FILE (its

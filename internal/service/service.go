@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eskv/eskv/internal/admission"
@@ -123,8 +122,9 @@ func NewRegistry() *prometheus.Registry {
 // Handler serves /healthz (the process is up), /readyz (ready returns
 // nil within 2 s; else 503 with its error, which is answered as it is:
 // ready must return a stable message, never a driver's error, which names
-// hosts, users and databases) and /metrics from reg.
-func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
+// hosts, users and databases) and /metrics from reg (MetricsHandler: with
+// metricsToken, only to requests bearing it).
+func Handler(reg *prometheus.Registry, ready func(context.Context) error, metricsToken string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -138,6 +138,6 @@ func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.H
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", MetricsHandler(reg, metricsToken))
 	return mux
 }
