@@ -267,9 +267,9 @@ func TestAuthorizationHeader(t *testing.T) {
 	}
 }
 
-// TestDenialsLoggedAndCounted: 401s and 403s are counted per known
-// principal (unknown callers share one label) and reason, and logged
-// within a budget, with principal, key and reason but never the value.
+// TestDenialsLoggedAndCounted: 401s and 403s are counted by reason (no
+// metric names a principal), and logged within a budget, with principal,
+// key and reason but never the value.
 func TestDenialsLoggedAndCounted(t *testing.T) {
 	a := mustAuthServer(t, grants)
 	const secret = "sk-live-SECRET123"
@@ -282,16 +282,16 @@ func TestDenialsLoggedAndCounted(t *testing.T) {
 		a.do("PUT", "/v1/kv/tenant/acme/project/p/k", body, "Bearer "+readerTok)
 	}
 	for _, tc := range []struct {
-		principal, reason string
-		want              float64
+		reason string
+		want   float64
 	}{
-		{api.UnknownPrincipal, "unknown_token", 500},
-		{api.UnknownPrincipal, "missing_token", 1},
-		{"reader", "forbidden", 50},
+		{"unknown_token", 500},
+		{"missing_token", 1},
+		{"forbidden", 50},
 	} {
-		c, err := counter(a.reg, tc.principal, tc.reason)
+		c, err := counter(a.reg, tc.reason)
 		if err != nil || c != tc.want {
-			t.Errorf("eskv_http_denied_total{principal=%q,reason=%q} = %v (%v), want %v", tc.principal, tc.reason, c, err, tc.want)
+			t.Errorf("eskv_http_denied_total{reason=%q} = %v (%v), want %v", tc.reason, c, err, tc.want)
 		}
 	}
 	if all, _ := series(a.reg); len(all) != 3 {
@@ -312,13 +312,14 @@ func TestDenialsLoggedAndCounted(t *testing.T) {
 	}
 }
 
-// counter is eskv_http_denied_total{principal, reason}.
-func counter(g prometheus.Gatherer, principal, reason string) (float64, error) {
+// counter is eskv_http_denied_total{reason}.
+func counter(g prometheus.Gatherer, reason string) (float64, error) {
 	all, err := series(g)
-	return all[principal+" "+reason], err
+	return all[reason], err
 }
 
-// series returns eskv_http_denied_total by "principal reason".
+// series returns eskv_http_denied_total by reason; a series with any
+// other label is keyed by all its labels.
 func series(g prometheus.Gatherer) (map[string]float64, error) {
 	mfs, err := g.Gather()
 	out := map[string]float64{}
@@ -327,11 +328,11 @@ func series(g prometheus.Gatherer) (map[string]float64, error) {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
+			var key []string
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				key = append(key, l.GetName()+"="+l.GetValue())
 			}
-			out[labels["principal"]+" "+labels["reason"]] = m.GetCounter().GetValue()
+			out[strings.TrimPrefix(strings.Join(key, ","), "reason=")] = m.GetCounter().GetValue()
 		}
 	}
 	return out, err

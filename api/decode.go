@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,6 +19,13 @@ import (
 
 // bodyOverheadMax is what a body may hold besides its values.
 const bodyOverheadMax = 16 << 10
+
+// LargestBody is the longest request body accepted (a transaction's)
+// with values of at most maxValueBytes: a share of body bytes needs one
+// more byte than it (Config.MaxBodyBytesPerPrincipal).
+func LargestBody(maxValueBytes int) int {
+	return max(events.MaxTxnBodyBytes, 2*maxValueBytes+bodyOverheadMax)
+}
 
 // decode reads the request body, within the size limit, into v strictly:
 // one JSON object whose members are v's fields, each named exactly (not
@@ -31,12 +39,9 @@ func (s *Server) decode(c echo.Context, v any) error {
 // decodeBody decodes like decode a body of at most limit bytes, and
 // returns it.
 func decodeBody(c echo.Context, v any, limit int) ([]byte, error) {
-	body, err := readBody(c.Request(), limit)
+	body, err := readBody(c, limit)
 	if err != nil {
-		return nil, events.Errorf(events.EInvalid, "read body: %v", err)
-	}
-	if len(body) > limit {
-		return nil, events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
+		return nil, err
 	}
 	if b, ok := v.(*events.PutBody); ok && decodePutBody(body, b) {
 		return body, nil
@@ -52,45 +57,73 @@ func decodeStrict(body []byte, v any) error {
 	return checkMembers(body, reflect.TypeOf(v), "")
 }
 
-// readBody reads r's body as io.ReadAll(io.LimitReader(r.Body, limit+1))
-// does, into one buffer of the declared length when the request declares
-// one within limit (io.ReadAll starts at 512 bytes and grows).
-func readBody(r *http.Request, limit int) ([]byte, error) {
-	size := 512
-	if cl := r.ContentLength; cl >= 0 && cl <= int64(limit) {
+// bodyTooLarge is the answer to a body of more than limit bytes.
+func bodyTooLarge(limit int) error {
+	return events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
+}
+
+// readBody reads the request's body, of at most limit bytes: 413 for a
+// longer one, at once when it declares its length (nothing of it is
+// read), else after limit+1 bytes. The bytes it holds are charged to the
+// request's principal (chargeBody) before they are read: all at once
+// when the request declares its length, read into one buffer of that
+// length, else as the buffer grows.
+func readBody(c echo.Context, limit int) ([]byte, error) {
+	r := c.Request()
+	size := min(512, limit+1)
+	if cl := r.ContentLength; cl > int64(limit) {
+		skipBody(c)
+		return nil, bodyTooLarge(limit)
+	} else if cl >= 0 {
 		size = int(cl) + 1 // + 1: room to see the end without growing
+	}
+	if err := chargeBody(c, size); err != nil {
+		return nil, err
 	}
 	b := make([]byte, 0, size)
 	for {
 		if len(b) > limit {
-			return b, nil
+			skipBody(c)
+			return nil, bodyTooLarge(limit)
 		}
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Body.Read(b[len(b):min(cap(b), limit+1)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
+			grown := min(2*cap(b), limit+1)
+			if err := chargeBody(c, grown-cap(b)); err != nil {
+				return nil, err
 			}
-			return b, err
+			b = append(make([]byte, 0, grown), b...)
 		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			if len(b) > limit {
+				skipBody(c)
+				return nil, bodyTooLarge(limit)
+			}
+			return b, nil
+		}
+		if err != nil {
+			return nil, events.Errorf(events.EInvalid, "read body: %v", err)
+		}
+	}
+}
+
+// skipBody closes the request's connection after its answer when the
+// request declared a body that is not read to its end: the server then
+// neither reads the rest nor waits for it.
+func skipBody(c echo.Context) {
+	if c.Request().ContentLength != 0 {
+		c.Response().Header().Set("Connection", "close")
+		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
 	}
 }
 
 // decodeBodyOrEmpty is decodeBody that accepts an empty body (v keeps its
 // zero value).
 func decodeBodyOrEmpty(c echo.Context, v any, limit int) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, int64(limit)+1))
-	if err != nil {
-		return nil, events.Errorf(events.EInvalid, "read body: %v", err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return body, nil
-	}
-	if len(body) > limit {
-		return nil, events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
+	body, err := readBody(c, limit)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return body, err
 	}
 	if err := decodeOne(body, v); err != nil {
 		return nil, err

@@ -23,9 +23,12 @@ const (
 )
 
 // denials logs and counts refused requests (401, 403 and a refused
-// Authorization header). Its label space and its limiters are bounded by
-// the token tables: one per principal a table has named (a reloaded
-// tokens file may add some) and one for UnknownPrincipal.
+// Authorization header). The counter is labelled by reason only: /metrics
+// may be read by whoever reaches it (unless ESKV_METRICS_TOKEN or
+// ESKV_METRICS_ADDR keep it apart), so it names no principal; the log
+// lines do. Its limiters are bounded by the token tables: one per
+// principal a table has named (a reloaded tokens file may add some) and
+// one for UnknownPrincipal.
 type denials struct {
 	log     *slog.Logger
 	counter *prometheus.CounterVec
@@ -38,8 +41,8 @@ func newDenials(t *Tokens, reg prometheus.Registerer, log *slog.Logger) (*denial
 	d := &denials{log: log, tokens: t, buckets: make(map[string]*logBucket),
 		counter: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_http_denied_total",
-			Help: "Requests refused for authentication (401, or 400 for two Authorization headers) or authorization (403), by principal (" + UnknownPrincipal + " when no token names one) and reason.",
-		}, []string{"principal", "reason"})}
+			Help: "Requests refused for authentication (401, or 400 for two Authorization headers) or authorization (403), by reason (the log line of each names its principal).",
+		}, []string{"reason"})}
 	if reg != nil {
 		if err := reg.Register(d.counter); err != nil {
 			return nil, err
@@ -79,7 +82,7 @@ type denial struct {
 func (ds *denials) record(d denial, now time.Time) bool {
 	b, label := ds.bucket(d.principal)
 	d.principal = label
-	ds.counter.WithLabelValues(d.principal, d.reason).Inc()
+	ds.counter.WithLabelValues(d.reason).Inc()
 	ok, skipped := b.take(now)
 	if !ok {
 		return false

@@ -39,13 +39,12 @@ func (s *Server) history(c echo.Context, _ events.Op, k events.Key) error {
 		return err
 	}
 	// A page holds up to MaxListBytes of events, as a listing's does, and
-	// takes one of the listings' tokens while it is in memory.
-	select {
-	case s.lists <- struct{}{}:
-		defer func() { <-s.lists }()
-	default:
-		return &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
+	// takes one of the listings' slots while it is in memory.
+	release, err := s.takeList(c)
+	if err != nil {
+		return err
 	}
+	defer release()
 	versions, next, err := s.list.History(ctx, k.String(), from, limit, s.cfg.MaxListBytes)
 	if err != nil {
 		return err

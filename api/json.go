@@ -19,6 +19,9 @@ func (jsonSerializer) Serialize(c echo.Context, i any, indent string) error {
 	return enc.Encode(i)
 }
 
+// Deserialize serves echo's Bind, which no handler calls: a body read
+// through it is bounded and decoded strictly, as every other.
 func (jsonSerializer) Deserialize(c echo.Context, i any) error {
-	return json.NewDecoder(c.Request().Body).Decode(i)
+	_, err := decodeBody(c, i, bodyOverheadMax)
+	return err
 }

@@ -123,6 +123,11 @@ func (s *Server) lrange(c echo.Context, _ events.Op, k events.Key) error {
 	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
 		return err
 	}
+	release, err := s.takeList(c) // a page in memory until it is answered
+	if err != nil {
+		return err
+	}
+	defer release()
 	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, events.MaxRange, s.now())
 	if err != nil {
 		return err

@@ -1,13 +1,19 @@
 package api
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eskv/eskv/events"
 )
 
 // otherLabel is the metric label of every request method and route the
@@ -84,4 +90,34 @@ func (o *observers) get(route, method string, status int, op string) prometheus.
 	}
 	v, _ := o.m.LoadOrStore(k, o.vec.WithLabelValues(route, method, strconv.Itoa(status), op))
 	return v.(prometheus.Observer)
+}
+
+// metricsEndpoint serves g's metrics (GET /metrics); with a token, only to
+// requests bearing it (Authorization: Bearer <token>; 401 otherwise). It
+// is not one of the API's tokens: a scraper needs no grant, and an API
+// token does not open /metrics.
+func metricsEndpoint(g prometheus.Gatherer, token string) echo.HandlerFunc {
+	h := echo.WrapHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	if token == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(token))
+	return func(c echo.Context) error {
+		got := sha256.Sum256([]byte(bearerToken(c.Request().Header.Get("Authorization"))))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="eskv-metrics"`)
+			return events.FieldErrorf(events.EUnauthenticated, "Authorization", "/metrics needs the metrics token (ESKV_METRICS_TOKEN) as a bearer token")
+		}
+		return h(c)
+	}
+}
+
+// bearerToken is the token of an Authorization header value "Bearer
+// <token>" (the scheme in any case), or "".
+func bearerToken(v string) string {
+	scheme, tok, _ := strings.Cut(strings.TrimSpace(v), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimLeft(tok, " ")
 }

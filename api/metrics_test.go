@@ -145,3 +145,69 @@ func opLabelsOf(t *testing.T, reg *prometheus.Registry) map[string]bool {
 	}
 	return ops
 }
+
+// TestMetricsToken: with a metrics token, /metrics answers only requests
+// bearing it (an API token does not open it); without one, anyone.
+func TestMetricsToken(t *testing.T) {
+	const metricsToken = "metrics-token-0123456789"
+	for _, tc := range []struct {
+		name, configured, sent string
+		want                   int
+	}{
+		{"OKNoTokenConfigured", "", "", http.StatusOK},
+		{"OKToken", metricsToken, metricsToken, http.StatusOK},
+		{"ErrNoToken", metricsToken, "", http.StatusUnauthorized},
+		{"ErrAPIToken", metricsToken, token, http.StatusUnauthorized},
+		{"ErrWrongToken", metricsToken, metricsToken + "x", http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			tokens, err := api.NewTokens([]api.TokenConfig{api.DevToken(token)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := api.New(api.Config{Tokens: tokens, Gatherer: reg, Registerer: reg, MetricsToken: tc.configured}, &fakeWriter{}, fakeLister{}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			serve(s.Handler(), "GET", key+"k", "") // a series to serve
+			req := httptest.NewRequest("GET", "/metrics", nil)
+			if tc.sent != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.sent)
+			}
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			if rec.Code != tc.want || (rec.Code == http.StatusOK) != strings.Contains(rec.Body.String(), "eskv_http_request_seconds") {
+				t.Fatalf("%d %.200s, want %d", rec.Code, rec.Body.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestMetricsNameNoPrincipal: whatever principals are refused or served,
+// /metrics names none of them.
+func TestMetricsNameNoPrincipal(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tokens, err := api.NewTokens([]api.TokenConfig{
+		{Token: "reader-token-0123456789", Principal: "reader-principal", Grants: []api.Grant{{Prefix: "tenant/acme", Rights: []api.Right{api.Read}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.New(api.Config{Tokens: tokens, Gatherer: reg, Registerer: reg}, &fakeWriter{}, fakeLister{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{key + "k", "/v1/kv/tenant/other/project/p/k"} {
+		for _, method := range []string{"GET", "PUT"} {
+			req := httptest.NewRequest(method, path, strings.NewReader(`{"value":1}`))
+			req.Header.Set("Authorization", "Bearer reader-token-0123456789")
+			s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if body := rec.Body.String(); rec.Code != http.StatusOK || strings.Contains(body, "reader-principal") || strings.Contains(body, "principal=") {
+		t.Fatalf("/metrics names a principal:\n%s", body)
+	}
+}

@@ -140,6 +140,11 @@ func (s *Server) qpeek(c echo.Context, _ events.Op, k events.Key) error {
 	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
 		return err
 	}
+	release, err := s.takeList(c) // a page in memory until it is answered
+	if err != nil {
+		return err
+	}
+	defer release()
 	items, err := s.list.Peek(ctx, k.String(), count, s.now())
 	if err != nil {
 		return err

@@ -70,20 +70,19 @@ func (s *Server) listKeys(c echo.Context) error {
 	if done, err := s.forward(c, scopeKey(prefix)); done {
 		return err
 	}
-	// Waiting holds no page in memory, so it comes before the token; the
+	// Waiting holds no page in memory, so it comes before the slot; the
 	// waits of concurrent listings share their polls of the projector.
 	if err := s.w.AwaitProjected(c.Request().Context(), prefix); err != nil {
 		return err
 	}
-	// The token is held until the answer is written (or the write
+	// The slot is held until the answer is written (or the write
 	// timeout ends a client that does not read it): the page stays in
 	// memory that long.
-	select {
-	case s.lists <- struct{}{}:
-		defer func() { <-s.lists }()
-	default:
-		return &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
+	release, err := s.takeList(c)
+	if err != nil {
+		return err
 	}
+	defer release()
 	var items []events.Entry
 	var truncated bool
 	if filter != nil {

@@ -88,7 +88,7 @@ func TestListByteBudget(t *testing.T) {
 }
 
 // TestListConcurrencyCap: beyond MaxConcurrentLists listings in progress,
-// a listing is answered 503 with Retry-After at once; a bad one still
+// a listing is answered 429 with Retry-After at once, naming the setting; a bad one still
 // 400; once they end, listings are answered again.
 func TestListConcurrencyCap(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -105,8 +105,8 @@ func TestListConcurrencyCap(t *testing.T) {
 	rec := serve(h, "GET", listPath+"&field=state&op=eq&value=done", "")
 	var b events.ErrorBody
 	json.Unmarshal(rec.Body.Bytes(), &b)
-	if rec.Code != http.StatusServiceUnavailable || b.Error.Code != events.EUnavailable || rec.Header().Get("Retry-After") != "1" {
-		t.Errorf("third listing: %d %s Retry-After %q, want 503 %s with Retry-After 1", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"), events.EUnavailable)
+	if rec.Code != http.StatusTooManyRequests || b.Error.Code != events.ETooManyRequests || b.Error.Field != api.SettingMaxLists || rec.Header().Get("Retry-After") != "1" {
+		t.Errorf("third listing: %d %s Retry-After %q, want 429 %s on %s with Retry-After 1", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"), events.ETooManyRequests, api.SettingMaxLists)
 	}
 	if rec := serve(h, "GET", listPath+"&limit=0", ""); rec.Code != http.StatusBadRequest {
 		t.Errorf("bad listing: %d, want 400", rec.Code)

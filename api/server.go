@@ -20,9 +20,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/internal/admission"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -90,9 +90,13 @@ const (
 type Config struct {
 	MaxValueBytes int
 	Tokens        *Tokens
-	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
-	Gatherer   prometheus.Gatherer
-	Registerer prometheus.Registerer
+	// Gatherer serves /metrics (nil: no /metrics here); Registerer
+	// takes the HTTP metrics. With MetricsToken, /metrics answers only
+	// requests bearing it (Authorization: Bearer <MetricsToken>), 401
+	// others.
+	Gatherer     prometheus.Gatherer
+	Registerer   prometheus.Registerer
+	MetricsToken string
 	// Ready is an extra readiness check (for example a database ping).
 	Ready func(ctx context.Context) error
 	// InstanceID names this writer in forwarded requests when
@@ -113,12 +117,28 @@ type Config struct {
 	// it is answered truncated, with a cursor, and always holds at least
 	// one entry. DefaultMaxListBytes when 0.
 	MaxListBytes int
-	// MaxConcurrentLists bounds the listings and scans answered at once,
-	// from the query to the last byte of the answer; beyond it a listing
-	// is answered 503 partition_unavailable with Retry-After, so that
-	// clients that do not read their answers cannot hold more than this
-	// many pages in memory. DefaultMaxConcurrentLists when 0.
-	MaxConcurrentLists int
+	// MaxConcurrentLists bounds the reads of pages of the projection
+	// answered at once (listings, scans, histories, set members, list
+	// ranges, queue peeks and the status page's), from the query to the
+	// last byte of the answer, so that clients that do not read their
+	// answers cannot hold more than this many pages in memory; and
+	// MaxListsPerPrincipal each principal's share of them, so that no
+	// principal can hold them all. Beyond either a read is answered 429
+	// too_many_requests with Retry-After. DefaultMaxConcurrentLists and
+	// DefaultMaxListsPerPrincipal when 0.
+	MaxConcurrentLists   int
+	MaxListsPerPrincipal int
+	// MaxBodyBytes bounds the bytes of request bodies in memory at once,
+	// from the first byte read (or, with a declared length, before it)
+	// until the request is answered; MaxBodyBytesPerPrincipal each
+	// principal's share (a remote address's before authentication).
+	// Beyond either a request is answered 429 before its body is read.
+	// The share must hold the largest body accepted (LargestBody + 1).
+	// When 0: DefaultMaxBodyBytesPerPrincipal (LargestBody + 1 when
+	// MaxValueBytes makes that larger, MaxBodyBytes when that is
+	// smaller); DefaultMaxBodyBytes, or 4 shares when that is larger.
+	MaxBodyBytes             int64
+	MaxBodyBytesPerPrincipal int64
 	// Watch serves GET /v1/watch; nil answers it 404.
 	Watch Watcher
 	// WatchHeartbeat is how often an idle watch sends a comment
@@ -150,8 +170,8 @@ type Server struct {
 	fwd  *forwarder
 	// denials logs and counts refused requests.
 	denials *denials
-	// lists holds a token per listing in progress (MaxConcurrentLists).
-	lists chan struct{}
+	// limits are the shared slots and their shares (limits.go).
+	limits limits
 	// ui authenticates the status page's sessions, uiLogouts says which
 	// a logout ended; conflicts counts the 409 answers it charts.
 	ui        *uiAuth
@@ -171,20 +191,25 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.MaxListBytes == 0 {
 		cfg.MaxListBytes = DefaultMaxListBytes
 	}
-	if cfg.MaxConcurrentLists == 0 {
-		cfg.MaxConcurrentLists = DefaultMaxConcurrentLists
-	}
 	if cfg.WatchHeartbeat == 0 {
 		cfg.WatchHeartbeat = DefaultWatchHeartbeat
 	}
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
 	}
-	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, lists: make(chan struct{}, cfg.MaxConcurrentLists)}
+	if err := cfg.limitDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now}
 	var err error
 	if s.fwd, err = newForwarder(cmp.Or(cfg.AdvertiseURL, cfg.InstanceID, "writer"), cfg.PeerSecret); err != nil {
 		return nil, err
 	}
+	refusals, err := admission.Refusals(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.limits = newLimits(&cfg, refusals)
 	if s.ui, err = newUIAuth(cfg.UIKey, cfg.Tokens, cfg.UISessionTTL); err != nil {
 		return nil, err
 	}
@@ -210,7 +235,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
-		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+		e.GET("/metrics", metricsEndpoint(cfg.Gatherer, cfg.MetricsToken))
 	}
 	s.routeUI(e)
 	// The group's middlewares serve the paths under /v1 no route matches
@@ -258,7 +283,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ec.Reset(r, w)
 	e.Router().Find(r.Method, echo.GetPath(r), ec)
 	c := s.contexts.Get().(*reqContext)
-	c.Context = ec
+	c.Context, c.bodies = ec, s.limits.bodies
 	// Forwarding proofs are read here, and the header removed, before
 	// any handler: what a client wrote there reaches nothing.
 	if vs, ok := r.Header[ForwardedHeader]; ok {
@@ -273,6 +298,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logCause(c, err)
 		e.HTTPErrorHandler(err, c)
 	}
+	c.releaseBody()
 	if s.metrics != nil {
 		s.metrics.observe(c, start)
 	}
@@ -327,6 +353,11 @@ const principalKey = "principal"
 type reqContext struct {
 	echo.Context
 	principal *Principal
+	// bodies is the gate of request body bytes; charged, what the
+	// request's body took of it, for chargedTo (chargeBody).
+	bodies    *admission.Gate
+	charged   int64
+	chargedTo admission.Holder
 	// from is who sent the request, as its forwarding proofs prove it;
 	// carry holds the proofs to pass on if it is forwarded (forwarder).
 	from  writer.Origin
@@ -400,10 +431,7 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	if s.denials.record(d, s.now()) && reason == reasonForbidden && p != nil {
 		s.auditDenied(c, p)
 	}
-	if r.ContentLength != 0 {
-		c.Response().Header().Set("Connection", "close")
-		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
-	}
+	skipBody(c)
 }
 
 // authorizeKey parses raw as a key and checks the caller's right on it.

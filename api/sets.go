@@ -91,6 +91,11 @@ func (s *Server) members(c echo.Context, _ events.Op, k events.Key) error {
 	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
 		return err
 	}
+	release, err := s.takeList(c) // a page in memory until it is answered
+	if err != nil {
+		return err
+	}
+	defer release()
 	members, next, err := s.list.Members(ctx, k.String(), after, limit, s.now())
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func (s *Server) txn(c echo.Context) error {
 	if err := noQuery(c); err != nil {
 		return err
 	}
-	b, body, err := decodeTxn(c, max(events.MaxTxnBodyBytes, 2*s.cfg.MaxValueBytes+bodyOverheadMax))
+	b, body, err := decodeTxn(c, LargestBody(s.cfg.MaxValueBytes))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"html/template"
 	"io/fs"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -281,7 +282,10 @@ func (s *Server) uiLogin(c echo.Context) error {
 	if !sameOrigin(c.Request()) {
 		return events.FieldErrorf(events.EForbidden, "Origin", "the login form is posted from another origin")
 	}
-	tok := strings.TrimSpace(c.FormValue("token"))
+	tok, err := loginToken(c)
+	if err != nil {
+		return err
+	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+tok)
 	now := s.now()
@@ -303,6 +307,31 @@ func (s *Server) uiLogin(c echo.Context) error {
 	s.setSessionCookie(c, s.ui.cookieValue(ref, s.uiIssued(c.Request().Context(), ref, now), end), end)
 	s.log.Info("status page login", "principal", p.Name)
 	return c.Redirect(http.StatusSeeOther, "/ui/")
+}
+
+// maxLoginBodyBytes bounds the login form's body: a token, and little
+// else.
+const maxLoginBodyBytes = 4 << 10
+
+// loginToken is the token of the login form, read from a URL-encoded body
+// of at most maxLoginBodyBytes (413 beyond, 415 for another type). It is
+// posted before any authentication, so it is never parsed as
+// FormValue does: that reads a multipart body of any size, into memory
+// and temporary files, before the token can be checked.
+func loginToken(c echo.Context) (string, error) {
+	if mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+		skipBody(c)
+		return "", events.FieldErrorf(events.EUnsupportedMediaType, "Content-Type", "send the login form as application/x-www-form-urlencoded")
+	}
+	body, err := readBody(c, maxLoginBodyBytes)
+	if err != nil {
+		return "", err
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return "", events.FieldErrorf(events.EInvalid, "token", "the login form is not URL-encoded")
+	}
+	return strings.TrimSpace(form.Get("token")), nil
 }
 
 // setSessionCookie sets (or, with an empty value, clears) the session

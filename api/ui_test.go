@@ -2,10 +2,13 @@ package api_test
 
 import (
 	"crypto/tls"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -151,5 +154,73 @@ func TestUILogoutEndsSessionOnEveryWriter(t *testing.T) {
 		if code := u.me(h, fresh); code != http.StatusOK {
 			t.Fatalf("writer %d, a session made after the logout: %d; want 200", w, code)
 		}
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// xs reads 'x' forever.
+type xs struct{}
+
+func (xs) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+// TestUILoginBodyBounded: an anonymous login posting 40 MB (a multipart
+// file part, or a form field, with or without Content-Length) is refused
+// 413 or 415 having read a few KiB at most, allocating no more than a
+// few KiB and writing no temporary file.
+func TestUILoginBodyBounded(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	h := serverWith(t, &fakeWriter{}, api.DevToken(token))
+	const size = 40 << 20
+	for _, tc := range []struct {
+		name, contentType, head, tail string
+		declared                      bool
+		want                          int
+	}{
+		{"ErrMultipart", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"token\"; filename=\"t\"\r\n\r\n", "\r\n--b--\r\n", true, http.StatusUnsupportedMediaType},
+		{"ErrMultipartChunked", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n", "\r\n--b--\r\n", false, http.StatusUnsupportedMediaType},
+		{"ErrLargeForm", "application/x-www-form-urlencoded", "token=", "", true, http.StatusRequestEntityTooLarge},
+		{"ErrLargeChunkedForm", "application/x-www-form-urlencoded", "token=", "", false, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &countingReader{r: io.MultiReader(strings.NewReader(tc.head), io.LimitReader(xs{}, size), strings.NewReader(tc.tail))}
+			req := httptest.NewRequest("POST", "/ui/login", body)
+			req.Header.Set("Content-Type", tc.contentType)
+			req.ContentLength = -1
+			if tc.declared {
+				req.ContentLength = int64(len(tc.head)+len(tc.tail)) + size
+			}
+			rec := httptest.NewRecorder()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			h.ServeHTTP(rec, req)
+			runtime.ReadMemStats(&after)
+			files, _ := os.ReadDir(tmp)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%s: %d, %d bytes of %d read, %d bytes allocated, %d temporary files", tc.name, rec.Code, body.n, req.ContentLength, alloc, len(files))
+			if rec.Code != tc.want || body.n > 8<<10 || alloc > 1<<20 || len(files) != 0 {
+				t.Fatalf("%d after reading %d bytes, allocating %d, writing %d temporary files; want %d, at most 8 KiB read, 1 MiB allocated, no file",
+					rec.Code, body.n, alloc, len(files), tc.want)
+			}
+			if rec.Header().Get("Connection") != "close" {
+				t.Errorf("Connection %q, want close: the unread body is not waited for", rec.Header().Get("Connection"))
+			}
+		})
 	}
 }

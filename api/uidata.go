@@ -161,7 +161,7 @@ func (s *Server) uiKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	release, err := s.takeList()
+	release, err := s.takeList(c)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func (s *Server) uiHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	release, err := s.takeList()
+	release, err := s.takeList(c)
 	if err != nil {
 		return err
 	}
@@ -285,18 +285,6 @@ func writeUIChange(w *echo.Response, it watch.Item) error {
 	}
 	_, err = w.Write([]byte("id: " + u.Cursor + "\nevent: change\ndata: " + string(b) + "\n\n"))
 	return err
-}
-
-// takeList takes one of the listings' tokens (a page of the projection
-// is in memory until its answer is written) and returns its release, or
-// 503 when all are taken.
-func (s *Server) takeList() (func(), error) {
-	select {
-	case s.lists <- struct{}{}:
-		return func() { <-s.lists }, nil
-	default:
-		return nil, &events.Error{Code: events.EUnavailable, Message: "too many listings in progress; retry", RetryAfterSeconds: 1}
-	}
 }
 
 // onlyParams refuses query parameters other than names, and any given

@@ -3,7 +3,6 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -20,15 +19,6 @@ func writeOnlyServer(t *testing.T, w api.Writer) http.Handler {
 	return serverWith(t, w,
 		api.TokenConfig{Token: token, Principal: "rw", Grants: []api.Grant{{Prefix: "tenant/", Rights: []api.Right{api.Read, api.Write}}}},
 		api.TokenConfig{Token: writeOnlyToken, Principal: "wo", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Write}}}})
-}
-
-func serveAs(h http.Handler, tok, method, path, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
 }
 
 // TestWriteOnlyConditionsRefused: a condition on the value (min, max, if,

@@ -180,7 +180,7 @@ func listPrefix(t *testing.T, base, prefix, q string) events.ListAnswer {
 	return a
 }
 
-// call sends one request with the dev token, retrying 503 answers for up
+// call sends one request with the dev token, retrying 503 and 429 answers for up
 // to 30 seconds.
 func call(method, url, body string) (response, error) {
 	deadline := time.Now().Add(30 * time.Second)
@@ -201,7 +201,7 @@ func call(method, url, body string) (response, error) {
 			return response{}, err
 		}
 		r := response{Status: resp.StatusCode, Header: resp.Header, Body: b}
-		if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		if r.Status != http.StatusServiceUnavailable && r.Status != http.StatusTooManyRequests || time.Now().After(deadline) {
 			return r, nil
 		}
 		time.Sleep(wait) // Retry-After: the partition is moving

@@ -40,7 +40,7 @@ func robustnessConns(tb testing.TB) int {
 // send it (with and without a token), idle keep-alives and clients that
 // do not read their large listings are all closed by the server within
 // its timeouts; a listing page stops at its byte budget; listings beyond
-// the concurrency cap are answered 503 at once.
+// the concurrency cap are answered 429 at once.
 func TestConnectionsAreClosed(t *testing.T) {
 	limits := service.HTTPLimits{ReadTimeout: time.Second, WriteTimeout: 2 * time.Second, IdleTimeout: time.Second}
 	const pageBytes, lists = 1 << 20, 4
@@ -111,8 +111,8 @@ func TestConnectionsAreClosed(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("first status line per kind: %v", status)
-	if status["SlowListingReader 503"] == 0 || status["SlowListingReader 200"] == 0 {
-		t.Errorf("slow readers: %v; want pages for some (at most %d at once) and 503 for others", status, lists)
+	if status["SlowListingReader 429"] == 0 || status["SlowListingReader 200"] == 0 {
+		t.Errorf("slow readers: %v; want pages for some (at most %d at once) and 429 for others", status, lists)
 	}
 }
 

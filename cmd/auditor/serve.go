@@ -18,6 +18,7 @@ type serveConfig struct {
 	minAttempts              int
 	limits                   service.HTTPLimits
 	pprofAddr                string
+	metricsToken             string
 }
 
 // serveFlags defines serve's own flags on f.
@@ -51,6 +52,7 @@ func serveFlags(f *service.Flags) *serveConfig {
 	f.Env("instance-id", "ESKV_AUDITOR_ID")
 	s.limits.Bind(f)
 	service.BindPprof(f, &s.pprofAddr)
+	service.BindMetricsToken(f, &s.metricsToken)
 	return s
 }
 
@@ -108,5 +110,5 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready), Limits: s.limits}, parts...)
+	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
 }

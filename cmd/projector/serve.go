@@ -21,7 +21,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var c config
 	var addr, addrFile, instanceID string
 	var every, pace time.Duration
-	var pprofAddr string
+	var pprofAddr, metricsToken string
 	var limits service.HTTPLimits
 	var format projection.HistoryFormat
 	f := newFlags("serve", &c, slog.LevelInfo, stderr)
@@ -43,6 +43,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	f.Env("instance-id", "ESKV_PROJECTOR_ID")
 	limits.Bind(f)
 	service.BindPprof(f, &pprofAddr)
+	service.BindMetricsToken(f, &metricsToken)
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready), Limits: limits}, parts...)
+	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready, metricsToken), Limits: limits, Registerer: reg}, parts...)
 }
 
 // historyRetention defines -history-retention and its interval on f; the

@@ -57,6 +57,11 @@ type config struct {
 	http             service.HTTPLimits
 	maxListBytes     int
 	maxLists         int
+	maxListsEach     int
+	maxBodyBytes     int64
+	maxBodyEach      int64
+	metricsAddr      string
+	metricsToken     string
 	maxWatches       int
 	principalWatches int
 	watchBuffer      int
@@ -98,7 +103,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("addr-file", "ESKV_ADDR_FILE")
 	f.StringVar(&c.advertiseURL, "advertise-url", "", "base URL other writers forward this writer's requests to (default http://<bound http address>)")
 	f.Env("advertise-url", "ESKV_ADVERTISE_URL")
-	service.BindPprof(f, &c.pprofAddr)
+	c.bindDiagnostics(f)
 	f.DurationVar(&c.sweepInterval, "sweep-interval", time.Second, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it")
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
@@ -119,8 +124,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("request-id-age", "ESKV_REQUEST_ID_AGE")
 	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
-	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "listings and scans answered at once; beyond it they answer 503 with Retry-After")
-	f.Env("max-concurrent-lists", "ESKV_MAX_CONCURRENT_LISTS")
+	c.bindLimits(f)
 	c.bindWatch(f)
 	c.bindSecrets(f)
 	c.http.Bind(f)
@@ -128,7 +132,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		return nil, err
 	}
 	return c, errors.Join(
-		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-concurrent-lists", "max-watches", "watch-buffer"),
+		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-watches", "watch-buffer"),
+		c.checkLimits(f),
 		c.checkWatch(f),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
 		f.Check(c.roundGather >= 0 && c.roundGather <= 100*time.Millisecond, "round-gather", "must be a duration from 0 to 100ms"),
@@ -188,6 +193,40 @@ func (c *config) checkWatch(f *service.Flags) error {
 		f.Check(c.watchMemory >= 2*c.watchBufferBytes, "watch-memory-bytes", "must be at least twice -watch-buffer-bytes"),
 		f.Check(c.watchStall > 0, "watch-stall-timeout", "must be positive"),
 		f.Check(c.fetchWait >= 10*time.Millisecond, "watch-fetch-wait", "must be at least 10ms"),
+	)
+}
+
+// bindDiagnostics defines where pprof is served, and where and to whom
+// /metrics is.
+func (c *config) bindDiagnostics(f *service.Flags) {
+	service.BindPprof(f, &c.pprofAddr)
+	f.StringVar(&c.metricsAddr, "metrics-addr", "", "serve GET /metrics on this address of its own (port 0 picks a free one, logged at info), and not on http-addr; empty: on http-addr, beside the API")
+	f.Env("metrics-addr", "ESKV_METRICS_ADDR")
+	service.BindMetricsToken(f, &c.metricsToken)
+}
+
+// bindLimits defines the flags of the shared slots and their shares.
+func (c *config) bindLimits(f *service.Flags) {
+	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "pages of the projection answered at once (listings, scans, histories, smembers, lrange, qpeek, the status page's), from the query to the answer's last byte; beyond it they answer 429 too_many_requests with Retry-After")
+	f.Env("max-concurrent-lists", api.SettingMaxLists)
+	f.IntVar(&c.maxListsEach, "max-lists-per-principal", api.DefaultMaxListsPerPrincipal, "each principal's share of max-concurrent-lists; beyond it its reads of pages answer 429 too_many_requests with Retry-After")
+	f.Env("max-lists-per-principal", api.SettingMaxListsPerPrincipal)
+	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", 0, "bytes of request bodies in memory at once, from the first byte read (before it, with a declared length) until the answer; beyond it requests answer 429 too_many_requests before their body is read; 0: 64 MiB, or 4 shares when max-body-bytes-per-principal is larger than 16 MiB")
+	f.Env("max-body-bytes", api.SettingMaxBodyBytes)
+	f.Int64Var(&c.maxBodyEach, "max-body-bytes-per-principal", 0, "each principal's (or, before authentication, remote address's) share of max-body-bytes, more than the largest request body (4 MiB with the default max-value-bytes, else 2 × max-value-bytes + 16 KiB); 0: 16 MiB, or the largest body + 1 when larger")
+	f.Env("max-body-bytes-per-principal", api.SettingMaxBodyBytesPerPrincipal)
+}
+
+// checkLimits returns an error naming each flag of bindLimits whose value
+// is out of its range.
+func (c *config) checkLimits(f *service.Flags) error {
+	largest := int64(api.LargestBody(c.maxValueBytes))
+	return errors.Join(
+		f.Positive("max-concurrent-lists", "max-lists-per-principal"),
+		f.Check(c.maxBodyEach == 0 || c.maxBodyEach > largest, "max-body-bytes-per-principal",
+			fmt.Sprintf("must be 0 (the default) or more than the largest request body (%d bytes)", largest)),
+		f.Check(c.maxBodyBytes == 0 || c.maxBodyBytes >= max(c.maxBodyEach, largest+1), "max-body-bytes",
+			"must be 0 (the default) or at least max-body-bytes-per-principal and more than the largest request body"),
 	)
 }
 
@@ -288,23 +327,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	// Watches never end on their own: they end when the process is
 	// told to stop, before the HTTP server drains its requests.
 	defer context.AfterFunc(ctx, hub.Close)()
-	srv, err := api.New(api.Config{
-		MaxValueBytes:      c.maxValueBytes,
-		Tokens:             tt,
-		Gatherer:           reg,
-		Registerer:         reg,
-		Ready:              pool.Ping,
-		InstanceID:         c.instanceID,
-		AdvertiseURL:       c.advertiseURL,
-		MaxListBytes:       c.maxListBytes,
-		MaxConcurrentLists: c.maxLists,
-		Watch:              hub,
-		WatchHeartbeat:     c.heartbeat,
-		UIKey:              uiKey,
-		UISessionTTL:       c.uiSessionTTL,
-		UILogouts:          store,
-		PeerSecret:         peerSecret,
-	}, w, store, log)
+	srv, err := api.New(c.apiConfig(tt, reg, pool.Ping, hub, uiKey, store, peerSecret), w, store, log)
 	if err != nil {
 		return err
 	}
@@ -315,7 +338,43 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if parts, err = service.WithPprof(c.pprofAddr, c.http, log, parts...); err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http}, parts...)
+	if serveMetrics, err := service.ServeMetrics(c.metricsAddr, c.http, service.MetricsHandler(reg, c.metricsToken), log); err != nil {
+		return err
+	} else if serveMetrics != nil {
+		parts = append(parts, serveMetrics)
+	}
+	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg}, parts...)
+}
+
+// apiConfig is the API's configuration from the settings: metrics are
+// served on the API's address unless on one of their own.
+func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(context.Context) error, hub *watch.Hub, uiKey []byte,
+	logouts api.UILogouts, peerSecret []byte) api.Config {
+	var metrics prometheus.Gatherer = reg
+	if c.metricsAddr != "" {
+		metrics = nil
+	}
+	return api.Config{
+		MaxValueBytes:            c.maxValueBytes,
+		Tokens:                   tt,
+		Gatherer:                 metrics,
+		MetricsToken:             c.metricsToken,
+		Registerer:               reg,
+		Ready:                    ready,
+		InstanceID:               c.instanceID,
+		AdvertiseURL:             c.advertiseURL,
+		MaxListBytes:             c.maxListBytes,
+		MaxConcurrentLists:       c.maxLists,
+		MaxListsPerPrincipal:     c.maxListsEach,
+		MaxBodyBytes:             c.maxBodyBytes,
+		MaxBodyBytesPerPrincipal: c.maxBodyEach,
+		Watch:                    hub,
+		WatchHeartbeat:           c.heartbeat,
+		UIKey:                    uiKey,
+		UISessionTTL:             c.uiSessionTTL,
+		UILogouts:                logouts,
+		PeerSecret:               peerSecret,
+	}
 }
 
 // uiKey reads the status page's secret from ESKV_UI_KEY_FILE (its

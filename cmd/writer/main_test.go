@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 func TestHelpListsEnvironment(t *testing.T) {
 	servicetest.HelpMentions(t, run, []string{"-h"}, "ESKV_HTTP_ADDR", "ESKV_BROKERS", "ESKV_POSTGRES_URL", "ESKV_PARTITIONS", "ESKV_DEV_TOKEN", "ESKV_TOKENS_FILE", "ESKV_PEER_SECRET", "ESKV_PEER_SECRET_FILE", "ESKV_MAX_VALUE_BYTES", "ESKV_WRITER_ID", "ESKV_REQUEST_ID_WINDOW", "ESKV_REQUEST_ID_AGE", "ESKV_STATE_CACHE_BYTES",
 		"ESKV_MAX_WATCHES", "ESKV_MAX_WATCHES_PER_PRINCIPAL", "ESKV_WATCH_BUFFER", "ESKV_WATCH_BUFFER_BYTES", "ESKV_WATCH_MEMORY_BYTES", "ESKV_WATCH_STALL_TIMEOUT",
+		"ESKV_MAX_CONCURRENT_LISTS", "ESKV_MAX_LISTS_PER_PRINCIPAL", "ESKV_MAX_BODY_BYTES", "ESKV_MAX_BODY_BYTES_PER_PRINCIPAL",
 		"ESKV_KAFKA_TLS", "ESKV_KAFKA_TLS_CA_FILE", "ESKV_KAFKA_TLS_CERT_FILE", "ESKV_KAFKA_TLS_KEY_FILE", "ESKV_KAFKA_TLS_SERVER_NAME",
 		"ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "ESKV_KAFKA_INSECURE_DEV", "ESKV_KAFKA_SASL_MECHANISM", "ESKV_KAFKA_SASL_USERNAME", "ESKV_KAFKA_SASL_PASSWORD_FILE")
 }
@@ -79,6 +81,10 @@ func TestErrBadEnv(t *testing.T) {
 		{"ESKV_WATCH_BUFFER_BYTES", "1MiB"},
 		{"ESKV_WATCH_MEMORY_BYTES", "1048576"},
 		{"ESKV_WATCH_STALL_TIMEOUT", "0s"},
+		{"ESKV_MAX_LISTS_PER_PRINCIPAL", "0"},
+		{"ESKV_MAX_BODY_BYTES_PER_PRINCIPAL", "1000000"},
+		{"ESKV_MAX_BODY_BYTES", "1000000"},
+		{"ESKV_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "0"},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			setenv(t, map[string]string{tc.name: tc.value, "ESKV_DEV_TOKEN": "t"})
@@ -115,7 +121,48 @@ func setenv(tb testing.TB, env map[string]string) {
 // database: it becomes ready, answers a write, and stops cleanly when its
 // context ends.
 func TestServesAndStops(t *testing.T) {
-	servePutStop(t, testenv.MustBroker(t, 2), nil)
+	servePutStop(t, testenv.MustBroker(t, 2), nil, nil)
+}
+
+// TestMetricsOnTheirOwnAddress: with ESKV_METRICS_ADDR and
+// ESKV_METRICS_TOKEN, /metrics is served on that address only, and only
+// to requests bearing the token (neither without one nor with an API
+// token); the API's address answers it 404.
+func TestMetricsOnTheirOwnAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const metricsToken = "metrics-token-0123456789"
+	get := func(url, token string) (int, string) {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
+	}
+	apiMetrics := servePutStop(t, testenv.MustBroker(t, 2), map[string]string{"ESKV_METRICS_ADDR": addr, "ESKV_METRICS_TOKEN": metricsToken}, func(string) {
+		for _, tc := range []struct {
+			token string
+			want  int
+		}{{"", http.StatusUnauthorized}, {"dev-token-for-main-test", http.StatusUnauthorized}, {metricsToken, http.StatusOK}} {
+			code, body := get("http://"+addr+"/metrics", tc.token)
+			if code != tc.want || code == http.StatusOK && !strings.Contains(body, `eskv_http_request_seconds_count{method="PUT"`) {
+				t.Errorf("GET /metrics on ESKV_METRICS_ADDR with token %q: %d %.200s, want %d", tc.token, code, body, tc.want)
+			}
+		}
+	})
+	if !strings.Contains(apiMetrics, `"code":"not_found"`) {
+		t.Errorf("GET /metrics on the API's address: %.200s, want 404", apiMetrics)
+	}
 }
 
 // TestServesOverSecuredKafka: with the ESKV_KAFKA_* settings (TLS with
@@ -140,7 +187,7 @@ func TestServesOverSecuredKafka(t *testing.T) {
 	})
 	tlsOnly["ESKV_KAFKA_SASL_MECHANISM"], tlsOnly["ESKV_KAFKA_SASL_USERNAME"] = "plain", testenv.SecurePlainUser
 	tlsOnly["ESKV_KAFKA_SASL_PASSWORD"] = testenv.SecurePassword
-	metrics := servePutStop(t, sb.Broker, tlsOnly)
+	metrics := servePutStop(t, sb.Broker, tlsOnly, nil)
 	if !strings.Contains(metrics, "eskv_kafka_writer_producer_") || !strings.Contains(metrics, "eskv_kafka_writer_group_") {
 		t.Errorf("/metrics lacks the Kafka clients' metrics:\n%.3000s", metrics)
 	}
@@ -153,8 +200,9 @@ func TestServesOverSecuredKafka(t *testing.T) {
 }
 
 // servePutStop runs the writer on b with extra settings, answers a
-// write, and stops it; it returns what /metrics served meanwhile.
-func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string) string {
+// write, calls during (when set) with its URL, and stops it; it returns
+// what its /metrics served meanwhile.
+func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string, during func(base string)) string {
 	t.Helper()
 	pg := testenv.MustPostgresDB(t)
 	addrFile := filepath.Join(t.TempDir(), "addr")
@@ -181,6 +229,9 @@ func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string) stri
 		t.Fatalf("put: %v %v", r, err)
 	}
 	r.Body.Close()
+	if during != nil {
+		during(base)
+	}
 	_, metrics := servicetest.Get(base + "/metrics")
 	if err := w.Stop(t); err != nil {
 		t.Fatalf("run returned %v after cancel", err)

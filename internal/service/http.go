@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"time"
@@ -13,6 +14,11 @@ const (
 	DefaultHTTPWriteTimeout      = 60 * time.Second
 	DefaultHTTPIdleTimeout       = 60 * time.Second
 	DefaultHTTPMaxHeaderBytes    = 64 << 10
+	// DefaultHTTPMaxConnections bounds the connections a server holds
+	// open (each costs about 20 KiB idle), and
+	// DefaultHTTPMaxConnectionsPerAddress those from one remote IP.
+	DefaultHTTPMaxConnections           = 2048
+	DefaultHTTPMaxConnectionsPerAddress = 512
 )
 
 // HTTPLimits bound what one connection may hold of a service's HTTP
@@ -21,14 +27,19 @@ const (
 // off then), how long answering it may take from the end of its headers
 // (WriteTimeout: a client that stops reading its answer is cut off
 // then), how long a keep-alive connection may wait for its next request,
-// and the size of the request headers. Every service (writer, projector,
-// auditor) serves with them; the zero HTTPLimits are the defaults.
+// the size of the request headers, and how many connections it holds open,
+// in all and from one remote IP address (beyond either a connection is
+// answered 429 and closed before anything of it is read). Every service
+// (writer, projector, auditor) serves with them; the zero HTTPLimits are
+// the defaults.
 type HTTPLimits struct {
-	ReadHeaderTimeout time.Duration
-	ReadTimeout       time.Duration
-	WriteTimeout      time.Duration
-	IdleTimeout       time.Duration
-	MaxHeaderBytes    int
+	ReadHeaderTimeout        time.Duration
+	ReadTimeout              time.Duration
+	WriteTimeout             time.Duration
+	IdleTimeout              time.Duration
+	MaxHeaderBytes           int
+	MaxConnections           int
+	MaxConnectionsPerAddress int
 }
 
 // DefaultHTTPLimits returns the default limits.
@@ -39,6 +50,9 @@ func DefaultHTTPLimits() HTTPLimits {
 		WriteTimeout:      DefaultHTTPWriteTimeout,
 		IdleTimeout:       DefaultHTTPIdleTimeout,
 		MaxHeaderBytes:    DefaultHTTPMaxHeaderBytes,
+
+		MaxConnections:           DefaultHTTPMaxConnections,
+		MaxConnectionsPerAddress: DefaultHTTPMaxConnectionsPerAddress,
 	}
 }
 
@@ -56,6 +70,11 @@ func (l *HTTPLimits) Bind(f *Flags) {
 	f.Env("http-idle-timeout", "ESKV_HTTP_IDLE_TIMEOUT")
 	f.IntVar(&l.MaxHeaderBytes, "http-max-header-bytes", l.MaxHeaderBytes, "largest request headers accepted, in bytes (431 beyond)")
 	f.Env("http-max-header-bytes", "ESKV_HTTP_MAX_HEADER_BYTES")
+	f.IntVar(&l.MaxConnections, "http-max-connections", l.MaxConnections, "connections the HTTP server holds open at once; beyond it a new one is answered 429 and closed")
+	f.Env("http-max-connections", SettingMaxConnections)
+	f.IntVar(&l.MaxConnectionsPerAddress, "http-max-connections-per-address", l.MaxConnectionsPerAddress,
+		"connections the HTTP server holds open from one remote IP address (behind a proxy, every client shares the proxy's); beyond it a new one is answered 429 and closed")
+	f.Env("http-max-connections-per-address", SettingMaxConnectionsPerAddress)
 }
 
 // Check returns an error naming each limit flag of f that is not
@@ -66,7 +85,7 @@ func (l *HTTPLimits) Check(f *Flags) error {
 		f.Check(l.ReadTimeout > 0, "http-read-timeout", "must be a positive duration"),
 		f.Check(l.WriteTimeout > 0, "http-write-timeout", "must be a positive duration"),
 		f.Check(l.IdleTimeout > 0, "http-idle-timeout", "must be a positive duration"),
-		f.Positive("http-max-header-bytes"),
+		f.Positive("http-max-header-bytes", "http-max-connections", "http-max-connections-per-address"),
 	)
 }
 
@@ -88,6 +107,8 @@ func (l HTTPLimits) orDefaults() HTTPLimits {
 	if l.MaxHeaderBytes == 0 {
 		l.MaxHeaderBytes = d.MaxHeaderBytes
 	}
+	l.MaxConnections = cmp.Or(l.MaxConnections, d.MaxConnections)
+	l.MaxConnectionsPerAddress = cmp.Or(l.MaxConnectionsPerAddress, d.MaxConnectionsPerAddress)
 	return l
 }
 

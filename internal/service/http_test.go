@@ -141,17 +141,20 @@ func TestHTTPLimitsFlags(t *testing.T) {
 	}{
 		{name: "OKDefaults", want: DefaultHTTPLimits()},
 		{name: "OKEnv", env: map[string]string{"ESKV_HTTP_READ_TIMEOUT": "5s", "ESKV_HTTP_WRITE_TIMEOUT": "7s",
-			"ESKV_HTTP_IDLE_TIMEOUT": "9s", "ESKV_HTTP_MAX_HEADER_BYTES": "2048"},
+			"ESKV_HTTP_IDLE_TIMEOUT": "9s", "ESKV_HTTP_MAX_HEADER_BYTES": "2048", SettingMaxConnectionsPerAddress: "64"},
 			want: HTTPLimits{ReadHeaderTimeout: DefaultHTTPReadHeaderTimeout, ReadTimeout: 5 * time.Second,
-				WriteTimeout: 7 * time.Second, IdleTimeout: 9 * time.Second, MaxHeaderBytes: 2048}},
+				WriteTimeout: 7 * time.Second, IdleTimeout: 9 * time.Second, MaxHeaderBytes: 2048,
+				MaxConnections: DefaultHTTPMaxConnections, MaxConnectionsPerAddress: 64}},
 		{name: "ErrZeroTimeout", env: map[string]string{"ESKV_HTTP_WRITE_TIMEOUT": "0s"},
 			wantErr: "-http-write-timeout (ESKV_HTTP_WRITE_TIMEOUT) must be a positive duration, got 0s"},
 		{name: "ErrMaxHeaderBytes", env: map[string]string{"ESKV_HTTP_MAX_HEADER_BYTES": "-1"},
 			wantErr: "-http-max-header-bytes (ESKV_HTTP_MAX_HEADER_BYTES) must be at least 1, got -1"},
+		{name: "ErrMaxConnections", env: map[string]string{SettingMaxConnections: "0"},
+			wantErr: "-http-max-connections (ESKV_HTTP_MAX_CONNECTIONS) must be at least 1, got 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, v := range []string{"ESKV_HTTP_READ_HEADER_TIMEOUT", "ESKV_HTTP_READ_TIMEOUT", "ESKV_HTTP_WRITE_TIMEOUT",
-				"ESKV_HTTP_IDLE_TIMEOUT", "ESKV_HTTP_MAX_HEADER_BYTES"} {
+				"ESKV_HTTP_IDLE_TIMEOUT", "ESKV_HTTP_MAX_HEADER_BYTES", SettingMaxConnections, SettingMaxConnectionsPerAddress} {
 				t.Setenv(v, tc.env[v])
 			}
 			f := NewFlags("t", io.Discard)
@@ -171,5 +174,71 @@ func TestHTTPLimitsFlags(t *testing.T) {
 				t.Fatalf("got %+v, %v; want %+v", l, err, tc.want)
 			}
 		})
+	}
+}
+
+// dialFrom opens a connection to addr from the loopback address local
+// (127.0.0.x: each is a remote address of its own to the server).
+func dialFrom(t *testing.T, local, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// answerOf sends a GET of /ok on conn and returns the status line of the
+// answer ("" when the connection closes without one).
+func answerOf(conn net.Conn) string {
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(conn, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+// TestServeConnectionLimits: one remote address holds at most its share
+// of the connections (the next is answered 429 naming the setting and
+// closed), other addresses still connect until the total is reached, and
+// a closed connection frees its slot.
+func TestServeConnectionLimits(t *testing.T) {
+	h := http.NewServeMux()
+	h.HandleFunc("GET /ok", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	addr := serveLimited(t, HTTPLimits{MaxConnections: 3, MaxConnectionsPerAddress: 2}, h)
+	first := dialFrom(t, "127.0.0.1", addr)
+	if got := answerOf(first); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("first connection: %q, want 200", got)
+	}
+	dialFrom(t, "127.0.0.1", addr)
+	refused := func(local, setting string) {
+		t.Helper()
+		conn := dialFrom(t, local, addr)
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(conn)
+		if !strings.HasPrefix(string(got), "HTTP/1.1 429") || !strings.Contains(string(got), `"field":"`+setting+`"`) ||
+			!strings.Contains(string(got), "Retry-After: 1") {
+			t.Fatalf("connection from %s beyond %s: %q, want 429 naming it", local, setting, got)
+		}
+	}
+	refused("127.0.0.1", SettingMaxConnectionsPerAddress)
+	if got := answerOf(dialFrom(t, "127.0.0.2", addr)); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("another address's connection: %q, want 200", got)
+	}
+	refused("127.0.0.3", SettingMaxConnections)
+	first.Close()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(5 * time.Second); ; <-tick.C {
+		conn := dialFrom(t, "127.0.0.1", addr)
+		got := answerOf(conn)
+		if got == "HTTP/1.1 200 OK" {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("connection after one closed: %q, want 200", got)
+		}
 	}
 }

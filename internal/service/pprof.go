@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -41,7 +42,11 @@ func Pprof(addr string, limits HTTPLimits, log *slog.Logger) (func(context.Conte
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	limits.WriteTimeout = max(limits.WriteTimeout, pprofWriteTimeout)
-	hs := limits.Server(mux)
+	return servePart(limits.Server(mux), ln), nil
+}
+
+// servePart returns the part that serves hs on ln until its context ends.
+func servePart(hs *http.Server, ln net.Listener) func(context.Context) error {
 	return func(ctx context.Context) error {
 		go func() {
 			<-ctx.Done()
@@ -51,7 +56,7 @@ func Pprof(addr string, limits HTTPLimits, log *slog.Logger) (func(context.Conte
 			return err
 		}
 		return nil
-	}, nil
+	}
 }
 
 // WithPprof returns parts with, when addr is set, the part serving pprof

@@ -18,8 +18,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/eskv/eskv/internal/admission"
 )
 
 // ShutdownTimeout bounds how long the HTTP server answers the requests
@@ -41,7 +42,10 @@ type HTTP struct {
 	Listener net.Listener
 	AddrFile string       // when set, the bound address is written here, for tools that start the service on port 0
 	Handler  http.Handler // the API, or Handler's endpoints
-	Limits   HTTPLimits   // timeouts and header size; the defaults where zero
+	Limits   HTTPLimits   // timeouts, header size and connections; the defaults where zero
+	// Registerer counts the connections refused beyond Limits
+	// (eskv_http_limited_total); nil counts nothing.
+	Registerer prometheus.Registerer
 }
 
 // Serve reports the bound address (log, AddrFile), serves h.Handler and
@@ -61,6 +65,12 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 		}
 	}
 	hs := h.Limits.Server(h.Handler)
+	refusals, err := admission.Refusals(h.Registerer)
+	if err != nil {
+		h.Listener.Close()
+		return err
+	}
+	ln := limitConns(h.Listener, h.Limits, refusals)
 	// The parts outlive ctx until the HTTP server is drained; g's context
 	// ends when one of them fails.
 	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
@@ -76,7 +86,7 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 		})
 	}
 	g.Go(func() error {
-		if err := hs.Serve(h.Listener); !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
@@ -112,8 +122,9 @@ func NewRegistry() *prometheus.Registry {
 // Handler serves /healthz (the process is up), /readyz (ready returns
 // nil within 2 s; else 503 with its error, which is answered as it is:
 // ready must return a stable message, never a driver's error, which names
-// hosts, users and databases) and /metrics from reg.
-func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
+// hosts, users and databases) and /metrics from reg (MetricsHandler: with
+// metricsToken, only to requests bearing it).
+func Handler(reg *prometheus.Registry, ready func(context.Context) error, metricsToken string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -127,6 +138,6 @@ func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.H
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", MetricsHandler(reg, metricsToken))
 	return mux
 }

@@ -107,7 +107,7 @@ func TestServe(t *testing.T) {
 		return nil
 	}
 	done := make(chan error, 1)
-	h := Handler(NewRegistry(), func(context.Context) error { return errors.New("not yet") })
+	h := Handler(NewRegistry(), func(context.Context) error { return errors.New("not yet") }, "")
 	go func() { done <- Serve(ctx, log, "test", HTTP{Listener: ln, AddrFile: addrFile, Handler: h}, part) }()
 
 	deadline := time.Now().Add(10 * time.Second)

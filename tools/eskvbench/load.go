@@ -335,10 +335,10 @@ func loops(ctx context.Context, deadline time.Time, calls []func() (int, error))
 	return lats, all, time.Since(start)
 }
 
-// backoff pauses briefly after an unavailable answer, so a partition that
+// backoff pauses briefly after an unavailable or too_many_requests answer, so a partition that
 // is catching up is not hammered.
 func backoff(ctx context.Context, status int) {
-	if status == http.StatusServiceUnavailable || status == 0 {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || status == 0 {
 		select {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Millisecond):
