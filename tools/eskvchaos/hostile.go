@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -88,6 +89,7 @@ type hostile struct {
 	partition  int32
 	goodScope  string
 	evilScope  string
+	writerURLs []string
 	good, evil string // tokens
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -95,6 +97,7 @@ type hostile struct {
 	mu       sync.Mutex
 	gets     []time.Duration
 	puts     []time.Duration
+	slow     []string // the good tenant's operations over hostileP99, when
 	goodErrs []string
 	evilCode map[string]int // evil's write answers by status (and code)
 	counts   map[string]int // attacks sent, by kind
@@ -120,20 +123,107 @@ func runHostile(ctx context.Context, c config, s *stack, stdout io.Writer) error
 	if err := h.seed(ctx); err != nil {
 		return err
 	}
-	s.logf("hostile: attacks for %s", c.hostileDuration)
-	h.attack()
+	for _, w := range s.writers {
+		h.writerURLs = append(h.writerURLs, w.URL)
+	}
+	s.logf("hostile: attacks for %s, from a process of their own at nice 19", c.hostileDuration)
+	attacker, err := h.startAttacker(ctx)
+	if err != nil {
+		return err
+	}
 	for range 4 {
 		h.run(h.goodClient)
 	}
 	h.run(h.sampleRSS)
 	h.run(h.checkReady)
-	pause(ctx.Done(), c.hostileDuration)
+	err = attacker()
 	close(h.stop)
 	h.wg.Wait()
+	if err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
 	return h.report(stdout)
+}
+
+// attackerEnv names the environment variable that makes eskvchaos the
+// attacking process of -hostile: its value is the attackerSpec.
+const attackerEnv = "ESKV_CHAOS_HOSTILE_ATTACKER"
+
+// attackerSpec is what the attacking process attacks, and how long.
+type attackerSpec struct {
+	Target    string        `json:"target"`
+	Writers   []string      `json:"writers"`
+	Evil      string        `json:"evil"`
+	EvilScope string        `json:"evilScope"`
+	Partition int32         `json:"partition"`
+	Duration  time.Duration `json:"duration"`
+	Attacks   []string      `json:"attacks"`
+}
+
+// attackerResult is what the attacking process sent, and how evil's
+// writes were answered.
+type attackerResult struct {
+	Counts   map[string]int `json:"counts"`
+	EvilCode map[string]int `json:"evilCode"`
+}
+
+// startAttacker starts this program again as the attacking process, at
+// the lowest CPU priority (nice 19): attackers are other machines in a
+// deployment, and here they would otherwise take the writers' share of
+// the two CPUs, which is a test of the machine, not of the writers'
+// bounds. The returned function waits for it and adds its counts.
+func (h *hostile) startAttacker(ctx context.Context) (func() error, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	spec, err := json.Marshal(attackerSpec{Target: h.target, Writers: h.writerURLs, Evil: h.evil, EvilScope: h.evilScope,
+		Partition: h.partition, Duration: h.c.hostileDuration, Attacks: h.c.hostileAttacks})
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "nice", "-n", "19", exe)
+	cmd.Env = append(os.Environ(), attackerEnv+"="+string(spec))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() error {
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("the attacking process: %w", err)
+		}
+		var r attackerResult
+		if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+			return fmt.Errorf("the attacking process's result %q: %w", out.String(), err)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		maps.Copy(h.counts, r.Counts)
+		maps.Copy(h.evilCode, r.EvilCode)
+		return nil
+	}, nil
+}
+
+// runAttacker is eskvchaos as the attacking process of -hostile: it runs
+// the attacks of spec for its duration and prints their counts as JSON.
+func runAttacker(specJSON string, stdout io.Writer) error {
+	var spec attackerSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		return fmt.Errorf("%s: %w", attackerEnv, err)
+	}
+	h := &hostile{c: config{hostileAttacks: spec.Attacks}, target: spec.Target, writerURLs: spec.Writers, evil: spec.Evil,
+		evilScope: spec.EvilScope, partition: spec.Partition, stop: make(chan struct{}), evilCode: map[string]int{}, counts: map[string]int{}}
+	h.attack()
+	time.Sleep(spec.Duration)
+	close(h.stop)
+	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return json.NewEncoder(stdout).Encode(attackerResult{Counts: h.counts, EvilCode: h.evilCode})
 }
 
 // run runs f until the phase stops.
@@ -156,25 +246,43 @@ func (h *hostile) count(kind string) {
 
 // attack starts every attack.
 func (h *hostile) attack() {
-	for range 6 {
-		h.run(h.loginBomb)
+	on := func(kind string) bool {
+		return len(h.c.hostileAttacks) == 0 || slices.Contains(h.c.hostileAttacks, kind)
 	}
-	h.run(h.oversizeTxn)
-	h.run(h.oversizeBursts)
+	if on("login") {
+		for range 6 {
+			h.run(h.loginBomb)
+		}
+	}
+	if on("oversize") {
+		h.run(h.oversizeTxn)
+		h.run(h.oversizeBursts)
+	}
 	after := fmt.Sprintf("p%d.o0", h.partition)
 	for range 20 {
-		h.run(func() {
-			h.hold("unread catch-up watch", "GET /v1/watch?prefix="+url.QueryEscape(h.evilScope+"/")+"&after="+after, 0)
-		})
-		h.run(func() {
-			h.hold("held listing", "GET /v1/kv?limit=1000&prefix="+url.QueryEscape(h.evilScope+"/"), 0)
-		})
+		if on("watch") {
+			h.run(func() {
+				h.hold("unread catch-up watch", "GET /v1/watch?prefix="+url.QueryEscape(h.evilScope+"/")+"&after="+after, 0)
+			})
+		}
+		if on("list") {
+			h.run(func() {
+				h.hold("held listing", "GET /v1/kv?limit=1000&prefix="+url.QueryEscape(h.evilScope+"/"), 0)
+			})
+		}
 	}
-	for range 150 {
-		h.run(func() { h.hold("withheld body", "POST /v1/txn", 4<<20) })
+	if on("body") {
+		for range 150 {
+			h.run(func() { h.hold("withheld body", "POST /v1/txn", 4<<20) })
+		}
 	}
-	h.run(h.forgedForwards)
+	if on("forward") {
+		h.run(h.forgedForwards)
+	}
 }
+
+// hostileAttackKinds are the names -hostile-attacks takes.
+var hostileAttackKinds = []string{"login", "oversize", "watch", "list", "body", "forward"}
 
 // hclient returns an HTTP client whose connections come from addr.
 func hclient(addr net.IP, timeout time.Duration) *http.Client {
@@ -264,6 +372,9 @@ func (h *hostile) goodClient() {
 			st, code, err := send(hc, m, key, h.good, body)
 			d := time.Since(t0)
 			h.mu.Lock()
+			if d >= hostileP99 {
+				h.slow = append(h.slow, fmt.Sprintf("%s at %.1fs took %s", m, time.Since(h.s.t0).Seconds()-d.Seconds(), d.Round(time.Millisecond)))
+			}
 			if m == http.MethodPut {
 				h.puts = append(h.puts, d)
 			} else {
@@ -393,7 +504,9 @@ func (h *hostile) hold(kind, request string, bodyBytes int) {
 			<-h.stop
 		}
 		conn.Close()
-		pause(h.stop, 100*time.Millisecond)
+		// An attacker holding connections, not flooding them: the
+		// harness shares the machine's CPUs with the writers.
+		pause(h.stop, time.Second)
 	}
 }
 
@@ -430,10 +543,10 @@ func (h *hostile) forgedForwards() {
 	hc := hclient(evilAddr, 5*time.Second)
 	defer hc.CloseIdleConnections()
 	for !h.stopped() {
-		for _, w := range h.s.writers {
+		for _, w := range h.writerURLs {
 			for _, tok := range []string{h.evil, ""} {
-				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/v1/kv/%s/seed/1", w.URL, h.evilScope), nil)
-				req.Header.Set("Eskv-Forwarded-By", w.URL)
+				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/v1/kv/%s/seed/1", w, h.evilScope), nil)
+				req.Header.Set("Eskv-Forwarded-By", w)
 				if tok != "" {
 					req.Header.Set("Authorization", "Bearer "+tok)
 				}
@@ -530,6 +643,13 @@ func (h *hostile) report(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "  /readyz not 200: %d times\n", len(h.notReady))
+	for i, sl := range h.slow {
+		if i == 20 {
+			fmt.Fprintf(w, "  ... %d more slow operations\n", len(h.slow)-i)
+			break
+		}
+		fmt.Fprintf(w, "  slow: %s\n", sl)
+	}
 	if getP >= hostileP99 || putP >= hostileP99 {
 		failures = append(failures, fmt.Sprintf("good tenant's p99 GET %s, PUT %s: not under %s", getP, putP, hostileP99))
 	}

@@ -33,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,7 @@ type config struct {
 
 	hostile         bool
 	hostileDuration time.Duration
+	hostileAttacks  []string
 
 	adminPostgresURL string
 	checkTimeout     time.Duration
@@ -231,6 +233,15 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	fs.IntVar(&c.throughputClients, "throughput-clients", 48, "concurrent writing clients of the throughput measurement")
 	fs.BoolVar(&c.hostile, "hostile", false, "run the hostile-load phase instead of faults (attacks by an anonymous client and a tenant while another tenant's latency, errors and the writers' memory are checked)")
 	fs.DurationVar(&c.hostileDuration, "hostile-duration", 20*time.Second, "length of the hostile-load phase")
+	fs.Func("hostile-attacks", "the attacks of -hostile, comma-separated, of "+strings.Join(hostileAttackKinds, ", ")+" (default all)", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			if !slices.Contains(hostileAttackKinds, a) {
+				return fmt.Errorf("unknown attack %q", a)
+			}
+			c.hostileAttacks = append(c.hostileAttacks, a)
+		}
+		return nil
+	})
 	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"Postgres URL with the right to create and drop the run's database (also ESKV_TEST_POSTGRES_URL)")
 	fs.DurationVar(&c.checkTimeout, "check-timeout", 5*time.Minute, "give up the linearizability check after this long (the verdict is then unknown, a failure)")
@@ -287,6 +298,9 @@ func (c *config) validate() error {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	if spec := os.Getenv(attackerEnv); spec != "" {
+		return runAttacker(spec, stdout)
+	}
 	c, err := parse(args, stderr)
 	if err != nil {
 		return err
