@@ -83,12 +83,12 @@ func holderOf(c echo.Context) admission.Holder {
 	if p := principalOf(c); p != nil {
 		return admission.Holder{Name: p.Name}
 	}
-	return admission.Holder{Name: RemoteIP(c.Request()), Addr: true}
+	return admission.Holder{Name: remoteIP(c.Request()), Addr: true}
 }
 
-// RemoteIP is the IP address of r's peer (the whole RemoteAddr when it
+// remoteIP is the IP address of r's peer (the whole RemoteAddr when it
 // has no port).
-func RemoteIP(r *http.Request) string {
+func remoteIP(r *http.Request) string {
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return host
 	}
