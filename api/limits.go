@@ -83,12 +83,12 @@ func holderOf(c echo.Context) admission.Holder {
 	if p := principalOf(c); p != nil {
 		return admission.Holder{Name: p.Name}
 	}
-	return admission.Holder{Name: RemoteIP(c.Request()), Addr: true}
+	return admission.Holder{Name: remoteIP(c.Request()), Addr: true}
 }
 
-// RemoteIP is the IP address of r's peer (the whole RemoteAddr when it
+// remoteIP is the IP address of r's peer (the whole RemoteAddr when it
 // has no port).
-func RemoteIP(r *http.Request) string {
+func remoteIP(r *http.Request) string {
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return host
 	}
@@ -101,7 +101,7 @@ func RemoteIP(r *http.Request) string {
 func (s *Server) takeList(c echo.Context) (func(), error) {
 	h := holderOf(c)
 	if err := s.limits.lists.Take(h, 1); err != nil {
-		return nil, refusal(err, "listings, scans and histories in progress")
+		return nil, refusal(err, "reads of pages (listings, scans, histories, collections) in progress")
 	}
 	return func() { s.limits.lists.Release(h, 1) }, nil
 }
@@ -142,7 +142,7 @@ func refusal(err error, what string) error {
 	if r.Never {
 		return events.FieldErrorf(events.ETooLarge, r.Setting, "the request needs more than %s allows", r.Setting)
 	}
-	whose := "this principal's"
+	whose := "this caller's" // its principal's, or its remote address's before authentication
 	if r.Setting == SettingMaxLists || r.Setting == SettingMaxBodyBytes {
 		whose = "this writer's"
 	}
