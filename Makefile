@@ -59,8 +59,12 @@ bench:
 
 # Fault harness: real processes, SIGKILL/SIGSTOP, linearizability and log
 # checks (docs/chaos.md). CHAOS_SECONDS=60 make chaos for a shorter run.
+# Then the hostile-load phase (-hostile, about 40 s): every attack of an
+# anonymous client and of a tenant at once against two writers, while a
+# well-behaved tenant's p99, errors and the writers' RSS are checked.
 chaos:
 	cd tools && go run ./eskvchaos $(CHAOS_ARGS)
+	cd tools && go run ./eskvchaos -hostile -writers 2 -projectors 1 $(HOSTILE_ARGS)
 
 # .eskv/ and this clone's databases eskv_<stack-id> (scripts/clean-local.sh).
 clean:
