@@ -236,36 +236,9 @@ func openWatch(t *testing.T, url, token, query string) *http.Response {
 	return resp
 }
 
-// metricValue sums the samples of the metric name in reg whose labels
-// include label (name=value), or all of them when label is "".
-func metricValue(t *testing.T, reg prometheus.Gatherer, name, label string) float64 {
+func metricValue(t *testing.T, reg prometheus.Gatherer, n, label string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			ok := label == ""
-			for _, l := range m.GetLabel() {
-				ok = ok || l.GetName()+"="+l.GetValue() == label
-			}
-			if !ok {
-				continue
-			}
-			if m.GetGauge() != nil {
-				sum += m.GetGauge().GetValue()
-			}
-			if m.GetCounter() != nil {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return testenv.MetricSum(t, reg, n, label)
 }
 
 func watchEnd(t *testing.T, e sse) events.WatchEnd {

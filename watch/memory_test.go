@@ -31,37 +31,9 @@ func bigEvent(rng *rand.Rand, key string, v int64, n int) events.Event {
 	return e
 }
 
-// metricSum returns the sum of the samples of the metric name whose
-// labels include label (name=value), or of all its samples when label
-// is empty.
-func metricSum(t *testing.T, reg prometheus.Gatherer, name, label string) float64 {
+func metricSum(t *testing.T, reg prometheus.Gatherer, n, label string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			ok := label == ""
-			for _, lp := range m.GetLabel() {
-				ok = ok || lp.GetName()+"="+lp.GetValue() == label
-			}
-			if !ok {
-				continue
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
+	return testenv.MetricSum(t, reg, n, label)
 }
 
 // heapInUse is the heap in use after a collection: what is live.
