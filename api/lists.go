@@ -99,7 +99,8 @@ func rangeIndex(q url.Values, name string) (int64, error) {
 
 // lrange serves GET /v1/kv/{key}:lrange?start=&stop=: the values from
 // index start to stop (inclusive, negative from the end), at most
-// events.MaxRange of them, linearizable like smembers (the owner waits
+// events.MaxRange of them and no more than fit in MaxListBytes (but at
+// least one; truncated: continue from start+len(values)), linearizable like smembers (the owner waits
 // until the projection holds every change of the list it acknowledged,
 // then one snapshot reads the metadata and one range scan of positions).
 func (s *Server) lrange(c echo.Context, _ events.Op, k events.Key) error {
@@ -128,7 +129,7 @@ func (s *Server) lrange(c echo.Context, _ events.Op, k events.Key) error {
 		return err
 	}
 	defer release()
-	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, events.MaxRange, s.now())
+	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, events.MaxRange, s.cfg.MaxListBytes, s.now())
 	if err != nil {
 		return err
 	}

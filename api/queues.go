@@ -116,7 +116,8 @@ func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) 
 }
 
 // qpeek serves GET /v1/kv/{key}:qpeek?count=: the next count ready items
-// (default 1, at most events.MaxPeek) in serving order, read-only and
+// (default 1, at most events.MaxPeek, no more than fit in MaxListBytes
+// but at least one: truncated) in serving order, read-only and
 // linearizable like lrange (the owner waits until the projection holds
 // every change of the queue it acknowledged, then one snapshot reads the
 // metadata and one range of the ready index).
@@ -145,11 +146,11 @@ func (s *Server) qpeek(c echo.Context, _ events.Op, k events.Key) error {
 		return err
 	}
 	defer release()
-	items, err := s.list.Peek(ctx, k.String(), count, s.now())
+	items, truncated, err := s.list.Peek(ctx, k.String(), count, s.cfg.MaxListBytes, s.now())
 	if err != nil {
 		return err
 	}
-	a := events.QPeekAnswer{Queue: k.String(), Items: make([]events.QueueItem, 0, len(items))}
+	a := events.QPeekAnswer{Queue: k.String(), Items: make([]events.QueueItem, 0, len(items)), Truncated: truncated}
 	for _, el := range items {
 		it := events.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries, ExpiresAt: el.ExpiresAt}
 		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {

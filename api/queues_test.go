@@ -13,16 +13,16 @@ import (
 
 // The fakes answer qpeek from nothing.
 
-func (fakeLister) Peek(context.Context, string, int, time.Time) ([]events.Element, error) {
-	return nil, nil
+func (fakeLister) Peek(context.Context, string, int, int, time.Time) ([]events.Element, bool, error) {
+	return nil, false, nil
 }
 
-func (l failingLister) Peek(context.Context, string, int, time.Time) ([]events.Element, error) {
-	return nil, l.err
+func (l failingLister) Peek(context.Context, string, int, int, time.Time) ([]events.Element, bool, error) {
+	return nil, false, l.err
 }
 
-func (l stubLister) Peek(context.Context, string, int, time.Time) ([]events.Element, error) {
-	return nil, l.err
+func (l stubLister) Peek(context.Context, string, int, int, time.Time) ([]events.Element, bool, error) {
+	return nil, false, l.err
 }
 
 // TestQueueHandlers: the queue routes refuse bad data, priorities,

@@ -66,15 +66,17 @@ type Lister interface {
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)
 	// Range returns the values of the list key from index start to stop
-	// (Redis indexes), at most limit, and whether more were in range.
-	Range(ctx context.Context, key string, start, stop int64, limit int, now time.Time) ([]json.RawMessage, bool, error)
+	// (Redis indexes), at most limit and within maxBytes (but at least
+	// one), and whether more were in range.
+	Range(ctx context.Context, key string, start, stop int64, limit, maxBytes int, now time.Time) ([]json.RawMessage, bool, error)
 	// History returns the key's versions from version from on, oldest
 	// first (at most limit, within maxBytes but at least one), and the
 	// version the next page starts at (0 after the last).
 	History(ctx context.Context, key string, from int64, limit, maxBytes int) ([]events.HistoryVersion, int64, error)
 	// Peek returns the next count ready items of the queue key in
-	// serving order (events.Element: member, data, deliveries).
-	Peek(ctx context.Context, key string, count int, now time.Time) ([]events.Element, error)
+	// serving order (events.Element: member, data, deliveries), within
+	// maxBytes (but at least one), and whether the budget cut them short.
+	Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) ([]events.Element, bool, error)
 }
 
 // Defaults of Config.

@@ -426,11 +426,11 @@ func TestRebuildKeepsQueueItems(t *testing.T) {
 		t.Fatalf("diff %+v, keys %+v; want equal over 2 queues", d, d.Keys)
 	}
 	for _, q := range []string{a, b} {
-		live, err := s.store.Peek(ctx, q, 100, time.Now())
+		live, _, err := s.store.Peek(ctx, q, 100, 1<<20, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := rebuilt.Peek(ctx, q, 100, time.Now())
+		again, _, err := rebuilt.Peek(ctx, q, 100, 1<<20, time.Now())
 		if err != nil || !reflect.DeepEqual(live, again) || len(live) == 0 {
 			t.Fatalf("peek of %s: live %+v, rebuilt %+v (%v)", q, live, again, err)
 		}

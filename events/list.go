@@ -149,8 +149,9 @@ type ListChangeAnswer struct {
 }
 
 // RangeAnswer answers GET :lrange: the values start..stop in list order.
-// Truncated: the range held more than MaxRange values, and Values are its
-// first MaxRange (ask again from start+MaxRange).
+// Truncated: the range held more values than one page holds (MaxRange,
+// or the server's byte budget of a page, but always one), and Values are
+// its first ones: ask again from start+len(Values).
 type RangeAnswer struct {
 	List      string            `json:"list"`
 	Values    []json.RawMessage `json:"values"`
@@ -164,5 +165,6 @@ type LenAnswer struct {
 }
 
 // MaxRange bounds the values one lrange answers: a wider range is cut to
-// its first MaxRange (RangeAnswer.Truncated); the client pages by index.
+// its first MaxRange, or fewer when their bytes pass the server's page
+// budget (RangeAnswer.Truncated); the client pages by index.
 const MaxRange = 10000

@@ -293,9 +293,12 @@ type QueueItem struct {
 }
 
 // QPeekAnswer answers qpeek: the next ready items in serving order.
+// Truncated: their bytes passed the server's page budget, and Items are
+// fewer than asked for (but always one).
 type QPeekAnswer struct {
-	Queue string      `json:"queue"`
-	Items []QueueItem `json:"items"`
+	Queue     string      `json:"queue"`
+	Items     []QueueItem `json:"items"`
+	Truncated bool        `json:"truncated,omitempty"`
 }
 
 // QSizeAnswer answers qsize: 0 for a missing queue.

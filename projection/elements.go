@@ -249,19 +249,32 @@ func (s *Store) ListElement(ctx context.Context, ref ElementRef) (int64, json.Ra
 const listMetaSQL = `SELECT e.value FROM kv_entries e
 WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $2) AND e.semantics->>'purpose' = 'list'`
 
+// rangeBytes is about the size of a list value in a range's JSON: the
+// value and its separator.
+const rangeBytes = `(coalesce(octet_length(value), 0) + 8)`
+
 // listRangeSQL is a range of a list's positions: $1 the key, $2 and $3
 // the first and last positions (events.ListPosition), $4 the list's
-// since: one range scan of the primary key.
-const listRangeSQL = `SELECT value FROM kv_elements
-WHERE collection = $1 AND member BETWEEN $2 AND $3 AND version >= $4
-ORDER BY member`
+// since, $5 the byte budget: one range scan of the primary key. As on a
+// listing's page (pageFits), a row's value is sent only when the running
+// sum of the values up to it fits the budget; the first always fits.
+const listRangeSQL = `SELECT CASE WHEN fits THEN value END, fits FROM (
+    SELECT member, value, row_number() OVER w = 1 OR sum(` + rangeBytes + `) OVER w <= $5 AS fits
+    FROM kv_elements
+    WHERE collection = $1 AND member BETWEEN $2 AND $3 AND version >= $4
+    WINDOW w AS (ORDER BY member)
+) r ORDER BY member`
 
 // Range returns the values of the list key from index start to stop
 // (inclusive, negative from the end, as Redis LRANGE), at most limit of
-// them (truncated: more were in the range), reading the metadata and the
-// rows in one snapshot. An absent or expired list is empty; a key of
-// another purpose is events.EWrongType.
-func (s *Store) Range(ctx context.Context, key string, start, stop int64, limit int, now time.Time) (values []json.RawMessage, truncated bool, err error) {
+// them and no more than fit in maxBytes (but always the first), reading
+// the metadata and the rows in one snapshot. truncated: more were in the
+// range; the next page starts at start+len(values). An absent or expired
+// list is empty; a key of another purpose is events.EWrongType.
+func (s *Store) Range(ctx context.Context, key string, start, stop int64, limit, maxBytes int, now time.Time) (values []json.RawMessage, truncated bool, err error) {
+	if err := checkPage(limit, maxBytes); err != nil {
+		return nil, false, err
+	}
 	values = []json.RawMessage{}
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var raw []byte
@@ -283,21 +296,41 @@ func (s *Store) Range(ctx context.Context, key string, start, stop int64, limit 
 		if to-from+1 > int64(limit) {
 			to, truncated = from+int64(limit)-1, true
 		}
-		rows, err := tx.Query(ctx, listRangeSQL, key, events.ListPosition(meta.Head+from), events.ListPosition(meta.Head+to), meta.Since)
+		rows, err := tx.Query(ctx, listRangeSQL, key, events.ListPosition(meta.Head+from), events.ListPosition(meta.Head+to), meta.Since, maxBytes)
 		if err != nil {
 			return err
 		}
-		vs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		for _, v := range vs {
-			values = append(values, json.RawMessage(v))
-		}
-		return nil
+		var cut bool
+		values, cut, err = readRange(rows)
+		truncated = truncated || cut
+		return err
 	})
 	if err != nil {
 		return nil, false, translate("range", err)
 	}
 	return values, truncated, nil
+}
+
+// readRange reads listRangeSQL rows up to the first that does not fit
+// the byte budget (cut), and closes rows.
+func readRange(rows pgx.Rows) (values []json.RawMessage, cut bool, err error) {
+	defer rows.Close()
+	values = []json.RawMessage{}
+	for rows.Next() {
+		var v *string
+		var fits bool
+		if err := rows.Scan(&v, &fits); err != nil {
+			return nil, false, err
+		}
+		if !fits {
+			cut = true
+			break
+		}
+		if v == nil {
+			return nil, false, errors.New("a list element without a value")
+		}
+		values = append(values, json.RawMessage(*v))
+	}
+	rows.Close()
+	return values, cut, rows.Err()
 }

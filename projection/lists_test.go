@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eskv/eskv/events"
@@ -73,7 +74,7 @@ func (m *listModel) ltrim(start, stop int64) events.Event {
 
 func mustRange(tb testing.TB, s *projection.Store, key string, start, stop int64) []string {
 	tb.Helper()
-	vs, _, err := s.Range(context.Background(), key, start, stop, 1000, t0)
+	vs, _, err := s.Range(context.Background(), key, start, stop, 1000, 1<<20, t0)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestApplyLists(t *testing.T) {
 	}
 
 	t.Run("OKTruncated", func(t *testing.T) {
-		vs, truncated, err := s.Range(context.Background(), m.key, 0, -1, 4, t0)
+		vs, truncated, err := s.Range(context.Background(), m.key, 0, -1, 4, 1<<20, t0)
 		if err != nil || len(vs) != 4 || !truncated || string(vs[0]) != m.values[0] {
 			t.Fatalf("range %s truncated %v err %v", vs, truncated, err)
 		}
@@ -237,4 +238,53 @@ func TestRequestsRememberOlderPops(t *testing.T) {
 	if p := got[ref("push-1")]; p.Version != 1 || p.Popped != nil || p.After != nil {
 		t.Fatalf("push: %+v, want version 1 without popped element or metadata", p)
 	}
+}
+
+// TestRangeByteBudget: a range of large values is cut to the byte budget
+// (but holds at least one value), reports truncated, and continuing from
+// start+len(values) reads the rest exactly.
+func TestRangeByteBudget(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	m := &listModel{tb: t, key: "tenant/t/project/p/big-log"}
+	big := strings.Repeat("x", 60<<10)
+	var evs []events.Event
+	for i := range 200 {
+		evs = append(evs, m.rpush(fmt.Sprintf(`"%03d%s"`, i, big)))
+	}
+	for i := 0; i < len(evs); i += 20 {
+		mustApply(t, s, "kv.lists", batchOf(int64(i), evs[i:i+20]...))
+	}
+	const budget = 4 << 20
+	var got []string
+	pages := 0
+	for start := int64(0); ; pages++ {
+		vs, truncated, err := s.Range(context.Background(), m.key, start, -1, events.MaxRange, budget, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, v := range vs {
+			size += len(v)
+			got = append(got, string(v))
+		}
+		t.Logf("page from %d: %d values, %d KiB, truncated %v", start, len(vs), size>>10, truncated)
+		if size > budget || len(vs) == 0 {
+			t.Fatalf("page from %d: %d values of %d bytes, want 1.. within %d", start, len(vs), size, budget)
+		}
+		if !truncated {
+			break
+		}
+		start += int64(len(vs))
+	}
+	if pages == 0 || !slices.Equal(got, m.values) {
+		t.Fatalf("%d pages read %d values, want more than one page and the %d values in order", pages+1, len(got), len(m.values))
+	}
+
+	t.Run("OKOneValueOverBudget", func(t *testing.T) {
+		vs, truncated, err := s.Range(context.Background(), m.key, 5, -1, events.MaxRange, 10, t0)
+		if err != nil || len(vs) != 1 || !truncated || string(vs[0]) != m.values[5] {
+			t.Fatalf("range of %d values, truncated %v err %v; want the first value alone", len(vs), truncated, err)
+		}
+	})
 }

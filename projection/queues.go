@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -242,12 +243,34 @@ func readQueueQueries(br pgx.BatchResults, q Query, f *Found) error {
 const queueMetaSQL = `SELECT e.value FROM kv_entries e
 WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $2) AND e.semantics->>'purpose' = 'queue'`
 
+// peekSQL is headsSQL for a reader, bounded in bytes: $1 the queue, $2
+// its since, $3 how many, $4 now, $5 the byte budget. As on a listing's
+// page (pageFits), an item's value is sent only when the running sum of
+// the items up to it fits the budget; the first always fits.
+var peekSQL = `SELECT el.fits, ` + strings.ReplaceAll(itemColumns, "el.value", "CASE WHEN el.fits THEN el.value END") + `
+FROM (SELECT ` + fmt.Sprintf(sinceSQL, "$2", "$1") + ` AS p) s
+CROSS JOIN LATERAL (SELECT *, row_number() OVER w = 1 OR sum(` + itemBytes + `) OVER w <= $5 AS fits
+    FROM kv_elements
+    WHERE collection = $1 AND state = 'ready' AND member >= s.p || '.' AND member < s.p || '/'
+        AND (expires_at IS NULL OR expires_at > $4::timestamptz)
+    WINDOW w AS (ORDER BY member)
+    ORDER BY member LIMIT $3) el
+ORDER BY el.member`
+
+// itemBytes is about the size of a queue item in a peek's JSON: its
+// member, its value and a fixed allowance for the other fields.
+const itemBytes = `(octet_length(member) + coalesce(octet_length(value), 0) + 120)`
+
 // Peek returns the next count ready items of the queue key in serving
-// order, but those whose own TTL passed at now, reading its metadata and the rows in one snapshot: an absent or
-// expired queue has none.
-func (s *Store) Peek(ctx context.Context, key string, count int, now time.Time) ([]events.Element, error) {
-	var items []events.Element
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+// order, but those whose own TTL passed at now, and no more than fit in
+// maxBytes (but always the first), reading its metadata and the rows in
+// one snapshot: an absent or expired queue has none. truncated: the
+// budget cut the page short of count items.
+func (s *Store) Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) (items []events.Element, truncated bool, err error) {
+	if err := checkPage(count, maxBytes); err != nil {
+		return nil, false, err
+	}
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var raw []byte
 		err := tx.QueryRow(ctx, queueMetaSQL, key, now).Scan(&raw)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -260,17 +283,37 @@ func (s *Store) Peek(ctx context.Context, key string, count int, now time.Time) 
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, headsSQL, key, meta.Since, []string{}, count, now)
+		rows, err := tx.Query(ctx, peekSQL, key, meta.Since, count, now, maxBytes)
 		if err != nil {
 			return err
 		}
-		items, err = readItems(rows)
+		items, truncated, err = readPeek(rows)
 		return err
 	})
 	if err != nil {
-		return nil, translate("peek", err)
+		return nil, false, translate("peek", err)
 	}
-	return items, nil
+	return items, truncated, nil
+}
+
+// readPeek reads peekSQL rows up to the first that does not fit the byte
+// budget (cut), and closes rows.
+func readPeek(rows pgx.Rows) (items []events.Element, cut bool, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var fits bool
+		el, err := scanItem(rows, &fits)
+		if err != nil {
+			return nil, false, err
+		}
+		if !fits {
+			cut = true
+			break
+		}
+		items = append(items, el)
+	}
+	rows.Close()
+	return items, cut, rows.Err()
 }
 
 // DueItem is an in-flight queue item past its visibility deadline.

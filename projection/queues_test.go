@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,7 +122,7 @@ func (m *queueModel) requeue(member string) events.Event {
 
 func mustPeek(tb testing.TB, s *projection.Store, key string, count int) []events.Element {
 	tb.Helper()
-	items, err := s.Peek(context.Background(), key, count, t0)
+	items, _, err := s.Peek(context.Background(), key, count, 1<<20, t0)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -293,4 +294,46 @@ func TestCompareQueues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPeekByteBudget: a peek of large items is cut to the byte budget
+// (but holds at least one item) and reports truncated.
+func TestPeekByteBudget(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	m := newQueueModel(t, "tenant/t/project/p/big-tasks", 0)
+	big := strings.Repeat("x", 60<<10)
+	var evs []events.Event
+	for i := range 200 {
+		evs = append(evs, m.push(fmt.Sprintf(`"%03d%s"`, i, big), 0, ""))
+	}
+	for i := 0; i < len(evs); i += 20 {
+		mustApply(t, s, "kv.queues", batchOf(int64(i), evs[i:i+20]...))
+	}
+	const budget = 4 << 20
+	items, truncated, err := s.Peek(context.Background(), m.key, events.MaxPeek, budget, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for _, it := range items {
+		size += len(it.Value)
+	}
+	t.Logf("peek %d: %d items, %d KiB, truncated %v", events.MaxPeek, len(items), size>>10, truncated)
+	if size > budget || len(items) == 0 || !truncated || !sameItems(items, m.ready()[:len(items)]) {
+		t.Fatalf("peek: %d items of %d bytes, truncated %v; want the first items within %d, truncated", len(items), size, truncated, budget)
+	}
+
+	t.Run("OKOneItemOverBudget", func(t *testing.T) {
+		items, truncated, err := s.Peek(context.Background(), m.key, 3, 10, t0)
+		if err != nil || len(items) != 1 || !truncated || !sameItems(items, m.ready()[:1]) {
+			t.Fatalf("peek of %d items, truncated %v err %v; want the first item alone", len(items), truncated, err)
+		}
+	})
+	t.Run("OKFitsUntruncated", func(t *testing.T) {
+		items, truncated, err := s.Peek(context.Background(), m.key, 3, budget, t0)
+		if err != nil || len(items) != 3 || truncated {
+			t.Fatalf("peek of %d items, truncated %v err %v; want 3 untruncated", len(items), truncated, err)
+		}
+	})
 }

@@ -88,7 +88,8 @@ func (c *Client) LTrim(ctx context.Context, key string, start, stop int64) (List
 
 // LRange returns the values of the list at key from index start to stop
 // (inclusive, negative from the end, as Redis LRANGE): at most
-// events.MaxRange, Truncated when the range held more.
+// events.MaxRange and the server's byte budget of a page, Truncated when
+// the range held more (ask again from start+len(Values)).
 func (c *Client) LRange(ctx context.Context, key string, start, stop int64) (events.RangeAnswer, error) {
 	q := url.Values{"start": {strconv.FormatInt(start, 10)}, "stop": {strconv.FormatInt(stop, 10)}}
 	var a events.RangeAnswer

@@ -123,7 +123,8 @@ func (c *Client) QAck(ctx context.Context, key, receipt string) (QueueAck, error
 }
 
 // QPeek returns the next count ready items of the queue at key (1 ..
-// events.MaxPeek) in serving order, removing nothing.
+// events.MaxPeek) in serving order, removing nothing: fewer when their
+// bytes pass the server's byte budget of a page (but always one).
 func (c *Client) QPeek(ctx context.Context, key string, count int) ([]QueueItem, error) {
 	var a events.QPeekAnswer
 	err := c.setRead(ctx, events.OpQPeek, key, url.Values{"count": {strconv.Itoa(count)}}, &a)

@@ -187,7 +187,7 @@ printable).`, events.MaxRange),
 				}
 			}
 			if err == nil && out.Truncated {
-				fmt.Fprintf(a.stderr, "the range holds more than %d values: ask for the rest from START %d\n", events.MaxRange, start+events.MaxRange)
+				fmt.Fprintf(a.stderr, "the range holds more than one page of values: ask for the rest from START %d\n", start+int64(len(out.Values)))
 			}
 			return err
 		})
