@@ -157,7 +157,8 @@ func (a *app) lrangeCommand() *cobra.Command {
 		Long: fmt.Sprintf(`Print the values of the list LIST from index START to STOP (inclusive; a
 negative index counts from the end: 0 -1 is the whole list), as Redis
 LRANGE. It sees every change acknowledged before it was sent. At most %d
-values are printed; stderr says when the range held more.
+values are printed, fewer when their bytes pass the server's page budget;
+stderr says when the range held more and the START to ask for the rest.
 
 --format json prints {"list","values":[...]}, text and value one value
 per line (a JSON string without its quotes; text escaped when not
