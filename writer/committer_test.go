@@ -183,7 +183,7 @@ func TestCommitterOneTransactionPerRound(t *testing.T) {
 
 func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
 	const parts = 4
-	b, w := readyWriter(t, parts)
+	b, w := readyWriterWith(t, parts, Config{ResumeFailedRounds: true})
 	keys := keysByPartition(t, parts)
 
 	// Round 1 (partition 0) holds at EndTxn while partitions 1 and 2

@@ -519,9 +519,10 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 // afterFailedRound decides what a failed round (r) of this partition
 // ends: the ownership, when the error says this writer may no longer own
 // the partition (a refused group fence, a fenced producer: fencedRound)
-// or when resume fails; otherwise nothing (resume).
+// or when resume fails; otherwise nothing (resume). Without
+// Config.ResumeFailedRounds it always ends the ownership.
 func (p *partition) afterFailedRound(ctx context.Context, epoch int64, r roundResult) error {
-	if fencedRound(r.err) {
+	if !p.w.cfg.ResumeFailedRounds || fencedRound(r.err) {
 		return r.err
 	}
 	if err := p.resume(ctx, epoch, r.session); err != nil {

@@ -147,6 +147,15 @@ type Config struct {
 	// leases off on some and the default on the others (default
 	// DefaultReadLease; negative disables leases, not the wait).
 	ReadLease time.Duration
+	// ResumeFailedRounds lets a partition whose round failed for another
+	// reason than fencing resume (partition.resume) instead of fencing
+	// and catching up again. Off: make chaos's twin-writer fault (two
+	// processes with one instance id) produced a duplicate version with
+	// it on 2026-11-29 (a queue key's version 635 twice, same epoch, in
+	// consecutive transactions), so every failed round restarts its
+	// partitions' ownership, as before, until resume is proven against
+	// twins.
+	ResumeFailedRounds bool
 }
 
 func (c *Config) setDefaults() {
