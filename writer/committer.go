@@ -48,8 +48,9 @@ import (
 // log end it reads. After a fencing error (fencedRound: the group
 // refused this writer, or the producer was fenced) the partitions of the
 // round start their ownership again (fence, catch up); after any other
-// they resume (partition.resume): each reads what the failed round left
-// past its known end and goes on, its queued requests waiting. No round
+// they do too, unless Config.ResumeFailedRounds, with which they resume
+// (partition.resume): each reads what the failed round left past its
+// known end and goes on, its queued requests waiting. No round
 // fails for its size: each partition's part of it is bounded in bytes
 // below the topics' max.message.bytes (batchbytes.go).
 type committer struct {
