@@ -181,9 +181,21 @@ func TestCommitterOneTransactionPerRound(t *testing.T) {
 	}
 }
 
+// TestCommitterFailedRoundFailsOnlyItsPartitions: a round whose produce
+// the broker refuses fails only its own writes; its partitions fence and
+// catch up again (the default), or resume with ResumeFailedRounds; the
+// other partitions write on meanwhile.
 func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		t.Run(map[bool]string{false: "OKRestart", true: "OKResume"}[resume], func(t *testing.T) {
+			failedRoundFailsOnlyItsPartitions(t, resume)
+		})
+	}
+}
+
+func failedRoundFailsOnlyItsPartitions(t *testing.T, resume bool) {
 	const parts = 4
-	b, w := readyWriterWith(t, parts, Config{ResumeFailedRounds: true})
+	b, w := readyWriterWith(t, parts, Config{ResumeFailedRounds: resume})
 	keys := keysByPartition(t, parts)
 
 	// Round 1 (partition 0) holds at EndTxn while partitions 1 and 2
@@ -234,13 +246,24 @@ func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
 			t.Fatalf("partition %d after the failed round: %v", p, err)
 		}
 	}
-	// A refused produce fences nothing: the failed round's partitions
-	// resume (partition.resume) instead of fencing and catching up.
-	testenv.WaitFor(t, 30*time.Second, "the failed round's partitions resumed", func() bool {
-		return testutil.ToFloat64(w.metrics.resumes) == 2
-	})
-	if n := testutil.ToFloat64(w.metrics.ownershipRestarts); n != 0 {
-		t.Fatalf("%v ownership restarts; want 0 (the failed round's partitions resume)", n)
+	// A refused produce fences nothing: with ResumeFailedRounds the
+	// failed round's partitions resume (partition.resume) instead of
+	// fencing and catching up; without it they start their ownership
+	// again, as after any failure.
+	if resume {
+		testenv.WaitFor(t, 30*time.Second, "the failed round's partitions resumed", func() bool {
+			return testutil.ToFloat64(w.metrics.resumes) == 2
+		})
+		if n := testutil.ToFloat64(w.metrics.ownershipRestarts); n != 0 {
+			t.Fatalf("%v ownership restarts; want 0 (the failed round's partitions resume)", n)
+		}
+	} else {
+		testenv.WaitFor(t, 30*time.Second, "the failed round's partitions restarted", func() bool {
+			return testutil.ToFloat64(w.metrics.ownershipRestarts) == 2
+		})
+		if n := testutil.ToFloat64(w.metrics.resumes); n != 0 {
+			t.Fatalf("%v resumes; want 0 (ResumeFailedRounds is off)", n)
+		}
 	}
 	// The failed round's partitions write again; its records were never
 	// committed.
