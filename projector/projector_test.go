@@ -502,7 +502,7 @@ func TestRebuildEqualsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The compacted topic keeps each key's latest event (no transaction
-	// is open: see SERVICES.md on kfake's compaction).
+	// is open: see README, "Where kfake differs from Apache Kafka").
 	b.Cluster.Compact()
 
 	st, err := rebuild(t, b, projection.New(pg.MustSchema(t, "rebuilt")), projector.RebuildConfig{MaxBatch: 7})

@@ -5,7 +5,7 @@ package writer
 // transactional producer was not fenced (nothing fences it: the partition
 // fence kv-writer-p<N> produces nothing, the shared id is the writer's own).
 //
-// What kfake cannot prove (SERVICES.md, "Where kfake differs from Apache
+// What kfake cannot prove (README, "Where kfake differs from Apache
 // Kafka"), and why the writer does not rely on it:
 //
 //  1. A fenced producer's EndTxn(abort) with its old epoch, sent after the

@@ -4,7 +4,7 @@
 // acknowledged (-sync adds an fsync per write, for a machine crash too).
 //
 // It creates no topics; the writer does. It is for development only: it is
-// not Apache Kafka (see SERVICES.md for where kfake differs).
+// not Apache Kafka (README, "Where kfake differs from Apache Kafka").
 package main
 
 import (
