@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/tools/internal/stats"
 )
 
 // Figure 11: hostile connections. -robust-conns connections of each kind
@@ -198,7 +199,7 @@ func (s *rssSampler) start(pid int) func() int64 {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if v, err := procStatusBytes(pid, "VmRSS"); err == nil && v > s.peak.Load() {
+			if v, err := stats.StatusBytes(pid, "VmRSS"); err == nil && v > s.peak.Load() {
 				s.peak.Store(v)
 			}
 			select {

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/eskv/eskv/tools/internal/stats"
 )
 
 // latencies is a recorder owned by one goroutine; merge them at the end.
@@ -39,18 +39,7 @@ func summarize(ls ...latencies) summary {
 	if len(all) == 0 {
 		return summary{}
 	}
-	return summary{N: len(all), P50: quantile(all, 0.50), P99: quantile(all, 0.99), Max: all[len(all)-1]}
-}
-
-// quantile returns the nearest-rank q-quantile of sorted: the smallest
-// value with at least q of the samples at or below it.
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(q * float64(len(sorted))))
-	rank = min(max(rank, 1), len(sorted))
-	return sorted[rank-1]
+	return summary{N: len(all), P50: stats.Quantile(all, 0.50), P99: stats.Quantile(all, 0.99), Max: all[len(all)-1]}
 }
 
 // bucket is one cumulative histogram bucket: Count observations were at or
@@ -114,44 +103,7 @@ func (h histogram) quantile(q float64) (v float64, overflow bool) {
 }
 
 // peakRSS returns VmHWM (peak resident set size) of process pid in bytes.
-func peakRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmHWM") }
-
-// procStatusBytes returns the field (VmHWM, VmRSS) of /proc/<pid>/status
-// in bytes.
-func procStatusBytes(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return parseStatusKB(f, field)
-}
-
-func parseVmHWM(r io.Reader) (int64, error) { return parseStatusKB(r, "VmHWM") }
-
-// parseStatusKB reads field, a size in kB, of a /proc/<pid>/status.
-func parseStatusKB(r io.Reader, field string) (int64, error) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), field+":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("%s: unexpected %q", field, rest)
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", field, err)
-		}
-		return kb << 10, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("no %s line", field)
-}
+func peakRSS(pid int) (int64, error) { return stats.StatusBytes(pid, "VmHWM") }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
 // Linux architecture Go supports.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/tools/internal/stats"
 )
 
 // The hostile-load phase (-hostile): while an anonymous client, and a
@@ -585,7 +586,7 @@ func (h *hostile) checkReady() {
 func (h *hostile) sampleRSS() {
 	for !h.stopped() {
 		for _, w := range h.s.writers {
-			if rss := residentBytes(w.PID()); rss > 0 {
+			if rss, err := stats.StatusBytes(w.PID(), "VmRSS"); err == nil {
 				h.mu.Lock()
 				h.rss[w.Name] = max(h.rss[w.Name], rss)
 				h.mu.Unlock()
@@ -595,29 +596,9 @@ func (h *hostile) sampleRSS() {
 	}
 }
 
-// residentBytes is the resident memory of process pid (0 when unknown).
-func residentBytes(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// p99 is the 99th percentile of ds.
+// p99 is the nearest-rank 99th percentile of ds (as make bench's).
 func p99(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[(len(s)*99)/100]
+	return stats.Quantile(slices.Sorted(slices.Values(ds)), 0.99)
 }
 
 // report prints the phase's figures and checks them.
