@@ -98,7 +98,7 @@ type hostile struct {
 	mu       sync.Mutex
 	gets     []time.Duration
 	puts     []time.Duration
-	slow     []string // the good tenant's operations over hostileP99, when
+	slow     []string // the good tenant's operations over hostileP99: which, when, how long
 	goodErrs []string
 	evilCode map[string]int // evil's write answers by status (and code)
 	counts   map[string]int // attacks sent, by kind
