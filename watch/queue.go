@@ -47,7 +47,6 @@ type queue struct {
 	mu    sync.Mutex
 	items []queued
 	bytes int64 // items' sizes and the size of the one the pump holds
-	held  bool  // the pump holds an item
 	err   error
 	ready chan struct{} // a token: an item was added
 	room  chan struct{} // a token: the client took an item
@@ -129,7 +128,6 @@ func (q *queue) next() (queued, bool) {
 			e := q.items[0]
 			q.items[0] = queued{}
 			q.items = q.items[1:]
-			q.held = true
 			q.mu.Unlock()
 			return e, true
 		}
@@ -149,19 +147,16 @@ func (q *queue) taken(size int64) {
 	defer q.mu.Unlock()
 	q.bytes -= size
 	q.total.Add(-size)
-	q.held = false
 	signal(q.room)
 }
 
-// pending is how many events wait for the client, the pump's included.
+// pending is how many events wait behind the one the pump hands over:
+// the pump's own is not counted, because the pump still holds it for a
+// moment after C took it (Sub.Pending).
 func (q *queue) pending() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := len(q.items)
-	if q.held {
-		n++
-	}
-	return n
+	return len(q.items)
 }
 
 // end ends the queue with err, dropping its items; only the first end

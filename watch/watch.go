@@ -455,8 +455,11 @@ func (s *Sub) Resume() events.Cursor {
 	return events.Cursor{Partition: s.p, Offset: s.last}
 }
 
-// Pending is how many events wait for C to take them: none means a
-// client that took the last one is up to date (time to flush).
+// Pending is how many events wait behind the next one C delivers: none
+// right after C delivered an event means that event may be the last for
+// a while (time to flush). The event the pump offers on C is not
+// counted, so a client that took the last event always sees 0, also
+// before the pump noticed it was taken.
 func (s *Sub) Pending() int { return s.q.pending() }
 
 // Close ends the subscription and gives its slot back.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -149,4 +150,51 @@ func TestCatchUpThenJoin(t *testing.T) {
 		t.Fatalf("%d watches still counted", n)
 	}
 	t.Logf("%d watchers, each exactly the log's records of %s after its cursor (%d in all)", len(watchers), prefix, len(offsets))
+}
+
+// TestPendingAfterTheLastEvent: a client that took the last buffered
+// event sees Pending() == 0 at once, so the server flushes that event
+// (api's stream flushes when Pending is 0). The watch catches up on 50
+// events, and the client takes the last one while the pump waits on C
+// with it; with one P the pump cannot run between the client's receive
+// and its Pending. Before the fix the
+// event the pump had just handed over still counted: the last event of
+// every burst stayed in the response buffer until the next event or the
+// heartbeat (15 s), and chaos watchers missed the log's last events.
+func TestPendingAfterTheLastEvent(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	prod := testenv.MustProducer(t, b)
+	hub, err := watch.New(watch.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: 1}, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	const n = 50
+	for v := range int64(n) {
+		prod.Commit(t, event(scope+"/k", v+1))
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for round := range 5 {
+		sub, err := hub.Watch(t.Context(), watch.Spec{Prefix: scope + "/", After: &events.Cursor{Partition: 0, Offset: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for sub.Pending() < n-1 && time.Now().Before(deadline) { // the catch-up buffered them
+			time.Sleep(time.Millisecond)
+		}
+		for i := range n {
+			if i == n-1 {
+				time.Sleep(5 * time.Millisecond) // the pump waits on C with the last one
+			}
+			if _, ok := <-sub.C; !ok {
+				t.Fatalf("round %d: the watch ended after %d events: %v", round, i, sub.Err())
+			}
+		}
+		if p := sub.Pending(); p != 0 {
+			t.Fatalf("round %d: Pending() = %d right after the client took the last of %d events; want 0 (the server would not flush it)", round, p, n)
+		}
+		sub.Close()
+	}
 }
