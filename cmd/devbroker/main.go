@@ -1,5 +1,6 @@
 // Command devbroker is the local stack's Kafka-protocol broker: franz-go's
-// kfake as a single node on 127.0.0.1, writing every batch to a data
+// kfake as a single node on 127.0.0.1 (or another address of this
+// machine, for the chaos harness's network namespaces), writing every batch to a data
 // directory before it answers, so a kill -9 loses nothing that was
 // acknowledged (-sync adds an fsync per write, for a machine crash too).
 //
@@ -30,7 +31,7 @@ const clusterID = "eskv-devbroker"
 func main() { service.Main("devbroker", run) }
 
 type config struct {
-	port     port
+	addr     bindAddr
 	dataDir  string
 	logLevel slog.Level
 	sync     bool
@@ -38,9 +39,9 @@ type config struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	c := config{port: 19092, logLevel: slog.LevelWarn}
+	c := config{addr: bindAddr{port: 19092}, logLevel: slog.LevelWarn}
 	f := service.NewFlags("devbroker", stderr)
-	f.Var(&c.port, "addr", "port to listen on, always on 127.0.0.1 (\"19092\", \":19092\" or \"127.0.0.1:19092\"; 0 picks a free port)")
+	f.Var(&c.addr, "addr", "port to listen on, on 127.0.0.1 (\"19092\", \":19092\" or \"127.0.0.1:19092\"; 0 picks a free port), or host:port with a specific IP address of this machine (the broker has no authentication: a non-loopback address exposes it)")
 	f.Env("addr", "ESKV_BROKER_PORT")
 	f.StringVar(&c.dataDir, "data", ".eskv/broker", "directory the broker persists to; reloaded on start")
 	f.Env("data", "ESKV_BROKER_DATA")
@@ -56,32 +57,53 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, f.Check(c.dataDir != "", "data", "must not be empty")
 }
 
-// port is a port to listen on, given bare or as a host:port whose host is
-// empty or loopback: kfake always binds 127.0.0.1.
-type port int
+// bindAddr is where the broker listens: a port, given bare or as
+// host:port whose host is empty, loopback or a specific IP address (kfake
+// advertises the address it listens on, so an unspecified one such as
+// 0.0.0.0 would not be reachable as advertised).
+type bindAddr struct {
+	host string // "" for 127.0.0.1
+	port int
+}
 
-func (p *port) String() string { return strconv.Itoa(int(*p)) }
+func (a *bindAddr) String() string {
+	if a.host == "" {
+		return strconv.Itoa(a.port)
+	}
+	return net.JoinHostPort(a.host, strconv.Itoa(a.port))
+}
 
-func (pt *port) Set(addr string) error {
-	s := addr
+func (a *bindAddr) Set(addr string) error {
+	host, p := "", addr
 	if strings.Contains(addr, ":") {
-		host, p, err := net.SplitHostPort(addr)
-		if err != nil {
+		var err error
+		if host, p, err = net.SplitHostPort(addr); err != nil {
 			return err
 		}
-		switch host {
-		case "", "127.0.0.1", "localhost":
-		default:
-			return errors.New("the dev broker only listens on 127.0.0.1")
+		switch ip := net.ParseIP(host); {
+		case host == "", host == "127.0.0.1", host == "localhost":
+			host = ""
+		case ip == nil:
+			return errors.New("the host must be an IP address")
+		case ip.IsUnspecified():
+			return errors.New("the host must be a specific address the clients reach (kfake advertises it), not " + host)
 		}
-		s = p
 	}
-	n, err := strconv.Atoi(s)
+	n, err := strconv.Atoi(p)
 	if err != nil || n < 0 || n > 65535 {
 		return errors.New("not a port")
 	}
-	*pt = port(n)
+	*a = bindAddr{host: host, port: n}
 	return nil
+}
+
+// listen binds a's host, or kfake's 127.0.0.1.
+func (a bindAddr) listen(network, address string) (net.Listener, error) {
+	if a.host != "" {
+		_, port, _ := net.SplitHostPort(address)
+		address = net.JoinHostPort(a.host, port)
+	}
+	return net.Listen(network, address)
 }
 
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
@@ -98,7 +120,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
-		kfake.Ports(int(cfg.port)),
+		kfake.Ports(cfg.addr.port),
+		kfake.ListenFn(cfg.addr.listen),
 		kfake.ClusterID(clusterID),
 		kfake.DataDir(cfg.dataDir),
 		kfake.WithLogger(kfakeLogger{log: log, min: cfg.logLevel}),

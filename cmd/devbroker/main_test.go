@@ -65,6 +65,7 @@ func TestParseFlags(t *testing.T) {
 		args     []string
 		env      map[string]string
 		wantPort int
+		wantHost string
 		wantDir  string
 		wantErr  bool
 	}{
@@ -72,7 +73,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "Env", env: map[string]string{"ESKV_BROKER_PORT": "29092", "ESKV_BROKER_DATA": "/tmp/b"}, wantPort: 29092, wantDir: "/tmp/b"},
 		{name: "FlagOverridesEnv", args: []string{"-addr", "127.0.0.1:1234"}, env: map[string]string{"ESKV_BROKER_PORT": "29092"}, wantPort: 1234, wantDir: ".eskv/broker"},
 		{name: "ColonPort", args: []string{"-addr", ":0"}, wantPort: 0, wantDir: ".eskv/broker"},
-		{name: "ErrOtherHost", args: []string{"-addr", "0.0.0.0:19092"}, wantErr: true},
+		{name: "OtherHost", args: []string{"-addr", "10.1.2.3:1234"}, wantPort: 1234, wantHost: "10.1.2.3", wantDir: ".eskv/broker"},
+		{name: "ErrUnspecifiedHost", args: []string{"-addr", "0.0.0.0:19092"}, wantErr: true},
+		{name: "ErrHostName", args: []string{"-addr", "kafka:19092"}, wantErr: true},
 		{name: "ErrNotAPort", args: []string{"-addr", "kafka"}, wantErr: true},
 		{name: "ErrEmptyData", args: []string{"-data", ""}, wantErr: true},
 		{name: "ErrLogLevel", args: []string{"-log-level", "loud"}, wantErr: true},
@@ -100,8 +103,8 @@ func TestParseFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if int(cfg.port) != tc.wantPort || cfg.dataDir != tc.wantDir {
-				t.Fatalf("got port %d dir %q, want %d %q", cfg.port, cfg.dataDir, tc.wantPort, tc.wantDir)
+			if cfg.addr.port != tc.wantPort || cfg.addr.host != tc.wantHost || cfg.dataDir != tc.wantDir {
+				t.Fatalf("got %+v dir %q, want port %d host %q dir %q", cfg.addr, cfg.dataDir, tc.wantPort, tc.wantHost, tc.wantDir)
 			}
 		})
 	}

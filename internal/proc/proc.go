@@ -29,6 +29,9 @@ type Spec struct {
 	Dir     string // working directory; "" for the caller's
 	Log     string // stdout and stderr are appended to this file
 	URL     string // base URL of its HTTP listener, when known
+	// NetNS, when set, runs the process in that network namespace
+	// (ip netns exec, which execs it: the pid is the service's).
+	NetNS string
 	// OnExit, when set, is called with the exit error when the process
 	// exits without Kill or Stop having been asked for.
 	OnExit func(err error)
@@ -84,6 +87,9 @@ func (p *Proc) Start() error {
 		fmt.Fprintf(f, "=== proc: start #%d at %s ===\n", p.starts, time.Now().Format("15:04:05.000"))
 	}
 	cmd := exec.Command(p.Path, p.Args...)
+	if p.NetNS != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", p.NetNS, p.Path}, p.Args...)...)
+	}
 	cmd.Env = append(BaseEnv(p.PassEnv...), p.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = p.Dir

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -66,6 +68,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	queues := newQueueWorkload(cl)
 	wg.Go(func() { queues.run(c.queueClients, c.seed, stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
+	ready := newReadiness(s.writers)
+	wg.Go(func() { ready.poll(bg, 100*time.Millisecond) })
 
 	s.logf("fault phase: %s, seed %d, %d clients on %d keys, faults %s", c.duration, c.seed, c.clients, len(keys), strings.Join(c.faults, ","))
 	nem := newNemesis(s, c)
@@ -89,6 +93,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.changes, r.lists, r.failedLists = cl.listings()
 	s.logf("clients stopped after %d operations; checking", len(r.history))
 	r.faults, r.pauses = nem.report()
+	r.avail = measureAvailability(nem.records, r.history, s.t0, s.topics.Partitions, owners, ready, s.writers)
 	r.transfers = tx
 	r.setWorkload = sets
 	r.listWorkload = lists
@@ -102,9 +107,37 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	return r, nil
 }
 
+// committedIn returns the lookup linz.Resolve settles with: the version
+// at which a CAS client's value (unique per write) committed to a key.
+func committedIn(evs []logcheck.Event) func(key, value string) (int64, bool) {
+	at := map[[2]string]int64{}
+	for _, e := range evs {
+		var v string
+		if e.Event.Kind == events.KindPut && json.Unmarshal(e.Event.After, &v) == nil {
+			at[[2]string{e.Event.Key, v}] = e.Event.Version
+		}
+	}
+	return func(key, value string) (int64, bool) {
+		v, ok := at[[2]string{key, value}]
+		return v, ok
+	}
+}
+
 // check checks the recorded history, the log and the projection.
 func (r *report) check(ctx context.Context, s *stack) error {
-	r.lin = linz.Check(r.history, r.cfg.checkTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	l, err := logcheck.Read(ctx, []string{s.Brokers}, s.topics)
+	if err != nil {
+		return fmt.Errorf("read kv.changes: %w", err)
+	}
+	r.log = l
+	// The writes whose answer was lost are settled by the log (the stack
+	// healed and the clients stopped: none can still commit), or the
+	// search explodes with the cuts' unknown outcomes.
+	settled := slices.Clone(r.history)
+	r.settled, r.neverCommitted = linz.Resolve(settled, committedIn(l.Events))
+	r.lin = linz.Check(settled, r.cfg.checkTimeout)
 	r.stale = staleAnswers(r.history, s.topics.Partitions, r.owners)
 	r.listing = linz.CheckListings(append(linz.Changes(r.history), r.changes...), r.lists)
 	if r.lin.Result != porcupine.Ok {
@@ -114,13 +147,6 @@ func (r *report) check(ctx context.Context, s *stack) error {
 			r.linPath = ""
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	l, err := logcheck.Read(ctx, []string{s.Brokers}, s.topics)
-	if err != nil {
-		return fmt.Errorf("read kv.changes: %w", err)
-	}
-	r.log = l
 	r.logFindings = logcheck.Check(l.Events)
 	r.acks = acknowledged(r.history)
 	r.lost = logcheck.LostWrites(r.acks, l.Events)
@@ -156,6 +182,7 @@ type report struct {
 	dir     string
 	history []linz.Op
 	faults  map[string]int
+	avail   []availability
 	pauses  []logcheck.Pause
 	exits   []string
 	owners  *ownerTimeline
@@ -167,16 +194,19 @@ type report struct {
 	failedLists int
 	listing     linz.ListingResult
 
-	lin         linz.Result
-	linPath     string
-	log         *logcheck.Log
-	logFindings logcheck.Findings
-	acks        []logcheck.Acked
-	lost        []string
-	zombies     logcheck.ZombieFindings
-	proj        projFindings
-	checked     bool
-	problems    []string
+	lin     linz.Result
+	linPath string
+	// settled and neverCommitted count the unknown writes the log
+	// settled (linz.Resolve).
+	settled, neverCommitted int
+	log                     *logcheck.Log
+	logFindings             logcheck.Findings
+	acks                    []logcheck.Acked
+	lost                    []string
+	zombies                 logcheck.ZombieFindings
+	proj                    projFindings
+	checked                 bool
+	problems                []string
 
 	transfers *transfers // the transaction workload (txn.go)
 	txn       txnFindings
@@ -306,6 +336,7 @@ func (r *report) printRun(w io.Writer) {
 	for _, e := range r.exits {
 		fmt.Fprintf(w, "  unexpected exit: %s\n", e)
 	}
+	printAvailability(w, r.avail)
 
 	verdict := "linearizable"
 	switch r.lin.Result {
@@ -314,8 +345,8 @@ func (r *report) printRun(w io.Writer) {
 	case porcupine.Unknown:
 		verdict = fmt.Sprintf("UNKNOWN (the checker gave up after %s)", r.cfg.checkTimeout)
 	}
-	fmt.Fprintf(w, "linearizability: %s (%d operations on %d keys checked, %d writes with unknown outcome; %s)\n",
-		verdict, r.lin.Ops, r.lin.Keys, r.lin.Unknown, r.lin.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "linearizability: %s (%d operations on %d keys checked; %d writes with unknown outcome settled by the log: %d committed, %d never; %s)\n",
+		verdict, r.lin.Ops, r.lin.Keys, r.settled+r.neverCommitted, r.settled, r.neverCommitted, r.lin.Elapsed.Round(time.Millisecond))
 	if r.linPath != "" {
 		fmt.Fprintf(w, "  visualization: %s\n", r.linPath)
 	}

@@ -147,6 +147,20 @@ func (t *ownerTimeline) at(p int32, at int64) string {
 	return s
 }
 
+// ownerAt returns the instance id of partition p's owner recorded last
+// before at (since t0), or "".
+func (t *ownerTimeline) ownerAt(p int32, at time.Duration) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := ""
+	for _, c := range t.changes {
+		if c.Owner.Partition == p && c.At <= int64(at) {
+			id = c.Owner.ID
+		}
+	}
+	return id
+}
+
 // lines returns the timeline, one change a line.
 func (t *ownerTimeline) lines() []string {
 	t.mu.Lock()

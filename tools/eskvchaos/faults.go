@@ -26,17 +26,46 @@ type nemesis struct {
 	rng   *rand.Rand
 	rngMu sync.Mutex
 
+	// db stands for Postgres in busy while it is stalled.
+	db *proc.Proc
+
 	mu      sync.Mutex
 	busy    map[*proc.Proc]bool // faulted and not yet recovered
 	counts  map[string]int
 	pauses  []logcheck.Pause
+	records []faultRecord
 	twins   int // twin writers started (names)
 	pending sync.WaitGroup
 }
 
+// faultRecord is one fault as the availability figures see it: when it
+// began and was healed, and which writers it hit (nil: every writer;
+// none for a projector's).
+type faultRecord struct {
+	kind, detail string
+	writers      []*proc.Proc
+	all          bool // it hit every writer (the broker, Postgres)
+	start, heal  time.Time
+}
+
 func newNemesis(s *stack, c config) *nemesis {
 	return &nemesis{s: s, c: c, rng: rand.New(rand.NewPCG(c.seed, 0x6e656d)),
-		busy: map[*proc.Proc]bool{}, counts: map[string]int{}}
+		busy: map[*proc.Proc]bool{}, counts: map[string]int{}, db: proc.New(proc.Spec{Name: "postgres"})}
+}
+
+// record notes a fault that began now and returns its index for healed.
+func (n *nemesis) record(kind, detail string, all bool, writers ...*proc.Proc) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.records = append(n.records, faultRecord{kind: kind, detail: detail, all: all, writers: writers, start: time.Now()})
+	return len(n.records) - 1
+}
+
+// healed marks the i-th record healed now.
+func (n *nemesis) healed(i int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.records[i].heal = time.Now()
 }
 
 func (n *nemesis) draw(sp span) time.Duration {
@@ -62,21 +91,26 @@ func (n *nemesis) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
+	var deck []string
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(n.draw(n.c.faultEvery)):
 		}
-		// Try the kinds in random order until one has a target.
-		order := make([]string, len(n.c.faults))
-		copy(order, n.c.faults)
-		for i := len(order) - 1; i > 0; i-- {
-			j := n.intn(i + 1)
-			order[i], order[j] = order[j], order[i]
+		// Deal the kinds from a shuffled deck, each once a round, so
+		// that a short run meets every kind: the first in the deck with
+		// a target now.
+		if len(deck) == 0 {
+			deck = slices.Clone(n.c.faults)
+			for i := len(deck) - 1; i > 0; i-- {
+				j := n.intn(i + 1)
+				deck[i], deck[j] = deck[j], deck[i]
+			}
 		}
-		for _, kind := range order {
+		for i, kind := range deck {
 			if n.inject(ctx, kind) {
+				deck = slices.Delete(deck, i, i+1)
 				break
 			}
 		}
@@ -114,6 +148,12 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 		n.pauseWriter(ctx, target)
 	case faultTwinWriter:
 		n.twinWriter(target)
+	case faultPauseBroker:
+		n.pauseBroker()
+	case faultStallPostgres:
+		n.stallPostgres(ctx)
+	case faultCutWriterBroker, faultCutWriterPostgres, faultCutClientWriter, faultCutWriterWriter, faultCutProjectorBroker:
+		n.cut(ctx, kind, target)
 	case faultPauseProjector:
 		d := n.draw(n.c.projPause)
 		target.Pause()
@@ -129,16 +169,16 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 // target picks the process a fault of kind hits, or nil; n.mu is held.
 func (n *nemesis) target(kind string) *proc.Proc {
 	switch kind {
-	case faultKillWriter, faultPauseWriter, faultTwinWriter:
+	case faultKillWriter, faultPauseWriter, faultTwinWriter, faultCutWriterBroker, faultCutWriterPostgres, faultCutClientWriter, faultCutWriterWriter:
 		h := n.healthy(n.s.writers)
-		if n.busy[n.s.Broker] || len(h) < 2 {
+		if n.busy[n.s.Broker] || n.busy[n.db] || len(h) < 2 {
 			return nil // keep one writer serving
 		}
 		if kind == faultPauseWriter && slices.ContainsFunc(n.s.writers, func(w *proc.Proc) bool { return w.State() == proc.Paused }) {
 			return nil // one zombie at a time
 		}
 		return h[n.intn(len(h))]
-	case faultKillProjector, faultPauseProjector:
+	case faultKillProjector, faultPauseProjector, faultCutProjectorBroker:
 		h := n.healthy(n.s.projectors)
 		if (len(h) < 2 && len(n.s.projectors) > 1) || len(h) == 0 {
 			return nil // keep one projector applying
@@ -149,6 +189,14 @@ func (n *nemesis) target(kind string) *proc.Proc {
 			return nil // the broker only when nothing else is down
 		}
 		return n.s.Broker
+	case faultPauseBroker, faultStallPostgres:
+		if n.busy[n.s.Broker] || n.busy[n.db] {
+			return nil // one dependency at a time; other faults may run on
+		}
+		if kind == faultPauseBroker {
+			return n.s.Broker
+		}
+		return n.db
 	}
 	return nil
 }
@@ -206,7 +254,15 @@ func (n *nemesis) twinWriter(target *proc.Proc) {
 	n.mu.Unlock()
 	var twin *proc.Proc
 	if err == nil {
-		twin = n.s.Service(name, "writer", nil, n.s.writerEnv(ports[0], instanceID(target))...)
+		host := "127.0.0.1"
+		node := n.s.nodes[target]
+		if node != nil {
+			host = node.ip // in its target's namespace
+		}
+		twin = n.s.Service(name, "writer", nil, n.s.writerEnv(host, ports[0], instanceID(target))...)
+		if node != nil {
+			twin.NetNS = node.ns
+		}
 		err = twin.Start()
 	}
 	if err != nil {

@@ -68,6 +68,9 @@ type config struct {
 	restartIn    span
 	faults       []string
 	killBroker   bool
+	netFaults    bool
+	netCut       span // how long a cut lasts: some past the 10 s session timeout, so partitions move
+	depStall     span
 
 	throughput         bool
 	throughputDuration time.Duration
@@ -114,8 +117,14 @@ func parseSpan(v string) (span, error) {
 }
 
 // faultKinds are the faults injected by default, in the order -h lists
-// them. kill-broker is added by -kill-broker.
-var faultKinds = []string{faultKillWriter, faultPauseWriter, faultTwinWriter, faultKillProjector, faultPauseProjector}
+// them; netFaultKinds need -net-faults (netns.go). kill-broker is added
+// by -kill-broker.
+var (
+	faultKinds = []string{faultKillWriter, faultPauseWriter, faultTwinWriter, faultKillProjector, faultPauseProjector,
+		faultPauseBroker, faultStallPostgres}
+	netFaultKinds = []string{faultCutWriterBroker, faultCutWriterPostgres, faultCutWriterWriter, faultCutClientWriter,
+		faultCutProjectorBroker}
+)
 
 const (
 	faultKillWriter     = "kill-writer"
@@ -124,6 +133,23 @@ const (
 	faultKillProjector  = "kill-projector"
 	faultPauseProjector = "pause-projector"
 	faultKillBroker     = "kill-broker"
+	// faultPauseBroker stops the broker (SIGSTOP): every request to it
+	// hangs.
+	faultPauseBroker = "pause-broker"
+	// faultStallPostgres holds an ACCESS EXCLUSIVE lock on a projection
+	// table of the run's database, or stops (SIGSTOP) the run database's
+	// backends: Postgres stops answering the services, not the machine.
+	faultStallPostgres = "stall-postgres"
+	// The cuts of -net-faults: a writer and the broker (both ways, the
+	// writer's requests only, or the broker's answers only), a writer
+	// and Postgres, two writers (forwarding), a writer's answers to the
+	// clients (the outcome of the requests under way lost), a projector
+	// and the broker.
+	faultCutWriterBroker    = "cut-writer-broker"
+	faultCutWriterPostgres  = "cut-writer-postgres"
+	faultCutWriterWriter    = "cut-writer-writer"
+	faultCutClientWriter    = "cut-client-writer"
+	faultCutProjectorBroker = "cut-projector-broker"
 )
 
 const usage = `usage: eskvchaos [flags]   (make chaos; CHAOS_SECONDS=60 make chaos)
@@ -175,7 +201,8 @@ var envAliases = map[string]string{"seconds": "CHAOS_SECONDS", "partitions": "ES
 
 func parse(args []string, stderr io.Writer) (config, error) {
 	c := config{faultEvery: span{2 * time.Second, 5 * time.Second}, writerPause: span{14 * time.Second, 17 * time.Second},
-		projPause: span{2 * time.Second, 13 * time.Second}, restartIn: span{500 * time.Millisecond, 3 * time.Second}}
+		projPause: span{2 * time.Second, 13 * time.Second}, restartIn: span{500 * time.Millisecond, 3 * time.Second},
+		netCut: span{time.Second, 14 * time.Second}, depStall: span{time.Second, 6 * time.Second}}
 	fs := flag.NewFlagSet("eskvchaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -196,7 +223,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	} else if c.seed, err = strconv.ParseUint(*seed, 10, 64); err != nil {
 		return c, fmt.Errorf("-seed must be an unsigned integer, got %q", *seed)
 	}
-	if c.faults, err = parseFaults(*faults, c.killBroker); err != nil {
+	if c.hostile || c.throughput {
+		c.netFaults = false // their figures are of the services, not of the network
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "faults" })
+	if c.faults, err = parseFaults(*faults, c.killBroker, c.netFaults, explicit); err != nil {
 		return c, err
 	}
 	return c, c.validate()
@@ -226,7 +258,11 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 		"so its partitions move and it resumes as a zombie")
 	fs.Var(&c.projPause, "projector-pause", "how long a projector stays stopped")
 	fs.Var(&c.restartIn, "restart-after", "delay before a killed process is started again")
-	faults = fs.String("faults", strings.Join(faultKinds, ","), "fault kinds to inject, comma-separated; empty or none: no faults")
+	faults = fs.String("faults", strings.Join(slices.Concat(faultKinds, netFaultKinds), ","), "fault kinds to inject, comma-separated; empty or none: no faults (the cut- kinds need -net-faults; without it the default leaves them out)")
+	fs.BoolVar(&c.netFaults, "net-faults", true, "run the broker, every writer and projector in a network namespace of its own (needs root and iproute2) and inject the cut- faults; "+
+		"-net-faults=false runs them on 127.0.0.1 without those faults")
+	fs.Var(&c.netCut, "net-cut", "how long a network cut lasts")
+	fs.Var(&c.depStall, "dependency-stall", "how long a broker pause or a Postgres stall lasts")
 	fs.BoolVar(&c.killBroker, "kill-broker", false, "also SIGKILL and restart the broker; off by default because kfake loses transaction state in a crash (see above)")
 	fs.BoolVar(&c.throughput, "throughput", false, "measure write throughput with all writers against one writer instead of injecting faults")
 	fs.DurationVar(&c.throughputDuration, "throughput-duration", 15*time.Second, "length of each throughput measurement")
@@ -251,15 +287,18 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 }
 
 // parseFaults reads -faults; -kill-broker adds kill-broker.
-func parseFaults(list string, killBroker bool) ([]string, error) {
-	known := append([]string{faultKillBroker}, faultKinds...)
+func parseFaults(list string, killBroker, netFaults, explicit bool) ([]string, error) {
+	known := slices.Concat([]string{faultKillBroker}, faultKinds, netFaultKinds)
 	var out []string
 	for _, f := range strings.Split(list, ",") {
 		f = strings.TrimSpace(f)
 		switch {
 		case f == "" || f == "none":
 		case !slices.Contains(known, f):
-			return nil, fmt.Errorf("-faults: unknown fault %q (known: %s, %s)", f, strings.Join(faultKinds, ", "), faultKillBroker)
+			return nil, fmt.Errorf("-faults: unknown fault %q (known: %s)", f, strings.Join(known, ", "))
+		case !netFaults && slices.Contains(netFaultKinds, f) && explicit:
+			return nil, fmt.Errorf("-faults: %s needs -net-faults (network namespaces)", f)
+		case !netFaults && slices.Contains(netFaultKinds, f):
 		default:
 			out = append(out, f)
 		}

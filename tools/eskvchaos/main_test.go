@@ -22,8 +22,8 @@ func TestParse(t *testing.T) {
 		if c.duration != 2*time.Minute || c.clients != 12 || c.txnClients != 4 || c.queueClients != 4 || c.keys != 5 || c.writers != 3 || c.projectors != 2 {
 			t.Fatalf("%+v", c)
 		}
-		if !slices.Equal(c.faults, faultKinds) || c.killBroker {
-			t.Fatalf("faults %v, kill-broker %v: want the default kinds without the broker", c.faults, c.killBroker)
+		if !slices.Equal(c.faults, slices.Concat(faultKinds, netFaultKinds)) || c.killBroker || !c.netFaults {
+			t.Fatalf("faults %v, kill-broker %v, net-faults %v: want every kind but the broker's kill", c.faults, c.killBroker, c.netFaults)
 		}
 		if c.writerPause.min <= 10*time.Second {
 			t.Fatalf("writer pause %s must outlast the writers' 10s session timeout", c.writerPause)
@@ -59,6 +59,20 @@ func TestParse(t *testing.T) {
 			t.Fatalf("faults %v", c.faults)
 		}
 	})
+	t.Run("NoNetFaultsLeavesTheCutsOut", func(t *testing.T) {
+		cli.SetEnv(t, nil, "CHAOS_SECONDS")
+		c, err := parse([]string{"-net-faults=false"}, &bytes.Buffer{})
+		if err != nil || !slices.Equal(c.faults, faultKinds) {
+			t.Fatalf("%v %v", c.faults, err)
+		}
+	})
+	t.Run("HostileRunsWithoutNamespaces", func(t *testing.T) {
+		cli.SetEnv(t, nil, "CHAOS_SECONDS")
+		c, err := parse([]string{"-hostile"}, &bytes.Buffer{})
+		if err != nil || c.netFaults {
+			t.Fatalf("net-faults %v, err %v", c.netFaults, err)
+		}
+	})
 	t.Run("NoFaults", func(t *testing.T) {
 		cli.SetEnv(t, nil, "CHAOS_SECONDS")
 		c, err := parse([]string{"-faults", "none"}, &bytes.Buffer{})
@@ -73,6 +87,7 @@ func TestParse(t *testing.T) {
 	}{
 		{"ErrSeconds", []string{"-seconds", "0"}, "-seconds"},
 		{"ErrUnknownFault", []string{"-faults", "kill-postgres"}, "unknown fault"},
+		{"ErrCutWithoutNamespaces", []string{"-net-faults=false", "-faults", "cut-writer-broker"}, "needs -net-faults"},
 		{"ErrSpan", []string{"-fault-every", "5s-2s"}, "fault-every"},
 		{"ErrClients", []string{"-clients", "0"}, "positive"},
 		{"ErrQueueClients", []string{"-queue-clients", "-1"}, "-queue-clients"},

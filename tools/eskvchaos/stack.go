@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +35,10 @@ type stack struct {
 	writers              []*proc.Proc
 	projectors           []*proc.Proc
 	env                  []string // every service's (Env)
+	// net is the network of -net-faults (nil without): each service's
+	// namespace by its process, a twin writer sharing its target's.
+	net   *netlab
+	nodes map[*proc.Proc]*netnode
 
 	t0       time.Time // the harness's clock starts here
 	progress io.Writer
@@ -65,7 +72,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{Stack: ls, store: projection.New(ls.DB), progress: progress, t0: time.Now(), closing: make(chan struct{}),
+	s := &stack{Stack: ls, store: projection.New(ls.DB), progress: progress, t0: time.Now(), closing: make(chan struct{}), nodes: map[*proc.Proc]*netnode{},
 		token: "chaos-" + localstack.RandomHex(16), peer: localstack.RandomHex(32),
 		topics: changelog.Topics{Changes: changelog.DefaultChangesTopic, Conflicts: changelog.DefaultConflictsTopic,
 			Partitions: int32(c.partitions)}}
@@ -77,6 +84,11 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 	}()
 	if s.hlog, err = os.Create(filepath.Join(s.Dir, "harness.log")); err != nil {
 		return nil, err
+	}
+	if c.netFaults {
+		if err := s.makeNet(c); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.addServices(c); err != nil {
 		return nil, err
@@ -117,11 +129,25 @@ func (s *stack) addServices(c config) error {
 		env = append(env, tokens)
 	}
 	s.env = env
-	add := func(name, bin string, port int, env ...string) *proc.Proc {
-		p := s.Service(name, bin, nil, env...)
-		p.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	// add adds the service name, in a namespace of its own under
+	// -net-faults; env makes its environment from its host.
+	add := func(name, bin string, port int, env func(host string) []string) (*proc.Proc, error) {
+		host, node := "127.0.0.1", (*netnode)(nil)
+		if s.net != nil {
+			var err error
+			if node, err = s.net.add(name); err != nil {
+				return nil, err
+			}
+			host = node.ip
+		}
+		p := s.Service(name, bin, nil, env(host)...)
+		p.URL = fmt.Sprintf("http://%s:%d", host, port)
 		p.OnExit = func(err error) { s.unexpectedExit(p, err) }
-		return p
+		if node != nil {
+			p.NetNS = node.ns
+			s.nodes[p] = node
+		}
+		return p, nil
 	}
 	for i := range c.projectors {
 		port := ports[c.writers+i]
@@ -131,22 +157,58 @@ func (s *stack) addServices(c config) error {
 		// formats, mixed on a key as the projectors take over from each
 		// other.
 		format := [...]string{"jsonb", "text"}[i%2]
-		s.projectors = append(s.projectors, add(fmt.Sprintf("projector-%d", i+1), "projector", port,
-			append(env, fmt.Sprintf("ESKV_PROJECTOR_ADDR=127.0.0.1:%d", port), fmt.Sprintf("ESKV_PROJECTOR_ID=chaos-p%d", i+1),
-				"ESKV_HISTORY_FORMAT="+format)...))
+		p, err := add(fmt.Sprintf("projector-%d", i+1), "projector", port, func(host string) []string {
+			return append(slices.Clone(env), fmt.Sprintf("ESKV_PROJECTOR_ADDR=%s:%d", host, port),
+				fmt.Sprintf("ESKV_PROJECTOR_ID=chaos-p%d", i+1), "ESKV_HISTORY_FORMAT="+format)
+		})
+		if err != nil {
+			return err
+		}
+		s.projectors = append(s.projectors, p)
 	}
 	for i := range c.writers {
-		s.writers = append(s.writers, add(fmt.Sprintf("writer-%d", i+1), "writer", ports[i],
-			s.writerEnv(ports[i], fmt.Sprintf("chaos-w%d", i+1))...))
+		p, err := add(fmt.Sprintf("writer-%d", i+1), "writer", ports[i], func(host string) []string {
+			return s.writerEnv(host, ports[i], fmt.Sprintf("chaos-w%d", i+1))
+		})
+		if err != nil {
+			return err
+		}
+		s.writers = append(s.writers, p)
 	}
 	return nil
 }
 
-// writerEnv is the environment of a writer listening on port with the
-// static instance id id.
-func (s *stack) writerEnv(port int, id string) []string {
-	return append(slices.Clone(s.env), fmt.Sprintf("ESKV_HTTP_ADDR=127.0.0.1:%d", port), "ESKV_DEV_TOKEN="+s.token,
+// writerEnv is the environment of a writer listening on host:port with
+// the static instance id id.
+func (s *stack) writerEnv(host string, port int, id string) []string {
+	return append(slices.Clone(s.env), fmt.Sprintf("ESKV_HTTP_ADDR=%s:%d", host, port), "ESKV_DEV_TOKEN="+s.token,
 		"ESKV_PEER_SECRET="+s.peer, "ESKV_WRITER_ID="+id)
+}
+
+// makeNet makes the network of -net-faults: the bridge, the broker's
+// namespace and address, and the Postgres forwarder the services use.
+func (s *stack) makeNet(c config) error {
+	l, err := newNetlab(rand.New(rand.NewPCG(c.seed, 0x6e6574)))
+	if err != nil {
+		return err
+	}
+	s.net = l
+	b, err := l.add("broker")
+	if err != nil {
+		return err
+	}
+	_, port, _ := strings.Cut(s.Brokers, ":")
+	s.Brokers, s.BrokerNetNS = b.ip+":"+port, b.ns
+	u, err := url.Parse(s.DBURL)
+	if err != nil {
+		return err
+	}
+	if u.Host, err = l.forwardDB(u.Host); err != nil {
+		return err
+	}
+	s.ServiceDBURL = u.String()
+	s.logf("network namespaces on %s0/24 (bridge %s): clients %s, Postgres %s, broker %s", l.prefix, l.bridge, l.clientsIP(), u.Host, s.Brokers)
+	return nil
 }
 
 // ensureTopics creates kv.changes and kv.conflicts before any service
@@ -245,6 +307,9 @@ func (s *stack) close(keep bool) {
 	}
 	s.Stop()
 	s.sup.Wait()
+	if s.net != nil {
+		s.net.Close()
+	}
 	s.pmu.Lock()
 	if s.hlog != nil {
 		s.hlog.Close()

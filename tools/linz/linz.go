@@ -196,6 +196,34 @@ type Op struct {
 	// transport error).
 	Detail    string `json:"detail,omitempty"`
 	RequestID string `json:"requestId,omitempty"`
+	// Settled: an unknown write Resolve found committed; it is OK, and
+	// returns at the end of the history (when it committed is unknown).
+	Settled bool `json:"settled,omitempty"`
+}
+
+// Resolve settles the unknown writes of h by what the log committed,
+// once no write can still commit: committed(key, value) returns the
+// version at which a write of value to key committed, or false when the
+// log holds none. A committed write becomes OK with that version (and
+// Settled); one the log does not hold never happened and becomes Failed.
+// Every write's value must be unique. The checker then searches far
+// fewer orders: an unknown write may or may not have happened, a
+// settled one did, at a known version. It returns how many of each.
+func Resolve(h []Op, committed func(key, value string) (int64, bool)) (applied, failed int) {
+	for i := range h {
+		o := &h[i]
+		if o.In.Kind != Write || o.Out.Outcome != Unknown {
+			continue
+		}
+		if v, ok := committed(o.In.Key, o.In.Value); ok {
+			o.Out, o.Settled = Output{Outcome: OK, Version: v, Value: o.In.Value}, true
+			applied++
+		} else {
+			o.Out.Outcome = Failed
+			failed++
+		}
+	}
+	return applied, failed
 }
 
 // Operations turns the recorded history into porcupine operations: failed
@@ -216,7 +244,7 @@ func Operations(h []Op) []porcupine.Operation {
 			continue
 		}
 		ret := o.Return
-		if o.Out.Outcome == Unknown {
+		if o.Out.Outcome == Unknown || o.Settled {
 			ret = end
 		}
 		meta := fmt.Sprintf("client %d via writer %d", o.Client, o.Writer)

@@ -164,3 +164,37 @@ func TestVisualizeIllegal(t *testing.T) {
 		t.Fatalf("visualization is not HTML: %.200s", b)
 	}
 }
+
+// TestResolve: the log settles unknown writes. A committed one is OK at
+// the log's version, still returning at the end; one the log lacks is
+// dropped. A history that needs the dropped write to have happened is
+// then not linearizable, and the settled version is held to the model.
+func TestResolve(t *testing.T) {
+	log := map[string]int64{k1 + " a": 1}
+	committed := func(key, value string) (int64, bool) { v, ok := log[key+" "+value]; return v, ok }
+	h := []Op{
+		write(0, k1, 0, "a", 1, 2, unknown),
+		write(1, k1, 1, "b", 3, 4, unknown), // not in the log: never happened
+		read(2, k1, 10, 11, ok(1, "a")),
+	}
+	applied, failedN := Resolve(h, committed)
+	if applied != 1 || failedN != 1 || !h[0].Settled || h[0].Out != ok(1, "a") || h[1].Out.Outcome != Failed {
+		t.Fatalf("applied %d failed %d, history %+v", applied, failedN, h)
+	}
+	if ops := Operations(h); len(ops) != 2 || ops[0].Return != 12 {
+		t.Fatalf("operations %+v: want the settled write returning at the end and the failed one dropped", ops)
+	}
+	if r := Check(h, 10*time.Second); r.Result != porcupine.Ok {
+		t.Fatalf("%v, want linearizable", r.Result)
+	}
+	// A read of b needs the write the log does not hold.
+	h = []Op{
+		write(0, k1, 0, "a", 1, 2, unknown),
+		write(1, k1, 1, "b", 3, 4, unknown),
+		read(2, k1, 10, 11, ok(2, "b")),
+	}
+	Resolve(h, committed)
+	if r := Check(h, 10*time.Second); r.Result != porcupine.Illegal {
+		t.Fatalf("%v, want not linearizable: b was never committed", r.Result)
+	}
+}

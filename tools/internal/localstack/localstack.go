@@ -52,6 +52,12 @@ type Stack struct {
 	DB       *pgxpool.Pool
 	Brokers  string     // the broker's address
 	Broker   *proc.Proc // started by StartBroker
+	// BrokerNetNS, when set before StartBroker, is the network namespace
+	// the broker runs in (Brokers then holds an address of it).
+	BrokerNetNS string
+	// ServiceDBURL, when set, is the Postgres URL the services get
+	// (Env) instead of DBURL: the database through a forwarder.
+	ServiceDBURL string
 	Services []*proc.Proc
 	extra    []string // directories removed with Dir
 	pprofs   int      // processes given a pprof address so far
@@ -130,9 +136,9 @@ func (s *Stack) StartBroker(ctx context.Context) (err error) {
 		}
 		s.extra = append(s.extra, data)
 	}
-	_, port, _ := strings.Cut(s.Brokers, ":")
-	s.Broker = s.newProc("devbroker", "devbroker", nil, "ESKV_BROKER_PORT="+port, "ESKV_BROKER_DATA="+data,
+	s.Broker = s.newProc("devbroker", "devbroker", nil, "ESKV_BROKER_PORT="+s.Brokers, "ESKV_BROKER_DATA="+data,
 		"ESKV_BROKER_LOG_LEVEL="+s.BrokerLogLevel)
+	s.Broker.NetNS = s.BrokerNetNS
 	if err := s.Broker.Start(); err != nil {
 		return err
 	}
@@ -159,7 +165,11 @@ func (s *Stack) newProc(name, bin string, args []string, env ...string) *proc.Pr
 
 // Env is the environment every writer and projector gets.
 func (s *Stack) Env(logLevel string, partitions int) []string {
-	return []string{"ESKV_BROKERS=" + s.Brokers, "ESKV_POSTGRES_URL=" + s.DBURL, "ESKV_LOG_LEVEL=" + logLevel,
+	db := s.DBURL
+	if s.ServiceDBURL != "" {
+		db = s.ServiceDBURL
+	}
+	return []string{"ESKV_BROKERS=" + s.Brokers, "ESKV_POSTGRES_URL=" + db, "ESKV_LOG_LEVEL=" + logLevel,
 		fmt.Sprintf("ESKV_PARTITIONS=%d", partitions)}
 }
 
