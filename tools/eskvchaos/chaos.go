@@ -152,6 +152,12 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	r.lost = logcheck.LostWrites(r.acks, l.Events)
 	r.zombies = logcheck.Zombies(r.pauses, l.Events)
 	r.checkReadPaths(ctx, l)
+	if s.auditor != nil {
+		var err error
+		if r.audit, err = verifyAudit(ctx, s); err != nil {
+			r.problems = append(r.problems, err.Error())
+		}
+	}
 	if err := waitProjected(ctx, s, l, 2*time.Minute); err != nil {
 		r.problems = append(r.problems, err.Error())
 	} else if r.proj, err = checkProjection(ctx, s, l, r.acks); err != nil {
@@ -183,6 +189,7 @@ type report struct {
 	history []linz.Op
 	faults  map[string]int
 	avail   []availability
+	audit   string // auditor verify's report, with -auditor
 	pauses  []logcheck.Pause
 	exits   []string
 	owners  *ownerTimeline
@@ -303,6 +310,9 @@ func (r *report) print(w io.Writer) {
 	r.watch.print(w)
 	r.historyFound.print(w)
 	r.printProjection(w)
+	if r.audit != "" {
+		fmt.Fprintf(w, "audit trail: %s\n", r.audit)
+	}
 	r.txn.print(w)
 	r.sets.print(w)
 	r.listsFound.print(w)

@@ -152,7 +152,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) bool {
 		n.pauseBroker()
 	case faultStallPostgres:
 		n.stallPostgres(ctx)
-	case faultCutWriterBroker, faultCutWriterPostgres, faultCutClientWriter, faultCutWriterWriter, faultCutProjectorBroker:
+	case faultCutWriterBroker, faultCutWriterPostgres, faultCutClientWriter, faultCutWriterWriter, faultCutProjectorBroker, faultCutAuditorClickHouse:
 		n.cut(ctx, kind, target)
 	case faultPauseProjector:
 		d := n.draw(n.c.projPause)
@@ -184,6 +184,11 @@ func (n *nemesis) target(kind string) *proc.Proc {
 			return nil // keep one projector applying
 		}
 		return h[n.intn(len(h))]
+	case faultCutAuditorClickHouse:
+		if a := n.s.auditor; a != nil && !n.busy[a] && a.Running() {
+			return a
+		}
+		return nil
 	case faultKillBroker:
 		if len(n.busy) > 0 {
 			return nil // the broker only when nothing else is down

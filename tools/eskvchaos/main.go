@@ -69,6 +69,10 @@ type config struct {
 	faults       []string
 	killBroker   bool
 	netFaults    bool
+	// auditor runs an auditor into a fresh ClickHouse database at
+	// clickhouseAddr and checks its trail (auditor verify) at the end.
+	auditor        bool
+	clickhouseAddr string
 	netCut       span // how long a cut lasts: some past the 10 s session timeout, so partitions move
 	depStall     span
 
@@ -123,7 +127,7 @@ var (
 	faultKinds = []string{faultKillWriter, faultPauseWriter, faultTwinWriter, faultKillProjector, faultPauseProjector,
 		faultPauseBroker, faultStallPostgres}
 	netFaultKinds = []string{faultCutWriterBroker, faultCutWriterPostgres, faultCutWriterWriter, faultCutClientWriter,
-		faultCutProjectorBroker}
+		faultCutProjectorBroker, faultCutAuditorClickHouse}
 )
 
 const (
@@ -150,6 +154,9 @@ const (
 	faultCutWriterWriter    = "cut-writer-writer"
 	faultCutClientWriter    = "cut-client-writer"
 	faultCutProjectorBroker = "cut-projector-broker"
+	// faultCutAuditorClickHouse cuts the auditor's packets to ClickHouse
+	// (needs -auditor).
+	faultCutAuditorClickHouse = "cut-auditor-clickhouse"
 )
 
 const usage = `usage: eskvchaos [flags]   (make chaos; CHAOS_SECONDS=60 make chaos)
@@ -197,7 +204,7 @@ Every flag can also be set by the environment variable ESKV_CHAOS_<FLAG>
 // envAliases are variables other tools read too, each the default of a
 // flag.
 var envAliases = map[string]string{"seconds": "CHAOS_SECONDS", "partitions": "ESKV_PARTITIONS",
-	"admin-postgres-url": "ESKV_TEST_POSTGRES_URL"}
+	"admin-postgres-url": "ESKV_TEST_POSTGRES_URL", "clickhouse-addr": "ESKV_TEST_CLICKHOUSE_ADDR"}
 
 func parse(args []string, stderr io.Writer) (config, error) {
 	c := config{faultEvery: span{2 * time.Second, 5 * time.Second}, writerPause: span{14 * time.Second, 17 * time.Second},
@@ -224,11 +231,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-seed must be an unsigned integer, got %q", *seed)
 	}
 	if c.hostile || c.throughput {
-		c.netFaults = false // their figures are of the services, not of the network
+		c.netFaults, c.auditor = false, false // their figures are of the services, not of the network
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "faults" })
-	if c.faults, err = parseFaults(*faults, c.killBroker, c.netFaults, explicit); err != nil {
+	if c.faults, err = parseFaults(*faults, c.killBroker, c.netFaults, c.auditor, explicit); err != nil {
 		return c, err
 	}
 	return c, c.validate()
@@ -262,6 +269,8 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	fs.BoolVar(&c.netFaults, "net-faults", true, "run the broker, every writer and projector in a network namespace of its own (needs root and iproute2) and inject the cut- faults; "+
 		"-net-faults=false runs them on 127.0.0.1 without those faults")
 	fs.Var(&c.netCut, "net-cut", "how long a network cut lasts")
+	fs.BoolVar(&c.auditor, "auditor", true, "run an auditor into a fresh ClickHouse database and check its trail with auditor verify at the end (cut-auditor-clickhouse needs it)")
+	fs.StringVar(&c.clickhouseAddr, "clickhouse-addr", "127.0.0.1:19000", "ClickHouse native-protocol address of -auditor, user default, with the right to create databases (also ESKV_TEST_CLICKHOUSE_ADDR; bash scripts/ensure-clickhouse.sh starts one)")
 	fs.Var(&c.depStall, "dependency-stall", "how long a broker pause or a Postgres stall lasts")
 	fs.BoolVar(&c.killBroker, "kill-broker", false, "also SIGKILL and restart the broker; off by default because kfake loses transaction state in a crash (see above)")
 	fs.BoolVar(&c.throughput, "throughput", false, "measure write throughput with all writers against one writer instead of injecting faults")
@@ -287,7 +296,7 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 }
 
 // parseFaults reads -faults; -kill-broker adds kill-broker.
-func parseFaults(list string, killBroker, netFaults, explicit bool) ([]string, error) {
+func parseFaults(list string, killBroker, netFaults, auditor, explicit bool) ([]string, error) {
 	known := slices.Concat([]string{faultKillBroker}, faultKinds, netFaultKinds)
 	var out []string
 	for _, f := range strings.Split(list, ",") {
@@ -299,6 +308,9 @@ func parseFaults(list string, killBroker, netFaults, explicit bool) ([]string, e
 		case !netFaults && slices.Contains(netFaultKinds, f) && explicit:
 			return nil, fmt.Errorf("-faults: %s needs -net-faults (network namespaces)", f)
 		case !netFaults && slices.Contains(netFaultKinds, f):
+		case !auditor && f == faultCutAuditorClickHouse && explicit:
+			return nil, fmt.Errorf("-faults: %s needs -auditor", f)
+		case !auditor && f == faultCutAuditorClickHouse:
 		default:
 			out = append(out, f)
 		}

@@ -147,6 +147,8 @@ func (n *nemesis) cut(ctx context.Context, kind string, target *proc.Proc) {
 		routes, detail, writers = []route{{node, on.ip}, {on, node.ip}}, "from "+other.Name, []*proc.Proc{target, other}
 	case faultCutProjectorBroker:
 		routes, detail, writers = []route{{node, broker.ip}}, "the projector's packets to the broker", nil
+	case faultCutAuditorClickHouse:
+		routes, detail, writers = []route{{node, l.addr(hostClickHouse)}}, "the auditor's packets to ClickHouse", nil
 	}
 	heal := func() {
 		for _, r := range routes {

@@ -18,7 +18,8 @@ import (
 // in the harness's namespace (the host's), on a /24 of 10.200-249.x drawn
 // at random. The host side holds three addresses: the clients' (.1, the
 // harness's requests leave from it), Postgres' (.2, a forwarder to the
-// machine's Postgres, which listens on loopback only) and spare (.3).
+// machine's Postgres, which listens on loopback only) and ClickHouse's
+// (.3, likewise).
 // The broker is .4, the other nodes .10 and up.
 //
 // A cut is a blackhole route inside one namespace to one address: the
@@ -29,10 +30,11 @@ import (
 // lets the writer's requests through, their answers lost (one way).
 
 const (
-	hostClients = 1 // the harness's clients
-	hostDB      = 2 // the Postgres forwarder
-	brokerHost  = 4
-	firstNode   = 10
+	hostClients    = 1 // the harness's clients
+	hostDB         = 2 // the Postgres forwarder
+	hostClickHouse = 3 // the ClickHouse forwarder
+	brokerHost     = 4
+	firstNode      = 10
 )
 
 // netlab is the run's bridge, namespaces and Postgres forwarder.
@@ -42,8 +44,7 @@ type netlab struct {
 	bridge string
 	nodes  map[string]*netnode // by name: broker, writer-1, projector-2, ...
 	next   int                 // the next node's host byte
-	fwd    net.Listener        // the Postgres forwarder
-	fwdWG  sync.WaitGroup
+	fwds   []net.Listener      // the forwarders to Postgres and ClickHouse
 
 	mu   sync.Mutex
 	cuts map[string]bool // "ns dst" routes in place
@@ -70,7 +71,7 @@ func newNetlab(rng *rand.Rand) (_ *netlab, err error) {
 	if err := ipCmd("link", "add", l.bridge, "type", "bridge"); err != nil {
 		return nil, fmt.Errorf("-net-faults needs root to make network namespaces: %w", err)
 	}
-	for _, h := range []int{hostClients, hostDB, 3} { // the first is the source of the host's packets
+	for _, h := range []int{hostClients, hostDB, hostClickHouse} { // the first is the source of the host's packets
 		if err := ipCmd("addr", "add", l.addr(h)+"/24", "dev", l.bridge); err != nil {
 			return nil, err
 		}
@@ -115,29 +116,33 @@ func (l *netlab) add(name string) (*netnode, error) {
 	return n, nil
 }
 
-// forwardDB forwards l's Postgres address, port 5432, to target (the
-// machine's Postgres on loopback) and returns the address.
-func (l *netlab) forwardDB(target string) (string, error) {
-	ln, err := net.Listen("tcp", l.addr(hostDB)+":5432")
+// forward forwards port of l's host address host to target (a server
+// on the machine's loopback) and returns the address.
+func (l *netlab) forward(host int, target string) (string, error) {
+	_, port, err := net.SplitHostPort(target)
 	if err != nil {
 		return "", err
 	}
-	l.fwd = ln
-	l.fwdWG.Go(func() {
+	ln, err := net.Listen("tcp", net.JoinHostPort(l.addr(host), port))
+	if err != nil {
+		return "", err
+	}
+	l.fwds = append(l.fwds, ln)
+	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			l.fwdWG.Go(func() { forward(c, target) })
+			go pipe(c, target)
 		}
-	})
+	}()
 	return ln.Addr().String(), nil
 }
 
-// forward copies between c and a new connection to target until either
+// pipe copies between c and a new connection to target until either
 // side closes.
-func forward(c net.Conn, target string) {
+func pipe(c net.Conn, target string) {
 	defer c.Close()
 	u, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {
@@ -172,8 +177,8 @@ func (l *netlab) heal(from *netnode, dst string) error {
 // Close removes the namespaces (their veths go with them), the bridge and
 // the forwarder.
 func (l *netlab) Close() {
-	if l.fwd != nil {
-		l.fwd.Close()
+	for _, ln := range l.fwds {
+		ln.Close()
 	}
 	for _, n := range l.nodes {
 		_ = ipCmd("netns", "del", n.ns)

@@ -34,6 +34,9 @@ type stack struct {
 	topics               changelog.Topics
 	writers              []*proc.Proc
 	projectors           []*proc.Proc
+	auditor              *proc.Proc // with -auditor
+	auditEnv             []string   // the auditor's environment, ClickHouse reached directly (auditor verify)
+	clickhouseAddr, chDB string     // -auditor's ClickHouse and the run's database there
 	env                  []string // every service's (Env)
 	// net is the network of -net-faults (nil without): each service's
 	// namespace by its process, a twin writer sharing its target's.
@@ -67,8 +70,12 @@ func (s *stack) logf(format string, args ...any) {
 // partition is owned by a ready writer. On error everything started is
 // stopped again.
 func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, err error) {
+	cmds := []string{"writer", "projector"}
+	if c.auditor {
+		cmds = append(cmds, "auditor")
+	}
 	ls, err := localstack.New(ctx, localstack.Config{Tool: "eskvchaos", AdminURL: c.adminPostgresURL,
-		Cmds: []string{"writer", "projector"}, Progress: progress, BrokerLogLevel: "warn"})
+		Cmds: cmds, Progress: progress, BrokerLogLevel: "warn"})
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +138,7 @@ func (s *stack) addServices(c config) error {
 	s.env = env
 	// add adds the service name, in a namespace of its own under
 	// -net-faults; env makes its environment from its host.
-	add := func(name, bin string, port int, env func(host string) []string) (*proc.Proc, error) {
+	add := func(name, bin string, args []string, port int, env func(host string) []string) (*proc.Proc, error) {
 		host, node := "127.0.0.1", (*netnode)(nil)
 		if s.net != nil {
 			var err error
@@ -140,7 +147,7 @@ func (s *stack) addServices(c config) error {
 			}
 			host = node.ip
 		}
-		p := s.Service(name, bin, nil, env(host)...)
+		p := s.Service(name, bin, args, env(host)...)
 		p.URL = fmt.Sprintf("http://%s:%d", host, port)
 		p.OnExit = func(err error) { s.unexpectedExit(p, err) }
 		if node != nil {
@@ -157,7 +164,7 @@ func (s *stack) addServices(c config) error {
 		// formats, mixed on a key as the projectors take over from each
 		// other.
 		format := [...]string{"jsonb", "text"}[i%2]
-		p, err := add(fmt.Sprintf("projector-%d", i+1), "projector", port, func(host string) []string {
+		p, err := add(fmt.Sprintf("projector-%d", i+1), "projector", nil, port, func(host string) []string {
 			return append(slices.Clone(env), fmt.Sprintf("ESKV_PROJECTOR_ADDR=%s:%d", host, port),
 				fmt.Sprintf("ESKV_PROJECTOR_ID=chaos-p%d", i+1), "ESKV_HISTORY_FORMAT="+format)
 		})
@@ -167,7 +174,7 @@ func (s *stack) addServices(c config) error {
 		s.projectors = append(s.projectors, p)
 	}
 	for i := range c.writers {
-		p, err := add(fmt.Sprintf("writer-%d", i+1), "writer", ports[i], func(host string) []string {
+		p, err := add(fmt.Sprintf("writer-%d", i+1), "writer", nil, ports[i], func(host string) []string {
 			return s.writerEnv(host, ports[i], fmt.Sprintf("chaos-w%d", i+1))
 		})
 		if err != nil {
@@ -175,7 +182,30 @@ func (s *stack) addServices(c config) error {
 		}
 		s.writers = append(s.writers, p)
 	}
-	return nil
+	if !c.auditor {
+		return nil
+	}
+	ports, err = proc.FreePorts(1)
+	if err != nil {
+		return err
+	}
+	s.clickhouseAddr, s.chDB = c.clickhouseAddr, s.DBName // the auditor creates it
+	chAddr := c.clickhouseAddr
+	if s.net != nil {
+		if chAddr, err = s.net.forward(hostClickHouse, c.clickhouseAddr); err != nil {
+			return err
+		}
+	}
+	auditEnv := func(ch string) []string {
+		return []string{"ESKV_BROKERS=" + s.Brokers, fmt.Sprintf("ESKV_PARTITIONS=%d", c.partitions), "ESKV_CLICKHOUSE_ADDR=" + ch,
+			"ESKV_CLICKHOUSE_DATABASE=" + s.chDB, "ESKV_AUDIT_KEY=" + s.peer, "ESKV_AUDIT_KEY_ID=chaos", "ESKV_LOG_LEVEL=" + c.logLevel}
+	}
+	s.auditEnv = auditEnv(c.clickhouseAddr)
+	s.auditor, err = add("auditor", "auditor", []string{"serve"}, ports[0], func(host string) []string {
+		return append(auditEnv(chAddr), fmt.Sprintf("ESKV_AUDITOR_ADDR=%s:%d", host, ports[0]), "ESKV_AUDITOR_ID=chaos-a1",
+			"ESKV_ALERT_WINDOW=0")
+	})
+	return err
 }
 
 // writerEnv is the environment of a writer listening on host:port with
@@ -203,7 +233,7 @@ func (s *stack) makeNet(c config) error {
 	if err != nil {
 		return err
 	}
-	if u.Host, err = l.forwardDB(u.Host); err != nil {
+	if u.Host, err = l.forward(hostDB, u.Host); err != nil {
 		return err
 	}
 	s.ServiceDBURL = u.String()
@@ -309,6 +339,11 @@ func (s *stack) close(keep bool) {
 	s.sup.Wait()
 	if s.net != nil {
 		s.net.Close()
+	}
+	if s.chDB != "" && !keep {
+		if err := dropClickHouse(s.clickhouseAddr, s.chDB); err != nil {
+			s.logf("drop ClickHouse database %s: %v", s.chDB, err)
+		}
 	}
 	s.pmu.Lock()
 	if s.hlog != nil {
