@@ -8,11 +8,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/service/servicetest"
@@ -125,27 +122,6 @@ func unready(base string, start time.Time, within time.Duration) <-chan time.Dur
 	return out
 }
 
-// pauseBroker makes the broker stop answering, as a SIGSTOPped one does:
-// every request it receives waits (kfake's control sleeps it) until the
-// returned function is called, which the test's end also does.
-func pauseBroker(t *testing.T, b *testenv.Broker) func() {
-	held := make(chan struct{})
-	var once sync.Once
-	resume := func() { once.Do(func() { close(held) }) }
-	t.Cleanup(resume)
-	c := b.Cluster
-	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		select {
-		case <-held:
-			c.DropControl()
-		default:
-			c.SleepControl(func() { <-held })
-		}
-		return nil, nil, false
-	})
-	return resume
-}
-
 // TestBrokerPaused: while the broker answers nothing, a write is
 // answered 503 outcome_unknown naming its requestId within the request
 // deadline, a read 503 partition_unavailable, and /readyz fails within
@@ -159,7 +135,7 @@ func TestBrokerPaused(t *testing.T) {
 		t.Fatalf("put before the pause: %+v", a)
 	}
 
-	resume := pauseBroker(t, b)
+	resume := b.Pause(t)
 	paused := time.Now()
 	readyz := unready(base, paused, unreadyWithin)
 	const write = `{"value":2,"requestId":"paused-1"}`
