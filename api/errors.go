@@ -30,6 +30,7 @@ var statusOf = map[string]int{
 	events.EQueueEmpty:           http.StatusNotFound,
 	events.EStaleReceipt:         http.StatusConflict,
 	events.EUnavailable:          http.StatusServiceUnavailable,
+	events.EOutcomeUnknown:       http.StatusServiceUnavailable,
 	events.ECursorExpired:        http.StatusGone,
 	events.ETooManyWatches:       http.StatusServiceUnavailable,
 	events.ETooManyRequests:      http.StatusTooManyRequests,

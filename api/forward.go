@@ -191,7 +191,15 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"error":{"code":"partition_unavailable","message":"the writer owning this key did not answer; retry","retryAfterSeconds":1}}`))
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			_, _ = w.Write([]byte(`{"error":{"code":"partition_unavailable","message":"the writer owning this key did not answer; retry","retryAfterSeconds":1}}`))
+			return
+		}
+		// The owner may have been handed the write (the request was
+		// sent, or partly): its outcome is unknown. The body was
+		// streamed to the owner unread, so the requestId it carried is
+		// the client's to repeat.
+		_, _ = w.Write([]byte(`{"error":{"code":"outcome_unknown","message":"the writer owning this key did not answer: the write may have been applied; retry it with the requestId it carried","retryAfterSeconds":1}}`))
 	}
 	f.proxies[target] = p
 	return p, nil

@@ -99,8 +99,15 @@ type Config struct {
 	Gatherer     prometheus.Gatherer
 	Registerer   prometheus.Registerer
 	MetricsToken string
-	// Ready is an extra readiness check (for example a database ping).
+	// Ready is an extra readiness check (for example a database probe);
+	// /readyz gives it ReadyTimeout.
 	Ready func(ctx context.Context) error
+	// RequestTimeout bounds every request but watches (their streams
+	// last as long as their clients listen): once it passes, a write
+	// the writer was handed answers 503 outcome_unknown, anything else
+	// 503 partition_unavailable, both with Retry-After (deadline.go).
+	// DefaultRequestTimeout when 0; negative: no bound.
+	RequestTimeout time.Duration
 	// InstanceID names this writer in forwarded requests when
 	// AdvertiseURL is empty.
 	InstanceID string
@@ -196,6 +203,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.WatchHeartbeat == 0 {
 		cfg.WatchHeartbeat = DefaultWatchHeartbeat
 	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	if cfg.Tokens == nil {
 		return nil, errors.New("api: a token table is required")
 	}
@@ -284,6 +294,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ec := e.AcquireContext()
 	ec.Reset(r, w)
 	e.Router().Find(r.Method, echo.GetPath(r), ec)
+	release := s.withDeadline(ec)
 	c := s.contexts.Get().(*reqContext)
 	c.Context, c.bodies = ec, s.limits.bodies
 	// Forwarding proofs are read here, and the header removed, before
@@ -297,9 +308,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	if err := ec.Handler()(c); err != nil {
+		if answer := pastDeadline(ec.Request(), err); answer != err {
+			s.log.Warn("request deadline passed", "method", r.Method, "path", r.URL.Path, "err", err)
+			err = answer
+		}
 		s.logCause(c, err)
 		e.HTTPErrorHandler(err, c)
 	}
+	release()
 	c.releaseBody()
 	if s.metrics != nil {
 		s.metrics.observe(c, start)
@@ -309,19 +325,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.ReleaseContext(ec)
 }
 
+// ReadyTimeout bounds Config.Ready's check, so that /readyz answers
+// within 2 s however the database does.
+const ReadyTimeout = 1500 * time.Millisecond
+
 // readyz answers whether the writer serves: it depends on the writer's
-// own state, the ownership table and the database, never on what any
-// request carried.
+// own state (its brokers answering among it), the ownership table and the
+// database, never on what any request carried.
 func (s *Server) readyz(c echo.Context) error {
 	if loops := s.w.ForwardLoops(); len(loops) > 0 {
 		return &events.Error{Code: events.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
 			"forwarding loops back to this writer for partitions %v: a writer's ESKV_ADVERTISE_URL is wrong (see the log)", loops)}
 	}
 	if !s.w.Ready() {
-		return &events.Error{Code: events.EUnavailable, Message: "writer is joining the group or catching up", RetryAfterSeconds: 1}
+		return &events.Error{Code: events.EUnavailable, Message: "writer is joining the group, catching up, or its brokers do not answer", RetryAfterSeconds: 1}
 	}
 	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(c.Request().Context(), ReadyTimeout)
 		defer cancel()
 		if err := s.cfg.Ready(ctx); err != nil {
 			// The error names hosts, users and databases: logs only.

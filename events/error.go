@@ -25,6 +25,13 @@ const (
 	EUnauthenticated = "unauthenticated"
 	EForbidden       = "forbidden"
 	EUnavailable     = "partition_unavailable"
+	// EOutcomeUnknown: a write was handed to its partition but not
+	// answered within the server's request deadline, or its Kafka
+	// transaction failed without saying whether it committed: it may
+	// have been applied, or may still be. RequestID names the requestId
+	// to retry it with (the write's own; none when it carried none): the
+	// retry is applied once at most. HTTP 503 with Retry-After.
+	EOutcomeUnknown = "outcome_unknown"
 	// EForwardLoop: forwarding the request would come back to the writer
 	// that received it (a writer's advertise URL is wrong). Transient for
 	// a client (another writer may answer); an operator's problem.
@@ -74,8 +81,12 @@ type Error struct {
 	// CorrelationID ties a version_conflict answer to its WARN log line and
 	// its kv.conflicts record.
 	CorrelationID string
-	// RetryAfterSeconds is set on partition_unavailable.
+	// RetryAfterSeconds is set on partition_unavailable and
+	// outcome_unknown.
 	RetryAfterSeconds int
+	// RequestID is set on outcome_unknown: the requestId to retry the
+	// write with (empty when the write carried none).
+	RequestID string
 	// FailedOp is set on an error about one operation of a transaction
 	// (POST /v1/txn): its index in ops, from 0. Field then starts with
 	// ops[FailedOp], and Current is that op's key's entry.
@@ -127,6 +138,7 @@ type ErrorDetail struct {
 	CurrentExpiresAt  *time.Time      `json:"currentExpiresAt,omitempty"`
 	CorrelationID     string          `json:"correlationId,omitempty"`
 	RetryAfterSeconds int             `json:"retryAfterSeconds,omitempty"`
+	RequestID         string          `json:"requestId,omitempty"`
 	FailedOp          *int            `json:"failedOp,omitempty"`
 }
 
@@ -135,7 +147,7 @@ type ErrorDetail struct {
 // when the key is absent), and on any other code that has one.
 func (e *Error) Detail() ErrorDetail {
 	d := ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field, CorrelationID: e.CorrelationID,
-		RetryAfterSeconds: e.RetryAfterSeconds, FailedOp: e.FailedOp}
+		RetryAfterSeconds: e.RetryAfterSeconds, RequestID: e.RequestID, FailedOp: e.FailedOp}
 	if e.Current != nil || e.Code == EConflict || e.Code == EFieldMismatch {
 		var v int64
 		d.CurrentValue = json.RawMessage("null")
@@ -151,7 +163,7 @@ func (e *Error) Detail() ErrorDetail {
 // set when the answer names a current version (> 0).
 func (d *ErrorDetail) AsError(key string) *Error {
 	e := &Error{Code: d.Code, Message: d.Message, Field: d.Field, CorrelationID: d.CorrelationID, RetryAfterSeconds: d.RetryAfterSeconds,
-		FailedOp: d.FailedOp}
+		RequestID: d.RequestID, FailedOp: d.FailedOp}
 	if d.CurrentVersion != nil && *d.CurrentVersion > 0 {
 		e.Current = &Entry{Key: key, Version: *d.CurrentVersion, Value: d.CurrentValue, ExpiresAt: d.CurrentExpiresAt}
 	}

@@ -2,12 +2,14 @@ package testenv
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/internal/kafkaconf"
@@ -53,6 +55,28 @@ func MustBroker(tb testing.TB, partitions int32) *Broker {
 		tb.Fatalf("create topics: %v", err)
 	}
 	return b
+}
+
+// Pause makes the broker stop answering, as a SIGSTOPped one does: every
+// request it receives waits (kfake's control sleeps it, and the requests
+// behind it on its connection) until the returned function is called,
+// which the test's end also does.
+func (b *Broker) Pause(tb testing.TB) (resume func()) {
+	held := make(chan struct{})
+	var once sync.Once
+	resume = func() { once.Do(func() { close(held) }) }
+	tb.Cleanup(resume)
+	c := b.Cluster
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case <-held:
+			c.DropControl()
+		default:
+			c.SleepControl(func() { <-held })
+		}
+		return nil, nil, false
+	})
+	return resume
 }
 
 // EndOffsets returns the last stable offset of each partition of topic.

@@ -234,8 +234,8 @@ func failedRoundFailsOnlyItsPartitions(t *testing.T, resume bool) {
 		t.Fatalf("round 1: %v", err)
 	}
 	for i, err := range <-failed {
-		if events.ErrorCode(err) != events.EUnavailable {
-			t.Fatalf("write to partition %d in the failed round: %v; want %s", i+1, err, events.EUnavailable)
+		if events.ErrorCode(err) != events.EOutcomeUnknown {
+			t.Fatalf("write to partition %d in the failed round: %v; want %s", i+1, err, events.EOutcomeUnknown)
 		}
 	}
 

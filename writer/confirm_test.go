@@ -146,8 +146,8 @@ func TestReadNotConfirmedByRefusedFence(t *testing.T) {
 	refuse()
 	// The read (partition 0) succeeds: partition 0 was not in the
 	// refused round, so it is still owned.
-	if err := r.nextRound(t); events.ErrorCode(err) != events.EUnavailable {
-		t.Fatalf("the refused round's write: %v; want %s", err, events.EUnavailable)
+	if err := r.nextRound(t); events.ErrorCode(err) != events.EOutcomeUnknown {
+		t.Fatalf("the refused round's write: %v; want %s", err, events.EOutcomeUnknown)
 	}
 	r.want(t, 0, 1)
 }

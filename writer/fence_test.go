@@ -426,8 +426,8 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 	}
 
 	err := put("tenant/t/project/p/after")
-	if events.ErrorCode(err) != events.EUnavailable {
-		t.Fatalf("write after removal from the group: %v; want %s", err, events.EUnavailable)
+	if events.ErrorCode(err) != events.EOutcomeUnknown {
+		t.Fatalf("write after removal from the group: %v; want %s", err, events.EOutcomeUnknown)
 	}
 	if n := testutil.ToFloat64(w.metrics.txnFailures); n != 1 {
 		t.Fatalf("%v failed shared transactions; want the refused one", n)

@@ -128,6 +128,18 @@ func errUnavailable(p int32, why string) error {
 	return &events.Error{Code: events.EUnavailable, Message: fmt.Sprintf("partition %d is %s; retry", p, why), RetryAfterSeconds: 1}
 }
 
+// errOutcomeUnknown answers a write of r that partition p was handed and
+// may still commit, or may have committed: retried with r's requestId
+// it is applied once at most (events.EOutcomeUnknown).
+func errOutcomeUnknown(p int32, r *Request, why string) error {
+	how := "retry with the same requestId"
+	if r.RequestID == "" {
+		how = "it carried no requestId, so read the key before writing it again"
+	}
+	return &events.Error{Code: events.EOutcomeUnknown, RequestID: r.RequestID, RetryAfterSeconds: 1,
+		Message: fmt.Sprintf("the write's outcome is unknown: partition %d %s (it may have been applied); %s", p, why, how)}
+}
+
 // submit queues a request, or refuses it at once when the partition is not
 // ready or its queue is full. Holding the read lock while sending means no
 // call is queued after the partition stopped being ready and drained.
@@ -492,7 +504,7 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 				switch {
 				case ds[i].err == errDeferred:
 				case len(ds[i].appends()) > 0 || ds[i].conflict != nil:
-					c.done <- answer{err: errUnavailable(p.id, "unable to commit the write (its outcome is unknown: retry with the same requestId)")}
+					c.done <- answer{err: errOutcomeUnknown(p.id, c.req, "could not commit it")}
 				default:
 					c.done <- answer{res: ds[i].result, err: ds[i].err}
 				}

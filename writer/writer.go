@@ -267,6 +267,8 @@ type Writer struct {
 	// projected shares reads of the projector's stored offsets among
 	// the listings waiting on any partition (AwaitProjected).
 	projected *coalescer[map[int32]int64]
+	// brokers says when the brokers last answered (brokerprobe.go).
+	brokers brokerProbe
 }
 
 // New returns a Writer; Run starts it.
@@ -397,6 +399,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer ot.Stop()
 	w.refreshOwners(ctx)
 	go w.sweep(runCtx)
+	go w.probeBrokers(runCtx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -542,7 +545,11 @@ func (w *Writer) partition(key events.Key) (int32, *partition) {
 }
 
 // Do decides and appends one write, and answers once it committed (or was
-// rejected). Errors are *events.Error.
+// rejected). Errors are *events.Error. When ctx ends before the answer
+// (the server's request deadline), a write refused before it was queued
+// (not owned, too large, the partition not ready or full) is
+// partition_unavailable: nothing of it was written; one queued is
+// outcome_unknown, since the partition may still commit it.
 func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 	id, p := w.partition(r.Key)
 	if p == nil {
@@ -554,6 +561,11 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 		w.metrics.writes.WithLabelValues(events.ETooLarge).Inc()
 		return Result{}, w.limits.tooLarge(r, w.cfg.Topics.Changes, n)
 	}
+	if ctx.Err() != nil {
+		// The deadline passed before the write was queued (a slow
+		// body): nothing of it may be written now.
+		return Result{}, errUnavailable(id, "not answering in time")
+	}
 	c := &call{req: r, done: make(chan answer, 1)}
 	if err := p.submit(c); err != nil {
 		return Result{}, err
@@ -562,7 +574,7 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 	case a := <-c.done:
 		return a.res, a.err
 	case <-ctx.Done():
-		return Result{}, errUnavailable(id, "slow to answer (the write may still commit: retry with the same requestId)")
+		return Result{}, errOutcomeUnknown(id, r, "did not answer in time")
 	}
 }
 
@@ -615,10 +627,15 @@ func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error
 	return s, err
 }
 
-// Ready reports whether the writer is a member of the group and every
-// partition it owns has caught up. A member that owns no partition (more
-// writers than partitions) is ready: it forwards every request.
+// Ready reports whether the writer is a member of the group, every
+// partition it owns has caught up, and the brokers answered its probe
+// within the last 1.5 s (brokerprobe.go). A member that owns no
+// partition (more writers than partitions) is ready: it forwards every
+// request.
 func (w *Writer) Ready() bool {
+	if !w.brokers.answering(time.Now()) {
+		return false
+	}
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.joined {

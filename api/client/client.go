@@ -11,8 +11,9 @@
 // ctx ended) is a *NetworkError instead.
 //
 // Retries follow the semantic-KV seed's "Retry & Backoff" (RetryPolicy,
-// Classify): transient errors (503 partition_unavailable, a proxy's 429,
-// 502, 503 or 504, network errors and timeouts) are retried with jittered
+// Classify): transient errors (503 partition_unavailable or
+// outcome_unknown, a proxy's 429, 502, 503 or 504, network errors and
+// timeouts, a try that outlasts DefaultAttemptTimeout) are retried with jittered
 // exponential waits, at least the server's Retry-After, and escalate as an
 // *EscalationError after 5 attempts; fatal errors (400, 401, 403, 404,
 // 413, a reused requestId, 500, ...) fail at once. Reads are retried;

@@ -309,7 +309,7 @@ func transient(err error) bool {
 		return true
 	}
 	switch events.ErrorCode(err) {
-	case events.EUnavailable, events.EForwardLoop, events.EInternal:
+	case events.EUnavailable, events.EOutcomeUnknown, events.EForwardLoop, events.EInternal:
 		return true
 	}
 	return false

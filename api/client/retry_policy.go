@@ -26,6 +26,11 @@ const (
 	// schedule 1 s, 2 s, 4 s, 8 s, 16 s, 32 s, then escalation.
 	DefaultConflictBase = time.Second
 	DefaultConflictCap  = 32 * time.Second
+	// DefaultAttemptTimeout bounds each try: a little above the
+	// server's request deadline (5 s by default), after which it
+	// answers whatever its dependencies do, so a try that outlasts it
+	// lost its answer (a hung connection, a paused server).
+	DefaultAttemptTimeout = 10 * time.Second
 )
 
 // RetryPolicy is how the client retries, after the semantic-KV seed's
@@ -33,10 +38,13 @@ const (
 //
 //   - transient (ClassTransient): no HTTP answer at all (connection
 //     refused or reset, DNS, a transport timeout, AttemptTimeout), 503
-//     partition_unavailable, and 429, 502, 503 or 504 answers that are not
-//     eskv's (a proxy's). Reads, and writes that carry a requestId, are
-//     tried up to Attempts times in all with jittered exponential waits;
-//     then the call escalates (*EscalationError).
+//     partition_unavailable or outcome_unknown, and 429, 502, 503 or 504
+//     answers that are not eskv's (a proxy's). Reads, and writes that
+//     carry a requestId, are tried up to Attempts times in all with
+//     jittered exponential waits, a write always with its requestId (the
+//     server applies it once at most, and answers its repeat as a replay
+//     when the lost try was applied); then the call escalates
+//     (*EscalationError). A write without a requestId is tried once.
 //   - conflict (ClassConflict): 409 version_conflict on expectedVersion.
 //     Update re-reads and tries again after ConflictBase, 2×, 4× … up to
 //     ConflictCap, then escalates. Other calls return it at once: only
@@ -63,8 +71,9 @@ type RetryPolicy struct {
 	// random from the upper half of that ceiling (w/2..w), so clients that
 	// failed together do not retry together.
 	MinWait, MaxWait time.Duration
-	// AttemptTimeout, when positive, bounds each try on its own; a try
-	// that runs out of it is transient. Zero: only ctx bounds the call.
+	// AttemptTimeout bounds each try on its own; a try that runs out of
+	// it is transient. Zero: DefaultAttemptTimeout; negative: only ctx
+	// bounds each try. Watches are not bounded by it.
 	AttemptTimeout time.Duration
 	// ConflictBase and ConflictCap are Update's schedule: after the n-th
 	// version conflict it waits ConflictBase×2^(n-1), capped at
@@ -87,7 +96,7 @@ type RetryPolicy struct {
 // WithRetryPolicy or WithRetries.
 func DefaultRetryPolicy() RetryPolicy {
 	return RetryPolicy{Attempts: DefaultAttempts, MinWait: DefaultMinWait, MaxWait: DefaultMaxWait,
-		ConflictBase: DefaultConflictBase, ConflictCap: DefaultConflictCap}
+		AttemptTimeout: DefaultAttemptTimeout, ConflictBase: DefaultConflictBase, ConflictCap: DefaultConflictCap}
 }
 
 // WithRetryPolicy sets the client's retry policy; its zero fields keep
@@ -106,6 +115,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	}
 	if p.MaxWait <= 0 {
 		p.MaxWait = max(d.MaxWait, p.MinWait)
+	}
+	if p.AttemptTimeout == 0 {
+		p.AttemptTimeout = d.AttemptTimeout
 	}
 	if p.ConflictBase <= 0 {
 		p.ConflictBase = d.ConflictBase
@@ -198,8 +210,9 @@ func Classify(err error) Class {
 		return ClassFatal
 	}
 	switch {
-	case e.Code == events.EUnavailable, e.Code == events.EForwardLoop, e.Code == events.ETooManyRequests:
-		// forward_loop: the writer reached is misconfigured, but another
+	case e.Code == events.EUnavailable, e.Code == events.EOutcomeUnknown, e.Code == events.EForwardLoop, e.Code == events.ETooManyRequests:
+		// outcome_unknown: only writes with a requestId are retried, and
+		// with it. forward_loop: the writer reached is misconfigured, but another
 		// one behind the same Service may answer the retry. too_many_requests:
 		// the principal's share of a slot is full now; Retry-After says when.
 		return ClassTransient

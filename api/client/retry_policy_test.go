@@ -31,6 +31,7 @@ func TestClassify(t *testing.T) {
 		{"TransientNetwork", &client.NetworkError{Method: "GET", URL: "http://x", Err: syscall.ECONNREFUSED}, client.ClassTransient},
 		{"TransientAttemptTimeout", &client.NetworkError{Method: "GET", URL: "http://x", Err: context.DeadlineExceeded}, client.ClassTransient},
 		{"TransientUnavailable", &events.Error{Code: events.EUnavailable}, client.ClassTransient},
+		{"TransientOutcomeUnknown", &events.Error{Code: events.EOutcomeUnknown, RequestID: "r-1"}, client.ClassTransient},
 		{"TransientProxy", fmt.Errorf("%w: %w", client.ErrUnexpectedAnswer, &events.Error{Code: events.EUnavailable}), client.ClassTransient},
 		{"ConflictVersion", conflict, client.ClassConflict},
 		{"ConflictWrapped", fmt.Errorf("put: %w", conflict), client.ClassConflict},
@@ -466,6 +467,29 @@ func TestAttemptTimeout(t *testing.T) {
 		if elapsed := time.Since(start); elapsed < 3*time.Second || elapsed > 3*time.Second+300*time.Millisecond {
 			t.Fatalf("took %v, want 3 timeouts of 1s and two waits of at most 100 and 200 ms", elapsed)
 		}
+	})
+}
+
+// TestDefaultAttemptTimeout: a client built without a policy bounds each
+// try by DefaultAttemptTimeout, so a try whose answer never comes is
+// retried within the caller's deadline instead of taking all of it.
+func TestDefaultAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tries int
+		hang := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			tries++
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		})
+		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: hang}))
+		ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := c.Get(ctx, key)
+		if tries != 3 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%d tries in 25s, then %v; want 3 (two timed out after %v each)", tries, err, client.DefaultAttemptTimeout)
+		}
+		t.Logf("3 tries within the caller's 25s (each bounded by %v), returned after %v", client.DefaultAttemptTimeout, time.Since(start))
 	})
 }
 

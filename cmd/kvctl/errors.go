@@ -176,6 +176,11 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		return exitFailed, "the log no longer holds the changes after --from: list " + subject + " again (kvctl list --all) and watch from now, without --from"
 	case events.EUnavailable:
 		return exitServer, "the key's partition is moving between writers or catching up, and kvctl's retries ran out: retry in a few seconds; repeat a write with the same --request-id so one that did commit is not applied twice"
+	case events.EOutcomeUnknown:
+		if e.RequestID != "" {
+			return exitServer, fmt.Sprintf("the write may or may not have been applied, and kvctl's retries ran out: repeat the same command with --request-id %s in a few seconds; it is applied once at most", e.RequestID)
+		}
+		return exitServer, "the write may or may not have been applied: read " + subject + " before writing it again (give writes a --request-id to make them safe to repeat)"
 	case events.EForwardLoop:
 		return exitServer, "the writer reached forwards this key's requests back to itself: a writer's ESKV_ADVERTISE_URL is wrong (its /readyz says which partitions); tell the operator, or retry through another writer"
 	case events.ELockHeld, events.ENotLockHolder, events.ENotLeader:

@@ -230,12 +230,11 @@ func (a *app) resolve(cmd *cobra.Command) error {
 		token, source = a.defaultToken()
 	}
 	a.tokenSource = source
-	// The seed's retry policy as the client's defaults; commands that run
-	// as long as they must (lock run, update) bound each try by --timeout.
-	policy := client.RetryPolicy{OnRetry: a.noteRetry}
-	if cmd.Annotations["timeout"] == "per-call" {
-		policy.AttemptTimeout = a.timeout
-	}
+	// The seed's retry policy as the client's defaults, every try of
+	// every command bounded by client.DefaultAttemptTimeout (or
+	// --timeout when shorter): a try whose answer is lost is retried (a
+	// write with its --request-id) within what --timeout leaves.
+	policy := client.RetryPolicy{OnRetry: a.noteRetry, AttemptTimeout: min(a.timeout, client.DefaultAttemptTimeout)}
 	opts := []client.Option{client.WithUserAgent("kvctl"), client.WithRetryPolicy(policy)}
 	if a.verbose {
 		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &verboseTransport{next: http.DefaultTransport, w: a.stderr}}))

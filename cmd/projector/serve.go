@@ -80,9 +80,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Ready while the projection's tables can be read (a lock held on
+	// them stalls the projector as a dead server does) and a broker
+	// answers: service.Handler bounds both by its ReadyTimeout.
+	probe, err := c.kafka.Conn().NewClient("projector_probe", c.kafka.BrokerList())
+	if err != nil {
+		return err
+	}
+	defer probe.Close()
 	ready := func(ctx context.Context) error {
-		if pool.Ping(ctx) != nil {
+		if store.Ready(ctx) != nil {
 			return errors.New("postgres unavailable")
+		}
+		if probe.Ping(ctx) != nil {
+			return errors.New("the brokers do not answer")
 		}
 		return nil
 	}

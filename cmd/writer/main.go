@@ -74,6 +74,7 @@ type config struct {
 	uiSessionTTL     time.Duration
 	peerSecret       string
 	peerSecretFile   string
+	requestTimeout   time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -122,6 +123,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("request-id-window", "ESKV_REQUEST_ID_WINDOW")
 	f.DurationVar(&c.requestAge, "request-id-age", writer.DefaultRequestIDAge, "how long after its write a requestId is remembered on its key however many versions the key gets meanwhile (a hot key passes request-id-window versions in seconds): a retry within it is never applied twice; keep it longer than clients retry (the Go client's schedule, a retry after a writer restart); 0 counts versions only")
 	f.Env("request-id-age", "ESKV_REQUEST_ID_AGE")
+	f.DurationVar(&c.requestTimeout, "request-timeout", api.DefaultRequestTimeout, "longest time a request (but a watch) waits for the brokers, Postgres or the partition's answer; then a write handed to its partition answers 503 outcome_unknown (retry it with the same requestId), anything else 503 partition_unavailable, both with Retry-After")
+	f.Env("request-timeout", "ESKV_REQUEST_TIMEOUT")
 	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
 	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
 	c.bindLimits(f)
@@ -136,6 +139,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.checkLimits(f),
 		c.checkWatch(f),
 		f.Check(c.maxListWait > 0, "max-list-wait", "must be positive"),
+		f.Check(c.requestTimeout > 0, "request-timeout", "must be positive"),
 		f.Check(c.roundGather >= 0 && c.roundGather <= 100*time.Millisecond, "round-gather", "must be a duration from 0 to 100ms"),
 		f.Check(*c.logFlush >= 0 && *c.logFlush <= time.Second, "log-flush", "must be a duration from 0 to 1s"),
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
@@ -327,7 +331,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	// Watches never end on their own: they end when the process is
 	// told to stop, before the HTTP server drains its requests.
 	defer context.AfterFunc(ctx, hub.Close)()
-	srv, err := api.New(c.apiConfig(tt, reg, pool.Ping, hub, uiKey, store, peerSecret), w, store, log)
+	srv, err := api.New(c.apiConfig(tt, reg, store.Ready, hub, uiKey, store, peerSecret), w, store, log)
 	if err != nil {
 		return err
 	}
@@ -361,6 +365,7 @@ func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(
 		MetricsToken:             c.metricsToken,
 		Registerer:               reg,
 		Ready:                    ready,
+		RequestTimeout:           c.requestTimeout,
 		InstanceID:               c.instanceID,
 		AdvertiseURL:             c.advertiseURL,
 		MaxListBytes:             c.maxListBytes,

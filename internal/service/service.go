@@ -119,18 +119,22 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
+// ReadyTimeout bounds the readiness check of /readyz (Handler), so that
+// it answers within 2 s however its dependencies do.
+const ReadyTimeout = 1500 * time.Millisecond
+
 // Handler serves /healthz (the process is up), /readyz (ready returns
-// nil within 2 s; else 503 with its error, which is answered as it is:
-// ready must return a stable message, never a driver's error, which names
-// hosts, users and databases) and /metrics from reg (MetricsHandler: with
-// metricsToken, only to requests bearing it).
+// nil within ReadyTimeout; else 503 with its error, which is answered as
+// it is: ready must return a stable message, never a driver's error,
+// which names hosts, users and databases) and /metrics from reg
+// (MetricsHandler: with metricsToken, only to requests bearing it).
 func Handler(reg *prometheus.Registry, ready func(context.Context) error, metricsToken string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
 		defer cancel()
 		if err := ready(ctx); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -80,7 +80,7 @@ func (b *bench) locks(ctx context.Context, c *client.Client, n int) (result, res
 // counts use (0: no answer).
 func statusOf(err error) int {
 	switch events.ErrorCode(err) {
-	case events.EUnavailable:
+	case events.EUnavailable, events.EOutcomeUnknown:
 		return 503
 	case events.ELockHeld, events.ENotLockHolder, events.EConflict:
 		return 409

@@ -375,9 +375,10 @@ func classifyWrite(a answer, value string) (linz.Output, string) {
 // before a request was queued for a transaction (writer/partition.go,
 // writer/writer.go, api/forward.go): refused at submit, drained from the
 // queue unprocessed, not owned, or not forwarded. The messages that say
-// the outcome is unknown ("may still commit", "outcome is unknown") and the
+// the outcome is unknown (503 outcome_unknown never reaches here; older
+// writers said "may still commit", "outcome is unknown") and the
 // forwarding proxy's "did not answer" (the owner may have decided it) are
-// unknown, as is anything not listed here.
+// unknown, as is anything not listed here (the request deadline's own).
 func noEffect(msg string) bool {
 	if strings.Contains(msg, "unknown") || strings.Contains(msg, "may still commit") || strings.Contains(msg, "did not answer") {
 		return false
