@@ -62,7 +62,12 @@ bench:
 # Then the hostile-load phase (-hostile, about 40 s): every attack of an
 # anonymous client and of a tenant at once against two writers, while a
 # well-behaved tenant's p99, errors and the writers' RSS are checked.
+# The fault phase needs Postgres, ClickHouse (the auditor's trail), root and
+# iproute2 (network namespaces: -net-faults).
 chaos:
+	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-clickhouse.sh
+	command -v ip >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
 	cd tools && go run ./eskvchaos $(CHAOS_ARGS)
 	cd tools && go run ./eskvchaos -hostile -writers 2 -projectors 1 $(HOSTILE_ARGS)
 
