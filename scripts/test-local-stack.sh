@@ -145,15 +145,18 @@ wait_exit() {
 	return 1
 }
 
-# start NAME: make run in clone NAME, in the background, on its ports.
+# start NAME: make run in clone NAME, in the background, on its ports; its
+# output in $tmp/NAME.out, emptied first (ready must not find the previous
+# run's banner there before the background job gets to open it).
 start() {
 	local name=$1
+	: >"$tmp/$name.out"
 	(
 		cd "$tmp/$name"
 		export ESKV_HTTP_ADDR=127.0.0.1:${http[$name]} ESKV_BROKER_PORT=${broker[$name]}
 		export ESKV_PROJECTOR_ADDR=127.0.0.1:${projector[$name]} ESKV_AUDITOR_ADDR=127.0.0.1:${auditor[$name]}
 		exec make run
-	) >"$tmp/$name.out" 2>&1 </dev/null &
+	) >>"$tmp/$name.out" 2>&1 </dev/null &
 	runs[$name]=$!
 	disown "$!" # no job notices; bash still reaps it, and wait_exit polls
 	log "$name: make run (pid $!, http ${http[$name]}, broker ${broker[$name]})"
