@@ -196,7 +196,7 @@ stack_pids() {
 # 20 s a stage to stop) having stopped every service. Fails when a check
 # fails; returns 1, after killing them, when processes of the stack are left.
 stop() {
-	local name=$1 sig=${2:-INT} again=${3:-} pid=${runs[$1]} left
+	local name=$1 sig=${2:-INT} again=${3:-} pid=${runs[$1]} left i
 	kill "-$sig" -- "-$pid"
 	if [[ -n $again ]]; then
 		sleep "$again"
@@ -209,6 +209,11 @@ stop() {
 		log "$name: after SIG$sig, processes of the stack left running: $(ps -o pid=,args= -p "${left//$'\n'/,}" | tr '\n' ';')"
 		# shellcheck disable=SC2086 # one pid a word
 		kill -KILL $left 2>/dev/null
+		# Gone (their ports free) before the next make run.
+		for ((i = 0; i < 50; i++)); do
+			[[ -z $(stack_pids "$name") ]] && break
+			sleep 0.1
+		done
 		return 1
 	fi
 	[[ ! -e $tmp/$name/.eskv/run.pid ]] || fail "$name: .eskv/run.pid left after the stop" "$name"
