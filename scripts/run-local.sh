@@ -258,7 +258,8 @@ fi
 #     (kill -9, the OOM killer). The flag is set after the fork, so the
 #     guard exits when this script died before (the service's parent is
 #     then another process).
-# A pid file per service would not do: a killed script leaves them behind.
+# Pid files alone would not do: nothing reads them once this script is
+# killed, and a service left running holds the ports of the next make run.
 pdeath=()
 if setpriv --pdeathsig TERM true 2>/dev/null; then
 	pdeath=(setpriv --pdeathsig TERM -- bash -c '((PPID == $1)) || exit 125; shift; exec "$@"' run-local "$$")
