@@ -21,7 +21,8 @@ test-unit:
 	cd tools && ESKV_UNIT_ONLY=1 go test -short ./...
 
 # make run / make clean as a user meets them, from temporary clones on free
-# ports: run, Ctrl-C, clean, run again, two clones side by side.
+# ports: run, Ctrl-C, clean, run again, two clones side by side; 10 SIGTERM
+# and 10 SIGINT stops leave no service running; a killed writer comes back.
 test-scripts:
 	bash scripts/test-local-stack.sh
 

@@ -12,7 +12,10 @@
 # eskv_<stack-id>: the id is generated once into .eskv/stack-id, so each
 # clone has databases of its own and `make clean` (scripts/clean-local.sh)
 # drops them with the rest of the state.
-# Ctrl-C stops writer, projector, auditor and broker, in that order.
+# Ctrl-C, SIGTERM or SIGHUP stops them all (the writer, then projector and
+# auditor, then the broker; SIGKILL to any still running after 20 s) and
+# returns once they have exited. A service that dies on its own is started
+# again, after 1 s, then 2, 4, ... up to 30 s when it keeps dying.
 #
 # Environment (defaults in brackets):
 #   ESKV_HTTP_ADDR       writer API address [127.0.0.1:8080]
@@ -95,14 +98,108 @@ port_open 127.0.0.1 "$ESKV_BROKER_PORT" &&
 port_open "$http_host" "$http_port" &&
 	die "$addr is already in use (another make run?); set ESKV_HTTP_ADDR"
 
+declare -A pids=()
+stop_sig=
+
+tail_logs() {
+	local name
+	for name in "$@"; do
+		[[ -f $state/logs/$name.log ]] || continue
+		printf '\n==> %s/logs/%s.log (last 20 lines) <==\n' "$state" "$name" >&2
+		tail -n 20 "$state/logs/$name.log" >&2
+	done
+}
+
+alive() { [[ -n ${pids[$1]:-} ]] && kill -0 "${pids[$1]}" 2>/dev/null; }
+
+# clock: now_ms, the time in milliseconds.
+clock() {
+	local us=${EPOCHREALTIME/[.,]/}
+	now_ms=$((us / 1000))
+}
+
+# stop_grace: seconds a service has to exit after SIGTERM before SIGKILL;
+# more than the HTTP drain of the services (service.ShutdownTimeout, 15 s).
+stop_grace=20
+
+# stop NAME...: SIGTERM to each of the services NAME, up to stop_grace
+# seconds for all of them to exit, SIGKILL to those left; returns once
+# every one has exited and been reaped.
+stop() {
+	local name i left
+	for name; do
+		alive "$name" && kill -TERM "${pids[$name]}" 2>/dev/null
+	done
+	for ((i = 0; i < stop_grace * 10; i++)); do
+		left=
+		for name; do
+			alive "$name" && left=1
+		done
+		[[ -n $left ]] || break
+		sleep 0.1
+	done
+	for name; do
+		[[ -n ${pids[$name]:-} ]] || continue
+		if alive "$name"; then
+			log "$name did not stop within ${stop_grace}s; killing it"
+			kill -KILL "${pids[$name]}" 2>/dev/null
+		fi
+		wait "${pids[$name]}" 2>/dev/null
+		unset "pids[$name]"
+	done
+}
+
+# cleanup (the EXIT trap, run once): stops every service. Signals are
+# ignored from its first command on, so a second SIGTERM (make's) can
+# neither cut it short nor run it again.
+cleanup() {
+	local rc=$?
+	trap '' INT TERM HUP PIPE
+	trap - EXIT
+	set +e
+	[[ -n $stop_sig ]] && rc=0
+	if ((${#pids[@]})); then
+		log "stopping"
+		stop writer
+		stop projector auditor
+		stop devbroker
+	fi
+	rm -f "$state/run.pid"
+	exit "$rc"
+}
+
 printf '%s\n' "$$" >"$state/run.pid"
-trap 'rm -f "$state/run.pid"' EXIT
+
+# Stopping. A stop comes as several signals at once: Ctrl-C or
+# `kill -TERM -- -PGID` reaches make and this script, and make forwards a
+# SIGTERM of its own. A trap that stopped the stack itself could be
+# interrupted or run again by the next signal (bash runs traps between any
+# two commands, traps included), or leave a service it was starting
+# unrecorded. So the traps only note the request (stop_sig), which the
+# script checks between its steps (stop_requested) and in its supervising
+# loop; leaving through `exit` runs cleanup once, which ignores further
+# signals, stops every service and waits for each to exit.
+trap 'stop_sig=${stop_sig:-INT}' INT
+trap 'stop_sig=${stop_sig:-TERM}' TERM
+trap 'stop_sig=${stop_sig:-HUP}' HUP
+# Output to a closed pipe (make run | tee, tee gone) stops the stack too:
+# the write fails instead of killing this script. (Trapped, not ignored:
+# the services do not inherit it.)
+trap 'stop_sig=${stop_sig:-PIPE}' PIPE
+trap cleanup EXIT
+
+# stop_requested: exits (through cleanup) once a stop was asked for.
+stop_requested() {
+	[[ -z $stop_sig ]] || exit 0
+}
 
 bash scripts/ensure-postgres.sh ${own_postgres_db:+"$own_postgres_db"}
+stop_requested
 if [[ -z ${ESKV_CLICKHOUSE_ADDR:-} ]]; then
 	bash scripts/ensure-clickhouse.sh "$ESKV_CLICKHOUSE_DATABASE"
 	export ESKV_CLICKHOUSE_ADDR=127.0.0.1:${ESKV_CLICKHOUSE_PORT:-19000}
 fi
+stop_requested
 
 # Build what exists of the commands (some are still being written); the
 # broker and the writer are required.
@@ -115,6 +212,7 @@ for c in devbroker writer; do
 done
 log "building ${pkgs[*]}"
 go build -o "$state/bin/" "${pkgs[@]}"
+stop_requested
 
 if [[ -n ${ESKV_DEV_TOKEN:-} ]]; then
 	:
@@ -150,67 +248,47 @@ fi
 	printf 'export KVCTL_URL=%q\n' "http://$addr"
 } >"$state/env"
 
-declare -A pids=()
+# How a service outlives neither Ctrl-C nor this script:
+#   - setsid: each service runs in a session (and process group) of its own,
+#     so a Ctrl-C or a signal to make run's process group reaches only make
+#     and this script, which stops the services in order (the broker last:
+#     the others leave their consumer groups and transactions through it);
+#   - setpriv --pdeathsig TERM (PR_SET_PDEATHSIG, util-linux): the kernel
+#     sends the service SIGTERM when this script dies without stopping it
+#     (kill -9, the OOM killer). The flag is set after the fork, so the
+#     guard exits when this script died before (the service's parent is
+#     then another process).
+# Pid files alone would not do: nothing reads them once this script is
+# killed, and a service left running holds the ports of the next make run.
+pdeath=()
+if setpriv --pdeathsig TERM true 2>/dev/null; then
+	pdeath=(setpriv --pdeathsig TERM -- bash -c '((PPID == $1)) || exit 125; shift; exec "$@"' run-local "$$")
+else
+	log "setpriv --pdeathsig is missing (util-linux older than 2.33): a make run killed with SIGKILL leaves its services running"
+fi
 
-tail_logs() {
-	local name
-	for name in "$@"; do
-		[[ -f $state/logs/$name.log ]] || continue
-		printf '\n==> %s/logs/%s.log (last 20 lines) <==\n' "$state" "$name" >&2
-		tail -n 20 "$state/logs/$name.log" >&2
-	done
-}
-
-stop() {
-	local name=$1 pid=${pids[$1]:-} i
-	[[ -n $pid ]] || return 0
-	if kill -TERM "$pid" 2>/dev/null; then
-		for ((i = 0; i < 100; i++)); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.2
-		done
-		if kill -0 "$pid" 2>/dev/null; then
-			log "$name did not stop within 20s; killing it"
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-	fi
-	wait "$pid" 2>/dev/null || true
-	unset "pids[$name]"
-}
-
-cleanup() {
-	local rc=$?
-	trap - INT TERM EXIT
-	rm -f "$state/run.pid"
-	if ((${#pids[@]})); then
-		log "stopping"
-		stop writer
-		stop projector
-		stop auditor
-		stop devbroker
-	fi
-	exit "$rc"
-}
-trap 'exit 0' INT TERM
-trap cleanup EXIT
-
-# start NAME ARGS...: runs .eskv/bin/NAME in the background with its output
-# appended to .eskv/logs/NAME.log (the previous run's log is kept as .1).
-# setsid gives it its own process group, so a Ctrl-C reaches only this
-# script, which then stops the services in order.
+# start NAME: runs .eskv/bin/NAME in the background with its output in
+# .eskv/logs/NAME.log: the previous run's log is kept as .1 at the first
+# start, a restart appends.
+declare -A restarts=() started=()
 start() {
-	local name=$1 logf=$state/logs/$1.log
-	shift
-	[[ -f $logf ]] && mv -f "$logf" "$logf.1"
-	setsid "$state/bin/$name" "$@" >"$logf" 2>&1 </dev/null &
+	local name=$1 logf=$state/logs/$1.log args=()
+	stop_requested
+	[[ $name == auditor ]] && args=(serve)
+	if [[ -z ${restarts[$name]:-} ]]; then
+		[[ -f $logf ]] && mv -f "$logf" "$logf.1"
+		restarts[$name]=0
+	fi
+	setsid "${pdeath[@]}" "$state/bin/$name" "${args[@]}" >>"$logf" 2>&1 </dev/null &
 	pids[$name]=$!
+	clock
+	started[$name]=$now_ms
 	log "started $name (pid $!, log $logf)"
 }
 
-alive() { kill -0 "${pids[$1]}" 2>/dev/null; }
-
 start devbroker
 for ((i = 0; ; i++)); do
+	stop_requested
 	port_open 127.0.0.1 "$ESKV_BROKER_PORT" && break
 	if ! alive devbroker || ((i >= 100)); then
 		tail_logs devbroker
@@ -232,7 +310,7 @@ auditor_host=${ESKV_AUDITOR_ADDR%:*}
 case $auditor_host in "" | 0.0.0.0 | "[::]") auditor_host=127.0.0.1 ;; esac
 auditor_addr=$auditor_host:${ESKV_AUDITOR_ADDR##*:}
 if [[ " ${pkgs[*]} " == *" ./cmd/auditor "* ]]; then
-	start auditor serve
+	start auditor
 	services+=(auditor)
 else
 	log "cmd/auditor does not exist yet: running without it"
@@ -240,6 +318,7 @@ fi
 
 log "waiting up to ${ready_wait}s for http://$addr/readyz"
 for ((i = 0; ; i++)); do
+	stop_requested
 	curl -fsS -o /dev/null --max-time 2 "http://$addr/readyz" 2>/dev/null && break
 	for name in "${services[@]}"; do
 		alive "$name" || {
@@ -256,6 +335,7 @@ done
 if [[ -n ${pids[auditor]:-} ]]; then
 	log "waiting up to ${ready_wait}s for http://$auditor_addr/readyz"
 	for ((i = 0; ; i++)); do
+		stop_requested
 		curl -fsS -o /dev/null --max-time 2 "http://$auditor_addr/readyz" 2>/dev/null && break
 		alive auditor || {
 			tail_logs auditor
@@ -292,16 +372,35 @@ from another shell in this directory, after loading this stack's settings:
     clickhouse-client --port ${ESKV_CLICKHOUSE_ADDR##*:} -d $ESKV_CLICKHOUSE_DATABASE -q 'SELECT key, version, op, after_hash FROM audit_events FINAL ORDER BY ts DESC LIMIT 10'
 
 Ctrl-C stops the stack; data is kept for the next run (make clean deletes it, databases included).
+A service that dies is started again, after 1 s, doubling up to 30 s while it keeps dying.
 EOF
 
-# Until Ctrl-C, or until a service dies on its own.
-set +e
-wait -n "${pids[@]}"
-set -e
-for name in "${services[@]}"; do
-	alive "$name" || {
-		tail_logs "$name"
-		unset "pids[$name]"
-		die "$name exited unexpectedly"
-	}
+# Until a stop: a service that exits on its own (a crash, the OOM killer)
+# is started again after a pause that doubles from 1 s up to 30 s while it
+# keeps dying, and is back at 1 s once it stayed up for a minute. The
+# pause is a due time, not a sleep: a stop is seen within half a second,
+# and nothing is started once it was asked for (start checks).
+declare -A backoff=() due=()
+while :; do
+	stop_requested
+	clock
+	for name in "${services[@]}"; do
+		if [[ -n ${pids[$name]:-} ]]; then
+			alive "$name" && continue
+			status=0
+			wait "${pids[$name]}" 2>/dev/null || status=$?
+			unset "pids[$name]"
+			how="status $status"
+			((status > 128)) && how+=", SIG$(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))"
+			((now_ms - started[$name] < 60000)) || backoff[$name]=1
+			delay=${backoff[$name]:-1}
+			backoff[$name]=$((delay * 2 > 30 ? 30 : delay * 2))
+			restarts[$name]=$((restarts[$name] + 1))
+			due[$name]=$((now_ms + delay * 1000))
+			log "$name exited ($how); restarting in ${delay}s (restart ${restarts[$name]})"
+		elif ((now_ms >= due[$name])); then
+			start "$name"
+		fi
+	done
+	sleep 0.5 || :
 done

@@ -11,7 +11,18 @@
 #   3. clone a: make clean → .eskv/ and both databases gone
 #   4. clone a: make run → ready on empty state (the key is new again)
 #   5. clone b beside it: make run → both ready, each with its own data
-#   6. Ctrl-C both, make clean both → databases gone
+#   6. Ctrl-C both
+#   7. clone a: ESKV_TEST_STOPS [10] times each, make run → ready → SIGTERM,
+#      then SIGINT, to make run's process group (what a supervisor or CI
+#      sends; make forwards a SIGTERM of its own); every second time the
+#      signal comes again 0.2 to 1 s later, as when Ctrl-C is pressed twice
+#      or a supervisor repeats it: every time make run's process group ends
+#      and no process of the stack (a binary under .eskv/bin/) is left
+#   8. clone a: make run, kill -9 of the writer → make run starts it again
+#      and its /readyz answers 200 within 60 s
+#   9. make clean both → databases gone
+# It ends with a summary: SIGTERM stops 10/10 clean, SIGINT stops 10/10
+# clean, killed writer back in 3.1s.
 #
 # Everything it starts (processes, databases, the clones under $TMPDIR) is
 # removed on exit, also on failure. ESKV_TEST_READY_WAIT [300] bounds each
@@ -33,6 +44,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 ready_wait=${ESKV_TEST_READY_WAIT:-300}
 next_port=${ESKV_TEST_PORT_BASE:-18480}
+stops=${ESKV_TEST_STOPS:-10}
 admin_url=${ESKV_POSTGRES_ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 ch_addr=${ESKV_CLICKHOUSE_ADDR:-127.0.0.1:${ESKV_CLICKHOUSE_PORT:-19000}}
 
@@ -119,25 +131,32 @@ clone() {
 	take_port "auditor[$name]"
 }
 
-# wait_exit PID SECONDS: whether PID ended within SECONDS.
+# micros: the time in microseconds.
+micros() { echo "${EPOCHREALTIME/[.,]/}"; }
+
+# wait_exit PID SECONDS: whether PID (-PGID: every process of the group)
+# ended within SECONDS.
 wait_exit() {
 	local i
 	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$1" 2>/dev/null || return 0
+		kill -0 -- "$1" 2>/dev/null || return 0
 		sleep 0.1
 	done
 	return 1
 }
 
-# start NAME: make run in clone NAME, in the background, on its ports.
+# start NAME: make run in clone NAME, in the background, on its ports; its
+# output in $tmp/NAME.out, emptied first (ready must not find the previous
+# run's banner there before the background job gets to open it).
 start() {
 	local name=$1
+	: >"$tmp/$name.out"
 	(
 		cd "$tmp/$name"
 		export ESKV_HTTP_ADDR=127.0.0.1:${http[$name]} ESKV_BROKER_PORT=${broker[$name]}
 		export ESKV_PROJECTOR_ADDR=127.0.0.1:${projector[$name]} ESKV_AUDITOR_ADDR=127.0.0.1:${auditor[$name]}
 		exec make run
-	) >"$tmp/$name.out" 2>&1 </dev/null &
+	) >>"$tmp/$name.out" 2>&1 </dev/null &
 	runs[$name]=$!
 	disown "$!" # no job notices; bash still reaps it, and wait_exit polls
 	log "$name: make run (pid $!, http ${http[$name]}, broker ${broker[$name]})"
@@ -155,15 +174,51 @@ ready() {
 	log "$name: ready in $((SECONDS - t0))s"
 }
 
-# stop NAME: Ctrl-C, as a terminal sends it to make run's process group.
+# stack_pids NAME [BINARY]: the processes running a binary of clone NAME's
+# .eskv/bin/ (BINARY only, when given), one pid a line.
+stack_pids() {
+	local p arg0 exe
+	for p in /proc/[0-9]*; do
+		# The services' argv[0] is .eskv/bin/NAME: read without a fork,
+		# it spares a readlink for most processes.
+		arg0=
+		read -r -d '' arg0 2>/dev/null <"$p/cmdline" || :
+		[[ $arg0 == *bin/* ]] || continue
+		exe=$(readlink "$p/exe" 2>/dev/null) || continue
+		[[ $exe == "$tmp/$1/.eskv/bin/${2:-}"* ]] && printf '%s\n' "${p#/proc/}"
+	done
+	return 0
+}
+
+# stop NAME [SIGNAL [AGAIN]]: SIGNAL [INT: Ctrl-C, as a terminal sends it]
+# to make run's process group, and again AGAIN seconds later when given;
+# the group (make, run-local.sh) must end within 90 s (the services have
+# 20 s a stage to stop) having stopped every service. Fails when a check
+# fails; returns 1, after killing them, when processes of the stack are left.
 stop() {
-	local name=$1 pid=${runs[$1]}
-	kill -INT -- "-$pid"
-	wait_exit "$pid" 60 || fail "$name: make run did not stop within 60s of SIGINT" "$name"
+	local name=$1 sig=${2:-INT} again=${3:-} pid=${runs[$1]} left i
+	kill "-$sig" -- "-$pid"
+	if [[ -n $again ]]; then
+		sleep "$again"
+		kill "-$sig" -- "-$pid" 2>/dev/null
+	fi
+	wait_exit "-$pid" 90 || fail "$name: make run did not stop within 90s of SIG$sig" "$name"
 	unset "runs[$name]"
+	left=$(stack_pids "$name")
+	if [[ -n $left ]]; then
+		log "$name: after SIG$sig, processes of the stack left running: $(ps -o pid=,args= -p "${left//$'\n'/,}" | tr '\n' ';')"
+		# shellcheck disable=SC2086 # one pid a word
+		kill -KILL $left 2>/dev/null
+		# Gone (their ports free) before the next make run.
+		for ((i = 0; i < 50; i++)); do
+			[[ -z $(stack_pids "$name") ]] && break
+			sleep 0.1
+		done
+		return 1
+	fi
 	[[ ! -e $tmp/$name/.eskv/run.pid ]] || fail "$name: .eskv/run.pid left after the stop" "$name"
 	grep -q 'run-local: stopping' "$tmp/$name.out" || fail "$name: make run did not stop its services" "$name"
-	log "$name: stopped"
+	log "$name: stopped (SIG$sig${again:+, again after ${again}s})"
 }
 
 # clean NAME [ENV...]: make clean in clone NAME; its output in $tmp/NAME.clean.
@@ -261,10 +316,55 @@ put_get b 1
 databases b present
 [[ $(<"$tmp/a.db") != $(<"$tmp/b.db") ]] || fail "a and b share the database $(<"$tmp/a.db")"
 
-log "6. stop and clean both"
-stop a
-stop b
+log "6. stop both"
+stop a || fail "a: Ctrl-C left processes running" a
+stop b || fail "b: Ctrl-C left processes running" b
+
+summary=() unclean=0
+for sig in TERM INT; do
+	log "7. a: make run, then SIG$sig to its process group, $stops times"
+	clean_stops=0
+	for ((k = 1; k <= stops; k++)); do
+		start a
+		ready a
+		again=
+		if ((k % 2 == 0)); then
+			again=0.$((k % 10))
+			[[ $again == 0.0 ]] && again=1
+		fi
+		if stop a "$sig" $again; then ((++clean_stops)); else ((++unclean)); fi
+	done
+	summary+=("SIG$sig stops $clean_stops/$stops clean")
+	log "a: ${summary[-1]}"
+done
+((unclean == 0)) || fail "a: stops left processes running: ${summary[0]}, ${summary[1]}"
+
+log "8. a: kill -9 of the writer; make run starts it again"
+start a
+ready a
+writer=$(stack_pids a writer)
+[[ $writer =~ ^[0-9]+$ ]] || fail "a: not one writer process: ${writer//$'\n'/ }" a
+kill -KILL "$writer"
+t0=$(micros)
+readyz=http://127.0.0.1:${http[a]}/readyz
+until new=$(stack_pids a writer) && [[ $new =~ ^[0-9]+$ && $new != "$writer" ]] &&
+	curl -fsS -o /dev/null --max-time 2 "$readyz" 2>/dev/null; do
+	kill -0 "${runs[a]}" 2>/dev/null || fail "a: make run exited after its writer was killed" a
+	(($(micros) - t0 < 60000000)) || fail "a: the killed writer was not back (/readyz 200) within 60s" a
+	sleep 0.1
+done
+back=$((($(micros) - t0) / 100000))
+back=$((back / 10)).$((back % 10))
+grep -q 'run-local: writer exited (status 137, SIGKILL); restarting in 1s (restart 1)' "$tmp/a.out" ||
+	fail "a: make run did not say it restarts the writer" a
+summary+=("killed writer back in ${back}s")
+log "a: killed writer back in ${back}s"
+stop a || fail "a: Ctrl-C after the writer's restart left processes running" a
+
+log "9. clean both"
 clean a
 clean b
 databases a absent
 databases b absent
+printf -v line '%s, ' "${summary[@]}"
+log "${line%, }"
