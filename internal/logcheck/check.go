@@ -52,6 +52,13 @@ func Check(evs []Event) Findings {
 	lastWriterEpoch := map[int32]int64{}
 	lastProducer := map[int32]producer{}
 	producerEpoch := map[int32]map[int64]int16{}
+	// The highest epoch each producer committed at anywhere: one that
+	// ran out of epochs may have last touched a partition well before
+	// (it commits the rounds of every partition of its writer).
+	maxEpoch := map[int64]int16{}
+	for _, le := range evs {
+		maxEpoch[le.ProducerID] = max(maxEpoch[le.ProducerID], le.ProducerEpoch)
+	}
 	for _, le := range evs {
 		e := le.Event
 		id := fmt.Sprintf("%s@%d", e.Key, e.Version)
@@ -71,7 +78,7 @@ func Check(evs []Event) Findings {
 			last[e.Key] = e
 		}
 
-		checkEpochs(&f, le, id, lastWriterEpoch, lastProducer, producerEpoch)
+		checkEpochs(&f, le, id, lastWriterEpoch, lastProducer, producerEpoch, maxEpoch)
 	}
 	f.Keys = len(last)
 	return f
@@ -84,7 +91,8 @@ type producer struct {
 
 // checkEpochs checks le (id names it) against the partition's writer epoch
 // and producer so far, and records them.
-func checkEpochs(f *Findings, le Event, id string, lastWriterEpoch map[int32]int64, lastProducer map[int32]producer, producerEpoch map[int32]map[int64]int16) {
+func checkEpochs(f *Findings, le Event, id string, lastWriterEpoch map[int32]int64, lastProducer map[int32]producer, producerEpoch map[int32]map[int64]int16,
+	maxEpoch map[int64]int16) {
 	e, part := le.Event, le.Partition
 	cur := producer{le.ProducerID, le.ProducerEpoch}
 	we, seen := lastWriterEpoch[part]
@@ -95,8 +103,11 @@ func checkEpochs(f *Findings, le Event, id string, lastWriterEpoch map[int32]int
 	// Within one writerEpoch the writer's shared producer commits
 	// everything. Its id changes only when the broker gives it a new one
 	// after its epoch ran out (transactions v2 bump the epoch at every
-	// commit; Kafka and kfake roll over at MaxInt16-1).
-	if lp := lastProducer[part]; seen && e.WriterEpoch == we && cur.id != lp.id && lp.epoch < math.MaxInt16-1 {
+	// commit, the marker one above the records'; Kafka and kfake roll
+	// over at MaxInt16-1): the earlier producer's last records anywhere
+	// are then at MaxInt16-2 or above, however long ago it last
+	// committed this partition.
+	if lp := lastProducer[part]; seen && e.WriterEpoch == we && cur.id != lp.id && maxEpoch[lp.id] < math.MaxInt16-2 {
 		f.EpochMismatches = append(f.EpochMismatches, fmt.Sprintf("%s at %d/%d: writerEpoch %d committed by producer %d epoch %d (%s), earlier by producer %d epoch %d",
 			id, part, le.Offset, e.WriterEpoch, cur.id, cur.epoch, le.Source, lp.id, lp.epoch))
 	}

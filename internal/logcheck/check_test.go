@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,18 @@ func TestCheckLog(t *testing.T) {
 			e := ev(0, 9, "a", 3, "a-v3", 4*time.Second, 1)
 			e.ProducerID, e.ProducerEpoch = 8, 0
 			return append(evs, e)
+		}(), all, 0},
+		{"NewProducerIDAfterEpochExhaustedOnOtherPartitions", func() []Event {
+			// The producer last committed partition 0 at epoch 100, then
+			// ran out of epochs committing partition 1: a chaos run of
+			// 10 minutes (2026-11-29) did exactly this.
+			evs := chain(0, "a", 2, 1)
+			evs[0].ProducerEpoch, evs[1].ProducerEpoch = 99, 100
+			b := chain(1, "b", 1, 1)
+			b[0].ProducerEpoch = math.MaxInt16 - 2
+			e := ev(0, 9, "a", 3, "a-v3", 4*time.Second, 1)
+			e.ProducerID, e.ProducerEpoch = 8, 393
+			return slices.Concat(evs, b, []Event{e})
 		}(), all, 0},
 		{"NewOwnerWithTheSameProducer", append(chain(0, "a", 2, 1), func() Event {
 			e := ev(0, 9, "a", 3, "a-v3", 4*time.Second, 2)

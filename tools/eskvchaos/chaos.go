@@ -67,6 +67,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	wg.Go(func() { lists.run(c.listClients, c.seed, stopClients) })
 	queues := newQueueWorkload(cl)
 	wg.Go(func() { queues.run(c.queueClients, c.seed, stopClients) })
+	locks := newLockWorkload(cl)
+	wg.Go(func() { locks.run(c.lockClients, c.seed, stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 	ready := newReadiness(s.writers)
 	wg.Go(func() { ready.poll(bg, 100*time.Millisecond) })
@@ -98,6 +100,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.setWorkload = sets
 	r.listWorkload = lists
 	r.queueWorkload = queues
+	r.lockWorkload = locks
 	r.watchWorkload = watches
 	r.historyReads = cl.hist
 	r.exits = s.unexpectedExits()
@@ -174,6 +177,7 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	if r.listsFound, err = r.listWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
 		return fmt.Errorf("check the lists: %w", err)
 	}
+	r.locks = r.lockWorkload.check(l.Events)
 	if r.queues, err = r.queueWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
 		return fmt.Errorf("check the queues: %w", err)
 	}
@@ -226,6 +230,8 @@ type report struct {
 
 	queueWorkload *queueWorkload // the queue workload (queues.go)
 	queues        queueFindings
+	lockWorkload  *lockWorkload // the lock workload (locks.go)
+	locks         lockFindings
 
 	watchWorkload *watchWorkload // the watchers (watch.go)
 	watch         watchFindings
@@ -241,7 +247,7 @@ func (r *report) ok() bool {
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
 		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
 		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0 &&
-		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0 &&
+		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0 && len(r.locks.violations) == 0 &&
 		len(r.watch.violations) == 0 && len(r.historyFound.violations) == 0
 }
 
@@ -317,6 +323,7 @@ func (r *report) print(w io.Writer) {
 	r.sets.print(w)
 	r.listsFound.print(w)
 	r.queues.print(w)
+	r.locks.print(w)
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}

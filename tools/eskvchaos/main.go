@@ -55,6 +55,7 @@ type config struct {
 	setClients   int
 	listClients  int
 	queueClients int
+	lockClients  int
 	watchClients int
 	historyEvery int
 	keys         int
@@ -249,6 +250,8 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	fs.IntVar(&c.listClients, "list-clients", 4, "concurrent list clients: lpush, rpush, lpop, rpop and ltrim 0 9 on two lists, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.queueClients, "queue-clients", 4, "concurrent queue clients: push unique items, pop with a 2s visibility timeout and ack (a quarter not: they come back), "+
 		"pop without one, then drain two queues; checked against the log (each delivery, ack and requeue) and the projection (0: none)")
+	fs.IntVar(&c.lockClients, "lock-clients", 3, "concurrent lock clients: acquire two fenced locks with a 2s lease, write the resource each protects in a transaction that checks the token "+
+		"(now and then after stalling past the lease), release or let it lapse; checked from the log: tokens only grow, every resource write carries its tenure's token within the lease (0: none)")
 	fs.IntVar(&c.setClients, "set-clients", 4, "concurrent set clients: sadd, srem and sismember on two sets, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.watchClients, "watch-clients", 3, "watchers following the projects of the register keys with client.Watch through random writers, "+
 		"checked against the log: its records of their prefixes, in order, no gap, no duplicate (0: none)")
@@ -334,6 +337,8 @@ func (c *config) validate() error {
 		return errors.New("-set-clients must not be negative")
 	case c.listClients < 0:
 		return errors.New("-list-clients must not be negative")
+	case c.lockClients < 0:
+		return errors.New("-lock-clients must not be negative")
 	case c.queueClients < 0:
 		return errors.New("-queue-clients must not be negative")
 	case c.watchClients < 0 || c.historyEvery < 0:
