@@ -74,8 +74,8 @@ type config struct {
 	// clickhouseAddr and checks its trail (auditor verify) at the end.
 	auditor        bool
 	clickhouseAddr string
-	netCut       span // how long a cut lasts: some past the 10 s session timeout, so partitions move
-	depStall     span
+	netCut         span // how long a cut lasts: some past the 10 s session timeout, so partitions move
+	depStall       span
 
 	throughput         bool
 	throughputDuration time.Duration

@@ -37,7 +37,7 @@ type stack struct {
 	auditor              *proc.Proc // with -auditor
 	auditEnv             []string   // the auditor's environment, ClickHouse reached directly (auditor verify)
 	clickhouseAddr, chDB string     // -auditor's ClickHouse and the run's database there
-	env                  []string // every service's (Env)
+	env                  []string   // every service's (Env)
 	// net is the network of -net-faults (nil without): each service's
 	// namespace by its process, a twin writer sharing its target's.
 	net   *netlab
