@@ -57,12 +57,8 @@ func (l *lockWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 		holder := fmt.Sprintf("c%d", id)
 		var ans events.LockAnswer
 		ttl := int64(lockTTL)
-		outcome, _ := l.post(base+":acquire", events.LockBody{Holder: holder, TTLSeconds: &ttl,
-			RequestID: fmt.Sprintf("chaos-lock-c%d-%d", id, seq)}, &ans)
-		if outcome != "ok" {
-			if outcome == "empty" {
-				outcome = "unknown"
-			}
+		if outcome := l.lockOp(base+":acquire", events.LockBody{Holder: holder, TTLSeconds: &ttl,
+			RequestID: fmt.Sprintf("chaos-lock-c%d-%d", id, seq)}, &ans); outcome != "ok" {
 			l.record("acquire " + outcome)
 			return outcome
 		}
@@ -75,11 +71,28 @@ func (l *lockWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 			l.record("write " + l.fencedWrite(writerURL, key, ans.Token, holder, fmt.Sprintf("chaos-lockw-c%d-%d-%d", id, seq, i), seq))
 		}
 		if rng.IntN(3) > 0 {
-			o, _ := l.post(base+":release", events.LockBody{Holder: holder}, &struct{}{})
-			l.record("release " + o)
+			l.record("release " + l.lockOp(base+":release", events.LockBody{Holder: holder}, &struct{}{}))
 		}
 		return "ok"
 	})
+}
+
+// lockOp posts a lock op and decodes a 200 answer into ans. Its outcome:
+// ok, refused (409: held by another, or no longer this holder's), failed
+// (certainly not applied) or unknown.
+func (l *lockWorkload) lockOp(url string, body, ans any) string {
+	b, _ := json.Marshal(body)
+	a := l.c.do(http.MethodPost, url, b)
+	switch {
+	case a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, ans) == nil:
+		return "ok"
+	case a.err == nil && a.status == http.StatusConflict:
+		return "refused"
+	}
+	if o, _ := classifyWrite(a, ""); o.Outcome == linz.Failed {
+		return "failed"
+	}
+	return "unknown"
 }
 
 // fencedWrite writes the resource of lock in a transaction that requires
