@@ -45,22 +45,22 @@ type Config struct {
 // Stack is the run directory, the database and the processes.
 type Stack struct {
 	Config
-	Dir      string // run directory: binaries, logs, broker data
-	Bin      string
-	DBName   string
-	DBURL    string
-	DB       *pgxpool.Pool
-	Brokers  string     // the broker's address
-	Broker   *proc.Proc // started by StartBroker
+	Dir     string // run directory: binaries, logs, broker data
+	Bin     string
+	DBName  string
+	DBURL   string
+	DB      *pgxpool.Pool
+	Brokers string     // the broker's address
+	Broker  *proc.Proc // started by StartBroker
 	// BrokerNetNS, when set before StartBroker, is the network namespace
 	// the broker runs in (Brokers then holds an address of it).
 	BrokerNetNS string
 	// ServiceDBURL, when set, is the Postgres URL the services get
 	// (Env) instead of DBURL: the database through a forwarder.
 	ServiceDBURL string
-	Services []*proc.Proc
-	extra    []string // directories removed with Dir
-	pprofs   int      // processes given a pprof address so far
+	Services     []*proc.Proc
+	extra        []string // directories removed with Dir
+	pprofs       int      // processes given a pprof address so far
 }
 
 // New builds the services and creates and migrates the database. On error
