@@ -106,6 +106,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
+	} else if err := locks.settle(ctx, s.DB, 30*time.Second); err != nil {
+		r.problems = append(r.problems, err.Error())
 	}
 	return r, nil
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/events"
 	"github.com/eskv/eskv/internal/logcheck"
@@ -114,6 +117,26 @@ func (l *lockWorkload) fencedWrite(url, lock string, token int64, holder, reques
 		return "failed"
 	}
 	return "unknown"
+}
+
+// settle waits until no lock of the workload is held in the projection:
+// a lease the clients left running ends with an expire event the writers'
+// sweeper appends up to a second after it, and the log is read for the
+// checks only once no such event can still come (after the clients
+// stopped, leases last at most lockTTL).
+func (l *lockWorkload) settle(ctx context.Context, db *pgxpool.Pool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var held int
+		err := db.QueryRow(ctx, `SELECT count(*) FROM kv_entries WHERE key = ANY($1) AND live`, l.keys).Scan(&held)
+		switch {
+		case err == nil && held == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("locks: %d of the workload's locks still held %s after the clients stopped (err %v)", held, timeout, err)
+		}
+		pause(ctx.Done(), 100*time.Millisecond)
+	}
 }
 
 // lockFindings are the lock workload's results and checks.
