@@ -9,7 +9,6 @@ import (
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -45,9 +44,6 @@ type netlab struct {
 	nodes  map[string]*netnode // by name: broker, writer-1, projector-2, ...
 	next   int                 // the next node's host byte
 	fwds   []net.Listener      // the forwarders to Postgres and ClickHouse
-
-	mu   sync.Mutex
-	cuts map[string]bool // "ns dst" routes in place
 }
 
 // netnode is one namespace and its address.
@@ -60,7 +56,7 @@ func newNetlab(rng *rand.Rand) (_ *netlab, err error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, errors.New("-net-faults needs iproute2's ip (apt-get install iproute2) and root")
 	}
-	l := &netlab{id: fmt.Sprintf("%04x", rng.IntN(1<<16)), nodes: map[string]*netnode{}, next: firstNode, cuts: map[string]bool{}}
+	l := &netlab{id: fmt.Sprintf("%04x", rng.IntN(1<<16)), nodes: map[string]*netnode{}, next: firstNode}
 	l.prefix = fmt.Sprintf("10.%d.%d.", 200+rng.IntN(50), rng.IntN(256))
 	l.bridge = "ekv" + l.id
 	defer func() {
@@ -157,20 +153,11 @@ func pipe(c net.Conn, target string) {
 
 // cut adds a blackhole route in from's namespace to the address dst.
 func (l *netlab) cut(from *netnode, dst string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := ipCmd("-n", from.ns, "route", "add", "blackhole", dst+"/32"); err != nil {
-		return err
-	}
-	l.cuts[from.ns+" "+dst] = true
-	return nil
+	return ipCmd("-n", from.ns, "route", "add", "blackhole", dst+"/32")
 }
 
 // heal removes the route cut added.
 func (l *netlab) heal(from *netnode, dst string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.cuts, from.ns+" "+dst)
 	return ipCmd("-n", from.ns, "route", "del", "blackhole", dst+"/32")
 }
 

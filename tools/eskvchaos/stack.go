@@ -93,7 +93,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		return nil, err
 	}
 	if c.netFaults {
-		if err := s.makeNet(c); err != nil {
+		if err := s.makeNet(); err != nil {
 			return nil, err
 		}
 	}
@@ -217,8 +217,10 @@ func (s *stack) writerEnv(host string, port int, id string) []string {
 
 // makeNet makes the network of -net-faults: the bridge, the broker's
 // namespace and address, and the Postgres forwarder the services use.
-func (s *stack) makeNet(c config) error {
-	l, err := newNetlab(rand.New(rand.NewPCG(c.seed, 0x6e6574)))
+func (s *stack) makeNet() error {
+	// Not from -seed: two runs replaying one seed side by side must not
+	// share names or addresses.
+	l, err := newNetlab(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return err
 	}
