@@ -80,9 +80,10 @@ func (l *lockWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 	})
 }
 
-// lockOp posts a lock op and decodes a 200 answer into ans. Its outcome:
-// ok, refused (409: held by another, or no longer this holder's), failed
-// (certainly not applied) or unknown.
+// lockOp posts a lock op (or a fenced write) and decodes a 200 answer
+// into ans. Its outcome: ok, refused (409: held by another, no longer
+// this holder's, or the tenure over), failed (certainly not applied) or
+// unknown.
 func (l *lockWorkload) lockOp(url string, body, ans any) string {
 	b, _ := json.Marshal(body)
 	a := l.c.do(http.MethodPost, url, b)
@@ -102,21 +103,15 @@ func (l *lockWorkload) lockOp(url string, body, ans any) string {
 // the lock's token to be token, and returns its outcome: applied,
 // refused (409: the tenure was over), failed or unknown.
 func (l *lockWorkload) fencedWrite(url, lock string, token int64, holder, requestID string, seq int) string {
-	body, _ := json.Marshal(events.TxnBody{RequestID: requestID, Ops: []events.TxnOp{
+	var ans events.TxnAnswer
+	outcome := l.lockOp(url+"/v1/txn", events.TxnBody{RequestID: requestID, Ops: []events.TxnOp{
 		{Op: events.OpCheck, Key: lock, Condition: &events.Condition{Field: "token", Equals: mustJSON(token)}},
 		{Op: events.OpPut, Key: resourceKey(lock), Value: mustJSON(fencedWrite{Holder: holder, Token: token, Seq: seq})},
-	}})
-	a := l.c.do(http.MethodPost, url+"/v1/txn", body)
-	switch {
-	case a.err == nil && a.status == http.StatusOK:
+	}}, &ans)
+	if outcome == "ok" {
 		return "applied"
-	case a.err == nil && a.status == http.StatusConflict:
-		return "refused"
 	}
-	if o, _ := classifyWrite(a, ""); o.Outcome == linz.Failed {
-		return "failed"
-	}
-	return "unknown"
+	return outcome
 }
 
 // settle waits until no lock of the workload is held in the projection:
