@@ -33,13 +33,7 @@ func TestOffsetLagWhileStalled(t *testing.T) {
 	before := testenv.EndOffsets(context.Background(), t, prod.Client, b.Topics.Changes)
 
 	ctx := context.Background()
-	stall, err := pg.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stall.Exec(ctx, "LOCK TABLE projector_offsets, kv_entries IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	release := pg.Lock(t, "projector_offsets", "kv_entries")
 	for round := range 2 {
 		produce(t, prod, f, 40, 10)
 		after := testenv.EndOffsets(ctx, t, prod.Client, b.Topics.Changes)
@@ -49,9 +43,7 @@ func TestOffsetLagWhileStalled(t *testing.T) {
 		}
 		waitLag(t, r.reg, b.Topics.Changes, want, fmt.Sprintf("the records produced while stalled (round %d)", round))
 	}
-	if err := stall.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 	waitLag(t, r.reg, b.Topics.Changes, zero, "0 after the stall")
 }

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,4 +106,30 @@ func mustMigratedPool(tb testing.TB, cfg *pgxpool.Config, where string) *pgxpool
 		tb.Fatalf("migrate %s: %v", where, err)
 	}
 	return pool
+}
+
+// Lock takes an ACCESS EXCLUSIVE lock on tables in a transaction of its
+// own and holds it until release (or the test's end): every statement on
+// them waits meanwhile, while Postgres itself answers — a stalled
+// projection, not a stopped server.
+func (p *Postgres) Lock(tb testing.TB, tables ...string) (release func()) {
+	tb.Helper()
+	tx, err := p.Pool.Begin(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), "LOCK TABLE "+strings.Join(tables, ", ")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		_ = tx.Rollback(context.Background())
+		tb.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if err := tx.Rollback(context.Background()); err != nil {
+				tb.Errorf("release the lock on %v: %v", tables, err)
+			}
+		})
+	}
+	tb.Cleanup(release)
+	return release
 }

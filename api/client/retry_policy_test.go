@@ -446,16 +446,22 @@ func TestTransientEscalates(t *testing.T) {
 	}
 }
 
+// hangingTransport never answers: each request waits for its context to
+// end, and counts in tries.
+func hangingTransport(tries *int) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		*tries++
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+}
+
 // TestAttemptTimeout: a server that never answers costs AttemptTimeout per
 // try, and the tries are transient.
 func TestAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tries int
-		hang := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			tries++
-			<-r.Context().Done()
-			return nil, r.Context().Err()
-		})
+		hang := hangingTransport(&tries)
 		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: hang}),
 			client.WithRetryPolicy(client.RetryPolicy{Attempts: 3, AttemptTimeout: time.Second}))
 		start := time.Now()
@@ -476,11 +482,7 @@ func TestAttemptTimeout(t *testing.T) {
 func TestDefaultAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tries int
-		hang := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			tries++
-			<-r.Context().Done()
-			return nil, r.Context().Err()
-		})
+		hang := hangingTransport(&tries)
 		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: hang}))
 		ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 		defer cancel()

@@ -48,18 +48,9 @@ func TestReadyzFollowsItsDependencies(t *testing.T) {
 		t.Logf("/readyz ready again %v after %s", time.Since(start).Round(time.Millisecond), what)
 	}
 
-	tx, err := pg.Pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(t.Context(), `LOCK TABLE kv_entries IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := pg.Lock(t, "kv_entries")
 	unready("the lock", time.Now())
-	if err := tx.Rollback(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	ready("the release", time.Now())
 
 	resume := b.Pause(t)

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,23 +29,8 @@ const (
 // it is ready.
 func startDeadlineWriter(t *testing.T, b *testenv.Broker) (string, *testenv.Postgres) {
 	t.Helper()
-	pg := testenv.MustPostgresDB(t)
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	setenv(t, map[string]string{
-		"ESKV_HTTP_ADDR":       "127.0.0.1:0",
-		"ESKV_ADDR_FILE":       addrFile,
-		"ESKV_BROKERS":         strings.Join(b.Addrs, ","),
-		"ESKV_POSTGRES_URL":    pg.URL,
-		"ESKV_PARTITIONS":      "2",
-		"ESKV_DEV_TOKEN":       "dev-token-for-main-test",
-		"ESKV_WRITER_ID":       "deadline-test",
-		"ESKV_LOG_LEVEL":       "error",
-		"ESKV_REQUEST_TIMEOUT": testRequestTimeout.String(),
-	})
-	base, _ := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
-		return run(ctx, nil, &bytes.Buffer{}, &bytes.Buffer{})
-	})
-	servicetest.WaitReady(t, base)
+	base, _, pg := startWriter(t, b, map[string]string{"ESKV_WRITER_ID": "deadline-test", "ESKV_LOG_LEVEL": "error",
+		"ESKV_REQUEST_TIMEOUT": testRequestTimeout.String()})
 	return base, pg
 }
 
@@ -183,14 +165,7 @@ func TestProjectionLocked(t *testing.T) {
 	base, pg := startDeadlineWriter(t, testenv.MustBroker(t, 2))
 	key := base + "/v1/kv/tenant/a/project/b/never-written"
 
-	tx, err := pg.Pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(t.Context(), `LOCK TABLE kv_entries IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := pg.Lock(t, "kv_entries")
 	locked := time.Now()
 	readyz := unready(base, locked, unreadyWithin)
 	wantUnavailable(t, "GET while locked", send(t, "GET", key, ""), events.EUnavailable)
@@ -203,9 +178,7 @@ func TestProjectionLocked(t *testing.T) {
 		t.Fatalf("ping while locked: %v (the test needs Postgres answering)", err)
 	}
 
-	if err := tx.Rollback(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	released := time.Now()
 	for {
 		a := send(t, "GET", key, "")

@@ -201,14 +201,14 @@ func TestServesOverSecuredKafka(t *testing.T) {
 	}
 }
 
-// servePutStop runs the writer on b with extra settings, answers a
-// write, calls during (when set) with its URL, and stops it; it returns
-// what its /metrics served meanwhile.
-func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string, during func(base string)) string {
+// startWriter runs the writer in-process on b and a database of its own,
+// with extra settings over the tests' (a dev token, 2 partitions, writer
+// id main-test, warn logs), and waits until it is ready.
+func startWriter(t *testing.T, b *testenv.Broker, extra map[string]string) (string, *testenv.Running, *testenv.Postgres) {
 	t.Helper()
 	pg := testenv.MustPostgresDB(t)
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	env := map[string]string{
+	setenv(t, map[string]string{
 		"ESKV_HTTP_ADDR":    "127.0.0.1:0",
 		"ESKV_ADDR_FILE":    addrFile,
 		"ESKV_BROKERS":      strings.Join(b.Addrs, ","),
@@ -217,13 +217,21 @@ func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string, duri
 		"ESKV_DEV_TOKEN":    "dev-token-for-main-test",
 		"ESKV_WRITER_ID":    "main-test",
 		"ESKV_LOG_LEVEL":    "warn",
-	}
-	setenv(t, env)
+	})
 	setenv(t, extra)
 	base, w := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
 		return run(ctx, nil, &bytes.Buffer{}, &bytes.Buffer{})
 	})
 	servicetest.WaitReady(t, base)
+	return base, w, pg
+}
+
+// servePutStop runs the writer on b with extra settings, answers a
+// write, calls during (when set) with its URL, and stops it; it returns
+// what its /metrics served meanwhile.
+func servePutStop(t *testing.T, b *testenv.Broker, extra map[string]string, during func(base string)) string {
+	t.Helper()
+	base, w, _ := startWriter(t, b, extra)
 	req, _ := http.NewRequest("PUT", base+"/v1/kv/tenant/a/project/b/k", strings.NewReader(`{"value":1}`))
 	req.Header.Set("Authorization", "Bearer dev-token-for-main-test")
 	r, err := http.DefaultClient.Do(req)
