@@ -9,17 +9,17 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // failingLister fails every listing with err.
 type failingLister struct{ err error }
 
-func (l failingLister) List(context.Context, string, string, int, int, time.Time) ([]events.Entry, bool, error) {
+func (l failingLister) List(context.Context, string, string, int, int, time.Time) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
 
-func (l failingLister) Scan(context.Context, string, events.Filter, string, int, int, time.Time) ([]events.Entry, bool, error) {
+func (l failingLister) Scan(context.Context, string, contract.Filter, string, int, int, time.Time) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
 
@@ -31,7 +31,7 @@ func TestInternalErrorsAnswerNoDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	detail := `projection: list: postgres error 22021: invalid byte sequence for encoding "UTF8": 0x00`
-	s, err := api.New(api.Config{Tokens: tokens}, &fakeWriter{}, failingLister{&events.Error{Code: events.EInternal, Message: detail}},
+	s, err := api.New(api.Config{Tokens: tokens}, &fakeWriter{}, failingLister{&contract.Error{Code: contract.EInternal, Message: detail}},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

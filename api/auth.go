@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Right is what a grant allows.
@@ -187,8 +187,8 @@ func checkGrant(g Grant) error {
 	if path == "" {
 		return errors.New(`prefix is empty: name a key path by whole components, such as "tenant/acme/"; "tenant/" grants every tenant`)
 	}
-	if len(path) > events.MaxKeyLen {
-		return fmt.Errorf("prefix is longer than %d characters", events.MaxKeyLen)
+	if len(path) > contract.MaxKeyLen {
+		return fmt.Errorf("prefix is longer than %d characters", contract.MaxKeyLen)
 	}
 	parts := strings.Split(path, "/")
 	for i, p := range parts {
@@ -301,24 +301,24 @@ func (t *Tokens) authenticate(h http.Header, now time.Time) (*Principal, *authEr
 	vals := h.Values("Authorization")
 	switch {
 	case len(vals) > 1:
-		return nil, &authError{reason: reasonMultiple, err: events.FieldErrorf(events.EInvalid, "Authorization",
+		return nil, &authError{reason: reasonMultiple, err: contract.FieldErrorf(contract.EInvalid, "Authorization",
 			"the request has %d Authorization headers: send exactly one", len(vals))}
 	case len(vals) == 0 || strings.TrimSpace(vals[0]) == "":
-		return nil, &authError{reason: reasonMissing, err: events.Errorf(events.EUnauthenticated,
+		return nil, &authError{reason: reasonMissing, err: contract.Errorf(contract.EUnauthenticated,
 			"missing bearer token: send Authorization: Bearer <token>")}
 	}
 	scheme, tok, _ := strings.Cut(strings.TrimSpace(vals[0]), " ")
 	tok = strings.TrimLeft(tok, " ")
 	if !strings.EqualFold(scheme, "Bearer") || !isToken68(tok) {
-		return nil, &authError{reason: reasonMalformed, err: events.Errorf(events.EUnauthenticated,
+		return nil, &authError{reason: reasonMalformed, err: contract.Errorf(contract.EUnauthenticated,
 			"malformed Authorization header: send Authorization: Bearer <token>")}
 	}
 	cr, ok := t.table.Load().byHash[sha256.Sum256([]byte(tok))]
 	if !ok {
-		return nil, &authError{reason: reasonUnknown, err: events.Errorf(events.EUnauthenticated, "unknown bearer token")}
+		return nil, &authError{reason: reasonUnknown, err: contract.Errorf(contract.EUnauthenticated, "unknown bearer token")}
 	}
 	if !cr.expiresAt.IsZero() && !now.Before(cr.expiresAt) {
-		return nil, &authError{reason: reasonExpired, principal: cr.principal, err: events.Errorf(events.EUnauthenticated,
+		return nil, &authError{reason: reasonExpired, principal: cr.principal, err: contract.Errorf(contract.EUnauthenticated,
 			"bearer token expired at %s: ask for a new one", cr.expiresAt.UTC().Format(time.RFC3339))}
 	}
 	return cr.principal, nil

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -79,9 +79,9 @@ func (a *authServer) do(method, path, body string, auth ...string) *httptest.Res
 	return rec
 }
 
-func errorOf(tb testing.TB, rec *httptest.ResponseRecorder) events.ErrorDetail {
+func errorOf(tb testing.TB, rec *httptest.ResponseRecorder) contract.ErrorDetail {
 	tb.Helper()
-	var b events.ErrorBody
+	var b contract.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
 		tb.Fatalf("error body %s: %v", rec.Body, err)
 	}
@@ -128,7 +128,7 @@ func TestGrantsMatchWholeComponents(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
 			}
 			if tc.status == 403 {
-				if e := errorOf(t, rec); e.Code != events.EForbidden {
+				if e := errorOf(t, rec); e.Code != contract.EForbidden {
 					t.Fatalf("error %+v", e)
 				}
 				if len(a.w.reqs) != before {
@@ -214,7 +214,7 @@ func TestTokenExpiry(t *testing.T) {
 	{"token":"`+fresh+`","principal":"fresh","grants":[{"prefix":"tenant/","rights":["read","write"]}],"expiresAt":"`+
 		time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}]}`)
 	rec := a.do("PUT", key+"k", `{"value":1}`, "Bearer "+old)
-	if e := errorOf(t, rec); rec.Code != 401 || e.Code != events.EUnauthenticated || !strings.Contains(e.Message, "expired at 2020-01-01T00:00:00Z") {
+	if e := errorOf(t, rec); rec.Code != 401 || e.Code != contract.EUnauthenticated || !strings.Contains(e.Message, "expired at 2020-01-01T00:00:00Z") {
 		t.Fatalf("%d %+v", rec.Code, e)
 	}
 	if len(a.w.reqs) != 0 {
@@ -240,13 +240,13 @@ func TestAuthorizationHeader(t *testing.T) {
 		{"OKLowercase", []string{"bearer " + acmeTok}, 200, "", ""},
 		{"OKUppercase", []string{"BEARER " + acmeTok}, 200, "", ""},
 		{"OKExtraSpaces", []string{"Bearer   " + acmeTok}, 200, "", ""},
-		{"ErrTwoHeaders", []string{"Bearer " + acmeTok, "Bearer " + readerTok}, 400, events.EInvalid, "Authorization"},
-		{"ErrTwoSameHeaders", []string{"Bearer " + acmeTok, "Bearer " + acmeTok}, 400, events.EInvalid, "Authorization"},
-		{"ErrNoHeader", nil, 401, events.EUnauthenticated, ""},
-		{"ErrBasic", []string{"Basic " + acmeTok}, 401, events.EUnauthenticated, ""},
-		{"ErrSchemeOnly", []string{"Bearer"}, 401, events.EUnauthenticated, ""},
-		{"ErrTwoTokensInOne", []string{"Bearer " + acmeTok + ", Bearer " + readerTok}, 401, events.EUnauthenticated, ""},
-		{"ErrUnknownToken", []string{"Bearer nope-0123456789abcdef"}, 401, events.EUnauthenticated, ""},
+		{"ErrTwoHeaders", []string{"Bearer " + acmeTok, "Bearer " + readerTok}, 400, contract.EInvalid, "Authorization"},
+		{"ErrTwoSameHeaders", []string{"Bearer " + acmeTok, "Bearer " + acmeTok}, 400, contract.EInvalid, "Authorization"},
+		{"ErrNoHeader", nil, 401, contract.EUnauthenticated, ""},
+		{"ErrBasic", []string{"Basic " + acmeTok}, 401, contract.EUnauthenticated, ""},
+		{"ErrSchemeOnly", []string{"Bearer"}, 401, contract.EUnauthenticated, ""},
+		{"ErrTwoTokensInOne", []string{"Bearer " + acmeTok + ", Bearer " + readerTok}, 401, contract.EUnauthenticated, ""},
+		{"ErrUnknownToken", []string{"Bearer nope-0123456789abcdef"}, 401, contract.EUnauthenticated, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(a.w.reqs)

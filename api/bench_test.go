@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -33,7 +33,7 @@ func BenchmarkPutBody(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: events.DefaultMaxValueBytes}, &fakeWriter{}, fakeLister{}, slog.New(slog.DiscardHandler))
+	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: contract.DefaultMaxValueBytes}, &fakeWriter{}, fakeLister{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func BenchmarkPutBody(b *testing.B) {
 type benchWriter struct{ fakeWriter }
 
 func (w *benchWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {
-	return writer.Result{Entry: events.Entry{Key: r.Key.String(), Version: 8, Value: r.Value, Semantics: r.Semantics,
+	return writer.Result{Entry: contract.Entry{Key: r.Key.String(), Version: 8, Value: r.Value, Semantics: r.Semantics,
 		CreatedAt: benchTime, UpdatedAt: benchTime, LastWriter: r.Principal}}, nil
 }
 
@@ -72,7 +72,7 @@ func benchHandler(b *testing.B, w api.Writer) http.Handler {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: events.DefaultMaxValueBytes, Registerer: reg, Gatherer: reg},
+	s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: contract.DefaultMaxValueBytes, Registerer: reg, Gatherer: reg},
 		w, fakeLister{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
@@ -107,9 +107,9 @@ func benchServe(b *testing.B, h http.Handler, method, target, body string) {
 // conflicts) and the entry's answer.
 func BenchmarkGet(b *testing.B) {
 	k := "tenant/acme/project/demo/k"
-	w := &benchWriter{fakeWriter{states: map[string]events.State{k: {Version: 7, Live: true, Entry: events.Entry{
+	w := &benchWriter{fakeWriter{states: map[string]contract.State{k: {Version: 7, Live: true, Entry: contract.Entry{
 		Key: k, Version: 7, Value: json.RawMessage(`{"n":12345,"s":"some text"}`), CreatedAt: benchTime, UpdatedAt: benchTime,
-		LastWriter: "dev", Semantics: events.Semantics{Purpose: "other"}}}}}}
+		LastWriter: "dev", Semantics: contract.Semantics{Purpose: "other"}}}}}}
 	benchServe(b, benchHandler(b, w), "GET", key+"k", "")
 }
 

@@ -3,13 +3,13 @@ package api
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
 // increment serves POST /v1/kv/{key}:increment.
-func (s *Server) increment(c echo.Context, _ events.Op, p *Principal, k events.Key) error {
-	var b events.IncrementBody
+func (s *Server) increment(c echo.Context, _ contract.Op, p *Principal, k contract.Key) error {
+	var b contract.IncrementBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
@@ -21,7 +21,7 @@ func (s *Server) increment(c echo.Context, _ events.Op, p *Principal, k events.K
 
 // incrementRequest is the write of an increment of key k by principal
 // (b valid). A transaction's increment is one.
-func incrementRequest(k events.Key, b *events.IncrementBody, principal string) *writer.Request {
-	return &writer.Request{Key: k, Op: events.OpIncrement, By: b.Step(), Min: b.Min, Max: b.Max, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
+func incrementRequest(k contract.Key, b *contract.IncrementBody, principal string) *writer.Request {
+	return &writer.Request{Key: k, Op: contract.OpIncrement, By: b.Step(), Min: b.Min, Max: b.Max, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
 		TTLSeconds: b.TTL(), Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.
@@ -44,9 +44,9 @@ func pastDeadline(r *http.Request, err error) error {
 	if !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 		return err
 	}
-	switch events.ErrorCode(err) {
-	case events.EInternal, events.EUnavailable:
-		return &events.Error{Code: events.EUnavailable, RetryAfterSeconds: 1,
+	switch contract.ErrorCode(err) {
+	case contract.EInternal, contract.EUnavailable:
+		return &contract.Error{Code: contract.EUnavailable, RetryAfterSeconds: 1,
 			Message: "the request was not answered within the server's request deadline (a dependency is slow or unreachable); retry"}
 	}
 	return err

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
@@ -22,14 +22,14 @@ import (
 // does for a write it queued.
 type hungWriter struct{ fakeWriter }
 
-func (hungWriter) State(ctx context.Context, _ events.Key) (events.State, error) {
+func (hungWriter) State(ctx context.Context, _ contract.Key) (contract.State, error) {
 	<-ctx.Done()
-	return events.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
+	return contract.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
 }
 
 func (hungWriter) Do(ctx context.Context, r *writer.Request) (writer.Result, error) {
 	<-ctx.Done()
-	return writer.Result{}, &events.Error{Code: events.EOutcomeUnknown, RequestID: r.RequestID, RetryAfterSeconds: 1, Message: "outcome unknown"}
+	return writer.Result{}, &contract.Error{Code: contract.EOutcomeUnknown, RequestID: r.RequestID, RetryAfterSeconds: 1, Message: "outcome unknown"}
 }
 
 // deadlineWatcher refuses every watch, saying whether its context had a
@@ -40,7 +40,7 @@ func (deadlineWatcher) Watch(ctx context.Context, _ watch.Spec) (*watch.Sub, err
 	if _, ok := ctx.Deadline(); ok {
 		return nil, errors.New("a watch with a deadline")
 	}
-	return nil, events.Errorf(events.ENotFound, "no deadline")
+	return nil, contract.Errorf(contract.ENotFound, "no deadline")
 }
 
 // TestRequestDeadline: with a writer that never answers, a read is
@@ -63,9 +63,9 @@ func TestRequestDeadline(t *testing.T) {
 		status                   int
 		code, requestID          string
 	}{
-		{"ErrReadUnavailable", "GET", "/v1/kv/tenant/a/project/b/k", "", 503, events.EUnavailable, ""},
-		{"ErrWriteOutcomeUnknown", "PUT", "/v1/kv/tenant/a/project/b/k", `{"value":1,"requestId":"r-1"}`, 503, events.EOutcomeUnknown, "r-1"},
-		{"OKWatchWithoutDeadline", "GET", "/v1/watch?prefix=tenant/a/project/b/", "", 404, events.ENotFound, ""},
+		{"ErrReadUnavailable", "GET", "/v1/kv/tenant/a/project/b/k", "", 503, contract.EUnavailable, ""},
+		{"ErrWriteOutcomeUnknown", "PUT", "/v1/kv/tenant/a/project/b/k", `{"value":1,"requestId":"r-1"}`, 503, contract.EOutcomeUnknown, "r-1"},
+		{"OKWatchWithoutDeadline", "GET", "/v1/watch?prefix=tenant/a/project/b/", "", 404, contract.ENotFound, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -24,7 +24,7 @@ const bodyOverheadMax = 16 << 10
 // with values of at most maxValueBytes: a share of body bytes needs one
 // more byte than it (Config.MaxBodyBytesPerPrincipal).
 func LargestBody(maxValueBytes int) int {
-	return max(events.MaxTxnBodyBytes, 2*maxValueBytes+bodyOverheadMax)
+	return max(contract.MaxTxnBodyBytes, 2*maxValueBytes+bodyOverheadMax)
 }
 
 // decode reads the request body, within the size limit, into v strictly:
@@ -43,7 +43,7 @@ func decodeBody(c echo.Context, v any, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := v.(*events.PutBody); ok && decodePutBody(body, b) {
+	if b, ok := v.(*contract.PutBody); ok && decodePutBody(body, b) {
 		return body, nil
 	}
 	return body, decodeStrict(body, v)
@@ -59,7 +59,7 @@ func decodeStrict(body []byte, v any) error {
 
 // bodyTooLarge is the answer to a body of more than limit bytes.
 func bodyTooLarge(limit int) error {
-	return events.FieldErrorf(events.ETooLarge, "value", "request body is over %d bytes", limit)
+	return contract.FieldErrorf(contract.ETooLarge, "value", "request body is over %d bytes", limit)
 }
 
 // readBody reads the request's body, of at most limit bytes: 413 for a
@@ -103,7 +103,7 @@ func readBody(c echo.Context, limit int) ([]byte, error) {
 			return b, nil
 		}
 		if err != nil {
-			return nil, events.Errorf(events.EInvalid, "read body: %v", err)
+			return nil, contract.Errorf(contract.EInvalid, "read body: %v", err)
 		}
 	}
 }
@@ -146,7 +146,7 @@ func queryOf(c echo.Context) url.Values {
 func givenOnce(q url.Values) error {
 	for name, vs := range q {
 		if len(vs) > 1 {
-			return events.FieldErrorf(events.EInvalid, name, "%s is given %d times", name, len(vs))
+			return contract.FieldErrorf(contract.EInvalid, name, "%s is given %d times", name, len(vs))
 		}
 	}
 	return nil
@@ -160,7 +160,7 @@ func decodeOne(b []byte, v any) error {
 		return jsonError(err)
 	}
 	if d.More() {
-		return events.Errorf(events.EInvalid, "body has data after the JSON object")
+		return contract.Errorf(contract.EInvalid, "body has data after the JSON object")
 	}
 	return nil
 }
@@ -169,20 +169,20 @@ func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field == "" {
-			return events.Errorf(events.EInvalid, "body must be %s, not %s", jsonKind(te.Type), jsonValueKind(te.Value))
+			return contract.Errorf(contract.EInvalid, "body must be %s, not %s", jsonKind(te.Type), jsonValueKind(te.Value))
 		}
-		return events.FieldErrorf(events.EInvalid, te.Field, "field %s must be %s, not %s", te.Field, jsonKind(te.Type), jsonValueKind(te.Value))
+		return contract.FieldErrorf(contract.EInvalid, te.Field, "field %s must be %s, not %s", te.Field, jsonKind(te.Type), jsonValueKind(te.Value))
 	}
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		return events.Errorf(events.EInvalid, "body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+		return contract.Errorf(contract.EInvalid, "body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
 	case errors.Is(err, io.EOF):
-		return events.Errorf(events.EInvalid, "body is empty: send a JSON object")
+		return contract.Errorf(contract.EInvalid, "body is empty: send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return events.Errorf(events.EInvalid, "body is not valid JSON: it ends early")
+		return contract.Errorf(contract.EInvalid, "body is not valid JSON: it ends early")
 	}
-	return events.Errorf(events.EInvalid, "body is not valid JSON")
+	return contract.Errorf(contract.EInvalid, "body is not valid JSON")
 }
 
 // jsonKind names, in JSON's words, what a Go type decodes from.
@@ -264,10 +264,10 @@ func blind(c echo.Context, req *writer.Request) error {
 		s.Req.Blind = !mayRead(c, s.Req.Key.String())
 	}
 	err := writer.CheckBlind(req)
-	var e *events.Error
+	var e *contract.Error
 	if errors.As(err, &e) && e.FailedOp != nil {
 		s := req.Txn[*e.FailedOp].Req
-		c.Set(txnDeniedKey, txnDenied{op: s.Op, key: s.Key.String(), write: s.Op != events.OpCheck})
+		c.Set(txnDeniedKey, txnDenied{op: s.Op, key: s.Key.String(), write: s.Op != contract.OpCheck})
 	}
 	return err
 }

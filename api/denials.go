@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Denial log budget per principal: a burst, then one line per interval;
@@ -102,11 +102,11 @@ func (s *Server) auditDenied(c echo.Context, p *Principal) {
 	if !ok {
 		return
 	}
-	k, err := events.ParseKey(raw)
+	k, err := contract.ParseKey(raw)
 	if err != nil {
 		return
 	}
-	q := events.DeleteParams{RequestID: c.QueryParam("requestId")}
+	q := contract.DeleteParams{RequestID: c.QueryParam("requestId")}
 	if q.Validate() != nil {
 		q.RequestID = ""
 	}
@@ -117,7 +117,7 @@ func (s *Server) auditDenied(c echo.Context, p *Principal) {
 // or false when the request is not a write (a read, a listing, an unknown
 // verb). Of a transaction (POST /v1/txn) it is the first write the caller
 // was refused, which the handler noted.
-func writeOp(c echo.Context) (events.Op, string, bool) {
+func writeOp(c echo.Context) (contract.Op, string, bool) {
 	if d, ok := c.Get(txnDeniedKey).(txnDenied); ok {
 		return d.op, d.key, d.write
 	}
@@ -126,14 +126,14 @@ func writeOp(c echo.Context) (events.Op, string, bool) {
 	}
 	switch c.Request().Method {
 	case http.MethodPut:
-		return events.OpPut, keyPath(c), true
+		return contract.OpPut, keyPath(c), true
 	case http.MethodPatch:
-		return events.OpPatch, keyPath(c), true
+		return contract.OpPatch, keyPath(c), true
 	case http.MethodDelete:
-		return events.OpDelete, keyPath(c), true
+		return contract.OpDelete, keyPath(c), true
 	case http.MethodPost:
 		raw, verb := splitVerb(c)
-		op, ok := events.OpOfVerb(verb, false)
+		op, ok := contract.OpOfVerb(verb, false)
 		return op, raw, ok
 	}
 	return "", "", false

@@ -3,7 +3,7 @@ package api_test
 import (
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestDeniedWritesAudited: a write refused with 403 is handed to the
@@ -17,12 +17,12 @@ func TestDeniedWritesAudited(t *testing.T) {
 		status                        int
 		want                          *deniedWrite
 	}{
-		{"PutByReader", "PUT", k, `{"value":1}`, readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", events.OpPut, "reader", ""}},
-		{"PatchByReader", "PATCH", k, `{"set":{"a":1}}`, readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", events.OpPatch, "reader", ""}},
-		{"DeleteByReader", "DELETE", k + "?requestId=r-1", "", readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", events.OpDelete, "reader", "r-1"}},
-		{"IncrementByReader", "POST", k + ":increment", `{"by":1}`, readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", events.OpIncrement, "reader", ""}},
+		{"PutByReader", "PUT", k, `{"value":1}`, readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", contract.OpPut, "reader", ""}},
+		{"PatchByReader", "PATCH", k, `{"set":{"a":1}}`, readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", contract.OpPatch, "reader", ""}},
+		{"DeleteByReader", "DELETE", k + "?requestId=r-1", "", readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", contract.OpDelete, "reader", "r-1"}},
+		{"IncrementByReader", "POST", k + ":increment", `{"by":1}`, readerTok, 403, &deniedWrite{"tenant/acme/project/p/k", contract.OpIncrement, "reader", ""}},
 		{"AcquireOtherTenant", "POST", "/v1/kv/tenant/beta/project/p/l:acquire", `{"holder":"h"}`, acmeTok, 403,
-			&deniedWrite{"tenant/beta/project/p/l", events.OpLockAcquire, "acme", ""}},
+			&deniedWrite{"tenant/beta/project/p/l", contract.OpLockAcquire, "acme", ""}},
 		{"GetByWriteOnly", "GET", k, "", writerTok, 403, nil},
 		{"CounterByWriteOnly", "GET", k + ":counter", "", writerTok, 403, nil},
 		{"ListByWriteOnly", "GET", "/v1/kv?prefix=tenant/acme/project/p/", "", writerTok, 403, nil},

@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // answerEntry answers an entry as c.JSON would, byte for byte, without
@@ -15,7 +15,7 @@ import (
 // reflection over Entry and Semantics was about 5 % of the writer's CPU
 // under figure 18's load (docs/performance.md). ?pretty, and times
 // encoding/json refuses (years outside 0–9999), go through c.JSON.
-func answerEntry(c echo.Context, e *events.Entry) error {
+func answerEntry(c echo.Context, e *contract.Entry) error {
 	if _, pretty := queryOf(c)["pretty"]; pretty || c.Echo().Debug {
 		return c.JSON(http.StatusOK, e)
 	}
@@ -27,12 +27,12 @@ func answerEntry(c echo.Context, e *events.Entry) error {
 }
 
 // appendEntry appends e's JSON as jsonSerializer writes it (field order
-// and omitempty of events.Entry, no HTML escaping, a final newline);
+// and omitempty of contract.Entry, no HTML escaping, a final newline);
 // false when e holds what only encoding/json can report (an invalid
 // value, a time it cannot encode).
-func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
+func appendEntry(b []byte, e *contract.Entry) ([]byte, bool) {
 	b = append(b, `{"key":`...)
-	b = events.AppendJSONString(b, e.Key)
+	b = contract.AppendJSONString(b, e.Key)
 	b = append(b, `,"value":`...)
 	if e.Value == nil {
 		b = append(b, "null"...)
@@ -40,7 +40,7 @@ func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
 		// Values from the projection come back from jsonb with spaces:
 		// compacted as encoding/json compacts a RawMessage.
 		var err error
-		if b, err = events.AppendCompact(b, e.Value); err != nil {
+		if b, err = contract.AppendCompact(b, e.Value); err != nil {
 			return nil, false
 		}
 	}
@@ -58,22 +58,22 @@ func appendEntry(b []byte, e *events.Entry) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	b = events.AppendJSONString(append(b, `,"lastWriter":`...), e.LastWriter)
+	b = contract.AppendJSONString(append(b, `,"lastWriter":`...), e.LastWriter)
 	if e.RequestID != "" {
-		b = events.AppendJSONString(append(b, `,"requestId":`...), e.RequestID)
+		b = contract.AppendJSONString(append(b, `,"requestId":`...), e.RequestID)
 	}
 	if e.SpecRef != "" {
-		b = events.AppendJSONString(append(b, `,"specRef":`...), e.SpecRef)
+		b = contract.AppendJSONString(append(b, `,"specRef":`...), e.SpecRef)
 	}
 	b = appendSemantics(append(b, `,"semantics":`...), &e.Semantics)
 	return append(b, "}\n"...), true
 }
 
 // appendSemantics appends s as encoding/json does (omitempty included).
-func appendSemantics(b []byte, s *events.Semantics) []byte {
-	b = events.AppendJSONString(append(b, `{"purpose":`...), s.Purpose)
+func appendSemantics(b []byte, s *contract.Semantics) []byte {
+	b = contract.AppendJSONString(append(b, `{"purpose":`...), s.Purpose)
 	if s.Producer != "" {
-		b = events.AppendJSONString(append(b, `,"producer":`...), s.Producer)
+		b = contract.AppendJSONString(append(b, `,"producer":`...), s.Producer)
 	}
 	if len(s.ConsumerHints) > 0 {
 		b = append(b, `,"consumerHints":[`...)
@@ -81,7 +81,7 @@ func appendSemantics(b []byte, s *events.Semantics) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = events.AppendJSONString(b, h)
+			b = contract.AppendJSONString(b, h)
 		}
 		b = append(b, ']')
 	}

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // encodeLikeEcho is what c.JSON wrote for an entry: jsonSerializer's
 // encoder, HTML escaping off, a final newline.
-func encodeLikeEcho(t testing.TB, e *events.Entry) []byte {
+func encodeLikeEcho(t testing.TB, e *contract.Entry) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -21,7 +21,7 @@ func encodeLikeEcho(t testing.TB, e *events.Entry) []byte {
 	return buf.Bytes()
 }
 
-// entryStrings are strings that take every path of events.AppendJSONString.
+// entryStrings are strings that take every path of contract.AppendJSONString.
 var entryStrings = []string{"", "plain", `q"uote\back`, "<b>&amp;</b>", "ctl\x00\x01\x1f\b\f\n\r\t\x7f", "é ü 日本 😀",
 	"bad \xff utf8 \xc3", "line\u2028sep\u2029", "tenant/acme/project/p/k"}
 
@@ -36,11 +36,11 @@ func TestAnswerEntryMatchesEncodingJSON(t *testing.T) {
 	n := 0
 	for i, s := range entryStrings {
 		for j, v := range values {
-			e := &events.Entry{Key: s, Value: v, Version: int64(i*7 - 3), CreatedAt: at, UpdatedAt: at.Add(time.Duration(j)),
-				LastWriter: entryStrings[(i+1)%len(entryStrings)], Semantics: events.Semantics{Purpose: s}}
+			e := &contract.Entry{Key: s, Value: v, Version: int64(i*7 - 3), CreatedAt: at, UpdatedAt: at.Add(time.Duration(j)),
+				LastWriter: entryStrings[(i+1)%len(entryStrings)], Semantics: contract.Semantics{Purpose: s}}
 			if (i+j)%2 == 0 {
 				e.ExpiresAt, e.RequestID, e.SpecRef = &exp, s, "spec/"+s
-				e.Semantics = events.Semantics{Purpose: "config", Producer: s, ConsumerHints: []string{s, "b"}, TTLSeconds: int64(i + 1)}
+				e.Semantics = contract.Semantics{Purpose: "config", Producer: s, ConsumerHints: []string{s, "b"}, TTLSeconds: int64(i + 1)}
 			}
 			if j == 3 {
 				e.Semantics.ConsumerHints = []string{}
@@ -61,10 +61,10 @@ func TestAnswerEntryMatchesEncodingJSON(t *testing.T) {
 // year past 9999 is not encoded here (answerEntry falls back to c.JSON,
 // which reports it).
 func TestAppendEntryRefusesWhatEncodingJSONRefuses(t *testing.T) {
-	if _, ok := appendEntry(nil, &events.Entry{Value: json.RawMessage(`{"a":`)}); ok {
+	if _, ok := appendEntry(nil, &contract.Entry{Value: json.RawMessage(`{"a":`)}); ok {
 		t.Error("invalid value encoded")
 	}
-	if _, ok := appendEntry(nil, &events.Entry{CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}); ok {
+	if _, ok := appendEntry(nil, &contract.Entry{CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}); ok {
 		t.Error("year 10000 encoded")
 	}
 }
@@ -75,8 +75,8 @@ func FuzzAppendEntry(f *testing.F) {
 		f.Add(s, s)
 	}
 	f.Fuzz(func(t *testing.T, key, hint string) {
-		e := &events.Entry{Key: key, Value: json.RawMessage(`true`), LastWriter: hint, RequestID: hint,
-			Semantics: events.Semantics{Purpose: key, ConsumerHints: []string{hint}}}
+		e := &contract.Entry{Key: key, Value: json.RawMessage(`true`), LastWriter: hint, RequestID: hint,
+			Semantics: contract.Semantics{Purpose: key, ConsumerHints: []string{hint}}}
 		got, ok := appendEntry(nil, e)
 		if want := encodeLikeEcho(t, e); !ok || !bytes.Equal(got, want) {
 			t.Fatalf("got %q (ok %v), encoding/json %q", got, ok, want)

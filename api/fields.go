@@ -7,28 +7,28 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
 // getField answers GET /v1/kv/{key}?field=NAME.
-func getField(c echo.Context, e *events.Entry, field string) error {
+func getField(c echo.Context, e *contract.Entry, field string) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(e.Value, &fields); err != nil || fields == nil {
-		err := events.FieldErrorf(events.EWrongType, "field", "key %s does not hold a JSON object", e.Key)
+		err := contract.FieldErrorf(contract.EWrongType, "field", "key %s does not hold a JSON object", e.Key)
 		err.Current = e
 		return err
 	}
 	v, ok := fields[field]
 	if !ok {
-		return events.FieldErrorf(events.ENotFound, "field", "key %s has no field %q", e.Key, field)
+		return contract.FieldErrorf(contract.ENotFound, "field", "key %s has no field %q", e.Key, field)
 	}
-	return c.JSON(http.StatusOK, events.FieldAnswer{Key: e.Key, Version: e.Version, Field: field, Value: v})
+	return c.JSON(http.StatusOK, contract.FieldAnswer{Key: e.Key, Version: e.Version, Field: field, Value: v})
 }
 
 // patch serves PATCH /v1/kv/{key}.
-func (s *Server) patch(c echo.Context, p *Principal, k events.Key) error {
-	var b events.PatchBody
+func (s *Server) patch(c echo.Context, p *Principal, k contract.Key) error {
+	var b contract.PatchBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
@@ -45,17 +45,17 @@ func (s *Server) patch(c echo.Context, p *Principal, k events.Key) error {
 // patchRequest is the write of a patch of key k by principal (b valid),
 // its values compacted within the value limit. A transaction's patch is
 // one.
-func (s *Server) patchRequest(k events.Key, b *events.PatchBody, principal string) (*writer.Request, error) {
-	req := &writer.Request{Key: k, Op: events.OpPatch, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
+func (s *Server) patchRequest(k contract.Key, b *contract.PatchBody, principal string) (*writer.Request, error) {
+	req := &writer.Request{Key: k, Op: contract.OpPatch, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
 		RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal, MaxValueBytes: s.cfg.MaxValueBytes,
 		Set: make(map[string]json.RawMessage, len(b.Set)), Unset: b.Unset, TTLSeconds: b.TTL(), Semantics: b.EntrySemantics()}
 	for f, v := range b.Set {
 		if v == nil {
 			v = json.RawMessage("null")
 		}
-		cv, err := events.CompactValue(v, s.cfg.MaxValueBytes)
+		cv, err := contract.CompactValue(v, s.cfg.MaxValueBytes)
 		if err != nil {
-			var e *events.Error
+			var e *contract.Error
 			if errors.As(err, &e) {
 				e.Field = "set." + f
 			}
@@ -64,11 +64,11 @@ func (s *Server) patchRequest(k events.Key, b *events.PatchBody, principal strin
 		req.Set[f] = cv
 	}
 	if b.If != nil {
-		eq, err := events.CompactValue(b.If.Equals, s.cfg.MaxValueBytes)
+		eq, err := contract.CompactValue(b.If.Equals, s.cfg.MaxValueBytes)
 		if err != nil {
-			return nil, events.FieldErrorf(events.EInvalid, "if.equals", "if.equals: %v", err)
+			return nil, contract.FieldErrorf(contract.EInvalid, "if.equals", "if.equals: %v", err)
 		}
-		req.If = &events.FieldCondition{Field: b.If.Field, Equals: eq}
+		req.If = &contract.FieldCondition{Field: b.If.Field, Equals: eq}
 	}
 	return req, nil
 }

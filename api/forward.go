@@ -16,7 +16,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -210,7 +210,7 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 // came with that we could not verify, and ours (ForwardedHeader), so the
 // writer receiving it refuses to forward it again and each writer
 // recognizes its own forward coming back (writer.Route).
-func (s *Server) forward(c echo.Context, k events.Key) (bool, error) {
+func (s *Server) forward(c echo.Context, k contract.Key) (bool, error) {
 	from, carry := originOf(c)
 	local, owner, err := s.w.Route(k, from)
 	if local {
@@ -221,7 +221,7 @@ func (s *Server) forward(c echo.Context, k events.Key) (bool, error) {
 	}
 	p, err := s.fwd.proxy(owner)
 	if err != nil {
-		return true, events.Errorf(events.EInternal, "owner address %q: %v", owner, err)
+		return true, contract.Errorf(contract.EInternal, "owner address %q: %v", owner, err)
 	}
 	r := c.Request()
 	proof := s.fwd.proof(r.Method, r.URL.RequestURI(), s.now())

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -25,15 +25,15 @@ type proofWriter struct {
 	from  []writer.Origin
 }
 
-func (w *proofWriter) Route(_ events.Key, from writer.Origin) (bool, string, error) {
+func (w *proofWriter) Route(_ contract.Key, from writer.Origin) (bool, string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.from = append(w.from, from)
 	switch from {
 	case writer.FromSelf:
-		return false, "", &events.Error{Code: events.EForwardLoop, Message: "came back", RetryAfterSeconds: 1}
+		return false, "", &contract.Error{Code: contract.EForwardLoop, Message: "came back", RetryAfterSeconds: 1}
 	case writer.FromPeer:
-		return false, "", &events.Error{Code: events.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
+		return false, "", &contract.Error{Code: contract.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
 	}
 	return false, w.owner, nil
 }
@@ -91,7 +91,7 @@ func TestForwardProofs(t *testing.T) {
 	t.Run("ErrPeersForwardNotForwardedAgain", func(t *testing.T) {
 		w0, w1 := startProofServer(t, secret), startProofServer(t, secret)
 		w0.w.owner, w1.w.owner = owner.URL, w0.url
-		if code, ec := get(w1.url, ""); code != http.StatusServiceUnavailable || ec != events.EUnavailable {
+		if code, ec := get(w1.url, ""); code != http.StatusServiceUnavailable || ec != contract.EUnavailable {
 			t.Fatalf("%d %s; want 503 partition_unavailable from w0", code, ec)
 		}
 		wantOrigins(t, w1.w, writer.FromClient)
@@ -101,7 +101,7 @@ func TestForwardProofs(t *testing.T) {
 		for _, secret := range [][]byte{secret, nil} {
 			w0 := startProofServer(t, secret)
 			w0.w.owner = w0.url // its owner's address reaches it
-			if code, ec := get(w0.url, ""); code != http.StatusServiceUnavailable || ec != events.EForwardLoop {
+			if code, ec := get(w0.url, ""); code != http.StatusServiceUnavailable || ec != contract.EForwardLoop {
 				t.Fatalf("%d %s; want 503 forward_loop", code, ec)
 			}
 			wantOrigins(t, w0.w, writer.FromClient, writer.FromSelf)
@@ -137,7 +137,7 @@ func TestForwardProofs(t *testing.T) {
 	t.Run("ErrBounceWithoutSecretStopsAtTheFirst", func(t *testing.T) {
 		w0, w1 := startProofServer(t, nil), startProofServer(t, nil)
 		w0.w.owner, w1.w.owner = w1.url, w0.url // each thinks the other owns the key
-		if code, ec := get(w0.url, ""); code != http.StatusServiceUnavailable || ec != events.EForwardLoop {
+		if code, ec := get(w0.url, ""); code != http.StatusServiceUnavailable || ec != contract.EForwardLoop {
 			t.Fatalf("%d %s; want 503 forward_loop", code, ec)
 		}
 		wantOrigins(t, w0.w, writer.FromClient, writer.FromSelf)
@@ -161,7 +161,7 @@ func getForwardedBy(t *testing.T, base, forwardedBy string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var e events.ErrorBody
+	var e contract.ErrorBody
 	_ = json.Unmarshal(b, &e)
 	return resp.StatusCode, e.Error.Code
 }

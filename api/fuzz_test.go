@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // txnPath is the fuzzed path that stands for POST /v1/txn.
@@ -26,13 +26,13 @@ var (
 // fuzzStates are the keys the fake writer holds while fuzzing: an object,
 // a counter, a lock and a string, so reads and writes reach their
 // answers, not only their 404s.
-func fuzzStates() map[string]events.State {
-	st := func(k, v, purpose string) events.State {
-		return events.State{Version: 3, Live: true, Entry: events.Entry{Key: "tenant/acme/project/demo/" + k, Version: 3,
-			Value: json.RawMessage(v), Semantics: events.Semantics{Purpose: purpose}}}
+func fuzzStates() map[string]contract.State {
+	st := func(k, v, purpose string) contract.State {
+		return contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/" + k, Version: 3,
+			Value: json.RawMessage(v), Semantics: contract.Semantics{Purpose: purpose}}}
 	}
-	m := map[string]events.State{}
-	for _, s := range []events.State{st("obj", `{"a":1,"s":"x"}`, "config"), st("n", `41`, "counter"),
+	m := map[string]contract.State{}
+	for _, s := range []contract.State{st("obj", `{"a":1,"s":"x"}`, "config"), st("n", `41`, "counter"),
 		st("l", `{"holder":"h","token":3}`, "lock"), st("s", `"text"`, "other")} {
 		m[s.Entry.Key] = s
 	}
@@ -139,7 +139,7 @@ func checkAnswer(t *testing.T, req *http.Request, rec *httptest.ResponseRecorder
 	if req.Method == "HEAD" {
 		return
 	}
-	var b events.ErrorBody
+	var b contract.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code == "" || b.Error.Message == "" {
 		t.Fatalf("%s: %d with an error body that is not one: %s", what, rec.Code, rec.Body)
 	}

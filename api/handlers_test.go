@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
 // fakeWriter answers from a map of states and records the requests it is
 // asked to decide; every write is accepted.
 type fakeWriter struct {
-	states map[string]events.State
+	states map[string]contract.State
 	reqs   []writer.Request
 	denied []deniedWrite
 }
@@ -27,31 +27,31 @@ type fakeWriter struct {
 // deniedWrite is one AuditDenied call.
 type deniedWrite struct {
 	key                  string
-	op                   events.Op
+	op                   contract.Op
 	principal, requestID string
 }
 
-func (f *fakeWriter) AuditDenied(k events.Key, op events.Op, principal, requestID string) {
+func (f *fakeWriter) AuditDenied(k contract.Key, op contract.Op, principal, requestID string) {
 	f.denied = append(f.denied, deniedWrite{k.String(), op, principal, requestID})
 }
 
 func (f *fakeWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {
 	f.reqs = append(f.reqs, *r)
 	if r.Txn != nil {
-		res := writer.Result{TxnID: "txn-1", Txn: make([]events.TxnResult, len(r.Txn))}
+		res := writer.Result{TxnID: "txn-1", Txn: make([]contract.TxnResult, len(r.Txn))}
 		for i, s := range r.Txn {
-			res.Txn[i] = events.TxnResult{Key: s.Req.Key.String(), Version: 7, Value: s.Req.Value}
+			res.Txn[i] = contract.TxnResult{Key: s.Req.Key.String(), Version: 7, Value: s.Req.Value}
 		}
 		return res, nil
 	}
-	e := events.Entry{Key: r.Key.String(), Version: 7, Value: r.Value, Semantics: r.Semantics}
+	e := contract.Entry{Key: r.Key.String(), Version: 7, Value: r.Value, Semantics: r.Semantics}
 	if r.Op.Purpose() != "" {
 		e.Value = json.RawMessage(`{"holder":"` + r.Holder + `","token":7}`)
 	}
 	return writer.Result{Entry: e}, nil
 }
 
-func (f *fakeWriter) State(_ context.Context, k events.Key) (events.State, error) {
+func (f *fakeWriter) State(_ context.Context, k contract.Key) (contract.State, error) {
 	return f.states[k.String()], nil
 }
 
@@ -59,18 +59,18 @@ func (f *fakeWriter) AwaitProjected(context.Context, string) error { return nil 
 
 func (f *fakeWriter) Ready() bool           { return true }
 func (f *fakeWriter) ForwardLoops() []int32 { return nil }
-func (f *fakeWriter) Route(events.Key, writer.Origin) (bool, string, error) {
+func (f *fakeWriter) Route(contract.Key, writer.Origin) (bool, string, error) {
 	return true, "", nil
 }
 
 // fakeLister lists nothing.
 type fakeLister struct{}
 
-func (fakeLister) List(context.Context, string, string, int, int, time.Time) ([]events.Entry, bool, error) {
+func (fakeLister) List(context.Context, string, string, int, int, time.Time) ([]contract.Entry, bool, error) {
 	return nil, false, nil
 }
 
-func (fakeLister) Scan(context.Context, string, events.Filter, string, int, int, time.Time) ([]events.Entry, bool, error) {
+func (fakeLister) Scan(context.Context, string, contract.Filter, string, int, int, time.Time) ([]contract.Entry, bool, error) {
 	return nil, false, nil
 }
 
@@ -122,77 +122,77 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		status                   int
 		code, field, message     string
 	}{
-		{"ErrKeyUppercase", "PUT", key + "Upper", `{"value":1}`, 400, events.EInvalid, "key", ""},
-		{"ErrKeyTooLong", "PUT", key + long(events.MaxKeyLen), `{"value":1}`, 400, events.EInvalid, "key", ""},
-		{"ErrBodyNotJSON", "PUT", key + "k", `{"value":`, 400, events.EInvalid, "", ""},
-		{"ErrBodyEmpty", "POST", key + "k:increment", ``, 400, events.EInvalid, "", "body is empty: send a JSON object"},
-		{"ErrBodyTrailingData", "PUT", key + "k", `{"value":1} {}`, 400, events.EInvalid, "", ""},
-		{"ErrBodyTooLarge", "PUT", key + "k", `{"value":"` + long(20<<10) + `"}`, 413, events.ETooLarge, "value", ""},
-		{"ErrValueTooLarge", "PUT", key + "k", `{"value":"` + long(2000) + `"}`, 413, events.ETooLarge, "value", ""},
-		{"ErrUnknownField", "PUT", key + "k", `{"value":1,"expectedVersoin":1}`, 400, events.EInvalid, "expectedVersoin", `unknown field "expectedVersoin"`},
-		{"ErrUnknownSemanticsField", "POST", key + "k:increment", `{"semantics":{"owner":"x"}}`, 400, events.EInvalid, "semantics.owner", ""},
-		{"ErrFieldType", "POST", key + "k:increment", `{"by":"1"}`, 400, events.EInvalid, "by", "field by must be an integer, not a string"},
-		{"ErrFieldTypeNested", "PUT", key + "k", `{"value":1,"semantics":{"ttlSeconds":1.5}}`, 400, events.EInvalid, "semantics.ttlSeconds",
+		{"ErrKeyUppercase", "PUT", key + "Upper", `{"value":1}`, 400, contract.EInvalid, "key", ""},
+		{"ErrKeyTooLong", "PUT", key + long(contract.MaxKeyLen), `{"value":1}`, 400, contract.EInvalid, "key", ""},
+		{"ErrBodyNotJSON", "PUT", key + "k", `{"value":`, 400, contract.EInvalid, "", ""},
+		{"ErrBodyEmpty", "POST", key + "k:increment", ``, 400, contract.EInvalid, "", "body is empty: send a JSON object"},
+		{"ErrBodyTrailingData", "PUT", key + "k", `{"value":1} {}`, 400, contract.EInvalid, "", ""},
+		{"ErrBodyTooLarge", "PUT", key + "k", `{"value":"` + long(20<<10) + `"}`, 413, contract.ETooLarge, "value", ""},
+		{"ErrValueTooLarge", "PUT", key + "k", `{"value":"` + long(2000) + `"}`, 413, contract.ETooLarge, "value", ""},
+		{"ErrUnknownField", "PUT", key + "k", `{"value":1,"expectedVersoin":1}`, 400, contract.EInvalid, "expectedVersoin", `unknown field "expectedVersoin"`},
+		{"ErrUnknownSemanticsField", "POST", key + "k:increment", `{"semantics":{"owner":"x"}}`, 400, contract.EInvalid, "semantics.owner", ""},
+		{"ErrFieldType", "POST", key + "k:increment", `{"by":"1"}`, 400, contract.EInvalid, "by", "field by must be an integer, not a string"},
+		{"ErrFieldTypeNested", "PUT", key + "k", `{"value":1,"semantics":{"ttlSeconds":1.5}}`, 400, contract.EInvalid, "semantics.ttlSeconds",
 			"field semantics.ttlSeconds must be an integer, not number 1.5"},
-		{"ErrBodyNotObject", "PUT", key + "k", `["value"]`, 400, events.EInvalid, "", "body must be a JSON object, not an array"},
-		{"ErrBodyString", "POST", key + "k:acquire", `"holder"`, 400, events.EInvalid, "", "body must be a JSON object, not a string"},
-		{"ErrDuplicateMember", "PUT", key + "k", `{"value":3,"expectedVersion":999,"expectedVersion":null}`, 400, events.EInvalid, "expectedVersion",
+		{"ErrBodyNotObject", "PUT", key + "k", `["value"]`, 400, contract.EInvalid, "", "body must be a JSON object, not an array"},
+		{"ErrBodyString", "POST", key + "k:acquire", `"holder"`, 400, contract.EInvalid, "", "body must be a JSON object, not a string"},
+		{"ErrDuplicateMember", "PUT", key + "k", `{"value":3,"expectedVersion":999,"expectedVersion":null}`, 400, contract.EInvalid, "expectedVersion",
 			`field "expectedVersion" is given twice`},
-		{"ErrDuplicateSemanticsMember", "PUT", key + "k", `{"value":3,"semantics":{"purpose":"config","purpose":"lock"}}`, 400, events.EInvalid, "semantics.purpose", ""},
-		{"ErrDuplicateSetMember", "PATCH", key + "k", `{"set":{"a":1,"a":2}}`, 400, events.EInvalid, "set.a", ""},
-		{"ErrDuplicateMemberInValue", "PUT", key + "k", `{"value":{"a":{"b":1,"b":2}}}`, 400, events.EInvalid, "value", `value names the member "b" twice in one object`},
-		{"ErrDuplicateMemberInSetValue", "PATCH", key + "k", `{"set":{"a":{"b":1,"b":2}}}`, 400, events.EInvalid, "set.a", ""},
-		{"ErrDuplicateMemberInIfEquals", "PATCH", key + "k", `{"set":{"a":1},"if":{"field":"a","equals":{"b":1,"b":2}}}`, 400, events.EInvalid, "if.equals", ""},
-		{"ErrFieldWrongCase", "PUT", key + "k", `{"VALUE":5}`, 400, events.EInvalid, "VALUE", `unknown field "VALUE" (names are case-sensitive: "value")`},
-		{"ErrFieldWrongCaseBesideRight", "PUT", key + "k", `{"value":5,"Value":6}`, 400, events.EInvalid, "Value", ""},
-		{"ErrSemanticsFieldWrongCase", "POST", key + "k:acquire", `{"holder":"a","semantics":{"Producer":"p"}}`, 400, events.EInvalid, "semantics.Producer", ""},
-		{"ErrIfFieldWrongCase", "PATCH", key + "k", `{"set":{"a":1},"if":{"field":"a","Equals":1}}`, 400, events.EInvalid, "if.Equals", ""},
-		{"ErrPutTTLZero", "PUT", key + "k", `{"value":1,"ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds", ""},
-		{"ErrPutTTLOverMax", "PUT", key + "k", `{"value":1,"ttlSeconds":315360001}`, 400, events.EInvalid, "ttlSeconds", "ttlSeconds must be between 1 and 315360000 (omit it for no expiry)"},
-		{"ErrPutTTLsDiffer", "PUT", key + "k", `{"value":1,"ttlSeconds":5,"semantics":{"ttlSeconds":6}}`, 400, events.EInvalid, "semantics.ttlSeconds", ""},
-		{"ErrPurpose", "PUT", key + "k", `{"value":1,"semantics":{"purpose":"fun"}}`, 400, events.EInvalid, "semantics.purpose", ""},
-		{"ErrRequestIDTooLong", "PUT", key + "k", `{"value":1,"requestId":"` + long(events.MaxRequestIDLen+1) + `"}`, 400, events.EInvalid, "requestId", ""},
-		{"ErrSpecRefTooLong", "PUT", key + "k", `{"value":1,"specRef":"` + long(events.MaxSpecRefLen+1) + `"}`, 400, events.EInvalid, "specRef", ""},
-		{"ErrTooManyHints", "PUT", key + "k", `{"value":1,"semantics":{"consumerHints":[` + strings.Repeat(`"h",`, events.MaxConsumerHints) + `"h"]}}`, 400, events.EInvalid, "semantics.consumerHints", ""},
-		{"ErrDeleteRepeatedParam", "DELETE", key + "k?expectedVersion=1&expectedVersion=2", ``, 400, events.EInvalid, "expectedVersion", "expectedVersion is given 2 times"},
-		{"ErrGetRepeatedField", "GET", key + "k?field=a&field=b", ``, 400, events.EInvalid, "field", ""},
-		{"ErrDeleteUnknownParam", "DELETE", key + "k?force=1", ``, 400, events.EInvalid, "force", ""},
-		{"ErrDeleteExpectedNotInt", "DELETE", key + "k?expectedVersion=x", ``, 400, events.EInvalid, "expectedVersion", ""},
-		{"ErrPostNoVerb", "POST", key + "k", `{}`, 400, events.EInvalid, "key",
+		{"ErrDuplicateSemanticsMember", "PUT", key + "k", `{"value":3,"semantics":{"purpose":"config","purpose":"lock"}}`, 400, contract.EInvalid, "semantics.purpose", ""},
+		{"ErrDuplicateSetMember", "PATCH", key + "k", `{"set":{"a":1,"a":2}}`, 400, contract.EInvalid, "set.a", ""},
+		{"ErrDuplicateMemberInValue", "PUT", key + "k", `{"value":{"a":{"b":1,"b":2}}}`, 400, contract.EInvalid, "value", `value names the member "b" twice in one object`},
+		{"ErrDuplicateMemberInSetValue", "PATCH", key + "k", `{"set":{"a":{"b":1,"b":2}}}`, 400, contract.EInvalid, "set.a", ""},
+		{"ErrDuplicateMemberInIfEquals", "PATCH", key + "k", `{"set":{"a":1},"if":{"field":"a","equals":{"b":1,"b":2}}}`, 400, contract.EInvalid, "if.equals", ""},
+		{"ErrFieldWrongCase", "PUT", key + "k", `{"VALUE":5}`, 400, contract.EInvalid, "VALUE", `unknown field "VALUE" (names are case-sensitive: "value")`},
+		{"ErrFieldWrongCaseBesideRight", "PUT", key + "k", `{"value":5,"Value":6}`, 400, contract.EInvalid, "Value", ""},
+		{"ErrSemanticsFieldWrongCase", "POST", key + "k:acquire", `{"holder":"a","semantics":{"Producer":"p"}}`, 400, contract.EInvalid, "semantics.Producer", ""},
+		{"ErrIfFieldWrongCase", "PATCH", key + "k", `{"set":{"a":1},"if":{"field":"a","Equals":1}}`, 400, contract.EInvalid, "if.Equals", ""},
+		{"ErrPutTTLZero", "PUT", key + "k", `{"value":1,"ttlSeconds":0}`, 400, contract.EInvalid, "ttlSeconds", ""},
+		{"ErrPutTTLOverMax", "PUT", key + "k", `{"value":1,"ttlSeconds":315360001}`, 400, contract.EInvalid, "ttlSeconds", "ttlSeconds must be between 1 and 315360000 (omit it for no expiry)"},
+		{"ErrPutTTLsDiffer", "PUT", key + "k", `{"value":1,"ttlSeconds":5,"semantics":{"ttlSeconds":6}}`, 400, contract.EInvalid, "semantics.ttlSeconds", ""},
+		{"ErrPurpose", "PUT", key + "k", `{"value":1,"semantics":{"purpose":"fun"}}`, 400, contract.EInvalid, "semantics.purpose", ""},
+		{"ErrRequestIDTooLong", "PUT", key + "k", `{"value":1,"requestId":"` + long(contract.MaxRequestIDLen+1) + `"}`, 400, contract.EInvalid, "requestId", ""},
+		{"ErrSpecRefTooLong", "PUT", key + "k", `{"value":1,"specRef":"` + long(contract.MaxSpecRefLen+1) + `"}`, 400, contract.EInvalid, "specRef", ""},
+		{"ErrTooManyHints", "PUT", key + "k", `{"value":1,"semantics":{"consumerHints":[` + strings.Repeat(`"h",`, contract.MaxConsumerHints) + `"h"]}}`, 400, contract.EInvalid, "semantics.consumerHints", ""},
+		{"ErrDeleteRepeatedParam", "DELETE", key + "k?expectedVersion=1&expectedVersion=2", ``, 400, contract.EInvalid, "expectedVersion", "expectedVersion is given 2 times"},
+		{"ErrGetRepeatedField", "GET", key + "k?field=a&field=b", ``, 400, contract.EInvalid, "field", ""},
+		{"ErrDeleteUnknownParam", "DELETE", key + "k?force=1", ``, 400, contract.EInvalid, "force", ""},
+		{"ErrDeleteExpectedNotInt", "DELETE", key + "k?expectedVersion=x", ``, 400, contract.EInvalid, "expectedVersion", ""},
+		{"ErrPostNoVerb", "POST", key + "k", `{}`, 400, contract.EInvalid, "key",
 			"POST needs a verb after the key: tenant/acme/project/demo/k:increment, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd, :srem, :lpush, :rpush, :lpop, :rpop, :ltrim, :qpush, :qpop or :qack (PUT writes a value)"},
-		{"ErrPostUnknownVerb", "POST", key + "k:explode", `{}`, 400, events.EInvalid, "key",
+		{"ErrPostUnknownVerb", "POST", key + "k:explode", `{}`, 400, contract.EInvalid, "key",
 			`unknown verb "explode" (increment, acquire, extend, release, elect, heartbeat, resign, sadd, srem, lpush, rpush, lpop, rpop, ltrim, qpush, qpop, qack)`},
-		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, events.EInvalid, "key", ""},
-		{"ErrGetUnknownVerb", "GET", key + "k:bogus", ``, 400, events.EInvalid, "key", ""},
-		{"ErrGetWriteVerb", "GET", key + "k:acquire", ``, 400, events.EInvalid, "key", ""},
-		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, events.EInvalid, "other", `unknown query parameter "other" (field, on a plain GET)`},
-		{"ErrGetFieldOnVerb", "GET", key + "k:lock?field=a", ``, 400, events.EInvalid, "field", ""},
-		{"ErrGetFieldTooLong", "GET", key + "k?field=" + long(events.MaxFieldNameBytes+1), ``, 400, events.EInvalid, "field", "field names must be 1 to 256 bytes"},
-		{"ErrIncrementByZero", "POST", key + "k:increment", `{"by":0}`, 400, events.EInvalid, "by", ""},
-		{"ErrIncrementMaxBelowMin", "POST", key + "k:increment", `{"by":-1,"min":5,"max":4}`, 400, events.EInvalid, "max", "max 4 is below min 5: no result could satisfy both"},
-		{"ErrIncrementMinNotInteger", "POST", key + "k:increment", `{"min":0.5}`, 400, events.EInvalid, "min", ""},
-		{"ErrIncrementTTLOverMax", "POST", key + "k:increment", `{"ttlSeconds":315360001}`, 400, events.EInvalid, "ttlSeconds",
+		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, contract.EInvalid, "key", ""},
+		{"ErrGetUnknownVerb", "GET", key + "k:bogus", ``, 400, contract.EInvalid, "key", ""},
+		{"ErrGetWriteVerb", "GET", key + "k:acquire", ``, 400, contract.EInvalid, "key", ""},
+		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, contract.EInvalid, "other", `unknown query parameter "other" (field, on a plain GET)`},
+		{"ErrGetFieldOnVerb", "GET", key + "k:lock?field=a", ``, 400, contract.EInvalid, "field", ""},
+		{"ErrGetFieldTooLong", "GET", key + "k?field=" + long(contract.MaxFieldNameBytes+1), ``, 400, contract.EInvalid, "field", "field names must be 1 to 256 bytes"},
+		{"ErrIncrementByZero", "POST", key + "k:increment", `{"by":0}`, 400, contract.EInvalid, "by", ""},
+		{"ErrIncrementMaxBelowMin", "POST", key + "k:increment", `{"by":-1,"min":5,"max":4}`, 400, contract.EInvalid, "max", "max 4 is below min 5: no result could satisfy both"},
+		{"ErrIncrementMinNotInteger", "POST", key + "k:increment", `{"min":0.5}`, 400, contract.EInvalid, "min", ""},
+		{"ErrIncrementTTLOverMax", "POST", key + "k:increment", `{"ttlSeconds":315360001}`, 400, contract.EInvalid, "ttlSeconds",
 			"ttlSeconds must be between 1 and 315360000 (omit it to keep the entry's expiry)"},
-		{"ErrHolderMissing", "POST", key + "k:acquire", `{}`, 400, events.EInvalid, "holder", ""},
-		{"ErrHolderTooLong", "POST", key + "k:elect", `{"holder":"` + long(events.MaxHolderLen+1) + `"}`, 400, events.EInvalid, "holder", "holder is longer than 256 characters"},
-		{"ErrHolderNUL", "POST", key + "k:acquire", `{"holder":"a\u0000"}`, 400, events.EInvalid, "holder", ""},
-		{"ErrLeaseOverMax", "POST", key + "k:heartbeat", `{"holder":"a","ttlSeconds":315360001}`, 400, events.EInvalid, "ttlSeconds", ""},
-		{"ErrReleaseTTL", "POST", key + "k:resign", `{"holder":"a","ttlSeconds":5}`, 400, events.EInvalid, "ttlSeconds", "resign takes only holder, requestId and specRef"},
-		{"ErrReleaseSemantics", "POST", key + "k:release", `{"holder":"a","semantics":{}}`, 400, events.EInvalid, "semantics", ""},
-		{"ErrLockPurpose", "POST", key + "k:elect", `{"holder":"a","semantics":{"purpose":"lock"}}`, 400, events.EInvalid, "semantics.purpose", "a leader's purpose is leader"},
-		{"ErrLockSemanticsTTL", "POST", key + "k:acquire", `{"holder":"a","semantics":{"ttlSeconds":5}}`, 400, events.EInvalid, "semantics.ttlSeconds", ""},
-		{"ErrPatchEmpty", "PATCH", key + "k", `{}`, 400, events.EInvalid, "set", ""},
-		{"ErrPatchTooManyFields", "PATCH", key + "k", `{"unset":[` + strings.Repeat(`"f",`, events.MaxPatchFields) + `"f"]}`, 400, events.EInvalid, "set", ""},
-		{"ErrPatchFieldNameTooLong", "PATCH", key + "k", `{"set":{"` + long(events.MaxFieldNameBytes+1) + `":1}}`, 400, events.EInvalid, "set", ""},
-		{"ErrPatchSetAndUnset", "PATCH", key + "k", `{"set":{"a":1},"unset":["a"]}`, 400, events.EInvalid, "unset", ""},
-		{"ErrPatchIfWithoutEquals", "PATCH", key + "k", `{"set":{"a":1},"if":{"field":"a"}}`, 400, events.EInvalid, "if.equals", ""},
-		{"ErrPatchSetValueTooLarge", "PATCH", key + "k", `{"set":{"a":"` + long(2000) + `"}}`, 413, events.ETooLarge, "set.a", ""},
-		{"ErrListLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=1001", ``, 400, events.EInvalid, "limit", "limit must be an integer between 1 and 1000"},
-		{"ErrListFilterOp", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a&op=like&value=1", ``, 400, events.EInvalid, "op",
+		{"ErrHolderMissing", "POST", key + "k:acquire", `{}`, 400, contract.EInvalid, "holder", ""},
+		{"ErrHolderTooLong", "POST", key + "k:elect", `{"holder":"` + long(contract.MaxHolderLen+1) + `"}`, 400, contract.EInvalid, "holder", "holder is longer than 256 characters"},
+		{"ErrHolderNUL", "POST", key + "k:acquire", `{"holder":"a\u0000"}`, 400, contract.EInvalid, "holder", ""},
+		{"ErrLeaseOverMax", "POST", key + "k:heartbeat", `{"holder":"a","ttlSeconds":315360001}`, 400, contract.EInvalid, "ttlSeconds", ""},
+		{"ErrReleaseTTL", "POST", key + "k:resign", `{"holder":"a","ttlSeconds":5}`, 400, contract.EInvalid, "ttlSeconds", "resign takes only holder, requestId and specRef"},
+		{"ErrReleaseSemantics", "POST", key + "k:release", `{"holder":"a","semantics":{}}`, 400, contract.EInvalid, "semantics", ""},
+		{"ErrLockPurpose", "POST", key + "k:elect", `{"holder":"a","semantics":{"purpose":"lock"}}`, 400, contract.EInvalid, "semantics.purpose", "a leader's purpose is leader"},
+		{"ErrLockSemanticsTTL", "POST", key + "k:acquire", `{"holder":"a","semantics":{"ttlSeconds":5}}`, 400, contract.EInvalid, "semantics.ttlSeconds", ""},
+		{"ErrPatchEmpty", "PATCH", key + "k", `{}`, 400, contract.EInvalid, "set", ""},
+		{"ErrPatchTooManyFields", "PATCH", key + "k", `{"unset":[` + strings.Repeat(`"f",`, contract.MaxPatchFields) + `"f"]}`, 400, contract.EInvalid, "set", ""},
+		{"ErrPatchFieldNameTooLong", "PATCH", key + "k", `{"set":{"` + long(contract.MaxFieldNameBytes+1) + `":1}}`, 400, contract.EInvalid, "set", ""},
+		{"ErrPatchSetAndUnset", "PATCH", key + "k", `{"set":{"a":1},"unset":["a"]}`, 400, contract.EInvalid, "unset", ""},
+		{"ErrPatchIfWithoutEquals", "PATCH", key + "k", `{"set":{"a":1},"if":{"field":"a"}}`, 400, contract.EInvalid, "if.equals", ""},
+		{"ErrPatchSetValueTooLarge", "PATCH", key + "k", `{"set":{"a":"` + long(2000) + `"}}`, 413, contract.ETooLarge, "set.a", ""},
+		{"ErrListLimit", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&limit=1001", ``, 400, contract.EInvalid, "limit", "limit must be an integer between 1 and 1000"},
+		{"ErrListFilterOp", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a&op=like&value=1", ``, 400, contract.EInvalid, "op",
 			`op "like" is not one of eq, ne, lt, lte, gt, gte`},
-		{"ErrListCursorNUL", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&cursor=dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2EA", ``, 400, events.EInvalid, "cursor", "cursor is not one this listing returned"},
-		{"ErrListPrefixTwice", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&prefix=tenant/acme/project/other/", ``, 400, events.EInvalid, "prefix", "prefix is given 2 times"},
-		{"ErrListFilterPartial", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a", ``, 400, events.EInvalid, "op", ""},
+		{"ErrListCursorNUL", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&cursor=dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2EA", ``, 400, contract.EInvalid, "cursor", "cursor is not one this listing returned"},
+		{"ErrListPrefixTwice", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&prefix=tenant/acme/project/other/", ``, 400, contract.EInvalid, "prefix", "prefix is given 2 times"},
+		{"ErrListFilterPartial", "GET", "/v1/kv?prefix=tenant/acme/project/demo/&field=a", ``, 400, contract.EInvalid, "op", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
@@ -206,12 +206,12 @@ func TestHandlersRejectBadInput(t *testing.T) {
 
 // wantError checks an error answer's status, code, field and, when not
 // empty, message, and returns its detail.
-func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code, field, message string) events.ErrorDetail {
+func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code, field, message string) contract.ErrorDetail {
 	t.Helper()
 	if rec.Code != status {
 		t.Fatalf("status %d, want %d: %s", rec.Code, status, rec.Body)
 	}
-	var b events.ErrorBody
+	var b contract.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
 		t.Fatalf("error body %s: %v", rec.Body, err)
 	}
@@ -232,17 +232,17 @@ func TestHandlersTranslate(t *testing.T) {
 		check                    func(t *testing.T, r writer.Request, answer string)
 	}{
 		{"OKPutDefaults", "PUT", key + "k", `{"value":{"a":1},"semantics":{"ttlSeconds":30}}`, func(t *testing.T, r writer.Request, _ string) {
-			if r.Op != events.OpPut || r.Semantics.Purpose != "other" || r.TTLSeconds != 30 || string(r.Value) != `{"a":1}` {
+			if r.Op != contract.OpPut || r.Semantics.Purpose != "other" || r.TTLSeconds != 30 || string(r.Value) != `{"a":1}` {
 				t.Fatalf("request %+v", r)
 			}
 		}},
 		{"OKIncrementStepOne", "POST", key + "k:increment", `{"create":true}`, func(t *testing.T, r writer.Request, _ string) {
-			if r.Op != events.OpIncrement || r.By != 1 || !r.Create || r.Semantics.Purpose != "" {
+			if r.Op != contract.OpIncrement || r.By != 1 || !r.Create || r.Semantics.Purpose != "" {
 				t.Fatalf("request %+v", r)
 			}
 		}},
 		{"OKIncrementBounds", "POST", key + "k:increment", `{"by":-2,"min":0,"max":100}`, func(t *testing.T, r writer.Request, _ string) {
-			if r.Op != events.OpIncrement || r.By != -2 || r.Min == nil || *r.Min != 0 || r.Max == nil || *r.Max != 100 {
+			if r.Op != contract.OpIncrement || r.By != -2 || r.Min == nil || *r.Min != 0 || r.Max == nil || *r.Max != 100 {
 				t.Fatalf("request %+v", r)
 			}
 		}},
@@ -252,7 +252,7 @@ func TestHandlersTranslate(t *testing.T) {
 			}
 		}},
 		{"OKElectDefaultLease", "POST", key + "k:elect", `{"holder":"a","semantics":{"producer":"p"}}`, func(t *testing.T, r writer.Request, answer string) {
-			if r.Op != events.OpLeaderElect || r.TTLSeconds != events.DefaultLockTTLSeconds || r.Semantics.Purpose != "leader" || r.Holder != "a" {
+			if r.Op != contract.OpLeaderElect || r.TTLSeconds != contract.DefaultLockTTLSeconds || r.Semantics.Purpose != "leader" || r.Holder != "a" {
 				t.Fatalf("request %+v", r)
 			}
 			if !strings.Contains(answer, `"reentered":false`) {
@@ -260,17 +260,17 @@ func TestHandlersTranslate(t *testing.T) {
 			}
 		}},
 		{"OKResign", "POST", key + "k:resign", `{"holder":"a"}`, func(t *testing.T, r writer.Request, answer string) {
-			if r.Op != events.OpLeaderResign || r.TTLSeconds != 0 || answer != `{"key":"tenant/acme/project/demo/k","version":7,"released":true}` {
+			if r.Op != contract.OpLeaderResign || r.TTLSeconds != 0 || answer != `{"key":"tenant/acme/project/demo/k","version":7,"released":true}` {
 				t.Fatalf("request %+v answer %s", r, answer)
 			}
 		}},
 		{"OKPatchCompactsValues", "PATCH", key + "k", `{"set":{"a":{ "b" : 1 }},"if":{"field":"s","equals": "x" }}`, func(t *testing.T, r writer.Request, _ string) {
-			if r.Op != events.OpPatch || string(r.Set["a"]) != `{"b":1}` || string(r.If.Equals) != `"x"` || r.MaxValueBytes != 1024 {
+			if r.Op != contract.OpPatch || string(r.Set["a"]) != `{"b":1}` || string(r.If.Equals) != `"x"` || r.MaxValueBytes != 1024 {
 				t.Fatalf("request %+v", r)
 			}
 		}},
 		{"OKDelete", "DELETE", key + "k?expectedVersion=3&requestId=r", ``, func(t *testing.T, r writer.Request, answer string) {
-			if r.Op != events.OpDelete || *r.ExpectedVersion != 3 || r.RequestID != "r" || answer != `{"key":"tenant/acme/project/demo/k","version":7,"deleted":true}` {
+			if r.Op != contract.OpDelete || *r.ExpectedVersion != 3 || r.RequestID != "r" || answer != `{"key":"tenant/acme/project/demo/k","version":7,"deleted":true}` {
 				t.Fatalf("request %+v answer %s", r, answer)
 			}
 		}},
@@ -288,37 +288,37 @@ func TestHandlersTranslate(t *testing.T) {
 
 // TestHandlersRead: the reads answer from the key's visible entry.
 func TestHandlersRead(t *testing.T) {
-	live := func(value, purpose string) events.State {
-		return events.State{Version: 4, Live: true, Entry: events.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
-			Value: json.RawMessage(value), Semantics: events.Semantics{Purpose: purpose}}}
+	live := func(value, purpose string) contract.State {
+		return contract.State{Version: 4, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
+			Value: json.RawMessage(value), Semantics: contract.Semantics{Purpose: purpose}}}
 	}
-	expired := func(s events.State) events.State {
+	expired := func(s contract.State) contract.State {
 		past := time.Now().Add(-time.Second)
 		s.Entry.ExpiresAt = &past
 		return s
 	}
 	for _, tc := range []struct {
 		name, path  string
-		state       events.State
+		state       contract.State
 		status      int
 		code, field string
 	}{
 		{"OKGet", key + "k", live(`1`, "other"), 200, "", ""},
 		{"OKGetField", key + "k?field=a", live(`{"a":1}`, "other"), 200, "", ""},
 		{"OKLock", key + "k:lock", live(`{"holder":"h","token":4}`, "lock"), 200, "", ""},
-		{"ErrGetAbsent", key + "k", events.State{}, 404, events.ENotFound, "key"},
-		{"ErrFieldAbsent", key + "k?field=b", live(`{"a":1}`, "other"), 404, events.ENotFound, "field"},
-		{"ErrFieldOfNonObject", key + "k?field=a", live(`1`, "other"), 409, events.EWrongType, "field"},
-		{"ErrLockFree", key + "k:lock", events.State{}, 404, events.ENotFound, "key"},
-		{"ErrLeaderOfLock", key + "k:leader", live(`{"holder":"h","token":4}`, "lock"), 409, events.EWrongType, "key"},
+		{"ErrGetAbsent", key + "k", contract.State{}, 404, contract.ENotFound, "key"},
+		{"ErrFieldAbsent", key + "k?field=b", live(`{"a":1}`, "other"), 404, contract.ENotFound, "field"},
+		{"ErrFieldOfNonObject", key + "k?field=a", live(`1`, "other"), 409, contract.EWrongType, "field"},
+		{"ErrLockFree", key + "k:lock", contract.State{}, 404, contract.ENotFound, "key"},
+		{"ErrLeaderOfLock", key + "k:leader", live(`{"holder":"h","token":4}`, "lock"), 409, contract.EWrongType, "key"},
 		{"OKCounter", key + "k:counter", live(`42`, "counter"), 200, "", ""},
-		{"ErrCounterAbsent", key + "k:counter", events.State{Version: 5}, 404, events.ENotFound, "key"},
-		{"ErrCounterExpired", key + "k:counter", expired(live(`42`, "counter")), 404, events.ENotFound, "key"},
-		{"ErrCounterNotInteger", key + "k:counter", live(`"42"`, "other"), 409, events.EWrongType, "value"},
-		{"ErrCounterUnknownParam", key + "k:counter?field=a", live(`42`, "counter"), 400, events.EInvalid, "field"},
+		{"ErrCounterAbsent", key + "k:counter", contract.State{Version: 5}, 404, contract.ENotFound, "key"},
+		{"ErrCounterExpired", key + "k:counter", expired(live(`42`, "counter")), 404, contract.ENotFound, "key"},
+		{"ErrCounterNotInteger", key + "k:counter", live(`"42"`, "other"), 409, contract.EWrongType, "value"},
+		{"ErrCounterUnknownParam", key + "k:counter?field=a", live(`42`, "counter"), 400, contract.EInvalid, "field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &fakeWriter{states: map[string]events.State{"tenant/acme/project/demo/k": tc.state}}
+			w := &fakeWriter{states: map[string]contract.State{"tenant/acme/project/demo/k": tc.state}}
 			rec := serve(mustServer(t, w), "GET", tc.path, "")
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
@@ -326,7 +326,7 @@ func TestHandlersRead(t *testing.T) {
 			if tc.code == "" {
 				return
 			}
-			var b events.ErrorBody
+			var b contract.ErrorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code != tc.code || b.Error.Field != tc.field {
 				t.Fatalf("error %+v (%v), want %s %s", b.Error, err, tc.code, tc.field)
 			}
@@ -337,7 +337,7 @@ func TestHandlersRead(t *testing.T) {
 // TestEveryVerbHasAHandler: each custom method of the contract is served.
 func TestEveryVerbHasAHandler(t *testing.T) {
 	for _, read := range []bool{true, false} {
-		for _, verb := range events.Verbs(read) {
+		for _, verb := range contract.Verbs(read) {
 			method := map[bool]string{true: "GET", false: "POST"}[read]
 			rec := serve(mustServer(t, &fakeWriter{}), method, key+"k:"+verb, `{"holder":"a"}`)
 			if strings.Contains(rec.Body.String(), "unknown verb") {
@@ -349,8 +349,8 @@ func TestEveryVerbHasAHandler(t *testing.T) {
 
 // TestGetCounterAnswer: GET {key}:counter answers {key,value,version}.
 func TestGetCounterAnswer(t *testing.T) {
-	w := &fakeWriter{states: map[string]events.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
-		Entry: events.Entry{Key: "tenant/acme/project/demo/visits", Version: 9, Value: json.RawMessage(`-3`)}}}}
+	w := &fakeWriter{states: map[string]contract.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
+		Entry: contract.Entry{Key: "tenant/acme/project/demo/visits", Version: 9, Value: json.RawMessage(`-3`)}}}}
 	rec := serve(mustServer(t, w), "GET", key+"visits:counter", "")
 	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"tenant/acme/project/demo/visits","value":-3,"version":9}` {
 		t.Fatalf("%d %s", rec.Code, got)
@@ -361,7 +361,7 @@ func TestGetCounterAnswer(t *testing.T) {
 // (secret%2531 is the key secret%31, which breaks the key rules, not
 // secret1), whichever form echo routed on.
 func TestKeysDecodedOnce(t *testing.T) {
-	secret := events.State{Version: 1, Live: true, Entry: events.Entry{Key: "tenant/acme/project/demo/secret1", Version: 1,
+	secret := contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/secret1", Version: 1,
 		Value: json.RawMessage(`"sk-live-SECRET"`)}}
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -379,14 +379,14 @@ func TestKeysDecodedOnce(t *testing.T) {
 		{"OKPutEncodedOnce", "PUT", key + "secret%31", `{"value":1}`, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &fakeWriter{states: map[string]events.State{secret.Entry.Key: secret}}
+			w := &fakeWriter{states: map[string]contract.State{secret.Entry.Key: secret}}
 			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
 			}
 			if tc.status != 200 {
-				var b events.ErrorBody
-				if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code != events.EInvalid || b.Error.Field != "key" {
+				var b contract.ErrorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code != contract.EInvalid || b.Error.Field != "key" {
 					t.Fatalf("error %s", rec.Body)
 				}
 				if len(w.reqs) != 0 || strings.Contains(rec.Body.String(), "SECRET") {
@@ -417,7 +417,7 @@ func (f *refusingWriter) Do(context.Context, *writer.Request) (writer.Result, er
 // may read the key; a write-only principal gets code, field and version.
 func TestConflictAnswersHideValues(t *testing.T) {
 	const secret = "sk-live-SECRET123"
-	cur := &events.Entry{Key: "tenant/acme/project/demo/k", Version: 5, Value: json.RawMessage(`{"holder":"` + secret + `"}`)}
+	cur := &contract.Entry{Key: "tenant/acme/project/demo/k", Version: 5, Value: json.RawMessage(`{"holder":"` + secret + `"}`)}
 	const (
 		rw        = "token-read-write-0123"
 		writeOnly = "token-write-only-0123"
@@ -429,8 +429,8 @@ func TestConflictAnswersHideValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, code := range []string{events.EConflict, events.EFieldMismatch, events.EWrongType, events.ELockHeld, events.ENotLockHolder, events.EOutOfRange} {
-		e := events.FieldErrorf(code, "holder", "key %s holds %s", cur.Key, cur.Value)
+	for _, code := range []string{contract.EConflict, contract.EFieldMismatch, contract.EWrongType, contract.ELockHeld, contract.ENotLockHolder, contract.EOutOfRange} {
+		e := contract.FieldErrorf(code, "holder", "key %s holds %s", cur.Key, cur.Value)
 		e.Current = cur
 		w := &refusingWriter{err: e}
 		s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: 1024}, w, fakeLister{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -454,7 +454,7 @@ func TestConflictAnswersHideValues(t *testing.T) {
 					req.Header.Set("Content-Type", "application/json")
 					rec := httptest.NewRecorder()
 					s.Handler().ServeHTTP(rec, req)
-					var b events.ErrorBody
+					var b contract.ErrorBody
 					if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != http.StatusConflict || b.Error.Code != code {
 						t.Fatalf("%s %s: %d %s", r.method, r.path, rec.Code, rec.Body)
 					}
@@ -477,7 +477,7 @@ func TestConflictAnswersHideValues(t *testing.T) {
 // of the counter's value).
 func TestBoundRefusalHidesValue(t *testing.T) {
 	const counter = "918273645"
-	cur := &events.Entry{Key: "tenant/acme/project/demo/k", Version: 5, Value: json.RawMessage(counter)}
+	cur := &contract.Entry{Key: "tenant/acme/project/demo/k", Version: 5, Value: json.RawMessage(counter)}
 	tokens, err := api.NewTokens([]api.TokenConfig{
 		{Token: "token-read-write-0123", Principal: "rw", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
 		{Token: "token-write-only-0123", Principal: "wo", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Write}}}},
@@ -486,7 +486,7 @@ func TestBoundRefusalHidesValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bound := range []string{"min", "max"} {
-		e := events.FieldErrorf(events.EOutOfRange, bound, "the counter is %s: adding 1 would take it past %s 0", counter, bound)
+		e := contract.FieldErrorf(contract.EOutOfRange, bound, "the counter is %s: adding 1 would take it past %s 0", counter, bound)
 		e.Current = cur
 		w := &refusingWriter{err: e}
 		s, err := api.New(api.Config{Tokens: tokens, MaxValueBytes: 1024}, w, fakeLister{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -497,14 +497,14 @@ func TestBoundRefusalHidesValue(t *testing.T) {
 			name, token string
 			status      int
 			code        string
-		}{{"OKReaderSeesValue", "token-read-write-0123", http.StatusConflict, events.EOutOfRange}, {"ErrWriterMayNotBound", "token-write-only-0123", http.StatusForbidden, events.EForbidden}} {
+		}{{"OKReaderSeesValue", "token-read-write-0123", http.StatusConflict, contract.EOutOfRange}, {"ErrWriterMayNotBound", "token-write-only-0123", http.StatusForbidden, contract.EForbidden}} {
 			t.Run(bound+"/"+tc.name, func(t *testing.T) {
 				req := httptest.NewRequest("POST", key+"k:increment", strings.NewReader(`{"`+bound+`":0}`))
 				req.Header.Set("Authorization", "Bearer "+tc.token)
 				req.Header.Set("Content-Type", "application/json")
 				rec := httptest.NewRecorder()
 				s.Handler().ServeHTTP(rec, req)
-				var b events.ErrorBody
+				var b contract.ErrorBody
 				if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != tc.status || b.Error.Code != tc.code || b.Error.Field != bound {
 					t.Fatalf("answer %d %s", rec.Code, rec.Body)
 				}

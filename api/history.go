@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // history serves GET /v1/kv/{key}:history?fromVersion=&limit=&cursor=: a
@@ -17,7 +17,7 @@ import (
 // it acknowledged, then one range scan of kv_history's primary key
 // answers. The read right on the key was checked (get): every value the
 // page carries is one the caller may read.
-func (s *Server) history(c echo.Context, _ events.Op, k events.Key) error {
+func (s *Server) history(c echo.Context, _ contract.Op, k contract.Key) error {
 	q := c.QueryParams()
 	from, err := historyStart(q)
 	if err != nil {
@@ -33,7 +33,7 @@ func (s *Server) history(c echo.Context, _ events.Op, k events.Key) error {
 		return err
 	}
 	if st.Version == 0 {
-		return events.FieldErrorf(events.ENotFound, "key", "key %s was never written", k.String())
+		return contract.FieldErrorf(contract.ENotFound, "key", "key %s was never written", k.String())
 	}
 	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
 		return err
@@ -49,7 +49,7 @@ func (s *Server) history(c echo.Context, _ events.Op, k events.Key) error {
 	if err != nil {
 		return err
 	}
-	a := events.HistoryAnswer{Key: k.String(), Versions: versions}
+	a := contract.HistoryAnswer{Key: k.String(), Versions: versions}
 	if next > 0 {
 		a.Cursor = strconv.FormatInt(next, 10)
 	}
@@ -70,9 +70,9 @@ func historyStart(q url.Values) (int64, error) {
 		n, err := strconv.ParseInt(v[0], 10, 64)
 		if err != nil || n < 1 {
 			if name == "cursor" {
-				return 0, events.FieldErrorf(events.EInvalid, name, "cursor is not one this history returned")
+				return 0, contract.FieldErrorf(contract.EInvalid, name, "cursor is not one this history returned")
 			}
-			return 0, events.FieldErrorf(events.EInvalid, name, "fromVersion must be an integer of at least 1")
+			return 0, contract.FieldErrorf(contract.EInvalid, name, "fromVersion must be an integer of at least 1")
 		}
 		from = max(from, n)
 	}

@@ -6,20 +6,20 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The fakes hold no history: a key's state says whether it was written.
 
-func (fakeLister) History(context.Context, string, int64, int, int) ([]events.HistoryVersion, int64, error) {
-	return []events.HistoryVersion{}, 0, nil
+func (fakeLister) History(context.Context, string, int64, int, int) ([]contract.HistoryVersion, int64, error) {
+	return []contract.HistoryVersion{}, 0, nil
 }
 
-func (l failingLister) History(context.Context, string, int64, int, int) ([]events.HistoryVersion, int64, error) {
+func (l failingLister) History(context.Context, string, int64, int, int) ([]contract.HistoryVersion, int64, error) {
 	return nil, 0, l.err
 }
 
-func (l stubLister) History(context.Context, string, int64, int, int) ([]events.HistoryVersion, int64, error) {
+func (l stubLister) History(context.Context, string, int64, int, int) ([]contract.HistoryVersion, int64, error) {
 	return nil, 0, l.err
 }
 
@@ -27,26 +27,26 @@ func (l stubLister) History(context.Context, string, int64, int, int) ([]events.
 // field), answers 404 for a key never written (version 0), and a page for
 // one that was (deleted since: its state keeps its version).
 func TestHistoryHandler(t *testing.T) {
-	deleted := map[string]events.State{"tenant/acme/project/demo/gone": {Version: 3}}
+	deleted := map[string]contract.State{"tenant/acme/project/demo/gone": {Version: 3}}
 	for _, tc := range []struct {
 		name, path string
 		status     int
 		code       string
 		field      string
 	}{
-		{"ErrFromVersionZero", key + "k:history?fromVersion=0", 400, events.EInvalid, "fromVersion"},
-		{"ErrFromVersionText", key + "k:history?fromVersion=one", 400, events.EInvalid, "fromVersion"},
-		{"ErrCursor", key + "k:history?cursor=abc", 400, events.EInvalid, "cursor"},
-		{"ErrLimitZero", key + "k:history?limit=0", 400, events.EInvalid, "limit"},
-		{"ErrLimitTooLarge", key + "k:history?limit=1001", 400, events.EInvalid, "limit"},
-		{"ErrUnknownParam", key + "k:history?from=1", 400, events.EInvalid, "from"},
-		{"ErrTwice", key + "k:history?limit=1&limit=2", 400, events.EInvalid, "limit"},
-		{"ErrNeverWritten", key + "k:history", 404, events.ENotFound, "key"},
+		{"ErrFromVersionZero", key + "k:history?fromVersion=0", 400, contract.EInvalid, "fromVersion"},
+		{"ErrFromVersionText", key + "k:history?fromVersion=one", 400, contract.EInvalid, "fromVersion"},
+		{"ErrCursor", key + "k:history?cursor=abc", 400, contract.EInvalid, "cursor"},
+		{"ErrLimitZero", key + "k:history?limit=0", 400, contract.EInvalid, "limit"},
+		{"ErrLimitTooLarge", key + "k:history?limit=1001", 400, contract.EInvalid, "limit"},
+		{"ErrUnknownParam", key + "k:history?from=1", 400, contract.EInvalid, "from"},
+		{"ErrTwice", key + "k:history?limit=1&limit=2", 400, contract.EInvalid, "limit"},
+		{"ErrNeverWritten", key + "k:history", 404, contract.ENotFound, "key"},
 		{"OKDeleted", key + "gone:history?fromVersion=2&limit=5", 200, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := serve(mustServer(t, &fakeWriter{states: deleted}), "GET", tc.path, "")
-			var e struct{ Error events.Error }
+			var e struct{ Error contract.Error }
 			_ = json.Unmarshal(rec.Body.Bytes(), &e)
 			if rec.Code != tc.status || e.Error.Code != tc.code || e.Error.Field != tc.field {
 				t.Fatalf("%d %s, want %d %s on %q", rec.Code, rec.Body, tc.status, tc.code, tc.field)

@@ -7,14 +7,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
 // getEntry answers GET /v1/kv/{key} (and ?field=NAME: getField).
-func getEntry(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error {
+func getEntry(c echo.Context, _ contract.Op, k contract.Key, e *contract.Entry) error {
 	if e == nil {
-		return events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", k.String())
+		return contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", k.String())
 	}
 	if field, ok := queryOf(c)["field"]; ok {
 		return getField(c, e, field[0])
@@ -22,12 +22,12 @@ func getEntry(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error 
 	return answerEntry(c, e)
 }
 
-func (s *Server) put(c echo.Context, p *Principal, k events.Key) error {
-	var b events.PutBody
+func (s *Server) put(c echo.Context, p *Principal, k contract.Key) error {
+	var b contract.PutBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
-	value, err := events.CompactValue(b.Value, s.cfg.MaxValueBytes)
+	value, err := contract.CompactValue(b.Value, s.cfg.MaxValueBytes)
 	if err != nil {
 		return err
 	}
@@ -39,23 +39,23 @@ func (s *Server) put(c echo.Context, p *Principal, k events.Key) error {
 
 // putRequest is the write of a put of key k by principal: b, a valid
 // body whose value, compacted, is value. A transaction's put is one.
-func putRequest(k events.Key, b *events.PutBody, value json.RawMessage, principal string) *writer.Request {
-	return &writer.Request{Key: k, Op: events.OpPut, Value: value, ExpectedVersion: b.ExpectedVersion,
+func putRequest(k contract.Key, b *contract.PutBody, value json.RawMessage, principal string) *writer.Request {
+	return &writer.Request{Key: k, Op: contract.OpPut, Value: value, ExpectedVersion: b.ExpectedVersion,
 		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal}
 }
 
-func (s *Server) delete(c echo.Context, p *Principal, k events.Key) error {
-	q := events.DeleteParams{RequestID: c.QueryParam("requestId")}
+func (s *Server) delete(c echo.Context, p *Principal, k contract.Key) error {
+	q := contract.DeleteParams{RequestID: c.QueryParam("requestId")}
 	if v := c.QueryParam("expectedVersion"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return events.FieldErrorf(events.EInvalid, "expectedVersion", "expectedVersion must be an integer")
+			return contract.FieldErrorf(contract.EInvalid, "expectedVersion", "expectedVersion must be an integer")
 		}
 		q.ExpectedVersion = &n
 	}
 	for name := range c.QueryParams() {
 		if name != "expectedVersion" && name != "requestId" {
-			return events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (expectedVersion, requestId)", name)
+			return contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (expectedVersion, requestId)", name)
 		}
 	}
 	if err := givenOnce(c.QueryParams()); err != nil {
@@ -64,9 +64,9 @@ func (s *Server) delete(c echo.Context, p *Principal, k events.Key) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
-	res, err := s.write(c, &writer.Request{Key: k, Op: events.OpDelete, ExpectedVersion: q.ExpectedVersion, RequestID: q.RequestID, Principal: p.Name})
+	res, err := s.write(c, &writer.Request{Key: k, Op: contract.OpDelete, ExpectedVersion: q.ExpectedVersion, RequestID: q.RequestID, Principal: p.Name})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, events.DeleteAnswer{Key: k.String(), Version: res.Entry.Version, Deleted: true})
+	return c.JSON(http.StatusOK, contract.DeleteAnswer{Key: k.String(), Version: res.Entry.Version, Deleted: true})
 }

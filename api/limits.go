@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/admission"
 )
 
@@ -140,12 +140,12 @@ func refusal(err error, what string) error {
 		return err
 	}
 	if r.Never {
-		return events.FieldErrorf(events.ETooLarge, r.Setting, "the request needs more than %s allows", r.Setting)
+		return contract.FieldErrorf(contract.ETooLarge, r.Setting, "the request needs more than %s allows", r.Setting)
 	}
 	whose := "this caller's" // its principal's, or its remote address's before authentication
 	if r.Setting == SettingMaxLists || r.Setting == SettingMaxBodyBytes {
 		whose = "this writer's"
 	}
-	return &events.Error{Code: events.ETooManyRequests, Field: r.Setting, RetryAfterSeconds: 1,
+	return &contract.Error{Code: contract.ETooManyRequests, Field: r.Setting, RetryAfterSeconds: 1,
 		Message: fmt.Sprintf("%s %s are at %s; retry", whose, what, r.Setting)}
 }

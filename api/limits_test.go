@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Two tenants' principals, each with every right on its own tenant.
@@ -75,12 +75,12 @@ func (l holdingLister) hold(prefix string) {
 	}
 }
 
-func (l holdingLister) List(_ context.Context, prefix, _ string, _, _ int, _ time.Time) ([]events.Entry, bool, error) {
+func (l holdingLister) List(_ context.Context, prefix, _ string, _, _ int, _ time.Time) ([]contract.Entry, bool, error) {
 	l.hold(prefix)
 	return nil, false, nil
 }
 
-func (l holdingLister) History(_ context.Context, key string, _ int64, _, _ int) ([]events.HistoryVersion, int64, error) {
+func (l holdingLister) History(_ context.Context, key string, _ int64, _, _ int) ([]contract.HistoryVersion, int64, error) {
 	l.hold(key)
 	return nil, 0, nil
 }
@@ -89,11 +89,11 @@ func (l holdingLister) History(_ context.Context, key string, _ int64, _, _ int)
 // with Retry-After.
 func wantRefused(t *testing.T, what string, rec *httptest.ResponseRecorder, setting string) {
 	t.Helper()
-	var b events.ErrorBody
+	var b contract.ErrorBody
 	_ = json.Unmarshal(rec.Body.Bytes(), &b)
-	if rec.Code != http.StatusTooManyRequests || b.Error.Code != events.ETooManyRequests || b.Error.Field != setting || rec.Header().Get("Retry-After") == "" {
+	if rec.Code != http.StatusTooManyRequests || b.Error.Code != contract.ETooManyRequests || b.Error.Field != setting || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("%s: %d %s (Retry-After %q), want 429 %s on %s with Retry-After", what, rec.Code, rec.Body.String(),
-			rec.Header().Get("Retry-After"), events.ETooManyRequests, setting)
+			rec.Header().Get("Retry-After"), contract.ETooManyRequests, setting)
 	}
 }
 
@@ -103,7 +103,7 @@ func wantRefused(t *testing.T, what string, rec *httptest.ResponseRecorder, sett
 // a's listings, histories and status page are answered meanwhile.
 func TestListSharePerPrincipal(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	w := &fakeWriter{states: map[string]events.State{
+	w := &fakeWriter{states: map[string]contract.State{
 		"tenant/a/project/p/k": {Version: 1}, "tenant/b/project/p/k": {Version: 1},
 	}}
 	h, reg := twoTenants(t, api.Config{}, w, holdingLister{entered: entered, release: release})

@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -15,15 +15,15 @@ import (
 // the body of :lpush and :rpush; pops and trims name no element.
 
 // push serves POST /v1/kv/{key}:lpush and :rpush.
-func (s *Server) push(c echo.Context, op events.Op, p *Principal, k events.Key) error {
-	var b events.PushBody
+func (s *Server) push(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
+	var b contract.PushBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	value, err := events.CompactValue(b.Value, s.cfg.MaxValueBytes)
+	value, err := contract.CompactValue(b.Value, s.cfg.MaxValueBytes)
 	if err != nil {
 		return err
 	}
@@ -36,8 +36,8 @@ func (s *Server) push(c echo.Context, op events.Op, p *Principal, k events.Key) 
 }
 
 // pop serves POST /v1/kv/{key}:lpop and :rpop; the body is optional.
-func (s *Server) pop(c echo.Context, op events.Op, p *Principal, k events.Key) error {
-	var b events.PopBody
+func (s *Server) pop(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
+	var b contract.PopBody
 	if err := s.decodeOptional(c, &b); err != nil {
 		return err
 	}
@@ -49,8 +49,8 @@ func (s *Server) pop(c echo.Context, op events.Op, p *Principal, k events.Key) e
 }
 
 // trim serves POST /v1/kv/{key}:ltrim.
-func (s *Server) trim(c echo.Context, op events.Op, p *Principal, k events.Key) error {
-	var b events.TrimBody
+func (s *Server) trim(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
+	var b contract.TrimBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
@@ -88,22 +88,22 @@ func (s *Server) decodeOptional(c echo.Context, v any) error {
 func rangeIndex(q url.Values, name string) (int64, error) {
 	v, ok := q[name]
 	if !ok {
-		return 0, events.FieldErrorf(events.EInvalid, name, "lrange needs the %s query parameter", name)
+		return 0, contract.FieldErrorf(contract.EInvalid, name, "lrange needs the %s query parameter", name)
 	}
 	n, err := strconv.ParseInt(v[0], 10, 64)
 	if err != nil {
-		return 0, events.FieldErrorf(events.EInvalid, name, "%s must be an integer (negative counts from the end)", name)
+		return 0, contract.FieldErrorf(contract.EInvalid, name, "%s must be an integer (negative counts from the end)", name)
 	}
 	return n, nil
 }
 
 // lrange serves GET /v1/kv/{key}:lrange?start=&stop=: the values from
 // index start to stop (inclusive, negative from the end), at most
-// events.MaxRange of them and no more than fit in MaxListBytes (but at
+// contract.MaxRange of them and no more than fit in MaxListBytes (but at
 // least one; truncated: continue from start+len(values)), linearizable like smembers (the owner waits
 // until the projection holds every change of the list it acknowledged,
 // then one snapshot reads the metadata and one range scan of positions).
-func (s *Server) lrange(c echo.Context, _ events.Op, k events.Key) error {
+func (s *Server) lrange(c echo.Context, _ contract.Op, k contract.Key) error {
 	q := c.QueryParams()
 	start, err := rangeIndex(q, "start")
 	if err != nil {
@@ -129,9 +129,9 @@ func (s *Server) lrange(c echo.Context, _ events.Op, k events.Key) error {
 		return err
 	}
 	defer release()
-	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, events.MaxRange, s.cfg.MaxListBytes, s.now())
+	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, contract.MaxRange, s.cfg.MaxListBytes, s.now())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, events.RangeAnswer{List: k.String(), Values: values, Truncated: truncated})
+	return c.JSON(http.StatusOK, contract.RangeAnswer{List: k.String(), Values: values, Truncated: truncated})
 }

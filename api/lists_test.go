@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The fakes answer lrange from nothing.
@@ -50,7 +50,7 @@ func TestListHandlers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
 			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
-			var e struct{ Error events.Error }
+			var e struct{ Error contract.Error }
 			_ = json.Unmarshal(rec.Body.Bytes(), &e)
 			if rec.Code != tc.status || e.Error.Field != tc.field {
 				t.Fatalf("status %d field %q (%s), want %d %q", rec.Code, e.Error.Field, rec.Body, tc.status, tc.field)
@@ -77,16 +77,16 @@ func TestListHandlers(t *testing.T) {
 		if len(w.reqs) != 5 {
 			t.Fatalf("requests %+v", w.reqs)
 		}
-		if r := w.reqs[0]; r.Op != events.OpLPush || string(r.Value) != `{"a":1}` {
+		if r := w.reqs[0]; r.Op != contract.OpLPush || string(r.Value) != `{"a":1}` {
 			t.Errorf("lpush %+v", r)
 		}
-		if r := w.reqs[1]; r.Op != events.OpRPush || string(r.Value) != `"Task 123"` || r.RequestID != "r1" {
+		if r := w.reqs[1]; r.Op != contract.OpRPush || string(r.Value) != `"Task 123"` || r.RequestID != "r1" {
 			t.Errorf("rpush %+v", r)
 		}
-		if w.reqs[2].Op != events.OpLPop || w.reqs[3].Op != events.OpRPop {
+		if w.reqs[2].Op != contract.OpLPop || w.reqs[3].Op != contract.OpRPop {
 			t.Errorf("pops %+v %+v", w.reqs[2], w.reqs[3])
 		}
-		if r := w.reqs[4]; r.Op != events.OpLTrim || r.Start != 0 || r.Stop != -1 {
+		if r := w.reqs[4]; r.Op != contract.OpLTrim || r.Start != 0 || r.Stop != -1 {
 			t.Errorf("ltrim %+v", r)
 		}
 	})

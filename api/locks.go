@@ -5,21 +5,21 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
 // lock serves the lock and leader writes: POST /v1/kv/{key}:acquire,
 // :extend, :release, :elect, :heartbeat and :resign.
-func (s *Server) lock(c echo.Context, op events.Op, p *Principal, k events.Key) error {
-	var b events.LockBody
+func (s *Server) lock(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
+	var b contract.LockBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
 	if err := b.ValidateFor(op); err != nil {
 		return err
 	}
-	release := op.LockAction() == events.LockRelease
+	release := op.LockAction() == contract.LockRelease
 	req := &writer.Request{Key: k, Op: op, Holder: b.Holder, Semantics: b.EntrySemantics(op), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name}
 	if !release {
 		req.TTLSeconds = b.Lease()
@@ -29,32 +29,32 @@ func (s *Server) lock(c echo.Context, op events.Op, p *Principal, k events.Key) 
 		return err
 	}
 	if release {
-		return c.JSON(http.StatusOK, events.ReleaseAnswer{Key: k.String(), Version: res.Entry.Version, Released: true})
+		return c.JSON(http.StatusOK, contract.ReleaseAnswer{Key: k.String(), Version: res.Entry.Version, Released: true})
 	}
-	a, err := events.LockAnswerOf(&res.Entry)
+	a, err := contract.LockAnswerOf(&res.Entry)
 	if err != nil {
 		return err
 	}
-	a.Reentered = op.LockAction() == events.LockAcquire && a.Token != a.Version
+	a.Reentered = op.LockAction() == contract.LockAcquire && a.Token != a.Version
 	return c.JSON(http.StatusOK, a)
 }
 
 // checkLock answers GET /v1/kv/{key}:lock and :leader.
-func checkLock(c echo.Context, op events.Op, k events.Key, e *events.Entry) error {
+func checkLock(c echo.Context, op contract.Op, k contract.Key, e *contract.Entry) error {
 	role := op.Purpose()
 	if e == nil {
 		what := "lock"
-		if role == events.PurposeLeader {
+		if role == contract.PurposeLeader {
 			what = "leader pool"
 		}
-		return events.FieldErrorf(events.ENotFound, "key", "%s %s is free", what, k.String())
+		return contract.FieldErrorf(contract.ENotFound, "key", "%s %s is free", what, k.String())
 	}
 	if e.Semantics.Purpose != role {
-		err := events.FieldErrorf(events.EWrongType, "key", "key %s is a %s entry, not a %s", k.String(), e.Semantics.Purpose, role)
+		err := contract.FieldErrorf(contract.EWrongType, "key", "key %s is a %s entry, not a %s", k.String(), e.Semantics.Purpose, role)
 		err.Current = e
 		return err
 	}
-	a, err := events.LockAnswerOf(e)
+	a, err := contract.LockAnswerOf(e)
 	if err != nil {
 		return err
 	}

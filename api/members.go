@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // checkMembers walks the valid JSON text b as it decodes into a value of
@@ -18,7 +18,7 @@ import (
 // of a struct named in another case than its field ("VALUE" for "value")
 // or not a field at all. path prefixes the names in errors (semantics.).
 // Values of the wrong type are the decoding's to report; the members of
-// json.RawMessage values are events.CompactValue's to check.
+// json.RawMessage values are contract.CompactValue's to check.
 func checkMembers(b []byte, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -32,16 +32,16 @@ func checkMembers(b []byte, t reflect.Type, path string) error {
 		fields = jsonFields(t)
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
 	case t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
-		return events.Elements(b, func(i int, v []byte) error {
+		return contract.Elements(b, func(i int, v []byte) error {
 			return checkMembers(v, t.Elem(), strings.TrimSuffix(path, ".")+"["+strconv.Itoa(i)+"].")
 		})
 	default:
 		return nil
 	}
 	seen := make(map[string]bool)
-	return events.Members(b, func(name string, v []byte) error {
+	return contract.Members(b, func(name string, v []byte) error {
 		if seen[name] {
-			return events.FieldErrorf(events.EInvalid, path+name, "field %q is given twice", path+name)
+			return contract.FieldErrorf(contract.EInvalid, path+name, "field %q is given twice", path+name)
 		}
 		seen[name] = true
 		var ft reflect.Type
@@ -61,10 +61,10 @@ var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 func unknownField(fields map[string]reflect.Type, path, name string) error {
 	for f := range fields {
 		if strings.EqualFold(f, name) {
-			return events.FieldErrorf(events.EInvalid, path+name, "unknown field %q (names are case-sensitive: %q)", path+name, path+f)
+			return contract.FieldErrorf(contract.EInvalid, path+name, "unknown field %q (names are case-sensitive: %q)", path+name, path+f)
 		}
 	}
-	return events.FieldErrorf(events.EInvalid, path+name, "unknown field %q", path+name)
+	return contract.FieldErrorf(contract.EInvalid, path+name, "unknown field %q", path+name)
 }
 
 // fieldsOf caches jsonFields per struct type.

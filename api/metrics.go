@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // otherLabel is the metric label of every request method and route the
@@ -106,7 +106,7 @@ func metricsEndpoint(g prometheus.Gatherer, token string) echo.HandlerFunc {
 		got := sha256.Sum256([]byte(bearerToken(c.Request().Header.Get("Authorization"))))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="eskv-metrics"`)
-			return events.FieldErrorf(events.EUnauthenticated, "Authorization", "/metrics needs the metrics token (ESKV_METRICS_TOKEN) as a bearer token")
+			return contract.FieldErrorf(contract.EUnauthenticated, "Authorization", "/metrics needs the metrics token (ESKV_METRICS_TOKEN) as a bearer token")
 		}
 		return h(c)
 	}

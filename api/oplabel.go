@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Op labels of the requests that are not an op on a key: listings,
@@ -17,7 +17,7 @@ const (
 
 // opLabel names the operation of a request for the metrics, so latency
 // and errors are told apart per verb although every key op shares the
-// route /v1/kv/*. It is a name from the op table (events.Op: get, put,
+// route /v1/kv/*. It is a name from the op table (contract.Op: get, put,
 // delete, patch, sadd, qpop, history, ...), txn, list, watch, none (not
 // an API route) or otherLabel (an unknown verb): never anything taken
 // from the request as it is, so its values stay a fixed set whatever
@@ -28,7 +28,7 @@ func opLabel(route, method, path string) string {
 	case "/v1/kv":
 		return opLabelList
 	case "/v1/txn":
-		return string(events.OpTxn)
+		return string(contract.OpTxn)
 	case "/v1/watch":
 		return opLabelWatch
 	default:
@@ -42,24 +42,24 @@ func opLabel(route, method, path string) string {
 	switch method {
 	case http.MethodGet:
 		if verb == "" {
-			return string(events.OpGet)
+			return string(contract.OpGet)
 		}
 		return verbLabel(verb, true)
 	case http.MethodPost:
 		return verbLabel(verb, false)
 	case http.MethodPut:
-		return string(events.OpPut)
+		return string(contract.OpPut)
 	case http.MethodDelete:
-		return string(events.OpDelete)
+		return string(contract.OpDelete)
 	case http.MethodPatch:
-		return string(events.OpPatch)
+		return string(contract.OpPatch)
 	}
 	return otherLabel
 }
 
 // verbLabel is the op of a custom method's verb, or otherLabel.
 func verbLabel(verb string, read bool) string {
-	if op, ok := events.OpOfVerb(verb, read); ok {
+	if op, ok := contract.OpOfVerb(verb, read); ok {
 		return string(op)
 	}
 	return otherLabel

@@ -7,12 +7,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
 // Operations on a key besides PUT, PATCH and DELETE are found by their
-// events.Op: GET /v1/kv/{key} and the custom methods GET
+// contract.Op: GET /v1/kv/{key} and the custom methods GET
 // /v1/kv/{key}:{verb} (reads) and POST /v1/kv/{key}:{verb} (writes). Keys
 // never contain ':', so the verb cannot be mistaken for part of the key.
 // A new operation is a row in events' op table and one here.
@@ -23,52 +23,52 @@ import (
 type handler struct {
 	// read answers from e, the key's entry as a linearizable read sees it
 	// (nil when absent).
-	read func(c echo.Context, op events.Op, k events.Key, e *events.Entry) error
+	read func(c echo.Context, op contract.Op, k contract.Key, e *contract.Entry) error
 	// write decodes the body and has the writer decide.
-	write func(s *Server, c echo.Context, op events.Op, p *Principal, k events.Key) error
+	write func(s *Server, c echo.Context, op contract.Op, p *Principal, k contract.Key) error
 	// query serves a read that needs more than the key's entry (a set's
 	// member, a page of its members), in place of read; params are the
 	// query parameters it takes, checked before anything else.
-	query  func(s *Server, c echo.Context, op events.Op, k events.Key) error
+	query  func(s *Server, c echo.Context, op contract.Op, k contract.Key) error
 	params []string
 }
 
 // handlers is the handler table: one row per op.
-var handlers = map[events.Op]handler{
-	events.OpGet:             {read: getEntry},
-	events.OpIncrement:       {write: (*Server).increment},
-	events.OpLockAcquire:     {write: (*Server).lock},
-	events.OpLockExtend:      {write: (*Server).lock},
-	events.OpLockRelease:     {write: (*Server).lock},
-	events.OpLeaderElect:     {write: (*Server).lock},
-	events.OpLeaderHeartbeat: {write: (*Server).lock},
-	events.OpLeaderResign:    {write: (*Server).lock},
-	events.OpLockCheck:       {read: checkLock},
-	events.OpLeaderCheck:     {read: checkLock},
-	events.OpGetCounter:      {read: answer(writer.ReadCounter)},
-	events.OpSAdd:            {write: (*Server).setMember},
-	events.OpSRem:            {write: (*Server).setMember},
-	events.OpSIsMember:       {query: (*Server).isMember, params: []string{"member"}},
-	events.OpSMembers:        {query: (*Server).members, params: []string{"limit", "cursor"}},
-	events.OpSCard:           {read: answer(writer.ReadCard)},
-	events.OpLPush:           {write: (*Server).push},
-	events.OpRPush:           {write: (*Server).push},
-	events.OpLPop:            {write: (*Server).pop},
-	events.OpRPop:            {write: (*Server).pop},
-	events.OpLTrim:           {write: (*Server).trim},
-	events.OpLRange:          {query: (*Server).lrange, params: []string{"start", "stop"}},
-	events.OpLLen:            {read: answer(writer.ReadLen)},
-	events.OpHistory:         {query: (*Server).history, params: []string{"fromVersion", "limit", "cursor"}},
-	events.OpQPush:           {write: (*Server).qpush},
-	events.OpQPop:            {write: (*Server).qpop},
-	events.OpQAck:            {write: (*Server).qack},
-	events.OpQPeek:           {query: (*Server).qpeek, params: []string{"count"}},
-	events.OpQSize:           {read: answer(writer.ReadQueueSize)},
+var handlers = map[contract.Op]handler{
+	contract.OpGet:             {read: getEntry},
+	contract.OpIncrement:       {write: (*Server).increment},
+	contract.OpLockAcquire:     {write: (*Server).lock},
+	contract.OpLockExtend:      {write: (*Server).lock},
+	contract.OpLockRelease:     {write: (*Server).lock},
+	contract.OpLeaderElect:     {write: (*Server).lock},
+	contract.OpLeaderHeartbeat: {write: (*Server).lock},
+	contract.OpLeaderResign:    {write: (*Server).lock},
+	contract.OpLockCheck:       {read: checkLock},
+	contract.OpLeaderCheck:     {read: checkLock},
+	contract.OpGetCounter:      {read: answer(writer.ReadCounter)},
+	contract.OpSAdd:            {write: (*Server).setMember},
+	contract.OpSRem:            {write: (*Server).setMember},
+	contract.OpSIsMember:       {query: (*Server).isMember, params: []string{"member"}},
+	contract.OpSMembers:        {query: (*Server).members, params: []string{"limit", "cursor"}},
+	contract.OpSCard:           {read: answer(writer.ReadCard)},
+	contract.OpLPush:           {write: (*Server).push},
+	contract.OpRPush:           {write: (*Server).push},
+	contract.OpLPop:            {write: (*Server).pop},
+	contract.OpRPop:            {write: (*Server).pop},
+	contract.OpLTrim:           {write: (*Server).trim},
+	contract.OpLRange:          {query: (*Server).lrange, params: []string{"start", "stop"}},
+	contract.OpLLen:            {read: answer(writer.ReadLen)},
+	contract.OpHistory:         {query: (*Server).history, params: []string{"fromVersion", "limit", "cursor"}},
+	contract.OpQPush:           {write: (*Server).qpush},
+	contract.OpQPop:            {write: (*Server).qpop},
+	contract.OpQAck:            {write: (*Server).qack},
+	contract.OpQPeek:           {query: (*Server).qpeek, params: []string{"count"}},
+	contract.OpQSize:           {read: answer(writer.ReadQueueSize)},
 }
 
 // answer is the read of an op whose answer f decides from the entry.
-func answer[A any](f func(k events.Key, e *events.Entry) (A, error)) func(echo.Context, events.Op, events.Key, *events.Entry) error {
-	return func(c echo.Context, _ events.Op, k events.Key, e *events.Entry) error {
+func answer[A any](f func(k contract.Key, e *contract.Entry) (A, error)) func(echo.Context, contract.Op, contract.Key, *contract.Entry) error {
+	return func(c echo.Context, _ contract.Op, k contract.Key, e *contract.Entry) error {
 		a, err := f(k, e)
 		if err != nil {
 			return err
@@ -78,8 +78,8 @@ func answer[A any](f func(k events.Key, e *events.Entry) (A, error)) func(echo.C
 }
 
 // opOf finds the op of a custom method's verb: a read or a write.
-func opOf(verb string, read bool) (events.Op, handler, bool) {
-	op, ok := events.OpOfVerb(verb, read)
+func opOf(verb string, read bool) (contract.Op, handler, bool) {
+	op, ok := contract.OpOfVerb(verb, read)
 	h := handlers[op]
 	if !ok || (read && h.read == nil && h.query == nil) || (!read && h.write == nil) {
 		return "", handler{}, false
@@ -108,26 +108,26 @@ func splitVerb(c echo.Context) (raw, verb string) {
 // get serves GET /v1/kv/{key} and the reads GET /v1/kv/{key}:{verb}.
 func (s *Server) get(c echo.Context) error {
 	raw, verb := splitVerb(c)
-	op, h := events.OpGet, handlers[events.OpGet]
+	op, h := contract.OpGet, handlers[contract.OpGet]
 	if verb != "" {
 		var ok bool
 		if op, h, ok = opOf(verb, true); !ok {
-			return events.FieldErrorf(events.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, events.VerbList(true, true))
+			return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, contract.VerbList(true, true))
 		}
 	}
 	for q := range queryOf(c) {
-		if (q != "field" || op != events.OpGet) && !slices.Contains(h.params, q) {
+		if (q != "field" || op != contract.OpGet) && !slices.Contains(h.params, q) {
 			if len(h.params) > 0 {
-				return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (:%s takes %s)", q, op.Verb(), strings.Join(h.params, ", "))
+				return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (:%s takes %s)", q, op.Verb(), strings.Join(h.params, ", "))
 			}
-			return events.FieldErrorf(events.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
+			return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
 		}
 	}
 	if err := givenOnce(queryOf(c)); err != nil {
 		return err
 	}
 	if field, ok := queryOf(c)["field"]; ok {
-		if err := events.ValidateFieldName("field", field[0]); err != nil {
+		if err := contract.ValidateFieldName("field", field[0]); err != nil {
 			return err
 		}
 	}
@@ -152,18 +152,18 @@ func (s *Server) get(c echo.Context) error {
 func (s *Server) post(c echo.Context) error {
 	raw, verb := splitVerb(c)
 	if verb == "" {
-		return events.FieldErrorf(events.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, events.VerbList(false, true))
+		return contract.FieldErrorf(contract.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, contract.VerbList(false, true))
 	}
 	op, h, ok := opOf(verb, false)
 	if !ok {
-		return events.FieldErrorf(events.EInvalid, "key", "unknown verb %q (%s)", verb, strings.Join(events.Verbs(false), ", "))
+		return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (%s)", verb, strings.Join(contract.Verbs(false), ", "))
 	}
-	return s.serveWrite(c, raw, func(c echo.Context, p *Principal, k events.Key) error { return h.write(s, c, op, p, k) })
+	return s.serveWrite(c, raw, func(c echo.Context, p *Principal, k contract.Key) error { return h.write(s, c, op, p, k) })
 }
 
 // writeFunc serves a write of key k by principal p, authorized and owned
 // by this writer.
-type writeFunc func(c echo.Context, p *Principal, k events.Key) error
+type writeFunc func(c echo.Context, p *Principal, k contract.Key) error
 
 // writeHandler serves a write of the request's key with h; see serveWrite.
 func (s *Server) writeHandler(h writeFunc) echo.HandlerFunc {

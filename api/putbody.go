@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The PUT body's fast decoder. Every PUT of figure 18 and figure 2 goes
@@ -35,8 +35,8 @@ const (
 // a number that is not a plain int64, a string that is not plain, data
 // after the object. v.Value is b's bytes of the value, not a copy: b is
 // the request's own buffer.
-func decodePutBody(b []byte, v *events.PutBody) bool {
-	var out events.PutBody
+func decodePutBody(b []byte, v *contract.PutBody) bool {
+	var out contract.PutBody
 	d := fastDecoder{b: b}
 	if !d.object(func(name []byte) bool {
 		switch string(name) {
@@ -93,7 +93,7 @@ func putBits(name []byte) int {
 	return 0
 }
 
-// semanticsBits is the member bit of each name of events.Semantics.
+// semanticsBits is the member bit of each name of contract.Semantics.
 func semanticsBits(name []byte) int {
 	switch string(name) {
 	case "purpose":
@@ -270,11 +270,11 @@ func (d *fastDecoder) string(p *string) bool {
 }
 
 // semantics reads null (p stays nil) or a Semantics object.
-func (d *fastDecoder) semantics(p **events.Semantics) bool {
+func (d *fastDecoder) semantics(p **contract.Semantics) bool {
 	if d.null() {
 		return true
 	}
-	var s events.Semantics
+	var s contract.Semantics
 	if !d.object(func(name []byte) bool {
 		switch string(name) {
 		case "purpose":
@@ -333,10 +333,10 @@ func (d *fastDecoder) strings(p *[]string) bool {
 }
 
 // skipValue steps over one JSON value that encoding/json's scanner
-// accepts (events.ScanValue); false on anything else, and on values
+// accepts (contract.ScanValue); false on anything else, and on values
 // nested deeper than ScanValue reads.
 func (d *fastDecoder) skipValue() bool {
-	end, _, ok := events.ScanValue(d.b, d.i)
+	end, _, ok := contract.ScanValue(d.b, d.i)
 	d.i = end
 	return ok
 }

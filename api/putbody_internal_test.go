@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // putBodies are PUT bodies decodePutBody decodes itself (fast) or leaves
@@ -61,8 +61,8 @@ var putBodies = []struct {
 	{`[]`, false},
 	{`null`, false},
 	{``, false},
-	{`{"value":` + strings.Repeat("[", events.MaxScanDepth+1) + strings.Repeat("]", events.MaxScanDepth+1) + `}`, false},
-	{`{"value":` + strings.Repeat("[", events.MaxScanDepth) + strings.Repeat("]", events.MaxScanDepth) + `}`, true},
+	{`{"value":` + strings.Repeat("[", contract.MaxScanDepth+1) + strings.Repeat("]", contract.MaxScanDepth+1) + `}`, false},
+	{`{"value":` + strings.Repeat("[", contract.MaxScanDepth) + strings.Repeat("]", contract.MaxScanDepth) + `}`, true},
 	{`{"value":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, false},
 }
 
@@ -71,11 +71,11 @@ var putBodies = []struct {
 // did.
 func comparePutDecoders(t *testing.T, body []byte) bool {
 	t.Helper()
-	var strict events.PutBody
+	var strict contract.PutBody
 	serr := decodeStrict(body, &strict)
-	var fast events.PutBody
+	var fast contract.PutBody
 	if !decodePutBody(body, &fast) {
-		if !reflect.DeepEqual(fast, events.PutBody{}) {
+		if !reflect.DeepEqual(fast, contract.PutBody{}) {
 			t.Fatalf("%q: decodePutBody gave up but changed its target: %+v", body, fast)
 		}
 		return false

@@ -6,7 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -17,15 +17,15 @@ import (
 // qpush serves POST /v1/kv/{key}:qpush. A caller with only the write
 // right learns its item's id but not the queue's size, nor, when its
 // push was deduplicated, the earlier push's item.
-func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key) error {
-	var b events.QPushBody
+func (s *Server) qpush(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
+	var b contract.QPushBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	data, err := events.CompactValue(b.Data, s.cfg.MaxValueBytes)
+	data, err := contract.CompactValue(b.Data, s.cfg.MaxValueBytes)
 	if err != nil {
 		return err
 	}
@@ -59,20 +59,20 @@ func (s *Server) qpush(c echo.Context, op events.Op, p *Principal, k events.Key)
 // needsRead refuses a queue write that answers items (pop) or sizes to
 // a caller without the read right: a pop that could not answer its item
 // would lose it.
-func needsRead(c echo.Context, p *Principal, k events.Key, op events.Op) error {
+func needsRead(c echo.Context, p *Principal, k contract.Key, op contract.Op) error {
 	if mayRead(c, k.String()) {
 		return nil
 	}
-	return events.FieldErrorf(events.EForbidden, "key", "principal %s may not read %s: %s answers the item, so it needs the read right as well as the write right", p.Name, k, op)
+	return contract.FieldErrorf(contract.EForbidden, "key", "principal %s may not read %s: %s answers the item, so it needs the read right as well as the write right", p.Name, k, op)
 }
 
 // qpop serves POST /v1/kv/{key}:qpop; the body is optional. An empty or
 // missing queue is 404 queue_empty.
-func (s *Server) qpop(c echo.Context, op events.Op, p *Principal, k events.Key) error {
+func (s *Server) qpop(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
 	if err := needsRead(c, p, k, op); err != nil {
 		return err
 	}
-	var b events.QPopBody
+	var b contract.QPopBody
 	if err := s.decodeOptional(c, &b); err != nil {
 		return err
 	}
@@ -91,17 +91,17 @@ func (s *Server) qpop(c echo.Context, op events.Op, p *Principal, k events.Key) 
 
 // qack serves POST /v1/kv/{key}:qack: a stale receipt is 409
 // stale_receipt, one message whatever the reason. The write right is
-// enough: a receipt is random (events.Receipt), so only the consumer a
+// enough: a receipt is random (contract.Receipt), so only the consumer a
 // pop answered, or whoever it handed the receipt to, can ack it.
-func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) error {
-	var b events.QAckBody
+func (s *Server) qack(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
+	var b contract.QAckBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	member, delivery, nonce, _ := events.ParseReceipt(b.Receipt)
+	member, delivery, nonce, _ := contract.ParseReceipt(b.Receipt)
 	req := &writer.Request{Key: k, Op: op, Item: member, Delivery: delivery, ReceiptNonce: nonce, RequestID: b.RequestID, Principal: p.Name}
 	res, err := s.write(c, req)
 	if err != nil {
@@ -116,17 +116,17 @@ func (s *Server) qack(c echo.Context, op events.Op, p *Principal, k events.Key) 
 }
 
 // qpeek serves GET /v1/kv/{key}:qpeek?count=: the next count ready items
-// (default 1, at most events.MaxPeek, no more than fit in MaxListBytes
+// (default 1, at most contract.MaxPeek, no more than fit in MaxListBytes
 // but at least one: truncated) in serving order, read-only and
 // linearizable like lrange (the owner waits until the projection holds
 // every change of the queue it acknowledged, then one snapshot reads the
 // metadata and one range of the ready index).
-func (s *Server) qpeek(c echo.Context, _ events.Op, k events.Key) error {
+func (s *Server) qpeek(c echo.Context, _ contract.Op, k contract.Key) error {
 	count := 1
 	if v, ok := c.QueryParams()["count"]; ok {
 		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 1 || n > events.MaxPeek {
-			return events.FieldErrorf(events.EInvalid, "count", "count must be an integer from 1 to %d", events.MaxPeek)
+		if err != nil || n < 1 || n > contract.MaxPeek {
+			return contract.FieldErrorf(contract.EInvalid, "count", "count must be an integer from 1 to %d", contract.MaxPeek)
 		}
 		count = n
 	}
@@ -150,10 +150,10 @@ func (s *Server) qpeek(c echo.Context, _ events.Op, k events.Key) error {
 	if err != nil {
 		return err
 	}
-	a := events.QPeekAnswer{Queue: k.String(), Items: make([]events.QueueItem, 0, len(items)), Truncated: truncated}
+	a := contract.QPeekAnswer{Queue: k.String(), Items: make([]contract.QueueItem, 0, len(items)), Truncated: truncated}
 	for _, el := range items {
-		it := events.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries, ExpiresAt: el.ExpiresAt}
-		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {
+		it := contract.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries, ExpiresAt: el.ExpiresAt}
+		if _, prio, _, err := contract.ParseQueueMember(el.Member); err == nil {
 			it.Priority = prio
 		}
 		a.Items = append(a.Items, it)

@@ -8,20 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The fakes answer qpeek from nothing.
 
-func (fakeLister) Peek(context.Context, string, int, int, time.Time) ([]events.Element, bool, error) {
+func (fakeLister) Peek(context.Context, string, int, int, time.Time) ([]contract.Element, bool, error) {
 	return nil, false, nil
 }
 
-func (l failingLister) Peek(context.Context, string, int, int, time.Time) ([]events.Element, bool, error) {
+func (l failingLister) Peek(context.Context, string, int, int, time.Time) ([]contract.Element, bool, error) {
 	return nil, false, l.err
 }
 
-func (l stubLister) Peek(context.Context, string, int, int, time.Time) ([]events.Element, bool, error) {
+func (l stubLister) Peek(context.Context, string, int, int, time.Time) ([]contract.Element, bool, error) {
 	return nil, false, l.err
 }
 
@@ -31,7 +31,7 @@ func (l stubLister) Peek(context.Context, string, int, int, time.Time) ([]events
 // visibility and the receipt's item and delivery in the request, and
 // answer a missing queue as empty.
 func TestQueueHandlers(t *testing.T) {
-	item := events.QueueMember(3, 0, 4)
+	item := contract.QueueMember(3, 0, 4)
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
@@ -52,7 +52,7 @@ func TestQueueHandlers(t *testing.T) {
 		{"ErrAckMalformedReceipt", "POST", key + "q:qack", `{"receipt":"abc"}`, 400, "receipt"},
 		{"ErrAckReceiptNoDelivery", "POST", key + "q:qack", `{"receipt":"` + item + `"}`, 400, "receipt"},
 		{"ErrAckReceiptDeliveryZero", "POST", key + "q:qack", `{"receipt":"` + item + `#0"}`, 400, "receipt"},
-		{"ErrAckReceiptUpperHex", "POST", key + "q:qack", `{"receipt":"` + strings.ToUpper(events.QueueMember(10, 0, 11)) + `#1"}`, 400, "receipt"},
+		{"ErrAckReceiptUpperHex", "POST", key + "q:qack", `{"receipt":"` + strings.ToUpper(contract.QueueMember(10, 0, 11)) + `#1"}`, 400, "receipt"},
 		{"ErrPeekCountZero", "GET", key + "q:qpeek?count=0", ``, 400, "count"},
 		{"ErrPeekCountTooMany", "GET", key + "q:qpeek?count=1001", ``, 400, "count"},
 		{"ErrPeekUnknownParam", "GET", key + "q:qpeek?limit=2", ``, 400, "limit"},
@@ -61,7 +61,7 @@ func TestQueueHandlers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
 			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
-			var e struct{ Error events.Error }
+			var e struct{ Error contract.Error }
 			_ = json.Unmarshal(rec.Body.Bytes(), &e)
 			if rec.Code != tc.status || e.Error.Field != tc.field {
 				t.Fatalf("status %d field %q (%s), want %d %q", rec.Code, e.Error.Field, rec.Body, tc.status, tc.field)
@@ -87,16 +87,16 @@ func TestQueueHandlers(t *testing.T) {
 		if len(w.reqs) != 4 {
 			t.Fatalf("requests %+v", w.reqs)
 		}
-		if r := w.reqs[0]; r.Op != events.OpQPush || string(r.Value) != `{"a":1}` || r.Priority != -5 || r.DedupID != "d1" || r.RequestID != "r1" {
+		if r := w.reqs[0]; r.Op != contract.OpQPush || string(r.Value) != `{"a":1}` || r.Priority != -5 || r.DedupID != "d1" || r.RequestID != "r1" {
 			t.Errorf("qpush %+v", r)
 		}
-		if r := w.reqs[1]; r.Op != events.OpQPop || r.Visibility != 0 {
+		if r := w.reqs[1]; r.Op != contract.OpQPop || r.Visibility != 0 {
 			t.Errorf("qpop %+v", r)
 		}
-		if r := w.reqs[2]; r.Op != events.OpQPop || r.Visibility != 30 {
+		if r := w.reqs[2]; r.Op != contract.OpQPop || r.Visibility != 30 {
 			t.Errorf("qpop with visibility %+v", r)
 		}
-		if r := w.reqs[3]; r.Op != events.OpQAck || r.Item != item || r.Delivery != 2 {
+		if r := w.reqs[3]; r.Op != contract.OpQAck || r.Item != item || r.Delivery != 2 {
 			t.Errorf("qack %+v", r)
 		}
 	})

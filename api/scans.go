@@ -14,7 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // listKeys serves GET /v1/kv: a page of the live entries under a prefix,
@@ -35,18 +35,18 @@ func (s *Server) listKeys(c echo.Context) error {
 	q := c.QueryParams()
 	for name := range q {
 		if name != "prefix" && name != "limit" && name != "cursor" && !isFilterParam(name) {
-			return events.FieldErrorf(events.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor, field, op, value)", name)
+			return contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor, field, op, value)", name)
 		}
 	}
 	if err := givenOnce(q); err != nil {
 		return err
 	}
 	prefix := q.Get("prefix")
-	if err := events.ValidatePrefix(prefix); err != nil {
+	if err := contract.ValidatePrefix(prefix); err != nil {
 		return err
 	}
 	if !p.AllowsPrefix(Read, prefix) {
-		return events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
+		return contract.FieldErrorf(contract.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
 	}
 	limit, err := pageLimit(q)
 	if err != nil {
@@ -56,10 +56,10 @@ func (s *Server) listKeys(c echo.Context) error {
 	if v := q.Get("cursor"); v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
 		if err == nil {
-			_, err = events.ParseKey(string(b)) // a cursor is the last key of a page
+			_, err = contract.ParseKey(string(b)) // a cursor is the last key of a page
 		}
 		if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
-			return events.FieldErrorf(events.EInvalid, "cursor", "cursor is not one this listing returned")
+			return contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
 		}
 		after = string(b)
 	}
@@ -83,7 +83,7 @@ func (s *Server) listKeys(c echo.Context) error {
 		return err
 	}
 	defer release()
-	var items []events.Entry
+	var items []contract.Entry
 	var truncated bool
 	if filter != nil {
 		items, truncated, err = s.list.Scan(c.Request().Context(), prefix, *filter, after, limit, s.cfg.MaxListBytes, s.now())
@@ -93,7 +93,7 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a := events.ListAnswer{Items: items, Count: len(items), Truncated: truncated}
+	a := contract.ListAnswer{Items: items, Count: len(items), Truncated: truncated}
 	if truncated && len(items) > 0 {
 		a.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].Key))
 	}
@@ -102,16 +102,16 @@ func (s *Server) listKeys(c echo.Context) error {
 
 // scopeKey is a key of prefix's scope (tenant/<t>/project/<p>, the unit
 // of partitioning), for Route and forward, which look at nothing else. The
-// prefix is valid (events.ValidatePrefix): it has the four components.
-func scopeKey(prefix string) events.Key {
+// prefix is valid (contract.ValidatePrefix): it has the four components.
+func scopeKey(prefix string) contract.Key {
 	parts := strings.SplitN(prefix, "/", 5)
-	return events.Key{Tenant: parts[1], Project: parts[3]}
+	return contract.Key{Tenant: parts[1], Project: parts[3]}
 }
 
-// writeList answers a as JSON (events.ListAnswer's encoding), one entry
+// writeList answers a as JSON (contract.ListAnswer's encoding), one entry
 // at a time through a small buffer rather than the whole page encoded in
 // memory at once.
-func writeList(w *echo.Response, a events.ListAnswer) error {
+func writeList(w *echo.Response, a contract.ListAnswer) error {
 	w.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
@@ -131,7 +131,7 @@ func writeList(w *echo.Response, a events.ListAnswer) error {
 			return err
 		}
 	}
-	// The fields after items, as events.ListAnswer encodes them
+	// The fields after items, as contract.ListAnswer encodes them
 	// (TestListAnswerEncoding keeps the two equal).
 	fmt.Fprintf(bw, `],"count":%d,"truncated":%t`, a.Count, a.Truncated)
 	if a.NextCursor != "" {
@@ -157,7 +157,7 @@ func isFilterParam(name string) bool {
 // value is a JSON literal when it parses as one (5 is a number,
 // %225%22 the string "5", true, false, null), and otherwise the plain
 // string as written (value=done is the string "done").
-func listFilter(q url.Values) (*events.Filter, error) {
+func listFilter(q url.Values) (*contract.Filter, error) {
 	given := 0
 	for _, p := range filterParams {
 		switch len(q[p]) {
@@ -165,7 +165,7 @@ func listFilter(q url.Values) (*events.Filter, error) {
 		case 1:
 			given++
 		default:
-			return nil, events.FieldErrorf(events.EInvalid, p, "%s is given %d times", p, len(q[p]))
+			return nil, contract.FieldErrorf(contract.EInvalid, p, "%s is given %d times", p, len(q[p]))
 		}
 	}
 	if given == 0 {
@@ -173,14 +173,14 @@ func listFilter(q url.Values) (*events.Filter, error) {
 	}
 	for _, p := range filterParams {
 		if !q.Has(p) {
-			return nil, events.FieldErrorf(events.EInvalid, p, "%s is missing: a filter needs field, op and value", p)
+			return nil, contract.FieldErrorf(contract.EInvalid, p, "%s is missing: a filter needs field, op and value", p)
 		}
 	}
 	v := q.Get("value")
 	if !utf8.ValidString(v) {
-		return nil, events.FieldErrorf(events.EInvalid, "value", "value must be valid UTF-8")
+		return nil, contract.FieldErrorf(contract.EInvalid, "value", "value must be valid UTF-8")
 	}
-	f := &events.Filter{Field: q.Get("field"), Op: events.FilterOp(q.Get("op")), Value: json.RawMessage(v)}
+	f := &contract.Filter{Field: q.Get("field"), Op: contract.FilterOp(q.Get("op")), Value: json.RawMessage(v)}
 	if v == "" || v != strings.TrimSpace(v) || !json.Valid(f.Value) {
 		f.Value, _ = json.Marshal(v) // a plain string; valid UTF-8 encodes as it is
 	}
@@ -195,11 +195,11 @@ func listFilter(q url.Values) (*events.Filter, error) {
 func pageLimit(q url.Values) (int, error) {
 	v := q.Get("limit")
 	if v == "" {
-		return events.DefaultListLimit, nil
+		return contract.DefaultListLimit, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > events.MaxListLimit {
-		return 0, events.FieldErrorf(events.EInvalid, "limit", "limit must be an integer between 1 and %d", events.MaxListLimit)
+	if err != nil || n < 1 || n > contract.MaxListLimit {
+		return 0, contract.FieldErrorf(contract.EInvalid, "limit", "limit must be an integer between 1 and %d", contract.MaxListLimit)
 	}
 	return n, nil
 }

@@ -16,33 +16,33 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
 const listPath = "/v1/kv?prefix=tenant/acme/project/demo/"
 
-func entries(n, valueBytes int) []events.Entry {
-	var es []events.Entry
+func entries(n, valueBytes int) []contract.Entry {
+	var es []contract.Entry
 	for i := range n {
-		es = append(es, events.Entry{Key: fmt.Sprintf("tenant/acme/project/demo/k%02d", i), Version: 1,
+		es = append(es, contract.Entry{Key: fmt.Sprintf("tenant/acme/project/demo/k%02d", i), Version: 1,
 			Value: json.RawMessage(`"<` + strings.Repeat("v", valueBytes-4) + `>"`), UpdatedAt: time.Unix(0, 0).UTC()})
 	}
 	return es
 }
 
-// TestListAnswerEncoding: the streamed answer is events.ListAnswer's JSON
+// TestListAnswerEncoding: the streamed answer is contract.ListAnswer's JSON
 // (values as stored, "<" unescaped).
 func TestListAnswerEncoding(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		list stubLister
 		path string
-		want events.ListAnswer
+		want contract.ListAnswer
 	}{
-		{"OKEmpty", stubLister{}, listPath, events.ListAnswer{Items: []events.Entry{}}},
-		{"OKComplete", stubLister{entries: entries(3, 10)}, listPath, events.ListAnswer{Items: entries(3, 10), Count: 3}},
-		{"OKTruncated", stubLister{entries: entries(3, 10)}, listPath + "&limit=2", events.ListAnswer{Items: entries(2, 10), Count: 2, Truncated: true,
+		{"OKEmpty", stubLister{}, listPath, contract.ListAnswer{Items: []contract.Entry{}}},
+		{"OKComplete", stubLister{entries: entries(3, 10)}, listPath, contract.ListAnswer{Items: entries(3, 10), Count: 3}},
+		{"OKTruncated", stubLister{entries: entries(3, 10)}, listPath + "&limit=2", contract.ListAnswer{Items: entries(2, 10), Count: 2, Truncated: true,
 			NextCursor: base64.RawURLEncoding.EncodeToString([]byte("tenant/acme/project/demo/k01"))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestListByteBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, _ := mustServerWith(t, api.Config{MaxListBytes: tc.maxBytes}, stubLister{entries: entries(5, 500)})
 			rec := serve(h, "GET", listPath+"&limit=100", "")
-			var a events.ListAnswer
+			var a contract.ListAnswer
 			if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || rec.Code != http.StatusOK {
 				t.Fatalf("%d %s: %v", rec.Code, rec.Body.String(), err)
 			}
@@ -103,10 +103,10 @@ func TestListConcurrencyCap(t *testing.T) {
 		<-entered
 	}
 	rec := serve(h, "GET", listPath+"&field=state&op=eq&value=done", "")
-	var b events.ErrorBody
+	var b contract.ErrorBody
 	json.Unmarshal(rec.Body.Bytes(), &b)
-	if rec.Code != http.StatusTooManyRequests || b.Error.Code != events.ETooManyRequests || b.Error.Field != api.SettingMaxLists || rec.Header().Get("Retry-After") != "1" {
-		t.Errorf("third listing: %d %s Retry-After %q, want 429 %s on %s with Retry-After 1", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"), events.ETooManyRequests, api.SettingMaxLists)
+	if rec.Code != http.StatusTooManyRequests || b.Error.Code != contract.ETooManyRequests || b.Error.Field != api.SettingMaxLists || rec.Header().Get("Retry-After") != "1" {
+		t.Errorf("third listing: %d %s Retry-After %q, want 429 %s on %s with Retry-After 1", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"), contract.ETooManyRequests, api.SettingMaxLists)
 	}
 	if rec := serve(h, "GET", listPath+"&limit=0", ""); rec.Code != http.StatusBadRequest {
 		t.Errorf("bad listing: %d, want 400", rec.Code)
@@ -136,10 +136,10 @@ type routingWriter struct {
 
 // Route answers as writer.Route does: a request this writer does not own
 // is forwarded once, to a known owner, never twice.
-func (w *routingWriter) Route(_ events.Key, from writer.Origin) (bool, string, error) {
+func (w *routingWriter) Route(_ contract.Key, from writer.Origin) (bool, string, error) {
 	w.from = append(w.from, from)
 	if !w.local && (w.owner == "" || from != writer.FromClient) {
-		return false, "", &events.Error{Code: events.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
+		return false, "", &contract.Error{Code: contract.EUnavailable, Message: "moving", RetryAfterSeconds: 1}
 	}
 	return w.local, w.owner, nil
 }
@@ -167,7 +167,7 @@ func TestListRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	behind := &events.Error{Code: events.EUnavailable, Message: "partition 1 is waiting for the projector; retry", RetryAfterSeconds: 1}
+	behind := &contract.Error{Code: contract.EUnavailable, Message: "partition 1 is waiting for the projector; retry", RetryAfterSeconds: 1}
 	const path = listPath + "x&field=state&op=eq&value=done"
 	for _, tc := range []struct {
 		name      string
@@ -201,9 +201,9 @@ func TestListRouting(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			s.Handler().ServeHTTP(rec, req)
-			var b events.ErrorBody
+			var b contract.ErrorBody
 			json.Unmarshal(rec.Body.Bytes(), &b)
-			if rec.Code != tc.want || (tc.want != http.StatusOK && (b.Error.Code != events.EUnavailable || rec.Header().Get("Retry-After") != "1")) {
+			if rec.Code != tc.want || (tc.want != http.StatusOK && (b.Error.Code != contract.EUnavailable || rec.Header().Get("Retry-After") != "1")) {
 				t.Fatalf("%d %s Retry-After %q; want %d", rec.Code, rec.Body, rec.Header().Get("Retry-After"), tc.want)
 			}
 			if got := len(forwarded) == 1; got != tc.forwarded {

@@ -1,10 +1,10 @@
 // Package api is eskv's HTTP API on echo: routes, authentication, the
-// error mapping and metrics. It translates HTTP to the contract (events)
+// error mapping and metrics. It translates HTTP to the contract (package contract)
 // and the writer's requests, and nothing more: the request and answer
 // types, their limits and checks are events'; the decisions are the
 // writer's. Handlers are split by resource (kv, counters, locks, fields,
 // scans); the custom methods {key}:{verb} dispatch through one table
-// keyed by events.Op (ops.go). Nothing below api knows HTTP.
+// keyed by contract.Op (ops.go). Nothing below api knows HTTP.
 package api
 
 import (
@@ -21,7 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/admission"
 	"github.com/eskv/eskv/writer"
 )
@@ -29,7 +29,7 @@ import (
 // Writer decides writes and reads the current state of keys.
 type Writer interface {
 	Do(ctx context.Context, r *writer.Request) (writer.Result, error)
-	State(ctx context.Context, key events.Key) (events.State, error)
+	State(ctx context.Context, key contract.Key) (contract.State, error)
 	Ready() bool
 	// AwaitProjected returns once the projection holds every write under
 	// prefix acknowledged before the call; only the owner of prefix's
@@ -39,7 +39,7 @@ type Writer interface {
 	// Route says whether key is decided here or by the writer at ownerURL,
 	// or why neither can answer; from is who sent the request, as its
 	// forwarding proofs prove it (writer.FromClient without any).
-	Route(key events.Key, from writer.Origin) (local bool, ownerURL string, err error)
+	Route(key contract.Key, from writer.Origin) (local bool, ownerURL string, err error)
 	// ForwardLoops lists the partitions whose forwarding comes back to
 	// this writer by the ownership table; while any does, /readyz answers
 	// 503 forward_loop. Nothing a request carries adds to it.
@@ -47,10 +47,10 @@ type Writer interface {
 	// AuditDenied records in the audit trail (kv.conflicts, reason
 	// forbidden) that principal was refused the write op of key. It never
 	// blocks: the record may be dropped (and counted).
-	AuditDenied(key events.Key, op events.Op, principal, requestID string)
+	AuditDenied(key contract.Key, op contract.Op, principal, requestID string)
 	// Member returns the state of the set key and the version of
 	// member's element row (0: none), as the key's owner knows them.
-	Member(ctx context.Context, key events.Key, member string) (events.State, int64, error)
+	Member(ctx context.Context, key contract.Key, member string) (contract.State, int64, error)
 }
 
 // Lister lists live entries by prefix from the projection: a page of at
@@ -58,10 +58,10 @@ type Writer interface {
 // and whether more follow. The server calls it after Writer.AwaitProjected,
 // so one query of it sees every acknowledged write.
 type Lister interface {
-	List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
+	List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) ([]contract.Entry, bool, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f contract.Filter, after string, limit, maxBytes int, now time.Time) ([]contract.Entry, bool, error)
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)
@@ -72,11 +72,11 @@ type Lister interface {
 	// History returns the key's versions from version from on, oldest
 	// first (at most limit, within maxBytes but at least one), and the
 	// version the next page starts at (0 after the last).
-	History(ctx context.Context, key string, from int64, limit, maxBytes int) ([]events.HistoryVersion, int64, error)
+	History(ctx context.Context, key string, from int64, limit, maxBytes int) ([]contract.HistoryVersion, int64, error)
 	// Peek returns the next count ready items of the queue key in
-	// serving order (events.Element: member, data, deliveries), within
+	// serving order (contract.Element: member, data, deliveries), within
 	// maxBytes (but at least one), and whether the budget cut them short.
-	Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) ([]events.Element, bool, error)
+	Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) ([]contract.Element, bool, error)
 }
 
 // Defaults of Config.
@@ -195,7 +195,7 @@ type Server struct {
 // New returns the API server around w and list.
 func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if cfg.MaxValueBytes == 0 {
-		cfg.MaxValueBytes = events.DefaultMaxValueBytes
+		cfg.MaxValueBytes = contract.DefaultMaxValueBytes
 	}
 	if cfg.MaxListBytes == 0 {
 		cfg.MaxListBytes = DefaultMaxListBytes
@@ -334,11 +334,11 @@ const ReadyTimeout = 1500 * time.Millisecond
 // database, never on what any request carried.
 func (s *Server) readyz(c echo.Context) error {
 	if loops := s.w.ForwardLoops(); len(loops) > 0 {
-		return &events.Error{Code: events.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
+		return &contract.Error{Code: contract.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
 			"forwarding loops back to this writer for partitions %v: a writer's ESKV_ADVERTISE_URL is wrong (see the log)", loops)}
 	}
 	if !s.w.Ready() {
-		return &events.Error{Code: events.EUnavailable, Message: "writer is joining the group, catching up, or its brokers do not answer", RetryAfterSeconds: 1}
+		return &contract.Error{Code: contract.EUnavailable, Message: "writer is joining the group, catching up, or its brokers do not answer", RetryAfterSeconds: 1}
 	}
 	if s.cfg.Ready != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), ReadyTimeout)
@@ -346,19 +346,19 @@ func (s *Server) readyz(c echo.Context) error {
 		if err := s.cfg.Ready(ctx); err != nil {
 			// The error names hosts, users and databases: logs only.
 			s.log.Warn("not ready", "err", err)
-			return &events.Error{Code: events.EUnavailable, Message: "a dependency (the projection database) is not ready", RetryAfterSeconds: 1}
+			return &contract.Error{Code: contract.EUnavailable, Message: "a dependency (the projection database) is not ready", RetryAfterSeconds: 1}
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // logCause logs the cause an error answer does not tell: a 503 whose
-// *events.Error wraps a driver error (projection's translate) answers a
+// *contract.Error wraps a driver error (projection's translate) answers a
 // stable message; the driver's text, which names hosts, users and
 // databases, goes to the log. Internal errors are logged by the error
 // handler.
 func (s *Server) logCause(c echo.Context, err error) {
-	if e, ok := errors.AsType[*events.Error](err); ok && e.Code == events.EUnavailable && error(e) != err {
+	if e, ok := errors.AsType[*contract.Error](err); ok && e.Code == contract.EUnavailable && error(e) != err {
 		s.log.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
 }
@@ -427,7 +427,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		setPrincipal(c, p)
 		err := next(c)
-		if events.ErrorCode(err) == events.EForbidden {
+		if contract.ErrorCode(err) == contract.EForbidden {
 			s.deny(c, p, reasonForbidden, err)
 		}
 		return err
@@ -440,7 +440,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 	r := c.Request()
 	d := denial{principal: UnknownPrincipal, reason: reason, method: r.Method, key: c.Param("*"),
-		remote: r.RemoteAddr, message: err.Error(), status: statusOf[events.ErrorCode(err)]}
+		remote: r.RemoteAddr, message: err.Error(), status: statusOf[contract.ErrorCode(err)]}
 	if p != nil {
 		d.principal = p.Name
 	}
@@ -457,14 +457,14 @@ func (s *Server) deny(c echo.Context, p *Principal, reason string, err error) {
 }
 
 // authorizeKey parses raw as a key and checks the caller's right on it.
-func (s *Server) authorizeKey(c echo.Context, r Right, raw string) (*Principal, events.Key, error) {
+func (s *Server) authorizeKey(c echo.Context, r Right, raw string) (*Principal, contract.Key, error) {
 	p := principalOf(c)
-	k, err := events.ParseKey(raw)
+	k, err := contract.ParseKey(raw)
 	if err != nil {
-		return nil, events.Key{}, err
+		return nil, contract.Key{}, err
 	}
 	if !p.Allows(r, k.String()) {
-		return nil, events.Key{}, events.FieldErrorf(events.EForbidden, "key", "principal %s may not %s %s", p.Name, r, k.String())
+		return nil, contract.Key{}, contract.FieldErrorf(contract.EForbidden, "key", "principal %s may not %s %s", p.Name, r, k.String())
 	}
 	return p, k, nil
 }

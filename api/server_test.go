@@ -12,20 +12,20 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // stubLister answers every listing with its entries, cut to the limit
 // and the byte budget (counting values only), or its error. When entered
 // is set, each listing says so there and waits until release is closed.
 type stubLister struct {
-	entries []events.Entry
+	entries []contract.Entry
 	err     error
 	entered chan<- struct{}
 	release <-chan struct{}
 }
 
-func (l stubLister) List(_ context.Context, _, _ string, limit, maxBytes int, _ time.Time) ([]events.Entry, bool, error) {
+func (l stubLister) List(_ context.Context, _, _ string, limit, maxBytes int, _ time.Time) ([]contract.Entry, bool, error) {
 	if l.entered != nil {
 		l.entered <- struct{}{}
 		<-l.release
@@ -41,7 +41,7 @@ func (l stubLister) List(_ context.Context, _, _ string, limit, maxBytes int, _ 
 	return l.entries[:n], n < len(l.entries), nil
 }
 
-func (l stubLister) Scan(ctx context.Context, prefix string, _ events.Filter, after string, limit, maxBytes int, now time.Time) ([]events.Entry, bool, error) {
+func (l stubLister) Scan(ctx context.Context, prefix string, _ contract.Filter, after string, limit, maxBytes int, now time.Time) ([]contract.Entry, bool, error) {
 	return l.List(ctx, prefix, after, limit, maxBytes, now)
 }
 
@@ -67,7 +67,7 @@ func mustServerWith(tb testing.TB, cfg api.Config, list api.Lister) (http.Handle
 func TestAnswersHideDriverErrors(t *testing.T) {
 	const secret = "failed to connect to `user=secretuser database=secretdb`: db.internal:5432"
 	driverErr := fmt.Errorf("projection: list: %w: %w",
-		&events.Error{Code: events.EUnavailable, Message: "the projection database is unavailable; retry", RetryAfterSeconds: 1}, errors.New(secret))
+		&contract.Error{Code: contract.EUnavailable, Message: "the projection database is unavailable; retry", RetryAfterSeconds: 1}, errors.New(secret))
 	for _, tc := range []struct {
 		name string
 		cfg  api.Config

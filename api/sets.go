@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -16,8 +16,8 @@ import (
 // never in the path.
 
 // setMember serves POST /v1/kv/{key}:sadd and :srem.
-func (s *Server) setMember(c echo.Context, op events.Op, p *Principal, k events.Key) error {
-	var b events.MemberBody
+func (s *Server) setMember(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
+	var b contract.MemberBody
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
@@ -43,12 +43,12 @@ func (s *Server) setMember(c echo.Context, op events.Op, p *Principal, k events.
 }
 
 // isMember serves GET /v1/kv/{key}:sismember?member=.
-func (s *Server) isMember(c echo.Context, _ events.Op, k events.Key) error {
+func (s *Server) isMember(c echo.Context, _ contract.Op, k contract.Key) error {
 	member, ok := c.QueryParams()["member"]
 	if !ok {
-		return events.FieldErrorf(events.EInvalid, "member", "sismember needs the member query parameter")
+		return contract.FieldErrorf(contract.EInvalid, "member", "sismember needs the member query parameter")
 	}
-	if err := events.ValidateMember("member", member[0]); err != nil {
+	if err := contract.ValidateMember("member", member[0]); err != nil {
 		return err
 	}
 	st, elem, err := s.w.Member(c.Request().Context(), k, member[0])
@@ -66,7 +66,7 @@ func (s *Server) isMember(c echo.Context, _ events.Op, k events.Key) error {
 // members in byte order, linearizable like a listing (the owner waits
 // until the projection holds every change of the set it acknowledged,
 // then one query answers).
-func (s *Server) members(c echo.Context, _ events.Op, k events.Key) error {
+func (s *Server) members(c echo.Context, _ contract.Op, k contract.Key) error {
 	q := c.QueryParams()
 	limit, err := pageLimit(q)
 	if err != nil {
@@ -75,8 +75,8 @@ func (s *Server) members(c echo.Context, _ events.Op, k events.Key) error {
 	var after string
 	if v := q.Get("cursor"); v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || !utf8.Valid(b) || len(b) > events.MaxMemberBytes {
-			return events.FieldErrorf(events.EInvalid, "cursor", "cursor is not one this listing returned")
+		if err != nil || !utf8.Valid(b) || len(b) > contract.MaxMemberBytes {
+			return contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
 		}
 		after = string(b)
 	}
@@ -100,7 +100,7 @@ func (s *Server) members(c echo.Context, _ events.Op, k events.Key) error {
 	if err != nil {
 		return err
 	}
-	a := events.MembersAnswer{Set: k.String(), Members: members}
+	a := contract.MembersAnswer{Set: k.String(), Members: members}
 	if next != "" {
 		a.Cursor = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}

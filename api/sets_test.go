@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The fakes answer sismember and smembers from nothing.
 
-func (f *fakeWriter) Member(_ context.Context, k events.Key, _ string) (events.State, int64, error) {
+func (f *fakeWriter) Member(_ context.Context, k contract.Key, _ string) (contract.State, int64, error) {
 	return f.states[k.String()], 0, nil
 }
 
@@ -39,7 +39,7 @@ func TestSetHandlers(t *testing.T) {
 		field                    string
 	}{
 		{"ErrMemberMissing", "POST", key + "s:sadd", `{}`, 400, "member"},
-		{"ErrMemberTooLong", "POST", key + "s:sadd", `{"member":"` + strings.Repeat("m", events.MaxMemberBytes+1) + `"}`, 400, "member"},
+		{"ErrMemberTooLong", "POST", key + "s:sadd", `{"member":"` + strings.Repeat("m", contract.MaxMemberBytes+1) + `"}`, 400, "member"},
 		{"ErrMemberNUL", "POST", key + "s:srem", `{"member":"a\u0000b"}`, 400, "member"},
 		{"ErrUnknownField", "POST", key + "s:sadd", `{"member":"a","value":1}`, 400, "value"},
 		{"ErrTTLZero", "POST", key + "s:sadd", `{"member":"a","ttlSeconds":0}`, 400, "ttlSeconds"},
@@ -52,7 +52,7 @@ func TestSetHandlers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
 			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
-			var e struct{ Error events.Error }
+			var e struct{ Error contract.Error }
 			_ = json.Unmarshal(rec.Body.Bytes(), &e)
 			if rec.Code != tc.status || e.Error.Field != tc.field {
 				t.Fatalf("status %d field %q (%s), want %d %q", rec.Code, e.Error.Field, rec.Body, tc.status, tc.field)
@@ -67,7 +67,7 @@ func TestSetHandlers(t *testing.T) {
 		member := "any content: /:?#%\u00e9 \"quoted\""
 		b, _ := json.Marshal(map[string]string{"member": member})
 		rec := serve(mustServer(t, w), "POST", key+"s:sadd", string(b))
-		if rec.Code != http.StatusOK || len(w.reqs) != 1 || w.reqs[0].Member != member || w.reqs[0].Op != events.OpSAdd {
+		if rec.Code != http.StatusOK || len(w.reqs) != 1 || w.reqs[0].Member != member || w.reqs[0].Op != contract.OpSAdd {
 			t.Fatalf("status %d %s, requests %+v", rec.Code, rec.Body, w.reqs)
 		}
 	})

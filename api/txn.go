@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -22,13 +22,13 @@ const txnDeniedKey = "txnDenied"
 
 // txnDenied is the refused op of a transaction.
 type txnDenied struct {
-	op    events.Op
+	op    contract.Op
 	key   string
 	write bool
 }
 
 // txn serves POST /v1/txn: the operations of the body applied to keys of
-// one project atomically (events.TxnBody). Unlike the writes of one key
+// one project atomically (contract.TxnBody). Unlike the writes of one key
 // it reads the body before authorizing, since the keys are in it: 400
 // for a malformed body, then 403 naming the first op whose key the
 // caller may not write (read, for a check), then the key's owner
@@ -56,7 +56,7 @@ func (s *Server) txn(c echo.Context) error {
 		}
 		if !p.Allows(right, keys[i].String()) {
 			c.Set(txnDeniedKey, txnDenied{op: o.Op, key: keys[i].String(), write: o.Writes()})
-			return events.InOp(i, events.FieldErrorf(events.EForbidden, "key", "principal %s may not %s %s", p.Name, right, keys[i].String()))
+			return contract.InOp(i, contract.FieldErrorf(contract.EForbidden, "key", "principal %s may not %s %s", p.Name, right, keys[i].String()))
 		}
 	}
 	req, err := s.txnRequest(&b, keys, p.Name)
@@ -76,7 +76,7 @@ func (s *Server) txn(c echo.Context) error {
 			res.Txn[i].Value = nil
 		}
 	}
-	return c.JSON(http.StatusOK, events.TxnAnswer{TxnID: res.TxnID, Results: res.Txn})
+	return c.JSON(http.StatusOK, contract.TxnAnswer{TxnID: res.TxnID, Results: res.Txn})
 }
 
 // txnRequest is the writer's request of a valid transaction body whose
@@ -84,13 +84,13 @@ func (s *Server) txn(c echo.Context) error {
 // (putRequest, incrementRequest, patchRequest), its condition's version
 // (or exists false, version 0) its expected version and a patch's field
 // condition its if; a check becomes a step of op check.
-func (s *Server) txnRequest(b *events.TxnBody, keys []events.Key, principal string) (*writer.Request, error) {
-	r := &writer.Request{Key: keys[0], Op: events.OpTxn, RequestID: b.RequestID, Principal: principal,
+func (s *Server) txnRequest(b *contract.TxnBody, keys []contract.Key, principal string) (*writer.Request, error) {
+	r := &writer.Request{Key: keys[0], Op: contract.OpTxn, RequestID: b.RequestID, Principal: principal,
 		Txn: make([]writer.TxnStep, len(b.Ops))}
 	for i := range b.Ops {
 		sub, cond, err := s.txnStep(&b.Ops[i], keys[i], principal)
 		if err != nil {
-			return nil, events.InOp(i, err)
+			return nil, contract.InOp(i, err)
 		}
 		r.Txn[i] = writer.TxnStep{Req: sub, Cond: cond}
 	}
@@ -98,15 +98,15 @@ func (s *Server) txnRequest(b *events.TxnBody, keys []events.Key, principal stri
 }
 
 // txnStep is the request and condition of op o on key k.
-func (s *Server) txnStep(o *events.TxnOp, k events.Key, principal string) (*writer.Request, *events.Condition, error) {
+func (s *Server) txnStep(o *contract.TxnOp, k contract.Key, principal string) (*writer.Request, *contract.Condition, error) {
 	var expected *int64
 	cond := o.Condition
 	if cond != nil {
 		c := *cond
 		if c.Equals != nil {
-			eq, err := events.CompactValue(c.Equals, s.cfg.MaxValueBytes)
+			eq, err := contract.CompactValue(c.Equals, s.cfg.MaxValueBytes)
 			if err != nil {
-				return nil, nil, events.FieldErrorf(events.EInvalid, "condition.equals", "condition.equals: %v", err)
+				return nil, nil, contract.FieldErrorf(contract.EInvalid, "condition.equals", "condition.equals: %v", err)
 			}
 			c.Equals = eq
 		}
@@ -118,36 +118,36 @@ func (s *Server) txnStep(o *events.TxnOp, k events.Key, principal string) (*writ
 		}
 	}
 	switch o.Op {
-	case events.OpPut:
-		value, err := events.CompactValue(o.Value, s.cfg.MaxValueBytes)
+	case contract.OpPut:
+		value, err := contract.CompactValue(o.Value, s.cfg.MaxValueBytes)
 		if err != nil {
 			return nil, nil, err
 		}
 		pb := o.PutBody()
 		pb.ExpectedVersion = expected
 		return putRequest(k, &pb, value, principal), cond, nil
-	case events.OpIncrement:
+	case contract.OpIncrement:
 		ib := o.IncrementBody()
 		ib.ExpectedVersion = expected
 		return incrementRequest(k, &ib, principal), cond, nil
-	case events.OpPatch:
+	case contract.OpPatch:
 		pb := o.PatchBody()
 		pb.ExpectedVersion = expected
 		if cond != nil && cond.Field != "" {
-			pb.If = &events.FieldCondition{Field: cond.Field, Equals: cond.Equals}
+			pb.If = &contract.FieldCondition{Field: cond.Field, Equals: cond.Equals}
 		}
 		req, err := s.patchRequest(k, &pb, principal)
 		return req, cond, err
-	case events.OpDelete:
-		return &writer.Request{Key: k, Op: events.OpDelete, ExpectedVersion: expected, Principal: principal}, cond, nil
+	case contract.OpDelete:
+		return &writer.Request{Key: k, Op: contract.OpDelete, ExpectedVersion: expected, Principal: principal}, cond, nil
 	}
-	return &writer.Request{Key: k, Op: events.OpCheck, Principal: principal}, cond, nil
+	return &writer.Request{Key: k, Op: contract.OpCheck, Principal: principal}, cond, nil
 }
 
 // noQuery refuses any query parameter, naming the first in order.
 func noQuery(c echo.Context) error {
 	if names := slices.Sorted(maps.Keys(c.QueryParams())); len(names) > 0 {
-		return events.FieldErrorf(events.EInvalid, names[0], "unknown query parameter %q (a transaction takes none)", names[0])
+		return contract.FieldErrorf(contract.EInvalid, names[0], "unknown query parameter %q (a transaction takes none)", names[0])
 	}
 	return nil
 }
@@ -162,19 +162,19 @@ type txnEnvelope struct {
 // does, op by op, so that an error inside op i names it (field
 // ops[i].<member>, failedOp i): encoding/json's own errors leave the
 // index out.
-func decodeTxn(c echo.Context, limit int) (events.TxnBody, []byte, error) {
+func decodeTxn(c echo.Context, limit int) (contract.TxnBody, []byte, error) {
 	var env txnEnvelope
 	body, err := decodeBody(c, &env, limit)
 	if err != nil {
-		return events.TxnBody{}, nil, err
+		return contract.TxnBody{}, nil, err
 	}
-	b := events.TxnBody{RequestID: env.RequestID, Ops: make([]events.TxnOp, len(env.Ops))}
+	b := contract.TxnBody{RequestID: env.RequestID, Ops: make([]contract.TxnOp, len(env.Ops))}
 	for i, raw := range env.Ops {
 		if err := decodeOne(raw, &b.Ops[i]); err != nil {
-			return b, nil, events.InOp(i, err)
+			return b, nil, contract.InOp(i, err)
 		}
-		if err := checkMembers(raw, reflect.TypeFor[events.TxnOp](), ""); err != nil {
-			return b, nil, events.InOp(i, err)
+		if err := checkMembers(raw, reflect.TypeFor[contract.TxnOp](), ""); err != nil {
+			return b, nil, contract.InOp(i, err)
 		}
 	}
 	return b, body, nil

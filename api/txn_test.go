@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -38,27 +38,27 @@ func TestTxnRejectsBadInput(t *testing.T) {
 		failedOp   int // -1: none
 		message    string
 	}{
-		{"ErrNoOps", `{"ops":[]}`, 400, events.EInvalid, "ops", -1, ""},
-		{"ErrOpsMissing", `{}`, 400, events.EInvalid, "ops", -1, ""},
-		{"ErrTooManyOps", `{"ops":[` + txnOps(events.MaxTxnOps+1) + `]}`, 400, events.EInvalid, "ops", -1, "a transaction takes at most 100 ops, not 101"},
-		{"ErrCrossProject", `{"ops":[` + put(txnKey+"a") + `,` + put("tenant/acme/project/other/b") + `]}`, 400, events.EInvalid, "ops[1].key", 1, ""},
-		{"ErrDuplicateKey", `{"ops":[` + put(txnKey+"a") + `,{"op":"delete","key":"` + txnKey + `a"}]}`, 400, events.EInvalid, "ops[1].key", 1, ""},
-		{"ErrBadOp", `{"ops":[{"op":"acquire","key":"` + txnKey + `a"}]}`, 400, events.EInvalid, "ops[0].op", 0,
+		{"ErrNoOps", `{"ops":[]}`, 400, contract.EInvalid, "ops", -1, ""},
+		{"ErrOpsMissing", `{}`, 400, contract.EInvalid, "ops", -1, ""},
+		{"ErrTooManyOps", `{"ops":[` + txnOps(contract.MaxTxnOps+1) + `]}`, 400, contract.EInvalid, "ops", -1, "a transaction takes at most 100 ops, not 101"},
+		{"ErrCrossProject", `{"ops":[` + put(txnKey+"a") + `,` + put("tenant/acme/project/other/b") + `]}`, 400, contract.EInvalid, "ops[1].key", 1, ""},
+		{"ErrDuplicateKey", `{"ops":[` + put(txnKey+"a") + `,{"op":"delete","key":"` + txnKey + `a"}]}`, 400, contract.EInvalid, "ops[1].key", 1, ""},
+		{"ErrBadOp", `{"ops":[{"op":"acquire","key":"` + txnKey + `a"}]}`, 400, contract.EInvalid, "ops[0].op", 0,
 			`op 0: op "acquire" is not a transaction operation (put, delete, increment, patch or check)`},
-		{"ErrBadKey", `{"ops":[` + put("tenant/acme/Upper") + `]}`, 400, events.EInvalid, "ops[0].key", 0, ""},
-		{"ErrMemberOfAnotherOp", `{"ops":[{"op":"delete","key":"` + txnKey + `a","by":2}]}`, 400, events.EInvalid, "ops[0].by", 0, ""},
-		{"ErrUnknownMember", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"expectedVersion":1}]}`, 400, events.EInvalid, "ops[0].expectedVersion", 0, ""},
-		{"ErrUnknownConditionMember", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"versoin":1}}]}`, 400, events.EInvalid, "ops[0].condition.versoin", 0, ""},
-		{"ErrMemberType", `{"ops":[` + put(txnKey+"a") + `,{"op":"increment","key":"` + txnKey + `b","by":"2"}]}`, 400, events.EInvalid, "ops[1].by", 1, ""},
-		{"ErrBadCondition", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":-2}}]}`, 400, events.EInvalid, "ops[0].condition.version", 0, ""},
-		{"ErrEmptyCondition", `{"ops":[{"op":"delete","key":"` + txnKey + `a","condition":{}}]}`, 400, events.EInvalid, "ops[0].condition", 0, ""},
-		{"ErrConditionEqualsNotJSONValue", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"field":"f","equals":{"b":1,"b":2}}}]}`, 400, events.EInvalid, "ops[0].condition.equals", 0, ""},
-		{"ErrCheckWithoutCondition", `{"ops":[{"op":"check","key":"` + txnKey + `a"}]}`, 400, events.EInvalid, "ops[0].condition", 0, ""},
-		{"ErrValueTooLarge", `{"ops":[` + put(txnKey+"a") + `,{"op":"put","key":"` + txnKey + `b","value":"` + strings.Repeat("x", 2000) + `"}]}`, 413, events.ETooLarge, "ops[1].value", 1, ""},
-		{"ErrPatchSetTooLarge", `{"ops":[{"op":"patch","key":"` + txnKey + `a","set":{"f":"` + strings.Repeat("x", 2000) + `"}}]}`, 413, events.ETooLarge, "ops[0].set.f", 0, ""},
-		{"ErrLockPurpose", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"semantics":{"purpose":"lock"}}]}`, 400, events.EInvalid, "ops[0].semantics.purpose", 0, ""},
-		{"ErrRequestIDTooLong", `{"requestId":"` + strings.Repeat("r", events.MaxRequestIDLen+1) + `","ops":[` + put(txnKey+"a") + `]}`, 400, events.EInvalid, "requestId", -1, ""},
-		{"ErrQueryParam", `{"ops":[` + put(txnKey+"a") + `]}`, 400, events.EInvalid, "force", -1, ""},
+		{"ErrBadKey", `{"ops":[` + put("tenant/acme/Upper") + `]}`, 400, contract.EInvalid, "ops[0].key", 0, ""},
+		{"ErrMemberOfAnotherOp", `{"ops":[{"op":"delete","key":"` + txnKey + `a","by":2}]}`, 400, contract.EInvalid, "ops[0].by", 0, ""},
+		{"ErrUnknownMember", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"expectedVersion":1}]}`, 400, contract.EInvalid, "ops[0].expectedVersion", 0, ""},
+		{"ErrUnknownConditionMember", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"versoin":1}}]}`, 400, contract.EInvalid, "ops[0].condition.versoin", 0, ""},
+		{"ErrMemberType", `{"ops":[` + put(txnKey+"a") + `,{"op":"increment","key":"` + txnKey + `b","by":"2"}]}`, 400, contract.EInvalid, "ops[1].by", 1, ""},
+		{"ErrBadCondition", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":-2}}]}`, 400, contract.EInvalid, "ops[0].condition.version", 0, ""},
+		{"ErrEmptyCondition", `{"ops":[{"op":"delete","key":"` + txnKey + `a","condition":{}}]}`, 400, contract.EInvalid, "ops[0].condition", 0, ""},
+		{"ErrConditionEqualsNotJSONValue", `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"field":"f","equals":{"b":1,"b":2}}}]}`, 400, contract.EInvalid, "ops[0].condition.equals", 0, ""},
+		{"ErrCheckWithoutCondition", `{"ops":[{"op":"check","key":"` + txnKey + `a"}]}`, 400, contract.EInvalid, "ops[0].condition", 0, ""},
+		{"ErrValueTooLarge", `{"ops":[` + put(txnKey+"a") + `,{"op":"put","key":"` + txnKey + `b","value":"` + strings.Repeat("x", 2000) + `"}]}`, 413, contract.ETooLarge, "ops[1].value", 1, ""},
+		{"ErrPatchSetTooLarge", `{"ops":[{"op":"patch","key":"` + txnKey + `a","set":{"f":"` + strings.Repeat("x", 2000) + `"}}]}`, 413, contract.ETooLarge, "ops[0].set.f", 0, ""},
+		{"ErrLockPurpose", `{"ops":[{"op":"put","key":"` + txnKey + `a","value":1,"semantics":{"purpose":"lock"}}]}`, 400, contract.EInvalid, "ops[0].semantics.purpose", 0, ""},
+		{"ErrRequestIDTooLong", `{"requestId":"` + strings.Repeat("r", contract.MaxRequestIDLen+1) + `","ops":[` + put(txnKey+"a") + `]}`, 400, contract.EInvalid, "requestId", -1, ""},
+		{"ErrQueryParam", `{"ops":[` + put(txnKey+"a") + `]}`, 400, contract.EInvalid, "force", -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
@@ -114,17 +114,17 @@ func TestTxnForbiddenNamesOp(t *testing.T) {
 		name, token, body string
 		failedOp          int    // -1: allowed
 		field             string // the op's parameter at fault
-		audited           events.Op
+		audited           contract.Op
 	}{
 		{"OKWriteAndCheck", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `w/a","value":1},{"op":"check","key":"` + txnKey + `r/b","condition":{"exists":true}}]}`, -1, "", ""},
 		{"OKVersionConditionOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"patch","key":"` + txnKey + `w/a","set":{"a":1},"condition":{"version":3}}]}`, -1, "", ""},
 		{"OKFieldConditionOnReadWriteKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `rw/a","value":1,"condition":{"field":"a","equals":1}}]}`, -1, "", ""},
-		{"ErrWriteOfReadOnlyKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `w/a","value":1},{"op":"increment","key":"` + txnKey + `r/b"}]}`, 1, "key", events.OpIncrement},
+		{"ErrWriteOfReadOnlyKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `w/a","value":1},{"op":"increment","key":"` + txnKey + `r/b"}]}`, 1, "key", contract.OpIncrement},
 		{"ErrCheckOfWriteOnlyKey", txnWriter, `{"ops":[{"op":"check","key":"` + txnKey + `w/a","condition":{"version":1}}]}`, 0, "key", ""},
-		{"ErrReaderWrites", txnReader, `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":1}},{"op":"check","key":"` + txnKey + `b","condition":{"version":1}},{"op":"delete","key":"` + txnKey + `c"}]}`, 2, "key", events.OpDelete},
-		{"ErrFieldConditionOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `rw/a","value":1},{"op":"patch","key":"` + txnKey + `w/b","set":{"a":1},"condition":{"field":"a","equals":"guess"}}]}`, 1, "condition.field", events.OpPatch},
-		{"ErrIncrementMaxOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"increment","key":"` + txnKey + `w/n","max":10}]}`, 0, "max", events.OpIncrement},
-		{"ErrIncrementBeyondBlindStep", txnWriter, `{"ops":[{"op":"increment","key":"` + txnKey + `w/n","by":9223372036854775807}]}`, 0, "by", events.OpIncrement},
+		{"ErrReaderWrites", txnReader, `{"ops":[{"op":"check","key":"` + txnKey + `a","condition":{"version":1}},{"op":"check","key":"` + txnKey + `b","condition":{"version":1}},{"op":"delete","key":"` + txnKey + `c"}]}`, 2, "key", contract.OpDelete},
+		{"ErrFieldConditionOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"put","key":"` + txnKey + `rw/a","value":1},{"op":"patch","key":"` + txnKey + `w/b","set":{"a":1},"condition":{"field":"a","equals":"guess"}}]}`, 1, "condition.field", contract.OpPatch},
+		{"ErrIncrementMaxOnWriteOnlyKey", txnWriter, `{"ops":[{"op":"increment","key":"` + txnKey + `w/n","max":10}]}`, 0, "max", contract.OpIncrement},
+		{"ErrIncrementBeyondBlindStep", txnWriter, `{"ops":[{"op":"increment","key":"` + txnKey + `w/n","by":9223372036854775807}]}`, 0, "by", contract.OpIncrement},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
@@ -135,8 +135,8 @@ func TestTxnForbiddenNamesOp(t *testing.T) {
 				}
 				return
 			}
-			var b events.ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != 403 || b.Error.Code != events.EForbidden {
+			var b contract.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != 403 || b.Error.Code != contract.EForbidden {
 				t.Fatalf("want 403, got %d %s", rec.Code, rec.Body)
 			}
 			if b.Error.FailedOp == nil || *b.Error.FailedOp != tc.failedOp || b.Error.Field != "ops["+strconv.Itoa(tc.failedOp)+"]."+tc.field {
@@ -174,7 +174,7 @@ func TestTxnTranslate(t *testing.T) {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
 	r := w.reqs[0]
-	if r.Op != events.OpTxn || r.RequestID != "rq" || r.Principal != "writer" || r.Key.String() != txnKey+"rw/a" || len(r.Txn) != 6 {
+	if r.Op != contract.OpTxn || r.RequestID != "rq" || r.Principal != "writer" || r.Key.String() != txnKey+"rw/a" || len(r.Txn) != 6 {
 		t.Fatalf("request %+v", r)
 	}
 	steps := r.Txn
@@ -184,17 +184,17 @@ func TestTxnTranslate(t *testing.T) {
 			t.Fatalf("step %d: %+v cond %+v", i, *steps[i].Req, steps[i].Cond)
 		}
 	}
-	check(0, steps[0].Req.Op == events.OpPut && string(steps[0].Req.Value) == `{"x":1}` && *steps[0].Req.ExpectedVersion == 0 && steps[0].Req.TTLSeconds == 60)
-	check(1, steps[1].Req.Op == events.OpIncrement && steps[1].Req.By == -2 && steps[1].Req.Create && *steps[1].Req.ExpectedVersion == 4)
-	check(2, steps[2].Req.Op == events.OpPatch && string(steps[2].Req.Set["s"]) == `"done"` && string(steps[2].Req.If.Equals) == `"open"` &&
+	check(0, steps[0].Req.Op == contract.OpPut && string(steps[0].Req.Value) == `{"x":1}` && *steps[0].Req.ExpectedVersion == 0 && steps[0].Req.TTLSeconds == 60)
+	check(1, steps[1].Req.Op == contract.OpIncrement && steps[1].Req.By == -2 && steps[1].Req.Create && *steps[1].Req.ExpectedVersion == 4)
+	check(2, steps[2].Req.Op == contract.OpPatch && string(steps[2].Req.Set["s"]) == `"done"` && string(steps[2].Req.If.Equals) == `"open"` &&
 		steps[2].Req.ExpectedVersion == nil && string(steps[2].Cond.Equals) == `"open"`)
-	check(3, steps[3].Req.Op == events.OpDelete && steps[3].Req.ExpectedVersion == nil && steps[3].Cond == nil)
-	check(5, steps[5].Req.Op == events.OpCheck && *steps[5].Cond.Version == 9)
+	check(3, steps[3].Req.Op == contract.OpDelete && steps[3].Req.ExpectedVersion == nil && steps[3].Cond == nil)
+	check(5, steps[5].Req.Op == contract.OpCheck && *steps[5].Cond.Version == 9)
 	for i, s := range steps {
 		// Blind: the caller may not read the step's key (w/…).
 		check(i, s.Req.Principal == "writer" && s.Req.RequestID == "" && s.Req.Blind == strings.Contains(s.Req.Key.String(), "/w/"))
 	}
-	var a events.TxnAnswer
+	var a contract.TxnAnswer
 	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || a.TxnID != "txn-1" || len(a.Results) != 6 {
 		t.Fatalf("answer %s", rec.Body)
 	}
@@ -213,12 +213,12 @@ func TestTxnConflictAnswer(t *testing.T) {
 		showValue bool
 	}{{"OKReaderSeesValue", txnKey + "rw/a", true}, {"OKWriterSeesVersionOnly", txnKey + "w/a", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := events.FieldErrorf(events.EConflict, "condition.version", "expected version 1, current version is 3")
-			e.Current = &events.Entry{Key: tc.key, Version: 3, Value: json.RawMessage(`"` + secret + `"`)}
-			w := &refusingWriter{err: events.InOp(1, e)}
+			e := contract.FieldErrorf(contract.EConflict, "condition.version", "expected version 1, current version is 3")
+			e.Current = &contract.Entry{Key: tc.key, Version: 3, Value: json.RawMessage(`"` + secret + `"`)}
+			w := &refusingWriter{err: contract.InOp(1, e)}
 			rec := post(txnServer(t, w), txnWriter, `{"ops":[{"op":"put","key":"`+txnKey+`rw/b","value":1},{"op":"put","key":"`+tc.key+`","value":2,"condition":{"version":1}}]}`)
-			var b events.ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != 409 || b.Error.Code != events.EConflict {
+			var b contract.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != 409 || b.Error.Code != contract.EConflict {
 				t.Fatalf("%d %s", rec.Code, rec.Body)
 			}
 			if b.Error.FailedOp == nil || *b.Error.FailedOp != 1 || b.Error.Field != "ops[1].condition.version" || *b.Error.CurrentVersion != 3 {
@@ -254,7 +254,7 @@ type remoteWriter struct {
 	url string
 }
 
-func (f *remoteWriter) Route(events.Key, writer.Origin) (bool, string, error) {
+func (f *remoteWriter) Route(contract.Key, writer.Origin) (bool, string, error) {
 	return false, f.url, nil
 }
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The status page (docs/ui.md): /ui/ serves a read-only page of a
@@ -251,7 +251,7 @@ func (s *Server) uiSession(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if !ok {
-			return events.FieldErrorf(events.EUnauthenticated, "cookie", "no status page session: log in at /ui/login")
+			return contract.FieldErrorf(contract.EUnauthenticated, "cookie", "no status page session: log in at /ui/login")
 		}
 		setPrincipal(c, p)
 		return next(c)
@@ -280,7 +280,7 @@ func (s *Server) renderLogin(c echo.Context, status int, v loginView) error {
 // is logged and counted as the API's are).
 func (s *Server) uiLogin(c echo.Context) error {
 	if !sameOrigin(c.Request()) {
-		return events.FieldErrorf(events.EForbidden, "Origin", "the login form is posted from another origin")
+		return contract.FieldErrorf(contract.EForbidden, "Origin", "the login form is posted from another origin")
 	}
 	tok, err := loginToken(c)
 	if err != nil {
@@ -296,7 +296,7 @@ func (s *Server) uiLogin(c echo.Context) error {
 		if tok == "" {
 			msg = "enter a token"
 		}
-		return s.renderLogin(c, http.StatusUnauthorized, loginView{Error: msg, Code: events.EUnauthenticated})
+		return s.renderLogin(c, http.StatusUnauthorized, loginView{Error: msg, Code: contract.EUnauthenticated})
 	}
 	ref := s.ui.ref(sha256.Sum256([]byte(tok)))
 	cr, _ := s.ui.lookup(ref)
@@ -321,7 +321,7 @@ const maxLoginBodyBytes = 4 << 10
 func loginToken(c echo.Context) (string, error) {
 	if mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
 		skipBody(c)
-		return "", events.FieldErrorf(events.EUnsupportedMediaType, "Content-Type", "send the login form as application/x-www-form-urlencoded")
+		return "", contract.FieldErrorf(contract.EUnsupportedMediaType, "Content-Type", "send the login form as application/x-www-form-urlencoded")
 	}
 	body, err := readBody(c, maxLoginBodyBytes)
 	if err != nil {
@@ -329,7 +329,7 @@ func loginToken(c echo.Context) (string, error) {
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return "", events.FieldErrorf(events.EInvalid, "token", "the login form is not URL-encoded")
+		return "", contract.FieldErrorf(contract.EInvalid, "token", "the login form is not URL-encoded")
 	}
 	return strings.TrimSpace(form.Get("token")), nil
 }
@@ -354,7 +354,7 @@ func (s *Server) setSessionCookie(c echo.Context, v string, end time.Time) {
 // keeps the cookie, so the user sees it and retries.
 func (s *Server) uiLogout(c echo.Context) error {
 	if !sameOrigin(c.Request()) {
-		return events.FieldErrorf(events.EForbidden, "Origin", "the logout form is posted from another origin")
+		return contract.FieldErrorf(contract.EForbidden, "Origin", "the logout form is posted from another origin")
 	}
 	if ck, err := c.Cookie(uiCookie); err == nil {
 		if sc, ok := s.ui.parseCookie(ck.Value); ok && s.now().Before(sc.end) {

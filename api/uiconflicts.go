@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // conflictMinutes is how many minutes of conflicts the status page
@@ -214,11 +214,11 @@ func (cc *conflictCounter) perMinute(scope string, now time.Time) ConflictRates 
 func (s *Server) countConflicts(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := next(c)
-		if err == nil || c.Request().Method == http.MethodGet || statusOf[events.ErrorCode(err)] != http.StatusConflict {
+		if err == nil || c.Request().Method == http.MethodGet || statusOf[contract.ErrorCode(err)] != http.StatusConflict {
 			return err
 		}
 		raw, _, _ := strings.Cut(c.Param("*"), ":") // a key never holds ':'; a verb follows it
-		if k, perr := events.ParseKey(raw); perr == nil {
+		if k, perr := contract.ParseKey(raw); perr == nil {
 			s.conflicts.add(k.Scope(), s.now())
 		}
 		return err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/watch"
 )
 
@@ -78,12 +78,12 @@ type UIKeys struct {
 // UIVersion is one version of GET /ui/api/history: what happened, by
 // whom and when, never the value.
 type UIVersion struct {
-	Version   int64       `json:"version"`
-	Kind      events.Kind `json:"kind"`
-	Op        events.Op   `json:"op"`
-	Principal string      `json:"principal"`
-	TS        time.Time   `json:"ts"`
-	TxnID     string      `json:"txnId,omitempty"`
+	Version   int64         `json:"version"`
+	Kind      contract.Kind `json:"kind"`
+	Op        contract.Op   `json:"op"`
+	Principal string        `json:"principal"`
+	TS        time.Time     `json:"ts"`
+	TxnID     string        `json:"txnId,omitempty"`
 	// ElementOp is a collection event's element change (add, remove).
 	ElementOp string `json:"elementOp,omitempty"`
 }
@@ -97,14 +97,14 @@ type UIHistory struct {
 // UIEvent is one event of GET /ui/api/watch: a watch event without its
 // value and element.
 type UIEvent struct {
-	Cursor    string      `json:"cursor"`
-	Key       string      `json:"key"`
-	Version   int64       `json:"version"`
-	Kind      events.Kind `json:"kind"`
-	Op        events.Op   `json:"op"`
-	Time      time.Time   `json:"time"`
-	Principal string      `json:"principal"`
-	ElementOp string      `json:"elementOp,omitempty"`
+	Cursor    string        `json:"cursor"`
+	Key       string        `json:"key"`
+	Version   int64         `json:"version"`
+	Kind      contract.Kind `json:"kind"`
+	Op        contract.Op   `json:"op"`
+	Time      time.Time     `json:"time"`
+	Principal string        `json:"principal"`
+	ElementOp string        `json:"elementOp,omitempty"`
 }
 
 func (s *Server) uiMe(c echo.Context) error {
@@ -141,11 +141,11 @@ func hasRight(g Grant, r Right) bool {
 func uiPrefix(c echo.Context, q url.Values) (string, *Principal, error) {
 	p := principalOf(c)
 	prefix := q.Get("prefix")
-	if err := events.ValidatePrefix(prefix); err != nil {
+	if err := contract.ValidatePrefix(prefix); err != nil {
 		return "", nil, err
 	}
 	if !p.AllowsPrefix(Read, prefix) {
-		return "", nil, events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
+		return "", nil, contract.FieldErrorf(contract.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
 	}
 	return prefix, p, nil
 }
@@ -181,18 +181,18 @@ func (s *Server) uiKeys(c echo.Context) error {
 // uiRow is the row of an entry: its metadata, and of its value only what
 // the purpose makes public to a reader: a lock's holder, a collection's
 // size, a plain value's fingerprint.
-func (s *Server) uiRow(p *Principal, e *events.Entry) UIKey {
+func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
 	r := UIKey{Key: e.Key, Purpose: e.Semantics.Purpose, Version: e.Version, LastWriter: e.LastWriter, UpdatedAt: e.UpdatedAt, ExpiresAt: e.ExpiresAt}
 	switch purpose := e.Semantics.Purpose; {
-	case purpose == events.PurposeLock || purpose == events.PurposeLeader:
+	case purpose == contract.PurposeLock || purpose == contract.PurposeLeader:
 		// GET :lock answers the holder to a principal with the read right
 		// on the key, and to no other.
-		var v events.LockValue
+		var v contract.LockValue
 		if p.Allows(Read, e.Key) && json.Unmarshal(e.Value, &v) == nil {
 			r.Holder, r.HolderPrincipal, r.Token = v.Holder, v.Principal, v.Token
 		}
-	case events.IsCollectionPurpose(purpose):
-		if m, err := events.ParseCollectionMeta(e.Value); err == nil {
+	case contract.IsCollectionPurpose(purpose):
+		if m, err := contract.ParseCollectionMeta(e.Value); err == nil {
 			r.Size, r.InFlight = &m.Size, m.InFlight
 		}
 	default:
@@ -255,7 +255,7 @@ func (s *Server) uiConflicts(c echo.Context) error {
 // stripped of its value and element: no value reaches the browser.
 func (s *Server) uiWatch(c echo.Context) error {
 	if s.cfg.Watch == nil {
-		return events.Errorf(events.ENotFound, "this server does not serve watches")
+		return contract.Errorf(contract.ENotFound, "this server does not serve watches")
 	}
 	if err := onlyParams(c.QueryParams(), "prefix"); err != nil {
 		return err
@@ -296,10 +296,10 @@ func onlyParams(q url.Values, names ...string) error {
 			known = known || n == name
 		}
 		if !known {
-			return events.FieldErrorf(events.EInvalid, cmp.Or(name, "query"), "unknown query parameter %q (%s)", name, strings.Join(names, ", "))
+			return contract.FieldErrorf(contract.EInvalid, cmp.Or(name, "query"), "unknown query parameter %q (%s)", name, strings.Join(names, ", "))
 		}
 		if len(vs) > 1 {
-			return events.FieldErrorf(events.EInvalid, name, "%s is given more than once", name)
+			return contract.FieldErrorf(contract.EInvalid, name, "%s is given more than once", name)
 		}
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/watch"
 )
 
@@ -38,7 +38,7 @@ var watchParams = map[string]bool{"prefix": true, "key": true, "after": true, "f
 // client goes away.
 func (s *Server) watchStream(c echo.Context) error {
 	if s.cfg.Watch == nil {
-		return events.Errorf(events.ENotFound, "this server does not serve watches")
+		return contract.Errorf(contract.ENotFound, "this server does not serve watches")
 	}
 	spec, err := s.watchSpec(c)
 	if err != nil {
@@ -63,9 +63,9 @@ func (s *Server) watchSpec(c echo.Context) (watch.Spec, error) {
 	spec.Principal = p.Name // the watch takes a slot of its principal's share
 	switch {
 	case spec.Prefix != "" && !p.AllowsPrefix(Read, spec.Prefix):
-		return spec, events.FieldErrorf(events.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, spec.Prefix)
+		return spec, contract.FieldErrorf(contract.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, spec.Prefix)
 	case spec.Key != "" && !p.Allows(Read, spec.Key):
-		return spec, events.FieldErrorf(events.EForbidden, "key", "principal %s may not read %s", p.Name, spec.Key)
+		return spec, contract.FieldErrorf(contract.EForbidden, "key", "principal %s may not read %s", p.Name, spec.Key)
 	}
 	return spec, nil
 }
@@ -82,22 +82,22 @@ func ParseWatch(q url.Values, lastEventID string) (watch.Spec, error) {
 			if field == "" { // "?=x": the query itself is at fault
 				field = "query"
 			}
-			return spec, events.FieldErrorf(events.EInvalid, field, "unknown query parameter %q (prefix, key, after, fromVersion)", name)
+			return spec, contract.FieldErrorf(contract.EInvalid, field, "unknown query parameter %q (prefix, key, after, fromVersion)", name)
 		}
 		if len(q[name]) > 1 {
-			return spec, events.FieldErrorf(events.EInvalid, name, "%s is given more than once", name)
+			return spec, contract.FieldErrorf(contract.EInvalid, name, "%s is given more than once", name)
 		}
 	}
 	switch {
 	case q.Has("prefix") == q.Has("key"):
-		return spec, events.FieldErrorf(events.EInvalid, "prefix", "give either prefix (every key under it) or key (one key)")
+		return spec, contract.FieldErrorf(contract.EInvalid, "prefix", "give either prefix (every key under it) or key (one key)")
 	case q.Has("prefix"):
-		if err := events.ValidatePrefix(q.Get("prefix")); err != nil {
+		if err := contract.ValidatePrefix(q.Get("prefix")); err != nil {
 			return spec, err
 		}
 		spec.Prefix = q.Get("prefix")
 	default:
-		k, err := events.ParseKey(q.Get("key"))
+		k, err := contract.ParseKey(q.Get("key"))
 		if err != nil {
 			return spec, err
 		}
@@ -114,7 +114,7 @@ func watchStart(q url.Values, lastEventID string, spec *watch.Spec) error {
 		after, field = lastEventID, "Last-Event-ID"
 	}
 	if after != "" || q.Has("after") {
-		cur, err := events.ParseCursor(after, field)
+		cur, err := contract.ParseCursor(after, field)
 		if err != nil {
 			return err
 		}
@@ -126,11 +126,11 @@ func watchStart(q url.Values, lastEventID string, spec *watch.Spec) error {
 	v, err := strconv.ParseInt(q.Get("fromVersion"), 10, 64)
 	switch {
 	case err != nil || v < 1:
-		return events.FieldErrorf(events.EInvalid, "fromVersion", "fromVersion must be a version (an integer from 1)")
+		return contract.FieldErrorf(contract.EInvalid, "fromVersion", "fromVersion must be a version (an integer from 1)")
 	case spec.Key == "":
-		return events.FieldErrorf(events.EInvalid, "fromVersion", "fromVersion needs key= (versions are a key's)")
+		return contract.FieldErrorf(contract.EInvalid, "fromVersion", "fromVersion needs key= (versions are a key's)")
 	case spec.After != nil:
-		return events.FieldErrorf(events.EInvalid, "fromVersion", "give either after or fromVersion")
+		return contract.FieldErrorf(contract.EInvalid, "fromVersion", "give either after or fromVersion")
 	}
 	spec.FromVersion = v
 	return nil
@@ -192,7 +192,7 @@ func (s *Server) stream(c echo.Context, sub *watch.Sub, write func(*echo.Respons
 
 // writeChange writes one SSE event "change"; its id is the cursor.
 func writeChange(w *echo.Response, it watch.Item) error {
-	b, err := events.EncodeJSON(events.WatchEventOf(it.Event, it.Cursor))
+	b, err := contract.EncodeJSON(contract.WatchEventOf(it.Event, it.Cursor))
 	if err != nil {
 		return err
 	}
@@ -209,11 +209,11 @@ func writeChange(w *echo.Response, it watch.Item) error {
 
 // writeEnd writes the SSE event "error" that ends a watch the hub ended.
 func (s *Server) writeEnd(w *echo.Response, rc *http.ResponseController, sub *watch.Sub) error {
-	end := events.WatchEnd{Error: events.ErrorDetail{Code: events.EInternal, Message: "internal error"}}
-	if e, ok := errors.AsType[*events.Error](sub.Err()); ok {
+	end := contract.WatchEnd{Error: contract.ErrorDetail{Code: contract.EInternal, Message: "internal error"}}
+	if e, ok := errors.AsType[*contract.Error](sub.Err()); ok {
 		end.Error = e.Detail()
 	}
-	if end.Error.Code != events.ECursorExpired {
+	if end.Error.Code != contract.ECursorExpired {
 		end.Cursor = sub.Resume().String()
 	}
 	b, err := json.Marshal(end)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func TestParseWatch(t *testing.T) {
@@ -43,8 +43,8 @@ func TestParseWatch(t *testing.T) {
 			}
 			spec, err := api.ParseWatch(q, tc.lastEventID)
 			if tc.field != "" {
-				var e *events.Error
-				if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != tc.field {
+				var e *contract.Error
+				if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != tc.field {
 					t.Fatalf("got %+v, %v; want invalid on %s", spec, err, tc.field)
 				}
 				return
@@ -86,8 +86,8 @@ func FuzzParseWatch(f *testing.F) {
 		}
 		spec, err := api.ParseWatch(q, lastEventID)
 		if err != nil {
-			var e *events.Error
-			if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field == "" {
+			var e *contract.Error
+			if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field == "" {
 				t.Fatalf("%q: %v is not invalid naming a field", query, err)
 			}
 			return
@@ -95,10 +95,10 @@ func FuzzParseWatch(f *testing.F) {
 		if (spec.Prefix == "") == (spec.Key == "") {
 			t.Fatalf("%q: %+v has not exactly one of prefix and key", query, spec)
 		}
-		if spec.Prefix != "" && events.ValidatePrefix(spec.Prefix) != nil {
+		if spec.Prefix != "" && contract.ValidatePrefix(spec.Prefix) != nil {
 			t.Fatalf("%q: invalid prefix %q accepted", query, spec.Prefix)
 		}
-		if _, err := events.ParseKey(spec.Key); spec.Key != "" && err != nil {
+		if _, err := contract.ParseKey(spec.Key); spec.Key != "" && err != nil {
 			t.Fatalf("%q: invalid key %q accepted", query, spec.Key)
 		}
 		if spec.FromVersion > 0 && (spec.Key == "" || spec.After != nil) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 const writeOnlyToken = "token-write-only-0123"
@@ -30,15 +30,15 @@ func writeOnlyServer(t *testing.T, w api.Writer) http.Handler {
 func TestWriteOnlyConditionsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name, method, path, body, field string
-		op                              events.Op
+		op                              contract.Op
 	}{
-		{"ErrIncrementMax", "POST", key + "c:increment", `{"by":1,"max":100}`, "max", events.OpIncrement},
-		{"ErrIncrementMin", "POST", key + "c:increment", `{"by":-1,"min":0}`, "min", events.OpIncrement},
-		{"ErrIncrementHugeBy", "POST", key + "c:increment", `{"by":9223372036854775000}`, "by", events.OpIncrement},
-		{"ErrPatchIf", "PATCH", key + "o", `{"set":{"a":1},"if":{"field":"state","equals":"open"}}`, "if", events.OpPatch},
-		{"OKIncrement", "POST", key + "c:increment", `{"by":4294967296,"expectedVersion":3}`, "", events.OpIncrement},
-		{"OKPatch", "PATCH", key + "o", `{"set":{"a":1},"expectedVersion":3}`, "", events.OpPatch},
-		{"OKSAdd", "POST", key + "s:sadd", `{"member":"m","expectedVersion":3}`, "", events.OpSAdd},
+		{"ErrIncrementMax", "POST", key + "c:increment", `{"by":1,"max":100}`, "max", contract.OpIncrement},
+		{"ErrIncrementMin", "POST", key + "c:increment", `{"by":-1,"min":0}`, "min", contract.OpIncrement},
+		{"ErrIncrementHugeBy", "POST", key + "c:increment", `{"by":9223372036854775000}`, "by", contract.OpIncrement},
+		{"ErrPatchIf", "PATCH", key + "o", `{"set":{"a":1},"if":{"field":"state","equals":"open"}}`, "if", contract.OpPatch},
+		{"OKIncrement", "POST", key + "c:increment", `{"by":4294967296,"expectedVersion":3}`, "", contract.OpIncrement},
+		{"OKPatch", "PATCH", key + "o", `{"set":{"a":1},"expectedVersion":3}`, "", contract.OpPatch},
+		{"OKSAdd", "POST", key + "s:sadd", `{"member":"m","expectedVersion":3}`, "", contract.OpSAdd},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWriter{}
@@ -50,8 +50,8 @@ func TestWriteOnlyConditionsRefused(t *testing.T) {
 				}
 				return
 			}
-			var b events.ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != http.StatusForbidden || b.Error.Code != events.EForbidden || b.Error.Field != tc.field {
+			var b contract.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != http.StatusForbidden || b.Error.Code != contract.EForbidden || b.Error.Field != tc.field {
 				t.Fatalf("%d %s, want 403 forbidden on %s", rec.Code, rec.Body, tc.field)
 			}
 			if len(w.reqs) != 0 {

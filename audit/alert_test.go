@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -27,18 +27,18 @@ func traffic(tenant string, minutes []time.Time, applied, conflicts []int) histo
 		for range applied[i] {
 			key := fmt.Sprintf("tenant/%s/project/p/k%d", tenant, n)
 			n++
-			h.events = append(h.events, events.Event{
+			h.events = append(h.events, contract.Event{
 				SchemaVersion: 1, Key: key, Scope: "tenant/" + tenant + "/project/p", Version: 1,
-				Kind: events.KindPut, Op: events.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"held":true}`),
-				Semantics: events.Semantics{Purpose: "lock"}, Principal: "w", TS: ts, CreatedAt: ts,
+				Kind: contract.KindPut, Op: contract.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"held":true}`),
+				Semantics: contract.Semantics{Purpose: "lock"}, Principal: "w", TS: ts, CreatedAt: ts,
 			})
 		}
 		for j := range conflicts[i] {
-			h.conflicts = append(h.conflicts, events.Conflict{
+			h.conflicts = append(h.conflicts, contract.Conflict{
 				SchemaVersion: 1, ID: fmt.Sprintf("%s-%d-%d", tenant, i, j), Key: fmt.Sprintf("tenant/%s/project/p/k0", tenant),
-				Scope: "tenant/" + tenant + "/project/p", Op: events.OpCreate, ExpectedVersion: 0, CurrentVersion: 1,
+				Scope: "tenant/" + tenant + "/project/p", Op: contract.OpCreate, ExpectedVersion: 0, CurrentVersion: 1,
 				Attempted: json.RawMessage(`{"held":true}`), Current: json.RawMessage(`{"held":true}`),
-				Semantics: events.Semantics{Purpose: "lock"}, Principal: "w2", TS: ts, Reason: "version_mismatch",
+				Semantics: contract.Semantics{Purpose: "lock"}, Principal: "w2", TS: ts, Reason: "version_mismatch",
 			})
 		}
 	}
@@ -47,15 +47,15 @@ func traffic(tenant string, minutes []time.Time, applied, conflicts []int) histo
 
 // denied returns n denied writes (reason forbidden, no value) of one key
 // of tenant at each minute start.
-func denied(tenant string, minutes []time.Time, n int) []events.Conflict {
-	var out []events.Conflict
+func denied(tenant string, minutes []time.Time, n int) []contract.Conflict {
+	var out []contract.Conflict
 	for i, m := range minutes {
 		for j := range n {
-			out = append(out, events.Conflict{
+			out = append(out, contract.Conflict{
 				SchemaVersion: 1, ID: fmt.Sprintf("%s-denied-%d-%d", tenant, i, j), Key: fmt.Sprintf("tenant/%s/project/p/denied", tenant),
-				Scope: "tenant/" + tenant + "/project/p", Op: events.OpPut, ExpectedVersion: -1,
+				Scope: "tenant/" + tenant + "/project/p", Op: contract.OpPut, ExpectedVersion: -1,
 				Attempted: json.RawMessage("null"), Current: json.RawMessage("null"),
-				Semantics: events.Semantics{Purpose: "lock"}, Principal: "intruder", TS: m.Add(20 * time.Second), Reason: events.ReasonForbidden,
+				Semantics: contract.Semantics{Purpose: "lock"}, Principal: "intruder", TS: m.Add(20 * time.Second), Reason: contract.ReasonForbidden,
 			})
 		}
 	}

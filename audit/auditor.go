@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
@@ -354,7 +354,7 @@ type part struct {
 	id        int32
 	recs      []*kgo.Record // as polled, control records included
 	next      int64         // offset to commit: past every record taken
-	events    []events.Event
+	events    []contract.Event
 	eventRecs []*kgo.Record
 	conflicts []ConflictRow
 	rows      []Row
@@ -522,7 +522,7 @@ func (a *Auditor) decode(p *part, k HMACKey) {
 	p.next = p.recs[0].Offset
 	var h *hasher // for conflicts; one per part: parts are decoded in parallel
 	if p.topic != a.cfg.Topics.Conflicts {
-		p.events, p.eventRecs = make([]events.Event, 0, len(p.recs)), make([]*kgo.Record, 0, len(p.recs))
+		p.events, p.eventRecs = make([]contract.Event, 0, len(p.recs)), make([]*kgo.Record, 0, len(p.recs))
 	}
 	for _, r := range p.recs {
 		if r.Attrs.IsControl() {
@@ -530,7 +530,7 @@ func (a *Auditor) decode(p *part, k HMACKey) {
 			continue
 		}
 		if p.topic == a.cfg.Topics.Conflicts {
-			var c events.Conflict
+			var c contract.Conflict
 			err := json.Unmarshal(r.Value, &c)
 			if err == nil && (c.ID == "" || c.Key == "") {
 				err = errors.New("conflict record without id or key")

@@ -13,14 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
 // history is the events and conflicts a test produced.
 type history struct {
-	events    []events.Event
-	conflicts []events.Conflict
+	events    []contract.Event
+	conflicts []contract.Conflict
 }
 
 // synth returns keys×versions events (values {"k":i,"v":v}) and one
@@ -33,18 +33,18 @@ func synth(tenant string, keys, versions int, ts time.Time) history {
 		prev := "null"
 		for v := 1; v <= versions; v++ {
 			after := fmt.Sprintf(`{"k":%d,"v":%d}`, i, v)
-			h.events = append(h.events, events.Event{
+			h.events = append(h.events, contract.Event{
 				SchemaVersion: 1, Key: key, Scope: scope, Version: int64(v), PrevVersion: int64(v - 1),
-				Kind: events.KindPut, Op: events.OpSet, Before: json.RawMessage(prev), After: json.RawMessage(after),
-				Semantics: events.Semantics{Purpose: "cursor", Producer: "synth"}, Principal: "tester",
+				Kind: contract.KindPut, Op: contract.OpSet, Before: json.RawMessage(prev), After: json.RawMessage(after),
+				Semantics: contract.Semantics{Purpose: "cursor", Producer: "synth"}, Principal: "tester",
 				RequestID: fmt.Sprintf("r-%d-%d", i, v), TS: ts, CreatedAt: ts,
 			})
 			prev = after
 		}
-		h.conflicts = append(h.conflicts, events.Conflict{
-			SchemaVersion: 1, ID: fmt.Sprintf("c-%d", i), Key: key, Scope: scope, Op: events.OpCAS,
+		h.conflicts = append(h.conflicts, contract.Conflict{
+			SchemaVersion: 1, ID: fmt.Sprintf("c-%d", i), Key: key, Scope: scope, Op: contract.OpCAS,
 			ExpectedVersion: 1, CurrentVersion: int64(versions), Attempted: json.RawMessage(`"attempt"`),
-			Current: json.RawMessage(prev), Semantics: events.Semantics{Purpose: "cursor"}, Principal: "tester",
+			Current: json.RawMessage(prev), Semantics: contract.Semantics{Purpose: "cursor"}, Principal: "tester",
 			TS: ts, Reason: "version_mismatch",
 		})
 	}
@@ -233,14 +233,14 @@ func TestTTLExpirations(t *testing.T) {
 	s, ch := mustStore(t)
 	ts := time.Now().UTC().Truncate(time.Microsecond)
 	exp := ts.Add(30 * time.Second)
-	sem := events.Semantics{Purpose: "lock", Producer: "scheduler", ConsumerHints: []string{"nightly-job"}, TTLSeconds: 30}
-	put := events.Event{SchemaVersion: 1, Key: "tenant/t/project/p/locks/nightly", Scope: "tenant/t/project/p", Version: 1,
-		Kind: events.KindPut, Op: events.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"holder":"w1"}`),
+	sem := contract.Semantics{Purpose: "lock", Producer: "scheduler", ConsumerHints: []string{"nightly-job"}, TTLSeconds: 30}
+	put := contract.Event{SchemaVersion: 1, Key: "tenant/t/project/p/locks/nightly", Scope: "tenant/t/project/p", Version: 1,
+		Kind: contract.KindPut, Op: contract.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"holder":"w1"}`),
 		Semantics: sem, SpecRef: "adr-12", Principal: "w1", TS: ts, CreatedAt: ts, ExpiresAt: &exp}
 	expire := put
-	expire.Version, expire.PrevVersion, expire.Kind, expire.Op = 2, 1, events.KindExpire, events.OpExpire
+	expire.Version, expire.PrevVersion, expire.Kind, expire.Op = 2, 1, contract.KindExpire, contract.OpExpire
 	expire.Before, expire.After, expire.Principal, expire.TS = put.After, json.RawMessage("null"), "sweeper", exp
-	produce(t, b, history{events: []events.Event{put, expire}}, false)
+	produce(t, b, history{events: []contract.Event{put, expire}}, false)
 	a := runAuditor(t, b, s, audit.Config{Group: "ttl"}, nil, nil)
 	waitCaughtUp(t, b, a)
 

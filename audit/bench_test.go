@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -34,15 +34,15 @@ func BenchmarkIngest(b *testing.B) {
 // benchEvent is an event of figure 18a (tools/eskvbench): client i's
 // compare-and-swap of its own key in one of 8 projects, with values like
 // {"client":7,"seq":123}.
-func benchEvent(client, seq int) *events.Event {
+func benchEvent(client, seq int) *contract.Event {
 	key := fmt.Sprintf("tenant/bench/project/p%d/peers/c%d", client%8, client)
 	ts := time.Date(2026, 11, 24, 13, 58, 31, 123456789, time.UTC)
-	return &events.Event{
+	return &contract.Event{
 		SchemaVersion: 1, Key: key, Scope: key[:strings.LastIndex(key, "/peers")], Version: int64(seq + 1), PrevVersion: int64(seq),
-		Kind: events.KindPut, Op: events.OpCAS,
+		Kind: contract.KindPut, Op: contract.OpCAS,
 		Before:    json.RawMessage(fmt.Sprintf(`{"client":%d,"seq":%d}`, client, seq-1)),
 		After:     json.RawMessage(fmt.Sprintf(`{"client":%d,"seq":%d}`, client, seq)),
-		Semantics: events.Semantics{Purpose: "checkpoint", Producer: "eskvbench"},
+		Semantics: contract.Semantics{Purpose: "checkpoint", Producer: "eskvbench"},
 		Principal: "bench", RequestID: fmt.Sprintf("018f2b7c-5e1a-7c3d-9f4e-%012d", client*1000000+seq),
 		TS: ts, CreatedAt: ts.Add(-time.Hour), WriterEpoch: 3,
 	}
@@ -55,7 +55,7 @@ func BenchmarkEventRow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	es := make([]*events.Event, 64)
+	es := make([]*contract.Event, 64)
 	for i := range es {
 		es[i] = benchEvent(i, 123)
 	}

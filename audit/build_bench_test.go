@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // BenchmarkDecodeChain is the auditor's CPU per event of figure 18a
@@ -22,12 +22,12 @@ func BenchmarkDecodeChain(b *testing.B) {
 		client, seq := i%64, 100+i/64
 		key := fmt.Sprintf("tenant/bench/project/p%d/peers/c%d", client%8, client)
 		ts := time.Date(2026, 11, 24, 13, 58, 31, 123456789, time.UTC)
-		e := &events.Event{
+		e := &contract.Event{
 			SchemaVersion: 1, Key: key, Scope: fmt.Sprintf("tenant/bench/project/p%d", client%8), Version: int64(seq + 1), PrevVersion: int64(seq),
-			Kind: events.KindPut, Op: events.OpCAS,
+			Kind: contract.KindPut, Op: contract.OpCAS,
 			Before:    []byte(fmt.Sprintf(`{"client":%d,"seq":%d}`, client, seq-1)),
 			After:     []byte(fmt.Sprintf(`{"client":%d,"seq":%d}`, client, seq)),
-			Semantics: events.Semantics{Purpose: "checkpoint", Producer: "eskvbench"},
+			Semantics: contract.Semantics{Purpose: "checkpoint", Producer: "eskvbench"},
 			Principal: "bench", RequestID: fmt.Sprintf("018f2b7c-5e1a-7c3d-9f4e-%012d", client*1000000+seq),
 			TS: ts, CreatedAt: ts.Add(-time.Hour), WriterEpoch: 3,
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestElementRow: a set change's row holds the member's value hash (of
@@ -15,10 +15,10 @@ import (
 // so it hashes as before.
 func TestElementRow(t *testing.T) {
 	const key = "tenant/t/project/p/set"
-	e := &events.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
-		Kind: events.KindPut, Op: events.OpSAdd, Before: json.RawMessage(`{"type":"set","size":1,"since":1}`),
-		After: json.RawMessage(`{"type":"set","size":2,"since":1}`), Semantics: events.Semantics{Purpose: "set"},
-		TS: time.Unix(1700000000, 0), Element: &events.Element{Op: events.ElementAdd, Member: "agent \"7\""}}
+	e := &contract.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
+		Kind: contract.KindPut, Op: contract.OpSAdd, Before: json.RawMessage(`{"type":"set","size":1,"since":1}`),
+		After: json.RawMessage(`{"type":"set","size":2,"since":1}`), Semantics: contract.Semantics{Purpose: "set"},
+		TS: time.Unix(1700000000, 0), Element: &contract.Element{Op: contract.ElementAdd, Member: "agent \"7\""}}
 	r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
 	if want := CurrentScheme.ValueHash(testKey(), key, []byte(`"agent \"7\""`)); r.ElementOp != "add" || r.ElementHash != want {
 		t.Fatalf("element %q %q, want add %q", r.ElementOp, r.ElementHash, want)
@@ -46,10 +46,10 @@ func TestElementRow(t *testing.T) {
 func TestListElementRow(t *testing.T) {
 	const key = "tenant/t/project/p/log"
 	value := json.RawMessage(`{"msg":"User login at 12:00"}`)
-	e := &events.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
-		Kind: events.KindPut, Op: events.OpLPush, Before: json.RawMessage(`{"type":"list","size":1,"since":1}`),
-		After: json.RawMessage(`{"type":"list","size":2,"since":1,"head":-1}`), Semantics: events.Semantics{Purpose: "list"},
-		TS: time.Unix(1700000000, 0), Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(-1), Value: value}}
+	e := &contract.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
+		Kind: contract.KindPut, Op: contract.OpLPush, Before: json.RawMessage(`{"type":"list","size":1,"since":1}`),
+		After: json.RawMessage(`{"type":"list","size":2,"since":1,"head":-1}`), Semantics: contract.Semantics{Purpose: "list"},
+		TS: time.Unix(1700000000, 0), Element: &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(-1), Value: value}}
 	r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
 	if want := CurrentScheme.ValueHash(testKey(), key, value); r.ElementOp != "add" || r.ElementHash != want {
 		t.Fatalf("element %q %q, want add %q", r.ElementOp, r.ElementHash, want)
@@ -57,7 +57,7 @@ func TestListElementRow(t *testing.T) {
 	if strings.Contains(string(ChainInput(&r)), "User login") {
 		t.Fatal("the chain input holds the raw value")
 	}
-	e.Op, e.Element = events.OpLTrim, nil
+	e.Op, e.Element = contract.OpLTrim, nil
 	if r := EventRow(e, 0, 1, testKey(), CurrentScheme, ""); r.ElementOp != "" || r.ElementHash != "" {
 		t.Fatalf("trim row names an element: %+v", r)
 	}
@@ -69,26 +69,26 @@ func TestListElementRow(t *testing.T) {
 func TestQueueElementRow(t *testing.T) {
 	const key = "tenant/t/project/p/tasks"
 	data := json.RawMessage(`{"task":"process-image","id":123}`)
-	e := &events.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 3, PrevVersion: 2,
-		Kind: events.KindPut, Op: events.OpQPop, After: json.RawMessage(`{"type":"queue","size":1,"since":1,"inFlight":1}`),
-		Semantics: events.Semantics{Purpose: "queue"}, TS: time.Unix(1700000000, 0),
-		Element: &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, 2), Value: data, State: events.ItemInFlight, Deliveries: 1}}
+	e := &contract.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 3, PrevVersion: 2,
+		Kind: contract.KindPut, Op: contract.OpQPop, After: json.RawMessage(`{"type":"queue","size":1,"since":1,"inFlight":1}`),
+		Semantics: contract.Semantics{Purpose: "queue"}, TS: time.Unix(1700000000, 0),
+		Element: &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: data, State: contract.ItemInFlight, Deliveries: 1}}
 	for _, tc := range []struct {
-		op    events.Op
+		op    contract.Op
 		state string
 		want  string
 	}{
-		{events.OpQPush, events.ItemReady, "ready"},
-		{events.OpQPop, events.ItemInFlight, "inflight"},
-		{events.OpQRequeue, events.ItemReady, "ready"},
-		{events.OpQAck, events.ItemDone, "done"},
-		{events.OpQAck, "", "remove"},
-		{events.OpQExpire, "", "remove"},
-		{events.OpQExpire, events.ItemDone, "done"},
+		{contract.OpQPush, contract.ItemReady, "ready"},
+		{contract.OpQPop, contract.ItemInFlight, "inflight"},
+		{contract.OpQRequeue, contract.ItemReady, "ready"},
+		{contract.OpQAck, contract.ItemDone, "done"},
+		{contract.OpQAck, "", "remove"},
+		{contract.OpQExpire, "", "remove"},
+		{contract.OpQExpire, contract.ItemDone, "done"},
 	} {
-		e.Op, e.Element.State, e.Element.Op = tc.op, tc.state, events.ElementAdd
+		e.Op, e.Element.State, e.Element.Op = tc.op, tc.state, contract.ElementAdd
 		if tc.state == "" {
-			e.Element.Op = events.ElementRemove
+			e.Element.Op = contract.ElementRemove
 		}
 		r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
 		if want := CurrentScheme.ValueHash(testKey(), key, data); r.ElementOp != tc.want || r.ElementHash != want {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -22,19 +22,19 @@ func TestSetElements(t *testing.T) {
 	ts := time.Now().UTC().Truncate(time.Hour).Add(time.Minute)
 	const scope, member = "tenant/x/project/p", "secret-member@example.com"
 	set := scope + "/processed"
-	ev := func(v int64, op events.Op, elem string, size int64) events.Event {
+	ev := func(v int64, op contract.Op, elem string, size int64) contract.Event {
 		before := json.RawMessage("null")
 		if v > 1 {
 			before = json.RawMessage(fmt.Sprintf(`{"type":"set","size":%d,"since":1}`, size-1))
 		}
-		return events.Event{
-			SchemaVersion: 1, Key: set, Scope: scope, Version: v, PrevVersion: v - 1, Kind: events.KindPut, Op: op,
+		return contract.Event{
+			SchemaVersion: 1, Key: set, Scope: scope, Version: v, PrevVersion: v - 1, Kind: contract.KindPut, Op: op,
 			Before: before, After: json.RawMessage(fmt.Sprintf(`{"type":"set","size":%d,"since":1}`, size)),
-			Semantics: events.Semantics{Purpose: "set"}, Principal: "tester", TS: ts, CreatedAt: ts,
-			Element: &events.Element{Op: elem, Member: member},
+			Semantics: contract.Semantics{Purpose: "set"}, Principal: "tester", TS: ts, CreatedAt: ts,
+			Element: &contract.Element{Op: elem, Member: member},
 		}
 	}
-	h := history{events: []events.Event{ev(1, events.OpSAdd, events.ElementAdd, 1), ev(2, events.OpSRem, events.ElementRemove, 0)}}
+	h := history{events: []contract.Event{ev(1, contract.OpSAdd, contract.ElementAdd, 1), ev(2, contract.OpSRem, contract.ElementRemove, 0)}}
 	produce(t, b, h, false)
 	a := runAuditor(t, b, s, audit.Config{Group: audit.Group}, nil, nil)
 	waitCaughtUp(t, b, a)

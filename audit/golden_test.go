@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // goldenEvents is a chain of events that covers every branch of a row's
@@ -18,18 +18,18 @@ import (
 // canonical form, escapes, a transaction, an expiry, the elements of a
 // set, a list and a queue, a key outside tenant/project, and (scheme 1's
 // slow path) a version beyond 2^53.
-func goldenEvents() []*events.Event {
-	ev := func(v int64, before, after string) *events.Event { return testEvent(v, before, after) }
-	var es []*events.Event
+func goldenEvents() []*contract.Event {
+	ev := func(v int64, before, after string) *contract.Event { return testEvent(v, before, after) }
+	var es []*contract.Event
 	e := ev(1, ``, `{"client":7,"seq":123}`)
-	e.Key, e.Scope, e.Op = "tenant/bench/project/p3/kv/c7", "tenant/bench/project/p3", events.OpCreate
+	e.Key, e.Scope, e.Op = "tenant/bench/project/p3/kv/c7", "tenant/bench/project/p3", contract.OpCreate
 	es = append(es, e)
 	e = ev(2, `{"client":7,"seq":123}`, `{"client":7,"seq":124}`)
 	e.Key, e.Scope = "tenant/bench/project/p3/kv/c7", "tenant/bench/project/p3"
 	es = append(es, e)
 	es = append(es, ev(3, `null`, ` { "b": [1.0, 2e1], "a": "x", "\u00e9": "\u00e9", "\ud83d\ude00": 1, "\uffff": 2, "": {"z": null, "y": [true, false]} } `))
 	e = ev(4, `{"n":9007199254740993,"m":-0,"s":1e-400,"t":[1E+2,-12.50,0.000001,1e21,123.456e-30]}`, ``)
-	e.Kind, e.Op = events.KindDelete, events.OpDelete
+	e.Kind, e.Op = contract.KindDelete, contract.OpDelete
 	es = append(es, e)
 	es = append(es, ev(5, ``, `{"a":1,"a":2}`))
 	e = ev(6, `{"a":1,"a":2}`, `"\"\\\/\b\f\n\r\t\u0001\u001f\ud800 <&> \u2028"`)
@@ -38,13 +38,13 @@ func goldenEvents() []*events.Event {
 	e.SpecRef, e.Principal, e.RequestID = "adr\"\\\n\x01é😀\xff", "bob <&>", "r-\u2028"
 	es = append(es, e)
 	e = ev(7, `{"x":1}`, `{"x":1}`)
-	e.Op, e.Element = events.OpSAdd, &events.Element{Op: events.ElementAdd, Member: "blue <&> \"\u2028"}
+	e.Op, e.Element = contract.OpSAdd, &contract.Element{Op: contract.ElementAdd, Member: "blue <&> \"\u2028"}
 	es = append(es, e)
 	e = ev(8, `{"x":1}`, `{"x":1}`)
-	e.Op, e.Element = events.OpRPop, &events.Element{Op: events.ElementRemove, Member: "00000000000000000007", Value: json.RawMessage(`[1,{"z":null,"y":true}]`)}
+	e.Op, e.Element = contract.OpRPop, &contract.Element{Op: contract.ElementRemove, Member: "00000000000000000007", Value: json.RawMessage(`[1,{"z":null,"y":true}]`)}
 	es = append(es, e)
 	e = ev(9, `{"x":1}`, `{"x":2}`)
-	e.Op, e.Element = events.OpQPush, &events.Element{Op: events.ElementAdd, Member: "q1", State: "ready", Value: json.RawMessage(`{"job":42}`)}
+	e.Op, e.Element = contract.OpQPush, &contract.Element{Op: contract.ElementAdd, Member: "q1", State: "ready", Value: json.RawMessage(`{"job":42}`)}
 	es = append(es, e)
 	e = ev(10, `1`, `2`)
 	e.Key, e.Scope = "other/key", ""
@@ -55,16 +55,16 @@ func goldenEvents() []*events.Event {
 	return es
 }
 
-func goldenConflicts() []*events.Conflict {
+func goldenConflicts() []*contract.Conflict {
 	ts := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
 	op := 1
-	return []*events.Conflict{
-		{ID: "c-1", Key: "tenant/bench/project/p3/kv/c7", Op: events.OpCAS, ExpectedVersion: 2, CurrentVersion: 3,
+	return []*contract.Conflict{
+		{ID: "c-1", Key: "tenant/bench/project/p3/kv/c7", Op: contract.OpCAS, ExpectedVersion: 2, CurrentVersion: 3,
 			Attempted: json.RawMessage(`{"client":7,"seq":124}`), Current: json.RawMessage(`{"seq":125,"client":7}`),
 			Principal: "alice", TS: ts, Reason: "version_mismatch", TxnID: "t-1", TxnOp: &op, TxnSize: 2},
-		{ID: "c-2", Key: "tenant/acme/project/demo/x", Op: events.OpPut, ExpectedVersion: -1,
-			Attempted: json.RawMessage(`null`), Current: json.RawMessage(`null`), Principal: "mallory", TS: ts, Reason: events.ReasonForbidden},
-		{ID: "c-3", Key: "tenant/acme/project/demo/y", Op: events.OpPut, Attempted: json.RawMessage(`{"a":1,"a":2}`), TS: ts, Reason: "version_mismatch"},
+		{ID: "c-2", Key: "tenant/acme/project/demo/x", Op: contract.OpPut, ExpectedVersion: -1,
+			Attempted: json.RawMessage(`null`), Current: json.RawMessage(`null`), Principal: "mallory", TS: ts, Reason: contract.ReasonForbidden},
+		{ID: "c-3", Key: "tenant/acme/project/demo/y", Op: contract.OpPut, Attempted: json.RawMessage(`{"a":1,"a":2}`), TS: ts, Reason: "version_mismatch"},
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // testKey is bytes 0..31 with id "k1".
@@ -190,13 +190,13 @@ func TestKeyringRejectsConflictingIDs(t *testing.T) {
 	}
 }
 
-func testEvent(version int64, before, after string) *events.Event {
+func testEvent(version int64, before, after string) *contract.Event {
 	ts := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
-	return &events.Event{
+	return &contract.Event{
 		SchemaVersion: 1, Key: "tenant/acme/project/demo/flags/beta", Scope: "tenant/acme/project/demo",
-		Version: version, PrevVersion: version - 1, Kind: events.KindPut, Op: events.OpCAS,
+		Version: version, PrevVersion: version - 1, Kind: contract.KindPut, Op: contract.OpCAS,
 		Before: json.RawMessage(before), After: json.RawMessage(after),
-		Semantics: events.Semantics{Purpose: "feature_flag", Producer: "ops", ConsumerHints: []string{"ui"}},
+		Semantics: contract.Semantics{Purpose: "feature_flag", Producer: "ops", ConsumerHints: []string{"ui"}},
 		Principal: "alice", RequestID: "r-1", SpecRef: "adr-7", TS: ts, CreatedAt: ts,
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Row is one row of audit_events: an applied event of kv.changes, with
@@ -64,7 +64,7 @@ type Origin struct {
 	SpecRef       string
 }
 
-func originOf(s events.Semantics, principal, requestID, specRef string) Origin {
+func originOf(s contract.Semantics, principal, requestID, specRef string) Origin {
 	o := Origin{Purpose: s.Purpose, Producer: s.Producer, ConsumerHints: s.ConsumerHints,
 		Principal: principal, RequestID: requestID, SpecRef: specRef}
 	if o.ConsumerHints == nil {
@@ -106,7 +106,7 @@ type ConflictRow struct {
 // item the state it enters (ready, inflight, done; remove when its row is
 // deleted), so the trail follows an item through its deliveries (the
 // row's op says which write: qpush, qpop, qack, qrequeue, qexpire).
-func elementOp(e *events.Event) string {
+func elementOp(e *contract.Event) string {
 	if e.Op.IsQueueWrite() && e.Element.State != "" {
 		return e.Element.State
 	}
@@ -116,13 +116,13 @@ func elementOp(e *events.Event) string {
 // EventRow returns the row of event e, read at partition/offset, hashed
 // under k in scheme s and chained to prevChain (the chain hash of the
 // key's row at e.PrevVersion, or "" when there is none).
-func EventRow(e *events.Event, partition int32, offset int64, k HMACKey, s Scheme, prevChain string) Row {
+func EventRow(e *contract.Event, partition int32, offset int64, k HMACKey, s Scheme, prevChain string) Row {
 	return newHasher(k).eventRow(e, partition, offset, s, prevChain, "")
 }
 
 // eventRow is EventRow under h.k; beforeHash is the hash of e.Before when
 // the caller knows it, else "".
-func (h *hasher) eventRow(e *events.Event, partition int32, offset int64, s Scheme, prevChain, beforeHash string) Row {
+func (h *hasher) eventRow(e *contract.Event, partition int32, offset int64, s Scheme, prevChain, beforeHash string) Row {
 	k := h.k
 	if beforeHash == "" {
 		beforeHash = h.valueHash(s, e.Key, e.Before)
@@ -157,7 +157,7 @@ func (h *hasher) eventRow(e *events.Event, partition int32, offset int64, s Sche
 		// position is not data), hashed like a value, never stored.
 		hashed := e.Element.Value
 		if hashed == nil {
-			hashed, _ = events.EncodeJSON(e.Element.Member)
+			hashed, _ = contract.EncodeJSON(e.Element.Member)
 		}
 		r.ElementOp, r.ElementHash = elementOp(e), h.valueHash(s, e.Key, hashed)
 	}
@@ -167,12 +167,12 @@ func (h *hasher) eventRow(e *events.Event, partition int32, offset int64, s Sche
 
 // ConflictRowOf returns the row of conflict c, read at partition/offset,
 // hashed under k in scheme s.
-func ConflictRowOf(c *events.Conflict, partition int32, offset int64, k HMACKey, s Scheme) ConflictRow {
+func ConflictRowOf(c *contract.Conflict, partition int32, offset int64, k HMACKey, s Scheme) ConflictRow {
 	return newHasher(k).conflictRow(c, partition, offset, s)
 }
 
 // conflictRow is ConflictRowOf under h.k.
-func (h *hasher) conflictRow(c *events.Conflict, partition int32, offset int64, s Scheme) ConflictRow {
+func (h *hasher) conflictRow(c *contract.Conflict, partition int32, offset int64, s Scheme) ConflictRow {
 	k := h.k
 	tenant, project := tenantProject(c.Key)
 	r := ConflictRow{
@@ -199,7 +199,7 @@ func (h *hasher) conflictRow(c *events.Conflict, partition int32, offset int64, 
 	if c.TxnOp != nil {
 		r.TxnOp = int32(*c.TxnOp)
 	}
-	if c.Reason == events.ReasonForbidden {
+	if c.Reason == contract.ReasonForbidden {
 		// A denial is not a rejected value: nothing was read or compared.
 		r.AttemptedHash, r.CurrentHash = "", ""
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
@@ -34,11 +34,11 @@ func mustStore(tb testing.TB) (*audit.Store, *testenv.ClickHouse) {
 	return s, ch
 }
 
-func event(key string, version int64, before, after string, ts time.Time) *events.Event {
-	return &events.Event{
+func event(key string, version int64, before, after string, ts time.Time) *contract.Event {
+	return &contract.Event{
 		SchemaVersion: 1, Key: key, Scope: key[:len("tenant/t/project/p")], Version: version, PrevVersion: version - 1,
-		Kind: events.KindPut, Op: events.OpSet, Before: json.RawMessage(before), After: json.RawMessage(after),
-		Semantics: events.Semantics{Purpose: "checkpoint", ConsumerHints: []string{"a", "b"}},
+		Kind: contract.KindPut, Op: contract.OpSet, Before: json.RawMessage(before), After: json.RawMessage(after),
+		Semantics: contract.Semantics{Purpose: "checkpoint", ConsumerHints: []string{"a", "b"}},
 		Principal: "p", TS: ts, CreatedAt: ts,
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -17,30 +17,30 @@ import (
 // failing at its operation 1 of 4) and a rejected single write.
 func txnHistory(ts time.Time) history {
 	const scope = "tenant/x/project/p"
-	put := func(key string, v int64, txn string, size int) events.Event {
-		return events.Event{
+	put := func(key string, v int64, txn string, size int) contract.Event {
+		return contract.Event{
 			SchemaVersion: 1, Key: scope + "/" + key, Scope: scope, Version: v, PrevVersion: v - 1,
-			Kind: events.KindPut, Op: events.OpSet, Before: json.RawMessage(fmt.Sprint(v - 1)), After: json.RawMessage(fmt.Sprint(v)),
-			Semantics: events.Semantics{Purpose: "counter"}, Principal: "tester", RequestID: "r-" + txn, TS: ts, CreatedAt: ts,
+			Kind: contract.KindPut, Op: contract.OpSet, Before: json.RawMessage(fmt.Sprint(v - 1)), After: json.RawMessage(fmt.Sprint(v)),
+			Semantics: contract.Semantics{Purpose: "counter"}, Principal: "tester", RequestID: "r-" + txn, TS: ts, CreatedAt: ts,
 			TxnID: txn, TxnSize: size,
 		}
 	}
-	rejected := func(id, txn string, op *int, size int) events.Conflict {
-		return events.Conflict{
-			SchemaVersion: 1, ID: id, Key: scope + "/b", Scope: scope, Op: events.OpCAS,
+	rejected := func(id, txn string, op *int, size int) contract.Conflict {
+		return contract.Conflict{
+			SchemaVersion: 1, ID: id, Key: scope + "/b", Scope: scope, Op: contract.OpCAS,
 			ExpectedVersion: 1, CurrentVersion: 2, Attempted: json.RawMessage(`7`), Current: json.RawMessage(`2`),
-			Semantics: events.Semantics{Purpose: "counter"}, Principal: "tester", TS: ts, Reason: "version_mismatch",
+			Semantics: contract.Semantics{Purpose: "counter"}, Principal: "tester", TS: ts, Reason: "version_mismatch",
 			TxnID: txn, TxnOp: op, TxnSize: size,
 		}
 	}
 	one := 1
 	return history{
-		events: []events.Event{
+		events: []contract.Event{
 			put("a", 1, "t-1", 3), put("b", 1, "t-1", 3), put("c", 1, "t-1", 3),
 			put("single", 1, "", 0),
 			put("a", 2, "t-2", 2), put("b", 2, "t-2", 2),
 		},
-		conflicts: []events.Conflict{rejected("c-txn", "t-3", &one, 4), rejected("c-single", "", nil, 0)},
+		conflicts: []contract.Conflict{rejected("c-txn", "t-3", &one, 4), rejected("c-single", "", nil, 0)},
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
@@ -183,7 +183,7 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	if err != nil {
 		return nil, err
 	}
-	pending := func(l located[events.Event]) bool {
+	pending := func(l located[contract.Event]) bool {
 		o, ok := committed[topic][l.partition]
 		return !ok || l.offset >= o
 	}
@@ -246,11 +246,11 @@ func listed(ctx context.Context, what, topic string, list func(context.Context, 
 
 // readEvents reads the events of topic in scope, [starts, ends) per
 // partition, by key and version, counting them in rep.
-func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, starts, ends map[int32]int64, rep *VerifyReport) (map[string]map[int64]located[events.Event], error) {
-	evs := map[string]map[int64]located[events.Event]{}
+func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, starts, ends map[int32]int64, rep *VerifyReport) (map[string]map[int64]located[contract.Event], error) {
+	evs := map[string]map[int64]located[contract.Event]{}
 	for p := range ends {
 		err := changelog.ReadCommitted(ctx, cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
-			if !sc.Match(events.EventKeyOf(r.Key)) {
+			if !sc.Match(contract.EventKeyOf(r.Key)) {
 				return nil
 			}
 			e, err := changelog.Event(r)
@@ -258,9 +258,9 @@ func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, sta
 				return err
 			}
 			if evs[e.Key] == nil {
-				evs[e.Key] = map[int64]located[events.Event]{}
+				evs[e.Key] = map[int64]located[contract.Event]{}
 			}
-			evs[e.Key][e.Version] = located[events.Event]{e, r.Partition, r.Offset}
+			evs[e.Key][e.Version] = located[contract.Event]{e, r.Partition, r.Offset}
 			rep.Events++
 			return nil
 		})
@@ -273,8 +273,8 @@ func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, sta
 
 // checkRows checks the rows in scope key by key, in version order,
 // against evs (checkKey), and returns the keys that have rows.
-func checkRows(ctx context.Context, s *Store, sc Scope, evs map[string]map[int64]located[events.Event], keys *Keyring,
-	pending func(located[events.Event]) bool, rep *VerifyReport, add func(Discrepancy)) (map[string]bool, error) {
+func checkRows(ctx context.Context, s *Store, sc Scope, evs map[string]map[int64]located[contract.Event], keys *Keyring,
+	pending func(located[contract.Event]) bool, rep *VerifyReport, add func(Discrepancy)) (map[string]bool, error) {
 	keysSeen := map[string]bool{}
 	var cur []Row // rows of the current key, one per version
 	var curDup map[int64][]Row
@@ -329,10 +329,10 @@ func sortDiscrepancies(ds []Discrepancy) []Discrepancy {
 
 // checkKey verifies the rows of one key (one per version, in order; dups
 // holds further rows of a version) against its events.
-func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]located[events.Event], keys *Keyring,
-	pending func(located[events.Event]) bool, rep *VerifyReport, add func(Discrepancy)) {
+func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]located[contract.Event], keys *Keyring,
+	pending func(located[contract.Event]) bool, rep *VerifyReport, add func(Discrepancy)) {
 	byVersion := make(map[int64]*Row, len(rows))
-	var latest located[events.Event]
+	var latest located[contract.Event]
 	for _, l := range evs {
 		if l.v.Version > latest.v.Version {
 			latest = l
@@ -396,7 +396,7 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 
 // checkLink checks the link of r to the key's previous row (rows by
 // version so far, events by version).
-func checkLink(r *Row, byVersion map[int64]*Row, evs map[int64]located[events.Event], rep *VerifyReport, add func(Discrepancy)) {
+func checkLink(r *Row, byVersion map[int64]*Row, evs map[int64]located[contract.Event], rep *VerifyReport, add func(Discrepancy)) {
 	bad := func(problem, format string, args ...any) {
 		add(Discrepancy{Key: r.Key, Version: r.Version, Problem: problem, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -557,7 +557,7 @@ func verifyConflicts(ctx context.Context, cl *kgo.Client, s *Store, keys *Keyrin
 			if !cfg.Scope.Match(string(r.Key)) {
 				return nil
 			}
-			var c events.Conflict
+			var c contract.Conflict
 			if err := json.Unmarshal(r.Value, &c); err != nil {
 				return fmt.Errorf("conflict at %d@%d: %w", r.Partition, r.Offset, err)
 			}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -139,7 +139,7 @@ func TestVerify(t *testing.T) {
 }
 
 // TestVerifyCompactedSet: a set's element changes are keyed by set and
-// member (events.Event.RecordKey), so compaction removes only a member's
+// member (contract.Event.RecordKey), so compaction removes only a member's
 // superseded change; verify of the set's one key (audit.KeyScope, as
 // `auditor verify -key`) reads its element records (scoped by their
 // event key) and counts that row compacted, nothing missing.
@@ -150,24 +150,24 @@ func TestVerifyCompactedSet(t *testing.T) {
 	const set = "tenant/s/project/p/set"
 	var h history
 	size := 0
-	for v, ch := range []events.Element{{Op: events.ElementAdd, Member: "a"}, {Op: events.ElementAdd, Member: "b"},
-		{Op: events.ElementRemove, Member: "a"}, {Op: events.ElementAdd, Member: "c"}} {
+	for v, ch := range []contract.Element{{Op: contract.ElementAdd, Member: "a"}, {Op: contract.ElementAdd, Member: "b"},
+		{Op: contract.ElementRemove, Member: "a"}, {Op: contract.ElementAdd, Member: "c"}} {
 		before := fmt.Sprintf(`{"type":"set","size":%d,"since":1}`, size)
 		if v == 0 {
 			before = "null"
 		}
-		op := events.OpSAdd
-		if size++; ch.Op == events.ElementRemove {
-			op, size = events.OpSRem, size-2
+		op := contract.OpSAdd
+		if size++; ch.Op == contract.ElementRemove {
+			op, size = contract.OpSRem, size-2
 		}
-		h.events = append(h.events, events.Event{
+		h.events = append(h.events, contract.Event{
 			SchemaVersion: 1, Key: set, Scope: "tenant/s/project/p", Version: int64(v + 1), PrevVersion: int64(v),
-			Kind: events.KindPut, Op: op, Before: json.RawMessage(before), After: json.RawMessage(fmt.Sprintf(`{"type":"set","size":%d,"since":1}`, size)),
-			Semantics: events.Semantics{Purpose: "set"}, Principal: "tester", TS: ts, CreatedAt: ts, Element: &ch,
+			Kind: contract.KindPut, Op: op, Before: json.RawMessage(before), After: json.RawMessage(fmt.Sprintf(`{"type":"set","size":%d,"since":1}`, size)),
+			Semantics: contract.Semantics{Purpose: "set"}, Principal: "tester", TS: ts, CreatedAt: ts, Element: &ch,
 		})
 	}
 	for _, e := range h.events { // one transaction each, so compaction has batches to drop
-		produce(t, b, history{events: []events.Event{e}}, false)
+		produce(t, b, history{events: []contract.Event{e}}, false)
 	}
 	produce(t, b, history{events: synth("filler", 1, 1, ts).events}, false) // compaction keeps the last batch whole
 	a := runAuditor(t, b, s, audit.Config{Group: audit.Group}, nil, nil)

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Default topic names and partition count.
@@ -84,16 +84,16 @@ func Check(ctx context.Context, adm *kadm.Client, t Topics) error {
 // and the element, so compaction keeps the latest event per key and per
 // element), the value is the event JSON and the headers are CloudEvents
 // attributes (ce_subject is the KV key).
-func Record(e *events.Event, topic string, p int32, source string) (*kgo.Record, error) {
+func Record(e *contract.Event, topic string, p int32, source string) (*kgo.Record, error) {
 	b, err := e.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s@%d: %w", e.Key, e.Version, err)
 	}
-	// The headers are events.CloudEventHeaders (TestRecordHeaders holds
+	// The headers are contract.CloudEventHeaders (TestRecordHeaders holds
 	// them to it), built here with one allocation for the record key and
 	// every per-event value, and shared constants for the others: the
 	// writer builds a record per write.
-	rk, id := e.RecordKey(), events.EventID(e.Key, e.Version)
+	rk, id := e.RecordKey(), contract.EventID(e.Key, e.Version)
 	const typePrefix = "io.eskv.kv."
 	buf := make([]byte, 0, len(rk)+len(id)+len(typePrefix)+len(e.Kind)+len(source)+len(e.Key)+len(time.RFC3339Nano))
 	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
@@ -137,24 +137,24 @@ var (
 // e.RecordKey(), or the KV key for an element change written before
 // element changes had record keys of their own (a log of an earlier
 // release keeps those records as they are).
-func Event(r *kgo.Record) (events.Event, error) {
+func Event(r *kgo.Record) (contract.Event, error) {
 	e, _, err := EventVerbatim(r)
 	return e, err
 }
 
 // EventVerbatim is Event, and also returns r.Value when it says as JSON
-// what the event's encoding says (events.UnmarshalRecord; every record
+// what the event's encoding says (contract.UnmarshalRecord; every record
 // an eskv writer appends does), else nil: a store of JSON values keeps
 // it instead of encoding the event again.
-func EventVerbatim(r *kgo.Record) (events.Event, []byte, error) {
-	e, verbatim, err := events.UnmarshalRecord(r.Value)
+func EventVerbatim(r *kgo.Record) (contract.Event, []byte, error) {
+	e, verbatim, err := contract.UnmarshalRecord(r.Value)
 	if err != nil {
-		return events.Event{}, nil, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		return contract.Event{}, nil, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	// string(r.Key) in comparisons only: a variable of it would be a copy
 	// of every record's key.
 	if string(r.Key) != e.RecordKey() && (e.Element == nil || string(r.Key) != e.Key) {
-		return events.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
+		return contract.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
 	}
 	if !verbatim {
 		return e, nil, nil
@@ -167,12 +167,12 @@ func ptr(s string) *string { return &s }
 // ConflictRecord returns the kv.conflicts record of a rejected CAS; its
 // headers are CloudEvents attributes like a change's (source names the
 // producing service).
-func ConflictRecord(c *events.Conflict, topic string, p int32, source string) (*kgo.Record, error) {
+func ConflictRecord(c *contract.Conflict, topic string, p int32, source string) (*kgo.Record, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encode conflict %s: %w", c.ID, err)
 	}
-	hs := events.ConflictCloudEventHeaders(c, source)
+	hs := contract.ConflictCloudEventHeaders(c, source)
 	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(c.Key), Value: b, Headers: make([]kgo.RecordHeader, len(hs))}
 	for i, h := range hs {
 		r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}

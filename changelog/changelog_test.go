@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestRecordKeys: Record keys a record by Event.RecordKey (an element
@@ -17,15 +17,15 @@ import (
 // refuses any other.
 func TestRecordKeys(t *testing.T) {
 	const k = "tenant/t/project/p/set"
-	ev := func(el *events.Element) *events.Event {
-		return &events.Event{SchemaVersion: events.SchemaVersion, Key: k, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
-			Kind: events.KindPut, Op: events.OpSAdd, After: json.RawMessage(`{"type":"set","size":1,"since":1}`),
-			TS: time.Unix(1, 0), Semantics: events.Semantics{Purpose: "set"}, Element: el}
+	ev := func(el *contract.Element) *contract.Event {
+		return &contract.Event{SchemaVersion: contract.SchemaVersion, Key: k, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
+			Kind: contract.KindPut, Op: contract.OpSAdd, After: json.RawMessage(`{"type":"set","size":1,"since":1}`),
+			TS: time.Unix(1, 0), Semantics: contract.Semantics{Purpose: "set"}, Element: el}
 	}
-	add := &events.Element{Op: events.ElementAdd, Member: "m é"}
+	add := &contract.Element{Op: contract.ElementAdd, Member: "m é"}
 	for _, tc := range []struct {
 		name    string
-		e       *events.Event
+		e       *contract.Event
 		key     string // "" keeps the key Record gives
 		wantKey string // the key Record gives
 		err     bool
@@ -65,17 +65,17 @@ func TestRecordKeys(t *testing.T) {
 }
 
 // TestRecordHeaders: a change record carries exactly
-// events.CloudEventHeaders, in order, and no two records share a
+// contract.CloudEventHeaders, in order, and no two records share a
 // per-event value's memory.
 func TestRecordHeaders(t *testing.T) {
-	evs := []*events.Event{
-		{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 7, PrevVersion: 6,
-			Kind: events.KindPut, Op: events.OpPut, After: json.RawMessage(`1`), TS: time.Date(2026, 3, 1, 10, 15, 30, 123456789, time.UTC)},
-		{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/é", Scope: "tenant/t/project/p", Version: 1,
-			Kind: events.KindDelete, Op: events.OpDelete, TS: time.Date(2026, 3, 1, 10, 15, 30, 0, time.FixedZone("x", 3600))},
-		{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/set", Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
-			Kind: events.KindPut, Op: events.OpSAdd, After: json.RawMessage(`{"type":"set","size":1,"since":1}`), TS: time.Unix(1, 0),
-			Semantics: events.Semantics{Purpose: "set"}, Element: &events.Element{Op: events.ElementAdd, Member: "m"}},
+	evs := []*contract.Event{
+		{SchemaVersion: contract.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 7, PrevVersion: 6,
+			Kind: contract.KindPut, Op: contract.OpPut, After: json.RawMessage(`1`), TS: time.Date(2026, 3, 1, 10, 15, 30, 123456789, time.UTC)},
+		{SchemaVersion: contract.SchemaVersion, Key: "tenant/t/project/p/é", Scope: "tenant/t/project/p", Version: 1,
+			Kind: contract.KindDelete, Op: contract.OpDelete, TS: time.Date(2026, 3, 1, 10, 15, 30, 0, time.FixedZone("x", 3600))},
+		{SchemaVersion: contract.SchemaVersion, Key: "tenant/t/project/p/set", Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
+			Kind: contract.KindPut, Op: contract.OpSAdd, After: json.RawMessage(`{"type":"set","size":1,"since":1}`), TS: time.Unix(1, 0),
+			Semantics: contract.Semantics{Purpose: "set"}, Element: &contract.Element{Op: contract.ElementAdd, Member: "m"}},
 	}
 	var recs []string
 	for _, e := range evs {
@@ -83,7 +83,7 @@ func TestRecordHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := events.CloudEventHeaders(e, "eskv-writer/w1")
+		want := contract.CloudEventHeaders(e, "eskv-writer/w1")
 		if len(r.Headers) != len(want) {
 			t.Fatalf("%d headers, want %d", len(r.Headers), len(want))
 		}

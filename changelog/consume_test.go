@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -84,8 +84,8 @@ func TestIdleConsumerCommits(t *testing.T) {
 		var evs []any
 		for v := int64(1); v <= 5; v++ {
 			scope := fmt.Sprintf("tenant/t/project/p%d", v)
-			evs = append(evs, events.Event{SchemaVersion: events.SchemaVersion, Key: scope + "/k", Scope: scope,
-				Version: int64(round)*5 + v, PrevVersion: int64(round)*5 + v - 1, Kind: events.KindPut, Op: events.OpSet,
+			evs = append(evs, contract.Event{SchemaVersion: contract.SchemaVersion, Key: scope + "/k", Scope: scope,
+				Version: int64(round)*5 + v, PrevVersion: int64(round)*5 + v - 1, Kind: contract.KindPut, Op: contract.OpSet,
 				After: []byte(`1`), TS: time.Unix(v, 0)})
 		}
 		prod.Commit(t, evs...)
@@ -156,8 +156,8 @@ func TestConsumerPace(t *testing.T) {
 		evs := make([]any, n)
 		for i := range evs {
 			version++
-			evs[i] = events.Event{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p",
-				Version: version, PrevVersion: version - 1, Kind: events.KindPut, Op: events.OpSet, After: []byte(`1`), TS: time.Unix(version, 0)}
+			evs[i] = contract.Event{SchemaVersion: contract.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p",
+				Version: version, PrevVersion: version - 1, Kind: contract.KindPut, Op: contract.OpSet, After: []byte(`1`), TS: time.Unix(version, 0)}
 		}
 		prod.Commit(t, evs...)
 	}

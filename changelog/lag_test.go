@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -23,13 +23,13 @@ func TestLagWatchUpdate(t *testing.T) {
 	prod := testenv.MustProducer(t, b)
 	var evs []any
 	for v := int64(1); v <= 5; v++ {
-		evs = append(evs, events.Event{SchemaVersion: events.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p",
-			Version: v, PrevVersion: v - 1, Kind: events.KindPut, Op: events.OpSet, After: []byte(`1`), TS: time.Unix(v, 0)})
+		evs = append(evs, contract.Event{SchemaVersion: contract.SchemaVersion, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p",
+			Version: v, PrevVersion: v - 1, Kind: contract.KindPut, Op: contract.OpSet, After: []byte(`1`), TS: time.Unix(v, 0)})
 	}
 	prod.Commit(t, evs...)
 	ctx := context.Background()
 	ends := testenv.EndOffsets(ctx, t, prod.Client, b.Topics.Changes)
-	p := events.Partition("tenant/t/project/p", b.Topics.Partitions)
+	p := contract.Partition("tenant/t/project/p", b.Topics.Partitions)
 	other := 1 - p
 	adm := kadm.NewClient(prod.Client)
 	gauge := changelog.NewLagGauge("lag", "test")

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -38,14 +38,14 @@ func TestAuditCoordinationPrimitives(t *testing.T) {
 	must(c.Patch(ctx, client.PatchRequest{Key: p + "job", If: &client.FieldCondition{Field: "state", Equals: json.RawMessage(`"pending"`)},
 		Set: map[string]json.RawMessage{"state": json.RawMessage(`"claimed"`)}}))
 	if _, err := c.Patch(ctx, client.PatchRequest{Key: p + "job", If: &client.FieldCondition{Field: "state", Equals: json.RawMessage(`"pending"`)},
-		Set: map[string]json.RawMessage{"state": json.RawMessage(`"claimed"`)}}); events.ErrorCode(err) != events.EFieldMismatch {
+		Set: map[string]json.RawMessage{"state": json.RawMessage(`"claimed"`)}}); contract.ErrorCode(err) != contract.EFieldMismatch {
 		t.Fatalf("second claim: %v", err)
 	}
 	must(c.AcquireLock(ctx, client.LockRequest{Key: p + "abandoned", Holder: "crashed", TTL: time.Second,
-		Semantics: events.Semantics{Producer: "scheduler"}}))
+		Semantics: contract.Semantics{Producer: "scheduler"}}))
 	testenv.WaitFor(t, 20*time.Second, "the sweeper's expire event", func() bool {
 		for _, e := range s.readLog(ctx) {
-			if e.Key == p+"abandoned" && e.Kind == events.KindExpire {
+			if e.Key == p+"abandoned" && e.Kind == contract.KindExpire {
 				return true
 			}
 		}

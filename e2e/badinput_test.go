@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestBadInput: every malformed request — to the key-value routes and to
@@ -63,32 +63,32 @@ func TestBadInput(t *testing.T) {
 		{"ErrWrongCaseName", "PUT", ok, `{"VALUE":5}`, 400, "invalid", "VALUE"},
 		{"ErrKeyDecodedTwice", "GET", base + "fin%2565", "", 400, "invalid", "key"},
 
-		{"ErrPostWithoutVerb", "POST", text, `{}`, 400, events.EInvalid, "key"},
-		{"ErrUnknownVerb", "POST", text + ":explode", `{}`, 400, events.EInvalid, "key"},
-		{"ErrIncrementByZero", "POST", text + ":increment", `{"by":0}`, 400, events.EInvalid, "by"},
-		{"ErrIncrementByFraction", "POST", text + ":increment", `{"by":1.5}`, 400, events.EInvalid, "by"},
-		{"ErrIncrementZeroTTL", "POST", text + ":increment", `{"by":1,"ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds"},
-		{"ErrIncrementUnknownPurpose", "POST", text + ":increment", `{"by":1,"semantics":{"purpose":"nope"}}`, 400, events.EInvalid, "semantics.purpose"},
-		{"ErrIncrementUnknownSemanticsField", "POST", text + ":increment", `{"by":1,"semantics":{"owner":"x"}}`, 400, events.EInvalid, "semantics.owner"},
-		{"ErrIncrementOfAString", "POST", text + ":increment", `{}`, 409, events.EWrongType, "value"},
-		{"ErrAcquireWithoutHolder", "POST", text + ":acquire", `{}`, 400, events.EInvalid, "holder"},
-		{"ErrAcquireZeroTTL", "POST", text + ":acquire", `{"holder":"a","ttlSeconds":0}`, 400, events.EInvalid, "ttlSeconds"},
-		{"ErrAcquireCounterPurpose", "POST", text + ":acquire", `{"holder":"a","semantics":{"purpose":"counter"}}`, 400, events.EInvalid, "semantics.purpose"},
-		{"ErrAcquireAString", "POST", text + ":acquire", `{"holder":"a"}`, 409, events.EWrongType, "key"},
-		{"ErrReleaseWithTTL", "POST", text + ":release", `{"holder":"a","ttlSeconds":5}`, 400, events.EInvalid, "ttlSeconds"},
-		{"ErrElectUnknownField", "POST", text + ":elect", `{"holder":"a","extra":1}`, 400, events.EInvalid, "extra"},
-		{"ErrPatchNothing", "PATCH", text, `{}`, 400, events.EInvalid, "set"},
-		{"ErrPatchSetAndUnsetSameField", "PATCH", text, `{"set":{"a":1},"unset":["a"]}`, 400, events.EInvalid, "unset"},
-		{"ErrPatchEmptyFieldName", "PATCH", text, `{"set":{"":1}}`, 400, events.EInvalid, "set"},
-		{"ErrPatchIfWithoutEquals", "PATCH", text, `{"set":{"a":1},"if":{"field":"a"}}`, 400, events.EInvalid, "if.equals"},
-		{"ErrPatchIfEmptyField", "PATCH", text, `{"set":{"a":1},"if":{"field":"","equals":1}}`, 400, events.EInvalid, "if.field"},
-		{"ErrPatchAString", "PATCH", text, `{"set":{"a":1}}`, 409, events.EWrongType, "set"},
-		{"ErrPatchAbsent", "PATCH", base + "bad/absent", `{"set":{"a":1}}`, 404, events.ENotFound, "key"},
-		{"ErrGetUnknownVerb", "GET", text + ":bogus", ``, 400, events.EInvalid, "key"},
-		{"ErrGetFieldOfAString", "GET", text + "?field=a", ``, 409, events.EWrongType, "field"},
-		{"ErrGetUnknownParameter", "GET", text + "?other=a", ``, 400, events.EInvalid, "other"},
-		{"ErrGetLockOfAString", "GET", text + ":lock", ``, 409, events.EWrongType, "key"},
-		{"ErrGetLockAbsent", "GET", base + "bad/absent:lock", ``, 404, events.ENotFound, "key"},
+		{"ErrPostWithoutVerb", "POST", text, `{}`, 400, contract.EInvalid, "key"},
+		{"ErrUnknownVerb", "POST", text + ":explode", `{}`, 400, contract.EInvalid, "key"},
+		{"ErrIncrementByZero", "POST", text + ":increment", `{"by":0}`, 400, contract.EInvalid, "by"},
+		{"ErrIncrementByFraction", "POST", text + ":increment", `{"by":1.5}`, 400, contract.EInvalid, "by"},
+		{"ErrIncrementZeroTTL", "POST", text + ":increment", `{"by":1,"ttlSeconds":0}`, 400, contract.EInvalid, "ttlSeconds"},
+		{"ErrIncrementUnknownPurpose", "POST", text + ":increment", `{"by":1,"semantics":{"purpose":"nope"}}`, 400, contract.EInvalid, "semantics.purpose"},
+		{"ErrIncrementUnknownSemanticsField", "POST", text + ":increment", `{"by":1,"semantics":{"owner":"x"}}`, 400, contract.EInvalid, "semantics.owner"},
+		{"ErrIncrementOfAString", "POST", text + ":increment", `{}`, 409, contract.EWrongType, "value"},
+		{"ErrAcquireWithoutHolder", "POST", text + ":acquire", `{}`, 400, contract.EInvalid, "holder"},
+		{"ErrAcquireZeroTTL", "POST", text + ":acquire", `{"holder":"a","ttlSeconds":0}`, 400, contract.EInvalid, "ttlSeconds"},
+		{"ErrAcquireCounterPurpose", "POST", text + ":acquire", `{"holder":"a","semantics":{"purpose":"counter"}}`, 400, contract.EInvalid, "semantics.purpose"},
+		{"ErrAcquireAString", "POST", text + ":acquire", `{"holder":"a"}`, 409, contract.EWrongType, "key"},
+		{"ErrReleaseWithTTL", "POST", text + ":release", `{"holder":"a","ttlSeconds":5}`, 400, contract.EInvalid, "ttlSeconds"},
+		{"ErrElectUnknownField", "POST", text + ":elect", `{"holder":"a","extra":1}`, 400, contract.EInvalid, "extra"},
+		{"ErrPatchNothing", "PATCH", text, `{}`, 400, contract.EInvalid, "set"},
+		{"ErrPatchSetAndUnsetSameField", "PATCH", text, `{"set":{"a":1},"unset":["a"]}`, 400, contract.EInvalid, "unset"},
+		{"ErrPatchEmptyFieldName", "PATCH", text, `{"set":{"":1}}`, 400, contract.EInvalid, "set"},
+		{"ErrPatchIfWithoutEquals", "PATCH", text, `{"set":{"a":1},"if":{"field":"a"}}`, 400, contract.EInvalid, "if.equals"},
+		{"ErrPatchIfEmptyField", "PATCH", text, `{"set":{"a":1},"if":{"field":"","equals":1}}`, 400, contract.EInvalid, "if.field"},
+		{"ErrPatchAString", "PATCH", text, `{"set":{"a":1}}`, 409, contract.EWrongType, "set"},
+		{"ErrPatchAbsent", "PATCH", base + "bad/absent", `{"set":{"a":1}}`, 404, contract.ENotFound, "key"},
+		{"ErrGetUnknownVerb", "GET", text + ":bogus", ``, 400, contract.EInvalid, "key"},
+		{"ErrGetFieldOfAString", "GET", text + "?field=a", ``, 409, contract.EWrongType, "field"},
+		{"ErrGetUnknownParameter", "GET", text + "?other=a", ``, 400, contract.EInvalid, "other"},
+		{"ErrGetLockOfAString", "GET", text + ":lock", ``, 409, contract.EWrongType, "key"},
+		{"ErrGetLockAbsent", "GET", base + "bad/absent:lock", ``, 404, contract.ENotFound, "key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body any

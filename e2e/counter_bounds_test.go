@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestBoundedDecrements: 16 clients each decrement a counter of 10 once
@@ -25,7 +25,7 @@ func TestBoundedDecrements(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		ok      int
-		refused []events.ErrorDetail
+		refused []contract.ErrorDetail
 		wg      sync.WaitGroup
 	)
 	for range clients {
@@ -48,7 +48,7 @@ func TestBoundedDecrements(t *testing.T) {
 		t.Fatalf("%d decrements succeeded and %d were refused, want %d and %d", ok, len(refused), quota, clients-quota)
 	}
 	for _, d := range refused {
-		if d.Code != events.EOutOfRange || d.Field != "min" || d.CurrentVersion == nil || *d.CurrentVersion != quota+1 || string(d.CurrentValue) != "0" {
+		if d.Code != contract.EOutOfRange || d.Field != "min" || d.CurrentVersion == nil || *d.CurrentVersion != quota+1 || string(d.CurrentValue) != "0" {
 			t.Errorf("refusal %+v, want out_of_range on min with the counter at 0, version %d", d, quota+1)
 		}
 	}
@@ -57,7 +57,7 @@ func TestBoundedDecrements(t *testing.T) {
 	for _, e := range s.readLog(t.Context()) {
 		switch {
 		case e.Key != key:
-		case e.Op == events.OpIncrement:
+		case e.Op == contract.OpIncrement:
 			incs++
 		default:
 			others++

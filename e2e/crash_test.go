@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
@@ -55,13 +55,13 @@ func startProcStack(tb testing.TB, broker *testenv.Broker) *procStack {
 // assertProjectionIsFoldOfLog waits until the projector consumed the whole
 // log, then checks that every key's projected state equals the last event
 // of the key in the log, and that kv_history holds each event once.
-func assertProjectionIsFoldOfLog(t *testing.T, s *stack) []events.Event {
+func assertProjectionIsFoldOfLog(t *testing.T, s *stack) []contract.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	log := s.readLog(ctx)
 	waitProjected(t, s)
-	last := map[string]events.Event{}
+	last := map[string]contract.Event{}
 	for _, e := range log {
 		if p, ok := last[e.Key]; ok && e.Version != p.Version+1 {
 			same, _ := json.Marshal(p)
@@ -184,7 +184,7 @@ func (s *stack) put(key, value string) (ack, bool) {
 		return ack{}, false
 	}
 	defer resp.Body.Close()
-	var e events.Entry
+	var e contract.Entry
 	if resp.StatusCode != 200 || jsonDecode(resp.Body, &e) != nil {
 		return ack{}, false
 	}
@@ -195,7 +195,7 @@ var shortClient = &http.Client{Timeout: 5 * time.Second}
 
 // assertAcknowledgedInLog checks that the projection is the fold of the log
 // and that every acknowledged write is in the log with its value.
-func assertAcknowledgedInLog(t *testing.T, s *stack, acks []ack) []events.Event {
+func assertAcknowledgedInLog(t *testing.T, s *stack, acks []ack) []contract.Event {
 	t.Helper()
 	log := assertProjectionIsFoldOfLog(t, s)
 	assertLogInvariants(t, s, acks)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
@@ -21,14 +21,14 @@ func TestDeniedWriteAudited(t *testing.T) {
 	s := mustStack(t)
 	k := secBase + "denied"
 	expect(t, "create", s.do("PUT", k, acmeToken, `{"value":"stored-secret","semantics":{"purpose":"config"}}`), 200, "", "")
-	expect(t, "read by write-only", s.do("GET", k, writerTok, nil), 403, events.EForbidden, "key")
+	expect(t, "read by write-only", s.do("GET", k, writerTok, nil), 403, contract.EForbidden, "key")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	events0, ends := s.readLogEnds(ctx)
 
-	expect(t, "put by reader", s.do("PUT", k, readerTok, `{"value":"attempted-secret"}`), 403, events.EForbidden, "key")
+	expect(t, "put by reader", s.do("PUT", k, readerTok, `{"value":"attempted-secret"}`), 403, contract.EForbidden, "key")
 
-	var got []events.Conflict
+	var got []contract.Conflict
 	testenv.WaitForNil(t, 30*time.Second, "the denial in kv.conflicts", func() error {
 		got = s.readConflicts(t)
 		if len(got) == 0 {
@@ -41,7 +41,7 @@ func TestDeniedWriteAudited(t *testing.T) {
 		t.Fatalf("%d kv.conflicts records, want 1: %+v", len(got), got)
 	}
 	c := got[0]
-	if c.Reason != events.ReasonForbidden || c.Principal != "acme-reader" || c.Op != events.OpPut ||
+	if c.Reason != contract.ReasonForbidden || c.Principal != "acme-reader" || c.Op != contract.OpPut ||
 		c.Key != strings.TrimPrefix(k, "/v1/kv/") || c.Scope != "tenant/acme/project/sec" || c.Semantics.Purpose != "config" {
 		t.Fatalf("record %+v", c)
 	}

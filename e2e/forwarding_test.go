@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
@@ -27,11 +27,11 @@ func forwardKey(i int) string { return fmt.Sprintf("tenant/fwd%d/project/p/k", i
 
 func partitionOf(tb testing.TB, key string) int32 {
 	tb.Helper()
-	k, err := events.ParseKey(key)
+	k, err := contract.ParseKey(key)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return events.Partition(k.Scope(), partitions)
+	return contract.Partition(k.Scope(), partitions)
 }
 
 // manifestWriters starts a projector and two writers configured as
@@ -145,7 +145,7 @@ func TestTwoWritersForwardWithManifestSettings(t *testing.T) {
 		for i := range forwardKeys {
 			for w, u := range ps.urls {
 				code, body := devCall("GET", u+"/v1/kv/"+forwardKey(i), "")
-				var e events.Entry
+				var e contract.Entry
 				if code != http.StatusOK || json.Unmarshal([]byte(body), &e) != nil || e.Version != 2 || string(e.Value) != "1" {
 					t.Fatalf("round %d: GET %s (partition %d) through writer %d: %d %s; want version 2, value 1",
 						round, forwardKey(i), partitionOf(t, forwardKey(i)), w, code, body)

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
@@ -70,18 +70,18 @@ type response struct {
 	Body   []byte
 }
 
-func (r response) entry(tb testing.TB) events.Entry {
+func (r response) entry(tb testing.TB) contract.Entry {
 	tb.Helper()
-	var e events.Entry
+	var e contract.Entry
 	if err := json.Unmarshal(r.Body, &e); err != nil {
 		tb.Fatalf("decode entry %s: %v", r.Body, err)
 	}
 	return e
 }
 
-func (r response) errorBody(tb testing.TB) events.ErrorDetail {
+func (r response) errorBody(tb testing.TB) contract.ErrorDetail {
 	tb.Helper()
-	var e events.ErrorBody
+	var e contract.ErrorBody
 	if err := json.Unmarshal(r.Body, &e); err != nil {
 		tb.Fatalf("decode error %s: %v", r.Body, err)
 	}
@@ -129,7 +129,7 @@ func (s *stack) do(method, path, token string, body any) response {
 // readLog returns every committed event in kv.changes (from each
 // partition's log start: compaction may have moved it), in log order per
 // partition, each validated against the event JSON Schema.
-func (s *stack) readLog(ctx context.Context) []events.Event {
+func (s *stack) readLog(ctx context.Context) []contract.Event {
 	evs, _ := s.readLogEnds(ctx)
 	return evs
 }
@@ -137,14 +137,14 @@ func (s *stack) readLog(ctx context.Context) []events.Event {
 // readLogEnds also returns, per partition, the offset after its last
 // committed event: a projection holding every event has stored at least
 // that.
-func (s *stack) readLogEnds(ctx context.Context) ([]events.Event, map[int32]int64) {
+func (s *stack) readLogEnds(ctx context.Context) ([]contract.Event, map[int32]int64) {
 	s.tb.Helper()
 	cl, err := s.kafka.NewClient("e2e", s.broker.Addrs)
 	if err != nil {
 		s.tb.Fatal(err)
 	}
 	defer cl.Close()
-	var out []events.Event
+	var out []contract.Event
 	ends := map[int32]int64{}
 	starts := testenv.StartOffsets(ctx, s.tb, cl, s.broker.Topics.Changes)
 	for p, end := range s.endOffsets(ctx) {

@@ -7,17 +7,17 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // historyPage reads one page of GET path:history?query.
-func historyPage(t *testing.T, s *stack, path, token, query string) events.HistoryAnswer {
+func historyPage(t *testing.T, s *stack, path, token, query string) contract.HistoryAnswer {
 	t.Helper()
 	r := s.do("GET", path+":history"+query, token, nil)
 	if r.Status != 200 {
 		t.Fatalf("history %s%s: %d %s", path, query, r.Status, r.Body)
 	}
-	var a events.HistoryAnswer
+	var a contract.HistoryAnswer
 	if err := json.Unmarshal(r.Body, &a); err != nil {
 		t.Fatalf("decode %s: %v", r.Body, err)
 	}
@@ -26,7 +26,7 @@ func historyPage(t *testing.T, s *stack, path, token, query string) events.Histo
 
 // versionLine is what a test compares of a version: number, kind, op,
 // principal, value, requestId.
-func versionLine(v events.HistoryVersion) string {
+func versionLine(v contract.HistoryVersion) string {
 	return fmt.Sprintf("%d %s %s %s %s %s", v.Version, v.Kind, v.Op, v.Principal, v.Value, v.RequestID)
 }
 
@@ -67,7 +67,7 @@ func TestHistory(t *testing.T) {
 	}
 	checkVersions(t, "whole history", all.Versions, want)
 
-	var walked []events.HistoryVersion
+	var walked []contract.HistoryVersion
 	pages := 0
 	for cursor := ""; ; pages++ {
 		q := "?limit=2"
@@ -103,14 +103,14 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("versions of a transaction: %+v and %+v, want one each with the same txnId", a, b)
 	}
 
-	expect(t, "never written", s.do("GET", base+"history/never:history", readerTok, nil), 404, events.ENotFound, "key")
-	expect(t, "write-only token", s.do("GET", k+":history", writerTok, nil), 403, events.EForbidden, "key")
-	expect(t, "other tenant", s.do("GET", "/v1/kv/tenant/other/project/p/k:history", acmeToken, nil), 403, events.EForbidden, "key")
-	expect(t, "fromVersion 0", s.do("GET", k+":history?fromVersion=0", readerTok, nil), 400, events.EInvalid, "fromVersion")
+	expect(t, "never written", s.do("GET", base+"history/never:history", readerTok, nil), 404, contract.ENotFound, "key")
+	expect(t, "write-only token", s.do("GET", k+":history", writerTok, nil), 403, contract.EForbidden, "key")
+	expect(t, "other tenant", s.do("GET", "/v1/kv/tenant/other/project/p/k:history", acmeToken, nil), 403, contract.EForbidden, "key")
+	expect(t, "fromVersion 0", s.do("GET", k+":history?fromVersion=0", readerTok, nil), 400, contract.EInvalid, "fromVersion")
 }
 
 // checkVersions compares versions with the lines want (versionLine).
-func checkVersions(t *testing.T, what string, versions []events.HistoryVersion, want []string) {
+func checkVersions(t *testing.T, what string, versions []contract.HistoryVersion, want []string) {
 	t.Helper()
 	got := make([]string, len(versions))
 	for i, v := range versions {
@@ -146,7 +146,7 @@ func TestHistoryCollection(t *testing.T) {
 			got = append(got, fmt.Sprintf("%d %s %s %s %s", v.Version, v.Op, v.Element.Op, v.Element.Member, v.Element.Value))
 		}
 	}
-	want := "1 sadd add a \n2 sadd add b \n3 srem remove a \n1 rpush add " + events.ListPosition(0) + " {\"job\":1}\n2 lpop remove " + events.ListPosition(0) + " {\"job\":1}"
+	want := "1 sadd add a \n2 sadd add b \n3 srem remove a \n1 rpush add " + contract.ListPosition(0) + " {\"job\":1}\n2 lpop remove " + contract.ListPosition(0) + " {\"job\":1}"
 	if strings.Join(got, "\n") != want {
 		t.Fatalf("collection histories:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	inproc "github.com/eskv/eskv/testenv/stack"
 	"github.com/eskv/eskv/writer"
 )
@@ -110,7 +110,7 @@ func queueItemTTLSweep(t *testing.T, s *stack) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	_, err = c.QAck(ctx, queue, p.Receipt)
-	var e *events.Error
+	var e *contract.Error
 	if !errors.Is(err, client.ErrStaleReceipt) || !errors.As(err, &e) || e.Field != "receipt" {
 		t.Fatalf("ack of the expired in-flight item: %v, want stale_receipt on field receipt", err)
 	}
@@ -129,15 +129,15 @@ func checkExpiries(t *testing.T, s *stack, queue string, ids []string) {
 	t.Helper()
 	removed, done := map[string]int{}, 0
 	for _, e := range s.readLog(t.Context()) {
-		if e.Key != queue || e.Op != events.OpQExpire {
+		if e.Key != queue || e.Op != contract.OpQExpire {
 			continue
 		}
 		switch el := e.Element; {
 		case e.Principal != writer.SweeperPrincipal || el == nil:
 			t.Fatalf("qexpire %+v, want the sweeper's with the item", e)
-		case el.State == events.ItemDone && el.DedupID == "job-9":
+		case el.State == contract.ItemDone && el.DedupID == "job-9":
 			done++
-		case el.State == "" && el.Op == events.ElementRemove && el.ExpiresAt != nil:
+		case el.State == "" && el.Op == contract.ElementRemove && el.ExpiresAt != nil:
 			removed[el.Member]++
 		default:
 			t.Fatalf("qexpire element %+v, want removed or done", el)

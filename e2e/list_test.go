@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -107,7 +107,7 @@ func TestListThroughAnyWriter(t *testing.T) {
 	for i := range 8 {
 		scope := fmt.Sprintf("tenant/fwd/project/p%d", i)
 		prefix := scope + "/"
-		owner := owners[events.Partition(scope, partitions)].Addr
+		owner := owners[contract.Partition(scope, partitions)].Addr
 		for w, u := range urls {
 			name := fmt.Sprintf("via%d", w)
 			putAll(t, u, prefix, []string{name}, func(int) string { return `{"value":{"via":` + fmt.Sprint(w) + `}}` })
@@ -167,13 +167,13 @@ func putAll(t *testing.T, base, prefix string, names []string, body func(i int) 
 
 // listPrefix lists prefix through the API at base with the extra query q,
 // retrying a 503 (a partition moving between writers).
-func listPrefix(t *testing.T, base, prefix, q string) events.ListAnswer {
+func listPrefix(t *testing.T, base, prefix, q string) contract.ListAnswer {
 	t.Helper()
 	r, err := call("GET", base+"/v1/kv?prefix="+prefix+q, "")
 	if err != nil || r.Status != http.StatusOK {
 		t.Fatalf("list %s%s: %v %d %s", prefix, q, err, r.Status, r.Body)
 	}
-	var a events.ListAnswer
+	var a contract.ListAnswer
 	if err := json.Unmarshal(r.Body, &a); err != nil {
 		t.Fatalf("list %s: %v", prefix, err)
 	}
@@ -209,7 +209,7 @@ func call(method, url, body string) (response, error) {
 }
 
 // keysOf returns the keys of a page without prefix.
-func keysOf(a events.ListAnswer, prefix string) []string {
+func keysOf(a contract.ListAnswer, prefix string) []string {
 	out := make([]string, len(a.Items))
 	for i, e := range a.Items {
 		out[i] = strings.TrimPrefix(e.Key, prefix)

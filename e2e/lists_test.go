@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestListConcurrentPushTrimPop: 8 clients push at both ends of one list
@@ -57,7 +57,7 @@ func TestListConcurrentPushTrimPop(t *testing.T) {
 				return
 			}
 			a, err := c.RPop(t.Context(), list)
-			if events.ErrorCode(err) == events.ENotFound {
+			if contract.ErrorCode(err) == contract.ENotFound {
 				continue
 			}
 			if err != nil {
@@ -82,21 +82,21 @@ func TestListConcurrentPushTrimPop(t *testing.T) {
 			continue
 		}
 		versions = append(versions, e.Version)
-		meta, err := events.ParseCollectionMeta(e.After)
+		meta, err := contract.ParseCollectionMeta(e.After)
 		if err != nil {
 			t.Fatalf("event %d: %v", e.Version, err)
 		}
 		switch e.Op {
-		case events.OpLPush:
+		case contract.OpLPush:
 			fold = append([]string{string(e.Element.Value)}, fold...)
-		case events.OpRPush:
+		case contract.OpRPush:
 			fold = append(fold, string(e.Element.Value))
-		case events.OpRPop:
+		case contract.OpRPop:
 			if last := fold[len(fold)-1]; last != string(e.Element.Value) || popped[e.Version] != last {
 				t.Fatalf("event %d pops %s, answered %s; the fold ends with %s", e.Version, e.Element.Value, popped[e.Version], last)
 			}
 			fold = fold[:len(fold)-1]
-		case events.OpLTrim:
+		case contract.OpLTrim:
 			if meta.Size > 20 || len(fold) <= 20 {
 				t.Fatalf("event %d trims %d elements to %d", e.Version, len(fold), meta.Size)
 			}
@@ -143,8 +143,8 @@ func TestListWriteOnlyLearnsNothing(t *testing.T) {
 	if body := string(r.Body); strings.Contains(body, "list-secret") || strings.Contains(body, `"value"`) || !strings.Contains(body, `"length":0`) {
 		t.Fatalf("a write-only pop learned %s", r.Body)
 	}
-	expect(t, "lrange by write-only", s.do("GET", k+":lrange?start=0&stop=-1", writerTok, nil), 403, events.EForbidden, "key")
-	expect(t, "llen by write-only", s.do("GET", k+":llen", writerTok, nil), 403, events.EForbidden, "key")
+	expect(t, "lrange by write-only", s.do("GET", k+":lrange?start=0&stop=-1", writerTok, nil), 403, contract.EForbidden, "key")
+	expect(t, "llen by write-only", s.do("GET", k+":llen", writerTok, nil), 403, contract.EForbidden, "key")
 	r = s.do("GET", k+":lrange?start=0&stop=-1", acmeToken, nil)
 	expect(t, "lrange", r, 200, "", "")
 	if !strings.Contains(string(r.Body), `"values":["another"]`) {

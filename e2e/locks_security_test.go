@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
@@ -53,22 +53,22 @@ func TestConflictsHideValuesFromWriteOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name, method, path, body, code string
 	}{
-		{"VersionConflict", "PUT", obj, `{"value":"x","expectedVersion":999999}`, events.EConflict},
-		{"FieldMismatch", "PATCH", obj, `{"set":{"b":1},"if":{"field":"api","equals":"guess"}}`, events.EFieldMismatch},
-		{"WrongTypeIncrement", "POST", str + ":increment", `{}`, events.EWrongType},
-		{"WrongTypePatch", "PATCH", str, `{"set":{"b":1}}`, events.EWrongType},
-		{"LockHeld", "POST", lock + ":acquire", `{"holder":"me"}`, events.ELockHeld},
-		{"LockHeldPlainPut", "PUT", lock, `{"value":1}`, events.ELockHeld},
-		{"NotLockHolder", "POST", lock + ":extend", `{"holder":"me"}`, events.ENotLockHolder},
-		{"RequestIDReused", "PUT", obj, `{"value":"other","requestId":"r-1"}`, events.EConflict},
-		{"DeleteConflict", "DELETE", obj + "?expectedVersion=9", ``, events.EConflict},
+		{"VersionConflict", "PUT", obj, `{"value":"x","expectedVersion":999999}`, contract.EConflict},
+		{"FieldMismatch", "PATCH", obj, `{"set":{"b":1},"if":{"field":"api","equals":"guess"}}`, contract.EFieldMismatch},
+		{"WrongTypeIncrement", "POST", str + ":increment", `{}`, contract.EWrongType},
+		{"WrongTypePatch", "PATCH", str, `{"set":{"b":1}}`, contract.EWrongType},
+		{"LockHeld", "POST", lock + ":acquire", `{"holder":"me"}`, contract.ELockHeld},
+		{"LockHeldPlainPut", "PUT", lock, `{"value":1}`, contract.ELockHeld},
+		{"NotLockHolder", "POST", lock + ":extend", `{"holder":"me"}`, contract.ENotLockHolder},
+		{"RequestIDReused", "PUT", obj, `{"value":"other","requestId":"r-1"}`, contract.EConflict},
+		{"DeleteConflict", "DELETE", obj + "?expectedVersion=9", ``, contract.EConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do(tc.method, tc.path, writerTok, tc.body)
 			e := r.errorBody(t)
 			switch {
-			case tc.code == events.EFieldMismatch:
-				expect(t, "field condition by write-only", r, http.StatusForbidden, events.EForbidden, "if")
+			case tc.code == contract.EFieldMismatch:
+				expect(t, "field condition by write-only", r, http.StatusForbidden, contract.EForbidden, "if")
 			case r.Status != http.StatusConflict || e.Code != tc.code || e.CurrentVersion == nil || *e.CurrentVersion < 1:
 				t.Fatalf("write-only: %d %s, want 409 %s with the current version", r.Status, r.Body, tc.code)
 			}
@@ -84,9 +84,9 @@ func TestConflictsHideValuesFromWriteOnly(t *testing.T) {
 }
 
 // lockAnswer decodes a lock answer.
-func lockAnswer(t *testing.T, r response) events.LockAnswer {
+func lockAnswer(t *testing.T, r response) contract.LockAnswer {
 	t.Helper()
-	var a events.LockAnswer
+	var a contract.LockAnswer
 	if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
 		t.Fatalf("lock answer: %d %s", r.Status, r.Body)
 	}
@@ -101,8 +101,8 @@ func TestLockTenureBelongsToPrincipal(t *testing.T) {
 	for _, tc := range []struct {
 		name, acquire, extend, release, held, notHolder string
 	}{
-		{"Lock", ":acquire", ":extend", ":release", events.ELockHeld, events.ENotLockHolder},
-		{"Leader", ":elect", ":heartbeat", ":resign", events.ENotLeader, events.ENotLeader},
+		{"Lock", ":acquire", ":extend", ":release", contract.ELockHeld, contract.ENotLockHolder},
+		{"Leader", ":elect", ":heartbeat", ":resign", contract.ENotLeader, contract.ENotLeader},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := secBase + "tenure-" + strings.ToLower(tc.name)
@@ -126,15 +126,15 @@ func TestPlainWritesCannotForgeLocks(t *testing.T) {
 	s := mustStack(t)
 	k := secBase + "forge"
 	expect(t, "put lock", s.do("PUT", k, acmeToken, `{"value":{"holder":"squatter","token":9007199254740993},"semantics":{"purpose":"lock"}}`),
-		400, events.EInvalid, "semantics.purpose")
-	expect(t, "put leader", s.do("PUT", k, acmeToken, `{"value":1,"semantics":{"purpose":"leader"}}`), 400, events.EInvalid, "semantics.purpose")
-	expect(t, "increment lock", s.do("POST", k+":increment", acmeToken, `{"create":true,"semantics":{"purpose":"lock"}}`), 400, events.EInvalid, "semantics.purpose")
-	expect(t, "nothing written", s.do("GET", k, acmeToken, nil), 404, events.ENotFound, "key")
+		400, contract.EInvalid, "semantics.purpose")
+	expect(t, "put leader", s.do("PUT", k, acmeToken, `{"value":1,"semantics":{"purpose":"leader"}}`), 400, contract.EInvalid, "semantics.purpose")
+	expect(t, "increment lock", s.do("POST", k+":increment", acmeToken, `{"create":true,"semantics":{"purpose":"lock"}}`), 400, contract.EInvalid, "semantics.purpose")
+	expect(t, "nothing written", s.do("GET", k, acmeToken, nil), 404, contract.ENotFound, "key")
 
 	first := lockAnswer(t, s.do("POST", k+":acquire", acmeToken, `{"holder":"a","ttlSeconds":60}`))
-	expect(t, "patch token", s.do("PATCH", k, acmeToken, `{"set":{"token":0},"expectedVersion":`+strconv.FormatInt(first.Version, 10)+`}`), 409, events.EWrongType, "key")
+	expect(t, "patch token", s.do("PATCH", k, acmeToken, `{"set":{"token":0},"expectedVersion":`+strconv.FormatInt(first.Version, 10)+`}`), 409, contract.EWrongType, "key")
 	expect(t, "patch purpose", s.do("PATCH", k, acmeToken, `{"set":{"token":0},"expectedVersion":`+strconv.FormatInt(first.Version, 10)+`,"semantics":{"purpose":"lock"}}`),
-		400, events.EInvalid, "semantics.purpose")
+		400, contract.EInvalid, "semantics.purpose")
 	if a := lockAnswer(t, s.do("GET", k+":lock", acmeToken, nil)); a.Token != first.Token || a.Version != first.Version {
 		t.Fatalf("the lock changed: %+v, was %+v", a, first)
 	}
@@ -142,8 +142,8 @@ func TestPlainWritesCannotForgeLocks(t *testing.T) {
 	if e := brk.entry(t); brk.Status != 200 || e.Semantics.Purpose != "other" {
 		t.Fatalf("break: %d %s", brk.Status, brk.Body)
 	}
-	expect(t, "broken value is no lock", s.do("GET", k+":lock", acmeToken, nil), 409, events.EWrongType, "key")
-	expect(t, "acquire over the broken value", s.do("POST", k+":acquire", acmeToken, `{"holder":"a"}`), 409, events.EWrongType, "key")
+	expect(t, "broken value is no lock", s.do("GET", k+":lock", acmeToken, nil), 409, contract.EWrongType, "key")
+	expect(t, "acquire over the broken value", s.do("POST", k+":acquire", acmeToken, `{"holder":"a"}`), 409, contract.EWrongType, "key")
 	expect(t, "delete", s.do("DELETE", k, acmeToken, nil), 200, "", "")
 	next := lockAnswer(t, s.do("POST", k+":acquire", devToken, `{"holder":"b","ttlSeconds":60}`))
 	if next.Token <= first.Token || next.Token >= 999999 {
@@ -170,7 +170,7 @@ func TestWritesKeepSemantics(t *testing.T) {
 	if got := s.do("GET", k, acmeToken, nil).entry(t); got.Semantics.Producer != "job-7" || got.Version != plain.Version {
 		t.Fatalf("read back: %+v", got)
 	}
-	expect(t, "keepTtl and ttlSeconds", s.do("PUT", k, acmeToken, `{"value":4,"keepTtl":true,"ttlSeconds":5}`), 400, events.EInvalid, "keepTtl")
+	expect(t, "keepTtl and ttlSeconds", s.do("PUT", k, acmeToken, `{"value":4,"keepTtl":true,"ttlSeconds":5}`), 400, contract.EInvalid, "keepTtl")
 }
 
 // TestConflictsCountAgainstTheKeysPurpose: the kv.conflicts records of a
@@ -188,7 +188,7 @@ func TestConflictsCountAgainstTheKeysPurpose(t *testing.T) {
 		{"POST", k + ":increment", `{"expectedVersion":9}`},
 		{"PUT", secBase + "absent", `{"value":2,"expectedVersion":9,"semantics":{"purpose":"cursor"}}`},
 	} {
-		expect(t, r.method+" "+r.path, s.do(r.method, r.path, acmeToken, r.body), 409, events.EConflict, "expectedVersion")
+		expect(t, r.method+" "+r.path, s.do(r.method, r.path, acmeToken, r.body), 409, contract.EConflict, "expectedVersion")
 	}
 	got := map[string]int{}
 	for _, c := range s.readConflicts(t) {
@@ -200,7 +200,7 @@ func TestConflictsCountAgainstTheKeysPurpose(t *testing.T) {
 }
 
 // readConflicts returns every committed kv.conflicts record.
-func (s *stack) readConflicts(t *testing.T) []events.Conflict {
+func (s *stack) readConflicts(t *testing.T) []contract.Conflict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -209,10 +209,10 @@ func (s *stack) readConflicts(t *testing.T) []events.Conflict {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var out []events.Conflict
+	var out []contract.Conflict
 	for p, end := range testenv.EndOffsets(ctx, t, cl, s.broker.Topics.Conflicts) {
 		err := changelog.ReadCommitted(ctx, cl, s.broker.Topics.Conflicts, p, 0, end, func(r *kgo.Record) error {
-			var c events.Conflict
+			var c contract.Conflict
 			if err := json.Unmarshal(r.Value, &c); err != nil {
 				return err
 			}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
@@ -82,7 +82,7 @@ func TestNoValueInLogs(t *testing.T) {
 	ttl := strings.TrimPrefix(base, "/v1/kv/") + "logs/ttl"
 	testenv.WaitFor(t, 30*time.Second, "the expiry", func() bool {
 		for _, e := range s.readLog(t.Context()) {
-			if e.Key == ttl && e.Kind == events.KindExpire {
+			if e.Key == ttl && e.Kind == contract.KindExpire {
 				return true
 			}
 		}

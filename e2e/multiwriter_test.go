@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -48,7 +48,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var e events.Entry
+		var e contract.Entry
 		if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&e) != nil || e.Version != 3 || string(e.Value) != "2" {
 			t.Fatalf("read through %s: %d %+v; want version 3 value 2 from every writer", u, resp.StatusCode, e)
 		}
@@ -108,7 +108,7 @@ func TestManyWritersCASUnderKills(t *testing.T) {
 				status, body = call("PUT", base, fmt.Sprintf(`{"value":%d,"expectedVersion":%d}`, cur.Value+1, cur.Version))
 				switch status {
 				case 200:
-					var e events.Entry
+					var e contract.Entry
 					if json.Unmarshal(body, &e) != nil {
 						t.Errorf("put %s: %s", key, body)
 						return

@@ -10,7 +10,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
@@ -40,7 +40,7 @@ func TestRangeAndPeekPagesStopAtTheByteBudget(t *testing.T) {
 		var got []string
 		for start, pages := 0, 1; ; pages++ {
 			r := s.do("GET", fmt.Sprintf("/v1/kv/%s:lrange?start=%d&stop=-1", list, start), devToken, nil)
-			var a events.RangeAnswer
+			var a contract.RangeAnswer
 			if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 {
 				t.Fatalf("lrange: %d %.200s", r.Status, r.Body)
 			}
@@ -62,12 +62,12 @@ func TestRangeAndPeekPagesStopAtTheByteBudget(t *testing.T) {
 	})
 
 	t.Run("OKPeekTruncated", func(t *testing.T) {
-		r := s.do("GET", "/v1/kv/"+queue+":qpeek?count="+url.QueryEscape(fmt.Sprint(events.MaxPeek)), devToken, nil)
-		var a events.QPeekAnswer
+		r := s.do("GET", "/v1/kv/"+queue+":qpeek?count="+url.QueryEscape(fmt.Sprint(contract.MaxPeek)), devToken, nil)
+		var a contract.QPeekAnswer
 		if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 {
 			t.Fatalf("qpeek: %d %.200s", r.Status, r.Body)
 		}
-		t.Logf("qpeek %d: %d items, %d KiB, truncated %v", events.MaxPeek, len(a.Items), len(r.Body)>>10, a.Truncated)
+		t.Logf("qpeek %d: %d items, %d KiB, truncated %v", contract.MaxPeek, len(a.Items), len(r.Body)>>10, a.Truncated)
 		if len(r.Body) > pageBytes+64<<10 || len(a.Items) < 1 || !a.Truncated || string(a.Items[0].Data) != want[0] {
 			t.Fatalf("qpeek: %d bytes, %d items, truncated %v; want the first items within %d, truncated", len(r.Body), len(a.Items), a.Truncated, pageBytes)
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/writer"
 )
@@ -28,15 +28,15 @@ func (s *stack) client() *client.Client {
 
 // keyEvents returns the log's events of key in version order, checking
 // that versions are contiguous from 1.
-func keyEvents(tb testing.TB, s *stack, key string) []events.Event {
+func keyEvents(tb testing.TB, s *stack, key string) []contract.Event {
 	tb.Helper()
-	var out []events.Event
+	var out []contract.Event
 	for _, e := range s.readLog(context.Background()) {
 		if e.Key == key {
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b events.Event) int { return int(a.Version - b.Version) })
+	slices.SortFunc(out, func(a, b contract.Event) int { return int(a.Version - b.Version) })
 	for i, e := range out {
 		if e.Version != int64(i+1) {
 			tb.Fatalf("%s: version %d at position %d (gap or duplicate)", key, e.Version, i)
@@ -45,7 +45,7 @@ func keyEvents(tb testing.TB, s *stack, key string) []events.Event {
 	return out
 }
 
-func code(err error) string { return events.ErrorCode(err) }
+func code(err error) string { return contract.ErrorCode(err) }
 
 // TestLockFiftyAcquirers: 50 clients race for one lock, hold it briefly
 // and release it. From the log: one holder at any moment (a new tenure
@@ -75,7 +75,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 				l, err := c.AcquireLock(ctx, client.LockRequest{Key: key, Holder: holder, TTL: 30 * time.Second})
 				switch code(err) {
 				case "":
-				case events.ELockHeld:
+				case contract.ELockHeld:
 					time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 					continue
 				default:
@@ -121,8 +121,8 @@ func TestLockFiftyAcquirers(t *testing.T) {
 	)
 	for _, e := range evs {
 		switch e.Kind {
-		case events.KindPut:
-			var v events.LockValue
+		case contract.KindPut:
+			var v contract.LockValue
 			if err := json.Unmarshal(e.After, &v); err != nil {
 				t.Fatalf("lock value %s: %v", e.After, err)
 			}
@@ -155,14 +155,14 @@ func TestLockExpiry(t *testing.T) {
 	c := s.client()
 	ctx := context.Background()
 	key := scope + "locks/nightly"
-	a, err := c.AcquireLock(ctx, client.LockRequest{Key: key, Holder: "a", TTL: time.Second, Semantics: events.Semantics{Producer: "scheduler"}})
+	a, err := c.AcquireLock(ctx, client.LockRequest{Key: key, Holder: "a", TTL: time.Second, Semantics: contract.Semantics{Producer: "scheduler"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AcquireLock(ctx, client.LockRequest{Key: key, Holder: "b", TTL: time.Second}); code(err) != events.ELockHeld {
+	if _, err := c.AcquireLock(ctx, client.LockRequest{Key: key, Holder: "b", TTL: time.Second}); code(err) != contract.ELockHeld {
 		t.Fatalf("held lock: %v", err)
 	} else {
-		var e *events.Error
+		var e *contract.Error
 		errors.As(err, &e)
 		if e.Current == nil || e.Current.ExpiresAt == nil || e.Current.Version != a.Version {
 			t.Fatalf("lock_held must say who holds it until when: %+v", e)
@@ -173,35 +173,35 @@ func TestLockExpiry(t *testing.T) {
 	if err != nil || b.Token <= a.Token {
 		t.Fatalf("re-acquire after expiry: %+v %v (old token %d)", b, err, a.Token)
 	}
-	if _, err := c.ExtendLock(ctx, client.LockRequest{Key: key, Holder: "a", TTL: time.Minute}); code(err) != events.ENotLockHolder {
+	if _, err := c.ExtendLock(ctx, client.LockRequest{Key: key, Holder: "a", TTL: time.Minute}); code(err) != contract.ENotLockHolder {
 		t.Fatalf("old holder extended: %v", err)
 	}
-	if _, err := c.ReleaseLock(ctx, client.LockRequest{Key: key, Holder: "a"}); code(err) != events.ENotLockHolder {
+	if _, err := c.ReleaseLock(ctx, client.LockRequest{Key: key, Holder: "a"}); code(err) != contract.ENotLockHolder {
 		t.Fatalf("old holder released: %v", err)
 	}
 	if l, err := c.CheckLock(ctx, key); err != nil || l.Holder != "b" || l.Token != b.Token {
 		t.Fatalf("check: %+v %v", l, err)
 	}
-	if _, err := c.Put(ctx, client.PutRequest{Key: key, Value: json.RawMessage(`1`)}); code(err) != events.ELockHeld {
+	if _, err := c.Put(ctx, client.PutRequest{Key: key, Value: json.RawMessage(`1`)}); code(err) != contract.ELockHeld {
 		t.Fatalf("a plain put over a held lock: %v", err)
 	}
 
 	// Abandoned: the sweeper expires it with an expire event.
 	abandoned := scope + "locks/abandoned"
-	if _, err := c.AcquireLock(ctx, client.LockRequest{Key: abandoned, Holder: "crashed", TTL: time.Second, Semantics: events.Semantics{Producer: "scheduler", ConsumerHints: []string{"ops"}}}); err != nil {
+	if _, err := c.AcquireLock(ctx, client.LockRequest{Key: abandoned, Holder: "crashed", TTL: time.Second, Semantics: contract.Semantics{Producer: "scheduler", ConsumerHints: []string{"ops"}}}); err != nil {
 		t.Fatal(err)
 	}
-	var expire events.Event
+	var expire contract.Event
 	testenv.WaitFor(t, 15*time.Second, "the sweeper's expire event", func() bool {
 		evs := keyEvents(t, s, abandoned)
 		expire = evs[len(evs)-1]
-		return expire.Kind == events.KindExpire
+		return expire.Kind == contract.KindExpire
 	})
-	if expire.Op != events.OpExpire || expire.Principal != writer.SweeperPrincipal || expire.Semantics.Purpose != "lock" ||
+	if expire.Op != contract.OpExpire || expire.Principal != writer.SweeperPrincipal || expire.Semantics.Purpose != "lock" ||
 		expire.Semantics.Producer != "scheduler" || expire.ExpiresAt == nil || expire.TS.Before(*expire.ExpiresAt) {
 		t.Fatalf("expire event %+v", expire)
 	}
-	if _, err := c.CheckLock(ctx, abandoned); code(err) != events.ENotFound {
+	if _, err := c.CheckLock(ctx, abandoned); code(err) != contract.ENotFound {
 		t.Fatalf("check of an expired lock: %v", err)
 	}
 }
@@ -213,27 +213,27 @@ func TestLeaderElection(t *testing.T) {
 	c := s.client()
 	ctx := context.Background()
 	pool := scope + "leaders/build-manager"
-	if _, err := c.Leader(ctx, pool); code(err) != events.ENotFound {
+	if _, err := c.Leader(ctx, pool); code(err) != contract.ENotFound {
 		t.Fatalf("leader of an empty pool: %v", err)
 	}
 	a, err := c.Elect(ctx, client.LockRequest{Key: pool, Holder: "agent-a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Elect(ctx, client.LockRequest{Key: pool, Holder: "agent-b", TTL: 10 * time.Second}); code(err) != events.ENotLeader {
+	if _, err := c.Elect(ctx, client.LockRequest{Key: pool, Holder: "agent-b", TTL: 10 * time.Second}); code(err) != contract.ENotLeader {
 		t.Fatalf("second candidate: %v", err)
 	}
-	if _, err := c.Heartbeat(ctx, client.LockRequest{Key: pool, Holder: "agent-b", TTL: 10 * time.Second}); code(err) != events.ENotLeader {
+	if _, err := c.Heartbeat(ctx, client.LockRequest{Key: pool, Holder: "agent-b", TTL: 10 * time.Second}); code(err) != contract.ENotLeader {
 		t.Fatalf("heartbeat of a non-leader: %v", err)
 	}
 	hb, err := c.Heartbeat(ctx, client.LockRequest{Key: pool, Holder: "agent-a", TTL: 10 * time.Second})
 	if err != nil || hb.Token != a.Token || !hb.ExpiresAt.After(*a.ExpiresAt) {
 		t.Fatalf("heartbeat: %+v %v", hb, err)
 	}
-	if _, err := c.AcquireLock(ctx, client.LockRequest{Key: pool, Holder: "agent-a"}); code(err) != events.EWrongType {
+	if _, err := c.AcquireLock(ctx, client.LockRequest{Key: pool, Holder: "agent-a"}); code(err) != contract.EWrongType {
 		t.Fatalf("a leader pool taken as a lock: %v", err)
 	}
-	if _, err := c.Resign(ctx, client.LockRequest{Key: pool, Holder: "agent-b"}); code(err) != events.ENotLeader {
+	if _, err := c.Resign(ctx, client.LockRequest{Key: pool, Holder: "agent-b"}); code(err) != contract.ENotLeader {
 		t.Fatalf("resign of a non-leader: %v", err)
 	}
 	if _, err := c.Resign(ctx, client.LockRequest{Key: pool, Holder: "agent-a"}); err != nil {
@@ -307,13 +307,13 @@ func TestCounterConcurrentIncrements(t *testing.T) {
 	if err != nil || !r2.Replayed || r2.Value != r1.Value {
 		t.Fatalf("replayed increment: %+v %v", r2, err)
 	}
-	if _, err := c.Increment(ctx, client.IncrementRequest{Key: scope + "counters/missing"}); code(err) != events.ENotFound {
+	if _, err := c.Increment(ctx, client.IncrementRequest{Key: scope + "counters/missing"}); code(err) != contract.ENotFound {
 		t.Fatalf("increment of a missing counter without create: %v", err)
 	}
 	if _, err := c.Put(ctx, client.PutRequest{Key: scope + "counters/text", Value: json.RawMessage(`"x"`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Increment(ctx, client.IncrementRequest{Key: scope + "counters/text"}); code(err) != events.EWrongType {
+	if _, err := c.Increment(ctx, client.IncrementRequest{Key: scope + "counters/text"}); code(err) != contract.EWrongType {
 		t.Fatalf("increment of a string: %v", err)
 	}
 	d, err := c.Decrement(ctx, key, 1, false)
@@ -368,7 +368,7 @@ func TestFieldCASJobClaims(t *testing.T) {
 					mu.Lock()
 					claims[i] = append(claims[i], name)
 					mu.Unlock()
-				case events.EFieldMismatch:
+				case contract.EFieldMismatch:
 					lost.Add(1)
 				default:
 					t.Errorf("claim: %v", err)
@@ -393,7 +393,7 @@ func TestFieldCASJobClaims(t *testing.T) {
 	if lost.Load() != int64(jobs*(workers-1)) {
 		t.Fatalf("%d lost claims, want %d", lost.Load(), jobs*(workers-1))
 	}
-	if _, err := c.GetField(ctx, job(0), "nope"); code(err) != events.ENotFound {
+	if _, err := c.GetField(ctx, job(0), "nope"); code(err) != contract.ENotFound {
 		t.Fatalf("missing field: %v", err)
 	}
 	t.Logf("%d workers, %d jobs: each claimed once; %d claims lost the race", workers, jobs, lost.Load())
@@ -408,7 +408,7 @@ func TestSweeperExpiresEntries(t *testing.T) {
 	const n = 40
 	for i := range n {
 		if _, err := c.Put(ctx, client.PutRequest{Key: fmt.Sprintf("%sflags/tmp-%02d", scope, i), Value: json.RawMessage(`true`), TTL: time.Second,
-			Semantics: events.Semantics{Purpose: "feature_flag", Producer: "flags-admin"}}); err != nil {
+			Semantics: contract.Semantics{Purpose: "feature_flag", Producer: "flags-admin"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -416,11 +416,11 @@ func TestSweeperExpiresEntries(t *testing.T) {
 	if _, err := c.Put(ctx, client.PutRequest{Key: renewed, Value: json.RawMessage(`true`), TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	var expired map[string]events.Event
+	var expired map[string]contract.Event
 	testenv.WaitFor(t, 20*time.Second, "expire events", func() bool {
-		expired = map[string]events.Event{}
+		expired = map[string]contract.Event{}
 		for _, e := range s.readLog(ctx) {
-			if e.Kind == events.KindExpire {
+			if e.Kind == contract.KindExpire {
 				expired[e.Key] = e
 			}
 		}

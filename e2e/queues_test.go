@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	inproc "github.com/eskv/eskv/testenv/stack"
@@ -129,16 +129,16 @@ func checkQueueLog(t *testing.T, s *stack, queue string, items int, receipts map
 			lives[el.Member] = l
 		}
 		switch e.Op {
-		case events.OpQPush:
+		case contract.OpQPush:
 			l.pushes++
-		case events.OpQPop:
+		case contract.OpQPop:
 			l.pops++
-			if el.State != events.ItemInFlight || el.Deliveries != 1 || !receipts[events.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)] {
+			if el.State != contract.ItemInFlight || el.Deliveries != 1 || !receipts[contract.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)] {
 				t.Fatalf("pop of %s: %+v, want in flight at delivery 1 with a receipt a consumer got", el.Member, el)
 			}
-		case events.OpQAck:
+		case contract.OpQAck:
 			l.acks++
-			if el.State != "" || el.Op != events.ElementRemove {
+			if el.State != "" || el.Op != contract.ElementRemove {
 				t.Fatalf("ack of %s: %+v, want the row removed", el.Member, el)
 			}
 		default:
@@ -197,7 +197,7 @@ func queueVisibilityTimeout(t *testing.T, s *stack) {
 		t.Fatalf("redelivery %+v, want item %s at delivery 2 with a new receipt", second, first.Item)
 	}
 	_, err = c.QAck(ctx, queue, first.Receipt)
-	var e *events.Error
+	var e *contract.Error
 	if !errors.Is(err, client.ErrStaleReceipt) || !errors.As(err, &e) || e.Field != "receipt" {
 		t.Fatalf("ack of the first receipt: %v, want stale_receipt on field receipt", err)
 	}

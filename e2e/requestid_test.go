@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
@@ -55,7 +55,7 @@ func checkStaleRetries(t *testing.T, s *stack, k staleKeys) {
 		t.Fatalf("replay of sync-2 (the latest write): %d %v %s, want 200 Eskv-Replayed: true at version 2", replay.Status, replay.Header, replay.Body)
 	}
 	reused := s.do("PUT", k.cursor, devToken, `{"value":{"cursor":7},"requestId":"sync-1"}`)
-	if e := reused.errorBody(t); reused.Status != http.StatusConflict || e.Code != events.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "different write") {
+	if e := reused.errorBody(t); reused.Status != http.StatusConflict || e.Code != contract.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "different write") {
 		t.Fatalf("sync-1 with another body: %d %s, want 409 version_conflict (reused requestId)", reused.Status, reused.Body)
 	}
 	inc := s.do("POST", k.counter+":increment", devToken, `{"by":1,"create":true,"requestId":"inc-1"}`)
@@ -92,7 +92,7 @@ func checkStaleRetries(t *testing.T, s *stack, k staleKeys) {
 func expectStale(t *testing.T, what string, r response, current int64, value string) {
 	t.Helper()
 	e := r.errorBody(t)
-	if r.Status != http.StatusConflict || e.Code != events.EConflict || e.Field != "requestId" ||
+	if r.Status != http.StatusConflict || e.Code != contract.EConflict || e.Field != "requestId" ||
 		!strings.Contains(e.Message, "already applied at version") || e.CurrentVersion == nil || *e.CurrentVersion != current ||
 		string(e.CurrentValue) != value || e.CorrelationID == "" {
 		t.Fatalf("%s: %d %s, want 409 version_conflict on requestId at current version %d value %s", what, r.Status, r.Body, current, value)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/internal/service"
 	inproc "github.com/eskv/eskv/testenv/stack"
@@ -59,7 +59,7 @@ func TestConnectionsAreClosed(t *testing.T) {
 		seen, cursor := 0, ""
 		for pages := 1; ; pages++ {
 			r := s.do("GET", "/v1/kv?limit=1000&prefix="+prefix+"&cursor="+cursor, devToken, nil)
-			var a events.ListAnswer
+			var a contract.ListAnswer
 			if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 {
 				t.Fatalf("list: %d %.200s", r.Status, r.Body)
 			}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestSetConcurrentAddRemove: 32 clients add and remove members of one
@@ -75,12 +75,12 @@ func TestSetConcurrentAddRemove(t *testing.T) {
 		switch {
 		case e.Element == nil:
 			t.Fatalf("event %d of the set has no element", e.Version)
-		case e.Element.Op == events.ElementAdd:
+		case e.Element.Op == contract.ElementAdd:
 			want[e.Element.Member] = true
 		default:
 			delete(want, e.Element.Member)
 		}
-		meta, err := events.ParseCollectionMeta(e.After)
+		meta, err := contract.ParseCollectionMeta(e.After)
 		if err != nil || meta.Size != int64(len(want)) {
 			t.Fatalf("event %d: metadata %s (%v), but the fold holds %d members", e.Version, e.After, err, len(want))
 		}

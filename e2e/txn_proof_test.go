@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -42,7 +42,7 @@ func (s *stack) balances(tb testing.TB) (n int, sum int64, ok bool) {
 		tb.Errorf("listing: %d %s", r.Status, r.Body)
 		return 0, 0, false
 	}
-	var l events.ListAnswer
+	var l contract.ListAnswer
 	if err := json.Unmarshal(r.Body, &l); err != nil {
 		tb.Errorf("listing %s: %v", r.Body, err)
 		return 0, 0, false
@@ -89,10 +89,10 @@ func TestTxnTransfersKeepTheSum(t *testing.T) {
 		transfersPerClient = 10
 	}
 	total := int64(accounts * opening)
-	open := events.TxnBody{}
+	open := contract.TxnBody{}
 	for i := range accounts {
-		open.Ops = append(open.Ops, events.TxnOp{Op: events.OpPut, Key: account(i), Value: json.RawMessage(fmt.Sprint(opening)),
-			Condition: &events.Condition{Version: new(int64)}})
+		open.Ops = append(open.Ops, contract.TxnOp{Op: contract.OpPut, Key: account(i), Value: json.RawMessage(fmt.Sprint(opening)),
+			Condition: &contract.Condition{Version: new(int64)}})
 	}
 	api := client.New(s.url, devToken, client.WithHTTPClient(httpClient))
 	if _, err := api.Txn(t.Context(), open); err != nil {
@@ -153,11 +153,11 @@ func TestTxnTransfersKeepTheSum(t *testing.T) {
 					return
 				}
 				amount := min(va, 1+rng.Int64N(50))
-				ans, err := api.Txn(t.Context(), events.TxnBody{Ops: []events.TxnOp{
-					{Op: events.OpPut, Key: account(from), Value: json.RawMessage(fmt.Sprint(va - amount)), Condition: &events.Condition{Version: &ea.Version}},
-					{Op: events.OpPut, Key: account(to), Value: json.RawMessage(fmt.Sprint(vb + amount)), Condition: &events.Condition{Version: &eb.Version}},
+				ans, err := api.Txn(t.Context(), contract.TxnBody{Ops: []contract.TxnOp{
+					{Op: contract.OpPut, Key: account(from), Value: json.RawMessage(fmt.Sprint(va - amount)), Condition: &contract.Condition{Version: &ea.Version}},
+					{Op: contract.OpPut, Key: account(to), Value: json.RawMessage(fmt.Sprint(vb + amount)), Condition: &contract.Condition{Version: &eb.Version}},
 				}})
-				var e *events.Error
+				var e *contract.Error
 				switch {
 				case err == nil:
 					if len(ans.Results) != 2 || ans.Results[0].Version != ea.Version+1 || ans.Results[1].Version != eb.Version+1 || ans.TxnID == "" {
@@ -166,7 +166,7 @@ func TestTxnTransfersKeepTheSum(t *testing.T) {
 					applied.Add(1)
 					touched[from].Add(1)
 					touched[to].Add(1)
-				case errors.As(err, &e) && e.Code == events.EConflict && e.FailedOp != nil:
+				case errors.As(err, &e) && e.Code == contract.EConflict && e.FailedOp != nil:
 					// Another transfer changed an account since the read.
 					if *e.FailedOp != 0 && *e.FailedOp != 1 {
 						t.Errorf("conflict names op %d of 2", *e.FailedOp)
@@ -245,7 +245,7 @@ func TestTxnWriterKill9(t *testing.T) {
 		rng := rngs[i]
 		project := rng.IntN(projects)
 		size := 2 + rng.IntN(5)
-		b := events.TxnBody{}
+		b := contract.TxnBody{}
 		var rest int64
 		for i, k := range rng.Perm(keysPerProject)[:size] {
 			by := 1 + rng.Int64N(100)
@@ -253,7 +253,7 @@ func TestTxnWriterKill9(t *testing.T) {
 				by = -rest
 			}
 			rest += by
-			b.Ops = append(b.Ops, events.TxnOp{Op: events.OpIncrement, Key: fmt.Sprintf("tenant/t%d/project/p/n%02d", project, k), By: &by, Create: true})
+			b.Ops = append(b.Ops, contract.TxnOp{Op: contract.OpIncrement, Key: fmt.Sprintf("tenant/t%d/project/p/n%02d", project, k), By: &by, Create: true})
 		}
 		ans, err := api.Txn(context.Background(), b)
 		if err != nil {

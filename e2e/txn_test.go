@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
 
-func version(v int64) *events.Condition { return &events.Condition{Version: &v} }
+func version(v int64) *contract.Condition { return &contract.Condition{Version: &v} }
 
-func exists(b bool) *events.Condition { return &events.Condition{Exists: &b} }
+func exists(b bool) *contract.Condition { return &contract.Condition{Exists: &b} }
 
 func by(n int64) *int64 { return &n }
 
@@ -42,11 +42,11 @@ func TestTxnAppliesAllKeys(t *testing.T) {
 	if _, err := c.Put(ctx, putOf(scope+"txn/other", `1`)); err != nil {
 		t.Fatal(err)
 	}
-	ans, err := c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
-		{Op: events.OpIncrement, Key: a, By: by(-30), Condition: version(1)},
-		{Op: events.OpIncrement, Key: b, By: by(30)},
-		{Op: events.OpPut, Key: log, Value: json.RawMessage(`{"from":"a","to":"b","amount":30}`), Condition: exists(false)},
-		{Op: events.OpCheck, Key: lock, Condition: version(0)},
+	ans, err := c.Txn(ctx, contract.TxnBody{Ops: []contract.TxnOp{
+		{Op: contract.OpIncrement, Key: a, By: by(-30), Condition: version(1)},
+		{Op: contract.OpIncrement, Key: b, By: by(30)},
+		{Op: contract.OpPut, Key: log, Value: json.RawMessage(`{"from":"a","to":"b","amount":30}`), Condition: exists(false)},
+		{Op: contract.OpCheck, Key: lock, Condition: version(0)},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestTxnAppliesAllKeys(t *testing.T) {
 	if _, err := c.Put(ctx, putOf(scope+"txn/other", `2`)); err != nil {
 		t.Fatal(err)
 	}
-	want := []events.TxnResult{{Key: a, Version: 2, Value: json.RawMessage(`70`)}, {Key: b, Version: 2, Value: json.RawMessage(`130`)},
+	want := []contract.TxnResult{{Key: a, Version: 2, Value: json.RawMessage(`70`)}, {Key: b, Version: 2, Value: json.RawMessage(`130`)},
 		{Key: log, Version: 1, Value: json.RawMessage(`{"from":"a","to":"b","amount":30}`)}, {Key: lock, Version: 0}}
 	if ans.TxnID == "" || ans.Replayed || len(ans.Results) != len(want) {
 		t.Fatalf("answer %+v", ans)
@@ -122,29 +122,29 @@ func TestTxnFailingConditionChangesNothing(t *testing.T) {
 
 	for _, tc := range []struct {
 		name  string
-		ops   []events.TxnOp
+		ops   []contract.TxnOp
 		code  string
 		field string
 	}{
-		{"ErrStaleVersion", []events.TxnOp{
-			{Op: events.OpIncrement, Key: a, By: by(1)},
-			{Op: events.OpDelete, Key: b},
-			{Op: events.OpPatch, Key: o, Set: map[string]json.RawMessage{"state": json.RawMessage(`"done"`)}, Condition: version(1)},
-		}, events.EConflict, "ops[2].condition.version"},
-		{"ErrFieldCheck", []events.TxnOp{
-			{Op: events.OpIncrement, Key: a, By: by(1)},
-			{Op: events.OpDelete, Key: b},
-			{Op: events.OpCheck, Key: o, Condition: &events.Condition{Field: "state", Equals: json.RawMessage(`"open"`)}},
-		}, events.EFieldMismatch, "ops[2].condition.equals"},
-		{"ErrIncrementOfObject", []events.TxnOp{
-			{Op: events.OpIncrement, Key: a, By: by(1)},
-			{Op: events.OpDelete, Key: b},
-			{Op: events.OpIncrement, Key: o, By: by(1)},
-		}, events.EWrongType, "ops[2].value"},
+		{"ErrStaleVersion", []contract.TxnOp{
+			{Op: contract.OpIncrement, Key: a, By: by(1)},
+			{Op: contract.OpDelete, Key: b},
+			{Op: contract.OpPatch, Key: o, Set: map[string]json.RawMessage{"state": json.RawMessage(`"done"`)}, Condition: version(1)},
+		}, contract.EConflict, "ops[2].condition.version"},
+		{"ErrFieldCheck", []contract.TxnOp{
+			{Op: contract.OpIncrement, Key: a, By: by(1)},
+			{Op: contract.OpDelete, Key: b},
+			{Op: contract.OpCheck, Key: o, Condition: &contract.Condition{Field: "state", Equals: json.RawMessage(`"open"`)}},
+		}, contract.EFieldMismatch, "ops[2].condition.equals"},
+		{"ErrIncrementOfObject", []contract.TxnOp{
+			{Op: contract.OpIncrement, Key: a, By: by(1)},
+			{Op: contract.OpDelete, Key: b},
+			{Op: contract.OpIncrement, Key: o, By: by(1)},
+		}, contract.EWrongType, "ops[2].value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Txn(ctx, events.TxnBody{Ops: tc.ops})
-			var e *events.Error
+			_, err := c.Txn(ctx, contract.TxnBody{Ops: tc.ops})
+			var e *contract.Error
 			if !errors.As(err, &e) || e.Code != tc.code || e.FailedOp == nil || *e.FailedOp != 2 || e.Field != tc.field {
 				t.Fatalf("want %s at op 2 (%s), got %v", tc.code, tc.field, err)
 			}
@@ -156,7 +156,7 @@ func TestTxnFailingConditionChangesNothing(t *testing.T) {
 					t.Fatalf("%s changed: %+v %v", k, got, err)
 				}
 			}
-			var rec *events.Conflict
+			var rec *contract.Conflict
 			for _, cr := range s.readConflicts(t) {
 				if cr.ID == e.CorrelationID {
 					rec = &cr
@@ -186,12 +186,12 @@ func TestTxnCrossProject(t *testing.T) {
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
-	_, err := c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
-		{Op: events.OpPut, Key: scope + "x", Value: json.RawMessage(`1`)},
-		{Op: events.OpPut, Key: "tenant/acme/project/other/x", Value: json.RawMessage(`1`)},
+	_, err := c.Txn(ctx, contract.TxnBody{Ops: []contract.TxnOp{
+		{Op: contract.OpPut, Key: scope + "x", Value: json.RawMessage(`1`)},
+		{Op: contract.OpPut, Key: "tenant/acme/project/other/x", Value: json.RawMessage(`1`)},
 	}})
-	var e *events.Error
-	if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "ops[1].key" || *e.FailedOp != 1 || !strings.Contains(e.Message, "one project") {
+	var e *contract.Error
+	if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != "ops[1].key" || *e.FailedOp != 1 || !strings.Contains(e.Message, "one project") {
 		t.Fatalf("want 400 on ops[1].key, got %v", err)
 	}
 	r := s.do("POST", "/v1/txn", devToken, `{"ops":[{"op":"delete","key":"`+scope+`x"},{"op":"delete","key":"tenant/zeta/project/demo/x"}]}`)
@@ -210,10 +210,10 @@ func TestTxnReplay(t *testing.T) {
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
-	body := events.TxnBody{RequestID: "move-1", Ops: []events.TxnOp{
-		{Op: events.OpIncrement, Key: scope + "r/a", By: by(-1), Create: true},
-		{Op: events.OpIncrement, Key: scope + "r/b", By: by(1), Create: true},
-		{Op: events.OpDelete, Key: scope + "r/c", Condition: exists(true)},
+	body := contract.TxnBody{RequestID: "move-1", Ops: []contract.TxnOp{
+		{Op: contract.OpIncrement, Key: scope + "r/a", By: by(-1), Create: true},
+		{Op: contract.OpIncrement, Key: scope + "r/b", By: by(1), Create: true},
+		{Op: contract.OpDelete, Key: scope + "r/c", Condition: exists(true)},
 	}}
 	if _, err := c.Put(ctx, putOf(scope+"r/c", `true`)); err != nil {
 		t.Fatal(err)
@@ -246,8 +246,8 @@ func TestTxnReplay(t *testing.T) {
 	other := body
 	other.Ops = body.Ops[:2]
 	_, err = c.Txn(ctx, other)
-	var e *events.Error
-	if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" {
+	var e *contract.Error
+	if !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "requestId" {
 		t.Fatalf("same requestId, another body: %v", err)
 	}
 	if n := len(s.readLog(ctx)); n != logged {
@@ -263,10 +263,10 @@ func TestTxnReplay(t *testing.T) {
 	waitProjected(t, s)
 	logged = len(s.readLog(ctx))
 	_, err = c.Txn(ctx, body)
-	if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" || *e.FailedOp != 0 {
+	if !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || *e.FailedOp != 0 {
 		t.Fatalf("stale retry: %v", err)
 	}
-	var rec *events.Conflict
+	var rec *contract.Conflict
 	for _, cr := range s.readConflicts(t) {
 		if cr.ID == e.CorrelationID {
 			rec = &cr
@@ -298,7 +298,7 @@ func TestTxnConcurrentTransfers(t *testing.T) {
 	const clients, transfers = 8, 15
 	var (
 		mu      sync.Mutex
-		applied []events.TxnAnswer
+		applied []contract.TxnAnswer
 	)
 	var wg sync.WaitGroup
 	for cl := range clients {
@@ -311,9 +311,9 @@ func TestTxnConcurrentTransfers(t *testing.T) {
 					t.Errorf("read: %v %v", err1, err2)
 					return
 				}
-				ans, err := c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
-					{Op: events.OpIncrement, Key: from, By: by(-3), Condition: version(ef.Version)},
-					{Op: events.OpIncrement, Key: to, By: by(3), Condition: version(et.Version)},
+				ans, err := c.Txn(ctx, contract.TxnBody{Ops: []contract.TxnOp{
+					{Op: contract.OpIncrement, Key: from, By: by(-3), Condition: version(ef.Version)},
+					{Op: contract.OpIncrement, Key: to, By: by(3), Condition: version(et.Version)},
 				}})
 				switch code(err) {
 				case "":
@@ -321,7 +321,7 @@ func TestTxnConcurrentTransfers(t *testing.T) {
 					applied = append(applied, ans)
 					mu.Unlock()
 					n++
-				case events.EConflict:
+				case contract.EConflict:
 				default:
 					t.Errorf("transfer: %v", err)
 					return
@@ -387,12 +387,12 @@ func TestTxnDeniedWriteAudited(t *testing.T) {
 	if d := r.errorBody(t); r.Status != 403 || d.FailedOp == nil || *d.FailedOp != 1 || d.Field != "ops[1].key" {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	var got []events.Conflict
+	var got []contract.Conflict
 	testenv.WaitFor(t, 30*time.Second, "the denial in kv.conflicts", func() bool {
 		got = s.readConflicts(t)
 		return len(got) > 0
 	})
-	if c := got[0]; len(got) != 1 || c.Reason != events.ReasonForbidden || c.Op != events.OpPut || c.Key != k+"2" || string(c.Attempted) != "null" {
+	if c := got[0]; len(got) != 1 || c.Reason != contract.ReasonForbidden || c.Op != contract.OpPut || c.Key != k+"2" || string(c.Attempted) != "null" {
 		t.Fatalf("records %+v", got)
 	}
 	if evs := s.readLog(t.Context()); len(evs) != 0 {

@@ -17,14 +17,14 @@ import (
 
 	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
 // logged is an event of kv.changes with its cursor.
 type logged struct {
 	cursor string
-	event  events.Event
+	event  contract.Event
 }
 
 // prefixLog reads the committed events of prefix's partition, from its
@@ -37,16 +37,16 @@ func (s *stack) prefixLog(ctx context.Context, prefix string) []logged {
 	}
 	defer cl.Close()
 	topic := s.broker.Topics.Changes
-	p := events.Partition(events.ScopeOf(prefix), partitions)
+	p := contract.Partition(contract.ScopeOf(prefix), partitions)
 	start := testenv.StartOffsets(ctx, s.tb, cl, topic)[p]
 	end := testenv.EndOffsets(ctx, s.tb, cl, topic)[p]
 	var out []logged
 	err = changelog.ReadCommitted(ctx, cl, topic, p, start, end, func(r *kgo.Record) error {
-		if !strings.HasPrefix(events.EventKeyOf(r.Key), prefix) {
+		if !strings.HasPrefix(contract.EventKeyOf(r.Key), prefix) {
 			return nil
 		}
 		e, err := changelog.Event(r)
-		out = append(out, logged{events.Cursor{Partition: p, Offset: r.Offset}.String(), e})
+		out = append(out, logged{contract.Cursor{Partition: p, Offset: r.Offset}.String(), e})
 		return err
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *stack) prefixLog(ctx context.Context, prefix string) []logged {
 // exactly the log's events under prefix from the first one it received
 // on: same cursors, keys, versions and values, in order, none missing,
 // none twice.
-func assertWatchedIsLog(t *testing.T, s *stack, prefix string, got []events.WatchEvent) []logged {
+func assertWatchedIsLog(t *testing.T, s *stack, prefix string, got []contract.WatchEvent) []logged {
 	t.Helper()
 	if len(got) == 0 {
 		t.Fatal("the watcher received nothing")
@@ -96,7 +96,7 @@ func assertWatchedIsLog(t *testing.T, s *stack, prefix string, got []events.Watc
 // recording every event.
 type watchRecorder struct {
 	mu     sync.Mutex
-	evs    []events.WatchEvent
+	evs    []contract.WatchEvent
 	err    error
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -155,10 +155,10 @@ func (w *watchRecorder) session(ctx context.Context, c *client.Client, o client.
 	return ctx.Err() == nil
 }
 
-func (w *watchRecorder) events() ([]events.WatchEvent, error) {
+func (w *watchRecorder) events() ([]contract.WatchEvent, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]events.WatchEvent(nil), w.evs...), w.err
+	return append([]contract.WatchEvent(nil), w.evs...), w.err
 }
 
 func (w *watchRecorder) stop() {
@@ -241,9 +241,9 @@ func metricValue(t *testing.T, reg prometheus.Gatherer, n, label string) float64
 	return testenv.MetricSum(t, reg, n, label)
 }
 
-func watchEnd(t *testing.T, e sse) events.WatchEnd {
+func watchEnd(t *testing.T, e sse) contract.WatchEnd {
 	t.Helper()
-	var end events.WatchEnd
+	var end contract.WatchEnd
 	if err := json.Unmarshal([]byte(e.data), &end); err != nil {
 		t.Fatalf("end event %q: %v", e.data, err)
 	}
@@ -252,4 +252,4 @@ func watchEnd(t *testing.T, e sse) events.WatchEnd {
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
-func errorsAs(err error, target **events.Error) bool { return errors.As(err, target) }
+func errorsAs(err error, target **contract.Error) bool { return errors.As(err, target) }

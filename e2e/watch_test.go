@@ -17,7 +17,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
@@ -40,7 +40,7 @@ func (a *acks) add(x ack) {
 
 // assertAcksWatched checks that every acknowledged write under prefix is
 // an event the watcher received, with its value.
-func assertAcksWatched(t *testing.T, got []events.WatchEvent, a *acks) {
+func assertAcksWatched(t *testing.T, got []contract.WatchEvent, a *acks) {
 	t.Helper()
 	seen := map[string]string{}
 	for _, e := range got {
@@ -55,9 +55,9 @@ func assertAcksWatched(t *testing.T, got []events.WatchEvent, a *acks) {
 
 // waitWatchedAll waits until the watcher received every event of the log
 // under prefix from its first one on.
-func waitWatchedAll(t *testing.T, s *stack, w *watchRecorder, prefix string) []events.WatchEvent {
+func waitWatchedAll(t *testing.T, s *stack, w *watchRecorder, prefix string) []contract.WatchEvent {
 	t.Helper()
-	var got []events.WatchEvent
+	var got []contract.WatchEvent
 	testenv.WaitFor(t, 60*time.Second, "the watcher to receive the whole log of "+prefix, func() bool {
 		var err error
 		if got, err = w.events(); err != nil {
@@ -177,9 +177,9 @@ func TestWatchRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := openWatch(t, st.URL, tc.token, tc.query)
 			defer resp.Body.Close()
-			var body events.ErrorBody
+			var body contract.ErrorBody
 			if err := jsonDecode(resp.Body, &body); err != nil || resp.StatusCode != http.StatusForbidden ||
-				body.Error.Code != events.EForbidden || body.Error.Field != tc.field {
+				body.Error.Code != contract.EForbidden || body.Error.Field != tc.field {
 				t.Fatalf("%d %+v (%v), want 403 forbidden on %s", resp.StatusCode, body, err, tc.field)
 			}
 		})
@@ -197,9 +197,9 @@ func TestWatchRefusals(t *testing.T) {
 		}
 		resp := openWatch(t, st.URL, readerTok, "prefix=tenant/acme/project/demo/")
 		defer resp.Body.Close()
-		var body events.ErrorBody
+		var body contract.ErrorBody
 		if err := jsonDecode(resp.Body, &body); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
-			body.Error.Code != events.ETooManyWatches || resp.Header.Get("Retry-After") == "" {
+			body.Error.Code != contract.ETooManyWatches || resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("third watch: %d %+v Retry-After %q (%v)", resp.StatusCode, body, resp.Header.Get("Retry-After"), err)
 		}
 	})
@@ -213,10 +213,10 @@ func TestWatchRefusals(t *testing.T) {
 func TestWatchPrincipalShare(t *testing.T) {
 	const maxWatches = 20
 	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.Watches(watch.Config{MaxWatches: maxWatches}))
-	open := func(token string) (*http.Response, events.ErrorBody) {
+	open := func(token string) (*http.Response, contract.ErrorBody) {
 		resp := openWatch(t, st.URL, token, "prefix=tenant/acme/project/demo/")
 		t.Cleanup(func() { resp.Body.Close() })
-		var body events.ErrorBody
+		var body contract.ErrorBody
 		if resp.StatusCode != http.StatusOK {
 			if err := jsonDecode(resp.Body, &body); err != nil {
 				t.Fatalf("%d: %v", resp.StatusCode, err)
@@ -227,7 +227,7 @@ func TestWatchPrincipalShare(t *testing.T) {
 	held := 0
 	for ; held < maxWatches; held++ {
 		if resp, body := open(readerTok); resp.StatusCode != http.StatusOK {
-			if resp.StatusCode != http.StatusTooManyRequests || body.Error.Code != events.ETooManyRequests ||
+			if resp.StatusCode != http.StatusTooManyRequests || body.Error.Code != contract.ETooManyRequests ||
 				body.Error.Field != "ESKV_MAX_WATCHES_PER_PRINCIPAL" || resp.Header.Get("Retry-After") == "" {
 				t.Fatalf("watch %d of one principal: %d %+v Retry-After %q, want 429 too_many_requests on ESKV_MAX_WATCHES_PER_PRINCIPAL",
 					held+1, resp.StatusCode, body, resp.Header.Get("Retry-After"))
@@ -277,7 +277,7 @@ func TestWatchSlowConsumer(t *testing.T) {
 	}
 	last := evs[len(evs)-1]
 	end := watchEnd(t, last)
-	if last.event != "error" || end.Error.Code != events.ESlowConsumer || len(evs) < 2 || end.Cursor != evs[len(evs)-2].id {
+	if last.event != "error" || end.Error.Code != contract.ESlowConsumer || len(evs) < 2 || end.Cursor != evs[len(evs)-2].id {
 		t.Fatalf("the stream ended with %q %s after %d events, want slow_consumer with the cursor of the last event", last.event, last.data, len(evs)-1)
 	}
 	// Resume after the cursor and put one more to know the end.
@@ -286,9 +286,9 @@ func TestWatchSlowConsumer(t *testing.T) {
 		t.Fatal("last write failed")
 	}
 	got := waitWatchedAll(t, s, rest, prefix)
-	var before []events.WatchEvent
+	var before []contract.WatchEvent
 	for _, e := range evs[:len(evs)-1] {
-		var we events.WatchEvent
+		var we contract.WatchEvent
 		if err := jsonUnmarshal(e.data, &we); err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestWatchCursorExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	p := events.Partition(events.ScopeOf(prefix), partitions)
+	p := contract.Partition(contract.ScopeOf(prefix), partitions)
 	end := testenv.EndOffsets(context.Background(), t, cl, st.Broker.Topics.Changes)[p]
 	offs := kadm.Offsets{}
 	offs.Add(kadm.Offset{Topic: st.Broker.Topics.Changes, Partition: p, At: end})
@@ -334,16 +334,16 @@ func TestWatchCursorExpired(t *testing.T) {
 		{"key=" + prefix + "a&fromVersion=2", "fromVersion"},
 	} {
 		resp := openWatch(t, st.URL, devToken, q.query)
-		var body events.ErrorBody
+		var body contract.ErrorBody
 		err := jsonDecode(resp.Body, &body)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusGone || body.Error.Code != events.ECursorExpired || body.Error.Field != q.field {
+		if err != nil || resp.StatusCode != http.StatusGone || body.Error.Code != contract.ECursorExpired || body.Error.Field != q.field {
 			t.Fatalf("%s: %d %+v (%v), want 410 cursor_expired on %s", q.query, resp.StatusCode, body, err, q.field)
 		}
 	}
-	var e *events.Error
+	var e *contract.Error
 	for _, err := range client.New(st.URL, devToken).Watch(t.Context(), client.WatchOptions{Prefix: prefix, After: got[0].Cursor}) {
-		if !errorsAs(err, &e) || e.Code != events.ECursorExpired {
+		if !errorsAs(err, &e) || e.Code != contract.ECursorExpired {
 			t.Fatalf("client watch after an expired cursor: %v", err)
 		}
 		break
@@ -374,7 +374,7 @@ func TestWatchOutlivesHTTPTimeouts(t *testing.T) {
 		case line == ": ping":
 			pings++
 		case strings.HasPrefix(line, "data: "):
-			var ev events.WatchEvent
+			var ev contract.WatchEvent
 			if err := jsonUnmarshal(strings.TrimPrefix(line, "data: "), &ev); err != nil || ev.Key != prefix+"late" {
 				t.Fatalf("event %q: %v", line, err)
 			}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Write-only principals (README "Security", "What a write-only token
@@ -41,7 +41,7 @@ func TestWriteOnlyCannotProbeCounter(t *testing.T) {
 		case 409:
 			lo = mid + 1
 		default:
-			expect(t, "probe with max", r, 403, events.EForbidden, "max")
+			expect(t, "probe with max", r, 403, contract.EForbidden, "max")
 			refused++
 			lo, hi = 0, 0 // nothing learned: stop
 		}
@@ -54,14 +54,14 @@ func TestWriteOnlyCannotProbeCounter(t *testing.T) {
 		{"Min", `{"by":-1,"min":0}`, "min"},
 		{"MinAndMax", `{"by":1,"min":0,"max":10}`, "min"},
 		{"ByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, int64(math.MaxInt64)-secret), "by"},
-		{"NegativeByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, -(events.MaxBlindStep + 1)), "by"},
+		{"NegativeByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, -(contract.MaxBlindStep + 1)), "by"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			expect(t, "increment", s.do("POST", k+":increment", writerTok, tc.body), 403, events.EForbidden, tc.field)
+			expect(t, "increment", s.do("POST", k+":increment", writerTok, tc.body), 403, contract.EForbidden, tc.field)
 		})
 	}
-	expect(t, "by at the blind step", s.do("POST", k+":increment", writerTok, fmt.Sprintf(`{"by":%d}`, events.MaxBlindStep)), 200, "", "")
-	expect(t, "reader's bound", s.do("POST", k+":increment", acmeToken, `{"by":1,"max":1}`), 409, events.EOutOfRange, "max")
+	expect(t, "by at the blind step", s.do("POST", k+":increment", writerTok, fmt.Sprintf(`{"by":%d}`, contract.MaxBlindStep)), 200, "", "")
+	expect(t, "reader's bound", s.do("POST", k+":increment", acmeToken, `{"by":1,"max":1}`), 409, contract.EOutOfRange, "max")
 }
 
 // TestWriteOnlyCannotTestFields: a PATCH's if and a transaction's field
@@ -84,7 +84,7 @@ func TestWriteOnlyCannotTestFields(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do(tc.method, tc.path, writerTok, tc.body)
-			expect(t, tc.name, r, 403, events.EForbidden, tc.field)
+			expect(t, tc.name, r, 403, contract.EForbidden, tc.field)
 			if strings.Contains(string(r.Body), secret) {
 				t.Fatalf("the refusal names the value: %s", r.Body)
 			}
@@ -95,7 +95,7 @@ func TestWriteOnlyCannotTestFields(t *testing.T) {
 		t.Fatalf("a refused patch wrote: %v", got)
 	}
 	expect(t, "txn version condition", s.do("POST", "/v1/txn", writerTok, `{"ops":[{"op":"patch","key":"`+key+`","set":{"b":1},"condition":{"version":1}}]}`), 200, "", "")
-	expect(t, "reader's if", s.do("PATCH", k, acmeToken, `{"set":{"c":1},"if":{"field":"api","equals":"guess"}}`), 409, events.EFieldMismatch, "if.equals")
+	expect(t, "reader's if", s.do("PATCH", k, acmeToken, `{"set":{"c":1},"if":{"field":"api","equals":"guess"}}`), 409, contract.EFieldMismatch, "if.equals")
 }
 
 // getJSON reads key k's value as an object.
@@ -177,16 +177,16 @@ func TestWriteOnlySetWritesTellNoMembership(t *testing.T) {
 func TestQueueReceiptsAreUnguessable(t *testing.T) {
 	s := mustStack(t)
 	q := secBase + "probe-queue"
-	pop := func() events.QPopAnswer {
+	pop := func() contract.QPopAnswer {
 		t.Helper()
-		var a events.QPopAnswer
+		var a contract.QPopAnswer
 		r := s.do("POST", q+":qpop", acmeToken, `{"visibilityTimeoutSeconds":300}`)
 		if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
 			t.Fatalf("pop: %d %s", r.Status, r.Body)
 		}
 		return a
 	}
-	var pushed events.QPushAnswer
+	var pushed contract.QPushAnswer
 	for _, d := range []string{`"job-1"`, `"job-2"`} {
 		r := s.do("POST", q+":qpush", writerTok, `{"data":`+d+`}`)
 		if r.Status != 200 || json.Unmarshal(r.Body, &pushed) != nil {
@@ -199,24 +199,24 @@ func TestQueueReceiptsAreUnguessable(t *testing.T) {
 		second.Item + "#1", // the attack: the item id a push answered, delivery 1
 		second.Item + "#1#" + strings.Repeat("0", 32),
 		second.Item + "#2",
-		events.QueueMember(1, 0, 1) + "#1", // no such item
+		contract.QueueMember(1, 0, 1) + "#1", // no such item
 	} {
 		r := s.do("POST", q+":qack", writerTok, `{"receipt":"`+guess+`"}`)
-		expect(t, "ack of "+guess, r, 409, events.EStaleReceipt, "receipt")
+		expect(t, "ack of "+guess, r, 409, contract.EStaleReceipt, "receipt")
 		messages = append(messages, r.errorBody(t).Message)
 	}
-	for _, a := range []events.QPopAnswer{first, second} {
-		item, n, nonce, err := events.ParseReceipt(a.Receipt)
+	for _, a := range []contract.QPopAnswer{first, second} {
+		item, n, nonce, err := contract.ParseReceipt(a.Receipt)
 		if err != nil || item != a.Item || n != 1 || len(nonce) != 32 || a.Receipt == a.Item+"#1" {
 			t.Fatalf("receipt %q of %s: want %s#1#<32 hex digits>", a.Receipt, a.Item, a.Item)
 		}
 	}
-	if _, _, n1, _ := events.ParseReceipt(first.Receipt); strings.Contains(second.Receipt, n1) {
+	if _, _, n1, _ := contract.ParseReceipt(first.Receipt); strings.Contains(second.Receipt, n1) {
 		t.Fatalf("two deliveries share a receipt's random part: %s %s", first.Receipt, second.Receipt)
 	}
 	expect(t, "own ack", s.do("POST", q+":qack", acmeToken, `{"receipt":"`+first.Receipt+`"}`), 200, "", "")
 	r := s.do("POST", q+":qack", writerTok, `{"receipt":"`+first.Receipt+`"}`)
-	expect(t, "ack of an acked receipt", r, 409, events.EStaleReceipt, "receipt")
+	expect(t, "ack of an acked receipt", r, 409, contract.EStaleReceipt, "receipt")
 	messages = append(messages, r.errorBody(t).Message)
 	t.Logf("guessed receipts refused: %d; stale_receipt message: %q", len(messages)-1, messages[0])
 	for _, m := range messages {

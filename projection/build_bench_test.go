@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/benchdata"
 )
 
@@ -36,7 +36,7 @@ func cas18aBatch(tb testing.TB) []Applied {
 				if err != nil {
 					tb.Fatal(err)
 				}
-				d, verbatim, err := events.UnmarshalRecord(raw)
+				d, verbatim, err := contract.UnmarshalRecord(raw)
 				if err != nil || !verbatim {
 					tb.Fatalf("decode: verbatim %v, %v", verbatim, err)
 				}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // semanticsMemo encodes the semantics column of a batch's kv_entries rows
@@ -14,13 +14,13 @@ import (
 // so it keeps the last one encoded and gives its text again while the
 // semantics are equal.
 type semanticsMemo struct {
-	last events.Semantics
+	last contract.Semantics
 	text string
 	ok   bool
 }
 
 // encode returns s as json.Marshal writes it.
-func (m *semanticsMemo) encode(s *events.Semantics) (string, error) {
+func (m *semanticsMemo) encode(s *contract.Semantics) (string, error) {
 	if m.ok && m.last.Purpose == s.Purpose && m.last.Producer == s.Producer && m.last.TTLSeconds == s.TTLSeconds &&
 		slices.Equal(m.last.ConsumerHints, s.ConsumerHints) && (m.last.ConsumerHints == nil) == (s.ConsumerHints == nil) {
 		return m.text, nil

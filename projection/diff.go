@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Diff is the comparison of the projections in two schemas: Schema (for
@@ -186,7 +186,7 @@ SELECT (SELECT count(*) FROM `+a+`.kv_history),
 		offsets map[int32]int64
 	}{{schema, d.Entries, d.Offsets}, {against, d.AgainstEntries, d.AgainstOffsets}} {
 		if side.entries > 0 && len(side.offsets) == 0 {
-			return nil, events.Errorf(events.EInvalid,
+			return nil, contract.Errorf(contract.EInvalid,
 				"projection: diff: schema %q has %d entries but no stored offsets of topic %q (another topic?)",
 				side.schema, side.entries, topic)
 		}

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -18,7 +18,7 @@ func TestCompare(t *testing.T) {
 	// The log of partition 0: the live projection applies all of it, a
 	// rebuild from the compacted topic sees each key's latest event.
 	a1, a2 := put(t, a, 1, `1`), put(t, a, 2, `2`)
-	b1, b2 := put(t, b, 1, `"x"`), event(t, events.KindDelete, b, 2, "")
+	b1, b2 := put(t, b, 1, `"x"`), event(t, contract.KindDelete, b, 2, "")
 	c1 := put(t, c, 1, `{"c":true}`)
 	log := batchOf(0, a1, b1, a2, b2, c1)
 	compacted := []projection.Applied{log[2], log[3], log[4]}
@@ -116,7 +116,7 @@ func TestCompare(t *testing.T) {
 	}
 	t.Run("ErrWrongTopic", func(t *testing.T) {
 		pg := setup(t)
-		if _, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "other", 10); events.ErrorCode(err) != events.EInvalid {
+		if _, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "other", 10); contract.ErrorCode(err) != contract.EInvalid {
 			t.Errorf("Compare with a topic of no offsets = %v, want invalid", err)
 		}
 	})

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Elements of collections (schemas/postgres/00006_kv_elements.sql,
@@ -81,7 +81,7 @@ func (c *elementColumns) add(ref ElementRef, version int64, value []byte) {
 // (collection, member)'s newest, in (collection, member) order, so two
 // overlapping projectors lock rows in the same order.
 func queueElements(b *pgx.Batch, batch []Applied) {
-	latest := make(map[ElementRef]*events.Event)
+	latest := make(map[ElementRef]*contract.Event)
 	for i := range batch {
 		e := &batch[i].Event
 		if batch[i].Marker || e.Element == nil {
@@ -109,7 +109,7 @@ func queueElements(b *pgx.Batch, batch []Applied) {
 		switch {
 		case e.Op.IsQueueWrite() && e.Element.State != "":
 			items.add(ref, e.Version, e.Element)
-		case e.Element.Op == events.ElementAdd && !e.Op.IsQueueWrite():
+		case e.Element.Op == contract.ElementAdd && !e.Op.IsQueueWrite():
 			adds.add(ref, e.Version, e.Element.Value)
 		default:
 			removes.add(ref, e.Version, nil)
@@ -150,7 +150,7 @@ func readMembers(rows pgx.Rows, out map[ElementRef]int64, values map[ElementRef]
 
 // Element returns the version of the kv_elements row of ref, 0 when there
 // is none. Whether it is an element is decided against the collection's
-// metadata (events.CollectionMeta.Since).
+// metadata (contract.CollectionMeta.Since).
 func (s *Store) Element(ctx context.Context, ref ElementRef) (int64, error) {
 	var v int64
 	err := s.pool.QueryRow(ctx, `SELECT version FROM kv_elements WHERE collection = $1 AND member = $2`,
@@ -207,8 +207,8 @@ func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now 
 // queue item's state, deliveries and own expiry, for Compare. Rows before the
 // collection's since are not elements, nor are a list's rows outside its
 // positions head .. head+size-1 (left behind by trims and pops:
-// events.ListPosition, in SQL), nor a queue's rows of an earlier
-// incarnation (events.QueueRange, in SQL). A set's rows have no value nor
+// contract.ListPosition, in SQL), nor a queue's rows of an earlier
+// incarnation (contract.QueueRange, in SQL). A set's rows have no value nor
 // state, so their digest is what it was before lists and queues.
 func elementsDigestSQL(s string) string {
 	const pos = `lpad((coalesce((e.value::jsonb->>'head')::numeric, 0) + %s + 9223372036854775808)::text, 20, '0')`
@@ -254,7 +254,7 @@ WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $2) AND 
 const rangeBytes = `(coalesce(octet_length(value), 0) + 8)`
 
 // listRangeSQL is a range of a list's positions: $1 the key, $2 and $3
-// the first and last positions (events.ListPosition), $4 the list's
+// the first and last positions (contract.ListPosition), $4 the list's
 // since, $5 the byte budget: one range scan of the primary key. As on a
 // listing's page (pageFits), a row's value is sent only when the running
 // sum of the values up to it fits the budget; the first always fits.
@@ -270,7 +270,7 @@ const listRangeSQL = `SELECT CASE WHEN fits THEN value END, fits FROM (
 // them and no more than fit in maxBytes (but always the first), reading
 // the metadata and the rows in one snapshot. truncated: more were in the
 // range; the next page starts at start+len(values). An absent or expired
-// list is empty; a key of another purpose is events.EWrongType.
+// list is empty; a key of another purpose is contract.EWrongType.
 func (s *Store) Range(ctx context.Context, key string, start, stop int64, limit, maxBytes int, now time.Time) (values []json.RawMessage, truncated bool, err error) {
 	if err := checkPage(limit, maxBytes); err != nil {
 		return nil, false, err
@@ -285,18 +285,18 @@ func (s *Store) Range(ctx context.Context, key string, start, stop int64, limit,
 		if err != nil {
 			return err
 		}
-		meta, err := events.ParseCollectionMeta(raw)
+		meta, err := contract.ParseCollectionMeta(raw)
 		if err != nil {
 			return err
 		}
-		from, to, ok := events.ListRange(start, stop, meta.Size)
+		from, to, ok := contract.ListRange(start, stop, meta.Size)
 		if !ok {
 			return nil
 		}
 		if to-from+1 > int64(limit) {
 			to, truncated = from+int64(limit)-1, true
 		}
-		rows, err := tx.Query(ctx, listRangeSQL, key, events.ListPosition(meta.Head+from), events.ListPosition(meta.Head+to), meta.Since, maxBytes)
+		rows, err := tx.Query(ctx, listRangeSQL, key, contract.ListPosition(meta.Head+from), contract.ListPosition(meta.Head+to), meta.Since, maxBytes)
 		if err != nil {
 			return err
 		}

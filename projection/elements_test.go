@@ -9,21 +9,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
 
 // setEvent is the event of an sadd (add) or srem of member on the set
 // key at version, with the set's metadata after it.
-func setEvent(tb testing.TB, key string, version int64, op, member string, size, since int64) events.Event {
+func setEvent(tb testing.TB, key string, version int64, op, member string, size, since int64) contract.Event {
 	tb.Helper()
 	e := put(tb, key, version, fmt.Sprintf(`{"type":"set","size":%d,"since":%d}`, size, since))
-	e.Op, e.Semantics = events.OpSAdd, events.Semantics{Purpose: "set"}
-	if op == events.ElementRemove {
-		e.Op = events.OpSRem
+	e.Op, e.Semantics = contract.OpSAdd, contract.Semantics{Purpose: "set"}
+	if op == contract.ElementRemove {
+		e.Op = contract.OpSRem
 	}
-	e.Element = &events.Element{Op: op, Member: member}
+	e.Element = &contract.Element{Op: op, Member: member}
 	return e
 }
 
@@ -51,7 +51,7 @@ func mustMembers(tb testing.TB, s *projection.Store, key string) []string {
 func TestApplyElements(t *testing.T) {
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
-	const add, rem = events.ElementAdd, events.ElementRemove
+	const add, rem = contract.ElementAdd, contract.ElementRemove
 
 	t.Run("OKOrderWithinABatch", func(t *testing.T) {
 		k := "tenant/t/project/p/order"
@@ -87,7 +87,7 @@ func TestApplyElements(t *testing.T) {
 
 	t.Run("OKDeletedSetLeavesNoMembers", func(t *testing.T) {
 		k := "tenant/t/project/p/recreated"
-		del := event(t, events.KindDelete, k, 3, "")
+		del := event(t, contract.KindDelete, k, 3, "")
 		mustApply(t, s, "kv.recreate", batchOf(0,
 			setEvent(t, k, 1, add, "old", 1, 1), setEvent(t, k, 2, add, "kept", 2, 1), del))
 		if got := mustMembers(t, s, k); len(got) != 0 {
@@ -102,7 +102,7 @@ func TestApplyElements(t *testing.T) {
 	t.Run("OKAnyContentInByteOrder", func(t *testing.T) {
 		k := "tenant/t/project/p/content"
 		members := []string{"Zed", "a b", "a/b:c?d#e%f", "é", "日本", "\"quoted\"", "a\tb", "~"}
-		var evs []events.Event
+		var evs []contract.Event
 		for i, m := range members {
 			evs = append(evs, setEvent(t, k, int64(i+1), add, m, int64(i+1), 1))
 		}
@@ -120,13 +120,13 @@ func TestApplyElements(t *testing.T) {
 }
 
 // historyOf reads the event of key at version from kv_history.
-func historyOf(tb testing.TB, pool *pgxpool.Pool, key string, version int64) events.Event {
+func historyOf(tb testing.TB, pool *pgxpool.Pool, key string, version int64) contract.Event {
 	tb.Helper()
 	var raw []byte
 	if err := pool.QueryRow(context.Background(), `SELECT coalesce(event, event_text::jsonb) FROM kv_history WHERE key = $1 AND version = $2`, key, version).Scan(&raw); err != nil {
 		tb.Fatal(err)
 	}
-	var e events.Event
+	var e contract.Event
 	if err := json.Unmarshal(raw, &e); err != nil {
 		tb.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func historyOf(tb testing.TB, pool *pgxpool.Pool, key string, version int64) eve
 func TestCompareElements(t *testing.T) {
 	ctx := context.Background()
 	const k = "tenant/t/project/p/set"
-	log := batchOf(0, setEvent(t, k, 1, events.ElementAdd, "a", 1, 1), setEvent(t, k, 2, events.ElementAdd, "b", 2, 1))
+	log := batchOf(0, setEvent(t, k, 1, contract.ElementAdd, "a", 1, 1), setEvent(t, k, 2, contract.ElementAdd, "b", 2, 1))
 	for _, tc := range []struct {
 		name    string
 		rebuilt []projection.Applied
@@ -183,8 +183,8 @@ func TestApplyElementsOverlappingProjectors(t *testing.T) {
 	const rounds = 40
 	for i := range rounds {
 		k := fmt.Sprintf("tenant/t/project/p/overlap-%d", i)
-		add := setEvent(t, k, 1, events.ElementAdd, "x", 1, 1)
-		rem := setEvent(t, k, 2, events.ElementRemove, "x", 0, 1)
+		add := setEvent(t, k, 1, contract.ElementAdd, "x", 1, 1)
+		rem := setEvent(t, k, 2, contract.ElementRemove, "x", 0, 1)
 		older, newer := batchOf(0, add), batchOf(0, add, rem)
 		errs := make(chan error, 2)
 		go func() { errs <- s.Apply(context.Background(), "kv.overlap", newer) }()

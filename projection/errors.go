@@ -9,14 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
-// translate turns a driver error into the vocabulary of events.Error, so
+// translate turns a driver error into the vocabulary of contract.Error, so
 // nothing above this package imports pgx: Postgres being unreachable,
 // overloaded or shutting down, and serialization failures, are
 // partition_unavailable (retry later); anything else is internal. The
-// *events.Error's message is stable and says nothing of the driver error
+// *contract.Error's message is stable and says nothing of the driver error
 // (which names the host, user and database, or quotes the statement's
 // input): that error stays in the chain, for logs (Error()) only. Context
 // errors stay themselves (errors.Is works) so callers tell a cancel from a
@@ -28,25 +28,25 @@ func translate(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("projection: %s: %w", op, err)
 	}
-	unavailable := &events.Error{Code: events.EUnavailable, Message: "the projection database is unavailable; retry", RetryAfterSeconds: 1}
+	unavailable := &contract.Error{Code: contract.EUnavailable, Message: "the projection database is unavailable; retry", RetryAfterSeconds: 1}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		if retriable(pgErr.Code) {
 			return hidden(op, unavailable, err)
 		}
-		return hidden(op, &events.Error{Code: events.EInternal, Message: "internal error"}, err)
+		return hidden(op, &contract.Error{Code: contract.EInternal, Message: "internal error"}, err)
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return hidden(op, unavailable, err)
 	}
-	return hidden(op, &events.Error{Code: events.EInternal, Message: "internal error"}, err)
+	return hidden(op, &contract.Error{Code: contract.EInternal, Message: "internal error"}, err)
 }
 
-// hidden returns an error whose *events.Error (errors.As) is e, the
+// hidden returns an error whose *contract.Error (errors.As) is e, the
 // answer, and whose text also carries op and cause, for the logs.
-func hidden(op string, e *events.Error, cause error) error {
+func hidden(op string, e *contract.Error, cause error) error {
 	return fmt.Errorf("projection: %s: %w: %w", op, e, cause)
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestTranslateHidesDriverErrors: an answer made of a translated driver
@@ -25,16 +25,16 @@ func TestTranslateHidesDriverErrors(t *testing.T) {
 		err  error
 		code string
 	}{
-		{"OKConnectError", connErr, events.EUnavailable},
-		{"OKRetriable", &pgconn.PgError{Code: "57P01", Message: "terminating connection of secretuser"}, events.EUnavailable},
-		{"OKOther", &pgconn.PgError{Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00 secretdb`}, events.EInternal},
+		{"OKConnectError", connErr, contract.EUnavailable},
+		{"OKRetriable", &pgconn.PgError{Code: "57P01", Message: "terminating connection of secretuser"}, contract.EUnavailable},
+		{"OKOther", &pgconn.PgError{Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00 secretdb`}, contract.EInternal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := translate("list", tc.err)
-			if got := events.ErrorCode(err); got != tc.code {
+			if got := contract.ErrorCode(err); got != tc.code {
 				t.Fatalf("code %s, want %s (%v)", got, tc.code, err)
 			}
-			e, _ := errors.AsType[*events.Error](err)
+			e, _ := errors.AsType[*contract.Error](err)
 			d := e.Detail()
 			for _, secret := range []string{"secretuser", "secretdb", "127.0.0.1", "postgres", "0x00"} {
 				if strings.Contains(d.Message, secret) {

@@ -10,12 +10,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // ExplainScan returns the plan, as EXPLAIN ANALYZE shows it, of the
 // statement Store.Scan runs for these arguments, under its settings.
-func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f events.Filter, after string, limit int, now time.Time) string {
+func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f contract.Filter, after string, limit int, now time.Time) string {
 	tb.Helper()
 	sql, args, err := scanStatement(prefix, f, after, limit, 1<<30, now)
 	if err != nil || sql == "" {

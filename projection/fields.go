@@ -6,7 +6,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The indexed fields of a value (kv_fields) are those kv_value_fields
@@ -54,7 +54,7 @@ const maxFieldDepth = 256
 // (Postgres raises the error), the escapes jsonb refuses (\u0000, an
 // unpaired surrogate: ditto), numbers that are not a top-level member's
 // (a huge exponent in them could make jsonb fail), nesting beyond
-// maxFieldDepth, and more than events.MaxFilterFields candidates (which
+// maxFieldDepth, and more than contract.MaxFilterFields candidates (which
 // of them are kept depends on the numbers' cap, applied in SQL).
 func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 	p := fieldParser{b: v}
@@ -85,12 +85,12 @@ func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 	// later nested or too long member hides an earlier scalar.
 	out := fields[:0]
 	for _, f := range fields {
-		if f.typ != 0 && len(f.name) <= events.MaxFieldNameBytes &&
-			(f.typ == 'n' || len(f.str) <= events.MaxFieldStringBytes) {
+		if f.typ != 0 && len(f.name) <= contract.MaxFieldNameBytes &&
+			(f.typ == 'n' || len(f.str) <= contract.MaxFieldStringBytes) {
 			out = append(out, f)
 		}
 	}
-	if len(out) > events.MaxFilterFields {
+	if len(out) > contract.MaxFilterFields {
 		return nil, false
 	}
 	return out, true
@@ -380,7 +380,7 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r := events.Hex4(p.b[p.i+2:])
+			r := contract.Hex4(p.b[p.i+2:])
 			switch {
 			case r <= 0: // \u0000 (jsonb refuses it) or not four hex digits
 				return "", false
@@ -390,7 +390,7 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 				}
 				lo := rune(-1)
 				if p.i+12 <= len(p.b) && p.b[p.i+6] == '\\' && p.b[p.i+7] == 'u' {
-					lo = events.Hex4(p.b[p.i+8:])
+					lo = contract.Hex4(p.b[p.i+8:])
 				}
 				if lo < 0xdc00 || lo > 0xdfff {
 					return "", false

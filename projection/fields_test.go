@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -27,9 +27,9 @@ type trickyValue struct {
 }
 
 func trickyValues() []trickyValue {
-	long := strings.Repeat("x", events.MaxFieldStringBytes)
-	longName := strings.Repeat("n", events.MaxFieldNameBytes)
-	euro := strings.Repeat("€", events.MaxFieldStringBytes/3) // 255 bytes
+	long := strings.Repeat("x", contract.MaxFieldStringBytes)
+	longName := strings.Repeat("n", contract.MaxFieldNameBytes)
+	euro := strings.Repeat("€", contract.MaxFieldStringBytes/3) // 255 bytes
 	members := func(n int, value func(i int) string) string {
 		var b strings.Builder
 		b.WriteByte('{')
@@ -124,7 +124,7 @@ func TestValueFieldsMatchPostgres(t *testing.T) {
 		// next key's value: creations and every kind of change.
 		s := projection.New(pool)
 		key := func(i int) string { return fmt.Sprintf("tenant/t/project/tricky/k%02d", i) }
-		var first, second []events.Event
+		var first, second []contract.Event
 		for i := range values {
 			first = append(first, put(t, key(i), 1, values[i].value))
 			second = append(second, put(t, key(i), 2, values[(i+1)%len(values)].value))
@@ -136,7 +136,7 @@ func TestValueFieldsMatchPostgres(t *testing.T) {
 		// Then every key takes a value the Go reader decides, in a batch
 		// without a fallback key (writeFields, not writeFieldsFallback),
 		// over the rows kv_value_fields derived for some, and back.
-		var third, fourth []events.Event
+		var third, fourth []contract.Event
 		for i := range values {
 			third = append(third, put(t, key(i), 3, fmt.Sprintf(`{"a":%d,"z":"s%d"}`, i, i)))
 			fourth = append(fourth, put(t, key(i), 4, values[i].value))
@@ -163,7 +163,7 @@ func TestValueFieldsRandom(t *testing.T) {
 			bytes int
 		}{{"n", 1}, {"é", 2}, {`\u00e9`, 2}, {"€", 3}, {`\u20ac`, 3}, {`\n`, 1}, {`\"`, 1}, {`\ud83d\ude00`, 4}}
 		u := units[rnd.IntN(len(units))]
-		return strings.Repeat(u.text, events.MaxFieldStringBytes/u.bytes+rnd.IntN(3)-1) + pick("", "x")
+		return strings.Repeat(u.text, contract.MaxFieldStringBytes/u.bytes+rnd.IntN(3)-1) + pick("", "x")
 	}
 	name := func() string {
 		if rnd.IntN(6) == 0 {
@@ -311,14 +311,14 @@ func FuzzValueFields(f *testing.F) {
 		}
 		var want []projection.FieldCandidate
 		for name, raw := range members {
-			if len(name) > events.MaxFieldNameBytes || !utf8.ValidString(name) {
+			if len(name) > contract.MaxFieldNameBytes || !utf8.ValidString(name) {
 				continue
 			}
 			c := projection.FieldCandidate{Field: name}
 			switch raw[0] {
 			case '"':
 				var s string
-				if json.Unmarshal(raw, &s) != nil || len(s) > events.MaxFieldStringBytes {
+				if json.Unmarshal(raw, &s) != nil || len(s) > contract.MaxFieldStringBytes {
 					continue
 				}
 				c.Type, c.Str = "s", &s
@@ -337,7 +337,7 @@ func FuzzValueFields(f *testing.F) {
 			want = append(want, c)
 		}
 		slices.SortFunc(want, func(a, b projection.FieldCandidate) int { return strings.Compare(a.Field, b.Field) })
-		if len(want) > events.MaxFilterFields {
+		if len(want) > contract.MaxFilterFields {
 			t.Fatalf("Go decides %q with %d candidates", v, len(want))
 		}
 		if fmt.Sprint(candidateStrings(cands)) != fmt.Sprint(candidateStrings(want)) {
@@ -448,7 +448,7 @@ func TestApplyFieldsOverlappingProjectors(t *testing.T) {
 	}
 	for round := range 30 {
 		v := int64(2*round + 1)
-		var older, newer []events.Event
+		var older, newer []contract.Event
 		for _, k := range keys {
 			older = append(older, put(t, k, v, value(v)))
 			newer = append(newer, put(t, k, v+1, value(v+1)))

@@ -4,17 +4,17 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
-// A filter (events.Filter) is answered from kv_fields, the index of the
-// values' top-level scalar fields within the caps events.MaxFilterFields,
-// events.MaxFieldNameBytes, events.MaxFieldStringBytes and
-// events.MaxFieldNumberChars.
+// A filter (contract.Filter) is answered from kv_fields, the index of the
+// values' top-level scalar fields within the caps contract.MaxFilterFields,
+// contract.MaxFieldNameBytes, contract.MaxFieldStringBytes and
+// contract.MaxFieldNumberChars.
 
-var opSQL = map[events.FilterOp]string{
-	events.FilterEq: "=", events.FilterNe: "<>", events.FilterLt: "<",
-	events.FilterLte: "<=", events.FilterGt: ">", events.FilterGte: ">=",
+var opSQL = map[contract.FilterOp]string{
+	contract.FilterEq: "=", contract.FilterNe: "<>", contract.FilterLt: "<",
+	contract.FilterLte: "<=", contract.FilterGt: ">", contract.FilterGte: ">=",
 }
 
 // operand is a filter's value as the SQL compares it.
@@ -24,7 +24,7 @@ type operand struct {
 }
 
 // operandOf validates f and returns its value as the SQL compares it.
-func operandOf(f *events.Filter) (operand, error) {
+func operandOf(f *contract.Filter) (operand, error) {
 	v, err := f.Literal()
 	if err != nil {
 		return operand{}, err

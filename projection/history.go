@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // historyEvent is a kv_history row's event as jsonb, whichever column
@@ -44,7 +44,7 @@ const historySQL = `SELECT version, fits, CASE WHEN fits THEN ev END FROM (
 // last). Values come back through jsonb, as HistoryJSONB rows store
 // them: equal as JSON to what was written, with object members in
 // jsonb's order, whichever column holds the event.
-func (s *Store) History(ctx context.Context, key string, from int64, limit, maxBytes int) (versions []events.HistoryVersion, next int64, err error) {
+func (s *Store) History(ctx context.Context, key string, from int64, limit, maxBytes int) (versions []contract.HistoryVersion, next int64, err error) {
 	if err := checkPage(limit, maxBytes); err != nil {
 		return nil, 0, err
 	}
@@ -53,7 +53,7 @@ func (s *Store) History(ctx context.Context, key string, from int64, limit, maxB
 		return nil, 0, translate("history", err)
 	}
 	defer rows.Close()
-	versions = make([]events.HistoryVersion, 0, min(limit, 1024))
+	versions = make([]contract.HistoryVersion, 0, min(limit, 1024))
 	for rows.Next() {
 		var v int64
 		var fits bool
@@ -71,11 +71,11 @@ func (s *Store) History(ctx context.Context, key string, from int64, limit, maxB
 		if err := json.Compact(&compact, []byte(*text)); err != nil {
 			return nil, 0, fmt.Errorf("projection: history of %s: %w", key, err)
 		}
-		e, err := events.Unmarshal(compact.Bytes())
+		e, err := contract.Unmarshal(compact.Bytes())
 		if err != nil {
 			return nil, 0, fmt.Errorf("projection: history of %s: %w", key, err)
 		}
-		versions = append(versions, events.HistoryVersionOf(&e))
+		versions = append(versions, contract.HistoryVersionOf(&e))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

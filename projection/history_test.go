@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -21,7 +21,7 @@ func TestHistoryPages(t *testing.T) {
 	const k = "tenant/t/project/p/doc"
 	big := `"` + strings.Repeat("x", 1000) + `"`
 	mustApply(t, s, "kv.changes", batchOf(0,
-		put(t, k, 1, `{"a":1}`), put(t, k, 2, big), event(t, events.KindDelete, k, 3, ""), put(t, k, 4, big), put(t, k, 5, `5`),
+		put(t, k, 1, `{"a":1}`), put(t, k, 2, big), event(t, contract.KindDelete, k, 3, ""), put(t, k, 4, big), put(t, k, 5, `5`),
 		put(t, k+"2", 1, `"other key"`)))
 	page := func(from int64, limit, maxBytes int) string {
 		t.Helper()
@@ -66,14 +66,14 @@ func TestPruneHistory(t *testing.T) {
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const p = "tenant/t/project/p/"
-	var evs []events.Event
+	var evs []contract.Event
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		n := map[string]int64{"a": 6, "b": 1, "c": 3, "d": 8, "e": 2}[k]
 		for v := int64(1); v <= n; v++ {
 			evs = append(evs, put(t, p+k, v, fmt.Sprint(v)))
 		}
 	}
-	evs = append(evs, event(t, events.KindDelete, p+"e", 3, "")) // e: put, put, delete
+	evs = append(evs, event(t, contract.KindDelete, p+"e", 3, "")) // e: put, put, delete
 	mustApply(t, s, "kv.changes", batchOf(0, evs...))
 	batch := projection.PruneBatch{Keys: 2, Rows: 3}
 	left := func() string {

@@ -7,35 +7,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
 
 // pushTTL pushes an item whose own TTL ends at expiresAt.
-func (m *queueModel) pushTTL(data string, expiresAt time.Time) events.Event {
+func (m *queueModel) pushTTL(data string, expiresAt time.Time) contract.Event {
 	m.version++
 	if m.since == 0 {
 		m.since = m.version
 	}
 	at := t0.Add(time.Duration(m.version) * time.Second)
-	return m.event(events.OpQPush, events.Element{Member: events.QueueMember(m.since, 0, m.version), Value: json.RawMessage(data),
-		State: events.ItemReady, PushedAt: &at, ExpiresAt: &expiresAt})
+	return m.event(contract.OpQPush, contract.Element{Member: contract.QueueMember(m.since, 0, m.version), Value: json.RawMessage(data),
+		State: contract.ItemReady, PushedAt: &at, ExpiresAt: &expiresAt})
 }
 
 // expire is the sweeper's qexpire of member: removed (done with a
 // dedupId).
-func (m *queueModel) expire(member string) events.Event {
+func (m *queueModel) expire(member string) contract.Event {
 	m.version++
 	el := m.items[member]
-	if el.State == events.ItemInFlight {
+	if el.State == contract.ItemInFlight {
 		m.inFlight--
 	}
 	el.State, el.VisibleAt = "", nil
 	if el.DedupID != "" {
-		el.State = events.ItemDone
+		el.State = contract.ItemDone
 	}
-	return m.event(events.OpQExpire, el)
+	return m.event(contract.OpQExpire, el)
 }
 
 // TestApplyQueueItemTTL: the item's own expiry its events carry is
@@ -50,7 +50,7 @@ func TestApplyQueueItemTTL(t *testing.T) {
 	m := newQueueModel(t, "tenant/t/project/p/ttl", 0)
 	past, future := t0.Add(-time.Minute), t0.Add(time.Hour)
 	deadline := t0.Add(time.Minute)
-	evs := []events.Event{m.pushTTL(`"gone"`, past), m.push(`"kept"`, 0, ""), m.pushTTL(`"fresh"`, future),
+	evs := []contract.Event{m.pushTTL(`"gone"`, past), m.push(`"kept"`, 0, ""), m.pushTTL(`"fresh"`, future),
 		m.pushTTL(`"flying"`, past.Add(time.Second))}
 	// "flying" goes in flight before its TTL ends.
 	flying := evs[3].Element.Member
@@ -66,7 +66,7 @@ func TestApplyQueueItemTTL(t *testing.T) {
 		got[1].ExpiresAt == nil || !got[1].ExpiresAt.Equal(future) {
 		t.Fatalf("peek %+v, want kept and fresh (gone expired, flying in flight)", got)
 	}
-	heads := func(now time.Time) []events.Element {
+	heads := func(now time.Time) []contract.Element {
 		f, err := s.Find(ctx, projection.Query{Heads: []projection.HeadRef{{Queue: m.key, Limit: 10, Now: now}}})
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestApplyQueueItemTTL(t *testing.T) {
 		t.Fatalf("after the expiries, at the last TTL: %+v %v, want only fresh", due, err)
 	}
 	st := mustState(t, s, m.key)
-	if meta, err := events.ParseCollectionMeta(st.Entry.Value); err != nil || meta.Size != 2 || meta.InFlight != 0 {
+	if meta, err := contract.ParseCollectionMeta(st.Entry.Value); err != nil || meta.Size != 2 || meta.InFlight != 0 {
 		t.Fatalf("metadata %s %v, want size 2, none in flight", st.Entry.Value, err)
 	}
 
@@ -109,11 +109,11 @@ func TestApplyQueueItemTTL(t *testing.T) {
 }
 
 // popMember takes member in flight until deadline.
-func (m *queueModel) popMember(member string, deadline *time.Time) events.Event {
+func (m *queueModel) popMember(member string, deadline *time.Time) contract.Event {
 	m.version++
 	el := m.items[member]
 	el.Deliveries++
-	el.State, el.VisibleAt = events.ItemInFlight, deadline
+	el.State, el.VisibleAt = contract.ItemInFlight, deadline
 	m.inFlight++
-	return m.event(events.OpQPop, el)
+	return m.event(contract.OpQPop, el)
 }

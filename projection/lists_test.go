@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -24,44 +24,44 @@ type listModel struct {
 	values  []string
 }
 
-func (m *listModel) event(op events.Op, el *events.Element) events.Event {
+func (m *listModel) event(op contract.Op, el *contract.Element) contract.Event {
 	m.version++
 	if m.since == 0 {
 		m.since = m.version
 	}
-	meta, _ := json.Marshal(events.CollectionMeta{Type: "list", Size: int64(len(m.values)), Since: m.since, Head: m.head})
+	meta, _ := json.Marshal(contract.CollectionMeta{Type: "list", Size: int64(len(m.values)), Since: m.since, Head: m.head})
 	e := put(m.tb, m.key, m.version, string(meta))
-	e.Op, e.Semantics, e.Element = op, events.Semantics{Purpose: "list"}, el
+	e.Op, e.Semantics, e.Element = op, contract.Semantics{Purpose: "list"}, el
 	return e
 }
 
-func (m *listModel) lpush(v string) events.Event {
+func (m *listModel) lpush(v string) contract.Event {
 	m.head--
 	m.values = append([]string{v}, m.values...)
-	return m.event(events.OpLPush, &events.Element{Op: events.ElementAdd, Member: events.ListPosition(m.head), Value: json.RawMessage(v)})
+	return m.event(contract.OpLPush, &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(m.head), Value: json.RawMessage(v)})
 }
 
-func (m *listModel) rpush(v string) events.Event {
+func (m *listModel) rpush(v string) contract.Event {
 	m.values = append(m.values, v)
-	return m.event(events.OpRPush, &events.Element{Op: events.ElementAdd, Member: events.ListPosition(m.head + int64(len(m.values)) - 1), Value: json.RawMessage(v)})
+	return m.event(contract.OpRPush, &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(m.head + int64(len(m.values)) - 1), Value: json.RawMessage(v)})
 }
 
-func (m *listModel) lpop() events.Event {
+func (m *listModel) lpop() contract.Event {
 	pos, v := m.head, m.values[0]
 	m.head++
 	m.values = m.values[1:]
-	return m.event(events.OpLPop, &events.Element{Op: events.ElementRemove, Member: events.ListPosition(pos), Value: json.RawMessage(v)})
+	return m.event(contract.OpLPop, &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: json.RawMessage(v)})
 }
 
-func (m *listModel) rpop() events.Event {
+func (m *listModel) rpop() contract.Event {
 	n := len(m.values) - 1
 	pos, v := m.head+int64(n), m.values[n]
 	m.values = m.values[:n]
-	return m.event(events.OpRPop, &events.Element{Op: events.ElementRemove, Member: events.ListPosition(pos), Value: json.RawMessage(v)})
+	return m.event(contract.OpRPop, &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: json.RawMessage(v)})
 }
 
-func (m *listModel) ltrim(start, stop int64) events.Event {
-	from, to, ok := events.ListRange(start, stop, int64(len(m.values)))
+func (m *listModel) ltrim(start, stop int64) contract.Event {
+	from, to, ok := contract.ListRange(start, stop, int64(len(m.values)))
 	if !ok {
 		m.head += int64(len(m.values))
 		m.values = nil
@@ -69,7 +69,7 @@ func (m *listModel) ltrim(start, stop int64) events.Event {
 		m.head += from
 		m.values = m.values[from : to+1]
 	}
-	return m.event(events.OpLTrim, nil)
+	return m.event(contract.OpLTrim, nil)
 }
 
 func mustRange(tb testing.TB, s *projection.Store, key string, start, stop int64) []string {
@@ -95,7 +95,7 @@ func TestApplyLists(t *testing.T) {
 	s := projection.New(pool)
 
 	m := &listModel{tb: t, key: "tenant/t/project/p/activity-log"}
-	var evs []events.Event
+	var evs []contract.Event
 	for i := range 20 {
 		if i%3 == 0 {
 			evs = append(evs, m.rpush(fmt.Sprintf(`"r%d"`, i)))
@@ -111,7 +111,7 @@ func TestApplyLists(t *testing.T) {
 		mustApply(t, s, "kv.lists", b)
 	}
 	for _, r := range [][2]int64{{0, -1}, {0, 99}, {0, 0}, {-1, -1}, {2, 5}, {-3, -1}, {5, 2}, {-100, 100}, {10, 20}} {
-		from, to, ok := events.ListRange(r[0], r[1], int64(len(m.values)))
+		from, to, ok := contract.ListRange(r[0], r[1], int64(len(m.values)))
 		want := []string{}
 		if ok {
 			want = m.values[from : to+1]
@@ -132,7 +132,7 @@ func TestApplyLists(t *testing.T) {
 	})
 
 	t.Run("OKDeletedListRowsAreNotElements", func(t *testing.T) {
-		del := event(t, events.KindDelete, m.key, m.version+1, "")
+		del := event(t, contract.KindDelete, m.key, m.version+1, "")
 		mustApply(t, s, "kv.lists", batchOf(100, del))
 		if got := mustRange(t, s, m.key, 0, -1); len(got) != 0 {
 			t.Fatalf("deleted list holds %v", got)
@@ -154,7 +154,7 @@ func TestApplyLists(t *testing.T) {
 		k := "tenant/t/project/p/lookup"
 		l := &listModel{tb: t, key: k}
 		mustApply(t, s, "kv.lists", batchOf(200, l.rpush(`"a"`), l.rpush(`"b"`)))
-		ref := projection.ElementRef{Collection: k, Member: events.ListPosition(1)}
+		ref := projection.ElementRef{Collection: k, Member: contract.ListPosition(1)}
 		f, err := s.Lookup(context.Background(), nil, nil, []projection.ElementRef{ref})
 		if err != nil || f.Elements[ref] != 2 || string(f.Values[ref]) != `"b"` {
 			t.Fatalf("lookup %+v %v", f, err)
@@ -181,8 +181,8 @@ func TestCompareLists(t *testing.T) {
 		differs bool
 	}{
 		{"OKSameLog", log, "", false},
-		{"OKTrimmedRowsIgnored", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + events.ListPosition(0) + `'`, false},
-		{"ErrValueDiffers", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + events.ListPosition(1) + `'`, true},
+		{"OKTrimmedRowsIgnored", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + contract.ListPosition(0) + `'`, false},
+		{"ErrValueDiffers", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + contract.ListPosition(1) + `'`, true},
 		{"ErrCompactedLosesElements", log[3:], "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,10 +228,10 @@ func TestRequestsRememberOlderPops(t *testing.T) {
 	}
 	a := got[ref("pop-1")]
 	if a.Version != 3 || a.Digest != "pop-digest" || a.Popped == nil || string(a.Popped.Value) != `"a"` ||
-		a.Popped.Member != pop.Element.Member || a.Popped.Op != events.ElementRemove {
+		a.Popped.Member != pop.Element.Member || a.Popped.Op != contract.ElementRemove {
 		t.Fatalf("older pop: %+v (popped %+v), want version 3 and the value it popped", a, a.Popped)
 	}
-	var meta events.CollectionMeta
+	var meta contract.CollectionMeta
 	if err := json.Unmarshal(a.After, &meta); err != nil || meta.Size != 1 || meta.Head != 1 || meta.Since != 1 {
 		t.Fatalf("older pop's metadata %s (%v), want the list after the pop %s", a.After, err, pop.After)
 	}
@@ -248,7 +248,7 @@ func TestRangeByteBudget(t *testing.T) {
 	s := projection.New(pool)
 	m := &listModel{tb: t, key: "tenant/t/project/p/big-log"}
 	big := strings.Repeat("x", 60<<10)
-	var evs []events.Event
+	var evs []contract.Event
 	for i := range 200 {
 		evs = append(evs, m.rpush(fmt.Sprintf(`"%03d%s"`, i, big)))
 	}
@@ -259,7 +259,7 @@ func TestRangeByteBudget(t *testing.T) {
 	var got []string
 	pages := 0
 	for start := int64(0); ; pages++ {
-		vs, truncated, err := s.Range(context.Background(), m.key, start, -1, events.MaxRange, budget, t0)
+		vs, truncated, err := s.Range(context.Background(), m.key, start, -1, contract.MaxRange, budget, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestRangeByteBudget(t *testing.T) {
 	}
 
 	t.Run("OKOneValueOverBudget", func(t *testing.T) {
-		vs, truncated, err := s.Range(context.Background(), m.key, 5, -1, events.MaxRange, 10, t0)
+		vs, truncated, err := s.Range(context.Background(), m.key, 5, -1, contract.MaxRange, 10, t0)
 		if err != nil || len(vs) != 1 || !truncated || string(vs[0]) != m.values[5] {
 			t.Fatalf("range of %d values, truncated %v err %v; want the first value alone", len(vs), truncated, err)
 		}

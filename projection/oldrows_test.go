@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
@@ -128,16 +128,16 @@ func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 	})
 
 	t.Run("History", func(t *testing.T) {
-		want := []events.HistoryVersion{}
-		for _, e := range []events.Event{a1, a2, a3, a4, a5} {
-			want = append(want, events.HistoryVersionOf(&e))
+		want := []contract.HistoryVersion{}
+		for _, e := range []contract.Event{a1, a2, a3, a4, a5} {
+			want = append(want, contract.HistoryVersionOf(&e))
 		}
 		got, next, err := s.History(ctx, a, 1, 10, 1<<20)
 		if err != nil || next != 0 || !reflect.DeepEqual(got, want) {
 			t.Fatalf("history: next %d, %v\n got %+v\nwant %+v", next, err, got, want)
 		}
 		// Pages of two: the second spans both formats.
-		var paged []events.HistoryVersion
+		var paged []contract.HistoryVersion
 		for from := int64(1); from != 0; {
 			page, n, err := s.History(ctx, a, from, 2, 1<<20)
 			if err != nil {
@@ -172,7 +172,7 @@ func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 		if got := withoutAt(got); !reflect.DeepEqual(got, want) {
 			t.Errorf("applied requests:\n got %+v\nwant %+v", got, want)
 		}
-		var meta events.CollectionMeta
+		var meta contract.CollectionMeta
 		if popped.Version != 3 || popped.Digest != "pop-digest" || popped.Popped == nil || string(popped.Popped.Value) != `"a"` ||
 			json.Unmarshal(popped.After, &meta) != nil || meta.Size != 1 {
 			t.Errorf("older pop in a jsonb row: %+v (popped %+v, after %s)", popped, popped.Popped, popped.After)

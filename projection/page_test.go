@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -24,18 +24,18 @@ func TestPageByteBudget(t *testing.T) {
 	now := t0.Add(24 * time.Hour)
 	const p = "tenant/t/project/budget/"
 	big := `{"state":"done","pad":"` + strings.Repeat("x", 64<<10) + `"}` // 64 KiB
-	var evs []events.Event
+	var evs []contract.Event
 	for i := range 10 {
 		evs = append(evs, put(t, fmt.Sprintf("%sk%02d", p, i), 1, big))
 	}
 	mustApply(t, s, "kv.changes", batchOf(0, evs...))
-	list := func(after string, limit, maxBytes int) ([]events.Entry, bool, error) {
+	list := func(after string, limit, maxBytes int) ([]contract.Entry, bool, error) {
 		return s.List(context.Background(), p, after, limit, maxBytes, now)
 	}
-	scan := func(after string, limit, maxBytes int) ([]events.Entry, bool, error) {
-		return s.Scan(context.Background(), p, filter("state", events.FilterEq, `"done"`), after, limit, maxBytes, now)
+	scan := func(after string, limit, maxBytes int) ([]contract.Entry, bool, error) {
+		return s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"done"`), after, limit, maxBytes, now)
 	}
-	for name, page := range map[string]func(string, int, int) ([]events.Entry, bool, error){"List": list, "Scan": scan} {
+	for name, page := range map[string]func(string, int, int) ([]contract.Entry, bool, error){"List": list, "Scan": scan} {
 		for _, tc := range []struct {
 			name      string
 			after     string
@@ -70,8 +70,8 @@ func TestPageByteBudget(t *testing.T) {
 		}
 		t.Run(name+"/ErrNonPositiveBudget", func(t *testing.T) {
 			_, _, err := page("", 10, 0)
-			if events.ErrorCode(err) != events.EInvalid {
-				t.Errorf("error %v, want code %s", err, events.EInvalid)
+			if contract.ErrorCode(err) != contract.EInvalid {
+				t.Errorf("error %v, want code %s", err, contract.EInvalid)
 			}
 		})
 	}

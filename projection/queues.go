@@ -10,13 +10,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Queues (schemas/postgres/00008_kv_elements_queue.sql,
 // docs/collections.md "Queues"). An item is a kv_elements row whose
-// member is events.QueueMember and whose state columns are those its
-// latest event carried (events.Element): the projector upserts it to
+// member is contract.QueueMember and whose state columns are those its
+// latest event carried (contract.Element): the projector upserts it to
 // exactly that state, or deletes it. Every read takes only the rows of
 // the queue's incarnation (the member range of its since) in one range
 // of the partial indexes: never a scan of the queue.
@@ -48,7 +48,7 @@ type queueItemColumns struct {
 	visibleAt, pushedAt, expiresAt                 []*time.Time
 }
 
-func (c *queueItemColumns) add(ref ElementRef, version int64, el *events.Element) {
+func (c *queueItemColumns) add(ref ElementRef, version int64, el *contract.Element) {
 	c.collection = append(c.collection, ref.Collection)
 	c.member = append(c.member, ref.Member)
 	c.version = append(c.version, version)
@@ -108,15 +108,15 @@ CROSS JOIN LATERAL (SELECT * FROM kv_elements WHERE collection = t.c AND member 
 
 // scanItem reads one row of itemColumns (after extra) as the element
 // state of the item.
-func scanItem(row pgx.Row, extra ...any) (events.Element, error) {
-	var el events.Element
+func scanItem(row pgx.Row, extra ...any) (contract.Element, error) {
+	var el contract.Element
 	var value *string
 	dest := append(extra, &el.Member, &value, &el.State, &el.Deliveries, &el.VisibleAt, &el.DedupID, &el.PushedAt, &el.ExpiresAt,
 		&el.ReceiptNonce)
 	if err := row.Scan(dest...); err != nil {
 		return el, err
 	}
-	el.Op = events.ElementAdd
+	el.Op = contract.ElementAdd
 	// In UTC, as the writer decides and the events carry them.
 	for _, t := range []*time.Time{el.VisibleAt, el.PushedAt, el.ExpiresAt} {
 		if t != nil {
@@ -159,9 +159,9 @@ type DedupRef struct {
 	DedupID string
 }
 
-func readItems(rows pgx.Rows) ([]events.Element, error) {
+func readItems(rows pgx.Rows) ([]contract.Element, error) {
 	defer rows.Close()
-	var out []events.Element
+	var out []contract.Element
 	for rows.Next() {
 		el, err := scanItem(rows)
 		if err != nil {
@@ -266,7 +266,7 @@ const itemBytes = `(octet_length(member) + coalesce(octet_length(value), 0) + 12
 // maxBytes (but always the first), reading its metadata and the rows in
 // one snapshot: an absent or expired queue has none. truncated: the
 // budget cut the page short of count items.
-func (s *Store) Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) (items []events.Element, truncated bool, err error) {
+func (s *Store) Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) (items []contract.Element, truncated bool, err error) {
 	if err := checkPage(count, maxBytes); err != nil {
 		return nil, false, err
 	}
@@ -279,7 +279,7 @@ func (s *Store) Peek(ctx context.Context, key string, count, maxBytes int, now t
 		if err != nil {
 			return err
 		}
-		meta, err := events.ParseCollectionMeta(raw)
+		meta, err := contract.ParseCollectionMeta(raw)
 		if err != nil {
 			return err
 		}
@@ -298,7 +298,7 @@ func (s *Store) Peek(ctx context.Context, key string, count, maxBytes int, now t
 
 // readPeek reads peekSQL rows up to the first that does not fit the byte
 // budget (cut), and closes rows.
-func readPeek(rows pgx.Rows) (items []events.Element, cut bool, err error) {
+func readPeek(rows pgx.Rows) (items []contract.Element, cut bool, err error) {
 	defer rows.Close()
 	for rows.Next() {
 		var fits bool

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -23,18 +23,18 @@ type queueModel struct {
 	key      string
 	version  int64
 	since    int64
-	items    map[string]events.Element // rows: member -> state (done included)
+	items    map[string]contract.Element // rows: member -> state (done included)
 	inFlight int64
 }
 
 func newQueueModel(tb testing.TB, key string, version int64) *queueModel {
-	return &queueModel{tb: tb, key: key, version: version, items: map[string]events.Element{}}
+	return &queueModel{tb: tb, key: key, version: version, items: map[string]contract.Element{}}
 }
 
 func (m *queueModel) size() int64 {
 	var n int64
 	for _, el := range m.items {
-		if el.State != events.ItemDone && inIncarnation(el.Member, m.since) {
+		if el.State != contract.ItemDone && inIncarnation(el.Member, m.since) {
 			n++
 		}
 	}
@@ -42,40 +42,40 @@ func (m *queueModel) size() int64 {
 }
 
 func inIncarnation(member string, since int64) bool {
-	from, to := events.QueueRange(since)
+	from, to := contract.QueueRange(since)
 	return member >= from && member < to
 }
 
-func (m *queueModel) event(op events.Op, el events.Element) events.Event {
+func (m *queueModel) event(op contract.Op, el contract.Element) contract.Event {
 	if el.State == "" {
-		el.Op = events.ElementRemove
+		el.Op = contract.ElementRemove
 		delete(m.items, el.Member)
 	} else {
-		el.Op = events.ElementAdd
+		el.Op = contract.ElementAdd
 		m.items[el.Member] = el
 	}
-	meta, _ := json.Marshal(events.CollectionMeta{Type: "queue", Size: m.size(), Since: m.since, InFlight: m.inFlight})
+	meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: m.size(), Since: m.since, InFlight: m.inFlight})
 	e := put(m.tb, m.key, m.version, string(meta))
-	e.Op, e.Semantics, e.Element = op, events.Semantics{Purpose: "queue"}, &el
+	e.Op, e.Semantics, e.Element = op, contract.Semantics{Purpose: "queue"}, &el
 	return e
 }
 
-func (m *queueModel) push(data string, prio int64, dedup string) events.Event {
+func (m *queueModel) push(data string, prio int64, dedup string) contract.Event {
 	m.version++
 	if m.since == 0 {
 		m.since = m.version
 	}
 	at := t0.Add(time.Duration(m.version) * time.Second)
-	return m.event(events.OpQPush, events.Element{Member: events.QueueMember(m.since, prio, m.version), Value: json.RawMessage(data),
-		State: events.ItemReady, DedupID: dedup, PushedAt: &at})
+	return m.event(contract.OpQPush, contract.Element{Member: contract.QueueMember(m.since, prio, m.version), Value: json.RawMessage(data),
+		State: contract.ItemReady, DedupID: dedup, PushedAt: &at})
 }
 
 // ready lists the ready items of the current incarnation in serving
 // order.
-func (m *queueModel) ready() []events.Element {
-	var out []events.Element
+func (m *queueModel) ready() []contract.Element {
+	var out []contract.Element
 	for _, k := range slices.Sorted(maps.Keys(m.items)) {
-		if el := m.items[k]; el.State == events.ItemReady && inIncarnation(k, m.since) {
+		if el := m.items[k]; el.State == contract.ItemReady && inIncarnation(k, m.since) {
 			out = append(out, el)
 		}
 	}
@@ -84,43 +84,43 @@ func (m *queueModel) ready() []events.Element {
 
 // pop takes the first ready item: in flight until deadline when given,
 // else removed (done with a dedupId).
-func (m *queueModel) pop(deadline *time.Time) events.Event {
+func (m *queueModel) pop(deadline *time.Time) contract.Event {
 	m.version++
 	el := m.ready()[0]
 	el.Deliveries++
 	switch {
 	case deadline != nil:
-		el.State, el.VisibleAt = events.ItemInFlight, deadline
+		el.State, el.VisibleAt = contract.ItemInFlight, deadline
 		el.ReceiptNonce = fmt.Sprintf("%032x", m.version)
 		m.inFlight++
 	case el.DedupID != "":
-		el.State = events.ItemDone
+		el.State = contract.ItemDone
 	default:
 		el.State = ""
 	}
-	return m.event(events.OpQPop, el)
+	return m.event(contract.OpQPop, el)
 }
 
-func (m *queueModel) ack(member string) events.Event {
+func (m *queueModel) ack(member string) contract.Event {
 	m.version++
 	el := m.items[member]
 	el.State, el.VisibleAt, el.ReceiptNonce = "", nil, ""
 	if el.DedupID != "" {
-		el.State = events.ItemDone
+		el.State = contract.ItemDone
 	}
 	m.inFlight--
-	return m.event(events.OpQAck, el)
+	return m.event(contract.OpQAck, el)
 }
 
-func (m *queueModel) requeue(member string) events.Event {
+func (m *queueModel) requeue(member string) contract.Event {
 	m.version++
 	el := m.items[member]
-	el.State, el.VisibleAt, el.ReceiptNonce = events.ItemReady, nil, ""
+	el.State, el.VisibleAt, el.ReceiptNonce = contract.ItemReady, nil, ""
 	m.inFlight--
-	return m.event(events.OpQRequeue, el)
+	return m.event(contract.OpQRequeue, el)
 }
 
-func mustPeek(tb testing.TB, s *projection.Store, key string, count int) []events.Element {
+func mustPeek(tb testing.TB, s *projection.Store, key string, count int) []contract.Element {
 	tb.Helper()
 	items, _, err := s.Peek(context.Background(), key, count, 1<<20, t0)
 	if err != nil {
@@ -130,8 +130,8 @@ func mustPeek(tb testing.TB, s *projection.Store, key string, count int) []event
 }
 
 // sameItems compares items by member, data, state and deliveries.
-func sameItems(got, want []events.Element) bool {
-	return slices.EqualFunc(got, want, func(a, b events.Element) bool {
+func sameItems(got, want []contract.Element) bool {
+	return slices.EqualFunc(got, want, func(a, b contract.Element) bool {
 		return a.Member == b.Member && string(a.Value) == string(b.Value) && a.State == b.State && a.Deliveries == b.Deliveries
 	})
 }
@@ -149,7 +149,7 @@ func TestApplyQueues(t *testing.T) {
 	s := projection.New(pool)
 	m := newQueueModel(t, "tenant/t/project/p/tasks", 0)
 	deadline := t0.Add(-time.Second) // already past at t0
-	var evs []events.Event
+	var evs []contract.Event
 	for i := range 12 {
 		dedup := ""
 		if i%4 == 0 {
@@ -172,7 +172,7 @@ func TestApplyQueues(t *testing.T) {
 		t.Fatalf("peek 2 = %+v", got)
 	}
 	st := mustState(t, s, m.key)
-	meta, err := events.ParseCollectionMeta(st.Entry.Value)
+	meta, err := contract.ParseCollectionMeta(st.Entry.Value)
 	if err != nil || meta.Size != m.size() || meta.InFlight != 1 {
 		t.Fatalf("metadata %s %v, want size %d, 1 in flight", st.Entry.Value, err, m.size())
 	}
@@ -182,16 +182,16 @@ func TestApplyQueues(t *testing.T) {
 		var done, flying string
 		for k, el := range m.items {
 			switch el.State {
-			case events.ItemDone:
+			case contract.ItemDone:
 				done = k
-			case events.ItemInFlight:
+			case contract.ItemInFlight:
 				flying = k
 			}
 		}
 		q := projection.Query{
 			Heads:  []projection.HeadRef{{Queue: m.key, Exclude: []string{ready[0].Member}, Limit: 2}, {Queue: "tenant/t/project/p/none", Limit: 1}},
 			Dedups: []projection.DedupRef{{Queue: m.key, DedupID: "d0"}, {Queue: m.key, Since: m.since, DedupID: "d4"}, {Queue: m.key, DedupID: "nope"}},
-			Items:  []projection.ElementRef{{Collection: m.key, Member: done}, {Collection: m.key, Member: flying}, {Collection: m.key, Member: events.QueueMember(1, 0, 99)}},
+			Items:  []projection.ElementRef{{Collection: m.key, Member: done}, {Collection: m.key, Member: flying}, {Collection: m.key, Member: contract.QueueMember(1, 0, 99)}},
 		}
 		f, err := s.Find(ctx, q)
 		if err != nil {
@@ -208,8 +208,8 @@ func TestApplyQueues(t *testing.T) {
 		if d, ok := f.Dedups[q.Dedups[1]]; !ok || d.DedupID != "d4" {
 			t.Fatalf("dedup d4 = %+v %v", d, ok)
 		}
-		if _, ok := f.Dedups[q.Dedups[2]]; ok || len(f.Items) != 2 || f.Items[q.Items[0]].State != events.ItemDone ||
-			f.Items[q.Items[1]].State != events.ItemInFlight || f.Items[q.Items[1]].VisibleAt == nil {
+		if _, ok := f.Dedups[q.Dedups[2]]; ok || len(f.Items) != 2 || f.Items[q.Items[0]].State != contract.ItemDone ||
+			f.Items[q.Items[1]].State != contract.ItemInFlight || f.Items[q.Items[1]].VisibleAt == nil {
 			t.Fatalf("dedups %+v items %+v", f.Dedups, f.Items)
 		}
 		// The in-flight delivery's receipt nonce is the one its pop
@@ -233,7 +233,7 @@ func TestApplyQueues(t *testing.T) {
 	})
 
 	t.Run("OKDeletedQueueRowsAreNotItems", func(t *testing.T) {
-		del := event(t, events.KindDelete, m.key, m.version+1, "")
+		del := event(t, contract.KindDelete, m.key, m.version+1, "")
 		mustApply(t, s, "kv.queues", batchOf(100, del))
 		if got := mustPeek(t, s, m.key, 10); len(got) != 0 {
 			t.Fatalf("deleted queue holds %+v", got)
@@ -303,7 +303,7 @@ func TestPeekByteBudget(t *testing.T) {
 	s := projection.New(pool)
 	m := newQueueModel(t, "tenant/t/project/p/big-tasks", 0)
 	big := strings.Repeat("x", 60<<10)
-	var evs []events.Event
+	var evs []contract.Event
 	for i := range 200 {
 		evs = append(evs, m.push(fmt.Sprintf(`"%03d%s"`, i, big), 0, ""))
 	}
@@ -311,7 +311,7 @@ func TestPeekByteBudget(t *testing.T) {
 		mustApply(t, s, "kv.queues", batchOf(int64(i), evs[i:i+20]...))
 	}
 	const budget = 4 << 20
-	items, truncated, err := s.Peek(context.Background(), m.key, events.MaxPeek, budget, t0)
+	items, truncated, err := s.Peek(context.Background(), m.key, contract.MaxPeek, budget, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestPeekByteBudget(t *testing.T) {
 	for _, it := range items {
 		size += len(it.Value)
 	}
-	t.Logf("peek %d: %d items, %d KiB, truncated %v", events.MaxPeek, len(items), size>>10, truncated)
+	t.Logf("peek %d: %d items, %d KiB, truncated %v", contract.MaxPeek, len(items), size>>10, truncated)
 	if size > budget || len(items) == 0 || !truncated || !sameItems(items, m.ready()[:len(items)]) {
 		t.Fatalf("peek: %d items of %d bytes, truncated %v; want the first items within %d, truncated", len(items), size, truncated, budget)
 	}

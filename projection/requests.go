@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // RequestRef names a requestId used on a key.
@@ -26,7 +26,7 @@ type AppliedRequest struct {
 	// Popped is the element the event popped when it is a pop (lpop,
 	// rpop, qpop): a retried pop is answered as a replay with the value
 	// (a queue item: data, receipt and deadline) the lost answer carried.
-	Popped *events.Element
+	Popped *contract.Element
 	// After is a pop's event's metadata after it (the collection's
 	// length or size then), so that the replay of an older pop answers
 	// what the lost answer carried; nil for every other event.
@@ -83,14 +83,14 @@ CROSS JOIN LATERAL (
 // writer decides a batch of writes on both (writer.decideRequestID):
 // the history is how a requestId older than the key's latest write is
 // remembered once its event is projected.
-func (s *Store) StatesAndRequests(ctx context.Context, keys []string, refs []RequestRef) (map[string]events.State, map[RequestRef]AppliedRequest, error) {
+func (s *Store) StatesAndRequests(ctx context.Context, keys []string, refs []RequestRef) (map[string]contract.State, map[RequestRef]AppliedRequest, error) {
 	f, err := s.Lookup(ctx, keys, refs, nil)
 	return f.States, f.Requests, err
 }
 
 // Found is what Lookup found.
 type Found struct {
-	States   map[string]events.State
+	States   map[string]contract.State
 	Requests map[RequestRef]AppliedRequest
 	// Elements holds the version of each asked kv_elements row that
 	// exists (absent: no row).
@@ -100,9 +100,9 @@ type Found struct {
 	// Heads holds, per asked queue, its first ready items in serving
 	// order (HeadRef); Dedups the newest item pushed with each asked
 	// dedupId (absent: none); Items the asked queue items that exist.
-	Heads  map[string][]events.Element
-	Dedups map[DedupRef]events.Element
-	Items  map[ElementRef]events.Element
+	Heads  map[string][]contract.Element
+	Dedups map[DedupRef]contract.Element
+	Items  map[ElementRef]contract.Element
 }
 
 // Query is what a batch of writes asks the projection in one round
@@ -130,13 +130,13 @@ func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, el
 func (s *Store) Find(ctx context.Context, q Query) (Found, error) {
 	keys, refs, elems := q.Keys, q.Requests, q.Elements
 	f := Found{
-		States:   make(map[string]events.State, len(keys)),
+		States:   make(map[string]contract.State, len(keys)),
 		Requests: make(map[RequestRef]AppliedRequest),
 		Elements: make(map[ElementRef]int64),
 		Values:   make(map[ElementRef]json.RawMessage),
-		Heads:    make(map[string][]events.Element),
-		Dedups:   make(map[DedupRef]events.Element),
-		Items:    make(map[ElementRef]events.Element),
+		Heads:    make(map[string][]contract.Element),
+		Dedups:   make(map[DedupRef]contract.Element),
+		Items:    make(map[ElementRef]contract.Element),
 	}
 	b := &pgx.Batch{}
 	if len(keys) > 0 {
@@ -178,14 +178,14 @@ func (s *Store) Find(ctx context.Context, q Query) (Found, error) {
 	}
 	for _, k := range keys {
 		if _, ok := f.States[k]; !ok {
-			f.States[k] = events.State{}
+			f.States[k] = contract.State{}
 		}
 	}
 	return f, nil
 }
 
 // readBatch reads the answers of StatesAndRequests' batch.
-func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string]events.State, applied map[RequestRef]AppliedRequest) error {
+func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string]contract.State, applied map[RequestRef]AppliedRequest) error {
 	if withStates {
 		rows, err := br.Query()
 		if err != nil {
@@ -211,7 +211,7 @@ func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string
 			return err
 		}
 		if popped != nil {
-			a.Popped = new(events.Element)
+			a.Popped = new(contract.Element)
 			if err := json.Unmarshal(popped, a.Popped); err != nil {
 				return fmt.Errorf("popped element of %s version %d: %w", r.Key, a.Version, err)
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // A filtered scan reads kv_fields (schemas/postgres/00004_kv_fields.sql),
@@ -50,7 +50,7 @@ const scanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', 
 
 // scanStatement returns the statement of a scan and its arguments, or ""
 // when nothing can match (keys are ASCII).
-func scanStatement(prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) (string, []any, error) {
+func scanStatement(prefix string, f contract.Filter, after string, limit, maxBytes int, now time.Time) (string, []any, error) {
 	if err := checkPage(limit, maxBytes); err != nil {
 		return "", nil, err
 	}
@@ -76,7 +76,7 @@ func scanStatement(prefix string, f events.Filter, after string, limit, maxBytes
 // typ (kv_fields.type). Parameters: $1 field, $2 value, $3 prefix, $4
 // cursor, $5 end of the prefix range, $6 now, $7 page size + 1, $8 probe
 // size, $9 byte budget (see List).
-func scanSQL(op events.FilterOp, typ string) string {
+func scanSQL(op contract.FilterOp, typ string) string {
 	match := "f.type = '" + typ + "' AND f.str " + opSQL[op] + " $2::text"
 	if typ == "n" {
 		match = "f.type = 'n' AND f.num " + opSQL[op] + " $2::numeric"
@@ -117,12 +117,12 @@ ORDER BY key`
 
 // Scan is List with a filter: the live entries whose key starts with
 // prefix and sorts after the cursor after, not expired at now, whose
-// value matches f (see events.Filter), in byte order of their keys, at most
+// value matches f (see contract.Filter), in byte order of their keys, at most
 // limit of them and no more than fit in maxBytes (see List); truncated
 // reports that more matching entries follow the last one returned. Indexes answer it (kv_fields); values are not read.
-// An invalid filter is an *events.Error with code invalid naming "field",
+// An invalid filter is an *contract.Error with code invalid naming "field",
 // "op" or "value".
-func (s *Store) Scan(ctx context.Context, prefix string, f events.Filter, after string, limit, maxBytes int, now time.Time) (entries []events.Entry, truncated bool, err error) {
+func (s *Store) Scan(ctx context.Context, prefix string, f contract.Filter, after string, limit, maxBytes int, now time.Time) (entries []contract.Entry, truncated bool, err error) {
 	sql, args, err := scanStatement(prefix, f, after, limit, maxBytes, now)
 	if err != nil || sql == "" {
 		return nil, false, err

@@ -19,17 +19,17 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
 
-func filter(field string, op events.FilterOp, value string) events.Filter {
-	return events.Filter{Field: field, Op: op, Value: json.RawMessage(value)}
+func filter(field string, op contract.FilterOp, value string) contract.Filter {
+	return contract.Filter{Field: field, Op: op, Value: json.RawMessage(value)}
 }
 
-func expiring(tb testing.TB, key string, version int64, value string, at time.Time) events.Event {
+func expiring(tb testing.TB, key string, version int64, value string, at time.Time) contract.Event {
 	tb.Helper()
 	e := put(tb, key, version, value)
 	e.ExpiresAt = &at
@@ -37,7 +37,7 @@ func expiring(tb testing.TB, key string, version int64, value string, at time.Ti
 }
 
 // mustScan returns the keys (without prefix trim) of one scan page.
-func mustScan(tb testing.TB, s *projection.Store, prefix string, f events.Filter, after string, limit int, now time.Time) ([]string, bool) {
+func mustScan(tb testing.TB, s *projection.Store, prefix string, f contract.Filter, after string, limit int, now time.Time) ([]string, bool) {
 	tb.Helper()
 	entries, truncated, err := s.Scan(context.Background(), prefix, f, after, limit, noBudget, now)
 	if err != nil {
@@ -111,12 +111,12 @@ func TestApplyIndexesFields(t *testing.T) {
 	s := projection.New(pool)
 	const p = "tenant/t/project/fields/"
 	many := map[string]int{}
-	for i := range events.MaxFilterFields + 6 {
+	for i := range contract.MaxFilterFields + 6 {
 		many[fmt.Sprintf("f%03d", i)] = i
 	}
 	manyJSON, _ := json.Marshal(many)
-	long := strings.Repeat("x", events.MaxFieldStringBytes)
-	longName := strings.Repeat("n", events.MaxFieldNameBytes)
+	long := strings.Repeat("x", contract.MaxFieldStringBytes)
+	longName := strings.Repeat("n", contract.MaxFieldNameBytes)
 	exp := t0.Add(time.Hour)
 
 	tests := []struct {
@@ -137,13 +137,13 @@ func TestApplyIndexesFields(t *testing.T) {
 		{"LastOfDuplicateFieldsWins", `{"a":1,"a":"two"}`, nil, []string{"a s NULL two"}},
 		{"ExpiryCopied", `{"a":1}`, &exp, []string{"a n 1 -"}},
 		{"CapStringBytes", `{"ok":"` + long + `","long":"` + long + `y"}`, nil, []string{"ok s NULL " + long}},
-		{"CapStringBytesUTF8", `{"e":"` + strings.Repeat("é", events.MaxFieldStringBytes/2) + `","f":"` + strings.Repeat("é", events.MaxFieldStringBytes/2) + `x"}`, nil,
-			[]string{"e s NULL " + strings.Repeat("é", events.MaxFieldStringBytes/2)}},
+		{"CapStringBytesUTF8", `{"e":"` + strings.Repeat("é", contract.MaxFieldStringBytes/2) + `","f":"` + strings.Repeat("é", contract.MaxFieldStringBytes/2) + `x"}`, nil,
+			[]string{"e s NULL " + strings.Repeat("é", contract.MaxFieldStringBytes/2)}},
 		{"CapFieldName", `{"` + longName + `":1,"` + longName + `n":2}`, nil, []string{longName + " n 1 -"}},
 		{"CapNumberChars", `{"a":1e255,"b":1e256,"c":-1e254,"d":1e-254,"e":1e-255}`, nil,
 			[]string{"a n 1" + strings.Repeat("0", 255) + " -", "c n -1" + strings.Repeat("0", 254) + " -", "d n 0." + strings.Repeat("0", 253) + "1 -"}},
 	}
-	var batch []events.Event
+	var batch []contract.Event
 	for i, tt := range tests {
 		e := put(t, fmt.Sprintf("%s%02d", p, i), 1, tt.value)
 		e.ExpiresAt = tt.exp
@@ -176,9 +176,9 @@ func TestApplyIndexesFields(t *testing.T) {
 	}
 	t.Run("CapFieldsFirstByName", func(t *testing.T) {
 		rows := storedFields(t, pool, capKey)
-		if len(rows) != events.MaxFilterFields || !strings.Contains(rows[0], ".f000 ") ||
-			!strings.Contains(rows[len(rows)-1], fmt.Sprintf(".f%03d ", events.MaxFilterFields-1)) {
-			t.Errorf("%d fields indexed (%v ... %v); want the first %d by name", len(rows), rows[0], rows[len(rows)-1], events.MaxFilterFields)
+		if len(rows) != contract.MaxFilterFields || !strings.Contains(rows[0], ".f000 ") ||
+			!strings.Contains(rows[len(rows)-1], fmt.Sprintf(".f%03d ", contract.MaxFilterFields-1)) {
+			t.Errorf("%d fields indexed (%v ... %v); want the first %d by name", len(rows), rows[0], rows[len(rows)-1], contract.MaxFilterFields)
 		}
 	})
 	checkFieldsDerived(t, pool)
@@ -197,38 +197,38 @@ func TestApplyReplacesFields(t *testing.T) {
 	}
 	steps := []struct {
 		name  string
-		batch []events.Event
+		batch []contract.Event
 		want  []string
 	}{
-		{"PutIndexes", []events.Event{put(t, k, 1, `{"state":"new","n":1}`)},
+		{"PutIndexes", []contract.Event{put(t, k, 1, `{"state":"new","n":1}`)},
 			[]string{`n n num="1" str=NULL exp=<nil>`, `state s num=NULL str="new" exp=<nil>`}},
-		{"PutReplaces", []events.Event{put(t, k, 2, `{"state":"running"}`)},
+		{"PutReplaces", []contract.Event{put(t, k, 2, `{"state":"running"}`)},
 			[]string{`state s num=NULL str="running" exp=<nil>`}},
-		{"OlderEventKeepsNewerFields", []events.Event{put(t, k, 1, `{"state":"new","n":1}`)},
+		{"OlderEventKeepsNewerFields", []contract.Event{put(t, k, 1, `{"state":"new","n":1}`)},
 			[]string{`state s num=NULL str="running" exp=<nil>`}},
-		{"ReplayKeepsFields", []events.Event{put(t, k, 2, `{"state":"running"}`)},
+		{"ReplayKeepsFields", []contract.Event{put(t, k, 2, `{"state":"running"}`)},
 			[]string{`state s num=NULL str="running" exp=<nil>`}},
-		{"DeleteRemoves", []events.Event{event(t, events.KindDelete, k, 3, "")}, nil},
-		{"RecreateIndexes", []events.Event{put(t, k, 4, `{"state":"again"}`)},
+		{"DeleteRemoves", []contract.Event{event(t, contract.KindDelete, k, 3, "")}, nil},
+		{"RecreateIndexes", []contract.Event{put(t, k, 4, `{"state":"again"}`)},
 			[]string{`state s num=NULL str="again" exp=<nil>`}},
-		{"ExpireRemoves", []events.Event{event(t, events.KindExpire, k, 5, "")}, nil},
-		{"PutAndDeleteInOneBatch", []events.Event{put(t, k, 6, `{"a":1}`), event(t, events.KindDelete, k, 7, "")}, nil},
-		{"DeleteAndPutInOneBatch", []events.Event{event(t, events.KindDelete, k, 8, ""), put(t, k, 9, `{"b":true}`)},
+		{"ExpireRemoves", []contract.Event{event(t, contract.KindExpire, k, 5, "")}, nil},
+		{"PutAndDeleteInOneBatch", []contract.Event{put(t, k, 6, `{"a":1}`), event(t, contract.KindDelete, k, 7, "")}, nil},
+		{"DeleteAndPutInOneBatch", []contract.Event{event(t, contract.KindDelete, k, 8, ""), put(t, k, 9, `{"b":true}`)},
 			[]string{"b b num=NULL str=\"true\" exp=<nil>"}},
-		{"NonObjectRemoves", []events.Event{put(t, k, 10, `[1]`)}, nil},
-		{"PutIndexesAgain", []events.Event{put(t, k, 11, `{"client":1,"seq":1}`)},
+		{"NonObjectRemoves", []contract.Event{put(t, k, 10, `[1]`)}, nil},
+		{"PutIndexesAgain", []contract.Event{put(t, k, 11, `{"client":1,"seq":1}`)},
 			[]string{`client n num="1" str=NULL exp=<nil>`, `seq n num="1" str=NULL exp=<nil>`}},
-		{"ChangedFieldOnlyRewritten", []events.Event{put(t, k, 12, `{"client":1,"seq":2}`)},
+		{"ChangedFieldOnlyRewritten", []contract.Event{put(t, k, 12, `{"client":1,"seq":2}`)},
 			[]string{`client n num="1" str=NULL exp=<nil>`, `seq n num="2" str=NULL exp=<nil>`}},
-		{"TypeChangeFollows", []events.Event{put(t, k, 13, `{"client":"one","seq":2}`)},
+		{"TypeChangeFollows", []contract.Event{put(t, k, 13, `{"client":"one","seq":2}`)},
 			[]string{`client s num=NULL str="one" exp=<nil>`, `seq n num="2" str=NULL exp=<nil>`}},
-		{"NumberAsWrittenFollows", []events.Event{put(t, k, 14, `{"client":"one","seq":2.0}`)},
+		{"NumberAsWrittenFollows", []contract.Event{put(t, k, 14, `{"client":"one","seq":2.0}`)},
 			[]string{`client s num=NULL str="one" exp=<nil>`, `seq n num="2.0" str=NULL exp=<nil>`}},
-		{"ExpiryFollows", []events.Event{expiring(t, k, 15, `{"client":"one","seq":2.0}`, t0.Add(time.Hour))},
+		{"ExpiryFollows", []contract.Event{expiring(t, k, 15, `{"client":"one","seq":2.0}`, t0.Add(time.Hour))},
 			[]string{`client s num=NULL str="one" exp=` + t0.Add(time.Hour).String(), `seq n num="2.0" str=NULL exp=` + t0.Add(time.Hour).String()}},
-		{"FieldsAddedAndDropped", []events.Event{put(t, k, 16, `{"client":"one","other":3}`)},
+		{"FieldsAddedAndDropped", []contract.Event{put(t, k, 16, `{"client":"one","other":3}`)},
 			[]string{`client s num=NULL str="one" exp=<nil>`, `other n num="3" str=NULL exp=<nil>`}},
-		{"ReplayWritesNothing", []events.Event{put(t, k, 16, `{"client":"one","other":3}`)},
+		{"ReplayWritesNothing", []contract.Event{put(t, k, 16, `{"client":"one","other":3}`)},
 			[]string{`client s num=NULL str="one" exp=<nil>`, `other n num="3" str=NULL exp=<nil>`}},
 	}
 	// The fields of the steps whose rows must not be rewritten.
@@ -288,7 +288,7 @@ func TestScan(t *testing.T) {
 		put(t, p+"h", 1, `"done"`),
 		put(t, p+"i", 1, `{"nested":{"state":"done"}}`),
 		put(t, p+"j", 1, `{"state":"done"}`),
-		event(t, events.KindDelete, p+"j", 2, ""),
+		event(t, contract.KindDelete, p+"j", 2, ""),
 		expiring(t, p+"k", 1, `{"state":"done"}`, now),
 		expiring(t, p+"l", 1, `{"state":"done"}`, now.Add(time.Second)),
 		put(t, "tenant/t/project/p-x/a", 1, `{"state":"done"}`),
@@ -298,38 +298,38 @@ func TestScan(t *testing.T) {
 	tests := []struct {
 		name   string
 		prefix string
-		f      events.Filter
+		f      contract.Filter
 		want   string // keys without p, space separated
 	}{
-		{"StringEq", p, filter("state", events.FilterEq, `"done"`), "a l"},
-		{"StringEqIsCaseSensitive", p, filter("state", events.FilterEq, `"running"`), "b"},
-		{"StringNe", p, filter("state", events.FilterNe, `"done"`), "b c d e"},
-		{"StringLtIsBytewise", p, filter("state", events.FilterLt, `"a"`), "d"},
-		{"StringGtNonASCII", p, filter("state", events.FilterGt, `"z"`), "e"},
-		{"StringLte", p, filter("state", events.FilterLte, `"failed"`), "a c d l"},
-		{"StringGte", p, filter("state", events.FilterGte, `"running"`), "b e"},
-		{"TimestampLt", p, filter("ts", events.FilterLt, `"2026-03-05T10:05:00Z"`), "a b"},
-		{"TimestampGt", p, filter("ts", events.FilterGt, `"2026-03-05T10:05:00Z"`), "c"},
-		{"NumberLt", p, filter("n", events.FilterLt, `5`), "c"},
-		{"NumberLte", p, filter("n", events.FilterLte, `5.0`), "a c"},
-		{"NumberGtAcrossForms", p, filter("n", events.FilterGt, `7.4999`), "b e f"},
-		{"NumberGte", p, filter("n", events.FilterGte, `1e1`), "e f"},
-		{"NumberEqExponent", p, filter("n", events.FilterEq, `10`), "e"},
-		{"NumberEqIsExact", p, filter("n", events.FilterEq, `9007199254740992`), ""},
-		{"NumberEqBigInt", p, filter("n", events.FilterEq, `9007199254740993`), "f"},
-		{"NumberNe", p, filter("n", events.FilterNe, `5`), "b c e f"},
-		{"NegativeZeroIsZero", p, filter("big", events.FilterEq, `0`), "f"},
-		{"NumberDoesNotMatchString", p, filter("n", events.FilterEq, `"5"`), "d"},
-		{"BoolEq", p, filter("ok", events.FilterEq, `true`), "a"},
-		{"BoolFalse", p, filter("ok", events.FilterEq, `false`), "b"},
-		{"BoolDoesNotMatchString", p, filter("ok", events.FilterEq, `"true"`), "d"},
-		{"NullEq", p, filter("z", events.FilterEq, `null`), "a"},
-		{"MissingFieldNeverMatches", p, filter("absent", events.FilterNe, `"x"`), ""},
-		{"NestedFieldsAreNotFields", p, filter("nested", events.FilterEq, `null`), ""},
-		{"NarrowPrefix", p + "b", filter("state", events.FilterNe, `"zzz"`), "b"},
-		{"PrefixIsAByteRange", "tenant/t/project/p", filter("state", events.FilterEq, `"done"`), "../p-x/a a l ../pp/a"},
-		{"OtherScope", "tenant/t/project/q/", filter("state", events.FilterEq, `"done"`), "../q/a"},
-		{"NoMatch", p + "zz", filter("state", events.FilterEq, `"done"`), ""},
+		{"StringEq", p, filter("state", contract.FilterEq, `"done"`), "a l"},
+		{"StringEqIsCaseSensitive", p, filter("state", contract.FilterEq, `"running"`), "b"},
+		{"StringNe", p, filter("state", contract.FilterNe, `"done"`), "b c d e"},
+		{"StringLtIsBytewise", p, filter("state", contract.FilterLt, `"a"`), "d"},
+		{"StringGtNonASCII", p, filter("state", contract.FilterGt, `"z"`), "e"},
+		{"StringLte", p, filter("state", contract.FilterLte, `"failed"`), "a c d l"},
+		{"StringGte", p, filter("state", contract.FilterGte, `"running"`), "b e"},
+		{"TimestampLt", p, filter("ts", contract.FilterLt, `"2026-03-05T10:05:00Z"`), "a b"},
+		{"TimestampGt", p, filter("ts", contract.FilterGt, `"2026-03-05T10:05:00Z"`), "c"},
+		{"NumberLt", p, filter("n", contract.FilterLt, `5`), "c"},
+		{"NumberLte", p, filter("n", contract.FilterLte, `5.0`), "a c"},
+		{"NumberGtAcrossForms", p, filter("n", contract.FilterGt, `7.4999`), "b e f"},
+		{"NumberGte", p, filter("n", contract.FilterGte, `1e1`), "e f"},
+		{"NumberEqExponent", p, filter("n", contract.FilterEq, `10`), "e"},
+		{"NumberEqIsExact", p, filter("n", contract.FilterEq, `9007199254740992`), ""},
+		{"NumberEqBigInt", p, filter("n", contract.FilterEq, `9007199254740993`), "f"},
+		{"NumberNe", p, filter("n", contract.FilterNe, `5`), "b c e f"},
+		{"NegativeZeroIsZero", p, filter("big", contract.FilterEq, `0`), "f"},
+		{"NumberDoesNotMatchString", p, filter("n", contract.FilterEq, `"5"`), "d"},
+		{"BoolEq", p, filter("ok", contract.FilterEq, `true`), "a"},
+		{"BoolFalse", p, filter("ok", contract.FilterEq, `false`), "b"},
+		{"BoolDoesNotMatchString", p, filter("ok", contract.FilterEq, `"true"`), "d"},
+		{"NullEq", p, filter("z", contract.FilterEq, `null`), "a"},
+		{"MissingFieldNeverMatches", p, filter("absent", contract.FilterNe, `"x"`), ""},
+		{"NestedFieldsAreNotFields", p, filter("nested", contract.FilterEq, `null`), ""},
+		{"NarrowPrefix", p + "b", filter("state", contract.FilterNe, `"zzz"`), "b"},
+		{"PrefixIsAByteRange", "tenant/t/project/p", filter("state", contract.FilterEq, `"done"`), "../p-x/a a l ../pp/a"},
+		{"OtherScope", "tenant/t/project/q/", filter("state", contract.FilterEq, `"done"`), "../q/a"},
+		{"NoMatch", p + "zz", filter("state", contract.FilterEq, `"done"`), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -349,7 +349,7 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("EntriesAreComplete", func(t *testing.T) {
-		entries, _, err := s.Scan(context.Background(), p, filter("state", events.FilterEq, `"failed"`), "", 10, noBudget, now)
+		entries, _, err := s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"failed"`), "", 10, noBudget, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,13 +360,13 @@ func TestScan(t *testing.T) {
 		}
 	})
 	t.Run("ExpiredAtNowIsGone", func(t *testing.T) {
-		keys, _ := mustScan(t, s, p, filter("state", events.FilterEq, `"done"`), "", 10, now.Add(-time.Nanosecond))
+		keys, _ := mustScan(t, s, p, filter("state", contract.FilterEq, `"done"`), "", 10, now.Add(-time.Nanosecond))
 		if !slices.Equal(keys, []string{p + "a", p + "k", p + "l"}) {
 			t.Errorf("just before k expires: %v", keys)
 		}
 	})
 	t.Run("PagesWithCursor", func(t *testing.T) {
-		f := filter("state", events.FilterNe, `"zzz"`)
+		f := filter("state", contract.FilterNe, `"zzz"`)
 		var all []string
 		after := ""
 		for range 10 {
@@ -386,47 +386,47 @@ func TestScan(t *testing.T) {
 		}
 	})
 	t.Run("ExactLimitNotTruncated", func(t *testing.T) {
-		if keys, truncated := mustScan(t, s, p, filter("state", events.FilterEq, `"done"`), "", 2, now); len(keys) != 2 || truncated {
+		if keys, truncated := mustScan(t, s, p, filter("state", contract.FilterEq, `"done"`), "", 2, now); len(keys) != 2 || truncated {
 			t.Errorf("got %v truncated=%v", keys, truncated)
 		}
 	})
 	t.Run("NonASCIIPrefixMatchesNothing", func(t *testing.T) {
-		if keys, _ := mustScan(t, s, p+"é", filter("state", events.FilterNe, `"x"`), "", 10, now); len(keys) != 0 {
+		if keys, _ := mustScan(t, s, p+"é", filter("state", contract.FilterNe, `"x"`), "", 10, now); len(keys) != 0 {
 			t.Errorf("got %v", keys)
 		}
 	})
 	for _, tt := range []struct {
 		name, field string
-		f           events.Filter
+		f           contract.Filter
 		limit       int
 	}{
-		{"ErrNonPositiveLimit", "limit", filter("state", events.FilterEq, `"x"`), 0},
-		{"ErrEmptyField", "field", filter("", events.FilterEq, `"x"`), 10},
-		{"ErrFieldTooLong", "field", filter(strings.Repeat("f", events.MaxFieldNameBytes+1), events.FilterEq, `"x"`), 10},
-		{"ErrFieldNUL", "field", filter("a\x00", events.FilterEq, `"x"`), 10},
+		{"ErrNonPositiveLimit", "limit", filter("state", contract.FilterEq, `"x"`), 0},
+		{"ErrEmptyField", "field", filter("", contract.FilterEq, `"x"`), 10},
+		{"ErrFieldTooLong", "field", filter(strings.Repeat("f", contract.MaxFieldNameBytes+1), contract.FilterEq, `"x"`), 10},
+		{"ErrFieldNUL", "field", filter("a\x00", contract.FilterEq, `"x"`), 10},
 		{"ErrUnknownOp", "op", filter("state", "like", `"x"`), 10},
-		{"ErrBoolLt", "op", filter("ok", events.FilterLt, `true`), 10},
-		{"ErrNullNe", "op", filter("z", events.FilterNe, `null`), 10},
-		{"ErrObject", "value", filter("state", events.FilterEq, `{"a":1}`), 10},
-		{"ErrArray", "value", filter("state", events.FilterEq, `[1]`), 10},
-		{"ErrNotJSON", "value", filter("state", events.FilterEq, `done`), 10},
-		{"ErrTwoLiterals", "value", filter("state", events.FilterEq, `1 2`), 10},
-		{"ErrEmpty", "value", filter("state", events.FilterEq, ``), 10},
-		{"ErrStringTooLong", "value", filter("state", events.FilterLt, `"`+strings.Repeat("s", events.MaxFieldStringBytes+1)+`"`), 10},
-		{"ErrStringNUL", "value", filter("state", events.FilterEq, `"a\u0000"`), 10},
-		{"ErrNumberTooLong", "value", filter("n", events.FilterEq, strings.Repeat("9", events.MaxFieldNumberChars+1)), 10},
-		{"ErrHugeExponent", "value", filter("n", events.FilterLt, `1e200000`), 10},
+		{"ErrBoolLt", "op", filter("ok", contract.FilterLt, `true`), 10},
+		{"ErrNullNe", "op", filter("z", contract.FilterNe, `null`), 10},
+		{"ErrObject", "value", filter("state", contract.FilterEq, `{"a":1}`), 10},
+		{"ErrArray", "value", filter("state", contract.FilterEq, `[1]`), 10},
+		{"ErrNotJSON", "value", filter("state", contract.FilterEq, `done`), 10},
+		{"ErrTwoLiterals", "value", filter("state", contract.FilterEq, `1 2`), 10},
+		{"ErrEmpty", "value", filter("state", contract.FilterEq, ``), 10},
+		{"ErrStringTooLong", "value", filter("state", contract.FilterLt, `"`+strings.Repeat("s", contract.MaxFieldStringBytes+1)+`"`), 10},
+		{"ErrStringNUL", "value", filter("state", contract.FilterEq, `"a\u0000"`), 10},
+		{"ErrNumberTooLong", "value", filter("n", contract.FilterEq, strings.Repeat("9", contract.MaxFieldNumberChars+1)), 10},
+		{"ErrHugeExponent", "value", filter("n", contract.FilterLt, `1e200000`), 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := s.Scan(context.Background(), p, tt.f, "", tt.limit, noBudget, now)
-			var e *events.Error
-			if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != tt.field {
+			var e *contract.Error
+			if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != tt.field {
 				t.Errorf("error %v, want invalid on field %q", err, tt.field)
 			}
 		})
 	}
 	t.Run("OKLargeExponent", func(t *testing.T) {
-		if keys, _ := mustScan(t, s, p, filter("n", events.FilterLt, `1e1000`), "", 100, now); len(keys) != 5 {
+		if keys, _ := mustScan(t, s, p, filter("n", contract.FilterLt, `1e1000`), "", 100, now); len(keys) != 5 {
 			t.Errorf("n lt 1e1000: %v, want every numeric n", keys)
 		}
 	})
@@ -446,7 +446,7 @@ func TestScanAgreesWithBruteForce(t *testing.T) {
 	const p = "tenant/t/project/brute/"
 	rng := rand.New(rand.NewPCG(7, 7))
 	values := map[string]map[string]any{}
-	var batch []events.Event
+	var batch []contract.Event
 	var keys []string
 	states := []string{"new", "running", "done", "failed"}
 	for i := range 4000 {
@@ -485,7 +485,7 @@ func TestScanAgreesWithBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	matches := func(f events.Filter, v map[string]any) bool {
+	matches := func(f contract.Filter, v map[string]any) bool {
 		fv, ok := v[f.Field]
 		if !ok {
 			return false
@@ -516,33 +516,33 @@ func TestScanAgreesWithBruteForce(t *testing.T) {
 			return fv == w
 		}
 		switch f.Op {
-		case events.FilterEq:
+		case contract.FilterEq:
 			return c == 0
-		case events.FilterNe:
+		case contract.FilterNe:
 			return c != 0
-		case events.FilterLt:
+		case contract.FilterLt:
 			return c < 0
-		case events.FilterLte:
+		case contract.FilterLte:
 			return c <= 0
-		case events.FilterGt:
+		case contract.FilterGt:
 			return c > 0
 		default:
 			return c >= 0
 		}
 	}
-	for _, f := range []events.Filter{
-		filter("state", events.FilterEq, `"done"`),
-		filter("state", events.FilterNe, `"done"`),
-		filter("state", events.FilterLt, `"new"`),
-		filter("n", events.FilterLt, `0`),
-		filter("n", events.FilterGte, `49`),
-		filter("n", events.FilterEq, `-3.5`),
-		filter("rare", events.FilterGte, `0`),
-		filter("rare", events.FilterEq, `3`),
-		filter("ts", events.FilterGt, t0.Add(3950*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
-		filter("ts", events.FilterLt, t0.Add(40*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
-		filter("late", events.FilterEq, `true`),
-		filter("missing", events.FilterEq, `1`),
+	for _, f := range []contract.Filter{
+		filter("state", contract.FilterEq, `"done"`),
+		filter("state", contract.FilterNe, `"done"`),
+		filter("state", contract.FilterLt, `"new"`),
+		filter("n", contract.FilterLt, `0`),
+		filter("n", contract.FilterGte, `49`),
+		filter("n", contract.FilterEq, `-3.5`),
+		filter("rare", contract.FilterGte, `0`),
+		filter("rare", contract.FilterEq, `3`),
+		filter("ts", contract.FilterGt, t0.Add(3950*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
+		filter("ts", contract.FilterLt, t0.Add(40*time.Second).Format(`"2006-01-02T15:04:05Z07:00"`)),
+		filter("late", contract.FilterEq, `true`),
+		filter("missing", contract.FilterEq, `1`),
 	} {
 		for _, limit := range []int{1, 7, 100, 1000} {
 			t.Run(fmt.Sprintf("%s_%s_%s_limit%d", f.Field, f.Op, f.Value, limit), func(t *testing.T) {
@@ -588,7 +588,7 @@ func TestScanUsesIndexes(t *testing.T) {
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const p = "tenant/t/project/plan/"
-	var batch []events.Event
+	var batch []contract.Event
 	for i := range 20000 {
 		state := "done"
 		if i%1000 == 0 {
@@ -607,16 +607,16 @@ func TestScanUsesIndexes(t *testing.T) {
 	ts := func(sec int) string { return `"` + t0.Add(time.Duration(sec)*time.Second).Format(time.RFC3339) + `"` }
 	for _, tt := range []struct {
 		name  string
-		f     events.Filter
+		f     contract.Filter
 		index string // of the value-first part
 		runs  bool   // whether the value-first part runs
 	}{
-		{"OKDenseFoundByProbe", filter("attempt", events.FilterLt, `5`), "kv_fields_num", false},
-		{"OKOneInTenFoundByProbe", filter("attempt", events.FilterEq, `9`), "kv_fields_num", false},
-		{"OKFirstKeysFoundByProbe", filter("updated_at", events.FilterLt, ts(150)), "kv_fields_str", false},
-		{"OKSparseStringEqByValue", filter("state", events.FilterEq, `"failed"`), "kv_fields_str", true},
-		{"OKLastKeysByValue", filter("updated_at", events.FilterGt, ts(19900)), "kv_fields_str", true},
-		{"OKSparseNumberByValue", filter("seq", events.FilterGte, `19950`), "kv_fields_num", true},
+		{"OKDenseFoundByProbe", filter("attempt", contract.FilterLt, `5`), "kv_fields_num", false},
+		{"OKOneInTenFoundByProbe", filter("attempt", contract.FilterEq, `9`), "kv_fields_num", false},
+		{"OKFirstKeysFoundByProbe", filter("updated_at", contract.FilterLt, ts(150)), "kv_fields_str", false},
+		{"OKSparseStringEqByValue", filter("state", contract.FilterEq, `"failed"`), "kv_fields_str", true},
+		{"OKLastKeysByValue", filter("updated_at", contract.FilterGt, ts(19900)), "kv_fields_str", true},
+		{"OKSparseNumberByValue", filter("seq", contract.FilterGte, `19950`), "kv_fields_num", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			plan := projection.ExplainScan(t, pool, p, tt.f, "", 100, t0)
@@ -666,7 +666,7 @@ func TestScanSettingsStayInTheScan(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT current_setting('max_parallel_workers_per_gather')`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", events.FilterEq, `1`), "", 10, noBudget, t0); err != nil {
+	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", contract.FilterEq, `1`), "", 10, noBudget, t0); err != nil {
 		t.Fatal(err)
 	}
 	var after string
@@ -683,10 +683,10 @@ func TestScanInOtherSchema(t *testing.T) {
 	s := projection.New(pg.MustSchema(t, "rebuild_f"))
 	const k = "tenant/t/project/p/k"
 	mustApply(t, s, "kv.changes", batchOf(0, put(t, k, 1, `{"state":"done"}`)))
-	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", events.FilterEq, `"done"`), "", 10, t0); !slices.Equal(keys, []string{k}) {
+	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", contract.FilterEq, `"done"`), "", 10, t0); !slices.Equal(keys, []string{k}) {
 		t.Errorf("scan in rebuild_f: %v", keys)
 	}
-	if keys, _ := mustScan(t, projection.New(pg.Pool), "tenant/t/project/p/", filter("state", events.FilterEq, `"done"`), "", 10, t0); len(keys) != 0 {
+	if keys, _ := mustScan(t, projection.New(pg.Pool), "tenant/t/project/p/", filter("state", contract.FilterEq, `"done"`), "", 10, t0); len(keys) != 0 {
 		t.Errorf("scan of public found %v", keys)
 	}
 }
@@ -726,10 +726,10 @@ func TestMigrationIndexesExistingEntries(t *testing.T) {
 	}
 	checkFieldsDerived(t, pool)
 	s := projection.New(pool)
-	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", events.FilterNe, `"x"`), "", 10, t0); !slices.Equal(keys, []string{"tenant/t/project/p/a", "tenant/t/project/p/b"}) {
+	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", contract.FilterNe, `"x"`), "", 10, t0); !slices.Equal(keys, []string{"tenant/t/project/p/a", "tenant/t/project/p/b"}) {
 		t.Errorf("scan after the migration: %v", keys)
 	}
-	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", events.FilterNe, `"x"`), "", 10, exp); !slices.Equal(keys, []string{"tenant/t/project/p/a"}) {
+	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", contract.FilterNe, `"x"`), "", 10, exp); !slices.Equal(keys, []string{"tenant/t/project/p/a"}) {
 		t.Errorf("scan after b's expiry: %v", keys)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // A projection lives in one Postgres schema: the first of its pool's
@@ -31,11 +31,11 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // and not a system schema (pg_*, information_schema).
 func CheckSchemaName(name string) error {
 	if !schemaName.MatchString(name) {
-		return events.FieldErrorf(events.EInvalid, "schema",
+		return contract.FieldErrorf(contract.EInvalid, "schema",
 			"schema name %q: want lowercase letters, digits and _, not starting with a digit, at most 63 characters", name)
 	}
 	if strings.HasPrefix(name, "pg_") || name == "information_schema" {
-		return events.FieldErrorf(events.EInvalid, "schema", "schema name %q is a system schema", name)
+		return contract.FieldErrorf(contract.EInvalid, "schema", "schema name %q is a system schema", name)
 	}
 	return nil
 }
@@ -63,7 +63,7 @@ func CurrentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 		return "", translate("current schema", err)
 	}
 	if s == nil {
-		return "", &events.Error{Code: events.EInternal, Message: "projection: current schema: no schema of the search_path exists"}
+		return "", &contract.Error{Code: contract.EInternal, Message: "projection: current schema: no schema of the search_path exists"}
 	}
 	return *s, nil
 }
@@ -131,7 +131,7 @@ func notCurrent(ctx context.Context, pool *pgxpool.Pool, schema, what string) er
 		return err
 	}
 	if cur == schema {
-		return events.FieldErrorf(events.EInvalid, "schema",
+		return contract.FieldErrorf(contract.EInvalid, "schema",
 			"refusing to %s schema %q: it is the schema of the live projection", what, schema)
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -96,10 +96,10 @@ func TestCreateSchema(t *testing.T) {
 	})
 	t.Run("ErrLiveSchema", func(t *testing.T) {
 		_, err := projection.CreateSchema(ctx, pg.Pool, "public", true)
-		if events.ErrorCode(err) != events.EInvalid {
+		if contract.ErrorCode(err) != contract.EInvalid {
 			t.Fatalf("CreateSchema of the pool's own schema = %v, want invalid", err)
 		}
-		if err := projection.DropSchema(ctx, pg.Pool, "public"); events.ErrorCode(err) != events.EInvalid {
+		if err := projection.DropSchema(ctx, pg.Pool, "public"); contract.ErrorCode(err) != contract.EInvalid {
 			t.Fatalf("DropSchema of the pool's own schema = %v, want invalid", err)
 		}
 		if n := count(t, pg.Pool, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'kv_entries'`); n != 1 {
@@ -108,7 +108,7 @@ func TestCreateSchema(t *testing.T) {
 	})
 	t.Run("ErrBadName", func(t *testing.T) {
 		for _, name := range []string{"", "Upper", "1x", "a-b", `x"; DROP SCHEMA public; --`, "pg_temp", "information_schema"} {
-			if _, err := projection.CreateSchema(ctx, pg.Pool, name, false); events.ErrorCode(err) != events.EInvalid {
+			if _, err := projection.CreateSchema(ctx, pg.Pool, name, false); contract.ErrorCode(err) != contract.EInvalid {
 				t.Errorf("CreateSchema(%q) = %v, want invalid", name, err)
 			}
 		}

@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Store reads and writes the projection tables through a pgx pool. It is
@@ -93,7 +93,7 @@ func (s *Store) SetHistoryFormat(f HistoryFormat) { s.history = f }
 type Applied struct {
 	Partition int32
 	Offset    int64
-	Event     events.Event
+	Event     contract.Event
 	// Marker is set for a transaction marker (a Kafka control record): it
 	// carries no event and only moves the partition's stored offset past
 	// itself, so a caught-up projection's offset equals the last stable
@@ -608,20 +608,20 @@ const stateColumns = `key, version, live, value, created_at, updated_at, expires
 // when the key was never written; a deleted or expired key keeps its last
 // version with Live false. An entry past its expiry but not yet expired by
 // an event is still Live here: State.Visible decides what a read sees.
-func (s *Store) State(ctx context.Context, key string) (events.State, error) {
+func (s *Store) State(ctx context.Context, key string) (contract.State, error) {
 	st, err := scanState(s.pool.QueryRow(ctx, `SELECT `+stateColumns+` FROM kv_entries WHERE key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return events.State{}, nil
+		return contract.State{}, nil
 	}
 	if err != nil {
-		return events.State{}, translate("state", err)
+		return contract.State{}, translate("state", err)
 	}
 	return st, nil
 }
 
 // States returns the states of many keys in one query. Every requested key
 // is in the map; keys never written have the zero State.
-func (s *Store) States(ctx context.Context, keys []string) (map[string]events.State, error) {
+func (s *Store) States(ctx context.Context, keys []string) (map[string]contract.State, error) {
 	out, _, err := s.StatesAndRequests(ctx, keys, nil)
 	return out, err
 }
@@ -635,7 +635,7 @@ const statesSQL = `SELECT e.* FROM unnest($1::text[]) AS k(key)
 		CROSS JOIN LATERAL (SELECT ` + stateColumns + ` FROM kv_entries WHERE kv_entries.key = k.key OFFSET 0) e`
 
 // readStates reads the rows of statesSQL into out and closes rows.
-func readStates(rows pgx.Rows, out map[string]events.State) error {
+func readStates(rows pgx.Rows, out map[string]contract.State) error {
 	defer rows.Close()
 	cache := make(semCache)
 	for rows.Next() {
@@ -690,7 +690,7 @@ var listSQL = `SELECT ` + pageColumns + ` FROM (
 // reports that more entries follow the last one returned (use its key as
 // the next cursor). Keys are ASCII: a prefix with other bytes matches
 // nothing.
-func (s *Store) List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) (entries []events.Entry, truncated bool, err error) {
+func (s *Store) List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) (entries []contract.Entry, truncated bool, err error) {
 	if err := checkPage(limit, maxBytes); err != nil {
 		return nil, false, err
 	}
@@ -714,10 +714,10 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit, maxBytes 
 // checkPage checks the bounds of a page.
 func checkPage(limit, maxBytes int) error {
 	if limit <= 0 {
-		return events.FieldErrorf(events.EInvalid, "limit", "limit must be positive, got %d", limit)
+		return contract.FieldErrorf(contract.EInvalid, "limit", "limit must be positive, got %d", limit)
 	}
 	if maxBytes <= 0 {
-		return events.FieldErrorf(events.EInvalid, "maxBytes", "the page's byte budget must be positive, got %d", maxBytes)
+		return contract.FieldErrorf(contract.EInvalid, "maxBytes", "the page's byte budget must be positive, got %d", maxBytes)
 	}
 	return nil
 }
@@ -725,9 +725,9 @@ func checkPage(limit, maxBytes int) error {
 // readPage reads up to limit entries of pageColumns rows, up to the first
 // that does not fit the byte budget, and closes rows; truncated says a
 // further row was there (queries ask for limit+1).
-func readPage(rows pgx.Rows, limit int, op string) (entries []events.Entry, truncated bool, err error) {
+func readPage(rows pgx.Rows, limit int, op string) (entries []contract.Entry, truncated bool, err error) {
 	defer rows.Close()
-	entries = make([]events.Entry, 0, min(limit, 1024))
+	entries = make([]contract.Entry, 0, min(limit, 1024))
 	cache := make(semCache)
 	for rows.Next() {
 		var fits bool
@@ -749,23 +749,23 @@ func readPage(rows pgx.Rows, limit int, op string) (entries []events.Entry, trun
 }
 
 // scanState reads one row of stateColumns. A live row gives the full
-// entry; a deleted or expired one gives what events.Event.State gives for
+// entry; a deleted or expired one gives what contract.Event.State gives for
 // such an event: key, version, update time, writer and request id.
-func scanState(row pgx.Row) (events.State, error) {
+func scanState(row pgx.Row) (contract.State, error) {
 	return scanStateCached(row, nil)
 }
 
 // semCache remembers decoded semantics by their JSON within one query:
 // rows of one listing mostly share them, and decoding is most of the
 // client's cost of a list.
-type semCache map[string]events.Semantics
+type semCache map[string]contract.Semantics
 
 // scanStateCached is scanState with cache; extra are the destinations
 // of columns after stateColumns.
-func scanStateCached(row pgx.Row, cache semCache, extra ...any) (events.State, error) {
+func scanStateCached(row pgx.Row, cache semCache, extra ...any) (contract.State, error) {
 	var (
-		st               events.State
-		e                events.Entry
+		st               contract.State
+		e                contract.Entry
 		value            []byte
 		created, expires *time.Time
 		sem              []byte
@@ -773,12 +773,12 @@ func scanStateCached(row pgx.Row, cache semCache, extra ...any) (events.State, e
 	dest := append([]any{&e.Key, &st.Version, &st.Live, &value, &created, &e.UpdatedAt, &expires,
 		&e.LastWriter, &e.RequestID, &st.RequestDigest, &e.SpecRef, &sem}, extra...)
 	if err := row.Scan(dest...); err != nil {
-		return events.State{}, err
+		return contract.State{}, err
 	}
 	e.Version = st.Version
 	e.UpdatedAt = e.UpdatedAt.UTC()
 	if !st.Live {
-		st.Entry = events.Entry{Key: e.Key, Version: e.Version, UpdatedAt: e.UpdatedAt, LastWriter: e.LastWriter, RequestID: e.RequestID}
+		st.Entry = contract.Entry{Key: e.Key, Version: e.Version, UpdatedAt: e.UpdatedAt, LastWriter: e.LastWriter, RequestID: e.RequestID}
 		return st, nil
 	}
 	e.Value = value
@@ -794,7 +794,7 @@ func scanStateCached(row pgx.Row, cache semCache, extra ...any) (events.State, e
 		e.Semantics.ConsumerHints = slices.Clone(c.ConsumerHints)
 	} else {
 		if err := json.Unmarshal(sem, &e.Semantics); err != nil {
-			return events.State{}, fmt.Errorf("decode semantics of %s: %w", e.Key, err)
+			return contract.State{}, fmt.Errorf("decode semantics of %s: %w", e.Key, err)
 		}
 		if cache != nil {
 			c := e.Semantics
@@ -834,7 +834,7 @@ func ascii(s string) bool {
 // without NUL, so not a key, and that Postgres might not even read.
 func checkCursor(after string) error {
 	if !ascii(after) {
-		return events.FieldErrorf(events.EInvalid, "cursor", "cursor is not one a listing returned")
+		return contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one a listing returned")
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -22,21 +22,21 @@ var t0 = time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
 
 // event returns a valid event of key at version: a put of value, or a
 // delete or expire when value is "".
-func event(tb testing.TB, kind events.Kind, key string, version int64, value string) events.Event {
+func event(tb testing.TB, kind contract.Kind, key string, version int64, value string) contract.Event {
 	tb.Helper()
-	k, err := events.ParseKey(key)
+	k, err := contract.ParseKey(key)
 	if err != nil {
 		tb.Fatalf("bad test key: %v", err)
 	}
-	e := events.Event{
-		SchemaVersion: events.SchemaVersion,
+	e := contract.Event{
+		SchemaVersion: contract.SchemaVersion,
 		Key:           key,
 		Scope:         k.Scope(),
 		Version:       version,
 		PrevVersion:   version - 1,
 		Kind:          kind,
 		CreatedAt:     t0,
-		Semantics:     events.Semantics{Purpose: "checkpoint", Producer: "test", ConsumerHints: []string{"x"}, TTLSeconds: 0},
+		Semantics:     contract.Semantics{Purpose: "checkpoint", Producer: "test", ConsumerHints: []string{"x"}, TTLSeconds: 0},
 		SpecRef:       "spec/1",
 		RequestID:     fmt.Sprintf("req-%d", version),
 		RequestDigest: fmt.Sprintf("digest-%d", version),
@@ -45,24 +45,24 @@ func event(tb testing.TB, kind events.Kind, key string, version int64, value str
 		WriterEpoch:   1,
 	}
 	switch kind {
-	case events.KindPut:
-		e.Op = events.OpSet
+	case contract.KindPut:
+		e.Op = contract.OpSet
 		e.After = json.RawMessage(value)
-	case events.KindDelete:
-		e.Op = events.OpDelete
-	case events.KindExpire:
-		e.Op = events.OpExpire
+	case contract.KindDelete:
+		e.Op = contract.OpDelete
+	case contract.KindExpire:
+		e.Op = contract.OpExpire
 	}
 	return e
 }
 
-func put(tb testing.TB, key string, version int64, value string) events.Event {
+func put(tb testing.TB, key string, version int64, value string) contract.Event {
 	tb.Helper()
-	return event(tb, events.KindPut, key, version, value)
+	return event(tb, contract.KindPut, key, version, value)
 }
 
 // batchOf numbers events on partition 0 from offset first.
-func batchOf(first int64, evs ...events.Event) []projection.Applied {
+func batchOf(first int64, evs ...contract.Event) []projection.Applied {
 	out := make([]projection.Applied, len(evs))
 	for i, e := range evs {
 		out[i] = projection.Applied{Partition: 0, Offset: first + int64(i), Event: e}
@@ -77,7 +77,7 @@ func mustApply(tb testing.TB, s *projection.Store, topic string, batch []project
 	}
 }
 
-func mustState(tb testing.TB, s *projection.Store, key string) events.State {
+func mustState(tb testing.TB, s *projection.Store, key string) contract.State {
 	tb.Helper()
 	st, err := s.State(context.Background(), key)
 	if err != nil {
@@ -113,82 +113,82 @@ func TestApply(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		batches func(key string) [][]events.Event
+		batches func(key string) [][]contract.Event
 		// want is the event whose State the projection must equal.
-		want    func(key string) events.Event
+		want    func(key string) contract.Event
 		history []int64
 	}{
 		{
 			name:    "PutCreatesLiveEntry",
-			batches: func(k string) [][]events.Event { return [][]events.Event{{put(t, k, 1, `{"b":1,"a":[1, 2]}`)}} },
-			want:    func(k string) events.Event { return put(t, k, 1, `{"b":1,"a":[1, 2]}`) },
+			batches: func(k string) [][]contract.Event { return [][]contract.Event{{put(t, k, 1, `{"b":1,"a":[1, 2]}`)}} },
+			want:    func(k string) contract.Event { return put(t, k, 1, `{"b":1,"a":[1, 2]}`) },
 			history: []int64{1},
 		},
 		{
 			name: "ReplayedBatchIsNoOp",
-			batches: func(k string) [][]events.Event {
-				b := []events.Event{put(t, k, 1, `1`), put(t, k, 2, `2`)}
-				return [][]events.Event{b, b}
+			batches: func(k string) [][]contract.Event {
+				b := []contract.Event{put(t, k, 1, `1`), put(t, k, 2, `2`)}
+				return [][]contract.Event{b, b}
 			},
-			want:    func(k string) events.Event { return put(t, k, 2, `2`) },
+			want:    func(k string) contract.Event { return put(t, k, 2, `2`) },
 			history: []int64{1, 2},
 		},
 		{
 			name: "OlderVersionAfterNewerIsIgnored",
-			batches: func(k string) [][]events.Event {
-				return [][]events.Event{{put(t, k, 1, `1`), put(t, k, 2, `2`)}, {put(t, k, 1, `"stale"`)}}
+			batches: func(k string) [][]contract.Event {
+				return [][]contract.Event{{put(t, k, 1, `1`), put(t, k, 2, `2`)}, {put(t, k, 1, `"stale"`)}}
 			},
-			want:    func(k string) events.Event { return put(t, k, 2, `2`) },
+			want:    func(k string) contract.Event { return put(t, k, 2, `2`) },
 			history: []int64{1, 2},
 		},
 		{
 			name: "SeveralVersionsInOneBatchFoldToLatest",
-			batches: func(k string) [][]events.Event {
-				return [][]events.Event{{put(t, k, 1, `1`), put(t, k, 2, `2`), put(t, k, 3, `3`)}}
+			batches: func(k string) [][]contract.Event {
+				return [][]contract.Event{{put(t, k, 1, `1`), put(t, k, 2, `2`), put(t, k, 3, `3`)}}
 			},
-			want:    func(k string) events.Event { return put(t, k, 3, `3`) },
+			want:    func(k string) contract.Event { return put(t, k, 3, `3`) },
 			history: []int64{1, 2, 3},
 		},
 		{
 			name: "DeleteKeepsVersionAndHidesEntry",
-			batches: func(k string) [][]events.Event {
-				return [][]events.Event{{put(t, k, 1, `1`)}, {event(t, events.KindDelete, k, 2, "")}}
+			batches: func(k string) [][]contract.Event {
+				return [][]contract.Event{{put(t, k, 1, `1`)}, {event(t, contract.KindDelete, k, 2, "")}}
 			},
-			want:    func(k string) events.Event { return event(t, events.KindDelete, k, 2, "") },
+			want:    func(k string) contract.Event { return event(t, contract.KindDelete, k, 2, "") },
 			history: []int64{1, 2},
 		},
 		{
 			name: "ExpireKeepsVersionAndHidesEntry",
-			batches: func(k string) [][]events.Event {
-				return [][]events.Event{{put(t, k, 1, `1`), event(t, events.KindExpire, k, 2, "")}}
+			batches: func(k string) [][]contract.Event {
+				return [][]contract.Event{{put(t, k, 1, `1`), event(t, contract.KindExpire, k, 2, "")}}
 			},
-			want:    func(k string) events.Event { return event(t, events.KindExpire, k, 2, "") },
+			want:    func(k string) contract.Event { return event(t, contract.KindExpire, k, 2, "") },
 			history: []int64{1, 2},
 		},
 		{
 			name: "RecreateContinuesVersion",
-			batches: func(k string) [][]events.Event {
-				return [][]events.Event{{put(t, k, 1, `1`), event(t, events.KindDelete, k, 2, "")}, {put(t, k, 3, `"again"`)}}
+			batches: func(k string) [][]contract.Event {
+				return [][]contract.Event{{put(t, k, 1, `1`), event(t, contract.KindDelete, k, 2, "")}, {put(t, k, 3, `"again"`)}}
 			},
-			want:    func(k string) events.Event { return put(t, k, 3, `"again"`) },
+			want:    func(k string) contract.Event { return put(t, k, 3, `"again"`) },
 			history: []int64{1, 2, 3},
 		},
 		{
 			name:    "NullValueIsLive",
-			batches: func(k string) [][]events.Event { return [][]events.Event{{put(t, k, 1, `null`)}} },
-			want:    func(k string) events.Event { return put(t, k, 1, `null`) },
+			batches: func(k string) [][]contract.Event { return [][]contract.Event{{put(t, k, 1, `null`)}} },
+			want:    func(k string) contract.Event { return put(t, k, 1, `null`) },
 			history: []int64{1},
 		},
 		{
 			name: "ExpiryIsKept",
-			batches: func(k string) [][]events.Event {
+			batches: func(k string) [][]contract.Event {
 				e := put(t, k, 1, `true`)
 				exp := t0.Add(time.Hour)
 				e.ExpiresAt = &exp
 				e.Semantics.TTLSeconds = 3600
-				return [][]events.Event{{e}}
+				return [][]contract.Event{{e}}
 			},
-			want: func(k string) events.Event {
+			want: func(k string) contract.Event {
 				e := put(t, k, 1, `true`)
 				exp := t0.Add(time.Hour)
 				e.ExpiresAt = &exp
@@ -222,7 +222,7 @@ func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	key := "tenant/t/project/p/h"
-	e1, e2 := put(t, key, 1, `{"n":1}`), event(t, events.KindDelete, key, 2, "")
+	e1, e2 := put(t, key, 1, `{"n":1}`), event(t, contract.KindDelete, key, 2, "")
 	mustApply(t, s, "kv.changes", []projection.Applied{{Partition: 3, Offset: 10, Event: e1}, {Partition: 3, Offset: 11, Event: e2}})
 
 	rows, err := pool.Query(context.Background(),
@@ -242,7 +242,7 @@ func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
 		if err := rows.Scan(&kind, &op, &part, &off, &raw); err != nil {
 			t.Fatal(err)
 		}
-		e, err := events.Unmarshal(raw)
+		e, err := contract.Unmarshal(raw)
 		if err != nil {
 			t.Fatalf("stored event does not decode: %v", err)
 		}
@@ -255,7 +255,7 @@ func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []any
-	for _, e := range []events.Event{e1, e2} {
+	for _, e := range []contract.Event{e1, e2} {
 		b, err := e.Marshal()
 		if err != nil {
 			t.Fatal(err)
@@ -280,7 +280,7 @@ func TestApplyOffsets(t *testing.T) {
 	ctx := context.Background()
 	s := projection.New(testenv.MustPostgres(t))
 	const topic = "kv.changes"
-	at := func(p int32, o int64, e events.Event) projection.Applied {
+	at := func(p int32, o int64, e contract.Event) projection.Applied {
 		return projection.Applied{Partition: p, Offset: o, Event: e}
 	}
 	k := func(i int) string { return fmt.Sprintf("tenant/t/project/p/k%d", i) }
@@ -352,14 +352,14 @@ func TestApplyOffsets(t *testing.T) {
 func TestStates(t *testing.T) {
 	s := projection.New(testenv.MustPostgres(t))
 	live, gone, never := "tenant/t/project/p/live", "tenant/t/project/p/gone", "tenant/t/project/p/never"
-	pLive, dGone := put(t, live, 4, `"v"`), event(t, events.KindDelete, gone, 2, "")
+	pLive, dGone := put(t, live, 4, `"v"`), event(t, contract.KindDelete, gone, 2, "")
 	mustApply(t, s, "kv.changes", batchOf(0, put(t, gone, 1, `1`), dGone, pLive))
 
 	got, err := s.States(context.Background(), []string{live, gone, never})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]events.State{live: pLive.State(), gone: dGone.State(), never: {}}
+	want := map[string]contract.State{live: pLive.State(), gone: dGone.State(), never: {}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("states:\n got %+v\nwant %+v", got, want)
 	}
@@ -376,7 +376,7 @@ func TestList(t *testing.T) {
 	s := projection.New(testenv.MustPostgres(t))
 	now := t0.Add(24 * time.Hour)
 	const p = "tenant/t/project/p/"
-	expiring := func(key string, at time.Time) events.Event {
+	expiring := func(key string, at time.Time) contract.Event {
 		e := put(t, key, 1, `"e"`)
 		e.ExpiresAt = &at
 		return e
@@ -388,7 +388,7 @@ func TestList(t *testing.T) {
 		put(t, p+"a/b", 1, `1`),
 		put(t, p+"a.x", 1, `1`),
 		put(t, p+"deleted", 1, `1`),
-		event(t, events.KindDelete, p+"deleted", 2, ""),
+		event(t, contract.KindDelete, p+"deleted", 2, ""),
 		expiring(p+"expired", now.Add(-time.Second)),
 		expiring(p+"expires-now", now),
 		expiring(p+"future", now.Add(time.Second)),
@@ -445,12 +445,12 @@ func TestList(t *testing.T) {
 		for _, list := range []func() error{
 			func() error { _, _, err := s.List(context.Background(), p, p+"a\x00", 10, noBudget, now); return err },
 			func() error {
-				_, _, err := s.Scan(context.Background(), p, events.Filter{Field: "a", Op: events.FilterEq, Value: []byte("1")}, p+"a\x00", 10, noBudget, now)
+				_, _, err := s.Scan(context.Background(), p, contract.Filter{Field: "a", Op: contract.FilterEq, Value: []byte("1")}, p+"a\x00", 10, noBudget, now)
 				return err
 			},
 		} {
-			if err := list(); events.ErrorCode(err) != events.EInvalid || strings.Contains(err.Error(), "postgres") {
-				t.Errorf("error %v, want code %s without the driver's words", err, events.EInvalid)
+			if err := list(); contract.ErrorCode(err) != contract.EInvalid || strings.Contains(err.Error(), "postgres") {
+				t.Errorf("error %v, want code %s without the driver's words", err, contract.EInvalid)
 			}
 		}
 	})
@@ -461,8 +461,8 @@ func TestList(t *testing.T) {
 	})
 	t.Run("ErrNonPositiveLimit", func(t *testing.T) {
 		_, _, err := s.List(context.Background(), p, "", 0, noBudget, now)
-		if events.ErrorCode(err) != events.EInvalid {
-			t.Errorf("error %v, want code %s", err, events.EInvalid)
+		if contract.ErrorCode(err) != contract.EInvalid {
+			t.Errorf("error %v, want code %s", err, contract.EInvalid)
 		}
 	})
 }
@@ -470,7 +470,7 @@ func TestList(t *testing.T) {
 // seed writes n keys under prefix, in batches like the projector's.
 func seed(tb testing.TB, s *projection.Store, prefix string, n int) {
 	tb.Helper()
-	var batch []events.Event
+	var batch []contract.Event
 	for i := range n {
 		batch = append(batch, put(tb, fmt.Sprintf("%s%06d", prefix, i), 1, `{"cursor":12345,"owner":"worker-7"}`))
 		if len(batch) == 500 || i == n-1 {
@@ -562,7 +562,7 @@ func TestStatesAndRequests(t *testing.T) {
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	a, b := "tenant/t/project/p/a", "tenant/t/project/p/b"
-	a1, a2, a3 := put(t, a, 1, `1`), put(t, a, 2, `2`), event(t, events.KindExpire, a, 3, "")
+	a1, a2, a3 := put(t, a, 1, `1`), put(t, a, 2, `2`), event(t, contract.KindExpire, a, 3, "")
 	a3.RequestID, a3.RequestDigest = "", ""
 	a4 := put(t, a, 4, `4`)
 	a4.RequestID, a4.RequestDigest = "req-1", "digest-again"
@@ -590,7 +590,7 @@ func TestStatesAndRequests(t *testing.T) {
 	if !reflect.DeepEqual(withoutAt(got), withoutAt(want)) {
 		t.Errorf("applied requests:\n got %+v\nwant %+v", got, want)
 	}
-	if wantStates := map[string]events.State{a: a4.State(), never: {}}; !reflect.DeepEqual(states, wantStates) {
+	if wantStates := map[string]contract.State{a: a4.State(), never: {}}; !reflect.DeepEqual(states, wantStates) {
 		t.Errorf("states:\n got %+v\nwant %+v", states, wantStates)
 	}
 	if _, only, err := s.StatesAndRequests(context.Background(), nil, []projection.RequestRef{ref(b, "req-2")}); err != nil || len(only) != 1 {

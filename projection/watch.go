@@ -3,7 +3,7 @@ package projection
 import (
 	"context"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // VersionOffset returns where a watch of key from its version (GET
@@ -27,7 +27,7 @@ func (s *Store) VersionOffset(ctx context.Context, topic string, p int32, key st
 	case at != nil:
 		return *at, nil
 	case oldest != nil && *oldest > version:
-		return 0, events.FieldErrorf(events.ECursorExpired, "fromVersion",
+		return 0, contract.FieldErrorf(contract.ECursorExpired, "fromVersion",
 			"the history of the key starts at version %d now; read the key and watch from now", *oldest)
 	case next != nil:
 		return *next, nil

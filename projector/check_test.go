@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -108,9 +108,9 @@ func projectAndStop(tb testing.TB, b *testenv.Broker, s *projection.Store, prod 
 func TestStoredOffsetPastEndStops(t *testing.T) {
 	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
-	prod.Commit(t, newEvent(k, 1, events.KindPut, `1`))
+	prod.Commit(t, newEvent(k, 1, contract.KindPut, `1`))
 	// As if the topic had been truncated: Postgres is far ahead of the log.
-	if err := s.Apply(context.Background(), b.Topics.Changes, []projection.Applied{{Partition: 0, Offset: 999, Event: newEvent(k, 7, events.KindPut, `7`)}}); err != nil {
+	if err := s.Apply(context.Background(), b.Topics.Changes, []projection.Applied{{Partition: 0, Offset: 999, Event: newEvent(k, 7, contract.KindPut, `7`)}}); err != nil {
 		t.Fatal(err)
 	}
 	r := start(t, b, s, projector.Config{})

@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 )
@@ -420,7 +420,7 @@ func (p *Projector) apply(ctx context.Context, batch []projection.Applied) (map[
 	start := time.Now()
 	err := changelog.Retry{
 		Base: 50 * time.Millisecond, Cap: 2 * time.Second, Max: 30 * time.Second,
-		Retriable: func(err error) bool { return events.ErrorCode(err) == events.EUnavailable },
+		Retriable: func(err error) bool { return contract.ErrorCode(err) == contract.EUnavailable },
 		OnRetry: func(err error, wait time.Duration) {
 			p.log.Warn("applying a batch failed; retrying", "records", len(batch), "backoff", wait, "err", err)
 		},

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -34,11 +34,11 @@ const partitions = 4
 type fold struct {
 	rng  *rand.Rand
 	keys []string
-	last map[string]events.Event
+	last map[string]contract.Event
 }
 
 func newFold(seed uint64, scopes, keysPerScope int) *fold {
-	f := &fold{rng: rand.New(rand.NewPCG(seed, 1)), last: make(map[string]events.Event)}
+	f := &fold{rng: rand.New(rand.NewPCG(seed, 1)), last: make(map[string]contract.Event)}
 	for s := range scopes {
 		for k := range keysPerScope {
 			f.keys = append(f.keys, fmt.Sprintf("tenant/t%d/project/p/k%d", s, k))
@@ -47,47 +47,47 @@ func newFold(seed uint64, scopes, keysPerScope int) *fold {
 	return f
 }
 
-func (f *fold) next() events.Event {
+func (f *fold) next() contract.Event {
 	key := f.keys[f.rng.IntN(len(f.keys))]
 	prev, seen := f.last[key]
-	e := newEvent(key, prev.Version+1, events.KindPut, fmt.Sprintf(`{"n":%d,"r":%d}`, prev.Version+1, f.rng.IntN(1000)))
+	e := newEvent(key, prev.Version+1, contract.KindPut, fmt.Sprintf(`{"n":%d,"r":%d}`, prev.Version+1, f.rng.IntN(1000)))
 	if seen && prev.Live() {
-		e.Op = events.OpCAS
+		e.Op = contract.OpCAS
 		e.Before = prev.After
 		e.CreatedAt = prev.CreatedAt
 		switch f.rng.IntN(8) {
 		case 0:
-			e.Kind, e.Op, e.After = events.KindDelete, events.OpDelete, nil
+			e.Kind, e.Op, e.After = contract.KindDelete, contract.OpDelete, nil
 		case 1:
-			e.Kind, e.Op, e.After = events.KindExpire, events.OpExpire, nil
+			e.Kind, e.Op, e.After = contract.KindExpire, contract.OpExpire, nil
 		}
 	}
 	f.last[key] = e
 	return e
 }
 
-func newEvent(key string, version int64, kind events.Kind, after string) events.Event {
-	k, err := events.ParseKey(key)
+func newEvent(key string, version int64, kind contract.Kind, after string) contract.Event {
+	k, err := contract.ParseKey(key)
 	if err != nil {
 		panic(err)
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond) // Postgres keeps microseconds
-	e := events.Event{
-		SchemaVersion: events.SchemaVersion,
+	e := contract.Event{
+		SchemaVersion: contract.SchemaVersion,
 		Key:           key,
 		Scope:         k.Scope(),
 		Version:       version,
 		PrevVersion:   version - 1,
 		Kind:          kind,
-		Op:            events.OpSet,
+		Op:            contract.OpSet,
 		CreatedAt:     now,
-		Semantics:     events.Semantics{Purpose: "cursor", Producer: "test"},
+		Semantics:     contract.Semantics{Purpose: "cursor", Producer: "test"},
 		RequestID:     fmt.Sprintf("req-%s-%d", key, version),
 		Principal:     "tester",
 		TS:            now,
 		WriterEpoch:   1,
 	}
-	if kind == events.KindPut {
+	if kind == contract.KindPut {
 		e.After = json.RawMessage(after)
 	}
 	return e
@@ -278,10 +278,10 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 	const a, c = "tenant/t/project/p/a", "tenant/t/project/p/c"
 	const aborted = "tenant/t/project/p/aborted"
 
-	a1 := newEvent(a, 1, events.KindPut, `"committed"`)
+	a1 := newEvent(a, 1, contract.KindPut, `"committed"`)
 	prod.Commit(t, a1)
-	prod.Abort(t, newEvent(aborted, 1, events.KindPut, `1`), newEvent(a, 2, events.KindPut, `"aborted"`))
-	c1 := newEvent(c, 1, events.KindPut, `"after"`)
+	prod.Abort(t, newEvent(aborted, 1, contract.KindPut, `1`), newEvent(a, 2, contract.KindPut, `"aborted"`))
+	c1 := newEvent(c, 1, contract.KindPut, `"after"`)
 	prod.Commit(t, c1)
 
 	start(t, b, s, projector.Config{})
@@ -291,7 +291,7 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]events.State{a: a1.State(), c: c1.State(), aborted: {}}
+	want := map[string]contract.State{a: a1.State(), c: c1.State(), aborted: {}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("states:\n got %+v\nwant %+v", got, want)
 	}
@@ -308,10 +308,10 @@ func TestPoisonPillStops(t *testing.T) {
 	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
-	good := newEvent(k, 1, events.KindPut, `1`)
+	good := newEvent(k, 1, contract.KindPut, `1`)
 	prod.Commit(t, good)
 	prod.Txn(t, true, &kgo.Record{Topic: b.Topics.Changes, Partition: 0, Key: []byte(k), Value: []byte(`{not json`)})
-	prod.Commit(t, newEvent(k, 2, events.KindPut, `2`))
+	prod.Commit(t, newEvent(k, 2, contract.KindPut, `2`))
 
 	err := start(t, b, s, projector.Config{}).Wait(t, runTimeout)
 	if err == nil || !strings.Contains(err.Error(), "poison pill at kv.changes/0@") {
@@ -344,9 +344,9 @@ func TestResumesAtPostgresOffsets(t *testing.T) {
 	b, pg, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
-	var evs []events.Event
+	var evs []contract.Event
 	for v := int64(1); v <= 5; v++ {
-		evs = append(evs, newEvent(k, v, events.KindPut, fmt.Sprint(v)))
+		evs = append(evs, newEvent(k, v, contract.KindPut, fmt.Sprint(v)))
 		prod.Commit(t, evs[len(evs)-1]) // offsets 0, 2, 4, 6, 8 (commit markers between)
 	}
 	// Postgres says offsets up to 4 are applied (version 3). The projector
@@ -463,7 +463,7 @@ func TestWaitsForTheTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	prod := testenv.MustProducer(t, b)
-	e := newEvent("tenant/t/project/p/k", 1, events.KindPut, `1`)
+	e := newEvent("tenant/t/project/p/k", 1, contract.KindPut, `1`)
 	prod.Commit(t, e)
 	testenv.WaitProjected(t, runTimeout, s, b.Topics.Changes, prod.Committed(t))
 	if err := r.Stop(t); err != nil {
@@ -494,7 +494,7 @@ func TestRebuildEqualsLive(t *testing.T) {
 	f := newFold(11, 8, 10) // puts, CAS, deletes, expires and re-creates
 
 	produce(t, prod, f, 300, 20)
-	prod.Abort(t, newEvent("tenant/t0/project/p/aborted", 1, events.KindPut, `1`))
+	prod.Abort(t, newEvent("tenant/t0/project/p/aborted", 1, contract.KindPut, `1`))
 	produce(t, prod, f, 300, 20)
 	r := start(t, b, live, projector.Config{})
 	testenv.WaitProjected(t, runTimeout, live, b.Topics.Changes, prod.Committed(t))
@@ -576,7 +576,7 @@ func TestRebuildUpToEnds(t *testing.T) {
 func TestRebuildErrors(t *testing.T) {
 	b, pg, _, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
-	prod.Commit(t, newEvent(k, 1, events.KindPut, `1`))
+	prod.Commit(t, newEvent(k, 1, contract.KindPut, `1`))
 
 	t.Run("ErrEndPastTheLog", func(t *testing.T) {
 		_, err := rebuild(t, b, projection.New(pg.MustSchema(t, "past")), projector.RebuildConfig{Ends: map[int32]int64{0: 1000}})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // records builds one partition's records from spec, one word per record
@@ -34,8 +34,8 @@ func records(tb testing.TB, spec string) []*kgo.Record {
 			r.ProducerID = pid
 			r.Attrs = kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Transactional: true, Control: word[0] == 'c'})
 		}
-		e := events.Event{SchemaVersion: events.SchemaVersion, Key: fmt.Sprintf("tenant/t/project/p/k%d", i),
-			Scope: "tenant/t/project/p", Version: 1, Kind: events.KindPut, Op: events.OpSet,
+		e := contract.Event{SchemaVersion: contract.SchemaVersion, Key: fmt.Sprintf("tenant/t/project/p/k%d", i),
+			Scope: "tenant/t/project/p", Version: 1, Kind: contract.KindPut, Op: contract.OpSet,
 			After: []byte(`1`), TS: time.Unix(0, 0).UTC()}
 		if txn != "" {
 			e.TxnID = txn[:1]

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
 )
@@ -81,10 +81,10 @@ func (p *txnProducer) commit(tb testing.TB, evs ...any) {
 func eskvTxn(id string, keys []string, v int64) []any {
 	evs := make([]any, len(keys))
 	for i, k := range keys {
-		e := newEvent(k, v, events.KindPut, fmt.Sprintf(`{"v":%d,"pad":"%0200d"}`, v, 0))
+		e := newEvent(k, v, contract.KindPut, fmt.Sprintf(`{"v":%d,"pad":"%0200d"}`, v, 0))
 		e.TxnID, e.TxnSize = id, len(keys)
 		if v > 1 {
-			e.Op = events.OpCAS
+			e.Op = contract.OpCAS
 		}
 		evs[i] = e
 	}
@@ -187,7 +187,7 @@ func TestTransactionsAppliedWhole(t *testing.T) {
 // events, for assertFold, and returns them.
 func (f *fold) remember(evs []any) []any {
 	for _, e := range evs {
-		ev := e.(events.Event)
+		ev := e.(contract.Event)
 		f.last[ev.Key] = ev
 	}
 	return evs
@@ -257,7 +257,7 @@ func observe(pool *pgxpool.Pool, topic string, stop <-chan struct{}) observation
 func TestSplitTransactionCountedNotStalled(t *testing.T) {
 	b, pg, s, prod := mustSetup(t, 1)
 	keys := []string{"tenant/t/project/p/a", "tenant/t/project/p/b", "tenant/t/project/p/c"}
-	f := &fold{last: map[string]events.Event{}}
+	f := &fold{last: map[string]contract.Event{}}
 	evs := eskvTxn("split", keys, 1)
 	prod.Commit(t, evs[:2]...)
 	prod.Commit(t, evs[2:]...)

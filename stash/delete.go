@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Delete removes stash id (R11): its key, its name's reservation and its
@@ -47,19 +47,19 @@ func (t *Table) deleteRead(ctx context.Context, s *Stash) error {
 		return err
 	}
 	version := s.Version
-	ops := []events.TxnOp{
-		{Op: events.OpDelete, Key: t.stashKey(id), Condition: &events.Condition{Version: &version}},
-		{Op: events.OpDelete, Key: t.nameKey(scope, s.Name)},
+	ops := []contract.TxnOp{
+		{Op: contract.OpDelete, Key: t.stashKey(id), Condition: &contract.Condition{Version: &version}},
+		{Op: contract.OpDelete, Key: t.nameKey(scope, s.Name)},
 	}
-	link := events.TxnOp{Op: events.OpDelete, Key: t.linkKey(id), Condition: &events.Condition{Version: &linkVersion}}
+	link := contract.TxnOp{Op: contract.OpDelete, Key: t.linkKey(id), Condition: &contract.Condition{Version: &linkVersion}}
 	if linkVersion == 0 {
-		link = events.TxnOp{Op: events.OpCheck, Key: t.linkKey(id), Condition: &events.Condition{Version: &linkVersion}}
+		link = contract.TxnOp{Op: contract.OpCheck, Key: t.linkKey(id), Condition: &contract.Condition{Version: &linkVersion}}
 	}
 	requestID, err := newID()
 	if err != nil {
 		return err
 	}
-	_, err = t.c.Txn(ctx, events.TxnBody{RequestID: requestID, Ops: append(ops, link)})
+	_, err = t.c.Txn(ctx, contract.TxnBody{RequestID: requestID, Ops: append(ops, link)})
 	switch {
 	case err == nil:
 		return nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // fetchFilter is a Fetch filter map, parsed (R9.2).
@@ -70,15 +70,15 @@ func (t *Table) Fetch(filter map[string]any) ([]any, error) {
 // entries yields the stash entries that may match f: a scan filtered by
 // the server on stashType or name when f has one (a name longer than the
 // server indexes is matched here), else all of the project's stashes.
-func (t *Table) entries(ctx context.Context, f fetchFilter) iter.Seq2[events.Entry, error] {
+func (t *Table) entries(ctx context.Context, f fetchFilter) iter.Seq2[contract.Entry, error] {
 	prefix := t.project + stashDir
 	switch {
 	case f.stashType != nil:
 		return t.c.ScanAll(ctx, client.ScanOptions{Prefix: prefix, Limit: 1000,
-			Filter: client.Filter{Field: "stashType", Op: events.FilterEq, Value: *f.stashType}})
-	case f.name != nil && len(*f.name) <= events.MaxFieldStringBytes:
+			Filter: client.Filter{Field: "stashType", Op: contract.FilterEq, Value: *f.stashType}})
+	case f.name != nil && len(*f.name) <= contract.MaxFieldStringBytes:
 		return t.c.ScanAll(ctx, client.ScanOptions{Prefix: prefix, Limit: 1000,
-			Filter: client.Filter{Field: "name", Op: events.FilterEq, Value: *f.name}})
+			Filter: client.Filter{Field: "name", Op: contract.FilterEq, Value: *f.name}})
 	}
 	return t.c.ListAll(ctx, client.ListOptions{Prefix: prefix, Limit: 1000})
 }

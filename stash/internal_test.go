@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -19,7 +19,7 @@ func TestNameKeysAreValidAndDistinct(t *testing.T) {
 	for _, scope := range []string{globalScope, "g", "trail-1", strings.Repeat("t", 100)} {
 		for _, n := range names {
 			k := tb.nameKey(scope, n)
-			if _, err := events.ParseKey(k); err != nil {
+			if _, err := contract.ParseKey(k); err != nil {
 				t.Fatalf("name %q in scope %q: key %q: %v", n, scope, k, err)
 			}
 			if prev, dup := seen[k]; dup {
@@ -34,7 +34,7 @@ func TestNameKeysAreValidAndDistinct(t *testing.T) {
 	longest := &Table{project: "tenant/a/project/" + strings.Repeat("p", maxProjectLen-len("tenant/a/project/"))}
 	id, _ := newID()
 	for _, k := range []string{longest.stashKey(id), longest.linkKey(id), longest.nameKey(strings.Repeat("t", 300), strings.Repeat("n", 300))} {
-		if _, err := events.ParseKey(k); err != nil {
+		if _, err := contract.ParseKey(k); err != nil {
 			t.Fatalf("project of %d characters: key %s: %v", maxProjectLen, k, err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Key families of a table, under its project.
@@ -31,7 +31,7 @@ const idLen = 36
 // maxProjectLen is the longest project whose every key fits eskv's key
 // limit: the longest key a table writes is a link key or a hashed name
 // key.
-const maxProjectLen = events.MaxKeyLen - max(len(scopeDir)+idLen, len(nameDir)+hashedNameLen)
+const maxProjectLen = contract.MaxKeyLen - max(len(scopeDir)+idLen, len(nameDir)+hashedNameLen)
 
 // stashKey is the key of stash id.
 func (t *Table) stashKey(id string) string { return t.project + stashDir + id }
@@ -51,7 +51,7 @@ func (t *Table) nameKey(scope, name string) string {
 		sc = "t-" + escape(scope)
 	}
 	k := t.project + nameDir + sc + "/n-" + escape(name)
-	if len(k) <= events.MaxKeyLen {
+	if len(k) <= contract.MaxKeyLen {
 		return k
 	}
 	sum := sha256.Sum256([]byte(sc + "\x00" + name))

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Trail scoping (R13). The PRD keeps a stash's scope in its links table
@@ -32,8 +32,8 @@ func (t *Table) ScopeTo(stashID, trailID string) error {
 	if err != nil {
 		return err
 	}
-	if trailID == "" || len(trailID) > events.MaxFieldStringBytes {
-		return fmt.Errorf("stash: scope %s: trail id must be 1 to %d bytes: %w", id, events.MaxFieldStringBytes, ErrInvalidID)
+	if trailID == "" || len(trailID) > contract.MaxFieldStringBytes {
+		return fmt.Errorf("stash: scope %s: trail id must be 1 to %d bytes: %w", id, contract.MaxFieldStringBytes, ErrInvalidID)
 	}
 	ctx, cancel := t.ctx()
 	defer cancel()
@@ -50,18 +50,18 @@ func (t *Table) ScopeTo(stashID, trailID string) error {
 	if err != nil {
 		return err
 	}
-	ops = []events.TxnOp{
+	ops = []contract.TxnOp{
 		// The stash still has the name whose reservation moves.
-		{Op: events.OpCheck, Key: t.stashKey(id), Condition: &events.Condition{Field: "name", Equals: name}},
+		{Op: contract.OpCheck, Key: t.stashKey(id), Condition: &contract.Condition{Field: "name", Equals: name}},
 		ops[0],
-		{Op: events.OpDelete, Key: t.nameKey(globalScope, s.Name)},
+		{Op: contract.OpDelete, Key: t.nameKey(globalScope, s.Name)},
 		ops[1],
 	}
 	requestID, err := newID()
 	if err != nil {
 		return err
 	}
-	_, err = t.c.Txn(ctx, events.TxnBody{RequestID: requestID, Ops: ops})
+	_, err = t.c.Txn(ctx, contract.TxnBody{RequestID: requestID, Ops: ops})
 	return scopeError(err, id, trailID)
 }
 
@@ -116,7 +116,7 @@ func (t *Table) StashesInTrail(trailID string) ([]string, error) {
 func (t *Table) stashesInTrail(ctx context.Context, trailID string) ([]string, error) {
 	ids := []string{}
 	o := client.ScanOptions{Prefix: t.project + scopeDir, Limit: 1000,
-		Filter: client.Filter{Field: "trailId", Op: events.FilterEq, Value: trailID}}
+		Filter: client.Filter{Field: "trailId", Op: contract.FilterEq, Value: trailID}}
 	for e, err := range t.c.ScanAll(ctx, o) {
 		if err != nil {
 			return nil, apiError(err, "list the stashes of trail "+trailID)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Set persists s (R3, R4-R6). With an empty id it creates the stash:
@@ -53,7 +53,7 @@ func (t *Table) create(ctx context.Context, s *Stash) error {
 		switch {
 		case err == nil:
 			return fmt.Errorf("stash: create: name %q is taken: %w", s.Name, ErrDuplicateName)
-		case events.ErrorCode(err) != events.ENotFound:
+		case contract.ErrorCode(err) != contract.ENotFound:
 			return apiError(err, "create: read the reservation of name "+s.Name)
 		}
 		return fmt.Errorf("stash: create: stash type %q is not one of resource, artifact, context, counter, lock: %w", s.StashType, ErrInvalidStashType)
@@ -74,7 +74,7 @@ func (t *Table) create(ctx context.Context, s *Stash) error {
 	if err != nil {
 		return err
 	}
-	a, err := t.c.Txn(ctx, events.TxnBody{RequestID: d.HistoryID, Ops: ops})
+	a, err := t.c.Txn(ctx, contract.TxnBody{RequestID: d.HistoryID, Ops: ops})
 	if err != nil {
 		if failedOp(err) == 1 && isConflict(err) {
 			return fmt.Errorf("stash: create: name %q is taken: %w (%w)", s.Name, ErrDuplicateName, err)
@@ -179,13 +179,13 @@ func (t *Table) rename(ctx context.Context, id string, d doc, base readState) (i
 	if err != nil {
 		return 0, err
 	}
-	ops = []events.TxnOp{
+	ops = []contract.TxnOp{
 		ops[0],
-		{Op: events.OpDelete, Key: t.nameKey(scope, base.name)},
+		{Op: contract.OpDelete, Key: t.nameKey(scope, base.name)},
 		ops[1],
-		{Op: events.OpCheck, Key: t.linkKey(id), Condition: &events.Condition{Version: &linkVersion}},
+		{Op: contract.OpCheck, Key: t.linkKey(id), Condition: &contract.Condition{Version: &linkVersion}},
 	}
-	a, err := t.c.Txn(ctx, events.TxnBody{RequestID: d.HistoryID, Ops: ops})
+	a, err := t.c.Txn(ctx, contract.TxnBody{RequestID: d.HistoryID, Ops: ops})
 	switch {
 	case err == nil:
 		return a.Results[0].Version, nil
@@ -201,7 +201,7 @@ func (t *Table) rename(ctx context.Context, id string, d doc, base readState) (i
 // the version of its scoped_to link key (0: none).
 func (t *Table) scope(ctx context.Context, id string) (string, int64, error) {
 	e, err := t.c.Get(ctx, t.linkKey(id))
-	if events.ErrorCode(err) == events.ENotFound {
+	if contract.ErrorCode(err) == contract.ENotFound {
 		return globalScope, 0, nil
 	}
 	if err != nil {
@@ -239,20 +239,20 @@ func purposeOf(stashType string) string {
 }
 
 // putOps are the transaction ops of puts.
-func putOps(puts ...putOf) ([]events.TxnOp, error) {
-	ops := make([]events.TxnOp, len(puts))
+func putOps(puts ...putOf) ([]contract.TxnOp, error) {
+	ops := make([]contract.TxnOp, len(puts))
 	for i, p := range puts {
 		b, err := json.Marshal(p.v)
 		if err != nil {
 			return nil, fmt.Errorf("stash: encode the value of %s: %w", p.key, err)
 		}
-		ops[i] = events.TxnOp{Op: events.OpPut, Key: p.key, Value: b, Condition: &events.Condition{Version: &p.version}}
+		ops[i] = contract.TxnOp{Op: contract.OpPut, Key: p.key, Value: b, Condition: &contract.Condition{Version: &p.version}}
 		if p.version == 0 { // a new key: say what it is for
 			purpose := "other"
 			if d, ok := p.v.(doc); ok {
 				purpose = purposeOf(d.StashType)
 			}
-			ops[i].Semantics = &events.Semantics{Purpose: purpose, Producer: producer}
+			ops[i].Semantics = &contract.Semantics{Purpose: purpose, Producer: producer}
 		}
 	}
 	return ops, nil

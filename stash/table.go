@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // callTimeout bounds each method of a Table (the PRD's methods take no
@@ -28,7 +28,7 @@ type Table struct {
 // the eskv API at baseURL, authenticated with token. It does not call
 // the server: a wrong URL or token shows at the first call.
 func Open(baseURL, token, project string) (*Table, error) {
-	if err := events.ValidatePrefix(project + "/"); err != nil || len(events.ScopeOf(project+"/x")) != len(project) {
+	if err := contract.ValidatePrefix(project + "/"); err != nil || len(contract.ScopeOf(project+"/x")) != len(project) {
 		return nil, fmt.Errorf("stash: project %q is not tenant/<tenant>/project/<project>", project)
 	}
 	if len(project) > maxProjectLen {
@@ -104,7 +104,7 @@ func (t *Table) get(ctx context.Context, id string) (*Stash, error) {
 }
 
 // stashOf decodes the entry of stash id.
-func stashOf(id string, e events.Entry) (*Stash, error) {
+func stashOf(id string, e contract.Entry) (*Stash, error) {
 	var d doc
 	if err := json.Unmarshal(e.Value, &d); err != nil {
 		return nil, fmt.Errorf("stash: stored stash %s is not a stash document: %w", id, err)
@@ -121,14 +121,14 @@ func stashOf(id string, e events.Entry) (*Stash, error) {
 // apiError maps an error of the API about a stash's key to the PRD's
 // sentinels: an absent key is ErrNotFound, a failed compare-and-swap
 // ErrConflict (ErrNotFound when the key is gone). Anything else is
-// wrapped as it came (errors.As finds the *events.Error or the
+// wrapped as it came (errors.As finds the *contract.Error or the
 // *client.NetworkError).
 func apiError(err error, what string) error {
-	switch events.ErrorCode(err) {
-	case events.ENotFound:
+	switch contract.ErrorCode(err) {
+	case contract.ENotFound:
 		return fmt.Errorf("%s: %w (%w)", what, ErrNotFound, err)
-	case events.EConflict, events.EFieldMismatch:
-		var e *events.Error
+	case contract.EConflict, contract.EFieldMismatch:
+		var e *contract.Error
 		if errors.As(err, &e) && (e.Current == nil || e.Current.Version == 0) {
 			return fmt.Errorf("%s: the stash is gone: %w (%w)", what, ErrNotFound, err)
 		}
@@ -139,7 +139,7 @@ func apiError(err error, what string) error {
 
 // failedOp is the index of the transaction op err is about, or -1.
 func failedOp(err error) int {
-	var e *events.Error
+	var e *contract.Error
 	if errors.As(err, &e) && e.FailedOp != nil {
 		return *e.FailedOp
 	}
@@ -148,6 +148,6 @@ func failedOp(err error) int {
 
 // isConflict reports whether err is a condition that did not hold.
 func isConflict(err error) bool {
-	c := events.ErrorCode(err)
-	return c == events.EConflict || c == events.EFieldMismatch
+	c := contract.ErrorCode(err)
+	return c == contract.EConflict || c == contract.EFieldMismatch
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/stash"
 )
 
@@ -217,8 +217,8 @@ func TestR11_5DeleteRefusesAHeldLock(t *testing.T) {
 func TestR12_ErrorsAreCheckableWithErrorsIs(t *testing.T) {
 	tb := mustTable(t)
 	_, err := tb.Get("0190b8a2-7c1e-7000-8000-000000000000")
-	var ae *events.Error
-	if !errors.Is(err, stash.ErrNotFound) || !errors.As(err, &ae) || ae.Code != events.ENotFound {
+	var ae *contract.Error
+	if !errors.Is(err, stash.ErrNotFound) || !errors.As(err, &ae) || ae.Code != contract.ENotFound {
 		t.Fatalf("not found: %v", err)
 	}
 	down, err := stash.Open("http://127.0.0.1:1", "t", project)

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Producer writes events to a Broker's kv.changes and conflicts to its
@@ -51,8 +51,8 @@ func MustProduce(tb testing.TB, b *Broker, evs ...any) {
 	MustProducer(tb, b).Commit(tb, evs...)
 }
 
-// Records returns the records of evs, each an events.Event or
-// events.Conflict (or a pointer to one), in the partition of its scope.
+// Records returns the records of evs, each an contract.Event or
+// contract.Conflict (or a pointer to one), in the partition of its scope.
 func (p *Producer) Records(tb testing.TB, evs ...any) []*kgo.Record {
 	tb.Helper()
 	rs := make([]*kgo.Record, 0, len(evs))
@@ -60,16 +60,16 @@ func (p *Producer) Records(tb testing.TB, evs ...any) []*kgo.Record {
 		var r *kgo.Record
 		var err error
 		switch e := v.(type) {
-		case events.Event:
-			r, err = changelog.Record(&e, p.topics.Changes, events.Partition(e.Scope, p.topics.Partitions), "test")
-		case *events.Event:
-			r, err = changelog.Record(e, p.topics.Changes, events.Partition(e.Scope, p.topics.Partitions), "test")
-		case events.Conflict:
-			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, events.Partition(e.Scope, p.topics.Partitions), "test")
-		case *events.Conflict:
-			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, events.Partition(e.Scope, p.topics.Partitions), "test")
+		case contract.Event:
+			r, err = changelog.Record(&e, p.topics.Changes, contract.Partition(e.Scope, p.topics.Partitions), "test")
+		case *contract.Event:
+			r, err = changelog.Record(e, p.topics.Changes, contract.Partition(e.Scope, p.topics.Partitions), "test")
+		case contract.Conflict:
+			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, contract.Partition(e.Scope, p.topics.Partitions), "test")
+		case *contract.Conflict:
+			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, contract.Partition(e.Scope, p.topics.Partitions), "test")
 		default:
-			tb.Fatalf("produce %T: want an events.Event or events.Conflict", v)
+			tb.Fatalf("produce %T: want an contract.Event or contract.Conflict", v)
 		}
 		if err != nil {
 			tb.Fatalf("record: %v", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func TestMustBrokerCreatesTopics(t *testing.T) {
@@ -31,16 +31,16 @@ func TestProducerCommitsAndAborts(t *testing.T) {
 	b := MustBroker(t, 4)
 	p := MustProducer(t, b)
 	now := time.Now().UTC()
-	ev := func(key string, v int64) events.Event {
-		return events.Event{SchemaVersion: events.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: v, PrevVersion: v - 1,
-			Kind: events.KindPut, Op: events.OpSet, After: json.RawMessage(`1`), CreatedAt: now, TS: now, Principal: "test"}
+	ev := func(key string, v int64) contract.Event {
+		return contract.Event{SchemaVersion: contract.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: v, PrevVersion: v - 1,
+			Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(`1`), CreatedAt: now, TS: now, Principal: "test"}
 	}
-	p.Commit(t, ev("tenant/t/project/p/a", 1), &events.Conflict{Key: "tenant/t/project/p/a", Scope: "tenant/t/project/p", TS: now})
+	p.Commit(t, ev("tenant/t/project/p/a", 1), &contract.Conflict{Key: "tenant/t/project/p/a", Scope: "tenant/t/project/p", TS: now})
 	p.Abort(t, ev("tenant/t/project/p/a", 2))
 	p.Commit(t, ev("tenant/t/project/p/b", 1))
 	MustProduce(t, b, ev("tenant/t/project/p/c", 1))
 
-	part := events.Partition("tenant/t/project/p", b.Topics.Partitions)
+	part := contract.Partition("tenant/t/project/p", b.Topics.Partitions)
 	got := p.Committed(t)
 	// a@1, marker, aborted a@2, marker, b@1, marker, c@1 (another producer), marker
 	if len(got) != 1 || got[part] != 8 {

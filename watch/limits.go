@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
-// The settings the refusals name (events.Error.Field of
+// The settings the refusals name (contract.Error.Field of
 // too_many_requests) and label eskv_writer_watches_refused_total with.
 const (
 	limitWatches             = "ESKV_MAX_WATCHES"
@@ -52,17 +52,17 @@ func (h *Hub) admit(principal string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return &events.Error{Code: events.EUnavailable, Message: "the writer is stopping", RetryAfterSeconds: 1}
+		return &contract.Error{Code: contract.EUnavailable, Message: "the writer is stopping", RetryAfterSeconds: 1}
 	}
 	sh := h.shares[principal]
 	if principal != "" && sh != nil && sh.watches >= h.cfg.MaxWatchesPerPrincipal {
 		h.metrics.refused.WithLabelValues(limitWatchesPerPrincipal).Inc()
-		return &events.Error{Code: events.ETooManyRequests, Field: limitWatchesPerPrincipal, RetryAfterSeconds: 5,
+		return &contract.Error{Code: contract.ETooManyRequests, Field: limitWatchesPerPrincipal, RetryAfterSeconds: 5,
 			Message: fmt.Sprintf("this principal holds %d watches on this writer, its share (ESKV_MAX_WATCHES_PER_PRINCIPAL); close one, or retry later", sh.watches)}
 	}
 	if h.watches >= h.cfg.MaxWatches {
 		h.metrics.refused.WithLabelValues(limitWatches).Inc()
-		return &events.Error{Code: events.ETooManyWatches, RetryAfterSeconds: 1,
+		return &contract.Error{Code: contract.ETooManyWatches, RetryAfterSeconds: 1,
 			Message: fmt.Sprintf("this writer serves %d watches, its limit (ESKV_MAX_WATCHES); retry later or on another writer", h.cfg.MaxWatches)}
 	}
 	h.watches++
@@ -89,7 +89,7 @@ func (h *Hub) reserve(ctx context.Context, principal string) error {
 	if sh := h.shares[principal]; principal != "" && sh != nil && sh.catchUps >= h.principalCatchUps() {
 		h.mu.Unlock()
 		h.metrics.refused.WithLabelValues(limitMemory).Inc()
-		return &events.Error{Code: events.ETooManyRequests, Field: limitMemory, RetryAfterSeconds: 1,
+		return &contract.Error{Code: contract.ETooManyRequests, Field: limitMemory, RetryAfterSeconds: 1,
 			Message: fmt.Sprintf("this principal's watches catching up on this writer hold their share of its catch-up memory (ESKV_WATCH_MEMORY_BYTES, a 1/%d share); retry once one caught up, or watch from now", catchUpShare)}
 	}
 	h.shareOf(principal).catchUps++
@@ -99,7 +99,7 @@ func (h *Hub) reserve(ctx context.Context, principal string) error {
 	if err := h.takeCatchUp(ctx, nil); err != nil {
 		h.unshare(principal)
 		h.metrics.refused.WithLabelValues(limitMemory).Inc()
-		return &events.Error{Code: events.ETooManyRequests, Field: limitMemory, RetryAfterSeconds: 1,
+		return &contract.Error{Code: contract.ETooManyRequests, Field: limitMemory, RetryAfterSeconds: 1,
 			Message: "this writer's catch-up memory (ESKV_WATCH_MEMORY_BYTES) is held by other watches catching up; retry shortly, or watch from now"}
 	}
 	return nil

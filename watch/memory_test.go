@@ -14,13 +14,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/watch"
 )
 
 // bigEvent is version v of key with a value of n random letters.
-func bigEvent(rng *rand.Rand, key string, v int64, n int) events.Event {
+func bigEvent(rng *rand.Rand, key string, v int64, n int) contract.Event {
 	e := event(key, v)
 	b := make([]byte, n+2)
 	b[0], b[n+1] = '"', '"'
@@ -72,12 +72,12 @@ func TestUnreadCatchUpsHoldBoundedMemory(t *testing.T) {
 
 	type watcher struct {
 		sub  *watch.Sub
-		took []events.Cursor
+		took []contract.Cursor
 	}
 	ws := make([]*watcher, watchers)
 	var wg sync.WaitGroup
 	for i := range ws {
-		sub, err := hub.Watch(t.Context(), watch.Spec{Prefix: prefix, After: &events.Cursor{Partition: 0, Offset: -1}})
+		sub, err := hub.Watch(t.Context(), watch.Spec{Prefix: prefix, After: &contract.Cursor{Partition: 0, Offset: -1}})
 		if err != nil {
 			t.Fatalf("watch %d: %v", i, err)
 		}
@@ -105,8 +105,8 @@ func TestUnreadCatchUpsHoldBoundedMemory(t *testing.T) {
 		t.Fatalf("%d bytes still buffered after every watch ended", got)
 	}
 	for i, w := range ws {
-		var e *events.Error
-		if !errors.As(w.sub.Err(), &e) || e.Code != events.ESlowConsumer {
+		var e *contract.Error
+		if !errors.As(w.sub.Err(), &e) || e.Code != contract.ESlowConsumer {
 			t.Fatalf("watcher %d ended with %v, want slow_consumer", i, w.sub.Err())
 		}
 		resume := w.sub.Resume()
@@ -169,7 +169,7 @@ func pollMemory(t *testing.T, hub *watch.Hub, reg prometheus.Gatherer, watchers,
 // assertResumes checks that a watch after resume delivers every offset
 // from resume+1 to end-1 (every record of the log is an event of
 // prefix), each once, in order, after the took events before it.
-func assertResumes(t *testing.T, hub *watch.Hub, prefix string, resume events.Cursor, took []events.Cursor, end int64) {
+func assertResumes(t *testing.T, hub *watch.Hub, prefix string, resume contract.Cursor, took []contract.Cursor, end int64) {
 	sub, err := hub.Watch(t.Context(), watch.Spec{Prefix: prefix, After: &resume})
 	if err != nil {
 		t.Error(err)
@@ -221,12 +221,12 @@ func TestCatchUpMemoryShares(t *testing.T) {
 	}
 	defer hub.Close()
 	fromStart := func(principal string) (*watch.Sub, error) {
-		return hub.Watch(t.Context(), watch.Spec{Prefix: prefix, Principal: principal, After: &events.Cursor{Partition: 0, Offset: -1}})
+		return hub.Watch(t.Context(), watch.Spec{Prefix: prefix, Principal: principal, After: &contract.Cursor{Partition: 0, Offset: -1}})
 	}
 	refused := func(err error, what string) {
 		t.Helper()
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.ETooManyRequests || e.Field != "ESKV_WATCH_MEMORY_BYTES" || e.RetryAfterSeconds < 1 {
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.ETooManyRequests || e.Field != "ESKV_WATCH_MEMORY_BYTES" || e.RetryAfterSeconds < 1 {
 			t.Fatalf("%s: %v, want too_many_requests on ESKV_WATCH_MEMORY_BYTES with Retry-After", what, err)
 		}
 	}
@@ -301,8 +301,8 @@ func TestLiveWatchBufferBytes(t *testing.T) {
 	for it := range sub.C { // the one its pump held, at most
 		want = it.Cursor
 	}
-	var e *events.Error
-	if !errors.As(sub.Err(), &e) || e.Code != events.ESlowConsumer || sub.Resume() != want {
+	var e *contract.Error
+	if !errors.As(sub.Err(), &e) || e.Code != contract.ESlowConsumer || sub.Resume() != want {
 		t.Fatalf("ended with %v, resume after %v; want slow_consumer, resume after %v", sub.Err(), sub.Resume(), want)
 	}
 	if n := hub.BufferedBytes(); n != 0 {
@@ -345,8 +345,8 @@ func TestLiveWatchStall(t *testing.T) {
 	if n := hub.BufferedBytes(); n != 0 {
 		t.Fatalf("%d bytes still buffered", n)
 	}
-	var e *events.Error
-	if !errors.As(sub.Err(), &e) || e.Code != events.ESlowConsumer || sub.Resume() != first {
+	var e *contract.Error
+	if !errors.As(sub.Err(), &e) || e.Code != contract.ESlowConsumer || sub.Resume() != first {
 		t.Fatalf("ended with %v, resume after %v; want slow_consumer, resume after %v", sub.Err(), sub.Resume(), first)
 	}
 }

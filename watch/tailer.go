@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // fetchMinBytes is what a fetch of the tailers waits for, up to
@@ -45,8 +45,8 @@ func (h *Hub) poll(ctx context.Context) {
 			if t := h.tailerOf(p); t != nil {
 				h.log.Warn("watch tailer stopped", "partition", p, "err", err)
 				h.forget(t)
-				h.metrics.ends.WithLabelValues(events.EUnavailable).Inc()
-				t.kill(&events.Error{Code: events.EUnavailable, Message: "reading the log failed; resume after the last cursor", RetryAfterSeconds: 1})
+				h.metrics.ends.WithLabelValues(contract.EUnavailable).Inc()
+				t.kill(&contract.Error{Code: contract.EUnavailable, Message: "reading the log failed; resume after the last cursor", RetryAfterSeconds: 1})
 			}
 		})
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
@@ -100,12 +100,12 @@ func (t *tailer) dispatch(recs []*kgo.Record) {
 		if r.Offset < t.pos || t.dead != nil {
 			continue
 		}
-		var ev *events.Event
+		var ev *contract.Event
 		for s := range t.subs {
 			it, ok, err := s.item(r, ev)
 			if err != nil {
 				t.hub.log.Error("watch: undecodable record", "partition", r.Partition, "offset", r.Offset, "err", err)
-				t.drop(s, &events.Error{Code: events.EInternal, Message: "an event of the log could not be decoded"})
+				t.drop(s, &contract.Error{Code: contract.EInternal, Message: "an event of the log could not be decoded"})
 				continue
 			}
 			if !ok {
@@ -113,8 +113,8 @@ func (t *tailer) dispatch(recs []*kgo.Record) {
 			}
 			ev = it.Event
 			if !s.q.offer(queued{it: it, size: recordSize(r)}) {
-				t.hub.metrics.ends.WithLabelValues(events.ESlowConsumer).Inc()
-				t.drop(s, &events.Error{Code: events.ESlowConsumer, Message: fmt.Sprintf(
+				t.hub.metrics.ends.WithLabelValues(contract.ESlowConsumer).Inc()
+				t.drop(s, &contract.Error{Code: contract.ESlowConsumer, Message: fmt.Sprintf(
 					"the client fell %d events or %d KiB behind; resume after the cursor", s.q.maxItems, s.q.maxBytes>>10)})
 			}
 		}
@@ -167,5 +167,5 @@ func (t *tailer) leave(s *Sub) {
 // stop ends the tailer's subscriptions (the hub stopped fetching its
 // partition).
 func (t *tailer) stop() {
-	t.kill(&events.Error{Code: events.EUnavailable, Message: "the writer stopped following the partition; resume after the last cursor", RetryAfterSeconds: 1})
+	t.kill(&contract.Error{Code: contract.EUnavailable, Message: "the writer stopped following the partition; resume after the last cursor", RetryAfterSeconds: 1})
 }

@@ -41,7 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
@@ -100,13 +100,13 @@ type Config struct {
 type Spec struct {
 	// Prefix selects the events whose key starts with it (bytewise), or
 	// Key the events of that one key. Either lies in one scope, so in
-	// one partition (events.Partition of the scope).
+	// one partition (contract.Partition of the scope).
 	Prefix, Key string
 	// After, when set, starts after that cursor (exclusive); its
 	// partition must be the scope's. Without it (and FromVersion) the
 	// watch starts now: at the partition's last stable offset, so every
 	// event committed after the call is delivered.
-	After *events.Cursor
+	After *contract.Cursor
 	// FromVersion, with Key, starts at that version of the key (its
 	// offset in kv_history, History.VersionOffset) instead of From, and
 	// drops the key's events below it.
@@ -135,8 +135,8 @@ func (s *Spec) matches(key string) bool {
 
 // Item is one delivered event and its position.
 type Item struct {
-	Cursor events.Cursor
-	Event  *events.Event
+	Cursor contract.Cursor
+	Event  *contract.Event
 }
 
 // Hub serves the watches of one process.
@@ -265,12 +265,12 @@ func (h *Hub) BufferedBytes() int64 { return h.buffered.Load() }
 // cursor of another log) or unavailable. The caller reads Sub.C and
 // calls Sub.Close when done.
 func (h *Hub) Watch(ctx context.Context, spec Spec) (*Sub, error) {
-	scope := events.ScopeOf(spec.Prefix + spec.Key)
-	p := events.Partition(scope, h.cfg.Partitions)
+	scope := contract.ScopeOf(spec.Prefix + spec.Key)
+	p := contract.Partition(scope, h.cfg.Partitions)
 	from := int64(fromNow)
 	if spec.After != nil {
 		if spec.After.Partition != p {
-			return nil, events.FieldErrorf(events.EInvalid, "after", "the cursor is of partition %d; the events of %s are in partition %d", spec.After.Partition, scope, p)
+			return nil, contract.FieldErrorf(contract.EInvalid, "after", "the cursor is of partition %d; the events of %s are in partition %d", spec.After.Partition, scope, p)
 		}
 		from = spec.After.Offset + 1
 	}
@@ -303,11 +303,11 @@ func (h *Hub) start(ctx context.Context, spec Spec, p int32, from int64) (*Sub, 
 	case from == fromNow:
 		from = end
 	case from < logStart:
-		h.metrics.ends.WithLabelValues(events.ECursorExpired).Inc()
-		return nil, events.FieldErrorf(events.ECursorExpired, field,
+		h.metrics.ends.WithLabelValues(contract.ECursorExpired).Inc()
+		return nil, contract.FieldErrorf(contract.ECursorExpired, field,
 			"the log of partition %d starts at offset %d now: the events after the cursor are gone; list the prefix again and watch from now", p, logStart)
 	case from > end:
-		return nil, events.FieldErrorf(events.EInvalid, field, "the cursor is beyond the end of partition %d: it is not a cursor of this log", p)
+		return nil, contract.FieldErrorf(contract.EInvalid, field, "the cursor is beyond the end of partition %d: it is not a cursor of this log", p)
 	}
 	// A watch from the past reads the log: it gets its memory now or is
 	// refused; one from now reads only what the tailer passed since
@@ -338,7 +338,7 @@ func (h *Hub) start(ctx context.Context, spec Spec, p int32, from int64) (*Sub, 
 // bounds returns the partition's log start and last stable offset.
 func (h *Hub) bounds(ctx context.Context, p int32) (int64, int64, error) {
 	unavailable := func(err error) error {
-		return fmt.Errorf("%w: %w", &events.Error{Code: events.EUnavailable, Message: "the log's offsets could not be read", RetryAfterSeconds: 1}, err)
+		return fmt.Errorf("%w: %w", &contract.Error{Code: contract.EUnavailable, Message: "the log's offsets could not be read", RetryAfterSeconds: 1}, err)
 	}
 	starts, err := h.adm.ListStartOffsets(ctx, h.cfg.Topic)
 	if err != nil {
@@ -360,7 +360,7 @@ func (h *Hub) acquire(p int32, end int64) (*tailer, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, &events.Error{Code: events.EUnavailable, Message: "the writer is stopping", RetryAfterSeconds: 1}
+		return nil, &contract.Error{Code: contract.EUnavailable, Message: "the writer is stopping", RetryAfterSeconds: 1}
 	}
 	t := h.tailers[p]
 	if t == nil {
@@ -436,23 +436,23 @@ type Sub struct {
 	once     sync.Once
 }
 
-// Err is why C was closed: an *events.Error (slow_consumer with
+// Err is why C was closed: an *contract.Error (slow_consumer with
 // Resume, cursor_expired, partition_unavailable). Only valid after C
 // is closed.
 func (s *Sub) Err() error { return s.q.err }
 
 // Start is the cursor just before the watch's first position: resuming
 // after it, before any event came, loses nothing.
-func (s *Sub) Start() events.Cursor {
-	return events.Cursor{Partition: s.p, Offset: s.start - 1}
+func (s *Sub) Start() contract.Cursor {
+	return contract.Cursor{Partition: s.p, Offset: s.start - 1}
 }
 
 // Resume is the cursor to resume after once C is closed: the last event
 // C delivered, or Start when none was (resuming after it is exact too:
 // the offsets between are not the watch's). Only valid after C is
 // closed.
-func (s *Sub) Resume() events.Cursor {
-	return events.Cursor{Partition: s.p, Offset: s.last}
+func (s *Sub) Resume() contract.Cursor {
+	return contract.Cursor{Partition: s.p, Offset: s.last}
 }
 
 // Pending is how many events wait behind the next one C delivers: none
@@ -506,11 +506,11 @@ func (s *Sub) pump() {
 			s.q.taken(e.size)
 			return
 		case <-stall.C:
-			ended := s.q.end(&events.Error{Code: events.ESlowConsumer, Message: fmt.Sprintf(
+			ended := s.q.end(&contract.Error{Code: contract.ESlowConsumer, Message: fmt.Sprintf(
 				"the client took no event for %s; resume after the cursor", s.hub.cfg.Stall)})
 			s.q.taken(e.size)
 			if ended {
-				s.hub.metrics.ends.WithLabelValues(events.ESlowConsumer).Inc()
+				s.hub.metrics.ends.WithLabelValues(contract.ESlowConsumer).Inc()
 			}
 			return
 		}
@@ -574,12 +574,12 @@ func (s *Sub) readError(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(err, kerr.OffsetOutOfRange):
-		s.hub.metrics.ends.WithLabelValues(events.ECursorExpired).Inc()
-		return events.FieldErrorf(events.ECursorExpired, "after", "the log no longer holds the events after the cursor; list the prefix again and watch from now")
+		s.hub.metrics.ends.WithLabelValues(contract.ECursorExpired).Inc()
+		return contract.FieldErrorf(contract.ECursorExpired, "after", "the log no longer holds the events after the cursor; list the prefix again and watch from now")
 	}
 	s.hub.log.Warn("watch catch-up read failed", "partition", s.p, "err", err)
-	s.hub.metrics.ends.WithLabelValues(events.EUnavailable).Inc()
-	return &events.Error{Code: events.EUnavailable, Message: "reading the log failed; resume after the last cursor", RetryAfterSeconds: 1}
+	s.hub.metrics.ends.WithLabelValues(contract.EUnavailable).Inc()
+	return &contract.Error{Code: contract.EUnavailable, Message: "reading the log failed; resume after the last cursor", RetryAfterSeconds: 1}
 }
 
 // end ends s with err (the first end wins): its buffer is dropped and C
@@ -590,8 +590,8 @@ func (s *Sub) end(err error) {
 
 // item returns r as s delivers it, and whether s wants it. ev is r
 // already decoded, or nil; the decoded event is returned in the Item.
-func (s *Sub) item(r *kgo.Record, ev *events.Event) (Item, bool, error) {
-	if r.Offset < s.from || !s.spec.matches(events.EventKeyOf(r.Key)) {
+func (s *Sub) item(r *kgo.Record, ev *contract.Event) (Item, bool, error) {
+	if r.Offset < s.from || !s.spec.matches(contract.EventKeyOf(r.Key)) {
 		return Item{}, false, nil
 	}
 	if ev == nil {
@@ -604,5 +604,5 @@ func (s *Sub) item(r *kgo.Record, ev *events.Event) (Item, bool, error) {
 	if ev.Version < s.spec.FromVersion {
 		return Item{}, false, nil
 	}
-	return Item{Cursor: events.Cursor{Partition: r.Partition, Offset: r.Offset}, Event: ev}, true, nil
+	return Item{Cursor: contract.Cursor{Partition: r.Partition, Offset: r.Offset}, Event: ev}, true, nil
 }

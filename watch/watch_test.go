@@ -16,18 +16,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/watch"
 )
 
 const scope = "tenant/t/project/p"
 
-func event(key string, version int64) events.Event {
+func event(key string, version int64) contract.Event {
 	now := time.Now().UTC()
-	return events.Event{SchemaVersion: events.SchemaVersion, Key: key, Scope: scope, Version: version, PrevVersion: version - 1,
-		Kind: events.KindPut, Op: events.OpSet, After: []byte(fmt.Sprintf(`%d`, version)), CreatedAt: now, TS: now,
-		Semantics: events.Semantics{Purpose: "other"}, Principal: "tester", WriterEpoch: 1}
+	return contract.Event{SchemaVersion: contract.SchemaVersion, Key: key, Scope: scope, Version: version, PrevVersion: version - 1,
+		Kind: contract.KindPut, Op: contract.OpSet, After: []byte(fmt.Sprintf(`%d`, version)), CreatedAt: now, TS: now,
+		Semantics: contract.Semantics{Purpose: "other"}, Principal: "tester", WriterEpoch: 1}
 }
 
 // TestCatchUpThenJoin: while transactions (some aborted) are committed,
@@ -45,7 +45,7 @@ func TestCatchUpThenJoin(t *testing.T) {
 	defer hub.Close()
 	prefix := scope + "/a/"
 	versions := map[string]int64{}
-	next := func(key string) events.Event { versions[key]++; return event(key, versions[key]) }
+	next := func(key string) contract.Event { versions[key]++; return event(key, versions[key]) }
 	rng := rand.New(rand.NewPCG(1, 2))
 	produce := func(n int) {
 		for range n {
@@ -63,7 +63,7 @@ func TestCatchUpThenJoin(t *testing.T) {
 	produce(200)
 	type watcher struct {
 		after int64
-		got   []events.Cursor
+		got   []contract.Cursor
 		err   error
 	}
 	var (
@@ -76,7 +76,7 @@ func TestCatchUpThenJoin(t *testing.T) {
 		var spec watch.Spec
 		spec.Prefix = prefix
 		if after >= -1 {
-			spec.After = &events.Cursor{Partition: 0, Offset: after}
+			spec.After = &contract.Cursor{Partition: 0, Offset: after}
 		}
 		sub, err := hub.Watch(t.Context(), spec)
 		if err != nil {
@@ -176,7 +176,7 @@ func TestPendingAfterTheLastEvent(t *testing.T) {
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for round := range 5 {
-		sub, err := hub.Watch(t.Context(), watch.Spec{Prefix: scope + "/", After: &events.Cursor{Partition: 0, Offset: -1}})
+		sub, err := hub.Watch(t.Context(), watch.Spec{Prefix: scope + "/", After: &contract.Cursor{Partition: 0, Offset: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}

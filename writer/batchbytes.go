@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Batches bounded in bytes.
@@ -91,7 +91,7 @@ func (l *batchLimits) tooLarge(r *Request, topic string, size int) error {
 	if r.Txn != nil {
 		field = "ops"
 	}
-	return events.FieldErrorf(events.ETooLarge, field,
+	return contract.FieldErrorf(contract.ETooLarge, field,
 		"the write takes at least %d bytes in %s, more than the %d bytes a partition may append in one Kafka transaction (the topic's max.message.bytes less headroom): write fewer or smaller values",
 		size, topic, l.budget[topic])
 }
@@ -123,7 +123,7 @@ func (r *Request) valueBytes() int {
 // the keys it reads, which its events carry as before. It decides only
 // whether deciding r now is worth it (batchBudget.mayFit): too high, r
 // waits a batch, first in the next one, where it is decided anyway.
-func estimate(r *Request, states map[string]events.State) int {
+func estimate(r *Request, states map[string]contract.State) int {
 	n := r.leastBytes()
 	for _, k := range r.keys() {
 		n += len(states[k].Entry.Value)

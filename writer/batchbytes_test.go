@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestBatchBudgetAdmit: a write's records are admitted while the batch's
@@ -66,14 +66,14 @@ func randomValue(n int) json.RawMessage {
 
 // keysOn returns n keys of scope tenant/<tenant>/project/<x> for the first
 // project x whose scope is on partition p of parts.
-func keysOn(t *testing.T, tenant string, p, parts int32, n int) []events.Key {
+func keysOn(t *testing.T, tenant string, p, parts int32, n int) []contract.Key {
 	t.Helper()
 	for i := range 10_000 {
 		scope := fmt.Sprintf("tenant/%s/project/p%d", tenant, i)
-		if events.Partition(scope, parts) != p {
+		if contract.Partition(scope, parts) != p {
 			continue
 		}
-		keys := make([]events.Key, n)
+		keys := make([]contract.Key, n)
 		for j := range keys {
 			keys[j] = mustKey(t, fmt.Sprintf("%s/k%d", scope, j))
 		}
@@ -85,10 +85,10 @@ func keysOn(t *testing.T, tenant string, p, parts int32, n int) []events.Key {
 
 // bigTxn is a transaction of tenant A putting a random value of size
 // bytes on each key.
-func bigTxn(keys []events.Key, size int) *Request {
-	r := &Request{Op: events.OpTxn, Key: keys[0], Principal: "a"}
+func bigTxn(keys []contract.Key, size int) *Request {
+	r := &Request{Op: contract.OpTxn, Key: keys[0], Principal: "a"}
 	for _, k := range keys {
-		r.Txn = append(r.Txn, TxnStep{Req: &Request{Key: k, Op: events.OpPut, Value: randomValue(size), Principal: "a"}})
+		r.Txn = append(r.Txn, TxnStep{Req: &Request{Key: k, Op: contract.OpPut, Value: randomValue(size), Principal: "a"}})
 	}
 	return r
 }
@@ -102,7 +102,7 @@ type outcomes struct {
 func (o *outcomes) add(err error) {
 	code := "ok"
 	if err != nil {
-		code = events.ErrorCode(err)
+		code = contract.ErrorCode(err)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -144,7 +144,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 
 	// The overwriting transaction's before values are A's 60 KiB ones.
 	for _, k := range a[:30] {
-		if _, err := w.Do(ctx, &Request{Key: k, Op: events.OpPut, Value: randomValue(60 << 10), Principal: "a"}); err != nil {
+		if _, err := w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: randomValue(60 << 10), Principal: "a"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,7 +152,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	var stop atomic.Bool
 	var neighbours sync.WaitGroup
 	for _, n := range []struct {
-		keys []events.Key
+		keys []contract.Key
 		out  *outcomes
 	}{{b, &bOut}, {c, &cOut}} {
 		for _, k := range n.keys {
@@ -167,7 +167,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	for burst := range 2 {
 		for i := range 64 {
 			attack.Go(func() {
-				_, err := w.Do(ctx, &Request{Key: a[i], Op: events.OpPut, Value: randomValue(60 << 10), Principal: "a", RequestID: fmt.Sprint("put-", burst, "-", i)})
+				_, err := w.Do(ctx, &Request{Key: a[i], Op: contract.OpPut, Value: randomValue(60 << 10), Principal: "a", RequestID: fmt.Sprint("put-", burst, "-", i)})
 				aOut.add(err)
 			})
 		}
@@ -192,7 +192,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 			t.Errorf("tenant %s: %v; want only successes", name, o.n)
 		}
 	}
-	if !aOut.only("ok", events.ETooLarge) || aOut.n[events.ETooLarge] != 6 {
+	if !aOut.only("ok", contract.ETooLarge) || aOut.n[contract.ETooLarge] != 6 {
 		t.Errorf("tenant A: %v; want 128 PUTs answered 200 and the 6 transactions 413", aOut.n)
 	}
 	if n := testutil.ToFloat64(w.metrics.txnFailures); n != 0 {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -28,8 +28,8 @@ func benchWriter(b *testing.B, partitions int32) *Writer {
 	return w
 }
 
-func benchKey(b *testing.B, s string) events.Key {
-	k, err := events.ParseKey(s)
+func benchKey(b *testing.B, s string) contract.Key {
+	k, err := contract.ParseKey(s)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkCASWrite(b *testing.B) {
 			var version int64
 			for b.Loop() {
 				ev := version
-				r := &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: &ev, Principal: "bench"}
+				r := &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: &ev, Principal: "bench"}
 				if withID {
 					r.RequestID = fmt.Sprintf("req-%d", ev)
 				}
@@ -68,10 +68,10 @@ func BenchmarkCASWrite(b *testing.B) {
 // partition: each read confirms ownership with the last stable offset.
 func BenchmarkStateOnePartition(b *testing.B) {
 	w := benchWriter(b, 4)
-	keys := make([]events.Key, 64)
+	keys := make([]contract.Key, 64)
 	for i := range keys {
 		keys[i] = benchKey(b, fmt.Sprintf("tenant/bench/project/p/k%d", i))
-		if _, err := w.Do(b.Context(), &Request{Key: keys[i], Op: events.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
+		if _, err := w.Do(b.Context(), &Request{Key: keys[i], Op: contract.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -91,11 +91,11 @@ func BenchmarkStateOnePartition(b *testing.B) {
 
 // BenchmarkWriteLog is the per-write INFO line through a JSON handler (as
 // the services log): typed is logWrite (slog.LogAttrs), untyped the
-// []any form it replaced, whose events.Kind and events.Op went through
+// []any form it replaced, whose contract.Kind and contract.Op went through
 // reflection. Off is logWrite with INFO disabled.
 func BenchmarkWriteLog(b *testing.B) {
-	ev := &events.Event{Key: "tenant/t/project/p/k", Version: 42, Kind: events.KindPut, Op: events.OpPut,
-		Semantics: events.Semantics{Purpose: "config"}}
+	ev := &contract.Event{Key: "tenant/t/project/p/k", Version: 42, Kind: contract.KindPut, Op: contract.OpPut,
+		Semantics: contract.Semantics{Purpose: "config"}}
 	r := &Request{RequestID: "req-1", Principal: "bench"}
 	info := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("service", "writer")
 	b.Run("typed", func(b *testing.B) {
@@ -129,7 +129,7 @@ func BenchmarkWriteLog(b *testing.B) {
 // Postgres).
 func BenchmarkWritesAcrossPartitions(b *testing.B) {
 	w := benchWriter(b, 12)
-	keys := make([]events.Key, 64)
+	keys := make([]contract.Key, 64)
 	for i := range keys {
 		keys[i] = benchKey(b, fmt.Sprintf("tenant/bench/project/p%d/k%d", i%8, i))
 	}
@@ -140,7 +140,7 @@ func BenchmarkWritesAcrossPartitions(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		k := keys[int(next.Add(1)-1)%len(keys)]
 		for pb.Next() {
-			if _, err := w.Do(context.Background(), &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
+			if _, err := w.Do(context.Background(), &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
 				b.Error(err)
 				return
 			}

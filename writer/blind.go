@@ -1,7 +1,7 @@
 package writer
 
 import (
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Blind writes (README "Security", "What a write-only token learns"). A
@@ -11,7 +11,7 @@ import (
 // an increment's min and max (a binary search of the counter in 63
 // probes, each undone), a patch's if and a transaction's field condition
 // (a guessed field confirmed), a transaction's check (a read), nor add
-// more than events.MaxBlindStep (whether the sum leaves the 64-bit range
+// more than contract.MaxBlindStep (whether the sum leaves the 64-bit range
 // is a bound on the value, as max is). Versions and existence are not
 // values: expectedVersion and a transaction's version and exists
 // conditions stay. Collections hide the rest: a blind sadd, srem or
@@ -27,12 +27,12 @@ func CheckBlind(r *Request) error {
 	if r.Txn != nil {
 		for i, s := range r.Txn {
 			if err := checkBlindStep(s); err != nil {
-				return events.InOp(i, err)
+				return contract.InOp(i, err)
 			}
 		}
 		return nil
 	}
-	if err := checkBlind(r); err != nil { // a nil *events.Error is no nil error
+	if err := checkBlind(r); err != nil { // a nil *contract.Error is no nil error
 		return err
 	}
 	return nil
@@ -40,12 +40,12 @@ func CheckBlind(r *Request) error {
 
 // checkBlindStep is CheckBlind of one step of a transaction: its check
 // or field condition, then its write.
-func checkBlindStep(s TxnStep) *events.Error {
+func checkBlindStep(s TxnStep) *contract.Error {
 	r := s.Req
 	switch {
 	case !r.Blind:
 		return nil
-	case r.Op == events.OpCheck:
+	case r.Op == contract.OpCheck:
 		return blindRefusal(r, "key", "a check reads it")
 	case s.Cond != nil && s.Cond.Field != "":
 		return blindRefusal(r, "condition.field", "condition.field tests its value")
@@ -54,7 +54,7 @@ func checkBlindStep(s TxnStep) *events.Error {
 }
 
 // checkBlind is CheckBlind of one key's write.
-func checkBlind(r *Request) *events.Error {
+func checkBlind(r *Request) *contract.Error {
 	switch {
 	case !r.Blind:
 		return nil
@@ -64,16 +64,16 @@ func checkBlind(r *Request) *events.Error {
 		return blindRefusal(r, "max", "max tests the counter's value")
 	case r.If != nil:
 		return blindRefusal(r, "if", "if tests a field's value")
-	case r.Op == events.OpIncrement && (r.By > events.MaxBlindStep || r.By < -events.MaxBlindStep):
-		return events.FieldErrorf(events.EForbidden, "by",
+	case r.Op == contract.OpIncrement && (r.By > contract.MaxBlindStep || r.By < -contract.MaxBlindStep):
+		return contract.FieldErrorf(contract.EForbidden, "by",
 			"principal %s may not read %s: it may add at most %d either way (whether a larger sum leaves the 64-bit range tells the counter's value)",
-			r.Principal, r.Key.String(), int64(events.MaxBlindStep))
+			r.Principal, r.Key.String(), int64(contract.MaxBlindStep))
 	}
 	return nil
 }
 
 // blindRefusal refuses field of r: why says what it would read.
-func blindRefusal(r *Request, field, why string) *events.Error {
-	return events.FieldErrorf(events.EForbidden, field, "principal %s may not read %s: %s, which needs the read right as well as the write right",
+func blindRefusal(r *Request, field, why string) *contract.Error {
+	return contract.FieldErrorf(contract.EForbidden, field, "principal %s may not read %s: %s, which needs the read right as well as the write right",
 		r.Principal, r.Key.String(), why)
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -44,19 +44,19 @@ func readyWriterWith(t *testing.T, parts int32, cfg Config) (*testenv.Broker, *W
 }
 
 // keysByPartition returns one key of each of the n partitions.
-func keysByPartition(t *testing.T, n int32) []events.Key {
+func keysByPartition(t *testing.T, n int32) []contract.Key {
 	t.Helper()
-	keys := make([]events.Key, n)
+	keys := make([]contract.Key, n)
 	found := 0
 	for i := 0; found < int(n); i++ {
 		if i > 10_000 {
 			t.Fatal("no key for every partition")
 		}
-		k, err := events.ParseKey(fmt.Sprintf("tenant/t/project/p%d/k", i))
+		k, err := contract.ParseKey(fmt.Sprintf("tenant/t/project/p%d/k", i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p := events.Partition(k.Scope(), n); keys[p].Tenant == "" {
+		if p := contract.Partition(k.Scope(), n); keys[p].Tenant == "" {
 			keys[p] = k
 			found++
 		}
@@ -64,14 +64,14 @@ func keysByPartition(t *testing.T, n int32) []events.Key {
 	return keys
 }
 
-func putKey(ctx context.Context, w *Writer, k events.Key, v string) error {
-	_, err := w.Do(ctx, &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(fmt.Sprintf("%q", v)), Principal: "test"})
+func putKey(ctx context.Context, w *Writer, k contract.Key, v string) error {
+	_, err := w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(fmt.Sprintf("%q", v)), Principal: "test"})
 	return err
 }
 
 // putAll writes keys concurrently and returns their errors once all
 // answered.
-func putAll(ctx context.Context, w *Writer, keys []events.Key, v string) []error {
+func putAll(ctx context.Context, w *Writer, keys []contract.Key, v string) []error {
 	errs := make([]error, len(keys))
 	var wg sync.WaitGroup
 	for i, k := range keys {
@@ -234,8 +234,8 @@ func failedRoundFailsOnlyItsPartitions(t *testing.T, resume bool) {
 		t.Fatalf("round 1: %v", err)
 	}
 	for i, err := range <-failed {
-		if events.ErrorCode(err) != events.EOutcomeUnknown {
-			t.Fatalf("write to partition %d in the failed round: %v; want %s", i+1, err, events.EOutcomeUnknown)
+		if contract.ErrorCode(err) != contract.EOutcomeUnknown {
+			t.Fatalf("write to partition %d in the failed round: %v; want %s", i+1, err, contract.EOutcomeUnknown)
 		}
 	}
 
@@ -295,12 +295,12 @@ func TestNewOwnerWaitsForOlderOwnersOpenTransaction(t *testing.T) {
 		name := map[bool]string{true: "OKSeesTheCommittedWrite", false: "OKAbortedWriteAbsent"}[commit]
 		t.Run(name, func(t *testing.T) {
 			b := testenv.MustBroker(t, 1)
-			key, err := events.ParseKey("tenant/t/project/p/older")
+			key, err := contract.ParseKey("tenant/t/project/p/older")
 			if err != nil {
 				t.Fatal(err)
 			}
 			older := testenv.MustProducer(t, b)
-			e := events.Event{Key: key.String(), Scope: key.Scope(), Version: 1, Kind: events.KindPut, Op: events.OpPut,
+			e := contract.Event{Key: key.String(), Scope: key.Scope(), Version: 1, Kind: contract.KindPut, Op: contract.OpPut,
 				After: json.RawMessage(`"older"`), Before: json.RawMessage(`null`), TS: time.Now().UTC(), WriterEpoch: 1}
 			if err := older.Client.BeginTransaction(); err != nil {
 				t.Fatal(err)
@@ -491,9 +491,9 @@ func TestResumeReadsWhatTheFailedRoundLeft(t *testing.T) {
 			p.mu.RLock()
 			epoch := p.epoch
 			p.mu.RUnlock()
-			e := events.Event{Key: key.String(), Scope: key.Scope(), Version: 1, Kind: events.KindPut, Op: events.OpPut,
+			e := contract.Event{Key: key.String(), Scope: key.Scope(), Version: 1, Kind: contract.KindPut, Op: contract.OpPut,
 				After: json.RawMessage(`"left"`), Before: json.RawMessage(`null`), TS: time.Now().UTC(), WriterEpoch: tc.epoch(epoch),
-				Semantics: events.Semantics{Purpose: "other"}, RequestID: "req-1", RequestDigest: "d"}
+				Semantics: contract.Semantics{Purpose: "other"}, RequestID: "req-1", RequestDigest: "d"}
 			testenv.MustProduce(t, b, e)
 			w.committer.mu.Lock()
 			failedIn := w.committer.session - 1 // the session began since

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -29,7 +29,7 @@ func fenceWaiting(w *Writer) int {
 type confirmRig struct {
 	w            *Writer
 	b            *testenv.Broker
-	keys         []events.Key
+	keys         []contract.Key
 	release      func()
 	first, read  chan error
 	fence0, lso0 float64
@@ -146,8 +146,8 @@ func TestReadNotConfirmedByRefusedFence(t *testing.T) {
 	refuse()
 	// The read (partition 0) succeeds: partition 0 was not in the
 	// refused round, so it is still owned.
-	if err := r.nextRound(t); events.ErrorCode(err) != events.EOutcomeUnknown {
-		t.Fatalf("the refused round's write: %v; want %s", err, events.EOutcomeUnknown)
+	if err := r.nextRound(t); contract.ErrorCode(err) != contract.EOutcomeUnknown {
+		t.Fatalf("the refused round's write: %v; want %s", err, contract.EOutcomeUnknown)
 	}
 	r.want(t, 0, 1)
 }

@@ -15,19 +15,19 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Request is one validated write.
 type Request struct {
-	Key events.Key
+	Key contract.Key
 	// Op is a write: put, delete, expire, increment, patch, or a lock or
 	// leader op.
-	Op events.Op
+	Op contract.Op
 	// Value is the compact JSON of a put.
 	Value json.RawMessage
 	// ExpectedVersion is nil for an unconditional write; 0 means the key
-	// must not exist. For events.OpExpire it is the version to expire.
+	// must not exist. For contract.OpExpire it is the version to expire.
 	ExpectedVersion *int64
 	// TTLSeconds: for put, the entry's TTL (0: none, unless KeepTTL); for
 	// increment and patch, a new TTL when > 0 (0 keeps the entry's
@@ -40,7 +40,7 @@ type Request struct {
 	// entry's (a plain write over a lock or leadership that breaks it
 	// gets purpose other). Lock ops force the purpose to theirs, and only
 	// they may write purpose lock or leader.
-	Semantics events.Semantics
+	Semantics contract.Semantics
 	// SpecRef, when empty, keeps the entry's.
 	SpecRef   string
 	RequestID string
@@ -57,7 +57,7 @@ type Request struct {
 	// If, when set, makes the patch a field compare-and-swap.
 	Set   map[string]json.RawMessage
 	Unset []string
-	If    *events.FieldCondition
+	If    *contract.FieldCondition
 	// MaxValueBytes bounds the value an increment or patch produces
 	// (0: unbounded).
 	MaxValueBytes int
@@ -100,7 +100,7 @@ type Request struct {
 	Denied bool
 
 	// Txn, when set, makes the request a multi-key transaction (Op
-	// events.OpTxn): its steps are decided in order, all or none
+	// contract.OpTxn): its steps are decided in order, all or none
 	// (DecideTxn). Key is then the first step's key: every step's key
 	// lies in its scope, so in its partition.
 	Txn []TxnStep
@@ -137,7 +137,7 @@ func (r *Request) Digest() string {
 	if r.KeepTTL {
 		parts = append(parts, "keepTtl")
 	}
-	if r.Op != events.OpPut && r.Op != events.OpDelete {
+	if r.Op != contract.OpPut && r.Op != contract.OpDelete {
 		parts = append(parts, r.By, r.Create, r.Set, r.Unset, untaggedIf(r.If), r.Holder, r.Op.Purpose())
 	}
 	// Bounds joined later: appended only when given, so the digest of an
@@ -148,7 +148,7 @@ func (r *Request) Digest() string {
 	if r.Member != "" { // only then: older digests keep their parts
 		parts = append(parts, "member", r.Member)
 	}
-	if r.Op == events.OpLTrim {
+	if r.Op == contract.OpLTrim {
 		parts = append(parts, "range", r.Start, r.Stop)
 	}
 	if r.Op.IsQueueWrite() {
@@ -167,7 +167,7 @@ func (r *Request) Digest() string {
 
 // untaggedIf is a field condition as digests and conflict records encode
 // it: {"Field":...,"Equals":...}.
-func untaggedIf(c *events.FieldCondition) any {
+func untaggedIf(c *contract.FieldCondition) any {
 	if c == nil {
 		return nil
 	}
@@ -181,7 +181,7 @@ func untaggedIf(c *events.FieldCondition) any {
 type Result struct {
 	// Entry is the entry after a put; after a delete only Key and Version
 	// are set.
-	Entry events.Entry
+	Entry contract.Entry
 	// Replayed is true when the request repeated the last write with the
 	// same requestId and body, so nothing new was written.
 	Replayed bool
@@ -191,7 +191,7 @@ type Result struct {
 	// Element is the element change of an accepted list write (the
 	// value pushed or popped); on a replayed pop, the value it popped
 	// (Member unset); nil on any other replay.
-	Element *events.Element
+	Element *contract.Element
 	// Deduplicated is set on a qpush that appended nothing because an
 	// item with its dedupId was pushed within the window (Element).
 	Deduplicated bool
@@ -199,32 +199,32 @@ type Result struct {
 	// in order (values unmasked: the API hides what the caller may not
 	// read).
 	TxnID string
-	Txn   []events.TxnResult
+	Txn   []contract.TxnResult
 }
 
 // decision is what Decide concluded.
 type decision struct {
-	event    *events.Event    // to append, when accepted
-	txn      []*events.Event  // a transaction's events, to append together
-	conflict *events.Conflict // to record in kv.conflicts, when rejected by CAS
-	err      error            // the answer when not accepted
-	result   Result           // the answer when accepted or replayed
+	event    *contract.Event    // to append, when accepted
+	txn      []*contract.Event  // a transaction's events, to append together
+	conflict *contract.Conflict // to record in kv.conflicts, when rejected by CAS
+	err      error              // the answer when not accepted
+	result   Result             // the answer when accepted or replayed
 }
 
 // Decide applies the write rules to a request given the key's current
 // state. It is pure: now is the decision time and epoch the writer's
 // fencing epoch.
-func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
+func Decide(cur contract.State, r *Request, now time.Time, epoch int64) decision {
 	key := r.Key.String()
 	visible := cur.Visible(now)
 
 	if r.Denied {
 		return deniedDecision(visible, r, now)
 	}
-	if r.Op == events.OpExpire {
+	if r.Op == contract.OpExpire {
 		return decideExpire(cur, r, now, epoch)
 	}
-	if r.Op.LockAction() == "" && events.ServerPurpose(r.Semantics.Purpose) {
+	if r.Op.LockAction() == "" && contract.ServerPurpose(r.Semantics.Purpose) {
 		return decision{err: errLockPurpose(r.Semantics.Purpose)}
 	}
 	if d, done := replayOrMismatch(cur, visible, r, now); done {
@@ -243,24 +243,24 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 		return decideLock(visible, r, ev, now)
 	}
 	switch r.Op {
-	case events.OpDelete:
+	case contract.OpDelete:
 		if visible == nil {
-			return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key)}
+			return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key)}
 		}
-		return removal(ev, visible, events.OpDelete)
-	case events.OpIncrement:
+		return removal(ev, visible, contract.OpDelete)
+	case contract.OpIncrement:
 		return decideIncrement(cur, visible, r, ev, now)
-	case events.OpPatch:
+	case contract.OpPatch:
 		return decidePatch(cur, visible, r, ev, now)
 	}
 	ev.After = r.Value
 	switch {
 	case r.ExpectedVersion == nil:
-		ev.Op = events.OpSet
+		ev.Op = contract.OpSet
 	case *r.ExpectedVersion == 0:
-		ev.Op = events.OpCreate
+		ev.Op = contract.OpCreate
 	default:
-		ev.Op = events.OpCAS
+		ev.Op = contract.OpCAS
 	}
 	return finish(ev, visible, r, "other", r.KeepTTL, now)
 }
@@ -269,12 +269,12 @@ func Decide(cur events.State, r *Request, now time.Time, epoch int64) decision {
 // replay, or request_id_reused under another body) or names a version
 // the key is not at (version_mismatch); done is false otherwise. Every
 // single-key write but expire and a denial asks it first.
-func replayOrMismatch(cur events.State, visible *events.Entry, r *Request, now time.Time) (d decision, done bool) {
+func replayOrMismatch(cur contract.State, visible *contract.Entry, r *Request, now time.Time) (d decision, done bool) {
 	switch requestSeen(cur, r.RequestID, r.requestDigest()) {
 	case seenSame:
 		res := Result{Entry: cur.Entry, Replayed: true}
 		if !cur.Live {
-			res.Entry = events.Entry{Key: r.Key.String(), Version: cur.Version}
+			res.Entry = contract.Entry{Key: r.Key.String(), Version: cur.Version}
 		}
 		return decision{result: res}, true
 	case seenOther:
@@ -305,8 +305,8 @@ const (
 // its key remembers: Decide (one key) and DecideTxn (every key a
 // transaction writes) ask it. Today a key remembers its latest write's
 // requestId and digest; a window of older ones extends this function
-// (and events.State) alone.
-func requestSeen(cur events.State, requestID, digest string) seen {
+// (and contract.State) alone.
+func requestSeen(cur contract.State, requestID, digest string) seen {
 	switch {
 	case requestID == "" || cur.Version == 0 || cur.Entry.RequestID != requestID:
 		return seenNone
@@ -319,14 +319,14 @@ func requestSeen(cur events.State, requestID, digest string) seen {
 // isLockPurpose reports whether entries of purpose are written only by
 // the lock or leader ops.
 func isLockPurpose(purpose string) bool {
-	return purpose == events.PurposeLock || purpose == events.PurposeLeader
+	return purpose == contract.PurposeLock || purpose == contract.PurposeLeader
 }
 
 // errLockPurpose refuses a plain write that names a lock's or a
 // collection's purpose: lock and leader values, their fencing tokens, and
 // collections' metadata are the server's.
-func errLockPurpose(purpose string) *events.Error {
-	return events.FieldErrorf(events.EInvalid, "semantics.purpose",
+func errLockPurpose(purpose string) *contract.Error {
+	return contract.FieldErrorf(contract.EInvalid, "semantics.purpose",
 		"purpose %s is written only by the %s operations", purpose, purpose)
 }
 
@@ -335,10 +335,10 @@ func errLockPurpose(purpose string) *events.Error {
 // key gets purpose fallback; a broken lock or leadership gets other).
 // With keep the entry keeps its expiry; otherwise r.TTLSeconds sets it
 // (0: none).
-func finish(ev *events.Event, visible *events.Entry, r *Request, fallback string, keep bool, now time.Time) decision {
+func finish(ev *contract.Event, visible *contract.Entry, r *Request, fallback string, keep bool, now time.Time) decision {
 	ev.Semantics = r.Semantics
 	if ev.Semantics.Purpose == "" {
-		ev.Semantics = events.Semantics{Purpose: fallback}
+		ev.Semantics = contract.Semantics{Purpose: fallback}
 		if visible != nil && !isLockPurpose(visible.Semantics.Purpose) {
 			ev.Semantics = visible.Semantics
 		} else if visible != nil {
@@ -360,9 +360,9 @@ func finish(ev *events.Event, visible *events.Entry, r *Request, fallback string
 
 // newEvent returns the event r would append after cur, to be completed
 // by the op.
-func newEvent(cur events.State, r *Request, now time.Time, epoch int64) *events.Event {
-	ev := &events.Event{
-		SchemaVersion: events.SchemaVersion,
+func newEvent(cur contract.State, r *Request, now time.Time, epoch int64) *contract.Event {
+	ev := &contract.Event{
+		SchemaVersion: contract.SchemaVersion,
 		Key:           r.Key.String(),
 		Scope:         r.Key.Scope(),
 		Version:       cur.Version + 1,
@@ -385,8 +385,8 @@ func newEvent(cur events.State, r *Request, now time.Time, epoch int64) *events.
 // put completes ev as a put of ev.After with ev.Semantics: the entry keeps
 // its creation time, and ttl (> 0) sets its expiry from now; with ttl 0
 // the entry has no expiry.
-func put(ev *events.Event, visible *events.Entry, ttl int64, now time.Time) decision {
-	ev.Kind = events.KindPut
+func put(ev *contract.Event, visible *contract.Entry, ttl int64, now time.Time) decision {
+	ev.Kind = contract.KindPut
 	ev.CreatedAt = now
 	if visible != nil {
 		ev.CreatedAt = visible.CreatedAt
@@ -400,38 +400,38 @@ func put(ev *events.Event, visible *events.Entry, ttl int64, now time.Time) deci
 }
 
 // removal completes ev as a delete of the visible entry by op.
-func removal(ev *events.Event, visible *events.Entry, op events.Op) decision {
-	ev.Kind, ev.Op = events.KindDelete, op
+func removal(ev *contract.Event, visible *contract.Entry, op contract.Op) decision {
+	ev.Kind, ev.Op = contract.KindDelete, op
 	ev.CreatedAt = visible.CreatedAt
 	ev.Semantics = visible.Semantics
 	if ev.SpecRef == "" {
 		ev.SpecRef = visible.SpecRef
 	}
-	return decision{event: ev, result: Result{Entry: events.Entry{Key: ev.Key, Version: ev.Version}}}
+	return decision{event: ev, result: Result{Entry: contract.Entry{Key: ev.Key, Version: ev.Version}}}
 }
 
 // errNotExpired answers an expire that lost to a renewal, a delete or an
 // earlier expire: nothing is written.
-var errNotExpired = events.Errorf(events.EConflict, "the entry is no longer the expired version")
+var errNotExpired = contract.Errorf(contract.EConflict, "the entry is no longer the expired version")
 
 // decideExpire removes the key when it still holds the expired version
 // the sweeper saw: a compare-and-swap, so a renewal that won the race is
 // kept. The event carries the entry's semantics and value, for the audit
 // trail.
-func decideExpire(cur events.State, r *Request, now time.Time, epoch int64) decision {
+func decideExpire(cur contract.State, r *Request, now time.Time, epoch int64) decision {
 	if !cur.Live || r.ExpectedVersion == nil || cur.Version != *r.ExpectedVersion || !cur.Entry.Expired(now) {
 		return decision{err: errNotExpired}
 	}
 	e := cur.Entry
 	ev := newEvent(cur, r, now, epoch)
 	ev.RequestID, ev.RequestDigest = "", ""
-	d := removal(ev, &e, events.OpExpire)
-	ev.Kind = events.KindExpire
+	d := removal(ev, &e, contract.OpExpire)
+	ev.Kind = contract.KindExpire
 	ev.ExpiresAt = e.ExpiresAt
 	return d
 }
 
-func conflictDecision(cur events.State, visible *events.Entry, r *Request, now time.Time, reason, format string, args ...any) decision {
+func conflictDecision(cur contract.State, visible *contract.Entry, r *Request, now time.Time, reason, format string, args ...any) decision {
 	var current int64
 	currentValue := json.RawMessage("null")
 	if visible != nil {
@@ -443,17 +443,17 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 		expected = *r.ExpectedVersion
 	}
 	id := uuid.Must(uuid.NewV7()).String()
-	err := events.FieldErrorf(events.EConflict, "expectedVersion", format, args...)
+	err := contract.FieldErrorf(contract.EConflict, "expectedVersion", format, args...)
 	switch reason {
 	case "request_id_reused", "stale_request":
 		err.Field = "requestId"
 	case "field_mismatch":
-		err.Code, err.Field = events.EFieldMismatch, "if.equals"
+		err.Code, err.Field = contract.EFieldMismatch, "if.equals"
 	}
 	err.Current = visible
 	err.CorrelationID = id
 	attempted := r.Value
-	if r.Op == events.OpPatch {
+	if r.Op == contract.OpPatch {
 		attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": untaggedIf(r.If)})
 	}
 	if attempted == nil {
@@ -470,8 +470,8 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 	}
 	return decision{
 		err: err,
-		conflict: &events.Conflict{
-			SchemaVersion:   events.SchemaVersion,
+		conflict: &contract.Conflict{
+			SchemaVersion:   contract.SchemaVersion,
 			ID:              id,
 			Key:             r.Key.String(),
 			Scope:           r.Key.Scope(),
@@ -496,13 +496,13 @@ func conflictDecision(cur events.State, visible *events.Entry, r *Request, now t
 // purpose. No value, attempted or current, and no version: the denial
 // reveals nothing of the entry. Nothing is appended and nobody waits for
 // the answer.
-func deniedDecision(visible *events.Entry, r *Request, now time.Time) decision {
+func deniedDecision(visible *contract.Entry, r *Request, now time.Time) decision {
 	purpose := "other"
 	if visible != nil && visible.Semantics.Purpose != "" {
 		purpose = visible.Semantics.Purpose
 	}
-	return decision{conflict: &events.Conflict{
-		SchemaVersion:   events.SchemaVersion,
+	return decision{conflict: &contract.Conflict{
+		SchemaVersion:   contract.SchemaVersion,
 		ID:              uuid.Must(uuid.NewV7()).String(),
 		Key:             r.Key.String(),
 		Scope:           r.Key.Scope(),
@@ -510,21 +510,21 @@ func deniedDecision(visible *events.Entry, r *Request, now time.Time) decision {
 		ExpectedVersion: -1,
 		Attempted:       json.RawMessage("null"),
 		Current:         json.RawMessage("null"),
-		Semantics:       events.Semantics{Purpose: purpose},
+		Semantics:       contract.Semantics{Purpose: purpose},
 		RequestID:       r.RequestID,
 		Principal:       r.Principal,
 		TS:              now,
-		Reason:          events.ReasonForbidden,
+		Reason:          contract.ReasonForbidden,
 	}}
 }
 
 // conflictOp names a rejected request's op as change events would.
-func conflictOp(r *Request) events.Op {
+func conflictOp(r *Request) contract.Op {
 	switch {
-	case r.Op == events.OpPut:
-		return events.OpSet
-	case r.Op == events.OpPatch && r.If != nil:
-		return events.OpFieldCAS
+	case r.Op == contract.OpPut:
+		return contract.OpSet
+	case r.Op == contract.OpPatch && r.If != nil:
+		return contract.OpFieldCAS
 	}
 	return r.Op
 }

@@ -11,15 +11,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/schemas"
 )
 
 func ptr(v int64) *int64 { return &v }
 
-func mustKey(t *testing.T, s string) events.Key {
+func mustKey(t *testing.T, s string) contract.Key {
 	t.Helper()
-	k, err := events.ParseKey(s)
+	k, err := contract.ParseKey(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,50 +31,50 @@ func TestDecide(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
 	created := now.Add(-time.Hour)
 	past := now.Add(-time.Second)
-	live := func(v int64, val string) events.State {
-		return events.State{Version: v, Live: true, Entry: events.Entry{Key: key.String(), Version: v, Value: json.RawMessage(val), CreatedAt: created}}
+	live := func(v int64, val string) contract.State {
+		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: json.RawMessage(val), CreatedAt: created}}
 	}
 	expired := live(4, `"old"`)
 	expired.Entry.ExpiresAt = &past
-	deleted := events.State{Version: 7, Entry: events.Entry{Key: key.String(), Version: 7}}
+	deleted := contract.State{Version: 7, Entry: contract.Entry{Key: key.String(), Version: 7}}
 
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		req     Request
 		code    string // error code, or "" when accepted
 		version int64  // version of the event
-		op      events.Op
+		op      contract.Op
 		current int64 // currentVersion of a conflict
 	}{
-		{"OKCreate", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, events.OpCreate, 0},
-		{"OKSet", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`)}, "", 4, events.OpSet, 0},
-		{"OKCAS", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(3)}, "", 4, events.OpCAS, 0},
-		{"ErrCASStale", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(2)}, events.EConflict, 0, "", 3},
-		{"ErrCreateExisting", live(3, `1`), Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, events.EConflict, 0, "", 3},
-		{"ErrCASOnAbsent", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, events.EConflict, 0, "", 0},
-		{"OKCreateOverExpired", expired, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 5, events.OpCreate, 0},
-		{"ErrCASOnExpired", expired, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(4)}, events.EConflict, 0, "", 0},
-		{"OKRecreateAfterDelete", deleted, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 8, events.OpCreate, 0},
-		{"OKDelete", live(3, `1`), Request{Op: events.OpDelete}, "", 4, events.OpDelete, 0},
-		{"OKDeleteCAS", live(3, `1`), Request{Op: events.OpDelete, ExpectedVersion: ptr(3)}, "", 4, events.OpDelete, 0},
-		{"ErrDeleteStale", live(3, `1`), Request{Op: events.OpDelete, ExpectedVersion: ptr(1)}, events.EConflict, 0, "", 3},
-		{"ErrDeleteAbsent", deleted, Request{Op: events.OpDelete}, events.ENotFound, 0, "", 0},
-		{"ErrDeleteExpired", expired, Request{Op: events.OpDelete}, events.ENotFound, 0, "", 0},
+		{"OKCreate", contract.State{}, Request{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, contract.OpCreate, 0},
+		{"OKSet", live(3, `1`), Request{Op: contract.OpPut, Value: json.RawMessage(`2`)}, "", 4, contract.OpSet, 0},
+		{"OKCAS", live(3, `1`), Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(3)}, "", 4, contract.OpCAS, 0},
+		{"ErrCASStale", live(3, `1`), Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(2)}, contract.EConflict, 0, "", 3},
+		{"ErrCreateExisting", live(3, `1`), Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, contract.EConflict, 0, "", 3},
+		{"ErrCASOnAbsent", contract.State{}, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 0},
+		{"OKCreateOverExpired", expired, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 5, contract.OpCreate, 0},
+		{"ErrCASOnExpired", expired, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(4)}, contract.EConflict, 0, "", 0},
+		{"OKRecreateAfterDelete", deleted, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 8, contract.OpCreate, 0},
+		{"OKDelete", live(3, `1`), Request{Op: contract.OpDelete}, "", 4, contract.OpDelete, 0},
+		{"OKDeleteCAS", live(3, `1`), Request{Op: contract.OpDelete, ExpectedVersion: ptr(3)}, "", 4, contract.OpDelete, 0},
+		{"ErrDeleteStale", live(3, `1`), Request{Op: contract.OpDelete, ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 3},
+		{"ErrDeleteAbsent", deleted, Request{Op: contract.OpDelete}, contract.ENotFound, 0, "", 0},
+		{"ErrDeleteExpired", expired, Request{Op: contract.OpDelete}, contract.ENotFound, 0, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
 			d := Decide(tc.cur, &r, now, 9)
 			if tc.code != "" {
-				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("want %s, got event %v err %v", tc.code, d.event, d.err)
 				}
-				if tc.code == events.EConflict {
+				if tc.code == contract.EConflict {
 					if d.conflict == nil || d.conflict.CurrentVersion != tc.current {
 						t.Fatalf("conflict record %+v, want current %d", d.conflict, tc.current)
 					}
-					var e *events.Error
+					var e *contract.Error
 					errors.As(d.err, &e)
 					if e.CorrelationID != d.conflict.ID {
 						t.Fatalf("409 and conflict record have different ids")
@@ -92,7 +92,7 @@ func TestDecide(t *testing.T) {
 			if tc.cur.Live && string(e.Before) != string(tc.cur.Entry.Value) {
 				t.Fatalf("before %s, want %s", e.Before, tc.cur.Entry.Value)
 			}
-			if r.Op == events.OpDelete && (e.Kind != events.KindDelete || string(e.After) != "null") {
+			if r.Op == contract.OpDelete && (e.Kind != contract.KindDelete || string(e.After) != "null") {
 				t.Fatalf("delete event %+v", e)
 			}
 		})
@@ -103,8 +103,8 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	created := now.Add(-time.Hour)
-	cur := events.State{Version: 1, Live: true, Entry: events.Entry{Key: key.String(), Version: 1, Value: json.RawMessage(`1`), CreatedAt: created}}
-	d := Decide(cur, &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, now, 1)
+	cur := contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: key.String(), Version: 1, Value: json.RawMessage(`1`), CreatedAt: created}}
+	d := Decide(cur, &Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, now, 1)
 	if !d.event.CreatedAt.Equal(created) {
 		t.Fatalf("an update changed createdAt to %v", d.event.CreatedAt)
 	}
@@ -116,8 +116,8 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 func TestDecideRequestID(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	r := &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
-	first := Decide(events.State{}, r, now, 1)
+	r := &Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
+	first := Decide(contract.State{}, r, now, 1)
 	st := first.event.State()
 
 	again := *r
@@ -126,12 +126,12 @@ func TestDecideRequestID(t *testing.T) {
 	}
 	other := *r
 	other.Value = json.RawMessage(`2`)
-	if d := Decide(st, &other, now, 1); events.ErrorCode(d.err) != events.EConflict || d.conflict.Reason != "request_id_reused" {
+	if d := Decide(st, &other, now, 1); contract.ErrorCode(d.err) != contract.EConflict || d.conflict.Reason != "request_id_reused" {
 		t.Fatalf("reused requestId: %+v", d)
 	}
 	otherPrincipal := *r
 	otherPrincipal.Principal = "q"
-	if d := Decide(st, &otherPrincipal, now, 1); events.ErrorCode(d.err) != events.EConflict {
+	if d := Decide(st, &otherPrincipal, now, 1); contract.ErrorCode(d.err) != contract.EConflict {
 		t.Fatalf("another principal's same requestId must not replay: %+v", d)
 	}
 }
@@ -143,8 +143,8 @@ func TestDecideRequestID(t *testing.T) {
 func TestDecideRequestIDBounds(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	r := &Request{Key: key, Op: events.OpIncrement, By: -1, Create: true, Min: ptr(-5), RequestID: "r-1", Principal: "p"}
-	first := Decide(events.State{}, r, now, 1)
+	r := &Request{Key: key, Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(-5), RequestID: "r-1", Principal: "p"}
+	first := Decide(contract.State{}, r, now, 1)
 	if first.event == nil {
 		t.Fatalf("first decrement: %v", first.err)
 	}
@@ -163,14 +163,14 @@ func TestDecideRequestIDBounds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			other := *r
 			mod(&other)
-			if d := Decide(st, &other, now, 1); events.ErrorCode(d.err) != events.EConflict || d.conflict == nil || d.conflict.Reason != "request_id_reused" {
+			if d := Decide(st, &other, now, 1); contract.ErrorCode(d.err) != contract.EConflict || d.conflict == nil || d.conflict.Reason != "request_id_reused" {
 				t.Fatalf("a requestId retried with other bounds must be a reuse: %+v", d)
 			}
 		})
 	}
 	// Digests are stored with events: an unbounded increment's digest
 	// must not change with the bounds' arrival.
-	plain := Request{Key: key, Op: events.OpIncrement, By: 1, RequestID: "r", Principal: "p"}
+	plain := Request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "r", Principal: "p"}
 	if got, want := plain.Digest(), "30b56eebbe4a1b72e6cf86d4ca6eaf42"; got != want {
 		t.Fatalf("unbounded increment digest %s, want %s (as before bounds)", got, want)
 	}
@@ -183,7 +183,7 @@ func TestDecideRequestIDBounds(t *testing.T) {
 func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/lock")
-	var st events.State
+	var st contract.State
 	step := func(r Request) decision {
 		t.Helper()
 		r.Key = key
@@ -196,29 +196,29 @@ func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 		}
 		return d
 	}
-	acquire := Request{Op: events.OpLockAcquire, Holder: "a", TTLSeconds: 30}
+	acquire := Request{Op: contract.OpLockAcquire, Holder: "a", TTLSeconds: 30}
 	first := step(acquire)
-	a, err := events.LockAnswerOf(&first.result.Entry)
+	a, err := contract.LockAnswerOf(&first.result.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	forge := Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"a","token":999999}`), ExpectedVersion: ptr(st.Version),
-		Semantics: events.Semantics{Purpose: events.PurposeLock}}
-	if d := step(forge); events.ErrorCode(d.err) != events.EInvalid {
+	forge := Request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"a","token":999999}`), ExpectedVersion: ptr(st.Version),
+		Semantics: contract.Semantics{Purpose: contract.PurposeLock}}
+	if d := step(forge); contract.ErrorCode(d.err) != contract.EInvalid {
 		t.Fatalf("a plain write of a lock value: %+v, want invalid", d)
 	}
-	brk := step(Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(st.Version)})
-	if brk.err != nil || brk.event.Semantics.Purpose == events.PurposeLock {
+	brk := step(Request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(st.Version)})
+	if brk.err != nil || brk.event.Semantics.Purpose == contract.PurposeLock {
 		t.Fatalf("break: %+v", brk)
 	}
-	if d := step(acquire); events.ErrorCode(d.err) != events.EWrongType {
+	if d := step(acquire); contract.ErrorCode(d.err) != contract.EWrongType {
 		t.Fatalf("acquire over the broken value: %v, want wrong_type", d.err)
 	}
-	if d := step(Request{Op: events.OpDelete}); d.err != nil {
+	if d := step(Request{Op: contract.OpDelete}); d.err != nil {
 		t.Fatal(d.err)
 	}
-	next := step(Request{Op: events.OpLockAcquire, Holder: "b", TTLSeconds: 30, Principal: "q"})
-	b, err := events.LockAnswerOf(&next.result.Entry)
+	next := step(Request{Op: contract.OpLockAcquire, Holder: "b", TTLSeconds: 30, Principal: "q"})
+	b, err := contract.LockAnswerOf(&next.result.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,28 +234,28 @@ func TestDecideKeepsSemantics(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	exp := now.Add(time.Hour)
-	sem := events.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}, TTLSeconds: 3600}
-	cur := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"n":1}`),
+	sem := contract.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}, TTLSeconds: 3600}
+	cur := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"n":1}`),
 		ExpiresAt: &exp, SpecRef: "spec/1", Semantics: sem}}
-	given := events.Semantics{Purpose: "config", Producer: "ops"}
+	given := contract.Semantics{Purpose: "config", Producer: "ops"}
 	for _, tc := range []struct {
 		name    string
 		req     Request
-		sem     events.Semantics
+		sem     contract.Semantics
 		specRef string
 		expires *time.Time
 	}{
-		{"PutKeepsSemanticsDropsTTL", Request{Op: events.OpPut, Value: json.RawMessage(`2`)},
-			events.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}}, "spec/1", nil},
-		{"PutKeepTTL", Request{Op: events.OpPut, Value: json.RawMessage(`2`), KeepTTL: true}, sem, "spec/1", &exp},
-		{"PutNewSemantics", Request{Op: events.OpPut, Value: json.RawMessage(`2`), Semantics: given, SpecRef: "spec/2"}, given, "spec/2", nil},
-		{"PatchKeeps", Request{Op: events.OpPatch, Set: map[string]json.RawMessage{"n": json.RawMessage(`2`)}}, sem, "spec/1", &exp},
-		{"IncrementKeeps", Request{Op: events.OpIncrement, By: 1}, sem, "spec/1", &exp},
+		{"PutKeepsSemanticsDropsTTL", Request{Op: contract.OpPut, Value: json.RawMessage(`2`)},
+			contract.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}}, "spec/1", nil},
+		{"PutKeepTTL", Request{Op: contract.OpPut, Value: json.RawMessage(`2`), KeepTTL: true}, sem, "spec/1", &exp},
+		{"PutNewSemantics", Request{Op: contract.OpPut, Value: json.RawMessage(`2`), Semantics: given, SpecRef: "spec/2"}, given, "spec/2", nil},
+		{"PatchKeeps", Request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"n": json.RawMessage(`2`)}}, sem, "spec/1", &exp},
+		{"IncrementKeeps", Request{Op: contract.OpIncrement, By: 1}, sem, "spec/1", &exp},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, c := tc.req, cur
 			r.Key, r.Principal = key, "p"
-			if r.Op == events.OpIncrement {
+			if r.Op == contract.OpIncrement {
 				c.Entry.Value = json.RawMessage(`1`)
 			}
 			checkKept(t, Decide(c, &r, now, 1), tc.sem, tc.specRef, tc.expires)
@@ -263,7 +263,7 @@ func TestDecideKeepsSemantics(t *testing.T) {
 	}
 }
 
-func checkKept(t *testing.T, d decision, sem events.Semantics, specRef string, expires *time.Time) {
+func checkKept(t *testing.T, d decision, sem contract.Semantics, specRef string, expires *time.Time) {
 	t.Helper()
 	if d.err != nil {
 		t.Fatal(d.err)
@@ -288,21 +288,21 @@ func checkKept(t *testing.T, d decision, sem events.Semantics, specRef string, e
 func TestConflictPurpose(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	counter := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
-		Semantics: events.Semantics{Purpose: "counter"}}}
-	cfg := events.Semantics{Purpose: "config"}
+	counter := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
+		Semantics: contract.Semantics{Purpose: "counter"}}}
+	cfg := contract.Semantics{Purpose: "config"}
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		req     Request
 		purpose string
 	}{
-		{"PutWithoutSemantics", counter, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, "counter"},
-		{"PutOtherPurpose", counter, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "counter"},
-		{"Delete", counter, Request{Op: events.OpDelete, ExpectedVersion: ptr(1)}, "counter"},
-		{"Increment", counter, Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, "counter"},
-		{"PatchAbsent", events.State{}, Request{Op: events.OpPatch, Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, ExpectedVersion: ptr(1)}, "other"},
-		{"PutAbsent", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "config"},
+		{"PutWithoutSemantics", counter, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, "counter"},
+		{"PutOtherPurpose", counter, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "counter"},
+		{"Delete", counter, Request{Op: contract.OpDelete, ExpectedVersion: ptr(1)}, "counter"},
+		{"Increment", counter, Request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, "counter"},
+		{"PatchAbsent", contract.State{}, Request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, ExpectedVersion: ptr(1)}, "other"},
+		{"PutAbsent", contract.State{}, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
@@ -331,20 +331,20 @@ func TestConflictPurpose(t *testing.T) {
 func TestDecideDenied(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	flag := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"secret":1}`),
-		Semantics: events.Semantics{Purpose: "feature_flag", Producer: "x"}}}
+	flag := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"secret":1}`),
+		Semantics: contract.Semantics{Purpose: "feature_flag", Producer: "x"}}}
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		req     Request
 		purpose string
 	}{
-		{"PutOverLiveKey", flag, Request{Op: events.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), RequestID: "r-1"}, "feature_flag"},
-		{"DeleteAbsent", events.State{}, Request{Op: events.OpDelete}, "other"},
-		{"Increment", flag, Request{Op: events.OpIncrement, By: 1}, "feature_flag"},
-		{"LockAcquire", events.State{}, Request{Op: events.OpLockAcquire, Holder: "h"}, "other"},
-		{"ReusedRequestID", events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), RequestID: "r-1"}},
-			Request{Op: events.OpPatch, RequestID: "r-1"}, "other"},
+		{"PutOverLiveKey", flag, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), RequestID: "r-1"}, "feature_flag"},
+		{"DeleteAbsent", contract.State{}, Request{Op: contract.OpDelete}, "other"},
+		{"Increment", flag, Request{Op: contract.OpIncrement, By: 1}, "feature_flag"},
+		{"LockAcquire", contract.State{}, Request{Op: contract.OpLockAcquire, Holder: "h"}, "other"},
+		{"ReusedRequestID", contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), RequestID: "r-1"}},
+			Request{Op: contract.OpPatch, RequestID: "r-1"}, "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
@@ -354,8 +354,8 @@ func TestDecideDenied(t *testing.T) {
 			if d.event != nil || d.err != nil || c == nil {
 				t.Fatalf("want only a conflict record, got event %v err %v conflict %v", d.event, d.err, c)
 			}
-			if c.Reason != events.ReasonForbidden || c.Op != r.Op || c.Key != key.String() || c.Scope != key.Scope() ||
-				c.Principal != "p" || c.RequestID != r.RequestID || !c.TS.Equal(now) || c.ID == "" || c.SchemaVersion != events.SchemaVersion {
+			if c.Reason != contract.ReasonForbidden || c.Op != r.Op || c.Key != key.String() || c.Scope != key.Scope() ||
+				c.Principal != "p" || c.RequestID != r.RequestID || !c.TS.Equal(now) || c.ID == "" || c.SchemaVersion != contract.SchemaVersion {
 				t.Fatalf("record %+v", c)
 			}
 			if string(c.Attempted) != "null" || string(c.Current) != "null" || c.ExpectedVersion != -1 || c.CurrentVersion != 0 {
@@ -382,11 +382,11 @@ func TestDecideDenied(t *testing.T) {
 // may read asks anything.
 func TestCheckBlind(t *testing.T) {
 	k := mustKey(t, "tenant/a/project/b/k")
-	one, big := int64(1), int64(events.MaxBlindStep)
-	eq := &events.FieldCondition{Field: "f", Equals: json.RawMessage(`1`)}
-	fieldCond := &events.Condition{Field: "f", Equals: json.RawMessage(`1`)}
-	versionCond := &events.Condition{Version: &one}
-	step := func(op events.Op, blind bool, cond *events.Condition, mod func(*Request)) TxnStep {
+	one, big := int64(1), int64(contract.MaxBlindStep)
+	eq := &contract.FieldCondition{Field: "f", Equals: json.RawMessage(`1`)}
+	fieldCond := &contract.Condition{Field: "f", Equals: json.RawMessage(`1`)}
+	versionCond := &contract.Condition{Version: &one}
+	step := func(op contract.Op, blind bool, cond *contract.Condition, mod func(*Request)) TxnStep {
 		r := &Request{Key: k, Op: op, Principal: "wo", Blind: blind}
 		if mod != nil {
 			mod(r)
@@ -398,23 +398,23 @@ func TestCheckBlind(t *testing.T) {
 		req   Request
 		field string // "" when allowed
 	}{
-		{"ErrIncrementMax", Request{Op: events.OpIncrement, By: 1, Max: &one, Blind: true}, "max"},
-		{"ErrIncrementMin", Request{Op: events.OpIncrement, By: -1, Min: &one, Blind: true}, "min"},
-		{"ErrIncrementBeyondBlindStep", Request{Op: events.OpIncrement, By: big + 1, Blind: true}, "by"},
-		{"ErrDecrementBeyondBlindStep", Request{Op: events.OpIncrement, By: -big - 1, Blind: true}, "by"},
-		{"ErrPatchIf", Request{Op: events.OpPatch, If: eq, Blind: true}, "if"},
-		{"OKIncrementAtBlindStep", Request{Op: events.OpIncrement, By: -big, Blind: true}, ""},
-		{"OKIncrementWithExpectedVersion", Request{Op: events.OpIncrement, By: 1, ExpectedVersion: &one, Blind: true}, ""},
-		{"OKPatch", Request{Op: events.OpPatch, Set: map[string]json.RawMessage{"f": json.RawMessage(`1`)}, Blind: true}, ""},
-		{"OKPutWithExpectedVersion", Request{Op: events.OpPut, ExpectedVersion: &one, Blind: true}, ""},
-		{"OKSAdd", Request{Op: events.OpSAdd, Member: "m", Blind: true}, ""},
-		{"OKReaderBounds", Request{Op: events.OpIncrement, By: big * 4, Min: &one, Max: &one}, ""},
-		{"OKReaderIf", Request{Op: events.OpPatch, If: eq}, ""},
-		{"ErrTxnFieldCondition", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpPut, false, fieldCond, nil), step(events.OpPatch, true, fieldCond, func(r *Request) { r.If = eq })}}, "ops[1].condition.field"},
-		{"ErrTxnCheck", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpCheck, true, versionCond, nil)}}, "ops[0].key"},
-		{"ErrTxnIncrementMax", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpIncrement, true, versionCond, func(r *Request) { r.Max = &one })}}, "ops[0].max"},
-		{"ErrTxnIncrementBeyondBlindStep", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpIncrement, true, nil, func(r *Request) { r.By = big + 1 })}}, "ops[0].by"},
-		{"OKTxnVersionCondition", Request{Op: events.OpTxn, Txn: []TxnStep{step(events.OpPatch, true, versionCond, nil), step(events.OpCheck, false, fieldCond, nil)}}, ""},
+		{"ErrIncrementMax", Request{Op: contract.OpIncrement, By: 1, Max: &one, Blind: true}, "max"},
+		{"ErrIncrementMin", Request{Op: contract.OpIncrement, By: -1, Min: &one, Blind: true}, "min"},
+		{"ErrIncrementBeyondBlindStep", Request{Op: contract.OpIncrement, By: big + 1, Blind: true}, "by"},
+		{"ErrDecrementBeyondBlindStep", Request{Op: contract.OpIncrement, By: -big - 1, Blind: true}, "by"},
+		{"ErrPatchIf", Request{Op: contract.OpPatch, If: eq, Blind: true}, "if"},
+		{"OKIncrementAtBlindStep", Request{Op: contract.OpIncrement, By: -big, Blind: true}, ""},
+		{"OKIncrementWithExpectedVersion", Request{Op: contract.OpIncrement, By: 1, ExpectedVersion: &one, Blind: true}, ""},
+		{"OKPatch", Request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"f": json.RawMessage(`1`)}, Blind: true}, ""},
+		{"OKPutWithExpectedVersion", Request{Op: contract.OpPut, ExpectedVersion: &one, Blind: true}, ""},
+		{"OKSAdd", Request{Op: contract.OpSAdd, Member: "m", Blind: true}, ""},
+		{"OKReaderBounds", Request{Op: contract.OpIncrement, By: big * 4, Min: &one, Max: &one}, ""},
+		{"OKReaderIf", Request{Op: contract.OpPatch, If: eq}, ""},
+		{"ErrTxnFieldCondition", Request{Op: contract.OpTxn, Txn: []TxnStep{step(contract.OpPut, false, fieldCond, nil), step(contract.OpPatch, true, fieldCond, func(r *Request) { r.If = eq })}}, "ops[1].condition.field"},
+		{"ErrTxnCheck", Request{Op: contract.OpTxn, Txn: []TxnStep{step(contract.OpCheck, true, versionCond, nil)}}, "ops[0].key"},
+		{"ErrTxnIncrementMax", Request{Op: contract.OpTxn, Txn: []TxnStep{step(contract.OpIncrement, true, versionCond, func(r *Request) { r.Max = &one })}}, "ops[0].max"},
+		{"ErrTxnIncrementBeyondBlindStep", Request{Op: contract.OpTxn, Txn: []TxnStep{step(contract.OpIncrement, true, nil, func(r *Request) { r.By = big + 1 })}}, "ops[0].by"},
+		{"OKTxnVersionCondition", Request{Op: contract.OpTxn, Txn: []TxnStep{step(contract.OpPatch, true, versionCond, nil), step(contract.OpCheck, false, fieldCond, nil)}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
@@ -426,8 +426,8 @@ func TestCheckBlind(t *testing.T) {
 				}
 				return
 			}
-			var e *events.Error
-			if !errors.As(err, &e) || e.Code != events.EForbidden || e.Field != tc.field || e.Current != nil {
+			var e *contract.Error
+			if !errors.As(err, &e) || e.Code != contract.EForbidden || e.Field != tc.field || e.Current != nil {
 				t.Fatalf("%v, want forbidden on field %s", err, tc.field)
 			}
 		})

@@ -58,7 +58,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -389,11 +389,11 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "the writer ready", w.Ready)
 
 	put := func(key string) error {
-		k, err := events.ParseKey(key)
+		k, err := contract.ParseKey(key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = w.Do(t.Context(), &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(`1`), Principal: "test"})
+		_, err = w.Do(t.Context(), &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(`1`), Principal: "test"})
 		return err
 	}
 	if err := put("tenant/t/project/p/before"); err != nil {
@@ -426,8 +426,8 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 	}
 
 	err := put("tenant/t/project/p/after")
-	if events.ErrorCode(err) != events.EOutcomeUnknown {
-		t.Fatalf("write after removal from the group: %v; want %s", err, events.EOutcomeUnknown)
+	if contract.ErrorCode(err) != contract.EOutcomeUnknown {
+		t.Fatalf("write after removal from the group: %v; want %s", err, contract.EOutcomeUnknown)
 	}
 	if n := testutil.ToFloat64(w.metrics.txnFailures); n != 1 {
 		t.Fatalf("%v failed shared transactions; want the refused one", n)

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -86,7 +86,7 @@ const cameBackLogEvery = time.Minute
 
 // errForwardLoop answers a request whose forward would loop.
 func errForwardLoop(p int32) error {
-	return &events.Error{Code: events.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
+	return &contract.Error{Code: contract.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
 		"partition %d: forwarding would come back to this writer (misconfigured %s of a writer); another writer may answer, retry", p, AdvertiseSetting)}
 }
 
@@ -178,7 +178,7 @@ func (w *Writer) ForwardLoops() []int32 {
 // writer forwarded may be forwarded again; if it then comes back to a
 // writer that forwarded it, that writer recognizes its own proof
 // (FromSelf): a request makes at most one round of the writers.
-func (w *Writer) Route(key events.Key, from Origin) (local bool, ownerURL string, err error) {
+func (w *Writer) Route(key contract.Key, from Origin) (local bool, ownerURL string, err error) {
 	id, p := w.partition(key)
 	if p != nil {
 		return true, "", nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -22,11 +22,11 @@ func TestRouteOrigins(t *testing.T) {
 	var logs bytes.Buffer
 	w := offlineWriter(t, Config{InstanceID: "w0", AdvertiseURL: self})
 	w.log = slog.New(slog.NewJSONHandler(&logs, nil))
-	k, err := events.ParseKey("tenant/acme/project/demo/k")
+	k, err := contract.ParseKey("tenant/acme/project/demo/k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := events.Partition(k.Scope(), w.cfg.Topics.Partitions)
+	p := contract.Partition(k.Scope(), w.cfg.Topics.Partitions)
 	setOwner := func(o projection.Owner) {
 		o.Partition = p
 		owners := map[int32]projection.Owner{p: o}
@@ -39,7 +39,7 @@ func TestRouteOrigins(t *testing.T) {
 		if local {
 			t.Fatal("routed here: the writer owns no partition")
 		}
-		return url, events.ErrorCode(err)
+		return url, contract.ErrorCode(err)
 	}
 	setOwner(projection.Owner{ID: "w1", Addr: other, Epoch: 1})
 	for _, tc := range []struct {
@@ -48,9 +48,9 @@ func TestRouteOrigins(t *testing.T) {
 		url, err string
 	}{
 		{"OKClientForwarded", FromClient, other, ""},
-		{"ErrPeersForwardNotForwardedAgain", FromPeer, "", events.EUnavailable},
-		{"ErrOwnForwardCameBack", FromSelf, "", events.EForwardLoop},
-		{"ErrOwnForwardCameBackAgain", FromSelf, "", events.EForwardLoop},
+		{"ErrPeersForwardNotForwardedAgain", FromPeer, "", contract.EUnavailable},
+		{"ErrOwnForwardCameBack", FromSelf, "", contract.EForwardLoop},
+		{"ErrOwnForwardCameBackAgain", FromSelf, "", contract.EForwardLoop},
 		{"OKClientForwardedAfterwards", FromClient, other, ""},
 	} {
 		if url, code := route(tc.from); url != tc.url || code != tc.err {
@@ -67,7 +67,7 @@ func TestRouteOrigins(t *testing.T) {
 	// The table naming our own address for another writer is a loop:
 	// not ready until the table changes.
 	setOwner(projection.Owner{ID: "w1", Addr: self, Epoch: 2})
-	if url, code := route(FromClient); url != "" || code != events.EForwardLoop {
+	if url, code := route(FromClient); url != "" || code != contract.EForwardLoop {
 		t.Fatalf("owner row at our own URL: routed to %q, error %q; want forward_loop", url, code)
 	}
 	if loops := w.ForwardLoops(); !slices.Equal(loops, []int32{p}) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestDecideQueueItemTTL: a push with an item TTL gives its item its own
@@ -19,62 +19,62 @@ import (
 func TestDecideQueueItemTTL(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
-	queue := func(size, inFlight int64) events.State {
-		meta, _ := json.Marshal(events.CollectionMeta{Type: "queue", Size: size, Since: 1, InFlight: inFlight})
-		return events.State{Version: 6, Live: true, Entry: events.Entry{Key: key.String(), Version: 6, Value: meta,
-			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "queue"}}}
+	queue := func(size, inFlight int64) contract.State {
+		meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: size, Since: 1, InFlight: inFlight})
+		return contract.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta,
+			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
-	meta := func(size, inFlight int64) *events.CollectionMeta {
-		return &events.CollectionMeta{Type: "queue", Size: size, Since: 1, InFlight: inFlight}
+	meta := func(size, inFlight int64) *contract.CollectionMeta {
+		return &contract.CollectionMeta{Type: "queue", Size: size, Since: 1, InFlight: inFlight}
 	}
 	at := func(t time.Time) *time.Time { return &t }
 	pushedAt, past, future := now.Add(-time.Minute), now.Add(-time.Second), now.Add(time.Minute)
-	m := events.QueueMember(1, 0, 3)
-	item := func(state string, deliveries int64, visibleAt, expiresAt *time.Time, dedup string) *events.Element {
-		return &events.Element{Op: events.ElementAdd, Member: m, Value: json.RawMessage(`1`), State: state, Deliveries: deliveries,
+	m := contract.QueueMember(1, 0, 3)
+	item := func(state string, deliveries int64, visibleAt, expiresAt *time.Time, dedup string) *contract.Element {
+		return &contract.Element{Op: contract.ElementAdd, Member: m, Value: json.RawMessage(`1`), State: state, Deliveries: deliveries,
 			VisibleAt: visibleAt, DedupID: dedup, PushedAt: &pushedAt, ExpiresAt: expiresAt}
 	}
-	removed := func(deliveries int64, expiresAt *time.Time) *events.Element {
+	removed := func(deliveries int64, expiresAt *time.Time) *contract.Element {
 		el := item("", deliveries, nil, expiresAt, "")
-		el.Op = events.ElementRemove
+		el.Op = contract.ElementRemove
 		return el
 	}
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		in      queueInput
 		req     Request
 		code    string
-		meta    *events.CollectionMeta
-		element *events.Element
+		meta    *contract.CollectionMeta
+		element *contract.Element
 	}{
-		{"OKPushWithItemTTL", queue(1, 0), queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`1`), ItemTTL: 90},
-			"", meta(2, 0), &events.Element{Op: "add", Member: events.QueueMember(1, 0, 7), Value: json.RawMessage(`1`), State: "ready",
+		{"OKPushWithItemTTL", queue(1, 0), queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`1`), ItemTTL: 90},
+			"", meta(2, 0), &contract.Element{Op: "add", Member: contract.QueueMember(1, 0, 7), Value: json.RawMessage(`1`), State: "ready",
 				PushedAt: &now, ExpiresAt: at(now.Add(90 * time.Second))}},
-		{"OKPopKeepsExpiry", queue(1, 0), queueInput{head: item("ready", 0, nil, &future, "")}, Request{Op: events.OpQPop, Visibility: 30},
+		{"OKPopKeepsExpiry", queue(1, 0), queueInput{head: item("ready", 0, nil, &future, "")}, Request{Op: contract.OpQPop, Visibility: 30},
 			"", meta(1, 1), item("inflight", 1, at(now.Add(30*time.Second)), &future, "")},
-		{"ErrPopExpiredHead", queue(1, 0), queueInput{head: item("ready", 0, nil, &past, "")}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
-		{"OKExpireReady", queue(2, 0), queueInput{item: item("ready", 0, nil, &past, "")}, Request{Op: events.OpQExpire, Item: m},
+		{"ErrPopExpiredHead", queue(1, 0), queueInput{head: item("ready", 0, nil, &past, "")}, Request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"OKExpireReady", queue(2, 0), queueInput{item: item("ready", 0, nil, &past, "")}, Request{Op: contract.OpQExpire, Item: m},
 			"", meta(1, 0), removed(0, &past)},
-		{"OKExpireInFlight", queue(2, 1), queueInput{item: item("inflight", 1, &future, &past, "")}, Request{Op: events.OpQExpire, Item: m},
+		{"OKExpireInFlight", queue(2, 1), queueInput{item: item("inflight", 1, &future, &past, "")}, Request{Op: contract.OpQExpire, Item: m},
 			"", meta(1, 0), removed(1, &past)},
-		{"OKExpireWithDedupKeepsDone", queue(2, 1), queueInput{item: item("inflight", 2, &future, &past, "d")}, Request{Op: events.OpQExpire, Item: m},
+		{"OKExpireWithDedupKeepsDone", queue(2, 1), queueInput{item: item("inflight", 2, &future, &past, "d")}, Request{Op: contract.OpQExpire, Item: m},
 			"", meta(1, 0), item("done", 2, nil, &past, "d")},
-		{"ErrExpireBeforeTTL", queue(2, 0), queueInput{item: item("ready", 0, nil, &future, "")}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
-		{"ErrExpireNoTTL", queue(2, 0), queueInput{item: item("ready", 0, nil, nil, "")}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
-		{"ErrExpireAfterPopRemoved", queue(1, 0), queueInput{}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
-		{"ErrExpireAfterAckDone", queue(1, 0), queueInput{item: item("done", 1, nil, &past, "d")}, Request{Op: events.OpQExpire, Item: m}, events.EConflict, nil, nil},
-		{"OKAckPastTTLBeforeExpire", queue(2, 1), queueInput{item: item("inflight", 1, &future, &past, "")}, Request{Op: events.OpQAck, Item: m, Delivery: 1},
+		{"ErrExpireBeforeTTL", queue(2, 0), queueInput{item: item("ready", 0, nil, &future, "")}, Request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"ErrExpireNoTTL", queue(2, 0), queueInput{item: item("ready", 0, nil, nil, "")}, Request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"ErrExpireAfterPopRemoved", queue(1, 0), queueInput{}, Request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"ErrExpireAfterAckDone", queue(1, 0), queueInput{item: item("done", 1, nil, &past, "d")}, Request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"OKAckPastTTLBeforeExpire", queue(2, 1), queueInput{item: item("inflight", 1, &future, &past, "")}, Request{Op: contract.OpQAck, Item: m, Delivery: 1},
 			"", meta(1, 0), removed(1, &past)},
-		{"ErrAckAfterExpire", queue(1, 0), queueInput{}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
-		{"ErrRequeueExpired", queue(2, 1), queueInput{item: item("inflight", 1, &past, &past, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
+		{"ErrAckAfterExpire", queue(1, 0), queueInput{}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrRequeueExpired", queue(2, 1), queueInput{item: item("inflight", 1, &past, &past, "")}, Request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
 			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, testWindow, DefaultQueueDedupWindow)
 			if tc.code != "" {
-				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
 				}
 				return
@@ -82,7 +82,7 @@ func TestDecideQueueItemTTL(t *testing.T) {
 			if d.err != nil || d.event == nil || d.event.Op != r.Op {
 				t.Fatalf("error %v event %+v, want one %s", d.err, d.event, r.Op)
 			}
-			got, err := events.ParseCollectionMeta(d.event.After)
+			got, err := contract.ParseCollectionMeta(d.event.After)
 			if err != nil || got != *tc.meta {
 				t.Fatalf("after %s (%v), want %+v", d.event.After, err, *tc.meta)
 			}
@@ -100,10 +100,10 @@ func TestQueueViewSkipsExpired(t *testing.T) {
 	now := time.Now()
 	past, future := now.Add(-time.Second), now.Add(time.Minute)
 	q := "tenant/a/project/b/tasks"
-	m := func(v int64) string { return events.QueueMember(5, 0, v) }
+	m := func(v int64) string { return contract.QueueMember(5, 0, v) }
 	v := newQueueView()
-	v.overlay[q] = map[string]overlayItem{m(6): {el: events.Element{Member: m(6), State: events.ItemReady, ExpiresAt: &past}}}
-	v.heads[q] = []events.Element{{Member: m(7), State: events.ItemReady, ExpiresAt: &past}, {Member: m(8), State: events.ItemReady, ExpiresAt: &future}}
+	v.overlay[q] = map[string]overlayItem{m(6): {el: contract.Element{Member: m(6), State: contract.ItemReady, ExpiresAt: &past}}}
+	v.heads[q] = []contract.Element{{Member: m(7), State: contract.ItemReady, ExpiresAt: &past}, {Member: m(8), State: contract.ItemReady, ExpiresAt: &future}}
 	head, probe := v.firstReady(q, 5, now)
 	if head == nil || head.Member != m(8) || probe {
 		t.Fatalf("head %+v probe %v, want %s (the first unexpired) without a probe", head, probe, m(8))

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -152,7 +152,7 @@ func takeover(t *testing.T, lease time.Duration, neuCfg Config) {
 	if confirms(old)[0] != before[0] {
 		t.Fatal("the old writer confirmed a read by a lease that had ended")
 	}
-	if events.ErrorCode(err) != events.EUnavailable {
-		t.Fatalf("the old writer's read: %v, %s; want %s (another writer appended)", err, s.Entry.Value, events.EUnavailable)
+	if contract.ErrorCode(err) != contract.EUnavailable {
+		t.Fatalf("the old writer's read: %v, %s; want %s (another writer appended)", err, s.Entry.Value, contract.EUnavailable)
 	}
 }

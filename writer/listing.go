@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // DefaultMaxListWait is Config.MaxListWait's default.
@@ -20,7 +20,7 @@ const DefaultMaxListWait = 5 * time.Second
 // applies each Kafka transaction's events in one Postgres transaction,
 // issue P3 section 2, the query never sees half of one).
 //
-// A prefix lies inside one scope (events.ValidatePrefix), so one partition
+// A prefix lies inside one scope (contract.ValidatePrefix), so one partition
 // and its owner answer. Only the owner of a caught-up partition answers,
 // after confirming that no other writer appended to it (a zombie owner
 // would miss the new owner's writes), like State. Every write it
@@ -33,7 +33,7 @@ const DefaultMaxListWait = 5 * time.Second
 // beyond it the answer is partition_unavailable (the projector is down
 // or far behind) with Retry-After.
 func (w *Writer) AwaitProjected(ctx context.Context, prefix string) error {
-	id := events.Partition(events.ScopeOf(prefix), w.cfg.Topics.Partitions)
+	id := contract.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
 	w.mu.RLock()
 	p := w.parts[id]
 	w.mu.RUnlock()

@@ -7,7 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -18,7 +18,7 @@ import (
 // be projected as much as a put), and for nothing when none is.
 func TestUnprojected(t *testing.T) {
 	overlay := map[string]overlayEntry{
-		"tenant/a/project/p/apple":  {offset: 4, state: events.State{Live: true}},
+		"tenant/a/project/p/apple":  {offset: 4, state: contract.State{Live: true}},
 		"tenant/a/project/p/banana": {offset: 9}, // deleted
 		"tenant/a/project/p/b/c":    {offset: 7},
 		"tenant/a/project/q/apple":  {offset: 12},
@@ -64,13 +64,13 @@ func TestAwaitProjected(t *testing.T) {
 	ctx := t.Context()
 
 	k := mustKey(t, "tenant/a/project/p/apple")
-	if _, err := w.Do(ctx, &Request{Key: k, Op: events.OpPut, Value: []byte(`1`)}); err != nil {
+	if _, err := w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 
 	start := time.Now()
 	err := w.AwaitProjected(ctx, "tenant/a/project/p/")
-	if events.ErrorCode(err) != events.EUnavailable {
+	if contract.ErrorCode(err) != contract.EUnavailable {
 		t.Fatalf("projector down: %v; want unavailable", err)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {

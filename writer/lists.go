@@ -6,7 +6,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -28,15 +28,15 @@ type listElem struct {
 
 // listMeta reads a list's metadata from its entry as a read sees it
 // (nil: absent, an empty list).
-func listMeta(visible *events.Entry) (events.CollectionMeta, *events.Error) {
-	return collectionMeta(visible, events.PurposeList)
+func listMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error) {
+	return collectionMeta(visible, contract.PurposeList)
 }
 
 // popRef names the element a pop of r would remove given the list's
 // state cur: ok is false for every other request, and for a pop of an
 // empty, missing or non-list key (decided on the state alone).
-func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef, bool) {
-	if (r.Op != events.OpLPop && r.Op != events.OpRPop) || r.Denied || r.Txn != nil {
+func popRef(cur contract.State, r *Request, now time.Time) (projection.ElementRef, bool) {
+	if (r.Op != contract.OpLPop && r.Op != contract.OpRPop) || r.Denied || r.Txn != nil {
 		return projection.ElementRef{}, false
 	}
 	meta, err := listMeta(cur.Visible(now))
@@ -44,10 +44,10 @@ func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef,
 		return projection.ElementRef{}, false
 	}
 	pos := meta.Head
-	if r.Op == events.OpRPop {
+	if r.Op == contract.OpRPop {
 		pos = meta.Head + meta.Size - 1
 	}
-	return projection.ElementRef{Collection: r.Key.String(), Member: events.ListPosition(pos)}, true
+	return projection.ElementRef{Collection: r.Key.String(), Member: contract.ListPosition(pos)}, true
 }
 
 // DecideList decides a list write r (lpush, rpush, lpop, rpop, ltrim) on
@@ -58,7 +58,7 @@ func popRef(cur events.State, r *Request, now time.Time) (projection.ElementRef,
 // ltrim that keeps every element appends nothing (Result.Changed false)
 // unless it is blind (r.Blind: its principal may not read the list),
 // and one that keeps none leaves an empty list (DELETE removes a list).
-func DecideList(cur events.State, end listElem, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
+func DecideList(cur contract.State, end listElem, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
 		if d.result.Replayed && d.result.Element == nil {
@@ -76,38 +76,38 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 		meta.Since = ev.Version
 	}
 	switch r.Op {
-	case events.OpLPush, events.OpRPush:
+	case contract.OpLPush, contract.OpRPush:
 		pos := meta.Head + meta.Size
-		if r.Op == events.OpLPush {
+		if r.Op == contract.OpLPush {
 			pos = meta.Head - 1
 			meta.Head = pos
 		}
 		meta.Size++
-		ev.Element = &events.Element{Op: events.ElementAdd, Member: events.ListPosition(pos), Value: r.Value}
-	case events.OpLPop, events.OpRPop:
+		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(pos), Value: r.Value}
+	case contract.OpLPop, contract.OpRPop:
 		if visible == nil || meta.Size == 0 {
-			return decision{err: events.FieldErrorf(events.ENotFound, "key", "list %s is empty or does not exist", r.Key)}
+			return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "list %s is empty or does not exist", r.Key)}
 		}
 		pos := meta.Head + meta.Size - 1
-		if r.Op == events.OpLPop {
+		if r.Op == contract.OpLPop {
 			pos = meta.Head
 			meta.Head++
 		}
 		if end.version < meta.Since || end.version == 0 {
 			// The metadata names an element the projection and
 			// the overlay do not hold: never answer a wrong value.
-			return decision{err: events.Errorf(events.EInternal, "list %s: no element at its position %d", r.Key, pos)}
+			return decision{err: contract.Errorf(contract.EInternal, "list %s: no element at its position %d", r.Key, pos)}
 		}
 		meta.Size--
-		ev.Element = &events.Element{Op: events.ElementRemove, Member: events.ListPosition(pos), Value: end.value}
-	case events.OpLTrim:
-		from, to, ok := events.ListRange(r.Start, r.Stop, meta.Size)
+		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: end.value}
+	case contract.OpLTrim:
+		from, to, ok := contract.ListRange(r.Start, r.Stop, meta.Size)
 		keepsAll := ok && from == 0 && to == meta.Size-1 || !ok && meta.Size == 0
 		// A blind trim (its principal may not read the list) that keeps
 		// every element still appends, the metadata unchanged: whether
 		// it appended would tell the list's length.
 		if keepsAll && !r.Blind || visible == nil {
-			res := Result{Entry: events.Entry{Key: r.Key.String()}}
+			res := Result{Entry: contract.Entry{Key: r.Key.String()}}
 			if visible != nil {
 				res.Entry = *visible
 			}
@@ -121,14 +121,14 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 			meta.Size = 0
 		}
 	default:
-		return decision{err: events.Errorf(events.EInternal, "%s is not a list write", r.Op)}
+		return decision{err: contract.Errorf(contract.EInternal, "%s is not a list write", r.Op)}
 	}
 	after, merr := marshalCompact(meta)
 	if merr != nil {
-		return decision{err: events.Errorf(events.EInternal, "encode list metadata: %v", merr)}
+		return decision{err: contract.Errorf(contract.EInternal, "encode list metadata: %v", merr)}
 	}
 	ev.After = after
-	d = finish(ev, visible, r, events.PurposeList, r.TTLSeconds == 0, now)
+	d = finish(ev, visible, r, contract.PurposeList, r.TTLSeconds == 0, now)
 	d.result.Changed = true
 	d.result.Element = ev.Element
 	return d
@@ -141,7 +141,7 @@ func DecideList(cur events.State, end listElem, known requestMemory, r *Request,
 // every other write, and when nothing holds the value any more (history
 // retention deleted its event: the replay answers no value). The replay
 // of an older pop carries its element already (replayOlderPop).
-func replayedPop(cur events.State, known requestMemory, r *Request) *events.Element {
+func replayedPop(cur contract.State, known requestMemory, r *Request) *contract.Element {
 	if !r.Op.IsPop() {
 		return nil
 	}
@@ -155,18 +155,18 @@ func replayedPop(cur events.State, known requestMemory, r *Request) *events.Elem
 
 // ReadLen answers llen from the list's entry as a read sees it: 0 for
 // an absent list.
-func ReadLen(key events.Key, e *events.Entry) (events.LenAnswer, error) {
+func ReadLen(key contract.Key, e *contract.Entry) (contract.LenAnswer, error) {
 	meta, err := listMeta(e)
 	if err != nil {
-		return events.LenAnswer{}, err
+		return contract.LenAnswer{}, err
 	}
-	return events.LenAnswer{List: key.String(), Length: meta.Size}, nil
+	return contract.LenAnswer{List: key.String(), Length: meta.Size}, nil
 }
 
 // ListAnswer is the answer of a list write from its result.
-func ListAnswer(res Result) events.ListChangeAnswer {
-	a := events.ListChangeAnswer{List: res.Entry.Key, Version: res.Entry.Version}
-	if meta, err := events.ParseCollectionMeta(res.Entry.Value); err == nil && res.Entry.Value != nil {
+func ListAnswer(res Result) contract.ListChangeAnswer {
+	a := contract.ListChangeAnswer{List: res.Entry.Key, Version: res.Entry.Version}
+	if meta, err := contract.ParseCollectionMeta(res.Entry.Value); err == nil && res.Entry.Value != nil {
 		a.Length = meta.Size
 	}
 	if res.Element != nil {
@@ -205,14 +205,14 @@ func (k elemsKnown) fromOverlay(e overlayEntry, ref projection.ElementRef) bool 
 }
 
 // record notes the element change of ev, decided in this batch.
-func (k elemsKnown) record(ev *events.Event) {
+func (k elemsKnown) record(ev *contract.Event) {
 	ref := projection.ElementRef{Collection: ev.Key, Member: ev.Element.Member}
 	if ev.Op.IsQueueWrite() {
 		k.q.batch[ref] = *ev.Element
 		return
 	}
 	k.versions[ref] = elementVersion(ev)
-	if ev.Element.Op == events.ElementAdd && ev.Element.Value != nil {
+	if ev.Element.Op == contract.ElementAdd && ev.Element.Value != nil {
 		k.values[ref] = ev.Element.Value
 	} else {
 		delete(k.values, ref)
@@ -222,7 +222,7 @@ func (k elemsKnown) record(ev *events.Event) {
 // listEnds probes, in one more round trip, the ends of the lists the
 // batch pops that the overlay did not hold (their head was known only
 // once their state was read).
-func (p *partition) listEnds(ctx context.Context, batch []*call, states map[string]events.State, elems elemsKnown) error {
+func (p *partition) listEnds(ctx context.Context, batch []*call, states map[string]contract.State, elems elemsKnown) error {
 	now := time.Now()
 	var refs []projection.ElementRef
 	for _, c := range batch {
@@ -246,7 +246,7 @@ func (p *partition) listEnds(ctx context.Context, batch []*call, states map[stri
 // listEnd is the element a list write r removes (for a pop), as the batch
 // knows it, else probed: a second pop of one list in a batch, after a
 // trim, reaches a position nobody asked for yet.
-func (p *partition) listEnd(ctx context.Context, cur events.State, r *Request, now time.Time, elems elemsKnown) (listElem, error) {
+func (p *partition) listEnd(ctx context.Context, cur contract.State, r *Request, now time.Time, elems elemsKnown) (listElem, error) {
 	ref, ok := popRef(cur, r, now)
 	if !ok {
 		return listElem{}, nil

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -16,63 +16,63 @@ import (
 func TestDecideList(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/activity-log")
-	list := func(v, head, size, since int64) events.State {
-		meta, _ := json.Marshal(events.CollectionMeta{Type: "list", Size: size, Since: since, Head: head})
-		return events.State{Version: v, Live: true, Entry: events.Entry{Key: key.String(), Version: v, Value: meta,
-			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "list"}}}
+	list := func(v, head, size, since int64) contract.State {
+		meta, _ := json.Marshal(contract.CollectionMeta{Type: "list", Size: size, Since: since, Head: head})
+		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
+			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "list"}}}
 	}
-	deleted := events.State{Version: 9, Entry: events.Entry{Key: key.String(), Version: 9}}
-	set := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"set","size":1,"since":1}`),
-		Semantics: events.Semantics{Purpose: "set"}}}
+	deleted := contract.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
+	set := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"set","size":1,"since":1}`),
+		Semantics: contract.Semantics{Purpose: "set"}}}
 	v := json.RawMessage(`"x"`)
 	head := listElem{version: 4, value: json.RawMessage(`"h"`)}
-	meta := func(head, size, since int64) *events.CollectionMeta {
-		return &events.CollectionMeta{Type: "list", Size: size, Since: since, Head: head}
+	meta := func(head, size, since int64) *contract.CollectionMeta {
+		return &contract.CollectionMeta{Type: "list", Size: size, Since: since, Head: head}
 	}
-	el := func(op string, pos int64, value string) *events.Element {
-		return &events.Element{Op: op, Member: events.ListPosition(pos), Value: json.RawMessage(value)}
+	el := func(op string, pos int64, value string) *contract.Element {
+		return &contract.Element{Op: op, Member: contract.ListPosition(pos), Value: json.RawMessage(value)}
 	}
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		end     listElem
 		req     Request
-		code    string                 // error code, or "" when accepted
-		meta    *events.CollectionMeta // after; nil: nothing appended
-		element *events.Element
+		code    string                   // error code, or "" when accepted
+		meta    *contract.CollectionMeta // after; nil: nothing appended
+		element *contract.Element
 	}{
-		{"OKLPushCreates", events.State{}, listElem{}, Request{Op: events.OpLPush, Value: v}, "", meta(-1, 1, 1), el("add", -1, `"x"`)},
-		{"OKRPushCreates", events.State{}, listElem{}, Request{Op: events.OpRPush, Value: v}, "", meta(0, 1, 1), el("add", 0, `"x"`)},
-		{"OKLPushWritesHeadMinusOne", list(5, 10, 3, 1), listElem{}, Request{Op: events.OpLPush, Value: v}, "", meta(9, 4, 1), el("add", 9, `"x"`)},
-		{"OKRPushWritesTailPlusOne", list(5, 10, 3, 1), listElem{}, Request{Op: events.OpRPush, Value: v}, "", meta(10, 4, 1), el("add", 13, `"x"`)},
-		{"OKPushAfterDeleteStartsAfresh", deleted, listElem{}, Request{Op: events.OpRPush, Value: v}, "", meta(0, 1, 10), el("add", 0, `"x"`)},
-		{"OKLPopRemovesHead", list(5, 10, 3, 1), head, Request{Op: events.OpLPop}, "", meta(11, 2, 1), el("remove", 10, `"h"`)},
-		{"OKRPopRemovesTail", list(5, 10, 3, 1), head, Request{Op: events.OpRPop}, "", meta(10, 2, 1), el("remove", 12, `"h"`)},
-		{"OKPopLastLeavesEmptyList", list(5, -3, 1, 1), head, Request{Op: events.OpLPop}, "", meta(-2, 0, 1), el("remove", -3, `"h"`)},
-		{"ErrPopEmpty", list(5, 10, 0, 1), listElem{}, Request{Op: events.OpLPop}, events.ENotFound, nil, nil},
-		{"ErrPopMissing", events.State{}, listElem{}, Request{Op: events.OpRPop}, events.ENotFound, nil, nil},
-		{"ErrPopRowOfEarlierList", list(12, 0, 1, 10), head, Request{Op: events.OpLPop}, events.EInternal, nil, nil},
-		{"OKTrimKeepsFirst", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1}, "", meta(10, 2, 1), nil},
-		{"OKTrimKeepsLast", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: -2, Stop: -1}, "", meta(13, 2, 1), nil},
-		{"OKTrimKeepsNone", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 3, Stop: 1}, "", meta(15, 0, 1), nil},
-		{"OKTrimKeepsAllChangesNothing", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 999}, "", nil, nil},
-		{"OKTrimMissingChangesNothing", events.State{}, listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
-		{"OKTrimEmptyChangesNothing", list(5, 10, 0, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
-		{"OKBlindTrimKeepingAllAppends", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 999, Blind: true}, "", meta(10, 5, 1), nil},
-		{"OKBlindTrimOfEmptyAppends", list(5, 10, 0, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 0, 1), nil},
-		{"OKBlindTrimKeepsFirst", list(5, 10, 5, 1), listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 2, 1), nil},
-		{"OKBlindTrimMissingChangesNothing", events.State{}, listElem{}, Request{Op: events.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", nil, nil},
-		{"ErrExpectedVersion", list(5, 10, 3, 1), listElem{}, Request{Op: events.OpRPush, Value: v, ExpectedVersion: ptr(4)}, events.EConflict, nil, nil},
-		{"ErrPushNotAList", set, listElem{}, Request{Op: events.OpLPush, Value: v}, events.EWrongType, nil, nil},
-		{"ErrPopNotAList", set, listElem{}, Request{Op: events.OpLPop}, events.EWrongType, nil, nil},
-		{"ErrTrimNotAList", set, listElem{}, Request{Op: events.OpLTrim, Stop: 1}, events.EWrongType, nil, nil},
+		{"OKLPushCreates", contract.State{}, listElem{}, Request{Op: contract.OpLPush, Value: v}, "", meta(-1, 1, 1), el("add", -1, `"x"`)},
+		{"OKRPushCreates", contract.State{}, listElem{}, Request{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 1), el("add", 0, `"x"`)},
+		{"OKLPushWritesHeadMinusOne", list(5, 10, 3, 1), listElem{}, Request{Op: contract.OpLPush, Value: v}, "", meta(9, 4, 1), el("add", 9, `"x"`)},
+		{"OKRPushWritesTailPlusOne", list(5, 10, 3, 1), listElem{}, Request{Op: contract.OpRPush, Value: v}, "", meta(10, 4, 1), el("add", 13, `"x"`)},
+		{"OKPushAfterDeleteStartsAfresh", deleted, listElem{}, Request{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 10), el("add", 0, `"x"`)},
+		{"OKLPopRemovesHead", list(5, 10, 3, 1), head, Request{Op: contract.OpLPop}, "", meta(11, 2, 1), el("remove", 10, `"h"`)},
+		{"OKRPopRemovesTail", list(5, 10, 3, 1), head, Request{Op: contract.OpRPop}, "", meta(10, 2, 1), el("remove", 12, `"h"`)},
+		{"OKPopLastLeavesEmptyList", list(5, -3, 1, 1), head, Request{Op: contract.OpLPop}, "", meta(-2, 0, 1), el("remove", -3, `"h"`)},
+		{"ErrPopEmpty", list(5, 10, 0, 1), listElem{}, Request{Op: contract.OpLPop}, contract.ENotFound, nil, nil},
+		{"ErrPopMissing", contract.State{}, listElem{}, Request{Op: contract.OpRPop}, contract.ENotFound, nil, nil},
+		{"ErrPopRowOfEarlierList", list(12, 0, 1, 10), head, Request{Op: contract.OpLPop}, contract.EInternal, nil, nil},
+		{"OKTrimKeepsFirst", list(5, 10, 5, 1), listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", meta(10, 2, 1), nil},
+		{"OKTrimKeepsLast", list(5, 10, 5, 1), listElem{}, Request{Op: contract.OpLTrim, Start: -2, Stop: -1}, "", meta(13, 2, 1), nil},
+		{"OKTrimKeepsNone", list(5, 10, 5, 1), listElem{}, Request{Op: contract.OpLTrim, Start: 3, Stop: 1}, "", meta(15, 0, 1), nil},
+		{"OKTrimKeepsAllChangesNothing", list(5, 10, 5, 1), listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 999}, "", nil, nil},
+		{"OKTrimMissingChangesNothing", contract.State{}, listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
+		{"OKTrimEmptyChangesNothing", list(5, 10, 0, 1), listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
+		{"OKBlindTrimKeepingAllAppends", list(5, 10, 5, 1), listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 999, Blind: true}, "", meta(10, 5, 1), nil},
+		{"OKBlindTrimOfEmptyAppends", list(5, 10, 0, 1), listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 0, 1), nil},
+		{"OKBlindTrimKeepsFirst", list(5, 10, 5, 1), listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 2, 1), nil},
+		{"OKBlindTrimMissingChangesNothing", contract.State{}, listElem{}, Request{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", nil, nil},
+		{"ErrExpectedVersion", list(5, 10, 3, 1), listElem{}, Request{Op: contract.OpRPush, Value: v, ExpectedVersion: ptr(4)}, contract.EConflict, nil, nil},
+		{"ErrPushNotAList", set, listElem{}, Request{Op: contract.OpLPush, Value: v}, contract.EWrongType, nil, nil},
+		{"ErrPopNotAList", set, listElem{}, Request{Op: contract.OpLPop}, contract.EWrongType, nil, nil},
+		{"ErrTrimNotAList", set, listElem{}, Request{Op: contract.OpLTrim, Stop: 1}, contract.EWrongType, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
 			d := DecideList(tc.cur, tc.end, requestMemory{}, &r, now, 1, testWindow)
 			if tc.code != "" {
-				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
 				}
 				return
@@ -87,7 +87,7 @@ func TestDecideList(t *testing.T) {
 				return
 			}
 			ev := d.event
-			got, err := events.ParseCollectionMeta(ev.After)
+			got, err := contract.ParseCollectionMeta(ev.After)
 			if err != nil || got != *tc.meta {
 				t.Fatalf("metadata %s (%v), want %+v", ev.After, err, *tc.meta)
 			}
@@ -107,21 +107,21 @@ func TestDecideList(t *testing.T) {
 	}
 
 	t.Run("OKPopRefNamesTheEnd", func(t *testing.T) {
-		for op, pos := range map[events.Op]int64{events.OpLPop: 10, events.OpRPop: 12} {
+		for op, pos := range map[contract.Op]int64{contract.OpLPop: 10, contract.OpRPop: 12} {
 			ref, ok := popRef(list(5, 10, 3, 1), &Request{Key: key, Op: op}, now)
-			if !ok || ref.Member != events.ListPosition(pos) || ref.Collection != key.String() {
+			if !ok || ref.Member != contract.ListPosition(pos) || ref.Collection != key.String() {
 				t.Errorf("%s: popRef = %+v %v, want position %d", op, ref, ok, pos)
 			}
 		}
-		if _, ok := popRef(list(5, 10, 0, 1), &Request{Key: key, Op: events.OpLPop}, now); ok {
+		if _, ok := popRef(list(5, 10, 0, 1), &Request{Key: key, Op: contract.OpLPop}, now); ok {
 			t.Error("popRef of an empty list names an element")
 		}
-		if _, ok := popRef(list(5, 10, 3, 1), &Request{Key: key, Op: events.OpRPush}, now); ok {
+		if _, ok := popRef(list(5, 10, 3, 1), &Request{Key: key, Op: contract.OpRPush}, now); ok {
 			t.Error("popRef of a push names an element")
 		}
 	})
 	t.Run("OKTrimDigestNamesItsRange", func(t *testing.T) {
-		a := Request{Key: key, Op: events.OpLTrim, Start: 0, Stop: 9}
+		a := Request{Key: key, Op: contract.OpLTrim, Start: 0, Stop: 9}
 		b := a
 		b.Stop = 99
 		if a.Digest() == b.Digest() {
@@ -141,12 +141,12 @@ func TestListsFollowThePartition(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
 	ctx := t.Context()
 	list := mustKey(t, "tenant/a/project/b/log")
-	push := func(op events.Op, v string) *Request {
+	push := func(op contract.Op, v string) *Request {
 		return &Request{Key: list, Op: op, Value: json.RawMessage(v), Principal: "p"}
 	}
-	op := func(op events.Op) *Request { return &Request{Key: list, Op: op, Principal: "p"} }
+	op := func(op contract.Op) *Request { return &Request{Key: list, Op: op, Principal: "p"} }
 	trim := func(start, stop int64) *Request {
-		return &Request{Key: list, Op: events.OpLTrim, Start: start, Stop: stop, Principal: "p"}
+		return &Request{Key: list, Op: contract.OpLTrim, Start: start, Stop: stop, Principal: "p"}
 	}
 	type step struct {
 		r      *Request
@@ -159,26 +159,26 @@ func TestListsFollowThePartition(t *testing.T) {
 		for i, s := range steps {
 			res, err := w.Do(ctx, s.r)
 			if s.code != "" {
-				if events.ErrorCode(err) != s.code {
+				if contract.ErrorCode(err) != s.code {
 					t.Fatalf("step %d %s: %+v %v, want %s", i, s.r.Op, res, err, s.code)
 				}
 				continue
 			}
 			a := ListAnswer(res)
-			if err != nil || a.Length != s.length || (s.r.Op == events.OpLPop || s.r.Op == events.OpRPop) && string(a.Value) != s.value {
+			if err != nil || a.Length != s.length || (s.r.Op == contract.OpLPop || s.r.Op == contract.OpRPop) && string(a.Value) != s.value {
 				t.Fatalf("step %d %s: %+v %v, want value %s length %d", i, s.r.Op, a, err, s.value, s.length)
 			}
 		}
 	}
 	run(a, []step{
-		{r: op(events.OpLPop), code: events.ENotFound},
-		{r: push(events.OpRPush, `"a"`), length: 1},
-		{r: push(events.OpRPush, `"b"`), length: 2},
-		{r: push(events.OpLPush, `{"z":1}`), length: 3}, // z a b
-		{r: op(events.OpLPop), value: `{"z":1}`, length: 2},
-		{r: push(events.OpRPush, `"c"`), length: 3}, // a b c
-		{r: push(events.OpRPush, `"d"`), length: 4}, // a b c d
-		{r: trim(1, -1), length: 3},                 // b c d
+		{r: op(contract.OpLPop), code: contract.ENotFound},
+		{r: push(contract.OpRPush, `"a"`), length: 1},
+		{r: push(contract.OpRPush, `"b"`), length: 2},
+		{r: push(contract.OpLPush, `{"z":1}`), length: 3}, // z a b
+		{r: op(contract.OpLPop), value: `{"z":1}`, length: 2},
+		{r: push(contract.OpRPush, `"c"`), length: 3}, // a b c
+		{r: push(contract.OpRPush, `"d"`), length: 4}, // a b c d
+		{r: trim(1, -1), length: 3},                   // b c d
 	})
 	if err := runA.Stop(t); err != nil {
 		t.Fatalf("writer a: %v", err)
@@ -186,11 +186,11 @@ func TestListsFollowThePartition(t *testing.T) {
 	b := runWriter(t, broker, store, Config{InstanceID: "b"})
 	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
 	run(b, []step{
-		{r: op(events.OpRPop), value: `"d"`, length: 2},
-		{r: op(events.OpLPop), value: `"b"`, length: 1},
-		{r: op(events.OpLPop), value: `"c"`, length: 0},
-		{r: op(events.OpRPop), code: events.ENotFound},
-		{r: push(events.OpLPush, `"e"`), length: 1},
+		{r: op(contract.OpRPop), value: `"d"`, length: 2},
+		{r: op(contract.OpLPop), value: `"b"`, length: 1},
+		{r: op(contract.OpLPop), value: `"c"`, length: 0},
+		{r: op(contract.OpRPop), code: contract.ENotFound},
+		{r: push(contract.OpLPush, `"e"`), length: 1},
 	})
 	st, err := b.State(ctx, list)
 	if err != nil {
@@ -211,17 +211,17 @@ func TestListsFollowThePartition(t *testing.T) {
 func TestDecideListReplayedPop(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/jobs")
-	pop := &Request{Key: key, Op: events.OpLPop, RequestID: "R", Principal: "p"}
-	push := &Request{Key: key, Op: events.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "P", Principal: "p"}
-	after := func(r *Request, v int64) events.State {
-		return events.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: events.Entry{Key: key.String(), Version: v,
-			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: events.Semantics{Purpose: "list"}}}
+	pop := &Request{Key: key, Op: contract.OpLPop, RequestID: "R", Principal: "p"}
+	push := &Request{Key: key, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "P", Principal: "p"}
+	after := func(r *Request, v int64) contract.State {
+		return contract.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
+			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "list"}}}
 	}
 	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
-	popped := &events.Element{Op: events.ElementRemove, Member: events.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
+	popped := &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
 	for _, tc := range []struct {
 		name  string
-		cur   events.State
+		cur   contract.State
 		known requestMemory
 		r     *Request
 		value string // answered; "" none
@@ -232,13 +232,13 @@ func TestDecideListReplayedPop(t *testing.T) {
 		{"OKReplayIgnoresTheValueOfAnotherVersion", after(pop, 5), requestMemory{ref: {Version: 4, Digest: pop.Digest(), Popped: popped}}, pop, "", ""},
 		{"OKReplayedPushAnswersNoElement", after(push, 5), requestMemory{}, push, "", ""},
 		{"OKOlderPopAnswersThePoppedValue", after(push, 6), requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped, After: after(pop, 5).Entry.Value}}, pop, `{"job":7}`, ""},
-		{"ErrOlderPopWithoutValueIsStale", after(push, 6), requestMemory{ref: {Version: 5, Digest: pop.Digest()}}, pop, "", events.EConflict},
-		{"ErrOlderPushIsStale", after(pop, 6), requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, "", events.EConflict},
+		{"ErrOlderPopWithoutValueIsStale", after(push, 6), requestMemory{ref: {Version: 5, Digest: pop.Digest()}}, pop, "", contract.EConflict},
+		{"ErrOlderPushIsStale", after(pop, 6), requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, "", contract.EConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := DecideList(tc.cur, listElem{}, tc.known, tc.r, now, 1, testWindow)
 			if tc.code != "" {
-				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
 				}
 				return
@@ -262,16 +262,16 @@ func TestDecideListReplayedPop(t *testing.T) {
 func TestRecallRemembersThePoppedValue(t *testing.T) {
 	key := "tenant/a/project/b/jobs"
 	ref := projection.RequestRef{Key: key, RequestID: "R"}
-	popEv := &events.Event{Key: key, Version: 3, Kind: events.KindPut, Op: events.OpLPop, RequestID: "R", RequestDigest: "d",
-		Element: &events.Element{Op: events.ElementRemove, Member: events.ListPosition(0), Value: json.RawMessage(`"a"`)}}
+	popEv := &contract.Event{Key: key, Version: 3, Kind: contract.KindPut, Op: contract.OpLPop, RequestID: "R", RequestDigest: "d",
+		Element: &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(0), Value: json.RawMessage(`"a"`)}}
 	var o overlayEntry
 	o = o.next(popEv, 10, testWindow)
 	known := requestMemory{}
 	if ask := recall(ref, o, true, known, testWindow, time.Time{}); ask || known[ref].Popped == nil || string(known[ref].Popped.Value) != `"a"` || known[ref].Version != 3 {
 		t.Fatalf("recall after the pop: ask %v known %+v, want the popped value at version 3", ask, known[ref])
 	}
-	o = o.next(&events.Event{Key: key, Version: 4, Kind: events.KindPut, Op: events.OpRPush, RequestID: "S",
-		Element: &events.Element{Op: events.ElementAdd, Member: events.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, testWindow)
+	o = o.next(&contract.Event{Key: key, Version: 4, Kind: contract.KindPut, Op: contract.OpRPush, RequestID: "S",
+		Element: &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, testWindow)
 	if o.popped != nil {
 		t.Fatalf("entry after a push remembers popped %+v", o.popped)
 	}

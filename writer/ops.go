@@ -10,7 +10,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // decideIncrement adds r.By to the key's integer value, or starts from 0
@@ -19,7 +19,7 @@ import (
 // the counter's own answer (a rate limit reached), not a lost race, so
 // it leaves no kv.conflicts record (one in a transaction does, as every
 // failed step does) and does not count in the conflict rate.
-func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
+func decideIncrement(cur contract.State, visible *contract.Entry, r *Request, ev *contract.Event, now time.Time) decision {
 	var base int64
 	switch {
 	case visible != nil:
@@ -29,10 +29,10 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 		}
 		base = n
 	case !r.Create:
-		return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
+		return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
 	}
 	if (r.By > 0 && base > math.MaxInt64-r.By) || (r.By < 0 && base < math.MinInt64-r.By) {
-		err := events.FieldErrorf(events.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", r.By)
+		err := contract.FieldErrorf(contract.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", r.By)
 		err.Current = visible
 		return decision{err: err}
 	}
@@ -41,7 +41,7 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 		err.Current = visible
 		return decision{err: err}
 	}
-	ev.Op = events.OpIncrement
+	ev.Op = contract.OpIncrement
 	ev.After = json.RawMessage(strconv.FormatInt(next, 10))
 	return finish(ev, visible, r, "counter", r.TTLSeconds == 0, now)
 }
@@ -49,23 +49,23 @@ func decideIncrement(cur events.State, visible *events.Entry, r *Request, ev *ev
 // checkBounds refuses next, the result of adding r.By to base, when it
 // lies below r.Min or above r.Max. The message names the counter's value:
 // the API replaces it for a principal that may not read the key.
-func checkBounds(base, next int64, r *Request) *events.Error {
+func checkBounds(base, next int64, r *Request) *contract.Error {
 	verb, by := "adding", strconv.FormatInt(r.By, 10)
 	if r.By < 0 {
 		verb, by = "subtracting", strings.TrimPrefix(by, "-")
 	}
 	switch {
 	case r.Min != nil && next < *r.Min:
-		return events.FieldErrorf(events.EOutOfRange, "min", "the counter is %d: %s %s would take it below min %d", base, verb, by, *r.Min)
+		return contract.FieldErrorf(contract.EOutOfRange, "min", "the counter is %d: %s %s would take it below min %d", base, verb, by, *r.Min)
 	case r.Max != nil && next > *r.Max:
-		return events.FieldErrorf(events.EOutOfRange, "max", "the counter is %d: %s %s would take it above max %d", base, verb, by, *r.Max)
+		return contract.FieldErrorf(contract.EOutOfRange, "max", "the counter is %d: %s %s would take it above max %d", base, verb, by, *r.Max)
 	}
 	return nil
 }
 
 // counterValue is the integer value of a counter entry; any other value
 // is wrong_type.
-func counterValue(e *events.Entry) (int64, error) {
+func counterValue(e *contract.Entry) (int64, error) {
 	n, err := strconv.ParseInt(string(bytes.TrimSpace(e.Value)), 10, 64)
 	if err != nil {
 		return 0, wrongType(e, "value", "key %s does not hold an integer counter", e.Key)
@@ -75,20 +75,20 @@ func counterValue(e *events.Entry) (int64, error) {
 
 // ReadCounter answers a counter read of key from its entry as a read sees
 // it (nil when absent, deleted or expired: not_found).
-func ReadCounter(key events.Key, e *events.Entry) (events.CounterAnswer, error) {
+func ReadCounter(key contract.Key, e *contract.Entry) (contract.CounterAnswer, error) {
 	if e == nil {
-		return events.CounterAnswer{}, events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key.String())
+		return contract.CounterAnswer{}, contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key.String())
 	}
 	n, err := counterValue(e)
 	if err != nil {
-		return events.CounterAnswer{}, err
+		return contract.CounterAnswer{}, err
 	}
-	return events.CounterAnswer{Key: e.Key, Value: n, Version: e.Version}, nil
+	return contract.CounterAnswer{Key: e.Key, Value: n, Version: e.Version}, nil
 }
 
 // decidePatch sets and unsets top-level fields of the key's object value,
 // when r.If holds.
-func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
+func decidePatch(cur contract.State, visible *contract.Entry, r *Request, ev *contract.Event, now time.Time) decision {
 	fields := map[string]json.RawMessage{}
 	switch {
 	case visible != nil:
@@ -96,11 +96,11 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 			return decision{err: wrongType(visible, "set", "key %s does not hold a JSON object: fields can only be patched in an object", ev.Key)}
 		}
 	case !r.Create:
-		return decision{err: events.FieldErrorf(events.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
+		return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
 	}
-	ev.Op = events.OpPatch
+	ev.Op = contract.OpPatch
 	if r.If != nil {
-		ev.Op = events.OpFieldCAS
+		ev.Op = contract.OpFieldCAS
 		got, ok := fields[r.If.Field]
 		if !ok {
 			got = json.RawMessage("null")
@@ -118,12 +118,12 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 	}
 	after, err := marshalCompact(fields)
 	if err != nil {
-		return decision{err: events.Errorf(events.EInternal, "encode patched value: %v", err)}
+		return decision{err: contract.Errorf(contract.EInternal, "encode patched value: %v", err)}
 	}
 	// The message names the limit, not the size: the size would tell a
 	// principal that may not read the key how large its value is.
 	if r.MaxValueBytes > 0 && len(after) > r.MaxValueBytes {
-		return decision{err: events.FieldErrorf(events.ETooLarge, "set", "the patched value would be over the limit of %d bytes", r.MaxValueBytes)}
+		return decision{err: contract.FieldErrorf(contract.ETooLarge, "set", "the patched value would be over the limit of %d bytes", r.MaxValueBytes)}
 	}
 	ev.After = after
 	return finish(ev, visible, r, "other", r.TTLSeconds == 0, now)
@@ -136,42 +136,42 @@ func decidePatch(cur events.State, visible *events.Entry, r *Request, ev *events
 // principal keeps its token and renews the lease; anyone else (another
 // holder, or the same holder string from another principal) is refused
 // with the current holder.
-func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Time) decision {
+func decideLock(visible *contract.Entry, r *Request, ev *contract.Event, now time.Time) decision {
 	purpose, action := r.Op.Purpose(), r.Op.LockAction()
-	what, heldCode, notHolderCode := "lock", events.ELockHeld, events.ENotLockHolder
-	if purpose == events.PurposeLeader {
-		what, heldCode, notHolderCode = "leader pool", events.ENotLeader, events.ENotLeader
+	what, heldCode, notHolderCode := "lock", contract.ELockHeld, contract.ENotLockHolder
+	if purpose == contract.PurposeLeader {
+		what, heldCode, notHolderCode = "leader pool", contract.ENotLeader, contract.ENotLeader
 	}
 	ev.Op = r.Op
-	var held events.LockValue
+	var held contract.LockValue
 	if visible != nil {
-		var err *events.Error
+		var err *contract.Error
 		if held, err = heldLock(visible, purpose, what); err != nil {
 			return decision{err: err}
 		}
 	}
-	if visible == nil && action != events.LockAcquire {
-		return decision{err: events.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
+	if visible == nil && action != contract.LockAcquire {
+		return decision{err: contract.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
 	}
 	if visible != nil && !held.HeldBy(r.Holder, r.Principal, visible.LastWriter) {
 		code := notHolderCode
-		if action == events.LockAcquire {
+		if action == contract.LockAcquire {
 			code = heldCode
 		}
-		err := events.FieldErrorf(code, "holder", "%s %s is held by %s%s", what, ev.Key, held.Holder, until(visible))
+		err := contract.FieldErrorf(code, "holder", "%s %s is held by %s%s", what, ev.Key, held.Holder, until(visible))
 		err.Current = visible
 		return decision{err: err}
 	}
-	if action == events.LockRelease {
+	if action == contract.LockRelease {
 		return removal(ev, visible, ev.Op)
 	}
 	if visible == nil {
-		held = events.LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
+		held = contract.LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
 	}
 	held.Principal = r.Principal
 	after, err := marshalCompact(held)
 	if err != nil {
-		return decision{err: events.Errorf(events.EInternal, "encode lock: %v", err)}
+		return decision{err: contract.Errorf(contract.EInternal, "encode lock: %v", err)}
 	}
 	ev.After = after
 	ev.Semantics = r.Semantics
@@ -189,8 +189,8 @@ func decideLock(visible *events.Entry, r *Request, ev *events.Event, now time.Ti
 // addresses. An entry of another purpose, or whose value is no lock the
 // server wrote (its token is not a version the entry has had), is
 // wrong_type.
-func heldLock(visible *events.Entry, purpose, what string) (events.LockValue, *events.Error) {
-	var held events.LockValue
+func heldLock(visible *contract.Entry, purpose, what string) (contract.LockValue, *contract.Error) {
+	var held contract.LockValue
 	if visible.Semantics.Purpose != purpose {
 		return held, wrongType(visible, "key", "key %s is a %s entry, not a %s", visible.Key, visible.Semantics.Purpose, what)
 	}
@@ -201,7 +201,7 @@ func heldLock(visible *events.Entry, purpose, what string) (events.LockValue, *e
 }
 
 // until describes an entry's expiry for a message.
-func until(e *events.Entry) string {
+func until(e *contract.Entry) string {
 	if e.ExpiresAt == nil {
 		return " without expiry"
 	}
@@ -214,33 +214,33 @@ func until(e *events.Entry) string {
 // act): the key then holds no lock, and the next tenure's token, a later
 // version, is still greater than every earlier one. An increment or
 // patch would keep a lock value, so it is wrong_type even then.
-func guardLock(visible *events.Entry, r *Request) *events.Error {
+func guardLock(visible *contract.Entry, r *Request) *contract.Error {
 	if visible == nil || !isLockPurpose(visible.Semantics.Purpose) {
 		return nil
 	}
 	purpose := visible.Semantics.Purpose
 	if r.ExpectedVersion != nil {
-		if r.Op == events.OpPut || r.Op == events.OpDelete {
+		if r.Op == contract.OpPut || r.Op == contract.OpDelete {
 			return nil
 		}
 		return wrongType(visible, "key", "key %s is a %s: use the %s operations, or break it with PUT or DELETE naming its version",
 			visible.Key, purpose, purpose)
 	}
-	code := events.ELockHeld
-	if purpose == events.PurposeLeader {
-		code = events.ENotLeader
+	code := contract.ELockHeld
+	if purpose == contract.PurposeLeader {
+		code = contract.ENotLeader
 	}
-	var held events.LockValue
+	var held contract.LockValue
 	_ = json.Unmarshal(visible.Value, &held)
-	err := events.FieldErrorf(code, "key", "key %s is a %s held by %s%s: use the %s operations, or name its version (expectedVersion %d) to break it on purpose",
+	err := contract.FieldErrorf(code, "key", "key %s is a %s held by %s%s: use the %s operations, or name its version (expectedVersion %d) to break it on purpose",
 		visible.Key, purpose, held.Holder, until(visible), purpose, visible.Version)
 	err.Current = visible
 	return err
 }
 
 // wrongType is the error of an op that does not fit the key's entry.
-func wrongType(visible *events.Entry, field, format string, args ...any) *events.Error {
-	err := events.FieldErrorf(events.EWrongType, field, format, args...)
+func wrongType(visible *contract.Entry, field, format string, args ...any) *contract.Error {
+	err := contract.FieldErrorf(contract.EWrongType, field, format, args...)
 	err.Current = visible
 	return err
 }
@@ -254,4 +254,4 @@ func jsonEqual(a, b json.RawMessage) bool {
 }
 
 // marshalCompact encodes v as JSON without rewriting <, > and &.
-func marshalCompact(v any) (json.RawMessage, error) { return events.EncodeJSON(v) }
+func marshalCompact(v any) (json.RawMessage, error) { return contract.EncodeJSON(v) }

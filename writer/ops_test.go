@@ -6,19 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // opsCase is one decision of an op on a state: the error code wanted
 // ("" when accepted) and, when accepted, the event's op and value.
 type opsCase struct {
 	name  string
-	cur   events.State
+	cur   contract.State
 	req   Request
 	code  string
-	op    events.Op
+	op    contract.Op
 	after string // compact JSON of the event's after ("" to skip)
-	kind  events.Kind
+	kind  contract.Kind
 }
 
 func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]decision {
@@ -32,7 +32,7 @@ func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]decision {
 			d := Decide(tc.cur, &r, now, 3)
 			out[tc.name] = d
 			if tc.code != "" {
-				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("want %s, got event %+v err %v", tc.code, d.event, d.err)
 				}
 				return
@@ -55,10 +55,10 @@ func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]decision {
 	return out
 }
 
-func state(key string, v int64, val string, purpose string, exp *time.Time) events.State {
+func state(key string, v int64, val string, purpose string, exp *time.Time) contract.State {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return events.State{Version: v, Live: true, Entry: events.Entry{Key: key, Version: v, Value: json.RawMessage(val),
-		CreatedAt: created, ExpiresAt: exp, Semantics: events.Semantics{Purpose: purpose}}}
+	return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key, Version: v, Value: json.RawMessage(val),
+		CreatedAt: created, ExpiresAt: exp, Semantics: contract.Semantics{Purpose: purpose}}}
 }
 
 func TestDecideIncrement(t *testing.T) {
@@ -66,42 +66,42 @@ func TestDecideIncrement(t *testing.T) {
 	k := "tenant/a/project/b/k"
 	exp := now.Add(time.Minute)
 	past := now.Add(-time.Second)
-	gone := events.State{Version: 5, Entry: events.Entry{Key: k, Version: 5}}
+	gone := contract.State{Version: 5, Entry: contract.Entry{Key: k, Version: 5}}
 	ds := runOps(t, now, []opsCase{
-		{"OK", state(k, 2, `41`, "counter", nil), Request{Op: events.OpIncrement, By: 1}, "", events.OpIncrement, `42`, events.KindPut},
-		{"OKNegative", state(k, 2, `-3`, "other", nil), Request{Op: events.OpIncrement, By: -10}, "", events.OpIncrement, `-13`, ""},
-		{"OKCreate", events.State{}, Request{Op: events.OpIncrement, By: 5, Create: true}, "", events.OpIncrement, `5`, ""},
-		{"OKCreateAfterDelete", gone, Request{Op: events.OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
-		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), Request{Op: events.OpIncrement, By: 1, Create: true}, "", events.OpIncrement, `1`, ""},
-		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), Request{Op: events.OpIncrement, By: 1}, "", events.OpIncrement, `2`, ""},
-		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), Request{Op: events.OpIncrement, By: 1, TTLSeconds: 600}, "", events.OpIncrement, `2`, ""},
-		{"OKCAS", state(k, 2, `1`, "counter", nil), Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", events.OpIncrement, `2`, ""},
-		{"ErrCASStale", state(k, 2, `1`, "counter", nil), Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, events.EConflict, "", "", ""},
-		{"ErrMissing", events.State{}, Request{Op: events.OpIncrement, By: 1}, events.ENotFound, "", "", ""},
-		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), Request{Op: events.OpIncrement, By: 1}, events.ENotFound, "", "", ""},
-		{"ErrString", state(k, 2, `"7"`, "other", nil), Request{Op: events.OpIncrement, By: 1}, events.EWrongType, "", "", ""},
-		{"ErrFraction", state(k, 2, `1.5`, "other", nil), Request{Op: events.OpIncrement, By: 1}, events.EWrongType, "", "", ""},
-		{"ErrObject", state(k, 2, `{"n":1}`, "other", nil), Request{Op: events.OpIncrement, By: 1}, events.EWrongType, "", "", ""},
-		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: events.OpIncrement, By: 1}, events.EOutOfRange, "", "", ""},
-		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), Request{Op: events.OpIncrement, By: -1}, events.EOutOfRange, "", "", ""},
-		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), Request{Op: events.OpIncrement, By: 1}, events.ELockHeld, "", "", ""},
+		{"OK", state(k, 2, `41`, "counter", nil), Request{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `42`, contract.KindPut},
+		{"OKNegative", state(k, 2, `-3`, "other", nil), Request{Op: contract.OpIncrement, By: -10}, "", contract.OpIncrement, `-13`, ""},
+		{"OKCreate", contract.State{}, Request{Op: contract.OpIncrement, By: 5, Create: true}, "", contract.OpIncrement, `5`, ""},
+		{"OKCreateAfterDelete", gone, Request{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
+		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), Request{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
+		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), Request{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `2`, ""},
+		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), Request{Op: contract.OpIncrement, By: 1, TTLSeconds: 600}, "", contract.OpIncrement, `2`, ""},
+		{"OKCAS", state(k, 2, `1`, "counter", nil), Request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", contract.OpIncrement, `2`, ""},
+		{"ErrCASStale", state(k, 2, `1`, "counter", nil), Request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, contract.EConflict, "", "", ""},
+		{"ErrMissing", contract.State{}, Request{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
+		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), Request{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
+		{"ErrString", state(k, 2, `"7"`, "other", nil), Request{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
+		{"ErrFraction", state(k, 2, `1.5`, "other", nil), Request{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
+		{"ErrObject", state(k, 2, `{"n":1}`, "other", nil), Request{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
+		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: contract.OpIncrement, By: 1}, contract.EOutOfRange, "", "", ""},
+		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), Request{Op: contract.OpIncrement, By: -1}, contract.EOutOfRange, "", "", ""},
+		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), Request{Op: contract.OpIncrement, By: 1}, contract.ELockHeld, "", "", ""},
 		// Bounds: the result must lie in [min, max], both inclusive.
-		{"OKMinReached", state(k, 2, `1`, "counter", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0)}, "", events.OpIncrement, `0`, ""},
-		{"OKMaxReached", state(k, 2, `9`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Max: ptr(10)}, "", events.OpIncrement, `10`, ""},
-		{"OKMinMaxEqual", state(k, 2, `4`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Min: ptr(5), Max: ptr(5)}, "", events.OpIncrement, `5`, ""},
-		{"OKMaxIgnoredOnDecrement", state(k, 2, `50`, "counter", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0), Max: ptr(100)}, "", events.OpIncrement, `49`, ""},
-		{"OKCreateWithinBounds", events.State{}, Request{Op: events.OpIncrement, By: 1, Create: true, Min: ptr(0), Max: ptr(1)}, "", events.OpIncrement, `1`, ""},
-		{"ErrBelowMin", state(k, 2, `0`, "counter", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
-		{"ErrBelowMinByStep", state(k, 2, `2`, "counter", nil), Request{Op: events.OpIncrement, By: -3, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
-		{"ErrAboveMax", state(k, 2, `10`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Max: ptr(10)}, events.EOutOfRange, "", "", ""},
-		{"ErrCreateBelowMin", events.State{}, Request{Op: events.OpIncrement, By: -1, Create: true, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
-		{"ErrStillOutsideBounds", state(k, 2, `-5`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Min: ptr(0)}, events.EOutOfRange, "", "", ""},
-		{"ErrOverflowBeforeBound", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: events.OpIncrement, By: 1, Max: ptr(0)}, events.EOutOfRange, "", "", ""},
-		{"ErrWrongTypeBeforeBound", state(k, 2, `"x"`, "other", nil), Request{Op: events.OpIncrement, By: -1, Min: ptr(0)}, events.EWrongType, "", "", ""},
+		{"OKMinReached", state(k, 2, `1`, "counter", nil), Request{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, "", contract.OpIncrement, `0`, ""},
+		{"OKMaxReached", state(k, 2, `9`, "counter", nil), Request{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, "", contract.OpIncrement, `10`, ""},
+		{"OKMinMaxEqual", state(k, 2, `4`, "counter", nil), Request{Op: contract.OpIncrement, By: 1, Min: ptr(5), Max: ptr(5)}, "", contract.OpIncrement, `5`, ""},
+		{"OKMaxIgnoredOnDecrement", state(k, 2, `50`, "counter", nil), Request{Op: contract.OpIncrement, By: -1, Min: ptr(0), Max: ptr(100)}, "", contract.OpIncrement, `49`, ""},
+		{"OKCreateWithinBounds", contract.State{}, Request{Op: contract.OpIncrement, By: 1, Create: true, Min: ptr(0), Max: ptr(1)}, "", contract.OpIncrement, `1`, ""},
+		{"ErrBelowMin", state(k, 2, `0`, "counter", nil), Request{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrBelowMinByStep", state(k, 2, `2`, "counter", nil), Request{Op: contract.OpIncrement, By: -3, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrAboveMax", state(k, 2, `10`, "counter", nil), Request{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, contract.EOutOfRange, "", "", ""},
+		{"ErrCreateBelowMin", contract.State{}, Request{Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrStillOutsideBounds", state(k, 2, `-5`, "counter", nil), Request{Op: contract.OpIncrement, By: 1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrOverflowBeforeBound", state(k, 2, `9223372036854775807`, "counter", nil), Request{Op: contract.OpIncrement, By: 1, Max: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrWrongTypeBeforeBound", state(k, 2, `"x"`, "other", nil), Request{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EWrongType, "", "", ""},
 	})
 	for name, field := range map[string]string{"ErrBelowMin": "min", "ErrBelowMinByStep": "min", "ErrAboveMax": "max",
 		"ErrCreateBelowMin": "min", "ErrStillOutsideBounds": "min", "ErrOverflowBeforeBound": "by"} {
-		var e *events.Error
+		var e *contract.Error
 		d := ds[name]
 		if !errors.As(d.err, &e) || e.Field != field || d.conflict != nil {
 			t.Errorf("%s: err %v (field %q), conflict %+v; want field %s and no kv.conflicts record", name, d.err, e.Field, d.conflict, field)
@@ -148,31 +148,31 @@ func TestDecidePatch(t *testing.T) {
 		}
 		return m
 	}
-	cond := func(f, v string) *events.FieldCondition {
-		return &events.FieldCondition{Field: f, Equals: json.RawMessage(v)}
+	cond := func(f, v string) *contract.FieldCondition {
+		return &contract.FieldCondition{Field: f, Equals: json.RawMessage(v)}
 	}
 	ds := runOps(t, now, []opsCase{
-		{"OKSet", job, Request{Op: events.OpPatch, Set: set("state", `"running"`, "worker", `"w1"`)}, "", events.OpPatch, `{"n":1,"state":"running","tags":["x"],"worker":"w1"}`, ""},
-		{"OKUnset", job, Request{Op: events.OpPatch, Unset: []string{"tags", "absent"}}, "", events.OpPatch, `{"n":1,"state":"pending"}`, ""},
-		{"OKSetNull", job, Request{Op: events.OpPatch, Set: set("n", `null`)}, "", events.OpPatch, `{"n":null,"state":"pending","tags":["x"]}`, ""},
-		{"OKFieldCAS", job, Request{Op: events.OpPatch, If: cond("state", `"pending"`), Set: set("state", `"claimed"`)}, "", events.OpFieldCAS, `{"n":1,"state":"claimed","tags":["x"]}`, ""},
-		{"OKFieldCASCanonical", job, Request{Op: events.OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
-		{"OKFieldCASNumber", job, Request{Op: events.OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", events.OpFieldCAS, "", ""},
-		{"OKFieldCASMissingIsNull", job, Request{Op: events.OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", events.OpFieldCAS, "", ""},
-		{"OKCreate", events.State{}, Request{Op: events.OpPatch, Create: true, Set: set("state", `"pending"`)}, "", events.OpPatch, `{"state":"pending"}`, ""},
-		{"OKCreateWithCondition", events.State{}, Request{Op: events.OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", events.OpFieldCAS, "", ""},
-		{"ErrFieldCASLost", job, Request{Op: events.OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, events.EFieldMismatch, "", "", ""},
-		{"ErrMissing", events.State{}, Request{Op: events.OpPatch, Set: set("a", `1`)}, events.ENotFound, "", "", ""},
-		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), Request{Op: events.OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
-		{"ErrNull", state(k, 1, `null`, "other", nil), Request{Op: events.OpPatch, Set: set("a", `1`)}, events.EWrongType, "", "", ""},
-		{"ErrTooLarge", job, Request{Op: events.OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, events.ETooLarge, "", "", ""},
-		{"ErrStaleVersion", job, Request{Op: events.OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, events.EConflict, "", "", ""},
+		{"OKSet", job, Request{Op: contract.OpPatch, Set: set("state", `"running"`, "worker", `"w1"`)}, "", contract.OpPatch, `{"n":1,"state":"running","tags":["x"],"worker":"w1"}`, ""},
+		{"OKUnset", job, Request{Op: contract.OpPatch, Unset: []string{"tags", "absent"}}, "", contract.OpPatch, `{"n":1,"state":"pending"}`, ""},
+		{"OKSetNull", job, Request{Op: contract.OpPatch, Set: set("n", `null`)}, "", contract.OpPatch, `{"n":null,"state":"pending","tags":["x"]}`, ""},
+		{"OKFieldCAS", job, Request{Op: contract.OpPatch, If: cond("state", `"pending"`), Set: set("state", `"claimed"`)}, "", contract.OpFieldCAS, `{"n":1,"state":"claimed","tags":["x"]}`, ""},
+		{"OKFieldCASCanonical", job, Request{Op: contract.OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
+		{"OKFieldCASNumber", job, Request{Op: contract.OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
+		{"OKFieldCASMissingIsNull", job, Request{Op: contract.OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", contract.OpFieldCAS, "", ""},
+		{"OKCreate", contract.State{}, Request{Op: contract.OpPatch, Create: true, Set: set("state", `"pending"`)}, "", contract.OpPatch, `{"state":"pending"}`, ""},
+		{"OKCreateWithCondition", contract.State{}, Request{Op: contract.OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", contract.OpFieldCAS, "", ""},
+		{"ErrFieldCASLost", job, Request{Op: contract.OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, contract.EFieldMismatch, "", "", ""},
+		{"ErrMissing", contract.State{}, Request{Op: contract.OpPatch, Set: set("a", `1`)}, contract.ENotFound, "", "", ""},
+		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), Request{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
+		{"ErrNull", state(k, 1, `null`, "other", nil), Request{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
+		{"ErrTooLarge", job, Request{Op: contract.OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, contract.ETooLarge, "", "", ""},
+		{"ErrStaleVersion", job, Request{Op: contract.OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, contract.EConflict, "", "", ""},
 	})
 	d := ds["ErrFieldCASLost"]
-	if d.conflict == nil || d.conflict.Reason != "field_mismatch" || d.conflict.Op != events.OpFieldCAS || d.conflict.ExpectedVersion != -1 {
+	if d.conflict == nil || d.conflict.Reason != "field_mismatch" || d.conflict.Op != contract.OpFieldCAS || d.conflict.ExpectedVersion != -1 {
 		t.Errorf("a lost field CAS must be recorded as a conflict: %+v", d.conflict)
 	}
-	var e *events.Error
+	var e *contract.Error
 	if !errors.As(d.err, &e) || e.Field != "if.equals" || e.Current == nil || e.Current.Version != 4 {
 		t.Errorf("field mismatch error %+v", d.err)
 	}
@@ -186,54 +186,54 @@ func TestDecideLock(t *testing.T) {
 	const valA = `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"p"}`
 	heldA := state(k, 7, valA, "lock", &exp)
 	heldByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "lock", &exp)
-	legacy := func(lastWriter string) events.State {
+	legacy := func(lastWriter string) contract.State {
 		st := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &exp)
 		st.Entry.LastWriter = lastWriter
 		return st
 	}
 	forged := state(k, 7, `{"holder":"a","token":9007199254740993,"acquiredAt":"2026-11-22T11:59:00Z","principal":"p"}`, "lock", &exp)
 	expiredA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &past)
-	released := events.State{Version: 8, Entry: events.Entry{Key: k, Version: 8}}
+	released := contract.State{Version: 8, Entry: contract.Entry{Key: k, Version: 8}}
 	leaderA := state(k, 7, valA, "leader", &exp)
 	leaderByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "leader", &exp)
-	acq := func(h string) Request { return Request{Op: events.OpLockAcquire, Holder: h, TTLSeconds: 30} }
+	acq := func(h string) Request { return Request{Op: contract.OpLockAcquire, Holder: h, TTLSeconds: 30} }
 	ds := runOps(t, now, []opsCase{
-		{"OKAcquireFree", events.State{}, acq("a"), "", events.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, events.KindPut},
-		{"OKAcquireAfterRelease", released, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
-		{"OKAcquireExpired", expiredA, acq("b"), "", events.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
-		{"OKReenter", heldA, acq("a"), "", events.OpLockAcquire, valA, ""},
-		{"OKExtend", heldA, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", events.OpLockExtend, valA, ""},
-		{"ErrReenterOtherPrincipal", heldByQ, acq("a"), events.ELockHeld, "", "", ""},
-		{"ErrExtendOtherPrincipal", heldByQ, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
-		{"ErrReleaseOtherPrincipal", heldByQ, Request{Op: events.OpLockRelease, Holder: "a"}, events.ENotLockHolder, "", "", ""},
-		{"ErrHeartbeatOtherPrincipal", leaderByQ, Request{Op: events.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
-		{"ErrResignOtherPrincipal", leaderByQ, Request{Op: events.OpLeaderResign, Holder: "a"}, events.ENotLeader, "", "", ""},
-		{"OKReenterLegacyByLastWriter", legacy("p"), acq("a"), "", events.OpLockAcquire, valA, ""},
-		{"ErrReenterLegacyOtherPrincipal", legacy("q"), acq("a"), events.ELockHeld, "", "", ""},
-		{"ErrForgedToken", forged, acq("a"), events.EWrongType, "", "", ""},
-		{"ErrPutPurposeLock", events.State{}, Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"s","token":1}`), Semantics: events.Semantics{Purpose: "lock"}}, events.EInvalid, "", "", ""},
-		{"ErrPatchPurposeLeader", events.State{}, Request{Op: events.OpPatch, Create: true, Set: map[string]json.RawMessage{"holder": json.RawMessage(`"s"`)}, Semantics: events.Semantics{Purpose: "leader"}}, events.EInvalid, "", "", ""},
-		{"ErrIncrementPurposeLock", events.State{}, Request{Op: events.OpIncrement, By: 1, Create: true, Semantics: events.Semantics{Purpose: "lock"}}, events.EInvalid, "", "", ""},
-		{"ErrPatchLockByVersion", heldA, Request{Op: events.OpPatch, ExpectedVersion: ptr(7), Set: map[string]json.RawMessage{"token": json.RawMessage(`0`)}}, events.EWrongType, "", "", ""},
-		{"ErrIncrementLeaderByVersion", leaderA, Request{Op: events.OpIncrement, By: 1, ExpectedVersion: ptr(7)}, events.EWrongType, "", "", ""},
-		{"OKBreakLockByPut", heldA, Request{Op: events.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(7)}, "", events.OpCAS, "", events.KindPut},
-		{"OKRelease", heldA, Request{Op: events.OpLockRelease, Holder: "a"}, "", events.OpLockRelease, `null`, events.KindDelete},
-		{"ErrHeld", heldA, acq("b"), events.ELockHeld, "", "", ""},
-		{"ErrExtendOther", heldA, Request{Op: events.OpLockExtend, Holder: "b", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
-		{"ErrReleaseOther", heldA, Request{Op: events.OpLockRelease, Holder: "b"}, events.ENotLockHolder, "", "", ""},
-		{"ErrReleaseFree", released, Request{Op: events.OpLockRelease, Holder: "a"}, events.ENotLockHolder, "", "", ""},
-		{"ErrExtendExpired", expiredA, Request{Op: events.OpLockExtend, Holder: "a", TTLSeconds: 30}, events.ENotLockHolder, "", "", ""},
-		{"ErrNotALock", state(k, 3, `{"holder":"a"}`, "other", nil), acq("a"), events.EWrongType, "", "", ""},
-		{"ErrLeaderAsLock", leaderA, acq("a"), events.EWrongType, "", "", ""},
-		{"OKElect", events.State{}, Request{Op: events.OpLeaderElect, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderElect, "", ""},
-		{"ErrElectOther", leaderA, Request{Op: events.OpLeaderElect, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
-		{"OKHeartbeat", leaderA, Request{Op: events.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, "", events.OpLeaderHeartbeat, "", ""},
-		{"ErrHeartbeatOther", leaderA, Request{Op: events.OpLeaderHeartbeat, Holder: "b", TTLSeconds: 10}, events.ENotLeader, "", "", ""},
-		{"OKResign", leaderA, Request{Op: events.OpLeaderResign, Holder: "a"}, "", events.OpLeaderResign, "", events.KindDelete},
-		{"ErrPlainPutOverLock", heldA, Request{Op: events.OpPut, Value: json.RawMessage(`1`)}, events.ELockHeld, "", "", ""},
-		{"ErrPlainDeleteOfLeader", leaderA, Request{Op: events.OpDelete}, events.ENotLeader, "", "", ""},
-		{"OKBreakLockByVersion", heldA, Request{Op: events.OpDelete, ExpectedVersion: ptr(7)}, "", events.OpDelete, "", events.KindDelete},
-		{"OKPutOverExpiredLock", expiredA, Request{Op: events.OpPut, Value: json.RawMessage(`1`)}, "", events.OpSet, "", ""},
+		{"OKAcquireFree", contract.State{}, acq("a"), "", contract.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, contract.KindPut},
+		{"OKAcquireAfterRelease", released, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
+		{"OKAcquireExpired", expiredA, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
+		{"OKReenter", heldA, acq("a"), "", contract.OpLockAcquire, valA, ""},
+		{"OKExtend", heldA, Request{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", contract.OpLockExtend, valA, ""},
+		{"ErrReenterOtherPrincipal", heldByQ, acq("a"), contract.ELockHeld, "", "", ""},
+		{"ErrExtendOtherPrincipal", heldByQ, Request{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
+		{"ErrReleaseOtherPrincipal", heldByQ, Request{Op: contract.OpLockRelease, Holder: "a"}, contract.ENotLockHolder, "", "", ""},
+		{"ErrHeartbeatOtherPrincipal", leaderByQ, Request{Op: contract.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
+		{"ErrResignOtherPrincipal", leaderByQ, Request{Op: contract.OpLeaderResign, Holder: "a"}, contract.ENotLeader, "", "", ""},
+		{"OKReenterLegacyByLastWriter", legacy("p"), acq("a"), "", contract.OpLockAcquire, valA, ""},
+		{"ErrReenterLegacyOtherPrincipal", legacy("q"), acq("a"), contract.ELockHeld, "", "", ""},
+		{"ErrForgedToken", forged, acq("a"), contract.EWrongType, "", "", ""},
+		{"ErrPutPurposeLock", contract.State{}, Request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"s","token":1}`), Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
+		{"ErrPatchPurposeLeader", contract.State{}, Request{Op: contract.OpPatch, Create: true, Set: map[string]json.RawMessage{"holder": json.RawMessage(`"s"`)}, Semantics: contract.Semantics{Purpose: "leader"}}, contract.EInvalid, "", "", ""},
+		{"ErrIncrementPurposeLock", contract.State{}, Request{Op: contract.OpIncrement, By: 1, Create: true, Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
+		{"ErrPatchLockByVersion", heldA, Request{Op: contract.OpPatch, ExpectedVersion: ptr(7), Set: map[string]json.RawMessage{"token": json.RawMessage(`0`)}}, contract.EWrongType, "", "", ""},
+		{"ErrIncrementLeaderByVersion", leaderA, Request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(7)}, contract.EWrongType, "", "", ""},
+		{"OKBreakLockByPut", heldA, Request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(7)}, "", contract.OpCAS, "", contract.KindPut},
+		{"OKRelease", heldA, Request{Op: contract.OpLockRelease, Holder: "a"}, "", contract.OpLockRelease, `null`, contract.KindDelete},
+		{"ErrHeld", heldA, acq("b"), contract.ELockHeld, "", "", ""},
+		{"ErrExtendOther", heldA, Request{Op: contract.OpLockExtend, Holder: "b", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
+		{"ErrReleaseOther", heldA, Request{Op: contract.OpLockRelease, Holder: "b"}, contract.ENotLockHolder, "", "", ""},
+		{"ErrReleaseFree", released, Request{Op: contract.OpLockRelease, Holder: "a"}, contract.ENotLockHolder, "", "", ""},
+		{"ErrExtendExpired", expiredA, Request{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
+		{"ErrNotALock", state(k, 3, `{"holder":"a"}`, "other", nil), acq("a"), contract.EWrongType, "", "", ""},
+		{"ErrLeaderAsLock", leaderA, acq("a"), contract.EWrongType, "", "", ""},
+		{"OKElect", contract.State{}, Request{Op: contract.OpLeaderElect, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderElect, "", ""},
+		{"ErrElectOther", leaderA, Request{Op: contract.OpLeaderElect, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
+		{"OKHeartbeat", leaderA, Request{Op: contract.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderHeartbeat, "", ""},
+		{"ErrHeartbeatOther", leaderA, Request{Op: contract.OpLeaderHeartbeat, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
+		{"OKResign", leaderA, Request{Op: contract.OpLeaderResign, Holder: "a"}, "", contract.OpLeaderResign, "", contract.KindDelete},
+		{"ErrPlainPutOverLock", heldA, Request{Op: contract.OpPut, Value: json.RawMessage(`1`)}, contract.ELockHeld, "", "", ""},
+		{"ErrPlainDeleteOfLeader", leaderA, Request{Op: contract.OpDelete}, contract.ENotLeader, "", "", ""},
+		{"OKBreakLockByVersion", heldA, Request{Op: contract.OpDelete, ExpectedVersion: ptr(7)}, "", contract.OpDelete, "", contract.KindDelete},
+		{"OKPutOverExpiredLock", expiredA, Request{Op: contract.OpPut, Value: json.RawMessage(`1`)}, "", contract.OpSet, "", ""},
 	})
 	if e := ds["OKAcquireFree"].event; e.Semantics.Purpose != "lock" || e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(30*time.Second)) {
 		t.Errorf("acquire: semantics %+v expiry %v", e.Semantics, e.ExpiresAt)
@@ -241,7 +241,7 @@ func TestDecideLock(t *testing.T) {
 	if e := ds["OKExtend"].event; !e.ExpiresAt.Equal(now.Add(90 * time.Second)) {
 		t.Errorf("extend: expiry %v", e.ExpiresAt)
 	}
-	var e *events.Error
+	var e *contract.Error
 	if !errors.As(ds["ErrHeld"].err, &e) || e.Current == nil || e.Current.Version != 7 || e.Field != "holder" {
 		t.Errorf("lock_held must carry the current lock: %+v", ds["ErrHeld"].err)
 	}
@@ -265,13 +265,13 @@ func TestDecideExpire(t *testing.T) {
 	later := now.Add(time.Minute)
 	expired := state(k, 3, `{"holder":"a","token":3}`, "lock", &past)
 	expired.Entry.Semantics.Producer = "scheduler"
-	exp := Request{Op: events.OpExpire, ExpectedVersion: ptr(3)}
+	exp := Request{Op: contract.OpExpire, ExpectedVersion: ptr(3)}
 	ds := runOps(t, now, []opsCase{
-		{"OK", expired, exp, "", events.OpExpire, `null`, events.KindExpire},
-		{"SkipRenewed", state(k, 4, `1`, "other", &later), Request{Op: events.OpExpire, ExpectedVersion: ptr(3)}, events.EConflict, "", "", ""},
-		{"SkipNotYet", state(k, 3, `1`, "other", &later), exp, events.EConflict, "", "", ""},
-		{"SkipDeleted", events.State{Version: 4, Entry: events.Entry{Key: k, Version: 4}}, exp, events.EConflict, "", "", ""},
-		{"SkipNoTTL", state(k, 3, `1`, "other", nil), exp, events.EConflict, "", "", ""},
+		{"OK", expired, exp, "", contract.OpExpire, `null`, contract.KindExpire},
+		{"SkipRenewed", state(k, 4, `1`, "other", &later), Request{Op: contract.OpExpire, ExpectedVersion: ptr(3)}, contract.EConflict, "", "", ""},
+		{"SkipNotYet", state(k, 3, `1`, "other", &later), exp, contract.EConflict, "", "", ""},
+		{"SkipDeleted", contract.State{Version: 4, Entry: contract.Entry{Key: k, Version: 4}}, exp, contract.EConflict, "", "", ""},
+		{"SkipNoTTL", state(k, 3, `1`, "other", nil), exp, contract.EConflict, "", "", ""},
 	})
 	e := ds["OK"].event
 	if e.Semantics.Purpose != "lock" || e.Semantics.Producer != "scheduler" || string(e.Before) != `{"holder":"a","token":3}` || e.ExpiresAt == nil {
@@ -286,37 +286,37 @@ func TestDecideExpire(t *testing.T) {
 
 func TestReadCounter(t *testing.T) {
 	k := mustKey(t, "tenant/a/project/b/k")
-	entry := func(v string) *events.Entry {
-		return &events.Entry{Key: k.String(), Version: 3, Value: json.RawMessage(v)}
+	entry := func(v string) *contract.Entry {
+		return &contract.Entry{Key: k.String(), Version: 3, Value: json.RawMessage(v)}
 	}
 	for _, tc := range []struct {
 		name  string
-		e     *events.Entry
+		e     *contract.Entry
 		code  string
 		value int64
 	}{
 		{"OK", entry(`41`), "", 41},
 		{"OKNegative", entry(`-7`), "", -7},
 		{"OKMaxInt64", entry(`9223372036854775807`), "", 9223372036854775807},
-		{"ErrAbsent", nil, events.ENotFound, 0},
-		{"ErrString", entry(`"7"`), events.EWrongType, 0},
-		{"ErrFraction", entry(`1.5`), events.EWrongType, 0},
-		{"ErrExponent", entry(`1e3`), events.EWrongType, 0},
-		{"ErrOverInt64", entry(`9223372036854775808`), events.EWrongType, 0},
-		{"ErrObject", entry(`{"n":1}`), events.EWrongType, 0},
+		{"ErrAbsent", nil, contract.ENotFound, 0},
+		{"ErrString", entry(`"7"`), contract.EWrongType, 0},
+		{"ErrFraction", entry(`1.5`), contract.EWrongType, 0},
+		{"ErrExponent", entry(`1e3`), contract.EWrongType, 0},
+		{"ErrOverInt64", entry(`9223372036854775808`), contract.EWrongType, 0},
+		{"ErrObject", entry(`{"n":1}`), contract.EWrongType, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := ReadCounter(k, tc.e)
-			if events.ErrorCode(err) != tc.code {
+			if contract.ErrorCode(err) != tc.code {
 				t.Fatalf("err %v, want code %q", err, tc.code)
 			}
-			if tc.code == events.EWrongType {
-				var e *events.Error
+			if tc.code == contract.EWrongType {
+				var e *contract.Error
 				if !errors.As(err, &e) || e.Current != tc.e || e.Field != "value" {
 					t.Fatalf("wrong_type %+v, want Current and field value", e)
 				}
 			}
-			if tc.code == "" && a != (events.CounterAnswer{Key: k.String(), Value: tc.value, Version: 3}) {
+			if tc.code == "" && a != (contract.CounterAnswer{Key: k.String(), Value: tc.value, Version: 3}) {
 				t.Fatalf("answer %+v", a)
 			}
 		})

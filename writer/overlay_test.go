@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // TestSubmitRefusesWhenOverlayFull: with the projector down the overlay
@@ -27,7 +27,7 @@ func TestSubmitRefusesWhenOverlayFull(t *testing.T) {
 	p.overlay["b"] = overlayEntry{offset: 11}
 	p.mu.Unlock()
 	err := submit()
-	if events.ErrorCode(err) != events.EUnavailable || !strings.Contains(err.Error(), "projector") {
+	if contract.ErrorCode(err) != contract.EUnavailable || !strings.Contains(err.Error(), "projector") {
 		t.Fatalf("overlay at the limit: %v", err)
 	}
 	if _, ok, ready := p.lookup("a"); !ok || !ready {

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -34,7 +34,7 @@ type answer struct {
 // key's events the projection may not hold (requestid.go): those of its
 // versions after gap, within the window.
 type overlayEntry struct {
-	state    events.State
+	state    contract.State
 	offset   int64
 	requests recentRequests
 	gap      requestGap
@@ -46,7 +46,7 @@ type overlayEntry struct {
 	vals map[string]json.RawMessage
 	// popped is the element the latest event popped when it is a pop
 	// (lpop, rpop, qpop): a retry of that pop is answered with it (recall).
-	popped *events.Element
+	popped *contract.Element
 	// items are the unprojected changes of a queue's items (queues.go):
 	// member -> the item's state after them (State "": row deleted) and
 	// the offset of its latest change. trim drops the items the
@@ -125,18 +125,18 @@ func newPartition(w *Writer, id int32) *partition {
 
 // errUnavailable is the answer while the partition is not ready.
 func errUnavailable(p int32, why string) error {
-	return &events.Error{Code: events.EUnavailable, Message: fmt.Sprintf("partition %d is %s; retry", p, why), RetryAfterSeconds: 1}
+	return &contract.Error{Code: contract.EUnavailable, Message: fmt.Sprintf("partition %d is %s; retry", p, why), RetryAfterSeconds: 1}
 }
 
 // errOutcomeUnknown answers a write of r that partition p was handed and
 // may still commit, or may have committed: retried with r's requestId
-// it is applied once at most (events.EOutcomeUnknown).
+// it is applied once at most (contract.EOutcomeUnknown).
 func errOutcomeUnknown(p int32, r *Request, why string) error {
 	how := "retry with the same requestId"
 	if r.RequestID == "" {
 		how = "it carried no requestId, so read the key before writing it again"
 	}
-	return &events.Error{Code: events.EOutcomeUnknown, RequestID: r.RequestID, RetryAfterSeconds: 1,
+	return &contract.Error{Code: contract.EOutcomeUnknown, RequestID: r.RequestID, RetryAfterSeconds: 1,
 		Message: fmt.Sprintf("the write's outcome is unknown: partition %d %s (it may have been applied); %s", p, why, how)}
 }
 
@@ -597,7 +597,7 @@ func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
 		return err
 	}
 	type logged struct {
-		e      events.Event
+		e      contract.Event
 		offset int64
 	}
 	var found []logged
@@ -634,7 +634,7 @@ func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
 // and moves end past it. A partition no longer ready is left alone:
 // confirm gave it up while the transaction was in flight (its overlay is
 // gone), and the next ownership reads these events from the log.
-func (p *partition) committed(recs []*kgo.Record, evs []*events.Event) {
+func (p *partition) committed(recs []*kgo.Record, evs []*contract.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.ready {
@@ -654,7 +654,7 @@ func (p *partition) committed(recs []*kgo.Record, evs []*events.Event) {
 }
 
 // advance adds e, appended at offset, to the overlay (write lock held).
-func (p *partition) advance(e *events.Event, offset int64) {
+func (p *partition) advance(e *contract.Event, offset int64) {
 	old := p.overlay[e.Key]
 	n := old.next(e, offset, p.w.cfg.requestWindow())
 	p.overlay[e.Key] = n
@@ -668,8 +668,8 @@ func (p *partition) advance(e *events.Event, offset int64) {
 // the keys it writes (requestid.go), from the overlay, else from the
 // projection's history, read in the same round trip. The overlay is read
 // first: an entry trimmed meanwhile is one the projection already holds.
-func (p *partition) states(ctx context.Context, batch []*call) (map[string]events.State, requestMemory, elemsKnown, error) {
-	states := make(map[string]events.State, len(batch))
+func (p *partition) states(ctx context.Context, batch []*call) (map[string]contract.State, requestMemory, elemsKnown, error) {
+	states := make(map[string]contract.State, len(batch))
 	known := make(requestMemory)
 	elems := newElemsKnown()
 	var q projection.Query
@@ -724,7 +724,7 @@ func (p *partition) states(ctx context.Context, batch []*call) (map[string]event
 // the projection, unless the partition stopped being ready meanwhile
 // (confirm found another writer's commit): the next ownership starts
 // empty.
-func (p *partition) cacheRead(keys []string, states map[string]events.State) {
+func (p *partition) cacheRead(keys []string, states map[string]contract.State) {
 	if len(keys) == 0 {
 		return
 	}
@@ -773,7 +773,7 @@ func (p *partition) askElements(q *projection.Query, r *Request, elems elemsKnow
 // when they do not fit beside the writes admitted before it; either way
 // its effects never reach states, known or elems, so the writes after it
 // are decided without it.
-func (p *partition) decideAll(ctx context.Context, batch []*call, states map[string]events.State, known requestMemory, elems elemsKnown, epoch int64) (ds []decision, recs []*kgo.Record, evs []*events.Event, deferred []*call) {
+func (p *partition) decideAll(ctx context.Context, batch []*call, states map[string]contract.State, known requestMemory, elems elemsKnown, epoch int64) (ds []decision, recs []*kgo.Record, evs []*contract.Event, deferred []*call) {
 	cfg := p.w.cfg
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
@@ -783,7 +783,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 	// conflict's may).
 	ds = make([]decision, len(batch))
 	recs = make([]*kgo.Record, 0, len(batch))
-	evs = make([]*events.Event, 0, len(batch))
+	evs = make([]*contract.Event, 0, len(batch))
 	budget := newBatchBudget(p.w.limits)
 	for i, c := range batch {
 		if !budget.mayFit(estimate(c.req, states)) {
@@ -800,7 +800,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 		}
 		// d.appends() without its slice of one event (an allocation per
 		// write): one stays on the stack.
-		var one [1]*events.Event
+		var one [1]*contract.Event
 		appended := d.txn
 		if d.event != nil {
 			one[0] = d.event
@@ -811,7 +811,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 		case len(appended) > 0:
 			var err error
 			if recs, err = p.appendRecords(recs, appended); err != nil {
-				ds[i] = decision{err: events.Errorf(events.EInternal, "%v", err)}
+				ds[i] = decision{err: contract.Errorf(contract.EInternal, "%v", err)}
 				continue
 			}
 		case d.conflict != nil:
@@ -845,7 +845,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 
 // decideOne decides r on what the batch knows; ok is false when the
 // decision could not be made (the projection did not answer).
-func (p *partition) decideOne(ctx context.Context, r *Request, states map[string]events.State, known requestMemory, elems elemsKnown, epoch int64, now time.Time) (d decision, ok bool) {
+func (p *partition) decideOne(ctx context.Context, r *Request, states map[string]contract.State, known requestMemory, elems elemsKnown, epoch int64, now time.Time) (d decision, ok bool) {
 	cfg := p.w.cfg
 	ref, isElem := elementRef(r)
 	switch {
@@ -876,7 +876,7 @@ func (p *partition) decideOne(ctx context.Context, r *Request, states map[string
 
 // appendRecords appends the kv.changes records of evs to recs; on an
 // error it returns recs without any of them.
-func (p *partition) appendRecords(recs []*kgo.Record, evs []*events.Event) ([]*kgo.Record, error) {
+func (p *partition) appendRecords(recs []*kgo.Record, evs []*contract.Event) ([]*kgo.Record, error) {
 	n := len(recs)
 	for _, ev := range evs {
 		r, err := changelog.Record(ev, p.w.cfg.Topics.Changes, p.id, p.w.cfg.Source)
@@ -890,9 +890,9 @@ func (p *partition) appendRecords(recs []*kgo.Record, evs []*events.Event) ([]*k
 
 // appends lists the events the decision appends: one, a transaction's,
 // or none.
-func (d *decision) appends() []*events.Event {
+func (d *decision) appends() []*contract.Event {
 	if d.event != nil {
-		return []*events.Event{d.event}
+		return []*contract.Event{d.event}
 	}
 	return d.txn
 }
@@ -900,17 +900,17 @@ func (d *decision) appends() []*events.Event {
 // lookup returns the state of key the overlay or else the state cache
 // holds, whether one does, and whether the partition is ready (caught up)
 // at all.
-func (p *partition) lookup(key string) (state events.State, ok, ready bool) {
+func (p *partition) lookup(key string) (state contract.State, ok, ready bool) {
 	state, ok, ready, _ = p.lookupAt(key)
 	return state, ok, ready
 }
 
 // lookupAt is lookup, also returning the partition's change count.
-func (p *partition) lookupAt(key string) (state events.State, ok, ready bool, changes uint64) {
+func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, changes uint64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.ready {
-		return events.State{}, false, false, p.changes
+		return contract.State{}, false, false, p.changes
 	}
 	if e, ok := p.overlay[key]; ok {
 		return e.state, true, true, p.changes
@@ -927,7 +927,7 @@ func (p *partition) lookupAt(key string) (state events.State, ok, ready bool, ch
 // event committed to Kafka but not yet added to the overlay when the read
 // began is added before its write is answered: it then shadows what was
 // cached, and trim replaces it.
-func (p *partition) cacheGet(key string, state events.State, changes uint64) {
+func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ready && p.changes == changes {

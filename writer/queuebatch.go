@@ -6,14 +6,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
 // overlayItem is a queue item's state after its latest unprojected
 // change, appended at offset.
 type overlayItem struct {
-	el     events.Element
+	el     contract.Element
 	offset int64
 }
 
@@ -22,7 +22,7 @@ type overlayItem struct {
 // goroutine under the write lock, as withElement does; trim replaces it
 // (pruneItems), never changes it, so a batch deciding on the map it read
 // sees it whole.
-func (o overlayEntry) withItem(e *events.Event, offset int64) overlayEntry {
+func (o overlayEntry) withItem(e *contract.Event, offset int64) overlayEntry {
 	if e.Element == nil || !e.Op.IsQueueWrite() {
 		return o
 	}
@@ -62,33 +62,33 @@ func pruneItems(items map[string]overlayItem, next int64) (map[string]overlayIte
 // queue in a batch each take a different item: a decided item shadows
 // its row.
 type queueView struct {
-	batch   map[projection.ElementRef]events.Element
+	batch   map[projection.ElementRef]contract.Element
 	overlay map[string]map[string]overlayItem
-	probed  map[projection.ElementRef]events.Element
-	heads   map[string][]events.Element
+	probed  map[projection.ElementRef]contract.Element
+	heads   map[string][]contract.Element
 	// complete[q] is the since of the last heads probe of q that found
 	// fewer rows than it asked for: its rows are all of q's ready rows
 	// the overlay does not know.
 	complete map[string]int64
-	dedups   map[string]events.Element // queue NUL dedupId -> newest row
-	pops     map[string]int            // pops of each queue in the batch
+	dedups   map[string]contract.Element // queue NUL dedupId -> newest row
+	pops     map[string]int              // pops of each queue in the batch
 }
 
 func newQueueView() *queueView {
 	return &queueView{
-		batch:    make(map[projection.ElementRef]events.Element),
+		batch:    make(map[projection.ElementRef]contract.Element),
 		overlay:  make(map[string]map[string]overlayItem),
-		probed:   make(map[projection.ElementRef]events.Element),
-		heads:    make(map[string][]events.Element),
+		probed:   make(map[projection.ElementRef]contract.Element),
+		heads:    make(map[string][]contract.Element),
 		complete: make(map[string]int64),
-		dedups:   make(map[string]events.Element),
+		dedups:   make(map[string]contract.Element),
 		pops:     make(map[string]int),
 	}
 }
 
 // item is the state of the queue item ref as the batch knows it (nil: no
 // row).
-func (v *queueView) item(ref projection.ElementRef) *events.Element {
+func (v *queueView) item(ref projection.ElementRef) *contract.Element {
 	if el, ok := v.batch[ref]; ok {
 		return stateOrNil(el)
 	}
@@ -101,7 +101,7 @@ func (v *queueView) item(ref projection.ElementRef) *events.Element {
 	return nil
 }
 
-func stateOrNil(el events.Element) *events.Element {
+func stateOrNil(el contract.Element) *contract.Element {
 	if el.State == "" {
 		return nil
 	}
@@ -119,7 +119,7 @@ func (v *queueView) known(ref projection.ElementRef) bool {
 }
 
 // newer visits the items of queue q the batch or the overlay knows.
-func (v *queueView) newer(q string, visit func(events.Element)) {
+func (v *queueView) newer(q string, visit func(contract.Element)) {
 	for ref, el := range v.batch {
 		if ref.Collection == q {
 			visit(el)
@@ -138,9 +138,9 @@ func (v *queueView) newer(q string, visit func(events.Element)) {
 // them, so skipping them costs at most one sweep interval's expiries);
 // probe is false when the heads may hold more than the projection
 // answered.
-func (v *queueView) firstReady(q string, since int64, now time.Time) (best *events.Element, probe bool) {
-	consider := func(el events.Element) {
-		if el.State == events.ItemReady && inIncarnation(el.Member, since) && !el.ItemExpired(now) && (best == nil || el.Member < best.Member) {
+func (v *queueView) firstReady(q string, since int64, now time.Time) (best *contract.Element, probe bool) {
+	consider := func(el contract.Element) {
+		if el.State == contract.ItemReady && inIncarnation(el.Member, since) && !el.ItemExpired(now) && (best == nil || el.Member < best.Member) {
 			best = &el
 		}
 	}
@@ -159,22 +159,22 @@ func (v *queueView) firstReady(q string, since int64, now time.Time) (best *even
 // the projection's rows of them are not what the batch decides on.
 func (v *queueView) exclude(q string) []string {
 	var out []string
-	v.newer(q, func(el events.Element) { out = append(out, el.Member) })
+	v.newer(q, func(el contract.Element) { out = append(out, el.Member) })
 	return out
 }
 
 // dedup is the newest item of queue q's incarnation since pushed with
 // dedupId id, as the batch knows it (nil: none).
-func (v *queueView) dedup(q string, since int64, id string) *events.Element {
-	var best *events.Element
-	consider := func(el events.Element) {
+func (v *queueView) dedup(q string, since int64, id string) *contract.Element {
+	var best *contract.Element
+	consider := func(el contract.Element) {
 		if el.DedupID == id && el.PushedAt != nil && inIncarnation(el.Member, since) &&
 			(best == nil || el.PushedAt.After(*best.PushedAt)) {
 			best = &el
 		}
 	}
 	v.newer(q, consider)
-	if el, ok := v.dedups[q+events.RecordKeySep+id]; ok {
+	if el, ok := v.dedups[q+contract.RecordKeySep+id]; ok {
 		consider(el)
 	}
 	return best
@@ -197,16 +197,16 @@ func (v *queueView) askQueue(q *projection.Query, r *Request, e overlayEntry, in
 		since = meta.Since
 	}
 	switch r.Op {
-	case events.OpQPush:
+	case contract.OpQPush:
 		if r.DedupID != "" {
 			q.Dedups = append(q.Dedups, projection.DedupRef{Queue: key, Since: since, DedupID: r.DedupID})
 		}
-	case events.OpQPop:
+	case contract.OpQPop:
 		v.pops[key]++
 		if v.pops[key] == 1 {
 			q.Heads = append(q.Heads, projection.HeadRef{Queue: key, Since: since, Exclude: slices.Collect(maps.Keys(e.items)), Now: now})
 		}
-	case events.OpQAck, events.OpQRequeue, events.OpQExpire:
+	case contract.OpQAck, contract.OpQRequeue, contract.OpQExpire:
 		ref, _ := queueRef(r)
 		if _, ok := e.items[ref.Member]; !ok {
 			q.Items = append(q.Items, ref)
@@ -215,7 +215,7 @@ func (v *queueView) askQueue(q *projection.Query, r *Request, e overlayEntry, in
 }
 
 // found takes what the projection answered to q.
-func (v *queueView) found(q projection.Query, f projection.Found, states map[string]events.State, now time.Time) {
+func (v *queueView) found(q projection.Query, f projection.Found, states map[string]contract.State, now time.Time) {
 	for i := range q.Heads {
 		h := q.Heads[i]
 		v.heads[h.Queue] = f.Heads[h.Queue]
@@ -233,7 +233,7 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 		}
 	}
 	for d, el := range f.Dedups {
-		v.dedups[d.Queue+events.RecordKeySep+d.DedupID] = el
+		v.dedups[d.Queue+contract.RecordKeySep+d.DedupID] = el
 	}
 	maps.Copy(v.probed, f.Items)
 }
@@ -241,7 +241,7 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 // queueInput is what the queue write r is decided on besides the queue's
 // state cur (DecideQueue): known to the batch, or probed now when a pop
 // reaches past the heads the first round trip read.
-func (p *partition) queueInput(ctx context.Context, cur events.State, r *Request, now time.Time, v *queueView) (queueInput, error) {
+func (p *partition) queueInput(ctx context.Context, cur contract.State, r *Request, now time.Time, v *queueView) (queueInput, error) {
 	visible := cur.Visible(now)
 	meta, err := queueMeta(visible)
 	if err != nil || visible == nil {
@@ -250,11 +250,11 @@ func (p *partition) queueInput(ctx context.Context, cur events.State, r *Request
 	key := r.Key.String()
 	var in queueInput
 	switch r.Op {
-	case events.OpQPush:
+	case contract.OpQPush:
 		if r.DedupID != "" {
 			in.dup = v.dedup(key, meta.Since, r.DedupID)
 		}
-	case events.OpQPop:
+	case contract.OpQPop:
 		if meta.Size-meta.InFlight <= 0 {
 			return in, nil
 		}
@@ -272,7 +272,7 @@ func (p *partition) queueInput(ctx context.Context, cur events.State, r *Request
 		if r.Visibility > 0 {
 			in.nonce = newReceiptNonce()
 		}
-	case events.OpQAck, events.OpQRequeue, events.OpQExpire:
+	case contract.OpQAck, contract.OpQRequeue, contract.OpQExpire:
 		ref, _ := queueRef(r)
 		in.item = v.item(ref)
 	}

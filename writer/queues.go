@@ -6,18 +6,18 @@ import (
 	"encoding/hex"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
 // Queues (docs/collections.md "Queues", events/queue.go). A queue's
 // metadata holds its size, since and in-flight count; each item is one
-// kv_elements row (member events.QueueMember: incarnation, priority,
+// kv_elements row (member contract.QueueMember: incarnation, priority,
 // push version). Every queue write is decided on the metadata and at
 // most one item: a push on the item with its dedupId (if any), a pop on
 // the queue's first ready item, an ack or the sweeper's requeue on the
 // item its receipt names. Each appends one event carrying the item's
-// full new state (events.Element.State ...), or nothing.
+// full new state (contract.Element.State ...), or nothing.
 
 // DefaultQueueDedupWindow is Config.QueueDedupWindow's default: a push
 // repeating the dedupId of one made this recently adds nothing (as SQS
@@ -31,29 +31,29 @@ const DefaultQueueDedupWindow = 5 * time.Minute
 // the item its receipt names (nil: no row); for a push with a dedupId,
 // the newest item pushed with it (nil: none).
 type queueInput struct {
-	head, item, dup *events.Element
+	head, item, dup *contract.Element
 	nonce           string
 }
 
 // newReceiptNonce is a receipt's random part: 128 bits from crypto/rand,
-// in lowercase hex (events.IsReceiptNonce).
+// in lowercase hex (contract.IsReceiptNonce).
 func newReceiptNonce() string {
-	var b [events.ReceiptNonceLen / 2]byte
+	var b [contract.ReceiptNonceLen / 2]byte
 	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
 	return hex.EncodeToString(b[:])
 }
 
 // queueMeta reads a queue's metadata from its entry as a read sees it
 // (nil: absent, an empty queue).
-func queueMeta(visible *events.Entry) (events.CollectionMeta, *events.Error) {
-	return collectionMeta(visible, events.PurposeQueue)
+func queueMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error) {
+	return collectionMeta(visible, contract.PurposeQueue)
 }
 
 // inIncarnation reports whether member is an item of the queue
 // incarnation since (an item of an earlier one, deleted or expired since,
 // is no item).
 func inIncarnation(member string, since int64) bool {
-	from, to := events.QueueRange(since)
+	from, to := contract.QueueRange(since)
 	return member >= from && member < to
 }
 
@@ -63,7 +63,7 @@ func inIncarnation(member string, since int64) bool {
 // version); a pop of an empty or missing queue is 404 queue_empty and
 // appends nothing; a push whose dedupId was pushed within dedupWindow
 // appends nothing (Result.Deduplicated).
-func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow, dedupWindow time.Duration) decision {
+func DecideQueue(cur contract.State, in queueInput, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow, dedupWindow time.Duration) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
 		if d.result.Replayed && d.result.Element == nil {
@@ -81,39 +81,39 @@ func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Reques
 		meta.Since = ev.Version
 	}
 	var (
-		el   *events.Element
+		el   *contract.Element
 		werr error
 	)
 	switch r.Op {
-	case events.OpQPush:
+	case contract.OpQPush:
 		if dup := duplicate(in.dup, visible, meta, r, now, dedupWindow); dup != nil {
 			return decision{result: Result{Entry: *visible, Element: dup, Deduplicated: true}}
 		}
 		el = pushed(meta, r, ev.Version, now)
 		meta.Size++
-	case events.OpQPop:
+	case contract.OpQPop:
 		el, werr = decidePop(in.head, visible, &meta, r, now)
-		if el != nil && el.State == events.ItemInFlight {
+		if el != nil && el.State == contract.ItemInFlight {
 			el.ReceiptNonce = in.nonce // only a delivery in flight is acknowledged
 		}
-	case events.OpQAck:
+	case contract.OpQAck:
 		el, werr = decideAck(in.item, visible, &meta, r)
-	case events.OpQRequeue:
+	case contract.OpQRequeue:
 		el, werr = decideRequeue(in.item, visible, &meta, r, now)
-	case events.OpQExpire:
+	case contract.OpQExpire:
 		el, werr = decideExpireItem(in.item, visible, &meta, r, now)
 	default:
-		werr = events.Errorf(events.EInternal, "%s is not a queue write", r.Op)
+		werr = contract.Errorf(contract.EInternal, "%s is not a queue write", r.Op)
 	}
 	if werr != nil {
 		return decision{err: werr}
 	}
 	after, merr := marshalCompact(meta)
 	if merr != nil {
-		return decision{err: events.Errorf(events.EInternal, "encode queue metadata: %v", merr)}
+		return decision{err: contract.Errorf(contract.EInternal, "encode queue metadata: %v", merr)}
 	}
 	ev.After, ev.Element = after, el
-	d = finish(ev, visible, r, events.PurposeQueue, r.TTLSeconds == 0, now)
+	d = finish(ev, visible, r, contract.PurposeQueue, r.TTLSeconds == 0, now)
 	d.result.Changed = true
 	d.result.Element = el
 	return d
@@ -122,9 +122,9 @@ func DecideQueue(cur events.State, in queueInput, known requestMemory, r *Reques
 // pushed is the item a push of r appends at version: ready, and with an
 // item TTL its own expiry (pushedAt + TTL), which every later event of
 // the item carries.
-func pushed(meta events.CollectionMeta, r *Request, version int64, now time.Time) *events.Element {
-	el := &events.Element{Op: events.ElementAdd, Member: events.QueueMember(meta.Since, r.Priority, version),
-		Value: r.Value, State: events.ItemReady, DedupID: r.DedupID, PushedAt: &now}
+func pushed(meta contract.CollectionMeta, r *Request, version int64, now time.Time) *contract.Element {
+	el := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(meta.Since, r.Priority, version),
+		Value: r.Value, State: contract.ItemReady, DedupID: r.DedupID, PushedAt: &now}
 	if r.ItemTTL > 0 {
 		exp := now.Add(time.Duration(r.ItemTTL) * time.Second)
 		el.ExpiresAt = &exp
@@ -134,7 +134,7 @@ func pushed(meta events.CollectionMeta, r *Request, version int64, now time.Time
 
 // duplicate is the item a push of r.DedupID repeats: dup, when it is an
 // item of this incarnation of the queue pushed within the window.
-func duplicate(dup *events.Element, visible *events.Entry, meta events.CollectionMeta, r *Request, now time.Time, window time.Duration) *events.Element {
+func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *Request, now time.Time, window time.Duration) *contract.Element {
 	if r.DedupID == "" || dup == nil || visible == nil || dup.DedupID != r.DedupID || !inIncarnation(dup.Member, meta.Since) {
 		return nil
 	}
@@ -149,20 +149,20 @@ func duplicate(dup *events.Element, visible *events.Entry, meta events.Collectio
 // timeout it goes in flight (one more delivery, hidden until its
 // deadline); without, it is removed (kept as done when it has a dedupId,
 // so repeated pushes within the window still find it).
-func decidePop(head *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
+func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request, now time.Time) (*contract.Element, error) {
 	if visible == nil || meta.Size-meta.InFlight <= 0 {
-		return nil, events.FieldErrorf(events.EQueueEmpty, "key", "queue %s is empty or does not exist", r.Key)
+		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s is empty or does not exist", r.Key)
 	}
 	if head == nil || head.ItemExpired(now) {
 		// The metadata counts ready items whose own TTL passed until
 		// the sweeper's qexpire removes them (at most one sweep
 		// interval after): they are never served, so a queue holding
 		// only those is empty.
-		return nil, events.FieldErrorf(events.EQueueEmpty, "key", "queue %s has no item to serve: its %d ready items have expired (items past their itemTtlSeconds wait for the sweeper's removal)", r.Key, meta.Size-meta.InFlight)
+		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s has no item to serve: its %d ready items have expired (items past their itemTtlSeconds wait for the sweeper's removal)", r.Key, meta.Size-meta.InFlight)
 	}
-	if head.State != events.ItemReady || !inIncarnation(head.Member, meta.Since) {
+	if head.State != contract.ItemReady || !inIncarnation(head.Member, meta.Since) {
 		// Never answer a wrong item.
-		return nil, events.Errorf(events.EInternal, "queue %s: the next item %s is not a ready item of this queue", r.Key, head.Member)
+		return nil, contract.Errorf(contract.EInternal, "queue %s: the next item %s is not a ready item of this queue", r.Key, head.Member)
 	}
 	el := *head
 	el.Deliveries++
@@ -170,13 +170,13 @@ func decidePop(head *events.Element, visible *events.Entry, meta *events.Collect
 	switch {
 	case r.Visibility > 0:
 		deadline := now.Add(time.Duration(r.Visibility) * time.Second)
-		el.State, el.VisibleAt = events.ItemInFlight, &deadline
+		el.State, el.VisibleAt = contract.ItemInFlight, &deadline
 		meta.InFlight++
 	case el.DedupID != "":
-		el.State = events.ItemDone
+		el.State = contract.ItemDone
 		meta.Size--
 	default:
-		el.Op, el.State = events.ElementRemove, ""
+		el.Op, el.State = contract.ElementRemove, ""
 		meta.Size--
 	}
 	return &el, nil
@@ -187,14 +187,14 @@ func decidePop(head *events.Element, visible *events.Entry, meta *events.Collect
 // (acknowledged, requeued, redelivered, expired, removed, never handed
 // out, or a nonce that does not match): it describes no item's state or
 // deliveries to whoever holds the receipt, which may be a guess.
-var errStaleReceipt = events.FieldErrorf(events.EStaleReceipt, "receipt",
+var errStaleReceipt = contract.FieldErrorf(contract.EStaleReceipt, "receipt",
 	"stale receipt: it is not the current delivery of an item in flight in this queue (acknowledged already, returned to the queue after its visibility timeout and maybe redelivered, expired, removed, or never handed out)")
 
 // current reports whether item is the in-flight delivery r names, in
 // this incarnation of the queue.
-func current(item *events.Element, visible *events.Entry, meta events.CollectionMeta, r *Request) bool {
+func current(item *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *Request) bool {
 	return visible != nil && item != nil && item.Member == r.Item && inIncarnation(item.Member, meta.Since) &&
-		item.State == events.ItemInFlight && item.Deliveries == r.Delivery
+		item.State == contract.ItemInFlight && item.Deliveries == r.Delivery
 }
 
 // receiptMatches reports whether nonce, an ack's, is the nonce of
@@ -202,9 +202,9 @@ func current(item *events.Element, visible *events.Entry, meta events.Collection
 // receipts had a nonce (none stored: an item in flight across the
 // upgrade, or popped by a writer not yet upgraded) takes its receipt
 // without one, <item>#<delivery>, until that delivery ends (at most
-// events.MaxVisibilitySeconds); any delivery popped since needs its
+// contract.MaxVisibilitySeconds); any delivery popped since needs its
 // nonce.
-func receiptMatches(item *events.Element, nonce string) bool {
+func receiptMatches(item *contract.Element, nonce string) bool {
 	return subtle.ConstantTimeCompare([]byte(item.ReceiptNonce), []byte(nonce)) == 1
 }
 
@@ -214,16 +214,16 @@ func receiptMatches(item *events.Element, nonce string) bool {
 // the deadline but before the sweeper requeued the item succeeds, as in
 // SQS; so does one after the item's own TTL passed but before the
 // sweeper's qexpire removed it (then it is stale).
-func decideAck(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request) (*events.Element, error) {
+func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request) (*contract.Element, error) {
 	if !current(item, visible, *meta, r) || !receiptMatches(item, r.ReceiptNonce) {
 		return nil, errStaleReceipt
 	}
 	el := *item
 	el.VisibleAt, el.ReceiptNonce = nil, ""
 	if el.DedupID != "" {
-		el.State = events.ItemDone
+		el.State = contract.ItemDone
 	} else {
-		el.Op, el.State = events.ElementRemove, ""
+		el.Op, el.State = contract.ElementRemove, ""
 	}
 	meta.Size--
 	meta.InFlight--
@@ -235,12 +235,12 @@ func decideAck(item *events.Element, visible *events.Entry, meta *events.Collect
 // that won the race leaves nothing to do (version_conflict, which the
 // sweeper counts as skipped). An item whose own TTL passed is not
 // returned: the sweeper's qexpire removes it.
-func decideRequeue(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
+func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request, now time.Time) (*contract.Element, error) {
 	if !current(item, visible, *meta, r) || item.VisibleAt == nil || now.Before(*item.VisibleAt) || item.ItemExpired(now) {
-		return nil, events.Errorf(events.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", r.Key, r.Item, r.Delivery)
+		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", r.Key, r.Item, r.Delivery)
 	}
 	el := *item
-	el.State, el.VisibleAt, el.ReceiptNonce = events.ItemReady, nil, ""
+	el.State, el.VisibleAt, el.ReceiptNonce = contract.ItemReady, nil, ""
 	meta.InFlight--
 	return &el, nil
 }
@@ -251,21 +251,21 @@ func decideRequeue(item *events.Element, visible *events.Entry, meta *events.Col
 // dedupId so repeated pushes within the window still find it; size-1,
 // and inFlight-1 when it was in flight. A pop, ack or expire that won
 // the race leaves nothing to do (version_conflict: skipped).
-func decideExpireItem(item *events.Element, visible *events.Entry, meta *events.CollectionMeta, r *Request, now time.Time) (*events.Element, error) {
+func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request, now time.Time) (*contract.Element, error) {
 	live := visible != nil && item != nil && item.Member == r.Item && inIncarnation(item.Member, meta.Since) &&
-		(item.State == events.ItemReady || item.State == events.ItemInFlight)
+		(item.State == contract.ItemReady || item.State == contract.ItemInFlight)
 	if !live || !item.ItemExpired(now) {
-		return nil, events.Errorf(events.EConflict, "queue %s: item %s is no longer a ready or in-flight item past its TTL", r.Key, r.Item)
+		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s is no longer a ready or in-flight item past its TTL", r.Key, r.Item)
 	}
 	el := *item
-	if el.State == events.ItemInFlight {
+	if el.State == contract.ItemInFlight {
 		meta.InFlight--
 	}
 	el.VisibleAt, el.ReceiptNonce = nil, ""
 	if el.DedupID != "" {
-		el.State = events.ItemDone
+		el.State = contract.ItemDone
 	} else {
-		el.Op, el.State = events.ElementRemove, ""
+		el.Op, el.State = contract.ElementRemove, ""
 	}
 	meta.Size--
 	return &el, nil
@@ -274,24 +274,24 @@ func decideExpireItem(item *events.Element, visible *events.Entry, meta *events.
 // replayedQueueWrite is the element a replay of r (the queue's latest
 // write, at cur) answers: a pop's item as it popped it (replayedPop),
 // a push's item id.
-func replayedQueueWrite(cur events.State, known requestMemory, r *Request) *events.Element {
-	if r.Op == events.OpQPush {
-		meta, err := events.ParseCollectionMeta(cur.Entry.Value)
+func replayedQueueWrite(cur contract.State, known requestMemory, r *Request) *contract.Element {
+	if r.Op == contract.OpQPush {
+		meta, err := contract.ParseCollectionMeta(cur.Entry.Value)
 		if err != nil {
 			return nil
 		}
-		return &events.Element{Op: events.ElementAdd, Member: events.QueueMember(meta.Since, r.Priority, cur.Version)}
+		return &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(meta.Since, r.Priority, cur.Version)}
 	}
 	return replayedPop(cur, known, r)
 }
 
 // QueuePushAnswer is the answer of a qpush from its result.
-func QueuePushAnswer(res Result, r *Request) events.QPushAnswer {
-	a := events.QPushAnswer{Queue: res.Entry.Key, Version: res.Entry.Version, Priority: r.Priority, Deduplicated: res.Deduplicated}
+func QueuePushAnswer(res Result, r *Request) contract.QPushAnswer {
+	a := contract.QPushAnswer{Queue: res.Entry.Key, Version: res.Entry.Version, Priority: r.Priority, Deduplicated: res.Deduplicated}
 	a.Size, _ = queueSizes(res.Entry)
 	if res.Element != nil {
 		a.Item = res.Element.Member
-		if _, prio, _, err := events.ParseQueueMember(a.Item); err == nil {
+		if _, prio, _, err := contract.ParseQueueMember(a.Item); err == nil {
 			a.Priority = prio
 		}
 	}
@@ -299,16 +299,16 @@ func QueuePushAnswer(res Result, r *Request) events.QPushAnswer {
 }
 
 // QueuePopAnswer is the answer of a qpop from its result.
-func QueuePopAnswer(res Result, r *Request) events.QPopAnswer {
-	a := events.QPopAnswer{Queue: res.Entry.Key, Version: res.Entry.Version}
+func QueuePopAnswer(res Result, r *Request) contract.QPopAnswer {
+	a := contract.QPopAnswer{Queue: res.Entry.Key, Version: res.Entry.Version}
 	a.Size, _ = queueSizes(res.Entry)
 	if el := res.Element; el != nil {
 		a.Data, a.Item, a.Deliveries, a.ExpiresAt = el.Value, el.Member, el.Deliveries, el.ExpiresAt
-		a.Receipt = events.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)
-		if _, prio, _, err := events.ParseQueueMember(el.Member); err == nil {
+		a.Receipt = contract.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)
+		if _, prio, _, err := contract.ParseQueueMember(el.Member); err == nil {
 			a.Priority = prio
 		}
-		if el.VisibleAt != nil && el.State == events.ItemInFlight {
+		if el.VisibleAt != nil && el.State == contract.ItemInFlight {
 			a.Deadline = el.VisibleAt
 			a.VisibilityTimeout = r.Visibility
 		}
@@ -317,19 +317,19 @@ func QueuePopAnswer(res Result, r *Request) events.QPopAnswer {
 }
 
 // QueueAckAnswer is the answer of a qack from its result.
-func QueueAckAnswer(res Result) events.QAckAnswer {
-	a := events.QAckAnswer{Queue: res.Entry.Key, Acked: true, Version: res.Entry.Version}
+func QueueAckAnswer(res Result) contract.QAckAnswer {
+	a := contract.QAckAnswer{Queue: res.Entry.Key, Acked: true, Version: res.Entry.Version}
 	a.Size, _ = queueSizes(res.Entry)
 	return a
 }
 
 // queueSizes are the size and in-flight count of a queue entry (0 when
 // it holds no queue metadata).
-func queueSizes(e events.Entry) (size, inFlight int64) {
+func queueSizes(e contract.Entry) (size, inFlight int64) {
 	if e.Value == nil {
 		return 0, 0
 	}
-	meta, err := events.ParseCollectionMeta(e.Value)
+	meta, err := contract.ParseCollectionMeta(e.Value)
 	if err != nil {
 		return 0, 0
 	}
@@ -338,18 +338,18 @@ func queueSizes(e events.Entry) (size, inFlight int64) {
 
 // ReadQueueSize answers qsize from the queue's entry as a read sees it:
 // 0 for an absent queue.
-func ReadQueueSize(key events.Key, e *events.Entry) (events.QSizeAnswer, error) {
+func ReadQueueSize(key contract.Key, e *contract.Entry) (contract.QSizeAnswer, error) {
 	meta, err := queueMeta(e)
 	if err != nil {
-		return events.QSizeAnswer{}, err
+		return contract.QSizeAnswer{}, err
 	}
-	return events.QSizeAnswer{Queue: key.String(), Size: meta.Size, InFlight: meta.InFlight}, nil
+	return contract.QSizeAnswer{Queue: key.String(), Size: meta.Size, InFlight: meta.InFlight}, nil
 }
 
 // queueRef names the item an ack, a requeue or an expire of r decides on; ok is
 // false for every other request.
 func queueRef(r *Request) (projection.ElementRef, bool) {
-	if (r.Op != events.OpQAck && r.Op != events.OpQRequeue && r.Op != events.OpQExpire) || r.Denied || r.Txn != nil {
+	if (r.Op != contract.OpQAck && r.Op != contract.OpQRequeue && r.Op != contract.OpQExpire) || r.Denied || r.Txn != nil {
 		return projection.ElementRef{}, false
 	}
 	return projection.ElementRef{Collection: r.Key.String(), Member: r.Item}, true

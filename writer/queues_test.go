@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -20,35 +20,35 @@ import (
 func TestDecideQueue(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
-	queue := func(v, size, inFlight, since int64) events.State {
-		meta, _ := json.Marshal(events.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight})
-		return events.State{Version: v, Live: true, Entry: events.Entry{Key: key.String(), Version: v, Value: meta,
-			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "queue"}}}
+	queue := func(v, size, inFlight, since int64) contract.State {
+		meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight})
+		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
+			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
-	deleted := events.State{Version: 9, Entry: events.Entry{Key: key.String(), Version: 9}}
-	list := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"list","size":1,"since":1}`),
-		Semantics: events.Semantics{Purpose: "list"}}}
-	meta := func(size, inFlight, since int64) *events.CollectionMeta {
-		return &events.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight}
+	deleted := contract.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
+	list := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"list","size":1,"since":1}`),
+		Semantics: contract.Semantics{Purpose: "list"}}}
+	meta := func(size, inFlight, since int64) *contract.CollectionMeta {
+		return &contract.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight}
 	}
 	pushed := now.Add(-time.Minute)
 	deadline := now.Add(-time.Second) // passed
 	later := now.Add(30 * time.Second)
-	m := events.QueueMember(1, -2, 3)
-	old := events.QueueMember(1, 0, 2) // of incarnation 1, the queue's since being 10 below
-	item := func(member, state string, deliveries int64, visibleAt *time.Time, dedup string) *events.Element {
-		return &events.Element{Op: events.ElementAdd, Member: member, Value: json.RawMessage(`{"job":1}`), State: state,
+	m := contract.QueueMember(1, -2, 3)
+	old := contract.QueueMember(1, 0, 2) // of incarnation 1, the queue's since being 10 below
+	item := func(member, state string, deliveries int64, visibleAt *time.Time, dedup string) *contract.Element {
+		return &contract.Element{Op: contract.ElementAdd, Member: member, Value: json.RawMessage(`{"job":1}`), State: state,
 			Deliveries: deliveries, VisibleAt: visibleAt, DedupID: dedup, PushedAt: &pushed}
 	}
-	removed := func(member string, deliveries int64) *events.Element {
+	removed := func(member string, deliveries int64) *contract.Element {
 		el := item(member, "", deliveries, nil, "")
-		el.Op = events.ElementRemove
+		el.Op = contract.ElementRemove
 		return el
 	}
 	at := func(t time.Time) *time.Time { return &t }
-	ready, inflight := item(m, events.ItemReady, 0, nil, ""), item(m, events.ItemInFlight, 1, &deadline, "")
+	ready, inflight := item(m, contract.ItemReady, 0, nil, ""), item(m, contract.ItemInFlight, 1, &deadline, "")
 	const nonce, other = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
-	withNonce := func(el *events.Element, n string) *events.Element {
+	withNonce := func(el *contract.Element, n string) *contract.Element {
 		c := *el
 		c.ReceiptNonce = n
 		return &c
@@ -56,77 +56,77 @@ func TestDecideQueue(t *testing.T) {
 	delivered := withNonce(inflight, nonce) // popped since receipts have a nonce
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		in      queueInput
 		req     Request
-		code    string                 // error code, or "" when accepted
-		meta    *events.CollectionMeta // after; nil: nothing appended
-		element *events.Element
+		code    string                   // error code, or "" when accepted
+		meta    *contract.CollectionMeta // after; nil: nothing appended
+		element *contract.Element
 	}{
-		{"OKPushCreates", events.State{}, queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
-			"", meta(1, 0, 1), &events.Element{Op: "add", Member: events.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
-		{"OKPushAppends", queue(5, 2, 1, 1), queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
-			"", meta(3, 1, 1), &events.Element{Op: "add", Member: events.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
-		{"OKPushAfterDeleteStartsAfresh", deleted, queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`)},
-			"", meta(1, 0, 10), &events.Element{Op: "add", Member: events.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
-		{"OKPushDuplicateAddsNothing", queue(5, 1, 0, 1), queueInput{dup: item(m, "ready", 0, nil, "d")}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+		{"OKPushCreates", contract.State{}, queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
+			"", meta(1, 0, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
+		{"OKPushAppends", queue(5, 2, 1, 1), queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
+			"", meta(3, 1, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+		{"OKPushAfterDeleteStartsAfresh", deleted, queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`)},
+			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: contract.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
+		{"OKPushDuplicateAddsNothing", queue(5, 1, 0, 1), queueInput{dup: item(m, "ready", 0, nil, "d")}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "ready", 0, nil, "d")},
-		{"OKPushDuplicateOfDoneItemAddsNothing", queue(5, 0, 0, 1), queueInput{dup: item(m, "done", 1, nil, "d")}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+		{"OKPushDuplicateOfDoneItemAddsNothing", queue(5, 0, 0, 1), queueInput{dup: item(m, "done", 1, nil, "d")}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "done", 1, nil, "d")},
-		{"OKPushDuplicatePastWindowAdds", queue(5, 1, 0, 1), queueInput{dup: &events.Element{Member: m, State: "ready", DedupID: "d", PushedAt: at(now.Add(-DefaultQueueDedupWindow))}},
-			Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
-			"", meta(2, 0, 1), &events.Element{Op: "add", Member: events.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
-		{"OKPushDuplicateOfEarlierQueueAdds", queue(12, 0, 0, 10), queueInput{dup: item(old, "ready", 0, nil, "d")}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
-			"", meta(1, 0, 10), &events.Element{Op: "add", Member: events.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
-		{"ErrPushWrongType", list, queueInput{}, Request{Op: events.OpQPush, Value: json.RawMessage(`7`)}, events.EWrongType, nil, nil},
+		{"OKPushDuplicatePastWindowAdds", queue(5, 1, 0, 1), queueInput{dup: &contract.Element{Member: m, State: "ready", DedupID: "d", PushedAt: at(now.Add(-DefaultQueueDedupWindow))}},
+			Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+			"", meta(2, 0, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+		{"OKPushDuplicateOfEarlierQueueAdds", queue(12, 0, 0, 10), queueInput{dup: item(old, "ready", 0, nil, "d")}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: contract.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+		{"ErrPushWrongType", list, queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`)}, contract.EWrongType, nil, nil},
 
-		{"OKPopRemoves", queue(5, 2, 0, 1), queueInput{head: ready}, Request{Op: events.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
-		{"OKPopWithDedupKeepsDone", queue(5, 2, 0, 1), queueInput{head: item(m, "ready", 0, nil, "d")}, Request{Op: events.OpQPop},
+		{"OKPopRemoves", queue(5, 2, 0, 1), queueInput{head: ready}, Request{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKPopWithDedupKeepsDone", queue(5, 2, 0, 1), queueInput{head: item(m, "ready", 0, nil, "d")}, Request{Op: contract.OpQPop},
 			"", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
-		{"OKPopWithVisibilityGoesInFlight", queue(5, 2, 0, 1), queueInput{head: ready, nonce: nonce}, Request{Op: events.OpQPop, Visibility: 30},
+		{"OKPopWithVisibilityGoesInFlight", queue(5, 2, 0, 1), queueInput{head: ready, nonce: nonce}, Request{Op: contract.OpQPop, Visibility: 30},
 			"", meta(2, 1, 1), withNonce(item(m, "inflight", 1, &later, ""), nonce)},
-		{"OKPopRedelivers", queue(5, 2, 0, 1), queueInput{head: item(m, "ready", 1, nil, ""), nonce: other}, Request{Op: events.OpQPop, Visibility: 30},
+		{"OKPopRedelivers", queue(5, 2, 0, 1), queueInput{head: item(m, "ready", 1, nil, ""), nonce: other}, Request{Op: contract.OpQPop, Visibility: 30},
 			"", meta(2, 1, 1), withNonce(item(m, "inflight", 2, &later, ""), other)},
-		{"OKPopRemovingKeepsNoNonce", queue(5, 2, 0, 1), queueInput{head: ready, nonce: nonce}, Request{Op: events.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
-		{"ErrPopEmpty", queue(5, 0, 0, 1), queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
-		{"ErrPopMissing", events.State{}, queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
-		{"ErrPopDeleted", deleted, queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
-		{"ErrPopAllInFlight", queue(5, 2, 2, 1), queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
-		{"ErrPopOnlyExpiredItemsLeft", queue(5, 2, 0, 1), queueInput{}, Request{Op: events.OpQPop}, events.EQueueEmpty, nil, nil},
-		{"ErrPopItemOfEarlierQueue", queue(12, 1, 0, 10), queueInput{head: item(old, "ready", 0, nil, "")}, Request{Op: events.OpQPop}, events.EInternal, nil, nil},
+		{"OKPopRemovingKeepsNoNonce", queue(5, 2, 0, 1), queueInput{head: ready, nonce: nonce}, Request{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
+		{"ErrPopEmpty", queue(5, 0, 0, 1), queueInput{}, Request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopMissing", contract.State{}, queueInput{}, Request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopDeleted", deleted, queueInput{}, Request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopAllInFlight", queue(5, 2, 2, 1), queueInput{}, Request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopOnlyExpiredItemsLeft", queue(5, 2, 0, 1), queueInput{}, Request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopItemOfEarlierQueue", queue(12, 1, 0, 10), queueInput{head: item(old, "ready", 0, nil, "")}, Request{Op: contract.OpQPop}, contract.EInternal, nil, nil},
 
-		{"OKAckRemoves", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, "", meta(1, 0, 1), removed(m, 1)},
-		{"OKAckWithDedupKeepsDone", queue(6, 2, 1, 1), queueInput{item: item(m, "inflight", 1, &later, "d")}, Request{Op: events.OpQAck, Item: m, Delivery: 1},
+		{"OKAckRemoves", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKAckWithDedupKeepsDone", queue(6, 2, 1, 1), queueInput{item: item(m, "inflight", 1, &later, "d")}, Request{Op: contract.OpQAck, Item: m, Delivery: 1},
 			"", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
-		{"OKAckPastDeadlineBeforeRequeue", queue(6, 1, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, "", meta(0, 0, 1), removed(m, 1)},
-		{"OKAckWithNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: events.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKAckPastDeadlineBeforeRequeue", queue(6, 1, 1, 1), queueInput{item: inflight}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, "", meta(0, 0, 1), removed(m, 1)},
+		{"OKAckWithNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), removed(m, 1)},
 		{"OKAckWithNonceKeepsDoneWithout", queue(6, 2, 1, 1), queueInput{item: withNonce(item(m, "inflight", 1, &later, "d"), nonce)},
-			Request{Op: events.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
-		{"ErrAckGuessedWithoutNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
-		{"ErrAckWrongNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: events.OpQAck, Item: m, Delivery: 1, ReceiptNonce: other}, events.EStaleReceipt, nil, nil},
-		{"ErrAckNonceOfDeliveryWithout", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, events.EStaleReceipt, nil, nil},
-		{"ErrAckUnknownItem", queue(6, 1, 1, 1), queueInput{}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
-		{"ErrAckRequeued", queue(6, 1, 0, 1), queueInput{item: item(m, "ready", 1, nil, "")}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
-		{"ErrAckRedelivered", queue(6, 1, 1, 1), queueInput{item: item(m, "inflight", 2, &later, "")}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
-		{"ErrAckDone", queue(6, 0, 0, 1), queueInput{item: item(m, "done", 1, nil, "d")}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
-		{"ErrAckEarlierQueue", queue(12, 1, 1, 10), queueInput{item: item(old, "inflight", 1, &later, "")}, Request{Op: events.OpQAck, Item: old, Delivery: 1}, events.EStaleReceipt, nil, nil},
-		{"ErrAckMissingQueue", deleted, queueInput{item: inflight}, Request{Op: events.OpQAck, Item: m, Delivery: 1}, events.EStaleReceipt, nil, nil},
+			Request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
+		{"ErrAckGuessedWithoutNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckWrongNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: other}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckNonceOfDeliveryWithout", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckUnknownItem", queue(6, 1, 1, 1), queueInput{}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckRequeued", queue(6, 1, 0, 1), queueInput{item: item(m, "ready", 1, nil, "")}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckRedelivered", queue(6, 1, 1, 1), queueInput{item: item(m, "inflight", 2, &later, "")}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckDone", queue(6, 0, 0, 1), queueInput{item: item(m, "done", 1, nil, "d")}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckEarlierQueue", queue(12, 1, 1, 10), queueInput{item: item(old, "inflight", 1, &later, "")}, Request{Op: contract.OpQAck, Item: old, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckMissingQueue", deleted, queueInput{item: inflight}, Request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
 
-		{"OKRequeuePastDeadline", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1},
+		{"OKRequeuePastDeadline", queue(6, 2, 1, 1), queueInput{item: inflight}, Request{Op: contract.OpQRequeue, Item: m, Delivery: 1},
 			"", meta(2, 0, 1), item(m, "ready", 1, nil, "")},
-		{"OKRequeueDropsNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1},
+		{"OKRequeueDropsNonce", queue(6, 2, 1, 1), queueInput{item: delivered}, Request{Op: contract.OpQRequeue, Item: m, Delivery: 1},
 			"", meta(2, 0, 1), item(m, "ready", 1, nil, "")},
-		{"ErrRequeueBeforeDeadline", queue(6, 2, 1, 1), queueInput{item: item(m, "inflight", 1, &later, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
-		{"ErrRequeueAcked", queue(7, 1, 0, 1), queueInput{}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
-		{"ErrRequeueRedelivered", queue(8, 1, 1, 1), queueInput{item: item(m, "inflight", 2, &deadline, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
-		{"ErrRequeueRequeuedAlready", queue(7, 1, 0, 1), queueInput{item: item(m, "ready", 1, nil, "")}, Request{Op: events.OpQRequeue, Item: m, Delivery: 1}, events.EConflict, nil, nil},
+		{"ErrRequeueBeforeDeadline", queue(6, 2, 1, 1), queueInput{item: item(m, "inflight", 1, &later, "")}, Request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrRequeueAcked", queue(7, 1, 0, 1), queueInput{}, Request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrRequeueRedelivered", queue(8, 1, 1, 1), queueInput{item: item(m, "inflight", 2, &deadline, "")}, Request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrRequeueRequeuedAlready", queue(7, 1, 0, 1), queueInput{item: item(m, "ready", 1, nil, "")}, Request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
 			d := DecideQueue(tc.cur, tc.in, requestMemory{}, &r, now, 1, testWindow, DefaultQueueDedupWindow)
 			if tc.code != "" {
-				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
 				}
 				return
@@ -143,7 +143,7 @@ func TestDecideQueue(t *testing.T) {
 			if d.event == nil || d.event.Op != r.Op || d.event.Semantics.Purpose != "queue" || !d.result.Changed {
 				t.Fatalf("event %+v, want one %s of a queue", d.event, r.Op)
 			}
-			got, err := events.ParseCollectionMeta(d.event.After)
+			got, err := contract.ParseCollectionMeta(d.event.After)
 			if err != nil || got != *tc.meta {
 				t.Fatalf("after %s (%v), want %+v", d.event.After, err, *tc.meta)
 			}
@@ -160,31 +160,31 @@ func TestDecideQueue(t *testing.T) {
 func TestStaleReceiptIsGeneric(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
-	meta, _ := json.Marshal(events.CollectionMeta{Type: "queue", Size: 2, Since: 1, InFlight: 1})
-	cur := events.State{Version: 6, Live: true, Entry: events.Entry{Key: key.String(), Version: 6, Value: meta, Semantics: events.Semantics{Purpose: "queue"}}}
-	m, old := events.QueueMember(1, 0, 2), events.QueueMember(0, 0, 1)
+	meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: 2, Since: 1, InFlight: 1})
+	cur := contract.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta, Semantics: contract.Semantics{Purpose: "queue"}}}
+	m, old := contract.QueueMember(1, 0, 2), contract.QueueMember(0, 0, 1)
 	later, past := now.Add(time.Minute), now.Add(-time.Second)
 	const nonce = "0123456789abcdef0123456789abcdef"
 	var messages []string
 	for _, tc := range []struct {
 		name string
-		item *events.Element
+		item *contract.Element
 		req  Request
 	}{
 		{"NoItem", nil, Request{Item: m, Delivery: 1}},
-		{"Acknowledged", &events.Element{Member: m, State: events.ItemDone}, Request{Item: m, Delivery: 1}},
-		{"ExpiredDone", &events.Element{Member: m, State: events.ItemDone, DedupID: "d", ExpiresAt: &past}, Request{Item: m, Delivery: 1}},
-		{"Requeued", &events.Element{Member: m, State: events.ItemReady, Deliveries: 1}, Request{Item: m, Delivery: 1}},
-		{"Redelivered", &events.Element{Member: m, State: events.ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, Request{Item: m, Delivery: 1}},
-		{"GuessedNonce", &events.Element{Member: m, State: events.ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, Request{Item: m, Delivery: 1}},
-		{"EarlierQueue", &events.Element{Member: old, State: events.ItemInFlight, Deliveries: 1, VisibleAt: &later}, Request{Item: old, Delivery: 1}},
+		{"Acknowledged", &contract.Element{Member: m, State: contract.ItemDone}, Request{Item: m, Delivery: 1}},
+		{"ExpiredDone", &contract.Element{Member: m, State: contract.ItemDone, DedupID: "d", ExpiresAt: &past}, Request{Item: m, Delivery: 1}},
+		{"Requeued", &contract.Element{Member: m, State: contract.ItemReady, Deliveries: 1}, Request{Item: m, Delivery: 1}},
+		{"Redelivered", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, Request{Item: m, Delivery: 1}},
+		{"GuessedNonce", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, Request{Item: m, Delivery: 1}},
+		{"EarlierQueue", &contract.Element{Member: old, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later}, Request{Item: old, Delivery: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
-			r.Key, r.Op, r.Principal = key, events.OpQAck, "p"
+			r.Key, r.Op, r.Principal = key, contract.OpQAck, "p"
 			d := DecideQueue(cur, queueInput{item: tc.item}, requestMemory{}, &r, now, 1, testWindow, DefaultQueueDedupWindow)
-			var e *events.Error
-			if !errors.As(d.err, &e) || e.Code != events.EStaleReceipt || e.Field != "receipt" || e.Current != nil || d.event != nil {
+			var e *contract.Error
+			if !errors.As(d.err, &e) || e.Code != contract.EStaleReceipt || e.Field != "receipt" || e.Current != nil || d.event != nil {
 				t.Fatalf("%v, want stale_receipt on receipt without the entry, appending nothing", d.err)
 			}
 			messages = append(messages, e.Message)
@@ -205,19 +205,19 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 func TestDecideQueueReplays(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
-	pop := &Request{Key: key, Op: events.OpQPop, Visibility: 30, RequestID: "R", Principal: "p"}
-	push := &Request{Key: key, Op: events.OpQPush, Value: json.RawMessage(`"x"`), Priority: 4, RequestID: "P", Principal: "p"}
-	after := func(r *Request, v int64) events.State {
-		return events.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: events.Entry{Key: key.String(), Version: v,
-			Value: json.RawMessage(`{"type":"queue","size":2,"since":1,"inFlight":1}`), RequestID: r.RequestID, Semantics: events.Semantics{Purpose: "queue"}}}
+	pop := &Request{Key: key, Op: contract.OpQPop, Visibility: 30, RequestID: "R", Principal: "p"}
+	push := &Request{Key: key, Op: contract.OpQPush, Value: json.RawMessage(`"x"`), Priority: 4, RequestID: "P", Principal: "p"}
+	after := func(r *Request, v int64) contract.State {
+		return contract.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
+			Value: json.RawMessage(`{"type":"queue","size":2,"since":1,"inFlight":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
 	deadline := now.Add(20 * time.Second)
-	popped := &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
-		State: events.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
+	popped := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
+		State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
 	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
 	d := DecideQueue(after(pop, 5), queueInput{}, requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, now, 1, testWindow, DefaultQueueDedupWindow)
 	a := QueuePopAnswer(d.result, pop)
-	if d.event != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != events.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
+	if d.event != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != contract.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
 		t.Fatalf("replayed pop: %+v %+v, want the popped item and receipt", d, a)
 	}
@@ -226,16 +226,16 @@ func TestDecideQueueReplays(t *testing.T) {
 	older := requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped, After: after(pop, 5).Entry.Value}}
 	d = DecideQueue(after(push, 6), queueInput{}, older, pop, now, 1, testWindow, DefaultQueueDedupWindow)
 	a = QueuePopAnswer(d.result, pop)
-	if d.event != nil || d.err != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != events.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
+	if d.event != nil || d.err != nil || !d.result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != contract.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
 		t.Fatalf("older pop retried: %+v %+v, want the popped item and receipt at version 5", d, a)
 	}
 	d = DecideQueue(after(pop, 6), queueInput{}, requestMemory{projection.RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, now, 1, testWindow, DefaultQueueDedupWindow)
-	if events.ErrorCode(d.err) != events.EConflict || d.event != nil {
+	if contract.ErrorCode(d.err) != contract.EConflict || d.event != nil {
 		t.Fatalf("older push retried: %+v, want version_conflict", d)
 	}
 	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{}, push, now, 1, testWindow, DefaultQueueDedupWindow)
-	if pa := QueuePushAnswer(d.result, push); !d.result.Replayed || pa.Item != events.QueueMember(1, 4, 6) || pa.Priority != 4 {
+	if pa := QueuePushAnswer(d.result, push); !d.result.Replayed || pa.Item != contract.QueueMember(1, 4, 6) || pa.Priority != 4 {
 		t.Fatalf("replayed push: %+v %+v, want its item", d, pa)
 	}
 }
@@ -246,14 +246,14 @@ func TestDecideQueueReplays(t *testing.T) {
 // earlier incarnation is never a candidate.
 func TestQueueViewBatch(t *testing.T) {
 	q := "tenant/a/project/b/tasks"
-	m := func(prio, v int64) string { return events.QueueMember(5, prio, v) }
+	m := func(prio, v int64) string { return contract.QueueMember(5, prio, v) }
 	v := newQueueView()
 	v.overlay[q] = map[string]overlayItem{
-		m(0, 9):                      {el: events.Element{Member: m(0, 9), State: events.ItemReady}},
-		m(-1, 7):                     {el: events.Element{Member: m(-1, 7), State: events.ItemInFlight}}, // popped, unprojected
-		events.QueueMember(1, -9, 2): {el: events.Element{Member: events.QueueMember(1, -9, 2), State: events.ItemReady}},
+		m(0, 9):                        {el: contract.Element{Member: m(0, 9), State: contract.ItemReady}},
+		m(-1, 7):                       {el: contract.Element{Member: m(-1, 7), State: contract.ItemInFlight}}, // popped, unprojected
+		contract.QueueMember(1, -9, 2): {el: contract.Element{Member: contract.QueueMember(1, -9, 2), State: contract.ItemReady}},
 	}
-	v.heads[q] = []events.Element{{Member: m(-1, 7), State: events.ItemReady}, {Member: m(0, 6), State: events.ItemReady}}
+	v.heads[q] = []contract.Element{{Member: m(-1, 7), State: contract.ItemReady}, {Member: m(0, 6), State: contract.ItemReady}}
 	v.complete[q] = 5
 	var order []string
 	for range 3 {
@@ -267,7 +267,7 @@ func TestQueueViewBatch(t *testing.T) {
 		}
 		order = append(order, head.Member)
 		el := *head
-		el.State = events.ItemInFlight
+		el.State = contract.ItemInFlight
 		v.batch[projection.ElementRef{Collection: q, Member: head.Member}] = el
 	}
 	if want := []string{m(0, 6), m(0, 9), "none"}; !reflect.DeepEqual(order, want) {
@@ -288,14 +288,14 @@ func TestTrimPrunesProjectedItems(t *testing.T) {
 	q := "tenant/a/project/b/tasks"
 	var o overlayEntry
 	for v := int64(1); v <= 3; v++ {
-		o = o.next(&events.Event{Key: q, Version: v, Kind: events.KindPut, Op: events.OpQPush,
-			Element: &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, v), State: events.ItemReady}}, 10+v, testWindow)
+		o = o.next(&contract.Event{Key: q, Version: v, Kind: contract.KindPut, Op: contract.OpQPush,
+			Element: &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, v), State: contract.ItemReady}}, 10+v, testWindow)
 	}
 	p.setReady(true, 1, map[string]overlayEntry{q: o})
 	read := p.overlay[q].items // what a deciding batch holds
 	p.trim(13)                 // the projector applied offsets 11 and 12
 	e, ok := p.overlay[q]
-	if !ok || len(e.items) != 1 || e.items[events.QueueMember(1, 0, 3)].offset != 13 {
+	if !ok || len(e.items) != 1 || e.items[contract.QueueMember(1, 0, 3)].offset != 13 {
 		t.Fatalf("after trim: entry %v items %+v, want only the unprojected item", ok, e.items)
 	}
 	if len(read) != 3 {

@@ -8,7 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -91,18 +91,18 @@ func TestAuditDeniedNeverBlocks(t *testing.T) {
 		}
 		return out
 	}
-	w.AuditDenied(key, events.OpPut, "p", "")
+	w.AuditDenied(key, contract.OpPut, "p", "")
 	p := newPartition(w, 0)
 	w.parts[0] = p
-	w.AuditDenied(key, events.OpPut, "p", "") // not ready
+	w.AuditDenied(key, contract.OpPut, "p", "") // not ready
 	p.ready = true
 	for range 4 {
-		w.AuditDenied(key, events.OpDelete, "p", "r-1")
+		w.AuditDenied(key, contract.OpDelete, "p", "r-1")
 	}
 	if got := fmt.Sprint(outcomes()); got != "[2 1 3]" || len(p.calls) != 2 {
 		t.Fatalf("queued, not_owner, dropped = %s with %d queued calls; want [2 1 3] and 2", got, len(p.calls))
 	}
-	if r := (<-p.calls).req; !r.Denied || r.Op != events.OpDelete || r.Principal != "p" || r.RequestID != "r-1" || r.Key != key {
+	if r := (<-p.calls).req; !r.Denied || r.Op != contract.OpDelete || r.Principal != "p" || r.RequestID != "r-1" || r.Key != key {
 		t.Fatalf("queued request %+v", r)
 	}
 }

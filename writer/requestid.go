@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -88,14 +88,14 @@ type requestMemory map[projection.RequestRef]projection.AppliedRequest
 // none, or its decision never consults it (a denied write's audit
 // record, an expire).
 func requestRef(r *Request) (ref projection.RequestRef, ok bool) {
-	if r.RequestID == "" || r.Denied || r.Op == events.OpExpire {
+	if r.RequestID == "" || r.Denied || r.Op == contract.OpExpire {
 		return ref, false
 	}
 	return projection.RequestRef{Key: r.Key.String(), RequestID: r.RequestID}, true
 }
 
 // add remembers an event appended by the batch.
-func (m requestMemory) add(e *events.Event) {
+func (m requestMemory) add(e *contract.Event) {
 	if e.RequestID != "" {
 		m[projection.RequestRef{Key: e.Key, RequestID: e.RequestID}] = applied(e)
 	}
@@ -105,7 +105,7 @@ func (m requestMemory) add(e *events.Event) {
 // digest, and for a pop the element it popped and the metadata after it,
 // so that a retry of the pop answers its element even once the
 // collection was written again (replayedPop).
-func applied(e *events.Event) projection.AppliedRequest {
+func applied(e *contract.Event) projection.AppliedRequest {
 	a := projection.AppliedRequest{Version: e.Version, Digest: e.RequestDigest, Popped: popped(e), At: e.TS}
 	if a.Popped != nil {
 		a.After = e.After
@@ -115,7 +115,7 @@ func applied(e *events.Event) projection.AppliedRequest {
 
 // popped is the element e popped (nil unless e is a pop: lpop, rpop,
 // qpop): what a replay of e answers.
-func popped(e *events.Event) *events.Element {
+func popped(e *contract.Event) *contract.Element {
 	if e.Op.IsPop() && e.Element != nil {
 		return e.Element
 	}
@@ -157,7 +157,7 @@ func (rs recentRequests) find(id string) (projection.AppliedRequest, bool) {
 // with returns rs and e's requestId (e at offset), without the uses
 // that e moves out of the window (both its versions and its age, at e's
 // time).
-func (rs recentRequests) with(e *events.Event, offset int64, window RequestWindow) recentRequests {
+func (rs recentRequests) with(e *contract.Event, offset int64, window RequestWindow) recentRequests {
 	if e.RequestID != "" {
 		rs = append(rs, recentRequest{id: e.RequestID, AppliedRequest: applied(e), offset: offset})
 	}
@@ -185,7 +185,7 @@ type requestGap struct {
 // next is the overlay entry of e's key after e, appended at offset: the
 // state after e, and the key's unprojected requestIds with e's. A new
 // entry's memory starts at e: the key's earlier events are all projected.
-func (o overlayEntry) next(e *events.Event, offset int64, window RequestWindow) overlayEntry {
+func (o overlayEntry) next(e *contract.Event, offset int64, window RequestWindow) overlayEntry {
 	gap := o.gap
 	if o.state.Version == 0 {
 		gap = requestGap{version: e.Version - 1, at: e.TS}
@@ -262,8 +262,8 @@ func recall(ref projection.RequestRef, e overlayEntry, in bool, known requestMem
 // ok is false when the rule does not apply (no requestId, a use older
 // than the window, or the key's latest write, which Decide handles): r
 // is then decided by Decide. It is pure.
-func decideRequestID(cur events.State, prior projection.AppliedRequest, known bool, r *Request, now time.Time, window RequestWindow) (d decision, ok bool) {
-	if r.Denied || r.Op == events.OpExpire || !olderUse(cur, prior, known, r.RequestID, window, now) {
+func decideRequestID(cur contract.State, prior projection.AppliedRequest, known bool, r *Request, now time.Time, window RequestWindow) (d decision, ok bool) {
+	if r.Denied || r.Op == contract.OpExpire || !olderUse(cur, prior, known, r.RequestID, window, now) {
 		return d, false
 	}
 	visible := cur.Visible(now)
@@ -295,7 +295,7 @@ func replayOlderPop(r *Request, prior projection.AppliedRequest) (d decision, ok
 		return d, false
 	}
 	el := *prior.Popped
-	entry := events.Entry{Key: r.Key.String(), Version: prior.Version, Value: prior.After}
+	entry := contract.Entry{Key: r.Key.String(), Version: prior.Version, Value: prior.After}
 	return decision{result: Result{Entry: entry, Replayed: true, Changed: true, Element: &el}}, true
 }
 
@@ -305,7 +305,7 @@ func replayOlderPop(r *Request, prior projection.AppliedRequest) (d decision, ok
 // window.Versions versions, or younger than window.Age. Comparing
 // prior.Digest with the request's is left to the caller (a transaction
 // compares its own digest, carried by each of its events).
-func olderUse(cur events.State, prior projection.AppliedRequest, known bool, requestID string, window RequestWindow, now time.Time) bool {
+func olderUse(cur contract.State, prior projection.AppliedRequest, known bool, requestID string, window RequestWindow, now time.Time) bool {
 	switch {
 	case !known || requestID == "":
 		return false
@@ -317,7 +317,7 @@ func olderUse(cur events.State, prior projection.AppliedRequest, known bool, req
 
 // decide is Decide preceded by decideRequestID on what known holds of
 // r's requestId.
-func decide(cur events.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
+func decide(cur contract.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	prior, ok := known.get(r)
 	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
 		return d

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/schemas"
@@ -27,24 +27,24 @@ var testWindow = RequestWindow{Versions: DefaultRequestIDWindow}
 func TestDecideRequestIDWindow(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/cursor")
-	sync1 := Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`{"cursor":1}`), RequestID: "sync-1", Principal: "p"}
+	sync1 := Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`{"cursor":1}`), RequestID: "sync-1", Principal: "p"}
 	at := func(v int64) projection.AppliedRequest {
 		return projection.AppliedRequest{Version: v, Digest: sync1.Digest()}
 	}
 	// The key after cursor=1 (sync-1, version 1) and cursor=2 (sync-2).
-	cur := func(v int64, latestID string) events.State {
-		return events.State{Version: v, Live: true, RequestDigest: "d", Entry: events.Entry{Key: key.String(), Version: v,
-			Value: json.RawMessage(`{"cursor":2}`), RequestID: latestID, Semantics: events.Semantics{Purpose: "cursor"}}}
+	cur := func(v int64, latestID string) contract.State {
+		return contract.State{Version: v, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: v,
+			Value: json.RawMessage(`{"cursor":2}`), RequestID: latestID, Semantics: contract.Semantics{Purpose: "cursor"}}}
 	}
-	deleted := events.State{Version: 3, Entry: events.Entry{Key: key.String(), Version: 3, RequestID: "del-1"}}
+	deleted := contract.State{Version: 3, Entry: contract.Entry{Key: key.String(), Version: 3, RequestID: "del-1"}}
 	withValue := func(r Request, v string) Request { r.Value = json.RawMessage(v); return r }
 	withPrincipal := func(r Request, p string) Request { r.Principal = p; return r }
-	inc := Request{Key: key, Op: events.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
-	lock := Request{Key: key, Op: events.OpLockAcquire, Holder: "h", TTLSeconds: 30, RequestID: "acq-1", Principal: "p"}
+	inc := Request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
+	lock := Request{Key: key, Op: contract.OpLockAcquire, Holder: "h", TTLSeconds: 30, RequestID: "acq-1", Principal: "p"}
 
 	for _, tc := range []struct {
 		name   string
-		cur    events.State
+		cur    contract.State
 		req    Request
 		prior  projection.AppliedRequest
 		known  bool
@@ -62,7 +62,7 @@ func TestDecideRequestIDWindow(t *testing.T) {
 		{"WindowOfOneIsLatestOnly", cur(2, "sync-2"), sync1, at(1), true, 1, ""},
 		{"UnknownRequestID", cur(2, "sync-2"), sync1, projection.AppliedRequest{}, false, 1000, ""},
 		{"LatestLeftToDecide", cur(2, "sync-1"), sync1, at(2), true, 1000, ""},
-		{"NoRequestID", cur(2, "sync-2"), withValue(Request{Key: key, Op: events.OpPut, Principal: "p"}, `1`), at(1), true, 1000, ""},
+		{"NoRequestID", cur(2, "sync-2"), withValue(Request{Key: key, Op: contract.OpPut, Principal: "p"}, `1`), at(1), true, 1000, ""},
 		{"DeniedIsOnlyAudited", cur(2, "sync-2"), func() Request { r := sync1; r.Denied = true; return r }(), at(1), true, 1000, ""},
 		{"HistoryAheadOfStateIgnored", cur(2, "sync-2"), sync1, at(3), true, 1000, ""},
 	} {
@@ -78,8 +78,8 @@ func TestDecideRequestIDWindow(t *testing.T) {
 			if !ok || d.event != nil || d.conflict == nil || d.conflict.Reason != tc.reason {
 				t.Fatalf("want a %s conflict and no event, got ok %v %+v", tc.reason, ok, d)
 			}
-			var e *events.Error
-			if !errors.As(d.err, &e) || e.Code != events.EConflict || e.Field != "requestId" || e.CorrelationID != d.conflict.ID {
+			var e *contract.Error
+			if !errors.As(d.err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || e.CorrelationID != d.conflict.ID {
 				t.Fatalf("answer %v, want version_conflict on requestId tied to the record", d.err)
 			}
 			var current int64
@@ -112,26 +112,26 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 	now := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
 	list := mustKey(t, "tenant/a/project/b/jobs")
 	queue := mustKey(t, "tenant/a/project/b/tasks")
-	lpop := Request{Key: list, Op: events.OpLPop, RequestID: "pop-1", Principal: "p"}
-	rpop := Request{Key: list, Op: events.OpRPop, RequestID: "pop-1", Principal: "p"}
-	qpop := Request{Key: queue, Op: events.OpQPop, Visibility: 30, RequestID: "pop-1", Principal: "p"}
-	push := Request{Key: list, Op: events.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "pop-1", Principal: "p"}
+	lpop := Request{Key: list, Op: contract.OpLPop, RequestID: "pop-1", Principal: "p"}
+	rpop := Request{Key: list, Op: contract.OpRPop, RequestID: "pop-1", Principal: "p"}
+	qpop := Request{Key: queue, Op: contract.OpQPop, Visibility: 30, RequestID: "pop-1", Principal: "p"}
+	push := Request{Key: list, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "pop-1", Principal: "p"}
 	listAfter := json.RawMessage(`{"type":"list","size":3,"since":1,"head":2}`)
 	deadline := now.Add(10 * time.Second)
-	item := &events.Element{Op: events.ElementAdd, Member: events.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
-		State: events.ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
-	value := &events.Element{Op: events.ElementRemove, Member: events.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
+	item := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
+		State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
+	value := &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
 	// The collection at version 9, written by someone else since the pop.
-	cur := func(k events.Key, purpose string) events.State {
-		return events.State{Version: 9, Live: true, RequestDigest: "d", Entry: events.Entry{Key: k.String(), Version: 9,
-			Value: json.RawMessage(`{"type":"` + purpose + `","size":0,"since":1}`), RequestID: "other", Semantics: events.Semantics{Purpose: purpose}}}
+	cur := func(k contract.Key, purpose string) contract.State {
+		return contract.State{Version: 9, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: k.String(), Version: 9,
+			Value: json.RawMessage(`{"type":"` + purpose + `","size":0,"since":1}`), RequestID: "other", Semantics: contract.Semantics{Purpose: purpose}}}
 	}
-	popAt := func(r Request, v int64, el *events.Element, after json.RawMessage) projection.AppliedRequest {
+	popAt := func(r Request, v int64, el *contract.Element, after json.RawMessage) projection.AppliedRequest {
 		return projection.AppliedRequest{Version: v, Digest: r.Digest(), Popped: el, After: after}
 	}
 	for _, tc := range []struct {
 		name   string
-		cur    events.State
+		cur    contract.State
 		req    Request
 		prior  projection.AppliedRequest
 		window int64
@@ -174,7 +174,7 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 }
 
 // equalElement compares two elements by their JSON.
-func equalElement(a, b events.Element) bool {
+func equalElement(a, b contract.Element) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
@@ -184,11 +184,11 @@ func equalElement(a, b events.Element) bool {
 // key's unprojected events, the newest use first, only within the
 // window; events without a requestId move the window on.
 func TestRecentRequests(t *testing.T) {
-	ev := func(v int64, id string) *events.Event {
-		return &events.Event{Key: "tenant/a/project/b/k", Version: v, PrevVersion: v - 1, Kind: events.KindPut, RequestID: id, RequestDigest: "d" + id}
+	ev := func(v int64, id string) *contract.Event {
+		return &contract.Event{Key: "tenant/a/project/b/k", Version: v, PrevVersion: v - 1, Kind: contract.KindPut, RequestID: id, RequestDigest: "d" + id}
 	}
 	var o overlayEntry
-	for _, e := range []*events.Event{ev(1, "a"), ev(2, "b"), ev(3, "a"), ev(4, ""), ev(5, "c")} {
+	for _, e := range []*contract.Event{ev(1, "a"), ev(2, "b"), ev(3, "a"), ev(4, ""), ev(5, "c")} {
 		o = o.next(e, 10+e.Version, RequestWindow{Versions: 3})
 	}
 	if o.state.Version != 5 || o.offset != 15 || o.gap.version != 0 {
@@ -215,9 +215,9 @@ func TestRecentRequests(t *testing.T) {
 func TestRequestWindowAge(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/counter")
-	inc := Request{Key: key, Op: events.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
-	cur := events.State{Version: 5001, Live: true, RequestDigest: "d", Entry: events.Entry{Key: key.String(), Version: 5001,
-		Value: json.RawMessage(`5001`), RequestID: "inc-5001", Semantics: events.Semantics{Purpose: "counter"}}}
+	inc := Request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
+	cur := contract.State{Version: 5001, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: 5001,
+		Value: json.RawMessage(`5001`), RequestID: "inc-5001", Semantics: contract.Semantics{Purpose: "counter"}}}
 	window := RequestWindow{Versions: 1000, Age: 2 * time.Minute}
 	for _, tc := range []struct {
 		name   string
@@ -244,7 +244,7 @@ func TestRequestWindowAge(t *testing.T) {
 	// The overlay keeps the uses within the age, beyond the versions.
 	var o overlayEntry
 	for v := int64(1); v <= 10; v++ {
-		e := &events.Event{Key: key.String(), Version: v, Kind: events.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d",
+		e := &contract.Event{Key: key.String(), Version: v, Kind: contract.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d",
 			TS: now.Add(time.Duration(v) * 30 * time.Second)}
 		o = o.next(e, v, RequestWindow{Versions: 3, Age: 2 * time.Minute})
 	}
@@ -265,7 +265,7 @@ func TestOverlayForgetsProjectedRequests(t *testing.T) {
 	window := RequestWindow{Versions: 3, Age: time.Minute}
 	var o overlayEntry
 	for v := int64(1); v <= 4; v++ {
-		o = o.next(&events.Event{Key: key, Version: v, Kind: events.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d", TS: now}, 100+v, window)
+		o = o.next(&contract.Event{Key: key, Version: v, Kind: contract.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d", TS: now}, 100+v, window)
 	}
 	if !o.complete(window, now) {
 		t.Fatal("an entry created in the overlay remembers everything")
@@ -279,7 +279,7 @@ func TestOverlayForgetsProjectedRequests(t *testing.T) {
 		t.Fatal("a forgotten use within the window: want kv_history asked")
 	}
 	for v := int64(5); v <= 6; v++ { // version 2 leaves the window in versions, not in age
-		o = o.next(&events.Event{Key: key, Version: v, Kind: events.KindPut, TS: now}, 100+v, window)
+		o = o.next(&contract.Event{Key: key, Version: v, Kind: contract.KindPut, TS: now}, 100+v, window)
 	}
 	if o.complete(window, now) || !o.complete(window, now.Add(time.Minute)) {
 		t.Fatal("want complete once what the entry forgot is out of both windows")
@@ -294,13 +294,13 @@ func TestOverlayForgetsProjectedRequests(t *testing.T) {
 func TestRecall(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
 	put := func(id string) *Request {
-		return &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(`1`), RequestID: id, Principal: "p"}
+		return &Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`1`), RequestID: id, Principal: "p"}
 	}
 	// entry is the overlay entry after events of ids from version first.
 	entry := func(first int64, ids ...string) overlayEntry {
 		var e overlayEntry
 		for i, id := range ids {
-			e = e.next(&events.Event{Key: key.String(), Version: first + int64(i), Kind: events.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), RequestWindow{Versions: 1000})
+			e = e.next(&contract.Event{Key: key.String(), Version: first + int64(i), Kind: contract.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), RequestWindow{Versions: 1000})
 		}
 		return e
 	}
@@ -347,10 +347,10 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/cursor")
 	counter := mustKey(t, "tenant/a/project/b/counter")
 	put := func(v, id string) *Request {
-		return &Request{Key: key, Op: events.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
+		return &Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
 	}
 	inc := func(id string) *Request {
-		return &Request{Key: counter, Op: events.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+		return &Request{Key: counter, Op: contract.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
 	}
 	reqs := []*Request{put(`1`, "sync-1"), put(`2`, "sync-2"), put(`1`, "sync-1"), put(`2`, "sync-2"),
 		inc("inc-1"), inc("inc-2"), inc("inc-1")}
@@ -358,7 +358,7 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 	for i, r := range reqs {
 		batch[i] = &call{req: r, done: make(chan answer, 1)}
 	}
-	states := map[string]events.State{key.String(): {}, counter.String(): {}}
+	states := map[string]contract.State{key.String(): {}, counter.String(): {}}
 	ds, recs, evIdx, _ := p.decideAll(context.Background(), batch, states, make(requestMemory), newElemsKnown(), 1)
 	if len(evIdx) != 4 || len(recs) != 6 {
 		t.Fatalf("%d events and %d records, want 4 events and 2 conflict records", len(evIdx), len(recs))
@@ -393,10 +393,10 @@ func TestRequestIDsFollowThePartition(t *testing.T) {
 	ctx := t.Context()
 	cursor, counter := mustKey(t, "tenant/a/project/b/cursor"), mustKey(t, "tenant/a/project/b/counter")
 	put := func(v, id string) *Request {
-		return &Request{Key: cursor, Op: events.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
+		return &Request{Key: cursor, Op: contract.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
 	}
 	inc := func(id string) *Request {
-		return &Request{Key: counter, Op: events.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+		return &Request{Key: counter, Op: contract.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
 	}
 	for _, r := range []*Request{put(`1`, "sync-1"), put(`2`, "sync-2"), inc("inc-1"), inc("inc-2")} {
 		if _, err := a.Do(ctx, r); err != nil {
@@ -411,15 +411,15 @@ func TestRequestIDsFollowThePartition(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
 	for _, r := range []*Request{put(`1`, "sync-1"), inc("inc-1")} {
 		_, err := b.Do(ctx, r)
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version") {
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version") {
 			t.Fatalf("retry of %s on the new owner: %v, want a stale version_conflict", r.RequestID, err)
 		}
 	}
 	if res, err := b.Do(ctx, put(`2`, "sync-2")); err != nil || !res.Replayed || res.Entry.Version != 2 {
 		t.Fatalf("replay of sync-2 on the new owner: %+v, %v", res, err)
 	}
-	for key, want := range map[events.Key]string{cursor: `2`, counter: `2`} {
+	for key, want := range map[contract.Key]string{cursor: `2`, counter: `2`} {
 		st, err := b.State(ctx, key)
 		if err != nil || st.Version != 2 || string(st.Entry.Value) != want {
 			t.Fatalf("%s on the new owner: %+v, %v; want version 2 value %s", key, st, err, want)
@@ -445,7 +445,7 @@ func TestRequestIDAgeOnAHotKeyAcrossTakeover(t *testing.T) {
 			ctx := t.Context()
 			counter := mustKey(t, "tenant/a/project/b/hot-counter")
 			inc := func(id string) *Request {
-				return &Request{Key: counter, Op: events.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+				return &Request{Key: counter, Op: contract.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
 			}
 			if _, err := a.Do(ctx, inc("inc-1")); err != nil {
 				t.Fatal(err)
@@ -492,8 +492,8 @@ func TestRequestIDAgeOnAHotKeyAcrossTakeover(t *testing.T) {
 				t.Fatal(serr)
 			}
 			t.Logf("retry of inc-1 after %d increments and a takeover: %v; counter at version %d, value %s", more, err, st.Version, st.Entry.Value)
-			var e *events.Error
-			if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version 1") {
+			var e *contract.Error
+			if !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version 1") {
 				t.Errorf("retry of inc-1: %v; want a stale version_conflict naming version 1", err)
 			}
 			if want := fmt.Sprint(more + 1); st.Version != more+1 || string(st.Entry.Value) != want {

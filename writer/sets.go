@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
 // Sets (docs/collections.md). A set is one key whose entry holds its
-// metadata (events.CollectionMeta: type set, size, since) and whose
+// metadata (contract.CollectionMeta: type set, size, since) and whose
 // members are kv_elements rows. sadd and srem are decided by the
 // partition's owner against the set's state and the membership of their
 // one member, known from the overlay (the member's unprojected changes,
@@ -30,7 +30,7 @@ func elementRef(r *Request) (projection.ElementRef, bool) {
 // withElement records e's element change in the overlay entry o of its
 // key (after next): elems maps each member changed by an unprojected
 // event to the version of its kv_elements row after it (0: removed).
-func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEntry {
+func (o overlayEntry) withElement(prev overlayEntry, e *contract.Event) overlayEntry {
 	o.elems, o.vals, o.items = prev.elems, prev.vals, prev.items
 	if e.Element == nil {
 		return o
@@ -42,7 +42,7 @@ func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEnt
 		o.elems = make(map[string]int64)
 	}
 	o.elems[e.Element.Member] = elementVersion(e)
-	if e.Element.Value != nil && e.Element.Op == events.ElementAdd {
+	if e.Element.Value != nil && e.Element.Op == contract.ElementAdd {
 		if o.vals == nil {
 			o.vals = make(map[string]json.RawMessage)
 		}
@@ -56,11 +56,11 @@ func (o overlayEntry) withElement(prev overlayEntry, e *events.Event) overlayEnt
 // isMember decides whether a member whose kv_elements row has version
 // elem (0: none) belongs to the set visible (nil: absent): a row older
 // than the set's since belongs to an earlier set of the key.
-func isMember(visible *events.Entry, elem int64) (events.CollectionMeta, bool, *events.Error) {
+func isMember(visible *contract.Entry, elem int64) (contract.CollectionMeta, bool, *contract.Error) {
 	if visible == nil {
-		return events.CollectionMeta{}, false, nil
+		return contract.CollectionMeta{}, false, nil
 	}
-	meta, err := collectionMeta(visible, events.PurposeSet)
+	meta, err := collectionMeta(visible, contract.PurposeSet)
 	if err != nil {
 		return meta, false, err
 	}
@@ -71,21 +71,21 @@ func isMember(visible *events.Entry, elem int64) (events.CollectionMeta, bool, *
 // list, queue) from its entry as a read sees it: nil is an absent, empty
 // collection; an entry of another purpose, or without such metadata, is
 // wrong_type naming what the key is.
-func collectionMeta(visible *events.Entry, purpose string) (events.CollectionMeta, *events.Error) {
+func collectionMeta(visible *contract.Entry, purpose string) (contract.CollectionMeta, *contract.Error) {
 	if visible == nil {
-		return events.CollectionMeta{Type: purpose}, nil
+		return contract.CollectionMeta{Type: purpose}, nil
 	}
 	if visible.Semantics.Purpose != purpose {
-		return events.CollectionMeta{}, wrongType(visible, "key", "key %s is not a %s (its purpose is %s)", visible.Key, purpose, purposeOf(visible))
+		return contract.CollectionMeta{}, wrongType(visible, "key", "key %s is not a %s (its purpose is %s)", visible.Key, purpose, purposeOf(visible))
 	}
-	meta, err := events.ParseCollectionMeta(visible.Value)
+	meta, err := contract.ParseCollectionMeta(visible.Value)
 	if err != nil || meta.Type != purpose {
 		return meta, wrongType(visible, "key", "key %s does not hold %s metadata", visible.Key, purpose)
 	}
 	return meta, nil
 }
 
-func purposeOf(e *events.Entry) string {
+func purposeOf(e *contract.Entry) string {
 	if e.Semantics.Purpose == "" {
 		return "other"
 	}
@@ -106,7 +106,7 @@ func purposeOf(e *events.Entry) string {
 // an element and with the metadata unchanged: its version then moves by
 // one whether the member was there or not, so neither the answer's
 // version nor any later one tells the principal membership.
-func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
+func DecideSet(cur contract.State, elem int64, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
 	if done {
 		return d
@@ -115,10 +115,10 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 	if err != nil {
 		return decision{err: err}
 	}
-	add := r.Op == events.OpSAdd
+	add := r.Op == contract.OpSAdd
 	change := add != present
 	if !change && (!r.Blind || visible == nil) { // nothing to change
-		res := Result{Entry: events.Entry{Key: r.Key.String()}}
+		res := Result{Entry: contract.Entry{Key: r.Key.String()}}
 		if visible != nil {
 			res.Entry = *visible
 		}
@@ -127,22 +127,22 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 	ev := newEvent(cur, r, now, epoch)
 	ev.Op = r.Op
 	if visible == nil {
-		meta = events.CollectionMeta{Type: events.PurposeSet, Since: ev.Version}
+		meta = contract.CollectionMeta{Type: contract.PurposeSet, Since: ev.Version}
 	}
 	if change {
-		ev.Element = &events.Element{Op: events.ElementRemove, Member: r.Member}
+		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: r.Member}
 		meta.Size--
 		if add {
-			ev.Element.Op = events.ElementAdd
+			ev.Element.Op = contract.ElementAdd
 			meta.Size += 2
 		}
 	}
 	after, merr := marshalCompact(meta)
 	if merr != nil {
-		return decision{err: events.Errorf(events.EInternal, "encode set metadata: %v", merr)}
+		return decision{err: contract.Errorf(contract.EInternal, "encode set metadata: %v", merr)}
 	}
 	ev.After = after
-	d = finish(ev, visible, r, events.PurposeSet, r.TTLSeconds == 0, now)
+	d = finish(ev, visible, r, contract.PurposeSet, r.TTLSeconds == 0, now)
 	d.result.Changed = change
 	return d
 }
@@ -151,8 +151,8 @@ func DecideSet(cur events.State, elem int64, known requestMemory, r *Request, no
 // collection: its metadata is the server's, kept by the collection's
 // ops. A DELETE removes the whole collection (one event, whatever its
 // size: the elements left behind are not read, CollectionMeta.Since).
-func guardCollection(visible *events.Entry, r *Request) *events.Error {
-	if visible == nil || !events.IsCollectionPurpose(visible.Semantics.Purpose) || r.Op == events.OpDelete {
+func guardCollection(visible *contract.Entry, r *Request) *contract.Error {
+	if visible == nil || !contract.IsCollectionPurpose(visible.Semantics.Purpose) || r.Op == contract.OpDelete {
 		return nil
 	}
 	p := visible.Semantics.Purpose
@@ -161,22 +161,22 @@ func guardCollection(visible *events.Entry, r *Request) *events.Error {
 
 // ReadCard answers scard from the set's entry as a read sees it: 0 for
 // an absent set.
-func ReadCard(key events.Key, e *events.Entry) (events.CardAnswer, error) {
+func ReadCard(key contract.Key, e *contract.Entry) (contract.CardAnswer, error) {
 	meta, _, err := isMember(e, 0)
 	if err != nil {
-		return events.CardAnswer{}, err
+		return contract.CardAnswer{}, err
 	}
-	return events.CardAnswer{Set: key.String(), Size: meta.Size}, nil
+	return contract.CardAnswer{Set: key.String(), Size: meta.Size}, nil
 }
 
 // ReadIsMember answers sismember from the set's entry as a read sees it
 // and the member's kv_elements version (0: none).
-func ReadIsMember(key events.Key, e *events.Entry, elem int64) (events.IsMemberAnswer, error) {
+func ReadIsMember(key contract.Key, e *contract.Entry, elem int64) (contract.IsMemberAnswer, error) {
 	_, present, err := isMember(e, elem)
 	if err != nil {
-		return events.IsMemberAnswer{}, err
+		return contract.IsMemberAnswer{}, err
 	}
-	return events.IsMemberAnswer{Set: key.String(), IsMember: present}, nil
+	return contract.IsMemberAnswer{Set: key.String(), IsMember: present}, nil
 }
 
 // Member returns the state of the set key and the version of member's
@@ -184,13 +184,13 @@ func ReadIsMember(key events.Key, e *events.Entry, elem int64) (events.IsMemberA
 // State: from the overlay when it holds the member's unprojected change,
 // else from the projection (the set's state from the state cache when it
 // holds it).
-func (w *Writer) Member(ctx context.Context, key events.Key, member string) (events.State, int64, error) {
+func (w *Writer) Member(ctx context.Context, key contract.Key, member string) (contract.State, int64, error) {
 	id, p := w.partition(key)
 	if p == nil {
-		return events.State{}, 0, errUnavailable(id, "not owned by this writer")
+		return contract.State{}, 0, errUnavailable(id, "not owned by this writer")
 	}
 	if err := p.confirm(ctx); err != nil {
-		return events.State{}, 0, err
+		return contract.State{}, 0, err
 	}
 	p.mu.RLock()
 	ready := p.ready
@@ -202,31 +202,31 @@ func (w *Writer) Member(ctx context.Context, key events.Key, member string) (eve
 	}
 	p.mu.RUnlock()
 	if !ready {
-		return events.State{}, 0, errUnavailable(id, "catching up or moving between writers")
+		return contract.State{}, 0, errUnavailable(id, "catching up or moving between writers")
 	}
 	if !in {
 		var err error
 		if st, err = w.proj.State(ctx, key.String()); err != nil {
-			return events.State{}, 0, err
+			return contract.State{}, 0, err
 		}
 	}
 	if !known {
 		var err error
 		if elem, err = w.proj.Element(ctx, projection.ElementRef{Collection: key.String(), Member: member}); err != nil {
-			return events.State{}, 0, err
+			return contract.State{}, 0, err
 		}
 	}
 	return st, elem, nil
 }
 
 // SetAnswer is the answer of an sadd or srem from its result.
-func SetAnswer(op events.Op, res Result) events.SetChangeAnswer {
-	a := events.SetChangeAnswer{Set: res.Entry.Key, Version: res.Entry.Version}
-	if meta, err := events.ParseCollectionMeta(res.Entry.Value); err == nil && res.Entry.Value != nil {
+func SetAnswer(op contract.Op, res Result) contract.SetChangeAnswer {
+	a := contract.SetChangeAnswer{Set: res.Entry.Key, Version: res.Entry.Version}
+	if meta, err := contract.ParseCollectionMeta(res.Entry.Value); err == nil && res.Entry.Value != nil {
 		a.Size = meta.Size
 	}
 	changed := res.Changed
-	if op == events.OpSAdd {
+	if op == contract.OpSAdd {
 		a.Added = &changed
 	} else {
 		a.Removed = &changed
@@ -236,8 +236,8 @@ func SetAnswer(op events.Op, res Result) events.SetChangeAnswer {
 
 // elementVersion is the version of the kv_elements row of e's member
 // after e: e's version after an add, 0 (no row) after a remove.
-func elementVersion(e *events.Event) int64 {
-	if e.Element.Op == events.ElementAdd {
+func elementVersion(e *contract.Event) int64 {
+	if e.Element.Op == contract.ElementAdd {
 		return e.Version
 	}
 	return 0
@@ -248,7 +248,7 @@ func elementVersion(e *events.Event) int64 {
 // (replayed, stale or reused), a version mismatch. done reports that d is
 // the decision; otherwise visible is the collection's entry at now. A
 // replayed request is the key's latest write: it changed the collection.
-func decideCollectionRequest(cur events.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) (visible *events.Entry, d decision, done bool) {
+func decideCollectionRequest(cur contract.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) (visible *contract.Entry, d decision, done bool) {
 	if r.Denied {
 		return nil, Decide(cur, r, now, epoch), true
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -17,52 +17,52 @@ func TestDecideSet(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/active-agents")
 	later := now.Add(time.Hour)
-	set := func(v, size, since int64) events.State {
-		meta, _ := json.Marshal(events.CollectionMeta{Type: "set", Size: size, Since: since})
-		return events.State{Version: v, Live: true, Entry: events.Entry{Key: key.String(), Version: v, Value: meta,
-			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "set"}}}
+	set := func(v, size, since int64) contract.State {
+		meta, _ := json.Marshal(contract.CollectionMeta{Type: "set", Size: size, Since: since})
+		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
+			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "set"}}}
 	}
 	withTTL := set(5, 2, 1)
 	withTTL.Entry.ExpiresAt = &later
 	expired := set(5, 2, 1)
 	past := now.Add(-time.Second)
 	expired.Entry.ExpiresAt = &past
-	deleted := events.State{Version: 9, Entry: events.Entry{Key: key.String(), Version: 9}}
-	plain := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
-		Semantics: events.Semantics{Purpose: "counter"}}}
+	deleted := contract.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
+	plain := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
+		Semantics: contract.Semantics{Purpose: "counter"}}}
 
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		elem    int64 // the member's kv_elements version (0: none)
 		req     Request
 		code    string // error code, or "" when accepted
 		changed bool   // an event is appended
-		meta    events.CollectionMeta
-		element events.Element
+		meta    contract.CollectionMeta
+		element contract.Element
 	}{
-		{"OKAddCreatesSet", events.State{}, 0, Request{Op: events.OpSAdd, Member: "m"}, "", true, events.CollectionMeta{Type: "set", Size: 1, Since: 1}, events.Element{Op: "add", Member: "m"}},
-		{"OKAddNewMember", set(5, 2, 1), 0, Request{Op: events.OpSAdd, Member: "m"}, "", true, events.CollectionMeta{Type: "set", Size: 3, Since: 1}, events.Element{Op: "add", Member: "m"}},
-		{"OKAddPresentChangesNothing", set(5, 2, 1), 4, Request{Op: events.OpSAdd, Member: "m"}, "", false, events.CollectionMeta{}, events.Element{}},
-		{"OKAddRowOfEarlierSet", set(12, 1, 10), 4, Request{Op: events.OpSAdd, Member: "m"}, "", true, events.CollectionMeta{Type: "set", Size: 2, Since: 10}, events.Element{Op: "add", Member: "m"}},
-		{"OKAddAfterDeleteStartsAfresh", deleted, 4, Request{Op: events.OpSAdd, Member: "m"}, "", true, events.CollectionMeta{Type: "set", Size: 1, Since: 10}, events.Element{Op: "add", Member: "m"}},
-		{"OKAddToExpiredStartsAfresh", expired, 4, Request{Op: events.OpSAdd, Member: "m"}, "", true, events.CollectionMeta{Type: "set", Size: 1, Since: 6}, events.Element{Op: "add", Member: "m"}},
-		{"OKRemovePresent", set(5, 2, 1), 4, Request{Op: events.OpSRem, Member: "m"}, "", true, events.CollectionMeta{Type: "set", Size: 1, Since: 1}, events.Element{Op: "remove", Member: "m"}},
-		{"OKRemoveLastLeavesEmptySet", set(5, 1, 1), 4, Request{Op: events.OpSRem, Member: "m"}, "", true, events.CollectionMeta{Type: "set", Size: 0, Since: 1}, events.Element{Op: "remove", Member: "m"}},
-		{"OKRemoveAbsentChangesNothing", set(5, 2, 1), 0, Request{Op: events.OpSRem, Member: "m"}, "", false, events.CollectionMeta{}, events.Element{}},
-		{"OKRemoveFromMissingSet", events.State{}, 0, Request{Op: events.OpSRem, Member: "m"}, "", false, events.CollectionMeta{}, events.Element{}},
-		{"OKRemoveRowOfEarlierSet", set(12, 1, 10), 4, Request{Op: events.OpSRem, Member: "m"}, "", false, events.CollectionMeta{}, events.Element{}},
-		{"OKExpectedVersion", set(5, 2, 1), 0, Request{Op: events.OpSAdd, Member: "m", ExpectedVersion: ptr(5)}, "", true, events.CollectionMeta{Type: "set", Size: 3, Since: 1}, events.Element{Op: "add", Member: "m"}},
-		{"ErrExpectedVersion", set(5, 2, 1), 0, Request{Op: events.OpSAdd, Member: "m", ExpectedVersion: ptr(4)}, events.EConflict, false, events.CollectionMeta{}, events.Element{}},
-		{"ErrNotASet", plain, 0, Request{Op: events.OpSAdd, Member: "m"}, events.EWrongType, false, events.CollectionMeta{}, events.Element{}},
-		{"ErrRemoveNotASet", plain, 0, Request{Op: events.OpSRem, Member: "m"}, events.EWrongType, false, events.CollectionMeta{}, events.Element{}},
+		{"OKAddCreatesSet", contract.State{}, 0, Request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddNewMember", set(5, 2, 1), 0, Request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddPresentChangesNothing", set(5, 2, 1), 4, Request{Op: contract.OpSAdd, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKAddRowOfEarlierSet", set(12, 1, 10), 4, Request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 2, Since: 10}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddAfterDeleteStartsAfresh", deleted, 4, Request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 10}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddToExpiredStartsAfresh", expired, 4, Request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 6}, contract.Element{Op: "add", Member: "m"}},
+		{"OKRemovePresent", set(5, 2, 1), 4, Request{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
+		{"OKRemoveLastLeavesEmptySet", set(5, 1, 1), 4, Request{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 0, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
+		{"OKRemoveAbsentChangesNothing", set(5, 2, 1), 0, Request{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKRemoveFromMissingSet", contract.State{}, 0, Request{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKRemoveRowOfEarlierSet", set(12, 1, 10), 4, Request{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKExpectedVersion", set(5, 2, 1), 0, Request{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(5)}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
+		{"ErrExpectedVersion", set(5, 2, 1), 0, Request{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(4)}, contract.EConflict, false, contract.CollectionMeta{}, contract.Element{}},
+		{"ErrNotASet", plain, 0, Request{Op: contract.OpSAdd, Member: "m"}, contract.EWrongType, false, contract.CollectionMeta{}, contract.Element{}},
+		{"ErrRemoveNotASet", plain, 0, Request{Op: contract.OpSRem, Member: "m"}, contract.EWrongType, false, contract.CollectionMeta{}, contract.Element{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
 			d := DecideSet(tc.cur, tc.elem, requestMemory{}, &r, now, 1, testWindow)
 			if tc.code != "" {
-				if events.ErrorCode(d.err) != tc.code || d.event != nil {
+				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.err, d.event, tc.code)
 				}
 				return
@@ -77,41 +77,41 @@ func TestDecideSet(t *testing.T) {
 				return
 			}
 			ev := d.event
-			meta, err := events.ParseCollectionMeta(ev.After)
+			meta, err := contract.ParseCollectionMeta(ev.After)
 			if err != nil || meta != tc.meta {
 				t.Fatalf("metadata %s (%v), want %+v", ev.After, err, tc.meta)
 			}
-			if ev.Version != tc.cur.Version+1 || ev.Op != r.Op || ev.Kind != events.KindPut || ev.Semantics.Purpose != "set" || ev.Element.Op != tc.element.Op || ev.Element.Member != tc.element.Member {
+			if ev.Version != tc.cur.Version+1 || ev.Op != r.Op || ev.Kind != contract.KindPut || ev.Semantics.Purpose != "set" || ev.Element.Op != tc.element.Op || ev.Element.Member != tc.element.Member {
 				t.Fatalf("event %+v element %+v", ev, ev.Element)
 			}
 		})
 	}
 
 	t.Run("OKAddKeepsTheSetsExpiry", func(t *testing.T) {
-		r := Request{Key: key, Op: events.OpSAdd, Member: "m"}
+		r := Request{Key: key, Op: contract.OpSAdd, Member: "m"}
 		d := DecideSet(withTTL, 0, requestMemory{}, &r, now, 1, testWindow)
 		if d.event == nil || d.event.ExpiresAt == nil || !d.event.ExpiresAt.Equal(later) {
 			t.Fatalf("event %+v, want the set's expiry kept", d.event)
 		}
 	})
 	t.Run("OKReplayOfTheLatestRequest", func(t *testing.T) {
-		r := Request{Key: key, Op: events.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
+		r := Request{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
 		d := DecideSet(set(5, 2, 1), 0, requestMemory{}, &r, now, 1, testWindow)
 		st := d.event.State()
 		again := DecideSet(st, 6, requestMemory{}, &r, now, 1, testWindow)
 		if again.event != nil || !again.result.Replayed || !again.result.Changed {
 			t.Fatalf("retry: %+v", again)
 		}
-		other := Request{Key: key, Op: events.OpSAdd, Member: "n", RequestID: "r1", Principal: "p"}
-		if d := DecideSet(st, 0, requestMemory{}, &other, now, 1, testWindow); events.ErrorCode(d.err) != events.EConflict || d.event != nil {
+		other := Request{Key: key, Op: contract.OpSAdd, Member: "n", RequestID: "r1", Principal: "p"}
+		if d := DecideSet(st, 0, requestMemory{}, &other, now, 1, testWindow); contract.ErrorCode(d.err) != contract.EConflict || d.event != nil {
 			t.Fatalf("another member under the same requestId: %+v", d)
 		}
 	})
 	t.Run("ErrStaleRetry", func(t *testing.T) {
-		r := Request{Key: key, Op: events.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
+		r := Request{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
 		known := requestMemory{projection.RequestRef{Key: key.String(), RequestID: "r1"}: {Version: 4, Digest: r.Digest()}}
 		d := DecideSet(set(5, 2, 1), 0, known, &r, now, 1, testWindow)
-		if events.ErrorCode(d.err) != events.EConflict || d.event != nil || d.conflict == nil || d.conflict.Reason != "stale_request" {
+		if contract.ErrorCode(d.err) != contract.EConflict || d.event != nil || d.conflict == nil || d.conflict.Reason != "stale_request" {
 			t.Fatalf("%+v", d)
 		}
 	})
@@ -126,23 +126,23 @@ func TestDecideSet(t *testing.T) {
 func TestDecideSetBlind(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/active-agents")
-	meta, _ := json.Marshal(events.CollectionMeta{Type: "set", Size: 2, Since: 1})
-	set := events.State{Version: 5, Live: true, Entry: events.Entry{Key: key.String(), Version: 5, Value: meta,
-		CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "set"}}}
+	meta, _ := json.Marshal(contract.CollectionMeta{Type: "set", Size: 2, Since: 1})
+	set := contract.State{Version: 5, Live: true, Entry: contract.Entry{Key: key.String(), Version: 5, Value: meta,
+		CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "set"}}}
 	for _, tc := range []struct {
 		name    string
-		cur     events.State
+		cur     contract.State
 		elem    int64
-		op      events.Op
+		op      contract.Op
 		size    int64  // the metadata's after the event; -1: nothing appended
 		element string // the element's op; "" none
 	}{
-		{"OKAddPresentAppendsUnchanged", set, 4, events.OpSAdd, 2, ""},
-		{"OKAddAbsentAdds", set, 0, events.OpSAdd, 3, events.ElementAdd},
-		{"OKRemoveAbsentAppendsUnchanged", set, 0, events.OpSRem, 2, ""},
-		{"OKRemovePresentRemoves", set, 4, events.OpSRem, 1, events.ElementRemove},
-		{"OKAddCreatesSet", events.State{}, 0, events.OpSAdd, 1, events.ElementAdd},
-		{"OKRemoveFromMissingSetChangesNothing", events.State{}, 0, events.OpSRem, -1, ""},
+		{"OKAddPresentAppendsUnchanged", set, 4, contract.OpSAdd, 2, ""},
+		{"OKAddAbsentAdds", set, 0, contract.OpSAdd, 3, contract.ElementAdd},
+		{"OKRemoveAbsentAppendsUnchanged", set, 0, contract.OpSRem, 2, ""},
+		{"OKRemovePresentRemoves", set, 4, contract.OpSRem, 1, contract.ElementRemove},
+		{"OKAddCreatesSet", contract.State{}, 0, contract.OpSAdd, 1, contract.ElementAdd},
+		{"OKRemoveFromMissingSetChangesNothing", contract.State{}, 0, contract.OpSRem, -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Request{Key: key, Op: tc.op, Member: "m", Principal: "wo", Blind: true}
@@ -160,7 +160,7 @@ func TestDecideSetBlind(t *testing.T) {
 			if ev == nil || ev.Version != tc.cur.Version+1 || d.result.Entry.Version != ev.Version || ev.Op != tc.op || ev.Semantics.Purpose != "set" {
 				t.Fatalf("event %+v result %+v, want version %d", ev, d.result, tc.cur.Version+1)
 			}
-			got, err := events.ParseCollectionMeta(ev.After)
+			got, err := contract.ParseCollectionMeta(ev.After)
 			if err != nil || got.Size != tc.size {
 				t.Fatalf("after %s, want size %d", ev.After, tc.size)
 			}
@@ -180,26 +180,26 @@ func TestPlainWritesKeepOffSets(t *testing.T) {
 	now := time.Now().UTC()
 	key := mustKey(t, "tenant/a/project/b/s")
 	meta := json.RawMessage(`{"type":"set","size":2,"since":1}`)
-	cur := events.State{Version: 3, Live: true, Entry: events.Entry{Key: key.String(), Version: 3, Value: meta, Semantics: events.Semantics{Purpose: "set"}}}
+	cur := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}}
 	for _, tc := range []struct {
 		name string
-		cur  events.State
+		cur  contract.State
 		req  Request
 		code string
 	}{
-		{"ErrPutPurposeSet", events.State{}, Request{Op: events.OpPut, Value: meta, Semantics: events.Semantics{Purpose: "set"}}, events.EInvalid},
-		{"ErrPutOverSet", cur, Request{Op: events.OpPut, Value: json.RawMessage(`1`)}, events.EWrongType},
-		{"ErrCASOverSet", cur, Request{Op: events.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(3)}, events.EWrongType},
-		{"ErrIncrementSet", cur, Request{Op: events.OpIncrement, By: 1}, events.EWrongType},
-		{"ErrPatchSet", cur, Request{Op: events.OpPatch, Set: map[string]json.RawMessage{"size": json.RawMessage(`9`)}}, events.EWrongType},
-		{"ErrLockOnSet", cur, Request{Op: events.OpLockAcquire, Holder: "h", TTLSeconds: 5}, events.EWrongType},
-		{"OKDeleteSet", cur, Request{Op: events.OpDelete}, ""},
+		{"ErrPutPurposeSet", contract.State{}, Request{Op: contract.OpPut, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}, contract.EInvalid},
+		{"ErrPutOverSet", cur, Request{Op: contract.OpPut, Value: json.RawMessage(`1`)}, contract.EWrongType},
+		{"ErrCASOverSet", cur, Request{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(3)}, contract.EWrongType},
+		{"ErrIncrementSet", cur, Request{Op: contract.OpIncrement, By: 1}, contract.EWrongType},
+		{"ErrPatchSet", cur, Request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"size": json.RawMessage(`9`)}}, contract.EWrongType},
+		{"ErrLockOnSet", cur, Request{Op: contract.OpLockAcquire, Holder: "h", TTLSeconds: 5}, contract.EWrongType},
+		{"OKDeleteSet", cur, Request{Op: contract.OpDelete}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key = key
 			d := Decide(tc.cur, &r, now, 1)
-			if events.ErrorCode(d.err) != tc.code && !(tc.code == "" && d.err == nil) {
+			if contract.ErrorCode(d.err) != tc.code && !(tc.code == "" && d.err == nil) {
 				t.Fatalf("error %v, want %q", d.err, tc.code)
 			}
 			if (d.event != nil) != (tc.code == "") {
@@ -216,11 +216,11 @@ func TestElementOverlay(t *testing.T) {
 	now := time.Now().UTC()
 	key := mustKey(t, "tenant/a/project/b/s")
 	var o overlayEntry
-	var cur events.State
+	var cur contract.State
 	for i, step := range []struct {
-		op     events.Op
+		op     contract.Op
 		member string
-	}{{events.OpSAdd, "a"}, {events.OpSAdd, "b"}, {events.OpSRem, "a"}} {
+	}{{contract.OpSAdd, "a"}, {contract.OpSAdd, "b"}, {contract.OpSRem, "a"}} {
 		r := Request{Key: key, Op: step.op, Member: step.member}
 		d := DecideSet(cur, o.elems[step.member], requestMemory{}, &r, now, 1, testWindow)
 		if d.event == nil {
@@ -251,8 +251,8 @@ func TestSetMembersFollowThePartition(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
 	ctx := t.Context()
 	set := mustKey(t, "tenant/a/project/b/agents")
-	req := func(op events.Op, m string) *Request { return &Request{Key: set, Op: op, Member: m, Principal: "p"} }
-	for _, r := range []*Request{req(events.OpSAdd, "x"), req(events.OpSAdd, "y"), req(events.OpSRem, "x")} {
+	req := func(op contract.Op, m string) *Request { return &Request{Key: set, Op: op, Member: m, Principal: "p"} }
+	for _, r := range []*Request{req(contract.OpSAdd, "x"), req(contract.OpSAdd, "y"), req(contract.OpSRem, "x")} {
 		if res, err := a.Do(ctx, r); err != nil || !res.Changed {
 			t.Fatalf("%s %s: %+v %v", r.Op, r.Member, res, err)
 		}
@@ -268,9 +268,9 @@ func TestSetMembersFollowThePartition(t *testing.T) {
 		changed bool
 		version int64
 	}{
-		{req(events.OpSAdd, "y"), false, 3}, // still there
-		{req(events.OpSRem, "x"), false, 3}, // already gone
-		{req(events.OpSAdd, "x"), true, 4},
+		{req(contract.OpSAdd, "y"), false, 3}, // still there
+		{req(contract.OpSRem, "x"), false, 3}, // already gone
+		{req(contract.OpSAdd, "x"), true, 4},
 	} {
 		res, err := b.Do(ctx, step.r)
 		if err != nil || res.Changed != step.changed || res.Entry.Version != step.version {

@@ -1,6 +1,6 @@
 package writer
 
-import "github.com/eskv/eskv/events"
+import "github.com/eskv/eskv/contract"
 
 // The state cache keeps, per partition, the states of keys that the
 // overlay no longer holds, so that a GET or a write's decision on a key
@@ -63,7 +63,7 @@ type stateCache struct {
 }
 
 type cachedState struct {
-	state events.State
+	state contract.State
 	size  int64
 }
 
@@ -72,7 +72,7 @@ type cachedState struct {
 const stateOverhead = 240
 
 // stateSize is about the memory a cached state of key takes.
-func stateSize(key string, s *events.State) int64 {
+func stateSize(key string, s *contract.State) int64 {
 	e := &s.Entry
 	n := len(key) + len(e.Key) + len(e.Value) + len(e.LastWriter) + len(e.RequestID) + len(e.SpecRef) +
 		len(s.RequestDigest) + len(e.Semantics.Purpose) + len(e.Semantics.Producer)
@@ -90,9 +90,9 @@ func newStateCache(budget int64, m *metrics) *stateCache {
 }
 
 // get returns the cached state of key, counting a hit or a miss.
-func (c *stateCache) get(key string) (events.State, bool) {
+func (c *stateCache) get(key string) (contract.State, bool) {
 	if c.budget == 0 {
-		return events.State{}, false
+		return contract.State{}, false
 	}
 	e, ok := c.entries[key]
 	if ok {
@@ -106,7 +106,7 @@ func (c *stateCache) get(key string) (events.State, bool) {
 // put caches s as key's state unless a newer one is cached, and evicts
 // other states until the cache fits its budget. A state larger than the
 // whole budget is not kept (nor the older one).
-func (c *stateCache) put(key string, s events.State) {
+func (c *stateCache) put(key string, s contract.State) {
 	if c.budget == 0 {
 		return
 	}

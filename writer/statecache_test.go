@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -29,7 +29,7 @@ type countingProjection struct {
 	gets, keys atomic.Int64
 }
 
-func (c *countingProjection) State(ctx context.Context, key string) (events.State, error) {
+func (c *countingProjection) State(ctx context.Context, key string) (contract.State, error) {
 	c.gets.Add(1)
 	return c.Store.State(ctx, key)
 }
@@ -67,7 +67,7 @@ func projectedWriter(t testing.TB, cfg Config) (*Writer, *countingProjection) {
 
 // awaitTrimmed waits until the projector applied every write to keys and
 // trim dropped them from the overlay.
-func awaitTrimmed(t testing.TB, w *Writer, keys ...events.Key) {
+func awaitTrimmed(t testing.TB, w *Writer, keys ...contract.Key) {
 	t.Helper()
 	_, p := w.partition(keys[0])
 	testenv.WaitFor(t, 30*time.Second, "the overlay trimmed", func() bool {
@@ -124,10 +124,10 @@ func BenchmarkReadThenCAS(b *testing.B) {
 func benchReadThenCAS(b *testing.B, perUser int, cacheBytes int64) {
 	const clients = 64
 	w, proj := projectedWriter(b, Config{StateCacheBytes: cacheBytes})
-	keys := make([][]events.Key, clients)
+	keys := make([][]contract.Key, clients)
 	var warm sync.WaitGroup
 	for c := range keys {
-		keys[c] = make([]events.Key, perUser)
+		keys[c] = make([]contract.Key, perUser)
 		for i := range keys[c] {
 			keys[c][i] = benchKey(b, fmt.Sprintf("tenant/bench/project/p%d/c%02d-k%03d", c%8, c, i))
 		}
@@ -162,19 +162,19 @@ func benchReadThenCAS(b *testing.B, perUser int, cacheBytes int64) {
 
 // readThenCAS is one cycle of figure 18a's clients; a conflict is no
 // error.
-func readThenCAS(ctx context.Context, w *Writer, k events.Key) error {
+func readThenCAS(ctx context.Context, w *Writer, k contract.Key) error {
 	st, err := w.State(ctx, k)
 	if err == nil {
 		_, err = cas(ctx, w, k, st.Version, `1`)
 	}
-	if events.ErrorCode(err) == events.EConflict {
+	if contract.ErrorCode(err) == contract.EConflict {
 		return nil
 	}
 	return err
 }
 
-func cas(ctx context.Context, w *Writer, k events.Key, expected int64, v string) (Result, error) {
-	return w.Do(ctx, &Request{Key: k, Op: events.OpPut, Value: json.RawMessage(v), ExpectedVersion: &expected, Principal: "p"})
+func cas(ctx context.Context, w *Writer, k contract.Key, expected int64, v string) (Result, error) {
+	return w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(v), ExpectedVersion: &expected, Principal: "p"})
 }
 
 // TestStateCacheAnswersWithoutPostgres: once the projector applied a key's
@@ -215,12 +215,12 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 		if _, err := cas(ctx, w, d, 0, `{"a":[1,2]}`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.Do(ctx, &Request{Key: d, Op: events.OpDelete, Principal: "q", RequestID: "del-1"}); err != nil {
+		if _, err := w.Do(ctx, &Request{Key: d, Op: contract.OpDelete, Principal: "q", RequestID: "del-1"}); err != nil {
 			t.Fatal(err)
 		}
 		awaitTrimmed(t, w, k, d)
 		_, p := w.partition(k)
-		for _, key := range []events.Key{k, d} {
+		for _, key := range []contract.Key{k, d} {
 			cached, ok, _ := p.lookup(key.String())
 			row, err := proj.Store.State(ctx, key.String())
 			if err != nil || !ok {
@@ -252,7 +252,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 		absent := mustKey(t, "tenant/a/project/b/never")
 		_, keys := proj.reads()
 		for range 3 {
-			if _, err := cas(ctx, w, absent, 5, `1`); events.ErrorCode(err) != events.EConflict {
+			if _, err := cas(ctx, w, absent, 5, `1`); contract.ErrorCode(err) != contract.EConflict {
 				t.Fatalf("CAS of a key never written: %v; want version_conflict", err)
 			}
 		}
@@ -262,7 +262,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 	})
 	t.Run("OKExpiredIsAbsent", func(t *testing.T) {
 		e := mustKey(t, "tenant/a/project/b/expiring")
-		res, err := w.Do(ctx, &Request{Key: e, Op: events.OpPut, Value: json.RawMessage(`1`), TTLSeconds: 1, Principal: "p"})
+		res, err := w.Do(ctx, &Request{Key: e, Op: contract.OpPut, Value: json.RawMessage(`1`), TTLSeconds: 1, Principal: "p"})
 		if err != nil || res.Entry.ExpiresAt == nil {
 			t.Fatalf("put with a TTL: %+v %v", res, err)
 		}
@@ -291,10 +291,10 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 // keeps the cache within its budget and every write still decides on the
 // key's latest state (from the cache or from Postgres).
 func TestStateCacheTinyBudget(t *testing.T) {
-	budget := 3 * stateSize("tenant/a/project/b/k00", &events.State{Entry: events.Entry{Key: "tenant/a/project/b/k00", Value: json.RawMessage(`100`), LastWriter: "p"}})
+	budget := 3 * stateSize("tenant/a/project/b/k00", &contract.State{Entry: contract.Entry{Key: "tenant/a/project/b/k00", Value: json.RawMessage(`100`), LastWriter: "p"}})
 	w, proj := projectedWriter(t, Config{StateCacheBytes: budget})
 	ctx := t.Context()
-	keys := make([]events.Key, 20)
+	keys := make([]contract.Key, 20)
 	for i := range keys {
 		keys[i] = mustKey(t, fmt.Sprintf("tenant/a/project/b/k%02d", i))
 		if _, err := cas(ctx, w, keys[i], 0, `1`); err != nil {
@@ -322,7 +322,7 @@ func TestStateCacheTinyBudget(t *testing.T) {
 
 // cachePartition is a ready partition of an offline writer whose overlay
 // holds state at offset 10 for key.
-func cachePartition(t *testing.T, cfg Config, key string, state events.State) *partition {
+func cachePartition(t *testing.T, cfg Config, key string, state contract.State) *partition {
 	t.Helper()
 	cfg.Topics = changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1}
 	p := newPartition(offlineWriter(t, cfg), 0)
@@ -330,8 +330,8 @@ func cachePartition(t *testing.T, cfg Config, key string, state events.State) *p
 	return p
 }
 
-func version(v int64) events.State {
-	return events.State{Version: v, Live: true, Entry: events.Entry{Key: "k", Version: v, Value: json.RawMessage(fmt.Sprint(v))}}
+func version(v int64) contract.State {
+	return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: "k", Version: v, Value: json.RawMessage(fmt.Sprint(v))}}
 }
 
 // TestStateCacheKeepsNewer: whichever of trim (the overlay's state) and
@@ -350,7 +350,7 @@ func TestStateCacheKeepsNewer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := cachePartition(t, Config{}, "k", version(tc.overlay))
-			read := func() { p.cacheRead([]string{"k"}, map[string]events.State{"k": version(tc.read)}) }
+			read := func() { p.cacheRead([]string{"k"}, map[string]contract.State{"k": version(tc.read)}) }
 			if tc.readFirst {
 				read()
 			}
@@ -375,7 +375,7 @@ func TestStateCacheDiesWithTheOwnership(t *testing.T) {
 		t.Fatalf("after trim: %+v %v %v", st, ok, ready)
 	}
 	p.setReady(false, 0, nil)
-	p.cacheRead([]string{"j"}, map[string]events.State{"j": version(1)}) // a batch read when confirm gave up
+	p.cacheRead([]string{"j"}, map[string]contract.State{"j": version(1)}) // a batch read when confirm gave up
 	p.setReady(true, 2, map[string]overlayEntry{})
 	for _, k := range []string{"k", "j"} {
 		if st, ok, _ := p.lookup(k); ok {
@@ -391,11 +391,11 @@ func TestStateCacheDiesWithTheOwnership(t *testing.T) {
 // cache.
 func TestStateCachePut(t *testing.T) {
 	w := offlineWriter(t, Config{})
-	size := stateSize("k00", &events.State{})
+	size := stateSize("k00", &contract.State{})
 	t.Run("OKEvictsToBudget", func(t *testing.T) {
 		c := newStateCache(4*size, w.metrics)
 		for i := range 10 {
-			c.put(fmt.Sprintf("k%02d", i), events.State{})
+			c.put(fmt.Sprintf("k%02d", i), contract.State{})
 			if c.bytes > c.budget {
 				t.Fatalf("%d bytes over a budget of %d", c.bytes, c.budget)
 			}
@@ -409,15 +409,15 @@ func TestStateCachePut(t *testing.T) {
 	})
 	t.Run("OKTooLargeDropsTheOlder", func(t *testing.T) {
 		c := newStateCache(2*size, w.metrics)
-		c.put("k00", events.State{Version: 1})
-		c.put("k00", events.State{Version: 2, Entry: events.Entry{Value: make(json.RawMessage, 2*size)}})
+		c.put("k00", contract.State{Version: 1})
+		c.put("k00", contract.State{Version: 2, Entry: contract.Entry{Value: make(json.RawMessage, 2*size)}})
 		if st, ok := c.get("k00"); ok || c.bytes != 0 {
 			t.Errorf("cached %+v, %d bytes; want nothing", st, c.bytes)
 		}
 	})
 	t.Run("OKDisabled", func(t *testing.T) {
 		c := newStateCache(0, w.metrics)
-		c.put("k00", events.State{})
+		c.put("k00", contract.State{})
 		if _, ok := c.get("k00"); ok {
 			t.Error("a disabled cache answered")
 		}
@@ -431,8 +431,8 @@ func TestStateCachePut(t *testing.T) {
 func TestCommittedAfterGivingUp(t *testing.T) {
 	p := cachePartition(t, Config{}, "k", version(1))
 	p.setReady(false, 0, nil)
-	ev := &events.Event{Key: "k", Version: 2}
-	p.committed([]*kgo.Record{{Topic: "c", Offset: 11}}, []*events.Event{ev})
+	ev := &contract.Event{Key: "k", Version: 2}
+	p.committed([]*kgo.Record{{Topic: "c", Offset: 11}}, []*contract.Event{ev})
 	if p.overlay != nil || p.end != 0 {
 		t.Fatalf("overlay %v, end %d; want none and 0", p.overlay, p.end)
 	}
@@ -443,7 +443,7 @@ func TestCommittedAfterGivingUp(t *testing.T) {
 // while it read.
 func TestStateCacheGetFill(t *testing.T) {
 	commit := func(p *partition) {
-		p.committed([]*kgo.Record{{Topic: "c", Offset: 20}}, []*events.Event{{Key: "k", Version: 5}})
+		p.committed([]*kgo.Record{{Topic: "c", Offset: 20}}, []*contract.Event{{Key: "k", Version: 5}})
 	}
 	restart := func(p *partition) {
 		p.setReady(false, 0, nil)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -121,12 +121,12 @@ func (p *partition) due(ctx context.Context, now time.Time) (map[string]int64, e
 func (p *partition) expire(ctx context.Context, due map[string]int64) (int, error) {
 	reqs := make([]*Request, 0, len(due))
 	for k, v := range due {
-		key, err := events.ParseKey(k)
+		key, err := contract.ParseKey(k)
 		if err != nil {
 			p.log.Error("the projection holds a key that breaks the key rules; not expiring it", "key", k, "err", err)
 			continue
 		}
-		reqs = append(reqs, &Request{Key: key, Op: events.OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal})
+		reqs = append(reqs, &Request{Key: key, Op: contract.OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal})
 	}
 	return p.submitSweep(ctx, reqs, "expired")
 }
@@ -148,7 +148,7 @@ func (p *partition) submitSweep(ctx context.Context, reqs []*Request, done strin
 				case a.err == nil:
 					n++
 					p.w.metrics.swept.WithLabelValues(done).Inc()
-				case events.ErrorCode(a.err) == events.EConflict:
+				case contract.ErrorCode(a.err) == contract.EConflict:
 					p.w.metrics.swept.WithLabelValues("skipped").Inc()
 				default:
 					return a.err
@@ -196,8 +196,8 @@ func (p *partition) requeue(ctx context.Context) error {
 // (events the projection may not hold yet) and the projection's, where
 // the overlay does not know better.
 func (p *partition) dueItems(ctx context.Context, now time.Time) ([]*Request, error) {
-	return p.sweepItems(ctx, events.OpQRequeue, func(el *events.Element) bool {
-		return el.State == events.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
+	return p.sweepItems(ctx, contract.OpQRequeue, func(el *contract.Element) bool {
+		return el.State == contract.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
 	}, func(limit int) ([]projection.DueItem, error) { return p.w.proj.DueItems(ctx, p.id, now, limit) })
 }
 
@@ -225,8 +225,8 @@ func (p *partition) expireItems(ctx context.Context) error {
 // item changes) and the projection's, where the overlay does not know
 // better.
 func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request, error) {
-	return p.sweepItems(ctx, events.OpQExpire, func(el *events.Element) bool {
-		return (el.State == events.ItemReady || el.State == events.ItemInFlight) && el.ItemExpired(now)
+	return p.sweepItems(ctx, contract.OpQExpire, func(el *contract.Element) bool {
+		return (el.State == contract.ItemReady || el.State == contract.ItemInFlight) && el.ItemExpired(now)
 	}, func(limit int) ([]projection.DueItem, error) { return p.w.proj.ExpiredItems(ctx, p.id, now, limit) })
 }
 
@@ -234,14 +234,14 @@ func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request
 // partition's queue items: those of the overlay for which due holds, then
 // those the projection lists (rows) that the overlay does not know
 // better. A qrequeue names the delivery it ends.
-func (p *partition) sweepItems(ctx context.Context, op events.Op, due func(*events.Element) bool, rows func(limit int) ([]projection.DueItem, error)) ([]*Request, error) {
+func (p *partition) sweepItems(ctx context.Context, op contract.Op, due func(*contract.Element) bool, rows func(limit int) ([]projection.DueItem, error)) ([]*Request, error) {
 	limit := p.w.cfg.SweepBatch
 	var reqs []*Request
 	add := func(queue, member string, deliveries int64) {
-		key, err := events.ParseKey(queue)
+		key, err := contract.ParseKey(queue)
 		if err == nil && len(reqs) < limit {
 			r := &Request{Key: key, Op: op, Item: member, Principal: SweeperPrincipal}
-			if op == events.OpQRequeue {
+			if op == contract.OpQRequeue {
 				r.Delivery = deliveries
 			}
 			reqs = append(reqs, r)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestSweepItemsCopiesOverlayMembers(t *testing.T) {
 	const queue = "tenant/t/project/p/q"
 	p := &partition{w: &Writer{cfg: Config{SweepBatch: 10}}, ready: true, overlay: map[string]overlayEntry{
-		queue: {items: map[string]overlayItem{"m1": {el: events.Element{State: events.ItemReady}, offset: 5}}},
+		queue: {items: map[string]overlayItem{"m1": {el: contract.Element{State: contract.ItemReady}, offset: 5}}},
 	}}
 	rowsAsked, changed := make(chan struct{}), make(chan struct{})
 	go func() { // the partition's goroutine, committing pushes meanwhile
@@ -27,12 +27,12 @@ func TestSweepItemsCopiesOverlayMembers(t *testing.T) {
 		defer p.mu.Unlock()
 		e := p.overlay[queue]
 		for i := range 50 {
-			el := &events.Element{Op: events.ElementAdd, Member: fmt.Sprint("n", i), State: events.ItemReady}
-			e = e.withItem(&events.Event{Op: events.OpQPush, Element: el}, int64(6+i))
+			el := &contract.Element{Op: contract.ElementAdd, Member: fmt.Sprint("n", i), State: contract.ItemReady}
+			e = e.withItem(&contract.Event{Op: contract.OpQPush, Element: el}, int64(6+i))
 		}
 		p.overlay[queue] = e
 	}()
-	reqs, err := p.sweepItems(context.Background(), events.OpQExpire, func(*events.Element) bool { return false },
+	reqs, err := p.sweepItems(context.Background(), contract.OpQExpire, func(*contract.Element) bool { return false },
 		func(int) ([]projection.DueItem, error) {
 			close(rowsAsked)
 			return []projection.DueItem{{Queue: queue, Member: "m1"}, {Queue: queue, Member: "m2"}}, nil
@@ -43,7 +43,7 @@ func TestSweepItemsCopiesOverlayMembers(t *testing.T) {
 	}
 	// m1's latest change is the overlay's (not due there): the projection's
 	// row of it is stale and left alone; m2 is the projection's alone.
-	if len(reqs) != 1 || reqs[0].Item != "m2" || reqs[0].Op != events.OpQExpire || reqs[0].Key.String() != queue {
+	if len(reqs) != 1 || reqs[0].Item != "m2" || reqs[0].Op != contract.OpQExpire || reqs[0].Key.String() != queue {
 		t.Fatalf("requests: %+v", reqs)
 	}
 }

@@ -9,12 +9,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
 // TxnStep is one operation of a transaction: Req is a write (Op put,
-// delete, increment or patch) or, with Op events.OpCheck, a read-only
+// delete, increment or patch) or, with Op contract.OpCheck, a read-only
 // condition on its key; Cond, when set, must hold for the step to apply.
 // The API builds Req as the single-key write of the same op (with the
 // transaction's principal), its ExpectedVersion from Cond.Version (or 0
@@ -23,7 +23,7 @@ import (
 // field_cas).
 type TxnStep struct {
 	Req  *Request
-	Cond *events.Condition
+	Cond *contract.Condition
 }
 
 // txnNamespace is the UUIDv5 namespace of transaction ids.
@@ -79,7 +79,7 @@ func requestRefs(r *Request) []projection.RequestRef {
 	}
 	var refs []projection.RequestRef
 	for _, s := range r.Txn {
-		if s.Req.Op != events.OpCheck {
+		if s.Req.Op != contract.OpCheck {
 			refs = append(refs, projection.RequestRef{Key: s.Req.Key.String(), RequestID: r.RequestID})
 		}
 	}
@@ -98,7 +98,7 @@ func requestRefs(r *Request) []projection.RequestRef {
 // transaction's and RequestDigest its digest; or the first step that
 // fails rejects the whole transaction: no event, one conflict record for
 // that step (TxnID, TxnOp, TxnSize) and its error, naming the step
-// (events.InOp). A condition that does not hold is version_conflict
+// (contract.InOp). A condition that does not hold is version_conflict
 // (version, exists) or field_mismatch (field equals), reason
 // version_mismatch or field_mismatch; any other failure is the write's
 // own error (not_found, wrong_type, ...), recorded with its code as the
@@ -112,20 +112,20 @@ func requestRefs(r *Request) []projection.RequestRef {
 // requestId: request_id_reused when another request used it,
 // stale_request when this transaction applied before and the key changed
 // since (applying it again would apply it twice).
-func DecideTxn(states map[string]events.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
+func DecideTxn(states map[string]contract.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
 	digest := r.Digest()
 	if d, done := txnReplay(states, known, r, digest, now, window); done {
 		return d
 	}
-	local := make(map[string]events.State, len(r.Txn))
-	state := func(k string) events.State {
+	local := make(map[string]contract.State, len(r.Txn))
+	state := func(k string) contract.State {
 		if s, ok := local[k]; ok {
 			return s
 		}
 		return states[k]
 	}
-	results := make([]events.TxnResult, len(r.Txn))
-	var evs []*events.Event
+	results := make([]contract.TxnResult, len(r.Txn))
+	var evs []*contract.Event
 	for i, s := range r.Txn {
 		k := s.Req.Key.String()
 		cur := state(k)
@@ -135,8 +135,8 @@ func DecideTxn(states map[string]events.State, known requestMemory, r *Request, 
 				return txnFailed(r, i, visible, d, now)
 			}
 		}
-		if s.Req.Op == events.OpCheck {
-			results[i] = events.TxnResult{Key: k, Version: versionOf(cur, visible)}
+		if s.Req.Op == contract.OpCheck {
+			results[i] = contract.TxnResult{Key: k, Version: versionOf(cur, visible)}
 			continue
 		}
 		if visible != nil && isLockPurpose(visible.Semantics.Purpose) {
@@ -156,7 +156,7 @@ func DecideTxn(states map[string]events.State, known requestMemory, r *Request, 
 		ev.RequestID, ev.RequestDigest = r.RequestID, digest
 		local[k] = ev.State()
 		evs = append(evs, ev)
-		results[i] = events.TxnResult{Key: k, Version: ev.Version}
+		results[i] = contract.TxnResult{Key: k, Version: ev.Version}
 		if ev.Live() {
 			results[i].Value = ev.After
 		}
@@ -172,7 +172,7 @@ func DecideTxn(states map[string]events.State, known requestMemory, r *Request, 
 }
 
 // versionOf is the key's version as a read sees it: 0 when absent.
-func versionOf(cur events.State, visible *events.Entry) int64 {
+func versionOf(cur contract.State, visible *contract.Entry) int64 {
 	if visible == nil {
 		return 0
 	}
@@ -182,13 +182,13 @@ func versionOf(cur events.State, visible *events.Entry) int64 {
 // txnReplay answers a transaction with a requestId its keys remember:
 // done reports whether d is the answer (a replay, a reuse or a stale
 // retry).
-func txnReplay(states map[string]events.State, known requestMemory, r *Request, digest string, now time.Time, window RequestWindow) (d decision, done bool) {
+func txnReplay(states map[string]contract.State, known requestMemory, r *Request, digest string, now time.Time, window RequestWindow) (d decision, done bool) {
 	if r.RequestID == "" {
 		return decision{}, false
 	}
 	same, fresh := -1, -1 // a written step whose key holds it as its latest write, and one that does not
 	for i, s := range r.Txn {
-		if s.Req.Op == events.OpCheck {
+		if s.Req.Op == contract.OpCheck {
 			continue
 		}
 		k := s.Req.Key.String()
@@ -217,17 +217,17 @@ func txnReplay(states map[string]events.State, known requestMemory, r *Request, 
 	case fresh >= 0:
 		return refuse(states, r, fresh, now, "stale_request", "requestId %q was applied by this transaction before, and key %s has changed since: this retry is stale, nothing was written", r.RequestID, r.Txn[fresh].Req.Key.String()), true
 	}
-	res := Result{Replayed: true, Txn: make([]events.TxnResult, len(r.Txn))}
+	res := Result{Replayed: true, Txn: make([]contract.TxnResult, len(r.Txn))}
 	for i, s := range r.Txn {
 		k := s.Req.Key.String()
 		cur := states[k]
 		visible := cur.Visible(now)
-		res.Txn[i] = events.TxnResult{Key: k, Version: versionOf(cur, visible)}
-		if s.Req.Op == events.OpCheck {
+		res.Txn[i] = contract.TxnResult{Key: k, Version: versionOf(cur, visible)}
+		if s.Req.Op == contract.OpCheck {
 			continue
 		}
 		res.Txn[i].Version = cur.Version
-		if cur.Live && s.Req.Op != events.OpDelete {
+		if cur.Live && s.Req.Op != contract.OpDelete {
 			res.Txn[i].Value = cur.Entry.Value
 		}
 		if res.TxnID == "" {
@@ -241,18 +241,18 @@ func txnReplay(states map[string]events.State, known requestMemory, r *Request, 
 
 // refuse rejects transaction r for its requestId, which step i's key
 // contradicts (reason request_id_reused or stale_request).
-func refuse(states map[string]events.State, r *Request, i int, now time.Time, reason, format string, args ...any) decision {
+func refuse(states map[string]contract.State, r *Request, i int, now time.Time, reason, format string, args ...any) decision {
 	s := r.Txn[i]
 	cur := states[s.Req.Key.String()]
 	visible := cur.Visible(now)
 	d := txnFailed(r, i, visible, conflictDecision(cur, visible, s.Req, now, reason, format, args...), now)
-	d.err.(*events.Error).Field = "requestId" // the transaction's, not the step's
+	d.err.(*contract.Error).Field = "requestId" // the transaction's, not the step's
 	return d
 }
 
 // checkCondition evaluates step s's condition on its key: failed, with
 // the conflict decision, when a member does not hold.
-func checkCondition(cur events.State, visible *events.Entry, s TxnStep, now time.Time) (decision, bool) {
+func checkCondition(cur contract.State, visible *contract.Entry, s TxnStep, now time.Time) (decision, bool) {
 	c, req := s.Cond, s.Req
 	current := versionOf(cur, visible)
 	var d decision
@@ -260,7 +260,7 @@ func checkCondition(cur events.State, visible *events.Entry, s TxnStep, now time
 	case c.Version != nil && *c.Version != current:
 		d = conflictDecision(cur, visible, req, now, "version_mismatch",
 			"expected version %d, current version is %d", *c.Version, current)
-		d.err.(*events.Error).Field = "condition.version"
+		d.err.(*contract.Error).Field = "condition.version"
 	case c.Exists != nil && *c.Exists != (visible != nil):
 		what := "does not exist"
 		if visible != nil {
@@ -268,11 +268,11 @@ func checkCondition(cur events.State, visible *events.Entry, s TxnStep, now time
 		}
 		d = conflictDecision(cur, visible, req, now, "version_mismatch",
 			"key %s %s (current version %d)", req.Key.String(), what, current)
-		d.err.(*events.Error).Field = "condition.exists"
+		d.err.(*contract.Error).Field = "condition.exists"
 	case c.Field != "" && !jsonEqual(fieldOf(visible, c.Field), c.Equals):
 		d = conflictDecision(cur, visible, req, now, "field_mismatch",
 			"field %q does not equal condition.equals", c.Field)
-		d.err.(*events.Error).Field = "condition.equals"
+		d.err.(*contract.Error).Field = "condition.equals"
 	default:
 		return decision{}, false
 	}
@@ -281,7 +281,7 @@ func checkCondition(cur events.State, visible *events.Entry, s TxnStep, now time
 
 // fieldOf is the top-level field f of visible's value; null when the key
 // is absent, its value no object, or the field missing.
-func fieldOf(visible *events.Entry, f string) json.RawMessage {
+func fieldOf(visible *contract.Entry, f string) json.RawMessage {
 	if visible != nil {
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(visible.Value, &fields) == nil {
@@ -298,11 +298,11 @@ func fieldOf(visible *events.Entry, f string) json.RawMessage {
 // record naming the step (d's, or one built for an error without a
 // record, reason its code), and d's error naming the step, with the
 // key's current entry.
-func txnFailed(r *Request, i int, visible *events.Entry, d decision, now time.Time) decision {
+func txnFailed(r *Request, i int, visible *contract.Entry, d decision, now time.Time) decision {
 	s := r.Txn[i]
-	e, ok := d.err.(*events.Error)
+	e, ok := d.err.(*contract.Error)
 	if !ok {
-		e = events.Errorf(events.EInternal, "%v", d.err)
+		e = contract.Errorf(contract.EInternal, "%v", d.err)
 	}
 	err := *e // Decide's errors may be shared values
 	if err.Current == nil {
@@ -310,9 +310,9 @@ func txnFailed(r *Request, i int, visible *events.Entry, d decision, now time.Ti
 	}
 	c := d.conflict
 	if c == nil {
-		var cur events.State
+		var cur contract.State
 		if visible != nil {
-			cur = events.State{Version: visible.Version, Live: true, Entry: *visible}
+			cur = contract.State{Version: visible.Version, Live: true, Entry: *visible}
 		}
 		c = conflictDecision(cur, visible, s.Req, now, err.Code, "%s", err.Message).conflict
 		err.CorrelationID = c.ID
@@ -320,5 +320,5 @@ func txnFailed(r *Request, i int, visible *events.Entry, d decision, now time.Ti
 	c.RequestID = r.RequestID
 	c.TxnID = uuid.Must(uuid.NewV7()).String()
 	c.TxnOp, c.TxnSize = &i, len(r.Txn)
-	return decision{err: events.InOp(i, &err), conflict: c}
+	return decision{err: contract.InOp(i, &err), conflict: c}
 }

@@ -6,46 +6,48 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func TestDecideTxn(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	const scope = "tenant/a/project/p/"
-	live := func(key string, v int64, val string) events.State {
-		return events.State{Version: v, Live: true, Entry: events.Entry{Key: scope + key, Version: v, Value: json.RawMessage(val),
-			CreatedAt: now.Add(-time.Hour), Semantics: events.Semantics{Purpose: "other"}}}
+	live := func(key string, v int64, val string) contract.State {
+		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: scope + key, Version: v, Value: json.RawMessage(val),
+			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "other"}}}
 	}
 	lock := live("lock", 7, `{"holder":"h","token":7,"acquiredAt":"2026-11-23T11:00:00Z","principal":"q"}`)
-	lock.Entry.Semantics.Purpose = events.PurposeLock
-	states := map[string]events.State{
+	lock.Entry.Semantics.Purpose = contract.PurposeLock
+	states := map[string]contract.State{
 		scope + "a":    live("a", 3, `10`),
 		scope + "b":    live("b", 5, `20`),
 		scope + "obj":  live("obj", 2, `{"s":"open","n":1}`),
 		scope + "str":  live("str", 1, `"text"`),
-		scope + "gone": {Version: 4, Entry: events.Entry{Key: scope + "gone", Version: 4}},
+		scope + "gone": {Version: 4, Entry: contract.Entry{Key: scope + "gone", Version: 4}},
 		scope + "lock": lock,
 	}
 	type step struct {
-		op   events.Op
+		op   contract.Op
 		key  string
-		cond *events.Condition
+		cond *contract.Condition
 		mod  func(*Request)
 	}
-	version := func(v int64) *events.Condition { return &events.Condition{Version: &v} }
-	exists := func(b bool) *events.Condition { return &events.Condition{Exists: &b} }
-	field := func(f, eq string) *events.Condition { return &events.Condition{Field: f, Equals: json.RawMessage(eq)} }
+	version := func(v int64) *contract.Condition { return &contract.Condition{Version: &v} }
+	exists := func(b bool) *contract.Condition { return &contract.Condition{Exists: &b} }
+	field := func(f, eq string) *contract.Condition {
+		return &contract.Condition{Field: f, Equals: json.RawMessage(eq)}
+	}
 	put := func(v string) func(*Request) { return func(r *Request) { r.Value = json.RawMessage(v) } }
 	by := func(n int64) func(*Request) { return func(r *Request) { r.By = n } }
 	build := func(requestID string, steps []step) *Request {
-		r := &Request{Op: events.OpTxn, RequestID: requestID, Principal: "p"}
+		r := &Request{Op: contract.OpTxn, RequestID: requestID, Principal: "p"}
 		for _, s := range steps {
 			k := mustKey(t, scope+s.key)
 			sub := &Request{Key: k, Op: s.op, Principal: "p"}
 			if s.mod != nil {
 				s.mod(sub)
 			}
-			if s.cond != nil && s.op != events.OpCheck {
+			if s.cond != nil && s.op != contract.OpCheck {
 				sub.ExpectedVersion = s.cond.Version
 				if s.cond.Exists != nil && !*s.cond.Exists {
 					sub.ExpectedVersion = ptr(0)
@@ -57,8 +59,8 @@ func TestDecideTxn(t *testing.T) {
 		return r
 	}
 	// applied returns states after the decision's events.
-	applied := func(d decision) map[string]events.State {
-		out := make(map[string]events.State, len(states))
+	applied := func(d decision) map[string]contract.State {
+		out := make(map[string]contract.State, len(states))
 		for k, s := range states {
 			out[k] = s
 		}
@@ -68,20 +70,20 @@ func TestDecideTxn(t *testing.T) {
 		return out
 	}
 	transfer := []step{
-		{events.OpIncrement, "a", version(3), by(-5)},
-		{events.OpIncrement, "b", version(5), by(5)},
-		{events.OpPut, "new", exists(false), put(`{"s":"x"}`)},
-		{events.OpPatch, "obj", field("s", `"open"`), func(r *Request) {
+		{contract.OpIncrement, "a", version(3), by(-5)},
+		{contract.OpIncrement, "b", version(5), by(5)},
+		{contract.OpPut, "new", exists(false), put(`{"s":"x"}`)},
+		{contract.OpPatch, "obj", field("s", `"open"`), func(r *Request) {
 			r.Set = map[string]json.RawMessage{"s": json.RawMessage(`"closed"`)}
-			r.If = &events.FieldCondition{Field: "s", Equals: json.RawMessage(`"open"`)}
+			r.If = &contract.FieldCondition{Field: "s", Equals: json.RawMessage(`"open"`)}
 		}},
-		{events.OpDelete, "str", exists(true), nil},
-		{events.OpCheck, "lock", version(7), nil},
+		{contract.OpDelete, "str", exists(true), nil},
+		{contract.OpCheck, "lock", version(7), nil},
 	}
 
 	for _, tc := range []struct {
 		name     string
-		states   map[string]events.State
+		states   map[string]contract.State
 		req      *Request
 		code     string // "" when applied
 		failedOp int
@@ -90,42 +92,42 @@ func TestDecideTxn(t *testing.T) {
 		versions []int64
 	}{
 		{name: "OKAllApply", req: build("", transfer), versions: []int64{4, 6, 1, 3, 2, 7}},
-		{name: "OKCheckOnly", req: build("", []step{{events.OpCheck, "a", version(3), nil}, {events.OpCheck, "missing", exists(false), nil}}), versions: []int64{3, 0}},
-		{name: "OKFieldEqualsNullOnAbsent", req: build("", []step{{events.OpCheck, "missing", field("f", `null`), nil}}), versions: []int64{0}},
-		{name: "OKFieldEqualsCanonical", req: build("", []step{{events.OpCheck, "obj", field("n", `1.0`), nil}, {events.OpPut, "a", field("x", `null`), put(`1`)}}), versions: []int64{2, 4}},
-		{name: "OKRecreateDeleted", req: build("", []step{{events.OpPut, "gone", version(0), put(`1`)}}), versions: []int64{5}},
+		{name: "OKCheckOnly", req: build("", []step{{contract.OpCheck, "a", version(3), nil}, {contract.OpCheck, "missing", exists(false), nil}}), versions: []int64{3, 0}},
+		{name: "OKFieldEqualsNullOnAbsent", req: build("", []step{{contract.OpCheck, "missing", field("f", `null`), nil}}), versions: []int64{0}},
+		{name: "OKFieldEqualsCanonical", req: build("", []step{{contract.OpCheck, "obj", field("n", `1.0`), nil}, {contract.OpPut, "a", field("x", `null`), put(`1`)}}), versions: []int64{2, 4}},
+		{name: "OKRecreateDeleted", req: build("", []step{{contract.OpPut, "gone", version(0), put(`1`)}}), versions: []int64{5}},
 		{name: "ErrFirstFailingOpNamed", req: build("", []step{
-			{events.OpPut, "a", version(3), put(`1`)},
-			{events.OpPut, "b", version(4), put(`1`)}, // stale: fails first
-			{events.OpCheck, "obj", version(9), nil},  // would fail too
-		}), code: events.EConflict, failedOp: 1, field: "ops[1].condition.version", reason: "version_mismatch"},
-		{name: "ErrCheckFails", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpCheck, "lock", version(6), nil}}),
-			code: events.EConflict, failedOp: 1, field: "ops[1].condition.version", reason: "version_mismatch"},
-		{name: "ErrExistsFalse", req: build("", []step{{events.OpPut, "a", exists(false), put(`1`)}}),
-			code: events.EConflict, failedOp: 0, field: "ops[0].condition.exists", reason: "version_mismatch"},
-		{name: "ErrExistsTrueOnDeleted", req: build("", []step{{events.OpCheck, "gone", exists(true), nil}}),
-			code: events.EConflict, failedOp: 0, field: "ops[0].condition.exists", reason: "version_mismatch"},
-		{name: "ErrFieldEquals", req: build("", []step{{events.OpPut, "b", nil, put(`1`)}, {events.OpCheck, "obj", field("s", `"closed"`), nil}}),
-			code: events.EFieldMismatch, failedOp: 1, field: "ops[1].condition.equals", reason: "field_mismatch"},
-		{name: "ErrIncrementWrongType", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpIncrement, "str", nil, by(1)}}),
-			code: events.EWrongType, failedOp: 1, field: "ops[1].value", reason: events.EWrongType},
+			{contract.OpPut, "a", version(3), put(`1`)},
+			{contract.OpPut, "b", version(4), put(`1`)}, // stale: fails first
+			{contract.OpCheck, "obj", version(9), nil},  // would fail too
+		}), code: contract.EConflict, failedOp: 1, field: "ops[1].condition.version", reason: "version_mismatch"},
+		{name: "ErrCheckFails", req: build("", []step{{contract.OpPut, "a", nil, put(`1`)}, {contract.OpCheck, "lock", version(6), nil}}),
+			code: contract.EConflict, failedOp: 1, field: "ops[1].condition.version", reason: "version_mismatch"},
+		{name: "ErrExistsFalse", req: build("", []step{{contract.OpPut, "a", exists(false), put(`1`)}}),
+			code: contract.EConflict, failedOp: 0, field: "ops[0].condition.exists", reason: "version_mismatch"},
+		{name: "ErrExistsTrueOnDeleted", req: build("", []step{{contract.OpCheck, "gone", exists(true), nil}}),
+			code: contract.EConflict, failedOp: 0, field: "ops[0].condition.exists", reason: "version_mismatch"},
+		{name: "ErrFieldEquals", req: build("", []step{{contract.OpPut, "b", nil, put(`1`)}, {contract.OpCheck, "obj", field("s", `"closed"`), nil}}),
+			code: contract.EFieldMismatch, failedOp: 1, field: "ops[1].condition.equals", reason: "field_mismatch"},
+		{name: "ErrIncrementWrongType", req: build("", []step{{contract.OpPut, "a", nil, put(`1`)}, {contract.OpIncrement, "str", nil, by(1)}}),
+			code: contract.EWrongType, failedOp: 1, field: "ops[1].value", reason: contract.EWrongType},
 		// Bounds: a step's increment refused by its min is the step's
 		// failure; nothing of the transaction applies.
-		{name: "ErrIncrementBelowMin", req: build("", []step{{events.OpIncrement, "b", nil, by(5)}, {events.OpIncrement, "a", nil, func(r *Request) { r.By, r.Min = -11, ptr(0) }}}),
-			code: events.EOutOfRange, failedOp: 1, field: "ops[1].min", reason: events.EOutOfRange},
-		{name: "OKIncrementWithinBounds", req: build("", []step{{events.OpIncrement, "a", nil, func(r *Request) { r.By, r.Min, r.Max = -10, ptr(0), ptr(10) }}}), versions: []int64{4}},
-		{name: "ErrDeleteAbsent", req: build("", []step{{events.OpDelete, "gone", nil, nil}}),
-			code: events.ENotFound, failedOp: 0, field: "ops[0].key", reason: events.ENotFound},
-		{name: "ErrLockNotWritable", req: build("", []step{{events.OpPut, "lock", version(7), put(`1`)}}),
-			code: events.EWrongType, failedOp: 0, field: "ops[0].key", reason: events.EWrongType},
+		{name: "ErrIncrementBelowMin", req: build("", []step{{contract.OpIncrement, "b", nil, by(5)}, {contract.OpIncrement, "a", nil, func(r *Request) { r.By, r.Min = -11, ptr(0) }}}),
+			code: contract.EOutOfRange, failedOp: 1, field: "ops[1].min", reason: contract.EOutOfRange},
+		{name: "OKIncrementWithinBounds", req: build("", []step{{contract.OpIncrement, "a", nil, func(r *Request) { r.By, r.Min, r.Max = -10, ptr(0), ptr(10) }}}), versions: []int64{4}},
+		{name: "ErrDeleteAbsent", req: build("", []step{{contract.OpDelete, "gone", nil, nil}}),
+			code: contract.ENotFound, failedOp: 0, field: "ops[0].key", reason: contract.ENotFound},
+		{name: "ErrLockNotWritable", req: build("", []step{{contract.OpPut, "lock", version(7), put(`1`)}}),
+			code: contract.EWrongType, failedOp: 0, field: "ops[0].key", reason: contract.EWrongType},
 		// Fenced writes: a check of the lock's token holds while its
 		// tenure lasts.
-		{name: "OKCheckLockToken", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpCheck, "lock", field("token", `7`), nil}}), versions: []int64{4, 7}},
-		{name: "ErrCheckStaleLockToken", req: build("", []step{{events.OpPut, "a", nil, put(`1`)}, {events.OpCheck, "lock", field("token", `6`), nil}}),
-			code: events.EFieldMismatch, failedOp: 1, field: "ops[1].condition.equals", reason: "field_mismatch"},
+		{name: "OKCheckLockToken", req: build("", []step{{contract.OpPut, "a", nil, put(`1`)}, {contract.OpCheck, "lock", field("token", `7`), nil}}), versions: []int64{4, 7}},
+		{name: "ErrCheckStaleLockToken", req: build("", []step{{contract.OpPut, "a", nil, put(`1`)}, {contract.OpCheck, "lock", field("token", `6`), nil}}),
+			code: contract.EFieldMismatch, failedOp: 1, field: "ops[1].condition.equals", reason: "field_mismatch"},
 		// The API refuses a key twice (400); decided anyway, the second
 		// step sees the first.
-		{name: "OKDuplicateKeyInOrder", req: build("", []step{{events.OpIncrement, "a", nil, by(1)}, {events.OpIncrement, "a", version(4), by(1)}}), versions: []int64{4, 5}},
+		{name: "OKDuplicateKeyInOrder", req: build("", []step{{contract.OpIncrement, "a", nil, by(1)}, {contract.OpIncrement, "a", version(4), by(1)}}), versions: []int64{4, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.states
@@ -138,7 +140,7 @@ func TestDecideTxn(t *testing.T) {
 				t.Fatalf("DecideTxn changed its input states")
 			}
 			if tc.code != "" {
-				var e *events.Error
+				var e *contract.Error
 				if !errors.As(d.err, &e) || e.Code != tc.code || len(d.txn) != 0 || d.event != nil {
 					t.Fatalf("want %s and no event, got %v, %d events", tc.code, d.err, len(d.txn))
 				}
@@ -163,7 +165,7 @@ func TestDecideTxn(t *testing.T) {
 				if got := d.result.Txn[i]; got.Key != s.Req.Key.String() || got.Version != tc.versions[i] {
 					t.Fatalf("result %d = %+v, want version %d", i, got, tc.versions[i])
 				}
-				if s.Req.Op != events.OpCheck {
+				if s.Req.Op != contract.OpCheck {
 					writes++
 				}
 			}
@@ -183,7 +185,7 @@ func TestDecideTxn(t *testing.T) {
 
 	t.Run("OKEventsNameTheOps", func(t *testing.T) {
 		d := DecideTxn(states, nil, build("", transfer), now, 9, testWindow)
-		want := []events.Op{events.OpIncrement, events.OpIncrement, events.OpCreate, events.OpFieldCAS, events.OpDelete}
+		want := []contract.Op{contract.OpIncrement, contract.OpIncrement, contract.OpCreate, contract.OpFieldCAS, contract.OpDelete}
 		for i, ev := range d.txn {
 			if ev.Op != want[i] {
 				t.Fatalf("event %d op %s, want %s", i, ev.Op, want[i])
@@ -215,8 +217,8 @@ func TestDecideTxn(t *testing.T) {
 
 		other := build("rq-1", transfer[:2])
 		reuse := DecideTxn(after, nil, other, now, 9, testWindow)
-		var e *events.Error
-		if !errors.As(reuse.err, &e) || e.Code != events.EConflict || e.Field != "requestId" || reuse.conflict.Reason != "request_id_reused" || len(reuse.txn) != 0 {
+		var e *contract.Error
+		if !errors.As(reuse.err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || reuse.conflict.Reason != "request_id_reused" || len(reuse.txn) != 0 {
 			t.Fatalf("same requestId, another body: want version_conflict on requestId, got %v %+v", reuse.err, reuse.conflict)
 		}
 
@@ -258,12 +260,12 @@ func TestDecideTxn(t *testing.T) {
 
 func TestTxnDigest(t *testing.T) {
 	k := mustKey(t, "tenant/a/project/p/k")
-	mk := func(principal string, cond *events.Condition) *Request {
-		return &Request{Op: events.OpTxn, Key: k, Principal: principal, Txn: []TxnStep{{Req: &Request{Key: k, Op: events.OpCheck, Principal: principal}, Cond: cond}}}
+	mk := func(principal string, cond *contract.Condition) *Request {
+		return &Request{Op: contract.OpTxn, Key: k, Principal: principal, Txn: []TxnStep{{Req: &Request{Key: k, Op: contract.OpCheck, Principal: principal}, Cond: cond}}}
 	}
 	yes, no := true, false
-	a, b, c := mk("p", &events.Condition{Exists: &yes}), mk("p", &events.Condition{Exists: &no}), mk("q", &events.Condition{Exists: &yes})
-	if a.Digest() == b.Digest() || a.Digest() == c.Digest() || a.Digest() != mk("p", &events.Condition{Exists: &yes}).Digest() {
+	a, b, c := mk("p", &contract.Condition{Exists: &yes}), mk("p", &contract.Condition{Exists: &no}), mk("q", &contract.Condition{Exists: &yes})
+	if a.Digest() == b.Digest() || a.Digest() == c.Digest() || a.Digest() != mk("p", &contract.Condition{Exists: &yes}).Digest() {
 		t.Fatalf("the digest must cover conditions and the principal, and be stable")
 	}
 }

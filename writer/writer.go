@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 )
@@ -28,7 +28,7 @@ const Group = "kv-writer"
 
 // Projection is what the writer reads from the Postgres projection.
 type Projection interface {
-	State(ctx context.Context, key string) (events.State, error)
+	State(ctx context.Context, key string) (contract.State, error)
 	// Lookup reads the states, requestIds and set members a batch is
 	// decided on that the overlay does not hold, in one round trip.
 	Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error)
@@ -537,15 +537,15 @@ func (w *Writer) refreshOwners(ctx context.Context) {
 	w.clearLoops(owners)
 }
 
-func (w *Writer) partition(key events.Key) (int32, *partition) {
-	id := events.Partition(key.Scope(), w.cfg.Topics.Partitions)
+func (w *Writer) partition(key contract.Key) (int32, *partition) {
+	id := contract.Partition(key.Scope(), w.cfg.Topics.Partitions)
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return id, w.parts[id]
 }
 
 // Do decides and appends one write, and answers once it committed (or was
-// rejected). Errors are *events.Error. When ctx ends before the answer
+// rejected). Errors are *contract.Error. When ctx ends before the answer
 // (the server's request deadline), a write refused before it was queued
 // (not owned, too large, the partition not ready or full) is
 // partition_unavailable: nothing of it was written; one queued is
@@ -558,7 +558,7 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 	if n := r.leastBytes(); n > w.limits.budget[w.cfg.Topics.Changes] {
 		// It could never be appended: refused before it takes a place
 		// in a batch (batchbytes.go).
-		w.metrics.writes.WithLabelValues(events.ETooLarge).Inc()
+		w.metrics.writes.WithLabelValues(contract.ETooLarge).Inc()
 		return Result{}, w.limits.tooLarge(r, w.cfg.Topics.Changes, n)
 	}
 	if ctx.Err() != nil {
@@ -585,7 +585,7 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 // counts it, not_owner) rather than forwarding it, and so does an owner
 // whose partition is not ready or whose queue is half full (dropped), so
 // denials never take the room of writes.
-func (w *Writer) AuditDenied(key events.Key, op events.Op, principal, requestID string) {
+func (w *Writer) AuditDenied(key contract.Key, op contract.Op, principal, requestID string) {
 	_, p := w.partition(key)
 	if p == nil {
 		w.metrics.deniedAudits.WithLabelValues("not_owner").Inc()
@@ -605,17 +605,17 @@ func (w *Writer) AuditDenied(key events.Key, op events.Op, principal, requestID 
 // holds everything older. Only
 // the owner of a caught-up partition answers; anyone else answers
 // partition_unavailable, because the projection alone may lag the log.
-func (w *Writer) State(ctx context.Context, key events.Key) (events.State, error) {
+func (w *Writer) State(ctx context.Context, key contract.Key) (contract.State, error) {
 	id, p := w.partition(key)
 	if p == nil {
-		return events.State{}, errUnavailable(id, "not owned by this writer")
+		return contract.State{}, errUnavailable(id, "not owned by this writer")
 	}
 	if err := p.confirm(ctx); err != nil {
-		return events.State{}, err
+		return contract.State{}, err
 	}
 	s, ok, ready, changes := p.lookupAt(key.String())
 	if !ready {
-		return events.State{}, errUnavailable(id, "catching up or moving between writers")
+		return contract.State{}, errUnavailable(id, "catching up or moving between writers")
 	}
 	if ok {
 		return s, nil
@@ -659,7 +659,7 @@ func (w *Writer) logDecision(r *Request, d decision) {
 		w.metrics.writes.WithLabelValues("denied_audited").Inc()
 	case r.Txn != nil:
 		w.logTxn(r, d)
-	case d.event != nil && d.event.Kind == events.KindExpire:
+	case d.event != nil && d.event.Kind == contract.KindExpire:
 		w.metrics.writes.WithLabelValues("expired").Inc()
 		w.log.Info("expired", "key", d.event.Key, "version", d.event.Version, "expiresAt", d.event.ExpiresAt,
 			"purpose", d.event.Semantics.Purpose, "producer", d.event.Semantics.Producer,
@@ -679,7 +679,7 @@ func (w *Writer) logDecision(r *Request, d decision) {
 	case errors.Is(d.err, errNotExpired):
 		w.metrics.writes.WithLabelValues("expire_skipped").Inc()
 	default:
-		w.metrics.writes.WithLabelValues(events.ErrorCode(d.err)).Inc()
+		w.metrics.writes.WithLabelValues(contract.ErrorCode(d.err)).Inc()
 	}
 }
 
@@ -687,7 +687,7 @@ func (w *Writer) logDecision(r *Request, d decision) {
 // log line, so it is built from typed attributes (slog.LogAttrs, no
 // []any boxing, no reflection on events' named string types) and skipped
 // whole when INFO is off. It names the key and version, never a value.
-func (w *Writer) logWrite(r *Request, e *events.Event) {
+func (w *Writer) logWrite(r *Request, e *contract.Event) {
 	ctx := context.Background()
 	if !w.log.Enabled(ctx, slog.LevelInfo) {
 		return
@@ -716,6 +716,6 @@ func (w *Writer) logTxn(r *Request, d decision) {
 		w.log.Warn("transaction rejected", append(attrs, "failedOp", *c.TxnOp, "key", c.Key, "reason", c.Reason,
 			"correlationId", c.ID, "expectedVersion", c.ExpectedVersion, "currentVersion", c.CurrentVersion)...)
 	default:
-		w.metrics.writes.WithLabelValues(events.ErrorCode(d.err)).Inc()
+		w.metrics.writes.WithLabelValues(contract.ErrorCode(d.err)).Inc()
 	}
 }

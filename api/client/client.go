@@ -1,12 +1,12 @@
 // Package client is the Go client of eskv's HTTP API (schemas/openapi.yaml):
-// typed calls, errors as *events.Error, and retries only where they are
+// typed calls, errors as *contract.Error, and retries only where they are
 // safe. kvctl is built on it. Requests and answers are the contract's
-// types (package events); Call reaches any custom method of the contract,
+// types (package contract); Call reaches any custom method of the contract,
 // so a new operation needs no change here.
 //
-// Every answer the server gives as an error body becomes an *events.Error
-// with its stable Code (events.ENotFound, events.EConflict, ...), Field,
-// and for conflicts Current; switch on events.ErrorCode(err). A request
+// Every answer the server gives as an error body becomes an *contract.Error
+// with its stable Code (contract.ENotFound, contract.EConflict, ...), Field,
+// and for conflicts Current; switch on contract.ErrorCode(err). A request
 // that got no HTTP answer at all (unreachable server, broken connection,
 // ctx ended) is a *NetworkError instead.
 //
@@ -40,7 +40,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // maxAnswerBytes bounds an answer's body: a full list page (1000 entries
@@ -114,7 +114,7 @@ func (e *NetworkError) Unwrap() error { return e.Err }
 
 // ErrUnexpectedAnswer marks an error answer whose body is not eskv's
 // error JSON (a proxy's page, another service on the URL). The error also
-// holds an *events.Error: internal, or partition_unavailable for 429,
+// holds an *contract.Error: internal, or partition_unavailable for 429,
 // 502, 503 and 504 (transient, see RetryPolicy), so it is never mistaken
 // for an answer about the key.
 var ErrUnexpectedAnswer = errors.New("the answer is not from eskv's API")
@@ -184,17 +184,17 @@ func (c *Client) send(ctx context.Context, method, u string, body io.Reader, acc
 	return resp, nil
 }
 
-// answerError turns an error answer into an *events.Error; see
+// answerError turns an error answer into an *contract.Error; see
 // ErrUnexpectedAnswer for bodies that are not eskv's.
 func answerError(resp *http.Response, b []byte, key string) error {
 	var body struct {
-		Error *events.ErrorDetail `json:"error"`
+		Error *contract.ErrorDetail `json:"error"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
-		e := &events.Error{Code: events.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s: %s",
+		e := &contract.Error{Code: contract.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s: %s",
 			resp.Status, resp.Request.URL.Redacted(), snippet(b))}
 		if unexpectedTransient[resp.StatusCode] {
-			e.Code = events.EUnavailable
+			e.Code = contract.EUnavailable
 			e.RetryAfterSeconds = headerRetryAfter(resp.Header)
 		}
 		return fmt.Errorf("%w: %w", ErrUnexpectedAnswer, e)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -28,9 +28,9 @@ func TestClient(t *testing.T) {
 	t.Run("Txn", func(t *testing.T) {
 		a, b := scope+"txn/a", scope+"txn/b"
 		by := int64(5)
-		body := events.TxnBody{RequestID: "t1", Ops: []events.TxnOp{
-			{Op: events.OpIncrement, Key: a, By: &by, Create: true},
-			{Op: events.OpPut, Key: b, Value: json.RawMessage(`"x"`), Condition: &events.Condition{Exists: new(false)}},
+		body := contract.TxnBody{RequestID: "t1", Ops: []contract.TxnOp{
+			{Op: contract.OpIncrement, Key: a, By: &by, Create: true},
+			{Op: contract.OpPut, Key: b, Value: json.RawMessage(`"x"`), Condition: &contract.Condition{Exists: new(false)}},
 		}}
 		ans, err := c.Txn(ctx, body)
 		if err != nil || ans.Replayed || ans.TxnID == "" || len(ans.Results) != 2 || string(ans.Results[0].Value) != "5" || ans.Results[1].Version != 1 {
@@ -42,8 +42,8 @@ func TestClient(t *testing.T) {
 		}
 		body.RequestID = ""
 		_, err = c.Txn(ctx, body)
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EConflict || e.FailedOp == nil || *e.FailedOp != 1 || e.Current == nil ||
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EConflict || e.FailedOp == nil || *e.FailedOp != 1 || e.Current == nil ||
 			e.Current.Key != b || e.Current.Version != 1 || string(e.Current.Value) != `"x"` {
 			t.Fatalf("failing condition: %v (current %+v)", err, e)
 		}
@@ -55,8 +55,8 @@ func TestClient(t *testing.T) {
 			t.Fatalf("create within max: %+v, %v", res, err)
 		}
 		_, err := c.Increment(ctx, client.IncrementRequest{Key: key, By: 1, Max: new(int64(2))})
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EOutOfRange || e.Field != "max" || e.Current == nil || e.Current.Version != 1 || string(e.Current.Value) != "2" {
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EOutOfRange || e.Field != "max" || e.Current == nil || e.Current.Version != 1 || string(e.Current.Value) != "2" {
 			t.Fatalf("above max: want out_of_range on max with the counter, got %#v", err)
 		}
 		for want := int64(1); want >= 0; want-- {
@@ -69,16 +69,16 @@ func TestClient(t *testing.T) {
 		}
 		// In a transaction the bound fails its op, and nothing applies.
 		other := scope + "quota-other"
-		_, err = c.Txn(ctx, events.TxnBody{Ops: []events.TxnOp{
-			{Op: events.OpIncrement, Key: other, By: new(int64(1)), Create: true},
-			{Op: events.OpIncrement, Key: key, By: new(int64(-1)), Min: new(int64(0))},
+		_, err = c.Txn(ctx, contract.TxnBody{Ops: []contract.TxnOp{
+			{Op: contract.OpIncrement, Key: other, By: new(int64(1)), Create: true},
+			{Op: contract.OpIncrement, Key: key, By: new(int64(-1)), Min: new(int64(0))},
 		}})
-		if !errors.As(err, &e) || e.Code != events.EOutOfRange || e.Field != "ops[1].min" || e.FailedOp == nil || *e.FailedOp != 1 {
+		if !errors.As(err, &e) || e.Code != contract.EOutOfRange || e.Field != "ops[1].min" || e.FailedOp == nil || *e.FailedOp != 1 {
 			t.Fatalf("txn below min: %#v", err)
 		}
 		// The writer decides on its own state, not the projection's: an
 		// increment without create finds the key absent.
-		if _, err := c.Increment(ctx, client.IncrementRequest{Key: other}); events.ErrorCode(err) != events.ENotFound {
+		if _, err := c.Increment(ctx, client.IncrementRequest{Key: other}); contract.ErrorCode(err) != contract.ENotFound {
 			t.Fatalf("the transaction's other op applied: %v", err)
 		}
 	})
@@ -87,7 +87,7 @@ func TestClient(t *testing.T) {
 		key := scope + "checkpoint"
 		res, err := c.Put(ctx, client.PutRequest{
 			Key: key, Value: json.RawMessage(`{"cursor": 1}`), ExpectedVersion: new(int64(0)),
-			Semantics: events.Semantics{Purpose: "checkpoint", Producer: "harvester", ConsumerHints: []string{"reporting"}},
+			Semantics: contract.Semantics{Purpose: "checkpoint", Producer: "harvester", ConsumerHints: []string{"reporting"}},
 			RequestID: "r1", SpecRef: "adr-7",
 		})
 		if err != nil {
@@ -109,10 +109,10 @@ func TestClient(t *testing.T) {
 		if err != nil || d != (client.DeleteResult{Key: key, Version: 3, Deleted: true}) {
 			t.Fatalf("delete: %+v, %v", d, err)
 		}
-		if _, err := c.Get(ctx, key); events.ErrorCode(err) != events.ENotFound {
+		if _, err := c.Get(ctx, key); contract.ErrorCode(err) != contract.ENotFound {
 			t.Fatalf("get after delete: want not_found, got %v", err)
 		}
-		if _, err := c.Delete(ctx, key, client.DeleteOptions{}); events.ErrorCode(err) != events.ENotFound {
+		if _, err := c.Delete(ctx, key, client.DeleteOptions{}); contract.ErrorCode(err) != contract.ENotFound {
 			t.Fatalf("delete of an absent key: want not_found, got %v", err)
 		}
 	})
@@ -123,21 +123,21 @@ func TestClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := c.Put(ctx, client.PutRequest{Key: key, Value: json.RawMessage(`"b"`), ExpectedVersion: new(int64(0))})
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "expectedVersion" || e.CorrelationID == "" ||
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "expectedVersion" || e.CorrelationID == "" ||
 			e.Current == nil || e.Current.Key != key || e.Current.Version != 1 || string(e.Current.Value) != `"a"` {
 			t.Fatalf("want a conflict with the current entry, got %#v", err)
 		}
 		_, err = c.Delete(ctx, key, client.DeleteOptions{ExpectedVersion: new(int64(7))})
-		if !errors.As(err, &e) || e.Code != events.EConflict || e.Current == nil || e.Current.Version != 1 {
+		if !errors.As(err, &e) || e.Code != contract.EConflict || e.Current == nil || e.Current.Version != 1 {
 			t.Fatalf("stale delete: want a conflict at version 1, got %#v", err)
 		}
 	})
 
 	t.Run("ErrConflictOnAbsentKeyHasNoCurrent", func(t *testing.T) {
 		_, err := c.Put(ctx, client.PutRequest{Key: scope + "never", Value: json.RawMessage(`1`), ExpectedVersion: new(int64(3))})
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EConflict || e.Current != nil {
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EConflict || e.Current != nil {
 			t.Fatalf("want a conflict without current entry, got %#v", err)
 		}
 	})
@@ -153,8 +153,8 @@ func TestClient(t *testing.T) {
 			t.Fatalf("replay: %+v, %v", again, err)
 		}
 		r.Value = json.RawMessage(`{"n":2}`)
-		var e *events.Error
-		if _, err := c.Put(ctx, r); !errors.As(err, &e) || e.Code != events.EConflict || e.Field != "requestId" {
+		var e *contract.Error
+		if _, err := c.Put(ctx, r); !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "requestId" {
 			t.Fatalf("requestId reused for another body: %v", err)
 		}
 	})
@@ -171,19 +171,19 @@ func TestClient(t *testing.T) {
 		req         client.PutRequest
 		code, field string
 	}{
-		{"ErrBadKey", stack.DevToken, client.PutRequest{Key: "tenant/acme/project/demo/Upper", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
-		{"ErrKeyWithSpace", stack.DevToken, client.PutRequest{Key: "tenant/acme/project/demo/a b", Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
-		{"ErrEmptyKey", stack.DevToken, client.PutRequest{Value: json.RawMessage(`1`)}, events.EInvalid, "key"},
-		{"ErrValueNotJSON", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`hello`)}, events.EInvalid, "value"},
-		{"ErrSubSecondTTL", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), TTL: 1500 * time.Millisecond}, events.EInvalid, "ttlSeconds"},
-		{"ErrPurpose", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), Semantics: events.Semantics{Purpose: "nope"}}, events.EInvalid, "semantics.purpose"},
-		{"ErrNoToken", "", client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EUnauthenticated, ""},
-		{"ErrReaderWrites", stack.ReaderToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, events.EForbidden, "key"},
-		{"ErrTooLarge", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`"` + strings.Repeat("a", 70000) + `"`)}, events.ETooLarge, "value"},
+		{"ErrBadKey", stack.DevToken, client.PutRequest{Key: "tenant/acme/project/demo/Upper", Value: json.RawMessage(`1`)}, contract.EInvalid, "key"},
+		{"ErrKeyWithSpace", stack.DevToken, client.PutRequest{Key: "tenant/acme/project/demo/a b", Value: json.RawMessage(`1`)}, contract.EInvalid, "key"},
+		{"ErrEmptyKey", stack.DevToken, client.PutRequest{Value: json.RawMessage(`1`)}, contract.EInvalid, "key"},
+		{"ErrValueNotJSON", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`hello`)}, contract.EInvalid, "value"},
+		{"ErrSubSecondTTL", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), TTL: 1500 * time.Millisecond}, contract.EInvalid, "ttlSeconds"},
+		{"ErrPurpose", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`), Semantics: contract.Semantics{Purpose: "nope"}}, contract.EInvalid, "semantics.purpose"},
+		{"ErrNoToken", "", client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, contract.EUnauthenticated, ""},
+		{"ErrReaderWrites", stack.ReaderToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`1`)}, contract.EForbidden, "key"},
+		{"ErrTooLarge", stack.DevToken, client.PutRequest{Key: scope + "x", Value: json.RawMessage(`"` + strings.Repeat("a", 70000) + `"`)}, contract.ETooLarge, "value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.New(url, tc.token).Put(ctx, tc.req)
-			var e *events.Error
+			var e *contract.Error
 			if !errors.As(err, &e) || e.Code != tc.code || e.Field != tc.field {
 				t.Fatalf("want %s on field %q, got %#v", tc.code, tc.field, err)
 			}
@@ -230,12 +230,12 @@ func TestClient(t *testing.T) {
 
 	t.Run("ErrListOutsideScope", func(t *testing.T) {
 		_, err := c.List(ctx, client.ListOptions{Prefix: "tenant/acme/"})
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "prefix" {
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != "prefix" {
 			t.Fatalf("want invalid prefix, got %#v", err)
 		}
 		for _, err := range c.ListAll(ctx, client.ListOptions{Prefix: scope, Cursor: "not-a-cursor"}) {
-			if events.ErrorCode(err) != events.EInvalid {
+			if contract.ErrorCode(err) != contract.EInvalid {
 				t.Fatalf("ListAll with a bad cursor: want invalid, got %v", err)
 			}
 		}
@@ -255,7 +255,7 @@ func TestNetworkError(t *testing.T) {
 	if !errors.As(err, &ne) || ne.Method != "GET" || ne.URL != "http://"+addr+"/v1/kv/"+scope+"x" {
 		t.Fatalf("want a NetworkError, got %#v", err)
 	}
-	var e *events.Error
+	var e *contract.Error
 	if errors.As(err, &e) {
 		t.Fatalf("a network error must not look like an answer: %v", err)
 	}
@@ -273,7 +273,7 @@ func TestNotEskvIsNotNotFound(t *testing.T) {
 	}))
 	defer hs.Close()
 	_, err := client.New(hs.URL, stack.DevToken).Get(t.Context(), scope+"x")
-	if code := events.ErrorCode(err); code != events.EInternal || !errors.Is(err, client.ErrUnexpectedAnswer) {
+	if code := contract.ErrorCode(err); code != contract.EInternal || !errors.Is(err, client.ErrUnexpectedAnswer) {
 		t.Fatalf("a foreign 404 must not read as not_found: got %s (%v)", code, err)
 	}
 }
@@ -301,8 +301,8 @@ func TestTxnRetriedOnlyWithRequestID(t *testing.T) {
 			}))
 			defer srv.Close()
 			c := client.New(srv.URL, "tok", client.WithRetries(3, time.Millisecond, time.Millisecond))
-			_, err := c.Txn(t.Context(), events.TxnBody{RequestID: tc.requestID, Ops: []events.TxnOp{{Op: events.OpDelete, Key: scope + "k"}}})
-			if n != tc.attempts || (tc.attempts == 1) != (events.ErrorCode(err) == events.EUnavailable) {
+			_, err := c.Txn(t.Context(), contract.TxnBody{RequestID: tc.requestID, Ops: []contract.TxnOp{{Op: contract.OpDelete, Key: scope + "k"}}})
+			if n != tc.attempts || (tc.attempts == 1) != (contract.ErrorCode(err) == contract.EUnavailable) {
 				t.Fatalf("%d attempts (want %d), err %v", n, tc.attempts, err)
 			}
 		})

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // These examples need a running stack (make run), so they are compiled but
@@ -23,12 +23,12 @@ func ExampleClient_Put() {
 		Key:             "tenant/acme/project/demo/checkpoint",
 		Value:           json.RawMessage(`{"cursor":42}`),
 		ExpectedVersion: new(int64(0)), // create only if absent
-		Semantics:       events.Semantics{Purpose: "checkpoint", Producer: "example"},
+		Semantics:       contract.Semantics{Purpose: "checkpoint", Producer: "example"},
 		RequestID:       "example-1", // safe to retry
 	})
-	var e *events.Error
+	var e *contract.Error
 	switch {
-	case errors.As(err, &e) && e.Code == events.EConflict && e.Current != nil:
+	case errors.As(err, &e) && e.Code == contract.EConflict && e.Current != nil:
 		fmt.Println("already at version", e.Current.Version)
 	case err != nil:
 		log.Fatal(err)
@@ -40,7 +40,7 @@ func ExampleClient_Put() {
 func ExampleClient_Get() {
 	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
 	e, err := c.Get(context.Background(), "tenant/acme/project/demo/checkpoint")
-	if events.ErrorCode(err) == events.ENotFound {
+	if contract.ErrorCode(err) == contract.ENotFound {
 		fmt.Println("no checkpoint yet")
 		return
 	}
@@ -60,9 +60,9 @@ func ExampleClient_Increment_rateLimit() {
 		By:  -1,
 		Min: new(int64(0)),
 	})
-	var e *events.Error
+	var e *contract.Error
 	switch {
-	case errors.As(err, &e) && e.Code == events.EOutOfRange && e.Field == "min":
+	case errors.As(err, &e) && e.Code == contract.EOutOfRange && e.Field == "min":
 		fmt.Println("rate limit exceeded")
 	case err != nil:
 		log.Fatal(err)
@@ -94,7 +94,7 @@ func ExampleClient_KeepLock() {
 		Holder: fmt.Sprintf("%s/%d", host, os.Getpid()),
 		TTL:    30 * time.Second, // renewed every 10 s
 	})
-	if events.ErrorCode(err) == events.ELockHeld {
+	if contract.ErrorCode(err) == contract.ELockHeld {
 		fmt.Println("another run holds it")
 		return
 	}
@@ -132,7 +132,7 @@ func ExampleClient_ScanAll() {
 	cutoff := time.Now().UTC().Add(-5 * time.Minute).Format(time.RFC3339)
 	stale := client.ScanOptions{
 		Prefix: "tenant/acme/project/demo/jobs/",
-		Filter: client.Filter{Field: "updated_at", Op: events.FilterLt, Value: cutoff},
+		Filter: client.Filter{Field: "updated_at", Op: contract.FilterLt, Value: cutoff},
 		Limit:  100,
 	}
 	for e, err := range c.ScanAll(context.Background(), stale) {
@@ -156,11 +156,11 @@ func ExampleClient_Txn() {
 	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
 	by := func(n int64) *int64 { return &n }
 	seen := int64(7) // the version of accounts/a the caller read
-	ans, err := c.Txn(context.Background(), events.TxnBody{RequestID: "transfer-0042", Ops: []events.TxnOp{
-		{Op: events.OpIncrement, Key: "tenant/acme/project/bank/accounts/a", By: by(-10), Condition: &events.Condition{Version: &seen}},
-		{Op: events.OpIncrement, Key: "tenant/acme/project/bank/accounts/b", By: by(10)},
+	ans, err := c.Txn(context.Background(), contract.TxnBody{RequestID: "transfer-0042", Ops: []contract.TxnOp{
+		{Op: contract.OpIncrement, Key: "tenant/acme/project/bank/accounts/a", By: by(-10), Condition: &contract.Condition{Version: &seen}},
+		{Op: contract.OpIncrement, Key: "tenant/acme/project/bank/accounts/b", By: by(10)},
 	}})
-	var e *events.Error
+	var e *contract.Error
 	switch {
 	case errors.As(err, &e) && e.FailedOp != nil:
 		fmt.Printf("op %d failed (%s); nothing was applied\n", *e.FailedOp, e.Code)
@@ -183,7 +183,7 @@ func ExampleClient_Update() {
 		Cursor int `json:"cursor"`
 	}
 	res, err := c.Update(context.Background(), "tenant/acme/project/demo/checkpoint",
-		func(current *events.Entry) (json.RawMessage, error) {
+		func(current *contract.Entry) (json.RawMessage, error) {
 			var cp checkpoint // the zero checkpoint when the key is absent
 			if current != nil {
 				if err := json.Unmarshal(current.Value, &cp); err != nil {
@@ -193,7 +193,7 @@ func ExampleClient_Update() {
 			cp.Cursor += 100
 			return json.Marshal(cp)
 		},
-		client.UpdateOptions{Semantics: events.Semantics{Purpose: "checkpoint", Producer: "harvester"}, RequestID: "sync-2026-11-24T00:00Z"})
+		client.UpdateOptions{Semantics: contract.Semantics{Purpose: "checkpoint", Producer: "harvester"}, RequestID: "sync-2026-11-24T00:00Z"})
 	var esc *client.EscalationError
 	switch {
 	case errors.As(err, &esc):
@@ -214,7 +214,7 @@ func ExampleClient_Watch() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for ev, err := range c.Watch(ctx, client.WatchOptions{Prefix: "tenant/acme/project/demo/flags/"}) {
-		if events.ErrorCode(err) == events.ECursorExpired {
+		if contract.ErrorCode(err) == contract.ECursorExpired {
 			fmt.Println("the log moved on: list the flags again, then watch from now")
 			return
 		}

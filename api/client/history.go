@@ -6,18 +6,18 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // HistoryVersion is one version of a key in its history: the version,
 // what made it (Kind, Op), the value after it (nil after a delete or an
 // expire), the principal that wrote it, its requestId, time, transaction
 // id and, for a collection, its element change.
-type HistoryVersion = events.HistoryVersion
+type HistoryVersion = contract.HistoryVersion
 
 // HistoryPage is one page of a key's history; Cursor continues it ("" after
 // the last page).
-type HistoryPage = events.HistoryAnswer
+type HistoryPage = contract.HistoryAnswer
 
 // HistoryOptions select which versions of a key's history to read.
 type HistoryOptions struct {
@@ -33,8 +33,8 @@ type HistoryOptions struct {
 
 // HistoryPage returns one page of the history of key, oldest version
 // first. It sees every write acknowledged before it was sent. A key never
-// written is events.ENotFound; a caller without the read right on key
-// gets events.EForbidden. It is retried like Get.
+// written is contract.ENotFound; a caller without the read right on key
+// gets contract.EForbidden. It is retried like Get.
 func (c *Client) HistoryPage(ctx context.Context, key string, o HistoryOptions) (HistoryPage, error) {
 	q := url.Values{}
 	if o.FromVersion > 0 {
@@ -47,7 +47,7 @@ func (c *Client) HistoryPage(ctx context.Context, key string, o HistoryOptions) 
 		q.Set("cursor", o.Cursor)
 	}
 	var a HistoryPage
-	err := c.setRead(ctx, events.OpHistory, key, q, &a)
+	err := c.setRead(ctx, contract.OpHistory, key, q, &a)
 	return a, err
 }
 

@@ -8,15 +8,15 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
 // TestClientHistory: History iterates over every version of a key,
 // oldest first, across pages of the given size (a delete in the middle
 // has no value), from FromVersion on, and stops early when the loop
-// breaks; a key never written is events.ENotFound, a caller without read
-// events.EForbidden.
+// breaks; a key never written is contract.ENotFound, a caller without read
+// contract.EForbidden.
 func TestClientHistory(t *testing.T) {
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
@@ -67,14 +67,14 @@ func TestClientHistory(t *testing.T) {
 		key  string
 		code string
 	}{
-		{c, key + "-never", events.ENotFound},
-		{client.New(url, stack.WriterToken), key, events.EForbidden},
+		{c, key + "-never", contract.ENotFound},
+		{client.New(url, stack.WriterToken), key, contract.EForbidden},
 	} {
 		var errs []error
 		for _, err := range tc.c.History(ctx, tc.key, client.HistoryOptions{}) {
 			errs = append(errs, err)
 		}
-		if e, ok := errors.AsType[*events.Error](errors.Join(errs...)); len(errs) != 1 || !ok || e.Code != tc.code {
+		if e, ok := errors.AsType[*contract.Error](errors.Join(errs...)); len(errs) != 1 || !ok || e.Code != tc.code {
 			t.Fatalf("history of %s: %v, want one %s", tc.key, errs, tc.code)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // keyPath is the escaped path of a key's route. Each component is escaped
@@ -18,7 +18,7 @@ import (
 // server's key rules as written.
 func keyPath(key string) (string, error) {
 	if key == "" {
-		return "", events.FieldErrorf(events.EInvalid, "key", "key is empty")
+		return "", contract.FieldErrorf(contract.EInvalid, "key", "key is empty")
 	}
 	parts := strings.Split(key, "/")
 	for i, p := range parts {
@@ -28,14 +28,14 @@ func keyPath(key string) (string, error) {
 }
 
 // Get returns the key's current entry. An absent key (never written,
-// deleted or expired) is an *events.Error with code events.ENotFound.
+// deleted or expired) is an *contract.Error with code contract.ENotFound.
 // Get is retried on 503 and network errors.
-func (c *Client) Get(ctx context.Context, key string) (events.Entry, error) {
+func (c *Client) Get(ctx context.Context, key string) (contract.Entry, error) {
 	p, err := keyPath(key)
 	if err != nil {
-		return events.Entry{}, err
+		return contract.Entry{}, err
 	}
-	var e events.Entry
+	var e contract.Entry
 	_, err = c.do(ctx, call{method: http.MethodGet, path: p, key: key, retry: true}, &e)
 	return e, err
 }
@@ -54,7 +54,7 @@ type PutRequest struct {
 	TTL time.Duration
 	// Semantics says what the entry is for; the zero value is purpose
 	// "other".
-	Semantics events.Semantics
+	Semantics contract.Semantics
 	// RequestID makes the write idempotent: repeating the key's last write
 	// with the same RequestID and body is answered as a replay. Writes
 	// with a RequestID are retried on 503 and network errors.
@@ -66,23 +66,23 @@ type PutRequest struct {
 // PutResult is the answer of a write.
 type PutResult struct {
 	// Entry is the key's entry after the write.
-	Entry events.Entry
+	Entry contract.Entry
 	// Replayed is true when the request repeated the key's last write
 	// (same RequestID and body): nothing new was written.
 	Replayed bool
 }
 
 // Put writes a new version of r.Key. A compare-and-swap that does not
-// match is an *events.Error with code events.EConflict whose Current holds
+// match is an *contract.Error with code contract.EConflict whose Current holds
 // the key's current version and value (nil when the key is absent).
 func (c *Client) Put(ctx context.Context, r PutRequest) (PutResult, error) {
-	b := events.PutBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef,
+	b := contract.PutBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef,
 		Semantics: semantics(r.Semantics)}
 	if b.Value == nil {
 		b.Value = json.RawMessage("null")
 	}
 	if !json.Valid(b.Value) {
-		return PutResult{}, events.FieldErrorf(events.EInvalid, "value", "value is not valid JSON")
+		return PutResult{}, contract.FieldErrorf(contract.EInvalid, "value", "value is not valid JSON")
 	}
 	var err error
 	if b.TTLSeconds, err = ttlSeconds(r.TTL); err != nil {
@@ -111,23 +111,23 @@ func (c *Client) writeEntry(ctx context.Context, method, key string, body any, r
 	return res, nil
 }
 
-func isZero(s events.Semantics) bool {
+func isZero(s contract.Semantics) bool {
 	return s.Purpose == "" && s.Producer == "" && len(s.ConsumerHints) == 0 && s.TTLSeconds == 0
 }
 
 // marshal encodes v without rewriting <, > and & in values.
-func marshal(v any) ([]byte, error) { return events.EncodeJSON(v) }
+func marshal(v any) ([]byte, error) { return contract.EncodeJSON(v) }
 
 // DeleteOptions qualify a delete: ExpectedVersion, when set, is the
 // version the key must have now; RequestID makes the delete idempotent
 // (and retried), see PutRequest.
-type DeleteOptions = events.DeleteParams
+type DeleteOptions = contract.DeleteParams
 
 // DeleteResult is the answer of a delete.
-type DeleteResult = events.DeleteAnswer
+type DeleteResult = contract.DeleteAnswer
 
-// Delete deletes key. An absent key is events.ENotFound; a version
-// mismatch is events.EConflict (checked first).
+// Delete deletes key. An absent key is contract.ENotFound; a version
+// mismatch is contract.EConflict (checked first).
 func (c *Client) Delete(ctx context.Context, key string, o DeleteOptions) (DeleteResult, error) {
 	p, err := keyPath(key)
 	if err != nil {
@@ -161,7 +161,7 @@ type ListOptions struct {
 
 // ListPage is one page of a listing: live entries in bytewise key order;
 // Truncated says more follow (ask again with Cursor set to NextCursor).
-type ListPage = events.ListAnswer
+type ListPage = contract.ListAnswer
 
 // List returns one page of the live entries under o.Prefix. A listing
 // holds every write acknowledged before it was sent (the server answers it
@@ -185,7 +185,7 @@ func (c *Client) listPage(ctx context.Context, q url.Values) (ListPage, error) {
 		return ListPage{}, err
 	}
 	if page.Items == nil {
-		page.Items = []events.Entry{}
+		page.Items = []contract.Entry{}
 	}
 	return page, nil
 }
@@ -193,7 +193,7 @@ func (c *Client) listPage(ctx context.Context, q url.Values) (ListPage, error) {
 // ListAll yields every live entry under o.Prefix from o.Cursor on,
 // fetching pages of o.Limit as it goes. On an error it yields the error
 // once and stops.
-func (c *Client) ListAll(ctx context.Context, o ListOptions) iter.Seq2[events.Entry, error] {
+func (c *Client) ListAll(ctx context.Context, o ListOptions) iter.Seq2[contract.Entry, error] {
 	return allPages(o.Cursor, func(cursor string) (ListPage, error) {
 		o.Cursor = cursor
 		return c.List(ctx, o)
@@ -202,12 +202,12 @@ func (c *Client) ListAll(ctx context.Context, o ListOptions) iter.Seq2[events.En
 
 // allPages yields the entries of page after page, from cursor on; on an
 // error it yields the error once and stops.
-func allPages(cursor string, page func(cursor string) (ListPage, error)) iter.Seq2[events.Entry, error] {
-	return func(yield func(events.Entry, error) bool) {
+func allPages(cursor string, page func(cursor string) (ListPage, error)) iter.Seq2[contract.Entry, error] {
+	return func(yield func(contract.Entry, error) bool) {
 		for {
 			p, err := page(cursor)
 			if err != nil {
-				yield(events.Entry{}, err)
+				yield(contract.Entry{}, err)
 				return
 			}
 			for _, e := range p.Items {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Lease keeping: KeepLock and KeepLeadership take a lock or leadership
@@ -34,7 +34,7 @@ type LostError struct {
 	Key   string
 	Token int64 // the tenure's fencing token
 	// Err is the renewal's error: the server's refusal
-	// (events.ENotLockHolder, events.ENotLeader, ...), or when Unconfirmed
+	// (contract.ENotLockHolder, contract.ENotLeader, ...), or when Unconfirmed
 	// the last error of the retries (nil if none ended before the
 	// deadline).
 	Err error
@@ -177,7 +177,7 @@ func (c *Client) keep(ctx context.Context, r LockRequest, calls leaseCalls, opts
 	}
 	if r.TTL <= 0 {
 		_, _ = calls.release(c, context.WithoutCancel(ctx), LockRequest{Key: r.Key, Holder: r.Holder, RequestID: newLeaseID()})
-		return nil, events.Errorf(events.EInternal, "%s of %s answered without a lease", r.Key, r.Holder)
+		return nil, contract.Errorf(contract.EInternal, "%s of %s answered without a lease", r.Key, r.Holder)
 	}
 	r.RequestID = ""
 	every := r.TTL / 3
@@ -308,8 +308,8 @@ func transient(err error) bool {
 	if errors.As(err, &ne) || errors.Is(err, ErrUnexpectedAnswer) {
 		return true
 	}
-	switch events.ErrorCode(err) {
-	case events.EUnavailable, events.EOutcomeUnknown, events.EForwardLoop, events.EInternal:
+	switch contract.ErrorCode(err) {
+	case contract.EUnavailable, contract.EOutcomeUnknown, contract.EForwardLoop, contract.EInternal:
 		return true
 	}
 	return false

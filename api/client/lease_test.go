@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -77,16 +77,16 @@ func (f *fakeLocks) decide(key, verb, holder string, ttl time.Duration) (int, an
 		return http.StatusConflict, map[string]any{"error": map[string]string{"code": code, "message": msg}}
 	}
 	if f.down {
-		return http.StatusServiceUnavailable, map[string]any{"error": map[string]string{"code": events.EUnavailable, "message": "catching up"}}
+		return http.StatusServiceUnavailable, map[string]any{"error": map[string]string{"code": contract.EUnavailable, "message": "catching up"}}
 	}
 	now := time.Now()
 	l := f.locks[key]
 	if l != nil && !now.Before(l.expires) {
 		l = nil
 	}
-	notHolder, held := events.ENotLockHolder, events.ELockHeld
+	notHolder, held := contract.ENotLockHolder, contract.ELockHeld
 	if verb == "elect" || verb == "heartbeat" || verb == "resign" {
-		notHolder, held = events.ENotLeader, events.ENotLeader
+		notHolder, held = contract.ENotLeader, contract.ENotLeader
 	}
 	switch {
 	case verb == "acquire" || verb == "elect":
@@ -255,7 +255,7 @@ func TestKeepLock(t *testing.T) {
 		}
 		var lost *client.LostError
 		if !errors.Is(l.Err(), client.ErrLeaseLost) || !errors.As(l.Err(), &lost) || lost.Unconfirmed ||
-			events.ErrorCode(l.Err()) != events.ENotLockHolder || lost.Key != lockKey || lost.Token != l.Token() {
+			contract.ErrorCode(l.Err()) != contract.ENotLockHolder || lost.Key != lockKey || lost.Token != l.Token() {
 			t.Fatalf("Err after another took over: %#v", l.Err())
 		}
 		if !errors.Is(context.Cause(l.Context()), client.ErrLeaseLost) {
@@ -278,7 +278,7 @@ func TestKeepLock(t *testing.T) {
 		<-l.Done()
 		lostAt := time.Now()
 		var lost *client.LostError
-		if !errors.As(l.Err(), &lost) || !lost.Unconfirmed || events.ErrorCode(lost.Err) != events.EUnavailable {
+		if !errors.As(l.Err(), &lost) || !lost.Unconfirmed || contract.ErrorCode(lost.Err) != contract.EUnavailable {
 			t.Fatalf("Err when no renewal got through: %#v", l.Err())
 		}
 		// The renewal that succeeded was sent at lastOK: the server's
@@ -302,7 +302,7 @@ func TestKeepLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Unconfirmed: Release still tries, and the server refuses.
-		if err := l.Release(context.Background()); events.ErrorCode(err) != events.ENotLockHolder {
+		if err := l.Release(context.Background()); contract.ErrorCode(err) != contract.ENotLockHolder {
 			t.Fatalf("Release after an unconfirmed loss: %v", err)
 		}
 		if h, _ := f.holder(lockKey); h != "other" {
@@ -338,7 +338,7 @@ func TestKeepLock(t *testing.T) {
 
 	bubble(t, "ErrHeld", func(t *testing.T, f *fakeLocks) {
 		f.give(lockKey, "other", time.Hour)
-		if _, err := fakeClient(f).KeepLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "me"}); events.ErrorCode(err) != events.ELockHeld {
+		if _, err := fakeClient(f).KeepLock(t.Context(), client.LockRequest{Key: lockKey, Holder: "me"}); contract.ErrorCode(err) != contract.ELockHeld {
 			t.Fatalf("KeepLock of a held lock: %v", err)
 		}
 	})
@@ -350,7 +350,7 @@ func TestKeepLock(t *testing.T) {
 			for {
 				tries++
 				l, err := try(ctx)
-				if events.ErrorCode(err) != events.ELockHeld {
+				if contract.ErrorCode(err) != contract.ELockHeld {
 					return l, err
 				}
 				time.Sleep(time.Second)
@@ -385,7 +385,7 @@ func TestKeepLock(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		f.give(lockKey, "other", time.Hour)
 		<-l.Done()
-		if events.ErrorCode(l.Err()) != events.ENotLeader || f.count("heartbeat", true) < 9 || f.count("elect", true) != 1 {
+		if contract.ErrorCode(l.Err()) != contract.ENotLeader || f.count("heartbeat", true) < 9 || f.count("elect", true) != 1 {
 			t.Fatalf("leadership: err %v, %d heartbeats", l.Err(), f.count("heartbeat", true))
 		}
 		l, err = fakeClient(f).KeepLeadership(t.Context(), client.LockRequest{Key: lockKey + "2", Holder: "me", TTL: 3 * time.Second})
@@ -434,7 +434,7 @@ func TestKeepLockStack(t *testing.T) {
 	const ttl = 3 * time.Second
 	held := func(t *testing.T, key string) {
 		t.Helper()
-		if _, err := other.AcquireLock(ctx, client.LockRequest{Key: key, Holder: "other", TTL: ttl}); events.ErrorCode(err) != events.ELockHeld {
+		if _, err := other.AcquireLock(ctx, client.LockRequest{Key: key, Holder: "other", TTL: ttl}); contract.ErrorCode(err) != contract.ELockHeld {
 			t.Fatalf("another holder's acquire: want lock_held, got %v", err)
 		}
 	}
@@ -449,7 +449,7 @@ func TestKeepLockStack(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := other.CheckLock(ctx, key); events.ErrorCode(err) != events.ENotFound || !isDone(l) {
+		if _, err := other.CheckLock(ctx, key); contract.ErrorCode(err) != contract.ENotFound || !isDone(l) {
 			t.Fatalf("after Release: check %v, done %v", err, isDone(l))
 		}
 	})
@@ -474,7 +474,7 @@ func TestKeepLockStack(t *testing.T) {
 			return err == nil
 		})
 		tr.cut.Store(false)
-		if err := l.Release(ctx); events.ErrorCode(err) != events.ENotLockHolder {
+		if err := l.Release(ctx); contract.ErrorCode(err) != contract.ENotLockHolder {
 			t.Fatalf("Release after another took over: %v", err)
 		}
 		if got, err := other.CheckLock(ctx, key); err != nil || got.Holder != "other" {

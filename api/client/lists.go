@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Lists (docs/collections.md): a list is one key; its values are JSON.
@@ -33,20 +33,20 @@ type PushRequest struct {
 // ListChange is the answer of a list write: the value pushed or popped,
 // the list's length and version after it (Value and Length are empty for
 // a caller without the read right).
-type ListChange = events.ListChangeAnswer
+type ListChange = contract.ListChangeAnswer
 
 // LPush prepends r.Value to the list at r.Key, creating the list.
 func (c *Client) LPush(ctx context.Context, r PushRequest) (ListChange, error) {
-	return c.push(ctx, events.OpLPush, r)
+	return c.push(ctx, contract.OpLPush, r)
 }
 
 // RPush appends r.Value to the list at r.Key, creating the list.
 func (c *Client) RPush(ctx context.Context, r PushRequest) (ListChange, error) {
-	return c.push(ctx, events.OpRPush, r)
+	return c.push(ctx, contract.OpRPush, r)
 }
 
-func (c *Client) push(ctx context.Context, op events.Op, r PushRequest) (ListChange, error) {
-	b := events.PushBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: orNewID(r.RequestID)}
+func (c *Client) push(ctx context.Context, op contract.Op, r PushRequest) (ListChange, error) {
+	b := contract.PushBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: orNewID(r.RequestID)}
 	if r.TTL != 0 {
 		ttl, err := ttlSeconds(r.TTL)
 		if err != nil {
@@ -62,18 +62,18 @@ func (c *Client) push(ctx context.Context, op events.Op, r PushRequest) (ListCha
 }
 
 // LPop removes and returns the first value of the list at key; an empty
-// or missing list is events.ENotFound.
+// or missing list is contract.ENotFound.
 func (c *Client) LPop(ctx context.Context, key string) (ListChange, error) {
-	return c.pop(ctx, events.OpLPop, key)
+	return c.pop(ctx, contract.OpLPop, key)
 }
 
 // RPop removes and returns the last value of the list at key.
 func (c *Client) RPop(ctx context.Context, key string) (ListChange, error) {
-	return c.pop(ctx, events.OpRPop, key)
+	return c.pop(ctx, contract.OpRPop, key)
 }
 
-func (c *Client) pop(ctx context.Context, op events.Op, key string) (ListChange, error) {
-	b := events.PopBody{RequestID: orNewID("")}
+func (c *Client) pop(ctx context.Context, op contract.Op, key string) (ListChange, error) {
+	b := contract.PopBody{RequestID: orNewID("")}
 	a, _, err := Call[ListChange](ctx, c, op, key, &b)
 	return a, err
 }
@@ -81,26 +81,26 @@ func (c *Client) pop(ctx context.Context, op events.Op, key string) (ListChange,
 // LTrim keeps the values of the list at key from index start to stop
 // (inclusive, negative from the end, as Redis LTRIM).
 func (c *Client) LTrim(ctx context.Context, key string, start, stop int64) (ListChange, error) {
-	b := events.TrimBody{Start: &start, Stop: &stop, RequestID: orNewID("")}
-	a, _, err := Call[ListChange](ctx, c, events.OpLTrim, key, &b)
+	b := contract.TrimBody{Start: &start, Stop: &stop, RequestID: orNewID("")}
+	a, _, err := Call[ListChange](ctx, c, contract.OpLTrim, key, &b)
 	return a, err
 }
 
 // LRange returns the values of the list at key from index start to stop
 // (inclusive, negative from the end, as Redis LRANGE): at most
-// events.MaxRange and the server's byte budget of a page, Truncated when
+// contract.MaxRange and the server's byte budget of a page, Truncated when
 // the range held more (ask again from start+len(Values)).
-func (c *Client) LRange(ctx context.Context, key string, start, stop int64) (events.RangeAnswer, error) {
+func (c *Client) LRange(ctx context.Context, key string, start, stop int64) (contract.RangeAnswer, error) {
 	q := url.Values{"start": {strconv.FormatInt(start, 10)}, "stop": {strconv.FormatInt(stop, 10)}}
-	var a events.RangeAnswer
-	err := c.setRead(ctx, events.OpLRange, key, q, &a)
+	var a contract.RangeAnswer
+	err := c.setRead(ctx, contract.OpLRange, key, q, &a)
 	return a, err
 }
 
 // LLen returns the length of the list at key (0 for a missing list).
 func (c *Client) LLen(ctx context.Context, key string) (int64, error) {
-	var a events.LenAnswer
-	err := c.setRead(ctx, events.OpLLen, key, nil, &a)
+	var a contract.LenAnswer
+	err := c.setRead(ctx, contract.OpLLen, key, nil, &a)
 	return a.Length, err
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -33,15 +33,15 @@ func TestClientPopRetry(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			pop := func(op events.Op, id string) (client.ListChange, bool) {
+			pop := func(op contract.Op, id string) (client.ListChange, bool) {
 				t.Helper()
-				a, replayed, err := client.Call[client.ListChange](ctx, c, op, list, &events.PopBody{RequestID: id})
+				a, replayed, err := client.Call[client.ListChange](ctx, c, op, list, &contract.PopBody{RequestID: id})
 				if err != nil {
 					t.Fatalf("%s %s: %v", op, id, err)
 				}
 				return a, replayed
 			}
-			first, replayed := pop(events.OpLPop, "pop-1")
+			first, replayed := pop(contract.OpLPop, "pop-1")
 			if replayed || string(first.Value) != `"a"` || first.Length != 2 || first.Version != 4 {
 				t.Fatalf("lpop: %+v replayed %v, want \"a\" length 2 version 4", first, replayed)
 			}
@@ -50,7 +50,7 @@ func TestClientPopRetry(t *testing.T) {
 					t.Fatal(err) // the overlay no longer holds the pop
 				}
 			}
-			again, replayed := pop(events.OpLPop, "pop-1")
+			again, replayed := pop(contract.OpLPop, "pop-1")
 			if !replayed || string(again.Value) != string(first.Value) || again.Length != first.Length || again.Version != first.Version {
 				t.Fatalf("retry: %+v replayed %v, want the first answer %+v replayed", again, replayed, first)
 			}
@@ -61,7 +61,7 @@ func TestClientPopRetry(t *testing.T) {
 				}
 			}
 			// The retries removed nothing: the next pop takes "b".
-			if next, replayed := pop(events.OpLPop, "pop-2"); replayed || string(next.Value) != `{"job":"b"}` || next.Length != 1 || next.Version != 5 {
+			if next, replayed := pop(contract.OpLPop, "pop-2"); replayed || string(next.Value) != `{"job":"b"}` || next.Length != 1 || next.Version != 5 {
 				t.Fatalf("next lpop: %+v replayed %v, want b length 1 version 5", next, replayed)
 			}
 		})

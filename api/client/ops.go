@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Call sends op, one of the contract's custom methods, on key: a POST of
@@ -17,10 +17,10 @@ import (
 // only when body is idempotent (it carries a requestId). A new operation
 // of the contract is called this way with no change to the client:
 //
-//	lock, _, err := client.Call[events.LockAnswer](ctx, c, events.OpLockCheck, key, nil)
-func Call[Ans any](ctx context.Context, c *Client, op events.Op, key string, body any) (ans Ans, replayed bool, err error) {
+//	lock, _, err := client.Call[contract.LockAnswer](ctx, c, contract.OpLockCheck, key, nil)
+func Call[Ans any](ctx context.Context, c *Client, op contract.Op, key string, body any) (ans Ans, replayed bool, err error) {
 	if op.Verb() == "" {
-		return ans, false, events.Errorf(events.EInvalid, "op %s is not a custom method of the API", op)
+		return ans, false, contract.Errorf(contract.EInvalid, "op %s is not a custom method of the API", op)
 	}
 	p, err := keyPath(key)
 	if err != nil {
@@ -50,13 +50,13 @@ type IncrementRequest struct {
 	By int64
 	// Min and Max, when set, bound the result: the server refuses an
 	// increment whose result would be below Min or above Max with
-	// events.EOutOfRange, Field "min" or "max", and Current the counter
+	// contract.EOutOfRange, Field "min" or "max", and Current the counter
 	// (its value only for a principal that may read it). Nothing is
 	// written: a rate limit is a decrement with Min 0, one request that
 	// concurrent callers cannot overdraw.
 	Min, Max *int64
 	// Create starts a missing (or expired, or deleted) key from 0;
-	// without it a missing key is events.ENotFound.
+	// without it a missing key is contract.ENotFound.
 	Create bool
 	// ExpectedVersion, when set, makes the increment a compare-and-swap.
 	ExpectedVersion *int64
@@ -65,7 +65,7 @@ type IncrementRequest struct {
 	TTL time.Duration
 	// Semantics, when set, replace the entry's; a new counter gets
 	// purpose "counter".
-	Semantics events.Semantics
+	Semantics contract.Semantics
 	// RequestID makes the increment idempotent (and retried): repeating
 	// it does not add twice.
 	RequestID string
@@ -77,30 +77,30 @@ type Counter struct {
 	// Value is the counter's new value.
 	Value int64
 	// Entry is the key's entry after the increment.
-	Entry events.Entry
+	Entry contract.Entry
 	// Replayed is true when the request repeated the key's last write.
 	Replayed bool
 }
 
 // Increment adds r.By (default 1) to the integer at r.Key atomically and
 // returns the new value. A key that holds anything but an integer is
-// events.EWrongType; leaving the int64 range is events.EOutOfRange (Field
+// contract.EWrongType; leaving the int64 range is contract.EOutOfRange (Field
 // "by"), and so is leaving r.Min or r.Max (Field "min" or "max").
 func (c *Client) Increment(ctx context.Context, r IncrementRequest) (Counter, error) {
 	o, err := writeOptions(r.Create, r.ExpectedVersion, r.TTL, r.Semantics, r.RequestID, r.SpecRef)
 	if err != nil {
 		return Counter{}, err
 	}
-	b := events.IncrementBody{Min: r.Min, Max: r.Max, WriteOptions: o}
+	b := contract.IncrementBody{Min: r.Min, Max: r.Max, WriteOptions: o}
 	if r.By != 0 {
 		b.By = &r.By
 	}
 	var out Counter
-	if out.Entry, out.Replayed, err = Call[events.Entry](ctx, c, events.OpIncrement, r.Key, &b); err != nil {
+	if out.Entry, out.Replayed, err = Call[contract.Entry](ctx, c, contract.OpIncrement, r.Key, &b); err != nil {
 		return Counter{}, err
 	}
 	if err := json.Unmarshal(out.Entry.Value, &out.Value); err != nil {
-		return Counter{}, events.Errorf(events.EInternal, "counter %s answered %s: %v", r.Key, out.Entry.Value, err)
+		return Counter{}, contract.Errorf(contract.EInternal, "counter %s answered %s: %v", r.Key, out.Entry.Value, err)
 	}
 	return out, nil
 }
@@ -120,7 +120,7 @@ func ttlSeconds(d time.Duration) (*int64, error) {
 		return nil, nil
 	}
 	if d < 0 || d%time.Second != 0 {
-		return nil, events.FieldErrorf(events.EInvalid, "ttlSeconds", "TTL %v is not a positive whole number of seconds", d)
+		return nil, contract.FieldErrorf(contract.EInvalid, "ttlSeconds", "TTL %v is not a positive whole number of seconds", d)
 	}
 	n := int64(d / time.Second)
 	return &n, nil
@@ -128,8 +128,8 @@ func ttlSeconds(d time.Duration) (*int64, error) {
 
 // writeOptions is the wire form of the options an increment and a patch
 // share.
-func writeOptions(create bool, expected *int64, ttl time.Duration, sem events.Semantics, requestID, specRef string) (events.WriteOptions, error) {
-	o := events.WriteOptions{Create: create, ExpectedVersion: expected, Semantics: semantics(sem), RequestID: requestID, SpecRef: specRef}
+func writeOptions(create bool, expected *int64, ttl time.Duration, sem contract.Semantics, requestID, specRef string) (contract.WriteOptions, error) {
+	o := contract.WriteOptions{Create: create, ExpectedVersion: expected, Semantics: semantics(sem), RequestID: requestID, SpecRef: specRef}
 	var err error
 	o.TTLSeconds, err = ttlSeconds(ttl)
 	return o, err
@@ -137,7 +137,7 @@ func writeOptions(create bool, expected *int64, ttl time.Duration, sem events.Se
 
 // semantics is the wire form of optional semantics: nil when none are
 // given.
-func semantics(s events.Semantics) *events.Semantics {
+func semantics(s contract.Semantics) *contract.Semantics {
 	if isZero(s) {
 		return nil
 	}
@@ -154,7 +154,7 @@ type LockRequest struct {
 	TTL time.Duration
 	// Semantics may name a producer and consumer hints; the purpose is
 	// always "lock" or "leader".
-	Semantics events.Semantics
+	Semantics contract.Semantics
 	// RequestID makes the call idempotent (and retried).
 	RequestID string
 	SpecRef   string
@@ -163,60 +163,60 @@ type LockRequest struct {
 // Lock is a held lock or leadership. Its Token is the fencing token: pass
 // it to the resources the lock protects and have them refuse any token
 // lower than the highest they have seen.
-type Lock = events.LockAnswer
+type Lock = contract.LockAnswer
 
 // ReleaseResult is the answer of ReleaseLock and Resign.
-type ReleaseResult = events.ReleaseAnswer
+type ReleaseResult = contract.ReleaseAnswer
 
 // AcquireLock takes the lock at r.Key for r.Holder without waiting. A lock
-// held by another holder is events.ELockHeld, with Current holding the
+// held by another holder is contract.ELockHeld, with Current holding the
 // lock's entry (its value names the holder; ExpiresAt the lease's end).
 func (c *Client) AcquireLock(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, events.OpLockAcquire)
+	return c.lockCall(ctx, r, contract.OpLockAcquire)
 }
 
 // ExtendLock renews the lease of a lock r.Holder holds; otherwise
-// events.ENotLockHolder.
+// contract.ENotLockHolder.
 func (c *Client) ExtendLock(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, events.OpLockExtend)
+	return c.lockCall(ctx, r, contract.OpLockExtend)
 }
 
-// ReleaseLock frees a lock r.Holder holds; otherwise events.ENotLockHolder.
+// ReleaseLock frees a lock r.Holder holds; otherwise contract.ENotLockHolder.
 func (c *Client) ReleaseLock(ctx context.Context, r LockRequest) (ReleaseResult, error) {
-	return c.releaseCall(ctx, r, events.OpLockRelease)
+	return c.releaseCall(ctx, r, contract.OpLockRelease)
 }
 
-// CheckLock returns the lock's holder; a free lock is events.ENotFound.
+// CheckLock returns the lock's holder; a free lock is contract.ENotFound.
 func (c *Client) CheckLock(ctx context.Context, key string) (Lock, error) {
-	l, _, err := Call[Lock](ctx, c, events.OpLockCheck, key, nil)
+	l, _, err := Call[Lock](ctx, c, contract.OpLockCheck, key, nil)
 	return l, err
 }
 
 // Elect makes r.Holder the leader of the pool at r.Key if it has none, or
-// renews r.Holder's leadership. Another leader is events.ENotLeader, with
+// renews r.Holder's leadership. Another leader is contract.ENotLeader, with
 // Current holding the leadership's entry.
 func (c *Client) Elect(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, events.OpLeaderElect)
+	return c.lockCall(ctx, r, contract.OpLeaderElect)
 }
 
-// Heartbeat renews r.Holder's leadership; otherwise events.ENotLeader.
+// Heartbeat renews r.Holder's leadership; otherwise contract.ENotLeader.
 func (c *Client) Heartbeat(ctx context.Context, r LockRequest) (Lock, error) {
-	return c.lockCall(ctx, r, events.OpLeaderHeartbeat)
+	return c.lockCall(ctx, r, contract.OpLeaderHeartbeat)
 }
 
-// Resign ends r.Holder's leadership; otherwise events.ENotLeader.
+// Resign ends r.Holder's leadership; otherwise contract.ENotLeader.
 func (c *Client) Resign(ctx context.Context, r LockRequest) (ReleaseResult, error) {
-	return c.releaseCall(ctx, r, events.OpLeaderResign)
+	return c.releaseCall(ctx, r, contract.OpLeaderResign)
 }
 
 // Leader returns the pool's leader; a pool without one is
-// events.ENotFound.
+// contract.ENotFound.
 func (c *Client) Leader(ctx context.Context, key string) (Lock, error) {
-	l, _, err := Call[Lock](ctx, c, events.OpLeaderCheck, key, nil)
+	l, _, err := Call[Lock](ctx, c, contract.OpLeaderCheck, key, nil)
 	return l, err
 }
 
-func (c *Client) lockCall(ctx context.Context, r LockRequest, op events.Op) (Lock, error) {
+func (c *Client) lockCall(ctx context.Context, r LockRequest, op contract.Op) (Lock, error) {
 	b, err := lockBody(r)
 	if err != nil {
 		return Lock{}, err
@@ -227,8 +227,8 @@ func (c *Client) lockCall(ctx context.Context, r LockRequest, op events.Op) (Loc
 }
 
 // releaseCall sends release or resign, which take no lease or semantics.
-func (c *Client) releaseCall(ctx context.Context, r LockRequest, op events.Op) (ReleaseResult, error) {
-	r.TTL, r.Semantics = 0, events.Semantics{}
+func (c *Client) releaseCall(ctx context.Context, r LockRequest, op contract.Op) (ReleaseResult, error) {
+	r.TTL, r.Semantics = 0, contract.Semantics{}
 	b, err := lockBody(r)
 	if err != nil {
 		return ReleaseResult{}, err
@@ -238,8 +238,8 @@ func (c *Client) releaseCall(ctx context.Context, r LockRequest, op events.Op) (
 	return res, err
 }
 
-func lockBody(r LockRequest) (events.LockBody, error) {
-	b := events.LockBody{Holder: r.Holder, RequestID: r.RequestID, SpecRef: r.SpecRef, Semantics: semantics(r.Semantics)}
+func lockBody(r LockRequest) (contract.LockBody, error) {
+	b := contract.LockBody{Holder: r.Holder, RequestID: r.RequestID, SpecRef: r.SpecRef, Semantics: semantics(r.Semantics)}
 	var err error
 	b.TTLSeconds, err = ttlSeconds(r.TTL)
 	return b, err
@@ -255,7 +255,7 @@ type PatchRequest struct {
 	Unset []string
 	// If, when set, applies the patch only while the field equals the
 	// given JSON value (a missing field equals null); otherwise the patch
-	// is events.EFieldMismatch with Current holding the entry. This is the
+	// is contract.EFieldMismatch with Current holding the entry. This is the
 	// compare-and-swap of one field: of N workers claiming a job with
 	// If {state = "pending"} and Set {state: "claimed"}, one wins.
 	If *FieldCondition
@@ -265,31 +265,31 @@ type PatchRequest struct {
 	// TTL, when set, expires the entry this long after the patch; 0 keeps
 	// its current expiry.
 	TTL       time.Duration
-	Semantics events.Semantics
+	Semantics contract.Semantics
 	RequestID string
 	SpecRef   string
 }
 
 // FieldCondition is the guard of a field compare-and-swap.
-type FieldCondition = events.FieldCondition
+type FieldCondition = contract.FieldCondition
 
 // Patch applies r to the object at r.Key and returns the entry after it.
-// A key that holds anything but an object is events.EWrongType.
+// A key that holds anything but an object is contract.EWrongType.
 func (c *Client) Patch(ctx context.Context, r PatchRequest) (PutResult, error) {
 	o, err := writeOptions(r.Create, r.ExpectedVersion, r.TTL, r.Semantics, r.RequestID, r.SpecRef)
 	if err != nil {
 		return PutResult{}, err
 	}
-	b := events.PatchBody{Set: r.Set, Unset: r.Unset, If: r.If, WriteOptions: o}
+	b := contract.PatchBody{Set: r.Set, Unset: r.Unset, If: r.If, WriteOptions: o}
 	return c.writeEntry(ctx, http.MethodPatch, r.Key, &b, b.Idempotent())
 }
 
 // Field is one top-level field of an object value.
-type Field = events.FieldAnswer
+type Field = contract.FieldAnswer
 
 // GetField returns one top-level field of the object at key. A missing
-// key or field is events.ENotFound (Field "key" or "field"); a value that
-// is not an object is events.EWrongType.
+// key or field is contract.ENotFound (Field "key" or "field"); a value that
+// is not an object is contract.EWrongType.
 func (c *Client) GetField(ctx context.Context, key, field string) (Field, error) {
 	p, err := keyPath(key)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Queues (docs/collections.md "Queues"): a queue is one key; its items
@@ -20,17 +20,17 @@ import (
 // missing queue, and an ack of a receipt that is not the item's current
 // delivery (acknowledged already, redelivered, returned to the queue).
 var (
-	ErrQueueEmpty   = events.ErrQueueEmpty
-	ErrStaleReceipt = events.ErrStaleReceipt
+	ErrQueueEmpty   = contract.ErrQueueEmpty
+	ErrStaleReceipt = contract.ErrStaleReceipt
 )
 
 // Answers of the queue calls.
 type (
-	QueuePush = events.QPushAnswer
-	QueuePop  = events.QPopAnswer
-	QueueAck  = events.QAckAnswer
-	QueueItem = events.QueueItem
-	QueueSize = events.QSizeAnswer
+	QueuePush = contract.QPushAnswer
+	QueuePop  = contract.QPopAnswer
+	QueueAck  = contract.QAckAnswer
+	QueueItem = contract.QueueItem
+	QueueSize = contract.QSizeAnswer
 )
 
 // QPushRequest pushes Data onto the queue at Key.
@@ -57,7 +57,7 @@ type QPushRequest struct {
 
 // QPush pushes r.Data onto the queue at r.Key, creating the queue.
 func (c *Client) QPush(ctx context.Context, r QPushRequest) (QueuePush, error) {
-	b := events.QPushBody{Data: r.Data, Priority: r.Priority, DedupID: r.DedupID, ExpectedVersion: r.ExpectedVersion,
+	b := contract.QPushBody{Data: r.Data, Priority: r.Priority, DedupID: r.DedupID, ExpectedVersion: r.ExpectedVersion,
 		RequestID: orNewID(r.RequestID)}
 	if r.TTL != 0 {
 		ttl, err := ttlSeconds(r.TTL)
@@ -68,7 +68,7 @@ func (c *Client) QPush(ctx context.Context, r QPushRequest) (QueuePush, error) {
 	}
 	if r.ItemTTL != 0 {
 		if r.ItemTTL < 0 || r.ItemTTL%time.Second != 0 {
-			return QueuePush{}, events.FieldErrorf(events.EInvalid, "itemTtlSeconds", "item TTL %v is not a positive whole number of seconds", r.ItemTTL)
+			return QueuePush{}, contract.FieldErrorf(contract.EInvalid, "itemTtlSeconds", "item TTL %v is not a positive whole number of seconds", r.ItemTTL)
 		}
 		n := int64(r.ItemTTL / time.Second)
 		b.ItemTTLSeconds = &n
@@ -76,7 +76,7 @@ func (c *Client) QPush(ctx context.Context, r QPushRequest) (QueuePush, error) {
 	if err := b.Validate(); err != nil {
 		return QueuePush{}, err
 	}
-	a, _, err := Call[QueuePush](ctx, c, events.OpQPush, r.Key, &b)
+	a, _, err := Call[QueuePush](ctx, c, contract.OpQPush, r.Key, &b)
 	return a, err
 }
 
@@ -95,17 +95,17 @@ type QPopRequest struct {
 // of the queue at r.Key: lowest priority first, FIFO within one. An empty
 // or missing queue is ErrQueueEmpty.
 func (c *Client) QPop(ctx context.Context, r QPopRequest) (QueuePop, error) {
-	b := events.QPopBody{RequestID: orNewID(r.RequestID)}
+	b := contract.QPopBody{RequestID: orNewID(r.RequestID)}
 	if r.Visibility != 0 {
 		if r.Visibility < 0 || r.Visibility%time.Second != 0 {
-			return QueuePop{}, events.FieldErrorf(events.EInvalid, "visibilityTimeoutSeconds", "visibility %v is not a positive whole number of seconds", r.Visibility)
+			return QueuePop{}, contract.FieldErrorf(contract.EInvalid, "visibilityTimeoutSeconds", "visibility %v is not a positive whole number of seconds", r.Visibility)
 		}
 		b.VisibilityTimeoutSeconds = int64(r.Visibility / time.Second)
 	}
 	if err := b.Validate(); err != nil {
 		return QueuePop{}, err
 	}
-	a, _, err := Call[QueuePop](ctx, c, events.OpQPop, r.Key, &b)
+	a, _, err := Call[QueuePop](ctx, c, contract.OpQPop, r.Key, &b)
 	return a, err
 }
 
@@ -114,20 +114,20 @@ func (c *Client) QPop(ctx context.Context, r QPopRequest) (QueuePop, error) {
 // item's current delivery is ErrStaleReceipt (one message whatever the
 // reason: it describes no delivery).
 func (c *Client) QAck(ctx context.Context, key, receipt string) (QueueAck, error) {
-	b := events.QAckBody{Receipt: receipt, RequestID: orNewID("")}
+	b := contract.QAckBody{Receipt: receipt, RequestID: orNewID("")}
 	if err := b.Validate(); err != nil {
 		return QueueAck{}, err
 	}
-	a, _, err := Call[QueueAck](ctx, c, events.OpQAck, key, &b)
+	a, _, err := Call[QueueAck](ctx, c, contract.OpQAck, key, &b)
 	return a, err
 }
 
 // QPeek returns the next count ready items of the queue at key (1 ..
-// events.MaxPeek) in serving order, removing nothing: fewer when their
+// contract.MaxPeek) in serving order, removing nothing: fewer when their
 // bytes pass the server's byte budget of a page (but always one).
 func (c *Client) QPeek(ctx context.Context, key string, count int) ([]QueueItem, error) {
-	var a events.QPeekAnswer
-	err := c.setRead(ctx, events.OpQPeek, key, url.Values{"count": {strconv.Itoa(count)}}, &a)
+	var a contract.QPeekAnswer
+	err := c.setRead(ctx, contract.OpQPeek, key, url.Values{"count": {strconv.Itoa(count)}}, &a)
 	return a.Items, err
 }
 
@@ -136,6 +136,6 @@ func (c *Client) QPeek(ctx context.Context, key string, count int) ([]QueueItem,
 // missing queue.
 func (c *Client) QSize(ctx context.Context, key string) (QueueSize, error) {
 	var a QueueSize
-	err := c.setRead(ctx, events.OpQSize, key, nil, &a)
+	err := c.setRead(ctx, contract.OpQSize, key, nil, &a)
 	return a, err
 }

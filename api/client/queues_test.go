@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -38,7 +38,7 @@ func TestClientQPopRetry(t *testing.T) {
 			}
 			pop := func(id string) (client.QueuePop, bool) {
 				t.Helper()
-				a, replayed, err := client.Call[client.QueuePop](ctx, c, events.OpQPop, queue, &events.QPopBody{VisibilityTimeoutSeconds: 60, RequestID: id})
+				a, replayed, err := client.Call[client.QueuePop](ctx, c, contract.OpQPop, queue, &contract.QPopBody{VisibilityTimeoutSeconds: 60, RequestID: id})
 				if err != nil {
 					t.Fatalf("qpop %s: %v", id, err)
 				}
@@ -80,10 +80,10 @@ func TestClientQueueRights(t *testing.T) {
 	if a, err := writer.QPush(ctx, client.QPushRequest{Key: queue, Data: json.RawMessage(`1`)}); err != nil || a.Size != 0 || a.Item == "" {
 		t.Fatalf("write-only push: %+v %v, want the item without the size", a, err)
 	}
-	if _, err := writer.QPop(ctx, client.QPopRequest{Key: queue}); events.ErrorCode(err) != events.EForbidden {
+	if _, err := writer.QPop(ctx, client.QPopRequest{Key: queue}); contract.ErrorCode(err) != contract.EForbidden {
 		t.Fatalf("write-only pop: %v, want forbidden", err)
 	}
-	if _, err := reader.QPush(ctx, client.QPushRequest{Key: queue, Data: json.RawMessage(`2`)}); events.ErrorCode(err) != events.EForbidden {
+	if _, err := reader.QPush(ctx, client.QPushRequest{Key: queue, Data: json.RawMessage(`2`)}); contract.ErrorCode(err) != contract.EForbidden {
 		t.Fatalf("read-only push: %v, want forbidden", err)
 	}
 	if items, err := reader.QPeek(ctx, queue, 10); err != nil || len(items) != 1 || string(items[0].Data) != `1` {
@@ -120,10 +120,10 @@ func TestClientQueueKey(t *testing.T) {
 	if _, err := c.QPush(ctx, client.QPushRequest{Key: queue, Data: json.RawMessage(`"old-2"`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Put(ctx, client.PutRequest{Key: queue, Value: json.RawMessage(`1`)}); events.ErrorCode(err) != events.EWrongType {
+	if _, err := c.Put(ctx, client.PutRequest{Key: queue, Value: json.RawMessage(`1`)}); contract.ErrorCode(err) != contract.EWrongType {
 		t.Fatalf("put over a queue: %v, want wrong_type", err)
 	}
-	if _, err := c.RPush(ctx, client.PushRequest{Key: queue, Value: json.RawMessage(`1`)}); events.ErrorCode(err) != events.EWrongType {
+	if _, err := c.RPush(ctx, client.PushRequest{Key: queue, Value: json.RawMessage(`1`)}); contract.ErrorCode(err) != contract.EWrongType {
 		t.Fatalf("rpush onto a queue: %v, want wrong_type", err)
 	}
 	if _, err := c.QSize(ctx, "tenant/acme/project/demo/not-a-queue"); err != nil {
@@ -148,7 +148,7 @@ func TestClientQueueKey(t *testing.T) {
 		t.Fatalf("qsize of the re-created queue: %+v %v", sz, err)
 	}
 	e, err := c.Get(ctx, queue)
-	if err != nil || e.Semantics.Purpose != events.PurposeQueue || e.ExpiresAt == nil {
+	if err != nil || e.Semantics.Purpose != contract.PurposeQueue || e.ExpiresAt == nil {
 		t.Fatalf("get of the queue key: %+v %v, want purpose queue with an expiry", e, err)
 	}
 }
@@ -162,8 +162,8 @@ func TestClientQPushItemTTL(t *testing.T) {
 	offline := client.New("http://127.0.0.1:1", stack.DevToken)
 	for _, d := range []time.Duration{-time.Second, 1500 * time.Millisecond, 10 * 365 * 24 * time.Hour * 2} {
 		_, err := offline.QPush(t.Context(), client.QPushRequest{Key: "tenant/acme/project/demo/q", Data: json.RawMessage(`1`), ItemTTL: d})
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "itemTtlSeconds" {
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != "itemTtlSeconds" {
 			t.Errorf("ItemTTL %v: %v, want invalid on itemTtlSeconds", d, err)
 		}
 	}
@@ -179,7 +179,7 @@ func TestClientQPushItemTTL(t *testing.T) {
 		t.Fatalf("retry: %+v %v, want the first push's answer %+v", again, err, first)
 	}
 	push.ItemTTL = 2 * time.Hour
-	if _, err := c.QPush(ctx, push); events.ErrorCode(err) != events.EConflict {
+	if _, err := c.QPush(ctx, push); contract.ErrorCode(err) != contract.EConflict {
 		t.Fatalf("requestId reused with another item TTL: %v, want version_conflict", err)
 	}
 	p, err := c.QPop(ctx, client.QPopRequest{Key: push.Key})
@@ -218,7 +218,7 @@ func TestClientPopRetryAfterOtherWrites(t *testing.T) {
 			}
 			qpop := func(id string) (client.QueuePop, bool) {
 				t.Helper()
-				a, replayed, err := client.Call[client.QueuePop](ctx, c, events.OpQPop, queue, &events.QPopBody{VisibilityTimeoutSeconds: 60, RequestID: id})
+				a, replayed, err := client.Call[client.QueuePop](ctx, c, contract.OpQPop, queue, &contract.QPopBody{VisibilityTimeoutSeconds: 60, RequestID: id})
 				if err != nil {
 					t.Fatalf("qpop %s: %v", id, err)
 				}
@@ -226,7 +226,7 @@ func TestClientPopRetryAfterOtherWrites(t *testing.T) {
 			}
 			lpop := func(id string) (client.ListChange, bool) {
 				t.Helper()
-				a, replayed, err := client.Call[client.ListChange](ctx, c, events.OpLPop, list, &events.PopBody{RequestID: id})
+				a, replayed, err := client.Call[client.ListChange](ctx, c, contract.OpLPop, list, &contract.PopBody{RequestID: id})
 				if err != nil {
 					t.Fatalf("lpop %s: %v", id, err)
 				}

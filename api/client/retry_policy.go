@@ -10,7 +10,7 @@ import (
 
 	"github.com/sethvargo/go-retry"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Defaults of the retry policy: the semantic-KV seed's "Retry & Backoff".
@@ -205,18 +205,18 @@ func Classify(err error) Class {
 	if errors.As(err, &ne) {
 		return ClassTransient
 	}
-	var e *events.Error
+	var e *contract.Error
 	if !errors.As(err, &e) {
 		return ClassFatal
 	}
 	switch {
-	case e.Code == events.EUnavailable, e.Code == events.EOutcomeUnknown, e.Code == events.EForwardLoop, e.Code == events.ETooManyRequests:
+	case e.Code == contract.EUnavailable, e.Code == contract.EOutcomeUnknown, e.Code == contract.EForwardLoop, e.Code == contract.ETooManyRequests:
 		// outcome_unknown: only writes with a requestId are retried, and
 		// with it. forward_loop: the writer reached is misconfigured, but another
 		// one behind the same Service may answer the retry. too_many_requests:
 		// the principal's share of a slot is full now; Retry-After says when.
 		return ClassTransient
-	case e.Code == events.EConflict && e.Field != "requestId":
+	case e.Code == contract.EConflict && e.Field != "requestId":
 		return ClassConflict
 	}
 	return ClassFatal
@@ -233,7 +233,7 @@ var unexpectedTransient = map[int]bool{
 
 // EscalationError is the seed's escalation: a call the policy retried
 // until it allowed no more. Err is the last try's error, so
-// events.ErrorCode and errors.As reach its *events.Error or
+// contract.ErrorCode and errors.As reach its *contract.Error or
 // *NetworkError; Attempts counts the tries, the first included.
 type EscalationError struct {
 	Attempts int
@@ -302,7 +302,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) 
 
 // retryAfter is the server's requested wait carried by err, if any.
 func retryAfter(err error) time.Duration {
-	var e *events.Error
+	var e *contract.Error
 	if errors.As(err, &e) && e.RetryAfterSeconds > 0 {
 		return time.Duration(e.RetryAfterSeconds) * time.Second
 	}

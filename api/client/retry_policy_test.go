@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
 func TestClassify(t *testing.T) {
-	conflict := &events.Error{Code: events.EConflict, Field: "expectedVersion"}
+	conflict := &contract.Error{Code: contract.EConflict, Field: "expectedVersion"}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -30,23 +30,23 @@ func TestClassify(t *testing.T) {
 	}{
 		{"TransientNetwork", &client.NetworkError{Method: "GET", URL: "http://x", Err: syscall.ECONNREFUSED}, client.ClassTransient},
 		{"TransientAttemptTimeout", &client.NetworkError{Method: "GET", URL: "http://x", Err: context.DeadlineExceeded}, client.ClassTransient},
-		{"TransientUnavailable", &events.Error{Code: events.EUnavailable}, client.ClassTransient},
-		{"TransientOutcomeUnknown", &events.Error{Code: events.EOutcomeUnknown, RequestID: "r-1"}, client.ClassTransient},
-		{"TransientProxy", fmt.Errorf("%w: %w", client.ErrUnexpectedAnswer, &events.Error{Code: events.EUnavailable}), client.ClassTransient},
+		{"TransientUnavailable", &contract.Error{Code: contract.EUnavailable}, client.ClassTransient},
+		{"TransientOutcomeUnknown", &contract.Error{Code: contract.EOutcomeUnknown, RequestID: "r-1"}, client.ClassTransient},
+		{"TransientProxy", fmt.Errorf("%w: %w", client.ErrUnexpectedAnswer, &contract.Error{Code: contract.EUnavailable}), client.ClassTransient},
 		{"ConflictVersion", conflict, client.ClassConflict},
 		{"ConflictWrapped", fmt.Errorf("put: %w", conflict), client.ClassConflict},
-		{"FatalRequestIDReused", &events.Error{Code: events.EConflict, Field: "requestId"}, client.ClassFatal},
-		{"FatalInvalid", &events.Error{Code: events.EInvalid, Field: "key"}, client.ClassFatal},
-		{"FatalUnauthenticated", &events.Error{Code: events.EUnauthenticated}, client.ClassFatal},
-		{"FatalForbidden", &events.Error{Code: events.EForbidden}, client.ClassFatal},
-		{"FatalNotFound", &events.Error{Code: events.ENotFound, Field: "key"}, client.ClassFatal},
-		{"FatalTooLarge", &events.Error{Code: events.ETooLarge}, client.ClassFatal},
-		{"FatalLockHeld", &events.Error{Code: events.ELockHeld}, client.ClassFatal},
-		{"FatalFieldMismatch", &events.Error{Code: events.EFieldMismatch}, client.ClassFatal},
-		{"FatalInternal", &events.Error{Code: events.EInternal}, client.ClassFatal},
-		{"FatalNotEskv", fmt.Errorf("%w: %w", client.ErrUnexpectedAnswer, &events.Error{Code: events.EInternal}), client.ClassFatal},
+		{"FatalRequestIDReused", &contract.Error{Code: contract.EConflict, Field: "requestId"}, client.ClassFatal},
+		{"FatalInvalid", &contract.Error{Code: contract.EInvalid, Field: "key"}, client.ClassFatal},
+		{"FatalUnauthenticated", &contract.Error{Code: contract.EUnauthenticated}, client.ClassFatal},
+		{"FatalForbidden", &contract.Error{Code: contract.EForbidden}, client.ClassFatal},
+		{"FatalNotFound", &contract.Error{Code: contract.ENotFound, Field: "key"}, client.ClassFatal},
+		{"FatalTooLarge", &contract.Error{Code: contract.ETooLarge}, client.ClassFatal},
+		{"FatalLockHeld", &contract.Error{Code: contract.ELockHeld}, client.ClassFatal},
+		{"FatalFieldMismatch", &contract.Error{Code: contract.EFieldMismatch}, client.ClassFatal},
+		{"FatalInternal", &contract.Error{Code: contract.EInternal}, client.ClassFatal},
+		{"FatalNotEskv", fmt.Errorf("%w: %w", client.ErrUnexpectedAnswer, &contract.Error{Code: contract.EInternal}), client.ClassFatal},
 		{"FatalOther", errors.New("decode answer"), client.ClassFatal},
-		{"FatalEscalated", &client.EscalationError{Attempts: 5, Err: &events.Error{Code: events.EUnavailable}}, client.ClassFatal},
+		{"FatalEscalated", &client.EscalationError{Attempts: 5, Err: &contract.Error{Code: contract.EUnavailable}}, client.ClassFatal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := client.Classify(tc.err); got != tc.want {
@@ -64,10 +64,10 @@ func TestClassify(t *testing.T) {
 // under synctest's fake clock.
 type fakeKV struct {
 	mu      sync.Mutex
-	entry   *events.Entry
+	entry   *contract.Entry
 	reqs    []fakeReq
 	onGet   func(n int) (status int, body string) // n counts GETs from 1; status 0: answer normally
-	onPut   func(n int, b events.PutBody) (status int, body string)
+	onPut   func(n int, b contract.PutBody) (status int, body string)
 	netErrs int // the first netErrs requests fail without an answer
 	gets    int
 	puts    int
@@ -76,13 +76,13 @@ type fakeKV struct {
 type fakeReq struct {
 	at     time.Time
 	method string
-	body   events.PutBody
+	body   contract.PutBody
 }
 
 func (f *fakeKV) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var b events.PutBody
+	var b contract.PutBody
 	if r.Body != nil {
 		raw, _ := io.ReadAll(r.Body)
 		r.Body.Close()
@@ -99,7 +99,7 @@ func (f *fakeKV) RoundTrip(r *http.Request) (*http.Response, error) {
 	return res, nil
 }
 
-func (f *fakeKV) serve(w *httptest.ResponseRecorder, method string, b events.PutBody) {
+func (f *fakeKV) serve(w *httptest.ResponseRecorder, method string, b contract.PutBody) {
 	answer := func(status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -144,7 +144,7 @@ func (f *fakeKV) serve(w *httptest.ResponseRecorder, method string, b events.Put
 			answer(http.StatusConflict, conflictBody(cur))
 			return
 		}
-		f.entry = &events.Entry{Key: key, Value: b.Value, Version: cur + 1, RequestID: b.RequestID}
+		f.entry = &contract.Entry{Key: key, Value: b.Value, Version: cur + 1, RequestID: b.RequestID}
 		answer(http.StatusOK, f.entry)
 	}
 }
@@ -193,7 +193,7 @@ func gaps(at []time.Time) []time.Duration {
 
 // addOne is an UpdateFunc that counts: absent is 0.
 func addOne(calls *int) client.UpdateFunc {
-	return func(cur *events.Entry) (json.RawMessage, error) {
+	return func(cur *contract.Entry) (json.RawMessage, error) {
 		*calls++
 		var n int
 		if cur != nil {
@@ -210,8 +210,8 @@ func addOne(calls *int) client.UpdateFunc {
 // each wait, then escalates with its 7 attempts and the last conflict.
 func TestUpdateConflictSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeKV{entry: &events.Entry{Key: key, Value: json.RawMessage(`10`), Version: 1}}
-		f.onPut = func(int, events.PutBody) (int, string) {
+		f := &fakeKV{entry: &contract.Entry{Key: key, Value: json.RawMessage(`10`), Version: 1}}
+		f.onPut = func(int, contract.PutBody) (int, string) {
 			f.entry.Version++ // the other writer's write, just before ours
 			return http.StatusConflict, conflictBody(f.entry.Version)
 		}
@@ -220,15 +220,15 @@ func TestUpdateConflictSchedule(t *testing.T) {
 			retried []string
 		)
 		onRetry := func(err error, attempt int, wait time.Duration) {
-			retried = append(retried, fmt.Sprintf("%d:%s:%v", attempt, events.ErrorCode(err), wait))
+			retried = append(retried, fmt.Sprintf("%d:%s:%v", attempt, contract.ErrorCode(err), wait))
 		}
 		start := time.Now()
 		_, err := f.client(client.WithRetryPolicy(client.RetryPolicy{OnRetry: onRetry})).Update(t.Context(), key, addOne(&calls), client.UpdateOptions{RequestID: "sync-1"})
 		var esc *client.EscalationError
-		if !errors.As(err, &esc) || esc.Attempts != 7 || events.ErrorCode(err) != events.EConflict {
+		if !errors.As(err, &esc) || esc.Attempts != 7 || contract.ErrorCode(err) != contract.EConflict {
 			t.Fatalf("want an escalation after 7 attempts carrying the conflict, got %#v", err)
 		}
-		var last *events.Error
+		var last *contract.Error
 		if !errors.As(esc.Err, &last) || last.Current == nil || last.Current.Version != 8 {
 			t.Fatalf("the escalation should carry the last conflict (current version 8): %#v", esc.Err)
 		}
@@ -260,7 +260,7 @@ func TestUpdateConflictSchedule(t *testing.T) {
 func TestUpdate(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		entry    *events.Entry
+		entry    *contract.Entry
 		policy   client.RetryPolicy
 		conflict int // PUTs that lose to another writer first
 		check    func(t *testing.T, f *fakeKV, res client.UpdateResult, err error, elapsed time.Duration)
@@ -277,7 +277,7 @@ func TestUpdate(t *testing.T) {
 			},
 		},
 		{
-			name: "OKAfterTwoConflicts", entry: &events.Entry{Key: key, Value: json.RawMessage(`41`), Version: 3}, conflict: 2,
+			name: "OKAfterTwoConflicts", entry: &contract.Entry{Key: key, Value: json.RawMessage(`41`), Version: 3}, conflict: 2,
 			check: func(t *testing.T, f *fakeKV, res client.UpdateResult, err error, elapsed time.Duration) {
 				// The other writer moved it to version 5 (value 41); ours is 6.
 				if err != nil || res.Attempts != 3 || res.Entry.Version != 6 || string(res.Entry.Value) != "42" {
@@ -289,7 +289,7 @@ func TestUpdate(t *testing.T) {
 			},
 		},
 		{
-			name: "ErrEscalatesAtCustomCap", entry: &events.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}, conflict: 100,
+			name: "ErrEscalatesAtCustomCap", entry: &contract.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}, conflict: 100,
 			policy: client.RetryPolicy{ConflictBase: 100 * time.Millisecond, ConflictCap: time.Second},
 			check: func(t *testing.T, f *fakeKV, res client.UpdateResult, err error, elapsed time.Duration) {
 				var esc *client.EscalationError
@@ -303,7 +303,7 @@ func TestUpdate(t *testing.T) {
 			},
 		},
 		{
-			name: "OKConflictJitterWithinBounds", entry: &events.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}, conflict: 100,
+			name: "OKConflictJitterWithinBounds", entry: &contract.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}, conflict: 100,
 			policy: client.RetryPolicy{ConflictJitter: true},
 			check: func(t *testing.T, f *fakeKV, res client.UpdateResult, err error, elapsed time.Duration) {
 				var esc *client.EscalationError
@@ -322,7 +322,7 @@ func TestUpdate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := &fakeKV{entry: tc.entry}
-				f.onPut = func(n int, _ events.PutBody) (int, string) {
+				f.onPut = func(n int, _ contract.PutBody) (int, string) {
 					if n > tc.conflict {
 						return 0, ""
 					}
@@ -343,14 +343,14 @@ func TestUpdate(t *testing.T) {
 // but its answer lost; an attempt after a conflict is a new request.
 func TestUpdateRequestIDs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeKV{entry: &events.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
-		f.onPut = func(n int, b events.PutBody) (int, string) {
+		f := &fakeKV{entry: &contract.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
+		f.onPut = func(n int, b contract.PutBody) (int, string) {
 			switch n {
 			case 1:
 				f.entry.Version++
 				return http.StatusConflict, conflictBody(f.entry.Version)
 			case 2: // applied, but the answer is lost
-				f.entry = &events.Entry{Key: key, Value: b.Value, Version: f.entry.Version + 1, RequestID: b.RequestID}
+				f.entry = &contract.Entry{Key: key, Value: b.Value, Version: f.entry.Version + 1, RequestID: b.RequestID}
 				return http.StatusServiceUnavailable, `{"error":{"code":"partition_unavailable","message":"outcome unknown; retry"}}`
 			}
 			return 0, ""
@@ -380,10 +380,10 @@ func TestUpdateRequestIDs(t *testing.T) {
 // Update escalates with ErrOutcomeUnknown, fn having run once.
 func TestUpdateOutcomeUnknown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeKV{entry: &events.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
-		f.onPut = func(n int, b events.PutBody) (int, string) {
+		f := &fakeKV{entry: &contract.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
+		f.onPut = func(n int, b contract.PutBody) (int, string) {
 			if n == 1 { // applied, then another writer's write, then the answer is lost
-				f.entry = &events.Entry{Key: key, Value: json.RawMessage(`7`), Version: 3, RequestID: "other"}
+				f.entry = &contract.Entry{Key: key, Value: json.RawMessage(`7`), Version: 3, RequestID: "other"}
 				return http.StatusServiceUnavailable, `{"error":{"code":"partition_unavailable","message":"outcome unknown; retry"}}`
 			}
 			return 0, ""
@@ -391,7 +391,7 @@ func TestUpdateOutcomeUnknown(t *testing.T) {
 		var calls int
 		_, err := f.client().Update(t.Context(), key, addOne(&calls), client.UpdateOptions{})
 		var esc *client.EscalationError
-		if !errors.As(err, &esc) || !errors.Is(err, client.ErrOutcomeUnknown) || events.ErrorCode(err) != events.EConflict || esc.Attempts != 1 {
+		if !errors.As(err, &esc) || !errors.Is(err, client.ErrOutcomeUnknown) || contract.ErrorCode(err) != contract.EConflict || esc.Attempts != 1 {
 			t.Fatalf("want an escalation with ErrOutcomeUnknown after 1 attempt, got %v", err)
 		}
 		if calls != 1 || len(f.putIDs()) != 2 || string(f.entry.Value) != "7" {
@@ -411,10 +411,10 @@ func TestTransientEscalates(t *testing.T) {
 		netErr bool
 		code   string
 	}{
-		{name: "Unavailable", status: http.StatusServiceUnavailable, body: `{"error":{"code":"partition_unavailable","message":"catching up"}}`, code: events.EUnavailable},
-		{name: "ProxyTooManyRequests", status: http.StatusTooManyRequests, body: `<html>slow down</html>`, code: events.EUnavailable},
-		{name: "ProxyBadGateway", status: http.StatusBadGateway, body: ``, code: events.EUnavailable},
-		{name: "ConnectionReset", netErr: true, code: events.EInternal},
+		{name: "Unavailable", status: http.StatusServiceUnavailable, body: `{"error":{"code":"partition_unavailable","message":"catching up"}}`, code: contract.EUnavailable},
+		{name: "ProxyTooManyRequests", status: http.StatusTooManyRequests, body: `<html>slow down</html>`, code: contract.EUnavailable},
+		{name: "ProxyBadGateway", status: http.StatusBadGateway, body: ``, code: contract.EUnavailable},
+		{name: "ConnectionReset", netErr: true, code: contract.EInternal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -424,7 +424,7 @@ func TestTransientEscalates(t *testing.T) {
 				}
 				_, err := f.client().Get(t.Context(), key)
 				var esc *client.EscalationError
-				if !errors.As(err, &esc) || esc.Attempts != 5 || events.ErrorCode(err) != tc.code {
+				if !errors.As(err, &esc) || esc.Attempts != 5 || contract.ErrorCode(err) != tc.code {
 					t.Fatalf("want an escalation after 5 attempts with code %s, got %#v", tc.code, err)
 				}
 				var ne *client.NetworkError
@@ -508,20 +508,20 @@ func TestFatalNotRetried(t *testing.T) {
 		body       string
 		onPut      bool // the PUT answers it (else the GET)
 	}{
-		{"Invalid", events.EInvalid, 400, `{"error":{"code":"invalid","message":"bad key","field":"key"}}`, false},
-		{"Unauthenticated", events.EUnauthenticated, 401, `{"error":{"code":"unauthenticated","message":"no token"}}`, false},
-		{"Forbidden", events.EForbidden, 403, `{"error":{"code":"forbidden","message":"not yours"}}`, false},
-		{"TooLarge", events.ETooLarge, 413, `{"error":{"code":"value_too_large","message":"too big","field":"value"}}`, true},
-		{"RequestIDReused", events.EConflict, 409, `{"error":{"code":"version_conflict","message":"requestId reused","field":"requestId","currentVersion":2}}`, true},
-		{"WrongType", events.EWrongType, 409, `{"error":{"code":"wrong_type","message":"a lock","currentVersion":2}}`, true},
-		{"Internal", events.EInternal, 500, `{"error":{"code":"internal","message":"internal error"}}`, false},
+		{"Invalid", contract.EInvalid, 400, `{"error":{"code":"invalid","message":"bad key","field":"key"}}`, false},
+		{"Unauthenticated", contract.EUnauthenticated, 401, `{"error":{"code":"unauthenticated","message":"no token"}}`, false},
+		{"Forbidden", contract.EForbidden, 403, `{"error":{"code":"forbidden","message":"not yours"}}`, false},
+		{"TooLarge", contract.ETooLarge, 413, `{"error":{"code":"value_too_large","message":"too big","field":"value"}}`, true},
+		{"RequestIDReused", contract.EConflict, 409, `{"error":{"code":"version_conflict","message":"requestId reused","field":"requestId","currentVersion":2}}`, true},
+		{"WrongType", contract.EWrongType, 409, `{"error":{"code":"wrong_type","message":"a lock","currentVersion":2}}`, true},
+		{"Internal", contract.EInternal, 500, `{"error":{"code":"internal","message":"internal error"}}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := &fakeKV{entry: &events.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
+				f := &fakeKV{entry: &contract.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
 				answer := func(int) (int, string) { return tc.status, tc.body }
 				if tc.onPut {
-					f.onPut = func(int, events.PutBody) (int, string) { return answer(0) }
+					f.onPut = func(int, contract.PutBody) (int, string) { return answer(0) }
 				} else {
 					f.onGet = answer
 				}
@@ -529,7 +529,7 @@ func TestFatalNotRetried(t *testing.T) {
 				start := time.Now()
 				_, err := f.client().Update(t.Context(), key, addOne(&calls), client.UpdateOptions{})
 				var esc *client.EscalationError
-				if events.ErrorCode(err) != tc.code || errors.As(err, &esc) {
+				if contract.ErrorCode(err) != tc.code || errors.As(err, &esc) {
 					t.Fatalf("want %s as is, got %#v", tc.code, err)
 				}
 				if n := len(f.reqs); (tc.onPut && n != 2) || (!tc.onPut && n != 1) || time.Since(start) != 0 {
@@ -542,11 +542,11 @@ func TestFatalNotRetried(t *testing.T) {
 
 func TestUpdateFuncErrorWritesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeKV{entry: &events.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
+		f := &fakeKV{entry: &contract.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}}
 		stop := errors.New("nothing to do")
 		// fn's error is returned as is, even one that looks like a conflict.
-		for _, want := range []error{stop, &events.Error{Code: events.EConflict, Field: "expectedVersion"}} {
-			_, err := f.client().Update(t.Context(), key, func(*events.Entry) (json.RawMessage, error) { return nil, want }, client.UpdateOptions{})
+		for _, want := range []error{stop, &contract.Error{Code: contract.EConflict, Field: "expectedVersion"}} {
+			_, err := f.client().Update(t.Context(), key, func(*contract.Entry) (json.RawMessage, error) { return nil, want }, client.UpdateOptions{})
 			if err != want {
 				t.Fatalf("want fn's error, got %v", err)
 			}
@@ -555,7 +555,7 @@ func TestUpdateFuncErrorWritesNothing(t *testing.T) {
 			t.Fatal("an UpdateFunc error must write nothing")
 		}
 		long, sent := strings.Repeat("r", 121), len(f.reqs)
-		if _, err := f.client().Update(t.Context(), key, addOne(new(int)), client.UpdateOptions{RequestID: long}); events.ErrorCode(err) != events.EInvalid || len(f.reqs) != sent {
+		if _, err := f.client().Update(t.Context(), key, addOne(new(int)), client.UpdateOptions{RequestID: long}); contract.ErrorCode(err) != contract.EInvalid || len(f.reqs) != sent {
 			t.Fatalf("a requestId without room for -N: want invalid before any request, got %v", err)
 		}
 	})

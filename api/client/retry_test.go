@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -97,7 +97,7 @@ func TestRetry(t *testing.T) {
 		{
 			name: "ErrGetGivesUpAfterAttempts", statuses: unavailable(10),
 			call:     func(ctx context.Context, c *client.Client) error { _, err := c.Get(ctx, key); return err },
-			attempts: client.DefaultAttempts, code: events.EUnavailable,
+			attempts: client.DefaultAttempts, code: contract.EUnavailable,
 		},
 		{
 			name: "ErrPutWithoutRequestIDNotRetried", statuses: unavailable(1),
@@ -105,7 +105,7 @@ func TestRetry(t *testing.T) {
 				_, err := c.Put(ctx, client.PutRequest{Key: key, Value: json.RawMessage(`1`)})
 				return err
 			},
-			attempts: 1, code: events.EUnavailable,
+			attempts: 1, code: contract.EUnavailable,
 		},
 		{
 			name: "OKPutWithRequestIDRetried", statuses: unavailable(1), retryAfter: "1",
@@ -121,7 +121,7 @@ func TestRetry(t *testing.T) {
 				_, err := c.Delete(ctx, key, client.DeleteOptions{})
 				return err
 			},
-			attempts: 1, code: events.EUnavailable,
+			attempts: 1, code: contract.EUnavailable,
 		},
 		{
 			name: "OKDeleteWithRequestIDRetried", statuses: unavailable(1),
@@ -134,7 +134,7 @@ func TestRetry(t *testing.T) {
 		{
 			name: "ErrNoWaitPastDeadline", statuses: unavailable(1), retryAfter: "5", timeout: 2 * time.Second,
 			call:     func(ctx context.Context, c *client.Client) error { _, err := c.Get(ctx, key); return err },
-			attempts: 1, code: events.EUnavailable,
+			attempts: 1, code: contract.EUnavailable,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +149,7 @@ func TestRetry(t *testing.T) {
 				}
 				start := time.Now()
 				err := tc.call(ctx, c)
-				if got := events.ErrorCode(err); got != tc.code {
+				if got := contract.ErrorCode(err); got != tc.code {
 					t.Fatalf("want code %q, got %v", tc.code, err)
 				}
 				if got := s.attempts(); got != tc.attempts {
@@ -161,7 +161,7 @@ func TestRetry(t *testing.T) {
 				if tc.code == "" {
 					return
 				}
-				var e *events.Error
+				var e *contract.Error
 				if tc.retryAfter != "" && (!errors.As(err, &e) || e.RetryAfterSeconds == 0) {
 					t.Fatalf("the error should carry Retry-After: %#v", err)
 				}
@@ -178,7 +178,7 @@ func TestBackoffGrowsWithJitterWithinBounds(t *testing.T) {
 		}
 		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: s}),
 			client.WithRetries(6, 100*time.Millisecond, 400*time.Millisecond))
-		if _, err := c.Get(t.Context(), key); events.ErrorCode(err) != events.EUnavailable {
+		if _, err := c.Get(t.Context(), key); contract.ErrorCode(err) != contract.EUnavailable {
 			t.Fatalf("want partition_unavailable, got %v", err)
 		}
 		// Waits: 100, 200, 400, 400, 400 ms ceilings, each jittered into

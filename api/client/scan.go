@@ -7,13 +7,13 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Filter keeps the entries whose value is a JSON object with a top-level
 // field Field that holds a value of Value's JSON type comparing to Value
 // as Op says. An entry without the field, or with a value of another
-// type there, does not match: Filter{Field: "state", Op: events.FilterNe, Value: "done"} skips entries
+// type there, does not match: Filter{Field: "state", Op: contract.FilterNe, Value: "done"} skips entries
 // that have no state. Only scalar fields are indexed, within the caps of
 // the server (field names and strings up to 256 bytes, numbers up to 256
 // characters written out, the first 64 fields of a value by name).
@@ -23,9 +23,9 @@ import (
 // as t.UTC().Format(time.RFC3339) ("2026-03-04T05:06:07Z").
 type Filter struct {
 	Field string
-	// Op is one of events.FilterOps; booleans and null only take
-	// events.FilterEq.
-	Op events.FilterOp
+	// Op is one of contract.FilterOps; booleans and null only take
+	// contract.FilterEq.
+	Op contract.FilterOp
 	// Value is sent as JSON: a string, a number (any Go integer or float
 	// type, or json.Number), a bool, nil for null, or a json.RawMessage
 	// holding one such literal.
@@ -47,15 +47,15 @@ type ScanOptions struct {
 // Scan returns one page of the live entries under o.Prefix that match
 // o.Filter, in bytewise key order. Postgres answers it from an index of
 // the values' fields; like List it sees every write acknowledged before it
-// was sent. Scan is retried on 503 and network errors. A filter the server refuses is an *events.Error with code
-// events.EInvalid naming "field", "op" or "value".
+// was sent. Scan is retried on 503 and network errors. A filter the server refuses is an *contract.Error with code
+// contract.EInvalid naming "field", "op" or "value".
 func (c *Client) Scan(ctx context.Context, o ScanOptions) (ListPage, error) {
 	value, err := marshal(o.Filter.Value)
 	if err != nil {
-		return ListPage{}, events.FieldErrorf(events.EInvalid, "value", "filter value does not encode as JSON: %v", err)
+		return ListPage{}, contract.FieldErrorf(contract.EInvalid, "value", "filter value does not encode as JSON: %v", err)
 	}
 	if len(value) > 0 && (value[0] == '{' || value[0] == '[') {
-		return ListPage{}, events.FieldErrorf(events.EInvalid, "value", "filter value %s is not a string, number, bool or nil", value)
+		return ListPage{}, contract.FieldErrorf(contract.EInvalid, "value", "filter value %s is not a string, number, bool or nil", value)
 	}
 	q := url.Values{
 		"prefix": {o.Prefix},
@@ -76,7 +76,7 @@ func (c *Client) Scan(ctx context.Context, o ScanOptions) (ListPage, error) {
 // ScanAll yields every live entry under o.Prefix that matches o.Filter,
 // from o.Cursor on, fetching pages of o.Limit as it goes. On an error it
 // yields the error once and stops.
-func (c *Client) ScanAll(ctx context.Context, o ScanOptions) iter.Seq2[events.Entry, error] {
+func (c *Client) ScanAll(ctx context.Context, o ScanOptions) iter.Seq2[contract.Entry, error] {
 	return allPages(o.Cursor, func(cursor string) (ListPage, error) {
 		o.Cursor = cursor
 		return c.Scan(ctx, o)

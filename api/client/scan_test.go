@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -42,7 +42,7 @@ func TestScan(t *testing.T) {
 	if _, err := c.Delete(ctx, jobs+"00", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	queued := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: "queued"}}
+	queued := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: contract.FilterEq, Value: "queued"}}
 	stack.WaitFor(t, "the projection to hold every job", func() bool {
 		page, err := c.Scan(ctx, queued)
 		return err == nil && len(page.Items) == 2 && page.Items[0].Key == jobs+"04" // 00 deleted
@@ -64,17 +64,17 @@ func TestScan(t *testing.T) {
 		f    client.Filter
 		want string
 	}{
-		{"StringEq", client.Filter{Field: "state", Op: events.FilterEq, Value: "done"}, "02 06 10"},
-		{"StringNe", client.Filter{Field: "state", Op: events.FilterNe, Value: "done"}, "01 03 04 05 07 08 09 11"},
-		{"TimestampLt", client.Filter{Field: "updated_at", Op: events.FilterLt, Value: t0.Add(3 * time.Minute).Format(time.RFC3339)}, "01 02"},
-		{"TimestampGte", client.Filter{Field: "updated_at", Op: events.FilterGte, Value: t0.Add(10 * time.Minute).Format(time.RFC3339)}, "10 11"},
-		{"NumberGt", client.Filter{Field: "attempt", Op: events.FilterGt, Value: 8.5}, "09 10 11"},
-		{"NumberLte", client.Filter{Field: "attempt", Op: events.FilterLte, Value: json.Number("2")}, "01 02"},
-		{"Bool", client.Filter{Field: "urgent", Op: events.FilterEq, Value: true}, "03 06 09"},
-		{"StringIsNotNumber", client.Filter{Field: "label", Op: events.FilterEq, Value: 1}, ""},
-		{"NumberIsNotString", client.Filter{Field: "label", Op: events.FilterEq, Value: "1"}, "01 03 05 07 09 11"},
-		{"RawLiteral", client.Filter{Field: "attempt", Op: events.FilterEq, Value: json.RawMessage(`7`)}, "07"},
-		{"MissingField", client.Filter{Field: "owner", Op: events.FilterNe, Value: "x"}, ""},
+		{"StringEq", client.Filter{Field: "state", Op: contract.FilterEq, Value: "done"}, "02 06 10"},
+		{"StringNe", client.Filter{Field: "state", Op: contract.FilterNe, Value: "done"}, "01 03 04 05 07 08 09 11"},
+		{"TimestampLt", client.Filter{Field: "updated_at", Op: contract.FilterLt, Value: t0.Add(3 * time.Minute).Format(time.RFC3339)}, "01 02"},
+		{"TimestampGte", client.Filter{Field: "updated_at", Op: contract.FilterGte, Value: t0.Add(10 * time.Minute).Format(time.RFC3339)}, "10 11"},
+		{"NumberGt", client.Filter{Field: "attempt", Op: contract.FilterGt, Value: 8.5}, "09 10 11"},
+		{"NumberLte", client.Filter{Field: "attempt", Op: contract.FilterLte, Value: json.Number("2")}, "01 02"},
+		{"Bool", client.Filter{Field: "urgent", Op: contract.FilterEq, Value: true}, "03 06 09"},
+		{"StringIsNotNumber", client.Filter{Field: "label", Op: contract.FilterEq, Value: 1}, ""},
+		{"NumberIsNotString", client.Filter{Field: "label", Op: contract.FilterEq, Value: "1"}, "01 03 05 07 09 11"},
+		{"RawLiteral", client.Filter{Field: "attempt", Op: contract.FilterEq, Value: json.RawMessage(`7`)}, "07"},
+		{"MissingField", client.Filter{Field: "owner", Op: contract.FilterNe, Value: "x"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := keys(t, client.ScanOptions{Prefix: jobs, Filter: tt.f, Limit: 2})
@@ -85,7 +85,7 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("PagesWithCursor", func(t *testing.T) {
-		o := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "attempt", Op: events.FilterGte, Value: 1}, Limit: 4}
+		o := client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "attempt", Op: contract.FilterGte, Value: 1}, Limit: 4}
 		page, err := c.Scan(ctx, o)
 		if err != nil || len(page.Items) != 4 || !page.Truncated || page.NextCursor == "" || page.Items[3].Key != jobs+"04" {
 			t.Fatalf("first page: %+v, %v", page, err)
@@ -134,23 +134,23 @@ func TestScan(t *testing.T) {
 		status             int
 		code, field        string
 	}{
-		{"ErrFieldAlone", stack.DevToken, "field=state", 400, events.EInvalid, "op"},
-		{"ErrNoValue", stack.DevToken, "field=state&op=eq", 400, events.EInvalid, "value"},
-		{"ErrNoField", stack.DevToken, "op=eq&value=done", 400, events.EInvalid, "field"},
-		{"ErrValueAlone", stack.DevToken, "value=done", 400, events.EInvalid, "field"},
-		{"ErrEmptyField", stack.DevToken, "field=&op=eq&value=done", 400, events.EInvalid, "field"},
-		{"ErrFieldTwice", stack.DevToken, "field=state&field=x&op=eq&value=done", 400, events.EInvalid, "field"},
-		{"ErrUnknownOp", stack.DevToken, "field=state&op=like&value=done", 400, events.EInvalid, "op"},
-		{"ErrBoolLt", stack.DevToken, "field=urgent&op=lt&value=true", 400, events.EInvalid, "op"},
-		{"ErrNullGt", stack.DevToken, "field=urgent&op=gt&value=null", 400, events.EInvalid, "op"},
-		{"ErrObjectValue", stack.DevToken, "field=state&op=eq&value=" + url.QueryEscape(`{"a":1}`), 400, events.EInvalid, "value"},
-		{"ErrLongString", stack.DevToken, "field=state&op=eq&value=" + strings.Repeat("s", 257), 400, events.EInvalid, "value"},
-		{"ErrInvalidUTF8", stack.DevToken, "field=state&op=eq&value=%ff", 400, events.EInvalid, "value"},
-		{"ErrUnknownParam", stack.DevToken, "field=state&op=eq&value=done&where=x", 400, events.EInvalid, "where"},
-		{"ErrBadCursor", stack.DevToken, "field=state&op=eq&value=done&cursor=nope", 400, events.EInvalid, "cursor"},
-		{"ErrBadLimit", stack.DevToken, "field=state&op=eq&value=done&limit=1001", 400, events.EInvalid, "limit"},
-		{"ErrReaderOutsideGrant", stack.ReaderToken, "field=state&op=eq&value=done&prefix=" + url.QueryEscape("tenant/other/project/p/"), 403, events.EForbidden, "prefix"},
-		{"ErrNoToken", "", "field=state&op=eq&value=done", 401, events.EUnauthenticated, ""},
+		{"ErrFieldAlone", stack.DevToken, "field=state", 400, contract.EInvalid, "op"},
+		{"ErrNoValue", stack.DevToken, "field=state&op=eq", 400, contract.EInvalid, "value"},
+		{"ErrNoField", stack.DevToken, "op=eq&value=done", 400, contract.EInvalid, "field"},
+		{"ErrValueAlone", stack.DevToken, "value=done", 400, contract.EInvalid, "field"},
+		{"ErrEmptyField", stack.DevToken, "field=&op=eq&value=done", 400, contract.EInvalid, "field"},
+		{"ErrFieldTwice", stack.DevToken, "field=state&field=x&op=eq&value=done", 400, contract.EInvalid, "field"},
+		{"ErrUnknownOp", stack.DevToken, "field=state&op=like&value=done", 400, contract.EInvalid, "op"},
+		{"ErrBoolLt", stack.DevToken, "field=urgent&op=lt&value=true", 400, contract.EInvalid, "op"},
+		{"ErrNullGt", stack.DevToken, "field=urgent&op=gt&value=null", 400, contract.EInvalid, "op"},
+		{"ErrObjectValue", stack.DevToken, "field=state&op=eq&value=" + url.QueryEscape(`{"a":1}`), 400, contract.EInvalid, "value"},
+		{"ErrLongString", stack.DevToken, "field=state&op=eq&value=" + strings.Repeat("s", 257), 400, contract.EInvalid, "value"},
+		{"ErrInvalidUTF8", stack.DevToken, "field=state&op=eq&value=%ff", 400, contract.EInvalid, "value"},
+		{"ErrUnknownParam", stack.DevToken, "field=state&op=eq&value=done&where=x", 400, contract.EInvalid, "where"},
+		{"ErrBadCursor", stack.DevToken, "field=state&op=eq&value=done&cursor=nope", 400, contract.EInvalid, "cursor"},
+		{"ErrBadLimit", stack.DevToken, "field=state&op=eq&value=done&limit=1001", 400, contract.EInvalid, "limit"},
+		{"ErrReaderOutsideGrant", stack.ReaderToken, "field=state&op=eq&value=done&prefix=" + url.QueryEscape("tenant/other/project/p/"), 403, contract.EForbidden, "prefix"},
+		{"ErrNoToken", "", "field=state&op=eq&value=done", 401, contract.EUnauthenticated, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			q := tt.query
@@ -168,22 +168,22 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("OKReaderInsideGrant", func(t *testing.T) {
-		page, err := client.New(base, stack.ReaderToken).Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: "done"}})
+		page, err := client.New(base, stack.ReaderToken).Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: contract.FilterEq, Value: "done"}})
 		if err != nil || len(page.Items) != 3 {
 			t.Errorf("reader scan: %+v, %v", page, err)
 		}
 	})
 	t.Run("ErrClientRefusesObjectValue", func(t *testing.T) {
-		_, err := c.Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: events.FilterEq, Value: map[string]int{"a": 1}}})
-		var e *events.Error
-		if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "value" {
+		_, err := c.Scan(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: contract.FilterEq, Value: map[string]int{"a": 1}}})
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != "value" {
 			t.Errorf("want invalid value, got %v", err)
 		}
 	})
 	t.Run("ErrServerNamesField", func(t *testing.T) {
 		for _, err := range c.ScanAll(ctx, client.ScanOptions{Prefix: jobs, Filter: client.Filter{Field: "state", Op: "like", Value: "x"}}) {
-			var e *events.Error
-			if !errors.As(err, &e) || e.Code != events.EInvalid || e.Field != "op" {
+			var e *contract.Error
+			if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != "op" {
 				t.Errorf("want invalid op, got %v", err)
 			}
 		}

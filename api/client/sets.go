@@ -10,11 +10,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Sets (docs/collections.md): a set is one key; its members are strings
-// of any content (up to events.MaxMemberBytes bytes of UTF-8).
+// of any content (up to contract.MaxMemberBytes bytes of UTF-8).
 
 // SetRequest adds or removes one member of the set at Key.
 type SetRequest struct {
@@ -36,20 +36,20 @@ type SetRequest struct {
 // when the member was already there (already absent): nothing was
 // written. Both, and Size, are nil and 0 for a caller without the read
 // right.
-type SetChange = events.SetChangeAnswer
+type SetChange = contract.SetChangeAnswer
 
 // SAdd adds r.Member to the set at r.Key, creating the set.
 func (c *Client) SAdd(ctx context.Context, r SetRequest) (SetChange, error) {
-	return c.setCall(ctx, events.OpSAdd, r)
+	return c.setCall(ctx, contract.OpSAdd, r)
 }
 
 // SRem removes r.Member from the set at r.Key.
 func (c *Client) SRem(ctx context.Context, r SetRequest) (SetChange, error) {
-	return c.setCall(ctx, events.OpSRem, r)
+	return c.setCall(ctx, contract.OpSRem, r)
 }
 
-func (c *Client) setCall(ctx context.Context, op events.Op, r SetRequest) (SetChange, error) {
-	b := events.MemberBody{Member: r.Member, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID}
+func (c *Client) setCall(ctx context.Context, op contract.Op, r SetRequest) (SetChange, error) {
+	b := contract.MemberBody{Member: r.Member, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID}
 	if b.RequestID == "" {
 		b.RequestID = uuid.Must(uuid.NewV7()).String()
 	}
@@ -68,27 +68,27 @@ func (c *Client) setCall(ctx context.Context, op events.Op, r SetRequest) (SetCh
 }
 
 // SIsMember reports whether member belongs to the set at key (false for a
-// missing set). A key that is not a set is events.EWrongType.
+// missing set). A key that is not a set is contract.EWrongType.
 func (c *Client) SIsMember(ctx context.Context, key, member string) (bool, error) {
-	if err := events.ValidateMember("member", member); err != nil {
+	if err := contract.ValidateMember("member", member); err != nil {
 		return false, err
 	}
-	var a events.IsMemberAnswer
-	err := c.setRead(ctx, events.OpSIsMember, key, url.Values{"member": {member}}, &a)
+	var a contract.IsMemberAnswer
+	err := c.setRead(ctx, contract.OpSIsMember, key, url.Values{"member": {member}}, &a)
 	return a.IsMember, err
 }
 
 // SCard returns the size of the set at key (0 for a missing set).
 func (c *Client) SCard(ctx context.Context, key string) (int64, error) {
-	var a events.CardAnswer
-	err := c.setRead(ctx, events.OpSCard, key, nil, &a)
+	var a contract.CardAnswer
+	err := c.setRead(ctx, contract.OpSCard, key, nil, &a)
 	return a.Size, err
 }
 
 // SMembersPage returns up to limit members (0: the server's default) of
 // the set at key after cursor ("" for the first page), in byte order; its
 // Cursor continues, "" after the last page.
-func (c *Client) SMembersPage(ctx context.Context, key, cursor string, limit int) (events.MembersAnswer, error) {
+func (c *Client) SMembersPage(ctx context.Context, key, cursor string, limit int) (contract.MembersAnswer, error) {
 	q := url.Values{}
 	if cursor != "" {
 		q.Set("cursor", cursor)
@@ -96,8 +96,8 @@ func (c *Client) SMembersPage(ctx context.Context, key, cursor string, limit int
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var a events.MembersAnswer
-	err := c.setRead(ctx, events.OpSMembers, key, q, &a)
+	var a contract.MembersAnswer
+	err := c.setRead(ctx, contract.OpSMembers, key, q, &a)
 	return a, err
 }
 
@@ -107,7 +107,7 @@ func (c *Client) SMembers(ctx context.Context, key string) iter.Seq2[string, err
 	return func(yield func(string, error) bool) {
 		cursor := ""
 		for {
-			page, err := c.SMembersPage(ctx, key, cursor, events.MaxListLimit)
+			page, err := c.SMembersPage(ctx, key, cursor, contract.MaxListLimit)
 			if err != nil {
 				yield("", err)
 				return
@@ -125,7 +125,7 @@ func (c *Client) SMembers(ctx context.Context, key string) iter.Seq2[string, err
 	}
 }
 
-func (c *Client) setRead(ctx context.Context, op events.Op, key string, q url.Values, out any) error {
+func (c *Client) setRead(ctx context.Context, op contract.Op, key string, q url.Values, out any) error {
 	p, err := keyPath(key)
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -74,15 +74,15 @@ func TestClientSets(t *testing.T) {
 		if _, err := c.Put(ctx, client.PutRequest{Key: set + "-plain", Value: []byte(`1`)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.SIsMember(ctx, set+"-plain", "a"); events.ErrorCode(err) != events.EWrongType {
+		if _, err := c.SIsMember(ctx, set+"-plain", "a"); contract.ErrorCode(err) != contract.EWrongType {
 			t.Fatalf("sismember of a plain key: %v", err)
 		}
-		if _, err := c.Put(ctx, client.PutRequest{Key: set, Value: []byte(`1`)}); events.ErrorCode(err) != events.EWrongType {
+		if _, err := c.Put(ctx, client.PutRequest{Key: set, Value: []byte(`1`)}); contract.ErrorCode(err) != contract.EWrongType {
 			t.Fatalf("put over a set: %v", err)
 		}
 	})
 	t.Run("ErrLocalValidation", func(t *testing.T) {
-		if _, err := c.SAdd(ctx, client.SetRequest{Key: set}); events.ErrorCode(err) != events.EInvalid {
+		if _, err := c.SAdd(ctx, client.SetRequest{Key: set}); contract.ErrorCode(err) != contract.EInvalid {
 			t.Fatalf("empty member: %v", err)
 		}
 	})

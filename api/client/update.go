@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // UpdateFunc computes a key's next value from its current entry, nil when
@@ -20,7 +20,7 @@ import (
 // compute and not act: anything it does besides returning a value happens
 // once per attempt. An error it returns ends Update, which returns that
 // error as is and writes nothing.
-type UpdateFunc func(current *events.Entry) (next json.RawMessage, err error)
+type UpdateFunc func(current *contract.Entry) (next json.RawMessage, err error)
 
 // UpdateOptions qualify the writes of an Update.
 type UpdateOptions struct {
@@ -29,7 +29,7 @@ type UpdateOptions struct {
 	TTL time.Duration
 	// Semantics, when set, replace the entry's; otherwise it keeps its
 	// own (a new key gets purpose "other").
-	Semantics events.Semantics
+	Semantics contract.Semantics
 	// RequestID names the update, in at most 120 characters; attempt n
 	// writes with requestId "<RequestID>-<n>" (default: a random
 	// RequestID per Update). So a
@@ -46,7 +46,7 @@ type UpdateOptions struct {
 // UpdateResult is the answer of an Update.
 type UpdateResult struct {
 	// Entry is the key's entry after the update.
-	Entry events.Entry
+	Entry contract.Entry
 	// Attempts counts the read-modify-write rounds: 1 when no other
 	// writer came in between.
 	Attempts int
@@ -76,7 +76,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 		return UpdateResult{}, err
 	}
 	if len(o.RequestID) > maxUpdateIDLen {
-		return UpdateResult{}, events.FieldErrorf(events.EInvalid, "requestId", "an update's requestId is at most %d characters (Update adds -N)", maxUpdateIDLen)
+		return UpdateResult{}, contract.FieldErrorf(contract.EInvalid, "requestId", "an update's requestId is at most %d characters (Update adds -N)", maxUpdateIDLen)
 	}
 	base := o.RequestID
 	if base == "" {
@@ -87,11 +87,11 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 	err = c.policy.retrying(ctx, c.policy.conflict(), conflict, func(ctx context.Context, attempt int) error {
 		res.Attempts = attempt
 		cur, err := c.Get(ctx, key)
-		var current *events.Entry
+		var current *contract.Entry
 		switch {
 		case err == nil:
 			current = &cur
-		case events.ErrorCode(err) != events.ENotFound:
+		case contract.ErrorCode(err) != contract.ENotFound:
 			return err
 		}
 		if current != nil && o.RequestID != "" && attemptOf(current.RequestID, base) {
@@ -102,7 +102,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 		if err != nil {
 			return &fnError{err}
 		}
-		b := events.PutBody{Value: next, ExpectedVersion: new(int64(0)), TTLSeconds: ttl, KeepTTL: ttl == nil && o.Semantics.TTLSeconds == 0,
+		b := contract.PutBody{Value: next, ExpectedVersion: new(int64(0)), TTLSeconds: ttl, KeepTTL: ttl == nil && o.Semantics.TTLSeconds == 0,
 			Semantics: semantics(o.Semantics), RequestID: base + "-" + strconv.Itoa(attempt), SpecRef: o.SpecRef}
 		if current != nil {
 			*b.ExpectedVersion = current.Version
@@ -111,7 +111,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 			b.Value = json.RawMessage("null")
 		}
 		if !json.Valid(b.Value) {
-			return events.FieldErrorf(events.EInvalid, "value", "the update's value is not valid JSON")
+			return contract.FieldErrorf(contract.EInvalid, "value", "the update's value is not valid JSON")
 		}
 		// The write's own transient retries repeat its requestId. One
 		// that failed without an answer may have been applied; if a
@@ -150,7 +150,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 var ErrOutcomeUnknown = errors.New("client: the update's write may have been applied")
 
 // maxUpdateIDLen leaves room in a requestId for "-N", N up to 7 digits.
-const maxUpdateIDLen = events.MaxRequestIDLen - 8
+const maxUpdateIDLen = contract.MaxRequestIDLen - 8
 
 // fnError carries the UpdateFunc's own error through the retry loop, so
 // that it is never classified (fn could return a conflict of another

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -37,7 +37,7 @@ func TestUpdateConcurrent(t *testing.T) {
 		wg.Go(func() {
 			mine := fmt.Sprintf("w%02d", w)
 			for range each {
-				res, err := c.Update(t.Context(), k, func(cur *events.Entry) (json.RawMessage, error) {
+				res, err := c.Update(t.Context(), k, func(cur *contract.Entry) (json.RawMessage, error) {
 					v := map[string]int{}
 					if cur != nil {
 						if err := json.Unmarshal(cur.Value, &v); err != nil {
@@ -47,7 +47,7 @@ func TestUpdateConcurrent(t *testing.T) {
 					v["total"]++
 					v[mine]++
 					return json.Marshal(v)
-				}, client.UpdateOptions{Semantics: events.Semantics{Purpose: "counter", Producer: "update-test"}})
+				}, client.UpdateOptions{Semantics: contract.Semantics{Purpose: "counter", Producer: "update-test"}})
 				mu.Lock()
 				attempts += res.Attempts
 				if err != nil {
@@ -85,11 +85,11 @@ func TestUpdateConcurrent(t *testing.T) {
 	t.Run("KeepsExpiryAndSemantics", func(t *testing.T) {
 		k := scope + "update/leased"
 		put, err := c.Put(t.Context(), client.PutRequest{Key: k, Value: json.RawMessage(`"a"`), TTL: time.Hour,
-			Semantics: events.Semantics{Purpose: "cursor", Producer: "harvester"}, SpecRef: "adr-9"})
+			Semantics: contract.Semantics{Purpose: "cursor", Producer: "harvester"}, SpecRef: "adr-9"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Update(t.Context(), k, func(cur *events.Entry) (json.RawMessage, error) {
+		res, err := c.Update(t.Context(), k, func(cur *contract.Entry) (json.RawMessage, error) {
 			return json.RawMessage(`"b"`), nil
 		}, client.UpdateOptions{})
 		e := res.Entry
@@ -97,7 +97,7 @@ func TestUpdateConcurrent(t *testing.T) {
 			e.Semantics.Purpose != "cursor" || e.Semantics.Producer != "harvester" || e.SpecRef != "adr-9" {
 			t.Fatalf("update answered %+v, %v; want value \"b\" with the expiry, semantics and specRef of %+v", e, err, put.Entry)
 		}
-		res, err = c.Update(t.Context(), k, func(cur *events.Entry) (json.RawMessage, error) {
+		res, err = c.Update(t.Context(), k, func(cur *contract.Entry) (json.RawMessage, error) {
 			return json.RawMessage(`"c"`), nil
 		}, client.UpdateOptions{TTL: 2 * time.Hour})
 		if err != nil || res.Entry.ExpiresAt == nil || !res.Entry.ExpiresAt.After(put.Entry.ExpiresAt.Add(30*time.Minute)) {

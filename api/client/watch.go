@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // maxWatchLine bounds one line of a watch stream: an event of the
@@ -48,8 +48,8 @@ var ErrWatchEnded = errors.New("the watch stream ended")
 // the prefix again and watch from now). It ends, without an error, when
 // ctx ends or the loop breaks. An http.Client given with WithHTTPClient
 // must not have a Timeout: it would cut every stream.
-func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[events.WatchEvent, error] {
-	return func(yield func(events.WatchEvent, error) bool) {
+func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[contract.WatchEvent, error] {
+	return func(yield func(contract.WatchEvent, error) bool) {
 		w := &watcher{c: c, o: o, yield: yield}
 		waits := c.policy.waits()
 		for {
@@ -58,7 +58,7 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[events.Wat
 				return
 			}
 			if !watchTransient(err) {
-				yield(events.WatchEvent{}, err)
+				yield(contract.WatchEvent{}, err)
 				return
 			}
 			if progressed {
@@ -82,8 +82,8 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[events.Wat
 
 // watchTransient reports whether a watch reconnects after err.
 func watchTransient(err error) bool {
-	switch events.ErrorCode(err) {
-	case events.ESlowConsumer, events.ETooManyWatches:
+	switch contract.ErrorCode(err) {
+	case contract.ESlowConsumer, contract.ETooManyWatches:
 		return true
 	}
 	return errors.Is(err, ErrWatchEnded) || Classify(err) == ClassTransient
@@ -93,7 +93,7 @@ func watchTransient(err error) bool {
 type watcher struct {
 	c       *Client
 	o       WatchOptions
-	yield   func(events.WatchEvent, error) bool
+	yield   func(contract.WatchEvent, error) bool
 	stopped bool
 }
 
@@ -168,7 +168,7 @@ func (w *watcher) read(r *bufio.Reader, u string) (bool, error) {
 		}
 		switch event {
 		case "change":
-			var ev events.WatchEvent
+			var ev contract.WatchEvent
 			if err := json.Unmarshal(data, &ev); err != nil {
 				return progressed, fmt.Errorf("client: decode watch event %s: %w", snippet(data), err)
 			}
@@ -192,7 +192,7 @@ func (w *watcher) moveTo(cursor string) {
 
 // ended is the error of an "error" event, after moving to its cursor.
 func (w *watcher) ended(data []byte) error {
-	var end events.WatchEnd
+	var end contract.WatchEnd
 	if err := json.Unmarshal(data, &end); err != nil || end.Error.Code == "" {
 		return fmt.Errorf("client: decode the end of a watch %s: %w", snippet(data), ErrUnexpectedAnswer)
 	}

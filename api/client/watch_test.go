@@ -9,22 +9,22 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
 // watchN collects the first n events of a watch, started in the
 // background; it returns once the stack serves the watch, and the
 // returned function waits for the n events.
-func watchN(t *testing.T, st *stack.Stack, c *client.Client, o client.WatchOptions, n int) func() []events.WatchEvent {
+func watchN(t *testing.T, st *stack.Stack, c *client.Client, o client.WatchOptions, n int) func() []contract.WatchEvent {
 	t.Helper()
 	before := st.Watches.Watches()
 	ctx, cancel := context.WithCancel(t.Context())
-	got := make(chan []events.WatchEvent, 1)
+	got := make(chan []contract.WatchEvent, 1)
 	errs := make(chan error, 1)
 	var received atomic.Bool
 	go func() {
-		var evs []events.WatchEvent
+		var evs []contract.WatchEvent
 		for ev, err := range c.Watch(ctx, o) {
 			if err != nil {
 				errs <- err
@@ -38,7 +38,7 @@ func watchN(t *testing.T, st *stack.Stack, c *client.Client, o client.WatchOptio
 		got <- evs
 	}()
 	stack.WaitFor(t, "the watch to start", func() bool { return received.Load() || st.Watches.Watches() > before })
-	return func() []events.WatchEvent {
+	return func() []contract.WatchEvent {
 		t.Helper()
 		defer func() {
 			cancel()
@@ -54,7 +54,7 @@ func watchN(t *testing.T, st *stack.Stack, c *client.Client, o client.WatchOptio
 	}
 }
 
-func describe(evs []events.WatchEvent) []string {
+func describe(evs []contract.WatchEvent) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = fmt.Sprintf("%s@%d %s/%s %s", e.Key, e.Version, e.Kind, e.Op, e.Value)
@@ -130,18 +130,18 @@ func TestWatchRefused(t *testing.T) {
 		o           client.WatchOptions
 		code, field string
 	}{
-		{"NoReadRight", stack.WriterToken, client.WatchOptions{Prefix: scope}, events.EForbidden, "prefix"},
-		{"NoReadRightKey", stack.WriterToken, client.WatchOptions{Key: scope + "k"}, events.EForbidden, "key"},
-		{"OtherTenant", stack.AcmeToken, client.WatchOptions{Prefix: "tenant/globex/project/p/"}, events.EForbidden, "prefix"},
-		{"PrefixOutsideProject", stack.DevToken, client.WatchOptions{Prefix: "tenant/acme/"}, events.EInvalid, "prefix"},
-		{"BadCursor", stack.DevToken, client.WatchOptions{Prefix: scope, After: "p1.o01"}, events.EInvalid, "after"},
-		{"CursorOfAnotherPartition", stack.DevToken, client.WatchOptions{Prefix: scope, After: otherPartition(scope)}, events.EInvalid, "after"},
-		{"CursorBeyondTheLog", stack.DevToken, client.WatchOptions{Prefix: scope, After: ownPartition(scope, 1<<40)}, events.EInvalid, "after"},
-		{"FromVersionWithoutKey", stack.DevToken, client.WatchOptions{Prefix: scope, FromVersion: 1}, events.EInvalid, "fromVersion"},
+		{"NoReadRight", stack.WriterToken, client.WatchOptions{Prefix: scope}, contract.EForbidden, "prefix"},
+		{"NoReadRightKey", stack.WriterToken, client.WatchOptions{Key: scope + "k"}, contract.EForbidden, "key"},
+		{"OtherTenant", stack.AcmeToken, client.WatchOptions{Prefix: "tenant/globex/project/p/"}, contract.EForbidden, "prefix"},
+		{"PrefixOutsideProject", stack.DevToken, client.WatchOptions{Prefix: "tenant/acme/"}, contract.EInvalid, "prefix"},
+		{"BadCursor", stack.DevToken, client.WatchOptions{Prefix: scope, After: "p1.o01"}, contract.EInvalid, "after"},
+		{"CursorOfAnotherPartition", stack.DevToken, client.WatchOptions{Prefix: scope, After: otherPartition(scope)}, contract.EInvalid, "after"},
+		{"CursorBeyondTheLog", stack.DevToken, client.WatchOptions{Prefix: scope, After: ownPartition(scope, 1<<40)}, contract.EInvalid, "after"},
+		{"FromVersionWithoutKey", stack.DevToken, client.WatchOptions{Prefix: scope, FromVersion: 1}, contract.EInvalid, "fromVersion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, err := range client.New(st.URL, tc.token).Watch(ctx, tc.o) {
-				var e *events.Error
+				var e *contract.Error
 				if !errors.As(err, &e) || e.Code != tc.code || e.Field != tc.field {
 					t.Fatalf("got %v, want %s on %s", err, tc.code, tc.field)
 				}
@@ -153,9 +153,9 @@ func TestWatchRefused(t *testing.T) {
 }
 
 func ownPartition(prefix string, offset int64) string {
-	return events.Cursor{Partition: events.Partition(events.ScopeOf(prefix), 2), Offset: offset}.String()
+	return contract.Cursor{Partition: contract.Partition(contract.ScopeOf(prefix), 2), Offset: offset}.String()
 }
 
 func otherPartition(prefix string) string {
-	return events.Cursor{Partition: 1 - events.Partition(events.ScopeOf(prefix), 2), Offset: 0}.String()
+	return contract.Cursor{Partition: 1 - contract.Partition(contract.ScopeOf(prefix), 2), Offset: 0}.String()
 }

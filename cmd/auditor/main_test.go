@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/testenv"
 )
@@ -172,12 +172,12 @@ func TestServeVerifyReport(t *testing.T) {
 	servicetest.WaitReady(t, base)
 
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	e1 := events.Event{SchemaVersion: 1, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 1,
-		Kind: events.KindPut, Op: events.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"a":1}`),
-		CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "config"}}
+	e1 := contract.Event{SchemaVersion: 1, Key: "tenant/t/project/p/k", Scope: "tenant/t/project/p", Version: 1,
+		Kind: contract.KindPut, Op: contract.OpCreate, Before: json.RawMessage("null"), After: json.RawMessage(`{"a":1}`),
+		CreatedAt: now, TS: now, Principal: "tester", Semantics: contract.Semantics{Purpose: "config"}}
 	e2 := e1
-	e2.Version, e2.PrevVersion, e2.Op, e2.Before, e2.After = 2, 1, events.OpCAS, e1.After, json.RawMessage(`{"a":2}`)
-	c := events.Conflict{SchemaVersion: 1, ID: "c1", Key: e1.Key, Scope: e1.Scope, Op: events.OpCAS, ExpectedVersion: 1,
+	e2.Version, e2.PrevVersion, e2.Op, e2.Before, e2.After = 2, 1, contract.OpCAS, e1.After, json.RawMessage(`{"a":2}`)
+	c := contract.Conflict{SchemaVersion: 1, ID: "c1", Key: e1.Key, Scope: e1.Scope, Op: contract.OpCAS, ExpectedVersion: 1,
 		CurrentVersion: 2, Attempted: json.RawMessage(`{"a":3}`), Current: e2.After, Semantics: e1.Semantics,
 		Principal: "other", TS: now, Reason: "version_mismatch"}
 	testenv.MustProduce(t, b, &e1, &e2, &c)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/audit"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -64,10 +64,10 @@ func TestProveSchemes(t *testing.T) {
 	b := testenv.MustBroker(t, 2)
 	ch := testenv.MustClickHouse(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	put := func(key string, v int64, before, after string) events.Event {
-		return events.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: v, PrevVersion: v - 1,
-			Kind: events.KindPut, Op: events.OpSet, Before: json.RawMessage(before), After: json.RawMessage(after),
-			CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "counter"}}
+	put := func(key string, v int64, before, after string) contract.Event {
+		return contract.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: v, PrevVersion: v - 1,
+			Kind: contract.KindPut, Op: contract.OpSet, Before: json.RawMessage(before), After: json.RawMessage(after),
+			CreatedAt: now, TS: now, Principal: "tester", Semantics: contract.Semantics{Purpose: "counter"}}
 	}
 	const oldKey, newKey = "tenant/t/project/p/old", "tenant/t/project/p/new"
 	p := testenv.MustProducer(t, b)

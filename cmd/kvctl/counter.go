@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) incCommand() *cobra.Command {
@@ -121,8 +121,8 @@ func (a *app) count(cmd *cobra.Command, arg string, sign int64, o *counterOption
 // the counter's value (when the token may read it) and what to do. Any
 // other error is err itself.
 func boundFailure(r client.IncrementRequest, err error) error {
-	var e *events.Error
-	if !errors.As(err, &e) || e.Code != events.EOutOfRange || (e.Field != "min" && e.Field != "max") {
+	var e *contract.Error
+	if !errors.As(err, &e) || e.Code != contract.EOutOfRange || (e.Field != "min" && e.Field != "max") {
 		return err
 	}
 	is := " is 0" // absent, started from 0 by --create
@@ -147,6 +147,6 @@ func boundFailure(r client.IncrementRequest, err error) error {
 // counterEntry is inc and dec's json answer: the entry after the change
 // and, as the seed's inc answers, the value before it.
 type counterEntry struct {
-	events.Entry
+	contract.Entry
 	Previous int64 `json:"previous"`
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) deleteCommand() *cobra.Command {
@@ -52,7 +52,7 @@ deletes nothing.
 			o.ExpectedVersion = &v
 		}
 		res, err := a.client.Delete(cmd.Context(), key, o)
-		if events.ErrorCode(err) == events.EConflict && cmd.Flags().Changed("if-value") && o.RequestID == "" {
+		if contract.ErrorCode(err) == contract.EConflict && cmd.Flags().Changed("if-value") && o.RequestID == "" {
 			return &failure{code: exitFailed, msg: fmt.Sprintf("%s changed after kvctl read it (it was at version %d); nothing was deleted", key, *o.ExpectedVersion),
 				solution: "run the command again: it deletes only while the key holds the value"}
 		}

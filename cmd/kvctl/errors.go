@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Exit codes. They are part of kvctl's interface: scripts branch on them.
@@ -72,7 +72,7 @@ func (a *app) explain(err error) (code int, msg, solution string) {
 	var (
 		ue  *usageError
 		ne  *client.NetworkError
-		e   *events.Error
+		e   *contract.Error
 		f   *failure
 		ll  *lockLost
 		esc *client.EscalationError
@@ -118,7 +118,7 @@ func (a *app) explainNetwork(ne *client.NetworkError) (int, string, string) {
 
 // explainAPI explains an error answer; the message ends with the stable
 // code (and a conflict's correlation id) in brackets.
-func (a *app) explainAPI(err error, e *events.Error) (int, string, string) {
+func (a *app) explainAPI(err error, e *contract.Error) (int, string, string) {
 	code, solution := a.solve(err, e)
 	tag := e.Code
 	if e.CorrelationID != "" {
@@ -128,18 +128,18 @@ func (a *app) explainAPI(err error, e *events.Error) (int, string, string) {
 }
 
 // solve returns the exit code of an error answer and what to do about it.
-func (a *app) solve(err error, e *events.Error) (int, string) {
+func (a *app) solve(err error, e *contract.Error) (int, string) {
 	subject := a.subject
 	if subject == "" {
 		subject = "the key"
 	}
 	switch e.Code {
-	case events.ENotFound:
+	case contract.ENotFound:
 		if e.Field == "" { // no such route: the URL has a path it should not
 			return exitServer, "check that --url (" + a.url + ") is the API's base URL, e.g. " + defaultURL
 		}
 		return exitFailed, a.notFound(subject, e.Field)
-	case events.EConflict:
+	case contract.EConflict:
 		if e.Field == "requestId" {
 			return exitFailed, "this --request-id was already used for a different write of " + subject + ": use a new id (repeating an id only replays its identical write)"
 		}
@@ -152,16 +152,16 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		}
 		return exitFailed, fmt.Sprintf("%s is at version %d now (value %s): re-read it with 'kvctl get %s' and retry with --expected-version %d",
 			subject, e.Current.Version, shorten(string(e.Current.Value)), subject, e.Current.Version)
-	case events.EInvalid:
+	case contract.EInvalid:
 		return exitUsage, invalidSolution(e.Field, a.cmdPath)
-	case events.ETooLarge:
-		return exitUsage, fmt.Sprintf("store a smaller value: the server's limit is ESKV_MAX_VALUE_BYTES (%d KiB compacted by default)", events.DefaultMaxValueBytes>>10)
-	case events.EUnauthenticated:
+	case contract.ETooLarge:
+		return exitUsage, fmt.Sprintf("store a smaller value: the server's limit is ESKV_MAX_VALUE_BYTES (%d KiB compacted by default)", contract.DefaultMaxValueBytes>>10)
+	case contract.EUnauthenticated:
 		if a.tokenSource == "" {
 			return exitServer, "no token was given: set KVCTL_TOKEN or --token; 'make run' saves the local stack's token in " + devTokenFile + ", which kvctl reads when run from the repository root"
 		}
 		return exitServer, "the token from " + a.tokenSource + " is not one the server knows: check KVCTL_TOKEN or --token (the local stack's token is in " + devTokenFile + ")"
-	case events.EForbidden:
+	case contract.EForbidden:
 		if what := valueCondition(e.Field); what != "" {
 			return exitServer, fmt.Sprintf("the token may write %s but not read it, and %s tests its value, which only a token that may read it may do: leave it out, or use a token whose grant covering %s includes \"read\" as well as \"write\" (an entry of the server's tokens file such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]})",
 				subject, what, subject, tenantOf(subject))
@@ -172,33 +172,33 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 		}
 		return exitServer, fmt.Sprintf("use a token with a grant whose prefix covers %s and whose rights include %q: an entry of the server's tokens file (ESKV_TOKENS_FILE) such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]}; the local dev token (%s) may read and write every tenant/",
 			subject, right, tenantOf(subject), devTokenFile)
-	case events.ECursorExpired:
+	case contract.ECursorExpired:
 		return exitFailed, "the log no longer holds the changes after --from: list " + subject + " again (kvctl list --all) and watch from now, without --from"
-	case events.EUnavailable:
+	case contract.EUnavailable:
 		return exitServer, "the key's partition is moving between writers or catching up, and kvctl's retries ran out: retry in a few seconds; repeat a write with the same --request-id so one that did commit is not applied twice"
-	case events.EOutcomeUnknown:
+	case contract.EOutcomeUnknown:
 		if e.RequestID != "" {
 			return exitServer, fmt.Sprintf("the write may or may not have been applied, and kvctl's retries ran out: repeat the same command with --request-id %s in a few seconds; it is applied once at most", e.RequestID)
 		}
 		return exitServer, "the write may or may not have been applied: read " + subject + " before writing it again (give writes a --request-id to make them safe to repeat)"
-	case events.EForwardLoop:
+	case contract.EForwardLoop:
 		return exitServer, "the writer reached forwards this key's requests back to itself: a writer's ESKV_ADVERTISE_URL is wrong (its /readyz says which partitions); tell the operator, or retry through another writer"
-	case events.ELockHeld, events.ENotLockHolder, events.ENotLeader:
+	case contract.ELockHeld, contract.ENotLockHolder, contract.ENotLeader:
 		return exitUnavailable, a.unavailable(subject, e)
 	case codeQueueEmpty:
 		return exitUnavailable, "the queue has no visible item now: try again later (a script's loop sleeps and pops again), or push one"
-	case events.EStaleReceipt:
+	case contract.EStaleReceipt:
 		return exitFailed, fmt.Sprintf("nothing was acknowledged: the receipt is not the current delivery of an item in flight (use the receipt your pop printed, whole); an item not acknowledged before its deadline goes back to %s and is delivered again with a new receipt; pop again, and give work that takes longer a longer --visibility-timeout", subject)
-	case events.EWrongType:
+	case contract.EWrongType:
 		return exitFailed, a.wrongType(subject, e)
-	case events.EFieldMismatch:
+	case contract.EFieldMismatch:
 		cur := "missing"
 		if e.Current != nil {
 			cur = fmt.Sprintf("%s (version %d)", fieldOf(e.Current.Value, a.field), e.Current.Version)
 		}
 		return exitFailed, fmt.Sprintf("field %s of %s is %s now, not %s: re-read it with 'kvctl field get %s %s' and decide again",
 			a.field, subject, cur, shorten(a.expected), subject, a.field)
-	case events.EOutOfRange:
+	case contract.EOutOfRange:
 		if bound := e.Field[strings.LastIndex(e.Field, ".")+1:]; bound == "min" || bound == "max" { // a transaction's ops[i].min
 			return exitFailed, fmt.Sprintf("nothing was changed: the result would leave the increment's %s; wait until %s changes, or change the bound", bound, subject)
 		}
@@ -215,7 +215,7 @@ func (a *app) solve(err error, e *events.Error) (int, string) {
 func invalidSolution(field, cmd string) string {
 	switch field {
 	case "key":
-		return fmt.Sprintf("keys look like tenant/<tenant>/project/<project>/<path>: lowercase a-z 0-9 - _ . components joined by /, at most %d characters", events.MaxKeyLen)
+		return fmt.Sprintf("keys look like tenant/<tenant>/project/<project>/<path>: lowercase a-z 0-9 - _ . components joined by /, at most %d characters", contract.MaxKeyLen)
 	case "prefix":
 		return "a list prefix starts with tenant/<tenant>/project/<project>/, e.g. tenant/acme/project/demo/"
 	case "value":
@@ -224,31 +224,31 @@ func invalidSolution(field, cmd string) string {
 		return "--expected-version is 0 (the key must not exist) or a positive version"
 	case "ttlSeconds", "semantics.ttlSeconds":
 		if strings.HasPrefix(cmd, "kvctl lock") || strings.HasPrefix(cmd, "kvctl leader") {
-			return fmt.Sprintf("--ttl (the lease) is %s; leave it out for the server's default of %ds", ttlRange(), events.DefaultLockTTLSeconds)
+			return fmt.Sprintf("--ttl (the lease) is %s; leave it out for the server's default of %ds", ttlRange(), contract.DefaultLockTTLSeconds)
 		}
 		return "--ttl is " + ttlRange() + "; leave it out for no expiry"
 	case "holder":
-		return fmt.Sprintf("the holder (--holder, --id or KVCTL_HOLDER) is 1 to %d characters of UTF-8", events.MaxHolderLen)
+		return fmt.Sprintf("the holder (--holder, --id or KVCTL_HOLDER) is 1 to %d characters of UTF-8", contract.MaxHolderLen)
 	case "by":
 		return "--by is a non-zero integer"
 	case "min", "max":
 		return "--min and --max are integers, --max at least --min"
 	case "set", "unset", "if.field", "field":
-		return fmt.Sprintf("field names are 1 to %d bytes of UTF-8, and a patch changes at most %d fields, each once", events.MaxFieldNameBytes, events.MaxPatchFields)
+		return fmt.Sprintf("field names are 1 to %d bytes of UTF-8, and a patch changes at most %d fields, each once", contract.MaxFieldNameBytes, contract.MaxPatchFields)
 	case "if.equals":
 		return "EXPECTED is a JSON value, or text (taken as a JSON string)"
 	case "semantics.purpose":
-		return "--purpose is one of " + strings.Join(events.Purposes, ", ")
+		return "--purpose is one of " + strings.Join(contract.Purposes, ", ")
 	case "semantics.producer":
-		return fmt.Sprintf("--producer is at most %d characters", events.MaxProducerLen)
+		return fmt.Sprintf("--producer is at most %d characters", contract.MaxProducerLen)
 	case "semantics.consumerHints":
-		return fmt.Sprintf("give at most %d --hint values, each 1 to %d characters", events.MaxConsumerHints, events.MaxConsumerHintLen)
+		return fmt.Sprintf("give at most %d --hint values, each 1 to %d characters", contract.MaxConsumerHints, contract.MaxConsumerHintLen)
 	case "requestId":
-		return fmt.Sprintf("--request-id is at most %d characters", events.MaxRequestIDLen)
+		return fmt.Sprintf("--request-id is at most %d characters", contract.MaxRequestIDLen)
 	case "specRef":
-		return fmt.Sprintf("--spec-ref is at most %d characters", events.MaxSpecRefLen)
+		return fmt.Sprintf("--spec-ref is at most %d characters", contract.MaxSpecRefLen)
 	case "limit":
-		return fmt.Sprintf("--limit is between 1 and %d", events.MaxListLimit)
+		return fmt.Sprintf("--limit is between 1 and %d", contract.MaxListLimit)
 	case "cursor":
 		return "--cursor takes the nextCursor of an earlier page of the same prefix"
 	}
@@ -261,7 +261,7 @@ func invalidSolution(field, cmd string) string {
 // ttlRange is the range of --ttl: "between 1s and 10 years (87600h)".
 func ttlRange() string {
 	const year = 365 * 24 * 3600
-	return fmt.Sprintf("between 1s and %d years (%dh)", events.MaxTTLSeconds/year, events.MaxTTLSeconds/3600)
+	return fmt.Sprintf("between 1s and %d years (%dh)", contract.MaxTTLSeconds/year, contract.MaxTTLSeconds/3600)
 }
 
 // notFound says what to do about an absent key (or field), per command.
@@ -291,7 +291,7 @@ func (a *app) notFound(subject, field string) string {
 
 // unavailable says what to do about lock_held, not_lock_holder and
 // not_leader.
-func (a *app) unavailable(subject string, e *events.Error) string {
+func (a *app) unavailable(subject string, e *contract.Error) string {
 	var version int64
 	holder := "another holder"
 	if e.Current != nil {
@@ -309,12 +309,12 @@ func (a *app) unavailable(subject string, e *events.Error) string {
 	}
 	me := fmt.Sprintf("%s (from %s)", a.holder, a.holderSource)
 	switch {
-	case e.Code == events.ELockHeld:
+	case e.Code == contract.ELockHeld:
 		return fmt.Sprintf("%swait (longer) for %s to release it with --wait DURATION, e.g. --wait 1m, or retry after its lease ends; an operator can break it with 'kvctl delete %s --expected-version %d'",
 			waited, holder, subject, version)
-	case e.Code == events.ENotLockHolder && e.Current == nil:
+	case e.Code == contract.ENotLockHolder && e.Current == nil:
 		return fmt.Sprintf("the lock is free (released, or its lease ended), so %s does not hold it: take it again with 'kvctl lock acquire %s', and treat what it protected as changed meanwhile", me, subject)
-	case e.Code == events.ENotLockHolder:
+	case e.Code == contract.ENotLockHolder:
 		return fmt.Sprintf("the lock is held by %s, not by %s: give the holder that acquired it (--holder, or KVCTL_HOLDER; the default is USER@HOST), see 'kvctl lock check %s'", holder, me, subject)
 	case a.cmdPath == "kvctl leader elect":
 		return fmt.Sprintf("%s%s leads: stay a candidate and elect again later (or with --wait DURATION); see 'kvctl leader check %s'", waited, holder, subject)
@@ -326,7 +326,7 @@ func (a *app) unavailable(subject string, e *events.Error) string {
 
 // wrongType says what to do when the key's value does not fit the
 // command.
-func (a *app) wrongType(subject string, e *events.Error) string {
+func (a *app) wrongType(subject string, e *contract.Error) string {
 	value := "another kind of value"
 	if e.Current != nil && e.Current.Value != nil { // no value: the token may not read the key
 		value = shorten(string(e.Current.Value))
@@ -375,7 +375,7 @@ func fieldOf(v json.RawMessage, field string) string {
 // projectPrefix returns tenant/<t>/project/<p>/ of a key, or the key
 // itself when it has no path below its project.
 func projectPrefix(key string) string {
-	if s := events.ScopeOf(key); s != key && len(key) > len(s)+1 {
+	if s := contract.ScopeOf(key); s != key && len(key) > len(s)+1 {
 		return s + "/"
 	}
 	return key

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // writeFlags are the options writes share: --expected-version, --ttl,
@@ -61,7 +61,7 @@ func (w *writeFlags) lease() (time.Duration, error) {
 
 // writeEntry writes the entry after a write in a.format: json the entry,
 // value its value, text the line text.
-func (a *app) writeEntry(e events.Entry, text string) error {
+func (a *app) writeEntry(e contract.Entry, text string) error {
 	switch a.format {
 	case formatJSON:
 		return writeJSON(a.stdout, e)

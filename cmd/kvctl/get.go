@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) getCommand() *cobra.Command {
@@ -31,7 +31,7 @@ server fail as usual.`,
   kvctl get config/missing --default none --table tenant/acme/project/demo`,
 	}, "read", func(cmd *cobra.Command, key string) error {
 		e, err := a.client.Get(cmd.Context(), key)
-		if events.ErrorCode(err) == events.ENotFound && cmd.Flags().Changed("default") {
+		if contract.ErrorCode(err) == contract.ENotFound && cmd.Flags().Changed("default") {
 			return a.writeDefault(key, fieldValue(def))
 		}
 		if err != nil {
@@ -113,7 +113,7 @@ that holds anything but an integer.`,
 		Example: `  kvctl get-counter tenant/acme/project/demo/visits
   kvctl get-counter tenant/acme/project/demo/visits --format json | jq .version`,
 	}, "read", func(cmd *cobra.Command, key string) error {
-		n, _, err := client.Call[events.CounterAnswer](cmd.Context(), a.client, events.OpGetCounter, key, nil)
+		n, _, err := client.Call[contract.CounterAnswer](cmd.Context(), a.client, contract.OpGetCounter, key, nil)
 		if err != nil {
 			return err
 		}
@@ -137,7 +137,7 @@ Errors (bad key, unreachable server, ...) print as usual and exit 2 or 3.`,
   if ! kvctl exists tenant/acme/project/demo/flag; then kvctl set tenant/acme/project/demo/flag false; fi`,
 	}, "read", func(cmd *cobra.Command, key string) error {
 		_, err := a.client.Get(cmd.Context(), key)
-		if events.ErrorCode(err) == events.ENotFound {
+		if contract.ErrorCode(err) == contract.ENotFound {
 			return &exitError{code: exitFailed}
 		}
 		return err

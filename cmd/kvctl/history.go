@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) historyCommand() *cobra.Command {
@@ -42,13 +42,13 @@ line for a version without one).`,
   kvctl history greeting --table tenant/acme/project/demo --from-version 10 --limit 5
   kvctl history tenant/acme/project/demo/greeting --all --format json | jq -c '.versions[] | [.version, .principal]'`,
 	}, "read", func(cmd *cobra.Command, key string) error {
-		if o.Limit < 0 || o.Limit > events.MaxListLimit {
-			return &usageError{msg: fmt.Sprintf("--limit must be between 1 and %d", events.MaxListLimit), cmd: a.cmdPath}
+		if o.Limit < 0 || o.Limit > contract.MaxListLimit {
+			return &usageError{msg: fmt.Sprintf("--limit must be between 1 and %d", contract.MaxListLimit), cmd: a.cmdPath}
 		}
 		if o.FromVersion < 0 {
 			return &usageError{msg: "--from-version must be at least 1", cmd: a.cmdPath}
 		}
-		out := events.HistoryAnswer{Key: key, Versions: []events.HistoryVersion{}}
+		out := contract.HistoryAnswer{Key: key, Versions: []contract.HistoryVersion{}}
 		for {
 			page, err := a.client.HistoryPage(cmd.Context(), key, o)
 			if err != nil {
@@ -70,14 +70,14 @@ line for a version without one).`,
 	})
 	f := cmd.Flags()
 	f.Int64Var(&o.FromVersion, "from-version", 0, "the first version to print (default 1)")
-	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", events.MaxListLimit, events.DefaultListLimit))
+	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", contract.MaxListLimit, contract.DefaultListLimit))
 	f.StringVar(&o.Cursor, "cursor", "", "continue from this cursor (the cursor of the previous page)")
 	f.BoolVar(&all, "all", false, "print every version, fetching every page")
 	return cmd
 }
 
 // writeHistory prints a key's versions in format.
-func writeHistory(w io.Writer, format string, h events.HistoryAnswer) error {
+func writeHistory(w io.Writer, format string, h contract.HistoryAnswer) error {
 	switch format {
 	case formatJSON:
 		return writeJSON(w, h)
@@ -103,15 +103,15 @@ func writeHistory(w io.Writer, format string, h events.HistoryAnswer) error {
 // versionText is the VALUE column of a version in text: its element
 // change for a collection's element event, the value it left, or why
 // there is none.
-func versionText(v events.HistoryVersion) string {
+func versionText(v contract.HistoryVersion) string {
 	switch {
 	case v.Element != nil && v.Element.Value != nil:
 		return v.Element.Op + " " + string(v.Element.Value) // a list's: the member is a position
 	case v.Element != nil:
 		return v.Element.Op + " " + v.Element.Member
-	case v.Kind == events.KindDelete:
+	case v.Kind == contract.KindDelete:
 		return "(deleted)"
-	case v.Kind == events.KindExpire:
+	case v.Kind == contract.KindExpire:
 		return "(expired)"
 	}
 	return string(v.Value)

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // holderFlags are the options of the commands that act as a holder.
@@ -132,7 +132,7 @@ func (a *app) take(ctx context.Context, wait time.Duration, busy string, try fun
 	var b backoff
 	for first := true; ; first = false {
 		l, err := try(ctx)
-		var e *events.Error
+		var e *contract.Error
 		if err == nil || wait <= 0 || !errors.As(err, &e) || e.Code != busy {
 			return l, err
 		}

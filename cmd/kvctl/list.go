@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) listCommand() *cobra.Command {
@@ -76,7 +76,7 @@ it was sent.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "key prefix (the same as PREFIX)")
-	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", events.MaxListLimit, events.DefaultListLimit))
+	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", contract.MaxListLimit, contract.DefaultListLimit))
 	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
 	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
 	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
@@ -104,7 +104,7 @@ func (a *app) listPrefix(args []string, flag string) (string, error) {
 
 // noteListing says on stderr how to go on after a truncated page, or that
 // a text listing found nothing.
-func (a *app) noteListing(out events.ListAnswer, prefix, where string) {
+func (a *app) noteListing(out contract.ListAnswer, prefix, where string) {
 	switch {
 	case out.Truncated:
 		fmt.Fprintf(a.stderr, "more entries follow: add --cursor %s for the next page, or --all for every entry\n", printable(out.NextCursor))
@@ -117,19 +117,19 @@ func (a *app) noteListing(out events.ListAnswer, prefix, where string) {
 
 // listEntries fetches one page of the listing o, filtered by where when
 // it is given, or with all every page.
-func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool) (events.ListAnswer, error) {
+func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool) (contract.ListAnswer, error) {
 	pages := a.client.ListAll(ctx, o)
 	page := func() (client.ListPage, error) { return a.client.List(ctx, o) }
 	if where != "" {
 		f, err := parseWhere(where, a.cmdPath)
 		if err != nil {
-			return events.ListAnswer{}, err
+			return contract.ListAnswer{}, err
 		}
 		so := client.ScanOptions{Prefix: o.Prefix, Filter: f, Limit: o.Limit, Cursor: o.Cursor}
 		pages = a.client.ScanAll(ctx, so)
 		page = func() (client.ListPage, error) { return a.client.Scan(ctx, so) }
 	}
-	out := events.ListAnswer{Items: []events.Entry{}}
+	out := contract.ListAnswer{Items: []contract.Entry{}}
 	if !all {
 		var err error
 		if out, err = page(); err != nil {
@@ -157,7 +157,7 @@ func parseWhere(s, cmdPath string) (client.Filter, error) {
 	if len(fields) < 3 {
 		return client.Filter{}, bad(fmt.Sprintf("%q needs a field, an operator and a value", s))
 	}
-	op := events.FilterOp(fields[1])
+	op := contract.FilterOp(fields[1])
 	if !op.Valid() {
 		return client.Filter{}, bad(fmt.Sprintf("operator %q is not one of %s", fields[1], filterOps()))
 	}
@@ -173,8 +173,8 @@ func parseWhere(s, cmdPath string) (client.Filter, error) {
 
 // filterOps lists the --where operators: "eq ne lt lte gt gte".
 func filterOps() string {
-	s := make([]string, len(events.FilterOps))
-	for i, o := range events.FilterOps {
+	s := make([]string, len(contract.FilterOps))
+	for i, o := range contract.FilterOps {
 		s[i] = string(o)
 	}
 	return strings.Join(s, " ")

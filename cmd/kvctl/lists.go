@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Lists: lpush, rpush, lpop, rpop, lrange, ltrim and llen (the seed's
@@ -88,7 +88,7 @@ func listValue(v string, asJSON bool) (json.RawMessage, error) {
 	if !asJSON {
 		return json.Marshal(v)
 	}
-	return events.CompactValue(json.RawMessage(v), events.DefaultMaxValueBytes)
+	return contract.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
 }
 
 func (a *app) lpopCommand() *cobra.Command {
@@ -162,7 +162,7 @@ stderr says when the range held more and the START to ask for the rest.
 
 --format json prints {"list","values":[...]}, text and value one value
 per line (a JSON string without its quotes; text escaped when not
-printable).`, events.MaxRange),
+printable).`, contract.MaxRange),
 		Example: `  kvctl lrange tenant/acme/project/demo/activity-log 0 99
   kvctl lrange recent-logs 0 9 --table tenant/acme/project/demo`},
 		"read", []string{"START", "STOP"}, func(cmd *cobra.Command, list string, rest []string) error {
@@ -206,7 +206,7 @@ func (a *app) llenCommand() *cobra.Command {
 				return err
 			}
 			if a.format == formatJSON {
-				return writeJSON(a.stdout, events.LenAnswer{List: list, Length: n})
+				return writeJSON(a.stdout, contract.LenAnswer{List: list, Length: n})
 			}
 			_, err = fmt.Fprintln(a.stdout, strconv.FormatInt(n, 10))
 			return err

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) lockCommand() *cobra.Command {
@@ -34,7 +34,7 @@ Exit codes: 0 done; 1 lock check on a free lock; 4 held by another holder
   kvctl lock release tenant/acme/project/demo/locks/deploy
   kvctl lock run tenant/acme/project/demo/locks/nightly --wait 10m -- ./nightly.sh`,
 	})
-	cmd.AddCommand(a.holderCommands(events.PurposeLock)...)
+	cmd.AddCommand(a.holderCommands(contract.PurposeLock)...)
 	cmd.AddCommand(a.lockRunCommand())
 	return cmd
 }
@@ -61,14 +61,14 @@ leads (elect) or this one does not (heartbeat, resign).`,
   kvctl leader check tenant/acme/project/demo/leaders/scheduler --format value
   kvctl leader resign tenant/acme/project/demo/leaders/scheduler --id sched-1`,
 	})
-	cmd.AddCommand(a.holderCommands(events.PurposeLeader)...)
+	cmd.AddCommand(a.holderCommands(contract.PurposeLeader)...)
 	return cmd
 }
 
 // holderCmd is one subcommand of lock or leader: the op it runs and the
 // client call for it (hold, release or check).
 type holderCmd struct {
-	op                        events.Op
+	op                        contract.Op
 	use, short, long, example string
 	hold                      func(*client.Client, context.Context, client.LockRequest) (client.Lock, error)
 	release                   func(*client.Client, context.Context, client.LockRequest) (client.ReleaseResult, error)
@@ -79,7 +79,7 @@ type holderCmd struct {
 // the order their group lists them.
 var holderCmds = []holderCmd{
 	{
-		op: events.OpLockAcquire, hold: (*client.Client).AcquireLock,
+		op: contract.OpLockAcquire, hold: (*client.Client).AcquireLock,
 		use: "acquire KEY", short: "Take a lock (or wait for it with --wait)",
 		long: `Take the lock at KEY for the holder, for a lease of --ttl. When the
 holder already holds it, the lease is renewed and the token stays (stderr
@@ -95,7 +95,7 @@ extends --timeout.
   kvctl lock acquire tenant/acme/project/demo/locks/deploy --holder ci-runner-7 --format json`,
 	},
 	{
-		op: events.OpLockExtend, hold: (*client.Client).ExtendLock,
+		op: contract.OpLockExtend, hold: (*client.Client).ExtendLock,
 		use: "extend KEY", short: "Renew the lease of a lock this holder holds",
 		long: `Renew the lease of the lock at KEY: it now ends --ttl from now. The
 token stays. A lock this holder does not hold (free, expired, or another
@@ -106,7 +106,7 @@ Output as lock acquire.`,
   kvctl lock extend tenant/acme/project/demo/locks/deploy --holder ci-runner-7 || exit 4   # lost it`,
 	},
 	{
-		op: events.OpLockRelease, release: (*client.Client).ReleaseLock,
+		op: contract.OpLockRelease, release: (*client.Client).ReleaseLock,
 		use: "release KEY", short: "Free a lock this holder holds",
 		long: `Free the lock at KEY. Only its holder may: a lock this holder does not
 hold exits 4 (an operator can break a lock with 'kvctl delete KEY
@@ -118,7 +118,7 @@ hold exits 4 (an operator can break a lock with 'kvctl delete KEY
   kvctl lock release tenant/acme/project/demo/locks/deploy --holder ci-runner-7`,
 	},
 	{
-		op: events.OpLockCheck, check: (*client.Client).CheckLock,
+		op: contract.OpLockCheck, check: (*client.Client).CheckLock,
 		use: "check KEY", short: "Print who holds a lock; exit 1 if it is free",
 		long: `Print the holder, token and lease of the lock at KEY. A free lock (never
 taken, released, or its lease ended) exits 1.
@@ -129,7 +129,7 @@ Output as lock acquire (reentered is always false).`,
   kvctl lock check tenant/acme/project/demo/locks/deploy 2>/dev/null || echo free`,
 	},
 	{
-		op: events.OpLeaderElect, hold: (*client.Client).Elect,
+		op: contract.OpLeaderElect, hold: (*client.Client).Elect,
 		use: "elect KEY", short: "Become the pool's leader if it has none (or renew)",
 		long: `Make the candidate the leader of the pool at KEY if it has none, for a
 lease of --ttl; when it already leads, the lease is renewed (the token
@@ -145,7 +145,7 @@ leader), value the fencing token.`,
   kvctl leader elect tenant/acme/project/demo/leaders/scheduler --wait 1m --format value`,
 	},
 	{
-		op: events.OpLeaderHeartbeat, hold: (*client.Client).Heartbeat,
+		op: contract.OpLeaderHeartbeat, hold: (*client.Client).Heartbeat,
 		use: "heartbeat KEY", short: "Renew this candidate's leadership",
 		long: `Renew the leadership of the candidate: its lease now ends --ttl from now.
 When the candidate does not lead (any more), exit 4: it must stop acting
@@ -156,7 +156,7 @@ Output as leader elect.`,
   kvctl leader heartbeat tenant/acme/project/demo/leaders/scheduler --id sched-1 || stop_scheduling`,
 	},
 	{
-		op: events.OpLeaderResign, release: (*client.Client).Resign,
+		op: contract.OpLeaderResign, release: (*client.Client).Resign,
 		use: "resign KEY", short: "End this candidate's leadership",
 		long: `End the candidate's leadership of the pool at KEY, so another candidate
 can be elected at once. When the candidate does not lead, exit 4.
@@ -166,7 +166,7 @@ can be elected at once. When the candidate does not lead, exit 4.
 		example: `  kvctl leader resign tenant/acme/project/demo/leaders/scheduler --id sched-1`,
 	},
 	{
-		op: events.OpLeaderCheck, check: (*client.Client).Leader,
+		op: contract.OpLeaderCheck, check: (*client.Client).Leader,
 		use: "check KEY", short: "Print the pool's leader; exit 1 if it has none",
 		long: `Print the leader, token and lease of the pool at KEY. A pool without a
 leader (never elected, resigned, or its lease ended) exits 1.
@@ -189,9 +189,9 @@ type holderGroup struct {
 }
 
 var holderGroups = map[string]holderGroup{
-	events.PurposeLock: {flag: "holder", what: "lock", who: "holder", waitIf: "another holder has it", busy: events.ELockHeld,
+	contract.PurposeLock: {flag: "holder", what: "lock", who: "holder", waitIf: "another holder has it", busy: contract.ELockHeld,
 		released: "released", note: true},
-	events.PurposeLeader: {flag: "id", what: "leadership", who: "leader", waitIf: "another candidate leads", busy: events.ENotLeader,
+	contract.PurposeLeader: {flag: "id", what: "leadership", who: "leader", waitIf: "another candidate leads", busy: contract.ENotLeader,
 		released: "resigned"},
 }
 
@@ -254,7 +254,7 @@ func (a *app) holderCommand(hc holderCmd, g holderGroup) *cobra.Command {
 	if hc.hold != nil {
 		h.addTTL(cmd, g.what)
 	}
-	if hc.op.LockAction() == events.LockAcquire {
+	if hc.op.LockAction() == contract.LockAcquire {
 		h.addWait(cmd, g.waitIf)
 	}
 	return cmd

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/testenv/stack"
 )
@@ -80,7 +80,7 @@ func testLocks(t *testing.T, k *kvctlBin, c *client.Client) {
 	free := func(t *testing.T, key string) bool {
 		t.Helper()
 		_, err := c.CheckLock(ctx, key)
-		return events.ErrorCode(err) == events.ENotFound
+		return contract.ErrorCode(err) == contract.ENotFound
 	}
 
 	t.Run("DefaultHolderSpansInvocations", func(t *testing.T) {
@@ -266,8 +266,8 @@ func TestFieldValue(t *testing.T) {
 // TestTake runs the --wait loop on a fake lock in virtual time.
 func TestTake(t *testing.T) {
 	held := func(until time.Time) error {
-		return &events.Error{Code: events.ELockHeld, Message: "lock is held by other", Field: "holder",
-			Current: &events.Entry{Version: 3, Value: json.RawMessage(`{"holder":"other"}`), ExpiresAt: &until}}
+		return &contract.Error{Code: contract.ELockHeld, Message: "lock is held by other", Field: "holder",
+			Current: &contract.Entry{Version: 3, Value: json.RawMessage(`{"holder":"other"}`), ExpiresAt: &until}}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -288,7 +288,7 @@ func TestTake(t *testing.T) {
 				a := &app{stderr: &stderr}
 				start := time.Now()
 				tries := 0
-				l, err := a.take(context.Background(), tc.wait, events.ELockHeld, func(context.Context) (client.Lock, error) {
+				l, err := a.take(context.Background(), tc.wait, contract.ELockHeld, func(context.Context) (client.Lock, error) {
 					tries++
 					if time.Since(start) >= tc.freeIn {
 						return client.Lock{Holder: "me", Token: 4}, nil
@@ -321,8 +321,8 @@ func TestTake(t *testing.T) {
 // TestLockRunLost turns each way a lease ends into lock run's error.
 func TestLockRunLost(t *testing.T) {
 	const key = "tenant/acme/project/demo/locks/nightly"
-	refused := &events.Error{Code: events.ENotLockHolder, Message: "lock " + key + " is free: me does not hold it"}
-	unavailable := &events.Error{Code: events.EUnavailable, Message: "partition 1 is catching up; retry"}
+	refused := &contract.Error{Code: contract.ENotLockHolder, Message: "lock " + key + " is free: me does not hold it"}
+	unavailable := &contract.Error{Code: contract.EUnavailable, Message: "partition 1 is catching up; retry"}
 	for _, tc := range []struct {
 		name string
 		err  error // the lease's Err

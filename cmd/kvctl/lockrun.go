@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Defaults of lock run.
@@ -161,7 +161,7 @@ func (r *lockRun) run(ctx context.Context, argv []string, wait time.Duration) er
 		return lost
 	}
 	if err != nil {
-		if code := events.ErrorCode(err); code == events.ENotLockHolder || code == events.EWrongType {
+		if code := contract.ErrorCode(err); code == contract.ENotLockHolder || code == contract.EWrongType {
 			lost := &lockLost{key: r.key, cause: err, status: status}
 			if status == 0 {
 				return lost
@@ -187,7 +187,7 @@ func (r *lockRun) take(ctx context.Context, wait time.Duration) (*client.Lease, 
 		client.WithTake(func(_ context.Context, try func(context.Context) (client.Lock, error)) (client.Lock, error) {
 			actx, cancel := context.WithTimeout(ctx, r.a.timeout+wait)
 			defer cancel()
-			return r.a.take(actx, wait, events.ELockHeld, try)
+			return r.a.take(actx, wait, contract.ELockHeld, try)
 		}),
 		client.WithMargin(r.grace), client.WithCallTimeout(r.a.timeout))
 	var re *client.ReenteredError

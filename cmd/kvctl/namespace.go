@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // The namespace is the seed's "table": the project that relative keys
@@ -74,7 +74,7 @@ func (a *app) resolveNamespace(cmd *cobra.Command) error {
 // project: tenant/<t>/project/<p>.
 func checkNamespace(p string) (string, error) {
 	p = strings.TrimSuffix(p, "/")
-	if events.ScopeOf(p+"/x") != p || events.ValidatePrefix(p+"/") != nil {
+	if contract.ScopeOf(p+"/x") != p || contract.ValidatePrefix(p+"/") != nil {
 		return "", fmt.Errorf("%q is not tenant/<tenant>/project/<project>", p)
 	}
 	return p, nil

@@ -11,7 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // writeJSON writes v as one line of JSON, values byte for byte as stored
@@ -66,7 +66,7 @@ func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // writeEntryText writes an entry for people: one "name  value" line per
 // field that is set.
-func writeEntryText(w io.Writer, e events.Entry) error {
+func writeEntryText(w io.Writer, e contract.Entry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(name, v string) {
 		if v != "" {
@@ -90,7 +90,7 @@ func writeEntryText(w io.Writer, e events.Entry) error {
 }
 
 // writeList writes a listing in format.
-func writeList(w io.Writer, format string, l events.ListAnswer) error {
+func writeList(w io.Writer, format string, l contract.ListAnswer) error {
 	switch format {
 	case formatJSON:
 		return writeJSON(w, l)

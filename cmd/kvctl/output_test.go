@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // hostile is what a writer may store in strings that kvctl prints: a
@@ -44,8 +44,8 @@ func TestPrintable(t *testing.T) {
 func TestTextOutputIsPrintable(t *testing.T) {
 	value, _ := json.Marshal(hostile)
 	value = bytes.ReplaceAll(value, []byte(`\u009b`), []byte("\u009b")) // raw C1 is valid JSON
-	e := events.Entry{Key: "tenant/acme/project/demo/" + hostile, Value: value, Version: 3, LastWriter: hostile, RequestID: hostile, SpecRef: hostile,
-		Semantics: events.Semantics{Purpose: hostile, Producer: hostile, ConsumerHints: []string{hostile}}}
+	e := contract.Entry{Key: "tenant/acme/project/demo/" + hostile, Value: value, Version: 3, LastWriter: hostile, RequestID: hostile, SpecRef: hostile,
+		Semantics: contract.Semantics{Purpose: hostile, Producer: hostile, ConsumerHints: []string{hostile}}}
 	lock := client.Lock{Key: e.Key, Holder: hostile, Token: 4, Version: 3, AcquiredAt: time.Unix(0, 0)}
 	for _, tc := range []struct {
 		name  string
@@ -53,13 +53,13 @@ func TestTextOutputIsPrintable(t *testing.T) {
 	}{
 		{"Get", func(a *app) error { return writeEntryText(a.stdout, e) }},
 		{"List", func(a *app) error {
-			return writeList(a.stdout, formatText, events.ListAnswer{Items: []events.Entry{e, e}, Count: 2})
+			return writeList(a.stdout, formatText, contract.ListAnswer{Items: []contract.Entry{e, e}, Count: 2})
 		}},
 		{"Lock", func(a *app) error { return a.writeLock(lock, "holder") }},
 		{"Released", func(a *app) error { return a.writeReleased(client.ReleaseResult{Key: e.Key, Version: 4}, "released") }},
 		{"Replayed", func(a *app) error { a.noteReplayed(true, hostile, "written"); return nil }},
 		{"Error", func(a *app) error {
-			a.fail(&events.Error{Code: events.EConflict, Message: "key holds " + hostile})
+			a.fail(&contract.Error{Code: contract.EConflict, Message: "key holds " + hostile})
 			return nil
 		}},
 	} {
@@ -83,7 +83,7 @@ func TestTextOutputIsPrintable(t *testing.T) {
 	if err := writeJSON(&out, e); err != nil {
 		t.Fatal(err)
 	}
-	var back events.Entry
+	var back contract.Entry
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back.RequestID != strings.ToValidUTF8(hostile, "\ufffd") {
 		t.Fatalf("JSON output changed the strings: %q (%v)", back.RequestID, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Queues: queue push, pop, peek, size and ack (the seed's "Queue
@@ -70,7 +70,7 @@ whole queue.
 
 --format text prints "pushed ITEM to QUEUE (size N)", json
 {"queue","item","priority","size","version","deduplicated"?}, value the
-item.`, -events.MaxPriority, events.MaxPriority),
+item.`, -contract.MaxPriority, contract.MaxPriority),
 		Example: `  kvctl queue push tenant/acme/project/demo/tasks '{"task": "analyze-logs", "params": {"day": 1}}'
   kvctl queue push tasks '{"task": "urgent"}' --priority 1 --table tenant/acme/project/demo
   KVSTORE_TABLE=tenant/acme/project/demo kvctl queue push tasks '{"task": "idempotent"}' --dedup-id task-123
@@ -130,7 +130,7 @@ func queueData(v string) (json.RawMessage, error) {
 	if !json.Valid([]byte(v)) {
 		return json.Marshal(v)
 	}
-	return events.CompactValue(json.RawMessage(v), events.DefaultMaxValueBytes)
+	return contract.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
 }
 
 // popOutput is pop's json: the seed's {"queue","data","receipt",
@@ -237,12 +237,12 @@ shown.
 
 --format json prints {"queue","items":[{"item","data","priority",
 "deliveries"}]}, text one "ITEM  priority P  deliveries D  DATA" line per
-item, value one data per line.`, events.MaxPeek),
+item, value one data per line.`, contract.MaxPeek),
 		Example: `  kvctl queue peek tenant/acme/project/demo/tasks
   kvctl queue peek tasks --count 10 --table tenant/acme/project/demo`},
 		"read", nil, func(cmd *cobra.Command, queue string, _ []string) error {
-			if count < 1 || count > events.MaxPeek {
-				return &usageError{msg: fmt.Sprintf("--count must be between 1 and %d, not %d", events.MaxPeek, count), cmd: a.cmdPath}
+			if count < 1 || count > contract.MaxPeek {
+				return &usageError{msg: fmt.Sprintf("--count must be between 1 and %d, not %d", contract.MaxPeek, count), cmd: a.cmdPath}
 			}
 			items, err := a.client.QPeek(cmd.Context(), queue, count)
 			if err != nil {
@@ -260,7 +260,7 @@ func (a *app) writePeek(queue string, items []client.QueueItem) error {
 		if items == nil {
 			items = []client.QueueItem{}
 		}
-		return writeJSON(a.stdout, events.QPeekAnswer{Queue: queue, Items: items})
+		return writeJSON(a.stdout, contract.QPeekAnswer{Queue: queue, Items: items})
 	}
 	for _, it := range items {
 		line := string(it.Data)

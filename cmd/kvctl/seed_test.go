@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -172,7 +172,7 @@ func TestDecMinConcurrent(t *testing.T) {
 	if counts[exitOK] != quota || counts[exitFailed] != 40-quota {
 		t.Fatalf("exit codes %v; want %d successes and %d exit 1", counts, quota, 40-quota)
 	}
-	n, _, err := client.Call[events.CounterAnswer](t.Context(), c, events.OpGetCounter, ns+"/quota", nil)
+	n, _, err := client.Call[contract.CounterAnswer](t.Context(), c, contract.OpGetCounter, ns+"/quota", nil)
 	if err != nil || n.Value != 0 {
 		t.Fatalf("quota %d, %v; want 0", n.Value, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) setCommand() *cobra.Command {
@@ -63,10 +63,10 @@ it, value the stored value.`,
 		requestID: "idempotency id: repeating the same write with it is answered as a replay, and kvctl may retry it",
 		specRef:   "reference to the spec or decision record the write follows",
 	})
-	f.StringVar(&o.sem.Purpose, "purpose", "", "what the entry is for: "+strings.Join(events.Purposes, ", ")+" (server default: other)")
+	f.StringVar(&o.sem.Purpose, "purpose", "", "what the entry is for: "+strings.Join(contract.Purposes, ", ")+" (server default: other)")
 	f.StringVar(&o.sem.Producer, "producer", "", "the producing service or agent")
 	f.StringArrayVar(&o.sem.ConsumerHints, "hint", nil, "a hint for consumers (repeatable)")
-	_ = cmd.RegisterFlagCompletionFunc("purpose", cobra.FixedCompletions(events.Purposes, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("purpose", cobra.FixedCompletions(contract.Purposes, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -74,7 +74,7 @@ it, value the stored value.`,
 type setOptions struct {
 	file        string
 	w           writeFlags
-	sem         events.Semantics
+	sem         contract.Semantics
 	ifNotExists bool
 }
 
@@ -107,7 +107,7 @@ func (a *app) set(cmd *cobra.Command, args []string, o *setOptions) error {
 		}
 	}
 	res, err := a.client.Put(cmd.Context(), r)
-	if o.ifNotExists && events.ErrorCode(err) == events.EConflict && r.RequestID == "" {
+	if o.ifNotExists && contract.ErrorCode(err) == contract.EConflict && r.RequestID == "" {
 		return &failure{code: exitFailed, msg: fmt.Sprintf("Key %q already exists", key),
 			solution: fmt.Sprintf("keep it, or overwrite it without --if-not-exists: 'kvctl set %s VALUE'", key)}
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Sets: sadd, srem, sismember, smembers and scard (the seed's "Set
@@ -54,7 +54,7 @@ func (a *app) memberCommand(name, short, long, example string) *cobra.Command {
 	cmd := a.setsCommand(&cobra.Command{Use: name + " SET MEMBER", Short: short, Long: long, Example: example}, "write", []string{"MEMBER"},
 		func(cmd *cobra.Command, set string, rest []string) error {
 			r := client.SetRequest{Key: set, Member: rest[0], ExpectedVersion: w.expectedVersion(cmd), RequestID: w.requestID}
-			if err := events.ValidateMember("MEMBER", r.Member); err != nil {
+			if err := contract.ValidateMember("MEMBER", r.Member); err != nil {
 				return &usageError{msg: err.Error(), cmd: a.cmdPath}
 			}
 			var (
@@ -130,7 +130,7 @@ not (or the set does not exist). The read is as fresh as get's.
 		Example: `  kvctl sismember tenant/acme/project/demo/processed-messages "$message_id" && echo "already processed"
   kvctl sismember processed-messages "$message_id" --table tenant/acme/project/demo --format json`,
 	}, "read", []string{"MEMBER"}, func(cmd *cobra.Command, set string, rest []string) error {
-		if err := events.ValidateMember("MEMBER", rest[0]); err != nil {
+		if err := contract.ValidateMember("MEMBER", rest[0]); err != nil {
 			return &usageError{msg: err.Error(), cmd: a.cmdPath}
 		}
 		in, err := a.client.SIsMember(cmd.Context(), set, rest[0])
@@ -138,7 +138,7 @@ not (or the set does not exist). The read is as fresh as get's.
 			return err
 		}
 		if a.format == formatJSON {
-			if err := writeJSON(a.stdout, events.IsMemberAnswer{Set: set, IsMember: in}); err != nil {
+			if err := writeJSON(a.stdout, contract.IsMemberAnswer{Set: set, IsMember: in}); err != nil {
 				return err
 			}
 		}
@@ -163,7 +163,7 @@ func (a *app) scardCommand() *cobra.Command {
 			return err
 		}
 		if a.format == formatJSON {
-			return writeJSON(a.stdout, events.CardAnswer{Set: set, Size: n})
+			return writeJSON(a.stdout, contract.CardAnswer{Set: set, Size: n})
 		}
 		_, err = fmt.Fprintln(a.stdout, strconv.FormatInt(n, 10))
 		return err
@@ -192,10 +192,10 @@ raw member per line.`,
 		Example: `  kvctl smembers tenant/acme/project/demo/active-agents --all
   kvctl smembers tenant/acme/project/demo/active-agents --format json | jq -r '.members[]'`,
 	}, "read", nil, func(cmd *cobra.Command, set string, _ []string) error {
-		if limit < 0 || limit > events.MaxListLimit {
-			return &usageError{msg: fmt.Sprintf("--limit must be between 1 and %d", events.MaxListLimit), cmd: a.cmdPath}
+		if limit < 0 || limit > contract.MaxListLimit {
+			return &usageError{msg: fmt.Sprintf("--limit must be between 1 and %d", contract.MaxListLimit), cmd: a.cmdPath}
 		}
-		out := events.MembersAnswer{Set: set, Members: []string{}}
+		out := contract.MembersAnswer{Set: set, Members: []string{}}
 		for {
 			page, err := a.client.SMembersPage(cmd.Context(), set, cursor, limit)
 			if err != nil {
@@ -227,7 +227,7 @@ raw member per line.`,
 		return err
 	})
 	f := cmd.Flags()
-	f.IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", events.MaxListLimit, events.DefaultListLimit))
+	f.IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", contract.MaxListLimit, contract.DefaultListLimit))
 	f.StringVar(&cursor, "cursor", "", "start after this cursor (the cursor of the previous page)")
 	f.BoolVar(&all, "all", false, "print every member, fetching every page")
 	return cmd
@@ -244,11 +244,11 @@ func isSetCommand(path string) bool {
 
 // collectionType is the type of the collection (set, queue, list) whose
 // metadata the error's current value is, or "".
-func collectionType(e *events.Error) string {
+func collectionType(e *contract.Error) string {
 	if e.Current == nil {
 		return ""
 	}
-	m, err := events.ParseCollectionMeta(e.Current.Value)
+	m, err := contract.ParseCollectionMeta(e.Current.Value)
 	if err != nil {
 		return ""
 	}

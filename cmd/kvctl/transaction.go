@@ -11,14 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // transactionLong is kvctl transaction's help.
 var transactionLong = `Apply the operations of a JSON file to keys of one project atomically:
 either every operation applies (each written key gets one new version, all
 in one Kafka transaction sharing one transaction id) or none does. Up to
-` + fmt.Sprint(events.MaxTxnOps) + ` operations; each key at most once.
+` + fmt.Sprint(contract.MaxTxnOps) + ` operations; each key at most once.
 
 The file (--file PATH, or --file - for stdin) is a JSON array of
 operations, as the kvstore seed writes them:
@@ -84,7 +84,7 @@ func (a *app) transactionCommand() *cobra.Command {
 			}
 			if err := body.Validate(); err != nil {
 				msg := err.Error()
-				if e := (*events.Error)(nil); errors.As(err, &e) {
+				if e := (*contract.Error)(nil); errors.As(err, &e) {
 					msg = e.Message
 				}
 				return &usageError{msg: fmt.Sprintf("%s: %s", source, msg), solution: txnSolution(err), cmd: a.cmdPath}
@@ -126,7 +126,7 @@ func (a *app) readTxnFile(file string) ([]byte, string, error) {
 
 // txnFileOp is one operation as a transaction file writes it: the seed's
 // members (op set|inc|delete, key, value, by, condition as a DynamoDB
-// expression) and the API's (events.TxnOp, with a condition object).
+// expression) and the API's (contract.TxnOp, with a condition object).
 type txnFileOp struct {
 	Op              string          `json:"op"`
 	Key             string          `json:"key"`
@@ -136,7 +136,7 @@ type txnFileOp struct {
 	Value      json.RawMessage            `json:"value"`
 	TTLSeconds *int64                     `json:"ttlSeconds"`
 	KeepTTL    bool                       `json:"keepTtl"`
-	Semantics  *events.Semantics          `json:"semantics"`
+	Semantics  *contract.Semantics        `json:"semantics"`
 	SpecRef    string                     `json:"specRef"`
 	By         *int64                     `json:"by"`
 	Min        *int64                     `json:"min"`
@@ -146,7 +146,7 @@ type txnFileOp struct {
 	Unset      []string                   `json:"unset"`
 }
 
-// txnFileCondition is a condition object: events.Condition, whose
+// txnFileCondition is a condition object: contract.Condition, whose
 // version may also be named expectedVersion.
 type txnFileCondition struct {
 	Version         *int64          `json:"version"`
@@ -171,17 +171,17 @@ func (e *txnFileError) Error() string {
 }
 
 // seedOps maps the op names a transaction file may use to the API's.
-var seedOps = map[string]events.Op{
-	"set": events.OpPut, "put": events.OpPut,
-	"inc": events.OpIncrement, "increment": events.OpIncrement, "dec": events.OpIncrement,
-	"delete": events.OpDelete, "patch": events.OpPatch, "check": events.OpCheck,
+var seedOps = map[string]contract.Op{
+	"set": contract.OpPut, "put": contract.OpPut,
+	"inc": contract.OpIncrement, "increment": contract.OpIncrement, "dec": contract.OpIncrement,
+	"delete": contract.OpDelete, "patch": contract.OpPatch, "check": contract.OpCheck,
 }
 
 // parseTxnFile reads a transaction file (an array of ops, or the API's
 // body) into the API's body; keys that do not start with tenant/ are
 // paths in the namespace ns. Member names are exact and unknown members are
 // refused, so a typo never drops a condition silently.
-func parseTxnFile(raw []byte, ns namespace) (events.TxnBody, error) {
+func parseTxnFile(raw []byte, ns namespace) (contract.TxnBody, error) {
 	var body struct {
 		RequestID string            `json:"requestId"`
 		Ops       []json.RawMessage `json:"ops"`
@@ -189,26 +189,26 @@ func parseTxnFile(raw []byte, ns namespace) (events.TxnBody, error) {
 	trimmed := bytes.TrimSpace(raw)
 	switch {
 	case len(trimmed) == 0:
-		return events.TxnBody{}, &txnFileError{op: -1, msg: "the file is empty"}
+		return contract.TxnBody{}, &txnFileError{op: -1, msg: "the file is empty"}
 	case trimmed[0] == '[':
 		if err := json.Unmarshal(trimmed, &body.Ops); err != nil {
-			return events.TxnBody{}, &txnFileError{op: -1, msg: "not a JSON array of operations: " + jsonProblem(err)}
+			return contract.TxnBody{}, &txnFileError{op: -1, msg: "not a JSON array of operations: " + jsonProblem(err)}
 		}
 	case trimmed[0] == '{':
 		if err := strictDecode(trimmed, &body); err != nil {
-			return events.TxnBody{}, &txnFileError{op: -1, msg: "not a transaction body {\"requestId\":...,\"ops\":[...]}: " + jsonProblem(err)}
+			return contract.TxnBody{}, &txnFileError{op: -1, msg: "not a transaction body {\"requestId\":...,\"ops\":[...]}: " + jsonProblem(err)}
 		}
 	default:
-		return events.TxnBody{}, &txnFileError{op: -1, msg: "not JSON: a transaction file is an array of operations [{\"op\":...,\"key\":...}, ...]"}
+		return contract.TxnBody{}, &txnFileError{op: -1, msg: "not JSON: a transaction file is an array of operations [{\"op\":...,\"key\":...}, ...]"}
 	}
 	if len(body.Ops) == 0 {
-		return events.TxnBody{}, &txnFileError{op: -1, msg: "the file has no operations"}
+		return contract.TxnBody{}, &txnFileError{op: -1, msg: "the file has no operations"}
 	}
-	b := events.TxnBody{RequestID: body.RequestID, Ops: make([]events.TxnOp, len(body.Ops))}
+	b := contract.TxnBody{RequestID: body.RequestID, Ops: make([]contract.TxnOp, len(body.Ops))}
 	for i, r := range body.Ops {
 		op, err := parseTxnFileOp(r, ns)
 		if err != nil {
-			return events.TxnBody{}, &txnFileError{op: i, msg: err.Error()}
+			return contract.TxnBody{}, &txnFileError{op: i, msg: err.Error()}
 		}
 		b.Ops[i] = op
 	}
@@ -216,20 +216,20 @@ func parseTxnFile(raw []byte, ns namespace) (events.TxnBody, error) {
 }
 
 // parseTxnFileOp reads one op of a transaction file.
-func parseTxnFileOp(raw json.RawMessage, ns namespace) (events.TxnOp, error) {
+func parseTxnFileOp(raw json.RawMessage, ns namespace) (contract.TxnOp, error) {
 	var f txnFileOp
 	if err := strictDecode(raw, &f); err != nil {
-		return events.TxnOp{}, errors.New(jsonProblem(err))
+		return contract.TxnOp{}, errors.New(jsonProblem(err))
 	}
 	op, ok := seedOps[f.Op]
 	if !ok {
-		return events.TxnOp{}, fmt.Errorf("op %q is not one of set, inc, dec, delete, patch, check (or put, increment)", f.Op)
+		return contract.TxnOp{}, fmt.Errorf("op %q is not one of set, inc, dec, delete, patch, check (or put, increment)", f.Op)
 	}
 	key, err := resolveKey(f.Key, ns)
 	if err != nil {
-		return events.TxnOp{}, err
+		return contract.TxnOp{}, err
 	}
-	o := events.TxnOp{Op: op, Key: key, Value: f.Value, TTLSeconds: f.TTLSeconds, KeepTTL: f.KeepTTL, Semantics: f.Semantics,
+	o := contract.TxnOp{Op: op, Key: key, Value: f.Value, TTLSeconds: f.TTLSeconds, KeepTTL: f.KeepTTL, Semantics: f.Semantics,
 		SpecRef: f.SpecRef, By: f.By, Min: f.Min, Max: f.Max, Set: f.Set, Unset: f.Unset}
 	if f.Create != nil {
 		o.Create = *f.Create
@@ -250,14 +250,14 @@ func parseTxnFileOp(raw json.RawMessage, ns namespace) (events.TxnOp, error) {
 		}
 	}
 	if o.Condition, err = parseTxnCondition(f.Condition); err != nil {
-		return events.TxnOp{}, err
+		return contract.TxnOp{}, err
 	}
 	if f.ExpectedVersion != nil {
 		if o.Condition == nil {
-			o.Condition = &events.Condition{}
+			o.Condition = &contract.Condition{}
 		}
 		if o.Condition.Version != nil && *o.Condition.Version != *f.ExpectedVersion {
-			return events.TxnOp{}, fmt.Errorf("expectedVersion %d contradicts the condition's version %d", *f.ExpectedVersion, *o.Condition.Version)
+			return contract.TxnOp{}, fmt.Errorf("expectedVersion %d contradicts the condition's version %d", *f.ExpectedVersion, *o.Condition.Version)
 		}
 		o.Condition.Version = f.ExpectedVersion
 	}
@@ -273,7 +273,7 @@ var seedConditions = map[string]bool{
 
 // parseTxnCondition reads a condition: a seed expression (a JSON string)
 // or a condition object. Absent or null is no condition.
-func parseTxnCondition(raw json.RawMessage) (*events.Condition, error) {
+func parseTxnCondition(raw json.RawMessage) (*contract.Condition, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -283,7 +283,7 @@ func parseTxnCondition(raw json.RawMessage) (*events.Condition, error) {
 		if !ok {
 			return nil, fmt.Errorf("condition %q is not a supported expression: use \"attribute_exists(PK)\", \"attribute_not_exists(PK)\" or an object such as {\"version\":3}", expr)
 		}
-		return &events.Condition{Exists: &exists}, nil
+		return &contract.Condition{Exists: &exists}, nil
 	}
 	var c txnFileCondition
 	if err := strictDecode(raw, &c); err != nil {
@@ -295,7 +295,7 @@ func parseTxnCondition(raw json.RawMessage) (*events.Condition, error) {
 	if c.Version == nil {
 		c.Version = c.ExpectedVersion
 	}
-	return &events.Condition{Version: c.Version, Exists: c.Exists, Field: c.Field, Equals: c.Equals}, nil
+	return &contract.Condition{Version: c.Version, Exists: c.Exists, Field: c.Field, Equals: c.Equals}, nil
 }
 
 // strictDecode decodes one JSON value into v, refusing unknown members
@@ -328,7 +328,7 @@ func txnSolution(err error) string {
 	const format = `a transaction file is a JSON array such as [{"op":"set","key":"account/balance","value":1000,"condition":"attribute_not_exists(PK)"},{"op":"inc","key":"counter/transactions","by":1}]; see 'kvctl transaction --help'`
 	var (
 		fe *txnFileError
-		e  *events.Error
+		e  *contract.Error
 	)
 	switch {
 	case errors.As(err, &fe) && strings.Contains(fe.msg, "no namespace"):
@@ -346,8 +346,8 @@ func txnSolution(err error) string {
 
 // txnFailed explains a refused transaction: an error about one op names
 // its index, op and key; a condition that failed says the key's state.
-func (a *app) txnFailed(err error, b *events.TxnBody) error {
-	var e *events.Error
+func (a *app) txnFailed(err error, b *contract.TxnBody) error {
+	var e *contract.Error
 	if !errors.As(err, &e) || e.FailedOp == nil || *e.FailedOp < 0 || *e.FailedOp >= len(b.Ops) {
 		return err
 	}
@@ -359,12 +359,12 @@ func (a *app) txnFailed(err error, b *events.TxnBody) error {
 	}
 	code, solution := a.solve(err, e)
 	switch {
-	case e.Code == events.EInvalid || e.Code == events.ETooLarge:
+	case e.Code == contract.EInvalid || e.Code == contract.ETooLarge:
 		solution = txnSolution(err)
-	case e.Code == events.EConflict && e.Field == "requestId":
+	case e.Code == contract.EConflict && e.Field == "requestId":
 		solution = fmt.Sprintf("request id %s was used for another transaction, or this one applied before and %s changed since: nothing was applied; give a new --request-id (repeating an id only replays its identical transaction while it is still its keys' latest write)",
 			b.RequestID, o.Key)
-	case e.Code == events.EConflict || e.Code == events.EFieldMismatch:
+	case e.Code == contract.EConflict || e.Code == contract.EFieldMismatch:
 		solution = "nothing was applied: re-read the keys and fix the file's conditions, then run it again. " + txnConditionState(o, e)
 	}
 	tag := e.Code
@@ -377,7 +377,7 @@ func (a *app) txnFailed(err error, b *events.TxnBody) error {
 }
 
 // txnConditionState says what the key of a failed condition holds now.
-func txnConditionState(o events.TxnOp, e *events.Error) string {
+func txnConditionState(o contract.TxnOp, e *contract.Error) string {
 	if e.Current == nil {
 		return fmt.Sprintf("%s does not exist now (a condition of version 0 or attribute_not_exists(PK) holds)", o.Key)
 	}
@@ -389,7 +389,7 @@ func txnConditionState(o events.TxnOp, e *events.Error) string {
 }
 
 // writeTxn prints an applied transaction's answer in a.format.
-func (a *app) writeTxn(b *events.TxnBody, ans events.TxnAnswer) error {
+func (a *app) writeTxn(b *contract.TxnBody, ans contract.TxnAnswer) error {
 	switch a.format {
 	case formatJSON:
 		return writeJSON(a.stdout, ans)
@@ -407,14 +407,14 @@ func (a *app) writeTxn(b *events.TxnBody, ans events.TxnAnswer) error {
 	}
 	lines := []string{fmt.Sprintf("transaction %s applied: %d ops", ans.TxnID, len(ans.Results))}
 	for i, r := range ans.Results {
-		op := events.Op("?")
+		op := contract.Op("?")
 		if i < len(b.Ops) {
 			op = b.Ops[i].Op
 		}
 		switch {
-		case op == events.OpCheck && r.Version == 0:
+		case op == contract.OpCheck && r.Version == 0:
 			lines = append(lines, fmt.Sprintf("%-9s %s absent", op, r.Key))
-		case op == events.OpDelete:
+		case op == contract.OpDelete:
 			lines = append(lines, fmt.Sprintf("%-9s %s deleted, version %d", op, r.Key, r.Version))
 		default:
 			lines = append(lines, fmt.Sprintf("%-9s %s version %d", op, r.Key, r.Version))

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -24,23 +24,23 @@ func TestParseTxnFile(t *testing.T) {
 		name    string
 		file    string
 		project string
-		want    events.TxnBody
+		want    contract.TxnBody
 		err     string // "" when valid
 	}{
 		{"OKSeedExample", `[
   {"op": "set", "key": "account/balance", "value": 1000, "condition": "attribute_not_exists(PK)"},
   {"op": "inc", "key": "counter/transactions", "by": 1},
   {"op": "delete", "key": "temp/lock", "condition": "attribute_exists(PK)"}
-]`, project, events.TxnBody{Ops: []events.TxnOp{
-			{Op: events.OpPut, Key: project + "/account/balance", Value: json.RawMessage(`1000`), Condition: &events.Condition{Exists: &no}},
-			{Op: events.OpIncrement, Key: project + "/counter/transactions", By: i64(1), Create: true},
-			{Op: events.OpDelete, Key: project + "/temp/lock", Condition: &events.Condition{Exists: &yes}},
+]`, project, contract.TxnBody{Ops: []contract.TxnOp{
+			{Op: contract.OpPut, Key: project + "/account/balance", Value: json.RawMessage(`1000`), Condition: &contract.Condition{Exists: &no}},
+			{Op: contract.OpIncrement, Key: project + "/counter/transactions", By: i64(1), Create: true},
+			{Op: contract.OpDelete, Key: project + "/temp/lock", Condition: &contract.Condition{Exists: &yes}},
 		}}, ""},
 		{"OKSeedUseCase8", `[{"op":"inc","key":"total-requests","by":1},{"op":"inc","key":"successful-requests","by":1},
-  {"op":"set","key":"last-request-time","value":"1700000000"}]`, project, events.TxnBody{Ops: []events.TxnOp{
-			{Op: events.OpIncrement, Key: project + "/total-requests", By: i64(1), Create: true},
-			{Op: events.OpIncrement, Key: project + "/successful-requests", By: i64(1), Create: true},
-			{Op: events.OpPut, Key: project + "/last-request-time", Value: json.RawMessage(`"1700000000"`)},
+  {"op":"set","key":"last-request-time","value":"1700000000"}]`, project, contract.TxnBody{Ops: []contract.TxnOp{
+			{Op: contract.OpIncrement, Key: project + "/total-requests", By: i64(1), Create: true},
+			{Op: contract.OpIncrement, Key: project + "/successful-requests", By: i64(1), Create: true},
+			{Op: contract.OpPut, Key: project + "/last-request-time", Value: json.RawMessage(`"1700000000"`)},
 		}}, ""},
 		{"OKEskvOps", `{"requestId":"t-1","ops":[
   {"op":"put","key":"tenant/a/project/p/x","value":{"n":1},"condition":{"expectedVersion":3}},
@@ -49,29 +49,29 @@ func TestParseTxnFile(t *testing.T) {
   {"op":"patch","key":"tenant/a/project/p/o","set":{"s":"done"},"unset":["e"],"condition":{"field":"s","equals":"open"}},
   {"op":"check","key":"tenant/a/project/p/l","condition":{"version":7}},
   {"op":"delete","key":"tenant/a/project/p/y","expectedVersion":2},
-  {"op":"check","key":"tenant/a/project/p/z","condition":{"exists":false}}]}`, "", events.TxnBody{RequestID: "t-1", Ops: []events.TxnOp{
-			{Op: events.OpPut, Key: "tenant/a/project/p/x", Value: json.RawMessage(`{"n":1}`), Condition: &events.Condition{Version: i64(3)}},
-			{Op: events.OpIncrement, Key: "tenant/a/project/p/c", By: i64(2)},
-			{Op: events.OpIncrement, Key: "tenant/a/project/p/d", By: i64(-1)},
-			{Op: events.OpPatch, Key: "tenant/a/project/p/o", Set: map[string]json.RawMessage{"s": json.RawMessage(`"done"`)}, Unset: []string{"e"},
-				Condition: &events.Condition{Field: "s", Equals: json.RawMessage(`"open"`)}},
-			{Op: events.OpCheck, Key: "tenant/a/project/p/l", Condition: &events.Condition{Version: i64(7)}},
-			{Op: events.OpDelete, Key: "tenant/a/project/p/y", Condition: &events.Condition{Version: i64(2)}},
-			{Op: events.OpCheck, Key: "tenant/a/project/p/z", Condition: &events.Condition{Exists: &no}},
+  {"op":"check","key":"tenant/a/project/p/z","condition":{"exists":false}}]}`, "", contract.TxnBody{RequestID: "t-1", Ops: []contract.TxnOp{
+			{Op: contract.OpPut, Key: "tenant/a/project/p/x", Value: json.RawMessage(`{"n":1}`), Condition: &contract.Condition{Version: i64(3)}},
+			{Op: contract.OpIncrement, Key: "tenant/a/project/p/c", By: i64(2)},
+			{Op: contract.OpIncrement, Key: "tenant/a/project/p/d", By: i64(-1)},
+			{Op: contract.OpPatch, Key: "tenant/a/project/p/o", Set: map[string]json.RawMessage{"s": json.RawMessage(`"done"`)}, Unset: []string{"e"},
+				Condition: &contract.Condition{Field: "s", Equals: json.RawMessage(`"open"`)}},
+			{Op: contract.OpCheck, Key: "tenant/a/project/p/l", Condition: &contract.Condition{Version: i64(7)}},
+			{Op: contract.OpDelete, Key: "tenant/a/project/p/y", Condition: &contract.Condition{Version: i64(2)}},
+			{Op: contract.OpCheck, Key: "tenant/a/project/p/z", Condition: &contract.Condition{Exists: &no}},
 		}}, ""},
-		{"ErrEmpty", " \n", project, events.TxnBody{}, "the file is empty"},
-		{"ErrNotJSON", "set a 1", project, events.TxnBody{}, "not JSON"},
-		{"ErrBrokenArray", `[{"op":"set"`, project, events.TxnBody{}, "not a JSON array"},
-		{"ErrNoOps", `[]`, project, events.TxnBody{}, "no operations"},
-		{"ErrUnknownOp", `[{"op":"push","key":"q"}]`, project, events.TxnBody{}, `op 0: op "push" is not one of`},
-		{"ErrUnknownMember", `[{"op":"set","key":"a","value":1},{"op":"set","key":"b","valeu":1}]`, project, events.TxnBody{}, `op 1: unknown member "valeu"`},
-		{"ErrWrongType", `[{"op":"inc","key":"a","by":"one"}]`, project, events.TxnBody{}, "op 0: by has the wrong type"},
-		{"ErrUnknownExpression", `[{"op":"delete","key":"a","condition":"attribute_exists(owner)"}]`, project, events.TxnBody{}, "not a supported expression"},
-		{"ErrUnknownConditionMember", `[{"op":"delete","key":"a","condition":{"versoin":1}}]`, project, events.TxnBody{}, `unknown member "versoin"`},
-		{"ErrVersionsDisagree", `[{"op":"delete","key":"a","expectedVersion":1,"condition":{"version":2}}]`, project, events.TxnBody{}, "contradicts"},
-		{"ErrNoKey", `[{"op":"delete"}]`, project, events.TxnBody{}, "key is missing"},
-		{"ErrRelativeKeyWithoutProject", `[{"op":"delete","key":"a"}]`, "", events.TxnBody{}, "no namespace was given"},
-		{"ErrUnknownBodyMember", `{"ops":[],"id":"x"}`, project, events.TxnBody{}, `unknown member "id"`},
+		{"ErrEmpty", " \n", project, contract.TxnBody{}, "the file is empty"},
+		{"ErrNotJSON", "set a 1", project, contract.TxnBody{}, "not JSON"},
+		{"ErrBrokenArray", `[{"op":"set"`, project, contract.TxnBody{}, "not a JSON array"},
+		{"ErrNoOps", `[]`, project, contract.TxnBody{}, "no operations"},
+		{"ErrUnknownOp", `[{"op":"push","key":"q"}]`, project, contract.TxnBody{}, `op 0: op "push" is not one of`},
+		{"ErrUnknownMember", `[{"op":"set","key":"a","value":1},{"op":"set","key":"b","valeu":1}]`, project, contract.TxnBody{}, `op 1: unknown member "valeu"`},
+		{"ErrWrongType", `[{"op":"inc","key":"a","by":"one"}]`, project, contract.TxnBody{}, "op 0: by has the wrong type"},
+		{"ErrUnknownExpression", `[{"op":"delete","key":"a","condition":"attribute_exists(owner)"}]`, project, contract.TxnBody{}, "not a supported expression"},
+		{"ErrUnknownConditionMember", `[{"op":"delete","key":"a","condition":{"versoin":1}}]`, project, contract.TxnBody{}, `unknown member "versoin"`},
+		{"ErrVersionsDisagree", `[{"op":"delete","key":"a","expectedVersion":1,"condition":{"version":2}}]`, project, contract.TxnBody{}, "contradicts"},
+		{"ErrNoKey", `[{"op":"delete"}]`, project, contract.TxnBody{}, "key is missing"},
+		{"ErrRelativeKeyWithoutProject", `[{"op":"delete","key":"a"}]`, "", contract.TxnBody{}, "no namespace was given"},
+		{"ErrUnknownBodyMember", `{"ops":[],"id":"x"}`, project, contract.TxnBody{}, `unknown member "id"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseTxnFile([]byte(tc.file), namespace{project: tc.project})
@@ -125,7 +125,7 @@ func TestTransaction(t *testing.T) {
 	value := func(t *testing.T, key string) string {
 		t.Helper()
 		e, err := c.Get(t.Context(), project+"/"+key)
-		if events.ErrorCode(err) == events.ENotFound {
+		if contract.ErrorCode(err) == contract.ENotFound {
 			return "absent"
 		}
 		if err != nil {
@@ -188,7 +188,7 @@ func TestTransaction(t *testing.T) {
 		tx := `{"requestId":"move-1","ops":[{"op":"set","key":"account/balance","value":900,"expectedVersion":1},
 {"op":"increment","key":"` + project + `/counter/transactions","by":1},{"op":"check","key":"temp/lock","condition":{"exists":false}}]}`
 		code, stdout, stderr := kvctl(t, tx, "--file", "-", "--format", "json")
-		var ans events.TxnAnswer
+		var ans contract.TxnAnswer
 		if code != exitOK || json.Unmarshal([]byte(stdout), &ans) != nil || ans.TxnID == "" || len(ans.Results) != 3 ||
 			ans.Results[0].Version != 2 || string(ans.Results[1].Value) != "2" || ans.Results[2].Version != 0 {
 			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)

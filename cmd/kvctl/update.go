@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) updateCommand() *cobra.Command {
@@ -60,9 +60,9 @@ value the stored value.`,
 			if o.TTL, err = w.lease(); err != nil {
 				return err
 			}
-			res, err := a.client.Update(cmd.Context(), key, func(cur *events.Entry) (json.RawMessage, error) {
+			res, err := a.client.Update(cmd.Context(), key, func(cur *contract.Entry) (json.RawMessage, error) {
 				if cur == nil && !create {
-					return nil, events.FieldErrorf(events.ENotFound, "key", "key %s does not exist", key)
+					return nil, contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key)
 				}
 				return a.transform(key, cur, argv)
 			}, o)
@@ -84,7 +84,7 @@ value the stored value.`,
 
 // transform runs CMD with the current value of key on stdin and returns
 // the JSON value it prints.
-func (a *app) transform(key string, cur *events.Entry, argv []string) (json.RawMessage, error) {
+func (a *app) transform(key string, cur *contract.Entry, argv []string) (json.RawMessage, error) {
 	value, version := json.RawMessage("null"), int64(0)
 	if cur != nil {
 		value, version = cur.Value, cur.Version
@@ -121,7 +121,7 @@ func (a *app) noteRetry(err error, attempt int, wait time.Duration) {
 		return
 	}
 	now := "was deleted"
-	var e *events.Error
+	var e *contract.Error
 	if errors.As(err, &e) && e.Current != nil {
 		now = "is at version " + strconv.FormatInt(e.Current.Version, 10)
 	}

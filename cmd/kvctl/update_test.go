@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // testUpdate runs kvctl update against TestCLI's stack: golden answers,
@@ -60,8 +60,8 @@ func testUpdate(t *testing.T, k *kvctlBin, c *client.Client) {
 // with the attempts; a conflict escalated by update says who to look for.
 func TestExplainEscalated(t *testing.T) {
 	a := &app{stderr: io.Discard, url: defaultURL, cmdPath: "kvctl update", subject: key}
-	conflict := &events.Error{Code: events.EConflict, Field: "expectedVersion", Message: "expected version 3, current version is 4",
-		Current: &events.Entry{Key: key, Version: 4, Value: json.RawMessage(`4`)}}
+	conflict := &contract.Error{Code: contract.EConflict, Field: "expectedVersion", Message: "expected version 3, current version is 4",
+		Current: &contract.Entry{Key: key, Version: 4, Value: json.RawMessage(`4`)}}
 	for _, tc := range []struct {
 		name          string
 		err           error
@@ -72,7 +72,7 @@ func TestExplainEscalated(t *testing.T) {
 			"expected version 3, current version is 4 [version_conflict] (gave up after 7 attempts)", "other writers kept changing " + key},
 		{"OutcomeUnknown", &client.EscalationError{Attempts: 2, Err: fmt.Errorf("%w: write u-2: %w", client.ErrOutcomeUnknown, conflict)}, exitFailed,
 			"expected version 3, current version is 4 [version_conflict] (gave up after 2 attempts)", "may have been applied"},
-		{"Unavailable", &client.EscalationError{Attempts: 5, Err: &events.Error{Code: events.EUnavailable, Message: "catching up"}}, exitServer,
+		{"Unavailable", &client.EscalationError{Attempts: 5, Err: &contract.Error{Code: contract.EUnavailable, Message: "catching up"}}, exitServer,
 			"catching up [partition_unavailable] (gave up after 5 attempts)", "kvctl's retries ran out"},
 		{"Network", &client.EscalationError{Attempts: 5, Err: &client.NetworkError{Method: "GET", URL: defaultURL, Err: io.ErrUnexpectedEOF}}, exitServer,
 			"cannot reach eskv at " + defaultURL + ": unexpected EOF (gave up after 5 attempts)", "is the stack running?"},

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // verboseTransport says each request and its answer on w (--verbose):
@@ -42,7 +42,7 @@ func (a *app) noteVerboseRetry(err error, attempt int, wait time.Duration) {
 	if !a.verbose {
 		return
 	}
-	code := events.ErrorCode(err)
+	code := contract.ErrorCode(err)
 	if code == "" {
 		code = "no answer"
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 func (a *app) watchCommand() *cobra.Command {
@@ -68,7 +68,7 @@ value prints the value alone (null on a delete or expiry).`,
 }
 
 // writeWatchEvent prints one change in the chosen format.
-func (a *app) writeWatchEvent(ev events.WatchEvent) error {
+func (a *app) writeWatchEvent(ev contract.WatchEvent) error {
 	switch a.format {
 	case formatJSON:
 		return writeJSON(a.stdout, ev)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -77,16 +77,16 @@ func TestWatchCLI(t *testing.T) {
 		return got
 	}
 
-	var first events.WatchEvent
+	var first contract.WatchEvent
 	t.Run("JSONWhenPiped", func(t *testing.T) {
 		lines := watchLines(t, 2, func() {
 			put(prefix+"a", `{"on":true}`)
 			put(scope+"elsewhere", `1`)
 			put(prefix+"b", `"x"`)
 		}, prefix)
-		var evs []events.WatchEvent
+		var evs []contract.WatchEvent
 		for _, l := range lines {
-			var ev events.WatchEvent
+			var ev contract.WatchEvent
 			if err := json.Unmarshal([]byte(l), &ev); err != nil {
 				t.Fatalf("line %q: %v", l, err)
 			}

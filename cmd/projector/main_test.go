@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/projection"
@@ -83,10 +83,10 @@ func TestRunProjectsAndServes(t *testing.T) {
 	// One event, produced as a writer does: in a transaction.
 	const key = "tenant/t/project/p/k"
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	e := events.Event{
-		SchemaVersion: events.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: 1,
-		Kind: events.KindPut, Op: events.OpCreate, After: json.RawMessage(`{"a":1}`),
-		CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "config"},
+	e := contract.Event{
+		SchemaVersion: contract.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: 1,
+		Kind: contract.KindPut, Op: contract.OpCreate, After: json.RawMessage(`{"a":1}`),
+		CreatedAt: now, TS: now, Principal: "tester", Semantics: contract.Semantics{Purpose: "config"},
 	}
 	testenv.MustProduce(t, b, &e)
 	s := projection.New(pg.Pool)
@@ -132,10 +132,10 @@ func TestKafkaSettingsFromEnv(t *testing.T) {
 	})
 	const key = "tenant/t/project/p/secured"
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	testenv.MustProduce(t, sb.Broker, &events.Event{
-		SchemaVersion: events.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: 1,
-		Kind: events.KindPut, Op: events.OpCreate, After: json.RawMessage(`{"a":1}`),
-		CreatedAt: now, TS: now, Principal: "tester", Semantics: events.Semantics{Purpose: "config"},
+	testenv.MustProduce(t, sb.Broker, &contract.Event{
+		SchemaVersion: contract.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: 1,
+		Kind: contract.KindPut, Op: contract.OpCreate, After: json.RawMessage(`{"a":1}`),
+		CreatedAt: now, TS: now, Principal: "tester", Semantics: contract.Semantics{Purpose: "config"},
 	})
 
 	_, errs, code := cli(t, "rebuild", "-into", "nosasl")
@@ -180,28 +180,28 @@ func produceHistory(tb testing.TB, b *testenv.Broker) (keys int) {
 	p := testenv.MustProducer(tb, b)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	exp := now.Add(time.Hour)
-	kinds := []events.Kind{events.KindPut, events.KindPut, events.KindDelete, events.KindPut, events.KindExpire, events.KindPut}
+	kinds := []contract.Kind{contract.KindPut, contract.KindPut, contract.KindDelete, contract.KindPut, contract.KindExpire, contract.KindPut}
 	for s := range 4 {
 		var evs []any
 		for k := range 5 {
 			key := fmt.Sprintf("tenant/t%d/project/p/k%d", s, k)
 			for v, kind := range kinds[:1+(k+s)%len(kinds)] {
-				e := events.Event{
-					SchemaVersion: events.SchemaVersion, Key: key, Scope: fmt.Sprintf("tenant/t%d/project/p", s),
-					Version: int64(v + 1), PrevVersion: int64(v), Kind: kind, Op: events.OpSet,
+				e := contract.Event{
+					SchemaVersion: contract.SchemaVersion, Key: key, Scope: fmt.Sprintf("tenant/t%d/project/p", s),
+					Version: int64(v + 1), PrevVersion: int64(v), Kind: kind, Op: contract.OpSet,
 					CreatedAt: now, TS: now.Add(time.Duration(v) * time.Millisecond), Principal: "tester",
-					RequestID: fmt.Sprintf("r-%s-%d", key, v), Semantics: events.Semantics{Purpose: "lock", Producer: "test"},
+					RequestID: fmt.Sprintf("r-%s-%d", key, v), Semantics: contract.Semantics{Purpose: "lock", Producer: "test"},
 				}
 				switch kind {
-				case events.KindPut:
+				case contract.KindPut:
 					e.After = json.RawMessage(fmt.Sprintf(`{"v":%d}`, v+1))
 					if v%2 == 1 {
 						e.ExpiresAt = &exp
 					}
-				case events.KindDelete:
-					e.Op = events.OpDelete
-				case events.KindExpire:
-					e.Op = events.OpExpire
+				case contract.KindDelete:
+					e.Op = contract.OpDelete
+				case contract.KindExpire:
+					e.Op = contract.OpExpire
 				}
 				evs = append(evs, e)
 			}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/testenv"
 )
@@ -37,7 +37,7 @@ func startDeadlineWriter(t *testing.T, b *testenv.Broker) (string, *testenv.Post
 // answer is what one request got, and how long it took.
 type answer struct {
 	status     int
-	err        events.ErrorDetail
+	err        contract.ErrorDetail
 	retryAfter string
 	replayed   bool
 	version    int64
@@ -60,7 +60,7 @@ func send(t *testing.T, method, url, body string) answer {
 	b, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), replayed: resp.Header.Get("Eskv-Replayed") == "true",
 		took: time.Since(start)}
-	var e events.ErrorBody
+	var e contract.ErrorBody
 	if json.Unmarshal(b, &e) == nil {
 		a.err = e.Error
 	}
@@ -122,11 +122,11 @@ func TestBrokerPaused(t *testing.T) {
 	readyz := unready(base, paused, unreadyWithin)
 	const write = `{"value":2,"requestId":"paused-1"}`
 	a := send(t, "PUT", key, write)
-	wantUnavailable(t, "PUT while paused", a, events.EOutcomeUnknown)
+	wantUnavailable(t, "PUT while paused", a, contract.EOutcomeUnknown)
 	if a.err.RequestID != "paused-1" {
 		t.Fatalf("outcome_unknown names requestId %q; want paused-1", a.err.RequestID)
 	}
-	wantUnavailable(t, "GET while paused", send(t, "GET", key, ""), events.EUnavailable)
+	wantUnavailable(t, "GET while paused", send(t, "GET", key, ""), contract.EUnavailable)
 	took := <-readyz
 	t.Logf("/readyz failed %v after the pause", took.Round(time.Millisecond))
 	if took > unreadyWithin {
@@ -168,7 +168,7 @@ func TestProjectionLocked(t *testing.T) {
 	release := pg.Lock(t, "kv_entries")
 	locked := time.Now()
 	readyz := unready(base, locked, unreadyWithin)
-	wantUnavailable(t, "GET while locked", send(t, "GET", key, ""), events.EUnavailable)
+	wantUnavailable(t, "GET while locked", send(t, "GET", key, ""), contract.EUnavailable)
 	took := <-readyz
 	t.Logf("/readyz failed %v after the lock", took.Round(time.Millisecond))
 	if took > unreadyWithin {

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
@@ -94,7 +94,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("tokens-file", "ESKV_TOKENS_FILE")
 	f.DurationVar(&c.tokensPoll, "tokens-poll", api.DefaultTokensPoll, "how often the tokens file is read to reload it when its content changed (SIGHUP reloads it at once); a file that does not load keeps the tokens in force")
 	f.Env("tokens-poll", "ESKV_TOKENS_POLL")
-	f.IntVar(&c.maxValueBytes, "max-value-bytes", events.DefaultMaxValueBytes, "largest serialized value accepted")
+	f.IntVar(&c.maxValueBytes, "max-value-bytes", contract.DefaultMaxValueBytes, "largest serialized value accepted")
 	f.Env("max-value-bytes", "ESKV_MAX_VALUE_BYTES")
 	f.StringVar(&c.instanceID, "instance-id", "writer-"+host, "static group member id; unique per writer")
 	f.Env("instance-id", "ESKV_WRITER_ID")

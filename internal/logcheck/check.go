@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -47,7 +47,7 @@ func (f Findings) Violations() []string {
 func Check(evs []Event) Findings {
 	var f Findings
 	f.Events = len(evs)
-	last := map[string]events.Event{}
+	last := map[string]contract.Event{}
 	seen := map[string]bool{}
 	lastWriterEpoch := map[int32]int64{}
 	lastProducer := map[int32]producer{}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -32,7 +32,7 @@ func ev(p int32, off int64, key string, version int64, value string, at time.Dur
 	}
 	return Event{
 		Partition: p, Offset: off, ProducerID: 7, ProducerEpoch: epoch, Source: "eskv-writer/w",
-		Event: events.Event{Key: key, Version: version, PrevVersion: version - 1, Kind: events.KindPut,
+		Event: contract.Event{Key: key, Version: version, PrevVersion: version - 1, Kind: contract.KindPut,
 			Before: before, After: mustJSON(value), TS: t0.Add(at), WriterEpoch: int64(epoch)},
 	}
 }

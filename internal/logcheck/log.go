@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
@@ -30,7 +30,7 @@ type Event struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	Source        string // the ce_source header: eskv-writer/<instance id>
-	Event         events.Event
+	Event         contract.Event
 }
 
 // Log is kv.changes as a read_committed consumer sees it.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Querier is the projection's database (a *pgxpool.Pool).
@@ -29,7 +29,7 @@ type ProjectionFindings struct {
 // kv_history.
 func Projection(ctx context.Context, db Querier, evs []Event, acks []Acked) (ProjectionFindings, error) {
 	var f ProjectionFindings
-	last := map[string]events.Event{}
+	last := map[string]contract.Event{}
 	for _, le := range evs {
 		if le.Event.Version > last[le.Event.Key].Version {
 			last[le.Event.Key] = le.Event
@@ -68,7 +68,7 @@ func Projection(ctx context.Context, db Querier, evs []Event, acks []Acked) (Pro
 }
 
 // foldDiffs compares kv_entries with the last event of every key.
-func foldDiffs(ctx context.Context, db Querier, last map[string]events.Event) ([]string, error) {
+func foldDiffs(ctx context.Context, db Querier, last map[string]contract.Event) ([]string, error) {
 	var (
 		diffs []string
 		key   string

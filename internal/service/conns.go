@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/admission"
 )
 
@@ -79,7 +79,7 @@ func refuseConn(c net.Conn, err error) {
 	if setting == SettingMaxConnectionsPerAddress {
 		whose = "this address's"
 	}
-	body, _ := json.Marshal(events.ErrorBody{Error: events.ErrorDetail{Code: events.ETooManyRequests, Field: setting, RetryAfterSeconds: 1,
+	body, _ := json.Marshal(contract.ErrorBody{Error: contract.ErrorDetail{Code: contract.ETooManyRequests, Field: setting, RetryAfterSeconds: 1,
 		Message: whose + " open connections are at " + setting + "; retry"}})
 	_ = c.SetWriteDeadline(time.Now().Add(refusedConnWrite))
 	_, _ = c.Write([]byte("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // MetricsTokenEnv is the environment variable every service reads the
@@ -48,7 +48,7 @@ func MetricsHandler(g prometheus.Gatherer, token string) http.Handler {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="eskv-metrics"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
-			_ = json.NewEncoder(w).Encode(events.ErrorBody{Error: events.ErrorDetail{Code: events.EUnauthenticated, Field: "Authorization",
+			_ = json.NewEncoder(w).Encode(contract.ErrorBody{Error: contract.ErrorDetail{Code: contract.EUnauthenticated, Field: "Authorization",
 				Message: "/metrics needs the metrics token (" + MetricsTokenEnv + ") as a bearer token"}})
 			return
 		}

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -94,20 +94,20 @@ func (b *bench) sizeFigure(ctx context.Context, f sizeFigure) []result {
 // the projector would apply it), then the other elements with insert
 // ($1 the key, $2 n: rows 1 .. n-1 of generate_series), then ANALYZE
 // kv_elements (what autovacuum does within a minute).
-func (b *bench) loadCollection(ctx context.Context, key string, purpose string, op events.Op, el *events.Element, insert string, n int) error {
-	k, err := events.ParseKey(key)
+func (b *bench) loadCollection(ctx context.Context, key string, purpose string, op contract.Op, el *contract.Element, insert string, n int) error {
+	k, err := contract.ParseKey(key)
 	if err != nil {
 		return err
 	}
 	now := time.Now().UTC()
-	meta, _ := json.Marshal(events.CollectionMeta{Type: purpose, Size: int64(n), Since: 1})
-	e := events.Event{
-		SchemaVersion: events.SchemaVersion, Key: key, Scope: k.Scope(), Version: 1, Kind: events.KindPut, Op: op,
+	meta, _ := json.Marshal(contract.CollectionMeta{Type: purpose, Size: int64(n), Since: 1})
+	e := contract.Event{
+		SchemaVersion: contract.SchemaVersion, Key: key, Scope: k.Scope(), Version: 1, Kind: contract.KindPut, Op: op,
 		Before: json.RawMessage("null"), After: meta, CreatedAt: now, TS: now, Principal: "eskvbench",
-		Semantics: events.Semantics{Purpose: purpose, Producer: "eskvbench"},
+		Semantics: contract.Semantics{Purpose: purpose, Producer: "eskvbench"},
 		Element:   el,
 	}
-	part := events.Partition(k.Scope(), int32(b.c.partitions))
+	part := contract.Partition(k.Scope(), int32(b.c.partitions))
 	if err := projection.New(b.s.db).Apply(ctx, scanTopic, []projection.Applied{{Partition: part, Offset: int64(n), Event: e}}); err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Figure 14: lrange 0 99 on a list of 1,000 values and on one of
@@ -24,7 +24,7 @@ const (
 
 // listRanges is figure 14 (sizeFigure). The values "v0" .. "v<n-1>" are
 // loaded at positions 0 .. n-1 by one INSERT ... SELECT from
-// generate_series (events.ListPosition in SQL: position + 2^63 in 20
+// generate_series (contract.ListPosition in SQL: position + 2^63 in 20
 // digits). Every lrange is answered from Postgres (AwaitProjected returns
 // at once: the writer acknowledged nothing of these lists).
 func (b *bench) listRanges(ctx context.Context) []result {
@@ -36,13 +36,13 @@ func (b *bench) listRanges(ctx context.Context) []result {
 			return fmt.Sprintf("lrange 0 %d on a list of %s values, 1 client", rangeN-1, thousands(n))
 		},
 		load: func(ctx context.Context, list string, n int) error {
-			return b.loadCollection(ctx, list, events.PurposeList, events.OpRPush,
-				&events.Element{Op: events.ElementAdd, Member: events.ListPosition(0), Value: json.RawMessage(`"v0"`)},
+			return b.loadCollection(ctx, list, contract.PurposeList, contract.OpRPush,
+				&contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(0), Value: json.RawMessage(`"v0"`)},
 				`INSERT INTO kv_elements (collection, member, version, value)
 				SELECT $1, lpad((i::numeric + 9223372036854775808)::text, 20, '0'), 1, '"v' || i || '"' FROM generate_series(1, $2 - 1) AS i`, n)
 		},
 		probe: func(ctx context.Context, list string, _ int, buf *bytes.Buffer) (int, bool, error) {
-			var a events.RangeAnswer
+			var a contract.RangeAnswer
 			status, err := b.getJSON(ctx, fmt.Sprintf("/v1/kv/%s:lrange?start=0&stop=%d", list, rangeN-1), buf, &a)
 			return status, len(a.Values) == rangeN && string(a.Values[rangeN-1]) == fmt.Sprintf(`"v%d"`, rangeN-1), err
 		},

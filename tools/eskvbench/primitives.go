@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Targets of the coordination figures.
@@ -79,12 +79,12 @@ func (b *bench) locks(ctx context.Context, c *client.Client, n int) (result, res
 // statusOf maps a client error to the HTTP status the bench's error
 // counts use (0: no answer).
 func statusOf(err error) int {
-	switch events.ErrorCode(err) {
-	case events.EUnavailable, events.EOutcomeUnknown:
+	switch contract.ErrorCode(err) {
+	case contract.EUnavailable, contract.EOutcomeUnknown:
 		return 503
-	case events.ELockHeld, events.ENotLockHolder, events.EConflict:
+	case contract.ELockHeld, contract.ENotLockHolder, contract.EConflict:
 		return 409
-	case events.EInternal:
+	case contract.EInternal:
 		return 500
 	}
 	return 0
@@ -113,7 +113,7 @@ func (b *bench) sweeper(ctx context.Context, c *client.Client) result {
 					return
 				}
 				_, err := c.Put(ctx, client.PutRequest{Key: fmt.Sprintf("%s%05d", prefix, i), Value: json.RawMessage(`true`),
-					TTL: 2 * time.Second, Semantics: events.Semantics{Purpose: "feature_flag", Producer: "eskvbench"},
+					TTL: 2 * time.Second, Semantics: contract.Semantics{Purpose: "feature_flag", Producer: "eskvbench"},
 					RequestID: fmt.Sprintf("ttl-%d", i)})
 				if err != nil {
 					failed.Add(1)

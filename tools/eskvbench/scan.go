@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -110,23 +110,23 @@ func scanTitle(title string, n int) string {
 func (b *bench) loadScanEntries(ctx context.Context, prefix string, n int, now time.Time) (time.Duration, error) {
 	start := time.Now()
 	store := projection.New(b.s.db)
-	k, err := events.ParseKey(prefix + "x")
+	k, err := contract.ParseKey(prefix + "x")
 	if err != nil {
 		return 0, err
 	}
-	part := events.Partition(k.Scope(), int32(b.c.partitions))
+	part := contract.Partition(k.Scope(), int32(b.c.partitions))
 	batch := make([]projection.Applied, 0, scanBatch)
 	for i := range n {
-		e := events.Event{
-			SchemaVersion: events.SchemaVersion,
+		e := contract.Event{
+			SchemaVersion: contract.SchemaVersion,
 			Key:           fmt.Sprintf("%s%06d", prefix, i),
 			Scope:         k.Scope(),
 			Version:       1,
-			Kind:          events.KindPut,
-			Op:            events.OpSet,
+			Kind:          contract.KindPut,
+			Op:            contract.OpSet,
 			After:         json.RawMessage(scanValue(i, now)),
 			CreatedAt:     now,
-			Semantics:     events.Semantics{Purpose: "other", Producer: "eskvbench"},
+			Semantics:     contract.Semantics{Purpose: "other", Producer: "eskvbench"},
 			Principal:     "eskvbench",
 			TS:            now,
 		}

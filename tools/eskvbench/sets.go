@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Figure 13: sismember on a set of 1,000 members and on one of 1,000,000
@@ -37,8 +37,8 @@ func (b *bench) sets(ctx context.Context) []result {
 			return fmt.Sprintf("sismember on a set of %s members (half present), 1 client", thousands(n))
 		},
 		load: func(ctx context.Context, set string, n int) error {
-			return b.loadCollection(ctx, set, events.PurposeSet, events.OpSAdd,
-				&events.Element{Op: events.ElementAdd, Member: setMember(0)},
+			return b.loadCollection(ctx, set, contract.PurposeSet, contract.OpSAdd,
+				&contract.Element{Op: contract.ElementAdd, Member: setMember(0)},
 				`INSERT INTO kv_elements (collection, member, version)
 				SELECT $1, 'member-' || lpad(i::text, 8, '0'), 1 FROM generate_series(1, $2 - 1) AS i`, n)
 		},
@@ -51,7 +51,7 @@ func (b *bench) sets(ctx context.Context) []result {
 			if rng.IntN(2) == 0 {
 				member, want = "absent-"+setMember(i), false
 			}
-			var a events.IsMemberAnswer
+			var a contract.IsMemberAnswer
 			status, err := b.getJSON(ctx, "/v1/kv/"+set+":sismember?member="+url.QueryEscape(member), buf, &a)
 			return status, a.IsMember == want, err
 		},

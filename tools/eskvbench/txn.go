@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 )
 
 // Figure 12: transactions (POST /v1/txn) of txnKeys puts, each
@@ -38,14 +38,14 @@ func (b *bench) newTxnState(project string) *txnState {
 // expecting the version the previous answer left.
 func (b *bench) txn(ctx context.Context, c *client.Client, st *txnState) (int, error) {
 	st.n++
-	body := events.TxnBody{Ops: make([]events.TxnOp, txnKeys)}
+	body := contract.TxnBody{Ops: make([]contract.TxnOp, txnKeys)}
 	for i, k := range st.keys {
-		body.Ops[i] = events.TxnOp{Op: events.OpPut, Key: k, Value: json.RawMessage(fmt.Sprint(st.n)),
-			Condition: &events.Condition{Version: &st.versions[i]}}
+		body.Ops[i] = contract.TxnOp{Op: contract.OpPut, Key: k, Value: json.RawMessage(fmt.Sprint(st.n)),
+			Condition: &contract.Condition{Version: &st.versions[i]}}
 	}
 	ans, err := c.Txn(ctx, body)
 	if err != nil {
-		if events.ErrorCode(err) == events.EConflict { // a timed-out attempt did commit: resync
+		if contract.ErrorCode(err) == contract.EConflict { // a timed-out attempt did commit: resync
 			for i, k := range st.keys {
 				if e, gerr := c.Get(ctx, k); gerr == nil {
 					st.versions[i] = e.Version

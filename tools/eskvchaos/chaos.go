@@ -15,7 +15,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -118,7 +118,7 @@ func committedIn(evs []logcheck.Event) func(key, value string) (int64, bool) {
 	at := map[[2]string]int64{}
 	for _, e := range evs {
 		var v string
-		if e.Event.Kind == events.KindPut && json.Unmarshal(e.Event.After, &v) == nil {
+		if e.Event.Kind == contract.KindPut && json.Unmarshal(e.Event.After, &v) == nil {
 			at[[2]string{e.Event.Key, v}] = e.Event.Version
 		}
 	}

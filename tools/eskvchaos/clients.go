@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -27,7 +27,7 @@ func registerKeys(n int, partitions int32) []string {
 	used := map[int32]bool{}
 	for i := 0; len(keys) < n; i++ {
 		scope := fmt.Sprintf("tenant/chaos/project/p%d", i)
-		p := events.Partition(scope, partitions)
+		p := contract.Partition(scope, partitions)
 		if used[p] && len(used) < int(partitions) && i < 100*n {
 			continue
 		}
@@ -137,7 +137,7 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 // The listings are checked against the puts and deletes, and against the
 // register's CAS writes, by linz.CheckListings.
 func (c *clients) listStep(id int, rng *rand.Rand, seq int, stop <-chan struct{}) {
-	scope := events.ScopeOf(c.keys[rng.IntN(len(c.keys))])
+	scope := contract.ScopeOf(c.keys[rng.IntN(len(c.keys))])
 	w := rng.IntN(len(c.urls))
 	key := fmt.Sprintf("%s/l/%d", scope, rng.IntN(listKeys))
 	var ch linz.Change
@@ -164,7 +164,7 @@ func (c *clients) change(id, w int, key string, del bool, value string) linz.Cha
 	if del {
 		method, url = http.MethodDelete, url+"?requestId="+rid
 	} else {
-		body, _ = json.Marshal(events.PutBody{Value: mustJSON(value), RequestID: rid})
+		body, _ = json.Marshal(contract.PutBody{Value: mustJSON(value), RequestID: rid})
 	}
 	ch.Call = c.now()
 	a := c.do(method, url, body)
@@ -190,7 +190,7 @@ func classifyChange(a answer) (linz.Outcome, int64, string) {
 			return linz.Unknown, 0, "undecodable answer: " + string(a.body)
 		}
 		return linz.OK, v.Version, ""
-	case a.err == nil && a.status == http.StatusNotFound && errorCode(a.body) == events.ENotFound:
+	case a.err == nil && a.status == http.StatusNotFound && errorCode(a.body) == contract.ENotFound:
 		return linz.Failed, 0, "not found"
 	}
 	o, detail := classifyWrite(a, "")
@@ -204,7 +204,7 @@ func (c *clients) list(id, w int, prefix string) {
 	l := linz.Listing{Client: id, Writer: w, Prefix: prefix, Call: c.now()}
 	a := c.do(http.MethodGet, c.urls[w]+"/v1/kv?limit=1000&prefix="+prefix, nil)
 	l.Return = c.now()
-	var page events.ListAnswer
+	var page contract.ListAnswer
 	ok := a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &page) == nil && !page.Truncated
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -301,14 +301,14 @@ func (c *clients) read(id, w int, key string) linz.Op {
 	case a.err != nil:
 		o.Out.Outcome, o.Detail = linz.Failed, a.err.Error()
 	case a.status == http.StatusOK:
-		var e events.Entry
+		var e contract.Entry
 		var v string
 		if err := json.Unmarshal(a.body, &e); err != nil || json.Unmarshal(e.Value, &v) != nil || e.Key != key {
 			o.Out.Outcome, o.Detail = linz.Failed, "undecodable entry: "+string(a.body)
 			break
 		}
 		o.Out = linz.Output{Outcome: linz.OK, Version: e.Version, Value: v}
-	case a.status == http.StatusNotFound && errorCode(a.body) == events.ENotFound:
+	case a.status == http.StatusNotFound && errorCode(a.body) == contract.ENotFound:
 		o.Out.Outcome = linz.NotFound
 	default:
 		// A read has no effect: whatever went wrong, it is left out.
@@ -320,7 +320,7 @@ func (c *clients) read(id, w int, key string) linz.Op {
 func (c *clients) write(id, w int, key string, expected int64, value string) linz.Op {
 	rid := fmt.Sprintf("chaos-%s", value)
 	o := linz.Op{Client: id, Writer: w, In: linz.Input{Key: key, Kind: linz.Write, Expected: expected, Value: value}, RequestID: rid}
-	body, _ := json.Marshal(events.PutBody{Value: mustJSON(value), ExpectedVersion: &expected, RequestID: rid})
+	body, _ := json.Marshal(contract.PutBody{Value: mustJSON(value), ExpectedVersion: &expected, RequestID: rid})
 	o.Call = c.now()
 	a := c.do(http.MethodPut, c.urls[w]+"/v1/kv/"+key, body)
 	o.Return = c.now()
@@ -341,15 +341,15 @@ func classifyWrite(a answer, value string) (linz.Output, string) {
 	detail := fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body))
 	switch a.status {
 	case http.StatusOK:
-		var e events.Entry
+		var e contract.Entry
 		var v string
 		if err := json.Unmarshal(a.body, &e); err != nil || json.Unmarshal(e.Value, &v) != nil {
 			return linz.Output{Outcome: linz.Unknown}, "undecodable entry: " + detail
 		}
 		return linz.Output{Outcome: linz.OK, Version: e.Version, Value: v}, ""
 	case http.StatusConflict:
-		var b events.ErrorBody
-		if err := json.Unmarshal(a.body, &b); err != nil || b.Error.Code != events.EConflict ||
+		var b contract.ErrorBody
+		if err := json.Unmarshal(a.body, &b); err != nil || b.Error.Code != contract.EConflict ||
 			b.Error.Field != "expectedVersion" || b.Error.CurrentVersion == nil {
 			return linz.Output{Outcome: linz.Unknown}, "unexpected conflict: " + detail
 		}
@@ -361,8 +361,8 @@ func classifyWrite(a answer, value string) (linz.Output, string) {
 		}
 		return linz.Output{Outcome: linz.Conflict, Version: *b.Error.CurrentVersion, Value: cur}, ""
 	case http.StatusServiceUnavailable:
-		var b events.ErrorBody
-		if json.Unmarshal(a.body, &b) == nil && b.Error.Code == events.EUnavailable && noEffect(b.Error.Message) {
+		var b contract.ErrorBody
+		if json.Unmarshal(a.body, &b) == nil && b.Error.Code == contract.EUnavailable && noEffect(b.Error.Message) {
 			return linz.Output{Outcome: linz.Failed}, detail
 		}
 		return linz.Output{Outcome: linz.Unknown}, detail
@@ -399,7 +399,7 @@ func noEffect(msg string) bool {
 }
 
 func errorCode(body []byte) string {
-	var b events.ErrorBody
+	var b contract.ErrorBody
 	if json.Unmarshal(body, &b) != nil {
 		return ""
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/tools/linz"
 )
 
@@ -94,12 +94,12 @@ func TestRegisterKeysSpreadOverPartitions(t *testing.T) {
 	keys := registerKeys(5, 12)
 	seen := map[int32]bool{}
 	for _, k := range keys {
-		p := events.Partition(events.ScopeOf(k), 12)
+		p := contract.Partition(contract.ScopeOf(k), 12)
 		if seen[p] {
 			t.Fatalf("%v: two keys in partition %d", keys, p)
 		}
 		seen[p] = true
-		if _, err := events.ParseKey(k); err != nil {
+		if _, err := contract.ParseKey(k); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -157,15 +157,15 @@ func (f *collectionFindings) print(w io.Writer, name string, violations []string
 
 // eventsOf returns the events of the log whose key is one of keys, per
 // key in version order: what a collection workload folds.
-func eventsOf(evs []logcheck.Event, keys []string) map[string][]events.Event {
-	byKey := map[string][]events.Event{}
+func eventsOf(evs []logcheck.Event, keys []string) map[string][]contract.Event {
+	byKey := map[string][]contract.Event{}
 	for _, le := range evs {
 		if slices.Contains(keys, le.Event.Key) {
 			byKey[le.Event.Key] = append(byKey[le.Event.Key], le.Event)
 		}
 	}
 	for _, es := range byKey {
-		slices.SortFunc(es, func(a, b events.Event) int { return cmp.Compare(a.Version, b.Version) })
+		slices.SortFunc(es, func(a, b contract.Event) int { return cmp.Compare(a.Version, b.Version) })
 	}
 	return byKey
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -119,9 +119,9 @@ func (h *historyReads) read(id, w int, rng *rand.Rand, key string, now func() in
 	r.Return = now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch code := events.ErrorCode(err); {
+	switch code := contract.ErrorCode(err); {
 	case err == nil:
-	case code == events.ENotFound:
+	case code == contract.ENotFound:
 		r.NotFound, r.Versions = true, nil
 	default:
 		if ne := (*client.NetworkError)(nil); code == "" || errors.As(err, &ne) {
@@ -181,7 +181,7 @@ func checkHistory(reads []historyRead, ops []linz.Op, evs []logcheck.Event) hist
 	inLog := map[keyVersion]json.RawMessage{}
 	for _, e := range evs {
 		if _, ok := acked[e.Event.Key]; ok {
-			inLog[keyVersion{e.Event.Key, e.Event.Version}] = events.HistoryVersionOf(&e.Event).Value
+			inLog[keyVersion{e.Event.Key, e.Event.Version}] = contract.HistoryVersionOf(&e.Event).Value
 		}
 	}
 	for _, r := range reads {

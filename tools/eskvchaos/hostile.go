@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/tools/internal/stats"
 )
 
@@ -111,10 +111,10 @@ func runHostile(ctx context.Context, c config, s *stack, stdout io.Writer) error
 	h := &hostile{c: c, s: s, target: s.writers[0].URL, good: s.goodToken, evil: s.evilToken, stop: make(chan struct{}),
 		evilCode: map[string]int{}, counts: map[string]int{}, rss: map[string]int64{}}
 	h.goodScope = "tenant/good/project/g"
-	h.partition = events.Partition(h.goodScope, int32(c.partitions))
+	h.partition = contract.Partition(h.goodScope, int32(c.partitions))
 	for i := 0; ; i++ {
 		scope := fmt.Sprintf("tenant/evil/project/x%d", i)
-		if events.Partition(scope, int32(c.partitions)) == h.partition {
+		if contract.Partition(scope, int32(c.partitions)) == h.partition {
 			h.evilScope = scope
 			break
 		}
@@ -323,7 +323,7 @@ func send(hc *http.Client, method, url, token string, body any) (int, string, er
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	var e events.ErrorBody
+	var e contract.ErrorBody
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if resp.StatusCode >= 300 {
 		_ = json.Unmarshal(b, &e)

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -35,7 +35,7 @@ func listWorkloadKeys() []string { return workloadKeys("lists", "list", listCoun
 type listChange struct {
 	key     string
 	version int64
-	op      events.Op
+	op      contract.Op
 	value   string
 }
 
@@ -54,35 +54,35 @@ func newListWorkload(c *clients) *listWorkload {
 func (s *listWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 	s.collectionWorkload.run(n, seed, stop, func(id, seq int, rng *rand.Rand, key, base string) string {
 		rid := fmt.Sprintf("chaos-list-c%d-%d", id, seq)
-		var op events.Op
+		var op contract.Op
 		var body any
 		switch r := rng.IntN(20); {
 		case r < 8:
-			op, body = events.OpRPush, events.PushBody{Value: json.RawMessage(fmt.Sprintf(`"c%d-%d"`, id, seq)), RequestID: rid}
+			op, body = contract.OpRPush, contract.PushBody{Value: json.RawMessage(fmt.Sprintf(`"c%d-%d"`, id, seq)), RequestID: rid}
 		case r < 12:
-			op, body = events.OpLPush, events.PushBody{Value: json.RawMessage(fmt.Sprintf(`"c%d-%d"`, id, seq)), RequestID: rid}
+			op, body = contract.OpLPush, contract.PushBody{Value: json.RawMessage(fmt.Sprintf(`"c%d-%d"`, id, seq)), RequestID: rid}
 		case r < 15:
-			op, body = events.OpLPop, events.PopBody{RequestID: rid}
+			op, body = contract.OpLPop, contract.PopBody{RequestID: rid}
 		case r < 18:
-			op, body = events.OpRPop, events.PopBody{RequestID: rid}
+			op, body = contract.OpRPop, contract.PopBody{RequestID: rid}
 		default:
 			start, stop := int64(0), int64(9)
-			op, body = events.OpLTrim, events.TrimBody{Start: &start, Stop: &stop, RequestID: rid}
+			op, body = contract.OpLTrim, contract.TrimBody{Start: &start, Stop: &stop, RequestID: rid}
 		}
 		return s.write(base, key, op, body)
 	})
 }
 
 // write sends one list write and records its outcome.
-func (s *listWorkload) write(base, key string, op events.Op, body any) string {
-	var ans events.ListChangeAnswer
+func (s *listWorkload) write(base, key string, op contract.Op, body any) string {
+	var ans contract.ListChangeAnswer
 	outcome, _ := s.post(base+":"+op.Verb(), body, &ans)
 	if outcome == "ok" {
 		outcome = "applied"
 	}
 	// A trim that kept everything appended nothing: its version is an
 	// earlier event's, not checked.
-	if outcome != "applied" || op == events.OpLTrim {
+	if outcome != "applied" || op == contract.OpLTrim {
 		s.record(outcome)
 		return outcome
 	}
@@ -108,7 +108,7 @@ func (s *listWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxp
 	var f listFindings
 	outcomes, acked := s.snapshot()
 	f.outcomes = outcomes
-	inLog := map[keyVersion]events.Event{}
+	inLog := map[keyVersion]contract.Event{}
 	folds := map[string][]string{}
 	for key, es := range eventsOf(evs, s.keys) {
 		for _, e := range es {
@@ -145,10 +145,10 @@ func (s *listWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxp
 // fold applies the list key's events es in order, noting in f.folds an
 // event whose metadata or popped value is not the fold's, and returns the
 // list's values after them.
-func (f *listFindings) fold(key string, es []events.Event) []string {
+func (f *listFindings) fold(key string, es []contract.Event) []string {
 	var fold []string
 	for _, e := range es {
-		meta, err := events.ParseCollectionMeta(e.After)
+		meta, err := contract.ParseCollectionMeta(e.After)
 		if err != nil {
 			f.folds = append(f.folds, fmt.Sprintf("%s@%d: metadata %s: %v", key, e.Version, e.After, err))
 			continue
@@ -158,13 +158,13 @@ func (f *listFindings) fold(key string, es []events.Event) []string {
 			value = string(e.Element.Value)
 		}
 		switch e.Op {
-		case events.OpLPush:
+		case contract.OpLPush:
 			fold = append([]string{value}, fold...)
-		case events.OpRPush:
+		case contract.OpRPush:
 			fold = append(fold, value)
-		case events.OpLPop, events.OpRPop:
+		case contract.OpLPop, contract.OpRPop:
 			i := 0
-			if e.Op == events.OpRPop {
+			if e.Op == contract.OpRPop {
 				i = len(fold) - 1
 			}
 			if len(fold) == 0 || fold[i] != value {
@@ -172,7 +172,7 @@ func (f *listFindings) fold(key string, es []events.Event) []string {
 				continue
 			}
 			fold = slices.Delete(fold, i, i+1)
-		case events.OpLTrim:
+		case contract.OpLTrim:
 			fold = fold[:min(len(fold), int(meta.Size))]
 		}
 		if meta.Size != int64(len(fold)) {
@@ -194,12 +194,12 @@ func projectedList(ctx context.Context, db *pgxpool.Pool, key string) ([]string,
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", key, err)
 	}
-	meta, err := events.ParseCollectionMeta(raw)
+	meta, err := contract.ParseCollectionMeta(raw)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := db.Query(ctx, `SELECT value FROM kv_elements WHERE collection = $1 AND member BETWEEN $2 AND $3 ORDER BY member`,
-		key, events.ListPosition(meta.Head), events.ListPosition(meta.Head+meta.Size-1))
+		key, contract.ListPosition(meta.Head), contract.ListPosition(meta.Head+meta.Size-1))
 	if err != nil {
 		return nil, fmt.Errorf("values of %s: %w", key, err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -58,9 +58,9 @@ func newLockWorkload(c *clients) *lockWorkload {
 func (l *lockWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 	l.collectionWorkload.run(n, seed, stop, func(id, seq int, rng *rand.Rand, key, base string) string {
 		holder := fmt.Sprintf("c%d", id)
-		var ans events.LockAnswer
+		var ans contract.LockAnswer
 		ttl := int64(lockTTL)
-		if outcome := l.lockOp(base+":acquire", events.LockBody{Holder: holder, TTLSeconds: &ttl,
+		if outcome := l.lockOp(base+":acquire", contract.LockBody{Holder: holder, TTLSeconds: &ttl,
 			RequestID: fmt.Sprintf("chaos-lock-c%d-%d", id, seq)}, &ans); outcome != "ok" {
 			l.record("acquire " + outcome)
 			return outcome
@@ -74,7 +74,7 @@ func (l *lockWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 			l.record("write " + l.fencedWrite(writerURL, key, ans.Token, holder, fmt.Sprintf("chaos-lockw-c%d-%d-%d", id, seq, i), seq))
 		}
 		if rng.IntN(3) > 0 {
-			l.record("release " + l.lockOp(base+":release", events.LockBody{Holder: holder}, &struct{}{}))
+			l.record("release " + l.lockOp(base+":release", contract.LockBody{Holder: holder}, &struct{}{}))
 		}
 		return "ok"
 	})
@@ -103,10 +103,10 @@ func (l *lockWorkload) lockOp(url string, body, ans any) string {
 // the lock's token to be token, and returns its outcome: applied,
 // refused (409: the tenure was over), failed or unknown.
 func (l *lockWorkload) fencedWrite(url, lock string, token int64, holder, requestID string, seq int) string {
-	var ans events.TxnAnswer
-	outcome := l.lockOp(url+"/v1/txn", events.TxnBody{RequestID: requestID, Ops: []events.TxnOp{
-		{Op: events.OpCheck, Key: lock, Condition: &events.Condition{Field: "token", Equals: mustJSON(token)}},
-		{Op: events.OpPut, Key: resourceKey(lock), Value: mustJSON(fencedWrite{Holder: holder, Token: token, Seq: seq})},
+	var ans contract.TxnAnswer
+	outcome := l.lockOp(url+"/v1/txn", contract.TxnBody{RequestID: requestID, Ops: []contract.TxnOp{
+		{Op: contract.OpCheck, Key: lock, Condition: &contract.Condition{Field: "token", Equals: mustJSON(token)}},
+		{Op: contract.OpPut, Key: resourceKey(lock), Value: mustJSON(fencedWrite{Holder: holder, Token: token, Seq: seq})},
 	}}, &ans)
 	if outcome == "ok" {
 		return "applied"
@@ -163,7 +163,7 @@ func (l *lockWorkload) check(evs []logcheck.Event) lockFindings {
 					t = &tenure{}
 					state[lock] = t
 				}
-				var v events.LockValue
+				var v contract.LockValue
 				if !e.Live() || json.Unmarshal(e.After, &v) != nil {
 					*t = tenure{}
 					continue

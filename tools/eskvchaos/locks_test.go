@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -17,17 +17,17 @@ func TestLocksCheck(t *testing.T) {
 	lock := lockKeys()[0]
 	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 	offset := int64(0)
-	at := func(e events.Event) logcheck.Event { offset++; return logcheck.Event{Offset: offset, Event: e} }
+	at := func(e contract.Event) logcheck.Event { offset++; return logcheck.Event{Offset: offset, Event: e} }
 	acquire := func(v, token int64, holder string, ts time.Time) logcheck.Event {
 		exp := ts.Add(lockTTL * time.Second)
-		return at(events.Event{Key: lock, Version: v, Kind: events.KindPut, TS: ts, ExpiresAt: &exp,
+		return at(contract.Event{Key: lock, Version: v, Kind: contract.KindPut, TS: ts, ExpiresAt: &exp,
 			After: json.RawMessage(fmt.Sprintf(`{"holder":%q,"token":%d}`, holder, token))})
 	}
 	release := func(v int64, ts time.Time) logcheck.Event {
-		return at(events.Event{Key: lock, Version: v, Kind: events.KindDelete, TS: ts})
+		return at(contract.Event{Key: lock, Version: v, Kind: contract.KindDelete, TS: ts})
 	}
 	write := func(v, token int64, ts time.Time) logcheck.Event {
-		return at(events.Event{Key: resourceKey(lock), Version: v, Kind: events.KindPut, TS: ts,
+		return at(contract.Event{Key: resourceKey(lock), Version: v, Kind: contract.KindPut, TS: ts,
 			After: json.RawMessage(fmt.Sprintf(`{"holder":"c0","token":%d,"seq":1}`, token))})
 	}
 	s := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }

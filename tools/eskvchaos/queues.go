@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -49,7 +49,7 @@ func queueKeys() []string { return workloadKeys("queues", "queue", queueCount) }
 type queueChange struct {
 	key      string
 	version  int64
-	op       events.Op
+	op       contract.Op
 	item     string
 	data     string
 	delivery int64
@@ -95,13 +95,13 @@ func (q *queueWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 
 // push pushes data (a unique JSON string) onto the queue key.
 func (q *queueWorkload) push(base, key, data, rid string) string {
-	var ans events.QPushAnswer
-	outcome, _ := q.post(base+":qpush", events.QPushBody{Data: json.RawMessage(data), RequestID: rid}, &ans)
+	var ans contract.QPushAnswer
+	outcome, _ := q.post(base+":qpush", contract.QPushBody{Data: json.RawMessage(data), RequestID: rid}, &ans)
 	if outcome != "ok" {
 		q.record(outcome)
 		return outcome
 	}
-	q.record("pushed", queueChange{key: key, version: ans.Version, op: events.OpQPush, item: ans.Item, data: data})
+	q.record("pushed", queueChange{key: key, version: ans.Version, op: contract.OpQPush, item: ans.Item, data: data})
 	return "pushed"
 }
 
@@ -109,13 +109,13 @@ func (q *queueWorkload) push(base, key, data, rid string) string {
 // visibility seconds (0: removed at once), and returns the receipt of a
 // delivery.
 func (q *queueWorkload) pop(base, key string, visibility int64, rid string) (outcome, receipt string) {
-	var ans events.QPopAnswer
-	outcome, _ = q.post(base+":qpop", events.QPopBody{VisibilityTimeoutSeconds: visibility, RequestID: rid}, &ans)
+	var ans contract.QPopAnswer
+	outcome, _ = q.post(base+":qpop", contract.QPopBody{VisibilityTimeoutSeconds: visibility, RequestID: rid}, &ans)
 	if outcome != "ok" {
 		q.record(outcome)
 		return outcome, ""
 	}
-	c := queueChange{key: key, version: ans.Version, op: events.OpQPop, item: ans.Item, data: string(ans.Data)}
+	c := queueChange{key: key, version: ans.Version, op: contract.OpQPop, item: ans.Item, data: string(ans.Data)}
 	outcome = "removed"
 	if visibility > 0 {
 		outcome, receipt, c.delivery = "delivered", ans.Receipt, ans.Deliveries
@@ -126,17 +126,17 @@ func (q *queueWorkload) pop(base, key string, visibility int64, rid string) (out
 
 // ack acknowledges the delivery receipt names.
 func (q *queueWorkload) ack(base, key, receipt, rid string) string {
-	var ans events.QAckAnswer
-	outcome, a := q.post(base+":qack", events.QAckBody{Receipt: receipt, RequestID: rid}, &ans)
-	if outcome == "unknown" && a.err == nil && a.status == http.StatusConflict && strings.Contains(string(a.body), events.EStaleReceipt) {
+	var ans contract.QAckAnswer
+	outcome, a := q.post(base+":qack", contract.QAckBody{Receipt: receipt, RequestID: rid}, &ans)
+	if outcome == "unknown" && a.err == nil && a.status == http.StatusConflict && strings.Contains(string(a.body), contract.EStaleReceipt) {
 		outcome = "stale" // its deadline passed and the sweeper requeued it first
 	}
 	if outcome != "ok" {
 		q.record(outcome)
 		return outcome
 	}
-	item, delivery, _, _ := events.ParseReceipt(receipt)
-	q.record("acked", queueChange{key: key, version: ans.Version, op: events.OpQAck, item: item, delivery: delivery})
+	item, delivery, _, _ := contract.ParseReceipt(receipt)
+	q.record("acked", queueChange{key: key, version: ans.Version, op: contract.OpQAck, item: item, delivery: delivery})
 	return "acked"
 }
 
@@ -151,7 +151,7 @@ func (q *queueWorkload) drain() {
 			if outcome, _ := q.pop(base, key, 0, fmt.Sprintf("chaos-queue-drain-%d-%d", i, seq)); outcome != "empty" {
 				continue
 			}
-			var size events.QSizeAnswer
+			var size contract.QSizeAnswer
 			a := q.c.do(http.MethodGet, base+":qsize", nil)
 			if a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &size) == nil {
 				q.mu.Lock()
@@ -168,7 +168,7 @@ func (q *queueWorkload) drain() {
 
 // queueItem is an item's state in the fold of the log.
 type queueItem struct {
-	state      string // events.ItemReady, ItemInFlight, or "gone"
+	state      string // contract.ItemReady, ItemInFlight, or "gone"
 	deliveries int64
 	deadline   time.Time
 	pops       int
@@ -210,7 +210,7 @@ func (q *queueWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgx
 	var f queueFindings
 	outcomes, acked := q.snapshot()
 	f.outcomes = outcomes
-	inLog := map[keyVersion]events.Event{}
+	inLog := map[keyVersion]contract.Event{}
 	folds := map[string]*queueFold{}
 	for key, es := range eventsOf(evs, q.keys) {
 		for _, e := range es {
@@ -257,10 +257,10 @@ func (f *queueFindings) add(key string, fold *queueFold) {
 
 // foldQueue applies the events of the queue key in version order to its
 // items' states and notes every event that does not follow them.
-func foldQueue(key string, es []events.Event) *queueFold {
+func foldQueue(key string, es []contract.Event) *queueFold {
 	fold := &queueFold{items: map[string]*queueItem{}, events: len(es)}
 	for _, e := range es {
-		meta, err := events.ParseCollectionMeta(e.After)
+		meta, err := contract.ParseCollectionMeta(e.After)
 		if err != nil || e.Element == nil {
 			fold.violations = append(fold.violations, fmt.Sprintf("%s@%d (%s): metadata %s, element %+v", key, e.Version, e.Op, e.After, e.Element))
 			continue
@@ -280,14 +280,14 @@ func foldQueue(key string, es []events.Event) *queueFold {
 
 // apply applies one event to the fold and says what is wrong with it
 // ("" when nothing).
-func (fold *queueFold) apply(e events.Event) string {
+func (fold *queueFold) apply(e contract.Event) string {
 	el := e.Element
 	it := fold.items[el.Member]
-	if e.Op == events.OpQPush {
+	if e.Op == contract.OpQPush {
 		if it != nil {
 			return "of an item pushed already: " + el.Member
 		}
-		fold.items[el.Member] = &queueItem{state: events.ItemReady}
+		fold.items[el.Member] = &queueItem{state: contract.ItemReady}
 		fold.order = append(fold.order, el.Member)
 		fold.pushed++
 		fold.size++
@@ -297,27 +297,27 @@ func (fold *queueFold) apply(e events.Event) string {
 		return "of an item never pushed: " + el.Member
 	}
 	switch e.Op {
-	case events.OpQPop:
+	case contract.OpQPop:
 		return fold.pop(it, el)
-	case events.OpQAck:
-		if it.state != events.ItemInFlight || el.State == events.ItemReady || el.State == events.ItemInFlight {
+	case contract.OpQAck:
+		if it.state != contract.ItemInFlight || el.State == contract.ItemReady || el.State == contract.ItemInFlight {
 			return fmt.Sprintf("of item %s, %s, leaving it %q", el.Member, it.state, el.State)
 		}
 		it.state = "gone"
 		fold.acked++
 		fold.size--
 		fold.inFlight--
-	case events.OpQRequeue:
-		if it.state != events.ItemInFlight || el.State != events.ItemReady || el.Deliveries != it.deliveries {
+	case contract.OpQRequeue:
+		if it.state != contract.ItemInFlight || el.State != contract.ItemReady || el.Deliveries != it.deliveries {
 			return fmt.Sprintf("of item %s, %s at delivery %d, to %q at delivery %d", el.Member, it.state, it.deliveries, el.State, el.Deliveries)
 		}
-		it.state = events.ItemReady
+		it.state = contract.ItemReady
 		fold.requeued++
 		fold.inFlight--
 		if e.TS.Before(it.deadline) {
 			return fmt.Sprintf("of item %s at %s, before its deadline %s: delivered again while its visibility held", el.Member, e.TS, it.deadline)
 		}
-	case events.OpQExpire:
+	case contract.OpQExpire:
 		// The workload pushes no item TTL: a qexpire is never due.
 		return fmt.Sprintf("of item %s, which had no item TTL", el.Member)
 	default:
@@ -327,12 +327,12 @@ func (fold *queueFold) apply(e events.Event) string {
 }
 
 // pop applies a pop of it: it must be ready; a delivery counts one more.
-func (fold *queueFold) pop(it *queueItem, el *events.Element) string {
-	if it.state != events.ItemReady {
+func (fold *queueFold) pop(it *queueItem, el *contract.Element) string {
+	if it.state != contract.ItemReady {
 		return fmt.Sprintf("of item %s, %s: delivered while not ready", el.Member, it.state)
 	}
 	it.pops++
-	if el.State != events.ItemInFlight {
+	if el.State != contract.ItemInFlight {
 		it.state = "gone"
 		fold.removed++
 		fold.size--
@@ -342,7 +342,7 @@ func (fold *queueFold) pop(it *queueItem, el *events.Element) string {
 		return fmt.Sprintf("of item %s: in flight without a deadline", el.Member)
 	}
 	previous := it.deliveries
-	it.state, it.deliveries, it.deadline = events.ItemInFlight, el.Deliveries, *el.VisibleAt
+	it.state, it.deliveries, it.deadline = contract.ItemInFlight, el.Deliveries, *el.VisibleAt
 	fold.inFlight++
 	if el.Deliveries != previous+1 {
 		return fmt.Sprintf("of item %s: delivery %d after %d", el.Member, el.Deliveries, previous)
@@ -352,7 +352,7 @@ func (fold *queueFold) pop(it *queueItem, el *events.Element) string {
 
 // checkAcked checks the acknowledged writes against the log, and that no
 // item was acknowledged twice nor a delivery answered to two pops.
-func (f *queueFindings) checkAcked(acked []queueChange, inLog map[keyVersion]events.Event) {
+func (f *queueFindings) checkAcked(acked []queueChange, inLog map[keyVersion]contract.Event) {
 	type delivery struct {
 		key, item string
 		delivery  int64
@@ -363,15 +363,15 @@ func (f *queueFindings) checkAcked(acked []queueChange, inLog map[keyVersion]eve
 		switch {
 		case !ok || e.Op != a.op || e.Element == nil || e.Element.Member != a.item:
 			f.missing = append(f.missing, fmt.Sprintf("acknowledged %s of %s in %s at version %d: the log has %s %+v there", a.op, a.item, a.key, a.version, e.Op, e.Element))
-		case a.op != events.OpQAck && string(e.Element.Value) != a.data, a.delivery > 0 && e.Element.Deliveries != a.delivery:
+		case a.op != contract.OpQAck && string(e.Element.Value) != a.data, a.delivery > 0 && e.Element.Deliveries != a.delivery:
 			f.missing = append(f.missing, fmt.Sprintf("acknowledged %s of %s (%s, delivery %d) in %s at version %d: the log has %s delivery %d",
 				a.op, a.item, a.data, a.delivery, a.key, a.version, e.Element.Value, e.Element.Deliveries))
 		}
 		seen, d := pops, delivery{a.key, a.item, a.delivery}
 		switch {
-		case a.op == events.OpQAck:
+		case a.op == contract.OpQAck:
 			seen, d.delivery = acks, 0 // one ack per item, whichever delivery
-		case a.op != events.OpQPop || a.delivery == 0:
+		case a.op != contract.OpQPop || a.delivery == 0:
 			continue
 		}
 		if v, dup := seen[d]; dup && v != a.version {
@@ -384,7 +384,7 @@ func (f *queueFindings) checkAcked(acked []queueChange, inLog map[keyVersion]eve
 // checkProjected compares the ready and in-flight rows of the queue key
 // in the projection with the fold's items.
 func (f *queueFindings) checkProjected(ctx context.Context, db *pgxpool.Pool, key string, fold *queueFold) error {
-	from, to := events.QueueRange(fold.since)
+	from, to := contract.QueueRange(fold.since)
 	rows, err := db.Query(ctx, `SELECT member || ' ' || state FROM kv_elements
 		WHERE collection = $1 AND member >= $2 AND member < $3 AND state IN ('ready', 'inflight') ORDER BY member`, key, from, to)
 	if err != nil {

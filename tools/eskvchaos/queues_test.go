@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -20,36 +20,36 @@ import (
 func TestQueuesCheck(t *testing.T) {
 	key := queueKeys()[0]
 	t0 := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
-	a, b := events.QueueMember(1, 0, 1), events.QueueMember(1, 0, 2)
-	ev := func(v int64, op events.Op, member, state string, deliveries int64, size, inFlight int) logcheck.Event {
-		el := &events.Element{Op: events.ElementAdd, Member: member, Value: json.RawMessage(`"` + member[34:] + `"`), State: state, Deliveries: deliveries}
+	a, b := contract.QueueMember(1, 0, 1), contract.QueueMember(1, 0, 2)
+	ev := func(v int64, op contract.Op, member, state string, deliveries int64, size, inFlight int) logcheck.Event {
+		el := &contract.Element{Op: contract.ElementAdd, Member: member, Value: json.RawMessage(`"` + member[34:] + `"`), State: state, Deliveries: deliveries}
 		if state == "" {
-			el.Op = events.ElementRemove
+			el.Op = contract.ElementRemove
 		}
-		if state == events.ItemInFlight {
+		if state == contract.ItemInFlight {
 			deadline := t0.Add(time.Duration(v+2) * time.Second)
 			el.VisibleAt = &deadline
 		}
-		return logcheck.Event{Offset: v, Event: events.Event{Key: key, Version: v, Kind: events.KindPut, Op: op, TS: t0.Add(time.Duration(v) * time.Second),
+		return logcheck.Event{Offset: v, Event: contract.Event{Key: key, Version: v, Kind: contract.KindPut, Op: op, TS: t0.Add(time.Duration(v) * time.Second),
 			After:   json.RawMessage(fmt.Sprintf(`{"type":"queue","size":%d,"since":1,"inFlight":%d}`, size, inFlight)),
 			Element: el}}
 	}
 	log := []logcheck.Event{
-		ev(1, events.OpQPush, a, events.ItemReady, 0, 1, 0),
-		ev(2, events.OpQPush, b, events.ItemReady, 0, 2, 0),
-		ev(3, events.OpQPop, a, events.ItemInFlight, 1, 2, 1), // deadline t0+5s
-		ev(6, events.OpQRequeue, a, events.ItemReady, 1, 2, 0),
-		ev(7, events.OpQPop, a, events.ItemInFlight, 2, 2, 1),
-		ev(8, events.OpQAck, a, "", 2, 1, 0),
-		ev(9, events.OpQPop, b, "", 0, 0, 0),
+		ev(1, contract.OpQPush, a, contract.ItemReady, 0, 1, 0),
+		ev(2, contract.OpQPush, b, contract.ItemReady, 0, 2, 0),
+		ev(3, contract.OpQPop, a, contract.ItemInFlight, 1, 2, 1), // deadline t0+5s
+		ev(6, contract.OpQRequeue, a, contract.ItemReady, 1, 2, 0),
+		ev(7, contract.OpQPop, a, contract.ItemInFlight, 2, 2, 1),
+		ev(8, contract.OpQAck, a, "", 2, 1, 0),
+		ev(9, contract.OpQPop, b, "", 0, 0, 0),
 	}
 	with := func(i int, e logcheck.Event) []logcheck.Event {
 		out := append([]logcheck.Event(nil), log...)
 		out[i] = e
 		return out
 	}
-	acked := []queueChange{{key, 1, events.OpQPush, a, `"0000000000000001"`, 0}, {key, 7, events.OpQPop, a, `"0000000000000001"`, 2},
-		{key, 8, events.OpQAck, a, "", 2}}
+	acked := []queueChange{{key, 1, contract.OpQPush, a, `"0000000000000001"`, 0}, {key, 7, contract.OpQPop, a, `"0000000000000001"`, 2},
+		{key, 8, contract.OpQAck, a, "", 2}}
 	for _, tc := range []struct {
 		name                                      string
 		evs                                       []logcheck.Event
@@ -58,13 +58,13 @@ func TestQueuesCheck(t *testing.T) {
 		missing, twice, folds, undelivered, sizes int
 	}{
 		{name: "OK", evs: log, acked: acked},
-		{name: "ErrAcknowledgedNotInLog", evs: log, acked: []queueChange{{key, 10, events.OpQPush, "x", `"x"`, 0}}, missing: 1},
-		{name: "ErrOtherDelivery", evs: log, acked: []queueChange{{key, 7, events.OpQPop, a, `"0000000000000001"`, 1}}, missing: 1},
-		{name: "ErrAckedTwice", evs: log, acked: append(acked, queueChange{key, 9, events.OpQAck, a, "", 1}), missing: 1, twice: 1},
+		{name: "ErrAcknowledgedNotInLog", evs: log, acked: []queueChange{{key, 10, contract.OpQPush, "x", `"x"`, 0}}, missing: 1},
+		{name: "ErrOtherDelivery", evs: log, acked: []queueChange{{key, 7, contract.OpQPop, a, `"0000000000000001"`, 1}}, missing: 1},
+		{name: "ErrAckedTwice", evs: log, acked: append(acked, queueChange{key, 9, contract.OpQAck, a, "", 1}), missing: 1, twice: 1},
 		{name: "ErrPopWhileInFlight", evs: slices.Delete(slices.Clone(log), 3, 4), folds: 1},
-		{name: "ErrRequeueBeforeDeadline", evs: with(3, ev(4, events.OpQRequeue, a, events.ItemReady, 1, 2, 0)), folds: 1},
-		{name: "ErrDeliverySkipped", evs: with(4, ev(7, events.OpQPop, a, events.ItemInFlight, 3, 2, 1)), folds: 1},
-		{name: "ErrMetadataOff", evs: with(1, ev(2, events.OpQPush, b, events.ItemReady, 0, 3, 0)), folds: 1},
+		{name: "ErrRequeueBeforeDeadline", evs: with(3, ev(4, contract.OpQRequeue, a, contract.ItemReady, 1, 2, 0)), folds: 1},
+		{name: "ErrDeliverySkipped", evs: with(4, ev(7, contract.OpQPop, a, contract.ItemInFlight, 3, 2, 1)), folds: 1},
+		{name: "ErrMetadataOff", evs: with(1, ev(2, contract.OpQPush, b, contract.ItemReady, 0, 3, 0)), folds: 1},
 		{name: "ErrNeverDelivered", evs: log[:6], undelivered: 1},
 		{name: "ErrNotDrained", evs: log, left: 3, sizes: 1},
 	} {

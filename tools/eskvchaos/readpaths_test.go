@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -13,9 +13,9 @@ import (
 // starts with p0 but not with p0/) and another project's.
 func readPathsLog() []logcheck.Event {
 	ev := func(off int64, key string, v int64, value string) logcheck.Event {
-		e := events.Event{Key: key, Version: v, Kind: events.KindPut, After: mustJSON(value)}
+		e := contract.Event{Key: key, Version: v, Kind: contract.KindPut, After: mustJSON(value)}
 		if value == "" {
-			e.Kind, e.After = events.KindDelete, nil
+			e.Kind, e.After = contract.KindDelete, nil
 		}
 		return logcheck.Event{Partition: 3, Offset: off, Event: e}
 	}
@@ -33,7 +33,7 @@ func readPathsLog() []logcheck.Event {
 func TestWatchCheck(t *testing.T) {
 	log := readPathsLog()
 	at := func(off int64, key string, v int64) watched {
-		return watched{at: events.Cursor{Partition: 3, Offset: off}, key: key, version: v}
+		return watched{at: contract.Cursor{Partition: 3, Offset: off}, key: key, version: v}
 	}
 	const reg, l0 = "tenant/chaos/project/p0/reg", "tenant/chaos/project/p0/l/0"
 	all := []watched{at(0, reg, 1), at(2, l0, 1), at(3, reg, 2), at(5, l0, 2), at(6, reg, 3)}
@@ -61,7 +61,7 @@ func TestWatchCheck(t *testing.T) {
 		{"ErrEndedWithAnError", -1, all, nil, []string{"cursor_expired"}, 1, func(watchFindings) bool { return true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &watchRecord{prefix: "tenant/chaos/project/p0/", start: events.Cursor{Partition: 3, Offset: tc.start}, events: tc.got, errors: tc.errors}
+			w := &watchRecord{prefix: "tenant/chaos/project/p0/", start: contract.Cursor{Partition: 3, Offset: tc.start}, events: tc.got, errors: tc.errors}
 			f := checkWatch([]*watchRecord{w}, log, map[int32]int64{3: 7}, tc.acks)
 			if len(f.violations) != tc.violations || !tc.check(f) {
 				t.Fatalf("%d violations %q, findings %+v; want %d", len(f.violations), f.violations, f, tc.violations)

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -39,7 +39,7 @@ func setKeys() []string { return workloadKeys("sets", "set", setCount) }
 type setChange struct {
 	key     string
 	version int64
-	op      string // events.ElementAdd or ElementRemove
+	op      string // contract.ElementAdd or ElementRemove
 	member  string
 }
 
@@ -62,17 +62,17 @@ func (s *setWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 		case r < 2:
 			return s.isMember(base, member)
 		case r < 6:
-			return s.change(base, key, events.OpSAdd, member, fmt.Sprintf("chaos-set-c%d-%d", id, seq))
+			return s.change(base, key, contract.OpSAdd, member, fmt.Sprintf("chaos-set-c%d-%d", id, seq))
 		default:
-			return s.change(base, key, events.OpSRem, member, fmt.Sprintf("chaos-set-c%d-%d", id, seq))
+			return s.change(base, key, contract.OpSRem, member, fmt.Sprintf("chaos-set-c%d-%d", id, seq))
 		}
 	})
 }
 
 // change sends an sadd or srem and records its outcome.
-func (s *setWorkload) change(base, key string, op events.Op, member, requestID string) string {
-	var ans events.SetChangeAnswer
-	outcome, _ := s.post(base+":"+op.Verb(), events.MemberBody{Member: member, RequestID: requestID}, &ans)
+func (s *setWorkload) change(base, key string, op contract.Op, member, requestID string) string {
+	var ans contract.SetChangeAnswer
+	outcome, _ := s.post(base+":"+op.Verb(), contract.MemberBody{Member: member, RequestID: requestID}, &ans)
 	switch outcome {
 	case "ok":
 		outcome = "unchanged"
@@ -86,9 +86,9 @@ func (s *setWorkload) change(base, key string, op events.Op, member, requestID s
 		s.record(outcome)
 		return outcome
 	}
-	el := events.ElementAdd
-	if op == events.OpSRem {
-		el = events.ElementRemove
+	el := contract.ElementAdd
+	if op == contract.OpSRem {
+		el = contract.ElementRemove
 	}
 	s.record(outcome, setChange{key: key, version: ans.Version, op: el, member: member})
 	return outcome
@@ -99,7 +99,7 @@ func (s *setWorkload) change(base, key string, op events.Op, member, requestID s
 // the register workload checks).
 func (s *setWorkload) isMember(base, member string) string {
 	a := s.c.do(http.MethodGet, base+":sismember?member="+url.QueryEscape(member), nil)
-	var ans events.IsMemberAnswer
+	var ans contract.IsMemberAnswer
 	outcome := "unknown"
 	if a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &ans) == nil {
 		outcome = "not_member"
@@ -130,7 +130,7 @@ func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpo
 	outcomes, acked := s.snapshot()
 	f.outcomes = outcomes
 	byKey := eventsOf(evs, s.keys)
-	inLog := map[keyVersion]events.Element{}
+	inLog := map[keyVersion]contract.Element{}
 	folds := map[string]map[string]bool{}
 	for key, es := range byKey {
 		fold := map[string]bool{}
@@ -141,12 +141,12 @@ func (s *setWorkload) check(ctx context.Context, evs []logcheck.Event, db *pgxpo
 				continue
 			}
 			inLog[keyVersion{key, e.Version}] = *e.Element
-			if e.Element.Op == events.ElementAdd {
+			if e.Element.Op == contract.ElementAdd {
 				fold[e.Element.Member] = true
 			} else {
 				delete(fold, e.Element.Member)
 			}
-			if meta, err := events.ParseCollectionMeta(e.After); err != nil || meta.Size != int64(len(fold)) {
+			if meta, err := contract.ParseCollectionMeta(e.After); err != nil || meta.Size != int64(len(fold)) {
 				f.sizes = append(f.sizes, fmt.Sprintf("%s@%d: metadata %s, but the fold holds %d members", key, e.Version, e.After, len(fold)))
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -15,9 +15,9 @@ import (
 func TestSetsCheck(t *testing.T) {
 	key := setKeys()[0]
 	ev := func(v int64, op, member string, size int) logcheck.Event {
-		return logcheck.Event{Offset: v, Event: events.Event{Key: key, Version: v, Kind: events.KindPut,
+		return logcheck.Event{Offset: v, Event: contract.Event{Key: key, Version: v, Kind: contract.KindPut,
 			After:   json.RawMessage(fmt.Sprintf(`{"type":"set","size":%d,"since":1}`, size)),
-			Element: &events.Element{Op: op, Member: member}}}
+			Element: &contract.Element{Op: op, Member: member}}}
 	}
 	log := []logcheck.Event{ev(1, "add", "a", 1), ev(2, "add", "b", 2), ev(3, "remove", "a", 1)}
 	for _, tc := range []struct {

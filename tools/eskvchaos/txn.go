@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -87,9 +87,9 @@ func (t *transfers) step(id, seq int, rng *rand.Rand) bool {
 		return true
 	}
 	amount := 1 + rng.Int64N(100)
-	body := events.TxnBody{RequestID: fmt.Sprintf("chaos-txn-c%d-%d", id, seq), Ops: []events.TxnOp{
-		{Op: events.OpPut, Key: a.Key, Value: mustJSON(a.value - amount), Condition: &events.Condition{Version: &a.Version}},
-		{Op: events.OpPut, Key: b.Key, Value: mustJSON(b.value + amount), Condition: &events.Condition{Version: &b.Version}},
+	body := contract.TxnBody{RequestID: fmt.Sprintf("chaos-txn-c%d-%d", id, seq), Ops: []contract.TxnOp{
+		{Op: contract.OpPut, Key: a.Key, Value: mustJSON(a.value - amount), Condition: &contract.Condition{Version: &a.Version}},
+		{Op: contract.OpPut, Key: b.Key, Value: mustJSON(b.value + amount), Condition: &contract.Condition{Version: &b.Version}},
 	}}
 	outcome := t.transfer(rng.IntN(len(t.c.urls)), body)
 	return outcome == "failed" || outcome == "unknown"
@@ -106,13 +106,13 @@ func (t *transfers) read(w int, key string) (account, bool) {
 	a := t.c.do(http.MethodGet, t.c.urls[w]+"/v1/kv/"+key, nil)
 	switch {
 	case a.err == nil && a.status == http.StatusOK:
-		var e events.Entry
+		var e contract.Entry
 		var v int64
 		if json.Unmarshal(a.body, &e) != nil || json.Unmarshal(e.Value, &v) != nil {
 			return account{}, false
 		}
 		return account{Key: key, Version: e.Version, value: v}, true
-	case a.err == nil && a.status == http.StatusNotFound && errorCode(a.body) == events.ENotFound:
+	case a.err == nil && a.status == http.StatusNotFound && errorCode(a.body) == contract.ENotFound:
 		return account{Key: key}, true
 	}
 	return account{}, false
@@ -121,15 +121,15 @@ func (t *transfers) read(w int, key string) (account, bool) {
 // transfer posts one transfer and records its outcome: applied (200),
 // conflict (409: a condition failed, nothing applied), failed (refused
 // before it was queued) or unknown.
-func (t *transfers) transfer(w int, b events.TxnBody) string {
+func (t *transfers) transfer(w int, b contract.TxnBody) string {
 	body, _ := json.Marshal(b)
 	a := t.c.do(http.MethodPost, t.c.urls[w]+"/v1/txn", body)
 	outcome := "unknown"
-	var ans events.TxnAnswer
+	var ans contract.TxnAnswer
 	switch {
 	case a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &ans) == nil && ans.TxnID != "":
 		outcome = "applied"
-	case a.err == nil && a.status == http.StatusConflict && errorCode(a.body) == events.EConflict:
+	case a.err == nil && a.status == http.StatusConflict && errorCode(a.body) == contract.EConflict:
 		outcome = "conflict"
 	default:
 		if o, _ := classifyWrite(a, ""); o.Outcome == linz.Failed {
@@ -150,7 +150,7 @@ func (t *transfers) transfer(w int, b events.TxnBody) string {
 func (t *transfers) list(w int, scope string) bool {
 	prefix := scope + "/acct/"
 	a := t.c.do(http.MethodGet, t.c.urls[w]+"/v1/kv?limit=1000&prefix="+prefix, nil)
-	var page events.ListAnswer
+	var page contract.ListAnswer
 	if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
 		return false
 	}
@@ -197,12 +197,12 @@ func (t *transfers) check(ctx context.Context, evs []logcheck.Event, db *pgxpool
 	t.mu.Unlock()
 	f.log = logcheck.Txns(evs)
 	inLog := map[string]int{}
-	last := map[string]events.Event{}
+	last := map[string]contract.Event{}
 	for _, le := range evs {
 		if le.Event.TxnID != "" {
 			inLog[le.Event.TxnID]++
 		}
-		if slices.Contains(t.scopes, events.ScopeOf(le.Event.Key)) && le.Event.Version > last[le.Event.Key].Version {
+		if slices.Contains(t.scopes, contract.ScopeOf(le.Event.Key)) && le.Event.Version > last[le.Event.Key].Version {
 			last[le.Event.Key] = le.Event
 		}
 	}
@@ -217,7 +217,7 @@ func (t *transfers) check(ctx context.Context, evs []logcheck.Event, db *pgxpool
 		if e.Live() && json.Unmarshal(e.After, &v) != nil {
 			return f, fmt.Errorf("%s holds %s in the log", k, e.After)
 		}
-		sums[events.ScopeOf(k)] += v
+		sums[contract.ScopeOf(k)] += v
 	}
 	for _, s := range t.scopes {
 		if sums[s] != 0 {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -18,8 +18,8 @@ func TestTransfersCheck(t *testing.T) {
 	// put is an event of a transfer txn (size 2) writing v to account i.
 	put := func(i int, version int64, v int64, txn string) logcheck.Event {
 		off++
-		return logcheck.Event{Partition: 0, Offset: off, Event: events.Event{Key: accountKey(scope, i), Version: version,
-			Kind: events.KindPut, After: json.RawMessage(fmt.Sprint(v)), TxnID: txn, TxnSize: 2}}
+		return logcheck.Event{Partition: 0, Offset: off, Event: contract.Event{Key: accountKey(scope, i), Version: version,
+			Kind: contract.KindPut, After: json.RawMessage(fmt.Sprint(v)), TxnID: txn, TxnSize: 2}}
 	}
 	whole := []logcheck.Event{put(0, 1, -5, "t1"), put(1, 1, 5, "t1"), put(1, 2, -2, "t2"), put(2, 1, 7, "t2")}
 	for _, tc := range []struct {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api/client"
-	"github.com/eskv/eskv/events"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 )
 
@@ -36,7 +36,7 @@ var watchSession = span{1 * time.Second, 6 * time.Second}
 // watched is an event a watcher received: where in the log, which key
 // and version.
 type watched struct {
-	at      events.Cursor
+	at      contract.Cursor
 	key     string
 	version int64
 }
@@ -44,13 +44,13 @@ type watched struct {
 // watchRecord is what one watcher received.
 type watchRecord struct {
 	prefix string
-	start  events.Cursor // the watch starts after it (exclusive)
+	start  contract.Cursor // the watch starts after it (exclusive)
 
 	mu       sync.Mutex
 	events   []watched
 	errors   []string // the ends client.Watch does not resume after (400, 403, 410)
 	sessions int
-	last     events.Cursor
+	last     contract.Cursor
 }
 
 // snapshot returns the events received and the fatal errors so far.
@@ -76,9 +76,9 @@ type watchWorkload struct {
 func watchPrefixes(keys []string) []string {
 	var scopes []string
 	for _, k := range keys {
-		scopes = append(scopes, events.ScopeOf(k))
+		scopes = append(scopes, contract.ScopeOf(k))
 	}
-	collections := []string{events.ScopeOf(setKeys()[0]), events.ScopeOf(listWorkloadKeys()[0]), events.ScopeOf(queueKeys()[0])}
+	collections := []string{contract.ScopeOf(setKeys()[0]), contract.ScopeOf(listWorkloadKeys()[0]), contract.ScopeOf(queueKeys()[0])}
 	n := min(2, len(scopes))
 	return slices.Concat(scopes[:n], collections, scopes[n:])
 }
@@ -96,7 +96,7 @@ func newWatchWorkload(urls []string, token string, keys []string, partitions int
 	prefixes := watchPrefixes(keys)
 	for i := range n {
 		scope := prefixes[i%len(prefixes)]
-		start := events.Cursor{Partition: events.Partition(scope, partitions), Offset: -1}
+		start := contract.Cursor{Partition: contract.Partition(scope, partitions), Offset: -1}
 		w.watchers = append(w.watchers, &watchRecord{prefix: scope + "/", start: start, last: start})
 	}
 	return w
@@ -146,8 +146,8 @@ func (w *watchWorkload) follow(ctx context.Context, r *watchRecord, rng *rand.Ra
 
 // add records ev; false when its cursor does not parse (recorded as an
 // error).
-func (r *watchRecord) add(ev events.WatchEvent) bool {
-	at, err := events.ParseCursor(ev.Cursor, "cursor")
+func (r *watchRecord) add(ev contract.WatchEvent) bool {
+	at, err := contract.ParseCursor(ev.Cursor, "cursor")
 	if err != nil {
 		r.fail(fmt.Sprintf("watch of %s: event %s@%d has a bad cursor %q", r.prefix, ev.Key, ev.Version, ev.Cursor))
 		return false
@@ -175,7 +175,7 @@ func (w *watchWorkload) drain(ctx context.Context, evs []logcheck.Event, timeout
 	for _, r := range w.watchers {
 		target := r.start
 		for _, e := range prefixEvents(evs, r.prefix, r.start) {
-			target = events.Cursor{Partition: e.Partition, Offset: e.Offset}
+			target = contract.Cursor{Partition: e.Partition, Offset: e.Offset}
 		}
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			r.mu.Lock()
@@ -193,7 +193,7 @@ func (w *watchWorkload) drain(ctx context.Context, evs []logcheck.Event, timeout
 // prefixEvents returns the events of evs (log order per partition) in
 // start's partition after start whose key is under prefix: what a watch
 // of prefix after start delivers.
-func prefixEvents(evs []logcheck.Event, prefix string, start events.Cursor) []logcheck.Event {
+func prefixEvents(evs []logcheck.Event, prefix string, start contract.Cursor) []logcheck.Event {
 	var out []logcheck.Event
 	for _, e := range evs {
 		if e.Partition == start.Partition && e.Offset > start.Offset && strings.HasPrefix(e.Event.Key, prefix) {
@@ -225,7 +225,7 @@ func checkWatch(ws []*watchRecord, evs []logcheck.Event, end map[int32]int64, ac
 		got, errs, sessions := w.snapshot()
 		f.sessions += sessions
 		f.violations = append(f.violations, errs...)
-		all := prefixEvents(evs, w.prefix, events.Cursor{Partition: w.start.Partition, Offset: -1})
+		all := prefixEvents(evs, w.prefix, contract.Cursor{Partition: w.start.Partition, Offset: -1})
 		f.checkOne(w.prefix, w.start, got, all, end, acks)
 	}
 	return f
@@ -233,7 +233,7 @@ func checkWatch(ws []*watchRecord, evs []logcheck.Event, end map[int32]int64, ac
 
 // checkOne compares one watcher's events got with the log's records of
 // its prefix after its start (all: every record of the prefix).
-func (f *watchFindings) checkOne(prefix string, start events.Cursor, got []watched, all []logcheck.Event, end map[int32]int64, acks []keyVersion) {
+func (f *watchFindings) checkOne(prefix string, start contract.Cursor, got []watched, all []logcheck.Event, end map[int32]int64, acks []keyVersion) {
 	var want []logcheck.Event
 	before := map[keyVersion]bool{} // written before the watch's start: not its to receive
 	for _, e := range all {
@@ -270,7 +270,7 @@ func (f *watchFindings) checkOne(prefix string, start events.Cursor, got []watch
 			f.violations = append(f.violations, fmt.Sprintf("watch of %s received %s@%d at %s, the log has %s@%d there", prefix, g.key, g.version, g.at, want[i].Event.Key, want[i].Event.Version))
 		case i < last:
 			f.reordered++
-			f.violations = append(f.violations, fmt.Sprintf("watch of %s received %s after %s: out of log order", prefix, g.at, events.Cursor{Partition: start.Partition, Offset: want[last].Offset}))
+			f.violations = append(f.violations, fmt.Sprintf("watch of %s received %s after %s: out of log order", prefix, g.at, contract.Cursor{Partition: start.Partition, Offset: want[last].Offset}))
 		}
 		if inLog {
 			seen[g.at.Offset] = true
@@ -292,7 +292,7 @@ func (f *watchFindings) checkMissing(prefix string, want []logcheck.Event, seen 
 		}
 		f.missing++
 		f.violations = append(f.violations, fmt.Sprintf("watch of %s missed %s@%d at %s", prefix, e.Event.Key, e.Event.Version,
-			events.Cursor{Partition: e.Partition, Offset: e.Offset}))
+			contract.Cursor{Partition: e.Partition, Offset: e.Offset}))
 	}
 	for _, a := range acks {
 		if !strings.HasPrefix(a.key, prefix) || before[a] {

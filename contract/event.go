@@ -1,0 +1,317 @@
+package contract
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SchemaVersion is the version of the event JSON in schemas/events. It
+// changes only additively.
+const SchemaVersion = 1
+
+// Kind is what an event does to its key.
+type Kind string
+
+// Event kinds. A delete and an expire are ordinary records, never Kafka
+// tombstones: the latest record per key must always describe a valid
+// state, including "absent since version N".
+const (
+	KindPut    Kind = "put"
+	KindDelete Kind = "delete"
+	KindExpire Kind = "expire"
+)
+
+// Purposes are the allowed values of Semantics.Purpose.
+var Purposes = []string{"checkpoint", "feature_flag", "lock", "leader", "cursor", "counter", "config", "other", "set", "queue", "list"}
+
+// Semantics is what producers say about an entry, so the platform can
+// reason about usage and lifecycle.
+type Semantics struct {
+	Purpose       string   `json:"purpose"`
+	Producer      string   `json:"producer,omitempty"`
+	ConsumerHints []string `json:"consumerHints,omitempty"`
+	TTLSeconds    int64    `json:"ttlSeconds,omitempty"`
+}
+
+// Entry is the current state of a key, as reads return it.
+type Entry struct {
+	Key        string          `json:"key"`
+	Value      json.RawMessage `json:"value"`
+	Version    int64           `json:"version"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+	ExpiresAt  *time.Time      `json:"expiresAt,omitempty"`
+	LastWriter string          `json:"lastWriter"`
+	RequestID  string          `json:"requestId,omitempty"`
+	SpecRef    string          `json:"specRef,omitempty"`
+	Semantics  Semantics       `json:"semantics"`
+}
+
+// Expired reports whether the entry is past its expiry at now.
+func (e *Entry) Expired(now time.Time) bool {
+	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
+}
+
+// Event is one fact in the changelog kv.changes. It carries the full
+// resulting value (After) and the previous one (Before), so consumers fold
+// events without re-running business logic. (Key, Version) is its identity.
+type Event struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Key           string          `json:"key"`
+	Scope         string          `json:"scope"`
+	Version       int64           `json:"version"`
+	PrevVersion   int64           `json:"prevVersion"`
+	Kind          Kind            `json:"kind"`
+	Op            Op              `json:"op"`
+	Before        json.RawMessage `json:"before"`
+	After         json.RawMessage `json:"after"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	ExpiresAt     *time.Time      `json:"expiresAt,omitempty"`
+	Semantics     Semantics       `json:"semantics"`
+	SpecRef       string          `json:"specRef,omitempty"`
+	RequestID     string          `json:"requestId,omitempty"`
+	// RequestDigest identifies the request body that produced the event, so
+	// a retried requestId can be told apart from a reused one.
+	RequestDigest string    `json:"requestDigest,omitempty"`
+	Principal     string    `json:"principal"`
+	TS            time.Time `json:"ts"`
+	WriterEpoch   int64     `json:"writerEpoch"`
+	// TxnID is set on the events of a multi-key transaction (POST
+	// /v1/txn): every event of one transaction carries the same id, and
+	// TxnSize is how many events it appended. They are appended together,
+	// contiguous, in one Kafka transaction; consumers that need the whole
+	// transaction (the projector, watchers) apply them together.
+	TxnID   string `json:"txnId,omitempty"`
+	TxnSize int    `json:"txnSize,omitempty"`
+	// Element is the element change of an event of a collection (a set's
+	// sadd or srem; docs/collections.md): the projector applies it to
+	// kv_elements in the transaction that folds the event. Absent on
+	// every other event.
+	Element *Element `json:"element,omitempty"`
+}
+
+// Live reports whether the key exists after the event.
+func (e *Event) Live() bool { return e.Kind == KindPut }
+
+// Entry returns the state of the key after the event. It is only
+// meaningful when Live.
+func (e *Event) Entry() Entry {
+	return Entry{
+		Key:        e.Key,
+		Value:      e.After,
+		Version:    e.Version,
+		CreatedAt:  e.CreatedAt,
+		UpdatedAt:  e.TS,
+		ExpiresAt:  e.ExpiresAt,
+		LastWriter: e.Principal,
+		RequestID:  e.RequestID,
+		SpecRef:    e.SpecRef,
+		Semantics:  e.Semantics,
+	}
+}
+
+// Marshal encodes the event as the JSON value of its Kafka record, the
+// bytes EncodeJSON(e) writes (encode.go). Values keep their bytes:
+// json.Marshal would rewrite <, > and & in them as \u003c, \u003e and
+// \u0026 (up to six times the size).
+func (e *Event) Marshal() ([]byte, error) {
+	n := 384 + len(e.Key) + len(e.Scope) + len(e.Before) + len(e.After) + len(e.Principal) + len(e.RequestID) + len(e.SpecRef)
+	if e.Element != nil {
+		n += 192 + len(e.Element.Member) + len(e.Element.Value)
+	}
+	return appendEvent(make([]byte, 0, n), e)
+}
+
+// EncodeJSON encodes v as compact JSON without rewriting <, > and & in
+// strings (json.Marshal escapes them for HTML), and without a trailing
+// newline.
+func EncodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Unmarshal decodes a record value into an event and checks the fields
+// every consumer relies on.
+func Unmarshal(b []byte) (Event, error) {
+	e, _, err := UnmarshalRecord(b)
+	return e, err
+}
+
+// UnmarshalRecord is Unmarshal, and reports whether b is verbatim: it
+// says as JSON what the event's encoding (Marshal) says, up to
+// whitespace and the escaping of strings. A record an eskv writer
+// appended always is (it is the event's encoding); b is not when it has
+// a member Event does not know, a member twice, a name in other case, a
+// null, empty or zero member the encoding would leave out or write
+// otherwise, a time or an integer written in another form, a string
+// read with U+FFFD, or anything after the event. A store of JSON values
+// may keep a verbatim b instead of encoding the event again.
+func UnmarshalRecord(b []byte) (e Event, verbatim bool, err error) {
+	verbatim, err = decodeEvent(b, &e)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("decode event: %w", err)
+	}
+	if e.Key == "" || e.Version < 1 || e.PrevVersion >= e.Version {
+		return Event{}, false, fmt.Errorf("decode event: key %q version %d prevVersion %d is not a valid identity", e.Key, e.Version, e.PrevVersion)
+	}
+	switch e.Kind {
+	case KindPut, KindDelete, KindExpire:
+	default:
+		return Event{}, false, fmt.Errorf("decode event %s@%d: unknown kind %q", e.Key, e.Version, e.Kind)
+	}
+	return e, verbatim, nil
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// idNamespace is the UUIDv5 namespace of event ids.
+var idNamespace = uuid.MustParse("6f1c4d52-4b0e-4c1a-9d7e-0c3e8a5b2f11")
+
+// EventID returns the CloudEvents id of the event (key, version): a UUIDv5,
+// the same for every delivery, so consumers can deduplicate on it.
+func EventID(key string, version int64) string {
+	var b [36]byte
+	return string(appendEventID(b[:0], key, version))
+}
+
+// appendEventID appends EventID(key, version) to dst. It computes what
+// uuid.NewSHA1(idNamespace, key+"\x00"+version).String() does (the
+// reference in FuzzEventID) with its input on the stack: every event
+// written computes one, and uuid's hash object, digest and string cost
+// four allocations.
+func appendEventID(dst []byte, key string, version int64) []byte {
+	var in [len(idNamespace) + MaxKeyLen + 1 + 20]byte
+	if len(key) > MaxKeyLen {
+		return append(dst, uuid.NewSHA1(idNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()...)
+	}
+	data := append(append(append(in[:0], idNamespace[:]...), key...), 0)
+	data = strconv.AppendInt(data, version, 10)
+	sum := sha1.Sum(data)
+	var u uuid.UUID
+	copy(u[:], sum[:])
+	u[6] = u[6]&0x0f | 5<<4 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	var text [36]byte
+	hex.Encode(text[0:8], u[0:4])
+	hex.Encode(text[9:13], u[4:6])
+	hex.Encode(text[14:18], u[6:8])
+	hex.Encode(text[19:23], u[8:10])
+	hex.Encode(text[24:], u[10:])
+	text[8], text[13], text[18], text[23] = '-', '-', '-', '-'
+	return append(dst, text[:]...)
+}
+
+// CloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode headers
+// of an event; source names the producing service.
+func CloudEventHeaders(e *Event, source string) []Header {
+	return []Header{
+		{"ce_specversion", []byte("1.0")},
+		{"ce_id", []byte(EventID(e.Key, e.Version))},
+		{"ce_type", []byte("io.eskv.kv." + string(e.Kind))},
+		{"ce_source", []byte(source)},
+		{"ce_subject", []byte(e.Key)},
+		{"ce_time", []byte(e.TS.UTC().Format(time.RFC3339Nano))},
+		{"ce_dataschema", []byte("https://eskv.io/schemas/events/change.v1.json")},
+		{"content-type", []byte("application/json")},
+	}
+}
+
+// ConflictCloudEventHeaders returns the CloudEvents 1.0 Kafka binary-mode
+// headers of a kv.conflicts record; source names the producing service.
+// They carry every required attribute (specversion, id, source, type) and
+// time, like a change's, so one CloudEvents consumer reads both topics.
+func ConflictCloudEventHeaders(c *Conflict, source string) []Header {
+	return []Header{
+		{"ce_specversion", []byte("1.0")},
+		{"ce_id", []byte(c.ID)},
+		{"ce_type", []byte("io.eskv.kv.conflict")},
+		{"ce_source", []byte(source)},
+		{"ce_subject", []byte(c.Key)},
+		{"ce_time", []byte(c.TS.UTC().Format(time.RFC3339Nano))},
+		{"ce_dataschema", []byte("https://eskv.io/schemas/events/conflict.v1.json")},
+		{"content-type", []byte("application/json")},
+	}
+}
+
+// Identity names the element an element change is about, within its
+// collection: for a set, the member; for a list, the position; for a
+// queue, the item (QueueMember, stable across the item's states). It never contains NUL (ValidateMember).
+func (el *Element) Identity() string { return el.Member }
+
+// RecordKeySep separates the event key from the element identity in the
+// record key of an element event. Neither a key (ParseKey) nor an element
+// identity (ValidateMember) can contain it.
+const RecordKeySep = "\x00"
+
+// RecordKey is the Kafka record key of the event in kv.changes, the key
+// the topic is compacted by: the event key, or for an element change the
+// event key, NUL and the element's identity. So compaction keeps the
+// latest change of every element (a removed member's remove event
+// included), not only the collection's latest event, and a rebuild from
+// the compacted log folds every element. The collection's newest event
+// is the latest of its record key, so it always survives too: consumers
+// fold by Event.Key and the version, never by the record key.
+// Partitioning does not use it (the writer picks the partition by scope).
+func (e *Event) RecordKey() string {
+	if e.Element == nil {
+		return e.Key
+	}
+	return e.Key + RecordKeySep + e.Element.Identity()
+}
+
+// EventKeyOf returns the event key a record key of kv.changes names (the
+// part before RecordKeySep), for filtering records by key before
+// decoding them.
+func EventKeyOf(recordKey []byte) string {
+	k, _, _ := strings.Cut(string(recordKey), RecordKeySep)
+	return k
+}
+
+// State is what is known of a key: the version of its last event and, when
+// the key exists, its entry. A key that never existed has Version 0; a
+// deleted or expired key keeps its last version, so a re-create continues
+// from it and versions never go back.
+type State struct {
+	Version       int64
+	Live          bool
+	Entry         Entry
+	RequestDigest string
+}
+
+// State returns the key's state after the event.
+func (e *Event) State() State {
+	s := State{Version: e.Version, Live: e.Live(), RequestDigest: e.RequestDigest}
+	if s.Live {
+		s.Entry = e.Entry()
+	} else {
+		s.Entry = Entry{Key: e.Key, Version: e.Version, UpdatedAt: e.TS, LastWriter: e.Principal, RequestID: e.RequestID}
+	}
+	return s
+}
+
+// Visible returns the entry a read sees at now, or nil when the key is
+// absent (never written, deleted, or past its expiry).
+func (s *State) Visible(now time.Time) *Entry {
+	if !s.Live || s.Entry.Expired(now) {
+		return nil
+	}
+	e := s.Entry
+	return &e
+}

@@ -1,0 +1,169 @@
+package contract
+
+import "strings"
+
+// Op names one operation on a key. A write op is also the op of the
+// change event it appends (Event.Op), with two exceptions decided by the
+// request: a put appends set, create or cas, and a patch appends patch or
+// field_cas. Custom methods (POST /v1/kv/{key}:{verb}, and GET
+// /v1/kv/{key}:{verb} for reads) are found by their verb: see Verb and
+// OpOfVerb.
+type Op string
+
+// Reads. They change nothing and need the read right.
+const (
+	OpGet         Op = "get"          // GET /v1/kv/{key}
+	OpLockCheck   Op = "lock_check"   // GET /v1/kv/{key}:lock
+	OpLeaderCheck Op = "leader_check" // GET /v1/kv/{key}:leader
+	OpGetCounter  Op = "get_counter"  // GET /v1/kv/{key}:counter
+)
+
+// Writes, named as their change events. Each is decided by the partition
+// owner against the key's current state, so each is atomic without a
+// read-modify-write by the client.
+const (
+	OpPut    Op = "put"    // PUT /v1/kv/{key}: store a value (appends set, create or cas)
+	OpSet    Op = "set"    // unconditional put
+	OpCreate Op = "create" // put with expectedVersion 0
+	OpCAS    Op = "cas"    // put with expectedVersion > 0
+	OpDelete Op = "delete"
+	OpExpire Op = "expire" // the sweeper's removal of an expired entry
+
+	OpIncrement       Op = "increment"        // counter add (kind put)
+	OpPatch           Op = "patch"            // set/unset top-level fields (kind put)
+	OpFieldCAS        Op = "field_cas"        // patch guarded by one field's value (kind put)
+	OpLockAcquire     Op = "lock_acquire"     // take (or re-enter) a lock (kind put)
+	OpLockExtend      Op = "lock_extend"      // renew a held lock (kind put)
+	OpLockRelease     Op = "lock_release"     // give up a held lock (kind delete)
+	OpLeaderElect     Op = "leader_elect"     // take (or renew) leadership (kind put)
+	OpLeaderHeartbeat Op = "leader_heartbeat" // renew leadership (kind put)
+	OpLeaderResign    Op = "leader_resign"    // give up leadership (kind delete)
+)
+
+// LockAction is what a lock or leader op does to the tenure of its
+// holder.
+type LockAction string
+
+// Lock actions.
+const (
+	LockAcquire LockAction = "acquire"
+	LockExtend  LockAction = "extend"
+	LockRelease LockAction = "release"
+)
+
+// Entry purposes of lock-shaped keys. A lock and a leader pool behave
+// alike but are told apart by semantics.purpose, so a lock is never taken
+// over as a leader lease or the reverse.
+const (
+	PurposeLock   = "lock"
+	PurposeLeader = "leader"
+)
+
+// opSpec is what the API knows of an op besides its name.
+type opSpec struct {
+	op      Op
+	verb    string // the custom method's verb: /v1/kv/{key}:{verb}
+	read    bool
+	purpose string     // lock-shaped and collection ops: the purpose of their entries
+	lock    LockAction // lock-shaped writes: what they do
+}
+
+// opTable lists the ops with their verbs, in the order messages name
+// them. A new custom method is one row here and one in api's handler
+// table.
+var opTable = []opSpec{
+	{op: OpGet, read: true},
+	{op: OpPut}, {op: OpSet}, {op: OpCreate}, {op: OpCAS}, {op: OpDelete}, {op: OpExpire},
+	{op: OpPatch}, {op: OpFieldCAS},
+	{op: OpIncrement, verb: "increment"},
+	{op: OpLockAcquire, verb: "acquire", purpose: PurposeLock, lock: LockAcquire},
+	{op: OpLockExtend, verb: "extend", purpose: PurposeLock, lock: LockExtend},
+	{op: OpLockRelease, verb: "release", purpose: PurposeLock, lock: LockRelease},
+	{op: OpLeaderElect, verb: "elect", purpose: PurposeLeader, lock: LockAcquire},
+	{op: OpLeaderHeartbeat, verb: "heartbeat", purpose: PurposeLeader, lock: LockExtend},
+	{op: OpLeaderResign, verb: "resign", purpose: PurposeLeader, lock: LockRelease},
+	{op: OpLockCheck, verb: "lock", read: true, purpose: PurposeLock},
+	{op: OpLeaderCheck, verb: "leader", read: true, purpose: PurposeLeader},
+	{op: OpGetCounter, verb: "counter", read: true},
+	{op: OpSAdd, verb: "sadd", purpose: PurposeSet}, {op: OpSRem, verb: "srem", purpose: PurposeSet},
+	{op: OpSIsMember, verb: "sismember", read: true, purpose: PurposeSet},
+	{op: OpSMembers, verb: "smembers", read: true, purpose: PurposeSet},
+	{op: OpSCard, verb: "scard", read: true, purpose: PurposeSet},
+	{op: OpLPush, verb: "lpush", purpose: PurposeList}, {op: OpRPush, verb: "rpush", purpose: PurposeList},
+	{op: OpLPop, verb: "lpop", purpose: PurposeList}, {op: OpRPop, verb: "rpop", purpose: PurposeList},
+	{op: OpLTrim, verb: "ltrim", purpose: PurposeList},
+	{op: OpLRange, verb: "lrange", read: true, purpose: PurposeList},
+	{op: OpLLen, verb: "llen", read: true, purpose: PurposeList},
+	{op: OpHistory, verb: "history", read: true},
+	{op: OpQPush, verb: "qpush", purpose: PurposeQueue}, {op: OpQPop, verb: "qpop", purpose: PurposeQueue},
+	{op: OpQAck, verb: "qack", purpose: PurposeQueue}, {op: OpQRequeue, purpose: PurposeQueue},
+	{op: OpQExpire, purpose: PurposeQueue},
+	{op: OpQPeek, verb: "qpeek", read: true, purpose: PurposeQueue},
+	{op: OpQSize, verb: "qsize", read: true, purpose: PurposeQueue},
+}
+
+func (o Op) spec() opSpec {
+	for _, s := range opTable {
+		if s.op == o {
+			return s
+		}
+	}
+	return opSpec{op: o}
+}
+
+// Verb is the op's custom method, {key}:{verb}; "" for the plain methods
+// (GET, PUT, PATCH, DELETE of the key) and for ops no request names.
+func (o Op) Verb() string { return o.spec().verb }
+
+// Reads reports whether the op only reads: a GET needing the read right.
+func (o Op) Reads() bool { return o.spec().read }
+
+// Purpose is the entry purpose a lock-shaped or collection op works on
+// (PurposeLock, PurposeLeader, PurposeSet), or "".
+func (o Op) Purpose() string { return o.spec().purpose }
+
+// LockAction is what a lock-shaped write does, or "".
+func (o Op) LockAction() LockAction { return o.spec().lock }
+
+// OpOfVerb returns the custom method named verb: a read (GET) when read
+// is set, else a write (POST).
+func OpOfVerb(verb string, read bool) (Op, bool) {
+	for _, s := range opTable {
+		if s.verb != "" && s.verb == verb && s.read == read {
+			return s.op, true
+		}
+	}
+	return "", false
+}
+
+// Verbs lists the verbs of the custom reads (read set) or writes, in the
+// order of the op table.
+func Verbs(read bool) []string {
+	var out []string
+	for _, s := range opTable {
+		if s.verb != "" && s.read == read {
+			out = append(out, s.verb)
+		}
+	}
+	return out
+}
+
+// orList joins items as "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// VerbList names the custom verbs of reads or writes for a message, each
+// prefixed with ":" when colon is set: ":lock or :leader".
+func VerbList(read, colon bool) string {
+	vs := Verbs(read)
+	if colon {
+		for i := range vs {
+			vs[i] = ":" + vs[i]
+		}
+	}
+	return orList(vs)
+}
