@@ -8,17 +8,20 @@ SHELL := bash
 run:
 	bash scripts/run-local.sh
 
-# tools/ (eskvbench, eskvchaos) is a module of its own: every target that
-# checks the product checks it too.
+# contract/ (the vocabulary server and clients share) and tools/
+# (eskvbench, eskvchaos) are modules of their own: every target that checks
+# the product checks them too.
+MODULES := contract tools
+
 test:
 	bash scripts/test-services.sh
 	go vet ./...
 	go test -race -count=1 -timeout 12m ./...
-	cd tools && go vet ./... && go test -race -count=1 ./...
+	for m in $(MODULES); do (cd $$m && go vet ./... && go test -race -count=1 ./...); done
 
 test-unit:
 	ESKV_UNIT_ONLY=1 go test -short ./...
-	cd tools && ESKV_UNIT_ONLY=1 go test -short ./...
+	for m in $(MODULES); do (cd $$m && ESKV_UNIT_ONLY=1 go test -short ./...); done
 
 # make run / make clean as a user meets them, from temporary clones on free
 # ports: run, Ctrl-C, clean, run again, two clones side by side; 10 SIGTERM
@@ -36,13 +39,8 @@ fuzz:
 lint:
 	@unformatted=$$(gofmt -l .); \
 	if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
-	go vet ./...
-	cd tools && go vet ./...
 	bash scripts/ensure-tools.sh
-	"$$(go env GOPATH)/bin/staticcheck" ./...
-	cd tools && "$$(go env GOPATH)/bin/staticcheck" ./...
-	go mod tidy -diff
-	cd tools && go mod tidy -diff
+	for m in . $(MODULES); do (cd $$m && go vet ./... && "$$(go env GOPATH)/bin/staticcheck" ./... && go mod tidy -diff); done
 
 build:
 	go build -o bin/ ./cmd/...

@@ -3,8 +3,6 @@ package contract
 import (
 	"strconv"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // murmur2Vectors are the vectors of Kafka's UtilsTest.testMurmur2, the raw
@@ -44,21 +42,6 @@ func TestPartition(t *testing.T) {
 				want := (tt.want & 0x7fffffff) % n
 				if got := Partition(tt.in, n); got != want {
 					t.Errorf("Partition(%q, %d) = %d, want %d", tt.in, n, got, want)
-				}
-			}
-		}
-	})
-
-	t.Run("OKAgreesWithFranzGo", func(t *testing.T) {
-		// Any Kafka client keying records by scope picks the same
-		// partition; franz-go's default key partitioner is Kafka's.
-		p := kgo.StickyKeyPartitioner(nil).ForTopic("kv.changes")
-		for i := range 1000 {
-			scope := "tenant/t" + strconv.Itoa(i) + "/project/p" + strconv.Itoa(i%17)
-			for _, n := range []int32{1, 12, 24, 100} {
-				want := p.Partition(&kgo.Record{Key: []byte(scope)}, int(n))
-				if got := Partition(scope, n); int(got) != want {
-					t.Fatalf("Partition(%q, %d) = %d, franz-go says %d", scope, n, got, want)
 				}
 			}
 		}

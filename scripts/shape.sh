@@ -19,7 +19,7 @@ if command -v duplicates >/dev/null; then
 else
 	echo "duplicates: not on PATH (a workplace tool); skipped"
 fi
-for m in . tools; do
+for m in . contract tools; do
 	echo "== module $m"
 	(cd tools && go run ./shape -root "../$m")
 	if (cd "$m" && go mod tidy -diff >/dev/null 2>&1); then

@@ -1,4 +1,4 @@
-package contract_test
+package schemas_test
 
 import (
 	"encoding/json"
