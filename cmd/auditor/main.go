@@ -98,27 +98,21 @@ func newFlags(command string, stderr io.Writer) (*service.Flags, *common) {
 	c.kafka.Bind(f)
 	c.kafka.BindConflicts(f)
 	f.StringVar(&c.chAddr, "clickhouse-addr", audit.DefaultClickHouseAddr, "ClickHouse native-protocol address")
-	f.Env("clickhouse-addr", "ESKV_CLICKHOUSE_ADDR")
 	f.StringVar(&c.chDatabase, "clickhouse-database", audit.DefaultDatabase, "ClickHouse database of the audit trail, created when missing")
-	f.Env("clickhouse-database", "ESKV_CLICKHOUSE_DATABASE")
 	f.StringVar(&c.chUser, "clickhouse-user", "default", "ClickHouse user; the password is read from ESKV_CLICKHOUSE_PASSWORD only, or from -clickhouse-password-file")
-	f.Env("clickhouse-user", "ESKV_CLICKHOUSE_USER")
 	f.StringVar(&c.chPassFile, "clickhouse-password-file", "", "file holding the ClickHouse password (a mounted secret)")
-	f.Env("clickhouse-password-file", "ESKV_CLICKHOUSE_PASSWORD_FILE")
 	service.BindTLS(f, "clickhouse", &c.chTLS)
 	f.BoolVar(&c.chInsecureDev, "clickhouse-insecure-dev", false, "allow -clickhouse-tls-insecure-skip-verify, for a developer's machine only")
-	f.Env("clickhouse-insecure-dev", "ESKV_CLICKHOUSE_INSECURE_DEV")
-	f.StringVar(&c.keyFile, "key-file", "",
+	// The audit key's settings read ESKV_AUDIT_…, as ESKV_AUDIT_KEY does.
+	key := f.Scope("ESKV_AUDIT")
+	key.StringVar(&c.keyFile, "key-file", "",
 		"audit key file: one key per line, id:key (hex or base64), current key first, older keys after it; "+
 			"default "+DefaultKeyFile+" when it exists and ESKV_AUDIT_KEY is unset")
-	f.Env("key-file", "ESKV_AUDIT_KEY_FILE")
-	f.StringVar(&c.keyID, "key-id", "",
+	key.StringVar(&c.keyID, "key-id", "",
 		"id of the key in ESKV_AUDIT_KEY (hex or base64, at least 32 bytes; read from the environment only), stored with every hash; "+
 			"default fp-<first 12 hex digits of its SHA-256>; ESKV_AUDIT_OLD_KEYS lists keys of earlier rotations as id:key,...")
-	f.Env("key-id", "ESKV_AUDIT_KEY_ID")
-	f.BoolVar(&c.insecureDevKey, "insecure-dev-key", false,
+	key.BoolVar(&c.insecureDevKey, "insecure-dev-key", false,
 		"with no key configured, use a publicly known key (id "+audit.InsecureDevKeyID+"): its hashes protect nothing; for throwaway experiments only")
-	f.Env("insecure-dev-key", "ESKV_AUDIT_INSECURE_DEV_KEY")
 	c.logLevel = service.LogLevel(f, slog.LevelInfo)
 	return f, c
 }
@@ -146,15 +140,18 @@ func (c *common) checkClickHouse() error {
 	return err
 }
 
-// groupFlag defines -group: the auditor's consumer group.
+// groupFlag defines -group (ESKV_AUDITOR_GROUP): the auditor's consumer
+// group.
 func groupFlag(f *service.Flags) *string {
-	group := f.String("group", audit.Group, "the auditor's consumer group, whose committed offsets say what the trail holds")
-	f.Env("group", "ESKV_AUDITOR_GROUP")
-	return group
+	return f.Scope(auditorScope).String("group", audit.Group, "the auditor's consumer group, whose committed offsets say what the trail holds")
 }
 
-// waitFlag defines -wait of verify and prove.
-func waitFlag(f *service.Flags) *time.Duration {
+// auditorScope prefixes the variables of the auditor's own settings:
+// -addr and -addr-file are the projector's too.
+const auditorScope = "ESKV_AUDITOR"
+
+// waitFlag defines -wait of verify and prove, an argument of one run.
+func waitFlag(f *flag.FlagSet) *time.Duration {
 	return f.Duration("wait", 10*time.Second, "wait up to this long for the auditor to commit up to the end of the topics")
 }
 

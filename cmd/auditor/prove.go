@@ -23,11 +23,13 @@ import (
 // docs/audit.md.
 func prove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := newFlags("prove", stderr)
-	key := fs.String("key", "", "the KV key K (required)")
-	version := fs.Int64("version", 0, "the version N (required)")
-	value := fs.String("value", "", "the value X, JSON")
-	valueFile := fs.String("value-file", "", "read the value X from this file (- for stdin) instead of -value")
-	group, wait := groupFlag(fs), waitFlag(fs)
+	// The arguments of one run: no variable sets them.
+	arg := fs.Arguments()
+	key := arg.String("key", "", "the KV key K (required)")
+	version := arg.Int64("version", 0, "the version N (required)")
+	value := arg.String("value", "", "the value X, JSON")
+	valueFile := arg.String("value-file", "", "read the value X from this file (- for stdin) instead of -value")
+	group, wait := groupFlag(fs), waitFlag(arg)
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}

@@ -26,16 +26,17 @@ type reportOutput struct {
 // the top conflicting keys and the alerts of the range.
 func report(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := newFlags("report", stderr)
-	by := fs.String("by", "minute", "bucket: minute, hour or total")
-	since := fs.Duration("since", time.Hour, "report the last this long (ignored with -from)")
-	fromS := fs.String("from", "", "start of the range, RFC 3339 (default now - since)")
-	toS := fs.String("to", "", "end of the range, RFC 3339, exclusive (default now)")
-	tenant := fs.String("tenant", "", "only this tenant")
-	project := fs.String("project", "", "only this project")
-	purpose := fs.String("purpose", "", "only this purpose")
-	top := fs.Int("top", 10, "also list the N keys with the most conflicts (0: none)")
-	asJSON := fs.Bool("json", false, "print JSON instead of tables")
-	fs.Env("json", "ESKV_REPORT_JSON")
+	// The arguments of one run: no variable sets them.
+	arg := fs.Arguments()
+	by := arg.String("by", "minute", "bucket: minute, hour or total")
+	since := arg.Duration("since", time.Hour, "report the last this long (ignored with -from)")
+	fromS := arg.String("from", "", "start of the range, RFC 3339 (default now - since)")
+	toS := arg.String("to", "", "end of the range, RFC 3339, exclusive (default now)")
+	tenant := arg.String("tenant", "", "only this tenant")
+	project := arg.String("project", "", "only this project")
+	purpose := arg.String("purpose", "", "only this purpose")
+	top := arg.Int("top", 10, "also list the N keys with the most conflicts (0: none)")
+	asJSON := fs.Scope("ESKV_REPORT").Bool("json", false, "print JSON instead of tables")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}

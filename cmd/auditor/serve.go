@@ -25,31 +25,23 @@ type serveConfig struct {
 func serveFlags(f *service.Flags) *serveConfig {
 	s := &serveConfig{cfg: audit.Config{MaxBatch: audit.DefaultMaxBatch, Linger: audit.DefaultLinger}}
 	host, _ := os.Hostname()
-	f.StringVar(&s.addr, "addr", "127.0.0.1:8082", "listen address of /healthz, /readyz and /metrics")
-	f.Env("addr", "ESKV_AUDITOR_ADDR")
-	f.StringVar(&s.addrFile, "addr-file", "", "write the bound address to this file once listening")
-	f.Env("addr-file", "ESKV_AUDITOR_ADDR_FILE")
-	f.IntVar(&s.cfg.MaxBatch, "max-batch", audit.DefaultMaxBatch, "records per ClickHouse insert at most")
-	f.Env("max-batch", "ESKV_AUDITOR_MAX_BATCH")
-	f.DurationVar(&s.cfg.Linger, "linger", audit.DefaultLinger, "how long a batch gathers records once the first arrived")
-	f.Env("linger", "ESKV_AUDITOR_LINGER")
+	own := f.Scope(auditorScope)
+	own.StringVar(&s.addr, "addr", "127.0.0.1:8082", "listen address of /healthz, /readyz and /metrics")
+	own.StringVar(&s.addrFile, "addr-file", "", "write the bound address to this file once listening")
+	own.IntVar(&s.cfg.MaxBatch, "max-batch", audit.DefaultMaxBatch, "records per ClickHouse insert at most")
+	own.DurationVar(&s.cfg.Linger, "linger", audit.DefaultLinger, "how long a batch gathers records once the first arrived")
 	a := &s.cfg.Alerts
 	f.DurationVar(&a.Window, "alert-window", audit.DefaultAlertWindow,
 		"conflict-rate alert window, whole minutes: the rate must be above the threshold in every minute of it; 0 disables alerts")
-	f.Env("alert-window", "ESKV_ALERT_WINDOW")
 	f.Float64Var(&a.Threshold, "alert-threshold", audit.DefaultAlertThreshold, "conflict rate above which a window alerts")
-	f.Env("alert-threshold", "ESKV_ALERT_THRESHOLD")
 	f.IntVar(&s.minAttempts, "alert-min-attempts", audit.DefaultAlertMinAttempts, "attempts (writes plus conflicts) a window needs before it can alert")
-	f.Env("alert-min-attempts", "ESKV_ALERT_MIN_ATTEMPTS")
 	f.DurationVar(&a.Interval, "alert-interval", audit.DefaultAlertInterval, "time between alert evaluations")
-	f.Env("alert-interval", "ESKV_ALERT_INTERVAL")
 	f.DurationVar(&s.cfg.VerifyInterval, "verify-interval", 0,
 		"verify the whole trail against kv.changes this often (eskv_auditor_verify_* metrics; each run reads all of kv.changes and every row); 0 disables it")
-	f.Env("verify-interval", "ESKV_VERIFY_INTERVAL")
 	s.group = groupFlag(f)
 	f.StringVar(&s.instance, "instance-id", "auditor-"+host,
 		"static member id in the consumer group (a restart gets its partitions back at once) and name in the alerts table; unique per auditor")
-	f.Env("instance-id", "ESKV_AUDITOR_ID")
+	f.Rename("instance-id", "ESKV_AUDITOR_ID")
 	s.limits.Bind(f)
 	service.BindPprof(f, &s.pprofAddr)
 	service.BindMetricsToken(f, &s.metricsToken)

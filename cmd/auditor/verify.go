@@ -31,13 +31,15 @@ func (e *discrepancyError) Error() string {
 // events; it exits 2 naming the first discrepancy.
 func verify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := newFlags("verify", stderr)
-	tenant := fs.String("tenant", "", "verify the keys of this tenant only")
-	prefix := fs.String("prefix", "", "verify the keys starting with this prefix only")
-	key := fs.String("key", "", "verify this one key only")
-	from := fs.String("from", "", "verify keys >= this key only")
-	to := fs.String("to", "", "verify keys < this key only")
-	group, wait := groupFlag(fs), waitFlag(fs)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	// The arguments of one run: no variable sets them.
+	arg := fs.Arguments()
+	tenant := arg.String("tenant", "", "verify the keys of this tenant only")
+	prefix := arg.String("prefix", "", "verify the keys starting with this prefix only")
+	key := arg.String("key", "", "verify this one key only")
+	from := arg.String("from", "", "verify keys >= this key only")
+	to := arg.String("to", "", "verify keys < this key only")
+	group, wait := groupFlag(fs), waitFlag(arg)
+	asJSON := arg.Bool("json", false, "print the report as JSON")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}

@@ -40,21 +40,27 @@ type config struct {
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c := config{addr: bindAddr{port: 19092}, logLevel: slog.LevelWarn}
-	f := service.NewFlags("devbroker", stderr)
-	f.Var(&c.addr, "addr", "port to listen on, on 127.0.0.1 (\"19092\", \":19092\" or \"127.0.0.1:19092\"; 0 picks a free port), or host:port with a specific IP address of this machine (the broker has no authentication: a non-loopback address exposes it)")
-	f.Env("addr", "ESKV_BROKER_PORT")
-	f.StringVar(&c.dataDir, "data", ".eskv/broker", "directory the broker persists to; reloaded on start")
-	f.Env("data", "ESKV_BROKER_DATA")
-	f.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error; info and debug include kfake's per-request logs")
-	f.Env("log-level", "ESKV_BROKER_LOG_LEVEL")
-	f.BoolVar(&c.sync, "sync", false,
-		"fsync every write, so acknowledged writes survive a machine crash too; without it they survive a kill -9 of the broker, as with Kafka's default flush policy")
-	f.Env("sync", "ESKV_BROKER_SYNC")
-	service.BindPprof(f, &c.pprof)
+	f := c.flags(stderr)
 	if err := f.Parse(args); err != nil {
 		return config{}, err
 	}
 	return c, f.Check(c.dataDir != "", "data", "must not be empty")
+}
+
+// flags returns the broker's flags, bound to c.
+func (c *config) flags(stderr io.Writer) *service.Flags {
+	f := service.NewFlags("devbroker", stderr)
+	// The broker's own settings read ESKV_BROKER_…: ESKV_LOG_LEVEL is the
+	// services'.
+	own := f.Scope("ESKV_BROKER")
+	own.Var(&c.addr, "addr", "port to listen on, on 127.0.0.1 (\"19092\", \":19092\" or \"127.0.0.1:19092\"; 0 picks a free port), or host:port with a specific IP address of this machine (the broker has no authentication: a non-loopback address exposes it)")
+	f.Rename("addr", "ESKV_BROKER_PORT")
+	own.StringVar(&c.dataDir, "data", ".eskv/broker", "directory the broker persists to; reloaded on start")
+	own.TextVar(&c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error; info and debug include kfake's per-request logs")
+	own.BoolVar(&c.sync, "sync", false,
+		"fsync every write, so acknowledged writes survive a machine crash too; without it they survive a kill -9 of the broker, as with Kafka's default flush policy")
+	service.BindPprof(f, &c.pprof)
+	return f
 }
 
 // bindAddr is where the broker listens: a port, given bare or as

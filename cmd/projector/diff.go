@@ -38,11 +38,13 @@ type diff struct {
 func diffCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	r := diff{stdout: stdout, stderr: stderr}
 	fs := newFlags("diff", &r.c, slog.LevelWarn, stderr)
-	fs.StringVar(&r.schema, "schema", "", "schema to compare, e.g. a rebuild; empty: fold the log into a temporary schema, compare it, drop it")
-	fs.StringVar(&r.against, "against", "", "schema to compare with (default: the schema of -postgres-url, normally public: the live projection)")
-	fs.IntVar(&r.limit, "limit", 20, "differing keys to print (the count covers them all)")
-	fs.DurationVar(&r.wait, "wait", 30*time.Second, "without -schema: how long to wait for the live projection to reach the log's last stable offsets taken at start")
-	fs.BoolVar(&r.keep, "keep", false, "without -schema: keep the temporary schema, for inspection")
+	// The arguments of one run: no variable sets them.
+	arg := fs.Arguments()
+	arg.StringVar(&r.schema, "schema", "", "schema to compare, e.g. a rebuild; empty: fold the log into a temporary schema, compare it, drop it")
+	arg.StringVar(&r.against, "against", "", "schema to compare with (default: the schema of -postgres-url, normally public: the live projection)")
+	arg.IntVar(&r.limit, "limit", 20, "differing keys to print (the count covers them all)")
+	arg.DurationVar(&r.wait, "wait", 30*time.Second, "without -schema: how long to wait for the live projection to reach the log's last stable offsets taken at start")
+	arg.BoolVar(&r.keep, "keep", false, "without -schema: keep the temporary schema, for inspection")
 	if err := r.c.parse(fs, args); err != nil {
 		return err
 	}

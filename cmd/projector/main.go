@@ -76,7 +76,6 @@ func historyFormat(f *service.Flags, format *projection.HistoryFormat) func() er
 	f.StringVar(&name, "history-format", projection.HistoryJSONB.String(),
 		"the format of new kv_history rows: jsonb, which every release reads, or text (less Postgres CPU per event), "+
 			"which only releases from this one on read: set text once every writer and API server runs this release or later")
-	f.Env("history-format", "ESKV_HISTORY_FORMAT")
 	return func() error {
 		var err error
 		*format, err = projection.ParseHistoryFormat(name)

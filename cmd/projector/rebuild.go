@@ -23,9 +23,11 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var batch int
 	var format projection.HistoryFormat
 	fs := newFlags("rebuild", &c, slog.LevelWarn, stderr)
-	fs.StringVar(&into, "into", "", "schema to rebuild into (required): created when missing, refused when it holds anything (see -replace)")
-	fs.BoolVar(&replace, "replace", false, "drop the -into schema with everything in it first (never the schema of -postgres-url)")
-	fs.IntVar(&batch, "batch", projector.DefaultMaxBatch, "events applied per Postgres transaction")
+	// The arguments of one run: no variable sets them.
+	arg := fs.Arguments()
+	arg.StringVar(&into, "into", "", "schema to rebuild into (required): created when missing, refused when it holds anything (see -replace)")
+	arg.BoolVar(&replace, "replace", false, "drop the -into schema with everything in it first (never the schema of -postgres-url)")
+	arg.IntVar(&batch, "batch", projector.DefaultMaxBatch, "events applied per Postgres transaction")
 	checkFormat := historyFormat(fs, &format)
 	if err := c.parse(fs, args); err != nil {
 		return err

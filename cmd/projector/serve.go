@@ -15,67 +15,83 @@ import (
 	"github.com/eskv/eskv/projector"
 )
 
+// serveConfig is serve's configuration; every field is a flag
+// (serveFlags).
+type serveConfig struct {
+	config
+	addr, addrFile, instanceID string
+	every, pace                time.Duration
+	pprofAddr, metricsToken    string
+	limits                     service.HTTPLimits
+	format                     projection.HistoryFormat
+	keep                       *projection.Retention
+	retainEvery                *time.Duration
+	// checkRetention and checkFormat check their settings once the
+	// flags are parsed.
+	checkRetention, checkFormat func() error
+}
+
+// flags returns serve's flags, bound to s.
+func (s *serveConfig) flags(stderr io.Writer) *service.Flags {
+	f := newFlags("serve", &s.config, slog.LevelInfo, stderr)
+	// The projector's own settings read ESKV_PROJECTOR_…: -addr and
+	// -addr-file are the auditor's too.
+	own := f.Scope("ESKV_PROJECTOR")
+	own.StringVar(&s.addr, "addr", "127.0.0.1:8081", "listen address of /healthz, /readyz and /metrics")
+	own.StringVar(&s.addrFile, "addr-file", "", "write the bound address to this file once listening")
+	own.DurationVar(&s.every, "check-interval", projector.DefaultCheckInterval,
+		"how often a running projector re-checks that the topic was not recreated, truncated or repartitioned")
+	own.DurationVar(&s.pace, "pace", projector.DefaultPace,
+		"under load, apply at most about once per this interval, in larger batches (less Postgres CPU per event, up to this much more projection lag); 0 applies each batch at once")
+	s.keep, s.retainEvery, s.checkRetention = historyRetention(f)
+	s.checkFormat = historyFormat(f, &s.format)
+	host, _ := os.Hostname()
+	f.StringVar(&s.instanceID, "instance-id", "projector-"+host,
+		"static consumer-group member id: a restarted projector takes its partitions back at once; unique per projector")
+	f.Rename("instance-id", "ESKV_PROJECTOR_ID")
+	s.limits.Bind(f)
+	service.BindPprof(f, &s.pprofAddr)
+	service.BindMetricsToken(f, &s.metricsToken)
+	return f
+}
+
 // serve runs the projector until ctx ends: it migrates the projection,
 // consumes kv.changes into it and serves /healthz, /readyz and /metrics.
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	var c config
-	var addr, addrFile, instanceID string
-	var every, pace time.Duration
-	var pprofAddr, metricsToken string
-	var limits service.HTTPLimits
-	var format projection.HistoryFormat
-	f := newFlags("serve", &c, slog.LevelInfo, stderr)
-	f.StringVar(&addr, "addr", "127.0.0.1:8081", "listen address of /healthz, /readyz and /metrics")
-	f.Env("addr", "ESKV_PROJECTOR_ADDR")
-	f.StringVar(&addrFile, "addr-file", "", "write the bound address to this file once listening")
-	f.Env("addr-file", "ESKV_PROJECTOR_ADDR_FILE")
-	f.DurationVar(&every, "check-interval", projector.DefaultCheckInterval,
-		"how often a running projector re-checks that the topic was not recreated, truncated or repartitioned")
-	f.Env("check-interval", "ESKV_PROJECTOR_CHECK_INTERVAL")
-	f.DurationVar(&pace, "pace", projector.DefaultPace,
-		"under load, apply at most about once per this interval, in larger batches (less Postgres CPU per event, up to this much more projection lag); 0 applies each batch at once")
-	f.Env("pace", "ESKV_PROJECTOR_PACE")
-	keep, retainEvery, checkRetention := historyRetention(f)
-	checkFormat := historyFormat(f, &format)
-	host, _ := os.Hostname()
-	f.StringVar(&instanceID, "instance-id", "projector-"+host,
-		"static consumer-group member id: a restarted projector takes its partitions back at once; unique per projector")
-	f.Env("instance-id", "ESKV_PROJECTOR_ID")
-	limits.Bind(f)
-	service.BindPprof(f, &pprofAddr)
-	service.BindMetricsToken(f, &metricsToken)
-	if err := c.parse(f, args); err != nil {
+	s := &serveConfig{}
+	f := s.flags(stderr)
+	if err := s.parse(f, args); err != nil {
 		return err
 	}
-	if err := errors.Join(f.Check(every > 0, "check-interval", "must be a positive duration"), checkRetention(),
-		f.Check(pace >= 0 && pace <= time.Second, "pace", "must be a duration from 0 to 1s"), checkFormat(), limits.Check(f)); err != nil {
+	if err := errors.Join(f.Check(s.every > 0, "check-interval", "must be a positive duration"), s.checkRetention(),
+		f.Check(s.pace >= 0 && s.pace <= time.Second, "pace", "must be a duration from 0 to 1s"), s.checkFormat(), s.limits.Check(f)); err != nil {
 		return err
 	}
-	log := c.logger(stderr)
+	log := s.logger(stderr)
 	service.SetGCDefault(log)
 
-	ln, err := service.Listen(addr)
+	ln, err := service.Listen(s.addr)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
 	reg := service.NewRegistry()
-	pool, err := c.postgres.OpenProjection(ctx, reg)
+	pool, err := s.postgres.OpenProjection(ctx, reg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	store := projection.New(pool)
-	store.SetHistoryFormat(format)
+	store.SetHistoryFormat(s.format)
 	p, err := projector.New(projector.Config{
-		Brokers:       c.kafka.BrokerList(),
-		Kafka:         c.kafka.Conn(),
-		Topic:         c.kafka.Topic,
-		Partitions:    int32(c.kafka.Partitions),
-		CheckInterval: every,
-		Pace:          cmp.Or(pace, -1), // 0 on the command line: no pacing
-		InstanceID:    instanceID,
-		Retention:     *keep, RetentionInterval: *retainEvery,
+		Brokers:       s.kafka.BrokerList(),
+		Kafka:         s.kafka.Conn(),
+		Topic:         s.kafka.Topic,
+		Partitions:    int32(s.kafka.Partitions),
+		CheckInterval: s.every,
+		Pace:          cmp.Or(s.pace, -1), // 0 on the command line: no pacing
+		InstanceID:    s.instanceID,
+		Retention:     *s.keep, RetentionInterval: *s.retainEvery,
 	}, store, log, reg)
 	if err != nil {
 		return err
@@ -83,7 +99,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// Ready while the projection's tables can be read (a lock held on
 	// them stalls the projector as a dead server does) and a broker
 	// answers: service.Handler bounds both by its ReadyTimeout.
-	probe, err := c.kafka.Conn().NewClient("projector_probe", c.kafka.BrokerList())
+	probe, err := s.kafka.Conn().NewClient("projector_probe", s.kafka.BrokerList())
 	if err != nil {
 		return err
 	}
@@ -97,11 +113,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return nil
 	}
-	parts, err := service.WithPprof(pprofAddr, limits, log, p.Run)
+	parts, err := service.WithPprof(s.pprofAddr, s.limits, log, p.Run)
 	if err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: addrFile, Handler: service.Handler(reg, ready, metricsToken), Limits: limits, Registerer: reg}, parts...)
+	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
 }
 
 // historyRetention defines -history-retention and its interval on f; the
@@ -112,10 +128,8 @@ func historyRetention(f *service.Flags) (keep *projection.Retention, every *time
 	f.StringVar(&retention, "history-retention", "",
 		"how much of each key's history kv_history keeps: age=<duration> and/or versions=<n> (age=720h,versions=100); "+
 			"empty keeps everything; a key's newest version is always kept")
-	f.Env("history-retention", "ESKV_HISTORY_RETENTION")
 	f.DurationVar(every, "history-retention-interval", projector.DefaultRetentionInterval,
 		"how often the history retention runs")
-	f.Env("history-retention-interval", "ESKV_HISTORY_RETENTION_INTERVAL")
 	return keep, every, func() error {
 		var err error
 		*keep, err = projector.ParseRetention(retention)

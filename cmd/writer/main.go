@@ -78,63 +78,55 @@ type config struct {
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
-	host, _ := os.Hostname()
 	c := &config{}
+	f := c.flags(stderr)
+	if err := f.Parse(args); err != nil {
+		return nil, err
+	}
+	return c, c.check(f)
+}
+
+// flags returns the writer's flags, bound to c.
+func (c *config) flags(stderr io.Writer) *service.Flags {
+	host, _ := os.Hostname()
 	f := service.NewFlags("writer", stderr)
 	f.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
-	f.Env("http-addr", "ESKV_HTTP_ADDR")
 	c.kafka.Bind(f)
 	c.kafka.BindConflicts(f)
 	c.postgres.Bind(f)
 	f.BoolVar(&c.createTopics, "create-topics", true, "create missing topics at start")
-	f.Env("create-topics", "ESKV_CREATE_TOPICS")
 	f.StringVar(&c.devToken, "dev-token", "", "a bearer token with read and write rights on every tenant, for local use")
-	f.Env("dev-token", "ESKV_DEV_TOKEN")
 	f.StringVar(&c.tokensFile, "tokens-file", "", "JSON file of bearer tokens and their grants")
-	f.Env("tokens-file", "ESKV_TOKENS_FILE")
 	f.DurationVar(&c.tokensPoll, "tokens-poll", api.DefaultTokensPoll, "how often the tokens file is read to reload it when its content changed (SIGHUP reloads it at once); a file that does not load keeps the tokens in force")
-	f.Env("tokens-poll", "ESKV_TOKENS_POLL")
 	f.IntVar(&c.maxValueBytes, "max-value-bytes", contract.DefaultMaxValueBytes, "largest serialized value accepted")
-	f.Env("max-value-bytes", "ESKV_MAX_VALUE_BYTES")
 	f.StringVar(&c.instanceID, "instance-id", "writer-"+host, "static group member id; unique per writer")
-	f.Env("instance-id", "ESKV_WRITER_ID")
+	f.Rename("instance-id", "ESKV_WRITER_ID")
 	c.logLevel = service.LogLevel(f, slog.LevelInfo)
 	c.logFlush = service.LogFlush(f)
 	f.StringVar(&c.addrFile, "addr-file", "", "write the bound HTTP address to this file once listening")
-	f.Env("addr-file", "ESKV_ADDR_FILE")
 	f.StringVar(&c.advertiseURL, "advertise-url", "", "base URL other writers forward this writer's requests to (default http://<bound http address>)")
-	f.Env("advertise-url", "ESKV_ADVERTISE_URL")
 	c.bindDiagnostics(f)
 	f.DurationVar(&c.sweepInterval, "sweep-interval", time.Second, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it")
-	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
-	f.Env("queue-dedup-window", "ESKV_QUEUE_DEDUP_WINDOW")
 	f.DurationVar(&c.readLease, "read-lease", writer.DefaultReadLease, "how long after a transaction round's group fence was sent reads are answered without waiting for the next one (a bound on time: README, Guarantees); a writer also waits this long after taking a partition before serving it, never less than 500ms (leases off included), so every writer of a group must use the same value, or 0 on some and 500ms on the others; 0 disables leases")
-	f.Env("read-lease", "ESKV_READ_LEASE")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
-	f.Env("max-overlay", "ESKV_MAX_OVERLAY")
 	f.Int64Var(&c.stateCacheBytes, "state-cache-bytes", writer.DefaultStateCacheBytes, "about the memory the states of keys the projector applied may take, kept so that reads and writes of them skip Postgres; split evenly over the topic's partitions; 0 disables the cache")
-	f.Env("state-cache-bytes", "ESKV_STATE_CACHE_BYTES")
 	f.DurationVar(&c.maxListWait, "max-list-wait", writer.DefaultMaxListWait, "how long a listing waits for the projector to apply the writes under its prefix acknowledged before it arrived; beyond it the listing answers 503 with Retry-After")
-	f.Env("max-list-wait", "ESKV_MAX_LIST_WAIT")
 	f.DurationVar(&c.roundGather, "round-gather", writer.DefaultRoundGather, "how long a Kafka transaction round waits, at most, for the next batch of each partition the previous round answered (so that busy partitions share rounds instead of alternating); a partition with nothing queued ends the wait at once; 0 starts each round with whatever is queued")
-	f.Env("round-gather", "ESKV_ROUND_GATHER")
 	f.IntVar(&c.requestWindow, "request-id-window", writer.DefaultRequestIDWindow, "per key, how many of its latest versions remember their requestId: retrying any of them is answered as a replay (the latest) or 409 version_conflict (an older one), never applied twice; 1 remembers only the latest write's")
-	f.Env("request-id-window", "ESKV_REQUEST_ID_WINDOW")
 	f.DurationVar(&c.requestAge, "request-id-age", writer.DefaultRequestIDAge, "how long after its write a requestId is remembered on its key however many versions the key gets meanwhile (a hot key passes request-id-window versions in seconds): a retry within it is never applied twice; keep it longer than clients retry (the Go client's schedule, a retry after a writer restart); 0 counts versions only")
-	f.Env("request-id-age", "ESKV_REQUEST_ID_AGE")
 	f.DurationVar(&c.requestTimeout, "request-timeout", api.DefaultRequestTimeout, "longest time a request (but a watch) waits for the brokers, Postgres or the partition's answer; then a write handed to its partition answers 503 outcome_unknown (retry it with the same requestId), anything else 503 partition_unavailable, both with Retry-After")
-	f.Env("request-timeout", "ESKV_REQUEST_TIMEOUT")
 	f.IntVar(&c.maxListBytes, "max-list-bytes", api.DefaultMaxListBytes, "byte budget of one page of a listing (about its entries' JSON); a page that reaches it is answered truncated, with a cursor, and always holds at least one entry")
-	f.Env("max-list-bytes", "ESKV_MAX_LIST_BYTES")
 	c.bindLimits(f)
 	c.bindWatch(f)
 	c.bindSecrets(f)
 	c.http.Bind(f)
-	if err := f.Parse(args); err != nil {
-		return nil, err
-	}
-	return c, errors.Join(
+	return f
+}
+
+// check returns an error naming each setting of f out of its range.
+func (c *config) check(f *service.Flags) error {
+	return errors.Join(
 		f.Positive("partitions", "max-value-bytes", "max-overlay", "request-id-window", "max-list-bytes", "max-watches", "watch-buffer"),
 		c.checkLimits(f),
 		c.checkWatch(f),
@@ -158,33 +150,21 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 // deployment share: the status page's key and the peer secret.
 func (c *config) bindSecrets(f *service.Flags) {
 	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
-	f.Env("ui-key-file", "ESKV_UI_KEY_FILE")
 	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
-	f.Env("ui-session-ttl", "ESKV_UI_SESSION_TTL")
 	f.StringVar(&c.peerSecret, "peer-secret", "", "secret shared by the writers of a deployment (at least 32 bytes; openssl rand -hex 32) with which they prove to each other the requests they forward; unset: a writer takes other writers' forwards for clients' requests (a single writer needs none)")
-	f.Env("peer-secret", "ESKV_PEER_SECRET")
 	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
-	f.Env("peer-secret-file", "ESKV_PEER_SECRET_FILE")
 }
 
 // bindWatch defines the settings of the watches (GET /v1/watch) on f.
 func (c *config) bindWatch(f *service.Flags) {
 	f.IntVar(&c.maxWatches, "max-watches", watch.DefaultMaxWatches, "watches (GET /v1/watch) served at once; beyond it they answer 503 too_many_watches with Retry-After")
-	f.Env("max-watches", "ESKV_MAX_WATCHES")
 	f.IntVar(&c.principalWatches, "max-watches-per-principal", 0, "watches one principal may hold on this writer; beyond it they answer 429 too_many_requests with Retry-After (0: a tenth of -max-watches, at least 1)")
-	f.Env("max-watches-per-principal", "ESKV_MAX_WATCHES_PER_PRINCIPAL")
 	f.IntVar(&c.watchBuffer, "watch-buffer", watch.DefaultBuffer, "events a watch may fall behind its client before it is ended with slow_consumer and a cursor to resume after")
-	f.Env("watch-buffer", "ESKV_WATCH_BUFFER")
 	f.Int64Var(&c.watchBufferBytes, "watch-buffer-bytes", watch.DefaultBufferBytes, "bytes of events a watch may fall behind its client (an event counts its record's size and 512 bytes) before it is ended with slow_consumer; at least 16384")
-	f.Env("watch-buffer-bytes", "ESKV_WATCH_BUFFER_BYTES")
 	f.Int64Var(&c.watchMemory, "watch-memory-bytes", watch.DefaultMemoryBytes, "memory of the watches catching up from a cursor, 2 × -watch-buffer-bytes each (a principal a quarter of it); a watch from a cursor that gets none within 1s answers 429 too_many_requests; at least 2 × -watch-buffer-bytes")
-	f.Env("watch-memory-bytes", "ESKV_WATCH_MEMORY_BYTES")
 	f.DurationVar(&c.watchStall, "watch-stall-timeout", watch.DefaultStall, "how long a watch waits for its client to take an event before it is ended with slow_consumer and its buffer dropped")
-	f.Env("watch-stall-timeout", "ESKV_WATCH_STALL_TIMEOUT")
 	f.DurationVar(&c.heartbeat, "watch-heartbeat", api.DefaultWatchHeartbeat, "how often an idle watch sends a comment so that proxies keep it open")
-	f.Env("watch-heartbeat", "ESKV_WATCH_HEARTBEAT")
 	f.DurationVar(&c.fetchWait, "watch-fetch-wait", watch.DefaultFetchWait, "how long a watch's read of the log waits for more records (at least 10ms): the delivery delay of a quiet partition, traded for fewer reads under load")
-	f.Env("watch-fetch-wait", "ESKV_WATCH_FETCH_WAIT")
 }
 
 // checkWatch checks the settings of the watches (the positive counts
@@ -205,20 +185,15 @@ func (c *config) checkWatch(f *service.Flags) error {
 func (c *config) bindDiagnostics(f *service.Flags) {
 	service.BindPprof(f, &c.pprofAddr)
 	f.StringVar(&c.metricsAddr, "metrics-addr", "", "serve GET /metrics on this address of its own (port 0 picks a free one, logged at info), and not on http-addr; empty: on http-addr, beside the API")
-	f.Env("metrics-addr", "ESKV_METRICS_ADDR")
 	service.BindMetricsToken(f, &c.metricsToken)
 }
 
 // bindLimits defines the flags of the shared slots and their shares.
 func (c *config) bindLimits(f *service.Flags) {
 	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "pages of the projection answered at once (listings, scans, histories, smembers, lrange, qpeek, the status page's), from the query to the answer's last byte; beyond it they answer 429 too_many_requests with Retry-After")
-	f.Env("max-concurrent-lists", api.SettingMaxLists)
 	f.IntVar(&c.maxListsEach, "max-lists-per-principal", api.DefaultMaxListsPerPrincipal, "each principal's share of max-concurrent-lists; beyond it its reads of pages answer 429 too_many_requests with Retry-After")
-	f.Env("max-lists-per-principal", api.SettingMaxListsPerPrincipal)
 	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", 0, "bytes of request bodies in memory at once, from the first byte read (before it, with a declared length) until the answer; beyond it requests answer 429 too_many_requests before their body is read; 0: 64 MiB, or 4 shares when max-body-bytes-per-principal is larger than 16 MiB")
-	f.Env("max-body-bytes", api.SettingMaxBodyBytes)
 	f.Int64Var(&c.maxBodyEach, "max-body-bytes-per-principal", 0, "each principal's (or, before authentication, remote address's) share of max-body-bytes, more than the largest request body (4 MiB with the default max-value-bytes, else 2 × max-value-bytes + 16 KiB); 0: 16 MiB, or the largest body + 1 when larger")
-	f.Env("max-body-bytes-per-principal", api.SettingMaxBodyBytesPerPrincipal)
 }
 
 // checkLimits returns an error naming each flag of bindLimits whose value

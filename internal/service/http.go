@@ -61,20 +61,13 @@ func DefaultHTTPLimits() HTTPLimits {
 func (l *HTTPLimits) Bind(f *Flags) {
 	*l = l.orDefaults()
 	f.DurationVar(&l.ReadHeaderTimeout, "http-read-header-timeout", l.ReadHeaderTimeout, "longest time a client may take to send a request's headers")
-	f.Env("http-read-header-timeout", "ESKV_HTTP_READ_HEADER_TIMEOUT")
 	f.DurationVar(&l.ReadTimeout, "http-read-timeout", l.ReadTimeout, "longest time a client may take to send a whole request, body included; then the connection is closed")
-	f.Env("http-read-timeout", "ESKV_HTTP_READ_TIMEOUT")
 	f.DurationVar(&l.WriteTimeout, "http-write-timeout", l.WriteTimeout, "longest time from the end of a request's headers to the end of its answer; a client that stops reading is cut off then")
-	f.Env("http-write-timeout", "ESKV_HTTP_WRITE_TIMEOUT")
 	f.DurationVar(&l.IdleTimeout, "http-idle-timeout", l.IdleTimeout, "how long a keep-alive connection may wait for its next request")
-	f.Env("http-idle-timeout", "ESKV_HTTP_IDLE_TIMEOUT")
 	f.IntVar(&l.MaxHeaderBytes, "http-max-header-bytes", l.MaxHeaderBytes, "largest request headers accepted, in bytes (431 beyond)")
-	f.Env("http-max-header-bytes", "ESKV_HTTP_MAX_HEADER_BYTES")
 	f.IntVar(&l.MaxConnections, "http-max-connections", l.MaxConnections, "connections the HTTP server holds open at once; beyond it a new one is answered 429 and closed")
-	f.Env("http-max-connections", SettingMaxConnections)
 	f.IntVar(&l.MaxConnectionsPerAddress, "http-max-connections-per-address", l.MaxConnectionsPerAddress,
 		"connections the HTTP server holds open from one remote IP address (behind a proxy, every client shares the proxy's); beyond it a new one is answered 429 and closed")
-	f.Env("http-max-connections-per-address", SettingMaxConnectionsPerAddress)
 }
 
 // Check returns an error naming each limit flag of f that is not

@@ -20,7 +20,6 @@ const logBufferMax = 64 << 10
 func LogFlush(f *Flags) *time.Duration {
 	d := DefaultLogFlush
 	f.DurationVar(&d, "log-flush", DefaultLogFlush, "how long INFO and DEBUG lines may wait to be written together (one write instead of one per line; a kill -9 loses at most this much of them); WARN and ERROR lines, and all before them, are written at once; 0 writes every line at once")
-	f.Env("log-flush", "ESKV_LOG_FLUSH")
 	return &d
 }
 

@@ -25,7 +25,6 @@ const MetricsTokenEnv = "ESKV_METRICS_TOKEN"
 // ESKV_METRICS_TOKEN) on f.
 func BindMetricsToken(f *Flags, token *string) {
 	f.StringVar(token, "metrics-token", "", "bearer token GET /metrics requires (Authorization: Bearer <token>; 401 without it); empty: /metrics answers whoever reaches it")
-	f.Env("metrics-token", MetricsTokenEnv)
 }
 
 // MetricsHandler serves g's metrics; with a token, only to requests

@@ -22,7 +22,6 @@ const PprofAddrEnv = "ESKV_PPROF_ADDR"
 // BindPprof defines -pprof-addr (default from ESKV_PPROF_ADDR) on f.
 func BindPprof(f *Flags, addr *string) {
 	f.StringVar(addr, "pprof-addr", "", "serve net/http/pprof on this address (port 0 picks a free one, logged at info); empty disables it")
-	f.Env("pprof-addr", PprofAddrEnv)
 }
 
 // Pprof listens on addr and returns the part that serves net/http/pprof

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,16 +17,18 @@ import (
 )
 
 func TestFlags(t *testing.T) {
-	newFlags := func() (*Flags, *int, *time.Duration, *bool) {
+	newFlags := func() (*Flags, *int, *time.Duration, *bool, *string, *string) {
 		f := NewFlags("t", io.Discard)
-		n := f.Int("count", 1, "how many")
-		f.Env("count", "ESKV_TEST_FLAGS_COUNT")
-		d := f.Duration("every", time.Second, "how often")
-		f.Env("every", "ESKV_TEST_FLAGS_INTERVAL")
-		b := f.Bool("on", true, "whether")
-		f.Env("on", "ESKV_TEST_FLAGS_ON")
-		return f, n, d, b
+		own := f.Scope("ESKV_TEST_FLAGS")
+		n := own.Int("count", 1, "how many")
+		d := own.Duration("interval", time.Second, "how often")
+		b := own.Bool("on", true, "whether")
+		id := f.String("id", "x", "who")
+		f.Rename("id", "ESKV_TEST_FLAGS_ID")
+		arg := f.Arguments().String("arg", "a", "an argument of one run")
+		return f, n, d, b, id, arg
 	}
+	vars := []string{"ESKV_TEST_FLAGS_COUNT", "ESKV_TEST_FLAGS_INTERVAL", "ESKV_TEST_FLAGS_ON", "ESKV_TEST_FLAGS_ID", "ESKV_ID", "ESKV_ARG", "ESKV_COUNT"}
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -33,21 +36,26 @@ func TestFlags(t *testing.T) {
 		n       int
 		d       time.Duration
 		b       bool
+		id, arg string
 		wantErr string
 	}{
-		{name: "OKDefaults", n: 1, d: time.Second, b: true},
-		{name: "OKEnv", env: map[string]string{"ESKV_TEST_FLAGS_COUNT": "3", "ESKV_TEST_FLAGS_INTERVAL": "5m", "ESKV_TEST_FLAGS_ON": "FALSE"}, n: 3, d: 5 * time.Minute},
-		{name: "OKFlagOverridesEnv", args: []string{"-count", "4"}, env: map[string]string{"ESKV_TEST_FLAGS_COUNT": "many"}, n: 4, d: time.Second, b: true},
+		{name: "OKDefaults", n: 1, d: time.Second, b: true, id: "x", arg: "a"},
+		{name: "OKEnv", env: map[string]string{"ESKV_TEST_FLAGS_COUNT": "3", "ESKV_TEST_FLAGS_INTERVAL": "5m", "ESKV_TEST_FLAGS_ON": "FALSE", "ESKV_TEST_FLAGS_ID": "y"},
+			n: 3, d: 5 * time.Minute, id: "y", arg: "a"},
+		{name: "OKFlagOverridesEnv", args: []string{"-count", "4", "-id", "z"}, env: map[string]string{"ESKV_TEST_FLAGS_COUNT": "many", "ESKV_TEST_FLAGS_ID": "y"},
+			n: 4, d: time.Second, b: true, id: "z", arg: "a"},
+		{name: "OKArguments", args: []string{"-arg", "b"}, n: 1, d: time.Second, b: true, id: "x", arg: "b"},
+		{name: "OKOtherNamesSetNothing", env: map[string]string{"ESKV_ID": "y", "ESKV_ARG": "b", "ESKV_COUNT": "2"}, n: 1, d: time.Second, b: true, id: "x", arg: "a"},
 		{name: "ErrInt", env: map[string]string{"ESKV_TEST_FLAGS_COUNT": "twelve"}, wantErr: `"ESKV_TEST_FLAGS_COUNT": invalid value "twelve"`},
 		{name: "ErrDuration", env: map[string]string{"ESKV_TEST_FLAGS_INTERVAL": "5"}, wantErr: `"ESKV_TEST_FLAGS_INTERVAL": invalid value "5"`},
 		{name: "ErrBool", env: map[string]string{"ESKV_TEST_FLAGS_ON": "yes"}, wantErr: `"ESKV_TEST_FLAGS_ON": invalid value "yes"`},
 		{name: "ErrArguments", args: []string{"extra"}, wantErr: `unexpected arguments: ["extra"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, v := range []string{"ESKV_TEST_FLAGS_COUNT", "ESKV_TEST_FLAGS_INTERVAL", "ESKV_TEST_FLAGS_ON"} {
+			for _, v := range vars {
 				t.Setenv(v, tc.env[v])
 			}
-			f, n, d, b := newFlags()
+			f, n, d, b, id, arg := newFlags()
 			err := f.Parse(tc.args)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -55,17 +63,50 @@ func TestFlags(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || *n != tc.n || *d != tc.d || *b != tc.b {
-				t.Fatalf("Parse: %v; got %d %v %v, want %d %v %v", err, *n, *d, *b, tc.n, tc.d, tc.b)
+			if err != nil || *n != tc.n || *d != tc.d || *b != tc.b || *id != tc.id || *arg != tc.arg {
+				t.Fatalf("Parse: %v; got %d %v %v %q %q, want %d %v %v %q %q", err, *n, *d, *b, *id, *arg, tc.n, tc.d, tc.b, tc.id, tc.arg)
 			}
 		})
 	}
 }
 
+// TestFlagsVariables: every setting's variable is named after its flag
+// by ff's rule, in its scope, but where renamed; an argument has none.
+func TestFlagsVariables(t *testing.T) {
+	f := NewFlags("t", io.Discard)
+	f.Int("max-list-bytes", 1, "")
+	f.Scope("ESKV_PROJECTOR").String("addr-file", "", "")
+	f.String("instance-id", "", "")
+	f.Rename("instance-id", "ESKV_WRITER_ID")
+	f.Arguments().String("into", "", "")
+	if err := f.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"max-list-bytes": "ESKV_MAX_LIST_BYTES", "addr-file": "ESKV_PROJECTOR_ADDR_FILE", "instance-id": "ESKV_WRITER_ID"}
+	if got := f.Variables(); !maps.Equal(got, want) {
+		t.Fatalf("Variables: %v, want %v", got, want)
+	}
+	if u := f.Lookup("addr-file").Usage; u != " (ESKV_PROJECTOR_ADDR_FILE)" {
+		t.Fatalf("usage of -addr-file: %q", u)
+	}
+}
+
+// TestFlagsRenameRefusesTheRulesName: Rename is for the exceptions.
+func TestFlagsRenameRefusesTheRulesName(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Rename(\"topic\", \"ESKV_TOPIC\") did not panic")
+		}
+	}()
+	f := NewFlags("t", io.Discard)
+	f.String("topic", "", "")
+	f.Rename("topic", "ESKV_TOPIC")
+	_ = f.Parse(nil)
+}
+
 func TestFlagsCheck(t *testing.T) {
 	f := NewFlags("t", io.Discard)
 	f.Int("partitions", 0, "partition count")
-	f.Env("partitions", "ESKV_PARTITIONS")
 	f.Int("batch", 5, "batch size")
 	if err := f.Parse([]string{"-partitions", "0"}); err != nil {
 		t.Fatal(err)

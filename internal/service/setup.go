@@ -36,22 +36,15 @@ type Kafka struct {
 // settings on f.
 func (k *Kafka) Bind(f *Flags) {
 	f.StringVar(&k.Brokers, "brokers", "127.0.0.1:19092", "Kafka seed brokers, comma-separated")
-	f.Env("brokers", "ESKV_BROKERS")
 	f.StringVar(&k.Topic, "topic", changelog.DefaultChangesTopic, "changes topic")
-	f.Env("topic", "ESKV_TOPIC")
 	f.IntVar(&k.Partitions, "partitions", changelog.DefaultPartitions, "partition count of the changes topic; never change it once created")
-	f.Env("partitions", "ESKV_PARTITIONS")
 	s := &k.Security
 	BindTLS(f, "kafka", &s.TLS)
 	f.BoolVar(&s.InsecureDev, "kafka-insecure-dev", false,
 		"allow Kafka settings that are unsafe outside a developer's machine: -kafka-tls-insecure-skip-verify, SASL PLAIN without TLS")
-	f.Env("kafka-insecure-dev", "ESKV_KAFKA_INSECURE_DEV")
 	f.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512; empty: no SASL")
-	f.Env("kafka-sasl-mechanism", "ESKV_KAFKA_SASL_MECHANISM")
 	f.StringVar(&s.SASLUsername, "kafka-sasl-username", "", "SASL user name; the password is read from ESKV_KAFKA_SASL_PASSWORD only, or from -kafka-sasl-password-file")
-	f.Env("kafka-sasl-username", "ESKV_KAFKA_SASL_USERNAME")
 	f.StringVar(&s.SASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (a mounted secret), read again at every authentication")
-	f.Env("kafka-sasl-password-file", "ESKV_KAFKA_SASL_PASSWORD_FILE")
 }
 
 // Check checks the connection settings and builds the connection Conn
@@ -75,30 +68,20 @@ func (k *Kafka) Conn() kafkaconf.Conn { return k.conn }
 
 // BindTLS defines -<prefix>-tls, -<prefix>-tls-ca-file,
 // -<prefix>-tls-cert-file, -<prefix>-tls-key-file,
-// -<prefix>-tls-server-name and -<prefix>-tls-insecure-skip-verify on f,
-// each bound to its ESKV_<PREFIX>_TLS… variable.
+// -<prefix>-tls-server-name and -<prefix>-tls-insecure-skip-verify on f
+// (ESKV_<PREFIX>_TLS…, as secure.Variable names them).
 func BindTLS(f *Flags, prefix string, t *secure.TLS) {
-	bind := func(name string) {
-		f.Env(prefix+"-"+name, secure.Variable(prefix+"-"+name))
-	}
 	f.BoolVar(&t.Enabled, prefix+"-tls", false, "connect to "+prefix+" over TLS (implied by any other -"+prefix+"-tls-… setting)")
-	bind("tls")
 	f.StringVar(&t.CAFile, prefix+"-tls-ca-file", "", "PEM file of the CAs that sign the "+prefix+" servers' certificates; empty: the system's roots")
-	bind("tls-ca-file")
 	f.StringVar(&t.CertFile, prefix+"-tls-cert-file", "", "PEM client certificate for mutual TLS, with -"+prefix+"-tls-key-file")
-	bind("tls-cert-file")
 	f.StringVar(&t.KeyFile, prefix+"-tls-key-file", "", "PEM private key of -"+prefix+"-tls-cert-file")
-	bind("tls-key-file")
 	f.StringVar(&t.ServerName, prefix+"-tls-server-name", "", "name expected in the servers' certificates; empty: the host dialled")
-	bind("tls-server-name")
 	f.BoolVar(&t.InsecureSkipVerify, prefix+"-tls-insecure-skip-verify", false, "accept any server certificate; refused without -"+prefix+"-insecure-dev")
-	bind("tls-insecure-skip-verify")
 }
 
 // BindConflicts defines -conflicts-topic on f.
 func (k *Kafka) BindConflicts(f *Flags) {
 	f.StringVar(&k.Conflicts, "conflicts-topic", changelog.DefaultConflictsTopic, "conflicts topic")
-	f.Env("conflicts-topic", "ESKV_CONFLICTS_TOPIC")
 }
 
 // BrokerList returns the seed brokers.
@@ -117,7 +100,6 @@ type Postgres struct {
 // Bind defines -postgres-url on f.
 func (p *Postgres) Bind(f *Flags) {
 	f.StringVar(&p.URL, "postgres-url", "postgres://postgres@127.0.0.1:5432/eskv?sslmode=disable", "Postgres URL of the projection")
-	f.Env("postgres-url", "ESKV_POSTGRES_URL")
 }
 
 // Open connects to the database.

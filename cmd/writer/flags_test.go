@@ -1,0 +1,79 @@
+package main
+
+import (
+	"io"
+	"testing"
+
+	"github.com/eskv/eskv/internal/service"
+	"github.com/eskv/eskv/internal/service/servicetest"
+)
+
+// TestVariables: every setting of the writer reads the variable the
+// documentation, the charts and scripts/run-local.sh name.
+func TestVariables(t *testing.T) {
+	servicetest.Variables(t, func() *service.Flags { return new(config).flags(io.Discard) }, map[string]string{
+		"addr-file":                        "ESKV_ADDR_FILE",
+		"advertise-url":                    "ESKV_ADVERTISE_URL",
+		"brokers":                          "ESKV_BROKERS",
+		"conflicts-topic":                  "ESKV_CONFLICTS_TOPIC",
+		"create-topics":                    "ESKV_CREATE_TOPICS",
+		"dev-token":                        "ESKV_DEV_TOKEN",
+		"http-addr":                        "ESKV_HTTP_ADDR",
+		"http-idle-timeout":                "ESKV_HTTP_IDLE_TIMEOUT",
+		"http-max-connections":             "ESKV_HTTP_MAX_CONNECTIONS",
+		"http-max-connections-per-address": "ESKV_HTTP_MAX_CONNECTIONS_PER_ADDRESS",
+		"http-max-header-bytes":            "ESKV_HTTP_MAX_HEADER_BYTES",
+		"http-read-header-timeout":         "ESKV_HTTP_READ_HEADER_TIMEOUT",
+		"http-read-timeout":                "ESKV_HTTP_READ_TIMEOUT",
+		"http-write-timeout":               "ESKV_HTTP_WRITE_TIMEOUT",
+		"instance-id":                      "ESKV_WRITER_ID",
+		"kafka-insecure-dev":               "ESKV_KAFKA_INSECURE_DEV",
+		"kafka-sasl-mechanism":             "ESKV_KAFKA_SASL_MECHANISM",
+		"kafka-sasl-password-file":         "ESKV_KAFKA_SASL_PASSWORD_FILE",
+		"kafka-sasl-username":              "ESKV_KAFKA_SASL_USERNAME",
+		"kafka-tls":                        "ESKV_KAFKA_TLS",
+		"kafka-tls-ca-file":                "ESKV_KAFKA_TLS_CA_FILE",
+		"kafka-tls-cert-file":              "ESKV_KAFKA_TLS_CERT_FILE",
+		"kafka-tls-insecure-skip-verify":   "ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY",
+		"kafka-tls-key-file":               "ESKV_KAFKA_TLS_KEY_FILE",
+		"kafka-tls-server-name":            "ESKV_KAFKA_TLS_SERVER_NAME",
+		"log-flush":                        "ESKV_LOG_FLUSH",
+		"log-level":                        "ESKV_LOG_LEVEL",
+		"max-body-bytes":                   "ESKV_MAX_BODY_BYTES",
+		"max-body-bytes-per-principal":     "ESKV_MAX_BODY_BYTES_PER_PRINCIPAL",
+		"max-concurrent-lists":             "ESKV_MAX_CONCURRENT_LISTS",
+		"max-list-bytes":                   "ESKV_MAX_LIST_BYTES",
+		"max-list-wait":                    "ESKV_MAX_LIST_WAIT",
+		"max-lists-per-principal":          "ESKV_MAX_LISTS_PER_PRINCIPAL",
+		"max-overlay":                      "ESKV_MAX_OVERLAY",
+		"max-value-bytes":                  "ESKV_MAX_VALUE_BYTES",
+		"max-watches":                      "ESKV_MAX_WATCHES",
+		"max-watches-per-principal":        "ESKV_MAX_WATCHES_PER_PRINCIPAL",
+		"metrics-addr":                     "ESKV_METRICS_ADDR",
+		"metrics-token":                    "ESKV_METRICS_TOKEN",
+		"partitions":                       "ESKV_PARTITIONS",
+		"peer-secret":                      "ESKV_PEER_SECRET",
+		"peer-secret-file":                 "ESKV_PEER_SECRET_FILE",
+		"postgres-url":                     "ESKV_POSTGRES_URL",
+		"pprof-addr":                       "ESKV_PPROF_ADDR",
+		"queue-dedup-window":               "ESKV_QUEUE_DEDUP_WINDOW",
+		"read-lease":                       "ESKV_READ_LEASE",
+		"request-id-age":                   "ESKV_REQUEST_ID_AGE",
+		"request-id-window":                "ESKV_REQUEST_ID_WINDOW",
+		"request-timeout":                  "ESKV_REQUEST_TIMEOUT",
+		"round-gather":                     "ESKV_ROUND_GATHER",
+		"state-cache-bytes":                "ESKV_STATE_CACHE_BYTES",
+		"sweep-interval":                   "ESKV_SWEEP_INTERVAL",
+		"tokens-file":                      "ESKV_TOKENS_FILE",
+		"tokens-poll":                      "ESKV_TOKENS_POLL",
+		"topic":                            "ESKV_TOPIC",
+		"ui-key-file":                      "ESKV_UI_KEY_FILE",
+		"ui-session-ttl":                   "ESKV_UI_SESSION_TTL",
+		"watch-buffer":                     "ESKV_WATCH_BUFFER",
+		"watch-buffer-bytes":               "ESKV_WATCH_BUFFER_BYTES",
+		"watch-fetch-wait":                 "ESKV_WATCH_FETCH_WAIT",
+		"watch-heartbeat":                  "ESKV_WATCH_HEARTBEAT",
+		"watch-memory-bytes":               "ESKV_WATCH_MEMORY_BYTES",
+		"watch-stall-timeout":              "ESKV_WATCH_STALL_TIMEOUT",
+	})
+}
