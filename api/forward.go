@@ -35,8 +35,8 @@ import (
 // that came back (writer.FromSelf) answers forward_loop. A proof that
 // does not verify proves nothing: the request is a client's
 // (writer.FromClient). The server takes the header off every request
-// before routing it (ServeHTTP), so no handler ever reads what a client
-// wrote there; the proofs it could not verify are carried on, unread,
+// before any handler runs (Server.serve), so no handler ever reads what
+// a client wrote there; the proofs it could not verify are carried on, unread,
 // when the request is forwarded, so that their own writer recognizes them
 // if the request comes back (without a shared secret, that is how a
 // request bounced between two writers stops after one round).

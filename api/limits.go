@@ -107,12 +107,12 @@ func (s *Server) takeList(c echo.Context) (func(), error) {
 }
 
 // chargeBody takes n bytes of request bodies for c's request, released
-// when its answer is written (ServeHTTP). A refused request is answered
+// when its answer is written (Server.serve). A refused request is answered
 // without reading the rest of its body.
 func chargeBody(c echo.Context, n int) error {
 	rc, ok := c.(*reqContext)
 	if !ok || rc.bodies == nil {
-		return nil // a context made outside ServeHTTP: nothing releases it
+		return nil // a context made outside Server.serve: nothing releases it
 	}
 	if rc.charged == 0 {
 		rc.chargedTo = holderOf(c)

@@ -39,7 +39,7 @@ func methodLabel(m string) string {
 // status and op (opLabel: the verb of a key op). routes are the
 // registered route paths (c.Path()); any other path (no route matched) is
 // labelled otherLabel. routes must be complete before the first request.
-// Server.ServeHTTP calls observe after the request's answer, error
+// Server.serve calls observe after the request's answer, error
 // answers included.
 type requestMetrics struct {
 	routes map[string]bool

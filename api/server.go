@@ -188,7 +188,7 @@ type Server struct {
 	conflicts *conflictCounter
 	// metrics observes every request (nil without Config.Registerer).
 	metrics *requestMetrics
-	// contexts holds the reqContexts of ServeHTTP for reuse.
+	// contexts holds the reqContexts of serve for reuse.
 	contexts sync.Pool
 }
 
@@ -244,6 +244,7 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 	}
+	e.Use(s.serve)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
@@ -277,52 +278,53 @@ func (s *Server) v1(h echo.HandlerFunc) echo.HandlerFunc {
 	return s.authenticate(s.countConflicts(h))
 }
 
-// Handler returns the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s }
+// Handler returns the server's http.Handler: its echo.
+func (s *Server) Handler() http.Handler { return s.echo }
 
-// ServeHTTP serves a request as echo's own ServeHTTP does (find the
-// route, run its handler, answer its error through the error handler),
-// with what were the server's global middlewares inline: the request
-// metrics around the request and its error answer, and logCauses. As
-// echo middlewares they were applied again on every request (two
-// closures allocated per request and two more layers of calls); they run
-// for every request, whether a route matched it or not, as before. So
-// echo's global middlewares (e.Use, e.Pre) and host routers are not
-// applied here: the server has none, and a new one belongs inline here.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	e := s.echo
-	ec := e.AcquireContext()
-	ec.Reset(r, w)
-	e.Router().Find(r.Method, echo.GetPath(r), ec)
-	release := s.withDeadline(ec)
-	c := s.contexts.Get().(*reqContext)
-	c.Context, c.bodies = ec, s.limits.bodies
-	// Forwarding proofs are read here, and the header removed, before
-	// any handler: what a client wrote there reaches nothing.
-	if vs, ok := r.Header[ForwardedHeader]; ok {
-		delete(r.Header, ForwardedHeader)
-		c.from, c.carry = s.fwd.verify(vs, r.Method, r.URL.RequestURI(), s.now())
-	}
-	var start time.Time
-	if s.metrics != nil {
-		start = time.Now()
-	}
-	if err := ec.Handler()(c); err != nil {
-		if answer := pastDeadline(ec.Request(), err); answer != err {
-			s.log.Warn("request deadline passed", "method", r.Method, "path", r.URL.Path, "err", err)
-			err = answer
+// ServeHTTP serves a request through the server's echo.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// serve is the server's one global middleware (e.Use), run for every
+// request once echo routed it, whether a route matched or not: it bounds
+// the request by its deadline, hands the handler a pooled reqContext
+// (the principal, the body's charge, the forwarding proofs) instead of
+// echo's map, answers the handler's error itself (so that the metrics
+// see the answer's status) and observes the request. Its parts are
+// inline, one layer: echo composes its middlewares anew on every
+// request, a closure allocated per layer.
+func (s *Server) serve(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(ec echo.Context) error {
+		r := ec.Request()
+		release := s.withDeadline(ec)
+		c := s.contexts.Get().(*reqContext)
+		c.Context, c.bodies = ec, s.limits.bodies
+		// Forwarding proofs are read here, and the header removed,
+		// before any handler: what a client wrote there reaches nothing.
+		if vs, ok := r.Header[ForwardedHeader]; ok {
+			delete(r.Header, ForwardedHeader)
+			c.from, c.carry = s.fwd.verify(vs, r.Method, r.URL.RequestURI(), s.now())
 		}
-		s.logCause(c, err)
-		e.HTTPErrorHandler(err, c)
+		var start time.Time
+		if s.metrics != nil {
+			start = time.Now()
+		}
+		if err := next(c); err != nil {
+			if answer := pastDeadline(ec.Request(), err); answer != err {
+				s.log.Warn("request deadline passed", "method", r.Method, "path", r.URL.Path, "err", err)
+				err = answer
+			}
+			s.logCause(c, err)
+			s.echo.HTTPErrorHandler(err, c)
+		}
+		release()
+		c.releaseBody()
+		if s.metrics != nil {
+			s.metrics.observe(c, start)
+		}
+		*c = reqContext{}
+		s.contexts.Put(c)
+		return nil
 	}
-	release()
-	c.releaseBody()
-	if s.metrics != nil {
-		s.metrics.observe(c, start)
-	}
-	*c = reqContext{}
-	s.contexts.Put(c)
-	e.ReleaseContext(ec)
 }
 
 // ReadyTimeout bounds Config.Ready's check, so that /readyz answers
@@ -364,10 +366,10 @@ func (s *Server) logCause(c echo.Context, err error) {
 }
 
 // principalKey holds the principal in a context that is not a
-// reqContext (one made outside ServeHTTP).
+// reqContext (one made outside serve).
 const principalKey = "principal"
 
-// reqContext is the echo.Context of a request served by ServeHTTP, with
+// reqContext is the echo.Context of a request served by serve, with
 // the principal its credentials named (authenticate, the status page's
 // session). echo's own store (Set, Get) makes a map per request and
 // takes a lock at each access; a request reads its principal several
@@ -387,7 +389,7 @@ type reqContext struct {
 }
 
 // originOf is who sent the request and the forwarding proofs to carry
-// on (writer.FromClient and none outside ServeHTTP).
+// on (writer.FromClient and none outside serve).
 func originOf(c echo.Context) (writer.Origin, string) {
 	if rc, ok := c.(*reqContext); ok {
 		return rc.from, rc.carry
