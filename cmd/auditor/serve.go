@@ -34,7 +34,7 @@ func serveFlags(f *service.Flags) *serveConfig {
 	f.DurationVar(&a.Window, "alert-window", audit.DefaultAlertWindow,
 		"conflict-rate alert window, whole minutes: the rate must be above the threshold in every minute of it; 0 disables alerts")
 	f.Float64Var(&a.Threshold, "alert-threshold", audit.DefaultAlertThreshold, "conflict rate above which a window alerts")
-	f.IntVar(&s.minAttempts, "alert-min-attempts", audit.DefaultAlertMinAttempts, "attempts (writes plus conflicts) a window needs before it can alert")
+	f.IntVar(&s.minAttempts, "alert-min-attempts", audit.DefaultAlertMinAttempts, "attempts (writes plus conflicts) a window needs before it can alert (0: no minimum)")
 	f.DurationVar(&a.Interval, "alert-interval", audit.DefaultAlertInterval, "time between alert evaluations")
 	f.DurationVar(&s.cfg.VerifyInterval, "verify-interval", 0,
 		"verify the whole trail against kv.changes this often (eskv_auditor_verify_* metrics; each run reads all of kv.changes and every row); 0 disables it")
@@ -56,7 +56,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	if err := errors.Join(f.Check(s.minAttempts >= 0, "alert-min-attempts", "must not be negative"), s.limits.Check(f)); err != nil {
+	// audit.Config takes 0 for its default: a 0 here is refused, never
+	// silently the default.
+	if err := errors.Join(f.Positive("max-batch"), f.Check(s.cfg.Linger > 0, "linger", "must be a positive duration"),
+		f.Check(s.cfg.Alerts.Interval > 0, "alert-interval", "must be a positive duration"),
+		f.Check(s.minAttempts >= 0, "alert-min-attempts", "must not be negative"), s.limits.Check(f)); err != nil {
 		return err
 	}
 	log := service.Logger(stderr, *c.logLevel, "auditor")

@@ -3,9 +3,11 @@ package main
 import (
 	"io"
 	"testing"
+	"time"
 
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/internal/service/servicetest"
+	"github.com/eskv/eskv/projector"
 )
 
 // TestVariables: every setting of projector serve reads the variable the
@@ -45,4 +47,29 @@ func TestVariables(t *testing.T) {
 		"pprof-addr":                       "ESKV_PPROF_ADDR",
 		"topic":                            "ESKV_TOPIC",
 	})
+}
+
+// TestPaceZeroIsOff: -pace 0 (ESKV_PROJECTOR_PACE=0) means no pacing,
+// and projector.Config gets it as off (negative), not as its own default
+// (0); unset, Config gets the default pace.
+func TestPaceZeroIsOff(t *testing.T) {
+	pace := func(args []string) time.Duration {
+		t.Helper()
+		s := new(serveConfig)
+		if err := s.parse(s.flags(io.Discard), args); err != nil {
+			t.Fatal(err)
+		}
+		return s.projectorConfig().Pace
+	}
+	t.Setenv("ESKV_PROJECTOR_PACE", "")
+	if p := pace(nil); p != projector.DefaultPace {
+		t.Fatalf("unset: Config's pace %v, want %v", p, projector.DefaultPace)
+	}
+	if p := pace([]string{"-pace=0"}); p >= 0 {
+		t.Fatalf("-pace=0: Config's pace %v, want negative (off)", p)
+	}
+	t.Setenv("ESKV_PROJECTOR_PACE", "0")
+	if p := pace(nil); p >= 0 {
+		t.Fatalf("ESKV_PROJECTOR_PACE=0: Config's pace %v, want negative (off)", p)
+	}
 }

@@ -32,7 +32,8 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	if err := checkFormat(); err != nil {
+	// projector.RebuildConfig takes 0 for its default: refused here.
+	if err := errors.Join(checkFormat(), fs.Positive("batch")); err != nil {
 		return err
 	}
 	if into == "" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,16 +82,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	defer pool.Close()
 	store := projection.New(pool)
 	store.SetHistoryFormat(s.format)
-	p, err := projector.New(projector.Config{
-		Brokers:       s.kafka.BrokerList(),
-		Kafka:         s.kafka.Conn(),
-		Topic:         s.kafka.Topic,
-		Partitions:    int32(s.kafka.Partitions),
-		CheckInterval: s.every,
-		Pace:          cmp.Or(s.pace, -1), // 0 on the command line: no pacing
-		InstanceID:    s.instanceID,
-		Retention:     *s.keep, RetentionInterval: *s.retainEvery,
-	}, store, log, reg)
+	p, err := projector.New(s.projectorConfig(), store, log, reg)
 	if err != nil {
 		return err
 	}
@@ -118,6 +108,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
+}
+
+// projectorConfig is the projector's configuration from the settings:
+// -pace's 0 (no pacing) reaches projector.Config through service.Off.
+func (s *serveConfig) projectorConfig() projector.Config {
+	return projector.Config{
+		Brokers:       s.kafka.BrokerList(),
+		Kafka:         s.kafka.Conn(),
+		Topic:         s.kafka.Topic,
+		Partitions:    int32(s.kafka.Partitions),
+		CheckInterval: s.every,
+		Pace:          service.Off(s.pace),
+		InstanceID:    s.instanceID,
+		Retention:     *s.keep, RetentionInterval: *s.retainEvery,
+	}
 }
 
 // historyRetention defines -history-retention and its interval on f; the

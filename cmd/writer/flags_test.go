@@ -6,6 +6,7 @@ import (
 
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/internal/service/servicetest"
+	"github.com/eskv/eskv/writer"
 )
 
 // TestVariables: every setting of the writer reads the variable the
@@ -76,4 +77,36 @@ func TestVariables(t *testing.T) {
 		"watch-memory-bytes":               "ESKV_WATCH_MEMORY_BYTES",
 		"watch-stall-timeout":              "ESKV_WATCH_STALL_TIMEOUT",
 	})
+}
+
+// TestZeroIsOff: a setting whose 0 turns its feature off means the same
+// on the command line and in the environment, and writer.Config gets it
+// as off (negative), not as its own default (0); unset, Config gets the
+// setting's default.
+func TestZeroIsOff(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		get  func(writer.Config) int64
+	}{
+		{"read-lease", func(c writer.Config) int64 { return int64(c.ReadLease) }},
+		{"request-id-age", func(c writer.Config) int64 { return int64(c.RequestIDAge) }},
+		{"round-gather", func(c writer.Config) int64 { return int64(c.RoundGather) }},
+		{"state-cache-bytes", func(c writer.Config) int64 { return c.StateCacheBytes }},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			variable := service.Variable(service.Prefix, tc.flag)
+			t.Setenv(variable, "")
+			c, err := parse(nil, io.Discard)
+			if err != nil || tc.get(c.writerConfig()) <= 0 {
+				t.Fatalf("unset: %v, Config's %d, want the setting's positive default", err, tc.get(c.writerConfig()))
+			}
+			if c, err = parse([]string{"-" + tc.flag + "=0"}, io.Discard); err != nil || tc.get(c.writerConfig()) >= 0 {
+				t.Fatalf("-%s=0: %v, Config's %d, want negative (off)", tc.flag, err, tc.get(c.writerConfig()))
+			}
+			t.Setenv(variable, "0")
+			if c, err = parse(nil, io.Discard); err != nil || tc.get(c.writerConfig()) >= 0 {
+				t.Fatalf("%s=0: %v, Config's %d, want negative (off)", variable, err, tc.get(c.writerConfig()))
+			}
+		})
+	}
 }

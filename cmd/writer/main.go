@@ -4,7 +4,7 @@ package main
 
 import (
 	"bytes"
-	"cmp"
+
 	"context"
 	"errors"
 	"fmt"
@@ -404,7 +404,9 @@ func (c *config) peerSecretBytes(log *slog.Logger) ([]byte, error) {
 	return b, nil
 }
 
-// writerConfig is the writer's configuration from the settings.
+// writerConfig is the writer's configuration from the settings: a
+// setting whose 0 turns its feature off reaches writer.Config through
+// service.Off (a Config's 0 is its default).
 func (c *config) writerConfig() writer.Config {
 	return writer.Config{
 		Brokers:          c.kafka.BrokerList(),
@@ -416,13 +418,13 @@ func (c *config) writerConfig() writer.Config {
 		Source:           "eskv-writer/" + c.instanceID,
 		SweepInterval:    c.sweepInterval,
 		MaxOverlay:       c.maxOverlay,
-		StateCacheBytes:  cmp.Or(c.stateCacheBytes, -1), // 0 disables: Config's is negative
+		StateCacheBytes:  service.Off(c.stateCacheBytes),
 		RequestIDWindow:  c.requestWindow,
-		RequestIDAge:     cmp.Or(c.requestAge, -1), // 0 on the command line: versions only
+		RequestIDAge:     service.Off(c.requestAge),
 		MaxListWait:      c.maxListWait,
-		RoundGather:      cmp.Or(c.roundGather, -1), // 0 on the command line: no wait
+		RoundGather:      service.Off(c.roundGather),
 		QueueDedupWindow: c.queueDedupWindow,
-		ReadLease:        cmp.Or(c.readLease, -1), // 0 on the command line: no leases
+		ReadLease:        service.Off(c.readLease),
 	}
 }
 

@@ -174,6 +174,19 @@ func (v valueOf) Set(s string) error {
 	return nil
 }
 
+// Off is a setting's value v as a library's Config takes it. In a
+// setting, 0 is never a silent default: it turns the feature off (the
+// usage says so: "0 disables …"), stands for a default the usage names,
+// or is refused by a check naming the variable. A Config's 0 is its
+// default and a negative value turns the feature off (Go's useful zero
+// value), so a setting whose 0 means off reaches it through Off.
+func Off[T ~int | ~int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
 // Check returns nil when ok, else an error naming the flag (and its
 // variable), its value and what is wrong with it. Join several with
 // errors.Join.
