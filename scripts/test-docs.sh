@@ -30,6 +30,7 @@
 #                         writing docs); nothing is stopped or cleaned
 #   ESKV_TEST_READY_WAIT  seconds to wait for the stack [300]
 #   ESKV_TEST_PAGE_WAIT   seconds one page may take [300]
+#   ESKV_TEST_DOCS_VERBOSE  1: print what every page's commands printed
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -215,6 +216,7 @@ run_page() {
 		rm -f "$out" "$out.sh"
 		return 1
 	fi
+	[[ ${ESKV_TEST_DOCS_VERBOSE:-} == 1 ]] && sed "s#^#$page: #" "$out" >&2
 	rm -f "$out" "$out.sh"
 	log "$page: $(script "$page" | grep -c '^_at=') blocks ran ($((SECONDS - t0))s)"
 }
