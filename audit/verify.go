@@ -271,7 +271,7 @@ func (vf *verification) readEvents(ctx context.Context) (map[string]map[int64]lo
 	starts, ends := vf.starts[topic], vf.ends[topic]
 	evs := map[string]map[int64]located[contract.Event]{}
 	for p := range ends {
-		err := changelog.ReadCommitted(ctx, vf.cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, vf.cl, changelog.Range{Topic: topic, Partition: p, From: starts[p], End: ends[p]}, func(r *kgo.Record) error {
 			if !vf.cfg.Scope.Match(contract.EventKeyOf(r.Key)) {
 				return nil
 			}
@@ -576,7 +576,7 @@ func (vf *verification) verifyConflicts(ctx context.Context) error {
 	}
 	for p, end := range ends[cfg.Topics.Conflicts] {
 		upTo := min(end, committed[cfg.Topics.Conflicts][p])
-		err := changelog.ReadCommitted(ctx, cl, cfg.Topics.Conflicts, p, starts[cfg.Topics.Conflicts][p], upTo, func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: cfg.Topics.Conflicts, Partition: p, From: starts[cfg.Topics.Conflicts][p], End: upTo}, func(r *kgo.Record) error {
 			if !cfg.Scope.Match(string(r.Key)) {
 				return nil
 			}
