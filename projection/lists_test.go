@@ -194,7 +194,7 @@ func TestCompareLists(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "kv.lists", 10)
+			d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: "kv.lists", Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
