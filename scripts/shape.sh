@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# shape.sh (make shape): the code-shape figures of issue P1, for the product
-# module and the tools/ module: repeated code (the workplace's `duplicates`
-# command, when it is on PATH), non-test functions over 80 lines, packages
-# without a doc comment, the share of non-test lines under cmd/, and
-# whether `go mod tidy` would change either go.mod.
+# shape.sh (make shape): the code-shape figures of issue P1, for each module
+# (the product, contract/, client/, tools/): repeated code (the workplace's
+# `duplicates` command, when it is on PATH), non-test functions over 80
+# lines, packages without a doc comment, the share of non-test lines under
+# cmd/, and whether `go mod tidy` would change a go.mod.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
@@ -19,7 +19,7 @@ if command -v duplicates >/dev/null; then
 else
 	echo "duplicates: not on PATH (a workplace tool); skipped"
 fi
-for m in . contract tools; do
+for m in . contract client tools; do
 	echo "== module $m"
 	(cd tools && go run ./shape -root "../$m")
 	if (cd "$m" && go mod tidy -diff >/dev/null 2>&1); then

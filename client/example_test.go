@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -22,7 +22,7 @@ func ExampleClient_Put() {
 	res, err := c.Put(ctx, client.PutRequest{
 		Key:             "tenant/acme/project/demo/checkpoint",
 		Value:           json.RawMessage(`{"cursor":42}`),
-		ExpectedVersion: new(int64(0)), // create only if absent
+		ExpectedVersion: new(int64), // 0: create only if absent
 		Semantics:       contract.Semantics{Purpose: "checkpoint", Producer: "example"},
 		RequestID:       "example-1", // safe to retry
 	})
@@ -58,7 +58,7 @@ func ExampleClient_Increment_rateLimit() {
 	_, err := c.Increment(context.Background(), client.IncrementRequest{
 		Key: "tenant/acme/project/demo/rate-limit/user-42",
 		By:  -1,
-		Min: new(int64(0)),
+		Min: new(int64), // 0
 	})
 	var e *contract.Error
 	switch {

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/eskv/eskv/contract"
 )
 
@@ -107,7 +105,7 @@ func (c *Client) LLen(ctx context.Context, key string) (int64, error) {
 // orNewID is id, or a new requestId when it is empty.
 func orNewID(id string) string {
 	if id == "" {
-		return uuid.Must(uuid.NewV7()).String()
+		return newRequestID()
 	}
 	return id
 }

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/eskv/eskv/contract"
 )
 
@@ -51,7 +49,7 @@ func (c *Client) SRem(ctx context.Context, r SetRequest) (SetChange, error) {
 func (c *Client) setCall(ctx context.Context, op contract.Op, r SetRequest) (SetChange, error) {
 	b := contract.MemberBody{Member: r.Member, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID}
 	if b.RequestID == "" {
-		b.RequestID = uuid.Must(uuid.NewV7()).String()
+		b.RequestID = newRequestID()
 	}
 	if r.TTL != 0 {
 		ttl, err := ttlSeconds(r.TTL)
