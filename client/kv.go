@@ -42,6 +42,7 @@ func (c *Client) Get(ctx context.Context, key string) (contract.Entry, error) {
 
 // PutRequest is one write of a key.
 type PutRequest struct {
+	// Key is the entry's key: tenant/<t>/project/<p>/...
 	Key string
 	// Value is the JSON value to store; nil stores JSON null.
 	Value json.RawMessage

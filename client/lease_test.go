@@ -24,7 +24,8 @@ import (
 // fakeLocks is an http.RoundTripper that answers the lock and leader
 // verbs from memory on synctest's fake clock, so a lease's timing is
 // tested over many TTLs in no time. The real server's rules are tested
-// in writer/; TestKeepLockStack runs a lease against it.
+// in writer/; clienttest's TestKeepLockStack, in eskv's module, runs a
+// lease against it.
 type fakeLocks struct {
 	mu    sync.Mutex
 	down  bool // answer 503 partition_unavailable

@@ -17,14 +17,18 @@ import (
 
 // PushRequest pushes Value onto the list at Key.
 type PushRequest struct {
-	Key   string
+	// Key is the list's key.
+	Key string
+	// Value is the JSON value pushed.
 	Value json.RawMessage
 	// ExpectedVersion, when set, is the version the list must have (0:
 	// must not exist).
 	ExpectedVersion *int64
 	// TTL expires the whole list this long after the write; 0 keeps its
 	// expiry.
-	TTL       time.Duration
+	TTL time.Duration
+	// RequestID makes the push idempotent; when empty the client gives
+	// it one, so a retry after a lost answer never pushes twice.
 	RequestID string
 }
 

@@ -199,6 +199,7 @@ const (
 	ClassConflict
 )
 
+// String names the class: fatal, transient or conflict.
 func (c Class) String() string {
 	switch c {
 	case ClassTransient:
@@ -253,14 +254,16 @@ var unexpectedTransient = map[int]bool{
 // contract.ErrorCode and errors.As reach its *contract.Error or
 // *NetworkError; Attempts counts the tries, the first included.
 type EscalationError struct {
-	Attempts int
-	Err      error
+	Attempts int   // the tries made, the first included
+	Err      error // the last try's error
 }
 
+// Error says how many tries were made, and the last one's error.
 func (e *EscalationError) Error() string {
 	return fmt.Sprintf("gave up after %d attempts: %v", e.Attempts, e.Err)
 }
 
+// Unwrap returns the last try's error.
 func (e *EscalationError) Unwrap() error { return e.Err }
 
 // retrying calls try until it succeeds, fails with an error retriable

@@ -16,7 +16,9 @@ import (
 
 // SetRequest adds or removes one member of the set at Key.
 type SetRequest struct {
-	Key    string
+	// Key is the set's key.
+	Key string
+	// Member is the member added or removed.
 	Member string
 	// ExpectedVersion, when set, is the version the set must have (0:
 	// must not exist).

@@ -40,7 +40,8 @@ type UpdateOptions struct {
 	// the key's current entry was written by an attempt of the same
 	// RequestID, Update answers it with Replayed set and writes nothing.
 	RequestID string
-	SpecRef   string
+	// SpecRef references the spec or decision record the write follows.
+	SpecRef string
 }
 
 // UpdateResult is the answer of an Update.
