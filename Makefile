@@ -76,8 +76,9 @@ clean:
 	bash scripts/clean-local.sh
 	rm -rf bin
 
-# Code-shape figures (issue P1): duplicates, long functions, undocumented
-# packages, cmd/'s share of the lines, go mod tidy in both modules.
+# Code-shape figures: duplicates, the core (writer/, parameter lists, the
+# contract's exports, JSON scanners, doc lengths), long functions, undocumented
+# packages, cmd/'s share of the lines, go mod tidy in every module.
 shape:
 	bash scripts/shape.sh
 

@@ -29,7 +29,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, stdio{os.Stdin, os.Stdout, os.Stderr})
 	stop()
 	os.Exit(code)
 }
@@ -86,8 +86,15 @@ type app struct {
 	expected     string        // field cas: the EXPECTED value, as JSON
 }
 
+// stdio is a process's standard input, output and error.
+type stdio struct {
+	in          io.Reader
+	out, errOut io.Writer
+}
+
 // run executes kvctl with args and returns its exit code.
-func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, std stdio) int {
+	stdin, stdout, stderr := std.in, std.out, std.errOut
 	a := &app{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, cmdPath: "kvctl"}
 	root := a.rootCommand()
 	root.SetArgs(negativeIndexes(args))

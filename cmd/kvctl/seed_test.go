@@ -159,7 +159,7 @@ func TestDecMinConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range 5 {
 				var stdout, stderr bytes.Buffer
-				codes <- run(t.Context(), []string{"dec", "quota", "--min", "0", "-q"}, func(k string) string { return env[k] }, strings.NewReader(""), &stdout, &stderr)
+				codes <- run(t.Context(), []string{"dec", "quota", "--min", "0", "-q"}, func(k string) string { return env[k] }, stdio{strings.NewReader(""), &stdout, &stderr})
 			}
 		})
 	}
