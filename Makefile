@@ -8,10 +8,11 @@ SHELL := bash
 run:
 	bash scripts/run-local.sh
 
-# contract/ (the vocabulary server and clients share) and tools/
+# contract/ (the vocabulary server and clients share), client/ (the Go
+# client, which users import without the server's dependencies) and tools/
 # (eskvbench, eskvchaos) are modules of their own: every target that checks
 # the product checks them too.
-MODULES := contract tools
+MODULES := contract client tools
 
 test:
 	bash scripts/test-services.sh

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"

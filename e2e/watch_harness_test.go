@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )

@@ -4,9 +4,9 @@
 // read-modify-write by a command (update), locks (lock, including lock
 // run), leader election (leader) and transactions of several keys of one
 // project (transaction), through
-// the HTTP API (api/client). Data goes to stdout in the --format asked
-// for, messages and errors to stderr; the exit code says what happened
-// (see docs/kvctl.md).
+// the HTTP API (module github.com/eskv/eskv/client). Data goes to stdout
+// in the --format asked for, messages and errors to stderr; the exit code
+// says what happened (see docs/kvctl.md).
 package main
 
 import (
@@ -24,7 +24,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 )
 
 func main() {
