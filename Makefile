@@ -3,15 +3,16 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit test-scripts fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test test-unit test-scripts test-docs fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
 
-# contract/ (the vocabulary server and clients share) and tools/
+# contract/ (the vocabulary server and clients share), client/ (the Go
+# client, which users import without the server's dependencies) and tools/
 # (eskvbench, eskvchaos) are modules of their own: every target that checks
 # the product checks them too.
-MODULES := contract tools
+MODULES := contract client tools
 
 test:
 	bash scripts/test-services.sh
@@ -25,9 +26,17 @@ test-unit:
 
 # make run / make clean as a user meets them, from temporary clones on free
 # ports: run, Ctrl-C, clean, run again, two clones side by side; 10 SIGTERM
-# and 10 SIGINT stops leave no service running; a killed writer comes back.
+# and 10 SIGINT stops leave no service running; a killed writer comes back;
+# then make test-docs.
 test-scripts:
 	bash scripts/test-local-stack.sh
+	bash scripts/test-docs.sh
+
+# The README and docs/: every relative link resolves, and every block
+# fenced ```sh runs against a stack started as make run starts it
+# (scripts/test-docs.sh; blocks fenced ```text are not run).
+test-docs:
+	bash scripts/test-docs.sh
 
 # Bounded fuzzing of the HTTP handlers (bodies, query strings, paths):
 # no 5xx, no panic, nothing reaches the writer from a rejected request.
@@ -75,8 +84,9 @@ clean:
 	bash scripts/clean-local.sh
 	rm -rf bin
 
-# Code-shape figures (issue P1): duplicates, long functions, undocumented
-# packages, cmd/'s share of the lines, go mod tidy in both modules.
+# Code-shape figures: duplicates, the core (writer/, parameter lists, the
+# contract's exports, JSON scanners, doc lengths), long functions, undocumented
+# packages, cmd/'s share of the lines, go mod tidy in every module.
 shape:
 	bash scripts/shape.sh
 

@@ -1,0 +1,209 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eskv/eskv/contract"
+)
+
+// maxAnswerBytes bounds an answer's body: a full list page (1000 entries
+// of at most 64 KiB each, by default) fits.
+const maxAnswerBytes = 256 << 20
+
+// Client calls one eskv HTTP API with one bearer token. It is safe for
+// concurrent use.
+type Client struct {
+	base      string
+	token     string
+	hc        *http.Client
+	policy    RetryPolicy
+	userAgent string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sends requests through hc (default: a client on
+// http.DefaultTransport without its own timeout; ctx bounds each call).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithRetries sets how many times a retryable request is tried in all
+// (1 disables retries) and the bounds of the exponential wait between
+// tries. A server's Retry-After is honoured even when longer than maxWait.
+func WithRetries(attempts int, minWait, maxWait time.Duration) Option {
+	return func(c *Client) {
+		c.policy.Attempts, c.policy.MinWait, c.policy.MaxWait = max(attempts, 1), minWait, maxWait
+	}
+}
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// New returns a client of the API at baseURL (for example
+// http://127.0.0.1:8080) that authenticates with token. A malformed
+// baseURL makes every call fail.
+func New(baseURL, token string, opts ...Option) *Client {
+	c := &Client{
+		base:      strings.TrimRight(baseURL, "/"),
+		token:     token,
+		hc:        &http.Client{},
+		policy:    DefaultRetryPolicy(),
+		userAgent: "eskv-go-client",
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// BaseURL returns the API's base URL as the client uses it.
+func (c *Client) BaseURL() string { return c.base }
+
+// NetworkError is a request that got no HTTP answer: the server could not
+// be reached, the connection broke, or ctx ended first. Err is the cause
+// (errors.Is(err, context.DeadlineExceeded) works through it). A write
+// that failed this way may or may not have been applied.
+type NetworkError struct {
+	Method string // the request's method
+	URL    string // the request's URL
+	Err    error  // why no answer came
+}
+
+// Error says which request got no answer, and why.
+func (e *NetworkError) Error() string {
+	return fmt.Sprintf("%s %s: %v", e.Method, e.URL, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *NetworkError) Unwrap() error { return e.Err }
+
+// ErrUnexpectedAnswer marks an error answer whose body is not eskv's
+// error JSON (a proxy's page, another service on the URL). The error also
+// holds an *contract.Error: internal, or partition_unavailable for 429,
+// 502, 503 and 504 (transient, see RetryPolicy), so it is never mistaken
+// for an answer about the key.
+var ErrUnexpectedAnswer = errors.New("the answer is not from eskv's API")
+
+// call is one API request.
+type call struct {
+	method string
+	path   string // escaped
+	query  url.Values
+	body   []byte
+	key    string // the key addressed, for Error.Current
+	retry  bool   // safe to repeat
+}
+
+func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error) {
+	u := c.base + cl.path
+	if len(cl.query) > 0 {
+		u += "?" + cl.query.Encode()
+	}
+	var body io.Reader
+	if cl.body != nil {
+		body = bytes.NewReader(cl.body)
+	}
+	resp, err := c.send(ctx, cl.method, u, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return nil, &NetworkError{Method: cl.method, URL: u, Err: fmt.Errorf("read answer: %w", err)}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out != nil {
+			if err := json.Unmarshal(b, out); err != nil {
+				return nil, fmt.Errorf("client: decode answer of %s %s: %w", cl.method, u, err)
+			}
+		}
+		return resp.Header, nil
+	}
+	return resp.Header, answerError(resp, b, cl.key)
+}
+
+// send sends one request with the client's headers (a body is JSON);
+// no answer at all is a *NetworkError.
+func (c *Client) send(ctx context.Context, method, u string, body io.Reader, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: build request for %s: %w", u, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &NetworkError{Method: method, URL: u, Err: err}
+	}
+	return resp, nil
+}
+
+// answerError turns an error answer into an *contract.Error; see
+// ErrUnexpectedAnswer for bodies that are not eskv's.
+func answerError(resp *http.Response, b []byte, key string) error {
+	var body struct {
+		Error *contract.ErrorDetail `json:"error"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
+		e := &contract.Error{Code: contract.EInternal, Message: fmt.Sprintf("unexpected answer %s from %s: %s",
+			resp.Status, resp.Request.URL.Redacted(), snippet(b))}
+		if unexpectedTransient[resp.StatusCode] {
+			e.Code = contract.EUnavailable
+			e.RetryAfterSeconds = headerRetryAfter(resp.Header)
+		}
+		return fmt.Errorf("%w: %w", ErrUnexpectedAnswer, e)
+	}
+	e := body.Error.AsError(key)
+	if e.RetryAfterSeconds == 0 {
+		e.RetryAfterSeconds = headerRetryAfter(resp.Header)
+	}
+	return e
+}
+
+func headerRetryAfter(h http.Header) int {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return n
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if s := int(time.Until(t).Round(time.Second) / time.Second); s > 0 {
+			return s
+		}
+	}
+	return 0
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}

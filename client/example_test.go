@@ -1,0 +1,272 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/eskv/eskv/client"
+	"github.com/eskv/eskv/contract"
+)
+
+// These examples need a running server (make run in eskv's repository), so
+// they are compiled but not run; the package clienttest of eskv's module
+// runs the same calls against an in-process one (TestClient,
+// TestKeepLockStack, TestUpdateConcurrent).
+
+// A program's first calls: one Client, shared; a write that is safe to
+// retry (it carries a RequestID); a read that tells absent from failed.
+func Example() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	_, err := c.Put(ctx, client.PutRequest{
+		Key:       "tenant/acme/project/demo/greeting",
+		Value:     json.RawMessage(`"hello"`),
+		RequestID: "greeting-1", // a retry is answered as a replay
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := c.Get(ctx, "tenant/acme/project/demo/greeting")
+	switch {
+	case contract.ErrorCode(err) == contract.ENotFound:
+		fmt.Println("absent, expired or deleted")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Printf("%s at version %d\n", e.Value, e.Version)
+	}
+}
+
+func ExampleClient_Put() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	ctx := context.Background()
+	res, err := c.Put(ctx, client.PutRequest{
+		Key:             "tenant/acme/project/demo/checkpoint",
+		Value:           json.RawMessage(`{"cursor":42}`),
+		ExpectedVersion: new(int64), // 0: create only if absent
+		Semantics:       contract.Semantics{Purpose: "checkpoint", Producer: "example"},
+		RequestID:       "example-1", // safe to retry
+	})
+	var e *contract.Error
+	switch {
+	case errors.As(err, &e) && e.Code == contract.EConflict && e.Current != nil:
+		fmt.Println("already at version", e.Current.Version)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("created at version", res.Entry.Version)
+	}
+}
+
+func ExampleClient_Get() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	e, err := c.Get(context.Background(), "tenant/acme/project/demo/checkpoint")
+	if contract.ErrorCode(err) == contract.ENotFound {
+		fmt.Println("no checkpoint yet")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("version %d: %s\n", e.Version, e.Value)
+}
+
+// A rate limit: each request takes one unit of a quota, refused once the
+// counter would go below 0. The server decides it in one request, so
+// concurrent callers never overdraw the quota.
+func ExampleClient_Increment_rateLimit() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	_, err := c.Increment(context.Background(), client.IncrementRequest{
+		Key: "tenant/acme/project/demo/rate-limit/user-42",
+		By:  -1,
+		Min: new(int64), // 0
+	})
+	var e *contract.Error
+	switch {
+	case errors.As(err, &e) && e.Code == contract.EOutOfRange && e.Field == "min":
+		fmt.Println("rate limit exceeded")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("allowed")
+	}
+}
+
+func ExampleClient_ListAll() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	for e, err := range c.ListAll(context.Background(), client.ListOptions{Prefix: "tenant/acme/project/demo/", Limit: 500}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(e.Key, e.Version)
+	}
+}
+
+// A nightly job that runs only while it holds its lock: the lease is
+// renewed in the background, and the job's context ends if it is lost.
+// (Compiled, not run: it needs a running server.)
+func ExampleClient_KeepLock() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	ctx := context.Background()
+	host, _ := os.Hostname()
+	lease, err := c.KeepLock(ctx, client.LockRequest{
+		Key:    "tenant/acme/project/demo/locks/nightly",
+		Holder: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		TTL:    30 * time.Second, // renewed every 10 s
+	})
+	if contract.ErrorCode(err) == contract.ELockHeld {
+		fmt.Println("another run holds it")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+
+	// Hand the fencing token to what the lock protects, and stop when
+	// the lease's context ends.
+	err = nightly(lease.Context(), lease.Token())
+	switch {
+	case errors.Is(lease.Err(), client.ErrLeaseLost):
+		fmt.Println("lost the lock while the job ran:", lease.Err())
+	case err != nil:
+		fmt.Println("the job failed:", err)
+	}
+}
+
+func nightly(ctx context.Context, token int64) error {
+	fmt.Println("working with fencing token", token)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Minute):
+		return nil
+	}
+}
+
+// A sweeper: jobs not updated for five minutes, found by an index on
+// updated_at (RFC 3339 in UTC, so strings compare as instants); the state
+// is checked on the few entries returned.
+func ExampleClient_ScanAll() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	cutoff := time.Now().UTC().Add(-5 * time.Minute).Format(time.RFC3339)
+	stale := client.ScanOptions{
+		Prefix: "tenant/acme/project/demo/jobs/",
+		Filter: client.Filter{Field: "updated_at", Op: contract.FilterLt, Value: cutoff},
+		Limit:  100,
+	}
+	for e, err := range c.ScanAll(context.Background(), stale) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		var job struct {
+			State string `json:"state"`
+		}
+		if json.Unmarshal(e.Value, &job) == nil && job.State != "done" && job.State != "failed" {
+			fmt.Println("stuck:", e.Key, job.State)
+		}
+	}
+}
+
+// Moving 10 from one account to another of the same project, atomically:
+// both increments apply or neither does. The condition on the first makes
+// it a compare-and-swap of what the caller read; a retry with the same
+// RequestID is answered as a replay.
+func ExampleClient_Txn() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	by := func(n int64) *int64 { return &n }
+	seen := int64(7) // the version of accounts/a the caller read
+	ans, err := c.Txn(context.Background(), contract.TxnBody{RequestID: "transfer-0042", Ops: []contract.TxnOp{
+		{Op: contract.OpIncrement, Key: "tenant/acme/project/bank/accounts/a", By: by(-10), Condition: &contract.Condition{Version: &seen}},
+		{Op: contract.OpIncrement, Key: "tenant/acme/project/bank/accounts/b", By: by(10)},
+	}})
+	var e *contract.Error
+	switch {
+	case errors.As(err, &e) && e.FailedOp != nil:
+		fmt.Printf("op %d failed (%s); nothing was applied\n", *e.FailedOp, e.Code)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("transaction", ans.TxnID, "a is now", string(ans.Results[0].Value))
+	}
+}
+
+// A harvester advances its checkpoint with a read-modify-write: Update
+// reads the checkpoint, computes the next one and compare-and-swaps it; if
+// another harvester got there first it reads again after 1 s, 2 s, 4 s …
+// 32 s, then escalates. The RequestID names this sync, so running it again
+// after a crash does not advance the checkpoint twice. (Compiled, not run;
+// clienttest's TestUpdateConcurrent runs Update against an in-process server.)
+func ExampleClient_Update() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	type checkpoint struct {
+		Cursor int `json:"cursor"`
+	}
+	res, err := c.Update(context.Background(), "tenant/acme/project/demo/checkpoint",
+		func(current *contract.Entry) (json.RawMessage, error) {
+			var cp checkpoint // the zero checkpoint when the key is absent
+			if current != nil {
+				if err := json.Unmarshal(current.Value, &cp); err != nil {
+					return nil, err // ends Update; nothing is written
+				}
+			}
+			cp.Cursor += 100
+			return json.Marshal(cp)
+		},
+		client.UpdateOptions{Semantics: contract.Semantics{Purpose: "checkpoint", Producer: "harvester"}, RequestID: "sync-2026-11-24T00:00Z"})
+	var esc *client.EscalationError
+	switch {
+	case errors.As(err, &esc):
+		// The seed's escalation: page a human with the attempts and the
+		// last error (a conflict, or a transient error retried 5 times).
+		log.Fatalf("checkpoint needs triage after %d attempts: %v", esc.Attempts, esc.Err)
+	case err != nil:
+		log.Fatal(err) // fatal: invalid, forbidden, ...
+	}
+	fmt.Printf("checkpoint at version %d after %d attempt(s): %s\n", res.Entry.Version, res.Attempts, res.Entry.Value)
+}
+
+// A cache that follows a project's flags: each change invalidates its
+// key. A consumer that restarts keeps the last cursor it processed and
+// passes it as After; Watch itself reconnects after its last cursor.
+func ExampleClient_Watch() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for ev, err := range c.Watch(ctx, client.WatchOptions{Prefix: "tenant/acme/project/demo/flags/"}) {
+		if contract.ErrorCode(err) == contract.ECursorExpired {
+			fmt.Println("the log moved on: list the flags again, then watch from now")
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s is at version %d (%s): drop it from the cache; resume after %s\n", ev.Key, ev.Version, ev.Kind, ev.Cursor)
+	}
+}
+
+// A client that tries transient failures 3 times in all, waits 200 ms,
+// 400 ms … at most 5 s between tries, and logs each retry.
+func ExampleWithRetryPolicy() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"),
+		client.WithRetryPolicy(client.RetryPolicy{
+			Attempts: 3,
+			MinWait:  200 * time.Millisecond,
+			MaxWait:  5 * time.Second,
+			OnRetry: func(err error, attempt int, wait time.Duration) {
+				log.Printf("attempt %d: %v (%s); again in %v", attempt, err, client.Classify(err), wait)
+			},
+		}))
+	_, err := c.Get(context.Background(), "tenant/acme/project/demo/checkpoint")
+	var esc *client.EscalationError
+	if errors.As(err, &esc) {
+		log.Printf("gave up after %d attempts: %v", esc.Attempts, esc.Err)
+	}
+}
