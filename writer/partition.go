@@ -15,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -22,6 +23,17 @@ import (
 type call struct {
 	req  *Request
 	done chan answer // buffered: the partition never blocks on an answer
+	// cmd is req's command (decide.CommandOf), set by the partition's
+	// goroutine when it first plans the call.
+	cmd decide.Command
+}
+
+// command is c's command.
+func (c *call) command() decide.Command {
+	if c.cmd == nil {
+		c.cmd = decide.CommandOf(c.req)
+	}
+	return c.cmd
 }
 
 type answer struct {
@@ -187,6 +199,75 @@ func (p *partition) offer(c *call) bool {
 	}
 }
 
+// setReady starts or ends an ownership; either way the state cache starts
+// empty, since another writer may have owned the partition meanwhile.
+func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlayEntry) {
+	p.mu.Lock()
+	p.ready, p.epoch, p.overlay = ready, epoch, overlay
+	p.requestIDs = 0
+	for _, e := range overlay {
+		p.requestIDs += len(e.requests)
+	}
+	if ready {
+		p.readySince = leaseNow()
+	}
+	p.cache.reset()
+	p.changes++
+	p.mu.Unlock()
+}
+
+func (p *partition) failQueued() {
+	for {
+		select {
+		case c := <-p.calls:
+			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
+		default:
+			return
+		}
+	}
+}
+
+// advance adds e, appended at offset, to the overlay (write lock held).
+func (p *partition) advance(e *contract.Event, offset int64) {
+	old := p.overlay[e.Key]
+	n := old.next(e, offset, p.w.cfg.requestWindow())
+	p.overlay[e.Key] = n
+	p.requestIDs += len(n.requests) - len(old.requests)
+}
+
+// trim drops overlay entries the projection holds (offset below next),
+// moving their states to the state cache, and the queue items the
+// projection holds from the entries it keeps.
+func (p *partition) trim(next int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, e := range p.overlay {
+		if e.offset < next {
+			delete(p.overlay, k)
+			p.requestIDs -= len(e.requests)
+			p.cache.put(k, e.state)
+			continue
+		}
+		changed := false
+		if len(e.requests) > 0 && e.requests[0].offset < next {
+			var n int
+			e, n = e.forget(next)
+			p.requestIDs -= n
+			changed = true
+		}
+		if len(e.items) > 0 {
+			if items, pruned := pruneItems(e.items, next); pruned {
+				e.items = items
+				changed = true
+			}
+		}
+		if changed {
+			p.overlay[k] = e
+		}
+	}
+	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))
+}
+
 // run owns the partition until ctx ends, re-fencing and catching up again
 // after any failure: a failed transaction may or may not have committed,
 // so the only safe state to continue from is the log itself.
@@ -233,34 +314,6 @@ func (p *partition) run(ctx context.Context) {
 	}
 }
 
-// setReady starts or ends an ownership; either way the state cache starts
-// empty, since another writer may have owned the partition meanwhile.
-func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlayEntry) {
-	p.mu.Lock()
-	p.ready, p.epoch, p.overlay = ready, epoch, overlay
-	p.requestIDs = 0
-	for _, e := range overlay {
-		p.requestIDs += len(e.requests)
-	}
-	if ready {
-		p.readySince = leaseNow()
-	}
-	p.cache.reset()
-	p.changes++
-	p.mu.Unlock()
-}
-
-func (p *partition) failQueued() {
-	for {
-		select {
-		case c := <-p.calls:
-			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
-		default:
-			return
-		}
-	}
-}
-
 // own fences older owners, catches up, and serves requests until an error
 // or the end of ctx.
 func (p *partition) own(ctx context.Context) error {
@@ -303,86 +356,6 @@ func (p *partition) own(ctx context.Context) error {
 	}
 
 	return p.serve(ctx, int64(epoch))
-}
-
-// serve decides and appends the partition's requests in batches until an
-// error or the end of ctx. The calls a batch's byte budget left over
-// (process) open the next batch, before anything queued; when the
-// ownership ends they are answered like the queued ones.
-func (p *partition) serve(ctx context.Context, epoch int64) (err error) {
-	cfg := p.w.cfg
-	batch := make([]*call, 0, cfg.MaxBatch)
-	var carry []*call
-	defer func() {
-		for _, c := range carry {
-			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
-		}
-	}()
-	// expect is the size of the previous batch: an estimate of how many
-	// callers are waiting on this partition.
-	expect := 1
-	for {
-		batch = append(batch[:0], carry...)
-		carry = nil
-		if len(batch) == 0 {
-			if p.owes && len(p.calls) == 0 {
-				p.owes = false
-				p.w.committer.pass(p.id)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-p.superseded:
-				return errSuperseded
-			case c := <-p.calls:
-				batch = append(batch, c)
-			}
-		}
-		// Group commit: take whatever queued while the previous
-		// transaction was in flight, and when the previous batch was
-		// larger, wait up to MaxLinger for as many. A lone caller never
-		// waits; under load a transaction carries every waiting caller
-		// instead of a few, which is what bounds throughput (the broker
-		// commits a limited number of transactions per second).
-		drain(p.calls, &batch, cfg.MaxBatch)
-		if len(batch) < expect && cfg.MaxLinger > 0 && !p.owes {
-			// (Not when the next round waits for this batch: the
-			// round is what the callers answered last wait for.)
-			linger(ctx, p.calls, &batch, min(expect, cfg.MaxBatch), cfg.MaxLinger)
-		}
-		expect = len(batch)
-		if carry, err = p.process(ctx, epoch, batch); err != nil {
-			return err
-		}
-	}
-}
-
-// drain appends queued calls to batch without waiting, up to max.
-func drain(calls <-chan *call, batch *[]*call, max int) {
-	for len(*batch) < max {
-		select {
-		case c := <-calls:
-			*batch = append(*batch, c)
-		default:
-			return
-		}
-	}
-}
-
-// linger appends calls to batch until it holds want or d passed.
-func linger(ctx context.Context, calls <-chan *call, batch *[]*call, want int, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for len(*batch) < want {
-		select {
-		case c := <-calls:
-			*batch = append(*batch, c)
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // catchUp reads the partition from the projector's stored offset up to the
@@ -460,72 +433,6 @@ func (p *partition) settledEnd(ctx context.Context) (int64, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// process decides a batch against the overlay and the projection, appends
-// the accepted events and the conflict records in one transaction, and
-// answers every call once the transaction committed; it returns the
-// calls the batch's byte budget left for the next batch, unanswered
-// (decideAll). An error ends the ownership.
-func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]*call, error) {
-	cfg := p.w.cfg
-	start := time.Now()
-	// A transaction, once started, is finished even when ownership ends
-	// meanwhile: cancelling EndTransaction would leave its outcome unknown.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
-	defer cancel()
-
-	states, known, elems, err := p.states(tctx, batch)
-	if err == nil {
-		err = p.listEnds(tctx, batch, states, elems)
-	}
-	if err != nil {
-		p.log.Error("read projection", "err", err)
-		for _, c := range batch {
-			c.done <- answer{err: errUnavailable(p.id, "unable to read the projection")}
-		}
-		return nil, nil
-	}
-	ds, recs, evs, deferred := p.decideAll(tctx, batch, states, known, elems, epoch)
-	if len(deferred) > 0 {
-		p.w.metrics.deferred.Add(float64(len(deferred)))
-	}
-	if len(recs) == 0 && p.owes {
-		p.owes = false
-		p.w.committer.pass(p.id)
-	}
-	if len(recs) > 0 {
-		p.owes = false
-		r := p.w.committer.commit(p, recs)
-		p.owes = r.err == nil
-		if r.err != nil {
-			p.failedIn = r.session
-			for i, c := range batch {
-				switch {
-				case ds[i].err == errDeferred:
-				case len(ds[i].appends()) > 0 || ds[i].conflict != nil:
-					c.done <- answer{err: errOutcomeUnknown(p.id, c.req, "could not commit it")}
-				default:
-					c.done <- answer{res: ds[i].result, err: ds[i].err}
-				}
-			}
-			return deferred, p.afterFailedRound(ctx, epoch, r)
-		}
-	}
-
-	p.committed(recs, evs)
-
-	p.w.metrics.batchSize.Observe(float64(len(batch) - len(deferred)))
-	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
-	for i, c := range batch {
-		d := ds[i]
-		if d.err == errDeferred {
-			continue
-		}
-		p.w.logDecision(c.req, d)
-		c.done <- answer{res: d.result, err: d.err}
-	}
-	return deferred, nil
 }
 
 // afterFailedRound decides what a failed round (r) of this partition
@@ -630,6 +537,152 @@ func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
 	return nil
 }
 
+// errSuperseded ends an ownership whose partition another writer wrote to.
+var errSuperseded = errors.New("another writer appended to the partition: this writer no longer owns it")
+
+// serve decides and appends the partition's requests in batches until an
+// error or the end of ctx. The calls a batch's byte budget left over
+// (process) open the next batch, before anything queued; when the
+// ownership ends they are answered like the queued ones.
+func (p *partition) serve(ctx context.Context, epoch int64) (err error) {
+	cfg := p.w.cfg
+	batch := make([]*call, 0, cfg.MaxBatch)
+	var carry []*call
+	defer func() {
+		for _, c := range carry {
+			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
+		}
+	}()
+	// expect is the size of the previous batch: an estimate of how many
+	// callers are waiting on this partition.
+	expect := 1
+	for {
+		batch = append(batch[:0], carry...)
+		carry = nil
+		if len(batch) == 0 {
+			if p.owes && len(p.calls) == 0 {
+				p.owes = false
+				p.w.committer.pass(p.id)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-p.superseded:
+				return errSuperseded
+			case c := <-p.calls:
+				batch = append(batch, c)
+			}
+		}
+		// Group commit: take whatever queued while the previous
+		// transaction was in flight, and when the previous batch was
+		// larger, wait up to MaxLinger for as many. A lone caller never
+		// waits; under load a transaction carries every waiting caller
+		// instead of a few, which is what bounds throughput (the broker
+		// commits a limited number of transactions per second).
+		drain(p.calls, &batch, cfg.MaxBatch)
+		if len(batch) < expect && cfg.MaxLinger > 0 && !p.owes {
+			// (Not when the next round waits for this batch: the
+			// round is what the callers answered last wait for.)
+			linger(ctx, p.calls, &batch, min(expect, cfg.MaxBatch), cfg.MaxLinger)
+		}
+		expect = len(batch)
+		if carry, err = p.process(ctx, epoch, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// drain appends queued calls to batch without waiting, up to max.
+func drain(calls <-chan *call, batch *[]*call, max int) {
+	for len(*batch) < max {
+		select {
+		case c := <-calls:
+			*batch = append(*batch, c)
+		default:
+			return
+		}
+	}
+}
+
+// linger appends calls to batch until it holds want or d passed.
+func linger(ctx context.Context, calls <-chan *call, batch *[]*call, want int, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for len(*batch) < want {
+		select {
+		case c := <-calls:
+			*batch = append(*batch, c)
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// process decides a batch against the overlay and the projection, appends
+// the accepted events and the conflict records in one transaction, and
+// answers every call once the transaction committed; it returns the
+// calls the batch's byte budget left for the next batch, unanswered
+// (decideAll). An error ends the ownership.
+func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]*call, error) {
+	cfg := p.w.cfg
+	start := time.Now()
+	// A transaction, once started, is finished even when ownership ends
+	// meanwhile: cancelling EndTransaction would leave its outcome unknown.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
+	defer cancel()
+
+	rd, err := p.read(tctx, batch)
+	if err != nil {
+		p.log.Error("read projection", "err", err)
+		for _, c := range batch {
+			c.done <- answer{err: errUnavailable(p.id, "unable to read the projection")}
+		}
+		return nil, nil
+	}
+	ds, recs, evs, deferred := p.decideAll(tctx, batch, rd, epoch)
+	if len(deferred) > 0 {
+		p.w.metrics.deferred.Add(float64(len(deferred)))
+	}
+	if len(recs) == 0 && p.owes {
+		p.owes = false
+		p.w.committer.pass(p.id)
+	}
+	if len(recs) > 0 {
+		p.owes = false
+		r := p.w.committer.commit(p, recs)
+		p.owes = r.err == nil
+		if r.err != nil {
+			p.failedIn = r.session
+			for i, c := range batch {
+				switch {
+				case ds[i].Err == errDeferred:
+				case len(ds[i].Appends()) > 0 || ds[i].Conflict != nil:
+					c.done <- answer{err: errOutcomeUnknown(p.id, c.req, "could not commit it")}
+				default:
+					c.done <- answer{res: ds[i].Result, err: ds[i].Err}
+				}
+			}
+			return deferred, p.afterFailedRound(ctx, epoch, r)
+		}
+	}
+
+	p.committed(recs, evs)
+
+	p.w.metrics.batchSize.Observe(float64(len(batch) - len(deferred)))
+	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
+	for i, c := range batch {
+		d := ds[i]
+		if d.Err == errDeferred {
+			continue
+		}
+		p.w.logDecision(c.req, d)
+		c.done <- answer{res: d.Result, err: d.Err}
+	}
+	return deferred, nil
+}
+
 // committed adds the events of a committed transaction to the overlay
 // and moves end past it. A partition no longer ready is left alone:
 // confirm gave it up while the transaction was in flight (its overlay is
@@ -653,71 +706,89 @@ func (p *partition) committed(recs []*kgo.Record, evs []*contract.Event) {
 	}
 }
 
-// advance adds e, appended at offset, to the overlay (write lock held).
-func (p *partition) advance(e *contract.Event, offset int64) {
-	old := p.overlay[e.Key]
-	n := old.next(e, offset, p.w.cfg.requestWindow())
-	p.overlay[e.Key] = n
-	p.requestIDs += len(n.requests) - len(old.requests)
+// batchReads is what a batch read before it decides: the current state
+// of each key (every key of a transaction), what is known of the
+// requestIds it carries on the keys it writes (requestid.go), and the
+// element rows and queue items it decides on; its decisions add to them.
+type batchReads struct {
+	states map[string]contract.State
+	known  decide.Memory
+	elems  elemsKnown
 }
 
-// states returns the current state of each key of batch (every key of a
-// transaction), from the overlay when it holds the key, else from the
-// state cache, else from the projection (then cached: statecache.go says
-// why that read is the key's state); and what is known of the requestIds the batch carries on
-// the keys it writes (requestid.go), from the overlay, else from the
-// projection's history, read in the same round trip. The overlay is read
-// first: an entry trimmed meanwhile is one the projection already holds.
-func (p *partition) states(ctx context.Context, batch []*call) (map[string]contract.State, requestMemory, elemsKnown, error) {
-	states := make(map[string]contract.State, len(batch))
-	known := make(requestMemory)
-	elems := newElemsKnown()
+// read plans every command of batch and reads what they need, once:
+// from the overlay when it holds a key, else from the state cache, else
+// from the projection (then cached: statecache.go says why that read is
+// the key's state), in one round trip; then, in one more, the rows their
+// keys' states name (rowsOfStates). The overlay is read first: an entry
+// trimmed meanwhile is one the projection already holds.
+func (p *partition) read(ctx context.Context, batch []*call) (*batchReads, error) {
+	rd := &batchReads{states: make(map[string]contract.State, len(batch)), known: make(decide.Memory), elems: newElemsKnown()}
 	var q projection.Query
-	asked := make(map[projection.RequestRef]bool)
 	now := time.Now()
 	p.mu.RLock()
+	p.plan(&q, batch, rd, now)
+	p.mu.RUnlock()
+	for i := range q.Heads {
+		q.Heads[i].Limit = rd.elems.q.pops[q.Heads[i].Queue]
+	}
+	if len(q.Keys) > 0 || len(q.Requests) > 0 || len(q.Elements) > 0 || len(q.Heads) > 0 || len(q.Dedups) > 0 || len(q.Items) > 0 {
+		f, err := p.w.proj.Find(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(rd.states, f.States)
+		p.cacheRead(q.Keys, rd.states)
+		for ref, a := range f.Requests {
+			rd.known[decide.RequestRef(ref)] = decide.AppliedRequest(a)
+		}
+		rd.elems.found(f)
+		rd.elems.q.found(q, f, rd.states, now)
+	}
+	if err := p.rowsOfStates(ctx, batch, rd.states, rd.elems); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+// plan adds to q what the commands of batch read that the overlay and
+// the state cache do not hold, taking what they hold into rd (read lock
+// held).
+func (p *partition) plan(q *projection.Query, batch []*call, rd *batchReads, now time.Time) {
+	asked := make(map[decide.RequestRef]bool)
+	var plan decide.Plan
 	for _, c := range batch {
-		for _, k := range c.req.keys() {
+		cmd := c.command()
+		plan = decide.Plan{Keys: plan.Keys[:0], Requests: plan.Requests[:0], Elements: plan.Elements[:0]}
+		cmd.Plan(&plan)
+		for _, k := range plan.Keys {
 			if e, in := p.overlay[k]; in {
-				states[k] = e.state
-			} else if _, seen := states[k]; !seen {
-				states[k], in = p.cache.get(k)
+				rd.states[k] = e.state
+			} else if _, seen := rd.states[k]; !seen {
+				rd.states[k], in = p.cache.get(k)
 				if !in {
 					q.Keys = append(q.Keys, k)
 				}
 			}
 		}
-		for _, ref := range requestRefs(c.req) {
-			e, in := p.overlay[ref.Key]
-			if !asked[ref] && recall(ref, e, in, known, p.w.cfg.requestWindow(), now) {
+		for _, ref := range plan.Requests {
+			var entry *overlayEntry
+			if e, in := p.overlay[ref.Key]; in {
+				entry = &e
+			}
+			if !asked[ref] && recall(ref, entry, rd.known, p.w.cfg.requestWindow(), now) {
 				asked[ref] = true
-				q.Requests = append(q.Requests, ref)
+				q.Requests = append(q.Requests, projection.RequestRef(ref))
 			}
 		}
-		if c.req.Op.IsQueueWrite() && !c.req.Denied {
-			e, in := p.overlay[c.req.Key.String()]
-			elems.q.askQueue(&q, c.req, e, in, now)
+		if _, ok := cmd.(decide.Queue); ok {
+			r := cmd.Request()
+			e, in := p.overlay[r.Key.String()]
+			rd.elems.q.askQueue(q, r, e, in, now)
 			continue
 		}
-		p.askElements(&q, c.req, elems, now)
+		p.askElements(q, cmd, &plan, rd.elems, now)
 	}
-	p.mu.RUnlock()
-	for i := range q.Heads {
-		q.Heads[i].Limit = elems.q.pops[q.Heads[i].Queue]
-	}
-	if len(q.Keys) > 0 || len(q.Requests) > 0 || len(q.Elements) > 0 || len(q.Heads) > 0 || len(q.Dedups) > 0 || len(q.Items) > 0 {
-		f, err := p.w.proj.Find(ctx, q)
-		if err != nil {
-			return nil, nil, elemsKnown{}, err
-		}
-		maps.Copy(states, f.States)
-		p.cacheRead(q.Keys, states)
-		maps.Copy(known, f.Requests)
-		maps.Copy(elems.versions, f.Elements)
-		maps.Copy(elems.values, f.Values)
-		elems.q.found(q, f, states, now)
-	}
-	return states, known, elems, nil
 }
 
 // cacheRead caches the states of keys the partition goroutine read from
@@ -738,104 +809,69 @@ func (p *partition) cacheRead(keys []string, states map[string]contract.State) {
 	}
 }
 
-// askElements adds to q the set member or list end a batch's write r
-// decides on that the overlay does not hold (read lock held).
-func (p *partition) askElements(q *projection.Query, r *Request, elems elemsKnown, now time.Time) {
-	if ref, ok := elementRef(r); ok {
-		if _, done := elems.versions[ref]; !done {
-			v, in := p.overlay[ref.Collection].elems[ref.Member]
-			elems.versions[ref] = v
-			if !in {
-				q.Elements = append(q.Elements, ref)
-			}
-		}
-	}
-	if e, in := p.overlay[r.Key.String()]; in {
-		// A pop of a list the overlay holds: its end is known
-		// now, probed in this round trip unless unprojected.
-		if ref, ok := popRef(e.state, r, now); ok && !elems.has(ref) {
-			if elems.fromOverlay(e, ref) {
-				return
-			}
-			q.Elements = append(q.Elements, ref)
-			elems.versions[ref] = 0
-		}
-	}
-}
-
-// decideAll decides batch in order on states and known (each decision
-// sees the events and requestIds decided before it) and returns the
-// decisions, the records to append, and the event of each kv.changes
-// record, in order. A transaction's records are appended together,
-// contiguous. A write whose records exceed the batch's byte budget
-// (batchbytes.go) is refused 413 when they could never fit, and left for
-// the next batch (decision errDeferred, listed in deferred, in order)
-// when they do not fit beside the writes admitted before it; either way
-// its effects never reach states, known or elems, so the writes after it
-// are decided without it.
-func (p *partition) decideAll(ctx context.Context, batch []*call, states map[string]contract.State, known requestMemory, elems elemsKnown, epoch int64) (ds []decision, recs []*kgo.Record, evs []*contract.Event, deferred []*call) {
-	cfg := p.w.cfg
+// decideAll decides batch in order on rd (each decision sees the events
+// and requestIds decided before it) and returns the decisions, the
+// records to append, and the event of each kv.changes record, in order.
+// A transaction's records are appended together, contiguous. A write
+// whose records exceed the batch's byte budget (batchbytes.go) is refused
+// 413 when they could never fit, and left for the next batch (decision
+// errDeferred, listed in deferred, in order) when they do not fit beside
+// the writes admitted before it; either way its effects never reach rd,
+// so the writes after it are decided without it.
+func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads, epoch int64) (ds []decide.Decision, recs []*kgo.Record, evs []*contract.Event, deferred []*call) {
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	env := p.w.cfg.env(time.Now().UTC().Truncate(time.Microsecond), epoch)
 	// Sized for a write per call: every write of a round appends its
 	// record and event here without growing them (a transaction's or a
 	// conflict's may).
-	ds = make([]decision, len(batch))
+	ds = make([]decide.Decision, len(batch))
 	recs = make([]*kgo.Record, 0, len(batch))
 	evs = make([]*contract.Event, 0, len(batch))
 	budget := newBatchBudget(p.w.limits)
 	for i, c := range batch {
-		if !budget.mayFit(estimate(c.req, states)) {
+		if !budget.mayFit(estimate(c.req, rd.states)) {
 			// It would not fit beside the writes admitted: not worth
 			// deciding now.
-			ds[i] = decision{err: errDeferred}
+			ds[i] = decide.Decision{Err: errDeferred}
 			deferred = append(deferred, c)
 			continue
 		}
-		d, ok := p.decideOne(ctx, c.req, states, known, elems, epoch, now)
+		d, ok := p.decideOne(ctx, c, rd, env)
 		ds[i] = d
 		if !ok {
 			continue
 		}
-		// d.appends() without its slice of one event (an allocation per
+		// d.Appends() without its slice of one event (an allocation per
 		// write): one stays on the stack.
 		var one [1]*contract.Event
-		appended := d.txn
-		if d.event != nil {
-			one[0] = d.event
+		appended := d.Txn
+		if d.Event != nil {
+			one[0] = d.Event
 			appended = one[:]
 		}
 		n := len(recs)
-		switch {
-		case len(appended) > 0:
-			var err error
-			if recs, err = p.appendRecords(recs, appended); err != nil {
-				ds[i] = decision{err: contract.Errorf(contract.EInternal, "%v", err)}
-				continue
-			}
-		case d.conflict != nil:
-			r, err := changelog.ConflictRecord(d.conflict, cfg.Topics.Conflicts, p.id, cfg.Source)
-			if err == nil {
-				recs = append(recs, r)
-			}
+		var err error
+		if recs, err = p.appendRecords(recs, appended, d.Conflict); err != nil {
+			ds[i] = decide.Decision{Err: contract.Errorf(contract.EInternal, "%v", err)}
+			continue
 		}
 		switch f, topic, size := budget.admit(recs[n:]); f {
 		case tooLarge:
 			recs = recs[:n]
-			ds[i] = decision{err: p.w.limits.tooLarge(c.req, topic, size)}
+			ds[i] = decide.Decision{Err: p.w.limits.tooLarge(c.req, topic, size)}
 			continue
 		case full:
 			recs = recs[:n]
-			ds[i] = decision{err: errDeferred}
+			ds[i] = decide.Decision{Err: errDeferred}
 			deferred = append(deferred, c)
 			continue
 		}
 		for _, ev := range appended {
-			states[ev.Key] = ev.State()
-			known.add(ev)
+			rd.states[ev.Key] = ev.State()
+			rd.known.Add(ev)
 			if el := ev.Element; el != nil {
-				elems.record(ev)
+				rd.elems.record(ev)
 			}
 		}
 		evs = append(evs, appended...)
@@ -843,58 +879,55 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, states map[str
 	return ds, recs, evs, deferred
 }
 
-// decideOne decides r on what the batch knows; ok is false when the
-// decision could not be made (the projection did not answer).
-func (p *partition) decideOne(ctx context.Context, r *Request, states map[string]contract.State, known requestMemory, elems elemsKnown, epoch int64, now time.Time) (d decision, ok bool) {
-	cfg := p.w.cfg
-	ref, isElem := elementRef(r)
-	switch {
-	case r.Txn != nil:
-		return DecideTxn(states, known, r, now, epoch, cfg.requestWindow()), true
-	case isElem:
-		return DecideSet(states[ref.Collection], elems.versions[ref], known, r, now, epoch, cfg.requestWindow()), true
-	case r.Op.IsQueueWrite() && !r.Denied:
-		cur := states[r.Key.String()]
-		in, err := p.queueInput(ctx, cur, r, now, elems.q)
+// decideOne decides c's command on what the batch knows, with the row it
+// names and, for a queue write, its items; ok is false when the decision
+// could not be made (the projection did not answer).
+func (p *partition) decideOne(ctx context.Context, c *call, rd *batchReads, env decide.Env) (d decide.Decision, ok bool) {
+	cmd := c.command()
+	r := cmd.Request()
+	in := decide.Input{State: rd.states[r.Key.String()], States: rd.states, Known: rd.known}
+	if ref, named := cmd.Row(in.State, env.Now); named {
+		row, err := p.row(ctx, ref, rd.elems)
+		if err != nil {
+			p.log.Error("read element", "err", err)
+			return decide.Decision{Err: errUnavailable(p.id, "unable to read the projection")}, false
+		}
+		in.Element = row
+	}
+	if _, isQueue := cmd.(decide.Queue); isQueue {
+		q, err := p.queueInput(ctx, in.State, r, env.Now, rd.elems.q)
 		if err != nil {
 			p.log.Error("read queue items", "err", err)
-			return decision{err: errUnavailable(p.id, "unable to read the projection")}, false
+			return decide.Decision{Err: errUnavailable(p.id, "unable to read the projection")}, false
 		}
-		return DecideQueue(cur, in, known, r, now, epoch, cfg.requestWindow(), cfg.QueueDedupWindow), true
-	case r.Op.IsListWrite():
-		cur := states[r.Key.String()]
-		end, err := p.listEnd(ctx, cur, r, now, elems)
-		if err != nil {
-			p.log.Error("read list element", "err", err)
-			return decision{err: errUnavailable(p.id, "unable to read the projection")}, false
-		}
-		return DecideList(cur, end, known, r, now, epoch, cfg.requestWindow()), true
-	default:
-		return decide(states[r.Key.String()], known, r, now, epoch, cfg.requestWindow()), true
+		in.Queue = q
 	}
+	return cmd.Decide(in, env), true
 }
 
-// appendRecords appends the kv.changes records of evs to recs; on an
-// error it returns recs without any of them.
-func (p *partition) appendRecords(recs []*kgo.Record, evs []*contract.Event) ([]*kgo.Record, error) {
+// appendRecords appends the kv.changes records of evs, or else the
+// kv.conflicts record of conflict, to recs; on an error it returns recs
+// without any of them (a conflict record that cannot be encoded is
+// dropped: the refusal is answered all the same).
+func (p *partition) appendRecords(recs []*kgo.Record, evs []*contract.Event, conflict *contract.Conflict) ([]*kgo.Record, error) {
+	cfg := p.w.cfg
+	if len(evs) == 0 {
+		if conflict != nil {
+			if r, err := changelog.ConflictRecord(conflict, cfg.Topics.Conflicts, p.id, cfg.Source); err == nil {
+				recs = append(recs, r)
+			}
+		}
+		return recs, nil
+	}
 	n := len(recs)
 	for _, ev := range evs {
-		r, err := changelog.Record(ev, p.w.cfg.Topics.Changes, p.id, p.w.cfg.Source)
+		r, err := changelog.Record(ev, cfg.Topics.Changes, p.id, cfg.Source)
 		if err != nil {
 			return recs[:n], err
 		}
 		recs = append(recs, r)
 	}
 	return recs, nil
-}
-
-// appends lists the events the decision appends: one, a transaction's,
-// or none.
-func (d *decision) appends() []*contract.Event {
-	if d.event != nil {
-		return []*contract.Event{d.event}
-	}
-	return d.txn
 }
 
 // lookup returns the state of key the overlay or else the state cache
@@ -934,9 +967,6 @@ func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
 		p.cache.put(key, state)
 	}
 }
-
-// errSuperseded ends an ownership whose partition another writer wrote to.
-var errSuperseded = errors.New("another writer appended to the partition: this writer no longer owns it")
 
 // confirm makes a read linearizable: it checks that no other writer
 // appended to the partition after the events this owner knows of, by
@@ -1075,37 +1105,4 @@ func (p *partition) confirmByFence(ctx context.Context) (ok bool, err error) {
 		p.w.metrics.confirmFence.Inc()
 	}
 	return ok, nil
-}
-
-// trim drops overlay entries the projection holds (offset below next),
-// moving their states to the state cache, and the queue items the
-// projection holds from the entries it keeps.
-func (p *partition) trim(next int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, e := range p.overlay {
-		if e.offset < next {
-			delete(p.overlay, k)
-			p.requestIDs -= len(e.requests)
-			p.cache.put(k, e.state)
-			continue
-		}
-		changed := false
-		if len(e.requests) > 0 && e.requests[0].offset < next {
-			var n int
-			e, n = e.forget(next)
-			p.requestIDs -= n
-			changed = true
-		}
-		if len(e.items) > 0 {
-			if items, pruned := pruneItems(e.items, next); pruned {
-				e.items = items
-				changed = true
-			}
-		}
-		if changed {
-			p.overlay[k] = e
-		}
-	}
-	p.w.metrics.overlaySize.WithLabelValues(fmt.Sprint(p.id)).Set(float64(len(p.overlay)))
 }
