@@ -2,6 +2,8 @@ package writer
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"time"
@@ -280,4 +282,12 @@ func (p *partition) queueInput(ctx context.Context, cur contract.State, r *Reque
 		in.Item = v.item(ref)
 	}
 	return in, nil
+}
+
+// newReceiptNonce is a receipt's random part: 128 bits from crypto/rand,
+// in lowercase hex (contract.IsReceiptNonce).
+func newReceiptNonce() string {
+	var b [contract.ReceiptNonceLen / 2]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
 }

@@ -22,13 +22,6 @@ import (
 // tests of decisions that do not depend on time.
 var testWindow = decide.RequestWindow{Versions: DefaultRequestIDWindow}
 
-// equalElement compares two elements by their JSON.
-func equalElement(a, b contract.Element) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
-}
-
 // TestRecentRequests: an overlay entry remembers the requestIds of its
 // key's unprojected events, the newest use first, only within the
 // window; events without a requestId move the window on.
