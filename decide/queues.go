@@ -16,7 +16,7 @@ import (
 // item its receipt names. Each appends one event carrying the item's
 // full new state (contract.Element.State ...), or nothing.
 
-// DefaultQueueDedupWindow is Config.QueueDedupWindow's default: a push
+// DefaultQueueDedupWindow is writer.Config.QueueDedupWindow's default: a push
 // repeating the dedupId of one made this recently adds nothing (as SQS
 // FIFO queues' 5 minutes).
 const DefaultQueueDedupWindow = 5 * time.Minute

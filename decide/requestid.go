@@ -25,11 +25,11 @@ import (
 // it is found (its age is measured from the event's ts to the deciding
 // writer's clock).
 
-// DefaultRequestIDWindow is Config.RequestIDWindow's default: a requestId
+// DefaultRequestIDWindow is writer.Config.RequestIDWindow's default: a requestId
 // is remembered while it is among the key's last 1000 versions.
 const DefaultRequestIDWindow = 1000
 
-// DefaultRequestIDAge is Config.RequestIDAge's default: a requestId is
+// DefaultRequestIDAge is writer.Config.RequestIDAge's default: a requestId is
 // remembered for 5 minutes after its write, however often its key is
 // written meanwhile.
 const DefaultRequestIDAge = 5 * time.Minute
