@@ -3,8 +3,11 @@ package decide
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/eskv/eskv/contract"
 )
@@ -267,5 +270,21 @@ func TestTxnDigest(t *testing.T) {
 	a, b, c := mk("p", &contract.Condition{Exists: &yes}), mk("p", &contract.Condition{Exists: &no}), mk("q", &contract.Condition{Exists: &yes})
 	if a.Digest() == b.Digest() || a.Digest() == c.Digest() || a.Digest() != mk("p", &contract.Condition{Exists: &yes}).Digest() {
 		t.Fatalf("the digest must cover conditions and the principal, and be stable")
+	}
+}
+
+// TestTxnIDIsUUIDv5: txnID is the UUIDv5 (uuid.NewSHA1) transaction ids
+// were first written as, so replays of transactions logged before still
+// find theirs.
+func TestTxnIDIsUUIDv5(t *testing.T) {
+	ns := uuid.MustParse("0b6c6a9e-2f55-4f7e-9a8e-6f2b1c3d4e5f")
+	for _, c := range []struct {
+		key     string
+		version int64
+	}{{"tenant/a/project/b/k", 1}, {"tenant/a/project/b/ü", 1 << 40}, {"", 0}} {
+		want := uuid.NewSHA1(ns, []byte(c.key+"\x00"+strconv.FormatInt(c.version, 10))).String()
+		if got := txnID(c.key, c.version); got != want {
+			t.Fatalf("txnID(%q, %d) = %s, want %s", c.key, c.version, got, want)
+		}
 	}
 }
