@@ -10,7 +10,9 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// Request is one validated write.
+// Request is one validated write, as the API builds it: the envelope of
+// every op family's fields. CommandOf gives the command of its family,
+// which decides it.
 type Request struct {
 	Key contract.Key
 	// Op is a write: put, delete, expire, increment, patch, or a lock or
