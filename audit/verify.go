@@ -177,18 +177,17 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	rep := &VerifyReport{Scope: cfg.Scope.String()}
 	var ds []Discrepancy
 	add := func(d Discrepancy) { ds = append(ds, d) }
+
 	topic := cfg.Topics.Changes
+	evs, err := readEvents(ctx, cl, topic, cfg.Scope, starts[topic], ends[topic], rep)
+	if err != nil {
+		return nil, err
+	}
 	pending := func(l located[contract.Event]) bool {
 		o, ok := committed[topic][l.partition]
 		return !ok || l.offset >= o
 	}
-	v := &verification{cl: cl, s: s, keys: keys, cfg: cfg, rep: rep, add: add, pending: pending}
-
-	evs, err := v.readEvents(ctx, topic, starts[topic], ends[topic])
-	if err != nil {
-		return nil, err
-	}
-	keysSeen, err := v.checkRows(ctx, evs)
+	keysSeen, err := checkRows(ctx, s, cfg.Scope, evs, keys, pending, rep, add)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +207,7 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 				Detail: fmt.Sprintf("the event at %s/%d@%d has no row", topic, l.partition, l.offset)})
 		}
 	}
-	if err := v.verifyConflicts(ctx, starts, ends, committed); err != nil {
+	if err := verifyConflicts(ctx, cl, s, keys, cfg, starts, ends, committed, rep, add); err != nil {
 		return nil, err
 	}
 	rep.Discrepancies = sortDiscrepancies(ds)
@@ -245,26 +244,12 @@ func listed(ctx context.Context, what, topic string, list func(context.Context, 
 	return offs, nil
 }
 
-// verification is one run of Verify: where it reads, what it checks
-// with, and where it reports (rep, add); pending tells an event not yet
-// committed to the auditor's group, whose row may be missing.
-type verification struct {
-	cl      *kgo.Client
-	s       *Store
-	keys    *Keyring
-	cfg     VerifyConfig
-	rep     *VerifyReport
-	add     func(Discrepancy)
-	pending func(located[contract.Event]) bool
-}
-
 // readEvents reads the events of topic in scope, [starts, ends) per
-// partition, by key and version, counting them in the report.
-func (v *verification) readEvents(ctx context.Context, topic string, starts, ends map[int32]int64) (map[string]map[int64]located[contract.Event], error) {
-	sc, rep := v.cfg.Scope, v.rep
+// partition, by key and version, counting them in rep.
+func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, starts, ends map[int32]int64, rep *VerifyReport) (map[string]map[int64]located[contract.Event], error) {
 	evs := map[string]map[int64]located[contract.Event]{}
 	for p := range ends {
-		err := changelog.ReadCommitted(ctx, v.cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
 			if !sc.Match(contract.EventKeyOf(r.Key)) {
 				return nil
 			}
@@ -288,8 +273,8 @@ func (v *verification) readEvents(ctx context.Context, topic string, starts, end
 
 // checkRows checks the rows in scope key by key, in version order,
 // against evs (checkKey), and returns the keys that have rows.
-func (v *verification) checkRows(ctx context.Context, evs map[string]map[int64]located[contract.Event]) (map[string]bool, error) {
-	add := v.add
+func checkRows(ctx context.Context, s *Store, sc Scope, evs map[string]map[int64]located[contract.Event], keys *Keyring,
+	pending func(located[contract.Event]) bool, rep *VerifyReport, add func(Discrepancy)) (map[string]bool, error) {
 	keysSeen := map[string]bool{}
 	var cur []Row // rows of the current key, one per version
 	var curDup map[int64][]Row
@@ -299,10 +284,10 @@ func (v *verification) checkRows(ctx context.Context, evs map[string]map[int64]l
 		}
 		key := cur[0].Key
 		keysSeen[key] = true
-		v.checkKey(key, cur, curDup, evs[key])
+		checkKey(key, cur, curDup, evs[key], keys, pending, rep, add)
 		cur, curDup = cur[:0], nil
 	}
-	err := v.s.scanEvents(ctx, v.cfg.Scope, func(r Row, tsOK bool) {
+	err := s.scanEvents(ctx, sc, func(r Row, tsOK bool) {
 		if len(cur) > 0 && cur[0].Key != r.Key {
 			flush()
 		}
@@ -344,8 +329,8 @@ func sortDiscrepancies(ds []Discrepancy) []Discrepancy {
 
 // checkKey verifies the rows of one key (one per version, in order; dups
 // holds further rows of a version) against its events.
-func (v *verification) checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]located[contract.Event]) {
-	keys, pending, rep, add := v.keys, v.pending, v.rep, v.add
+func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]located[contract.Event], keys *Keyring,
+	pending func(located[contract.Event]) bool, rep *VerifyReport, add func(Discrepancy)) {
 	byVersion := make(map[int64]*Row, len(rows))
 	var latest located[contract.Event]
 	for _, l := range evs {
@@ -560,9 +545,9 @@ func (s *Store) scanEvents(ctx context.Context, sc Scope, fn func(r Row, tsOK bo
 
 // verifyConflicts checks that every committed conflict record in scope has
 // its row with the record's fields and hashes.
-func (v *verification) verifyConflicts(ctx context.Context, starts, ends, committed map[string]map[int32]int64) error {
-	cl, keys, cfg, rep, add := v.cl, v.keys, v.cfg, v.rep, v.add
-	rows, err := v.s.conflictRows(ctx, cfg.Scope)
+func verifyConflicts(ctx context.Context, cl *kgo.Client, s *Store, keys *Keyring, cfg VerifyConfig,
+	starts, ends, committed map[string]map[int32]int64, rep *VerifyReport, add func(Discrepancy)) error {
+	rows, err := s.conflictRows(ctx, cfg.Scope)
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 		return RebuildStats{}, err
 	}
 	log.Info("rebuilding", "partitions", id.Partitions, "from", starts, "to", ends)
-	n, err := (&rebuild{cl: cl, store: store, cfg: cfg, log: log}).all(ctx, starts, ends)
+	n, err := rebuildAll(ctx, cl, store, cfg, starts, ends, log)
 	if err != nil {
 		return RebuildStats{}, err
 	}
@@ -121,19 +121,10 @@ func (cfg *RebuildConfig) fill() error {
 	return nil
 }
 
-// rebuild is one rebuild: where it reads, what it applies to, and how.
-type rebuild struct {
-	cl    *kgo.Client
-	store *projection.Store
-	cfg   RebuildConfig
-	log   *slog.Logger
-}
-
-// all reads and applies the partitions in [starts, ends),
+// rebuildAll reads and applies the partitions in [starts, ends),
 // cfg.Parallel at a time (partitions hold disjoint keys), and returns the
 // number of events applied.
-func (b *rebuild) all(ctx context.Context, starts, ends map[int32]int64) (int64, error) {
-	cfg, log := b.cfg, b.log
+func rebuildAll(ctx context.Context, cl *kgo.Client, store *projection.Store, cfg RebuildConfig, starts, ends map[int32]int64, log *slog.Logger) (int64, error) {
 	var total atomic.Int64
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -142,7 +133,7 @@ func (b *rebuild) all(ctx context.Context, starts, ends map[int32]int64) (int64,
 	for range cfg.Parallel {
 		wg.Go(func() {
 			for part := range work {
-				nev, err := b.partition(rctx, part, starts[part], ends[part])
+				nev, err := rebuildPartition(rctx, cl, store, cfg, part, starts[part], ends[part])
 				total.Add(nev)
 				if err != nil {
 					cancel(err)
@@ -214,10 +205,9 @@ func rebuildRange(ctx context.Context, adm *kadm.Client, cfg RebuildConfig) (sta
 	return starts, ends, nil
 }
 
-// partition reads partition part in [from, end) and applies it in
+// rebuildPartition reads partition part in [from, end) and applies it in
 // batches; a final marker moves the stored offset to end.
-func (b *rebuild) partition(ctx context.Context, part int32, from, end int64) (int64, error) {
-	cl, store, cfg := b.cl, b.store, b.cfg
+func rebuildPartition(ctx context.Context, cl *kgo.Client, store *projection.Store, cfg RebuildConfig, part int32, from, end int64) (int64, error) {
 	var n int64
 	batch := make([]projection.Applied, 0, min(cfg.MaxBatch, 1024))
 	flush := func() error {
