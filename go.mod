@@ -6,6 +6,8 @@ require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cloudevents/sdk-go/v2 v2.16.2
+	github.com/eskv/eskv/client v0.0.0
+	github.com/eskv/eskv/contract v0.1.0
 	github.com/google/uuid v1.6.0
 	github.com/gowebpki/jcs v1.0.2
 	github.com/jackc/pgx/v5 v5.12.0
@@ -35,7 +37,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/eskv/eskv/contract v0.0.0
 	github.com/go-faster/city v1.0.1 // indirect
 	github.com/go-faster/errors v0.8.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
@@ -72,4 +73,9 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/eskv/eskv/contract => ./contract
+// The client and the contract are modules of their own in this
+// repository (client/, contract/); the server builds with their trees.
+replace (
+	github.com/eskv/eskv/client => ./client
+	github.com/eskv/eskv/contract => ./contract
+)

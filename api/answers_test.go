@@ -6,20 +6,20 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 )
 
 // failingLister fails every listing with err.
 type failingLister struct{ err error }
 
-func (l failingLister) List(context.Context, string, string, int, int, time.Time) ([]contract.Entry, bool, error) {
+func (l failingLister) List(context.Context, string, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
 
-func (l failingLister) Scan(context.Context, string, contract.Filter, string, int, int, time.Time) ([]contract.Entry, bool, error) {
+func (l failingLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
 

@@ -124,16 +124,16 @@ func (f *forwarder) verify(values []string, method, uri string, now time.Time) (
 	}
 	from, carry := writer.FromClient, make([]string, 0, len(proofs))
 	for _, p := range proofs {
-		sender, unix, mac, ok := parseProof(strings.TrimSpace(p))
+		pr, ok := parseProof(strings.TrimSpace(p))
 		if !ok {
 			continue
 		}
 		carry = append(carry, strings.TrimSpace(p))
-		if !f.verifies(sender, unix, mac, method, uri, now) {
+		if !f.verifies(pr, method, uri, now) {
 			continue
 		}
 		switch {
-		case sender == f.self:
+		case pr.sender == f.self:
 			from = writer.FromSelf
 		case f.shared && from == writer.FromClient:
 			from = writer.FromPeer
@@ -145,27 +145,35 @@ func (f *forwarder) verify(values []string, method, uri string, now time.Time) (
 	return from, strings.Join(carry, ",")
 }
 
+// proof is one writer's proof that it forwarded a request: its name, the
+// time (unix seconds) and the MAC over both and the request.
+type proof struct {
+	sender, unix string
+	mac          []byte
+}
+
 // parseProof splits a proof into its sender, time and MAC.
-func parseProof(p string) (sender, unix string, mac []byte, ok bool) {
+func parseProof(p string) (proof, bool) {
 	esc, rest, ok1 := strings.Cut(p, " ")
 	unix, enc, ok2 := strings.Cut(rest, " ")
 	if !ok1 || !ok2 {
-		return "", "", nil, false
+		return proof{}, false
 	}
 	sender, err := url.QueryUnescape(esc)
 	if err != nil {
-		return "", "", nil, false
+		return proof{}, false
 	}
-	mac, err = base64.RawURLEncoding.DecodeString(enc)
+	mac, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil || len(mac) != sha256.Size {
-		return "", "", nil, false
+		return proof{}, false
 	}
-	return sender, unix, mac, true
+	return proof{sender: sender, unix: unix, mac: mac}, true
 }
 
 // verifies reports whether a proof's MAC holds under our key and its time
 // is within peerProofSkew of now.
-func (f *forwarder) verifies(sender, unix string, mac []byte, method, uri string, now time.Time) bool {
+func (f *forwarder) verifies(pr proof, method, uri string, now time.Time) bool {
+	sender, unix, mac := pr.sender, pr.unix, pr.mac
 	sec, err := strconv.ParseInt(unix, 10, 64)
 	if err != nil {
 		return false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -66,11 +67,11 @@ func (f *fakeWriter) Route(contract.Key, writer.Origin) (bool, string, error) {
 // fakeLister lists nothing.
 type fakeLister struct{}
 
-func (fakeLister) List(context.Context, string, string, int, int, time.Time) ([]contract.Entry, bool, error) {
+func (fakeLister) List(context.Context, string, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, nil
 }
 
-func (fakeLister) Scan(context.Context, string, contract.Filter, string, int, int, time.Time) ([]contract.Entry, bool, error) {
+func (fakeLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, nil
 }
 

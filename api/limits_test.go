@@ -22,6 +22,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 )
 
 // Two tenants' principals, each with every right on its own tenant.
@@ -75,7 +76,7 @@ func (l holdingLister) hold(prefix string) {
 	}
 }
 
-func (l holdingLister) List(_ context.Context, prefix, _ string, _, _ int, _ time.Time) ([]contract.Entry, bool, error) {
+func (l holdingLister) List(_ context.Context, prefix string, _ projection.Page) ([]contract.Entry, bool, error) {
 	l.hold(prefix)
 	return nil, false, nil
 }

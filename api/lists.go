@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -130,7 +131,7 @@ func (s *Server) lrange(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
-	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, contract.MaxRange, s.cfg.MaxListBytes, s.now())
+	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, projection.Page{Limit: contract.MaxRange, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
 	if err != nil {
 		return err
 	}

@@ -6,22 +6,22 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 )
 
 // The fakes answer lrange from nothing.
 
-func (fakeLister) Range(context.Context, string, int64, int64, int, int, time.Time) ([]json.RawMessage, bool, error) {
+func (fakeLister) Range(context.Context, string, int64, int64, projection.Page) ([]json.RawMessage, bool, error) {
 	return []json.RawMessage{}, false, nil
 }
 
-func (l failingLister) Range(context.Context, string, int64, int64, int, int, time.Time) ([]json.RawMessage, bool, error) {
+func (l failingLister) Range(context.Context, string, int64, int64, projection.Page) ([]json.RawMessage, bool, error) {
 	return nil, false, l.err
 }
 
-func (l stubLister) Range(context.Context, string, int64, int64, int, int, time.Time) ([]json.RawMessage, bool, error) {
+func (l stubLister) Range(context.Context, string, int64, int64, projection.Page) ([]json.RawMessage, bool, error) {
 	return nil, false, l.err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 )
 
 // listKeys serves GET /v1/kv: a page of the live entries under a prefix,
@@ -86,9 +87,9 @@ func (s *Server) listKeys(c echo.Context) error {
 	var items []contract.Entry
 	var truncated bool
 	if filter != nil {
-		items, truncated, err = s.list.Scan(c.Request().Context(), prefix, *filter, after, limit, s.cfg.MaxListBytes, s.now())
+		items, truncated, err = s.list.Scan(c.Request().Context(), prefix, *filter, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
 	} else {
-		items, truncated, err = s.list.List(c.Request().Context(), prefix, after, limit, s.cfg.MaxListBytes, s.now())
+		items, truncated, err = s.list.List(c.Request().Context(), prefix, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
 	}
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/admission"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -54,21 +55,21 @@ type Writer interface {
 }
 
 // Lister lists live entries by prefix from the projection: a page of at
-// most limit entries and no more than fit in maxBytes (but at least one),
+// most pg.Limit entries and no more than fit in pg.MaxBytes (but at least one),
 // and whether more follow. The server calls it after Writer.AwaitProjected,
 // so one query of it sees every acknowledged write.
 type Lister interface {
-	List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) ([]contract.Entry, bool, error)
+	List(ctx context.Context, prefix string, pg projection.Page) ([]contract.Entry, bool, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f contract.Filter, after string, limit, maxBytes int, now time.Time) ([]contract.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f contract.Filter, pg projection.Page) ([]contract.Entry, bool, error)
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)
 	// Range returns the values of the list key from index start to stop
 	// (Redis indexes), at most limit and within maxBytes (but at least
 	// one), and whether more were in range.
-	Range(ctx context.Context, key string, start, stop int64, limit, maxBytes int, now time.Time) ([]json.RawMessage, bool, error)
+	Range(ctx context.Context, key string, start, stop int64, pg projection.Page) ([]json.RawMessage, bool, error)
 	// History returns the key's versions from version from on, oldest
 	// first (at most limit, within maxBytes but at least one), and the
 	// version the next page starts at (0 after the last).

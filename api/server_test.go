@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 )
 
 // stubLister answers every listing with its entries, cut to the limit
@@ -25,7 +25,8 @@ type stubLister struct {
 	release <-chan struct{}
 }
 
-func (l stubLister) List(_ context.Context, _, _ string, limit, maxBytes int, _ time.Time) ([]contract.Entry, bool, error) {
+func (l stubLister) List(_ context.Context, _ string, pg projection.Page) ([]contract.Entry, bool, error) {
+	limit, maxBytes := pg.Limit, pg.MaxBytes
 	if l.entered != nil {
 		l.entered <- struct{}{}
 		<-l.release
@@ -41,8 +42,8 @@ func (l stubLister) List(_ context.Context, _, _ string, limit, maxBytes int, _ 
 	return l.entries[:n], n < len(l.entries), nil
 }
 
-func (l stubLister) Scan(ctx context.Context, prefix string, _ contract.Filter, after string, limit, maxBytes int, now time.Time) ([]contract.Entry, bool, error) {
-	return l.List(ctx, prefix, after, limit, maxBytes, now)
+func (l stubLister) Scan(ctx context.Context, prefix string, _ contract.Filter, pg projection.Page) ([]contract.Entry, bool, error) {
+	return l.List(ctx, prefix, pg)
 }
 
 // mustServerWith returns the API around a fake writer and list, and

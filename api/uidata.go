@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
 )
 
@@ -167,7 +168,7 @@ func (s *Server) uiKeys(c echo.Context) error {
 	}
 	defer release()
 	now := s.now()
-	entries, truncated, err := s.list.List(c.Request().Context(), prefix, "", uiMaxKeys, s.cfg.MaxListBytes, now)
+	entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{Limit: uiMaxKeys, MaxBytes: s.cfg.MaxListBytes, Now: now})
 	if err != nil {
 		return err
 	}

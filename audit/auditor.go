@@ -506,7 +506,7 @@ func (a *Auditor) chain(p *part, looked map[KeyVersion]string, k HMACKey) (start
 		if inPart && bytes.Equal(p.events[j].After, e.Before) {
 			before = p.rows[j].AfterHash
 		}
-		p.rows[i] = h.eventRow(e, p.id, p.eventRecs[i].Offset, a.cfg.HashScheme, prev, before)
+		p.rows[i] = h.eventRow(e, At{Partition: p.id, Offset: p.eventRecs[i].Offset}, a.cfg.HashScheme, prev, before)
 		last[e.Key] = i
 	}
 	p.tips = make(map[string]tip, len(last))
@@ -542,7 +542,7 @@ func (a *Auditor) decode(p *part, k HMACKey) {
 			if h == nil {
 				h = newHasher(k)
 			}
-			p.conflicts = append(p.conflicts, h.conflictRow(&c, r.Partition, r.Offset, a.cfg.HashScheme))
+			p.conflicts = append(p.conflicts, h.conflictRow(&c, At{r.Partition, r.Offset}, a.cfg.HashScheme))
 		} else {
 			e, err := changelog.Event(r)
 			if err != nil {

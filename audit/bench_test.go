@@ -62,7 +62,7 @@ func BenchmarkEventRow(b *testing.B) {
 	prev := ""
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		r := audit.EventRow(es[i%len(es)], 3, int64(i), k, audit.CurrentScheme, prev)
+		r := audit.EventRow(es[i%len(es)], audit.At{Partition: 3, Offset: int64(i)}, k, audit.CurrentScheme, prev)
 		prev = r.ChainHash
 	}
 }

@@ -102,10 +102,10 @@ func TestValueHashCollisions(t *testing.T) {
 // change).
 func TestIncrementPast2To53IsAChange(t *testing.T) {
 	e := testEvent(2, `9007199254740992`, `9007199254740993`)
-	if r := EventRow(e, 0, 1, testKey(), Scheme1, ""); r.BeforeHash != r.AfterHash {
+	if r := EventRow(e, At{Partition: 0, Offset: 1}, testKey(), Scheme1, ""); r.BeforeHash != r.AfterHash {
 		t.Fatalf("scheme 1 now tells them apart: its hashes changed, and its old rows no longer verify")
 	}
-	if r := EventRow(e, 0, 1, testKey(), CurrentScheme, ""); r.BeforeHash == r.AfterHash {
+	if r := EventRow(e, At{Partition: 0, Offset: 1}, testKey(), CurrentScheme, ""); r.BeforeHash == r.AfterHash {
 		t.Fatalf("the new row's before_hash and after_hash are equal: %s", r.AfterHash)
 	}
 }

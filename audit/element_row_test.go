@@ -19,7 +19,7 @@ func TestElementRow(t *testing.T) {
 		Kind: contract.KindPut, Op: contract.OpSAdd, Before: json.RawMessage(`{"type":"set","size":1,"since":1}`),
 		After: json.RawMessage(`{"type":"set","size":2,"since":1}`), Semantics: contract.Semantics{Purpose: "set"},
 		TS: time.Unix(1700000000, 0), Element: &contract.Element{Op: contract.ElementAdd, Member: "agent \"7\""}}
-	r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+	r := EventRow(e, At{Partition: 0, Offset: 1}, testKey(), CurrentScheme, "")
 	if want := CurrentScheme.ValueHash(testKey(), key, []byte(`"agent \"7\""`)); r.ElementOp != "add" || r.ElementHash != want {
 		t.Fatalf("element %q %q, want add %q", r.ElementOp, r.ElementHash, want)
 	}
@@ -27,7 +27,7 @@ func TestElementRow(t *testing.T) {
 		t.Fatalf("chain input %s", in)
 	}
 	e.Element = nil
-	r = EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+	r = EventRow(e, At{Partition: 0, Offset: 1}, testKey(), CurrentScheme, "")
 	if in := string(ChainInput(&r)); strings.Contains(in, "element") {
 		t.Fatalf("chain input of another event names the element: %s", in)
 	}
@@ -50,7 +50,7 @@ func TestListElementRow(t *testing.T) {
 		Kind: contract.KindPut, Op: contract.OpLPush, Before: json.RawMessage(`{"type":"list","size":1,"since":1}`),
 		After: json.RawMessage(`{"type":"list","size":2,"since":1,"head":-1}`), Semantics: contract.Semantics{Purpose: "list"},
 		TS: time.Unix(1700000000, 0), Element: &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(-1), Value: value}}
-	r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+	r := EventRow(e, At{Partition: 0, Offset: 1}, testKey(), CurrentScheme, "")
 	if want := CurrentScheme.ValueHash(testKey(), key, value); r.ElementOp != "add" || r.ElementHash != want {
 		t.Fatalf("element %q %q, want add %q", r.ElementOp, r.ElementHash, want)
 	}
@@ -58,7 +58,7 @@ func TestListElementRow(t *testing.T) {
 		t.Fatal("the chain input holds the raw value")
 	}
 	e.Op, e.Element = contract.OpLTrim, nil
-	if r := EventRow(e, 0, 1, testKey(), CurrentScheme, ""); r.ElementOp != "" || r.ElementHash != "" {
+	if r := EventRow(e, At{Partition: 0, Offset: 1}, testKey(), CurrentScheme, ""); r.ElementOp != "" || r.ElementHash != "" {
 		t.Fatalf("trim row names an element: %+v", r)
 	}
 }
@@ -90,7 +90,7 @@ func TestQueueElementRow(t *testing.T) {
 		if tc.state == "" {
 			e.Element.Op = contract.ElementRemove
 		}
-		r := EventRow(e, 0, 1, testKey(), CurrentScheme, "")
+		r := EventRow(e, At{Partition: 0, Offset: 1}, testKey(), CurrentScheme, "")
 		if want := CurrentScheme.ValueHash(testKey(), key, data); r.ElementOp != tc.want || r.ElementHash != want {
 			t.Fatalf("%s %s: element %q %q, want %q %q", tc.op, tc.state, r.ElementOp, r.ElementHash, tc.want, want)
 		}

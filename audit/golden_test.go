@@ -120,12 +120,12 @@ func goldenLines(s Scheme) []string {
 	var lines []string
 	prev := ""
 	for i, e := range goldenEvents() {
-		r := EventRow(e, 3, int64(i), k, s, prev)
+		r := EventRow(e, At{Partition: 3, Offset: int64(i)}, k, s, prev)
 		lines = append(lines, rowLine(&r))
 		prev = r.ChainHash
 	}
 	for i, c := range goldenConflicts() {
-		r := ConflictRowOf(c, 1, int64(i), k, s)
+		r := ConflictRowOf(c, At{Partition: 1, Offset: int64(i)}, k, s)
 		lines = append(lines, conflictLine(&r))
 	}
 	return lines
@@ -201,7 +201,7 @@ func TestChainRowsAreEventRows(t *testing.T) {
 		if r, ok := prev[e.Key]; ok && r.Version == e.PrevVersion {
 			chain = r.ChainHash
 		}
-		want := EventRow(e, 4, int64(100+i), k, CurrentScheme, chain)
+		want := EventRow(e, At{Partition: 4, Offset: int64(100 + i)}, k, CurrentScheme, chain)
 		if !reflect.DeepEqual(p.rows[i], want) {
 			t.Fatalf("row %d\n got %+v\nwant %+v", i, p.rows[i], want)
 		}

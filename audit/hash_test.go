@@ -209,8 +209,8 @@ func TestEventRowChain(t *testing.T) {
 
 func testEventRowChain(t *testing.T, s Scheme) {
 	k := testKey()
-	r1 := EventRow(testEvent(1, `null`, `{"on":true}`), 3, 10, k, s, "")
-	r2 := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, s, r1.ChainHash)
+	r1 := EventRow(testEvent(1, `null`, `{"on":true}`), At{Partition: 3, Offset: 10}, k, s, "")
+	r2 := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), At{Partition: 3, Offset: 11}, k, s, r1.ChainHash)
 
 	t.Run("ScopeFromKey", func(t *testing.T) {
 		if r1.Tenant != "acme" || r1.Project != "demo" {
@@ -223,13 +223,13 @@ func testEventRowChain(t *testing.T, s Scheme) {
 		}
 	})
 	t.Run("Deterministic", func(t *testing.T) {
-		again := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 3, 11, k, s, r1.ChainHash)
+		again := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), At{Partition: 3, Offset: 11}, k, s, r1.ChainHash)
 		if again.ChainHash != r2.ChainHash {
 			t.Fatal("the same event gives two chain hashes")
 		}
 	})
 	t.Run("KafkaCoordinatesAreNotChained", func(t *testing.T) {
-		moved := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), 5, 99, k, s, r1.ChainHash)
+		moved := EventRow(testEvent(2, `{"on":true}`, `{"on":false}`), At{Partition: 5, Offset: 99}, k, s, r1.ChainHash)
 		if moved.ChainHash != r2.ChainHash {
 			t.Fatal("the chain hash depends on partition and offset")
 		}
@@ -284,7 +284,7 @@ func testEventRowChain(t *testing.T, s Scheme) {
 		// write's row (above) has neither, as before transactions.
 		e := testEvent(1, `null`, `{"on":true}`)
 		e.TxnID, e.TxnSize = "t-1", 2
-		r := EventRow(e, 3, 10, k, s, "")
+		r := EventRow(e, At{Partition: 3, Offset: 10}, k, s, "")
 		in = string(ChainInput(&r))
 		if want = strings.Replace(want, `"ttl_seconds":0,`, `"ttl_seconds":0,"txn_id":"t-1","txn_size":2,`, 1); in != want {
 			t.Fatalf("chain input of a transaction's row\n got %s\nwant %s", in, want)

@@ -113,16 +113,22 @@ func elementOp(e *contract.Event) string {
 	return e.Element.Op
 }
 
-// EventRow returns the row of event e, read at partition/offset, hashed
-// under k in scheme s and chained to prevChain (the chain hash of the
-// key's row at e.PrevVersion, or "" when there is none).
-func EventRow(e *contract.Event, partition int32, offset int64, k HMACKey, s Scheme, prevChain string) Row {
-	return newHasher(k).eventRow(e, partition, offset, s, prevChain, "")
+// At is where a record is in its topic.
+type At struct {
+	Partition int32
+	Offset    int64
+}
+
+// EventRow returns the row of event e, read at at, hashed under k in
+// scheme s and chained to prevChain (the chain hash of the key's row at
+// e.PrevVersion, or "" when there is none).
+func EventRow(e *contract.Event, at At, k HMACKey, s Scheme, prevChain string) Row {
+	return newHasher(k).eventRow(e, at, s, prevChain, "")
 }
 
 // eventRow is EventRow under h.k; beforeHash is the hash of e.Before when
 // the caller knows it, else "".
-func (h *hasher) eventRow(e *contract.Event, partition int32, offset int64, s Scheme, prevChain, beforeHash string) Row {
+func (h *hasher) eventRow(e *contract.Event, at At, s Scheme, prevChain, beforeHash string) Row {
 	k := h.k
 	if beforeHash == "" {
 		beforeHash = h.valueHash(s, e.Key, e.Before)
@@ -144,8 +150,8 @@ func (h *hasher) eventRow(e *contract.Event, partition int32, offset int64, s Sc
 		HashKeyID:     k.ID,
 		HashScheme:    s,
 		PrevChainHash: prevChain,
-		Partition:     partition,
-		Offset:        offset,
+		Partition:     at.Partition,
+		Offset:        at.Offset,
 		TxnID:         e.TxnID,
 		TxnSize:       int32(e.TxnSize),
 	}
@@ -165,14 +171,14 @@ func (h *hasher) eventRow(e *contract.Event, partition int32, offset int64, s Sc
 	return r
 }
 
-// ConflictRowOf returns the row of conflict c, read at partition/offset,
-// hashed under k in scheme s.
-func ConflictRowOf(c *contract.Conflict, partition int32, offset int64, k HMACKey, s Scheme) ConflictRow {
-	return newHasher(k).conflictRow(c, partition, offset, s)
+// ConflictRowOf returns the row of conflict c, read at at, hashed under k
+// in scheme s.
+func ConflictRowOf(c *contract.Conflict, at At, k HMACKey, s Scheme) ConflictRow {
+	return newHasher(k).conflictRow(c, at, s)
 }
 
 // conflictRow is ConflictRowOf under h.k.
-func (h *hasher) conflictRow(c *contract.Conflict, partition int32, offset int64, s Scheme) ConflictRow {
+func (h *hasher) conflictRow(c *contract.Conflict, at At, s Scheme) ConflictRow {
 	k := h.k
 	tenant, project := tenantProject(c.Key)
 	r := ConflictRow{
@@ -190,8 +196,8 @@ func (h *hasher) conflictRow(c *contract.Conflict, partition int32, offset int64
 		CurrentHash:     h.valueHash(s, c.Key, c.Current),
 		HashKeyID:       k.ID,
 		HashScheme:      s,
-		Partition:       partition,
-		Offset:          offset,
+		Partition:       at.Partition,
+		Offset:          at.Offset,
 		TxnID:           c.TxnID,
 		TxnOp:           -1,
 		TxnSize:         int32(c.TxnSize),

@@ -69,7 +69,7 @@ func TestInsertAndLookUpChainHashes(t *testing.T) {
 	var rows []audit.Row
 	prev := ""
 	for v := int64(1); v <= 3; v++ {
-		r := audit.EventRow(event("tenant/t/project/p/a", v, fmt.Sprint(v-1), fmt.Sprint(v), ts), 0, v, k, audit.CurrentScheme, prev)
+		r := audit.EventRow(event("tenant/t/project/p/a", v, fmt.Sprint(v-1), fmt.Sprint(v), ts), audit.At{Partition: 0, Offset: v}, k, audit.CurrentScheme, prev)
 		prev = r.ChainHash
 		rows = append(rows, r)
 	}
@@ -149,7 +149,7 @@ func mustOldTrail(t *testing.T, key string, interrupted bool) (*testenv.ClickHou
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	r := audit.EventRow(event(key, 1, "null", `{"n":9007199254740993}`, time.Now().UTC()), 0, 7, testKey(t), audit.Scheme1, "")
+	r := audit.EventRow(event(key, 1, "null", `{"n":9007199254740993}`, time.Now().UTC()), audit.At{Partition: 0, Offset: 7}, testKey(t), audit.Scheme1, "")
 	for q, row := range map[string][]any{
 		"INSERT INTO audit_schema_migrations (version, name, applied_at)": {uint32(1), "0001_audit.sql", time.Now()},
 		"INSERT INTO audit_events (" + oldEventColumns + ")": {r.TS, r.TS.UnixMicro(), r.Tenant, r.Project, r.Key, r.Version,
@@ -195,7 +195,7 @@ func TestMigrateOldTrail(t *testing.T) {
 				t.Fatalf("old row read back as scheme %d, chain hash %s recomputes to %s (written %s)",
 					got.HashScheme, got.ChainHash, audit.ChainHash(k, &got), old.ChainHash)
 			}
-			next := audit.EventRow(event(key, 2, `{"n":9007199254740993}`, `{"n":9007199254740994}`, time.Now().UTC()), 0, 8, k, audit.CurrentScheme, old.ChainHash)
+			next := audit.EventRow(event(key, 2, `{"n":9007199254740993}`, `{"n":9007199254740994}`, time.Now().UTC()), audit.At{Partition: 0, Offset: 8}, k, audit.CurrentScheme, old.ChainHash)
 			if err := s.InsertEvents(ctx, []audit.Row{next}, time.Now()); err != nil {
 				t.Fatal(err)
 			}

@@ -174,24 +174,47 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 	if err != nil {
 		return nil, err
 	}
-	rep := &VerifyReport{Scope: cfg.Scope.String()}
-	var ds []Discrepancy
-	add := func(d Discrepancy) { ds = append(ds, d) }
+	vf := &verification{cl: cl, s: s, keys: keys, cfg: cfg, starts: starts, ends: ends, committed: committed,
+		rep: &VerifyReport{Scope: cfg.Scope.String()}}
+	if err := vf.run(ctx); err != nil {
+		return nil, err
+	}
+	vf.rep.Discrepancies = sortDiscrepancies(vf.ds)
+	return vf.rep, nil
+}
 
-	topic := cfg.Topics.Changes
-	evs, err := readEvents(ctx, cl, topic, cfg.Scope, starts[topic], ends[topic], rep)
+// verification is one run of Verify: what it reads from and what it has
+// found so far.
+type verification struct {
+	cl                      *kgo.Client
+	s                       *Store
+	keys                    *Keyring
+	cfg                     VerifyConfig
+	starts, ends, committed map[string]map[int32]int64 // by topic and partition
+	rep                     *VerifyReport
+	ds                      []Discrepancy
+}
+
+func (vf *verification) add(d Discrepancy) { vf.ds = append(vf.ds, d) }
+
+// pending reports whether an event of kv.changes is at or past the
+// group's committed offset: the auditor has not committed it yet.
+func (vf *verification) pending(l located[contract.Event]) bool {
+	o, ok := vf.committed[vf.cfg.Topics.Changes][l.partition]
+	return !ok || l.offset >= o
+}
+
+func (vf *verification) run(ctx context.Context) error {
+	evs, err := vf.readEvents(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	pending := func(l located[contract.Event]) bool {
-		o, ok := committed[topic][l.partition]
-		return !ok || l.offset >= o
-	}
-	keysSeen, err := checkRows(ctx, s, cfg.Scope, evs, keys, pending, rep, add)
+	keysSeen, err := vf.checkRows(ctx, evs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Keys of the log without any row.
+	rep := vf.rep
 	rep.Keys = len(keysSeen)
 	for key, vs := range evs {
 		if keysSeen[key] {
@@ -199,19 +222,15 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 		}
 		rep.Keys++
 		for v, l := range vs {
-			if pending(l) {
+			if vf.pending(l) {
 				rep.Pending++
 				continue
 			}
-			add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
-				Detail: fmt.Sprintf("the event at %s/%d@%d has no row", topic, l.partition, l.offset)})
+			vf.add(Discrepancy{Key: key, Version: v, Problem: ProblemRowMissing,
+				Detail: fmt.Sprintf("the event at %s/%d@%d has no row", vf.cfg.Topics.Changes, l.partition, l.offset)})
 		}
 	}
-	if err := verifyConflicts(ctx, cl, s, keys, cfg, starts, ends, committed, rep, add); err != nil {
-		return nil, err
-	}
-	rep.Discrepancies = sortDiscrepancies(ds)
-	return rep, nil
+	return vf.verifyConflicts(ctx)
 }
 
 // logRanges returns the start and last stable offsets of each partition
@@ -244,13 +263,16 @@ func listed(ctx context.Context, what, topic string, list func(context.Context, 
 	return offs, nil
 }
 
-// readEvents reads the events of topic in scope, [starts, ends) per
-// partition, by key and version, counting them in rep.
-func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, starts, ends map[int32]int64, rep *VerifyReport) (map[string]map[int64]located[contract.Event], error) {
+// readEvents reads the events of kv.changes in scope, from the start to
+// the last stable offset of each partition, by key and version, counting
+// them in the report.
+func (vf *verification) readEvents(ctx context.Context) (map[string]map[int64]located[contract.Event], error) {
+	topic := vf.cfg.Topics.Changes
+	starts, ends := vf.starts[topic], vf.ends[topic]
 	evs := map[string]map[int64]located[contract.Event]{}
 	for p := range ends {
-		err := changelog.ReadCommitted(ctx, cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
-			if !sc.Match(contract.EventKeyOf(r.Key)) {
+		err := changelog.ReadCommitted(ctx, vf.cl, changelog.Range{Topic: topic, Partition: p, From: starts[p], End: ends[p]}, func(r *kgo.Record) error {
+			if !vf.cfg.Scope.Match(contract.EventKeyOf(r.Key)) {
 				return nil
 			}
 			e, err := changelog.Event(r)
@@ -261,7 +283,7 @@ func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, sta
 				evs[e.Key] = map[int64]located[contract.Event]{}
 			}
 			evs[e.Key][e.Version] = located[contract.Event]{e, r.Partition, r.Offset}
-			rep.Events++
+			vf.rep.Events++
 			return nil
 		})
 		if err != nil {
@@ -273,8 +295,7 @@ func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, sta
 
 // checkRows checks the rows in scope key by key, in version order,
 // against evs (checkKey), and returns the keys that have rows.
-func checkRows(ctx context.Context, s *Store, sc Scope, evs map[string]map[int64]located[contract.Event], keys *Keyring,
-	pending func(located[contract.Event]) bool, rep *VerifyReport, add func(Discrepancy)) (map[string]bool, error) {
+func (vf *verification) checkRows(ctx context.Context, evs map[string]map[int64]located[contract.Event]) (map[string]bool, error) {
 	keysSeen := map[string]bool{}
 	var cur []Row // rows of the current key, one per version
 	var curDup map[int64][]Row
@@ -284,15 +305,15 @@ func checkRows(ctx context.Context, s *Store, sc Scope, evs map[string]map[int64
 		}
 		key := cur[0].Key
 		keysSeen[key] = true
-		checkKey(key, cur, curDup, evs[key], keys, pending, rep, add)
+		vf.checkKey(key, cur, curDup, evs[key])
 		cur, curDup = cur[:0], nil
 	}
-	err := s.scanEvents(ctx, sc, func(r Row, tsOK bool) {
+	err := vf.s.scanEvents(ctx, vf.cfg.Scope, func(r Row, tsOK bool) {
 		if len(cur) > 0 && cur[0].Key != r.Key {
 			flush()
 		}
 		if !tsOK {
-			add(Discrepancy{Key: r.Key, Version: r.Version, Problem: ProblemRowAltered,
+			vf.add(Discrepancy{Key: r.Key, Version: r.Version, Problem: ProblemRowAltered,
 				Detail: "column ts does not match ts_us (the chain covers ts_us)"})
 		}
 		if n := len(cur); n > 0 && cur[n-1].Version == r.Version {
@@ -329,8 +350,8 @@ func sortDiscrepancies(ds []Discrepancy) []Discrepancy {
 
 // checkKey verifies the rows of one key (one per version, in order; dups
 // holds further rows of a version) against its events.
-func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]located[contract.Event], keys *Keyring,
-	pending func(located[contract.Event]) bool, rep *VerifyReport, add func(Discrepancy)) {
+func (vf *verification) checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]located[contract.Event]) {
+	rep, add := vf.rep, vf.add
 	byVersion := make(map[int64]*Row, len(rows))
 	var latest located[contract.Event]
 	for _, l := range evs {
@@ -351,7 +372,7 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 				break
 			}
 		}
-		k, ok := keys.Lookup(r.HashKeyID)
+		k, ok := vf.keys.Lookup(r.HashKeyID)
 		if !ok {
 			bad(ProblemUnknownKeyID, "hashed under key id %q, which is not configured (add it to the key file or ESKV_AUDIT_OLD_KEYS)", r.HashKeyID)
 			continue
@@ -364,7 +385,7 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 			bad(ProblemRowAltered, "its fields do not match its chain hash %s (recomputed %s)", short(r.ChainHash), short(want))
 		}
 
-		checkLink(r, byVersion, evs, rep, add)
+		vf.checkLink(r, byVersion, evs)
 
 		// The row against its event.
 		l, ok := evs[r.Version]
@@ -376,7 +397,7 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 			}
 			continue
 		}
-		want := EventRow(&l.v, l.partition, l.offset, k, r.HashScheme, r.PrevChainHash)
+		want := EventRow(&l.v, At{Partition: l.partition, Offset: l.offset}, k, r.HashScheme, r.PrevChainHash)
 		if col := diffRow(&want, r); col != "" {
 			bad(ProblemRowAltered, "column %s differs from its event at %d@%d", col, l.partition, l.offset)
 		}
@@ -385,7 +406,7 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 		if _, ok := byVersion[v]; ok {
 			continue
 		}
-		if pending(l) {
+		if vf.pending(l) {
 			rep.Pending++
 			continue
 		}
@@ -396,7 +417,8 @@ func checkKey(key string, rows []Row, dups map[int64][]Row, evs map[int64]locate
 
 // checkLink checks the link of r to the key's previous row (rows by
 // version so far, events by version).
-func checkLink(r *Row, byVersion map[int64]*Row, evs map[int64]located[contract.Event], rep *VerifyReport, add func(Discrepancy)) {
+func (vf *verification) checkLink(r *Row, byVersion map[int64]*Row, evs map[int64]located[contract.Event]) {
+	rep, add := vf.rep, vf.add
 	bad := func(problem, format string, args ...any) {
 		add(Discrepancy{Key: r.Key, Version: r.Version, Problem: problem, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -545,15 +567,16 @@ func (s *Store) scanEvents(ctx context.Context, sc Scope, fn func(r Row, tsOK bo
 
 // verifyConflicts checks that every committed conflict record in scope has
 // its row with the record's fields and hashes.
-func verifyConflicts(ctx context.Context, cl *kgo.Client, s *Store, keys *Keyring, cfg VerifyConfig,
-	starts, ends, committed map[string]map[int32]int64, rep *VerifyReport, add func(Discrepancy)) error {
-	rows, err := s.conflictRows(ctx, cfg.Scope)
+func (vf *verification) verifyConflicts(ctx context.Context) error {
+	cl, keys, cfg, rep, add := vf.cl, vf.keys, vf.cfg, vf.rep, vf.add
+	starts, ends, committed := vf.starts, vf.ends, vf.committed
+	rows, err := vf.s.conflictRows(ctx, cfg.Scope)
 	if err != nil {
 		return err
 	}
 	for p, end := range ends[cfg.Topics.Conflicts] {
 		upTo := min(end, committed[cfg.Topics.Conflicts][p])
-		err := changelog.ReadCommitted(ctx, cl, cfg.Topics.Conflicts, p, starts[cfg.Topics.Conflicts][p], upTo, func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: cfg.Topics.Conflicts, Partition: p, From: starts[cfg.Topics.Conflicts][p], End: upTo}, func(r *kgo.Record) error {
 			if !cfg.Scope.Match(string(r.Key)) {
 				return nil
 			}
@@ -579,7 +602,7 @@ func verifyConflicts(ctx context.Context, cl *kgo.Client, s *Store, keys *Keyrin
 					Detail: fmt.Sprintf("hash_scheme %d is not a scheme this auditor computes (1 or 2)", got.HashScheme)})
 				return nil
 			}
-			want := ConflictRowOf(&c, r.Partition, r.Offset, k, got.HashScheme)
+			want := ConflictRowOf(&c, At{Partition: r.Partition, Offset: r.Offset}, k, got.HashScheme)
 			want.TS = want.TS.Truncate(time.Microsecond)
 			if col := diffConflict(&want, &got); col != "" {
 				add(Discrepancy{Key: c.Key, ConflictID: c.ID, Problem: ProblemConflictWrong,

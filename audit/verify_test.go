@@ -114,7 +114,7 @@ func TestVerify(t *testing.T) {
 		}
 		fake := last
 		fake.Version, fake.PrevVersion, fake.Before = 5, 4, last.After
-		row := audit.EventRow(&fake, 0, 9999, testKey(t), audit.CurrentScheme, prev)
+		row := audit.EventRow(&fake, audit.At{Partition: 0, Offset: 9999}, testKey(t), audit.CurrentScheme, prev)
 		if err := tr.s.InsertEvents(context.Background(), []audit.Row{row}, time.Now()); err != nil {
 			t.Fatal(err)
 		}

@@ -64,22 +64,30 @@ func LastStableOffsets(ctx context.Context, cl *kgo.Client, topic string, ps ...
 	return offs, nil
 }
 
-// ReadCommitted calls fn, in order, for every committed record of
-// partition p of topic in [from, end), read with read_committed isolation.
+// Range is the offsets [From, End) of one partition of a topic.
+type Range struct {
+	Topic     string
+	Partition int32
+	From, End int64
+}
+
+// ReadCommitted calls fn, in order, for every committed record of the
+// range rg, read with read_committed isolation.
 // It stops exactly at end — also when the offsets just below end are
 // aborted records, transaction markers or compacted away, which a kgo
 // consumer cannot tell from "nothing yet" — so end should be a last stable
 // offset. It issues Fetch requests itself and decodes them with
 // kgo.ProcessFetchPartition, which reports the next offset to fetch.
-func ReadCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32, from, end int64, fn func(*kgo.Record) error) error {
-	return ReadCommittedBounded(ctx, cl, topic, p, from, end, 16<<20, fn)
+func ReadCommitted(ctx context.Context, cl *kgo.Client, rg Range, fn func(*kgo.Record) error) error {
+	return ReadCommittedBounded(ctx, cl, rg, 16<<20, fn)
 }
 
 // ReadCommittedBounded is ReadCommitted with fetches of at most maxBytes
 // of records each (a broker still returns a whole first record batch
 // larger than it): a reader that holds one fetch at a time holds about
 // maxBytes of records.
-func ReadCommittedBounded(ctx context.Context, cl *kgo.Client, topic string, p int32, from, end int64, maxBytes int32, fn func(*kgo.Record) error) error {
+func ReadCommittedBounded(ctx context.Context, cl *kgo.Client, rg Range, maxBytes int32, fn func(*kgo.Record) error) error {
+	topic, p, from, end := rg.Topic, rg.Partition, rg.From, rg.End
 	r := &partReader{cl: cl, adm: kadm.NewClient(cl), topic: topic, p: p, leader: -1, maxBytes: maxBytes}
 	for pos := from; pos < end; {
 		if err := ctx.Err(); err != nil {

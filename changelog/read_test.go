@@ -46,7 +46,7 @@ func TestReadCommittedStopsExactlyAtEnd(t *testing.T) {
 	}
 	read := func(from int64) []string {
 		var got []string
-		err := changelog.ReadCommitted(ctx, cl, b.Topics.Changes, 0, from, end, func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: b.Topics.Changes, Partition: 0, From: from, End: end}, func(r *kgo.Record) error {
 			got = append(got, fmt.Sprintf("%s@%d", r.Value, r.Offset))
 			return nil
 		})

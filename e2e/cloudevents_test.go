@@ -136,7 +136,7 @@ func TestCloudEventsBinding(t *testing.T) {
 	} {
 		n := 0
 		for p, end := range testenv.EndOffsets(ctx, t, cl, topic.name) {
-			err := changelog.ReadCommitted(ctx, cl, topic.name, p, 0, end, func(r *kgo.Record) error {
+			err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: topic.name, Partition: p, From: 0, End: end}, func(r *kgo.Record) error {
 				n++
 				checkCloudEvent(t, r, topic.schema, topic.typePrefix)
 				return nil

@@ -148,7 +148,7 @@ func (s *stack) readLogEnds(ctx context.Context) ([]contract.Event, map[int32]in
 	ends := map[int32]int64{}
 	starts := testenv.StartOffsets(ctx, s.tb, cl, s.broker.Topics.Changes)
 	for p, end := range s.endOffsets(ctx) {
-		err := changelog.ReadCommitted(ctx, cl, s.broker.Topics.Changes, p, starts[p], end, func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: s.broker.Topics.Changes, Partition: p, From: starts[p], End: end}, func(r *kgo.Record) error {
 			if err := schemas.ValidateChange(r.Value); err != nil {
 				return fmt.Errorf("event at %d/%d breaks the schema: %w\n%s", r.Partition, r.Offset, err, r.Value)
 			}

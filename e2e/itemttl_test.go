@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	inproc "github.com/eskv/eskv/testenv/stack"
 	"github.com/eskv/eskv/writer"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/audit"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/projection"

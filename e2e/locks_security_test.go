@@ -211,7 +211,7 @@ func (s *stack) readConflicts(t *testing.T) []contract.Conflict {
 	defer cl.Close()
 	var out []contract.Conflict
 	for p, end := range testenv.EndOffsets(ctx, t, cl, s.broker.Topics.Conflicts) {
-		err := changelog.ReadCommitted(ctx, cl, s.broker.Topics.Conflicts, p, 0, end, func(r *kgo.Record) error {
+		err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: s.broker.Topics.Conflicts, Partition: p, From: 0, End: end}, func(r *kgo.Record) error {
 			var c contract.Conflict
 			if err := json.Unmarshal(r.Value, &c); err != nil {
 				return err

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/writer"

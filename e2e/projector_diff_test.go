@@ -65,7 +65,7 @@ func TestRebuildEqualsLiveProjection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
-	d, err := projection.Compare(ctx, s.pg.Pool, "rebuilt", "public", s.broker.Topics.Changes, 10)
+	d, err := projection.Compare(ctx, s.pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: s.broker.Topics.Changes, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestRebuildEqualsLiveProjection(t *testing.T) {
 	if _, err := s.pg.Pool.Exec(ctx, `UPDATE kv_entries SET value = '{"n":3}' WHERE key = $1`, tampered); err != nil {
 		t.Fatal(err)
 	}
-	d, err = projection.Compare(ctx, s.pg.Pool, "rebuilt", "public", s.broker.Topics.Changes, 10)
+	d, err = projection.Compare(ctx, s.pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: s.broker.Topics.Changes, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRebuildKeepsSetMembers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
-	d, err := projection.Compare(ctx, s.pg.Pool, "rebuilt", "public", s.broker.Topics.Changes, 10)
+	d, err := projection.Compare(ctx, s.pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: s.broker.Topics.Changes, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
@@ -418,7 +418,7 @@ func TestRebuildKeepsQueueItems(t *testing.T) {
 	}, rebuilt, nil); err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
-	d, err := projection.Compare(ctx, s.pg.Pool, "rebuilt", "public", s.broker.Topics.Changes, 10)
+	d, err := projection.Compare(ctx, s.pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: s.broker.Topics.Changes, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

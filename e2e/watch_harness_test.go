@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/api/client"
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv"
 )
@@ -41,7 +41,7 @@ func (s *stack) prefixLog(ctx context.Context, prefix string) []logged {
 	start := testenv.StartOffsets(ctx, s.tb, cl, topic)[p]
 	end := testenv.EndOffsets(ctx, s.tb, cl, topic)[p]
 	var out []logged
-	err = changelog.ReadCommitted(ctx, cl, topic, p, start, end, func(r *kgo.Record) error {
+	err = changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: topic, Partition: p, From: start, End: end}, func(r *kgo.Record) error {
 		if !strings.HasPrefix(contract.EventKeyOf(r.Key), prefix) {
 			return nil
 		}

@@ -117,11 +117,20 @@ WITH ea AS (` + elementsDigestSQL(a) + `), eb AS (` + elementsDigestSQL(b) + `),
 )`
 }
 
-// Compare diffs the projections of topic in schemas schema and against,
-// in SQL on one snapshot, listing at most limit differing keys. pool may
-// work in any schema. A side that has entries but no stored offsets of
-// topic is refused (a wrong topic would make every key "not compared").
-func Compare(ctx context.Context, pool *pgxpool.Pool, schema, against, topic string, limit int) (*Diff, error) {
+// DiffSpec is what Compare compares: the projections of Topic in schemas
+// Schema and Against, listing at most Limit differing keys.
+type DiffSpec struct {
+	Schema, Against, Topic string
+	Limit                  int
+}
+
+// Compare diffs the projections of sp.Topic in schemas sp.Schema and
+// sp.Against, in SQL on one snapshot, listing at most sp.Limit differing
+// keys. pool may work in any schema. A side that has entries but no
+// stored offsets of the topic is refused (a wrong topic would make every
+// key "not compared").
+func Compare(ctx context.Context, pool *pgxpool.Pool, sp DiffSpec) (*Diff, error) {
+	schema, against, topic, limit := sp.Schema, sp.Against, sp.Topic, sp.Limit
 	a, b := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{against}.Sanitize()
 	d := &Diff{Schema: schema, Against: against}
 	cte := diffSQL(a, b)

@@ -107,7 +107,7 @@ func TestCompare(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, pg)
 			}
-			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, tc.limit)
+			d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: topic, Limit: tc.limit})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,13 +116,13 @@ func TestCompare(t *testing.T) {
 	}
 	t.Run("ErrWrongTopic", func(t *testing.T) {
 		pg := setup(t)
-		if _, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "other", 10); contract.ErrorCode(err) != contract.EInvalid {
+		if _, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: "other", Limit: 10}); contract.ErrorCode(err) != contract.EInvalid {
 			t.Errorf("Compare with a topic of no offsets = %v, want invalid", err)
 		}
 	})
 	t.Run("ErrMissingSchema", func(t *testing.T) {
 		pg := setup(t)
-		if _, err := projection.Compare(ctx, pg.Pool, "nosuch", "public", topic, 10); err == nil {
+		if _, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "nosuch", Against: "public", Topic: topic, Limit: 10}); err == nil {
 			t.Errorf("Compare with a missing schema succeeded")
 		}
 	})

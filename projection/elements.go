@@ -271,7 +271,8 @@ const listRangeSQL = `SELECT CASE WHEN fits THEN value END, fits FROM (
 // the metadata and the rows in one snapshot. truncated: more were in the
 // range; the next page starts at start+len(values). An absent or expired
 // list is empty; a key of another purpose is contract.EWrongType.
-func (s *Store) Range(ctx context.Context, key string, start, stop int64, limit, maxBytes int, now time.Time) (values []json.RawMessage, truncated bool, err error) {
+func (s *Store) Range(ctx context.Context, key string, start, stop int64, pg Page) (values []json.RawMessage, truncated bool, err error) {
+	limit, maxBytes, now := pg.Limit, pg.MaxBytes, pg.Now
 	if err := checkPage(limit, maxBytes); err != nil {
 		return nil, false, err
 	}

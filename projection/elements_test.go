@@ -161,7 +161,7 @@ func TestCompareElements(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", topic, 10)
+			d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: topic, Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 // statement Store.Scan runs for these arguments, under its settings.
 func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f contract.Filter, after string, limit int, now time.Time) string {
 	tb.Helper()
-	sql, args, err := scanStatement(prefix, f, after, limit, 1<<30, now)
+	sql, args, err := scanStatement(prefix, f, Page{After: after, Limit: limit, MaxBytes: 1 << 30, Now: now})
 	if err != nil || sql == "" {
 		tb.Fatalf("scan statement: %q, %v", sql, err)
 	}

@@ -102,7 +102,7 @@ func TestApplyQueueItemTTL(t *testing.T) {
 	if _, err := pg.Pool.Exec(ctx, `UPDATE kv_elements SET expires_at = expires_at + interval '1 second' WHERE expires_at IS NOT NULL`); err != nil {
 		t.Fatal(err)
 	}
-	d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "kv.ttl", 10)
+	d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: "kv.ttl", Limit: 10})
 	if err != nil || d.Equal() || len(d.Keys) != 1 || !slices.Contains(d.Keys[0].Columns, "elements") {
 		t.Fatalf("diff %+v %v, want the queue's elements to differ on expires_at", d, err)
 	}

@@ -74,7 +74,7 @@ func (m *listModel) ltrim(start, stop int64) contract.Event {
 
 func mustRange(tb testing.TB, s *projection.Store, key string, start, stop int64) []string {
 	tb.Helper()
-	vs, _, err := s.Range(context.Background(), key, start, stop, 1000, 1<<20, t0)
+	vs, _, err := s.Range(context.Background(), key, start, stop, projection.Page{Limit: 1000, MaxBytes: 1 << 20, Now: t0})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestApplyLists(t *testing.T) {
 	}
 
 	t.Run("OKTruncated", func(t *testing.T) {
-		vs, truncated, err := s.Range(context.Background(), m.key, 0, -1, 4, 1<<20, t0)
+		vs, truncated, err := s.Range(context.Background(), m.key, 0, -1, projection.Page{Limit: 4, MaxBytes: 1 << 20, Now: t0})
 		if err != nil || len(vs) != 4 || !truncated || string(vs[0]) != m.values[0] {
 			t.Fatalf("range %s truncated %v err %v", vs, truncated, err)
 		}
@@ -194,7 +194,7 @@ func TestCompareLists(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "kv.lists", 10)
+			d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: "kv.lists", Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,7 +259,7 @@ func TestRangeByteBudget(t *testing.T) {
 	var got []string
 	pages := 0
 	for start := int64(0); ; pages++ {
-		vs, truncated, err := s.Range(context.Background(), m.key, start, -1, contract.MaxRange, budget, t0)
+		vs, truncated, err := s.Range(context.Background(), m.key, start, -1, projection.Page{Limit: contract.MaxRange, MaxBytes: budget, Now: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestRangeByteBudget(t *testing.T) {
 	}
 
 	t.Run("OKOneValueOverBudget", func(t *testing.T) {
-		vs, truncated, err := s.Range(context.Background(), m.key, 5, -1, contract.MaxRange, 10, t0)
+		vs, truncated, err := s.Range(context.Background(), m.key, 5, -1, projection.Page{Limit: contract.MaxRange, MaxBytes: 10, Now: t0})
 		if err != nil || len(vs) != 1 || !truncated || string(vs[0]) != m.values[5] {
 			t.Fatalf("range of %d values, truncated %v err %v; want the first value alone", len(vs), truncated, err)
 		}

@@ -193,7 +193,7 @@ func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 		fresh := projection.New(pg.MustSchema(t, "fresh"))
 		fresh.SetHistoryFormat(projection.HistoryText)
 		mustApply(t, fresh, topic, append(append([]projection.Applied{}, before...), after...))
-		d, err := projection.Compare(ctx, pg.Pool, "upgraded", "fresh", topic, 10)
+		d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "upgraded", Against: "fresh", Topic: topic, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 				t.Error(err)
 			}
 		})
-		if d, err := projection.Compare(ctx, pg.Pool, "upgraded", "fresh", topic, 10); err != nil || d.HistoryMismatch != 1 {
+		if d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "upgraded", Against: "fresh", Topic: topic, Limit: 10}); err != nil || d.HistoryMismatch != 1 {
 			t.Errorf("diff %+v, %v; want 1 history mismatch", d, err)
 		}
 	})

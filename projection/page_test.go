@@ -30,10 +30,10 @@ func TestPageByteBudget(t *testing.T) {
 	}
 	mustApply(t, s, "kv.changes", batchOf(0, evs...))
 	list := func(after string, limit, maxBytes int) ([]contract.Entry, bool, error) {
-		return s.List(context.Background(), p, after, limit, maxBytes, now)
+		return s.List(context.Background(), p, projection.Page{After: after, Limit: limit, MaxBytes: maxBytes, Now: now})
 	}
 	scan := func(after string, limit, maxBytes int) ([]contract.Entry, bool, error) {
-		return s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"done"`), after, limit, maxBytes, now)
+		return s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"done"`), projection.Page{After: after, Limit: limit, MaxBytes: maxBytes, Now: now})
 	}
 	for name, page := range map[string]func(string, int, int) ([]contract.Entry, bool, error){"List": list, "Scan": scan} {
 		for _, tc := range []struct {

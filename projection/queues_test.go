@@ -285,7 +285,7 @@ func TestCompareQueues(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			d, err := projection.Compare(ctx, pg.Pool, "rebuilt", "public", "kv.queues", 10)
+			d, err := projection.Compare(ctx, pg.Pool, projection.DiffSpec{Schema: "rebuilt", Against: "public", Topic: "kv.queues", Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}

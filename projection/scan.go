@@ -2,7 +2,6 @@ package projection
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -50,7 +49,8 @@ const scanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', 
 
 // scanStatement returns the statement of a scan and its arguments, or ""
 // when nothing can match (keys are ASCII).
-func scanStatement(prefix string, f contract.Filter, after string, limit, maxBytes int, now time.Time) (string, []any, error) {
+func scanStatement(prefix string, f contract.Filter, pg Page) (string, []any, error) {
+	after, limit, maxBytes, now := pg.After, pg.Limit, pg.MaxBytes, pg.Now
 	if err := checkPage(limit, maxBytes); err != nil {
 		return "", nil, err
 	}
@@ -122,8 +122,8 @@ ORDER BY key`
 // reports that more matching entries follow the last one returned. Indexes answer it (kv_fields); values are not read.
 // An invalid filter is an *contract.Error with code invalid naming "field",
 // "op" or "value".
-func (s *Store) Scan(ctx context.Context, prefix string, f contract.Filter, after string, limit, maxBytes int, now time.Time) (entries []contract.Entry, truncated bool, err error) {
-	sql, args, err := scanStatement(prefix, f, after, limit, maxBytes, now)
+func (s *Store) Scan(ctx context.Context, prefix string, f contract.Filter, pg Page) (entries []contract.Entry, truncated bool, err error) {
+	sql, args, err := scanStatement(prefix, f, pg)
 	if err != nil || sql == "" {
 		return nil, false, err
 	}
@@ -139,7 +139,7 @@ func (s *Store) Scan(ctx context.Context, prefix string, f contract.Filter, afte
 	if err != nil {
 		return nil, false, translate("scan", err)
 	}
-	if entries, truncated, err = readPage(rows, limit, "scan"); err != nil {
+	if entries, truncated, err = readPage(rows, pg.Limit, "scan"); err != nil {
 		return nil, false, err
 	}
 	if err := br.Close(); err != nil {

@@ -39,7 +39,7 @@ func expiring(tb testing.TB, key string, version int64, value string, at time.Ti
 // mustScan returns the keys (without prefix trim) of one scan page.
 func mustScan(tb testing.TB, s *projection.Store, prefix string, f contract.Filter, after string, limit int, now time.Time) ([]string, bool) {
 	tb.Helper()
-	entries, truncated, err := s.Scan(context.Background(), prefix, f, after, limit, noBudget, now)
+	entries, truncated, err := s.Scan(context.Background(), prefix, f, projection.Page{After: after, Limit: limit, MaxBytes: noBudget, Now: now})
 	if err != nil {
 		tb.Fatalf("scan %s %+v: %v", prefix, f, err)
 	}
@@ -349,7 +349,7 @@ func TestScan(t *testing.T) {
 	}
 
 	t.Run("EntriesAreComplete", func(t *testing.T) {
-		entries, _, err := s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"failed"`), "", 10, noBudget, now)
+		entries, _, err := s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"failed"`), projection.Page{Limit: 10, MaxBytes: noBudget, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +418,7 @@ func TestScan(t *testing.T) {
 		{"ErrHugeExponent", "value", filter("n", contract.FilterLt, `1e200000`), 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := s.Scan(context.Background(), p, tt.f, "", tt.limit, noBudget, now)
+			_, _, err := s.Scan(context.Background(), p, tt.f, projection.Page{Limit: tt.limit, MaxBytes: noBudget, Now: now})
 			var e *contract.Error
 			if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != tt.field {
 				t.Errorf("error %v, want invalid on field %q", err, tt.field)
@@ -666,7 +666,7 @@ func TestScanSettingsStayInTheScan(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT current_setting('max_parallel_workers_per_gather')`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", contract.FilterEq, `1`), "", 10, noBudget, t0); err != nil {
+	if _, _, err := projection.New(pool).Scan(context.Background(), "tenant/t/project/p/", filter("a", contract.FilterEq, `1`), projection.Page{Limit: 10, MaxBytes: noBudget, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	var after string

@@ -683,14 +683,26 @@ var listSQL = `SELECT ` + pageColumns + ` FROM (
     LIMIT $5
 ) page ORDER BY key`
 
+// Page is one read of a listing: the entries after After (exclusive; ""
+// for the first page), at most Limit of them and no more than fit in
+// MaxBytes (but always the first), live at Now.
+type Page struct {
+	After    string
+	Limit    int
+	MaxBytes int
+	Now      time.Time
+}
+
 // List returns the live entries whose key starts with prefix and sorts
-// after the cursor after (exclusive; "" for the first page), not expired
-// at now, in byte order of their keys: at most limit of them, and no more
-// than fit in maxBytes (entryBytes each) — but always the first. truncated
+// after the cursor pg.After (exclusive; "" for the first page), not
+// expired at pg.Now, in byte order of their keys: at most pg.Limit of
+// them, and no more than fit in pg.MaxBytes (entryBytes each) — but
+// always the first. truncated
 // reports that more entries follow the last one returned (use its key as
 // the next cursor). Keys are ASCII: a prefix with other bytes matches
 // nothing.
-func (s *Store) List(ctx context.Context, prefix, after string, limit, maxBytes int, now time.Time) (entries []contract.Entry, truncated bool, err error) {
+func (s *Store) List(ctx context.Context, prefix string, pg Page) (entries []contract.Entry, truncated bool, err error) {
+	after, limit, maxBytes, now := pg.After, pg.Limit, pg.MaxBytes, pg.Now
 	if err := checkPage(limit, maxBytes); err != nil {
 		return nil, false, err
 	}

@@ -416,7 +416,7 @@ func TestList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			entries, truncated, err := s.List(context.Background(), tt.prefix, tt.after, tt.limit, noBudget, now)
+			entries, truncated, err := s.List(context.Background(), tt.prefix, projection.Page{After: tt.after, Limit: tt.limit, MaxBytes: noBudget, Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -431,7 +431,7 @@ func TestList(t *testing.T) {
 	}
 
 	t.Run("EntriesAreComplete", func(t *testing.T) {
-		entries, _, err := s.List(context.Background(), p+"b", "", 1, noBudget, now)
+		entries, _, err := s.List(context.Background(), p+"b", projection.Page{Limit: 1, MaxBytes: noBudget, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -443,9 +443,12 @@ func TestList(t *testing.T) {
 	})
 	t.Run("ErrCursorNUL", func(t *testing.T) {
 		for _, list := range []func() error{
-			func() error { _, _, err := s.List(context.Background(), p, p+"a\x00", 10, noBudget, now); return err },
 			func() error {
-				_, _, err := s.Scan(context.Background(), p, contract.Filter{Field: "a", Op: contract.FilterEq, Value: []byte("1")}, p+"a\x00", 10, noBudget, now)
+				_, _, err := s.List(context.Background(), p, projection.Page{After: p + "a\x00", Limit: 10, MaxBytes: noBudget, Now: now})
+				return err
+			},
+			func() error {
+				_, _, err := s.Scan(context.Background(), p, contract.Filter{Field: "a", Op: contract.FilterEq, Value: []byte("1")}, projection.Page{After: p + "a\x00", Limit: 10, MaxBytes: noBudget, Now: now})
 				return err
 			},
 		} {
@@ -455,12 +458,12 @@ func TestList(t *testing.T) {
 		}
 	})
 	t.Run("NULPrefixMatchesNothing", func(t *testing.T) {
-		if entries, _, err := s.List(context.Background(), p+"\x00", "", 10, noBudget, now); err != nil || len(entries) != 0 {
+		if entries, _, err := s.List(context.Background(), p+"\x00", projection.Page{Limit: 10, MaxBytes: noBudget, Now: now}); err != nil || len(entries) != 0 {
 			t.Errorf("got %v, %v; want nothing", entries, err)
 		}
 	})
 	t.Run("ErrNonPositiveLimit", func(t *testing.T) {
-		_, _, err := s.List(context.Background(), p, "", 0, noBudget, now)
+		_, _, err := s.List(context.Background(), p, projection.Page{Limit: 0, MaxBytes: noBudget, Now: now})
 		if contract.ErrorCode(err) != contract.EInvalid {
 			t.Errorf("error %v, want code %s", err, contract.EInvalid)
 		}
@@ -488,7 +491,7 @@ func BenchmarkList1000(b *testing.B) {
 	now := time.Now()
 	b.ResetTimer()
 	for b.Loop() {
-		entries, truncated, err := s.List(ctx, "tenant/t/project/bench/", "", 1000, noBudget, now)
+		entries, truncated, err := s.List(ctx, "tenant/t/project/bench/", projection.Page{Limit: 1000, MaxBytes: noBudget, Now: now})
 		if err != nil || len(entries) != 1000 || truncated {
 			b.Fatalf("list: %d entries, truncated %v, %v", len(entries), truncated, err)
 		}

@@ -482,7 +482,7 @@ func rebuild(tb testing.TB, b *testenv.Broker, s *projection.Store, cfg projecto
 
 func mustCompare(tb testing.TB, pg *testenv.Postgres, schema string) *projection.Diff {
 	tb.Helper()
-	d, err := projection.Compare(context.Background(), pg.Pool, schema, "public", "kv.changes", 10)
+	d, err := projection.Compare(context.Background(), pg.Pool, projection.DiffSpec{Schema: schema, Against: "public", Topic: "kv.changes", Limit: 10})
 	if err != nil {
 		tb.Fatalf("compare: %v", err)
 	}

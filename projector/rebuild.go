@@ -91,7 +91,7 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 		return RebuildStats{}, err
 	}
 	log.Info("rebuilding", "partitions", id.Partitions, "from", starts, "to", ends)
-	n, err := rebuildAll(ctx, cl, store, cfg, starts, ends, log)
+	n, err := (&rebuilder{cl: cl, store: store, cfg: cfg, log: log}).all(ctx, starts, ends)
 	if err != nil {
 		return RebuildStats{}, err
 	}
@@ -121,10 +121,19 @@ func (cfg *RebuildConfig) fill() error {
 	return nil
 }
 
-// rebuildAll reads and applies the partitions in [starts, ends),
-// cfg.Parallel at a time (partitions hold disjoint keys), and returns the
-// number of events applied.
-func rebuildAll(ctx context.Context, cl *kgo.Client, store *projection.Store, cfg RebuildConfig, starts, ends map[int32]int64, log *slog.Logger) (int64, error) {
+// rebuilder is one rebuild's reader, store and settings.
+type rebuilder struct {
+	cl    *kgo.Client
+	store *projection.Store
+	cfg   RebuildConfig
+	log   *slog.Logger
+}
+
+// all reads and applies the partitions in [starts, ends), cfg.Parallel at
+// a time (partitions hold disjoint keys), and returns the number of
+// events applied.
+func (rb *rebuilder) all(ctx context.Context, starts, ends map[int32]int64) (int64, error) {
+	cfg, log := rb.cfg, rb.log
 	var total atomic.Int64
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -133,7 +142,7 @@ func rebuildAll(ctx context.Context, cl *kgo.Client, store *projection.Store, cf
 	for range cfg.Parallel {
 		wg.Go(func() {
 			for part := range work {
-				nev, err := rebuildPartition(rctx, cl, store, cfg, part, starts[part], ends[part])
+				nev, err := rb.partition(rctx, part, starts[part], ends[part])
 				total.Add(nev)
 				if err != nil {
 					cancel(err)
@@ -205,9 +214,10 @@ func rebuildRange(ctx context.Context, adm *kadm.Client, cfg RebuildConfig) (sta
 	return starts, ends, nil
 }
 
-// rebuildPartition reads partition part in [from, end) and applies it in
+// partition reads partition part in [from, end) and applies it in
 // batches; a final marker moves the stored offset to end.
-func rebuildPartition(ctx context.Context, cl *kgo.Client, store *projection.Store, cfg RebuildConfig, part int32, from, end int64) (int64, error) {
+func (rb *rebuilder) partition(ctx context.Context, part int32, from, end int64) (int64, error) {
+	cl, store, cfg := rb.cl, rb.store, rb.cfg
 	var n int64
 	batch := make([]projection.Applied, 0, min(cfg.MaxBatch, 1024))
 	flush := func() error {
@@ -218,7 +228,7 @@ func rebuildPartition(ctx context.Context, cl *kgo.Client, store *projection.Sto
 		return nil
 	}
 	var fnErr error
-	err := changelog.ReadCommitted(ctx, cl, cfg.Topic, part, from, end, func(r *kgo.Record) error {
+	err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: cfg.Topic, Partition: part, From: from, End: end}, func(r *kgo.Record) error {
 		e, raw, err := changelog.EventVerbatim(r)
 		if err != nil {
 			fnErr = fmt.Errorf("rebuild: record does not decode (poison pill): %w", err)

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 )
 
 // History returns the versions of stash id, oldest first (R7): for each

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )

@@ -1,10 +1,10 @@
 // Package stash implements seed 001's Stash interface (PRD "Stash
 // Interface", docs/product-requirements/prd-stash-interface.md) on top of
 // eskv's HTTP API, so code written against the PRD's Table and Stash can
-// use eskv as its backend. It is a client of the API (api/client): every
-// rule the PRD makes about concurrent writers is enforced by the server
-// through compare-and-swap writes and transactions, never by a read
-// followed by a write in this package.
+// use eskv as its backend. It is a client of the API (module
+// github.com/eskv/eskv/client): every rule the PRD makes about concurrent
+// writers is enforced by the server through compare-and-swap writes and
+// transactions, never by a read followed by a write in this package.
 //
 // Keys, inside the project given to Open (tenant/<t>/project/<p>):
 //

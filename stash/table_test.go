@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/stash"
 )

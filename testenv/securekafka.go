@@ -124,13 +124,13 @@ func MustPKI(tb testing.TB) *PKI {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	p.ServerCertFile, p.ServerKeyFile = mustLeaf(tb, dir, "server", server, ca, caKey)
+	p.ServerCertFile, p.ServerKeyFile = mustLeaf(tb, dir, "server", server, signer{ca, caKey})
 	client := &x509.Certificate{
 		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "eskv-client"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	p.ClientCertFile, p.ClientKeyFile = mustLeaf(tb, dir, "client", client, ca, caKey)
+	p.ClientCertFile, p.ClientKeyFile = mustLeaf(tb, dir, "client", client, signer{ca, caKey})
 	var err error
 	if p.Server, err = tls.LoadX509KeyPair(p.ServerCertFile, p.ServerKeyFile); err != nil {
 		tb.Fatalf("server key pair: %v", err)
@@ -157,12 +157,17 @@ func mustCA(tb testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	return cert, key
 }
 
-// mustLeaf signs tmpl with the CA and writes <name>.pem and
-// <name>-key.pem.
-func mustLeaf(tb testing.TB, dir, name string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certFile, keyFile string) {
+// signer is a CA's certificate and key.
+type signer struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// mustLeaf signs tmpl with ca and writes <name>.pem and <name>-key.pem.
+func mustLeaf(tb testing.TB, dir, name string, tmpl *x509.Certificate, ca signer) (certFile, keyFile string) {
 	tb.Helper()
 	key := mustKey(tb)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		tb.Fatalf("%s certificate: %v", name, err)
 	}

@@ -49,7 +49,7 @@ func TestProducerCommitsAndAborts(t *testing.T) {
 	ctx := t.Context()
 	var keys []string
 	end := EndOffsets(ctx, t, p.Client, b.Topics.Changes)[part]
-	err := changelog.ReadCommitted(ctx, p.Client, b.Topics.Changes, part, 0, end, func(r *kgo.Record) error {
+	err := changelog.ReadCommitted(ctx, p.Client, changelog.Range{Topic: b.Topics.Changes, Partition: part, From: 0, End: end}, func(r *kgo.Record) error {
 		e, err := changelog.Event(r)
 		keys = append(keys, fmt.Sprintf("%s@%d", e.Key, e.Version))
 		return err

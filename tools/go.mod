@@ -6,6 +6,8 @@ require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/eskv/eskv v0.0.0
+	github.com/eskv/eskv/client v0.0.0
+	github.com/eskv/eskv/contract v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/peterbourgon/ff/v3 v3.4.0
@@ -28,7 +30,6 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dennwc/varint v1.0.0 // indirect
 	github.com/edsrzf/mmap-go v1.2.1-0.20241212181136-fad1cd13edbd // indirect
-	github.com/eskv/eskv/contract v0.0.0
 	github.com/facette/natsort v0.0.0-20181210072756-2cd4dd1e2dcb // indirect
 	github.com/go-faster/city v1.0.1 // indirect
 	github.com/go-faster/errors v0.8.0 // indirect
@@ -87,6 +88,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/eskv/eskv => ../
-
-replace github.com/eskv/eskv/contract => ../contract
+replace (
+	github.com/eskv/eskv => ../
+	github.com/eskv/eskv/client => ../client
+	github.com/eskv/eskv/contract => ../contract
+)

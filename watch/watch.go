@@ -549,7 +549,7 @@ func (s *Sub) read(ctx context.Context, pos int64) error {
 		}
 		s.reserved = true
 	}
-	return changelog.ReadCommittedBounded(ctx, h.cl, h.cfg.Topic, s.p, s.from, pos, h.cfg.fetchBytes(), func(r *kgo.Record) error {
+	return changelog.ReadCommittedBounded(ctx, h.cl, changelog.Range{Topic: h.cfg.Topic, Partition: s.p, From: s.from, End: pos}, h.cfg.fetchBytes(), func(r *kgo.Record) error {
 		it, ok, err := s.item(r, nil)
 		if err != nil || !ok {
 			return err

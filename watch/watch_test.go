@@ -118,7 +118,7 @@ func TestCatchUpThenJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	err = changelog.ReadCommitted(context.Background(), cl, b.Topics.Changes, 0, 0, prod.Committed(t)[0], func(r *kgo.Record) error {
+	err = changelog.ReadCommitted(context.Background(), cl, changelog.Range{Topic: b.Topics.Changes, Partition: 0, From: 0, End: prod.Committed(t)[0]}, func(r *kgo.Record) error {
 		if strings.HasPrefix(string(r.Key), prefix) {
 			want[r.Offset] = true
 			offsets = append(offsets, r.Offset)

@@ -101,7 +101,7 @@ func committedRecords(t *testing.T, w *Writer, p int32) []*kgo.Record {
 		return lso == o.Offset
 	})
 	var rs []*kgo.Record
-	err := changelog.ReadCommitted(t.Context(), w.admCl, topic, p, 0, end, func(r *kgo.Record) error {
+	err := changelog.ReadCommitted(t.Context(), w.admCl, changelog.Range{Topic: topic, Partition: p, From: 0, End: end}, func(r *kgo.Record) error {
 		rs = append(rs, r)
 		return nil
 	})

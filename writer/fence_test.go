@@ -195,7 +195,7 @@ func (r *fenceRig) committedValues(t *testing.T) []string {
 		return lso == o.Offset
 	})
 	var vs []string
-	err := changelog.ReadCommitted(t.Context(), r.p.w.admCl, topic, 0, 0, lso, func(rec *kgo.Record) error {
+	err := changelog.ReadCommitted(t.Context(), r.p.w.admCl, changelog.Range{Topic: topic, Partition: 0, From: 0, End: lso}, func(rec *kgo.Record) error {
 		vs = append(vs, string(rec.Value))
 		return nil
 	})

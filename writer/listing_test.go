@@ -95,7 +95,7 @@ func TestAwaitProjected(t *testing.T) {
 	if err := <-waited; err != nil {
 		t.Fatalf("with the projector running: %v", err)
 	}
-	items, _, err := store.List(context.Background(), "tenant/a/project/p/", "", 10, 1<<20, time.Now())
+	items, _, err := store.List(context.Background(), "tenant/a/project/p/", projection.Page{Limit: 10, MaxBytes: 1 << 20, Now: time.Now()})
 	if err != nil || len(items) != 1 || items[0].Key != k.String() {
 		t.Fatalf("listing after the wait: %+v, %v; want %s", items, err, k)
 	}

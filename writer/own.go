@@ -131,7 +131,7 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64
 			fmt.Sprintf("partition %d: projection stored offset %d is past the log end %d", p.id, stored[p.id], end))
 	}
 	overlay := make(map[string]overlayEntry)
-	err = changelog.ReadCommitted(ctx, p.w.admCl, cfg.Topics.Changes, p.id, stored[p.id], end, func(r *kgo.Record) error {
+	err = changelog.ReadCommitted(ctx, p.w.admCl, changelog.Range{Topic: cfg.Topics.Changes, Partition: p.id, From: stored[p.id], End: end}, func(r *kgo.Record) error {
 		e, err := changelog.Event(r)
 		if err != nil {
 			return err
@@ -257,7 +257,7 @@ func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
 		offset int64
 	}
 	var found []logged
-	err = changelog.ReadCommitted(ctx, p.w.admCl, p.w.cfg.Topics.Changes, p.id, from, end, func(r *kgo.Record) error {
+	err = changelog.ReadCommitted(ctx, p.w.admCl, changelog.Range{Topic: p.w.cfg.Topics.Changes, Partition: p.id, From: from, End: end}, func(r *kgo.Record) error {
 		e, err := changelog.Event(r)
 		if err != nil {
 			return err

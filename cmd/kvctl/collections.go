@@ -6,16 +6,20 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// collectionArg is the first argument of a set, list or queue command:
+// its name (SET, LIST, QUEUE) and the help about it.
+type collectionArg struct{ name, long string }
+
 // collectionCommand completes a set, list or queue command: its first
-// argument, arg (SET, LIST, QUEUE), is the collection's key, then the
-// further arguments rest; long is appended to its help. run gets the
-// resolved key (a short key is a path in the namespace, as every
-// command's) and the further arguments, with right the right it needs.
-func (a *app) collectionCommand(c *cobra.Command, arg, long, right string, rest []string, run func(cmd *cobra.Command, key string, rest []string) error) *cobra.Command {
-	c.Args = args(append([]string{arg}, rest...)...)
+// argument, first, is the collection's key, then the further arguments
+// rest; first.long is appended to its help. run gets the resolved key (a
+// short key is a path in the namespace, as every command's) and the
+// further arguments, with right the right it needs.
+func (a *app) collectionCommand(c *cobra.Command, first collectionArg, right string, rest []string, run func(cmd *cobra.Command, key string, rest []string) error) *cobra.Command {
+	c.Args = args(append([]string{first.name}, rest...)...)
 	c.Annotations = apiAnnotation
 	c.ValidArgsFunction = a.completeKey
-	c.Long += long
+	c.Long += first.long
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		key, err := a.key(args[0])
 		if err != nil {

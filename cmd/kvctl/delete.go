@@ -9,7 +9,7 @@ import (
 	"github.com/gowebpki/jcs"
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/testenv/stack"
 )
 
@@ -450,7 +450,7 @@ func TestCLI(t *testing.T) {
 	t.Run("InProcess", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		getenv := func(name string) string { return k.env[name] }
-		code := run(ctx, []string{"set", scope + "inproc", "-", "-o", "value"}, getenv, strings.NewReader("[1, 2]"), &stdout, &stderr)
+		code := run(ctx, []string{"set", scope + "inproc", "-", "-o", "value"}, getenv, stdio{strings.NewReader("[1, 2]"), &stdout, &stderr})
 		if code != 0 || stdout.String() != "[1,2]\n" || stderr.Len() != 0 {
 			t.Fatalf("run: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 		}
@@ -485,7 +485,7 @@ func TestHelpHasExamples(t *testing.T) {
 	for _, cmd := range cmds {
 		t.Run(strings.Join(append([]string{"kvctl"}, cmd...), " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), append(slices.Clone(cmd), "--help"), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+			code := run(context.Background(), append(slices.Clone(cmd), "--help"), func(string) string { return "" }, stdio{strings.NewReader(""), &stdout, &stderr})
 			if code != 0 || !strings.Contains(stdout.String(), "Examples:\n  kvctl ") {
 				t.Fatalf("exit %d, help without examples:\n%s%s", code, stdout.String(), stderr.String())
 			}
@@ -546,8 +546,7 @@ func TestGetCounter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(t.Context(), append([]string{"get-counter"}, tc.args...), func(k string) string { return env[k] },
-				strings.NewReader(""), &stdout, &stderr)
+			code := run(t.Context(), append([]string{"get-counter"}, tc.args...), func(k string) string { return env[k] }, stdio{strings.NewReader(""), &stdout, &stderr})
 			if code != tc.code || stdout.String() != tc.stdout || !strings.Contains(stderr.String(), tc.errs) {
 				t.Fatalf("exit %d stdout %q stderr %q; want exit %d stdout %q stderr with %q",
 					code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.errs)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -24,7 +24,7 @@ var listsLong = collectionLong("LIST", "list")
 // listCommand completes a list command on LIST and the names of further
 // arguments; run gets the resolved list key and the further arguments.
 func (a *app) listsCommand(c *cobra.Command, right string, rest []string, run func(cmd *cobra.Command, list string, rest []string) error) *cobra.Command {
-	return a.collectionCommand(c, "LIST", listsLong, right, rest, run)
+	return a.collectionCommand(c, collectionArg{"LIST", listsLong}, right, rest, run)
 }
 
 func (a *app) lpushCommand() *cobra.Command {

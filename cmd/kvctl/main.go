@@ -4,9 +4,9 @@
 // read-modify-write by a command (update), locks (lock, including lock
 // run), leader election (leader) and transactions of several keys of one
 // project (transaction), through
-// the HTTP API (api/client). Data goes to stdout in the --format asked
-// for, messages and errors to stderr; the exit code says what happened
-// (see docs/kvctl.md).
+// the HTTP API (module github.com/eskv/eskv/client). Data goes to stdout
+// in the --format asked for, messages and errors to stderr; the exit code
+// says what happened (see docs/kvctl.md).
 package main
 
 import (
@@ -24,12 +24,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, stdio{os.Stdin, os.Stdout, os.Stderr})
 	stop()
 	os.Exit(code)
 }
@@ -86,8 +86,15 @@ type app struct {
 	expected     string        // field cas: the EXPECTED value, as JSON
 }
 
+// stdio is a process's standard input, output and error.
+type stdio struct {
+	in          io.Reader
+	out, errOut io.Writer
+}
+
 // run executes kvctl with args and returns its exit code.
-func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, std stdio) int {
+	stdin, stdout, stderr := std.in, std.out, std.errOut
 	a := &app{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, cmdPath: "kvctl"}
 	root := a.rootCommand()
 	root.SetArgs(negativeIndexes(args))

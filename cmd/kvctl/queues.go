@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -48,7 +48,7 @@ Exit codes: 0 done; 1 a stale receipt (ack) or a key that is not a queue;
 // further arguments; run gets the resolved queue key and the further
 // arguments.
 func (a *app) queuesCommand(c *cobra.Command, right string, rest []string, run func(cmd *cobra.Command, queue string, rest []string) error) *cobra.Command {
-	return a.collectionCommand(c, "QUEUE", queuesLong, right, rest, run)
+	return a.collectionCommand(c, collectionArg{"QUEUE", queuesLong}, right, rest, run)
 }
 
 func (a *app) qpushCommand() *cobra.Command {

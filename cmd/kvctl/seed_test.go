@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
@@ -159,7 +159,7 @@ func TestDecMinConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range 5 {
 				var stdout, stderr bytes.Buffer
-				codes <- run(t.Context(), []string{"dec", "quota", "--min", "0", "-q"}, func(k string) string { return env[k] }, strings.NewReader(""), &stdout, &stderr)
+				codes <- run(t.Context(), []string{"dec", "quota", "--min", "0", "-q"}, func(k string) string { return env[k] }, stdio{strings.NewReader(""), &stdout, &stderr})
 			}
 		})
 	}

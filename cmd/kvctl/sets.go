@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -24,7 +24,7 @@ is empty. A key that holds anything but a set exits 1.`
 // setCommand completes a set command on SET and the names of further
 // arguments; run gets the resolved set key and the further arguments.
 func (a *app) setsCommand(c *cobra.Command, right string, rest []string, run func(cmd *cobra.Command, set string, rest []string) error) *cobra.Command {
-	return a.collectionCommand(c, "SET", setsLong, right, rest, run)
+	return a.collectionCommand(c, collectionArg{"SET", setsLong}, right, rest, run)
 }
 
 func (a *app) saddCommand() *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
@@ -110,8 +110,7 @@ func TestTransaction(t *testing.T) {
 	kvctl := func(t *testing.T, stdin string, args ...string) (int, string, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		code := run(t.Context(), append([]string{"transaction"}, args...), func(k string) string { return env[k] },
-			strings.NewReader(stdin), &stdout, &stderr)
+		code := run(t.Context(), append([]string{"transaction"}, args...), func(k string) string { return env[k] }, stdio{strings.NewReader(stdin), &stdout, &stderr})
 		return code, stdout.String(), stderr.String()
 	}
 	file := func(t *testing.T, content string) string {

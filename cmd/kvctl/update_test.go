@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 

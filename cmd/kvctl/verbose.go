@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 

@@ -64,7 +64,7 @@ func diffCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer drop()
 		r.schema = tmp
 	}
-	d, err := projection.Compare(ctx, r.pool, r.schema, r.against, r.c.kafka.Topic, r.limit)
+	d, err := projection.Compare(ctx, r.pool, projection.DiffSpec{Schema: r.schema, Against: r.against, Topic: r.c.kafka.Topic, Limit: r.limit})
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (r *diff) foldLog(ctx context.Context) (tmp string, drop func(), err error)
 		return "", nil, err
 	}
 	began := time.Now()
-	stored, caughtUp, err := waitCaughtUp(ctx, r.pool, r.against, r.c.kafka.Topic, lsos, r.wait)
+	stored, caughtUp, err := r.waitCaughtUp(ctx, lsos)
 	if err != nil {
 		return "", nil, err
 	}
@@ -112,7 +112,7 @@ func (r *diff) foldLog(ctx context.Context) (tmp string, drop func(), err error)
 		}
 	}
 	// The fold's kv_history format does not matter: Compare reads either.
-	st, _, err := rebuildInto(ctx, &r.c, tmp, projector.DefaultMaxBatch, projection.HistoryJSONB, stored, r.c.logger(r.stderr))
+	st, _, err := rebuildInto(ctx, &r.c, rebuildTarget{schema: tmp, batch: projector.DefaultMaxBatch, format: projection.HistoryJSONB, ends: stored}, r.c.logger(r.stderr))
 	if err != nil {
 		drop()
 		return "", nil, err
@@ -226,10 +226,11 @@ func lastStableOffsets(ctx context.Context, c *config) (map[int32]int64, error) 
 	return out, nil
 }
 
-// waitCaughtUp polls the stored offsets of the projection in schema until
-// each partition reaches lsos or wait passes; it returns the last stored
-// offsets read and whether they reached lsos.
-func waitCaughtUp(ctx context.Context, pool *pgxpool.Pool, schema, topic string, lsos map[int32]int64, wait time.Duration) (map[int32]int64, bool, error) {
+// waitCaughtUp polls the stored offsets of the live projection (schema
+// r.against) until each partition reaches lsos or r.wait passes; it
+// returns the last stored offsets read and whether they reached lsos.
+func (r *diff) waitCaughtUp(ctx context.Context, lsos map[int32]int64) (map[int32]int64, bool, error) {
+	pool, schema, topic, wait := r.pool, r.against, r.c.kafka.Topic, r.wait
 	deadline := time.Now().Add(wait)
 	for {
 		stored, err := projection.OffsetsIn(ctx, pool, schema, topic)

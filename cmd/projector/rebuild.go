@@ -53,7 +53,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	st, keys, err := rebuildInto(ctx, &c, into, batch, format, nil, c.logger(stderr))
+	st, keys, err := rebuildInto(ctx, &c, rebuildTarget{schema: into, batch: batch, format: format}, c.logger(stderr))
 	if err != nil {
 		if created {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -70,11 +70,21 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// rebuildInto migrates schema (which must exist) and folds the topic into
-// it with projector.Rebuild, up to ends (nil: the last stable offsets),
-// kv_history's rows in format. It returns the rebuild's figures and the
-// number of keys rebuilt.
-func rebuildInto(ctx context.Context, c *config, schema string, batch int, format projection.HistoryFormat, ends map[int32]int64, log *slog.Logger) (projector.RebuildStats, int64, error) {
+// rebuildTarget is where and how rebuildInto folds the log: into schema
+// (which must exist), batch events per transaction, kv_history's rows in
+// format, up to ends (nil: the last stable offsets).
+type rebuildTarget struct {
+	schema string
+	batch  int
+	format projection.HistoryFormat
+	ends   map[int32]int64
+}
+
+// rebuildInto migrates t.schema and folds the topic into it with
+// projector.Rebuild. It returns the rebuild's figures and the number of
+// keys rebuilt.
+func rebuildInto(ctx context.Context, c *config, t rebuildTarget, log *slog.Logger) (projector.RebuildStats, int64, error) {
+	schema, batch, format, ends := t.schema, t.batch, t.format, t.ends
 	pool, err := schemaPool(ctx, c.postgres.URL, schema)
 	if err != nil {
 		return projector.RebuildStats{}, 0, err

@@ -49,15 +49,10 @@ func Check(evs []Event) Findings {
 	f.Events = len(evs)
 	last := map[string]contract.Event{}
 	seen := map[string]bool{}
-	lastWriterEpoch := map[int32]int64{}
-	lastProducer := map[int32]producer{}
-	producerEpoch := map[int32]map[int64]int16{}
-	// The highest epoch each producer committed at anywhere: one that
-	// ran out of epochs may have last touched a partition well before
-	// (it commits the rounds of every partition of its writer).
-	maxEpoch := map[int64]int16{}
+	ep := epochs{lastWriterEpoch: map[int32]int64{}, lastProducer: map[int32]producer{},
+		producerEpoch: map[int32]map[int64]int16{}, maxEpoch: map[int64]int16{}}
 	for _, le := range evs {
-		maxEpoch[le.ProducerID] = max(maxEpoch[le.ProducerID], le.ProducerEpoch)
+		ep.maxEpoch[le.ProducerID] = max(ep.maxEpoch[le.ProducerID], le.ProducerEpoch)
 	}
 	for _, le := range evs {
 		e := le.Event
@@ -78,7 +73,7 @@ func Check(evs []Event) Findings {
 			last[e.Key] = e
 		}
 
-		checkEpochs(&f, le, id, lastWriterEpoch, lastProducer, producerEpoch, maxEpoch)
+		ep.check(&f, le, id)
 	}
 	f.Keys = len(last)
 	return f
@@ -89,10 +84,21 @@ type producer struct {
 	epoch int16
 }
 
-// checkEpochs checks le (id names it) against the partition's writer epoch
-// and producer so far, and records them.
-func checkEpochs(f *Findings, le Event, id string, lastWriterEpoch map[int32]int64, lastProducer map[int32]producer, producerEpoch map[int32]map[int64]int16,
-	maxEpoch map[int64]int16) {
+// epochs is what Check knows of writer epochs and producers so far.
+type epochs struct {
+	lastWriterEpoch map[int32]int64           // by partition
+	lastProducer    map[int32]producer        // by partition
+	producerEpoch   map[int32]map[int64]int16 // by partition and producer id
+	// The highest epoch each producer committed at anywhere: one that
+	// ran out of epochs may have last touched a partition well before
+	// (it commits the rounds of every partition of its writer).
+	maxEpoch map[int64]int16
+}
+
+// check checks le (id names it) against the partition's writer epoch and
+// producer so far, and records them.
+func (ep *epochs) check(f *Findings, le Event, id string) {
+	lastWriterEpoch, lastProducer, producerEpoch, maxEpoch := ep.lastWriterEpoch, ep.lastProducer, ep.producerEpoch, ep.maxEpoch
 	e, part := le.Event, le.Partition
 	cur := producer{le.ProducerID, le.ProducerEpoch}
 	we, seen := lastWriterEpoch[part]

@@ -75,7 +75,7 @@ func ReadConn(ctx context.Context, conn kafkaconf.Conn, brokers []string, t chan
 		if h, ok := hw.Lookup(t.Changes, p); ok && h.Err == nil && h.Offset > o.Offset {
 			l.Open = append(l.Open, p)
 		}
-		if err := changelog.ReadCommitted(ctx, cl, t.Changes, p, 0, o.Offset, l.add); err != nil {
+		if err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: t.Changes, Partition: p, From: 0, End: o.Offset}, l.add); err != nil {
 			return nil, fmt.Errorf("read partition %d: %w", p, err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 )
 
 // Figures 16 and 17: watches (docs/watch.md).

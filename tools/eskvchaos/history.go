@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"

@@ -178,7 +178,7 @@ func rebuild(ctx context.Context, s *stack) (*projection.Diff, toolRun, error) {
 	if err != nil || code == 2 {
 		return nil, tr, fmt.Errorf("projector diff: exit %d %v\n%s", code, err, out)
 	}
-	d, err := projection.Compare(ctx, s.DB, rebuildSchema, "public", s.topics.Changes, 20)
+	d, err := projection.Compare(ctx, s.DB, projection.DiffSpec{Schema: rebuildSchema, Against: "public", Topic: s.topics.Changes, Limit: 20})
 	return d, tr, err
 }
 

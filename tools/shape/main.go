@@ -1,7 +1,8 @@
 // Command shape prints code-shape figures for one Go module (make shape):
 // non-test functions longer than a limit, packages without a doc comment,
 // and the share of non-test lines under cmd/; with -duplicates, it counts
-// the rows of the workplace's duplicates command, import blocks apart.
+// the rows of the workplace's duplicates command, import blocks apart; with
+// -core, the figures of the core's shape (core.go).
 package main
 
 import (
@@ -21,7 +22,17 @@ func main() {
 	root := flag.String("root", ".", "module root")
 	limit := flag.Int("max-lines", 80, "a function longer than this is listed")
 	dups := flag.Bool("duplicates", false, "read the rows of the duplicates command on stdin and count them (import blocks apart) instead")
+	core := flag.Bool("core", false, "print the core's figures for the repository at -root instead (writer/, parameter lists, the contract's exports, JSON scanners, README and docs/performance.md lengths)")
 	flag.Parse()
+	if *core {
+		c, err := measureCore(*root)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "shape:", err)
+			os.Exit(1)
+		}
+		c.print(*root)
+		return
+	}
 	if *dups {
 		if err := printDuplicates(os.Stdin, *root); err != nil {
 			fmt.Fprintln(os.Stderr, "shape:", err)

@@ -40,7 +40,8 @@ type UpdateOptions struct {
 	// the key's current entry was written by an attempt of the same
 	// RequestID, Update answers it with Replayed set and writes nothing.
 	RequestID string
-	SpecRef   string
+	// SpecRef references the spec or decision record the write follows.
+	SpecRef string
 }
 
 // UpdateResult is the answer of an Update.
@@ -102,7 +103,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 		if err != nil {
 			return &fnError{err}
 		}
-		b := contract.PutBody{Value: next, ExpectedVersion: new(int64(0)), TTLSeconds: ttl, KeepTTL: ttl == nil && o.Semantics.TTLSeconds == 0,
+		b := contract.PutBody{Value: next, ExpectedVersion: new(int64), TTLSeconds: ttl, KeepTTL: ttl == nil && o.Semantics.TTLSeconds == 0,
 			Semantics: semantics(o.Semantics), RequestID: base + "-" + strconv.Itoa(attempt), SpecRef: o.SpecRef}
 		if current != nil {
 			*b.ExpectedVersion = current.Version

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/eskv/eskv/contract"
 )
 
@@ -18,7 +16,9 @@ import (
 
 // SetRequest adds or removes one member of the set at Key.
 type SetRequest struct {
-	Key    string
+	// Key is the set's key.
+	Key string
+	// Member is the member added or removed.
 	Member string
 	// ExpectedVersion, when set, is the version the set must have (0:
 	// must not exist).
@@ -51,7 +51,7 @@ func (c *Client) SRem(ctx context.Context, r SetRequest) (SetChange, error) {
 func (c *Client) setCall(ctx context.Context, op contract.Op, r SetRequest) (SetChange, error) {
 	b := contract.MemberBody{Member: r.Member, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID}
 	if b.RequestID == "" {
-		b.RequestID = uuid.Must(uuid.NewV7()).String()
+		b.RequestID = newRequestID()
 	}
 	if r.TTL != 0 {
 		ttl, err := ttlSeconds(r.TTL)

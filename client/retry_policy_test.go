@@ -1,3 +1,8 @@
+//go:build go1.25
+
+// These tests run in testing/synctest's bubbles, which came with Go 1.25;
+// the client itself needs only the go.mod's version.
+
 package client_test
 
 import (
@@ -16,9 +21,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/testenv/stack"
 )
 
 func TestClassify(t *testing.T) {
@@ -179,7 +183,7 @@ func (f *fakeKV) putIDs() []string {
 }
 
 func (f *fakeKV) client(opts ...client.Option) *client.Client {
-	return client.New("http://eskv.test", stack.DevToken, append([]client.Option{client.WithHTTPClient(&http.Client{Transport: f})}, opts...)...)
+	return client.New("http://eskv.test", testToken, append([]client.Option{client.WithHTTPClient(&http.Client{Transport: f})}, opts...)...)
 }
 
 // gaps are the waits between successive times.
@@ -462,7 +466,7 @@ func TestAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tries int
 		hang := hangingTransport(&tries)
-		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: hang}),
+		c := client.New("http://eskv.test", testToken, client.WithHTTPClient(&http.Client{Transport: hang}),
 			client.WithRetryPolicy(client.RetryPolicy{Attempts: 3, AttemptTimeout: time.Second}))
 		start := time.Now()
 		_, err := c.Get(t.Context(), key)
@@ -483,7 +487,7 @@ func TestDefaultAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tries int
 		hang := hangingTransport(&tries)
-		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: hang}))
+		c := client.New("http://eskv.test", testToken, client.WithHTTPClient(&http.Client{Transport: hang}))
 		ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 		defer cancel()
 		start := time.Now()

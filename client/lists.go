@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/eskv/eskv/contract"
 )
 
@@ -19,14 +17,18 @@ import (
 
 // PushRequest pushes Value onto the list at Key.
 type PushRequest struct {
-	Key   string
+	// Key is the list's key.
+	Key string
+	// Value is the JSON value pushed.
 	Value json.RawMessage
 	// ExpectedVersion, when set, is the version the list must have (0:
 	// must not exist).
 	ExpectedVersion *int64
 	// TTL expires the whole list this long after the write; 0 keeps its
 	// expiry.
-	TTL       time.Duration
+	TTL time.Duration
+	// RequestID makes the push idempotent; when empty the client gives
+	// it one, so a retry after a lost answer never pushes twice.
 	RequestID string
 }
 
@@ -107,7 +109,7 @@ func (c *Client) LLen(ctx context.Context, key string) (int64, error) {
 // orNewID is id, or a new requestId when it is empty.
 func orNewID(id string) string {
 	if id == "" {
-		return uuid.Must(uuid.NewV7()).String()
+		return newRequestID()
 	}
 	return id
 }

@@ -31,8 +31,8 @@ var ErrLeaseReleased = errors.New("lease released")
 
 // LostError tells why a lease was lost.
 type LostError struct {
-	Key   string
-	Token int64 // the tenure's fencing token
+	Key   string // the lock's or the election's key
+	Token int64  // the tenure's fencing token
 	// Err is the renewal's error: the server's refusal
 	// (contract.ENotLockHolder, contract.ENotLeader, ...), or when Unconfirmed
 	// the last error of the retries (nil if none ended before the
@@ -47,6 +47,7 @@ type LostError struct {
 	NewToken int64
 }
 
+// Error says which tenure was lost, and how.
 func (e *LostError) Error() string {
 	switch {
 	case e.NewToken != 0:
@@ -59,6 +60,7 @@ func (e *LostError) Error() string {
 	return fmt.Sprintf("lease of %s lost: %v", e.Key, e.Err)
 }
 
+// Unwrap returns the renewal's error.
 func (e *LostError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrLeaseLost) hold.
@@ -67,8 +69,11 @@ func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }
 // ReenteredError is KeepLock's or KeepLeadership's error when the holder
 // already held the key: keeping it would share one tenure with whoever
 // took it (releasing one would free both). The lock is left as it was.
-type ReenteredError struct{ Lock Lock }
+type ReenteredError struct {
+	Lock Lock // the tenure the holder already had
+}
 
+// Error names the holder, the key and the tenure's token.
 func (e *ReenteredError) Error() string {
 	return fmt.Sprintf("%s already holds %s (token %d)", e.Lock.Holder, e.Lock.Key, e.Lock.Token)
 }

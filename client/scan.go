@@ -22,6 +22,8 @@ import (
 // RFC 3339 in UTC with always the same number of fractional digits, such
 // as t.UTC().Format(time.RFC3339) ("2026-03-04T05:06:07Z").
 type Filter struct {
+	// Field is the top-level field of the values compared (an
+	// indexed one: see docs/collections.md).
 	Field string
 	// Op is one of contract.FilterOps; booleans and null only take
 	// contract.FilterEq.
@@ -36,6 +38,7 @@ type Filter struct {
 type ScanOptions struct {
 	// Prefix must start with tenant/<t>/project/<p>/.
 	Prefix string
+	// Filter keeps the entries whose value's field compares as asked.
 	Filter Filter
 	// Limit is the page size, 1..1000; 0 means the server's default (100).
 	Limit int

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sethvargo/go-retry"
-
 	"github.com/eskv/eskv/contract"
 )
 
@@ -130,46 +128,65 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 
 // transient is the schedule of waits between transient tries:
 // Attempts-1 of them.
-func (p RetryPolicy) transient() retry.Backoff {
-	return retry.WithMaxRetries(uint64(max(p.Attempts-1, 0)), p.waits())
+func (p RetryPolicy) transient() *backoff {
+	b := p.waits()
+	b.left = max(p.Attempts-1, 0)
+	return b
 }
 
 // waits is the unbounded schedule of transient waits: MinWait doubling
-// up to MaxWait, jittered.
-func (p RetryPolicy) waits() retry.Backoff {
+// up to MaxWait, jittered; all 0 when MinWait is not positive.
+func (p RetryPolicy) waits() *backoff {
 	if p.MinWait <= 0 {
-		return retry.BackoffFunc(func() (time.Duration, bool) { return 0, false })
+		return &backoff{left: -1}
 	}
-	return upperHalf(retry.WithCappedDuration(p.MaxWait, retry.NewExponential(p.MinWait)))
+	return &backoff{next: p.MinWait, cap: p.MaxWait, jitter: true, left: -1}
 }
 
 // conflict is Update's schedule: ConflictBase doubling up to
 // ConflictCap, the last wait being ConflictCap.
-func (p RetryPolicy) conflict() retry.Backoff {
-	var waits uint64
+func (p RetryPolicy) conflict() *backoff {
+	waits := 0
 	for w := p.ConflictBase; ; w *= 2 {
 		waits++
 		if w >= p.ConflictCap || w <= 0 {
 			break
 		}
 	}
-	b := retry.WithCappedDuration(p.ConflictCap, retry.NewExponential(p.ConflictBase))
-	if p.ConflictJitter {
-		b = upperHalf(b)
-	}
-	return retry.WithMaxRetries(waits, b)
+	return &backoff{next: p.ConflictBase, cap: p.ConflictCap, jitter: p.ConflictJitter, left: waits}
 }
 
-// upperHalf draws each wait w of next from w/2..w ("equal jitter"):
-// go-retry's jitters are ± around w, which would overshoot the cap.
-func upperHalf(next retry.Backoff) retry.Backoff {
-	return retry.BackoffFunc(func() (time.Duration, bool) {
-		w, stop := next.Next()
-		if stop || w <= 0 {
-			return w, stop
-		}
-		return w/2 + rand.N(w/2+1), false
-	})
+// backoff is a schedule of waits: next, then twice the one before,
+// capped at cap; with jitter each is drawn from the upper half of its
+// ceiling (w/2..w, "equal jitter"), so clients that failed together do
+// not retry together and no wait overshoots the cap. It is one loop's
+// own (not safe for concurrent use).
+type backoff struct {
+	next, cap time.Duration
+	jitter    bool
+	left      int // waits left; negative: no end
+}
+
+// Next returns the next wait, or stop when the schedule has none left.
+func (b *backoff) Next() (wait time.Duration, stop bool) {
+	if b.left == 0 {
+		return 0, true
+	}
+	if b.left > 0 {
+		b.left--
+	}
+	w := min(b.next, b.cap)
+	switch {
+	case b.next >= b.cap:
+	case b.next > b.cap/2: // doubling would pass the cap (or overflow)
+		b.next = b.cap
+	default:
+		b.next *= 2
+	}
+	if b.jitter && w > 0 {
+		w = w/2 + rand.N(w/2+1)
+	}
+	return w, false
 }
 
 // Class is how the retry policy treats an error; see RetryPolicy.
@@ -182,6 +199,7 @@ const (
 	ClassConflict
 )
 
+// String names the class: fatal, transient or conflict.
 func (c Class) String() string {
 	switch c {
 	case ClassTransient:
@@ -236,14 +254,16 @@ var unexpectedTransient = map[int]bool{
 // contract.ErrorCode and errors.As reach its *contract.Error or
 // *NetworkError; Attempts counts the tries, the first included.
 type EscalationError struct {
-	Attempts int
-	Err      error
+	Attempts int   // the tries made, the first included
+	Err      error // the last try's error
 }
 
+// Error says how many tries were made, and the last one's error.
 func (e *EscalationError) Error() string {
 	return fmt.Sprintf("gave up after %d attempts: %v", e.Attempts, e.Err)
 }
 
+// Unwrap returns the last try's error.
 func (e *EscalationError) Unwrap() error { return e.Err }
 
 // retrying calls try until it succeeds, fails with an error retriable
@@ -251,10 +271,11 @@ func (e *EscalationError) Unwrap() error { return e.Err }
 // would outlast ctx's deadline is not started and ctx ending during one
 // ends it: both return the last error as is.
 //
-// go-retry's Backoff gives the schedules; its Do loop does not fit: it
-// answers ctx's error instead of the last answer, cannot say why it
-// stopped, nor wait for a server's Retry-After.
-func (p RetryPolicy) retrying(ctx context.Context, b retry.Backoff, retriable func(error) bool, try func(ctx context.Context, attempt int) error) error {
+// It is not a generic retry loop because the policy's needs are its
+// own: it answers the last error rather than ctx's, tells an escalation
+// from a caller's ended budget, and waits at least a server's
+// Retry-After.
+func (p RetryPolicy) retrying(ctx context.Context, b *backoff, retriable func(error) bool, try func(ctx context.Context, attempt int) error) error {
 	for attempt := 1; ; attempt++ {
 		err := try(ctx, attempt)
 		if err == nil || ctx.Err() != nil || !retriable(err) {

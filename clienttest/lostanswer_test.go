@@ -1,4 +1,4 @@
-package client_test
+package clienttest
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/testenv/stack"
 )
 

@@ -1,18 +1,19 @@
-package client_test
+// Package clienttest runs the Go client (module github.com/eskv/eskv/client)
+// against eskv itself: in-process stacks (testenv/stack) with the writer,
+// its HTTP API and the projector. The client's module cannot import the
+// server, so its own tests use in-memory transports; these are the ones
+// that need a real server.
+package clienttest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )
@@ -240,71 +241,4 @@ func TestClient(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestNetworkError(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
-	c := client.New("http://"+addr, stack.DevToken, client.WithRetries(2, time.Millisecond, time.Millisecond))
-	_, err = c.Get(t.Context(), scope+"x")
-	var ne *client.NetworkError
-	if !errors.As(err, &ne) || ne.Method != "GET" || ne.URL != "http://"+addr+"/v1/kv/"+scope+"x" {
-		t.Fatalf("want a NetworkError, got %#v", err)
-	}
-	var e *contract.Error
-	if errors.As(err, &e) {
-		t.Fatalf("a network error must not look like an answer: %v", err)
-	}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if _, err := client.New("http://"+addr, stack.DevToken).Get(ctx, scope+"x"); !errors.Is(err, context.Canceled) || !errors.As(err, &ne) {
-		t.Fatalf("cancelled ctx: want a NetworkError wrapping context.Canceled, got %v", err)
-	}
-}
-
-func TestNotEskvIsNotNotFound(t *testing.T) {
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "<html>no such page</html>", http.StatusNotFound)
-	}))
-	defer hs.Close()
-	_, err := client.New(hs.URL, stack.DevToken).Get(t.Context(), scope+"x")
-	if code := contract.ErrorCode(err); code != contract.EInternal || !errors.Is(err, client.ErrUnexpectedAnswer) {
-		t.Fatalf("a foreign 404 must not read as not_found: got %s (%v)", code, err)
-	}
-}
-
-// TestTxnRetriedOnlyWithRequestID: a transaction is retried on 503 only
-// when it carries a requestId (the server then answers a repeat as a
-// replay instead of applying it twice).
-func TestTxnRetriedOnlyWithRequestID(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		requestID string
-		attempts  int
-	}{{"OKRetriedWithRequestID", "r", 2}, {"OKNotRetriedWithout", "", 1}} {
-		t.Run(tc.name, func(t *testing.T) {
-			n := 0
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				n++
-				w.Header().Set("Content-Type", "application/json")
-				if n == 1 {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					_, _ = w.Write([]byte(`{"error":{"code":"partition_unavailable","message":"moving"}}`))
-					return
-				}
-				_, _ = w.Write([]byte(`{"txnId":"t","results":[{"key":"k","version":1}]}`))
-			}))
-			defer srv.Close()
-			c := client.New(srv.URL, "tok", client.WithRetries(3, time.Millisecond, time.Millisecond))
-			_, err := c.Txn(t.Context(), contract.TxnBody{RequestID: tc.requestID, Ops: []contract.TxnOp{{Op: contract.OpDelete, Key: scope + "k"}}})
-			if n != tc.attempts || (tc.attempts == 1) != (contract.ErrorCode(err) == contract.EUnavailable) {
-				t.Fatalf("%d attempts (want %d), err %v", n, tc.attempts, err)
-			}
-		})
-	}
 }

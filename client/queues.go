@@ -35,7 +35,9 @@ type (
 
 // QPushRequest pushes Data onto the queue at Key.
 type QPushRequest struct {
-	Key  string
+	// Key is the queue's key.
+	Key string
+	// Data is the item, any JSON value.
 	Data json.RawMessage
 	// Priority: lower is served first (-1e9 .. 1e9); FIFO within one.
 	Priority int64
@@ -51,7 +53,9 @@ type QPushRequest struct {
 	// ItemTTL, when positive (whole seconds), expires this item alone
 	// this long after the push: it is never served after, and the
 	// server's sweeper removes it. 0: the item never expires.
-	ItemTTL   time.Duration
+	ItemTTL time.Duration
+	// RequestID makes the push idempotent; when empty the client gives
+	// it one, so a retry after a lost answer never pushes twice.
 	RequestID string
 }
 
@@ -82,13 +86,16 @@ func (c *Client) QPush(ctx context.Context, r QPushRequest) (QueuePush, error) {
 
 // QPopRequest pops the next item of the queue at Key.
 type QPopRequest struct {
+	// Key is the queue's key.
 	Key string
 	// Visibility, when positive (whole seconds), hides the item for
 	// this long instead of removing it: acknowledge it with QAck and
 	// the answer's Receipt before the deadline, or it is delivered
 	// again. 0 removes it at once.
 	Visibility time.Duration
-	RequestID  string
+	// RequestID makes the pop idempotent; when empty the client gives
+	// it one, so a retry after a lost answer never pops twice.
+	RequestID string
 }
 
 // QPop removes (or, with r.Visibility, hides) and returns the next item

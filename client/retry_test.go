@@ -1,3 +1,8 @@
+//go:build go1.25
+
+// These tests run in testing/synctest's bubbles, which came with Go 1.25;
+// the client itself needs only the go.mod's version.
+
 package client_test
 
 import (
@@ -12,9 +17,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/testenv/stack"
 )
 
 // script is an http.RoundTripper that answers from a list of statuses
@@ -140,7 +144,7 @@ func TestRetry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := &script{statuses: tc.statuses, retryAfter: tc.retryAfter}
-				c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: s}))
+				c := client.New("http://eskv.test", testToken, client.WithHTTPClient(&http.Client{Transport: s}))
 				ctx := t.Context()
 				if tc.timeout > 0 {
 					var cancel context.CancelFunc
@@ -176,7 +180,7 @@ func TestBackoffGrowsWithJitterWithinBounds(t *testing.T) {
 		for i := range s.statuses {
 			s.statuses[i] = http.StatusServiceUnavailable
 		}
-		c := client.New("http://eskv.test", stack.DevToken, client.WithHTTPClient(&http.Client{Transport: s}),
+		c := client.New("http://eskv.test", testToken, client.WithHTTPClient(&http.Client{Transport: s}),
 			client.WithRetries(6, 100*time.Millisecond, 400*time.Millisecond))
 		if _, err := c.Get(t.Context(), key); contract.ErrorCode(err) != contract.EUnavailable {
 			t.Fatalf("want partition_unavailable, got %v", err)

@@ -1,30 +1,3 @@
-// Package client is the Go client of eskv's HTTP API (schemas/openapi.yaml):
-// typed calls, errors as *contract.Error, and retries only where they are
-// safe. kvctl is built on it. Requests and answers are the contract's
-// types (package contract); Call reaches any custom method of the contract,
-// so a new operation needs no change here.
-//
-// Every answer the server gives as an error body becomes an *contract.Error
-// with its stable Code (contract.ENotFound, contract.EConflict, ...), Field,
-// and for conflicts Current; switch on contract.ErrorCode(err). A request
-// that got no HTTP answer at all (unreachable server, broken connection,
-// ctx ended) is a *NetworkError instead.
-//
-// Retries follow the semantic-KV seed's "Retry & Backoff" (RetryPolicy,
-// Classify): transient errors (503 partition_unavailable or
-// outcome_unknown, a proxy's 429, 502, 503 or 504, network errors and
-// timeouts, a try that outlasts DefaultAttemptTimeout) are retried with jittered
-// exponential waits, at least the server's Retry-After, and escalate as an
-// *EscalationError after 5 attempts; fatal errors (400, 401, 403, 404,
-// 413, a reused requestId, 500, ...) fail at once. Reads are retried;
-// writes only when they carry a RequestID, since the server answers a
-// repeated request as a replay instead of writing it twice. A wait that
-// would outlast ctx's deadline is not started.
-//
-// Update is the read-modify-write loop: it reads a key, applies the
-// caller's function and compare-and-swaps the result, and on a version
-// conflict reads again after 1 s, 2 s, 4 s … 32 s before it escalates.
-// WithRetryPolicy changes either schedule.
 package client
 
 import (
@@ -101,15 +74,17 @@ func (c *Client) BaseURL() string { return c.base }
 // (errors.Is(err, context.DeadlineExceeded) works through it). A write
 // that failed this way may or may not have been applied.
 type NetworkError struct {
-	Method string
-	URL    string
-	Err    error
+	Method string // the request's method
+	URL    string // the request's URL
+	Err    error  // why no answer came
 }
 
+// Error says which request got no answer, and why.
 func (e *NetworkError) Error() string {
 	return fmt.Sprintf("%s %s: %v", e.Method, e.URL, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *NetworkError) Unwrap() error { return e.Err }
 
 // ErrUnexpectedAnswer marks an error answer whose body is not eskv's

@@ -9,12 +9,40 @@ import (
 	"os"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 )
 
-// These examples need a running stack (make run), so they are compiled but
-// not run; TestClient exercises the same calls against an in-process one.
+// These examples need a running server (make run in eskv's repository), so
+// they are compiled but not run; the package clienttest of eskv's module
+// runs the same calls against an in-process one (TestClient,
+// TestKeepLockStack, TestUpdateConcurrent).
+
+// A program's first calls: one Client, shared; a write that is safe to
+// retry (it carries a RequestID); a read that tells absent from failed.
+func Example() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	_, err := c.Put(ctx, client.PutRequest{
+		Key:       "tenant/acme/project/demo/greeting",
+		Value:     json.RawMessage(`"hello"`),
+		RequestID: "greeting-1", // a retry is answered as a replay
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := c.Get(ctx, "tenant/acme/project/demo/greeting")
+	switch {
+	case contract.ErrorCode(err) == contract.ENotFound:
+		fmt.Println("absent, expired or deleted")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Printf("%s at version %d\n", e.Value, e.Version)
+	}
+}
 
 func ExampleClient_Put() {
 	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
@@ -22,7 +50,7 @@ func ExampleClient_Put() {
 	res, err := c.Put(ctx, client.PutRequest{
 		Key:             "tenant/acme/project/demo/checkpoint",
 		Value:           json.RawMessage(`{"cursor":42}`),
-		ExpectedVersion: new(int64(0)), // create only if absent
+		ExpectedVersion: new(int64), // 0: create only if absent
 		Semantics:       contract.Semantics{Purpose: "checkpoint", Producer: "example"},
 		RequestID:       "example-1", // safe to retry
 	})
@@ -58,7 +86,7 @@ func ExampleClient_Increment_rateLimit() {
 	_, err := c.Increment(context.Background(), client.IncrementRequest{
 		Key: "tenant/acme/project/demo/rate-limit/user-42",
 		By:  -1,
-		Min: new(int64(0)),
+		Min: new(int64), // 0
 	})
 	var e *contract.Error
 	switch {
@@ -83,8 +111,7 @@ func ExampleClient_ListAll() {
 
 // A nightly job that runs only while it holds its lock: the lease is
 // renewed in the background, and the job's context ends if it is lost.
-// (Compiled, not run: it needs a running stack; TestKeepLockStack runs the
-// same calls against an in-process one.)
+// (Compiled, not run: it needs a running server.)
 func ExampleClient_KeepLock() {
 	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
 	ctx := context.Background()
@@ -176,7 +203,7 @@ func ExampleClient_Txn() {
 // another harvester got there first it reads again after 1 s, 2 s, 4 s …
 // 32 s, then escalates. The RequestID names this sync, so running it again
 // after a crash does not advance the checkpoint twice. (Compiled, not run;
-// TestUpdateConcurrent runs Update against an in-process stack.)
+// clienttest's TestUpdateConcurrent runs Update against an in-process server.)
 func ExampleClient_Update() {
 	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
 	type checkpoint struct {
@@ -222,5 +249,24 @@ func ExampleClient_Watch() {
 			log.Fatal(err)
 		}
 		fmt.Printf("%s is at version %d (%s): drop it from the cache; resume after %s\n", ev.Key, ev.Version, ev.Kind, ev.Cursor)
+	}
+}
+
+// A client that tries transient failures 3 times in all, waits 200 ms,
+// 400 ms … at most 5 s between tries, and logs each retry.
+func ExampleWithRetryPolicy() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"),
+		client.WithRetryPolicy(client.RetryPolicy{
+			Attempts: 3,
+			MinWait:  200 * time.Millisecond,
+			MaxWait:  5 * time.Second,
+			OnRetry: func(err error, attempt int, wait time.Duration) {
+				log.Printf("attempt %d: %v (%s); again in %v", attempt, err, client.Classify(err), wait)
+			},
+		}))
+	_, err := c.Get(context.Background(), "tenant/acme/project/demo/checkpoint")
+	var esc *client.EscalationError
+	if errors.As(err, &esc) {
+		log.Printf("gave up after %d attempts: %v", esc.Attempts, esc.Err)
 	}
 }

@@ -1,10 +1,10 @@
-package client_test
+package clienttest
 
 import (
 	"encoding/json"
 	"testing"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )

@@ -45,6 +45,7 @@ func Call[Ans any](ctx context.Context, c *Client, op contract.Op, key string, b
 
 // IncrementRequest adds to a counter: a key whose value is a JSON integer.
 type IncrementRequest struct {
+	// Key is the counter's key.
 	Key string
 	// By is the amount to add; negative decrements; 0 means 1.
 	By int64
@@ -69,7 +70,8 @@ type IncrementRequest struct {
 	// RequestID makes the increment idempotent (and retried): repeating
 	// it does not add twice.
 	RequestID string
-	SpecRef   string
+	// SpecRef references the spec or decision record the write follows.
+	SpecRef string
 }
 
 // Counter is a counter after an increment.
@@ -146,6 +148,7 @@ func semantics(s contract.Semantics) *contract.Semantics {
 
 // LockRequest takes part in a lock or a leader pool.
 type LockRequest struct {
+	// Key is the lock's or the election's key.
 	Key string
 	// Holder identifies the caller (a host/pid, a pod name, a UUID): only
 	// the holder may extend or release.
@@ -157,7 +160,8 @@ type LockRequest struct {
 	Semantics contract.Semantics
 	// RequestID makes the call idempotent (and retried).
 	RequestID string
-	SpecRef   string
+	// SpecRef references the spec or decision record the call follows.
+	SpecRef string
 }
 
 // Lock is a held lock or leadership. Its Token is the fencing token: pass
@@ -248,10 +252,12 @@ func lockBody(r LockRequest) (contract.LockBody, error) {
 // PatchRequest changes top-level fields of an object value without a
 // read-modify-write.
 type PatchRequest struct {
+	// Key is the entry patched; its value is a JSON object.
 	Key string
 	// Set gives fields their new JSON values (json.RawMessage("null")
 	// stores null); Unset removes fields.
-	Set   map[string]json.RawMessage
+	Set map[string]json.RawMessage
+	// Unset lists the fields removed.
 	Unset []string
 	// If, when set, applies the patch only while the field equals the
 	// given JSON value (a missing field equals null); otherwise the patch
@@ -260,14 +266,19 @@ type PatchRequest struct {
 	// If {state = "pending"} and Set {state: "claimed"}, one wins.
 	If *FieldCondition
 	// Create starts a missing key from {}.
-	Create          bool
+	Create bool
+	// ExpectedVersion, when set, makes the patch a compare-and-swap of
+	// the whole entry.
 	ExpectedVersion *int64
 	// TTL, when set, expires the entry this long after the patch; 0 keeps
 	// its current expiry.
-	TTL       time.Duration
+	TTL time.Duration
+	// Semantics, when set, replace the entry's.
 	Semantics contract.Semantics
+	// RequestID makes the patch idempotent (and retried).
 	RequestID string
-	SpecRef   string
+	// SpecRef references the spec or decision record the write follows.
+	SpecRef string
 }
 
 // FieldCondition is the guard of a field compare-and-swap.

@@ -1,4 +1,4 @@
-package client_test
+package clienttest
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eskv/eskv/api/client"
+	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
 )

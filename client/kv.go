@@ -42,12 +42,13 @@ func (c *Client) Get(ctx context.Context, key string) (contract.Entry, error) {
 
 // PutRequest is one write of a key.
 type PutRequest struct {
+	// Key is the entry's key: tenant/<t>/project/<p>/...
 	Key string
 	// Value is the JSON value to store; nil stores JSON null.
 	Value json.RawMessage
 	// ExpectedVersion makes the write a compare-and-swap: nil writes
 	// unconditionally, 0 requires the key to be absent, N requires its
-	// current version to be N (new(int64(N))).
+	// current version to be N (&n, or new(int64(N)) from Go 1.26 on).
 	ExpectedVersion *int64
 	// TTL expires the entry this long after the write, in whole seconds;
 	// 0 means no expiry (and clears an earlier one).
