@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit test-scripts fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test test-unit test-scripts test-docs fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -26,9 +26,17 @@ test-unit:
 
 # make run / make clean as a user meets them, from temporary clones on free
 # ports: run, Ctrl-C, clean, run again, two clones side by side; 10 SIGTERM
-# and 10 SIGINT stops leave no service running; a killed writer comes back.
+# and 10 SIGINT stops leave no service running; a killed writer comes back;
+# then make test-docs.
 test-scripts:
 	bash scripts/test-local-stack.sh
+	bash scripts/test-docs.sh
+
+# The README and docs/: every relative link resolves, and every block
+# fenced ```sh runs against a stack started as make run starts it
+# (scripts/test-docs.sh; blocks fenced ```text are not run).
+test-docs:
+	bash scripts/test-docs.sh
 
 # Bounded fuzzing of the HTTP handlers (bodies, query strings, paths):
 # no 5xx, no panic, nothing reaches the writer from a rejected request.

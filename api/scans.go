@@ -30,7 +30,7 @@ import (
 // hiding exact, and shows a transaction's events all or none once the
 // projector applies each in one Postgres transaction (issue P3 section 2). Merging the overlay into the
 // page instead would answer without the projector's lag but needs a second
-// implementation of all of that in Go (README, Guarantees).
+// implementation of all of that in Go (docs/guarantees.md).
 func (s *Server) listKeys(c echo.Context) error {
 	p := principalOf(c)
 	q := c.QueryParams()

@@ -9,7 +9,7 @@ import (
 // versions, oldest first, from the projection's kv_history, which keeps
 // every event of the key (a delete and an expire included, so a history
 // survives a re-create: versions never go back) until the projector's
-// history retention removes the older ones (README, Configuration).
+// history retention removes the older ones (docs/configuration.md).
 
 // OpHistory is the read of a key's history.
 const OpHistory Op = "history" // GET /v1/kv/{key}:history?fromVersion=&limit=&cursor=

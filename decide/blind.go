@@ -4,7 +4,7 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// Blind writes (README "Security", "What a write-only token learns"). A
+// Blind writes (docs/security.md, "What a write-only token learns"). A
 // principal that may write a key but not read it learns from a write no
 // more than whether its own write succeeded, and that yes or no must not
 // depend on the value. So it may not ask for a condition on the value:

@@ -1,4 +1,4 @@
-// Package stash implements seed 001's Stash interface (PRD "Stash
+// Package stash implements the Stash interface (PRD "Stash
 // Interface", docs/product-requirements/prd-stash-interface.md) on top of
 // eskv's HTTP API, so code written against the PRD's Table and Stash can
 // use eskv as its backend. It is a client of the API (module

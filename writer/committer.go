@@ -39,7 +39,7 @@ import (
 // answered 503, outcome unknown (a failed transaction may or may not have
 // committed). The committer drops its producer without ending the
 // transaction (never an EndTxn(abort) from a producer that saw an error:
-// README, "Where kfake differs from Apache Kafka", 1) and builds a new one under the same
+// docs/architecture.md, "Where kfake differs from Apache Kafka", 1) and builds a new one under the same
 // transactional id, whose InitProducerID bumps the epoch: the open
 // transaction is completed or aborted and any produce of the old epoch
 // still in flight is fenced. Each producer is a session; a partition

@@ -7,8 +7,8 @@ import (
 
 // Read leases: a read answered without waiting for a fence.
 //
-// A read must see every write acknowledged before it began (README,
-// Guarantees), so it needs a proof that no other writer acknowledged a
+// A read must see every write acknowledged before it began (docs/guarantees.md),
+// so it needs a proof that no other writer acknowledged a
 // write to its partition meanwhile. partition.confirm has two that cost
 // a wait: the next round's group fence (accepted after the read arrived:
 // this writer was then a member of the writer group, and the partition,

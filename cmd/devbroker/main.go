@@ -5,7 +5,7 @@
 // acknowledged (-sync adds an fsync per write, for a machine crash too).
 //
 // It creates no topics; the writer does. It is for development only: it is
-// not Apache Kafka (README, "Where kfake differs from Apache Kafka").
+// not Apache Kafka (docs/architecture.md, "Where kfake differs from Apache Kafka").
 package main
 
 import (

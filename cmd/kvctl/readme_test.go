@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-// readmeSection returns the shell blocks of the "README section" of
-// docs/kvctl.md: what the README's CLI section holds.
+// readmeSection returns the shell blocks of the "By example" section of
+// docs/kvctl.md, the CLI's tour.
 func readmeSection(tb testing.TB, doc string) string {
 	tb.Helper()
-	_, after, ok := strings.Cut(doc, "\n## README section\n")
+	_, after, ok := strings.Cut(doc, "\n## By example\n")
 	if !ok {
-		tb.Fatal(`docs/kvctl.md has no "## README section"`)
+		tb.Fatal(`docs/kvctl.md has no "## By example"`)
 	}
 	if i := strings.Index(after, "\n## "); i >= 0 {
 		after = after[:i]
@@ -30,14 +30,14 @@ func readmeSection(tb testing.TB, doc string) string {
 		after = rest
 	}
 	if len(script) == 0 {
-		tb.Fatal("the README section has no ```sh block")
+		tb.Fatal("the By example section has no ```sh block")
 	}
 	return strings.Join(script, "\n") + "\n"
 }
 
-// testReadmeSection runs the README section as written, from the
+// testReadmeSection runs the By example section as written, from the
 // repository root, against the stack in env (KVCTL_URL, KVCTL_TOKEN):
-// go install puts kvctl into a temporary GOBIN that leads PATH.
+// its first line builds kvctl into the repository's bin/ (git-ignored).
 func testReadmeSection(t *testing.T, env map[string]string) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kvctl.md"))
 	if err != nil {
@@ -59,9 +59,9 @@ func testReadmeSection(t *testing.T, env map[string]string) {
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README section failed: %v\n--- script ---\n%s--- output ---\n%s", err, script, out)
+		t.Fatalf("the By example section failed: %v\n--- script ---\n%s--- output ---\n%s", err, script, out)
 	}
-	t.Logf("README section output:\n%s", out)
+	t.Logf("By example section output:\n%s", out)
 	for _, want := range []string{"exit 1: ", " exists\n", " is gone\n", `{"hello":"world"}`, "\n\"claimed\"\n", "nightly job, token ", `"holder":"scheduler-1"`, "applied: 2 ops\n", "exit 1: op 0's condition failed",
 		"Rate limit exceeded\n", "exit 1: agent/status already exists", "\n\"none\"\n", "rate-limit/api-key-123\n", "quiet: exit 0\n",
 		"agent-123 is active\n", "\n2\n", "exit 1: agent-123 is gone",
@@ -69,7 +69,7 @@ func testReadmeSection(t *testing.T, env map[string]string) {
 		"{\"task\":\"urgent\"}\n{\"task\":\"resize\",\"id\":1}\n", "#1#", " (tenant/acme/project/demo/work-queue size 1)\n", "exit 4: work-queue is empty",
 		"(deleted)", `"cursor":"3"`, "exit 1: never written"} {
 		if !strings.Contains(string(out), want) {
-			t.Errorf("the README section's output lacks %q:\n%s", want, out)
+			t.Errorf("the By example section's output lacks %q:\n%s", want, out)
 		}
 	}
 }

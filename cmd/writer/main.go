@@ -109,7 +109,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	f.Env("sweep-interval", "ESKV_SWEEP_INTERVAL")
 	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
 	f.Env("queue-dedup-window", "ESKV_QUEUE_DEDUP_WINDOW")
-	f.DurationVar(&c.readLease, "read-lease", writer.DefaultReadLease, "how long after a transaction round's group fence was sent reads are answered without waiting for the next one (a bound on time: README, Guarantees); a writer also waits this long after taking a partition before serving it, never less than 500ms (leases off included), so every writer of a group must use the same value, or 0 on some and 500ms on the others; 0 disables leases")
+	f.DurationVar(&c.readLease, "read-lease", writer.DefaultReadLease, "how long after a transaction round's group fence was sent reads are answered without waiting for the next one (a bound on time: docs/guarantees.md); a writer also waits this long after taking a partition before serving it, never less than 500ms (leases off included), so every writer of a group must use the same value, or 0 on some and 500ms on the others; 0 disables leases")
 	f.Env("read-lease", "ESKV_READ_LEASE")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Env("max-overlay", "ESKV_MAX_OVERLAY")

@@ -24,8 +24,8 @@ const DefaultGOGC = 400
 // SetMemoryLimit) of a process not in a memory-limited cgroup when
 // GOMEMLIMIT is not set. GOGC 400 lets the heap grow to five times the
 // live data; what a writer keeps live under load — every request's body,
-// listing pages, watch buffers — is bounded by its limits (README,
-// Security) to about 200 MiB, and the soft limit makes the collector run
+// listing pages, watch buffers — is bounded by its limits (docs/security.md)
+// to about 200 MiB, and the soft limit makes the collector run
 // before the heap passes this, however GOGC would let it grow, so that
 // the process stays within the chart's 512 MiB. In a memory-limited
 // cgroup (a container with a memory limit) the limit is memoryLimitShare
