@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -225,7 +226,7 @@ func jsonValueKind(v string) string {
 // write asks the writer to decide req; a replayed answer says so in the
 // Eskv-Replayed header. A request (or a transaction's step) on a key the
 // caller may not read is marked blind first, and refused what a blind
-// request may not ask (writer.CheckBlind: 403 naming the parameter).
+// request may not ask (decide.CheckBlind: 403 naming the parameter).
 func (s *Server) write(c echo.Context, req *writer.Request) (writer.Result, error) {
 	if err := blind(c, req); err != nil {
 		return writer.Result{}, err
@@ -252,18 +253,18 @@ func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
 }
 
 // blind marks req, or each step of a transaction, Blind when the caller
-// may not read its key, and checks what it asks (writer.CheckBlind). A
+// may not read its key, and checks what it asks (decide.CheckBlind). A
 // refused step of a transaction is noted for the denial's log line and
 // audit record, as an unauthorized one is (txnDenied).
 func blind(c echo.Context, req *writer.Request) error {
 	if req.Txn == nil {
 		req.Blind = !mayRead(c, req.Key.String())
-		return writer.CheckBlind(req)
+		return decide.CheckBlind(req)
 	}
 	for _, s := range req.Txn {
 		s.Req.Blind = !mayRead(c, s.Req.Key.String())
 	}
-	err := writer.CheckBlind(req)
+	err := decide.CheckBlind(req)
 	var e *contract.Error
 	if errors.As(err, &e) && e.FailedOp != nil {
 		s := req.Txn[*e.FailedOp].Req

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
 )
@@ -72,7 +73,7 @@ func (s *Server) listWrite(c echo.Context, req *writer.Request) error {
 	if res.Entry.Key == "" {
 		res.Entry.Key = req.Key.String()
 	}
-	a := writer.ListAnswer(res)
+	a := decide.ListAnswer(res)
 	if !mayRead(c, req.Key.String()) {
 		a.Value, a.Length = nil, 0
 	}
@@ -119,7 +120,7 @@ func (s *Server) lrange(c echo.Context, _ contract.Op, k contract.Key) error {
 	if err != nil {
 		return err
 	}
-	if _, err := writer.ReadLen(k, st.Visible(s.now())); err != nil {
+	if _, err := decide.ReadLen(k, st.Visible(s.now())); err != nil {
 		return err // not a list
 	}
 	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {

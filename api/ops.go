@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/writer"
+	"github.com/eskv/eskv/decide"
 )
 
 // Operations on a key besides PUT, PATCH and DELETE are found by their
@@ -45,25 +45,25 @@ var handlers = map[contract.Op]handler{
 	contract.OpLeaderResign:    {write: (*Server).lock},
 	contract.OpLockCheck:       {read: checkLock},
 	contract.OpLeaderCheck:     {read: checkLock},
-	contract.OpGetCounter:      {read: answer(writer.ReadCounter)},
+	contract.OpGetCounter:      {read: answer(decide.ReadCounter)},
 	contract.OpSAdd:            {write: (*Server).setMember},
 	contract.OpSRem:            {write: (*Server).setMember},
 	contract.OpSIsMember:       {query: (*Server).isMember, params: []string{"member"}},
 	contract.OpSMembers:        {query: (*Server).members, params: []string{"limit", "cursor"}},
-	contract.OpSCard:           {read: answer(writer.ReadCard)},
+	contract.OpSCard:           {read: answer(decide.ReadCard)},
 	contract.OpLPush:           {write: (*Server).push},
 	contract.OpRPush:           {write: (*Server).push},
 	contract.OpLPop:            {write: (*Server).pop},
 	contract.OpRPop:            {write: (*Server).pop},
 	contract.OpLTrim:           {write: (*Server).trim},
 	contract.OpLRange:          {query: (*Server).lrange, params: []string{"start", "stop"}},
-	contract.OpLLen:            {read: answer(writer.ReadLen)},
+	contract.OpLLen:            {read: answer(decide.ReadLen)},
 	contract.OpHistory:         {query: (*Server).history, params: []string{"fromVersion", "limit", "cursor"}},
 	contract.OpQPush:           {write: (*Server).qpush},
 	contract.OpQPop:            {write: (*Server).qpop},
 	contract.OpQAck:            {write: (*Server).qack},
 	contract.OpQPeek:           {query: (*Server).qpeek, params: []string{"count"}},
-	contract.OpQSize:           {read: answer(writer.ReadQueueSize)},
+	contract.OpQSize:           {read: answer(decide.ReadQueueSize)},
 }
 
 // answer is the read of an op whose answer f decides from the entry.

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) qpush(c echo.Context, op contract.Op, p *Principal, k contract.
 		return err
 	}
 	res.Entry.Key = k.String()
-	a := writer.QueuePushAnswer(res, req)
+	a := decide.QueuePushAnswer(res, req)
 	if !mayRead(c, k.String()) {
 		a.Size = 0
 		if a.Deduplicated {
@@ -86,7 +87,7 @@ func (s *Server) qpop(c echo.Context, op contract.Op, p *Principal, k contract.K
 		return err
 	}
 	res.Entry.Key = k.String()
-	return c.JSON(http.StatusOK, writer.QueuePopAnswer(res, req))
+	return c.JSON(http.StatusOK, decide.QueuePopAnswer(res, req))
 }
 
 // qack serves POST /v1/kv/{key}:qack: a stale receipt is 409
@@ -108,7 +109,7 @@ func (s *Server) qack(c echo.Context, op contract.Op, p *Principal, k contract.K
 		return err
 	}
 	res.Entry.Key = k.String()
-	a := writer.QueueAckAnswer(res)
+	a := decide.QueueAckAnswer(res)
 	if !mayRead(c, k.String()) {
 		a.Size = 0
 	}
@@ -135,7 +136,7 @@ func (s *Server) qpeek(c echo.Context, _ contract.Op, k contract.Key) error {
 	if err != nil {
 		return err
 	}
-	if _, err := writer.ReadQueueSize(k, st.Visible(s.now())); err != nil {
+	if _, err := decide.ReadQueueSize(k, st.Visible(s.now())); err != nil {
 		return err // not a queue
 	}
 	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -33,7 +34,7 @@ func (s *Server) setMember(c echo.Context, op contract.Op, p *Principal, k contr
 	if res.Entry.Key == "" {
 		res.Entry.Key = k.String()
 	}
-	a := writer.SetAnswer(op, res)
+	a := decide.SetAnswer(op, res)
 	if !mayRead(c, k.String()) {
 		// Whether the member was there, and the set's size, are read
 		// answers: a write-only caller learns neither.
@@ -55,7 +56,7 @@ func (s *Server) isMember(c echo.Context, _ contract.Op, k contract.Key) error {
 	if err != nil {
 		return err
 	}
-	a, err := writer.ReadIsMember(k, st.Visible(s.now()), elem)
+	a, err := decide.ReadIsMember(k, st.Visible(s.now()), elem)
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func (s *Server) members(c echo.Context, _ contract.Op, k contract.Key) error {
 	if err != nil {
 		return err
 	}
-	if _, err := writer.ReadCard(k, st.Visible(s.now())); err != nil {
+	if _, err := decide.ReadCard(k, st.Visible(s.now())); err != nil {
 		return err // not a set
 	}
 	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {

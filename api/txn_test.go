@@ -106,7 +106,7 @@ func post(h http.Handler, token, body string) *httptest.ResponseRecorder {
 
 // TestTxnForbiddenNamesOp: a write needs the write right on its key, a
 // check the read right, and a field condition, an increment's bounds or
-// a large addend the read right too (writer.CheckBlind); the 403 names
+// a large addend the read right too (decide.CheckBlind); the 403 names
 // the first op refused and its parameter, and a refused write is handed
 // to the audit trail.
 func TestTxnForbiddenNamesOp(t *testing.T) {

@@ -99,18 +99,18 @@ func (l *batchLimits) tooLarge(r *Request, topic string, size int) error {
 // leastBytes is at most what r's events take in kv.changes: the values
 // and field values it writes, and its keys. A write over the budget by
 // this count alone is refused before it is queued.
-func (r *Request) leastBytes() int {
+func leastBytes(r *Request) int {
 	if r.Txn == nil {
-		return r.valueBytes()
+		return valueBytes(r)
 	}
 	n := 0
 	for _, s := range r.Txn {
-		n += s.Req.valueBytes()
+		n += valueBytes(s.Req)
 	}
 	return n
 }
 
-func (r *Request) valueBytes() int {
+func valueBytes(r *Request) int {
 	n := len(r.Key.String()) + len(r.Value)
 	for _, v := range r.Set {
 		n += len(v)
@@ -124,8 +124,8 @@ func (r *Request) valueBytes() int {
 // whether deciding r now is worth it (batchBudget.mayFit): too high, r
 // waits a batch, first in the next one, where it is decided anyway.
 func estimate(r *Request, states map[string]contract.State) int {
-	n := r.leastBytes()
-	for _, k := range r.keys() {
+	n := leastBytes(r)
+	for _, k := range r.Keys() {
 		n += len(states[k].Entry.Value)
 	}
 	return n

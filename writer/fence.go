@@ -199,17 +199,6 @@ func implicitGroupAdd(ctx context.Context, cl *kgo.Client, log *slog.Logger) boo
 	return tv2 && v5
 }
 
-// commitOffsets is the fence itself: the transactional offset commit
-// presenting m, once the transaction's records are produced and add
-// succeeded.
-func (f groupFence) commitOffsets(ctx context.Context, prod *kgo.Client, m membership, offsets map[int32]int64) error {
-	pid, epoch, err := prod.ProducerID(ctx)
-	if err != nil {
-		return fmt.Errorf("producer id: %w", err)
-	}
-	return f.txnOffsetCommit(ctx, prod, pid, epoch, m, offsets)
-}
-
 // addOffsetsToTxnRetry asks again while the coordinator is still
 // completing the previous transaction (Kafka writes markers
 // asynchronously): the request was not applied, asking again is safe.
@@ -234,9 +223,15 @@ func (f groupFence) addOffsetsToTxn(ctx context.Context, prod *kgo.Client, pid i
 	})
 }
 
-// txnOffsetCommit commits offsets in the transaction, presenting m; the
-// group coordinator's refusal of any partition is a *groupFencedError.
-func (f groupFence) txnOffsetCommit(ctx context.Context, prod *kgo.Client, pid int64, epoch int16, m membership, offsets map[int32]int64) error {
+// commitOffsets is the fence itself, once the transaction's records are
+// produced and add succeeded: the transactional offset commit of offsets
+// presenting m; the group coordinator's refusal of any partition is a
+// *groupFencedError.
+func (f groupFence) commitOffsets(ctx context.Context, prod *kgo.Client, m membership, offsets map[int32]int64) error {
+	pid, epoch, err := prod.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("producer id: %w", err)
+	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID = f.txnID
 	req.Group = f.group

@@ -2,11 +2,14 @@ package writer
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -62,9 +65,9 @@ func pruneItems(items map[string]overlayItem, next int64) (map[string]overlayIte
 // queue in a batch each take a different item: a decided item shadows
 // its row.
 type queueView struct {
-	batch   map[projection.ElementRef]contract.Element
+	batch   map[decide.ElementRef]contract.Element
 	overlay map[string]map[string]overlayItem
-	probed  map[projection.ElementRef]contract.Element
+	probed  map[decide.ElementRef]contract.Element
 	heads   map[string][]contract.Element
 	// complete[q] is the since of the last heads probe of q that found
 	// fewer rows than it asked for: its rows are all of q's ready rows
@@ -76,9 +79,9 @@ type queueView struct {
 
 func newQueueView() *queueView {
 	return &queueView{
-		batch:    make(map[projection.ElementRef]contract.Element),
+		batch:    make(map[decide.ElementRef]contract.Element),
 		overlay:  make(map[string]map[string]overlayItem),
-		probed:   make(map[projection.ElementRef]contract.Element),
+		probed:   make(map[decide.ElementRef]contract.Element),
 		heads:    make(map[string][]contract.Element),
 		complete: make(map[string]int64),
 		dedups:   make(map[string]contract.Element),
@@ -88,7 +91,7 @@ func newQueueView() *queueView {
 
 // item is the state of the queue item ref as the batch knows it (nil: no
 // row).
-func (v *queueView) item(ref projection.ElementRef) *contract.Element {
+func (v *queueView) item(ref decide.ElementRef) *contract.Element {
 	if el, ok := v.batch[ref]; ok {
 		return stateOrNil(el)
 	}
@@ -110,7 +113,7 @@ func stateOrNil(el contract.Element) *contract.Element {
 
 // known reports whether the batch or the overlay knows ref better than
 // the projection.
-func (v *queueView) known(ref projection.ElementRef) bool {
+func (v *queueView) known(ref decide.ElementRef) bool {
 	if _, ok := v.batch[ref]; ok {
 		return true
 	}
@@ -126,7 +129,7 @@ func (v *queueView) newer(q string, visit func(contract.Element)) {
 		}
 	}
 	for m, it := range v.overlay[q] {
-		if _, shadowed := v.batch[projection.ElementRef{Collection: q, Member: m}]; !shadowed {
+		if _, shadowed := v.batch[decide.ElementRef{Collection: q, Member: m}]; !shadowed {
 			visit(it.el)
 		}
 	}
@@ -140,13 +143,13 @@ func (v *queueView) newer(q string, visit func(contract.Element)) {
 // answered.
 func (v *queueView) firstReady(q string, since int64, now time.Time) (best *contract.Element, probe bool) {
 	consider := func(el contract.Element) {
-		if el.State == contract.ItemReady && inIncarnation(el.Member, since) && !el.ItemExpired(now) && (best == nil || el.Member < best.Member) {
+		if el.State == contract.ItemReady && decide.InIncarnation(el.Member, since) && !el.ItemExpired(now) && (best == nil || el.Member < best.Member) {
 			best = &el
 		}
 	}
 	v.newer(q, consider)
 	for _, el := range v.heads[q] {
-		if inIncarnation(el.Member, since) && !el.ItemExpired(now) && !v.known(projection.ElementRef{Collection: q, Member: el.Member}) {
+		if decide.InIncarnation(el.Member, since) && !el.ItemExpired(now) && !v.known(decide.ElementRef{Collection: q, Member: el.Member}) {
 			consider(el)
 			return best, false
 		}
@@ -168,7 +171,7 @@ func (v *queueView) exclude(q string) []string {
 func (v *queueView) dedup(q string, since int64, id string) *contract.Element {
 	var best *contract.Element
 	consider := func(el contract.Element) {
-		if el.DedupID == id && el.PushedAt != nil && inIncarnation(el.Member, since) &&
+		if el.DedupID == id && el.PushedAt != nil && decide.InIncarnation(el.Member, since) &&
 			(best == nil || el.PushedAt.After(*best.PushedAt)) {
 			best = &el
 		}
@@ -190,7 +193,7 @@ func (v *queueView) askQueue(q *projection.Query, r *Request, e overlayEntry, in
 	}
 	var since int64 // 0: the projection's
 	if in {
-		meta, err := queueMeta(e.state.Visible(now))
+		meta, err := decide.QueueMeta(e.state.Visible(now))
 		if err != nil || e.state.Visible(now) == nil {
 			return // no queue to read: the batch creates it, or refuses r
 		}
@@ -207,9 +210,9 @@ func (v *queueView) askQueue(q *projection.Query, r *Request, e overlayEntry, in
 			q.Heads = append(q.Heads, projection.HeadRef{Queue: key, Since: since, Exclude: slices.Collect(maps.Keys(e.items)), Now: now})
 		}
 	case contract.OpQAck, contract.OpQRequeue, contract.OpQExpire:
-		ref, _ := queueRef(r)
+		ref, _ := decide.QueueItemRef(r)
 		if _, ok := e.items[ref.Member]; !ok {
-			q.Items = append(q.Items, ref)
+			q.Items = append(q.Items, projection.ElementRef(ref))
 		}
 	}
 }
@@ -222,7 +225,7 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 		since := h.Since
 		if since == 0 {
 			st := states[h.Queue]
-			meta, err := queueMeta(st.Visible(now))
+			meta, err := decide.QueueMeta(st.Visible(now))
 			if err != nil {
 				continue
 			}
@@ -235,24 +238,26 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 	for d, el := range f.Dedups {
 		v.dedups[d.Queue+contract.RecordKeySep+d.DedupID] = el
 	}
-	maps.Copy(v.probed, f.Items)
+	for ref, el := range f.Items {
+		v.probed[decide.ElementRef(ref)] = el
+	}
 }
 
 // queueInput is what the queue write r is decided on besides the queue's
-// state cur (DecideQueue): known to the batch, or probed now when a pop
+// state cur (decide.DecideQueue): known to the batch, or probed now when a pop
 // reaches past the heads the first round trip read.
-func (p *partition) queueInput(ctx context.Context, cur contract.State, r *Request, now time.Time, v *queueView) (queueInput, error) {
+func (p *partition) queueInput(ctx context.Context, cur contract.State, r *Request, now time.Time, v *queueView) (decide.QueueInput, error) {
 	visible := cur.Visible(now)
-	meta, err := queueMeta(visible)
+	meta, err := decide.QueueMeta(visible)
 	if err != nil || visible == nil {
-		return queueInput{}, nil
+		return decide.QueueInput{}, nil
 	}
 	key := r.Key.String()
-	var in queueInput
+	var in decide.QueueInput
 	switch r.Op {
 	case contract.OpQPush:
 		if r.DedupID != "" {
-			in.dup = v.dedup(key, meta.Since, r.DedupID)
+			in.Dup = v.dedup(key, meta.Since, r.DedupID)
 		}
 	case contract.OpQPop:
 		if meta.Size-meta.InFlight <= 0 {
@@ -268,13 +273,21 @@ func (p *partition) queueInput(ctx context.Context, cur contract.State, r *Reque
 			v.found(projection.Query{Heads: []projection.HeadRef{h}}, f, nil, now)
 			head, _ = v.firstReady(key, meta.Since, now)
 		}
-		in.head = head
+		in.Head = head
 		if r.Visibility > 0 {
-			in.nonce = newReceiptNonce()
+			in.Nonce = newReceiptNonce()
 		}
 	case contract.OpQAck, contract.OpQRequeue, contract.OpQExpire:
-		ref, _ := queueRef(r)
-		in.item = v.item(ref)
+		ref, _ := decide.QueueItemRef(r)
+		in.Item = v.item(ref)
 	}
 	return in, nil
+}
+
+// newReceiptNonce is a receipt's random part: 128 bits from crypto/rand,
+// in lowercase hex (contract.IsReceiptNonce).
+func newReceiptNonce() string {
+	var b [contract.ReceiptNonceLen / 2]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
 }

@@ -12,173 +12,15 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
-	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
 
 // testWindow is the default window in versions, without an age: the
 // tests of decisions that do not depend on time.
-var testWindow = RequestWindow{Versions: DefaultRequestIDWindow}
-
-// TestDecideRequestIDWindow: the rules of a requestId the key's latest
-// write does not carry, given what is known of its earlier use.
-func TestDecideRequestIDWindow(t *testing.T) {
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	key := mustKey(t, "tenant/a/project/b/cursor")
-	sync1 := Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`{"cursor":1}`), RequestID: "sync-1", Principal: "p"}
-	at := func(v int64) projection.AppliedRequest {
-		return projection.AppliedRequest{Version: v, Digest: sync1.Digest()}
-	}
-	// The key after cursor=1 (sync-1, version 1) and cursor=2 (sync-2).
-	cur := func(v int64, latestID string) contract.State {
-		return contract.State{Version: v, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: v,
-			Value: json.RawMessage(`{"cursor":2}`), RequestID: latestID, Semantics: contract.Semantics{Purpose: "cursor"}}}
-	}
-	deleted := contract.State{Version: 3, Entry: contract.Entry{Key: key.String(), Version: 3, RequestID: "del-1"}}
-	withValue := func(r Request, v string) Request { r.Value = json.RawMessage(v); return r }
-	withPrincipal := func(r Request, p string) Request { r.Principal = p; return r }
-	inc := Request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
-	lock := Request{Key: key, Op: contract.OpLockAcquire, Holder: "h", TTLSeconds: 30, RequestID: "acq-1", Principal: "p"}
-
-	for _, tc := range []struct {
-		name   string
-		cur    contract.State
-		req    Request
-		prior  projection.AppliedRequest
-		known  bool
-		window int64
-		reason string // the conflict's reason; "" when the rule does not apply
-	}{
-		{"StaleRetry", cur(2, "sync-2"), sync1, at(1), true, 1000, "stale_request"},
-		{"StaleRetryOfDeletedKey", deleted, sync1, at(1), true, 1000, "stale_request"},
-		{"StaleAtWindowEdge", cur(1000, "sync-2"), sync1, at(1), true, 1000, "stale_request"},
-		{"ReusedWithOtherBody", cur(2, "sync-2"), withValue(sync1, `{"cursor":9}`), at(1), true, 1000, "request_id_reused"},
-		{"ReusedByOtherPrincipal", cur(2, "sync-2"), withPrincipal(sync1, "q"), at(1), true, 1000, "request_id_reused"},
-		{"StaleIncrement", cur(5, "inc-2"), inc, projection.AppliedRequest{Version: 4, Digest: inc.Digest()}, true, 1000, "stale_request"},
-		{"StaleLockAcquire", cur(5, "rel-1"), lock, projection.AppliedRequest{Version: 3, Digest: lock.Digest()}, true, 1000, "stale_request"},
-		{"ForgottenPastWindow", cur(1001, "sync-2"), sync1, at(1), true, 1000, ""},
-		{"WindowOfOneIsLatestOnly", cur(2, "sync-2"), sync1, at(1), true, 1, ""},
-		{"UnknownRequestID", cur(2, "sync-2"), sync1, projection.AppliedRequest{}, false, 1000, ""},
-		{"LatestLeftToDecide", cur(2, "sync-1"), sync1, at(2), true, 1000, ""},
-		{"NoRequestID", cur(2, "sync-2"), withValue(Request{Key: key, Op: contract.OpPut, Principal: "p"}, `1`), at(1), true, 1000, ""},
-		{"DeniedIsOnlyAudited", cur(2, "sync-2"), func() Request { r := sync1; r.Denied = true; return r }(), at(1), true, 1000, ""},
-		{"HistoryAheadOfStateIgnored", cur(2, "sync-2"), sync1, at(3), true, 1000, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := tc.req
-			d, ok := decideRequestID(tc.cur, tc.prior, tc.known, &r, now, RequestWindow{Versions: tc.window})
-			if tc.reason == "" {
-				if ok {
-					t.Fatalf("the rule applied: %+v", d)
-				}
-				return
-			}
-			if !ok || d.event != nil || d.conflict == nil || d.conflict.Reason != tc.reason {
-				t.Fatalf("want a %s conflict and no event, got ok %v %+v", tc.reason, ok, d)
-			}
-			var e *contract.Error
-			if !errors.As(d.err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || e.CorrelationID != d.conflict.ID {
-				t.Fatalf("answer %v, want version_conflict on requestId tied to the record", d.err)
-			}
-			var current int64
-			if tc.cur.Live {
-				current = tc.cur.Version
-			}
-			if d.conflict.CurrentVersion != current || d.conflict.RequestID != r.RequestID {
-				t.Fatalf("record %+v", d.conflict)
-			}
-			if tc.reason == "stale_request" && !strings.Contains(e.Message, "applied at version") {
-				t.Fatalf("message %q does not name the version it was applied at", e.Message)
-			}
-			b, err := json.Marshal(d.conflict)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := schemas.ValidateConflict(b); err != nil {
-				t.Fatalf("%v\n%s", err, b)
-			}
-		})
-	}
-}
-
-// TestDecideRequestIDOlderPop: a pop retried after the list or queue was
-// written again is, within the window, a replay answering the element it
-// popped and the version and metadata after it, appending nothing;
-// without a known element, another body or past the window the usual
-// rules hold. Every other op stays stale.
-func TestDecideRequestIDOlderPop(t *testing.T) {
-	now := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
-	list := mustKey(t, "tenant/a/project/b/jobs")
-	queue := mustKey(t, "tenant/a/project/b/tasks")
-	lpop := Request{Key: list, Op: contract.OpLPop, RequestID: "pop-1", Principal: "p"}
-	rpop := Request{Key: list, Op: contract.OpRPop, RequestID: "pop-1", Principal: "p"}
-	qpop := Request{Key: queue, Op: contract.OpQPop, Visibility: 30, RequestID: "pop-1", Principal: "p"}
-	push := Request{Key: list, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "pop-1", Principal: "p"}
-	listAfter := json.RawMessage(`{"type":"list","size":3,"since":1,"head":2}`)
-	deadline := now.Add(10 * time.Second)
-	item := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
-		State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
-	value := &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
-	// The collection at version 9, written by someone else since the pop.
-	cur := func(k contract.Key, purpose string) contract.State {
-		return contract.State{Version: 9, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: k.String(), Version: 9,
-			Value: json.RawMessage(`{"type":"` + purpose + `","size":0,"since":1}`), RequestID: "other", Semantics: contract.Semantics{Purpose: purpose}}}
-	}
-	popAt := func(r Request, v int64, el *contract.Element, after json.RawMessage) projection.AppliedRequest {
-		return projection.AppliedRequest{Version: v, Digest: r.Digest(), Popped: el, After: after}
-	}
-	for _, tc := range []struct {
-		name   string
-		cur    contract.State
-		req    Request
-		prior  projection.AppliedRequest
-		window int64
-		want   string // "replay", a conflict reason, or "" (rule does not apply)
-	}{
-		{"LPopReplayed", cur(list, "list"), lpop, popAt(lpop, 5, value, listAfter), 1000, "replay"},
-		{"RPopReplayed", cur(list, "list"), rpop, popAt(rpop, 5, value, listAfter), 1000, "replay"},
-		{"QPopReplayed", cur(queue, "queue"), qpop, popAt(qpop, 5, item, json.RawMessage(`{"type":"queue","size":4,"since":1,"inFlight":1}`)), 1000, "replay"},
-		{"PopAtWindowEdgeReplayed", cur(list, "list"), lpop, popAt(lpop, 5, value, listAfter), 5, "replay"},
-		{"PopPastWindowForgotten", cur(list, "list"), lpop, popAt(lpop, 4, value, listAfter), 5, ""},
-		{"PopWithoutElementStale", cur(list, "list"), lpop, popAt(lpop, 5, nil, nil), 1000, "stale_request"},
-		{"PopWithOtherBodyReused", cur(list, "list"), lpop, popAt(rpop, 5, value, listAfter), 1000, "request_id_reused"},
-		{"OlderPushStale", cur(list, "list"), push, popAt(push, 5, nil, nil), 1000, "stale_request"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := tc.req
-			d, ok := decideRequestID(tc.cur, tc.prior, true, &r, now, RequestWindow{Versions: tc.window})
-			switch {
-			case tc.want == "":
-				if ok {
-					t.Fatalf("the rule applied: %+v", d)
-				}
-			case tc.want == "replay":
-				el := d.result.Element
-				if !ok || d.err != nil || d.event != nil || d.conflict != nil || !d.result.Replayed || el == nil ||
-					!equalElement(*el, *tc.prior.Popped) || el == tc.prior.Popped {
-					t.Fatalf("want a replay of the popped element (a copy), got ok %v %+v", ok, d)
-				}
-				e := d.result.Entry
-				if e.Key != r.Key.String() || e.Version != tc.prior.Version || string(e.Value) != string(tc.prior.After) {
-					t.Fatalf("entry %+v, want version %d and the metadata after the pop", e, tc.prior.Version)
-				}
-			default:
-				if !ok || d.event != nil || d.conflict == nil || d.conflict.Reason != tc.want || d.result.Replayed {
-					t.Fatalf("want a %s conflict, got ok %v %+v", tc.want, ok, d)
-				}
-			}
-		})
-	}
-}
-
-// equalElement compares two elements by their JSON.
-func equalElement(a, b contract.Element) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
-}
+var testWindow = decide.RequestWindow{Versions: DefaultRequestIDWindow}
 
 // TestRecentRequests: an overlay entry remembers the requestIds of its
 // key's unprojected events, the newest use first, only within the
@@ -189,7 +31,7 @@ func TestRecentRequests(t *testing.T) {
 	}
 	var o overlayEntry
 	for _, e := range []*contract.Event{ev(1, "a"), ev(2, "b"), ev(3, "a"), ev(4, ""), ev(5, "c")} {
-		o = o.next(e, 10+e.Version, RequestWindow{Versions: 3})
+		o = o.next(e, 10+e.Version, decide.RequestWindow{Versions: 3})
 	}
 	if o.state.Version != 5 || o.offset != 15 || o.gap.version != 0 {
 		t.Fatalf("entry %+v, want the state and offset of version 5, remembering since version 1", o)
@@ -208,53 +50,6 @@ func TestRecentRequests(t *testing.T) {
 	}
 }
 
-// TestRequestWindowAge: a requestId is remembered while its write is
-// among the key's last Versions versions or younger than Age: on a hot
-// key, 5,000 versions later within the age, a retry is still stale and
-// writes nothing; past both it is decided as new.
-func TestRequestWindowAge(t *testing.T) {
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	key := mustKey(t, "tenant/a/project/b/counter")
-	inc := Request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
-	cur := contract.State{Version: 5001, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: 5001,
-		Value: json.RawMessage(`5001`), RequestID: "inc-5001", Semantics: contract.Semantics{Purpose: "counter"}}}
-	window := RequestWindow{Versions: 1000, Age: 2 * time.Minute}
-	for _, tc := range []struct {
-		name   string
-		at     time.Time
-		window RequestWindow
-		stale  bool
-	}{
-		{"StaleWithinAge", now.Add(-time.Minute), window, true},
-		{"StaleJustWithinAge", now.Add(-2*time.Minute + time.Millisecond), window, true},
-		{"ForgottenPastAge", now.Add(-2 * time.Minute), window, false},
-		{"UnknownTimeCountsVersionsOnly", time.Time{}, window, false},
-		{"NoAgeCountsVersionsOnly", now.Add(-time.Second), RequestWindow{Versions: 1000}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := inc
-			prior := projection.AppliedRequest{Version: 1, Digest: inc.Digest(), At: tc.at}
-			d, ok := decideRequestID(cur, prior, true, &r, now, tc.window)
-			if ok != tc.stale || (ok && (d.event != nil || d.conflict == nil || d.conflict.Reason != "stale_request")) {
-				t.Fatalf("decided %v %+v; want stale %v", ok, d, tc.stale)
-			}
-		})
-	}
-
-	// The overlay keeps the uses within the age, beyond the versions.
-	var o overlayEntry
-	for v := int64(1); v <= 10; v++ {
-		e := &contract.Event{Key: key.String(), Version: v, Kind: contract.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d",
-			TS: now.Add(time.Duration(v) * 30 * time.Second)}
-		o = o.next(e, v, RequestWindow{Versions: 3, Age: 2 * time.Minute})
-	}
-	// Version 10 is at 5 min: the window keeps 8, 9 and 10 by version,
-	// and 7 (at 3:30, younger than 2 min at 5:00) by age.
-	if len(o.requests) != 4 || o.requests[0].id != "r7" {
-		t.Fatalf("memory %+v; want r7 to r10", o.requests)
-	}
-}
-
 // TestOverlayForgetsProjectedRequests: trim drops the uses the
 // projection holds from an entry it keeps (a key written without
 // pause); the entry then asks kv_history until what it forgot is out of
@@ -262,7 +57,7 @@ func TestRequestWindowAge(t *testing.T) {
 func TestOverlayForgetsProjectedRequests(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := "tenant/a/project/b/hot"
-	window := RequestWindow{Versions: 3, Age: time.Minute}
+	window := decide.RequestWindow{Versions: 3, Age: time.Minute}
 	var o overlayEntry
 	for v := int64(1); v <= 4; v++ {
 		o = o.next(&contract.Event{Key: key, Version: v, Kind: contract.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d", TS: now}, 100+v, window)
@@ -274,8 +69,8 @@ func TestOverlayForgetsProjectedRequests(t *testing.T) {
 	if n != 2 || len(o.requests) != 2 || o.requests[0].id != "r3" || o.gap.version != 2 {
 		t.Fatalf("forgot %d: %+v", n, o)
 	}
-	ref := projection.RequestRef{Key: key, RequestID: "r1"}
-	if !recall(ref, o, true, make(requestMemory), window, now) {
+	ref := decide.RequestRef{Key: key, RequestID: "r1"}
+	if !recall(ref, &o, make(decide.Memory), window, now) {
 		t.Fatal("a forgotten use within the window: want kv_history asked")
 	}
 	for v := int64(5); v <= 6; v++ { // version 2 leaves the window in versions, not in age
@@ -300,7 +95,7 @@ func TestRecall(t *testing.T) {
 	entry := func(first int64, ids ...string) overlayEntry {
 		var e overlayEntry
 		for i, id := range ids {
-			e = e.next(&contract.Event{Key: key.String(), Version: first + int64(i), Kind: contract.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), RequestWindow{Versions: 1000})
+			e = e.next(&contract.Event{Key: key.String(), Version: first + int64(i), Kind: contract.KindPut, RequestID: id, RequestDigest: "d"}, int64(i), decide.RequestWindow{Versions: 1000})
 		}
 		return e
 	}
@@ -324,13 +119,13 @@ func TestRecall(t *testing.T) {
 		{"DeniedNotAsked", func() *Request { r := put("a"); r.Denied = true; return r }(), since5, false, 1000, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			known := make(requestMemory)
-			ref, ok := requestRef(tc.req)
-			ask := ok && recall(ref, tc.entry, tc.in, known, RequestWindow{Versions: tc.window}, time.Time{})
+			known := make(decide.Memory)
+			ref, ok := planRef(tc.req)
+			ask := ok && recall(ref, overlayIf(tc.entry, tc.in), known, decide.RequestWindow{Versions: tc.window}, time.Time{})
 			if ask != tc.ask {
 				t.Fatalf("ask %v, want %v", ask, tc.ask)
 			}
-			if _, ok := known.get(tc.req); ok != tc.remind {
+			if _, ok := known.Get(tc.req); ok != tc.remind {
 				t.Fatalf("known %+v, want remembered %v", known, tc.remind)
 			}
 		})
@@ -359,17 +154,17 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 		batch[i] = &call{req: r, done: make(chan answer, 1)}
 	}
 	states := map[string]contract.State{key.String(): {}, counter.String(): {}}
-	ds, recs, evIdx, _ := p.decideAll(context.Background(), batch, states, make(requestMemory), newElemsKnown(), 1)
+	ds, recs, evIdx, _ := p.decideAll(context.Background(), batch, &batchReads{states: states, known: make(decide.Memory), elems: newElemsKnown()}, 1)
 	if len(evIdx) != 4 || len(recs) != 6 {
 		t.Fatalf("%d events and %d records, want 4 events and 2 conflict records", len(evIdx), len(recs))
 	}
-	if d := ds[2]; d.conflict == nil || d.conflict.Reason != "stale_request" || d.conflict.CurrentVersion != 2 {
+	if d := ds[2]; d.Conflict == nil || d.Conflict.Reason != "stale_request" || d.Conflict.CurrentVersion != 2 {
 		t.Fatalf("retry of sync-1: %+v, want a stale_request conflict at version 2", d)
 	}
-	if d := ds[3]; !d.result.Replayed || d.result.Entry.Version != 2 {
+	if d := ds[3]; !d.Result.Replayed || d.Result.Entry.Version != 2 {
 		t.Fatalf("retry of sync-2: %+v, want replayed at version 2", d)
 	}
-	if d := ds[6]; d.conflict == nil || d.conflict.Reason != "stale_request" {
+	if d := ds[6]; d.Conflict == nil || d.Conflict.Reason != "stale_request" {
 		t.Fatalf("retry of inc-1: %+v, want stale_request", d)
 	}
 	if v := states[key.String()].Entry.Value; string(v) != `2` {
@@ -501,4 +296,42 @@ func TestRequestIDAgeOnAHotKeyAcrossTakeover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOverlayRequestWindowAge: the overlay keeps the uses within the
+// window's age, beyond its versions (decide's TestRequestWindowAge
+// covers the rule).
+func TestOverlayRequestWindowAge(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	key := mustKey(t, "tenant/a/project/b/counter")
+	// The overlay keeps the uses within the age, beyond the versions.
+	var o overlayEntry
+	for v := int64(1); v <= 10; v++ {
+		e := &contract.Event{Key: key.String(), Version: v, Kind: contract.KindPut, RequestID: fmt.Sprint("r", v), RequestDigest: "d",
+			TS: now.Add(time.Duration(v) * 30 * time.Second)}
+		o = o.next(e, v, decide.RequestWindow{Versions: 3, Age: 2 * time.Minute})
+	}
+	// Version 10 is at 5 min: the window keeps 8, 9 and 10 by version,
+	// and 7 (at 3:30, younger than 2 min at 5:00) by age.
+	if len(o.requests) != 4 || o.requests[0].id != "r7" {
+		t.Fatalf("memory %+v; want r7 to r10", o.requests)
+	}
+}
+
+// overlayIf is &e when the overlay holds e (in), else nil (recall).
+func overlayIf(e overlayEntry, in bool) *overlayEntry {
+	if !in {
+		return nil
+	}
+	return &e
+}
+
+// planRef is the requestId r's plan recalls, if any.
+func planRef(r *Request) (decide.RequestRef, bool) {
+	var p decide.Plan
+	decide.CommandOf(r).Plan(&p)
+	if len(p.Requests) == 0 {
+		return decide.RequestRef{}, false
+	}
+	return p.Requests[0], true
 }

@@ -1,3 +1,10 @@
+// Package writer decides and appends writes: it owns partitions of
+// kv.changes through a consumer group, takes an ownership epoch per
+// partition, catches up, validates compare-and-swap against an in-memory
+// overlay and the Postgres projection, and commits the groups of requests
+// of all its partitions in one Kafka transaction per round, fenced by the
+// group (fence.go, committer.go). The rules it decides by are package
+// decide's: the writer plans, reads, and commits their commands.
 package writer
 
 import (
@@ -18,6 +25,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 )
@@ -228,8 +236,8 @@ func (c *Config) setDefaults() {
 }
 
 // requestWindow is how long a requestId is remembered (requestid.go).
-func (c *Config) requestWindow() RequestWindow {
-	return RequestWindow{Versions: int64(c.RequestIDWindow), Age: c.RequestIDAge}
+func (c *Config) requestWindow() decide.RequestWindow {
+	return decide.RequestWindow{Versions: int64(c.RequestIDWindow), Age: c.RequestIDAge}
 }
 
 // Writer owns partitions of kv.changes and appends validated writes to them.
@@ -555,7 +563,7 @@ func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
 	if p == nil {
 		return Result{}, errUnavailable(id, "not owned by this writer")
 	}
-	if n := r.leastBytes(); n > w.limits.budget[w.cfg.Topics.Changes] {
+	if n := leastBytes(r); n > w.limits.budget[w.cfg.Topics.Changes] {
 		// It could never be appended: refused before it takes a place
 		// in a batch (batchbytes.go).
 		w.metrics.writes.WithLabelValues(contract.ETooLarge).Inc()
@@ -652,34 +660,34 @@ func (w *Writer) Ready() bool {
 	return true
 }
 
-func (w *Writer) logDecision(r *Request, d decision) {
+func (w *Writer) logDecision(r *Request, d decide.Decision) {
 	switch {
 	case r.Denied:
 		// The API logged the denial; this is its audit record.
 		w.metrics.writes.WithLabelValues("denied_audited").Inc()
 	case r.Txn != nil:
 		w.logTxn(r, d)
-	case d.event != nil && d.event.Kind == contract.KindExpire:
+	case d.Event != nil && d.Event.Kind == contract.KindExpire:
 		w.metrics.writes.WithLabelValues("expired").Inc()
-		w.log.Info("expired", "key", d.event.Key, "version", d.event.Version, "expiresAt", d.event.ExpiresAt,
-			"purpose", d.event.Semantics.Purpose, "producer", d.event.Semantics.Producer,
-			"consumerHints", d.event.Semantics.ConsumerHints, "ttlSeconds", d.event.Semantics.TTLSeconds,
-			"specRef", d.event.SpecRef) // never a value: logs hold no value, ever
-	case d.event != nil:
+		w.log.Info("expired", "key", d.Event.Key, "version", d.Event.Version, "expiresAt", d.Event.ExpiresAt,
+			"purpose", d.Event.Semantics.Purpose, "producer", d.Event.Semantics.Producer,
+			"consumerHints", d.Event.Semantics.ConsumerHints, "ttlSeconds", d.Event.Semantics.TTLSeconds,
+			"specRef", d.Event.SpecRef) // never a value: logs hold no value, ever
+	case d.Event != nil:
 		w.metrics.writesOK.Inc()
-		w.logWrite(r, d.event)
-	case d.conflict != nil:
+		w.logWrite(r, d.Event)
+	case d.Conflict != nil:
 		w.metrics.writes.WithLabelValues("conflict").Inc()
-		w.log.Warn("version conflict", "correlationId", d.conflict.ID, "key", d.conflict.Key,
-			"expectedVersion", d.conflict.ExpectedVersion, "currentVersion", d.conflict.CurrentVersion,
-			"reason", d.conflict.Reason, "purpose", d.conflict.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
-	case d.result.Replayed:
+		w.log.Warn("version conflict", "correlationId", d.Conflict.ID, "key", d.Conflict.Key,
+			"expectedVersion", d.Conflict.ExpectedVersion, "currentVersion", d.Conflict.CurrentVersion,
+			"reason", d.Conflict.Reason, "purpose", d.Conflict.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
+	case d.Result.Replayed:
 		w.metrics.writes.WithLabelValues("replayed").Inc()
-		w.log.Info("write replayed", "key", r.Key.String(), "version", d.result.Entry.Version, "requestId", r.RequestID, "principal", r.Principal)
-	case errors.Is(d.err, errNotExpired):
+		w.log.Info("write replayed", "key", r.Key.String(), "version", d.Result.Entry.Version, "requestId", r.RequestID, "principal", r.Principal)
+	case errors.Is(d.Err, decide.ErrNotExpired):
 		w.metrics.writes.WithLabelValues("expire_skipped").Inc()
 	default:
-		w.metrics.writes.WithLabelValues(contract.ErrorCode(d.err)).Inc()
+		w.metrics.writes.WithLabelValues(contract.ErrorCode(d.Err)).Inc()
 	}
 }
 
@@ -700,22 +708,22 @@ func (w *Writer) logWrite(r *Request, e *contract.Event) {
 // logTxn logs and counts a transaction's outcome, as one write request
 // (ok, replayed, conflict or an error code). Its log lines name keys and
 // versions, never a value.
-func (w *Writer) logTxn(r *Request, d decision) {
-	attrs := []any{"txnId", d.result.TxnID, "scope", r.Key.Scope(), "ops", len(r.Txn), "requestId", r.RequestID, "principal", r.Principal}
+func (w *Writer) logTxn(r *Request, d decide.Decision) {
+	attrs := []any{"txnId", d.Result.TxnID, "scope", r.Key.Scope(), "ops", len(r.Txn), "requestId", r.RequestID, "principal", r.Principal}
 	switch {
-	case d.result.Replayed:
+	case d.Result.Replayed:
 		w.metrics.writes.WithLabelValues("replayed").Inc()
 		w.log.Info("transaction replayed", attrs...)
-	case d.err == nil:
+	case d.Err == nil:
 		w.metrics.writesOK.Inc()
-		w.log.Info("transaction", append(attrs, "events", len(d.txn))...)
-	case d.conflict != nil:
+		w.log.Info("transaction", append(attrs, "events", len(d.Txn))...)
+	case d.Conflict != nil:
 		w.metrics.writes.WithLabelValues("conflict").Inc()
-		c := d.conflict
+		c := d.Conflict
 		attrs[1] = c.TxnID
 		w.log.Warn("transaction rejected", append(attrs, "failedOp", *c.TxnOp, "key", c.Key, "reason", c.Reason,
 			"correlationId", c.ID, "expectedVersion", c.ExpectedVersion, "currentVersion", c.CurrentVersion)...)
 	default:
-		w.metrics.writes.WithLabelValues(contract.ErrorCode(d.err)).Inc()
+		w.metrics.writes.WithLabelValues(contract.ErrorCode(d.Err)).Inc()
 	}
 }

@@ -398,7 +398,7 @@ func shorten(s string) string {
 }
 
 // valueCondition names, for a message, the part of a request a token that
-// may write a key but not read it was refused (writer.CheckBlind: field
+// may write a key but not read it was refused (decide.CheckBlind: field
 // min, max, by, if, a transaction's ops[i].condition.field, ...), or ""
 // when a 403's field is the key or prefix itself (a missing grant).
 func valueCondition(field string) string {

@@ -1,4 +1,4 @@
-package writer
+package decide
 
 import (
 	"github.com/eskv/eskv/contract"

@@ -1,13 +1,10 @@
-package writer
+package decide
 
 import (
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"time"
 
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/projection"
 )
 
 // Queues (docs/collections.md "Queues", events/queue.go). A queue's
@@ -19,63 +16,57 @@ import (
 // item its receipt names. Each appends one event carrying the item's
 // full new state (contract.Element.State ...), or nothing.
 
-// DefaultQueueDedupWindow is Config.QueueDedupWindow's default: a push
+// DefaultQueueDedupWindow is writer.Config.QueueDedupWindow's default: a push
 // repeating the dedupId of one made this recently adds nothing (as SQS
 // FIFO queues' 5 minutes).
 const DefaultQueueDedupWindow = 5 * time.Minute
 
-// queueInput is what a queue write is decided on besides the queue's
+// QueueInput is what a queue write is decided on besides the queue's
 // state: for a pop, the queue's first ready item (nil: none known) and
 // the random nonce of the receipt of the delivery it makes
-// (newReceiptNonce: DecideQueue stays pure); for an ack or a requeue,
+// (the writer draws it: DecideQueue stays pure); for an ack or a requeue,
 // the item its receipt names (nil: no row); for a push with a dedupId,
 // the newest item pushed with it (nil: none).
-type queueInput struct {
-	head, item, dup *contract.Element
-	nonce           string
+type QueueInput struct {
+	Head, Item, Dup *contract.Element
+	Nonce           string
 }
 
-// newReceiptNonce is a receipt's random part: 128 bits from crypto/rand,
-// in lowercase hex (contract.IsReceiptNonce).
-func newReceiptNonce() string {
-	var b [contract.ReceiptNonceLen / 2]byte
-	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
-	return hex.EncodeToString(b[:])
-}
-
-// queueMeta reads a queue's metadata from its entry as a read sees it
+// QueueMeta reads a queue's metadata from its entry as a read sees it
 // (nil: absent, an empty queue).
-func queueMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error) {
+func QueueMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error) {
 	return collectionMeta(visible, contract.PurposeQueue)
 }
 
-// inIncarnation reports whether member is an item of the queue
+// InIncarnation reports whether member is an item of the queue
 // incarnation since (an item of an earlier one, deleted or expired since,
 // is no item).
-func inIncarnation(member string, since int64) bool {
+func InIncarnation(member string, since int64) bool {
 	from, to := contract.QueueRange(since)
 	return member >= from && member < to
 }
 
 // DecideQueue decides a queue write r (qpush, qpop, qack, qrequeue) on
-// the queue's state cur, in (queueInput) and what known holds of r's
-// requestId. It is pure. The first push creates the queue (since = its
+// the queue's state (in.State), its items (in.Queue) and what in.Known
+// holds of r's requestId. It is pure. The first push creates the queue (since = its
 // version); a pop of an empty or missing queue is 404 queue_empty and
-// appends nothing; a push whose dedupId was pushed within dedupWindow
+// appends nothing; a push whose dedupId was pushed within env.DedupWindow
 // appends nothing (Result.Deduplicated).
-func DecideQueue(cur contract.State, in queueInput, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow, dedupWindow time.Duration) decision {
-	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
+func DecideQueue(r *Request, in Input, env Env) Decision {
+	w := newWrite(in.State, r, &env)
+	d, done := decideCollectionRequest(w, in.Known)
 	if done {
-		if d.result.Replayed && d.result.Element == nil {
-			d.result.Element = replayedQueueWrite(cur, known, r)
+		if d.Result.Replayed && d.Result.Element == nil {
+			d.Result.Element = replayedQueueWrite(in.State, in.Known, r)
 		}
 		return d
 	}
-	meta, err := queueMeta(visible)
+	visible, q, now := w.visible, in.Queue, env.Now
+	meta, err := QueueMeta(visible)
 	if err != nil {
-		return decision{err: err}
+		return Decision{Err: err}
 	}
-	ev := newEvent(cur, r, now, epoch)
+	ev := newEvent(w)
 	ev.Op = r.Op
 	if visible == nil {
 		meta.Since = ev.Version
@@ -86,36 +77,36 @@ func DecideQueue(cur contract.State, in queueInput, known requestMemory, r *Requ
 	)
 	switch r.Op {
 	case contract.OpQPush:
-		if dup := duplicate(in.dup, visible, meta, r, now, dedupWindow); dup != nil {
-			return decision{result: Result{Entry: *visible, Element: dup, Deduplicated: true}}
+		if dup := duplicate(q.Dup, visible, meta, r, env); dup != nil {
+			return Decision{Result: Result{Entry: *visible, Element: dup, Deduplicated: true}}
 		}
 		el = pushed(meta, r, ev.Version, now)
 		meta.Size++
 	case contract.OpQPop:
-		el, werr = decidePop(in.head, visible, &meta, r, now)
+		el, werr = decidePop(q.Head, visible, &meta, r, now)
 		if el != nil && el.State == contract.ItemInFlight {
-			el.ReceiptNonce = in.nonce // only a delivery in flight is acknowledged
+			el.ReceiptNonce = q.Nonce // only a delivery in flight is acknowledged
 		}
 	case contract.OpQAck:
-		el, werr = decideAck(in.item, visible, &meta, r)
+		el, werr = decideAck(q.Item, visible, &meta, r)
 	case contract.OpQRequeue:
-		el, werr = decideRequeue(in.item, visible, &meta, r, now)
+		el, werr = decideRequeue(q.Item, visible, &meta, r, now)
 	case contract.OpQExpire:
-		el, werr = decideExpireItem(in.item, visible, &meta, r, now)
+		el, werr = decideExpireItem(q.Item, visible, &meta, r, now)
 	default:
 		werr = contract.Errorf(contract.EInternal, "%s is not a queue write", r.Op)
 	}
 	if werr != nil {
-		return decision{err: werr}
+		return Decision{Err: werr}
 	}
 	after, merr := marshalCompact(meta)
 	if merr != nil {
-		return decision{err: contract.Errorf(contract.EInternal, "encode queue metadata: %v", merr)}
+		return Decision{Err: contract.Errorf(contract.EInternal, "encode queue metadata: %v", merr)}
 	}
 	ev.After, ev.Element = after, el
-	d = finish(ev, visible, r, contract.PurposeQueue, r.TTLSeconds == 0, now)
-	d.result.Changed = true
-	d.result.Element = el
+	d = finish(w, ev, contract.PurposeQueue, r.TTLSeconds == 0)
+	d.Result.Changed = true
+	d.Result.Element = el
 	return d
 }
 
@@ -134,8 +125,9 @@ func pushed(meta contract.CollectionMeta, r *Request, version int64, now time.Ti
 
 // duplicate is the item a push of r.DedupID repeats: dup, when it is an
 // item of this incarnation of the queue pushed within the window.
-func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *Request, now time.Time, window time.Duration) *contract.Element {
-	if r.DedupID == "" || dup == nil || visible == nil || dup.DedupID != r.DedupID || !inIncarnation(dup.Member, meta.Since) {
+func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *Request, env Env) *contract.Element {
+	now, window := env.Now, env.DedupWindow
+	if r.DedupID == "" || dup == nil || visible == nil || dup.DedupID != r.DedupID || !InIncarnation(dup.Member, meta.Since) {
 		return nil
 	}
 	if dup.PushedAt == nil || now.Sub(*dup.PushedAt) >= window {
@@ -160,7 +152,7 @@ func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.C
 		// only those is empty.
 		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s has no item to serve: its %d ready items have expired (items past their itemTtlSeconds wait for the sweeper's removal)", r.Key, meta.Size-meta.InFlight)
 	}
-	if head.State != contract.ItemReady || !inIncarnation(head.Member, meta.Since) {
+	if head.State != contract.ItemReady || !InIncarnation(head.Member, meta.Since) {
 		// Never answer a wrong item.
 		return nil, contract.Errorf(contract.EInternal, "queue %s: the next item %s is not a ready item of this queue", r.Key, head.Member)
 	}
@@ -193,7 +185,7 @@ var errStaleReceipt = contract.FieldErrorf(contract.EStaleReceipt, "receipt",
 // current reports whether item is the in-flight delivery r names, in
 // this incarnation of the queue.
 func current(item *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *Request) bool {
-	return visible != nil && item != nil && item.Member == r.Item && inIncarnation(item.Member, meta.Since) &&
+	return visible != nil && item != nil && item.Member == r.Item && InIncarnation(item.Member, meta.Since) &&
 		item.State == contract.ItemInFlight && item.Deliveries == r.Delivery
 }
 
@@ -252,7 +244,7 @@ func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contra
 // and inFlight-1 when it was in flight. A pop, ack or expire that won
 // the race leaves nothing to do (version_conflict: skipped).
 func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request, now time.Time) (*contract.Element, error) {
-	live := visible != nil && item != nil && item.Member == r.Item && inIncarnation(item.Member, meta.Since) &&
+	live := visible != nil && item != nil && item.Member == r.Item && InIncarnation(item.Member, meta.Since) &&
 		(item.State == contract.ItemReady || item.State == contract.ItemInFlight)
 	if !live || !item.ItemExpired(now) {
 		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s is no longer a ready or in-flight item past its TTL", r.Key, r.Item)
@@ -274,7 +266,7 @@ func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *con
 // replayedQueueWrite is the element a replay of r (the queue's latest
 // write, at cur) answers: a pop's item as it popped it (replayedPop),
 // a push's item id.
-func replayedQueueWrite(cur contract.State, known requestMemory, r *Request) *contract.Element {
+func replayedQueueWrite(cur contract.State, known Memory, r *Request) *contract.Element {
 	if r.Op == contract.OpQPush {
 		meta, err := contract.ParseCollectionMeta(cur.Entry.Value)
 		if err != nil {
@@ -339,18 +331,18 @@ func queueSizes(e contract.Entry) (size, inFlight int64) {
 // ReadQueueSize answers qsize from the queue's entry as a read sees it:
 // 0 for an absent queue.
 func ReadQueueSize(key contract.Key, e *contract.Entry) (contract.QSizeAnswer, error) {
-	meta, err := queueMeta(e)
+	meta, err := QueueMeta(e)
 	if err != nil {
 		return contract.QSizeAnswer{}, err
 	}
 	return contract.QSizeAnswer{Queue: key.String(), Size: meta.Size, InFlight: meta.InFlight}, nil
 }
 
-// queueRef names the item an ack, a requeue or an expire of r decides on; ok is
+// QueueItemRef names the item an ack, a requeue or an expire of r decides on; ok is
 // false for every other request.
-func queueRef(r *Request) (projection.ElementRef, bool) {
+func QueueItemRef(r *Request) (ElementRef, bool) {
 	if (r.Op != contract.OpQAck && r.Op != contract.OpQRequeue && r.Op != contract.OpQExpire) || r.Denied || r.Txn != nil {
-		return projection.ElementRef{}, false
+		return ElementRef{}, false
 	}
-	return projection.ElementRef{Collection: r.Key.String(), Member: r.Item}, true
+	return ElementRef{Collection: r.Key.String(), Member: r.Item}, true
 }

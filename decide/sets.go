@@ -1,12 +1,7 @@
-package writer
+package decide
 
 import (
-	"context"
-	"encoding/json"
-	"time"
-
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/projection"
 )
 
 // Sets (docs/collections.md). A set is one key whose entry holds its
@@ -18,39 +13,13 @@ import (
 // in the round trip that reads the batch's states (one primary-key probe
 // per member): nothing ever reads the whole set.
 
-// elementRef names the member a set write decides on; ok is false for
+// MemberRef names the member a set write decides on; ok is false for
 // every other request (and for a denied one, decided on the state only).
-func elementRef(r *Request) (projection.ElementRef, bool) {
+func MemberRef(r *Request) (ElementRef, bool) {
 	if r.Member == "" || r.Denied || r.Txn != nil {
-		return projection.ElementRef{}, false
+		return ElementRef{}, false
 	}
-	return projection.ElementRef{Collection: r.Key.String(), Member: r.Member}, true
-}
-
-// withElement records e's element change in the overlay entry o of its
-// key (after next): elems maps each member changed by an unprojected
-// event to the version of its kv_elements row after it (0: removed).
-func (o overlayEntry) withElement(prev overlayEntry, e *contract.Event) overlayEntry {
-	o.elems, o.vals, o.items = prev.elems, prev.vals, prev.items
-	if e.Element == nil {
-		return o
-	}
-	if e.Op.IsQueueWrite() {
-		return o // next records it with its offset (withItem)
-	}
-	if o.elems == nil {
-		o.elems = make(map[string]int64)
-	}
-	o.elems[e.Element.Member] = elementVersion(e)
-	if e.Element.Value != nil && e.Element.Op == contract.ElementAdd {
-		if o.vals == nil {
-			o.vals = make(map[string]json.RawMessage)
-		}
-		o.vals[e.Element.Member] = e.Element.Value
-	} else {
-		delete(o.vals, e.Element.Member)
-	}
-	return o
+	return ElementRef{Collection: r.Key.String(), Member: r.Member}, true
 }
 
 // isMember decides whether a member whose kv_elements row has version
@@ -92,9 +61,9 @@ func purposeOf(e *contract.Entry) string {
 	return e.Semantics.Purpose
 }
 
-// DecideSet decides an sadd or srem of r.Member on the set's state cur,
-// the member's kv_elements version elem (0: no row) and what known holds
-// of r's requestId. It is pure. An sadd of a member already there and an
+// DecideSet decides an sadd or srem of r.Member on the set's state
+// (in.State), the member's kv_elements version (in.Element.Version, 0: no
+// row) and what in.Known holds of r's requestId. It is pure. An sadd of a member already there and an
 // srem of one that is not append nothing (Result.Changed false), as
 // Redis answers 0; otherwise one event on the set's key carries the
 // change (Event.Element) and the new metadata. The first sadd creates
@@ -106,14 +75,16 @@ func purposeOf(e *contract.Entry) string {
 // an element and with the metadata unchanged: its version then moves by
 // one whether the member was there or not, so neither the answer's
 // version nor any later one tells the principal membership.
-func DecideSet(cur contract.State, elem int64, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
-	visible, d, done := decideCollectionRequest(cur, known, r, now, epoch, window)
+func DecideSet(r *Request, in Input, env Env) Decision {
+	w := newWrite(in.State, r, &env)
+	d, done := decideCollectionRequest(w, in.Known)
 	if done {
 		return d
 	}
-	meta, present, err := isMember(visible, elem)
+	visible := w.visible
+	meta, present, err := isMember(visible, in.Element.Version)
 	if err != nil {
-		return decision{err: err}
+		return Decision{Err: err}
 	}
 	add := r.Op == contract.OpSAdd
 	change := add != present
@@ -122,9 +93,9 @@ func DecideSet(cur contract.State, elem int64, known requestMemory, r *Request, 
 		if visible != nil {
 			res.Entry = *visible
 		}
-		return decision{result: res}
+		return Decision{Result: res}
 	}
-	ev := newEvent(cur, r, now, epoch)
+	ev := newEvent(w)
 	ev.Op = r.Op
 	if visible == nil {
 		meta = contract.CollectionMeta{Type: contract.PurposeSet, Since: ev.Version}
@@ -139,11 +110,11 @@ func DecideSet(cur contract.State, elem int64, known requestMemory, r *Request, 
 	}
 	after, merr := marshalCompact(meta)
 	if merr != nil {
-		return decision{err: contract.Errorf(contract.EInternal, "encode set metadata: %v", merr)}
+		return Decision{Err: contract.Errorf(contract.EInternal, "encode set metadata: %v", merr)}
 	}
 	ev.After = after
-	d = finish(ev, visible, r, contract.PurposeSet, r.TTLSeconds == 0, now)
-	d.result.Changed = change
+	d = finish(w, ev, contract.PurposeSet, r.TTLSeconds == 0)
+	d.Result.Changed = change
 	return d
 }
 
@@ -179,46 +150,6 @@ func ReadIsMember(key contract.Key, e *contract.Entry, elem int64) (contract.IsM
 	return contract.IsMemberAnswer{Set: key.String(), IsMember: present}, nil
 }
 
-// Member returns the state of the set key and the version of member's
-// kv_elements row (0: none) as the partition's owner knows them, like
-// State: from the overlay when it holds the member's unprojected change,
-// else from the projection (the set's state from the state cache when it
-// holds it).
-func (w *Writer) Member(ctx context.Context, key contract.Key, member string) (contract.State, int64, error) {
-	id, p := w.partition(key)
-	if p == nil {
-		return contract.State{}, 0, errUnavailable(id, "not owned by this writer")
-	}
-	if err := p.confirm(ctx); err != nil {
-		return contract.State{}, 0, err
-	}
-	p.mu.RLock()
-	ready := p.ready
-	e, in := p.overlay[key.String()]
-	elem, known := e.elems[member]
-	st := e.state
-	if ready && !in {
-		st, in = p.cache.get(key.String())
-	}
-	p.mu.RUnlock()
-	if !ready {
-		return contract.State{}, 0, errUnavailable(id, "catching up or moving between writers")
-	}
-	if !in {
-		var err error
-		if st, err = w.proj.State(ctx, key.String()); err != nil {
-			return contract.State{}, 0, err
-		}
-	}
-	if !known {
-		var err error
-		if elem, err = w.proj.Element(ctx, projection.ElementRef{Collection: key.String(), Member: member}); err != nil {
-			return contract.State{}, 0, err
-		}
-	}
-	return st, elem, nil
-}
-
 // SetAnswer is the answer of an sadd or srem from its result.
 func SetAnswer(op contract.Op, res Result) contract.SetChangeAnswer {
 	a := contract.SetChangeAnswer{Set: res.Entry.Key, Version: res.Entry.Version}
@@ -234,9 +165,9 @@ func SetAnswer(op contract.Op, res Result) contract.SetChangeAnswer {
 	return a
 }
 
-// elementVersion is the version of the kv_elements row of e's member
+// ElementVersion is the version of the kv_elements row of e's member
 // after e: e's version after an add, 0 (no row) after a remove.
-func elementVersion(e *contract.Event) int64 {
+func ElementVersion(e *contract.Event) int64 {
 	if e.Element.Op == contract.ElementAdd {
 		return e.Version
 	}
@@ -246,20 +177,18 @@ func elementVersion(e *contract.Event) int64 {
 // decideCollectionRequest is what every collection write decides before
 // its own op: a denied write's audit record, a requestId already used
 // (replayed, stale or reused), a version mismatch. done reports that d is
-// the decision; otherwise visible is the collection's entry at now. A
-// replayed request is the key's latest write: it changed the collection.
-func decideCollectionRequest(cur contract.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) (visible *contract.Entry, d decision, done bool) {
-	if r.Denied {
-		return nil, Decide(cur, r, now, epoch), true
+// the decision. A replayed request is the key's latest write: it changed
+// the collection.
+func decideCollectionRequest(w write, known Memory) (d Decision, done bool) {
+	if w.r.Denied {
+		return w.decide(), true
 	}
-	prior, ok := known.get(r)
-	if d, ok := decideRequestID(cur, prior, ok, r, now, window); ok {
-		return nil, d, true
+	if d, ok := decideRequestID(w, known); ok {
+		return d, true
 	}
-	visible = cur.Visible(now)
-	if d, done := replayOrMismatch(cur, visible, r, now); done {
-		d.result.Changed = d.result.Replayed
-		return nil, d, true
+	if d, done := replayOrMismatch(w); done {
+		d.Result.Changed = d.Result.Replayed
+		return d, true
 	}
-	return visible, decision{}, false
+	return Decision{}, false
 }

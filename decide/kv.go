@@ -1,10 +1,4 @@
-// Package writer decides and appends writes: it owns partitions of
-// kv.changes through a consumer group, takes an ownership epoch per
-// partition, catches up, validates compare-and-swap against an in-memory
-// overlay and the Postgres projection, and commits the groups of requests
-// of all its partitions in one Kafka transaction per round, fenced by the
-// group (fence.go, committer.go).
-package writer
+package decide
 
 import (
 	"crypto/sha256"
@@ -13,12 +7,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/eskv/eskv/contract"
 )
 
-// Request is one validated write.
+// Request is one validated write, as the API builds it: the envelope of
+// every op family's fields. CommandOf gives the command of its family,
+// which decides it.
 type Request struct {
 	Key contract.Key
 	// Op is a write: put, delete, expire, increment, patch, or a lock or
@@ -50,7 +44,7 @@ type Request struct {
 	// a missing key (from 0 and {}).
 	By     int64
 	Create bool
-	// Min and Max, when set, bound an increment's result: outside them
+	// Min and Max, when set, bound an increment's Result: outside them
 	// the increment is refused with out_of_range (field min or max).
 	Min, Max *int64
 	// Set and Unset are a patch's top-level field changes (Unset first);
@@ -202,56 +196,82 @@ type Result struct {
 	Txn   []contract.TxnResult
 }
 
-// decision is what Decide concluded.
-type decision struct {
-	event    *contract.Event    // to append, when accepted
-	txn      []*contract.Event  // a transaction's events, to append together
-	conflict *contract.Conflict // to record in kv.conflicts, when rejected by CAS
-	err      error              // the answer when not accepted
-	result   Result             // the answer when accepted or replayed
+// Decision is what a command concluded.
+type Decision struct {
+	Event    *contract.Event    // to append, when accepted
+	Txn      []*contract.Event  // a transaction's events, to append together
+	Conflict *contract.Conflict // to record in kv.conflicts, when rejected by CAS
+	Err      error              // the answer when not accepted
+	Result   Result             // the answer when accepted or replayed
+}
+
+// Appends lists the events the decision appends: one, a transaction's,
+// or none.
+func (d *Decision) Appends() []*contract.Event {
+	if d.Event != nil {
+		return []*contract.Event{d.Event}
+	}
+	return d.Txn
+}
+
+// write is a single-key write as it is decided: its request, its key's
+// state and what a read sees of it at env.Now.
+type write struct {
+	r       *Request
+	cur     contract.State
+	visible *contract.Entry
+	env     *Env
+}
+
+func newWrite(cur contract.State, r *Request, env *Env) write {
+	return write{r: r, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
 // Decide applies the write rules to a request given the key's current
-// state. It is pure: now is the decision time and epoch the writer's
-// fencing epoch.
-func Decide(cur contract.State, r *Request, now time.Time, epoch int64) decision {
-	key := r.Key.String()
-	visible := cur.Visible(now)
+// state (the key's latest write is all it knows of requestIds: decideKV
+// consults older ones first). It is pure: env.Now is the decision time
+// and env.Epoch the writer's fencing epoch.
+func Decide(cur contract.State, r *Request, env Env) Decision {
+	return newWrite(cur, r, &env).decide()
+}
 
+func (w write) decide() Decision {
+	r, visible := w.r, w.visible
+	key := r.Key.String()
 	if r.Denied {
-		return deniedDecision(visible, r, now)
+		return deniedDecision(w)
 	}
 	if r.Op == contract.OpExpire {
-		return decideExpire(cur, r, now, epoch)
+		return decideExpire(w)
 	}
 	if r.Op.LockAction() == "" && contract.ServerPurpose(r.Semantics.Purpose) {
-		return decision{err: errLockPurpose(r.Semantics.Purpose)}
+		return Decision{Err: errLockPurpose(r.Semantics.Purpose)}
 	}
-	if d, done := replayOrMismatch(cur, visible, r, now); done {
+	if d, done := replayOrMismatch(w); done {
 		return d
 	}
 
-	ev := newEvent(cur, r, now, epoch)
+	ev := newEvent(w)
 	if r.Op.LockAction() == "" {
 		if err := guardLock(visible, r); err != nil {
-			return decision{err: err}
+			return Decision{Err: err}
 		}
 		if err := guardCollection(visible, r); err != nil {
-			return decision{err: err}
+			return Decision{Err: err}
 		}
 	} else {
-		return decideLock(visible, r, ev, now)
+		return decideLock(w, ev)
 	}
 	switch r.Op {
 	case contract.OpDelete:
 		if visible == nil {
-			return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key)}
+			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key)}
 		}
 		return removal(ev, visible, contract.OpDelete)
 	case contract.OpIncrement:
-		return decideIncrement(cur, visible, r, ev, now)
+		return decideIncrement(w, ev)
 	case contract.OpPatch:
-		return decidePatch(cur, visible, r, ev, now)
+		return decidePatch(w, ev)
 	}
 	ev.After = r.Value
 	switch {
@@ -262,23 +282,24 @@ func Decide(cur contract.State, r *Request, now time.Time, epoch int64) decision
 	default:
 		ev.Op = contract.OpCAS
 	}
-	return finish(ev, visible, r, "other", r.KeepTTL, now)
+	return finish(w, ev, "other", r.KeepTTL)
 }
 
 // replayOrMismatch decides r when it repeats the key's latest write (a
 // replay, or request_id_reused under another body) or names a version
 // the key is not at (version_mismatch); done is false otherwise. Every
 // single-key write but expire and a denial asks it first.
-func replayOrMismatch(cur contract.State, visible *contract.Entry, r *Request, now time.Time) (d decision, done bool) {
+func replayOrMismatch(w write) (d Decision, done bool) {
+	cur, visible, r := w.cur, w.visible, w.r
 	switch requestSeen(cur, r.RequestID, r.requestDigest()) {
 	case seenSame:
 		res := Result{Entry: cur.Entry, Replayed: true}
 		if !cur.Live {
 			res.Entry = contract.Entry{Key: r.Key.String(), Version: cur.Version}
 		}
-		return decision{result: res}, true
+		return Decision{Result: res}, true
 	case seenOther:
-		return conflictDecision(cur, visible, r, now, "request_id_reused",
+		return conflictDecision(w, "request_id_reused",
 			"requestId %q was already used for a different write of this key", r.RequestID), true
 	}
 	var current int64
@@ -286,7 +307,7 @@ func replayOrMismatch(cur contract.State, visible *contract.Entry, r *Request, n
 		current = cur.Version
 	}
 	if r.ExpectedVersion != nil && *r.ExpectedVersion != current {
-		return conflictDecision(cur, visible, r, now, "version_mismatch",
+		return conflictDecision(w, "version_mismatch",
 			"expected version %d, current version is %d", *r.ExpectedVersion, current), true
 	}
 	return d, false
@@ -335,7 +356,8 @@ func errLockPurpose(purpose string) *contract.Error {
 // key gets purpose fallback; a broken lock or leadership gets other).
 // With keep the entry keeps its expiry; otherwise r.TTLSeconds sets it
 // (0: none).
-func finish(ev *contract.Event, visible *contract.Entry, r *Request, fallback string, keep bool, now time.Time) decision {
+func finish(w write, ev *contract.Event, fallback string, keep bool) Decision {
+	visible, r, now := w.visible, w.r, w.env.Now
 	ev.Semantics = r.Semantics
 	if ev.Semantics.Purpose == "" {
 		ev.Semantics = contract.Semantics{Purpose: fallback}
@@ -354,13 +376,14 @@ func finish(ev *contract.Event, visible *contract.Entry, r *Request, fallback st
 	d := put(ev, visible, 0, now)
 	ev.ExpiresAt = visible.ExpiresAt
 	ev.Semantics.TTLSeconds = visible.Semantics.TTLSeconds
-	d.result.Entry = ev.Entry()
+	d.Result.Entry = ev.Entry()
 	return d
 }
 
 // newEvent returns the event r would append after cur, to be completed
 // by the op.
-func newEvent(cur contract.State, r *Request, now time.Time, epoch int64) *contract.Event {
+func newEvent(w write) *contract.Event {
+	cur, r := w.cur, w.r
 	ev := &contract.Event{
 		SchemaVersion: contract.SchemaVersion,
 		Key:           r.Key.String(),
@@ -373,8 +396,8 @@ func newEvent(cur contract.State, r *Request, now time.Time, epoch int64) *contr
 		RequestDigest: r.requestDigest(),
 		Principal:     r.Principal,
 		SpecRef:       r.SpecRef,
-		TS:            now,
-		WriterEpoch:   epoch,
+		TS:            w.env.Now,
+		WriterEpoch:   w.env.Epoch,
 	}
 	if cur.Live {
 		ev.Before = cur.Entry.Value
@@ -385,7 +408,7 @@ func newEvent(cur contract.State, r *Request, now time.Time, epoch int64) *contr
 // put completes ev as a put of ev.After with ev.Semantics: the entry keeps
 // its creation time, and ttl (> 0) sets its expiry from now; with ttl 0
 // the entry has no expiry.
-func put(ev *contract.Event, visible *contract.Entry, ttl int64, now time.Time) decision {
+func put(ev *contract.Event, visible *contract.Entry, ttl int64, now time.Time) Decision {
 	ev.Kind = contract.KindPut
 	ev.CreatedAt = now
 	if visible != nil {
@@ -396,34 +419,35 @@ func put(ev *contract.Event, visible *contract.Entry, ttl int64, now time.Time) 
 		exp := now.Add(time.Duration(ttl) * time.Second)
 		ev.ExpiresAt = &exp
 	}
-	return decision{event: ev, result: Result{Entry: ev.Entry()}}
+	return Decision{Event: ev, Result: Result{Entry: ev.Entry()}}
 }
 
 // removal completes ev as a delete of the visible entry by op.
-func removal(ev *contract.Event, visible *contract.Entry, op contract.Op) decision {
+func removal(ev *contract.Event, visible *contract.Entry, op contract.Op) Decision {
 	ev.Kind, ev.Op = contract.KindDelete, op
 	ev.CreatedAt = visible.CreatedAt
 	ev.Semantics = visible.Semantics
 	if ev.SpecRef == "" {
 		ev.SpecRef = visible.SpecRef
 	}
-	return decision{event: ev, result: Result{Entry: contract.Entry{Key: ev.Key, Version: ev.Version}}}
+	return Decision{Event: ev, Result: Result{Entry: contract.Entry{Key: ev.Key, Version: ev.Version}}}
 }
 
-// errNotExpired answers an expire that lost to a renewal, a delete or an
+// ErrNotExpired answers an expire that lost to a renewal, a delete or an
 // earlier expire: nothing is written.
-var errNotExpired = contract.Errorf(contract.EConflict, "the entry is no longer the expired version")
+var ErrNotExpired = contract.Errorf(contract.EConflict, "the entry is no longer the expired version")
 
 // decideExpire removes the key when it still holds the expired version
 // the sweeper saw: a compare-and-swap, so a renewal that won the race is
 // kept. The event carries the entry's semantics and value, for the audit
 // trail.
-func decideExpire(cur contract.State, r *Request, now time.Time, epoch int64) decision {
+func decideExpire(w write) Decision {
+	cur, r, now := w.cur, w.r, w.env.Now
 	if !cur.Live || r.ExpectedVersion == nil || cur.Version != *r.ExpectedVersion || !cur.Entry.Expired(now) {
-		return decision{err: errNotExpired}
+		return Decision{Err: ErrNotExpired}
 	}
 	e := cur.Entry
-	ev := newEvent(cur, r, now, epoch)
+	ev := newEvent(w)
 	ev.RequestID, ev.RequestDigest = "", ""
 	d := removal(ev, &e, contract.OpExpire)
 	ev.Kind = contract.KindExpire
@@ -431,7 +455,11 @@ func decideExpire(cur contract.State, r *Request, now time.Time, epoch int64) de
 	return d
 }
 
-func conflictDecision(cur contract.State, visible *contract.Entry, r *Request, now time.Time, reason, format string, args ...any) decision {
+// conflictDecision refuses w with a conflict (reason, the message of
+// format and args) recorded in kv.conflicts under the 409's correlation
+// id.
+func conflictDecision(w write, reason, format string, args ...any) Decision {
+	cur, visible, r, now := w.cur, w.visible, w.r, w.env.Now
 	var current int64
 	currentValue := json.RawMessage("null")
 	if visible != nil {
@@ -442,7 +470,7 @@ func conflictDecision(cur contract.State, visible *contract.Entry, r *Request, n
 	if r.ExpectedVersion != nil {
 		expected = *r.ExpectedVersion
 	}
-	id := uuid.Must(uuid.NewV7()).String()
+	id := w.env.NewID()
 	err := contract.FieldErrorf(contract.EConflict, "expectedVersion", format, args...)
 	switch reason {
 	case "request_id_reused", "stale_request":
@@ -468,9 +496,9 @@ func conflictDecision(cur contract.State, visible *contract.Entry, r *Request, n
 	if sem.Purpose == "" {
 		sem.Purpose = "other"
 	}
-	return decision{
-		err: err,
-		conflict: &contract.Conflict{
+	return Decision{
+		Err: err,
+		Conflict: &contract.Conflict{
 			SchemaVersion:   contract.SchemaVersion,
 			ID:              id,
 			Key:             r.Key.String(),
@@ -496,14 +524,15 @@ func conflictDecision(cur contract.State, visible *contract.Entry, r *Request, n
 // purpose. No value, attempted or current, and no version: the denial
 // reveals nothing of the entry. Nothing is appended and nobody waits for
 // the answer.
-func deniedDecision(visible *contract.Entry, r *Request, now time.Time) decision {
+func deniedDecision(w write) Decision {
+	visible, r, now := w.visible, w.r, w.env.Now
 	purpose := "other"
 	if visible != nil && visible.Semantics.Purpose != "" {
 		purpose = visible.Semantics.Purpose
 	}
-	return decision{conflict: &contract.Conflict{
+	return Decision{Conflict: &contract.Conflict{
 		SchemaVersion:   contract.SchemaVersion,
-		ID:              uuid.Must(uuid.NewV7()).String(),
+		ID:              w.env.NewID(),
 		Key:             r.Key.String(),
 		Scope:           r.Key.Scope(),
 		Op:              r.Op,

@@ -1,4 +1,4 @@
-package writer
+package decide
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// opsCase is one decision of an op on a state: the error code wanted
+// opsCase is one Decision of an op on a state: the error code wanted
 // ("" when accepted) and, when accepted, the event's op and value.
 type opsCase struct {
 	name  string
@@ -21,26 +21,26 @@ type opsCase struct {
 	kind  contract.Kind
 }
 
-func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]decision {
+func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]Decision {
 	t.Helper()
 	key := mustKey(t, "tenant/a/project/b/k")
-	out := map[string]decision{}
+	out := map[string]Decision{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := Decide(tc.cur, &r, now, 3)
+			d := Decide(tc.cur, &r, testEnv(now, 3))
 			out[tc.name] = d
 			if tc.code != "" {
-				if contract.ErrorCode(d.err) != tc.code || d.event != nil {
-					t.Fatalf("want %s, got event %+v err %v", tc.code, d.event, d.err)
+				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
+					t.Fatalf("want %s, got event %+v err %v", tc.code, d.Event, d.Err)
 				}
 				return
 			}
-			if d.err != nil || d.event == nil {
-				t.Fatalf("want an event, got err %v", d.err)
+			if d.Err != nil || d.Event == nil {
+				t.Fatalf("want an event, got err %v", d.Err)
 			}
-			e := d.event
+			e := d.Event
 			if e.Op != tc.op || e.Version != tc.cur.Version+1 || e.PrevVersion != tc.cur.Version {
 				t.Fatalf("event op %s version %d prev %d, want op %s version %d", e.Op, e.Version, e.PrevVersion, tc.op, tc.cur.Version+1)
 			}
@@ -103,8 +103,8 @@ func TestDecideIncrement(t *testing.T) {
 		"ErrCreateBelowMin": "min", "ErrStillOutsideBounds": "min", "ErrOverflowBeforeBound": "by"} {
 		var e *contract.Error
 		d := ds[name]
-		if !errors.As(d.err, &e) || e.Field != field || d.conflict != nil {
-			t.Errorf("%s: err %v (field %q), conflict %+v; want field %s and no kv.conflicts record", name, d.err, e.Field, d.conflict, field)
+		if !errors.As(d.Err, &e) || e.Field != field || d.Conflict != nil {
+			t.Errorf("%s: err %v (field %q), conflict %+v; want field %s and no kv.conflicts record", name, d.Err, e.Field, d.Conflict, field)
 			continue
 		}
 		// The answer carries the entry it was decided against, like every
@@ -117,22 +117,22 @@ func TestDecideIncrement(t *testing.T) {
 			t.Errorf("%s: current %+v, want version 2", name, e.Current)
 		}
 	}
-	if got, want := ds["ErrBelowMinByStep"].err.Error(), "out_of_range: the counter is 2: subtracting 3 would take it below min 0 (field min)"; got != want {
+	if got, want := ds["ErrBelowMinByStep"].Err.Error(), "out_of_range: the counter is 2: subtracting 3 would take it below min 0 (field min)"; got != want {
 		t.Errorf("message %q, want %q", got, want)
 	}
-	if got, want := ds["ErrAboveMax"].err.Error(), "out_of_range: the counter is 10: adding 1 would take it above max 10 (field max)"; got != want {
+	if got, want := ds["ErrAboveMax"].Err.Error(), "out_of_range: the counter is 10: adding 1 would take it above max 10 (field max)"; got != want {
 		t.Errorf("message %q, want %q", got, want)
 	}
-	if e := ds["OKCreate"].event; e.Semantics.Purpose != "counter" || e.ExpiresAt != nil {
+	if e := ds["OKCreate"].Event; e.Semantics.Purpose != "counter" || e.ExpiresAt != nil {
 		t.Errorf("new counter: semantics %+v expires %v", e.Semantics, e.ExpiresAt)
 	}
-	if e := ds["OKKeepsExpiry"].event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(exp) {
+	if e := ds["OKKeepsExpiry"].Event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(exp) {
 		t.Errorf("increment without ttl changed the expiry to %v", e.ExpiresAt)
 	}
-	if e := ds["OKNewTTL"].event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(600*time.Second)) {
+	if e := ds["OKNewTTL"].Event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(600*time.Second)) {
 		t.Errorf("increment with ttl: expiry %v", e.ExpiresAt)
 	}
-	if e := ds["OKNegative"].event; e.Semantics.Purpose != "other" {
+	if e := ds["OKNegative"].Event; e.Semantics.Purpose != "other" {
 		t.Errorf("increment changed the purpose to %s", e.Semantics.Purpose)
 	}
 }
@@ -169,12 +169,12 @@ func TestDecidePatch(t *testing.T) {
 		{"ErrStaleVersion", job, Request{Op: contract.OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, contract.EConflict, "", "", ""},
 	})
 	d := ds["ErrFieldCASLost"]
-	if d.conflict == nil || d.conflict.Reason != "field_mismatch" || d.conflict.Op != contract.OpFieldCAS || d.conflict.ExpectedVersion != -1 {
-		t.Errorf("a lost field CAS must be recorded as a conflict: %+v", d.conflict)
+	if d.Conflict == nil || d.Conflict.Reason != "field_mismatch" || d.Conflict.Op != contract.OpFieldCAS || d.Conflict.ExpectedVersion != -1 {
+		t.Errorf("a lost field CAS must be recorded as a conflict: %+v", d.Conflict)
 	}
 	var e *contract.Error
-	if !errors.As(d.err, &e) || e.Field != "if.equals" || e.Current == nil || e.Current.Version != 4 {
-		t.Errorf("field mismatch error %+v", d.err)
+	if !errors.As(d.Err, &e) || e.Field != "if.equals" || e.Current == nil || e.Current.Version != 4 {
+		t.Errorf("field mismatch error %+v", d.Err)
 	}
 }
 
@@ -235,25 +235,25 @@ func TestDecideLock(t *testing.T) {
 		{"OKBreakLockByVersion", heldA, Request{Op: contract.OpDelete, ExpectedVersion: ptr(7)}, "", contract.OpDelete, "", contract.KindDelete},
 		{"OKPutOverExpiredLock", expiredA, Request{Op: contract.OpPut, Value: json.RawMessage(`1`)}, "", contract.OpSet, "", ""},
 	})
-	if e := ds["OKAcquireFree"].event; e.Semantics.Purpose != "lock" || e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(30*time.Second)) {
+	if e := ds["OKAcquireFree"].Event; e.Semantics.Purpose != "lock" || e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(30*time.Second)) {
 		t.Errorf("acquire: semantics %+v expiry %v", e.Semantics, e.ExpiresAt)
 	}
-	if e := ds["OKExtend"].event; !e.ExpiresAt.Equal(now.Add(90 * time.Second)) {
+	if e := ds["OKExtend"].Event; !e.ExpiresAt.Equal(now.Add(90 * time.Second)) {
 		t.Errorf("extend: expiry %v", e.ExpiresAt)
 	}
 	var e *contract.Error
-	if !errors.As(ds["ErrHeld"].err, &e) || e.Current == nil || e.Current.Version != 7 || e.Field != "holder" {
-		t.Errorf("lock_held must carry the current lock: %+v", ds["ErrHeld"].err)
+	if !errors.As(ds["ErrHeld"].Err, &e) || e.Current == nil || e.Current.Version != 7 || e.Field != "holder" {
+		t.Errorf("lock_held must carry the current lock: %+v", ds["ErrHeld"].Err)
 	}
-	if e := ds["OKBreakLockByPut"].event; e.Semantics.Purpose != "other" {
+	if e := ds["OKBreakLockByPut"].Event; e.Semantics.Purpose != "other" {
 		t.Errorf("a broken lock must not stay a lock: semantics %+v", e.Semantics)
 	}
 	for _, name := range []string{"ErrPutPurposeLock", "ErrPatchPurposeLeader", "ErrIncrementPurposeLock"} {
-		if !errors.As(ds[name].err, &e) || e.Field != "semantics.purpose" {
-			t.Errorf("%s: want field semantics.purpose, got %v", name, ds[name].err)
+		if !errors.As(ds[name].Err, &e) || e.Field != "semantics.purpose" {
+			t.Errorf("%s: want field semantics.purpose, got %v", name, ds[name].Err)
 		}
 	}
-	if ds["ErrHeld"].conflict != nil {
+	if ds["ErrHeld"].Conflict != nil {
 		t.Errorf("lock contention is not a CAS conflict record")
 	}
 }
@@ -273,12 +273,12 @@ func TestDecideExpire(t *testing.T) {
 		{"SkipDeleted", contract.State{Version: 4, Entry: contract.Entry{Key: k, Version: 4}}, exp, contract.EConflict, "", "", ""},
 		{"SkipNoTTL", state(k, 3, `1`, "other", nil), exp, contract.EConflict, "", "", ""},
 	})
-	e := ds["OK"].event
+	e := ds["OK"].Event
 	if e.Semantics.Purpose != "lock" || e.Semantics.Producer != "scheduler" || string(e.Before) != `{"holder":"a","token":3}` || e.ExpiresAt == nil {
 		t.Errorf("expire must carry the entry's semantics, value and expiry: %+v", e)
 	}
 	for name, d := range ds {
-		if d.conflict != nil {
+		if d.Conflict != nil {
 			t.Errorf("%s: a skipped expire is not a conflict record", name)
 		}
 	}

@@ -1,16 +1,13 @@
-package writer
+package decide
 
 import (
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/projection"
 )
 
 // TxnStep is one operation of a transaction: Req is a write (Op put,
@@ -27,7 +24,7 @@ type TxnStep struct {
 }
 
 // txnNamespace is the UUIDv5 namespace of transaction ids.
-var txnNamespace = uuid.MustParse("0b6c6a9e-2f55-4f7e-9a8e-6f2b1c3d4e5f")
+var txnNamespace = [16]byte{0x0b, 0x6c, 0x6a, 0x9e, 0x2f, 0x55, 0x4f, 0x7e, 0x9a, 0x8e, 0x6f, 0x2b, 0x1c, 0x3d, 0x4e, 0x5f}
 
 // txnID is the id of the transaction whose first event is (key,
 // version): a UUIDv5 of that event's identity, unique because the log
@@ -36,7 +33,30 @@ var txnNamespace = uuid.MustParse("0b6c6a9e-2f55-4f7e-9a8e-6f2b1c3d4e5f")
 // transaction that appends nothing (only checks, or rejected) gets a
 // fresh UUIDv7.
 func txnID(key string, version int64) string {
-	return uuid.NewSHA1(txnNamespace, []byte(key+"\x00"+strconv.FormatInt(version, 10))).String()
+	return uuidV5(txnNamespace, key+"\x00"+strconv.FormatInt(version, 10))
+}
+
+// uuidV5 is the name-based UUID (RFC 9562 version 5, SHA-1) of name in
+// namespace, in its canonical string form.
+func uuidV5(namespace [16]byte, name string) string {
+	h := sha1.New()
+	h.Write(namespace[:])
+	h.Write([]byte(name))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x50
+	u[8] = u[8]&0x3f | 0x80
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:])
 }
 
 // txnDigest identifies a whole transaction: its principal and each step,
@@ -53,7 +73,7 @@ func txnDigest(r *Request) string {
 }
 
 // keys lists the keys whose state deciding r reads.
-func (r *Request) keys() []string {
+func (r *Request) Keys() []string {
 	if r.Txn == nil {
 		return []string{r.Key.String()}
 	}
@@ -67,28 +87,28 @@ func (r *Request) keys() []string {
 // requestRefs names the (key, requestId) pairs whose earlier uses
 // deciding r consults (requestid.go): r's own, or a transaction's
 // requestId on each key it writes.
-func requestRefs(r *Request) []projection.RequestRef {
+func RequestRefs(r *Request) []RequestRef {
 	if r.Txn == nil {
 		if ref, ok := requestRef(r); ok {
-			return []projection.RequestRef{ref}
+			return []RequestRef{ref}
 		}
 		return nil
 	}
 	if r.RequestID == "" {
 		return nil
 	}
-	var refs []projection.RequestRef
+	var refs []RequestRef
 	for _, s := range r.Txn {
 		if s.Req.Op != contract.OpCheck {
-			refs = append(refs, projection.RequestRef{Key: s.Req.Key.String(), RequestID: r.RequestID})
+			refs = append(refs, RequestRef{Key: s.Req.Key.String(), RequestID: r.RequestID})
 		}
 	}
 	return refs
 }
 
 // DecideTxn decides a transaction against the states of its keys (every
-// key of r.Txn must be in states; missing ones are taken as never
-// written). It is pure, like Decide, which it applies to each write in
+// key of r.Txn must be in in.States; missing ones are taken as never
+// written) and what in.Known holds of its requestId on each. It is pure, like Decide, which it applies to each write in
 // order, each step seeing the steps before it (on a copy: states is not
 // changed).
 //
@@ -108,13 +128,13 @@ func requestRefs(r *Request) []projection.RequestRef {
 // (same digest) as its latest write is answered as a replay of the
 // results it left. Otherwise, a written key that remembers the requestId
 // (as its latest write, or within the window among its older versions:
-// known, requestid.go) refuses the transaction with version_conflict on
+// in.Known, requestid.go) refuses the transaction with version_conflict on
 // requestId: request_id_reused when another request used it,
 // stale_request when this transaction applied before and the key changed
 // since (applying it again would apply it twice).
-func DecideTxn(states map[string]contract.State, known requestMemory, r *Request, now time.Time, epoch int64, window RequestWindow) decision {
-	digest := r.Digest()
-	if d, done := txnReplay(states, known, r, digest, now, window); done {
+func DecideTxn(r *Request, in Input, env Env) Decision {
+	t := txn{r: r, states: in.States, env: &env, digest: r.Digest()}
+	if d, done := t.replay(in.Known); done {
 		return d
 	}
 	local := make(map[string]contract.State, len(r.Txn))
@@ -122,38 +142,39 @@ func DecideTxn(states map[string]contract.State, known requestMemory, r *Request
 		if s, ok := local[k]; ok {
 			return s
 		}
-		return states[k]
+		return t.states[k]
 	}
 	results := make([]contract.TxnResult, len(r.Txn))
 	var evs []*contract.Event
 	for i, s := range r.Txn {
 		k := s.Req.Key.String()
-		cur := state(k)
-		visible := cur.Visible(now)
-		if s.Cond != nil {
-			if d, failed := checkCondition(cur, visible, s, now); failed {
-				return txnFailed(r, i, visible, d, now)
-			}
-		}
-		if s.Req.Op == contract.OpCheck {
-			results[i] = contract.TxnResult{Key: k, Version: versionOf(cur, visible)}
-			continue
-		}
-		if visible != nil && isLockPurpose(visible.Semantics.Purpose) {
-			return txnFailed(r, i, visible, decision{err: wrongType(visible, "key",
-				"key %s is a %s: a transaction does not write locks or leaderships (use their operations; a check of its version fences a transaction by the lock's token)",
-				k, visible.Semantics.Purpose)}, now)
-		}
 		// The transaction's requestId was compared above, as a whole;
 		// the step is decided as a write without one.
 		sub := *s.Req
 		sub.RequestID = ""
-		d := Decide(cur, &sub, now, epoch)
-		if d.event == nil {
-			return txnFailed(r, i, visible, d, now)
+		w := newWrite(state(k), &sub, t.env)
+		w.r = s.Req // conditions and conflict records name the step's request
+		if s.Cond != nil {
+			if d, failed := checkCondition(w, s.Cond, env.Equal); failed {
+				return t.failed(i, w.visible, d)
+			}
 		}
-		ev := d.event
-		ev.RequestID, ev.RequestDigest = r.RequestID, digest
+		if s.Req.Op == contract.OpCheck {
+			results[i] = contract.TxnResult{Key: k, Version: versionOf(w.cur, w.visible)}
+			continue
+		}
+		if w.visible != nil && isLockPurpose(w.visible.Semantics.Purpose) {
+			return t.failed(i, w.visible, Decision{Err: wrongType(w.visible, "key",
+				"key %s is a %s: a transaction does not write locks or leaderships (use their operations; a check of its version fences a transaction by the lock's token)",
+				k, w.visible.Semantics.Purpose)})
+		}
+		w.r = &sub
+		d := w.decide()
+		if d.Event == nil {
+			return t.failed(i, w.visible, d)
+		}
+		ev := d.Event
+		ev.RequestID, ev.RequestDigest = r.RequestID, t.digest
 		local[k] = ev.State()
 		evs = append(evs, ev)
 		results[i] = contract.TxnResult{Key: k, Version: ev.Version}
@@ -161,14 +182,31 @@ func DecideTxn(states map[string]contract.State, known requestMemory, r *Request
 			results[i].Value = ev.After
 		}
 	}
-	id := uuid.Must(uuid.NewV7()).String()
+	return t.accepted(evs, results)
+}
+
+// txn is a transaction as it is decided: its request and digest, its
+// keys' states before it, under env.
+type txn struct {
+	r      *Request
+	states map[string]contract.State
+	env    *Env
+	digest string
+}
+
+// accepted appends evs, the transaction's events, under one id: the
+// UUIDv5 of its first event, or a fresh id when it appends nothing.
+func (t txn) accepted(evs []*contract.Event, results []contract.TxnResult) Decision {
+	id := ""
 	if len(evs) > 0 {
 		id = txnID(evs[0].Key, evs[0].Version)
+	} else {
+		id = t.env.NewID()
 	}
 	for _, ev := range evs {
 		ev.TxnID, ev.TxnSize = id, len(evs)
 	}
-	return decision{txn: evs, result: Result{TxnID: id, Txn: results}}
+	return Decision{Txn: evs, Result: Result{TxnID: id, Txn: results}}
 }
 
 // versionOf is the key's version as a read sees it: 0 when absent.
@@ -179,12 +217,18 @@ func versionOf(cur contract.State, visible *contract.Entry) int64 {
 	return cur.Version
 }
 
-// txnReplay answers a transaction with a requestId its keys remember:
+// step is step i of t as a write on its key's state before t.
+func (t txn) step(i int) write {
+	return newWrite(t.states[t.r.Txn[i].Req.Key.String()], t.r.Txn[i].Req, t.env)
+}
+
+// replay answers a transaction with a requestId its keys remember:
 // done reports whether d is the answer (a replay, a reuse or a stale
 // retry).
-func txnReplay(states map[string]contract.State, known requestMemory, r *Request, digest string, now time.Time, window RequestWindow) (d decision, done bool) {
+func (t txn) replay(known Memory) (d Decision, done bool) {
+	r := t.r
 	if r.RequestID == "" {
-		return decision{}, false
+		return Decision{}, false
 	}
 	same, fresh := -1, -1 // a written step whose key holds it as its latest write, and one that does not
 	for i, s := range r.Txn {
@@ -192,36 +236,43 @@ func txnReplay(states map[string]contract.State, known requestMemory, r *Request
 			continue
 		}
 		k := s.Req.Key.String()
-		cur := states[k]
-		switch requestSeen(cur, r.RequestID, digest) {
+		cur := t.states[k]
+		switch requestSeen(cur, r.RequestID, t.digest) {
 		case seenOther:
-			return refuse(states, r, i, now, "request_id_reused", "requestId %q was already used for a different write of key %s", r.RequestID, k), true
+			return t.refuse(i, "request_id_reused", "requestId %q was already used for a different write of key %s", r.RequestID, k), true
 		case seenSame:
 			same = i
 			continue
 		}
-		prior, ok := known[projection.RequestRef{Key: k, RequestID: r.RequestID}]
+		prior, ok := known[RequestRef{Key: k, RequestID: r.RequestID}]
 		switch {
-		case !olderUse(cur, prior, ok, r.RequestID, window, now):
-		case prior.Digest != digest:
-			return refuse(states, r, i, now, "request_id_reused", "requestId %q was already used for a different write of key %s (version %d)", r.RequestID, k, prior.Version), true
+		case !ok || !olderUse(cur, prior, r.RequestID, t.env):
+		case prior.Digest != t.digest:
+			return t.refuse(i, "request_id_reused", "requestId %q was already used for a different write of key %s (version %d)", r.RequestID, k, prior.Version), true
 		default:
-			return refuse(states, r, i, now, "stale_request", "requestId %q was already applied by this transaction at version %d of key %s, which is at version %d now: this retry is stale, nothing was written",
+			return t.refuse(i, "stale_request", "requestId %q was already applied by this transaction at version %d of key %s, which is at version %d now: this retry is stale, nothing was written",
 				r.RequestID, prior.Version, k, cur.Version), true
 		}
 		fresh = i
 	}
 	switch {
 	case same < 0:
-		return decision{}, false
+		return Decision{}, false
 	case fresh >= 0:
-		return refuse(states, r, fresh, now, "stale_request", "requestId %q was applied by this transaction before, and key %s has changed since: this retry is stale, nothing was written", r.RequestID, r.Txn[fresh].Req.Key.String()), true
+		return t.refuse(fresh, "stale_request", "requestId %q was applied by this transaction before, and key %s has changed since: this retry is stale, nothing was written", r.RequestID, r.Txn[fresh].Req.Key.String()), true
 	}
+	return Decision{Result: t.replayed()}, true
+}
+
+// replayed is the answer of a transaction all of whose written keys hold
+// it as their latest write: the results it left.
+func (t txn) replayed() Result {
+	r := t.r
 	res := Result{Replayed: true, Txn: make([]contract.TxnResult, len(r.Txn))}
 	for i, s := range r.Txn {
 		k := s.Req.Key.String()
-		cur := states[k]
-		visible := cur.Visible(now)
+		cur := t.states[k]
+		visible := cur.Visible(t.env.Now)
 		res.Txn[i] = contract.TxnResult{Key: k, Version: versionOf(cur, visible)}
 		if s.Req.Op == contract.OpCheck {
 			continue
@@ -236,45 +287,43 @@ func txnReplay(states map[string]contract.State, known requestMemory, r *Request
 			res.TxnID = txnID(k, cur.Version)
 		}
 	}
-	return decision{result: res}, true
+	return res
 }
 
-// refuse rejects transaction r for its requestId, which step i's key
+// refuse rejects the transaction for its requestId, which step i's key
 // contradicts (reason request_id_reused or stale_request).
-func refuse(states map[string]contract.State, r *Request, i int, now time.Time, reason, format string, args ...any) decision {
-	s := r.Txn[i]
-	cur := states[s.Req.Key.String()]
-	visible := cur.Visible(now)
-	d := txnFailed(r, i, visible, conflictDecision(cur, visible, s.Req, now, reason, format, args...), now)
-	d.err.(*contract.Error).Field = "requestId" // the transaction's, not the step's
+func (t txn) refuse(i int, reason, format string, args ...any) Decision {
+	w := t.step(i)
+	d := t.failed(i, w.visible, conflictDecision(w, reason, format, args...))
+	d.Err.(*contract.Error).Field = "requestId" // the transaction's, not the step's
 	return d
 }
 
-// checkCondition evaluates step s's condition on its key: failed, with
-// the conflict decision, when a member does not hold.
-func checkCondition(cur contract.State, visible *contract.Entry, s TxnStep, now time.Time) (decision, bool) {
-	c, req := s.Cond, s.Req
+// checkCondition evaluates condition c of w's step on its key: failed,
+// with the conflict decision, when a member does not hold.
+func checkCondition(w write, c *contract.Condition, equal func(a, b json.RawMessage) bool) (Decision, bool) {
+	cur, visible, req := w.cur, w.visible, w.r
 	current := versionOf(cur, visible)
-	var d decision
+	var d Decision
 	switch {
 	case c.Version != nil && *c.Version != current:
-		d = conflictDecision(cur, visible, req, now, "version_mismatch",
+		d = conflictDecision(w, "version_mismatch",
 			"expected version %d, current version is %d", *c.Version, current)
-		d.err.(*contract.Error).Field = "condition.version"
+		d.Err.(*contract.Error).Field = "condition.version"
 	case c.Exists != nil && *c.Exists != (visible != nil):
 		what := "does not exist"
 		if visible != nil {
 			what = "exists"
 		}
-		d = conflictDecision(cur, visible, req, now, "version_mismatch",
+		d = conflictDecision(w, "version_mismatch",
 			"key %s %s (current version %d)", req.Key.String(), what, current)
-		d.err.(*contract.Error).Field = "condition.exists"
-	case c.Field != "" && !jsonEqual(fieldOf(visible, c.Field), c.Equals):
-		d = conflictDecision(cur, visible, req, now, "field_mismatch",
+		d.Err.(*contract.Error).Field = "condition.exists"
+	case c.Field != "" && !equal(fieldOf(visible, c.Field), c.Equals):
+		d = conflictDecision(w, "field_mismatch",
 			"field %q does not equal condition.equals", c.Field)
-		d.err.(*contract.Error).Field = "condition.equals"
+		d.Err.(*contract.Error).Field = "condition.equals"
 	default:
-		return decision{}, false
+		return Decision{}, false
 	}
 	return d, true
 }
@@ -293,32 +342,34 @@ func fieldOf(visible *contract.Entry, f string) json.RawMessage {
 	return json.RawMessage("null")
 }
 
-// txnFailed rejects transaction r at step i, whose own decision d failed
+// failed rejects the transaction at step i, whose own decision d failed
 // on visible, the key's entry as the step saw it: no event, one conflict
 // record naming the step (d's, or one built for an error without a
 // record, reason its code), and d's error naming the step, with the
 // key's current entry.
-func txnFailed(r *Request, i int, visible *contract.Entry, d decision, now time.Time) decision {
+func (t txn) failed(i int, visible *contract.Entry, d Decision) Decision {
+	r := t.r
 	s := r.Txn[i]
-	e, ok := d.err.(*contract.Error)
+	e, ok := d.Err.(*contract.Error)
 	if !ok {
-		e = contract.Errorf(contract.EInternal, "%v", d.err)
+		e = contract.Errorf(contract.EInternal, "%v", d.Err)
 	}
 	err := *e // Decide's errors may be shared values
 	if err.Current == nil {
 		err.Current = visible
 	}
-	c := d.conflict
+	c := d.Conflict
 	if c == nil {
 		var cur contract.State
 		if visible != nil {
 			cur = contract.State{Version: visible.Version, Live: true, Entry: *visible}
 		}
-		c = conflictDecision(cur, visible, s.Req, now, err.Code, "%s", err.Message).conflict
+		w := write{r: s.Req, cur: cur, visible: visible, env: t.env}
+		c = conflictDecision(w, err.Code, "%s", err.Message).Conflict
 		err.CorrelationID = c.ID
 	}
 	c.RequestID = r.RequestID
-	c.TxnID = uuid.Must(uuid.NewV7()).String()
+	c.TxnID = t.env.NewID()
 	c.TxnOp, c.TxnSize = &i, len(r.Txn)
-	return decision{err: contract.InOp(i, &err), conflict: c}
+	return Decision{Err: contract.InOp(i, &err), Conflict: c}
 }

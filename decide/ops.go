@@ -1,4 +1,4 @@
-package writer
+package decide
 
 import (
 	"bytes"
@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gowebpki/jcs"
 
 	"github.com/eskv/eskv/contract"
 )
@@ -19,31 +17,32 @@ import (
 // the counter's own answer (a rate limit reached), not a lost race, so
 // it leaves no kv.conflicts record (one in a transaction does, as every
 // failed step does) and does not count in the conflict rate.
-func decideIncrement(cur contract.State, visible *contract.Entry, r *Request, ev *contract.Event, now time.Time) decision {
+func decideIncrement(w write, ev *contract.Event) Decision {
+	visible, r := w.visible, w.r
 	var base int64
 	switch {
 	case visible != nil:
 		n, err := counterValue(visible)
 		if err != nil {
-			return decision{err: err}
+			return Decision{Err: err}
 		}
 		base = n
 	case !r.Create:
-		return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
+		return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
 	}
 	if (r.By > 0 && base > math.MaxInt64-r.By) || (r.By < 0 && base < math.MinInt64-r.By) {
 		err := contract.FieldErrorf(contract.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", r.By)
 		err.Current = visible
-		return decision{err: err}
+		return Decision{Err: err}
 	}
 	next := base + r.By
 	if err := checkBounds(base, next, r); err != nil {
 		err.Current = visible
-		return decision{err: err}
+		return Decision{Err: err}
 	}
 	ev.Op = contract.OpIncrement
 	ev.After = json.RawMessage(strconv.FormatInt(next, 10))
-	return finish(ev, visible, r, "counter", r.TTLSeconds == 0, now)
+	return finish(w, ev, "counter", r.TTLSeconds == 0)
 }
 
 // checkBounds refuses next, the result of adding r.By to base, when it
@@ -88,15 +87,16 @@ func ReadCounter(key contract.Key, e *contract.Entry) (contract.CounterAnswer, e
 
 // decidePatch sets and unsets top-level fields of the key's object value,
 // when r.If holds.
-func decidePatch(cur contract.State, visible *contract.Entry, r *Request, ev *contract.Event, now time.Time) decision {
+func decidePatch(w write, ev *contract.Event) Decision {
+	visible, r := w.visible, w.r
 	fields := map[string]json.RawMessage{}
 	switch {
 	case visible != nil:
 		if err := json.Unmarshal(visible.Value, &fields); err != nil || fields == nil {
-			return decision{err: wrongType(visible, "set", "key %s does not hold a JSON object: fields can only be patched in an object", ev.Key)}
+			return Decision{Err: wrongType(visible, "set", "key %s does not hold a JSON object: fields can only be patched in an object", ev.Key)}
 		}
 	case !r.Create:
-		return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
+		return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
 	}
 	ev.Op = contract.OpPatch
 	if r.If != nil {
@@ -105,8 +105,8 @@ func decidePatch(cur contract.State, visible *contract.Entry, r *Request, ev *co
 		if !ok {
 			got = json.RawMessage("null")
 		}
-		if !jsonEqual(got, r.If.Equals) {
-			return conflictDecision(cur, visible, r, now, "field_mismatch",
+		if !w.env.Equal(got, r.If.Equals) {
+			return conflictDecision(w, "field_mismatch",
 				"field %q does not equal if.equals", r.If.Field)
 		}
 	}
@@ -118,15 +118,15 @@ func decidePatch(cur contract.State, visible *contract.Entry, r *Request, ev *co
 	}
 	after, err := marshalCompact(fields)
 	if err != nil {
-		return decision{err: contract.Errorf(contract.EInternal, "encode patched value: %v", err)}
+		return Decision{Err: contract.Errorf(contract.EInternal, "encode patched value: %v", err)}
 	}
 	// The message names the limit, not the size: the size would tell a
 	// principal that may not read the key how large its value is.
 	if r.MaxValueBytes > 0 && len(after) > r.MaxValueBytes {
-		return decision{err: contract.FieldErrorf(contract.ETooLarge, "set", "the patched value would be over the limit of %d bytes", r.MaxValueBytes)}
+		return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "set", "the patched value would be over the limit of %d bytes", r.MaxValueBytes)}
 	}
 	ev.After = after
-	return finish(ev, visible, r, "other", r.TTLSeconds == 0, now)
+	return finish(w, ev, "other", r.TTLSeconds == 0)
 }
 
 // decideLock acquires, extends or releases a lock or leadership for
@@ -136,7 +136,8 @@ func decidePatch(cur contract.State, visible *contract.Entry, r *Request, ev *co
 // principal keeps its token and renews the lease; anyone else (another
 // holder, or the same holder string from another principal) is refused
 // with the current holder.
-func decideLock(visible *contract.Entry, r *Request, ev *contract.Event, now time.Time) decision {
+func decideLock(w write, ev *contract.Event) Decision {
+	visible, r, now := w.visible, w.r, w.env.Now
 	purpose, action := r.Op.Purpose(), r.Op.LockAction()
 	what, heldCode, notHolderCode := "lock", contract.ELockHeld, contract.ENotLockHolder
 	if purpose == contract.PurposeLeader {
@@ -147,11 +148,11 @@ func decideLock(visible *contract.Entry, r *Request, ev *contract.Event, now tim
 	if visible != nil {
 		var err *contract.Error
 		if held, err = heldLock(visible, purpose, what); err != nil {
-			return decision{err: err}
+			return Decision{Err: err}
 		}
 	}
 	if visible == nil && action != contract.LockAcquire {
-		return decision{err: contract.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
+		return Decision{Err: contract.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
 	}
 	if visible != nil && !held.HeldBy(r.Holder, r.Principal, visible.LastWriter) {
 		code := notHolderCode
@@ -160,7 +161,7 @@ func decideLock(visible *contract.Entry, r *Request, ev *contract.Event, now tim
 		}
 		err := contract.FieldErrorf(code, "holder", "%s %s is held by %s%s", what, ev.Key, held.Holder, until(visible))
 		err.Current = visible
-		return decision{err: err}
+		return Decision{Err: err}
 	}
 	if action == contract.LockRelease {
 		return removal(ev, visible, ev.Op)
@@ -171,7 +172,7 @@ func decideLock(visible *contract.Entry, r *Request, ev *contract.Event, now tim
 	held.Principal = r.Principal
 	after, err := marshalCompact(held)
 	if err != nil {
-		return decision{err: contract.Errorf(contract.EInternal, "encode lock: %v", err)}
+		return Decision{Err: contract.Errorf(contract.EInternal, "encode lock: %v", err)}
 	}
 	ev.After = after
 	ev.Semantics = r.Semantics
@@ -243,14 +244,6 @@ func wrongType(visible *contract.Entry, field, format string, args ...any) *cont
 	err := contract.FieldErrorf(contract.EWrongType, field, format, args...)
 	err.Current = visible
 	return err
-}
-
-// jsonEqual compares two JSON values canonically (RFC 8785: key order,
-// number spelling and string escapes do not matter).
-func jsonEqual(a, b json.RawMessage) bool {
-	ca, err1 := jcs.Transform(a)
-	cb, err2 := jcs.Transform(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
 }
 
 // marshalCompact encodes v as JSON without rewriting <, > and &.

@@ -1,10 +1,13 @@
-package writer
+package decide
 
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/eskv/eskv/contract"
 )
@@ -58,13 +61,13 @@ func TestDecideTxn(t *testing.T) {
 		r.Key = r.Txn[0].Req.Key
 		return r
 	}
-	// applied returns states after the decision's events.
-	applied := func(d decision) map[string]contract.State {
+	// applied returns states after the Decision's events.
+	applied := func(d Decision) map[string]contract.State {
 		out := make(map[string]contract.State, len(states))
 		for k, s := range states {
 			out[k] = s
 		}
-		for _, ev := range d.txn {
+		for _, ev := range d.Txn {
 			out[ev.Key] = ev.State()
 		}
 		return out
@@ -135,19 +138,19 @@ func TestDecideTxn(t *testing.T) {
 				st = states
 			}
 			before := len(st)
-			d := DecideTxn(st, nil, tc.req, now, 9, testWindow)
+			d := DecideTxn(tc.req, Input{States: st}, testEnv(now, 9))
 			if len(st) != before || st[scope+"a"].Version != 3 {
 				t.Fatalf("DecideTxn changed its input states")
 			}
 			if tc.code != "" {
 				var e *contract.Error
-				if !errors.As(d.err, &e) || e.Code != tc.code || len(d.txn) != 0 || d.event != nil {
-					t.Fatalf("want %s and no event, got %v, %d events", tc.code, d.err, len(d.txn))
+				if !errors.As(d.Err, &e) || e.Code != tc.code || len(d.Txn) != 0 || d.Event != nil {
+					t.Fatalf("want %s and no event, got %v, %d events", tc.code, d.Err, len(d.Txn))
 				}
 				if e.FailedOp == nil || *e.FailedOp != tc.failedOp || e.Field != tc.field {
 					t.Fatalf("failedOp %v field %q, want %d %q", e.FailedOp, e.Field, tc.failedOp, tc.field)
 				}
-				c := d.conflict
+				c := d.Conflict
 				if c == nil || c.TxnOp == nil || *c.TxnOp != tc.failedOp || c.TxnSize != len(tc.req.Txn) || c.TxnID == "" ||
 					c.Key != tc.req.Txn[tc.failedOp].Req.Key.String() || c.Reason != tc.reason || c.ID != e.CorrelationID {
 					t.Fatalf("conflict record %+v (error %v)", c, e)
@@ -157,69 +160,69 @@ func TestDecideTxn(t *testing.T) {
 				}
 				return
 			}
-			if d.err != nil {
-				t.Fatalf("want applied, got %v", d.err)
+			if d.Err != nil {
+				t.Fatalf("want applied, got %v", d.Err)
 			}
 			writes := 0
 			for i, s := range tc.req.Txn {
-				if got := d.result.Txn[i]; got.Key != s.Req.Key.String() || got.Version != tc.versions[i] {
+				if got := d.Result.Txn[i]; got.Key != s.Req.Key.String() || got.Version != tc.versions[i] {
 					t.Fatalf("result %d = %+v, want version %d", i, got, tc.versions[i])
 				}
 				if s.Req.Op != contract.OpCheck {
 					writes++
 				}
 			}
-			if len(d.txn) != writes {
-				t.Fatalf("%d events for %d writes", len(d.txn), writes)
+			if len(d.Txn) != writes {
+				t.Fatalf("%d events for %d writes", len(d.Txn), writes)
 			}
-			for _, ev := range d.txn {
-				if ev.TxnID != d.result.TxnID || ev.TxnSize != writes || ev.RequestDigest != tc.req.Digest() || ev.WriterEpoch != 9 {
-					t.Fatalf("event %s@%d: txnId %q size %d digest %q, want %q %d", ev.Key, ev.Version, ev.TxnID, ev.TxnSize, ev.RequestDigest, d.result.TxnID, writes)
+			for _, ev := range d.Txn {
+				if ev.TxnID != d.Result.TxnID || ev.TxnSize != writes || ev.RequestDigest != tc.req.Digest() || ev.WriterEpoch != 9 {
+					t.Fatalf("event %s@%d: txnId %q size %d digest %q, want %q %d", ev.Key, ev.Version, ev.TxnID, ev.TxnSize, ev.RequestDigest, d.Result.TxnID, writes)
 				}
 			}
-			if writes > 0 && d.result.TxnID != txnID(d.txn[0].Key, d.txn[0].Version) {
-				t.Fatalf("txnId %s is not derived from the first event", d.result.TxnID)
+			if writes > 0 && d.Result.TxnID != txnID(d.Txn[0].Key, d.Txn[0].Version) {
+				t.Fatalf("txnId %s is not derived from the first event", d.Result.TxnID)
 			}
 		})
 	}
 
 	t.Run("OKEventsNameTheOps", func(t *testing.T) {
-		d := DecideTxn(states, nil, build("", transfer), now, 9, testWindow)
+		d := DecideTxn(build("", transfer), Input{States: states}, testEnv(now, 9))
 		want := []contract.Op{contract.OpIncrement, contract.OpIncrement, contract.OpCreate, contract.OpFieldCAS, contract.OpDelete}
-		for i, ev := range d.txn {
+		for i, ev := range d.Txn {
 			if ev.Op != want[i] {
 				t.Fatalf("event %d op %s, want %s", i, ev.Op, want[i])
 			}
 		}
-		if string(d.result.Txn[0].Value) != "5" || d.result.Txn[4].Value != nil || d.result.Txn[5].Value != nil {
-			t.Fatalf("results %+v: values of writes that leave one, none for delete and check", d.result.Txn)
+		if string(d.Result.Txn[0].Value) != "5" || d.Result.Txn[4].Value != nil || d.Result.Txn[5].Value != nil {
+			t.Fatalf("results %+v: values of writes that leave one, none for delete and check", d.Result.Txn)
 		}
 	})
 
 	t.Run("ReplayAndReuse", func(t *testing.T) {
-		first := DecideTxn(states, nil, build("rq-1", transfer), now, 9, testWindow)
-		if first.err != nil || first.result.Replayed {
-			t.Fatalf("first: %v", first.err)
+		first := DecideTxn(build("rq-1", transfer), Input{States: states}, testEnv(now, 9))
+		if first.Err != nil || first.Result.Replayed {
+			t.Fatalf("first: %v", first.Err)
 		}
 		after := applied(first)
-		again := DecideTxn(after, nil, build("rq-1", transfer), now.Add(time.Second), 9, testWindow)
-		if again.err != nil || !again.result.Replayed || len(again.txn) != 0 || again.conflict != nil {
-			t.Fatalf("retry: want a replay appending nothing, got %v replayed %v, %d events", again.err, again.result.Replayed, len(again.txn))
+		again := DecideTxn(build("rq-1", transfer), Input{States: after}, testEnv(now.Add(time.Second), 9))
+		if again.Err != nil || !again.Result.Replayed || len(again.Txn) != 0 || again.Conflict != nil {
+			t.Fatalf("retry: want a replay appending nothing, got %v replayed %v, %d events", again.Err, again.Result.Replayed, len(again.Txn))
 		}
-		if again.result.TxnID != first.result.TxnID {
-			t.Fatalf("replayed txnId %s, want %s", again.result.TxnID, first.result.TxnID)
+		if again.Result.TxnID != first.Result.TxnID {
+			t.Fatalf("replayed txnId %s, want %s", again.Result.TxnID, first.Result.TxnID)
 		}
-		for i := range first.result.Txn {
-			if a, b := first.result.Txn[i], again.result.Txn[i]; a.Key != b.Key || a.Version != b.Version || string(a.Value) != string(b.Value) {
+		for i := range first.Result.Txn {
+			if a, b := first.Result.Txn[i], again.Result.Txn[i]; a.Key != b.Key || a.Version != b.Version || string(a.Value) != string(b.Value) {
 				t.Fatalf("replayed result %d = %+v, want %+v", i, b, a)
 			}
 		}
 
 		other := build("rq-1", transfer[:2])
-		reuse := DecideTxn(after, nil, other, now, 9, testWindow)
+		reuse := DecideTxn(other, Input{States: after}, testEnv(now, 9))
 		var e *contract.Error
-		if !errors.As(reuse.err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || reuse.conflict.Reason != "request_id_reused" || len(reuse.txn) != 0 {
-			t.Fatalf("same requestId, another body: want version_conflict on requestId, got %v %+v", reuse.err, reuse.conflict)
+		if !errors.As(reuse.Err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || reuse.Conflict.Reason != "request_id_reused" || len(reuse.Txn) != 0 {
+			t.Fatalf("same requestId, another body: want version_conflict on requestId, got %v %+v", reuse.Err, reuse.Conflict)
 		}
 
 		// A key the transaction wrote changed since: the retry is
@@ -228,9 +231,9 @@ func TestDecideTxn(t *testing.T) {
 		b := changed[scope+"b"]
 		b.Version, b.Entry.Version, b.Entry.RequestID, b.RequestDigest = 7, 7, "", ""
 		changed[scope+"b"] = b
-		partial := DecideTxn(changed, nil, build("rq-1", transfer), now, 9, testWindow)
-		if !errors.As(partial.err, &e) || e.Field != "requestId" || *e.FailedOp != 1 || len(partial.txn) != 0 || partial.conflict.Reason != "stale_request" {
-			t.Fatalf("partly overwritten: want stale_request at op 1, got %v", partial.err)
+		partial := DecideTxn(build("rq-1", transfer), Input{States: changed}, testEnv(now, 9))
+		if !errors.As(partial.Err, &e) || e.Field != "requestId" || *e.FailedOp != 1 || len(partial.Txn) != 0 || partial.Conflict.Reason != "stale_request" {
+			t.Fatalf("partly overwritten: want stale_request at op 1, got %v", partial.Err)
 		}
 
 		// Every written key changed since, and the window remembers the
@@ -238,22 +241,22 @@ func TestDecideTxn(t *testing.T) {
 		// stale retry, refused at the first key; another body under the
 		// id is request_id_reused.
 		overwritten := applied(first)
-		known := requestMemory{}
-		for _, ev := range first.txn {
-			known.add(ev)
+		known := Memory{}
+		for _, ev := range first.Txn {
+			known.Add(ev)
 			st := overwritten[ev.Key]
 			st.Version, st.Entry.Version, st.Entry.RequestID, st.RequestDigest = st.Version+1, st.Version+1, "", ""
 			overwritten[ev.Key] = st
 		}
-		stale := DecideTxn(overwritten, known, build("rq-1", transfer), now, 9, testWindow)
-		if !errors.As(stale.err, &e) || e.Field != "requestId" || *e.FailedOp != 0 || len(stale.txn) != 0 || stale.conflict.Reason != "stale_request" {
-			t.Fatalf("stale retry: want stale_request at op 0, got %v %+v", stale.err, stale.conflict)
+		stale := DecideTxn(build("rq-1", transfer), Input{States: overwritten, Known: known}, testEnv(now, 9))
+		if !errors.As(stale.Err, &e) || e.Field != "requestId" || *e.FailedOp != 0 || len(stale.Txn) != 0 || stale.Conflict.Reason != "stale_request" {
+			t.Fatalf("stale retry: want stale_request at op 0, got %v %+v", stale.Err, stale.Conflict)
 		}
-		if r := DecideTxn(overwritten, known, build("rq-1", transfer[:2]), now, 9, testWindow); r.conflict == nil || r.conflict.Reason != "request_id_reused" {
-			t.Fatalf("another body under a remembered id: %v", r.err)
+		if r := DecideTxn(build("rq-1", transfer[:2]), Input{States: overwritten, Known: known}, testEnv(now, 9)); r.Conflict == nil || r.Conflict.Reason != "request_id_reused" {
+			t.Fatalf("another body under a remembered id: %v", r.Err)
 		}
-		if r := DecideTxn(overwritten, known, build("rq-1", transfer), now, 9, RequestWindow{Versions: 1}); r.conflict != nil && r.conflict.Reason == "stale_request" && *r.conflict.TxnOp == 0 {
-			t.Fatalf("a window of 1 remembers only the latest write: %v", r.err)
+		if r := DecideTxn(build("rq-1", transfer), Input{States: overwritten, Known: known}, testEnvW(now, 9, RequestWindow{Versions: 1})); r.Conflict != nil && r.Conflict.Reason == "stale_request" && *r.Conflict.TxnOp == 0 {
+			t.Fatalf("a window of 1 remembers only the latest write: %v", r.Err)
 		}
 	})
 }
@@ -267,5 +270,21 @@ func TestTxnDigest(t *testing.T) {
 	a, b, c := mk("p", &contract.Condition{Exists: &yes}), mk("p", &contract.Condition{Exists: &no}), mk("q", &contract.Condition{Exists: &yes})
 	if a.Digest() == b.Digest() || a.Digest() == c.Digest() || a.Digest() != mk("p", &contract.Condition{Exists: &yes}).Digest() {
 		t.Fatalf("the digest must cover conditions and the principal, and be stable")
+	}
+}
+
+// TestTxnIDIsUUIDv5: txnID is the UUIDv5 (uuid.NewSHA1) transaction ids
+// were first written as, so replays of transactions logged before still
+// find theirs.
+func TestTxnIDIsUUIDv5(t *testing.T) {
+	ns := uuid.MustParse("0b6c6a9e-2f55-4f7e-9a8e-6f2b1c3d4e5f")
+	for _, c := range []struct {
+		key     string
+		version int64
+	}{{"tenant/a/project/b/k", 1}, {"tenant/a/project/b/ü", 1 << 40}, {"", 0}} {
+		want := uuid.NewSHA1(ns, []byte(c.key+"\x00"+strconv.FormatInt(c.version, 10))).String()
+		if got := txnID(c.key, c.version); got != want {
+			t.Fatalf("txnID(%q, %d) = %s, want %s", c.key, c.version, got, want)
+		}
 	}
 }

@@ -1,0 +1,194 @@
+package decide
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/eskv/eskv/contract"
+)
+
+// Env is what every decision of a batch is made under: the decision
+// time, the deciding owner's fencing epoch, how long requestIds and queue
+// dedupIds are remembered, and the two things the rules take from outside
+// the standard library (injected, so that decide stays pure and its
+// tests deterministic).
+type Env struct {
+	Now   time.Time
+	Epoch int64
+	// Window is how long a requestId is remembered on its key.
+	Window RequestWindow
+	// DedupWindow is how long a queue push's dedupId makes a repeated
+	// push with it add nothing.
+	DedupWindow time.Duration
+	// NewID returns a fresh unique id (conflict records, transactions
+	// that append nothing): the writer's UUIDv7.
+	NewID func() string
+	// Equal compares two JSON values canonically (RFC 8785: key order,
+	// number spelling and string escapes do not matter).
+	Equal func(a, b json.RawMessage) bool
+}
+
+// RequestRef names a requestId on a key.
+type RequestRef struct {
+	Key       string
+	RequestID string
+}
+
+// AppliedRequest is the newest event of a key that carried a requestId:
+// its version and the digest of the request that produced it
+// (Request.Digest), so a retry can be told from a reuse.
+type AppliedRequest struct {
+	Version int64
+	Digest  string
+	// Popped is the element the event popped when it is a pop (lpop,
+	// rpop, qpop): a retried pop is answered as a replay with the value
+	// (a queue item: data, receipt and deadline) the lost answer carried.
+	Popped *contract.Element
+	// After is a pop's event's metadata after it (the collection's
+	// length or size then); nil for every other event.
+	After json.RawMessage
+	// At is when the event was written (its ts): a requestId is
+	// remembered for a time as well as for a number of versions.
+	At time.Time
+}
+
+// ElementRef names a collection's element row: a set member, a list
+// position (contract.ListPosition) or a queue item (contract.QueueMember).
+type ElementRef struct {
+	Collection string
+	Member     string
+}
+
+// ElementRow is an element's row as a batch knows it: the version that
+// wrote it (0: no row) and, for a list element, its value.
+type ElementRow struct {
+	Version int64
+	Value   json.RawMessage
+}
+
+// Input is what a command is decided on: what its batch read for it
+// (the overlay, the state cache, the projection) and decided before it.
+type Input struct {
+	// State is the state of a single-key command's key; States holds
+	// every key a transaction reads.
+	State  contract.State
+	States map[string]contract.State
+	// Known holds earlier uses of the command's requestId (requestid.go).
+	Known Memory
+	// Element is the row Command.Row named (a set's member, a list's
+	// end), when it named one.
+	Element ElementRow
+	// Queue is a queue write's items (QueueInput).
+	Queue QueueInput
+}
+
+// Plan is what a batch reads before it decides any of its commands, in
+// one round trip: every key's state, the earlier uses of requestIds,
+// and element rows that do not depend on any state.
+type Plan struct {
+	Keys     []string
+	Requests []RequestRef
+	Elements []ElementRef
+}
+
+// Command is one write of an op family, decided by the partition's owner:
+// it says what it reads (Plan, Row) and decides given what was read
+// (Decide: state in, events, an answer or a refusal out). The writer runs
+// every command alike: plan all, read once, decide each, commit.
+type Command interface {
+	// Plan adds to p what the command reads before its batch decides.
+	Plan(p *Plan)
+	// Row names the element row the command decides on given its key's
+	// state cur at now (a set's member, a list's end); ok is false when
+	// it decides on none.
+	Row(cur contract.State, now time.Time) (ref ElementRef, ok bool)
+	// Decide decides the command on in. It is pure.
+	Decide(in Input, env Env) Decision
+	// Request is the validated write the command decides.
+	Request() *Request
+}
+
+// Command families (one type each, as etcd has one message per op). A
+// denied write of any op is a KV command: it only records the denial.
+type (
+	// KV is a put, delete, expire, increment or patch.
+	KV struct{ R *Request }
+	// Lock is a lock or leader op (acquire, extend, release).
+	Lock struct{ R *Request }
+	// Queue is a qpush, qpop, qack, qrequeue or qexpire.
+	Queue struct{ R *Request }
+	// List is an lpush, rpush, lpop, rpop or ltrim.
+	List struct{ R *Request }
+	// Set is an sadd or srem.
+	Set struct{ R *Request }
+	// Txn is a multi-key transaction.
+	Txn struct{ R *Request }
+)
+
+// CommandOf is the command of r's op family.
+func CommandOf(r *Request) Command {
+	switch {
+	case r.Txn != nil:
+		return Txn{r}
+	case r.Member != "" && !r.Denied:
+		// Any op naming a member is decided on it (as sadd and srem).
+		return Set{r}
+	case r.Denied:
+		return KV{r}
+	case r.Op.IsQueueWrite():
+		return Queue{r}
+	case r.Op.IsListWrite():
+		return List{r}
+	case r.Op.LockAction() != "":
+		return Lock{r}
+	}
+	return KV{r}
+}
+
+// planKey is the plan of a single-key write: its key and its requestId.
+func planKey(r *Request, p *Plan) {
+	p.Keys = append(p.Keys, r.Key.String())
+	if ref, ok := requestRef(r); ok {
+		p.Requests = append(p.Requests, ref)
+	}
+}
+
+func (c KV) Request() *Request                                { return c.R }
+func (c KV) Plan(p *Plan)                                     { planKey(c.R, p) }
+func (c KV) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c KV) Decide(in Input, env Env) Decision                { return decideKV(c.R, in, env) }
+
+func (c Lock) Request() *Request                                { return c.R }
+func (c Lock) Plan(p *Plan)                                     { planKey(c.R, p) }
+func (c Lock) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c Lock) Decide(in Input, env Env) Decision                { return decideKV(c.R, in, env) }
+
+func (c Queue) Request() *Request                                { return c.R }
+func (c Queue) Plan(p *Plan)                                     { planKey(c.R, p) }
+func (c Queue) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c Queue) Decide(in Input, env Env) Decision                { return DecideQueue(c.R, in, env) }
+
+func (c List) Request() *Request { return c.R }
+func (c List) Plan(p *Plan)      { planKey(c.R, p) }
+func (c List) Row(cur contract.State, now time.Time) (ElementRef, bool) {
+	return PopRef(cur, c.R, now)
+}
+func (c List) Decide(in Input, env Env) Decision { return DecideList(c.R, in, env) }
+
+func (c Set) Request() *Request { return c.R }
+func (c Set) Plan(p *Plan) {
+	planKey(c.R, p)
+	if ref, ok := MemberRef(c.R); ok {
+		p.Elements = append(p.Elements, ref)
+	}
+}
+func (c Set) Row(contract.State, time.Time) (ElementRef, bool) { return MemberRef(c.R) }
+func (c Set) Decide(in Input, env Env) Decision                { return DecideSet(c.R, in, env) }
+
+func (c Txn) Request() *Request { return c.R }
+func (c Txn) Plan(p *Plan) {
+	p.Keys = append(p.Keys, c.R.Keys()...)
+	p.Requests = append(p.Requests, RequestRefs(c.R)...)
+}
+func (c Txn) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c Txn) Decide(in Input, env Env) Decision                { return DecideTxn(c.R, in, env) }

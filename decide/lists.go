@@ -1,0 +1,168 @@
+package decide
+
+import (
+	"time"
+
+	"github.com/eskv/eskv/contract"
+)
+
+// Lists (docs/collections.md, events/list.go). A list's metadata holds
+// its head position and size; its elements are the kv_elements rows at
+// positions head .. head+size-1. Every list write is decided on the
+// metadata and at most one element: a push writes position head-1
+// (lpush) or head+size (rpush), a pop removes the row at either end (its
+// value, for the answer and the event, comes from the overlay or one
+// primary-key probe), and ltrim only moves head and size: O(1) whatever
+// the list's length.
+
+// listMeta reads a list's metadata from its entry as a read sees it
+// (nil: absent, an empty list).
+func listMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error) {
+	return collectionMeta(visible, contract.PurposeList)
+}
+
+// PopRef names the element a pop of r would remove given the list's
+// state cur: ok is false for every other request, and for a pop of an
+// empty, missing or non-list key (decided on the state alone).
+func PopRef(cur contract.State, r *Request, now time.Time) (ElementRef, bool) {
+	if (r.Op != contract.OpLPop && r.Op != contract.OpRPop) || r.Denied || r.Txn != nil {
+		return ElementRef{}, false
+	}
+	meta, err := listMeta(cur.Visible(now))
+	if err != nil || meta.Size == 0 {
+		return ElementRef{}, false
+	}
+	pos := meta.Head
+	if r.Op == contract.OpRPop {
+		pos = meta.Head + meta.Size - 1
+	}
+	return ElementRef{Collection: r.Key.String(), Member: contract.ListPosition(pos)}, true
+}
+
+// DecideList decides a list write r (lpush, rpush, lpop, rpop, ltrim) on
+// the list's state (in.State), its end (in.Element, for a pop: the row
+// at the end it removes, named by PopRef) and what in.Known holds of r's
+// requestId. It is pure.
+// The first push creates the list (since = its version, head 0); a pop
+// of an empty or missing list is 404 not_found and appends nothing; an
+// ltrim that keeps every element appends nothing (Result.Changed false)
+// unless it is blind (r.Blind: its principal may not read the list),
+// and one that keeps none leaves an empty list (DELETE removes a list).
+func DecideList(r *Request, in Input, env Env) Decision {
+	w := newWrite(in.State, r, &env)
+	d, done := decideCollectionRequest(w, in.Known)
+	if done {
+		if d.Result.Replayed && d.Result.Element == nil {
+			d.Result.Element = replayedPop(in.State, in.Known, r)
+		}
+		return d
+	}
+	visible, end := w.visible, in.Element
+	meta, err := listMeta(visible)
+	if err != nil {
+		return Decision{Err: err}
+	}
+	ev := newEvent(w)
+	ev.Op = r.Op
+	if visible == nil {
+		meta.Since = ev.Version
+	}
+	switch r.Op {
+	case contract.OpLPush, contract.OpRPush:
+		pos := meta.Head + meta.Size
+		if r.Op == contract.OpLPush {
+			pos = meta.Head - 1
+			meta.Head = pos
+		}
+		meta.Size++
+		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(pos), Value: r.Value}
+	case contract.OpLPop, contract.OpRPop:
+		if visible == nil || meta.Size == 0 {
+			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "list %s is empty or does not exist", r.Key)}
+		}
+		pos := meta.Head + meta.Size - 1
+		if r.Op == contract.OpLPop {
+			pos = meta.Head
+			meta.Head++
+		}
+		if end.Version < meta.Since || end.Version == 0 {
+			// The metadata names an element the projection and
+			// the overlay do not hold: never answer a wrong value.
+			return Decision{Err: contract.Errorf(contract.EInternal, "list %s: no element at its position %d", r.Key, pos)}
+		}
+		meta.Size--
+		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: end.Value}
+	case contract.OpLTrim:
+		from, to, ok := contract.ListRange(r.Start, r.Stop, meta.Size)
+		keepsAll := ok && from == 0 && to == meta.Size-1 || !ok && meta.Size == 0
+		// A blind trim (its principal may not read the list) that keeps
+		// every element still appends, the metadata unchanged: whether
+		// it appended would tell the list's length.
+		if keepsAll && !r.Blind || visible == nil {
+			res := Result{Entry: contract.Entry{Key: r.Key.String()}}
+			if visible != nil {
+				res.Entry = *visible
+			}
+			return Decision{Result: res}
+		}
+		if ok {
+			meta.Head += from
+			meta.Size = to - from + 1
+		} else {
+			meta.Head += meta.Size
+			meta.Size = 0
+		}
+	default:
+		return Decision{Err: contract.Errorf(contract.EInternal, "%s is not a list write", r.Op)}
+	}
+	after, merr := marshalCompact(meta)
+	if merr != nil {
+		return Decision{Err: contract.Errorf(contract.EInternal, "encode list metadata: %v", merr)}
+	}
+	ev.After = after
+	d = finish(w, ev, contract.PurposeList, r.TTLSeconds == 0)
+	d.Result.Changed = true
+	d.Result.Element = ev.Element
+	return d
+}
+
+// replayedPop is the element change a replay of r (the list's latest
+// write, at cur) answers: for a pop (of a list or a queue), the element
+// it popped (a list's value, a queue's item), as known from
+// the overlay, the batch or kv_history (AppliedRequest.Popped); nil for
+// every other write, and when nothing holds the value any more (history
+// retention deleted its Event: the replay answers no value). The replay
+// of an older pop carries its element already (replayOlderPop).
+func replayedPop(cur contract.State, known Memory, r *Request) *contract.Element {
+	if !r.Op.IsPop() {
+		return nil
+	}
+	a, ok := known.Get(r)
+	if !ok || a.Version != cur.Version || a.Popped == nil {
+		return nil
+	}
+	el := *a.Popped
+	return &el
+}
+
+// ReadLen answers llen from the list's entry as a read sees it: 0 for
+// an absent list.
+func ReadLen(key contract.Key, e *contract.Entry) (contract.LenAnswer, error) {
+	meta, err := listMeta(e)
+	if err != nil {
+		return contract.LenAnswer{}, err
+	}
+	return contract.LenAnswer{List: key.String(), Length: meta.Size}, nil
+}
+
+// ListAnswer is the answer of a list write from its result.
+func ListAnswer(res Result) contract.ListChangeAnswer {
+	a := contract.ListChangeAnswer{List: res.Entry.Key, Version: res.Entry.Version}
+	if meta, err := contract.ParseCollectionMeta(res.Entry.Value); err == nil && res.Entry.Value != nil {
+		a.Length = meta.Size
+	}
+	if res.Element != nil {
+		a.Value = res.Element.Value
+	}
+	return a
+}
