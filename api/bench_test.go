@@ -15,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -56,7 +57,8 @@ func BenchmarkPutBody(b *testing.B) {
 // a benchmark's memory does not grow with b.N.
 type benchWriter struct{ fakeWriter }
 
-func (w *benchWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {
+func (w *benchWriter) Do(_ context.Context, c decide.Command) (writer.Result, error) {
+	r := writtenOf(c)
 	return writer.Result{Entry: contract.Entry{Key: r.Key.String(), Version: 8, Value: r.Value, Semantics: r.Semantics,
 		CreatedAt: benchTime, UpdatedAt: benchTime, LastWriter: r.Principal}}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
@@ -27,9 +28,9 @@ func (hungWriter) State(ctx context.Context, _ contract.Key) (contract.State, er
 	return contract.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
 }
 
-func (hungWriter) Do(ctx context.Context, r *writer.Request) (writer.Result, error) {
+func (hungWriter) Do(ctx context.Context, c decide.Command) (writer.Result, error) {
 	<-ctx.Done()
-	return writer.Result{}, &contract.Error{Code: contract.EOutcomeUnknown, RequestID: r.RequestID, RetryAfterSeconds: 1, Message: "outcome unknown"}
+	return writer.Result{}, &contract.Error{Code: contract.EOutcomeUnknown, RequestID: c.Head().RequestID, RetryAfterSeconds: 1, Message: "outcome unknown"}
 }
 
 // deadlineWatcher refuses every watch, saying whether its context had a

@@ -227,7 +227,7 @@ func jsonValueKind(v string) string {
 // Eskv-Replayed header. A request (or a transaction's step) on a key the
 // caller may not read is marked blind first, and refused what a blind
 // request may not ask (decide.CheckBlind: 403 naming the parameter).
-func (s *Server) write(c echo.Context, req *writer.Request) (writer.Result, error) {
+func (s *Server) write(c echo.Context, req decide.Command) (writer.Result, error) {
 	if err := blind(c, req); err != nil {
 		return writer.Result{}, err
 	}
@@ -241,7 +241,7 @@ func (s *Server) write(c echo.Context, req *writer.Request) (writer.Result, erro
 // writeEntry runs a request whose answer is the entry after it; its
 // value only for a caller who may read the key (a patch or an increment
 // answer would show what a write-only token did not send).
-func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
+func (s *Server) writeEntry(c echo.Context, req *decide.KV) error {
 	res, err := s.write(c, req)
 	if err != nil {
 		return err
@@ -256,18 +256,20 @@ func (s *Server) writeEntry(c echo.Context, req *writer.Request) error {
 // may not read its key, and checks what it asks (decide.CheckBlind). A
 // refused step of a transaction is noted for the denial's log line and
 // audit record, as an unauthorized one is (txnDenied).
-func blind(c echo.Context, req *writer.Request) error {
-	if req.Txn == nil {
-		req.Blind = !mayRead(c, req.Key.String())
+func blind(c echo.Context, req decide.Command) error {
+	txn, ok := req.(*decide.Txn)
+	if !ok {
+		h := req.Head()
+		h.Blind = !mayRead(c, h.Key.String())
 		return decide.CheckBlind(req)
 	}
-	for _, s := range req.Txn {
-		s.Req.Blind = !mayRead(c, s.Req.Key.String())
+	for _, s := range txn.Steps {
+		s.Write.Blind = !mayRead(c, s.Write.Key.String())
 	}
 	err := decide.CheckBlind(req)
 	var e *contract.Error
 	if errors.As(err, &e) && e.FailedOp != nil {
-		s := req.Txn[*e.FailedOp].Req
+		s := txn.Steps[*e.FailedOp].Write
 		c.Set(txnDeniedKey, txnDenied{op: s.Op, key: s.Key.String(), write: s.Op != contract.OpCheck})
 	}
 	return err

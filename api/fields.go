@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/writer"
+	"github.com/eskv/eskv/decide"
 )
 
 // getField answers GET /v1/kv/{key}?field=NAME.
@@ -45,9 +45,9 @@ func (s *Server) patch(c echo.Context, p *Principal, k contract.Key) error {
 // patchRequest is the write of a patch of key k by principal (b valid),
 // its values compacted within the value limit. A transaction's patch is
 // one.
-func (s *Server) patchRequest(k contract.Key, b *contract.PatchBody, principal string) (*writer.Request, error) {
-	req := &writer.Request{Key: k, Op: contract.OpPatch, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
-		RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal, MaxValueBytes: s.cfg.MaxValueBytes,
+func (s *Server) patchRequest(k contract.Key, b *contract.PatchBody, principal string) (*decide.KV, error) {
+	req := &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPatch, RequestID: b.RequestID, Principal: principal}, Create: b.Create, ExpectedVersion: b.ExpectedVersion,
+		SpecRef: b.SpecRef, MaxValueBytes: s.cfg.MaxValueBytes,
 		Set: make(map[string]json.RawMessage, len(b.Set)), Unset: b.Unset, TTLSeconds: b.TTL(), Semantics: b.EntrySemantics()}
 	for f, v := range b.Set {
 		if v == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
 )
@@ -21,8 +22,65 @@ import (
 // asked to decide; every write is accepted.
 type fakeWriter struct {
 	states map[string]contract.State
-	reqs   []writer.Request
+	reqs   []written
 	denied []deniedWrite
+}
+
+// written is a command the writer was asked to decide, its family's
+// fields side by side, so that a test reads any of them.
+type written struct {
+	decide.Header
+	Value                json.RawMessage
+	ExpectedVersion      *int64
+	TTLSeconds           int64
+	KeepTTL              bool
+	Semantics            contract.Semantics
+	SpecRef              string
+	By                   int64
+	Create               bool
+	Min, Max             *int64
+	Set                  map[string]json.RawMessage
+	If                   *contract.FieldCondition
+	MaxValueBytes        int
+	Holder               string
+	Member               string
+	Start, Stop          int64
+	Priority, Visibility int64
+	DedupID              string
+	ItemTTL, Delivery    int64
+	Item, ReceiptNonce   string
+	Txn                  []writtenStep
+}
+
+// writtenStep is a transaction's step as written records it.
+type writtenStep struct {
+	Req  *decide.KV
+	Cond *contract.Condition
+}
+
+// writtenOf is c as written.
+func writtenOf(c decide.Command) written {
+	w := written{Header: *c.Head()}
+	switch c := c.(type) {
+	case *decide.KV:
+		w.Value, w.ExpectedVersion, w.TTLSeconds, w.KeepTTL, w.Semantics, w.SpecRef = c.Value, c.ExpectedVersion, c.TTLSeconds, c.KeepTTL, c.Semantics, c.SpecRef
+		w.By, w.Create, w.Min, w.Max, w.Set, w.If, w.MaxValueBytes = c.By, c.Create, c.Min, c.Max, c.Set, c.If, c.MaxValueBytes
+	case *decide.Lock:
+		w.Holder, w.TTLSeconds, w.Semantics, w.SpecRef = c.Holder, c.TTLSeconds, c.Semantics, c.SpecRef
+	case *decide.Queue:
+		w.ExpectedVersion, w.Value, w.TTLSeconds, w.Priority, w.DedupID, w.ItemTTL = c.ExpectedVersion, c.Value, c.TTLSeconds, c.Priority, c.DedupID, c.ItemTTL
+		w.Visibility, w.Item, w.Delivery, w.ReceiptNonce = c.Visibility, c.Item, c.Delivery, c.ReceiptNonce
+	case *decide.List:
+		w.ExpectedVersion, w.Value, w.TTLSeconds, w.Start, w.Stop = c.ExpectedVersion, c.Value, c.TTLSeconds, c.Start, c.Stop
+	case *decide.Set:
+		w.ExpectedVersion, w.Member, w.TTLSeconds = c.ExpectedVersion, c.Member, c.TTLSeconds
+	case *decide.Txn:
+		w.Txn = make([]writtenStep, len(c.Steps))
+		for i, s := range c.Steps {
+			w.Txn[i] = writtenStep{Req: s.Write, Cond: s.Cond}
+		}
+	}
+	return w
 }
 
 // deniedWrite is one AuditDenied call.
@@ -36,8 +94,9 @@ func (f *fakeWriter) AuditDenied(k contract.Key, op contract.Op, principal, requ
 	f.denied = append(f.denied, deniedWrite{k.String(), op, principal, requestID})
 }
 
-func (f *fakeWriter) Do(_ context.Context, r *writer.Request) (writer.Result, error) {
-	f.reqs = append(f.reqs, *r)
+func (f *fakeWriter) Do(_ context.Context, c decide.Command) (writer.Result, error) {
+	r := writtenOf(c)
+	f.reqs = append(f.reqs, r)
 	if r.Txn != nil {
 		res := writer.Result{TxnID: "txn-1", Txn: make([]contract.TxnResult, len(r.Txn))}
 		for i, s := range r.Txn {
@@ -230,29 +289,29 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code, f
 func TestHandlersTranslate(t *testing.T) {
 	for _, tc := range []struct {
 		name, method, path, body string
-		check                    func(t *testing.T, r writer.Request, answer string)
+		check                    func(t *testing.T, r written, answer string)
 	}{
-		{"OKPutDefaults", "PUT", key + "k", `{"value":{"a":1},"semantics":{"ttlSeconds":30}}`, func(t *testing.T, r writer.Request, _ string) {
+		{"OKPutDefaults", "PUT", key + "k", `{"value":{"a":1},"semantics":{"ttlSeconds":30}}`, func(t *testing.T, r written, _ string) {
 			if r.Op != contract.OpPut || r.Semantics.Purpose != "other" || r.TTLSeconds != 30 || string(r.Value) != `{"a":1}` {
 				t.Fatalf("request %+v", r)
 			}
 		}},
-		{"OKIncrementStepOne", "POST", key + "k:increment", `{"create":true}`, func(t *testing.T, r writer.Request, _ string) {
+		{"OKIncrementStepOne", "POST", key + "k:increment", `{"create":true}`, func(t *testing.T, r written, _ string) {
 			if r.Op != contract.OpIncrement || r.By != 1 || !r.Create || r.Semantics.Purpose != "" {
 				t.Fatalf("request %+v", r)
 			}
 		}},
-		{"OKIncrementBounds", "POST", key + "k:increment", `{"by":-2,"min":0,"max":100}`, func(t *testing.T, r writer.Request, _ string) {
+		{"OKIncrementBounds", "POST", key + "k:increment", `{"by":-2,"min":0,"max":100}`, func(t *testing.T, r written, _ string) {
 			if r.Op != contract.OpIncrement || r.By != -2 || r.Min == nil || *r.Min != 0 || r.Max == nil || *r.Max != 100 {
 				t.Fatalf("request %+v", r)
 			}
 		}},
-		{"OKIncrementUnbounded", "POST", key + "k:increment", `{}`, func(t *testing.T, r writer.Request, _ string) {
+		{"OKIncrementUnbounded", "POST", key + "k:increment", `{}`, func(t *testing.T, r written, _ string) {
 			if r.Min != nil || r.Max != nil {
 				t.Fatalf("bounds %v %v on an unbounded increment", r.Min, r.Max)
 			}
 		}},
-		{"OKElectDefaultLease", "POST", key + "k:elect", `{"holder":"a","semantics":{"producer":"p"}}`, func(t *testing.T, r writer.Request, answer string) {
+		{"OKElectDefaultLease", "POST", key + "k:elect", `{"holder":"a","semantics":{"producer":"p"}}`, func(t *testing.T, r written, answer string) {
 			if r.Op != contract.OpLeaderElect || r.TTLSeconds != contract.DefaultLockTTLSeconds || r.Semantics.Purpose != "leader" || r.Holder != "a" {
 				t.Fatalf("request %+v", r)
 			}
@@ -260,17 +319,17 @@ func TestHandlersTranslate(t *testing.T) {
 				t.Fatalf("answer %s", answer)
 			}
 		}},
-		{"OKResign", "POST", key + "k:resign", `{"holder":"a"}`, func(t *testing.T, r writer.Request, answer string) {
+		{"OKResign", "POST", key + "k:resign", `{"holder":"a"}`, func(t *testing.T, r written, answer string) {
 			if r.Op != contract.OpLeaderResign || r.TTLSeconds != 0 || answer != `{"key":"tenant/acme/project/demo/k","version":7,"released":true}` {
 				t.Fatalf("request %+v answer %s", r, answer)
 			}
 		}},
-		{"OKPatchCompactsValues", "PATCH", key + "k", `{"set":{"a":{ "b" : 1 }},"if":{"field":"s","equals": "x" }}`, func(t *testing.T, r writer.Request, _ string) {
+		{"OKPatchCompactsValues", "PATCH", key + "k", `{"set":{"a":{ "b" : 1 }},"if":{"field":"s","equals": "x" }}`, func(t *testing.T, r written, _ string) {
 			if r.Op != contract.OpPatch || string(r.Set["a"]) != `{"b":1}` || string(r.If.Equals) != `"x"` || r.MaxValueBytes != 1024 {
 				t.Fatalf("request %+v", r)
 			}
 		}},
-		{"OKDelete", "DELETE", key + "k?expectedVersion=3&requestId=r", ``, func(t *testing.T, r writer.Request, answer string) {
+		{"OKDelete", "DELETE", key + "k?expectedVersion=3&requestId=r", ``, func(t *testing.T, r written, answer string) {
 			if r.Op != contract.OpDelete || *r.ExpectedVersion != 3 || r.RequestID != "r" || answer != `{"key":"tenant/acme/project/demo/k","version":7,"deleted":true}` {
 				t.Fatalf("request %+v answer %s", r, answer)
 			}
@@ -409,7 +468,7 @@ type refusingWriter struct {
 	err error
 }
 
-func (f *refusingWriter) Do(context.Context, *writer.Request) (writer.Result, error) {
+func (f *refusingWriter) Do(context.Context, decide.Command) (writer.Result, error) {
 	return writer.Result{}, f.err
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/writer"
+	"github.com/eskv/eskv/decide"
 )
 
 // getEntry answers GET /v1/kv/{key} (and ?field=NAME: getField).
@@ -39,9 +39,9 @@ func (s *Server) put(c echo.Context, p *Principal, k contract.Key) error {
 
 // putRequest is the write of a put of key k by principal: b, a valid
 // body whose value, compacted, is value. A transaction's put is one.
-func putRequest(k contract.Key, b *contract.PutBody, value json.RawMessage, principal string) *writer.Request {
-	return &writer.Request{Key: k, Op: contract.OpPut, Value: value, ExpectedVersion: b.ExpectedVersion,
-		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: principal}
+func putRequest(k contract.Key, b *contract.PutBody, value json.RawMessage, principal string) *decide.KV {
+	return &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, RequestID: b.RequestID, Principal: principal}, Value: value, ExpectedVersion: b.ExpectedVersion,
+		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), SpecRef: b.SpecRef}
 }
 
 func (s *Server) delete(c echo.Context, p *Principal, k contract.Key) error {
@@ -64,7 +64,7 @@ func (s *Server) delete(c echo.Context, p *Principal, k contract.Key) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
-	res, err := s.write(c, &writer.Request{Key: k, Op: contract.OpDelete, ExpectedVersion: q.ExpectedVersion, RequestID: q.RequestID, Principal: p.Name})
+	res, err := s.write(c, &decide.KV{Header: decide.Header{Key: k, Op: contract.OpDelete, RequestID: q.RequestID, Principal: p.Name}, ExpectedVersion: q.ExpectedVersion})
 	if err != nil {
 		return err
 	}

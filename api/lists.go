@@ -10,7 +10,6 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
-	"github.com/eskv/eskv/writer"
 )
 
 // Lists (docs/collections.md, events/list.go): values are JSON, pushed in
@@ -33,8 +32,8 @@ func (s *Server) push(c echo.Context, op contract.Op, p *Principal, k contract.K
 	if b.TTLSeconds != nil {
 		ttl = *b.TTLSeconds
 	}
-	return s.listWrite(c, &writer.Request{Key: k, Op: op, Value: value, ExpectedVersion: b.ExpectedVersion,
-		TTLSeconds: ttl, RequestID: b.RequestID, Principal: p.Name})
+	return s.listWrite(c, &decide.List{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name}, Value: value,
+		ExpectedVersion: b.ExpectedVersion, TTLSeconds: ttl})
 }
 
 // pop serves POST /v1/kv/{key}:lpop and :rpop; the body is optional.
@@ -46,8 +45,8 @@ func (s *Server) pop(c echo.Context, op contract.Op, p *Principal, k contract.Ke
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	return s.listWrite(c, &writer.Request{Key: k, Op: op, ExpectedVersion: b.ExpectedVersion,
-		RequestID: b.RequestID, Principal: p.Name})
+	return s.listWrite(c, &decide.List{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name},
+		ExpectedVersion: b.ExpectedVersion})
 }
 
 // trim serves POST /v1/kv/{key}:ltrim.
@@ -59,13 +58,13 @@ func (s *Server) trim(c echo.Context, op contract.Op, p *Principal, k contract.K
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	return s.listWrite(c, &writer.Request{Key: k, Op: op, Start: *b.Start, Stop: *b.Stop,
-		ExpectedVersion: b.ExpectedVersion, RequestID: b.RequestID, Principal: p.Name})
+	return s.listWrite(c, &decide.List{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name},
+		Start: *b.Start, Stop: *b.Stop, ExpectedVersion: b.ExpectedVersion})
 }
 
 // listWrite has the writer decide req and answers it. A caller with only
 // the write right learns neither the popped value nor the length.
-func (s *Server) listWrite(c echo.Context, req *writer.Request) error {
+func (s *Server) listWrite(c echo.Context, req *decide.List) error {
 	res, err := s.write(c, req)
 	if err != nil {
 		return err

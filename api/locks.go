@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/writer"
+	"github.com/eskv/eskv/decide"
 )
 
 // lock serves the lock and leader writes: POST /v1/kv/{key}:acquire,
@@ -20,7 +20,8 @@ func (s *Server) lock(c echo.Context, op contract.Op, p *Principal, k contract.K
 		return err
 	}
 	release := op.LockAction() == contract.LockRelease
-	req := &writer.Request{Key: k, Op: op, Holder: b.Holder, Semantics: b.EntrySemantics(op), RequestID: b.RequestID, SpecRef: b.SpecRef, Principal: p.Name}
+	req := &decide.Lock{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name}, Holder: b.Holder,
+		Semantics: b.EntrySemantics(op), SpecRef: b.SpecRef}
 	if !release {
 		req.TTLSeconds = b.Lease()
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
-	"github.com/eskv/eskv/writer"
 )
 
 // Queues (docs/collections.md "Queues", events/queue.go): items are JSON,
@@ -34,8 +33,8 @@ func (s *Server) qpush(c echo.Context, op contract.Op, p *Principal, k contract.
 	if b.TTLSeconds != nil {
 		ttl = *b.TTLSeconds
 	}
-	req := &writer.Request{Key: k, Op: op, Value: data, Priority: b.Priority, DedupID: b.DedupID,
-		ExpectedVersion: b.ExpectedVersion, TTLSeconds: ttl, RequestID: b.RequestID, Principal: p.Name}
+	req := &decide.Queue{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name}, Value: data, Priority: b.Priority,
+		DedupID: b.DedupID, ExpectedVersion: b.ExpectedVersion, TTLSeconds: ttl}
 	if b.ItemTTLSeconds != nil {
 		req.ItemTTL = *b.ItemTTLSeconds
 	}
@@ -80,8 +79,8 @@ func (s *Server) qpop(c echo.Context, op contract.Op, p *Principal, k contract.K
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	req := &writer.Request{Key: k, Op: op, Visibility: b.VisibilityTimeoutSeconds, ExpectedVersion: b.ExpectedVersion,
-		RequestID: b.RequestID, Principal: p.Name}
+	req := &decide.Queue{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name},
+		Visibility: b.VisibilityTimeoutSeconds, ExpectedVersion: b.ExpectedVersion}
 	res, err := s.write(c, req)
 	if err != nil {
 		return err
@@ -103,7 +102,7 @@ func (s *Server) qack(c echo.Context, op contract.Op, p *Principal, k contract.K
 		return err
 	}
 	member, delivery, nonce, _ := contract.ParseReceipt(b.Receipt)
-	req := &writer.Request{Key: k, Op: op, Item: member, Delivery: delivery, ReceiptNonce: nonce, RequestID: b.RequestID, Principal: p.Name}
+	req := &decide.Queue{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name}, Item: member, Delivery: delivery, ReceiptNonce: nonce}
 	res, err := s.write(c, req)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/admission"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
@@ -29,7 +30,7 @@ import (
 
 // Writer decides writes and reads the current state of keys.
 type Writer interface {
-	Do(ctx context.Context, r *writer.Request) (writer.Result, error)
+	Do(ctx context.Context, c decide.Command) (writer.Result, error)
 	State(ctx context.Context, key contract.Key) (contract.State, error)
 	Ready() bool
 	// AwaitProjected returns once the projection holds every write under

@@ -9,7 +9,6 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
-	"github.com/eskv/eskv/writer"
 )
 
 // Sets (docs/collections.md). Members are data of any content, so they
@@ -25,8 +24,8 @@ func (s *Server) setMember(c echo.Context, op contract.Op, p *Principal, k contr
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	req := &writer.Request{Key: k, Op: op, Member: b.Member, ExpectedVersion: b.ExpectedVersion,
-		TTLSeconds: b.TTL(), RequestID: b.RequestID, Principal: p.Name}
+	req := &decide.Set{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name}, Member: b.Member,
+		ExpectedVersion: b.ExpectedVersion, TTLSeconds: b.TTL()}
 	res, err := s.write(c, req)
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
-	"github.com/eskv/eskv/writer"
+	"github.com/eskv/eskv/decide"
 )
 
 // txnDeniedKey holds, in a refused transaction's context, the op the
@@ -84,21 +84,21 @@ func (s *Server) txn(c echo.Context) error {
 // (putRequest, incrementRequest, patchRequest), its condition's version
 // (or exists false, version 0) its expected version and a patch's field
 // condition its if; a check becomes a step of op check.
-func (s *Server) txnRequest(b *contract.TxnBody, keys []contract.Key, principal string) (*writer.Request, error) {
-	r := &writer.Request{Key: keys[0], Op: contract.OpTxn, RequestID: b.RequestID, Principal: principal,
-		Txn: make([]writer.TxnStep, len(b.Ops))}
+func (s *Server) txnRequest(b *contract.TxnBody, keys []contract.Key, principal string) (*decide.Txn, error) {
+	r := &decide.Txn{Header: decide.Header{Key: keys[0], Op: contract.OpTxn, RequestID: b.RequestID, Principal: principal},
+		Steps: make([]decide.TxnStep, len(b.Ops))}
 	for i := range b.Ops {
 		sub, cond, err := s.txnStep(&b.Ops[i], keys[i], principal)
 		if err != nil {
 			return nil, contract.InOp(i, err)
 		}
-		r.Txn[i] = writer.TxnStep{Req: sub, Cond: cond}
+		r.Steps[i] = decide.TxnStep{Write: sub, Cond: cond}
 	}
 	return r, nil
 }
 
 // txnStep is the request and condition of op o on key k.
-func (s *Server) txnStep(o *contract.TxnOp, k contract.Key, principal string) (*writer.Request, *contract.Condition, error) {
+func (s *Server) txnStep(o *contract.TxnOp, k contract.Key, principal string) (*decide.KV, *contract.Condition, error) {
 	var expected *int64
 	cond := o.Condition
 	if cond != nil {
@@ -139,9 +139,9 @@ func (s *Server) txnStep(o *contract.TxnOp, k contract.Key, principal string) (*
 		req, err := s.patchRequest(k, &pb, principal)
 		return req, cond, err
 	case contract.OpDelete:
-		return &writer.Request{Key: k, Op: contract.OpDelete, ExpectedVersion: expected, Principal: principal}, cond, nil
+		return &decide.KV{Header: decide.Header{Key: k, Op: contract.OpDelete, Principal: principal}, ExpectedVersion: expected}, cond, nil
 	}
-	return &writer.Request{Key: k, Op: contract.OpCheck, Principal: principal}, cond, nil
+	return &decide.KV{Header: decide.Header{Key: k, Op: contract.OpCheck, Principal: principal}}, cond, nil
 }
 
 // noQuery refuses any query parameter, naming the first in order.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -242,7 +243,7 @@ func TestTxnReplayedHeader(t *testing.T) {
 
 type replayingWriter struct{ fakeWriter }
 
-func (f *replayingWriter) Do(ctx context.Context, r *writer.Request) (writer.Result, error) {
+func (f *replayingWriter) Do(ctx context.Context, r decide.Command) (writer.Result, error) {
 	res, err := f.fakeWriter.Do(ctx, r)
 	res.Replayed = true
 	return res, err

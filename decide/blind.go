@@ -18,12 +18,15 @@ import (
 // ltrim always appends (DecideSet, DecideList), and the API answers a
 // blind write neither values, sizes nor membership.
 
-// CheckBlind refuses the parts of r that a principal that may not read
+// CheckBlind refuses the parts of c that a principal that may not read
 // its key may not ask for (403 forbidden, field naming the parameter;
 // in a transaction, ops[i].<parameter>). It is pure and decides on the
 // request alone, before any state is read, so the refusal tells nothing
 // of the key either.
-func CheckBlind(r *Request) error {
+func CheckBlind(c Command) error { return checkBlindRequest(c.flat()) }
+
+// checkBlindRequest is CheckBlind of the write as the rules read it.
+func checkBlindRequest(r *request) error {
 	if r.Txn != nil {
 		for i, s := range r.Txn {
 			if err := checkBlindStep(s); err != nil {
@@ -40,7 +43,7 @@ func CheckBlind(r *Request) error {
 
 // checkBlindStep is CheckBlind of one step of a transaction: its check
 // or field condition, then its write.
-func checkBlindStep(s TxnStep) *contract.Error {
+func checkBlindStep(s txnStep) *contract.Error {
 	r := s.Req
 	switch {
 	case !r.Blind:
@@ -54,7 +57,7 @@ func checkBlindStep(s TxnStep) *contract.Error {
 }
 
 // checkBlind is CheckBlind of one key's write.
-func checkBlind(r *Request) *contract.Error {
+func checkBlind(r *request) *contract.Error {
 	switch {
 	case !r.Blind:
 		return nil
@@ -73,7 +76,7 @@ func checkBlind(r *Request) *contract.Error {
 }
 
 // blindRefusal refuses field of r: why says what it would read.
-func blindRefusal(r *Request, field, why string) *contract.Error {
+func blindRefusal(r *request, field, why string) *contract.Error {
 	return contract.FieldErrorf(contract.EForbidden, field, "principal %s may not read %s: %s, which needs the read right as well as the write right",
 		r.Principal, r.Key.String(), why)
 }

@@ -96,6 +96,9 @@ type Plan struct {
 // (Decide: state in, events, an answer or a refusal out). The writer runs
 // every command alike: plan all, read once, decide each, commit.
 type Command interface {
+	// Head is what every write carries: its key, op, requestId and
+	// principal.
+	Head() *Header
 	// Plan adds to p what the command reads before its batch decides.
 	Plan(p *Plan)
 	// Row names the element row the command decides on given its key's
@@ -104,91 +107,56 @@ type Command interface {
 	Row(cur contract.State, now time.Time) (ref ElementRef, ok bool)
 	// Decide decides the command on in. It is pure.
 	Decide(in Input, env Env) Decision
-	// Request is the validated write the command decides.
-	Request() *Request
-}
-
-// Command families (one type each, as etcd has one message per op). A
-// denied write of any op is a KV command: it only records the denial.
-type (
-	// KV is a put, delete, expire, increment or patch.
-	KV struct{ R *Request }
-	// Lock is a lock or leader op (acquire, extend, release).
-	Lock struct{ R *Request }
-	// Queue is a qpush, qpop, qack, qrequeue or qexpire.
-	Queue struct{ R *Request }
-	// List is an lpush, rpush, lpop, rpop or ltrim.
-	List struct{ R *Request }
-	// Set is an sadd or srem.
-	Set struct{ R *Request }
-	// Txn is a multi-key transaction.
-	Txn struct{ R *Request }
-)
-
-// CommandOf is the command of r's op family.
-func CommandOf(r *Request) Command {
-	switch {
-	case r.Txn != nil:
-		return Txn{r}
-	case r.Member != "" && !r.Denied:
-		// Any op naming a member is decided on it (as sadd and srem).
-		return Set{r}
-	case r.Denied:
-		return KV{r}
-	case r.Op.IsQueueWrite():
-		return Queue{r}
-	case r.Op.IsListWrite():
-		return List{r}
-	case r.Op.LockAction() != "":
-		return Lock{r}
-	}
-	return KV{r}
+	// flat is the write as the rules read it (request).
+	flat() *request
 }
 
 // planKey is the plan of a single-key write: its key and its requestId.
-func planKey(r *Request, p *Plan) {
+func planKey(r *request, p *Plan) {
 	p.Keys = append(p.Keys, r.Key.String())
 	if ref, ok := requestRef(r); ok {
 		p.Requests = append(p.Requests, ref)
 	}
 }
 
-func (c KV) Request() *Request                                { return c.R }
-func (c KV) Plan(p *Plan)                                     { planKey(c.R, p) }
-func (c KV) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c KV) Decide(in Input, env Env) Decision                { return decideKV(c.R, in, env) }
+func (c *KV) Head() *Header                                    { return &c.Header }
+func (c *KV) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *KV) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
 
-func (c Lock) Request() *Request                                { return c.R }
-func (c Lock) Plan(p *Plan)                                     { planKey(c.R, p) }
-func (c Lock) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c Lock) Decide(in Input, env Env) Decision                { return decideKV(c.R, in, env) }
+func (c *Lock) Head() *Header                                    { return &c.Header }
+func (c *Lock) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *Lock) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Lock) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
 
-func (c Queue) Request() *Request                                { return c.R }
-func (c Queue) Plan(p *Plan)                                     { planKey(c.R, p) }
-func (c Queue) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c Queue) Decide(in Input, env Env) Decision                { return DecideQueue(c.R, in, env) }
+func (c *Queue) Head() *Header                                    { return &c.Header }
+func (c *Queue) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *Queue) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Queue) Decide(in Input, env Env) Decision                { return decideQueue(c.flat(), in, env) }
 
-func (c List) Request() *Request { return c.R }
-func (c List) Plan(p *Plan)      { planKey(c.R, p) }
-func (c List) Row(cur contract.State, now time.Time) (ElementRef, bool) {
-	return PopRef(cur, c.R, now)
+func (c *List) Head() *Header { return &c.Header }
+func (c *List) Plan(p *Plan)  { planKey(c.flat(), p) }
+func (c *List) Row(cur contract.State, now time.Time) (ElementRef, bool) {
+	return popRef(cur, c.flat(), now)
 }
-func (c List) Decide(in Input, env Env) Decision { return DecideList(c.R, in, env) }
+func (c *List) Decide(in Input, env Env) Decision { return decideList(c.flat(), in, env) }
 
-func (c Set) Request() *Request { return c.R }
-func (c Set) Plan(p *Plan) {
-	planKey(c.R, p)
-	if ref, ok := MemberRef(c.R); ok {
+func (c *Set) Head() *Header { return &c.Header }
+func (c *Set) Plan(p *Plan) {
+	r := c.flat()
+	planKey(r, p)
+	if ref, ok := memberRef(r); ok {
 		p.Elements = append(p.Elements, ref)
 	}
 }
-func (c Set) Row(contract.State, time.Time) (ElementRef, bool) { return MemberRef(c.R) }
-func (c Set) Decide(in Input, env Env) Decision                { return DecideSet(c.R, in, env) }
+func (c *Set) Row(contract.State, time.Time) (ElementRef, bool) { return memberRef(c.flat()) }
+func (c *Set) Decide(in Input, env Env) Decision                { return decideSet(c.flat(), in, env) }
 
-func (c Txn) Request() *Request { return c.R }
-func (c Txn) Plan(p *Plan) {
-	p.Keys = append(p.Keys, c.R.Keys()...)
-	p.Requests = append(p.Requests, RequestRefs(c.R)...)
+func (c *Txn) Head() *Header { return &c.Header }
+func (c *Txn) Plan(p *Plan) {
+	r := c.flat()
+	p.Keys = append(p.Keys, r.Keys()...)
+	p.Requests = append(p.Requests, requestRefs(r)...)
 }
-func (c Txn) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c Txn) Decide(in Input, env Env) Decision                { return DecideTxn(c.R, in, env) }
+func (c *Txn) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Txn) Decide(in Input, env Env) Decision                { return decideTxn(c.flat(), in, env) }

@@ -30,7 +30,7 @@ func testEnvW(now time.Time, epoch int64, window RequestWindow) Env {
 
 // requestIDDecision is decideRequestID of r on cur when known says prior
 // is the known earlier use of r's requestId.
-func requestIDDecision(cur contract.State, prior AppliedRequest, known bool, r *Request, env Env) (Decision, bool) {
+func requestIDDecision(cur contract.State, prior AppliedRequest, known bool, r *request, env Env) (Decision, bool) {
 	m := Memory{}
 	if ref, ok := requestRef(r); ok && known {
 		m[ref] = prior

@@ -10,10 +10,10 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// Request is one validated write, as the API builds it: the envelope of
-// every op family's fields. CommandOf gives the command of its family,
-// which decides it.
-type Request struct {
+// request is a write as the rules read it: every op family's fields,
+// flattened from its command (Command.flat), so that the digest of a
+// write is the one it always had whatever its family.
+type request struct {
 	Key contract.Key
 	// Op is a write: put, delete, expire, increment, patch, or a lock or
 	// leader op.
@@ -97,13 +97,13 @@ type Request struct {
 	// contract.OpTxn): its steps are decided in order, all or none
 	// (DecideTxn). Key is then the first step's key: every step's key
 	// lies in its scope, so in its partition.
-	Txn []TxnStep
+	Txn []txnStep
 }
 
 // requestDigest is the digest an event of r carries: Digest when r has a
 // requestId, else none (nothing can retry a request without one, and the
 // digest is a hash of the whole request: 4 % of the writer's CPU).
-func (r *Request) requestDigest() string {
+func (r *request) requestDigest() string {
 	if r.RequestID == "" {
 		return ""
 	}
@@ -113,7 +113,7 @@ func (r *Request) requestDigest() string {
 // Digest identifies the request body, so that a retried requestId can be
 // told from a reused one. The principal is part of it: another principal
 // reusing a requestId is a different request.
-func (r *Request) Digest() string {
+func (r *request) Digest() string {
 	if r.Txn != nil {
 		return txnDigest(r)
 	}
@@ -217,13 +217,13 @@ func (d *Decision) Appends() []*contract.Event {
 // write is a single-key write as it is decided: its request, its key's
 // state and what a read sees of it at env.Now.
 type write struct {
-	r       *Request
+	r       *request
 	cur     contract.State
 	visible *contract.Entry
 	env     *Env
 }
 
-func newWrite(cur contract.State, r *Request, env *Env) write {
+func newWrite(cur contract.State, r *request, env *Env) write {
 	return write{r: r, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
@@ -231,7 +231,7 @@ func newWrite(cur contract.State, r *Request, env *Env) write {
 // state (the key's latest write is all it knows of requestIds: decideKV
 // consults older ones first). It is pure: env.Now is the decision time
 // and env.Epoch the writer's fencing epoch.
-func Decide(cur contract.State, r *Request, env Env) Decision {
+func decideWrite(cur contract.State, r *request, env Env) Decision {
 	return newWrite(cur, r, &env).decide()
 }
 
@@ -548,7 +548,7 @@ func deniedDecision(w write) Decision {
 }
 
 // conflictOp names a rejected request's op as change events would.
-func conflictOp(r *Request) contract.Op {
+func conflictOp(r *request) contract.Op {
 	switch {
 	case r.Op == contract.OpPut:
 		return contract.OpSet

@@ -24,7 +24,7 @@ func listMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error
 // PopRef names the element a pop of r would remove given the list's
 // state cur: ok is false for every other request, and for a pop of an
 // empty, missing or non-list key (decided on the state alone).
-func PopRef(cur contract.State, r *Request, now time.Time) (ElementRef, bool) {
+func popRef(cur contract.State, r *request, now time.Time) (ElementRef, bool) {
 	if (r.Op != contract.OpLPop && r.Op != contract.OpRPop) || r.Denied || r.Txn != nil {
 		return ElementRef{}, false
 	}
@@ -48,7 +48,7 @@ func PopRef(cur contract.State, r *Request, now time.Time) (ElementRef, bool) {
 // ltrim that keeps every element appends nothing (Result.Changed false)
 // unless it is blind (r.Blind: its principal may not read the list),
 // and one that keeps none leaves an empty list (DELETE removes a list).
-func DecideList(r *Request, in Input, env Env) Decision {
+func decideList(r *request, in Input, env Env) Decision {
 	w := newWrite(in.State, r, &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
@@ -133,11 +133,11 @@ func DecideList(r *Request, in Input, env Env) Decision {
 // every other write, and when nothing holds the value any more (history
 // retention deleted its Event: the replay answers no value). The replay
 // of an older pop carries its element already (replayOlderPop).
-func replayedPop(cur contract.State, known Memory, r *Request) *contract.Element {
+func replayedPop(cur contract.State, known Memory, r *request) *contract.Element {
 	if !r.Op.IsPop() {
 		return nil
 	}
-	a, ok := known.Get(r)
+	a, ok := known.get(r)
 	if !ok || a.Version != cur.Version || a.Popped == nil {
 		return nil
 	}

@@ -48,7 +48,7 @@ func decideIncrement(w write, ev *contract.Event) Decision {
 // checkBounds refuses next, the result of adding r.By to base, when it
 // lies below r.Min or above r.Max. The message names the counter's value:
 // the API replaces it for a principal that may not read the key.
-func checkBounds(base, next int64, r *Request) *contract.Error {
+func checkBounds(base, next int64, r *request) *contract.Error {
 	verb, by := "adding", strconv.FormatInt(r.By, 10)
 	if r.By < 0 {
 		verb, by = "subtracting", strings.TrimPrefix(by, "-")
@@ -215,7 +215,7 @@ func until(e *contract.Entry) string {
 // act): the key then holds no lock, and the next tenure's token, a later
 // version, is still greater than every earlier one. An increment or
 // patch would keep a lock value, so it is wrong_type even then.
-func guardLock(visible *contract.Entry, r *Request) *contract.Error {
+func guardLock(visible *contract.Entry, r *request) *contract.Error {
 	if visible == nil || !isLockPurpose(visible.Semantics.Purpose) {
 		return nil
 	}

@@ -52,7 +52,7 @@ func InIncarnation(member string, since int64) bool {
 // version); a pop of an empty or missing queue is 404 queue_empty and
 // appends nothing; a push whose dedupId was pushed within env.DedupWindow
 // appends nothing (Result.Deduplicated).
-func DecideQueue(r *Request, in Input, env Env) Decision {
+func decideQueue(r *request, in Input, env Env) Decision {
 	w := newWrite(in.State, r, &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
@@ -113,7 +113,7 @@ func DecideQueue(r *Request, in Input, env Env) Decision {
 // pushed is the item a push of r appends at version: ready, and with an
 // item TTL its own expiry (pushedAt + TTL), which every later event of
 // the item carries.
-func pushed(meta contract.CollectionMeta, r *Request, version int64, now time.Time) *contract.Element {
+func pushed(meta contract.CollectionMeta, r *request, version int64, now time.Time) *contract.Element {
 	el := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(meta.Since, r.Priority, version),
 		Value: r.Value, State: contract.ItemReady, DedupID: r.DedupID, PushedAt: &now}
 	if r.ItemTTL > 0 {
@@ -125,7 +125,7 @@ func pushed(meta contract.CollectionMeta, r *Request, version int64, now time.Ti
 
 // duplicate is the item a push of r.DedupID repeats: dup, when it is an
 // item of this incarnation of the queue pushed within the window.
-func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *Request, env Env) *contract.Element {
+func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *request, env Env) *contract.Element {
 	now, window := env.Now, env.DedupWindow
 	if r.DedupID == "" || dup == nil || visible == nil || dup.DedupID != r.DedupID || !InIncarnation(dup.Member, meta.Since) {
 		return nil
@@ -141,7 +141,7 @@ func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.Col
 // timeout it goes in flight (one more delivery, hidden until its
 // deadline); without, it is removed (kept as done when it has a dedupId,
 // so repeated pushes within the window still find it).
-func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request, now time.Time) (*contract.Element, error) {
+func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request, now time.Time) (*contract.Element, error) {
 	if visible == nil || meta.Size-meta.InFlight <= 0 {
 		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s is empty or does not exist", r.Key)
 	}
@@ -184,7 +184,7 @@ var errStaleReceipt = contract.FieldErrorf(contract.EStaleReceipt, "receipt",
 
 // current reports whether item is the in-flight delivery r names, in
 // this incarnation of the queue.
-func current(item *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *Request) bool {
+func current(item *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *request) bool {
 	return visible != nil && item != nil && item.Member == r.Item && InIncarnation(item.Member, meta.Since) &&
 		item.State == contract.ItemInFlight && item.Deliveries == r.Delivery
 }
@@ -206,7 +206,7 @@ func receiptMatches(item *contract.Element, nonce string) bool {
 // the deadline but before the sweeper requeued the item succeeds, as in
 // SQS; so does one after the item's own TTL passed but before the
 // sweeper's qexpire removed it (then it is stale).
-func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request) (*contract.Element, error) {
+func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request) (*contract.Element, error) {
 	if !current(item, visible, *meta, r) || !receiptMatches(item, r.ReceiptNonce) {
 		return nil, errStaleReceipt
 	}
@@ -227,7 +227,7 @@ func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.C
 // that won the race leaves nothing to do (version_conflict, which the
 // sweeper counts as skipped). An item whose own TTL passed is not
 // returned: the sweeper's qexpire removes it.
-func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request, now time.Time) (*contract.Element, error) {
+func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request, now time.Time) (*contract.Element, error) {
 	if !current(item, visible, *meta, r) || item.VisibleAt == nil || now.Before(*item.VisibleAt) || item.ItemExpired(now) {
 		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", r.Key, r.Item, r.Delivery)
 	}
@@ -243,7 +243,7 @@ func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contra
 // dedupId so repeated pushes within the window still find it; size-1,
 // and inFlight-1 when it was in flight. A pop, ack or expire that won
 // the race leaves nothing to do (version_conflict: skipped).
-func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *Request, now time.Time) (*contract.Element, error) {
+func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request, now time.Time) (*contract.Element, error) {
 	live := visible != nil && item != nil && item.Member == r.Item && InIncarnation(item.Member, meta.Since) &&
 		(item.State == contract.ItemReady || item.State == contract.ItemInFlight)
 	if !live || !item.ItemExpired(now) {
@@ -266,7 +266,7 @@ func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *con
 // replayedQueueWrite is the element a replay of r (the queue's latest
 // write, at cur) answers: a pop's item as it popped it (replayedPop),
 // a push's item id.
-func replayedQueueWrite(cur contract.State, known Memory, r *Request) *contract.Element {
+func replayedQueueWrite(cur contract.State, known Memory, r *request) *contract.Element {
 	if r.Op == contract.OpQPush {
 		meta, err := contract.ParseCollectionMeta(cur.Entry.Value)
 		if err != nil {
@@ -278,7 +278,7 @@ func replayedQueueWrite(cur contract.State, known Memory, r *Request) *contract.
 }
 
 // QueuePushAnswer is the answer of a qpush from its result.
-func QueuePushAnswer(res Result, r *Request) contract.QPushAnswer {
+func QueuePushAnswer(res Result, r *Queue) contract.QPushAnswer {
 	a := contract.QPushAnswer{Queue: res.Entry.Key, Version: res.Entry.Version, Priority: r.Priority, Deduplicated: res.Deduplicated}
 	a.Size, _ = queueSizes(res.Entry)
 	if res.Element != nil {
@@ -291,7 +291,7 @@ func QueuePushAnswer(res Result, r *Request) contract.QPushAnswer {
 }
 
 // QueuePopAnswer is the answer of a qpop from its result.
-func QueuePopAnswer(res Result, r *Request) contract.QPopAnswer {
+func QueuePopAnswer(res Result, r *Queue) contract.QPopAnswer {
 	a := contract.QPopAnswer{Queue: res.Entry.Key, Version: res.Entry.Version}
 	a.Size, _ = queueSizes(res.Entry)
 	if el := res.Element; el != nil {
@@ -338,9 +338,18 @@ func ReadQueueSize(key contract.Key, e *contract.Entry) (contract.QSizeAnswer, e
 	return contract.QSizeAnswer{Queue: key.String(), Size: meta.Size, InFlight: meta.InFlight}, nil
 }
 
-// QueueItemRef names the item an ack, a requeue or an expire of r decides on; ok is
-// false for every other request.
-func QueueItemRef(r *Request) (ElementRef, bool) {
+// QueueItemRef names the item an ack, a requeue or an expire c decides
+// on; ok is false for every other command.
+func QueueItemRef(c Command) (ElementRef, bool) {
+	q, ok := c.(*Queue)
+	if !ok {
+		return ElementRef{}, false
+	}
+	return queueItemRef(q.flat())
+}
+
+// queueItemRef is QueueItemRef of the write as the rules read it.
+func queueItemRef(r *request) (ElementRef, bool) {
 	if (r.Op != contract.OpQAck && r.Op != contract.OpQRequeue && r.Op != contract.OpQExpire) || r.Denied || r.Txn != nil {
 		return ElementRef{}, false
 	}

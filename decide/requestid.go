@@ -59,7 +59,7 @@ type Memory map[RequestRef]AppliedRequest
 // requestRef names r's requestId on its key; ok is false when r carries
 // none, or its decision never consults it (a denied write's audit
 // record, an expire).
-func requestRef(r *Request) (ref RequestRef, ok bool) {
+func requestRef(r *request) (ref RequestRef, ok bool) {
 	if r.RequestID == "" || r.Denied || r.Op == contract.OpExpire {
 		return ref, false
 	}
@@ -94,8 +94,11 @@ func Popped(e *contract.Event) *contract.Element {
 	return nil
 }
 
-// Get returns what is known of r's requestId on its key.
-func (m Memory) Get(r *Request) (AppliedRequest, bool) {
+// Get returns what is known of c's requestId on its key.
+func (m Memory) Get(c Command) (AppliedRequest, bool) { return m.get(c.flat()) }
+
+// get returns what is known of r's requestId on its key.
+func (m Memory) get(r *request) (AppliedRequest, bool) {
 	ref, ok := requestRef(r)
 	if !ok {
 		return AppliedRequest{}, false
@@ -116,7 +119,7 @@ func (m Memory) Get(r *Request) (AppliedRequest, bool) {
 // is then decided by Decide. It is pure.
 func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 	cur, r := w.cur, w.r
-	prior, found := known.Get(r)
+	prior, found := known.get(r)
 	if r.Denied || r.Op == contract.OpExpire || !found || !olderUse(cur, prior, r.RequestID, w.env) {
 		return d, false
 	}
@@ -143,7 +146,7 @@ func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 // removed it (or made it in flight) and a busy list or queue is written
 // again before any retry. ok is false for every other request, and when
 // nothing holds the popped element (the retry is then stale).
-func replayOlderPop(r *Request, prior AppliedRequest) (d Decision, ok bool) {
+func replayOlderPop(r *request, prior AppliedRequest) (d Decision, ok bool) {
 	if !r.Op.IsPop() || prior.Popped == nil {
 		return d, false
 	}
@@ -170,7 +173,7 @@ func olderUse(cur contract.State, prior AppliedRequest, requestID string, env *E
 
 // decideKV decides a single-key write (KV, Lock): Decide preceded by
 // decideRequestID on what in.Known holds of r's requestId.
-func decideKV(r *Request, in Input, env Env) Decision {
+func decideKV(r *request, in Input, env Env) Decision {
 	w := newWrite(in.State, r, &env)
 	if d, ok := decideRequestID(w, in.Known); ok {
 		return d

@@ -15,7 +15,7 @@ import (
 
 // MemberRef names the member a set write decides on; ok is false for
 // every other request (and for a denied one, decided on the state only).
-func MemberRef(r *Request) (ElementRef, bool) {
+func memberRef(r *request) (ElementRef, bool) {
 	if r.Member == "" || r.Denied || r.Txn != nil {
 		return ElementRef{}, false
 	}
@@ -75,7 +75,7 @@ func purposeOf(e *contract.Entry) string {
 // an element and with the metadata unchanged: its version then moves by
 // one whether the member was there or not, so neither the answer's
 // version nor any later one tells the principal membership.
-func DecideSet(r *Request, in Input, env Env) Decision {
+func decideSet(r *request, in Input, env Env) Decision {
 	w := newWrite(in.State, r, &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
@@ -122,7 +122,7 @@ func DecideSet(r *Request, in Input, env Env) Decision {
 // collection: its metadata is the server's, kept by the collection's
 // ops. A DELETE removes the whole collection (one event, whatever its
 // size: the elements left behind are not read, CollectionMeta.Since).
-func guardCollection(visible *contract.Entry, r *Request) *contract.Error {
+func guardCollection(visible *contract.Entry, r *request) *contract.Error {
 	if visible == nil || !contract.IsCollectionPurpose(visible.Semantics.Purpose) || r.Op == contract.OpDelete {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// TxnStep is one operation of a transaction: Req is a write (Op put,
+// txnStep is one operation of a transaction: Req is a write (Op put,
 // delete, increment or patch) or, with Op contract.OpCheck, a read-only
 // condition on its key; Cond, when set, must hold for the step to apply.
 // The API builds Req as the single-key write of the same op (with the
@@ -18,8 +18,8 @@ import (
 // for Cond.Exists false) and a patch's If from Cond's field, so the
 // events name the ops as single-key writes would (create, cas,
 // field_cas).
-type TxnStep struct {
-	Req  *Request
+type txnStep struct {
+	Req  *request
 	Cond *contract.Condition
 }
 
@@ -62,7 +62,7 @@ func uuidV5(namespace [16]byte, name string) string {
 // txnDigest identifies a whole transaction: its principal and each step,
 // request and condition. Every event of the transaction carries it as
 // its requestDigest, so a retry is told from a reuse key by key.
-func txnDigest(r *Request) string {
+func txnDigest(r *request) string {
 	parts := []any{"txn", r.Principal}
 	for _, s := range r.Txn {
 		parts = append(parts, s.Req.Digest(), s.Cond)
@@ -72,8 +72,12 @@ func txnDigest(r *Request) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// keys lists the keys whose state deciding r reads.
-func (r *Request) Keys() []string {
+// Keys lists the keys whose state deciding c reads: its key, or each of
+// a transaction's steps'.
+func Keys(c Command) []string { return c.flat().Keys() }
+
+// Keys lists the keys whose state deciding r reads.
+func (r *request) Keys() []string {
 	if r.Txn == nil {
 		return []string{r.Key.String()}
 	}
@@ -87,7 +91,7 @@ func (r *Request) Keys() []string {
 // requestRefs names the (key, requestId) pairs whose earlier uses
 // deciding r consults (requestid.go): r's own, or a transaction's
 // requestId on each key it writes.
-func RequestRefs(r *Request) []RequestRef {
+func requestRefs(r *request) []RequestRef {
 	if r.Txn == nil {
 		if ref, ok := requestRef(r); ok {
 			return []RequestRef{ref}
@@ -132,7 +136,7 @@ func RequestRefs(r *Request) []RequestRef {
 // requestId: request_id_reused when another request used it,
 // stale_request when this transaction applied before and the key changed
 // since (applying it again would apply it twice).
-func DecideTxn(r *Request, in Input, env Env) Decision {
+func decideTxn(r *request, in Input, env Env) Decision {
 	t := txn{r: r, states: in.States, env: &env, digest: r.Digest()}
 	if d, done := t.replay(in.Known); done {
 		return d
@@ -188,7 +192,7 @@ func DecideTxn(r *Request, in Input, env Env) Decision {
 // txn is a transaction as it is decided: its request and digest, its
 // keys' states before it, under env.
 type txn struct {
-	r      *Request
+	r      *request
 	states map[string]contract.State
 	env    *Env
 	digest string

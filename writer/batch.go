@@ -136,7 +136,7 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 				switch {
 				case ds[i].Err == errDeferred:
 				case len(ds[i].Appends()) > 0 || ds[i].Conflict != nil:
-					c.done <- answer{err: errOutcomeUnknown(p.id, c.req, "could not commit it")}
+					c.done <- answer{err: errOutcomeUnknown(p.id, c.head(), "could not commit it")}
 				default:
 					c.done <- answer{res: ds[i].Result, err: ds[i].Err}
 				}
@@ -154,7 +154,7 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 		if d.Err == errDeferred {
 			continue
 		}
-		p.w.logDecision(c.req, d)
+		p.w.logDecision(c.cmd, d)
 		c.done <- answer{res: d.Result, err: d.Err}
 	}
 	return deferred, nil
@@ -258,8 +258,7 @@ func (p *partition) plan(q *projection.Query, batch []*call, rd *batchReads, now
 				q.Requests = append(q.Requests, projection.RequestRef(ref))
 			}
 		}
-		if _, ok := cmd.(decide.Queue); ok {
-			r := cmd.Request()
+		if r, ok := cmd.(*decide.Queue); ok {
 			e, in := p.overlay[r.Key.String()]
 			rd.elems.q.askQueue(q, r, e, in, now)
 			continue
@@ -307,7 +306,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 	evs = make([]*contract.Event, 0, len(batch))
 	budget := newBatchBudget(p.w.limits)
 	for i, c := range batch {
-		if !budget.mayFit(estimate(c.req, rd.states)) {
+		if !budget.mayFit(estimate(c.cmd, rd.states)) {
 			// It would not fit beside the writes admitted: not worth
 			// deciding now.
 			ds[i] = decide.Decision{Err: errDeferred}
@@ -336,7 +335,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 		switch f, topic, size := budget.admit(recs[n:]); f {
 		case tooLarge:
 			recs = recs[:n]
-			ds[i] = decide.Decision{Err: p.w.limits.tooLarge(c.req, topic, size)}
+			ds[i] = decide.Decision{Err: p.w.limits.tooLarge(c.cmd, topic, size)}
 			continue
 		case full:
 			recs = recs[:n]
@@ -361,8 +360,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 // could not be made (the projection did not answer).
 func (p *partition) decideOne(ctx context.Context, c *call, rd *batchReads, env decide.Env) (d decide.Decision, ok bool) {
 	cmd := c.command()
-	r := cmd.Request()
-	in := decide.Input{State: rd.states[r.Key.String()], States: rd.states, Known: rd.known}
+	in := decide.Input{State: rd.states[c.head().Key.String()], States: rd.states, Known: rd.known}
 	if ref, named := cmd.Row(in.State, env.Now); named {
 		row, err := p.row(ctx, ref, rd.elems)
 		if err != nil {
@@ -371,7 +369,7 @@ func (p *partition) decideOne(ctx context.Context, c *call, rd *batchReads, env 
 		}
 		in.Element = row
 	}
-	if _, isQueue := cmd.(decide.Queue); isQueue {
+	if r, isQueue := cmd.(*decide.Queue); isQueue {
 		q, err := p.queueInput(ctx, in.State, r, env.Now, rd.elems.q)
 		if err != nil {
 			p.log.Error("read queue items", "err", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // Batches bounded in bytes.
@@ -86,9 +87,9 @@ func (l *batchLimits) producerLimit(topic string) int32 {
 
 // tooLarge is the 413 of a write whose records of topic take size bytes,
 // more than a partition's budget.
-func (l *batchLimits) tooLarge(r *Request, topic string, size int) error {
+func (l *batchLimits) tooLarge(c decide.Command, topic string, size int) error {
 	field := "value"
-	if r.Txn != nil {
+	if _, ok := c.(*decide.Txn); ok {
 		field = "ops"
 	}
 	return contract.FieldErrorf(contract.ETooLarge, field,
@@ -96,21 +97,29 @@ func (l *batchLimits) tooLarge(r *Request, topic string, size int) error {
 		size, topic, l.budget[topic])
 }
 
-// leastBytes is at most what r's events take in kv.changes: the values
+// leastBytes is at most what c's events take in kv.changes: the values
 // and field values it writes, and its keys. A write over the budget by
 // this count alone is refused before it is queued.
-func leastBytes(r *Request) int {
-	if r.Txn == nil {
-		return valueBytes(r)
+func leastBytes(c decide.Command) int {
+	switch c := c.(type) {
+	case *decide.Txn:
+		n := 0
+		for _, s := range c.Steps {
+			n += kvBytes(s.Write)
+		}
+		return n
+	case *decide.KV:
+		return kvBytes(c)
+	case *decide.Queue:
+		return len(c.Key.String()) + len(c.Value)
+	case *decide.List:
+		return len(c.Key.String()) + len(c.Value)
 	}
-	n := 0
-	for _, s := range r.Txn {
-		n += valueBytes(s.Req)
-	}
-	return n
+	return len(c.Head().Key.String())
 }
 
-func valueBytes(r *Request) int {
+// kvBytes is leastBytes of a KV write: its key, value and field values.
+func kvBytes(r *decide.KV) int {
 	n := len(r.Key.String()) + len(r.Value)
 	for _, v := range r.Set {
 		n += len(v)
@@ -118,14 +127,14 @@ func valueBytes(r *Request) int {
 	return n
 }
 
-// estimate is about what r's records take in kv.changes, before it is
+// estimate is about what c's records take in kv.changes, before it is
 // decided on states: its values and keys (leastBytes) and the values of
 // the keys it reads, which its events carry as before. It decides only
-// whether deciding r now is worth it (batchBudget.mayFit): too high, r
+// whether deciding c now is worth it (batchBudget.mayFit): too high, c
 // waits a batch, first in the next one, where it is decided anyway.
-func estimate(r *Request, states map[string]contract.State) int {
-	n := leastBytes(r)
-	for _, k := range r.Keys() {
+func estimate(c decide.Command, states map[string]contract.State) int {
+	n := leastBytes(c)
+	for _, k := range decide.Keys(c) {
 		n += len(states[k].Entry.Value)
 	}
 	return n

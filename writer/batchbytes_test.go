@@ -17,6 +17,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // TestBatchBudgetAdmit: a write's records are admitted while the batch's
@@ -85,10 +86,10 @@ func keysOn(t *testing.T, tenant string, p, parts int32, n int) []contract.Key {
 
 // bigTxn is a transaction of tenant A putting a random value of size
 // bytes on each key.
-func bigTxn(keys []contract.Key, size int) *Request {
-	r := &Request{Op: contract.OpTxn, Key: keys[0], Principal: "a"}
+func bigTxn(keys []contract.Key, size int) *decide.Txn {
+	r := &decide.Txn{Header: decide.Header{Op: contract.OpTxn, Key: keys[0], Principal: "a"}}
 	for _, k := range keys {
-		r.Txn = append(r.Txn, TxnStep{Req: &Request{Key: k, Op: contract.OpPut, Value: randomValue(size), Principal: "a"}})
+		r.Steps = append(r.Steps, decide.TxnStep{Write: &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, Principal: "a"}, Value: randomValue(size)}})
 	}
 	return r
 }
@@ -144,7 +145,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 
 	// The overwriting transaction's before values are A's 60 KiB ones.
 	for _, k := range a[:30] {
-		if _, err := w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: randomValue(60 << 10), Principal: "a"}); err != nil {
+		if _, err := w.Do(ctx, &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, Principal: "a"}, Value: randomValue(60 << 10)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,11 +168,11 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	for burst := range 2 {
 		for i := range 64 {
 			attack.Go(func() {
-				_, err := w.Do(ctx, &Request{Key: a[i], Op: contract.OpPut, Value: randomValue(60 << 10), Principal: "a", RequestID: fmt.Sprint("put-", burst, "-", i)})
+				_, err := w.Do(ctx, &decide.KV{Header: decide.Header{Key: a[i], Op: contract.OpPut, Principal: "a", RequestID: fmt.Sprint("put-", burst, "-", i)}, Value: randomValue(60 << 10)})
 				aOut.add(err)
 			})
 		}
-		for _, txn := range []*Request{bigTxn(a, 60<<10), bigTxn(a, 29<<10), bigTxn(a[:30], 60<<10)} {
+		for _, txn := range []*decide.Txn{bigTxn(a, 60<<10), bigTxn(a, 29<<10), bigTxn(a[:30], 60<<10)} {
 			attack.Go(func() {
 				_, err := w.Do(ctx, txn)
 				aOut.add(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -50,7 +51,7 @@ func BenchmarkCASWrite(b *testing.B) {
 			var version int64
 			for b.Loop() {
 				ev := version
-				r := &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: &ev, Principal: "bench"}
+				r := &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, Principal: "bench"}, Value: json.RawMessage(`1`), ExpectedVersion: &ev}
 				if withID {
 					r.RequestID = fmt.Sprintf("req-%d", ev)
 				}
@@ -71,7 +72,7 @@ func BenchmarkStateOnePartition(b *testing.B) {
 	keys := make([]contract.Key, 64)
 	for i := range keys {
 		keys[i] = benchKey(b, fmt.Sprintf("tenant/bench/project/p/k%d", i))
-		if _, err := w.Do(b.Context(), &Request{Key: keys[i], Op: contract.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
+		if _, err := w.Do(b.Context(), &decide.KV{Header: decide.Header{Key: keys[i], Op: contract.OpPut, Principal: "bench"}, Value: json.RawMessage(`1`)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -96,13 +97,13 @@ func BenchmarkStateOnePartition(b *testing.B) {
 func BenchmarkWriteLog(b *testing.B) {
 	ev := &contract.Event{Key: "tenant/t/project/p/k", Version: 42, Kind: contract.KindPut, Op: contract.OpPut,
 		Semantics: contract.Semantics{Purpose: "config"}}
-	r := &Request{RequestID: "req-1", Principal: "bench"}
+	r := &decide.KV{Header: decide.Header{RequestID: "req-1", Principal: "bench"}}
 	info := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("service", "writer")
 	b.Run("typed", func(b *testing.B) {
 		w := &Writer{log: info}
 		b.ReportAllocs()
 		for range b.N {
-			w.logWrite(r, ev)
+			w.logWrite(&r.Header, ev)
 		}
 	})
 	b.Run("untyped", func(b *testing.B) {
@@ -116,7 +117,7 @@ func BenchmarkWriteLog(b *testing.B) {
 		w := &Writer{log: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 		b.ReportAllocs()
 		for range b.N {
-			w.logWrite(r, ev)
+			w.logWrite(&r.Header, ev)
 		}
 	})
 }
@@ -140,7 +141,7 @@ func BenchmarkWritesAcrossPartitions(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		k := keys[int(next.Add(1)-1)%len(keys)]
 		for pb.Next() {
-			if _, err := w.Do(context.Background(), &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(`1`), Principal: "bench"}); err != nil {
+			if _, err := w.Do(context.Background(), &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, Principal: "bench"}, Value: json.RawMessage(`1`)}); err != nil {
 				b.Error(err)
 				return
 			}

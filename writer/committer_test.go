@@ -23,6 +23,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -65,7 +66,7 @@ func keysByPartition(t *testing.T, n int32) []contract.Key {
 }
 
 func putKey(ctx context.Context, w *Writer, k contract.Key, v string) error {
-	_, err := w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(fmt.Sprintf("%q", v)), Principal: "test"})
+	_, err := w.Do(ctx, &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, Principal: "test"}, Value: json.RawMessage(fmt.Sprintf("%q", v))})
 	return err
 }
 

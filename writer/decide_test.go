@@ -26,20 +26,20 @@ func TestConflictPurpose(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		cur     contract.State
-		req     Request
+		req     decide.KV
 		purpose string
 	}{
-		{"PutWithoutSemantics", counter, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, "counter"},
-		{"PutOtherPurpose", counter, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "counter"},
-		{"Delete", counter, Request{Op: contract.OpDelete, ExpectedVersion: ptr(1)}, "counter"},
-		{"Increment", counter, Request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, "counter"},
-		{"PatchAbsent", contract.State{}, Request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, ExpectedVersion: ptr(1)}, "other"},
-		{"PutAbsent", contract.State{}, Request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "config"},
+		{"PutWithoutSemantics", counter, decide.KV{Header: decide.Header{Op: contract.OpPut}, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, "counter"},
+		{"PutOtherPurpose", counter, decide.KV{Header: decide.Header{Op: contract.OpPut}, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "counter"},
+		{"Delete", counter, decide.KV{Header: decide.Header{Op: contract.OpDelete}, ExpectedVersion: ptr(1)}, "counter"},
+		{"Increment", counter, decide.KV{Header: decide.Header{Op: contract.OpIncrement}, By: 1, ExpectedVersion: ptr(1)}, "counter"},
+		{"PatchAbsent", contract.State{}, decide.KV{Header: decide.Header{Op: contract.OpPatch}, Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, ExpectedVersion: ptr(1)}, "other"},
+		{"PutAbsent", contract.State{}, decide.KV{Header: decide.Header{Op: contract.OpPut}, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decide.Decide(tc.cur, &r, testEnv(now, 1))
+			d := r.Decide(decide.Input{State: tc.cur}, testEnv(now, 1))
 			if d.Conflict == nil || d.Conflict.Semantics.Purpose != tc.purpose {
 				t.Fatalf("conflict %+v, want purpose %s", d.Conflict, tc.purpose)
 			}

@@ -59,6 +59,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -393,7 +394,7 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = w.Do(t.Context(), &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(`1`), Principal: "test"})
+		_, err = w.Do(t.Context(), &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, Principal: "test"}, Value: json.RawMessage(`1`)})
 		return err
 	}
 	if err := put("tenant/t/project/p/before"); err != nil {

@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -64,7 +65,7 @@ func TestAwaitProjected(t *testing.T) {
 	ctx := t.Context()
 
 	k := mustKey(t, "tenant/a/project/p/apple")
-	if _, err := w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: []byte(`1`)}); err != nil {
+	if _, err := w.Do(ctx, &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut}, Value: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 

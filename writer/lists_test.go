@@ -22,15 +22,17 @@ func TestListsFollowThePartition(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
 	ctx := t.Context()
 	list := mustKey(t, "tenant/a/project/b/log")
-	push := func(op contract.Op, v string) *Request {
-		return &Request{Key: list, Op: op, Value: json.RawMessage(v), Principal: "p"}
+	push := func(op contract.Op, v string) *decide.List {
+		return &decide.List{Header: decide.Header{Key: list, Op: op, Principal: "p"}, Value: json.RawMessage(v)}
 	}
-	op := func(op contract.Op) *Request { return &Request{Key: list, Op: op, Principal: "p"} }
-	trim := func(start, stop int64) *Request {
-		return &Request{Key: list, Op: contract.OpLTrim, Start: start, Stop: stop, Principal: "p"}
+	op := func(op contract.Op) *decide.List {
+		return &decide.List{Header: decide.Header{Key: list, Op: op, Principal: "p"}}
+	}
+	trim := func(start, stop int64) *decide.List {
+		return &decide.List{Header: decide.Header{Key: list, Op: contract.OpLTrim, Principal: "p"}, Start: start, Stop: stop}
 	}
 	type step struct {
-		r      *Request
+		r      *decide.List
 		value  string // popped, or "" (none)
 		length int64
 		code   string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // TestSubmitRefusesWhenOverlayFull: with the projector down the overlay
@@ -18,7 +19,7 @@ func TestSubmitRefusesWhenOverlayFull(t *testing.T) {
 	})
 	p := newPartition(w, 0)
 	p.setReady(true, 1, map[string]overlayEntry{"a": {offset: 10}})
-	submit := func() error { return p.submit(&call{req: &Request{}, done: make(chan answer, 1)}) }
+	submit := func() error { return p.submit(&call{cmd: &decide.KV{}, done: make(chan answer, 1)}) }
 
 	if err := submit(); err != nil {
 		t.Fatalf("overlay below the limit: %v", err)

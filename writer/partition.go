@@ -11,22 +11,17 @@ import (
 	"github.com/eskv/eskv/decide"
 )
 
-// call is one request waiting for its answer.
+// call is one write waiting for its answer.
 type call struct {
-	req  *Request
+	cmd  decide.Command
 	done chan answer // buffered: the partition never blocks on an answer
-	// cmd is req's command (decide.CommandOf), set by the partition's
-	// goroutine when it first plans the call.
-	cmd decide.Command
 }
 
 // command is c's command.
-func (c *call) command() decide.Command {
-	if c.cmd == nil {
-		c.cmd = decide.CommandOf(c.req)
-	}
-	return c.cmd
-}
+func (c *call) command() decide.Command { return c.cmd }
+
+// head is c's command's header.
+func (c *call) head() *decide.Header { return c.cmd.Head() }
 
 type answer struct {
 	res Result
@@ -135,7 +130,7 @@ func errUnavailable(p int32, why string) error {
 // errOutcomeUnknown answers a write of r that partition p was handed and
 // may still commit, or may have committed: retried with r's requestId
 // it is applied once at most (contract.EOutcomeUnknown).
-func errOutcomeUnknown(p int32, r *Request, why string) error {
+func errOutcomeUnknown(p int32, r *decide.Header, why string) error {
 	how := "retry with the same requestId"
 	if r.RequestID == "" {
 		how = "it carried no requestId, so read the key before writing it again"

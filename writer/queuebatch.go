@@ -186,7 +186,7 @@ func (v *queueView) dedup(q string, since int64, id string) *contract.Element {
 // askQueue adds to q what a batch's queue write r needs from the
 // projection that the overlay (entry e, in: whether it holds r's queue)
 // does not hold, and notes the overlay's items of the queue in v.
-func (v *queueView) askQueue(q *projection.Query, r *Request, e overlayEntry, in bool, now time.Time) {
+func (v *queueView) askQueue(q *projection.Query, r *decide.Queue, e overlayEntry, in bool, now time.Time) {
 	key := r.Key.String()
 	if in {
 		v.overlay[key] = e.items
@@ -246,7 +246,7 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 // queueInput is what the queue write r is decided on besides the queue's
 // state cur (decide.DecideQueue): known to the batch, or probed now when a pop
 // reaches past the heads the first round trip read.
-func (p *partition) queueInput(ctx context.Context, cur contract.State, r *Request, now time.Time, v *queueView) (decide.QueueInput, error) {
+func (p *partition) queueInput(ctx context.Context, cur contract.State, r *decide.Queue, now time.Time, v *queueView) (decide.QueueInput, error) {
 	visible := cur.Visible(now)
 	meta, err := decide.QueueMeta(visible)
 	if err != nil || visible == nil {

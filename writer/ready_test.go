@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -102,7 +103,7 @@ func TestAuditDeniedNeverBlocks(t *testing.T) {
 	if got := fmt.Sprint(outcomes()); got != "[2 1 3]" || len(p.calls) != 2 {
 		t.Fatalf("queued, not_owner, dropped = %s with %d queued calls; want [2 1 3] and 2", got, len(p.calls))
 	}
-	if r := (<-p.calls).req; !r.Denied || r.Op != contract.OpDelete || r.Principal != "p" || r.RequestID != "r-1" || r.Key != key {
+	if r, _ := (<-p.calls).cmd.(*decide.KV); r == nil || !r.Denied || r.Op != contract.OpDelete || r.Principal != "p" || r.RequestID != "r-1" || r.Key != key {
 		t.Fatalf("queued request %+v", r)
 	}
 }

@@ -11,16 +11,11 @@ import (
 	"github.com/eskv/eskv/decide"
 )
 
-// The write rules are package decide's; the writer runs its commands.
-// These names are the API's view of a write (api.Writer.Do).
-type (
-	// Request is one validated write (decide.Request).
-	Request = decide.Request
-	// Result is the outcome of an accepted write (decide.Result).
-	Result = decide.Result
-	// TxnStep is one operation of a transaction (decide.TxnStep).
-	TxnStep = decide.TxnStep
-)
+// The write rules are package decide's; the writer runs its commands
+// (one type per op family, decide.Command).
+
+// Result is the outcome of an accepted write (decide.Result).
+type Result = decide.Result
 
 // Defaults of the windows the rules remember requestIds and dedupIds
 // for (Config.RequestIDWindow, RequestIDAge, QueueDedupWindow).

@@ -88,8 +88,8 @@ func TestOverlayForgetsProjectedRequests(t *testing.T) {
 // same round trip).
 func TestRecall(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
-	put := func(id string) *Request {
-		return &Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`1`), RequestID: id, Principal: "p"}
+	put := func(id string) *decide.KV {
+		return &decide.KV{Header: decide.Header{Key: key, Op: contract.OpPut, RequestID: id, Principal: "p"}, Value: json.RawMessage(`1`)}
 	}
 	// entry is the overlay entry after events of ids from version first.
 	entry := func(first int64, ids ...string) overlayEntry {
@@ -103,7 +103,7 @@ func TestRecall(t *testing.T) {
 	created := entry(1, "a", "b")
 	for _, tc := range []struct {
 		name        string
-		req         *Request
+		req         *decide.KV
 		entry       overlayEntry
 		in          bool
 		window      int64
@@ -116,7 +116,7 @@ func TestRecall(t *testing.T) {
 		{"OverlayCoversWindowNotAsked", put("z"), since5, true, 2, false, false},
 		{"NotInOverlayAsked", put("b"), overlayEntry{}, false, 1000, true, false},
 		{"NoRequestIDNotAsked", put(""), overlayEntry{}, false, 1000, false, false},
-		{"DeniedNotAsked", func() *Request { r := put("a"); r.Denied = true; return r }(), since5, false, 1000, false, false},
+		{"DeniedNotAsked", func() *decide.KV { r := put("a"); r.Denied = true; return r }(), since5, false, 1000, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			known := make(decide.Memory)
@@ -141,17 +141,17 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 	p := newPartition(w, 0)
 	key := mustKey(t, "tenant/a/project/b/cursor")
 	counter := mustKey(t, "tenant/a/project/b/counter")
-	put := func(v, id string) *Request {
-		return &Request{Key: key, Op: contract.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
+	put := func(v, id string) *decide.KV {
+		return &decide.KV{Header: decide.Header{Key: key, Op: contract.OpPut, RequestID: id, Principal: "p"}, Value: json.RawMessage(v)}
 	}
-	inc := func(id string) *Request {
-		return &Request{Key: counter, Op: contract.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+	inc := func(id string) *decide.KV {
+		return &decide.KV{Header: decide.Header{Key: counter, Op: contract.OpIncrement, RequestID: id, Principal: "p"}, By: 1, Create: true}
 	}
-	reqs := []*Request{put(`1`, "sync-1"), put(`2`, "sync-2"), put(`1`, "sync-1"), put(`2`, "sync-2"),
+	reqs := []*decide.KV{put(`1`, "sync-1"), put(`2`, "sync-2"), put(`1`, "sync-1"), put(`2`, "sync-2"),
 		inc("inc-1"), inc("inc-2"), inc("inc-1")}
 	batch := make([]*call, len(reqs))
 	for i, r := range reqs {
-		batch[i] = &call{req: r, done: make(chan answer, 1)}
+		batch[i] = &call{cmd: r, done: make(chan answer, 1)}
 	}
 	states := map[string]contract.State{key.String(): {}, counter.String(): {}}
 	ds, recs, evIdx, _ := p.decideAll(context.Background(), batch, &batchReads{states: states, known: make(decide.Memory), elems: newElemsKnown()}, 1)
@@ -187,13 +187,13 @@ func TestRequestIDsFollowThePartition(t *testing.T) {
 
 	ctx := t.Context()
 	cursor, counter := mustKey(t, "tenant/a/project/b/cursor"), mustKey(t, "tenant/a/project/b/counter")
-	put := func(v, id string) *Request {
-		return &Request{Key: cursor, Op: contract.OpPut, Value: json.RawMessage(v), RequestID: id, Principal: "p"}
+	put := func(v, id string) *decide.KV {
+		return &decide.KV{Header: decide.Header{Key: cursor, Op: contract.OpPut, RequestID: id, Principal: "p"}, Value: json.RawMessage(v)}
 	}
-	inc := func(id string) *Request {
-		return &Request{Key: counter, Op: contract.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+	inc := func(id string) *decide.KV {
+		return &decide.KV{Header: decide.Header{Key: counter, Op: contract.OpIncrement, RequestID: id, Principal: "p"}, By: 1, Create: true}
 	}
-	for _, r := range []*Request{put(`1`, "sync-1"), put(`2`, "sync-2"), inc("inc-1"), inc("inc-2")} {
+	for _, r := range []*decide.KV{put(`1`, "sync-1"), put(`2`, "sync-2"), inc("inc-1"), inc("inc-2")} {
 		if _, err := a.Do(ctx, r); err != nil {
 			t.Fatalf("%s %s: %v", r.Op, r.RequestID, err)
 		}
@@ -204,7 +204,7 @@ func TestRequestIDsFollowThePartition(t *testing.T) {
 
 	b := runWriter(t, broker, store, Config{InstanceID: "b"})
 	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
-	for _, r := range []*Request{put(`1`, "sync-1"), inc("inc-1")} {
+	for _, r := range []*decide.KV{put(`1`, "sync-1"), inc("inc-1")} {
 		_, err := b.Do(ctx, r)
 		var e *contract.Error
 		if !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || !strings.Contains(e.Message, "already applied at version") {
@@ -239,8 +239,8 @@ func TestRequestIDAgeOnAHotKeyAcrossTakeover(t *testing.T) {
 			testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
 			ctx := t.Context()
 			counter := mustKey(t, "tenant/a/project/b/hot-counter")
-			inc := func(id string) *Request {
-				return &Request{Key: counter, Op: contract.OpIncrement, By: 1, Create: true, RequestID: id, Principal: "p"}
+			inc := func(id string) *decide.KV {
+				return &decide.KV{Header: decide.Header{Key: counter, Op: contract.OpIncrement, RequestID: id, Principal: "p"}, By: 1, Create: true}
 			}
 			if _, err := a.Do(ctx, inc("inc-1")); err != nil {
 				t.Fatal(err)
@@ -327,9 +327,9 @@ func overlayIf(e overlayEntry, in bool) *overlayEntry {
 }
 
 // planRef is the requestId r's plan recalls, if any.
-func planRef(r *Request) (decide.RequestRef, bool) {
+func planRef(r *decide.KV) (decide.RequestRef, bool) {
 	var p decide.Plan
-	decide.CommandOf(r).Plan(&p)
+	r.Plan(&p)
 	if len(p.Requests) == 0 {
 		return decide.RequestRef{}, false
 	}

@@ -102,7 +102,7 @@ func (p *partition) askElements(q *projection.Query, c decide.Command, plan *dec
 			}
 		}
 	}
-	e, in := p.overlay[c.Request().Key.String()]
+	e, in := p.overlay[c.Head().Key.String()]
 	if !in {
 		return
 	}
@@ -123,7 +123,7 @@ func (p *partition) rowsOfStates(ctx context.Context, batch []*call, states map[
 	var refs []decide.ElementRef
 	for _, c := range batch {
 		cmd := c.command()
-		if ref, ok := cmd.Row(states[cmd.Request().Key.String()], now); ok && !elems.has(ref) {
+		if ref, ok := cmd.Row(states[c.head().Key.String()], now); ok && !elems.has(ref) {
 			refs = append(refs, ref)
 			elems.versions[ref] = 0
 		}

@@ -22,8 +22,8 @@ func TestElementOverlay(t *testing.T) {
 		op     contract.Op
 		member string
 	}{{contract.OpSAdd, "a"}, {contract.OpSAdd, "b"}, {contract.OpSRem, "a"}} {
-		r := Request{Key: key, Op: step.op, Member: step.member}
-		d := decide.DecideSet(&r, decide.Input{State: cur, Element: decide.ElementRow{Version: o.elems[step.member]}}, testEnv(now, 1))
+		r := decide.Set{Header: decide.Header{Key: key, Op: step.op}, Member: step.member}
+		d := r.Decide(decide.Input{State: cur, Element: decide.ElementRow{Version: o.elems[step.member]}}, testEnv(now, 1))
 		if d.Event == nil {
 			t.Fatalf("step %d appended nothing: %v", i, d.Err)
 		}
@@ -52,8 +52,10 @@ func TestSetMembersFollowThePartition(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "writer a ready", a.Ready)
 	ctx := t.Context()
 	set := mustKey(t, "tenant/a/project/b/agents")
-	req := func(op contract.Op, m string) *Request { return &Request{Key: set, Op: op, Member: m, Principal: "p"} }
-	for _, r := range []*Request{req(contract.OpSAdd, "x"), req(contract.OpSAdd, "y"), req(contract.OpSRem, "x")} {
+	req := func(op contract.Op, m string) *decide.Set {
+		return &decide.Set{Header: decide.Header{Key: set, Op: op, Principal: "p"}, Member: m}
+	}
+	for _, r := range []*decide.Set{req(contract.OpSAdd, "x"), req(contract.OpSAdd, "y"), req(contract.OpSRem, "x")} {
 		if res, err := a.Do(ctx, r); err != nil || !res.Changed {
 			t.Fatalf("%s %s: %+v %v", r.Op, r.Member, res, err)
 		}
@@ -65,7 +67,7 @@ func TestSetMembersFollowThePartition(t *testing.T) {
 	b := runWriter(t, broker, store, Config{InstanceID: "b"})
 	testenv.WaitFor(t, 30*time.Second, "writer b ready", b.Ready)
 	for _, step := range []struct {
-		r       *Request
+		r       *decide.Set
 		changed bool
 		version int64
 	}{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
@@ -174,7 +175,7 @@ func readThenCAS(ctx context.Context, w *Writer, k contract.Key) error {
 }
 
 func cas(ctx context.Context, w *Writer, k contract.Key, expected int64, v string) (Result, error) {
-	return w.Do(ctx, &Request{Key: k, Op: contract.OpPut, Value: json.RawMessage(v), ExpectedVersion: &expected, Principal: "p"})
+	return w.Do(ctx, &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, Principal: "p"}, Value: json.RawMessage(v), ExpectedVersion: &expected})
 }
 
 // TestStateCacheAnswersWithoutPostgres: once the projector applied a key's
@@ -215,7 +216,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 		if _, err := cas(ctx, w, d, 0, `{"a":[1,2]}`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.Do(ctx, &Request{Key: d, Op: contract.OpDelete, Principal: "q", RequestID: "del-1"}); err != nil {
+		if _, err := w.Do(ctx, &decide.KV{Header: decide.Header{Key: d, Op: contract.OpDelete, Principal: "q", RequestID: "del-1"}}); err != nil {
 			t.Fatal(err)
 		}
 		awaitTrimmed(t, w, k, d)
@@ -262,7 +263,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 	})
 	t.Run("OKExpiredIsAbsent", func(t *testing.T) {
 		e := mustKey(t, "tenant/a/project/b/expiring")
-		res, err := w.Do(ctx, &Request{Key: e, Op: contract.OpPut, Value: json.RawMessage(`1`), TTLSeconds: 1, Principal: "p"})
+		res, err := w.Do(ctx, &decide.KV{Header: decide.Header{Key: e, Op: contract.OpPut, Principal: "p"}, Value: json.RawMessage(`1`), TTLSeconds: 1})
 		if err != nil || res.Entry.ExpiresAt == nil {
 			t.Fatalf("put with a TTL: %+v %v", res, err)
 		}

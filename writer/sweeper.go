@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 )
 
@@ -119,14 +120,14 @@ func (p *partition) due(ctx context.Context, now time.Time) (map[string]int64, e
 // expire submits one expire request per due entry and counts those that
 // expired.
 func (p *partition) expire(ctx context.Context, due map[string]int64) (int, error) {
-	reqs := make([]*Request, 0, len(due))
+	reqs := make([]decide.Command, 0, len(due))
 	for k, v := range due {
 		key, err := contract.ParseKey(k)
 		if err != nil {
 			p.log.Error("the projection holds a key that breaks the key rules; not expiring it", "key", k, "err", err)
 			continue
 		}
-		reqs = append(reqs, &Request{Key: key, Op: contract.OpExpire, ExpectedVersion: &v, Principal: SweeperPrincipal})
+		reqs = append(reqs, &decide.KV{Header: decide.Header{Key: key, Op: contract.OpExpire, Principal: SweeperPrincipal}, ExpectedVersion: &v})
 	}
 	return p.submitSweep(ctx, reqs, "expired")
 }
@@ -134,7 +135,7 @@ func (p *partition) expire(ctx context.Context, due map[string]int64) (int, erro
 // submitSweep submits the sweeper's requests, at most MaxBatch at a time
 // so the queue never overflows, and counts those accepted (outcome done;
 // a version_conflict is a write that won the race: skipped).
-func (p *partition) submitSweep(ctx context.Context, reqs []*Request, done string) (int, error) {
+func (p *partition) submitSweep(ctx context.Context, reqs []decide.Command, done string) (int, error) {
 	n := 0
 	calls := make([]*call, 0, p.w.cfg.MaxBatch)
 	flush := func() error {
@@ -158,7 +159,7 @@ func (p *partition) submitSweep(ctx context.Context, reqs []*Request, done strin
 		return nil
 	}
 	for _, r := range reqs {
-		c := &call{req: r, done: make(chan answer, 1)}
+		c := &call{cmd: r, done: make(chan answer, 1)}
 		if err := p.submit(c); err != nil {
 			return n, err
 		}
@@ -195,7 +196,7 @@ func (p *partition) requeue(ctx context.Context) error {
 // queue items past their visibility deadline at now: the overlay's
 // (events the projection may not hold yet) and the projection's, where
 // the overlay does not know better.
-func (p *partition) dueItems(ctx context.Context, now time.Time) ([]*Request, error) {
+func (p *partition) dueItems(ctx context.Context, now time.Time) ([]decide.Command, error) {
 	return p.sweepItems(ctx, contract.OpQRequeue, func(el *contract.Element) bool {
 		return el.State == contract.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
 	}, func(limit int) ([]projection.DueItem, error) { return p.w.proj.DueItems(ctx, p.id, now, limit) })
@@ -224,7 +225,7 @@ func (p *partition) expireItems(ctx context.Context) error {
 // in-flight items past their own TTL at now: the overlay's (unprojected
 // item changes) and the projection's, where the overlay does not know
 // better.
-func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request, error) {
+func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]decide.Command, error) {
 	return p.sweepItems(ctx, contract.OpQExpire, func(el *contract.Element) bool {
 		return (el.State == contract.ItemReady || el.State == contract.ItemInFlight) && el.ItemExpired(now)
 	}, func(limit int) ([]projection.DueItem, error) { return p.w.proj.ExpiredItems(ctx, p.id, now, limit) })
@@ -234,13 +235,13 @@ func (p *partition) expiredItems(ctx context.Context, now time.Time) ([]*Request
 // partition's queue items: those of the overlay for which due holds, then
 // those the projection lists (rows) that the overlay does not know
 // better. A qrequeue names the delivery it ends.
-func (p *partition) sweepItems(ctx context.Context, op contract.Op, due func(*contract.Element) bool, rows func(limit int) ([]projection.DueItem, error)) ([]*Request, error) {
+func (p *partition) sweepItems(ctx context.Context, op contract.Op, due func(*contract.Element) bool, rows func(limit int) ([]projection.DueItem, error)) ([]decide.Command, error) {
 	limit := p.w.cfg.SweepBatch
-	var reqs []*Request
+	var reqs []decide.Command
 	add := func(queue, member string, deliveries int64) {
 		key, err := contract.ParseKey(queue)
 		if err == nil && len(reqs) < limit {
-			r := &Request{Key: key, Op: op, Item: member, Principal: SweeperPrincipal}
+			r := &decide.Queue{Header: decide.Header{Key: key, Op: op, Principal: SweeperPrincipal}, Item: member}
 			if op == contract.OpQRequeue {
 				r.Delivery = deliveries
 			}

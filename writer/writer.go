@@ -558,23 +558,24 @@ func (w *Writer) partition(key contract.Key) (int32, *partition) {
 // (not owned, too large, the partition not ready or full) is
 // partition_unavailable: nothing of it was written; one queued is
 // outcome_unknown, since the partition may still commit it.
-func (w *Writer) Do(ctx context.Context, r *Request) (Result, error) {
+func (w *Writer) Do(ctx context.Context, cmd decide.Command) (Result, error) {
+	r := cmd.Head()
 	id, p := w.partition(r.Key)
 	if p == nil {
 		return Result{}, errUnavailable(id, "not owned by this writer")
 	}
-	if n := leastBytes(r); n > w.limits.budget[w.cfg.Topics.Changes] {
+	if n := leastBytes(cmd); n > w.limits.budget[w.cfg.Topics.Changes] {
 		// It could never be appended: refused before it takes a place
 		// in a batch (batchbytes.go).
 		w.metrics.writes.WithLabelValues(contract.ETooLarge).Inc()
-		return Result{}, w.limits.tooLarge(r, w.cfg.Topics.Changes, n)
+		return Result{}, w.limits.tooLarge(cmd, w.cfg.Topics.Changes, n)
 	}
 	if ctx.Err() != nil {
 		// The deadline passed before the write was queued (a slow
 		// body): nothing of it may be written now.
 		return Result{}, errUnavailable(id, "not answering in time")
 	}
-	c := &call{req: r, done: make(chan answer, 1)}
+	c := &call{cmd: cmd, done: make(chan answer, 1)}
 	if err := p.submit(c); err != nil {
 		return Result{}, err
 	}
@@ -599,8 +600,8 @@ func (w *Writer) AuditDenied(key contract.Key, op contract.Op, principal, reques
 		w.metrics.deniedAudits.WithLabelValues("not_owner").Inc()
 		return
 	}
-	r := &Request{Key: key, Op: op, Principal: principal, RequestID: requestID, Denied: true}
-	if !p.offer(&call{req: r, done: make(chan answer, 1)}) {
+	r := &decide.KV{Header: decide.Header{Key: key, Op: op, Principal: principal, RequestID: requestID}, Denied: true}
+	if !p.offer(&call{cmd: r, done: make(chan answer, 1)}) {
 		w.metrics.deniedAudits.WithLabelValues("dropped").Inc()
 		return
 	}
@@ -660,13 +661,16 @@ func (w *Writer) Ready() bool {
 	return true
 }
 
-func (w *Writer) logDecision(r *Request, d decide.Decision) {
+func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
+	r := cmd.Head()
+	kv, _ := cmd.(*decide.KV)
+	txn, _ := cmd.(*decide.Txn)
 	switch {
-	case r.Denied:
+	case kv != nil && kv.Denied:
 		// The API logged the denial; this is its audit record.
 		w.metrics.writes.WithLabelValues("denied_audited").Inc()
-	case r.Txn != nil:
-		w.logTxn(r, d)
+	case txn != nil:
+		w.logTxn(txn, d)
 	case d.Event != nil && d.Event.Kind == contract.KindExpire:
 		w.metrics.writes.WithLabelValues("expired").Inc()
 		w.log.Info("expired", "key", d.Event.Key, "version", d.Event.Version, "expiresAt", d.Event.ExpiresAt,
@@ -695,7 +699,7 @@ func (w *Writer) logDecision(r *Request, d decide.Decision) {
 // log line, so it is built from typed attributes (slog.LogAttrs, no
 // []any boxing, no reflection on events' named string types) and skipped
 // whole when INFO is off. It names the key and version, never a value.
-func (w *Writer) logWrite(r *Request, e *contract.Event) {
+func (w *Writer) logWrite(r *decide.Header, e *contract.Event) {
 	ctx := context.Background()
 	if !w.log.Enabled(ctx, slog.LevelInfo) {
 		return
@@ -708,8 +712,8 @@ func (w *Writer) logWrite(r *Request, e *contract.Event) {
 // logTxn logs and counts a transaction's outcome, as one write request
 // (ok, replayed, conflict or an error code). Its log lines name keys and
 // versions, never a value.
-func (w *Writer) logTxn(r *Request, d decide.Decision) {
-	attrs := []any{"txnId", d.Result.TxnID, "scope", r.Key.Scope(), "ops", len(r.Txn), "requestId", r.RequestID, "principal", r.Principal}
+func (w *Writer) logTxn(r *decide.Txn, d decide.Decision) {
+	attrs := []any{"txnId", d.Result.TxnID, "scope", r.Key.Scope(), "ops", len(r.Steps), "requestId", r.RequestID, "principal", r.Principal}
 	switch {
 	case d.Result.Replayed:
 		w.metrics.writes.WithLabelValues("replayed").Inc()
