@@ -15,7 +15,7 @@ import (
 // is a bound on the value, as max is). Versions and existence are not
 // values: expectedVersion and a transaction's version and exists
 // conditions stay. Collections hide the rest: a blind sadd, srem or
-// ltrim always appends (DecideSet, DecideList), and the API answers a
+// ltrim always appends (decideSet, decideList), and the API answers a
 // blind write neither values, sizes nor membership.
 
 // CheckBlind refuses the parts of c that a principal that may not read

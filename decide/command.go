@@ -36,7 +36,7 @@ type RequestRef struct {
 
 // AppliedRequest is the newest event of a key that carried a requestId:
 // its version and the digest of the request that produced it
-// (Request.Digest), so a retry can be told from a reuse.
+// (request.Digest), so a retry can be told from a reuse.
 type AppliedRequest struct {
 	Version int64
 	Digest  string

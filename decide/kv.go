@@ -59,13 +59,13 @@ type request struct {
 	// Holder identifies the lock or leader-pool caller.
 	Holder string
 
-	// Member is the member an sadd or srem adds or removes (DecideSet).
+	// Member is the member an sadd or srem adds or removes (decideSet).
 	Member string
-	// Start and Stop are an ltrim's range (DecideList); a push's value
+	// Start and Stop are an ltrim's range (decideList); a push's value
 	// is Value.
 	Start, Stop int64
 
-	// Queue writes (DecideQueue): a push's Priority and DedupID (its
+	// Queue writes (decideQueue): a push's Priority and DedupID (its
 	// data is Value), a pop's Visibility timeout in seconds (0: remove
 	// at once), and the item and delivery an ack's receipt (or the
 	// sweeper's requeue or expire) names. ItemTTL is a push's item TTL
@@ -85,17 +85,17 @@ type request struct {
 	// their own). CheckBlind refuses what such a request may not ask (a
 	// condition on the value); a blind sadd, srem or ltrim that changes
 	// nothing still appends, so that its version tells nothing of the
-	// collection (DecideSet, DecideList).
+	// collection (decideSet, decideList).
 	Blind bool
 
 	// Denied marks a write the API refused (403 forbidden) before the
-	// writer saw it: Decide only records it in kv.conflicts with reason
+	// writer saw it: decideWrite only records it in kv.conflicts with reason
 	// forbidden, without any value, and appends nothing (AuditDenied).
 	Denied bool
 
 	// Txn, when set, makes the request a multi-key transaction (Op
 	// contract.OpTxn): its steps are decided in order, all or none
-	// (DecideTxn). Key is then the first step's key: every step's key
+	// (decideTxn). Key is then the first step's key: every step's key
 	// lies in its scope, so in its partition.
 	Txn []txnStep
 }
@@ -227,7 +227,7 @@ func newWrite(cur contract.State, r *request, env *Env) write {
 	return write{r: r, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
-// Decide applies the write rules to a request given the key's current
+// decideWrite applies the write rules to a request given the key's current
 // state (the key's latest write is all it knows of requestIds: decideKV
 // consults older ones first). It is pure: env.Now is the decision time
 // and env.Epoch the writer's fencing epoch.
@@ -323,7 +323,7 @@ const (
 )
 
 // requestSeen is the one place a write's requestId is compared with what
-// its key remembers: Decide (one key) and DecideTxn (every key a
+// its key remembers: decideWrite (one key) and decideTxn (every key a
 // transaction writes) ask it. Today a key remembers its latest write's
 // requestId and digest; a window of older ones extends this function
 // (and contract.State) alone.

@@ -21,7 +21,7 @@ func listMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error
 	return collectionMeta(visible, contract.PurposeList)
 }
 
-// PopRef names the element a pop of r would remove given the list's
+// popRef names the element a pop of r would remove given the list's
 // state cur: ok is false for every other request, and for a pop of an
 // empty, missing or non-list key (decided on the state alone).
 func popRef(cur contract.State, r *request, now time.Time) (ElementRef, bool) {
@@ -39,9 +39,9 @@ func popRef(cur contract.State, r *request, now time.Time) (ElementRef, bool) {
 	return ElementRef{Collection: r.Key.String(), Member: contract.ListPosition(pos)}, true
 }
 
-// DecideList decides a list write r (lpush, rpush, lpop, rpop, ltrim) on
+// decideList decides a list write r (lpush, rpush, lpop, rpop, ltrim) on
 // the list's state (in.State), its end (in.Element, for a pop: the row
-// at the end it removes, named by PopRef) and what in.Known holds of r's
+// at the end it removes, named by popRef) and what in.Known holds of r's
 // requestId. It is pure.
 // The first push creates the list (since = its version, head 0); a pop
 // of an empty or missing list is 404 not_found and appends nothing; an

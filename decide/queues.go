@@ -24,7 +24,7 @@ const DefaultQueueDedupWindow = 5 * time.Minute
 // QueueInput is what a queue write is decided on besides the queue's
 // state: for a pop, the queue's first ready item (nil: none known) and
 // the random nonce of the receipt of the delivery it makes
-// (the writer draws it: DecideQueue stays pure); for an ack or a requeue,
+// (the writer draws it: decideQueue stays pure); for an ack or a requeue,
 // the item its receipt names (nil: no row); for a push with a dedupId,
 // the newest item pushed with it (nil: none).
 type QueueInput struct {
@@ -46,7 +46,7 @@ func InIncarnation(member string, since int64) bool {
 	return member >= from && member < to
 }
 
-// DecideQueue decides a queue write r (qpush, qpop, qack, qrequeue) on
+// decideQueue decides a queue write r (qpush, qpop, qack, qrequeue) on
 // the queue's state (in.State), its items (in.Queue) and what in.Known
 // holds of r's requestId. It is pure. The first push creates the queue (since = its
 // version); a pop of an empty or missing queue is 404 queue_empty and

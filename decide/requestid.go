@@ -10,7 +10,7 @@ import (
 // Idempotency beyond a key's latest write (the writer's requestid.go
 // tells where the memory comes from).
 //
-// Decide replays a request that repeats the key's latest write (same
+// decideWrite replays a request that repeats the key's latest write (same
 // requestId, same digest). A retry of an older write — put sync-1, put
 // sync-2, retry sync-1 — would otherwise be applied again and move the
 // key back. So a requestId is remembered per key while it belongs to one
@@ -115,8 +115,8 @@ func (m Memory) get(r *request) (AppliedRequest, bool) {
 // another request under the same id is
 // request_id_reused; both are recorded in kv.conflicts and write nothing.
 // ok is false when the rule does not apply (no requestId, a use older
-// than the window, or the key's latest write, which Decide handles): r
-// is then decided by Decide. It is pure.
+// than the window, or the key's latest write, which decideWrite handles): r
+// is then decided by decideWrite. It is pure.
 func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 	cur, r := w.cur, w.r
 	prior, found := known.get(r)
@@ -157,7 +157,7 @@ func replayOlderPop(r *request, prior AppliedRequest) (d Decision, ok bool) {
 
 // olderUse reports whether prior (a known one) is a use of requestID on a
 // key, whose state is cur, that the window remembers at now and that is
-// not the key's latest write (Decide's rule): among its last
+// not the key's latest write (decideWrite's rule): among its last
 // window.Versions versions, or younger than window.Age. Comparing
 // prior.Digest with the request's is left to the caller (a transaction
 // compares its own digest, carried by each of its events).
@@ -171,7 +171,7 @@ func olderUse(cur contract.State, prior AppliedRequest, requestID string, env *E
 	return prior.Version <= cur.Version && env.Window.Holds(prior, cur.Version, env.Now)
 }
 
-// decideKV decides a single-key write (KV, Lock): Decide preceded by
+// decideKV decides a single-key write (KV, Lock): decideWrite preceded by
 // decideRequestID on what in.Known holds of r's requestId.
 func decideKV(r *request, in Input, env Env) Decision {
 	w := newWrite(in.State, r, &env)

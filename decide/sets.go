@@ -13,7 +13,7 @@ import (
 // in the round trip that reads the batch's states (one primary-key probe
 // per member): nothing ever reads the whole set.
 
-// MemberRef names the member a set write decides on; ok is false for
+// memberRef names the member a set write decides on; ok is false for
 // every other request (and for a denied one, decided on the state only).
 func memberRef(r *request) (ElementRef, bool) {
 	if r.Member == "" || r.Denied || r.Txn != nil {
@@ -61,7 +61,7 @@ func purposeOf(e *contract.Entry) string {
 	return e.Semantics.Purpose
 }
 
-// DecideSet decides an sadd or srem of r.Member on the set's state
+// decideSet decides an sadd or srem of r.Member on the set's state
 // (in.State), the member's kv_elements version (in.Element.Version, 0: no
 // row) and what in.Known holds of r's requestId. It is pure. An sadd of a member already there and an
 // srem of one that is not append nothing (Result.Changed false), as

@@ -110,9 +110,9 @@ func requestRefs(r *request) []RequestRef {
 	return refs
 }
 
-// DecideTxn decides a transaction against the states of its keys (every
+// decideTxn decides a transaction against the states of its keys (every
 // key of r.Txn must be in in.States; missing ones are taken as never
-// written) and what in.Known holds of its requestId on each. It is pure, like Decide, which it applies to each write in
+// written) and what in.Known holds of its requestId on each. It is pure, like decideWrite, which it applies to each write in
 // order, each step seeing the steps before it (on a copy: states is not
 // changed).
 //

@@ -19,7 +19,7 @@ type RequestRef struct {
 
 // AppliedRequest is the newest event of a key that carried a requestId:
 // its version and the digest of the request that produced it
-// (writer.Request.Digest), so a retry can be told from a reuse.
+// (decide: a write's digest), so a retry can be told from a reuse.
 type AppliedRequest struct {
 	Version int64
 	Digest  string
