@@ -28,6 +28,7 @@ import (
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/sweeper"
 )
 
 // Group is the consumer group through which writers share partitions. It
@@ -48,13 +49,9 @@ type Projection interface {
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
 	ClaimTopic(ctx context.Context, t projection.Topic) (projection.Topic, error)
-	Expired(ctx context.Context, p int32, now time.Time, limit int) ([]projection.Expiring, error)
-	// DueItems lists in-flight queue items past their deadline (the
-	// sweeper's requeues).
-	DueItems(ctx context.Context, p int32, now time.Time, limit int) ([]projection.DueItem, error)
-	// ExpiredItems lists ready and in-flight queue items past their own
-	// TTL (the sweeper's qexpire work list).
-	ExpiredItems(ctx context.Context, p int32, now time.Time, limit int) ([]projection.DueItem, error)
+	// The sweeper's work lists: entries past their expiry, in-flight
+	// queue items past their deadline, items past their own TTL.
+	sweeper.Projection
 }
 
 // DefaultStateCacheBytes is the default Config.StateCacheBytes.
