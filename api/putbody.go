@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -333,10 +334,10 @@ func (d *fastDecoder) strings(p *[]string) bool {
 }
 
 // skipValue steps over one JSON value that encoding/json's scanner
-// accepts (contract.ScanValue); false on anything else, and on values
+// accepts (codec.ScanValue); false on anything else, and on values
 // nested deeper than ScanValue reads.
 func (d *fastDecoder) skipValue() bool {
-	end, _, ok := contract.ScanValue(d.b, d.i)
+	end, _, ok := codec.ScanValue(d.b, d.i)
 	d.i = end
 	return ok
 }

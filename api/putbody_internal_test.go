@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -61,8 +62,8 @@ var putBodies = []struct {
 	{`[]`, false},
 	{`null`, false},
 	{``, false},
-	{`{"value":` + strings.Repeat("[", contract.MaxScanDepth+1) + strings.Repeat("]", contract.MaxScanDepth+1) + `}`, false},
-	{`{"value":` + strings.Repeat("[", contract.MaxScanDepth) + strings.Repeat("]", contract.MaxScanDepth) + `}`, true},
+	{`{"value":` + strings.Repeat("[", codec.MaxScanDepth+1) + strings.Repeat("]", codec.MaxScanDepth+1) + `}`, false},
+	{`{"value":` + strings.Repeat("[", codec.MaxScanDepth) + strings.Repeat("]", codec.MaxScanDepth) + `}`, true},
 	{`{"value":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, false},
 }
 

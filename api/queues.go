@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/writer"
 )
@@ -25,7 +26,7 @@ func (s *Server) qpush(c echo.Context, op contract.Op, p *Principal, k contract.
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	data, err := contract.CompactValue(b.Data, s.cfg.MaxValueBytes)
+	data, err := codec.CompactValue(b.Data, s.cfg.MaxValueBytes)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestRecordKeys(t *testing.T) {
 }
 
 // TestRecordHeaders: a change record carries exactly
-// contract.CloudEventHeaders, in order, and no two records share a
+// changelog.CloudEventHeaders, in order, and no two records share a
 // per-event value's memory.
 func TestRecordHeaders(t *testing.T) {
 	evs := []*contract.Event{
@@ -83,7 +83,7 @@ func TestRecordHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := contract.CloudEventHeaders(e, "eskv-writer/w1")
+		want := changelog.CloudEventHeaders(e, "eskv-writer/w1")
 		if len(r.Headers) != len(want) {
 			t.Fatalf("%d headers, want %d", len(r.Headers), len(want))
 		}

@@ -10,6 +10,8 @@ import (
 // first. The key length is MaxKeyLen; the value size is a server setting
 // whose default is DefaultMaxValueBytes.
 const (
+	// DefaultMaxValueBytes is the default limit on a serialized value.
+	DefaultMaxValueBytes = 64 << 10
 	// MaxTTLSeconds bounds every TTL and lease: ten years.
 	MaxTTLSeconds = 10 * 365 * 24 * 3600
 	// DefaultLockTTLSeconds is the lease of a lock or leadership when the

@@ -6,6 +6,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -380,7 +381,7 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r := contract.Hex4(p.b[p.i+2:])
+			r := codec.Hex4(p.b[p.i+2:])
 			switch {
 			case r <= 0: // \u0000 (jsonb refuses it) or not four hex digits
 				return "", false
@@ -390,7 +391,7 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 				}
 				lo := rune(-1)
 				if p.i+12 <= len(p.b) && p.b[p.i+6] == '\\' && p.b[p.i+7] == 'u' {
-					lo = contract.Hex4(p.b[p.i+8:])
+					lo = codec.Hex4(p.b[p.i+8:])
 				}
 				if lo < 0xdc00 || lo > 0xdfff {
 					return "", false

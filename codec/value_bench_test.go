@@ -1,10 +1,12 @@
-package contract
+package codec
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // benchValues are values of about 64 KiB, the default limit, in the shapes
@@ -41,7 +43,7 @@ func BenchmarkCompactValue(b *testing.B) {
 			b.SetBytes(int64(len(v)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := CompactValue(v, DefaultMaxValueBytes); err != nil {
+				if _, err := CompactValue(v, contract.DefaultMaxValueBytes); err != nil {
 					b.Fatal(err)
 				}
 			}

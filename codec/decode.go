@@ -1,4 +1,4 @@
-package contract
+package codec
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // The event's JSON is read here without reflection: encoding/json's
@@ -502,15 +504,15 @@ func (s *scanner) plainString() (raw []byte, ok bool, err error) {
 // (knownField).
 var known = func() map[string]string {
 	m := make(map[string]string)
-	for _, k := range []Kind{KindPut, KindDelete, KindExpire} {
+	for _, k := range []contract.Kind{contract.KindPut, contract.KindDelete, contract.KindExpire} {
 		m[string(k)] = string(k)
 	}
-	for _, op := range []Op{OpSet, OpCreate, OpCAS, OpDelete, OpExpire, OpIncrement, OpPatch, OpFieldCAS,
-		OpLockAcquire, OpLockExtend, OpLockRelease, OpLeaderElect, OpLeaderHeartbeat, OpLeaderResign,
-		OpSAdd, OpSRem, OpLPush, OpRPush, OpLPop, OpRPop, OpLTrim, OpQPush, OpQPop, OpQAck, OpQRequeue, OpQExpire, OpTxn} {
+	for _, op := range []contract.Op{contract.OpSet, contract.OpCreate, contract.OpCAS, contract.OpDelete, contract.OpExpire, contract.OpIncrement, contract.OpPatch, contract.OpFieldCAS,
+		contract.OpLockAcquire, contract.OpLockExtend, contract.OpLockRelease, contract.OpLeaderElect, contract.OpLeaderHeartbeat, contract.OpLeaderResign,
+		contract.OpSAdd, contract.OpSRem, contract.OpLPush, contract.OpRPush, contract.OpLPop, contract.OpRPop, contract.OpLTrim, contract.OpQPush, contract.OpQPop, contract.OpQAck, contract.OpQRequeue, contract.OpQExpire, contract.OpTxn} {
 		m[string(op)] = string(op)
 	}
-	for _, p := range Purposes {
+	for _, p := range contract.Purposes {
 		m[p] = p
 	}
 	return m
@@ -731,7 +733,7 @@ const (
 // decodeEvent decodes the JSON event at the start of b into e as
 // json.Decoder.Decode does; verbatim when b says as JSON what e's
 // encoding says (UnmarshalRecord).
-func decodeEvent(b []byte, e *Event) (verbatim bool, err error) {
+func decodeEvent(b []byte, e *contract.Event) (verbatim bool, err error) {
 	s := scanner{b: b}
 	c := s.peek()
 	switch {
@@ -755,7 +757,7 @@ func decodeEvent(b []byte, e *Event) (verbatim bool, err error) {
 }
 
 // eventMember decodes the value of Event's member name at s.i.
-func (s *scanner) eventMember(e *Event, name string) error {
+func (s *scanner) eventMember(e *contract.Event, name string) error {
 	switch name {
 	case "schemaVersion":
 		return s.smallIntField(&e.SchemaVersion, "Event.schemaVersion")
@@ -806,7 +808,7 @@ func (s *scanner) eventMember(e *Event, name string) error {
 }
 
 // semantics decodes an object into *sem; null leaves it.
-func (s *scanner) semantics(sem *Semantics) error {
+func (s *scanner) semantics(sem *contract.Semantics) error {
 	switch c := s.peek(); c {
 	case 'n':
 		return s.null()
@@ -833,14 +835,14 @@ func (s *scanner) semantics(sem *Semantics) error {
 
 // element decodes an object into **el, into the element already there
 // if there is one; null sets it nil.
-func (s *scanner) element(el **Element) error {
+func (s *scanner) element(el **contract.Element) error {
 	switch c := s.peek(); c {
 	case 'n':
 		*el = nil
 		return s.null()
 	case '{':
 		if *el == nil {
-			*el = new(Element)
+			*el = new(contract.Element)
 		}
 		var seen uint32
 		err := s.members(func(name []byte) error { return s.elementMember(*el, s.member(name, elementMembers, &seen)) })
@@ -852,7 +854,7 @@ func (s *scanner) element(el **Element) error {
 }
 
 // elementMember decodes the value of Element's member name at s.i.
-func (s *scanner) elementMember(el *Element, name string) error {
+func (s *scanner) elementMember(el *contract.Element, name string) error {
 	switch name {
 	case "op":
 		return s.stringField(&el.Op, "Element.op")

@@ -1,4 +1,4 @@
-package contract
+package codec
 
 import (
 	"bytes"
@@ -7,16 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-)
 
-// DefaultMaxValueBytes is the default limit on a serialized value.
-const DefaultMaxValueBytes = 64 << 10
+	"github.com/eskv/eskv/contract"
+)
 
 // CompactValue validates raw as one JSON value of at most limit bytes once
 // compacted, and returns the compact form that is stored and hashed.
 func CompactValue(raw json.RawMessage, limit int) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, FieldErrorf(EInvalid, "value", "value is required (use null explicitly)")
+		return nil, contract.FieldErrorf(contract.EInvalid, "value", "value is required (use null explicitly)")
 	}
 	var out []byte
 	if compactJSON(raw) {
@@ -27,26 +26,26 @@ func CompactValue(raw json.RawMessage, limit int) (json.RawMessage, error) {
 	} else {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
-			return nil, FieldErrorf(EInvalid, "value", "value is not valid JSON: %v", err)
+			return nil, contract.FieldErrorf(contract.EInvalid, "value", "value is not valid JSON: %v", err)
 		}
 		out = buf.Bytes()
 	}
 	// json.Compact passes any byte through inside strings; JSON text must
 	// be UTF-8 (RFC 8259), and Postgres jsonb rejects anything else.
 	if !utf8.Valid(out) {
-		return nil, FieldErrorf(EInvalid, "value", "value is not valid UTF-8")
+		return nil, contract.FieldErrorf(contract.EInvalid, "value", "value is not valid UTF-8")
 	}
 	if msg := checkEscapes(out); msg != "" {
-		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
+		return nil, contract.FieldErrorf(contract.EInvalid, "value", "%s", msg)
 	}
 	if msg := checkNumbers(out); msg != "" {
-		return nil, FieldErrorf(EInvalid, "value", "%s", msg)
+		return nil, contract.FieldErrorf(contract.EInvalid, "value", "%s", msg)
 	}
 	if name, dup := DuplicateMember(out); dup {
-		return nil, FieldErrorf(EInvalid, "value", "value names the member %s twice in one object", abbrevName(name))
+		return nil, contract.FieldErrorf(contract.EInvalid, "value", "value names the member %s twice in one object", abbrevName(name))
 	}
 	if len(out) > limit {
-		return nil, FieldErrorf(ETooLarge, "value", "value is %d bytes serialized; the limit is %d", len(out), limit)
+		return nil, contract.FieldErrorf(contract.ETooLarge, "value", "value is %d bytes serialized; the limit is %d", len(out), limit)
 	}
 	return out, nil
 }
