@@ -8,6 +8,7 @@ import (
 
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -154,7 +155,7 @@ func (s *Server) qpeek(c echo.Context, _ contract.Op, k contract.Key) error {
 	a := contract.QPeekAnswer{Queue: k.String(), Items: make([]contract.QueueItem, 0, len(items)), Truncated: truncated}
 	for _, el := range items {
 		it := contract.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries, ExpiresAt: el.ExpiresAt}
-		if _, prio, _, err := contract.ParseQueueMember(el.Member); err == nil {
+		if _, prio, _, err := projection.ParseQueueMember(el.Member); err == nil {
 			it.Priority = prio
 		}
 		a.Items = append(a.Items, it)

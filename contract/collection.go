@@ -60,7 +60,7 @@ type Element struct {
 	Op     string `json:"op"`
 	Member string `json:"member"`
 	// Value is a list element's value: pushed (op add) or popped (op
-	// remove); members are list positions (ListPosition).
+	// remove); members are list positions (projection.ListPosition).
 	Value json.RawMessage `json:"value,omitempty"`
 	// A queue item's full row after the event (events/queue.go): its
 	// State (absent: the row is deleted; then Op is remove), Deliveries

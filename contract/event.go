@@ -127,7 +127,7 @@ func EncodeJSON(v any) ([]byte, error) {
 
 // Identity names the element an element change is about, within its
 // collection: for a set, the member; for a list, the position; for a
-// queue, the item (QueueMember, stable across the item's states). It never contains NUL (ValidateMember).
+// queue, the item (projection.QueueMember, stable across the item's states). It never contains NUL (ValidateMember).
 func (el *Element) Identity() string { return el.Member }
 
 // RecordKeySep separates the event key from the element identity in the

@@ -19,7 +19,7 @@ func (m *queueModel) pushTTL(data string, expiresAt time.Time) contract.Event {
 		m.since = m.version
 	}
 	at := t0.Add(time.Duration(m.version) * time.Second)
-	return m.event(contract.OpQPush, contract.Element{Member: contract.QueueMember(m.since, 0, m.version), Value: json.RawMessage(data),
+	return m.event(contract.OpQPush, contract.Element{Member: projection.QueueMember(m.since, 0, m.version), Value: json.RawMessage(data),
 		State: contract.ItemReady, PushedAt: &at, ExpiresAt: &expiresAt})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -57,14 +58,14 @@ func elementSamples() map[string]contract.Event {
 	}
 	add("SAdd", contract.OpSAdd, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: "blue <&> \u2028"})
 	add("SRem", contract.OpSRem, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: "blue"})
-	add("LPush", contract.OpLPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(-3), Value: json.RawMessage(`{"job":1}`)})
-	add("RPop", contract.OpRPop, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(7), Value: json.RawMessage(`"x"`)})
-	add("QPush", contract.OpQPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(3, 0, 9),
+	add("LPush", contract.OpLPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: projection.ListPosition(-3), Value: json.RawMessage(`{"job":1}`)})
+	add("RPop", contract.OpRPop, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: projection.ListPosition(7), Value: json.RawMessage(`"x"`)})
+	add("QPush", contract.OpQPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: projection.QueueMember(3, 0, 9),
 		Value: json.RawMessage(`{"n":1}`), State: contract.ItemReady, DedupID: "d-1", PushedAt: &pushed, ExpiresAt: &expires})
-	add("QPop", contract.OpQPop, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(3, -5, 9),
+	add("QPop", contract.OpQPop, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: projection.QueueMember(3, -5, 9),
 		Value: json.RawMessage(`null`), State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &visible, PushedAt: &pushed,
 		ReceiptNonce: "0123456789abcdef0123456789abcdef"})
-	add("QAck", contract.OpQAck, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: contract.QueueMember(3, 0, 9), Value: json.RawMessage(`1`)})
+	add("QAck", contract.OpQAck, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: projection.QueueMember(3, 0, 9), Value: json.RawMessage(`1`)})
 	return out
 }
 

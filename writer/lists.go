@@ -47,7 +47,7 @@ func popRef(cur contract.State, r *Request, now time.Time) (projection.ElementRe
 	if r.Op == contract.OpRPop {
 		pos = meta.Head + meta.Size - 1
 	}
-	return projection.ElementRef{Collection: r.Key.String(), Member: contract.ListPosition(pos)}, true
+	return projection.ElementRef{Collection: r.Key.String(), Member: projection.ListPosition(pos)}, true
 }
 
 // DecideList decides a list write r (lpush, rpush, lpop, rpop, ltrim) on
@@ -83,7 +83,7 @@ func DecideList(cur contract.State, end listElem, known requestMemory, r *Reques
 			meta.Head = pos
 		}
 		meta.Size++
-		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(pos), Value: r.Value}
+		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: projection.ListPosition(pos), Value: r.Value}
 	case contract.OpLPop, contract.OpRPop:
 		if visible == nil || meta.Size == 0 {
 			return decision{err: contract.FieldErrorf(contract.ENotFound, "key", "list %s is empty or does not exist", r.Key)}
@@ -99,9 +99,9 @@ func DecideList(cur contract.State, end listElem, known requestMemory, r *Reques
 			return decision{err: contract.Errorf(contract.EInternal, "list %s: no element at its position %d", r.Key, pos)}
 		}
 		meta.Size--
-		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: end.value}
+		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: projection.ListPosition(pos), Value: end.value}
 	case contract.OpLTrim:
-		from, to, ok := contract.ListRange(r.Start, r.Stop, meta.Size)
+		from, to, ok := projection.ListRange(r.Start, r.Stop, meta.Size)
 		keepsAll := ok && from == 0 && to == meta.Size-1 || !ok && meta.Size == 0
 		// A blind trim (its principal may not read the list) that keeps
 		// every element still appends, the metadata unchanged: whether

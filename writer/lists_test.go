@@ -30,7 +30,7 @@ func TestDecideList(t *testing.T) {
 		return &contract.CollectionMeta{Type: "list", Size: size, Since: since, Head: head}
 	}
 	el := func(op string, pos int64, value string) *contract.Element {
-		return &contract.Element{Op: op, Member: contract.ListPosition(pos), Value: json.RawMessage(value)}
+		return &contract.Element{Op: op, Member: projection.ListPosition(pos), Value: json.RawMessage(value)}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -109,7 +109,7 @@ func TestDecideList(t *testing.T) {
 	t.Run("OKPopRefNamesTheEnd", func(t *testing.T) {
 		for op, pos := range map[contract.Op]int64{contract.OpLPop: 10, contract.OpRPop: 12} {
 			ref, ok := popRef(list(5, 10, 3, 1), &Request{Key: key, Op: op}, now)
-			if !ok || ref.Member != contract.ListPosition(pos) || ref.Collection != key.String() {
+			if !ok || ref.Member != projection.ListPosition(pos) || ref.Collection != key.String() {
 				t.Errorf("%s: popRef = %+v %v, want position %d", op, ref, ok, pos)
 			}
 		}
@@ -218,7 +218,7 @@ func TestDecideListReplayedPop(t *testing.T) {
 			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "list"}}}
 	}
 	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
-	popped := &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
+	popped := &contract.Element{Op: contract.ElementRemove, Member: projection.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
 	for _, tc := range []struct {
 		name  string
 		cur   contract.State
@@ -263,7 +263,7 @@ func TestRecallRemembersThePoppedValue(t *testing.T) {
 	key := "tenant/a/project/b/jobs"
 	ref := projection.RequestRef{Key: key, RequestID: "R"}
 	popEv := &contract.Event{Key: key, Version: 3, Kind: contract.KindPut, Op: contract.OpLPop, RequestID: "R", RequestDigest: "d",
-		Element: &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(0), Value: json.RawMessage(`"a"`)}}
+		Element: &contract.Element{Op: contract.ElementRemove, Member: projection.ListPosition(0), Value: json.RawMessage(`"a"`)}}
 	var o overlayEntry
 	o = o.next(popEv, 10, testWindow)
 	known := requestMemory{}
@@ -271,7 +271,7 @@ func TestRecallRemembersThePoppedValue(t *testing.T) {
 		t.Fatalf("recall after the pop: ask %v known %+v, want the popped value at version 3", ask, known[ref])
 	}
 	o = o.next(&contract.Event{Key: key, Version: 4, Kind: contract.KindPut, Op: contract.OpRPush, RequestID: "S",
-		Element: &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, testWindow)
+		Element: &contract.Element{Op: contract.ElementAdd, Member: projection.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, testWindow)
 	if o.popped != nil {
 		t.Fatalf("entry after a push remembers popped %+v", o.popped)
 	}

@@ -12,7 +12,7 @@ import (
 
 // Queues (docs/collections.md "Queues", events/queue.go). A queue's
 // metadata holds its size, since and in-flight count; each item is one
-// kv_elements row (member contract.QueueMember: incarnation, priority,
+// kv_elements row (member projection.QueueMember: incarnation, priority,
 // push version). Every queue write is decided on the metadata and at
 // most one item: a push on the item with its dedupId (if any), a pop on
 // the queue's first ready item, an ack or the sweeper's requeue on the
@@ -53,7 +53,7 @@ func queueMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Erro
 // incarnation since (an item of an earlier one, deleted or expired since,
 // is no item).
 func inIncarnation(member string, since int64) bool {
-	from, to := contract.QueueRange(since)
+	from, to := projection.QueueRange(since)
 	return member >= from && member < to
 }
 
@@ -123,7 +123,7 @@ func DecideQueue(cur contract.State, in queueInput, known requestMemory, r *Requ
 // item TTL its own expiry (pushedAt + TTL), which every later event of
 // the item carries.
 func pushed(meta contract.CollectionMeta, r *Request, version int64, now time.Time) *contract.Element {
-	el := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(meta.Since, r.Priority, version),
+	el := &contract.Element{Op: contract.ElementAdd, Member: projection.QueueMember(meta.Since, r.Priority, version),
 		Value: r.Value, State: contract.ItemReady, DedupID: r.DedupID, PushedAt: &now}
 	if r.ItemTTL > 0 {
 		exp := now.Add(time.Duration(r.ItemTTL) * time.Second)
@@ -280,7 +280,7 @@ func replayedQueueWrite(cur contract.State, known requestMemory, r *Request) *co
 		if err != nil {
 			return nil
 		}
-		return &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(meta.Since, r.Priority, cur.Version)}
+		return &contract.Element{Op: contract.ElementAdd, Member: projection.QueueMember(meta.Since, r.Priority, cur.Version)}
 	}
 	return replayedPop(cur, known, r)
 }
@@ -291,7 +291,7 @@ func QueuePushAnswer(res Result, r *Request) contract.QPushAnswer {
 	a.Size, _ = queueSizes(res.Entry)
 	if res.Element != nil {
 		a.Item = res.Element.Member
-		if _, prio, _, err := contract.ParseQueueMember(a.Item); err == nil {
+		if _, prio, _, err := projection.ParseQueueMember(a.Item); err == nil {
 			a.Priority = prio
 		}
 	}
@@ -305,7 +305,7 @@ func QueuePopAnswer(res Result, r *Request) contract.QPopAnswer {
 	if el := res.Element; el != nil {
 		a.Data, a.Item, a.Deliveries, a.ExpiresAt = el.Value, el.Member, el.Deliveries, el.ExpiresAt
 		a.Receipt = contract.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)
-		if _, prio, _, err := contract.ParseQueueMember(el.Member); err == nil {
+		if _, prio, _, err := projection.ParseQueueMember(el.Member); err == nil {
 			a.Priority = prio
 		}
 		if el.VisibleAt != nil && el.State == contract.ItemInFlight {

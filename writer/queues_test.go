@@ -34,8 +34,8 @@ func TestDecideQueue(t *testing.T) {
 	pushed := now.Add(-time.Minute)
 	deadline := now.Add(-time.Second) // passed
 	later := now.Add(30 * time.Second)
-	m := contract.QueueMember(1, -2, 3)
-	old := contract.QueueMember(1, 0, 2) // of incarnation 1, the queue's since being 10 below
+	m := projection.QueueMember(1, -2, 3)
+	old := projection.QueueMember(1, 0, 2) // of incarnation 1, the queue's since being 10 below
 	item := func(member, state string, deliveries int64, visibleAt *time.Time, dedup string) *contract.Element {
 		return &contract.Element{Op: contract.ElementAdd, Member: member, Value: json.RawMessage(`{"job":1}`), State: state,
 			Deliveries: deliveries, VisibleAt: visibleAt, DedupID: dedup, PushedAt: &pushed}
@@ -64,20 +64,20 @@ func TestDecideQueue(t *testing.T) {
 		element *contract.Element
 	}{
 		{"OKPushCreates", contract.State{}, queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
-			"", meta(1, 0, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
+			"", meta(1, 0, 1), &contract.Element{Op: "add", Member: projection.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
 		{"OKPushAppends", queue(5, 2, 1, 1), queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
-			"", meta(3, 1, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+			"", meta(3, 1, 1), &contract.Element{Op: "add", Member: projection.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
 		{"OKPushAfterDeleteStartsAfresh", deleted, queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`)},
-			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: contract.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
+			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: projection.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
 		{"OKPushDuplicateAddsNothing", queue(5, 1, 0, 1), queueInput{dup: item(m, "ready", 0, nil, "d")}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "ready", 0, nil, "d")},
 		{"OKPushDuplicateOfDoneItemAddsNothing", queue(5, 0, 0, 1), queueInput{dup: item(m, "done", 1, nil, "d")}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "done", 1, nil, "d")},
 		{"OKPushDuplicatePastWindowAdds", queue(5, 1, 0, 1), queueInput{dup: &contract.Element{Member: m, State: "ready", DedupID: "d", PushedAt: at(now.Add(-DefaultQueueDedupWindow))}},
 			Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
-			"", meta(2, 0, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+			"", meta(2, 0, 1), &contract.Element{Op: "add", Member: projection.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
 		{"OKPushDuplicateOfEarlierQueueAdds", queue(12, 0, 0, 10), queueInput{dup: item(old, "ready", 0, nil, "d")}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
-			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: contract.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: projection.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
 		{"ErrPushWrongType", list, queueInput{}, Request{Op: contract.OpQPush, Value: json.RawMessage(`7`)}, contract.EWrongType, nil, nil},
 
 		{"OKPopRemoves", queue(5, 2, 0, 1), queueInput{head: ready}, Request{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
@@ -162,7 +162,7 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/tasks")
 	meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: 2, Since: 1, InFlight: 1})
 	cur := contract.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta, Semantics: contract.Semantics{Purpose: "queue"}}}
-	m, old := contract.QueueMember(1, 0, 2), contract.QueueMember(0, 0, 1)
+	m, old := projection.QueueMember(1, 0, 2), projection.QueueMember(0, 0, 1)
 	later, past := now.Add(time.Minute), now.Add(-time.Second)
 	const nonce = "0123456789abcdef0123456789abcdef"
 	var messages []string
@@ -212,7 +212,7 @@ func TestDecideQueueReplays(t *testing.T) {
 			Value: json.RawMessage(`{"type":"queue","size":2,"since":1,"inFlight":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
 	deadline := now.Add(20 * time.Second)
-	popped := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
+	popped := &contract.Element{Op: contract.ElementAdd, Member: projection.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
 		State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
 	ref := projection.RequestRef{Key: key.String(), RequestID: "R"}
 	d := DecideQueue(after(pop, 5), queueInput{}, requestMemory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}, pop, now, 1, testWindow, DefaultQueueDedupWindow)
@@ -235,7 +235,7 @@ func TestDecideQueueReplays(t *testing.T) {
 		t.Fatalf("older push retried: %+v, want version_conflict", d)
 	}
 	d = DecideQueue(after(push, 6), queueInput{}, requestMemory{}, push, now, 1, testWindow, DefaultQueueDedupWindow)
-	if pa := QueuePushAnswer(d.result, push); !d.result.Replayed || pa.Item != contract.QueueMember(1, 4, 6) || pa.Priority != 4 {
+	if pa := QueuePushAnswer(d.result, push); !d.result.Replayed || pa.Item != projection.QueueMember(1, 4, 6) || pa.Priority != 4 {
 		t.Fatalf("replayed push: %+v %+v, want its item", d, pa)
 	}
 }
@@ -246,12 +246,12 @@ func TestDecideQueueReplays(t *testing.T) {
 // earlier incarnation is never a candidate.
 func TestQueueViewBatch(t *testing.T) {
 	q := "tenant/a/project/b/tasks"
-	m := func(prio, v int64) string { return contract.QueueMember(5, prio, v) }
+	m := func(prio, v int64) string { return projection.QueueMember(5, prio, v) }
 	v := newQueueView()
 	v.overlay[q] = map[string]overlayItem{
-		m(0, 9):                        {el: contract.Element{Member: m(0, 9), State: contract.ItemReady}},
-		m(-1, 7):                       {el: contract.Element{Member: m(-1, 7), State: contract.ItemInFlight}}, // popped, unprojected
-		contract.QueueMember(1, -9, 2): {el: contract.Element{Member: contract.QueueMember(1, -9, 2), State: contract.ItemReady}},
+		m(0, 9):                          {el: contract.Element{Member: m(0, 9), State: contract.ItemReady}},
+		m(-1, 7):                         {el: contract.Element{Member: m(-1, 7), State: contract.ItemInFlight}}, // popped, unprojected
+		projection.QueueMember(1, -9, 2): {el: contract.Element{Member: projection.QueueMember(1, -9, 2), State: contract.ItemReady}},
 	}
 	v.heads[q] = []contract.Element{{Member: m(-1, 7), State: contract.ItemReady}, {Member: m(0, 6), State: contract.ItemReady}}
 	v.complete[q] = 5
@@ -289,13 +289,13 @@ func TestTrimPrunesProjectedItems(t *testing.T) {
 	var o overlayEntry
 	for v := int64(1); v <= 3; v++ {
 		o = o.next(&contract.Event{Key: q, Version: v, Kind: contract.KindPut, Op: contract.OpQPush,
-			Element: &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, v), State: contract.ItemReady}}, 10+v, testWindow)
+			Element: &contract.Element{Op: contract.ElementAdd, Member: projection.QueueMember(1, 0, v), State: contract.ItemReady}}, 10+v, testWindow)
 	}
 	p.setReady(true, 1, map[string]overlayEntry{q: o})
 	read := p.overlay[q].items // what a deciding batch holds
 	p.trim(13)                 // the projector applied offsets 11 and 12
 	e, ok := p.overlay[q]
-	if !ok || len(e.items) != 1 || e.items[contract.QueueMember(1, 0, 3)].offset != 13 {
+	if !ok || len(e.items) != 1 || e.items[projection.QueueMember(1, 0, 3)].offset != 13 {
 		t.Fatalf("after trim: entry %v items %+v, want only the unprojected item", ok, e.items)
 	}
 	if len(read) != 3 {
