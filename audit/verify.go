@@ -250,7 +250,7 @@ func readEvents(ctx context.Context, cl *kgo.Client, topic string, sc Scope, sta
 	evs := map[string]map[int64]located[contract.Event]{}
 	for p := range ends {
 		err := changelog.ReadCommitted(ctx, cl, topic, p, starts[p], ends[p], func(r *kgo.Record) error {
-			if !sc.Match(contract.EventKeyOf(r.Key)) {
+			if !sc.Match(changelog.EventKeyOf(r.Key)) {
 				return nil
 			}
 			e, err := changelog.Event(r)

@@ -81,7 +81,7 @@ func Check(ctx context.Context, adm *kadm.Client, t Topics) error {
 }
 
 // Record returns the Kafka record of an event for partition p: the record
-// key is e.RecordKey() (the full KV key, or for an element change the key
+// key is RecordKey(e) (the full KV key, or for an element change the key
 // and the element, so compaction keeps the latest event per key and per
 // element), the value is the event JSON and the headers are CloudEvents
 // attributes (ce_subject is the KV key).
@@ -94,7 +94,7 @@ func Record(e *contract.Event, topic string, p int32, source string) (*kgo.Recor
 	// them to it), built here with one allocation for the record key and
 	// every per-event value, and shared constants for the others: the
 	// writer builds a record per write.
-	rk, id := e.RecordKey(), EventID(e.Key, e.Version)
+	rk, id := RecordKey(e), EventID(e.Key, e.Version)
 	const typePrefix = "io.eskv.kv."
 	buf := make([]byte, 0, len(rk)+len(id)+len(typePrefix)+len(e.Kind)+len(source)+len(e.Key)+len(time.RFC3339Nano))
 	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
@@ -135,7 +135,7 @@ var (
 )
 
 // Event decodes a kv.changes record and checks that its key matches:
-// e.RecordKey(), or the KV key for an element change written before
+// RecordKey(e), or the KV key for an element change written before
 // element changes had record keys of their own (a log of an earlier
 // release keeps those records as they are).
 func Event(r *kgo.Record) (contract.Event, error) {
@@ -154,8 +154,8 @@ func EventVerbatim(r *kgo.Record) (contract.Event, []byte, error) {
 	}
 	// string(r.Key) in comparisons only: a variable of it would be a copy
 	// of every record's key.
-	if string(r.Key) != e.RecordKey() && (e.Element == nil || string(r.Key) != e.Key) {
-		return contract.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
+	if string(r.Key) != RecordKey(&e) && (e.Element == nil || string(r.Key) != e.Key) {
+		return contract.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, RecordKey(&e))
 	}
 	if !verbatim {
 		return e, nil, nil

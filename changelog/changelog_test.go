@@ -10,7 +10,7 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// TestRecordKeys: Record keys a record by Event.RecordKey (an element
+// TestRecordKeys: Record keys a record by RecordKey (an element
 // change by its key and element) and names the KV key in ce_subject;
 // Event accepts that key, and for an element change also the KV key (a
 // record written before element changes had keys of their own), and

@@ -91,9 +91,9 @@ func ValidateFieldName(where, f string) error {
 }
 
 // Validate checks semantics as a request gives them; an empty purpose
-// stands for "other" (WithDefaults).
+// stands for "other" (withDefaults).
 func (s Semantics) Validate() error {
-	s = s.WithDefaults()
+	s = s.withDefaults()
 	ok := false
 	for _, p := range Purposes {
 		ok = ok || p == s.Purpose
@@ -126,9 +126,9 @@ func (s Semantics) Validate() error {
 	return nil
 }
 
-// WithDefaults returns s with the default purpose, other, when it has
+// withDefaults returns s with the default purpose, other, when it has
 // none.
-func (s Semantics) WithDefaults() Semantics {
+func (s Semantics) withDefaults() Semantics {
 	if s.Purpose == "" {
 		s.Purpose = "other"
 	}

@@ -98,15 +98,15 @@ func ParseReceipt(r string) (member string, deliveries int64, nonce string, err 
 	if perr != nil || d < 1 || strconv.FormatInt(d, 10) != n {
 		return "", 0, "", bad
 	}
-	if withNonce && !IsReceiptNonce(nonce) {
+	if withNonce && !isReceiptNonce(nonce) {
 		return "", 0, "", bad
 	}
 	return m, d, nonce, nil
 }
 
-// IsReceiptNonce reports whether s is a receipt nonce: ReceiptNonceLen
+// isReceiptNonce reports whether s is a receipt nonce: ReceiptNonceLen
 // lowercase hex digits.
-func IsReceiptNonce(s string) bool {
+func isReceiptNonce(s string) bool {
 	return len(s) == ReceiptNonceLen && strings.Trim(s, "0123456789abcdef") == ""
 }
 

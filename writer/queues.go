@@ -36,7 +36,7 @@ type queueInput struct {
 }
 
 // newReceiptNonce is a receipt's random part: 128 bits from crypto/rand,
-// in lowercase hex (contract.IsReceiptNonce).
+// in lowercase hex (contract.ParseReceipt).
 func newReceiptNonce() string {
 	var b [contract.ReceiptNonceLen / 2]byte
 	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
