@@ -30,16 +30,26 @@ import (
 // maxDepth is encoding/json's nesting limit of arrays and objects.
 const maxDepth = 10000
 
-// scanner reads JSON from b at i. depth is the nesting of arrays and
-// objects at i; spaced records whether whitespace was skipped
-// (scanCompact); odd whether the event read says as JSON anything its
-// encoding would not say (UnmarshalRecord).
+// scanner reads JSON from b at i: it is the package's one reader of JSON
+// text, under the event decoder, ScanValue, Members and Elements. depth
+// is the nesting of arrays and objects at i, and limit the deepest it
+// reads (0: encoding/json's maxDepth); spaced records whether whitespace
+// was skipped (scanCompact); odd whether the event read says as JSON
+// anything its encoding would not say (UnmarshalRecord).
 type scanner struct {
 	b      []byte
 	i      int
 	depth  int
+	limit  int
 	spaced bool
 	odd    bool
+}
+
+// deeper enters an array or object, and reports whether that is deeper
+// than the scanner reads.
+func (s *scanner) deeper() bool {
+	s.depth++
+	return s.depth > maxDepth || (s.limit > 0 && s.depth > s.limit)
 }
 
 var (
@@ -67,6 +77,14 @@ func (s *scanner) ws() {
 			return
 		}
 	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// value skips whitespace and returns where the next value starts.
+func (s *scanner) value() int {
+	s.ws()
+	return s.i
 }
 
 // peek skips whitespace and returns the next byte, 0 at the end.
@@ -118,7 +136,7 @@ func (s *scanner) skipComposite(open byte) error {
 		closing = '}'
 	}
 	s.i++
-	if s.depth++; s.depth > maxDepth {
+	if s.deeper() {
 		return errDepth
 	}
 	if s.peek() == closing {
@@ -160,7 +178,7 @@ func (s *scanner) members(member func(name []byte) error) error {
 	if err := s.expect('{', "looking for beginning of object"); err != nil {
 		return err
 	}
-	if s.depth++; s.depth > maxDepth {
+	if s.deeper() {
 		return errDepth
 	}
 	if s.peek() == '}' {
@@ -205,7 +223,7 @@ func (s *scanner) elements(element func() error) error {
 	if err := s.expect('[', "looking for beginning of array"); err != nil {
 		return err
 	}
-	if s.depth++; s.depth > maxDepth {
+	if s.deeper() {
 		return errDepth
 	}
 	if s.peek() == ']' {

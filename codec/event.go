@@ -1,12 +1,14 @@
-// Package codec is eskv's hand-written JSON: the kv.changes event's
-// encoding and decoding (MarshalEvent, UnmarshalRecord), and the checks
-// and compaction a value passes before it is stored or answered
-// (CompactValue, AppendCompact, ScanValue). Both sit on every write's
-// path (the writer encodes each event, the projector and the auditor
-// decode it), where encoding/json's reflection cost a measurable share of
-// the CPU (docs/performance.md); the other packages that read JSON by
-// hand build on this one. The contract says what the JSON means; this
-// package only reads and writes it, so clients never import it.
+// Package codec is eskv's hand-written JSON on every write's path: the
+// kv.changes event's encoding and decoding (MarshalEvent,
+// UnmarshalRecord), the PUT body's fast decode (DecodePutBody), and the
+// checks and compaction a value passes before it is stored or answered
+// (CompactValue, AppendCompact, ScanValue). The writer encodes each event
+// and decodes each PUT, the projector and the auditor decode each event,
+// where encoding/json's reflection cost a measurable share of the CPU
+// (docs/performance.md). All of it reads JSON with one scanner
+// (decode.go); a value's strict checks (duplicate members, UTF-8,
+// surrogates) are jsontext's. The contract says what the JSON means;
+// this package only reads and writes it, so clients never import it.
 package codec
 
 import (

@@ -208,15 +208,15 @@ func TestDuplicateMember(t *testing.T) {
 		{"ErrManyMembersNested", many(40, `"o":{"p":1,"p":2}`), "p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name, dup := DuplicateMember([]byte(tc.in))
+			name, dup := duplicateMember([]byte(tc.in))
 			if dup != (tc.dup != "") || name != tc.dup {
-				t.Fatalf("DuplicateMember(%s) = %q, %v; want %q", tc.in, name, dup, tc.dup)
+				t.Fatalf("duplicateMember(%s) = %q, %v; want %q", tc.in, name, dup, tc.dup)
 			}
 		})
 	}
 }
 
-// FuzzDuplicateMember: the byte scanner agrees with a token-level walk of
+// FuzzDuplicateMember: duplicateMember agrees with a token-level walk of
 // encoding/json on every valid JSON text.
 func FuzzDuplicateMember(f *testing.F) {
 	for _, s := range []string{`{"a":1,"a":2}`, `{"a\"":1,"a":2}`, `[{"a":{"a":1}},{"b":1,"\u0062":2}]`, `"x"`, `{ "a" : "b" , "b" : 1 }`} {
@@ -226,9 +226,9 @@ func FuzzDuplicateMember(f *testing.F) {
 		if !json.Valid(b) {
 			return
 		}
-		_, got := DuplicateMember(b)
+		_, got := duplicateMember(b)
 		if want := tokenDuplicate(t, b); got != want {
-			t.Fatalf("DuplicateMember(%q) = %v; the token walk says %v", b, got, want)
+			t.Fatalf("duplicateMember(%q) = %v; the token walk says %v", b, got, want)
 		}
 	})
 }
