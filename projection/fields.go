@@ -185,7 +185,7 @@ func (p *fieldParser) value(depth int) bool {
 		return ok
 	case c == '-' || c >= '0' && c <= '9':
 		num, err := sc.ReadNumber()
-		return err == nil && len(num) <= 300 && bytes.IndexAny(num, "eE") < 0
+		return err == nil && len(num) <= 300 && !bytes.ContainsAny(num, "eE")
 	case c == 't':
 		return sc.ReadLiteral("true") == nil
 	case c == 'f':
