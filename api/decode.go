@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/writer"
@@ -44,7 +45,7 @@ func decodeBody(c echo.Context, v any, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := v.(*contract.PutBody); ok && decodePutBody(body, b) {
+	if b, ok := v.(*contract.PutBody); ok && codec.DecodePutBody(body, b) {
 		return body, nil
 	}
 	return body, decodeStrict(body, v)

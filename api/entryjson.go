@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -32,7 +33,7 @@ func answerEntry(c echo.Context, e *contract.Entry) error {
 // value, a time it cannot encode).
 func appendEntry(b []byte, e *contract.Entry) ([]byte, bool) {
 	b = append(b, `{"key":`...)
-	b = contract.AppendJSONString(b, e.Key)
+	b = codec.AppendJSONString(b, e.Key)
 	b = append(b, `,"value":`...)
 	if e.Value == nil {
 		b = append(b, "null"...)
@@ -40,7 +41,7 @@ func appendEntry(b []byte, e *contract.Entry) ([]byte, bool) {
 		// Values from the projection come back from jsonb with spaces:
 		// compacted as encoding/json compacts a RawMessage.
 		var err error
-		if b, err = contract.AppendCompact(b, e.Value); err != nil {
+		if b, err = codec.AppendCompact(b, e.Value); err != nil {
 			return nil, false
 		}
 	}
@@ -58,12 +59,12 @@ func appendEntry(b []byte, e *contract.Entry) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	b = contract.AppendJSONString(append(b, `,"lastWriter":`...), e.LastWriter)
+	b = codec.AppendJSONString(append(b, `,"lastWriter":`...), e.LastWriter)
 	if e.RequestID != "" {
-		b = contract.AppendJSONString(append(b, `,"requestId":`...), e.RequestID)
+		b = codec.AppendJSONString(append(b, `,"requestId":`...), e.RequestID)
 	}
 	if e.SpecRef != "" {
-		b = contract.AppendJSONString(append(b, `,"specRef":`...), e.SpecRef)
+		b = codec.AppendJSONString(append(b, `,"specRef":`...), e.SpecRef)
 	}
 	b = appendSemantics(append(b, `,"semantics":`...), &e.Semantics)
 	return append(b, "}\n"...), true
@@ -71,9 +72,9 @@ func appendEntry(b []byte, e *contract.Entry) ([]byte, bool) {
 
 // appendSemantics appends s as encoding/json does (omitempty included).
 func appendSemantics(b []byte, s *contract.Semantics) []byte {
-	b = contract.AppendJSONString(append(b, `{"purpose":`...), s.Purpose)
+	b = codec.AppendJSONString(append(b, `{"purpose":`...), s.Purpose)
 	if s.Producer != "" {
-		b = contract.AppendJSONString(append(b, `,"producer":`...), s.Producer)
+		b = codec.AppendJSONString(append(b, `,"producer":`...), s.Producer)
 	}
 	if len(s.ConsumerHints) > 0 {
 		b = append(b, `,"consumerHints":[`...)
@@ -81,7 +82,7 @@ func appendSemantics(b []byte, s *contract.Semantics) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = contract.AppendJSONString(b, h)
+			b = codec.AppendJSONString(b, h)
 		}
 		b = append(b, ']')
 	}

@@ -21,7 +21,7 @@ func encodeLikeEcho(t testing.TB, e *contract.Entry) []byte {
 	return buf.Bytes()
 }
 
-// entryStrings are strings that take every path of contract.AppendJSONString.
+// entryStrings are strings that take every path of codec.AppendJSONString.
 var entryStrings = []string{"", "plain", `q"uote\back`, "<b>&amp;</b>", "ctl\x00\x01\x1f\b\f\n\r\t\x7f", "é ü 日本 😀",
 	"bad \xff utf8 \xc3", "line\u2028sep\u2029", "tenant/acme/project/p/k"}
 

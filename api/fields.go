@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 )
@@ -53,7 +54,7 @@ func (s *Server) patchRequest(k contract.Key, b *contract.PatchBody, principal s
 		if v == nil {
 			v = json.RawMessage("null")
 		}
-		cv, err := contract.CompactValue(v, s.cfg.MaxValueBytes)
+		cv, err := codec.CompactValue(v, s.cfg.MaxValueBytes)
 		if err != nil {
 			var e *contract.Error
 			if errors.As(err, &e) {
@@ -64,7 +65,7 @@ func (s *Server) patchRequest(k contract.Key, b *contract.PatchBody, principal s
 		req.Set[f] = cv
 	}
 	if b.If != nil {
-		eq, err := contract.CompactValue(b.If.Equals, s.cfg.MaxValueBytes)
+		eq, err := codec.CompactValue(b.If.Equals, s.cfg.MaxValueBytes)
 		if err != nil {
 			return nil, contract.FieldErrorf(contract.EInvalid, "if.equals", "if.equals: %v", err)
 		}

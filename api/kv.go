@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 )
@@ -27,7 +28,7 @@ func (s *Server) put(c echo.Context, p *Principal, k contract.Key) error {
 	if err := s.decode(c, &b); err != nil {
 		return err
 	}
-	value, err := contract.CompactValue(b.Value, s.cfg.MaxValueBytes)
+	value, err := codec.CompactValue(b.Value, s.cfg.MaxValueBytes)
 	if err != nil {
 		return err
 	}

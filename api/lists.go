@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
@@ -24,7 +25,7 @@ func (s *Server) push(c echo.Context, op contract.Op, p *Principal, k contract.K
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	value, err := contract.CompactValue(b.Value, s.cfg.MaxValueBytes)
+	value, err := codec.CompactValue(b.Value, s.cfg.MaxValueBytes)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -18,7 +19,7 @@ import (
 // of a struct named in another case than its field ("VALUE" for "value")
 // or not a field at all. path prefixes the names in errors (semantics.).
 // Values of the wrong type are the decoding's to report; the members of
-// json.RawMessage values are contract.CompactValue's to check.
+// json.RawMessage values are codec.CompactValue's to check.
 func checkMembers(b []byte, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -32,14 +33,14 @@ func checkMembers(b []byte, t reflect.Type, path string) error {
 		fields = jsonFields(t)
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
 	case t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
-		return contract.Elements(b, func(i int, v []byte) error {
+		return codec.Elements(b, func(i int, v []byte) error {
 			return checkMembers(v, t.Elem(), strings.TrimSuffix(path, ".")+"["+strconv.Itoa(i)+"].")
 		})
 	default:
 		return nil
 	}
 	seen := make(map[string]bool)
-	return contract.Members(b, func(name string, v []byte) error {
+	return codec.Members(b, func(name string, v []byte) error {
 		if seen[name] {
 			return contract.FieldErrorf(contract.EInvalid, path+name, "field %q is given twice", path+name)
 		}

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
-// putBodies are PUT bodies decodePutBody decodes itself (fast) or leaves
+// putBodies are PUT bodies codec.DecodePutBody decodes itself (fast) or leaves
 // to the strict decode; FuzzDecodePutBody starts from them.
 var putBodies = []struct {
 	body string
@@ -61,12 +62,12 @@ var putBodies = []struct {
 	{`[]`, false},
 	{`null`, false},
 	{``, false},
-	{`{"value":` + strings.Repeat("[", contract.MaxScanDepth+1) + strings.Repeat("]", contract.MaxScanDepth+1) + `}`, false},
-	{`{"value":` + strings.Repeat("[", contract.MaxScanDepth) + strings.Repeat("]", contract.MaxScanDepth) + `}`, true},
+	{`{"value":` + strings.Repeat("[", codec.MaxScanDepth+1) + strings.Repeat("]", codec.MaxScanDepth+1) + `}`, false},
+	{`{"value":` + strings.Repeat("[", codec.MaxScanDepth) + strings.Repeat("]", codec.MaxScanDepth) + `}`, true},
 	{`{"value":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, false},
 }
 
-// comparePutDecoders checks that decodePutBody decodes body exactly as
+// comparePutDecoders checks that codec.DecodePutBody decodes body exactly as
 // the strict decode does whenever it decodes it, and reports whether it
 // did.
 func comparePutDecoders(t *testing.T, body []byte) bool {
@@ -74,17 +75,17 @@ func comparePutDecoders(t *testing.T, body []byte) bool {
 	var strict contract.PutBody
 	serr := decodeStrict(body, &strict)
 	var fast contract.PutBody
-	if !decodePutBody(body, &fast) {
+	if !codec.DecodePutBody(body, &fast) {
 		if !reflect.DeepEqual(fast, contract.PutBody{}) {
-			t.Fatalf("%q: decodePutBody gave up but changed its target: %+v", body, fast)
+			t.Fatalf("%q: codec.DecodePutBody gave up but changed its target: %+v", body, fast)
 		}
 		return false
 	}
 	if serr != nil {
-		t.Fatalf("%q: decodePutBody decoded %+v; the strict decode refuses it: %v", body, fast, serr)
+		t.Fatalf("%q: codec.DecodePutBody decoded %+v; the strict decode refuses it: %v", body, fast, serr)
 	}
 	if !reflect.DeepEqual(fast, strict) {
-		t.Fatalf("%q: decodePutBody decoded\n%#v\nthe strict decode\n%#v", body, fast, strict)
+		t.Fatalf("%q: codec.DecodePutBody decoded\n%#v\nthe strict decode\n%#v", body, fast, strict)
 	}
 	if !reflect.DeepEqual(fast.Semantics, strict.Semantics) {
 		t.Fatalf("%q: semantics %#v, strict %#v", body, fast.Semantics, strict.Semantics)
@@ -100,13 +101,13 @@ func TestDecodePutBody(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			if got := comparePutDecoders(t, []byte(tc.body)); got != tc.fast {
-				t.Errorf("decoded by decodePutBody: %v, want %v", got, tc.fast)
+				t.Errorf("decoded by codec.DecodePutBody: %v, want %v", got, tc.fast)
 			}
 		})
 	}
 }
 
-// FuzzDecodePutBody: whatever the body, decodePutBody either leaves it
+// FuzzDecodePutBody: whatever the body, codec.DecodePutBody either leaves it
 // to the strict decode or decodes it as the strict decode does, which
 // then accepts it; so decodeBody's errors are the strict decode's.
 func FuzzDecodePutBody(f *testing.F) {

@@ -6,8 +6,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // Queues (docs/collections.md "Queues", events/queue.go): items are JSON,
@@ -25,7 +27,7 @@ func (s *Server) qpush(c echo.Context, op contract.Op, p *Principal, k contract.
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	data, err := contract.CompactValue(b.Data, s.cfg.MaxValueBytes)
+	data, err := codec.CompactValue(b.Data, s.cfg.MaxValueBytes)
 	if err != nil {
 		return err
 	}
@@ -153,7 +155,7 @@ func (s *Server) qpeek(c echo.Context, _ contract.Op, k contract.Key) error {
 	a := contract.QPeekAnswer{Queue: k.String(), Items: make([]contract.QueueItem, 0, len(items)), Truncated: truncated}
 	for _, el := range items {
 		it := contract.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries, ExpiresAt: el.ExpiresAt}
-		if _, prio, _, err := contract.ParseQueueMember(el.Member); err == nil {
+		if _, prio, _, err := elemkey.ParseQueueMember(el.Member); err == nil {
 			it.Priority = prio
 		}
 		a.Items = append(a.Items, it)

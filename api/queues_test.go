@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // The fakes answer qpeek from nothing.
@@ -31,7 +32,7 @@ func (l stubLister) Peek(context.Context, string, int, int, time.Time) ([]contra
 // visibility and the receipt's item and delivery in the request, and
 // answer a missing queue as empty.
 func TestQueueHandlers(t *testing.T) {
-	item := contract.QueueMember(3, 0, 4)
+	item := elemkey.QueueMember(3, 0, 4)
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
@@ -52,7 +53,7 @@ func TestQueueHandlers(t *testing.T) {
 		{"ErrAckMalformedReceipt", "POST", key + "q:qack", `{"receipt":"abc"}`, 400, "receipt"},
 		{"ErrAckReceiptNoDelivery", "POST", key + "q:qack", `{"receipt":"` + item + `"}`, 400, "receipt"},
 		{"ErrAckReceiptDeliveryZero", "POST", key + "q:qack", `{"receipt":"` + item + `#0"}`, 400, "receipt"},
-		{"ErrAckReceiptUpperHex", "POST", key + "q:qack", `{"receipt":"` + strings.ToUpper(contract.QueueMember(10, 0, 11)) + `#1"}`, 400, "receipt"},
+		{"ErrAckReceiptUpperHex", "POST", key + "q:qack", `{"receipt":"` + strings.ToUpper(elemkey.QueueMember(10, 0, 11)) + `#1"}`, 400, "receipt"},
 		{"ErrPeekCountZero", "GET", key + "q:qpeek?count=0", ``, 400, "count"},
 		{"ErrPeekCountTooMany", "GET", key + "q:qpeek?count=1001", ``, 400, "count"},
 		{"ErrPeekUnknownParam", "GET", key + "q:qpeek?limit=2", ``, 400, "limit"},

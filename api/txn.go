@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 )
@@ -104,7 +105,7 @@ func (s *Server) txnStep(o *contract.TxnOp, k contract.Key, principal string) (*
 	if cond != nil {
 		c := *cond
 		if c.Equals != nil {
-			eq, err := contract.CompactValue(c.Equals, s.cfg.MaxValueBytes)
+			eq, err := codec.CompactValue(c.Equals, s.cfg.MaxValueBytes)
 			if err != nil {
 				return nil, nil, contract.FieldErrorf(contract.EInvalid, "condition.equals", "condition.equals: %v", err)
 			}
@@ -119,7 +120,7 @@ func (s *Server) txnStep(o *contract.TxnOp, k contract.Key, principal string) (*
 	}
 	switch o.Op {
 	case contract.OpPut:
-		value, err := contract.CompactValue(o.Value, s.cfg.MaxValueBytes)
+		value, err := codec.CompactValue(o.Value, s.cfg.MaxValueBytes)
 		if err != nil {
 			return nil, nil, err
 		}

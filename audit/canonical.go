@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/eskv/eskv/codec"
 )
 
 // CanonicalExact returns the scheme-2 canonical form of the JSON value raw
@@ -38,10 +40,12 @@ func (c *canonicalizer) appendExact(dst, raw []byte) (b []byte, ok bool) {
 		return append(dst, "null"...), true
 	}
 	start := len(dst)
-	c.in, c.i, c.out = raw, 0, dst
+	c.sc.Reset(raw)
+	c.out = dst
 	c.members, c.units = c.members[:0], c.units[:0]
-	ok = c.value(0) == nil && c.ws() == len(raw)
-	b, c.in, c.out = c.out, nil, nil
+	ok = c.value(0) == nil && c.sc.Peek() == 0 && c.sc.Offset() == len(raw)
+	b, c.out = c.out, nil
+	c.sc.Reset(nil)
 	if !ok {
 		return append(append(b[:start], nonCanonicalPrefix...), raw...), false
 	}
@@ -58,11 +62,12 @@ const maxExponentDigits = 9
 var errNoCanonicalForm = errors.New("no canonical form")
 
 // canonicalizer is a recursive-descent parser of one JSON value that
-// writes its canonical form to out as it goes. Its scratch buffers are
-// kept from value to value.
+// writes its canonical form to out as it goes; codec's scanner reads the
+// tokens, and the canonicalizer decides what they stand for exactly (a
+// string's code points, an unpaired surrogate included; a number's
+// digits). Its scratch buffers are kept from value to value.
 type canonicalizer struct {
-	in  []byte
-	i   int
+	sc  codec.Scanner
 	out []byte
 
 	runes   []rune   // the code points of the string str parsed last
@@ -72,19 +77,11 @@ type canonicalizer struct {
 	tmp     []byte   // an object's members while they are reordered
 }
 
-// ws skips JSON whitespace and returns the position after it.
-func (c *canonicalizer) ws() int {
-	for c.i < len(c.in) && (c.in[c.i] == ' ' || c.in[c.i] == '\t' || c.in[c.i] == '\n' || c.in[c.i] == '\r') {
-		c.i++
-	}
-	return c.i
-}
-
 func (c *canonicalizer) value(depth int) error {
-	if c.ws() >= len(c.in) || depth > maxCanonicalDepth {
+	if depth > maxCanonicalDepth {
 		return errNoCanonicalForm
 	}
-	switch ch := c.in[c.i]; {
+	switch ch := c.sc.Peek(); {
 	case ch == '{':
 		return c.object(depth + 1)
 	case ch == '[':
@@ -99,8 +96,10 @@ func (c *canonicalizer) value(depth int) error {
 		return c.number()
 	}
 	for _, lit := range []string{"true", "false", "null"} {
-		if bytes.HasPrefix(c.in[c.i:], []byte(lit)) {
-			c.i += len(lit)
+		if c.sc.Peek() == lit[0] {
+			if c.sc.ReadLiteral(lit) != nil {
+				return errNoCanonicalForm
+			}
 			c.out = append(c.out, lit...)
 			return nil
 		}
@@ -109,10 +108,9 @@ func (c *canonicalizer) value(depth int) error {
 }
 
 func (c *canonicalizer) array(depth int) error {
-	c.i++ // [
+	c.sc.Next('[')
 	c.out = append(c.out, '[')
-	if c.ws() < len(c.in) && c.in[c.i] == ']' {
-		c.i++
+	if c.sc.Next(']') {
 		c.out = append(c.out, ']')
 		return nil
 	}
@@ -120,14 +118,10 @@ func (c *canonicalizer) array(depth int) error {
 		if err := c.value(depth); err != nil {
 			return err
 		}
-		if c.ws() >= len(c.in) {
-			return errNoCanonicalForm
-		}
-		c.i++
-		switch c.in[c.i-1] {
-		case ',':
+		switch {
+		case c.sc.Next(','):
 			c.out = append(c.out, ',')
-		case ']':
+		case c.sc.Next(']'):
 			c.out = append(c.out, ']')
 			return nil
 		default:
@@ -147,18 +141,14 @@ type member struct {
 // object writes the members of the object at c.i as they come, then
 // reorders them when their names are not in order already.
 func (c *canonicalizer) object(depth int) error {
-	c.i++ // {
-	if c.ws() < len(c.in) && c.in[c.i] == '}' {
-		c.i++
+	c.sc.Next('{')
+	if c.sc.Next('}') {
 		c.out = append(c.out, "{}"...)
 		return nil
 	}
 	open, base, ubase := len(c.out), len(c.members), len(c.units)
 	c.out = append(c.out, '{')
 	for {
-		if c.ws() >= len(c.in) || c.in[c.i] != '"' {
-			return errNoCanonicalForm
-		}
 		if len(c.members) > base {
 			c.out = append(c.out, ',')
 		}
@@ -169,24 +159,19 @@ func (c *canonicalizer) object(depth int) error {
 		c.units = appendUTF16(c.units, c.runes)
 		c.out = appendExactString(c.out, c.runes)
 		m.u1 = len(c.units)
-		if c.ws() >= len(c.in) || c.in[c.i] != ':' {
+		if !c.sc.Next(':') {
 			return errNoCanonicalForm
 		}
-		c.i++
 		c.out = append(c.out, ':')
 		if err := c.value(depth); err != nil {
 			return err
 		}
 		m.end = len(c.out)
 		c.members = append(c.members, m)
-		if c.ws() >= len(c.in) {
-			return errNoCanonicalForm
-		}
-		c.i++
-		if c.in[c.i-1] == '}' {
+		if c.sc.Next('}') {
 			break
 		}
-		if c.in[c.i-1] != ',' {
+		if !c.sc.Next(',') {
 			return errNoCanonicalForm
 		}
 	}
@@ -227,92 +212,61 @@ func (c *canonicalizer) order(open int, ms []member) error {
 	return nil
 }
 
-// str parses the string at c.i into its code points, c.runes; an escaped
+// str reads the string next into its code points, c.runes; an escaped
 // UTF-16 surrogate that is not half of a pair stays a code point of its
 // own in 0xD800-0xDFFF (never U+FFFD, which is another string).
 func (c *canonicalizer) str() error {
-	c.i++ // "
+	raw, _, err := c.sc.ReadString()
+	if err != nil {
+		return errNoCanonicalForm
+	}
 	c.runes = c.runes[:0]
-	for c.i < len(c.in) {
-		ch := c.in[c.i]
-		switch {
-		case ch == '"':
-			c.i++
-			return nil
-		case ch < 0x20:
-			return errNoCanonicalForm
+	for i := 0; i < len(raw); {
+		switch ch := raw[i]; {
 		case ch == '\\':
-			r, err := c.escape()
-			if err != nil {
-				return err
-			}
+			r, n := escapeAt(raw, i)
 			c.runes = append(c.runes, r)
+			i += n
 		case ch < utf8.RuneSelf:
 			c.runes = append(c.runes, rune(ch))
-			c.i++
+			i++
 		default:
-			r, size := utf8.DecodeRune(c.in[c.i:])
+			r, size := utf8.DecodeRune(raw[i:])
 			if r == utf8.RuneError && size == 1 {
 				return errNoCanonicalForm
 			}
 			c.runes = append(c.runes, r)
-			c.i += size
+			i += size
 		}
 	}
-	return errNoCanonicalForm
+	return nil
 }
 
-// escape parses the escape sequence at c.i (a surrogate pair of \u
-// escapes is one code point).
-func (c *canonicalizer) escape() (rune, error) {
-	if c.i+1 >= len(c.in) {
-		return 0, errNoCanonicalForm
-	}
-	c.i += 2
-	switch c.in[c.i-1] {
+// escapeAt returns the code point of the escape at s[i] in a string the
+// scanner checked, and its length (a surrogate pair of \u escapes is one
+// code point).
+func escapeAt(s []byte, i int) (rune, int) {
+	switch e := s[i+1]; e {
 	case '"', '\\', '/':
-		return rune(c.in[c.i-1]), nil
+		return rune(e), 2
 	case 'b':
-		return '\b', nil
+		return '\b', 2
 	case 'f':
-		return '\f', nil
+		return '\f', 2
 	case 'n':
-		return '\n', nil
+		return '\n', 2
 	case 'r':
-		return '\r', nil
+		return '\r', 2
 	case 't':
-		return '\t', nil
-	case 'u':
-	default:
-		return 0, errNoCanonicalForm
+		return '\t', 2
 	}
-	r, ok := c.hex4()
-	if !ok {
-		return 0, errNoCanonicalForm
-	}
-	if utf16.IsSurrogate(r) && r < 0xdc00 && bytes.HasPrefix(c.in[c.i:], []byte(`\u`)) {
-		save := c.i
-		c.i += 2
-		if lo, ok := c.hex4(); ok {
-			if pair := utf16.DecodeRune(r, lo); pair != utf8.RuneError {
-				return pair, nil
-			}
+	r := codec.Hex4(s[i+2 : i+6])
+	if utf16.IsSurrogate(r) && r < 0xdc00 && i+12 <= len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+		if pair := utf16.DecodeRune(r, codec.Hex4(s[i+8:i+12])); pair != utf8.RuneError {
+			return pair, 12
 		}
-		c.i = save
 	}
-	return r, nil
-}
-
-func (c *canonicalizer) hex4() (rune, bool) {
-	if c.i+4 > len(c.in) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(c.in[c.i:c.i+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	c.i += 4
-	return rune(n), true
+	return r, 6
 }
 
 // number parses the number at c.i and writes it from its exact decimal
@@ -321,34 +275,28 @@ func (c *canonicalizer) hex4() (rune, bool) {
 // Number::toString lays out a double's shortest digits (plain for
 // 1e-7 <= |x| < 1e21, else d[.ddd]e±x). Zero is 0 or -0.
 func (c *canonicalizer) number() error {
-	neg := c.in[c.i] == '-'
-	if neg {
-		c.i++
-	}
-	intPart := c.digits()
-	if len(intPart) == 0 || (len(intPart) > 1 && intPart[0] == '0') {
+	num, err := c.sc.ReadNumber()
+	if err != nil {
 		return errNoCanonicalForm
 	}
+	neg := num[0] == '-'
+	if neg {
+		num = num[1:]
+	}
+	intPart, rest := splitDigits(num)
 	var frac []byte
-	if c.i < len(c.in) && c.in[c.i] == '.' {
-		c.i++
-		if frac = c.digits(); len(frac) == 0 {
-			return errNoCanonicalForm
-		}
+	if len(rest) > 0 && rest[0] == '.' {
+		frac, rest = splitDigits(rest[1:])
 	}
 	exp := 0
-	if c.i < len(c.in) && (c.in[c.i] == 'e' || c.in[c.i] == 'E') {
-		c.i++
-		expNeg := false
-		if c.i < len(c.in) && (c.in[c.i] == '+' || c.in[c.i] == '-') {
-			expNeg = c.in[c.i] == '-'
-			c.i++
+	if len(rest) > 0 { // e or E, the scanner checked the grammar
+		rest = rest[1:]
+		expNeg := rest[0] == '-'
+		if rest[0] == '+' || rest[0] == '-' {
+			rest = rest[1:]
 		}
-		e := c.digits()
-		if len(e) == 0 {
-			return errNoCanonicalForm
-		}
-		if e = bytes.TrimLeft(e, "0"); len(e) > maxExponentDigits {
+		e := bytes.TrimLeft(rest, "0")
+		if len(e) > maxExponentDigits {
 			return errNoCanonicalForm
 		}
 		for _, d := range e {
@@ -373,13 +321,13 @@ func (c *canonicalizer) number() error {
 	return nil
 }
 
-// digits consumes a run of ASCII digits.
-func (c *canonicalizer) digits() []byte {
-	start := c.i
-	for c.i < len(c.in) && c.in[c.i] >= '0' && c.in[c.i] <= '9' {
-		c.i++
+// splitDigits splits b after its leading run of ASCII digits.
+func splitDigits(b []byte) (digits, rest []byte) {
+	i := 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
 	}
-	return c.in[start:c.i]
+	return b[:i], b[i:]
 }
 
 // appendDecimal appends 0.d × 10^n (d: significant digits without leading

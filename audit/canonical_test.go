@@ -130,3 +130,22 @@ func TestCanonicalExactEquivalences(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCanonicalExact: scheme 2's canonical form of figure 18a's value
+// (the auditor computes one per event) and of one with escapes, nesting
+// and numbers to rewrite.
+func BenchmarkCanonicalExact(b *testing.B) {
+	for name, v := range map[string]string{
+		"Small":  `{"client":17,"seq":1206,"name":"peer-3","tags":["a","b"],"ok":true}`,
+		"Nested": `{"z":{"b":[1,2.50,{"c":"d\u00e9"}],"e":null},"name":"caf\u00e9","n":-12.5e0,"s":"x\"y\ud83d\ude00","t":true,"u":[[],{}]}`,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := CanonicalExact([]byte(v)); !ok {
+					b.Fatal("no canonical form")
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestElementRow: a set change's row holds the member's value hash (of
@@ -49,7 +50,7 @@ func TestListElementRow(t *testing.T) {
 	e := &contract.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 2, PrevVersion: 1,
 		Kind: contract.KindPut, Op: contract.OpLPush, Before: json.RawMessage(`{"type":"list","size":1,"since":1}`),
 		After: json.RawMessage(`{"type":"list","size":2,"since":1,"head":-1}`), Semantics: contract.Semantics{Purpose: "list"},
-		TS: time.Unix(1700000000, 0), Element: &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(-1), Value: value}}
+		TS: time.Unix(1700000000, 0), Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(-1), Value: value}}
 	r := EventRow(e, At{Partition: 0, Offset: 1}, testKey(), CurrentScheme, "")
 	if want := CurrentScheme.ValueHash(testKey(), key, value); r.ElementOp != "add" || r.ElementHash != want {
 		t.Fatalf("element %q %q, want add %q", r.ElementOp, r.ElementHash, want)
@@ -72,7 +73,7 @@ func TestQueueElementRow(t *testing.T) {
 	e := &contract.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 3, PrevVersion: 2,
 		Kind: contract.KindPut, Op: contract.OpQPop, After: json.RawMessage(`{"type":"queue","size":1,"since":1,"inFlight":1}`),
 		Semantics: contract.Semantics{Purpose: "queue"}, TS: time.Unix(1700000000, 0),
-		Element: &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: data, State: contract.ItemInFlight, Deliveries: 1}}
+		Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: data, State: contract.ItemInFlight, Deliveries: 1}}
 	for _, tc := range []struct {
 		op    contract.Op
 		state string

@@ -272,7 +272,7 @@ func (vf *verification) readEvents(ctx context.Context) (map[string]map[int64]lo
 	evs := map[string]map[int64]located[contract.Event]{}
 	for p := range ends {
 		err := changelog.ReadCommitted(ctx, vf.cl, changelog.Range{Topic: topic, Partition: p, From: starts[p], End: ends[p]}, func(r *kgo.Record) error {
-			if !vf.cfg.Scope.Match(contract.EventKeyOf(r.Key)) {
+			if !vf.cfg.Scope.Match(changelog.EventKeyOf(r.Key)) {
 				return nil
 			}
 			e, err := changelog.Event(r)

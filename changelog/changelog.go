@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -80,20 +81,20 @@ func Check(ctx context.Context, adm *kadm.Client, t Topics) error {
 }
 
 // Record returns the Kafka record of an event for partition p: the record
-// key is e.RecordKey() (the full KV key, or for an element change the key
+// key is RecordKey(e) (the full KV key, or for an element change the key
 // and the element, so compaction keeps the latest event per key and per
 // element), the value is the event JSON and the headers are CloudEvents
 // attributes (ce_subject is the KV key).
 func Record(e *contract.Event, topic string, p int32, source string) (*kgo.Record, error) {
-	b, err := e.Marshal()
+	b, err := codec.MarshalEvent(e)
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s@%d: %w", e.Key, e.Version, err)
 	}
-	// The headers are contract.CloudEventHeaders (TestRecordHeaders holds
+	// The headers are CloudEventHeaders (TestRecordHeaders holds
 	// them to it), built here with one allocation for the record key and
 	// every per-event value, and shared constants for the others: the
 	// writer builds a record per write.
-	rk, id := e.RecordKey(), contract.EventID(e.Key, e.Version)
+	rk, id := RecordKey(e), EventID(e.Key, e.Version)
 	const typePrefix = "io.eskv.kv."
 	buf := make([]byte, 0, len(rk)+len(id)+len(typePrefix)+len(e.Kind)+len(source)+len(e.Key)+len(time.RFC3339Nano))
 	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
@@ -134,7 +135,7 @@ var (
 )
 
 // Event decodes a kv.changes record and checks that its key matches:
-// e.RecordKey(), or the KV key for an element change written before
+// RecordKey(e), or the KV key for an element change written before
 // element changes had record keys of their own (a log of an earlier
 // release keeps those records as they are).
 func Event(r *kgo.Record) (contract.Event, error) {
@@ -143,18 +144,18 @@ func Event(r *kgo.Record) (contract.Event, error) {
 }
 
 // EventVerbatim is Event, and also returns r.Value when it says as JSON
-// what the event's encoding says (contract.UnmarshalRecord; every record
+// what the event's encoding says (codec.UnmarshalRecord; every record
 // an eskv writer appends does), else nil: a store of JSON values keeps
 // it instead of encoding the event again.
 func EventVerbatim(r *kgo.Record) (contract.Event, []byte, error) {
-	e, verbatim, err := contract.UnmarshalRecord(r.Value)
+	e, verbatim, err := codec.UnmarshalRecord(r.Value)
 	if err != nil {
 		return contract.Event{}, nil, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	// string(r.Key) in comparisons only: a variable of it would be a copy
 	// of every record's key.
-	if string(r.Key) != e.RecordKey() && (e.Element == nil || string(r.Key) != e.Key) {
-		return contract.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, e.RecordKey())
+	if string(r.Key) != RecordKey(&e) && (e.Element == nil || string(r.Key) != e.Key) {
+		return contract.Event{}, nil, fmt.Errorf("%s/%d@%d: record key %q differs from the event's %q", r.Topic, r.Partition, r.Offset, r.Key, RecordKey(&e))
 	}
 	if !verbatim {
 		return e, nil, nil
@@ -172,7 +173,7 @@ func ConflictRecord(c *contract.Conflict, topic string, p int32, source string) 
 	if err != nil {
 		return nil, fmt.Errorf("encode conflict %s: %w", c.ID, err)
 	}
-	hs := contract.ConflictCloudEventHeaders(c, source)
+	hs := ConflictCloudEventHeaders(c, source)
 	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(c.Key), Value: b, Headers: make([]kgo.RecordHeader, len(hs))}
 	for i, h := range hs {
 		r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}

@@ -10,7 +10,7 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// TestRecordKeys: Record keys a record by Event.RecordKey (an element
+// TestRecordKeys: Record keys a record by RecordKey (an element
 // change by its key and element) and names the KV key in ce_subject;
 // Event accepts that key, and for an element change also the KV key (a
 // record written before element changes had keys of their own), and
@@ -65,7 +65,7 @@ func TestRecordKeys(t *testing.T) {
 }
 
 // TestRecordHeaders: a change record carries exactly
-// contract.CloudEventHeaders, in order, and no two records share a
+// changelog.CloudEventHeaders, in order, and no two records share a
 // per-event value's memory.
 func TestRecordHeaders(t *testing.T) {
 	evs := []*contract.Event{
@@ -83,7 +83,7 @@ func TestRecordHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := contract.CloudEventHeaders(e, "eskv-writer/w1")
+		want := changelog.CloudEventHeaders(e, "eskv-writer/w1")
 		if len(r.Headers) != len(want) {
 			t.Fatalf("%d headers, want %d", len(r.Headers), len(want))
 		}

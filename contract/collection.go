@@ -60,7 +60,7 @@ type Element struct {
 	Op     string `json:"op"`
 	Member string `json:"member"`
 	// Value is a list element's value: pushed (op add) or popped (op
-	// remove); members are list positions (ListPosition).
+	// remove); members are list positions (elemkey.ListPosition).
 	Value json.RawMessage `json:"value,omitempty"`
 	// A queue item's full row after the event (events/queue.go): its
 	// State (absent: the row is deleted; then Op is remove), Deliveries
@@ -81,13 +81,13 @@ type Element struct {
 	// requeue or expire that ends it. An ack must name it, so a receipt
 	// cannot be derived from the item's id. Absent on deliveries popped
 	// before receipts had one. Never shown by history or watch answers
-	// (Public).
+	// (public).
 	ReceiptNonce string `json:"receiptNonce,omitempty"`
 }
 
-// Public is el as answers to principals show it: without the receipt
+// public is el as answers to principals show it: without the receipt
 // nonce, which only the consumer the pop answered may hold.
-func (el *Element) Public() *Element {
+func (el *Element) public() *Element {
 	if el == nil || el.ReceiptNonce == "" {
 		return el
 	}

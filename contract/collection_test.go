@@ -58,50 +58,6 @@ func TestCollectionMeta(t *testing.T) {
 	}
 }
 
-func TestListPosition(t *testing.T) {
-	ps := []int64{-1 << 63, -1 << 40, -2, -1, 0, 1, 2, 999, 1 << 40, 1<<63 - 1}
-	for i, p := range ps {
-		m := ListPosition(p)
-		if len(m) != 20 {
-			t.Fatalf("ListPosition(%d) = %q, not 20 bytes", p, m)
-		}
-		if back, err := ParseListPosition(m); err != nil || back != p {
-			t.Fatalf("ParseListPosition(%q) = %d, %v; want %d", m, back, err, p)
-		}
-		if i > 0 && ListPosition(ps[i-1]) >= m {
-			t.Fatalf("ListPosition(%d) = %q sorts before ListPosition(%d) = %q", p, m, ps[i-1], ListPosition(ps[i-1]))
-		}
-	}
-	for _, bad := range []string{"", "123", "9999999999999999999x", "99999999999999999999"} {
-		if _, err := ParseListPosition(bad); err == nil {
-			t.Errorf("ParseListPosition(%q) accepted", bad)
-		}
-	}
-}
-
-func TestListRange(t *testing.T) {
-	for _, tc := range []struct {
-		start, stop, size, from, to int64
-		ok                          bool
-	}{
-		{0, 99, 1000, 0, 99, true},
-		{0, 999, 500, 0, 499, true},
-		{0, -1, 5, 0, 4, true},
-		{-2, -1, 5, 3, 4, true},
-		{-100, 1, 5, 0, 1, true},
-		{3, 1, 5, 0, 0, false},
-		{5, 9, 5, 0, 0, false},
-		{0, -1, 0, 0, 0, false},
-		{0, -6, 5, 0, 0, false},
-		{2, 2, 5, 2, 2, true},
-	} {
-		from, to, ok := ListRange(tc.start, tc.stop, tc.size)
-		if ok != tc.ok || (ok && (from != tc.from || to != tc.to)) {
-			t.Errorf("ListRange(%d, %d, %d) = %d, %d, %v; want %d, %d, %v", tc.start, tc.stop, tc.size, from, to, ok, tc.from, tc.to, tc.ok)
-		}
-	}
-}
-
 func TestListBodies(t *testing.T) {
 	zero, one := int64(0), int64(1)
 	if err := (&TrimBody{Stop: &one}).Validate(); !IsField(err, "start") {

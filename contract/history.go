@@ -37,7 +37,7 @@ type HistoryVersion struct {
 // HistoryVersionOf is the version e made.
 func HistoryVersionOf(e *Event) HistoryVersion {
 	v := HistoryVersion{Version: e.Version, Kind: e.Kind, Op: e.Op, Principal: e.Principal,
-		RequestID: e.RequestID, TS: e.TS, ExpiresAt: e.ExpiresAt, TxnID: e.TxnID, Element: e.Element.Public()}
+		RequestID: e.RequestID, TS: e.TS, ExpiresAt: e.ExpiresAt, TxnID: e.TxnID, Element: e.Element.public()}
 	if e.Live() {
 		v.Value = e.After
 	}

@@ -10,6 +10,8 @@ import (
 // first. The key length is MaxKeyLen; the value size is a server setting
 // whose default is DefaultMaxValueBytes.
 const (
+	// DefaultMaxValueBytes is the default limit on a serialized value.
+	DefaultMaxValueBytes = 64 << 10
 	// MaxTTLSeconds bounds every TTL and lease: ten years.
 	MaxTTLSeconds = 10 * 365 * 24 * 3600
 	// DefaultLockTTLSeconds is the lease of a lock or leadership when the
@@ -89,9 +91,9 @@ func ValidateFieldName(where, f string) error {
 }
 
 // Validate checks semantics as a request gives them; an empty purpose
-// stands for "other" (WithDefaults).
+// stands for "other" (withDefaults).
 func (s Semantics) Validate() error {
-	s = s.WithDefaults()
+	s = s.withDefaults()
 	ok := false
 	for _, p := range Purposes {
 		ok = ok || p == s.Purpose
@@ -124,9 +126,9 @@ func (s Semantics) Validate() error {
 	return nil
 }
 
-// WithDefaults returns s with the default purpose, other, when it has
+// withDefaults returns s with the default purpose, other, when it has
 // none.
-func (s Semantics) WithDefaults() Semantics {
+func (s Semantics) withDefaults() Semantics {
 	if s.Purpose == "" {
 		s.Purpose = "other"
 	}

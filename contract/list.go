@@ -2,15 +2,13 @@ package contract
 
 import (
 	"encoding/json"
-	"fmt"
-	"strconv"
 )
 
 // Lists (docs/collections.md). A list is a collection whose metadata
 // holds, besides size and since, Head: the position of its first element.
 // Its elements are at positions Head .. Head+Size-1, one kv_elements row
 // each whose member is the position's fixed-width encoding
-// (ListPosition), so byte order is list order and a range of the list is
+// (elemkey.ListPosition), so byte order is list order and a range of the list is
 // one range scan. lpush writes position Head-1, rpush Head+Size, lpop and
 // rpop remove the row at either end, and ltrim only moves Head and Size:
 // every write decides on the metadata and at most one element, whatever
@@ -26,50 +24,12 @@ const (
 	OpLLen   Op = "llen"   // GET /v1/kv/{key}:llen
 )
 
-// IsListPush reports whether o pushes a value onto a list.
-func (o Op) IsListPush() bool { return o == OpLPush || o == OpRPush }
+// isListPush reports whether o pushes a value onto a list.
+func (o Op) isListPush() bool { return o == OpLPush || o == OpRPush }
 
 // IsListWrite reports whether o is a list write (push, pop or trim).
 func (o Op) IsListWrite() bool {
-	return o.IsListPush() || o == OpLPop || o == OpRPop || o == OpLTrim
-}
-
-// ListPosition encodes position p as a kv_elements member: 20 decimal
-// digits of p+2^63, so byte order (COLLATE "C") is numeric order for
-// every int64, negative positions (left of the first push) included.
-func ListPosition(p int64) string {
-	return fmt.Sprintf("%020d", uint64(p)^(1<<63))
-}
-
-// ParseListPosition is the inverse of ListPosition.
-func ParseListPosition(m string) (int64, error) {
-	if len(m) != 20 {
-		return 0, fmt.Errorf("list position %q is not 20 digits", m)
-	}
-	u, err := strconv.ParseUint(m, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("list position %q: %w", m, err)
-	}
-	return int64(u ^ (1 << 63)), nil
-}
-
-// ListRange resolves a Redis range start..stop (inclusive; a negative
-// index counts from the end, -1 the last) on a list of size elements to
-// the offsets [from, to] from its head; ok is false when the range is
-// empty.
-func ListRange(start, stop, size int64) (from, to int64, ok bool) {
-	if start < 0 {
-		start += size
-	}
-	if stop < 0 {
-		stop += size
-	}
-	start = max(start, 0)
-	stop = min(stop, size-1)
-	if start > stop || start >= size {
-		return 0, 0, false
-	}
-	return start, stop, true
+	return o.isListPush() || o == OpLPop || o == OpRPop || o == OpLTrim
 }
 
 // PushBody is the body of POST /v1/kv/{key}:lpush and :rpush.

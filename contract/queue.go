@@ -2,7 +2,6 @@ package contract
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +11,7 @@ import (
 // metadata holds, besides size (items pushed and not yet removed or
 // acknowledged: ready and in flight) and since, InFlight: the items
 // popped with a visibility timeout and not yet acknowledged or requeued.
-// Each item is one kv_elements row whose member is QueueMember(since,
+// Each item is one kv_elements row whose member is elemkey.QueueMember(since,
 // priority, push version), so byte order is (incarnation, priority,
 // FIFO) and the queue's next item is the first ready row of its
 // incarnation's range. Every queue element event carries the item's full
@@ -64,44 +63,6 @@ const (
 	MaxPeek = 1000
 )
 
-// QueueMember is the kv_elements member of the item pushed at version
-// version with priority prio into the queue incarnation since: fixed-width
-// hex of since, prio+2^63 and version, so byte order (COLLATE "C") is
-// (incarnation, priority, FIFO) and an incarnation's items are the range
-// QueueRange(since).
-func QueueMember(since, prio, version int64) string {
-	return fmt.Sprintf("%016x.%016x.%016x", uint64(since), uint64(prio)^(1<<63), uint64(version))
-}
-
-// QueueRange is the member range [from, to) of the items of the queue
-// incarnation since.
-func QueueRange(since int64) (from, to string) {
-	p := fmt.Sprintf("%016x", uint64(since))
-	return p + ".", p + "/" // '/' follows '.'
-}
-
-// ParseQueueMember is the inverse of QueueMember.
-func ParseQueueMember(m string) (since, prio, version int64, err error) {
-	parts := strings.Split(m, ".")
-	if len(m) != 50 || len(parts) != 3 {
-		return 0, 0, 0, fmt.Errorf("queue item %q is not since.priority.version", m)
-	}
-	var u [3]uint64
-	for i, p := range parts {
-		if len(p) != 16 || strings.ToLower(p) != p {
-			return 0, 0, 0, fmt.Errorf("queue item %q is not since.priority.version", m)
-		}
-		if u[i], err = strconv.ParseUint(p, 16, 64); err != nil {
-			return 0, 0, 0, fmt.Errorf("queue item %q: %w", m, err)
-		}
-	}
-	since, prio, version = int64(u[0]), int64(u[1]^(1<<63)), int64(u[2])
-	if since < 1 || version < since {
-		return 0, 0, 0, fmt.Errorf("queue item %q: version before since", m)
-	}
-	return since, prio, version, nil
-}
-
 // ReceiptNonceLen is the length of a receipt's random part: 128 bits
 // in lowercase hex.
 const ReceiptNonceLen = 32
@@ -129,7 +90,7 @@ func ParseReceipt(r string) (member string, deliveries int64, nonce string, err 
 	if !ok {
 		return "", 0, "", bad
 	}
-	if _, _, _, perr := ParseQueueMember(m); perr != nil {
+	if !isItemID(m) {
 		return "", 0, "", bad
 	}
 	n, nonce, withNonce := strings.Cut(rest, "#")
@@ -137,16 +98,35 @@ func ParseReceipt(r string) (member string, deliveries int64, nonce string, err 
 	if perr != nil || d < 1 || strconv.FormatInt(d, 10) != n {
 		return "", 0, "", bad
 	}
-	if withNonce && !IsReceiptNonce(nonce) {
+	if withNonce && !isReceiptNonce(nonce) {
 		return "", 0, "", bad
 	}
 	return m, d, nonce, nil
 }
 
-// IsReceiptNonce reports whether s is a receipt nonce: ReceiptNonceLen
+// isReceiptNonce reports whether s is a receipt nonce: ReceiptNonceLen
 // lowercase hex digits.
-func IsReceiptNonce(s string) bool {
+func isReceiptNonce(s string) bool {
 	return len(s) == ReceiptNonceLen && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// isItemID reports whether m has the syntax of a queue item's id, the
+// kv_elements member the server encodes (elemkey.QueueMember): the
+// fixed-width lowercase hex of since, priority+2^63 and version, joined
+// by dots, with 1 <= since <= version < 2^63. Fixed-width hex compares
+// as the numbers do.
+func isItemID(m string) bool {
+	const lowest, beyond = "0000000000000001", "8000000000000000"
+	if len(m) != 50 || m[16] != '.' || m[33] != '.' {
+		return false
+	}
+	since, prio, version := m[:16], m[17:33], m[34:]
+	for _, p := range []string{since, prio, version} {
+		if strings.Trim(p, "0123456789abcdef") != "" {
+			return false
+		}
+	}
+	return since >= lowest && version >= since && version < beyond
 }
 
 // QPushBody is the body of POST :qpush.

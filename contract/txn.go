@@ -25,9 +25,9 @@ const (
 	OpTxn Op = "txn"
 )
 
-// TxnOps are the ops a transaction's operations take, in the order
+// txnOps are the ops a transaction's operations take, in the order
 // messages name them.
-var TxnOps = []Op{OpPut, OpDelete, OpIncrement, OpPatch, OpCheck}
+var txnOps = []Op{OpPut, OpDelete, OpIncrement, OpPatch, OpCheck}
 
 // Condition guards one operation of a transaction: every member given
 // must hold against the key's state when the operation is decided (as a
@@ -164,8 +164,8 @@ func (o *TxnOp) Writes() bool { return o.Op != OpCheck }
 func (o *TxnOp) validate() error {
 	members, ok := txnMembers[o.Op]
 	if !ok {
-		ops := make([]string, len(TxnOps))
-		for i, op := range TxnOps {
+		ops := make([]string, len(txnOps))
+		for i, op := range txnOps {
 			ops[i] = string(op)
 		}
 		return FieldErrorf(EInvalid, "op", "op %q is not a transaction operation (%s)", o.Op, orList(ops))

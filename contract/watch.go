@@ -65,7 +65,7 @@ type WatchEvent struct {
 // WatchEventOf is e, read at c, as a watch delivers it.
 func WatchEventOf(e *Event, c Cursor) WatchEvent {
 	w := WatchEvent{Cursor: c.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op,
-		Time: e.TS, Principal: e.Principal, RequestID: e.RequestID, TxnID: e.TxnID, TxnSize: e.TxnSize, Element: e.Element.Public()}
+		Time: e.TS, Principal: e.Principal, RequestID: e.RequestID, TxnID: e.TxnID, TxnSize: e.TxnSize, Element: e.Element.public()}
 	if e.Live() {
 		w.Value, w.ExpiresAt = e.After, e.ExpiresAt
 	}

@@ -32,7 +32,7 @@ func (b *PutBody) Validate() error {
 	if err := checkPlainPurpose(b.Semantics); err != nil {
 		return err
 	}
-	sem := optionalSemantics(b.Semantics).WithDefaults()
+	sem := optionalSemantics(b.Semantics).withDefaults()
 	if err := sem.Validate(); err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func optionalSemantics(sem *Semantics) Semantics {
 	if sem == nil {
 		return Semantics{}
 	}
-	return sem.WithDefaults()
+	return sem.withDefaults()
 }
 
 // optionalTTL is the new TTL an increment or patch gives the entry (0:

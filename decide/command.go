@@ -53,7 +53,7 @@ type AppliedRequest struct {
 }
 
 // ElementRef names a collection's element row: a set member, a list
-// position (contract.ListPosition) or a queue item (contract.QueueMember).
+// position (elemkey.ListPosition) or a queue item (elemkey.QueueMember).
 type ElementRef struct {
 	Collection string
 	Member     string

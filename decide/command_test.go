@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // commandOf is the command of r's op family, r split into its family's
@@ -96,7 +97,7 @@ func TestCommandRow(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/l")
 	list := contract.State{Version: 5, Live: true, Entry: contract.Entry{Key: key.String(), Version: 5,
 		Value: []byte(`{"type":"list","size":3,"since":1,"head":10}`), Semantics: contract.Semantics{Purpose: "list"}}}
-	if ref, ok := commandOf(&request{Key: key, Op: contract.OpRPop}).Row(list, now); !ok || ref != (ElementRef{key.String(), contract.ListPosition(12)}) {
+	if ref, ok := commandOf(&request{Key: key, Op: contract.OpRPop}).Row(list, now); !ok || ref != (ElementRef{key.String(), elemkey.ListPosition(12)}) {
 		t.Fatalf("rpop row %v %v, want position 12", ref, ok)
 	}
 	if _, ok := commandOf(&request{Key: key, Op: contract.OpLPop}).Row(contract.State{}, now); ok {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestDecideQueueItemTTL: a push with an item TTL gives its item its own
@@ -29,7 +30,7 @@ func TestDecideQueueItemTTL(t *testing.T) {
 	}
 	at := func(t time.Time) *time.Time { return &t }
 	pushedAt, past, future := now.Add(-time.Minute), now.Add(-time.Second), now.Add(time.Minute)
-	m := contract.QueueMember(1, 0, 3)
+	m := elemkey.QueueMember(1, 0, 3)
 	item := func(state string, deliveries int64, visibleAt, expiresAt *time.Time, dedup string) *contract.Element {
 		return &contract.Element{Op: contract.ElementAdd, Member: m, Value: json.RawMessage(`1`), State: state, Deliveries: deliveries,
 			VisibleAt: visibleAt, DedupID: dedup, PushedAt: &pushedAt, ExpiresAt: expiresAt}
@@ -49,7 +50,7 @@ func TestDecideQueueItemTTL(t *testing.T) {
 		element *contract.Element
 	}{
 		{"OKPushWithItemTTL", queue(1, 0), QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`1`), ItemTTL: 90},
-			"", meta(2, 0), &contract.Element{Op: "add", Member: contract.QueueMember(1, 0, 7), Value: json.RawMessage(`1`), State: "ready",
+			"", meta(2, 0), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, 0, 7), Value: json.RawMessage(`1`), State: "ready",
 				PushedAt: &now, ExpiresAt: at(now.Add(90 * time.Second))}},
 		{"OKPopKeepsExpiry", queue(1, 0), QueueInput{Head: item("ready", 0, nil, &future, "")}, request{Op: contract.OpQPop, Visibility: 30},
 			"", meta(1, 1), item("inflight", 1, at(now.Add(30*time.Second)), &future, "")},

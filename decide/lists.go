@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // Lists (docs/collections.md, events/list.go). A list's metadata holds
@@ -36,7 +37,7 @@ func popRef(cur contract.State, r *request, now time.Time) (ElementRef, bool) {
 	if r.Op == contract.OpRPop {
 		pos = meta.Head + meta.Size - 1
 	}
-	return ElementRef{Collection: r.Key.String(), Member: contract.ListPosition(pos)}, true
+	return ElementRef{Collection: r.Key.String(), Member: elemkey.ListPosition(pos)}, true
 }
 
 // decideList decides a list write r (lpush, rpush, lpop, rpop, ltrim) on
@@ -75,7 +76,7 @@ func decideList(r *request, in Input, env Env) Decision {
 			meta.Head = pos
 		}
 		meta.Size++
-		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(pos), Value: r.Value}
+		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(pos), Value: r.Value}
 	case contract.OpLPop, contract.OpRPop:
 		if visible == nil || meta.Size == 0 {
 			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "list %s is empty or does not exist", r.Key)}
@@ -91,9 +92,9 @@ func decideList(r *request, in Input, env Env) Decision {
 			return Decision{Err: contract.Errorf(contract.EInternal, "list %s: no element at its position %d", r.Key, pos)}
 		}
 		meta.Size--
-		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: end.Value}
+		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(pos), Value: end.Value}
 	case contract.OpLTrim:
-		from, to, ok := contract.ListRange(r.Start, r.Stop, meta.Size)
+		from, to, ok := elemkey.ListRange(r.Start, r.Stop, meta.Size)
 		keepsAll := ok && from == 0 && to == meta.Size-1 || !ok && meta.Size == 0
 		// A blind trim (its principal may not read the list) that keeps
 		// every element still appends, the metadata unchanged: whether

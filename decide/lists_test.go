@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestDecideList: pushes, pops and trims against the list's metadata and
@@ -28,7 +29,7 @@ func TestDecideList(t *testing.T) {
 		return &contract.CollectionMeta{Type: "list", Size: size, Since: since, Head: head}
 	}
 	el := func(op string, pos int64, value string) *contract.Element {
-		return &contract.Element{Op: op, Member: contract.ListPosition(pos), Value: json.RawMessage(value)}
+		return &contract.Element{Op: op, Member: elemkey.ListPosition(pos), Value: json.RawMessage(value)}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -107,7 +108,7 @@ func TestDecideList(t *testing.T) {
 	t.Run("OKPopRefNamesTheEnd", func(t *testing.T) {
 		for op, pos := range map[contract.Op]int64{contract.OpLPop: 10, contract.OpRPop: 12} {
 			ref, ok := popRef(list(5, 10, 3, 1), &request{Key: key, Op: op}, now)
-			if !ok || ref.Member != contract.ListPosition(pos) || ref.Collection != key.String() {
+			if !ok || ref.Member != elemkey.ListPosition(pos) || ref.Collection != key.String() {
 				t.Errorf("%s: popRef = %+v %v, want position %d", op, ref, ok, pos)
 			}
 		}
@@ -145,7 +146,7 @@ func TestDecideListReplayedPop(t *testing.T) {
 			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "list"}}}
 	}
 	ref := RequestRef{Key: key.String(), RequestID: "R"}
-	popped := &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
+	popped := &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
 	for _, tc := range []struct {
 		name  string
 		cur   contract.State

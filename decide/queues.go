@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // Queues (docs/collections.md "Queues", events/queue.go). A queue's
 // metadata holds its size, since and in-flight count; each item is one
-// kv_elements row (member contract.QueueMember: incarnation, priority,
+// kv_elements row (member elemkey.QueueMember: incarnation, priority,
 // push version). Every queue write is decided on the metadata and at
 // most one item: a push on the item with its dedupId (if any), a pop on
 // the queue's first ready item, an ack or the sweeper's requeue on the
@@ -42,7 +43,7 @@ func QueueMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Erro
 // incarnation since (an item of an earlier one, deleted or expired since,
 // is no item).
 func InIncarnation(member string, since int64) bool {
-	from, to := contract.QueueRange(since)
+	from, to := elemkey.QueueRange(since)
 	return member >= from && member < to
 }
 
@@ -114,7 +115,7 @@ func decideQueue(r *request, in Input, env Env) Decision {
 // item TTL its own expiry (pushedAt + TTL), which every later event of
 // the item carries.
 func pushed(meta contract.CollectionMeta, r *request, version int64, now time.Time) *contract.Element {
-	el := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(meta.Since, r.Priority, version),
+	el := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, r.Priority, version),
 		Value: r.Value, State: contract.ItemReady, DedupID: r.DedupID, PushedAt: &now}
 	if r.ItemTTL > 0 {
 		exp := now.Add(time.Duration(r.ItemTTL) * time.Second)
@@ -272,7 +273,7 @@ func replayedQueueWrite(cur contract.State, known Memory, r *request) *contract.
 		if err != nil {
 			return nil
 		}
-		return &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(meta.Since, r.Priority, cur.Version)}
+		return &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, r.Priority, cur.Version)}
 	}
 	return replayedPop(cur, known, r)
 }
@@ -283,7 +284,7 @@ func QueuePushAnswer(res Result, r *Queue) contract.QPushAnswer {
 	a.Size, _ = queueSizes(res.Entry)
 	if res.Element != nil {
 		a.Item = res.Element.Member
-		if _, prio, _, err := contract.ParseQueueMember(a.Item); err == nil {
+		if _, prio, _, err := elemkey.ParseQueueMember(a.Item); err == nil {
 			a.Priority = prio
 		}
 	}
@@ -297,7 +298,7 @@ func QueuePopAnswer(res Result, r *Queue) contract.QPopAnswer {
 	if el := res.Element; el != nil {
 		a.Data, a.Item, a.Deliveries, a.ExpiresAt = el.Value, el.Member, el.Deliveries, el.ExpiresAt
 		a.Receipt = contract.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)
-		if _, prio, _, err := contract.ParseQueueMember(el.Member); err == nil {
+		if _, prio, _, err := elemkey.ParseQueueMember(el.Member); err == nil {
 			a.Priority = prio
 		}
 		if el.VisibleAt != nil && el.State == contract.ItemInFlight {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestDecideQueue: pushes, pops, acks and the sweeper's requeues against
@@ -32,8 +33,8 @@ func TestDecideQueue(t *testing.T) {
 	pushed := now.Add(-time.Minute)
 	deadline := now.Add(-time.Second) // passed
 	later := now.Add(30 * time.Second)
-	m := contract.QueueMember(1, -2, 3)
-	old := contract.QueueMember(1, 0, 2) // of incarnation 1, the queue's since being 10 below
+	m := elemkey.QueueMember(1, -2, 3)
+	old := elemkey.QueueMember(1, 0, 2) // of incarnation 1, the queue's since being 10 below
 	item := func(member, state string, deliveries int64, visibleAt *time.Time, dedup string) *contract.Element {
 		return &contract.Element{Op: contract.ElementAdd, Member: member, Value: json.RawMessage(`{"job":1}`), State: state,
 			Deliveries: deliveries, VisibleAt: visibleAt, DedupID: dedup, PushedAt: &pushed}
@@ -62,20 +63,20 @@ func TestDecideQueue(t *testing.T) {
 		element *contract.Element
 	}{
 		{"OKPushCreates", contract.State{}, QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
-			"", meta(1, 0, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
+			"", meta(1, 0, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
 		{"OKPushAppends", queue(5, 2, 1, 1), QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
-			"", meta(3, 1, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+			"", meta(3, 1, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
 		{"OKPushAfterDeleteStartsAfresh", deleted, QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`)},
-			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: contract.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
+			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: elemkey.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
 		{"OKPushDuplicateAddsNothing", queue(5, 1, 0, 1), QueueInput{Dup: item(m, "ready", 0, nil, "d")}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "ready", 0, nil, "d")},
 		{"OKPushDuplicateOfDoneItemAddsNothing", queue(5, 0, 0, 1), QueueInput{Dup: item(m, "done", 1, nil, "d")}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "done", 1, nil, "d")},
 		{"OKPushDuplicatePastWindowAdds", queue(5, 1, 0, 1), QueueInput{Dup: &contract.Element{Member: m, State: "ready", DedupID: "d", PushedAt: at(now.Add(-DefaultQueueDedupWindow))}},
 			request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
-			"", meta(2, 0, 1), &contract.Element{Op: "add", Member: contract.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+			"", meta(2, 0, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
 		{"OKPushDuplicateOfEarlierQueueAdds", queue(12, 0, 0, 10), QueueInput{Dup: item(old, "ready", 0, nil, "d")}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
-			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: contract.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
+			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: elemkey.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
 		{"ErrPushWrongType", list, QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`)}, contract.EWrongType, nil, nil},
 
 		{"OKPopRemoves", queue(5, 2, 0, 1), QueueInput{Head: ready}, request{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
@@ -160,7 +161,7 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/tasks")
 	meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: 2, Since: 1, InFlight: 1})
 	cur := contract.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta, Semantics: contract.Semantics{Purpose: "queue"}}}
-	m, old := contract.QueueMember(1, 0, 2), contract.QueueMember(0, 0, 1)
+	m, old := elemkey.QueueMember(1, 0, 2), elemkey.QueueMember(0, 0, 1)
 	later, past := now.Add(time.Minute), now.Add(-time.Second)
 	const nonce = "0123456789abcdef0123456789abcdef"
 	var messages []string
@@ -210,7 +211,7 @@ func TestDecideQueueReplays(t *testing.T) {
 			Value: json.RawMessage(`{"type":"queue","size":2,"since":1,"inFlight":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
 	deadline := now.Add(20 * time.Second)
-	popped := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
+	popped := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
 		State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
 	ref := RequestRef{Key: key.String(), RequestID: "R"}
 	d := decideQueue(pop, Input{State: after(pop, 5), Known: Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}}, testEnv(now, 1))
@@ -233,7 +234,7 @@ func TestDecideQueueReplays(t *testing.T) {
 		t.Fatalf("older push retried: %+v, want version_conflict", d)
 	}
 	d = decideQueue(push, Input{State: after(push, 6)}, testEnv(now, 1))
-	if pa := QueuePushAnswer(d.Result, queueOf(push)); !d.Result.Replayed || pa.Item != contract.QueueMember(1, 4, 6) || pa.Priority != 4 {
+	if pa := QueuePushAnswer(d.Result, queueOf(push)); !d.Result.Replayed || pa.Item != elemkey.QueueMember(1, 4, 6) || pa.Priority != 4 {
 		t.Fatalf("replayed push: %+v %+v, want its item", d, pa)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -111,9 +112,9 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 	push := request{Key: list, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "pop-1", Principal: "p"}
 	listAfter := json.RawMessage(`{"type":"list","size":3,"since":1,"head":2}`)
 	deadline := now.Add(10 * time.Second)
-	item := &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
+	item := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
 		State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
-	value := &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
+	value := &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
 	// The collection at version 9, written by someone else since the pop.
 	cur := func(k contract.Key, purpose string) contract.State {
 		return contract.State{Version: 9, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: k.String(), Version: 9,

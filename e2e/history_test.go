@@ -8,6 +8,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // historyPage reads one page of GET path:history?query.
@@ -146,7 +147,7 @@ func TestHistoryCollection(t *testing.T) {
 			got = append(got, fmt.Sprintf("%d %s %s %s %s", v.Version, v.Op, v.Element.Op, v.Element.Member, v.Element.Value))
 		}
 	}
-	want := "1 sadd add a \n2 sadd add b \n3 srem remove a \n1 rpush add " + contract.ListPosition(0) + " {\"job\":1}\n2 lpop remove " + contract.ListPosition(0) + " {\"job\":1}"
+	want := "1 sadd add a \n2 sadd add b \n3 srem remove a \n1 rpush add " + elemkey.ListPosition(0) + " {\"job\":1}\n2 lpop remove " + elemkey.ListPosition(0) + " {\"job\":1}"
 	if strings.Join(got, "\n") != want {
 		t.Fatalf("collection histories:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}

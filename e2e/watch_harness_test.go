@@ -42,7 +42,7 @@ func (s *stack) prefixLog(ctx context.Context, prefix string) []logged {
 	end := testenv.EndOffsets(ctx, s.tb, cl, topic)[p]
 	var out []logged
 	err = changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: topic, Partition: p, From: start, End: end}, func(r *kgo.Record) error {
-		if !strings.HasPrefix(contract.EventKeyOf(r.Key), prefix) {
+		if !strings.HasPrefix(changelog.EventKeyOf(r.Key), prefix) {
 			return nil
 		}
 		e, err := changelog.Event(r)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // Write-only principals (README "Security", "What a write-only token
@@ -199,7 +200,7 @@ func TestQueueReceiptsAreUnguessable(t *testing.T) {
 		second.Item + "#1", // the attack: the item id a push answered, delivery 1
 		second.Item + "#1#" + strings.Repeat("0", 32),
 		second.Item + "#2",
-		contract.QueueMember(1, 0, 1) + "#1", // no such item
+		elemkey.QueueMember(1, 0, 1) + "#1", // no such item
 	} {
 		r := s.do("POST", q+":qack", writerTok, `{"receipt":"`+guess+`"}`)
 		expect(t, "ack of "+guess, r, 409, contract.EStaleReceipt, "receipt")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -115,7 +116,7 @@ func (c *casBatches) next() []projection.Applied {
 		if c.noRequestID {
 			e.RequestID = ""
 		}
-		raw, err := e.Marshal()
+		raw, err := codec.MarshalEvent(&e)
 		if err != nil {
 			c.tb.Fatal(err)
 		}

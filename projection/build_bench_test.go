@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/internal/benchdata"
 )
 
@@ -32,11 +32,11 @@ func cas18aBatch(tb testing.TB) []Applied {
 			for i := range perTxn {
 				k := int(part)*keys/parts + txn*perTxn + i
 				e := benchdata.CAS18aEvent(k, 8, ts)
-				raw, err := e.Marshal()
+				raw, err := codec.MarshalEvent(&e)
 				if err != nil {
 					tb.Fatal(err)
 				}
-				d, verbatim, err := contract.UnmarshalRecord(raw)
+				d, verbatim, err := codec.UnmarshalRecord(raw)
 				if err != nil || !verbatim {
 					tb.Fatalf("decode: verbatim %v, %v", verbatim, err)
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // Elements of collections (schemas/postgres/00006_kv_elements.sql,
@@ -207,8 +208,8 @@ func (s *Store) Members(ctx context.Context, key, cursor string, limit int, now 
 // queue item's state, deliveries and own expiry, for Compare. Rows before the
 // collection's since are not elements, nor are a list's rows outside its
 // positions head .. head+size-1 (left behind by trims and pops:
-// contract.ListPosition, in SQL), nor a queue's rows of an earlier
-// incarnation (contract.QueueRange, in SQL). A set's rows have no value nor
+// ListPosition, in SQL), nor a queue's rows of an earlier
+// incarnation (QueueRange, in SQL). A set's rows have no value nor
 // state, so their digest is what it was before lists and queues.
 func elementsDigestSQL(s string) string {
 	const pos = `lpad((coalesce((e.value::jsonb->>'head')::numeric, 0) + %s + 9223372036854775808)::text, 20, '0')`
@@ -254,7 +255,7 @@ WHERE e.key = $1 AND e.live AND (e.expires_at IS NULL OR e.expires_at > $2) AND 
 const rangeBytes = `(coalesce(octet_length(value), 0) + 8)`
 
 // listRangeSQL is a range of a list's positions: $1 the key, $2 and $3
-// the first and last positions (contract.ListPosition), $4 the list's
+// the first and last positions (ListPosition), $4 the list's
 // since, $5 the byte budget: one range scan of the primary key. As on a
 // listing's page (pageFits), a row's value is sent only when the running
 // sum of the values up to it fits the budget; the first always fits.
@@ -290,14 +291,14 @@ func (s *Store) Range(ctx context.Context, key string, start, stop int64, pg Pag
 		if err != nil {
 			return err
 		}
-		from, to, ok := contract.ListRange(start, stop, meta.Size)
+		from, to, ok := elemkey.ListRange(start, stop, meta.Size)
 		if !ok {
 			return nil
 		}
 		if to-from+1 > int64(limit) {
 			to, truncated = from+int64(limit)-1, true
 		}
-		rows, err := tx.Query(ctx, listRangeSQL, key, contract.ListPosition(meta.Head+from), contract.ListPosition(meta.Head+to), meta.Since, maxBytes)
+		rows, err := tx.Query(ctx, listRangeSQL, key, elemkey.ListPosition(meta.Head+from), elemkey.ListPosition(meta.Head+to), meta.Since, maxBytes)
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,14 @@
 package projection
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -57,15 +60,16 @@ const maxFieldDepth = 256
 // maxFieldDepth, and more than contract.MaxFilterFields candidates (which
 // of them are kept depends on the numbers' cap, applied in SQL).
 func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
-	p := fieldParser{b: v}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '{' {
+	p := fieldParser{v: v}
+	// The scanner only reads the bytes, which are v's: no copy.
+	p.sc.Reset(unsafe.Slice(unsafe.StringData(v), len(v)))
+	if p.sc.Peek() == '{' {
 		fields, ok = p.object(dst[:0])
 	} else {
 		ok = p.value(0)
 	}
-	p.space()
-	if !ok || p.i != len(p.b) {
+	p.sc.Peek()
+	if !ok || p.sc.Offset() != len(v) {
 		return nil, false
 	}
 	if len(fields) > 1 {
@@ -97,71 +101,52 @@ func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 }
 
 // fieldParser reads JSON as Postgres's parser accepts it (RFC 8259), and
-// reports anything else as not ok.
+// reports anything else as not ok. The scanner checks the tokens' syntax
+// (what follows a number or a literal must be a delimiter there, as in
+// Postgres's lexer, or the text is refused); fieldParser decides what
+// jsonb would refuse in them and how deep to follow.
 type fieldParser struct {
-	b string
-	i int
+	v  string
+	sc codec.Scanner
 }
 
-func (p *fieldParser) space() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// object reads the top-level object at p.i ('{' next) and returns every
-// member, in order; a member whose value is not a scalar has typ 0.
+// object reads the top-level object ('{' next) and returns every member,
+// in order; a member whose value is not a scalar has typ 0.
 func (p *fieldParser) object(fields []valueField) ([]valueField, bool) {
-	p.i++
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
+	sc := &p.sc
+	sc.Next('{')
+	if sc.Next('}') {
 		return fields, true
 	}
 	for {
-		p.space()
 		name, ok := p.str()
-		if !ok {
-			return nil, false
-		}
-		p.space()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return nil, false
-		}
-		p.i++
-		p.space()
-		if p.i >= len(p.b) {
+		if !ok || !sc.Next(':') {
 			return nil, false
 		}
 		f := valueField{name: name}
-		switch c := p.b[p.i]; {
+		switch c := sc.Peek(); {
 		case c == '"':
 			if f.str, ok = p.str(); !ok {
 				return nil, false
 			}
 			f.typ = 's'
 		case c == '-' || c >= '0' && c <= '9':
-			start := p.i
-			if !p.number() {
+			num, err := sc.ReadNumber()
+			if err != nil {
 				return nil, false
 			}
-			f.typ, f.num = 'n', p.b[start:p.i]
+			f.typ, f.num = 'n', p.sub(num)
 		case c == 't' || c == 'f':
 			f.typ, f.str = 'b', "true"
 			if c == 'f' {
 				f.str = "false"
 			}
-			if !p.literal(f.str) {
+			if sc.ReadLiteral(f.str) != nil {
 				return nil, false
 			}
 		case c == 'n':
 			f.typ = 'z'
-			if !p.literal("null") {
+			if sc.ReadLiteral("null") != nil {
 				return nil, false
 			}
 		default:
@@ -170,203 +155,104 @@ func (p *fieldParser) object(fields []valueField) ([]valueField, bool) {
 			}
 		}
 		fields = append(fields, f)
-		p.space()
-		if p.i >= len(p.b) {
-			return nil, false
+		if sc.Next(',') {
+			continue
 		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if sc.Next('}') {
 			return fields, true
-		default:
-			return nil, false
 		}
+		return nil, false
 	}
 }
 
-// value checks the value at p.i, at nesting depth, and skips it. A number
+// sub returns the bytes b of the text as the substring of v they are.
+func (p *fieldParser) sub(b []byte) string {
+	end := p.sc.Offset()
+	return p.v[end-len(b) : end]
+}
+
+// value checks the value next, at nesting depth, and skips it. A number
 // is accepted only when plain (no exponent, not long): it is not passed
 // to Postgres, which would refuse one beyond numeric's range.
 func (p *fieldParser) value(depth int) bool {
-	if p.i >= len(p.b) || depth > maxFieldDepth {
+	if depth > maxFieldDepth {
 		return false
 	}
-	switch c := p.b[p.i]; {
+	sc := &p.sc
+	switch c := sc.Peek(); {
 	case c == '"':
 		_, ok := p.str()
 		return ok
 	case c == '-' || c >= '0' && c <= '9':
-		start := p.i
-		return p.number() && p.i-start <= 300 && !strings.ContainsAny(p.b[start:p.i], "eE")
+		num, err := sc.ReadNumber()
+		return err == nil && len(num) <= 300 && !bytes.ContainsAny(num, "eE")
 	case c == 't':
-		return p.literal("true")
+		return sc.ReadLiteral("true") == nil
 	case c == 'f':
-		return p.literal("false")
+		return sc.ReadLiteral("false") == nil
 	case c == 'n':
-		return p.literal("null")
+		return sc.ReadLiteral("null") == nil
 	case c == '{' || c == '[':
 		return p.composite(depth)
 	}
 	return false
 }
 
-// composite checks the object or array at p.i and skips it.
+// composite checks the object or array next and skips it.
 func (p *fieldParser) composite(depth int) bool {
-	closer := byte('}')
-	if p.b[p.i] == '[' {
+	sc := &p.sc
+	open, closer := sc.Peek(), byte('}')
+	if open == '[' {
 		closer = ']'
 	}
-	p.i++
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == closer {
-		p.i++
+	sc.Next(open)
+	if sc.Next(closer) {
 		return true
 	}
 	for {
-		p.space()
-		if closer == '}' {
-			if _, ok := p.str(); !ok {
+		if open == '{' {
+			if _, ok := p.str(); !ok || !sc.Next(':') {
 				return false
 			}
-			p.space()
-			if p.i >= len(p.b) || p.b[p.i] != ':' {
-				return false
-			}
-			p.i++
-			p.space()
 		}
 		if !p.value(depth + 1) {
 			return false
 		}
-		p.space()
-		if p.i >= len(p.b) {
-			return false
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case closer:
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-func (p *fieldParser) literal(lit string) bool {
-	if p.b[p.i:min(len(p.b), p.i+len(lit))] != lit {
-		return false
-	}
-	p.i += len(lit)
-	// Postgres reads a token up to the next delimiter: "truex" is one
-	// (invalid) token, not true then x.
-	return p.i == len(p.b) || !isTokenByte(p.b[p.i])
-}
-
-// number skips a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (p *fieldParser) number() bool {
-	if p.b[p.i] == '-' {
-		p.i++
-	}
-	switch {
-	case p.i < len(p.b) && p.b[p.i] == '0':
-		p.i++
-	case p.digits() == 0:
-		return false
-	}
-	if p.i < len(p.b) && p.b[p.i] == '.' {
-		p.i++
-		if p.digits() == 0 {
-			return false
-		}
-	}
-	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-			p.i++
-		}
-		if p.digits() == 0 {
-			return false
-		}
-	}
-	return p.i == len(p.b) || !isTokenByte(p.b[p.i])
-}
-
-func (p *fieldParser) digits() int {
-	start := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-	}
-	return p.i - start
-}
-
-// isTokenByte reports a byte that would continue a number or a literal
-// in Postgres's lexer (anything but JSON's delimiters and whitespace).
-func isTokenByte(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', '\r', ',', ':', '[', ']', '{', '}', '"':
-		return false
-	}
-	return true
-}
-
-// str reads the string at p.i ('"' expected) and returns it unescaped,
-// as jsonb stores it; not ok for what jsonb refuses: a control character,
-// an unknown escape, \u0000, an unpaired surrogate, invalid UTF-8.
-func (p *fieldParser) str() (string, bool) {
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return "", false
-	}
-	p.i++
-	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			s := p.b[start:p.i]
-			p.i++
-			if !utf8.ValidString(s) {
-				return "", false
-			}
-			return s, true
-		case c == '\\':
-			return p.unescape(start)
-		case c < 0x20:
-			return "", false
-		}
-		p.i++
-	}
-	return "", false
-}
-
-// unescape reads the rest of a string with escapes; b[start:p.i] is its
-// plain beginning and p.i is at the first backslash.
-func (p *fieldParser) unescape(start int) (string, bool) {
-	out := make([]byte, 0, 2*(p.i-start)+16)
-	out = append(out, p.b[start:p.i]...)
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			if !utf8.Valid(out) {
-				return "", false
-			}
-			return string(out), true
-		case c < 0x20:
-			return "", false
-		case c != '\\':
-			out = append(out, c)
-			p.i++
+		if sc.Next(',') {
 			continue
 		}
-		if p.i+1 >= len(p.b) {
-			return "", false
+		return sc.Next(closer)
+	}
+}
+
+// str reads the string next and returns it unescaped, as jsonb stores
+// it; not ok for what jsonb refuses: a control character, an unknown
+// escape, \u0000, an unpaired surrogate, invalid UTF-8. A string without
+// escapes is v's own text.
+func (p *fieldParser) str() (string, bool) {
+	raw, plain, err := p.sc.ReadString()
+	switch {
+	case err != nil:
+		return "", false
+	case plain:
+		end := p.sc.Offset() - 1 // the closing quote
+		return p.v[end-len(raw) : end], true
+	}
+	return unescape(raw)
+}
+
+// unescape returns the string the checked string bytes s (between the
+// quotes) stand for, or not ok for what jsonb refuses.
+func unescape(s []byte) (string, bool) {
+	out := make([]byte, 0, len(s)+16)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
 		}
-		switch e := p.b[p.i+1]; e {
+		switch e := s[i+1]; e {
 		case '"', '\\', '/':
 			out = append(out, e)
 		case 'b':
@@ -380,31 +266,32 @@ func (p *fieldParser) unescape(start int) (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r := contract.Hex4(p.b[p.i+2:])
+			r := codec.Hex4(s[i+2 : i+6])
 			switch {
-			case r <= 0: // \u0000 (jsonb refuses it) or not four hex digits
+			case r == 0: // \u0000: jsonb refuses it
 				return "", false
 			case utf16.IsSurrogate(r):
 				if r >= 0xdc00 { // a low surrogate first
 					return "", false
 				}
 				lo := rune(-1)
-				if p.i+12 <= len(p.b) && p.b[p.i+6] == '\\' && p.b[p.i+7] == 'u' {
-					lo = contract.Hex4(p.b[p.i+8:])
+				if i+12 <= len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+					lo = codec.Hex4(s[i+8 : i+12])
 				}
 				if lo < 0xdc00 || lo > 0xdfff {
 					return "", false
 				}
 				out = utf8.AppendRune(out, utf16.DecodeRune(r, lo))
-				p.i += 6
+				i += 6
 			default:
 				out = utf8.AppendRune(out, r)
 			}
-			p.i += 4
-		default:
-			return "", false
+			i += 4
 		}
-		p.i += 2
+		i += 2
 	}
-	return "", false
+	if !utf8.Valid(out) {
+		return "", false
+	}
+	return string(out), true
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -71,7 +72,7 @@ func (s *Store) History(ctx context.Context, key string, from int64, limit, maxB
 		if err := json.Compact(&compact, []byte(*text)); err != nil {
 			return nil, 0, fmt.Errorf("projection: history of %s: %w", key, err)
 		}
-		e, err := contract.Unmarshal(compact.Bytes())
+		e, err := codec.UnmarshalEvent(compact.Bytes())
 		if err != nil {
 			return nil, 0, fmt.Errorf("projection: history of %s: %w", key, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -19,7 +20,7 @@ func (m *queueModel) pushTTL(data string, expiresAt time.Time) contract.Event {
 		m.since = m.version
 	}
 	at := t0.Add(time.Duration(m.version) * time.Second)
-	return m.event(contract.OpQPush, contract.Element{Member: contract.QueueMember(m.since, 0, m.version), Value: json.RawMessage(data),
+	return m.event(contract.OpQPush, contract.Element{Member: elemkey.QueueMember(m.since, 0, m.version), Value: json.RawMessage(data),
 		State: contract.ItemReady, PushedAt: &at, ExpiresAt: &expiresAt})
 }
 

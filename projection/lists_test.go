@@ -10,6 +10,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -38,30 +39,30 @@ func (m *listModel) event(op contract.Op, el *contract.Element) contract.Event {
 func (m *listModel) lpush(v string) contract.Event {
 	m.head--
 	m.values = append([]string{v}, m.values...)
-	return m.event(contract.OpLPush, &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(m.head), Value: json.RawMessage(v)})
+	return m.event(contract.OpLPush, &contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(m.head), Value: json.RawMessage(v)})
 }
 
 func (m *listModel) rpush(v string) contract.Event {
 	m.values = append(m.values, v)
-	return m.event(contract.OpRPush, &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(m.head + int64(len(m.values)) - 1), Value: json.RawMessage(v)})
+	return m.event(contract.OpRPush, &contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(m.head + int64(len(m.values)) - 1), Value: json.RawMessage(v)})
 }
 
 func (m *listModel) lpop() contract.Event {
 	pos, v := m.head, m.values[0]
 	m.head++
 	m.values = m.values[1:]
-	return m.event(contract.OpLPop, &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: json.RawMessage(v)})
+	return m.event(contract.OpLPop, &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(pos), Value: json.RawMessage(v)})
 }
 
 func (m *listModel) rpop() contract.Event {
 	n := len(m.values) - 1
 	pos, v := m.head+int64(n), m.values[n]
 	m.values = m.values[:n]
-	return m.event(contract.OpRPop, &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(pos), Value: json.RawMessage(v)})
+	return m.event(contract.OpRPop, &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(pos), Value: json.RawMessage(v)})
 }
 
 func (m *listModel) ltrim(start, stop int64) contract.Event {
-	from, to, ok := contract.ListRange(start, stop, int64(len(m.values)))
+	from, to, ok := elemkey.ListRange(start, stop, int64(len(m.values)))
 	if !ok {
 		m.head += int64(len(m.values))
 		m.values = nil
@@ -111,7 +112,7 @@ func TestApplyLists(t *testing.T) {
 		mustApply(t, s, "kv.lists", b)
 	}
 	for _, r := range [][2]int64{{0, -1}, {0, 99}, {0, 0}, {-1, -1}, {2, 5}, {-3, -1}, {5, 2}, {-100, 100}, {10, 20}} {
-		from, to, ok := contract.ListRange(r[0], r[1], int64(len(m.values)))
+		from, to, ok := elemkey.ListRange(r[0], r[1], int64(len(m.values)))
 		want := []string{}
 		if ok {
 			want = m.values[from : to+1]
@@ -154,7 +155,7 @@ func TestApplyLists(t *testing.T) {
 		k := "tenant/t/project/p/lookup"
 		l := &listModel{tb: t, key: k}
 		mustApply(t, s, "kv.lists", batchOf(200, l.rpush(`"a"`), l.rpush(`"b"`)))
-		ref := projection.ElementRef{Collection: k, Member: contract.ListPosition(1)}
+		ref := projection.ElementRef{Collection: k, Member: elemkey.ListPosition(1)}
 		f, err := s.Lookup(context.Background(), nil, nil, []projection.ElementRef{ref})
 		if err != nil || f.Elements[ref] != 2 || string(f.Values[ref]) != `"b"` {
 			t.Fatalf("lookup %+v %v", f, err)
@@ -181,8 +182,8 @@ func TestCompareLists(t *testing.T) {
 		differs bool
 	}{
 		{"OKSameLog", log, "", false},
-		{"OKTrimmedRowsIgnored", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + contract.ListPosition(0) + `'`, false},
-		{"ErrValueDiffers", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + contract.ListPosition(1) + `'`, true},
+		{"OKTrimmedRowsIgnored", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + elemkey.ListPosition(0) + `'`, false},
+		{"ErrValueDiffers", log, `UPDATE kv_elements SET value = '"changed"' WHERE member = '` + elemkey.ListPosition(1) + `'`, true},
 		{"ErrCompactedLosesElements", log[3:], "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 // Queues (schemas/postgres/00008_kv_elements_queue.sql,
 // docs/collections.md "Queues"). An item is a kv_elements row whose
-// member is contract.QueueMember and whose state columns are those its
+// member is QueueMember and whose state columns are those its
 // latest event carried (contract.Element): the projector upserts it to
 // exactly that state, or deletes it. Every read takes only the rows of
 // the queue's incarnation (the member range of its since) in one range

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -42,7 +43,7 @@ func (m *queueModel) size() int64 {
 }
 
 func inIncarnation(member string, since int64) bool {
-	from, to := contract.QueueRange(since)
+	from, to := elemkey.QueueRange(since)
 	return member >= from && member < to
 }
 
@@ -66,7 +67,7 @@ func (m *queueModel) push(data string, prio int64, dedup string) contract.Event 
 		m.since = m.version
 	}
 	at := t0.Add(time.Duration(m.version) * time.Second)
-	return m.event(contract.OpQPush, contract.Element{Member: contract.QueueMember(m.since, prio, m.version), Value: json.RawMessage(data),
+	return m.event(contract.OpQPush, contract.Element{Member: elemkey.QueueMember(m.since, prio, m.version), Value: json.RawMessage(data),
 		State: contract.ItemReady, DedupID: dedup, PushedAt: &at})
 }
 
@@ -191,7 +192,7 @@ func TestApplyQueues(t *testing.T) {
 		q := projection.Query{
 			Heads:  []projection.HeadRef{{Queue: m.key, Exclude: []string{ready[0].Member}, Limit: 2}, {Queue: "tenant/t/project/p/none", Limit: 1}},
 			Dedups: []projection.DedupRef{{Queue: m.key, DedupID: "d0"}, {Queue: m.key, Since: m.since, DedupID: "d4"}, {Queue: m.key, DedupID: "nope"}},
-			Items:  []projection.ElementRef{{Collection: m.key, Member: done}, {Collection: m.key, Member: flying}, {Collection: m.key, Member: contract.QueueMember(1, 0, 99)}},
+			Items:  []projection.ElementRef{{Collection: m.key, Member: done}, {Collection: m.key, Member: flying}, {Collection: m.key, Member: elemkey.QueueMember(1, 0, 99)}},
 		}
 		f, err := s.Find(ctx, q)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -554,7 +555,7 @@ func (c *historyColumns) add(a *Applied) error {
 	b := a.Raw
 	if b == nil {
 		var err error
-		if b, err = e.Marshal(); err != nil {
+		if b, err = codec.MarshalEvent(e); err != nil {
 			return fmt.Errorf("projection: apply %s@%d: encode event: %w", e.Key, e.Version, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
@@ -242,7 +243,7 @@ func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
 		if err := rows.Scan(&kind, &op, &part, &off, &raw); err != nil {
 			t.Fatal(err)
 		}
-		e, err := contract.Unmarshal(raw)
+		e, err := codec.UnmarshalEvent(raw)
 		if err != nil {
 			t.Fatalf("stored event does not decode: %v", err)
 		}
@@ -256,7 +257,7 @@ func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
 	}
 	var want []any
 	for _, e := range []contract.Event{e1, e2} {
-		b, err := e.Marshal()
+		b, err := codec.MarshalEvent(&e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -633,7 +634,7 @@ func TestApplyHistoryStoresRawAsTheEvent(t *testing.T) {
 			s.SetHistoryFormat(tc.format)
 			key := "tenant/t/project/p/raw"
 			e := put(t, key, 1, `{"n":"<\u00e9>"}`)
-			enc, err := e.Marshal()
+			enc, err := codec.MarshalEvent(&e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -645,7 +646,7 @@ func TestApplyHistoryStoresRawAsTheEvent(t *testing.T) {
 			raw := append([]byte(`{"rawMark":true,`), spaced.Bytes()[1:]...)
 			noID := put(t, key, 2, `{"n":2}`)
 			noID.RequestID, noID.RequestDigest = "", ""
-			encNoID, err := noID.Marshal()
+			encNoID, err := codec.MarshalEvent(&noID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/internal/benchdata"
 )
 
@@ -29,7 +30,7 @@ func cas18aRecords(tb testing.TB, round int) []*kgo.Record {
 				k := int(part)*keys/parts + txn*perTxn + i
 				v := int64(round + 1)
 				e := benchdata.CAS18aEvent(k, v+1, ts)
-				b, err := e.Marshal()
+				b, err := codec.MarshalEvent(&e)
 				if err != nil {
 					tb.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -46,7 +47,7 @@ func records(tb testing.TB, spec string) []*kgo.Record {
 		case 'x':
 			r.Value = []byte(`{not json`)
 		default:
-			b, err := e.Marshal()
+			b, err := codec.MarshalEvent(&e)
 			if err != nil {
 				tb.Fatal(err)
 			}

@@ -9,16 +9,18 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/schemas"
 )
 
 // The event codec (encode.go, decode.go) must write the bytes
 // encoding/json writes and read what encoding/json reads: these tests
 // hold it to the reflection-based reference below, which is what
-// Event.Marshal and contract.Unmarshal were before.
+// codec.MarshalEvent and codec.UnmarshalEvent were before.
 
-// reflectUnmarshal is contract.Unmarshal as it was with encoding/json.
+// reflectUnmarshal is codec.UnmarshalEvent as it was with encoding/json.
 func reflectUnmarshal(b []byte) (contract.Event, error) {
 	var e contract.Event
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&e); err != nil {
@@ -56,14 +58,14 @@ func elementSamples() map[string]contract.Event {
 	}
 	add("SAdd", contract.OpSAdd, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: "blue <&> \u2028"})
 	add("SRem", contract.OpSRem, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: "blue"})
-	add("LPush", contract.OpLPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(-3), Value: json.RawMessage(`{"job":1}`)})
-	add("RPop", contract.OpRPop, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(7), Value: json.RawMessage(`"x"`)})
-	add("QPush", contract.OpQPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(3, 0, 9),
+	add("LPush", contract.OpLPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(-3), Value: json.RawMessage(`{"job":1}`)})
+	add("RPop", contract.OpRPop, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(7), Value: json.RawMessage(`"x"`)})
+	add("QPush", contract.OpQPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(3, 0, 9),
 		Value: json.RawMessage(`{"n":1}`), State: contract.ItemReady, DedupID: "d-1", PushedAt: &pushed, ExpiresAt: &expires})
-	add("QPop", contract.OpQPop, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(3, -5, 9),
+	add("QPop", contract.OpQPop, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(3, -5, 9),
 		Value: json.RawMessage(`null`), State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &visible, PushedAt: &pushed,
 		ReceiptNonce: "0123456789abcdef0123456789abcdef"})
-	add("QAck", contract.OpQAck, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: contract.QueueMember(3, 0, 9), Value: json.RawMessage(`1`)})
+	add("QAck", contract.OpQAck, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: elemkey.QueueMember(3, 0, 9), Value: json.RawMessage(`1`)})
 	return out
 }
 
@@ -90,7 +92,7 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 			if err := schemas.ValidateChange(got); err != nil {
 				t.Errorf("%v\n%s", err, got)
 			}
-			back, err := contract.Unmarshal(got)
+			back, err := codec.UnmarshalEvent(got)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +133,7 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 			if _, err := contract.EncodeJSON(&e); err == nil {
 				t.Fatal("encoding/json encodes it: not an error case")
 			}
-			if b, err := e.Marshal(); err == nil {
+			if b, err := codec.MarshalEvent(&e); err == nil {
 				t.Errorf("Marshal encoded %s", b)
 			}
 		})
@@ -143,7 +145,7 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 func checkMarshal(tb testing.TB, e *contract.Event) {
 	tb.Helper()
 	want, wantErr := contract.EncodeJSON(e)
-	got, err := e.Marshal()
+	got, err := codec.MarshalEvent(e)
 	switch {
 	case (err != nil) != (wantErr != nil):
 		tb.Fatalf("Marshal: error %v, encoding/json: error %v", err, wantErr)
@@ -157,14 +159,14 @@ func checkMarshal(tb testing.TB, e *contract.Event) {
 func checkUnmarshal(tb testing.TB, b []byte) {
 	tb.Helper()
 	want, wantErr := reflectUnmarshal(b)
-	got, err := contract.Unmarshal(b)
+	got, err := codec.UnmarshalEvent(b)
 	switch {
 	case (err != nil) != (wantErr != nil):
 		tb.Fatalf("Unmarshal(%q): error %v, encoding/json: error %v", b, err, wantErr)
 	case !reflect.DeepEqual(got, want):
 		tb.Fatalf("Unmarshal(%q) =\n%#v\nencoding/json:\n%#v", b, got, want)
 	}
-	rec, verbatim, recErr := contract.UnmarshalRecord(b)
+	rec, verbatim, recErr := codec.UnmarshalRecord(b)
 	if !reflect.DeepEqual(rec, got) || (recErr != nil) != (err != nil) {
 		tb.Fatalf("UnmarshalRecord(%q) = %+v, %v; Unmarshal: %+v, %v", b, rec, recErr, got, err)
 	}
@@ -172,14 +174,14 @@ func checkUnmarshal(tb testing.TB, b []byte) {
 		return
 	}
 	checkMarshal(tb, &got)
-	if enc, err := got.Marshal(); err == nil && verbatim && !reflect.DeepEqual(jsonValue(tb, b), jsonValue(tb, enc)) {
+	if enc, err := codec.MarshalEvent(&got); err == nil && verbatim && !reflect.DeepEqual(jsonValue(tb, b), jsonValue(tb, enc)) {
 		tb.Fatalf("UnmarshalRecord(%q): verbatim, but its encoding says otherwise: %q", b, enc)
 	}
 	// What Marshal writes reads back to what encodes to the same bytes:
 	// a record's value is what the projector would write for its event
 	// (projection.Applied.Raw).
-	if enc, err := got.Marshal(); err == nil {
-		again, err := contract.Unmarshal(enc)
+	if enc, err := codec.MarshalEvent(&got); err == nil {
+		again, err := codec.UnmarshalEvent(enc)
 		if err != nil {
 			tb.Fatalf("Unmarshal(%q): %v", enc, err)
 		}
@@ -187,7 +189,7 @@ func checkUnmarshal(tb testing.TB, b []byte) {
 			tb.Fatalf("Marshal∘Unmarshal changed %q into %q", enc, b)
 		}
 		// (Invalid UTF-8 in a value, which the encoding keeps, is odd.)
-		if _, verbatim, _ := contract.UnmarshalRecord(enc); !verbatim && utf8.Valid(enc) {
+		if _, verbatim, _ := codec.UnmarshalRecord(enc); !verbatim && utf8.Valid(enc) {
 			tb.Fatalf("UnmarshalRecord(%q): not verbatim, but it is an event's encoding", enc)
 		}
 	}
@@ -261,7 +263,7 @@ func deep(n int) string {
 	return string(bytes.Repeat([]byte("["), n)) + string(bytes.Repeat([]byte("]"), n))
 }
 
-// FuzzUnmarshal holds contract.Unmarshal to encoding/json on any input, and
+// FuzzUnmarshal holds codec.UnmarshalEvent to encoding/json on any input, and
 // Marshal to encoding/json on what it reads.
 func FuzzUnmarshal(f *testing.F) {
 	for _, e := range allSamples() {
@@ -272,7 +274,7 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkUnmarshal(t, b) })
 }
 
-// FuzzMarshal holds Event.Marshal to encoding/json on events of any
+// FuzzMarshal holds codec.MarshalEvent to encoding/json on events of any
 // strings, values, numbers and times.
 func FuzzMarshal(f *testing.F) {
 	f.Add("k", "put", "set", []byte(`{"a":1}`), []byte(`null`), int64(7), int64(1772359200), int32(0), "add", "m", []byte(` [1, "<&>"] `), true)
@@ -306,7 +308,7 @@ func BenchmarkEventMarshal(b *testing.B) {
 	b.Run("codec", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := e.Marshal(); err != nil {
+			if _, err := codec.MarshalEvent(&e); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -327,7 +329,7 @@ func BenchmarkEventUnmarshal(b *testing.B) {
 	b.Run("codec", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := contract.Unmarshal(rec); err != nil {
+			if _, err := codec.UnmarshalEvent(rec); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -368,7 +370,7 @@ func TestUnmarshalRecordVerbatim(t *testing.T) {
 		`{"specRef":"",` + body[len(`"schemaVersion":1,`):] + "}": false,
 		`{"ts":"2026-03-01T10:15:30.500Z",` + body + "}":          false,
 	} {
-		if _, got, err := contract.UnmarshalRecord([]byte(in)); err != nil || got != want {
+		if _, got, err := codec.UnmarshalRecord([]byte(in)); err != nil || got != want {
 			t.Errorf("UnmarshalRecord(%s): verbatim %v, %v; want %v", in, got, err, want)
 		}
 	}

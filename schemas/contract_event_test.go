@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/schemas"
 )
@@ -186,7 +188,7 @@ func checkSamples[T any](t *testing.T, samples map[string]T, marshal func(*T) ([
 // TestEventsMatchSchema validates every sample against the contract
 // consumers rely on and reads it back.
 func TestEventsMatchSchema(t *testing.T) {
-	checkSamples(t, samples(), (*contract.Event).Marshal, schemas.ValidateChange, contract.Unmarshal)
+	checkSamples(t, samples(), codec.MarshalEvent, schemas.ValidateChange, codec.UnmarshalEvent)
 
 	t.Run("ErrNoPurpose", func(t *testing.T) {
 		// Writers must always set a purpose (for delete and expire, the
@@ -253,7 +255,7 @@ func TestMarshal(t *testing.T) {
 	t.Run("ErrInvalidValue", func(t *testing.T) {
 		e := samples()["PutSet"]
 		e.After = json.RawMessage(`{"a":`)
-		if b, err := e.Marshal(); err == nil {
+		if b, err := codec.MarshalEvent(&e); err == nil {
 			t.Errorf("encoded an invalid value: %s", b)
 		}
 	})
@@ -261,7 +263,7 @@ func TestMarshal(t *testing.T) {
 
 func mustMarshal(tb testing.TB, e *contract.Event) []byte {
 	tb.Helper()
-	b, err := e.Marshal()
+	b, err := codec.MarshalEvent(e)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -293,7 +295,7 @@ func TestGolden(t *testing.T) {
 		}
 	})
 	t.Run("OKDecodes", func(t *testing.T) {
-		d, err := contract.Unmarshal(want)
+		d, err := codec.UnmarshalEvent(want)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +349,7 @@ func TestUnmarshal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := contract.Unmarshal([]byte(tt.in))
+			got, err := codec.UnmarshalEvent([]byte(tt.in))
 			if tt.ok {
 				if err != nil {
 					t.Errorf("Unmarshal(%s): %v", tt.in, err)
@@ -369,7 +371,7 @@ func TestEventID(t *testing.T) {
 		// Consumers deduplicate on ce_id across releases: it never changes.
 		// The value is also in change.v1.json's description.
 		const want = "e43f61ce-695e-5d3d-beaf-5b4865811741"
-		if got := contract.EventID(testKey, 7); got != want {
+		if got := changelog.EventID(testKey, 7); got != want {
 			t.Errorf("EventID = %s, want %s", got, want)
 		}
 	})
@@ -388,7 +390,7 @@ func TestEventID(t *testing.T) {
 			copy(u[:], h.Sum(nil))
 			u[6] = u[6]&0x0f | 0x50
 			u[8] = u[8]&0x3f | 0x80
-			got := contract.EventID(tt.key, tt.version)
+			got := changelog.EventID(tt.key, tt.version)
 			if got != u.String() {
 				t.Errorf("EventID(%s, %d) = %s, want %s", tt.key, tt.version, got, u)
 			}
@@ -400,7 +402,7 @@ func TestEventID(t *testing.T) {
 	})
 
 	t.Run("OKDeterministic", func(t *testing.T) {
-		if a, b := contract.EventID(testKey, 3), contract.EventID(testKey, 3); a != b {
+		if a, b := changelog.EventID(testKey, 3), changelog.EventID(testKey, 3); a != b {
 			t.Errorf("EventID differs between calls: %s, %s", a, b)
 		}
 	})
@@ -408,7 +410,7 @@ func TestEventID(t *testing.T) {
 	t.Run("OKDistinctPerKeyAndVersion", func(t *testing.T) {
 		seen := make(map[string]string)
 		add := func(key string, version int64) {
-			id := contract.EventID(key, version)
+			id := changelog.EventID(key, version)
 			at := fmt.Sprintf("%s@%d", key, version)
 			if prev, ok := seen[id]; ok {
 				t.Errorf("%s and %s share id %s", prev, at, id)
@@ -421,7 +423,7 @@ func TestEventID(t *testing.T) {
 			}
 		}
 		// Without the NUL separator, x1@1 and x@11 would both hash "x11".
-		if contract.EventID("tenant/acme/project/billing/x1", 1) == contract.EventID("tenant/acme/project/billing/x", 11) {
+		if changelog.EventID("tenant/acme/project/billing/x1", 1) == changelog.EventID("tenant/acme/project/billing/x", 11) {
 			t.Error("key and version are not separated")
 		}
 	})
@@ -432,8 +434,8 @@ func TestEventID(t *testing.T) {
 // and its own data schema.
 func TestConflictCloudEventHeaders(t *testing.T) {
 	c := contract.Conflict{ID: "c-1", Key: testKey, TS: time.Date(2026, 3, 1, 12, 0, 0, 5, time.FixedZone("CET", 3600))}
-	hs := contract.ConflictCloudEventHeaders(&c, "eskv-writer/w1")
-	want := []contract.Header{
+	hs := changelog.ConflictCloudEventHeaders(&c, "eskv-writer/w1")
+	want := []changelog.Header{
 		{Key: "ce_specversion", Value: []byte("1.0")},
 		{Key: "ce_id", Value: []byte("c-1")},
 		{Key: "ce_type", Value: []byte("io.eskv.kv.conflict")},
@@ -451,10 +453,10 @@ func TestConflictCloudEventHeaders(t *testing.T) {
 func TestCloudEventHeaders(t *testing.T) {
 	for name, e := range samples() {
 		t.Run("OK"+name, func(t *testing.T) {
-			hs := contract.CloudEventHeaders(&e, "/eskv/writer")
-			want := []contract.Header{
+			hs := changelog.CloudEventHeaders(&e, "/eskv/writer")
+			want := []changelog.Header{
 				{Key: "ce_specversion", Value: []byte("1.0")},
-				{Key: "ce_id", Value: []byte(contract.EventID(e.Key, e.Version))},
+				{Key: "ce_id", Value: []byte(changelog.EventID(e.Key, e.Version))},
 				{Key: "ce_type", Value: []byte("io.eskv.kv." + string(e.Kind))},
 				{Key: "ce_source", Value: []byte("/eskv/writer")},
 				{Key: "ce_subject", Value: []byte(e.Key)},
@@ -475,7 +477,7 @@ func TestCloudEventHeaders(t *testing.T) {
 			contract.KindExpire: "io.eskv.kv.expire",
 		} {
 			e := contract.Event{Key: testKey, Version: 1, Kind: kind, TS: t1}
-			if got := header(contract.CloudEventHeaders(&e, "s"), "ce_type"); got != want {
+			if got := header(changelog.CloudEventHeaders(&e, "s"), "ce_type"); got != want {
 				t.Errorf("%s: ce_type = %q, want %q", kind, got, want)
 			}
 		}
@@ -484,13 +486,13 @@ func TestCloudEventHeaders(t *testing.T) {
 	t.Run("OKTimeInUTC", func(t *testing.T) {
 		e := goldenPut()
 		e.TS = time.Date(2026, 3, 1, 12, 15, 30, 123456789, time.FixedZone("CET", 2*3600))
-		if got, want := header(contract.CloudEventHeaders(&e, "s"), "ce_time"), "2026-03-01T10:15:30.123456789Z"; got != want {
+		if got, want := header(changelog.CloudEventHeaders(&e, "s"), "ce_time"), "2026-03-01T10:15:30.123456789Z"; got != want {
 			t.Errorf("ce_time = %q, want %q", got, want)
 		}
 	})
 }
 
-func header(hs []contract.Header, key string) string {
+func header(hs []changelog.Header, key string) string {
 	for _, h := range hs {
 		if h.Key == key {
 			return string(h.Value)
@@ -499,7 +501,7 @@ func header(hs []contract.Header, key string) string {
 	return ""
 }
 
-func fmtHeaders(hs []contract.Header) string {
+func fmtHeaders(hs []changelog.Header) string {
 	var b strings.Builder
 	for _, h := range hs {
 		fmt.Fprintf(&b, "\n  %s=%s", h.Key, h.Value)

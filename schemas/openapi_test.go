@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -22,7 +23,7 @@ import (
 )
 
 // The OpenAPI document must not drift from the code. The code is read as
-// Go source (../api, ../events), never imported: schemas sits below api.
+// Go source (../api, ../contract), never imported: schemas sits below api.
 
 const openapiURL = "https://eskv.io/schemas/openapi.json"
 
@@ -255,11 +256,11 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 }
 
 // statusTable reads api's statusOf map (code -> HTTP status) from
-// ../api/errors.go, resolving events.E* names from ../events/error.go.
+// ../api/errors.go, resolving contract.E* names from ../contract/error.go.
 func statusTable(t *testing.T) map[string]int {
 	t.Helper()
 	fset := token.NewFileSet()
-	ev, err := parser.ParseFile(fset, "../events/error.go", nil, 0)
+	ev, err := parser.ParseFile(fset, "../contract/error.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,12 +299,12 @@ func statusTable(t *testing.T) map[string]int {
 		case *ast.BasicLit:
 			code, _ = strconv.Unquote(k.Value)
 		case *ast.SelectorExpr:
-			if x, ok := k.X.(*ast.Ident); !ok || x.Name != "events" || consts[k.Sel.Name] == "" {
-				t.Fatalf("statusOf key %s is not an events constant", k.Sel.Name)
+			if x, ok := k.X.(*ast.Ident); !ok || x.Name != "contract" || consts[k.Sel.Name] == "" {
+				t.Fatalf("statusOf key %s is not a contract constant", k.Sel.Name)
 			}
 			code = consts[k.Sel.Name]
 		default:
-			t.Fatalf("statusOf key %T is not a string or events constant", kv.Key)
+			t.Fatalf("statusOf key %T is not a string or contract constant", kv.Key)
 		}
 		sel, ok := kv.Value.(*ast.SelectorExpr)
 		if !ok {
@@ -393,8 +394,12 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 // field names of the Go types that are encoded or decoded.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
-	fields := goJSONFields(t, "../events/wire.go", "../events/error.go", "../events/event.go", "../events/txn.go", "../events/collection.go", "../events/list.go", "../events/history.go", "../events/queue.go", "../events/watch.go",
-		"../api/uidata.go", "../api/uiconflicts.go")
+	contractFiles, err := filepath.Glob("../contract/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contractFiles = slices.DeleteFunc(contractFiles, func(f string) bool { return strings.HasSuffix(f, "_test.go") })
+	fields := goJSONFields(t, append(contractFiles, "../api/uidata.go", "../api/uiconflicts.go")...)
 	for _, c := range []struct {
 		schema, goType string
 		checkRequired  bool // required = the fields always encoded

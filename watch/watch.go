@@ -591,7 +591,7 @@ func (s *Sub) end(err error) {
 // item returns r as s delivers it, and whether s wants it. ev is r
 // already decoded, or nil; the decoded event is returned in the Item.
 func (s *Sub) item(r *kgo.Record, ev *contract.Event) (Item, bool, error) {
-	if r.Offset < s.from || !s.spec.matches(contract.EventKeyOf(r.Key)) {
+	if r.Offset < s.from || !s.spec.matches(changelog.EventKeyOf(r.Key)) {
 		return Item{}, false, nil
 	}
 	if ev == nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestQueueViewSkipsExpired: a pop's candidates (the overlay's items and
@@ -14,7 +15,7 @@ func TestQueueViewSkipsExpired(t *testing.T) {
 	now := time.Now()
 	past, future := now.Add(-time.Second), now.Add(time.Minute)
 	q := "tenant/a/project/b/tasks"
-	m := func(v int64) string { return contract.QueueMember(5, 0, v) }
+	m := func(v int64) string { return elemkey.QueueMember(5, 0, v) }
 	v := newQueueView()
 	v.overlay[q] = map[string]overlayItem{m(6): {el: contract.Element{Member: m(6), State: contract.ItemReady, ExpiresAt: &past}}}
 	v.heads[q] = []contract.Element{{Member: m(7), State: contract.ItemReady, ExpiresAt: &past}, {Member: m(8), State: contract.ItemReady, ExpiresAt: &future}}

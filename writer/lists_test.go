@@ -8,6 +8,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -93,7 +94,7 @@ func TestRecallRemembersThePoppedValue(t *testing.T) {
 	key := "tenant/a/project/b/jobs"
 	ref := decide.RequestRef{Key: key, RequestID: "R"}
 	popEv := &contract.Event{Key: key, Version: 3, Kind: contract.KindPut, Op: contract.OpLPop, RequestID: "R", RequestDigest: "d",
-		Element: &contract.Element{Op: contract.ElementRemove, Member: contract.ListPosition(0), Value: json.RawMessage(`"a"`)}}
+		Element: &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(0), Value: json.RawMessage(`"a"`)}}
 	var o overlayEntry
 	o = o.next(popEv, 10, testWindow)
 	known := decide.Memory{}
@@ -101,7 +102,7 @@ func TestRecallRemembersThePoppedValue(t *testing.T) {
 		t.Fatalf("recall after the pop: ask %v known %+v, want the popped value at version 3", ask, known[ref])
 	}
 	o = o.next(&contract.Event{Key: key, Version: 4, Kind: contract.KindPut, Op: contract.OpRPush, RequestID: "S",
-		Element: &contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, testWindow)
+		Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(1), Value: json.RawMessage(`"b"`)}}, 11, testWindow)
 	if o.popped != nil {
 		t.Fatalf("entry after a push remembers popped %+v", o.popped)
 	}

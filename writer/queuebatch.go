@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
@@ -177,7 +178,7 @@ func (v *queueView) dedup(q string, since int64, id string) *contract.Element {
 		}
 	}
 	v.newer(q, consider)
-	if el, ok := v.dedups[q+contract.RecordKeySep+id]; ok {
+	if el, ok := v.dedups[q+changelog.RecordKeySep+id]; ok {
 		consider(el)
 	}
 	return best
@@ -236,7 +237,7 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 		}
 	}
 	for d, el := range f.Dedups {
-		v.dedups[d.Queue+contract.RecordKeySep+d.DedupID] = el
+		v.dedups[d.Queue+changelog.RecordKeySep+d.DedupID] = el
 	}
 	for ref, el := range f.Items {
 		v.probed[decide.ElementRef(ref)] = el

@@ -8,6 +8,7 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestQueueViewBatch: within one batch, a pop sees the items decided
@@ -16,12 +17,12 @@ import (
 // earlier incarnation is never a candidate.
 func TestQueueViewBatch(t *testing.T) {
 	q := "tenant/a/project/b/tasks"
-	m := func(prio, v int64) string { return contract.QueueMember(5, prio, v) }
+	m := func(prio, v int64) string { return elemkey.QueueMember(5, prio, v) }
 	v := newQueueView()
 	v.overlay[q] = map[string]overlayItem{
-		m(0, 9):                        {el: contract.Element{Member: m(0, 9), State: contract.ItemReady}},
-		m(-1, 7):                       {el: contract.Element{Member: m(-1, 7), State: contract.ItemInFlight}}, // popped, unprojected
-		contract.QueueMember(1, -9, 2): {el: contract.Element{Member: contract.QueueMember(1, -9, 2), State: contract.ItemReady}},
+		m(0, 9):                       {el: contract.Element{Member: m(0, 9), State: contract.ItemReady}},
+		m(-1, 7):                      {el: contract.Element{Member: m(-1, 7), State: contract.ItemInFlight}}, // popped, unprojected
+		elemkey.QueueMember(1, -9, 2): {el: contract.Element{Member: elemkey.QueueMember(1, -9, 2), State: contract.ItemReady}},
 	}
 	v.heads[q] = []contract.Element{{Member: m(-1, 7), State: contract.ItemReady}, {Member: m(0, 6), State: contract.ItemReady}}
 	v.complete[q] = 5
@@ -59,13 +60,13 @@ func TestTrimPrunesProjectedItems(t *testing.T) {
 	var o overlayEntry
 	for v := int64(1); v <= 3; v++ {
 		o = o.next(&contract.Event{Key: q, Version: v, Kind: contract.KindPut, Op: contract.OpQPush,
-			Element: &contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, v), State: contract.ItemReady}}, 10+v, testWindow)
+			Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, v), State: contract.ItemReady}}, 10+v, testWindow)
 	}
 	p.setReady(true, 1, map[string]overlayEntry{q: o})
 	read := p.overlay[q].items // what a deciding batch holds
 	p.trim(13)                 // the projector applied offsets 11 and 12
 	e, ok := p.overlay[q]
-	if !ok || len(e.items) != 1 || e.items[contract.QueueMember(1, 0, 3)].offset != 13 {
+	if !ok || len(e.items) != 1 || e.items[elemkey.QueueMember(1, 0, 3)].offset != 13 {
 		t.Fatalf("after trim: entry %v items %+v, want only the unprojected item", ok, e.items)
 	}
 	if len(read) != 3 {

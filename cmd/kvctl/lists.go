@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -88,7 +89,7 @@ func listValue(v string, asJSON bool) (json.RawMessage, error) {
 	if !asJSON {
 		return json.Marshal(v)
 	}
-	return contract.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
+	return codec.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
 }
 
 func (a *app) lpopCommand() *cobra.Command {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
+	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -130,7 +131,7 @@ func queueData(v string) (json.RawMessage, error) {
 	if !json.Valid([]byte(v)) {
 		return json.Marshal(v)
 	}
-	return contract.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
+	return codec.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
 }
 
 // popOutput is pop's json: the seed's {"queue","data","receipt",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // Figure 14: lrange 0 99 on a list of 1,000 values and on one of
@@ -24,7 +25,7 @@ const (
 
 // listRanges is figure 14 (sizeFigure). The values "v0" .. "v<n-1>" are
 // loaded at positions 0 .. n-1 by one INSERT ... SELECT from
-// generate_series (contract.ListPosition in SQL: position + 2^63 in 20
+// generate_series (elemkey.ListPosition in SQL: position + 2^63 in 20
 // digits). Every lrange is answered from Postgres (AwaitProjected returns
 // at once: the writer acknowledged nothing of these lists).
 func (b *bench) listRanges(ctx context.Context) []result {
@@ -37,7 +38,7 @@ func (b *bench) listRanges(ctx context.Context) []result {
 		},
 		load: func(ctx context.Context, list string, n int) error {
 			return b.loadCollection(ctx, list, contract.PurposeList, contract.OpRPush,
-				&contract.Element{Op: contract.ElementAdd, Member: contract.ListPosition(0), Value: json.RawMessage(`"v0"`)},
+				&contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(0), Value: json.RawMessage(`"v0"`)},
 				`INSERT INTO kv_elements (collection, member, version, value)
 				SELECT $1, lpad((i::numeric + 9223372036854775808)::text, 20, '0'), 1, '"v' || i || '"' FROM generate_series(1, $2 - 1) AS i`, n)
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // Figure 15: queues (docs/collections.md "Queues"). 15a push and 15b pop
@@ -141,14 +142,14 @@ func (b *bench) queueSizes(ctx context.Context, c *client.Client) []result {
 
 // loadQueue writes a queue of n ready items into the projection
 // (loadCollection): item i is {"i":i}, priority 0, pushed at version i+1
-// of the queue incarnation 1 (member contract.QueueMember(1, 0, i+1), which
+// of the queue incarnation 1 (member elemkey.QueueMember(1, 0, i+1), which
 // queueMemberStart spells in SQL). The bench only pops these queues: a
 // push would take the next version of the queue's entry (2), whose member
 // a loaded item already has.
 func (b *bench) loadQueue(ctx context.Context, q string, n int) error {
 	now := time.Now().UTC()
 	return b.loadCollection(ctx, q, contract.PurposeQueue, contract.OpQPush,
-		&contract.Element{Op: contract.ElementAdd, Member: contract.QueueMember(1, 0, 1), Value: json.RawMessage(`{"i":0}`),
+		&contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 1), Value: json.RawMessage(`{"i":0}`),
 			State: contract.ItemReady, PushedAt: &now},
 		`INSERT INTO kv_elements (collection, member, version, value, state, deliveries, pushed_at)
 		SELECT $1, '`+queueMemberStart+`' || lpad(to_hex(i + 1), 16, '0'), 1, '{"i":' || i || '}', 'ready', 0, now()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // The list workload: -list-clients clients push at both ends of a few
@@ -199,7 +200,7 @@ func projectedList(ctx context.Context, db *pgxpool.Pool, key string) ([]string,
 		return nil, err
 	}
 	rows, err := db.Query(ctx, `SELECT value FROM kv_elements WHERE collection = $1 AND member BETWEEN $2 AND $3 ORDER BY member`,
-		key, contract.ListPosition(meta.Head), contract.ListPosition(meta.Head+meta.Size-1))
+		key, elemkey.ListPosition(meta.Head), elemkey.ListPosition(meta.Head+meta.Size-1))
 	if err != nil {
 		return nil, fmt.Errorf("values of %s: %w", key, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestListsCheck: the list workload's check of the log finds an
@@ -22,7 +23,7 @@ func TestListsCheck(t *testing.T) {
 			if op == contract.OpLPop || op == contract.OpRPop {
 				el = contract.ElementRemove
 			}
-			e.Event.Element = &contract.Element{Op: el, Member: contract.ListPosition(v), Value: json.RawMessage(value)}
+			e.Event.Element = &contract.Element{Op: el, Member: elemkey.ListPosition(v), Value: json.RawMessage(value)}
 		}
 		return e
 	}

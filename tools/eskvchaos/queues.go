@@ -16,6 +16,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // The queue workload: -queue-clients clients push unique items onto a few
@@ -384,7 +385,7 @@ func (f *queueFindings) checkAcked(acked []queueChange, inLog map[keyVersion]con
 // checkProjected compares the ready and in-flight rows of the queue key
 // in the projection with the fold's items.
 func (f *queueFindings) checkProjected(ctx context.Context, db *pgxpool.Pool, key string, fold *queueFold) error {
-	from, to := contract.QueueRange(fold.since)
+	from, to := elemkey.QueueRange(fold.since)
 	rows, err := db.Query(ctx, `SELECT member || ' ' || state FROM kv_elements
 		WHERE collection = $1 AND member >= $2 AND member < $3 AND state IN ('ready', 'inflight') ORDER BY member`, key, from, to)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/projection/elemkey"
 )
 
 // TestQueuesCheck: the queue workload's check of the log finds an
@@ -20,7 +21,7 @@ import (
 func TestQueuesCheck(t *testing.T) {
 	key := queueKeys()[0]
 	t0 := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
-	a, b := contract.QueueMember(1, 0, 1), contract.QueueMember(1, 0, 2)
+	a, b := elemkey.QueueMember(1, 0, 1), elemkey.QueueMember(1, 0, 2)
 	ev := func(v int64, op contract.Op, member, state string, deliveries int64, size, inFlight int) logcheck.Event {
 		el := &contract.Element{Op: contract.ElementAdd, Member: member, Value: json.RawMessage(`"` + member[34:] + `"`), State: state, Deliveries: deliveries}
 		if state == "" {

@@ -156,58 +156,48 @@ func receiverExported(recv *ast.FieldList) bool {
 	}
 }
 
-// scansJSON reports whether a file reads JSON text byte by byte: it
-// compares bytes with (or expects, through a call) at least four of JSON's
-// structural characters. A check of a value's first byte ('{' or '[') is
-// not a scanner, and an encoder appends those characters without reading
-// them.
+// scansJSON reports whether a file lexes JSON text byte by byte: it
+// compares bytes with at least four of JSON's structural characters and
+// skips whitespace itself (compares with two or more of JSON's
+// whitespace characters). A check of a value's first byte ('{' or '[') is
+// not a scanner; an encoder appends those characters without reading
+// them; and a walker over another package's scanner (sc.Next('{')) lets
+// that scanner lex.
 func scansJSON(f *ast.File) bool {
-	seen := map[string]bool{}
-	structural := func(e ast.Expr) {
-		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.CHAR {
-			if c, err := strconv.Unquote(lit.Value); err == nil && strings.Contains(`{}[]:,"`, c) {
-				seen[c] = true
-			}
+	structural, space := map[string]bool{}, map[string]bool{}
+	compared := func(e ast.Expr) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.CHAR {
+			return
+		}
+		c, err := strconv.Unquote(lit.Value)
+		switch {
+		case err != nil:
+		case strings.Contains(`{}[]:,"`, c):
+			structural[c] = true
+		case strings.Contains(" \t\n\r", c):
+			space[c] = true
 		}
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.CaseClause:
 			for _, e := range n.List {
-				structural(e)
+				compared(e)
+				if b, ok := e.(*ast.BinaryExpr); ok && (b.Op == token.EQL || b.Op == token.NEQ) {
+					compared(b.X)
+					compared(b.Y)
+				}
 			}
 		case *ast.BinaryExpr:
 			if n.Op == token.EQL || n.Op == token.NEQ {
-				structural(n.X)
-				structural(n.Y)
-			}
-		case *ast.CallExpr:
-			// d.expect('{') reads; append(dst, '{') writes.
-			if !writes(n.Fun) {
-				for _, a := range n.Args {
-					structural(a)
-				}
+				compared(n.X)
+				compared(n.Y)
 			}
 		}
 		return true
 	})
-	return len(seen) >= 4
-}
-
-// writes reports whether a call writes its arguments out.
-func writes(fun ast.Expr) bool {
-	var name string
-	switch f := fun.(type) {
-	case *ast.Ident:
-		name = f.Name
-	case *ast.SelectorExpr:
-		name = f.Sel.Name
-	}
-	switch name {
-	case "append", "WriteByte", "WriteRune", "WriteString", "Write":
-		return true
-	}
-	return false
+	return len(structural) >= 4 && len(space) >= 2
 }
 
 func (c *coreFigures) print(root string) {

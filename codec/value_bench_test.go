@@ -1,15 +1,17 @@
-package contract
+package codec
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/eskv/eskv/contract"
 )
 
-// benchValues are values of about 64 KiB, the default limit, in the shapes
-// that cost the most per byte: many small members, deep nesting, one long
-// string.
+// benchValues are values of about 64 KiB, the default limit, in the
+// shapes that cost the most per byte (many small members, deep nesting,
+// one long string), and a small one, as most writes have.
 func benchValues() map[string]json.RawMessage {
 	var wide strings.Builder
 	wide.WriteString("{")
@@ -30,6 +32,8 @@ func benchValues() map[string]json.RawMessage {
 		"Wide":   json.RawMessage(wide.String()),
 		"Deep":   json.RawMessage(deep.String()),
 		"String": json.RawMessage(`{"s":"` + strings.Repeat("x", 60<<10) + `"}`),
+		// Small is the value of figure 18a's writes, the common case.
+		"Small": json.RawMessage(`{"client":17,"seq":1206,"name":"peer-3","tags":["a","b"],"ok":true}`),
 	}
 }
 
@@ -41,7 +45,7 @@ func BenchmarkCompactValue(b *testing.B) {
 			b.SetBytes(int64(len(v)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := CompactValue(v, DefaultMaxValueBytes); err != nil {
+				if _, err := CompactValue(v, contract.DefaultMaxValueBytes); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package contract
+package codec
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // The event's JSON is read here without reflection: encoding/json's
@@ -28,16 +30,26 @@ import (
 // maxDepth is encoding/json's nesting limit of arrays and objects.
 const maxDepth = 10000
 
-// scanner reads JSON from b at i. depth is the nesting of arrays and
-// objects at i; spaced records whether whitespace was skipped
-// (scanCompact); odd whether the event read says as JSON anything its
-// encoding would not say (UnmarshalRecord).
+// scanner reads JSON from b at i: it is the package's one reader of JSON
+// text, under the event decoder, ScanValue, Members and Elements. depth
+// is the nesting of arrays and objects at i, and limit the deepest it
+// reads (0: encoding/json's maxDepth); spaced records whether whitespace
+// was skipped (scanCompact); odd whether the event read says as JSON
+// anything its encoding would not say (UnmarshalRecord).
 type scanner struct {
 	b      []byte
 	i      int
 	depth  int
+	limit  int
 	spaced bool
 	odd    bool
+}
+
+// deeper enters an array or object, and reports whether that is deeper
+// than the scanner reads.
+func (s *scanner) deeper() bool {
+	s.depth++
+	return s.depth > maxDepth || (s.limit > 0 && s.depth > s.limit)
 }
 
 var (
@@ -65,6 +77,14 @@ func (s *scanner) ws() {
 			return
 		}
 	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// value skips whitespace and returns where the next value starts.
+func (s *scanner) value() int {
+	s.ws()
+	return s.i
 }
 
 // peek skips whitespace and returns the next byte, 0 at the end.
@@ -116,7 +136,7 @@ func (s *scanner) skipComposite(open byte) error {
 		closing = '}'
 	}
 	s.i++
-	if s.depth++; s.depth > maxDepth {
+	if s.deeper() {
 		return errDepth
 	}
 	if s.peek() == closing {
@@ -158,7 +178,7 @@ func (s *scanner) members(member func(name []byte) error) error {
 	if err := s.expect('{', "looking for beginning of object"); err != nil {
 		return err
 	}
-	if s.depth++; s.depth > maxDepth {
+	if s.deeper() {
 		return errDepth
 	}
 	if s.peek() == '}' {
@@ -203,7 +223,7 @@ func (s *scanner) elements(element func() error) error {
 	if err := s.expect('[', "looking for beginning of array"); err != nil {
 		return err
 	}
-	if s.depth++; s.depth > maxDepth {
+	if s.deeper() {
 		return errDepth
 	}
 	if s.peek() == ']' {
@@ -502,15 +522,15 @@ func (s *scanner) plainString() (raw []byte, ok bool, err error) {
 // (knownField).
 var known = func() map[string]string {
 	m := make(map[string]string)
-	for _, k := range []Kind{KindPut, KindDelete, KindExpire} {
+	for _, k := range []contract.Kind{contract.KindPut, contract.KindDelete, contract.KindExpire} {
 		m[string(k)] = string(k)
 	}
-	for _, op := range []Op{OpSet, OpCreate, OpCAS, OpDelete, OpExpire, OpIncrement, OpPatch, OpFieldCAS,
-		OpLockAcquire, OpLockExtend, OpLockRelease, OpLeaderElect, OpLeaderHeartbeat, OpLeaderResign,
-		OpSAdd, OpSRem, OpLPush, OpRPush, OpLPop, OpRPop, OpLTrim, OpQPush, OpQPop, OpQAck, OpQRequeue, OpQExpire, OpTxn} {
+	for _, op := range []contract.Op{contract.OpSet, contract.OpCreate, contract.OpCAS, contract.OpDelete, contract.OpExpire, contract.OpIncrement, contract.OpPatch, contract.OpFieldCAS,
+		contract.OpLockAcquire, contract.OpLockExtend, contract.OpLockRelease, contract.OpLeaderElect, contract.OpLeaderHeartbeat, contract.OpLeaderResign,
+		contract.OpSAdd, contract.OpSRem, contract.OpLPush, contract.OpRPush, contract.OpLPop, contract.OpRPop, contract.OpLTrim, contract.OpQPush, contract.OpQPop, contract.OpQAck, contract.OpQRequeue, contract.OpQExpire, contract.OpTxn} {
 		m[string(op)] = string(op)
 	}
-	for _, p := range Purposes {
+	for _, p := range contract.Purposes {
 		m[p] = p
 	}
 	return m
@@ -731,7 +751,7 @@ const (
 // decodeEvent decodes the JSON event at the start of b into e as
 // json.Decoder.Decode does; verbatim when b says as JSON what e's
 // encoding says (UnmarshalRecord).
-func decodeEvent(b []byte, e *Event) (verbatim bool, err error) {
+func decodeEvent(b []byte, e *contract.Event) (verbatim bool, err error) {
 	s := scanner{b: b}
 	c := s.peek()
 	switch {
@@ -755,7 +775,7 @@ func decodeEvent(b []byte, e *Event) (verbatim bool, err error) {
 }
 
 // eventMember decodes the value of Event's member name at s.i.
-func (s *scanner) eventMember(e *Event, name string) error {
+func (s *scanner) eventMember(e *contract.Event, name string) error {
 	switch name {
 	case "schemaVersion":
 		return s.smallIntField(&e.SchemaVersion, "Event.schemaVersion")
@@ -806,7 +826,7 @@ func (s *scanner) eventMember(e *Event, name string) error {
 }
 
 // semantics decodes an object into *sem; null leaves it.
-func (s *scanner) semantics(sem *Semantics) error {
+func (s *scanner) semantics(sem *contract.Semantics) error {
 	switch c := s.peek(); c {
 	case 'n':
 		return s.null()
@@ -833,14 +853,14 @@ func (s *scanner) semantics(sem *Semantics) error {
 
 // element decodes an object into **el, into the element already there
 // if there is one; null sets it nil.
-func (s *scanner) element(el **Element) error {
+func (s *scanner) element(el **contract.Element) error {
 	switch c := s.peek(); c {
 	case 'n':
 		*el = nil
 		return s.null()
 	case '{':
 		if *el == nil {
-			*el = new(Element)
+			*el = new(contract.Element)
 		}
 		var seen uint32
 		err := s.members(func(name []byte) error { return s.elementMember(*el, s.member(name, elementMembers, &seen)) })
@@ -852,7 +872,7 @@ func (s *scanner) element(el **Element) error {
 }
 
 // elementMember decodes the value of Element's member name at s.i.
-func (s *scanner) elementMember(el *Element, name string) error {
+func (s *scanner) elementMember(el *contract.Element, name string) error {
 	switch name {
 	case "op":
 		return s.stringField(&el.Op, "Element.op")

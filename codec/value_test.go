@@ -1,4 +1,4 @@
-package contract
+package codec
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // jsonString returns a JSON string literal of exactly n bytes.
@@ -17,8 +19,8 @@ func jsonString(n int) string {
 
 func TestCompactValue(t *testing.T) {
 	t.Run("DefaultLimit", func(t *testing.T) {
-		if DefaultMaxValueBytes != 64*1024 {
-			t.Errorf("DefaultMaxValueBytes = %d, want 65536", DefaultMaxValueBytes)
+		if contract.DefaultMaxValueBytes != 64*1024 {
+			t.Errorf("contract.DefaultMaxValueBytes = %d, want 65536", contract.DefaultMaxValueBytes)
 		}
 	})
 
@@ -29,57 +31,57 @@ func TestCompactValue(t *testing.T) {
 		want  string // compacted value when code is ""
 		code  string
 	}{
-		{"OKObject", `{"a": 1, "b": [true, null]}`, DefaultMaxValueBytes, `{"a":1,"b":[true,null]}`, ""},
-		{"OKIndented", "{\n\t\"a\": {\n\t\t\"b\": \"c d\"\n\t}\n}\n", DefaultMaxValueBytes, `{"a":{"b":"c d"}}`, ""},
-		{"OKSurroundingSpace", "  [1, 2]  ", DefaultMaxValueBytes, `[1,2]`, ""},
-		{"OKString", `"hello world"`, DefaultMaxValueBytes, `"hello world"`, ""},
-		{"OKNumber", `-12.5e3`, DefaultMaxValueBytes, `-12.5e3`, ""},
-		{"OKBigNumberKeptExactly", `12345678901234567890123`, DefaultMaxValueBytes, `12345678901234567890123`, ""},
-		{"OKTrue", `true`, DefaultMaxValueBytes, `true`, ""},
-		{"OKLargeDouble", `[1.7e308, -1e-300, 0e5, "1e999999 in a string", {"k\\\"1e999999":2}]`, DefaultMaxValueBytes, `[1.7e308,-1e-300,0e5,"1e999999 in a string",{"k\\\"1e999999":2}]`, ""},
-		{"ErrNumberBeyondDouble", `{"a":[1e200000]}`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrNegativeNumberBeyondDouble", `-2e308`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrTooManyFractionDigits", `1e-20000`, DefaultMaxValueBytes, "", EInvalid},
-		{"OKNull", `null`, DefaultMaxValueBytes, `null`, ""},
-		{"OKUnicode", `{"name": "Zoë ✓ 🎉"}`, DefaultMaxValueBytes, `{"name":"Zoë ✓ 🎉"}`, ""},
-		{"OKEscapesKept", `"a\u00e9\n<b>"`, DefaultMaxValueBytes, `"a\u00e9\n<b>"`, ""},
-		{"OKSurrogatePair", `"\ud83c\udf89"`, DefaultMaxValueBytes, `"\ud83c\udf89"`, ""},
-		{"OKSurrogatePairUppercase", `{"\uD83C\uDF89":1}`, DefaultMaxValueBytes, `{"\uD83C\uDF89":1}`, ""},
-		{"OKEscapedBackslashBeforeU0000", `"\\u0000"`, DefaultMaxValueBytes, `"\\u0000"`, ""},
-		{"OKControlEscape", `"\u0001\u001f"`, DefaultMaxValueBytes, `"\u0001\u001f"`, ""},
-		{"OKExactlyTheLimit", jsonString(DefaultMaxValueBytes), DefaultMaxValueBytes, jsonString(DefaultMaxValueBytes), ""},
+		{"OKObject", `{"a": 1, "b": [true, null]}`, contract.DefaultMaxValueBytes, `{"a":1,"b":[true,null]}`, ""},
+		{"OKIndented", "{\n\t\"a\": {\n\t\t\"b\": \"c d\"\n\t}\n}\n", contract.DefaultMaxValueBytes, `{"a":{"b":"c d"}}`, ""},
+		{"OKSurroundingSpace", "  [1, 2]  ", contract.DefaultMaxValueBytes, `[1,2]`, ""},
+		{"OKString", `"hello world"`, contract.DefaultMaxValueBytes, `"hello world"`, ""},
+		{"OKNumber", `-12.5e3`, contract.DefaultMaxValueBytes, `-12.5e3`, ""},
+		{"OKBigNumberKeptExactly", `12345678901234567890123`, contract.DefaultMaxValueBytes, `12345678901234567890123`, ""},
+		{"OKTrue", `true`, contract.DefaultMaxValueBytes, `true`, ""},
+		{"OKLargeDouble", `[1.7e308, -1e-300, 0e5, "1e999999 in a string", {"k\\\"1e999999":2}]`, contract.DefaultMaxValueBytes, `[1.7e308,-1e-300,0e5,"1e999999 in a string",{"k\\\"1e999999":2}]`, ""},
+		{"ErrNumberBeyondDouble", `{"a":[1e200000]}`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrNegativeNumberBeyondDouble", `-2e308`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrTooManyFractionDigits", `1e-20000`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"OKNull", `null`, contract.DefaultMaxValueBytes, `null`, ""},
+		{"OKUnicode", `{"name": "Zoë ✓ 🎉"}`, contract.DefaultMaxValueBytes, `{"name":"Zoë ✓ 🎉"}`, ""},
+		{"OKEscapesKept", `"a\u00e9\n<b>"`, contract.DefaultMaxValueBytes, `"a\u00e9\n<b>"`, ""},
+		{"OKSurrogatePair", `"\ud83c\udf89"`, contract.DefaultMaxValueBytes, `"\ud83c\udf89"`, ""},
+		{"OKSurrogatePairUppercase", `{"\uD83C\uDF89":1}`, contract.DefaultMaxValueBytes, `{"\uD83C\uDF89":1}`, ""},
+		{"OKEscapedBackslashBeforeU0000", `"\\u0000"`, contract.DefaultMaxValueBytes, `"\\u0000"`, ""},
+		{"OKControlEscape", `"\u0001\u001f"`, contract.DefaultMaxValueBytes, `"\u0001\u001f"`, ""},
+		{"OKExactlyTheLimit", jsonString(contract.DefaultMaxValueBytes), contract.DefaultMaxValueBytes, jsonString(contract.DefaultMaxValueBytes), ""},
 		{"OKLimitMeasuredAfterCompaction", "[" + strings.Repeat(" ", 100) + jsonString(10) + "]", 12, "[" + jsonString(10) + "]", ""},
 		{"OKSmallLimit", `[1, 2, 3]`, 7, `[1,2,3]`, ""},
 
-		{"ErrEmpty", ``, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrOnlySpace", " \n\t ", DefaultMaxValueBytes, "", EInvalid},
-		{"ErrTruncated", `{"a": 1`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrSingleQuotes", `{'a': 1}`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrBareWord", `hello`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrTrailingComma", `[1, 2,]`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrTwoValues", `{"a":1} {"b":2}`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrTrailingGarbage", `true x`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrNaN", `NaN`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrControlCharInString", "\"a\x01b\"", DefaultMaxValueBytes, "", EInvalid},
-		{"ErrInvalidUTF8", "\"a\xffb\"", DefaultMaxValueBytes, "", EInvalid},
-		{"ErrTruncatedUTF8", "\"\xe2\x9c\"", DefaultMaxValueBytes, "", EInvalid},
-		{"ErrNULEscape", `"a\u0000b"`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrNULEscapeInName", `{"\u0000":1}`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrNULEscapeAfterEscapedBackslash", `"\\\u0000"`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrLoneHighSurrogate", `"\ud800"`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrHighSurrogateAtEnd", `["x\ud83c"]`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrHighSurrogateThenOther", `"\ud83c\u0041"`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrHighSurrogateThenHigh", `"\ud83c\ud83c\udf89"`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrLoneLowSurrogate", `"\udf89"`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrReversedPair", `"\udf89\ud83c"`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrDuplicateMember", `{"a":1,"a":2}`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrDuplicateMemberNested", `[{"x":{"b":1,"c":2,"b":3}}]`, DefaultMaxValueBytes, "", EInvalid},
-		{"ErrDuplicateMemberEscaped", `{"a":1,"\u0061":2}`, DefaultMaxValueBytes, "", EInvalid},
-		{"OKSameNameInTwoObjects", `[{"a":1},{"a":{"a":2}}]`, DefaultMaxValueBytes, `[{"a":1},{"a":{"a":2}}]`, ""},
-		{"OKSameNameDifferentCase", `{"a":1,"A":2}`, DefaultMaxValueBytes, `{"a":1,"A":2}`, ""},
-		{"OKStringEqualToAName", `{"a":"a","b":"a"}`, DefaultMaxValueBytes, `{"a":"a","b":"a"}`, ""},
-		{"ErrOneOverTheLimit", jsonString(DefaultMaxValueBytes + 1), DefaultMaxValueBytes, "", ETooLarge},
-		{"ErrTooLargeAfterCompaction", "[" + jsonString(12) + "]", 13, "", ETooLarge},
+		{"ErrEmpty", ``, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrOnlySpace", " \n\t ", contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrTruncated", `{"a": 1`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrSingleQuotes", `{'a': 1}`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrBareWord", `hello`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrTrailingComma", `[1, 2,]`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrTwoValues", `{"a":1} {"b":2}`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrTrailingGarbage", `true x`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrNaN", `NaN`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrControlCharInString", "\"a\x01b\"", contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrInvalidUTF8", "\"a\xffb\"", contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrTruncatedUTF8", "\"\xe2\x9c\"", contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrNULEscape", `"a\u0000b"`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrNULEscapeInName", `{"\u0000":1}`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrNULEscapeAfterEscapedBackslash", `"\\\u0000"`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrLoneHighSurrogate", `"\ud800"`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrHighSurrogateAtEnd", `["x\ud83c"]`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrHighSurrogateThenOther", `"\ud83c\u0041"`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrHighSurrogateThenHigh", `"\ud83c\ud83c\udf89"`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrLoneLowSurrogate", `"\udf89"`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrReversedPair", `"\udf89\ud83c"`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrDuplicateMember", `{"a":1,"a":2}`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrDuplicateMemberNested", `[{"x":{"b":1,"c":2,"b":3}}]`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"ErrDuplicateMemberEscaped", `{"a":1,"\u0061":2}`, contract.DefaultMaxValueBytes, "", contract.EInvalid},
+		{"OKSameNameInTwoObjects", `[{"a":1},{"a":{"a":2}}]`, contract.DefaultMaxValueBytes, `[{"a":1},{"a":{"a":2}}]`, ""},
+		{"OKSameNameDifferentCase", `{"a":1,"A":2}`, contract.DefaultMaxValueBytes, `{"a":1,"A":2}`, ""},
+		{"OKStringEqualToAName", `{"a":"a","b":"a"}`, contract.DefaultMaxValueBytes, `{"a":"a","b":"a"}`, ""},
+		{"ErrOneOverTheLimit", jsonString(contract.DefaultMaxValueBytes + 1), contract.DefaultMaxValueBytes, "", contract.ETooLarge},
+		{"ErrTooLargeAfterCompaction", "[" + jsonString(12) + "]", 13, "", contract.ETooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,9 +98,9 @@ func TestCompactValue(t *testing.T) {
 			if err == nil {
 				t.Fatalf("CompactValue(%q) = %s, want a %s error", tt.in, got, tt.code)
 			}
-			var e *Error
+			var e *contract.Error
 			if !errors.As(err, &e) || e.Code != tt.code || e.Field != "value" {
-				t.Errorf("error %v, want an *Error with code %q and field %q", err, tt.code, "value")
+				t.Errorf("error %v, want an *contract.Error with code %q and field %q", err, tt.code, "value")
 			}
 			if got != nil {
 				t.Errorf("returned %q with the error", got)
@@ -117,11 +119,11 @@ func FuzzCompactValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, limit int) {
 		got, err := CompactValue(raw, limit)
 		if err != nil {
-			var e *Error
-			if !errors.As(err, &e) || (e.Code != EInvalid && e.Code != ETooLarge) || e.Field != "value" {
-				t.Fatalf("CompactValue(%q): error %v, want an *Error with code %q or %q and field %q", raw, err, EInvalid, ETooLarge, "value")
+			var e *contract.Error
+			if !errors.As(err, &e) || (e.Code != contract.EInvalid && e.Code != contract.ETooLarge) || e.Field != "value" {
+				t.Fatalf("CompactValue(%q): error %v, want an *contract.Error with code %q or %q and field %q", raw, err, contract.EInvalid, contract.ETooLarge, "value")
 			}
-			if e.Code == ETooLarge && !json.Valid(raw) {
+			if e.Code == contract.ETooLarge && !json.Valid(raw) {
 				t.Fatalf("CompactValue(%q): invalid JSON reported as too large", raw)
 			}
 			return
@@ -206,15 +208,15 @@ func TestDuplicateMember(t *testing.T) {
 		{"ErrManyMembersNested", many(40, `"o":{"p":1,"p":2}`), "p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name, dup := DuplicateMember([]byte(tc.in))
+			name, dup := duplicateMember([]byte(tc.in))
 			if dup != (tc.dup != "") || name != tc.dup {
-				t.Fatalf("DuplicateMember(%s) = %q, %v; want %q", tc.in, name, dup, tc.dup)
+				t.Fatalf("duplicateMember(%s) = %q, %v; want %q", tc.in, name, dup, tc.dup)
 			}
 		})
 	}
 }
 
-// FuzzDuplicateMember: the byte scanner agrees with a token-level walk of
+// FuzzDuplicateMember: duplicateMember agrees with a token-level walk of
 // encoding/json on every valid JSON text.
 func FuzzDuplicateMember(f *testing.F) {
 	for _, s := range []string{`{"a":1,"a":2}`, `{"a\"":1,"a":2}`, `[{"a":{"a":1}},{"b":1,"\u0062":2}]`, `"x"`, `{ "a" : "b" , "b" : 1 }`} {
@@ -224,9 +226,9 @@ func FuzzDuplicateMember(f *testing.F) {
 		if !json.Valid(b) {
 			return
 		}
-		_, got := DuplicateMember(b)
+		_, got := duplicateMember(b)
 		if want := tokenDuplicate(t, b); got != want {
-			t.Fatalf("DuplicateMember(%q) = %v; the token walk says %v", b, got, want)
+			t.Fatalf("duplicateMember(%q) = %v; the token walk says %v", b, got, want)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package contract
+package changelog
 
 import (
 	"strconv"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // eventIDReference is EventID as it was before it hashed on the stack
@@ -16,8 +18,8 @@ func eventIDReference(key string, version int64) string {
 
 func FuzzEventID(f *testing.F) {
 	f.Add("tenant/acme/project/web/k", int64(7))
-	f.Add(strings.Repeat("k", MaxKeyLen), int64(-1))
-	f.Add(strings.Repeat("k", MaxKeyLen+1), int64(1<<62))
+	f.Add(strings.Repeat("k", contract.MaxKeyLen), int64(-1))
+	f.Add(strings.Repeat("k", contract.MaxKeyLen+1), int64(1<<62))
 	f.Add("", int64(0))
 	f.Fuzz(func(t *testing.T, key string, version int64) {
 		if got, want := EventID(key, version), eventIDReference(key, version); got != want {

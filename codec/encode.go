@@ -1,4 +1,4 @@
-package contract
+package codec
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // The event's JSON is written here without reflection: every appended
@@ -20,7 +22,7 @@ import (
 
 // appendEvent appends e's JSON as EncodeJSON writes it: Event's field
 // order and omitempty, no HTML escaping, values compacted.
-func appendEvent(b []byte, e *Event) ([]byte, error) {
+func appendEvent(b []byte, e *contract.Event) ([]byte, error) {
 	b = strconv.AppendInt(append(b, `{"schemaVersion":`...), int64(e.SchemaVersion), 10)
 	b = AppendJSONString(append(b, `,"key":`...), e.Key)
 	b = AppendJSONString(append(b, `,"scope":`...), e.Scope)
@@ -63,7 +65,7 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 }
 
 // appendElement appends el as encoding/json does (omitempty included).
-func appendElement(b []byte, el *Element) ([]byte, error) {
+func appendElement(b []byte, el *contract.Element) ([]byte, error) {
 	b = AppendJSONString(append(b, `{"op":`...), el.Op)
 	b = AppendJSONString(append(b, `,"member":`...), el.Member)
 	var err error
@@ -100,7 +102,7 @@ func appendOptTime(b []byte, name string, t *time.Time) ([]byte, error) {
 }
 
 // appendSemantics appends s as encoding/json does (omitempty included).
-func appendSemantics(b []byte, s *Semantics) []byte {
+func appendSemantics(b []byte, s *contract.Semantics) []byte {
 	b = AppendJSONString(append(b, `{"purpose":`...), s.Purpose)
 	b = appendOptString(b, `,"producer":`, s.Producer)
 	if len(s.ConsumerHints) > 0 {

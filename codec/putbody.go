@@ -1,8 +1,7 @@
-package api
+package codec
 
 import (
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/eskv/eskv/contract"
 )
@@ -11,7 +10,7 @@ import (
 // through decodeBody, whose strict decode (encoding/json's reflection,
 // then checkMembers' second pass for the member names) was 3.6 % of the
 // writer's CPU under figure 18a and 7 % under PUT-only load
-// (docs/performance.md, p6-http). decodePutBody reads the common body in
+// (docs/performance.md, p6-http). DecodePutBody reads the common body in
 // one pass without reflection; anything it is not sure of it leaves to
 // the strict decode, so that every error (code, message and field) stays
 // the strict decode's, byte for byte (FuzzDecodePutBody compares them).
@@ -27,22 +26,22 @@ const (
 	putSpecRef
 )
 
-// decodePutBody decodes b, a whole request body, into v when b is a JSON
-// object the strict decode (decodeOne, then checkMembers) accepts
+// DecodePutBody decodes b, a whole request body, into v when b is a JSON
+// object the API's strict decode (encoding/json, then its member check) accepts
 // without an error and decodes to the same v, and reports whether it
 // did. It gives up (false, v untouched) on anything else, valid or not:
 // a member name with an escape or in another case, a member given twice,
 // a number that is not a plain int64, a string that is not plain, data
 // after the object. v.Value is b's bytes of the value, not a copy: b is
 // the request's own buffer.
-func decodePutBody(b []byte, v *contract.PutBody) bool {
+func DecodePutBody(b []byte, v *contract.PutBody) bool {
 	var out contract.PutBody
-	d := fastDecoder{b: b}
+	d := fastDecoder{scanner{b: b}}
 	if !d.object(func(name []byte) bool {
 		switch string(name) {
 		case "value":
 			start := d.i
-			if !d.skipValue() {
+			if !d.skip() {
 				return false
 			}
 			out.Value = b[start:d.i:d.i]
@@ -65,7 +64,7 @@ func decodePutBody(b []byte, v *contract.PutBody) bool {
 	}, putBits) {
 		return false
 	}
-	if d.space(); d.i != len(b) {
+	if d.ws(); d.i != len(b) {
 		return false
 	}
 	*v = out
@@ -108,28 +107,14 @@ func semanticsBits(name []byte) int {
 	return 0
 }
 
-// fastDecoder reads a JSON text from b[i]; each method returns false
-// where the strict decode might answer otherwise than it would.
-type fastDecoder struct {
-	b []byte
-	i int
-}
-
-func (d *fastDecoder) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
+// fastDecoder reads a JSON text with the package's scanner; each method
+// returns false where the strict decode might answer otherwise than it
+// would.
+type fastDecoder struct{ scanner }
 
 // next skips space and reports whether b[i] is c (and steps past it).
 func (d *fastDecoder) next(c byte) bool {
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == c {
+	if d.peek() == c {
 		d.i++
 		return true
 	}
@@ -148,8 +133,8 @@ func (d *fastDecoder) object(member func(name []byte) bool, bits func(name []byt
 	}
 	seen := 0
 	for {
-		d.space()
-		name, ok := d.plainString()
+		d.ws()
+		name, ok := d.plain()
 		if !ok {
 			return false
 		}
@@ -158,7 +143,7 @@ func (d *fastDecoder) object(member func(name []byte) bool, bits func(name []byt
 			return false
 		}
 		seen |= bit
-		d.space()
+		d.ws()
 		if !member(name) {
 			return false
 		}
@@ -169,35 +154,16 @@ func (d *fastDecoder) object(member func(name []byte) bool, bits func(name []byt
 	}
 }
 
-// plainString reads a string without escapes or control characters, in
-// valid UTF-8 (encoding/json would decode it to its bytes), and returns
-// its bytes.
-func (d *fastDecoder) plainString() ([]byte, bool) {
-	if d.i >= len(d.b) || d.b[d.i] != '"' {
-		return nil, false
-	}
-	start := d.i + 1
-	ascii := true
-	for j := start; j < len(d.b); j++ {
-		switch c := d.b[j]; {
-		case c == '"':
-			s := d.b[start:j]
-			if !ascii && !utf8.Valid(s) {
-				return nil, false
-			}
-			d.i = j + 1
-			return s, true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return nil, false
+// plain reads a string without escapes or control characters, in valid
+// UTF-8 (encoding/json would decode it to its bytes), and returns its
+// bytes.
+func (d *fastDecoder) plain() ([]byte, bool) {
+	raw, ok, err := d.plainString()
+	return raw, ok && err == nil
 }
 
-// null reads a null if one is next.
-func (d *fastDecoder) null() bool {
+// nullNext reads a null if one is next.
+func (d *fastDecoder) nullNext() bool {
 	if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
 		d.i += 4
 		return true
@@ -208,14 +174,14 @@ func (d *fastDecoder) null() bool {
 // optInt reads null (p stays nil) or an integer in int64's range without
 // fraction or exponent.
 func (d *fastDecoder) optInt(p **int64) bool {
-	if d.null() {
+	if d.nullNext() {
 		return true
 	}
 	start := d.i
 	if d.i < len(d.b) && d.b[d.i] == '-' {
 		d.i++
 	}
-	if !d.digits() {
+	if !d.intPart() {
 		return false
 	}
 	n, err := strconv.ParseInt(string(d.b[start:d.i]), 10, 64)
@@ -226,10 +192,10 @@ func (d *fastDecoder) optInt(p **int64) bool {
 	return true
 }
 
-// digits reads the integer part of a JSON number: 0, or a digit 1-9 and
+// intPart reads the integer part of a JSON number: 0, or a digit 1-9 and
 // more digits; a fraction or an exponent after it is not read (and
 // fails the member's delimiter check).
-func (d *fastDecoder) digits() bool {
+func (d *fastDecoder) intPart() bool {
 	if d.i >= len(d.b) || d.b[d.i] < '0' || d.b[d.i] > '9' {
 		return false
 	}
@@ -252,17 +218,17 @@ func (d *fastDecoder) bool(p *bool) bool {
 	case len(rest) >= 5 && string(rest[:5]) == "false":
 		*p, d.i = false, d.i+5
 	default:
-		return d.null()
+		return d.nullNext()
 	}
 	return true
 }
 
 // string reads a plain string or null (p unchanged).
 func (d *fastDecoder) string(p *string) bool {
-	if d.null() {
+	if d.nullNext() {
 		return true
 	}
-	s, ok := d.plainString()
+	s, ok := d.plain()
 	if ok {
 		*p = string(s)
 	}
@@ -271,7 +237,7 @@ func (d *fastDecoder) string(p *string) bool {
 
 // semantics reads null (p stays nil) or a Semantics object.
 func (d *fastDecoder) semantics(p **contract.Semantics) bool {
-	if d.null() {
+	if d.nullNext() {
 		return true
 	}
 	var s contract.Semantics
@@ -304,7 +270,7 @@ func (d *fastDecoder) semantics(p **contract.Semantics) bool {
 // strings reads null (p stays nil) or an array of plain strings ([] is
 // an empty, non-nil slice, as encoding/json decodes it).
 func (d *fastDecoder) strings(p *[]string) bool {
-	if d.null() {
+	if d.nullNext() {
 		return true
 	}
 	if !d.next('[') {
@@ -313,8 +279,8 @@ func (d *fastDecoder) strings(p *[]string) bool {
 	out := []string{}
 	if !d.next(']') {
 		for {
-			d.space()
-			s, ok := d.plainString()
+			d.ws()
+			s, ok := d.plain()
 			if !ok {
 				return false
 			}
@@ -332,11 +298,11 @@ func (d *fastDecoder) strings(p *[]string) bool {
 	return true
 }
 
-// skipValue steps over one JSON value that encoding/json's scanner
-// accepts (contract.ScanValue); false on anything else, and on values
+// skip steps over one JSON value that encoding/json's scanner
+// accepts (ScanValue); false on anything else, and on values
 // nested deeper than ScanValue reads.
-func (d *fastDecoder) skipValue() bool {
-	end, _, ok := contract.ScanValue(d.b, d.i)
+func (d *fastDecoder) skip() bool {
+	end, _, ok := ScanValue(d.b, d.i)
 	d.i = end
 	return ok
 }
