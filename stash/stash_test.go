@@ -14,8 +14,8 @@ import (
 	"github.com/eskv/eskv/testenv/stack"
 )
 
-// The tests run the PRD's rules (R1-R13, docs/product-requirements) against eskv in the
-// test's process (testenv/stack: kfake, Postgres, writer, projector, the
+// The tests run the PRD's rules (R1-R13, docs/product-requirements)
+// against eskv in the test's process (testenv/stack: kfake, Postgres, writer, projector, the
 // HTTP API), one stack per test. Each is named after the rule it shows.
 
 const project = "tenant/acme/project/demo"
