@@ -24,7 +24,7 @@ import (
 const listRounds = 20
 
 // TestListSeesAcknowledgedWrites replays a plugin KV data layer's list tests
-// (seed 003, test_kv_list_sorted, test_kv_list_truncation,
+// (test_kv_list_sorted, test_kv_list_truncation,
 // test_kv_performance_list_1000) over HTTP: every listing, made as soon as
 // the last write was acknowledged, holds every key written.
 func TestListSeesAcknowledgedWrites(t *testing.T) {
