@@ -174,3 +174,12 @@ func (c *Txn) flat() *request {
 	}
 	return &request{Key: c.Key, Op: c.Op, RequestID: c.RequestID, Principal: c.Principal, Blind: c.Blind, Txn: steps}
 }
+
+// digest is the digest of each family's command (requestid.go): the one
+// its events carry when it has a requestId.
+func (c *KV) digest() string    { return c.flat().Digest() }
+func (c *Lock) digest() string  { return c.flat().Digest() }
+func (c *Queue) digest() string { return c.flat().Digest() }
+func (c *List) digest() string  { return c.flat().Digest() }
+func (c *Set) digest() string   { return c.flat().Digest() }
+func (c *Txn) digest() string   { return c.flat().Digest() }
