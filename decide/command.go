@@ -114,7 +114,7 @@ type Command interface {
 // planKey is the plan of a single-key write: its key and its requestId.
 func planKey(r *request, p *Plan) {
 	p.Keys = append(p.Keys, r.Key.String())
-	if ref, ok := requestRef(r); ok {
+	if ref, ok := requestRef(r.head(), r.Denied); ok {
 		p.Requests = append(p.Requests, ref)
 	}
 }

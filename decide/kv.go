@@ -214,9 +214,38 @@ func (d *Decision) Appends() []*contract.Event {
 	return d.Txn
 }
 
-// write is a single-key write as it is decided: its request, its key's
-// state and what a read sees of it at env.Now.
+// common is what the rules every single-key family shares (a replay, a
+// version check, the event, a plain write's finish, the conflict record)
+// read of its command beyond its header. Each family fills it from its
+// own fields (its common method); a part the family does not have stays
+// zero, as the rules always read it.
+type common struct {
+	*Header
+	// ExpectedVersion is nil for an unconditional write; 0 means the key
+	// must not exist.
+	ExpectedVersion *int64
+	// TTLSeconds is the TTL a write sets (finish, decideLock).
+	TTLSeconds int64
+	// Semantics and SpecRef are what the write gives the entry (empty:
+	// the entry's).
+	Semantics contract.Semantics
+	SpecRef   string
+	// Digest is the request digest the write's events carry: its
+	// command's digest when it has a requestId, else none (nothing can
+	// retry a request without one, and the digest is a hash of the whole
+	// request: 4 % of the writer's CPU).
+	Digest string
+	// Attempted is the value a conflict record names the write as
+	// attempting (nil: null), and ConflictOp its op as change events
+	// name it.
+	Attempted  json.RawMessage
+	ConflictOp contract.Op
+}
+
+// write is a single-key write as it is decided: what its rules share of
+// its command, its key's state and what a read sees of it at env.Now.
 type write struct {
+	c       common
 	r       *request
 	cur     contract.State
 	visible *contract.Entry
@@ -224,7 +253,7 @@ type write struct {
 }
 
 func newWrite(cur contract.State, r *request, env *Env) write {
-	return write{r: r, cur: cur, visible: cur.Visible(env.Now), env: env}
+	return write{c: r.common(), r: r, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
 // decideWrite applies the write rules to a request given the key's current
@@ -290,8 +319,8 @@ func (w write) decide() Decision {
 // the key is not at (version_mismatch); done is false otherwise. Every
 // single-key write but expire and a denial asks it first.
 func replayOrMismatch(w write) (d Decision, done bool) {
-	cur, visible, r := w.cur, w.visible, w.r
-	switch requestSeen(cur, r.RequestID, r.requestDigest()) {
+	cur, visible, r := w.cur, w.visible, w.c
+	switch requestSeen(cur, r.RequestID, r.Digest) {
 	case seenSame:
 		res := Result{Entry: cur.Entry, Replayed: true}
 		if !cur.Live {
@@ -357,7 +386,7 @@ func errLockPurpose(purpose string) *contract.Error {
 // With keep the entry keeps its expiry; otherwise r.TTLSeconds sets it
 // (0: none).
 func finish(w write, ev *contract.Event, fallback string, keep bool) Decision {
-	visible, r, now := w.visible, w.r, w.env.Now
+	visible, r, now := w.visible, w.c, w.env.Now
 	ev.Semantics = r.Semantics
 	if ev.Semantics.Purpose == "" {
 		ev.Semantics = contract.Semantics{Purpose: fallback}
@@ -383,7 +412,7 @@ func finish(w write, ev *contract.Event, fallback string, keep bool) Decision {
 // newEvent returns the event r would append after cur, to be completed
 // by the op.
 func newEvent(w write) *contract.Event {
-	cur, r := w.cur, w.r
+	cur, r := w.cur, w.c
 	ev := &contract.Event{
 		SchemaVersion: contract.SchemaVersion,
 		Key:           r.Key.String(),
@@ -393,7 +422,7 @@ func newEvent(w write) *contract.Event {
 		Before:        json.RawMessage("null"),
 		After:         json.RawMessage("null"),
 		RequestID:     r.RequestID,
-		RequestDigest: r.requestDigest(),
+		RequestDigest: r.Digest,
 		Principal:     r.Principal,
 		SpecRef:       r.SpecRef,
 		TS:            w.env.Now,
@@ -442,7 +471,7 @@ var ErrNotExpired = contract.Errorf(contract.EConflict, "the entry is no longer 
 // kept. The event carries the entry's semantics and value, for the audit
 // trail.
 func decideExpire(w write) Decision {
-	cur, r, now := w.cur, w.r, w.env.Now
+	cur, r, now := w.cur, w.c, w.env.Now
 	if !cur.Live || r.ExpectedVersion == nil || cur.Version != *r.ExpectedVersion || !cur.Entry.Expired(now) {
 		return Decision{Err: ErrNotExpired}
 	}
@@ -459,7 +488,7 @@ func decideExpire(w write) Decision {
 // format and args) recorded in kv.conflicts under the 409's correlation
 // id.
 func conflictDecision(w write, reason, format string, args ...any) Decision {
-	cur, visible, r, now := w.cur, w.visible, w.r, w.env.Now
+	cur, visible, r, now := w.cur, w.visible, w.c, w.env.Now
 	var current int64
 	currentValue := json.RawMessage("null")
 	if visible != nil {
@@ -480,10 +509,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 	}
 	err.Current = visible
 	err.CorrelationID = id
-	attempted := r.Value
-	if r.Op == contract.OpPatch {
-		attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": untaggedIf(r.If)})
-	}
+	attempted := r.Attempted
 	if attempted == nil {
 		attempted = json.RawMessage("null")
 	}
@@ -503,7 +529,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 			ID:              id,
 			Key:             r.Key.String(),
 			Scope:           r.Key.Scope(),
-			Op:              conflictOp(r),
+			Op:              r.ConflictOp,
 			ExpectedVersion: expected,
 			CurrentVersion:  current,
 			Attempted:       attempted,
@@ -525,7 +551,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 // reveals nothing of the entry. Nothing is appended and nobody waits for
 // the answer.
 func deniedDecision(w write) Decision {
-	visible, r, now := w.visible, w.r, w.env.Now
+	visible, r, now := w.visible, w.c, w.env.Now
 	purpose := "other"
 	if visible != nil && visible.Semantics.Purpose != "" {
 		purpose = visible.Semantics.Purpose
@@ -545,6 +571,22 @@ func deniedDecision(w write) Decision {
 		TS:              now,
 		Reason:          contract.ReasonForbidden,
 	}}
+}
+
+// head is the bridge of a request to its header.
+func (r *request) head() *Header {
+	return &Header{Key: r.Key, Op: r.Op, RequestID: r.RequestID, Principal: r.Principal, Blind: r.Blind}
+}
+
+// common is the bridge of a request to what the shared rules read.
+func (r *request) common() common {
+	c := common{Header: &Header{Key: r.Key, Op: r.Op, RequestID: r.RequestID, Principal: r.Principal, Blind: r.Blind},
+		ExpectedVersion: r.ExpectedVersion, TTLSeconds: r.TTLSeconds, Semantics: r.Semantics, SpecRef: r.SpecRef,
+		Digest: r.requestDigest(), Attempted: r.Value, ConflictOp: conflictOp(r)}
+	if r.Op == contract.OpPatch {
+		c.Attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": untaggedIf(r.If)})
+	}
+	return c
 }
 
 // conflictOp names a rejected request's op as change events would.

@@ -138,7 +138,7 @@ func replayedPop(cur contract.State, known Memory, r *request) *contract.Element
 	if !r.Op.IsPop() {
 		return nil
 	}
-	a, ok := known.get(r)
+	a, ok := known.get(r.head(), r.Denied)
 	if !ok || a.Version != cur.Version || a.Popped == nil {
 		return nil
 	}

@@ -56,14 +56,14 @@ func (w RequestWindow) Holds(prior AppliedRequest, cur int64, now time.Time) boo
 // the key's latest write, which the state itself tells).
 type Memory map[RequestRef]AppliedRequest
 
-// requestRef names r's requestId on its key; ok is false when r carries
+// requestRef names h's requestId on its key; ok is false when h carries
 // none, or its decision never consults it (a denied write's audit
 // record, an expire).
-func requestRef(r *request) (ref RequestRef, ok bool) {
-	if r.RequestID == "" || r.Denied || r.Op == contract.OpExpire {
+func requestRef(h *Header, denied bool) (ref RequestRef, ok bool) {
+	if h.RequestID == "" || denied || h.Op == contract.OpExpire {
 		return ref, false
 	}
-	return RequestRef{Key: r.Key.String(), RequestID: r.RequestID}, true
+	return RequestRef{Key: h.Key.String(), RequestID: h.RequestID}, true
 }
 
 // Add remembers an event appended by the batch.
@@ -95,11 +95,18 @@ func Popped(e *contract.Event) *contract.Element {
 }
 
 // Get returns what is known of c's requestId on its key.
-func (m Memory) Get(c Command) (AppliedRequest, bool) { return m.get(c.flat()) }
+func (m Memory) Get(c Command) (AppliedRequest, bool) { return m.get(c.Head(), isDenied(c)) }
 
-// get returns what is known of r's requestId on its key.
-func (m Memory) get(r *request) (AppliedRequest, bool) {
-	ref, ok := requestRef(r)
+// isDenied reports whether c is a denied write (only ever a KV command).
+func isDenied(c Command) bool {
+	kv, ok := c.(*KV)
+	return ok && kv.Denied
+}
+
+// get returns what is known of h's requestId on its key (none for a
+// denied write's).
+func (m Memory) get(h *Header, denied bool) (AppliedRequest, bool) {
+	ref, ok := requestRef(h, denied)
 	if !ok {
 		return AppliedRequest{}, false
 	}
@@ -118,16 +125,16 @@ func (m Memory) get(r *request) (AppliedRequest, bool) {
 // than the window, or the key's latest write, which decideWrite handles): r
 // is then decided by decideWrite. It is pure.
 func decideRequestID(w write, known Memory) (d Decision, ok bool) {
-	cur, r := w.cur, w.r
-	prior, found := known.get(r)
-	if r.Denied || r.Op == contract.OpExpire || !found || !olderUse(cur, prior, r.RequestID, w.env) {
+	cur, r := w.cur, w.c
+	prior, found := known.get(r.Header, w.r.Denied)
+	if w.r.Denied || r.Op == contract.OpExpire || !found || !olderUse(cur, prior, r.RequestID, w.env) {
 		return d, false
 	}
-	if prior.Digest != r.Digest() {
+	if prior.Digest != r.Digest {
 		return conflictDecision(w, "request_id_reused",
 			"requestId %q was already used for a different write of this key (version %d)", r.RequestID, prior.Version), true
 	}
-	if d, ok := replayOlderPop(r, prior); ok {
+	if d, ok := replayOlderPop(r.Header, prior); ok {
 		return d, true
 	}
 	state := fmt.Sprintf("the key is now at version %d", cur.Version)
@@ -146,7 +153,7 @@ func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 // removed it (or made it in flight) and a busy list or queue is written
 // again before any retry. ok is false for every other request, and when
 // nothing holds the popped element (the retry is then stale).
-func replayOlderPop(r *request, prior AppliedRequest) (d Decision, ok bool) {
+func replayOlderPop(r *Header, prior AppliedRequest) (d Decision, ok bool) {
 	if !r.Op.IsPop() || prior.Popped == nil {
 		return d, false
 	}

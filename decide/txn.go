@@ -93,7 +93,7 @@ func (r *request) Keys() []string {
 // requestId on each key it writes.
 func requestRefs(r *request) []RequestRef {
 	if r.Txn == nil {
-		if ref, ok := requestRef(r); ok {
+		if ref, ok := requestRef(r.head(), r.Denied); ok {
 			return []RequestRef{ref}
 		}
 		return nil
@@ -157,7 +157,7 @@ func decideTxn(r *request, in Input, env Env) Decision {
 		sub := *s.Req
 		sub.RequestID = ""
 		w := newWrite(state(k), &sub, t.env)
-		w.r = s.Req // conditions and conflict records name the step's request
+		w.r, w.c = s.Req, s.Req.common() // conditions and conflict records name the step's request
 		if s.Cond != nil {
 			if d, failed := checkCondition(w, s.Cond, env.Equal); failed {
 				return t.failed(i, w.visible, d)
@@ -172,7 +172,7 @@ func decideTxn(r *request, in Input, env Env) Decision {
 				"key %s is a %s: a transaction does not write locks or leaderships (use their operations; a check of its version fences a transaction by the lock's token)",
 				k, w.visible.Semantics.Purpose)})
 		}
-		w.r = &sub
+		w.r, w.c = &sub, sub.common()
 		d := w.decide()
 		if d.Event == nil {
 			return t.failed(i, w.visible, d)
@@ -368,7 +368,7 @@ func (t txn) failed(i int, visible *contract.Entry, d Decision) Decision {
 		if visible != nil {
 			cur = contract.State{Version: visible.Version, Live: true, Entry: *visible}
 		}
-		w := write{r: s.Req, cur: cur, visible: visible, env: t.env}
+		w := write{c: s.Req.common(), r: s.Req, cur: cur, visible: visible, env: t.env}
 		c = conflictDecision(w, err.Code, "%s", err.Message).Conflict
 		err.CorrelationID = c.ID
 	}
