@@ -111,31 +111,32 @@ type Command interface {
 	flat() *request
 }
 
-// planKey is the plan of a single-key write: its key and its requestId.
-func planKey(r *request, p *Plan) {
-	p.Keys = append(p.Keys, r.Key.String())
-	if ref, ok := requestRef(r.head(), r.Denied); ok {
+// planKey is the plan of a single-key write: its key and its requestId
+// (a denied write's is never consulted).
+func planKey(h *Header, denied bool, p *Plan) {
+	p.Keys = append(p.Keys, h.Key.String())
+	if ref, ok := requestRef(h, denied); ok {
 		p.Requests = append(p.Requests, ref)
 	}
 }
 
 func (c *KV) Head() *Header                                    { return &c.Header }
-func (c *KV) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *KV) Plan(p *Plan)                                     { planKey(&c.Header, c.Denied, p) }
 func (c *KV) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
 
 func (c *Lock) Head() *Header                                    { return &c.Header }
-func (c *Lock) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *Lock) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
 func (c *Lock) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Lock) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
 
 func (c *Queue) Head() *Header                                    { return &c.Header }
-func (c *Queue) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *Queue) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
 func (c *Queue) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Queue) Decide(in Input, env Env) Decision                { return decideQueue(c.flat(), in, env) }
 
 func (c *List) Head() *Header { return &c.Header }
-func (c *List) Plan(p *Plan)  { planKey(c.flat(), p) }
+func (c *List) Plan(p *Plan)  { planKey(&c.Header, false, p) }
 func (c *List) Row(cur contract.State, now time.Time) (ElementRef, bool) {
 	return popRef(cur, c.flat(), now)
 }
@@ -143,14 +144,13 @@ func (c *List) Decide(in Input, env Env) Decision { return decideList(c.flat(), 
 
 func (c *Set) Head() *Header { return &c.Header }
 func (c *Set) Plan(p *Plan) {
-	r := c.flat()
-	planKey(r, p)
-	if ref, ok := memberRef(r); ok {
+	planKey(&c.Header, false, p)
+	if ref, ok := memberRef(c); ok {
 		p.Elements = append(p.Elements, ref)
 	}
 }
-func (c *Set) Row(contract.State, time.Time) (ElementRef, bool) { return memberRef(c.flat()) }
-func (c *Set) Decide(in Input, env Env) Decision                { return decideSet(c.flat(), in, env) }
+func (c *Set) Row(contract.State, time.Time) (ElementRef, bool) { return memberRef(c) }
+func (c *Set) Decide(in Input, env Env) Decision                { return decideSet(c, in, env) }
 
 func (c *Txn) Head() *Header { return &c.Header }
 func (c *Txn) Plan(p *Plan) {

@@ -110,3 +110,6 @@ func TestCommandRow(t *testing.T) {
 		t.Fatalf("srem row %v %v, want member m", ref, ok)
 	}
 }
+
+// setOf is the Set command of r.
+func setOf(r *request) *Set { return commandOf(r).(*Set) }

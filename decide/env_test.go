@@ -35,5 +35,5 @@ func requestIDDecision(cur contract.State, prior AppliedRequest, known bool, r *
 	if ref, ok := requestRef(r.head(), r.Denied); ok && known {
 		m[ref] = prior
 	}
-	return decideRequestID(newWrite(cur, r, &env), m)
+	return decideRequestID(newReqWrite(cur, r, &env), m)
 }

@@ -252,8 +252,16 @@ type write struct {
 	env     *Env
 }
 
-func newWrite(cur contract.State, r *request, env *Env) write {
-	return write{c: r.common(), r: r, cur: cur, visible: cur.Visible(env.Now), env: env}
+// newWrite is the write of a command whose common part is c on its
+// key's state cur.
+func newWrite(cur contract.State, c common, env *Env) write {
+	return write{c: c, cur: cur, visible: cur.Visible(env.Now), env: env}
+}
+
+func newReqWrite(cur contract.State, r *request, env *Env) write {
+	w := newWrite(cur, r.common(), env)
+	w.r = r
+	return w
 }
 
 // decideWrite applies the write rules to a request given the key's current
@@ -261,7 +269,7 @@ func newWrite(cur contract.State, r *request, env *Env) write {
 // consults older ones first). It is pure: env.Now is the decision time
 // and env.Epoch the writer's fencing epoch.
 func decideWrite(cur contract.State, r *request, env Env) Decision {
-	return newWrite(cur, r, &env).decide()
+	return newReqWrite(cur, r, &env).decide()
 }
 
 func (w write) decide() Decision {

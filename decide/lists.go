@@ -50,7 +50,7 @@ func popRef(cur contract.State, r *request, now time.Time) (ElementRef, bool) {
 // unless it is blind (r.Blind: its principal may not read the list),
 // and one that keeps none leaves an empty list (DELETE removes a list).
 func decideList(r *request, in Input, env Env) Decision {
-	w := newWrite(in.State, r, &env)
+	w := newReqWrite(in.State, r, &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
 		if d.Result.Replayed && d.Result.Element == nil {

@@ -54,7 +54,7 @@ func InIncarnation(member string, since int64) bool {
 // appends nothing; a push whose dedupId was pushed within env.DedupWindow
 // appends nothing (Result.Deduplicated).
 func decideQueue(r *request, in Input, env Env) Decision {
-	w := newWrite(in.State, r, &env)
+	w := newReqWrite(in.State, r, &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
 		if d.Result.Replayed && d.Result.Element == nil {

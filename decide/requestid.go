@@ -1,7 +1,11 @@
 package decide
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/eskv/eskv/contract"
@@ -121,13 +125,14 @@ func (m Memory) get(h *Header, denied bool) (AppliedRequest, bool) {
 // was applied at — but a pop's is replayed (replayOlderPop) — and
 // another request under the same id is
 // request_id_reused; both are recorded in kv.conflicts and write nothing.
-// ok is false when the rule does not apply (no requestId, a use older
-// than the window, or the key's latest write, which decideWrite handles): r
-// is then decided by decideWrite. It is pure.
+// ok is false when the rule does not apply (no requestId, an expire, a
+// use older than the window, or the key's latest write, which
+// decideWrite handles): r is then decided by decideWrite. A denied write
+// never asks it (it is only audited). It is pure.
 func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 	cur, r := w.cur, w.c
-	prior, found := known.get(r.Header, w.r.Denied)
-	if w.r.Denied || r.Op == contract.OpExpire || !found || !olderUse(cur, prior, r.RequestID, w.env) {
+	prior, found := known.get(r.Header, false)
+	if r.Op == contract.OpExpire || !found || !olderUse(cur, prior, r.RequestID, w.env) {
 		return d, false
 	}
 	if prior.Digest != r.Digest {
@@ -181,9 +186,56 @@ func olderUse(cur contract.State, prior AppliedRequest, requestID string, env *E
 // decideKV decides a single-key write (KV, Lock): decideWrite preceded by
 // decideRequestID on what in.Known holds of r's requestId.
 func decideKV(r *request, in Input, env Env) Decision {
-	w := newWrite(in.State, r, &env)
+	w := newReqWrite(in.State, r, &env)
+	if r.Denied {
+		return w.decide()
+	}
 	if d, ok := decideRequestID(w, in.Known); ok {
 		return d
 	}
 	return w.decide()
+}
+
+// Digests. A command's digest identifies its body, so that a retried
+// requestId can be told from a reused one; the principal is part of it
+// (another principal reusing a requestId is a different request). Each
+// family's digest method lists its parts; they keep the names, order and
+// encodings digests were first written with, when every family was read
+// as one flat request (a part a family does not have is its zero value;
+// the optional parts are appended only when given): digests are stored
+// with events, and a retry must match the one stored before any change
+// (TestDigestPinned).
+
+// digestSum is the digest of parts: the first 16 bytes of the SHA-256 of
+// their JSON, in hex.
+func digestSum(parts []any) string {
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// headParts are the parts every single-key digest begins with: the
+// write's kind (its op, a lock op's by its action), key, value, expected
+// version (decimal, "" for none) and TTL. Semantics, specRef and
+// principal follow.
+func headParts(h *Header, value json.RawMessage, expected *int64, ttl int64) []any {
+	var ev string
+	if expected != nil {
+		ev = strconv.FormatInt(*expected, 10)
+	}
+	kind := string(h.Op)
+	if a := h.Op.LockAction(); a != "" {
+		kind = string(a)
+	}
+	return []any{kind, h.Key.String(), value, ev, ttl}
+}
+
+// collectionParts are the parts a collection write's digest begins with:
+// its head, no semantics nor specRef, its principal, then the parts of a
+// write that is no put or delete (an increment's addend and create, a
+// patch's set, unset and if, a lock's holder: none here) and the purpose
+// its op forces.
+func collectionParts(h *Header, value json.RawMessage, expected *int64, ttl int64) []any {
+	parts := headParts(h, value, expected, ttl)
+	return append(parts, contract.Semantics{}, "", h.Principal, int64(0), false, nil, nil, nil, "", h.Op.Purpose())
 }

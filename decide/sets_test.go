@@ -58,7 +58,7 @@ func TestDecideSet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideSet(&r, Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
+			d := decideSet(setOf(&r), Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)
@@ -87,28 +87,28 @@ func TestDecideSet(t *testing.T) {
 
 	t.Run("OKAddKeepsTheSetsExpiry", func(t *testing.T) {
 		r := request{Key: key, Op: contract.OpSAdd, Member: "m"}
-		d := decideSet(&r, Input{State: withTTL}, testEnv(now, 1))
+		d := decideSet(setOf(&r), Input{State: withTTL}, testEnv(now, 1))
 		if d.Event == nil || d.Event.ExpiresAt == nil || !d.Event.ExpiresAt.Equal(later) {
 			t.Fatalf("event %+v, want the set's expiry kept", d.Event)
 		}
 	})
 	t.Run("OKReplayOfTheLatestRequest", func(t *testing.T) {
 		r := request{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
-		d := decideSet(&r, Input{State: set(5, 2, 1)}, testEnv(now, 1))
+		d := decideSet(setOf(&r), Input{State: set(5, 2, 1)}, testEnv(now, 1))
 		st := d.Event.State()
-		again := decideSet(&r, Input{State: st, Element: ElementRow{Version: 6}}, testEnv(now, 1))
+		again := decideSet(setOf(&r), Input{State: st, Element: ElementRow{Version: 6}}, testEnv(now, 1))
 		if again.Event != nil || !again.Result.Replayed || !again.Result.Changed {
 			t.Fatalf("retry: %+v", again)
 		}
 		other := request{Key: key, Op: contract.OpSAdd, Member: "n", RequestID: "r1", Principal: "p"}
-		if d := decideSet(&other, Input{State: st}, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil {
+		if d := decideSet(setOf(&other), Input{State: st}, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil {
 			t.Fatalf("another member under the same requestId: %+v", d)
 		}
 	})
 	t.Run("ErrStaleRetry", func(t *testing.T) {
 		r := request{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
 		known := Memory{RequestRef{Key: key.String(), RequestID: "r1"}: {Version: 4, Digest: r.Digest()}}
-		d := decideSet(&r, Input{State: set(5, 2, 1), Known: known}, testEnv(now, 1))
+		d := decideSet(setOf(&r), Input{State: set(5, 2, 1), Known: known}, testEnv(now, 1))
 		if contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil || d.Conflict == nil || d.Conflict.Reason != "stale_request" {
 			t.Fatalf("%+v", d)
 		}
@@ -144,7 +144,7 @@ func TestDecideSetBlind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := request{Key: key, Op: tc.op, Member: "m", Principal: "wo", Blind: true}
-			d := decideSet(&r, Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
+			d := decideSet(setOf(&r), Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
 			if d.Err != nil {
 				t.Fatal(d.Err)
 			}

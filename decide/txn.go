@@ -156,7 +156,7 @@ func decideTxn(r *request, in Input, env Env) Decision {
 		// the step is decided as a write without one.
 		sub := *s.Req
 		sub.RequestID = ""
-		w := newWrite(state(k), &sub, t.env)
+		w := newReqWrite(state(k), &sub, t.env)
 		w.r, w.c = s.Req, s.Req.common() // conditions and conflict records name the step's request
 		if s.Cond != nil {
 			if d, failed := checkCondition(w, s.Cond, env.Equal); failed {
@@ -223,7 +223,7 @@ func versionOf(cur contract.State, visible *contract.Entry) int64 {
 
 // step is step i of t as a write on its key's state before t.
 func (t txn) step(i int) write {
-	return newWrite(t.states[t.r.Txn[i].Req.Key.String()], t.r.Txn[i].Req, t.env)
+	return newReqWrite(t.states[t.r.Txn[i].Req.Key.String()], t.r.Txn[i].Req, t.env)
 }
 
 // replay answers a transaction with a requestId its keys remember:
