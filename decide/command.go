@@ -138,9 +138,9 @@ func (c *Queue) Decide(in Input, env Env) Decision                { return decid
 func (c *List) Head() *Header { return &c.Header }
 func (c *List) Plan(p *Plan)  { planKey(&c.Header, false, p) }
 func (c *List) Row(cur contract.State, now time.Time) (ElementRef, bool) {
-	return popRef(cur, c.flat(), now)
+	return popRef(cur, c, now)
 }
-func (c *List) Decide(in Input, env Env) Decision { return decideList(c.flat(), in, env) }
+func (c *List) Decide(in Input, env Env) Decision { return decideList(c, in, env) }
 
 func (c *Set) Head() *Header { return &c.Header }
 func (c *Set) Plan(p *Plan) {

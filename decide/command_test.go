@@ -113,3 +113,6 @@ func TestCommandRow(t *testing.T) {
 
 // setOf is the Set command of r.
 func setOf(r *request) *Set { return commandOf(r).(*Set) }
+
+// listOf is the List command of r.
+func listOf(r *request) *List { return commandOf(r).(*List) }

@@ -180,5 +180,4 @@ func (c *Txn) flat() *request {
 func (c *KV) digest() string    { return c.flat().Digest() }
 func (c *Lock) digest() string  { return c.flat().Digest() }
 func (c *Queue) digest() string { return c.flat().Digest() }
-func (c *List) digest() string  { return c.flat().Digest() }
 func (c *Txn) digest() string   { return c.flat().Digest() }

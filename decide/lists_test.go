@@ -69,7 +69,7 @@ func TestDecideList(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideList(&r, Input{State: tc.cur, Element: tc.end}, testEnv(now, 1))
+			d := decideList(listOf(&r), Input{State: tc.cur, Element: tc.end}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)
@@ -107,15 +107,15 @@ func TestDecideList(t *testing.T) {
 
 	t.Run("OKPopRefNamesTheEnd", func(t *testing.T) {
 		for op, pos := range map[contract.Op]int64{contract.OpLPop: 10, contract.OpRPop: 12} {
-			ref, ok := popRef(list(5, 10, 3, 1), &request{Key: key, Op: op}, now)
+			ref, ok := popRef(list(5, 10, 3, 1), &List{Header: Header{Key: key, Op: op}}, now)
 			if !ok || ref.Member != elemkey.ListPosition(pos) || ref.Collection != key.String() {
 				t.Errorf("%s: popRef = %+v %v, want position %d", op, ref, ok, pos)
 			}
 		}
-		if _, ok := popRef(list(5, 10, 0, 1), &request{Key: key, Op: contract.OpLPop}, now); ok {
+		if _, ok := popRef(list(5, 10, 0, 1), &List{Header: Header{Key: key, Op: contract.OpLPop}}, now); ok {
 			t.Error("popRef of an empty list names an element")
 		}
-		if _, ok := popRef(list(5, 10, 3, 1), &request{Key: key, Op: contract.OpRPush}, now); ok {
+		if _, ok := popRef(list(5, 10, 3, 1), &List{Header: Header{Key: key, Op: contract.OpRPush}}, now); ok {
 			t.Error("popRef of a push names an element")
 		}
 	})
@@ -164,7 +164,7 @@ func TestDecideListReplayedPop(t *testing.T) {
 		{"ErrOlderPushIsStale", after(pop, 6), Memory{RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, "", contract.EConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decideList(tc.r, Input{State: tc.cur, Known: tc.known}, testEnv(now, 1))
+			d := decideList(listOf(tc.r), Input{State: tc.cur, Known: tc.known}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)

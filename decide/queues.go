@@ -275,7 +275,7 @@ func replayedQueueWrite(cur contract.State, known Memory, r *request) *contract.
 		}
 		return &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, r.Priority, cur.Version)}
 	}
-	return replayedPop(cur, known, r)
+	return replayedPop(cur, known, r.head())
 }
 
 // QueuePushAnswer is the answer of a qpush from its result.
