@@ -133,7 +133,7 @@ func (c *Lock) Decide(in Input, env Env) Decision                { return decide
 func (c *Queue) Head() *Header                                    { return &c.Header }
 func (c *Queue) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
 func (c *Queue) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *Queue) Decide(in Input, env Env) Decision                { return decideQueue(c.flat(), in, env) }
+func (c *Queue) Decide(in Input, env Env) Decision                { return decideQueue(c, in, env) }
 
 func (c *List) Head() *Header { return &c.Header }
 func (c *List) Plan(p *Plan)  { planKey(&c.Header, false, p) }

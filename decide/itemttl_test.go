@@ -73,7 +73,7 @@ func TestDecideQueueItemTTL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideQueue(&r, Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
+			d := decideQueue(queueOf(&r), Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)

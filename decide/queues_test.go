@@ -123,7 +123,7 @@ func TestDecideQueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideQueue(&r, Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
+			d := decideQueue(queueOf(&r), Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)
@@ -181,7 +181,7 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Op, r.Principal = key, contract.OpQAck, "p"
-			d := decideQueue(&r, Input{State: cur, Queue: QueueInput{Item: tc.item}}, testEnv(now, 1))
+			d := decideQueue(queueOf(&r), Input{State: cur, Queue: QueueInput{Item: tc.item}}, testEnv(now, 1))
 			var e *contract.Error
 			if !errors.As(d.Err, &e) || e.Code != contract.EStaleReceipt || e.Field != "receipt" || e.Current != nil || d.Event != nil {
 				t.Fatalf("%v, want stale_receipt on receipt without the entry, appending nothing", d.Err)
@@ -214,7 +214,7 @@ func TestDecideQueueReplays(t *testing.T) {
 	popped := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
 		State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
 	ref := RequestRef{Key: key.String(), RequestID: "R"}
-	d := decideQueue(pop, Input{State: after(pop, 5), Known: Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}}, testEnv(now, 1))
+	d := decideQueue(queueOf(pop), Input{State: after(pop, 5), Known: Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}}, testEnv(now, 1))
 	a := QueuePopAnswer(d.Result, queueOf(pop))
 	if d.Event != nil || !d.Result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != contract.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
@@ -223,17 +223,17 @@ func TestDecideQueueReplays(t *testing.T) {
 	// The queue was written since (a push at 6): the retried pop still
 	// answers its item, receipt and deadline, at the pop's version.
 	older := Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped, After: after(pop, 5).Entry.Value}}
-	d = decideQueue(pop, Input{State: after(push, 6), Known: older}, testEnv(now, 1))
+	d = decideQueue(queueOf(pop), Input{State: after(push, 6), Known: older}, testEnv(now, 1))
 	a = QueuePopAnswer(d.Result, queueOf(pop))
 	if d.Event != nil || d.Err != nil || !d.Result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != contract.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
 		t.Fatalf("older pop retried: %+v %+v, want the popped item and receipt at version 5", d, a)
 	}
-	d = decideQueue(push, Input{State: after(pop, 6), Known: Memory{RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}}, testEnv(now, 1))
+	d = decideQueue(queueOf(push), Input{State: after(pop, 6), Known: Memory{RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}}, testEnv(now, 1))
 	if contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil {
 		t.Fatalf("older push retried: %+v, want version_conflict", d)
 	}
-	d = decideQueue(push, Input{State: after(push, 6)}, testEnv(now, 1))
+	d = decideQueue(queueOf(push), Input{State: after(push, 6)}, testEnv(now, 1))
 	if pa := QueuePushAnswer(d.Result, queueOf(push)); !d.Result.Replayed || pa.Item != elemkey.QueueMember(1, 4, 6) || pa.Priority != 4 {
 		t.Fatalf("replayed push: %+v %+v, want its item", d, pa)
 	}
