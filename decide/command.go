@@ -128,7 +128,7 @@ func (c *KV) Decide(in Input, env Env) Decision                { return decideKV
 func (c *Lock) Head() *Header                                    { return &c.Header }
 func (c *Lock) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
 func (c *Lock) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *Lock) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
+func (c *Lock) Decide(in Input, env Env) Decision                { return decideLock(c, in, env) }
 
 func (c *Queue) Head() *Header                                    { return &c.Header }
 func (c *Queue) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }

@@ -116,3 +116,9 @@ func setOf(r *request) *Set { return commandOf(r).(*Set) }
 
 // listOf is the List command of r.
 func listOf(r *request) *List { return commandOf(r).(*List) }
+
+// decideOn is the decision of r's command on its key's state cur, with
+// nothing known of its requestId but what cur says.
+func decideOn(cur contract.State, r *request, env Env) Decision {
+	return commandOf(r).Decide(Input{State: cur}, env)
+}

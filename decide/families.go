@@ -177,6 +177,5 @@ func (c *Txn) flat() *request {
 
 // digest is the digest of each family's command (requestid.go): the one
 // its events carry when it has a requestId.
-func (c *KV) digest() string   { return c.flat().Digest() }
-func (c *Lock) digest() string { return c.flat().Digest() }
-func (c *Txn) digest() string  { return c.flat().Digest() }
+func (c *KV) digest() string  { return c.flat().Digest() }
+func (c *Txn) digest() string { return c.flat().Digest() }

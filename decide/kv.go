@@ -297,7 +297,7 @@ func (w write) decide() Decision {
 			return Decision{Err: err}
 		}
 	} else {
-		return decideLock(w, ev)
+		return Decision{Err: contract.Errorf(contract.EInternal, "%s is a lock op: a Lock command decides it", r.Op)}
 	}
 	switch r.Op {
 	case contract.OpDelete:

@@ -60,7 +60,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideWrite(tc.cur, &r, testEnv(now, 9))
+			d := decideOn(tc.cur, &r, testEnv(now, 9))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("want %s, got event %v err %v", tc.code, d.Event, d.Err)
@@ -99,7 +99,7 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
 	created := now.Add(-time.Hour)
 	cur := contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: key.String(), Version: 1, Value: json.RawMessage(`1`), CreatedAt: created}}
-	d := decideWrite(cur, &request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, testEnv(now, 1))
+	d := decideOn(cur, &request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, testEnv(now, 1))
 	if !d.Event.CreatedAt.Equal(created) {
 		t.Fatalf("an update changed createdAt to %v", d.Event.CreatedAt)
 	}
@@ -112,21 +112,21 @@ func TestDecideRequestID(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	r := &request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
-	first := decideWrite(contract.State{}, r, testEnv(now, 1))
+	first := decideOn(contract.State{}, r, testEnv(now, 1))
 	st := first.Event.State()
 
 	again := *r
-	if d := decideWrite(st, &again, testEnv(now.Add(time.Second), 1)); d.Event != nil || d.Err != nil || !d.Result.Replayed || d.Result.Entry.Version != 1 {
+	if d := decideOn(st, &again, testEnv(now.Add(time.Second), 1)); d.Event != nil || d.Err != nil || !d.Result.Replayed || d.Result.Entry.Version != 1 {
 		t.Fatalf("replay: %+v", d)
 	}
 	other := *r
 	other.Value = json.RawMessage(`2`)
-	if d := decideWrite(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict.Reason != "request_id_reused" {
+	if d := decideOn(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict.Reason != "request_id_reused" {
 		t.Fatalf("reused requestId: %+v", d)
 	}
 	otherPrincipal := *r
 	otherPrincipal.Principal = "q"
-	if d := decideWrite(st, &otherPrincipal, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict {
+	if d := decideOn(st, &otherPrincipal, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict {
 		t.Fatalf("another principal's same requestId must not replay: %+v", d)
 	}
 }
@@ -139,14 +139,14 @@ func TestDecideRequestIDBounds(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	r := &request{Key: key, Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(-5), RequestID: "r-1", Principal: "p"}
-	first := decideWrite(contract.State{}, r, testEnv(now, 1))
+	first := decideOn(contract.State{}, r, testEnv(now, 1))
 	if first.Event == nil {
 		t.Fatalf("first decrement: %v", first.Err)
 	}
 	st := first.Event.State()
 	again := *r
 	again.Min = ptr(-5) // equal, not the same pointer
-	if d := decideWrite(st, &again, testEnv(now, 1)); !d.Result.Replayed || d.Event != nil {
+	if d := decideOn(st, &again, testEnv(now, 1)); !d.Result.Replayed || d.Event != nil {
 		t.Fatalf("the same bounds must replay: %+v", d)
 	}
 	for name, mod := range map[string]func(*request){
@@ -158,7 +158,7 @@ func TestDecideRequestIDBounds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			other := *r
 			mod(&other)
-			if d := decideWrite(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict == nil || d.Conflict.Reason != "request_id_reused" {
+			if d := decideOn(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict == nil || d.Conflict.Reason != "request_id_reused" {
 				t.Fatalf("a requestId retried with other bounds must be a reuse: %+v", d)
 			}
 		})
@@ -185,7 +185,7 @@ func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 		if r.Principal == "" {
 			r.Principal = "p"
 		}
-		d := decideWrite(st, &r, testEnv(now, 1))
+		d := decideOn(st, &r, testEnv(now, 1))
 		if d.Event != nil {
 			st = d.Event.State()
 		}
@@ -253,7 +253,7 @@ func TestDecideKeepsSemantics(t *testing.T) {
 			if r.Op == contract.OpIncrement {
 				c.Entry.Value = json.RawMessage(`1`)
 			}
-			checkKept(t, decideWrite(c, &r, testEnv(now, 1)), tc.sem, tc.specRef, tc.expires)
+			checkKept(t, decideOn(c, &r, testEnv(now, 1)), tc.sem, tc.specRef, tc.expires)
 		})
 	}
 }
@@ -301,7 +301,7 @@ func TestDecideDenied(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal, r.Denied = key, "p", true
-			d := decideWrite(tc.cur, &r, testEnv(now, 9))
+			d := decideOn(tc.cur, &r, testEnv(now, 9))
 			c := d.Conflict
 			if d.Event != nil || d.Err != nil || c == nil {
 				t.Fatalf("want only a conflict record, got event %v err %v conflict %v", d.Event, d.Err, c)

@@ -129,21 +129,36 @@ func decidePatch(w write, ev *contract.Event) Decision {
 	return finish(w, ev, "other", r.TTLSeconds == 0)
 }
 
-// decideLock acquires, extends or releases a lock or leadership for
-// r.Holder on behalf of r.Principal. A free key (absent, released or
+// decideLock decides a lock or leader op c on its key's state (in.State)
+// and what in.Known holds of its requestId: decideRequestID, a replay of
+// the key's latest write, then lockWrite. It is pure.
+func decideLock(c *Lock, in Input, env Env) Decision {
+	w := newWrite(in.State, c.common(), &env)
+	if d, ok := decideRequestID(w, in.Known); ok {
+		return d
+	}
+	if d, done := replayOrMismatch(w); done {
+		return d
+	}
+	return lockWrite(w, c, newEvent(w))
+}
+
+// lockWrite acquires, extends or releases a lock or leadership for
+// c.Holder on behalf of c.Principal, once its requestId was found new
+// and ev is its event. A free key (absent, released or
 // expired) is acquired with a new token: the event's version, which no
 // later tenure can go back below. The holder re-entering from the same
 // principal keeps its token and renews the lease; anyone else (another
 // holder, or the same holder string from another principal) is refused
 // with the current holder.
-func decideLock(w write, ev *contract.Event) Decision {
-	visible, r, now := w.visible, w.r, w.env.Now
-	purpose, action := r.Op.Purpose(), r.Op.LockAction()
+func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
+	visible, now := w.visible, w.env.Now
+	purpose, action := c.Op.Purpose(), c.Op.LockAction()
 	what, heldCode, notHolderCode := "lock", contract.ELockHeld, contract.ENotLockHolder
 	if purpose == contract.PurposeLeader {
 		what, heldCode, notHolderCode = "leader pool", contract.ENotLeader, contract.ENotLeader
 	}
-	ev.Op = r.Op
+	ev.Op = c.Op
 	var held contract.LockValue
 	if visible != nil {
 		var err *contract.Error
@@ -152,9 +167,9 @@ func decideLock(w write, ev *contract.Event) Decision {
 		}
 	}
 	if visible == nil && action != contract.LockAcquire {
-		return Decision{Err: contract.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
+		return Decision{Err: contract.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, c.Holder)}
 	}
-	if visible != nil && !held.HeldBy(r.Holder, r.Principal, visible.LastWriter) {
+	if visible != nil && !held.HeldBy(c.Holder, c.Principal, visible.LastWriter) {
 		code := notHolderCode
 		if action == contract.LockAcquire {
 			code = heldCode
@@ -167,23 +182,23 @@ func decideLock(w write, ev *contract.Event) Decision {
 		return removal(ev, visible, ev.Op)
 	}
 	if visible == nil {
-		held = contract.LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
+		held = contract.LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now}
 	}
-	held.Principal = r.Principal
+	held.Principal = c.Principal
 	after, err := marshalCompact(held)
 	if err != nil {
 		return Decision{Err: contract.Errorf(contract.EInternal, "encode lock: %v", err)}
 	}
 	ev.After = after
-	ev.Semantics = r.Semantics
+	ev.Semantics = c.Semantics
 	ev.Semantics.Purpose = purpose
-	if r.Semantics.Producer == "" && len(r.Semantics.ConsumerHints) == 0 && visible != nil {
+	if c.Semantics.Producer == "" && len(c.Semantics.ConsumerHints) == 0 && visible != nil {
 		ev.Semantics = visible.Semantics
 	}
 	if ev.SpecRef == "" && visible != nil {
 		ev.SpecRef = visible.SpecRef
 	}
-	return put(ev, visible, r.TTLSeconds, now)
+	return put(ev, visible, c.TTLSeconds, now)
 }
 
 // heldLock reads the lock value of visible, an entry a lock op of purpose
@@ -248,3 +263,23 @@ func wrongType(visible *contract.Entry, field, format string, args ...any) *cont
 
 // marshalCompact encodes v as JSON without rewriting <, > and &.
 func marshalCompact(v any) (json.RawMessage, error) { return contract.EncodeJSON(v) }
+
+// common is what the rules every single-key family shares read of c: a
+// lock op names no version and attempts no value of its own.
+func (c *Lock) common() common {
+	cm := common{Header: &c.Header, TTLSeconds: c.TTLSeconds, Semantics: c.Semantics, SpecRef: c.SpecRef, ConflictOp: c.Op}
+	if c.RequestID != "" {
+		cm.Digest = c.digest()
+	}
+	return cm
+}
+
+// digest is c's request digest (requestid.go): its head (its kind is its
+// action), semantics, specRef and principal, then the parts of a write
+// that is no put or delete (no addend, create, set, unset nor if), its
+// holder and its purpose.
+func (c *Lock) digest() string {
+	parts := headParts(&c.Header, nil, nil, c.TTLSeconds)
+	parts = append(parts, c.Semantics, c.SpecRef, c.Principal, int64(0), false, nil, nil, nil, c.Holder, c.Op.Purpose())
+	return digestSum(parts)
+}

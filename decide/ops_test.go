@@ -29,7 +29,7 @@ func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]Decision {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideWrite(tc.cur, &r, testEnv(now, 3))
+			d := decideOn(tc.cur, &r, testEnv(now, 3))
 			out[tc.name] = d
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {

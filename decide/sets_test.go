@@ -196,7 +196,7 @@ func TestPlainWritesKeepOffSets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key = key
-			d := decideWrite(tc.cur, &r, testEnv(now, 1))
+			d := decideOn(tc.cur, &r, testEnv(now, 1))
 			if contract.ErrorCode(d.Err) != tc.code && !(tc.code == "" && d.Err == nil) {
 				t.Fatalf("error %v, want %q", d.Err, tc.code)
 			}
