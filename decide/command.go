@@ -107,8 +107,6 @@ type Command interface {
 	Row(cur contract.State, now time.Time) (ref ElementRef, ok bool)
 	// Decide decides the command on in. It is pure.
 	Decide(in Input, env Env) Decision
-	// flat is the write as the rules read it (request).
-	flat() *request
 }
 
 // planKey is the plan of a single-key write: its key and its requestId
@@ -123,7 +121,7 @@ func planKey(h *Header, denied bool, p *Plan) {
 func (c *KV) Head() *Header                                    { return &c.Header }
 func (c *KV) Plan(p *Plan)                                     { planKey(&c.Header, c.Denied, p) }
 func (c *KV) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
+func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c, in, env) }
 
 func (c *Lock) Head() *Header                                    { return &c.Header }
 func (c *Lock) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
@@ -154,9 +152,8 @@ func (c *Set) Decide(in Input, env Env) Decision                { return decideS
 
 func (c *Txn) Head() *Header { return &c.Header }
 func (c *Txn) Plan(p *Plan) {
-	r := c.flat()
-	p.Keys = append(p.Keys, r.Keys()...)
-	p.Requests = append(p.Requests, requestRefs(r)...)
+	p.Keys = append(p.Keys, Keys(c)...)
+	p.Requests = append(p.Requests, c.requestRefs()...)
 }
 func (c *Txn) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *Txn) Decide(in Input, env Env) Decision                { return decideTxn(c.flat(), in, env) }
+func (c *Txn) Decide(in Input, env Env) Decision                { return decideTxn(c, in, env) }

@@ -1,163 +1,11 @@
 package decide
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/eskv/eskv/contract"
 )
-
-// request is a write as the rules read it: every op family's fields,
-// flattened from its command (Command.flat), so that the digest of a
-// write is the one it always had whatever its family.
-type request struct {
-	Key contract.Key
-	// Op is a write: put, delete, expire, increment, patch, or a lock or
-	// leader op.
-	Op contract.Op
-	// Value is the compact JSON of a put.
-	Value json.RawMessage
-	// ExpectedVersion is nil for an unconditional write; 0 means the key
-	// must not exist. For contract.OpExpire it is the version to expire.
-	ExpectedVersion *int64
-	// TTLSeconds: for put, the entry's TTL (0: none, unless KeepTTL); for
-	// increment and patch, a new TTL when > 0 (0 keeps the entry's
-	// expiry); for locks, the lease.
-	TTLSeconds int64
-	// KeepTTL makes a put without TTLSeconds keep the entry's expiry (as
-	// Redis SET KEEPTTL does); without it a put's expiry is its own.
-	KeepTTL bool
-	// Semantics the write gives the entry; an empty Purpose keeps the
-	// entry's (a plain write over a lock or leadership that breaks it
-	// gets purpose other). Lock ops force the purpose to theirs, and only
-	// they may write purpose lock or leader.
-	Semantics contract.Semantics
-	// SpecRef, when empty, keeps the entry's.
-	SpecRef   string
-	RequestID string
-	Principal string
-
-	// By is the increment's addend; Create lets increment and patch create
-	// a missing key (from 0 and {}).
-	By     int64
-	Create bool
-	// Min and Max, when set, bound an increment's Result: outside them
-	// the increment is refused with out_of_range (field min or max).
-	Min, Max *int64
-	// Set and Unset are a patch's top-level field changes (Unset first);
-	// If, when set, makes the patch a field compare-and-swap.
-	Set   map[string]json.RawMessage
-	Unset []string
-	If    *contract.FieldCondition
-	// MaxValueBytes bounds the value an increment or patch produces
-	// (0: unbounded).
-	MaxValueBytes int
-
-	// Holder identifies the lock or leader-pool caller.
-	Holder string
-
-	// Member is the member an sadd or srem adds or removes (decideSet).
-	Member string
-	// Start and Stop are an ltrim's range (decideList); a push's value
-	// is Value.
-	Start, Stop int64
-
-	// Queue writes (decideQueue): a push's Priority and DedupID (its
-	// data is Value), a pop's Visibility timeout in seconds (0: remove
-	// at once), and the item and delivery an ack's receipt (or the
-	// sweeper's requeue or expire) names. ItemTTL is a push's item TTL
-	// in seconds (0: the item never expires; TTLSeconds is the queue's).
-	Priority   int64
-	DedupID    string
-	Visibility int64
-	Item       string
-	Delivery   int64
-	ItemTTL    int64
-	// ReceiptNonce is the random part of an ack's receipt ("" for a
-	// receipt of a delivery popped before receipts had one).
-	ReceiptNonce string
-
-	// Blind marks a request of a principal that may write its key but
-	// not read it (set by the API; a transaction's steps each carry
-	// their own). CheckBlind refuses what such a request may not ask (a
-	// condition on the value); a blind sadd, srem or ltrim that changes
-	// nothing still appends, so that its version tells nothing of the
-	// collection (decideSet, decideList).
-	Blind bool
-
-	// Denied marks a write the API refused (403 forbidden) before the
-	// writer saw it: decideWrite only records it in kv.conflicts with reason
-	// forbidden, without any value, and appends nothing (AuditDenied).
-	Denied bool
-
-	// Txn, when set, makes the request a multi-key transaction (Op
-	// contract.OpTxn): its steps are decided in order, all or none
-	// (decideTxn). Key is then the first step's key: every step's key
-	// lies in its scope, so in its partition.
-	Txn []txnStep
-}
-
-// requestDigest is the digest an event of r carries: Digest when r has a
-// requestId, else none (nothing can retry a request without one, and the
-// digest is a hash of the whole request: 4 % of the writer's CPU).
-func (r *request) requestDigest() string {
-	if r.RequestID == "" {
-		return ""
-	}
-	return r.Digest()
-}
-
-// Digest identifies the request body, so that a retried requestId can be
-// told from a reused one. The principal is part of it: another principal
-// reusing a requestId is a different request.
-func (r *request) Digest() string {
-	if r.Txn != nil {
-		return txnDigest(r)
-	}
-	var ev string
-	if r.ExpectedVersion != nil {
-		ev = strconv.FormatInt(*r.ExpectedVersion, 10)
-	}
-	// The parts keep the names and encodings digests were first written
-	// with: a lock op by its action and purpose, If untagged.
-	kind := string(r.Op)
-	if a := r.Op.LockAction(); a != "" {
-		kind = string(a)
-	}
-	parts := []any{kind, r.Key.String(), r.Value, ev, r.TTLSeconds, r.Semantics, r.SpecRef, r.Principal}
-	if r.KeepTTL {
-		parts = append(parts, "keepTtl")
-	}
-	if r.Op != contract.OpPut && r.Op != contract.OpDelete {
-		parts = append(parts, r.By, r.Create, r.Set, r.Unset, untaggedIf(r.If), r.Holder, r.Op.Purpose())
-	}
-	// Bounds joined later: appended only when given, so the digest of an
-	// unbounded increment is the one it always had.
-	if r.Min != nil || r.Max != nil {
-		parts = append(parts, "bounds", r.Min, r.Max)
-	}
-	if r.Member != "" { // only then: older digests keep their parts
-		parts = append(parts, "member", r.Member)
-	}
-	if r.Op == contract.OpLTrim {
-		parts = append(parts, "range", r.Start, r.Stop)
-	}
-	if r.Op.IsQueueWrite() {
-		parts = append(parts, "queue", r.Priority, r.DedupID, r.Visibility, r.Item, r.Delivery)
-	}
-	if r.ItemTTL != 0 { // only then: older digests keep their parts
-		parts = append(parts, "itemTtl", r.ItemTTL)
-	}
-	if r.ReceiptNonce != "" { // only then: older digests keep their parts
-		parts = append(parts, "nonce", r.ReceiptNonce)
-	}
-	b, _ := json.Marshal(parts)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
-}
 
 // untaggedIf is a field condition as digests and conflict records encode
 // it: {"Field":...,"Equals":...}.
@@ -246,7 +94,6 @@ type common struct {
 // its command, its key's state and what a read sees of it at env.Now.
 type write struct {
 	c       common
-	r       *request
 	cur     contract.State
 	visible *contract.Entry
 	env     *Env
@@ -258,68 +105,68 @@ func newWrite(cur contract.State, c common, env *Env) write {
 	return write{c: c, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
-func newReqWrite(cur contract.State, r *request, env *Env) write {
-	w := newWrite(cur, r.common(), env)
-	w.r = r
-	return w
+// decideKV decides a KV write c on its key's state (in.State) and what
+// in.Known holds of its requestId: a denied write is only recorded
+// (deniedDecision); any other is decideRequestID, then kvWrite. It is
+// pure.
+func decideKV(c *KV, in Input, env Env) Decision {
+	w := newWrite(in.State, c.common(), &env)
+	if !c.Denied {
+		if d, ok := decideRequestID(w, in.Known); ok {
+			return d
+		}
+	}
+	return kvWrite(w, c)
 }
 
-// decideWrite applies the write rules to a request given the key's current
-// state (the key's latest write is all it knows of requestIds: decideKV
-// consults older ones first). It is pure: env.Now is the decision time
-// and env.Epoch the writer's fencing epoch.
-func decideWrite(cur contract.State, r *request, env Env) Decision {
-	return newReqWrite(cur, r, &env).decide()
-}
-
-func (w write) decide() Decision {
-	r, visible := w.r, w.visible
-	key := r.Key.String()
-	if r.Denied {
+// kvWrite applies the write rules to c given the key's current state
+// (the key's latest write is all it knows of requestIds: decideKV
+// consults older ones first, a transaction its own). It is pure:
+// w.env.Now is the decision time and w.env.Epoch the writer's fencing
+// epoch.
+func kvWrite(w write, c *KV) Decision {
+	visible := w.visible
+	key := c.Key.String()
+	if c.Denied {
 		return deniedDecision(w)
 	}
-	if r.Op == contract.OpExpire {
+	if c.Op == contract.OpExpire {
 		return decideExpire(w)
 	}
-	if r.Op.LockAction() == "" && contract.ServerPurpose(r.Semantics.Purpose) {
-		return Decision{Err: errLockPurpose(r.Semantics.Purpose)}
+	if contract.ServerPurpose(c.Semantics.Purpose) {
+		return Decision{Err: errLockPurpose(c.Semantics.Purpose)}
 	}
 	if d, done := replayOrMismatch(w); done {
 		return d
 	}
-
-	ev := newEvent(w)
-	if r.Op.LockAction() == "" {
-		if err := guardLock(visible, r); err != nil {
-			return Decision{Err: err}
-		}
-		if err := guardCollection(visible, r); err != nil {
-			return Decision{Err: err}
-		}
-	} else {
-		return Decision{Err: contract.Errorf(contract.EInternal, "%s is a lock op: a Lock command decides it", r.Op)}
+	if err := guardLock(visible, c); err != nil {
+		return Decision{Err: err}
 	}
-	switch r.Op {
+	if err := guardCollection(visible, c.Op); err != nil {
+		return Decision{Err: err}
+	}
+	ev := newEvent(w)
+	switch c.Op {
 	case contract.OpDelete:
 		if visible == nil {
 			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key)}
 		}
 		return removal(ev, visible, contract.OpDelete)
 	case contract.OpIncrement:
-		return decideIncrement(w, ev)
+		return decideIncrement(w, c, ev)
 	case contract.OpPatch:
-		return decidePatch(w, ev)
+		return decidePatch(w, c, ev)
 	}
-	ev.After = r.Value
+	ev.After = c.Value
 	switch {
-	case r.ExpectedVersion == nil:
+	case c.ExpectedVersion == nil:
 		ev.Op = contract.OpSet
-	case *r.ExpectedVersion == 0:
+	case *c.ExpectedVersion == 0:
 		ev.Op = contract.OpCreate
 	default:
 		ev.Op = contract.OpCAS
 	}
-	return finish(w, ev, "other", r.KeepTTL)
+	return finish(w, ev, "other", c.KeepTTL)
 }
 
 // replayOrMismatch decides r when it repeats the key's latest write (a
@@ -581,29 +428,52 @@ func deniedDecision(w write) Decision {
 	}}
 }
 
-// head is the bridge of a request to its header.
-func (r *request) head() *Header {
-	return &Header{Key: r.Key, Op: r.Op, RequestID: r.RequestID, Principal: r.Principal, Blind: r.Blind}
-}
-
-// common is the bridge of a request to what the shared rules read.
-func (r *request) common() common {
-	c := common{Header: &Header{Key: r.Key, Op: r.Op, RequestID: r.RequestID, Principal: r.Principal, Blind: r.Blind},
-		ExpectedVersion: r.ExpectedVersion, TTLSeconds: r.TTLSeconds, Semantics: r.Semantics, SpecRef: r.SpecRef,
-		Digest: r.requestDigest(), Attempted: r.Value, ConflictOp: conflictOp(r)}
-	if r.Op == contract.OpPatch {
-		c.Attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": untaggedIf(r.If)})
-	}
-	return c
-}
-
-// conflictOp names a rejected request's op as change events would.
-func conflictOp(r *request) contract.Op {
+// common is what the rules every single-key family shares read of c. A
+// conflict names a put as set and a patch with if as field_cas (as
+// change events do), and a patch's changes as what it attempted.
+func (c *KV) common() common {
+	cm := common{Header: &c.Header, ExpectedVersion: c.ExpectedVersion, TTLSeconds: c.TTLSeconds,
+		Semantics: c.Semantics, SpecRef: c.SpecRef, Attempted: c.Value, ConflictOp: c.Op}
 	switch {
-	case r.Op == contract.OpPut:
-		return contract.OpSet
-	case r.Op == contract.OpPatch && r.If != nil:
-		return contract.OpFieldCAS
+	case c.Op == contract.OpPut:
+		cm.ConflictOp = contract.OpSet
+	case c.Op == contract.OpPatch && c.If != nil:
+		cm.ConflictOp = contract.OpFieldCAS
 	}
-	return r.Op
+	if c.Op == contract.OpPatch {
+		cm.Attempted, _ = marshalCompact(map[string]any{"set": c.Set, "unset": c.Unset, "if": untaggedIf(c.If)})
+	}
+	if c.RequestID != "" && !c.Denied { // a denial is only recorded: no event carries its digest
+		cm.Digest = c.digest()
+	}
+	return cm
+}
+
+// digest is c's request digest (requestid.go): its head, semantics,
+// specRef and principal; keepTtl when set; unless it is a put or a
+// delete, an increment's addend and create, a patch's set, unset and if
+// (untagged), no holder, and its op's purpose; an increment's bounds
+// when given. A denied write is a KV command of any op: an ltrim's or a
+// queue write's keeps the (zero) parts of its family.
+func (c *KV) digest() string {
+	parts := headParts(&c.Header, c.Value, c.ExpectedVersion, c.TTLSeconds)
+	parts = append(parts, c.Semantics, c.SpecRef, c.Principal)
+	if c.KeepTTL {
+		parts = append(parts, "keepTtl")
+	}
+	if c.Op != contract.OpPut && c.Op != contract.OpDelete {
+		parts = append(parts, c.By, c.Create, c.Set, c.Unset, untaggedIf(c.If), "", c.Op.Purpose())
+	}
+	// Bounds joined later: appended only when given, so the digest of an
+	// unbounded increment is the one it always had.
+	if c.Min != nil || c.Max != nil {
+		parts = append(parts, "bounds", c.Min, c.Max)
+	}
+	if c.Op == contract.OpLTrim {
+		parts = append(parts, "range", int64(0), int64(0))
+	}
+	if c.Op.IsQueueWrite() {
+		parts = append(parts, "queue", int64(0), "", int64(0), "", int64(0))
+	}
+	return digestSum(parts)
 }

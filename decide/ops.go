@@ -11,14 +11,14 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// decideIncrement adds r.By to the key's integer value, or starts from 0
-// when the key is absent and r.Create is set. A result outside r.Min or
-// r.Max is refused with out_of_range, like one outside the int64 range:
+// decideIncrement adds c.By to the key's integer value, or starts from 0
+// when the key is absent and c.Create is set. A result outside c.Min or
+// c.Max is refused with out_of_range, like one outside the int64 range:
 // the counter's own answer (a rate limit reached), not a lost race, so
 // it leaves no kv.conflicts record (one in a transaction does, as every
 // failed step does) and does not count in the conflict rate.
-func decideIncrement(w write, ev *contract.Event) Decision {
-	visible, r := w.visible, w.r
+func decideIncrement(w write, c *KV, ev *contract.Event) Decision {
+	visible := w.visible
 	var base int64
 	switch {
 	case visible != nil:
@@ -27,37 +27,37 @@ func decideIncrement(w write, ev *contract.Event) Decision {
 			return Decision{Err: err}
 		}
 		base = n
-	case !r.Create:
+	case !c.Create:
 		return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
 	}
-	if (r.By > 0 && base > math.MaxInt64-r.By) || (r.By < 0 && base < math.MinInt64-r.By) {
-		err := contract.FieldErrorf(contract.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", r.By)
+	if (c.By > 0 && base > math.MaxInt64-c.By) || (c.By < 0 && base < math.MinInt64-c.By) {
+		err := contract.FieldErrorf(contract.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", c.By)
 		err.Current = visible
 		return Decision{Err: err}
 	}
-	next := base + r.By
-	if err := checkBounds(base, next, r); err != nil {
+	next := base + c.By
+	if err := checkBounds(base, next, c); err != nil {
 		err.Current = visible
 		return Decision{Err: err}
 	}
 	ev.Op = contract.OpIncrement
 	ev.After = json.RawMessage(strconv.FormatInt(next, 10))
-	return finish(w, ev, "counter", r.TTLSeconds == 0)
+	return finish(w, ev, "counter", c.TTLSeconds == 0)
 }
 
-// checkBounds refuses next, the result of adding r.By to base, when it
-// lies below r.Min or above r.Max. The message names the counter's value:
+// checkBounds refuses next, the result of adding c.By to base, when it
+// lies below c.Min or above c.Max. The message names the counter's value:
 // the API replaces it for a principal that may not read the key.
-func checkBounds(base, next int64, r *request) *contract.Error {
-	verb, by := "adding", strconv.FormatInt(r.By, 10)
-	if r.By < 0 {
+func checkBounds(base, next int64, c *KV) *contract.Error {
+	verb, by := "adding", strconv.FormatInt(c.By, 10)
+	if c.By < 0 {
 		verb, by = "subtracting", strings.TrimPrefix(by, "-")
 	}
 	switch {
-	case r.Min != nil && next < *r.Min:
-		return contract.FieldErrorf(contract.EOutOfRange, "min", "the counter is %d: %s %s would take it below min %d", base, verb, by, *r.Min)
-	case r.Max != nil && next > *r.Max:
-		return contract.FieldErrorf(contract.EOutOfRange, "max", "the counter is %d: %s %s would take it above max %d", base, verb, by, *r.Max)
+	case c.Min != nil && next < *c.Min:
+		return contract.FieldErrorf(contract.EOutOfRange, "min", "the counter is %d: %s %s would take it below min %d", base, verb, by, *c.Min)
+	case c.Max != nil && next > *c.Max:
+		return contract.FieldErrorf(contract.EOutOfRange, "max", "the counter is %d: %s %s would take it above max %d", base, verb, by, *c.Max)
 	}
 	return nil
 }
@@ -86,34 +86,34 @@ func ReadCounter(key contract.Key, e *contract.Entry) (contract.CounterAnswer, e
 }
 
 // decidePatch sets and unsets top-level fields of the key's object value,
-// when r.If holds.
-func decidePatch(w write, ev *contract.Event) Decision {
-	visible, r := w.visible, w.r
+// when c.If holds.
+func decidePatch(w write, c *KV, ev *contract.Event) Decision {
+	visible := w.visible
 	fields := map[string]json.RawMessage{}
 	switch {
 	case visible != nil:
 		if err := json.Unmarshal(visible.Value, &fields); err != nil || fields == nil {
 			return Decision{Err: wrongType(visible, "set", "key %s does not hold a JSON object: fields can only be patched in an object", ev.Key)}
 		}
-	case !r.Create:
+	case !c.Create:
 		return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
 	}
 	ev.Op = contract.OpPatch
-	if r.If != nil {
+	if c.If != nil {
 		ev.Op = contract.OpFieldCAS
-		got, ok := fields[r.If.Field]
+		got, ok := fields[c.If.Field]
 		if !ok {
 			got = json.RawMessage("null")
 		}
-		if !w.env.Equal(got, r.If.Equals) {
+		if !w.env.Equal(got, c.If.Equals) {
 			return conflictDecision(w, "field_mismatch",
-				"field %q does not equal if.equals", r.If.Field)
+				"field %q does not equal if.equals", c.If.Field)
 		}
 	}
-	for _, f := range r.Unset {
+	for _, f := range c.Unset {
 		delete(fields, f)
 	}
-	for f, v := range r.Set {
+	for f, v := range c.Set {
 		fields[f] = v
 	}
 	after, err := marshalCompact(fields)
@@ -122,11 +122,11 @@ func decidePatch(w write, ev *contract.Event) Decision {
 	}
 	// The message names the limit, not the size: the size would tell a
 	// principal that may not read the key how large its value is.
-	if r.MaxValueBytes > 0 && len(after) > r.MaxValueBytes {
-		return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "set", "the patched value would be over the limit of %d bytes", r.MaxValueBytes)}
+	if c.MaxValueBytes > 0 && len(after) > c.MaxValueBytes {
+		return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "set", "the patched value would be over the limit of %d bytes", c.MaxValueBytes)}
 	}
 	ev.After = after
-	return finish(w, ev, "other", r.TTLSeconds == 0)
+	return finish(w, ev, "other", c.TTLSeconds == 0)
 }
 
 // decideLock decides a lock or leader op c on its key's state (in.State)
@@ -230,13 +230,13 @@ func until(e *contract.Entry) string {
 // act): the key then holds no lock, and the next tenure's token, a later
 // version, is still greater than every earlier one. An increment or
 // patch would keep a lock value, so it is wrong_type even then.
-func guardLock(visible *contract.Entry, r *request) *contract.Error {
+func guardLock(visible *contract.Entry, c *KV) *contract.Error {
 	if visible == nil || !isLockPurpose(visible.Semantics.Purpose) {
 		return nil
 	}
 	purpose := visible.Semantics.Purpose
-	if r.ExpectedVersion != nil {
-		if r.Op == contract.OpPut || r.Op == contract.OpDelete {
+	if c.ExpectedVersion != nil {
+		if c.Op == contract.OpPut || c.Op == contract.OpDelete {
 			return nil
 		}
 		return wrongType(visible, "key", "key %s is a %s: use the %s operations, or break it with PUT or DELETE naming its version",

@@ -183,19 +183,6 @@ func olderUse(cur contract.State, prior AppliedRequest, requestID string, env *E
 	return prior.Version <= cur.Version && env.Window.Holds(prior, cur.Version, env.Now)
 }
 
-// decideKV decides a single-key write (KV, Lock): decideWrite preceded by
-// decideRequestID on what in.Known holds of r's requestId.
-func decideKV(r *request, in Input, env Env) Decision {
-	w := newReqWrite(in.State, r, &env)
-	if r.Denied {
-		return w.decide()
-	}
-	if d, ok := decideRequestID(w, in.Known); ok {
-		return d
-	}
-	return w.decide()
-}
-
 // Digests. A command's digest identifies its body, so that a retried
 // requestId can be told from a reused one; the principal is part of it
 // (another principal reusing a requestId is a different request). Each

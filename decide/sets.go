@@ -122,8 +122,8 @@ func decideSet(c *Set, in Input, env Env) Decision {
 // collection: its metadata is the server's, kept by the collection's
 // ops. A DELETE removes the whole collection (one event, whatever its
 // size: the elements left behind are not read, CollectionMeta.Since).
-func guardCollection(visible *contract.Entry, r *request) *contract.Error {
-	if visible == nil || !contract.IsCollectionPurpose(visible.Semantics.Purpose) || r.Op == contract.OpDelete {
+func guardCollection(visible *contract.Entry, op contract.Op) *contract.Error {
+	if visible == nil || !contract.IsCollectionPurpose(visible.Semantics.Purpose) || op == contract.OpDelete {
 		return nil
 	}
 	p := visible.Semantics.Purpose
