@@ -36,7 +36,8 @@ type RequestRef struct {
 
 // AppliedRequest is the newest event of a key that carried a requestId:
 // its version and the digest of the request that produced it
-// (request.Digest), so a retry can be told from a reuse.
+// (its command's digest, requestid.go), so a retry can be told from a
+// reuse.
 type AppliedRequest struct {
 	Version int64
 	Digest  string

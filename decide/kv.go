@@ -207,7 +207,7 @@ const (
 )
 
 // requestSeen is the one place a write's requestId is compared with what
-// its key remembers: decideWrite (one key) and decideTxn (every key a
+// its key remembers: replayOrMismatch (one key) and decideTxn (every key a
 // transaction writes) ask it. Today a key remembers its latest write's
 // requestId and digest; a window of older ones extends this function
 // (and contract.State) alone.

@@ -14,7 +14,7 @@ import (
 // Idempotency beyond a key's latest write (the writer's requestid.go
 // tells where the memory comes from).
 //
-// decideWrite replays a request that repeats the key's latest write (same
+// replayOrMismatch replays a write that repeats the key's latest write (same
 // requestId, same digest). A retry of an older write — put sync-1, put
 // sync-2, retry sync-1 — would otherwise be applied again and move the
 // key back. So a requestId is remembered per key while it belongs to one
@@ -118,7 +118,7 @@ func (m Memory) get(h *Header, denied bool) (AppliedRequest, bool) {
 	return a, ok
 }
 
-// decideRequestID decides r when its requestId was used on the key
+// decideRequestID decides w when its requestId was used on the key
 // before its latest write, at prior.Version: within the window (prior
 // among the key's last window versions), the same request (digest) again
 // is a stale request, answered 409 version_conflict naming the version it
@@ -127,7 +127,7 @@ func (m Memory) get(h *Header, denied bool) (AppliedRequest, bool) {
 // request_id_reused; both are recorded in kv.conflicts and write nothing.
 // ok is false when the rule does not apply (no requestId, an expire, a
 // use older than the window, or the key's latest write, which
-// decideWrite handles): r is then decided by decideWrite. A denied write
+// replayOrMismatch handles): w is then decided by its family's rules. A denied write
 // never asks it (it is only audited). It is pure.
 func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 	cur, r := w.cur, w.c
@@ -169,7 +169,7 @@ func replayOlderPop(r *Header, prior AppliedRequest) (d Decision, ok bool) {
 
 // olderUse reports whether prior (a known one) is a use of requestID on a
 // key, whose state is cur, that the window remembers at now and that is
-// not the key's latest write (decideWrite's rule): among its last
+// not the key's latest write (replayOrMismatch's rule): among its last
 // window.Versions versions, or younger than window.Age. Comparing
 // prior.Digest with the request's is left to the caller (a transaction
 // compares its own digest, carried by each of its events).
