@@ -132,7 +132,13 @@ type (
 )
 
 // TxnStep is one operation of a transaction: a write of its key (a KV
-// command: put, delete, increment, patch or check) under its condition.
+// command: put, delete, increment or patch, or with Op contract.OpCheck
+// a read-only condition on its key) under its condition Cond, which must
+// hold for the step to apply. The API builds Write as the single-key
+// write of the same op (with the transaction's principal), its
+// ExpectedVersion from Cond.Version (or 0 for Cond.Exists false) and a
+// patch's If from Cond's field, so the events name the ops as single-key
+// writes would (create, cas, field_cas).
 type TxnStep struct {
 	Write *KV
 	Cond  *contract.Condition
