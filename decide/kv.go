@@ -72,7 +72,7 @@ type common struct {
 	// ExpectedVersion is nil for an unconditional write; 0 means the key
 	// must not exist.
 	ExpectedVersion *int64
-	// TTLSeconds is the TTL a write sets (finish, decideLock).
+	// TTLSeconds is the TTL a write sets (finish, lockWrite).
 	TTLSeconds int64
 	// Semantics and SpecRef are what the write gives the entry (empty:
 	// the entry's).
@@ -169,7 +169,7 @@ func kvWrite(w write, c *KV) Decision {
 	return finish(w, ev, "other", c.KeepTTL)
 }
 
-// replayOrMismatch decides r when it repeats the key's latest write (a
+// replayOrMismatch decides w when it repeats the key's latest write (a
 // replay, or request_id_reused under another body) or names a version
 // the key is not at (version_mismatch); done is false otherwise. Every
 // single-key write but expire and a denial asks it first.
@@ -236,9 +236,9 @@ func errLockPurpose(purpose string) *contract.Error {
 }
 
 // finish completes a plain write of ev.After (put, increment, patch):
-// semantics and specRef are the entry's unless r gives new ones (a new
+// semantics and specRef are the entry's unless w gives new ones (a new
 // key gets purpose fallback; a broken lock or leadership gets other).
-// With keep the entry keeps its expiry; otherwise r.TTLSeconds sets it
+// With keep the entry keeps its expiry; otherwise w.c.TTLSeconds sets it
 // (0: none).
 func finish(w write, ev *contract.Event, fallback string, keep bool) Decision {
 	visible, r, now := w.visible, w.c, w.env.Now
@@ -264,7 +264,7 @@ func finish(w write, ev *contract.Event, fallback string, keep bool) Decision {
 	return d
 }
 
-// newEvent returns the event r would append after cur, to be completed
+// newEvent returns the event w would append after cur, to be completed
 // by the op.
 func newEvent(w write) *contract.Event {
 	cur, r := w.cur, w.c
