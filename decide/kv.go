@@ -133,6 +133,9 @@ func kvWrite(w write, c *KV) Decision {
 	if c.Op == contract.OpExpire {
 		return decideExpire(w)
 	}
+	if c.Op.LockAction() != "" { // a Lock command's: a KV command holds a lock op only denied
+		return Decision{Err: contract.Errorf(contract.EInternal, "%s is not a KV write", c.Op)}
+	}
 	if contract.ServerPurpose(c.Semantics.Purpose) {
 		return Decision{Err: errLockPurpose(c.Semantics.Purpose)}
 	}
