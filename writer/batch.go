@@ -11,6 +11,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/writer/committer"
 )
 
 // The batch loop: serve gathers the partition's calls into batches, and
@@ -39,7 +40,7 @@ func (p *partition) serve(ctx context.Context, epoch int64) (err error) {
 		if len(batch) == 0 {
 			if p.owes && len(p.calls) == 0 {
 				p.owes = false
-				p.w.committer.pass(p.id)
+				p.w.committer.Pass(p.id)
 			}
 			select {
 			case <-ctx.Done():
@@ -124,14 +125,14 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	}
 	if len(recs) == 0 && p.owes {
 		p.owes = false
-		p.w.committer.pass(p.id)
+		p.w.committer.Pass(p.id)
 	}
 	if len(recs) > 0 {
 		p.owes = false
-		r := p.w.committer.commit(p, recs)
-		p.owes = r.err == nil
-		if r.err != nil {
-			p.failedIn = r.session
+		r := p.w.committer.Commit(p.toCommit(recs))
+		p.owes = r.Err == nil
+		if r.Err != nil {
+			p.failedIn = r.Session
 			for i, c := range batch {
 				switch {
 				case ds[i].Err == errDeferred:
@@ -158,6 +159,14 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 		c.done <- answer{res: d.Result, err: d.Err}
 	}
 	return deferred, nil
+}
+
+// toCommit is recs as the committer takes them: the writer group's offset
+// of the partition before them is the end this owner knows.
+func (p *partition) toCommit(recs []*kgo.Record) committer.Batch {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return committer.Batch{Partition: p.id, Records: recs, Offset: p.end, TopicID: p.topicID}
 }
 
 // committed adds the events of a committed transaction to the overlay

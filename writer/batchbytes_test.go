@@ -187,7 +187,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	neighbours.Wait()
 
 	t.Logf("tenant A: %v; tenant B (same partition): %v; tenant C (other partition): %v; deferred writes %v, failed transactions %v, ownership restarts %v",
-		aOut.n, bOut.n, cOut.n, testutil.ToFloat64(w.metrics.deferred), testutil.ToFloat64(w.metrics.txnFailures), testutil.ToFloat64(w.metrics.ownershipRestarts))
+		aOut.n, bOut.n, cOut.n, testutil.ToFloat64(w.metrics.deferred), testutil.ToFloat64(w.metrics.TxnFailures), testutil.ToFloat64(w.metrics.ownershipRestarts))
 	for name, o := range map[string]*outcomes{"B": &bOut, "C": &cOut} {
 		if !o.only("ok") || o.n["ok"] == 0 {
 			t.Errorf("tenant %s: %v; want only successes", name, o.n)
@@ -196,7 +196,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	if !aOut.only("ok", contract.ETooLarge) || aOut.n[contract.ETooLarge] != 6 {
 		t.Errorf("tenant A: %v; want 128 PUTs answered 200 and the 6 transactions 413", aOut.n)
 	}
-	if n := testutil.ToFloat64(w.metrics.txnFailures); n != 0 {
+	if n := testutil.ToFloat64(w.metrics.TxnFailures); n != 0 {
 		t.Errorf("%v shared transactions failed; want 0", n)
 	}
 }

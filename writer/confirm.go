@@ -57,7 +57,7 @@ func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
 // a coalescer), always one sent after they arrived.
 //
 // While the committer runs rounds, a read is confirmed instead by the
-// next round's second fence (committer.awaitFence), which costs no broker
+// next round's second fence (committer.AwaitFence), which costs no broker
 // request of its own: the fence is what lets a write of this ownership be
 // acknowledged, and it proves the same for a read. A TxnOffsetCommit sent
 // after the read arrived and accepted by the group coordinator shows that
@@ -166,7 +166,7 @@ func (p *partition) confirmByFence(ctx context.Context) (ok bool, err error) {
 	if !ready {
 		return false, nil
 	}
-	fenced := p.w.committer.awaitFence()
+	fenced := p.w.committer.AwaitFence()
 	if fenced == nil {
 		return false, nil
 	}

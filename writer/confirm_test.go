@@ -18,9 +18,7 @@ import (
 
 // fenceWaiting returns the number of reads waiting for a round's fence.
 func fenceWaiting(w *Writer) int {
-	w.committer.mu.Lock()
-	defer w.committer.mu.Unlock()
-	return len(w.committer.fenceWaiters)
+	return w.committer.FenceWaiters()
 }
 
 // confirmRig is a writer with two partitions whose first round (a write to

@@ -65,23 +65,6 @@ func monotonicNow() int64 { return int64(time.Since(processStart)) }
 
 var processStart = time.Now()
 
-// extendLease records that a fence sent at sent (leaseNow) was accepted.
-// Only the committer's goroutine calls it, with growing times.
-func (c *committer) extendLease(sent int64) {
-	if c.w.cfg.ReadLease > 0 {
-		c.lease.Store(sent)
-	}
-}
-
-// leaseSent returns when the latest accepted fence was sent (leaseNow),
-// 0 when none was.
-func (c *committer) leaseSent() int64 {
-	if c == nil {
-		return 0
-	}
-	return c.lease.Load()
-}
-
 // confirmByLease reports whether the writer's lease confirms a read of p
 // now (see above).
 func (p *partition) confirmByLease() bool {
@@ -89,7 +72,7 @@ func (p *partition) confirmByLease() bool {
 	if d <= 0 {
 		return false
 	}
-	sent := p.w.committer.leaseSent()
+	sent := p.w.committer.LeaseSent() // an accepted fence's leaseNow
 	if sent == 0 {
 		return false
 	}

@@ -1,6 +1,10 @@
 package writer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/writer/committer"
+)
 
 type metrics struct {
 	writes *prometheus.CounterVec
@@ -9,7 +13,8 @@ type metrics struct {
 	writesOK   prometheus.Counter
 	batchSize  prometheus.Histogram
 	txnSeconds prometheus.Histogram
-	roundMetrics
+	// The committer's rounds (package committer).
+	*committer.Metrics
 	ownershipRestarts prometheus.Counter
 	// resumes counts partitions that went on after a failed round
 	// without starting their ownership again (partition.resume).
@@ -40,7 +45,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		roundMetrics: newRoundMetrics(),
+		Metrics: committer.NewMetrics(),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_writes_total", Help: "Write requests decided, by outcome (ok, conflict, replayed, or an error code).",
 		}, []string{"outcome"}),
@@ -112,41 +117,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.writesOK = m.writes.WithLabelValues("ok")
 	m.confirmFence, m.confirmLSO = m.confirms.WithLabelValues("fence"), m.confirms.WithLabelValues("lso")
 	m.confirmLease = m.confirms.WithLabelValues("lease")
-	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.gatherSeconds, m.gatherTimeouts, m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms} {
+	for _, c := range append([]prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms}, m.Metrics.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
-}
-
-// roundMetrics are the committer's (committer.go).
-type roundMetrics struct {
-	txnFailures     prometheus.Counter
-	transactions    prometheus.Counter
-	roundPartitions prometheus.Histogram
-	gatherSeconds   prometheus.Histogram
-	gatherTimeouts  prometheus.Counter
-}
-
-func newRoundMetrics() roundMetrics {
-	return roundMetrics{
-		txnFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transaction_failures_total", Help: "Shared Kafka transactions that failed (their writes answer 503; their partitions resume, or fence and catch up again after a fencing error; the producer is replaced).",
-		}),
-		transactions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transactions_total", Help: "Shared Kafka transactions committed (one per round, across partitions).",
-		}),
-		roundPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "eskv_writer_round_partitions", Help: "Partitions per committed shared Kafka transaction.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
-		}),
-		gatherSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "eskv_writer_round_gather_seconds", Help: "Time a round waited for the partitions the previous round answered (ESKV_ROUND_GATHER).",
-			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 12),
-		}),
-		gatherTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_round_gather_timeouts_total", Help: "Rounds that started without a partition the previous round answered, its gather wait having run out.",
-		}),
-	}
 }

@@ -92,7 +92,7 @@ type partition struct {
 	// topicID names kv.changes in the second fence; set by own.
 	topicID [16]byte
 	// failedIn is the committer session in which this partition's last
-	// failed round ran (committer.go); own catches up only after it.
+	// failed round ran (package committer); own catches up only after it.
 	failedIn uint64
 	// resuming is set while the partition resumes after a failed round
 	// (resume) and closed when it did: reads wait for it (confirm).
@@ -101,7 +101,7 @@ type partition struct {
 	// partition's own goroutine touches it.
 	served bool
 	// owes: the last round answered this partition's batch, and the
-	// next round waits for its next batch or its pass (committer.collect).
+	// next round waits for its next batch or its pass (committer.Pass).
 	// Only the partition's own goroutine touches it.
 	owes bool
 

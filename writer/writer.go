@@ -3,7 +3,7 @@
 // partition, catches up, validates compare-and-swap against an in-memory
 // overlay and the Postgres projection, and commits the groups of requests
 // of all its partitions in one Kafka transaction per round, fenced by the
-// group (fence.go, committer.go). The rules it decides by are package
+// group (fence.go, package committer). The rules it decides by are package
 // decide's: the writer plans, reads, and commits their commands.
 package writer
 
@@ -29,6 +29,7 @@ import (
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/sweeper"
+	"github.com/eskv/eskv/writer/committer"
 )
 
 // Group is the consumer group through which writers share partitions. It
@@ -87,7 +88,7 @@ type Config struct {
 	// SharedTransactionalIDPrefix + InstanceID (a random UUID per process
 	// when InstanceID is empty) is the transactional.id of the one
 	// producer whose transactions append every partition's writes
-	// (default "kv-writer-"; committer.go).
+	// (default "kv-writer-"; package committer).
 	SharedTransactionalIDPrefix string
 	TransactionTimeout          time.Duration
 	SessionTimeout              time.Duration
@@ -98,8 +99,8 @@ type Config struct {
 	// request). Zero disables lingering; negative is taken as zero.
 	MaxLinger time.Duration
 	// RoundGather bounds how long a round waits for the partitions the
-	// previous round answered to submit their next batch (committer.go
-	// gather; default 1ms). Negative disables it.
+	// previous round answered to submit their next batch (package
+	// committer; default 1ms). Negative disables it.
 	RoundGather time.Duration
 	// QueueDepth bounds the requests waiting per partition.
 	QueueDepth int
@@ -245,8 +246,8 @@ type Writer struct {
 	metrics *metrics
 	adm     *kadm.Client
 	admCl   *kgo.Client
-	// committer commits every partition's batches (committer.go).
-	committer *committer
+	// committer commits every partition's batches (package committer).
+	committer *committer.Committer
 	// limits bound what a partition appends in one round (batchbytes.go);
 	// Run sets the topics' before any partition or the committer starts.
 	limits *batchLimits
@@ -303,11 +304,26 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 		parts: make(map[int32]*partition),
 		loops: loops{parts: make(map[int32]projection.Owner), cameBack: make(map[int32]time.Time)},
 	}
-	w.committer = newCommitter(w, txnID)
+	w.committer = w.newCommitter(txnID)
 	// Kafka's defaults until Run reads the topics'.
 	w.limits = newBatchLimits(cfg.Topics, nil)
 	w.initCoalescers()
 	return w, nil
+}
+
+// newCommitter returns the committer of the shared transactional id
+// txnID, fenced by this writer's group membership (groupMember), its
+// producer bounded by the limits Run reads (batchbytes.go), its leases
+// on the clock of lease.go.
+func (w *Writer) newCommitter(txnID string) *committer.Committer {
+	cfg := w.cfg
+	return committer.New(committer.Config{
+		Kafka: cfg.Kafka, Brokers: cfg.Brokers, TxnID: txnID, TransactionTimeout: cfg.TransactionTimeout,
+		Group: cfg.Group, Topic: cfg.Topics.Changes, Partitions: cfg.Topics.Partitions, RoundGather: cfg.RoundGather,
+		ProducerLimit: func(topic string) int32 { return w.limits.producerLimit(topic) },
+		Member:        w.groupMember, Clock: leaseNow, Leases: cfg.ReadLease > 0,
+		Log: w.log, Metrics: w.metrics.Metrics,
+	})
 }
 
 // initCoalescers sets up the shared offset reads: every partition of the
@@ -396,7 +412,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	group.PauseFetchTopics(w.cfg.Topics.Changes)
 	commitCtx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCommitter()
-	go w.committer.run(commitCtx)
+	go w.committer.Run(commitCtx)
 
 	t := time.NewTicker(w.cfg.TrimInterval)
 	defer t.Stop()
@@ -414,7 +430,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			// The committer stops after the partitions: none has a
 			// round under way any more.
 			stopCommitter()
-			<-w.committer.done
+			<-w.committer.Done()
 			return nil
 		case <-t.C:
 			w.trim(ctx)
