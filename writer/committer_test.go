@@ -1,9 +1,9 @@
 package writer
 
-// Tests of the shared transaction (committer.go): one Kafka transaction per
-// round across partitions, a failed round failing only its own
-// requests, and a new owner waiting for an older owner's open
-// transaction (fence.go).
+// Tests of the shared transaction (package committer) in the writer: one
+// Kafka transaction per round across partitions, a failed round failing
+// only its own requests, and a new owner waiting for an older owner's
+// open transaction (fence.go).
 
 import (
 	"context"
@@ -160,7 +160,7 @@ func TestCommitterOneTransactionPerRound(t *testing.T) {
 		}
 	}
 
-	if n := testutil.ToFloat64(w.metrics.Transactions); n != 2 {
+	if n := testutil.ToFloat64(w.metrics.rounds.Transactions); n != 2 {
 		t.Fatalf("%v transactions for %d partition batches; want 2 (one per round)", n, parts)
 	}
 	// One transaction: the same producer id and (transactions v2: one
@@ -367,10 +367,10 @@ func TestRoundWaitsForThePartitionsItAnswered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := testutil.ToFloat64(w.metrics.Transactions); n != 2 {
+	if n := testutil.ToFloat64(w.metrics.rounds.Transactions); n != 2 {
 		t.Fatalf("%v transactions; want 2: the second round waits for partition 0's next batch", n)
 	}
-	if n := testutil.ToFloat64(w.metrics.GatherTimeouts); n != 0 {
+	if n := testutil.ToFloat64(w.metrics.rounds.GatherTimeouts); n != 0 {
 		t.Fatalf("%v gather timeouts; want 0", n)
 	}
 }
@@ -403,7 +403,7 @@ func TestRoundDoesNotWaitForAPass(t *testing.T) {
 		t.Fatal("the next round waited for a partition that had nothing to submit")
 	}
 	t.Logf("partition 1's write answered %v after the first round was released", time.Since(start))
-	if n := testutil.ToFloat64(w.metrics.GatherTimeouts); n != 0 {
+	if n := testutil.ToFloat64(w.metrics.rounds.GatherTimeouts); n != 0 {
 		t.Fatalf("%v gather timeouts; want 0", n)
 	}
 }

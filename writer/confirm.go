@@ -28,7 +28,7 @@ func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, 
 	if e, ok := p.overlay[key]; ok {
 		return e.state, true, true, p.changes
 	}
-	state, ok = p.cache.get(key)
+	state, ok = p.cache.Get(key)
 	return state, ok, true, p.changes
 }
 
@@ -44,7 +44,7 @@ func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ready && p.changes == changes {
-		p.cache.put(key, state)
+		p.cache.Put(key, state)
 	}
 }
 

@@ -102,7 +102,7 @@ func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
 	if contract.ErrorCode(err) != contract.EOutcomeUnknown {
 		t.Fatalf("write after removal from the group: %v; want %s", err, contract.EOutcomeUnknown)
 	}
-	if n := testutil.ToFloat64(w.metrics.TxnFailures); n != 1 {
+	if n := testutil.ToFloat64(w.metrics.rounds.TxnFailures); n != 1 {
 		t.Fatalf("%v failed shared transactions; want the refused one", n)
 	}
 	// The committer replaces its producer after the refused round; the

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/writer/committer"
+	"github.com/eskv/eskv/writer/statecache"
 )
 
 type metrics struct {
@@ -13,14 +14,16 @@ type metrics struct {
 	writesOK   prometheus.Counter
 	batchSize  prometheus.Histogram
 	txnSeconds prometheus.Histogram
-	// The committer's rounds (package committer).
-	*committer.Metrics
+	// The committer's rounds (package committer) and the state caches
+	// (package statecache).
+	rounds            *committer.Metrics
+	cache             *statecache.Metrics
 	ownershipRestarts prometheus.Counter
 	// resumes counts partitions that went on after a failed round
 	// without starting their ownership again (partition.resume).
 	resumes prometheus.Counter
 	// deferred counts writes a batch's byte budget left for the next
-	// batch (batchbytes.go).
+	// batch (package batchbytes).
 	deferred          prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
@@ -32,11 +35,6 @@ type metrics struct {
 	listWaitTimeouts  prometheus.Counter
 	forwardLoops      prometheus.Counter
 	loopingPartitions prometheus.Gauge
-	// The state cache (statecache.go).
-	stateCacheHits      prometheus.Counter
-	stateCacheMisses    prometheus.Counter
-	stateCacheEvictions prometheus.Counter
-	stateCacheBytes     prometheus.Gauge
 	// confirms counts reads confirmed (partition.confirm), by how; the
 	// two children resolved once.
 	confirms                               *prometheus.CounterVec
@@ -45,7 +43,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		Metrics: committer.NewMetrics(),
+		rounds: committer.NewMetrics(), cache: statecache.NewMetrics(),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_writes_total", Help: "Write requests decided, by outcome (ok, conflict, replayed, or an error code).",
 		}, []string{"outcome"}),
@@ -98,18 +96,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		loopingPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "eskv_writer_forward_loop_partitions", Help: "Partitions whose forwarding loops back to this writer; while above 0 /readyz answers 503.",
 		}),
-		stateCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_state_cache_hits_total", Help: "Reads of a key's state (GET, or a write's decision) the overlay did not hold and the state cache answered, without Postgres.",
-		}),
-		stateCacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_state_cache_misses_total", Help: "Reads of a key's state neither the overlay nor the state cache held: read from Postgres.",
-		}),
-		stateCacheEvictions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_state_cache_evictions_total", Help: "States evicted from the state cache to keep it within ESKV_STATE_CACHE_BYTES.",
-		}),
-		stateCacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "eskv_writer_state_cache_bytes", Help: "About the memory the state cache holds, over the partitions this writer owns (at most ESKV_STATE_CACHE_BYTES).",
-		}),
 		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_read_confirms_total", Help: "Reads confirmed linearizable, by how: lease (within the read lease of an accepted group fence, no wait), fence (the next shared transaction's group fence, no request of its own) or lso (a last-stable-offset request, shared by the reads that arrived meanwhile).",
 		}, []string{"by"}),
@@ -117,7 +103,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.writesOK = m.writes.WithLabelValues("ok")
 	m.confirmFence, m.confirmLSO = m.confirms.WithLabelValues("fence"), m.confirms.WithLabelValues("lso")
 	m.confirmLease = m.confirms.WithLabelValues("lease")
-	for _, c := range append([]prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms}, m.Metrics.Collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms}, append(m.rounds.Collectors(), m.cache.Collectors()...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

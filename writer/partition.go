@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/writer/statecache"
 )
 
 // call is one write waiting for its answer.
@@ -74,7 +75,7 @@ type partition struct {
 	requestIDs int
 	// cache holds the states of keys the overlay no longer holds
 	// (statecache.go); it lives as long as the ownership.
-	cache *stateCache
+	cache *statecache.Cache
 	// changes counts the events added to the overlay and the starts and
 	// ends of ownership: a GET caches what it read from the projection
 	// only when it did not move during the read (cacheGet).
@@ -117,7 +118,7 @@ func newPartition(w *Writer, id int32) *partition {
 		calls:      make(chan *call, w.cfg.QueueDepth),
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
-		cache:      newStateCache(w.cfg.StateCacheBytes/int64(w.cfg.Topics.Partitions), w.metrics),
+		cache:      statecache.New(w.cfg.StateCacheBytes/int64(w.cfg.Topics.Partitions), w.metrics.cache),
 	}
 	return p
 }
@@ -198,7 +199,7 @@ func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlay
 	if ready {
 		p.readySince = leaseNow()
 	}
-	p.cache.reset()
+	p.cache.Reset()
 	p.changes++
 	p.mu.Unlock()
 }
@@ -232,7 +233,7 @@ func (p *partition) trim(next int64) {
 		if e.offset < next {
 			delete(p.overlay, k)
 			p.requestIDs -= len(e.requests)
-			p.cache.put(k, e.state)
+			p.cache.Put(k, e.state)
 			continue
 		}
 		changed := false

@@ -29,6 +29,7 @@ import (
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/sweeper"
+	"github.com/eskv/eskv/writer/batchbytes"
 	"github.com/eskv/eskv/writer/committer"
 )
 
@@ -248,9 +249,10 @@ type Writer struct {
 	admCl   *kgo.Client
 	// committer commits every partition's batches (package committer).
 	committer *committer.Committer
-	// limits bound what a partition appends in one round (batchbytes.go);
-	// Run sets the topics' before any partition or the committer starts.
-	limits *batchLimits
+	// limits bound what a partition appends in one round (package
+	// batchbytes); Run sets the topics' before any partition or the
+	// committer starts.
+	limits *batchbytes.Limits
 
 	mu    sync.RWMutex
 	parts map[int32]*partition
@@ -306,23 +308,23 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 	}
 	w.committer = w.newCommitter(txnID)
 	// Kafka's defaults until Run reads the topics'.
-	w.limits = newBatchLimits(cfg.Topics, nil)
+	w.limits = batchbytes.NewLimits(cfg.Topics, nil)
 	w.initCoalescers()
 	return w, nil
 }
 
 // newCommitter returns the committer of the shared transactional id
 // txnID, fenced by this writer's group membership (groupMember), its
-// producer bounded by the limits Run reads (batchbytes.go), its leases
+// producer bounded by the limits Run reads (readLimits), its leases
 // on the clock of lease.go.
 func (w *Writer) newCommitter(txnID string) *committer.Committer {
 	cfg := w.cfg
 	return committer.New(committer.Config{
 		Kafka: cfg.Kafka, Brokers: cfg.Brokers, TxnID: txnID, TransactionTimeout: cfg.TransactionTimeout,
 		Group: cfg.Group, Topic: cfg.Topics.Changes, Partitions: cfg.Topics.Partitions, RoundGather: cfg.RoundGather,
-		ProducerLimit: func(topic string) int32 { return w.limits.producerLimit(topic) },
+		ProducerLimit: func(topic string) int32 { return w.limits.ProducerLimit(topic) },
 		Member:        w.groupMember, Clock: leaseNow, Leases: cfg.ReadLease > 0,
-		Log: w.log, Metrics: w.metrics.Metrics,
+		Log: w.log, Metrics: w.metrics.rounds,
 	})
 }
 
@@ -440,19 +442,19 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 }
 
-// readLimits reads the topics' max.message.bytes (batchbytes.go); when
+// readLimits reads the topics' max.message.bytes (package batchbytes); when
 // the brokers do not tell, it assumes Kafka's default, the smallest a
 // cluster is likely to have.
-func (w *Writer) readLimits(ctx context.Context) *batchLimits {
+func (w *Writer) readLimits(ctx context.Context) *batchbytes.Limits {
 	t := w.cfg.Topics
 	maxMessage, err := changelog.MaxMessageBytes(ctx, w.adm, t.Changes, t.Conflicts)
 	if err != nil {
 		w.log.Warn("reading the topics' max.message.bytes failed: assuming Kafka's default",
 			"err", err, "maxMessageBytes", changelog.DefaultMaxMessageBytes)
 	}
-	l := newBatchLimits(t, maxMessage)
-	w.log.Info("batch limits", "topic", t.Changes, "maxMessageBytes", maxMessage[t.Changes], "budgetBytes", l.budget[t.Changes],
-		"conflictsTopic", t.Conflicts, "conflictsMaxMessageBytes", maxMessage[t.Conflicts], "conflictsBudgetBytes", l.budget[t.Conflicts])
+	l := batchbytes.NewLimits(t, maxMessage)
+	w.log.Info("batch limits", "topic", t.Changes, "maxMessageBytes", maxMessage[t.Changes], "budgetBytes", l.Budget(t.Changes),
+		"conflictsTopic", t.Conflicts, "conflictsMaxMessageBytes", maxMessage[t.Conflicts], "conflictsBudgetBytes", l.Budget(t.Conflicts))
 	return l
 }
 
@@ -577,11 +579,11 @@ func (w *Writer) Do(ctx context.Context, cmd decide.Command) (Result, error) {
 	if p == nil {
 		return Result{}, errUnavailable(id, "not owned by this writer")
 	}
-	if n := leastBytes(cmd); n > w.limits.budget[w.cfg.Topics.Changes] {
+	if n := batchbytes.LeastBytes(cmd); n > w.limits.Budget(w.cfg.Topics.Changes) {
 		// It could never be appended: refused before it takes a place
-		// in a batch (batchbytes.go).
+		// in a batch (package batchbytes).
 		w.metrics.writes.WithLabelValues(contract.ETooLarge).Inc()
-		return Result{}, w.limits.tooLarge(cmd, w.cfg.Topics.Changes, n)
+		return Result{}, w.limits.ErrTooLarge(cmd, w.cfg.Topics.Changes, n)
 	}
 	if ctx.Err() != nil {
 		// The deadline passed before the write was queued (a slow

@@ -205,4 +205,3 @@ func (f groupFence) commitOffsets(ctx context.Context, prod *kgo.Client, m Membe
 	}
 	return nil
 }
-

@@ -342,4 +342,3 @@ func TestSecondFenceClosesKfakeAbortHole(t *testing.T) {
 		t.Fatalf("the zombie committed: %q", vs)
 	}
 }
-
