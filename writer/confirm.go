@@ -90,7 +90,7 @@ func (p *partition) confirm(ctx context.Context) error {
 		return err
 	}
 	p.w.metrics.confirmLSO.Inc()
-	offs, err := p.w.lso.do(ctx)
+	offs, err := p.w.lso.Do(ctx)
 	if err != nil {
 		return errUnavailable(p.id, "unable to confirm ownership")
 	}

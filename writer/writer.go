@@ -30,6 +30,7 @@ import (
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/sweeper"
 	"github.com/eskv/eskv/writer/batchbytes"
+	"github.com/eskv/eskv/writer/coalesce"
 	"github.com/eskv/eskv/writer/committer"
 )
 
@@ -271,10 +272,10 @@ type Writer struct {
 
 	// lso shares last-stable-offset requests among the concurrent reads
 	// of every partition: one ListOffsets for all of them (confirm).
-	lso *coalescer[map[int32]int64]
+	lso *coalesce.Coalescer[map[int32]int64]
 	// projected shares reads of the projector's stored offsets among
 	// the listings waiting on any partition (AwaitProjected).
-	projected *coalescer[map[int32]int64]
+	projected *coalesce.Coalescer[map[int32]int64]
 	// brokers says when the brokers last answered (brokerprobe.go).
 	brokers brokerProbe
 }
@@ -328,6 +329,10 @@ func (w *Writer) newCommitter(txnID string) *committer.Committer {
 	})
 }
 
+// confirmTimeout bounds one shared offset request (Writer.lso,
+// Writer.projected); each read still gives up at its own context's end.
+const confirmTimeout = 5 * time.Second
+
 // initCoalescers sets up the shared offset reads: every partition of the
 // changes topic in one request, so reads of several partitions arriving
 // together cost one broker round trip (or one Postgres query), not one
@@ -337,12 +342,12 @@ func (w *Writer) initCoalescers() {
 	for i := range all {
 		all[i] = int32(i)
 	}
-	w.lso = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+	w.lso = coalesce.New(func(ctx context.Context) (map[int32]int64, error) {
 		return changelog.LastStableOffsets(ctx, w.admCl, w.cfg.Topics.Changes, all...)
-	})
-	w.projected = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+	}, confirmTimeout)
+	w.projected = coalesce.New(func(ctx context.Context) (map[int32]int64, error) {
 		return w.proj.Offsets(ctx, w.cfg.Topics.Changes)
-	})
+	}, confirmTimeout)
 }
 
 // sharedTxnID returns the transactional id of the writer's shared
