@@ -30,6 +30,7 @@ import (
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/sweeper"
 	"github.com/eskv/eskv/writer/batchbytes"
+	"github.com/eskv/eskv/writer/brokerprobe"
 	"github.com/eskv/eskv/writer/coalesce"
 	"github.com/eskv/eskv/writer/committer"
 )
@@ -276,8 +277,8 @@ type Writer struct {
 	// projected shares reads of the projector's stored offsets among
 	// the listings waiting on any partition (AwaitProjected).
 	projected *coalesce.Coalescer[map[int32]int64]
-	// brokers says when the brokers last answered (brokerprobe.go).
-	brokers brokerProbe
+	// brokers says when the brokers last answered (package brokerprobe).
+	brokers brokerprobe.Probe
 }
 
 // New returns a Writer; Run starts it.
@@ -427,7 +428,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer ot.Stop()
 	w.refreshOwners(ctx)
 	go w.sweep(runCtx)
-	go w.probeBrokers(runCtx)
+	go w.brokers.Run(runCtx, w.admCl.Ping, w.log)
 	for {
 		select {
 		case <-ctx.Done():
@@ -658,11 +659,11 @@ func (w *Writer) State(ctx context.Context, key contract.Key) (contract.State, e
 
 // Ready reports whether the writer is a member of the group, every
 // partition it owns has caught up, and the brokers answered its probe
-// within the last 1.5 s (brokerprobe.go). A member that owns no
+// within the last 1.5 s (package brokerprobe). A member that owns no
 // partition (more writers than partitions) is ready: it forwards every
 // request.
 func (w *Writer) Ready() bool {
-	if !w.brokers.answering(time.Now()) {
+	if !w.brokers.Answering(time.Now()) {
 		return false
 	}
 	w.mu.RLock()
