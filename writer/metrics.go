@@ -7,6 +7,8 @@ import (
 	"github.com/eskv/eskv/writer/statecache"
 )
 
+// metrics are the writer's: its writes, batches and partitions, and the
+// committer's and state caches' it registers with them.
 type metrics struct {
 	writes *prometheus.CounterVec
 	// writesOK is writes' "ok" child, resolved once: it counts nearly
@@ -103,10 +105,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.writesOK = m.writes.WithLabelValues("ok")
 	m.confirmFence, m.confirmLSO = m.confirms.WithLabelValues("fence"), m.confirms.WithLabelValues("lso")
 	m.confirmLease = m.confirms.WithLabelValues("lease")
-	for _, c := range append([]prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms}, append(m.rounds.Collectors(), m.cache.Collectors()...)...) {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := m.register(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// register registers the writer's metrics with reg, its committer's and
+// state caches' included.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	cs := []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds,
+		m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull,
+		m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms}
+	cs = append(cs, m.rounds.Collectors()...)
+	for _, c := range append(cs, m.cache.Collectors()...) {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
