@@ -342,7 +342,7 @@ func gatherWriter(t *testing.T, parts int32, gather time.Duration) (*testenv.Bro
 	return b, w
 }
 
-// TestRoundWaitsForThePartitionsItAnswered (committer.collect): the round
+// TestRoundWaitsForThePartitionsItAnswered (the committer's gather): the round
 // after partition 0's takes partition 0's next batch together with the
 // batch partition 1 queued meanwhile, instead of starting with partition
 // 1's alone and leaving partition 0's for a third.

@@ -14,7 +14,7 @@ import (
 )
 
 // Tests of reads confirmed by the next round's fence (partition.confirm,
-// committer.awaitFence) instead of a last-stable-offset request.
+// committer.AwaitFence) instead of a last-stable-offset request.
 
 // fenceWaiting returns the number of reads waiting for a round's fence.
 func fenceWaiting(w *Writer) int {

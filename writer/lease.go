@@ -19,10 +19,11 @@ import (
 //
 // A lease replaces that wait with a bound on time. When a round's fence
 // sent at S (leaseNow, before the request left) is accepted at A, the
-// writer holds a lease until S + ReadLease. A read of partition N is
-// confirmed by the lease when, at some moment R after it began, N is
-// ready (in the ownership that became ready at Q), Q ≤ S, and R < S +
-// ReadLease. Why no other writer can have acknowledged a write to N
+// writer holds a lease until S + ReadLease (the committer keeps S:
+// Committer.LeaseSent, on the clock the writer gives it). A read of
+// partition N is confirmed by the lease when, at some moment R after it
+// began, N is ready (in the ownership that became ready at Q), Q ≤ S,
+// and R < S + ReadLease. Why no other writer can have acknowledged a write to N
 // before R:
 //
 //  1. Up to A, the fence's own proof: a member at A, with N ready since
