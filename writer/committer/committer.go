@@ -24,7 +24,7 @@ import (
 	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
-// The committer appends every partition's batches in Kafka transactions of
+// Committer appends every partition's batches in Kafka transactions of
 // one transactional producer per writer process (Config.TxnID: the
 // writer's <SharedTransactionalIDPrefix><InstanceID>), one transaction per round
 // across the partitions that have a batch ready, as Kafka Streams' exactly-
