@@ -22,6 +22,7 @@ const scope = "tenant/acme/project/demo/"
 
 // TestClient runs the client against one in-process stack.
 func TestClient(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()

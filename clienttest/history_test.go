@@ -18,6 +18,7 @@ import (
 // breaks; a key never written is contract.ENotFound, a caller without read
 // contract.EForbidden.
 func TestClientHistory(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()

@@ -39,6 +39,7 @@ func (f *flaky) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestKeepLockStack keeps a lease against the real writer.
 func TestKeepLockStack(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	ctx := t.Context()
 	other := client.New(url, stack.DevToken)

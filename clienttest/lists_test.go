@@ -15,6 +15,7 @@ import (
 // leaves the list as it was: while the pop is unprojected (the writer's
 // overlay holds it) and once the projection holds it (kv_history does).
 func TestClientPopRetry(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		opts      []stack.Option

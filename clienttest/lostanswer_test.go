@@ -35,6 +35,7 @@ func (l *loseFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 // write without a requestId is not retried: the client cannot tell
 // whether it was applied.
 func TestLostAnswerRetriedOnce(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	ctx := t.Context()
 	c := client.New(url, stack.DevToken)

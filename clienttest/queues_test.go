@@ -18,6 +18,7 @@ import (
 // projection holds it (kv_history does). The replayed receipt
 // acknowledges the item.
 func TestClientQPopRetry(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		opts      []stack.Option
@@ -73,6 +74,7 @@ func TestClientQPopRetry(t *testing.T) {
 // may not pop (403, nothing taken) and learns no size from a push or an
 // ack; a reader may peek and count but not push.
 func TestClientQueueRights(t *testing.T) {
+	t.Parallel()
 	s := stack.MustRun(t)
 	ctx := t.Context()
 	dev, writer, reader := client.New(s.URL, stack.DevToken), client.New(s.URL, stack.WriterToken), client.New(s.URL, stack.ReaderToken)
@@ -106,6 +108,7 @@ func TestClientQueueRights(t *testing.T) {
 // collection too; DELETE removes the whole queue (its items are not the
 // next queue's, and an old receipt is stale); a TTL expires it.
 func TestClientQueueKey(t *testing.T) {
+	t.Parallel()
 	s := stack.MustRun(t)
 	c := client.New(s.URL, stack.DevToken)
 	ctx := t.Context()
@@ -159,6 +162,7 @@ func TestClientQueueKey(t *testing.T) {
 // the same requestId with another item TTL is a reused one (409); the
 // pop answers the item's expiry.
 func TestClientQPushItemTTL(t *testing.T) {
+	t.Parallel()
 	offline := client.New("http://127.0.0.1:1", stack.DevToken)
 	for _, d := range []time.Duration{-time.Second, 1500 * time.Millisecond, 10 * 365 * 24 * time.Hour * 2} {
 		_, err := offline.QPush(t.Context(), client.QPushRequest{Key: "tenant/acme/project/demo/q", Data: json.RawMessage(`1`), ItemTTL: d})
@@ -195,6 +199,7 @@ func TestClientQPushItemTTL(t *testing.T) {
 // recentRequests hold the pop) and once the projection holds them
 // (kv_history does).
 func TestClientPopRetryAfterOtherWrites(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		opts      []stack.Option

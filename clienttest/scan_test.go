@@ -19,6 +19,7 @@ import (
 // TestScan runs filtered listings (GET /v1/kv with field, op and value)
 // through the whole stack: writer, projector, Postgres and the API.
 func TestScan(t *testing.T) {
+	t.Parallel()
 	base := stack.MustStart(t)
 	c := client.New(base, stack.DevToken)
 	ctx := t.Context()

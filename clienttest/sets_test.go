@@ -20,6 +20,7 @@ import (
 // a write-only caller learns neither membership nor size, and the TTL
 // expires the whole set.
 func TestClientSets(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()

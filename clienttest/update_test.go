@@ -19,6 +19,7 @@ import (
 // shortened and jittered, as a client with many writers of one key
 // would configure it.
 func TestUpdateConcurrent(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken, client.WithRetryPolicy(client.RetryPolicy{
 		ConflictBase: 5 * time.Millisecond, ConflictCap: 5 * time.Second, ConflictJitter: true}))

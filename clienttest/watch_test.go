@@ -66,6 +66,7 @@ func describe(evs []contract.WatchEvent) []string {
 // set's members, skipping another prefix; then resumes after a cursor
 // and starts from a key's version.
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	st := stack.MustRun(t)
 	c := client.New(st.URL, stack.DevToken)
 	ctx := t.Context()
@@ -123,6 +124,7 @@ func TestWatch(t *testing.T) {
 // TestWatchRefused: bad starting points and a principal without the
 // read right fail at once with the field at fault.
 func TestWatchRefused(t *testing.T) {
+	t.Parallel()
 	st := stack.MustRun(t)
 	ctx := t.Context()
 	for _, tc := range []struct {

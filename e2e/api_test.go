@@ -13,6 +13,7 @@ import (
 const base = "/v1/kv/tenant/acme/project/demo/"
 
 func TestPutGetDelete(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	key := base + "checkpoint"
 
@@ -61,6 +62,7 @@ func TestPutGetDelete(t *testing.T) {
 }
 
 func TestValueBytesRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	const v = `{"html":"<b>&amp;</b>","n":1.50,"u":"é"}`
 	if r := s.do("PUT", base+"bytes", devToken, `{"value":`+v+`}`); r.Status != 200 || string(r.entry(t).Value) != v {
@@ -73,6 +75,7 @@ func TestValueBytesRoundTrip(t *testing.T) {
 }
 
 func TestTTLHidesExpiredEntries(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	key := base + "lease"
 	r := s.do("PUT", key, devToken, `{"value":"me","ttlSeconds":1,"semantics":{"purpose":"checkpoint"}}`)
@@ -91,6 +94,7 @@ func TestTTLHidesExpiredEntries(t *testing.T) {
 }
 
 func TestRequestIDIdempotency(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	key := base + "idem"
 	body := `{"value":{"n":1},"expectedVersion":0,"requestId":"job-42"}`
@@ -115,6 +119,7 @@ func TestRequestIDIdempotency(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	for _, tc := range []struct {
 		name, method, path, token, body string
@@ -146,6 +151,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	for i := range 25 {
 		if r := s.do("PUT", fmt.Sprintf("%sjobs/%03d", base, i), devToken, map[string]any{"value": i}); r.Status != 200 {

@@ -23,6 +23,7 @@ import (
 // queries see each event exactly once, nothing is lost, and verify
 // passes.
 func TestAuditorKill9(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	at := mustAuditTrail(t)
 	env := []string{

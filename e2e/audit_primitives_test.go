@@ -17,6 +17,7 @@ import (
 // audit_conflicts (reason field_mismatch), the abandoned lock in
 // ttl_expirations with its semantics, and verify finds nothing wrong.
 func TestAuditCoordinationPrimitives(t *testing.T) {
+	t.Parallel()
 	s, at := mustAuditedStack(t)
 	c := s.client()
 	ctx := context.Background()

@@ -51,6 +51,7 @@ func (at *auditTrail) rows(tb testing.TB) []auditRow {
 // key, the conflict-rate query returns the induced rate, verify passes,
 // and deleting or altering one row makes verify fail naming it.
 func TestAuditTrailMatchesLog(t *testing.T) {
+	t.Parallel()
 	s, at := mustAuditedStack(t)
 	start := time.Now().UTC()
 
@@ -193,6 +194,7 @@ func TestAuditTrailMatchesLog(t *testing.T) {
 // write, a delete) and searches every string column of every table and
 // view of the audit database for it, plain, hex and uppercase hex.
 func TestAuditNoRawValue(t *testing.T) {
+	t.Parallel()
 	s, at := mustAuditedStack(t)
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])

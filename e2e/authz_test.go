@@ -100,6 +100,7 @@ func authzMarkers(slug string) []string {
 // holder leaves the server unless it may read it — checked on every
 // response body.
 func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
 	st := inproc.MustRun(t, inproc.Partitions(partitions))
 	cfgs := []api.TokenConfig{{Token: "tok-owner-0123456789abcdef", Principal: "owner",
 		Grants: []api.Grant{{Prefix: "tenant/", Rights: rw}}}}

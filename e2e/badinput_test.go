@@ -12,6 +12,7 @@ import (
 // the primitives (counters, locks, leaders, field patches) — answers its
 // documented 4xx code, names the field at fault, and writes nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	const ok = base + "fine"    // holds "original"
 	const text = base + "bad/x" // holds "text": no counter, lock or object

@@ -111,6 +111,7 @@ func (m ceRecord) ReadBinary(_ context.Context, w binding.BinaryWriter) error {
 // event.Validate accepts it, with source, time, content type and data
 // schema set.
 func TestCloudEventsBinding(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	for _, w := range []struct{ method, path, body string }{
 		{"PUT", base + "ce/a", `{"value":1}`},

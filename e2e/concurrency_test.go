@@ -13,6 +13,7 @@ import (
 // answers and its version; the log holds versions 1..N per key exactly
 // once; every 409 carried the version that was current.
 func TestConcurrentCASIncrements(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	const clients, keys = 32, 4
 	opsPerClient := 100

@@ -14,6 +14,7 @@ import (
 // counter at 0, the final value is 0, and the log holds exactly 10
 // increment events after the seeding put: a refusal appends nothing.
 func TestBoundedDecrements(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	const clients, quota = 16, 10
 	path := base + "rate-limit/bounded"

@@ -94,6 +94,7 @@ func assertProjectionIsFoldOfLog(t *testing.T, s *stack) []contract.Event {
 // stream in, then restarted; the projection equals the fold of the log,
 // with no event lost or applied twice.
 func TestProjectorKill9(t *testing.T) {
+	t.Parallel()
 	s := mustProcStack(t)
 	var writes atomic.Int64
 	stop := runClients(t, 8, func(c, i int) {
@@ -127,6 +128,7 @@ type ack struct {
 // version and value; the log holds only whole transactions (contiguous
 // versions); the projection equals the fold of the log.
 func TestWriterKill9(t *testing.T) {
+	t.Parallel()
 	s := mustProcStack(t)
 	var (
 		mu       sync.Mutex

@@ -18,6 +18,7 @@ import (
 // and the op and without any value (neither the attempted nor the stored
 // one); kv.changes and the key are unchanged. A refused read leaves none.
 func TestDeniedWriteAudited(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "denied"
 	expect(t, "create", s.do("PUT", k, acmeToken, `{"value":"stored-secret","semantics":{"purpose":"config"}}`), 200, "", "")

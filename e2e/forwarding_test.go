@@ -123,6 +123,7 @@ func scrapedMetric(tb testing.TB, base, name string) float64 {
 // advertise URL) answered 503 for every key of the other writer's
 // partitions, on every round.
 func TestTwoWritersForwardWithManifestSettings(t *testing.T) {
+	t.Parallel()
 	ps, _ := manifestWriters(t, func(int, []string) string { return "" })
 	covered := map[int32]bool{}
 	for i := range forwardKeys {
@@ -228,6 +229,7 @@ func clientForwardedBy(t *testing.T, url, by string) (int, string) {
 // is paged) until the ownership changes: once writer 1 stops and writer 0
 // owns every partition, writer 0 logs the loops cleared and is ready.
 func TestForwardLoopIsLoud(t *testing.T) {
+	t.Parallel()
 	ps, writers := manifestWriters(t, func(i int, urls []string) string {
 		if i == 1 {
 			return urls[0]

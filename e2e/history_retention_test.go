@@ -76,6 +76,7 @@ func counterOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // latest write's requestId is still recognized (replayed); the audit
 // trail, which the retention never touches, still verifies clean.
 func TestHistoryRetentionVersions(t *testing.T) {
+	t.Parallel()
 	s, at := mustAuditedStack(t)
 	writes := []struct {
 		method, key string
@@ -135,6 +136,7 @@ func TestHistoryRetentionVersions(t *testing.T) {
 // ret/e's first version only (ret/f, written first, keeps its only
 // version); run days later, ret/e keeps only its newest.
 func TestHistoryRetentionAge(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	for _, w := range [][2]string{{"ret/f", `{"value":"f"}`}, {"ret/e", `{"value":1}`}, {"ret/e", `{"value":2}`}, {"ret/e", `{"value":3}`}} {
 		if r := s.do("PUT", base+w[0], acmeToken, w[1]); r.Status != 200 {
@@ -165,6 +167,7 @@ func TestHistoryRetentionAge(t *testing.T) {
 // retention applies it on its own, every RetentionInterval (here a
 // second projector, in a group of its own, beside the stack's).
 func TestHistoryRetentionRuns(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	for i := range 3 {
 		if r := s.do("PUT", base+"ret/g", acmeToken, fmt.Sprintf(`{"value":%d}`, i)); r.Status != 200 {

@@ -39,6 +39,7 @@ func versionLine(v contract.HistoryVersion) string {
 // for the projector: the read itself waits until the projection holds
 // every acknowledged write (as listings do).
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := base + "history/doc"
 	for i, w := range []struct {
@@ -128,6 +129,7 @@ func checkVersions(t *testing.T, what string, versions []contract.HistoryVersion
 // TestHistoryCollection: a set's and a list's histories carry their
 // element changes (the member, the pushed and popped values).
 func TestHistoryCollection(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	set, list := base+"history/set", base+"history/list"
 	for _, w := range [][2]string{

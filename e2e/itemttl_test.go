@@ -23,6 +23,7 @@ import (
 // receipt is then refused (stale_receipt), and an expired item with a
 // dedupId is kept done so a repeated push within the window adds nothing.
 func TestQueueItemTTL(t *testing.T) {
+	t.Parallel()
 	noSweep := inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = -1 })
 	t.Run("PopSkipsExpiredProjected", func(t *testing.T) { queueItemTTLSkip(t, mustStack(t, noSweep)) })
 	t.Run("PopSkipsExpiredUnprojected", func(t *testing.T) { queueItemTTLSkip(t, mustStack(t, noSweep, inproc.WithoutProjector())) })

@@ -47,6 +47,7 @@ func withSASL(s kafkaconf.Settings, mechanism, user string) kafkaconf.Settings {
 // log reads back, and
 // the writer's Kafka clients report kprom metrics on its registry.
 func TestKafkaSecurity_WriteThroughSecuredBroker(t *testing.T) {
+	t.Parallel()
 	sb := testenv.MustSecureBroker(t, partitions, false)
 	scram256 := mustConn(t, withSASL(sb.Settings, kafkaconf.ScramSHA256, testenv.SecureScram256))
 	st := inproc.MustRun(t, inproc.Kafka(sb.Broker, scram256))
@@ -97,6 +98,7 @@ func TestKafkaSecurity_WriteThroughSecuredBroker(t *testing.T) {
 // SASL: each stops with the broker's refusal (kafkaconf.Refused), not
 // after its context's deadline.
 func TestKafkaSecurity_RefusedWithoutCredentials(t *testing.T) {
+	t.Parallel()
 	sb := testenv.MustSecureBroker(t, partitions, false)
 	pg := testenv.MustPostgresDB(t)
 	store := projection.New(pg.Pool)
@@ -164,6 +166,7 @@ func componentRuns(sb *testenv.SecureBroker, conn kafkaconf.Conn, store *project
 // TestKafkaSecurity_MutualTLS: a broker that requires a client
 // certificate refuses a client without one and serves one with it.
 func TestKafkaSecurity_MutualTLS(t *testing.T) {
+	t.Parallel()
 	sb := testenv.MustSecureBroker(t, partitions, true)
 	noCert := sb.Settings
 	noCert.TLS.CertFile, noCert.TLS.KeyFile = "", ""

@@ -28,6 +28,7 @@ const listRounds = 20
 // test_kv_performance_list_1000) over HTTP: every listing, made as soon as
 // the last write was acknowledged, holds every key written.
 func TestListSeesAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	keys := func(n int) []string {
 		ks := make([]string, n)
@@ -66,6 +67,7 @@ func TestListSeesAcknowledgedWrites(t *testing.T) {
 // was acknowledged sees the patched field, and no longer matches the old
 // one, on every round.
 func TestScanSeesAcknowledgedPatch(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	names := []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"}
 	for round := range listRounds {
@@ -91,6 +93,7 @@ func TestScanSeesAcknowledgedPatch(t *testing.T) {
 // filter) to the one that does; its history (:history) is read the same
 // way.
 func TestListThroughAnyWriter(t *testing.T) {
+	t.Parallel()
 	ps := mustWriterProcs(t, 2)
 	s, urls := ps.stack, ps.urls
 	var owners map[int32]projection.Owner

@@ -20,6 +20,7 @@ import (
 // metadata names), llen equals its length, and every pop answered the
 // value the fold had at that end.
 func TestListConcurrentPushTrimPop(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := client.New(s.url, devToken)
 	list := "tenant/acme/project/demo/lists/activity-log"
@@ -134,6 +135,7 @@ func TestListConcurrentPushTrimPop(t *testing.T) {
 // may push and pop, but its answers hold neither the value popped nor
 // the list's length, and it may not lrange or llen (403).
 func TestListWriteOnlyLearnsNothing(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "list"
 	expect(t, "push", s.do("POST", k+":rpush", acmeToken, `{"value":"list-secret"}`), 200, "", "")

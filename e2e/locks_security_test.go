@@ -44,6 +44,7 @@ func expect(t *testing.T, what string, r response, status int, code, field strin
 // lock's holder; a principal that may read gets the value. A field
 // condition is refused to the write-only principal outright (403 on if).
 func TestConflictsHideValuesFromWriteOnly(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	const secret = "sk-live-SECRET123"
 	obj, str, lock := secBase+"obj", secBase+"str", secBase+"lock"
@@ -97,6 +98,7 @@ func lockAnswer(t *testing.T, r response) contract.LockAnswer {
 // holder string can neither re-enter, extend nor release the lock; the
 // principal that holds it re-enters with its own token.
 func TestLockTenureBelongsToPrincipal(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	for _, tc := range []struct {
 		name, acquire, extend, release, held, notHolder string
@@ -123,6 +125,7 @@ func TestLockTenureBelongsToPrincipal(t *testing.T) {
 // raise a lock; a break by version replaces the lock with a non-lock
 // value, and the next tenure's token is greater than every earlier one.
 func TestPlainWritesCannotForgeLocks(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "forge"
 	expect(t, "put lock", s.do("PUT", k, acmeToken, `{"value":{"holder":"squatter","token":9007199254740993},"semantics":{"purpose":"lock"}}`),
@@ -155,6 +158,7 @@ func TestPlainWritesCannotForgeLocks(t *testing.T) {
 // purpose, producer, hints and specRef; its expiry is dropped unless
 // keepTtl.
 func TestWritesKeepSemantics(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "job"
 	first := s.do("PUT", k, acmeToken, `{"value":1,"ttlSeconds":3600,"specRef":"spec/job","semantics":{"purpose":"checkpoint","producer":"job-7","consumerHints":["dash"]}}`).entry(t)
@@ -178,6 +182,7 @@ func TestWritesKeepSemantics(t *testing.T) {
 // increment on a checkpoint key carry purpose checkpoint; a conflict on an
 // absent key carries the request's purpose.
 func TestConflictsCountAgainstTheKeysPurpose(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "progress"
 	expect(t, "create", s.do("PUT", k, acmeToken, `{"value":1,"semantics":{"purpose":"checkpoint"}}`), 200, "", "")

@@ -17,6 +17,7 @@ import (
 // the logs of the whole in-process stack (writer, sweeper, projector,
 // HTTP API, Kafka client; level debug) for it: no value, ever, in logs.
 func TestNoValueInLogs(t *testing.T) {
+	t.Parallel()
 	var logs testenv.Buffer
 	s := mustStack(t, inproc.Logs(&logs))
 	var rnd [8]byte

@@ -24,6 +24,7 @@ import (
 // each increment's value is its predecessor's plus one (no lost update
 // across ownership moves), and the projection is the fold of the log.
 func TestManyWritersCASUnderKills(t *testing.T) {
+	t.Parallel()
 	ps := mustWriterProcs(t, 3)
 	s, writers, urls := ps.stack, ps.writers, ps.urls
 

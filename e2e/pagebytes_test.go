@@ -19,6 +19,7 @@ import (
 // truncated, and lrange continued from start+len(values) reads the rest
 // exactly, in order.
 func TestRangeAndPeekPagesStopAtTheByteBudget(t *testing.T) {
+	t.Parallel()
 	const pageBytes, n = 1 << 20, 40
 	s := mustStack(t, inproc.API(api.Config{MaxListBytes: pageBytes}))
 	c := client.New(s.url, devToken)

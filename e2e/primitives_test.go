@@ -53,6 +53,7 @@ func code(err error) string { return contract.ErrorCode(err) }
 // strictly from tenure to tenure, and every 200 the clients saw is a
 // tenure in the log.
 func TestLockFiftyAcquirers(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -151,6 +152,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 // old holder can neither extend nor release it, and the sweeper logs the
 // expiry of an abandoned lock with its semantics.
 func TestLockExpiry(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -209,6 +211,7 @@ func TestLockExpiry(t *testing.T) {
 // TestLeaderElection: one leader per pool; heartbeats keep the term;
 // resigning lets another candidate in with a higher term.
 func TestLeaderElection(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -258,6 +261,7 @@ func TestLeaderElection(t *testing.T) {
 // TestCounterConcurrentIncrements: 32 clients add and subtract; the
 // counter ends at the exact sum and has one version per increment.
 func TestCounterConcurrentIncrements(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -326,6 +330,7 @@ func TestCounterConcurrentIncrements(t *testing.T) {
 // compare-and-swap (state pending -> claimed); each job is claimed exactly
 // once, by the worker its record names.
 func TestFieldCASJobClaims(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -402,6 +407,7 @@ func TestFieldCASJobClaims(t *testing.T) {
 // TestSweeperExpiresEntries: the sweeper appends one expire event per
 // expired entry, with its semantics; a renewal before the sweep wins.
 func TestSweeperExpiresEntries(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()

@@ -19,6 +19,7 @@ import (
 // the projection into another schema and compares: equal; then a
 // tampered live row is found by its key.
 func TestRebuildEqualsLiveProjection(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	ctx := context.Background()
 	want := func(r response, status int) {
@@ -96,6 +97,7 @@ func TestRebuildEqualsLiveProjection(t *testing.T) {
 // set deleted and re-created (the first set's members stay orphan rows,
 // not members, on both sides).
 func TestRebuildKeepsSetMembers(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	ctx := context.Background()
 	const (

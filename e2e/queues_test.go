@@ -27,6 +27,7 @@ import (
 // queue's versions are contiguous, and it ends empty with nothing in
 // flight.
 func TestQueueExactlyOnce(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := client.New(s.url, devToken)
 	ctx := t.Context()
@@ -162,6 +163,7 @@ func checkQueueLog(t *testing.T, s *stack, queue string, items int, receipts map
 // accepted; the ack removes it. With the projector stopped too: the
 // sweeper then finds the in-flight item in the writer's overlay.
 func TestQueueVisibilityTimeout(t *testing.T) {
+	t.Parallel()
 	sweep := inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = 100 * time.Millisecond })
 	t.Run("Projected", func(t *testing.T) { queueVisibilityTimeout(t, mustStack(t, sweep)) })
 	t.Run("Unprojected", func(t *testing.T) { queueVisibilityTimeout(t, mustStack(t, sweep, inproc.WithoutProjector())) })
@@ -220,6 +222,7 @@ func queueVisibilityTimeout(t *testing.T, s *stack) {
 // pops and by peek, across a batch of concurrent pops too; also with the
 // projector stopped (every item then lives in the writer's overlay only).
 func TestQueuePriorityFIFO(t *testing.T) {
+	t.Parallel()
 	t.Run("Projected", func(t *testing.T) { queuePriorityFIFO(t, mustStack(t), true) })
 	t.Run("Unprojected", func(t *testing.T) { queuePriorityFIFO(t, mustStack(t, inproc.WithoutProjector()), false) })
 }
@@ -312,6 +315,7 @@ func queuePriorityFIFO(t *testing.T, s *stack, projected bool) {
 // was popped (it is kept as done for the window). After the window the
 // same dedupId adds a new item.
 func TestQueueDedup(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t, inproc.WriterConfig(func(c *writer.Config) { c.QueueDedupWindow = 2 * time.Second }))
 	c := client.New(s.url, devToken)
 	ctx := t.Context()
@@ -363,6 +367,7 @@ func TestQueueDedup(t *testing.T) {
 // a projection rebuilt from it equals the live one, items included
 // (projector diff, column elements), and serves the same items.
 func TestRebuildKeepsQueueItems(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t, inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = 100 * time.Millisecond }))
 	c := client.New(s.url, devToken)
 	ctx := t.Context()

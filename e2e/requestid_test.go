@@ -115,6 +115,7 @@ func historyRows(t *testing.T, s *stack, k staleKeys) int {
 // in the writer's overlay: the older requestIds come from the overlay's
 // memory of the key's unprojected events.
 func TestStaleRequestUnprojected(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t, inproc.WithoutProjector())
 	k := newStaleKeys("unprojected")
 	writeStaleSequence(t, s, k)
@@ -131,6 +132,7 @@ func TestStaleRequestUnprojected(t *testing.T) {
 // caught up, its overlay is empty and it finds them in kv_history; once
 // the projector applied the rest, the retries still answer the same.
 func TestStaleRequestAcrossWriterRestart(t *testing.T) {
+	t.Parallel()
 	s := mustProcStack(t)
 	restart := func() {
 		t.Helper()

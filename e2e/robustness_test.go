@@ -42,6 +42,7 @@ func robustnessConns(tb testing.TB) int {
 // its timeouts; a listing page stops at its byte budget; listings beyond
 // the concurrency cap are answered 429 at once.
 func TestConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
 	limits := service.HTTPLimits{ReadTimeout: time.Second, WriteTimeout: 2 * time.Second, IdleTimeout: time.Second}
 	const pageBytes, lists = 1 << 20, 4
 	s := mustStack(t, inproc.HTTPLimits(limits), inproc.API(api.Config{MaxListBytes: pageBytes, MaxConcurrentLists: lists}))

@@ -20,6 +20,7 @@ import (
 // said "added" or "removed" is one event, and no other answer appended
 // one.
 func TestSetConcurrentAddRemove(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := client.New(s.url, devToken)
 	set := "tenant/acme/project/demo/sets/active-agents"

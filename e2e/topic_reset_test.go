@@ -17,6 +17,7 @@ import (
 // write: the projection holds the old topic's state, and versions built on
 // it would not be in the new log.
 func TestWriterRefusesRecreatedTopic(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t, inproc.ProjectorMayStop())
 	if r := s.do("PUT", base+"before", devToken, `{"value":1}`); r.Status != 200 {
 		t.Fatalf("put: %d %s", r.Status, r.Body)

@@ -82,6 +82,7 @@ func (s *stack) projectedBalances(tb testing.TB, ctx context.Context) (n int, su
 // transfer whole (two events, one txnId), as many as were acknowledged,
 // and each key's versions count the transfers that touched it.
 func TestTxnTransfersKeepTheSum(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	const clients = 32
 	transfersPerClient := 40
@@ -226,6 +227,7 @@ func TestTxnTransfersKeepTheSum(t *testing.T) {
 // txnSize, adjacent in one partition); each acknowledged one is there;
 // every project's counters still sum to 0 in the projection.
 func TestTxnWriterKill9(t *testing.T) {
+	t.Parallel()
 	s := mustProcStack(t)
 	const projects, keysPerProject = 4, 12
 	var (

@@ -29,6 +29,7 @@ func putOf(key, value string) client.PutRequest {
 // version, and the log holds its events together: contiguous, sharing
 // one txnId and txnSize.
 func TestTxnAppliesAllKeys(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -103,6 +104,7 @@ func TestTxnAppliesAllKeys(t *testing.T) {
 // leaves one conflict record naming the op; the 409 names the op, its
 // code, and the key's current version and value.
 func TestTxnFailingConditionChangesNothing(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -183,6 +185,7 @@ func TestTxnFailingConditionChangesNothing(t *testing.T) {
 // TestTxnCrossProject: keys of two projects are refused with a 400
 // naming the op and saying why; nothing is written.
 func TestTxnCrossProject(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -207,6 +210,7 @@ func TestTxnCrossProject(t *testing.T) {
 // a replay (same txnId and results, Eskv-Replayed) and writes no new
 // version; the requestId with another body is refused.
 func TestTxnReplay(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -286,6 +290,7 @@ func TestTxnReplay(t *testing.T) {
 // and with single-key writes. The sum never changes, and in the log each
 // transaction's events are adjacent and each key's versions contiguous.
 func TestTxnConcurrentTransfers(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	c := s.client()
 	ctx := context.Background()
@@ -381,6 +386,7 @@ func TestTxnConcurrentTransfers(t *testing.T) {
 // may not make is answered 403 naming the op, changes nothing, and leaves
 // the denial's audit record (reason forbidden, the op and key refused).
 func TestTxnDeniedWriteAudited(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := scope + "denied/txn"
 	r := s.do("POST", "/v1/txn", readerTok, `{"ops":[{"op":"check","key":"`+k+`","condition":{"exists":false}},{"op":"put","key":"`+k+`2","value":"attempted-secret"}]}`)

@@ -105,6 +105,7 @@ func uiGet(t *testing.T, s *stack, path string, ck *http.Cookie) (int, http.Head
 // cookie authenticates nothing of the API (no write, no read); a
 // tampered cookie is refused; bad parameters are 4xx naming the field.
 func TestStatusPageSessions(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	if r := uiLogin(t, s, "not-a-token-0123456789"); r.StatusCode != http.StatusUnauthorized || len(r.Cookies()) != 0 {
 		t.Fatalf("a bad token: %d with cookies %v, want 401 and none", r.StatusCode, r.Cookies())
@@ -190,6 +191,7 @@ func wantCode(t *testing.T, s *stack, path string, ck *http.Cookie, status int, 
 // ESKV_UI_SCREENSHOT=docs/ui-status.png (relative to the repository) it
 // saves the screenshot the README shows.
 func TestStatusPageBrowser(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	marker := "ui-marker-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	uiSeed(t, s, marker)
@@ -322,6 +324,7 @@ func fromBrowser[T any](t *testing.T, ctx context.Context, what string, a chrome
 // written again to a plain key, a set and a queue) with a session and
 // finds the marker value in none of it.
 func TestStatusPageServesNoValue(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	marker := "ui-marker-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	uiSeed(t, s, marker)

@@ -75,6 +75,7 @@ func waitWatchedAll(t *testing.T, s *stack, w *watchRecorder, prefix string) []c
 // of the prefix among them, and none of the other prefixes written
 // meanwhile — of the same project (the same partition) and others.
 func TestWatchSeesItsPrefix(t *testing.T) {
+	t.Parallel()
 	ws := mustWriterProcs(t, 2)
 	ws.url = ws.urls[0]
 	const project = "tenant/acme/project/watch/"
@@ -120,6 +121,7 @@ func TestWatchSeesItsPrefix(t *testing.T) {
 // log's events under its prefix: no gap, no duplicate, and every
 // acknowledged write.
 func TestWatchResumeAcrossWriterKills(t *testing.T) {
+	t.Parallel()
 	ws := mustWriterProcs(t, 2)
 	ws.url = ws.urls[0]
 	prefix := "tenant/acme/project/resume/jobs/"
@@ -168,6 +170,7 @@ func TestWatchResumeAcrossWriterKills(t *testing.T) {
 // token that may read only part of a prefix too); the bound on watches
 // answers 503 too_many_watches with Retry-After, and the gauge counts.
 func TestWatchRefusals(t *testing.T) {
+	t.Parallel()
 	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.Watches(watch.Config{MaxWatches: 2, MaxWatchesPerPrincipal: 3}))
 	for _, tc := range []struct{ name, token, query, field string }{
 		{"WriteOnlyToken", inproc.WriterToken, "prefix=tenant/acme/project/demo/", "prefix"},
@@ -211,6 +214,7 @@ func TestWatchRefusals(t *testing.T) {
 // and another principal still gets a watch: one principal's idle
 // watches do not deny everyone's.
 func TestWatchPrincipalShare(t *testing.T) {
+	t.Parallel()
 	const maxWatches = 20
 	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.Watches(watch.Config{MaxWatches: maxWatches}))
 	open := func(token string) (*http.Response, contract.ErrorBody) {
@@ -253,6 +257,7 @@ func TestWatchPrincipalShare(t *testing.T) {
 // the rest: together, exactly the log. Other watchers and the writes
 // never waited for it.
 func TestWatchSlowConsumer(t *testing.T) {
+	t.Parallel()
 	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.Watches(watch.Config{Buffer: 16}))
 	s := &stack{tb: t, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
 	prefix := "tenant/acme/project/slow/"
@@ -305,6 +310,7 @@ func TestWatchSlowConsumer(t *testing.T) {
 // after it, or from a key's version whose event is gone, answers 410
 // cursor_expired; a watch from now still works.
 func TestWatchCursorExpired(t *testing.T) {
+	t.Parallel()
 	st := inproc.MustRun(t, inproc.Partitions(partitions))
 	s := &stack{tb: t, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
 	prefix := "tenant/acme/project/expired/"
@@ -357,6 +363,7 @@ func TestWatchCursorExpired(t *testing.T) {
 // not cut it: an event written after 3 s of silence still arrives, with
 // the heartbeat comments before it.
 func TestWatchOutlivesHTTPTimeouts(t *testing.T) {
+	t.Parallel()
 	limits := service.HTTPLimits{ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: 2 * time.Second, IdleTimeout: time.Second}
 	st := inproc.MustRun(t, inproc.Partitions(partitions), inproc.HTTPLimits(limits), inproc.API(api.Config{WatchHeartbeat: 500 * time.Millisecond}))
 	s := &stack{tb: t, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
@@ -391,6 +398,7 @@ func TestWatchOutlivesHTTPTimeouts(t *testing.T) {
 // in Last-Event-ID) resumes like after=, and the stream's opening id is
 // the position just before the watch's start.
 func TestWatchLastEventID(t *testing.T) {
+	t.Parallel()
 	st := inproc.MustRun(t, inproc.Partitions(partitions))
 	s := &stack{tb: t, broker: st.Broker, pg: st.Postgres, store: st.Store, url: st.URL}
 	prefix := "tenant/acme/project/sse/"

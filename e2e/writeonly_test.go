@@ -23,6 +23,7 @@ import (
 // naming it) before the writer decides anything, and so is an addend
 // large enough to probe the 64-bit bound.
 func TestWriteOnlyCannotProbeCounter(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "probe-counter"
 	const secret = 918273645
@@ -70,6 +71,7 @@ func TestWriteOnlyCannotProbeCounter(t *testing.T) {
 // success): refused to a principal without read, naming the parameter;
 // version and existence conditions stay (a version is no value).
 func TestWriteOnlyCannotTestFields(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "probe-fields"
 	const secret = "sk-live-SECRET123"
@@ -126,6 +128,7 @@ type setChange struct {
 // moves the set's version by exactly one whatever the set holds, and
 // answers neither added nor removed, and size 0.
 func TestWriteOnlySetWritesTellNoMembership(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	k := secBase + "probe-set"
 	expect(t, "reader adds", s.do("POST", k+":sadd", acmeToken, `{"member":"alice@example.com"}`), 200, "", "")
@@ -176,6 +179,7 @@ func TestWriteOnlySetWritesTellNoMembership(t *testing.T) {
 // with the same stale_receipt message as any other stale receipt, which
 // describes no delivery, and the consumer's own receipt still acks.
 func TestQueueReceiptsAreUnguessable(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	q := secBase + "probe-queue"
 	pop := func() contract.QPopAnswer {

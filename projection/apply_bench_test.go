@@ -229,6 +229,7 @@ func processCPU(pid int) int64 {
 // the statements of one 18a-shaped batch (5 keys) after a warm-up over a
 // projection of ESKV_EXPLAIN_KEYS keys (a diagnostic: skipped unless set).
 func TestExplainApply(t *testing.T) {
+	t.Parallel()
 	n, _ := strconv.Atoi(os.Getenv("ESKV_EXPLAIN_KEYS"))
 	if n < 64 {
 		t.Skip("ESKV_EXPLAIN_KEYS (at least 64) is not set")

@@ -13,6 +13,7 @@ import (
 const topic = "kv.changes"
 
 func TestCompare(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const a, b, c = "tenant/t/project/p/a", "tenant/t/project/p/b", "tenant/t/project/p/c"
 	// The log of partition 0: the live projection applies all of it, a

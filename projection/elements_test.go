@@ -49,6 +49,7 @@ func mustMembers(tb testing.TB, s *projection.Store, key string) []string {
 // set's rows are not members of the next set of the key; members of any
 // content page in byte order.
 func TestApplyElements(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const add, rem = contract.ElementAdd, contract.ElementRemove
@@ -139,6 +140,7 @@ func historyOf(tb testing.TB, pool *pgxpool.Pool, key string, version int64) con
 // their own: docs/collections.md); rows of an earlier set of the key are
 // not members and do not count.
 func TestCompareElements(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const k = "tenant/t/project/p/set"
 	log := batchOf(0, setEvent(t, k, 1, contract.ElementAdd, "a", 1, 1), setEvent(t, k, 2, contract.ElementAdd, "b", 2, 1))
@@ -178,6 +180,7 @@ func TestCompareElements(t *testing.T) {
 // in either order: the newer changes win (the member added then removed
 // stays removed), never the older batch committed last.
 func TestApplyElementsOverlappingProjectors(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const rounds = 40

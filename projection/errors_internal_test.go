@@ -16,6 +16,7 @@ import (
 // error names no host, user or database and quotes no input; the error's
 // text, for the logs, keeps them.
 func TestTranslateHidesDriverErrors(t *testing.T) {
+	t.Parallel()
 	_, connErr := pgx.Connect(context.Background(), "postgres://secretuser@127.0.0.1:1/secretdb?connect_timeout=2")
 	if connErr == nil {
 		t.Fatal("connected to port 1")

@@ -99,6 +99,7 @@ func trickyValues() []trickyValue {
 // does) are exactly those of kv_value_fields(value::jsonb), and that
 // Apply stores them.
 func TestValueFieldsMatchPostgres(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	values := trickyValues()
 	for _, tt := range values {
@@ -153,6 +154,7 @@ func TestValueFieldsMatchPostgres(t *testing.T) {
 // names equal but for escapes, duplicates, numbers written every way,
 // strings and names about the caps, nesting.
 func TestValueFieldsRandom(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	rnd := rand.New(rand.NewPCG(16, 6))
 	pick := func(xs ...string) string { return xs[rnd.IntN(len(xs))] }
@@ -239,6 +241,7 @@ func TestValueFieldsRandom(t *testing.T) {
 // TestValueFieldsRefused checks that what jsonb refuses, or could, is
 // left to Postgres, and that a value it refuses fails the Apply as it did.
 func TestValueFieldsRefused(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	tests := []struct {
@@ -437,6 +440,7 @@ func abbrev(v string) string {
 // no duplicate kv_fields row) and kv_fields ends up holding the fields
 // of the versions kv_entries holds, whichever committed first.
 func TestApplyFieldsOverlappingProjectors(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	keys := []string{"tenant/t/project/p/ov-a", "tenant/t/project/p/ov-b", "tenant/t/project/p/ov-c"}

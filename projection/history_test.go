@@ -17,6 +17,7 @@ import (
 // least one version), with next the first version of the next page; a
 // delete has no value; other keys never show.
 func TestHistoryPages(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	const k = "tenant/t/project/p/doc"
 	big := `"` + strings.Repeat("x", 1000) + `"`
@@ -63,6 +64,7 @@ func TestHistoryPages(t *testing.T) {
 // rows each), so it pages over keys and repeats a statement the row bound
 // cut short; a retention that keeps everything removes nothing.
 func TestPruneHistory(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const p = "tenant/t/project/p/"

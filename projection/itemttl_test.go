@@ -45,6 +45,7 @@ func (m *queueModel) expire(member string) contract.Event {
 // in-flight items past it, earliest first, and no longer lists one the
 // sweeper's qexpire removed; diff compares expires_at.
 func TestApplyQueueItemTTL(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pg := testenv.MustPostgresDB(t)
 	s := projection.New(pg.Pool)

@@ -92,6 +92,7 @@ func mustRange(tb testing.TB, s *projection.Store, key string, start, stop int64
 // model's; trimmed and popped rows are never read back; a deleted list's
 // rows are not the next list's elements.
 func TestApplyLists(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 
@@ -171,6 +172,7 @@ func TestApplyLists(t *testing.T) {
 // its range: a rebuild that lost a push differs, rows outside the range
 // (trimmed or popped, left behind) do not.
 func TestCompareLists(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const k = "tenant/t/project/p/list"
 	m := &listModel{tb: t, key: k}
@@ -212,6 +214,7 @@ func TestCompareLists(t *testing.T) {
 // replays a retried pop whatever was written since; other events carry
 // neither.
 func TestRequestsRememberOlderPops(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	m := &listModel{tb: t, key: "tenant/t/project/p/jobs"}
@@ -245,6 +248,7 @@ func TestRequestsRememberOlderPops(t *testing.T) {
 // (but holds at least one value), reports truncated, and continuing from
 // start+len(values) reads the rest exactly.
 func TestRangeByteBudget(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	m := &listModel{tb: t, key: "tenant/t/project/p/big-log"}

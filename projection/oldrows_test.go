@@ -30,6 +30,7 @@ import (
 // former release's own reads find the jsonb rows and not the text ones,
 // which is why jsonb is the default.
 func TestHistoryRowsOfEitherFormat(t *testing.T) {
+	t.Parallel()
 	t.Run("FormerRelease", func(t *testing.T) { historyRowsOfEitherFormat(t, false) })
 	t.Run("Default", func(t *testing.T) { historyRowsOfEitherFormat(t, true) })
 }

@@ -20,6 +20,7 @@ const noBudget = 1 << 30
 // budget, always at least one, and says it is truncated when entries are
 // left; listing and filtered scans alike.
 func TestPageByteBudget(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	now := t0.Add(24 * time.Hour)
 	const p = "tenant/t/project/budget/"

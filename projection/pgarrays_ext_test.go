@@ -17,6 +17,7 @@ import (
 // (its columns go as pgarrays.go's arrays) and those that do not (plain
 // slices).
 func TestApplyInEveryExecMode(t *testing.T) {
+	t.Parallel()
 	pg := testenv.MustPostgresDB(t)
 	for i, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
 		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {

@@ -14,6 +14,7 @@ import (
 // type of Apply's statements: nil slices (NULL), empty ones, nil
 // elements (NULL) and values.
 func TestArrayArgsEncodeAsPgx(t *testing.T) {
+	t.Parallel()
 	s1, s2 := "a", `{"client":1,"seq":2} "quoted" \ é`
 	t1 := time.Date(2026, 11, 24, 9, 0, 0, 123456789, time.UTC)
 	t2 := time.Date(1999, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))

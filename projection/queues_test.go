@@ -145,6 +145,7 @@ func sameItems(got, want []contract.Element) bool {
 // items by member, dedupIds, in-flight items past their deadline) find
 // the model's rows; a deleted queue's rows are not the next queue's.
 func TestApplyQueues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
@@ -258,6 +259,7 @@ func TestApplyQueues(t *testing.T) {
 // (state, deliveries, data): a rebuild that lost an item differs, one
 // that kept only each item's latest event does not.
 func TestCompareQueues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := newQueueModel(t, "tenant/t/project/p/q", 0)
 	deadline := t0.Add(time.Minute)
@@ -300,6 +302,7 @@ func TestCompareQueues(t *testing.T) {
 // TestPeekByteBudget: a peek of large items is cut to the byte budget
 // (but holds at least one item) and reports truncated.
 func TestPeekByteBudget(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	m := newQueueModel(t, "tenant/t/project/p/big-tasks", 0)

@@ -107,6 +107,7 @@ func checkFieldsDerived(tb testing.TB, pool *pgxpool.Pool) {
 }
 
 func TestApplyIndexesFields(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const p = "tenant/t/project/fields/"
@@ -185,6 +186,7 @@ func TestApplyIndexesFields(t *testing.T) {
 }
 
 func TestApplyReplacesFields(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const k = "tenant/t/project/p/job"
@@ -273,6 +275,7 @@ func fieldRowVersion(tb testing.TB, pool *pgxpool.Pool, key, field string) strin
 }
 
 func TestScan(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	now := t0.Add(24 * time.Hour)
@@ -437,6 +440,7 @@ func TestScan(t *testing.T) {
 // filter evaluated in Go, over enough entries that the key-first probe
 // is not the whole prefix.
 func TestScanAgreesWithBruteForce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("loads 4,000 entries")
 	}
@@ -582,6 +586,7 @@ func first(s []string, n int) []string { return s[:min(n, len(s))] }
 // value-first part (kv_fields_str or kv_fields_num) runs only when the
 // probe did not find the page.
 func TestScanUsesIndexes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("loads 20,000 entries")
 	}
@@ -651,6 +656,7 @@ func planLine(plan, s string) string {
 // (set_config is_local in the scan's batch) do not leak into the
 // connection's later queries.
 func TestScanSettingsStayInTheScan(t *testing.T) {
+	t.Parallel()
 	pg := testenv.MustPostgresDB(t)
 	cfg, err := pgxpool.ParseConfig(pg.URL)
 	if err != nil {
@@ -679,6 +685,7 @@ func TestScanSettingsStayInTheScan(t *testing.T) {
 }
 
 func TestScanInOtherSchema(t *testing.T) {
+	t.Parallel()
 	pg := testenv.MustPostgresDB(t)
 	s := projection.New(pg.MustSchema(t, "rebuild_f"))
 	const k = "tenant/t/project/p/k"
@@ -694,6 +701,7 @@ func TestScanInOtherSchema(t *testing.T) {
 // TestMigrationIndexesExistingEntries migrates a database holding entries
 // from before kv_fields (version 3) and back.
 func TestMigrationIndexesExistingEntries(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	ctx := context.Background()
 	db := stdlib.OpenDBFromPool(pool)

@@ -24,6 +24,7 @@ func count(tb testing.TB, pool *pgxpool.Pool, sql string) int64 {
 }
 
 func TestInSchema(t *testing.T) {
+	t.Parallel()
 	pg := testenv.MustPostgresDB(t)
 	ctx := context.Background()
 	pool := pg.MustSchema(t, "rebuild_a")
@@ -56,6 +57,7 @@ func TestInSchema(t *testing.T) {
 }
 
 func TestCreateSchema(t *testing.T) {
+	t.Parallel()
 	pg := testenv.MustPostgresDB(t)
 	ctx := context.Background()
 
@@ -128,6 +130,7 @@ func TestCreateSchema(t *testing.T) {
 }
 
 func TestClaimTopic(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	ctx := context.Background()
 	first := projection.Topic{Name: "kv.changes", ID: "id-1", Partitions: 12}

@@ -109,6 +109,7 @@ func historyVersions(tb testing.TB, pool *pgxpool.Pool, key string) []int64 {
 }
 
 func TestApply(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 
@@ -220,6 +221,7 @@ func TestApply(t *testing.T) {
 }
 
 func TestApplyHistoryKeepsEveryEvent(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	key := "tenant/t/project/p/h"
@@ -278,6 +280,7 @@ func generic(tb testing.TB, b []byte) any {
 }
 
 func TestApplyOffsets(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := projection.New(testenv.MustPostgres(t))
 	const topic = "kv.changes"
@@ -351,6 +354,7 @@ func TestApplyOffsets(t *testing.T) {
 }
 
 func TestStates(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	live, gone, never := "tenant/t/project/p/live", "tenant/t/project/p/gone", "tenant/t/project/p/never"
 	pLive, dGone := put(t, live, 4, `"v"`), event(t, contract.KindDelete, gone, 2, "")
@@ -374,6 +378,7 @@ func TestStates(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	now := t0.Add(24 * time.Hour)
 	const p = "tenant/t/project/p/"
@@ -563,6 +568,7 @@ func withoutAt(applied map[projection.RequestRef]projection.AppliedRequest) map[
 }
 
 func TestStatesAndRequests(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	a, b := "tenant/t/project/p/a", "tenant/t/project/p/b"
@@ -614,6 +620,7 @@ func TestStatesAndRequests(t *testing.T) {
 }
 
 func TestApplyHistoryStoresRawAsTheEvent(t *testing.T) {
+	t.Parallel()
 	// A record's value as it came (Applied.Raw) is stored as the event, in
 	// the Store's HistoryFormat: parsed into event (jsonb), the value of
 	// its encoding, with no request_id; or its bytes in event_text

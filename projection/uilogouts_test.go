@@ -15,6 +15,7 @@ import (
 // token's alone, and rows older than keep are deleted at a later logout
 // of another token.
 func TestUILogouts(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	ctx := context.Background()
 	a, b := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)

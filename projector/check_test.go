@@ -106,6 +106,7 @@ func projectAndStop(tb testing.TB, b *testenv.Broker, s *projection.Store, prod 
 }
 
 func TestStoredOffsetPastEndStops(t *testing.T) {
+	t.Parallel()
 	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 	prod.Commit(t, newEvent(k, 1, contract.KindPut, `1`))
@@ -122,6 +123,7 @@ func TestStoredOffsetPastEndStops(t *testing.T) {
 }
 
 func TestTopicRecreatedStops(t *testing.T) {
+	t.Parallel()
 	b, _, s, prod := mustSetup(t, 2)
 	f := newFold(4, 4, 5)
 	stored := projectAndStop(t, b, s, prod, f, 40)
@@ -153,6 +155,7 @@ func TestTopicRecreatedStops(t *testing.T) {
 }
 
 func TestRecordsDeletedStops(t *testing.T) {
+	t.Parallel()
 	b, _, s, prod := mustSetup(t, 1)
 	f := newFold(6, 2, 5)
 	stored := projectAndStop(t, b, s, prod, f, 20)
@@ -176,6 +179,7 @@ func TestRecordsDeletedStops(t *testing.T) {
 // TestTopicChangedWhileRunningStops: the periodic check stops a running
 // projector when partitions are added to the topic or it is recreated.
 func TestTopicChangedWhileRunningStops(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		seed   uint64
@@ -220,6 +224,7 @@ func TestTopicChangedWhileRunningStops(t *testing.T) {
 // start check and its first assignment (the group's offset fetch is held
 // meanwhile): the assignment's check stops it.
 func TestResetFoundOnAssignment(t *testing.T) {
+	t.Parallel()
 	b, _, s, prod := mustSetup(t, 1)
 	f := newFold(9, 2, 5)
 	projectAndStop(t, b, s, prod, f, 20)
@@ -254,6 +259,7 @@ func TestResetFoundOnAssignment(t *testing.T) {
 }
 
 func TestTopicRecordedAtFirstStart(t *testing.T) {
+	t.Parallel()
 	b, pg, s, prod := mustSetup(t, 2)
 	r := start(t, b, s, projector.Config{})
 	produce(t, prod, newFold(10, 1, 1), 1, 1)

@@ -20,6 +20,7 @@ import (
 // produced meanwhile, and again with every further write; once the stall
 // ends it falls back to 0.
 func TestOffsetLagWhileStalled(t *testing.T) {
+	t.Parallel()
 	b, pg, s, prod := mustSetup(t, partitions)
 	f := newFold(7, 8, 10)
 	r := start(t, b, s, projector.Config{LagInterval: 20 * time.Millisecond, CommitInterval: 20 * time.Millisecond})

@@ -218,6 +218,7 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 }
 
 func TestProjectionEqualsFold(t *testing.T) {
+	t.Parallel()
 	b, pg, s, prod := mustSetup(t, partitions)
 	f := newFold(1, 8, 10)
 
@@ -239,6 +240,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 }
 
 func TestRestartResumesExactlyOnce(t *testing.T) {
+	t.Parallel()
 	b, pg, s, prod := mustSetup(t, partitions)
 	f := newFold(2, 8, 10)
 
@@ -274,6 +276,7 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 }
 
 func TestAbortedTransactionNeverProjected(t *testing.T) {
+	t.Parallel()
 	b, pg, s, prod := mustSetup(t, partitions)
 	const a, c = "tenant/t/project/p/a", "tenant/t/project/p/c"
 	const aborted = "tenant/t/project/p/aborted"
@@ -305,6 +308,7 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 }
 
 func TestPoisonPillStops(t *testing.T) {
+	t.Parallel()
 	b, _, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
@@ -332,6 +336,7 @@ func TestPoisonPillStops(t *testing.T) {
 }
 
 func TestPartitionCountMismatchFailsAtStart(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, partitions)
 	s := projection.New(testenv.MustPostgres(t))
 	err := start(t, b, s, projector.Config{Partitions: partitions + 1}).Wait(t, runTimeout)
@@ -341,6 +346,7 @@ func TestPartitionCountMismatchFailsAtStart(t *testing.T) {
 }
 
 func TestResumesAtPostgresOffsets(t *testing.T) {
+	t.Parallel()
 	b, pg, s, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 
@@ -445,6 +451,7 @@ func quantile(tb testing.TB, reg *prometheus.Registry, name string, q float64) f
 }
 
 func TestWaitsForTheTopic(t *testing.T) {
+	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
 	if err != nil {
 		t.Fatal(err)
@@ -490,6 +497,7 @@ func mustCompare(tb testing.TB, pg *testenv.Postgres, schema string) *projection
 }
 
 func TestRebuildEqualsLive(t *testing.T) {
+	t.Parallel()
 	b, pg, live, prod := mustSetup(t, partitions)
 	f := newFold(11, 8, 10) // puts, CAS, deletes, expires and re-creates
 
@@ -556,6 +564,7 @@ func TestRebuildEqualsLive(t *testing.T) {
 }
 
 func TestRebuildUpToEnds(t *testing.T) {
+	t.Parallel()
 	b, pg, live, prod := mustSetup(t, partitions)
 	f := newFold(12, 4, 5)
 	stored := projectAndStop(t, b, live, prod, f, 100)
@@ -574,6 +583,7 @@ func TestRebuildUpToEnds(t *testing.T) {
 }
 
 func TestRebuildErrors(t *testing.T) {
+	t.Parallel()
 	b, pg, _, prod := mustSetup(t, 1)
 	const k = "tenant/t/project/p/k"
 	prod.Commit(t, newEvent(k, 1, contract.KindPut, `1`))

@@ -10,6 +10,7 @@ import (
 
 // TestParseRetention: ESKV_HISTORY_RETENTION's forms, and what it refuses.
 func TestParseRetention(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]projection.Retention{
 		"":                       {},
 		"age=720h":               {MaxAge: 720 * time.Hour},

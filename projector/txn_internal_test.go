@@ -70,6 +70,7 @@ func testProjector() *Projector {
 // marker in the next batch, unless its partition was revoked meanwhile
 // (the next owner reads it again from the stored offsets).
 func TestTailCarriedUntilRevoked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		revoked map[string][]int32
@@ -97,6 +98,7 @@ func TestTailCarriedUntilRevoked(t *testing.T) {
 }
 
 func TestTake(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, spec string
 		apply      int // records applied now; the rest is carried
@@ -144,6 +146,7 @@ func TestTake(t *testing.T) {
 }
 
 func TestIncompleteTxns(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, spec string
 		want       []txnGroup

@@ -98,6 +98,7 @@ func eskvTxn(id string, keys []string, v int64) []any {
 // at one version and the stored offsets on a transaction boundary, and
 // each transaction's history rows must come from one Postgres transaction.
 func TestTransactionsAppliedWhole(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		cfg    projector.Config
@@ -255,6 +256,7 @@ func observe(pool *pgxpool.Pool, topic string, stop <-chan struct{}) observation
 // a (buggy) writer spread over two Kafka transactions is counted and
 // logged, and applied: the projector never stalls on it.
 func TestSplitTransactionCountedNotStalled(t *testing.T) {
+	t.Parallel()
 	b, pg, s, prod := mustSetup(t, 1)
 	keys := []string{"tenant/t/project/p/a", "tenant/t/project/p/b", "tenant/t/project/p/c"}
 	f := &fold{last: map[string]contract.Event{}}

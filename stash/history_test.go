@@ -12,6 +12,7 @@ import (
 // oldest first, with the PRD's five operations, UUID v7 history ids, the
 // value after the change and the crumb that made it.
 func TestR7_HistoryRecordsEveryChange(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	crumb := tb.ChangedBy("crumb-42")
 	counter := mustCreate(t, tb, "n", stash.TypeCounter, nil)

@@ -13,6 +13,7 @@ import (
 // TestNameKeysAreValidAndDistinct: any name gets a valid eskv key, and
 // different names or scopes different keys.
 func TestNameKeysAreValidAndDistinct(t *testing.T) {
+	t.Parallel()
 	tb := &Table{project: "tenant/acme/project/" + strings.Repeat("p", 40)}
 	names := []string{"a", "A", "a_41", "_41", "..", ".", "a/b", "a b", "ü", "\x00", strings.Repeat("n", 200), strings.Repeat("n", 201), "g", "t-g"}
 	seen := map[string]string{}
@@ -44,6 +45,7 @@ func TestNameKeysAreValidAndDistinct(t *testing.T) {
 // the version it read; a lock acquired after that read makes the
 // transaction fail, so a held lock is never deleted.
 func TestR11_6DeleteOfALockAcquiredMeanwhileConflicts(t *testing.T) {
+	t.Parallel()
 	tb, err := Open(stack.MustStart(t), stack.DevToken, "tenant/acme/project/demo")
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +77,7 @@ func TestR11_6DeleteOfALockAcquiredMeanwhileConflicts(t *testing.T) {
 // millisecond still list in creation order (key byte order), as
 // StashesInTrail relies on.
 func TestStashKeysListInCreationOrder(t *testing.T) {
+	t.Parallel()
 	base := stack.MustStart(t)
 	tb, err := Open(base, stack.DevToken, "tenant/acme/project/demo")
 	if err != nil {
@@ -110,6 +113,7 @@ func TestStashKeysListInCreationOrder(t *testing.T) {
 // TestStashKeysCarrySemantics: the keys a table creates say what they
 // are for (the semantic-KV seed's envelope).
 func TestStashKeysCarrySemantics(t *testing.T) {
+	t.Parallel()
 	tb, err := Open(stack.MustStart(t), stack.DevToken, "tenant/acme/project/demo")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // TestR2_1FiveTypesAndTheirSchemas: every type is created with a value
 // of its schema; values outside it are refused and change nothing.
 func TestR2_1FiveTypesAndTheirSchemas(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	good := map[string]any{
 		stash.TypeResource: map[string]any{"uri": "s3://b/k", "kind": "bucket", "region": "eu"},
@@ -50,6 +51,7 @@ func TestR2_1FiveTypesAndTheirSchemas(t *testing.T) {
 // TestR2_3UnknownTypeRejected: at create, and a stash's type never
 // changes.
 func TestR2_3UnknownTypeRejected(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	for _, typ := range []string{"", "queue", "Counter"} {
 		wantErr(t, "type "+typ, tb.Set("", &stash.Stash{Name: "x", StashType: typ}), stash.ErrInvalidStashType)
@@ -66,6 +68,7 @@ func TestR2_3UnknownTypeRejected(t *testing.T) {
 // TestR2_4TypedMethodsCheckTheType: each method on the wrong type is
 // ErrInvalidStashType and leaves the struct as it was.
 func TestR2_4TypedMethodsCheckTheType(t *testing.T) {
+	t.Parallel()
 	ctx := &stash.Stash{Name: "c", StashType: stash.TypeContext, Value: map[string]any{"a": 1}, Version: 3}
 	lock := &stash.Stash{Name: "l", StashType: stash.TypeLock, Version: 3}
 	_, err := ctx.Increment(1)
@@ -83,6 +86,7 @@ func TestR2_4TypedMethodsCheckTheType(t *testing.T) {
 // TestR3_2CreateValidatesInOrder: name, then uniqueness, then type; a
 // refused create writes nothing and leaves the struct as it was.
 func TestR3_2CreateValidatesInOrder(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	mustCreate(t, tb, "taken", stash.TypeContext, nil)
 	for _, c := range []struct {
@@ -105,6 +109,7 @@ func TestR3_2CreateValidatesInOrder(t *testing.T) {
 }
 
 func TestR3_3InitialValues(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	for _, c := range []struct {
 		typ   string
@@ -124,6 +129,7 @@ func TestR3_3InitialValues(t *testing.T) {
 
 // TestR4_2SetValueThenSetPersists: the PRD's R4.4 example.
 func TestR4_2SetValueThenSetPersists(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	id := mustCreate(t, tb, "shared-config", stash.TypeContext, map[string]any{"timeout": 30}).StashID
 	s := mustGet(t, tb, id)
@@ -148,6 +154,7 @@ func TestR4_2SetValueThenSetPersists(t *testing.T) {
 // TestR4_2TwoSetsFromOneVersionOneWins: Set is a compare-and-swap on the
 // version the stash was read at.
 func TestR4_2TwoSetsFromOneVersionOneWins(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	id := mustCreate(t, tb, "cfg", stash.TypeContext, map[string]any{"v": 0}).StashID
 	a, b := mustGet(t, tb, id), mustGet(t, tb, id)
@@ -179,6 +186,7 @@ func TestR4_2TwoSetsFromOneVersionOneWins(t *testing.T) {
 }
 
 func TestR5_2IncrementAddsDelta(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	s := mustCreate(t, tb, "n", stash.TypeCounter, map[string]any{"value": 10})
 	for _, c := range []struct{ delta, want int64 }{{5, 15}, {-20, -5}, {0, -5}} {
@@ -210,6 +218,7 @@ func TestR5_2IncrementAddsDelta(t *testing.T) {
 // TestR5_2FiftyGoroutinesIncrementOneCounter: each reads, increments and
 // saves, retrying on ErrConflict; no increment is lost or doubled.
 func TestR5_2FiftyGoroutinesIncrementOneCounter(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	id := mustCreate(t, tb, "hits", stash.TypeCounter, nil).StashID
 	const workers, each = 50, 2

@@ -11,6 +11,7 @@ import (
 // TestR13_ScopeToATrail: one scoped_to link per stash (server-enforced),
 // ScopedTo and StashesInTrail answer it, the version does not move.
 func TestR13_ScopeToATrail(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	a := mustCreate(t, tb, "a", stash.TypeContext, nil)
 	b := mustCreate(t, tb, "b", stash.TypeCounter, nil)
@@ -47,6 +48,7 @@ func TestR13_ScopeToATrail(t *testing.T) {
 // TestR13_1NamesUniqueWithinATrail (R1.4): a name is reserved per scope.
 // Scoping frees the global name; a trail takes a name once.
 func TestR13_1NamesUniqueWithinATrail(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	first := mustCreate(t, tb, "config", stash.TypeContext, nil)
 	if err := tb.ScopeTo(first.StashID, "trail-1"); err != nil {
@@ -80,6 +82,7 @@ func TestR13_1NamesUniqueWithinATrail(t *testing.T) {
 // TestR13_2ConcurrentScopeToOneWins: racing links of one stash to
 // different trails: the server keeps exactly one.
 func TestR13_2ConcurrentScopeToOneWins(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	s := mustCreate(t, tb, "contested", stash.TypeContext, nil)
 	trails := []string{"t1", "t2", "t3", "t4", "t5", "t6"}

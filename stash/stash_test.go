@@ -86,6 +86,7 @@ func jsonOf(t *testing.T, v any) string {
 }
 
 func TestR1_1StashHasThePRDFields(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	before := time.Now()
 	s := mustCreate(t, tb, "shared-config", stash.TypeContext, map[string]any{"timeout": 30})
@@ -100,6 +101,7 @@ func TestR1_1StashHasThePRDFields(t *testing.T) {
 }
 
 func TestR1_2CreateGeneratesUUIDv7(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	var prev string
 	for i := range 20 {
@@ -118,6 +120,7 @@ func TestR1_2CreateGeneratesUUIDv7(t *testing.T) {
 }
 
 func TestR1_3GlobalStashHasNoScopedToLink(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	s := mustCreate(t, tb, "g", stash.TypeContext, nil)
 	trail, err := tb.ScopedTo(s.StashID)
@@ -130,6 +133,7 @@ func TestR1_3GlobalStashHasNoScopedToLink(t *testing.T) {
 // concurrent creates of one name exactly one succeeds; names may hold any
 // characters.
 func TestR1_4NamesUniqueInScope(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	names := []string{"plain", "Upper Case/with slash", "..", "über-名前 ✓", strings.Repeat("long name ", 30), "a_2f", "a/"}
 	for _, n := range names {
@@ -176,6 +180,7 @@ func TestR1_4NamesUniqueInScope(t *testing.T) {
 }
 
 func TestR1_5EmptyNameRejected(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	wantErr(t, "create", tb.Set("", &stash.Stash{StashType: stash.TypeContext}), stash.ErrInvalidName)
 	s := mustCreate(t, tb, "n", stash.TypeContext, nil)
@@ -190,6 +195,7 @@ func TestR1_5EmptyNameRejected(t *testing.T) {
 // mutation; the entity methods count in memory as well; a deleted
 // stash's id is never reused, so a version never goes back.
 func TestR1_6VersionStartsAt1AndIncrements(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	s := mustCreate(t, tb, "c", stash.TypeCounter, nil)
 	if s.Version != 1 {
@@ -221,6 +227,7 @@ func TestR1_6VersionStartsAt1AndIncrements(t *testing.T) {
 }
 
 func TestR1_7ValueIsAJSONBlob(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	v := map[string]any{"list": []any{1, "two", nil}, "nested": map[string]any{"big": int64(1) << 60, "f": 1.5}}
 	s := mustCreate(t, tb, "blob", stash.TypeContext, v)

@@ -13,6 +13,7 @@ import (
 
 // TestR6_LockAcquireAndRelease: the PRD's R6 rules and its R6.4 example.
 func TestR6_LockAcquireAndRelease(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	id := mustCreate(t, tb, "deploy", stash.TypeLock, nil).StashID
 	s := mustGet(t, tb, id)
@@ -49,6 +50,7 @@ func TestR6_LockAcquireAndRelease(t *testing.T) {
 // TestR6_2TwoWorkersAcquireFromOneVersion: both acquire in memory; only
 // one Set wins, and the other, reading again, finds the lock held.
 func TestR6_2TwoWorkersAcquireFromOneVersion(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	id := mustCreate(t, tb, "l", stash.TypeLock, nil).StashID
 	const workers = 8
@@ -84,6 +86,7 @@ func TestR6_2TwoWorkersAcquireFromOneVersion(t *testing.T) {
 }
 
 func TestR8_GetByID(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	s := mustCreate(t, tb, "x", stash.TypeContext, nil)
 	_, err := tb.Get("")
@@ -101,6 +104,7 @@ func TestR8_GetByID(t *testing.T) {
 // TestR9_FetchFilters: stash_type, name, limit, offset, ANDed; unknown
 // keys ignored; CreatedAt order; empty non-nil slices (R10.3).
 func TestR9_FetchFilters(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	if got := mustFetch(t, tb, nil); len(got) != 0 {
 		t.Fatalf("fetch of an empty table: %v", got)
@@ -153,6 +157,7 @@ func TestR9_FetchFilters(t *testing.T) {
 // TestR11_DeleteRemovesAtomically: the stash, its name and its link go
 // together; Get and History no longer know it; the name is free again.
 func TestR11_DeleteRemovesAtomically(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	wantErr(t, "empty id", tb.Delete(""), stash.ErrInvalidID)
 	wantErr(t, "unknown id", tb.Delete("0190b8a2-7c1e-7000-8000-000000000000"), stash.ErrNotFound)
@@ -189,6 +194,7 @@ func TestR11_DeleteRemovesAtomically(t *testing.T) {
 
 // TestR11_5DeleteRefusesAHeldLock: decided on the version read.
 func TestR11_5DeleteRefusesAHeldLock(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	s := mustCreate(t, tb, "l", stash.TypeLock, nil)
 	if err := s.Acquire("w"); err != nil {
@@ -215,6 +221,7 @@ func TestR11_5DeleteRefusesAHeldLock(t *testing.T) {
 // TestR12_ErrorsAreCheckableWithErrorsIs: sentinels through the wrapping;
 // the API's and the network's errors stay reachable with errors.As.
 func TestR12_ErrorsAreCheckableWithErrorsIs(t *testing.T) {
+	t.Parallel()
 	tb := mustTable(t)
 	_, err := tb.Get("0190b8a2-7c1e-7000-8000-000000000000")
 	var ae *contract.Error

@@ -98,6 +98,7 @@ func (o *outcomes) only(codes ...string) bool {
 // and tenant C on the other. B and C see no failure; A gets only 200 or
 // 413, never 503; no shared transaction fails.
 func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
+	t.Parallel()
 	const parts = 2
 	_, w := readyWriter(t, parts)
 	a := keysOn(t, "a", 0, parts, 100)

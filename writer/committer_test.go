@@ -136,6 +136,7 @@ func awaitQueued(t *testing.T, w *Writer, n int) {
 }
 
 func TestCommitterOneTransactionPerRound(t *testing.T) {
+	t.Parallel()
 	const parts = 4
 	b, w := readyWriter(t, parts)
 	keys := keysByPartition(t, parts)
@@ -186,6 +187,7 @@ func TestCommitterOneTransactionPerRound(t *testing.T) {
 // catch up again (the default), or resume with ResumeFailedRounds; the
 // other partitions write on meanwhile.
 func TestCommitterFailedRoundFailsOnlyItsPartitions(t *testing.T) {
+	t.Parallel()
 	for _, resume := range []bool{false, true} {
 		t.Run(map[bool]string{false: "OKRestart", true: "OKResume"}[resume], func(t *testing.T) {
 			failedRoundFailsOnlyItsPartitions(t, resume)
@@ -291,6 +293,7 @@ func failedRoundFailsOnlyItsPartitions(t *testing.T, resume bool) {
 // off before it could end it) holds the new owner's catch-up back until
 // it ends; then the new owner knows exactly what committed.
 func TestNewOwnerWaitsForOlderOwnersOpenTransaction(t *testing.T) {
+	t.Parallel()
 	for _, commit := range []bool{true, false} {
 		name := map[bool]string{true: "OKSeesTheCommittedWrite", false: "OKAbortedWriteAbsent"}[commit]
 		t.Run(name, func(t *testing.T) {
@@ -347,6 +350,7 @@ func gatherWriter(t *testing.T, parts int32, gather time.Duration) (*testenv.Bro
 // batch partition 1 queued meanwhile, instead of starting with partition
 // 1's alone and leaving partition 0's for a third.
 func TestRoundWaitsForThePartitionsItAnswered(t *testing.T) {
+	t.Parallel()
 	b, w := gatherWriter(t, 2, time.Minute)
 	keys := keysByPartition(t, 2)
 	held, release := holdFirstEndTxn(b, w)
@@ -379,6 +383,7 @@ func TestRoundWaitsForThePartitionsItAnswered(t *testing.T) {
 // nothing queued passes, and the next round starts without it at once,
 // not after RoundGather.
 func TestRoundDoesNotWaitForAPass(t *testing.T) {
+	t.Parallel()
 	b, w := gatherWriter(t, 2, time.Minute)
 	keys := keysByPartition(t, 2)
 	held, release := holdFirstEndTxn(b, w)
@@ -415,6 +420,7 @@ func TestRoundDoesNotWaitForAPass(t *testing.T) {
 // confirmed and see them; a record of another ownership's epoch there
 // means another writer wrote: errSuperseded.
 func TestResumeReadsWhatTheFailedRoundLeft(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		epoch func(own int64) int64

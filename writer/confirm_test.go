@@ -94,6 +94,7 @@ func (r *confirmRig) want(t *testing.T, fence, lso float64) {
 }
 
 func TestReadConfirmedByNextRoundsFence(t *testing.T) {
+	t.Parallel()
 	r := newConfirmRig(t, 1, nil)
 	if err := r.nextRound(t); err != nil {
 		t.Fatalf("the next round's write: %v", err)
@@ -102,6 +103,7 @@ func TestReadConfirmedByNextRoundsFence(t *testing.T) {
 }
 
 func TestReadAsksBrokersWhenNoRoundFollows(t *testing.T) {
+	t.Parallel()
 	r := newConfirmRig(t, 1, nil)
 	r.release() // no submission queued: the committer goes idle
 	r.finish(t)
@@ -115,6 +117,7 @@ func TestReadAsksBrokersWhenNoRoundFollows(t *testing.T) {
 // refused (the group moved on, as the coordinator sees it): the read
 // confirms with the brokers instead.
 func TestReadNotConfirmedByRefusedFence(t *testing.T) {
+	t.Parallel()
 	var refuse func()
 	r := newConfirmRig(t, 0, func(b *testenv.Broker, w *Writer) {
 		armed := make(chan struct{})
@@ -155,6 +158,7 @@ func TestReadNotConfirmedByRefusedFence(t *testing.T) {
 // epoch moved, as a new ownership's would); the read confirms with the
 // brokers instead.
 func TestReadNotConfirmedAcrossOwnerships(t *testing.T) {
+	t.Parallel()
 	r := newConfirmRig(t, 1, nil)
 	r.w.mu.RLock()
 	p := r.w.parts[1]

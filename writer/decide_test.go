@@ -18,6 +18,7 @@ import (
 // purpose, and to the request's only when the key is absent: in the
 // kv.conflicts record and in the WARN log line.
 func TestConflictPurpose(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	counter := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),

@@ -58,6 +58,7 @@ func dropUnaware(t *testing.T, b *testenv.Broker, w *Writer, instance string) {
 // from the group coordinator only, or paused past its session). Nothing
 // fenced its producer, so only the second fence stops its next write.
 func TestWriterCutOffFromItsGroupCannotCommit(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
 	const instance = "writer-cut-off"

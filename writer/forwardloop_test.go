@@ -18,6 +18,7 @@ import (
 // forwarded as before (issue 28: a client's header naming the writer's
 // own URL took it out of service).
 func TestRouteOrigins(t *testing.T) {
+	t.Parallel()
 	const self, other = "http://10.0.0.1:8080", "http://10.0.0.2:8080"
 	var logs bytes.Buffer
 	w := offlineWriter(t, Config{InstanceID: "w0", AdvertiseURL: self})

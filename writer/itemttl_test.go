@@ -12,6 +12,7 @@ import (
 // the projection's heads) leave out the items past their own TTL, so the
 // next unexpired item is served.
 func TestQueueViewSkipsExpired(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	past, future := now.Add(-time.Second), now.Add(time.Minute)
 	q := "tenant/a/project/b/tasks"

@@ -32,6 +32,7 @@ func wantConfirms(t *testing.T, w *Writer, before [3]float64, lease, fence, lso 
 // ready before its fence was sent are confirmed without a wait or a
 // request, and see the round's write.
 func TestReadConfirmedByLease(t *testing.T) {
+	t.Parallel()
 	_, w := readyWriterWith(t, 2, Config{ReadLease: 2 * time.Second})
 	keys := keysByPartition(t, 2)
 	if err := putKey(t.Context(), w, keys[0], "leased"); err != nil {
@@ -53,6 +54,7 @@ func TestReadConfirmedByLease(t *testing.T) {
 // TestReadLeaseExpires: once ReadLease has passed since the last accepted
 // fence was sent, a read asks the brokers (no round under way).
 func TestReadLeaseExpires(t *testing.T) {
+	t.Parallel()
 	const lease = 300 * time.Millisecond
 	_, w := readyWriterWith(t, 1, Config{ReadLease: lease})
 	k := keysByPartition(t, 1)[0]
@@ -74,6 +76,7 @@ func TestReadLeaseExpires(t *testing.T) {
 // TestReadLeaseNotAcrossOwnerships: a fence sent before the partition's
 // ownership became ready proves nothing about that ownership.
 func TestReadLeaseNotAcrossOwnerships(t *testing.T) {
+	t.Parallel()
 	_, w := readyWriterWith(t, 1, Config{ReadLease: 2 * time.Second})
 	k := keysByPartition(t, 1)[0]
 	if err := putKey(t.Context(), w, k, "v"); err != nil {
@@ -101,6 +104,7 @@ func TestReadLeaseNotAcrossOwnerships(t *testing.T) {
 // lease and answer the value it overwrote. Without the new owner's wait
 // (awaitLeases) it would: the takeover takes well under the lease here.
 func TestTakeoverWaitsOutReadLease(t *testing.T) {
+	t.Parallel()
 	const lease = 3 * time.Second
 	takeover(t, lease, Config{ReadLease: lease})
 }
@@ -110,6 +114,7 @@ func TestTakeoverWaitsOutReadLease(t *testing.T) {
 // off (or on) one writer at a time never leaves a window where a writer
 // that does not wait succeeds one that serves reads under its lease.
 func TestTakeoverWaitsWithLeasesOff(t *testing.T) {
+	t.Parallel()
 	takeover(t, DefaultReadLease, Config{ReadLease: -1})
 }
 

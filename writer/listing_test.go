@@ -18,6 +18,7 @@ import (
 // overlay's entries under its prefix, whatever their state (a delete must
 // be projected as much as a put), and for nothing when none is.
 func TestUnprojected(t *testing.T) {
+	t.Parallel()
 	overlay := map[string]overlayEntry{
 		"tenant/a/project/p/apple":  {offset: 4, state: contract.State{Live: true}},
 		"tenant/a/project/p/banana": {offset: 9}, // deleted
@@ -58,6 +59,7 @@ func TestUnprojected(t *testing.T) {
 // answers at once; a listing waiting when the projector starts returns as
 // soon as the write is projected, and the projection then holds it.
 func TestAwaitProjected(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgresDB(t).Pool)
 	w := runWriter(t, b, store, Config{MaxListWait: 300 * time.Millisecond})

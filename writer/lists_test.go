@@ -17,6 +17,7 @@ import (
 // from the log (nothing is projected here): every pop answers the value
 // the fold of the log has at that end.
 func TestListsFollowThePartition(t *testing.T) {
+	t.Parallel()
 	broker := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
 	a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})
@@ -91,6 +92,7 @@ func TestListsFollowThePartition(t *testing.T) {
 // remembers it with the pop's requestId. The batch's memory does
 // the same for a pop decided earlier in the batch.
 func TestRecallRemembersThePoppedValue(t *testing.T) {
+	t.Parallel()
 	key := "tenant/a/project/b/jobs"
 	ref := decide.RequestRef{Key: key, RequestID: "R"}
 	popEv := &contract.Event{Key: key, Version: 3, Kind: contract.KindPut, Op: contract.OpLPop, RequestID: "R", RequestDigest: "d",

@@ -13,6 +13,7 @@ import (
 // holds every new change; at MaxOverlay keys writes answer 503 (reads
 // are unaffected) and resume once the projector caught up.
 func TestSubmitRefusesWhenOverlayFull(t *testing.T) {
+	t.Parallel()
 	w := offlineWriter(t, Config{
 		Topics:     changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1},
 		MaxOverlay: 2,

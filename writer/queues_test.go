@@ -16,6 +16,7 @@ import (
 // shadow the projection's rows of the same member, and an item of an
 // earlier incarnation is never a candidate.
 func TestQueueViewBatch(t *testing.T) {
+	t.Parallel()
 	q := "tenant/a/project/b/tasks"
 	m := func(prio, v int64) string { return elemkey.QueueMember(5, prio, v) }
 	v := newQueueView()
@@ -54,6 +55,7 @@ func TestQueueViewBatch(t *testing.T) {
 // the items whose latest change the projection holds, replacing the map
 // so a batch deciding on the one it read still sees it whole.
 func TestTrimPrunesProjectedItems(t *testing.T) {
+	t.Parallel()
 	w := offlineWriter(t, Config{Topics: changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1}})
 	p := newPartition(w, 0)
 	q := "tenant/a/project/b/tasks"

@@ -15,6 +15,7 @@ import (
 )
 
 func TestReady(t *testing.T) {
+	t.Parallel()
 	withPartitions := func(w *Writer, ready ...bool) {
 		for i, r := range ready {
 			p := newPartition(w, int32(i))
@@ -59,6 +60,7 @@ func TestReady(t *testing.T) {
 // TestReadyWithMoreWritersThanPartitions runs two writers on a topic of one
 // partition: the one that owns nothing is ready too (it forwards).
 func TestReadyWithMoreWritersThanPartitions(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
 	var ws []*Writer
@@ -80,6 +82,7 @@ func TestReadyWithMoreWritersThanPartitions(t *testing.T) {
 // only on a ready partition this writer owns whose queue is less than half
 // full; otherwise it is dropped and counted, at once.
 func TestAuditDeniedNeverBlocks(t *testing.T) {
+	t.Parallel()
 	w := offlineWriter(t, Config{QueueDepth: 4, Topics: changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1}})
 	key := mustKey(t, "tenant/a/project/b/k")
 	outcomes := func() (out []float64) {

@@ -26,6 +26,7 @@ var testWindow = decide.RequestWindow{Versions: DefaultRequestIDWindow}
 // key's unprojected events, the newest use first, only within the
 // window; events without a requestId move the window on.
 func TestRecentRequests(t *testing.T) {
+	t.Parallel()
 	ev := func(v int64, id string) *contract.Event {
 		return &contract.Event{Key: "tenant/a/project/b/k", Version: v, PrevVersion: v - 1, Kind: contract.KindPut, RequestID: id, RequestDigest: "d" + id}
 	}
@@ -55,6 +56,7 @@ func TestRecentRequests(t *testing.T) {
 // pause); the entry then asks kv_history until what it forgot is out of
 // the window, in versions and age.
 func TestOverlayForgetsProjectedRequests(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := "tenant/a/project/b/hot"
 	window := decide.RequestWindow{Versions: 3, Age: time.Minute}
@@ -87,6 +89,7 @@ func TestOverlayForgetsProjectedRequests(t *testing.T) {
 // overlay does not hold is always asked (its latest write is read in the
 // same round trip).
 func TestRecall(t *testing.T) {
+	t.Parallel()
 	key := mustKey(t, "tenant/a/project/b/k")
 	put := func(id string) *decide.KV {
 		return &decide.KV{Header: decide.Header{Key: key, Op: contract.OpPut, RequestID: id, Principal: "p"}, Value: json.RawMessage(`1`)}
@@ -137,6 +140,7 @@ func TestRecall(t *testing.T) {
 // cursor=2 sync-2, retry sync-1 -> stale, retry sync-2 -> replayed, and
 // an increment retried after another increment adds once.
 func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
+	t.Parallel()
 	w := offlineWriter(t, Config{})
 	p := newPartition(w, 0)
 	key := mustKey(t, "tenant/a/project/b/cursor")
@@ -180,6 +184,7 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 // overlay from the log and refuses the retries of older writes as the
 // first owner would have, and replays the latest.
 func TestRequestIDsFollowThePartition(t *testing.T) {
+	t.Parallel()
 	broker := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
 	a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})
@@ -231,6 +236,7 @@ func TestRequestIDsFollowThePartition(t *testing.T) {
 // kv_history (Projected) or in the overlay it rebuilt from the log
 // (Unprojected).
 func TestRequestIDAgeOnAHotKeyAcrossTakeover(t *testing.T) {
+	t.Parallel()
 	for _, projected := range []bool{true, false} {
 		t.Run(map[bool]string{true: "Projected", false: "Unprojected"}[projected], func(t *testing.T) {
 			broker := testenv.MustBroker(t, 1)
@@ -302,6 +308,7 @@ func TestRequestIDAgeOnAHotKeyAcrossTakeover(t *testing.T) {
 // window's age, beyond its versions (decide's TestRequestWindowAge
 // covers the rule).
 func TestOverlayRequestWindowAge(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/counter")
 	// The overlay keeps the uses within the age, beyond the versions.

@@ -14,6 +14,7 @@ import (
 // member's unprojected change, so a batch decides on it without asking
 // the projection; it goes with the entry.
 func TestElementOverlay(t *testing.T) {
+	t.Parallel()
 	now := time.Now().UTC()
 	key := mustKey(t, "tenant/a/project/b/s")
 	var o overlayEntry
@@ -46,6 +47,7 @@ func TestElementOverlay(t *testing.T) {
 // (its overlay is rebuilt from the log): nothing is projected here, and
 // it decides and answers from what catch-up read.
 func TestSetMembersFollowThePartition(t *testing.T) {
+	t.Parallel()
 	broker := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
 	a, runA := startWriter(t, broker, store, Config{InstanceID: "a"})

@@ -185,6 +185,7 @@ func cas(ctx context.Context, w *Writer, k contract.Key, expected int64, v strin
 // written is read once, then known absent; an expired cached state is
 // absent to reads and writes.
 func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
+	t.Parallel()
 	w, proj := projectedWriter(t, Config{SweepInterval: -1})
 	ctx := t.Context()
 	k := mustKey(t, "tenant/a/project/b/k")
@@ -293,6 +294,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 // keeps the cache within its budget and every write still decides on the
 // key's latest state (from the cache or from Postgres).
 func TestStateCacheTinyBudget(t *testing.T) {
+	t.Parallel()
 	budget := 3 * statecache.Size("tenant/a/project/b/k00", &contract.State{Entry: contract.Entry{Key: "tenant/a/project/b/k00", Value: json.RawMessage(`100`), LastWriter: "p"}})
 	w, proj := projectedWriter(t, Config{StateCacheBytes: budget})
 	ctx := t.Context()
@@ -340,6 +342,7 @@ func version(v int64) contract.State {
 // a read of the projection fills the cache last, the higher version
 // stays.
 func TestStateCacheKeepsNewer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		overlay   int64 // version trim moves to the cache
@@ -371,6 +374,7 @@ func TestStateCacheKeepsNewer(t *testing.T) {
 // TestStateCacheDiesWithTheOwnership: the cache starts empty with each
 // ownership, and a partition no longer ready neither answers nor fills it.
 func TestStateCacheDiesWithTheOwnership(t *testing.T) {
+	t.Parallel()
 	p := cachePartition(t, Config{}, "k", version(3))
 	p.trim(11)
 	if st, ok, ready := p.lookup("k"); !ok || !ready || st.Version != 3 {
@@ -394,6 +398,7 @@ func TestStateCacheDiesWithTheOwnership(t *testing.T) {
 // one's took long to return) leaves the partition alone instead of
 // writing to the overlay it no longer has.
 func TestCommittedAfterGivingUp(t *testing.T) {
+	t.Parallel()
 	p := cachePartition(t, Config{}, "k", version(1))
 	p.setReady(false, 0, nil)
 	ev := &contract.Event{Key: "k", Version: 2}
@@ -407,6 +412,7 @@ func TestCommittedAfterGivingUp(t *testing.T) {
 // when nothing was added to the overlay and the ownership did not change
 // while it read.
 func TestStateCacheGetFill(t *testing.T) {
+	t.Parallel()
 	commit := func(p *partition) {
 		p.committed([]*kgo.Record{{Topic: "c", Offset: 20}}, []*contract.Event{{Key: "k", Version: 5}})
 	}

@@ -14,6 +14,7 @@ import (
 // never written (1), a token without read and bad flags. The cases run
 // in order.
 func TestHistoryCLI(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	doc, set := scope+"history/doc", scope+"history/agents"

@@ -183,6 +183,7 @@ type tc struct {
 // TestCLI runs the built kvctl against one in-process stack. The cases
 // run in order: later ones see the keys earlier ones wrote.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	// KVCTL_FORMAT=text: the goldens pin what a terminal shows (without
 	// --format, a pipe gets json; TestSeed pins that default).
@@ -464,6 +465,7 @@ func TestCLI(t *testing.T) {
 // TestHelpHasExamples checks every command's help, found by walking the
 // command tree (completion's per-shell commands are cobra's own).
 func TestHelpHasExamples(t *testing.T) {
+	t.Parallel()
 	var cmds [][]string
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -494,6 +496,7 @@ func TestHelpHasExamples(t *testing.T) {
 }
 
 func TestParseTTL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want time.Duration
@@ -519,6 +522,7 @@ func TestParseTTL(t *testing.T) {
 }
 
 func TestGetCounter(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	counter, text := scope+"counters/visits", scope+"counters/text"

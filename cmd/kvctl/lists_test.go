@@ -12,6 +12,7 @@ import (
 // their text, json and value output and exit codes, with full keys and
 // short keys in the namespace. The cases run in order.
 func TestListsCLI(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	list := scope + "recent-logs"
@@ -64,6 +65,7 @@ func TestListsCLI(t *testing.T) {
 // in KVSTORE_TABLE, over a log of 1,005 events: lrange 0 99 prints the
 // newest 100, newest first, and ltrim 0 999 keeps the newest 1,000.
 func TestSeedUseCase7(t *testing.T) {
+	t.Parallel()
 	_, env := seedShell(t, "tenant/acme/project/activity")
 	run := func(script string) string {
 		cmd := exec.Command("bash", "-e", "-c", script)

@@ -243,6 +243,7 @@ func testLocks(t *testing.T, k *kvctlBin, c *client.Client) {
 }
 
 func TestFieldValue(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"42", "42"},
 		{"true", "true"},
@@ -265,6 +266,7 @@ func TestFieldValue(t *testing.T) {
 
 // TestTake runs the --wait loop on a fake lock in virtual time.
 func TestTake(t *testing.T) {
+	t.Parallel()
 	held := func(until time.Time) error {
 		return &contract.Error{Code: contract.ELockHeld, Message: "lock is held by other", Field: "holder",
 			Current: &contract.Entry{Version: 3, Value: json.RawMessage(`{"holder":"other"}`), ExpiresAt: &until}}
@@ -320,6 +322,7 @@ func TestTake(t *testing.T) {
 
 // TestLockRunLost turns each way a lease ends into lock run's error.
 func TestLockRunLost(t *testing.T) {
+	t.Parallel()
 	const key = "tenant/acme/project/demo/locks/nightly"
 	refused := &contract.Error{Code: contract.ENotLockHolder, Message: "lock " + key + " is free: me does not hold it"}
 	unavailable := &contract.Error{Code: contract.EUnavailable, Message: "partition 1 is catching up; retry"}

@@ -13,6 +13,7 @@ import (
 // cuts an lrange, kvctl prints the values it got and names on stderr the
 // START right after them, and asking from there prints the rest.
 func TestLRangeHintContinuesAfterThePage(t *testing.T) {
+	t.Parallel()
 	url := stack.MustRun(t, stack.API(api.Config{MaxListBytes: 256 << 10})).URL
 	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	list := scope + "big-log"

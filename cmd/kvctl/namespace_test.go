@@ -8,6 +8,7 @@ import (
 )
 
 func TestResolveKey(t *testing.T) {
+	t.Parallel()
 	demo := namespace{project: "tenant/acme/project/demo", source: "KVSTORE_TABLE"}
 	for _, tc := range []struct {
 		name, arg string
@@ -34,6 +35,7 @@ func TestResolveKey(t *testing.T) {
 // KVSTORE_TABLE, KVCTL_NAMESPACE, KVCTL_PROJECT) and that a malformed one
 // is exit 2 even for a full key, through the whole command line.
 func TestResolveNamespace(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		env    map[string]string
@@ -75,6 +77,7 @@ func TestResolveNamespace(t *testing.T) {
 }
 
 func TestDurationFlag(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want time.Duration

@@ -19,6 +19,7 @@ const hostile = "a\x1b]0;pwned\x07b\x1b[2Jc\u009b31md\u202ee\nkey  forged\tf\xff
 // TestPrintable: control characters, bidirectional controls and invalid
 // UTF-8 are escaped; everything else is kept as it is.
 func TestPrintable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, in, want string }{
 		{"OKPlain", `{"hello":"world"}`, `{"hello":"world"}`},
 		{"OKUnicode", "Zoë ✓ 🎉", "Zoë ✓ 🎉"},
@@ -42,6 +43,7 @@ func TestPrintable(t *testing.T) {
 // no control character but its own newlines and the spaces of its
 // columns, and no forged line; JSON output keeps the strings exactly.
 func TestTextOutputIsPrintable(t *testing.T) {
+	t.Parallel()
 	value, _ := json.Marshal(hostile)
 	value = bytes.ReplaceAll(value, []byte(`\u009b`), []byte("\u009b")) // raw C1 is valid JSON
 	e := contract.Entry{Key: "tenant/acme/project/demo/" + hostile, Value: value, Version: 3, LastWriter: hostile, RequestID: hostile, SpecRef: hostile,

@@ -15,6 +15,7 @@ import (
 // KVSTORE_QUEUE_VISIBILITY. The cases run in order; an argument
 // "<RECEIPT>" is the receipt of the last pop printed as json.
 func TestQueuesCLI(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	q, fresh := scope+"tasks", scope+"fresh"

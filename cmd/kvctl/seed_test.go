@@ -117,6 +117,7 @@ func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func
 // on PATH and a namespace in KVSTORE_TABLE; the seed's rate limit needs
 // --min 0 (an eskv counter may go below zero).
 func TestSeedUseCases(t *testing.T) {
+	t.Parallel()
 	_, env := seedShell(t, "tenant/acme/project/seed")
 	cmd := exec.Command("bash", "-eu", filepath.Join("testdata", "seed-use-cases.sh"))
 	cmd.Env = env
@@ -146,6 +147,7 @@ func TestSeedUseCases(t *testing.T) {
 // server checks the bound as it decides each decrement, so two never take
 // the last unit).
 func TestDecMinConcurrent(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	const ns, quota = "tenant/acme/project/rate", 20
@@ -245,6 +247,7 @@ kvstore queue size work-queue
 // one of the three workers), every ack succeeds, and the queue ends
 // empty.
 func TestSeedUseCase3(t *testing.T) {
+	t.Parallel()
 	_, env := seedShell(t, "tenant/acme/project/work")
 	done := t.TempDir()
 	var tasks []string

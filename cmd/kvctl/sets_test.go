@@ -15,6 +15,7 @@ import (
 // short keys in the namespace (KVSTORE_TABLE, --table). The cases run in
 // order.
 func TestSetsCLI(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	// KVCTL_FORMAT=text as in TestCLI; the default-json cases unset it:
 	// a pipe gets the seed's JSON.
@@ -78,6 +79,7 @@ func TestSetsCLI(t *testing.T) {
 // KVSTORE_TABLE: the first run processes the message, the second skips
 // it.
 func TestSeedUseCase6(t *testing.T) {
+	t.Parallel()
 	bin, env := seedShell(t, "tenant/acme/project/dedup")
 	processed := filepath.Join(t.TempDir(), "processed")
 	if err := os.WriteFile(filepath.Join(bin, "process-message.sh"), []byte("#!/bin/sh\necho \"$1\" >> "+processed+"\n"), 0o755); err != nil {

@@ -17,6 +17,7 @@ import (
 // TestParseTxnFile reads the seed's transaction files and eskv's own
 // into the API's body; a malformed file names what is wrong and where.
 func TestParseTxnFile(t *testing.T) {
+	t.Parallel()
 	const project = "tenant/acme/project/demo"
 	i64 := func(v int64) *int64 { return &v }
 	yes, no := true, false
@@ -103,6 +104,7 @@ func TestParseTxnFile(t *testing.T) {
 // file applies atomically, a failed condition names its op and changes
 // nothing, and each class of failure has its exit code.
 func TestTransaction(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	const project = "tenant/acme/project/txn"

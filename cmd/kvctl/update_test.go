@@ -59,6 +59,7 @@ func testUpdate(t *testing.T, k *kvctlBin, c *client.Client) {
 // TestExplainEscalated: an escalation is explained as its last error,
 // with the attempts; a conflict escalated by update says who to look for.
 func TestExplainEscalated(t *testing.T) {
+	t.Parallel()
 	a := &app{stderr: io.Discard, url: defaultURL, cmdPath: "kvctl update", subject: key}
 	conflict := &contract.Error{Code: contract.EConflict, Field: "expectedVersion", Message: "expected version 3, current version is 4",
 		Current: &contract.Entry{Key: key, Version: 4, Value: json.RawMessage(`4`)}}

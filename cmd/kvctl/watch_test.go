@@ -19,6 +19,7 @@ import (
 // change of its prefix (none of another), in json when piped and in
 // text with --format text, resumes after --from, and exits 0 on SIGINT.
 func TestWatchCLI(t *testing.T) {
+	t.Parallel()
 	st := stack.MustRun(t)
 	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": st.URL, "KVCTL_TOKEN": stack.DevToken}, dir: t.TempDir()}
 	c := client.New(st.URL, stack.DevToken)

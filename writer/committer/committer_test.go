@@ -104,6 +104,7 @@ func countRequests(b *testenv.Broker, txnID string) func() map[int16]int {
 // AddPartitionsToTxn. Each round moves the group's offsets of its
 // partitions past their records, and answers a lease.
 func TestCommitterRoundRequests(t *testing.T) {
+	t.Parallel()
 	const parts = 3
 	b := testenv.MustBroker(t, parts)
 	r := newFenceRig(t, b, "rounds")
@@ -147,6 +148,7 @@ func TestCommitterRoundRequests(t *testing.T) {
 // batches fail with the session they ran in, and the producer is
 // replaced (a later session begins).
 func TestCommitterNotInGroup(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, 2)
 	r := newFenceRig(t, b, "out")
 	c := r.start(t, 2, func() (Membership, bool) { return Membership{Gen: -1}, false })

@@ -253,6 +253,7 @@ func (r *fenceRig) refused(t *testing.T, m Membership, value string, want *kerr.
 }
 
 func TestSecondFence(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, 1)
 
 	t.Run("OKCurrentMember", func(t *testing.T) {
@@ -313,6 +314,7 @@ func TestSecondFence(t *testing.T) {
 // membership does. (Kafka refuses the EndTxn with PRODUCER_FENCED; the
 // writer never sends it.)
 func TestSecondFenceClosesKfakeAbortHole(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, 1)
 	r := newFenceRig(t, b, "hole")
 	old, zombie := r.join(t, "")
