@@ -165,4 +165,3 @@ func ExplainKeys(tb testing.TB, pool *pgxpool.Pool, prefix string, now time.Time
 	end, _ := prefixEnd(prefix)
 	return explain(tb, pool, "SELECT 1", "EXPLAIN (VERBOSE, COSTS OFF) "+keysSQL, prefix, "", now, end, 11, 1<<20)
 }
-
