@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
@@ -277,6 +279,39 @@ func TestProjects(t *testing.T) {
 	for _, q := range []string{"?limit=0", "?limit=1001", "?cursor=bm9wZQ", "?x=1"} {
 		if r := s.do("GET", "/v1/projects"+q, devToken, nil); r.Status != 400 {
 			t.Errorf("GET /v1/projects%s: %d %s, want 400", q, r.Status, r.Body)
+		}
+	}
+}
+
+// TestBatchGetForwardsPerPartition: two writers, each owning some
+// partitions; a batch get of keys over every partition, through either
+// writer, answers each key's latest value: the writer reads its own
+// partitions and asks the other for the rest, one request per partition
+// owner, and names every partition read.
+func TestBatchGetForwardsPerPartition(t *testing.T) {
+	ps, _ := manifestWriters(t, func(int, []string) string { return "" })
+	keys := make([]string, forwardKeys)
+	for i := range forwardKeys {
+		keys[i] = forwardKey(i)
+		testenv.WaitFor(t, 30*time.Second, "PUT "+keys[i], func() bool {
+			code, _ := devCall("PUT", ps.urls[i%2]+"/v1/kv/"+keys[i], fmt.Sprintf(`{"value":%d}`, i))
+			return code == http.StatusOK
+		})
+	}
+	body, _ := json.Marshal(contract.BatchGetBody{Keys: append(keys, "tenant/fwd0/project/p/missing")})
+	for w, u := range ps.urls {
+		code, answer := devCall("POST", u+"/v1/kv:batchGet", string(body))
+		var a contract.BatchGetAnswer
+		if code != http.StatusOK || json.Unmarshal([]byte(answer), &a) != nil || len(a.Items) != forwardKeys+1 || len(a.Partitions) != partitions {
+			t.Fatalf("batch get through writer %d: %d %s; want %d items over %d partitions", w, code, answer, forwardKeys+1, partitions)
+		}
+		for i, it := range a.Items[:forwardKeys] {
+			if it.Entry == nil || string(it.Entry.Value) != fmt.Sprint(i) || it.Partition == nil || *it.Partition != partitionOf(t, keys[i]) {
+				t.Errorf("through writer %d, %s = %+v; want value %d in partition %d", w, keys[i], it, i, partitionOf(t, keys[i]))
+			}
+		}
+		if e := a.Items[forwardKeys].Error; e == nil || e.Code != "not_found" || e.Field != fmt.Sprintf("keys[%d]", forwardKeys) {
+			t.Errorf("through writer %d, the missing key = %+v", w, a.Items[forwardKeys])
 		}
 	}
 }
