@@ -13,10 +13,11 @@ import (
 
 func (a *app) listCommand() *cobra.Command {
 	var (
-		prefix string
-		o      client.ListOptions
-		all    bool
-		where  string
+		prefix   string
+		o        client.ListOptions
+		all      bool
+		where    string
+		keysOnly bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
@@ -41,13 +42,20 @@ correctly as strings in one fixed RFC 3339 UTC form.
 {"items":[entry...],"count":N,"truncated":bool,"nextCursor"?}, value one
 stored value per line, keys one key per line (the seed's --format keys).
 A listing sees every write acknowledged before
-it was sent.`,
+it was sent.
+
+--keys-only lists the keys without their values (GET /v1/kv?keysOnly=true):
+text prints KEY VERSION PURPOSE EXPIRES, json
+{"items":[{"key","version","purpose","expiresAt"?}...],"count":N,
+"truncated":bool,"nextCursor"?}, keys one key per line; pages hold up to
+--limit 10000 keys (default 1000). It takes no --where.`,
 		Example: `  kvctl list tenant/acme/project/demo/
   kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
   kvctl list --prefix tenant/acme/project/demo/ --limit 10
   kvctl list tenant/acme/project/demo/ --limit 10 --cursor dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2E
   kvctl list --table tenant/acme/project/demo --limit 100 --format keys
   kvctl list tenant/acme/project/demo/jobs/ --where 'state eq failed' --all
+  kvctl list tenant/acme/project/demo/ --keys-only --all --format keys
   kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json`,
 		Args: func(cmd *cobra.Command, got []string) error {
 			if len(got) > 1 {
@@ -63,6 +71,12 @@ it was sent.`,
 				return err
 			}
 			a.subject, a.right = o.Prefix, "read"
+			if keysOnly {
+				if where != "" {
+					return &usageError{msg: "--keys-only takes no --where", solution: "leave out --where, or --keys-only to filter the entries", cmd: a.cmdPath}
+				}
+				return a.listKeysOnly(cmd.Context(), o, all)
+			}
 			out, err := a.listEntries(cmd.Context(), o, where, all)
 			if err != nil {
 				return err
@@ -76,9 +90,11 @@ it was sent.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "key prefix (the same as PREFIX)")
-	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", contract.MaxListLimit, contract.DefaultListLimit))
+	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d; with --keys-only 1 to %d, default %d)",
+		contract.MaxListLimit, contract.DefaultListLimit, contract.MaxKeysLimit, contract.DefaultKeysLimit))
 	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
 	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
+	f.BoolVar(&keysOnly, "keys-only", false, "list keys with their version, purpose and expiry, without values")
 	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
 	return cmd
 }
