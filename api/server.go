@@ -265,6 +265,16 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		e.GET("/metrics", metricsEndpoint(cfg.Gatherer, cfg.MetricsToken))
 	}
 	s.routeUI(e)
+	s.routeV1(e)
+	for _, r := range e.Routes() {
+		routes[r.Path] = true
+	}
+	s.echo = e
+	return s, nil
+}
+
+// routeV1 registers the /v1 routes.
+func (s *Server) routeV1(e *echo.Echo) {
 	// The group's middlewares serve the paths under /v1 no route matches
 	// (echo registers a not-found route for them): those answer 401
 	// without a valid token, 404 with one. The routes themselves are
@@ -282,11 +292,6 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e.PATCH("/v1/kv/*", s.v1(s.writeHandler(s.patch)))
 	e.POST("/v1/txn", s.v1(s.txn))
 	e.GET("/v1/watch", s.v1(s.watchStream))
-	for _, r := range e.Routes() {
-		routes[r.Path] = true
-	}
-	s.echo = e
-	return s, nil
 }
 
 // v1 is h behind the middlewares of every /v1 route.

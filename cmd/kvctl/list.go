@@ -11,14 +11,17 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
+// listFlags are list's flags.
+type listFlags struct {
+	prefix   string
+	o        client.ListOptions
+	all      bool
+	where    string
+	keysOnly bool
+}
+
 func (a *app) listCommand() *cobra.Command {
-	var (
-		prefix   string
-		o        client.ListOptions
-		all      bool
-		where    string
-		keysOnly bool
-	)
+	var lf listFlags
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
 		Short: "List live entries under a key prefix",
@@ -65,38 +68,42 @@ text prints KEY VERSION PURPOSE EXPIRES, json
 		},
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if o.Prefix, err = a.listPrefix(args, prefix); err != nil {
-				return err
-			}
-			a.subject, a.right = o.Prefix, "read"
-			if keysOnly {
-				if where != "" {
-					return &usageError{msg: "--keys-only takes no --where", solution: "leave out --where, or --keys-only to filter the entries", cmd: a.cmdPath}
-				}
-				return a.listKeysOnly(cmd.Context(), o, all)
-			}
-			out, err := a.listEntries(cmd.Context(), o, where, all)
-			if err != nil {
-				return err
-			}
-			if err := writeList(a.stdout, a.format, out); err != nil {
-				return err
-			}
-			a.noteListing(out, o.Prefix, where)
-			return nil
-		},
+		RunE:              func(cmd *cobra.Command, args []string) error { return a.runList(cmd.Context(), args, &lf) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&prefix, "prefix", "", "key prefix (the same as PREFIX)")
-	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d; with --keys-only 1 to %d, default %d)",
+	f.StringVar(&lf.prefix, "prefix", "", "key prefix (the same as PREFIX)")
+	f.IntVar(&lf.o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d; with --keys-only 1 to %d, default %d)",
 		contract.MaxListLimit, contract.DefaultListLimit, contract.MaxKeysLimit, contract.DefaultKeysLimit))
-	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
-	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
-	f.BoolVar(&keysOnly, "keys-only", false, "list keys with their version, purpose and expiry, without values")
-	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
+	f.StringVar(&lf.o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
+	f.BoolVar(&lf.all, "all", false, "print every entry, fetching every page")
+	f.BoolVar(&lf.keysOnly, "keys-only", false, "list keys with their version, purpose and expiry, without values")
+	f.StringVar(&lf.where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
 	return cmd
+}
+
+// runList runs list with its arguments and flags.
+func (a *app) runList(ctx context.Context, args []string, lf *listFlags) error {
+	o := lf.o
+	var err error
+	if o.Prefix, err = a.listPrefix(args, lf.prefix); err != nil {
+		return err
+	}
+	a.subject, a.right = o.Prefix, "read"
+	if lf.keysOnly {
+		if lf.where != "" {
+			return &usageError{msg: "--keys-only takes no --where", solution: "leave out --where, or --keys-only to filter the entries", cmd: a.cmdPath}
+		}
+		return a.listKeysOnly(ctx, o, lf.all)
+	}
+	out, err := a.listEntries(ctx, o, lf.where, lf.all)
+	if err != nil {
+		return err
+	}
+	if err := writeList(a.stdout, a.format, out); err != nil {
+		return err
+	}
+	a.noteListing(out, o.Prefix, lf.where)
+	return nil
 }
 
 // listPrefix is the listing's prefix: PREFIX (args) or --prefix (flag),
