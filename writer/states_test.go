@@ -40,7 +40,7 @@ func TestStates(t *testing.T) {
 	awaitTrimmed(t, w, a, b)
 	_, p := w.partition(a)
 	p.mu.Lock()
-	p.cache.reset() // as if evicted
+	p.cache.Reset() // as if evicted
 	p.mu.Unlock()
 	before := proj.lookups.Load()
 	check("from the projection")
