@@ -132,19 +132,23 @@ func (s *Server) readGroup(c echo.Context, g *batchGroup, items []contract.Batch
 		}
 		err = ferr
 	}
-	d := asError(err).Detail()
+	d := s.itemError(err).Detail()
 	for _, i := range g.at {
 		items[i].Error = &contract.ErrorDetail{Code: d.Code, Message: d.Message, RetryAfterSeconds: d.RetryAfterSeconds}
 	}
 	return nil, len(items)
 }
 
-// asError is err as a contract.Error (internal when it is not one).
-func asError(err error) *contract.Error {
-	if e, ok := errors.AsType[*contract.Error](err); ok {
+// itemError is err as a key's answer: the contract.Error it is or
+// wraps; any other error, and an internal one, is logged and answered
+// as a bare internal error, as the error handler answers a request's
+// (its detail is the log's only).
+func (s *Server) itemError(err error) *contract.Error {
+	if e, ok := errors.AsType[*contract.Error](err); ok && e.Code != contract.EInternal {
 		return e
 	}
-	return contract.Errorf(contract.EInternal, "%v", err)
+	s.log.Error("batch get: a partition's read failed", "err", err)
+	return &contract.Error{Code: contract.EInternal, Message: "internal error"}
 }
 
 // readLocal reads the keys of g, a partition this writer owns, and
