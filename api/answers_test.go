@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
@@ -17,6 +18,14 @@ type failingLister struct{ err error }
 
 func (l failingLister) List(context.Context, string, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
+}
+
+func (l failingLister) Keys(context.Context, string, projection.Page) ([]contract.KeyInfo, bool, error) {
+	return nil, false, l.err
+}
+
+func (l failingLister) Projects(context.Context, projection.KeyRange, int, time.Time) ([]contract.ProjectInfo, error) {
+	return nil, l.err
 }
 
 func (l failingLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {

@@ -76,12 +76,15 @@ type forwarder struct {
 	shared  bool
 	mu      sync.Mutex
 	proxies map[string]*httputil.ReverseProxy
+	// client sends the batch gets a writer splits across owners
+	// (batchget.go); the request's context bounds each.
+	client *http.Client
 }
 
 // newForwarder returns the forwarder of a writer answering at self, with
 // the peer secret (nil: a random key of this process).
 func newForwarder(self string, secret []byte) (*forwarder, error) {
-	f := &forwarder{self: self, proxies: make(map[string]*httputil.ReverseProxy), shared: secret != nil}
+	f := &forwarder{self: self, proxies: make(map[string]*httputil.ReverseProxy), shared: secret != nil, client: &http.Client{}}
 	if secret == nil {
 		secret = make([]byte, MinPeerSecretBytes)
 		_, _ = rand.Read(secret)

@@ -15,8 +15,13 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// txnPath is the fuzzed path that stands for POST /v1/txn.
-const txnPath = ":txn"
+// txnPath, batchGetPath and projectsPath are the fuzzed paths that stand
+// for /v1/txn, /v1/kv:batchGet and /v1/projects.
+const (
+	txnPath      = ":txn"
+	batchGetPath = ":batchGet"
+	projectsPath = ":projects"
+)
 
 var (
 	fuzzMethods = []string{"GET", "PUT", "POST", "PATCH", "DELETE", "HEAD", "OPTIONS"}
@@ -55,6 +60,10 @@ func FuzzHandlers(f *testing.F) {
 		{0, demo + "l:lock", "", ""},
 		{0, "", "prefix=tenant/acme/project/demo/&limit=2&cursor=dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2EA", ""},
 		{0, "", "prefix=tenant/acme/project/demo/&field=a&op=eq&value=1", ""},
+		{0, "", "prefix=tenant/acme/project/demo/&keysOnly=true&limit=5000", ""},
+		{2, batchGetPath, "", `{"keys":["` + demo + `obj","` + demo + `n","tenant/globex/project/x/k","` + demo + `missing"]}`},
+		{2, batchGetPath, "", `{"keys":["` + demo + `obj","` + demo + `obj"]}`},
+		{0, projectsPath, "limit=2&cursor=dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vLw", ""},
 		{1, demo + "obj", "", `{"value":{"a":1},"expectedVersion":3,"semantics":{"purpose":"config","ttlSeconds":5}}`},
 		{1, demo + "k", "", `{"value":3,"expectedVersion":999,"expectedVersion":null}`},
 		{1, demo + "k", "", `{"VALUE":5}`},
@@ -102,6 +111,10 @@ func FuzzHandlers(f *testing.F) {
 			target = "/v1/kv"
 		case txnPath:
 			target = "/v1/txn"
+		case batchGetPath:
+			target = "/v1/kv:batchGet"
+		case projectsPath:
+			target = "/v1/projects"
 		}
 		u, err := url.ParseRequestURI(target + "?" + query)
 		if err != nil {

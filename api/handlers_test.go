@@ -115,6 +115,16 @@ func (f *fakeWriter) State(_ context.Context, k contract.Key) (contract.State, e
 	return f.states[k.String()], nil
 }
 
+func (f *fakeWriter) States(_ context.Context, ks []contract.Key) ([]contract.State, error) {
+	out := make([]contract.State, len(ks))
+	for i, k := range ks {
+		out[i] = f.states[k.String()]
+	}
+	return out, nil
+}
+
+func (f *fakeWriter) Partition(k contract.Key) int32 { return contract.Partition(k.Scope(), 4) }
+
 func (f *fakeWriter) AwaitProjected(context.Context, string) error { return nil }
 
 func (f *fakeWriter) Ready() bool           { return true }
@@ -128,6 +138,14 @@ type fakeLister struct{}
 
 func (fakeLister) List(context.Context, string, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, nil
+}
+
+func (fakeLister) Keys(context.Context, string, projection.Page) ([]contract.KeyInfo, bool, error) {
+	return nil, false, nil
+}
+
+func (fakeLister) Projects(context.Context, projection.KeyRange, int, time.Time) ([]contract.ProjectInfo, error) {
+	return nil, nil
 }
 
 func (fakeLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {

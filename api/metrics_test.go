@@ -101,6 +101,8 @@ func TestMetricsOpLabels(t *testing.T) {
 		{"GET", key + "k:sadd", "other"}, // a write's verb on GET
 		{"POST", "/v1/txn", "txn"},
 		{"GET", "/v1/kv", "list"},
+		{"POST", "/v1/kv:batchGet", "batch_get"},
+		{"GET", "/v1/projects", "projects"},
 		{"GET", "/v1/watch", "watch"},
 		{"GET", "/healthz", "none"},
 		{"GET", "/nope/secret-path", "none"},

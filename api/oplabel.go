@@ -10,15 +10,17 @@ import (
 // Op labels of the requests that are not an op on a key: listings,
 // watches, and the routes outside /v1 (health, readiness, metrics).
 const (
-	opLabelList  = "list"
-	opLabelWatch = "watch"
-	opLabelNone  = "none"
+	opLabelList     = "list"
+	opLabelWatch    = "watch"
+	opLabelNone     = "none"
+	opLabelBatchGet = "batch_get"
+	opLabelProjects = "projects"
 )
 
 // opLabel names the operation of a request for the metrics, so latency
 // and errors are told apart per verb although every key op shares the
 // route /v1/kv/*. It is a name from the op table (contract.Op: get, put,
-// delete, patch, sadd, qpop, history, ...), txn, list, watch, none (not
+// delete, patch, sadd, qpop, history, ...), txn, list, batch_get, projects, watch, none (not
 // an API route) or otherLabel (an unknown verb): never anything taken
 // from the request as it is, so its values stay a fixed set whatever
 // clients send.
@@ -31,6 +33,10 @@ func opLabel(route, method, path string) string {
 		return string(contract.OpTxn)
 	case "/v1/watch":
 		return opLabelWatch
+	case batchGetRoute, batchGetPath:
+		return opLabelBatchGet
+	case "/v1/projects":
+		return opLabelProjects
 	default:
 		return opLabelNone
 	}

@@ -32,48 +32,16 @@ import (
 // page instead would answer without the projector's lag but needs a second
 // implementation of all of that in Go (docs/guarantees.md).
 func (s *Server) listKeys(c echo.Context) error {
-	p := principalOf(c)
-	q := c.QueryParams()
-	for name := range q {
-		if name != "prefix" && name != "limit" && name != "cursor" && !isFilterParam(name) {
-			return contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor, field, op, value)", name)
-		}
-	}
-	if err := givenOnce(q); err != nil {
-		return err
-	}
-	prefix := q.Get("prefix")
-	if err := contract.ValidatePrefix(prefix); err != nil {
-		return err
-	}
-	if !p.AllowsPrefix(Read, prefix) {
-		return contract.FieldErrorf(contract.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, prefix)
-	}
-	limit, err := pageLimit(q)
+	lq, err := readListQuery(c)
 	if err != nil {
 		return err
 	}
-	var after string
-	if v := q.Get("cursor"); v != "" {
-		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err == nil {
-			_, err = contract.ParseKey(string(b)) // a cursor is the last key of a page
-		}
-		if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
-			return contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
-		}
-		after = string(b)
-	}
-	filter, err := listFilter(q)
-	if err != nil {
-		return err
-	}
-	if done, err := s.forward(c, scopeKey(prefix)); done {
+	if done, err := s.forward(c, scopeKey(lq.prefix)); done {
 		return err
 	}
 	// Waiting holds no page in memory, so it comes before the slot; the
 	// waits of concurrent listings share their polls of the projector.
-	if err := s.w.AwaitProjected(c.Request().Context(), prefix); err != nil {
+	if err := s.w.AwaitProjected(c.Request().Context(), lq.prefix); err != nil {
 		return err
 	}
 	// The slot is held until the answer is written (or the write
@@ -84,12 +52,16 @@ func (s *Server) listKeys(c echo.Context) error {
 		return err
 	}
 	defer release()
+	ctx, pg := c.Request().Context(), projection.Page{After: lq.after, Limit: lq.limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()}
+	if lq.keysOnly {
+		return s.listKeysOnly(c, lq.prefix, pg)
+	}
 	var items []contract.Entry
 	var truncated bool
-	if filter != nil {
-		items, truncated, err = s.list.Scan(c.Request().Context(), prefix, *filter, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
+	if lq.filter != nil {
+		items, truncated, err = s.list.Scan(ctx, lq.prefix, *lq.filter, pg)
 	} else {
-		items, truncated, err = s.list.List(c.Request().Context(), prefix, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
+		items, truncated, err = s.list.List(ctx, lq.prefix, pg)
 	}
 	if err != nil {
 		return err
@@ -99,6 +71,108 @@ func (s *Server) listKeys(c echo.Context) error {
 		a.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].Key))
 	}
 	return writeList(c.Response(), a)
+}
+
+// listKeysOnly answers a page of a keys-only listing: Lister.Keys, whose
+// query reads no value, paged as a listing (the same cursor, byte budget
+// and truncated).
+func (s *Server) listKeysOnly(c echo.Context, prefix string, pg projection.Page) error {
+	items, truncated, err := s.list.Keys(c.Request().Context(), prefix, pg)
+	if err != nil {
+		return err
+	}
+	a := contract.KeysAnswer{Items: items, Count: len(items), Truncated: truncated}
+	if a.Items == nil {
+		a.Items = []contract.KeyInfo{}
+	}
+	if truncated && len(items) > 0 {
+		a.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].Key))
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// listQuery is what the query of GET /v1/kv asks for.
+type listQuery struct {
+	prefix, after string
+	limit         int
+	filter        *contract.Filter
+	keysOnly      bool
+}
+
+// listParams names the query parameters of GET /v1/kv, for the error
+// about any other.
+const listParams = "prefix, limit, cursor, keysOnly, field, op, value"
+
+// readListQuery reads and checks the query of GET /v1/kv, and the
+// caller's right to read every key under its prefix. keysOnly=true pages
+// by DefaultKeysLimit and MaxKeysLimit and takes no filter.
+func readListQuery(c echo.Context) (listQuery, error) {
+	p := principalOf(c)
+	q := c.QueryParams()
+	for name := range q {
+		if name != "prefix" && name != "limit" && name != "cursor" && name != "keysOnly" && !isFilterParam(name) {
+			return listQuery{}, contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (%s)", name, listParams)
+		}
+	}
+	if err := givenOnce(q); err != nil {
+		return listQuery{}, err
+	}
+	lq := listQuery{prefix: q.Get("prefix")}
+	if err := contract.ValidatePrefix(lq.prefix); err != nil {
+		return listQuery{}, err
+	}
+	if !p.AllowsPrefix(Read, lq.prefix) {
+		return listQuery{}, contract.FieldErrorf(contract.EForbidden, "prefix", "principal %s may not read every key under %s", p.Name, lq.prefix)
+	}
+	var err error
+	if lq.keysOnly, err = boolParam(q, "keysOnly"); err != nil {
+		return listQuery{}, err
+	}
+	def, most := contract.DefaultListLimit, contract.MaxListLimit
+	if lq.keysOnly {
+		def, most = contract.DefaultKeysLimit, contract.MaxKeysLimit
+	}
+	if lq.limit, err = pageLimitOf(q, def, most); err != nil {
+		return listQuery{}, err
+	}
+	if lq.after, err = listCursor(q.Get("cursor"), lq.prefix); err != nil {
+		return listQuery{}, err
+	}
+	if lq.filter, err = listFilter(q); err != nil {
+		return listQuery{}, err
+	}
+	if lq.filter != nil && lq.keysOnly {
+		return listQuery{}, contract.FieldErrorf(contract.EInvalid, "keysOnly", "keysOnly lists every key under the prefix: it takes no filter (field, op, value)")
+	}
+	return lq, nil
+}
+
+// listCursor reads a listing's cursor: the base64url of the last key of
+// the page before, under prefix ("" for the first page).
+func listCursor(v, prefix string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err == nil {
+		_, err = contract.ParseKey(string(b)) // a cursor is the last key of a page
+	}
+	if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
+		return "", contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
+	}
+	return string(b), nil
+}
+
+// boolParam reads a query parameter that is true or false (false when
+// absent).
+func boolParam(q url.Values, name string) (bool, error) {
+	switch q.Get(name) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, contract.FieldErrorf(contract.EInvalid, name, "%s must be true or false", name)
 }
 
 // scopeKey is a key of prefix's scope (tenant/<t>/project/<p>, the unit
@@ -194,13 +268,19 @@ func listFilter(q url.Values) (*contract.Filter, error) {
 // pageLimit is the limit query parameter of a page (a listing, a set's
 // members): DefaultListLimit when absent.
 func pageLimit(q url.Values) (int, error) {
+	return pageLimitOf(q, contract.DefaultListLimit, contract.MaxListLimit)
+}
+
+// pageLimitOf is the limit query parameter of a page: def when absent,
+// else 1 to most.
+func pageLimitOf(q url.Values, def, most int) (int, error) {
 	v := q.Get("limit")
 	if v == "" {
-		return contract.DefaultListLimit, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > contract.MaxListLimit {
-		return 0, contract.FieldErrorf(contract.EInvalid, "limit", "limit must be an integer between 1 and %d", contract.MaxListLimit)
+	if err != nil || n < 1 || n > most {
+		return 0, contract.FieldErrorf(contract.EInvalid, "limit", "limit must be an integer between 1 and %d", most)
 	}
 	return n, nil
 }

@@ -32,6 +32,12 @@ import (
 type Writer interface {
 	Do(ctx context.Context, c decide.Command) (writer.Result, error)
 	State(ctx context.Context, key contract.Key) (contract.State, error)
+	// States is State of several keys of one partition this writer owns,
+	// confirmed once for all of them (a batch get's keys of one
+	// partition), in the order of keys.
+	States(ctx context.Context, keys []contract.Key) ([]contract.State, error)
+	// Partition is the partition of key, which States groups keys by.
+	Partition(key contract.Key) int32
 	Ready() bool
 	// AwaitProjected returns once the projection holds every write under
 	// prefix acknowledged before the call; only the owner of prefix's
@@ -61,6 +67,12 @@ type Writer interface {
 // so one query of it sees every acknowledged write.
 type Lister interface {
 	List(ctx context.Context, prefix string, pg projection.Page) ([]contract.Entry, bool, error)
+	// Keys lists like List the keys with their version, purpose and
+	// expiry, without reading their values.
+	Keys(ctx context.Context, prefix string, pg projection.Page) ([]contract.KeyInfo, bool, error)
+	// Projects counts the live keys of each project that has any in the
+	// key range r: at most limit projects, in key order.
+	Projects(ctx context.Context, r projection.KeyRange, limit int, now time.Time) ([]contract.ProjectInfo, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
 	Scan(ctx context.Context, prefix string, f contract.Filter, pg projection.Page) ([]contract.Entry, bool, error)
@@ -253,6 +265,16 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		e.GET("/metrics", metricsEndpoint(cfg.Gatherer, cfg.MetricsToken))
 	}
 	s.routeUI(e)
+	s.routeV1(e)
+	for _, r := range e.Routes() {
+		routes[r.Path] = true
+	}
+	s.echo = e
+	return s, nil
+}
+
+// routeV1 registers the /v1 routes.
+func (s *Server) routeV1(e *echo.Echo) {
 	// The group's middlewares serve the paths under /v1 no route matches
 	// (echo registers a not-found route for them): those answer 401
 	// without a valid token, 404 with one. The routes themselves are
@@ -261,6 +283,8 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	// allocated per layer.
 	e.Group("/v1", s.authenticate, s.countConflicts)
 	e.GET("/v1/kv", s.v1(s.listKeys))
+	e.POST(batchGetRoute, s.v1(s.batchGet))
+	e.GET("/v1/projects", s.v1(s.projects))
 	e.GET("/v1/kv/*", s.v1(s.get))
 	e.PUT("/v1/kv/*", s.v1(s.writeHandler(s.put)))
 	e.DELETE("/v1/kv/*", s.v1(s.writeHandler(s.delete)))
@@ -268,11 +292,6 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e.PATCH("/v1/kv/*", s.v1(s.writeHandler(s.patch)))
 	e.POST("/v1/txn", s.v1(s.txn))
 	e.GET("/v1/watch", s.v1(s.watchStream))
-	for _, r := range e.Routes() {
-		routes[r.Path] = true
-	}
-	s.echo = e
-	return s, nil
 }
 
 // v1 is h behind the middlewares of every /v1 route.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
@@ -40,6 +41,20 @@ func (l stubLister) List(_ context.Context, _ string, pg projection.Page) ([]con
 		n++
 	}
 	return l.entries[:n], n < len(l.entries), nil
+}
+
+// Keys answers the keys of List's page.
+func (l stubLister) Keys(ctx context.Context, prefix string, pg projection.Page) ([]contract.KeyInfo, bool, error) {
+	entries, truncated, err := l.List(ctx, prefix, pg)
+	keys := make([]contract.KeyInfo, len(entries))
+	for i, e := range entries {
+		keys[i] = contract.KeyInfo{Key: e.Key, Version: e.Version, Purpose: e.Semantics.Purpose, ExpiresAt: e.ExpiresAt}
+	}
+	return keys, truncated, err
+}
+
+func (l stubLister) Projects(context.Context, projection.KeyRange, int, time.Time) ([]contract.ProjectInfo, error) {
+	return nil, l.err
 }
 
 func (l stubLister) Scan(ctx context.Context, prefix string, _ contract.Filter, pg projection.Page) ([]contract.Entry, bool, error) {

@@ -50,6 +50,11 @@ type authzRequest struct {
 	refused bool
 }
 
+// perKeyRequests are the reads answered 200 whatever the rights, each
+// key (or project) inside them as the caller may read it: a batch get's
+// keys forbidden, the projects listing without the project.
+var perKeyRequests = map[string]bool{"BatchGet": true, "Projects": true}
+
 var authzRequests = []authzRequest{
 	{"GetValue", "GET", "/v1/kv/{b}v", "", false},
 	{"GetField", "GET", "/v1/kv/{b}v?field=secret", "", false},
@@ -59,6 +64,9 @@ var authzRequests = []authzRequest{
 	{"GetLockEntry", "GET", "/v1/kv/{b}l", "", false},
 	{"List", "GET", "/v1/kv?prefix={b}", "", false},
 	{"Scan", "GET", "/v1/kv?prefix={b}&field=state&op=eq&value=s", "", false},
+	{"ListKeysOnly", "GET", "/v1/kv?prefix={b}&keysOnly=true", "", false},
+	{"BatchGet", "POST", "/v1/kv:batchGet", `{"keys":["{b}v","{b}c","{b}l","{b}ld","{b}n"]}`, false},
+	{"Projects", "GET", "/v1/projects", "", false},
 	{"PutVersionConflict", "PUT", "/v1/kv/{b}v", `{"value":{"x":1},"expectedVersion":999999}`, true},
 	{"PutReusedRequestID", "PUT", "/v1/kv/{b}v", `{"value":{"x":2},"requestId":"seed-{k}"}`, true},
 	{"PutCreateConflict", "PUT", "/v1/kv/{b}v", `{"value":{"x":3},"expectedVersion":0}`, true},
@@ -159,7 +167,7 @@ func checkAuthz(t *testing.T, s *stack, owner string, k authzKind, rq authzReque
 	expand := strings.NewReplacer("{b}", b, "{k}", k.slug)
 	path, body := expand.Replace(rq.path), expand.Replace(rq.body)
 	mayRead, may := k.read, k.read
-	if rq.method != "GET" {
+	if rq.method != "GET" && !perKeyRequests[rq.name] {
 		may = k.write
 	}
 	before := snapshotAuthz(s, owner, b)
@@ -170,6 +178,8 @@ func checkAuthz(t *testing.T, s *stack, owner string, k authzKind, rq authzReque
 	r := s.do(rq.method, path, k.token(), sent)
 	after := snapshotAuthz(s, owner, b)
 	switch {
+	case perKeyRequests[rq.name]:
+		checkPerKey(t, k, rq, r)
 	case !may:
 		if r.Status != 403 || r.errorBody(t).Code != "forbidden" {
 			t.Errorf("%s %s without the right: %d %s, want 403 forbidden", rq.method, path, r.Status, r.Body)
@@ -190,6 +200,28 @@ func checkAuthz(t *testing.T, s *stack, owner string, k authzKind, rq authzReque
 	}
 	if mayRead && rq.name == "GetLock" && !strings.Contains(string(r.Body), "SECRET-lock-"+k.slug) {
 		t.Errorf("a reader does not see the holder: %d %s", r.Status, r.Body)
+	}
+}
+
+// checkPerKey checks the answer of one of perKeyRequests: 200, each key
+// forbidden (a batch get) or the project absent (the projects listing)
+// for a kind that may not read it, and read for one that may.
+func checkPerKey(t *testing.T, k authzKind, rq authzRequest, r response) {
+	t.Helper()
+	body := string(r.Body)
+	if r.Status != 200 {
+		t.Errorf("%s %s: %d %s, want 200", rq.method, rq.path, r.Status, r.Body)
+		return
+	}
+	forbidden := strings.Count(body, `"code":"forbidden"`)
+	demo := strings.Contains(body, `"project":"demo"`)
+	switch {
+	case rq.name == "BatchGet" && !k.read && (forbidden != 5 || strings.Contains(body, `"entry"`)):
+		t.Errorf("batch get without read: %s, want each of 5 keys forbidden, no entry", body)
+	case rq.name == "BatchGet" && k.read && (forbidden != 0 || strings.Count(body, `"entry"`) != 4):
+		t.Errorf("batch get with read: %s, want 4 entries and n not_found", body)
+	case rq.name == "Projects" && demo != k.read:
+		t.Errorf("projects (read %v): %s", k.read, body)
 	}
 }
 

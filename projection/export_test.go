@@ -157,3 +157,11 @@ func ValueFields(v []byte) ([]FieldCandidate, bool) {
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, upTo int64) error {
 	return migrate(ctx, pool, upTo)
 }
+
+// ExplainKeys returns the plan, as EXPLAIN VERBOSE shows it (with the
+// columns each node outputs), of the statement Store.Keys runs.
+func ExplainKeys(tb testing.TB, pool *pgxpool.Pool, prefix string, now time.Time) string {
+	tb.Helper()
+	end, _ := prefixEnd(prefix)
+	return explain(tb, pool, "SELECT 1", "EXPLAIN (VERBOSE, COSTS OFF) "+keysSQL, prefix, "", now, end, 11, 1<<20)
+}

@@ -140,6 +140,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/v1/kv/{key}:qpeek":     {"get"},
 		"/v1/kv/{key}:qsize":     {"get"},
 		"/v1/kv":                 {"get"},
+		"/v1/kv:batchGet":        {"post"},
+		"/v1/projects":           {"get"},
 		"/v1/txn":                {"post"},
 		"/v1/watch":              {"get"},
 		"/healthz":               {"get"},
@@ -211,7 +213,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	if got := params("/v1/kv/{key}", "get"); !slices.Equal(got, []string{"field"}) {
 		t.Errorf("GET query parameters = %v", got)
 	}
-	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "field", "limit", "op", "prefix", "value"}) {
+	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "field", "keysOnly", "limit", "op", "prefix", "value"}) {
 		t.Errorf("list query parameters = %v", got)
 	}
 	if got := params("/v1/kv/{key}:sismember", "get"); !slices.Equal(got, []string{"member"}) {
@@ -407,6 +409,14 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"PutBody", "PutBody", false},
 		{"DeleteAnswer", "DeleteAnswer", true},
 		{"ListAnswer", "ListAnswer", true},
+		{"KeysAnswer", "KeysAnswer", true},
+		{"KeyInfo", "KeyInfo", true},
+		{"BatchGetBody", "BatchGetBody", false},
+		{"BatchGetAnswer", "BatchGetAnswer", true},
+		{"BatchGetItem", "BatchGetItem", true},
+		{"PartitionRead", "PartitionRead", true},
+		{"ProjectsAnswer", "ProjectsAnswer", true},
+		{"ProjectInfo", "ProjectInfo", true},
 		{"ErrorBody", "ErrorBody", true},
 		{"ErrorDetail", "ErrorDetail", true},
 		{"Entry", "Entry", true},

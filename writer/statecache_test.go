@@ -25,10 +25,16 @@ import (
 )
 
 // countingProjection is the Postgres projection, counting the reads of
-// keys' states: GETs (State) and the keys a batch asks (Find).
+// keys' states: GETs (State), the keys a batch asks (Find) and the
+// queries of States (Lookup).
 type countingProjection struct {
 	*projection.Store
-	gets, keys atomic.Int64
+	gets, keys, lookups atomic.Int64
+}
+
+func (c *countingProjection) Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error) {
+	c.lookups.Add(1)
+	return c.Store.Lookup(ctx, keys, refs, elems)
 }
 
 func (c *countingProjection) State(ctx context.Context, key string) (contract.State, error) {

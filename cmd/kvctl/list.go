@@ -11,13 +11,17 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
+// listFlags are list's flags.
+type listFlags struct {
+	prefix   string
+	o        client.ListOptions
+	all      bool
+	where    string
+	keysOnly bool
+}
+
 func (a *app) listCommand() *cobra.Command {
-	var (
-		prefix string
-		o      client.ListOptions
-		all    bool
-		where  string
-	)
+	var lf listFlags
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
 		Short: "List live entries under a key prefix",
@@ -41,13 +45,20 @@ correctly as strings in one fixed RFC 3339 UTC form.
 {"items":[entry...],"count":N,"truncated":bool,"nextCursor"?}, value one
 stored value per line, keys one key per line (the seed's --format keys).
 A listing sees every write acknowledged before
-it was sent.`,
+it was sent.
+
+--keys-only lists the keys without their values (GET /v1/kv?keysOnly=true):
+text prints KEY VERSION PURPOSE EXPIRES, json
+{"items":[{"key","version","purpose","expiresAt"?}...],"count":N,
+"truncated":bool,"nextCursor"?}, keys one key per line; pages hold up to
+--limit 10000 keys (default 1000). It takes no --where.`,
 		Example: `  kvctl list tenant/acme/project/demo/
   kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
   kvctl list --prefix tenant/acme/project/demo/ --limit 10
   kvctl list tenant/acme/project/demo/ --limit 10 --cursor dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2E
   kvctl list --table tenant/acme/project/demo --limit 100 --format keys
   kvctl list tenant/acme/project/demo/jobs/ --where 'state eq failed' --all
+  kvctl list tenant/acme/project/demo/ --keys-only --all --format keys
   kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json`,
 		Args: func(cmd *cobra.Command, got []string) error {
 			if len(got) > 1 {
@@ -57,30 +68,42 @@ it was sent.`,
 		},
 		Annotations:       apiAnnotation,
 		ValidArgsFunction: a.completeKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if o.Prefix, err = a.listPrefix(args, prefix); err != nil {
-				return err
-			}
-			a.subject, a.right = o.Prefix, "read"
-			out, err := a.listEntries(cmd.Context(), o, where, all)
-			if err != nil {
-				return err
-			}
-			if err := writeList(a.stdout, a.format, out); err != nil {
-				return err
-			}
-			a.noteListing(out, o.Prefix, where)
-			return nil
-		},
+		RunE:              func(cmd *cobra.Command, args []string) error { return a.runList(cmd.Context(), args, &lf) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&prefix, "prefix", "", "key prefix (the same as PREFIX)")
-	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", contract.MaxListLimit, contract.DefaultListLimit))
-	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
-	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
-	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
+	f.StringVar(&lf.prefix, "prefix", "", "key prefix (the same as PREFIX)")
+	f.IntVar(&lf.o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d; with --keys-only 1 to %d, default %d)",
+		contract.MaxListLimit, contract.DefaultListLimit, contract.MaxKeysLimit, contract.DefaultKeysLimit))
+	f.StringVar(&lf.o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
+	f.BoolVar(&lf.all, "all", false, "print every entry, fetching every page")
+	f.BoolVar(&lf.keysOnly, "keys-only", false, "list keys with their version, purpose and expiry, without values")
+	f.StringVar(&lf.where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
 	return cmd
+}
+
+// runList runs list with its arguments and flags.
+func (a *app) runList(ctx context.Context, args []string, lf *listFlags) error {
+	o := lf.o
+	var err error
+	if o.Prefix, err = a.listPrefix(args, lf.prefix); err != nil {
+		return err
+	}
+	a.subject, a.right = o.Prefix, "read"
+	if lf.keysOnly {
+		if lf.where != "" {
+			return &usageError{msg: "--keys-only takes no --where", solution: "leave out --where, or --keys-only to filter the entries", cmd: a.cmdPath}
+		}
+		return a.listKeysOnly(ctx, o, lf.all)
+	}
+	out, err := a.listEntries(ctx, o, lf.where, lf.all)
+	if err != nil {
+		return err
+	}
+	if err := writeList(a.stdout, a.format, out); err != nil {
+		return err
+	}
+	a.noteListing(out, o.Prefix, lf.where)
+	return nil
 }
 
 // listPrefix is the listing's prefix: PREFIX (args) or --prefix (flag),

@@ -164,7 +164,7 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	durationVar(f, &a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue, formatKeys}, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),
+	root.AddCommand(a.getCommand(), a.mgetCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(), a.projectsCommand(),
 		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
 		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand(),
 		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand(),
