@@ -14,6 +14,7 @@ import (
 // TestReadsOfManyKeys: ListKeys, BatchGet, GetMany and Projects through
 // the whole stack.
 func TestReadsOfManyKeys(t *testing.T) {
+	t.Parallel()
 	base := stack.MustStart(t)
 	c := client.New(base, stack.DevToken)
 	ctx := t.Context()

@@ -58,6 +58,7 @@ func mustPut(t *testing.T, s *stack, key, body string) {
 // expiry of the listing's keys, no value, paged by the same cursor; bad
 // uses are 400 naming the parameter.
 func TestKeysOnlyListing(t *testing.T) {
+	t.Parallel()
 	s := manyKeysStack(t)
 	const p = "tenant/acme/project/keys/"
 	mustPut(t, s, p+"a", `{"value":{"secret":"VALUE-a"},"semantics":{"purpose":"config"}}`)
@@ -121,6 +122,7 @@ func batchGet(t *testing.T, s *stack, token string, keys ...string) (response, c
 // exist or not, keys of several projects and partitions in one request;
 // bad bodies are 400 naming keys[i].
 func TestBatchGet(t *testing.T) {
+	t.Parallel()
 	s := manyKeysStack(t)
 	var keys []string
 	for i := range 8 {
@@ -210,6 +212,7 @@ func checkBatchGetRefusals(t *testing.T, s *stack) {
 // of several partitions were acknowledged answers every one of them, as
 // a GET of each would.
 func TestBatchGetSeesAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	s := manyKeysStack(t)
 	for round := range 20 {
 		var keys []string
@@ -230,6 +233,7 @@ func TestBatchGetSeesAcknowledgedWrites(t *testing.T) {
 // TestProjects: each token lists the projects it may read keys of, with
 // the count of those keys; an admin all; anonymous 401; pages by limit.
 func TestProjects(t *testing.T) {
+	t.Parallel()
 	s := manyKeysStack(t)
 	for _, k := range []string{"tenant/acme/project/demo/a", "tenant/acme/project/demo/b", "tenant/acme/project/web/a",
 		"tenant/globex/project/web/docs/a", "tenant/globex/project/web/docs/b/c", "tenant/globex/project/web/other",
@@ -289,6 +293,7 @@ func TestProjects(t *testing.T) {
 // partitions and asks the other for the rest, one request per partition
 // owner, and names every partition read.
 func TestBatchGetForwardsPerPartition(t *testing.T) {
+	t.Parallel()
 	ps, _ := manifestWriters(t, func(int, []string) string { return "" })
 	keys := make([]string, forwardKeys)
 	for i := range forwardKeys {

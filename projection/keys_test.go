@@ -18,6 +18,7 @@ import (
 // and limit; its byte budget counts no value, so large values do not cut
 // it short.
 func TestKeysPagesAsList(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	now := t0.Add(24 * time.Hour)
 	const p = "tenant/t/project/keys/"
@@ -68,6 +69,7 @@ func TestKeysPagesAsList(t *testing.T) {
 // TestKeysReadsNoValue: the keys-only statement's plan outputs no value
 // column at any node, so Postgres reads neither values nor their TOAST.
 func TestKeysReadsNoValue(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	plan := projection.ExplainKeys(t, pool, "tenant/t/project/p/", t0)
 	if !strings.Contains(plan, "Output:") {
@@ -84,6 +86,7 @@ func TestKeysReadsNoValue(t *testing.T) {
 // order, counted within the range; pages by limit; a project whose keys
 // are all deleted or expired is left out.
 func TestProjects(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	now := t0.Add(24 * time.Hour)
 	dead := now.Add(-time.Hour)

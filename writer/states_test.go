@@ -11,6 +11,7 @@ import (
 // the keys neither the overlay nor the state cache hold are read from
 // the projection in one query, and cached.
 func TestStates(t *testing.T) {
+	t.Parallel()
 	w, proj := projectedWriter(t, Config{SweepInterval: -1})
 	ctx := t.Context()
 	a, b, missing := mustKey(t, "tenant/a/project/b/a"), mustKey(t, "tenant/a/project/b/b"), mustKey(t, "tenant/a/project/b/missing")

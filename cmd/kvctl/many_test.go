@@ -14,6 +14,7 @@ import (
 // TestManyKeys: mget, projects and list --keys-only against the stack,
 // their outputs and exit codes.
 func TestManyKeys(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	const dir = "tenant/acme/project/many/"
