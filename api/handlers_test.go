@@ -115,7 +115,14 @@ func (f *fakeWriter) State(_ context.Context, k contract.Key) (contract.State, e
 	return f.states[k.String()], nil
 }
 
-func (f *fakeWriter) AwaitProjected(context.Context, string) error { return nil }
+func (f *fakeWriter) StateAt(ctx context.Context, k contract.Key) (contract.State, contract.Cursor, error) {
+	st, err := f.State(ctx, k)
+	return st, contract.Cursor{Offset: -1}, err
+}
+
+func (f *fakeWriter) AwaitProjected(context.Context, string) (writer.Projected, error) {
+	return writer.Projected{}, nil
+}
 
 func (f *fakeWriter) Ready() bool           { return true }
 func (f *fakeWriter) ForwardLoops() []int32 { return nil }

@@ -3,7 +3,6 @@ package api
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -53,16 +52,9 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var after string
-	if v := q.Get("cursor"); v != "" {
-		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err == nil {
-			_, err = contract.ParseKey(string(b)) // a cursor is the last key of a page
-		}
-		if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
-			return contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
-		}
-		after = string(b)
+	cur, err := parseListCursor(q.Get("cursor"), prefix)
+	if err != nil {
+		return err
 	}
 	filter, err := listFilter(q)
 	if err != nil {
@@ -73,7 +65,8 @@ func (s *Server) listKeys(c echo.Context) error {
 	}
 	// Waiting holds no page in memory, so it comes before the slot; the
 	// waits of concurrent listings share their polls of the projector.
-	if err := s.w.AwaitProjected(c.Request().Context(), prefix); err != nil {
+	where, err := s.w.AwaitProjected(c.Request().Context(), prefix)
+	if err != nil {
 		return err
 	}
 	// The slot is held until the answer is written (or the write
@@ -84,19 +77,13 @@ func (s *Server) listKeys(c echo.Context) error {
 		return err
 	}
 	defer release()
-	var items []contract.Entry
-	var truncated bool
-	if filter != nil {
-		items, truncated, err = s.list.Scan(c.Request().Context(), prefix, *filter, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
-	} else {
-		items, truncated, err = s.list.List(c.Request().Context(), prefix, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
-	}
+	pg := projection.Page{After: cur.after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()}
+	a, err := s.listPage(c.Request().Context(), where, listRead{prefix: prefix, filter: filter, page: pg, at: cur.at})
 	if err != nil {
 		return err
 	}
-	a := contract.ListAnswer{Items: items, Count: len(items), Truncated: truncated}
-	if truncated && len(items) > 0 {
-		a.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].Key))
+	if a.Position != "" {
+		c.Response().Header().Set(PositionHeader, a.Position)
 	}
 	return writeList(c.Response(), a)
 }
@@ -138,6 +125,10 @@ func writeList(w *echo.Response, a contract.ListAnswer) error {
 	if a.NextCursor != "" {
 		cursor, _ := json.Marshal(a.NextCursor)
 		fmt.Fprintf(bw, `,"nextCursor":%s`, cursor)
+	}
+	if a.Position != "" {
+		position, _ := json.Marshal(a.Position)
+		fmt.Fprintf(bw, `,"position":%s`, position)
 	}
 	bw.WriteByte('}')
 	return bw.Flush()

@@ -89,3 +89,14 @@ func (s *Store) StateAt(ctx context.Context, topic string, partition int32, key 
 	}
 	return st, pos, nil
 }
+
+// Position is the position of partition the projection reflects (the
+// projector's next offset less one; -1 before its first event). In a
+// Store of Snapshot it is the snapshot's own.
+func (s *Store) Position(ctx context.Context, topic string, partition int32) (int64, error) {
+	var pos int64
+	if err := s.pool.QueryRow(ctx, positionSQL, topic, partition).Scan(&pos); err != nil {
+		return 0, translate("position", err)
+	}
+	return pos, nil
+}
