@@ -40,8 +40,8 @@ const pageAtChunk = 256
 // with its event, and the predecessor of the first version after it.
 // hit is whether the state at the position matches the filter (the
 // expression given). Parameters: $1 prefix, $2 cursor, $3 end of the
-// prefix range, $4 chunk size, $5 position, then the filter's $6 field
-// and $7 value.
+// prefix range, $4 chunk size, $5 position, then, with a filter, its $6
+// field and $7 value.
 func pageAtSQL(hit string) string {
 	return `SELECT e.key, e.version, e.live, e.value, e.created_at, e.updated_at, e.expires_at,
     e.last_writer, e.request_id, e.request_digest, e.spec_ref, e.semantics,
@@ -67,7 +67,7 @@ LIMIT $4`
 // at the position, which are those kv_fields holds of a live value.
 func pageAtHit(f *contract.Filter) (hit string, args []any, err error) {
 	if f == nil {
-		return "true", []any{nil, nil}, nil
+		return "true", nil, nil
 	}
 	v, err := operandOf(f)
 	if err != nil {
