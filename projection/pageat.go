@@ -126,8 +126,8 @@ func (s *Store) PageAt(ctx context.Context, prefix string, f *contract.Filter, a
 // budget; full once a further entry was found (truncated).
 type pageAcc struct {
 	limit, maxBytes, used int
-	entries             []contract.Entry
-	full                bool
+	entries               []contract.Entry
+	full                  bool
 }
 
 // add adds e, or marks the page full when it does not fit.
