@@ -305,7 +305,7 @@ func (h *Hub) start(ctx context.Context, spec Spec, p int32, from int64) (*Sub, 
 	case from < logStart:
 		h.metrics.ends.WithLabelValues(contract.ECursorExpired).Inc()
 		return nil, contract.FieldErrorf(contract.ECursorExpired, field,
-			"the log of partition %d starts at offset %d now: the events after the cursor are gone; list the prefix again and watch from now", p, logStart)
+			"the log of partition %d starts at offset %d now: the events after the cursor are gone; list the prefix again and watch after the listing's position", p, logStart)
 	case from > end:
 		return nil, contract.FieldErrorf(contract.EInvalid, field, "the cursor is beyond the end of partition %d: it is not a cursor of this log", p)
 	}
@@ -575,7 +575,7 @@ func (s *Sub) readError(ctx context.Context, err error) error {
 		return ctx.Err()
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		s.hub.metrics.ends.WithLabelValues(contract.ECursorExpired).Inc()
-		return contract.FieldErrorf(contract.ECursorExpired, "after", "the log no longer holds the events after the cursor; list the prefix again and watch from now")
+		return contract.FieldErrorf(contract.ECursorExpired, "after", "the log no longer holds the events after the cursor; list the prefix again and watch after the listing's position")
 	}
 	s.hub.log.Warn("watch catch-up read failed", "partition", s.p, "err", err)
 	s.hub.metrics.ends.WithLabelValues(contract.EUnavailable).Inc()
