@@ -93,4 +93,3 @@ func TestPageAt(t *testing.T) {
 		}
 	})
 }
-
