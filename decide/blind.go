@@ -21,62 +21,62 @@ import (
 // CheckBlind refuses the parts of c that a principal that may not read
 // its key may not ask for (403 forbidden, field naming the parameter;
 // in a transaction, ops[i].<parameter>). It is pure and decides on the
-// request alone, before any state is read, so the refusal tells nothing
-// of the key either.
-func CheckBlind(c Command) error { return checkBlindRequest(c.flat()) }
-
-// checkBlindRequest is CheckBlind of the write as the rules read it.
-func checkBlindRequest(r *request) error {
-	if r.Txn != nil {
-		for i, s := range r.Txn {
+// command alone, before any state is read, so the refusal tells nothing
+// of the key either. Only KV writes (alone or in a transaction) have
+// such parts: a lock op or a collection write asks nothing of the value.
+func CheckBlind(c Command) error {
+	switch c := c.(type) {
+	case *KV:
+		if err := checkBlind(c); err != nil { // a nil *contract.Error is no nil error
+			return err
+		}
+	case *Txn:
+		for i, s := range c.Steps {
 			if err := checkBlindStep(s); err != nil {
 				return contract.InOp(i, err)
 			}
 		}
-		return nil
-	}
-	if err := checkBlind(r); err != nil { // a nil *contract.Error is no nil error
-		return err
 	}
 	return nil
 }
 
 // checkBlindStep is CheckBlind of one step of a transaction: its check
 // or field condition, then its write.
-func checkBlindStep(s txnStep) *contract.Error {
-	r := s.Req
+func checkBlindStep(s TxnStep) *contract.Error {
+	c := s.Write
 	switch {
-	case !r.Blind:
+	case !c.Blind:
 		return nil
-	case r.Op == contract.OpCheck:
-		return blindRefusal(r, "key", "a check reads it")
+	case c.Op == contract.OpCheck:
+		return blindRefusal(&c.Header, "key", "a check reads it")
 	case s.Cond != nil && s.Cond.Field != "":
-		return blindRefusal(r, "condition.field", "condition.field tests its value")
+		return blindRefusal(&c.Header, "condition.field", "condition.field tests its value")
 	}
-	return checkBlind(r)
+	return checkBlind(c)
 }
 
 // checkBlind is CheckBlind of one key's write.
-func checkBlind(r *request) *contract.Error {
+func checkBlind(c *KV) *contract.Error {
 	switch {
-	case !r.Blind:
+	case !c.Blind:
 		return nil
-	case r.Min != nil:
-		return blindRefusal(r, "min", "min tests the counter's value")
-	case r.Max != nil:
-		return blindRefusal(r, "max", "max tests the counter's value")
-	case r.If != nil:
-		return blindRefusal(r, "if", "if tests a field's value")
-	case r.Op == contract.OpIncrement && (r.By > contract.MaxBlindStep || r.By < -contract.MaxBlindStep):
+	case c.Min != nil:
+		return blindRefusal(&c.Header, "min", "min tests the counter's value")
+	case c.Max != nil:
+		return blindRefusal(&c.Header, "max", "max tests the counter's value")
+	case c.If != nil:
+		return blindRefusal(&c.Header, "if", "if tests a field's value")
+	case c.Op == contract.OpIncrement && (c.By > contract.MaxBlindStep || c.By < -contract.MaxBlindStep):
 		return contract.FieldErrorf(contract.EForbidden, "by",
 			"principal %s may not read %s: it may add at most %d either way (whether a larger sum leaves the 64-bit range tells the counter's value)",
-			r.Principal, r.Key.String(), int64(contract.MaxBlindStep))
+			c.Principal, c.Key.String(), int64(contract.MaxBlindStep))
 	}
 	return nil
 }
 
-// blindRefusal refuses field of r: why says what it would read.
-func blindRefusal(r *request, field, why string) *contract.Error {
+// blindRefusal refuses field of the write h heads: why says what it
+// would read.
+func blindRefusal(h *Header, field, why string) *contract.Error {
 	return contract.FieldErrorf(contract.EForbidden, field, "principal %s may not read %s: %s, which needs the read right as well as the write right",
-		r.Principal, r.Key.String(), why)
+		h.Principal, h.Key.String(), why)
 }

@@ -36,7 +36,8 @@ type RequestRef struct {
 
 // AppliedRequest is the newest event of a key that carried a requestId:
 // its version and the digest of the request that produced it
-// (request.Digest), so a retry can be told from a reuse.
+// (its command's digest, requestid.go), so a retry can be told from a
+// reuse.
 type AppliedRequest struct {
 	Version int64
 	Digest  string
@@ -107,56 +108,53 @@ type Command interface {
 	Row(cur contract.State, now time.Time) (ref ElementRef, ok bool)
 	// Decide decides the command on in. It is pure.
 	Decide(in Input, env Env) Decision
-	// flat is the write as the rules read it (request).
-	flat() *request
 }
 
-// planKey is the plan of a single-key write: its key and its requestId.
-func planKey(r *request, p *Plan) {
-	p.Keys = append(p.Keys, r.Key.String())
-	if ref, ok := requestRef(r); ok {
+// planKey is the plan of a single-key write: its key and its requestId
+// (a denied write's is never consulted).
+func planKey(h *Header, denied bool, p *Plan) {
+	p.Keys = append(p.Keys, h.Key.String())
+	if ref, ok := requestRef(h, denied); ok {
 		p.Requests = append(p.Requests, ref)
 	}
 }
 
 func (c *KV) Head() *Header                                    { return &c.Header }
-func (c *KV) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *KV) Plan(p *Plan)                                     { planKey(&c.Header, c.Denied, p) }
 func (c *KV) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
+func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c, in, env) }
 
 func (c *Lock) Head() *Header                                    { return &c.Header }
-func (c *Lock) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *Lock) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
 func (c *Lock) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *Lock) Decide(in Input, env Env) Decision                { return decideKV(c.flat(), in, env) }
+func (c *Lock) Decide(in Input, env Env) Decision                { return decideLock(c, in, env) }
 
 func (c *Queue) Head() *Header                                    { return &c.Header }
-func (c *Queue) Plan(p *Plan)                                     { planKey(c.flat(), p) }
+func (c *Queue) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
 func (c *Queue) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *Queue) Decide(in Input, env Env) Decision                { return decideQueue(c.flat(), in, env) }
+func (c *Queue) Decide(in Input, env Env) Decision                { return decideQueue(c, in, env) }
 
 func (c *List) Head() *Header { return &c.Header }
-func (c *List) Plan(p *Plan)  { planKey(c.flat(), p) }
+func (c *List) Plan(p *Plan)  { planKey(&c.Header, false, p) }
 func (c *List) Row(cur contract.State, now time.Time) (ElementRef, bool) {
-	return popRef(cur, c.flat(), now)
+	return popRef(cur, c, now)
 }
-func (c *List) Decide(in Input, env Env) Decision { return decideList(c.flat(), in, env) }
+func (c *List) Decide(in Input, env Env) Decision { return decideList(c, in, env) }
 
 func (c *Set) Head() *Header { return &c.Header }
 func (c *Set) Plan(p *Plan) {
-	r := c.flat()
-	planKey(r, p)
-	if ref, ok := memberRef(r); ok {
+	planKey(&c.Header, false, p)
+	if ref, ok := memberRef(c); ok {
 		p.Elements = append(p.Elements, ref)
 	}
 }
-func (c *Set) Row(contract.State, time.Time) (ElementRef, bool) { return memberRef(c.flat()) }
-func (c *Set) Decide(in Input, env Env) Decision                { return decideSet(c.flat(), in, env) }
+func (c *Set) Row(contract.State, time.Time) (ElementRef, bool) { return memberRef(c) }
+func (c *Set) Decide(in Input, env Env) Decision                { return decideSet(c, in, env) }
 
 func (c *Txn) Head() *Header { return &c.Header }
 func (c *Txn) Plan(p *Plan) {
-	r := c.flat()
-	p.Keys = append(p.Keys, r.Keys()...)
-	p.Requests = append(p.Requests, requestRefs(r)...)
+	p.Keys = append(p.Keys, Keys(c)...)
+	p.Requests = append(p.Requests, c.requestRefs()...)
 }
 func (c *Txn) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
-func (c *Txn) Decide(in Input, env Env) Decision                { return decideTxn(c.flat(), in, env) }
+func (c *Txn) Decide(in Input, env Env) Decision                { return decideTxn(c, in, env) }

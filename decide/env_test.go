@@ -30,10 +30,10 @@ func testEnvW(now time.Time, epoch int64, window RequestWindow) Env {
 
 // requestIDDecision is decideRequestID of r on cur when known says prior
 // is the known earlier use of r's requestId.
-func requestIDDecision(cur contract.State, prior AppliedRequest, known bool, r *request, env Env) (Decision, bool) {
+func requestIDDecision(cur contract.State, prior AppliedRequest, known bool, r *fixture, env Env) (Decision, bool) {
 	m := Memory{}
-	if ref, ok := requestRef(r); ok && known {
+	if ref, ok := requestRef(r.head(), r.Denied); ok && known {
 		m[ref] = prior
 	}
-	return decideRequestID(newWrite(cur, r, &env), m)
+	return decideRequestID(newWrite(cur, commonOf(r), &env), m)
 }

@@ -132,45 +132,14 @@ type (
 )
 
 // TxnStep is one operation of a transaction: a write of its key (a KV
-// command: put, delete, increment, patch or check) under its condition.
+// command: put, delete, increment or patch, or with Op contract.OpCheck
+// a read-only condition on its key) under its condition Cond, which must
+// hold for the step to apply. The API builds Write as the single-key
+// write of the same op (with the transaction's principal), its
+// ExpectedVersion from Cond.Version (or 0 for Cond.Exists false) and a
+// patch's If from Cond's field, so the events name the ops as single-key
+// writes would (create, cas, field_cas).
 type TxnStep struct {
 	Write *KV
 	Cond  *contract.Condition
-}
-
-func (c *KV) flat() *request {
-	return &request{Key: c.Key, Op: c.Op, RequestID: c.RequestID, Principal: c.Principal, Blind: c.Blind,
-		Value: c.Value, ExpectedVersion: c.ExpectedVersion, TTLSeconds: c.TTLSeconds, KeepTTL: c.KeepTTL,
-		Semantics: c.Semantics, SpecRef: c.SpecRef, By: c.By, Create: c.Create, Min: c.Min, Max: c.Max,
-		Set: c.Set, Unset: c.Unset, If: c.If, MaxValueBytes: c.MaxValueBytes, Denied: c.Denied}
-}
-
-func (c *Lock) flat() *request {
-	return &request{Key: c.Key, Op: c.Op, RequestID: c.RequestID, Principal: c.Principal, Blind: c.Blind,
-		Holder: c.Holder, TTLSeconds: c.TTLSeconds, Semantics: c.Semantics, SpecRef: c.SpecRef}
-}
-
-func (c *Queue) flat() *request {
-	return &request{Key: c.Key, Op: c.Op, RequestID: c.RequestID, Principal: c.Principal, Blind: c.Blind,
-		ExpectedVersion: c.ExpectedVersion, Value: c.Value, TTLSeconds: c.TTLSeconds, Priority: c.Priority,
-		DedupID: c.DedupID, ItemTTL: c.ItemTTL, Visibility: c.Visibility, Item: c.Item, Delivery: c.Delivery,
-		ReceiptNonce: c.ReceiptNonce}
-}
-
-func (c *List) flat() *request {
-	return &request{Key: c.Key, Op: c.Op, RequestID: c.RequestID, Principal: c.Principal, Blind: c.Blind,
-		ExpectedVersion: c.ExpectedVersion, Value: c.Value, TTLSeconds: c.TTLSeconds, Start: c.Start, Stop: c.Stop}
-}
-
-func (c *Set) flat() *request {
-	return &request{Key: c.Key, Op: c.Op, RequestID: c.RequestID, Principal: c.Principal, Blind: c.Blind,
-		ExpectedVersion: c.ExpectedVersion, Member: c.Member, TTLSeconds: c.TTLSeconds}
-}
-
-func (c *Txn) flat() *request {
-	steps := make([]txnStep, len(c.Steps))
-	for i, s := range c.Steps {
-		steps[i] = txnStep{Req: s.Write.flat(), Cond: s.Cond}
-	}
-	return &request{Key: c.Key, Op: c.Op, RequestID: c.RequestID, Principal: c.Principal, Blind: c.Blind, Txn: steps}
 }

@@ -44,36 +44,36 @@ func TestDecideQueueItemTTL(t *testing.T) {
 		name    string
 		cur     contract.State
 		in      QueueInput
-		req     request
+		req     fixture
 		code    string
 		meta    *contract.CollectionMeta
 		element *contract.Element
 	}{
-		{"OKPushWithItemTTL", queue(1, 0), QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`1`), ItemTTL: 90},
+		{"OKPushWithItemTTL", queue(1, 0), QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`1`), ItemTTL: 90},
 			"", meta(2, 0), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, 0, 7), Value: json.RawMessage(`1`), State: "ready",
 				PushedAt: &now, ExpiresAt: at(now.Add(90 * time.Second))}},
-		{"OKPopKeepsExpiry", queue(1, 0), QueueInput{Head: item("ready", 0, nil, &future, "")}, request{Op: contract.OpQPop, Visibility: 30},
+		{"OKPopKeepsExpiry", queue(1, 0), QueueInput{Head: item("ready", 0, nil, &future, "")}, fixture{Op: contract.OpQPop, Visibility: 30},
 			"", meta(1, 1), item("inflight", 1, at(now.Add(30*time.Second)), &future, "")},
-		{"ErrPopExpiredHead", queue(1, 0), QueueInput{Head: item("ready", 0, nil, &past, "")}, request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
-		{"OKExpireReady", queue(2, 0), QueueInput{Item: item("ready", 0, nil, &past, "")}, request{Op: contract.OpQExpire, Item: m},
+		{"ErrPopExpiredHead", queue(1, 0), QueueInput{Head: item("ready", 0, nil, &past, "")}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"OKExpireReady", queue(2, 0), QueueInput{Item: item("ready", 0, nil, &past, "")}, fixture{Op: contract.OpQExpire, Item: m},
 			"", meta(1, 0), removed(0, &past)},
-		{"OKExpireInFlight", queue(2, 1), QueueInput{Item: item("inflight", 1, &future, &past, "")}, request{Op: contract.OpQExpire, Item: m},
+		{"OKExpireInFlight", queue(2, 1), QueueInput{Item: item("inflight", 1, &future, &past, "")}, fixture{Op: contract.OpQExpire, Item: m},
 			"", meta(1, 0), removed(1, &past)},
-		{"OKExpireWithDedupKeepsDone", queue(2, 1), QueueInput{Item: item("inflight", 2, &future, &past, "d")}, request{Op: contract.OpQExpire, Item: m},
+		{"OKExpireWithDedupKeepsDone", queue(2, 1), QueueInput{Item: item("inflight", 2, &future, &past, "d")}, fixture{Op: contract.OpQExpire, Item: m},
 			"", meta(1, 0), item("done", 2, nil, &past, "d")},
-		{"ErrExpireBeforeTTL", queue(2, 0), QueueInput{Item: item("ready", 0, nil, &future, "")}, request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
-		{"ErrExpireNoTTL", queue(2, 0), QueueInput{Item: item("ready", 0, nil, nil, "")}, request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
-		{"ErrExpireAfterPopRemoved", queue(1, 0), QueueInput{}, request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
-		{"ErrExpireAfterAckDone", queue(1, 0), QueueInput{Item: item("done", 1, nil, &past, "d")}, request{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
-		{"OKAckPastTTLBeforeExpire", queue(2, 1), QueueInput{Item: item("inflight", 1, &future, &past, "")}, request{Op: contract.OpQAck, Item: m, Delivery: 1},
+		{"ErrExpireBeforeTTL", queue(2, 0), QueueInput{Item: item("ready", 0, nil, &future, "")}, fixture{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"ErrExpireNoTTL", queue(2, 0), QueueInput{Item: item("ready", 0, nil, nil, "")}, fixture{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"ErrExpireAfterPopRemoved", queue(1, 0), QueueInput{}, fixture{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"ErrExpireAfterAckDone", queue(1, 0), QueueInput{Item: item("done", 1, nil, &past, "d")}, fixture{Op: contract.OpQExpire, Item: m}, contract.EConflict, nil, nil},
+		{"OKAckPastTTLBeforeExpire", queue(2, 1), QueueInput{Item: item("inflight", 1, &future, &past, "")}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1},
 			"", meta(1, 0), removed(1, &past)},
-		{"ErrAckAfterExpire", queue(1, 0), QueueInput{}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
-		{"ErrRequeueExpired", queue(2, 1), QueueInput{Item: item("inflight", 1, &past, &past, "")}, request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrAckAfterExpire", queue(1, 0), QueueInput{}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrRequeueExpired", queue(2, 1), QueueInput{Item: item("inflight", 1, &past, &past, "")}, fixture{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideQueue(&r, Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
+			d := decideQueue(queueOf(&r), Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)

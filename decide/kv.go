@@ -1,163 +1,11 @@
 package decide
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/eskv/eskv/contract"
 )
-
-// request is a write as the rules read it: every op family's fields,
-// flattened from its command (Command.flat), so that the digest of a
-// write is the one it always had whatever its family.
-type request struct {
-	Key contract.Key
-	// Op is a write: put, delete, expire, increment, patch, or a lock or
-	// leader op.
-	Op contract.Op
-	// Value is the compact JSON of a put.
-	Value json.RawMessage
-	// ExpectedVersion is nil for an unconditional write; 0 means the key
-	// must not exist. For contract.OpExpire it is the version to expire.
-	ExpectedVersion *int64
-	// TTLSeconds: for put, the entry's TTL (0: none, unless KeepTTL); for
-	// increment and patch, a new TTL when > 0 (0 keeps the entry's
-	// expiry); for locks, the lease.
-	TTLSeconds int64
-	// KeepTTL makes a put without TTLSeconds keep the entry's expiry (as
-	// Redis SET KEEPTTL does); without it a put's expiry is its own.
-	KeepTTL bool
-	// Semantics the write gives the entry; an empty Purpose keeps the
-	// entry's (a plain write over a lock or leadership that breaks it
-	// gets purpose other). Lock ops force the purpose to theirs, and only
-	// they may write purpose lock or leader.
-	Semantics contract.Semantics
-	// SpecRef, when empty, keeps the entry's.
-	SpecRef   string
-	RequestID string
-	Principal string
-
-	// By is the increment's addend; Create lets increment and patch create
-	// a missing key (from 0 and {}).
-	By     int64
-	Create bool
-	// Min and Max, when set, bound an increment's Result: outside them
-	// the increment is refused with out_of_range (field min or max).
-	Min, Max *int64
-	// Set and Unset are a patch's top-level field changes (Unset first);
-	// If, when set, makes the patch a field compare-and-swap.
-	Set   map[string]json.RawMessage
-	Unset []string
-	If    *contract.FieldCondition
-	// MaxValueBytes bounds the value an increment or patch produces
-	// (0: unbounded).
-	MaxValueBytes int
-
-	// Holder identifies the lock or leader-pool caller.
-	Holder string
-
-	// Member is the member an sadd or srem adds or removes (decideSet).
-	Member string
-	// Start and Stop are an ltrim's range (decideList); a push's value
-	// is Value.
-	Start, Stop int64
-
-	// Queue writes (decideQueue): a push's Priority and DedupID (its
-	// data is Value), a pop's Visibility timeout in seconds (0: remove
-	// at once), and the item and delivery an ack's receipt (or the
-	// sweeper's requeue or expire) names. ItemTTL is a push's item TTL
-	// in seconds (0: the item never expires; TTLSeconds is the queue's).
-	Priority   int64
-	DedupID    string
-	Visibility int64
-	Item       string
-	Delivery   int64
-	ItemTTL    int64
-	// ReceiptNonce is the random part of an ack's receipt ("" for a
-	// receipt of a delivery popped before receipts had one).
-	ReceiptNonce string
-
-	// Blind marks a request of a principal that may write its key but
-	// not read it (set by the API; a transaction's steps each carry
-	// their own). CheckBlind refuses what such a request may not ask (a
-	// condition on the value); a blind sadd, srem or ltrim that changes
-	// nothing still appends, so that its version tells nothing of the
-	// collection (decideSet, decideList).
-	Blind bool
-
-	// Denied marks a write the API refused (403 forbidden) before the
-	// writer saw it: decideWrite only records it in kv.conflicts with reason
-	// forbidden, without any value, and appends nothing (AuditDenied).
-	Denied bool
-
-	// Txn, when set, makes the request a multi-key transaction (Op
-	// contract.OpTxn): its steps are decided in order, all or none
-	// (decideTxn). Key is then the first step's key: every step's key
-	// lies in its scope, so in its partition.
-	Txn []txnStep
-}
-
-// requestDigest is the digest an event of r carries: Digest when r has a
-// requestId, else none (nothing can retry a request without one, and the
-// digest is a hash of the whole request: 4 % of the writer's CPU).
-func (r *request) requestDigest() string {
-	if r.RequestID == "" {
-		return ""
-	}
-	return r.Digest()
-}
-
-// Digest identifies the request body, so that a retried requestId can be
-// told from a reused one. The principal is part of it: another principal
-// reusing a requestId is a different request.
-func (r *request) Digest() string {
-	if r.Txn != nil {
-		return txnDigest(r)
-	}
-	var ev string
-	if r.ExpectedVersion != nil {
-		ev = strconv.FormatInt(*r.ExpectedVersion, 10)
-	}
-	// The parts keep the names and encodings digests were first written
-	// with: a lock op by its action and purpose, If untagged.
-	kind := string(r.Op)
-	if a := r.Op.LockAction(); a != "" {
-		kind = string(a)
-	}
-	parts := []any{kind, r.Key.String(), r.Value, ev, r.TTLSeconds, r.Semantics, r.SpecRef, r.Principal}
-	if r.KeepTTL {
-		parts = append(parts, "keepTtl")
-	}
-	if r.Op != contract.OpPut && r.Op != contract.OpDelete {
-		parts = append(parts, r.By, r.Create, r.Set, r.Unset, untaggedIf(r.If), r.Holder, r.Op.Purpose())
-	}
-	// Bounds joined later: appended only when given, so the digest of an
-	// unbounded increment is the one it always had.
-	if r.Min != nil || r.Max != nil {
-		parts = append(parts, "bounds", r.Min, r.Max)
-	}
-	if r.Member != "" { // only then: older digests keep their parts
-		parts = append(parts, "member", r.Member)
-	}
-	if r.Op == contract.OpLTrim {
-		parts = append(parts, "range", r.Start, r.Stop)
-	}
-	if r.Op.IsQueueWrite() {
-		parts = append(parts, "queue", r.Priority, r.DedupID, r.Visibility, r.Item, r.Delivery)
-	}
-	if r.ItemTTL != 0 { // only then: older digests keep their parts
-		parts = append(parts, "itemTtl", r.ItemTTL)
-	}
-	if r.ReceiptNonce != "" { // only then: older digests keep their parts
-		parts = append(parts, "nonce", r.ReceiptNonce)
-	}
-	b, _ := json.Marshal(parts)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
-}
 
 // untaggedIf is a field condition as digests and conflict records encode
 // it: {"Field":...,"Equals":...}.
@@ -214,84 +62,123 @@ func (d *Decision) Appends() []*contract.Event {
 	return d.Txn
 }
 
-// write is a single-key write as it is decided: its request, its key's
-// state and what a read sees of it at env.Now.
+// common is what the rules every single-key family shares (a replay, a
+// version check, the event, a plain write's finish, the conflict record)
+// read of its command beyond its header. Each family fills it from its
+// own fields (its common method); a part the family does not have stays
+// zero, as the rules always read it.
+type common struct {
+	*Header
+	// ExpectedVersion is nil for an unconditional write; 0 means the key
+	// must not exist.
+	ExpectedVersion *int64
+	// TTLSeconds is the TTL a write sets (finish, lockWrite).
+	TTLSeconds int64
+	// Semantics and SpecRef are what the write gives the entry (empty:
+	// the entry's).
+	Semantics contract.Semantics
+	SpecRef   string
+	// Digest is the request digest the write's events carry: its
+	// command's digest when it has a requestId, else none (nothing can
+	// retry a request without one, and the digest is a hash of the whole
+	// request: 4 % of the writer's CPU).
+	Digest string
+	// Attempted is the value a conflict record names the write as
+	// attempting (nil: null), and ConflictOp its op as change events
+	// name it.
+	Attempted  json.RawMessage
+	ConflictOp contract.Op
+}
+
+// write is a single-key write as it is decided: what its rules share of
+// its command, its key's state and what a read sees of it at env.Now.
 type write struct {
-	r       *request
+	c       common
 	cur     contract.State
 	visible *contract.Entry
 	env     *Env
 }
 
-func newWrite(cur contract.State, r *request, env *Env) write {
-	return write{r: r, cur: cur, visible: cur.Visible(env.Now), env: env}
+// newWrite is the write of a command whose common part is c on its
+// key's state cur.
+func newWrite(cur contract.State, c common, env *Env) write {
+	return write{c: c, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
-// decideWrite applies the write rules to a request given the key's current
-// state (the key's latest write is all it knows of requestIds: decideKV
-// consults older ones first). It is pure: env.Now is the decision time
-// and env.Epoch the writer's fencing epoch.
-func decideWrite(cur contract.State, r *request, env Env) Decision {
-	return newWrite(cur, r, &env).decide()
+// decideKV decides a KV write c on its key's state (in.State) and what
+// in.Known holds of its requestId: a denied write is only recorded
+// (deniedDecision); any other is decideRequestID, then kvWrite. It is
+// pure.
+func decideKV(c *KV, in Input, env Env) Decision {
+	w := newWrite(in.State, c.common(), &env)
+	if !c.Denied {
+		if d, ok := decideRequestID(w, in.Known); ok {
+			return d
+		}
+	}
+	return kvWrite(w, c)
 }
 
-func (w write) decide() Decision {
-	r, visible := w.r, w.visible
-	key := r.Key.String()
-	if r.Denied {
+// kvWrite applies the write rules to c given the key's current state
+// (the key's latest write is all it knows of requestIds: decideKV
+// consults older ones first, a transaction its own). It is pure:
+// w.env.Now is the decision time and w.env.Epoch the writer's fencing
+// epoch.
+func kvWrite(w write, c *KV) Decision {
+	visible := w.visible
+	key := c.Key.String()
+	if c.Denied {
 		return deniedDecision(w)
 	}
-	if r.Op == contract.OpExpire {
+	if c.Op == contract.OpExpire {
 		return decideExpire(w)
 	}
-	if r.Op.LockAction() == "" && contract.ServerPurpose(r.Semantics.Purpose) {
-		return Decision{Err: errLockPurpose(r.Semantics.Purpose)}
+	if c.Op.LockAction() != "" { // a Lock command's: a KV command holds a lock op only denied
+		return Decision{Err: contract.Errorf(contract.EInternal, "%s is not a KV write", c.Op)}
+	}
+	if contract.ServerPurpose(c.Semantics.Purpose) {
+		return Decision{Err: errLockPurpose(c.Semantics.Purpose)}
 	}
 	if d, done := replayOrMismatch(w); done {
 		return d
 	}
-
-	ev := newEvent(w)
-	if r.Op.LockAction() == "" {
-		if err := guardLock(visible, r); err != nil {
-			return Decision{Err: err}
-		}
-		if err := guardCollection(visible, r); err != nil {
-			return Decision{Err: err}
-		}
-	} else {
-		return decideLock(w, ev)
+	if err := guardLock(visible, c); err != nil {
+		return Decision{Err: err}
 	}
-	switch r.Op {
+	if err := guardCollection(visible, c.Op); err != nil {
+		return Decision{Err: err}
+	}
+	ev := newEvent(w)
+	switch c.Op {
 	case contract.OpDelete:
 		if visible == nil {
 			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key)}
 		}
 		return removal(ev, visible, contract.OpDelete)
 	case contract.OpIncrement:
-		return decideIncrement(w, ev)
+		return decideIncrement(w, c, ev)
 	case contract.OpPatch:
-		return decidePatch(w, ev)
+		return decidePatch(w, c, ev)
 	}
-	ev.After = r.Value
+	ev.After = c.Value
 	switch {
-	case r.ExpectedVersion == nil:
+	case c.ExpectedVersion == nil:
 		ev.Op = contract.OpSet
-	case *r.ExpectedVersion == 0:
+	case *c.ExpectedVersion == 0:
 		ev.Op = contract.OpCreate
 	default:
 		ev.Op = contract.OpCAS
 	}
-	return finish(w, ev, "other", r.KeepTTL)
+	return finish(w, ev, "other", c.KeepTTL)
 }
 
-// replayOrMismatch decides r when it repeats the key's latest write (a
+// replayOrMismatch decides w when it repeats the key's latest write (a
 // replay, or request_id_reused under another body) or names a version
 // the key is not at (version_mismatch); done is false otherwise. Every
 // single-key write but expire and a denial asks it first.
 func replayOrMismatch(w write) (d Decision, done bool) {
-	cur, visible, r := w.cur, w.visible, w.r
-	switch requestSeen(cur, r.RequestID, r.requestDigest()) {
+	cur, visible, r := w.cur, w.visible, w.c
+	switch requestSeen(cur, r.RequestID, r.Digest) {
 	case seenSame:
 		res := Result{Entry: cur.Entry, Replayed: true}
 		if !cur.Live {
@@ -323,7 +210,7 @@ const (
 )
 
 // requestSeen is the one place a write's requestId is compared with what
-// its key remembers: decideWrite (one key) and decideTxn (every key a
+// its key remembers: replayOrMismatch (one key) and decideTxn (every key a
 // transaction writes) ask it. Today a key remembers its latest write's
 // requestId and digest; a window of older ones extends this function
 // (and contract.State) alone.
@@ -352,12 +239,12 @@ func errLockPurpose(purpose string) *contract.Error {
 }
 
 // finish completes a plain write of ev.After (put, increment, patch):
-// semantics and specRef are the entry's unless r gives new ones (a new
+// semantics and specRef are the entry's unless w gives new ones (a new
 // key gets purpose fallback; a broken lock or leadership gets other).
-// With keep the entry keeps its expiry; otherwise r.TTLSeconds sets it
+// With keep the entry keeps its expiry; otherwise w.c.TTLSeconds sets it
 // (0: none).
 func finish(w write, ev *contract.Event, fallback string, keep bool) Decision {
-	visible, r, now := w.visible, w.r, w.env.Now
+	visible, r, now := w.visible, w.c, w.env.Now
 	ev.Semantics = r.Semantics
 	if ev.Semantics.Purpose == "" {
 		ev.Semantics = contract.Semantics{Purpose: fallback}
@@ -380,10 +267,10 @@ func finish(w write, ev *contract.Event, fallback string, keep bool) Decision {
 	return d
 }
 
-// newEvent returns the event r would append after cur, to be completed
+// newEvent returns the event w would append after cur, to be completed
 // by the op.
 func newEvent(w write) *contract.Event {
-	cur, r := w.cur, w.r
+	cur, r := w.cur, w.c
 	ev := &contract.Event{
 		SchemaVersion: contract.SchemaVersion,
 		Key:           r.Key.String(),
@@ -393,7 +280,7 @@ func newEvent(w write) *contract.Event {
 		Before:        json.RawMessage("null"),
 		After:         json.RawMessage("null"),
 		RequestID:     r.RequestID,
-		RequestDigest: r.requestDigest(),
+		RequestDigest: r.Digest,
 		Principal:     r.Principal,
 		SpecRef:       r.SpecRef,
 		TS:            w.env.Now,
@@ -442,7 +329,7 @@ var ErrNotExpired = contract.Errorf(contract.EConflict, "the entry is no longer 
 // kept. The event carries the entry's semantics and value, for the audit
 // trail.
 func decideExpire(w write) Decision {
-	cur, r, now := w.cur, w.r, w.env.Now
+	cur, r, now := w.cur, w.c, w.env.Now
 	if !cur.Live || r.ExpectedVersion == nil || cur.Version != *r.ExpectedVersion || !cur.Entry.Expired(now) {
 		return Decision{Err: ErrNotExpired}
 	}
@@ -459,7 +346,7 @@ func decideExpire(w write) Decision {
 // format and args) recorded in kv.conflicts under the 409's correlation
 // id.
 func conflictDecision(w write, reason, format string, args ...any) Decision {
-	cur, visible, r, now := w.cur, w.visible, w.r, w.env.Now
+	cur, visible, r, now := w.cur, w.visible, w.c, w.env.Now
 	var current int64
 	currentValue := json.RawMessage("null")
 	if visible != nil {
@@ -480,10 +367,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 	}
 	err.Current = visible
 	err.CorrelationID = id
-	attempted := r.Value
-	if r.Op == contract.OpPatch {
-		attempted, _ = marshalCompact(map[string]any{"set": r.Set, "unset": r.Unset, "if": untaggedIf(r.If)})
-	}
+	attempted := r.Attempted
 	if attempted == nil {
 		attempted = json.RawMessage("null")
 	}
@@ -503,7 +387,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 			ID:              id,
 			Key:             r.Key.String(),
 			Scope:           r.Key.Scope(),
-			Op:              conflictOp(r),
+			Op:              r.ConflictOp,
 			ExpectedVersion: expected,
 			CurrentVersion:  current,
 			Attempted:       attempted,
@@ -525,7 +409,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 // reveals nothing of the entry. Nothing is appended and nobody waits for
 // the answer.
 func deniedDecision(w write) Decision {
-	visible, r, now := w.visible, w.r, w.env.Now
+	visible, r, now := w.visible, w.c, w.env.Now
 	purpose := "other"
 	if visible != nil && visible.Semantics.Purpose != "" {
 		purpose = visible.Semantics.Purpose
@@ -547,13 +431,52 @@ func deniedDecision(w write) Decision {
 	}}
 }
 
-// conflictOp names a rejected request's op as change events would.
-func conflictOp(r *request) contract.Op {
+// common is what the rules every single-key family shares read of c. A
+// conflict names a put as set and a patch with if as field_cas (as
+// change events do), and a patch's changes as what it attempted.
+func (c *KV) common() common {
+	cm := common{Header: &c.Header, ExpectedVersion: c.ExpectedVersion, TTLSeconds: c.TTLSeconds,
+		Semantics: c.Semantics, SpecRef: c.SpecRef, Attempted: c.Value, ConflictOp: c.Op}
 	switch {
-	case r.Op == contract.OpPut:
-		return contract.OpSet
-	case r.Op == contract.OpPatch && r.If != nil:
-		return contract.OpFieldCAS
+	case c.Op == contract.OpPut:
+		cm.ConflictOp = contract.OpSet
+	case c.Op == contract.OpPatch && c.If != nil:
+		cm.ConflictOp = contract.OpFieldCAS
 	}
-	return r.Op
+	if c.Op == contract.OpPatch {
+		cm.Attempted, _ = marshalCompact(map[string]any{"set": c.Set, "unset": c.Unset, "if": untaggedIf(c.If)})
+	}
+	if c.RequestID != "" && !c.Denied { // a denial is only recorded: no event carries its digest
+		cm.Digest = c.digest()
+	}
+	return cm
+}
+
+// digest is c's request digest (requestid.go): its head, semantics,
+// specRef and principal; keepTtl when set; unless it is a put or a
+// delete, an increment's addend and create, a patch's set, unset and if
+// (untagged), no holder, and its op's purpose; an increment's bounds
+// when given. A denied write is a KV command of any op: an ltrim's or a
+// queue write's keeps the (zero) parts of its family.
+func (c *KV) digest() string {
+	parts := headParts(&c.Header, c.Value, c.ExpectedVersion, c.TTLSeconds)
+	parts = append(parts, c.Semantics, c.SpecRef, c.Principal)
+	if c.KeepTTL {
+		parts = append(parts, "keepTtl")
+	}
+	if c.Op != contract.OpPut && c.Op != contract.OpDelete {
+		parts = append(parts, c.By, c.Create, c.Set, c.Unset, untaggedIf(c.If), "", c.Op.Purpose())
+	}
+	// Bounds joined later: appended only when given, so the digest of an
+	// unbounded increment is the one it always had.
+	if c.Min != nil || c.Max != nil {
+		parts = append(parts, "bounds", c.Min, c.Max)
+	}
+	if c.Op == contract.OpLTrim {
+		parts = append(parts, "range", int64(0), int64(0))
+	}
+	if c.Op.IsQueueWrite() {
+		parts = append(parts, "queue", int64(0), "", int64(0), "", int64(0))
+	}
+	return digestSum(parts)
 }

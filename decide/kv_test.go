@@ -36,31 +36,31 @@ func TestDecide(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		cur     contract.State
-		req     request
+		req     fixture
 		code    string // error code, or "" when accepted
 		version int64  // version of the event
 		op      contract.Op
 		current int64 // currentVersion of a conflict
 	}{
-		{"OKCreate", contract.State{}, request{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, contract.OpCreate, 0},
-		{"OKSet", live(3, `1`), request{Op: contract.OpPut, Value: json.RawMessage(`2`)}, "", 4, contract.OpSet, 0},
-		{"OKCAS", live(3, `1`), request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(3)}, "", 4, contract.OpCAS, 0},
-		{"ErrCASStale", live(3, `1`), request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(2)}, contract.EConflict, 0, "", 3},
-		{"ErrCreateExisting", live(3, `1`), request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, contract.EConflict, 0, "", 3},
-		{"ErrCASOnAbsent", contract.State{}, request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 0},
-		{"OKCreateOverExpired", expired, request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 5, contract.OpCreate, 0},
-		{"ErrCASOnExpired", expired, request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(4)}, contract.EConflict, 0, "", 0},
-		{"OKRecreateAfterDelete", deleted, request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 8, contract.OpCreate, 0},
-		{"OKDelete", live(3, `1`), request{Op: contract.OpDelete}, "", 4, contract.OpDelete, 0},
-		{"OKDeleteCAS", live(3, `1`), request{Op: contract.OpDelete, ExpectedVersion: ptr(3)}, "", 4, contract.OpDelete, 0},
-		{"ErrDeleteStale", live(3, `1`), request{Op: contract.OpDelete, ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 3},
-		{"ErrDeleteAbsent", deleted, request{Op: contract.OpDelete}, contract.ENotFound, 0, "", 0},
-		{"ErrDeleteExpired", expired, request{Op: contract.OpDelete}, contract.ENotFound, 0, "", 0},
+		{"OKCreate", contract.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, contract.OpCreate, 0},
+		{"OKSet", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`)}, "", 4, contract.OpSet, 0},
+		{"OKCAS", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(3)}, "", 4, contract.OpCAS, 0},
+		{"ErrCASStale", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(2)}, contract.EConflict, 0, "", 3},
+		{"ErrCreateExisting", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, contract.EConflict, 0, "", 3},
+		{"ErrCASOnAbsent", contract.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 0},
+		{"OKCreateOverExpired", expired, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 5, contract.OpCreate, 0},
+		{"ErrCASOnExpired", expired, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(4)}, contract.EConflict, 0, "", 0},
+		{"OKRecreateAfterDelete", deleted, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 8, contract.OpCreate, 0},
+		{"OKDelete", live(3, `1`), fixture{Op: contract.OpDelete}, "", 4, contract.OpDelete, 0},
+		{"OKDeleteCAS", live(3, `1`), fixture{Op: contract.OpDelete, ExpectedVersion: ptr(3)}, "", 4, contract.OpDelete, 0},
+		{"ErrDeleteStale", live(3, `1`), fixture{Op: contract.OpDelete, ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 3},
+		{"ErrDeleteAbsent", deleted, fixture{Op: contract.OpDelete}, contract.ENotFound, 0, "", 0},
+		{"ErrDeleteExpired", expired, fixture{Op: contract.OpDelete}, contract.ENotFound, 0, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideWrite(tc.cur, &r, testEnv(now, 9))
+			d := decideOn(tc.cur, &r, testEnv(now, 9))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("want %s, got event %v err %v", tc.code, d.Event, d.Err)
@@ -99,7 +99,7 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
 	created := now.Add(-time.Hour)
 	cur := contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: key.String(), Version: 1, Value: json.RawMessage(`1`), CreatedAt: created}}
-	d := decideWrite(cur, &request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, testEnv(now, 1))
+	d := decideOn(cur, &fixture{Key: key, Op: contract.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, testEnv(now, 1))
 	if !d.Event.CreatedAt.Equal(created) {
 		t.Fatalf("an update changed createdAt to %v", d.Event.CreatedAt)
 	}
@@ -111,22 +111,22 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 func TestDecideRequestID(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	r := &request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
-	first := decideWrite(contract.State{}, r, testEnv(now, 1))
+	r := &fixture{Key: key, Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
+	first := decideOn(contract.State{}, r, testEnv(now, 1))
 	st := first.Event.State()
 
 	again := *r
-	if d := decideWrite(st, &again, testEnv(now.Add(time.Second), 1)); d.Event != nil || d.Err != nil || !d.Result.Replayed || d.Result.Entry.Version != 1 {
+	if d := decideOn(st, &again, testEnv(now.Add(time.Second), 1)); d.Event != nil || d.Err != nil || !d.Result.Replayed || d.Result.Entry.Version != 1 {
 		t.Fatalf("replay: %+v", d)
 	}
 	other := *r
 	other.Value = json.RawMessage(`2`)
-	if d := decideWrite(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict.Reason != "request_id_reused" {
+	if d := decideOn(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict.Reason != "request_id_reused" {
 		t.Fatalf("reused requestId: %+v", d)
 	}
 	otherPrincipal := *r
 	otherPrincipal.Principal = "q"
-	if d := decideWrite(st, &otherPrincipal, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict {
+	if d := decideOn(st, &otherPrincipal, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict {
 		t.Fatalf("another principal's same requestId must not replay: %+v", d)
 	}
 }
@@ -138,34 +138,34 @@ func TestDecideRequestID(t *testing.T) {
 func TestDecideRequestIDBounds(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	r := &request{Key: key, Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(-5), RequestID: "r-1", Principal: "p"}
-	first := decideWrite(contract.State{}, r, testEnv(now, 1))
+	r := &fixture{Key: key, Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(-5), RequestID: "r-1", Principal: "p"}
+	first := decideOn(contract.State{}, r, testEnv(now, 1))
 	if first.Event == nil {
 		t.Fatalf("first decrement: %v", first.Err)
 	}
 	st := first.Event.State()
 	again := *r
 	again.Min = ptr(-5) // equal, not the same pointer
-	if d := decideWrite(st, &again, testEnv(now, 1)); !d.Result.Replayed || d.Event != nil {
+	if d := decideOn(st, &again, testEnv(now, 1)); !d.Result.Replayed || d.Event != nil {
 		t.Fatalf("the same bounds must replay: %+v", d)
 	}
-	for name, mod := range map[string]func(*request){
-		"OtherMin":   func(r *request) { r.Min = ptr(0) },
-		"NoMin":      func(r *request) { r.Min = nil },
-		"MaxAdded":   func(r *request) { r.Max = ptr(10) },
-		"MinIsNoMax": func(r *request) { r.Min, r.Max = nil, ptr(-5) },
+	for name, mod := range map[string]func(*fixture){
+		"OtherMin":   func(r *fixture) { r.Min = ptr(0) },
+		"NoMin":      func(r *fixture) { r.Min = nil },
+		"MaxAdded":   func(r *fixture) { r.Max = ptr(10) },
+		"MinIsNoMax": func(r *fixture) { r.Min, r.Max = nil, ptr(-5) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			other := *r
 			mod(&other)
-			if d := decideWrite(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict == nil || d.Conflict.Reason != "request_id_reused" {
+			if d := decideOn(st, &other, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Conflict == nil || d.Conflict.Reason != "request_id_reused" {
 				t.Fatalf("a requestId retried with other bounds must be a reuse: %+v", d)
 			}
 		})
 	}
 	// Digests are stored with events: an unbounded increment's digest
 	// must not change with the bounds' arrival.
-	plain := request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "r", Principal: "p"}
+	plain := fixture{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "r", Principal: "p"}
 	if got, want := plain.Digest(), "30b56eebbe4a1b72e6cf86d4ca6eaf42"; got != want {
 		t.Fatalf("unbounded increment digest %s, want %s (as before bounds)", got, want)
 	}
@@ -179,40 +179,40 @@ func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/lock")
 	var st contract.State
-	step := func(r request) Decision {
+	step := func(r fixture) Decision {
 		t.Helper()
 		r.Key = key
 		if r.Principal == "" {
 			r.Principal = "p"
 		}
-		d := decideWrite(st, &r, testEnv(now, 1))
+		d := decideOn(st, &r, testEnv(now, 1))
 		if d.Event != nil {
 			st = d.Event.State()
 		}
 		return d
 	}
-	acquire := request{Op: contract.OpLockAcquire, Holder: "a", TTLSeconds: 30}
+	acquire := fixture{Op: contract.OpLockAcquire, Holder: "a", TTLSeconds: 30}
 	first := step(acquire)
 	a, err := contract.LockAnswerOf(&first.Result.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	forge := request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"a","token":999999}`), ExpectedVersion: ptr(st.Version),
+	forge := fixture{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"a","token":999999}`), ExpectedVersion: ptr(st.Version),
 		Semantics: contract.Semantics{Purpose: contract.PurposeLock}}
 	if d := step(forge); contract.ErrorCode(d.Err) != contract.EInvalid {
 		t.Fatalf("a plain write of a lock value: %+v, want invalid", d)
 	}
-	brk := step(request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(st.Version)})
+	brk := step(fixture{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(st.Version)})
 	if brk.Err != nil || brk.Event.Semantics.Purpose == contract.PurposeLock {
 		t.Fatalf("break: %+v", brk)
 	}
 	if d := step(acquire); contract.ErrorCode(d.Err) != contract.EWrongType {
 		t.Fatalf("acquire over the broken value: %v, want wrong_type", d.Err)
 	}
-	if d := step(request{Op: contract.OpDelete}); d.Err != nil {
+	if d := step(fixture{Op: contract.OpDelete}); d.Err != nil {
 		t.Fatal(d.Err)
 	}
-	next := step(request{Op: contract.OpLockAcquire, Holder: "b", TTLSeconds: 30, Principal: "q"})
+	next := step(fixture{Op: contract.OpLockAcquire, Holder: "b", TTLSeconds: 30, Principal: "q"})
 	b, err := contract.LockAnswerOf(&next.Result.Entry)
 	if err != nil {
 		t.Fatal(err)
@@ -235,17 +235,17 @@ func TestDecideKeepsSemantics(t *testing.T) {
 	given := contract.Semantics{Purpose: "config", Producer: "ops"}
 	for _, tc := range []struct {
 		name    string
-		req     request
+		req     fixture
 		sem     contract.Semantics
 		specRef string
 		expires *time.Time
 	}{
-		{"PutKeepsSemanticsDropsTTL", request{Op: contract.OpPut, Value: json.RawMessage(`2`)},
+		{"PutKeepsSemanticsDropsTTL", fixture{Op: contract.OpPut, Value: json.RawMessage(`2`)},
 			contract.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}}, "spec/1", nil},
-		{"PutKeepTTL", request{Op: contract.OpPut, Value: json.RawMessage(`2`), KeepTTL: true}, sem, "spec/1", &exp},
-		{"PutNewSemantics", request{Op: contract.OpPut, Value: json.RawMessage(`2`), Semantics: given, SpecRef: "spec/2"}, given, "spec/2", nil},
-		{"PatchKeeps", request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"n": json.RawMessage(`2`)}}, sem, "spec/1", &exp},
-		{"IncrementKeeps", request{Op: contract.OpIncrement, By: 1}, sem, "spec/1", &exp},
+		{"PutKeepTTL", fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), KeepTTL: true}, sem, "spec/1", &exp},
+		{"PutNewSemantics", fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), Semantics: given, SpecRef: "spec/2"}, given, "spec/2", nil},
+		{"PatchKeeps", fixture{Op: contract.OpPatch, Set: map[string]json.RawMessage{"n": json.RawMessage(`2`)}}, sem, "spec/1", &exp},
+		{"IncrementKeeps", fixture{Op: contract.OpIncrement, By: 1}, sem, "spec/1", &exp},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, c := tc.req, cur
@@ -253,7 +253,7 @@ func TestDecideKeepsSemantics(t *testing.T) {
 			if r.Op == contract.OpIncrement {
 				c.Entry.Value = json.RawMessage(`1`)
 			}
-			checkKept(t, decideWrite(c, &r, testEnv(now, 1)), tc.sem, tc.specRef, tc.expires)
+			checkKept(t, decideOn(c, &r, testEnv(now, 1)), tc.sem, tc.specRef, tc.expires)
 		})
 	}
 }
@@ -288,20 +288,20 @@ func TestDecideDenied(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		cur     contract.State
-		req     request
+		req     fixture
 		purpose string
 	}{
-		{"PutOverLiveKey", flag, request{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), RequestID: "r-1"}, "feature_flag"},
-		{"DeleteAbsent", contract.State{}, request{Op: contract.OpDelete}, "other"},
-		{"Increment", flag, request{Op: contract.OpIncrement, By: 1}, "feature_flag"},
-		{"LockAcquire", contract.State{}, request{Op: contract.OpLockAcquire, Holder: "h"}, "other"},
+		{"PutOverLiveKey", flag, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), RequestID: "r-1"}, "feature_flag"},
+		{"DeleteAbsent", contract.State{}, fixture{Op: contract.OpDelete}, "other"},
+		{"Increment", flag, fixture{Op: contract.OpIncrement, By: 1}, "feature_flag"},
+		{"LockAcquire", contract.State{}, fixture{Op: contract.OpLockAcquire, Holder: "h"}, "other"},
 		{"ReusedRequestID", contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), RequestID: "r-1"}},
-			request{Op: contract.OpPatch, RequestID: "r-1"}, "other"},
+			fixture{Op: contract.OpPatch, RequestID: "r-1"}, "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal, r.Denied = key, "p", true
-			d := decideWrite(tc.cur, &r, testEnv(now, 9))
+			d := decideOn(tc.cur, &r, testEnv(now, 9))
 			c := d.Conflict
 			if d.Event != nil || d.Err != nil || c == nil {
 				t.Fatalf("want only a conflict record, got event %v err %v conflict %v", d.Event, d.Err, c)
@@ -338,40 +338,40 @@ func TestCheckBlind(t *testing.T) {
 	eq := &contract.FieldCondition{Field: "f", Equals: json.RawMessage(`1`)}
 	fieldCond := &contract.Condition{Field: "f", Equals: json.RawMessage(`1`)}
 	versionCond := &contract.Condition{Version: &one}
-	step := func(op contract.Op, blind bool, cond *contract.Condition, mod func(*request)) txnStep {
-		r := &request{Key: k, Op: op, Principal: "wo", Blind: blind}
+	step := func(op contract.Op, blind bool, cond *contract.Condition, mod func(*fixture)) fixtureStep {
+		r := &fixture{Key: k, Op: op, Principal: "wo", Blind: blind}
 		if mod != nil {
 			mod(r)
 		}
-		return txnStep{Req: r, Cond: cond}
+		return fixtureStep{Req: r, Cond: cond}
 	}
 	for _, tc := range []struct {
 		name  string
-		req   request
+		req   fixture
 		field string // "" when allowed
 	}{
-		{"ErrIncrementMax", request{Op: contract.OpIncrement, By: 1, Max: &one, Blind: true}, "max"},
-		{"ErrIncrementMin", request{Op: contract.OpIncrement, By: -1, Min: &one, Blind: true}, "min"},
-		{"ErrIncrementBeyondBlindStep", request{Op: contract.OpIncrement, By: big + 1, Blind: true}, "by"},
-		{"ErrDecrementBeyondBlindStep", request{Op: contract.OpIncrement, By: -big - 1, Blind: true}, "by"},
-		{"ErrPatchIf", request{Op: contract.OpPatch, If: eq, Blind: true}, "if"},
-		{"OKIncrementAtBlindStep", request{Op: contract.OpIncrement, By: -big, Blind: true}, ""},
-		{"OKIncrementWithExpectedVersion", request{Op: contract.OpIncrement, By: 1, ExpectedVersion: &one, Blind: true}, ""},
-		{"OKPatch", request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"f": json.RawMessage(`1`)}, Blind: true}, ""},
-		{"OKPutWithExpectedVersion", request{Op: contract.OpPut, ExpectedVersion: &one, Blind: true}, ""},
-		{"OKSAdd", request{Op: contract.OpSAdd, Member: "m", Blind: true}, ""},
-		{"OKReaderBounds", request{Op: contract.OpIncrement, By: big * 4, Min: &one, Max: &one}, ""},
-		{"OKReaderIf", request{Op: contract.OpPatch, If: eq}, ""},
-		{"ErrTxnFieldCondition", request{Op: contract.OpTxn, Txn: []txnStep{step(contract.OpPut, false, fieldCond, nil), step(contract.OpPatch, true, fieldCond, func(r *request) { r.If = eq })}}, "ops[1].condition.field"},
-		{"ErrTxnCheck", request{Op: contract.OpTxn, Txn: []txnStep{step(contract.OpCheck, true, versionCond, nil)}}, "ops[0].key"},
-		{"ErrTxnIncrementMax", request{Op: contract.OpTxn, Txn: []txnStep{step(contract.OpIncrement, true, versionCond, func(r *request) { r.Max = &one })}}, "ops[0].max"},
-		{"ErrTxnIncrementBeyondBlindStep", request{Op: contract.OpTxn, Txn: []txnStep{step(contract.OpIncrement, true, nil, func(r *request) { r.By = big + 1 })}}, "ops[0].by"},
-		{"OKTxnVersionCondition", request{Op: contract.OpTxn, Txn: []txnStep{step(contract.OpPatch, true, versionCond, nil), step(contract.OpCheck, false, fieldCond, nil)}}, ""},
+		{"ErrIncrementMax", fixture{Op: contract.OpIncrement, By: 1, Max: &one, Blind: true}, "max"},
+		{"ErrIncrementMin", fixture{Op: contract.OpIncrement, By: -1, Min: &one, Blind: true}, "min"},
+		{"ErrIncrementBeyondBlindStep", fixture{Op: contract.OpIncrement, By: big + 1, Blind: true}, "by"},
+		{"ErrDecrementBeyondBlindStep", fixture{Op: contract.OpIncrement, By: -big - 1, Blind: true}, "by"},
+		{"ErrPatchIf", fixture{Op: contract.OpPatch, If: eq, Blind: true}, "if"},
+		{"OKIncrementAtBlindStep", fixture{Op: contract.OpIncrement, By: -big, Blind: true}, ""},
+		{"OKIncrementWithExpectedVersion", fixture{Op: contract.OpIncrement, By: 1, ExpectedVersion: &one, Blind: true}, ""},
+		{"OKPatch", fixture{Op: contract.OpPatch, Set: map[string]json.RawMessage{"f": json.RawMessage(`1`)}, Blind: true}, ""},
+		{"OKPutWithExpectedVersion", fixture{Op: contract.OpPut, ExpectedVersion: &one, Blind: true}, ""},
+		{"OKSAdd", fixture{Op: contract.OpSAdd, Member: "m", Blind: true}, ""},
+		{"OKReaderBounds", fixture{Op: contract.OpIncrement, By: big * 4, Min: &one, Max: &one}, ""},
+		{"OKReaderIf", fixture{Op: contract.OpPatch, If: eq}, ""},
+		{"ErrTxnFieldCondition", fixture{Op: contract.OpTxn, Txn: []fixtureStep{step(contract.OpPut, false, fieldCond, nil), step(contract.OpPatch, true, fieldCond, func(r *fixture) { r.If = eq })}}, "ops[1].condition.field"},
+		{"ErrTxnCheck", fixture{Op: contract.OpTxn, Txn: []fixtureStep{step(contract.OpCheck, true, versionCond, nil)}}, "ops[0].key"},
+		{"ErrTxnIncrementMax", fixture{Op: contract.OpTxn, Txn: []fixtureStep{step(contract.OpIncrement, true, versionCond, func(r *fixture) { r.Max = &one })}}, "ops[0].max"},
+		{"ErrTxnIncrementBeyondBlindStep", fixture{Op: contract.OpTxn, Txn: []fixtureStep{step(contract.OpIncrement, true, nil, func(r *fixture) { r.By = big + 1 })}}, "ops[0].by"},
+		{"OKTxnVersionCondition", fixture{Op: contract.OpTxn, Txn: []fixtureStep{step(contract.OpPatch, true, versionCond, nil), step(contract.OpCheck, false, fieldCond, nil)}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = k, "wo"
-			err := checkBlindRequest(&r)
+			err := CheckBlind(commandOf(&r))
 			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

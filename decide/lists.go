@@ -22,11 +22,11 @@ func listMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error
 	return collectionMeta(visible, contract.PurposeList)
 }
 
-// popRef names the element a pop of r would remove given the list's
-// state cur: ok is false for every other request, and for a pop of an
+// popRef names the element a pop c would remove given the list's state
+// cur: ok is false for every other list write, and for a pop of an
 // empty, missing or non-list key (decided on the state alone).
-func popRef(cur contract.State, r *request, now time.Time) (ElementRef, bool) {
-	if (r.Op != contract.OpLPop && r.Op != contract.OpRPop) || r.Denied || r.Txn != nil {
+func popRef(cur contract.State, c *List, now time.Time) (ElementRef, bool) {
+	if c.Op != contract.OpLPop && c.Op != contract.OpRPop {
 		return ElementRef{}, false
 	}
 	meta, err := listMeta(cur.Visible(now))
@@ -34,27 +34,27 @@ func popRef(cur contract.State, r *request, now time.Time) (ElementRef, bool) {
 		return ElementRef{}, false
 	}
 	pos := meta.Head
-	if r.Op == contract.OpRPop {
+	if c.Op == contract.OpRPop {
 		pos = meta.Head + meta.Size - 1
 	}
-	return ElementRef{Collection: r.Key.String(), Member: elemkey.ListPosition(pos)}, true
+	return ElementRef{Collection: c.Key.String(), Member: elemkey.ListPosition(pos)}, true
 }
 
-// decideList decides a list write r (lpush, rpush, lpop, rpop, ltrim) on
+// decideList decides a list write c (lpush, rpush, lpop, rpop, ltrim) on
 // the list's state (in.State), its end (in.Element, for a pop: the row
-// at the end it removes, named by popRef) and what in.Known holds of r's
+// at the end it removes, named by popRef) and what in.Known holds of c's
 // requestId. It is pure.
 // The first push creates the list (since = its version, head 0); a pop
 // of an empty or missing list is 404 not_found and appends nothing; an
 // ltrim that keeps every element appends nothing (Result.Changed false)
-// unless it is blind (r.Blind: its principal may not read the list),
+// unless it is blind (c.Blind: its principal may not read the list),
 // and one that keeps none leaves an empty list (DELETE removes a list).
-func decideList(r *request, in Input, env Env) Decision {
-	w := newWrite(in.State, r, &env)
+func decideList(c *List, in Input, env Env) Decision {
+	w := newWrite(in.State, c.common(), &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
 		if d.Result.Replayed && d.Result.Element == nil {
-			d.Result.Element = replayedPop(in.State, in.Known, r)
+			d.Result.Element = replayedPop(in.State, in.Known, &c.Header)
 		}
 		return d
 	}
@@ -64,43 +64,43 @@ func decideList(r *request, in Input, env Env) Decision {
 		return Decision{Err: err}
 	}
 	ev := newEvent(w)
-	ev.Op = r.Op
+	ev.Op = c.Op
 	if visible == nil {
 		meta.Since = ev.Version
 	}
-	switch r.Op {
+	switch c.Op {
 	case contract.OpLPush, contract.OpRPush:
 		pos := meta.Head + meta.Size
-		if r.Op == contract.OpLPush {
+		if c.Op == contract.OpLPush {
 			pos = meta.Head - 1
 			meta.Head = pos
 		}
 		meta.Size++
-		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(pos), Value: r.Value}
+		ev.Element = &contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(pos), Value: c.Value}
 	case contract.OpLPop, contract.OpRPop:
 		if visible == nil || meta.Size == 0 {
-			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "list %s is empty or does not exist", r.Key)}
+			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "list %s is empty or does not exist", c.Key)}
 		}
 		pos := meta.Head + meta.Size - 1
-		if r.Op == contract.OpLPop {
+		if c.Op == contract.OpLPop {
 			pos = meta.Head
 			meta.Head++
 		}
 		if end.Version < meta.Since || end.Version == 0 {
 			// The metadata names an element the projection and
 			// the overlay do not hold: never answer a wrong value.
-			return Decision{Err: contract.Errorf(contract.EInternal, "list %s: no element at its position %d", r.Key, pos)}
+			return Decision{Err: contract.Errorf(contract.EInternal, "list %s: no element at its position %d", c.Key, pos)}
 		}
 		meta.Size--
 		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(pos), Value: end.Value}
 	case contract.OpLTrim:
-		from, to, ok := elemkey.ListRange(r.Start, r.Stop, meta.Size)
+		from, to, ok := elemkey.ListRange(c.Start, c.Stop, meta.Size)
 		keepsAll := ok && from == 0 && to == meta.Size-1 || !ok && meta.Size == 0
 		// A blind trim (its principal may not read the list) that keeps
 		// every element still appends, the metadata unchanged: whether
 		// it appended would tell the list's length.
-		if keepsAll && !r.Blind || visible == nil {
-			res := Result{Entry: contract.Entry{Key: r.Key.String()}}
+		if keepsAll && !c.Blind || visible == nil {
+			res := Result{Entry: contract.Entry{Key: c.Key.String()}}
 			if visible != nil {
 				res.Entry = *visible
 			}
@@ -114,31 +114,31 @@ func decideList(r *request, in Input, env Env) Decision {
 			meta.Size = 0
 		}
 	default:
-		return Decision{Err: contract.Errorf(contract.EInternal, "%s is not a list write", r.Op)}
+		return Decision{Err: contract.Errorf(contract.EInternal, "%s is not a list write", c.Op)}
 	}
 	after, merr := marshalCompact(meta)
 	if merr != nil {
 		return Decision{Err: contract.Errorf(contract.EInternal, "encode list metadata: %v", merr)}
 	}
 	ev.After = after
-	d = finish(w, ev, contract.PurposeList, r.TTLSeconds == 0)
+	d = finish(w, ev, contract.PurposeList, c.TTLSeconds == 0)
 	d.Result.Changed = true
 	d.Result.Element = ev.Element
 	return d
 }
 
-// replayedPop is the element change a replay of r (the list's latest
+// replayedPop is the element change a replay of h (the list's latest
 // write, at cur) answers: for a pop (of a list or a queue), the element
 // it popped (a list's value, a queue's item), as known from
 // the overlay, the batch or kv_history (AppliedRequest.Popped); nil for
 // every other write, and when nothing holds the value any more (history
 // retention deleted its Event: the replay answers no value). The replay
 // of an older pop carries its element already (replayOlderPop).
-func replayedPop(cur contract.State, known Memory, r *request) *contract.Element {
-	if !r.Op.IsPop() {
+func replayedPop(cur contract.State, known Memory, h *Header) *contract.Element {
+	if !h.Op.IsPop() {
 		return nil
 	}
-	a, ok := known.get(r)
+	a, ok := known.get(h, false)
 	if !ok || a.Version != cur.Version || a.Popped == nil {
 		return nil
 	}
@@ -166,4 +166,24 @@ func ListAnswer(res Result) contract.ListChangeAnswer {
 		a.Value = res.Element.Value
 	}
 	return a
+}
+
+// common is what the rules every single-key family shares read of c: a
+// push attempts its value; a list write gives no semantics.
+func (c *List) common() common {
+	cm := common{Header: &c.Header, ExpectedVersion: c.ExpectedVersion, TTLSeconds: c.TTLSeconds, Attempted: c.Value, ConflictOp: c.Op}
+	if c.RequestID != "" {
+		cm.Digest = c.digest()
+	}
+	return cm
+}
+
+// digest is c's request digest (requestid.go): a collection write's
+// parts, then an ltrim's range.
+func (c *List) digest() string {
+	parts := collectionParts(&c.Header, c.Value, c.ExpectedVersion, c.TTLSeconds)
+	if c.Op == contract.OpLTrim {
+		parts = append(parts, "range", c.Start, c.Stop)
+	}
+	return digestSum(parts)
 }

@@ -35,41 +35,41 @@ func TestDecideList(t *testing.T) {
 		name    string
 		cur     contract.State
 		end     ElementRow
-		req     request
+		req     fixture
 		code    string                   // error code, or "" when accepted
 		meta    *contract.CollectionMeta // after; nil: nothing appended
 		element *contract.Element
 	}{
-		{"OKLPushCreates", contract.State{}, ElementRow{}, request{Op: contract.OpLPush, Value: v}, "", meta(-1, 1, 1), el("add", -1, `"x"`)},
-		{"OKRPushCreates", contract.State{}, ElementRow{}, request{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 1), el("add", 0, `"x"`)},
-		{"OKLPushWritesHeadMinusOne", list(5, 10, 3, 1), ElementRow{}, request{Op: contract.OpLPush, Value: v}, "", meta(9, 4, 1), el("add", 9, `"x"`)},
-		{"OKRPushWritesTailPlusOne", list(5, 10, 3, 1), ElementRow{}, request{Op: contract.OpRPush, Value: v}, "", meta(10, 4, 1), el("add", 13, `"x"`)},
-		{"OKPushAfterDeleteStartsAfresh", deleted, ElementRow{}, request{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 10), el("add", 0, `"x"`)},
-		{"OKLPopRemovesHead", list(5, 10, 3, 1), head, request{Op: contract.OpLPop}, "", meta(11, 2, 1), el("remove", 10, `"h"`)},
-		{"OKRPopRemovesTail", list(5, 10, 3, 1), head, request{Op: contract.OpRPop}, "", meta(10, 2, 1), el("remove", 12, `"h"`)},
-		{"OKPopLastLeavesEmptyList", list(5, -3, 1, 1), head, request{Op: contract.OpLPop}, "", meta(-2, 0, 1), el("remove", -3, `"h"`)},
-		{"ErrPopEmpty", list(5, 10, 0, 1), ElementRow{}, request{Op: contract.OpLPop}, contract.ENotFound, nil, nil},
-		{"ErrPopMissing", contract.State{}, ElementRow{}, request{Op: contract.OpRPop}, contract.ENotFound, nil, nil},
-		{"ErrPopRowOfEarlierList", list(12, 0, 1, 10), head, request{Op: contract.OpLPop}, contract.EInternal, nil, nil},
-		{"OKTrimKeepsFirst", list(5, 10, 5, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", meta(10, 2, 1), nil},
-		{"OKTrimKeepsLast", list(5, 10, 5, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: -2, Stop: -1}, "", meta(13, 2, 1), nil},
-		{"OKTrimKeepsNone", list(5, 10, 5, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: 3, Stop: 1}, "", meta(15, 0, 1), nil},
-		{"OKTrimKeepsAllChangesNothing", list(5, 10, 5, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 999}, "", nil, nil},
-		{"OKTrimMissingChangesNothing", contract.State{}, ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
-		{"OKTrimEmptyChangesNothing", list(5, 10, 0, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
-		{"OKBlindTrimKeepingAllAppends", list(5, 10, 5, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 999, Blind: true}, "", meta(10, 5, 1), nil},
-		{"OKBlindTrimOfEmptyAppends", list(5, 10, 0, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 0, 1), nil},
-		{"OKBlindTrimKeepsFirst", list(5, 10, 5, 1), ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 2, 1), nil},
-		{"OKBlindTrimMissingChangesNothing", contract.State{}, ElementRow{}, request{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", nil, nil},
-		{"ErrExpectedVersion", list(5, 10, 3, 1), ElementRow{}, request{Op: contract.OpRPush, Value: v, ExpectedVersion: ptr(4)}, contract.EConflict, nil, nil},
-		{"ErrPushNotAList", set, ElementRow{}, request{Op: contract.OpLPush, Value: v}, contract.EWrongType, nil, nil},
-		{"ErrPopNotAList", set, ElementRow{}, request{Op: contract.OpLPop}, contract.EWrongType, nil, nil},
-		{"ErrTrimNotAList", set, ElementRow{}, request{Op: contract.OpLTrim, Stop: 1}, contract.EWrongType, nil, nil},
+		{"OKLPushCreates", contract.State{}, ElementRow{}, fixture{Op: contract.OpLPush, Value: v}, "", meta(-1, 1, 1), el("add", -1, `"x"`)},
+		{"OKRPushCreates", contract.State{}, ElementRow{}, fixture{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 1), el("add", 0, `"x"`)},
+		{"OKLPushWritesHeadMinusOne", list(5, 10, 3, 1), ElementRow{}, fixture{Op: contract.OpLPush, Value: v}, "", meta(9, 4, 1), el("add", 9, `"x"`)},
+		{"OKRPushWritesTailPlusOne", list(5, 10, 3, 1), ElementRow{}, fixture{Op: contract.OpRPush, Value: v}, "", meta(10, 4, 1), el("add", 13, `"x"`)},
+		{"OKPushAfterDeleteStartsAfresh", deleted, ElementRow{}, fixture{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 10), el("add", 0, `"x"`)},
+		{"OKLPopRemovesHead", list(5, 10, 3, 1), head, fixture{Op: contract.OpLPop}, "", meta(11, 2, 1), el("remove", 10, `"h"`)},
+		{"OKRPopRemovesTail", list(5, 10, 3, 1), head, fixture{Op: contract.OpRPop}, "", meta(10, 2, 1), el("remove", 12, `"h"`)},
+		{"OKPopLastLeavesEmptyList", list(5, -3, 1, 1), head, fixture{Op: contract.OpLPop}, "", meta(-2, 0, 1), el("remove", -3, `"h"`)},
+		{"ErrPopEmpty", list(5, 10, 0, 1), ElementRow{}, fixture{Op: contract.OpLPop}, contract.ENotFound, nil, nil},
+		{"ErrPopMissing", contract.State{}, ElementRow{}, fixture{Op: contract.OpRPop}, contract.ENotFound, nil, nil},
+		{"ErrPopRowOfEarlierList", list(12, 0, 1, 10), head, fixture{Op: contract.OpLPop}, contract.EInternal, nil, nil},
+		{"OKTrimKeepsFirst", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", meta(10, 2, 1), nil},
+		{"OKTrimKeepsLast", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: -2, Stop: -1}, "", meta(13, 2, 1), nil},
+		{"OKTrimKeepsNone", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 3, Stop: 1}, "", meta(15, 0, 1), nil},
+		{"OKTrimKeepsAllChangesNothing", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 999}, "", nil, nil},
+		{"OKTrimMissingChangesNothing", contract.State{}, ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
+		{"OKTrimEmptyChangesNothing", list(5, 10, 0, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
+		{"OKBlindTrimKeepingAllAppends", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 999, Blind: true}, "", meta(10, 5, 1), nil},
+		{"OKBlindTrimOfEmptyAppends", list(5, 10, 0, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 0, 1), nil},
+		{"OKBlindTrimKeepsFirst", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 2, 1), nil},
+		{"OKBlindTrimMissingChangesNothing", contract.State{}, ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", nil, nil},
+		{"ErrExpectedVersion", list(5, 10, 3, 1), ElementRow{}, fixture{Op: contract.OpRPush, Value: v, ExpectedVersion: ptr(4)}, contract.EConflict, nil, nil},
+		{"ErrPushNotAList", set, ElementRow{}, fixture{Op: contract.OpLPush, Value: v}, contract.EWrongType, nil, nil},
+		{"ErrPopNotAList", set, ElementRow{}, fixture{Op: contract.OpLPop}, contract.EWrongType, nil, nil},
+		{"ErrTrimNotAList", set, ElementRow{}, fixture{Op: contract.OpLTrim, Stop: 1}, contract.EWrongType, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideList(&r, Input{State: tc.cur, Element: tc.end}, testEnv(now, 1))
+			d := decideList(listOf(&r), Input{State: tc.cur, Element: tc.end}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)
@@ -107,20 +107,20 @@ func TestDecideList(t *testing.T) {
 
 	t.Run("OKPopRefNamesTheEnd", func(t *testing.T) {
 		for op, pos := range map[contract.Op]int64{contract.OpLPop: 10, contract.OpRPop: 12} {
-			ref, ok := popRef(list(5, 10, 3, 1), &request{Key: key, Op: op}, now)
+			ref, ok := popRef(list(5, 10, 3, 1), &List{Header: Header{Key: key, Op: op}}, now)
 			if !ok || ref.Member != elemkey.ListPosition(pos) || ref.Collection != key.String() {
 				t.Errorf("%s: popRef = %+v %v, want position %d", op, ref, ok, pos)
 			}
 		}
-		if _, ok := popRef(list(5, 10, 0, 1), &request{Key: key, Op: contract.OpLPop}, now); ok {
+		if _, ok := popRef(list(5, 10, 0, 1), &List{Header: Header{Key: key, Op: contract.OpLPop}}, now); ok {
 			t.Error("popRef of an empty list names an element")
 		}
-		if _, ok := popRef(list(5, 10, 3, 1), &request{Key: key, Op: contract.OpRPush}, now); ok {
+		if _, ok := popRef(list(5, 10, 3, 1), &List{Header: Header{Key: key, Op: contract.OpRPush}}, now); ok {
 			t.Error("popRef of a push names an element")
 		}
 	})
 	t.Run("OKTrimDigestNamesItsRange", func(t *testing.T) {
-		a := request{Key: key, Op: contract.OpLTrim, Start: 0, Stop: 9}
+		a := fixture{Key: key, Op: contract.OpLTrim, Start: 0, Stop: 9}
 		b := a
 		b.Stop = 99
 		if a.Digest() == b.Digest() {
@@ -139,9 +139,9 @@ func TestDecideList(t *testing.T) {
 func TestDecideListReplayedPop(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/jobs")
-	pop := &request{Key: key, Op: contract.OpLPop, RequestID: "R", Principal: "p"}
-	push := &request{Key: key, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "P", Principal: "p"}
-	after := func(r *request, v int64) contract.State {
+	pop := &fixture{Key: key, Op: contract.OpLPop, RequestID: "R", Principal: "p"}
+	push := &fixture{Key: key, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "P", Principal: "p"}
+	after := func(r *fixture, v int64) contract.State {
 		return contract.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
 			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "list"}}}
 	}
@@ -151,7 +151,7 @@ func TestDecideListReplayedPop(t *testing.T) {
 		name  string
 		cur   contract.State
 		known Memory
-		r     *request
+		r     *fixture
 		value string // answered; "" none
 		code  string
 	}{
@@ -164,7 +164,7 @@ func TestDecideListReplayedPop(t *testing.T) {
 		{"ErrOlderPushIsStale", after(pop, 6), Memory{RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}, push, "", contract.EConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decideList(tc.r, Input{State: tc.cur, Known: tc.known}, testEnv(now, 1))
+			d := decideList(listOf(tc.r), Input{State: tc.cur, Known: tc.known}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)

@@ -11,14 +11,14 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// decideIncrement adds r.By to the key's integer value, or starts from 0
-// when the key is absent and r.Create is set. A result outside r.Min or
-// r.Max is refused with out_of_range, like one outside the int64 range:
+// decideIncrement adds c.By to the key's integer value, or starts from 0
+// when the key is absent and c.Create is set. A result outside c.Min or
+// c.Max is refused with out_of_range, like one outside the int64 range:
 // the counter's own answer (a rate limit reached), not a lost race, so
 // it leaves no kv.conflicts record (one in a transaction does, as every
 // failed step does) and does not count in the conflict rate.
-func decideIncrement(w write, ev *contract.Event) Decision {
-	visible, r := w.visible, w.r
+func decideIncrement(w write, c *KV, ev *contract.Event) Decision {
+	visible := w.visible
 	var base int64
 	switch {
 	case visible != nil:
@@ -27,37 +27,37 @@ func decideIncrement(w write, ev *contract.Event) Decision {
 			return Decision{Err: err}
 		}
 		base = n
-	case !r.Create:
+	case !c.Create:
 		return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start it from 0)", ev.Key)}
 	}
-	if (r.By > 0 && base > math.MaxInt64-r.By) || (r.By < 0 && base < math.MinInt64-r.By) {
-		err := contract.FieldErrorf(contract.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", r.By)
+	if (c.By > 0 && base > math.MaxInt64-c.By) || (c.By < 0 && base < math.MinInt64-c.By) {
+		err := contract.FieldErrorf(contract.EOutOfRange, "by", "adding %d leaves the 64-bit integer range", c.By)
 		err.Current = visible
 		return Decision{Err: err}
 	}
-	next := base + r.By
-	if err := checkBounds(base, next, r); err != nil {
+	next := base + c.By
+	if err := checkBounds(base, next, c); err != nil {
 		err.Current = visible
 		return Decision{Err: err}
 	}
 	ev.Op = contract.OpIncrement
 	ev.After = json.RawMessage(strconv.FormatInt(next, 10))
-	return finish(w, ev, "counter", r.TTLSeconds == 0)
+	return finish(w, ev, "counter", c.TTLSeconds == 0)
 }
 
-// checkBounds refuses next, the result of adding r.By to base, when it
-// lies below r.Min or above r.Max. The message names the counter's value:
+// checkBounds refuses next, the result of adding c.By to base, when it
+// lies below c.Min or above c.Max. The message names the counter's value:
 // the API replaces it for a principal that may not read the key.
-func checkBounds(base, next int64, r *request) *contract.Error {
-	verb, by := "adding", strconv.FormatInt(r.By, 10)
-	if r.By < 0 {
+func checkBounds(base, next int64, c *KV) *contract.Error {
+	verb, by := "adding", strconv.FormatInt(c.By, 10)
+	if c.By < 0 {
 		verb, by = "subtracting", strings.TrimPrefix(by, "-")
 	}
 	switch {
-	case r.Min != nil && next < *r.Min:
-		return contract.FieldErrorf(contract.EOutOfRange, "min", "the counter is %d: %s %s would take it below min %d", base, verb, by, *r.Min)
-	case r.Max != nil && next > *r.Max:
-		return contract.FieldErrorf(contract.EOutOfRange, "max", "the counter is %d: %s %s would take it above max %d", base, verb, by, *r.Max)
+	case c.Min != nil && next < *c.Min:
+		return contract.FieldErrorf(contract.EOutOfRange, "min", "the counter is %d: %s %s would take it below min %d", base, verb, by, *c.Min)
+	case c.Max != nil && next > *c.Max:
+		return contract.FieldErrorf(contract.EOutOfRange, "max", "the counter is %d: %s %s would take it above max %d", base, verb, by, *c.Max)
 	}
 	return nil
 }
@@ -86,34 +86,34 @@ func ReadCounter(key contract.Key, e *contract.Entry) (contract.CounterAnswer, e
 }
 
 // decidePatch sets and unsets top-level fields of the key's object value,
-// when r.If holds.
-func decidePatch(w write, ev *contract.Event) Decision {
-	visible, r := w.visible, w.r
+// when c.If holds.
+func decidePatch(w write, c *KV, ev *contract.Event) Decision {
+	visible := w.visible
 	fields := map[string]json.RawMessage{}
 	switch {
 	case visible != nil:
 		if err := json.Unmarshal(visible.Value, &fields); err != nil || fields == nil {
 			return Decision{Err: wrongType(visible, "set", "key %s does not hold a JSON object: fields can only be patched in an object", ev.Key)}
 		}
-	case !r.Create:
+	case !c.Create:
 		return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist (set create to start from {})", ev.Key)}
 	}
 	ev.Op = contract.OpPatch
-	if r.If != nil {
+	if c.If != nil {
 		ev.Op = contract.OpFieldCAS
-		got, ok := fields[r.If.Field]
+		got, ok := fields[c.If.Field]
 		if !ok {
 			got = json.RawMessage("null")
 		}
-		if !w.env.Equal(got, r.If.Equals) {
+		if !w.env.Equal(got, c.If.Equals) {
 			return conflictDecision(w, "field_mismatch",
-				"field %q does not equal if.equals", r.If.Field)
+				"field %q does not equal if.equals", c.If.Field)
 		}
 	}
-	for _, f := range r.Unset {
+	for _, f := range c.Unset {
 		delete(fields, f)
 	}
-	for f, v := range r.Set {
+	for f, v := range c.Set {
 		fields[f] = v
 	}
 	after, err := marshalCompact(fields)
@@ -122,28 +122,43 @@ func decidePatch(w write, ev *contract.Event) Decision {
 	}
 	// The message names the limit, not the size: the size would tell a
 	// principal that may not read the key how large its value is.
-	if r.MaxValueBytes > 0 && len(after) > r.MaxValueBytes {
-		return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "set", "the patched value would be over the limit of %d bytes", r.MaxValueBytes)}
+	if c.MaxValueBytes > 0 && len(after) > c.MaxValueBytes {
+		return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "set", "the patched value would be over the limit of %d bytes", c.MaxValueBytes)}
 	}
 	ev.After = after
-	return finish(w, ev, "other", r.TTLSeconds == 0)
+	return finish(w, ev, "other", c.TTLSeconds == 0)
 }
 
-// decideLock acquires, extends or releases a lock or leadership for
-// r.Holder on behalf of r.Principal. A free key (absent, released or
+// decideLock decides a lock or leader op c on its key's state (in.State)
+// and what in.Known holds of its requestId: decideRequestID, a replay of
+// the key's latest write, then lockWrite. It is pure.
+func decideLock(c *Lock, in Input, env Env) Decision {
+	w := newWrite(in.State, c.common(), &env)
+	if d, ok := decideRequestID(w, in.Known); ok {
+		return d
+	}
+	if d, done := replayOrMismatch(w); done {
+		return d
+	}
+	return lockWrite(w, c, newEvent(w))
+}
+
+// lockWrite acquires, extends or releases a lock or leadership for
+// c.Holder on behalf of c.Principal, once its requestId was found new
+// and ev is its event. A free key (absent, released or
 // expired) is acquired with a new token: the event's version, which no
 // later tenure can go back below. The holder re-entering from the same
 // principal keeps its token and renews the lease; anyone else (another
 // holder, or the same holder string from another principal) is refused
 // with the current holder.
-func decideLock(w write, ev *contract.Event) Decision {
-	visible, r, now := w.visible, w.r, w.env.Now
-	purpose, action := r.Op.Purpose(), r.Op.LockAction()
+func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
+	visible, now := w.visible, w.env.Now
+	purpose, action := c.Op.Purpose(), c.Op.LockAction()
 	what, heldCode, notHolderCode := "lock", contract.ELockHeld, contract.ENotLockHolder
 	if purpose == contract.PurposeLeader {
 		what, heldCode, notHolderCode = "leader pool", contract.ENotLeader, contract.ENotLeader
 	}
-	ev.Op = r.Op
+	ev.Op = c.Op
 	var held contract.LockValue
 	if visible != nil {
 		var err *contract.Error
@@ -152,9 +167,9 @@ func decideLock(w write, ev *contract.Event) Decision {
 		}
 	}
 	if visible == nil && action != contract.LockAcquire {
-		return Decision{Err: contract.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, r.Holder)}
+		return Decision{Err: contract.FieldErrorf(notHolderCode, "holder", "%s %s is free: %s does not hold it", what, ev.Key, c.Holder)}
 	}
-	if visible != nil && !held.HeldBy(r.Holder, r.Principal, visible.LastWriter) {
+	if visible != nil && !held.HeldBy(c.Holder, c.Principal, visible.LastWriter) {
 		code := notHolderCode
 		if action == contract.LockAcquire {
 			code = heldCode
@@ -167,23 +182,23 @@ func decideLock(w write, ev *contract.Event) Decision {
 		return removal(ev, visible, ev.Op)
 	}
 	if visible == nil {
-		held = contract.LockValue{Holder: r.Holder, Token: ev.Version, AcquiredAt: now}
+		held = contract.LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now}
 	}
-	held.Principal = r.Principal
+	held.Principal = c.Principal
 	after, err := marshalCompact(held)
 	if err != nil {
 		return Decision{Err: contract.Errorf(contract.EInternal, "encode lock: %v", err)}
 	}
 	ev.After = after
-	ev.Semantics = r.Semantics
+	ev.Semantics = c.Semantics
 	ev.Semantics.Purpose = purpose
-	if r.Semantics.Producer == "" && len(r.Semantics.ConsumerHints) == 0 && visible != nil {
+	if c.Semantics.Producer == "" && len(c.Semantics.ConsumerHints) == 0 && visible != nil {
 		ev.Semantics = visible.Semantics
 	}
 	if ev.SpecRef == "" && visible != nil {
 		ev.SpecRef = visible.SpecRef
 	}
-	return put(ev, visible, r.TTLSeconds, now)
+	return put(ev, visible, c.TTLSeconds, now)
 }
 
 // heldLock reads the lock value of visible, an entry a lock op of purpose
@@ -215,13 +230,13 @@ func until(e *contract.Entry) string {
 // act): the key then holds no lock, and the next tenure's token, a later
 // version, is still greater than every earlier one. An increment or
 // patch would keep a lock value, so it is wrong_type even then.
-func guardLock(visible *contract.Entry, r *request) *contract.Error {
+func guardLock(visible *contract.Entry, c *KV) *contract.Error {
 	if visible == nil || !isLockPurpose(visible.Semantics.Purpose) {
 		return nil
 	}
 	purpose := visible.Semantics.Purpose
-	if r.ExpectedVersion != nil {
-		if r.Op == contract.OpPut || r.Op == contract.OpDelete {
+	if c.ExpectedVersion != nil {
+		if c.Op == contract.OpPut || c.Op == contract.OpDelete {
 			return nil
 		}
 		return wrongType(visible, "key", "key %s is a %s: use the %s operations, or break it with PUT or DELETE naming its version",
@@ -248,3 +263,23 @@ func wrongType(visible *contract.Entry, field, format string, args ...any) *cont
 
 // marshalCompact encodes v as JSON without rewriting <, > and &.
 func marshalCompact(v any) (json.RawMessage, error) { return contract.EncodeJSON(v) }
+
+// common is what the rules every single-key family shares read of c: a
+// lock op names no version and attempts no value of its own.
+func (c *Lock) common() common {
+	cm := common{Header: &c.Header, TTLSeconds: c.TTLSeconds, Semantics: c.Semantics, SpecRef: c.SpecRef, ConflictOp: c.Op}
+	if c.RequestID != "" {
+		cm.Digest = c.digest()
+	}
+	return cm
+}
+
+// digest is c's request digest (requestid.go): its head (its kind is its
+// action), semantics, specRef and principal, then the parts of a write
+// that is no put or delete (no addend, create, set, unset nor if), its
+// holder and its purpose.
+func (c *Lock) digest() string {
+	parts := headParts(&c.Header, nil, nil, c.TTLSeconds)
+	parts = append(parts, c.Semantics, c.SpecRef, c.Principal, int64(0), false, nil, nil, nil, c.Holder, c.Op.Purpose())
+	return digestSum(parts)
+}

@@ -14,7 +14,7 @@ import (
 type opsCase struct {
 	name  string
 	cur   contract.State
-	req   request
+	req   fixture
 	code  string
 	op    contract.Op
 	after string // compact JSON of the event's after ("" to skip)
@@ -29,7 +29,7 @@ func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]Decision {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideWrite(tc.cur, &r, testEnv(now, 3))
+			d := decideOn(tc.cur, &r, testEnv(now, 3))
 			out[tc.name] = d
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
@@ -68,36 +68,36 @@ func TestDecideIncrement(t *testing.T) {
 	past := now.Add(-time.Second)
 	gone := contract.State{Version: 5, Entry: contract.Entry{Key: k, Version: 5}}
 	ds := runOps(t, now, []opsCase{
-		{"OK", state(k, 2, `41`, "counter", nil), request{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `42`, contract.KindPut},
-		{"OKNegative", state(k, 2, `-3`, "other", nil), request{Op: contract.OpIncrement, By: -10}, "", contract.OpIncrement, `-13`, ""},
-		{"OKCreate", contract.State{}, request{Op: contract.OpIncrement, By: 5, Create: true}, "", contract.OpIncrement, `5`, ""},
-		{"OKCreateAfterDelete", gone, request{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
-		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), request{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
-		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), request{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `2`, ""},
-		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), request{Op: contract.OpIncrement, By: 1, TTLSeconds: 600}, "", contract.OpIncrement, `2`, ""},
-		{"OKCAS", state(k, 2, `1`, "counter", nil), request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", contract.OpIncrement, `2`, ""},
-		{"ErrCASStale", state(k, 2, `1`, "counter", nil), request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, contract.EConflict, "", "", ""},
-		{"ErrMissing", contract.State{}, request{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
-		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), request{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
-		{"ErrString", state(k, 2, `"7"`, "other", nil), request{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
-		{"ErrFraction", state(k, 2, `1.5`, "other", nil), request{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
-		{"ErrObject", state(k, 2, `{"n":1}`, "other", nil), request{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
-		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), request{Op: contract.OpIncrement, By: 1}, contract.EOutOfRange, "", "", ""},
-		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), request{Op: contract.OpIncrement, By: -1}, contract.EOutOfRange, "", "", ""},
-		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), request{Op: contract.OpIncrement, By: 1}, contract.ELockHeld, "", "", ""},
+		{"OK", state(k, 2, `41`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `42`, contract.KindPut},
+		{"OKNegative", state(k, 2, `-3`, "other", nil), fixture{Op: contract.OpIncrement, By: -10}, "", contract.OpIncrement, `-13`, ""},
+		{"OKCreate", contract.State{}, fixture{Op: contract.OpIncrement, By: 5, Create: true}, "", contract.OpIncrement, `5`, ""},
+		{"OKCreateAfterDelete", gone, fixture{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
+		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), fixture{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
+		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), fixture{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `2`, ""},
+		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), fixture{Op: contract.OpIncrement, By: 1, TTLSeconds: 600}, "", contract.OpIncrement, `2`, ""},
+		{"OKCAS", state(k, 2, `1`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", contract.OpIncrement, `2`, ""},
+		{"ErrCASStale", state(k, 2, `1`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, contract.EConflict, "", "", ""},
+		{"ErrMissing", contract.State{}, fixture{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
+		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), fixture{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
+		{"ErrString", state(k, 2, `"7"`, "other", nil), fixture{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
+		{"ErrFraction", state(k, 2, `1.5`, "other", nil), fixture{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
+		{"ErrObject", state(k, 2, `{"n":1}`, "other", nil), fixture{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
+		{"ErrOverflow", state(k, 2, `9223372036854775807`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1}, contract.EOutOfRange, "", "", ""},
+		{"ErrUnderflow", state(k, 2, `-9223372036854775808`, "counter", nil), fixture{Op: contract.OpIncrement, By: -1}, contract.EOutOfRange, "", "", ""},
+		{"ErrLockBreak", state(k, 2, `{"holder":"a","token":2}`, "lock", &exp), fixture{Op: contract.OpIncrement, By: 1}, contract.ELockHeld, "", "", ""},
 		// Bounds: the result must lie in [min, max], both inclusive.
-		{"OKMinReached", state(k, 2, `1`, "counter", nil), request{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, "", contract.OpIncrement, `0`, ""},
-		{"OKMaxReached", state(k, 2, `9`, "counter", nil), request{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, "", contract.OpIncrement, `10`, ""},
-		{"OKMinMaxEqual", state(k, 2, `4`, "counter", nil), request{Op: contract.OpIncrement, By: 1, Min: ptr(5), Max: ptr(5)}, "", contract.OpIncrement, `5`, ""},
-		{"OKMaxIgnoredOnDecrement", state(k, 2, `50`, "counter", nil), request{Op: contract.OpIncrement, By: -1, Min: ptr(0), Max: ptr(100)}, "", contract.OpIncrement, `49`, ""},
-		{"OKCreateWithinBounds", contract.State{}, request{Op: contract.OpIncrement, By: 1, Create: true, Min: ptr(0), Max: ptr(1)}, "", contract.OpIncrement, `1`, ""},
-		{"ErrBelowMin", state(k, 2, `0`, "counter", nil), request{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
-		{"ErrBelowMinByStep", state(k, 2, `2`, "counter", nil), request{Op: contract.OpIncrement, By: -3, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
-		{"ErrAboveMax", state(k, 2, `10`, "counter", nil), request{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, contract.EOutOfRange, "", "", ""},
-		{"ErrCreateBelowMin", contract.State{}, request{Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
-		{"ErrStillOutsideBounds", state(k, 2, `-5`, "counter", nil), request{Op: contract.OpIncrement, By: 1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
-		{"ErrOverflowBeforeBound", state(k, 2, `9223372036854775807`, "counter", nil), request{Op: contract.OpIncrement, By: 1, Max: ptr(0)}, contract.EOutOfRange, "", "", ""},
-		{"ErrWrongTypeBeforeBound", state(k, 2, `"x"`, "other", nil), request{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EWrongType, "", "", ""},
+		{"OKMinReached", state(k, 2, `1`, "counter", nil), fixture{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, "", contract.OpIncrement, `0`, ""},
+		{"OKMaxReached", state(k, 2, `9`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, "", contract.OpIncrement, `10`, ""},
+		{"OKMinMaxEqual", state(k, 2, `4`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Min: ptr(5), Max: ptr(5)}, "", contract.OpIncrement, `5`, ""},
+		{"OKMaxIgnoredOnDecrement", state(k, 2, `50`, "counter", nil), fixture{Op: contract.OpIncrement, By: -1, Min: ptr(0), Max: ptr(100)}, "", contract.OpIncrement, `49`, ""},
+		{"OKCreateWithinBounds", contract.State{}, fixture{Op: contract.OpIncrement, By: 1, Create: true, Min: ptr(0), Max: ptr(1)}, "", contract.OpIncrement, `1`, ""},
+		{"ErrBelowMin", state(k, 2, `0`, "counter", nil), fixture{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrBelowMinByStep", state(k, 2, `2`, "counter", nil), fixture{Op: contract.OpIncrement, By: -3, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrAboveMax", state(k, 2, `10`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, contract.EOutOfRange, "", "", ""},
+		{"ErrCreateBelowMin", contract.State{}, fixture{Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrStillOutsideBounds", state(k, 2, `-5`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrOverflowBeforeBound", state(k, 2, `9223372036854775807`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Max: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrWrongTypeBeforeBound", state(k, 2, `"x"`, "other", nil), fixture{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EWrongType, "", "", ""},
 	})
 	for name, field := range map[string]string{"ErrBelowMin": "min", "ErrBelowMinByStep": "min", "ErrAboveMax": "max",
 		"ErrCreateBelowMin": "min", "ErrStillOutsideBounds": "min", "ErrOverflowBeforeBound": "by"} {
@@ -152,21 +152,21 @@ func TestDecidePatch(t *testing.T) {
 		return &contract.FieldCondition{Field: f, Equals: json.RawMessage(v)}
 	}
 	ds := runOps(t, now, []opsCase{
-		{"OKSet", job, request{Op: contract.OpPatch, Set: set("state", `"running"`, "worker", `"w1"`)}, "", contract.OpPatch, `{"n":1,"state":"running","tags":["x"],"worker":"w1"}`, ""},
-		{"OKUnset", job, request{Op: contract.OpPatch, Unset: []string{"tags", "absent"}}, "", contract.OpPatch, `{"n":1,"state":"pending"}`, ""},
-		{"OKSetNull", job, request{Op: contract.OpPatch, Set: set("n", `null`)}, "", contract.OpPatch, `{"n":null,"state":"pending","tags":["x"]}`, ""},
-		{"OKFieldCAS", job, request{Op: contract.OpPatch, If: cond("state", `"pending"`), Set: set("state", `"claimed"`)}, "", contract.OpFieldCAS, `{"n":1,"state":"claimed","tags":["x"]}`, ""},
-		{"OKFieldCASCanonical", job, request{Op: contract.OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
-		{"OKFieldCASNumber", job, request{Op: contract.OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
-		{"OKFieldCASMissingIsNull", job, request{Op: contract.OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", contract.OpFieldCAS, "", ""},
-		{"OKCreate", contract.State{}, request{Op: contract.OpPatch, Create: true, Set: set("state", `"pending"`)}, "", contract.OpPatch, `{"state":"pending"}`, ""},
-		{"OKCreateWithCondition", contract.State{}, request{Op: contract.OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", contract.OpFieldCAS, "", ""},
-		{"ErrFieldCASLost", job, request{Op: contract.OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, contract.EFieldMismatch, "", "", ""},
-		{"ErrMissing", contract.State{}, request{Op: contract.OpPatch, Set: set("a", `1`)}, contract.ENotFound, "", "", ""},
-		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), request{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
-		{"ErrNull", state(k, 1, `null`, "other", nil), request{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
-		{"ErrTooLarge", job, request{Op: contract.OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, contract.ETooLarge, "", "", ""},
-		{"ErrStaleVersion", job, request{Op: contract.OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, contract.EConflict, "", "", ""},
+		{"OKSet", job, fixture{Op: contract.OpPatch, Set: set("state", `"running"`, "worker", `"w1"`)}, "", contract.OpPatch, `{"n":1,"state":"running","tags":["x"],"worker":"w1"}`, ""},
+		{"OKUnset", job, fixture{Op: contract.OpPatch, Unset: []string{"tags", "absent"}}, "", contract.OpPatch, `{"n":1,"state":"pending"}`, ""},
+		{"OKSetNull", job, fixture{Op: contract.OpPatch, Set: set("n", `null`)}, "", contract.OpPatch, `{"n":null,"state":"pending","tags":["x"]}`, ""},
+		{"OKFieldCAS", job, fixture{Op: contract.OpPatch, If: cond("state", `"pending"`), Set: set("state", `"claimed"`)}, "", contract.OpFieldCAS, `{"n":1,"state":"claimed","tags":["x"]}`, ""},
+		{"OKFieldCASCanonical", job, fixture{Op: contract.OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
+		{"OKFieldCASNumber", job, fixture{Op: contract.OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
+		{"OKFieldCASMissingIsNull", job, fixture{Op: contract.OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", contract.OpFieldCAS, "", ""},
+		{"OKCreate", contract.State{}, fixture{Op: contract.OpPatch, Create: true, Set: set("state", `"pending"`)}, "", contract.OpPatch, `{"state":"pending"}`, ""},
+		{"OKCreateWithCondition", contract.State{}, fixture{Op: contract.OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", contract.OpFieldCAS, "", ""},
+		{"ErrFieldCASLost", job, fixture{Op: contract.OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, contract.EFieldMismatch, "", "", ""},
+		{"ErrMissing", contract.State{}, fixture{Op: contract.OpPatch, Set: set("a", `1`)}, contract.ENotFound, "", "", ""},
+		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), fixture{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
+		{"ErrNull", state(k, 1, `null`, "other", nil), fixture{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
+		{"ErrTooLarge", job, fixture{Op: contract.OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, contract.ETooLarge, "", "", ""},
+		{"ErrStaleVersion", job, fixture{Op: contract.OpPatch, ExpectedVersion: ptr(3), Set: set("a", `1`)}, contract.EConflict, "", "", ""},
 	})
 	d := ds["ErrFieldCASLost"]
 	if d.Conflict == nil || d.Conflict.Reason != "field_mismatch" || d.Conflict.Op != contract.OpFieldCAS || d.Conflict.ExpectedVersion != -1 {
@@ -196,44 +196,44 @@ func TestDecideLock(t *testing.T) {
 	released := contract.State{Version: 8, Entry: contract.Entry{Key: k, Version: 8}}
 	leaderA := state(k, 7, valA, "leader", &exp)
 	leaderByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "leader", &exp)
-	acq := func(h string) request { return request{Op: contract.OpLockAcquire, Holder: h, TTLSeconds: 30} }
+	acq := func(h string) fixture { return fixture{Op: contract.OpLockAcquire, Holder: h, TTLSeconds: 30} }
 	ds := runOps(t, now, []opsCase{
 		{"OKAcquireFree", contract.State{}, acq("a"), "", contract.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, contract.KindPut},
 		{"OKAcquireAfterRelease", released, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
 		{"OKAcquireExpired", expiredA, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
 		{"OKReenter", heldA, acq("a"), "", contract.OpLockAcquire, valA, ""},
-		{"OKExtend", heldA, request{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", contract.OpLockExtend, valA, ""},
+		{"OKExtend", heldA, fixture{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", contract.OpLockExtend, valA, ""},
 		{"ErrReenterOtherPrincipal", heldByQ, acq("a"), contract.ELockHeld, "", "", ""},
-		{"ErrExtendOtherPrincipal", heldByQ, request{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
-		{"ErrReleaseOtherPrincipal", heldByQ, request{Op: contract.OpLockRelease, Holder: "a"}, contract.ENotLockHolder, "", "", ""},
-		{"ErrHeartbeatOtherPrincipal", leaderByQ, request{Op: contract.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
-		{"ErrResignOtherPrincipal", leaderByQ, request{Op: contract.OpLeaderResign, Holder: "a"}, contract.ENotLeader, "", "", ""},
+		{"ErrExtendOtherPrincipal", heldByQ, fixture{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
+		{"ErrReleaseOtherPrincipal", heldByQ, fixture{Op: contract.OpLockRelease, Holder: "a"}, contract.ENotLockHolder, "", "", ""},
+		{"ErrHeartbeatOtherPrincipal", leaderByQ, fixture{Op: contract.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
+		{"ErrResignOtherPrincipal", leaderByQ, fixture{Op: contract.OpLeaderResign, Holder: "a"}, contract.ENotLeader, "", "", ""},
 		{"OKReenterLegacyByLastWriter", legacy("p"), acq("a"), "", contract.OpLockAcquire, valA, ""},
 		{"ErrReenterLegacyOtherPrincipal", legacy("q"), acq("a"), contract.ELockHeld, "", "", ""},
 		{"ErrForgedToken", forged, acq("a"), contract.EWrongType, "", "", ""},
-		{"ErrPutPurposeLock", contract.State{}, request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"s","token":1}`), Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
-		{"ErrPatchPurposeLeader", contract.State{}, request{Op: contract.OpPatch, Create: true, Set: map[string]json.RawMessage{"holder": json.RawMessage(`"s"`)}, Semantics: contract.Semantics{Purpose: "leader"}}, contract.EInvalid, "", "", ""},
-		{"ErrIncrementPurposeLock", contract.State{}, request{Op: contract.OpIncrement, By: 1, Create: true, Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
-		{"ErrPatchLockByVersion", heldA, request{Op: contract.OpPatch, ExpectedVersion: ptr(7), Set: map[string]json.RawMessage{"token": json.RawMessage(`0`)}}, contract.EWrongType, "", "", ""},
-		{"ErrIncrementLeaderByVersion", leaderA, request{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(7)}, contract.EWrongType, "", "", ""},
-		{"OKBreakLockByPut", heldA, request{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(7)}, "", contract.OpCAS, "", contract.KindPut},
-		{"OKRelease", heldA, request{Op: contract.OpLockRelease, Holder: "a"}, "", contract.OpLockRelease, `null`, contract.KindDelete},
+		{"ErrPutPurposeLock", contract.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"s","token":1}`), Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
+		{"ErrPatchPurposeLeader", contract.State{}, fixture{Op: contract.OpPatch, Create: true, Set: map[string]json.RawMessage{"holder": json.RawMessage(`"s"`)}, Semantics: contract.Semantics{Purpose: "leader"}}, contract.EInvalid, "", "", ""},
+		{"ErrIncrementPurposeLock", contract.State{}, fixture{Op: contract.OpIncrement, By: 1, Create: true, Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
+		{"ErrPatchLockByVersion", heldA, fixture{Op: contract.OpPatch, ExpectedVersion: ptr(7), Set: map[string]json.RawMessage{"token": json.RawMessage(`0`)}}, contract.EWrongType, "", "", ""},
+		{"ErrIncrementLeaderByVersion", leaderA, fixture{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(7)}, contract.EWrongType, "", "", ""},
+		{"OKBreakLockByPut", heldA, fixture{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(7)}, "", contract.OpCAS, "", contract.KindPut},
+		{"OKRelease", heldA, fixture{Op: contract.OpLockRelease, Holder: "a"}, "", contract.OpLockRelease, `null`, contract.KindDelete},
 		{"ErrHeld", heldA, acq("b"), contract.ELockHeld, "", "", ""},
-		{"ErrExtendOther", heldA, request{Op: contract.OpLockExtend, Holder: "b", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
-		{"ErrReleaseOther", heldA, request{Op: contract.OpLockRelease, Holder: "b"}, contract.ENotLockHolder, "", "", ""},
-		{"ErrReleaseFree", released, request{Op: contract.OpLockRelease, Holder: "a"}, contract.ENotLockHolder, "", "", ""},
-		{"ErrExtendExpired", expiredA, request{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
+		{"ErrExtendOther", heldA, fixture{Op: contract.OpLockExtend, Holder: "b", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
+		{"ErrReleaseOther", heldA, fixture{Op: contract.OpLockRelease, Holder: "b"}, contract.ENotLockHolder, "", "", ""},
+		{"ErrReleaseFree", released, fixture{Op: contract.OpLockRelease, Holder: "a"}, contract.ENotLockHolder, "", "", ""},
+		{"ErrExtendExpired", expiredA, fixture{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
 		{"ErrNotALock", state(k, 3, `{"holder":"a"}`, "other", nil), acq("a"), contract.EWrongType, "", "", ""},
 		{"ErrLeaderAsLock", leaderA, acq("a"), contract.EWrongType, "", "", ""},
-		{"OKElect", contract.State{}, request{Op: contract.OpLeaderElect, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderElect, "", ""},
-		{"ErrElectOther", leaderA, request{Op: contract.OpLeaderElect, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
-		{"OKHeartbeat", leaderA, request{Op: contract.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderHeartbeat, "", ""},
-		{"ErrHeartbeatOther", leaderA, request{Op: contract.OpLeaderHeartbeat, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
-		{"OKResign", leaderA, request{Op: contract.OpLeaderResign, Holder: "a"}, "", contract.OpLeaderResign, "", contract.KindDelete},
-		{"ErrPlainPutOverLock", heldA, request{Op: contract.OpPut, Value: json.RawMessage(`1`)}, contract.ELockHeld, "", "", ""},
-		{"ErrPlainDeleteOfLeader", leaderA, request{Op: contract.OpDelete}, contract.ENotLeader, "", "", ""},
-		{"OKBreakLockByVersion", heldA, request{Op: contract.OpDelete, ExpectedVersion: ptr(7)}, "", contract.OpDelete, "", contract.KindDelete},
-		{"OKPutOverExpiredLock", expiredA, request{Op: contract.OpPut, Value: json.RawMessage(`1`)}, "", contract.OpSet, "", ""},
+		{"OKElect", contract.State{}, fixture{Op: contract.OpLeaderElect, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderElect, "", ""},
+		{"ErrElectOther", leaderA, fixture{Op: contract.OpLeaderElect, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
+		{"OKHeartbeat", leaderA, fixture{Op: contract.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderHeartbeat, "", ""},
+		{"ErrHeartbeatOther", leaderA, fixture{Op: contract.OpLeaderHeartbeat, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
+		{"OKResign", leaderA, fixture{Op: contract.OpLeaderResign, Holder: "a"}, "", contract.OpLeaderResign, "", contract.KindDelete},
+		{"ErrPlainPutOverLock", heldA, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`)}, contract.ELockHeld, "", "", ""},
+		{"ErrPlainDeleteOfLeader", leaderA, fixture{Op: contract.OpDelete}, contract.ENotLeader, "", "", ""},
+		{"OKBreakLockByVersion", heldA, fixture{Op: contract.OpDelete, ExpectedVersion: ptr(7)}, "", contract.OpDelete, "", contract.KindDelete},
+		{"OKPutOverExpiredLock", expiredA, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`)}, "", contract.OpSet, "", ""},
 	})
 	if e := ds["OKAcquireFree"].Event; e.Semantics.Purpose != "lock" || e.ExpiresAt == nil || !e.ExpiresAt.Equal(now.Add(30*time.Second)) {
 		t.Errorf("acquire: semantics %+v expiry %v", e.Semantics, e.ExpiresAt)
@@ -265,10 +265,10 @@ func TestDecideExpire(t *testing.T) {
 	later := now.Add(time.Minute)
 	expired := state(k, 3, `{"holder":"a","token":3}`, "lock", &past)
 	expired.Entry.Semantics.Producer = "scheduler"
-	exp := request{Op: contract.OpExpire, ExpectedVersion: ptr(3)}
+	exp := fixture{Op: contract.OpExpire, ExpectedVersion: ptr(3)}
 	ds := runOps(t, now, []opsCase{
 		{"OK", expired, exp, "", contract.OpExpire, `null`, contract.KindExpire},
-		{"SkipRenewed", state(k, 4, `1`, "other", &later), request{Op: contract.OpExpire, ExpectedVersion: ptr(3)}, contract.EConflict, "", "", ""},
+		{"SkipRenewed", state(k, 4, `1`, "other", &later), fixture{Op: contract.OpExpire, ExpectedVersion: ptr(3)}, contract.EConflict, "", "", ""},
 		{"SkipNotYet", state(k, 3, `1`, "other", &later), exp, contract.EConflict, "", "", ""},
 		{"SkipDeleted", contract.State{Version: 4, Entry: contract.Entry{Key: k, Version: 4}}, exp, contract.EConflict, "", "", ""},
 		{"SkipNoTTL", state(k, 3, `1`, "other", nil), exp, contract.EConflict, "", "", ""},

@@ -47,18 +47,18 @@ func InIncarnation(member string, since int64) bool {
 	return member >= from && member < to
 }
 
-// decideQueue decides a queue write r (qpush, qpop, qack, qrequeue) on
+// decideQueue decides a queue write c (qpush, qpop, qack, qrequeue) on
 // the queue's state (in.State), its items (in.Queue) and what in.Known
-// holds of r's requestId. It is pure. The first push creates the queue (since = its
+// holds of c's requestId. It is pure. The first push creates the queue (since = its
 // version); a pop of an empty or missing queue is 404 queue_empty and
 // appends nothing; a push whose dedupId was pushed within env.DedupWindow
 // appends nothing (Result.Deduplicated).
-func decideQueue(r *request, in Input, env Env) Decision {
-	w := newWrite(in.State, r, &env)
+func decideQueue(c *Queue, in Input, env Env) Decision {
+	w := newWrite(in.State, c.common(), &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
 		if d.Result.Replayed && d.Result.Element == nil {
-			d.Result.Element = replayedQueueWrite(in.State, in.Known, r)
+			d.Result.Element = replayedQueueWrite(in.State, in.Known, c)
 		}
 		return d
 	}
@@ -68,7 +68,7 @@ func decideQueue(r *request, in Input, env Env) Decision {
 		return Decision{Err: err}
 	}
 	ev := newEvent(w)
-	ev.Op = r.Op
+	ev.Op = c.Op
 	if visible == nil {
 		meta.Since = ev.Version
 	}
@@ -76,26 +76,26 @@ func decideQueue(r *request, in Input, env Env) Decision {
 		el   *contract.Element
 		werr error
 	)
-	switch r.Op {
+	switch c.Op {
 	case contract.OpQPush:
-		if dup := duplicate(q.Dup, visible, meta, r, env); dup != nil {
+		if dup := duplicate(q.Dup, visible, meta, c, env); dup != nil {
 			return Decision{Result: Result{Entry: *visible, Element: dup, Deduplicated: true}}
 		}
-		el = pushed(meta, r, ev.Version, now)
+		el = pushed(meta, c, ev.Version, now)
 		meta.Size++
 	case contract.OpQPop:
-		el, werr = decidePop(q.Head, visible, &meta, r, now)
+		el, werr = decidePop(q.Head, visible, &meta, c, now)
 		if el != nil && el.State == contract.ItemInFlight {
 			el.ReceiptNonce = q.Nonce // only a delivery in flight is acknowledged
 		}
 	case contract.OpQAck:
-		el, werr = decideAck(q.Item, visible, &meta, r)
+		el, werr = decideAck(q.Item, visible, &meta, c)
 	case contract.OpQRequeue:
-		el, werr = decideRequeue(q.Item, visible, &meta, r, now)
+		el, werr = decideRequeue(q.Item, visible, &meta, c, now)
 	case contract.OpQExpire:
-		el, werr = decideExpireItem(q.Item, visible, &meta, r, now)
+		el, werr = decideExpireItem(q.Item, visible, &meta, c, now)
 	default:
-		werr = contract.Errorf(contract.EInternal, "%s is not a queue write", r.Op)
+		werr = contract.Errorf(contract.EInternal, "%s is not a queue write", c.Op)
 	}
 	if werr != nil {
 		return Decision{Err: werr}
@@ -105,64 +105,64 @@ func decideQueue(r *request, in Input, env Env) Decision {
 		return Decision{Err: contract.Errorf(contract.EInternal, "encode queue metadata: %v", merr)}
 	}
 	ev.After, ev.Element = after, el
-	d = finish(w, ev, contract.PurposeQueue, r.TTLSeconds == 0)
+	d = finish(w, ev, contract.PurposeQueue, c.TTLSeconds == 0)
 	d.Result.Changed = true
 	d.Result.Element = el
 	return d
 }
 
-// pushed is the item a push of r appends at version: ready, and with an
+// pushed is the item a push of c appends at version: ready, and with an
 // item TTL its own expiry (pushedAt + TTL), which every later event of
 // the item carries.
-func pushed(meta contract.CollectionMeta, r *request, version int64, now time.Time) *contract.Element {
-	el := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, r.Priority, version),
-		Value: r.Value, State: contract.ItemReady, DedupID: r.DedupID, PushedAt: &now}
-	if r.ItemTTL > 0 {
-		exp := now.Add(time.Duration(r.ItemTTL) * time.Second)
+func pushed(meta contract.CollectionMeta, c *Queue, version int64, now time.Time) *contract.Element {
+	el := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, c.Priority, version),
+		Value: c.Value, State: contract.ItemReady, DedupID: c.DedupID, PushedAt: &now}
+	if c.ItemTTL > 0 {
+		exp := now.Add(time.Duration(c.ItemTTL) * time.Second)
 		el.ExpiresAt = &exp
 	}
 	return el
 }
 
-// duplicate is the item a push of r.DedupID repeats: dup, when it is an
+// duplicate is the item a push of c.DedupID repeats: dup, when it is an
 // item of this incarnation of the queue pushed within the window.
-func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *request, env Env) *contract.Element {
+func duplicate(dup *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, c *Queue, env Env) *contract.Element {
 	now, window := env.Now, env.DedupWindow
-	if r.DedupID == "" || dup == nil || visible == nil || dup.DedupID != r.DedupID || !InIncarnation(dup.Member, meta.Since) {
+	if c.DedupID == "" || dup == nil || visible == nil || dup.DedupID != c.DedupID || !InIncarnation(dup.Member, meta.Since) {
 		return nil
 	}
 	if dup.PushedAt == nil || now.Sub(*dup.PushedAt) >= window {
 		return nil
 	}
-	c := *dup
-	return &c
+	el := *dup
+	return &el
 }
 
 // decidePop takes head, the queue's first ready item: with a visibility
 // timeout it goes in flight (one more delivery, hidden until its
 // deadline); without, it is removed (kept as done when it has a dedupId,
 // so repeated pushes within the window still find it).
-func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request, now time.Time) (*contract.Element, error) {
+func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, c *Queue, now time.Time) (*contract.Element, error) {
 	if visible == nil || meta.Size-meta.InFlight <= 0 {
-		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s is empty or does not exist", r.Key)
+		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s is empty or does not exist", c.Key)
 	}
 	if head == nil || head.ItemExpired(now) {
 		// The metadata counts ready items whose own TTL passed until
 		// the sweeper's qexpire removes them (at most one sweep
 		// interval after): they are never served, so a queue holding
 		// only those is empty.
-		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s has no item to serve: its %d ready items have expired (items past their itemTtlSeconds wait for the sweeper's removal)", r.Key, meta.Size-meta.InFlight)
+		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s has no item to serve: its %d ready items have expired (items past their itemTtlSeconds wait for the sweeper's removal)", c.Key, meta.Size-meta.InFlight)
 	}
 	if head.State != contract.ItemReady || !InIncarnation(head.Member, meta.Since) {
 		// Never answer a wrong item.
-		return nil, contract.Errorf(contract.EInternal, "queue %s: the next item %s is not a ready item of this queue", r.Key, head.Member)
+		return nil, contract.Errorf(contract.EInternal, "queue %s: the next item %s is not a ready item of this queue", c.Key, head.Member)
 	}
 	el := *head
 	el.Deliveries++
 	el.VisibleAt = nil
 	switch {
-	case r.Visibility > 0:
-		deadline := now.Add(time.Duration(r.Visibility) * time.Second)
+	case c.Visibility > 0:
+		deadline := now.Add(time.Duration(c.Visibility) * time.Second)
 		el.State, el.VisibleAt = contract.ItemInFlight, &deadline
 		meta.InFlight++
 	case el.DedupID != "":
@@ -183,11 +183,11 @@ func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.C
 var errStaleReceipt = contract.FieldErrorf(contract.EStaleReceipt, "receipt",
 	"stale receipt: it is not the current delivery of an item in flight in this queue (acknowledged already, returned to the queue after its visibility timeout and maybe redelivered, expired, removed, or never handed out)")
 
-// current reports whether item is the in-flight delivery r names, in
+// current reports whether item is the in-flight delivery c names, in
 // this incarnation of the queue.
-func current(item *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, r *request) bool {
-	return visible != nil && item != nil && item.Member == r.Item && InIncarnation(item.Member, meta.Since) &&
-		item.State == contract.ItemInFlight && item.Deliveries == r.Delivery
+func current(item *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, c *Queue) bool {
+	return visible != nil && item != nil && item.Member == c.Item && InIncarnation(item.Member, meta.Since) &&
+		item.State == contract.ItemInFlight && item.Deliveries == c.Delivery
 }
 
 // receiptMatches reports whether nonce, an ack's, is the nonce of
@@ -201,14 +201,14 @@ func receiptMatches(item *contract.Element, nonce string) bool {
 	return subtle.ConstantTimeCompare([]byte(item.ReceiptNonce), []byte(nonce)) == 1
 }
 
-// decideAck removes the in-flight item r's receipt names (done when it
+// decideAck removes the in-flight item c's receipt names (done when it
 // has a dedupId); anything else is a stale receipt, and a redelivered
 // item is never removed by an earlier delivery's receipt. An ack after
 // the deadline but before the sweeper requeued the item succeeds, as in
 // SQS; so does one after the item's own TTL passed but before the
 // sweeper's qexpire removed it (then it is stale).
-func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request) (*contract.Element, error) {
-	if !current(item, visible, *meta, r) || !receiptMatches(item, r.ReceiptNonce) {
+func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, c *Queue) (*contract.Element, error) {
+	if !current(item, visible, *meta, c) || !receiptMatches(item, c.ReceiptNonce) {
 		return nil, errStaleReceipt
 	}
 	el := *item
@@ -223,14 +223,14 @@ func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.C
 	return &el, nil
 }
 
-// decideRequeue returns the in-flight item r names to the queue when its
+// decideRequeue returns the in-flight item c names to the queue when its
 // deadline passed: ready again, its deliveries kept. An ack or a requeue
 // that won the race leaves nothing to do (version_conflict, which the
 // sweeper counts as skipped). An item whose own TTL passed is not
 // returned: the sweeper's qexpire removes it.
-func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request, now time.Time) (*contract.Element, error) {
-	if !current(item, visible, *meta, r) || item.VisibleAt == nil || now.Before(*item.VisibleAt) || item.ItemExpired(now) {
-		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", r.Key, r.Item, r.Delivery)
+func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, c *Queue, now time.Time) (*contract.Element, error) {
+	if !current(item, visible, *meta, c) || item.VisibleAt == nil || now.Before(*item.VisibleAt) || item.ItemExpired(now) {
+		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", c.Key, c.Item, c.Delivery)
 	}
 	el := *item
 	el.State, el.VisibleAt, el.ReceiptNonce = contract.ItemReady, nil, ""
@@ -238,17 +238,17 @@ func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contra
 	return &el, nil
 }
 
-// decideExpireItem removes the item r names when its own TTL passed and
+// decideExpireItem removes the item c names when its own TTL passed and
 // it is still ready or in flight (any delivery: the TTL is the item's,
 // not a delivery's): its row is deleted, or kept done when it has a
 // dedupId so repeated pushes within the window still find it; size-1,
 // and inFlight-1 when it was in flight. A pop, ack or expire that won
 // the race leaves nothing to do (version_conflict: skipped).
-func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, r *request, now time.Time) (*contract.Element, error) {
-	live := visible != nil && item != nil && item.Member == r.Item && InIncarnation(item.Member, meta.Since) &&
+func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, c *Queue, now time.Time) (*contract.Element, error) {
+	live := visible != nil && item != nil && item.Member == c.Item && InIncarnation(item.Member, meta.Since) &&
 		(item.State == contract.ItemReady || item.State == contract.ItemInFlight)
 	if !live || !item.ItemExpired(now) {
-		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s is no longer a ready or in-flight item past its TTL", r.Key, r.Item)
+		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s is no longer a ready or in-flight item past its TTL", c.Key, c.Item)
 	}
 	el := *item
 	if el.State == contract.ItemInFlight {
@@ -264,18 +264,18 @@ func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *con
 	return &el, nil
 }
 
-// replayedQueueWrite is the element a replay of r (the queue's latest
+// replayedQueueWrite is the element a replay of c (the queue's latest
 // write, at cur) answers: a pop's item as it popped it (replayedPop),
 // a push's item id.
-func replayedQueueWrite(cur contract.State, known Memory, r *request) *contract.Element {
-	if r.Op == contract.OpQPush {
+func replayedQueueWrite(cur contract.State, known Memory, c *Queue) *contract.Element {
+	if c.Op == contract.OpQPush {
 		meta, err := contract.ParseCollectionMeta(cur.Entry.Value)
 		if err != nil {
 			return nil
 		}
-		return &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, r.Priority, cur.Version)}
+		return &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, c.Priority, cur.Version)}
 	}
-	return replayedPop(cur, known, r)
+	return replayedPop(cur, known, &c.Header)
 }
 
 // QueuePushAnswer is the answer of a qpush from its result.
@@ -346,13 +346,36 @@ func QueueItemRef(c Command) (ElementRef, bool) {
 	if !ok {
 		return ElementRef{}, false
 	}
-	return queueItemRef(q.flat())
-}
-
-// queueItemRef is QueueItemRef of the write as the rules read it.
-func queueItemRef(r *request) (ElementRef, bool) {
-	if (r.Op != contract.OpQAck && r.Op != contract.OpQRequeue && r.Op != contract.OpQExpire) || r.Denied || r.Txn != nil {
+	if q.Op != contract.OpQAck && q.Op != contract.OpQRequeue && q.Op != contract.OpQExpire {
 		return ElementRef{}, false
 	}
-	return ElementRef{Collection: r.Key.String(), Member: r.Item}, true
+	return ElementRef{Collection: q.Key.String(), Member: q.Item}, true
+}
+
+// common is what the rules every single-key family shares read of c: a
+// push attempts its data; a queue write gives no semantics.
+func (c *Queue) common() common {
+	cm := common{Header: &c.Header, ExpectedVersion: c.ExpectedVersion, TTLSeconds: c.TTLSeconds, Attempted: c.Value, ConflictOp: c.Op}
+	if c.RequestID != "" {
+		cm.Digest = c.digest()
+	}
+	return cm
+}
+
+// digest is c's request digest (requestid.go): a collection write's
+// parts, then the queue's (a push's priority and dedupId, a pop's
+// visibility, an ack's item and delivery), a push's item TTL and an
+// ack's receipt nonce.
+func (c *Queue) digest() string {
+	parts := collectionParts(&c.Header, c.Value, c.ExpectedVersion, c.TTLSeconds)
+	if c.Op.IsQueueWrite() {
+		parts = append(parts, "queue", c.Priority, c.DedupID, c.Visibility, c.Item, c.Delivery)
+	}
+	if c.ItemTTL != 0 { // only then: older digests keep their parts
+		parts = append(parts, "itemTtl", c.ItemTTL)
+	}
+	if c.ReceiptNonce != "" { // only then: older digests keep their parts
+		parts = append(parts, "nonce", c.ReceiptNonce)
+	}
+	return digestSum(parts)
 }

@@ -57,73 +57,73 @@ func TestDecideQueue(t *testing.T) {
 		name    string
 		cur     contract.State
 		in      QueueInput
-		req     request
+		req     fixture
 		code    string                   // error code, or "" when accepted
 		meta    *contract.CollectionMeta // after; nil: nothing appended
 		element *contract.Element
 	}{
-		{"OKPushCreates", contract.State{}, QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
+		{"OKPushCreates", contract.State{}, QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
 			"", meta(1, 0, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
-		{"OKPushAppends", queue(5, 2, 1, 1), QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
+		{"OKPushAppends", queue(5, 2, 1, 1), QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
 			"", meta(3, 1, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
-		{"OKPushAfterDeleteStartsAfresh", deleted, QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`)},
+		{"OKPushAfterDeleteStartsAfresh", deleted, QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`)},
 			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: elemkey.QueueMember(10, 0, 10), Value: json.RawMessage(`7`), State: "ready", PushedAt: &now}},
-		{"OKPushDuplicateAddsNothing", queue(5, 1, 0, 1), QueueInput{Dup: item(m, "ready", 0, nil, "d")}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+		{"OKPushDuplicateAddsNothing", queue(5, 1, 0, 1), QueueInput{Dup: item(m, "ready", 0, nil, "d")}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "ready", 0, nil, "d")},
-		{"OKPushDuplicateOfDoneItemAddsNothing", queue(5, 0, 0, 1), QueueInput{Dup: item(m, "done", 1, nil, "d")}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+		{"OKPushDuplicateOfDoneItemAddsNothing", queue(5, 0, 0, 1), QueueInput{Dup: item(m, "done", 1, nil, "d")}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", nil, item(m, "done", 1, nil, "d")},
 		{"OKPushDuplicatePastWindowAdds", queue(5, 1, 0, 1), QueueInput{Dup: &contract.Element{Member: m, State: "ready", DedupID: "d", PushedAt: at(now.Add(-DefaultQueueDedupWindow))}},
-			request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+			fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", meta(2, 0, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, 0, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
-		{"OKPushDuplicateOfEarlierQueueAdds", queue(12, 0, 0, 10), QueueInput{Dup: item(old, "ready", 0, nil, "d")}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
+		{"OKPushDuplicateOfEarlierQueueAdds", queue(12, 0, 0, 10), QueueInput{Dup: item(old, "ready", 0, nil, "d")}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`), DedupID: "d"},
 			"", meta(1, 0, 10), &contract.Element{Op: "add", Member: elemkey.QueueMember(10, 0, 13), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
-		{"ErrPushWrongType", list, QueueInput{}, request{Op: contract.OpQPush, Value: json.RawMessage(`7`)}, contract.EWrongType, nil, nil},
+		{"ErrPushWrongType", list, QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`)}, contract.EWrongType, nil, nil},
 
-		{"OKPopRemoves", queue(5, 2, 0, 1), QueueInput{Head: ready}, request{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
-		{"OKPopWithDedupKeepsDone", queue(5, 2, 0, 1), QueueInput{Head: item(m, "ready", 0, nil, "d")}, request{Op: contract.OpQPop},
+		{"OKPopRemoves", queue(5, 2, 0, 1), QueueInput{Head: ready}, fixture{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKPopWithDedupKeepsDone", queue(5, 2, 0, 1), QueueInput{Head: item(m, "ready", 0, nil, "d")}, fixture{Op: contract.OpQPop},
 			"", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
-		{"OKPopWithVisibilityGoesInFlight", queue(5, 2, 0, 1), QueueInput{Head: ready, Nonce: nonce}, request{Op: contract.OpQPop, Visibility: 30},
+		{"OKPopWithVisibilityGoesInFlight", queue(5, 2, 0, 1), QueueInput{Head: ready, Nonce: nonce}, fixture{Op: contract.OpQPop, Visibility: 30},
 			"", meta(2, 1, 1), withNonce(item(m, "inflight", 1, &later, ""), nonce)},
-		{"OKPopRedelivers", queue(5, 2, 0, 1), QueueInput{Head: item(m, "ready", 1, nil, ""), Nonce: other}, request{Op: contract.OpQPop, Visibility: 30},
+		{"OKPopRedelivers", queue(5, 2, 0, 1), QueueInput{Head: item(m, "ready", 1, nil, ""), Nonce: other}, fixture{Op: contract.OpQPop, Visibility: 30},
 			"", meta(2, 1, 1), withNonce(item(m, "inflight", 2, &later, ""), other)},
-		{"OKPopRemovingKeepsNoNonce", queue(5, 2, 0, 1), QueueInput{Head: ready, Nonce: nonce}, request{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
-		{"ErrPopEmpty", queue(5, 0, 0, 1), QueueInput{}, request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
-		{"ErrPopMissing", contract.State{}, QueueInput{}, request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
-		{"ErrPopDeleted", deleted, QueueInput{}, request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
-		{"ErrPopAllInFlight", queue(5, 2, 2, 1), QueueInput{}, request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
-		{"ErrPopOnlyExpiredItemsLeft", queue(5, 2, 0, 1), QueueInput{}, request{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
-		{"ErrPopItemOfEarlierQueue", queue(12, 1, 0, 10), QueueInput{Head: item(old, "ready", 0, nil, "")}, request{Op: contract.OpQPop}, contract.EInternal, nil, nil},
+		{"OKPopRemovingKeepsNoNonce", queue(5, 2, 0, 1), QueueInput{Head: ready, Nonce: nonce}, fixture{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
+		{"ErrPopEmpty", queue(5, 0, 0, 1), QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopMissing", contract.State{}, QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopDeleted", deleted, QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopAllInFlight", queue(5, 2, 2, 1), QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopOnlyExpiredItemsLeft", queue(5, 2, 0, 1), QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopItemOfEarlierQueue", queue(12, 1, 0, 10), QueueInput{Head: item(old, "ready", 0, nil, "")}, fixture{Op: contract.OpQPop}, contract.EInternal, nil, nil},
 
-		{"OKAckRemoves", queue(6, 2, 1, 1), QueueInput{Item: inflight}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, "", meta(1, 0, 1), removed(m, 1)},
-		{"OKAckWithDedupKeepsDone", queue(6, 2, 1, 1), QueueInput{Item: item(m, "inflight", 1, &later, "d")}, request{Op: contract.OpQAck, Item: m, Delivery: 1},
+		{"OKAckRemoves", queue(6, 2, 1, 1), QueueInput{Item: inflight}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKAckWithDedupKeepsDone", queue(6, 2, 1, 1), QueueInput{Item: item(m, "inflight", 1, &later, "d")}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1},
 			"", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
-		{"OKAckPastDeadlineBeforeRequeue", queue(6, 1, 1, 1), QueueInput{Item: inflight}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, "", meta(0, 0, 1), removed(m, 1)},
-		{"OKAckWithNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), removed(m, 1)},
+		{"OKAckPastDeadlineBeforeRequeue", queue(6, 1, 1, 1), QueueInput{Item: inflight}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, "", meta(0, 0, 1), removed(m, 1)},
+		{"OKAckWithNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), removed(m, 1)},
 		{"OKAckWithNonceKeepsDoneWithout", queue(6, 2, 1, 1), QueueInput{Item: withNonce(item(m, "inflight", 1, &later, "d"), nonce)},
-			request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
-		{"ErrAckGuessedWithoutNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckWrongNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: other}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckNonceOfDeliveryWithout", queue(6, 2, 1, 1), QueueInput{Item: inflight}, request{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckUnknownItem", queue(6, 1, 1, 1), QueueInput{}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckRequeued", queue(6, 1, 0, 1), QueueInput{Item: item(m, "ready", 1, nil, "")}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckRedelivered", queue(6, 1, 1, 1), QueueInput{Item: item(m, "inflight", 2, &later, "")}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckDone", queue(6, 0, 0, 1), QueueInput{Item: item(m, "done", 1, nil, "d")}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckEarlierQueue", queue(12, 1, 1, 10), QueueInput{Item: item(old, "inflight", 1, &later, "")}, request{Op: contract.OpQAck, Item: old, Delivery: 1}, contract.EStaleReceipt, nil, nil},
-		{"ErrAckMissingQueue", deleted, QueueInput{Item: inflight}, request{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+			fixture{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, "", meta(1, 0, 1), item(m, "done", 1, nil, "d")},
+		{"ErrAckGuessedWithoutNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckWrongNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: other}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckNonceOfDeliveryWithout", queue(6, 2, 1, 1), QueueInput{Item: inflight}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1, ReceiptNonce: nonce}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckUnknownItem", queue(6, 1, 1, 1), QueueInput{}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckRequeued", queue(6, 1, 0, 1), QueueInput{Item: item(m, "ready", 1, nil, "")}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckRedelivered", queue(6, 1, 1, 1), QueueInput{Item: item(m, "inflight", 2, &later, "")}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckDone", queue(6, 0, 0, 1), QueueInput{Item: item(m, "done", 1, nil, "d")}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckEarlierQueue", queue(12, 1, 1, 10), QueueInput{Item: item(old, "inflight", 1, &later, "")}, fixture{Op: contract.OpQAck, Item: old, Delivery: 1}, contract.EStaleReceipt, nil, nil},
+		{"ErrAckMissingQueue", deleted, QueueInput{Item: inflight}, fixture{Op: contract.OpQAck, Item: m, Delivery: 1}, contract.EStaleReceipt, nil, nil},
 
-		{"OKRequeuePastDeadline", queue(6, 2, 1, 1), QueueInput{Item: inflight}, request{Op: contract.OpQRequeue, Item: m, Delivery: 1},
+		{"OKRequeuePastDeadline", queue(6, 2, 1, 1), QueueInput{Item: inflight}, fixture{Op: contract.OpQRequeue, Item: m, Delivery: 1},
 			"", meta(2, 0, 1), item(m, "ready", 1, nil, "")},
-		{"OKRequeueDropsNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, request{Op: contract.OpQRequeue, Item: m, Delivery: 1},
+		{"OKRequeueDropsNonce", queue(6, 2, 1, 1), QueueInput{Item: delivered}, fixture{Op: contract.OpQRequeue, Item: m, Delivery: 1},
 			"", meta(2, 0, 1), item(m, "ready", 1, nil, "")},
-		{"ErrRequeueBeforeDeadline", queue(6, 2, 1, 1), QueueInput{Item: item(m, "inflight", 1, &later, "")}, request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
-		{"ErrRequeueAcked", queue(7, 1, 0, 1), QueueInput{}, request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
-		{"ErrRequeueRedelivered", queue(8, 1, 1, 1), QueueInput{Item: item(m, "inflight", 2, &deadline, "")}, request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
-		{"ErrRequeueRequeuedAlready", queue(7, 1, 0, 1), QueueInput{Item: item(m, "ready", 1, nil, "")}, request{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrRequeueBeforeDeadline", queue(6, 2, 1, 1), QueueInput{Item: item(m, "inflight", 1, &later, "")}, fixture{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrRequeueAcked", queue(7, 1, 0, 1), QueueInput{}, fixture{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrRequeueRedelivered", queue(8, 1, 1, 1), QueueInput{Item: item(m, "inflight", 2, &deadline, "")}, fixture{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
+		{"ErrRequeueRequeuedAlready", queue(7, 1, 0, 1), QueueInput{Item: item(m, "ready", 1, nil, "")}, fixture{Op: contract.OpQRequeue, Item: m, Delivery: 1}, contract.EConflict, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideQueue(&r, Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
+			d := decideQueue(queueOf(&r), Input{State: tc.cur, Queue: tc.in}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)
@@ -168,20 +168,20 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		item *contract.Element
-		req  request
+		req  fixture
 	}{
-		{"NoItem", nil, request{Item: m, Delivery: 1}},
-		{"Acknowledged", &contract.Element{Member: m, State: contract.ItemDone}, request{Item: m, Delivery: 1}},
-		{"ExpiredDone", &contract.Element{Member: m, State: contract.ItemDone, DedupID: "d", ExpiresAt: &past}, request{Item: m, Delivery: 1}},
-		{"Requeued", &contract.Element{Member: m, State: contract.ItemReady, Deliveries: 1}, request{Item: m, Delivery: 1}},
-		{"Redelivered", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, request{Item: m, Delivery: 1}},
-		{"GuessedNonce", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, request{Item: m, Delivery: 1}},
-		{"EarlierQueue", &contract.Element{Member: old, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later}, request{Item: old, Delivery: 1}},
+		{"NoItem", nil, fixture{Item: m, Delivery: 1}},
+		{"Acknowledged", &contract.Element{Member: m, State: contract.ItemDone}, fixture{Item: m, Delivery: 1}},
+		{"ExpiredDone", &contract.Element{Member: m, State: contract.ItemDone, DedupID: "d", ExpiresAt: &past}, fixture{Item: m, Delivery: 1}},
+		{"Requeued", &contract.Element{Member: m, State: contract.ItemReady, Deliveries: 1}, fixture{Item: m, Delivery: 1}},
+		{"Redelivered", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
+		{"GuessedNonce", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
+		{"EarlierQueue", &contract.Element{Member: old, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later}, fixture{Item: old, Delivery: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Op, r.Principal = key, contract.OpQAck, "p"
-			d := decideQueue(&r, Input{State: cur, Queue: QueueInput{Item: tc.item}}, testEnv(now, 1))
+			d := decideQueue(queueOf(&r), Input{State: cur, Queue: QueueInput{Item: tc.item}}, testEnv(now, 1))
 			var e *contract.Error
 			if !errors.As(d.Err, &e) || e.Code != contract.EStaleReceipt || e.Field != "receipt" || e.Current != nil || d.Event != nil {
 				t.Fatalf("%v, want stale_receipt on receipt without the entry, appending nothing", d.Err)
@@ -204,9 +204,9 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 func TestDecideQueueReplays(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
-	pop := &request{Key: key, Op: contract.OpQPop, Visibility: 30, RequestID: "R", Principal: "p"}
-	push := &request{Key: key, Op: contract.OpQPush, Value: json.RawMessage(`"x"`), Priority: 4, RequestID: "P", Principal: "p"}
-	after := func(r *request, v int64) contract.State {
+	pop := &fixture{Key: key, Op: contract.OpQPop, Visibility: 30, RequestID: "R", Principal: "p"}
+	push := &fixture{Key: key, Op: contract.OpQPush, Value: json.RawMessage(`"x"`), Priority: 4, RequestID: "P", Principal: "p"}
+	after := func(r *fixture, v int64) contract.State {
 		return contract.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
 			Value: json.RawMessage(`{"type":"queue","size":2,"since":1,"inFlight":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
@@ -214,7 +214,7 @@ func TestDecideQueueReplays(t *testing.T) {
 	popped := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
 		State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
 	ref := RequestRef{Key: key.String(), RequestID: "R"}
-	d := decideQueue(pop, Input{State: after(pop, 5), Known: Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}}, testEnv(now, 1))
+	d := decideQueue(queueOf(pop), Input{State: after(pop, 5), Known: Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}}, testEnv(now, 1))
 	a := QueuePopAnswer(d.Result, queueOf(pop))
 	if d.Event != nil || !d.Result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != contract.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
@@ -223,17 +223,17 @@ func TestDecideQueueReplays(t *testing.T) {
 	// The queue was written since (a push at 6): the retried pop still
 	// answers its item, receipt and deadline, at the pop's version.
 	older := Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped, After: after(pop, 5).Entry.Value}}
-	d = decideQueue(pop, Input{State: after(push, 6), Known: older}, testEnv(now, 1))
+	d = decideQueue(queueOf(pop), Input{State: after(push, 6), Known: older}, testEnv(now, 1))
 	a = QueuePopAnswer(d.Result, queueOf(pop))
 	if d.Event != nil || d.Err != nil || !d.Result.Replayed || string(a.Data) != `{"job":7}` || a.Receipt != contract.Receipt(popped.Member, 1, popped.ReceiptNonce) ||
 		a.Deadline == nil || !a.Deadline.Equal(deadline) || a.Size != 2 || a.Version != 5 {
 		t.Fatalf("older pop retried: %+v %+v, want the popped item and receipt at version 5", d, a)
 	}
-	d = decideQueue(push, Input{State: after(pop, 6), Known: Memory{RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}}, testEnv(now, 1))
+	d = decideQueue(queueOf(push), Input{State: after(pop, 6), Known: Memory{RequestRef{Key: key.String(), RequestID: "P"}: {Version: 5, Digest: push.Digest()}}}, testEnv(now, 1))
 	if contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil {
 		t.Fatalf("older push retried: %+v, want version_conflict", d)
 	}
-	d = decideQueue(push, Input{State: after(push, 6)}, testEnv(now, 1))
+	d = decideQueue(queueOf(push), Input{State: after(push, 6)}, testEnv(now, 1))
 	if pa := QueuePushAnswer(d.Result, queueOf(push)); !d.Result.Replayed || pa.Item != elemkey.QueueMember(1, 4, 6) || pa.Priority != 4 {
 		t.Fatalf("replayed push: %+v %+v, want its item", d, pa)
 	}

@@ -1,7 +1,11 @@
 package decide
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/eskv/eskv/contract"
@@ -10,7 +14,7 @@ import (
 // Idempotency beyond a key's latest write (the writer's requestid.go
 // tells where the memory comes from).
 //
-// decideWrite replays a request that repeats the key's latest write (same
+// replayOrMismatch replays a write that repeats the key's latest write (same
 // requestId, same digest). A retry of an older write — put sync-1, put
 // sync-2, retry sync-1 — would otherwise be applied again and move the
 // key back. So a requestId is remembered per key while it belongs to one
@@ -56,14 +60,14 @@ func (w RequestWindow) Holds(prior AppliedRequest, cur int64, now time.Time) boo
 // the key's latest write, which the state itself tells).
 type Memory map[RequestRef]AppliedRequest
 
-// requestRef names r's requestId on its key; ok is false when r carries
+// requestRef names h's requestId on its key; ok is false when h carries
 // none, or its decision never consults it (a denied write's audit
 // record, an expire).
-func requestRef(r *request) (ref RequestRef, ok bool) {
-	if r.RequestID == "" || r.Denied || r.Op == contract.OpExpire {
+func requestRef(h *Header, denied bool) (ref RequestRef, ok bool) {
+	if h.RequestID == "" || denied || h.Op == contract.OpExpire {
 		return ref, false
 	}
-	return RequestRef{Key: r.Key.String(), RequestID: r.RequestID}, true
+	return RequestRef{Key: h.Key.String(), RequestID: h.RequestID}, true
 }
 
 // Add remembers an event appended by the batch.
@@ -95,11 +99,18 @@ func Popped(e *contract.Event) *contract.Element {
 }
 
 // Get returns what is known of c's requestId on its key.
-func (m Memory) Get(c Command) (AppliedRequest, bool) { return m.get(c.flat()) }
+func (m Memory) Get(c Command) (AppliedRequest, bool) { return m.get(c.Head(), isDenied(c)) }
 
-// get returns what is known of r's requestId on its key.
-func (m Memory) get(r *request) (AppliedRequest, bool) {
-	ref, ok := requestRef(r)
+// isDenied reports whether c is a denied write (only ever a KV command).
+func isDenied(c Command) bool {
+	kv, ok := c.(*KV)
+	return ok && kv.Denied
+}
+
+// get returns what is known of h's requestId on its key (none for a
+// denied write's).
+func (m Memory) get(h *Header, denied bool) (AppliedRequest, bool) {
+	ref, ok := requestRef(h, denied)
 	if !ok {
 		return AppliedRequest{}, false
 	}
@@ -107,27 +118,28 @@ func (m Memory) get(r *request) (AppliedRequest, bool) {
 	return a, ok
 }
 
-// decideRequestID decides r when its requestId was used on the key
+// decideRequestID decides w when its requestId was used on the key
 // before its latest write, at prior.Version: within the window (prior
 // among the key's last window versions), the same request (digest) again
 // is a stale request, answered 409 version_conflict naming the version it
 // was applied at — but a pop's is replayed (replayOlderPop) — and
 // another request under the same id is
 // request_id_reused; both are recorded in kv.conflicts and write nothing.
-// ok is false when the rule does not apply (no requestId, a use older
-// than the window, or the key's latest write, which decideWrite handles): r
-// is then decided by decideWrite. It is pure.
+// ok is false when the rule does not apply (no requestId, an expire, a
+// use older than the window, or the key's latest write, which
+// replayOrMismatch handles): w is then decided by its family's rules. A denied write
+// never asks it (it is only audited). It is pure.
 func decideRequestID(w write, known Memory) (d Decision, ok bool) {
-	cur, r := w.cur, w.r
-	prior, found := known.get(r)
-	if r.Denied || r.Op == contract.OpExpire || !found || !olderUse(cur, prior, r.RequestID, w.env) {
+	cur, r := w.cur, w.c
+	prior, found := known.get(r.Header, false)
+	if r.Op == contract.OpExpire || !found || !olderUse(cur, prior, r.RequestID, w.env) {
 		return d, false
 	}
-	if prior.Digest != r.Digest() {
+	if prior.Digest != r.Digest {
 		return conflictDecision(w, "request_id_reused",
 			"requestId %q was already used for a different write of this key (version %d)", r.RequestID, prior.Version), true
 	}
-	if d, ok := replayOlderPop(r, prior); ok {
+	if d, ok := replayOlderPop(r.Header, prior); ok {
 		return d, true
 	}
 	state := fmt.Sprintf("the key is now at version %d", cur.Version)
@@ -146,7 +158,7 @@ func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 // removed it (or made it in flight) and a busy list or queue is written
 // again before any retry. ok is false for every other request, and when
 // nothing holds the popped element (the retry is then stale).
-func replayOlderPop(r *request, prior AppliedRequest) (d Decision, ok bool) {
+func replayOlderPop(r *Header, prior AppliedRequest) (d Decision, ok bool) {
 	if !r.Op.IsPop() || prior.Popped == nil {
 		return d, false
 	}
@@ -157,7 +169,7 @@ func replayOlderPop(r *request, prior AppliedRequest) (d Decision, ok bool) {
 
 // olderUse reports whether prior (a known one) is a use of requestID on a
 // key, whose state is cur, that the window remembers at now and that is
-// not the key's latest write (decideWrite's rule): among its last
+// not the key's latest write (replayOrMismatch's rule): among its last
 // window.Versions versions, or younger than window.Age. Comparing
 // prior.Digest with the request's is left to the caller (a transaction
 // compares its own digest, carried by each of its events).
@@ -171,12 +183,46 @@ func olderUse(cur contract.State, prior AppliedRequest, requestID string, env *E
 	return prior.Version <= cur.Version && env.Window.Holds(prior, cur.Version, env.Now)
 }
 
-// decideKV decides a single-key write (KV, Lock): decideWrite preceded by
-// decideRequestID on what in.Known holds of r's requestId.
-func decideKV(r *request, in Input, env Env) Decision {
-	w := newWrite(in.State, r, &env)
-	if d, ok := decideRequestID(w, in.Known); ok {
-		return d
+// Digests. A command's digest identifies its body, so that a retried
+// requestId can be told from a reused one; the principal is part of it
+// (another principal reusing a requestId is a different request). Each
+// family's digest method lists its parts; they keep the names, order and
+// encodings digests were first written with, when every family was read
+// as one flat request (a part a family does not have is its zero value;
+// the optional parts are appended only when given): digests are stored
+// with events, and a retry must match the one stored before any change
+// (TestDigestPinned).
+
+// digestSum is the digest of parts: the first 16 bytes of the SHA-256 of
+// their JSON, in hex.
+func digestSum(parts []any) string {
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// headParts are the parts every single-key digest begins with: the
+// write's kind (its op, a lock op's by its action), key, value, expected
+// version (decimal, "" for none) and TTL. Semantics, specRef and
+// principal follow.
+func headParts(h *Header, value json.RawMessage, expected *int64, ttl int64) []any {
+	var ev string
+	if expected != nil {
+		ev = strconv.FormatInt(*expected, 10)
 	}
-	return w.decide()
+	kind := string(h.Op)
+	if a := h.Op.LockAction(); a != "" {
+		kind = string(a)
+	}
+	return []any{kind, h.Key.String(), value, ev, ttl}
+}
+
+// collectionParts are the parts a collection write's digest begins with:
+// its head, no semantics nor specRef, its principal, then the parts of a
+// write that is no put or delete (an increment's addend and create, a
+// patch's set, unset and if, a lock's holder: none here) and the purpose
+// its op forces.
+func collectionParts(h *Header, value json.RawMessage, expected *int64, ttl int64) []any {
+	parts := headParts(h, value, expected, ttl)
+	return append(parts, contract.Semantics{}, "", h.Principal, int64(0), false, nil, nil, nil, "", h.Op.Purpose())
 }

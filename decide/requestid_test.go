@@ -21,7 +21,7 @@ var testWindow = RequestWindow{Versions: DefaultRequestIDWindow}
 func TestDecideRequestIDWindow(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/cursor")
-	sync1 := request{Key: key, Op: contract.OpPut, Value: json.RawMessage(`{"cursor":1}`), RequestID: "sync-1", Principal: "p"}
+	sync1 := fixture{Key: key, Op: contract.OpPut, Value: json.RawMessage(`{"cursor":1}`), RequestID: "sync-1", Principal: "p"}
 	at := func(v int64) AppliedRequest {
 		return AppliedRequest{Version: v, Digest: sync1.Digest()}
 	}
@@ -31,15 +31,15 @@ func TestDecideRequestIDWindow(t *testing.T) {
 			Value: json.RawMessage(`{"cursor":2}`), RequestID: latestID, Semantics: contract.Semantics{Purpose: "cursor"}}}
 	}
 	deleted := contract.State{Version: 3, Entry: contract.Entry{Key: key.String(), Version: 3, RequestID: "del-1"}}
-	withValue := func(r request, v string) request { r.Value = json.RawMessage(v); return r }
-	withPrincipal := func(r request, p string) request { r.Principal = p; return r }
-	inc := request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
-	lock := request{Key: key, Op: contract.OpLockAcquire, Holder: "h", TTLSeconds: 30, RequestID: "acq-1", Principal: "p"}
+	withValue := func(r fixture, v string) fixture { r.Value = json.RawMessage(v); return r }
+	withPrincipal := func(r fixture, p string) fixture { r.Principal = p; return r }
+	inc := fixture{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
+	lock := fixture{Key: key, Op: contract.OpLockAcquire, Holder: "h", TTLSeconds: 30, RequestID: "acq-1", Principal: "p"}
 
 	for _, tc := range []struct {
 		name   string
 		cur    contract.State
-		req    request
+		req    fixture
 		prior  AppliedRequest
 		known  bool
 		window int64
@@ -56,8 +56,8 @@ func TestDecideRequestIDWindow(t *testing.T) {
 		{"WindowOfOneIsLatestOnly", cur(2, "sync-2"), sync1, at(1), true, 1, ""},
 		{"UnknownRequestID", cur(2, "sync-2"), sync1, AppliedRequest{}, false, 1000, ""},
 		{"LatestLeftToDecide", cur(2, "sync-1"), sync1, at(2), true, 1000, ""},
-		{"NoRequestID", cur(2, "sync-2"), withValue(request{Key: key, Op: contract.OpPut, Principal: "p"}, `1`), at(1), true, 1000, ""},
-		{"DeniedIsOnlyAudited", cur(2, "sync-2"), func() request { r := sync1; r.Denied = true; return r }(), at(1), true, 1000, ""},
+		{"NoRequestID", cur(2, "sync-2"), withValue(fixture{Key: key, Op: contract.OpPut, Principal: "p"}, `1`), at(1), true, 1000, ""},
+		{"DeniedIsOnlyAudited", cur(2, "sync-2"), func() fixture { r := sync1; r.Denied = true; return r }(), at(1), true, 1000, ""},
 		{"HistoryAheadOfStateIgnored", cur(2, "sync-2"), sync1, at(3), true, 1000, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,10 +106,10 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 	now := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
 	list := mustKey(t, "tenant/a/project/b/jobs")
 	queue := mustKey(t, "tenant/a/project/b/tasks")
-	lpop := request{Key: list, Op: contract.OpLPop, RequestID: "pop-1", Principal: "p"}
-	rpop := request{Key: list, Op: contract.OpRPop, RequestID: "pop-1", Principal: "p"}
-	qpop := request{Key: queue, Op: contract.OpQPop, Visibility: 30, RequestID: "pop-1", Principal: "p"}
-	push := request{Key: list, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "pop-1", Principal: "p"}
+	lpop := fixture{Key: list, Op: contract.OpLPop, RequestID: "pop-1", Principal: "p"}
+	rpop := fixture{Key: list, Op: contract.OpRPop, RequestID: "pop-1", Principal: "p"}
+	qpop := fixture{Key: queue, Op: contract.OpQPop, Visibility: 30, RequestID: "pop-1", Principal: "p"}
+	push := fixture{Key: list, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "pop-1", Principal: "p"}
 	listAfter := json.RawMessage(`{"type":"list","size":3,"since":1,"head":2}`)
 	deadline := now.Add(10 * time.Second)
 	item := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
@@ -120,13 +120,13 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 		return contract.State{Version: 9, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: k.String(), Version: 9,
 			Value: json.RawMessage(`{"type":"` + purpose + `","size":0,"since":1}`), RequestID: "other", Semantics: contract.Semantics{Purpose: purpose}}}
 	}
-	popAt := func(r request, v int64, el *contract.Element, after json.RawMessage) AppliedRequest {
+	popAt := func(r fixture, v int64, el *contract.Element, after json.RawMessage) AppliedRequest {
 		return AppliedRequest{Version: v, Digest: r.Digest(), Popped: el, After: after}
 	}
 	for _, tc := range []struct {
 		name   string
 		cur    contract.State
-		req    request
+		req    fixture
 		prior  AppliedRequest
 		window int64
 		want   string // "replay", a conflict reason, or "" (rule does not apply)
@@ -181,7 +181,7 @@ func equalElement(a, b contract.Element) bool {
 func TestRequestWindowAge(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/counter")
-	inc := request{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
+	inc := fixture{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
 	cur := contract.State{Version: 5001, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: 5001,
 		Value: json.RawMessage(`5001`), RequestID: "inc-5001", Semantics: contract.Semantics{Purpose: "counter"}}}
 	window := RequestWindow{Versions: 1000, Age: 2 * time.Minute}

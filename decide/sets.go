@@ -13,13 +13,13 @@ import (
 // in the round trip that reads the batch's states (one primary-key probe
 // per member): nothing ever reads the whole set.
 
-// memberRef names the member a set write decides on; ok is false for
-// every other request (and for a denied one, decided on the state only).
-func memberRef(r *request) (ElementRef, bool) {
-	if r.Member == "" || r.Denied || r.Txn != nil {
+// memberRef names the member a set write decides on (a denied one is a
+// KV command, decided on the state only); ok is false without a member.
+func memberRef(c *Set) (ElementRef, bool) {
+	if c.Member == "" {
 		return ElementRef{}, false
 	}
-	return ElementRef{Collection: r.Key.String(), Member: r.Member}, true
+	return ElementRef{Collection: c.Key.String(), Member: c.Member}, true
 }
 
 // isMember decides whether a member whose kv_elements row has version
@@ -61,22 +61,22 @@ func purposeOf(e *contract.Entry) string {
 	return e.Semantics.Purpose
 }
 
-// decideSet decides an sadd or srem of r.Member on the set's state
+// decideSet decides an sadd or srem of c.Member on the set's state
 // (in.State), the member's kv_elements version (in.Element.Version, 0: no
-// row) and what in.Known holds of r's requestId. It is pure. An sadd of a member already there and an
+// row) and what in.Known holds of c's requestId. It is pure. An sadd of a member already there and an
 // srem of one that is not append nothing (Result.Changed false), as
 // Redis answers 0; otherwise one event on the set's key carries the
 // change (Event.Element) and the new metadata. The first sadd creates
 // the set (since = its version); an srem leaves an empty set in place
 // (size 0): DELETE removes a set.
 //
-// A blind request (r.Blind: its principal may not read the set) that
+// A blind request (c.Blind: its principal may not read the set) that
 // changes nothing on a set that exists still appends one event, without
 // an element and with the metadata unchanged: its version then moves by
 // one whether the member was there or not, so neither the answer's
 // version nor any later one tells the principal membership.
-func decideSet(r *request, in Input, env Env) Decision {
-	w := newWrite(in.State, r, &env)
+func decideSet(c *Set, in Input, env Env) Decision {
+	w := newWrite(in.State, c.common(), &env)
 	d, done := decideCollectionRequest(w, in.Known)
 	if done {
 		return d
@@ -86,22 +86,22 @@ func decideSet(r *request, in Input, env Env) Decision {
 	if err != nil {
 		return Decision{Err: err}
 	}
-	add := r.Op == contract.OpSAdd
+	add := c.Op == contract.OpSAdd
 	change := add != present
-	if !change && (!r.Blind || visible == nil) { // nothing to change
-		res := Result{Entry: contract.Entry{Key: r.Key.String()}}
+	if !change && (!c.Blind || visible == nil) { // nothing to change
+		res := Result{Entry: contract.Entry{Key: c.Key.String()}}
 		if visible != nil {
 			res.Entry = *visible
 		}
 		return Decision{Result: res}
 	}
 	ev := newEvent(w)
-	ev.Op = r.Op
+	ev.Op = c.Op
 	if visible == nil {
 		meta = contract.CollectionMeta{Type: contract.PurposeSet, Since: ev.Version}
 	}
 	if change {
-		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: r.Member}
+		ev.Element = &contract.Element{Op: contract.ElementRemove, Member: c.Member}
 		meta.Size--
 		if add {
 			ev.Element.Op = contract.ElementAdd
@@ -113,7 +113,7 @@ func decideSet(r *request, in Input, env Env) Decision {
 		return Decision{Err: contract.Errorf(contract.EInternal, "encode set metadata: %v", merr)}
 	}
 	ev.After = after
-	d = finish(w, ev, contract.PurposeSet, r.TTLSeconds == 0)
+	d = finish(w, ev, contract.PurposeSet, c.TTLSeconds == 0)
 	d.Result.Changed = change
 	return d
 }
@@ -122,8 +122,8 @@ func decideSet(r *request, in Input, env Env) Decision {
 // collection: its metadata is the server's, kept by the collection's
 // ops. A DELETE removes the whole collection (one event, whatever its
 // size: the elements left behind are not read, CollectionMeta.Since).
-func guardCollection(visible *contract.Entry, r *request) *contract.Error {
-	if visible == nil || !contract.IsCollectionPurpose(visible.Semantics.Purpose) || r.Op == contract.OpDelete {
+func guardCollection(visible *contract.Entry, op contract.Op) *contract.Error {
+	if visible == nil || !contract.IsCollectionPurpose(visible.Semantics.Purpose) || op == contract.OpDelete {
 		return nil
 	}
 	p := visible.Semantics.Purpose
@@ -175,14 +175,11 @@ func ElementVersion(e *contract.Event) int64 {
 }
 
 // decideCollectionRequest is what every collection write decides before
-// its own op: a denied write's audit record, a requestId already used
+// its own op (a denied one is a KV command): a requestId already used
 // (replayed, stale or reused), a version mismatch. done reports that d is
 // the decision. A replayed request is the key's latest write: it changed
 // the collection.
 func decideCollectionRequest(w write, known Memory) (d Decision, done bool) {
-	if w.r.Denied {
-		return w.decide(), true
-	}
 	if d, ok := decideRequestID(w, known); ok {
 		return d, true
 	}
@@ -191,4 +188,24 @@ func decideCollectionRequest(w write, known Memory) (d Decision, done bool) {
 		return d, true
 	}
 	return Decision{}, false
+}
+
+// common is what the rules every single-key family shares read of c: a
+// set write attempts no value and gives no semantics.
+func (c *Set) common() common {
+	cm := common{Header: &c.Header, ExpectedVersion: c.ExpectedVersion, TTLSeconds: c.TTLSeconds, ConflictOp: c.Op}
+	if c.RequestID != "" {
+		cm.Digest = c.digest()
+	}
+	return cm
+}
+
+// digest is c's request digest (requestid.go): a collection write's
+// parts, then its member.
+func (c *Set) digest() string {
+	parts := collectionParts(&c.Header, nil, c.ExpectedVersion, c.TTLSeconds)
+	if c.Member != "" { // only then: older digests keep their parts
+		parts = append(parts, "member", c.Member)
+	}
+	return digestSum(parts)
 }

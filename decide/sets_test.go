@@ -33,32 +33,32 @@ func TestDecideSet(t *testing.T) {
 		name    string
 		cur     contract.State
 		elem    int64 // the member's kv_elements version (0: none)
-		req     request
+		req     fixture
 		code    string // error code, or "" when accepted
 		changed bool   // an event is appended
 		meta    contract.CollectionMeta
 		element contract.Element
 	}{
-		{"OKAddCreatesSet", contract.State{}, 0, request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "add", Member: "m"}},
-		{"OKAddNewMember", set(5, 2, 1), 0, request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
-		{"OKAddPresentChangesNothing", set(5, 2, 1), 4, request{Op: contract.OpSAdd, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
-		{"OKAddRowOfEarlierSet", set(12, 1, 10), 4, request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 2, Since: 10}, contract.Element{Op: "add", Member: "m"}},
-		{"OKAddAfterDeleteStartsAfresh", deleted, 4, request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 10}, contract.Element{Op: "add", Member: "m"}},
-		{"OKAddToExpiredStartsAfresh", expired, 4, request{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 6}, contract.Element{Op: "add", Member: "m"}},
-		{"OKRemovePresent", set(5, 2, 1), 4, request{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
-		{"OKRemoveLastLeavesEmptySet", set(5, 1, 1), 4, request{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 0, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
-		{"OKRemoveAbsentChangesNothing", set(5, 2, 1), 0, request{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
-		{"OKRemoveFromMissingSet", contract.State{}, 0, request{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
-		{"OKRemoveRowOfEarlierSet", set(12, 1, 10), 4, request{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
-		{"OKExpectedVersion", set(5, 2, 1), 0, request{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(5)}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
-		{"ErrExpectedVersion", set(5, 2, 1), 0, request{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(4)}, contract.EConflict, false, contract.CollectionMeta{}, contract.Element{}},
-		{"ErrNotASet", plain, 0, request{Op: contract.OpSAdd, Member: "m"}, contract.EWrongType, false, contract.CollectionMeta{}, contract.Element{}},
-		{"ErrRemoveNotASet", plain, 0, request{Op: contract.OpSRem, Member: "m"}, contract.EWrongType, false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKAddCreatesSet", contract.State{}, 0, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddNewMember", set(5, 2, 1), 0, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddPresentChangesNothing", set(5, 2, 1), 4, fixture{Op: contract.OpSAdd, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKAddRowOfEarlierSet", set(12, 1, 10), 4, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 2, Since: 10}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddAfterDeleteStartsAfresh", deleted, 4, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 10}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddToExpiredStartsAfresh", expired, 4, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 6}, contract.Element{Op: "add", Member: "m"}},
+		{"OKRemovePresent", set(5, 2, 1), 4, fixture{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
+		{"OKRemoveLastLeavesEmptySet", set(5, 1, 1), 4, fixture{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 0, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
+		{"OKRemoveAbsentChangesNothing", set(5, 2, 1), 0, fixture{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKRemoveFromMissingSet", contract.State{}, 0, fixture{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKRemoveRowOfEarlierSet", set(12, 1, 10), 4, fixture{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKExpectedVersion", set(5, 2, 1), 0, fixture{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(5)}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
+		{"ErrExpectedVersion", set(5, 2, 1), 0, fixture{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(4)}, contract.EConflict, false, contract.CollectionMeta{}, contract.Element{}},
+		{"ErrNotASet", plain, 0, fixture{Op: contract.OpSAdd, Member: "m"}, contract.EWrongType, false, contract.CollectionMeta{}, contract.Element{}},
+		{"ErrRemoveNotASet", plain, 0, fixture{Op: contract.OpSRem, Member: "m"}, contract.EWrongType, false, contract.CollectionMeta{}, contract.Element{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key, r.Principal = key, "p"
-			d := decideSet(&r, Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
+			d := decideSet(setOf(&r), Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
 			if tc.code != "" {
 				if contract.ErrorCode(d.Err) != tc.code || d.Event != nil {
 					t.Fatalf("error %v event %v, want %s and nothing appended", d.Err, d.Event, tc.code)
@@ -86,29 +86,29 @@ func TestDecideSet(t *testing.T) {
 	}
 
 	t.Run("OKAddKeepsTheSetsExpiry", func(t *testing.T) {
-		r := request{Key: key, Op: contract.OpSAdd, Member: "m"}
-		d := decideSet(&r, Input{State: withTTL}, testEnv(now, 1))
+		r := fixture{Key: key, Op: contract.OpSAdd, Member: "m"}
+		d := decideSet(setOf(&r), Input{State: withTTL}, testEnv(now, 1))
 		if d.Event == nil || d.Event.ExpiresAt == nil || !d.Event.ExpiresAt.Equal(later) {
 			t.Fatalf("event %+v, want the set's expiry kept", d.Event)
 		}
 	})
 	t.Run("OKReplayOfTheLatestRequest", func(t *testing.T) {
-		r := request{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
-		d := decideSet(&r, Input{State: set(5, 2, 1)}, testEnv(now, 1))
+		r := fixture{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
+		d := decideSet(setOf(&r), Input{State: set(5, 2, 1)}, testEnv(now, 1))
 		st := d.Event.State()
-		again := decideSet(&r, Input{State: st, Element: ElementRow{Version: 6}}, testEnv(now, 1))
+		again := decideSet(setOf(&r), Input{State: st, Element: ElementRow{Version: 6}}, testEnv(now, 1))
 		if again.Event != nil || !again.Result.Replayed || !again.Result.Changed {
 			t.Fatalf("retry: %+v", again)
 		}
-		other := request{Key: key, Op: contract.OpSAdd, Member: "n", RequestID: "r1", Principal: "p"}
-		if d := decideSet(&other, Input{State: st}, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil {
+		other := fixture{Key: key, Op: contract.OpSAdd, Member: "n", RequestID: "r1", Principal: "p"}
+		if d := decideSet(setOf(&other), Input{State: st}, testEnv(now, 1)); contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil {
 			t.Fatalf("another member under the same requestId: %+v", d)
 		}
 	})
 	t.Run("ErrStaleRetry", func(t *testing.T) {
-		r := request{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
+		r := fixture{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
 		known := Memory{RequestRef{Key: key.String(), RequestID: "r1"}: {Version: 4, Digest: r.Digest()}}
-		d := decideSet(&r, Input{State: set(5, 2, 1), Known: known}, testEnv(now, 1))
+		d := decideSet(setOf(&r), Input{State: set(5, 2, 1), Known: known}, testEnv(now, 1))
 		if contract.ErrorCode(d.Err) != contract.EConflict || d.Event != nil || d.Conflict == nil || d.Conflict.Reason != "stale_request" {
 			t.Fatalf("%+v", d)
 		}
@@ -143,8 +143,8 @@ func TestDecideSetBlind(t *testing.T) {
 		{"OKRemoveFromMissingSetChangesNothing", contract.State{}, 0, contract.OpSRem, -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := request{Key: key, Op: tc.op, Member: "m", Principal: "wo", Blind: true}
-			d := decideSet(&r, Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
+			r := fixture{Key: key, Op: tc.op, Member: "m", Principal: "wo", Blind: true}
+			d := decideSet(setOf(&r), Input{State: tc.cur, Element: ElementRow{Version: tc.elem}}, testEnv(now, 1))
 			if d.Err != nil {
 				t.Fatal(d.Err)
 			}
@@ -182,21 +182,21 @@ func TestPlainWritesKeepOffSets(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cur  contract.State
-		req  request
+		req  fixture
 		code string
 	}{
-		{"ErrPutPurposeSet", contract.State{}, request{Op: contract.OpPut, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}, contract.EInvalid},
-		{"ErrPutOverSet", cur, request{Op: contract.OpPut, Value: json.RawMessage(`1`)}, contract.EWrongType},
-		{"ErrCASOverSet", cur, request{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(3)}, contract.EWrongType},
-		{"ErrIncrementSet", cur, request{Op: contract.OpIncrement, By: 1}, contract.EWrongType},
-		{"ErrPatchSet", cur, request{Op: contract.OpPatch, Set: map[string]json.RawMessage{"size": json.RawMessage(`9`)}}, contract.EWrongType},
-		{"ErrLockOnSet", cur, request{Op: contract.OpLockAcquire, Holder: "h", TTLSeconds: 5}, contract.EWrongType},
-		{"OKDeleteSet", cur, request{Op: contract.OpDelete}, ""},
+		{"ErrPutPurposeSet", contract.State{}, fixture{Op: contract.OpPut, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}, contract.EInvalid},
+		{"ErrPutOverSet", cur, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`)}, contract.EWrongType},
+		{"ErrCASOverSet", cur, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(3)}, contract.EWrongType},
+		{"ErrIncrementSet", cur, fixture{Op: contract.OpIncrement, By: 1}, contract.EWrongType},
+		{"ErrPatchSet", cur, fixture{Op: contract.OpPatch, Set: map[string]json.RawMessage{"size": json.RawMessage(`9`)}}, contract.EWrongType},
+		{"ErrLockOnSet", cur, fixture{Op: contract.OpLockAcquire, Holder: "h", TTLSeconds: 5}, contract.EWrongType},
+		{"OKDeleteSet", cur, fixture{Op: contract.OpDelete}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
 			r.Key = key
-			d := decideWrite(tc.cur, &r, testEnv(now, 1))
+			d := decideOn(tc.cur, &r, testEnv(now, 1))
 			if contract.ErrorCode(d.Err) != tc.code && !(tc.code == "" && d.Err == nil) {
 				t.Fatalf("error %v, want %q", d.Err, tc.code)
 			}

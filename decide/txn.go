@@ -2,26 +2,12 @@ package decide
 
 import (
 	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
 
 	"github.com/eskv/eskv/contract"
 )
-
-// txnStep is one operation of a transaction: Req is a write (Op put,
-// delete, increment or patch) or, with Op contract.OpCheck, a read-only
-// condition on its key; Cond, when set, must hold for the step to apply.
-// The API builds Req as the single-key write of the same op (with the
-// transaction's principal), its ExpectedVersion from Cond.Version (or 0
-// for Cond.Exists false) and a patch's If from Cond's field, so the
-// events name the ops as single-key writes would (create, cas,
-// field_cas).
-type txnStep struct {
-	Req  *request
-	Cond *contract.Condition
-}
 
 // txnNamespace is the UUIDv5 namespace of transaction ids.
 var txnNamespace = [16]byte{0x0b, 0x6c, 0x6a, 0x9e, 0x2f, 0x55, 0x4f, 0x7e, 0x9a, 0x8e, 0x6f, 0x2b, 0x1c, 0x3d, 0x4e, 0x5f}
@@ -59,60 +45,51 @@ func uuidV5(namespace [16]byte, name string) string {
 	return string(b[:])
 }
 
-// txnDigest identifies a whole transaction: its principal and each step,
-// request and condition. Every event of the transaction carries it as
-// its requestDigest, so a retry is told from a reuse key by key.
-func txnDigest(r *request) string {
-	parts := []any{"txn", r.Principal}
-	for _, s := range r.Txn {
-		parts = append(parts, s.Req.Digest(), s.Cond)
+// digest identifies a whole transaction: its principal and each step,
+// command (its digest, with or without a requestId) and condition. Every
+// event of the transaction carries it as its requestDigest, so a retry
+// is told from a reuse key by key.
+func (c *Txn) digest() string {
+	parts := []any{"txn", c.Principal}
+	for _, s := range c.Steps {
+		parts = append(parts, s.Write.digest(), s.Cond)
 	}
-	b, _ := json.Marshal(parts)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	return digestSum(parts)
 }
 
 // Keys lists the keys whose state deciding c reads: its key, or each of
 // a transaction's steps'.
-func Keys(c Command) []string { return c.flat().Keys() }
-
-// Keys lists the keys whose state deciding r reads.
-func (r *request) Keys() []string {
-	if r.Txn == nil {
-		return []string{r.Key.String()}
+func Keys(c Command) []string {
+	t, ok := c.(*Txn)
+	if !ok {
+		return []string{c.Head().Key.String()}
 	}
-	ks := make([]string, len(r.Txn))
-	for i, s := range r.Txn {
-		ks[i] = s.Req.Key.String()
+	ks := make([]string, len(t.Steps))
+	for i, s := range t.Steps {
+		ks[i] = s.Write.Key.String()
 	}
 	return ks
 }
 
 // requestRefs names the (key, requestId) pairs whose earlier uses
-// deciding r consults (requestid.go): r's own, or a transaction's
-// requestId on each key it writes.
-func requestRefs(r *request) []RequestRef {
-	if r.Txn == nil {
-		if ref, ok := requestRef(r); ok {
-			return []RequestRef{ref}
-		}
-		return nil
-	}
-	if r.RequestID == "" {
+// deciding c consults (requestid.go): its requestId on each key it
+// writes.
+func (c *Txn) requestRefs() []RequestRef {
+	if c.RequestID == "" {
 		return nil
 	}
 	var refs []RequestRef
-	for _, s := range r.Txn {
-		if s.Req.Op != contract.OpCheck {
-			refs = append(refs, RequestRef{Key: s.Req.Key.String(), RequestID: r.RequestID})
+	for _, s := range c.Steps {
+		if s.Write.Op != contract.OpCheck {
+			refs = append(refs, RequestRef{Key: s.Write.Key.String(), RequestID: c.RequestID})
 		}
 	}
 	return refs
 }
 
 // decideTxn decides a transaction against the states of its keys (every
-// key of r.Txn must be in in.States; missing ones are taken as never
-// written) and what in.Known holds of its requestId on each. It is pure, like decideWrite, which it applies to each write in
+// key of c.Steps must be in in.States; missing ones are taken as never
+// written) and what in.Known holds of its requestId on each. It is pure, like kvWrite, which it applies to each write in
 // order, each step seeing the steps before it (on a copy: states is not
 // changed).
 //
@@ -136,34 +113,30 @@ func requestRefs(r *request) []RequestRef {
 // requestId: request_id_reused when another request used it,
 // stale_request when this transaction applied before and the key changed
 // since (applying it again would apply it twice).
-func decideTxn(r *request, in Input, env Env) Decision {
-	t := txn{r: r, states: in.States, env: &env, digest: r.Digest()}
+func decideTxn(c *Txn, in Input, env Env) Decision {
+	t := txn{c: c, states: in.States, env: &env, digest: c.digest()}
 	if d, done := t.replay(in.Known); done {
 		return d
 	}
-	local := make(map[string]contract.State, len(r.Txn))
+	local := make(map[string]contract.State, len(c.Steps))
 	state := func(k string) contract.State {
 		if s, ok := local[k]; ok {
 			return s
 		}
 		return t.states[k]
 	}
-	results := make([]contract.TxnResult, len(r.Txn))
+	results := make([]contract.TxnResult, len(c.Steps))
 	var evs []*contract.Event
-	for i, s := range r.Txn {
-		k := s.Req.Key.String()
-		// The transaction's requestId was compared above, as a whole;
-		// the step is decided as a write without one.
-		sub := *s.Req
-		sub.RequestID = ""
-		w := newWrite(state(k), &sub, t.env)
-		w.r = s.Req // conditions and conflict records name the step's request
+	for i, s := range c.Steps {
+		k := s.Write.Key.String()
+		// Conditions and conflict records name the step's command.
+		w := newWrite(state(k), s.Write.common(), t.env)
 		if s.Cond != nil {
 			if d, failed := checkCondition(w, s.Cond, env.Equal); failed {
 				return t.failed(i, w.visible, d)
 			}
 		}
-		if s.Req.Op == contract.OpCheck {
+		if s.Write.Op == contract.OpCheck {
 			results[i] = contract.TxnResult{Key: k, Version: versionOf(w.cur, w.visible)}
 			continue
 		}
@@ -172,13 +145,17 @@ func decideTxn(r *request, in Input, env Env) Decision {
 				"key %s is a %s: a transaction does not write locks or leaderships (use their operations; a check of its version fences a transaction by the lock's token)",
 				k, w.visible.Semantics.Purpose)})
 		}
-		w.r = &sub
-		d := w.decide()
+		// The transaction's requestId was compared above, as a whole;
+		// the step is decided as a write without one.
+		sub := *s.Write
+		sub.RequestID = ""
+		w.c = sub.common()
+		d := kvWrite(w, &sub)
 		if d.Event == nil {
 			return t.failed(i, w.visible, d)
 		}
 		ev := d.Event
-		ev.RequestID, ev.RequestDigest = r.RequestID, t.digest
+		ev.RequestID, ev.RequestDigest = c.RequestID, t.digest
 		local[k] = ev.State()
 		evs = append(evs, ev)
 		results[i] = contract.TxnResult{Key: k, Version: ev.Version}
@@ -189,10 +166,10 @@ func decideTxn(r *request, in Input, env Env) Decision {
 	return t.accepted(evs, results)
 }
 
-// txn is a transaction as it is decided: its request and digest, its
+// txn is a transaction as it is decided: its command and digest, its
 // keys' states before it, under env.
 type txn struct {
-	r      *request
+	c      *Txn
 	states map[string]contract.State
 	env    *Env
 	digest string
@@ -223,39 +200,40 @@ func versionOf(cur contract.State, visible *contract.Entry) int64 {
 
 // step is step i of t as a write on its key's state before t.
 func (t txn) step(i int) write {
-	return newWrite(t.states[t.r.Txn[i].Req.Key.String()], t.r.Txn[i].Req, t.env)
+	s := t.c.Steps[i].Write
+	return newWrite(t.states[s.Key.String()], s.common(), t.env)
 }
 
 // replay answers a transaction with a requestId its keys remember:
 // done reports whether d is the answer (a replay, a reuse or a stale
 // retry).
 func (t txn) replay(known Memory) (d Decision, done bool) {
-	r := t.r
-	if r.RequestID == "" {
+	c := t.c
+	if c.RequestID == "" {
 		return Decision{}, false
 	}
 	same, fresh := -1, -1 // a written step whose key holds it as its latest write, and one that does not
-	for i, s := range r.Txn {
-		if s.Req.Op == contract.OpCheck {
+	for i, s := range c.Steps {
+		if s.Write.Op == contract.OpCheck {
 			continue
 		}
-		k := s.Req.Key.String()
+		k := s.Write.Key.String()
 		cur := t.states[k]
-		switch requestSeen(cur, r.RequestID, t.digest) {
+		switch requestSeen(cur, c.RequestID, t.digest) {
 		case seenOther:
-			return t.refuse(i, "request_id_reused", "requestId %q was already used for a different write of key %s", r.RequestID, k), true
+			return t.refuse(i, "request_id_reused", "requestId %q was already used for a different write of key %s", c.RequestID, k), true
 		case seenSame:
 			same = i
 			continue
 		}
-		prior, ok := known[RequestRef{Key: k, RequestID: r.RequestID}]
+		prior, ok := known[RequestRef{Key: k, RequestID: c.RequestID}]
 		switch {
-		case !ok || !olderUse(cur, prior, r.RequestID, t.env):
+		case !ok || !olderUse(cur, prior, c.RequestID, t.env):
 		case prior.Digest != t.digest:
-			return t.refuse(i, "request_id_reused", "requestId %q was already used for a different write of key %s (version %d)", r.RequestID, k, prior.Version), true
+			return t.refuse(i, "request_id_reused", "requestId %q was already used for a different write of key %s (version %d)", c.RequestID, k, prior.Version), true
 		default:
 			return t.refuse(i, "stale_request", "requestId %q was already applied by this transaction at version %d of key %s, which is at version %d now: this retry is stale, nothing was written",
-				r.RequestID, prior.Version, k, cur.Version), true
+				c.RequestID, prior.Version, k, cur.Version), true
 		}
 		fresh = i
 	}
@@ -263,7 +241,7 @@ func (t txn) replay(known Memory) (d Decision, done bool) {
 	case same < 0:
 		return Decision{}, false
 	case fresh >= 0:
-		return t.refuse(fresh, "stale_request", "requestId %q was applied by this transaction before, and key %s has changed since: this retry is stale, nothing was written", r.RequestID, r.Txn[fresh].Req.Key.String()), true
+		return t.refuse(fresh, "stale_request", "requestId %q was applied by this transaction before, and key %s has changed since: this retry is stale, nothing was written", c.RequestID, c.Steps[fresh].Write.Key.String()), true
 	}
 	return Decision{Result: t.replayed()}, true
 }
@@ -271,18 +249,18 @@ func (t txn) replay(known Memory) (d Decision, done bool) {
 // replayed is the answer of a transaction all of whose written keys hold
 // it as their latest write: the results it left.
 func (t txn) replayed() Result {
-	r := t.r
-	res := Result{Replayed: true, Txn: make([]contract.TxnResult, len(r.Txn))}
-	for i, s := range r.Txn {
-		k := s.Req.Key.String()
+	c := t.c
+	res := Result{Replayed: true, Txn: make([]contract.TxnResult, len(c.Steps))}
+	for i, s := range c.Steps {
+		k := s.Write.Key.String()
 		cur := t.states[k]
 		visible := cur.Visible(t.env.Now)
 		res.Txn[i] = contract.TxnResult{Key: k, Version: versionOf(cur, visible)}
-		if s.Req.Op == contract.OpCheck {
+		if s.Write.Op == contract.OpCheck {
 			continue
 		}
 		res.Txn[i].Version = cur.Version
-		if cur.Live && s.Req.Op != contract.OpDelete {
+		if cur.Live && s.Write.Op != contract.OpDelete {
 			res.Txn[i].Value = cur.Entry.Value
 		}
 		if res.TxnID == "" {
@@ -306,7 +284,7 @@ func (t txn) refuse(i int, reason, format string, args ...any) Decision {
 // checkCondition evaluates condition c of w's step on its key: failed,
 // with the conflict decision, when a member does not hold.
 func checkCondition(w write, c *contract.Condition, equal func(a, b json.RawMessage) bool) (Decision, bool) {
-	cur, visible, req := w.cur, w.visible, w.r
+	cur, visible, req := w.cur, w.visible, w.c
 	current := versionOf(cur, visible)
 	var d Decision
 	switch {
@@ -352,8 +330,7 @@ func fieldOf(visible *contract.Entry, f string) json.RawMessage {
 // record, reason its code), and d's error naming the step, with the
 // key's current entry.
 func (t txn) failed(i int, visible *contract.Entry, d Decision) Decision {
-	r := t.r
-	s := r.Txn[i]
+	c := t.c
 	e, ok := d.Err.(*contract.Error)
 	if !ok {
 		e = contract.Errorf(contract.EInternal, "%v", d.Err)
@@ -362,18 +339,18 @@ func (t txn) failed(i int, visible *contract.Entry, d Decision) Decision {
 	if err.Current == nil {
 		err.Current = visible
 	}
-	c := d.Conflict
-	if c == nil {
+	rec := d.Conflict
+	if rec == nil {
 		var cur contract.State
 		if visible != nil {
 			cur = contract.State{Version: visible.Version, Live: true, Entry: *visible}
 		}
-		w := write{r: s.Req, cur: cur, visible: visible, env: t.env}
-		c = conflictDecision(w, err.Code, "%s", err.Message).Conflict
-		err.CorrelationID = c.ID
+		w := write{c: c.Steps[i].Write.common(), cur: cur, visible: visible, env: t.env}
+		rec = conflictDecision(w, err.Code, "%s", err.Message).Conflict
+		err.CorrelationID = rec.ID
 	}
-	c.RequestID = r.RequestID
-	c.TxnID = t.env.NewID()
-	c.TxnOp, c.TxnSize = &i, len(r.Txn)
-	return Decision{Err: contract.InOp(i, &err), Conflict: c}
+	rec.RequestID = c.RequestID
+	rec.TxnID = t.env.NewID()
+	rec.TxnOp, rec.TxnSize = &i, len(c.Steps)
+	return Decision{Err: contract.InOp(i, &err), Conflict: rec}
 }

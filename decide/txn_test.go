@@ -33,20 +33,20 @@ func TestDecideTxn(t *testing.T) {
 		op   contract.Op
 		key  string
 		cond *contract.Condition
-		mod  func(*request)
+		mod  func(*fixture)
 	}
 	version := func(v int64) *contract.Condition { return &contract.Condition{Version: &v} }
 	exists := func(b bool) *contract.Condition { return &contract.Condition{Exists: &b} }
 	field := func(f, eq string) *contract.Condition {
 		return &contract.Condition{Field: f, Equals: json.RawMessage(eq)}
 	}
-	put := func(v string) func(*request) { return func(r *request) { r.Value = json.RawMessage(v) } }
-	by := func(n int64) func(*request) { return func(r *request) { r.By = n } }
-	build := func(requestID string, steps []step) *request {
-		r := &request{Op: contract.OpTxn, RequestID: requestID, Principal: "p"}
+	put := func(v string) func(*fixture) { return func(r *fixture) { r.Value = json.RawMessage(v) } }
+	by := func(n int64) func(*fixture) { return func(r *fixture) { r.By = n } }
+	build := func(requestID string, steps []step) *fixture {
+		r := &fixture{Op: contract.OpTxn, RequestID: requestID, Principal: "p"}
 		for _, s := range steps {
 			k := mustKey(t, scope+s.key)
-			sub := &request{Key: k, Op: s.op, Principal: "p"}
+			sub := &fixture{Key: k, Op: s.op, Principal: "p"}
 			if s.mod != nil {
 				s.mod(sub)
 			}
@@ -56,7 +56,7 @@ func TestDecideTxn(t *testing.T) {
 					sub.ExpectedVersion = ptr(0)
 				}
 			}
-			r.Txn = append(r.Txn, txnStep{Req: sub, Cond: s.cond})
+			r.Txn = append(r.Txn, fixtureStep{Req: sub, Cond: s.cond})
 		}
 		r.Key = r.Txn[0].Req.Key
 		return r
@@ -76,7 +76,7 @@ func TestDecideTxn(t *testing.T) {
 		{contract.OpIncrement, "a", version(3), by(-5)},
 		{contract.OpIncrement, "b", version(5), by(5)},
 		{contract.OpPut, "new", exists(false), put(`{"s":"x"}`)},
-		{contract.OpPatch, "obj", field("s", `"open"`), func(r *request) {
+		{contract.OpPatch, "obj", field("s", `"open"`), func(r *fixture) {
 			r.Set = map[string]json.RawMessage{"s": json.RawMessage(`"closed"`)}
 			r.If = &contract.FieldCondition{Field: "s", Equals: json.RawMessage(`"open"`)}
 		}},
@@ -87,7 +87,7 @@ func TestDecideTxn(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		states   map[string]contract.State
-		req      *request
+		req      *fixture
 		code     string // "" when applied
 		failedOp int
 		field    string
@@ -116,9 +116,9 @@ func TestDecideTxn(t *testing.T) {
 			code: contract.EWrongType, failedOp: 1, field: "ops[1].value", reason: contract.EWrongType},
 		// Bounds: a step's increment refused by its min is the step's
 		// failure; nothing of the transaction applies.
-		{name: "ErrIncrementBelowMin", req: build("", []step{{contract.OpIncrement, "b", nil, by(5)}, {contract.OpIncrement, "a", nil, func(r *request) { r.By, r.Min = -11, ptr(0) }}}),
+		{name: "ErrIncrementBelowMin", req: build("", []step{{contract.OpIncrement, "b", nil, by(5)}, {contract.OpIncrement, "a", nil, func(r *fixture) { r.By, r.Min = -11, ptr(0) }}}),
 			code: contract.EOutOfRange, failedOp: 1, field: "ops[1].min", reason: contract.EOutOfRange},
-		{name: "OKIncrementWithinBounds", req: build("", []step{{contract.OpIncrement, "a", nil, func(r *request) { r.By, r.Min, r.Max = -10, ptr(0), ptr(10) }}}), versions: []int64{4}},
+		{name: "OKIncrementWithinBounds", req: build("", []step{{contract.OpIncrement, "a", nil, func(r *fixture) { r.By, r.Min, r.Max = -10, ptr(0), ptr(10) }}}), versions: []int64{4}},
 		{name: "ErrDeleteAbsent", req: build("", []step{{contract.OpDelete, "gone", nil, nil}}),
 			code: contract.ENotFound, failedOp: 0, field: "ops[0].key", reason: contract.ENotFound},
 		{name: "ErrLockNotWritable", req: build("", []step{{contract.OpPut, "lock", version(7), put(`1`)}}),
@@ -138,7 +138,7 @@ func TestDecideTxn(t *testing.T) {
 				st = states
 			}
 			before := len(st)
-			d := decideTxn(tc.req, Input{States: st}, testEnv(now, 9))
+			d := decideTxn(txnOf(tc.req), Input{States: st}, testEnv(now, 9))
 			if len(st) != before || st[scope+"a"].Version != 3 {
 				t.Fatalf("DecideTxn changed its input states")
 			}
@@ -187,7 +187,7 @@ func TestDecideTxn(t *testing.T) {
 	}
 
 	t.Run("OKEventsNameTheOps", func(t *testing.T) {
-		d := decideTxn(build("", transfer), Input{States: states}, testEnv(now, 9))
+		d := decideTxn(txnOf(build("", transfer)), Input{States: states}, testEnv(now, 9))
 		want := []contract.Op{contract.OpIncrement, contract.OpIncrement, contract.OpCreate, contract.OpFieldCAS, contract.OpDelete}
 		for i, ev := range d.Txn {
 			if ev.Op != want[i] {
@@ -200,12 +200,12 @@ func TestDecideTxn(t *testing.T) {
 	})
 
 	t.Run("ReplayAndReuse", func(t *testing.T) {
-		first := decideTxn(build("rq-1", transfer), Input{States: states}, testEnv(now, 9))
+		first := decideTxn(txnOf(build("rq-1", transfer)), Input{States: states}, testEnv(now, 9))
 		if first.Err != nil || first.Result.Replayed {
 			t.Fatalf("first: %v", first.Err)
 		}
 		after := applied(first)
-		again := decideTxn(build("rq-1", transfer), Input{States: after}, testEnv(now.Add(time.Second), 9))
+		again := decideTxn(txnOf(build("rq-1", transfer)), Input{States: after}, testEnv(now.Add(time.Second), 9))
 		if again.Err != nil || !again.Result.Replayed || len(again.Txn) != 0 || again.Conflict != nil {
 			t.Fatalf("retry: want a replay appending nothing, got %v replayed %v, %d events", again.Err, again.Result.Replayed, len(again.Txn))
 		}
@@ -219,7 +219,7 @@ func TestDecideTxn(t *testing.T) {
 		}
 
 		other := build("rq-1", transfer[:2])
-		reuse := decideTxn(other, Input{States: after}, testEnv(now, 9))
+		reuse := decideTxn(txnOf(other), Input{States: after}, testEnv(now, 9))
 		var e *contract.Error
 		if !errors.As(reuse.Err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || reuse.Conflict.Reason != "request_id_reused" || len(reuse.Txn) != 0 {
 			t.Fatalf("same requestId, another body: want version_conflict on requestId, got %v %+v", reuse.Err, reuse.Conflict)
@@ -231,7 +231,7 @@ func TestDecideTxn(t *testing.T) {
 		b := changed[scope+"b"]
 		b.Version, b.Entry.Version, b.Entry.RequestID, b.RequestDigest = 7, 7, "", ""
 		changed[scope+"b"] = b
-		partial := decideTxn(build("rq-1", transfer), Input{States: changed}, testEnv(now, 9))
+		partial := decideTxn(txnOf(build("rq-1", transfer)), Input{States: changed}, testEnv(now, 9))
 		if !errors.As(partial.Err, &e) || e.Field != "requestId" || *e.FailedOp != 1 || len(partial.Txn) != 0 || partial.Conflict.Reason != "stale_request" {
 			t.Fatalf("partly overwritten: want stale_request at op 1, got %v", partial.Err)
 		}
@@ -248,14 +248,14 @@ func TestDecideTxn(t *testing.T) {
 			st.Version, st.Entry.Version, st.Entry.RequestID, st.RequestDigest = st.Version+1, st.Version+1, "", ""
 			overwritten[ev.Key] = st
 		}
-		stale := decideTxn(build("rq-1", transfer), Input{States: overwritten, Known: known}, testEnv(now, 9))
+		stale := decideTxn(txnOf(build("rq-1", transfer)), Input{States: overwritten, Known: known}, testEnv(now, 9))
 		if !errors.As(stale.Err, &e) || e.Field != "requestId" || *e.FailedOp != 0 || len(stale.Txn) != 0 || stale.Conflict.Reason != "stale_request" {
 			t.Fatalf("stale retry: want stale_request at op 0, got %v %+v", stale.Err, stale.Conflict)
 		}
-		if r := decideTxn(build("rq-1", transfer[:2]), Input{States: overwritten, Known: known}, testEnv(now, 9)); r.Conflict == nil || r.Conflict.Reason != "request_id_reused" {
+		if r := decideTxn(txnOf(build("rq-1", transfer[:2])), Input{States: overwritten, Known: known}, testEnv(now, 9)); r.Conflict == nil || r.Conflict.Reason != "request_id_reused" {
 			t.Fatalf("another body under a remembered id: %v", r.Err)
 		}
-		if r := decideTxn(build("rq-1", transfer), Input{States: overwritten, Known: known}, testEnvW(now, 9, RequestWindow{Versions: 1})); r.Conflict != nil && r.Conflict.Reason == "stale_request" && *r.Conflict.TxnOp == 0 {
+		if r := decideTxn(txnOf(build("rq-1", transfer)), Input{States: overwritten, Known: known}, testEnvW(now, 9, RequestWindow{Versions: 1})); r.Conflict != nil && r.Conflict.Reason == "stale_request" && *r.Conflict.TxnOp == 0 {
 			t.Fatalf("a window of 1 remembers only the latest write: %v", r.Err)
 		}
 	})
@@ -263,8 +263,8 @@ func TestDecideTxn(t *testing.T) {
 
 func TestTxnDigest(t *testing.T) {
 	k := mustKey(t, "tenant/a/project/p/k")
-	mk := func(principal string, cond *contract.Condition) *request {
-		return &request{Op: contract.OpTxn, Key: k, Principal: principal, Txn: []txnStep{{Req: &request{Key: k, Op: contract.OpCheck, Principal: principal}, Cond: cond}}}
+	mk := func(principal string, cond *contract.Condition) *fixture {
+		return &fixture{Op: contract.OpTxn, Key: k, Principal: principal, Txn: []fixtureStep{{Req: &fixture{Key: k, Op: contract.OpCheck, Principal: principal}, Cond: cond}}}
 	}
 	yes, no := true, false
 	a, b, c := mk("p", &contract.Condition{Exists: &yes}), mk("p", &contract.Condition{Exists: &no}), mk("q", &contract.Condition{Exists: &yes})

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"time"
 
@@ -11,7 +12,13 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/writer/batchbytes"
+	"github.com/eskv/eskv/writer/committer"
 )
+
+// errDeferred marks, in a batch's decisions, a write its byte budget
+// left for the next batch (package batchbytes): it is not answered.
+var errDeferred = errors.New("deferred to the next batch")
 
 // The batch loop: serve gathers the partition's calls into batches, and
 // process plans every command of a batch, reads what they need once,
@@ -39,7 +46,7 @@ func (p *partition) serve(ctx context.Context, epoch int64) (err error) {
 		if len(batch) == 0 {
 			if p.owes && len(p.calls) == 0 {
 				p.owes = false
-				p.w.committer.pass(p.id)
+				p.w.committer.Pass(p.id)
 			}
 			select {
 			case <-ctx.Done():
@@ -124,14 +131,14 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	}
 	if len(recs) == 0 && p.owes {
 		p.owes = false
-		p.w.committer.pass(p.id)
+		p.w.committer.Pass(p.id)
 	}
 	if len(recs) > 0 {
 		p.owes = false
-		r := p.w.committer.commit(p, recs)
-		p.owes = r.err == nil
-		if r.err != nil {
-			p.failedIn = r.session
+		r := p.w.committer.Commit(p.toCommit(recs))
+		p.owes = r.Err == nil
+		if r.Err != nil {
+			p.failedIn = r.Session
 			for i, c := range batch {
 				switch {
 				case ds[i].Err == errDeferred:
@@ -158,6 +165,14 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 		c.done <- answer{res: d.Result, err: d.Err}
 	}
 	return deferred, nil
+}
+
+// toCommit is recs as the committer takes them: the writer group's offset
+// of the partition before them is the end this owner knows.
+func (p *partition) toCommit(recs []*kgo.Record) committer.Batch {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return committer.Batch{Partition: p.id, Records: recs, Offset: p.end, TopicID: p.topicID}
 }
 
 // committed adds the events of a committed transaction to the overlay
@@ -242,7 +257,7 @@ func (p *partition) plan(q *projection.Query, batch []*call, rd *batchReads, now
 			if e, in := p.overlay[k]; in {
 				rd.states[k] = e.state
 			} else if _, seen := rd.states[k]; !seen {
-				rd.states[k], in = p.cache.get(k)
+				rd.states[k], in = p.cache.Get(k)
 				if !in {
 					q.Keys = append(q.Keys, k)
 				}
@@ -281,7 +296,7 @@ func (p *partition) cacheRead(keys []string, states map[string]contract.State) {
 		return
 	}
 	for _, k := range keys {
-		p.cache.put(k, states[k])
+		p.cache.Put(k, states[k])
 	}
 }
 
@@ -289,7 +304,7 @@ func (p *partition) cacheRead(keys []string, states map[string]contract.State) {
 // and requestIds decided before it) and returns the decisions, the
 // records to append, and the event of each kv.changes record, in order.
 // A transaction's records are appended together, contiguous. A write
-// whose records exceed the batch's byte budget (batchbytes.go) is refused
+// whose records exceed the batch's byte budget (package batchbytes) is refused
 // 413 when they could never fit, and left for the next batch (decision
 // errDeferred, listed in deferred, in order) when they do not fit beside
 // the writes admitted before it; either way its effects never reach rd,
@@ -304,9 +319,9 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 	ds = make([]decide.Decision, len(batch))
 	recs = make([]*kgo.Record, 0, len(batch))
 	evs = make([]*contract.Event, 0, len(batch))
-	budget := newBatchBudget(p.w.limits)
+	budget := batchbytes.NewBatch(p.w.limits)
 	for i, c := range batch {
-		if !budget.mayFit(estimate(c.cmd, rd.states)) {
+		if !budget.MayFit(batchbytes.Estimate(c.cmd, rd.states)) {
 			// It would not fit beside the writes admitted: not worth
 			// deciding now.
 			ds[i] = decide.Decision{Err: errDeferred}
@@ -332,12 +347,12 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 			ds[i] = decide.Decision{Err: contract.Errorf(contract.EInternal, "%v", err)}
 			continue
 		}
-		switch f, topic, size := budget.admit(recs[n:]); f {
-		case tooLarge:
+		switch f, topic, size := budget.Admit(recs[n:]); f {
+		case batchbytes.TooLarge:
 			recs = recs[:n]
-			ds[i] = decide.Decision{Err: p.w.limits.tooLarge(c.cmd, topic, size)}
+			ds[i] = decide.Decision{Err: p.w.limits.ErrTooLarge(c.cmd, topic, size)}
 			continue
-		case full:
+		case batchbytes.Full:
 			recs = recs[:n]
 			ds[i] = decide.Decision{Err: errDeferred}
 			deferred = append(deferred, c)

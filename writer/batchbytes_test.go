@@ -13,47 +13,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 )
-
-// TestBatchBudgetAdmit: a write's records are admitted while the batch's
-// records of each topic stay within its budget, left for the next batch
-// when they fit only alone, and refused when they never fit.
-func TestBatchBudgetAdmit(t *testing.T) {
-	l := newBatchLimits(changelog.Topics{Changes: "c", Conflicts: "x"}, map[string]int{"c": 10_000 + batchHeadroom, "x": 5_000 + batchHeadroom})
-	if l.budget["c"] != 10_000 || l.budget["x"] != 5_000 || l.producerLimit("c") != 10_000+batchHeadroom {
-		t.Fatalf("limits %+v", l)
-	}
-	rec := func(topic string, n int) *kgo.Record { return &kgo.Record{Topic: topic, Value: make([]byte, n)} }
-	size := func(r *kgo.Record) int { return changelog.RecordBytes(r) }
-	b := newBatchBudget(l)
-	for _, tc := range []struct {
-		name string
-		recs []*kgo.Record
-		want fit
-	}{
-		{"OKFirst", []*kgo.Record{rec("c", 6_000)}, fits},
-		{"FullBesideTheFirst", []*kgo.Record{rec("c", 6_000)}, full},
-		{"OKSmallStillFits", []*kgo.Record{rec("c", 3_000)}, fits},
-		{"OKConflictsHaveTheirOwnBudget", []*kgo.Record{rec("x", 4_000)}, fits},
-		{"FullInOneTopicIsFull", []*kgo.Record{rec("c", 10), rec("x", 2_000)}, full},
-		{"TooLargeAlone", []*kgo.Record{rec("c", 9_000), rec("c", 2_000)}, tooLarge},
-		{"OKEmpty", nil, fits},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if f, _, _ := b.admit(tc.recs); f != tc.want {
-				t.Fatalf("admit: %d, want %d (used %v)", f, tc.want, b.used)
-			}
-		})
-	}
-	if want := size(rec("c", 6_000)) + size(rec("c", 3_000)); b.used["c"] != want {
-		t.Fatalf("used %d of c, want %d (only the admitted writes)", b.used["c"], want)
-	}
-}
 
 // randomValue is a JSON string of n random characters: compression (kgo
 // snappy-compresses batches) cannot shrink it much.
@@ -176,7 +139,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 			attack.Go(func() {
 				_, err := w.Do(ctx, txn)
 				aOut.add(err)
-				if limit := fmt.Sprint(w.limits.budget[w.cfg.Topics.Changes]); err != nil && !strings.Contains(err.Error(), limit) {
+				if limit := fmt.Sprint(w.limits.Budget(w.cfg.Topics.Changes)); err != nil && !strings.Contains(err.Error(), limit) {
 					t.Errorf("413 %q does not name the limit, %s bytes", err, limit)
 				}
 			})
@@ -187,7 +150,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	neighbours.Wait()
 
 	t.Logf("tenant A: %v; tenant B (same partition): %v; tenant C (other partition): %v; deferred writes %v, failed transactions %v, ownership restarts %v",
-		aOut.n, bOut.n, cOut.n, testutil.ToFloat64(w.metrics.deferred), testutil.ToFloat64(w.metrics.txnFailures), testutil.ToFloat64(w.metrics.ownershipRestarts))
+		aOut.n, bOut.n, cOut.n, testutil.ToFloat64(w.metrics.deferred), testutil.ToFloat64(w.metrics.rounds.TxnFailures), testutil.ToFloat64(w.metrics.ownershipRestarts))
 	for name, o := range map[string]*outcomes{"B": &bOut, "C": &cOut} {
 		if !o.only("ok") || o.n["ok"] == 0 {
 			t.Errorf("tenant %s: %v; want only successes", name, o.n)
@@ -196,7 +159,7 @@ func TestOversizeWritesDoNotFailNeighbours(t *testing.T) {
 	if !aOut.only("ok", contract.ETooLarge) || aOut.n[contract.ETooLarge] != 6 {
 		t.Errorf("tenant A: %v; want 128 PUTs answered 200 and the 6 transactions 413", aOut.n)
 	}
-	if n := testutil.ToFloat64(w.metrics.txnFailures); n != 0 {
+	if n := testutil.ToFloat64(w.metrics.rounds.TxnFailures); n != 0 {
 		t.Errorf("%v shared transactions failed; want 0", n)
 	}
 }

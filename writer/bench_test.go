@@ -155,7 +155,7 @@ func BenchmarkWritesAcrossPartitions(b *testing.B) {
 // benchTransactions is the count of the writer's committed Kafka
 // transactions.
 func benchTransactions(w *Writer) float64 {
-	return testutil.ToFloat64(w.metrics.transactions)
+	return testutil.ToFloat64(w.metrics.rounds.Transactions)
 }
 
 // processCPU is the user and system CPU time of this process so far.

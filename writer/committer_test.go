@@ -1,16 +1,15 @@
 package writer
 
-// Tests of the shared transaction (committer.go): one Kafka transaction per
-// round across partitions, a failed round failing only its own
-// requests, and a new owner waiting for an older owner's open
-// transaction (fence.go).
+// Tests of the shared transaction (package committer) in the writer: one
+// Kafka transaction per round across partitions, a failed round failing
+// only its own requests, and a new owner waiting for an older owner's
+// open transaction (fence.go).
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,7 +117,7 @@ func holdFirstEndTxn(b *testenv.Broker, w *Writer) (held <-chan struct{}, releas
 	arrived, wake := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
 	b.Cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if req.(*kmsg.EndTxnRequest).TransactionalID == w.committer.txnID && once.CompareAndSwap(false, true) {
+		if req.(*kmsg.EndTxnRequest).TransactionalID == w.committer.TxnID() && once.CompareAndSwap(false, true) {
 			close(arrived)
 			b.Cluster.SleepControl(func() { <-wake })
 		}
@@ -132,7 +131,7 @@ func holdFirstEndTxn(b *testenv.Broker, w *Writer) (held <-chan struct{}, releas
 func awaitQueued(t *testing.T, w *Writer, n int) {
 	t.Helper()
 	testenv.WaitFor(t, 20*time.Second, fmt.Sprintf("%d batches queued for the next round", n), func() bool {
-		return len(w.committer.subs) == n
+		return w.committer.Queued() == n
 	})
 }
 
@@ -161,7 +160,7 @@ func TestCommitterOneTransactionPerRound(t *testing.T) {
 		}
 	}
 
-	if n := testutil.ToFloat64(w.metrics.transactions); n != 2 {
+	if n := testutil.ToFloat64(w.metrics.rounds.Transactions); n != 2 {
 		t.Fatalf("%v transactions for %d partition batches; want 2 (one per round)", n, parts)
 	}
 	// One transaction: the same producer id and (transactions v2: one
@@ -206,7 +205,7 @@ func failedRoundFailsOnlyItsPartitions(t *testing.T, resume bool) {
 	var failNext atomic.Bool
 	b.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		preq := req.(*kmsg.ProduceRequest)
-		if preq.TransactionID == nil || *preq.TransactionID != w.committer.txnID || !failNext.CompareAndSwap(true, false) {
+		if preq.TransactionID == nil || *preq.TransactionID != w.committer.TxnID() || !failNext.CompareAndSwap(true, false) {
 			return nil, nil, false
 		}
 		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
@@ -334,64 +333,6 @@ func TestNewOwnerWaitsForOlderOwnersOpenTransaction(t *testing.T) {
 	}
 }
 
-// TestCommitterRoundRequests counts the shared producer's requests per
-// round: under KIP-890 part 2 (kfake finalizes transaction.version 2) a
-// round is one Produce, one TxnOffsetCommit (the fence, admitting the
-// group itself) and one EndTxn, with no AddOffsetsToTxn and no
-// AddPartitionsToTxn.
-func TestCommitterRoundRequests(t *testing.T) {
-	const parts = 3
-	b, w := readyWriter(t, parts)
-	if !w.committer.implicitAdd {
-		t.Fatal("the committer did not find KIP-890 part 2 support on kfake (transaction.version 2)")
-	}
-	txnID := w.committer.txnID
-	var mu sync.Mutex
-	counts := map[int16]int{}
-	count := func(key kmsg.Key, id func(kmsg.Request) string) {
-		b.Cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			if id(req) == txnID {
-				mu.Lock()
-				counts[int16(key)]++
-				mu.Unlock()
-			}
-			return nil, nil, false
-		})
-	}
-	count(kmsg.Produce, func(r kmsg.Request) string {
-		if id := r.(*kmsg.ProduceRequest).TransactionID; id != nil {
-			return *id
-		}
-		return ""
-	})
-	count(kmsg.AddPartitionsToTxn, func(r kmsg.Request) string {
-		req := r.(*kmsg.AddPartitionsToTxnRequest)
-		if len(req.Transactions) > 0 {
-			return req.Transactions[0].TransactionalID
-		}
-		return req.TransactionalID
-	})
-	count(kmsg.AddOffsetsToTxn, func(r kmsg.Request) string { return r.(*kmsg.AddOffsetsToTxnRequest).TransactionalID })
-	count(kmsg.TxnOffsetCommit, func(r kmsg.Request) string { return r.(*kmsg.TxnOffsetCommitRequest).TransactionalID })
-	count(kmsg.EndTxn, func(r kmsg.Request) string { return r.(*kmsg.EndTxnRequest).TransactionalID })
-
-	keys := keysByPartition(t, parts)
-	for i := range 5 {
-		for _, err := range putAll(t.Context(), w, keys, fmt.Sprint("v", i)) {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	rounds := int(testutil.ToFloat64(w.metrics.transactions))
-	mu.Lock()
-	defer mu.Unlock()
-	want := map[int16]int{int16(kmsg.Produce): rounds, int16(kmsg.TxnOffsetCommit): rounds, int16(kmsg.EndTxn): rounds}
-	if rounds < 5 || !maps.Equal(counts, want) {
-		t.Fatalf("%d rounds sent %v requests (by key); want %v", rounds, counts, want)
-	}
-}
-
 // gatherWriter is readyWriter with the given RoundGather.
 func gatherWriter(t *testing.T, parts int32, gather time.Duration) (*testenv.Broker, *Writer) {
 	t.Helper()
@@ -401,7 +342,7 @@ func gatherWriter(t *testing.T, parts int32, gather time.Duration) (*testenv.Bro
 	return b, w
 }
 
-// TestRoundWaitsForThePartitionsItAnswered (committer.collect): the round
+// TestRoundWaitsForThePartitionsItAnswered (the committer's gather): the round
 // after partition 0's takes partition 0's next batch together with the
 // batch partition 1 queued meanwhile, instead of starting with partition
 // 1's alone and leaving partition 0's for a third.
@@ -426,10 +367,10 @@ func TestRoundWaitsForThePartitionsItAnswered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := testutil.ToFloat64(w.metrics.transactions); n != 2 {
+	if n := testutil.ToFloat64(w.metrics.rounds.Transactions); n != 2 {
 		t.Fatalf("%v transactions; want 2: the second round waits for partition 0's next batch", n)
 	}
-	if n := testutil.ToFloat64(w.metrics.gatherTimeouts); n != 0 {
+	if n := testutil.ToFloat64(w.metrics.rounds.GatherTimeouts); n != 0 {
 		t.Fatalf("%v gather timeouts; want 0", n)
 	}
 }
@@ -462,7 +403,7 @@ func TestRoundDoesNotWaitForAPass(t *testing.T) {
 		t.Fatal("the next round waited for a partition that had nothing to submit")
 	}
 	t.Logf("partition 1's write answered %v after the first round was released", time.Since(start))
-	if n := testutil.ToFloat64(w.metrics.gatherTimeouts); n != 0 {
+	if n := testutil.ToFloat64(w.metrics.rounds.GatherTimeouts); n != 0 {
 		t.Fatalf("%v gather timeouts; want 0", n)
 	}
 }
@@ -496,9 +437,7 @@ func TestResumeReadsWhatTheFailedRoundLeft(t *testing.T) {
 				After: json.RawMessage(`"left"`), Before: json.RawMessage(`null`), TS: time.Now().UTC(), WriterEpoch: tc.epoch(epoch),
 				Semantics: contract.Semantics{Purpose: "other"}, RequestID: "req-1", RequestDigest: "d"}
 			testenv.MustProduce(t, b, e)
-			w.committer.mu.Lock()
-			failedIn := w.committer.session - 1 // the session began since
-			w.committer.mu.Unlock()
+			failedIn := w.committer.Session() - 1 // the session began since
 
 			err := p.resume(t.Context(), epoch, failedIn)
 			if !errors.Is(err, tc.err) {

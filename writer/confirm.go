@@ -37,7 +37,7 @@ func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, 
 	if e, ok := p.overlay[key]; ok {
 		return e.state, true, true, l
 	}
-	state, ok = p.cache.get(key)
+	state, ok = p.cache.Get(key)
 	return state, ok, true, l
 }
 
@@ -53,7 +53,7 @@ func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ready && p.changes == changes {
-		p.cache.put(key, state)
+		p.cache.Put(key, state)
 	}
 }
 
@@ -66,7 +66,7 @@ func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
 // a coalescer), always one sent after they arrived.
 //
 // While the committer runs rounds, a read is confirmed instead by the
-// next round's second fence (committer.awaitFence), which costs no broker
+// next round's second fence (committer.AwaitFence), which costs no broker
 // request of its own: the fence is what lets a write of this ownership be
 // acknowledged, and it proves the same for a read. A TxnOffsetCommit sent
 // after the read arrived and accepted by the group coordinator shows that
@@ -99,7 +99,7 @@ func (p *partition) confirm(ctx context.Context) error {
 		return err
 	}
 	p.w.metrics.confirmLSO.Inc()
-	offs, err := p.w.lso.do(ctx)
+	offs, err := p.w.lso.Do(ctx)
 	if err != nil {
 		return errUnavailable(p.id, "unable to confirm ownership")
 	}
@@ -175,7 +175,7 @@ func (p *partition) confirmByFence(ctx context.Context) (ok bool, err error) {
 	if !ready {
 		return false, nil
 	}
-	fenced := p.w.committer.awaitFence()
+	fenced := p.w.committer.AwaitFence()
 	if fenced == nil {
 		return false, nil
 	}

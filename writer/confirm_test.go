@@ -14,13 +14,11 @@ import (
 )
 
 // Tests of reads confirmed by the next round's fence (partition.confirm,
-// committer.awaitFence) instead of a last-stable-offset request.
+// committer.AwaitFence) instead of a last-stable-offset request.
 
 // fenceWaiting returns the number of reads waiting for a round's fence.
 func fenceWaiting(w *Writer) int {
-	w.committer.mu.Lock()
-	defer w.committer.mu.Unlock()
-	return len(w.committer.fenceWaiters)
+	return w.committer.FenceWaiters()
 }
 
 // confirmRig is a writer with two partitions whose first round (a write to

@@ -19,10 +19,11 @@ import (
 //
 // A lease replaces that wait with a bound on time. When a round's fence
 // sent at S (leaseNow, before the request left) is accepted at A, the
-// writer holds a lease until S + ReadLease. A read of partition N is
-// confirmed by the lease when, at some moment R after it began, N is
-// ready (in the ownership that became ready at Q), Q ≤ S, and R < S +
-// ReadLease. Why no other writer can have acknowledged a write to N
+// writer holds a lease until S + ReadLease (the committer keeps S:
+// Committer.LeaseSent, on the clock the writer gives it). A read of
+// partition N is confirmed by the lease when, at some moment R after it
+// began, N is ready (in the ownership that became ready at Q), Q ≤ S,
+// and R < S + ReadLease. Why no other writer can have acknowledged a write to N
 // before R:
 //
 //  1. Up to A, the fence's own proof: a member at A, with N ready since
@@ -65,23 +66,6 @@ func monotonicNow() int64 { return int64(time.Since(processStart)) }
 
 var processStart = time.Now()
 
-// extendLease records that a fence sent at sent (leaseNow) was accepted.
-// Only the committer's goroutine calls it, with growing times.
-func (c *committer) extendLease(sent int64) {
-	if c.w.cfg.ReadLease > 0 {
-		c.lease.Store(sent)
-	}
-}
-
-// leaseSent returns when the latest accepted fence was sent (leaseNow),
-// 0 when none was.
-func (c *committer) leaseSent() int64 {
-	if c == nil {
-		return 0
-	}
-	return c.lease.Load()
-}
-
 // confirmByLease reports whether the writer's lease confirms a read of p
 // now (see above).
 func (p *partition) confirmByLease() bool {
@@ -89,7 +73,7 @@ func (p *partition) confirmByLease() bool {
 	if d <= 0 {
 		return false
 	}
-	sent := p.w.committer.leaseSent()
+	sent := p.w.committer.LeaseSent() // an accepted fence's leaseNow
 	if sent == 0 {
 		return false
 	}

@@ -59,7 +59,7 @@ func TestReadLeaseExpires(t *testing.T) {
 	if err := putKey(t.Context(), w, k, "v"); err != nil {
 		t.Fatal(err)
 	}
-	sent := w.committer.leaseSent()
+	sent := w.committer.LeaseSent()
 	if sent == 0 {
 		t.Fatal("no lease after an acknowledged write")
 	}
@@ -128,7 +128,7 @@ func takeover(t *testing.T, lease time.Duration, neuCfg Config) {
 	if err := putKey(t.Context(), old, k, "old"); err != nil {
 		t.Fatal(err)
 	}
-	sent := old.committer.leaseSent()
+	sent := old.committer.LeaseSent()
 
 	dropUnaware(t, b, old, instance)
 	neuCfg.InstanceID = "writer-new"

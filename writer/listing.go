@@ -115,7 +115,7 @@ func (p *partition) unprojected(prefix string) (offset int64, ready bool) {
 func (p *partition) awaitOffset(ctx context.Context, offset int64) error {
 	var pollErr error // the last failed poll, told with the timeout
 	for wait := time.Millisecond; ; wait = min(2*wait, 10*time.Millisecond) {
-		offs, err := p.w.projected.do(ctx)
+		offs, err := p.w.projected.Do(ctx)
 		next := offs[p.id]
 		if err == nil && next > offset {
 			p.trim(next)

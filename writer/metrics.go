@@ -1,7 +1,14 @@
 package writer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eskv/eskv/writer/committer"
+	"github.com/eskv/eskv/writer/statecache"
+)
+
+// metrics are the writer's: its writes, batches and partitions, and the
+// committer's and state caches' it registers with them.
 type metrics struct {
 	writes *prometheus.CounterVec
 	// writesOK is writes' "ok" child, resolved once: it counts nearly
@@ -9,13 +16,16 @@ type metrics struct {
 	writesOK   prometheus.Counter
 	batchSize  prometheus.Histogram
 	txnSeconds prometheus.Histogram
-	roundMetrics
+	// The committer's rounds (package committer) and the state caches
+	// (package statecache).
+	rounds            *committer.Metrics
+	cache             *statecache.Metrics
 	ownershipRestarts prometheus.Counter
 	// resumes counts partitions that went on after a failed round
 	// without starting their ownership again (partition.resume).
 	resumes prometheus.Counter
 	// deferred counts writes a batch's byte budget left for the next
-	// batch (batchbytes.go).
+	// batch (package batchbytes).
 	deferred          prometheus.Counter
 	partitionsReady   prometheus.Gauge
 	overlaySize       *prometheus.GaugeVec
@@ -27,11 +37,6 @@ type metrics struct {
 	listWaitTimeouts  prometheus.Counter
 	forwardLoops      prometheus.Counter
 	loopingPartitions prometheus.Gauge
-	// The state cache (statecache.go).
-	stateCacheHits      prometheus.Counter
-	stateCacheMisses    prometheus.Counter
-	stateCacheEvictions prometheus.Counter
-	stateCacheBytes     prometheus.Gauge
 	// confirms counts reads confirmed (partition.confirm), by how; the
 	// two children resolved once.
 	confirms                               *prometheus.CounterVec
@@ -40,7 +45,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		roundMetrics: newRoundMetrics(),
+		rounds: committer.NewMetrics(), cache: statecache.NewMetrics(),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_writes_total", Help: "Write requests decided, by outcome (ok, conflict, replayed, or an error code).",
 		}, []string{"outcome"}),
@@ -93,18 +98,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		loopingPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "eskv_writer_forward_loop_partitions", Help: "Partitions whose forwarding loops back to this writer; while above 0 /readyz answers 503.",
 		}),
-		stateCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_state_cache_hits_total", Help: "Reads of a key's state (GET, or a write's decision) the overlay did not hold and the state cache answered, without Postgres.",
-		}),
-		stateCacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_state_cache_misses_total", Help: "Reads of a key's state neither the overlay nor the state cache held: read from Postgres.",
-		}),
-		stateCacheEvictions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_state_cache_evictions_total", Help: "States evicted from the state cache to keep it within ESKV_STATE_CACHE_BYTES.",
-		}),
-		stateCacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "eskv_writer_state_cache_bytes", Help: "About the memory the state cache holds, over the partitions this writer owns (at most ESKV_STATE_CACHE_BYTES).",
-		}),
 		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_read_confirms_total", Help: "Reads confirmed linearizable, by how: lease (within the read lease of an accepted group fence, no wait), fence (the next shared transaction's group fence, no request of its own) or lso (a last-stable-offset request, shared by the reads that arrived meanwhile).",
 		}, []string{"by"}),
@@ -112,41 +105,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.writesOK = m.writes.WithLabelValues("ok")
 	m.confirmFence, m.confirmLSO = m.confirms.WithLabelValues("fence"), m.confirms.WithLabelValues("lso")
 	m.confirmLease = m.confirms.WithLabelValues("lease")
-	for _, c := range []prometheus.Collector{m.stateCacheHits, m.stateCacheMisses, m.stateCacheEvictions, m.stateCacheBytes, m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.txnFailures, m.transactions, m.roundPartitions, m.gatherSeconds, m.gatherTimeouts, m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull, m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := m.register(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-// roundMetrics are the committer's (committer.go).
-type roundMetrics struct {
-	txnFailures     prometheus.Counter
-	transactions    prometheus.Counter
-	roundPartitions prometheus.Histogram
-	gatherSeconds   prometheus.Histogram
-	gatherTimeouts  prometheus.Counter
-}
-
-func newRoundMetrics() roundMetrics {
-	return roundMetrics{
-		txnFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transaction_failures_total", Help: "Shared Kafka transactions that failed (their writes answer 503; their partitions resume, or fence and catch up again after a fencing error; the producer is replaced).",
-		}),
-		transactions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_transactions_total", Help: "Shared Kafka transactions committed (one per round, across partitions).",
-		}),
-		roundPartitions: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "eskv_writer_round_partitions", Help: "Partitions per committed shared Kafka transaction.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
-		}),
-		gatherSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "eskv_writer_round_gather_seconds", Help: "Time a round waited for the partitions the previous round answered (ESKV_ROUND_GATHER).",
-			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 12),
-		}),
-		gatherTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eskv_writer_round_gather_timeouts_total", Help: "Rounds that started without a partition the previous round answered, its gather wait having run out.",
-		}),
+// register registers the writer's metrics with reg, its committer's and
+// state caches' included.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	cs := []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds,
+		m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull,
+		m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms}
+	cs = append(cs, m.rounds.Collectors()...)
+	for _, c := range append(cs, m.cache.Collectors()...) {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
 	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/writer/committer"
 )
 
 // Ownership (fence.go for the epoch): run owns a partition until its
@@ -42,7 +43,7 @@ func (p *partition) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		var fenced *groupFencedError
+		var fenced *committer.FencedError
 		if errors.As(err, &fenced) {
 			// The group coordinator refused this writer's membership:
 			// wait until the group client learns where it stands
@@ -76,7 +77,7 @@ func (p *partition) own(ctx context.Context) error {
 	// A round of ours that failed may have left records of the
 	// committer's previous producer in flight: read the log end only
 	// once its next producer fenced them.
-	if err := p.w.committer.await(ctx, p.failedIn); err != nil {
+	if err := p.w.committer.Await(ctx, p.failedIn); err != nil {
 		return fmt.Errorf("await the shared producer: %w", err)
 	}
 	overlay, end, err := p.catchUp(ctx)
@@ -189,12 +190,12 @@ func (p *partition) settledEnd(ctx context.Context) (int64, error) {
 // the partition (a refused group fence, a fenced producer: fencedRound)
 // or when resume fails; otherwise nothing (resume). Without
 // Config.ResumeFailedRounds it always ends the ownership.
-func (p *partition) afterFailedRound(ctx context.Context, epoch int64, r roundResult) error {
-	if !p.w.cfg.ResumeFailedRounds || fencedRound(r.err) {
-		return r.err
+func (p *partition) afterFailedRound(ctx context.Context, epoch int64, r committer.Result) error {
+	if !p.w.cfg.ResumeFailedRounds || fencedRound(r.Err) {
+		return r.Err
 	}
-	if err := p.resume(ctx, epoch, r.session); err != nil {
-		return fmt.Errorf("round failed (%w); resuming failed: %w", r.err, err)
+	if err := p.resume(ctx, epoch, r.Session); err != nil {
+		return fmt.Errorf("round failed (%w); resuming failed: %w", r.Err, err)
 	}
 	return nil
 }
@@ -206,10 +207,10 @@ func (p *partition) afterFailedRound(ctx context.Context, epoch int64, r roundRe
 // ownership again (fence, catch up: run); after any other failure they
 // resume.
 func fencedRound(err error) bool {
-	if _, ok := errors.AsType[*groupFencedError](err); ok {
+	if _, ok := errors.AsType[*committer.FencedError](err); ok {
 		return true
 	}
-	for _, e := range []error{errCommitterStopped, kerr.ProducerFenced, kerr.InvalidProducerEpoch,
+	for _, e := range []error{committer.ErrStopped, kerr.ProducerFenced, kerr.InvalidProducerEpoch,
 		kerr.InvalidProducerIDMapping, kerr.TransactionalIDAuthorizationFailed} {
 		if errors.Is(err, e) {
 			return true
@@ -245,7 +246,7 @@ func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
 		p.mu.Unlock()
 		close(done)
 	}()
-	if err := p.w.committer.await(ctx, s); err != nil {
+	if err := p.w.committer.Await(ctx, s); err != nil {
 		return fmt.Errorf("await the shared producer: %w", err)
 	}
 	end, err := p.settledEnd(ctx)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/writer/statecache"
 )
 
 // call is one write waiting for its answer.
@@ -74,7 +75,7 @@ type partition struct {
 	requestIDs int
 	// cache holds the states of keys the overlay no longer holds
 	// (statecache.go); it lives as long as the ownership.
-	cache *stateCache
+	cache *statecache.Cache
 	// changes counts the events added to the overlay and the starts and
 	// ends of ownership: a GET caches what it read from the projection
 	// only when it did not move during the read (cacheGet).
@@ -92,7 +93,7 @@ type partition struct {
 	// topicID names kv.changes in the second fence; set by own.
 	topicID [16]byte
 	// failedIn is the committer session in which this partition's last
-	// failed round ran (committer.go); own catches up only after it.
+	// failed round ran (package committer); own catches up only after it.
 	failedIn uint64
 	// resuming is set while the partition resumes after a failed round
 	// (resume) and closed when it did: reads wait for it (confirm).
@@ -101,7 +102,7 @@ type partition struct {
 	// partition's own goroutine touches it.
 	served bool
 	// owes: the last round answered this partition's batch, and the
-	// next round waits for its next batch or its pass (committer.collect).
+	// next round waits for its next batch or its pass (committer.Pass).
 	// Only the partition's own goroutine touches it.
 	owes bool
 
@@ -117,7 +118,7 @@ func newPartition(w *Writer, id int32) *partition {
 		calls:      make(chan *call, w.cfg.QueueDepth),
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
-		cache:      newStateCache(w.cfg.StateCacheBytes/int64(w.cfg.Topics.Partitions), w.metrics),
+		cache:      statecache.New(w.cfg.StateCacheBytes/int64(w.cfg.Topics.Partitions), w.metrics.cache),
 	}
 	return p
 }
@@ -198,7 +199,7 @@ func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlay
 	if ready {
 		p.readySince = leaseNow()
 	}
-	p.cache.reset()
+	p.cache.Reset()
 	p.changes++
 	p.mu.Unlock()
 }
@@ -232,7 +233,7 @@ func (p *partition) trim(next int64) {
 		if e.offset < next {
 			delete(p.overlay, k)
 			p.requestIDs -= len(e.requests)
-			p.cache.put(k, e.state)
+			p.cache.Put(k, e.state)
 			continue
 		}
 		changed := false

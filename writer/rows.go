@@ -205,7 +205,7 @@ func (w *Writer) Member(ctx context.Context, key contract.Key, member string) (c
 	elem, known := e.elems[member]
 	st := e.state
 	if ready && !in {
-		st, in = p.cache.get(key.String())
+		st, in = p.cache.Get(key.String())
 	}
 	p.mu.RUnlock()
 	if !ready {

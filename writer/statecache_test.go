@@ -21,6 +21,7 @@ import (
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
+	"github.com/eskv/eskv/writer/statecache"
 )
 
 // countingProjection is the Postgres projection, counting the reads of
@@ -199,7 +200,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 
 	t.Run("OKGetAndCASFromTheCache", func(t *testing.T) {
 		gets, keys := proj.reads()
-		hits := counter(t, w.metrics.stateCacheHits)
+		hits := counter(t, w.metrics.cache.Hits)
 		st, err := w.State(ctx, k)
 		if err != nil || st.Version != 1 || string(st.Entry.Value) != `1` {
 			t.Fatalf("GET: %+v %v; want version 1", st, err)
@@ -210,7 +211,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 		if g, n := proj.reads(); g != gets || n != keys {
 			t.Errorf("Postgres read %d states for GETs and %d for writes; want none", g-gets, n-keys)
 		}
-		if h := counter(t, w.metrics.stateCacheHits) - hits; h != 2 {
+		if h := counter(t, w.metrics.cache.Hits) - hits; h != 2 {
 			t.Errorf("%v cache hits; want 2", h)
 		}
 	})
@@ -242,7 +243,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 	t.Run("OKGetFillsTheCache", func(t *testing.T) {
 		_, p := w.partition(k)
 		p.mu.Lock()
-		p.cache.reset() // as if evicted
+		p.cache.Reset() // as if evicted
 		p.mu.Unlock()
 		gets, _ := proj.reads()
 		for range 2 {
@@ -297,7 +298,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 // keeps the cache within its budget and every write still decides on the
 // key's latest state (from the cache or from Postgres).
 func TestStateCacheTinyBudget(t *testing.T) {
-	budget := 3 * stateSize("tenant/a/project/b/k00", &contract.State{Entry: contract.Entry{Key: "tenant/a/project/b/k00", Value: json.RawMessage(`100`), LastWriter: "p"}})
+	budget := 3 * statecache.Size("tenant/a/project/b/k00", &contract.State{Entry: contract.Entry{Key: "tenant/a/project/b/k00", Value: json.RawMessage(`100`), LastWriter: "p"}})
 	w, proj := projectedWriter(t, Config{StateCacheBytes: budget})
 	ctx := t.Context()
 	keys := make([]contract.Key, 20)
@@ -315,10 +316,10 @@ func TestStateCacheTinyBudget(t *testing.T) {
 			}
 		}
 	}
-	if n := counter(t, w.metrics.stateCacheEvictions); n == 0 {
+	if n := counter(t, w.metrics.cache.Evictions); n == 0 {
 		t.Error("nothing evicted")
 	}
-	if b := counter(t, w.metrics.stateCacheBytes); b > float64(budget) || b <= 0 {
+	if b := counter(t, w.metrics.cache.Bytes); b > float64(budget) || b <= 0 {
 		t.Errorf("cache holds %v bytes; want within (0, %d]", b, budget)
 	}
 	if _, n := proj.reads(); n == 0 {
@@ -388,46 +389,9 @@ func TestStateCacheDiesWithTheOwnership(t *testing.T) {
 			t.Errorf("the new ownership's cache holds %s: %+v", k, st)
 		}
 	}
-	if b := counter(t, p.w.metrics.stateCacheBytes); b != 0 {
+	if b := counter(t, p.w.metrics.cache.Bytes); b != 0 {
 		t.Errorf("bytes gauge %v after reset; want 0", b)
 	}
-}
-
-// TestStateCachePut: the budget, states larger than it, and a disabled
-// cache.
-func TestStateCachePut(t *testing.T) {
-	w := offlineWriter(t, Config{})
-	size := stateSize("k00", &contract.State{})
-	t.Run("OKEvictsToBudget", func(t *testing.T) {
-		c := newStateCache(4*size, w.metrics)
-		for i := range 10 {
-			c.put(fmt.Sprintf("k%02d", i), contract.State{})
-			if c.bytes > c.budget {
-				t.Fatalf("%d bytes over a budget of %d", c.bytes, c.budget)
-			}
-		}
-		if len(c.entries) != 4 {
-			t.Errorf("%d states kept; want 4", len(c.entries))
-		}
-		if _, ok := c.get("k09"); !ok {
-			t.Error("the state just put was evicted")
-		}
-	})
-	t.Run("OKTooLargeDropsTheOlder", func(t *testing.T) {
-		c := newStateCache(2*size, w.metrics)
-		c.put("k00", contract.State{Version: 1})
-		c.put("k00", contract.State{Version: 2, Entry: contract.Entry{Value: make(json.RawMessage, 2*size)}})
-		if st, ok := c.get("k00"); ok || c.bytes != 0 {
-			t.Errorf("cached %+v, %d bytes; want nothing", st, c.bytes)
-		}
-	})
-	t.Run("OKDisabled", func(t *testing.T) {
-		c := newStateCache(0, w.metrics)
-		c.put("k00", contract.State{})
-		if _, ok := c.get("k00"); ok {
-			t.Error("a disabled cache answered")
-		}
-	})
 }
 
 // TestCommittedAfterGivingUp: a transaction that commits after confirm
@@ -463,7 +427,7 @@ func TestStateCacheGetFill(t *testing.T) {
 		{"OKQuiet", func(*partition) {}, true},
 		{"OKTrimOnly", func(p *partition) { p.trim(11) }, true},
 		{"ErrEventAdded", commit, false},
-		{"ErrEventAddedTrimmedEvicted", func(p *partition) { commit(p); p.trim(21); p.cache.reset() }, false},
+		{"ErrEventAddedTrimmedEvicted", func(p *partition) { commit(p); p.trim(21); p.cache.Reset() }, false},
 		{"ErrNewOwnership", restart, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -475,7 +439,7 @@ func TestStateCacheGetFill(t *testing.T) {
 			tc.during(p)
 			p.cacheGet("k", version(4), looked.changes)
 			p.mu.RLock()
-			_, cached := p.cache.entries["k"]
+			_, cached := p.cache.Get("k")
 			p.mu.RUnlock()
 			if cached != tc.cached {
 				t.Fatalf("cached %v; want %v", cached, tc.cached)

@@ -3,7 +3,7 @@
 // partition, catches up, validates compare-and-swap against an in-memory
 // overlay and the Postgres projection, and commits the groups of requests
 // of all its partitions in one Kafka transaction per round, fenced by the
-// group (fence.go, committer.go). The rules it decides by are package
+// group (fence.go, package committer). The rules it decides by are package
 // decide's: the writer plans, reads, and commits their commands.
 package writer
 
@@ -29,6 +29,10 @@ import (
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/sweeper"
+	"github.com/eskv/eskv/writer/batchbytes"
+	"github.com/eskv/eskv/writer/brokerprobe"
+	"github.com/eskv/eskv/writer/coalesce"
+	"github.com/eskv/eskv/writer/committer"
 )
 
 // Group is the consumer group through which writers share partitions. It
@@ -90,7 +94,7 @@ type Config struct {
 	// SharedTransactionalIDPrefix + InstanceID (a random UUID per process
 	// when InstanceID is empty) is the transactional.id of the one
 	// producer whose transactions append every partition's writes
-	// (default "kv-writer-"; committer.go).
+	// (default "kv-writer-"; package committer).
 	SharedTransactionalIDPrefix string
 	TransactionTimeout          time.Duration
 	SessionTimeout              time.Duration
@@ -101,8 +105,8 @@ type Config struct {
 	// request). Zero disables lingering; negative is taken as zero.
 	MaxLinger time.Duration
 	// RoundGather bounds how long a round waits for the partitions the
-	// previous round answered to submit their next batch (committer.go
-	// gather; default 1ms). Negative disables it.
+	// previous round answered to submit their next batch (package
+	// committer; default 1ms). Negative disables it.
 	RoundGather time.Duration
 	// QueueDepth bounds the requests waiting per partition.
 	QueueDepth int
@@ -248,11 +252,12 @@ type Writer struct {
 	metrics *metrics
 	adm     *kadm.Client
 	admCl   *kgo.Client
-	// committer commits every partition's batches (committer.go).
-	committer *committer
-	// limits bound what a partition appends in one round (batchbytes.go);
-	// Run sets the topics' before any partition or the committer starts.
-	limits *batchLimits
+	// committer commits every partition's batches (package committer).
+	committer *committer.Committer
+	// limits bound what a partition appends in one round (package
+	// batchbytes); Run sets the topics' before any partition or the
+	// committer starts.
+	limits *batchbytes.Limits
 
 	mu    sync.RWMutex
 	parts map[int32]*partition
@@ -271,12 +276,12 @@ type Writer struct {
 
 	// lso shares last-stable-offset requests among the concurrent reads
 	// of every partition: one ListOffsets for all of them (confirm).
-	lso *coalescer[map[int32]int64]
+	lso *coalesce.Coalescer[map[int32]int64]
 	// projected shares reads of the projector's stored offsets among
 	// the listings waiting on any partition (AwaitProjected).
-	projected *coalescer[map[int32]int64]
-	// brokers says when the brokers last answered (brokerprobe.go).
-	brokers brokerProbe
+	projected *coalesce.Coalescer[map[int32]int64]
+	// brokers says when the brokers last answered (package brokerprobe).
+	brokers brokerprobe.Probe
 }
 
 // New returns a Writer; Run starts it.
@@ -306,12 +311,31 @@ func New(cfg Config, proj Projection, log *slog.Logger, reg prometheus.Registere
 		parts: make(map[int32]*partition),
 		loops: loops{parts: make(map[int32]projection.Owner), cameBack: make(map[int32]time.Time)},
 	}
-	w.committer = newCommitter(w, txnID)
+	w.committer = w.newCommitter(txnID)
 	// Kafka's defaults until Run reads the topics'.
-	w.limits = newBatchLimits(cfg.Topics, nil)
+	w.limits = batchbytes.NewLimits(cfg.Topics, nil)
 	w.initCoalescers()
 	return w, nil
 }
+
+// newCommitter returns the committer of the shared transactional id
+// txnID, fenced by this writer's group membership (groupMember), its
+// producer bounded by the limits Run reads (readLimits), its leases
+// on the clock of lease.go.
+func (w *Writer) newCommitter(txnID string) *committer.Committer {
+	cfg := w.cfg
+	return committer.New(committer.Config{
+		Kafka: cfg.Kafka, Brokers: cfg.Brokers, TxnID: txnID, TransactionTimeout: cfg.TransactionTimeout,
+		Group: cfg.Group, Topic: cfg.Topics.Changes, Partitions: cfg.Topics.Partitions, RoundGather: cfg.RoundGather,
+		ProducerLimit: func(topic string) int32 { return w.limits.ProducerLimit(topic) },
+		Member:        w.groupMember, Clock: leaseNow, Leases: cfg.ReadLease > 0,
+		Log: w.log, Metrics: w.metrics.rounds,
+	})
+}
+
+// confirmTimeout bounds one shared offset request (Writer.lso,
+// Writer.projected); each read still gives up at its own context's end.
+const confirmTimeout = 5 * time.Second
 
 // initCoalescers sets up the shared offset reads: every partition of the
 // changes topic in one request, so reads of several partitions arriving
@@ -322,12 +346,12 @@ func (w *Writer) initCoalescers() {
 	for i := range all {
 		all[i] = int32(i)
 	}
-	w.lso = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+	w.lso = coalesce.New(func(ctx context.Context) (map[int32]int64, error) {
 		return changelog.LastStableOffsets(ctx, w.admCl, w.cfg.Topics.Changes, all...)
-	})
-	w.projected = newCoalescer(func(ctx context.Context) (map[int32]int64, error) {
+	}, confirmTimeout)
+	w.projected = coalesce.New(func(ctx context.Context) (map[int32]int64, error) {
 		return w.proj.Offsets(ctx, w.cfg.Topics.Changes)
-	})
+	}, confirmTimeout)
 }
 
 // sharedTxnID returns the transactional id of the writer's shared
@@ -399,7 +423,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	group.PauseFetchTopics(w.cfg.Topics.Changes)
 	commitCtx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCommitter()
-	go w.committer.run(commitCtx)
+	go w.committer.Run(commitCtx)
 
 	t := time.NewTicker(w.cfg.TrimInterval)
 	defer t.Stop()
@@ -407,7 +431,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer ot.Stop()
 	w.refreshOwners(ctx)
 	go w.sweep(runCtx)
-	go w.probeBrokers(runCtx)
+	go w.brokers.Run(runCtx, w.admCl.Ping, w.log)
 	for {
 		select {
 		case <-ctx.Done():
@@ -417,7 +441,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			// The committer stops after the partitions: none has a
 			// round under way any more.
 			stopCommitter()
-			<-w.committer.done
+			<-w.committer.Done()
 			return nil
 		case <-t.C:
 			w.trim(ctx)
@@ -427,19 +451,19 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 }
 
-// readLimits reads the topics' max.message.bytes (batchbytes.go); when
+// readLimits reads the topics' max.message.bytes (package batchbytes); when
 // the brokers do not tell, it assumes Kafka's default, the smallest a
 // cluster is likely to have.
-func (w *Writer) readLimits(ctx context.Context) *batchLimits {
+func (w *Writer) readLimits(ctx context.Context) *batchbytes.Limits {
 	t := w.cfg.Topics
 	maxMessage, err := changelog.MaxMessageBytes(ctx, w.adm, t.Changes, t.Conflicts)
 	if err != nil {
 		w.log.Warn("reading the topics' max.message.bytes failed: assuming Kafka's default",
 			"err", err, "maxMessageBytes", changelog.DefaultMaxMessageBytes)
 	}
-	l := newBatchLimits(t, maxMessage)
-	w.log.Info("batch limits", "topic", t.Changes, "maxMessageBytes", maxMessage[t.Changes], "budgetBytes", l.budget[t.Changes],
-		"conflictsTopic", t.Conflicts, "conflictsMaxMessageBytes", maxMessage[t.Conflicts], "conflictsBudgetBytes", l.budget[t.Conflicts])
+	l := batchbytes.NewLimits(t, maxMessage)
+	w.log.Info("batch limits", "topic", t.Changes, "maxMessageBytes", maxMessage[t.Changes], "budgetBytes", l.Budget(t.Changes),
+		"conflictsTopic", t.Conflicts, "conflictsMaxMessageBytes", maxMessage[t.Conflicts], "conflictsBudgetBytes", l.Budget(t.Conflicts))
 	return l
 }
 
@@ -564,11 +588,11 @@ func (w *Writer) Do(ctx context.Context, cmd decide.Command) (Result, error) {
 	if p == nil {
 		return Result{}, errUnavailable(id, "not owned by this writer")
 	}
-	if n := leastBytes(cmd); n > w.limits.budget[w.cfg.Topics.Changes] {
+	if n := batchbytes.LeastBytes(cmd); n > w.limits.Budget(w.cfg.Topics.Changes) {
 		// It could never be appended: refused before it takes a place
-		// in a batch (batchbytes.go).
+		// in a batch (package batchbytes).
 		w.metrics.writes.WithLabelValues(contract.ETooLarge).Inc()
-		return Result{}, w.limits.tooLarge(cmd, w.cfg.Topics.Changes, n)
+		return Result{}, w.limits.ErrTooLarge(cmd, w.cfg.Topics.Changes, n)
 	}
 	if ctx.Err() != nil {
 		// The deadline passed before the write was queued (a slow
@@ -667,11 +691,11 @@ func (w *Writer) StateAt(ctx context.Context, key contract.Key) (contract.State,
 
 // Ready reports whether the writer is a member of the group, every
 // partition it owns has caught up, and the brokers answered its probe
-// within the last 1.5 s (brokerprobe.go). A member that owns no
+// within the last 1.5 s (package brokerprobe). A member that owns no
 // partition (more writers than partitions) is ready: it forwards every
 // request.
 func (w *Writer) Ready() bool {
-	if !w.brokers.answering(time.Now()) {
+	if !w.brokers.Answering(time.Now()) {
 		return false
 	}
 	w.mu.RLock()

@@ -1,4 +1,10 @@
-package writer
+// Package coalesce shares the calls of a function among concurrent
+// callers without ever answering a caller with a call that started
+// before it arrived: the writer's reads of the brokers' last stable
+// offsets and of the projector's stored offsets, which must postdate
+// every write acknowledged before their caller arrived, cost one call
+// per burst of callers instead of one each.
+package coalesce
 
 import (
 	"context"
@@ -6,18 +12,17 @@ import (
 	"time"
 )
 
-// confirmTimeout bounds one shared last-stable-offset request; each read
-// still gives up at its own context's end.
-const confirmTimeout = 5 * time.Second
-
-// coalescer shares calls of fn among concurrent callers. A caller waits for
+// Coalescer shares calls of fn among concurrent callers. A caller waits for
 // the next call that starts after it arrived — never for the answer to a
 // call already under way, which may predate a write acknowledged before
 // the caller arrived — and one call answers every caller that arrived
 // before it started: with a call in flight, every caller arriving
 // meanwhile shares the one call that follows it.
-type coalescer[T any] struct {
+type Coalescer[T any] struct {
 	fn func(context.Context) (T, error)
+	// timeout bounds one call; each caller still gives up at its own
+	// context's end.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	running bool       // a call is in flight
@@ -31,12 +36,14 @@ type flight[T any] struct {
 	err  error
 }
 
-func newCoalescer[T any](fn func(context.Context) (T, error)) *coalescer[T] {
-	return &coalescer[T]{fn: fn}
+// New returns a coalescer of fn, each of whose calls gets a context
+// bounded by timeout.
+func New[T any](fn func(context.Context) (T, error), timeout time.Duration) *Coalescer[T] {
+	return &Coalescer[T]{fn: fn, timeout: timeout}
 }
 
-// do returns the answer of a call of fn that started after do was called.
-func (c *coalescer[T]) do(ctx context.Context) (T, error) {
+// Do returns the answer of a call of fn that started after Do was called.
+func (c *Coalescer[T]) Do(ctx context.Context) (T, error) {
 	c.mu.Lock()
 	var f *flight[T]
 	if !c.running {
@@ -64,9 +71,9 @@ func (c *coalescer[T]) do(ctx context.Context) (T, error) {
 
 // run calls fn for f, then for the flight callers joined meanwhile, until
 // no one waits.
-func (c *coalescer[T]) run(ctx context.Context, f *flight[T]) {
+func (c *Coalescer[T]) run(ctx context.Context, f *flight[T]) {
 	for f != nil {
-		cctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+		cctx, cancel := context.WithTimeout(ctx, c.timeout)
 		f.v, f.err = c.fn(cctx)
 		cancel()
 		close(f.done)

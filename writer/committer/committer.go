@@ -1,4 +1,12 @@
-package writer
+// Package committer appends the batches of a writer's partitions to
+// Kafka in the transactions of one transactional producer, one
+// transaction per round across the partitions that have a batch ready,
+// each fenced by the writer group (fence.go), and keeps the sessions,
+// the round's fence for readers and the read lease that follow from it.
+// It knows partitions only by their number: what a batch holds, which
+// records it brings and what its partition does after a failed round
+// are its caller's (package writer).
+package committer
 
 import (
 	"context"
@@ -13,11 +21,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
-// The committer appends every partition's batches in Kafka transactions of
-// one transactional producer per writer process (transactional.id
-// <SharedTransactionalIDPrefix><InstanceID>), one transaction per round
+// Committer appends every partition's batches in Kafka transactions of
+// one transactional producer per writer process (Config.TxnID: the
+// writer's <SharedTransactionalIDPrefix><InstanceID>), one transaction per round
 // across the partitions that have a batch ready, as Kafka Streams' exactly-
 // once v2 does: three to five broker requests per round instead of per
 // batch.
@@ -44,20 +53,15 @@ import (
 // transaction is completed or aborted and any produce of the old epoch
 // still in flight is fenced. Each producer is a session; a partition
 // whose round failed in session s reads the log only once session s+1
-// began (await), so no late produce of the old epoch can land behind the
-// log end it reads. After a fencing error (fencedRound: the group
-// refused this writer, or the producer was fenced) the partitions of the
-// round start their ownership again (fence, catch up); after any other
-// they do too, unless Config.ResumeFailedRounds, with which they resume
-// (partition.resume): each reads what the failed round left past its
-// known end and goes on, its queued requests waiting. No round
-// fails for its size: each partition's part of it is bounded in bytes
-// below the topics' max.message.bytes (batchbytes.go).
-type committer struct {
-	w     *Writer
-	log   *slog.Logger
-	txnID string
-	subs  chan *submission
+// began (Await), so no late produce of the old epoch can land behind the
+// log end it reads. What a partition does after a failed round (start
+// its ownership again, or resume) is the writer's; no round fails for
+// its size when each batch is bounded in bytes below the topics'
+// max.message.bytes (package batchbytes).
+type Committer struct {
+	cfg  Config
+	log  *slog.Logger
+	subs chan *submission
 	// passes carries the partitions that the previous round answered
 	// and that have nothing to submit (collect).
 	passes chan int32
@@ -84,42 +88,85 @@ type committer struct {
 	// only run touches it.
 	implicitAdd bool
 
-	// lease is when the latest accepted fence was sent (leaseNow; 0:
-	// none): reads confirm by it until ReadLease later (lease.go).
+	// lease is when the latest accepted fence was sent (Config.Clock;
+	// 0: none): the writer confirms reads by it (LeaseSent).
 	lease atomic.Int64
 }
 
-// submission is one partition's batch for the next round.
+// Config is what the committer is built with.
+type Config struct {
+	// Kafka and Brokers reach the brokers (the producer's client role is
+	// writer_producer).
+	Kafka   kafkaconf.Conn
+	Brokers []string
+	// TxnID is the shared transactional id: a restart under the same id
+	// aborts its predecessor's open transaction.
+	TxnID              string
+	TransactionTimeout time.Duration
+	// Group is the writer group the fence presents Member to, and Topic
+	// the topic whose records raise the group's offsets (kv.changes).
+	Group string
+	Topic string
+	// Partitions is the topic's partition count: a round carries at most
+	// one batch of each.
+	Partitions int32
+	// RoundGather bounds how long a round waits for the partitions the
+	// previous round answered (collect); 0 or less: no wait.
+	RoundGather time.Duration
+	// ProducerLimit is the producer's batch limit of a topic
+	// (kgo.ProducerBatchMaxBytesFn), asked at each session's start.
+	ProducerLimit func(topic string) int32
+	// Member is the writer group membership the fence presents now; ok
+	// is false while the writer is not a member (ErrNotInGroup).
+	Member func() (m Membership, ok bool)
+	// Clock is the clock of read leases (nanoseconds); Leases turns
+	// recording them (LeaseSent) on.
+	Clock  func() int64
+	Leases bool
+	Log    *slog.Logger
+	// Metrics are registered by the caller (Metrics.Collectors).
+	Metrics *Metrics
+}
+
+// Batch is one partition's batch for the next round.
+type Batch struct {
+	Partition int32
+	Records   []*kgo.Record
+	// Offset is the writer group's offset for the partition before this
+	// batch (its known end); the round raises it past the batch's last
+	// record of Config.Topic.
+	Offset int64
+	// TopicID names Config.Topic in the fence (TxnOffsetCommit v6+).
+	TopicID [16]byte
+}
+
+// submission is a batch waiting for its round.
 type submission struct {
-	p    *partition
-	recs []*kgo.Record
-	// offset is the writer group's offset for p before this batch (its
-	// known end); the round raises it past the batch's last record.
-	offset int64
-	done   chan roundResult // buffered: run never blocks on an answer
+	Batch
+	done chan Result // buffered: run never blocks on an answer
 }
 
-// roundResult is a round's outcome and the session it ran in.
-type roundResult struct {
-	err     error
-	session uint64
+// Result is a round's outcome and the session it ran in.
+type Result struct {
+	Err     error
+	Session uint64
 }
 
-// errCommitterStopped answers a submission that came after the writer
-// stopped committing.
-var errCommitterStopped = errors.New("the writer's committer stopped")
+// ErrStopped answers a submission that came after the writer stopped
+// committing.
+var ErrStopped = errors.New("the writer's committer stopped")
 
 // errNoRound answers the readers waiting for a round's fence when the
 // committer ran out of submissions: they confirm with the brokers.
 var errNoRound = errors.New("no round under way")
 
-// awaitFence returns a channel that answers once a round's second fence
+// AwaitFence returns a channel that answers once a round's second fence
 // (its TxnOffsetCommit, presenting this writer's group membership) sent
 // after this call was accepted (nil) or not (an error), or nil when no
 // round is under way: then none may follow, and the caller asks the
-// brokers instead. See partition.confirm for what an accepted fence
-// proves to a read.
-func (c *committer) awaitFence() <-chan error {
+// brokers instead. The writer's read confirmation says what an accepted
+// fence proves to a read.
+func (c *Committer) AwaitFence() <-chan error {
 	if c == nil {
 		return nil
 	}
@@ -136,7 +183,7 @@ func (c *committer) awaitFence() <-chan error {
 // releaseFenceWaiters answers every waiting reader with err and marks the
 // committer idle: readers ask the brokers until run takes the next
 // submission.
-func (c *committer) releaseFenceWaiters(err error) {
+func (c *Committer) releaseFenceWaiters(err error) {
 	c.mu.Lock()
 	readers := c.fenceWaiters
 	c.fenceWaiters = nil
@@ -151,29 +198,34 @@ func answerFenceWaiters(readers []chan error, err error) {
 	}
 }
 
-func newCommitter(w *Writer, txnID string) *committer {
-	return &committer{
-		w:      w,
-		log:    w.log.With("transactionalId", txnID),
-		txnID:  txnID,
-		subs:   make(chan *submission, w.cfg.Topics.Partitions),
-		passes: make(chan int32, w.cfg.Topics.Partitions),
+// New returns a committer; Run starts it.
+func New(cfg Config) *Committer {
+	return &Committer{
+		cfg:    cfg,
+		log:    cfg.Log.With("transactionalId", cfg.TxnID),
+		subs:   make(chan *submission, cfg.Partitions),
+		passes: make(chan int32, cfg.Partitions),
 		done:   make(chan struct{}),
 		next:   make(chan struct{}),
 	}
 }
 
-// commit appends recs of p in the next round and returns its outcome and
-// session. It waits for the round whatever ctx does: a round, once
-// started, is finished (cancelling it would leave the outcome unknown).
-func (c *committer) commit(p *partition, recs []*kgo.Record) roundResult {
-	p.mu.RLock()
-	s := &submission{p: p, recs: recs, offset: p.end, done: make(chan roundResult, 1)}
-	p.mu.RUnlock()
+// TxnID is the shared transactional id.
+func (c *Committer) TxnID() string { return c.cfg.TxnID }
+
+// Done is closed once Run returned.
+func (c *Committer) Done() <-chan struct{} { return c.done }
+
+// Commit appends b in the next round and returns its outcome and
+// session. It waits for the round whatever happens to its caller: a
+// round, once started, is finished (cancelling it would leave the
+// outcome unknown). A partition submits one batch at a time.
+func (c *Committer) Commit(b Batch) Result {
+	s := &submission{Batch: b, done: make(chan Result, 1)}
 	select {
 	case c.subs <- s:
 	case <-c.done:
-		return roundResult{err: errCommitterStopped}
+		return Result{Err: ErrStopped}
 	}
 	select {
 	case r := <-s.done:
@@ -184,13 +236,13 @@ func (c *committer) commit(p *partition, recs []*kgo.Record) roundResult {
 		case r := <-s.done:
 			return r
 		default:
-			return roundResult{err: errCommitterStopped}
+			return Result{Err: ErrStopped}
 		}
 	}
 }
 
-// await returns once a session after s began, or when ctx ends.
-func (c *committer) await(ctx context.Context, s uint64) error {
+// Await returns once a session after s began, or when ctx ends.
+func (c *Committer) Await(ctx context.Context, s uint64) error {
 	for {
 		c.mu.Lock()
 		cur, next := c.session, c.next
@@ -203,15 +255,15 @@ func (c *committer) await(ctx context.Context, s uint64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.done:
-			return errCommitterStopped
+			return ErrStopped
 		}
 	}
 }
 
-// run starts the first session and runs rounds until ctx ends. The writer
+// Run starts the first session and runs rounds until ctx ends. The writer
 // ends ctx only after every partition stopped, so no round is under way
 // then.
-func (c *committer) run(ctx context.Context) {
+func (c *Committer) Run(ctx context.Context) {
 	defer close(c.done)
 	defer func() {
 		if c.prod != nil {
@@ -221,7 +273,7 @@ func (c *committer) run(ctx context.Context) {
 	if !c.renew(ctx) {
 		return
 	}
-	defer c.releaseFenceWaiters(errCommitterStopped)
+	defer c.releaseFenceWaiters(ErrStopped)
 	round := make([]*submission, 0, cap(c.subs))
 	// owed: the partitions the previous round answered, which the next
 	// round waits for (collect).
@@ -234,7 +286,7 @@ func (c *committer) run(ctx context.Context) {
 			return
 		}
 		err := c.round(ctx, round)
-		if fenced := (*groupFencedError)(nil); c.implicitAdd && errors.As(err, &fenced) && errors.Is(fenced.err, kerr.InvalidTxnState) {
+		if fenced := (*FencedError)(nil); c.implicitAdd && errors.As(err, &fenced) && errors.Is(fenced.Err, kerr.InvalidTxnState) {
 			// The coordinator did not admit the group itself after
 			// all (a broker of the cluster is older than the one that
 			// answered ApiVersions): admit it explicitly from now on.
@@ -247,13 +299,13 @@ func (c *committer) run(ctx context.Context) {
 		clear(owed)
 		for _, s := range round {
 			if err == nil {
-				owed[s.p.id] = true
+				owed[s.Partition] = true
 			}
-			s.done <- roundResult{err: err, session: session}
+			s.done <- Result{Err: err, Session: session}
 		}
 		if err != nil {
 			c.releaseFenceWaiters(err)
-			c.w.metrics.txnFailures.Inc()
+			c.cfg.Metrics.TxnFailures.Inc()
 			c.log.Warn("shared transaction failed; its partitions catch up again, the producer is replaced",
 				"err", err, "partitions", len(round), "session", session)
 			c.prod.Close() // unended: the next producer's InitProducerID aborts it
@@ -268,8 +320,8 @@ func (c *committer) run(ctx context.Context) {
 // collect returns the next round's submissions, false when ctx ended.
 //
 // It waits for the partitions the previous round answered (owed) to
-// submit their next batch or pass (nothing queued), up to the writer's
-// RoundGather, and takes every other submission queued meanwhile. Without
+// submit their next batch or pass (nothing queued), up to
+// Config.RoundGather, and takes every other submission queued meanwhile. Without
 // that wait, rounds alternate between two halves of the busy partitions
 // under load: a round would start as soon as the previous one ended, with
 // the batches queued while it ran, before the partitions it answered have
@@ -280,23 +332,23 @@ func (c *committer) run(ctx context.Context) {
 // broker round trips.
 //
 // While it may still start a round the committer stays busy: readers
-// wait for that round's fence (awaitFence). Once nothing is owed and
+// wait for that round's fence (AwaitFence). Once nothing is owed and
 // nothing queued it is idle: the waiting readers ask the brokers instead,
 // and so do later ones, until a submission comes.
-func (c *committer) collect(ctx context.Context, round []*submission, owed map[int32]bool, timer *time.Timer) ([]*submission, bool) {
-	if len(owed) > 0 && c.w.cfg.RoundGather > 0 {
+func (c *Committer) collect(ctx context.Context, round []*submission, owed map[int32]bool, timer *time.Timer) ([]*submission, bool) {
+	if len(owed) > 0 && c.cfg.RoundGather > 0 {
 		start := time.Now()
-		timer.Reset(c.w.cfg.RoundGather)
+		timer.Reset(c.cfg.RoundGather)
 	gather:
 		for len(owed) > 0 && len(round) < cap(round) {
 			select {
 			case s := <-c.subs:
 				round = append(round, s)
-				delete(owed, s.p.id)
+				delete(owed, s.Partition)
 			case id := <-c.passes:
 				delete(owed, id)
 			case <-timer.C:
-				c.w.metrics.gatherTimeouts.Inc()
+				c.cfg.Metrics.GatherTimeouts.Inc()
 				break gather
 			case <-ctx.Done():
 				timer.Stop()
@@ -304,7 +356,7 @@ func (c *committer) collect(ctx context.Context, round []*submission, owed map[i
 			}
 		}
 		timer.Stop()
-		c.w.metrics.gatherSeconds.Observe(time.Since(start).Seconds())
+		c.cfg.Metrics.GatherSeconds.Observe(time.Since(start).Seconds())
 	}
 	clear(owed)
 	if round = takeQueued(c.subs, round); len(round) > 0 {
@@ -344,9 +396,9 @@ func takeQueued(subs <-chan *submission, round []*submission) []*submission {
 	return round
 }
 
-// pass tells the next round that partition id, answered by the previous
+// Pass tells the next round that partition id, answered by the previous
 // one, has nothing to submit: it need not wait for it (collect).
-func (c *committer) pass(id int32) {
+func (c *Committer) Pass(id int32) {
 	select {
 	case c.passes <- id:
 	default: // full: stale passes; the round's timer bounds the wait
@@ -355,15 +407,15 @@ func (c *committer) pass(id int32) {
 
 // renew builds the next session's producer and runs its InitProducerID,
 // retrying until it succeeds or ctx ends (false).
-func (c *committer) renew(ctx context.Context) bool {
-	cfg := c.w.cfg
+func (c *Committer) renew(ctx context.Context) bool {
+	cfg := c.cfg
 	backoff := 100 * time.Millisecond
 	for {
 		prod, err := cfg.Kafka.NewClient("writer_producer", cfg.Brokers,
-			kgo.TransactionalID(c.txnID),
+			kgo.TransactionalID(cfg.TxnID),
 			kgo.TransactionTimeout(cfg.TransactionTimeout),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ProducerBatchMaxBytesFn(c.w.limits.producerLimit),
+			kgo.ProducerBatchMaxBytesFn(cfg.ProducerLimit),
 			kgo.WithLogger(changelog.Logger(c.log)),
 		)
 		if err == nil {
@@ -397,14 +449,14 @@ func (c *committer) renew(ctx context.Context) bool {
 // started: nothing of theirs was produced, and their partitions catch up
 // again once the next session began. A partition that waited here would
 // hold its revocation, and so the group, until the brokers answer again.
-func (c *committer) failQueued(err error) {
+func (c *Committer) failQueued(err error) {
 	c.mu.Lock()
 	session := c.session
 	c.mu.Unlock()
 	for {
 		select {
 		case s := <-c.subs:
-			s.done <- roundResult{err: fmt.Errorf("no shared transactional producer: %w", err), session: session}
+			s.done <- Result{Err: fmt.Errorf("no shared transactional producer: %w", err), Session: session}
 		default:
 			return
 		}
@@ -413,14 +465,14 @@ func (c *committer) failQueued(err error) {
 
 // round commits the submissions in one transaction, committed only when
 // the second fence (fence.go) holds for every partition of it.
-func (c *committer) round(ctx context.Context, round []*submission) error {
-	cfg := c.w.cfg
+func (c *Committer) round(ctx context.Context, round []*submission) error {
+	cfg := c.cfg
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
 	defer cancel()
 	prod := c.prod
 	var recs []*kgo.Record
 	for _, s := range round {
-		recs = append(recs, s.recs...)
+		recs = append(recs, s.Records...)
 	}
 	if err := prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -429,7 +481,7 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 	// offset commit the group accepted has its records on the log
 	// already, so a new owner's settledEnd sees it open (fence.go). The
 	// group's admission to the transaction (add) goes beside the produce.
-	f := groupFence{txnID: c.txnID, group: cfg.Group, topic: cfg.Topics.Changes, topicID: round[0].p.topicID}
+	f := groupFence{txnID: cfg.TxnID, group: cfg.Group, topic: cfg.Topic, topicID: round[0].TopicID}
 	added := func() error { return nil }
 	if !c.implicitAdd {
 		added = f.add(tctx, prod)
@@ -443,27 +495,27 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 	}
 	offsets := make(map[int32]int64, len(round))
 	for _, s := range round {
-		o := max(offsets[s.p.id], s.offset)
-		for _, r := range s.recs {
-			if r.Topic == cfg.Topics.Changes {
+		o := max(offsets[s.Partition], s.Offset)
+		for _, r := range s.Records {
+			if r.Topic == cfg.Topic {
 				o = max(o, r.Offset+1)
 			}
 		}
-		offsets[s.p.id] = o
+		offsets[s.Partition] = o
 	}
 	// Readers that arrived before this point are confirmed by this
-	// round's fence (awaitFence); later ones by the next round's.
+	// round's fence (AwaitFence); later ones by the next round's.
 	c.mu.Lock()
 	readers := c.fenceWaiters
 	c.fenceWaiters = nil
 	c.mu.Unlock()
-	m, ok := c.w.groupMember()
+	m, ok := cfg.Member()
 	if !ok {
-		err := &groupFencedError{membership: m, err: errNotInGroup}
+		err := &FencedError{Membership: m, Err: ErrNotInGroup}
 		answerFenceWaiters(readers, err)
 		return err
 	}
-	sent := leaseNow()
+	sent := cfg.Clock()
 	err = f.commitOffsets(tctx, prod, m, offsets)
 	answerFenceWaiters(readers, err)
 	if err != nil {
@@ -473,7 +525,45 @@ func (c *committer) round(ctx context.Context, round []*submission) error {
 	if err := prod.EndTransaction(tctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
-	c.w.metrics.transactions.Inc()
-	c.w.metrics.roundPartitions.Observe(float64(len(round)))
+	cfg.Metrics.Transactions.Inc()
+	cfg.Metrics.RoundPartitions.Observe(float64(len(round)))
 	return nil
+}
+
+// extendLease records that a fence sent at sent (Config.Clock) was
+// accepted. Only run's goroutine calls it, with growing times.
+func (c *Committer) extendLease(sent int64) {
+	if c.cfg.Leases {
+		c.lease.Store(sent)
+	}
+}
+
+// LeaseSent returns when the latest accepted fence was sent
+// (Config.Clock), 0 when none was or leases are off: within the writer's
+// read lease of it, a read of a partition ready since before it is
+// confirmed without a wait.
+func (c *Committer) LeaseSent() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.lease.Load()
+}
+
+// Session is the number of sessions begun: a batch that failed in
+// session s may read the log once Session() > s (Await).
+func (c *Committer) Session() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// Queued is the number of batches waiting for the next round.
+func (c *Committer) Queued() int { return len(c.subs) }
+
+// FenceWaiters is the number of reads waiting for the next round's
+// fence (AwaitFence).
+func (c *Committer) FenceWaiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.fenceWaiters)
 }

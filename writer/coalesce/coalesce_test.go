@@ -1,4 +1,4 @@
-package writer
+package coalesce
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // fakeOffsets is an offset function whose calls block until released; each
@@ -38,10 +39,10 @@ func (f *fakeOffsets) count() int64 {
 }
 
 // get starts c.do in a goroutine and returns where its answer arrives.
-func get(ctx context.Context, c *coalescer[int64]) <-chan int64 {
+func get(ctx context.Context, c *Coalescer[int64]) <-chan int64 {
 	ch := make(chan int64, 1)
 	go func() {
-		v, err := c.do(ctx)
+		v, err := c.Do(ctx)
 		if err != nil {
 			v = -1
 		}
@@ -52,17 +53,17 @@ func get(ctx context.Context, c *coalescer[int64]) <-chan int64 {
 
 // bubble is a subtest in a synctest bubble with a fresh coalescer over
 // fake offsets.
-func bubble(test func(t *testing.T, f *fakeOffsets, c *coalescer[int64])) func(*testing.T) {
+func bubble(test func(t *testing.T, f *fakeOffsets, c *Coalescer[int64])) func(*testing.T) {
 	return func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFakeOffsets()
-			test(t, f, newCoalescer(f.fn))
+			test(t, f, New(f.fn, 5*time.Second))
 		})
 	}
 }
 
 func TestCoalescer(t *testing.T) {
-	t.Run("OneCallServesEveryoneWhoArrivedBeforeIt", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
+	t.Run("OneCallServesEveryoneWhoArrivedBeforeIt", bubble(func(t *testing.T, f *fakeOffsets, c *Coalescer[int64]) {
 		first := get(t.Context(), c)
 		synctest.Wait() // call 1 in flight
 		// Arrived while call 1 was in flight: all wait for call 2.
@@ -90,7 +91,7 @@ func TestCoalescer(t *testing.T) {
 		}
 	}))
 
-	t.Run("NeverAnAnswerToACallSentBeforeArrival", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
+	t.Run("NeverAnAnswerToACallSentBeforeArrival", bubble(func(t *testing.T, f *fakeOffsets, c *Coalescer[int64]) {
 		a := get(t.Context(), c)
 		synctest.Wait()
 		b := get(t.Context(), c) // arrives during call 1
@@ -116,7 +117,7 @@ func TestCoalescer(t *testing.T) {
 		}
 	}))
 
-	t.Run("IdleStartsAtOnce", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
+	t.Run("IdleStartsAtOnce", bubble(func(t *testing.T, f *fakeOffsets, c *Coalescer[int64]) {
 		for want := int64(1); want <= 3; want++ {
 			ch := get(t.Context(), c)
 			synctest.Wait()
@@ -128,11 +129,11 @@ func TestCoalescer(t *testing.T) {
 		}
 	}))
 
-	t.Run("ErrCallerContextEndsWithoutEndingTheCall", bubble(func(t *testing.T, f *fakeOffsets, c *coalescer[int64]) {
+	t.Run("ErrCallerContextEndsWithoutEndingTheCall", bubble(func(t *testing.T, f *fakeOffsets, c *Coalescer[int64]) {
 		ctx, cancel := context.WithCancel(t.Context())
 		starter := make(chan error, 1)
 		go func() {
-			_, err := c.do(ctx)
+			_, err := c.Do(ctx)
 			starter <- err
 		}()
 		synctest.Wait()
@@ -153,8 +154,8 @@ func TestCoalescer(t *testing.T) {
 	t.Run("ErrFromTheCallReachesItsCallers", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			boom := errors.New("broker unreachable")
-			c := newCoalescer(func(context.Context) (int64, error) { return 0, boom })
-			if _, err := c.do(t.Context()); !errors.Is(err, boom) {
+			c := New(func(context.Context) (int64, error) { return 0, boom }, 5*time.Second)
+			if _, err := c.Do(t.Context()); !errors.Is(err, boom) {
 				t.Fatalf("got %v; want %v", err, boom)
 			}
 		})
