@@ -28,6 +28,11 @@ func (hungWriter) State(ctx context.Context, _ contract.Key) (contract.State, er
 	return contract.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
 }
 
+func (w hungWriter) StateAt(ctx context.Context, k contract.Key) (contract.State, contract.Cursor, error) {
+	st, err := w.State(ctx, k)
+	return st, contract.Cursor{}, err
+}
+
 func (hungWriter) Do(ctx context.Context, c decide.Command) (writer.Result, error) {
 	<-ctx.Done()
 	return writer.Result{}, &contract.Error{Code: contract.EOutcomeUnknown, RequestID: c.Head().RequestID, RetryAfterSeconds: 1, Message: "outcome unknown"}

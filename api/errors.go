@@ -32,6 +32,7 @@ var statusOf = map[string]int{
 	contract.EUnavailable:          http.StatusServiceUnavailable,
 	contract.EOutcomeUnknown:       http.StatusServiceUnavailable,
 	contract.ECursorExpired:        http.StatusGone,
+	contract.ESnapshotExpired:      http.StatusGone,
 	contract.ETooManyWatches:       http.StatusServiceUnavailable,
 	contract.ETooManyRequests:      http.StatusTooManyRequests,
 	contract.EForwardLoop:          http.StatusServiceUnavailable,

@@ -125,7 +125,14 @@ func (f *fakeWriter) States(_ context.Context, ks []contract.Key) ([]contract.St
 
 func (f *fakeWriter) Partition(k contract.Key) int32 { return contract.Partition(k.Scope(), 4) }
 
-func (f *fakeWriter) AwaitProjected(context.Context, string) error { return nil }
+func (f *fakeWriter) StateAt(ctx context.Context, k contract.Key) (contract.State, contract.Cursor, error) {
+	st, err := f.State(ctx, k)
+	return st, contract.Cursor{Offset: -1}, err
+}
+
+func (f *fakeWriter) AwaitProjected(context.Context, string) (writer.Projected, error) {
+	return writer.Projected{}, nil
+}
 
 func (f *fakeWriter) Ready() bool           { return true }
 func (f *fakeWriter) ForwardLoops() []int32 { return nil }

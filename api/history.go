@@ -35,7 +35,8 @@ func (s *Server) history(c echo.Context, _ contract.Op, k contract.Key) error {
 	if st.Version == 0 {
 		return contract.FieldErrorf(contract.ENotFound, "key", "key %s was never written", k.String())
 	}
-	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+	where, err := s.w.AwaitProjected(ctx, k.String())
+	if err != nil {
 		return err
 	}
 	// A page holds up to MaxListBytes of events, as a listing's does, and
@@ -45,11 +46,17 @@ func (s *Server) history(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
-	versions, next, err := s.list.History(ctx, k.String(), from, limit, s.cfg.MaxListBytes)
+	var versions []contract.HistoryVersion
+	var next int64
+	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {
+		versions, next, err = l.History(ctx, k.String(), from, limit, s.cfg.MaxListBytes)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	a := contract.HistoryAnswer{Key: k.String(), Versions: versions}
+	setPosition(c, at)
+	a := contract.HistoryAnswer{Key: k.String(), Versions: versions, Position: positionText(at)}
 	if next > 0 {
 		a.Cursor = strconv.FormatInt(next, 10)
 	}

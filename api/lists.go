@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -123,7 +124,8 @@ func (s *Server) lrange(c echo.Context, _ contract.Op, k contract.Key) error {
 	if _, err := decide.ReadLen(k, st.Visible(s.now())); err != nil {
 		return err // not a list
 	}
-	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+	where, err := s.w.AwaitProjected(ctx, k.String())
+	if err != nil {
 		return err
 	}
 	release, err := s.takeList(c) // a page in memory until it is answered
@@ -131,9 +133,15 @@ func (s *Server) lrange(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
-	values, truncated, err := s.list.Range(ctx, k.String(), start, stop, projection.Page{Limit: contract.MaxRange, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
+	var values []json.RawMessage
+	var truncated bool
+	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {
+		values, truncated, err = l.Range(ctx, k.String(), start, stop, projection.Page{Limit: contract.MaxRange, MaxBytes: s.cfg.MaxListBytes, Now: s.now()})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, contract.RangeAnswer{List: k.String(), Values: values, Truncated: truncated})
+	setPosition(c, at)
+	return c.JSON(http.StatusOK, contract.RangeAnswer{List: k.String(), Values: values, Truncated: truncated, Position: positionText(at)})
 }

@@ -141,10 +141,11 @@ func (s *Server) get(c echo.Context) error {
 	if h.query != nil {
 		return h.query(s, c, op, k)
 	}
-	st, err := s.w.State(c.Request().Context(), k)
+	st, at, err := s.w.StateAt(c.Request().Context(), k)
 	if err != nil {
 		return err
 	}
+	setPosition(c, &at)
 	return h.read(c, op, k, st.Visible(s.now()))
 }
 

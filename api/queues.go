@@ -140,7 +140,8 @@ func (s *Server) qpeek(c echo.Context, _ contract.Op, k contract.Key) error {
 	if _, err := decide.ReadQueueSize(k, st.Visible(s.now())); err != nil {
 		return err // not a queue
 	}
-	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+	where, err := s.w.AwaitProjected(ctx, k.String())
+	if err != nil {
 		return err
 	}
 	release, err := s.takeList(c) // a page in memory until it is answered
@@ -148,11 +149,17 @@ func (s *Server) qpeek(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
-	items, truncated, err := s.list.Peek(ctx, k.String(), count, s.cfg.MaxListBytes, s.now())
+	var items []contract.Element
+	var truncated bool
+	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {
+		items, truncated, err = l.Peek(ctx, k.String(), count, s.cfg.MaxListBytes, s.now())
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	a := contract.QPeekAnswer{Queue: k.String(), Items: make([]contract.QueueItem, 0, len(items)), Truncated: truncated}
+	setPosition(c, at)
+	a := contract.QPeekAnswer{Queue: k.String(), Items: make([]contract.QueueItem, 0, len(items)), Truncated: truncated, Position: positionText(at)}
 	for _, el := range items {
 		it := contract.QueueItem{Item: el.Member, Data: el.Value, Deliveries: el.Deliveries, ExpiresAt: el.ExpiresAt}
 		if _, prio, _, err := elemkey.ParseQueueMember(el.Member); err == nil {

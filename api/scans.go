@@ -3,7 +3,6 @@ package api
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/writer"
 )
 
 // listKeys serves GET /v1/kv: a page of the live entries under a prefix,
@@ -41,7 +41,8 @@ func (s *Server) listKeys(c echo.Context) error {
 	}
 	// Waiting holds no page in memory, so it comes before the slot; the
 	// waits of concurrent listings share their polls of the projector.
-	if err := s.w.AwaitProjected(c.Request().Context(), lq.prefix); err != nil {
+	where, err := s.w.AwaitProjected(c.Request().Context(), lq.prefix)
+	if err != nil {
 		return err
 	}
 	// The slot is held until the answer is written (or the write
@@ -52,51 +53,58 @@ func (s *Server) listKeys(c echo.Context) error {
 		return err
 	}
 	defer release()
-	ctx, pg := c.Request().Context(), projection.Page{After: lq.after, Limit: lq.limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()}
+	pg := projection.Page{After: lq.cur.after, Limit: lq.limit, MaxBytes: s.cfg.MaxListBytes, Now: s.now()}
+	r := listRead{prefix: lq.prefix, filter: lq.filter, page: pg, at: lq.cur.at}
 	if lq.keysOnly {
-		return s.listKeysOnly(c, lq.prefix, pg)
+		return s.listKeysOnly(c, where, r)
 	}
-	var items []contract.Entry
-	var truncated bool
-	if lq.filter != nil {
-		items, truncated, err = s.list.Scan(ctx, lq.prefix, *lq.filter, pg)
-	} else {
-		items, truncated, err = s.list.List(ctx, lq.prefix, pg)
-	}
+	a, err := s.listPage(c.Request().Context(), where, r)
 	if err != nil {
 		return err
 	}
-	a := contract.ListAnswer{Items: items, Count: len(items), Truncated: truncated}
-	if truncated && len(items) > 0 {
-		a.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].Key))
+	if a.Position != "" {
+		c.Response().Header().Set(PositionHeader, a.Position)
 	}
 	return writeList(c.Response(), a)
 }
 
 // listKeysOnly answers a page of a keys-only listing: Lister.Keys, whose
 // query reads no value, paged as a listing (the same cursor, byte budget
-// and truncated).
-func (s *Server) listKeysOnly(c echo.Context, prefix string, pg projection.Page) error {
-	items, truncated, err := s.list.Keys(c.Request().Context(), prefix, pg)
+// and truncated) and, like it, one snapshot: a later page answers as of
+// its first page's position (readKeysPage).
+func (s *Server) listKeysOnly(c echo.Context, where writer.Projected, r listRead) error {
+	ctx := c.Request().Context()
+	var items []contract.KeyInfo
+	var truncated bool
+	now, err := s.readProjected(ctx, where, func(l Lister) (err error) {
+		items, truncated, err = readKeysPage(ctx, l, r, where)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	a := contract.KeysAnswer{Items: items, Count: len(items), Truncated: truncated}
+	at := now
+	if r.at != nil && now != nil {
+		at = r.at
+	}
+	a := contract.KeysAnswer{Items: items, Count: len(items), Truncated: truncated, Position: positionText(at)}
 	if a.Items == nil {
 		a.Items = []contract.KeyInfo{}
 	}
 	if truncated && len(items) > 0 {
-		a.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].Key))
+		a.NextCursor = nextListCursor(items[len(items)-1].Key, at)
 	}
+	setPosition(c, at)
 	return c.JSON(http.StatusOK, a)
 }
 
 // listQuery is what the query of GET /v1/kv asks for.
 type listQuery struct {
-	prefix, after string
-	limit         int
-	filter        *contract.Filter
-	keysOnly      bool
+	prefix   string
+	cur      listCursor
+	limit    int
+	filter   *contract.Filter
+	keysOnly bool
 }
 
 // listParams names the query parameters of GET /v1/kv, for the error
@@ -135,7 +143,7 @@ func readListQuery(c echo.Context) (listQuery, error) {
 	if lq.limit, err = pageLimitOf(q, def, most); err != nil {
 		return listQuery{}, err
 	}
-	if lq.after, err = listCursor(q.Get("cursor"), lq.prefix); err != nil {
+	if lq.cur, err = parseListCursor(q.Get("cursor"), lq.prefix); err != nil {
 		return listQuery{}, err
 	}
 	if lq.filter, err = listFilter(q); err != nil {
@@ -145,22 +153,6 @@ func readListQuery(c echo.Context) (listQuery, error) {
 		return listQuery{}, contract.FieldErrorf(contract.EInvalid, "keysOnly", "keysOnly lists every key under the prefix: it takes no filter (field, op, value)")
 	}
 	return lq, nil
-}
-
-// listCursor reads a listing's cursor: the base64url of the last key of
-// the page before, under prefix ("" for the first page).
-func listCursor(v, prefix string) (string, error) {
-	if v == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err == nil {
-		_, err = contract.ParseKey(string(b)) // a cursor is the last key of a page
-	}
-	if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
-		return "", contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
-	}
-	return string(b), nil
 }
 
 // boolParam reads a query parameter that is true or false (false when
@@ -212,6 +204,10 @@ func writeList(w *echo.Response, a contract.ListAnswer) error {
 	if a.NextCursor != "" {
 		cursor, _ := json.Marshal(a.NextCursor)
 		fmt.Fprintf(bw, `,"nextCursor":%s`, cursor)
+	}
+	if a.Position != "" {
+		position, _ := json.Marshal(a.Position)
+		fmt.Fprintf(bw, `,"position":%s`, position)
 	}
 	bw.WriteByte('}')
 	return bw.Flush()

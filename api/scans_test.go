@@ -144,9 +144,9 @@ func (w *routingWriter) Route(_ contract.Key, from writer.Origin) (bool, string,
 	return w.local, w.owner, nil
 }
 
-func (w *routingWriter) AwaitProjected(_ context.Context, prefix string) error {
+func (w *routingWriter) AwaitProjected(_ context.Context, prefix string) (writer.Projected, error) {
 	w.awaited = append(w.awaited, prefix)
-	return w.err
+	return writer.Projected{}, w.err
 }
 
 // TestListRouting: a listing is answered by the owner of its prefix's

@@ -38,12 +38,16 @@ type Writer interface {
 	States(ctx context.Context, keys []contract.Key) ([]contract.State, error)
 	// Partition is the partition of key, which States groups keys by.
 	Partition(key contract.Key) int32
+	// StateAt is State and the position of the key's partition the
+	// state reflects (writer.Writer.StateAt).
+	StateAt(ctx context.Context, key contract.Key) (contract.State, contract.Cursor, error)
 	Ready() bool
 	// AwaitProjected returns once the projection holds every write under
 	// prefix acknowledged before the call; only the owner of prefix's
 	// partition answers (partition_unavailable otherwise, or when the
-	// projector is too far behind).
-	AwaitProjected(ctx context.Context, prefix string) error
+	// projector is too far behind). It says where the projection is then
+	// read (readProjected).
+	AwaitProjected(ctx context.Context, prefix string) (writer.Projected, error)
 	// Route says whether key is decided here or by the writer at ownerURL,
 	// or why neither can answer; from is who sent the request, as its
 	// forwarding proofs prove it (writer.FromClient without any).

@@ -88,7 +88,8 @@ func (s *Server) members(c echo.Context, _ contract.Op, k contract.Key) error {
 	if _, err := decide.ReadCard(k, st.Visible(s.now())); err != nil {
 		return err // not a set
 	}
-	if err := s.w.AwaitProjected(ctx, k.String()); err != nil {
+	where, err := s.w.AwaitProjected(ctx, k.String())
+	if err != nil {
 		return err
 	}
 	release, err := s.takeList(c) // a page in memory until it is answered
@@ -96,11 +97,17 @@ func (s *Server) members(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
-	members, next, err := s.list.Members(ctx, k.String(), after, limit, s.now())
+	var members []string
+	var next string
+	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {
+		members, next, err = l.Members(ctx, k.String(), after, limit, s.now())
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	a := contract.MembersAnswer{Set: k.String(), Members: members}
+	setPosition(c, at)
+	a := contract.MembersAnswer{Set: k.String(), Members: members, Position: positionText(at)}
 	if next != "" {
 		a.Cursor = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}

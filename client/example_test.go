@@ -233,22 +233,47 @@ func ExampleClient_Update() {
 	fmt.Printf("checkpoint at version %d after %d attempt(s): %s\n", res.Entry.Version, res.Attempts, res.Entry.Value)
 }
 
-// A cache that follows a project's flags: each change invalidates its
-// key. A consumer that restarts keeps the last cursor it processed and
+// A cache that follows a project's flags: list them, every page (one
+// snapshot: each page answers the first page's Position), then watch
+// after the listing's position, which delivers exactly the changes after
+// it. A consumer that restarts keeps the last cursor it processed and
 // passes it as After; Watch itself reconnects after its last cursor.
 func ExampleClient_Watch() {
 	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for ev, err := range c.Watch(ctx, client.WatchOptions{Prefix: "tenant/acme/project/demo/flags/"}) {
+	prefix := "tenant/acme/project/demo/flags/"
+	cache := map[string]json.RawMessage{}
+	o := client.ListOptions{Prefix: prefix}
+	var position string
+	for {
+		page, err := c.List(ctx, o)
+		if err != nil {
+			log.Fatal(err) // snapshot_expired: list again from the first page
+		}
+		for _, e := range page.Items {
+			cache[e.Key] = e.Value
+		}
+		position = page.Position
+		if !page.Truncated {
+			break
+		}
+		o.Cursor = page.NextCursor
+	}
+	for ev, err := range c.Watch(ctx, client.WatchOptions{Prefix: prefix, After: position}) {
 		if contract.ErrorCode(err) == contract.ECursorExpired {
-			fmt.Println("the log moved on: list the flags again, then watch from now")
+			fmt.Println("the log moved on: list the flags again, then watch after the new listing's position")
 			return
 		}
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s is at version %d (%s): drop it from the cache; resume after %s\n", ev.Key, ev.Version, ev.Kind, ev.Cursor)
+		if ev.Kind == contract.KindPut {
+			cache[ev.Key] = ev.Value
+		} else {
+			delete(cache, ev.Key)
+		}
+		fmt.Printf("%s is at version %d (%s); resume after %s\n", ev.Key, ev.Version, ev.Kind, ev.Cursor)
 	}
 }
 

@@ -40,6 +40,29 @@ func (c *Client) Get(ctx context.Context, key string) (contract.Entry, error) {
 	return e, err
 }
 
+// PositionHeader is the response header in which every read of a key or
+// of a listing tells the log position its answer reflects (a watch
+// cursor, p<partition>.o<offset>): watching after it delivers exactly the
+// changes after the read.
+const PositionHeader = "ESKV-Position"
+
+// GetWithPosition is Get, also returning the position the entry reflects
+// (PositionHeader): the entry holds every event of its key up to that
+// position and none after, so Watch with After set to it follows the key
+// from exactly there. On an error the position is "".
+func (c *Client) GetWithPosition(ctx context.Context, key string) (contract.Entry, string, error) {
+	p, err := keyPath(key)
+	if err != nil {
+		return contract.Entry{}, "", err
+	}
+	var e contract.Entry
+	h, err := c.do(ctx, call{method: http.MethodGet, path: p, key: key, retry: true}, &e)
+	if err != nil {
+		return contract.Entry{}, "", err
+	}
+	return e, h.Get(PositionHeader), nil
+}
+
 // PutRequest is one write of a key.
 type PutRequest struct {
 	// Key is the entry's key: tenant/<t>/project/<p>/...
@@ -162,6 +185,11 @@ type ListOptions struct {
 
 // ListPage is one page of a listing: live entries in bytewise key order;
 // Truncated says more follow (ask again with Cursor set to NextCursor).
+// Position is the log position the listing reflects; every page of one
+// listing answers as of its first page's (NextCursor carries it), so the
+// pages together are one snapshot, and Watch with After set to Position
+// delivers exactly the changes after it: list, then watch from the
+// listing's position (docs/watch.md).
 type ListPage = contract.ListAnswer
 
 // List returns one page of the live entries under o.Prefix. A listing

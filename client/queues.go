@@ -133,9 +133,16 @@ func (c *Client) QAck(ctx context.Context, key, receipt string) (QueueAck, error
 // contract.MaxPeek) in serving order, removing nothing: fewer when their
 // bytes pass the server's byte budget of a page (but always one).
 func (c *Client) QPeek(ctx context.Context, key string, count int) ([]QueueItem, error) {
+	a, err := c.QPeekPage(ctx, key, count)
+	return a.Items, err
+}
+
+// QPeekPage is QPeek's whole answer: the items, whether the server's
+// page budget cut them short, and the log position they reflect.
+func (c *Client) QPeekPage(ctx context.Context, key string, count int) (contract.QPeekAnswer, error) {
 	var a contract.QPeekAnswer
 	err := c.setRead(ctx, contract.OpQPeek, key, url.Values{"count": {strconv.Itoa(count)}}, &a)
-	return a.Items, err
+	return a, err
 }
 
 // QSize returns the size of the queue at key (items pushed and not yet

@@ -47,7 +47,7 @@ func TestClientPopRetry(t *testing.T) {
 				t.Fatalf("lpop: %+v replayed %v, want \"a\" length 2 version 4", first, replayed)
 			}
 			if tc.projected {
-				if err := s.Writer.AwaitProjected(ctx, list); err != nil {
+				if _, err := s.Writer.AwaitProjected(ctx, list); err != nil {
 					t.Fatal(err) // the overlay no longer holds the pop
 				}
 			}

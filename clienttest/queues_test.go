@@ -50,7 +50,7 @@ func TestClientQPopRetry(t *testing.T) {
 				t.Fatalf("qpop: %+v replayed %v", first, replayed)
 			}
 			if tc.projected {
-				if err := s.Writer.AwaitProjected(ctx, queue); err != nil {
+				if _, err := s.Writer.AwaitProjected(ctx, queue); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -254,7 +254,7 @@ func TestClientPopRetryAfterOtherWrites(t *testing.T) {
 			}
 			if tc.projected {
 				for _, k := range []string{queue, list} {
-					if err := s.Writer.AwaitProjected(ctx, k); err != nil {
+					if _, err := s.Writer.AwaitProjected(ctx, k); err != nil {
 						t.Fatal(err)
 					}
 				}

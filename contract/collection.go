@@ -214,4 +214,9 @@ type MembersAnswer struct {
 	Set     string   `json:"set"`
 	Members []string `json:"members"`
 	Cursor  string   `json:"cursor,omitempty"`
+	// Position is the log position the answer reflects (a watch cursor,
+	// p<partition>.o<offset>): every event of the key's partition up to
+	// it and none after. Watching after it delivers exactly the later
+	// changes.
+	Position string `json:"position,omitempty"`
 }

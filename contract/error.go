@@ -49,6 +49,12 @@ const (
 	// key's history no longer holds the version asked for. The client
 	// re-lists and watches from now. HTTP 410.
 	ECursorExpired = "cursor_expired"
+	// ESnapshotExpired: a later page of a listing answers as of the
+	// position of its first page (the cursor carries it), and the
+	// projection's history (kv_history, under the projector's
+	// retention) no longer holds the state some key had there. The
+	// client lists again from the first page. HTTP 410.
+	ESnapshotExpired = "snapshot_expired"
 	// ETooManyWatches: the writer serves as many watches as it may
 	// (ESKV_MAX_WATCHES); another writer or a later try may. HTTP 503
 	// with Retry-After.

@@ -51,4 +51,9 @@ type HistoryAnswer struct {
 	Key      string           `json:"key"`
 	Versions []HistoryVersion `json:"versions"`
 	Cursor   string           `json:"cursor,omitempty"`
+	// Position is the log position the answer reflects (a watch cursor,
+	// p<partition>.o<offset>): every event of the key's partition up to
+	// it and none after. Watching after it delivers exactly the later
+	// changes.
+	Position string `json:"position,omitempty"`
 }

@@ -116,6 +116,11 @@ type RangeAnswer struct {
 	List      string            `json:"list"`
 	Values    []json.RawMessage `json:"values"`
 	Truncated bool              `json:"truncated,omitempty"`
+	// Position is the log position the answer reflects (a watch cursor,
+	// p<partition>.o<offset>): every event of the key's partition up to
+	// it and none after. Watching after it delivers exactly the later
+	// changes.
+	Position string `json:"position,omitempty"`
 }
 
 // LenAnswer answers GET :llen: 0 for a list that does not exist.

@@ -279,6 +279,10 @@ type QPeekAnswer struct {
 	Queue     string      `json:"queue"`
 	Items     []QueueItem `json:"items"`
 	Truncated bool        `json:"truncated,omitempty"`
+	// Position is the log position the answer reflects (a watch cursor,
+	// p<partition>.o<offset>): every event of the key's partition up to
+	// it and none after.
+	Position string `json:"position,omitempty"`
 }
 
 // QSizeAnswer answers qsize: 0 for a missing queue.

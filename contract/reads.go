@@ -46,6 +46,8 @@ type KeysAnswer struct {
 	Count      int       `json:"count"`
 	Truncated  bool      `json:"truncated"`
 	NextCursor string    `json:"nextCursor,omitempty"`
+	// Position is the position the page reflects (ListAnswer.Position).
+	Position string `json:"position,omitempty"`
 }
 
 // BatchGetBody is the body of POST /v1/kv:batchGet.

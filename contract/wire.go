@@ -339,6 +339,13 @@ type ListAnswer struct {
 	// NextCursor.
 	Truncated  bool   `json:"truncated"`
 	NextCursor string `json:"nextCursor,omitempty"`
+	// Position is the log position the page reflects (a watch cursor,
+	// p<partition>.o<offset>): every event of the prefix's partition up
+	// to it and none after, so watching the prefix after it delivers
+	// exactly the later changes. Every page of one listing (NextCursor
+	// carries it) answers as of the first page's position: the pages
+	// together are one snapshot.
+	Position string `json:"position,omitempty"`
 }
 
 // LockAnswer describes a held lock or leadership.

@@ -26,7 +26,9 @@ import (
 // Store reads and writes the projection tables through a pgx pool. It is
 // safe for concurrent use (SetHistoryFormat aside: it comes first).
 type Store struct {
-	pool *pgxpool.Pool
+	// pool is a pgx pool, or, in a Store that Snapshot hands to its read,
+	// one transaction (snapshotDB).
+	pool db
 	// arrays: Apply passes its columns as pgarrays.go's arrays.
 	arrays bool
 	// history is the format Apply writes kv_history rows in.

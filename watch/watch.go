@@ -288,7 +288,7 @@ func (h *Hub) Watch(ctx context.Context, spec Spec) (*Sub, error) {
 // start checks spec.From against the partition's bounds and starts the
 // subscription's catch-up.
 func (h *Hub) start(ctx context.Context, spec Spec, p int32, from int64) (*Sub, error) {
-	logStart, end, err := h.bounds(ctx, p)
+	logStart, end, err := h.boundsPast(ctx, p, from)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +305,7 @@ func (h *Hub) start(ctx context.Context, spec Spec, p int32, from int64) (*Sub, 
 	case from < logStart:
 		h.metrics.ends.WithLabelValues(contract.ECursorExpired).Inc()
 		return nil, contract.FieldErrorf(contract.ECursorExpired, field,
-			"the log of partition %d starts at offset %d now: the events after the cursor are gone; list the prefix again and watch from now", p, logStart)
+			"the log of partition %d starts at offset %d now: the events after the cursor are gone; list the prefix again and watch after the listing's position", p, logStart)
 	case from > end:
 		return nil, contract.FieldErrorf(contract.EInvalid, field, "the cursor is beyond the end of partition %d: it is not a cursor of this log", p)
 	}
@@ -353,6 +353,28 @@ func (h *Hub) bounds(ctx context.Context, p int32) (int64, int64, error) {
 		return 0, 0, unavailable(err)
 	}
 	return so.Offset, end, nil
+}
+
+// boundsPast is bounds, read again for up to about 200 ms while the last
+// stable offset is below from: a read's position (a GET's, answered by
+// the partition's owner as of its last commit marker) may be ahead of
+// the last stable offset another client sees for an instant, while the
+// brokers write the transaction's markers; a cursor of another log stays
+// beyond the end and is refused after the wait.
+func (h *Hub) boundsPast(ctx context.Context, p int32, from int64) (start, end int64, err error) {
+	wait := 5 * time.Millisecond
+	for {
+		start, end, err = h.bounds(ctx, p)
+		if err != nil || from <= end || wait > 100*time.Millisecond {
+			return start, end, err
+		}
+		select {
+		case <-ctx.Done():
+			return start, end, nil
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 // acquire returns partition p's tailer, started at end when none runs.
@@ -575,7 +597,7 @@ func (s *Sub) readError(ctx context.Context, err error) error {
 		return ctx.Err()
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		s.hub.metrics.ends.WithLabelValues(contract.ECursorExpired).Inc()
-		return contract.FieldErrorf(contract.ECursorExpired, "after", "the log no longer holds the events after the cursor; list the prefix again and watch from now")
+		return contract.FieldErrorf(contract.ECursorExpired, "after", "the log no longer holds the events after the cursor; list the prefix again and watch after the listing's position")
 	}
 	s.hub.log.Warn("watch catch-up read failed", "partition", s.p, "err", err)
 	s.hub.metrics.ends.WithLabelValues(contract.EUnavailable).Inc()

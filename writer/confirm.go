@@ -18,18 +18,27 @@ func (p *partition) lookup(key string) (state contract.State, ok, ready bool) {
 	return state, ok, ready
 }
 
-// lookupAt is lookup, also returning the partition's change count.
-func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, changes uint64) {
+// looked is what lookupAt saw besides the state: the partition's change
+// count and end.
+type looked struct {
+	changes uint64
+	end     int64
+}
+
+// lookupAt is lookup, also returning the partition's change count and
+// end, read under the same lock as the state.
+func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, l looked) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	l = looked{changes: p.changes, end: p.end}
 	if !p.ready {
-		return contract.State{}, false, false, p.changes
+		return contract.State{}, false, false, l
 	}
 	if e, ok := p.overlay[key]; ok {
-		return e.state, true, true, p.changes
+		return e.state, true, true, l
 	}
 	state, ok = p.cache.Get(key)
-	return state, ok, true, p.changes
+	return state, ok, true, l
 }
 
 // cacheGet caches the state of key a GET read from the projection when

@@ -32,8 +32,25 @@ const DefaultMaxListWait = 5 * time.Second
 // not at all when there is none. The wait is bounded by MaxListWait:
 // beyond it the answer is partition_unavailable (the projector is down
 // or far behind) with Retry-After.
-func (w *Writer) AwaitProjected(ctx context.Context, prefix string) error {
+//
+// It returns where the listing reads: the topic and partition whose
+// projector position (projector_offsets) the listing's snapshot answers
+// as its position (projection.Store.Snapshot).
+func (w *Writer) AwaitProjected(ctx context.Context, prefix string) (Projected, error) {
 	id := contract.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
+	at := Projected{Topic: w.cfg.Topics.Changes, Partition: id}
+	return at, w.awaitProjected(ctx, id, prefix)
+}
+
+// Projected is where a read of the projection after AwaitProjected reads:
+// the changes topic and the partition of its prefix.
+type Projected struct {
+	Topic     string
+	Partition int32
+}
+
+// awaitProjected is AwaitProjected of partition id.
+func (w *Writer) awaitProjected(ctx context.Context, id int32, prefix string) error {
 	w.mu.RLock()
 	p := w.parts[id]
 	w.mu.RUnlock()

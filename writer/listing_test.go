@@ -72,7 +72,7 @@ func TestAwaitProjected(t *testing.T) {
 	}
 
 	start := time.Now()
-	err := w.AwaitProjected(ctx, "tenant/a/project/p/")
+	_, err := w.AwaitProjected(ctx, "tenant/a/project/p/")
 	if contract.ErrorCode(err) != contract.EUnavailable {
 		t.Fatalf("projector down: %v; want unavailable", err)
 	}
@@ -83,13 +83,16 @@ func TestAwaitProjected(t *testing.T) {
 	if err := w.metrics.listWaitTimeouts.Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
 		t.Errorf("timeouts counted %v (%v); want 1", m.GetCounter().GetValue(), err)
 	}
-	if err := w.AwaitProjected(ctx, "tenant/a/project/p/zebra"); err != nil {
+	if _, err := w.AwaitProjected(ctx, "tenant/a/project/p/zebra"); err != nil {
 		t.Fatalf("a prefix without unprojected writes: %v", err)
 	}
 
 	w.cfg.MaxListWait = 30 * time.Second // the projector starts below
 	waited := make(chan error, 1)
-	go func() { waited <- w.AwaitProjected(ctx, "tenant/a/project/p/") }()
+	go func() {
+		_, err := w.AwaitProjected(ctx, "tenant/a/project/p/")
+		waited <- err
+	}()
 	pr, err := projector.New(projector.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: b.Topics.Partitions}, store, discard, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -25,8 +25,8 @@ import (
 )
 
 // countingProjection is the Postgres projection, counting the reads of
-// keys' states: GETs (State), the keys a batch asks (Find) and the
-// queries of States (Lookup).
+// keys' states: GETs (State, StateAt), the keys a batch asks (Find) and
+// the queries of States (Lookup).
 type countingProjection struct {
 	*projection.Store
 	gets, keys, lookups atomic.Int64
@@ -40,6 +40,11 @@ func (c *countingProjection) Lookup(ctx context.Context, keys []string, refs []p
 func (c *countingProjection) State(ctx context.Context, key string) (contract.State, error) {
 	c.gets.Add(1)
 	return c.Store.State(ctx, key)
+}
+
+func (c *countingProjection) StateAt(ctx context.Context, topic string, partition int32, key string) (contract.State, int64, error) {
+	c.gets.Add(1)
+	return c.Store.StateAt(ctx, topic, partition, key)
 }
 
 func (c *countingProjection) Find(ctx context.Context, q projection.Query) (projection.Found, error) {
@@ -439,12 +444,12 @@ func TestStateCacheGetFill(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := cachePartition(t, Config{}, "other", version(1))
-			_, ok, ready, changes := p.lookupAt("k")
+			_, ok, ready, looked := p.lookupAt("k")
 			if ok || !ready {
 				t.Fatalf("lookupAt: %v %v", ok, ready)
 			}
 			tc.during(p)
-			p.cacheGet("k", version(4), changes)
+			p.cacheGet("k", version(4), looked.changes)
 			p.mu.RLock()
 			_, cached := p.cache.Get("k")
 			p.mu.RUnlock()

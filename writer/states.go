@@ -38,7 +38,7 @@ func (w *Writer) States(ctx context.Context, keys []contract.Key) ([]contract.St
 		if !ready {
 			return nil, errUnavailable(id, "catching up or moving between writers")
 		}
-		out[i], changes[i] = s, ch
+		out[i], changes[i] = s, ch.changes
 		if !ok {
 			missing, at = append(missing, k.String()), append(at, i)
 		}

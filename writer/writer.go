@@ -42,6 +42,9 @@ const Group = "kv-writer"
 // Projection is what the writer reads from the Postgres projection.
 type Projection interface {
 	State(ctx context.Context, key string) (contract.State, error)
+	// StateAt is State and the position of partition it reflects (the
+	// projector's next offset less one), read in one snapshot.
+	StateAt(ctx context.Context, topic string, partition int32, key string) (contract.State, int64, error)
 	// Lookup reads the states, requestIds and set members a batch is
 	// decided on that the overlay does not hold, in one round trip.
 	Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error)
@@ -636,25 +639,54 @@ func (w *Writer) AuditDenied(key contract.Key, op contract.Op, principal, reques
 // the owner of a caught-up partition answers; anyone else answers
 // partition_unavailable, because the projection alone may lag the log.
 func (w *Writer) State(ctx context.Context, key contract.Key) (contract.State, error) {
+	s, _, err := w.StateAt(ctx, key)
+	return s, err
+}
+
+// StateAt is State and the position of the key's partition the state
+// reflects: it holds every event of the key at an offset up to the
+// position and none after, so a watch after the position delivers
+// exactly the key's later changes.
+//
+// An answer from the overlay or the state cache is as of end - 1, end
+// read under the same lock: committed adds a transaction's events to the
+// overlay and moves end past its commit marker together, and the cache
+// holds only states no overlay entry shadows (a newer event of the key
+// is in the overlay). An answer from the projection is read together
+// with the projector's position (one statement, StateAt of the
+// projection) and is as of the later of the two: the overlay held no
+// event of the key when it was looked at, so the key had none in
+// [projected, end) — its events below end are all in the projection;
+// and an event the projection holds past end (committed, projected, not
+// yet added here) is below the projector's position.
+func (w *Writer) StateAt(ctx context.Context, key contract.Key) (contract.State, contract.Cursor, error) {
 	id, p := w.partition(key)
+	at := contract.Cursor{Partition: id}
 	if p == nil {
-		return contract.State{}, errUnavailable(id, "not owned by this writer")
+		return contract.State{}, at, errUnavailable(id, "not owned by this writer")
 	}
 	if err := p.confirm(ctx); err != nil {
-		return contract.State{}, err
+		return contract.State{}, at, err
 	}
-	s, ok, ready, changes := p.lookupAt(key.String())
+	s, ok, ready, look := p.lookupAt(key.String())
 	if !ready {
-		return contract.State{}, errUnavailable(id, "catching up or moving between writers")
+		return contract.State{}, at, errUnavailable(id, "catching up or moving between writers")
 	}
+	at.Offset = look.end - 1
 	if ok {
-		return s, nil
+		return s, at, nil
 	}
-	s, err := w.proj.State(ctx, key.String())
-	if err == nil {
-		p.cacheGet(key.String(), s, changes)
+	s, projected, err := w.proj.StateAt(ctx, w.cfg.Topics.Changes, id, key.String())
+	if err != nil {
+		return contract.State{}, at, err
 	}
-	return s, err
+	if projected < look.end {
+		// Nothing the projection holds is past what this owner knows:
+		// safe to cache (cacheGet says when it is also still current).
+		p.cacheGet(key.String(), s, look.changes)
+	}
+	at.Offset = max(at.Offset, projected)
+	return s, at, nil
 }
 
 // Ready reports whether the writer is a member of the group, every

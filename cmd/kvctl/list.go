@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -139,32 +140,41 @@ func (a *app) noteListing(out contract.ListAnswer, prefix, where string) {
 }
 
 // listEntries fetches one page of the listing o, filtered by where when
-// it is given, or with all every page.
+// it is given, or with all every page. The answer's position is the
+// listing's (every page of one listing answers its first page's).
 func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool) (contract.ListAnswer, error) {
-	pages := a.client.ListAll(ctx, o)
-	page := func() (client.ListPage, error) { return a.client.List(ctx, o) }
+	page := func(cursor string) (client.ListPage, error) {
+		o.Cursor = cursor
+		return a.client.List(ctx, o)
+	}
 	if where != "" {
 		f, err := parseWhere(where, a.cmdPath)
 		if err != nil {
 			return contract.ListAnswer{}, err
 		}
-		so := client.ScanOptions{Prefix: o.Prefix, Filter: f, Limit: o.Limit, Cursor: o.Cursor}
-		pages = a.client.ScanAll(ctx, so)
-		page = func() (client.ListPage, error) { return a.client.Scan(ctx, so) }
+		so := client.ScanOptions{Prefix: o.Prefix, Filter: f, Limit: o.Limit}
+		page = func(cursor string) (client.ListPage, error) {
+			so.Cursor = cursor
+			return a.client.Scan(ctx, so)
+		}
+	}
+	if !all {
+		out, err := page(o.Cursor)
+		out.Count = len(out.Items)
+		return out, err
 	}
 	out := contract.ListAnswer{Items: []contract.Entry{}}
-	if !all {
-		var err error
-		if out, err = page(); err != nil {
+	for cursor := o.Cursor; ; {
+		p, err := page(cursor)
+		if err != nil {
 			return out, err
 		}
-	} else {
-		for e, err := range pages {
-			if err != nil {
-				return out, err
-			}
-			out.Items = append(out.Items, e)
+		out.Items = append(out.Items, p.Items...)
+		out.Position = cmp.Or(out.Position, p.Position)
+		if !p.Truncated || p.NextCursor == "" {
+			break
 		}
+		cursor = p.NextCursor
 	}
 	out.Count = len(out.Items)
 	return out, nil

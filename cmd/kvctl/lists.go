@@ -175,6 +175,9 @@ printable).`, contract.MaxRange),
 			if err != nil {
 				return err
 			}
+			// lrange prints the seed's answer ({"list","values"}): the
+			// read's position is told by listings (kvctl list).
+			out.Position = ""
 			if a.format == formatJSON {
 				err = writeJSON(a.stdout, out)
 			} else {

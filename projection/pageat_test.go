@@ -1,0 +1,95 @@
+package projection_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// TestPageAt: a page as of a position answers each key's state then —
+// from kv_entries when its latest event is at or before the position,
+// else from kv_history (a key changed since at its version then, a key
+// deleted since as it was, a key created since absent) — filtered,
+// limited and truncated as a listing; once the retention removed a
+// version it needs, snapshot_expired. Snapshot and StateAt tell the
+// projector's position (-1 for a partition never applied).
+func TestPageAt(t *testing.T) {
+	s := projection.New(testenv.MustPostgres(t))
+	ctx := context.Background()
+	const topic, p = "kv.changes", "tenant/t/project/at/"
+	mustApply(t, s, topic, batchOf(0, put(t, p+"a", 1, `{"s":"x"}`), put(t, p+"b", 1, `{"s":"x"}`), put(t, p+"c", 1, `{"s":"y"}`)))
+	mustApply(t, s, topic, batchOf(3, put(t, p+"a", 2, `{"s":"y"}`), event(t, contract.KindDelete, p+"b", 2, ""), put(t, p+"d", 1, `{"s":"x"}`)))
+	at, err := s.Snapshot(ctx, topic, 0, func(*projection.Store) error { return nil })
+	if err != nil || at != (contract.Cursor{Partition: 0, Offset: 5}) {
+		t.Fatalf("Snapshot: %v %v, want p0.o5", at, err)
+	}
+	if at, err := s.Snapshot(ctx, topic, 1, func(*projection.Store) error { return nil }); err != nil || at.Offset != -1 {
+		t.Fatalf("Snapshot of a partition never applied: %v %v, want offset -1", at, err)
+	}
+	if st, pos, err := s.StateAt(ctx, topic, 0, p+"a"); err != nil || pos != 5 || st.Version != 2 {
+		t.Fatalf("StateAt: version %d at %d (%v), want 2 at 5", st.Version, pos, err)
+	}
+	if st, pos, err := s.StateAt(ctx, topic, 0, p+"zz"); err != nil || pos != 5 || st.Version != 0 {
+		t.Fatalf("StateAt of a key never written: version %d at %d (%v), want 0 at 5", st.Version, pos, err)
+	}
+	now := t0.Add(time.Hour)
+	x := filter("s", contract.FilterEq, `"x"`)
+	for _, tc := range []struct {
+		name      string
+		at        int64
+		f         *contract.Filter
+		limit     int
+		want      string
+		truncated bool
+	}{
+		{"OKBeforeTheChanges", 2, nil, 10, "a@1 b@1 c@1", false},
+		{"OKMidBatch", 3, nil, 10, "a@2 b@1 c@1", false},
+		{"OKLatest", 5, nil, 10, "a@2 c@1 d@1", false},
+		{"OKBeforeAnything", -1, nil, 10, "", false},
+		{"OKLimit", 2, nil, 2, "a@1 b@1", true},
+		{"OKFilterThen", 2, &x, 10, "a@1 b@1", false},
+		{"OKFilterLatest", 5, &x, 10, "d@1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entries, truncated, err := s.PageAt(ctx, p, tc.f, tc.at, projection.Page{Limit: tc.limit, MaxBytes: noBudget, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range entries {
+				got = append(got, strings.TrimPrefix(e.Key, p)+"@"+strconv.FormatInt(e.Version, 10))
+			}
+			if strings.Join(got, " ") != tc.want || truncated != tc.truncated {
+				t.Fatalf("got %v truncated=%v, want %s truncated=%v", got, truncated, tc.want, tc.truncated)
+			}
+		})
+	}
+	t.Run("OKHistoryValue", func(t *testing.T) {
+		entries, _, err := s.PageAt(ctx, p, nil, 2, projection.Page{Limit: 1, MaxBytes: noBudget, Now: now})
+		if err != nil || len(entries) != 1 || string(entries[0].Value) != `{"s":"x"}` || entries[0].Semantics.Purpose != "checkpoint" {
+			t.Fatalf("a at 2: %+v %v", entries, err)
+		}
+	})
+	if _, err := s.PruneHistory(ctx, projection.Retention{MaxVersions: 1}, now, projection.PruneBatch{Keys: 100, Rows: 100}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ErrSnapshotExpired", func(t *testing.T) {
+		_, _, err := s.PageAt(ctx, p, nil, 2, projection.Page{Limit: 10, MaxBytes: noBudget, Now: now})
+		if contract.ErrorCode(err) != contract.ESnapshotExpired {
+			t.Fatalf("error %v, want %s", err, contract.ESnapshotExpired)
+		}
+	})
+	t.Run("OKAfterRetentionWhereNothingChanged", func(t *testing.T) {
+		entries, _, err := s.PageAt(ctx, p, nil, 2, projection.Page{After: p + "b", Limit: 10, MaxBytes: noBudget, Now: now})
+		if err != nil || len(entries) != 1 || !slices.ContainsFunc(entries, func(e contract.Entry) bool { return e.Key == p+"c" }) {
+			t.Fatalf("after b at 2: %+v %v, want c", entries, err)
+		}
+	})
+}

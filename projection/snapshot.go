@@ -1,0 +1,102 @@
+package projection
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/eskv/eskv/contract"
+)
+
+// db is what a Store reads and writes through: a pgx pool, or one
+// transaction (snapshotDB).
+type db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Begin(ctx context.Context) (pgx.Tx, error)
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// snapshotDB is a Store's db inside Snapshot: every statement runs in the
+// one REPEATABLE READ transaction, and a transaction a read begins in it
+// (Range's, Peek's) is a savepoint of it, which sees the same snapshot.
+type snapshotDB struct{ pgx.Tx }
+
+// BeginTx begins a savepoint: the snapshot's isolation and access mode
+// already hold for everything in it.
+func (d snapshotDB) BeginTx(ctx context.Context, _ pgx.TxOptions) (pgx.Tx, error) {
+	return d.Begin(ctx)
+}
+
+// positionSQL is the position a snapshot reflects: the offset before the
+// projector's next one (-1 when it never applied the partition).
+// Parameters: $1 topic, $2 partition.
+const positionSQL = `SELECT coalesce((SELECT next_offset FROM projector_offsets WHERE topic = $1 AND partition = $2), 0) - 1`
+
+// Snapshot runs read on a Store whose every statement reads one
+// snapshot of the projection (a REPEATABLE READ, read-only transaction),
+// and returns the position that snapshot reflects: the projector stores
+// a partition's next offset in the transaction that applies the events
+// before it (Apply), so a snapshot holds exactly the events of partition
+// at offsets up to the one before projector_offsets.next_offset, and
+// none after. The position is read by the transaction's first statement,
+// which is what takes a REPEATABLE READ snapshot: read's statements see
+// the same one. Read-only, it never conflicts with the projector; it
+// holds back vacuum only as long as read runs.
+func (s *Store) Snapshot(ctx context.Context, topic string, partition int32, read func(*Store) error) (contract.Cursor, error) {
+	at := contract.Cursor{Partition: partition}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, positionSQL, topic, partition).Scan(&at.Offset); err != nil {
+			return translate("snapshot", err)
+		}
+		view := &Store{pool: snapshotDB{tx}, arrays: s.arrays, history: s.history}
+		return read(view)
+	})
+	if err != nil {
+		var ce *contract.Error
+		if errors.As(err, &ce) {
+			return contract.Cursor{}, err
+		}
+		return contract.Cursor{}, translate("snapshot", err)
+	}
+	return at, nil
+}
+
+// stateAtSQL reads a key's kv_entries row (a row of zeros when there is
+// none) and the position of its partition, in one statement, so one
+// snapshot. Parameters: $1 topic, $2 partition, $3 key.
+const stateAtSQL = `WITH pos AS (` + positionSQL + `)
+SELECT ` + stateColumns + `, (TABLE pos) FROM kv_entries WHERE key = $3
+UNION ALL
+SELECT $3, 0, false, NULL, NULL, 'epoch', NULL, '', '', '', '', '{}', (TABLE pos)
+WHERE NOT EXISTS (SELECT FROM kv_entries WHERE key = $3)`
+
+// StateAt is State together with the position of partition the
+// projection had when it was read, in one statement: the state holds
+// every event of key at an offset up to the position and none after.
+func (s *Store) StateAt(ctx context.Context, topic string, partition int32, key string) (contract.State, int64, error) {
+	var pos int64
+	st, err := scanStateCached(s.pool.QueryRow(ctx, stateAtSQL, topic, partition, key), nil, &pos)
+	if err != nil {
+		return contract.State{}, 0, translate("state", err)
+	}
+	if st.Version == 0 {
+		return contract.State{}, pos, nil
+	}
+	return st, pos, nil
+}
+
+// Position is the position of partition the projection reflects (the
+// projector's next offset less one; -1 before its first event). In a
+// Store of Snapshot it is the snapshot's own.
+func (s *Store) Position(ctx context.Context, topic string, partition int32) (int64, error) {
+	var pos int64
+	if err := s.pool.QueryRow(ctx, positionSQL, topic, partition).Scan(&pos); err != nil {
+		return 0, translate("position", err)
+	}
+	return pos, nil
+}
