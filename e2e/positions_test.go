@@ -228,6 +228,7 @@ func assertListThenWatch(t *testing.T, what string, log []logged, l listed, got 
 // to its position, each watch receives exactly the log's events after it,
 // and listing plus watch fold to the final listing.
 func TestListThenWatchExact(t *testing.T) {
+	t.Parallel()
 	ws := mustWriterProcs(t, 2)
 	ws.url = ws.urls[0]
 	prefix := "tenant/acme/project/listwatch/k/"
@@ -271,6 +272,7 @@ func TestListThenWatchExact(t *testing.T) {
 // its position: the version and value of the key's last event at or
 // before it, or 404 when that was a delete.
 func TestGetPositionExact(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	prefix := "tenant/acme/project/getpos/k/"
 	var done atomic.Int64
@@ -315,6 +317,7 @@ func TestGetPositionExact(t *testing.T) {
 // state = a), writes landing between the pages, are each the state the
 // fold of the log gives at their first page's position.
 func TestListingPagesOneSnapshot(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	prefix := "tenant/acme/project/pages/k/"
 	var done atomic.Int64
@@ -362,6 +365,7 @@ func TestListingPagesOneSnapshot(t *testing.T) {
 // 410 snapshot_expired. A cursor without a position (from a release
 // before positions) answers the latest state.
 func TestListingSnapshotExpired(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	prefix := "tenant/acme/project/expire/k/"
 	names := []string{"a", "b", "c", "d", "e", "f"}

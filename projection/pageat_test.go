@@ -21,6 +21,7 @@ import (
 // version it needs, snapshot_expired. Snapshot and StateAt tell the
 // projector's position (-1 for a partition never applied).
 func TestPageAt(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	ctx := context.Background()
 	const topic, p = "kv.changes", "tenant/t/project/at/"
