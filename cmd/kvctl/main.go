@@ -165,10 +165,10 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue, formatKeys}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.getCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(),
-		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.touchCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
+		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
 		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand(),
 		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand(),
-		a.queueCommand(), a.historyCommand(), a.watchCommand())
+		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
