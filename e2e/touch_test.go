@@ -20,6 +20,7 @@ import (
 // replay, a stale expectedVersion a conflict, and a missing key or a held
 // lock refuse it.
 func TestTouchKeepsValueMovesExpiry(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t, inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = 100 * time.Millisecond }))
 	c := s.client()
 	ctx := context.Background()
@@ -137,6 +138,7 @@ func checkTouchWatched(t *testing.T, c *client.Client, k string, put contract.En
 // touch, a stale one as a version_mismatch conflict with op touch, and
 // verify finds nothing wrong.
 func TestAuditTouch(t *testing.T) {
+	t.Parallel()
 	s, at := mustAuditedStack(t)
 	c := s.client()
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 // value, prints it in each format, and explains each refusal with a
 // Solution line. The cases run in order.
 func TestTouch(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	c := client.New(url, stack.DevToken)
 	ctx := t.Context()
