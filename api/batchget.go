@@ -121,9 +121,10 @@ func (s *Server) readGroup(c echo.Context, g *batchGroup, items []contract.Batch
 	local, owner, err := s.w.Route(g.keys[0], from)
 	switch {
 	case local:
-		err = s.readLocal(c.Request().Context(), g, items)
+		var at contract.Cursor
+		at, err = s.readLocal(c.Request().Context(), g, items)
 		if err == nil {
-			return []contract.PartitionRead{{Partition: g.partition}}, len(items)
+			return []contract.PartitionRead{{Partition: g.partition, Position: at.String()}}, len(items)
 		}
 	case err == nil:
 		reads, cut, ferr := s.readRemote(c, owner, carry, g, items)
@@ -152,11 +153,12 @@ func (s *Server) itemError(err error) *contract.Error {
 }
 
 // readLocal reads the keys of g, a partition this writer owns, and
-// answers each as GET does: its visible entry, or not_found.
-func (s *Server) readLocal(ctx context.Context, g *batchGroup, items []contract.BatchGetItem) error {
-	states, err := s.w.States(ctx, g.keys)
+// answers each as GET does: its visible entry, or not_found; all as of
+// the position returned.
+func (s *Server) readLocal(ctx context.Context, g *batchGroup, items []contract.BatchGetItem) (contract.Cursor, error) {
+	states, at, err := s.w.States(ctx, g.keys)
 	if err != nil {
-		return err
+		return at, err
 	}
 	now := s.now()
 	for j, st := range states {
@@ -169,7 +171,7 @@ func (s *Server) readLocal(ctx context.Context, g *batchGroup, items []contract.
 		}
 		items[i].Error = &contract.ErrorDetail{Code: contract.ENotFound, Message: fmt.Sprintf("key %s does not exist", items[i].Key)}
 	}
-	return nil
+	return at, nil
 }
 
 // readRemote asks owner, the writer that owns g's partition, for g's

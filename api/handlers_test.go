@@ -115,12 +115,12 @@ func (f *fakeWriter) State(_ context.Context, k contract.Key) (contract.State, e
 	return f.states[k.String()], nil
 }
 
-func (f *fakeWriter) States(_ context.Context, ks []contract.Key) ([]contract.State, error) {
+func (f *fakeWriter) States(_ context.Context, ks []contract.Key) ([]contract.State, contract.Cursor, error) {
 	out := make([]contract.State, len(ks))
 	for i, k := range ks {
 		out[i] = f.states[k.String()]
 	}
-	return out, nil
+	return out, contract.Cursor{Offset: -1}, nil
 }
 
 func (f *fakeWriter) Partition(k contract.Key) int32 { return contract.Partition(k.Scope(), 4) }

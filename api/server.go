@@ -35,7 +35,8 @@ type Writer interface {
 	// States is State of several keys of one partition this writer owns,
 	// confirmed once for all of them (a batch get's keys of one
 	// partition), in the order of keys.
-	States(ctx context.Context, keys []contract.Key) ([]contract.State, error)
+	// The states are as of the position returned (as StateAt's).
+	States(ctx context.Context, keys []contract.Key) ([]contract.State, contract.Cursor, error)
 	// Partition is the partition of key, which States groups keys by.
 	Partition(key contract.Key) int32
 	// StateAt is State and the position of the key's partition the

@@ -96,6 +96,10 @@ type BatchGetItem struct {
 // rather than on each of its keys.
 type PartitionRead struct {
 	Partition int32 `json:"partition"`
+	// Position is the log position the partition's keys were read at
+	// (a watch cursor): each holds every event of the partition up to
+	// it and none after.
+	Position string `json:"position,omitempty"`
 }
 
 // BatchGetAnswer is the answer of POST /v1/kv:batchGet. Items are in the

@@ -152,6 +152,20 @@ func TestBatchGet(t *testing.T) {
 	if len(a.Partitions) < 2 {
 		t.Errorf("partitions read = %v, want the keys' several", a.Partitions)
 	}
+	// Each partition tells the position its keys were read at: with
+	// nothing written since, the one a GET of a key of it answers.
+	for _, pr := range a.Partitions {
+		for i, it := range a.Items {
+			if it.Partition == nil || *it.Partition != pr.Partition {
+				continue
+			}
+			g := s.do("GET", "/v1/kv/"+asked[i], devToken, nil)
+			if pos := g.Header.Get("ESKV-Position"); pr.Position == "" || pr.Position != pos {
+				t.Errorf("partition %d read at %q; a GET of %s answers %q", pr.Partition, pr.Position, asked[i], pos)
+			}
+			break
+		}
+	}
 	// The demo token reads demo's keys only: the others are forbidden,
 	// the answer the same for a key that exists and one that does not.
 	r, a = batchGet(t, s, "tok-demo-0123456789abcdef", "tenant/acme/project/p0/k", "tenant/acme/project/p0/nope", "tenant/acme/project/demo/secret")

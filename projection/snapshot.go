@@ -100,3 +100,16 @@ func (s *Store) Position(ctx context.Context, topic string, partition int32) (in
 	}
 	return pos, nil
 }
+
+// LookupAt is Lookup of keys' states together with the position of
+// partition the projection had when it read them, in one snapshot: each
+// state holds every event of its key at an offset up to the position and
+// none after (a batch get's keys of one partition).
+func (s *Store) LookupAt(ctx context.Context, topic string, partition int32, keys []string) (Found, int64, error) {
+	var found Found
+	at, err := s.Snapshot(ctx, topic, partition, func(v *Store) (err error) {
+		found, err = v.Lookup(ctx, keys, nil, nil)
+		return err
+	})
+	return found, at.Offset, err
+}

@@ -32,6 +32,11 @@ type countingProjection struct {
 	gets, keys, lookups atomic.Int64
 }
 
+func (c *countingProjection) LookupAt(ctx context.Context, topic string, partition int32, keys []string) (projection.Found, int64, error) {
+	c.lookups.Add(1)
+	return c.Store.LookupAt(ctx, topic, partition, keys)
+}
+
 func (c *countingProjection) Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error) {
 	c.lookups.Add(1)
 	return c.Store.Lookup(ctx, keys, refs, elems)

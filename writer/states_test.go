@@ -23,9 +23,14 @@ func TestStates(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		states, err := w.States(ctx, []contract.Key{b, missing, a})
+		states, at, err := w.States(ctx, []contract.Key{b, missing, a})
 		if err != nil || len(states) != 3 {
 			t.Fatalf("%s: States = %+v, %v", when, states, err)
+		}
+		// Nothing is written meanwhile: the position is the one a GET
+		// of a key of the partition answers.
+		if _, one, err := w.StateAt(ctx, a); err != nil || at != one || at.Offset < 1 {
+			t.Errorf("%s: States at %v, StateAt at %v (%v); want the same position, past both writes", when, at, one, err)
 		}
 		if s := states[0]; s.Version != 1 || string(s.Entry.Value) != `"two"` {
 			t.Errorf("%s: b = %+v", when, s)
@@ -51,7 +56,7 @@ func TestStates(t *testing.T) {
 	if _, ok, _ := p.lookup(a.String()); !ok {
 		t.Errorf("a read from the projection is not cached")
 	}
-	if got, err := w.States(ctx, nil); err != nil || got != nil {
+	if got, _, err := w.States(ctx, nil); err != nil || got != nil {
 		t.Errorf("States of no key = %v, %v", got, err)
 	}
 }

@@ -48,6 +48,9 @@ type Projection interface {
 	// Lookup reads the states, requestIds and set members a batch is
 	// decided on that the overlay does not hold, in one round trip.
 	Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error)
+	// LookupAt is Lookup of keys' states and the position of partition
+	// they reflect, read in one snapshot.
+	LookupAt(ctx context.Context, topic string, partition int32, keys []string) (projection.Found, int64, error)
 	// Find is Lookup with queue reads (the first ready items of a queue,
 	// items by member, dedupIds), in one round trip.
 	Find(ctx context.Context, q projection.Query) (projection.Found, error)
