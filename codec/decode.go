@@ -519,15 +519,23 @@ func (s *scanner) plainString() (raw []byte, ok bool, err error) {
 }
 
 // known holds the values of Event.Kind, Event.Op and Semantics.Purpose
-// (knownField).
+// (knownField). The event ops are the writes of the contract's op table
+// that a request names by its verb (contract.Verbs), so a new custom
+// write is interned without a change here, and the event ops no verb
+// names: what a put or patch appends, a delete, and what only the
+// server appends.
 var known = func() map[string]string {
 	m := make(map[string]string)
 	for _, k := range []contract.Kind{contract.KindPut, contract.KindDelete, contract.KindExpire} {
 		m[string(k)] = string(k)
 	}
-	for _, op := range []contract.Op{contract.OpSet, contract.OpCreate, contract.OpCAS, contract.OpDelete, contract.OpExpire, contract.OpIncrement, contract.OpPatch, contract.OpFieldCAS, contract.OpTouch,
-		contract.OpLockAcquire, contract.OpLockExtend, contract.OpLockRelease, contract.OpLeaderElect, contract.OpLeaderHeartbeat, contract.OpLeaderResign,
-		contract.OpSAdd, contract.OpSRem, contract.OpLPush, contract.OpRPush, contract.OpLPop, contract.OpRPop, contract.OpLTrim, contract.OpQPush, contract.OpQPop, contract.OpQAck, contract.OpQRequeue, contract.OpQExpire, contract.OpTxn} {
+	for _, v := range contract.Verbs(false) {
+		if op, ok := contract.OpOfVerb(v, false); ok {
+			m[string(op)] = string(op)
+		}
+	}
+	for _, op := range []contract.Op{contract.OpSet, contract.OpCreate, contract.OpCAS, contract.OpPatch, contract.OpFieldCAS, contract.OpDelete,
+		contract.OpExpire, contract.OpQRequeue, contract.OpQExpire, contract.OpTxn} {
 		m[string(op)] = string(op)
 	}
 	for _, p := range contract.Purposes {

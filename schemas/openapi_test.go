@@ -19,11 +19,14 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/schemas"
 )
 
 // The OpenAPI document must not drift from the code. The code is read as
-// Go source (../api, ../contract), never imported: schemas sits below api.
+// Go source (../api, ../contract), never imported: schemas sits below api
+// (the contract, which sits below schemas, is also imported, for what
+// its op table says of an op).
 
 const openapiURL = "https://eskv.io/schemas/openapi.json"
 
@@ -108,54 +111,38 @@ func TestOpenAPIRoutes(t *testing.T) {
 	if v, _ := doc["openapi"].(string); !strings.HasPrefix(v, "3.1.") {
 		t.Fatalf("openapi = %q, want 3.1.x", v)
 	}
-	// The routes api.New registers, and nothing else.
+	// The routes api.New registers, and nothing else: those of api's op
+	// table (opRoutes) and the others.
 	want := map[string][]string{
-		"/v1/kv/{key}":           {"delete", "get", "patch", "put"},
-		"/v1/kv/{key}:increment": {"post"},
-		"/v1/kv/{key}:touch":     {"post"},
-		"/v1/kv/{key}:acquire":   {"post"},
-		"/v1/kv/{key}:extend":    {"post"},
-		"/v1/kv/{key}:release":   {"post"},
-		"/v1/kv/{key}:elect":     {"post"},
-		"/v1/kv/{key}:heartbeat": {"post"},
-		"/v1/kv/{key}:resign":    {"post"},
-		"/v1/kv/{key}:lock":      {"get"},
-		"/v1/kv/{key}:leader":    {"get"},
-		"/v1/kv/{key}:counter":   {"get"},
-		"/v1/kv/{key}:sadd":      {"post"},
-		"/v1/kv/{key}:srem":      {"post"},
-		"/v1/kv/{key}:sismember": {"get"},
-		"/v1/kv/{key}:smembers":  {"get"},
-		"/v1/kv/{key}:scard":     {"get"},
-		"/v1/kv/{key}:lpush":     {"post"},
-		"/v1/kv/{key}:rpush":     {"post"},
-		"/v1/kv/{key}:lpop":      {"post"},
-		"/v1/kv/{key}:rpop":      {"post"},
-		"/v1/kv/{key}:ltrim":     {"post"},
-		"/v1/kv/{key}:lrange":    {"get"},
-		"/v1/kv/{key}:llen":      {"get"},
-		"/v1/kv/{key}:history":   {"get"},
-		"/v1/kv/{key}:qpush":     {"post"},
-		"/v1/kv/{key}:qpop":      {"post"},
-		"/v1/kv/{key}:qack":      {"post"},
-		"/v1/kv/{key}:qpeek":     {"get"},
-		"/v1/kv/{key}:qsize":     {"get"},
-		"/v1/kv":                 {"get"},
-		"/v1/kv:batchGet":        {"post"},
-		"/v1/projects":           {"get"},
-		"/v1/txn":                {"post"},
-		"/v1/watch":              {"get"},
-		"/healthz":               {"get"},
-		"/readyz":                {"get"},
-		"/metrics":               {"get"},
-		"/ui/":                   {"get"},
-		"/ui/login":              {"get", "post"},
-		"/ui/logout":             {"post"},
-		"/ui/api/me":             {"get"},
-		"/ui/api/keys":           {"get"},
-		"/ui/api/history":        {"get"},
-		"/ui/api/conflicts":      {"get"},
-		"/ui/api/watch":          {"get"},
+		"/v1/kv/{key}":      {"delete", "get", "patch", "put"},
+		"/v1/kv":            {"get"},
+		"/v1/kv:batchGet":   {"post"},
+		"/v1/projects":      {"get"},
+		"/v1/txn":           {"post"},
+		"/v1/watch":         {"get"},
+		"/healthz":          {"get"},
+		"/readyz":           {"get"},
+		"/metrics":          {"get"},
+		"/ui/":              {"get"},
+		"/ui/login":         {"get", "post"},
+		"/ui/logout":        {"post"},
+		"/ui/api/me":        {"get"},
+		"/ui/api/keys":      {"get"},
+		"/ui/api/history":   {"get"},
+		"/ui/api/conflicts": {"get"},
+		"/ui/api/watch":     {"get"},
+	}
+	rows := opRoutes(t)
+	for _, r := range rows {
+		if !slices.Contains(want[r.path], r.method) {
+			want[r.path] = append(want[r.path], r.method)
+			sort.Strings(want[r.path])
+		}
+	}
+	for _, r := range rows {
+		if _, ok := obj(obj(doc["paths"])[r.path])[r.method]; !ok {
+			t.Errorf("api's handler row %s (%s %s) is not in openapi.yaml", r.name, strings.ToUpper(r.method), r.path)
+		}
 	}
 	paths := obj(doc["paths"])
 	if got := sortedKeys(paths); !slices.Equal(got, sortedKeys(anyMap(want))) {
@@ -199,7 +186,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 	// Query parameters are exactly those the handlers accept (others are 400).
 	params := func(p, m string) []string {
 		var names []string
-		for _, q := range obj(paths[p])[m].(map[string]any)["parameters"].([]any) {
+		ps, _ := obj(obj(paths[p])[m])["parameters"].([]any)
+		for _, q := range ps {
 			q := obj(deref(t, doc, q))
 			if q["in"] == "query" {
 				names = append(names, q["name"].(string))
@@ -217,12 +205,108 @@ func TestOpenAPIRoutes(t *testing.T) {
 	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "field", "keysOnly", "limit", "op", "prefix", "value"}) {
 		t.Errorf("list query parameters = %v", got)
 	}
-	if got := params("/v1/kv/{key}:sismember", "get"); !slices.Equal(got, []string{"member"}) {
-		t.Errorf("sismember query parameters = %v", got)
+	for _, r := range rows {
+		if r.op.Verb() == "" { // the plain GET: its field parameter is checked above
+			continue
+		}
+		want := slices.Sorted(slices.Values(r.params))
+		if got := params(r.path, r.method); !slices.Equal(got, want) {
+			t.Errorf("%s %s query parameters = %v; api's row %s takes %v", strings.ToUpper(r.method), r.path, got, r.name, want)
+		}
 	}
-	if got := params("/v1/kv/{key}:smembers", "get"); !slices.Equal(got, []string{"cursor", "limit"}) {
-		t.Errorf("smembers query parameters = %v", got)
+}
+
+// opRoute is the route of one row of api's handler table.
+type opRoute struct {
+	name         string      // the row's key in api/ops.go: OpTouch
+	op           contract.Op // its value
+	path, method string      // /v1/kv/{key}:touch, post
+	params       []string    // the query parameters a query row takes
+}
+
+// opRoutes reads api's handler table (the handlers map of ../api/ops.go):
+// a row with write is POST /v1/kv/{key}:{verb}, one with read or query
+// is GET /v1/kv/{key}:{verb}, or GET /v1/kv/{key} for the op without a
+// verb. The op constants are resolved from ../contract's source, their
+// verbs from the contract's op table.
+func opRoutes(t *testing.T) []opRoute {
+	t.Helper()
+	consts := contractStrings(t)
+	f, err := parser.ParseFile(token.NewFileSet(), "../api/ops.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var table *ast.CompositeLit
+	ast.Inspect(f, func(n ast.Node) bool {
+		if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && vs.Names[0].Name == "handlers" && len(vs.Values) == 1 {
+			table, _ = vs.Values[0].(*ast.CompositeLit)
+		}
+		return table == nil
+	})
+	if table == nil || len(table.Elts) == 0 {
+		t.Fatal("api/ops.go: no handlers map literal (update this test if the table moved)")
+	}
+	var out []opRoute
+	for _, e := range table.Elts {
+		kv := e.(*ast.KeyValueExpr)
+		sel, ok := kv.Key.(*ast.SelectorExpr)
+		if !ok || consts[sel.Sel.Name] == "" {
+			t.Fatalf("api/ops.go: handlers key %v is not a contract op constant", kv.Key)
+		}
+		r := opRoute{name: sel.Sel.Name, op: contract.Op(consts[sel.Sel.Name]), method: "get"}
+		for _, fe := range kv.Value.(*ast.CompositeLit).Elts {
+			fkv := fe.(*ast.KeyValueExpr)
+			switch fkv.Key.(*ast.Ident).Name {
+			case "write":
+				r.method = "post"
+			case "params":
+				for _, p := range fkv.Value.(*ast.CompositeLit).Elts {
+					v, _ := strconv.Unquote(p.(*ast.BasicLit).Value)
+					r.params = append(r.params, v)
+				}
+			}
+		}
+		if (r.method == "get") != r.op.Reads() {
+			t.Errorf("api/ops.go: row %s is served by %s, but the contract says reads=%v", r.name, r.method, r.op.Reads())
+		}
+		r.path = "/v1/kv/{key}"
+		if v := r.op.Verb(); v != "" {
+			r.path += ":" + v
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// contractStrings maps the names of ../contract's string constants to
+// their values.
+func contractStrings(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("../contract/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]string{}
+	fset := token.NewFileSet()
+	for _, name := range slices.DeleteFunc(files, func(f string) bool { return strings.HasSuffix(f, "_test.go") }) {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if vs, ok := n.(*ast.ValueSpec); ok {
+				for i, name := range vs.Names {
+					if i < len(vs.Values) {
+						if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							consts[name.Name], _ = strconv.Unquote(lit.Value)
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	return consts
 }
 
 func anyMap[V any](m map[string]V) map[string]any {
@@ -394,7 +478,9 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 }
 
 // TestOpenAPIMatchesGoTypes compares schema properties with the JSON
-// field names of the Go types that are encoded or decoded.
+// field names of the Go types that are encoded or decoded: the bodies
+// and answers of api's op table's routes (opBodies), and the others
+// listed here.
 func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	doc := openapiDoc(t)
 	contractFiles, err := filepath.Glob("../contract/*.go")
@@ -403,10 +489,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	}
 	contractFiles = slices.DeleteFunc(contractFiles, func(f string) bool { return strings.HasSuffix(f, "_test.go") })
 	fields := goJSONFields(t, append(contractFiles, "../api/uidata.go", "../api/uiconflicts.go")...)
-	for _, c := range []struct {
-		schema, goType string
-		checkRequired  bool // required = the fields always encoded
-	}{
+	for _, c := range append(opBodies(t, doc), []goSchema{
 		{"PutBody", "PutBody", false},
 		{"DeleteAnswer", "DeleteAnswer", true},
 		{"ListAnswer", "ListAnswer", true},
@@ -420,44 +503,16 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"ProjectInfo", "ProjectInfo", true},
 		{"ErrorBody", "ErrorBody", true},
 		{"ErrorDetail", "ErrorDetail", true},
-		{"Entry", "Entry", true},
 		{"Semantics", "Semantics", false},
-		{"IncrementBody", "IncrementBody", false},
-		{"TouchBody", "TouchBody", false},
-		{"LockBody", "LockBody", false},
-		{"LockAnswer", "LockAnswer", true},
-		{"ReleaseAnswer", "ReleaseAnswer", true},
 		{"PatchBody", "PatchBody", false},
 		{"FieldCondition", "FieldCondition", false},
-		{"FieldAnswer", "FieldAnswer", true},
-		{"CounterAnswer", "CounterAnswer", true},
 		{"TxnBody", "TxnBody", false},
 		{"TxnOp", "TxnOp", false},
 		{"Condition", "Condition", false},
 		{"TxnResult", "TxnResult", true},
 		{"TxnAnswer", "TxnAnswer", true},
-		{"MemberBody", "MemberBody", false},
-		{"SetChangeAnswer", "SetChangeAnswer", true},
-		{"IsMemberAnswer", "IsMemberAnswer", true},
-		{"CardAnswer", "CardAnswer", true},
-		{"MembersAnswer", "MembersAnswer", true},
-		{"PushBody", "PushBody", false},
-		{"PopBody", "PopBody", false},
-		{"TrimBody", "TrimBody", false},
-		{"ListChangeAnswer", "ListChangeAnswer", true},
-		{"RangeAnswer", "RangeAnswer", true},
-		{"LenAnswer", "LenAnswer", true},
-		{"HistoryAnswer", "HistoryAnswer", true},
 		{"HistoryVersion", "HistoryVersion", true},
-		{"QPushBody", "QPushBody", false},
-		{"QPopBody", "QPopBody", false},
-		{"QAckBody", "QAckBody", false},
-		{"QPushAnswer", "QPushAnswer", true},
-		{"QPopAnswer", "QPopAnswer", true},
-		{"QAckAnswer", "QAckAnswer", true},
 		{"QueueItem", "QueueItem", true},
-		{"QPeekAnswer", "QPeekAnswer", true},
-		{"QSizeAnswer", "QSizeAnswer", true},
 		{"WatchEvent", "WatchEvent", true},
 		{"WatchEnd", "WatchEnd", true},
 		{"UIMe", "UIMe", true},
@@ -469,7 +524,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"UIEvent", "UIEvent", true},
 		{"ConflictRates", "ConflictRates", true},
 		{"ConflictMinute", "ConflictMinute", true},
-	} {
+	}...) {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]
 		if !ok {
@@ -502,6 +557,55 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 	if s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/PutBody"})); s["additionalProperties"] != false {
 		t.Error("PutBody must forbid additional properties: the API rejects unknown fields")
 	}
+}
+
+// goSchema is a component schema and the Go type it describes.
+type goSchema struct {
+	schema, goType string
+	checkRequired  bool // required = the fields always encoded
+}
+
+// opBodies are the schemas of the request bodies and the 2xx answers of
+// the routes of api's op table, each the Go type of the same name (an
+// answer also checks required): a new op's types are checked once its
+// route is in openapi.yaml.
+func opBodies(t *testing.T, doc map[string]any) []goSchema {
+	t.Helper()
+	seen := map[string]bool{}
+	var out []goSchema
+	add := func(where string, content any, answer bool) {
+		s := obj(obj(obj(content)["application/json"])["schema"])
+		refs := []any{s}
+		if one, ok := s["oneOf"].([]any); ok {
+			refs = one
+		}
+		for _, r := range refs {
+			ref, _ := obj(r)["$ref"].(string)
+			name, ok := strings.CutPrefix(ref, "#/components/schemas/")
+			if !ok {
+				t.Errorf("%s: the schema is not a components/schemas entry named after its Go type: %v", where, s)
+				continue
+			}
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, goSchema{name, name, answer})
+			}
+		}
+	}
+	for _, r := range opRoutes(t) {
+		o := obj(obj(obj(doc["paths"])[r.path])[r.method])
+		where := strings.ToUpper(r.method) + " " + r.path
+		if b, ok := o["requestBody"]; ok {
+			add(where+" requestBody", obj(deref(t, doc, b))["content"], false)
+		}
+		responses := obj(o["responses"])
+		for _, status := range sortedKeys(responses) {
+			if c := obj(deref(t, doc, responses[status]))["content"]; strings.HasPrefix(status, "2") && c != nil {
+				add(where+" "+status, c, true)
+			}
+		}
+	}
+	return out
 }
 
 // goJSONFields returns, per struct type in files, its JSON field names and

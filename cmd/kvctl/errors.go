@@ -138,20 +138,9 @@ func (a *app) solve(err error, e *contract.Error) (int, string) {
 		if e.Field == "" { // no such route: the URL has a path it should not
 			return exitServer, "check that --url (" + a.url + ") is the API's base URL, e.g. " + defaultURL
 		}
-		return exitFailed, a.notFound(subject, e.Field)
+		return exitFailed, a.notFound(trouble{a: a, e: e, subject: subject})
 	case contract.EConflict:
-		if e.Field == "requestId" {
-			return exitFailed, "this --request-id was already used for a different write of " + subject + ": use a new id (repeating an id only replays its identical write)"
-		}
-		if e.Current == nil {
-			return exitFailed, subject + " does not exist now: create it with --expected-version 0, or leave out --expected-version"
-		}
-		if a.createOnly {
-			return exitFailed, fmt.Sprintf("%s already exists at version %d (value %s): keep it, or overwrite it with --expected-version %d",
-				subject, e.Current.Version, shorten(string(e.Current.Value)), e.Current.Version)
-		}
-		return exitFailed, fmt.Sprintf("%s is at version %d now (value %s): re-read it with 'kvctl get %s' and retry with --expected-version %d",
-			subject, e.Current.Version, shorten(string(e.Current.Value)), subject, e.Current.Version)
+		return exitFailed, a.conflict(subject, e)
 	case contract.EInvalid:
 		return exitUsage, invalidSolution(e.Field, a.cmdPath)
 	case contract.ETooLarge:
@@ -162,16 +151,7 @@ func (a *app) solve(err error, e *contract.Error) (int, string) {
 		}
 		return exitServer, "the token from " + a.tokenSource + " is not one the server knows: check KVCTL_TOKEN or --token (the local stack's token is in " + devTokenFile + ")"
 	case contract.EForbidden:
-		if what := valueCondition(e.Field); what != "" {
-			return exitServer, fmt.Sprintf("the token may write %s but not read it, and %s tests its value, which only a token that may read it may do: leave it out, or use a token whose grant covering %s includes \"read\" as well as \"write\" (an entry of the server's tokens file such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]})",
-				subject, what, subject, tenantOf(subject))
-		}
-		right := a.right
-		if right == "" {
-			right = "read"
-		}
-		return exitServer, fmt.Sprintf("use a token with a grant whose prefix covers %s and whose rights include %q: an entry of the server's tokens file (ESKV_TOKENS_FILE) such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]}; the local dev token (%s) may read and write every tenant/",
-			subject, right, tenantOf(subject), devTokenFile)
+		return exitServer, a.forbidden(subject, e)
 	case contract.ECursorExpired:
 		return exitFailed, "the log no longer holds the changes after --from: list " + subject + " again (kvctl list --all) and watch from now, without --from"
 	case contract.EUnavailable:
@@ -184,13 +164,13 @@ func (a *app) solve(err error, e *contract.Error) (int, string) {
 	case contract.EForwardLoop:
 		return exitServer, "the writer reached forwards this key's requests back to itself: a writer's ESKV_ADVERTISE_URL is wrong (its /readyz says which partitions); tell the operator, or retry through another writer"
 	case contract.ELockHeld, contract.ENotLockHolder, contract.ENotLeader:
-		return exitUnavailable, a.unavailable(subject, e)
+		return exitUnavailable, a.unavailable(trouble{a: a, e: e, subject: subject})
 	case codeQueueEmpty:
 		return exitUnavailable, "the queue has no visible item now: try again later (a script's loop sleeps and pops again), or push one"
 	case contract.EStaleReceipt:
 		return exitFailed, fmt.Sprintf("nothing was acknowledged: the receipt is not the current delivery of an item in flight (use the receipt your pop printed, whole); an item not acknowledged before its deadline goes back to %s and is delivered again with a new receipt; pop again, and give work that takes longer a longer --visibility-timeout", subject)
 	case contract.EWrongType:
-		return exitFailed, a.wrongType(subject, e)
+		return exitFailed, wrongType(trouble{a: a, e: e, subject: subject})
 	case contract.EFieldMismatch:
 		cur := "missing"
 		if e.Current != nil {
@@ -210,6 +190,38 @@ func (a *app) solve(err error, e *contract.Error) (int, string) {
 	return exitServer, "the server failed; its log has the detail. Retry, and report it if it persists"
 }
 
+// conflict says what to do about a version_conflict: a request id used
+// for another write, a key that is gone, or one at another version.
+func (a *app) conflict(subject string, e *contract.Error) string {
+	if e.Field == "requestId" {
+		return "this --request-id was already used for a different write of " + subject + ": use a new id (repeating an id only replays its identical write)"
+	}
+	if e.Current == nil {
+		return subject + " does not exist now: create it with --expected-version 0, or leave out --expected-version"
+	}
+	if a.createOnly {
+		return fmt.Sprintf("%s already exists at version %d (value %s): keep it, or overwrite it with --expected-version %d",
+			subject, e.Current.Version, shorten(string(e.Current.Value)), e.Current.Version)
+	}
+	return fmt.Sprintf("%s is at version %d now (value %s): re-read it with 'kvctl get %s' and retry with --expected-version %d",
+		subject, e.Current.Version, shorten(string(e.Current.Value)), subject, e.Current.Version)
+}
+
+// forbidden says which grant the token lacks: the read right for a
+// condition on the value, or the right the command needs.
+func (a *app) forbidden(subject string, e *contract.Error) string {
+	if what := valueCondition(e.Field); what != "" {
+		return fmt.Sprintf("the token may write %s but not read it, and %s tests its value, which only a token that may read it may do: leave it out, or use a token whose grant covering %s includes \"read\" as well as \"write\" (an entry of the server's tokens file such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]})",
+			subject, what, subject, tenantOf(subject))
+	}
+	right := a.right
+	if right == "" {
+		right = "read"
+	}
+	return fmt.Sprintf("use a token with a grant whose prefix covers %s and whose rights include %q: an entry of the server's tokens file (ESKV_TOKENS_FILE) such as {\"prefix\":\"%s\",\"rights\":[\"read\",\"write\"]}; the local dev token (%s) may read and write every tenant/",
+		subject, right, tenantOf(subject), devTokenFile)
+}
+
 // invalidSolution says how to fix the field the server rejected, in
 // kvctl's terms.
 func invalidSolution(field, cmd string) string {
@@ -223,11 +235,8 @@ func invalidSolution(field, cmd string) string {
 	case "expectedVersion":
 		return "--expected-version is 0 (the key must not exist) or a positive version"
 	case "ttlSeconds", "semantics.ttlSeconds":
-		if strings.HasPrefix(cmd, "kvctl lock") || strings.HasPrefix(cmd, "kvctl leader") {
-			return fmt.Sprintf("--ttl (the lease) is %s; leave it out for the server's default of %ds", ttlRange(), contract.DefaultLockTTLSeconds)
-		}
-		if cmd == "kvctl touch" {
-			return "--ttl is " + ttlRange() + "; --persist removes the expiry"
+		if s := ttlSolution(cmd); s != "" {
+			return s
 		}
 		return "--ttl is " + ttlRange() + "; leave it out for no expiry"
 	case "holder":
@@ -267,98 +276,74 @@ func ttlRange() string {
 	return fmt.Sprintf("between 1s and %d years (%dh)", contract.MaxTTLSeconds/year, contract.MaxTTLSeconds/3600)
 }
 
-// notFound says what to do about an absent key (or field), per command.
-func (a *app) notFound(subject, field string) string {
-	switch a.cmdPath {
-	case "kvctl inc", "kvctl dec":
-		return "start the counter from 0 with --create"
-	case "kvctl field get":
-		if field == "field" {
-			return fmt.Sprintf("%s has no field %s: set it with 'kvctl field set %s %s=VALUE' (see the whole value with 'kvctl get %s')", subject, a.field, subject, a.field, subject)
-		}
-	case "kvctl field set", "kvctl field cas":
-		return "start it from {} with --create, or create it with 'kvctl set " + subject + " '{...}''"
-	case "kvctl update":
-		return "hand the command null with --create to create it, or create it with 'kvctl set " + subject + " VALUE'"
-	case "kvctl lock check":
-		return "the lock is free: take it with 'kvctl lock acquire " + subject + "'"
-	case "kvctl leader check":
-		return "the pool has no leader: become it with 'kvctl leader elect " + subject + "'"
-	case "kvctl lpop", "kvctl rpop":
-		return fmt.Sprintf("%s is empty: push a value with 'kvctl rpush %s VALUE'", subject, subject)
-	case "kvctl touch":
-		return fmt.Sprintf("a touch never creates a key, and %s is absent, deleted or expired: write it with 'kvctl set %s VALUE --ttl DURATION'", subject, subject)
-	case "kvctl history":
-		return fmt.Sprintf("check the key (a deleted key keeps its history, so this one never existed), or look for keys with 'kvctl list %s'", projectPrefix(subject))
+// notFound says what to do about an absent key (or field): the
+// command's own line (commandSolutions), or how to create or find it.
+func (a *app) notFound(t trouble) string {
+	if s := commandLine(t, func(s solutions) line { return s.absent }); s != "" {
+		return s
 	}
-	return fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", subject, projectPrefix(subject))
+	return fmt.Sprintf("create it with 'kvctl set %s VALUE', or look for it with 'kvctl list %s'", t.subject, projectPrefix(t.subject))
 }
 
 // unavailable says what to do about lock_held, not_lock_holder and
-// not_leader.
-func (a *app) unavailable(subject string, e *contract.Error) string {
-	var version int64
-	holder := "another holder"
-	if e.Current != nil {
-		version = e.Current.Version
-		if h := holderOf(e.Current.Value); h != "" {
-			holder = h
-		}
+// not_leader: the command's own line (commandSolutions), or what the
+// holder's tenure allows.
+func (a *app) unavailable(t trouble) string {
+	subject, e := t.subject, t.e
+	if s := commandLine(t, func(s solutions) line { return s.held }); s != "" {
+		return s
 	}
-	if e.Field == "key" && a.cmdPath == "kvctl touch" {
-		return touchLockSolution(subject, e)
-	}
+	holder, version := holding(e)
 	if e.Field == "key" { // a plain write of a held lock or leadership
 		return fmt.Sprintf("%s is held by %s: use the 'kvctl lock' or 'kvctl leader' commands, or break it on purpose by naming its version (--expected-version %d)", subject, holder, version)
-	}
-	waited := ""
-	if a.waited > 0 {
-		waited = fmt.Sprintf("it was still taken after --wait %v; ", a.waited)
 	}
 	me := fmt.Sprintf("%s (from %s)", a.holder, a.holderSource)
 	switch {
 	case e.Code == contract.ELockHeld:
 		return fmt.Sprintf("%swait (longer) for %s to release it with --wait DURATION, e.g. --wait 1m, or retry after its lease ends; an operator can break it with 'kvctl delete %s --expected-version %d'",
-			waited, holder, subject, version)
+			a.waitedNote(), holder, subject, version)
 	case e.Code == contract.ENotLockHolder && e.Current == nil:
 		return fmt.Sprintf("the lock is free (released, or its lease ended), so %s does not hold it: take it again with 'kvctl lock acquire %s', and treat what it protected as changed meanwhile", me, subject)
 	case e.Code == contract.ENotLockHolder:
 		return fmt.Sprintf("the lock is held by %s, not by %s: give the holder that acquired it (--holder, or KVCTL_HOLDER; the default is USER@HOST), see 'kvctl lock check %s'", holder, me, subject)
-	case a.cmdPath == "kvctl leader elect":
-		return fmt.Sprintf("%s%s leads: stay a candidate and elect again later (or with --wait DURATION); see 'kvctl leader check %s'", waited, holder, subject)
 	case e.Current == nil:
 		return fmt.Sprintf("the pool has no leader now (resigned, or its lease ended): %s must stop acting as leader, and may run 'kvctl leader elect %s' to try again", me, subject)
 	}
 	return fmt.Sprintf("%s leads, not %s: stop acting as leader; run 'kvctl leader elect %s' to be a candidate again", holder, me, subject)
 }
 
+// holding is the holder ("another holder" when unknown) and the version
+// of the lock or leadership in an answer's current entry.
+func holding(e *contract.Error) (holder string, version int64) {
+	holder = "another holder"
+	if e.Current != nil {
+		version = e.Current.Version
+		if h := holderOf(e.Current.Value); h != "" {
+			holder = h
+		}
+	}
+	return holder, version
+}
+
+// waitedNote says that --wait ran out, or is "" when it was not given.
+func (a *app) waitedNote() string {
+	if a.waited > 0 {
+		return fmt.Sprintf("it was still taken after --wait %v; ", a.waited)
+	}
+	return ""
+}
+
 // wrongType says what to do when the key's value does not fit the
-// command.
-func (a *app) wrongType(subject string, e *contract.Error) string {
-	value := "another kind of value"
-	if e.Current != nil && e.Current.Value != nil { // no value: the token may not read the key
-		value = shorten(string(e.Current.Value))
+// command: the command's own line (commandSolutions), what the key is
+// when it is a collection, or to look at its value.
+func wrongType(t trouble) string {
+	if s := commandLine(t, func(s solutions) line { return s.wrongType }); s != "" {
+		return s
 	}
-	switch {
-	case a.cmdPath == "kvctl inc" || a.cmdPath == "kvctl dec":
-		return fmt.Sprintf("%s holds %s, not an integer: counters are JSON integers; use another key, or reset it with 'kvctl set %s 0'", subject, value, subject)
-	case strings.HasPrefix(a.cmdPath, "kvctl field"):
-		return fmt.Sprintf("%s holds %s, not a JSON object: fields live in objects; use another key, or replace its value with 'kvctl set %s '{...}''", subject, value, subject)
-	case isSetCommand(a.cmdPath):
-		return fmt.Sprintf("%s holds %s and is not a set: give the set a key of its own", subject, value)
-	case isListCommand(a.cmdPath):
-		return fmt.Sprintf("%s holds %s and is not a list: give the list a key of its own", subject, value)
-	case isQueueCommand(a.cmdPath):
-		return fmt.Sprintf("%s holds %s and is not a queue: give the queue a key of its own", subject, value)
-	case collectionType(e) != "":
-		p := collectionType(e)
-		return fmt.Sprintf("%s is a %s: change it with the %s commands, or remove the whole %s with 'kvctl delete %s'", subject, p, p, p, subject)
-	case a.cmdPath == "kvctl touch":
-		return touchLockSolution(subject, e)
-	case strings.HasPrefix(a.cmdPath, "kvctl lock"), strings.HasPrefix(a.cmdPath, "kvctl leader"):
-		return fmt.Sprintf("%s holds %s and is not a %s: give the lock or leader pool a key of its own", subject, value, strings.Fields(a.cmdPath)[1])
+	if p := collectionType(t.e); p != "" {
+		return fmt.Sprintf("%s is a %s: change it with the %s commands, or remove the whole %s with 'kvctl delete %s'", t.subject, p, p, p, t.subject)
 	}
-	return fmt.Sprintf("%s's value does not fit this command; see 'kvctl get %s'", subject, subject)
+	return fmt.Sprintf("%s's value does not fit this command; see 'kvctl get %s'", t.subject, t.subject)
 }
 
 // touchLockSolution says what to do about a touch of a lock or leader
