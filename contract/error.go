@@ -189,3 +189,8 @@ var (
 	ErrQueueEmpty   = &Error{Code: EQueueEmpty}
 	ErrStaleReceipt = &Error{Code: EStaleReceipt}
 )
+
+// ETooManyKeys: a range delete whose prefix holds more keys than one
+// atomic delete takes (MaxRangeKeys) and that did not ask for the chunked
+// mode; nothing was deleted. HTTP 409.
+const ETooManyKeys = "too_many_keys"

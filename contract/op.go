@@ -39,6 +39,11 @@ const (
 	OpLeaderHeartbeat Op = "leader_heartbeat" // renew leadership (kind put)
 	OpLeaderResign    Op = "leader_resign"    // give up leadership (kind delete)
 	OpTouch           Op = "touch"            // a new expiry, value kept (kind put)
+	// Writes of a prefix (POST /v1/kv:deleteRange, POST /v1/kv:expireDue):
+	// no event is named after them; they append a delete or an expire
+	// event per key (ranges.go).
+	OpDeleteRange Op = "delete_range"
+	OpExpireDue   Op = "expire_due"
 )
 
 // LockAction is what a lock or leader op does to the tenure of its
@@ -78,6 +83,7 @@ var opTable = []opSpec{
 	{op: OpPatch}, {op: OpFieldCAS},
 	{op: OpIncrement, verb: "increment"},
 	{op: OpTouch, verb: "touch"},
+	{op: OpDeleteRange}, {op: OpExpireDue},
 	{op: OpLockAcquire, verb: "acquire", purpose: PurposeLock, lock: LockAcquire},
 	{op: OpLockExtend, verb: "extend", purpose: PurposeLock, lock: LockExtend},
 	{op: OpLockRelease, verb: "release", purpose: PurposeLock, lock: LockRelease},
