@@ -81,6 +81,9 @@ type Input struct {
 	Element ElementRow
 	// Queue is a queue write's items (QueueInput).
 	Queue QueueInput
+	// Under is what a prefix write reads (Plan.Prefixes): the keys
+	// under its prefix, whose states are in States.
+	Under PrefixKeys
 }
 
 // Plan is what a batch reads before it decides any of its commands, in
@@ -90,6 +93,10 @@ type Plan struct {
 	Keys     []string
 	Requests []RequestRef
 	Elements []ElementRef
+	// Prefixes are the key ranges a prefix write reads (ranges.go): the
+	// batch reads the keys under each, and their states, from its own
+	// decisions, the overlay and the projection.
+	Prefixes []PrefixRef
 }
 
 // Command is one write of an op family, decided by the partition's owner:
@@ -158,3 +165,8 @@ func (c *Txn) Plan(p *Plan) {
 }
 func (c *Txn) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Txn) Decide(in Input, env Env) Decision                { return decideTxn(c, in, env) }
+
+func (c *Range) Head() *Header                                    { return &c.Header }
+func (c *Range) Plan(p *Plan)                                     { p.Prefixes = append(p.Prefixes, c.Ref()) }
+func (c *Range) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Range) Decide(in Input, env Env) Decision                { return decideRange(c, in, env) }

@@ -129,6 +129,21 @@ type (
 		Header
 		Steps []TxnStep
 	}
+
+	// Range is a write of every key under a prefix (Op
+	// contract.OpDeleteRange or contract.OpExpireDue; ranges.go). Key
+	// is a key of the prefix's scope (its path empty): the prefix lies
+	// inside it, so inside its partition.
+	Range struct {
+		Header
+		Prefix string
+		// After is the cursor: only keys after it are written.
+		After string
+		// Chunked lets a range delete remove the first
+		// contract.MaxRangeKeys keys of a larger range (an expireDue
+		// always may).
+		Chunked bool
+	}
 )
 
 // TxnStep is one operation of a transaction: a write of its key (a KV

@@ -42,6 +42,9 @@ type Result struct {
 	// read).
 	TxnID string
 	Txn   []contract.TxnResult
+	// Range is a prefix write's answer (a range delete's, an
+	// expireDue's).
+	Prefix contract.PrefixAnswer
 }
 
 // Decision is what a command concluded.

@@ -1,0 +1,137 @@
+package decide
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/eskv/eskv/contract"
+)
+
+// Prefix writes: a range delete and an expireDue decide on every key
+// under a prefix, which no request names one by one. Their plan names
+// the prefix (PrefixRef); the writer reads the keys under it — its own
+// batch's decisions, the overlay's unprojected writes, and the
+// projection's keys — and gives them, with their states, to the decision
+// (PrefixKeys). Each key is then decided by the single-key rules
+// (kvWrite): a range delete as a DELETE naming the key's version, an
+// expireDue as the sweeper's expire.
+
+// PrefixRef is a prefix a batch reads the keys under: those after After
+// (a cursor), in key order, at least Limit+1 of them when there are as
+// many (so that a decision can tell a range of Limit keys from a larger
+// one). With Due, only keys whose entry is past its expiry matter (an
+// expireDue); otherwise only the keys a read sees.
+type PrefixRef struct {
+	Prefix string
+	After  string
+	Limit  int
+	Due    bool
+}
+
+// PrefixKeys is what a batch read under a PrefixRef: Keys, in key order,
+// every key under the prefix after the cursor up to Bound that the
+// batch knows a state of (Input.States holds each; some may be deleted
+// or expired), and Bound, "" when Keys holds every such key, else the
+// last key read from the projection: keys past it were not read.
+type PrefixKeys struct {
+	Keys  []string
+	Bound string
+}
+
+// Ref is what c reads: the keys under its prefix after its cursor.
+func (c *Range) Ref() PrefixRef {
+	return PrefixRef{Prefix: c.Prefix, After: c.After, Limit: contract.MaxRangeKeys, Due: c.Op == contract.OpExpireDue}
+}
+
+// decideRange decides a prefix write on the keys under its prefix
+// (in.Under) and their states (in.States). It is pure.
+//
+// The keys it writes are the first contract.MaxRangeKeys, in key order,
+// of those it concerns: the live ones a read sees for a range delete,
+// those past their expiry for an expireDue. When more may follow (more
+// keys, or in.Under.Bound set) a range delete without Chunked is refused
+// too_many_keys and writes nothing; otherwise the answer is truncated,
+// its NextCursor the last key written (the bound when none was).
+//
+// A range delete appends one delete event per key, at the key's next
+// version, under one transaction id (TxnID, TxnSize: a watcher sees
+// them as one transaction); an expireDue appends the sweeper's expire
+// events, with no transaction id (each is the expiry the sweeper would
+// have appended). Both are appended in the batch's one Kafka
+// transaction, so all or none of them commit.
+func decideRange(c *Range, in Input, env Env) Decision {
+	keys := c.concerned(in, &env)
+	more := in.Under.Bound != "" || len(keys) > contract.MaxRangeKeys
+	if more && c.Op == contract.OpDeleteRange && !c.Chunked {
+		return Decision{Err: contract.FieldErrorf(contract.ETooManyKeys, "prefix",
+			"more than %d keys lie under %s: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
+			contract.MaxRangeKeys, c.Prefix)}
+	}
+	keys = keys[:min(len(keys), contract.MaxRangeKeys)]
+	evs := make([]*contract.Event, 0, len(keys))
+	for _, k := range keys {
+		ev, err := c.writeKey(k, in.States[k], &env)
+		if err != nil {
+			return Decision{Err: err}
+		}
+		evs = append(evs, ev)
+	}
+	a := contract.PrefixAnswer{Prefix: c.Prefix, Count: len(evs), Truncated: more}
+	if more {
+		a.NextCursor = in.Under.Bound
+		if len(keys) > 0 {
+			a.NextCursor = keys[len(keys)-1]
+		}
+	}
+	if c.Op == contract.OpDeleteRange && len(evs) > 0 {
+		a.TxnID = txnID(evs[0].Key, evs[0].Version)
+		for _, ev := range evs {
+			ev.TxnID, ev.TxnSize = a.TxnID, len(evs)
+		}
+	}
+	return Decision{Txn: evs, Result: Result{Prefix: a}}
+}
+
+// concerned lists, in key order, the keys of in.Under that c writes:
+// under c's prefix, after its cursor and up to the bound, the live keys
+// a read sees (a range delete) or the live keys past their expiry (an
+// expireDue).
+func (c *Range) concerned(in Input, env *Env) []string {
+	out := make([]string, 0, len(in.Under.Keys))
+	for _, k := range in.Under.Keys {
+		if !strings.HasPrefix(k, c.Prefix) || k <= c.After || (in.Under.Bound != "" && k > in.Under.Bound) {
+			continue
+		}
+		st := in.States[k]
+		switch {
+		case c.Op == contract.OpExpireDue && st.Live && st.Entry.Expired(env.Now):
+		case c.Op == contract.OpDeleteRange && st.Visible(env.Now) != nil:
+		default:
+			continue
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// writeKey is c's event on key k at state st: a delete naming the key's
+// version (which breaks a lock or a leadership as a DELETE naming it
+// does, and removes a collection whole), or the sweeper's expire.
+func (c *Range) writeKey(k string, st contract.State, env *Env) (*contract.Event, error) {
+	key, err := contract.ParseKey(k)
+	if err != nil {
+		return nil, contract.Errorf(contract.EInternal, "key %s under %s: %v", k, c.Prefix, err)
+	}
+	version := st.Version
+	op := contract.OpDelete
+	if c.Op == contract.OpExpireDue {
+		op = contract.OpExpire
+	}
+	kv := &KV{Header: Header{Key: key, Op: op, Principal: c.Principal}, ExpectedVersion: &version}
+	d := kvWrite(newWrite(st, kv.common(), env), kv)
+	if d.Event == nil {
+		return nil, d.Err
+	}
+	return d.Event, nil
+}
