@@ -143,3 +143,45 @@ func (s *Store) Projects(ctx context.Context, r KeyRange, limit int, now time.Ti
 	}
 	return out, nil
 }
+
+// keysUnderSQL and dueUnderSQL list the keys under a prefix a prefix
+// write decides on (KeysUnder): the live keys a read sees, or the live
+// keys past their expiry. Parameters: $1 prefix, $2 cursor, $3 end of
+// the prefix range, $4 now, $5 limit.
+const (
+	keysUnderSQL = `SELECT key FROM kv_entries
+    WHERE live AND key >= $1 AND key > $2 AND key < $3 AND (expires_at IS NULL OR expires_at > $4)
+    ORDER BY key LIMIT $5`
+	dueUnderSQL = `SELECT key FROM kv_entries
+    WHERE live AND key >= $1 AND key > $2 AND key < $3 AND expires_at IS NOT NULL AND expires_at <= $4
+    ORDER BY key LIMIT $5`
+)
+
+// KeysUnder lists, in key order, at most limit keys under prefix after
+// the cursor after: those a read sees at now, or with due those past
+// their expiry at now (which a read no longer sees and the sweeper has
+// not yet expired). The writer reads them for a range delete or an
+// expireDue, with their states (Find) and its overlay's unprojected
+// writes.
+func (s *Store) KeysUnder(ctx context.Context, prefix, after string, limit int, due bool, now time.Time) ([]string, error) {
+	if !ascii(prefix) || !ascii(after) || limit <= 0 {
+		return nil, nil
+	}
+	end, ok := prefixEnd(prefix)
+	if !ok {
+		end = "\x7f"
+	}
+	q := keysUnderSQL
+	if due {
+		q = dueUnderSQL
+	}
+	rows, err := s.pool.Query(ctx, q, prefix, after, end, now, limit)
+	if err != nil {
+		return nil, translate("keys under", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate("keys under", err)
+	}
+	return keys, nil
+}

@@ -206,6 +206,11 @@ type batchReads struct {
 	states map[string]contract.State
 	known  decide.Memory
 	elems  elemsKnown
+	// under counts the overlay's keys under each prefix the batch's
+	// prefix writes read, and bounds holds each such prefix's bound
+	// (prefixes.go).
+	under  map[decide.PrefixRef]int
+	bounds map[decide.PrefixRef]string
 }
 
 // read plans every command of batch and reads what they need, once:
@@ -215,12 +220,16 @@ type batchReads struct {
 // keys' states name (rowsOfStates). The overlay is read first: an entry
 // trimmed meanwhile is one the projection already holds.
 func (p *partition) read(ctx context.Context, batch []*call) (*batchReads, error) {
-	rd := &batchReads{states: make(map[string]contract.State, len(batch)), known: make(decide.Memory), elems: newElemsKnown()}
+	rd := &batchReads{states: make(map[string]contract.State, len(batch)), known: make(decide.Memory), elems: newElemsKnown(),
+		under: map[decide.PrefixRef]int{}, bounds: map[decide.PrefixRef]string{}}
 	var q projection.Query
 	now := time.Now()
 	p.mu.RLock()
 	p.plan(&q, batch, rd, now)
 	p.mu.RUnlock()
+	if err := p.readUnder(ctx, &q, rd, now); err != nil {
+		return nil, err
+	}
 	for i := range q.Heads {
 		q.Heads[i].Limit = rd.elems.q.pops[q.Heads[i].Queue]
 	}
@@ -251,8 +260,11 @@ func (p *partition) plan(q *projection.Query, batch []*call, rd *batchReads, now
 	var plan decide.Plan
 	for _, c := range batch {
 		cmd := c.command()
-		plan = decide.Plan{Keys: plan.Keys[:0], Requests: plan.Requests[:0], Elements: plan.Elements[:0]}
+		plan = decide.Plan{Keys: plan.Keys[:0], Requests: plan.Requests[:0], Elements: plan.Elements[:0], Prefixes: plan.Prefixes[:0]}
 		cmd.Plan(&plan)
+		for _, ref := range plan.Prefixes {
+			p.overlayUnder(ref, rd)
+		}
 		for _, k := range plan.Keys {
 			if e, in := p.overlay[k]; in {
 				rd.states[k] = e.state
@@ -376,6 +388,9 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 func (p *partition) decideOne(ctx context.Context, c *call, rd *batchReads, env decide.Env) (d decide.Decision, ok bool) {
 	cmd := c.command()
 	in := decide.Input{State: rd.states[c.head().Key.String()], States: rd.states, Known: rd.known}
+	if r, ok := cmd.(prefixed); ok {
+		in.Under = rd.underKeys(r.Ref())
+	}
 	if ref, named := cmd.Row(in.State, env.Now); named {
 		row, err := p.row(ctx, ref, rd.elems)
 		if err != nil {

@@ -55,6 +55,9 @@ type Projection interface {
 	// items by member, dedupIds), in one round trip.
 	Find(ctx context.Context, q projection.Query) (projection.Found, error)
 	Element(ctx context.Context, ref projection.ElementRef) (int64, error)
+	// KeysUnder lists the keys under a prefix a prefix write decides on
+	// (prefixes.go).
+	KeysUnder(ctx context.Context, prefix, after string, limit int, due bool, now time.Time) ([]string, error)
 	Offsets(ctx context.Context, topic string) (map[int32]int64, error)
 	SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
@@ -727,6 +730,10 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 		w.metrics.writes.WithLabelValues("denied_audited").Inc()
 	case txn != nil:
 		w.logTxn(txn, d)
+	case d.Err == nil && d.Event == nil && d.Result.Prefix.Prefix != "":
+		w.metrics.writesOK.Inc()
+		w.log.Info("prefix written", "op", r.Op, "prefix", d.Result.Prefix.Prefix, "count", d.Result.Prefix.Count,
+			"truncated", d.Result.Prefix.Truncated, "txnId", d.Result.Prefix.TxnID, "principal", r.Principal)
 	case d.Event != nil && d.Event.Kind == contract.KindExpire:
 		w.metrics.writes.WithLabelValues("expired").Inc()
 		w.log.Info("expired", "key", d.Event.Key, "version", d.Event.Version, "expiresAt", d.Event.ExpiresAt,
