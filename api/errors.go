@@ -29,6 +29,7 @@ var statusOf = map[string]int{
 	contract.EOutOfRange:           http.StatusConflict,
 	contract.EQueueEmpty:           http.StatusNotFound,
 	contract.EStaleReceipt:         http.StatusConflict,
+	contract.ETooManyKeys:          http.StatusConflict,
 	contract.EUnavailable:          http.StatusServiceUnavailable,
 	contract.EOutcomeUnknown:       http.StatusServiceUnavailable,
 	contract.ECursorExpired:        http.StatusGone,

@@ -35,6 +35,10 @@ func opLabel(route, method, path string) string {
 		return opLabelWatch
 	case batchGetRoute, batchGetPath:
 		return opLabelBatchGet
+	case deleteRangeRoute, deleteRangePath:
+		return string(contract.OpDeleteRange)
+	case expireDueRoute, expireDuePath:
+		return string(contract.OpExpireDue)
 	case "/v1/projects":
 		return opLabelProjects
 	default:

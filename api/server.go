@@ -289,6 +289,8 @@ func (s *Server) routeV1(e *echo.Echo) {
 	e.Group("/v1", s.authenticate, s.countConflicts)
 	e.GET("/v1/kv", s.v1(s.listKeys))
 	e.POST(batchGetRoute, s.v1(s.batchGet))
+	e.POST(deleteRangeRoute, s.v1(s.deleteRange))
+	e.POST(expireDueRoute, s.v1(s.expireDue))
 	e.GET("/v1/projects", s.v1(s.projects))
 	e.GET("/v1/kv/*", s.v1(s.get))
 	e.PUT("/v1/kv/*", s.v1(s.writeHandler(s.put)))
