@@ -17,10 +17,11 @@ func (a *app) deleteCommand() *cobra.Command {
 	var (
 		w       writeFlags
 		ifValue string
+		rf      rangeFlags
 	)
 	cmd := a.keyCommand(&cobra.Command{
-		Use:   "delete KEY",
-		Short: "Delete a key (optionally only at an expected version)",
+		Use:   "delete (KEY | --prefix PREFIX [--chunked])",
+		Short: "Delete a key (optionally only at an expected version), or every key under a prefix",
 		Long: `Delete a key. The delete is itself a version: the key's next one.
 
 With --expected-version N the delete happens only while the key is at
@@ -34,11 +35,23 @@ deletes at the version it read, so a change in between exits 1 too and
 deletes nothing.
 
 --format text prints "KEY deleted at version N", json
-{"key","version","deleted":true}, value the delete's version.`,
+{"key","version","deleted":true}, value the delete's version.
+
+With --prefix PREFIX (in place of KEY) every key under PREFIX is deleted,
+whatever it holds (etcd's del --prefix): a lock or a leadership is
+broken as a delete naming its version breaks it, a set, list or queue
+goes whole. PREFIX lies inside one project and the token needs the write
+right on all of it. Up to 1000 keys go in one transaction (watchers see
+one txnId); over that the command deletes nothing and exits 1, unless
+--chunked deletes them in chunks of 1000, each atomic, until none is
+left. --format text prints "deleted N keys under PREFIX", json
+{"prefix","count","calls","txnId"?}, value the count.`,
 		Example: `  kvctl delete tenant/acme/project/demo/greeting
   kvctl delete tenant/acme/project/demo/greeting --expected-version 3
   kvctl delete config/api-key --if-value sk-abc123 --table tenant/acme/project/demo   # only while it holds "sk-abc123"
-  kvctl delete tenant/acme/project/demo/greeting --request-id cleanup-42   # safe to repeat`,
+  kvctl delete tenant/acme/project/demo/greeting --request-id cleanup-42   # safe to repeat
+  kvctl delete --prefix tenant/acme/project/demo/jobs/2026-11/
+  kvctl delete --prefix tenant/acme/project/demo/cache/ --chunked`,
 	}, "write", func(cmd *cobra.Command, key string) error {
 		o := client.DeleteOptions{RequestID: w.requestID, ExpectedVersion: w.expectedVersion(cmd)}
 		if cmd.Flags().Changed("if-value") {
@@ -75,6 +88,7 @@ deletes nothing.
 		requestID: "idempotency id: repeating the delete with it is answered as a replay",
 	})
 	cmd.Flags().StringVar(&ifValue, "if-value", "", "delete only while the key holds this value (JSON, or text as a JSON string)")
+	a.withPrefix(cmd, &rf)
 	return cmd
 }
 
