@@ -213,3 +213,47 @@ func TestExpireDue(t *testing.T) {
 		t.Fatalf("a second expireDue: %+v %v", a, err)
 	}
 }
+
+// TestAuditRanges: a range delete's events reach the audit trail as
+// delete rows under one txn_id, an expireDue's as expire rows, and
+// verify finds nothing wrong.
+func TestAuditRanges(t *testing.T) {
+	t.Parallel()
+	s, at := mustAuditedStack(t)
+	c := s.client()
+	ctx := context.Background()
+	prefix, due := "tenant/acme/project/coord/rd/", "tenant/acme/project/coord/due/"
+	seedKeys(t, s, prefix, 0, 12, 0)
+	seedKeys(t, s, due, 0, 4, 1)
+	a, err := c.DeleteRange(ctx, client.DeleteRangeRequest{Prefix: prefix})
+	if err != nil || a.Count != 12 {
+		t.Fatalf("range delete: %+v %v", a, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if e, err := c.ExpireDue(ctx, due, ""); err != nil || e.Count+swept(t, s, due) != 4 {
+		t.Fatalf("expireDue: %+v %v", e, err)
+	}
+	waitAudited(t, s, 60*time.Second)
+	if got := at.count(t, "SELECT count() FROM audit_events FINAL WHERE op = 'delete' AND txn_id = ? AND txn_size = 12 AND startsWith(key, ?)", a.TxnID, prefix); got != 12 {
+		t.Errorf("%d audit rows of the range delete, want 12", got)
+	}
+	if got := at.count(t, "SELECT count() FROM audit_events FINAL WHERE op = 'expire' AND startsWith(key, ?)", due); got != 4 {
+		t.Errorf("%d audit rows of the expiries, want 4", got)
+	}
+	rep := at.verify(t, s)
+	if len(rep.Discrepancies) > 0 || rep.Rows != len(s.readLog(ctx)) {
+		t.Fatalf("verify: %d rows, discrepancies %v", rep.Rows, rep.Discrepancies)
+	}
+}
+
+// swept counts the expire events under prefix the sweeper appended.
+func swept(t *testing.T, s *stack, prefix string) int {
+	t.Helper()
+	n := 0
+	for _, e := range s.readLog(context.Background()) {
+		if e.Kind == contract.KindExpire && strings.HasPrefix(e.Key, prefix) && e.Principal == writer.SweeperPrincipal {
+			n++
+		}
+	}
+	return n
+}
