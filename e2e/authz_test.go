@@ -98,6 +98,10 @@ var authzRequests = []authzRequest{
 	{"AcquireFree", "POST", "/v1/kv/{b}n:acquire", `{"holder":"h-{k}"}`, false},
 	{"ElectFree", "POST", "/v1/kv/{b}e:elect", `{"holder":"h-{k}"}`, false},
 	{"DeleteCounter", "DELETE", "/v1/kv/{b}c", "", false},
+	{"ExpireDue", "POST", "/v1/kv:expireDue", `{"prefix":"{b}"}`, false},
+	// Last: it deletes every key of the kind (the held lock and
+	// leadership too).
+	{"DeleteRange", "POST", "/v1/kv:deleteRange", `{"prefix":"{b}"}`, false},
 }
 
 // authzKeys are the keys a kind's requests may touch.
@@ -146,6 +150,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 					s.tb = t
 					checkAuthz(t, s, owner, k, rq, b)
 				})
+			}
+			// The last request, DeleteRange, left no key to a kind that
+			// may write, and every seeded key to another.
+			s.tb = t
+			left := strings.Count(snapshotAuthz(s, owner, b), `"version"`)
+			if (k.write && left != 0) || (!k.write && left < 4) {
+				t.Errorf("after the range delete (write %v): %d keys left", k.write, left)
 			}
 		})
 	}
