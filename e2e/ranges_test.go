@@ -106,6 +106,7 @@ func TestDeleteRangeAtomic(t *testing.T) {
 	if a, err := c.DeleteRange(ctx, client.DeleteRangeRequest{Prefix: prefix}); err != nil || a.Count != 0 || a.TxnID != "" {
 		t.Fatalf("a second range delete answered %+v %v, want none deleted", a, err)
 	}
+	waitProjected(t, s) // every event valid against the event JSON Schema, txnSize 503 too
 }
 
 // TestDeleteRangeChunked: over 2,500 keys a range delete is refused
