@@ -263,7 +263,7 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 		"through random writers), checked: no version of a key skipped or seen twice, each cache equal to the projection at the end (0: none)")
 	fs.IntVar(&c.historyEvery, "history-every", 10, "one CAS-client step in N reads a register key's history instead, "+
 		"checked to hold every write acknowledged before it, contiguous and in order (0: none)")
-	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0 (0: none)")
+	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0, and now and then a range delete of them all (0: none)")
 	fs.IntVar(&c.keys, "keys", 5, "keys the clients share, each in its own project and partition when possible")
 	fs.IntVar(&c.writers, "writers", 3, "writer processes")
 	fs.IntVar(&c.projectors, "projectors", 2, "projector processes")

@@ -27,6 +27,12 @@ import (
 // 200, in the log's final state and in the projection's. The per-key
 // linearizability model (tools/linz) does not cover transactions; these
 // sums and the log's whole transactions (logcheck.Txns) check them.
+//
+// Now and then a client clears a project's accounts with one range
+// delete (POST /v1/kv:deleteRange): absent accounts are 0, so an atomic
+// clear keeps the sum 0, and a listing, the log or the projection that
+// saw part of one would not (the range delete is one transaction of its
+// delete events, checked whole like a transfer's).
 const (
 	txnProjects = 2 // projects of the transaction workload
 	txnAccounts = 4 // accounts in each
@@ -74,8 +80,12 @@ func (t *transfers) run(n int, seed uint64, stop <-chan struct{}) {
 // outcome is unknown).
 func (t *transfers) step(id, seq int, rng *rand.Rand) bool {
 	scope := t.scopes[rng.IntN(len(t.scopes))]
-	if rng.IntN(5) == 0 {
+	switch rng.IntN(40) {
+	case 0, 1, 2, 3, 4, 5, 6, 7:
 		return !t.list(rng.IntN(len(t.c.urls)), scope)
+	case 8:
+		outcome := t.clear(rng.IntN(len(t.c.urls)), scope)
+		return outcome == "failed" || outcome == "unknown"
 	}
 	from, to := rng.IntN(txnAccounts), rng.IntN(txnAccounts-1)
 	if to >= from {
@@ -145,6 +155,31 @@ func (t *transfers) transfer(w int, b contract.TxnBody) string {
 	return outcome
 }
 
+// clear deletes the accounts of scope with one range delete and records
+// its outcome: cleared (200: the txnId of its events, when it deleted
+// any, is acknowledged with their count), failed or unknown.
+func (t *transfers) clear(w int, scope string) string {
+	body, _ := json.Marshal(contract.DeleteRangeBody{Prefix: scope + "/acct/"})
+	a := t.c.do(http.MethodPost, t.c.urls[w]+"/v1/kv:deleteRange", body)
+	outcome := "unknown"
+	var ans contract.PrefixAnswer
+	switch {
+	case a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &ans) == nil:
+		outcome = "cleared"
+	default:
+		if o, _ := classifyWrite(a, ""); o.Outcome == linz.Failed {
+			outcome = "failed"
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.outcomes[outcome]++
+	if outcome == "cleared" && ans.TxnID != "" {
+		t.acked[ans.TxnID] = ans.Count
+	}
+	return outcome
+}
+
 // list lists the accounts of scope and records whether they sum to 0;
 // it reports whether the listing was answered.
 func (t *transfers) list(w int, scope string) bool {
@@ -177,7 +212,8 @@ type txnFindings struct {
 	listings int
 	badSums  []string
 	log      logcheck.TxnFindings
-	// missing: an applied transfer whose events are not all in the log.
+	// missing: an applied transfer (or range delete) whose events are
+	// not all in the log.
 	// logSums and projSums: a project whose accounts do not sum to 0 in
 	// the log's last events, or in kv_entries.
 	missing, logSums, projSums []string
@@ -208,7 +244,7 @@ func (t *transfers) check(ctx context.Context, evs []logcheck.Event, db *pgxpool
 	}
 	for id, n := range acked {
 		if inLog[id] != n {
-			f.missing = append(f.missing, fmt.Sprintf("applied transfer %s has %d of its %d events in the log", id, inLog[id], n))
+			f.missing = append(f.missing, fmt.Sprintf("applied transfer or range delete %s has %d of its %d events in the log", id, inLog[id], n))
 		}
 	}
 	sums := map[string]int64{}
