@@ -32,7 +32,7 @@ const maxRangeBodyBytes = 4 << 10
 // project.
 func (s *Server) deleteRange(c echo.Context) error {
 	var b contract.DeleteRangeBody
-	if err := s.readRange(c, &b, func() error { return b.Validate() }, &b.Prefix); err != nil {
+	if err := s.readRange(c, contract.OpDeleteRange, &b, func() error { return b.Validate() }, &b.Prefix); err != nil {
 		return err
 	}
 	return s.writeRange(c, &decide.Range{Header: decide.Header{Key: scopeKey(b.Prefix), Op: contract.OpDeleteRange},
@@ -45,17 +45,19 @@ func (s *Server) deleteRange(c echo.Context) error {
 // needs the write right on every key under the prefix.
 func (s *Server) expireDue(c echo.Context) error {
 	var b contract.ExpireDueBody
-	if err := s.readRange(c, &b, func() error { return b.Validate() }, &b.Prefix); err != nil {
+	if err := s.readRange(c, contract.OpExpireDue, &b, func() error { return b.Validate() }, &b.Prefix); err != nil {
 		return err
 	}
 	return s.writeRange(c, &decide.Range{Header: decide.Header{Key: scopeKey(b.Prefix), Op: contract.OpExpireDue},
 		Prefix: b.Prefix, After: b.Cursor, Chunked: true})
 }
 
-// readRange decodes and validates a prefix write's body into b and
-// checks the caller's right to write every key under its prefix; the
-// body is kept for the owner, when the request is forwarded.
-func (s *Server) readRange(c echo.Context, b any, validate func() error, prefix *string) error {
+// readRange decodes and validates the body of a prefix write op into b
+// and checks the caller's right to write every key under its prefix (a
+// refusal's log line names the prefix; the audit trail records refused
+// writes of keys only, so not this one); the body is kept for the owner,
+// when the request is forwarded.
+func (s *Server) readRange(c echo.Context, op contract.Op, b any, validate func() error, prefix *string) error {
 	if err := noQuery(c); err != nil {
 		return err
 	}
@@ -68,6 +70,7 @@ func (s *Server) readRange(c echo.Context, b any, validate func() error, prefix 
 	}
 	p := principalOf(c)
 	if !p.AllowsPrefix(Write, *prefix) {
+		c.Set(txnDeniedKey, txnDenied{op: op, key: *prefix}) // write false: logged, not audited
 		return contract.FieldErrorf(contract.EForbidden, "prefix", "principal %s may not write every key under %s", p.Name, *prefix)
 	}
 	c.Request().Body = io.NopCloser(bytes.NewReader(body))
