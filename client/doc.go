@@ -45,8 +45,9 @@
 // lists (LPush, RPop, LRange ...), sets (SAdd, SMembers ...), queues
 // (QPush, QPop, QAck ...), locks and leader election (AcquireLock,
 // KeepLock, Elect, KeepLeadership), transactions of several keys of one
-// project (Txn) and each key's history (History). Call reaches any other
-// operation of the contract, so a new one needs no change here.
+// project (Txn), writes of every key under a prefix (DeleteRange,
+// ExpireDue) and each key's history (History). Call reaches any other
+// operation on a key, so a new one needs no change here.
 //
 // # Errors
 //
