@@ -10,7 +10,10 @@ package contract
 // MaxRangeKeys bounds what one range delete or expireDue call removes:
 // that many keys in one Kafka transaction at most. A range delete of
 // more keys is refused too_many_keys unless it asks for the chunked
-// mode, which deletes the first MaxRangeKeys and answers truncated.
+// mode, which deletes the first MaxRangeKeys and answers truncated. The
+// partition's byte budget of one transaction bounds them too (their
+// events carry the values deleted): over it an atomic range delete is
+// refused value_too_large, and a chunk stops short.
 const MaxRangeKeys = 1000
 
 // DeleteRangeBody is the body of POST /v1/kv:deleteRange: delete every

@@ -26,6 +26,11 @@ type Env struct {
 	// Equal compares two JSON values canonically (RFC 8785: key order,
 	// number spelling and string escapes do not matter).
 	Equal func(a, b json.RawMessage) bool
+	// MaxAppendBytes is the bytes of kv.changes records one decision may
+	// append (the partition's budget of one round; 0: unbounded): a
+	// decision of many events (a prefix write) sizes itself by it
+	// (EventBytes).
+	MaxAppendBytes int
 }
 
 // RequestRef names a requestId on a key.

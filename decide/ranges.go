@@ -69,13 +69,26 @@ func decideRange(c *Range, in Input, env Env) Decision {
 	}
 	keys = keys[:min(len(keys), contract.MaxRangeKeys)]
 	evs := make([]*contract.Event, 0, len(keys))
+	size := 0
 	for _, k := range keys {
 		ev, err := c.writeKey(k, in.States[k], &env)
 		if err != nil {
 			return Decision{Err: err}
 		}
+		// The first event is always taken: alone over the budget, the
+		// batch refuses it 413.
+		if size += EventBytes(ev); env.MaxAppendBytes > 0 && size > env.MaxAppendBytes && len(evs) > 0 {
+			if c.Op == contract.OpDeleteRange && !c.Chunked {
+				return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "prefix",
+					"the delete events of the keys under %s (their values included) take more than the %d bytes a partition appends in one Kafka transaction: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
+					c.Prefix, env.MaxAppendBytes)}
+			}
+			more = true
+			break
+		}
 		evs = append(evs, ev)
 	}
+	keys = keys[:len(evs)]
 	a := contract.PrefixAnswer{Prefix: c.Prefix, Count: len(evs), Truncated: more}
 	if more {
 		a.NextCursor = in.Under.Bound
@@ -90,6 +103,30 @@ func decideRange(c *Range, in Input, env Env) Decision {
 		}
 	}
 	return Decision{Txn: evs, Result: Result{Prefix: a}}
+}
+
+// rangeRecordOverhead is at least what a delete or expire event's record
+// takes besides the parts EventBytes counts: the event's fixed members,
+// numbers and times, the record's headers but those naming the key, and
+// the record's own overhead (about 600 bytes with the default source
+// eskv-writer; the rest leaves room for a source of 150 characters).
+const rangeRecordOverhead = 800
+
+// EventBytes is at least the bytes of ev's kv.changes record, for a
+// delete or expire event (it counts no after value nor element): its key
+// five times (member, scope, record key, event id and subject headers),
+// its before value, specRef, principal and semantics, and a fixed
+// allowance (about 1020 bytes for a key of 40 characters and a small
+// value: 1000 of them fit Kafka's default max.message.bytes). A
+// prefix write stops (chunked) or refuses (atomic) before its events
+// exceed Env.MaxAppendBytes, so the batch's byte budget never finds them
+// too large.
+func EventBytes(ev *contract.Event) int {
+	n := rangeRecordOverhead + 5*len(ev.Key) + len(ev.Before) + len(ev.SpecRef) + len(ev.Principal) + len(ev.Semantics.Producer)
+	for _, h := range ev.Semantics.ConsumerHints {
+		n += len(h) + 3
+	}
+	return n
 }
 
 // concerned lists, in key order, the keys of in.Under that c writes:

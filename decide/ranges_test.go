@@ -3,6 +3,7 @@ package decide
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +143,51 @@ func TestRangePlan(t *testing.T) {
 		if len(p.Keys) != 0 || len(p.Requests) != 0 || len(p.Prefixes) != 1 || p.Prefixes[0] != want {
 			t.Fatalf("%s plans %+v, want %+v", op, p, want)
 		}
+	}
+}
+
+// TestDecideRangeBytes: a prefix write sizes itself by
+// Env.MaxAppendBytes: chunked it stops before its events exceed it
+// (truncated, its cursor the last key taken; always one key at least),
+// atomic it refuses value_too_large and deletes nothing.
+func TestDecideRangeBytes(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p := "tenant/a/project/b/r/"
+	states := map[string]contract.State{}
+	in := Input{States: states}
+	for i := range 10 {
+		k := fmt.Sprintf("%sk%d", p, i)
+		states[k] = contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: k, Version: 1, Value: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)}}
+		in.Under.Keys = append(in.Under.Keys, k)
+	}
+	one := EventBytes(&contract.Event{Key: p + "k0", Before: states[p+"k0"].Entry.Value, Principal: "q"})
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+		budget  int
+		count   int
+		code    string
+	}{
+		{"OKUnbounded", false, 0, 10, ""},
+		{"OKFits", false, 10 * one, 10, ""},
+		{"OKChunked", true, 3*one + one/2, 3, ""},
+		{"OKChunkedOneAtLeast", true, one / 2, 1, ""},
+		{"ErrAtomic", false, 3 * one, 0, contract.ETooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := testEnv(now, 1)
+			env.MaxAppendBytes = tc.budget
+			c := &Range{Header: Header{Key: mustKey(t, "tenant/a/project/b/x"), Op: contract.OpDeleteRange, Principal: "q"}, Prefix: p, Chunked: tc.chunked}
+			d := c.Decide(in, env)
+			a := d.Result.Prefix
+			if contract.ErrorCode(d.Err) != tc.code || len(d.Txn) != tc.count || a.Count != tc.count {
+				t.Fatalf("%d events, answer %+v, err %v; want %d, code %q", len(d.Txn), a, d.Err, tc.count, tc.code)
+			}
+			if chunk := tc.count < 10 && tc.code == ""; a.Truncated != chunk || (chunk && a.NextCursor != d.Txn[len(d.Txn)-1].Key) {
+				t.Fatalf("answer %+v", a)
+			}
+		})
 	}
 }

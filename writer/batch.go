@@ -325,6 +325,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
 	env := p.w.cfg.env(time.Now().UTC().Truncate(time.Microsecond), epoch)
+	env.MaxAppendBytes = p.w.limits.Budget(p.w.cfg.Topics.Changes)
 	// Sized for a write per call: every write of a round appends its
 	// record and event here without growing them (a transaction's or a
 	// conflict's may).

@@ -3,10 +3,12 @@ package writer
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
@@ -71,5 +73,41 @@ func TestRangeFromOverlay(t *testing.T) {
 	}
 	if due, err := w.Do(ctx, rng(contract.OpExpireDue)); err != nil || due.Prefix.Count != 0 {
 		t.Fatalf("expireDue: %+v %v", due.Prefix, err)
+	}
+}
+
+// TestEventBytesBoundsTheRecord: decide.EventBytes, by which a prefix
+// write sizes itself, is at least the bytes of the kv.changes record of
+// a delete or expire event (changelog.RecordBytes), with the default
+// source and one of 150 characters, so the batch's budget never finds a
+// sized prefix write too large; and 1000 deletes of small keys fit the
+// budget of Kafka's default max.message.bytes.
+func TestEventBytesBoundsTheRecord(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	exp := now.Add(-time.Second)
+	long := strings.Repeat("k", 100)
+	for _, ev := range []*contract.Event{
+		{Key: "tenant/a/project/b/k", Kind: contract.KindDelete, Op: contract.OpDelete, Version: 2, PrevVersion: 1, Before: json.RawMessage(`1`), After: json.RawMessage("null")},
+		{SchemaVersion: contract.SchemaVersion, Key: "tenant/" + long[:20] + "/project/" + long[:20] + "/" + long[:70], Scope: "tenant/" + long[:20] + "/project/" + long[:20],
+			Kind: contract.KindExpire, Op: contract.OpExpire, Version: 1 << 40, PrevVersion: 1<<40 - 1, Before: json.RawMessage(`{"a":"` + long + `"}`), After: json.RawMessage("null"),
+			CreatedAt: now, ExpiresAt: &exp, Semantics: contract.Semantics{Purpose: contract.PurposeLeader, Producer: long, ConsumerHints: []string{long, "b"}, TTLSeconds: 1 << 30},
+			SpecRef: long, Principal: long, TS: now, WriterEpoch: 1 << 50, TxnID: "0a1b2c3d-4e5f-5a6b-8c7d-9e0f1a2b3c4d", TxnSize: 1000},
+	} {
+		for _, source := range []string{"eskv-writer", "eskv://writer/" + long + strings.Repeat("s", 36)} {
+			r, err := changelog.Record(ev, "kv.changes", 11, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := decide.EventBytes(ev), changelog.RecordBytes(r); got < want {
+				t.Errorf("EventBytes %d < RecordBytes %d of %s from a source of %d characters", got, want, ev.Key, len(source))
+			}
+		}
+	}
+	small := &contract.Event{Key: "tenant/acme/project/demo/jobs/2026/k0001", Before: json.RawMessage(`{"n":1}`), Principal: "svc:billing",
+		Semantics: contract.Semantics{Purpose: "other"}}
+	budget := changelog.DefaultMaxMessageBytes - 1<<10 // batchbytes' headroom
+	if n := contract.MaxRangeKeys * decide.EventBytes(small); n > budget {
+		t.Errorf("%d deletes of small keys take %d bytes by EventBytes, over the default budget %d", contract.MaxRangeKeys, n, budget)
 	}
 }
