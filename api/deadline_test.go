@@ -13,6 +13,7 @@ import (
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
@@ -23,9 +24,9 @@ import (
 // does for a write it queued.
 type hungWriter struct{ fakeWriter }
 
-func (hungWriter) State(ctx context.Context, _ contract.Key) (contract.State, error) {
+func (hungWriter) State(ctx context.Context, _ contract.Key) (keystate.State, error) {
 	<-ctx.Done()
-	return contract.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
+	return keystate.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
 }
 
 func (hungWriter) Do(ctx context.Context, c decide.Command) (writer.Result, error) {

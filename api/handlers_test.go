@@ -15,13 +15,14 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer"
 )
 
 // fakeWriter answers from a map of states and records the requests it is
 // asked to decide; every write is accepted.
 type fakeWriter struct {
-	states map[string]contract.State
+	states map[string]keystate.State
 	reqs   []written
 	denied []deniedWrite
 }
@@ -111,7 +112,7 @@ func (f *fakeWriter) Do(_ context.Context, c decide.Command) (writer.Result, err
 	return writer.Result{Entry: e}, nil
 }
 
-func (f *fakeWriter) State(_ context.Context, k contract.Key) (contract.State, error) {
+func (f *fakeWriter) State(_ context.Context, k contract.Key) (keystate.State, error) {
 	return f.states[k.String()], nil
 }
 
@@ -348,37 +349,37 @@ func TestHandlersTranslate(t *testing.T) {
 
 // TestHandlersRead: the reads answer from the key's visible entry.
 func TestHandlersRead(t *testing.T) {
-	live := func(value, purpose string) contract.State {
-		return contract.State{Version: 4, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
+	live := func(value, purpose string) keystate.State {
+		return keystate.State{Version: 4, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
 			Value: json.RawMessage(value), Semantics: contract.Semantics{Purpose: purpose}}}
 	}
-	expired := func(s contract.State) contract.State {
+	expired := func(s keystate.State) keystate.State {
 		past := time.Now().Add(-time.Second)
 		s.Entry.ExpiresAt = &past
 		return s
 	}
 	for _, tc := range []struct {
 		name, path  string
-		state       contract.State
+		state       keystate.State
 		status      int
 		code, field string
 	}{
 		{"OKGet", key + "k", live(`1`, "other"), 200, "", ""},
 		{"OKGetField", key + "k?field=a", live(`{"a":1}`, "other"), 200, "", ""},
 		{"OKLock", key + "k:lock", live(`{"holder":"h","token":4}`, "lock"), 200, "", ""},
-		{"ErrGetAbsent", key + "k", contract.State{}, 404, contract.ENotFound, "key"},
+		{"ErrGetAbsent", key + "k", keystate.State{}, 404, contract.ENotFound, "key"},
 		{"ErrFieldAbsent", key + "k?field=b", live(`{"a":1}`, "other"), 404, contract.ENotFound, "field"},
 		{"ErrFieldOfNonObject", key + "k?field=a", live(`1`, "other"), 409, contract.EWrongType, "field"},
-		{"ErrLockFree", key + "k:lock", contract.State{}, 404, contract.ENotFound, "key"},
+		{"ErrLockFree", key + "k:lock", keystate.State{}, 404, contract.ENotFound, "key"},
 		{"ErrLeaderOfLock", key + "k:leader", live(`{"holder":"h","token":4}`, "lock"), 409, contract.EWrongType, "key"},
 		{"OKCounter", key + "k:counter", live(`42`, "counter"), 200, "", ""},
-		{"ErrCounterAbsent", key + "k:counter", contract.State{Version: 5}, 404, contract.ENotFound, "key"},
+		{"ErrCounterAbsent", key + "k:counter", keystate.State{Version: 5}, 404, contract.ENotFound, "key"},
 		{"ErrCounterExpired", key + "k:counter", expired(live(`42`, "counter")), 404, contract.ENotFound, "key"},
 		{"ErrCounterNotInteger", key + "k:counter", live(`"42"`, "other"), 409, contract.EWrongType, "value"},
 		{"ErrCounterUnknownParam", key + "k:counter?field=a", live(`42`, "counter"), 400, contract.EInvalid, "field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &fakeWriter{states: map[string]contract.State{"tenant/acme/project/demo/k": tc.state}}
+			w := &fakeWriter{states: map[string]keystate.State{"tenant/acme/project/demo/k": tc.state}}
 			rec := serve(mustServer(t, w), "GET", tc.path, "")
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
@@ -409,7 +410,7 @@ func TestEveryVerbHasAHandler(t *testing.T) {
 
 // TestGetCounterAnswer: GET {key}:counter answers {key,value,version}.
 func TestGetCounterAnswer(t *testing.T) {
-	w := &fakeWriter{states: map[string]contract.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
+	w := &fakeWriter{states: map[string]keystate.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
 		Entry: contract.Entry{Key: "tenant/acme/project/demo/visits", Version: 9, Value: json.RawMessage(`-3`)}}}}
 	rec := serve(mustServer(t, w), "GET", key+"visits:counter", "")
 	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"tenant/acme/project/demo/visits","value":-3,"version":9}` {
@@ -421,7 +422,7 @@ func TestGetCounterAnswer(t *testing.T) {
 // (secret%2531 is the key secret%31, which breaks the key rules, not
 // secret1), whichever form echo routed on.
 func TestKeysDecodedOnce(t *testing.T) {
-	secret := contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/secret1", Version: 1,
+	secret := keystate.State{Version: 1, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/secret1", Version: 1,
 		Value: json.RawMessage(`"sk-live-SECRET"`)}}
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -439,7 +440,7 @@ func TestKeysDecodedOnce(t *testing.T) {
 		{"OKPutEncodedOnce", "PUT", key + "secret%31", `{"value":1}`, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &fakeWriter{states: map[string]contract.State{secret.Entry.Key: secret}}
+			w := &fakeWriter{states: map[string]keystate.State{secret.Entry.Key: secret}}
 			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)

@@ -25,13 +25,14 @@ import (
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/admission"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer"
 )
 
 // Writer decides writes and reads the current state of keys.
 type Writer interface {
 	Do(ctx context.Context, c decide.Command) (writer.Result, error)
-	State(ctx context.Context, key contract.Key) (contract.State, error)
+	State(ctx context.Context, key contract.Key) (keystate.State, error)
 	Ready() bool
 	// AwaitProjected returns once the projection holds every write under
 	// prefix acknowledged before the call; only the owner of prefix's
@@ -52,7 +53,7 @@ type Writer interface {
 	AuditDenied(key contract.Key, op contract.Op, principal, requestID string)
 	// Member returns the state of the set key and the version of
 	// member's element row (0: none), as the key's owner knows them.
-	Member(ctx context.Context, key contract.Key, member string) (contract.State, int64, error)
+	Member(ctx context.Context, key contract.Key, member string) (keystate.State, int64, error)
 }
 
 // Lister lists live entries by prefix from the projection: a page of at

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // untaggedIf is a field condition as digests and conflict records encode
@@ -94,14 +95,14 @@ type common struct {
 // its command, its key's state and what a read sees of it at env.Now.
 type write struct {
 	c       common
-	cur     contract.State
+	cur     keystate.State
 	visible *contract.Entry
 	env     *Env
 }
 
 // newWrite is the write of a command whose common part is c on its
 // key's state cur.
-func newWrite(cur contract.State, c common, env *Env) write {
+func newWrite(cur keystate.State, c common, env *Env) write {
 	return write{c: c, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
@@ -214,7 +215,7 @@ const (
 // transaction writes) ask it. Today a key remembers its latest write's
 // requestId and digest; a window of older ones extends this function
 // (and contract.State) alone.
-func requestSeen(cur contract.State, requestID, digest string) seen {
+func requestSeen(cur keystate.State, requestID, digest string) seen {
 	switch {
 	case requestID == "" || cur.Version == 0 || cur.Entry.RequestID != requestID:
 		return seenNone

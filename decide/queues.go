@@ -6,6 +6,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Queues (docs/collections.md "Queues", events/queue.go). A queue's
@@ -267,7 +268,7 @@ func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *con
 // replayedQueueWrite is the element a replay of c (the queue's latest
 // write, at cur) answers: a pop's item as it popped it (replayedPop),
 // a push's item id.
-func replayedQueueWrite(cur contract.State, known Memory, c *Queue) *contract.Element {
+func replayedQueueWrite(cur keystate.State, known Memory, c *Queue) *contract.Element {
 	if c.Op == contract.OpQPush {
 		meta, err := contract.ParseCollectionMeta(cur.Entry.Value)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Idempotency beyond a key's latest write (the writer's requestid.go
@@ -173,7 +174,7 @@ func replayOlderPop(r *Header, prior AppliedRequest) (d Decision, ok bool) {
 // window.Versions versions, or younger than window.Age. Comparing
 // prior.Digest with the request's is left to the caller (a transaction
 // compares its own digest, carried by each of its events).
-func olderUse(cur contract.State, prior AppliedRequest, requestID string, env *Env) bool {
+func olderUse(cur keystate.State, prior AppliedRequest, requestID string, env *Env) bool {
 	switch {
 	case requestID == "":
 		return false

@@ -18,6 +18,7 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -515,7 +516,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKPut", func(t *testing.T) {
 		e := goldenPut()
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if !st.Live || st.Version != 7 || st.RequestDigest != e.RequestDigest {
 			t.Errorf("State() = %+v", st)
 		}
@@ -541,7 +542,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKPutWithoutExpiryStaysVisible", func(t *testing.T) {
 		e := s["PutSet"]
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if st.Visible(t1.AddDate(100, 0, 0)) == nil {
 			t.Error("an entry without expiresAt is not visible")
 		}
@@ -549,7 +550,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKPutNullIsVisible", func(t *testing.T) {
 		e := s["PutNull"]
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if got := st.Visible(t1); got == nil || string(got.Value) != "null" {
 			t.Errorf("Visible = %+v, want the entry with value null", got)
 		}
@@ -557,7 +558,7 @@ func TestState(t *testing.T) {
 
 	t.Run("AbsentAtExpiry", func(t *testing.T) {
 		e := goldenPut()
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if got := st.Visible(t2); got != nil {
 			t.Errorf("Visible at expiresAt = %+v, want nil", got)
 		}
@@ -572,7 +573,7 @@ func TestState(t *testing.T) {
 	for _, name := range []string{"Delete", "Expire"} {
 		t.Run("Absent"+name, func(t *testing.T) {
 			e := s[name]
-			st := e.State()
+			st := keystate.FromEvent(&e)
 			if st.Live {
 				t.Errorf("%s leaves the key live", name)
 			}
@@ -590,7 +591,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKVisibleReturnsACopy", func(t *testing.T) {
 		e := s["PutSet"]
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		v := st.Visible(t1)
 		v.Version = 99
 		if st.Entry.Version == 99 {
@@ -599,7 +600,7 @@ func TestState(t *testing.T) {
 	})
 
 	t.Run("AbsentNeverWritten", func(t *testing.T) {
-		var st contract.State
+		var st keystate.State
 		if st.Visible(t1) != nil || st.Version != 0 {
 			t.Errorf("zero State is visible or versioned: %+v", st)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // overlay is a partition whose overlay the test changes in place under
@@ -21,7 +22,7 @@ type overlay struct {
 
 func (o *overlay) ID() int32                                                  { return 0 }
 func (o *overlay) Log() *slog.Logger                                          { return slog.Default() }
-func (o *overlay) Entries(func(string, contract.State)) bool                  { return true }
+func (o *overlay) Entries(func(string, keystate.State)) bool                  { return true }
 func (o *overlay) Submit(decide.Command) (func(context.Context) error, error) { return nil, nil }
 
 func (o *overlay) Items(fn func(queue, member string, el *contract.Element)) bool {

@@ -7,6 +7,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // sweep expires what is due on partition p, until nothing is or a round
@@ -48,7 +49,7 @@ func (s *Sweeper) due(ctx context.Context, p Partition, now time.Time) (map[stri
 	limit := s.cfg.Batch
 	due := make(map[string]int64)
 	known := make(map[string]bool)
-	ready := p.Entries(func(k string, st contract.State) {
+	ready := p.Entries(func(k string, st keystate.State) {
 		known[k] = true
 		if st.Live && st.Entry.Expired(now) && len(due) < limit {
 			due[k] = st.Version

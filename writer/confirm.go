@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Reads: the state a key has as this owner knows it (the overlay, the
@@ -13,17 +13,17 @@ import (
 // lookup returns the state of key the overlay or else the state cache
 // holds, whether one does, and whether the partition is ready (caught up)
 // at all.
-func (p *partition) lookup(key string) (state contract.State, ok, ready bool) {
+func (p *partition) lookup(key string) (state keystate.State, ok, ready bool) {
 	state, ok, ready, _ = p.lookupAt(key)
 	return state, ok, ready
 }
 
 // lookupAt is lookup, also returning the partition's change count.
-func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, changes uint64) {
+func (p *partition) lookupAt(key string) (state keystate.State, ok, ready bool, changes uint64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.ready {
-		return contract.State{}, false, false, p.changes
+		return keystate.State{}, false, false, p.changes
 	}
 	if e, ok := p.overlay[key]; ok {
 		return e.state, true, true, p.changes
@@ -40,7 +40,7 @@ func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, 
 // event committed to Kafka but not yet added to the overlay when the read
 // began is added before its write is answered: it then shadows what was
 // cached, and trim replaces it.
-func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
+func (p *partition) cacheGet(key string, state keystate.State, changes uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ready && p.changes == changes {

@@ -12,6 +12,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // overlayItem is a queue item's state after its latest unprojected
@@ -219,7 +220,7 @@ func (v *queueView) askQueue(q *projection.Query, r *decide.Queue, e overlayEntr
 }
 
 // found takes what the projection answered to q.
-func (v *queueView) found(q projection.Query, f projection.Found, states map[string]contract.State, now time.Time) {
+func (v *queueView) found(q projection.Query, f projection.Found, states map[string]keystate.State, now time.Time) {
 	for i := range q.Heads {
 		h := q.Heads[i]
 		v.heads[h.Queue] = f.Heads[h.Queue]
@@ -247,7 +248,7 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 // queueInput is what the queue write r is decided on besides the queue's
 // state cur (decide.DecideQueue): known to the batch, or probed now when a pop
 // reaches past the heads the first round trip read.
-func (p *partition) queueInput(ctx context.Context, cur contract.State, r *decide.Queue, now time.Time, v *queueView) (decide.QueueInput, error) {
+func (p *partition) queueInput(ctx context.Context, cur keystate.State, r *decide.Queue, now time.Time, v *queueView) (decide.QueueInput, error) {
 	visible := cur.Visible(now)
 	meta, err := decide.QueueMeta(visible)
 	if err != nil || visible == nil {

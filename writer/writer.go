@@ -28,6 +28,7 @@ import (
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/sweeper"
 	"github.com/eskv/eskv/writer/batchbytes"
 	"github.com/eskv/eskv/writer/brokerprobe"
@@ -41,7 +42,7 @@ const Group = "kv-writer"
 
 // Projection is what the writer reads from the Postgres projection.
 type Projection interface {
-	State(ctx context.Context, key string) (contract.State, error)
+	State(ctx context.Context, key string) (keystate.State, error)
 	// Lookup reads the states, requestIds and set members a batch is
 	// decided on that the overlay does not hold, in one round trip.
 	Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error)
@@ -635,17 +636,17 @@ func (w *Writer) AuditDenied(key contract.Key, op contract.Op, principal, reques
 // holds everything older. Only
 // the owner of a caught-up partition answers; anyone else answers
 // partition_unavailable, because the projection alone may lag the log.
-func (w *Writer) State(ctx context.Context, key contract.Key) (contract.State, error) {
+func (w *Writer) State(ctx context.Context, key contract.Key) (keystate.State, error) {
 	id, p := w.partition(key)
 	if p == nil {
-		return contract.State{}, errUnavailable(id, "not owned by this writer")
+		return keystate.State{}, errUnavailable(id, "not owned by this writer")
 	}
 	if err := p.confirm(ctx); err != nil {
-		return contract.State{}, err
+		return keystate.State{}, err
 	}
 	s, ok, ready, changes := p.lookupAt(key.String())
 	if !ready {
-		return contract.State{}, errUnavailable(id, "catching up or moving between writers")
+		return keystate.State{}, errUnavailable(id, "catching up or moving between writers")
 	}
 	if ok {
 		return s, nil
