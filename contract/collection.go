@@ -96,12 +96,6 @@ func (el *Element) public() *Element {
 	return &c
 }
 
-// ItemExpired reports whether a queue item's own TTL has passed at now:
-// it is never served then, and the sweeper removes it.
-func (e *Element) ItemExpired(now time.Time) bool {
-	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
-}
-
 // CollectionMeta is the value of a collection's entry: its type, its
 // size, and Since, the version that created it. A kv_elements row
 // written before Since belongs to an earlier collection of the same key

@@ -43,13 +43,6 @@ const (
 	// 4 MB per TransactWriteItems); a server whose value limit is larger
 	// takes one value of that limit.
 	MaxTxnBodyBytes = 4 << 20
-
-	// MaxBlindStep bounds the addend of an increment by a principal that
-	// may write the counter but not read it (403 forbidden on field by
-	// beyond it): whether an increment leaves the 64-bit range tells the
-	// counter's value, and with steps this small a principal must make
-	// about 2^31 increments before it reaches the range's end.
-	MaxBlindStep = 1 << 32
 )
 
 // checkText rejects strings Postgres jsonb cannot store: invalid UTF-8

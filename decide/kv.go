@@ -47,11 +47,11 @@ type Result struct {
 
 // Decision is what a command concluded.
 type Decision struct {
-	Event    *contract.Event    // to append, when accepted
-	Txn      []*contract.Event  // a transaction's events, to append together
-	Conflict *contract.Conflict // to record in kv.conflicts, when rejected by CAS
-	Err      error              // the answer when not accepted
-	Result   Result             // the answer when accepted or replayed
+	Event    *contract.Event   // to append, when accepted
+	Txn      []*contract.Event // a transaction's events, to append together
+	Conflict *Conflict         // to record in kv.conflicts, when rejected by CAS
+	Err      error             // the answer when not accepted
+	Result   Result            // the answer when accepted or replayed
 }
 
 // Appends lists the events the decision appends: one, a transaction's,
@@ -214,7 +214,7 @@ const (
 // its key remembers: replayOrMismatch (one key) and decideTxn (every key a
 // transaction writes) ask it. Today a key remembers its latest write's
 // requestId and digest; a window of older ones extends this function
-// (and contract.State) alone.
+// (and keystate.State) alone.
 func requestSeen(cur keystate.State, requestID, digest string) seen {
 	switch {
 	case requestID == "" || cur.Version == 0 || cur.Entry.RequestID != requestID:
@@ -383,7 +383,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 	}
 	return Decision{
 		Err: err,
-		Conflict: &contract.Conflict{
+		Conflict: &Conflict{
 			SchemaVersion:   contract.SchemaVersion,
 			ID:              id,
 			Key:             r.Key.String(),
@@ -415,7 +415,7 @@ func deniedDecision(w write) Decision {
 	if visible != nil && visible.Semantics.Purpose != "" {
 		purpose = visible.Semantics.Purpose
 	}
-	return Decision{Conflict: &contract.Conflict{
+	return Decision{Conflict: &Conflict{
 		SchemaVersion:   contract.SchemaVersion,
 		ID:              w.env.NewID(),
 		Key:             r.Key.String(),
@@ -428,7 +428,7 @@ func deniedDecision(w write) Decision {
 		RequestID:       r.RequestID,
 		Principal:       r.Principal,
 		TS:              now,
-		Reason:          contract.ReasonForbidden,
+		Reason:          ReasonForbidden,
 	}}
 }
 

@@ -194,7 +194,7 @@ func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 	}
 	acquire := fixture{Op: contract.OpLockAcquire, Holder: "a", TTLSeconds: 30}
 	first := step(acquire)
-	a, err := contract.LockAnswerOf(&first.Result.Entry)
+	a, err := LockAnswerOf(&first.Result.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 		t.Fatal(d.Err)
 	}
 	next := step(fixture{Op: contract.OpLockAcquire, Holder: "b", TTLSeconds: 30, Principal: "q"})
-	b, err := contract.LockAnswerOf(&next.Result.Entry)
+	b, err := LockAnswerOf(&next.Result.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestDecideDenied(t *testing.T) {
 			if d.Event != nil || d.Err != nil || c == nil {
 				t.Fatalf("want only a conflict record, got event %v err %v conflict %v", d.Event, d.Err, c)
 			}
-			if c.Reason != contract.ReasonForbidden || c.Op != r.Op || c.Key != key.String() || c.Scope != key.Scope() ||
+			if c.Reason != ReasonForbidden || c.Op != r.Op || c.Key != key.String() || c.Scope != key.Scope() ||
 				c.Principal != "p" || c.RequestID != r.RequestID || !c.TS.Equal(now) || c.ID == "" || c.SchemaVersion != contract.SchemaVersion {
 				t.Fatalf("record %+v", c)
 			}
@@ -335,7 +335,7 @@ func TestDecideDenied(t *testing.T) {
 // may read asks anything.
 func TestCheckBlind(t *testing.T) {
 	k := mustKey(t, "tenant/a/project/b/k")
-	one, big := int64(1), int64(contract.MaxBlindStep)
+	one, big := int64(1), int64(MaxBlindStep)
 	eq := &contract.FieldCondition{Field: "f", Equals: json.RawMessage(`1`)}
 	fieldCond := &contract.Condition{Field: "f", Equals: json.RawMessage(`1`)}
 	versionCond := &contract.Condition{Version: &one}

@@ -46,7 +46,7 @@ func TestDecideQueue(t *testing.T) {
 		return el
 	}
 	at := func(t time.Time) *time.Time { return &t }
-	ready, inflight := item(m, contract.ItemReady, 0, nil, ""), item(m, contract.ItemInFlight, 1, &deadline, "")
+	ready, inflight := item(m, ItemReady, 0, nil, ""), item(m, ItemInFlight, 1, &deadline, "")
 	const nonce, other = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 	withNonce := func(el *contract.Element, n string) *contract.Element {
 		c := *el
@@ -172,12 +172,12 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 		req  fixture
 	}{
 		{"NoItem", nil, fixture{Item: m, Delivery: 1}},
-		{"Acknowledged", &contract.Element{Member: m, State: contract.ItemDone}, fixture{Item: m, Delivery: 1}},
-		{"ExpiredDone", &contract.Element{Member: m, State: contract.ItemDone, DedupID: "d", ExpiresAt: &past}, fixture{Item: m, Delivery: 1}},
-		{"Requeued", &contract.Element{Member: m, State: contract.ItemReady, Deliveries: 1}, fixture{Item: m, Delivery: 1}},
-		{"Redelivered", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
-		{"GuessedNonce", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
-		{"EarlierQueue", &contract.Element{Member: old, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later}, fixture{Item: old, Delivery: 1}},
+		{"Acknowledged", &contract.Element{Member: m, State: ItemDone}, fixture{Item: m, Delivery: 1}},
+		{"ExpiredDone", &contract.Element{Member: m, State: ItemDone, DedupID: "d", ExpiresAt: &past}, fixture{Item: m, Delivery: 1}},
+		{"Requeued", &contract.Element{Member: m, State: ItemReady, Deliveries: 1}, fixture{Item: m, Delivery: 1}},
+		{"Redelivered", &contract.Element{Member: m, State: ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
+		{"GuessedNonce", &contract.Element{Member: m, State: ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
+		{"EarlierQueue", &contract.Element{Member: old, State: ItemInFlight, Deliveries: 1, VisibleAt: &later}, fixture{Item: old, Delivery: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
@@ -213,7 +213,7 @@ func TestDecideQueueReplays(t *testing.T) {
 	}
 	deadline := now.Add(20 * time.Second)
 	popped := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
-		State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
+		State: ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
 	ref := RequestRef{Key: key.String(), RequestID: "R"}
 	d := decideQueue(queueOf(pop), Input{State: after(pop, 5), Known: Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}}, testEnv(now, 1))
 	a := QueuePopAnswer(d.Result, queueOf(pop))

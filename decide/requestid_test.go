@@ -114,7 +114,7 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 	listAfter := json.RawMessage(`{"type":"list","size":3,"since":1,"head":2}`)
 	deadline := now.Add(10 * time.Second)
 	item := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
-		State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
+		State: ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
 	value := &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
 	// The collection at version 9, written by someone else since the pop.
 	cur := func(k contract.Key, purpose string) keystate.State {

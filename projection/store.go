@@ -763,7 +763,7 @@ func readPage(rows pgx.Rows, limit int, op string) (entries []contract.Entry, tr
 }
 
 // scanState reads one row of stateColumns. A live row gives the full
-// entry; a deleted or expired one gives what contract.Event.State gives for
+// entry; a deleted or expired one gives what keystate.FromEvent gives for
 // such an event: key, version, update time, writer and request id.
 func scanState(row pgx.Row) (keystate.State, error) {
 	return scanStateCached(row, nil)

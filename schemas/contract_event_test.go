@@ -18,6 +18,7 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/schemas"
 )
@@ -434,7 +435,7 @@ func TestEventID(t *testing.T) {
 // required attributes as a change (source and time included), its type
 // and its own data schema.
 func TestConflictCloudEventHeaders(t *testing.T) {
-	c := contract.Conflict{ID: "c-1", Key: testKey, TS: time.Date(2026, 3, 1, 12, 0, 0, 5, time.FixedZone("CET", 3600))}
+	c := decide.Conflict{ID: "c-1", Key: testKey, TS: time.Date(2026, 3, 1, 12, 0, 0, 5, time.FixedZone("CET", 3600))}
 	hs := changelog.ConflictCloudEventHeaders(&c, "eskv-writer/w1")
 	want := []changelog.Header{
 		{Key: "ce_specversion", Value: []byte("1.0")},

@@ -147,7 +147,7 @@ func (s *Sweeper) requeue(ctx context.Context, p Partition) error {
 // visibility deadline at now.
 func (s *Sweeper) dueItems(ctx context.Context, p Partition, now time.Time) ([]decide.Command, error) {
 	return s.items(p, contract.OpQRequeue, func(el *contract.Element) bool {
-		return el.State == contract.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
+		return el.State == decide.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
 	}, func(limit int) ([]projection.DueItem, error) { return s.proj.DueItems(ctx, p.ID(), now, limit) })
 }
 
@@ -174,7 +174,7 @@ func (s *Sweeper) expireItems(ctx context.Context, p Partition) error {
 // their own TTL at now.
 func (s *Sweeper) expiredItems(ctx context.Context, p Partition, now time.Time) ([]decide.Command, error) {
 	return s.items(p, contract.OpQExpire, func(el *contract.Element) bool {
-		return (el.State == contract.ItemReady || el.State == contract.ItemInFlight) && el.ItemExpired(now)
+		return (el.State == decide.ItemReady || el.State == decide.ItemInFlight) && decide.ItemExpired(el, now)
 	}, func(limit int) ([]projection.DueItem, error) { return s.proj.ExpiredItems(ctx, p.ID(), now, limit) })
 }
 

@@ -400,7 +400,7 @@ func (p *partition) decideOne(ctx context.Context, c *call, rd *batchReads, env 
 // kv.conflicts record of conflict, to recs; on an error it returns recs
 // without any of them (a conflict record that cannot be encoded is
 // dropped: the refusal is answered all the same).
-func (p *partition) appendRecords(recs []*kgo.Record, evs []*contract.Event, conflict *contract.Conflict) ([]*kgo.Record, error) {
+func (p *partition) appendRecords(recs []*kgo.Record, evs []*contract.Event, conflict *decide.Conflict) ([]*kgo.Record, error) {
 	cfg := p.w.cfg
 	if len(evs) == 0 {
 		if conflict != nil {

@@ -145,13 +145,13 @@ func (v *queueView) newer(q string, visit func(contract.Element)) {
 // answered.
 func (v *queueView) firstReady(q string, since int64, now time.Time) (best *contract.Element, probe bool) {
 	consider := func(el contract.Element) {
-		if el.State == contract.ItemReady && decide.InIncarnation(el.Member, since) && !el.ItemExpired(now) && (best == nil || el.Member < best.Member) {
+		if el.State == decide.ItemReady && decide.InIncarnation(el.Member, since) && !decide.ItemExpired(&el, now) && (best == nil || el.Member < best.Member) {
 			best = &el
 		}
 	}
 	v.newer(q, consider)
 	for _, el := range v.heads[q] {
-		if decide.InIncarnation(el.Member, since) && !el.ItemExpired(now) && !v.known(decide.ElementRef{Collection: q, Member: el.Member}) {
+		if decide.InIncarnation(el.Member, since) && !decide.ItemExpired(&el, now) && !v.known(decide.ElementRef{Collection: q, Member: el.Member}) {
 			consider(el)
 			return best, false
 		}
