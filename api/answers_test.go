@@ -19,7 +19,7 @@ func (l failingLister) List(context.Context, string, projection.Page) ([]contrac
 	return nil, false, l.err
 }
 
-func (l failingLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {
+func (l failingLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
 

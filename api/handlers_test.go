@@ -131,7 +131,7 @@ func (fakeLister) List(context.Context, string, projection.Page) ([]contract.Ent
 	return nil, false, nil
 }
 
-func (fakeLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {
+func (fakeLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, nil
 }
 

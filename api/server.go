@@ -64,7 +64,7 @@ type Lister interface {
 	List(ctx context.Context, prefix string, pg projection.Page) ([]contract.Entry, bool, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f contract.Filter, pg projection.Page) ([]contract.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f projection.Filter, pg projection.Page) ([]contract.Entry, bool, error)
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)

@@ -42,7 +42,7 @@ func (l stubLister) List(_ context.Context, _ string, pg projection.Page) ([]con
 	return l.entries[:n], n < len(l.entries), nil
 }
 
-func (l stubLister) Scan(ctx context.Context, prefix string, _ contract.Filter, pg projection.Page) ([]contract.Entry, bool, error) {
+func (l stubLister) Scan(ctx context.Context, prefix string, _ projection.Filter, pg projection.Page) ([]contract.Entry, bool, error) {
 	return l.List(ctx, prefix, pg)
 }
 

@@ -94,7 +94,7 @@ func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 			out = append(out, f)
 		}
 	}
-	if len(out) > contract.MaxFilterFields {
+	if len(out) > MaxFilterFields {
 		return nil, false
 	}
 	return out, true

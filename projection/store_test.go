@@ -450,7 +450,7 @@ func TestList(t *testing.T) {
 				return err
 			},
 			func() error {
-				_, _, err := s.Scan(context.Background(), p, contract.Filter{Field: "a", Op: contract.FilterEq, Value: []byte("1")}, projection.Page{After: p + "a\x00", Limit: 10, MaxBytes: noBudget, Now: now})
+				_, _, err := s.Scan(context.Background(), p, projection.Filter{Field: "a", Op: contract.FilterEq, Value: []byte("1")}, projection.Page{After: p + "a\x00", Limit: 10, MaxBytes: noBudget, Now: now})
 				return err
 			},
 		} {

@@ -62,13 +62,13 @@ func (p *Producer) Records(tb testing.TB, evs ...any) []*kgo.Record {
 		var err error
 		switch e := v.(type) {
 		case contract.Event:
-			r, err = changelog.Record(&e, p.topics.Changes, contract.Partition(e.Scope, p.topics.Partitions), "test")
+			r, err = changelog.Record(&e, p.topics.Changes, changelog.Partition(e.Scope, p.topics.Partitions), "test")
 		case *contract.Event:
-			r, err = changelog.Record(e, p.topics.Changes, contract.Partition(e.Scope, p.topics.Partitions), "test")
+			r, err = changelog.Record(e, p.topics.Changes, changelog.Partition(e.Scope, p.topics.Partitions), "test")
 		case decide.Conflict:
-			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, contract.Partition(e.Scope, p.topics.Partitions), "test")
+			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, changelog.Partition(e.Scope, p.topics.Partitions), "test")
 		case *decide.Conflict:
-			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, contract.Partition(e.Scope, p.topics.Partitions), "test")
+			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, changelog.Partition(e.Scope, p.topics.Partitions), "test")
 		default:
 			tb.Fatalf("produce %T: want a contract.Event or decide.Conflict", v)
 		}

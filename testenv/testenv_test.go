@@ -41,7 +41,7 @@ func TestProducerCommitsAndAborts(t *testing.T) {
 	p.Commit(t, ev("tenant/t/project/p/b", 1))
 	MustProduce(t, b, ev("tenant/t/project/p/c", 1))
 
-	part := contract.Partition("tenant/t/project/p", b.Topics.Partitions)
+	part := changelog.Partition("tenant/t/project/p", b.Topics.Partitions)
 	got := p.Committed(t)
 	// a@1, marker, aborted a@2, marker, b@1, marker, c@1 (another producer), marker
 	if len(got) != 1 || got[part] != 8 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -33,7 +34,7 @@ const DefaultMaxListWait = 5 * time.Second
 // beyond it the answer is partition_unavailable (the projector is down
 // or far behind) with Retry-After.
 func (w *Writer) AwaitProjected(ctx context.Context, prefix string) error {
-	id := contract.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
+	id := changelog.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
 	w.mu.RLock()
 	p := w.parts[id]
 	w.mu.RUnlock()

@@ -568,7 +568,7 @@ func (w *Writer) refreshOwners(ctx context.Context) {
 }
 
 func (w *Writer) partition(key contract.Key) (int32, *partition) {
-	id := contract.Partition(key.Scope(), w.cfg.Topics.Partitions)
+	id := changelog.Partition(key.Scope(), w.cfg.Topics.Partitions)
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return id, w.parts[id]

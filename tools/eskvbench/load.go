@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/tools/internal/localstack"
 )
 
@@ -364,7 +364,7 @@ func (b *bench) spreadProjects() ([]string, int) {
 	var projects []string
 	for i := 0; len(projects) < want && i < 100*want; i++ {
 		p := fmt.Sprintf("spread-%s-%d", b.runID, i)
-		part := contract.Partition("tenant/"+tenant+"/project/"+p, int32(b.c.partitions))
+		part := changelog.Partition("tenant/"+tenant+"/project/"+p, int32(b.c.partitions))
 		if !seen[part] {
 			seen[part] = true
 			projects = append(projects, p)
