@@ -39,10 +39,6 @@ const (
 	// MaxTxnOps is how many operations one transaction (POST /v1/txn)
 	// takes.
 	MaxTxnOps = 100
-	// MaxTxnBodyBytes bounds the body of a transaction (as DynamoDB's
-	// 4 MB per TransactWriteItems); a server whose value limit is larger
-	// takes one value of that limit.
-	MaxTxnBodyBytes = 4 << 20
 )
 
 // checkText rejects strings Postgres jsonb cannot store: invalid UTF-8
@@ -83,9 +79,9 @@ func ValidateFieldName(where, f string) error {
 	return checkText(where, f)
 }
 
-// Validate checks semantics as a request gives them; an empty purpose
+// validate checks semantics as a request gives them; an empty purpose
 // stands for "other" (withDefaults).
-func (s Semantics) Validate() error {
+func (s Semantics) validate() error {
 	s = s.withDefaults()
 	ok := false
 	for _, p := range Purposes {
