@@ -78,7 +78,7 @@ func commandOf(r *fixture) Command {
 		return kvOf(h, r)
 	case r.Op.IsQueueWrite():
 		return queueOf(r)
-	case r.Op.IsListWrite():
+	case isListWrite(r.Op):
 		return &List{Header: h, ExpectedVersion: r.ExpectedVersion, Value: r.Value, TTLSeconds: r.TTLSeconds, Start: r.Start, Stop: r.Stop}
 	case r.Op.LockAction() != "":
 		return &Lock{Header: h, Holder: r.Holder, TTLSeconds: r.TTLSeconds, Semantics: r.Semantics, SpecRef: r.SpecRef}
@@ -176,3 +176,8 @@ func decideOn(cur keystate.State, r *fixture, env Env) Decision {
 
 // txnOf is the Txn command of r.
 func txnOf(r *fixture) *Txn { return commandOf(r).(*Txn) }
+
+// isListWrite reports whether op is a list write (push, pop or trim).
+func isListWrite(op contract.Op) bool {
+	return op == contract.OpLPush || op == contract.OpRPush || op == contract.OpLPop || op == contract.OpRPop || op == contract.OpLTrim
+}

@@ -136,7 +136,7 @@ func decideList(c *List, in Input, env Env) Decision {
 // retention deleted its Event: the replay answers no value). The replay
 // of an older pop carries its element already (replayOlderPop).
 func replayedPop(cur keystate.State, known Memory, h *Header) *contract.Element {
-	if !h.Op.IsPop() {
+	if !isPop(h.Op) {
 		return nil
 	}
 	a, ok := known.get(h, false)
