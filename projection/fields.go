@@ -57,7 +57,7 @@ const maxFieldDepth = 256
 // (Postgres raises the error), the escapes jsonb refuses (\u0000, an
 // unpaired surrogate: ditto), numbers that are not a top-level member's
 // (a huge exponent in them could make jsonb fail), nesting beyond
-// maxFieldDepth, and more than contract.MaxFilterFields candidates (which
+// maxFieldDepth, and more than MaxFilterFields candidates (which
 // of them are kept depends on the numbers' cap, applied in SQL).
 func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 	p := fieldParser{v: v}

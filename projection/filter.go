@@ -8,9 +8,9 @@ import (
 )
 
 // A filter (Filter) is answered from kv_fields, the index of the
-// values' top-level scalar fields within the caps contract.MaxFilterFields,
+// values' top-level scalar fields within the caps MaxFilterFields,
 // contract.MaxFieldNameBytes, contract.MaxFieldStringBytes and
-// contract.MaxFieldNumberChars.
+// MaxFieldNumberChars.
 
 var opSQL = map[contract.FilterOp]string{
 	contract.FilterEq: "=", contract.FilterNe: "<>", contract.FilterLt: "<",
