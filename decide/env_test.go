@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/eskv/eskv/projection/keystate"
 	"github.com/google/uuid"
 	"github.com/gowebpki/jcs"
+
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // testEnv is the Env of a decision at now by epoch under testWindow,

@@ -21,8 +21,9 @@
 package statecache
 
 import (
-	"github.com/eskv/eskv/projection/keystate"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Cache is one partition's cache of states by key.
