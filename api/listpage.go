@@ -70,7 +70,7 @@ func nextListCursor(key string, at *contract.Cursor) string {
 // cursor's).
 type listRead struct {
 	prefix string
-	filter *contract.Filter
+	filter *projection.Filter
 	page   projection.Page
 	at     *contract.Cursor
 }

@@ -103,7 +103,7 @@ type listQuery struct {
 	prefix   string
 	cur      listCursor
 	limit    int
-	filter   *contract.Filter
+	filter   *projection.Filter
 	keysOnly bool
 }
 
@@ -228,7 +228,7 @@ func isFilterParam(name string) bool {
 // value is a JSON literal when it parses as one (5 is a number,
 // %225%22 the string "5", true, false, null), and otherwise the plain
 // string as written (value=done is the string "done").
-func listFilter(q url.Values) (*contract.Filter, error) {
+func listFilter(q url.Values) (*projection.Filter, error) {
 	given := 0
 	for _, p := range filterParams {
 		switch len(q[p]) {
@@ -251,7 +251,7 @@ func listFilter(q url.Values) (*contract.Filter, error) {
 	if !utf8.ValidString(v) {
 		return nil, contract.FieldErrorf(contract.EInvalid, "value", "value must be valid UTF-8")
 	}
-	f := &contract.Filter{Field: q.Get("field"), Op: contract.FilterOp(q.Get("op")), Value: json.RawMessage(v)}
+	f := &projection.Filter{Field: q.Get("field"), Op: contract.FilterOp(q.Get("op")), Value: json.RawMessage(v)}
 	if v == "" || v != strings.TrimSpace(v) || !json.Valid(f.Value) {
 		f.Value, _ = json.Marshal(v) // a plain string; valid UTF-8 encodes as it is
 	}

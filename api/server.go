@@ -25,23 +25,24 @@ import (
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/admission"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer"
 )
 
 // Writer decides writes and reads the current state of keys.
 type Writer interface {
 	Do(ctx context.Context, c decide.Command) (writer.Result, error)
-	State(ctx context.Context, key contract.Key) (contract.State, error)
+	State(ctx context.Context, key contract.Key) (keystate.State, error)
 	// States is State of several keys of one partition this writer owns,
 	// confirmed once for all of them (a batch get's keys of one
 	// partition), in the order of keys.
 	// The states are as of the position returned (as StateAt's).
-	States(ctx context.Context, keys []contract.Key) ([]contract.State, contract.Cursor, error)
+	States(ctx context.Context, keys []contract.Key) ([]keystate.State, contract.Cursor, error)
 	// Partition is the partition of key, which States groups keys by.
 	Partition(key contract.Key) int32
 	// StateAt is State and the position of the key's partition the
 	// state reflects (writer.Writer.StateAt).
-	StateAt(ctx context.Context, key contract.Key) (contract.State, contract.Cursor, error)
+	StateAt(ctx context.Context, key contract.Key) (keystate.State, contract.Cursor, error)
 	Ready() bool
 	// AwaitProjected returns once the projection holds every write under
 	// prefix acknowledged before the call; only the owner of prefix's
@@ -63,7 +64,7 @@ type Writer interface {
 	AuditDenied(key contract.Key, op contract.Op, principal, requestID string)
 	// Member returns the state of the set key and the version of
 	// member's element row (0: none), as the key's owner knows them.
-	Member(ctx context.Context, key contract.Key, member string) (contract.State, int64, error)
+	Member(ctx context.Context, key contract.Key, member string) (keystate.State, int64, error)
 }
 
 // Lister lists live entries by prefix from the projection: a page of at
@@ -80,7 +81,7 @@ type Lister interface {
 	Projects(ctx context.Context, r projection.KeyRange, limit int, now time.Time) ([]contract.ProjectInfo, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f contract.Filter, pg projection.Page) ([]contract.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f projection.Filter, pg projection.Page) ([]contract.Entry, bool, error)
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)

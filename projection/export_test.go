@@ -9,13 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/eskv/eskv/contract"
 )
 
 // ExplainScan returns the plan, as EXPLAIN ANALYZE shows it, of the
 // statement Store.Scan runs for these arguments, under its settings.
-func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f contract.Filter, after string, limit int, now time.Time) string {
+func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f Filter, after string, limit int, now time.Time) string {
 	tb.Helper()
 	sql, args, err := scanStatement(prefix, f, Page{After: after, Limit: limit, MaxBytes: 1 << 30, Now: now})
 	if err != nil || sql == "" {

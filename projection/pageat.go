@@ -10,6 +10,7 @@ import (
 
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // A page as of a position: the later pages of a listing answer as of the
@@ -65,7 +66,7 @@ LIMIT $4`
 // pageAtHit is pageAtSQL's hit for filter f: the same comparison as a
 // scan's (scanSQL), on the fields kv_value_fields derives from the value
 // at the position, which are those kv_fields holds of a live value.
-func pageAtHit(f *contract.Filter) (hit string, args []any, err error) {
+func pageAtHit(f *Filter) (hit string, args []any, err error) {
 	if f == nil {
 		return "true", nil, nil
 	}
@@ -92,7 +93,7 @@ func pageAtHit(f *contract.Filter) (hit string, args []any, err error) {
 // history stored it (the writer's text, or jsonb's for rows written as
 // jsonb). A state at at that the history no longer holds is
 // contract.ESnapshotExpired.
-func (s *Store) PageAt(ctx context.Context, prefix string, f *contract.Filter, at int64, pg Page) (entries []contract.Entry, truncated bool, err error) {
+func (s *Store) PageAt(ctx context.Context, prefix string, f *Filter, at int64, pg Page) (entries []contract.Entry, truncated bool, err error) {
 	if err := checkPage(pg.Limit, pg.MaxBytes); err != nil {
 		return nil, false, err
 	}
@@ -177,21 +178,21 @@ func (a *pageAcc) read(rows pgx.Rows, at int64, pg Page) (n int, last string, er
 // stateAt is the state of key at position at from its history (see
 // PageAt): hv and ev the newest version at or before at and its event,
 // prev the predecessor of the first version after at.
-func stateAt(key string, at int64, hv *int64, ev *string, prev *int64) (contract.State, error) {
+func stateAt(key string, at int64, hv *int64, ev *string, prev *int64) (keystate.State, error) {
 	if prev != nil && *prev == 0 {
-		return contract.State{}, nil // created after at
+		return keystate.State{}, nil // created after at
 	}
 	if prev == nil || hv == nil || *hv != *prev || ev == nil {
-		return contract.State{}, &contract.Error{Code: contract.ESnapshotExpired,
+		return keystate.State{}, &contract.Error{Code: contract.ESnapshotExpired,
 			Message: fmt.Sprintf("the history no longer holds the state of %s at offset %d, where this listing's first page was read; list again from the first page", key, at)}
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, []byte(*ev)); err != nil {
-		return contract.State{}, fmt.Errorf("projection: history of %s: %w", key, err)
+		return keystate.State{}, fmt.Errorf("projection: history of %s: %w", key, err)
 	}
 	e, err := codec.UnmarshalEvent(compact.Bytes())
 	if err != nil {
-		return contract.State{}, fmt.Errorf("projection: history of %s: %w", key, err)
+		return keystate.State{}, fmt.Errorf("projection: history of %s: %w", key, err)
 	}
-	return e.State(), nil
+	return keystate.FromEvent(&e), nil
 }

@@ -45,7 +45,7 @@ func TestPageAt(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		at        int64
-		f         *contract.Filter
+		f         *projection.Filter
 		limit     int
 		want      string
 		truncated bool

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -37,7 +38,7 @@ const DefaultMaxListWait = 5 * time.Second
 // projector position (projector_offsets) the listing's snapshot answers
 // as its position (projection.Store.Snapshot).
 func (w *Writer) AwaitProjected(ctx context.Context, prefix string) (Projected, error) {
-	id := contract.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
+	id := changelog.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
 	at := Projected{Topic: w.cfg.Topics.Changes, Partition: id}
 	return at, w.awaitProjected(ctx, id, prefix)
 }

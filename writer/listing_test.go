@@ -10,6 +10,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
 )
@@ -20,7 +21,7 @@ import (
 func TestUnprojected(t *testing.T) {
 	t.Parallel()
 	overlay := map[string]overlayEntry{
-		"tenant/a/project/p/apple":  {offset: 4, state: contract.State{Live: true}},
+		"tenant/a/project/p/apple":  {offset: 4, state: keystate.State{Live: true}},
 		"tenant/a/project/p/banana": {offset: 9}, // deleted
 		"tenant/a/project/p/b/c":    {offset: 7},
 		"tenant/a/project/q/apple":  {offset: 12},
