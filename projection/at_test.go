@@ -1,0 +1,185 @@
+package projection_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// atLog is a partition's log for the reads of the past: keys a, b, c
+// under atPrefix, one event per offset, event time t0 + offset seconds
+// except offset 3, stamped like offset 2 (a tie). b expires by time at
+// t0+3.5s and by its expire event at offset 5.
+func atLog(t *testing.T) []projection.Applied {
+	t.Helper()
+	exp := t0.Add(3500 * time.Millisecond)
+	b1 := put(t, atPrefix+"b", 1, `"b1"`)
+	b1.ExpiresAt = &exp
+	evs := batchOf(0,
+		put(t, atPrefix+"a", 1, `{"v":1}`), b1, put(t, atPrefix+"a", 2, `{"v":2}`), put(t, atPrefix+"c", 1, `"c1"`),
+		event(t, contract.KindDelete, atPrefix+"a", 3, ""), event(t, contract.KindExpire, atPrefix+"b", 2, ""),
+		put(t, atPrefix+"a", 4, `{"v":4}`))
+	for i := range evs {
+		evs[i].Event.TS = t0.Add(time.Duration(i) * time.Second)
+	}
+	evs[3].Event.TS = evs[2].Event.TS
+	return evs
+}
+
+const atPrefix = "tenant/t/project/p/at/"
+
+// foldAt is what a read at offset (and time, when not nil) must see of
+// key: the value of its newest event at or before offset, "" when that
+// event is not a put or its expiry is at or before the time.
+func foldAt(log []projection.Applied, key string, offset int64, at *time.Time) string {
+	var last *contract.Event
+	for i := range log {
+		if log[i].Offset <= offset && log[i].Event.Key == key {
+			last = &log[i].Event
+		}
+	}
+	if last == nil || !last.Live() || (at != nil && last.ExpiresAt != nil && !last.ExpiresAt.After(*at)) {
+		return ""
+	}
+	return string(last.After)
+}
+
+// TestReadsAt: StateAt and PageAt at every offset of a log, by position
+// and by time, equal the fold of the log up to there (foldAt); a time
+// resolves to the latest event at or before it, ties included.
+func TestReadsAt(t *testing.T) {
+	s := projection.New(testenv.MustPostgres(t))
+	log := atLog(t)
+	mustApply(t, s, "kv.changes", log)
+	ctx := context.Background()
+	for off := int64(-1); off <= 6; off++ {
+		for _, tm := range []*time.Time{nil, ptrTo(t0.Add(time.Duration(off)*time.Second + 500*time.Millisecond))} {
+			at := projection.At{Partition: 0, Offset: off, Time: tm}
+			if tm != nil {
+				pos, err := s.PositionAt(ctx, 0, *tm)
+				want := off
+				if off == 2 {
+					want = 3 // offset 3 has offset 2's time
+				}
+				if err != nil || pos != want {
+					t.Fatalf("PositionAt(%s) = %d, %v; want %d", tm, pos, err, want)
+				}
+				at.Offset = pos
+			}
+			var want []string
+			for _, k := range []string{"a", "b", "c"} {
+				v := foldAt(log, atPrefix+k, at.Offset, tm)
+				e, err := s.StateAt(ctx, atPrefix+k, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := entryValue(e); got != v {
+					t.Errorf("StateAt(%s, %d, %v) = %s, want %s", k, at.Offset, tm, got, v)
+				}
+				if v != "" {
+					want = append(want, k+"="+v)
+				}
+			}
+			if got := pageAt(t, s, at, 100); got != strings.Join(want, " ") {
+				t.Errorf("PageAt(%d, %v) = %s, want %s", at.Offset, tm, got, strings.Join(want, " "))
+			}
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func entryValue(e *contract.Entry) string {
+	if e == nil {
+		return ""
+	}
+	return string(e.Value)
+}
+
+// pageAt lists atPrefix at at, pages of limit, as "k=value ...".
+func pageAt(t *testing.T, s *projection.Store, at projection.At, limit int) string {
+	t.Helper()
+	var out []string
+	after := ""
+	for {
+		es, truncated, err := s.PageAt(context.Background(), atPrefix, at, projection.Page{After: after, Limit: limit, MaxBytes: 1 << 20})
+		if err != nil {
+			t.Fatalf("PageAt(%d): %v", at.Offset, err)
+		}
+		for _, e := range es {
+			out = append(out, strings.TrimPrefix(e.Key, atPrefix)+"="+string(e.Value))
+		}
+		if !truncated {
+			return strings.Join(out, " ")
+		}
+		after = es[len(es)-1].Key
+	}
+}
+
+// TestReadsAtRetention: once the retention removed a key's older
+// versions, a read at a position before its oldest kept one is
+// cursor_expired (field at), StateAt and PageAt alike; at or after it,
+// and for keys whose history is whole (c: version 1 kept), reads answer.
+// Pages of one entry page through the keys as one page does.
+func TestReadsAtRetention(t *testing.T) {
+	s := projection.New(testenv.MustPostgres(t))
+	log := atLog(t)
+	mustApply(t, s, "kv.changes", log)
+	ctx := context.Background()
+	if got, want := pageAt(t, s, projection.At{Offset: 3}, 1), pageAt(t, s, projection.At{Offset: 3}, 100); got != want {
+		t.Errorf("pages of 1 = %s, one page = %s", got, want)
+	}
+	if _, err := s.PruneHistory(ctx, projection.Retention{MaxVersions: 1}, t0, projection.PruneBatch{Keys: 10, Rows: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key     string
+		offset  int64
+		expired bool
+	}{
+		{"a", 5, true}, {"a", 6, false}, {"b", 4, true}, {"b", 5, false}, {"c", -1, false}, {"c", 3, false},
+	} {
+		e, err := s.StateAt(ctx, atPrefix+tc.key, projection.At{Offset: tc.offset})
+		if tc.expired != (contract.ErrorCode(err) == contract.ECursorExpired) {
+			t.Errorf("StateAt(%s, %d) = %v, %v; cursor_expired %t", tc.key, tc.offset, e, err, tc.expired)
+		}
+		var ce *contract.Error
+		if tc.expired && (!errors.As(err, &ce) || ce.Field != "at") {
+			t.Errorf("StateAt(%s, %d): %v, want field at", tc.key, tc.offset, err)
+		}
+	}
+	_, _, err := s.PageAt(ctx, atPrefix, projection.At{Offset: 5}, projection.Page{Limit: 10, MaxBytes: 1 << 20})
+	if contract.ErrorCode(err) != contract.ECursorExpired {
+		t.Errorf("PageAt(5) after retention: %v, want cursor_expired", err)
+	}
+	if got := pageAt(t, s, projection.At{Offset: 6}, 1); got != `a={"v":4} c="c1"` {
+		t.Errorf("PageAt(6) after retention = %s", got)
+	}
+}
+
+// TestPruneHistoryKeepsPrefixes: when event times do not grow with
+// versions (a clock stepped back), the age retention removes only the
+// oldest versions before the first young one: what is left of a key is
+// every version from its oldest kept one on, which reads of the past
+// rely on.
+func TestPruneHistoryKeepsPrefixes(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	const k = "tenant/t/project/p/skew"
+	evs := batchOf(0, put(t, k, 1, `1`), put(t, k, 2, `2`), put(t, k, 3, `3`), put(t, k, 4, `4`))
+	for i, sec := range []int{1, 10, 2, 20} { // version 3 looks older than version 2
+		evs[i].Event.TS = t0.Add(time.Duration(sec) * time.Second)
+	}
+	mustApply(t, s, "kv.changes", evs)
+	n, err := s.PruneHistory(context.Background(), projection.Retention{MaxAge: 5 * time.Second}, t0.Add(10*time.Second), projection.PruneBatch{Keys: 10, Rows: 10})
+	if got := historyVersions(t, pool, k); err != nil || n != 1 || !slices.Equal(got, []int64{2, 3, 4}) {
+		t.Fatalf("age 5s at t0+10s: removed %d (%v), left %v, want 1 and [2 3 4]", n, err, got)
+	}
+}
