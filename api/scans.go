@@ -35,8 +35,8 @@ func (s *Server) listKeys(c echo.Context) error {
 	p := principalOf(c)
 	q := c.QueryParams()
 	for name := range q {
-		if name != "prefix" && name != "limit" && name != "cursor" && !isFilterParam(name) {
-			return contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor, field, op, value)", name)
+		if name != "prefix" && name != "limit" && name != "cursor" && name != "at" && !isFilterParam(name) {
+			return contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (prefix, limit, cursor, at, field, op, value)", name)
 		}
 	}
 	if err := givenOnce(q); err != nil {
@@ -53,23 +53,26 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var after string
-	if v := q.Get("cursor"); v != "" {
-		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err == nil {
-			_, err = contract.ParseKey(string(b)) // a cursor is the last key of a page
-		}
-		if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
-			return contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
-		}
-		after = string(b)
+	at, err := parseAt(q)
+	if err != nil {
+		return err
+	}
+	after, from, err := listCursor(q.Get("cursor"), prefix, at != nil)
+	if err != nil {
+		return err
 	}
 	filter, err := listFilter(q)
 	if err != nil {
 		return err
 	}
+	if err := checkAtFilter(filter, at); err != nil {
+		return err
+	}
 	if done, err := s.forward(c, scopeKey(prefix)); done {
 		return err
+	}
+	if at != nil {
+		return s.listAt(c, prefix, at, from, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes})
 	}
 	// Waiting holds no page in memory, so it comes before the slot; the
 	// waits of concurrent listings share their polls of the projector.

@@ -38,6 +38,13 @@ type Writer interface {
 	// partition answers (partition_unavailable otherwise, or when the
 	// projector is too far behind).
 	AwaitProjected(ctx context.Context, prefix string) error
+	// AwaitPosition returns once the projection holds every event under
+	// prefix up to the position at of its partition, refusing (invalid,
+	// field at) a position of another partition or past the log's end;
+	// only the owner of prefix's partition answers, as AwaitProjected.
+	AwaitPosition(ctx context.Context, prefix string, at contract.Cursor) error
+	// PartitionOf is the partition of the keys under prefix.
+	PartitionOf(prefix string) int32
 	// Route says whether key is decided here or by the writer at ownerURL,
 	// or why neither can answer; from is who sent the request, as its
 	// forwarding proofs prove it (writer.FromClient without any).
@@ -79,6 +86,13 @@ type Lister interface {
 	// serving order (contract.Element: member, data, deliveries), within
 	// maxBytes (but at least one), and whether the budget cut them short.
 	Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) ([]contract.Element, bool, error)
+	// PositionAt, StateAt and PageAt read the past (projection.At): the
+	// offset a time resolves to in a partition, a key's entry at a point
+	// (nil: absent), a page of the entries under a prefix at a point;
+	// cursor_expired when the history retention removed what decides.
+	PositionAt(ctx context.Context, partition int32, t time.Time) (int64, error)
+	StateAt(ctx context.Context, key string, at projection.At) (*contract.Entry, error)
+	PageAt(ctx context.Context, prefix string, at projection.At, pg projection.Page) ([]contract.Entry, bool, error)
 }
 
 // Defaults of Config.
