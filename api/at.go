@@ -13,7 +13,7 @@ import (
 )
 
 // Reads of the past: GET /v1/kv/{key}?at= and GET /v1/kv?prefix=&at=
-// answer from the projection's kv_history (projection.StateAt, PageAt)
+// answer from the projection's kv_history (projection.EntryAsOf, PageAsOf)
 // what the key, or every key under the prefix, held at a point of its
 // partition's log, with the same rights as the reads of today (the
 // caller's read right was checked before: get's authorizeKey, listKeys'
@@ -55,10 +55,10 @@ func parseAt(q url.Values) (*atParam, error) {
 // resolveAt is the point of prefix's partition a read at a answers at,
 // once the projection holds every event the read needs: a position as
 // given (from, a listing cursor's position, in its place), or the
-// position a time resolves to (projection.Store.PositionAt) after every
+// position a time resolves to (projection.Store.OffsetAtTime) after every
 // acknowledged write under prefix is projected. A time after now is
 // refused: what it names is not written yet.
-func (s *Server) resolveAt(c echo.Context, prefix string, a *atParam, from *contract.Cursor) (projection.At, error) {
+func (s *Server) resolveAt(c echo.Context, prefix string, a *atParam, from *contract.Cursor) (projection.AsOf, error) {
 	ctx := c.Request().Context()
 	pos := a.pos
 	if from != nil {
@@ -66,23 +66,23 @@ func (s *Server) resolveAt(c echo.Context, prefix string, a *atParam, from *cont
 	}
 	if pos != nil {
 		if err := s.w.AwaitPosition(ctx, prefix, *pos); err != nil {
-			return projection.At{}, err
+			return projection.AsOf{}, err
 		}
-		return projection.At{Partition: pos.Partition, Offset: pos.Offset, Time: a.time}, nil
+		return projection.AsOf{Partition: pos.Partition, Offset: pos.Offset, Time: a.time}, nil
 	}
 	if now := s.now(); a.time.After(now) {
-		return projection.At{}, contract.FieldErrorf(contract.EInvalid, "at", "at %s is in the future (now is %s)",
+		return projection.AsOf{}, contract.FieldErrorf(contract.EInvalid, "at", "at %s is in the future (now is %s)",
 			a.time.Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
 	}
 	if err := s.w.AwaitProjected(ctx, prefix); err != nil {
-		return projection.At{}, err
+		return projection.AsOf{}, err
 	}
 	part := s.w.PartitionOf(prefix)
-	off, err := s.list.PositionAt(ctx, part, *a.time)
+	off, err := s.list.OffsetAtTime(ctx, part, *a.time)
 	if err != nil {
-		return projection.At{}, err
+		return projection.AsOf{}, err
 	}
-	return projection.At{Partition: part, Offset: off, Time: a.time}, nil
+	return projection.AsOf{Partition: part, Offset: off, Time: a.time}, nil
 }
 
 // getAt answers GET /v1/kv/{key}?at=: the key's entry at a (404 when it
@@ -92,7 +92,7 @@ func (s *Server) getAt(c echo.Context, k contract.Key, a *atParam) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.list.StateAt(c.Request().Context(), k.String(), at)
+	e, err := s.list.EntryAsOf(c.Request().Context(), k.String(), at)
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (s *Server) getAt(c echo.Context, k contract.Key, a *atParam) error {
 	return getEntry(c, contract.OpGet, k, e)
 }
 
-func cursorOf(at projection.At) contract.Cursor {
+func cursorOf(at projection.AsOf) contract.Cursor {
 	return contract.Cursor{Partition: at.Partition, Offset: at.Offset}
 }
 
@@ -121,7 +121,7 @@ func (s *Server) listAt(c echo.Context, prefix string, a *atParam, from *contrac
 		return err
 	}
 	defer release()
-	items, truncated, err := s.list.PageAt(c.Request().Context(), prefix, at, pg)
+	items, truncated, err := s.list.PageAsOf(c.Request().Context(), prefix, at, pg)
 	if err != nil {
 		return err
 	}
@@ -140,11 +140,11 @@ func atCursor(pos contract.Cursor, key string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(pos.String() + " " + key))
 }
 
-// listCursor reads a listing's cursor v (the key after which the page
+// pastCursor reads a listing's cursor v (the key after which the page
 // starts, "" for the first page): for an at= listing (at), an atCursor,
 // whose position it returns as well; else a key. Either way the key is
 // under prefix, and a cursor of the other kind is refused.
-func listCursor(v, prefix string, at bool) (string, *contract.Cursor, error) {
+func pastCursor(v, prefix string, at bool) (string, *contract.Cursor, error) {
 	if v == "" {
 		return "", nil, nil
 	}

@@ -20,16 +20,16 @@ const pastKey = "tenant/acme/project/demo/old"
 func (f *fakeWriter) AwaitPosition(context.Context, string, contract.Cursor) error { return nil }
 func (f *fakeWriter) PartitionOf(string) int32                                     { return 0 }
 
-func (fakeLister) PositionAt(context.Context, int32, time.Time) (int64, error) { return 7, nil }
+func (fakeLister) OffsetAtTime(context.Context, int32, time.Time) (int64, error) { return 7, nil }
 
-func (fakeLister) StateAt(_ context.Context, key string, _ projection.At) (*contract.Entry, error) {
+func (fakeLister) EntryAsOf(_ context.Context, key string, _ projection.AsOf) (*contract.Entry, error) {
 	if key != pastKey {
 		return nil, nil
 	}
 	return &contract.Entry{Key: key, Value: json.RawMessage(`1`), Version: 1}, nil
 }
 
-func (fakeLister) PageAt(_ context.Context, prefix string, _ projection.At, pg projection.Page) ([]contract.Entry, bool, error) {
+func (fakeLister) PageAsOf(_ context.Context, prefix string, _ projection.AsOf, pg projection.Page) ([]contract.Entry, bool, error) {
 	var out []contract.Entry
 	for _, k := range []string{prefix + "a", prefix + "b"} {
 		if k > pg.After && len(out) < pg.Limit {
@@ -39,18 +39,20 @@ func (fakeLister) PageAt(_ context.Context, prefix string, _ projection.At, pg p
 	return out, pg.After < prefix+"b" && len(out) == pg.Limit && out[len(out)-1].Key != prefix+"b", nil
 }
 
-func (l failingLister) PositionAt(context.Context, int32, time.Time) (int64, error) { return 0, l.err }
-func (l failingLister) StateAt(context.Context, string, projection.At) (*contract.Entry, error) {
+func (l failingLister) OffsetAtTime(context.Context, int32, time.Time) (int64, error) {
+	return 0, l.err
+}
+func (l failingLister) EntryAsOf(context.Context, string, projection.AsOf) (*contract.Entry, error) {
 	return nil, l.err
 }
-func (l failingLister) PageAt(context.Context, string, projection.At, projection.Page) ([]contract.Entry, bool, error) {
+func (l failingLister) PageAsOf(context.Context, string, projection.AsOf, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
-func (l stubLister) PositionAt(context.Context, int32, time.Time) (int64, error) { return 0, l.err }
-func (l stubLister) StateAt(context.Context, string, projection.At) (*contract.Entry, error) {
+func (l stubLister) OffsetAtTime(context.Context, int32, time.Time) (int64, error) { return 0, l.err }
+func (l stubLister) EntryAsOf(context.Context, string, projection.AsOf) (*contract.Entry, error) {
 	return nil, l.err
 }
-func (l stubLister) PageAt(context.Context, string, projection.At, projection.Page) ([]contract.Entry, bool, error) {
+func (l stubLister) PageAsOf(context.Context, string, projection.AsOf, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
 

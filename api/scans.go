@@ -57,7 +57,7 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	after, from, err := listCursor(q.Get("cursor"), prefix, at != nil)
+	after, from, err := pastCursor(q.Get("cursor"), prefix, at != nil)
 	if err != nil {
 		return err
 	}

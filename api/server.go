@@ -86,13 +86,13 @@ type Lister interface {
 	// serving order (contract.Element: member, data, deliveries), within
 	// maxBytes (but at least one), and whether the budget cut them short.
 	Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) ([]contract.Element, bool, error)
-	// PositionAt, StateAt and PageAt read the past (projection.At): the
+	// OffsetAtTime, EntryAsOf and PageAsOf read the past (projection.AsOf): the
 	// offset a time resolves to in a partition, a key's entry at a point
 	// (nil: absent), a page of the entries under a prefix at a point;
 	// cursor_expired when the history retention removed what decides.
-	PositionAt(ctx context.Context, partition int32, t time.Time) (int64, error)
-	StateAt(ctx context.Context, key string, at projection.At) (*contract.Entry, error)
-	PageAt(ctx context.Context, prefix string, at projection.At, pg projection.Page) ([]contract.Entry, bool, error)
+	OffsetAtTime(ctx context.Context, partition int32, t time.Time) (int64, error)
+	EntryAsOf(ctx context.Context, key string, at projection.AsOf) (*contract.Entry, error)
+	PageAsOf(ctx context.Context, prefix string, at projection.AsOf, pg projection.Page) ([]contract.Entry, bool, error)
 }
 
 // Defaults of Config.

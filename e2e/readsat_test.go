@@ -60,10 +60,10 @@ func (s *stack) readPartition(ctx context.Context, p int32) []atEvent {
 	return out
 }
 
-// foldLog is what a read at offset (and at a time, when t is not nil:
+// foldLogAt is what a read at offset (and at a time, when t is not nil:
 // expiries at or before it count) sees of key: its newest event at or
 // before offset when that leaves it present, else nil.
-func foldLog(log []atEvent, key string, offset int64, t *time.Time) *contract.Event {
+func foldLogAt(log []atEvent, key string, offset int64, t *time.Time) *contract.Event {
 	var last *contract.Event
 	for i := range log {
 		if log[i].offset <= offset && log[i].ev.Key == key {
@@ -171,13 +171,13 @@ func TestReadsAtFoldTheLog(t *testing.T) {
 		k := atPrefix + fmt.Sprintf("k%02d", rng.IntN(16))
 		off := rng.Int64N(last+3) - 1 // -1 to the last event's commit marker
 		r := s.do("GET", "/v1/kv/"+k+"?at="+posText(part, off), readerTok, nil)
-		if want := foldLog(log, k, off, nil); !sameEntry(t, r, want) {
+		if want := foldLogAt(log, k, off, nil); !sameEntry(t, r, want) {
 			t.Fatalf("GET %s at %d: %d %s, want %+v", k, off, r.Status, r.Body, want)
 		}
 	}
 	for range 40 {
 		off := rng.Int64N(last+3) - 1
-		got := listAt(t, s, posText(part, off), 3)
+		got := listPastAt(t, s, posText(part, off), 3)
 		if want := foldPrefix(log, off, nil); !slices.Equal(got, want) {
 			t.Fatalf("list at %d: %v, want %v", off, got, want)
 		}
@@ -189,7 +189,7 @@ func TestReadsAtFoldTheLog(t *testing.T) {
 		k := atPrefix + fmt.Sprintf("k%02d", rng.IntN(16))
 		r := s.do("GET", "/v1/kv/"+k+"?at="+tm.Format(time.RFC3339Nano), readerTok, nil)
 		off := positionOf(log, tm)
-		if want := foldLog(log, k, off, &tm); !sameEntry(t, r, want) || r.Header.Get("Eskv-Position") != posText(part, off) {
+		if want := foldLogAt(log, k, off, &tm); !sameEntry(t, r, want) || r.Header.Get("Eskv-Position") != posText(part, off) {
 			t.Fatalf("GET %s at %s (%d): %d %s %s, want %+v", k, tm, off, r.Status, r.Header.Get("Eskv-Position"), r.Body, want)
 		}
 	}
@@ -197,21 +197,21 @@ func TestReadsAtFoldTheLog(t *testing.T) {
 
 func posText(p int32, off int64) string { return contract.Cursor{Partition: p, Offset: off}.String() }
 
-// foldPrefix is the listing foldLog makes of atPrefix: "key=version".
+// foldPrefix is the listing foldLogAt makes of atPrefix: "key=version".
 func foldPrefix(log []atEvent, off int64, t *time.Time) []string {
 	var out []string
 	for i := range 16 {
 		k := atPrefix + fmt.Sprintf("k%02d", i)
-		if ev := foldLog(log, k, off, t); ev != nil {
+		if ev := foldLogAt(log, k, off, t); ev != nil {
 			out = append(out, fmt.Sprintf("%s=%d", k, ev.Version))
 		}
 	}
 	return out
 }
 
-// listAt lists atPrefix at at in pages of limit, following the cursors
+// listPastAt lists atPrefix at at in pages of limit, following the cursors
 // with the same at: "key=version" each.
-func listAt(t *testing.T, s *stack, at string, limit int) []string {
+func listPastAt(t *testing.T, s *stack, at string, limit int) []string {
 	t.Helper()
 	var out []string
 	cursor := ""

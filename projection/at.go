@@ -30,14 +30,14 @@ import (
 // answer were removed, and the read is cursor_expired. That check is
 // exact: it answers 410 only when no kept row can say what the key held.
 
-// At is the point of a partition's log a read of the past is answered
+// AsOf is the point of a partition's log a read of the past is answered
 // at: every event of Partition with an offset at or before Offset (-1:
 // none). When Time is set (a read at a time), an entry whose expiry is
 // at or before it is absent as well, as a read at that time saw it; a
 // read at a position sees what the log's events made of the key and
 // nothing else (an entry past its expiry is there until its expire
 // event).
-type At struct {
+type AsOf struct {
 	Partition int32
 	Offset    int64
 	Time      *time.Time
@@ -48,30 +48,30 @@ type At struct {
 // event's before (a value is the after).
 const historyText = `CASE WHEN event IS NULL THEN event_text ELSE (event - 'before')::text END`
 
-// visibleAt is true for a history row h (its kind and event) that leaves
-// the key present at At's time ($t, NULL for a position): a put whose
+// presentAt is true for a history row h (its kind and event) that leaves
+// the key present at AsOf's time ($t, NULL for a position): a put whose
 // expiry, if any, is after $t. CASE keeps the expiry unread (and the
 // event unparsed) for a position.
-func visibleAt(t string) string {
+func presentAt(t string) string {
 	return `h.kind = 'put' AND CASE WHEN ` + t + `::timestamptz IS NULL THEN true
         ELSE coalesce((` + historyEvent + `->>'expiresAt')::timestamptz > ` + t + `, true) END`
 }
 
-// positionSQL resolves a time to the offset of the latest event of the
+// offsetAtTimeSQL resolves a time to the offset of the latest event of the
 // partition by event time at or before it (ties by offset): one descent
 // of kv_history_partition_ts. Parameters: $1 partition, $2 time.
-const positionSQL = `SELECT kafka_offset FROM kv_history WHERE partition = $1 AND ts <= $2
+const offsetAtTimeSQL = `SELECT kafka_offset FROM kv_history WHERE partition = $1 AND ts <= $2
     ORDER BY ts DESC, kafka_offset DESC LIMIT 1`
 
-// PositionAt returns the offset a read at time t is answered at: that of
+// OffsetAtTime returns the offset a read at time t is answered at: that of
 // the latest event of partition whose event time is at or before t, by
 // event time and then offset (-1 when there is none). While event times
 // grow with offsets (one writer's clock), that is every event stamped at
 // or before t and none after; the events of a transaction share their
 // time, so it takes all of them or none.
-func (s *Store) PositionAt(ctx context.Context, partition int32, t time.Time) (int64, error) {
+func (s *Store) OffsetAtTime(ctx context.Context, partition int32, t time.Time) (int64, error) {
 	var off int64
-	err := s.pool.QueryRow(ctx, positionSQL, partition, t).Scan(&off)
+	err := s.pool.QueryRow(ctx, offsetAtTimeSQL, partition, t).Scan(&off)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return -1, nil
 	}
@@ -81,26 +81,26 @@ func (s *Store) PositionAt(ctx context.Context, partition int32, t time.Time) (i
 	return off, nil
 }
 
-// stateAtSQL reads the key's newest event at or before an offset (NULL
+// entryAsOfSQL reads the key's newest event at or before an offset (NULL
 // when none), whether it leaves the key present, and the key's oldest
 // kept version. Parameters: $1 key, $2 offset, $3 time or NULL.
-var stateAtSQL = `SELECT h.version, h.ev, coalesce(h.visible, false),
+var entryAsOfSQL = `SELECT h.version, h.ev, coalesce(h.visible, false),
         (SELECT min(version) FROM kv_history WHERE key = $1)
     FROM (SELECT 1) one LEFT JOIN LATERAL (
-        SELECT h.version, ` + historyText + ` AS ev, ` + visibleAt("$3") + ` AS visible
+        SELECT h.version, ` + historyText + ` AS ev, ` + presentAt("$3") + ` AS visible
         FROM kv_history h WHERE h.key = $1 AND h.kafka_offset <= $2
         ORDER BY h.kafka_offset DESC LIMIT 1
     ) h ON true`
 
-// StateAt returns key's entry at at, nil when the key was absent then
+// EntryAsOf returns key's entry at at, nil when the key was absent then
 // (never written yet, deleted, expired), or cursor_expired (field at)
 // when the history retention removed the events that would say. The
 // caller makes sure the projection holds every event up to at.Offset.
-func (s *Store) StateAt(ctx context.Context, key string, at At) (*contract.Entry, error) {
+func (s *Store) EntryAsOf(ctx context.Context, key string, at AsOf) (*contract.Entry, error) {
 	var version, first *int64
 	var ev *string
 	var visible bool
-	err := s.pool.QueryRow(ctx, stateAtSQL, key, at.Offset, at.Time).Scan(&version, &ev, &visible, &first)
+	err := s.pool.QueryRow(ctx, entryAsOfSQL, key, at.Offset, at.Time).Scan(&version, &ev, &visible, &first)
 	if err != nil {
 		return nil, translate("state at", err)
 	}
@@ -120,7 +120,7 @@ func (s *Store) StateAt(ctx context.Context, key string, at At) (*contract.Entry
 // checkRetained is the answer for a key none of whose kept events is at
 // or before at: absent when its oldest kept version is its first (or it
 // has none), else cursor_expired.
-func checkRetained(key string, first *int64, at At) error {
+func checkRetained(key string, first *int64, at AsOf) error {
 	if first == nil || *first <= 1 {
 		return nil
 	}
@@ -144,7 +144,7 @@ func entryOfEvent(key, text string) (contract.Entry, error) {
 	return e.Entry(), nil
 }
 
-// pageAtSQL lists a page of the keys under a prefix as they were at an
+// pageAsOfSQL lists a page of the keys under a prefix as they were at an
 // offset: kv_entries names every key ever written (its rows are never
 // removed), in key order, from its primary key; each key's newest event
 // at or before the offset is one descent of kv_history_key_offset. The
@@ -154,12 +154,12 @@ func entryOfEvent(key, text string) (contract.Entry, error) {
 // statement, as listSQL's: a running sum of the events' text lengths.
 // Parameters: $1 prefix, $2 cursor, $3 end of the prefix range, $4
 // offset, $5 time or NULL, $6 page size + 1, $7 byte budget.
-var pageAtSQL = `SELECT key, version, first, fits, CASE WHEN fits THEN ev END FROM (
+var pageAsOfSQL = `SELECT key, version, first, fits, CASE WHEN fits THEN ev END FROM (
     SELECT k.key, h.version, f.first, h.ev,
         row_number() OVER page_order = 1 OR sum(octet_length(h.ev) + 200) OVER page_order <= $7 AS fits
     FROM (SELECT key FROM kv_entries WHERE key >= $1 AND key > $2 AND key < $3 ORDER BY key) k
     LEFT JOIN LATERAL (
-        SELECT h.version, ` + historyText + ` AS ev, ` + visibleAt("$5") + ` AS visible
+        SELECT h.version, ` + historyText + ` AS ev, ` + presentAt("$5") + ` AS visible
         FROM kv_history h WHERE h.key = k.key AND h.kafka_offset <= $4
         ORDER BY h.kafka_offset DESC LIMIT 1
     ) h ON true
@@ -172,13 +172,13 @@ var pageAtSQL = `SELECT key, version, first, fits, CASE WHEN fits THEN ev END FR
     LIMIT $6
 ) page ORDER BY key`
 
-// PageAt returns a page of the entries whose key starts with prefix as
+// PageAsOf returns a page of the entries whose key starts with prefix as
 // they were at at, after the cursor pg.After, in byte order of their
 // keys, bounded as List's pages are (pg.Now is not used: at says which
 // expiries count). A key of the page whose history the retention cut
-// before at (StateAt) makes the page cursor_expired. The caller makes
+// before at (EntryAsOf) makes the page cursor_expired. The caller makes
 // sure the projection holds every event up to at.Offset.
-func (s *Store) PageAt(ctx context.Context, prefix string, at At, pg Page) (entries []contract.Entry, truncated bool, err error) {
+func (s *Store) PageAsOf(ctx context.Context, prefix string, at AsOf, pg Page) (entries []contract.Entry, truncated bool, err error) {
 	if err := checkPage(pg.Limit, pg.MaxBytes); err != nil {
 		return nil, false, err
 	}
@@ -192,16 +192,16 @@ func (s *Store) PageAt(ctx context.Context, prefix string, at At, pg Page) (entr
 	if !ok {
 		end = "\x7f" // above every key: keys are printable ASCII
 	}
-	rows, err := s.pool.Query(ctx, pageAtSQL, prefix, pg.After, end, at.Offset, at.Time, pg.Limit+1, pg.MaxBytes)
+	rows, err := s.pool.Query(ctx, pageAsOfSQL, prefix, pg.After, end, at.Offset, at.Time, pg.Limit+1, pg.MaxBytes)
 	if err != nil {
 		return nil, false, translate("page at", err)
 	}
-	return readPageAt(rows, pg.Limit, at)
+	return readPageAsOf(rows, pg.Limit, at)
 }
 
-// readPageAt reads the rows of pageAtSQL as readPage reads listSQL's, and
+// readPageAsOf reads the rows of pageAsOfSQL as readPage reads listSQL's, and
 // closes rows.
-func readPageAt(rows pgx.Rows, limit int, at At) (entries []contract.Entry, truncated bool, err error) {
+func readPageAsOf(rows pgx.Rows, limit int, at AsOf) (entries []contract.Entry, truncated bool, err error) {
 	defer rows.Close()
 	entries = make([]contract.Entry, 0, min(limit, 1024))
 	for rows.Next() {

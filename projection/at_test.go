@@ -51,7 +51,7 @@ func foldAt(log []projection.Applied, key string, offset int64, at *time.Time) s
 	return string(last.After)
 }
 
-// TestReadsAt: StateAt and PageAt at every offset of a log, by position
+// TestReadsAt: EntryAsOf and PageAsOf at every offset of a log, by position
 // and by time, equal the fold of the log up to there (foldAt); a time
 // resolves to the latest event at or before it, ties included.
 func TestReadsAt(t *testing.T) {
@@ -61,34 +61,34 @@ func TestReadsAt(t *testing.T) {
 	ctx := context.Background()
 	for off := int64(-1); off <= 6; off++ {
 		for _, tm := range []*time.Time{nil, ptrTo(t0.Add(time.Duration(off)*time.Second + 500*time.Millisecond))} {
-			at := projection.At{Partition: 0, Offset: off, Time: tm}
+			at := projection.AsOf{Partition: 0, Offset: off, Time: tm}
 			if tm != nil {
-				pos, err := s.PositionAt(ctx, 0, *tm)
+				pos, err := s.OffsetAtTime(ctx, 0, *tm)
 				want := off
 				if off == 2 {
 					want = 3 // offset 3 has offset 2's time
 				}
 				if err != nil || pos != want {
-					t.Fatalf("PositionAt(%s) = %d, %v; want %d", tm, pos, err, want)
+					t.Fatalf("OffsetAtTime(%s) = %d, %v; want %d", tm, pos, err, want)
 				}
 				at.Offset = pos
 			}
 			var want []string
 			for _, k := range []string{"a", "b", "c"} {
 				v := foldAt(log, atPrefix+k, at.Offset, tm)
-				e, err := s.StateAt(ctx, atPrefix+k, at)
+				e, err := s.EntryAsOf(ctx, atPrefix+k, at)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got := entryValue(e); got != v {
-					t.Errorf("StateAt(%s, %d, %v) = %s, want %s", k, at.Offset, tm, got, v)
+					t.Errorf("EntryAsOf(%s, %d, %v) = %s, want %s", k, at.Offset, tm, got, v)
 				}
 				if v != "" {
 					want = append(want, k+"="+v)
 				}
 			}
 			if got := pageAt(t, s, at, 100); got != strings.Join(want, " ") {
-				t.Errorf("PageAt(%d, %v) = %s, want %s", at.Offset, tm, got, strings.Join(want, " "))
+				t.Errorf("PageAsOf(%d, %v) = %s, want %s", at.Offset, tm, got, strings.Join(want, " "))
 			}
 		}
 	}
@@ -104,14 +104,14 @@ func entryValue(e *contract.Entry) string {
 }
 
 // pageAt lists atPrefix at at, pages of limit, as "k=value ...".
-func pageAt(t *testing.T, s *projection.Store, at projection.At, limit int) string {
+func pageAt(t *testing.T, s *projection.Store, at projection.AsOf, limit int) string {
 	t.Helper()
 	var out []string
 	after := ""
 	for {
-		es, truncated, err := s.PageAt(context.Background(), atPrefix, at, projection.Page{After: after, Limit: limit, MaxBytes: 1 << 20})
+		es, truncated, err := s.PageAsOf(context.Background(), atPrefix, at, projection.Page{After: after, Limit: limit, MaxBytes: 1 << 20})
 		if err != nil {
-			t.Fatalf("PageAt(%d): %v", at.Offset, err)
+			t.Fatalf("PageAsOf(%d): %v", at.Offset, err)
 		}
 		for _, e := range es {
 			out = append(out, strings.TrimPrefix(e.Key, atPrefix)+"="+string(e.Value))
@@ -125,7 +125,7 @@ func pageAt(t *testing.T, s *projection.Store, at projection.At, limit int) stri
 
 // TestReadsAtRetention: once the retention removed a key's older
 // versions, a read at a position before its oldest kept one is
-// cursor_expired (field at), StateAt and PageAt alike; at or after it,
+// cursor_expired (field at), EntryAsOf and PageAsOf alike; at or after it,
 // and for keys whose history is whole (c: version 1 kept), reads answer.
 // Pages of one entry page through the keys as one page does.
 func TestReadsAtRetention(t *testing.T) {
@@ -133,7 +133,7 @@ func TestReadsAtRetention(t *testing.T) {
 	log := atLog(t)
 	mustApply(t, s, "kv.changes", log)
 	ctx := context.Background()
-	if got, want := pageAt(t, s, projection.At{Offset: 3}, 1), pageAt(t, s, projection.At{Offset: 3}, 100); got != want {
+	if got, want := pageAt(t, s, projection.AsOf{Offset: 3}, 1), pageAt(t, s, projection.AsOf{Offset: 3}, 100); got != want {
 		t.Errorf("pages of 1 = %s, one page = %s", got, want)
 	}
 	if _, err := s.PruneHistory(ctx, projection.Retention{MaxVersions: 1}, t0, projection.PruneBatch{Keys: 10, Rows: 10}); err != nil {
@@ -146,21 +146,21 @@ func TestReadsAtRetention(t *testing.T) {
 	}{
 		{"a", 5, true}, {"a", 6, false}, {"b", 4, true}, {"b", 5, false}, {"c", -1, false}, {"c", 3, false},
 	} {
-		e, err := s.StateAt(ctx, atPrefix+tc.key, projection.At{Offset: tc.offset})
+		e, err := s.EntryAsOf(ctx, atPrefix+tc.key, projection.AsOf{Offset: tc.offset})
 		if tc.expired != (contract.ErrorCode(err) == contract.ECursorExpired) {
-			t.Errorf("StateAt(%s, %d) = %v, %v; cursor_expired %t", tc.key, tc.offset, e, err, tc.expired)
+			t.Errorf("EntryAsOf(%s, %d) = %v, %v; cursor_expired %t", tc.key, tc.offset, e, err, tc.expired)
 		}
 		var ce *contract.Error
 		if tc.expired && (!errors.As(err, &ce) || ce.Field != "at") {
-			t.Errorf("StateAt(%s, %d): %v, want field at", tc.key, tc.offset, err)
+			t.Errorf("EntryAsOf(%s, %d): %v, want field at", tc.key, tc.offset, err)
 		}
 	}
-	_, _, err := s.PageAt(ctx, atPrefix, projection.At{Offset: 5}, projection.Page{Limit: 10, MaxBytes: 1 << 20})
+	_, _, err := s.PageAsOf(ctx, atPrefix, projection.AsOf{Offset: 5}, projection.Page{Limit: 10, MaxBytes: 1 << 20})
 	if contract.ErrorCode(err) != contract.ECursorExpired {
-		t.Errorf("PageAt(5) after retention: %v, want cursor_expired", err)
+		t.Errorf("PageAsOf(5) after retention: %v, want cursor_expired", err)
 	}
-	if got := pageAt(t, s, projection.At{Offset: 6}, 1); got != `a={"v":4} c="c1"` {
-		t.Errorf("PageAt(6) after retention = %s", got)
+	if got := pageAt(t, s, projection.AsOf{Offset: 6}, 1); got != `a={"v":4} c="c1"` {
+		t.Errorf("PageAsOf(6) after retention = %s", got)
 	}
 }
 
