@@ -17,6 +17,7 @@ func (a *app) listCommand() *cobra.Command {
 		o      client.ListOptions
 		all    bool
 		where  string
+		at     string
 	)
 	cmd := &cobra.Command{
 		Use:   "list [PREFIX]",
@@ -41,14 +42,20 @@ correctly as strings in one fixed RFC 3339 UTC form.
 {"items":[entry...],"count":N,"truncated":bool,"nextCursor"?}, value one
 stored value per line, keys one key per line (the seed's --format keys).
 A listing sees every write acknowledged before
-it was sent.`,
+it was sent.
+
+--at POSITION|TIME lists the entries as they were at a point of the past
+(see get --at); a page's --cursor continues the listing at the same
+point when given with the same --at. --where cannot be combined with it
+(only current values are indexed by field).`,
 		Example: `  kvctl list tenant/acme/project/demo/
   kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
   kvctl list --prefix tenant/acme/project/demo/ --limit 10
   kvctl list tenant/acme/project/demo/ --limit 10 --cursor dGVuYW50L2FjbWUvcHJvamVjdC9kZW1vL2E
   kvctl list --table tenant/acme/project/demo --limit 100 --format keys
   kvctl list tenant/acme/project/demo/jobs/ --where 'state eq failed' --all
-  kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json`,
+  kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json
+  kvctl list tenant/acme/project/demo/jobs/ --at 2026-03-04T09:00:00Z --all`,
 		Args: func(cmd *cobra.Command, got []string) error {
 			if len(got) > 1 {
 				return &usageError{msg: fmt.Sprintf("kvctl list takes at most one PREFIX; got %d arguments", len(got)), cmd: cmd.CommandPath()}
@@ -63,7 +70,14 @@ it was sent.`,
 				return err
 			}
 			a.subject, a.right = o.Prefix, "read"
-			out, err := a.listEntries(cmd.Context(), o, where, all)
+			opts, err := atOption(at, a.cmdPath)
+			if err != nil {
+				return err
+			}
+			if where != "" && at != "" {
+				return &usageError{msg: "--where cannot be combined with --at", solution: "list with --at and filter the entries yourself", cmd: a.cmdPath}
+			}
+			out, err := a.listEntries(cmd.Context(), o, where, all, opts)
 			if err != nil {
 				return err
 			}
@@ -79,6 +93,7 @@ it was sent.`,
 	f.IntVar(&o.Limit, "limit", 0, fmt.Sprintf("page size, 1 to %d (default %d)", contract.MaxListLimit, contract.DefaultListLimit))
 	f.StringVar(&o.Cursor, "cursor", "", "start after this cursor (the nextCursor of the previous page)")
 	f.BoolVar(&all, "all", false, "print every entry, fetching every page")
+	f.StringVar(&at, "at", "", "list the past: a position (p<partition>.o<offset>, a watch cursor) or an RFC 3339 time")
 	f.StringVar(&where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
 	return cmd
 }
@@ -116,10 +131,10 @@ func (a *app) noteListing(out contract.ListAnswer, prefix, where string) {
 }
 
 // listEntries fetches one page of the listing o, filtered by where when
-// it is given, or with all every page.
-func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool) (contract.ListAnswer, error) {
-	pages := a.client.ListAll(ctx, o)
-	page := func() (client.ListPage, error) { return a.client.List(ctx, o) }
+// it is given, or with all every page; opts read the past (--at).
+func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool, opts []client.ReadOption) (contract.ListAnswer, error) {
+	pages := a.client.ListAll(ctx, o, opts...)
+	page := func() (client.ListPage, error) { return a.client.List(ctx, o, opts...) }
 	if where != "" {
 		f, err := parseWhere(where, a.cmdPath)
 		if err != nil {
