@@ -3,6 +3,7 @@ package projection_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -181,5 +182,70 @@ func TestPruneHistoryKeepsPrefixes(t *testing.T) {
 	n, err := s.PruneHistory(context.Background(), projection.Retention{MaxAge: 5 * time.Second}, t0.Add(10*time.Second), projection.PruneBatch{Keys: 10, Rows: 10})
 	if got := historyVersions(t, pool, k); err != nil || n != 1 || !slices.Equal(got, []int64{2, 3, 4}) {
 		t.Fatalf("age 5s at t0+10s: removed %d (%v), left %v, want 1 and [2 3 4]", n, err, got)
+	}
+}
+
+// BenchmarkPageAsOf1000 lists 1,000 keys of 10 versions each (and 5,000
+// keys of another scope) as of the position after their fifth versions,
+// in one page, by position and by time; it reports the median.
+func BenchmarkPageAsOf1000(b *testing.B) {
+	s := projection.New(testenv.MustPostgres(b))
+	const p = "tenant/t/project/bench/k/"
+	for v := int64(1); v <= 10; v++ {
+		var evs []contract.Event
+		for i := range 1000 {
+			e := put(b, fmt.Sprintf("%s%06d", p, i), v, `{"cursor":12345,"owner":"worker-7"}`)
+			e.TS = t0.Add(time.Duration(v) * time.Second)
+			evs = append(evs, e)
+		}
+		for i := 0; i < len(evs); i += 500 {
+			mustApply(b, s, "kv.changes", batchOf((v-1)*1000+int64(i), evs[i:i+500]...))
+		}
+	}
+	seed(b, s, "tenant/t/project/other/k/", 5000)
+	ctx := context.Background()
+	at := t0.Add(5500 * time.Millisecond)
+	for _, bc := range []struct {
+		name string
+		at   func() projection.AsOf
+	}{
+		{"Position", func() projection.AsOf { return projection.AsOf{Offset: 4999} }},
+		{"Time", func() projection.AsOf {
+			off, err := s.OffsetAtTime(ctx, 0, at)
+			if err != nil || off != 4999 {
+				b.Fatalf("OffsetAtTime: %d, %v", off, err)
+			}
+			return projection.AsOf{Offset: off, Time: &at}
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				entries, truncated, err := s.PageAsOf(ctx, "tenant/t/project/bench/", bc.at(), projection.Page{Limit: 1000, MaxBytes: 1 << 30})
+				took = append(took, time.Since(start))
+				if err != nil || len(entries) != 1000 || truncated || entries[0].Version != 5 {
+					b.Fatalf("page: %d entries, truncated %v, %v", len(entries), truncated, err)
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+		})
+	}
+}
+
+// TestPageAsOfPlan: a page as of a position walks kv_entries' primary key
+// under the prefix and finds each key's event by one descent of
+// kv_history_key_offset (migration 00015), not by the primary key's
+// walk back over the later versions.
+func TestPageAsOfPlan(t *testing.T) {
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	mustApply(t, s, "kv.changes", atLog(t))
+	plan := projection.ExplainPageAsOf(t, pool, atPrefix, 3, 100)
+	for _, want := range []string{"kv_entries_pkey", "kv_history_key_offset"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan does not use %s:\n%s", want, plan)
+		}
 	}
 }

@@ -157,3 +157,12 @@ func ValueFields(v []byte) ([]FieldCandidate, bool) {
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, upTo int64) error {
 	return migrate(ctx, pool, upTo)
 }
+
+// ExplainPageAsOf is the plan of PageAsOf's statement for a page of limit
+// under prefix at offset (a position: no time).
+func ExplainPageAsOf(tb testing.TB, pool *pgxpool.Pool, prefix string, offset int64, limit int) string {
+	tb.Helper()
+	end, _ := prefixEnd(prefix)
+	return explain(tb, pool, `SET LOCAL enable_seqscan = off`, "EXPLAIN (COSTS OFF) "+pageAsOfSQL,
+		prefix, "", end, offset, nil, limit+1, 1<<30)
+}
