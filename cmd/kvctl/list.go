@@ -70,14 +70,7 @@ point when given with the same --at. --where cannot be combined with it
 				return err
 			}
 			a.subject, a.right = o.Prefix, "read"
-			opts, err := atOption(at, a.cmdPath)
-			if err != nil {
-				return err
-			}
-			if where != "" && at != "" {
-				return &usageError{msg: "--where cannot be combined with --at", solution: "list with --at and filter the entries yourself", cmd: a.cmdPath}
-			}
-			out, err := a.listEntries(cmd.Context(), o, where, all, opts)
+			out, err := a.listEntries(cmd.Context(), o, where, all, at)
 			if err != nil {
 				return err
 			}
@@ -131,8 +124,15 @@ func (a *app) noteListing(out contract.ListAnswer, prefix, where string) {
 }
 
 // listEntries fetches one page of the listing o, filtered by where when
-// it is given, or with all every page; opts read the past (--at).
-func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool, opts []client.ReadOption) (contract.ListAnswer, error) {
+// it is given, or with all every page; at (--at) reads the past.
+func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool, at string) (contract.ListAnswer, error) {
+	opts, err := atOption(at, a.cmdPath)
+	if err != nil {
+		return contract.ListAnswer{}, err
+	}
+	if where != "" && at != "" {
+		return contract.ListAnswer{}, &usageError{msg: "--where cannot be combined with --at", solution: "list with --at and filter the entries yourself", cmd: a.cmdPath}
+	}
 	pages := a.client.ListAll(ctx, o, opts...)
 	page := func() (client.ListPage, error) { return a.client.List(ctx, o, opts...) }
 	if where != "" {
