@@ -54,7 +54,8 @@ func parseAt(q url.Values) (*atParam, error) {
 
 // resolveAt is the point of prefix's partition a read at a answers at,
 // once the projection holds every event the read needs: a position as
-// given (from, a listing cursor's position, in its place), or the
+// given (from, a listing cursor's position, in its place; a cursor of
+// another position is refused), or the
 // position a time resolves to (projection.Store.OffsetAtTime) after every
 // acknowledged write under prefix is projected. A time after now is
 // refused: what it names is not written yet.
@@ -62,6 +63,9 @@ func (s *Server) resolveAt(c echo.Context, prefix string, a *atParam, from *cont
 	ctx := c.Request().Context()
 	pos := a.pos
 	if from != nil {
+		if pos != nil && *pos != *from {
+			return projection.AsOf{}, contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is of a listing at %s, not at %s", from, pos)
+		}
 		pos = from
 	}
 	if pos != nil {

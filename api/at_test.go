@@ -80,6 +80,7 @@ func TestReadsAtHandler(t *testing.T) {
 		{"ErrListAtFilter", list + "&at=p0.o1&field=a&op=eq&value=1", 400, contract.EInvalid, "field", "", ""},
 		{"ErrListAtPlainCursor", list + "&at=p0.o1&cursor=" + plainCursor, 400, contract.EInvalid, "cursor", "", ""},
 		{"ErrListAtCursorPlain", list + "&cursor=" + atCursor, 400, contract.EInvalid, "cursor", "", ""},
+		{"ErrListAtCursorOtherPosition", list + "&at=p0.o6&cursor=" + atCursor, 400, contract.EInvalid, "cursor", "", ""},
 		{"ErrGone", key + "new?at=p0.o5", 404, contract.ENotFound, "key", "p0.o5", ""},
 		{"OKPosition", key + "old?at=p0.o5", 200, "", "", "p0.o5", `1`},
 		{"OKTime", key + "old?at=2020-01-01T00:00:00Z", 200, "", "", "p0.o7", `1`},
