@@ -19,16 +19,22 @@ import (
 // indexes it by (key, kafka_offset) and by (partition, ts, kafka_offset)).
 //
 // The state of a key at a position of its partition is its newest event
-// at or before the position's offset: a key's events are all in one
-// partition, in version order, so that event is the fold of every event
-// of the key up to the position. What history retention left of a key is
-// every version from its oldest kept one on (pruneSQL removes prefixes),
-// so the newest kept event at or before the offset is the right one
-// whenever there is one. When there is none, the key was absent at the
-// position if its oldest kept event is its first (version 1: it was
-// written after the position); otherwise the events that decide the
-// answer were removed, and the read is cursor_expired. That check is
-// exact: it answers 410 only when no kept row can say what the key held.
+// at or before the position's offset (none: the key was not written
+// yet): a key's events are all in one partition, in version order, so
+// that event is the fold of every event of the key up to the position.
+//
+// The history retention (PruneHistory), and a projection rebuilt from the
+// compacted topic, remove versions, so the newest kept event at or
+// before the offset may not be that event. Versions grow by exactly one
+// per event (decide's newEvent), so the check is exact: the answer is
+// the kept event at or before the offset (version v, 0 when none) when
+// the key's first kept event after the offset is version v+1, or when
+// there is none (then the kept event is the key's newest: the retention
+// never removes that), or when the kept event is at the offset itself (a
+// watch cursor names an event: what was removed after it is later).
+// Otherwise a version between the two was removed,
+// and the read is cursor_expired: the store cannot tell what the key
+// held, and says so rather than guess.
 
 // AsOf is the point of a partition's log a read of the past is answered
 // at: every event of Partition with an offset at or before Offset (-1:
@@ -81,34 +87,39 @@ func (s *Store) OffsetAtTime(ctx context.Context, partition int32, t time.Time) 
 	return off, nil
 }
 
-// entryAsOfSQL reads the key's newest event at or before an offset (NULL
-// when none), whether it leaves the key present, and the key's oldest
-// kept version. Parameters: $1 key, $2 offset, $3 time or NULL.
-var entryAsOfSQL = `SELECT h.version, h.ev, coalesce(h.visible, false),
-        (SELECT min(version) FROM kv_history WHERE key = $1)
+// nextKept is a lateral subquery: the version of the key's (k) first
+// kept event after the offset (p), one descent of kv_history_key_offset.
+func nextKept(k, p string) string {
+	return `SELECT n.version FROM kv_history n WHERE n.key = ` + k + ` AND n.kafka_offset > ` + p + `
+        ORDER BY n.kafka_offset LIMIT 1`
+}
+
+// entryAsOfSQL reads the key's newest kept event at or before an offset
+// (NULL when none), whether it leaves the key present, and the version of
+// its first kept event after the offset. Parameters: $1 key, $2 offset,
+// $3 time or NULL.
+var entryAsOfSQL = `SELECT h.version, h.kafka_offset, h.ev, coalesce(h.visible, false), n.version
     FROM (SELECT 1) one LEFT JOIN LATERAL (
-        SELECT h.version, ` + historyText + ` AS ev, ` + presentAt("$3") + ` AS visible
+        SELECT h.version, h.kafka_offset, ` + historyText + ` AS ev, ` + presentAt("$3") + ` AS visible
         FROM kv_history h WHERE h.key = $1 AND h.kafka_offset <= $2
         ORDER BY h.kafka_offset DESC LIMIT 1
-    ) h ON true`
+    ) h ON true
+    LEFT JOIN LATERAL (` + nextKept("$1", "$2") + `) n ON true`
 
 // EntryAsOf returns key's entry at at, nil when the key was absent then
 // (never written yet, deleted, expired), or cursor_expired (field at)
 // when the history retention removed the events that would say. The
 // caller makes sure the projection holds every event up to at.Offset.
 func (s *Store) EntryAsOf(ctx context.Context, key string, at AsOf) (*contract.Entry, error) {
-	var version, first *int64
+	var k kept
 	var ev *string
 	var visible bool
-	err := s.pool.QueryRow(ctx, entryAsOfSQL, key, at.Offset, at.Time).Scan(&version, &ev, &visible, &first)
+	err := s.pool.QueryRow(ctx, entryAsOfSQL, key, at.Offset, at.Time).Scan(&k.version, &k.offset, &ev, &visible, &k.next)
 	if err != nil {
 		return nil, translate("state at", err)
 	}
-	if version == nil {
-		return nil, checkRetained(key, first, at)
-	}
-	if !visible {
-		return nil, nil
+	if err := k.check(key, at); err != nil || !visible {
+		return nil, err
 	}
 	e, err := entryOfEvent(key, *ev)
 	if err != nil {
@@ -117,16 +128,26 @@ func (s *Store) EntryAsOf(ctx context.Context, key string, at AsOf) (*contract.E
 	return &e, nil
 }
 
-// checkRetained is the answer for a key none of whose kept events is at
-// or before at: absent when its oldest kept version is its first (or it
-// has none), else cursor_expired.
-func checkRetained(key string, first *int64, at AsOf) error {
-	if first == nil || *first <= 1 {
+// kept is what kv_history keeps of a key around a point: the version and
+// offset of its newest kept event at or before the point (nil: none),
+// and the version of its first kept event after (nil: none).
+type kept struct {
+	version, offset, next *int64
+}
+
+// check is nil when k says what key held at at (see the top of this
+// file), else cursor_expired.
+func (k kept) check(key string, at AsOf) error {
+	var v int64
+	if k.version != nil {
+		v = *k.version
+	}
+	if k.next == nil || *k.next == v+1 || (k.offset != nil && *k.offset == at.Offset) {
 		return nil
 	}
 	return contract.FieldErrorf(contract.ECursorExpired, "at",
-		"the history of %s before version %d was removed by the history retention: p%d.o%d is older than what is kept",
-		key, *first, at.Partition, at.Offset)
+		"the history retention removed versions of %s before version %d: its state at p%d.o%d is no longer known",
+		key, *k.next, at.Partition, at.Offset)
 }
 
 // entryOfEvent is the entry a kv_history row's event text makes of key.
@@ -146,27 +167,26 @@ func entryOfEvent(key, text string) (contract.Entry, error) {
 
 // pageAsOfSQL lists a page of the keys under a prefix as they were at an
 // offset: kv_entries names every key ever written (its rows are never
-// removed), in key order, from its primary key; each key's newest event
-// at or before the offset is one descent of kv_history_key_offset. The
-// rows kept are the keys present then and the keys the retention cut
-// (no event at or before the offset, oldest kept version above 1), whose
-// row makes the page cursor_expired. The byte budget is decided in the
-// statement, as listSQL's: a running sum of the events' text lengths.
-// Parameters: $1 prefix, $2 cursor, $3 end of the prefix range, $4
-// offset, $5 time or NULL, $6 page size + 1, $7 byte budget.
-var pageAsOfSQL = `SELECT key, version, first, fits, CASE WHEN fits THEN ev END FROM (
-    SELECT k.key, h.version, f.first, h.ev,
+// removed), in key order, from its primary key; each key's newest kept
+// event at or before the offset, and its first kept one after, are a
+// descent of kv_history_key_offset each. The rows kept are the keys
+// present then and those whose kept versions around the offset are not
+// consecutive (kept.check), whose row makes the page cursor_expired. The
+// byte budget is decided in the statement, as listSQL's: a running sum
+// of the events' text lengths. Parameters: $1 prefix, $2 cursor, $3 end
+// of the prefix range, $4 offset, $5 time or NULL, $6 page size + 1, $7
+// byte budget.
+var pageAsOfSQL = `SELECT key, version, kafka_offset, next, fits, CASE WHEN fits THEN ev END FROM (
+    SELECT k.key, h.version, h.kafka_offset, n.version AS next, h.ev,
         row_number() OVER page_order = 1 OR sum(octet_length(h.ev) + 200) OVER page_order <= $7 AS fits
     FROM (SELECT key FROM kv_entries WHERE key >= $1 AND key > $2 AND key < $3 ORDER BY key) k
     LEFT JOIN LATERAL (
-        SELECT h.version, ` + historyText + ` AS ev, ` + presentAt("$5") + ` AS visible
+        SELECT h.version, h.kafka_offset, ` + historyText + ` AS ev, ` + presentAt("$5") + ` AS visible
         FROM kv_history h WHERE h.key = k.key AND h.kafka_offset <= $4
         ORDER BY h.kafka_offset DESC LIMIT 1
     ) h ON true
-    LEFT JOIN LATERAL (
-        SELECT min(f.version) AS first FROM kv_history f WHERE f.key = k.key AND h.version IS NULL
-    ) f ON true
-    WHERE h.visible OR f.first > 1
+    LEFT JOIN LATERAL (` + nextKept("k.key", "$4") + `) n ON true
+    WHERE h.visible OR (n.version <> coalesce(h.version, 0) + 1 AND h.kafka_offset IS DISTINCT FROM $4)
     WINDOW page_order AS (ORDER BY k.key)
     ORDER BY k.key
     LIMIT $6
@@ -175,9 +195,9 @@ var pageAsOfSQL = `SELECT key, version, first, fits, CASE WHEN fits THEN ev END 
 // PageAsOf returns a page of the entries whose key starts with prefix as
 // they were at at, after the cursor pg.After, in byte order of their
 // keys, bounded as List's pages are (pg.Now is not used: at says which
-// expiries count). A key of the page whose history the retention cut
-// before at (EntryAsOf) makes the page cursor_expired. The caller makes
-// sure the projection holds every event up to at.Offset.
+// expiries count). A key of the page whose state at at the kept history
+// cannot say (kept.check) makes the page cursor_expired. The caller
+// makes sure the projection holds every event up to at.Offset.
 func (s *Store) PageAsOf(ctx context.Context, prefix string, at AsOf, pg Page) (entries []contract.Entry, truncated bool, err error) {
 	if err := checkPage(pg.Limit, pg.MaxBytes); err != nil {
 		return nil, false, err
@@ -206,18 +226,18 @@ func readPageAsOf(rows pgx.Rows, limit int, at AsOf) (entries []contract.Entry, 
 	entries = make([]contract.Entry, 0, min(limit, 1024))
 	for rows.Next() {
 		var key string
-		var version, first *int64
+		var k kept
 		var fits bool
 		var ev *string
-		if err := rows.Scan(&key, &version, &first, &fits, &ev); err != nil {
+		if err := rows.Scan(&key, &k.version, &k.offset, &k.next, &fits, &ev); err != nil {
 			return nil, false, translate("page at", err)
 		}
 		if len(entries) == limit || !fits {
 			truncated = true
 			break
 		}
-		if version == nil {
-			return nil, false, checkRetained(key, first, at)
+		if err := k.check(key, at); err != nil {
+			return nil, false, err
 		}
 		e, err := entryOfEvent(key, *ev)
 		if err != nil {

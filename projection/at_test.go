@@ -165,23 +165,35 @@ func TestReadsAtRetention(t *testing.T) {
 	}
 }
 
-// TestPruneHistoryKeepsPrefixes: when event times do not grow with
-// versions (a clock stepped back), the age retention removes only the
-// oldest versions before the first young one: what is left of a key is
-// every version from its oldest kept one on, which reads of the past
-// rely on.
-func TestPruneHistoryKeepsPrefixes(t *testing.T) {
+// TestReadsAtGap: a version missing between two kept ones (a projection
+// rebuilt from the compacted topic, which keeps a collection's latest
+// event per element; an age retention across a clock stepped back)
+// makes the points between them cursor_expired, key and page alike, but
+// not the kept event's own offset nor the points after the gap.
+func TestReadsAtGap(t *testing.T) {
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
-	const k = "tenant/t/project/p/skew"
-	evs := batchOf(0, put(t, k, 1, `1`), put(t, k, 2, `2`), put(t, k, 3, `3`), put(t, k, 4, `4`))
-	for i, sec := range []int{1, 10, 2, 20} { // version 3 looks older than version 2
-		evs[i].Event.TS = t0.Add(time.Duration(sec) * time.Second)
+	const k = atPrefix + "gap"
+	mustApply(t, s, "kv.changes", batchOf(0, put(t, k, 1, `1`), put(t, atPrefix+"other", 1, `0`), put(t, k, 2, `2`), put(t, k, 3, `3`)))
+	if _, err := pool.Exec(context.Background(), `DELETE FROM kv_history WHERE key = $1 AND version = 2`, k); err != nil {
+		t.Fatal(err)
 	}
-	mustApply(t, s, "kv.changes", evs)
-	n, err := s.PruneHistory(context.Background(), projection.Retention{MaxAge: 5 * time.Second}, t0.Add(10*time.Second), projection.PruneBatch{Keys: 10, Rows: 10})
-	if got := historyVersions(t, pool, k); err != nil || n != 1 || !slices.Equal(got, []int64{2, 3, 4}) {
-		t.Fatalf("age 5s at t0+10s: removed %d (%v), left %v, want 1 and [2 3 4]", n, err, got)
+	ctx := context.Background()
+	for off, want := range []string{"1", "expired", "expired", "3"} {
+		e, err := s.EntryAsOf(ctx, k, projection.AsOf{Offset: int64(off)})
+		got := entryValue(e)
+		if contract.ErrorCode(err) == contract.ECursorExpired {
+			got = "expired"
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("EntryAsOf(%d) = %s, want %s", off, got, want)
+		}
+		_, _, err = s.PageAsOf(ctx, atPrefix, projection.AsOf{Offset: int64(off)}, projection.Page{Limit: 10, MaxBytes: 1 << 20})
+		if (contract.ErrorCode(err) == contract.ECursorExpired) != (want == "expired") {
+			t.Errorf("PageAsOf(%d): %v", off, err)
+		}
 	}
 }
 

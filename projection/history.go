@@ -87,9 +87,8 @@ func (s *Store) History(ctx context.Context, key string, from int64, limit, maxB
 
 // Retention is how much of each key's history kv_history keeps (the
 // projector's ESKV_HISTORY_RETENTION): versions older than MaxAge (by
-// their event's ts; the oldest versions up to the first one that is not)
-// and versions beyond the newest MaxVersions are removed, whichever
-// applies first. Zero fields keep everything. The
+// their event's ts) and versions beyond the newest MaxVersions are
+// removed, whichever applies first. Zero fields keep everything. The
 // key's newest version is always kept, so a key that was written is told
 // from one never written (404), and its latest requestId stays known.
 type Retention struct {
@@ -102,31 +101,23 @@ func (r Retention) Enabled() bool { return r.MaxAge > 0 || r.MaxVersions > 0 }
 
 // pruneSQL removes, for the keys of kv_entries after $1 (the next $2 of
 // them in key order), their history rows the retention no longer keeps,
-// at most $5 rows: versions at or below the key's version minus $3, and,
-// when an age applies ($6), the versions below the key's first version
-// whose ts is not before $4; never the key's own version (kv_entries
+// at most $5 rows: versions at or below the key's version minus $3, and
+// versions whose ts is before $4, never the key's own version (kv_entries
 // holds the version of the key's newest projected event, whose
-// kv_history row is written in the same transaction).
-//
-// What it removes of a key is always its oldest versions, a prefix of
-// the key's history, even when event times do not grow with versions (a
-// writer's clock stepped back): an old-looking version after a young one
-// stays. Reads of the past (at.go) rely on it: what is left of a key's
-// history is every version from its oldest kept one on.
-//
-// Each key's rows are one range of kv_history's primary key; finding the
-// first young version reads the ts of each older row, as removing them
-// by age must. The per-key LIMIT keeps the lateral subquery a
-// parameterized index scan per key (a plain join is planned as a hash
-// join over the whole of kv_history). It answers how many rows it
-// removed, the last key it looked at and how many keys.
+// kv_history row is written in the same transaction). Each key's rows
+// are one range of kv_history's primary key: below the key's version
+// when an age applies ($6), which must read each older row's ts; else
+// only the versions the count removes. The per-key LIMIT keeps the
+// lateral subquery a parameterized index scan per key (a plain join is
+// planned as a hash join over the whole of kv_history). It answers how
+// many rows it removed, the last key it looked at and how many keys.
 const pruneSQL = `WITH ks AS (
     SELECT key, version FROM kv_entries WHERE key > $1 ORDER BY key LIMIT $2
 ), doomed AS (
     SELECT d.key, d.version FROM ks CROSS JOIN LATERAL (
         SELECT h.key, h.version FROM kv_history h
-        WHERE h.key = ks.key AND h.version < greatest(ks.version - $3 + 1, CASE WHEN $6 THEN least(ks.version, coalesce((
-            SELECT y.version FROM kv_history y WHERE y.key = ks.key AND y.ts >= $4 ORDER BY y.version LIMIT 1), ks.version)) ELSE 0 END)
+        WHERE h.key = ks.key AND h.version < CASE WHEN $6 THEN ks.version ELSE ks.version - $3 + 1 END
+            AND (h.version <= ks.version - $3 OR h.ts < $4)
         LIMIT $5
     ) d
     LIMIT $5
