@@ -37,6 +37,7 @@ type handler struct {
 var handlers = map[contract.Op]handler{
 	contract.OpGet:             {read: getEntry},
 	contract.OpIncrement:       {write: (*Server).increment},
+	contract.OpTouch:           {write: (*Server).touch},
 	contract.OpLockAcquire:     {write: (*Server).lock},
 	contract.OpLockExtend:      {write: (*Server).lock},
 	contract.OpLockRelease:     {write: (*Server).lock},

@@ -40,7 +40,7 @@
 //	}
 //
 // Keys are tenant/<t>/project/<p>/...; the token's grants say which a
-// caller may read or write. Beside plain entries (Get, Put, Delete,
+// caller may read or write. Beside plain entries (Get, Put, Delete, Touch,
 // Patch, GetField) the server keeps counters (Increment, Decrement),
 // lists (LPush, RPop, LRange ...), sets (SAdd, SMembers ...), queues
 // (QPush, QPop, QAck ...), locks and leader election (AcquireLock,

@@ -525,7 +525,7 @@ var known = func() map[string]string {
 	for _, k := range []contract.Kind{contract.KindPut, contract.KindDelete, contract.KindExpire} {
 		m[string(k)] = string(k)
 	}
-	for _, op := range []contract.Op{contract.OpSet, contract.OpCreate, contract.OpCAS, contract.OpDelete, contract.OpExpire, contract.OpIncrement, contract.OpPatch, contract.OpFieldCAS,
+	for _, op := range []contract.Op{contract.OpSet, contract.OpCreate, contract.OpCAS, contract.OpDelete, contract.OpExpire, contract.OpIncrement, contract.OpPatch, contract.OpFieldCAS, contract.OpTouch,
 		contract.OpLockAcquire, contract.OpLockExtend, contract.OpLockRelease, contract.OpLeaderElect, contract.OpLeaderHeartbeat, contract.OpLeaderResign,
 		contract.OpSAdd, contract.OpSRem, contract.OpLPush, contract.OpRPush, contract.OpLPop, contract.OpRPop, contract.OpLTrim, contract.OpQPush, contract.OpQPop, contract.OpQAck, contract.OpQRequeue, contract.OpQExpire, contract.OpTxn} {
 		m[string(op)] = string(op)

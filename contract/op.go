@@ -38,6 +38,7 @@ const (
 	OpLeaderElect     Op = "leader_elect"     // take (or renew) leadership (kind put)
 	OpLeaderHeartbeat Op = "leader_heartbeat" // renew leadership (kind put)
 	OpLeaderResign    Op = "leader_resign"    // give up leadership (kind delete)
+	OpTouch           Op = "touch"            // a new expiry, value kept (kind put)
 )
 
 // LockAction is what a lock or leader op does to the tenure of its
@@ -76,6 +77,7 @@ var opTable = []opSpec{
 	{op: OpPut}, {op: OpSet}, {op: OpCreate}, {op: OpCAS}, {op: OpDelete}, {op: OpExpire},
 	{op: OpPatch}, {op: OpFieldCAS},
 	{op: OpIncrement, verb: "increment"},
+	{op: OpTouch, verb: "touch"},
 	{op: OpLockAcquire, verb: "acquire", purpose: PurposeLock, lock: LockAcquire},
 	{op: OpLockExtend, verb: "extend", purpose: PurposeLock, lock: LockExtend},
 	{op: OpLockRelease, verb: "release", purpose: PurposeLock, lock: LockRelease},

@@ -16,6 +16,8 @@ func TestOpOfVerb(t *testing.T) {
 		purpose string
 	}{
 		{"OKIncrement", "increment", false, OpIncrement, true, "", ""},
+		{"OKTouch", "touch", false, OpTouch, true, "", ""},
+		{"NotFoundTouchAsRead", "touch", true, "", false, "", ""},
 		{"OKAcquire", "acquire", false, OpLockAcquire, true, LockAcquire, PurposeLock},
 		{"OKElect", "elect", false, OpLeaderElect, true, LockAcquire, PurposeLeader},
 		{"OKHeartbeat", "heartbeat", false, OpLeaderHeartbeat, true, LockExtend, PurposeLeader},
@@ -43,7 +45,7 @@ func TestOpOfVerb(t *testing.T) {
 }
 
 func TestVerbList(t *testing.T) {
-	if got := VerbList(false, true); got != ":increment, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd, :srem, :lpush, :rpush, :lpop, :rpop, :ltrim, :qpush, :qpop or :qack" {
+	if got := VerbList(false, true); got != ":increment, :touch, :acquire, :extend, :release, :elect, :heartbeat, :resign, :sadd, :srem, :lpush, :rpush, :lpop, :rpop, :ltrim, :qpush, :qpop or :qack" {
 		t.Errorf("writes: %s", got)
 	}
 	if got := strings.Join(Verbs(true), " "); !strings.HasPrefix(got, "lock leader") {

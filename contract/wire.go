@@ -181,6 +181,52 @@ func checkPlainPurpose(sem *Semantics) error {
 	return nil
 }
 
+// TouchBody is the body of POST /v1/kv/{key}:touch: a new expiry for an
+// existing entry (Redis EXPIRE, or PERSIST with Persist), its value,
+// semantics (but ttlSeconds) and specRef kept byte for byte. Exactly one
+// of TTLSeconds and Persist is given.
+type TouchBody struct {
+	// TTLSeconds expires the entry this long after the touch.
+	TTLSeconds *int64 `json:"ttlSeconds,omitempty"`
+	// Persist removes the entry's expiry.
+	Persist bool `json:"persist,omitempty"`
+	// ExpectedVersion, when set, is the version the key must be at: a
+	// touch never creates a key, so it is positive.
+	ExpectedVersion *int64 `json:"expectedVersion,omitempty"`
+	RequestID       string `json:"requestId,omitempty"`
+}
+
+// Validate checks the body.
+func (b *TouchBody) Validate() error {
+	if err := checkCommon(b.ExpectedVersion, b.RequestID, ""); err != nil {
+		return err
+	}
+	switch {
+	case b.ExpectedVersion != nil && *b.ExpectedVersion == 0:
+		return FieldErrorf(EInvalid, "expectedVersion", "expectedVersion must be a positive version: a touch never creates a key")
+	case b.Persist && b.TTLSeconds != nil:
+		return FieldErrorf(EInvalid, "persist", "persist removes the expiry: give it or ttlSeconds, not both")
+	case b.Persist:
+		return nil
+	case b.TTLSeconds == nil:
+		return FieldErrorf(EInvalid, "ttlSeconds", "a touch needs ttlSeconds (the new expiry) or persist (no expiry)")
+	case *b.TTLSeconds < 1 || *b.TTLSeconds > MaxTTLSeconds:
+		return FieldErrorf(EInvalid, "ttlSeconds", "ttlSeconds must be between 1 and %d (persist removes the expiry)", MaxTTLSeconds)
+	}
+	return nil
+}
+
+// TTL is the entry's new TTL in seconds; 0 for Persist (no expiry).
+func (b *TouchBody) TTL() int64 {
+	if b.TTLSeconds == nil {
+		return 0
+	}
+	return *b.TTLSeconds
+}
+
+// Idempotent: see PutBody.Idempotent.
+func (b *TouchBody) Idempotent() bool { return b.RequestID != "" }
+
 // optionalSemantics are the semantics an increment or patch gives the
 // entry: none (the zero value: keep the entry's), or the request's with
 // purpose other by default.

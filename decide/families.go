@@ -25,7 +25,7 @@ type Header struct {
 // Command families (one type each, as etcd has one message per op), each
 // with its own fields only.
 type (
-	// KV is a put, delete, expire, increment or patch (or a
+	// KV is a put, delete, expire, increment, patch or touch (or a
 	// transaction's check), or a denied write of any op.
 	KV struct {
 		Header
@@ -37,7 +37,7 @@ type (
 		ExpectedVersion *int64
 		// TTLSeconds: for put, the entry's TTL (0: none, unless KeepTTL);
 		// for increment and patch, a new TTL when > 0 (0 keeps the
-		// entry's expiry).
+		// entry's expiry); for touch, the new TTL (0: none, persist).
 		TTLSeconds int64
 		// KeepTTL makes a put without TTLSeconds keep the entry's expiry
 		// (as Redis SET KEEPTTL does).

@@ -159,6 +159,8 @@ func kvWrite(w write, c *KV) Decision {
 		return decideIncrement(w, c, ev)
 	case contract.OpPatch:
 		return decidePatch(w, c, ev)
+	case contract.OpTouch:
+		return decideTouch(w, ev)
 	}
 	ev.After = c.Value
 	switch {

@@ -143,6 +143,12 @@ func samples() map[string]contract.Event {
 	recreate.Version, recreate.PrevVersion = 4, 3
 	recreate.CreatedAt, recreate.TS = t2, t2
 
+	// A touch: the same value, a new expiry.
+	touch := increment
+	touch.Version, touch.PrevVersion, touch.Op = 43, 42, contract.OpTouch
+	touch.Before, touch.After = increment.After, increment.After
+	touch.ExpiresAt, touch.Semantics.TTLSeconds = &lease, 30
+
 	// An event of a transaction of three writes.
 	txn := increment
 	txn.TxnID, txn.TxnSize, txn.RequestID, txn.RequestDigest = "3f1e9c52-7a1d-5b7e-9c2a-0d4e6f8a1b3c", 3, "transfer-0042", "9f2c"
@@ -155,6 +161,7 @@ func samples() map[string]contract.Event {
 		"PutNull":        putNull,
 		"PutIncrement":   increment,
 		"PutLockAcquire": lock,
+		"PutTouch":       touch,
 		"Delete":         del,
 		"Expire":         expire,
 		"Recreate":       recreate,

@@ -112,6 +112,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	want := map[string][]string{
 		"/v1/kv/{key}":           {"delete", "get", "patch", "put"},
 		"/v1/kv/{key}:increment": {"post"},
+		"/v1/kv/{key}:touch":     {"post"},
 		"/v1/kv/{key}:acquire":   {"post"},
 		"/v1/kv/{key}:extend":    {"post"},
 		"/v1/kv/{key}:release":   {"post"},
@@ -422,6 +423,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"Entry", "Entry", true},
 		{"Semantics", "Semantics", false},
 		{"IncrementBody", "IncrementBody", false},
+		{"TouchBody", "TouchBody", false},
 		{"LockBody", "LockBody", false},
 		{"LockAnswer", "LockAnswer", true},
 		{"ReleaseAnswer", "ReleaseAnswer", true},

@@ -226,6 +226,9 @@ func invalidSolution(field, cmd string) string {
 		if strings.HasPrefix(cmd, "kvctl lock") || strings.HasPrefix(cmd, "kvctl leader") {
 			return fmt.Sprintf("--ttl (the lease) is %s; leave it out for the server's default of %ds", ttlRange(), contract.DefaultLockTTLSeconds)
 		}
+		if cmd == "kvctl touch" {
+			return "--ttl is " + ttlRange() + "; --persist removes the expiry"
+		}
 		return "--ttl is " + ttlRange() + "; leave it out for no expiry"
 	case "holder":
 		return fmt.Sprintf("the holder (--holder, --id or KVCTL_HOLDER) is 1 to %d characters of UTF-8", contract.MaxHolderLen)
@@ -283,6 +286,8 @@ func (a *app) notFound(subject, field string) string {
 		return "the pool has no leader: become it with 'kvctl leader elect " + subject + "'"
 	case "kvctl lpop", "kvctl rpop":
 		return fmt.Sprintf("%s is empty: push a value with 'kvctl rpush %s VALUE'", subject, subject)
+	case "kvctl touch":
+		return fmt.Sprintf("a touch never creates a key, and %s is absent, deleted or expired: write it with 'kvctl set %s VALUE --ttl DURATION'", subject, subject)
 	case "kvctl history":
 		return fmt.Sprintf("check the key (a deleted key keeps its history, so this one never existed), or look for keys with 'kvctl list %s'", projectPrefix(subject))
 	}
@@ -299,6 +304,9 @@ func (a *app) unavailable(subject string, e *contract.Error) string {
 		if h := holderOf(e.Current.Value); h != "" {
 			holder = h
 		}
+	}
+	if e.Field == "key" && a.cmdPath == "kvctl touch" {
+		return touchLockSolution(subject, e)
 	}
 	if e.Field == "key" { // a plain write of a held lock or leadership
 		return fmt.Sprintf("%s is held by %s: use the 'kvctl lock' or 'kvctl leader' commands, or break it on purpose by naming its version (--expected-version %d)", subject, holder, version)
@@ -345,10 +353,22 @@ func (a *app) wrongType(subject string, e *contract.Error) string {
 	case collectionType(e) != "":
 		p := collectionType(e)
 		return fmt.Sprintf("%s is a %s: change it with the %s commands, or remove the whole %s with 'kvctl delete %s'", subject, p, p, p, subject)
+	case a.cmdPath == "kvctl touch":
+		return touchLockSolution(subject, e)
 	case strings.HasPrefix(a.cmdPath, "kvctl lock"), strings.HasPrefix(a.cmdPath, "kvctl leader"):
 		return fmt.Sprintf("%s holds %s and is not a %s: give the lock or leader pool a key of its own", subject, value, strings.Fields(a.cmdPath)[1])
 	}
 	return fmt.Sprintf("%s's value does not fit this command; see 'kvctl get %s'", subject, subject)
+}
+
+// touchLockSolution says what to do about a touch of a lock or leader
+// lease (lock_held, not_leader, or wrong_type when it named a version):
+// only its holder renews it.
+func touchLockSolution(subject string, e *contract.Error) string {
+	if e.Current != nil && e.Current.Semantics.Purpose == contract.PurposeLeader {
+		return fmt.Sprintf("%s is a leader lease: its leader renews it with 'kvctl leader heartbeat %s'", subject, subject)
+	}
+	return fmt.Sprintf("%s is a lock: its holder renews the lease with 'kvctl lock extend %s --ttl DURATION'", subject, subject)
 }
 
 // holderOf reads the holder of a lock's stored value.

@@ -168,7 +168,7 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
 		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand(),
 		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand(),
-		a.queueCommand(), a.historyCommand(), a.watchCommand())
+		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {

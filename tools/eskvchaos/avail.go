@@ -90,7 +90,7 @@ func measureAvailability(recs []faultRecord, h []linz.Op, t0 time.Time, partitio
 	ready *readiness, writers []*proc.Proc) []availability {
 	acks := map[int32][]time.Time{} // return times of acknowledged writes, by partition
 	for _, o := range h {
-		if o.In.Kind == linz.Write && o.Out.Outcome == linz.OK {
+		if o.In.Kind.Writes() && o.Out.Outcome == linz.OK {
 			p := contract.Partition(contract.ScopeOf(o.In.Key), partitions)
 			acks[p] = append(acks[p], t0.Add(time.Duration(o.Return)))
 		}

@@ -113,18 +113,33 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 }
 
 // committedIn returns the lookup linz.Resolve settles with: the version
-// at which a CAS client's value (unique per write) committed to a key.
-func committedIn(evs []logcheck.Event) func(key, value string) (int64, bool) {
-	at := map[[2]string]int64{}
+// at which a CAS client's value (unique per write) committed to a key,
+// and the version and kept value of a touch, by its requestId (unique per
+// touch). A touch's event holds the value of an earlier write: it is not
+// where that write committed.
+func committedIn(evs []logcheck.Event) func(o linz.Op) (int64, string, bool) {
+	type at struct {
+		version int64
+		value   string
+	}
+	written, touched := map[[2]string]int64{}, map[[2]string]at{}
 	for _, e := range evs {
 		var v string
-		if e.Event.Kind == contract.KindPut && json.Unmarshal(e.Event.After, &v) == nil {
-			at[[2]string{e.Event.Key, v}] = e.Event.Version
+		switch {
+		case e.Event.Kind != contract.KindPut || json.Unmarshal(e.Event.After, &v) != nil:
+		case e.Event.Op == contract.OpTouch:
+			touched[[2]string{e.Event.Key, e.Event.RequestID}] = at{e.Event.Version, v}
+		default:
+			written[[2]string{e.Event.Key, v}] = e.Event.Version
 		}
 	}
-	return func(key, value string) (int64, bool) {
-		v, ok := at[[2]string{key, value}]
-		return v, ok
+	return func(o linz.Op) (int64, string, bool) {
+		if o.In.Kind == linz.Touch {
+			t, ok := touched[[2]string{o.In.Key, o.RequestID}]
+			return t.version, t.value, ok
+		}
+		v, ok := written[[2]string{o.In.Key, o.In.Value}]
+		return v, o.In.Value, ok
 	}
 }
 
@@ -340,10 +355,7 @@ func (r *report) print(w io.Writer) {
 func (r *report) printRun(w io.Writer) {
 	ops := map[string]int{}
 	for _, o := range r.history {
-		kind := "read"
-		if o.In.Kind == linz.Write {
-			kind = "write"
-		}
+		kind := map[linz.Kind]string{linz.Read: "read", linz.Write: "write", linz.Touch: "touch"}[o.In.Kind]
 		ops[kind+" "+o.Out.Outcome.String()]++
 	}
 	fmt.Fprintf(w, "eskvchaos: %s of faults, seed %d, %d clients, %d keys, %d writers, %d projectors, %d partitions\n",

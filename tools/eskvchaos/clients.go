@@ -94,7 +94,8 @@ func (c *clients) run(n int, seed uint64, stop <-chan struct{}) {
 
 // client reads a random key through a random writer, then writes it through
 // another random writer with the version it read as the expected version
-// and a value no other operation writes.
+// and a value no other operation writes (or, one time in touchEvery when
+// the key exists, touches it at that version).
 func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 	for seq := 0; ; seq++ {
 		select {
@@ -123,7 +124,12 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
 			continue
 		}
-		w := c.write(id, rng.IntN(len(c.urls)), key, expected, fmt.Sprintf("c%d-%d", id, seq))
+		var w linz.Op
+		if expected > 0 && rng.IntN(touchEvery) == 0 {
+			w = c.touch(id, rng.IntN(len(c.urls)), key, expected, fmt.Sprintf("c%d-%d", id, seq), rng.IntN(2) == 0)
+		} else {
+			w = c.write(id, rng.IntN(len(c.urls)), key, expected, fmt.Sprintf("c%d-%d", id, seq))
+		}
 		if w.Out.Outcome == linz.Failed || w.Out.Outcome == linz.Unknown {
 			pause(stop, 20*time.Millisecond+time.Duration(rng.IntN(30))*time.Millisecond)
 		}
@@ -328,6 +334,31 @@ func (c *clients) write(id, w int, key string, expected int64, value string) lin
 	return c.record(o)
 }
 
+// touchEvery makes one CAS-client write in touchEvery of a key read
+// present a touch of it at the version read instead.
+const touchEvery = 5
+
+// touch gives key a new expiry (an hour: no register key expires during
+// a run) or none (persist) at version expected, through writer w, with a
+// requestId unique to it (tag), and records the outcome: ok with the
+// version it wrote and the value it kept, or a conflict, as a CAS
+// write's (classifyWrite).
+func (c *clients) touch(id, w int, key string, expected int64, tag string, persist bool) linz.Op {
+	rid := "chaos-touch-" + tag
+	o := linz.Op{Client: id, Writer: w, In: linz.Input{Key: key, Kind: linz.Touch, Expected: expected}, RequestID: rid}
+	b := contract.TouchBody{Persist: persist, ExpectedVersion: &expected, RequestID: rid}
+	if !persist {
+		hour := int64(3600)
+		b.TTLSeconds = &hour
+	}
+	body, _ := json.Marshal(b)
+	o.Call = c.now()
+	a := c.do(http.MethodPost, c.urls[w]+"/v1/kv/"+key+":touch", body)
+	o.Return = c.now()
+	o.Out, o.Detail = classifyWrite(a, "")
+	return c.record(o)
+}
+
 // classifyWrite turns the answer to a CAS write into its outcome. Only
 // what the writer's code guarantees had no effect is failed; anything else
 // that is not a decided answer is unknown.
@@ -418,8 +449,8 @@ func mustJSON(v any) json.RawMessage {
 func acknowledged(h []linz.Op) []logcheck.Acked {
 	var out []logcheck.Acked
 	for _, o := range h {
-		if o.In.Kind == linz.Write && o.Out.Outcome == linz.OK {
-			out = append(out, logcheck.Acked{Key: o.In.Key, Version: o.Out.Version, Value: mustJSON(o.In.Value)})
+		if o.In.Kind.Writes() && o.Out.Outcome == linz.OK {
+			out = append(out, logcheck.Acked{Key: o.In.Key, Version: o.Out.Version, Value: mustJSON(o.Written())})
 		}
 	}
 	return out

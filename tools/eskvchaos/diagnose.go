@@ -26,7 +26,7 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 	}
 	byKey := map[string][]ack{}
 	for _, o := range h {
-		if o.In.Kind == linz.Write && o.Out.Outcome == linz.OK {
+		if o.In.Kind.Writes() && o.Out.Outcome == linz.OK {
 			byKey[o.In.Key] = append(byKey[o.In.Key], ack{o.Return, o.Out.Version, o})
 		}
 	}
@@ -45,7 +45,7 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 	for _, o := range h {
 		switch {
 		case o.In.Kind == linz.Read && (o.Out.Outcome == linz.OK || o.Out.Outcome == linz.NotFound):
-		case o.In.Kind == linz.Write && o.Out.Outcome == linz.Conflict:
+		case o.In.Kind.Writes() && o.Out.Outcome == linz.Conflict:
 		default:
 			continue
 		}
@@ -55,8 +55,11 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 			continue
 		}
 		what := "read"
-		if o.In.Kind == linz.Write {
+		switch o.In.Kind {
+		case linz.Write:
 			what = fmt.Sprintf("cas from v%d", o.In.Expected)
+		case linz.Touch:
+			what = fmt.Sprintf("touch from v%d", o.In.Expected)
 		}
 		got := "not found"
 		if o.Out.Outcome != linz.NotFound {

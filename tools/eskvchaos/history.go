@@ -87,7 +87,7 @@ func (h *historyReads) due(rng *rand.Rand) bool {
 
 // observe notes the version of an acknowledged write.
 func (h *historyReads) observe(o linz.Op) {
-	if h == nil || o.In.Kind != linz.Write || o.Out.Outcome != linz.OK {
+	if h == nil || !o.In.Kind.Writes() || o.Out.Outcome != linz.OK {
 		return
 	}
 	h.mu.Lock()
@@ -174,8 +174,8 @@ func checkHistory(reads []historyRead, ops []linz.Op, evs []logcheck.Event) hist
 	f := historyFindings{reads: len(reads)}
 	acked := map[string][]ackedWrite{}
 	for _, o := range ops {
-		if o.In.Kind == linz.Write && o.Out.Outcome == linz.OK {
-			acked[o.In.Key] = append(acked[o.In.Key], ackedWrite{o.Out.Version, mustJSON(o.In.Value), o.Return})
+		if o.In.Kind.Writes() && o.Out.Outcome == linz.OK {
+			acked[o.In.Key] = append(acked[o.In.Key], ackedWrite{o.Out.Version, mustJSON(o.Written()), o.Return})
 		}
 	}
 	inLog := map[keyVersion]json.RawMessage{}

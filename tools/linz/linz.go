@@ -4,7 +4,10 @@
 // not exist; the harness never deletes a register key). A read returns the value and
 // version, or not found. A write carries the expected version (0: the key
 // must not exist) and a value unique to the operation; it returns ok with
-// the new version, or a conflict with the current version and value.
+// the new version, or a conflict with the current version and value. A
+// touch (POST :touch, a new expiry) carries the expected version only: it
+// is a write of the value the register holds, so it returns ok with the
+// next version and that same value, or a conflict as a write does.
 //
 // An operation whose outcome the client could not learn (a timeout, a
 // connection broken after the request was sent, a 503 that says the outcome
@@ -39,13 +42,19 @@ type Kind uint8
 const (
 	Read Kind = iota
 	Write
+	Touch
 )
+
+// Writes reports whether operations of the kind change the register (a
+// write or a touch): their acknowledged answers are versions the key has
+// had, holding the answer's value.
+func (k Kind) Writes() bool { return k != Read }
 
 // Input is what a client asked.
 type Input struct {
 	Key      string
 	Kind     Kind
-	Expected int64  // write: the expected version
+	Expected int64  // write, touch: the expected version
 	Value    string // write: the new value
 }
 
@@ -117,6 +126,29 @@ func casStep(state, input, output any) (bool, any) {
 			}
 			return true, s
 		}
+	case Touch:
+		return touchStep(s, in, out)
+	}
+	return false, s
+}
+
+// touchStep is casStep of a touch: a write of the value s holds, so it
+// applies only to a key that exists (a touch never creates one; it names
+// a version read, never 0).
+func touchStep(s register, in Input, out Output) (bool, any) {
+	applies := s.Version > 0 && s.Version == in.Expected
+	switch out.Outcome {
+	case OK:
+		if applies && out.Version == s.Version+1 && out.Value == s.Value {
+			return true, register{Version: out.Version, Value: s.Value}
+		}
+	case Conflict:
+		return !applies && s.Version == out.Version && s.Value == out.Value, s
+	case Unknown:
+		if applies {
+			return true, register{Version: s.Version + 1, Value: s.Value}
+		}
+		return true, s
 	}
 	return false, s
 }
@@ -151,9 +183,12 @@ var Model = porcupine.Model{
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(Input), output.(Output)
 		var call string
-		if in.Kind == Read {
+		switch in.Kind {
+		case Read:
 			call = "read()"
-		} else {
+		case Touch:
+			call = fmt.Sprintf("touch(v%d)", in.Expected)
+		default:
 			call = fmt.Sprintf("cas(v%d → %q)", in.Expected, in.Value)
 		}
 		switch out.Outcome {
@@ -201,22 +236,32 @@ type Op struct {
 	Settled bool `json:"settled,omitempty"`
 }
 
-// Resolve settles the unknown writes of h by what the log committed,
-// once no write can still commit: committed(key, value) returns the
-// version at which a write of value to key committed, or false when the
-// log holds none. A committed write becomes OK with that version (and
-// Settled); one the log does not hold never happened and becomes Failed.
-// Every write's value must be unique. The checker then searches far
-// fewer orders: an unknown write may or may not have happened, a
-// settled one did, at a known version. It returns how many of each.
-func Resolve(h []Op, committed func(key, value string) (int64, bool)) (applied, failed int) {
+// Written is the value an acknowledged write or touch left: a write's
+// own, the value a touch kept (its answer's).
+func (o Op) Written() string {
+	if o.In.Kind == Touch {
+		return o.Out.Value
+	}
+	return o.In.Value
+}
+
+// Resolve settles the unknown writes and touches of h by what the log
+// committed, once none can still commit: committed(o) returns the
+// version at which o committed and the value it left (a write's own
+// value, unique to it; a touch, found by its requestId, the value it
+// kept), or false when the log holds none. A committed one becomes OK
+// with that version (and Settled); one the log does not hold never
+// happened and becomes Failed. The checker then searches far fewer
+// orders: an unknown write may or may not have happened, a settled one
+// did, at a known version. It returns how many of each.
+func Resolve(h []Op, committed func(o Op) (version int64, value string, ok bool)) (applied, failed int) {
 	for i := range h {
 		o := &h[i]
-		if o.In.Kind != Write || o.Out.Outcome != Unknown {
+		if !o.In.Kind.Writes() || o.Out.Outcome != Unknown {
 			continue
 		}
-		if v, ok := committed(o.In.Key, o.In.Value); ok {
-			o.Out, o.Settled = Output{Outcome: OK, Version: v, Value: o.In.Value}, true
+		if v, value, ok := committed(*o); ok {
+			o.Out, o.Settled = Output{Outcome: OK, Version: v, Value: value}, true
 			applied++
 		} else {
 			o.Out.Outcome = Failed

@@ -171,7 +171,7 @@ func TestVisualizeIllegal(t *testing.T) {
 // then not linearizable, and the settled version is held to the model.
 func TestResolve(t *testing.T) {
 	log := map[string]int64{k1 + " a": 1}
-	committed := func(key, value string) (int64, bool) { v, ok := log[key+" "+value]; return v, ok }
+	committed := func(o Op) (int64, string, bool) { v, ok := log[o.In.Key+" "+o.In.Value]; return v, o.In.Value, ok }
 	h := []Op{
 		write(0, k1, 0, "a", 1, 2, unknown),
 		write(1, k1, 1, "b", 3, 4, unknown), // not in the log: never happened

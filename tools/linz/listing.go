@@ -39,11 +39,11 @@ type Listing struct {
 }
 
 // Changes returns the writes of the register history h as changes (every
-// CAS write is a put; a conflict had no effect).
+// CAS write and touch is a put; a conflict had no effect).
 func Changes(h []Op) []Change {
 	var out []Change
 	for _, o := range h {
-		if o.In.Kind != Write {
+		if !o.In.Kind.Writes() {
 			continue
 		}
 		c := Change{Client: o.Client, Writer: o.Writer, Key: o.In.Key, Outcome: o.Out.Outcome, Call: o.Call, Return: o.Return,
