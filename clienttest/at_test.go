@@ -18,6 +18,7 @@ import (
 // key was absent is contract.ENotFound, a time in the future
 // contract.EInvalid on "at".
 func TestClientReadsAt(t *testing.T) {
+	t.Parallel()
 	c := client.New(stack.MustStart(t), stack.DevToken)
 	ctx := t.Context()
 	const prefix = "tenant/acme/project/demo/client-at/"

@@ -157,6 +157,7 @@ func sameJSON(t *testing.T, a, b json.RawMessage) bool {
 // and GET ?at= of random times each answer the fold of the partition's
 // log up to that point.
 func TestReadsAtFoldTheLog(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t, inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = 100 * time.Millisecond }))
 	rng := rand.New(rand.NewPCG(1, 2))
 	randomWrites(t, s, rng, 240)
@@ -241,6 +242,7 @@ func listPastAt(t *testing.T, s *stack, at string, limit int) []string {
 // longer reaches (410 cursor_expired); a principal without the read
 // right (403), as today's reads do.
 func TestReadsAtRefusals(t *testing.T) {
+	t.Parallel()
 	s := mustStack(t)
 	for i := range 3 {
 		if r := s.do("PUT", "/v1/kv/"+atPrefix+"r", devToken, fmt.Sprintf(`{"value":%d}`, i)); r.Status != http.StatusOK {

@@ -56,6 +56,7 @@ func foldAt(log []projection.Applied, key string, offset int64, at *time.Time) s
 // and by time, equal the fold of the log up to there (foldAt); a time
 // resolves to the latest event at or before it, ties included.
 func TestReadsAt(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	log := atLog(t)
 	mustApply(t, s, "kv.changes", log)
@@ -130,6 +131,7 @@ func pageAt(t *testing.T, s *projection.Store, at projection.AsOf, limit int) st
 // and for keys whose history is whole (c: version 1 kept), reads answer.
 // Pages of one entry page through the keys as one page does.
 func TestReadsAtRetention(t *testing.T) {
+	t.Parallel()
 	s := projection.New(testenv.MustPostgres(t))
 	log := atLog(t)
 	mustApply(t, s, "kv.changes", log)
@@ -171,6 +173,7 @@ func TestReadsAtRetention(t *testing.T) {
 // makes the points between them cursor_expired, key and page alike, but
 // not the kept event's own offset nor the points after the gap.
 func TestReadsAtGap(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	const k = atPrefix + "gap"
@@ -251,6 +254,7 @@ func BenchmarkPageAsOf1000(b *testing.B) {
 // kv_history_key_offset (migration 00015), not by the primary key's
 // walk back over the later versions.
 func TestPageAsOfPlan(t *testing.T) {
+	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	mustApply(t, s, "kv.changes", atLog(t))

@@ -122,6 +122,7 @@ func TestAwaitProjected(t *testing.T) {
 // entries under its prefix up to that offset, and for the offset itself
 // when an entry past it may hide older unprojected events of its key.
 func TestUnprojectedUpTo(t *testing.T) {
+	t.Parallel()
 	w := offlineWriter(t, Config{})
 	p := newPartition(w, 0)
 	p.setReady(true, 1, map[string]overlayEntry{
@@ -150,6 +151,7 @@ func TestUnprojectedUpTo(t *testing.T) {
 // invalid on at; one at the last write waits for the projector (here
 // down: unavailable after MaxListWait), one before it does not wait.
 func TestAwaitPosition(t *testing.T) {
+	t.Parallel()
 	b := testenv.MustBroker(t, 2)
 	store := projection.New(testenv.MustPostgresDB(t).Pool)
 	w := runWriter(t, b, store, Config{MaxListWait: 200 * time.Millisecond})

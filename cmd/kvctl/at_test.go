@@ -12,6 +12,7 @@ import (
 // as they were at a time; a bad --at, and --at with --where, are usage
 // errors (exit 2); a time in the future is refused by the server (exit 2).
 func TestCLIReadsAt(t *testing.T) {
+	t.Parallel()
 	url := stack.MustStart(t)
 	k := &kvctlBin{path: mustBuild(t), env: map[string]string{"KVCTL_URL": url, "KVCTL_TOKEN": stack.DevToken, "KVCTL_FORMAT": formatText}, dir: t.TempDir()}
 	const p = "tenant/acme/project/demo/cli-at/"
