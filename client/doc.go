@@ -83,6 +83,9 @@
 // HistoryPage and SMembersPage return one page. Watch is an iter.Seq2 of
 // a prefix's or a key's changes as they happen: it reconnects after the
 // last event it gave, and ends with the caller's ctx or an error.
+// ListWatch keeps a cache of a prefix: it yields the prefix's snapshot
+// (one listing, at its position), then every change after it, and a
+// new snapshot (Relist) when the log no longer holds what followed.
 //
 // # Leases
 //

@@ -109,6 +109,34 @@ func ExampleClient_ListAll() {
 	}
 }
 
+// A cache of a prefix kept in step with the server: the snapshot
+// replaces it, each event after it updates it; a relist (the log no
+// longer held what followed) rebuilds it. (Compiled, not run: it needs
+// a running server.)
+func ExampleClient_ListWatch() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	cache := map[string]json.RawMessage{}
+	for ch, err := range c.ListWatch(context.Background(), client.ListWatchOptions{Prefix: "tenant/acme/project/demo/flags/"}) {
+		if err != nil { // 400, 403: nothing to wait for
+			log.Fatal(err)
+		}
+		switch ch.Type {
+		case client.ChangeSnapshot: // first, and again after a relist (ch.Relist)
+			clear(cache)
+			for _, e := range ch.Snapshot {
+				cache[e.Key] = e.Value
+			}
+		case client.ChangeEvent:
+			if ch.Event.Kind == contract.KindPut {
+				cache[ch.Event.Key] = ch.Event.Value
+			} else { // delete, expire
+				delete(cache, ch.Event.Key)
+			}
+		}
+		fmt.Println(len(cache), "flags as of", ch.Position)
+	}
+}
+
 // A nightly job that runs only while it holds its lock: the lease is
 // renewed in the background, and the job's context ends if it is lost.
 // (Compiled, not run: it needs a running server.)

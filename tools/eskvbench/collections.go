@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -121,22 +122,34 @@ func (b *bench) loadCollection(ctx context.Context, key string, purpose string, 
 // getJSON sends an authorized GET of path to the writer and decodes a 200
 // answer into a.
 func (b *bench) getJSON(ctx context.Context, path string, buf *bytes.Buffer, a any) (status int, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.s.writerURL+path, nil)
+	status, err = b.send(ctx, http.MethodGet, path, nil, buf)
+	if err == nil && status == http.StatusOK {
+		err = json.Unmarshal(buf.Bytes(), a)
+	}
+	return status, err
+}
+
+// send sends an authorized request for path to the writer, with body
+// (JSON) when it is not nil, and reads the whole answer into buf.
+func (b *bench) send(ctx context.Context, method, path string, body []byte, buf *bytes.Buffer) (status int, err error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.s.writerURL+path, rd)
 	if err != nil {
 		return 0, err
 	}
 	req.Header["Authorization"] = []string{b.auth}
+	if body != nil {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	buf.Reset()
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode == http.StatusOK {
-		err = json.Unmarshal(buf.Bytes(), a)
-	}
+	_, err = buf.ReadFrom(resp.Body)
 	return resp.StatusCode, err
 }

@@ -80,6 +80,7 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 	}{
 		{b.c.wants("2"), b.writes},
 		{b.c.wants("3") || b.c.wants("4"), b.readsAndLists},
+		{b.c.wants("19") || b.c.wants("20") || b.c.wants("21"), b.manyReads},
 		{b.c.wants("7"), func(ctx context.Context, rep *report) error {
 			if b.s.auditor != nil {
 				b.logf("7 a second auditor ingests the run's backlog into an empty database")
@@ -359,18 +360,24 @@ func (b *bench) casSequential(ctx context.Context) result {
 // spreadProjects picks one project per partition (up to the client count),
 // so the clients of figure 2a hit every partition.
 func (b *bench) spreadProjects() ([]string, int) {
-	want := min(b.c.partitions, b.c.clients)
+	projects := b.distinctProjects("spread-"+b.runID, min(b.c.partitions, b.c.clients))
+	return projects, len(projects)
+}
+
+// distinctProjects names up to n projects <base>-<i> whose scopes fall on
+// distinct partitions (fewer when 100n names do not find n partitions).
+func (b *bench) distinctProjects(base string, n int) []string {
 	seen := map[int32]bool{}
 	var projects []string
-	for i := 0; len(projects) < want && i < 100*want; i++ {
-		p := fmt.Sprintf("spread-%s-%d", b.runID, i)
+	for i := 0; len(projects) < n && i < 100*n; i++ {
+		p := fmt.Sprintf("%s-%d", base, i)
 		part := contract.Partition("tenant/"+tenant+"/project/"+p, int32(b.c.partitions))
 		if !seen[part] {
 			seen[part] = true
 			projects = append(projects, p)
 		}
 	}
-	return projects, len(seen)
+	return projects
 }
 
 // concurrentWrites is figure 2: b.c.clients clients, each CAS-writing its
@@ -509,10 +516,24 @@ func histogramFigure(step, title, url, name string, before, after metrics) (r re
 
 // seed creates b.c.listKeys keys under prefix with 32 clients.
 func (b *bench) seed(ctx context.Context, prefix string) ([]string, error) {
-	keys := make([]string, b.c.listKeys)
+	keys := numberedKeys(prefix, b.c.listKeys)
+	return keys, b.writeEach(ctx, keys, 0)
+}
+
+// numberedKeys are prefix00000, prefix00001, ...: n keys whose byte order
+// is their number's.
+func numberedKeys(prefix string, n int) []string {
+	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%s%05d", prefix, i)
 	}
+	return keys
+}
+
+// writeEach writes every key once with 32 clients, each write expecting
+// version (0: the key is created) and writing {"seq": version+1}, retrying
+// a key up to 20 times.
+func (b *bench) writeEach(ctx context.Context, keys []string, version int64) error {
 	var next atomic.Int64
 	var failed atomic.Int64
 	var wg sync.WaitGroup
@@ -523,7 +544,7 @@ func (b *bench) seed(ctx context.Context, prefix string) ([]string, error) {
 				if i >= int64(len(keys)) {
 					return
 				}
-				st := &writeState{key: keys[i]}
+				st := &writeState{key: keys[i], version: version, seq: version}
 				for try := 0; ; try++ {
 					status, err := b.cas(ctx, st)
 					if err == nil && status == http.StatusOK {
@@ -540,9 +561,9 @@ func (b *bench) seed(ctx context.Context, prefix string) ([]string, error) {
 	}
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
-		return keys, fmt.Errorf("%d of %d seed writes failed", n, len(keys))
+		return fmt.Errorf("%d of %d writes failed", n, len(keys))
 	}
-	return keys, ctx.Err()
+	return ctx.Err()
 }
 
 // waitProjected waits until n live keys under prefix are in the projection:

@@ -60,6 +60,7 @@ type config struct {
 	cpuProfile   string
 	scanEntries  int
 	scanN        int
+	manyN        int
 	only         map[string]bool // figures to run; nil for all
 
 	auditor        bool
@@ -107,7 +108,12 @@ eskv and its peers (a plain Postgres table, etcd, NATS JetStream KV,
 Redis; each started by the bench on free ports, scripts/ensure-peers.sh
 installs them), with eskv's CPU per acknowledged write; eskv's first
 scenario runs again after the peers, to show how much the machine's
-speed moved meanwhile. -only runs
+speed moved meanwhile; 19 a keys-only listing of 10,000 keys
+(keysOnly=true, pages of 1,000 followed by nextCursor) whole and per
+page, and the full listing of the same keys, with the bytes answered; 20
+a batch get of 1,000 keys of 1 project and of 4 projects; 21 a listing
+of 1,000 keys at= the position of a listing taken before one more write
+to each (unavailable where the writer refuses at). -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
@@ -182,6 +188,7 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the bench's own CPU profile to this file")
 	fs.IntVar(&c.scanEntries, "scan-entries", 100000, "entries loaded under one prefix for the filtered scans of figure 8")
 	fs.IntVar(&c.scanN, "scan-n", 200, "filtered scans timed per case of figure 8")
+	fs.IntVar(&c.manyN, "many-n", 50, "listings of figures 19 and 21 and batch gets of figure 20 timed per step")
 	fs.IntVar(&c.robustConns, "robust-conns", 500, "hostile connections of each kind opened in figure 11")
 	fs.DurationVar(&c.robustRead, "robust-read-timeout", benchReadTimeout, "the writer's read timeout (figure 11; the own stack's writer is started with it)")
 	fs.DurationVar(&c.robustWrite, "robust-write-timeout", benchWriteTimeout, "the writer's write timeout (figure 11; the own stack's writer is started with it)")
@@ -190,7 +197,7 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.DurationVar(&c.peerWarmup, "peer-warmup", 2*time.Second, "unmeasured run of figure 18's first scenario on each system before it is measured (0: none)")
 	fs.DurationVar(&c.peerSettle, "peer-settle", 30*time.Second, "before each system of figure 18, wait at most this long for the machine to be quiet (under 10% busy over 0.5 s; 0: do not wait)")
 	fs.IntVar(&c.peerClients, "peer-clients", 64, "clients of figure 18's first scenario (distinct keys over 8 projects)")
-	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18 (5 comes with 2, 6 always); "+
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
 
@@ -203,8 +210,8 @@ func (c *config) validate() error {
 		return errors.New("-broker-data is for the stack the bench starts, not with -url")
 	case c.url == "" && (c.projectorURL != "" || c.auditorURL != "" || c.postgresURL != "" || c.writerPID != 0 || c.projectorPID != 0):
 		return errors.New("-projector-url, -auditor-url, -postgres-url and the pids go with -url")
-	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1 || c.robustConns < 1:
-		return errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries, -scan-n and -robust-conns must be positive")
+	case c.n < 1 || c.clients < 1 || c.readClients < 1 || c.listN < 1 || c.visEvery < 1 || c.partitions < 1 || c.scanEntries < 1 || c.scanN < 1 || c.robustConns < 1 || c.manyN < 1:
+		return errors.New("-n, -clients, -read-clients, -list-n, -visibility-every, -partitions, -scan-entries, -scan-n, -robust-conns and -many-n must be positive")
 	case c.robustRead <= 0 || c.robustWrite <= 0 || c.robustIdle <= 0:
 		return errors.New("-robust-read-timeout, -robust-write-timeout and -robust-idle-timeout must be positive")
 	case c.listKeys < 1 || c.listKeys > 1000:
@@ -236,7 +243,7 @@ func parsePeers(s string) ([]string, error) {
 }
 
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }

@@ -161,7 +161,7 @@ func reportConfig(c config) map[string]any {
 		"n": c.n, "duration": c.duration.String(), "clients": c.clients, "readClients": c.readClients,
 		"readDuration": c.readDuration.String(), "listKeys": c.listKeys, "listN": c.listN,
 		"visibilityEvery": c.visEvery, "partitions": c.partitions,
-		"scanEntries": c.scanEntries, "scanN": c.scanN,
+		"scanEntries": c.scanEntries, "scanN": c.scanN, "manyN": c.manyN,
 		"peers": c.peers, "peerDuration": c.peerDuration.String(), "peerClients": c.peerClients,
 	}
 	if c.only != nil {

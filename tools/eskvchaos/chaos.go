@@ -28,6 +28,7 @@ func runChaos(ctx context.Context, c config, s *stack, stdout, stderr io.Writer)
 		return err
 	}
 	defer r.watchWorkload.stop() // drained and stopped by the check, unless it failed before
+	defer r.informerWorkload.stop()
 	if err := r.check(ctx, s); err != nil {
 		return err
 	}
@@ -54,6 +55,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	cl.hist = newHistoryReads(urls, s.token, c.historyEvery, c.opTimeout)
 	watches := newWatchWorkload(urls, s.token, keys, s.topics.Partitions, c.watchClients)
 	watches.start(ctx, c.seed)
+	informers := newInformerWorkload(urls, s.token, keys, s.topics.Partitions, c.informers)
+	informers.start(ctx, c.seed)
 	owners := newOwnerTimeline(s.t0)
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -89,6 +92,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		watches.stop()
+		informers.stop()
 		return nil, fmt.Errorf("interrupted: %w", err)
 	}
 	r := &report{cfg: c, keys: keys, history: cl.history(), dir: s.Dir, owners: owners}
@@ -102,6 +106,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.queueWorkload = queues
 	r.lockWorkload = locks
 	r.watchWorkload = watches
+	r.informerWorkload = informers
 	r.historyReads = cl.hist
 	r.exits = s.unexpectedExits()
 	if healErr != nil {
@@ -182,6 +187,8 @@ func (r *report) check(ctx context.Context, s *stack) error {
 		r.problems = append(r.problems, err.Error())
 	} else if r.proj, err = checkProjection(ctx, s, l, r.acks); err != nil {
 		return fmt.Errorf("check the projection: %w", err)
+	} else if r.informers, err = checkInformers(ctx, s.store, r.informerWorkload.informers); err != nil {
+		return fmt.Errorf("check the informers: %w", err)
 	}
 	// The projection's sums are read once it held the whole log
 	// (r.proj.Rebuild is set then).
@@ -254,6 +261,11 @@ type report struct {
 	watch         watchFindings
 	historyReads  *historyReads // the history reads (history.go)
 	historyFound  historyFindings
+
+	// The informers (informer.go), checked once the projection holds
+	// the whole log.
+	informerWorkload *informerWorkload
+	informers        informerFindings
 }
 
 func (r *report) ok() bool {
@@ -265,7 +277,7 @@ func (r *report) ok() bool {
 		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
 		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0 &&
 		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0 && len(r.locks.violations) == 0 &&
-		len(r.watch.violations) == 0 && len(r.historyFound.violations) == 0
+		len(r.watch.violations) == 0 && len(r.historyFound.violations) == 0 && len(r.informers.violations) == 0
 }
 
 // checkReadPaths lets the watchers reach the end of the log l (at most
@@ -287,6 +299,7 @@ func (r *report) checkReadPaths(ctx context.Context, l *logcheck.Log) {
 	acks = append(acks, ackedVersions(&r.queueWorkload.collectionWorkload, func(c queueChange) keyVersion { return keyVersion{c.key, c.version} })...)
 	r.watch = checkWatch(r.watchWorkload.watchers, l.Events, l.End, acks)
 	r.watch.drained = drained
+	r.informerWorkload.drain(ctx, l.Events, 20*time.Second)
 	reads, failed, example := r.historyReads.snapshot()
 	r.historyFound = checkHistory(reads, r.history, l.Events)
 	r.historyFound.failed, r.historyFound.example = failed, example
@@ -331,6 +344,7 @@ func (r *report) print(w io.Writer) {
 	}
 	r.printLog(w)
 	r.watch.print(w)
+	r.informers.print(w)
 	r.historyFound.print(w)
 	r.printProjection(w)
 	if r.audit != "" {

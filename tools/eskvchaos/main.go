@@ -57,6 +57,7 @@ type config struct {
 	queueClients int
 	lockClients  int
 	watchClients int
+	informers    int // informer clients (informer.go)
 	historyEvery int
 	keys         int
 	writers      int
@@ -176,6 +177,9 @@ sets whose metadata and projected members equal the fold of the log
 values and projected values equal the fold of the log (list clients:
 lpush, rpush, lpop, rpop, ltrim), watchers that receive exactly the log's
 records of their prefixes (client.Watch across writer kills and pauses),
+informers whose caches (client.ListWatch: list, then watch after the
+listing's position) miss and repeat no version and end equal to the
+projection,
 and history reads that hold every write acknowledged before they began.
 Exits non-zero when a check fails; logs, history and (on a linz.Result
 failure) porcupine's HTML view are then kept in the run directory it prints.
@@ -255,6 +259,8 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 	fs.IntVar(&c.setClients, "set-clients", 4, "concurrent set clients: sadd, srem and sismember on two sets, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.watchClients, "watch-clients", 3, "watchers following the projects of the register keys with client.Watch through random writers, "+
 		"checked against the log: its records of their prefixes, in order, no gap, no duplicate (0: none)")
+	fs.IntVar(&c.informers, "informer-clients", 3, "informers keeping a cache of a project's prefix (list at a position, then watch after it; list again or resume at random, "+
+		"through random writers), checked: no version of a key skipped or seen twice, each cache equal to the projection at the end (0: none)")
 	fs.IntVar(&c.historyEvery, "history-every", 10, "one CAS-client step in N reads a register key's history instead, "+
 		"checked to hold every write acknowledged before it, contiguous and in order (0: none)")
 	fs.IntVar(&c.txnClients, "txn-clients", 4, "concurrent transfer clients: transactions of two conditioned puts between accounts that must keep summing to 0 (0: none)")
@@ -341,8 +347,8 @@ func (c *config) validate() error {
 		return errors.New("-lock-clients must not be negative")
 	case c.queueClients < 0:
 		return errors.New("-queue-clients must not be negative")
-	case c.watchClients < 0 || c.historyEvery < 0:
-		return errors.New("-watch-clients and -history-every must not be negative")
+	case c.watchClients < 0 || c.historyEvery < 0 || c.informers < 0:
+		return errors.New("-watch-clients, -informer-clients and -history-every must not be negative")
 	case c.writers < 1 || c.projectors < 1:
 		return errors.New("-writers and -projectors must be at least 1")
 	case c.opTimeout <= 0 || c.checkTimeout <= 0:
