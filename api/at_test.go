@@ -89,6 +89,7 @@ func TestReadsAtHandler(t *testing.T) {
 		{"OKTime", key + "old?at=2020-01-01T00:00:00Z", 200, "", "", "p0.o7", `1`},
 		{"OKField", key + "old?at=p0.o5&field=x", 409, contract.EWrongType, "field", "p0.o5", ""}, // ?field= reads the past entry
 		{"OKList", list + "&at=p0.o5&limit=1", 200, "", "", "p0.o5", "a next p0.o5 tenant/acme/project/demo/a"},
+		{"OKListKeysOnly", list + "&at=p0.o5&limit=1&keysOnly=true", 200, "", "", "p0.o5", "a next p0.o5 tenant/acme/project/demo/a"},
 		{"OKListCursor", list + "&at=2020-01-01T00:00:00Z&limit=1&cursor=" + atCursor, 200, "", "", "p0.o5", "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
