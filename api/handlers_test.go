@@ -252,7 +252,7 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, contract.EInvalid, "key", ""},
 		{"ErrGetUnknownVerb", "GET", key + "k:bogus", ``, 400, contract.EInvalid, "key", ""},
 		{"ErrGetWriteVerb", "GET", key + "k:acquire", ``, 400, contract.EInvalid, "key", ""},
-		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, contract.EInvalid, "other", `unknown query parameter "other" (field, on a plain GET)`},
+		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, contract.EInvalid, "other", `unknown query parameter "other" (field and at, on a plain GET)`},
 		{"ErrGetFieldOnVerb", "GET", key + "k:lock?field=a", ``, 400, contract.EInvalid, "field", ""},
 		{"ErrGetFieldTooLong", "GET", key + "k?field=" + long(contract.MaxFieldNameBytes+1), ``, 400, contract.EInvalid, "field", "field names must be 1 to 256 bytes"},
 		{"ErrIncrementByZero", "POST", key + "k:increment", `{"by":0}`, 400, contract.EInvalid, "by", ""},

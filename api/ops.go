@@ -117,11 +117,11 @@ func (s *Server) get(c echo.Context) error {
 		}
 	}
 	for q := range queryOf(c) {
-		if (q != "field" || op != contract.OpGet) && !slices.Contains(h.params, q) {
+		if ((q != "field" && q != "at") || op != contract.OpGet) && !slices.Contains(h.params, q) {
 			if len(h.params) > 0 {
 				return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (:%s takes %s)", q, op.Verb(), strings.Join(h.params, ", "))
 			}
-			return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
+			return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (field and at, on a plain GET)", q)
 		}
 	}
 	if err := givenOnce(queryOf(c)); err != nil {
@@ -132,12 +132,19 @@ func (s *Server) get(c echo.Context) error {
 			return err
 		}
 	}
+	past, err := parseAt(queryOf(c))
+	if err != nil {
+		return err
+	}
 	_, k, err := s.authorizeKey(c, Read, raw)
 	if err != nil {
 		return err
 	}
 	if done, err := s.forward(c, k); done {
 		return err
+	}
+	if past != nil {
+		return s.getAt(c, k, past)
 	}
 	if h.query != nil {
 		return h.query(s, c, op, k)

@@ -39,6 +39,9 @@ func (s *Server) listKeys(c echo.Context) error {
 	if done, err := s.forward(c, scopeKey(lq.prefix)); done {
 		return err
 	}
+	if lq.at != nil {
+		return s.listAt(c, lq)
+	}
 	// Waiting holds no page in memory, so it comes before the slot; the
 	// waits of concurrent listings share their polls of the projector.
 	where, err := s.w.AwaitProjected(c.Request().Context(), lq.prefix)
@@ -105,11 +108,12 @@ type listQuery struct {
 	limit    int
 	filter   *projection.Filter
 	keysOnly bool
+	at       *atParam // a read of the past (at=), nil for one of now
 }
 
 // listParams names the query parameters of GET /v1/kv, for the error
 // about any other.
-const listParams = "prefix, limit, cursor, keysOnly, field, op, value"
+const listParams = "prefix, limit, cursor, keysOnly, at, field, op, value"
 
 // readListQuery reads and checks the query of GET /v1/kv, and the
 // caller's right to read every key under its prefix. keysOnly=true pages
@@ -118,7 +122,7 @@ func readListQuery(c echo.Context) (listQuery, error) {
 	p := principalOf(c)
 	q := c.QueryParams()
 	for name := range q {
-		if name != "prefix" && name != "limit" && name != "cursor" && name != "keysOnly" && !isFilterParam(name) {
+		if name != "prefix" && name != "limit" && name != "cursor" && name != "keysOnly" && name != "at" && !isFilterParam(name) {
 			return listQuery{}, contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (%s)", name, listParams)
 		}
 	}
@@ -151,6 +155,12 @@ func readListQuery(c echo.Context) (listQuery, error) {
 	}
 	if lq.filter != nil && lq.keysOnly {
 		return listQuery{}, contract.FieldErrorf(contract.EInvalid, "keysOnly", "keysOnly lists every key under the prefix: it takes no filter (field, op, value)")
+	}
+	if lq.at, err = parseAt(q); err != nil {
+		return listQuery{}, err
+	}
+	if err := checkAtQuery(lq); err != nil {
+		return listQuery{}, err
 	}
 	return lq, nil
 }

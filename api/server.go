@@ -50,6 +50,11 @@ type Writer interface {
 	// projector is too far behind). It says where the projection is then
 	// read (readProjected).
 	AwaitProjected(ctx context.Context, prefix string) (writer.Projected, error)
+	// AwaitPosition returns once the projection holds every event under
+	// prefix up to the position at of its partition, refusing (invalid,
+	// field at) a position of another partition or past the log's end;
+	// only the owner of prefix's partition answers, as AwaitProjected.
+	AwaitPosition(ctx context.Context, prefix string, at contract.Cursor) error
 	// Route says whether key is decided here or by the writer at ownerURL,
 	// or why neither can answer; from is who sent the request, as its
 	// forwarding proofs prove it (writer.FromClient without any).
@@ -97,6 +102,14 @@ type Lister interface {
 	// serving order (contract.Element: member, data, deliveries), within
 	// maxBytes (but at least one), and whether the budget cut them short.
 	Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) ([]contract.Element, bool, error)
+	// OffsetAtTime, EntryAsOf and PageAsOf read the past (projection.AsOf): the
+	// offset a time resolves to in a partition, a key's entry at a point
+	// (nil: absent), a page of the entries under a prefix at a point
+	// (filtered as Scan when f is set); cursor_expired (snapshot_expired
+	// for AsOf.Snapshot) when the history retention removed what decides.
+	OffsetAtTime(ctx context.Context, partition int32, t time.Time) (int64, error)
+	EntryAsOf(ctx context.Context, key string, at projection.AsOf) (*contract.Entry, error)
+	PageAsOf(ctx context.Context, prefix string, f *projection.Filter, at projection.AsOf, pg projection.Page) ([]contract.Entry, bool, error)
 }
 
 // Defaults of Config.

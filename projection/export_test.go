@@ -163,3 +163,12 @@ func ExplainKeys(tb testing.TB, pool *pgxpool.Pool, prefix string, now time.Time
 	end, _ := prefixEnd(prefix)
 	return explain(tb, pool, "SELECT 1", "EXPLAIN (VERBOSE, COSTS OFF) "+keysSQL, prefix, "", now, end, 11, 1<<20)
 }
+
+// ExplainPageAsOf is the plan of PageAsOf's statement for a page of limit
+// under prefix at offset (a position: no time).
+func ExplainPageAsOf(tb testing.TB, pool *pgxpool.Pool, prefix string, offset int64, limit int) string {
+	tb.Helper()
+	end, _ := prefixEnd(prefix)
+	return explain(tb, pool, `SET LOCAL enable_seqscan = off`, "EXPLAIN (COSTS OFF) "+pageAsOfSQL("true"),
+		prefix, "", end, offset, nil, limit+1, 1<<30)
+}

@@ -12,6 +12,7 @@ import (
 // one JSON literal the projection can index; anything else is invalid,
 // naming what is wrong.
 func TestFilterValidate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		check func() error
