@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -31,7 +32,7 @@ const pickerAcme = "picker-acme-token-0123456789"
 func pickerServer(t *testing.T) http.Handler {
 	t.Helper()
 	store := projection.New(testenv.MustPostgres(t))
-	lock, err := json.Marshal(contract.LockValue{Holder: pickerMarker + "-holder", Token: 1, Principal: "acme-svc"})
+	lock, err := json.Marshal(decide.LockValue{Holder: pickerMarker + "-holder", Token: 1, Principal: "acme-svc"})
 	if err != nil {
 		t.Fatal(err)
 	}

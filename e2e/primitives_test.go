@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/writer"
 )
@@ -123,7 +124,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 	for _, e := range evs {
 		switch e.Kind {
 		case contract.KindPut:
-			var v contract.LockValue
+			var v decide.LockValue
 			if err := json.Unmarshal(e.After, &v); err != nil {
 				t.Fatalf("lock value %s: %v", e.After, err)
 			}
