@@ -187,8 +187,9 @@ type Config struct {
 	// (DefaultWatchHeartbeat when 0).
 	WatchHeartbeat time.Duration
 	// UIKey is the status page's secret (at least MinUIKeyBytes): it
-	// signs session cookies. Writers of one deployment share it, so that
-	// a session works on any of them; nil draws a random key for this
+	// signs session cookies and keys the fingerprints of values. Writers
+	// of one deployment share it, so that a session works on any of them
+	// and a value has one fingerprint; nil draws a random key for this
 	// process alone.
 	UIKey []byte
 	// UISessionTTL is how long a status page session lasts

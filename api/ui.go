@@ -61,11 +61,12 @@ const uiContentPolicy = "default-src 'none'; script-src 'self'; style-src 'self'
 
 // uiAuth signs and checks session cookies.
 type uiAuth struct {
-	// sessionKey signs cookies and derives token references.
-	sessionKey []byte
-	tokens     *Tokens
-	ttl        time.Duration
-	refs       atomic.Pointer[refTable]
+	// sessionKey signs cookies and derives token references;
+	// fingerprintKey keys the fingerprints of values.
+	sessionKey, fingerprintKey []byte
+	tokens                     *Tokens
+	ttl                        time.Duration
+	refs                       atomic.Pointer[refTable]
 }
 
 // refTable is one token table's credentials by reference.
@@ -74,8 +75,8 @@ type refTable struct {
 	byRef map[[32]byte]credential
 }
 
-// newUIAuth derives the session key from key (random when nil: sessions
-// then work only on this process).
+// newUIAuth derives the session and fingerprint keys from key (random
+// when nil: sessions then work only on this process).
 func newUIAuth(key []byte, tokens *Tokens, ttl time.Duration) (*uiAuth, error) {
 	if key == nil {
 		key = make([]byte, MinUIKeyBytes)
@@ -87,7 +88,7 @@ func newUIAuth(key []byte, tokens *Tokens, ttl time.Duration) (*uiAuth, error) {
 	if ttl <= 0 {
 		ttl = DefaultUISessionTTL
 	}
-	return &uiAuth{sessionKey: derive(key, "eskv-ui-session"), tokens: tokens, ttl: ttl}, nil
+	return &uiAuth{sessionKey: derive(key, "eskv-ui-session"), fingerprintKey: derive(key, "eskv-ui-fingerprint"), tokens: tokens, ttl: ttl}, nil
 }
 
 // derive is HMAC-SHA256(key, label): independent keys from one secret.

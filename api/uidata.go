@@ -2,6 +2,9 @@ package api
 
 import (
 	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -11,15 +14,16 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
 )
 
 // The status page's JSON (/ui/api/...). Nothing here carries a value:
 // the projects are counts of keys (GET /v1/projects' own handler), the
-// keys a keys-only listing (key, purpose, version, expiry: no value, no
-// lock holder, no collection size), a history or a change what happened
-// to a key, by whom and when.
+// rows say what a key is and who touched it, a plain value is shown as a
+// keyed fingerprint at most, a collection as its size, a lock as its
+// holder (to a principal that may read the lock, as GET answers it).
 
 // uiDefaultKeys and uiMaxKeys bound a page of a project's keys on the
 // status page: the page asks for uiDefaultKeys and follows nextCursor.
@@ -49,13 +53,33 @@ type UIMe struct {
 	AnyTenant bool     `json:"anyTenant"`
 }
 
-// UIKeys is GET /ui/api/keys: a page of a keys-only listing (the key,
-// its purpose, version and expiry), which reads no value at all.
+// UIKey is one row of GET /ui/api/keys.
+type UIKey struct {
+	Key        string     `json:"key"`
+	Purpose    string     `json:"purpose"`
+	Version    int64      `json:"version"`
+	LastWriter string     `json:"lastWriter"`
+	UpdatedAt  time.Time  `json:"updatedAt"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+	// Holder is a lock's holder or a leader pool's leader, with its
+	// fencing Token and the Principal of the tenure.
+	Holder          string `json:"holder,omitempty"`
+	HolderPrincipal string `json:"holderPrincipal,omitempty"`
+	Token           int64  `json:"token,omitempty"`
+	// Size (and InFlight for a queue) of a collection.
+	Size     *int64 `json:"size,omitempty"`
+	InFlight int64  `json:"inFlight,omitempty"`
+	// Fingerprint of a plain value: HMAC-SHA256 keyed per deployment,
+	// first 16 hex digits; equal values have equal fingerprints.
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// UIKeys is GET /ui/api/keys: a page of a project's rows.
 type UIKeys struct {
-	Prefix     string             `json:"prefix"`
-	ServerTime time.Time          `json:"serverTime"`
-	Keys       []contract.KeyInfo `json:"keys"`
-	Truncated  bool               `json:"truncated"`
+	Prefix     string    `json:"prefix"`
+	ServerTime time.Time `json:"serverTime"`
+	Keys       []UIKey   `json:"keys"`
+	Truncated  bool      `json:"truncated"`
 	// NextCursor is the cursor of the next page, when Truncated.
 	NextCursor string `json:"nextCursor,omitempty"`
 }
@@ -135,21 +159,20 @@ func uiPrefix(c echo.Context, q url.Values) (string, *Principal, error) {
 	return prefix, p, nil
 }
 
-// uiKeys answers a page of the keys under a prefix (a project's, or
-// what the page's search adds to it) from the projection's keys-only
-// listing (Lister.Keys reads no value column, so no value, lock holder
-// or collection member can reach the page). A status page needs no
-// read-your-writes: any writer answers, without forwarding, as of the
-// projector's last commit. The pages are not one snapshot, as the API's
-// listing pages are: a later page starts after its cursor's key as the
-// projection is then, so no key is shown twice, and a key created
+// uiKeys answers a page of the rows of the keys under a prefix (a
+// project's, or what the page's search adds to it) from the projection's
+// listing, each value replaced by what uiRow makes of it. A status page
+// needs no read-your-writes: any writer answers, without forwarding, as
+// of the projector's last commit. The pages are not one snapshot, as the
+// API's listing pages are: a later page starts after its cursor's key as
+// the projection is then, so no key is shown twice, and a key created
 // meanwhile before the cursor shows once the page is reloaded.
 func (s *Server) uiKeys(c echo.Context) error {
 	q := c.QueryParams()
 	if err := onlyParams(q, "prefix", "limit", "cursor"); err != nil {
 		return err
 	}
-	prefix, _, err := uiPrefix(c, q)
+	prefix, p, err := uiPrefix(c, q)
 	if err != nil {
 		return err
 	}
@@ -167,18 +190,43 @@ func (s *Server) uiKeys(c echo.Context) error {
 	}
 	defer release()
 	now := s.now()
-	keys, truncated, err := s.list.Keys(c.Request().Context(), prefix, projection.Page{After: cur.after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: now})
+	entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{After: cur.after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: now})
 	if err != nil {
 		return err
 	}
-	a := UIKeys{Prefix: prefix, ServerTime: now.UTC(), Keys: keys, Truncated: truncated}
-	if a.Keys == nil {
-		a.Keys = []contract.KeyInfo{}
+	a := UIKeys{Prefix: prefix, ServerTime: now.UTC(), Keys: make([]UIKey, 0, len(entries)), Truncated: truncated}
+	for i := range entries {
+		a.Keys = append(a.Keys, s.uiRow(p, &entries[i]))
 	}
-	if truncated && len(keys) > 0 {
-		a.NextCursor = nextListCursor(keys[len(keys)-1].Key, nil)
+	if truncated && len(entries) > 0 {
+		a.NextCursor = nextListCursor(entries[len(entries)-1].Key, nil)
 	}
 	return c.JSON(http.StatusOK, a)
+}
+
+// uiRow is the row of an entry: its metadata, and of its value only what
+// the purpose makes public to a reader: a lock's holder, a collection's
+// size, a plain value's fingerprint.
+func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
+	r := UIKey{Key: e.Key, Purpose: e.Semantics.Purpose, Version: e.Version, LastWriter: e.LastWriter, UpdatedAt: e.UpdatedAt, ExpiresAt: e.ExpiresAt}
+	switch purpose := e.Semantics.Purpose; {
+	case purpose == contract.PurposeLock || purpose == contract.PurposeLeader:
+		// GET :lock answers the holder to a principal with the read right
+		// on the key, and to no other.
+		var v decide.LockValue
+		if p.Allows(Read, e.Key) && json.Unmarshal(e.Value, &v) == nil {
+			r.Holder, r.HolderPrincipal, r.Token = v.Holder, v.Principal, v.Token
+		}
+	case contract.IsCollectionPurpose(purpose):
+		if m, err := contract.ParseCollectionMeta(e.Value); err == nil {
+			r.Size, r.InFlight = &m.Size, m.InFlight
+		}
+	default:
+		m := hmac.New(sha256.New, s.ui.fingerprintKey)
+		m.Write(e.Value)
+		r.Fingerprint = hex.EncodeToString(m.Sum(nil)[:8])
+	}
+	return r
 }
 
 // uiHistory answers a key's last versions (up to uiMaxHistory from

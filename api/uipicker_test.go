@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -19,20 +20,20 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-// pickerMarker is in every value the picker tests store, and in the lock
-// holder's name: no answer of the status page may carry it.
+// pickerMarker is in every plain value the picker tests store: no answer
+// of the status page may carry it.
 const pickerMarker = "picker-secret-marker"
 
 // pickerAcme is the token of a principal that may read tenant acme only.
 const pickerAcme = "picker-acme-token-0123456789"
 
 // pickerServer is a status page over a real projection holding projects
-// acme/a (a lock and four plain keys), acme/b (one key) and other/c (one
-// key), every value carrying pickerMarker.
+// acme/a (a lock held by worker-7 and four plain keys), acme/b (one key)
+// and other/c (one key), every plain value carrying pickerMarker.
 func pickerServer(t *testing.T) http.Handler {
 	t.Helper()
 	store := projection.New(testenv.MustPostgres(t))
-	lock, err := json.Marshal(decide.LockValue{Holder: pickerMarker + "-holder", Token: 1, Principal: "acme-svc"})
+	lock, err := json.Marshal(decide.LockValue{Holder: "worker-7", Token: 1, Principal: "acme-svc"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func pickerLogin(t *testing.T, h http.Handler, tok string) *http.Cookie {
 }
 
 // pickerGet gets path with ck, expects status, checks the answer holds
-// no value nor lock holder, and decodes it into out (when not nil).
+// no value, and decodes it into out (when not nil).
 func pickerGet(t *testing.T, h http.Handler, path string, ck *http.Cookie, status int, out any) {
 	t.Helper()
 	rec := uiClient{t}.do(h, "GET", path, ck)
@@ -92,7 +93,7 @@ func pickerGet(t *testing.T, h http.Handler, path string, ck *http.Cookie, statu
 		t.Fatalf("GET %s: %d %s, want %d", path, rec.Code, rec.Body, status)
 	}
 	if strings.Contains(rec.Body.String(), pickerMarker) {
-		t.Fatalf("GET %s carries a value or a lock holder: %s", path, rec.Body)
+		t.Fatalf("GET %s carries a value: %s", path, rec.Body)
 	}
 	if out != nil {
 		if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
@@ -128,7 +129,7 @@ func projectNames(t *testing.T, h http.Handler, ck *http.Cookie, limit int) ([]s
 // its principal may read with their key counts, paged (a tenant's token
 // sees its tenant's only, an admin's every one); anyone else gets 401,
 // a bearer token included (the data answer sessions only). No answer
-// carries a value or a lock holder.
+// carries a value.
 func TestUIProjectsPicker(t *testing.T) {
 	h := pickerServer(t)
 	acme, admin := pickerLogin(t, h, pickerAcme), pickerLogin(t, h, token)
@@ -153,15 +154,17 @@ func TestUIProjectsPicker(t *testing.T) {
 	pickerGet(t, h, "/ui/api/projects?prefix=tenant/", acme, http.StatusBadRequest, nil)
 }
 
-// TestUIKeysPaged: /ui/api/keys pages a keys-only listing by limit and
-// nextCursor (every key once, in order), narrows to a search prefix, and
-// answers key, purpose, version and expiry: no value, no lock holder.
-// A prefix the principal may not read whole is 403.
+// TestUIKeysPaged: /ui/api/keys pages the rows by limit and nextCursor
+// (every key once, in order), narrows to a search prefix, and answers of
+// each value only what uiRow makes public: the lock's holder to a
+// principal that may read it, a plain value's fingerprint (16 hex
+// digits, equal for equal values); never a value. A prefix the principal
+// may not read whole is 403.
 func TestUIKeysPaged(t *testing.T) {
 	h := pickerServer(t)
 	acme := pickerLogin(t, h, pickerAcme)
 	const p = "tenant/acme/project/a/"
-	var keys []string
+	var keys, fingerprints []string
 	cursor, pages := "", 0
 	for {
 		var a api.UIKeys
@@ -169,6 +172,9 @@ func TestUIKeysPaged(t *testing.T) {
 		pages++
 		for _, k := range a.Keys {
 			keys = append(keys, strings.TrimPrefix(k.Key, p)+":"+k.Purpose)
+			if k.Purpose == "checkpoint" {
+				fingerprints = append(fingerprints, k.Fingerprint)
+			}
 		}
 		if !a.Truncated || pages > 5 {
 			break
@@ -179,10 +185,16 @@ func TestUIKeysPaged(t *testing.T) {
 	if !slices.Equal(keys, want) || pages != 3 {
 		t.Fatalf("keys by 2: %v in %d pages, want %v in 3", keys, pages, want)
 	}
+	if len(fingerprints) != 4 || !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(fingerprints[0]) || len(slices.Compact(slices.Clone(fingerprints))) != 1 {
+		t.Fatalf("the fingerprints of four equal values: %v, want one 16 hex digits four times", fingerprints)
+	}
 	var a api.UIKeys
 	pickerGet(t, h, "/ui/api/keys?prefix="+p+"jobs/", acme, http.StatusOK, &a)
 	if len(a.Keys) != 1 || a.Keys[0].Key != p+"jobs/lock" || a.Keys[0].Version != 1 || a.Truncated || a.NextCursor != "" {
 		t.Fatalf("search jobs/: %+v, want the lock alone", a)
+	}
+	if k := a.Keys[0]; k.Holder != "worker-7" || k.HolderPrincipal != "acme-svc" || k.Token != 1 || k.LastWriter == "" || k.UpdatedAt.IsZero() || k.Fingerprint != "" || k.Size != nil {
+		t.Fatalf("the lock's row: %+v, want holder worker-7 (acme-svc) #1, its writer and time, no fingerprint or size", k)
 	}
 	pickerGet(t, h, "/ui/api/keys?prefix=tenant/other/project/c/", acme, http.StatusForbidden, nil)
 	pickerGet(t, h, "/ui/api/keys?prefix="+p+"&cursor=bad", acme, http.StatusBadRequest, nil)

@@ -519,6 +519,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"UIMe", "UIMe", true},
 		{"UIProject", "UIProject", true},
 		{"UIKeys", "UIKeys", true},
+		{"UIKey", "UIKey", true},
 		{"UIVersion", "UIVersion", true},
 		{"UIHistory", "UIHistory", true},
 		{"UIEvent", "UIEvent", true},

@@ -149,7 +149,7 @@ func (c *config) check(f *service.Flags) error {
 // bindSecrets defines the flags of the secrets the writers of a
 // deployment share: the status page's key and the peer secret.
 func (c *config) bindSecrets(f *service.Flags) {
-	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies; empty draws a random key per process (a session then works only on the writer that made it)")
+	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
 	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
 	f.StringVar(&c.peerSecret, "peer-secret", "", "secret shared by the writers of a deployment (at least 32 bytes; openssl rand -hex 32) with which they prove to each other the requests they forward; unset: a writer takes other writers' forwards for clients' requests (a single writer needs none)")
 	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
@@ -362,7 +362,7 @@ func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(
 // process) and says so.
 func (c *config) uiKey(log *slog.Logger) ([]byte, error) {
 	if c.uiKeyFile == "" {
-		log.Warn("ESKV_UI_KEY_FILE is unset: status page sessions work only on this writer")
+		log.Warn("ESKV_UI_KEY_FILE is unset: status page sessions work only on this writer and value fingerprints change at restart")
 		return nil, nil
 	}
 	b, err := os.ReadFile(c.uiKeyFile)
