@@ -186,12 +186,13 @@ func wantCode(t *testing.T, s *stack, path string, ck *http.Cookie, status int, 
 
 // TestStatusPageBrowser drives the page in headless Chromium: the login
 // form refuses a bad token and takes a good one, the picker lists the
-// session's projects with their key counts, picking one shows its keys
-// (a keys-only listing: purpose, version and TTL, no value, holder or
-// size), a search by key prefix narrows them, a row opens its history,
-// a write appears live (watch), the conflict chart has its bars, the
-// marker value written to the keys appears nowhere in the rendered
-// page, and at 390 px wide nothing is cut off. With
+// session's projects with their key counts, picking one shows its rows
+// (purpose, version, writer, holder, sizes, fingerprint and TTL), a
+// search by key prefix narrows them, a row opens its history, a write
+// appears live (watch), the conflict chart has its bars, the marker
+// value written to the keys appears nowhere in the rendered page, and at
+// 390 px wide nothing is cut off and the rows keep their writer, age,
+// holder, size and fingerprint. With
 // ESKV_UI_SCREENSHOT=docs/ui-status.png (relative to the repository) it
 // saves the screenshot the README shows.
 func TestStatusPageBrowser(t *testing.T) {
@@ -227,10 +228,10 @@ func TestStatusPageBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#conflicts-svg rect`)))
 	rows := uiRows(t, ctx)
 	want := map[string]string{
-		"checkpoint": "checkpoint v1 ttl=yes",
-		"jobs/lock":  "lock v1 ttl=yes",
-		"jobs/queue": "queue v3 ttl=no",
-		"members":    "set v2 ttl=no",
+		"checkpoint": "checkpoint v1 writer=acme-svc holder= size= fp=yes ttl=yes",
+		"jobs/lock":  "lock v1 writer=acme-svc holder=worker-7 (acme-svc) #1 size= fp=no ttl=yes",
+		"jobs/queue": "queue v3 writer=acme-svc holder= size=3 fp=no ttl=no",
+		"members":    "set v2 writer=acme-svc holder= size=2 fp=no ttl=no",
 	}
 	if !maps.Equal(rows, want) {
 		t.Errorf("rows %v, want %v", rows, want)
@@ -242,7 +243,7 @@ func TestStatusPageBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("keys-search"), "jobs/"),
 		chromedp.Click(chromedp.ID("keys-search-go")),
 		chromedp.WaitNotPresent(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`members"]`)))
-	if rows := uiRows(t, ctx); len(rows) != 2 || rows["jobs/lock"] == "" || rows["jobs/queue"] == "" {
+	if rows := uiRows(t, ctx); len(rows) != 2 || rows["jobs/lock"] != want["jobs/lock"] || rows["jobs/queue"] != want["jobs/queue"] {
 		t.Errorf("rows under jobs/: %v, want jobs/lock and jobs/queue", rows)
 	}
 	inBrowser(t, ctx, "pick the project again", chromedp.Click(project),
@@ -273,7 +274,8 @@ func TestStatusPageBrowser(t *testing.T) {
 
 // uiNarrow shows the page 390 px wide (a phone) and checks that nothing
 // sticks out on the right: neither the page, nor the picker's buttons,
-// nor the keys table.
+// nor the keys table (whose rows become wrapping blocks there); and that
+// the keys' writer, age, holder, size and fingerprint still show.
 func uiNarrow(t *testing.T, ctx context.Context) {
 	t.Helper()
 	inBrowser(t, ctx, "390 px", chromedp.EmulateViewport(390, 844))
@@ -284,6 +286,10 @@ func uiNarrow(t *testing.T, ctx context.Context) {
 			const r = e.getBoundingClientRect();
 			if (r.right > w + 0.5) out.push((e.id || e.tagName) + " " + Math.round(r.right));
 		}
+		for (const c of ["writer", "age", "holder", "size", "fingerprint"]) {
+			const td = [...document.querySelectorAll("#keys td." + c)].find((td) => td.textContent !== "");
+			if (!td || !td.getClientRects().length) out.push("hidden " + c);
+		}
 		return out;
 	})()`))
 	if len(wide) != 0 {
@@ -291,13 +297,14 @@ func uiNarrow(t *testing.T, ctx context.Context) {
 	}
 }
 
-// uiRows reads the key table as "purpose vN ttl=yes|no" by key (relative
-// to the project).
+// uiRows reads the key table as "purpose vN writer=... holder=... size=
+// fp=yes|no ttl=yes|no" by key (relative to the project).
 func uiRows(t *testing.T, ctx context.Context) map[string]string {
 	t.Helper()
 	return fromBrowser(t, ctx, "read rows", chromedp.Evaluate[map[string]string](`Object.fromEntries([...document.querySelectorAll("#keys tbody tr")].map(tr => {
 		const c = (n) => tr.querySelector("td." + n).textContent;
-		return [c("key"), c("purpose") + " v" + c("version") + " ttl=" + (c("ttl") !== "∞" && c("ttl") !== "" ? "yes" : "no")];
+		return [c("key"), c("purpose") + " v" + c("version") + " writer=" + c("writer") + " holder=" + c("holder") + " size=" + c("size") +
+			" fp=" + (/^[0-9a-f]{16}$/.test(c("fingerprint")) ? "yes" : "no") + " ttl=" + (c("ttl") !== "∞" && c("ttl") !== "" ? "yes" : "no")];
 	}))`))
 }
 

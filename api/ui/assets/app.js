@@ -1,7 +1,6 @@
 // eskv status page: lists the projects the session may read, pages a
-// project's keys (a keys-only listing), renders /ui/api/... JSON (which
-// never carries a value) and follows /ui/api/watch. Every datum is set as text, never
-// as HTML.
+// project's keys, renders /ui/api/... JSON (which never carries a value)
+// and follows /ui/api/watch. Every datum is set as text, never as HTML.
 "use strict";
 
 // state: the session (me), the project open (prefix) and the search
@@ -145,6 +144,18 @@ async function refresh() {
   } catch (err) { showError(err); }
 }
 
+function holderText(k) {
+  if (!k.holder) return k.purpose === "lock" || k.purpose === "leader" ? "—" : "";
+  let s = k.holder;
+  if (k.holderPrincipal) s += " (" + k.holderPrincipal + ")";
+  return s + " #" + k.token;
+}
+
+function sizeText(k) {
+  if (k.size === undefined) return "";
+  return k.inFlight ? k.size + " (" + k.inFlight + " in flight)" : String(k.size);
+}
+
 function renderKeys(a) {
   const body = $("keys").tBodies[0];
   const rows = a.keys.map((k) => {
@@ -152,7 +163,12 @@ function renderKeys(a) {
       el("td", { class: "key" }, k.key.slice(state.prefix.length)),
       el("td", { class: "purpose" }, el("span", { class: "purpose purpose-" + (k.purpose || "plain") }, k.purpose || "plain")),
       el("td", { class: "version num" }, k.version),
-      el("td", { class: "ttl num", "data-until": k.expiresAt || "" }, ""));
+      el("td", { class: "writer" }, k.lastWriter),
+      el("td", { class: "age num", "data-since": k.updatedAt }, ""),
+      el("td", { class: "ttl num", "data-until": k.expiresAt || "" }, ""),
+      el("td", { class: "holder" }, holderText(k)),
+      el("td", { class: "size num" }, sizeText(k)),
+      el("td", { class: "fingerprint" }, k.fingerprint || ""));
     if (k.key === state.selected) tr.classList.add("selected");
     tr.addEventListener("click", () => openHistory(k));
     return tr;
@@ -167,8 +183,11 @@ function renderKeys(a) {
   tick();
 }
 
-// tick renders the TTLs left, every second.
+// tick renders the ages and TTLs left, every second.
 function tick() {
+  for (const td of document.querySelectorAll("td.age")) {
+    td.textContent = duration((now() - Date.parse(td.dataset.since)) / 1000) + " ago";
+  }
   for (const td of document.querySelectorAll("td.ttl")) {
     td.textContent = td.dataset.until ? duration((Date.parse(td.dataset.until) - now()) / 1000) : "∞";
   }
