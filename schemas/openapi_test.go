@@ -127,6 +127,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/ui/login":         {"get", "post"},
 		"/ui/logout":        {"post"},
 		"/ui/api/me":        {"get"},
+		"/ui/api/projects":  {"get"},
 		"/ui/api/keys":      {"get"},
 		"/ui/api/history":   {"get"},
 		"/ui/api/conflicts": {"get"},

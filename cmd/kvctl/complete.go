@@ -8,14 +8,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
+	"github.com/eskv/eskv/contract"
 )
 
-// completeKey completes the first argument with the keys under what was
-// typed so far, once that names a scope (tenant/<t>/project/<p>/...).
+// completeKey completes the first argument: before it names a scope,
+// with the projects the token may read (completeProjects, each followed
+// by "/" and no space, to go on with the key's path); then with the keys
+// under what was typed so far (tenant/<t>/project/<p>/...).
 func (a *app) completeKey(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	none := cobra.ShellCompDirectiveNoFileComp
-	if len(args) > 0 || strings.Count(toComplete, "/") < 4 {
+	if len(args) > 0 {
 		return nil, none
+	}
+	if strings.Count(toComplete, "/") < 4 {
+		return a.completeProjects(cmd, toComplete, "/", none|cobra.ShellCompDirectiveNoSpace)
 	}
 	if err := a.resolve(cmd); err != nil {
 		return nil, none
@@ -40,4 +46,42 @@ func (a *app) completeKeyThenCommand(cmd *cobra.Command, args []string, toComple
 		return a.completeKey(cmd, args, toComplete)
 	}
 	return nil, cobra.ShellCompDirectiveDefault
+}
+
+// maxCompletedProjects bounds the projects a completion asks for: one
+// page of GET /v1/projects, in key order (a token that may read more
+// projects is offered the first of them only).
+const maxCompletedProjects = contract.MaxProjectsLimit
+
+// completeProjects completes toComplete with the projects the token may
+// read keys of (GET /v1/projects), as tenant/<t>/project/<p> followed by
+// suffix, those that start with toComplete; nothing for what cannot
+// become a scope (a key relative to --table).
+func (a *app) completeProjects(cmd *cobra.Command, toComplete, suffix string, d cobra.ShellCompDirective) ([]cobra.Completion, cobra.ShellCompDirective) {
+	none := cobra.ShellCompDirectiveNoFileComp
+	if !strings.HasPrefix(toComplete, "tenant/") && !strings.HasPrefix("tenant/", toComplete) {
+		return nil, none
+	}
+	if err := a.resolve(cmd); err != nil {
+		return nil, none
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+	defer cancel()
+	page, err := a.client.Projects(ctx, client.ProjectsOptions{Limit: maxCompletedProjects})
+	if err != nil {
+		return nil, none
+	}
+	var out []cobra.Completion
+	for _, p := range page.Items {
+		if s := p.Scope() + suffix; strings.HasPrefix(s, toComplete) {
+			out = append(out, s)
+		}
+	}
+	return out, d
+}
+
+// completeNamespace completes --table and --project with the projects
+// the token may read.
+func (a *app) completeNamespace(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return a.completeProjects(cmd, toComplete, "", cobra.ShellCompDirectiveNoFileComp)
 }

@@ -448,6 +448,17 @@ func TestCLI(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, scope+"jobs/03\n") || strings.Contains(r.stdout, scope+"jobs/00\n") {
 			t.Fatalf("key completion: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
+		// Before a scope, the projects of GET /v1/projects: the key's
+		// project and "/", no space after it (directive 6: NoSpace|NoFileComp).
+		if r := k.run(t, "", nil, "__complete", "get", "tenant/ac"); !strings.Contains(r.stdout, scope+"\n") || !strings.Contains(r.stdout, "\n:6\n") {
+			t.Fatalf("project completion of a key: %s%s", r.stdout, r.stderr)
+		}
+		if r := k.run(t, "", nil, "__complete", "get", "--table", "tenant/acme/"); !strings.Contains(r.stdout, strings.TrimSuffix(scope, "/")+"\n") || !strings.Contains(r.stdout, "\n:4\n") {
+			t.Fatalf("--table completion: %s%s", r.stdout, r.stderr)
+		}
+		if r := k.run(t, "", nil, "__complete", "get", "config/"); strings.Contains(r.stdout, "tenant/") {
+			t.Fatalf("a relative key completed with projects: %s", r.stdout)
+		}
 		if r := k.run(t, "", nil, "__complete", "set", key, "1", "--purpose", ""); !strings.Contains(r.stdout, "feature_flag\n") {
 			t.Fatalf("--purpose completion: %s", r.stdout)
 		}

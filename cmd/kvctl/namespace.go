@@ -33,6 +33,8 @@ func (a *app) addNamespaceFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
 	f.StringVar(&a.table, "table", "", "tenant/<t>/project/<p> that keys not starting with tenant/ are paths in (KVSTORE_TABLE, KVCTL_NAMESPACE, KVCTL_PROJECT; default none: keys are full)")
 	f.StringVar(&a.project, "project", "", "the same as --table")
+	_ = root.RegisterFlagCompletionFunc("table", a.completeNamespace)
+	_ = root.RegisterFlagCompletionFunc("project", a.completeNamespace)
 }
 
 // resolveNamespace sets a.ns from the flags and the environment; a
