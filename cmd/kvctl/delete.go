@@ -17,6 +17,7 @@ func (a *app) deleteCommand() *cobra.Command {
 	var (
 		w       writeFlags
 		ifValue string
+		rule    valueRule
 	)
 	cmd := a.keyCommand(&cobra.Command{
 		Use:   "delete KEY",
@@ -45,7 +46,11 @@ deletes nothing.
 			if o.ExpectedVersion != nil {
 				return &usageError{msg: "--if-value and --expected-version both given", solution: "give one condition: --if-value pins the version it reads", cmd: a.cmdPath}
 			}
-			v, err := a.versionIfValue(cmd.Context(), key, ifValue)
+			want, err := rule.parse(ifValue, "--if-value", a.cmdPath)
+			if err != nil {
+				return err
+			}
+			v, err := a.versionIfValue(cmd.Context(), key, want)
 			if err != nil {
 				return err
 			}
@@ -74,6 +79,7 @@ deletes nothing.
 		expected:  "delete only if the key is at this version",
 		requestID: "idempotency id: repeating the delete with it is answered as a replay",
 	})
+	rule.add(cmd)
 	cmd.Flags().StringVar(&ifValue, "if-value", "", "delete only while the key holds this value (JSON, or text as a JSON string)")
 	return cmd
 }
@@ -81,12 +87,12 @@ deletes nothing.
 // versionIfValue reads key and returns its version when its value equals
 // want (JSON, or text taken as a JSON string); otherwise a failure that
 // names the version but not the value.
-func (a *app) versionIfValue(ctx context.Context, key, want string) (int64, error) {
+func (a *app) versionIfValue(ctx context.Context, key string, want json.RawMessage) (int64, error) {
 	e, err := a.client.Get(ctx, key)
 	if err != nil {
 		return 0, err
 	}
-	if !jsonEqual(e.Value, fieldValue(want)) {
+	if !jsonEqual(e.Value, want) {
 		return 0, &failure{code: exitFailed, msg: fmt.Sprintf("%s holds another value than --if-value (at version %d); nothing was deleted", key, e.Version),
 			solution: fmt.Sprintf("see its value with 'kvctl get %s'; delete it regardless with --expected-version %d", key, e.Version)}
 	}

@@ -78,10 +78,12 @@ A missing key or field exits 1; a value that is not an object exits 1.
 type patchFlags struct {
 	writeFlags
 	create bool
+	rule   valueRule // how each VALUE, EXPECTED and NEW reads
 }
 
 func (p *patchFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&p.create, "create", false, "start a missing key from {}")
+	p.rule.add(cmd)
 	p.writeFlags.add(cmd, writeUsage{
 		expected:  "change it only if the key is at this version",
 		ttl:       "expire the entry this long after the change: a duration (30s, 24h) or seconds (default: keep its expiry)",
@@ -110,7 +112,7 @@ func (a *app) fieldSetCommand() *cobra.Command {
 by --unset, in one write; the other fields stay as they are.
 
 VALUE is JSON when it parses as JSON, otherwise text (state=done stores
-"done"). A missing key exits 1 unless --create starts it from {}; a value
+"done"); --json requires JSON, --string stores text. A missing key exits 1 unless --create starts it from {}; a value
 that is not an object exits 1.
 
 --format text prints "KEY version N", json the entry after the change,
@@ -137,7 +139,7 @@ value the stored object.`,
 			if err != nil {
 				return err
 			}
-			if r.Set, err = a.assignments(args[1:]); err != nil {
+			if r.Set, err = a.assignments(args[1:], p.rule); err != nil {
 				return err
 			}
 			r.Unset = unset
@@ -162,7 +164,8 @@ order and number spelling do not matter; null matches a missing field).
 FIELD=VALUE pairs after NEW are set in the same write. Of several
 clients swapping the same field from the same value, exactly one wins.
 
-EXPECTED, NEW and VALUE are JSON when they parse as JSON, otherwise text.
+EXPECTED, NEW and VALUE are JSON when they parse as JSON, otherwise text;
+--json requires JSON, --string stores text.
 A mismatch exits 1 and its Solution says the field's current value; a
 missing key exits 1 unless --create starts it from {}.
 
@@ -192,7 +195,7 @@ value the stored object.`,
 			if err := checkFieldName(args[1]); err != nil {
 				return err
 			}
-			if r.Set, err = a.assignments(args[4:]); err != nil {
+			if r.Set, err = a.assignments(args[4:], p.rule); err != nil {
 				return err
 			}
 			if _, dup := r.Set[args[1]]; dup {
@@ -201,10 +204,15 @@ value the stored object.`,
 			if r.Set == nil {
 				r.Set = map[string]json.RawMessage{}
 			}
-			expected := fieldValue(args[2])
+			expected, err := p.rule.parse(args[2], "EXPECTED", a.cmdPath)
+			if err != nil {
+				return err
+			}
 			a.expected = string(expected)
 			r.If = &client.FieldCondition{Field: args[1], Equals: expected}
-			r.Set[args[1]] = fieldValue(args[3])
+			if r.Set[args[1]], err = p.rule.parse(args[3], "NEW", a.cmdPath); err != nil {
+				return err
+			}
 			return a.patch(cmd.Context(), r)
 		},
 	}
@@ -223,7 +231,7 @@ func (a *app) patch(ctx context.Context, r client.PatchRequest) error {
 }
 
 // assignments parses FIELD=VALUE arguments.
-func (a *app) assignments(args []string) (map[string]json.RawMessage, error) {
+func (a *app) assignments(args []string, rule valueRule) (map[string]json.RawMessage, error) {
 	if len(args) == 0 {
 		return nil, nil
 	}
@@ -239,7 +247,11 @@ func (a *app) assignments(args []string) (map[string]json.RawMessage, error) {
 		if _, dup := set[name]; dup {
 			return nil, &usageError{msg: fmt.Sprintf("field %s is given twice", name), solution: "give each field once", cmd: a.cmdPath}
 		}
-		set[name] = fieldValue(v)
+		value, err := rule.parse(v, "FIELD="+name, a.cmdPath)
+		if err != nil {
+			return nil, err
+		}
+		set[name] = value
 	}
 	return set, nil
 }

@@ -12,7 +12,10 @@ import (
 )
 
 func (a *app) getCommand() *cobra.Command {
-	var def string
+	var (
+		def  string
+		rule valueRule
+	)
 	cmd := a.keyCommand(&cobra.Command{
 		Use:   "get KEY",
 		Short: "Print a key's entry",
@@ -32,7 +35,11 @@ server fail as usual.`,
 	}, "read", func(cmd *cobra.Command, key string) error {
 		e, err := a.client.Get(cmd.Context(), key)
 		if contract.ErrorCode(err) == contract.ENotFound && cmd.Flags().Changed("default") {
-			return a.writeDefault(key, fieldValue(def))
+			v, err := rule.parse(def, "--default", a.cmdPath)
+			if err != nil {
+				return err
+			}
+			return a.writeDefault(key, v)
 		}
 		if err != nil {
 			return err
@@ -45,6 +52,7 @@ server fail as usual.`,
 		}
 		return writeEntryText(a.stdout, e)
 	})
+	rule.add(cmd)
 	cmd.Flags().StringVar(&def, "default", "", "print this value (JSON, or text as a JSON string) and exit 0 when the key is absent")
 	return cmd
 }

@@ -229,7 +229,7 @@ func TestCLI(t *testing.T) {
 		{name: "err-conflict-absent", args: []string{"set", scope + "missing", "1", "--expected-version", "2"}, code: exitFailed},
 		{name: "err-conflict-request-id", args: []string{"set", scope + "idem", "2", "--request-id", "r1"}, code: exitFailed},
 		{name: "err-delete-conflict", args: []string{"delete", key, "--expected-version", "9"}, code: exitFailed},
-		{name: "err-value-not-json", args: []string{"set", key, "hello"}, code: exitUsage},
+		{name: "err-value-not-json", args: []string{"set", key, "hello", "--json"}, code: exitUsage},
 		{name: "err-no-value", args: []string{"set", key}, code: exitUsage},
 		{name: "err-bad-format", args: []string{"get", key, "--format", "yaml"}, code: exitUsage},
 		{name: "err-bad-ttl", args: []string{"set", key, "1", "--ttl", "1.5s"}, code: exitUsage},

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
-	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -41,23 +40,23 @@ func (a *app) rpushCommand() *cobra.Command {
 // pushCommand is lpush or rpush.
 func (a *app) pushCommand(name, short, example string) *cobra.Command {
 	var (
-		w      writeFlags
-		asJSON bool
+		w    writeFlags
+		rule valueRule
 	)
 	end := "front"
 	if name == "rpush" {
 		end = "end"
 	}
 	cmd := a.listsCommand(&cobra.Command{Use: name + " LIST VALUE", Short: short, Example: example,
-		Long: fmt.Sprintf(`Push VALUE at the %s of the list LIST, creating the list. VALUE is
-text, stored as a JSON string; with --json it is any JSON value.
+		Long: fmt.Sprintf(`Push VALUE at the %s of the list LIST, creating the list. 
+`+valueRuleHelp+`
 
 --format text prints "pushed to LIST (length N)", json
 {"list","value","length","version"}, value the length.`, end)},
 		"write", []string{"VALUE"}, func(cmd *cobra.Command, list string, rest []string) error {
-			value, err := listValue(rest[0], asJSON)
+			value, err := rule.parse(rest[0], "VALUE", a.cmdPath)
 			if err != nil {
-				return &usageError{msg: err.Error(), cmd: a.cmdPath}
+				return err
 			}
 			r := client.PushRequest{Key: list, Value: value, ExpectedVersion: w.expectedVersion(cmd), RequestID: w.requestID}
 			if r.TTL, err = w.lease(); err != nil {
@@ -79,17 +78,8 @@ text, stored as a JSON string; with --json it is any JSON value.
 		ttl:       "expire the whole list this long after the change: a duration (30s, 24h) or seconds",
 		requestID: "idempotency id (kvctl gives one when none is given, so its retries never apply twice)",
 	})
-	cmd.Flags().BoolVar(&asJSON, "json", false, "VALUE is JSON (default: text, pushed as a JSON string)")
+	rule.add(cmd)
 	return cmd
-}
-
-// listValue is VALUE as the JSON pushed: a JSON string of the text, or
-// the JSON itself with --json.
-func listValue(v string, asJSON bool) (json.RawMessage, error) {
-	if !asJSON {
-		return json.Marshal(v)
-	}
-	return codec.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
 }
 
 func (a *app) lpopCommand() *cobra.Command {

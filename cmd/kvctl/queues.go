@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
-	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -58,10 +57,12 @@ func (a *app) qpushCommand() *cobra.Command {
 		priority int64
 		dedupID  string
 		itemTTL  string
+		rule     valueRule
 	)
 	cmd := a.queuesCommand(&cobra.Command{Use: "push QUEUE DATA", Short: "Push an item onto a queue (creating the queue)",
-		Long: fmt.Sprintf(`Push DATA onto the queue QUEUE, creating the queue. DATA is JSON; text
-that is not JSON is pushed as a JSON string. --priority orders items
+		Long: fmt.Sprintf(`Push DATA onto the queue QUEUE, creating the queue. DATA follows
+the rule of every VALUE: JSON when it is valid JSON, else text pushed as a
+JSON string; --json requires JSON, --string forces a string. --priority orders items
 (lower first, %d..%d, default 0); items of one priority are served in
 push order. A push repeating a --dedup-id within the server's dedup window
 (ESKV_QUEUE_DEDUP_WINDOW) adds nothing ("deduplicated": true).
@@ -77,9 +78,9 @@ item.`, -contract.MaxPriority, contract.MaxPriority),
   KVSTORE_TABLE=tenant/acme/project/demo kvctl queue push tasks '{"task": "idempotent"}' --dedup-id task-123
   kvctl queue push tenant/acme/project/demo/tasks '{"task": "fresh-only"}' --item-ttl 10m`},
 		"write", []string{"DATA"}, func(cmd *cobra.Command, queue string, rest []string) error {
-			data, err := queueData(rest[0])
+			data, err := rule.parse(rest[0], "DATA", a.cmdPath)
 			if err != nil {
-				return &usageError{msg: err.Error(), cmd: a.cmdPath}
+				return err
 			}
 			r := client.QPushRequest{Key: queue, Data: data, Priority: priority, DedupID: dedupID,
 				ExpectedVersion: w.expectedVersion(cmd), RequestID: w.requestID}
@@ -104,6 +105,7 @@ item.`, -contract.MaxPriority, contract.MaxPriority),
 		ttl:       "expire the whole queue this long after the push: a duration (30s, 24h) or seconds",
 		requestID: "idempotency id (kvctl gives one when none is given, so its retries never apply twice)",
 	})
+	rule.add(cmd)
 	f := cmd.Flags()
 	f.Int64Var(&priority, "priority", 0, "lower is served first")
 	f.StringVar(&dedupID, "dedup-id", "", "push nothing if an item with this id was pushed within the dedup window")
@@ -123,15 +125,6 @@ func (a *app) itemTTL(flag string) (time.Duration, error) {
 			solution: "give a duration such as --item-ttl 30s, --item-ttl 24h, or seconds such as --item-ttl 3600", cmd: a.cmdPath}
 	}
 	return d, nil
-}
-
-// queueData is DATA as the JSON pushed: the JSON itself (compacted), or
-// a JSON string of text that is not JSON.
-func queueData(v string) (json.RawMessage, error) {
-	if !json.Valid([]byte(v)) {
-		return json.Marshal(v)
-	}
-	return codec.CompactValue(json.RawMessage(v), contract.DefaultMaxValueBytes)
 }
 
 // popOutput is pop's json: the seed's {"queue","data","receipt",

@@ -20,8 +20,9 @@ func (a *app) setCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set KEY [VALUE | -]",
 		Short: "Write a key's value (optionally compare-and-swap)",
-		Long: `Write a new version of a key. The value is JSON, given as an argument,
-read from stdin with -, or from a file with --file.
+		Long: `Write a new version of a key. The value is given as an argument, read
+from stdin with -, or from a file with --file. ` + valueRuleHelp + `
+Stdin and --file hold JSON, unless --string stores their text.
 
 --expected-version makes the write conditional: 0 means the key must not
 exist, N means it must be at version N. A mismatch exits 1 and says the
@@ -56,6 +57,7 @@ it, value the stored value.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "read the value from this file")
+	o.value.add(cmd)
 	f.BoolVar(&o.ifNotExists, "if-not-exists", false, "write only if the key does not exist (exit 1 if it does): --expected-version 0")
 	o.w.add(cmd, writeUsage{
 		expected:  "write only if the key is at this version (0: only if it does not exist)",
@@ -76,6 +78,7 @@ type setOptions struct {
 	w           writeFlags
 	sem         contract.Semantics
 	ifNotExists bool
+	value       valueRule
 }
 
 // set writes KEY's value (args: KEY and VALUE or -) as o says.
@@ -85,7 +88,7 @@ func (a *app) set(cmd *cobra.Command, args []string, o *setOptions) error {
 		return err
 	}
 	a.right = "write"
-	value, err := a.readValue(args[1:], o.file)
+	value, err := a.readValue(args[1:], o.file, o.value)
 	if err != nil {
 		return err
 	}
@@ -123,8 +126,10 @@ func (a *app) set(cmd *cobra.Command, args []string, o *setOptions) error {
 }
 
 // readValue returns the JSON value from the VALUE argument, stdin (-) or
-// --file; exactly one of them.
-func (a *app) readValue(rest []string, file string) (json.RawMessage, error) {
+// --file; exactly one of them. The argument follows valueRule; stdin and
+// --file hold JSON (a file that is not JSON is more likely broken than
+// text), unless --string stores their text (less one final newline).
+func (a *app) readValue(rest []string, file string, rule valueRule) (json.RawMessage, error) {
 	var (
 		b      []byte
 		err    error
@@ -146,11 +151,17 @@ func (a *app) readValue(rest []string, file string) (json.RawMessage, error) {
 			return nil, &usageError{msg: fmt.Sprintf("read stdin: %v", err), cmd: a.cmdPath}
 		}
 	default:
-		source, b = "VALUE", []byte(rest[0])
+		return rule.parse(rest[0], "VALUE", a.cmdPath)
+	}
+	if err := rule.check(a.cmdPath); err != nil {
+		return nil, err
+	}
+	if rule.asString {
+		return jsonString(strings.TrimSuffix(string(b), "\n")), nil
 	}
 	if !json.Valid(b) {
 		return nil, &usageError{msg: fmt.Sprintf("the value from %s is not JSON: %s", source, shorten(strings.TrimSpace(string(b)))),
-			solution: `values are JSON: quote text as a JSON string, e.g. kvctl set KEY '"hello"'`, cmd: a.cmdPath}
+			solution: `stdin and --file hold JSON: quote text as a JSON string, or store the text with --string`, cmd: a.cmdPath}
 	}
 	return b, nil
 }
