@@ -138,6 +138,28 @@ func OpOfVerb(verb string, read bool) (Op, bool) {
 	return "", false
 }
 
+// IsVerb reports whether s names a custom method, read or write.
+func IsVerb(s string) bool {
+	for _, o := range opTable {
+		if o.verb != "" && o.verb == s {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitVerb cuts a custom method's ":verb" off the path of
+// /v1/kv/{key}:{verb}. A key may hold ':' in its path (user:alice), so
+// the suffix after the last ':' is a verb only when it is a known verb
+// name; ParseKey refuses a key whose last ':' suffix is one, so the
+// split is never ambiguous. Otherwise the whole path is the key.
+func SplitVerb(raw string) (key, verb string) {
+	if i := strings.LastIndexByte(raw, ':'); i >= 0 && IsVerb(raw[i+1:]) {
+		return raw[:i], raw[i+1:]
+	}
+	return raw, ""
+}
+
 // Verbs lists the verbs of the custom reads (read set) or writes, in the
 // order of the op table.
 func Verbs(read bool) []string {

@@ -106,7 +106,7 @@ type app struct {
 
 	// What the command works on, for error solutions.
 	cmdPath      string
-	kind         string // cmdPath as kvctl spells it ("kvctl lock acquire"), for dispatch on the command
+	kind         string        // cmdPath as kvctl spells it ("kvctl lock acquire"), for dispatch on the command
 	subject      string        // key or prefix
 	right        string        // read or write
 	createOnly   bool          // set --expected-version 0
@@ -149,6 +149,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, std Std
 }
 
 func (a *app) rootCommand() *cobra.Command {
+	if a.flavor.Name == "" {
+		a.flavor.Name = "kvctl" // an app built without a flavor is kvctl
+	}
 	root := &cobra.Command{
 		Use:   a.flavor.Name,
 		Short: "Command-line client of eskv, the event-sourced key-value store",
