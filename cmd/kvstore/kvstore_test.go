@@ -219,3 +219,23 @@ func TestProfiles(t *testing.T) {
 		}
 	}
 }
+
+// TestUseCases runs the specification's use cases 1-8 as it writes them
+// (testdata/use-cases.sh: bounded loops and stand-in scripts, marked
+// there) with kvstore on PATH in its default table.
+func TestUseCases(t *testing.T) {
+	t.Parallel()
+	k, _ := start(t)
+	cmd := exec.Command("bash", "-u", filepath.Join("testdata", "use-cases.sh"))
+	cmd.Env = k.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("use cases: %v\n%s", err, out)
+	}
+	for _, want := range []string{"## done", "Lock acquired, deploying...", "I am the leader!", "Another agent is leader, standing by...",
+		"Processing request ID: 2", "Message already processed, skipping", "Queue empty, waiting...", `processing "{\"task\": \"task3\", \"params\": {...}}"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("use cases: no %q in\n%s", want, out)
+		}
+	}
+}

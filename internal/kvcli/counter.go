@@ -111,7 +111,7 @@ func (a *app) count(cmd *cobra.Command, arg string, sign int64, o *counterOption
 	}
 	a.noteReplayed(res.Replayed, r.RequestID, "added")
 	if a.format == formatJSON { // the entry, and the seed's "previous"
-		return writeJSON(a.stdout, counterEntry{Entry: res.Entry, Previous: res.Value - r.By})
+		return a.writeJSON(counterEntry{Entry: res.Entry, Previous: res.Value - r.By})
 	}
 	return a.writeEntry(res.Entry, fmt.Sprintf("%s = %d (version %d)", res.Entry.Key, res.Value, res.Entry.Version))
 }

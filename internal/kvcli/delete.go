@@ -67,7 +67,7 @@ deletes nothing.
 		a.noteReplayed(res.Replayed, w.requestID, "deleted")
 		switch a.format {
 		case formatJSON:
-			return writeJSON(a.stdout, res)
+			return a.writeJSON(res)
 		case formatValue:
 			_, err := fmt.Fprintln(a.stdout, res.Version)
 			return err

@@ -60,6 +60,9 @@ func (a *app) fail(err error) int {
 		return ee.code
 	}
 	code, msg, solution := a.explain(err)
+	if a.flavor.Seed { // solutions name commands as kvctl spells them
+		solution = strings.ReplaceAll(solution, "'kvctl ", "'"+a.flavor.Name+" ")
+	}
 	fmt.Fprintf(a.stderr, "Error: %s\n\nSolution: %s\n", printable(msg), printable(solution))
 	if a.ns.project != "" {
 		fmt.Fprintf(a.stderr, "\nDetails:\n  - table: %s (from %s); keys not starting with tenant/ are paths in it\n", printable(a.ns.project), a.ns.source)

@@ -63,7 +63,7 @@ A missing key or field exits 1; a value that is not an object exits 1.
 			}
 			switch a.format {
 			case formatJSON:
-				return writeJSON(a.stdout, f)
+				return a.writeJSON(f)
 			case formatValue:
 				return writeValue(a.stdout, f.Value)
 			}

@@ -64,7 +64,7 @@ func (w *writeFlags) lease() (time.Duration, error) {
 func (a *app) writeEntry(e contract.Entry, text string) error {
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, e)
+		return a.writeJSON(e)
 	case formatValue:
 		return writeValue(a.stdout, e.Value)
 	}

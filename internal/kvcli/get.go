@@ -48,7 +48,7 @@ server fail as usual.`,
 		case a.format == formatJSON && a.flavor.Seed:
 			return a.writeSeedEntry(e)
 		case a.format == formatJSON:
-			return writeJSON(a.stdout, e)
+			return a.writeJSON(e)
 		case a.format == formatValue:
 			return writeValue(a.stdout, e.Value)
 		}
@@ -70,7 +70,7 @@ type defaultAnswer struct {
 func (a *app) writeDefault(key string, v json.RawMessage) error {
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, defaultAnswer{Key: key, Value: v, Default: true})
+		return a.writeJSON(defaultAnswer{Key: key, Value: v, Default: true})
 	case formatValue:
 		return writeValue(a.stdout, v)
 	}
@@ -128,7 +128,7 @@ that holds anything but an integer.`,
 			return err
 		}
 		if a.format == formatJSON {
-			return writeJSON(a.stdout, counterAnswer{Key: n.Key, Value: n.Value, Type: "counter", Version: n.Version})
+			return a.writeJSON(counterAnswer{Key: n.Key, Value: n.Value, Type: "counter", Version: n.Version})
 		}
 		_, err = fmt.Fprintln(a.stdout, n.Value)
 		return err

@@ -163,7 +163,7 @@ func (a *app) take(ctx context.Context, wait time.Duration, busy string, try fun
 func (a *app) writeLock(l client.Lock, who string) error {
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, l)
+		return a.writeJSON(l)
 	case formatValue:
 		_, err := fmt.Fprintln(a.stdout, l.Token)
 		return err
@@ -184,7 +184,7 @@ func (a *app) writeReleased(r client.ReleaseResult, verb string) error {
 	var err error
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, r)
+		return a.writeJSON(r)
 	case formatValue:
 		_, err = fmt.Fprintln(a.stdout, r.Version)
 	default:

@@ -169,7 +169,7 @@ printable).`, contract.MaxRange),
 			// read's position is told by listings (kvctl list).
 			out.Position = ""
 			if a.format == formatJSON {
-				err = writeJSON(a.stdout, out)
+				err = a.writeJSON(out)
 			} else {
 				for _, v := range out.Values {
 					line := listText(v)
@@ -200,7 +200,7 @@ func (a *app) llenCommand() *cobra.Command {
 				return err
 			}
 			if a.format == formatJSON {
-				return writeJSON(a.stdout, contract.LenAnswer{List: list, Length: n})
+				return a.writeJSON(contract.LenAnswer{List: list, Length: n})
 			}
 			_, err = fmt.Fprintln(a.stdout, strconv.FormatInt(n, 10))
 			return err
@@ -238,7 +238,7 @@ func listText(v json.RawMessage) string {
 func (a *app) writeListChange(text string, res client.ListChange, pop bool) error {
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, res)
+		return a.writeJSON(res)
 	case formatValue:
 		if pop {
 			text = listText(res.Value)

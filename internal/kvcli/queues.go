@@ -204,7 +204,7 @@ func (a *app) popVisibility(cmd *cobra.Command, flag string) (time.Duration, err
 func (a *app) writePop(res client.QueuePop) error {
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, popOutput{Queue: res.Queue, Data: res.Data, Receipt: res.Receipt, VisibilityTimeout: res.VisibilityTimeout,
+		return a.writeJSON(popOutput{Queue: res.Queue, Data: res.Data, Receipt: res.Receipt, VisibilityTimeout: res.VisibilityTimeout,
 			Deadline: res.Deadline, Item: res.Item, Priority: res.Priority, Deliveries: res.Deliveries, ExpiresAt: res.ExpiresAt, Size: res.Size, Version: res.Version})
 	case formatValue:
 		return writeValue(a.stdout, res.Data)
@@ -254,7 +254,7 @@ func (a *app) writePeek(queue string, items []client.QueueItem) error {
 		if items == nil {
 			items = []client.QueueItem{}
 		}
-		return writeJSON(a.stdout, contract.QPeekAnswer{Queue: queue, Items: items})
+		return a.writeJSON(contract.QPeekAnswer{Queue: queue, Items: items})
 	}
 	for _, it := range items {
 		line := string(it.Data)
@@ -313,7 +313,7 @@ exits 1 and changes nothing.
 func (a *app) writeQueueAnswer(res any, text, value string) error {
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, res)
+		return a.writeJSON(res)
 	case formatValue:
 		text = value
 	}

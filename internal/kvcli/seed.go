@@ -1,6 +1,7 @@
 package kvcli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,7 +85,7 @@ func seedType(e contract.Entry) string {
 
 // writeSeedEntry prints get's answer as kvstore json.
 func (a *app) writeSeedEntry(e contract.Entry) error {
-	return writeJSON(a.stdout, seedEntry{Key: a.short(e.Key), Value: e.Value, Type: seedType(e), TTL: unixPtr(e.ExpiresAt),
+	return a.writeJSON(seedEntry{Key: a.short(e.Key), Value: e.Value, Type: seedType(e), TTL: unixPtr(e.ExpiresAt),
 		CreatedAt: e.CreatedAt.Unix(), UpdatedAt: e.UpdatedAt.Unix()})
 }
 
@@ -92,9 +93,9 @@ func (a *app) writeSeedEntry(e contract.Entry) error {
 // json (who is "leader" for leader check).
 func (a *app) writeSeedCheck(l client.Lock, who string) error {
 	if who == "leader" {
-		return writeJSON(a.stdout, seedLeader{Pool: a.short(l.Key), Leader: l.Holder, TTL: unixPtr(l.ExpiresAt), ElectedAt: l.AcquiredAt.Unix()})
+		return a.writeJSON(seedLeader{Pool: a.short(l.Key), Leader: l.Holder, TTL: unixPtr(l.ExpiresAt), ElectedAt: l.AcquiredAt.Unix()})
 	}
-	return writeJSON(a.stdout, seedLock{Lock: a.short(l.Key), Owner: l.Holder, TTL: unixPtr(l.ExpiresAt), AcquiredAt: l.AcquiredAt.Unix()})
+	return a.writeJSON(seedLock{Lock: a.short(l.Key), Owner: l.Holder, TTL: unixPtr(l.ExpiresAt), AcquiredAt: l.AcquiredAt.Unix()})
 }
 
 // seedTable maps a table name to the project it is (a namespace
@@ -276,9 +277,66 @@ no capacity to provision. Prints {"table","namespace","billing","created"}.`,
 				_, err := fmt.Fprintln(a.stdout, a.ns.project)
 				return err
 			}
-			return writeJSON(a.stdout, out)
+			return a.writeJSON(out)
 		},
 	}
 	cmd.Flags().StringVar(&billing, "billing", "on-demand", "on-demand or provisioned (recorded; eskv has nothing to provision)")
 	return cmd
+}
+
+// nameFields are the top-level fields of kvstore's json answers that
+// name a key (the specification's "key", "queue", "list", "set", "lock",
+// "pool"): kvstore prints them as the user named them, relative to the
+// table (tasks, not tenant/<t>/project/<table>/tasks).
+var nameFields = map[string]bool{"key": true, "queue": true, "list": true, "set": true, "lock": true, "pool": true}
+
+// writeJSON writes v as one line of JSON; kvstore's names in nameFields
+// are relative to the table. Other fields, and the order of fields, are
+// as v encodes them.
+func (a *app) writeJSON(v any) error {
+	if !a.flavor.Seed || a.ns.project == "" {
+		return writeJSON(a.stdout, v)
+	}
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, v); err != nil {
+		return err
+	}
+	out, ok := shortenNames(buf.Bytes(), a.ns.project+"/")
+	if !ok {
+		out = buf.Bytes()
+	}
+	_, err := a.stdout.Write(out)
+	return err
+}
+
+// shortenNames rewrites the top-level nameFields of the JSON object line
+// b that start with prefix without it; ok is false when b is not an
+// object (then it is printed as it is).
+func shortenNames(b []byte, prefix string) (out []byte, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i := 0; dec.More(); i++ {
+		t, err := dec.Token()
+		name, isName := t.(string)
+		var raw json.RawMessage
+		if err != nil || !isName || dec.Decode(&raw) != nil {
+			return nil, false
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(jsonString(name))
+		buf.WriteByte(':')
+		var s string
+		if nameFields[name] && json.Unmarshal(raw, &s) == nil && strings.HasPrefix(s, prefix) {
+			raw = jsonString(strings.TrimPrefix(s, prefix))
+		}
+		buf.Write(raw)
+	}
+	buf.WriteString("}\n")
+	return buf.Bytes(), true
 }

@@ -93,7 +93,7 @@ func (a *app) writeSetChange(name, member string, res client.SetChange) error {
 	}
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, res)
+		return a.writeJSON(res)
 	case formatValue:
 		if changed == nil {
 			return nil
@@ -138,7 +138,7 @@ not (or the set does not exist). The read is as fresh as get's.
 			return err
 		}
 		if a.format == formatJSON {
-			if err := writeJSON(a.stdout, contract.IsMemberAnswer{Set: set, IsMember: in}); err != nil {
+			if err := a.writeJSON(contract.IsMemberAnswer{Set: set, IsMember: in}); err != nil {
 				return err
 			}
 		}
@@ -163,7 +163,7 @@ func (a *app) scardCommand() *cobra.Command {
 			return err
 		}
 		if a.format == formatJSON {
-			return writeJSON(a.stdout, contract.CardAnswer{Set: set, Size: n})
+			return a.writeJSON(contract.CardAnswer{Set: set, Size: n})
 		}
 		_, err = fmt.Fprintln(a.stdout, strconv.FormatInt(n, 10))
 		return err
@@ -210,7 +210,7 @@ raw member per line.`,
 		var err error
 		switch a.format {
 		case formatJSON:
-			err = writeJSON(a.stdout, out)
+			err = a.writeJSON(out)
 		default:
 			for _, m := range out.Members {
 				if a.format == formatText {

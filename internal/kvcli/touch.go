@@ -75,7 +75,7 @@ func (a *app) touchExpiry(w *writeFlags, r *client.TouchRequest) error {
 func (a *app) printTouched(e contract.Entry) error {
 	switch {
 	case a.format == formatJSON:
-		return writeJSON(a.stdout, e)
+		return a.writeJSON(e)
 	case a.format == formatValue && e.ExpiresAt == nil:
 		_, err := fmt.Fprintln(a.stdout)
 		return err

@@ -392,7 +392,7 @@ func txnConditionState(o contract.TxnOp, e *contract.Error) string {
 func (a *app) writeTxn(b *contract.TxnBody, ans contract.TxnAnswer) error {
 	switch a.format {
 	case formatJSON:
-		return writeJSON(a.stdout, ans)
+		return a.writeJSON(ans)
 	case formatValue:
 		var buf bytes.Buffer
 		for _, r := range ans.Results {
