@@ -160,7 +160,10 @@ func (a *app) rootCommand() *cobra.Command {
 Keys look like tenant/<tenant>/project/<project>/<path>, or are the
 kvstore seed's short keys (config/api-key): paths in the namespace
 --table tenant/<t>/project/<p> (KVSTORE_TABLE, KVCTL_NAMESPACE,
-KVCTL_PROJECT; none by default, so keys are full). Values are JSON.
+KVCTL_PROJECT; none by default, so keys are full); paths may hold ':'
+(user:alice) but never end in a verb name (:increment). A VALUE is JSON
+when it is valid JSON, else text stored as a JSON string (--json requires
+JSON, --string forces a string).
 Besides reading and writing values, kvctl counts (inc, dec), changes
 fields of object values (field), changes a value with a command and
 retries on conflict (update), takes locks (lock, and lock run for a
