@@ -143,6 +143,18 @@ func TestSpecificationShapes(t *testing.T) {
 	if m["value"] != "Error at 12:34:56" {
 		t.Errorf("lpop: %v", m)
 	}
+	// Keys may hold ':' in their path, but never end in a verb name.
+	k.must(t, 0, "set", "user:alice", `{"name": "Alice"}`)
+	k.must(t, 0, "set", "config:theme", "dark")
+	if m := fields(t, k.must(t, 0, "get", "user:alice").stdout, map[string]string{"key": "s", "value": "a", "type": "s", "ttl": "n?", "created_at": "n", "updated_at": "n"}); m["key"] != "user:alice" {
+		t.Errorf("get user:alice: %v", m)
+	}
+	k.must(t, 0, "inc", "gbe:state:tasks:count", "--create")
+	if v := strings.TrimSpace(k.must(t, 0, "inc", "gbe:state:tasks:count", "--format", "value").stdout); v != "2" {
+		t.Errorf("inc gbe:state:tasks:count twice: %s", v)
+	}
+	k.must(t, 2, "set", "counter:increment", "1")
+	k.must(t, 2, "get", "tenant/ac:me/project/p/k")
 	// --json requires JSON; --string forces a string.
 	if r := k.must(t, 2, "set", "n", "hello", "--json"); !strings.Contains(r.stderr, "Solution:") {
 		t.Errorf("set --json text: no Solution line\n%s", r.stderr)
