@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/testenv/stack"
@@ -196,6 +197,17 @@ func TestSpecificationCLITests(t *testing.T) {
 	if r := k.run(t, []string{"KVSTORE_TABLE=my-custom-table"}, "set", "counter", "0"); r.code != 0 {
 		t.Errorf("KVSTORE_TABLE=my-custom-table: exit %d\n%s", r.code, r.stderr)
 	}
+	// Without KVSTORE_TENANT, the tenant is the only one whose projects
+	// the token lists (acme's token lists acme's once the projection
+	// holds a key of it).
+	acme := []string{"KVSTORE_TENANT=", "KVCTL_TOKEN=" + stack.AcmeToken}
+	deadline := time.Now().Add(10 * time.Second)
+	for r := k.run(t, acme, "get", "test-counter", "--table", "test-kvstore"); r.code != 0; r = k.run(t, acme, "get", "test-counter", "--table", "test-kvstore") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the token's only tenant: exit %d\n%s", r.code, r.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if r := k.run(t, []string{"KVSTORE_TABLE=My Table"}, "set", "counter", "0"); r.code != 2 || !strings.Contains(r.stderr, "Solution:") {
 		t.Errorf("KVSTORE_TABLE='My Table': exit %d\n%s", r.code, r.stderr)
 	}
@@ -249,5 +261,23 @@ func TestUseCases(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("use cases: no %q in\n%s", want, out)
 		}
+	}
+}
+
+// TestE2ELockWorkflow runs the specification's end-to-end test: agent 2
+// waits (--wait 10) for the lock agent 1 holds for 2 seconds.
+func TestE2ELockWorkflow(t *testing.T) {
+	t.Parallel()
+	k, _ := start(t)
+	cmd := exec.Command("bash", filepath.Join("testdata", "e2e-lock-workflow.sh"))
+	cmd.Env = k.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("e2e lock workflow: %v\n%s", err, out)
+	}
+	s := string(out)
+	i1, i2 := strings.Index(s, "Agent 1 released lock"), strings.Index(s, "Agent 2 acquired lock after waiting")
+	if i1 < 0 || i2 < 0 || i2 < i1 {
+		t.Errorf("agent 2 did not acquire after agent 1 released:\n%s", s)
 	}
 }
