@@ -216,6 +216,9 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand(),
 		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand())
 	root.InitDefaultCompletionCmd()
+	if a.flavor.Seed {
+		defer renameHelp(root, a.flavor.Name)
+	}
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
 			c.Example = `  kvctl completion bash > /etc/bash_completion.d/kvctl  # every new bash

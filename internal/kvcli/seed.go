@@ -226,7 +226,20 @@ leader or queue empty.`
   kvstore lock acquire deploy-prod --ttl 300 --owner agent-1
   kvstore create-table --table my-store --billing on-demand`
 	a.addProfileFlags(root)
+	root.PersistentFlags().Lookup("table").Usage = "table keys are paths in: a project name of the tenant (my-store) or tenant/<t>/project/<p> (KVSTORE_TABLE, else the profile's, else " + defaultSeedTable + ")"
 	root.AddCommand(a.createTableCommand())
+}
+
+// renameHelp spells the commands of cmd's and its subcommands' help and
+// examples with name (kvstore) instead of kvctl.
+func renameHelp(cmd *cobra.Command, name string) {
+	if cmd.HasParent() {
+		cmd.Long = strings.ReplaceAll(cmd.Long, "kvctl ", name+" ")
+		cmd.Example = strings.ReplaceAll(cmd.Example, "kvctl ", name+" ")
+	}
+	for _, c := range cmd.Commands() {
+		renameHelp(c, name)
+	}
 }
 
 // tableMarker is the key, in a table's project, that create-table writes:
