@@ -218,6 +218,15 @@ func TestSpecificationCLITests(t *testing.T) {
 func TestProfiles(t *testing.T) {
 	t.Parallel()
 	k, url := start(t)
+	// No tenant (no profile, no KVSTORE_TENANT, a token listing no
+	// project yet): full keys work, short keys exit 2.
+	none := []string{"KVSTORE_TENANT=", "KVSTORE_CONFIG=" + filepath.Join(t.TempDir(), "none.json")}
+	if r := k.run(t, none, "get", "tenant/acme/project/p/absent"); r.code != 1 {
+		t.Errorf("a full key without a tenant: exit %d, want 1 (absent)\n%s", r.code, r.stderr)
+	}
+	if r := k.run(t, none, "get", "absent"); r.code != 2 || !strings.Contains(r.stderr, "KVSTORE_TENANT") {
+		t.Errorf("a short key without a tenant: exit %d, want 2\n%s", r.code, r.stderr)
+	}
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(stack.DevToken+"\n"), 0o600); err != nil {

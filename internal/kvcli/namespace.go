@@ -98,6 +98,9 @@ func resolveKey(arg string, ns namespace) (string, error) {
 // key resolves a command's KEY argument (see resolveKey) and makes it the
 // subject of error messages. Commands call it on every key they take.
 func (a *app) key(arg string) (string, error) {
+	if a.nsErr != nil && !strings.HasPrefix(arg, "tenant/") {
+		return "", a.nsErr
+	}
 	k, err := resolveKey(arg, a.ns)
 	if err != nil {
 		return "", &usageError{msg: err.Error(), solution: namespaceSolution, cmd: a.cmdPath}

@@ -96,6 +96,7 @@ type app struct {
 	region      string
 	prof        *profile
 	tableName   string // the table as named, before seedTable mapped it
+	nsErr       error  // why kvstore has no table (no tenant): the error of a short key
 
 	// Resolved by setup.
 	client      *client.Client

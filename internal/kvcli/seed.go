@@ -151,7 +151,9 @@ func (a *app) resolveSeedNamespace(cmd *cobra.Command) error {
 	if !strings.HasPrefix(ns.project, "tenant/") {
 		var err error
 		if tenant, err = a.seedTenant(cmd); err != nil {
-			return err
+			// full keys need no table: the error waits for a short key
+			a.nsErr, a.tableName = err, ns.project
+			return nil
 		}
 	}
 	p, err := a.seedTable(ns.project, tenant)
@@ -272,6 +274,9 @@ no capacity to provision. Prints {"table","namespace","billing","created"}.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if billing != "on-demand" && billing != "provisioned" {
 				return &usageError{msg: fmt.Sprintf("--billing %q is not on-demand or provisioned", billing), solution: "give --billing on-demand (or provisioned)", cmd: a.cmdPath}
+			}
+			if a.nsErr != nil {
+				return a.nsErr
 			}
 			a.right = "write"
 			key := a.ns.project + "/" + tableMarker
