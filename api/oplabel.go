@@ -62,7 +62,7 @@ func opLabel(route, method, path string) string {
 
 // verbLabel is the op of a custom method's verb, or otherLabel.
 func verbLabel(verb string, read bool) string {
-	if op, ok := contract.OpOfVerb(verb, read); ok {
+	if op, ok := opOfVerb(verb, read); ok {
 		return string(op)
 	}
 	return otherLabel

@@ -82,7 +82,7 @@ func answer[A any](f func(k contract.Key, e *contract.Entry) (A, error)) func(ec
 
 // opOf finds the op of a custom method's verb: a read or a write.
 func opOf(verb string, read bool) (contract.Op, handler, bool) {
-	op, ok := contract.OpOfVerb(verb, read)
+	op, ok := opOfVerb(verb, read)
 	h := handlers[op]
 	if !ok || (read && h.read == nil && h.query == nil) || (!read && h.write == nil) {
 		return "", handler{}, false
@@ -111,15 +111,15 @@ func (s *Server) get(c echo.Context) error {
 	if verb != "" {
 		var ok bool
 		if op, h, ok = opOf(verb, true); !ok {
-			return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, contract.VerbList(true, true))
+			return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, verbList(true, true))
 		}
 	}
 	for q := range queryOf(c) {
-		if (q != "field" || op != contract.OpGet) && !slices.Contains(h.params, q) {
+		if ((q != "field" && q != "at") || op != contract.OpGet) && !slices.Contains(h.params, q) {
 			if len(h.params) > 0 {
 				return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (:%s takes %s)", q, op.Verb(), strings.Join(h.params, ", "))
 			}
-			return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
+			return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (field and at, on a plain GET)", q)
 		}
 	}
 	if err := givenOnce(queryOf(c)); err != nil {
@@ -130,12 +130,19 @@ func (s *Server) get(c echo.Context) error {
 			return err
 		}
 	}
+	past, err := parseAt(queryOf(c))
+	if err != nil {
+		return err
+	}
 	_, k, err := s.authorizeKey(c, Read, raw)
 	if err != nil {
 		return err
 	}
 	if done, err := s.forward(c, k); done {
 		return err
+	}
+	if past != nil {
+		return s.getAt(c, k, past)
 	}
 	if h.query != nil {
 		return h.query(s, c, op, k)
@@ -156,11 +163,11 @@ func (s *Server) post(c echo.Context) error {
 		raw, verb = raw[:i], raw[i+1:]
 	}
 	if verb == "" {
-		return contract.FieldErrorf(contract.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, contract.VerbList(false, true))
+		return contract.FieldErrorf(contract.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, verbList(false, true))
 	}
 	op, h, ok := opOf(verb, false)
 	if !ok {
-		return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (%s)", verb, strings.Join(contract.Verbs(false), ", "))
+		return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (%s)", verb, strings.Join(verbs(false), ", "))
 	}
 	return s.serveWrite(c, raw, func(c echo.Context, p *Principal, k contract.Key) error { return h.write(s, c, op, p, k) })
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
 )
@@ -188,7 +189,7 @@ func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
 	case purpose == contract.PurposeLock || purpose == contract.PurposeLeader:
 		// GET :lock answers the holder to a principal with the read right
 		// on the key, and to no other.
-		var v contract.LockValue
+		var v decide.LockValue
 		if p.Allows(Read, e.Key) && json.Unmarshal(e.Value, &v) == nil {
 			r.Holder, r.HolderPrincipal, r.Token = v.Holder, v.Principal, v.Token
 		}

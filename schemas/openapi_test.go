@@ -199,10 +199,10 @@ func TestOpenAPIRoutes(t *testing.T) {
 	if got := params("/v1/kv/{key}", "delete"); !slices.Equal(got, []string{"expectedVersion", "requestId"}) {
 		t.Errorf("DELETE query parameters = %v", got)
 	}
-	if got := params("/v1/kv/{key}", "get"); !slices.Equal(got, []string{"field"}) {
+	if got := params("/v1/kv/{key}", "get"); !slices.Equal(got, []string{"at", "field"}) {
 		t.Errorf("GET query parameters = %v", got)
 	}
-	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "field", "keysOnly", "limit", "op", "prefix", "value"}) {
+	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"at", "cursor", "field", "keysOnly", "limit", "op", "prefix", "value"}) {
 		t.Errorf("list query parameters = %v", got)
 	}
 	for _, r := range rows {

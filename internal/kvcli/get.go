@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,8 +14,8 @@ import (
 
 func (a *app) getCommand() *cobra.Command {
 	var (
-		def  string
-		rule valueRule
+		def, at string
+		rule    valueRule
 	)
 	cmd := a.keyCommand(&cobra.Command{
 		Use:   "get KEY",
@@ -27,13 +28,25 @@ answers it (one line), value only the stored JSON value. An absent key
 given: then VALUE (JSON, or text taken as a JSON string) is printed as
 the key's value and kvctl exits 0; json prints {"key","value","default":true}.
 Only absence is defaulted: a bad key, a missing right or an unreachable
-server fail as usual.`,
+server fail as usual.
+
+--at POSITION|TIME prints the entry as it was at a point of the past: a
+position (a watch event's cursor, p<partition>.o<offset>: every change
+of the key's partition up to it) or an RFC 3339 time (the latest change
+at or before it, entries expired by then absent). A point older than
+the history the server keeps fails with cursor_expired.`,
 		Example: `  kvctl get tenant/acme/project/demo/greeting
   kvctl get tenant/acme/project/demo/greeting --format value | jq .hello
   kvctl get tenant/acme/project/demo/greeting --format json | jq .version
-  kvctl get config/missing --default none --table tenant/acme/project/demo`,
+  kvctl get config/missing --default none --table tenant/acme/project/demo
+  kvctl get tenant/acme/project/demo/greeting --at 2026-03-04T09:00:00Z
+  kvctl get tenant/acme/project/demo/greeting --at p2.o1834`,
 	}, "read", func(cmd *cobra.Command, key string) error {
-		e, err := a.client.Get(cmd.Context(), key)
+		opts, err := atOption(at, a.cmdPath)
+		if err != nil {
+			return err
+		}
+		e, err := a.client.Get(cmd.Context(), key, opts...)
 		if contract.ErrorCode(err) == contract.ENotFound && cmd.Flags().Changed("default") {
 			v, err := rule.parse(def, "--default", a.cmdPath)
 			if err != nil {
@@ -56,7 +69,29 @@ server fail as usual.`,
 	})
 	rule.add(cmd)
 	cmd.Flags().StringVar(&def, "default", "", "print this value (JSON, or text as a JSON string) and exit 0 when the key is absent")
+	cmd.Flags().StringVar(&at, "at", "", "read the past: a position (p<partition>.o<offset>, a watch cursor) or an RFC 3339 time")
 	return cmd
+}
+
+// atOption is --at's read option: none for "", client.At for a position,
+// client.AtTime for an RFC 3339 time.
+func atOption(at, cmdPath string) ([]client.ReadOption, error) {
+	switch {
+	case at == "":
+		return nil, nil
+	case strings.HasPrefix(at, "p"):
+		c, err := contract.ParseCursor(at, "at")
+		if err != nil {
+			return nil, &usageError{msg: err.Error(), solution: "give --at a watch cursor such as p2.o1834", cmd: cmdPath}
+		}
+		return []client.ReadOption{client.At(c)}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil, &usageError{msg: fmt.Sprintf("--at %q is neither a position nor an RFC 3339 time", at),
+			solution: "give --at a watch cursor such as p2.o1834 or a time such as 2026-03-04T09:00:00Z", cmd: cmdPath}
+	}
+	return []client.ReadOption{client.AtTime(t)}, nil
 }
 
 // defaultAnswer is get --default's json answer for an absent key.

@@ -19,6 +19,7 @@ type listFlags struct {
 	all      bool
 	where    string
 	keysOnly bool
+	at       string
 }
 
 func (a *app) listCommand() *cobra.Command {
@@ -52,7 +53,13 @@ it was sent.
 text prints KEY VERSION PURPOSE EXPIRES, json
 {"items":[{"key","version","purpose","expiresAt"?}...],"count":N,
 "truncated":bool,"nextCursor"?}, keys one key per line; pages hold up to
---limit 10000 keys (default 1000). It takes no --where.`,
+--limit 10000 keys (default 1000). It takes no --where.
+
+--at POSITION|TIME lists the entries (or keys) as they were at a point of
+the past (see get --at); a page's --cursor carries the position its
+listing is read at, and continues it there when given with the same
+--at. --where cannot be combined with it
+(only current values are indexed by field).`,
 		Example: `  kvctl list tenant/acme/project/demo/
   kvctl list tenant/acme/project/demo/jobs/ --all --format json | jq -r '.items[].key'
   kvctl list --prefix tenant/acme/project/demo/ --limit 10
@@ -60,7 +67,8 @@ text prints KEY VERSION PURPOSE EXPIRES, json
   kvctl list --table tenant/acme/project/demo --limit 100 --format keys
   kvctl list tenant/acme/project/demo/jobs/ --where 'state eq failed' --all
   kvctl list tenant/acme/project/demo/ --keys-only --all --format keys
-  kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json`,
+  kvctl list tenant/acme/project/demo/jobs/ --where "updated_at lt $(date -u -d '-5 min' +%Y-%m-%dT%H:%M:%SZ)" --format json
+  kvctl list tenant/acme/project/demo/jobs/ --at 2026-03-04T09:00:00Z --all`,
 		Args: func(cmd *cobra.Command, got []string) error {
 			if len(got) > 1 {
 				return &usageError{msg: fmt.Sprintf("kvctl list takes at most one PREFIX; got %d arguments", len(got)), cmd: cmd.CommandPath()}
@@ -79,6 +87,7 @@ text prints KEY VERSION PURPOSE EXPIRES, json
 	f.BoolVar(&lf.all, "all", false, "print every entry, fetching every page")
 	f.BoolVar(&lf.keysOnly, "keys-only", false, "list keys with their version, purpose and expiry, without values")
 	f.StringVar(&lf.where, "where", "", "keep entries whose top-level FIELD compares as OP with VALUE: 'FIELD OP VALUE', OP one of "+filterOps())
+	f.StringVar(&lf.at, "at", "", "list the past: a position (p<partition>.o<offset>, a watch cursor) or an RFC 3339 time")
 	return cmd
 }
 
@@ -94,9 +103,9 @@ func (a *app) runList(ctx context.Context, args []string, lf *listFlags) error {
 		if lf.where != "" {
 			return &usageError{msg: "--keys-only takes no --where", solution: "leave out --where, or --keys-only to filter the entries", cmd: a.cmdPath}
 		}
-		return a.listKeysOnly(ctx, o, lf.all)
+		return a.listKeysOnly(ctx, o, lf.all, lf.at)
 	}
-	out, err := a.listEntries(ctx, o, lf.where, lf.all)
+	out, err := a.listEntries(ctx, o, lf.where, lf.all, lf.at)
 	if err != nil {
 		return err
 	}
@@ -140,12 +149,20 @@ func (a *app) noteListing(out contract.ListAnswer, prefix, where string) {
 }
 
 // listEntries fetches one page of the listing o, filtered by where when
-// it is given, or with all every page. The answer's position is the
-// listing's (every page of one listing answers its first page's).
-func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool) (contract.ListAnswer, error) {
+// it is given, or with all every page; at (--at) reads the past. The
+// answer's position is the listing's (every page of one listing answers
+// its first page's).
+func (a *app) listEntries(ctx context.Context, o client.ListOptions, where string, all bool, at string) (contract.ListAnswer, error) {
+	opts, err := atOption(at, a.cmdPath)
+	if err != nil {
+		return contract.ListAnswer{}, err
+	}
+	if where != "" && at != "" {
+		return contract.ListAnswer{}, &usageError{msg: "--where cannot be combined with --at", solution: "list with --at and filter the entries yourself", cmd: a.cmdPath}
+	}
 	page := func(cursor string) (client.ListPage, error) {
 		o.Cursor = cursor
-		return a.client.List(ctx, o)
+		return a.client.List(ctx, o, opts...)
 	}
 	if where != "" {
 		f, err := parseWhere(where, a.cmdPath)

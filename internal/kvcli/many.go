@@ -214,18 +214,22 @@ func writeProjects(w io.Writer, format string, p contract.ProjectsAnswer) error 
 
 // listKeysOnly fetches a keys-only listing of o (one page, or with all
 // every page) and prints it: text KEY VERSION PURPOSE EXPIRES, json the
-// page as the API answers it, keys one key per line.
-func (a *app) listKeysOnly(ctx context.Context, o client.ListOptions, all bool) error {
+// page as the API answers it, keys one key per line; at (--at) reads the
+// past.
+func (a *app) listKeysOnly(ctx context.Context, o client.ListOptions, all bool, at string) error {
 	if a.format == formatValue {
 		return &usageError{msg: "--keys-only lists no values: --format value has nothing to print", solution: "use --format text, json or keys with --keys-only", cmd: a.cmdPath}
 	}
+	opts, err := atOption(at, a.cmdPath)
+	if err != nil {
+		return err
+	}
 	var out contract.KeysAnswer
-	var err error
 	if !all {
-		out, err = a.client.ListKeys(ctx, o)
+		out, err = a.client.ListKeys(ctx, o, opts...)
 	} else {
 		out.Items = []contract.KeyInfo{}
-		for k, kerr := range a.client.ListKeysAll(ctx, o) {
+		for k, kerr := range a.client.ListKeysAll(ctx, o, opts...) {
 			if err = kerr; err != nil {
 				break
 			}

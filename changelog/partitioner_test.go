@@ -1,8 +1,10 @@
-package contract
+package changelog
 
 import (
 	"strconv"
 	"testing"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // murmur2Vectors are the vectors of Kafka's UtilsTest.testMurmur2, the raw
@@ -75,7 +77,7 @@ func TestPartition(t *testing.T) {
 		for _, n := range []int32{12, 24} {
 			want := int32(-1)
 			for _, s := range keys {
-				k, err := ParseKey(s)
+				k, err := contract.ParseKey(s)
 				if err != nil {
 					t.Fatal(err)
 				}

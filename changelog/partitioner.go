@@ -1,4 +1,4 @@
-package contract
+package changelog
 
 // Partition returns the Kafka partition of a scope among n partitions. It
 // is Kafka's default partitioner (murmur2 of the bytes, sign bit cleared,

@@ -1,8 +1,10 @@
-package contract
+package decide
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // LockValue is the value of a lock or leader-pool entry; only the lock
@@ -35,10 +37,10 @@ func (v LockValue) HeldBy(holder, principal, lastWriter string) bool {
 
 // LockAnswerOf reads a lock-shaped entry; a value that is no lock is
 // wrong_type.
-func LockAnswerOf(e *Entry) (LockAnswer, error) {
+func LockAnswerOf(e *contract.Entry) (contract.LockAnswer, error) {
 	var v LockValue
 	if err := json.Unmarshal(e.Value, &v); err != nil || v.Holder == "" {
-		return LockAnswer{}, FieldErrorf(EWrongType, "key", "key %s does not hold a lock value", e.Key)
+		return contract.LockAnswer{}, contract.FieldErrorf(contract.EWrongType, "key", "key %s does not hold a lock value", e.Key)
 	}
-	return LockAnswer{Key: e.Key, Holder: v.Holder, Token: v.Token, Version: e.Version, AcquiredAt: v.AcquiredAt, ExpiresAt: e.ExpiresAt}, nil
+	return contract.LockAnswer{Key: e.Key, Holder: v.Holder, Token: v.Token, Version: e.Version, AcquiredAt: v.AcquiredAt, ExpiresAt: e.ExpiresAt}, nil
 }
