@@ -250,7 +250,9 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrPostUnknownVerb", "POST", key + "k:explode", `{}`, 400, contract.EInvalid, "key",
 			`unknown verb "explode" (` + strings.Join(api.Verbs(false), ", ") + ")"},
 		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, contract.EInvalid, "key", ""},
-		{"ErrGetUnknownVerb", "GET", key + "k:bogus", ``, 400, contract.EInvalid, "key", ""},
+		// A key may hold ':' (user:alice): a GET whose last ':' segment
+		// is no verb reads that key.
+		{"ErrGetUnknownVerbIsAKey", "GET", key + "k:bogus", ``, 404, contract.ENotFound, "key", ""},
 		{"ErrGetWriteVerb", "GET", key + "k:acquire", ``, 400, contract.EInvalid, "key", ""},
 		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, contract.EInvalid, "other", `unknown query parameter "other" (field and at, on a plain GET)`},
 		{"ErrGetFieldOnVerb", "GET", key + "k:lock?field=a", ``, 400, contract.EInvalid, "field", ""},

@@ -41,10 +41,7 @@ func opLabel(route, method, path string) string {
 		return opLabelNone
 	}
 	raw := strings.TrimPrefix(path, "/v1/kv/")
-	verb := ""
-	if i := strings.LastIndexByte(raw, ':'); i >= 0 {
-		verb = raw[i+1:]
-	}
+	_, verb := contract.SplitVerb(raw)
 	switch method {
 	case http.MethodGet:
 		if verb == "" {

@@ -13,8 +13,10 @@ import (
 
 // Operations on a key besides PUT, PATCH and DELETE are found by their
 // contract.Op: GET /v1/kv/{key} and the custom methods GET
-// /v1/kv/{key}:{verb} (reads) and POST /v1/kv/{key}:{verb} (writes). Keys
-// never contain ':', so the verb cannot be mistaken for part of the key.
+// /v1/kv/{key}:{verb} (reads) and POST /v1/kv/{key}:{verb} (writes). A key
+// may hold ':' in its path, but its last ':' segment is never a verb name
+// (contract.ParseKey), so the verb is the last ':' segment exactly when
+// that is a known verb (contract.SplitVerb).
 // A new operation is a row in events' op table and one here.
 
 // handler serves one op once the key is parsed, the caller's right
@@ -99,11 +101,7 @@ func keyPath(c echo.Context) string {
 
 // splitVerb cuts the ":verb" off the key in the route's path.
 func splitVerb(c echo.Context) (raw, verb string) {
-	raw = keyPath(c)
-	if i := strings.LastIndexByte(raw, ':'); i >= 0 {
-		return raw[:i], raw[i+1:]
-	}
-	return raw, ""
+	return contract.SplitVerb(keyPath(c))
 }
 
 // get serves GET /v1/kv/{key} and the reads GET /v1/kv/{key}:{verb}.
@@ -160,6 +158,10 @@ func (s *Server) get(c echo.Context) error {
 // post serves the writes POST /v1/kv/{key}:{verb}.
 func (s *Server) post(c echo.Context) error {
 	raw, verb := splitVerb(c)
+	if i := strings.LastIndexByte(raw, ':'); verb == "" && i >= 0 {
+		// a write always has a verb: the last ':' segment names it
+		raw, verb = raw[:i], raw[i+1:]
+	}
 	if verb == "" {
 		return contract.FieldErrorf(contract.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, verbList(false, true))
 	}

@@ -137,6 +137,28 @@ func Ops() []Op {
 	return out
 }
 
+// IsVerb reports whether s names a custom method, read or write.
+func IsVerb(s string) bool {
+	for _, o := range opTable {
+		if o.verb != "" && o.verb == s {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitVerb cuts a custom method's ":verb" off the path of
+// /v1/kv/{key}:{verb}. A key may hold ':' in its path (user:alice), so
+// the suffix after the last ':' is a verb only when it is a known verb
+// name; ParseKey refuses a key whose last ':' suffix is one, so the
+// split is never ambiguous. Otherwise the whole path is the key.
+func SplitVerb(raw string) (key, verb string) {
+	if i := strings.LastIndexByte(raw, ':'); i >= 0 && IsVerb(raw[i+1:]) {
+		return raw[:i], raw[i+1:]
+	}
+	return raw, ""
+}
+
 // orList joins items as "a, b or c".
 func orList(items []string) string {
 	if len(items) < 2 {

@@ -38,3 +38,20 @@ func TestOrList(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitVerb: the last ':' segment is a verb only when it is a known
+// verb name; keys with ':' in their path stay whole.
+func TestSplitVerb(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ raw, key, verb string }{
+		{"tenant/a/project/p/user:alice", "tenant/a/project/p/user:alice", ""},
+		{"tenant/a/project/p/user:alice:increment", "tenant/a/project/p/user:alice", "increment"},
+		{"tenant/a/project/p/k:acquire", "tenant/a/project/p/k", "acquire"},
+		{"tenant/a/project/p/k", "tenant/a/project/p/k", ""},
+		{"tenant/a/project/p/k:bogus", "tenant/a/project/p/k:bogus", ""},
+	} {
+		if k, v := SplitVerb(tt.raw); k != tt.key || v != tt.verb {
+			t.Errorf("SplitVerb(%q) = %q, %q; want %q, %q", tt.raw, k, v, tt.key, tt.verb)
+		}
+	}
+}
