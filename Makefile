@@ -17,7 +17,7 @@ MODULES := contract client tools
 test:
 	bash scripts/test-services.sh
 	go vet ./...
-	go test -race -count=1 -timeout 12m ./...
+	go test -race -count=1 -timeout 15m ./...
 	for m in $(MODULES); do (cd $$m && go vet ./... && go test -race -count=1 ./...); done
 
 test-unit:
@@ -51,7 +51,7 @@ lint:
 	bash scripts/ensure-tools.sh
 	for m in . $(MODULES); do (cd $$m && go vet ./... && "$$(go env GOPATH)/bin/staticcheck" ./... && go mod tidy -diff); done
 
-build:
+build: # every command of cmd/, kvctl and kvstore among them
 	go build -o bin/ ./cmd/...
 
 # deploy/observability: promtool check rules on the alert rules (through

@@ -28,7 +28,7 @@ func (l failingLister) Projects(context.Context, projection.KeyRange, int, time.
 	return nil, l.err
 }
 
-func (l failingLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {
+func (l failingLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, l.err
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer"
 )
 
@@ -109,7 +110,7 @@ func benchServe(b *testing.B, h http.Handler, method, target, body string) {
 // conflicts) and the entry's answer.
 func BenchmarkGet(b *testing.B) {
 	k := "tenant/acme/project/demo/k"
-	w := &benchWriter{fakeWriter{states: map[string]contract.State{k: {Version: 7, Live: true, Entry: contract.Entry{
+	w := &benchWriter{fakeWriter{states: map[string]keystate.State{k: {Version: 7, Live: true, Entry: contract.Entry{
 		Key: k, Version: 7, Value: json.RawMessage(`{"n":12345,"s":"some text"}`), CreatedAt: benchTime, UpdatedAt: benchTime,
 		LastWriter: "dev", Semantics: contract.Semantics{Purpose: "other"}}}}}}
 	benchServe(b, benchHandler(b, w), "GET", key+"k", "")

@@ -13,6 +13,7 @@ import (
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/watch"
 	"github.com/eskv/eskv/writer"
 )
@@ -23,12 +24,12 @@ import (
 // does for a write it queued.
 type hungWriter struct{ fakeWriter }
 
-func (hungWriter) State(ctx context.Context, _ contract.Key) (contract.State, error) {
+func (hungWriter) State(ctx context.Context, _ contract.Key) (keystate.State, error) {
 	<-ctx.Done()
-	return contract.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
+	return keystate.State{}, fmt.Errorf("projection: state: %w", ctx.Err())
 }
 
-func (w hungWriter) StateAt(ctx context.Context, k contract.Key) (contract.State, contract.Cursor, error) {
+func (w hungWriter) StateAt(ctx context.Context, k contract.Key) (keystate.State, contract.Cursor, error) {
 	st, err := w.State(ctx, k)
 	return st, contract.Cursor{}, err
 }

@@ -22,11 +22,16 @@ import (
 // bodyOverheadMax is what a body may hold besides its values.
 const bodyOverheadMax = 16 << 10
 
+// MaxTxnBodyBytes bounds the body of a transaction (as DynamoDB's 4 MB
+// per TransactWriteItems); a server whose value limit is larger takes one
+// value of that limit (LargestBody).
+const MaxTxnBodyBytes = 4 << 20
+
 // LargestBody is the longest request body accepted (a transaction's)
 // with values of at most maxValueBytes: a share of body bytes needs one
 // more byte than it (Config.MaxBodyBytesPerPrincipal).
 func LargestBody(maxValueBytes int) int {
-	return max(contract.MaxTxnBodyBytes, 2*maxValueBytes+bodyOverheadMax)
+	return max(MaxTxnBodyBytes, 2*maxValueBytes+bodyOverheadMax)
 }
 
 // decode reads the request body, within the size limit, into v strictly:

@@ -133,7 +133,7 @@ func writeOp(c echo.Context) (contract.Op, string, bool) {
 		return contract.OpDelete, keyPath(c), true
 	case http.MethodPost:
 		raw, verb := splitVerb(c)
-		op, ok := contract.OpOfVerb(verb, false)
+		op, ok := opOfVerb(verb, false)
 		return op, raw, ok
 	}
 	return "", "", false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // txnPath, batchGetPath and projectsPath are the fuzzed paths that stand
@@ -31,13 +32,13 @@ var (
 // fuzzStates are the keys the fake writer holds while fuzzing: an object,
 // a counter, a lock and a string, so reads and writes reach their
 // answers, not only their 404s.
-func fuzzStates() map[string]contract.State {
-	st := func(k, v, purpose string) contract.State {
-		return contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/" + k, Version: 3,
+func fuzzStates() map[string]keystate.State {
+	st := func(k, v, purpose string) keystate.State {
+		return keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/" + k, Version: 3,
 			Value: json.RawMessage(v), Semantics: contract.Semantics{Purpose: purpose}}}
 	}
-	m := map[string]contract.State{}
-	for _, s := range []contract.State{st("obj", `{"a":1,"s":"x"}`, "config"), st("n", `41`, "counter"),
+	m := map[string]keystate.State{}
+	for _, s := range []keystate.State{st("obj", `{"a":1,"s":"x"}`, "config"), st("n", `41`, "counter"),
 		st("l", `{"holder":"h","token":3}`, "lock"), st("s", `"text"`, "other")} {
 		m[s.Entry.Key] = s
 	}

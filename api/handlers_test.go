@@ -12,16 +12,18 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer"
 )
 
 // fakeWriter answers from a map of states and records the requests it is
 // asked to decide; every write is accepted.
 type fakeWriter struct {
-	states map[string]contract.State
+	states map[string]keystate.State
 	reqs   []written
 	denied []deniedWrite
 }
@@ -111,21 +113,21 @@ func (f *fakeWriter) Do(_ context.Context, c decide.Command) (writer.Result, err
 	return writer.Result{Entry: e}, nil
 }
 
-func (f *fakeWriter) State(_ context.Context, k contract.Key) (contract.State, error) {
+func (f *fakeWriter) State(_ context.Context, k contract.Key) (keystate.State, error) {
 	return f.states[k.String()], nil
 }
 
-func (f *fakeWriter) States(_ context.Context, ks []contract.Key) ([]contract.State, contract.Cursor, error) {
-	out := make([]contract.State, len(ks))
+func (f *fakeWriter) States(_ context.Context, ks []contract.Key) ([]keystate.State, contract.Cursor, error) {
+	out := make([]keystate.State, len(ks))
 	for i, k := range ks {
 		out[i] = f.states[k.String()]
 	}
 	return out, contract.Cursor{Offset: -1}, nil
 }
 
-func (f *fakeWriter) Partition(k contract.Key) int32 { return contract.Partition(k.Scope(), 4) }
+func (f *fakeWriter) Partition(k contract.Key) int32 { return changelog.Partition(k.Scope(), 4) }
 
-func (f *fakeWriter) StateAt(ctx context.Context, k contract.Key) (contract.State, contract.Cursor, error) {
+func (f *fakeWriter) StateAt(ctx context.Context, k contract.Key) (keystate.State, contract.Cursor, error) {
 	st, err := f.State(ctx, k)
 	return st, contract.Cursor{Offset: -1}, err
 }
@@ -155,7 +157,7 @@ func (fakeLister) Projects(context.Context, projection.KeyRange, int, time.Time)
 	return nil, nil
 }
 
-func (fakeLister) Scan(context.Context, string, contract.Filter, projection.Page) ([]contract.Entry, bool, error) {
+func (fakeLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, bool, error) {
 	return nil, false, nil
 }
 
@@ -244,13 +246,15 @@ func TestHandlersRejectBadInput(t *testing.T) {
 		{"ErrDeleteUnknownParam", "DELETE", key + "k?force=1", ``, 400, contract.EInvalid, "force", ""},
 		{"ErrDeleteExpectedNotInt", "DELETE", key + "k?expectedVersion=x", ``, 400, contract.EInvalid, "expectedVersion", ""},
 		{"ErrPostNoVerb", "POST", key + "k", `{}`, 400, contract.EInvalid, "key",
-			"POST needs a verb after the key: tenant/acme/project/demo/k" + contract.VerbList(false, true) + " (PUT writes a value)"},
+			"POST needs a verb after the key: tenant/acme/project/demo/k" + api.VerbList(false, true) + " (PUT writes a value)"},
 		{"ErrPostUnknownVerb", "POST", key + "k:explode", `{}`, 400, contract.EInvalid, "key",
-			`unknown verb "explode" (` + strings.Join(contract.Verbs(false), ", ") + ")"},
+			`unknown verb "explode" (` + strings.Join(api.Verbs(false), ", ") + ")"},
 		{"ErrPostReadVerb", "POST", key + "k:lock", `{}`, 400, contract.EInvalid, "key", ""},
-		{"ErrGetUnknownVerb", "GET", key + "k:bogus", ``, 400, contract.EInvalid, "key", ""},
+		// A key may hold ':' (user:alice): a GET whose last ':' segment
+		// is no verb reads that key.
+		{"ErrGetUnknownVerbIsAKey", "GET", key + "k:bogus", ``, 404, contract.ENotFound, "key", ""},
 		{"ErrGetWriteVerb", "GET", key + "k:acquire", ``, 400, contract.EInvalid, "key", ""},
-		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, contract.EInvalid, "other", `unknown query parameter "other" (field, on a plain GET)`},
+		{"ErrGetUnknownParam", "GET", key + "k?other=a", ``, 400, contract.EInvalid, "other", `unknown query parameter "other" (field and at, on a plain GET)`},
 		{"ErrGetFieldOnVerb", "GET", key + "k:lock?field=a", ``, 400, contract.EInvalid, "field", ""},
 		{"ErrGetFieldTooLong", "GET", key + "k?field=" + long(contract.MaxFieldNameBytes+1), ``, 400, contract.EInvalid, "field", "field names must be 1 to 256 bytes"},
 		{"ErrIncrementByZero", "POST", key + "k:increment", `{"by":0}`, 400, contract.EInvalid, "by", ""},
@@ -373,37 +377,37 @@ func TestHandlersTranslate(t *testing.T) {
 
 // TestHandlersRead: the reads answer from the key's visible entry.
 func TestHandlersRead(t *testing.T) {
-	live := func(value, purpose string) contract.State {
-		return contract.State{Version: 4, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
+	live := func(value, purpose string) keystate.State {
+		return keystate.State{Version: 4, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/k", Version: 4,
 			Value: json.RawMessage(value), Semantics: contract.Semantics{Purpose: purpose}}}
 	}
-	expired := func(s contract.State) contract.State {
+	expired := func(s keystate.State) keystate.State {
 		past := time.Now().Add(-time.Second)
 		s.Entry.ExpiresAt = &past
 		return s
 	}
 	for _, tc := range []struct {
 		name, path  string
-		state       contract.State
+		state       keystate.State
 		status      int
 		code, field string
 	}{
 		{"OKGet", key + "k", live(`1`, "other"), 200, "", ""},
 		{"OKGetField", key + "k?field=a", live(`{"a":1}`, "other"), 200, "", ""},
 		{"OKLock", key + "k:lock", live(`{"holder":"h","token":4}`, "lock"), 200, "", ""},
-		{"ErrGetAbsent", key + "k", contract.State{}, 404, contract.ENotFound, "key"},
+		{"ErrGetAbsent", key + "k", keystate.State{}, 404, contract.ENotFound, "key"},
 		{"ErrFieldAbsent", key + "k?field=b", live(`{"a":1}`, "other"), 404, contract.ENotFound, "field"},
 		{"ErrFieldOfNonObject", key + "k?field=a", live(`1`, "other"), 409, contract.EWrongType, "field"},
-		{"ErrLockFree", key + "k:lock", contract.State{}, 404, contract.ENotFound, "key"},
+		{"ErrLockFree", key + "k:lock", keystate.State{}, 404, contract.ENotFound, "key"},
 		{"ErrLeaderOfLock", key + "k:leader", live(`{"holder":"h","token":4}`, "lock"), 409, contract.EWrongType, "key"},
 		{"OKCounter", key + "k:counter", live(`42`, "counter"), 200, "", ""},
-		{"ErrCounterAbsent", key + "k:counter", contract.State{Version: 5}, 404, contract.ENotFound, "key"},
+		{"ErrCounterAbsent", key + "k:counter", keystate.State{Version: 5}, 404, contract.ENotFound, "key"},
 		{"ErrCounterExpired", key + "k:counter", expired(live(`42`, "counter")), 404, contract.ENotFound, "key"},
 		{"ErrCounterNotInteger", key + "k:counter", live(`"42"`, "other"), 409, contract.EWrongType, "value"},
 		{"ErrCounterUnknownParam", key + "k:counter?field=a", live(`42`, "counter"), 400, contract.EInvalid, "field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &fakeWriter{states: map[string]contract.State{"tenant/acme/project/demo/k": tc.state}}
+			w := &fakeWriter{states: map[string]keystate.State{"tenant/acme/project/demo/k": tc.state}}
 			rec := serve(mustServer(t, w), "GET", tc.path, "")
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
@@ -421,20 +425,22 @@ func TestHandlersRead(t *testing.T) {
 
 // TestEveryVerbHasAHandler: each custom method of the contract is served.
 func TestEveryVerbHasAHandler(t *testing.T) {
-	for _, read := range []bool{true, false} {
-		for _, verb := range contract.Verbs(read) {
-			method := map[bool]string{true: "GET", false: "POST"}[read]
-			rec := serve(mustServer(t, &fakeWriter{}), method, key+"k:"+verb, `{"holder":"a"}`)
-			if strings.Contains(rec.Body.String(), "unknown verb") {
-				t.Errorf("%s :%s: %s", method, verb, rec.Body)
-			}
+	for _, op := range contract.Ops() {
+		verb := op.Verb()
+		if verb == "" {
+			continue
+		}
+		method := map[bool]string{true: "GET", false: "POST"}[op.Reads()]
+		rec := serve(mustServer(t, &fakeWriter{}), method, key+"k:"+verb, `{"holder":"a"}`)
+		if strings.Contains(rec.Body.String(), "unknown verb") {
+			t.Errorf("%s :%s: %s", method, verb, rec.Body)
 		}
 	}
 }
 
 // TestGetCounterAnswer: GET {key}:counter answers {key,value,version}.
 func TestGetCounterAnswer(t *testing.T) {
-	w := &fakeWriter{states: map[string]contract.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
+	w := &fakeWriter{states: map[string]keystate.State{"tenant/acme/project/demo/visits": {Version: 9, Live: true,
 		Entry: contract.Entry{Key: "tenant/acme/project/demo/visits", Version: 9, Value: json.RawMessage(`-3`)}}}}
 	rec := serve(mustServer(t, w), "GET", key+"visits:counter", "")
 	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"tenant/acme/project/demo/visits","value":-3,"version":9}` {
@@ -446,7 +452,7 @@ func TestGetCounterAnswer(t *testing.T) {
 // (secret%2531 is the key secret%31, which breaks the key rules, not
 // secret1), whichever form echo routed on.
 func TestKeysDecodedOnce(t *testing.T) {
-	secret := contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/secret1", Version: 1,
+	secret := keystate.State{Version: 1, Live: true, Entry: contract.Entry{Key: "tenant/acme/project/demo/secret1", Version: 1,
 		Value: json.RawMessage(`"sk-live-SECRET"`)}}
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -464,7 +470,7 @@ func TestKeysDecodedOnce(t *testing.T) {
 		{"OKPutEncodedOnce", "PUT", key + "secret%31", `{"value":1}`, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &fakeWriter{states: map[string]contract.State{secret.Entry.Key: secret}}
+			w := &fakeWriter{states: map[string]keystate.State{secret.Entry.Key: secret}}
 			rec := serve(mustServer(t, w), tc.method, tc.path, tc.body)
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // The fakes hold no history: a key's state says whether it was written.
@@ -27,7 +28,7 @@ func (l stubLister) History(context.Context, string, int64, int, int) ([]contrac
 // field), answers 404 for a key never written (version 0), and a page for
 // one that was (deleted since: its state keeps its version).
 func TestHistoryHandler(t *testing.T) {
-	deleted := map[string]contract.State{"tenant/acme/project/demo/gone": {Version: 3}}
+	deleted := map[string]keystate.State{"tenant/acme/project/demo/gone": {Version: 3}}
 	for _, tc := range []struct {
 		name, path string
 		status     int

@@ -23,6 +23,7 @@ import (
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Two tenants' principals, each with every right on its own tenant.
@@ -104,7 +105,7 @@ func wantRefused(t *testing.T, what string, rec *httptest.ResponseRecorder, sett
 // a's listings, histories and status page are answered meanwhile.
 func TestListSharePerPrincipal(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	w := &fakeWriter{states: map[string]contract.State{
+	w := &fakeWriter{states: map[string]keystate.State{
 		"tenant/a/project/p/k": {Version: 1}, "tenant/b/project/p/k": {Version: 1},
 	}}
 	h, reg := twoTenants(t, api.Config{}, w, holdingLister{entered: entered, release: release})

@@ -14,7 +14,7 @@ import (
 // A listing's pages are one snapshot: the first page answers the position
 // its snapshot reflects (readProjected), and its nextCursor carries that
 // position beside the last key, so every later page answers as of it
-// (projection.Store.PageAt), whatever was written meanwhile. The cursor's
+// (projection.Store.PageAsOf, as a read at= reads the past), whatever was written meanwhile. The cursor's
 // text is <position>.<last key, base64url>, e.g. p3.o1041.dGVuYW50L2Eu…;
 // base64url has no '.', so the last '.' splits them. A cursor of a
 // release before positions (the key alone, no '.') is still accepted: its
@@ -70,7 +70,7 @@ func nextListCursor(key string, at *contract.Cursor) string {
 // cursor's).
 type listRead struct {
 	prefix string
-	filter *contract.Filter
+	filter *projection.Filter
 	page   projection.Page
 	at     *contract.Cursor
 }
@@ -79,7 +79,8 @@ type listRead struct {
 // A first page (or an old cursor's) reads the projection as it is and
 // answers its snapshot's position. A later page answers as of its
 // cursor's position: as the projection is when nothing was projected
-// since, else from the history (PageAt); a position past the
+// since, else from the history (PageAsOf: a version the retention
+// removed is snapshot_expired, list again); a position past the
 // projection's, or of another partition, is no cursor this listing
 // returned (a projection rebuilt or reset since answers
 // snapshot_expired: list again).
@@ -131,11 +132,16 @@ func readKeysPage(ctx context.Context, l Lister, r listRead, where writer.Projec
 	if !past {
 		return l.Keys(ctx, r.prefix, r.page)
 	}
+	return keysOf(items), truncated, nil
+}
+
+// keysOf is a keys-only page of entries: their values dropped.
+func keysOf(items []contract.Entry) []contract.KeyInfo {
 	keys := make([]contract.KeyInfo, len(items))
 	for i, e := range items {
 		keys[i] = contract.KeyInfo{Key: e.Key, Version: e.Version, Purpose: e.Semantics.Purpose, ExpiresAt: e.ExpiresAt}
 	}
-	return keys, truncated, nil
+	return keys
 }
 
 // readPastPage reads a later page of r as of its first page's position
@@ -158,7 +164,8 @@ func readPastPage(ctx context.Context, l Lister, r listRead, where writer.Projec
 		return nil, false, false, &contract.Error{Code: contract.ESnapshotExpired,
 			Message: "the projection is behind the position of this listing's first page (rebuilt or reset since); list again from the first page"}
 	case pos > r.at.Offset:
-		items, truncated, err = v.PageAt(ctx, r.prefix, r.filter, r.at.Offset, r.page)
+		at := projection.AsOf{Partition: r.at.Partition, Offset: r.at.Offset, Time: &r.page.Now, Snapshot: true}
+		items, truncated, err = v.PageAsOf(ctx, r.prefix, r.filter, at, r.page)
 		return items, truncated, true, err
 	}
 	return nil, false, false, nil

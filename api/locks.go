@@ -32,7 +32,7 @@ func (s *Server) lock(c echo.Context, op contract.Op, p *Principal, k contract.K
 	if release {
 		return c.JSON(http.StatusOK, contract.ReleaseAnswer{Key: k.String(), Version: res.Entry.Version, Released: true})
 	}
-	a, err := contract.LockAnswerOf(&res.Entry)
+	a, err := decide.LockAnswerOf(&res.Entry)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func checkLock(c echo.Context, op contract.Op, k contract.Key, e *contract.Entry
 		err.Current = e
 		return err
 	}
-	a, err := contract.LockAnswerOf(e)
+	a, err := decide.LockAnswerOf(e)
 	if err != nil {
 		return err
 	}

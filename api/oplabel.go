@@ -45,10 +45,7 @@ func opLabel(route, method, path string) string {
 		return opLabelNone
 	}
 	raw := strings.TrimPrefix(path, "/v1/kv/")
-	verb := ""
-	if i := strings.LastIndexByte(raw, ':'); i >= 0 {
-		verb = raw[i+1:]
-	}
+	_, verb := contract.SplitVerb(raw)
 	switch method {
 	case http.MethodGet:
 		if verb == "" {
@@ -69,7 +66,7 @@ func opLabel(route, method, path string) string {
 
 // verbLabel is the op of a custom method's verb, or otherLabel.
 func verbLabel(verb string, read bool) string {
-	if op, ok := contract.OpOfVerb(verb, read); ok {
+	if op, ok := opOfVerb(verb, read); ok {
 		return string(op)
 	}
 	return otherLabel

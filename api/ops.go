@@ -13,8 +13,10 @@ import (
 
 // Operations on a key besides PUT, PATCH and DELETE are found by their
 // contract.Op: GET /v1/kv/{key} and the custom methods GET
-// /v1/kv/{key}:{verb} (reads) and POST /v1/kv/{key}:{verb} (writes). Keys
-// never contain ':', so the verb cannot be mistaken for part of the key.
+// /v1/kv/{key}:{verb} (reads) and POST /v1/kv/{key}:{verb} (writes). A key
+// may hold ':' in its path, but its last ':' segment is never a verb name
+// (contract.ParseKey), so the verb is the last ':' segment exactly when
+// that is a known verb (contract.SplitVerb).
 // A new operation is a row in events' op table and one here.
 
 // handler serves one op once the key is parsed, the caller's right
@@ -80,7 +82,7 @@ func answer[A any](f func(k contract.Key, e *contract.Entry) (A, error)) func(ec
 
 // opOf finds the op of a custom method's verb: a read or a write.
 func opOf(verb string, read bool) (contract.Op, handler, bool) {
-	op, ok := contract.OpOfVerb(verb, read)
+	op, ok := opOfVerb(verb, read)
 	h := handlers[op]
 	if !ok || (read && h.read == nil && h.query == nil) || (!read && h.write == nil) {
 		return "", handler{}, false
@@ -99,11 +101,7 @@ func keyPath(c echo.Context) string {
 
 // splitVerb cuts the ":verb" off the key in the route's path.
 func splitVerb(c echo.Context) (raw, verb string) {
-	raw = keyPath(c)
-	if i := strings.LastIndexByte(raw, ':'); i >= 0 {
-		return raw[:i], raw[i+1:]
-	}
-	return raw, ""
+	return contract.SplitVerb(keyPath(c))
 }
 
 // get serves GET /v1/kv/{key} and the reads GET /v1/kv/{key}:{verb}.
@@ -113,15 +111,15 @@ func (s *Server) get(c echo.Context) error {
 	if verb != "" {
 		var ok bool
 		if op, h, ok = opOf(verb, true); !ok {
-			return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, contract.VerbList(true, true))
+			return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (GET takes %s)", verb, verbList(true, true))
 		}
 	}
 	for q := range queryOf(c) {
-		if (q != "field" || op != contract.OpGet) && !slices.Contains(h.params, q) {
+		if ((q != "field" && q != "at") || op != contract.OpGet) && !slices.Contains(h.params, q) {
 			if len(h.params) > 0 {
 				return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (:%s takes %s)", q, op.Verb(), strings.Join(h.params, ", "))
 			}
-			return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (field, on a plain GET)", q)
+			return contract.FieldErrorf(contract.EInvalid, q, "unknown query parameter %q (field and at, on a plain GET)", q)
 		}
 	}
 	if err := givenOnce(queryOf(c)); err != nil {
@@ -132,12 +130,19 @@ func (s *Server) get(c echo.Context) error {
 			return err
 		}
 	}
+	past, err := parseAt(queryOf(c))
+	if err != nil {
+		return err
+	}
 	_, k, err := s.authorizeKey(c, Read, raw)
 	if err != nil {
 		return err
 	}
 	if done, err := s.forward(c, k); done {
 		return err
+	}
+	if past != nil {
+		return s.getAt(c, k, past)
 	}
 	if h.query != nil {
 		return h.query(s, c, op, k)
@@ -153,12 +158,16 @@ func (s *Server) get(c echo.Context) error {
 // post serves the writes POST /v1/kv/{key}:{verb}.
 func (s *Server) post(c echo.Context) error {
 	raw, verb := splitVerb(c)
+	if i := strings.LastIndexByte(raw, ':'); verb == "" && i >= 0 {
+		// a write always has a verb: the last ':' segment names it
+		raw, verb = raw[:i], raw[i+1:]
+	}
 	if verb == "" {
-		return contract.FieldErrorf(contract.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, contract.VerbList(false, true))
+		return contract.FieldErrorf(contract.EInvalid, "key", "POST needs a verb after the key: %s%s (PUT writes a value)", raw, verbList(false, true))
 	}
 	op, h, ok := opOf(verb, false)
 	if !ok {
-		return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (%s)", verb, strings.Join(contract.Verbs(false), ", "))
+		return contract.FieldErrorf(contract.EInvalid, "key", "unknown verb %q (%s)", verb, strings.Join(verbs(false), ", "))
 	}
 	return s.serveWrite(c, raw, func(c echo.Context, p *Principal, k contract.Key) error { return h.write(s, c, op, p, k) })
 }

@@ -39,6 +39,9 @@ func (s *Server) listKeys(c echo.Context) error {
 	if done, err := s.forward(c, scopeKey(lq.prefix)); done {
 		return err
 	}
+	if lq.at != nil {
+		return s.listAt(c, lq)
+	}
 	// Waiting holds no page in memory, so it comes before the slot; the
 	// waits of concurrent listings share their polls of the projector.
 	where, err := s.w.AwaitProjected(c.Request().Context(), lq.prefix)
@@ -103,13 +106,14 @@ type listQuery struct {
 	prefix   string
 	cur      listCursor
 	limit    int
-	filter   *contract.Filter
+	filter   *projection.Filter
 	keysOnly bool
+	at       *atParam // a read of the past (at=), nil for one of now
 }
 
 // listParams names the query parameters of GET /v1/kv, for the error
 // about any other.
-const listParams = "prefix, limit, cursor, keysOnly, field, op, value"
+const listParams = "prefix, limit, cursor, keysOnly, at, field, op, value"
 
 // readListQuery reads and checks the query of GET /v1/kv, and the
 // caller's right to read every key under its prefix. keysOnly=true pages
@@ -118,7 +122,7 @@ func readListQuery(c echo.Context) (listQuery, error) {
 	p := principalOf(c)
 	q := c.QueryParams()
 	for name := range q {
-		if name != "prefix" && name != "limit" && name != "cursor" && name != "keysOnly" && !isFilterParam(name) {
+		if name != "prefix" && name != "limit" && name != "cursor" && name != "keysOnly" && name != "at" && !isFilterParam(name) {
 			return listQuery{}, contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (%s)", name, listParams)
 		}
 	}
@@ -151,6 +155,12 @@ func readListQuery(c echo.Context) (listQuery, error) {
 	}
 	if lq.filter != nil && lq.keysOnly {
 		return listQuery{}, contract.FieldErrorf(contract.EInvalid, "keysOnly", "keysOnly lists every key under the prefix: it takes no filter (field, op, value)")
+	}
+	if lq.at, err = parseAt(q); err != nil {
+		return listQuery{}, err
+	}
+	if err := checkAtQuery(lq); err != nil {
+		return listQuery{}, err
 	}
 	return lq, nil
 }
@@ -228,7 +238,7 @@ func isFilterParam(name string) bool {
 // value is a JSON literal when it parses as one (5 is a number,
 // %225%22 the string "5", true, false, null), and otherwise the plain
 // string as written (value=done is the string "done").
-func listFilter(q url.Values) (*contract.Filter, error) {
+func listFilter(q url.Values) (*projection.Filter, error) {
 	given := 0
 	for _, p := range filterParams {
 		switch len(q[p]) {
@@ -251,7 +261,7 @@ func listFilter(q url.Values) (*contract.Filter, error) {
 	if !utf8.ValidString(v) {
 		return nil, contract.FieldErrorf(contract.EInvalid, "value", "value must be valid UTF-8")
 	}
-	f := &contract.Filter{Field: q.Get("field"), Op: contract.FilterOp(q.Get("op")), Value: json.RawMessage(v)}
+	f := &projection.Filter{Field: q.Get("field"), Op: contract.FilterOp(q.Get("op")), Value: json.RawMessage(v)}
 	if v == "" || v != strings.TrimSpace(v) || !json.Valid(f.Value) {
 		f.Value, _ = json.Marshal(v) // a plain string; valid UTF-8 encodes as it is
 	}

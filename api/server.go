@@ -25,23 +25,24 @@ import (
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/admission"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer"
 )
 
 // Writer decides writes and reads the current state of keys.
 type Writer interface {
 	Do(ctx context.Context, c decide.Command) (writer.Result, error)
-	State(ctx context.Context, key contract.Key) (contract.State, error)
+	State(ctx context.Context, key contract.Key) (keystate.State, error)
 	// States is State of several keys of one partition this writer owns,
 	// confirmed once for all of them (a batch get's keys of one
 	// partition), in the order of keys.
 	// The states are as of the position returned (as StateAt's).
-	States(ctx context.Context, keys []contract.Key) ([]contract.State, contract.Cursor, error)
+	States(ctx context.Context, keys []contract.Key) ([]keystate.State, contract.Cursor, error)
 	// Partition is the partition of key, which States groups keys by.
 	Partition(key contract.Key) int32
 	// StateAt is State and the position of the key's partition the
 	// state reflects (writer.Writer.StateAt).
-	StateAt(ctx context.Context, key contract.Key) (contract.State, contract.Cursor, error)
+	StateAt(ctx context.Context, key contract.Key) (keystate.State, contract.Cursor, error)
 	Ready() bool
 	// AwaitProjected returns once the projection holds every write under
 	// prefix acknowledged before the call; only the owner of prefix's
@@ -49,6 +50,11 @@ type Writer interface {
 	// projector is too far behind). It says where the projection is then
 	// read (readProjected).
 	AwaitProjected(ctx context.Context, prefix string) (writer.Projected, error)
+	// AwaitPosition returns once the projection holds every event under
+	// prefix up to the position at of its partition, refusing (invalid,
+	// field at) a position of another partition or past the log's end;
+	// only the owner of prefix's partition answers, as AwaitProjected.
+	AwaitPosition(ctx context.Context, prefix string, at contract.Cursor) error
 	// Route says whether key is decided here or by the writer at ownerURL,
 	// or why neither can answer; from is who sent the request, as its
 	// forwarding proofs prove it (writer.FromClient without any).
@@ -63,7 +69,7 @@ type Writer interface {
 	AuditDenied(key contract.Key, op contract.Op, principal, requestID string)
 	// Member returns the state of the set key and the version of
 	// member's element row (0: none), as the key's owner knows them.
-	Member(ctx context.Context, key contract.Key, member string) (contract.State, int64, error)
+	Member(ctx context.Context, key contract.Key, member string) (keystate.State, int64, error)
 }
 
 // Lister lists live entries by prefix from the projection: a page of at
@@ -80,7 +86,7 @@ type Lister interface {
 	Projects(ctx context.Context, r projection.KeyRange, limit int, now time.Time) ([]contract.ProjectInfo, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f contract.Filter, pg projection.Page) ([]contract.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f projection.Filter, pg projection.Page) ([]contract.Entry, bool, error)
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)
@@ -96,6 +102,14 @@ type Lister interface {
 	// serving order (contract.Element: member, data, deliveries), within
 	// maxBytes (but at least one), and whether the budget cut them short.
 	Peek(ctx context.Context, key string, count, maxBytes int, now time.Time) ([]contract.Element, bool, error)
+	// OffsetAtTime, EntryAsOf and PageAsOf read the past (projection.AsOf): the
+	// offset a time resolves to in a partition, a key's entry at a point
+	// (nil: absent), a page of the entries under a prefix at a point
+	// (filtered as Scan when f is set); cursor_expired (snapshot_expired
+	// for AsOf.Snapshot) when the history retention removed what decides.
+	OffsetAtTime(ctx context.Context, partition int32, t time.Time) (int64, error)
+	EntryAsOf(ctx context.Context, key string, at projection.AsOf) (*contract.Entry, error)
+	PageAsOf(ctx context.Context, prefix string, f *projection.Filter, at projection.AsOf, pg projection.Page) ([]contract.Entry, bool, error)
 }
 
 // Defaults of Config.

@@ -57,7 +57,7 @@ func (l stubLister) Projects(context.Context, projection.KeyRange, int, time.Tim
 	return nil, l.err
 }
 
-func (l stubLister) Scan(ctx context.Context, prefix string, _ contract.Filter, pg projection.Page) ([]contract.Entry, bool, error) {
+func (l stubLister) Scan(ctx context.Context, prefix string, _ projection.Filter, pg projection.Page) ([]contract.Entry, bool, error) {
 	return l.List(ctx, prefix, pg)
 }
 

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // The fakes answer sismember and smembers from nothing.
 
-func (f *fakeWriter) Member(_ context.Context, k contract.Key, _ string) (contract.State, int64, error) {
+func (f *fakeWriter) Member(_ context.Context, k contract.Key, _ string) (keystate.State, int64, error) {
 	return f.states[k.String()], 0, nil
 }
 

@@ -188,6 +188,9 @@ func (s *Server) routeUI(e *echo.Echo) {
 	ui.GET("/", s.uiIndex)
 	data := ui.Group("/api", s.uiSession)
 	data.GET("/me", s.uiMe)
+	// The picker's projects are GET /v1/projects' answer for the
+	// session's principal: the same handler, not a second listing.
+	data.GET("/projects", s.projects)
 	data.GET("/keys", s.uiKeys)
 	data.GET("/history", s.uiHistory)
 	data.GET("/conflicts", s.uiConflicts)

@@ -217,7 +217,7 @@ func (s *Server) countConflicts(next echo.HandlerFunc) echo.HandlerFunc {
 		if err == nil || c.Request().Method == http.MethodGet || statusOf[contract.ErrorCode(err)] != http.StatusConflict {
 			return err
 		}
-		raw, _, _ := strings.Cut(c.Param("*"), ":") // a key never holds ':'; a verb follows it
+		raw, _ := contract.SplitVerb(c.Param("*"))
 		if k, perr := contract.ParseKey(raw); perr == nil {
 			s.conflicts.add(k.Scope(), s.now())
 		}

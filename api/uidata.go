@@ -14,17 +14,23 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
 )
 
 // The status page's JSON (/ui/api/...). Nothing here carries a value:
-// the rows say what a key is and who touched it, a plain value is shown
-// as a keyed fingerprint at most, a collection as its size, a lock as its
+// the projects are counts of keys (GET /v1/projects' own handler), the
+// rows say what a key is and who touched it, a plain value is shown as a
+// keyed fingerprint at most, a collection as its size, a lock as its
 // holder (to a principal that may read the lock, as GET answers it).
 
-// uiMaxKeys is the most keys one project's page shows.
-const uiMaxKeys = 500
+// uiDefaultKeys and uiMaxKeys bound a page of a project's keys on the
+// status page: the page asks for uiDefaultKeys and follows nextCursor.
+const (
+	uiDefaultKeys = 100
+	uiMaxKeys     = 1000
+)
 
 // uiMaxHistory is the most versions of a key's history the page shows.
 const uiMaxHistory = 50
@@ -68,12 +74,14 @@ type UIKey struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
-// UIKeys is GET /ui/api/keys.
+// UIKeys is GET /ui/api/keys: a page of a project's rows.
 type UIKeys struct {
 	Prefix     string    `json:"prefix"`
 	ServerTime time.Time `json:"serverTime"`
 	Keys       []UIKey   `json:"keys"`
 	Truncated  bool      `json:"truncated"`
+	// NextCursor is the cursor of the next page, when Truncated.
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // UIVersion is one version of GET /ui/api/history: what happened, by
@@ -151,14 +159,28 @@ func uiPrefix(c echo.Context, q url.Values) (string, *Principal, error) {
 	return prefix, p, nil
 }
 
-// uiKeys answers the rows of a project's keys from the projection (a
-// status page needs no read-your-writes: any writer answers, without
-// forwarding, as of the projector's last commit).
+// uiKeys answers a page of the rows of the keys under a prefix (a
+// project's, or what the page's search adds to it) from the projection's
+// listing, each value replaced by what uiRow makes of it. A status page
+// needs no read-your-writes: any writer answers, without forwarding, as
+// of the projector's last commit. The pages are not one snapshot, as the
+// API's listing pages are: a later page starts after its cursor's key as
+// the projection is then, so no key is shown twice, and a key created
+// meanwhile before the cursor shows once the page is reloaded.
 func (s *Server) uiKeys(c echo.Context) error {
-	if err := onlyParams(c.QueryParams(), "prefix"); err != nil {
+	q := c.QueryParams()
+	if err := onlyParams(q, "prefix", "limit", "cursor"); err != nil {
 		return err
 	}
-	prefix, p, err := uiPrefix(c, c.QueryParams())
+	prefix, p, err := uiPrefix(c, q)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimitOf(q, uiDefaultKeys, uiMaxKeys)
+	if err != nil {
+		return err
+	}
+	cur, err := parseListCursor(q.Get("cursor"), prefix)
 	if err != nil {
 		return err
 	}
@@ -168,13 +190,16 @@ func (s *Server) uiKeys(c echo.Context) error {
 	}
 	defer release()
 	now := s.now()
-	entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{Limit: uiMaxKeys, MaxBytes: s.cfg.MaxListBytes, Now: now})
+	entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{After: cur.after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: now})
 	if err != nil {
 		return err
 	}
 	a := UIKeys{Prefix: prefix, ServerTime: now.UTC(), Keys: make([]UIKey, 0, len(entries)), Truncated: truncated}
 	for i := range entries {
 		a.Keys = append(a.Keys, s.uiRow(p, &entries[i]))
+	}
+	if truncated && len(entries) > 0 {
+		a.NextCursor = nextListCursor(entries[len(entries)-1].Key, nil)
 	}
 	return c.JSON(http.StatusOK, a)
 }
@@ -188,7 +213,7 @@ func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
 	case purpose == contract.PurposeLock || purpose == contract.PurposeLeader:
 		// GET :lock answers the holder to a principal with the read right
 		// on the key, and to no other.
-		var v contract.LockValue
+		var v decide.LockValue
 		if p.Allows(Read, e.Key) && json.Unmarshal(e.Value, &v) == nil {
 			r.Holder, r.HolderPrincipal, r.Token = v.Holder, v.Principal, v.Token
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
 )
 
@@ -192,7 +193,7 @@ func (s *Server) stream(c echo.Context, sub *watch.Sub, write func(*echo.Respons
 
 // writeChange writes one SSE event "change"; its id is the cursor.
 func writeChange(w *echo.Response, it watch.Item) error {
-	b, err := contract.EncodeJSON(contract.WatchEventOf(it.Event, it.Cursor))
+	b, err := contract.EncodeJSON(watchEventOf(it.Event, it.Cursor))
 	if err != nil {
 		return err
 	}
@@ -224,4 +225,14 @@ func (s *Server) writeEnd(w *echo.Response, rc *http.ResponseController, sub *wa
 		_ = rc.Flush()
 	}
 	return nil
+}
+
+// watchEventOf is e, read at c, as a watch delivers it.
+func watchEventOf(e *contract.Event, c contract.Cursor) contract.WatchEvent {
+	w := contract.WatchEvent{Cursor: c.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op,
+		Time: e.TS, Principal: e.Principal, RequestID: e.RequestID, TxnID: e.TxnID, TxnSize: e.TxnSize, Element: projection.PublicElement(e.Element)}
+	if e.Live() {
+		w.Value, w.ExpiresAt = e.After, e.ExpiresAt
+	}
+	return w
 }

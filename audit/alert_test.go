@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -34,7 +35,7 @@ func traffic(tenant string, minutes []time.Time, applied, conflicts []int) histo
 			})
 		}
 		for j := range conflicts[i] {
-			h.conflicts = append(h.conflicts, contract.Conflict{
+			h.conflicts = append(h.conflicts, decide.Conflict{
 				SchemaVersion: 1, ID: fmt.Sprintf("%s-%d-%d", tenant, i, j), Key: fmt.Sprintf("tenant/%s/project/p/k0", tenant),
 				Scope: "tenant/" + tenant + "/project/p", Op: contract.OpCreate, ExpectedVersion: 0, CurrentVersion: 1,
 				Attempted: json.RawMessage(`{"held":true}`), Current: json.RawMessage(`{"held":true}`),
@@ -47,15 +48,15 @@ func traffic(tenant string, minutes []time.Time, applied, conflicts []int) histo
 
 // denied returns n denied writes (reason forbidden, no value) of one key
 // of tenant at each minute start.
-func denied(tenant string, minutes []time.Time, n int) []contract.Conflict {
-	var out []contract.Conflict
+func denied(tenant string, minutes []time.Time, n int) []decide.Conflict {
+	var out []decide.Conflict
 	for i, m := range minutes {
 		for j := range n {
-			out = append(out, contract.Conflict{
+			out = append(out, decide.Conflict{
 				SchemaVersion: 1, ID: fmt.Sprintf("%s-denied-%d-%d", tenant, i, j), Key: fmt.Sprintf("tenant/%s/project/p/denied", tenant),
 				Scope: "tenant/" + tenant + "/project/p", Op: contract.OpPut, ExpectedVersion: -1,
 				Attempted: json.RawMessage("null"), Current: json.RawMessage("null"),
-				Semantics: contract.Semantics{Purpose: "lock"}, Principal: "intruder", TS: m.Add(20 * time.Second), Reason: contract.ReasonForbidden,
+				Semantics: contract.Semantics{Purpose: "lock"}, Principal: "intruder", TS: m.Add(20 * time.Second), Reason: decide.ReasonForbidden,
 			})
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
@@ -530,7 +531,7 @@ func (a *Auditor) decode(p *part, k HMACKey) {
 			continue
 		}
 		if p.topic == a.cfg.Topics.Conflicts {
-			var c contract.Conflict
+			var c decide.Conflict
 			err := json.Unmarshal(r.Value, &c)
 			if err == nil && (c.ID == "" || c.Key == "") {
 				err = errors.New("conflict record without id or key")

@@ -14,13 +14,14 @@ import (
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/testenv"
 )
 
 // history is the events and conflicts a test produced.
 type history struct {
 	events    []contract.Event
-	conflicts []contract.Conflict
+	conflicts []decide.Conflict
 }
 
 // synth returns keys×versions events (values {"k":i,"v":v}) and one
@@ -41,7 +42,7 @@ func synth(tenant string, keys, versions int, ts time.Time) history {
 			})
 			prev = after
 		}
-		h.conflicts = append(h.conflicts, contract.Conflict{
+		h.conflicts = append(h.conflicts, decide.Conflict{
 			SchemaVersion: 1, ID: fmt.Sprintf("c-%d", i), Key: key, Scope: scope, Op: contract.OpCAS,
 			ExpectedVersion: 1, CurrentVersion: int64(versions), Attempted: json.RawMessage(`"attempt"`),
 			Current: json.RawMessage(prev), Semantics: contract.Semantics{Purpose: "cursor"}, Principal: "tester",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection/elemkey"
 )
 
@@ -73,19 +74,19 @@ func TestQueueElementRow(t *testing.T) {
 	e := &contract.Event{SchemaVersion: 1, Key: key, Scope: "tenant/t/project/p", Version: 3, PrevVersion: 2,
 		Kind: contract.KindPut, Op: contract.OpQPop, After: json.RawMessage(`{"type":"queue","size":1,"since":1,"inFlight":1}`),
 		Semantics: contract.Semantics{Purpose: "queue"}, TS: time.Unix(1700000000, 0),
-		Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: data, State: contract.ItemInFlight, Deliveries: 1}}
+		Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: data, State: decide.ItemInFlight, Deliveries: 1}}
 	for _, tc := range []struct {
 		op    contract.Op
 		state string
 		want  string
 	}{
-		{contract.OpQPush, contract.ItemReady, "ready"},
-		{contract.OpQPop, contract.ItemInFlight, "inflight"},
-		{contract.OpQRequeue, contract.ItemReady, "ready"},
-		{contract.OpQAck, contract.ItemDone, "done"},
+		{contract.OpQPush, decide.ItemReady, "ready"},
+		{contract.OpQPop, decide.ItemInFlight, "inflight"},
+		{contract.OpQRequeue, decide.ItemReady, "ready"},
+		{contract.OpQAck, decide.ItemDone, "done"},
 		{contract.OpQAck, "", "remove"},
 		{contract.OpQExpire, "", "remove"},
-		{contract.OpQExpire, contract.ItemDone, "done"},
+		{contract.OpQExpire, decide.ItemDone, "done"},
 	} {
 		e.Op, e.Element.State, e.Element.Op = tc.op, tc.state, contract.ElementAdd
 		if tc.state == "" {

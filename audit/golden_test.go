@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // goldenEvents is a chain of events that covers every branch of a row's
@@ -55,15 +56,15 @@ func goldenEvents() []*contract.Event {
 	return es
 }
 
-func goldenConflicts() []*contract.Conflict {
+func goldenConflicts() []*decide.Conflict {
 	ts := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
 	op := 1
-	return []*contract.Conflict{
+	return []*decide.Conflict{
 		{ID: "c-1", Key: "tenant/bench/project/p3/kv/c7", Op: contract.OpCAS, ExpectedVersion: 2, CurrentVersion: 3,
 			Attempted: json.RawMessage(`{"client":7,"seq":124}`), Current: json.RawMessage(`{"seq":125,"client":7}`),
 			Principal: "alice", TS: ts, Reason: "version_mismatch", TxnID: "t-1", TxnOp: &op, TxnSize: 2},
 		{ID: "c-2", Key: "tenant/acme/project/demo/x", Op: contract.OpPut, ExpectedVersion: -1,
-			Attempted: json.RawMessage(`null`), Current: json.RawMessage(`null`), Principal: "mallory", TS: ts, Reason: contract.ReasonForbidden},
+			Attempted: json.RawMessage(`null`), Current: json.RawMessage(`null`), Principal: "mallory", TS: ts, Reason: decide.ReasonForbidden},
 		{ID: "c-3", Key: "tenant/acme/project/demo/y", Op: contract.OpPut, Attempted: json.RawMessage(`{"a":1,"a":2}`), TS: ts, Reason: "version_mismatch"},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // Row is one row of audit_events: an applied event of kv.changes, with
@@ -173,12 +174,12 @@ func (h *hasher) eventRow(e *contract.Event, at At, s Scheme, prevChain, beforeH
 
 // ConflictRowOf returns the row of conflict c, read at at, hashed under k
 // in scheme s.
-func ConflictRowOf(c *contract.Conflict, at At, k HMACKey, s Scheme) ConflictRow {
+func ConflictRowOf(c *decide.Conflict, at At, k HMACKey, s Scheme) ConflictRow {
 	return newHasher(k).conflictRow(c, at, s)
 }
 
 // conflictRow is ConflictRowOf under h.k.
-func (h *hasher) conflictRow(c *contract.Conflict, at At, s Scheme) ConflictRow {
+func (h *hasher) conflictRow(c *decide.Conflict, at At, s Scheme) ConflictRow {
 	k := h.k
 	tenant, project := tenantProject(c.Key)
 	r := ConflictRow{
@@ -205,7 +206,7 @@ func (h *hasher) conflictRow(c *contract.Conflict, at At, s Scheme) ConflictRow 
 	if c.TxnOp != nil {
 		r.TxnOp = int32(*c.TxnOp)
 	}
-	if c.Reason == contract.ReasonForbidden {
+	if c.Reason == decide.ReasonForbidden {
 		// A denial is not a rejected value: nothing was read or compared.
 		r.AttemptedHash, r.CurrentHash = "", ""
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -25,8 +26,8 @@ func txnHistory(ts time.Time) history {
 			TxnID: txn, TxnSize: size,
 		}
 	}
-	rejected := func(id, txn string, op *int, size int) contract.Conflict {
-		return contract.Conflict{
+	rejected := func(id, txn string, op *int, size int) decide.Conflict {
+		return decide.Conflict{
 			SchemaVersion: 1, ID: id, Key: scope + "/b", Scope: scope, Op: contract.OpCAS,
 			ExpectedVersion: 1, CurrentVersion: 2, Attempted: json.RawMessage(`7`), Current: json.RawMessage(`2`),
 			Semantics: contract.Semantics{Purpose: "counter"}, Principal: "tester", TS: ts, Reason: "version_mismatch",
@@ -40,7 +41,7 @@ func txnHistory(ts time.Time) history {
 			put("single", 1, "", 0),
 			put("a", 2, "t-2", 2), put("b", 2, "t-2", 2),
 		},
-		conflicts: []contract.Conflict{rejected("c-txn", "t-3", &one, 4), rejected("c-single", "", nil, 0)},
+		conflicts: []decide.Conflict{rejected("c-txn", "t-3", &one, 4), rejected("c-single", "", nil, 0)},
 	}
 }
 

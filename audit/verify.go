@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/kafkaconf"
 )
 
@@ -580,7 +581,7 @@ func (vf *verification) verifyConflicts(ctx context.Context) error {
 			if !cfg.Scope.Match(string(r.Key)) {
 				return nil
 			}
-			var c contract.Conflict
+			var c decide.Conflict
 			if err := json.Unmarshal(r.Value, &c); err != nil {
 				return fmt.Errorf("conflict at %d@%d: %w", r.Partition, r.Offset, err)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // Default topic names and partition count.
@@ -168,7 +169,7 @@ func ptr(s string) *string { return &s }
 // ConflictRecord returns the kv.conflicts record of a rejected CAS; its
 // headers are CloudEvents attributes like a change's (source names the
 // producing service).
-func ConflictRecord(c *contract.Conflict, topic string, p int32, source string) (*kgo.Record, error) {
+func ConflictRecord(c *decide.Conflict, topic string, p int32, source string) (*kgo.Record, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encode conflict %s: %w", c.ID, err)

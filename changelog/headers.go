@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // The CloudEvents 1.0 binary-mode headers of the two topics' records and
@@ -77,7 +78,7 @@ func CloudEventHeaders(e *contract.Event, source string) []Header {
 // headers of a kv.conflicts record; source names the producing service.
 // They carry every required attribute (specversion, id, source, type) and
 // time, like a change's, so one CloudEvents consumer reads both topics.
-func ConflictCloudEventHeaders(c *contract.Conflict, source string) []Header {
+func ConflictCloudEventHeaders(c *decide.Conflict, source string) []Header {
 	return []Header{
 		{"ce_specversion", []byte("1.0")},
 		{"ce_id", []byte(c.ID)},

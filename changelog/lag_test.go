@@ -29,7 +29,7 @@ func TestLagWatchUpdate(t *testing.T) {
 	prod.Commit(t, evs...)
 	ctx := context.Background()
 	ends := testenv.EndOffsets(ctx, t, prod.Client, b.Topics.Changes)
-	p := contract.Partition("tenant/t/project/p", b.Topics.Partitions)
+	p := changelog.Partition("tenant/t/project/p", b.Topics.Partitions)
 	other := 1 - p
 	adm := kadm.NewClient(prod.Client)
 	gauge := changelog.NewLagGauge("lag", "test")

@@ -27,16 +27,17 @@ func keyPath(key string) (string, error) {
 	return "/v1/kv/" + strings.Join(parts, "/"), nil
 }
 
-// Get returns the key's current entry. An absent key (never written,
-// deleted or expired) is an *contract.Error with code contract.ENotFound.
-// Get is retried on 503 and network errors.
-func (c *Client) Get(ctx context.Context, key string) (contract.Entry, error) {
+// Get returns the key's current entry, or with At or AtTime its entry at
+// that point of the past. An absent key (never written, deleted or
+// expired) is an *contract.Error with code contract.ENotFound. Get is
+// retried on 503 and network errors.
+func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) (contract.Entry, error) {
 	p, err := keyPath(key)
 	if err != nil {
 		return contract.Entry{}, err
 	}
 	var e contract.Entry
-	_, err = c.do(ctx, call{method: http.MethodGet, path: p, key: key, retry: true}, &e)
+	_, err = c.do(ctx, call{method: http.MethodGet, path: p, query: readQuery(url.Values{}, opts), key: key, retry: true}, &e)
 	return e, err
 }
 
@@ -61,6 +62,41 @@ func (c *Client) GetWithPosition(ctx context.Context, key string) (contract.Entr
 		return contract.Entry{}, "", err
 	}
 	return e, h.Get(PositionHeader), nil
+}
+
+// ReadOption changes what Get, List and ListAll read: At and AtTime read
+// the past.
+type ReadOption func(q url.Values)
+
+// At reads the state as of a position of the key's (or the prefix's)
+// partition: every event of the partition up to that offset, as a
+// watch's cursor names it (contract.ParseCursor reads one). A position of
+// another partition, or past the end of the log, is an *contract.Error
+// with code contract.EInvalid naming "at"; one older than the history
+// the server keeps is contract.ECursorExpired (HTTP 410). An entry past
+// its expiry is there until its expire event (docs/api.md, "Reads of the
+// past").
+func At(position contract.Cursor) ReadOption {
+	return func(q url.Values) { q.Set("at", position.String()) }
+}
+
+// AtTime reads the state as of time t: the position of the latest event
+// (by event time) at or before t, and without the entries whose expiry
+// is at or before t. A time in the future is contract.EInvalid naming
+// "at".
+func AtTime(t time.Time) ReadOption {
+	return func(q url.Values) { q.Set("at", t.UTC().Format(time.RFC3339Nano)) }
+}
+
+// readQuery is q with opts applied; nil when it stays empty.
+func readQuery(q url.Values, opts []ReadOption) url.Values {
+	for _, o := range opts {
+		o(q)
+	}
+	if len(q) == 0 {
+		return nil
+	}
+	return q
 }
 
 // PutRequest is one write of a key.
@@ -194,10 +230,12 @@ type ListPage = contract.ListAnswer
 
 // List returns one page of the live entries under o.Prefix. A listing
 // holds every write acknowledged before it was sent (the server answers it
-// once its projection holds them). List is retried on 503 and network
-// errors.
-func (c *Client) List(ctx context.Context, o ListOptions) (ListPage, error) {
-	q := url.Values{"prefix": {o.Prefix}}
+// once its projection holds them); with At or AtTime, the entries at that
+// point of the past (ask for the next page with the same option: the
+// cursor carries the page's position). List is retried on 503 and
+// network errors.
+func (c *Client) List(ctx context.Context, o ListOptions, opts ...ReadOption) (ListPage, error) {
+	q := readQuery(url.Values{"prefix": {o.Prefix}}, opts)
 	if o.Limit != 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
@@ -219,13 +257,13 @@ func (c *Client) listPage(ctx context.Context, q url.Values) (ListPage, error) {
 	return page, nil
 }
 
-// ListAll yields every live entry under o.Prefix from o.Cursor on,
-// fetching pages of o.Limit as it goes. On an error it yields the error
-// once and stops.
-func (c *Client) ListAll(ctx context.Context, o ListOptions) iter.Seq2[contract.Entry, error] {
+// ListAll yields every live entry under o.Prefix from o.Cursor on (with
+// At or AtTime, as List, at that point of the past), fetching pages of
+// o.Limit as it goes. On an error it yields the error once and stops.
+func (c *Client) ListAll(ctx context.Context, o ListOptions, opts ...ReadOption) iter.Seq2[contract.Entry, error] {
 	return allPages(o.Cursor, func(cursor string) (ListPage, error) {
 		o.Cursor = cursor
-		return c.List(ctx, o)
+		return c.List(ctx, o, opts...)
 	})
 }
 

@@ -19,9 +19,10 @@ type KeysPage = contract.KeysAnswer
 // values (GET /v1/kv?keysOnly=true): o.Limit is 1..contract.MaxKeysLimit,
 // 0 the server's default (contract.DefaultKeysLimit). It holds every
 // write acknowledged before it was sent, as List does, and is retried on
-// 503 and network errors.
-func (c *Client) ListKeys(ctx context.Context, o ListOptions) (KeysPage, error) {
-	q := url.Values{"prefix": {o.Prefix}, "keysOnly": {"true"}}
+// 503 and network errors. With At or AtTime, the keys at that point of
+// the past (as List).
+func (c *Client) ListKeys(ctx context.Context, o ListOptions, opts ...ReadOption) (KeysPage, error) {
+	q := readQuery(url.Values{"prefix": {o.Prefix}, "keysOnly": {"true"}}, opts)
 	if o.Limit != 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
@@ -40,11 +41,11 @@ func (c *Client) ListKeys(ctx context.Context, o ListOptions) (KeysPage, error) 
 
 // ListKeysAll yields every live key under o.Prefix from o.Cursor on, a
 // keys-only page of o.Limit at a time. On an error it yields the error
-// once and stops.
-func (c *Client) ListKeysAll(ctx context.Context, o ListOptions) iter.Seq2[contract.KeyInfo, error] {
+// once and stops. With At or AtTime, the keys at that point of the past.
+func (c *Client) ListKeysAll(ctx context.Context, o ListOptions, opts ...ReadOption) iter.Seq2[contract.KeyInfo, error] {
 	return func(yield func(contract.KeyInfo, error) bool) {
 		for {
-			p, err := c.ListKeys(ctx, o)
+			p, err := c.ListKeys(ctx, o, opts...)
 			if err != nil {
 				yield(contract.KeyInfo{}, err)
 				return

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/testenv/stack"
@@ -155,9 +156,9 @@ func TestWatchRefused(t *testing.T) {
 }
 
 func ownPartition(prefix string, offset int64) string {
-	return contract.Cursor{Partition: contract.Partition(contract.ScopeOf(prefix), 2), Offset: offset}.String()
+	return contract.Cursor{Partition: changelog.Partition(contract.ScopeOf(prefix), 2), Offset: offset}.String()
 }
 
 func otherPartition(prefix string) string {
-	return contract.Cursor{Partition: 1 - contract.Partition(contract.ScopeOf(prefix), 2), Offset: 0}.String()
+	return contract.Cursor{Partition: 1 - changelog.Partition(contract.ScopeOf(prefix), 2), Offset: 0}.String()
 }

@@ -519,23 +519,15 @@ func (s *scanner) plainString() (raw []byte, ok bool, err error) {
 }
 
 // known holds the values of Event.Kind, Event.Op and Semantics.Purpose
-// (knownField). The event ops are the writes of the contract's op table
-// that a request names by its verb (contract.Verbs), so a new custom
-// write is interned without a change here, and the event ops no verb
-// names: what a put or patch appends, a delete, and what only the
-// server appends.
+// (knownField). The event ops are the contract's op table (contract.Ops),
+// so a new op is interned without a change here, and a transaction's
+// op, which the table does not hold (it is no request of one key).
 var known = func() map[string]string {
 	m := make(map[string]string)
 	for _, k := range []contract.Kind{contract.KindPut, contract.KindDelete, contract.KindExpire} {
 		m[string(k)] = string(k)
 	}
-	for _, v := range contract.Verbs(false) {
-		if op, ok := contract.OpOfVerb(v, false); ok {
-			m[string(op)] = string(op)
-		}
-	}
-	for _, op := range []contract.Op{contract.OpSet, contract.OpCreate, contract.OpCAS, contract.OpPatch, contract.OpFieldCAS, contract.OpDelete,
-		contract.OpExpire, contract.OpQRequeue, contract.OpQExpire, contract.OpTxn} {
+	for _, op := range append(contract.Ops(), contract.OpTxn) {
 		m[string(op)] = string(op)
 	}
 	for _, p := range contract.Purposes {

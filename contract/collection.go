@@ -85,23 +85,6 @@ type Element struct {
 	ReceiptNonce string `json:"receiptNonce,omitempty"`
 }
 
-// public is el as answers to principals show it: without the receipt
-// nonce, which only the consumer the pop answered may hold.
-func (el *Element) public() *Element {
-	if el == nil || el.ReceiptNonce == "" {
-		return el
-	}
-	c := *el
-	c.ReceiptNonce = ""
-	return &c
-}
-
-// ItemExpired reports whether a queue item's own TTL has passed at now:
-// it is never served then, and the sweeper removes it.
-func (e *Element) ItemExpired(now time.Time) bool {
-	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
-}
-
 // CollectionMeta is the value of a collection's entry: its type, its
 // size, and Since, the version that created it. A kv_elements row
 // written before Since belongs to an earlier collection of the same key

@@ -123,35 +123,3 @@ func EncodeJSON(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
-
-// State is what is known of a key: the version of its last event and, when
-// the key exists, its entry. A key that never existed has Version 0; a
-// deleted or expired key keeps its last version, so a re-create continues
-// from it and versions never go back.
-type State struct {
-	Version       int64
-	Live          bool
-	Entry         Entry
-	RequestDigest string
-}
-
-// State returns the key's state after the event.
-func (e *Event) State() State {
-	s := State{Version: e.Version, Live: e.Live(), RequestDigest: e.RequestDigest}
-	if s.Live {
-		s.Entry = e.Entry()
-	} else {
-		s.Entry = Entry{Key: e.Key, Version: e.Version, UpdatedAt: e.TS, LastWriter: e.Principal, RequestID: e.RequestID}
-	}
-	return s
-}
-
-// Visible returns the entry a read sees at now, or nil when the key is
-// absent (never written, deleted, or past its expiry).
-func (s *State) Visible(now time.Time) *Entry {
-	if !s.Live || s.Entry.Expired(now) {
-		return nil
-	}
-	e := s.Entry
-	return &e
-}

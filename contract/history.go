@@ -34,16 +34,6 @@ type HistoryVersion struct {
 	Element *Element `json:"element,omitempty"`
 }
 
-// HistoryVersionOf is the version e made.
-func HistoryVersionOf(e *Event) HistoryVersion {
-	v := HistoryVersion{Version: e.Version, Kind: e.Kind, Op: e.Op, Principal: e.Principal,
-		RequestID: e.RequestID, TS: e.TS, ExpiresAt: e.ExpiresAt, TxnID: e.TxnID, Element: e.Element.public()}
-	if e.Live() {
-		v.Value = e.After
-	}
-	return v
-}
-
 // HistoryAnswer is a page of GET :history: versions oldest first from the
 // request's fromVersion (or cursor); Cursor, when set, continues after the
 // last one (ask again with cursor=Cursor).

@@ -100,22 +100,30 @@ func parseKey(s, field string) (Key, error) {
 	if n < 5 || first[0] != "tenant" || first[2] != "project" {
 		return bad("key must look like tenant/<tenant>/project/<project>/<path>")
 	}
+	if strings.IndexByte(s[:path], ':') >= 0 {
+		return bad("':' is allowed in the path only, not in tenant or project")
+	}
+	if i := strings.LastIndexByte(s, ':'); i >= 0 && IsVerb(s[i+1:]) {
+		return bad("the key ends in ':%s', a verb name (GET/POST /v1/kv/{key}:%s would be that verb); rename its last ':' segment", s[i+1:], s[i+1:])
+	}
 	return Key{Tenant: first[1], Project: first[3], Path: s[path:], full: s}, nil
 }
 
 // checkChars reports the first character outside lowercase a-z, 0-9, '-',
-// '_', '.', '/'.
+// '_', '.', '/', ':'. ':' is allowed in a key's path only (user:alice,
+// Redis-style gbe:state:tasks), never in the tenant or project, and a
+// key's last ':' segment is never a verb name (see SplitVerb).
 func checkChars(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == '/':
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == '/', c == ':':
 		case c >= 'A' && c <= 'Z':
 			return "uppercase letters are not allowed (position " + itoa(i+1) + ")"
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			return "whitespace is not allowed (position " + itoa(i+1) + ")"
 		default:
-			return "character at position " + itoa(i+1) + " is not one of a-z 0-9 - _ . /"
+			return "character at position " + itoa(i+1) + " is not one of a-z 0-9 - _ . / :"
 		}
 	}
 	return ""
@@ -137,6 +145,9 @@ func ValidatePrefix(p string) error {
 	parts := strings.Split(p, "/")
 	if len(parts) < 5 || parts[0] != "tenant" || parts[1] == "" || parts[2] != "project" || parts[3] == "" {
 		return bad("prefix must start with tenant/<tenant>/project/<project>/")
+	}
+	if strings.Contains(parts[1], ":") || strings.Contains(parts[3], ":") {
+		return bad("':' is allowed in the path only, not in tenant or project")
 	}
 	for i, c := range parts[:len(parts)-1] {
 		if c == "" || c == "." || c == ".." {

@@ -22,6 +22,9 @@ func TestParseKey(t *testing.T) {
 		{"OKAllCharacters", "tenant/a-b_c.9/project/0.z_-/a.b/c-d/e_f/019", Key{Tenant: "a-b_c.9", Project: "0.z_-", Path: "a.b/c-d/e_f/019"}},
 		{"OKDotsInsideComponents", "tenant/.a/project/a./.../..b", Key{Tenant: ".a", Project: "a.", Path: ".../..b"}},
 		{"OKLiteralWordsAsNames", "tenant/tenant/project/project/tenant/x/project/y", Key{Tenant: "tenant", Project: "project", Path: "tenant/x/project/y"}},
+		{"OKColonInPath", "tenant/acme/project/web/user:alice", Key{Tenant: "acme", Project: "web", Path: "user:alice"}},
+		{"OKRedisStyle", "tenant/acme/project/web/gbe:state:tasks:42", Key{Tenant: "acme", Project: "web", Path: "gbe:state:tasks:42"}},
+		{"OKVerbNotLast", "tenant/acme/project/web/increment:x/touch:y", Key{Tenant: "acme", Project: "web", Path: "increment:x/touch:y"}},
 		{"OKExactly128", pad("tenant/acme/project/web/", MaxKeyLen), Key{Tenant: "acme", Project: "web", Path: strings.Repeat("x", MaxKeyLen-len("tenant/acme/project/web/"))}},
 	}
 	for _, tt := range ok {
@@ -67,7 +70,10 @@ func TestParseKey(t *testing.T) {
 		{"ErrNonASCIIFullwidthSlash", "tenant/acme/project/web／x", "not one of"},
 		{"ErrInvalidUTF8", "tenant/acme/project/web/\xff", "not one of"},
 		{"ErrNUL", "tenant/acme/project/web/a\x00", "not one of"},
-		{"ErrColon", "tenant/acme/project/web/a:b", "not one of"},
+		{"ErrColonInTenant", "tenant/ac:me/project/web/a", "path only"},
+		{"ErrColonInProject", "tenant/acme/project/w:eb/a", "path only"},
+		{"ErrColonVerbSuffix", "tenant/acme/project/web/counter:increment", "verb name"},
+		{"ErrColonVerbSuffixLock", "tenant/acme/project/web/gbe:state:acquire", "verb name"},
 		{"ErrPlus", "tenant/acme/project/web/a+b", "not one of"},
 		{"ErrBackslash", `tenant/acme/project/web/a\b`, "not one of"},
 		{"ErrTooLong", pad("tenant/acme/project/web/", MaxKeyLen+1), "limit is 128"},

@@ -39,17 +39,6 @@ const (
 	// MaxTxnOps is how many operations one transaction (POST /v1/txn)
 	// takes.
 	MaxTxnOps = 100
-	// MaxTxnBodyBytes bounds the body of a transaction (as DynamoDB's
-	// 4 MB per TransactWriteItems); a server whose value limit is larger
-	// takes one value of that limit.
-	MaxTxnBodyBytes = 4 << 20
-
-	// MaxBlindStep bounds the addend of an increment by a principal that
-	// may write the counter but not read it (403 forbidden on field by
-	// beyond it): whether an increment leaves the 64-bit range tells the
-	// counter's value, and with steps this small a principal must make
-	// about 2^31 increments before it reaches the range's end.
-	MaxBlindStep = 1 << 32
 )
 
 // checkText rejects strings Postgres jsonb cannot store: invalid UTF-8
@@ -90,9 +79,9 @@ func ValidateFieldName(where, f string) error {
 	return checkText(where, f)
 }
 
-// Validate checks semantics as a request gives them; an empty purpose
+// validate checks semantics as a request gives them; an empty purpose
 // stands for "other" (withDefaults).
-func (s Semantics) Validate() error {
+func (s Semantics) validate() error {
 	s = s.withDefaults()
 	ok := false
 	for _, p := range Purposes {

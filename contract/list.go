@@ -24,14 +24,6 @@ const (
 	OpLLen   Op = "llen"   // GET /v1/kv/{key}:llen
 )
 
-// isListPush reports whether o pushes a value onto a list.
-func (o Op) isListPush() bool { return o == OpLPush || o == OpRPush }
-
-// IsListWrite reports whether o is a list write (push, pop or trim).
-func (o Op) IsListWrite() bool {
-	return o.isListPush() || o == OpLPop || o == OpRPop || o == OpLTrim
-}
-
 // PushBody is the body of POST /v1/kv/{key}:lpush and :rpush.
 type PushBody struct {
 	// Value is any JSON value (the seed's strings are JSON strings).

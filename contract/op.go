@@ -6,8 +6,8 @@ import "strings"
 // change event it appends (Event.Op), with two exceptions decided by the
 // request: a put appends set, create or cas, and a patch appends patch or
 // field_cas. Custom methods (POST /v1/kv/{key}:{verb}, and GET
-// /v1/kv/{key}:{verb} for reads) are found by their verb: see Verb and
-// OpOfVerb.
+// /v1/kv/{key}:{verb} for reads) are found by their verb (Verb; the
+// server's router indexes Ops by it).
 type Op string
 
 // Reads. They change nothing and need the read right.
@@ -133,27 +133,36 @@ func (o Op) Purpose() string { return o.spec().purpose }
 // LockAction is what a lock-shaped write does, or "".
 func (o Op) LockAction() LockAction { return o.spec().lock }
 
-// OpOfVerb returns the custom method named verb: a read (GET) when read
-// is set, else a write (POST).
-func OpOfVerb(verb string, read bool) (Op, bool) {
-	for _, s := range opTable {
-		if s.verb != "" && s.verb == verb && s.read == read {
-			return s.op, true
-		}
-	}
-	return "", false
-}
-
-// Verbs lists the verbs of the custom reads (read set) or writes, in the
-// order of the op table.
-func Verbs(read bool) []string {
-	var out []string
-	for _, s := range opTable {
-		if s.verb != "" && s.read == read {
-			out = append(out, s.verb)
-		}
+// Ops lists every op, in the order of the op table (the order messages
+// name them in).
+func Ops() []Op {
+	out := make([]Op, len(opTable))
+	for i, s := range opTable {
+		out[i] = s.op
 	}
 	return out
+}
+
+// IsVerb reports whether s names a custom method, read or write.
+func IsVerb(s string) bool {
+	for _, o := range opTable {
+		if o.verb != "" && o.verb == s {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitVerb cuts a custom method's ":verb" off the path of
+// /v1/kv/{key}:{verb}. A key may hold ':' in its path (user:alice), so
+// the suffix after the last ':' is a verb only when it is a known verb
+// name; ParseKey refuses a key whose last ':' suffix is one, so the
+// split is never ambiguous. Otherwise the whole path is the key.
+func SplitVerb(raw string) (key, verb string) {
+	if i := strings.LastIndexByte(raw, ':'); i >= 0 && IsVerb(raw[i+1:]) {
+		return raw[:i], raw[i+1:]
+	}
+	return raw, ""
 }
 
 // orList joins items as "a, b or c".
@@ -162,16 +171,4 @@ func orList(items []string) string {
 		return strings.Join(items, "")
 	}
 	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
-}
-
-// VerbList names the custom verbs of reads or writes for a message, each
-// prefixed with ":" when colon is set: ":lock or :leader".
-func VerbList(read, colon bool) string {
-	vs := Verbs(read)
-	if colon {
-		for i := range vs {
-			vs[i] = ":" + vs[i]
-		}
-	}
-	return orList(vs)
 }

@@ -40,17 +40,6 @@ func (o Op) IsQueueWrite() bool {
 	return o == OpQPush || o == OpQPop || o == OpQAck || o == OpQRequeue || o == OpQExpire
 }
 
-// IsPop reports whether o removes an element and answers it (lpop,
-// rpop, qpop): a retry of it is answered with the element it popped.
-func (o Op) IsPop() bool { return o == OpLPop || o == OpRPop || o == OpQPop }
-
-// States of a queue item (Element.State); absent: the row is deleted.
-const (
-	ItemReady    = "ready"    // served by the next pop, in order
-	ItemInFlight = "inflight" // popped with a visibility timeout, not acknowledged yet
-	ItemDone     = "done"     // removed, kept only for its dedupId's window; never served
-)
-
 // Queue limits.
 const (
 	// MaxPriority bounds a push's priority both ways (lower is served

@@ -45,9 +45,9 @@ type Condition struct {
 	Equals json.RawMessage `json:"equals,omitempty"`
 }
 
-// Validate checks the condition; its fields are named from
+// validate checks the condition; its fields are named from
 // "condition".
-func (c *Condition) Validate() error {
+func (c *Condition) validate() error {
 	if c.Version == nil && c.Exists == nil && c.Field == "" && c.Equals == nil {
 		return FieldErrorf(EInvalid, "condition", "a condition needs version, exists or field and equals")
 	}
@@ -176,7 +176,7 @@ func (o *TxnOp) validate() error {
 		}
 	}
 	if o.Condition != nil {
-		if err := o.Condition.Validate(); err != nil {
+		if err := o.Condition.validate(); err != nil {
 			return err
 		}
 	}

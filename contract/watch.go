@@ -62,16 +62,6 @@ type WatchEvent struct {
 	Element   *Element        `json:"element,omitempty"`
 }
 
-// WatchEventOf is e, read at c, as a watch delivers it.
-func WatchEventOf(e *Event, c Cursor) WatchEvent {
-	w := WatchEvent{Cursor: c.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op,
-		Time: e.TS, Principal: e.Principal, RequestID: e.RequestID, TxnID: e.TxnID, TxnSize: e.TxnSize, Element: e.Element.public()}
-	if e.Live() {
-		w.Value, w.ExpiresAt = e.After, e.ExpiresAt
-	}
-	return w
-}
-
 // WatchEnd is the data of the SSE event "error" that ends a watch: why
 // (slow_consumer, cursor_expired, partition_unavailable, ...) and, when
 // the watch may be resumed, the cursor to resume after (the last event

@@ -59,15 +59,3 @@ func FuzzParseCursor(f *testing.F) {
 		}
 	})
 }
-
-func TestWatchEventOf(t *testing.T) {
-	e := Event{Key: "tenant/a/project/p/k", Version: 2, Kind: KindDelete, Op: OpDelete, Before: []byte(`1`), Principal: "x"}
-	w := WatchEventOf(&e, Cursor{1, 7})
-	if w.Cursor != "p1.o7" || w.Value != nil || w.Kind != KindDelete {
-		t.Fatalf("delete: %+v", w)
-	}
-	e = Event{Key: "tenant/a/project/p/k", Version: 3, Kind: KindPut, Op: OpSet, After: []byte(`{"a":1}`)}
-	if w := WatchEventOf(&e, Cursor{1, 9}); string(w.Value) != `{"a":1}` {
-		t.Fatalf("put: %+v", w)
-	}
-}

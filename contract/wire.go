@@ -33,7 +33,7 @@ func (b *PutBody) Validate() error {
 		return err
 	}
 	sem := optionalSemantics(b.Semantics).withDefaults()
-	if err := sem.Validate(); err != nil {
+	if err := sem.validate(); err != nil {
 		return err
 	}
 	ttl := b.TTLSeconds
@@ -155,7 +155,7 @@ func checkOptional(sem *Semantics, ttl *int64) error {
 		return err
 	}
 	if sem != nil {
-		if err := sem.Validate(); err != nil {
+		if err := sem.validate(); err != nil {
 			return err
 		}
 	}
@@ -337,7 +337,7 @@ func (b *LockBody) ValidateFor(op Op) error {
 		if sem.TTLSeconds != 0 {
 			return FieldErrorf(EInvalid, "semantics.ttlSeconds", "give the lease as ttlSeconds")
 		}
-		return b.EntrySemantics(op).Validate()
+		return b.EntrySemantics(op).validate()
 	}
 	return nil
 }

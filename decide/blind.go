@@ -11,7 +11,7 @@ import (
 // an increment's min and max (a binary search of the counter in 63
 // probes, each undone), a patch's if and a transaction's field condition
 // (a guessed field confirmed), a transaction's check (a read), nor add
-// more than contract.MaxBlindStep (whether the sum leaves the 64-bit range
+// more than MaxBlindStep (whether the sum leaves the 64-bit range
 // is a bound on the value, as max is). Versions and existence are not
 // values: expectedVersion and a transaction's version and exists
 // conditions stay. Collections hide the rest: a blind sadd, srem or
@@ -66,10 +66,10 @@ func checkBlind(c *KV) *contract.Error {
 		return blindRefusal(&c.Header, "max", "max tests the counter's value")
 	case c.If != nil:
 		return blindRefusal(&c.Header, "if", "if tests a field's value")
-	case c.Op == contract.OpIncrement && (c.By > contract.MaxBlindStep || c.By < -contract.MaxBlindStep):
+	case c.Op == contract.OpIncrement && (c.By > MaxBlindStep || c.By < -MaxBlindStep):
 		return contract.FieldErrorf(contract.EForbidden, "by",
 			"principal %s may not read %s: it may add at most %d either way (whether a larger sum leaves the 64-bit range tells the counter's value)",
-			c.Principal, c.Key.String(), int64(contract.MaxBlindStep))
+			c.Principal, c.Key.String(), int64(MaxBlindStep))
 	}
 	return nil
 }
@@ -80,3 +80,10 @@ func blindRefusal(h *Header, field, why string) *contract.Error {
 	return contract.FieldErrorf(contract.EForbidden, field, "principal %s may not read %s: %s, which needs the read right as well as the write right",
 		h.Principal, h.Key.String(), why)
 }
+
+// MaxBlindStep bounds the addend of an increment by a principal that may
+// write the counter but not read it (403 forbidden on field by beyond
+// it): whether an increment leaves the 64-bit range tells the counter's
+// value, and with steps this small a principal must make about 2^31
+// increments before it reaches the range's end.
+const MaxBlindStep = 1 << 32

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Env is what every decision of a batch is made under: the decision
@@ -77,8 +78,8 @@ type ElementRow struct {
 type Input struct {
 	// State is the state of a single-key command's key; States holds
 	// every key a transaction reads.
-	State  contract.State
-	States map[string]contract.State
+	State  keystate.State
+	States map[string]keystate.State
 	// Known holds earlier uses of the command's requestId (requestid.go).
 	Known Memory
 	// Element is the row Command.Row named (a set's member, a list's
@@ -117,7 +118,7 @@ type Command interface {
 	// Row names the element row the command decides on given its key's
 	// state cur at now (a set's member, a list's end); ok is false when
 	// it decides on none.
-	Row(cur contract.State, now time.Time) (ref ElementRef, ok bool)
+	Row(cur keystate.State, now time.Time) (ref ElementRef, ok bool)
 	// Decide decides the command on in. It is pure.
 	Decide(in Input, env Env) Decision
 }
@@ -133,22 +134,22 @@ func planKey(h *Header, denied bool, p *Plan) {
 
 func (c *KV) Head() *Header                                    { return &c.Header }
 func (c *KV) Plan(p *Plan)                                     { planKey(&c.Header, c.Denied, p) }
-func (c *KV) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *KV) Row(keystate.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c, in, env) }
 
 func (c *Lock) Head() *Header                                    { return &c.Header }
 func (c *Lock) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
-func (c *Lock) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Lock) Row(keystate.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Lock) Decide(in Input, env Env) Decision                { return decideLock(c, in, env) }
 
 func (c *Queue) Head() *Header                                    { return &c.Header }
 func (c *Queue) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
-func (c *Queue) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Queue) Row(keystate.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Queue) Decide(in Input, env Env) Decision                { return decideQueue(c, in, env) }
 
 func (c *List) Head() *Header { return &c.Header }
 func (c *List) Plan(p *Plan)  { planKey(&c.Header, false, p) }
-func (c *List) Row(cur contract.State, now time.Time) (ElementRef, bool) {
+func (c *List) Row(cur keystate.State, now time.Time) (ElementRef, bool) {
 	return popRef(cur, c, now)
 }
 func (c *List) Decide(in Input, env Env) Decision { return decideList(c, in, env) }
@@ -160,7 +161,7 @@ func (c *Set) Plan(p *Plan) {
 		p.Elements = append(p.Elements, ref)
 	}
 }
-func (c *Set) Row(contract.State, time.Time) (ElementRef, bool) { return memberRef(c) }
+func (c *Set) Row(keystate.State, time.Time) (ElementRef, bool) { return memberRef(c) }
 func (c *Set) Decide(in Input, env Env) Decision                { return decideSet(c, in, env) }
 
 func (c *Txn) Head() *Header { return &c.Header }
@@ -168,10 +169,10 @@ func (c *Txn) Plan(p *Plan) {
 	p.Keys = append(p.Keys, Keys(c)...)
 	p.Requests = append(p.Requests, c.requestRefs()...)
 }
-func (c *Txn) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Txn) Row(keystate.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Txn) Decide(in Input, env Env) Decision                { return decideTxn(c, in, env) }
 
 func (c *Range) Head() *Header                                    { return &c.Header }
 func (c *Range) Plan(p *Plan)                                     { p.Prefixes = append(p.Prefixes, c.Ref()) }
-func (c *Range) Row(contract.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
+func (c *Range) Row(keystate.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Range) Decide(in Input, env Env) Decision                { return decideRange(c, in, env) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // fixture is a write as the tests here spell it: any op family's fields
@@ -77,7 +78,7 @@ func commandOf(r *fixture) Command {
 		return kvOf(h, r)
 	case r.Op.IsQueueWrite():
 		return queueOf(r)
-	case r.Op.IsListWrite():
+	case isListWrite(r.Op):
 		return &List{Header: h, ExpectedVersion: r.ExpectedVersion, Value: r.Value, TTLSeconds: r.TTLSeconds, Start: r.Start, Stop: r.Stop}
 	case r.Op.LockAction() != "":
 		return &Lock{Header: h, Holder: r.Holder, TTLSeconds: r.TTLSeconds, Semantics: r.Semantics, SpecRef: r.SpecRef}
@@ -145,18 +146,18 @@ func TestCommandOf(t *testing.T) {
 func TestCommandRow(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/l")
-	list := contract.State{Version: 5, Live: true, Entry: contract.Entry{Key: key.String(), Version: 5,
+	list := keystate.State{Version: 5, Live: true, Entry: contract.Entry{Key: key.String(), Version: 5,
 		Value: []byte(`{"type":"list","size":3,"since":1,"head":10}`), Semantics: contract.Semantics{Purpose: "list"}}}
 	if ref, ok := commandOf(&fixture{Key: key, Op: contract.OpRPop}).Row(list, now); !ok || ref != (ElementRef{key.String(), elemkey.ListPosition(12)}) {
 		t.Fatalf("rpop row %v %v, want position 12", ref, ok)
 	}
-	if _, ok := commandOf(&fixture{Key: key, Op: contract.OpLPop}).Row(contract.State{}, now); ok {
+	if _, ok := commandOf(&fixture{Key: key, Op: contract.OpLPop}).Row(keystate.State{}, now); ok {
 		t.Fatal("a pop of a missing list names a row")
 	}
 	if _, ok := commandOf(&fixture{Key: key, Op: contract.OpRPush}).Row(list, now); ok {
 		t.Fatal("a push names a row")
 	}
-	if ref, ok := commandOf(&fixture{Key: key, Op: contract.OpSRem, Member: "m"}).Row(contract.State{}, now); !ok || ref.Member != "m" {
+	if ref, ok := commandOf(&fixture{Key: key, Op: contract.OpSRem, Member: "m"}).Row(keystate.State{}, now); !ok || ref.Member != "m" {
 		t.Fatalf("srem row %v %v, want member m", ref, ok)
 	}
 }
@@ -169,9 +170,14 @@ func listOf(r *fixture) *List { return commandOf(r).(*List) }
 
 // decideOn is the decision of r's command on its key's state cur, with
 // nothing known of its requestId but what cur says.
-func decideOn(cur contract.State, r *fixture, env Env) Decision {
+func decideOn(cur keystate.State, r *fixture, env Env) Decision {
 	return commandOf(r).Decide(Input{State: cur}, env)
 }
 
 // txnOf is the Txn command of r.
 func txnOf(r *fixture) *Txn { return commandOf(r).(*Txn) }
+
+// isListWrite reports whether op is a list write (push, pop or trim).
+func isListWrite(op contract.Op) bool {
+	return op == contract.OpLPush || op == contract.OpRPush || op == contract.OpLPop || op == contract.OpRPop || op == contract.OpLTrim
+}

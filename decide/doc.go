@@ -2,7 +2,9 @@
 // (its key's state, earlier uses of its requestId, the element rows it
 // names) it decides the events to append, the answer, or the refusal and
 // the conflict record. It knows no Kafka, no Postgres and no HTTP: it
-// imports only the standard library and contract.
+// imports only the standard library, contract and two stdlib-only
+// packages of the projection's vocabulary, projection/keystate (the key
+// state it decides on) and projection/elemkey (element members).
 //
 // Each op family is a Command (command.go): KV writes (put, delete,
 // expire, increment, patch), locks and leaderships, queues, lists, sets

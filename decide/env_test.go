@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gowebpki/jcs"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // testEnv is the Env of a decision at now by epoch under testWindow,
@@ -30,7 +30,7 @@ func testEnvW(now time.Time, epoch int64, window RequestWindow) Env {
 
 // requestIDDecision is decideRequestID of r on cur when known says prior
 // is the known earlier use of r's requestId.
-func requestIDDecision(cur contract.State, prior AppliedRequest, known bool, r *fixture, env Env) (Decision, bool) {
+func requestIDDecision(cur keystate.State, prior AppliedRequest, known bool, r *fixture, env Env) (Decision, bool) {
 	m := Memory{}
 	if ref, ok := requestRef(r.head(), r.Denied); ok && known {
 		m[ref] = prior

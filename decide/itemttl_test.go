@@ -8,6 +8,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // TestDecideQueueItemTTL: a push with an item TTL gives its item its own
@@ -20,9 +21,9 @@ import (
 func TestDecideQueueItemTTL(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
-	queue := func(size, inFlight int64) contract.State {
+	queue := func(size, inFlight int64) keystate.State {
 		meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: size, Since: 1, InFlight: inFlight})
-		return contract.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta,
+		return keystate.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta,
 			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
 	meta := func(size, inFlight int64) *contract.CollectionMeta {
@@ -42,7 +43,7 @@ func TestDecideQueueItemTTL(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		in      QueueInput
 		req     fixture
 		code    string

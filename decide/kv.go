@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // untaggedIf is a field condition as digests and conflict records encode
@@ -49,11 +50,11 @@ type Result struct {
 
 // Decision is what a command concluded.
 type Decision struct {
-	Event    *contract.Event    // to append, when accepted
-	Txn      []*contract.Event  // a transaction's events, to append together
-	Conflict *contract.Conflict // to record in kv.conflicts, when rejected by CAS
-	Err      error              // the answer when not accepted
-	Result   Result             // the answer when accepted or replayed
+	Event    *contract.Event   // to append, when accepted
+	Txn      []*contract.Event // a transaction's events, to append together
+	Conflict *Conflict         // to record in kv.conflicts, when rejected by CAS
+	Err      error             // the answer when not accepted
+	Result   Result            // the answer when accepted or replayed
 }
 
 // Appends lists the events the decision appends: one, a transaction's,
@@ -97,14 +98,14 @@ type common struct {
 // its command, its key's state and what a read sees of it at env.Now.
 type write struct {
 	c       common
-	cur     contract.State
+	cur     keystate.State
 	visible *contract.Entry
 	env     *Env
 }
 
 // newWrite is the write of a command whose common part is c on its
 // key's state cur.
-func newWrite(cur contract.State, c common, env *Env) write {
+func newWrite(cur keystate.State, c common, env *Env) write {
 	return write{c: c, cur: cur, visible: cur.Visible(env.Now), env: env}
 }
 
@@ -218,8 +219,8 @@ const (
 // its key remembers: replayOrMismatch (one key) and decideTxn (every key a
 // transaction writes) ask it. Today a key remembers its latest write's
 // requestId and digest; a window of older ones extends this function
-// (and contract.State) alone.
-func requestSeen(cur contract.State, requestID, digest string) seen {
+// (and keystate.State) alone.
+func requestSeen(cur keystate.State, requestID, digest string) seen {
 	switch {
 	case requestID == "" || cur.Version == 0 || cur.Entry.RequestID != requestID:
 		return seenNone
@@ -387,7 +388,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 	}
 	return Decision{
 		Err: err,
-		Conflict: &contract.Conflict{
+		Conflict: &Conflict{
 			SchemaVersion:   contract.SchemaVersion,
 			ID:              id,
 			Key:             r.Key.String(),
@@ -419,7 +420,7 @@ func deniedDecision(w write) Decision {
 	if visible != nil && visible.Semantics.Purpose != "" {
 		purpose = visible.Semantics.Purpose
 	}
-	return Decision{Conflict: &contract.Conflict{
+	return Decision{Conflict: &Conflict{
 		SchemaVersion:   contract.SchemaVersion,
 		ID:              w.env.NewID(),
 		Key:             r.Key.String(),
@@ -432,7 +433,7 @@ func deniedDecision(w write) Decision {
 		RequestID:       r.RequestID,
 		Principal:       r.Principal,
 		TS:              now,
-		Reason:          contract.ReasonForbidden,
+		Reason:          ReasonForbidden,
 	}}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -26,28 +27,28 @@ func TestDecide(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
 	created := now.Add(-time.Hour)
 	past := now.Add(-time.Second)
-	live := func(v int64, val string) contract.State {
-		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: json.RawMessage(val), CreatedAt: created}}
+	live := func(v int64, val string) keystate.State {
+		return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: json.RawMessage(val), CreatedAt: created}}
 	}
 	expired := live(4, `"old"`)
 	expired.Entry.ExpiresAt = &past
-	deleted := contract.State{Version: 7, Entry: contract.Entry{Key: key.String(), Version: 7}}
+	deleted := keystate.State{Version: 7, Entry: contract.Entry{Key: key.String(), Version: 7}}
 
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		req     fixture
 		code    string // error code, or "" when accepted
 		version int64  // version of the event
 		op      contract.Op
 		current int64 // currentVersion of a conflict
 	}{
-		{"OKCreate", contract.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, contract.OpCreate, 0},
+		{"OKCreate", keystate.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0)}, "", 1, contract.OpCreate, 0},
 		{"OKSet", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`)}, "", 4, contract.OpSet, 0},
 		{"OKCAS", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(3)}, "", 4, contract.OpCAS, 0},
 		{"ErrCASStale", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(2)}, contract.EConflict, 0, "", 3},
 		{"ErrCreateExisting", live(3, `1`), fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, contract.EConflict, 0, "", 3},
-		{"ErrCASOnAbsent", contract.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 0},
+		{"ErrCASOnAbsent", keystate.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1)}, contract.EConflict, 0, "", 0},
 		{"OKCreateOverExpired", expired, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 5, contract.OpCreate, 0},
 		{"ErrCASOnExpired", expired, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(4)}, contract.EConflict, 0, "", 0},
 		{"OKRecreateAfterDelete", deleted, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(0)}, "", 8, contract.OpCreate, 0},
@@ -98,7 +99,7 @@ func TestDecideCreatedAtAndTTL(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	created := now.Add(-time.Hour)
-	cur := contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: key.String(), Version: 1, Value: json.RawMessage(`1`), CreatedAt: created}}
+	cur := keystate.State{Version: 1, Live: true, Entry: contract.Entry{Key: key.String(), Version: 1, Value: json.RawMessage(`1`), CreatedAt: created}}
 	d := decideOn(cur, &fixture{Key: key, Op: contract.OpPut, Value: json.RawMessage(`2`), TTLSeconds: 30}, testEnv(now, 1))
 	if !d.Event.CreatedAt.Equal(created) {
 		t.Fatalf("an update changed createdAt to %v", d.Event.CreatedAt)
@@ -112,8 +113,8 @@ func TestDecideRequestID(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	r := &fixture{Key: key, Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(0), RequestID: "r-1", Principal: "p"}
-	first := decideOn(contract.State{}, r, testEnv(now, 1))
-	st := first.Event.State()
+	first := decideOn(keystate.State{}, r, testEnv(now, 1))
+	st := keystate.FromEvent(first.Event)
 
 	again := *r
 	if d := decideOn(st, &again, testEnv(now.Add(time.Second), 1)); d.Event != nil || d.Err != nil || !d.Result.Replayed || d.Result.Entry.Version != 1 {
@@ -139,11 +140,11 @@ func TestDecideRequestIDBounds(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	r := &fixture{Key: key, Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(-5), RequestID: "r-1", Principal: "p"}
-	first := decideOn(contract.State{}, r, testEnv(now, 1))
+	first := decideOn(keystate.State{}, r, testEnv(now, 1))
 	if first.Event == nil {
 		t.Fatalf("first decrement: %v", first.Err)
 	}
-	st := first.Event.State()
+	st := keystate.FromEvent(first.Event)
 	again := *r
 	again.Min = ptr(-5) // equal, not the same pointer
 	if d := decideOn(st, &again, testEnv(now, 1)); !d.Result.Replayed || d.Event != nil {
@@ -178,7 +179,7 @@ func TestDecideRequestIDBounds(t *testing.T) {
 func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/lock")
-	var st contract.State
+	var st keystate.State
 	step := func(r fixture) Decision {
 		t.Helper()
 		r.Key = key
@@ -187,13 +188,13 @@ func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 		}
 		d := decideOn(st, &r, testEnv(now, 1))
 		if d.Event != nil {
-			st = d.Event.State()
+			st = keystate.FromEvent(d.Event)
 		}
 		return d
 	}
 	acquire := fixture{Op: contract.OpLockAcquire, Holder: "a", TTLSeconds: 30}
 	first := step(acquire)
-	a, err := contract.LockAnswerOf(&first.Result.Entry)
+	a, err := LockAnswerOf(&first.Result.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestLockTokenGrowsAcrossBreak(t *testing.T) {
 		t.Fatal(d.Err)
 	}
 	next := step(fixture{Op: contract.OpLockAcquire, Holder: "b", TTLSeconds: 30, Principal: "q"})
-	b, err := contract.LockAnswerOf(&next.Result.Entry)
+	b, err := LockAnswerOf(&next.Result.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestDecideKeepsSemantics(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/k")
 	exp := now.Add(time.Hour)
 	sem := contract.Semantics{Purpose: "checkpoint", Producer: "job-7", ConsumerHints: []string{"dash"}, TTLSeconds: 3600}
-	cur := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"n":1}`),
+	cur := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"n":1}`),
 		ExpiresAt: &exp, SpecRef: "spec/1", Semantics: sem}}
 	given := contract.Semantics{Purpose: "config", Producer: "ops"}
 	for _, tc := range []struct {
@@ -283,19 +284,19 @@ func checkKept(t *testing.T, d Decision, sem contract.Semantics, specRef string,
 func TestDecideDenied(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	flag := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"secret":1}`),
+	flag := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"secret":1}`),
 		Semantics: contract.Semantics{Purpose: "feature_flag", Producer: "x"}}}
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		req     fixture
 		purpose string
 	}{
 		{"PutOverLiveKey", flag, fixture{Op: contract.OpPut, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), RequestID: "r-1"}, "feature_flag"},
-		{"DeleteAbsent", contract.State{}, fixture{Op: contract.OpDelete}, "other"},
+		{"DeleteAbsent", keystate.State{}, fixture{Op: contract.OpDelete}, "other"},
 		{"Increment", flag, fixture{Op: contract.OpIncrement, By: 1}, "feature_flag"},
-		{"LockAcquire", contract.State{}, fixture{Op: contract.OpLockAcquire, Holder: "h"}, "other"},
-		{"ReusedRequestID", contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), RequestID: "r-1"}},
+		{"LockAcquire", keystate.State{}, fixture{Op: contract.OpLockAcquire, Holder: "h"}, "other"},
+		{"ReusedRequestID", keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), RequestID: "r-1"}},
 			fixture{Op: contract.OpPatch, RequestID: "r-1"}, "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,7 +307,7 @@ func TestDecideDenied(t *testing.T) {
 			if d.Event != nil || d.Err != nil || c == nil {
 				t.Fatalf("want only a conflict record, got event %v err %v conflict %v", d.Event, d.Err, c)
 			}
-			if c.Reason != contract.ReasonForbidden || c.Op != r.Op || c.Key != key.String() || c.Scope != key.Scope() ||
+			if c.Reason != ReasonForbidden || c.Op != r.Op || c.Key != key.String() || c.Scope != key.Scope() ||
 				c.Principal != "p" || c.RequestID != r.RequestID || !c.TS.Equal(now) || c.ID == "" || c.SchemaVersion != contract.SchemaVersion {
 				t.Fatalf("record %+v", c)
 			}
@@ -334,7 +335,7 @@ func TestDecideDenied(t *testing.T) {
 // may read asks anything.
 func TestCheckBlind(t *testing.T) {
 	k := mustKey(t, "tenant/a/project/b/k")
-	one, big := int64(1), int64(contract.MaxBlindStep)
+	one, big := int64(1), int64(MaxBlindStep)
 	eq := &contract.FieldCondition{Field: "f", Equals: json.RawMessage(`1`)}
 	fieldCond := &contract.Condition{Field: "f", Equals: json.RawMessage(`1`)}
 	versionCond := &contract.Condition{Version: &one}

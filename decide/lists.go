@@ -5,6 +5,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Lists (docs/collections.md, events/list.go). A list's metadata holds
@@ -25,7 +26,7 @@ func listMeta(visible *contract.Entry) (contract.CollectionMeta, *contract.Error
 // popRef names the element a pop c would remove given the list's state
 // cur: ok is false for every other list write, and for a pop of an
 // empty, missing or non-list key (decided on the state alone).
-func popRef(cur contract.State, c *List, now time.Time) (ElementRef, bool) {
+func popRef(cur keystate.State, c *List, now time.Time) (ElementRef, bool) {
 	if c.Op != contract.OpLPop && c.Op != contract.OpRPop {
 		return ElementRef{}, false
 	}
@@ -134,8 +135,8 @@ func decideList(c *List, in Input, env Env) Decision {
 // every other write, and when nothing holds the value any more (history
 // retention deleted its Event: the replay answers no value). The replay
 // of an older pop carries its element already (replayOlderPop).
-func replayedPop(cur contract.State, known Memory, h *Header) *contract.Element {
-	if !h.Op.IsPop() {
+func replayedPop(cur keystate.State, known Memory, h *Header) *contract.Element {
+	if !isPop(h.Op) {
 		return nil
 	}
 	a, ok := known.get(h, false)

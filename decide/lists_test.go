@@ -7,6 +7,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // TestDecideList: pushes, pops and trims against the list's metadata and
@@ -15,13 +16,13 @@ import (
 func TestDecideList(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/activity-log")
-	list := func(v, head, size, since int64) contract.State {
+	list := func(v, head, size, since int64) keystate.State {
 		meta, _ := json.Marshal(contract.CollectionMeta{Type: "list", Size: size, Since: since, Head: head})
-		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
+		return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
 			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "list"}}}
 	}
-	deleted := contract.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
-	set := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"set","size":1,"since":1}`),
+	deleted := keystate.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
+	set := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"set","size":1,"since":1}`),
 		Semantics: contract.Semantics{Purpose: "set"}}}
 	v := json.RawMessage(`"x"`)
 	head := ElementRow{Version: 4, Value: json.RawMessage(`"h"`)}
@@ -33,15 +34,15 @@ func TestDecideList(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		end     ElementRow
 		req     fixture
 		code    string                   // error code, or "" when accepted
 		meta    *contract.CollectionMeta // after; nil: nothing appended
 		element *contract.Element
 	}{
-		{"OKLPushCreates", contract.State{}, ElementRow{}, fixture{Op: contract.OpLPush, Value: v}, "", meta(-1, 1, 1), el("add", -1, `"x"`)},
-		{"OKRPushCreates", contract.State{}, ElementRow{}, fixture{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 1), el("add", 0, `"x"`)},
+		{"OKLPushCreates", keystate.State{}, ElementRow{}, fixture{Op: contract.OpLPush, Value: v}, "", meta(-1, 1, 1), el("add", -1, `"x"`)},
+		{"OKRPushCreates", keystate.State{}, ElementRow{}, fixture{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 1), el("add", 0, `"x"`)},
 		{"OKLPushWritesHeadMinusOne", list(5, 10, 3, 1), ElementRow{}, fixture{Op: contract.OpLPush, Value: v}, "", meta(9, 4, 1), el("add", 9, `"x"`)},
 		{"OKRPushWritesTailPlusOne", list(5, 10, 3, 1), ElementRow{}, fixture{Op: contract.OpRPush, Value: v}, "", meta(10, 4, 1), el("add", 13, `"x"`)},
 		{"OKPushAfterDeleteStartsAfresh", deleted, ElementRow{}, fixture{Op: contract.OpRPush, Value: v}, "", meta(0, 1, 10), el("add", 0, `"x"`)},
@@ -49,18 +50,18 @@ func TestDecideList(t *testing.T) {
 		{"OKRPopRemovesTail", list(5, 10, 3, 1), head, fixture{Op: contract.OpRPop}, "", meta(10, 2, 1), el("remove", 12, `"h"`)},
 		{"OKPopLastLeavesEmptyList", list(5, -3, 1, 1), head, fixture{Op: contract.OpLPop}, "", meta(-2, 0, 1), el("remove", -3, `"h"`)},
 		{"ErrPopEmpty", list(5, 10, 0, 1), ElementRow{}, fixture{Op: contract.OpLPop}, contract.ENotFound, nil, nil},
-		{"ErrPopMissing", contract.State{}, ElementRow{}, fixture{Op: contract.OpRPop}, contract.ENotFound, nil, nil},
+		{"ErrPopMissing", keystate.State{}, ElementRow{}, fixture{Op: contract.OpRPop}, contract.ENotFound, nil, nil},
 		{"ErrPopRowOfEarlierList", list(12, 0, 1, 10), head, fixture{Op: contract.OpLPop}, contract.EInternal, nil, nil},
 		{"OKTrimKeepsFirst", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", meta(10, 2, 1), nil},
 		{"OKTrimKeepsLast", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: -2, Stop: -1}, "", meta(13, 2, 1), nil},
 		{"OKTrimKeepsNone", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 3, Stop: 1}, "", meta(15, 0, 1), nil},
 		{"OKTrimKeepsAllChangesNothing", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 999}, "", nil, nil},
-		{"OKTrimMissingChangesNothing", contract.State{}, ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
+		{"OKTrimMissingChangesNothing", keystate.State{}, ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
 		{"OKTrimEmptyChangesNothing", list(5, 10, 0, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1}, "", nil, nil},
 		{"OKBlindTrimKeepingAllAppends", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 999, Blind: true}, "", meta(10, 5, 1), nil},
 		{"OKBlindTrimOfEmptyAppends", list(5, 10, 0, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 0, 1), nil},
 		{"OKBlindTrimKeepsFirst", list(5, 10, 5, 1), ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", meta(10, 2, 1), nil},
-		{"OKBlindTrimMissingChangesNothing", contract.State{}, ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", nil, nil},
+		{"OKBlindTrimMissingChangesNothing", keystate.State{}, ElementRow{}, fixture{Op: contract.OpLTrim, Start: 0, Stop: 1, Blind: true}, "", nil, nil},
 		{"ErrExpectedVersion", list(5, 10, 3, 1), ElementRow{}, fixture{Op: contract.OpRPush, Value: v, ExpectedVersion: ptr(4)}, contract.EConflict, nil, nil},
 		{"ErrPushNotAList", set, ElementRow{}, fixture{Op: contract.OpLPush, Value: v}, contract.EWrongType, nil, nil},
 		{"ErrPopNotAList", set, ElementRow{}, fixture{Op: contract.OpLPop}, contract.EWrongType, nil, nil},
@@ -141,15 +142,15 @@ func TestDecideListReplayedPop(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/jobs")
 	pop := &fixture{Key: key, Op: contract.OpLPop, RequestID: "R", Principal: "p"}
 	push := &fixture{Key: key, Op: contract.OpRPush, Value: json.RawMessage(`"x"`), RequestID: "P", Principal: "p"}
-	after := func(r *fixture, v int64) contract.State {
-		return contract.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
+	after := func(r *fixture, v int64) keystate.State {
+		return keystate.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
 			Value: json.RawMessage(`{"type":"list","size":2,"since":1,"head":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "list"}}}
 	}
 	ref := RequestRef{Key: key.String(), RequestID: "R"}
 	popped := &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(1), Value: json.RawMessage(`{"job":7}`)}
 	for _, tc := range []struct {
 		name  string
-		cur   contract.State
+		cur   keystate.State
 		known Memory
 		r     *fixture
 		value string // answered; "" none

@@ -159,7 +159,7 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 		what, heldCode, notHolderCode = "leader pool", contract.ENotLeader, contract.ENotLeader
 	}
 	ev.Op = c.Op
-	var held contract.LockValue
+	var held LockValue
 	if visible != nil {
 		var err *contract.Error
 		if held, err = heldLock(visible, purpose, what); err != nil {
@@ -182,7 +182,7 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 		return removal(ev, visible, ev.Op)
 	}
 	if visible == nil {
-		held = contract.LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now}
+		held = LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now}
 	}
 	held.Principal = c.Principal
 	after, err := marshalCompact(held)
@@ -205,8 +205,8 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 // addresses. An entry of another purpose, or whose value is no lock the
 // server wrote (its token is not a version the entry has had), is
 // wrong_type.
-func heldLock(visible *contract.Entry, purpose, what string) (contract.LockValue, *contract.Error) {
-	var held contract.LockValue
+func heldLock(visible *contract.Entry, purpose, what string) (LockValue, *contract.Error) {
+	var held LockValue
 	if visible.Semantics.Purpose != purpose {
 		return held, wrongType(visible, "key", "key %s is a %s entry, not a %s", visible.Key, visible.Semantics.Purpose, what)
 	}
@@ -246,7 +246,7 @@ func guardLock(visible *contract.Entry, c *KV) *contract.Error {
 	if purpose == contract.PurposeLeader {
 		code = contract.ENotLeader
 	}
-	var held contract.LockValue
+	var held LockValue
 	_ = json.Unmarshal(visible.Value, &held)
 	err := contract.FieldErrorf(code, "key", "key %s is a %s held by %s%s: use the %s operations, or name its version (expectedVersion %d) to break it on purpose",
 		visible.Key, purpose, held.Holder, until(visible), purpose, visible.Version)

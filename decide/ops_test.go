@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // opsCase is one Decision of an op on a state: the error code wanted
 // ("" when accepted) and, when accepted, the event's op and value.
 type opsCase struct {
 	name  string
-	cur   contract.State
+	cur   keystate.State
 	req   fixture
 	code  string
 	op    contract.Op
@@ -55,9 +56,9 @@ func runOps(t *testing.T, now time.Time, cases []opsCase) map[string]Decision {
 	return out
 }
 
-func state(key string, v int64, val string, purpose string, exp *time.Time) contract.State {
+func state(key string, v int64, val string, purpose string, exp *time.Time) keystate.State {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key, Version: v, Value: json.RawMessage(val),
+	return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: key, Version: v, Value: json.RawMessage(val),
 		CreatedAt: created, ExpiresAt: exp, Semantics: contract.Semantics{Purpose: purpose}}}
 }
 
@@ -66,18 +67,18 @@ func TestDecideIncrement(t *testing.T) {
 	k := "tenant/a/project/b/k"
 	exp := now.Add(time.Minute)
 	past := now.Add(-time.Second)
-	gone := contract.State{Version: 5, Entry: contract.Entry{Key: k, Version: 5}}
+	gone := keystate.State{Version: 5, Entry: contract.Entry{Key: k, Version: 5}}
 	ds := runOps(t, now, []opsCase{
 		{"OK", state(k, 2, `41`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `42`, contract.KindPut},
 		{"OKNegative", state(k, 2, `-3`, "other", nil), fixture{Op: contract.OpIncrement, By: -10}, "", contract.OpIncrement, `-13`, ""},
-		{"OKCreate", contract.State{}, fixture{Op: contract.OpIncrement, By: 5, Create: true}, "", contract.OpIncrement, `5`, ""},
+		{"OKCreate", keystate.State{}, fixture{Op: contract.OpIncrement, By: 5, Create: true}, "", contract.OpIncrement, `5`, ""},
 		{"OKCreateAfterDelete", gone, fixture{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
 		{"OKCreateOverExpired", state(k, 2, `9`, "counter", &past), fixture{Op: contract.OpIncrement, By: 1, Create: true}, "", contract.OpIncrement, `1`, ""},
 		{"OKKeepsExpiry", state(k, 2, `1`, "counter", &exp), fixture{Op: contract.OpIncrement, By: 1}, "", contract.OpIncrement, `2`, ""},
 		{"OKNewTTL", state(k, 2, `1`, "counter", &exp), fixture{Op: contract.OpIncrement, By: 1, TTLSeconds: 600}, "", contract.OpIncrement, `2`, ""},
 		{"OKCAS", state(k, 2, `1`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(2)}, "", contract.OpIncrement, `2`, ""},
 		{"ErrCASStale", state(k, 2, `1`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(1)}, contract.EConflict, "", "", ""},
-		{"ErrMissing", contract.State{}, fixture{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
+		{"ErrMissing", keystate.State{}, fixture{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
 		{"ErrExpiredNoCreate", state(k, 2, `9`, "counter", &past), fixture{Op: contract.OpIncrement, By: 1}, contract.ENotFound, "", "", ""},
 		{"ErrString", state(k, 2, `"7"`, "other", nil), fixture{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
 		{"ErrFraction", state(k, 2, `1.5`, "other", nil), fixture{Op: contract.OpIncrement, By: 1}, contract.EWrongType, "", "", ""},
@@ -90,11 +91,11 @@ func TestDecideIncrement(t *testing.T) {
 		{"OKMaxReached", state(k, 2, `9`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, "", contract.OpIncrement, `10`, ""},
 		{"OKMinMaxEqual", state(k, 2, `4`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Min: ptr(5), Max: ptr(5)}, "", contract.OpIncrement, `5`, ""},
 		{"OKMaxIgnoredOnDecrement", state(k, 2, `50`, "counter", nil), fixture{Op: contract.OpIncrement, By: -1, Min: ptr(0), Max: ptr(100)}, "", contract.OpIncrement, `49`, ""},
-		{"OKCreateWithinBounds", contract.State{}, fixture{Op: contract.OpIncrement, By: 1, Create: true, Min: ptr(0), Max: ptr(1)}, "", contract.OpIncrement, `1`, ""},
+		{"OKCreateWithinBounds", keystate.State{}, fixture{Op: contract.OpIncrement, By: 1, Create: true, Min: ptr(0), Max: ptr(1)}, "", contract.OpIncrement, `1`, ""},
 		{"ErrBelowMin", state(k, 2, `0`, "counter", nil), fixture{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
 		{"ErrBelowMinByStep", state(k, 2, `2`, "counter", nil), fixture{Op: contract.OpIncrement, By: -3, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
 		{"ErrAboveMax", state(k, 2, `10`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Max: ptr(10)}, contract.EOutOfRange, "", "", ""},
-		{"ErrCreateBelowMin", contract.State{}, fixture{Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
+		{"ErrCreateBelowMin", keystate.State{}, fixture{Op: contract.OpIncrement, By: -1, Create: true, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
 		{"ErrStillOutsideBounds", state(k, 2, `-5`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Min: ptr(0)}, contract.EOutOfRange, "", "", ""},
 		{"ErrOverflowBeforeBound", state(k, 2, `9223372036854775807`, "counter", nil), fixture{Op: contract.OpIncrement, By: 1, Max: ptr(0)}, contract.EOutOfRange, "", "", ""},
 		{"ErrWrongTypeBeforeBound", state(k, 2, `"x"`, "other", nil), fixture{Op: contract.OpIncrement, By: -1, Min: ptr(0)}, contract.EWrongType, "", "", ""},
@@ -159,10 +160,10 @@ func TestDecidePatch(t *testing.T) {
 		{"OKFieldCASCanonical", job, fixture{Op: contract.OpPatch, If: cond("tags", `[ "x" ]`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
 		{"OKFieldCASNumber", job, fixture{Op: contract.OpPatch, If: cond("n", `1.0`), Set: set("n", `2`)}, "", contract.OpFieldCAS, "", ""},
 		{"OKFieldCASMissingIsNull", job, fixture{Op: contract.OpPatch, If: cond("worker", `null`), Set: set("worker", `"w2"`)}, "", contract.OpFieldCAS, "", ""},
-		{"OKCreate", contract.State{}, fixture{Op: contract.OpPatch, Create: true, Set: set("state", `"pending"`)}, "", contract.OpPatch, `{"state":"pending"}`, ""},
-		{"OKCreateWithCondition", contract.State{}, fixture{Op: contract.OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", contract.OpFieldCAS, "", ""},
+		{"OKCreate", keystate.State{}, fixture{Op: contract.OpPatch, Create: true, Set: set("state", `"pending"`)}, "", contract.OpPatch, `{"state":"pending"}`, ""},
+		{"OKCreateWithCondition", keystate.State{}, fixture{Op: contract.OpPatch, Create: true, If: cond("state", `null`), Set: set("state", `"pending"`)}, "", contract.OpFieldCAS, "", ""},
 		{"ErrFieldCASLost", job, fixture{Op: contract.OpPatch, If: cond("state", `"claimed"`), Set: set("state", `"running"`)}, contract.EFieldMismatch, "", "", ""},
-		{"ErrMissing", contract.State{}, fixture{Op: contract.OpPatch, Set: set("a", `1`)}, contract.ENotFound, "", "", ""},
+		{"ErrMissing", keystate.State{}, fixture{Op: contract.OpPatch, Set: set("a", `1`)}, contract.ENotFound, "", "", ""},
 		{"ErrNotObject", state(k, 1, `[1]`, "other", nil), fixture{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
 		{"ErrNull", state(k, 1, `null`, "other", nil), fixture{Op: contract.OpPatch, Set: set("a", `1`)}, contract.EWrongType, "", "", ""},
 		{"ErrTooLarge", job, fixture{Op: contract.OpPatch, Set: set("big", `"`+string(make([]byte, 0))+`0123456789"`), MaxValueBytes: 30}, contract.ETooLarge, "", "", ""},
@@ -186,19 +187,19 @@ func TestDecideLock(t *testing.T) {
 	const valA = `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"p"}`
 	heldA := state(k, 7, valA, "lock", &exp)
 	heldByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "lock", &exp)
-	legacy := func(lastWriter string) contract.State {
+	legacy := func(lastWriter string) keystate.State {
 		st := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &exp)
 		st.Entry.LastWriter = lastWriter
 		return st
 	}
 	forged := state(k, 7, `{"holder":"a","token":9007199254740993,"acquiredAt":"2026-11-22T11:59:00Z","principal":"p"}`, "lock", &exp)
 	expiredA := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z"}`, "lock", &past)
-	released := contract.State{Version: 8, Entry: contract.Entry{Key: k, Version: 8}}
+	released := keystate.State{Version: 8, Entry: contract.Entry{Key: k, Version: 8}}
 	leaderA := state(k, 7, valA, "leader", &exp)
 	leaderByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "leader", &exp)
 	acq := func(h string) fixture { return fixture{Op: contract.OpLockAcquire, Holder: h, TTLSeconds: 30} }
 	ds := runOps(t, now, []opsCase{
-		{"OKAcquireFree", contract.State{}, acq("a"), "", contract.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, contract.KindPut},
+		{"OKAcquireFree", keystate.State{}, acq("a"), "", contract.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, contract.KindPut},
 		{"OKAcquireAfterRelease", released, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
 		{"OKAcquireExpired", expiredA, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
 		{"OKReenter", heldA, acq("a"), "", contract.OpLockAcquire, valA, ""},
@@ -211,9 +212,9 @@ func TestDecideLock(t *testing.T) {
 		{"OKReenterLegacyByLastWriter", legacy("p"), acq("a"), "", contract.OpLockAcquire, valA, ""},
 		{"ErrReenterLegacyOtherPrincipal", legacy("q"), acq("a"), contract.ELockHeld, "", "", ""},
 		{"ErrForgedToken", forged, acq("a"), contract.EWrongType, "", "", ""},
-		{"ErrPutPurposeLock", contract.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"s","token":1}`), Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
-		{"ErrPatchPurposeLeader", contract.State{}, fixture{Op: contract.OpPatch, Create: true, Set: map[string]json.RawMessage{"holder": json.RawMessage(`"s"`)}, Semantics: contract.Semantics{Purpose: "leader"}}, contract.EInvalid, "", "", ""},
-		{"ErrIncrementPurposeLock", contract.State{}, fixture{Op: contract.OpIncrement, By: 1, Create: true, Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
+		{"ErrPutPurposeLock", keystate.State{}, fixture{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"s","token":1}`), Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
+		{"ErrPatchPurposeLeader", keystate.State{}, fixture{Op: contract.OpPatch, Create: true, Set: map[string]json.RawMessage{"holder": json.RawMessage(`"s"`)}, Semantics: contract.Semantics{Purpose: "leader"}}, contract.EInvalid, "", "", ""},
+		{"ErrIncrementPurposeLock", keystate.State{}, fixture{Op: contract.OpIncrement, By: 1, Create: true, Semantics: contract.Semantics{Purpose: "lock"}}, contract.EInvalid, "", "", ""},
 		{"ErrPatchLockByVersion", heldA, fixture{Op: contract.OpPatch, ExpectedVersion: ptr(7), Set: map[string]json.RawMessage{"token": json.RawMessage(`0`)}}, contract.EWrongType, "", "", ""},
 		{"ErrIncrementLeaderByVersion", leaderA, fixture{Op: contract.OpIncrement, By: 1, ExpectedVersion: ptr(7)}, contract.EWrongType, "", "", ""},
 		{"OKBreakLockByPut", heldA, fixture{Op: contract.OpPut, Value: json.RawMessage(`{"holder":"x","token":999999}`), ExpectedVersion: ptr(7)}, "", contract.OpCAS, "", contract.KindPut},
@@ -225,7 +226,7 @@ func TestDecideLock(t *testing.T) {
 		{"ErrExtendExpired", expiredA, fixture{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},
 		{"ErrNotALock", state(k, 3, `{"holder":"a"}`, "other", nil), acq("a"), contract.EWrongType, "", "", ""},
 		{"ErrLeaderAsLock", leaderA, acq("a"), contract.EWrongType, "", "", ""},
-		{"OKElect", contract.State{}, fixture{Op: contract.OpLeaderElect, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderElect, "", ""},
+		{"OKElect", keystate.State{}, fixture{Op: contract.OpLeaderElect, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderElect, "", ""},
 		{"ErrElectOther", leaderA, fixture{Op: contract.OpLeaderElect, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
 		{"OKHeartbeat", leaderA, fixture{Op: contract.OpLeaderHeartbeat, Holder: "a", TTLSeconds: 10}, "", contract.OpLeaderHeartbeat, "", ""},
 		{"ErrHeartbeatOther", leaderA, fixture{Op: contract.OpLeaderHeartbeat, Holder: "b", TTLSeconds: 10}, contract.ENotLeader, "", "", ""},
@@ -270,7 +271,7 @@ func TestDecideExpire(t *testing.T) {
 		{"OK", expired, exp, "", contract.OpExpire, `null`, contract.KindExpire},
 		{"SkipRenewed", state(k, 4, `1`, "other", &later), fixture{Op: contract.OpExpire, ExpectedVersion: ptr(3)}, contract.EConflict, "", "", ""},
 		{"SkipNotYet", state(k, 3, `1`, "other", &later), exp, contract.EConflict, "", "", ""},
-		{"SkipDeleted", contract.State{Version: 4, Entry: contract.Entry{Key: k, Version: 4}}, exp, contract.EConflict, "", "", ""},
+		{"SkipDeleted", keystate.State{Version: 4, Entry: contract.Entry{Key: k, Version: 4}}, exp, contract.EConflict, "", "", ""},
 		{"SkipNoTTL", state(k, 3, `1`, "other", nil), exp, contract.EConflict, "", "", ""},
 	})
 	e := ds["OK"].Event

@@ -6,6 +6,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Queues (docs/collections.md "Queues", events/queue.go). A queue's
@@ -85,7 +86,7 @@ func decideQueue(c *Queue, in Input, env Env) Decision {
 		meta.Size++
 	case contract.OpQPop:
 		el, werr = decidePop(q.Head, visible, &meta, c, now)
-		if el != nil && el.State == contract.ItemInFlight {
+		if el != nil && el.State == ItemInFlight {
 			el.ReceiptNonce = q.Nonce // only a delivery in flight is acknowledged
 		}
 	case contract.OpQAck:
@@ -116,7 +117,7 @@ func decideQueue(c *Queue, in Input, env Env) Decision {
 // the item carries.
 func pushed(meta contract.CollectionMeta, c *Queue, version int64, now time.Time) *contract.Element {
 	el := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(meta.Since, c.Priority, version),
-		Value: c.Value, State: contract.ItemReady, DedupID: c.DedupID, PushedAt: &now}
+		Value: c.Value, State: ItemReady, DedupID: c.DedupID, PushedAt: &now}
 	if c.ItemTTL > 0 {
 		exp := now.Add(time.Duration(c.ItemTTL) * time.Second)
 		el.ExpiresAt = &exp
@@ -146,14 +147,14 @@ func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.C
 	if visible == nil || meta.Size-meta.InFlight <= 0 {
 		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s is empty or does not exist", c.Key)
 	}
-	if head == nil || head.ItemExpired(now) {
+	if head == nil || ItemExpired(head, now) {
 		// The metadata counts ready items whose own TTL passed until
 		// the sweeper's qexpire removes them (at most one sweep
 		// interval after): they are never served, so a queue holding
 		// only those is empty.
 		return nil, contract.FieldErrorf(contract.EQueueEmpty, "key", "queue %s has no item to serve: its %d ready items have expired (items past their itemTtlSeconds wait for the sweeper's removal)", c.Key, meta.Size-meta.InFlight)
 	}
-	if head.State != contract.ItemReady || !InIncarnation(head.Member, meta.Since) {
+	if head.State != ItemReady || !InIncarnation(head.Member, meta.Since) {
 		// Never answer a wrong item.
 		return nil, contract.Errorf(contract.EInternal, "queue %s: the next item %s is not a ready item of this queue", c.Key, head.Member)
 	}
@@ -163,10 +164,10 @@ func decidePop(head *contract.Element, visible *contract.Entry, meta *contract.C
 	switch {
 	case c.Visibility > 0:
 		deadline := now.Add(time.Duration(c.Visibility) * time.Second)
-		el.State, el.VisibleAt = contract.ItemInFlight, &deadline
+		el.State, el.VisibleAt = ItemInFlight, &deadline
 		meta.InFlight++
 	case el.DedupID != "":
-		el.State = contract.ItemDone
+		el.State = ItemDone
 		meta.Size--
 	default:
 		el.Op, el.State = contract.ElementRemove, ""
@@ -187,7 +188,7 @@ var errStaleReceipt = contract.FieldErrorf(contract.EStaleReceipt, "receipt",
 // this incarnation of the queue.
 func current(item *contract.Element, visible *contract.Entry, meta contract.CollectionMeta, c *Queue) bool {
 	return visible != nil && item != nil && item.Member == c.Item && InIncarnation(item.Member, meta.Since) &&
-		item.State == contract.ItemInFlight && item.Deliveries == c.Delivery
+		item.State == ItemInFlight && item.Deliveries == c.Delivery
 }
 
 // receiptMatches reports whether nonce, an ack's, is the nonce of
@@ -214,7 +215,7 @@ func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.C
 	el := *item
 	el.VisibleAt, el.ReceiptNonce = nil, ""
 	if el.DedupID != "" {
-		el.State = contract.ItemDone
+		el.State = ItemDone
 	} else {
 		el.Op, el.State = contract.ElementRemove, ""
 	}
@@ -229,11 +230,11 @@ func decideAck(item *contract.Element, visible *contract.Entry, meta *contract.C
 // sweeper counts as skipped). An item whose own TTL passed is not
 // returned: the sweeper's qexpire removes it.
 func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, c *Queue, now time.Time) (*contract.Element, error) {
-	if !current(item, visible, *meta, c) || item.VisibleAt == nil || now.Before(*item.VisibleAt) || item.ItemExpired(now) {
+	if !current(item, visible, *meta, c) || item.VisibleAt == nil || now.Before(*item.VisibleAt) || ItemExpired(item, now) {
 		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s delivery %d is no longer in flight past its deadline", c.Key, c.Item, c.Delivery)
 	}
 	el := *item
-	el.State, el.VisibleAt, el.ReceiptNonce = contract.ItemReady, nil, ""
+	el.State, el.VisibleAt, el.ReceiptNonce = ItemReady, nil, ""
 	meta.InFlight--
 	return &el, nil
 }
@@ -246,17 +247,17 @@ func decideRequeue(item *contract.Element, visible *contract.Entry, meta *contra
 // the race leaves nothing to do (version_conflict: skipped).
 func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *contract.CollectionMeta, c *Queue, now time.Time) (*contract.Element, error) {
 	live := visible != nil && item != nil && item.Member == c.Item && InIncarnation(item.Member, meta.Since) &&
-		(item.State == contract.ItemReady || item.State == contract.ItemInFlight)
-	if !live || !item.ItemExpired(now) {
+		(item.State == ItemReady || item.State == ItemInFlight)
+	if !live || !ItemExpired(item, now) {
 		return nil, contract.Errorf(contract.EConflict, "queue %s: item %s is no longer a ready or in-flight item past its TTL", c.Key, c.Item)
 	}
 	el := *item
-	if el.State == contract.ItemInFlight {
+	if el.State == ItemInFlight {
 		meta.InFlight--
 	}
 	el.VisibleAt, el.ReceiptNonce = nil, ""
 	if el.DedupID != "" {
-		el.State = contract.ItemDone
+		el.State = ItemDone
 	} else {
 		el.Op, el.State = contract.ElementRemove, ""
 	}
@@ -267,7 +268,7 @@ func decideExpireItem(item *contract.Element, visible *contract.Entry, meta *con
 // replayedQueueWrite is the element a replay of c (the queue's latest
 // write, at cur) answers: a pop's item as it popped it (replayedPop),
 // a push's item id.
-func replayedQueueWrite(cur contract.State, known Memory, c *Queue) *contract.Element {
+func replayedQueueWrite(cur keystate.State, known Memory, c *Queue) *contract.Element {
 	if c.Op == contract.OpQPush {
 		meta, err := contract.ParseCollectionMeta(cur.Entry.Value)
 		if err != nil {
@@ -301,7 +302,7 @@ func QueuePopAnswer(res Result, r *Queue) contract.QPopAnswer {
 		if _, prio, _, err := elemkey.ParseQueueMember(el.Member); err == nil {
 			a.Priority = prio
 		}
-		if el.VisibleAt != nil && el.State == contract.ItemInFlight {
+		if el.VisibleAt != nil && el.State == ItemInFlight {
 			a.Deadline = el.VisibleAt
 			a.VisibilityTimeout = r.Visibility
 		}
@@ -378,4 +379,17 @@ func (c *Queue) digest() string {
 		parts = append(parts, "nonce", c.ReceiptNonce)
 	}
 	return digestSum(parts)
+}
+
+// States of a queue item (Element.State); absent: the row is deleted.
+const (
+	ItemReady    = "ready"    // served by the next pop, in order
+	ItemInFlight = "inflight" // popped with a visibility timeout, not acknowledged yet
+	ItemDone     = "done"     // removed, kept only for its dedupId's window; never served
+)
+
+// ItemExpired reports whether queue item e's own TTL has passed at now:
+// it is never served then, and the sweeper removes it.
+func ItemExpired(e *contract.Element, now time.Time) bool {
+	return e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // TestDecideQueue: pushes, pops, acks and the sweeper's requeues against
@@ -19,13 +20,13 @@ import (
 func TestDecideQueue(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
-	queue := func(v, size, inFlight, since int64) contract.State {
+	queue := func(v, size, inFlight, since int64) keystate.State {
 		meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight})
-		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
+		return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
 			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
-	deleted := contract.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
-	list := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"list","size":1,"since":1}`),
+	deleted := keystate.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
+	list := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`{"type":"list","size":1,"since":1}`),
 		Semantics: contract.Semantics{Purpose: "list"}}}
 	meta := func(size, inFlight, since int64) *contract.CollectionMeta {
 		return &contract.CollectionMeta{Type: "queue", Size: size, Since: since, InFlight: inFlight}
@@ -45,7 +46,7 @@ func TestDecideQueue(t *testing.T) {
 		return el
 	}
 	at := func(t time.Time) *time.Time { return &t }
-	ready, inflight := item(m, contract.ItemReady, 0, nil, ""), item(m, contract.ItemInFlight, 1, &deadline, "")
+	ready, inflight := item(m, ItemReady, 0, nil, ""), item(m, ItemInFlight, 1, &deadline, "")
 	const nonce, other = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 	withNonce := func(el *contract.Element, n string) *contract.Element {
 		c := *el
@@ -55,14 +56,14 @@ func TestDecideQueue(t *testing.T) {
 	delivered := withNonce(inflight, nonce) // popped since receipts have a nonce
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		in      QueueInput
 		req     fixture
 		code    string                   // error code, or "" when accepted
 		meta    *contract.CollectionMeta // after; nil: nothing appended
 		element *contract.Element
 	}{
-		{"OKPushCreates", contract.State{}, QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
+		{"OKPushCreates", keystate.State{}, QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`{"job":1}`), Priority: -2},
 			"", meta(1, 0, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, -2, 1), Value: json.RawMessage(`{"job":1}`), State: "ready", PushedAt: &now}},
 		{"OKPushAppends", queue(5, 2, 1, 1), QueueInput{}, fixture{Op: contract.OpQPush, Value: json.RawMessage(`7`), Priority: 3, DedupID: "d"},
 			"", meta(3, 1, 1), &contract.Element{Op: "add", Member: elemkey.QueueMember(1, 3, 6), Value: json.RawMessage(`7`), State: "ready", DedupID: "d", PushedAt: &now}},
@@ -88,7 +89,7 @@ func TestDecideQueue(t *testing.T) {
 			"", meta(2, 1, 1), withNonce(item(m, "inflight", 2, &later, ""), other)},
 		{"OKPopRemovingKeepsNoNonce", queue(5, 2, 0, 1), QueueInput{Head: ready, Nonce: nonce}, fixture{Op: contract.OpQPop}, "", meta(1, 0, 1), removed(m, 1)},
 		{"ErrPopEmpty", queue(5, 0, 0, 1), QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
-		{"ErrPopMissing", contract.State{}, QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
+		{"ErrPopMissing", keystate.State{}, QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
 		{"ErrPopDeleted", deleted, QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
 		{"ErrPopAllInFlight", queue(5, 2, 2, 1), QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
 		{"ErrPopOnlyExpiredItemsLeft", queue(5, 2, 0, 1), QueueInput{}, fixture{Op: contract.OpQPop}, contract.EQueueEmpty, nil, nil},
@@ -160,7 +161,7 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/tasks")
 	meta, _ := json.Marshal(contract.CollectionMeta{Type: "queue", Size: 2, Since: 1, InFlight: 1})
-	cur := contract.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta, Semantics: contract.Semantics{Purpose: "queue"}}}
+	cur := keystate.State{Version: 6, Live: true, Entry: contract.Entry{Key: key.String(), Version: 6, Value: meta, Semantics: contract.Semantics{Purpose: "queue"}}}
 	m, old := elemkey.QueueMember(1, 0, 2), elemkey.QueueMember(0, 0, 1)
 	later, past := now.Add(time.Minute), now.Add(-time.Second)
 	const nonce = "0123456789abcdef0123456789abcdef"
@@ -171,12 +172,12 @@ func TestStaleReceiptIsGeneric(t *testing.T) {
 		req  fixture
 	}{
 		{"NoItem", nil, fixture{Item: m, Delivery: 1}},
-		{"Acknowledged", &contract.Element{Member: m, State: contract.ItemDone}, fixture{Item: m, Delivery: 1}},
-		{"ExpiredDone", &contract.Element{Member: m, State: contract.ItemDone, DedupID: "d", ExpiresAt: &past}, fixture{Item: m, Delivery: 1}},
-		{"Requeued", &contract.Element{Member: m, State: contract.ItemReady, Deliveries: 1}, fixture{Item: m, Delivery: 1}},
-		{"Redelivered", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
-		{"GuessedNonce", &contract.Element{Member: m, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
-		{"EarlierQueue", &contract.Element{Member: old, State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &later}, fixture{Item: old, Delivery: 1}},
+		{"Acknowledged", &contract.Element{Member: m, State: ItemDone}, fixture{Item: m, Delivery: 1}},
+		{"ExpiredDone", &contract.Element{Member: m, State: ItemDone, DedupID: "d", ExpiresAt: &past}, fixture{Item: m, Delivery: 1}},
+		{"Requeued", &contract.Element{Member: m, State: ItemReady, Deliveries: 1}, fixture{Item: m, Delivery: 1}},
+		{"Redelivered", &contract.Element{Member: m, State: ItemInFlight, Deliveries: 2, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
+		{"GuessedNonce", &contract.Element{Member: m, State: ItemInFlight, Deliveries: 1, VisibleAt: &later, ReceiptNonce: nonce}, fixture{Item: m, Delivery: 1}},
+		{"EarlierQueue", &contract.Element{Member: old, State: ItemInFlight, Deliveries: 1, VisibleAt: &later}, fixture{Item: old, Delivery: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
@@ -206,13 +207,13 @@ func TestDecideQueueReplays(t *testing.T) {
 	key := mustKey(t, "tenant/a/project/b/tasks")
 	pop := &fixture{Key: key, Op: contract.OpQPop, Visibility: 30, RequestID: "R", Principal: "p"}
 	push := &fixture{Key: key, Op: contract.OpQPush, Value: json.RawMessage(`"x"`), Priority: 4, RequestID: "P", Principal: "p"}
-	after := func(r *fixture, v int64) contract.State {
-		return contract.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
+	after := func(r *fixture, v int64) keystate.State {
+		return keystate.State{Version: v, Live: true, RequestDigest: r.Digest(), Entry: contract.Entry{Key: key.String(), Version: v,
 			Value: json.RawMessage(`{"type":"queue","size":2,"since":1,"inFlight":1}`), RequestID: r.RequestID, Semantics: contract.Semantics{Purpose: "queue"}}}
 	}
 	deadline := now.Add(20 * time.Second)
 	popped := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
-		State: contract.ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
+		State: ItemInFlight, Deliveries: 1, VisibleAt: &deadline, ReceiptNonce: "0123456789abcdef0123456789abcdef"}
 	ref := RequestRef{Key: key.String(), RequestID: "R"}
 	d := decideQueue(queueOf(pop), Input{State: after(pop, 5), Known: Memory{ref: {Version: 5, Digest: pop.Digest(), Popped: popped}}}, testEnv(now, 1))
 	a := QueuePopAnswer(d.Result, queueOf(pop))

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Prefix writes: a range delete and an expireDue decide on every key
@@ -155,7 +156,7 @@ func (c *Range) concerned(in Input, env *Env) []string {
 // writeKey is c's event on key k at state st: a delete naming the key's
 // version (which breaks a lock or a leadership as a DELETE naming it
 // does, and removes a collection whole), or the sweeper's expire.
-func (c *Range) writeKey(k string, st contract.State, env *Env) (*contract.Event, error) {
+func (c *Range) writeKey(k string, st keystate.State, env *Env) (*contract.Event, error) {
 	key, err := contract.ParseKey(k)
 	if err != nil {
 		return nil, contract.Errorf(contract.EInternal, "key %s under %s: %v", k, c.Prefix, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // rangeStates are the states of a prefix write's table tests: under
@@ -15,14 +16,14 @@ import (
 // its expiry, a deleted key and a key of the prefix's sibling path
 // (r2, which the string prefix r/ does not cover, but which a batch's
 // states may hold).
-func rangeStates(now time.Time) map[string]contract.State {
+func rangeStates(now time.Time) map[string]keystate.State {
 	past, soon := now.Add(-time.Second), now.Add(time.Minute)
-	live := func(k string, v int64, val, purpose string, exp *time.Time) contract.State {
-		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: k, Version: v, Value: json.RawMessage(val),
+	live := func(k string, v int64, val, purpose string, exp *time.Time) keystate.State {
+		return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: k, Version: v, Value: json.RawMessage(val),
 			ExpiresAt: exp, Semantics: contract.Semantics{Purpose: purpose}}}
 	}
 	p := "tenant/a/project/b/r/"
-	return map[string]contract.State{
+	return map[string]keystate.State{
 		p + "a":                   live(p+"a", 3, `{"x":1}`, "config", nil),
 		p + "lock":                live(p+"lock", 5, `{"holder":"h","token":5}`, contract.PurposeLock, &soon),
 		p + "set":                 live(p+"set", 2, `{"size":1}`, contract.PurposeSet, nil),
@@ -70,7 +71,7 @@ func TestDecideRange(t *testing.T) {
 			states := rangeStates(now)
 			for i := range tc.extra {
 				k := fmt.Sprintf("%sn%05d", p, i)
-				states[k] = contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: k, Version: 1, Value: json.RawMessage(`1`)}}
+				states[k] = keystate.State{Version: 1, Live: true, Entry: contract.Entry{Key: k, Version: 1, Value: json.RawMessage(`1`)}}
 			}
 			in := Input{States: states, Under: PrefixKeys{Bound: tc.bound}}
 			for k := range states {
@@ -95,7 +96,7 @@ func TestDecideRange(t *testing.T) {
 // checkRange checks the accepted decision d of c on states: the events
 // of want (or, when want is nil and extra keys were added, of as many
 // keys as the answer counts), each at its key's next version.
-func checkRange(t *testing.T, c *Range, d Decision, states map[string]contract.State, want []string, extra int) {
+func checkRange(t *testing.T, c *Range, d Decision, states map[string]keystate.State, want []string, extra int) {
 	t.Helper()
 	a := d.Result.Prefix
 	if d.Err != nil || d.Event != nil || a.Count != len(d.Txn) || a.Prefix != c.Prefix {
@@ -154,11 +155,11 @@ func TestDecideRangeBytes(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	p := "tenant/a/project/b/r/"
-	states := map[string]contract.State{}
+	states := map[string]keystate.State{}
 	in := Input{States: states}
 	for i := range 10 {
 		k := fmt.Sprintf("%sk%d", p, i)
-		states[k] = contract.State{Version: 1, Live: true, Entry: contract.Entry{Key: k, Version: 1, Value: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)}}
+		states[k] = keystate.State{Version: 1, Live: true, Entry: contract.Entry{Key: k, Version: 1, Value: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)}}
 		in.Under.Keys = append(in.Under.Keys, k)
 	}
 	one := EventBytes(&contract.Event{Key: p + "k0", Before: states[p+"k0"].Entry.Value, Principal: "q"})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Idempotency beyond a key's latest write (the writer's requestid.go
@@ -92,7 +93,7 @@ func Applied(e *contract.Event) AppliedRequest {
 // Popped is the element e popped (nil unless e is a pop: lpop, rpop,
 // qpop): what a replay of e answers.
 func Popped(e *contract.Event) *contract.Element {
-	if e.Op.IsPop() && e.Element != nil {
+	if isPop(e.Op) && e.Element != nil {
 		return e.Element
 	}
 	return nil
@@ -159,7 +160,7 @@ func decideRequestID(w write, known Memory) (d Decision, ok bool) {
 // again before any retry. ok is false for every other request, and when
 // nothing holds the popped element (the retry is then stale).
 func replayOlderPop(r *Header, prior AppliedRequest) (d Decision, ok bool) {
-	if !r.Op.IsPop() || prior.Popped == nil {
+	if !isPop(r.Op) || prior.Popped == nil {
 		return d, false
 	}
 	el := *prior.Popped
@@ -173,7 +174,7 @@ func replayOlderPop(r *Header, prior AppliedRequest) (d Decision, ok bool) {
 // window.Versions versions, or younger than window.Age. Comparing
 // prior.Digest with the request's is left to the caller (a transaction
 // compares its own digest, carried by each of its events).
-func olderUse(cur contract.State, prior AppliedRequest, requestID string, env *Env) bool {
+func olderUse(cur keystate.State, prior AppliedRequest, requestID string, env *Env) bool {
 	switch {
 	case requestID == "":
 		return false
@@ -225,4 +226,10 @@ func headParts(h *Header, value json.RawMessage, expected *int64, ttl int64) []a
 func collectionParts(h *Header, value json.RawMessage, expected *int64, ttl int64) []any {
 	parts := headParts(h, value, expected, ttl)
 	return append(parts, contract.Semantics{}, "", h.Principal, int64(0), false, nil, nil, nil, "", h.Op.Purpose())
+}
+
+// isPop reports whether op removes an element and answers it (lpop,
+// rpop, qpop): a retry of it is answered with the element it popped.
+func isPop(op contract.Op) bool {
+	return op == contract.OpLPop || op == contract.OpRPop || op == contract.OpQPop
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection/elemkey"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -26,11 +27,11 @@ func TestDecideRequestIDWindow(t *testing.T) {
 		return AppliedRequest{Version: v, Digest: sync1.Digest()}
 	}
 	// The key after cursor=1 (sync-1, version 1) and cursor=2 (sync-2).
-	cur := func(v int64, latestID string) contract.State {
-		return contract.State{Version: v, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: v,
+	cur := func(v int64, latestID string) keystate.State {
+		return keystate.State{Version: v, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: v,
 			Value: json.RawMessage(`{"cursor":2}`), RequestID: latestID, Semantics: contract.Semantics{Purpose: "cursor"}}}
 	}
-	deleted := contract.State{Version: 3, Entry: contract.Entry{Key: key.String(), Version: 3, RequestID: "del-1"}}
+	deleted := keystate.State{Version: 3, Entry: contract.Entry{Key: key.String(), Version: 3, RequestID: "del-1"}}
 	withValue := func(r fixture, v string) fixture { r.Value = json.RawMessage(v); return r }
 	withPrincipal := func(r fixture, p string) fixture { r.Principal = p; return r }
 	inc := fixture{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
@@ -38,7 +39,7 @@ func TestDecideRequestIDWindow(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		cur    contract.State
+		cur    keystate.State
 		req    fixture
 		prior  AppliedRequest
 		known  bool
@@ -113,11 +114,11 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 	listAfter := json.RawMessage(`{"type":"list","size":3,"since":1,"head":2}`)
 	deadline := now.Add(10 * time.Second)
 	item := &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 2), Value: json.RawMessage(`{"job":7}`),
-		State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
+		State: ItemInFlight, Deliveries: 2, VisibleAt: &deadline}
 	value := &contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(1), Value: json.RawMessage(`{"job":1}`)}
 	// The collection at version 9, written by someone else since the pop.
-	cur := func(k contract.Key, purpose string) contract.State {
-		return contract.State{Version: 9, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: k.String(), Version: 9,
+	cur := func(k contract.Key, purpose string) keystate.State {
+		return keystate.State{Version: 9, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: k.String(), Version: 9,
 			Value: json.RawMessage(`{"type":"` + purpose + `","size":0,"since":1}`), RequestID: "other", Semantics: contract.Semantics{Purpose: purpose}}}
 	}
 	popAt := func(r fixture, v int64, el *contract.Element, after json.RawMessage) AppliedRequest {
@@ -125,7 +126,7 @@ func TestDecideRequestIDOlderPop(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		cur    contract.State
+		cur    keystate.State
 		req    fixture
 		prior  AppliedRequest
 		window int64
@@ -182,7 +183,7 @@ func TestRequestWindowAge(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/counter")
 	inc := fixture{Key: key, Op: contract.OpIncrement, By: 1, RequestID: "inc-1", Principal: "p"}
-	cur := contract.State{Version: 5001, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: 5001,
+	cur := keystate.State{Version: 5001, Live: true, RequestDigest: "d", Entry: contract.Entry{Key: key.String(), Version: 5001,
 		Value: json.RawMessage(`5001`), RequestID: "inc-5001", Semantics: contract.Semantics{Purpose: "counter"}}}
 	window := RequestWindow{Versions: 1000, Age: 2 * time.Minute}
 	for _, tc := range []struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // TestDecideSet: sadd and srem against the set's metadata and one
@@ -15,9 +16,9 @@ func TestDecideSet(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/active-agents")
 	later := now.Add(time.Hour)
-	set := func(v, size, since int64) contract.State {
+	set := func(v, size, since int64) keystate.State {
 		meta, _ := json.Marshal(contract.CollectionMeta{Type: "set", Size: size, Since: since})
-		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
+		return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: meta,
 			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "set"}}}
 	}
 	withTTL := set(5, 2, 1)
@@ -25,13 +26,13 @@ func TestDecideSet(t *testing.T) {
 	expired := set(5, 2, 1)
 	past := now.Add(-time.Second)
 	expired.Entry.ExpiresAt = &past
-	deleted := contract.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
-	plain := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
+	deleted := keystate.State{Version: 9, Entry: contract.Entry{Key: key.String(), Version: 9}}
+	plain := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
 		Semantics: contract.Semantics{Purpose: "counter"}}}
 
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		elem    int64 // the member's kv_elements version (0: none)
 		req     fixture
 		code    string // error code, or "" when accepted
@@ -39,7 +40,7 @@ func TestDecideSet(t *testing.T) {
 		meta    contract.CollectionMeta
 		element contract.Element
 	}{
-		{"OKAddCreatesSet", contract.State{}, 0, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "add", Member: "m"}},
+		{"OKAddCreatesSet", keystate.State{}, 0, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "add", Member: "m"}},
 		{"OKAddNewMember", set(5, 2, 1), 0, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
 		{"OKAddPresentChangesNothing", set(5, 2, 1), 4, fixture{Op: contract.OpSAdd, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
 		{"OKAddRowOfEarlierSet", set(12, 1, 10), 4, fixture{Op: contract.OpSAdd, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 2, Since: 10}, contract.Element{Op: "add", Member: "m"}},
@@ -48,7 +49,7 @@ func TestDecideSet(t *testing.T) {
 		{"OKRemovePresent", set(5, 2, 1), 4, fixture{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 1, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
 		{"OKRemoveLastLeavesEmptySet", set(5, 1, 1), 4, fixture{Op: contract.OpSRem, Member: "m"}, "", true, contract.CollectionMeta{Type: "set", Size: 0, Since: 1}, contract.Element{Op: "remove", Member: "m"}},
 		{"OKRemoveAbsentChangesNothing", set(5, 2, 1), 0, fixture{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
-		{"OKRemoveFromMissingSet", contract.State{}, 0, fixture{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
+		{"OKRemoveFromMissingSet", keystate.State{}, 0, fixture{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
 		{"OKRemoveRowOfEarlierSet", set(12, 1, 10), 4, fixture{Op: contract.OpSRem, Member: "m"}, "", false, contract.CollectionMeta{}, contract.Element{}},
 		{"OKExpectedVersion", set(5, 2, 1), 0, fixture{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(5)}, "", true, contract.CollectionMeta{Type: "set", Size: 3, Since: 1}, contract.Element{Op: "add", Member: "m"}},
 		{"ErrExpectedVersion", set(5, 2, 1), 0, fixture{Op: contract.OpSAdd, Member: "m", ExpectedVersion: ptr(4)}, contract.EConflict, false, contract.CollectionMeta{}, contract.Element{}},
@@ -95,7 +96,7 @@ func TestDecideSet(t *testing.T) {
 	t.Run("OKReplayOfTheLatestRequest", func(t *testing.T) {
 		r := fixture{Key: key, Op: contract.OpSAdd, Member: "m", RequestID: "r1", Principal: "p"}
 		d := decideSet(setOf(&r), Input{State: set(5, 2, 1)}, testEnv(now, 1))
-		st := d.Event.State()
+		st := keystate.FromEvent(d.Event)
 		again := decideSet(setOf(&r), Input{State: st, Element: ElementRow{Version: 6}}, testEnv(now, 1))
 		if again.Event != nil || !again.Result.Replayed || !again.Result.Changed {
 			t.Fatalf("retry: %+v", again)
@@ -125,11 +126,11 @@ func TestDecideSetBlind(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/active-agents")
 	meta, _ := json.Marshal(contract.CollectionMeta{Type: "set", Size: 2, Since: 1})
-	set := contract.State{Version: 5, Live: true, Entry: contract.Entry{Key: key.String(), Version: 5, Value: meta,
+	set := keystate.State{Version: 5, Live: true, Entry: contract.Entry{Key: key.String(), Version: 5, Value: meta,
 		CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "set"}}}
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		elem    int64
 		op      contract.Op
 		size    int64  // the metadata's after the event; -1: nothing appended
@@ -139,8 +140,8 @@ func TestDecideSetBlind(t *testing.T) {
 		{"OKAddAbsentAdds", set, 0, contract.OpSAdd, 3, contract.ElementAdd},
 		{"OKRemoveAbsentAppendsUnchanged", set, 0, contract.OpSRem, 2, ""},
 		{"OKRemovePresentRemoves", set, 4, contract.OpSRem, 1, contract.ElementRemove},
-		{"OKAddCreatesSet", contract.State{}, 0, contract.OpSAdd, 1, contract.ElementAdd},
-		{"OKRemoveFromMissingSetChangesNothing", contract.State{}, 0, contract.OpSRem, -1, ""},
+		{"OKAddCreatesSet", keystate.State{}, 0, contract.OpSAdd, 1, contract.ElementAdd},
+		{"OKRemoveFromMissingSetChangesNothing", keystate.State{}, 0, contract.OpSRem, -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := fixture{Key: key, Op: tc.op, Member: "m", Principal: "wo", Blind: true}
@@ -178,14 +179,14 @@ func TestPlainWritesKeepOffSets(t *testing.T) {
 	now := time.Now().UTC()
 	key := mustKey(t, "tenant/a/project/b/s")
 	meta := json.RawMessage(`{"type":"set","size":2,"since":1}`)
-	cur := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}}
+	cur := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}}
 	for _, tc := range []struct {
 		name string
-		cur  contract.State
+		cur  keystate.State
 		req  fixture
 		code string
 	}{
-		{"ErrPutPurposeSet", contract.State{}, fixture{Op: contract.OpPut, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}, contract.EInvalid},
+		{"ErrPutPurposeSet", keystate.State{}, fixture{Op: contract.OpPut, Value: meta, Semantics: contract.Semantics{Purpose: "set"}}, contract.EInvalid},
 		{"ErrPutOverSet", cur, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`)}, contract.EWrongType},
 		{"ErrCASOverSet", cur, fixture{Op: contract.OpPut, Value: json.RawMessage(`1`), ExpectedVersion: ptr(3)}, contract.EWrongType},
 		{"ErrIncrementSet", cur, fixture{Op: contract.OpIncrement, By: 1}, contract.EWrongType},

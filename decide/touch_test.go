@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -18,8 +19,8 @@ func TestDecideTouch(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
 	created, soon, past := now.Add(-time.Hour), now.Add(10*time.Second), now.Add(-time.Second)
-	entry := func(v int64, val, purpose string, exp *time.Time) contract.State {
-		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: json.RawMessage(val), CreatedAt: created,
+	entry := func(v int64, val, purpose string, exp *time.Time) keystate.State {
+		return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: key.String(), Version: v, Value: json.RawMessage(val), CreatedAt: created,
 			ExpiresAt: exp, SpecRef: "spec/k", Semantics: contract.Semantics{Purpose: purpose, Producer: "svc", TTLSeconds: 10}}}
 	}
 	value := " {\"b\": 2,\t\"a\":1} " // not compact: a touch keeps the stored bytes
@@ -27,10 +28,10 @@ func TestDecideTouch(t *testing.T) {
 	leader := entry(5, `{"holder":"h","token":5,"acquiredAt":"2026-11-22T11:00:00Z","principal":"p"}`, contract.PurposeLeader, &soon)
 	set := entry(2, `{"size":1}`, contract.PurposeSet, nil)
 	expired := entry(4, value, "config", &past)
-	deleted := contract.State{Version: 7, Entry: contract.Entry{Key: key.String(), Version: 7}}
+	deleted := keystate.State{Version: 7, Entry: contract.Entry{Key: key.String(), Version: 7}}
 	for _, tc := range []struct {
 		name     string
-		cur      contract.State
+		cur      keystate.State
 		ttl      int64
 		expected *int64
 		code     string // error code, or "" when accepted
@@ -41,8 +42,8 @@ func TestDecideTouch(t *testing.T) {
 		{"OKExpectedVersion", entry(3, value, "config", &soon), 60, ptr(3), ""},
 		{"OKCounter", entry(3, `41`, "counter", &soon), 60, nil, ""},
 		{"ErrVersionMismatch", entry(3, value, "config", &soon), 60, ptr(2), contract.EConflict},
-		{"ErrAbsent", contract.State{}, 60, nil, contract.ENotFound},
-		{"ErrAbsentExpectedVersion", contract.State{}, 60, ptr(1), contract.EConflict},
+		{"ErrAbsent", keystate.State{}, 60, nil, contract.ENotFound},
+		{"ErrAbsentExpectedVersion", keystate.State{}, 60, ptr(1), contract.EConflict},
 		{"ErrDeleted", deleted, 60, nil, contract.ENotFound},
 		{"ErrExpired", expired, 60, nil, contract.ENotFound},
 		{"ErrExpiredExpectedVersion", expired, 60, ptr(4), contract.EConflict},
@@ -111,7 +112,7 @@ func checkTouchEvent(t *testing.T, d Decision, before contract.Entry, ttl int64,
 func TestDecideTouchReplay(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	cur := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), CreatedAt: now,
+	cur := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`), CreatedAt: now,
 		Semantics: contract.Semantics{Purpose: "other"}}}
 	touch := func(ttl int64) *KV {
 		return &KV{Header: Header{Key: key, Op: contract.OpTouch, RequestID: "r-1", Principal: "p"}, TTLSeconds: ttl}
@@ -120,7 +121,7 @@ func TestDecideTouchReplay(t *testing.T) {
 	if first.Event == nil {
 		t.Fatalf("first touch: %v", first.Err)
 	}
-	st := first.Event.State()
+	st := keystate.FromEvent(first.Event)
 	later := testEnv(now.Add(time.Second), 1)
 	if d := touch(30).Decide(Input{State: st}, later); d.Event != nil || d.Err != nil || !d.Result.Replayed || d.Result.Entry.Version != 4 {
 		t.Fatalf("replay: %+v", d)

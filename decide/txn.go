@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // txnNamespace is the UUIDv5 namespace of transaction ids.
@@ -118,8 +119,8 @@ func decideTxn(c *Txn, in Input, env Env) Decision {
 	if d, done := t.replay(in.Known); done {
 		return d
 	}
-	local := make(map[string]contract.State, len(c.Steps))
-	state := func(k string) contract.State {
+	local := make(map[string]keystate.State, len(c.Steps))
+	state := func(k string) keystate.State {
 		if s, ok := local[k]; ok {
 			return s
 		}
@@ -156,7 +157,7 @@ func decideTxn(c *Txn, in Input, env Env) Decision {
 		}
 		ev := d.Event
 		ev.RequestID, ev.RequestDigest = c.RequestID, t.digest
-		local[k] = ev.State()
+		local[k] = keystate.FromEvent(ev)
 		evs = append(evs, ev)
 		results[i] = contract.TxnResult{Key: k, Version: ev.Version}
 		if ev.Live() {
@@ -170,7 +171,7 @@ func decideTxn(c *Txn, in Input, env Env) Decision {
 // keys' states before it, under env.
 type txn struct {
 	c      *Txn
-	states map[string]contract.State
+	states map[string]keystate.State
 	env    *Env
 	digest string
 }
@@ -191,7 +192,7 @@ func (t txn) accepted(evs []*contract.Event, results []contract.TxnResult) Decis
 }
 
 // versionOf is the key's version as a read sees it: 0 when absent.
-func versionOf(cur contract.State, visible *contract.Entry) int64 {
+func versionOf(cur keystate.State, visible *contract.Entry) int64 {
 	if visible == nil {
 		return 0
 	}
@@ -341,9 +342,9 @@ func (t txn) failed(i int, visible *contract.Entry, d Decision) Decision {
 	}
 	rec := d.Conflict
 	if rec == nil {
-		var cur contract.State
+		var cur keystate.State
 		if visible != nil {
-			cur = contract.State{Version: visible.Version, Live: true, Entry: *visible}
+			cur = keystate.State{Version: visible.Version, Live: true, Entry: *visible}
 		}
 		w := write{c: c.Steps[i].Write.common(), cur: cur, visible: visible, env: t.env}
 		rec = conflictDecision(w, err.Code, "%s", err.Message).Conflict

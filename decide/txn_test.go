@@ -10,18 +10,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 func TestDecideTxn(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	const scope = "tenant/a/project/p/"
-	live := func(key string, v int64, val string) contract.State {
-		return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: scope + key, Version: v, Value: json.RawMessage(val),
+	live := func(key string, v int64, val string) keystate.State {
+		return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: scope + key, Version: v, Value: json.RawMessage(val),
 			CreatedAt: now.Add(-time.Hour), Semantics: contract.Semantics{Purpose: "other"}}}
 	}
 	lock := live("lock", 7, `{"holder":"h","token":7,"acquiredAt":"2026-11-23T11:00:00Z","principal":"q"}`)
 	lock.Entry.Semantics.Purpose = contract.PurposeLock
-	states := map[string]contract.State{
+	states := map[string]keystate.State{
 		scope + "a":    live("a", 3, `10`),
 		scope + "b":    live("b", 5, `20`),
 		scope + "obj":  live("obj", 2, `{"s":"open","n":1}`),
@@ -62,13 +63,13 @@ func TestDecideTxn(t *testing.T) {
 		return r
 	}
 	// applied returns states after the Decision's events.
-	applied := func(d Decision) map[string]contract.State {
-		out := make(map[string]contract.State, len(states))
+	applied := func(d Decision) map[string]keystate.State {
+		out := make(map[string]keystate.State, len(states))
 		for k, s := range states {
 			out[k] = s
 		}
 		for _, ev := range d.Txn {
-			out[ev.Key] = ev.State()
+			out[ev.Key] = keystate.FromEvent(ev)
 		}
 		return out
 	}
@@ -86,7 +87,7 @@ func TestDecideTxn(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		states   map[string]contract.State
+		states   map[string]keystate.State
 		req      *fixture
 		code     string // "" when applied
 		failedOp int

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
@@ -29,7 +30,7 @@ func TestDeniedWriteAudited(t *testing.T) {
 
 	expect(t, "put by reader", s.do("PUT", k, readerTok, `{"value":"attempted-secret"}`), 403, contract.EForbidden, "key")
 
-	var got []contract.Conflict
+	var got []decide.Conflict
 	testenv.WaitForNil(t, 30*time.Second, "the denial in kv.conflicts", func() error {
 		got = s.readConflicts(t)
 		if len(got) == 0 {
@@ -42,7 +43,7 @@ func TestDeniedWriteAudited(t *testing.T) {
 		t.Fatalf("%d kv.conflicts records, want 1: %+v", len(got), got)
 	}
 	c := got[0]
-	if c.Reason != contract.ReasonForbidden || c.Principal != "acme-reader" || c.Op != contract.OpPut ||
+	if c.Reason != decide.ReasonForbidden || c.Principal != "acme-reader" || c.Op != contract.OpPut ||
 		c.Key != strings.TrimPrefix(k, "/v1/kv/") || c.Scope != "tenant/acme/project/sec" || c.Semantics.Purpose != "config" {
 		t.Fatalf("record %+v", c)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/projection"
@@ -31,7 +32,7 @@ func partitionOf(tb testing.TB, key string) int32 {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return contract.Partition(k.Scope(), partitions)
+	return changelog.Partition(k.Scope(), partitions)
 }
 
 // manifestWriters starts a projector and two writers configured as

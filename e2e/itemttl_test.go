@@ -8,6 +8,7 @@ import (
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	inproc "github.com/eskv/eskv/testenv/stack"
 	"github.com/eskv/eskv/writer"
 )
@@ -136,7 +137,7 @@ func checkExpiries(t *testing.T, s *stack, queue string, ids []string) {
 		switch el := e.Element; {
 		case e.Principal != writer.SweeperPrincipal || el == nil:
 			t.Fatalf("qexpire %+v, want the sweeper's with the item", e)
-		case el.State == contract.ItemDone && el.DedupID == "job-9":
+		case el.State == decide.ItemDone && el.DedupID == "job-9":
 			done++
 		case el.State == "" && el.Op == contract.ElementRemove && el.ExpiresAt != nil:
 			removed[el.Member]++

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
@@ -110,7 +111,7 @@ func TestListThroughAnyWriter(t *testing.T) {
 	for i := range 8 {
 		scope := fmt.Sprintf("tenant/fwd/project/p%d", i)
 		prefix := scope + "/"
-		owner := owners[contract.Partition(scope, partitions)].Addr
+		owner := owners[changelog.Partition(scope, partitions)].Addr
 		for w, u := range urls {
 			name := fmt.Sprintf("via%d", w)
 			putAll(t, u, prefix, []string{name}, func(int) string { return `{"value":{"via":` + fmt.Sprint(w) + `}}` })

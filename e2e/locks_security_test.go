@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
@@ -205,7 +206,7 @@ func TestConflictsCountAgainstTheKeysPurpose(t *testing.T) {
 }
 
 // readConflicts returns every committed kv.conflicts record.
-func (s *stack) readConflicts(t *testing.T) []contract.Conflict {
+func (s *stack) readConflicts(t *testing.T) []decide.Conflict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -214,10 +215,10 @@ func (s *stack) readConflicts(t *testing.T) []contract.Conflict {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var out []contract.Conflict
+	var out []decide.Conflict
 	for p, end := range testenv.EndOffsets(ctx, t, cl, s.broker.Topics.Conflicts) {
 		err := changelog.ReadCommitted(ctx, cl, changelog.Range{Topic: s.broker.Topics.Conflicts, Partition: p, From: 0, End: end}, func(r *kgo.Record) error {
-			var c contract.Conflict
+			var c decide.Conflict
 			if err := json.Unmarshal(r.Value, &c); err != nil {
 				return err
 			}

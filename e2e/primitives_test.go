@@ -14,6 +14,7 @@ import (
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/writer"
 )
@@ -123,7 +124,7 @@ func TestLockFiftyAcquirers(t *testing.T) {
 	for _, e := range evs {
 		switch e.Kind {
 		case contract.KindPut:
-			var v contract.LockValue
+			var v decide.LockValue
 			if err := json.Unmarshal(e.After, &v); err != nil {
 				t.Fatalf("lock value %s: %v", e.After, err)
 			}
@@ -412,15 +413,25 @@ func TestSweeperExpiresEntries(t *testing.T) {
 	c := s.client()
 	ctx := context.Background()
 	const n = 40
+	// The renewed entry is renewed at once, before the others are
+	// written: the renewal must reach it before its 2 s expire, however
+	// busy the machine (tests run in parallel).
+	renewed := scope + "flags/tmp-00"
 	for i := range n {
-		if _, err := c.Put(ctx, client.PutRequest{Key: fmt.Sprintf("%sflags/tmp-%02d", scope, i), Value: json.RawMessage(`true`), TTL: time.Second,
+		if _, err := c.Put(ctx, client.PutRequest{Key: fmt.Sprintf("%sflags/tmp-%02d", scope, i), Value: json.RawMessage(`true`), TTL: 2 * time.Second,
 			Semantics: contract.Semantics{Purpose: "feature_flag", Producer: "flags-admin"}}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	renewed := scope + "flags/tmp-00"
-	if _, err := c.Put(ctx, client.PutRequest{Key: renewed, Value: json.RawMessage(`true`), TTL: time.Hour}); err != nil {
-		t.Fatal(err)
+		if i > 0 {
+			continue
+		}
+		e, err := c.Put(ctx, client.PutRequest{Key: renewed, Value: json.RawMessage(`true`), TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Entry.Version != 2 {
+			t.Fatalf("renewal answered version %d, want 2: the entry expired before it was renewed", e.Entry.Version)
+		}
 	}
 	var expired map[string]contract.Event
 	testenv.WaitFor(t, 20*time.Second, "expire events", func() bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projector"
 	inproc "github.com/eskv/eskv/testenv/stack"
@@ -134,7 +135,7 @@ func checkQueueLog(t *testing.T, s *stack, queue string, items int, receipts map
 			l.pushes++
 		case contract.OpQPop:
 			l.pops++
-			if el.State != contract.ItemInFlight || el.Deliveries != 1 || !receipts[contract.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)] {
+			if el.State != decide.ItemInFlight || el.Deliveries != 1 || !receipts[contract.Receipt(el.Member, el.Deliveries, el.ReceiptNonce)] {
 				t.Fatalf("pop of %s: %+v, want in flight at delivery 1 with a receipt a consumer got", el.Member, el)
 			}
 		case contract.OpQAck:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
@@ -158,7 +159,7 @@ func TestTxnFailingConditionChangesNothing(t *testing.T) {
 					t.Fatalf("%s changed: %+v %v", k, got, err)
 				}
 			}
-			var rec *contract.Conflict
+			var rec *decide.Conflict
 			for _, cr := range s.readConflicts(t) {
 				if cr.ID == e.CorrelationID {
 					rec = &cr
@@ -270,7 +271,7 @@ func TestTxnReplay(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != contract.EConflict || e.Field != "requestId" || *e.FailedOp != 0 {
 		t.Fatalf("stale retry: %v", err)
 	}
-	var rec *contract.Conflict
+	var rec *decide.Conflict
 	for _, cr := range s.readConflicts(t) {
 		if cr.ID == e.CorrelationID {
 			rec = &cr
@@ -393,12 +394,12 @@ func TestTxnDeniedWriteAudited(t *testing.T) {
 	if d := r.errorBody(t); r.Status != 403 || d.FailedOp == nil || *d.FailedOp != 1 || d.Field != "ops[1].key" {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	var got []contract.Conflict
+	var got []decide.Conflict
 	testenv.WaitFor(t, 30*time.Second, "the denial in kv.conflicts", func() bool {
 		got = s.readConflicts(t)
 		return len(got) > 0
 	})
-	if c := got[0]; len(got) != 1 || c.Reason != contract.ReasonForbidden || c.Op != contract.OpPut || c.Key != k+"2" || string(c.Attempted) != "null" {
+	if c := got[0]; len(got) != 1 || c.Reason != decide.ReasonForbidden || c.Op != contract.OpPut || c.Key != k+"2" || string(c.Attempted) != "null" {
 		t.Fatalf("records %+v", got)
 	}
 	if evs := s.readLog(t.Context()); len(evs) != 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -184,10 +185,14 @@ func wantCode(t *testing.T, s *stack, path string, ck *http.Cookie, status int, 
 }
 
 // TestStatusPageBrowser drives the page in headless Chromium: the login
-// form refuses a bad token and takes a good one, the project's rows show
-// purpose, version, holder and sizes, a row opens its history, a write
-// appears live (watch), the conflict chart has its bars, and the marker
-// value written to the keys appears nowhere in the rendered page. With
+// form refuses a bad token and takes a good one, the picker lists the
+// session's projects with their key counts, picking one shows its rows
+// (purpose, version, writer, holder, sizes, fingerprint and TTL), a
+// search by key prefix narrows them, a row opens its history, a write
+// appears live (watch), the conflict chart has its bars, the marker
+// value written to the keys appears nowhere in the rendered page, and at
+// 390 px wide nothing is cut off and the rows keep their writer, age,
+// holder, size and fingerprint. With
 // ESKV_UI_SCREENSHOT=docs/ui-status.png (relative to the repository) it
 // saves the screenshot the README shows.
 func TestStatusPageBrowser(t *testing.T) {
@@ -205,14 +210,20 @@ func TestStatusPageBrowser(t *testing.T) {
 	if msg := fromBrowser(t, ctx, "login error", chromedp.Text(chromedp.ID("login-error"))); !strings.Contains(msg, "unknown or expired token") {
 		t.Fatalf("the login form after a bad token says %q", msg)
 	}
-	inBrowser(t, ctx, "log in and open the project",
+	project := chromedp.CSS(`#projects button[data-prefix="` + uiPrefix + `"]`)
+	inBrowser(t, ctx, "log in and see the picker",
 		chromedp.SendKeys(chromedp.ID("token"), readerTok),
 		chromedp.Submit(chromedp.ID("token")),
-		// Shown once /ui/api/me answered (and filled the name in): set
-		// it only then.
-		chromedp.WaitVisible(chromedp.ID("project-by-name")),
-		chromedp.SetValue(chromedp.ID("project-name"), "acme/ui"),
-		chromedp.Click(chromedp.ID("project-open")),
+		chromedp.WaitVisible(project))
+	label := fromBrowser(t, ctx, "picker", chromedp.Evaluate[string](`(() => {
+		const b = document.querySelector('#projects button[data-prefix="`+uiPrefix+`"]');
+		return b.querySelector(".name").textContent + "|" + b.querySelector(".count").textContent;
+	})()`))
+	if label != "acme/ui|4 keys" {
+		t.Fatalf("the picker's button of the project says %q, want acme/ui and 4 keys", label)
+	}
+	inBrowser(t, ctx, "pick the project",
+		chromedp.Click(project),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`members"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#conflicts-svg rect`)))
 	rows := uiRows(t, ctx)
@@ -222,14 +233,21 @@ func TestStatusPageBrowser(t *testing.T) {
 		"jobs/queue": "queue v3 writer=acme-svc holder= size=3 fp=no ttl=no",
 		"members":    "set v2 writer=acme-svc holder= size=2 fp=no ttl=no",
 	}
-	for k, w := range want {
-		if rows[k] != w {
-			t.Errorf("row %s: %q, want %q", k, rows[k], w)
-		}
+	if !maps.Equal(rows, want) {
+		t.Errorf("rows %v, want %v", rows, want)
 	}
-	if len(rows) != len(want) {
-		t.Errorf("rows %v, want %d", rows, len(want))
+	if next := fromBrowser(t, ctx, "pager", chromedp.Evaluate[bool](`document.getElementById("keys-next").disabled`)); !next {
+		t.Errorf("one page of keys, and the next page's button is enabled")
 	}
+	inBrowser(t, ctx, "search jobs/",
+		chromedp.SendKeys(chromedp.ID("keys-search"), "jobs/"),
+		chromedp.Click(chromedp.ID("keys-search-go")),
+		chromedp.WaitNotPresent(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`members"]`)))
+	if rows := uiRows(t, ctx); len(rows) != 2 || rows["jobs/lock"] != want["jobs/lock"] || rows["jobs/queue"] != want["jobs/queue"] {
+		t.Errorf("rows under jobs/: %v, want jobs/lock and jobs/queue", rows)
+	}
+	inBrowser(t, ctx, "pick the project again", chromedp.Click(project),
+		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`members"]`)))
 	total := fromBrowser(t, ctx, "chart", chromedp.AttributeValue(chromedp.ID("conflicts-svg"), "data-total"))
 	inBrowser(t, ctx, "open a history",
 		chromedp.Click(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`members"]`)),
@@ -251,6 +269,32 @@ func TestStatusPageBrowser(t *testing.T) {
 		t.Fatalf("the rendered page holds the marker value")
 	}
 	uiScreenshot(t, ctx)
+	uiNarrow(t, ctx)
+}
+
+// uiNarrow shows the page 390 px wide (a phone) and checks that nothing
+// sticks out on the right: neither the page, nor the picker's buttons,
+// nor the keys table (whose rows become wrapping blocks there); and that
+// the keys' writer, age, holder, size and fingerprint still show.
+func uiNarrow(t *testing.T, ctx context.Context) {
+	t.Helper()
+	inBrowser(t, ctx, "390 px", chromedp.EmulateViewport(390, 844))
+	wide := fromBrowser(t, ctx, "widths", chromedp.Evaluate[[]string](`(() => {
+		const w = document.documentElement.clientWidth, out = [];
+		if (document.documentElement.scrollWidth > w) out.push("page " + document.documentElement.scrollWidth);
+		for (const e of document.querySelectorAll("#projects button, #keys, #keys tr, #keys-search-form, .pager, #conflicts-chart svg")) {
+			const r = e.getBoundingClientRect();
+			if (r.right > w + 0.5) out.push((e.id || e.tagName) + " " + Math.round(r.right));
+		}
+		for (const c of ["writer", "age", "holder", "size", "fingerprint"]) {
+			const td = [...document.querySelectorAll("#keys td." + c)].find((td) => td.textContent !== "");
+			if (!td || !td.getClientRects().length) out.push("hidden " + c);
+		}
+		return out;
+	})()`))
+	if len(wide) != 0 {
+		t.Fatalf("at 390 px these stick out: %v", wide)
+	}
 }
 
 // uiRows reads the key table as "purpose vN writer=... holder=... size=
@@ -329,7 +373,7 @@ func TestStatusPageServesNoValue(t *testing.T) {
 	marker := "ui-marker-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	uiSeed(t, s, marker)
 	ck := uiCookie(t, uiLogin(t, s, readerTok))
-	paths := []string{"/ui/", "/ui/login", "/ui/assets/app.js", "/ui/assets/style.css", "/ui/api/me",
+	paths := []string{"/ui/", "/ui/login", "/ui/assets/app.js", "/ui/assets/style.css", "/ui/api/me", "/ui/api/projects",
 		"/ui/api/keys?prefix=" + uiPrefix, "/ui/api/conflicts?prefix=" + uiPrefix}
 	for _, k := range []string{"checkpoint", "jobs/lock", "jobs/queue", "members"} {
 		paths = append(paths, "/ui/api/history?key="+uiPrefix+k)

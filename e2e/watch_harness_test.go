@@ -37,7 +37,7 @@ func (s *stack) prefixLog(ctx context.Context, prefix string) []logged {
 	}
 	defer cl.Close()
 	topic := s.broker.Topics.Changes
-	p := contract.Partition(contract.ScopeOf(prefix), partitions)
+	p := changelog.Partition(contract.ScopeOf(prefix), partitions)
 	start := testenv.StartOffsets(ctx, s.tb, cl, topic)[p]
 	end := testenv.EndOffsets(ctx, s.tb, cl, topic)[p]
 	var out []logged

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/service"
@@ -328,7 +329,7 @@ func TestWatchCursorExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	p := contract.Partition(contract.ScopeOf(prefix), partitions)
+	p := changelog.Partition(contract.ScopeOf(prefix), partitions)
 	end := testenv.EndOffsets(context.Background(), t, cl, st.Broker.Topics.Changes)[p]
 	offs := kadm.Offsets{}
 	offs.Add(kadm.Offset{Topic: st.Broker.Topics.Changes, Partition: p, At: end})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection/elemkey"
 )
 
@@ -56,13 +57,13 @@ func TestWriteOnlyCannotProbeCounter(t *testing.T) {
 		{"Min", `{"by":-1,"min":0}`, "min"},
 		{"MinAndMax", `{"by":1,"min":0,"max":10}`, "min"},
 		{"ByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, int64(math.MaxInt64)-secret), "by"},
-		{"NegativeByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, -(contract.MaxBlindStep + 1)), "by"},
+		{"NegativeByBeyondBlindStep", fmt.Sprintf(`{"by":%d}`, -(decide.MaxBlindStep + 1)), "by"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			expect(t, "increment", s.do("POST", k+":increment", writerTok, tc.body), 403, contract.EForbidden, tc.field)
 		})
 	}
-	expect(t, "by at the blind step", s.do("POST", k+":increment", writerTok, fmt.Sprintf(`{"by":%d}`, contract.MaxBlindStep)), 200, "", "")
+	expect(t, "by at the blind step", s.do("POST", k+":increment", writerTok, fmt.Sprintf(`{"by":%d}`, decide.MaxBlindStep)), 200, "", "")
 	expect(t, "reader's bound", s.do("POST", k+":increment", acmeToken, `{"by":1,"max":1}`), 409, contract.EOutOfRange, "max")
 }
 

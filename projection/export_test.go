@@ -9,13 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/eskv/eskv/contract"
 )
 
 // ExplainScan returns the plan, as EXPLAIN ANALYZE shows it, of the
 // statement Store.Scan runs for these arguments, under its settings.
-func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f contract.Filter, after string, limit int, now time.Time) string {
+func ExplainScan(tb testing.TB, pool *pgxpool.Pool, prefix string, f Filter, after string, limit int, now time.Time) string {
 	tb.Helper()
 	sql, args, err := scanStatement(prefix, f, Page{After: after, Limit: limit, MaxBytes: 1 << 30, Now: now})
 	if err != nil || sql == "" {
@@ -164,4 +162,13 @@ func ExplainKeys(tb testing.TB, pool *pgxpool.Pool, prefix string, now time.Time
 	tb.Helper()
 	end, _ := prefixEnd(prefix)
 	return explain(tb, pool, "SELECT 1", "EXPLAIN (VERBOSE, COSTS OFF) "+keysSQL, prefix, "", now, end, 11, 1<<20)
+}
+
+// ExplainPageAsOf is the plan of PageAsOf's statement for a page of limit
+// under prefix at offset (a position: no time).
+func ExplainPageAsOf(tb testing.TB, pool *pgxpool.Pool, prefix string, offset int64, limit int) string {
+	tb.Helper()
+	end, _ := prefixEnd(prefix)
+	return explain(tb, pool, `SET LOCAL enable_seqscan = off`, "EXPLAIN (COSTS OFF) "+pageAsOfSQL("true"),
+		prefix, "", end, offset, nil, limit+1, 1<<30)
 }

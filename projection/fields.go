@@ -57,7 +57,7 @@ const maxFieldDepth = 256
 // (Postgres raises the error), the escapes jsonb refuses (\u0000, an
 // unpaired surrogate: ditto), numbers that are not a top-level member's
 // (a huge exponent in them could make jsonb fail), nesting beyond
-// maxFieldDepth, and more than contract.MaxFilterFields candidates (which
+// maxFieldDepth, and more than MaxFilterFields candidates (which
 // of them are kept depends on the numbers' cap, applied in SQL).
 func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 	p := fieldParser{v: v}
@@ -94,7 +94,7 @@ func valueFields(v string, dst []valueField) (fields []valueField, ok bool) {
 			out = append(out, f)
 		}
 	}
-	if len(out) > contract.MaxFilterFields {
+	if len(out) > MaxFilterFields {
 		return nil, false
 	}
 	return out, true

@@ -340,7 +340,7 @@ func FuzzValueFields(f *testing.F) {
 			want = append(want, c)
 		}
 		slices.SortFunc(want, func(a, b projection.FieldCandidate) int { return strings.Compare(a.Field, b.Field) })
-		if len(want) > contract.MaxFilterFields {
+		if len(want) > projection.MaxFilterFields {
 			t.Fatalf("Go decides %q with %d candidates", v, len(want))
 		}
 		if fmt.Sprint(candidateStrings(cands)) != fmt.Sprint(candidateStrings(want)) {

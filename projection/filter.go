@@ -7,10 +7,10 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// A filter (contract.Filter) is answered from kv_fields, the index of the
-// values' top-level scalar fields within the caps contract.MaxFilterFields,
+// A filter (Filter) is answered from kv_fields, the index of the
+// values' top-level scalar fields within the caps MaxFilterFields,
 // contract.MaxFieldNameBytes, contract.MaxFieldStringBytes and
-// contract.MaxFieldNumberChars.
+// MaxFieldNumberChars.
 
 var opSQL = map[contract.FilterOp]string{
 	contract.FilterEq: "=", contract.FilterNe: "<>", contract.FilterLt: "<",
@@ -24,7 +24,7 @@ type operand struct {
 }
 
 // operandOf validates f and returns its value as the SQL compares it.
-func operandOf(f *contract.Filter) (operand, error) {
+func operandOf(f *Filter) (operand, error) {
 	v, err := f.Literal()
 	if err != nil {
 		return operand{}, err

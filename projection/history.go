@@ -12,6 +12,27 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
+// HistoryVersionOf is the version e made.
+func HistoryVersionOf(e *contract.Event) contract.HistoryVersion {
+	v := contract.HistoryVersion{Version: e.Version, Kind: e.Kind, Op: e.Op, Principal: e.Principal,
+		RequestID: e.RequestID, TS: e.TS, ExpiresAt: e.ExpiresAt, TxnID: e.TxnID, Element: PublicElement(e.Element)}
+	if e.Live() {
+		v.Value = e.After
+	}
+	return v
+}
+
+// PublicElement is el as answers (history, watch) show it to principals: without the receipt
+// nonce, which only the consumer the pop answered may hold.
+func PublicElement(el *contract.Element) *contract.Element {
+	if el == nil || el.ReceiptNonce == "" {
+		return el
+	}
+	c := *el
+	c.ReceiptNonce = ""
+	return &c
+}
+
 // historyEvent is a kv_history row's event as jsonb, whichever column
 // holds it: event for the rows written as HistoryJSONB (every row written
 // before migration 00011), the text of event_text for those written as
@@ -76,7 +97,7 @@ func (s *Store) History(ctx context.Context, key string, from int64, limit, maxB
 		if err != nil {
 			return nil, 0, fmt.Errorf("projection: history of %s: %w", key, err)
 		}
-		versions = append(versions, contract.HistoryVersionOf(&e))
+		versions = append(versions, HistoryVersionOf(&e))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/testenv"
@@ -21,7 +22,7 @@ func (m *queueModel) pushTTL(data string, expiresAt time.Time) contract.Event {
 	}
 	at := t0.Add(time.Duration(m.version) * time.Second)
 	return m.event(contract.OpQPush, contract.Element{Member: elemkey.QueueMember(m.since, 0, m.version), Value: json.RawMessage(data),
-		State: contract.ItemReady, PushedAt: &at, ExpiresAt: &expiresAt})
+		State: decide.ItemReady, PushedAt: &at, ExpiresAt: &expiresAt})
 }
 
 // expire is the sweeper's qexpire of member: removed (done with a
@@ -29,12 +30,12 @@ func (m *queueModel) pushTTL(data string, expiresAt time.Time) contract.Event {
 func (m *queueModel) expire(member string) contract.Event {
 	m.version++
 	el := m.items[member]
-	if el.State == contract.ItemInFlight {
+	if el.State == decide.ItemInFlight {
 		m.inFlight--
 	}
 	el.State, el.VisibleAt = "", nil
 	if el.DedupID != "" {
-		el.State = contract.ItemDone
+		el.State = decide.ItemDone
 	}
 	return m.event(contract.OpQExpire, el)
 }
@@ -115,7 +116,7 @@ func (m *queueModel) popMember(member string, deadline *time.Time) contract.Even
 	m.version++
 	el := m.items[member]
 	el.Deliveries++
-	el.State, el.VisibleAt = contract.ItemInFlight, deadline
+	el.State, el.VisibleAt = decide.ItemInFlight, deadline
 	m.inFlight++
 	return m.event(contract.OpQPop, el)
 }

@@ -131,7 +131,7 @@ func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 	t.Run("History", func(t *testing.T) {
 		want := []contract.HistoryVersion{}
 		for _, e := range []contract.Event{a1, a2, a3, a4, a5} {
-			want = append(want, contract.HistoryVersionOf(&e))
+			want = append(want, projection.HistoryVersionOf(&e))
 		}
 		got, next, err := s.History(ctx, a, 1, 10, 1<<20)
 		if err != nil || next != 0 || !reflect.DeepEqual(got, want) {

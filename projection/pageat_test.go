@@ -13,7 +13,8 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-// TestPageAt: a page as of a position answers each key's state then —
+// TestPageAt: a page as of a position (PageAsOf, a listing's later page:
+// AsOf.Snapshot, expiries at now) answers each key's state then —
 // from kv_entries when its latest event is at or before the position,
 // else from kv_history (a key changed since at its version then, a key
 // deleted since as it was, a key created since absent) — filtered,
@@ -45,7 +46,7 @@ func TestPageAt(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		at        int64
-		f         *contract.Filter
+		f         *projection.Filter
 		limit     int
 		want      string
 		truncated bool
@@ -59,7 +60,7 @@ func TestPageAt(t *testing.T) {
 		{"OKFilterLatest", 5, &x, 10, "d@1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			entries, truncated, err := s.PageAt(ctx, p, tc.f, tc.at, projection.Page{Limit: tc.limit, MaxBytes: noBudget, Now: now})
+			entries, truncated, err := s.PageAsOf(ctx, p, tc.f, projection.AsOf{Offset: tc.at, Time: &now, Snapshot: true}, projection.Page{Limit: tc.limit, MaxBytes: noBudget, Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +74,7 @@ func TestPageAt(t *testing.T) {
 		})
 	}
 	t.Run("OKHistoryValue", func(t *testing.T) {
-		entries, _, err := s.PageAt(ctx, p, nil, 2, projection.Page{Limit: 1, MaxBytes: noBudget, Now: now})
+		entries, _, err := s.PageAsOf(ctx, p, nil, projection.AsOf{Offset: 2, Time: &now, Snapshot: true}, projection.Page{Limit: 1, MaxBytes: noBudget, Now: now})
 		if err != nil || len(entries) != 1 || string(entries[0].Value) != `{"s":"x"}` || entries[0].Semantics.Purpose != "checkpoint" {
 			t.Fatalf("a at 2: %+v %v", entries, err)
 		}
@@ -82,13 +83,13 @@ func TestPageAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("ErrSnapshotExpired", func(t *testing.T) {
-		_, _, err := s.PageAt(ctx, p, nil, 2, projection.Page{Limit: 10, MaxBytes: noBudget, Now: now})
+		_, _, err := s.PageAsOf(ctx, p, nil, projection.AsOf{Offset: 2, Time: &now, Snapshot: true}, projection.Page{Limit: 10, MaxBytes: noBudget, Now: now})
 		if contract.ErrorCode(err) != contract.ESnapshotExpired {
 			t.Fatalf("error %v, want %s", err, contract.ESnapshotExpired)
 		}
 	})
 	t.Run("OKAfterRetentionWhereNothingChanged", func(t *testing.T) {
-		entries, _, err := s.PageAt(ctx, p, nil, 2, projection.Page{After: p + "b", Limit: 10, MaxBytes: noBudget, Now: now})
+		entries, _, err := s.PageAsOf(ctx, p, nil, projection.AsOf{Offset: 2, Time: &now, Snapshot: true}, projection.Page{After: p + "b", Limit: 10, MaxBytes: noBudget, Now: now})
 		if err != nil || len(entries) != 1 || !slices.ContainsFunc(entries, func(e contract.Entry) bool { return e.Key == p+"c" }) {
 			t.Fatalf("after b at 2: %+v %v, want c", entries, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/testenv"
@@ -35,7 +36,7 @@ func newQueueModel(tb testing.TB, key string, version int64) *queueModel {
 func (m *queueModel) size() int64 {
 	var n int64
 	for _, el := range m.items {
-		if el.State != contract.ItemDone && inIncarnation(el.Member, m.since) {
+		if el.State != decide.ItemDone && inIncarnation(el.Member, m.since) {
 			n++
 		}
 	}
@@ -68,7 +69,7 @@ func (m *queueModel) push(data string, prio int64, dedup string) contract.Event 
 	}
 	at := t0.Add(time.Duration(m.version) * time.Second)
 	return m.event(contract.OpQPush, contract.Element{Member: elemkey.QueueMember(m.since, prio, m.version), Value: json.RawMessage(data),
-		State: contract.ItemReady, DedupID: dedup, PushedAt: &at})
+		State: decide.ItemReady, DedupID: dedup, PushedAt: &at})
 }
 
 // ready lists the ready items of the current incarnation in serving
@@ -76,7 +77,7 @@ func (m *queueModel) push(data string, prio int64, dedup string) contract.Event 
 func (m *queueModel) ready() []contract.Element {
 	var out []contract.Element
 	for _, k := range slices.Sorted(maps.Keys(m.items)) {
-		if el := m.items[k]; el.State == contract.ItemReady && inIncarnation(k, m.since) {
+		if el := m.items[k]; el.State == decide.ItemReady && inIncarnation(k, m.since) {
 			out = append(out, el)
 		}
 	}
@@ -91,11 +92,11 @@ func (m *queueModel) pop(deadline *time.Time) contract.Event {
 	el.Deliveries++
 	switch {
 	case deadline != nil:
-		el.State, el.VisibleAt = contract.ItemInFlight, deadline
+		el.State, el.VisibleAt = decide.ItemInFlight, deadline
 		el.ReceiptNonce = fmt.Sprintf("%032x", m.version)
 		m.inFlight++
 	case el.DedupID != "":
-		el.State = contract.ItemDone
+		el.State = decide.ItemDone
 	default:
 		el.State = ""
 	}
@@ -107,7 +108,7 @@ func (m *queueModel) ack(member string) contract.Event {
 	el := m.items[member]
 	el.State, el.VisibleAt, el.ReceiptNonce = "", nil, ""
 	if el.DedupID != "" {
-		el.State = contract.ItemDone
+		el.State = decide.ItemDone
 	}
 	m.inFlight--
 	return m.event(contract.OpQAck, el)
@@ -116,7 +117,7 @@ func (m *queueModel) ack(member string) contract.Event {
 func (m *queueModel) requeue(member string) contract.Event {
 	m.version++
 	el := m.items[member]
-	el.State, el.VisibleAt, el.ReceiptNonce = contract.ItemReady, nil, ""
+	el.State, el.VisibleAt, el.ReceiptNonce = decide.ItemReady, nil, ""
 	m.inFlight--
 	return m.event(contract.OpQRequeue, el)
 }
@@ -184,9 +185,9 @@ func TestApplyQueues(t *testing.T) {
 		var done, flying string
 		for k, el := range m.items {
 			switch el.State {
-			case contract.ItemDone:
+			case decide.ItemDone:
 				done = k
-			case contract.ItemInFlight:
+			case decide.ItemInFlight:
 				flying = k
 			}
 		}
@@ -210,8 +211,8 @@ func TestApplyQueues(t *testing.T) {
 		if d, ok := f.Dedups[q.Dedups[1]]; !ok || d.DedupID != "d4" {
 			t.Fatalf("dedup d4 = %+v %v", d, ok)
 		}
-		if _, ok := f.Dedups[q.Dedups[2]]; ok || len(f.Items) != 2 || f.Items[q.Items[0]].State != contract.ItemDone ||
-			f.Items[q.Items[1]].State != contract.ItemInFlight || f.Items[q.Items[1]].VisibleAt == nil {
+		if _, ok := f.Dedups[q.Dedups[2]]; ok || len(f.Items) != 2 || f.Items[q.Items[0]].State != decide.ItemDone ||
+			f.Items[q.Items[1]].State != decide.ItemInFlight || f.Items[q.Items[1]].VisibleAt == nil {
 			t.Fatalf("dedups %+v items %+v", f.Dedups, f.Items)
 		}
 		// The in-flight delivery's receipt nonce is the one its pop

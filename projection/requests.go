@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // RequestRef names a requestId used on a key.
@@ -83,14 +84,14 @@ CROSS JOIN LATERAL (
 // writer decides a batch of writes on both (writer.decideRequestID):
 // the history is how a requestId older than the key's latest write is
 // remembered once its event is projected.
-func (s *Store) StatesAndRequests(ctx context.Context, keys []string, refs []RequestRef) (map[string]contract.State, map[RequestRef]AppliedRequest, error) {
+func (s *Store) StatesAndRequests(ctx context.Context, keys []string, refs []RequestRef) (map[string]keystate.State, map[RequestRef]AppliedRequest, error) {
 	f, err := s.Lookup(ctx, keys, refs, nil)
 	return f.States, f.Requests, err
 }
 
 // Found is what Lookup found.
 type Found struct {
-	States   map[string]contract.State
+	States   map[string]keystate.State
 	Requests map[RequestRef]AppliedRequest
 	// Elements holds the version of each asked kv_elements row that
 	// exists (absent: no row).
@@ -130,7 +131,7 @@ func (s *Store) Lookup(ctx context.Context, keys []string, refs []RequestRef, el
 func (s *Store) Find(ctx context.Context, q Query) (Found, error) {
 	keys, refs, elems := q.Keys, q.Requests, q.Elements
 	f := Found{
-		States:   make(map[string]contract.State, len(keys)),
+		States:   make(map[string]keystate.State, len(keys)),
 		Requests: make(map[RequestRef]AppliedRequest),
 		Elements: make(map[ElementRef]int64),
 		Values:   make(map[ElementRef]json.RawMessage),
@@ -178,14 +179,14 @@ func (s *Store) Find(ctx context.Context, q Query) (Found, error) {
 	}
 	for _, k := range keys {
 		if _, ok := f.States[k]; !ok {
-			f.States[k] = contract.State{}
+			f.States[k] = keystate.State{}
 		}
 	}
 	return f, nil
 }
 
 // readBatch reads the answers of StatesAndRequests' batch.
-func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string]contract.State, applied map[RequestRef]AppliedRequest) error {
+func readBatch(br pgx.BatchResults, withStates, withRefs bool, states map[string]keystate.State, applied map[RequestRef]AppliedRequest) error {
 	if withStates {
 		rows, err := br.Query()
 		if err != nil {

@@ -49,7 +49,7 @@ const scanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', 
 
 // scanStatement returns the statement of a scan and its arguments, or ""
 // when nothing can match (keys are ASCII).
-func scanStatement(prefix string, f contract.Filter, pg Page) (string, []any, error) {
+func scanStatement(prefix string, f Filter, pg Page) (string, []any, error) {
 	after, limit, maxBytes, now := pg.After, pg.Limit, pg.MaxBytes, pg.Now
 	if err := checkPage(limit, maxBytes); err != nil {
 		return "", nil, err
@@ -117,12 +117,12 @@ ORDER BY key`
 
 // Scan is List with a filter: the live entries whose key starts with
 // prefix and sorts after the cursor after, not expired at now, whose
-// value matches f (see contract.Filter), in byte order of their keys, at most
+// value matches f (see Filter), in byte order of their keys, at most
 // limit of them and no more than fit in maxBytes (see List); truncated
 // reports that more matching entries follow the last one returned. Indexes answer it (kv_fields); values are not read.
 // An invalid filter is an *contract.Error with code invalid naming "field",
 // "op" or "value".
-func (s *Store) Scan(ctx context.Context, prefix string, f contract.Filter, pg Page) (entries []contract.Entry, truncated bool, err error) {
+func (s *Store) Scan(ctx context.Context, prefix string, f Filter, pg Page) (entries []contract.Entry, truncated bool, err error) {
 	sql, args, err := scanStatement(prefix, f, pg)
 	if err != nil || sql == "" {
 		return nil, false, err

@@ -25,8 +25,8 @@ import (
 	"github.com/eskv/eskv/testenv"
 )
 
-func filter(field string, op contract.FilterOp, value string) contract.Filter {
-	return contract.Filter{Field: field, Op: op, Value: json.RawMessage(value)}
+func filter(field string, op contract.FilterOp, value string) projection.Filter {
+	return projection.Filter{Field: field, Op: op, Value: json.RawMessage(value)}
 }
 
 func expiring(tb testing.TB, key string, version int64, value string, at time.Time) contract.Event {
@@ -37,7 +37,7 @@ func expiring(tb testing.TB, key string, version int64, value string, at time.Ti
 }
 
 // mustScan returns the keys (without prefix trim) of one scan page.
-func mustScan(tb testing.TB, s *projection.Store, prefix string, f contract.Filter, after string, limit int, now time.Time) ([]string, bool) {
+func mustScan(tb testing.TB, s *projection.Store, prefix string, f projection.Filter, after string, limit int, now time.Time) ([]string, bool) {
 	tb.Helper()
 	entries, truncated, err := s.Scan(context.Background(), prefix, f, projection.Page{After: after, Limit: limit, MaxBytes: noBudget, Now: now})
 	if err != nil {
@@ -112,7 +112,7 @@ func TestApplyIndexesFields(t *testing.T) {
 	s := projection.New(pool)
 	const p = "tenant/t/project/fields/"
 	many := map[string]int{}
-	for i := range contract.MaxFilterFields + 6 {
+	for i := range projection.MaxFilterFields + 6 {
 		many[fmt.Sprintf("f%03d", i)] = i
 	}
 	manyJSON, _ := json.Marshal(many)
@@ -177,9 +177,9 @@ func TestApplyIndexesFields(t *testing.T) {
 	}
 	t.Run("CapFieldsFirstByName", func(t *testing.T) {
 		rows := storedFields(t, pool, capKey)
-		if len(rows) != contract.MaxFilterFields || !strings.Contains(rows[0], ".f000 ") ||
-			!strings.Contains(rows[len(rows)-1], fmt.Sprintf(".f%03d ", contract.MaxFilterFields-1)) {
-			t.Errorf("%d fields indexed (%v ... %v); want the first %d by name", len(rows), rows[0], rows[len(rows)-1], contract.MaxFilterFields)
+		if len(rows) != projection.MaxFilterFields || !strings.Contains(rows[0], ".f000 ") ||
+			!strings.Contains(rows[len(rows)-1], fmt.Sprintf(".f%03d ", projection.MaxFilterFields-1)) {
+			t.Errorf("%d fields indexed (%v ... %v); want the first %d by name", len(rows), rows[0], rows[len(rows)-1], projection.MaxFilterFields)
 		}
 	})
 	checkFieldsDerived(t, pool)
@@ -301,7 +301,7 @@ func TestScan(t *testing.T) {
 	tests := []struct {
 		name   string
 		prefix string
-		f      contract.Filter
+		f      projection.Filter
 		want   string // keys without p, space separated
 	}{
 		{"StringEq", p, filter("state", contract.FilterEq, `"done"`), "a l"},
@@ -400,7 +400,7 @@ func TestScan(t *testing.T) {
 	})
 	for _, tt := range []struct {
 		name, field string
-		f           contract.Filter
+		f           projection.Filter
 		limit       int
 	}{
 		{"ErrNonPositiveLimit", "limit", filter("state", contract.FilterEq, `"x"`), 0},
@@ -417,7 +417,7 @@ func TestScan(t *testing.T) {
 		{"ErrEmpty", "value", filter("state", contract.FilterEq, ``), 10},
 		{"ErrStringTooLong", "value", filter("state", contract.FilterLt, `"`+strings.Repeat("s", contract.MaxFieldStringBytes+1)+`"`), 10},
 		{"ErrStringNUL", "value", filter("state", contract.FilterEq, `"a\u0000"`), 10},
-		{"ErrNumberTooLong", "value", filter("n", contract.FilterEq, strings.Repeat("9", contract.MaxFieldNumberChars+1)), 10},
+		{"ErrNumberTooLong", "value", filter("n", contract.FilterEq, strings.Repeat("9", projection.MaxFieldNumberChars+1)), 10},
 		{"ErrHugeExponent", "value", filter("n", contract.FilterLt, `1e200000`), 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -489,7 +489,7 @@ func TestScanAgreesWithBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	matches := func(f contract.Filter, v map[string]any) bool {
+	matches := func(f projection.Filter, v map[string]any) bool {
 		fv, ok := v[f.Field]
 		if !ok {
 			return false
@@ -534,7 +534,7 @@ func TestScanAgreesWithBruteForce(t *testing.T) {
 			return c >= 0
 		}
 	}
-	for _, f := range []contract.Filter{
+	for _, f := range []projection.Filter{
 		filter("state", contract.FilterEq, `"done"`),
 		filter("state", contract.FilterNe, `"done"`),
 		filter("state", contract.FilterLt, `"new"`),
@@ -612,7 +612,7 @@ func TestScanUsesIndexes(t *testing.T) {
 	ts := func(sec int) string { return `"` + t0.Add(time.Duration(sec)*time.Second).Format(time.RFC3339) + `"` }
 	for _, tt := range []struct {
 		name  string
-		f     contract.Filter
+		f     projection.Filter
 		index string // of the value-first part
 		runs  bool   // whether the value-first part runs
 	}{

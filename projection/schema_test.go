@@ -11,6 +11,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -44,8 +45,8 @@ func TestInSchema(t *testing.T) {
 	s := projection.New(pool)
 	e := put(t, "tenant/t/project/p/k", 1, `{"a":1}`)
 	mustApply(t, s, "kv.changes", batchOf(0, e))
-	if got := mustState(t, s, e.Key); !reflect.DeepEqual(got, e.State()) {
-		t.Errorf("state in rebuild_a:\n got %+v\nwant %+v", got, e.State())
+	if got := mustState(t, s, e.Key); !reflect.DeepEqual(got, keystate.FromEvent(&e)) {
+		t.Errorf("state in rebuild_a:\n got %+v\nwant %+v", got, keystate.FromEvent(&e))
 	}
 	if got := mustState(t, projection.New(pg.Pool), e.Key); got.Version != 0 {
 		t.Errorf("the key reached the public schema: %+v", got)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // db is what a Store reads and writes through: a pgx pool, or one
@@ -78,14 +79,14 @@ WHERE NOT EXISTS (SELECT FROM kv_entries WHERE key = $3)`
 // StateAt is State together with the position of partition the
 // projection had when it was read, in one statement: the state holds
 // every event of key at an offset up to the position and none after.
-func (s *Store) StateAt(ctx context.Context, topic string, partition int32, key string) (contract.State, int64, error) {
+func (s *Store) StateAt(ctx context.Context, topic string, partition int32, key string) (keystate.State, int64, error) {
 	var pos int64
 	st, err := scanStateCached(s.pool.QueryRow(ctx, stateAtSQL, topic, partition, key), nil, &pos)
 	if err != nil {
-		return contract.State{}, 0, translate("state", err)
+		return keystate.State{}, 0, translate("state", err)
 	}
 	if st.Version == 0 {
-		return contract.State{}, pos, nil
+		return keystate.State{}, pos, nil
 	}
 	return st, pos, nil
 }

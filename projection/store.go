@@ -21,6 +21,7 @@ import (
 
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Store reads and writes the projection tables through a pgx pool. It is
@@ -611,20 +612,20 @@ const stateColumns = `key, version, live, value, created_at, updated_at, expires
 // when the key was never written; a deleted or expired key keeps its last
 // version with Live false. An entry past its expiry but not yet expired by
 // an event is still Live here: State.Visible decides what a read sees.
-func (s *Store) State(ctx context.Context, key string) (contract.State, error) {
+func (s *Store) State(ctx context.Context, key string) (keystate.State, error) {
 	st, err := scanState(s.pool.QueryRow(ctx, `SELECT `+stateColumns+` FROM kv_entries WHERE key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return contract.State{}, nil
+		return keystate.State{}, nil
 	}
 	if err != nil {
-		return contract.State{}, translate("state", err)
+		return keystate.State{}, translate("state", err)
 	}
 	return st, nil
 }
 
 // States returns the states of many keys in one query. Every requested key
 // is in the map; keys never written have the zero State.
-func (s *Store) States(ctx context.Context, keys []string) (map[string]contract.State, error) {
+func (s *Store) States(ctx context.Context, keys []string) (map[string]keystate.State, error) {
 	out, _, err := s.StatesAndRequests(ctx, keys, nil)
 	return out, err
 }
@@ -638,7 +639,7 @@ const statesSQL = `SELECT e.* FROM unnest($1::text[]) AS k(key)
 		CROSS JOIN LATERAL (SELECT ` + stateColumns + ` FROM kv_entries WHERE kv_entries.key = k.key OFFSET 0) e`
 
 // readStates reads the rows of statesSQL into out and closes rows.
-func readStates(rows pgx.Rows, out map[string]contract.State) error {
+func readStates(rows pgx.Rows, out map[string]keystate.State) error {
 	defer rows.Close()
 	cache := make(semCache)
 	for rows.Next() {
@@ -764,9 +765,9 @@ func readPage(rows pgx.Rows, limit int, op string) (entries []contract.Entry, tr
 }
 
 // scanState reads one row of stateColumns. A live row gives the full
-// entry; a deleted or expired one gives what contract.Event.State gives for
+// entry; a deleted or expired one gives what keystate.FromEvent gives for
 // such an event: key, version, update time, writer and request id.
-func scanState(row pgx.Row) (contract.State, error) {
+func scanState(row pgx.Row) (keystate.State, error) {
 	return scanStateCached(row, nil)
 }
 
@@ -777,9 +778,9 @@ type semCache map[string]contract.Semantics
 
 // scanStateCached is scanState with cache; extra are the destinations
 // of columns after stateColumns.
-func scanStateCached(row pgx.Row, cache semCache, extra ...any) (contract.State, error) {
+func scanStateCached(row pgx.Row, cache semCache, extra ...any) (keystate.State, error) {
 	var (
-		st               contract.State
+		st               keystate.State
 		e                contract.Entry
 		value            []byte
 		created, expires *time.Time
@@ -788,7 +789,7 @@ func scanStateCached(row pgx.Row, cache semCache, extra ...any) (contract.State,
 	dest := append([]any{&e.Key, &st.Version, &st.Live, &value, &created, &e.UpdatedAt, &expires,
 		&e.LastWriter, &e.RequestID, &st.RequestDigest, &e.SpecRef, &sem}, extra...)
 	if err := row.Scan(dest...); err != nil {
-		return contract.State{}, err
+		return keystate.State{}, err
 	}
 	e.Version = st.Version
 	e.UpdatedAt = e.UpdatedAt.UTC()
@@ -809,7 +810,7 @@ func scanStateCached(row pgx.Row, cache semCache, extra ...any) (contract.State,
 		e.Semantics.ConsumerHints = slices.Clone(c.ConsumerHints)
 	} else {
 		if err := json.Unmarshal(sem, &e.Semantics); err != nil {
-			return contract.State{}, fmt.Errorf("decode semantics of %s: %w", e.Key, err)
+			return keystate.State{}, fmt.Errorf("decode semantics of %s: %w", e.Key, err)
 		}
 		if cache != nil {
 			c := e.Semantics

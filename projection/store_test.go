@@ -16,6 +16,7 @@ import (
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -78,7 +79,7 @@ func mustApply(tb testing.TB, s *projection.Store, topic string, batch []project
 	}
 }
 
-func mustState(tb testing.TB, s *projection.Store, key string) contract.State {
+func mustState(tb testing.TB, s *projection.Store, key string) keystate.State {
 	tb.Helper()
 	st, err := s.State(context.Background(), key)
 	if err != nil {
@@ -210,7 +211,7 @@ func TestApply(t *testing.T) {
 				offset += int64(len(b))
 			}
 			w := tt.want(key)
-			if got, want := mustState(t, s, key), w.State(); !reflect.DeepEqual(got, want) {
+			if got, want := mustState(t, s, key), keystate.FromEvent(&w); !reflect.DeepEqual(got, want) {
 				t.Errorf("state:\n got %+v\nwant %+v", got, want)
 			}
 			if got := historyVersions(t, pool, key); !slices.Equal(got, tt.history) {
@@ -364,7 +365,7 @@ func TestStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]contract.State{live: pLive.State(), gone: dGone.State(), never: {}}
+	want := map[string]keystate.State{live: keystate.FromEvent(&pLive), gone: keystate.FromEvent(&dGone), never: {}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("states:\n got %+v\nwant %+v", got, want)
 	}
@@ -454,7 +455,7 @@ func TestList(t *testing.T) {
 				return err
 			},
 			func() error {
-				_, _, err := s.Scan(context.Background(), p, contract.Filter{Field: "a", Op: contract.FilterEq, Value: []byte("1")}, projection.Page{After: p + "a\x00", Limit: 10, MaxBytes: noBudget, Now: now})
+				_, _, err := s.Scan(context.Background(), p, projection.Filter{Field: "a", Op: contract.FilterEq, Value: []byte("1")}, projection.Page{After: p + "a\x00", Limit: 10, MaxBytes: noBudget, Now: now})
 				return err
 			},
 		} {
@@ -600,7 +601,7 @@ func TestStatesAndRequests(t *testing.T) {
 	if !reflect.DeepEqual(withoutAt(got), withoutAt(want)) {
 		t.Errorf("applied requests:\n got %+v\nwant %+v", got, want)
 	}
-	if wantStates := map[string]contract.State{a: a4.State(), never: {}}; !reflect.DeepEqual(states, wantStates) {
+	if wantStates := map[string]keystate.State{a: keystate.FromEvent(&a4), never: {}}; !reflect.DeepEqual(states, wantStates) {
 		t.Errorf("states:\n got %+v\nwant %+v", states, wantStates)
 	}
 	if _, only, err := s.StatesAndRequests(context.Background(), nil, []projection.RequestRef{ref(b, "req-2")}); err != nil || len(only) != 1 {

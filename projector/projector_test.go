@@ -22,6 +22,7 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
 )
@@ -159,7 +160,7 @@ func assertFold(tb testing.TB, pool *pgxpool.Pool, s *projection.Store, f *fold)
 	}
 	for _, k := range keys {
 		e := f.last[k]
-		if want := e.State(); !reflect.DeepEqual(got[k], want) {
+		if want := keystate.FromEvent(&e); !reflect.DeepEqual(got[k], want) {
 			tb.Errorf("%s:\n got %+v\nwant %+v", k, got[k], want)
 		}
 	}
@@ -294,7 +295,7 @@ func TestAbortedTransactionNeverProjected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]contract.State{a: a1.State(), c: c1.State(), aborted: {}}
+	want := map[string]keystate.State{a: keystate.FromEvent(&a1), c: keystate.FromEvent(&c1), aborted: {}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("states:\n got %+v\nwant %+v", got, want)
 	}

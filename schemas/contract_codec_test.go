@@ -11,6 +11,7 @@ import (
 
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection/elemkey"
 	"github.com/eskv/eskv/schemas"
 )
@@ -61,9 +62,9 @@ func elementSamples() map[string]contract.Event {
 	add("LPush", contract.OpLPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: elemkey.ListPosition(-3), Value: json.RawMessage(`{"job":1}`)})
 	add("RPop", contract.OpRPop, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: elemkey.ListPosition(7), Value: json.RawMessage(`"x"`)})
 	add("QPush", contract.OpQPush, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(3, 0, 9),
-		Value: json.RawMessage(`{"n":1}`), State: contract.ItemReady, DedupID: "d-1", PushedAt: &pushed, ExpiresAt: &expires})
+		Value: json.RawMessage(`{"n":1}`), State: decide.ItemReady, DedupID: "d-1", PushedAt: &pushed, ExpiresAt: &expires})
 	add("QPop", contract.OpQPop, contract.KindPut, contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(3, -5, 9),
-		Value: json.RawMessage(`null`), State: contract.ItemInFlight, Deliveries: 2, VisibleAt: &visible, PushedAt: &pushed,
+		Value: json.RawMessage(`null`), State: decide.ItemInFlight, Deliveries: 2, VisibleAt: &visible, PushedAt: &pushed,
 		ReceiptNonce: "0123456789abcdef0123456789abcdef"})
 	add("QAck", contract.OpQAck, contract.KindPut, contract.Element{Op: contract.ElementRemove, Member: elemkey.QueueMember(3, 0, 9), Value: json.RawMessage(`1`)})
 	return out

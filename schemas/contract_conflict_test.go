@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/schemas"
 )
 
-func conflictSamples() map[string]contract.Conflict {
-	mismatch := contract.Conflict{
+func conflictSamples() map[string]decide.Conflict {
+	mismatch := decide.Conflict{
 		SchemaVersion:   contract.SchemaVersion,
 		ID:              "c-5b2f0e8e",
 		Key:             testKey,
@@ -39,9 +40,9 @@ func conflictSamples() map[string]contract.Conflict {
 	reused.Reason = "request_id_reused"
 
 	// A denied write: no value, no version, the request's op.
-	forbidden := contract.Conflict{SchemaVersion: contract.SchemaVersion, ID: "c-6a1", Key: testKey, Scope: "tenant/acme/project/billing",
+	forbidden := decide.Conflict{SchemaVersion: contract.SchemaVersion, ID: "c-6a1", Key: testKey, Scope: "tenant/acme/project/billing",
 		Op: contract.OpPut, ExpectedVersion: -1, Attempted: json.RawMessage("null"), Current: json.RawMessage("null"),
-		Semantics: contract.Semantics{Purpose: "other"}, Principal: "reader", TS: t1, Reason: contract.ReasonForbidden}
+		Semantics: contract.Semantics{Purpose: "other"}, Principal: "reader", TS: t1, Reason: decide.ReasonForbidden}
 
 	// A rejected transaction: its first failing op, a check.
 	txnOp := 2
@@ -50,7 +51,7 @@ func conflictSamples() map[string]contract.Conflict {
 	txnNotFound := txn
 	txnNotFound.Op, txnNotFound.Reason, txnNotFound.CurrentVersion, txnNotFound.Current = contract.OpDelete, contract.ENotFound, 0, json.RawMessage("null")
 
-	return map[string]contract.Conflict{
+	return map[string]decide.Conflict{
 		"TxnCheck":        txn,
 		"TxnNotFound":     txnNotFound,
 		"Forbidden":       forbidden,
@@ -63,18 +64,18 @@ func conflictSamples() map[string]contract.Conflict {
 }
 
 func TestConflictMatchesSchema(t *testing.T) {
-	checkSamples(t, conflictSamples(), func(c *contract.Conflict) ([]byte, error) { return json.Marshal(c) }, schemas.ValidateConflict,
-		func(b []byte) (c contract.Conflict, err error) { err = json.Unmarshal(b, &c); return c, err })
+	checkSamples(t, conflictSamples(), func(c *decide.Conflict) ([]byte, error) { return json.Marshal(c) }, schemas.ValidateConflict,
+		func(b []byte) (c decide.Conflict, err error) { err = json.Unmarshal(b, &c); return c, err })
 
 	for _, tc := range []struct {
 		name   string
-		change func(*contract.Conflict)
+		change func(*decide.Conflict)
 		valid  bool
 	}{
-		{"OKNilValuesAreNull", func(c *contract.Conflict) { c.Attempted, c.Current = nil, nil }, true},
+		{"OKNilValuesAreNull", func(c *decide.Conflict) { c.Attempted, c.Current = nil, nil }, true},
 		// The writer must fill in a purpose (the request's, the current
 		// entry's, or other): conflict rates are grouped by it.
-		{"ErrNoPurpose", func(c *contract.Conflict) { c.Semantics = contract.Semantics{} }, false},
+		{"ErrNoPurpose", func(c *decide.Conflict) { c.Semantics = contract.Semantics{} }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := conflictSamples()["VersionMismatch"]

@@ -18,6 +18,8 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/codec"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -440,7 +442,7 @@ func TestEventID(t *testing.T) {
 // required attributes as a change (source and time included), its type
 // and its own data schema.
 func TestConflictCloudEventHeaders(t *testing.T) {
-	c := contract.Conflict{ID: "c-1", Key: testKey, TS: time.Date(2026, 3, 1, 12, 0, 0, 5, time.FixedZone("CET", 3600))}
+	c := decide.Conflict{ID: "c-1", Key: testKey, TS: time.Date(2026, 3, 1, 12, 0, 0, 5, time.FixedZone("CET", 3600))}
 	hs := changelog.ConflictCloudEventHeaders(&c, "eskv-writer/w1")
 	want := []changelog.Header{
 		{Key: "ce_specversion", Value: []byte("1.0")},
@@ -522,7 +524,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKPut", func(t *testing.T) {
 		e := goldenPut()
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if !st.Live || st.Version != 7 || st.RequestDigest != e.RequestDigest {
 			t.Errorf("State() = %+v", st)
 		}
@@ -548,7 +550,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKPutWithoutExpiryStaysVisible", func(t *testing.T) {
 		e := s["PutSet"]
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if st.Visible(t1.AddDate(100, 0, 0)) == nil {
 			t.Error("an entry without expiresAt is not visible")
 		}
@@ -556,7 +558,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKPutNullIsVisible", func(t *testing.T) {
 		e := s["PutNull"]
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if got := st.Visible(t1); got == nil || string(got.Value) != "null" {
 			t.Errorf("Visible = %+v, want the entry with value null", got)
 		}
@@ -564,7 +566,7 @@ func TestState(t *testing.T) {
 
 	t.Run("AbsentAtExpiry", func(t *testing.T) {
 		e := goldenPut()
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		if got := st.Visible(t2); got != nil {
 			t.Errorf("Visible at expiresAt = %+v, want nil", got)
 		}
@@ -579,7 +581,7 @@ func TestState(t *testing.T) {
 	for _, name := range []string{"Delete", "Expire"} {
 		t.Run("Absent"+name, func(t *testing.T) {
 			e := s[name]
-			st := e.State()
+			st := keystate.FromEvent(&e)
 			if st.Live {
 				t.Errorf("%s leaves the key live", name)
 			}
@@ -597,7 +599,7 @@ func TestState(t *testing.T) {
 
 	t.Run("OKVisibleReturnsACopy", func(t *testing.T) {
 		e := s["PutSet"]
-		st := e.State()
+		st := keystate.FromEvent(&e)
 		v := st.Visible(t1)
 		v.Version = 99
 		if st.Entry.Version == 99 {
@@ -606,7 +608,7 @@ func TestState(t *testing.T) {
 	})
 
 	t.Run("AbsentNeverWritten", func(t *testing.T) {
-		var st contract.State
+		var st keystate.State
 		if st.Visible(t1) != nil || st.Version != 0 {
 			t.Errorf("zero State is visible or versioned: %+v", st)
 		}

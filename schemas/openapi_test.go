@@ -129,6 +129,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/ui/login":          {"get", "post"},
 		"/ui/logout":         {"post"},
 		"/ui/api/me":         {"get"},
+		"/ui/api/projects":   {"get"},
 		"/ui/api/keys":       {"get"},
 		"/ui/api/history":    {"get"},
 		"/ui/api/conflicts":  {"get"},
@@ -201,10 +202,10 @@ func TestOpenAPIRoutes(t *testing.T) {
 	if got := params("/v1/kv/{key}", "delete"); !slices.Equal(got, []string{"expectedVersion", "requestId"}) {
 		t.Errorf("DELETE query parameters = %v", got)
 	}
-	if got := params("/v1/kv/{key}", "get"); !slices.Equal(got, []string{"field"}) {
+	if got := params("/v1/kv/{key}", "get"); !slices.Equal(got, []string{"at", "field"}) {
 		t.Errorf("GET query parameters = %v", got)
 	}
-	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"cursor", "field", "keysOnly", "limit", "op", "prefix", "value"}) {
+	if got := params("/v1/kv", "get"); !slices.Equal(got, []string{"at", "cursor", "field", "keysOnly", "limit", "op", "prefix", "value"}) {
 		t.Errorf("list query parameters = %v", got)
 	}
 	for _, r := range rows {

@@ -10,6 +10,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // overlay is a partition whose overlay the test changes in place under
@@ -21,7 +22,7 @@ type overlay struct {
 
 func (o *overlay) ID() int32                                                  { return 0 }
 func (o *overlay) Log() *slog.Logger                                          { return slog.Default() }
-func (o *overlay) Entries(func(string, contract.State)) bool                  { return true }
+func (o *overlay) Entries(func(string, keystate.State)) bool                  { return true }
 func (o *overlay) Submit(decide.Command) (func(context.Context) error, error) { return nil, nil }
 
 func (o *overlay) Items(fn func(queue, member string, el *contract.Element)) bool {
@@ -42,7 +43,7 @@ func (o *overlay) Items(fn func(queue, member string, el *contract.Element)) boo
 // -race this test failed while it kept the overlay's own maps.
 func TestSweepItemsCopiesOverlayMembers(t *testing.T) {
 	const queue = "tenant/t/project/p/q"
-	p := &overlay{items: map[string]map[string]contract.Element{queue: {"m1": {State: contract.ItemReady}}}}
+	p := &overlay{items: map[string]map[string]contract.Element{queue: {"m1": {State: decide.ItemReady}}}}
 	rowsAsked, changed := make(chan struct{}), make(chan struct{})
 	go func() { // the partition's goroutine, committing pushes meanwhile
 		defer close(changed)
@@ -50,7 +51,7 @@ func TestSweepItemsCopiesOverlayMembers(t *testing.T) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		for i := range 50 {
-			p.items[queue][fmt.Sprint("n", i)] = contract.Element{Op: contract.ElementAdd, State: contract.ItemReady}
+			p.items[queue][fmt.Sprint("n", i)] = contract.Element{Op: contract.ElementAdd, State: decide.ItemReady}
 		}
 	}()
 	s := New(Config{Batch: 10}, nil, nil)

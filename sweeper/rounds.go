@@ -7,6 +7,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // sweep expires what is due on partition p, until nothing is or a round
@@ -48,7 +49,7 @@ func (s *Sweeper) due(ctx context.Context, p Partition, now time.Time) (map[stri
 	limit := s.cfg.Batch
 	due := make(map[string]int64)
 	known := make(map[string]bool)
-	ready := p.Entries(func(k string, st contract.State) {
+	ready := p.Entries(func(k string, st keystate.State) {
 		known[k] = true
 		if st.Live && st.Entry.Expired(now) && len(due) < limit {
 			due[k] = st.Version
@@ -146,7 +147,7 @@ func (s *Sweeper) requeue(ctx context.Context, p Partition) error {
 // visibility deadline at now.
 func (s *Sweeper) dueItems(ctx context.Context, p Partition, now time.Time) ([]decide.Command, error) {
 	return s.items(p, contract.OpQRequeue, func(el *contract.Element) bool {
-		return el.State == contract.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
+		return el.State == decide.ItemInFlight && el.VisibleAt != nil && !now.Before(*el.VisibleAt)
 	}, func(limit int) ([]projection.DueItem, error) { return s.proj.DueItems(ctx, p.ID(), now, limit) })
 }
 
@@ -173,7 +174,7 @@ func (s *Sweeper) expireItems(ctx context.Context, p Partition) error {
 // their own TTL at now.
 func (s *Sweeper) expiredItems(ctx context.Context, p Partition, now time.Time) ([]decide.Command, error) {
 	return s.items(p, contract.OpQExpire, func(el *contract.Element) bool {
-		return (el.State == contract.ItemReady || el.State == contract.ItemInFlight) && el.ItemExpired(now)
+		return (el.State == decide.ItemReady || el.State == decide.ItemInFlight) && decide.ItemExpired(el, now)
 	}, func(limit int) ([]projection.DueItem, error) { return s.proj.ExpiredItems(ctx, p.ID(), now, limit) })
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Principal is the identity under which the sweeper appends expire
@@ -34,7 +35,7 @@ type Partition interface {
 	// and state of each entry its overlay holds (events the projection
 	// may not hold yet); false, without calling fn, when the partition
 	// is not ready.
-	Entries(fn func(key string, s contract.State)) bool
+	Entries(fn func(key string, s keystate.State)) bool
 	// Items calls fn, under the same lock, with each queue item its
 	// overlay holds; false when the partition is not ready.
 	Items(fn func(queue, member string, el *contract.Element)) bool

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 // Producer writes events to a Broker's kv.changes and conflicts to its
@@ -52,7 +53,7 @@ func MustProduce(tb testing.TB, b *Broker, evs ...any) {
 }
 
 // Records returns the records of evs, each an contract.Event or
-// contract.Conflict (or a pointer to one), in the partition of its scope.
+// decide.Conflict (or a pointer to one), in the partition of its scope.
 func (p *Producer) Records(tb testing.TB, evs ...any) []*kgo.Record {
 	tb.Helper()
 	rs := make([]*kgo.Record, 0, len(evs))
@@ -61,15 +62,15 @@ func (p *Producer) Records(tb testing.TB, evs ...any) []*kgo.Record {
 		var err error
 		switch e := v.(type) {
 		case contract.Event:
-			r, err = changelog.Record(&e, p.topics.Changes, contract.Partition(e.Scope, p.topics.Partitions), "test")
+			r, err = changelog.Record(&e, p.topics.Changes, changelog.Partition(e.Scope, p.topics.Partitions), "test")
 		case *contract.Event:
-			r, err = changelog.Record(e, p.topics.Changes, contract.Partition(e.Scope, p.topics.Partitions), "test")
-		case contract.Conflict:
-			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, contract.Partition(e.Scope, p.topics.Partitions), "test")
-		case *contract.Conflict:
-			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, contract.Partition(e.Scope, p.topics.Partitions), "test")
+			r, err = changelog.Record(e, p.topics.Changes, changelog.Partition(e.Scope, p.topics.Partitions), "test")
+		case decide.Conflict:
+			r, err = changelog.ConflictRecord(&e, p.topics.Conflicts, changelog.Partition(e.Scope, p.topics.Partitions), "test")
+		case *decide.Conflict:
+			r, err = changelog.ConflictRecord(e, p.topics.Conflicts, changelog.Partition(e.Scope, p.topics.Partitions), "test")
 		default:
-			tb.Fatalf("produce %T: want an contract.Event or contract.Conflict", v)
+			tb.Fatalf("produce %T: want a contract.Event or decide.Conflict", v)
 		}
 		if err != nil {
 			tb.Fatalf("record: %v", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 )
 
 func TestMustBrokerCreatesTopics(t *testing.T) {
@@ -35,12 +36,12 @@ func TestProducerCommitsAndAborts(t *testing.T) {
 		return contract.Event{SchemaVersion: contract.SchemaVersion, Key: key, Scope: "tenant/t/project/p", Version: v, PrevVersion: v - 1,
 			Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(`1`), CreatedAt: now, TS: now, Principal: "test"}
 	}
-	p.Commit(t, ev("tenant/t/project/p/a", 1), &contract.Conflict{Key: "tenant/t/project/p/a", Scope: "tenant/t/project/p", TS: now})
+	p.Commit(t, ev("tenant/t/project/p/a", 1), &decide.Conflict{Key: "tenant/t/project/p/a", Scope: "tenant/t/project/p", TS: now})
 	p.Abort(t, ev("tenant/t/project/p/a", 2))
 	p.Commit(t, ev("tenant/t/project/p/b", 1))
 	MustProduce(t, b, ev("tenant/t/project/p/c", 1))
 
-	part := contract.Partition("tenant/t/project/p", b.Topics.Partitions)
+	part := changelog.Partition("tenant/t/project/p", b.Topics.Partitions)
 	got := p.Committed(t)
 	// a@1, marker, aborted a@2, marker, b@1, marker, c@1 (another producer), marker
 	if len(got) != 1 || got[part] != 8 {

@@ -7,7 +7,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/eskv/eskv v0.0.0
 	github.com/eskv/eskv/client v0.0.0
-	github.com/eskv/eskv/contract v0.1.0
+	github.com/eskv/eskv/contract v0.2.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/peterbourgon/ff/v3 v3.4.0

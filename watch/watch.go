@@ -100,7 +100,7 @@ type Config struct {
 type Spec struct {
 	// Prefix selects the events whose key starts with it (bytewise), or
 	// Key the events of that one key. Either lies in one scope, so in
-	// one partition (contract.Partition of the scope).
+	// one partition (changelog.Partition of the scope).
 	Prefix, Key string
 	// After, when set, starts after that cursor (exclusive); its
 	// partition must be the scope's. Without it (and FromVersion) the
@@ -266,7 +266,7 @@ func (h *Hub) BufferedBytes() int64 { return h.buffered.Load() }
 // calls Sub.Close when done.
 func (h *Hub) Watch(ctx context.Context, spec Spec) (*Sub, error) {
 	scope := contract.ScopeOf(spec.Prefix + spec.Key)
-	p := contract.Partition(scope, h.cfg.Partitions)
+	p := changelog.Partition(scope, h.cfg.Partitions)
 	from := int64(fromNow)
 	if spec.After != nil {
 		if spec.After.Partition != p {

@@ -12,6 +12,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer/batchbytes"
 	"github.com/eskv/eskv/writer/committer"
 )
@@ -203,7 +204,7 @@ func (p *partition) committed(recs []*kgo.Record, evs []*contract.Event) {
 // requestIds it carries on the keys it writes (requestid.go), and the
 // element rows and queue items it decides on; its decisions add to them.
 type batchReads struct {
-	states map[string]contract.State
+	states map[string]keystate.State
 	known  decide.Memory
 	elems  elemsKnown
 	// under counts the overlay's keys under each prefix the batch's
@@ -220,7 +221,7 @@ type batchReads struct {
 // keys' states name (rowsOfStates). The overlay is read first: an entry
 // trimmed meanwhile is one the projection already holds.
 func (p *partition) read(ctx context.Context, batch []*call) (*batchReads, error) {
-	rd := &batchReads{states: make(map[string]contract.State, len(batch)), known: make(decide.Memory), elems: newElemsKnown(),
+	rd := &batchReads{states: make(map[string]keystate.State, len(batch)), known: make(decide.Memory), elems: newElemsKnown(),
 		under: map[decide.PrefixRef]int{}, bounds: map[decide.PrefixRef]string{}}
 	var q projection.Query
 	now := time.Now()
@@ -298,7 +299,7 @@ func (p *partition) plan(q *projection.Query, batch []*call, rd *batchReads, now
 // the projection, unless the partition stopped being ready meanwhile
 // (confirm found another writer's commit): the next ownership starts
 // empty.
-func (p *partition) cacheRead(keys []string, states map[string]contract.State) {
+func (p *partition) cacheRead(keys []string, states map[string]keystate.State) {
 	if len(keys) == 0 {
 		return
 	}
@@ -372,7 +373,7 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 			continue
 		}
 		for _, ev := range appended {
-			rd.states[ev.Key] = ev.State()
+			rd.states[ev.Key] = keystate.FromEvent(ev)
 			rd.known.Add(ev)
 			if el := ev.Element; el != nil {
 				rd.elems.record(ev)
@@ -415,7 +416,7 @@ func (p *partition) decideOne(ctx context.Context, c *call, rd *batchReads, env 
 // kv.conflicts record of conflict, to recs; on an error it returns recs
 // without any of them (a conflict record that cannot be encoded is
 // dropped: the refusal is answered all the same).
-func (p *partition) appendRecords(recs []*kgo.Record, evs []*contract.Event, conflict *contract.Conflict) ([]*kgo.Record, error) {
+func (p *partition) appendRecords(recs []*kgo.Record, evs []*contract.Event, conflict *decide.Conflict) ([]*kgo.Record, error) {
 	cfg := p.w.cfg
 	if len(evs) == 0 {
 		if conflict != nil {

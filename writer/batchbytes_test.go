@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 )
@@ -34,7 +35,7 @@ func keysOn(t *testing.T, tenant string, p, parts int32, n int) []contract.Key {
 	t.Helper()
 	for i := range 10_000 {
 		scope := fmt.Sprintf("tenant/%s/project/p%d", tenant, i)
-		if contract.Partition(scope, parts) != p {
+		if changelog.Partition(scope, parts) != p {
 			continue
 		}
 		keys := make([]contract.Key, n)

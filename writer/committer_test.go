@@ -56,7 +56,7 @@ func keysByPartition(t *testing.T, n int32) []contract.Key {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p := contract.Partition(k.Scope(), n); keys[p].Tenant == "" {
+		if p := changelog.Partition(k.Scope(), n); keys[p].Tenant == "" {
 			keys[p] = k
 			found++
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Reads: the state a key has as this owner knows it (the overlay, the
@@ -13,7 +13,7 @@ import (
 // lookup returns the state of key the overlay or else the state cache
 // holds, whether one does, and whether the partition is ready (caught up)
 // at all.
-func (p *partition) lookup(key string) (state contract.State, ok, ready bool) {
+func (p *partition) lookup(key string) (state keystate.State, ok, ready bool) {
 	state, ok, ready, _ = p.lookupAt(key)
 	return state, ok, ready
 }
@@ -27,12 +27,12 @@ type looked struct {
 
 // lookupAt is lookup, also returning the partition's change count and
 // end, read under the same lock as the state.
-func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, l looked) {
+func (p *partition) lookupAt(key string) (state keystate.State, ok, ready bool, l looked) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	l = looked{changes: p.changes, end: p.end}
 	if !p.ready {
-		return contract.State{}, false, false, l
+		return keystate.State{}, false, false, l
 	}
 	if e, ok := p.overlay[key]; ok {
 		return e.state, true, true, l
@@ -49,7 +49,7 @@ func (p *partition) lookupAt(key string) (state contract.State, ok, ready bool, 
 // event committed to Kafka but not yet added to the overlay when the read
 // began is added before its write is answered: it then shadows what was
 // cached, and trim replaces it.
-func (p *partition) cacheGet(key string, state contract.State, changes uint64) {
+func (p *partition) cacheGet(key string, state keystate.State, changes uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ready && p.changes == changes {

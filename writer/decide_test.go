@@ -12,6 +12,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // TestConflictPurpose: a conflict is attributed to the key's current
@@ -21,12 +22,12 @@ func TestConflictPurpose(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	key := mustKey(t, "tenant/a/project/b/k")
-	counter := contract.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
+	counter := keystate.State{Version: 3, Live: true, Entry: contract.Entry{Key: key.String(), Version: 3, Value: json.RawMessage(`1`),
 		Semantics: contract.Semantics{Purpose: "counter"}}}
 	cfg := contract.Semantics{Purpose: "config"}
 	for _, tc := range []struct {
 		name    string
-		cur     contract.State
+		cur     keystate.State
 		req     decide.KV
 		purpose string
 	}{
@@ -34,8 +35,8 @@ func TestConflictPurpose(t *testing.T) {
 		{"PutOtherPurpose", counter, decide.KV{Header: decide.Header{Op: contract.OpPut}, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "counter"},
 		{"Delete", counter, decide.KV{Header: decide.Header{Op: contract.OpDelete}, ExpectedVersion: ptr(1)}, "counter"},
 		{"Increment", counter, decide.KV{Header: decide.Header{Op: contract.OpIncrement}, By: 1, ExpectedVersion: ptr(1)}, "counter"},
-		{"PatchAbsent", contract.State{}, decide.KV{Header: decide.Header{Op: contract.OpPatch}, Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, ExpectedVersion: ptr(1)}, "other"},
-		{"PutAbsent", contract.State{}, decide.KV{Header: decide.Header{Op: contract.OpPut}, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "config"},
+		{"PatchAbsent", keystate.State{}, decide.KV{Header: decide.Header{Op: contract.OpPatch}, Set: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, ExpectedVersion: ptr(1)}, "other"},
+		{"PutAbsent", keystate.State{}, decide.KV{Header: decide.Header{Op: contract.OpPut}, Value: json.RawMessage(`2`), ExpectedVersion: ptr(1), Semantics: cfg}, "config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req

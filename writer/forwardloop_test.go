@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
@@ -27,7 +28,7 @@ func TestRouteOrigins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := contract.Partition(k.Scope(), w.cfg.Topics.Partitions)
+	p := changelog.Partition(k.Scope(), w.cfg.Topics.Partitions)
 	setOwner := func(o projection.Owner) {
 		o.Partition = p
 		owners := map[int32]projection.Owner{p: o}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection/elemkey"
 )
 
@@ -18,8 +19,8 @@ func TestQueueViewSkipsExpired(t *testing.T) {
 	q := "tenant/a/project/b/tasks"
 	m := func(v int64) string { return elemkey.QueueMember(5, 0, v) }
 	v := newQueueView()
-	v.overlay[q] = map[string]overlayItem{m(6): {el: contract.Element{Member: m(6), State: contract.ItemReady, ExpiresAt: &past}}}
-	v.heads[q] = []contract.Element{{Member: m(7), State: contract.ItemReady, ExpiresAt: &past}, {Member: m(8), State: contract.ItemReady, ExpiresAt: &future}}
+	v.overlay[q] = map[string]overlayItem{m(6): {el: contract.Element{Member: m(6), State: decide.ItemReady, ExpiresAt: &past}}}
+	v.heads[q] = []contract.Element{{Member: m(7), State: decide.ItemReady, ExpiresAt: &past}, {Member: m(8), State: decide.ItemReady, ExpiresAt: &future}}
 	head, probe := v.firstReady(q, 5, now)
 	if head == nil || head.Member != m(8) || probe {
 		t.Fatalf("head %+v probe %v, want %s (the first unexpired) without a probe", head, probe, m(8))

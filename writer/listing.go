@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 )
 
@@ -37,9 +38,8 @@ const DefaultMaxListWait = 5 * time.Second
 // projector position (projector_offsets) the listing's snapshot answers
 // as its position (projection.Store.Snapshot).
 func (w *Writer) AwaitProjected(ctx context.Context, prefix string) (Projected, error) {
-	id := contract.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
-	at := Projected{Topic: w.cfg.Topics.Changes, Partition: id}
-	return at, w.awaitProjected(ctx, id, prefix)
+	at := Projected{Topic: w.cfg.Topics.Changes, Partition: w.PartitionOf(prefix)}
+	return at, w.awaitProjected(ctx, prefix)
 }
 
 // Projected is where a read of the projection after AwaitProjected reads:
@@ -49,21 +49,78 @@ type Projected struct {
 	Partition int32
 }
 
-// awaitProjected is AwaitProjected of partition id.
-func (w *Writer) awaitProjected(ctx context.Context, id int32, prefix string) error {
-	w.mu.RLock()
-	p := w.parts[id]
-	w.mu.RUnlock()
-	if p == nil {
-		return errUnavailable(id, "not owned by this writer")
-	}
-	if err := p.confirm(ctx); err != nil {
+// awaitProjected is AwaitProjected without its answer.
+func (w *Writer) awaitProjected(ctx context.Context, prefix string) error {
+	p, err := w.confirmed(ctx, prefix)
+	if err != nil {
 		return err
 	}
 	target, ready := p.unprojected(prefix)
 	if !ready {
-		return errUnavailable(id, "catching up or moving between writers")
+		return errUnavailable(p.id, "catching up or moving between writers")
 	}
+	return w.awaitTarget(ctx, p, target)
+}
+
+// AwaitPosition makes a read of the past under prefix at a position of
+// its partition (every event up to at.Offset; projection.At) exact: a
+// position of another partition is refused (invalid, field at); else it
+// returns
+// once the projection holds every event under prefix at or before
+// offset, as AwaitProjected does for every acknowledged one. An offset
+// at or past the end of the partition's log (as its confirmed owner
+// knows it, commit markers included) names events not written yet: it
+// is refused (invalid, field at) rather than waited for, as etcd
+// refuses a future revision.
+//
+// The overlay holds each key's newest unprojected event; one past offset
+// may hide older ones at or before it, so such a key asks the projector
+// to pass offset itself, which it does since an event follows offset.
+func (w *Writer) AwaitPosition(ctx context.Context, prefix string, at contract.Cursor) error {
+	if id := w.PartitionOf(prefix); at.Partition != id {
+		return contract.FieldErrorf(contract.EInvalid, "at", "position %s is of partition %d; %s is in partition %d", at, at.Partition, prefix, id)
+	}
+	p, err := w.confirmed(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	offset := at.Offset
+	target, end, ready := p.unprojectedUpTo(prefix, offset)
+	if !ready {
+		return errUnavailable(p.id, "catching up or moving between writers")
+	}
+	if offset >= end {
+		return contract.FieldErrorf(contract.EInvalid, "at", "position %s is past the end of the log of partition %d (its next offset is %d)",
+			contract.Cursor{Partition: p.id, Offset: offset}, p.id, end)
+	}
+	return w.awaitTarget(ctx, p, target)
+}
+
+// PartitionOf is the partition of kv.changes that holds the keys under
+// prefix (a key, or a prefix that names its scope).
+func (w *Writer) PartitionOf(prefix string) int32 {
+	return changelog.Partition(contract.ScopeOf(prefix), w.cfg.Topics.Partitions)
+}
+
+// confirmed is the partition of prefix's scope once its ownership by
+// this writer is confirmed (no other writer appended to it).
+func (w *Writer) confirmed(ctx context.Context, prefix string) (*partition, error) {
+	id := w.PartitionOf(prefix)
+	w.mu.RLock()
+	p := w.parts[id]
+	w.mu.RUnlock()
+	if p == nil {
+		return nil, errUnavailable(id, "not owned by this writer")
+	}
+	if err := p.confirm(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// awaitTarget waits, at most MaxListWait, until the projector's stored
+// offset of p is past target (not at all when target < 0).
+func (w *Writer) awaitTarget(ctx context.Context, p *partition, target int64) error {
 	if target < 0 {
 		w.metrics.listWait.Observe(0)
 		return nil
@@ -78,7 +135,7 @@ func (w *Writer) awaitProjected(ctx context.Context, id int32, prefix string) er
 			w.metrics.listWaitTimeouts.Inc()
 			p.log.Warn("a listing waited for the projector in vain", "waited", w.cfg.MaxListWait, "offset", target, "err", err)
 		}
-		return errUnavailable(id, "waiting for the projector to apply recent writes")
+		return errUnavailable(p.id, "waiting for the projector to apply recent writes")
 	}
 	return nil
 }
@@ -130,4 +187,23 @@ func (p *partition) awaitOffset(ctx context.Context, offset int64) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// unprojectedUpTo is unprojected for a read at offset: the highest
+// offset, capped at offset, among the overlay's entries under prefix
+// (-1 when none), the end of the partition's log and whether the
+// partition is ready.
+func (p *partition) unprojectedUpTo(prefix string, offset int64) (target, end int64, ready bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.ready {
+		return -1, 0, false
+	}
+	target = -1
+	for k, e := range p.overlay {
+		if strings.HasPrefix(k, prefix) {
+			target = max(target, min(e.offset, offset))
+		}
+	}
+	return target, p.end, true
 }

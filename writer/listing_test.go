@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
 )
@@ -20,7 +22,7 @@ import (
 func TestUnprojected(t *testing.T) {
 	t.Parallel()
 	overlay := map[string]overlayEntry{
-		"tenant/a/project/p/apple":  {offset: 4, state: contract.State{Live: true}},
+		"tenant/a/project/p/apple":  {offset: 4, state: keystate.State{Live: true}},
 		"tenant/a/project/p/banana": {offset: 9}, // deleted
 		"tenant/a/project/p/b/c":    {offset: 7},
 		"tenant/a/project/q/apple":  {offset: 12},
@@ -114,5 +116,74 @@ func TestAwaitProjected(t *testing.T) {
 		if in {
 			t.Error("the overlay still holds an entry the projection was seen to hold")
 		}
+	}
+}
+
+// TestUnprojectedUpTo: a read at an offset waits for the overlay's
+// entries under its prefix up to that offset, and for the offset itself
+// when an entry past it may hide older unprojected events of its key.
+func TestUnprojectedUpTo(t *testing.T) {
+	t.Parallel()
+	w := offlineWriter(t, Config{})
+	p := newPartition(w, 0)
+	p.setReady(true, 1, map[string]overlayEntry{
+		"tenant/a/project/p/apple":  {offset: 4},
+		"tenant/a/project/p/banana": {offset: 9},
+		"tenant/a/project/q/apple":  {offset: 12},
+	})
+	p.end = 11
+	for _, tc := range []struct {
+		prefix string
+		offset int64
+		want   int64
+	}{
+		{"tenant/a/project/p/", 10, 9}, {"tenant/a/project/p/", 6, 6}, {"tenant/a/project/p/", 3, 3},
+		{"tenant/a/project/p/apple", 6, 4}, {"tenant/a/project/p/zebra", 6, -1},
+	} {
+		got, end, ready := p.unprojectedUpTo(tc.prefix, tc.offset)
+		if !ready || got != tc.want || end != 11 {
+			t.Errorf("unprojectedUpTo(%q, %d) = %d, %d, %v; want %d, 11, true", tc.prefix, tc.offset, got, end, ready, tc.want)
+		}
+	}
+}
+
+// TestAwaitPosition on kfake and Postgres: a read at a position of
+// another partition than its prefix's, or past the end of the log, is
+// invalid on at; one at the last write waits for the projector (here
+// down: unavailable after MaxListWait), one before it does not wait.
+func TestAwaitPosition(t *testing.T) {
+	t.Parallel()
+	b := testenv.MustBroker(t, 2)
+	store := projection.New(testenv.MustPostgresDB(t).Pool)
+	w := runWriter(t, b, store, Config{MaxListWait: 200 * time.Millisecond})
+	testenv.WaitFor(t, 30*time.Second, "writer ready", w.Ready)
+	ctx := t.Context()
+	const prefix = "tenant/a/project/p/"
+	k := mustKey(t, prefix+"apple")
+	res, err := w.Do(ctx, &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut}, Value: []byte(`1`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w.PartitionOf(prefix)
+	var at int64 = -2
+	if _, p := w.partition(k); p != nil {
+		p.mu.RLock()
+		at = p.overlay[k.String()].offset
+		p.mu.RUnlock()
+	}
+	if at < 0 || res.Entry.Version != 1 {
+		t.Fatalf("the write's offset: %d", at)
+	}
+	for _, c := range []contract.Cursor{{Partition: 1 - id, Offset: 0}, {Partition: id, Offset: at + 100}} {
+		var ce *contract.Error
+		if err := w.AwaitPosition(ctx, prefix, c); !errors.As(err, &ce) || ce.Code != contract.EInvalid || ce.Field != "at" {
+			t.Errorf("AwaitPosition(%s): %v; want invalid on at", c, err)
+		}
+	}
+	if err := w.AwaitPosition(ctx, prefix, contract.Cursor{Partition: id, Offset: at}); contract.ErrorCode(err) != contract.EUnavailable {
+		t.Errorf("at the unprojected write: %v; want unavailable", err)
+	}
+	if err := w.AwaitPosition(ctx, prefix, contract.Cursor{Partition: id, Offset: at - 1}); err != nil {
+		t.Errorf("before the unprojected write: %v", err)
 	}
 }

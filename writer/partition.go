@@ -9,6 +9,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/writer/statecache"
 )
 
@@ -34,7 +35,7 @@ type answer struct {
 // key's events the projection may not hold (requestid.go): those of its
 // versions after gap, within the window.
 type overlayEntry struct {
-	state    contract.State
+	state    keystate.State
 	offset   int64
 	requests recentRequests
 	gap      requestGap

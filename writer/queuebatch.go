@@ -12,6 +12,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // overlayItem is a queue item's state after its latest unprojected
@@ -144,13 +145,13 @@ func (v *queueView) newer(q string, visit func(contract.Element)) {
 // answered.
 func (v *queueView) firstReady(q string, since int64, now time.Time) (best *contract.Element, probe bool) {
 	consider := func(el contract.Element) {
-		if el.State == contract.ItemReady && decide.InIncarnation(el.Member, since) && !el.ItemExpired(now) && (best == nil || el.Member < best.Member) {
+		if el.State == decide.ItemReady && decide.InIncarnation(el.Member, since) && !decide.ItemExpired(&el, now) && (best == nil || el.Member < best.Member) {
 			best = &el
 		}
 	}
 	v.newer(q, consider)
 	for _, el := range v.heads[q] {
-		if decide.InIncarnation(el.Member, since) && !el.ItemExpired(now) && !v.known(decide.ElementRef{Collection: q, Member: el.Member}) {
+		if decide.InIncarnation(el.Member, since) && !decide.ItemExpired(&el, now) && !v.known(decide.ElementRef{Collection: q, Member: el.Member}) {
 			consider(el)
 			return best, false
 		}
@@ -219,7 +220,7 @@ func (v *queueView) askQueue(q *projection.Query, r *decide.Queue, e overlayEntr
 }
 
 // found takes what the projection answered to q.
-func (v *queueView) found(q projection.Query, f projection.Found, states map[string]contract.State, now time.Time) {
+func (v *queueView) found(q projection.Query, f projection.Found, states map[string]keystate.State, now time.Time) {
 	for i := range q.Heads {
 		h := q.Heads[i]
 		v.heads[h.Queue] = f.Heads[h.Queue]
@@ -247,7 +248,7 @@ func (v *queueView) found(q projection.Query, f projection.Found, states map[str
 // queueInput is what the queue write r is decided on besides the queue's
 // state cur (decide.DecideQueue): known to the batch, or probed now when a pop
 // reaches past the heads the first round trip read.
-func (p *partition) queueInput(ctx context.Context, cur contract.State, r *decide.Queue, now time.Time, v *queueView) (decide.QueueInput, error) {
+func (p *partition) queueInput(ctx context.Context, cur keystate.State, r *decide.Queue, now time.Time, v *queueView) (decide.QueueInput, error) {
 	visible := cur.Visible(now)
 	meta, err := decide.QueueMeta(visible)
 	if err != nil || visible == nil {

@@ -21,11 +21,11 @@ func TestQueueViewBatch(t *testing.T) {
 	m := func(prio, v int64) string { return elemkey.QueueMember(5, prio, v) }
 	v := newQueueView()
 	v.overlay[q] = map[string]overlayItem{
-		m(0, 9):                       {el: contract.Element{Member: m(0, 9), State: contract.ItemReady}},
-		m(-1, 7):                      {el: contract.Element{Member: m(-1, 7), State: contract.ItemInFlight}}, // popped, unprojected
-		elemkey.QueueMember(1, -9, 2): {el: contract.Element{Member: elemkey.QueueMember(1, -9, 2), State: contract.ItemReady}},
+		m(0, 9):                       {el: contract.Element{Member: m(0, 9), State: decide.ItemReady}},
+		m(-1, 7):                      {el: contract.Element{Member: m(-1, 7), State: decide.ItemInFlight}},
+		elemkey.QueueMember(1, -9, 2): {el: contract.Element{Member: elemkey.QueueMember(1, -9, 2), State: decide.ItemReady}},
 	}
-	v.heads[q] = []contract.Element{{Member: m(-1, 7), State: contract.ItemReady}, {Member: m(0, 6), State: contract.ItemReady}}
+	v.heads[q] = []contract.Element{{Member: m(-1, 7), State: decide.ItemReady}, {Member: m(0, 6), State: decide.ItemReady}}
 	v.complete[q] = 5
 	var order []string
 	for range 3 {
@@ -39,7 +39,7 @@ func TestQueueViewBatch(t *testing.T) {
 		}
 		order = append(order, head.Member)
 		el := *head
-		el.State = contract.ItemInFlight
+		el.State = decide.ItemInFlight
 		v.batch[decide.ElementRef{Collection: q, Member: head.Member}] = el
 	}
 	if want := []string{m(0, 6), m(0, 9), "none"}; !reflect.DeepEqual(order, want) {
@@ -62,7 +62,7 @@ func TestTrimPrunesProjectedItems(t *testing.T) {
 	var o overlayEntry
 	for v := int64(1); v <= 3; v++ {
 		o = o.next(&contract.Event{Key: q, Version: v, Kind: contract.KindPut, Op: contract.OpQPush,
-			Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, v), State: contract.ItemReady}}, 10+v, testWindow)
+			Element: &contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, v), State: decide.ItemReady}}, 10+v, testWindow)
 	}
 	p.setReady(true, 1, map[string]overlayEntry{q: o})
 	read := p.overlay[q].items // what a deciding batch holds

@@ -6,6 +6,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Idempotency beyond a key's latest write.
@@ -110,7 +111,7 @@ func (o overlayEntry) next(e *contract.Event, offset int64, window decide.Reques
 	if o.state.Version == 0 {
 		gap = requestGap{version: e.Version - 1, at: e.TS}
 	}
-	n := overlayEntry{state: e.State(), offset: offset, requests: o.requests.with(e, offset, window), gap: gap, popped: decide.Popped(e)}
+	n := overlayEntry{state: keystate.FromEvent(e), offset: offset, requests: o.requests.with(e, offset, window), gap: gap, popped: decide.Popped(e)}
 	return n.withElement(o, e).withItem(e, offset)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
 )
@@ -157,7 +158,7 @@ func TestDecideAllSeesBatchRequestIDs(t *testing.T) {
 	for i, r := range reqs {
 		batch[i] = &call{cmd: r, done: make(chan answer, 1)}
 	}
-	states := map[string]contract.State{key.String(): {}, counter.String(): {}}
+	states := map[string]keystate.State{key.String(): {}, counter.String(): {}}
 	ds, recs, evIdx, _ := p.decideAll(context.Background(), batch, &batchReads{states: states, known: make(decide.Memory), elems: newElemsKnown()}, 1)
 	if len(evIdx) != 4 || len(recs) != 6 {
 		t.Fatalf("%d events and %d records, want 4 events and 2 conflict records", len(evIdx), len(recs))

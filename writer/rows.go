@@ -8,6 +8,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Element rows (kv_elements) a batch decides on: a set's member, named
@@ -118,7 +119,7 @@ func (p *partition) askElements(q *projection.Query, c decide.Command, plan *dec
 // rowsOfStates probes, in one more round trip, the rows the batch's
 // commands name given their keys' states that the first round trip did
 // not read (the ends of the lists it pops whose state was read there).
-func (p *partition) rowsOfStates(ctx context.Context, batch []*call, states map[string]contract.State, elems elemsKnown) error {
+func (p *partition) rowsOfStates(ctx context.Context, batch []*call, states map[string]keystate.State, elems elemsKnown) error {
 	now := time.Now()
 	var refs []decide.ElementRef
 	for _, c := range batch {
@@ -191,13 +192,13 @@ func (o overlayEntry) withElement(prev overlayEntry, e *contract.Event) overlayE
 // State: from the overlay when it holds the member's unprojected change,
 // else from the projection (the set's state from the state cache when it
 // holds it).
-func (w *Writer) Member(ctx context.Context, key contract.Key, member string) (contract.State, int64, error) {
+func (w *Writer) Member(ctx context.Context, key contract.Key, member string) (keystate.State, int64, error) {
 	id, p := w.partition(key)
 	if p == nil {
-		return contract.State{}, 0, errUnavailable(id, "not owned by this writer")
+		return keystate.State{}, 0, errUnavailable(id, "not owned by this writer")
 	}
 	if err := p.confirm(ctx); err != nil {
-		return contract.State{}, 0, err
+		return keystate.State{}, 0, err
 	}
 	p.mu.RLock()
 	ready := p.ready
@@ -209,18 +210,18 @@ func (w *Writer) Member(ctx context.Context, key contract.Key, member string) (c
 	}
 	p.mu.RUnlock()
 	if !ready {
-		return contract.State{}, 0, errUnavailable(id, "catching up or moving between writers")
+		return keystate.State{}, 0, errUnavailable(id, "catching up or moving between writers")
 	}
 	if !in {
 		var err error
 		if st, err = w.proj.State(ctx, key.String()); err != nil {
-			return contract.State{}, 0, err
+			return keystate.State{}, 0, err
 		}
 	}
 	if !known {
 		var err error
 		if elem, err = w.proj.Element(ctx, projection.ElementRef{Collection: key.String(), Member: member}); err != nil {
-			return contract.State{}, 0, err
+			return keystate.State{}, 0, err
 		}
 	}
 	return st, elem, nil

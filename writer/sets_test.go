@@ -7,6 +7,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -18,7 +19,7 @@ func TestElementOverlay(t *testing.T) {
 	now := time.Now().UTC()
 	key := mustKey(t, "tenant/a/project/b/s")
 	var o overlayEntry
-	var cur contract.State
+	var cur keystate.State
 	for i, step := range []struct {
 		op     contract.Op
 		member string

@@ -19,6 +19,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/projector"
 	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/writer/statecache"
@@ -42,12 +43,12 @@ func (c *countingProjection) Lookup(ctx context.Context, keys []string, refs []p
 	return c.Store.Lookup(ctx, keys, refs, elems)
 }
 
-func (c *countingProjection) State(ctx context.Context, key string) (contract.State, error) {
+func (c *countingProjection) State(ctx context.Context, key string) (keystate.State, error) {
 	c.gets.Add(1)
 	return c.Store.State(ctx, key)
 }
 
-func (c *countingProjection) StateAt(ctx context.Context, topic string, partition int32, key string) (contract.State, int64, error) {
+func (c *countingProjection) StateAt(ctx context.Context, topic string, partition int32, key string) (keystate.State, int64, error) {
 	c.gets.Add(1)
 	return c.Store.StateAt(ctx, topic, partition, key)
 }
@@ -311,7 +312,7 @@ func TestStateCacheAnswersWithoutPostgres(t *testing.T) {
 // key's latest state (from the cache or from Postgres).
 func TestStateCacheTinyBudget(t *testing.T) {
 	t.Parallel()
-	budget := 3 * statecache.Size("tenant/a/project/b/k00", &contract.State{Entry: contract.Entry{Key: "tenant/a/project/b/k00", Value: json.RawMessage(`100`), LastWriter: "p"}})
+	budget := 3 * statecache.Size("tenant/a/project/b/k00", &keystate.State{Entry: contract.Entry{Key: "tenant/a/project/b/k00", Value: json.RawMessage(`100`), LastWriter: "p"}})
 	w, proj := projectedWriter(t, Config{StateCacheBytes: budget})
 	ctx := t.Context()
 	keys := make([]contract.Key, 20)
@@ -342,7 +343,7 @@ func TestStateCacheTinyBudget(t *testing.T) {
 
 // cachePartition is a ready partition of an offline writer whose overlay
 // holds state at offset 10 for key.
-func cachePartition(t *testing.T, cfg Config, key string, state contract.State) *partition {
+func cachePartition(t *testing.T, cfg Config, key string, state keystate.State) *partition {
 	t.Helper()
 	cfg.Topics = changelog.Topics{Changes: "c", Conflicts: "x", Partitions: 1}
 	p := newPartition(offlineWriter(t, cfg), 0)
@@ -350,8 +351,8 @@ func cachePartition(t *testing.T, cfg Config, key string, state contract.State) 
 	return p
 }
 
-func version(v int64) contract.State {
-	return contract.State{Version: v, Live: true, Entry: contract.Entry{Key: "k", Version: v, Value: json.RawMessage(fmt.Sprint(v))}}
+func version(v int64) keystate.State {
+	return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: "k", Version: v, Value: json.RawMessage(fmt.Sprint(v))}}
 }
 
 // TestStateCacheKeepsNewer: whichever of trim (the overlay's state) and
@@ -371,7 +372,7 @@ func TestStateCacheKeepsNewer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := cachePartition(t, Config{}, "k", version(tc.overlay))
-			read := func() { p.cacheRead([]string{"k"}, map[string]contract.State{"k": version(tc.read)}) }
+			read := func() { p.cacheRead([]string{"k"}, map[string]keystate.State{"k": version(tc.read)}) }
 			if tc.readFirst {
 				read()
 			}
@@ -397,7 +398,7 @@ func TestStateCacheDiesWithTheOwnership(t *testing.T) {
 		t.Fatalf("after trim: %+v %v %v", st, ok, ready)
 	}
 	p.setReady(false, 0, nil)
-	p.cacheRead([]string{"j"}, map[string]contract.State{"j": version(1)}) // a batch read when confirm gave up
+	p.cacheRead([]string{"j"}, map[string]keystate.State{"j": version(1)}) // a batch read when confirm gave up
 	p.setReady(true, 2, map[string]overlayEntry{})
 	for _, k := range []string{"k", "j"} {
 		if st, ok, _ := p.lookup(k); ok {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // statesTries is how often States reads again when the projection it
@@ -22,7 +24,7 @@ const statesTries = 5
 // (StateAt's, for all the keys at once): every event of the partition
 // at an offset up to it, none after. Keys of more than one partition are
 // refused (internal): the caller groups them.
-func (w *Writer) States(ctx context.Context, keys []contract.Key) ([]contract.State, contract.Cursor, error) {
+func (w *Writer) States(ctx context.Context, keys []contract.Key) ([]keystate.State, contract.Cursor, error) {
 	if len(keys) == 0 {
 		return nil, contract.Cursor{}, nil
 	}
@@ -56,7 +58,7 @@ func (w *Writer) States(ctx context.Context, keys []contract.Key) ([]contract.St
 // reflects. Not exact when that position is past the end the overlay was
 // read at while some state came from the overlay: an event committed
 // between the two may be missing from it.
-func (w *Writer) statesOnce(ctx context.Context, p *partition, keys []contract.Key) (out []contract.State, pos int64, exact bool, err error) {
+func (w *Writer) statesOnce(ctx context.Context, p *partition, keys []contract.Key) (out []keystate.State, pos int64, exact bool, err error) {
 	out, look, missing, at, ready := p.lookupAll(keys)
 	if !ready {
 		return nil, 0, false, errUnavailable(p.id, "catching up or moving between writers")
@@ -88,14 +90,14 @@ func (w *Writer) statesOnce(ctx context.Context, p *partition, keys []contract.K
 // states the overlay or the state cache holds (in the order of keys),
 // the partition's change count and end then, and the keys to read from
 // the projection (missing[j] is keys[at[j]]).
-func (p *partition) lookupAll(keys []contract.Key) (out []contract.State, l looked, missing []string, at []int, ready bool) {
+func (p *partition) lookupAll(keys []contract.Key) (out []keystate.State, l looked, missing []string, at []int, ready bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	l = looked{changes: p.changes, end: p.end}
 	if !p.ready {
 		return nil, l, nil, nil, false
 	}
-	out = make([]contract.State, len(keys))
+	out = make([]keystate.State, len(keys))
 	for i, k := range keys {
 		key := k.String()
 		if e, ok := p.overlay[key]; ok {
@@ -113,5 +115,5 @@ func (p *partition) lookupAll(keys []contract.Key) (out []contract.State, l look
 
 // Partition is the partition of key's scope.
 func (w *Writer) Partition(key contract.Key) int32 {
-	return contract.Partition(key.Scope(), w.cfg.Topics.Partitions)
+	return changelog.Partition(key.Scope(), w.cfg.Topics.Partitions)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/sweeper"
 )
 
@@ -39,7 +40,7 @@ type swept struct{ p *partition }
 func (s swept) ID() int32         { return s.p.id }
 func (s swept) Log() *slog.Logger { return s.p.log }
 
-func (s swept) Entries(fn func(key string, st contract.State)) bool {
+func (s swept) Entries(fn func(key string, st keystate.State)) bool {
 	p := s.p
 	p.mu.RLock()
 	defer p.mu.RUnlock()

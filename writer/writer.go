@@ -28,6 +28,7 @@ import (
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/projection/keystate"
 	"github.com/eskv/eskv/sweeper"
 	"github.com/eskv/eskv/writer/batchbytes"
 	"github.com/eskv/eskv/writer/brokerprobe"
@@ -41,10 +42,10 @@ const Group = "kv-writer"
 
 // Projection is what the writer reads from the Postgres projection.
 type Projection interface {
-	State(ctx context.Context, key string) (contract.State, error)
+	State(ctx context.Context, key string) (keystate.State, error)
 	// StateAt is State and the position of partition it reflects (the
 	// projector's next offset less one), read in one snapshot.
-	StateAt(ctx context.Context, topic string, partition int32, key string) (contract.State, int64, error)
+	StateAt(ctx context.Context, topic string, partition int32, key string) (keystate.State, int64, error)
 	// Lookup reads the states, requestIds and set members a batch is
 	// decided on that the overlay does not hold, in one round trip.
 	Lookup(ctx context.Context, keys []string, refs []projection.RequestRef, elems []projection.ElementRef) (projection.Found, error)
@@ -576,7 +577,7 @@ func (w *Writer) refreshOwners(ctx context.Context) {
 }
 
 func (w *Writer) partition(key contract.Key) (int32, *partition) {
-	id := contract.Partition(key.Scope(), w.cfg.Topics.Partitions)
+	id := changelog.Partition(key.Scope(), w.cfg.Topics.Partitions)
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return id, w.parts[id]
@@ -644,7 +645,7 @@ func (w *Writer) AuditDenied(key contract.Key, op contract.Op, principal, reques
 // holds everything older. Only
 // the owner of a caught-up partition answers; anyone else answers
 // partition_unavailable, because the projection alone may lag the log.
-func (w *Writer) State(ctx context.Context, key contract.Key) (contract.State, error) {
+func (w *Writer) State(ctx context.Context, key contract.Key) (keystate.State, error) {
 	s, _, err := w.StateAt(ctx, key)
 	return s, err
 }
@@ -665,18 +666,18 @@ func (w *Writer) State(ctx context.Context, key contract.Key) (contract.State, e
 // [projected, end) — its events below end are all in the projection;
 // and an event the projection holds past end (committed, projected, not
 // yet added here) is below the projector's position.
-func (w *Writer) StateAt(ctx context.Context, key contract.Key) (contract.State, contract.Cursor, error) {
+func (w *Writer) StateAt(ctx context.Context, key contract.Key) (keystate.State, contract.Cursor, error) {
 	id, p := w.partition(key)
 	at := contract.Cursor{Partition: id}
 	if p == nil {
-		return contract.State{}, at, errUnavailable(id, "not owned by this writer")
+		return keystate.State{}, at, errUnavailable(id, "not owned by this writer")
 	}
 	if err := p.confirm(ctx); err != nil {
-		return contract.State{}, at, err
+		return keystate.State{}, at, err
 	}
 	s, ok, ready, look := p.lookupAt(key.String())
 	if !ready {
-		return contract.State{}, at, errUnavailable(id, "catching up or moving between writers")
+		return keystate.State{}, at, errUnavailable(id, "catching up or moving between writers")
 	}
 	at.Offset = look.end - 1
 	if ok {
@@ -684,7 +685,7 @@ func (w *Writer) StateAt(ctx context.Context, key contract.Key) (contract.State,
 	}
 	s, projected, err := w.proj.StateAt(ctx, w.cfg.Topics.Changes, id, key.String())
 	if err != nil {
-		return contract.State{}, at, err
+		return keystate.State{}, at, err
 	}
 	if projected < look.end {
 		// Nothing the projection holds is past what this owner knows:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/service/servicetest"
 	"github.com/eskv/eskv/testenv"
 )
@@ -180,7 +181,7 @@ func TestServeVerifyReport(t *testing.T) {
 		CreatedAt: now, TS: now, Principal: "tester", Semantics: contract.Semantics{Purpose: "config"}}
 	e2 := e1
 	e2.Version, e2.PrevVersion, e2.Op, e2.Before, e2.After = 2, 1, contract.OpCAS, e1.After, json.RawMessage(`{"a":2}`)
-	c := contract.Conflict{SchemaVersion: 1, ID: "c1", Key: e1.Key, Scope: e1.Scope, Op: contract.OpCAS, ExpectedVersion: 1,
+	c := decide.Conflict{SchemaVersion: 1, ID: "c1", Key: e1.Key, Scope: e1.Scope, Op: contract.OpCAS, ExpectedVersion: 1,
 		CurrentVersion: 2, Attempted: json.RawMessage(`{"a":3}`), Current: e2.After, Semantics: e1.Semantics,
 		Principal: "other", TS: now, Reason: "version_mismatch"}
 	testenv.MustProduce(t, b, &e1, &e2, &c)

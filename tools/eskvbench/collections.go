@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
@@ -108,7 +109,7 @@ func (b *bench) loadCollection(ctx context.Context, key string, purpose string, 
 		Semantics: contract.Semantics{Purpose: purpose, Producer: "eskvbench"},
 		Element:   el,
 	}
-	part := contract.Partition(k.Scope(), int32(b.c.partitions))
+	part := changelog.Partition(k.Scope(), int32(b.c.partitions))
 	if err := projection.New(b.s.db).Apply(ctx, scanTopic, []projection.Applied{{Partition: part, Offset: int64(n), Event: e}}); err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/tools/internal/localstack"
 )
 
@@ -371,7 +371,7 @@ func (b *bench) distinctProjects(base string, n int) []string {
 	var projects []string
 	for i := 0; len(projects) < n && i < 100*n; i++ {
 		p := fmt.Sprintf("%s-%d", base, i)
-		part := contract.Partition("tenant/"+tenant+"/project/"+p, int32(b.c.partitions))
+		part := changelog.Partition("tenant/"+tenant+"/project/"+p, int32(b.c.partitions))
 		if !seen[part] {
 			seen[part] = true
 			projects = append(projects, p)

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/changelog"
 )
 
 // Figure 18 runs one workload on eskv and on the systems a user would
@@ -241,7 +241,7 @@ func (b *bench) peerProjects() []string {
 	var projects []string
 	for i := 0; len(projects) < peerProjectCount; i++ {
 		p := fmt.Sprintf("peers-%s-%d", b.runID, i)
-		part := contract.Partition("tenant/"+tenant+"/project/"+p, int32(b.c.partitions))
+		part := changelog.Partition("tenant/"+tenant+"/project/"+p, int32(b.c.partitions))
 		if !seen[part] || len(seen) >= b.c.partitions || i > 1000 {
 			seen[part] = true
 			projects = append(projects, p)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection/elemkey"
 )
 
@@ -150,7 +151,7 @@ func (b *bench) loadQueue(ctx context.Context, q string, n int) error {
 	now := time.Now().UTC()
 	return b.loadCollection(ctx, q, contract.PurposeQueue, contract.OpQPush,
 		&contract.Element{Op: contract.ElementAdd, Member: elemkey.QueueMember(1, 0, 1), Value: json.RawMessage(`{"i":0}`),
-			State: contract.ItemReady, PushedAt: &now},
+			State: decide.ItemReady, PushedAt: &now},
 		`INSERT INTO kv_elements (collection, member, version, value, state, deliveries, pushed_at)
 		SELECT $1, '`+queueMemberStart+`' || lpad(to_hex(i + 1), 16, '0'), 1, '{"i":' || i || '}', 'ready', 0, now()
 		FROM generate_series(1, $2 - 1) AS i`, n)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 )
@@ -114,7 +115,7 @@ func (b *bench) loadScanEntries(ctx context.Context, prefix string, n int, now t
 	if err != nil {
 		return 0, err
 	}
-	part := contract.Partition(k.Scope(), int32(b.c.partitions))
+	part := changelog.Partition(k.Scope(), int32(b.c.partitions))
 	batch := make([]projection.Applied, 0, scanBatch)
 	for i := range n {
 		e := contract.Event{

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/tools/internal/stats"
@@ -91,7 +92,7 @@ func measureAvailability(recs []faultRecord, h []linz.Op, t0 time.Time, partitio
 	acks := map[int32][]time.Time{} // return times of acknowledged writes, by partition
 	for _, o := range h {
 		if o.In.Kind.Writes() && o.Out.Outcome == linz.OK {
-			p := contract.Partition(contract.ScopeOf(o.In.Key), partitions)
+			p := changelog.Partition(contract.ScopeOf(o.In.Key), partitions)
 			acks[p] = append(acks[p], t0.Add(time.Duration(o.Return)))
 		}
 	}

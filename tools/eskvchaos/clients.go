@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
@@ -27,7 +28,7 @@ func registerKeys(n int, partitions int32) []string {
 	used := map[int32]bool{}
 	for i := 0; len(keys) < n; i++ {
 		scope := fmt.Sprintf("tenant/chaos/project/p%d", i)
-		p := contract.Partition(scope, partitions)
+		p := changelog.Partition(scope, partitions)
 		if used[p] && len(used) < int(partitions) && i < 100*n {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -94,7 +95,7 @@ func TestRegisterKeysSpreadOverPartitions(t *testing.T) {
 	keys := registerKeys(5, 12)
 	seen := map[int32]bool{}
 	for _, k := range keys {
-		p := contract.Partition(contract.ScopeOf(k), 12)
+		p := changelog.Partition(contract.ScopeOf(k), 12)
 		if seen[p] {
 			t.Fatalf("%v: two keys in partition %d", keys, p)
 		}

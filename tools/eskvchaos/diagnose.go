@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/tools/linz"
@@ -71,7 +72,7 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 		line := fmt.Sprintf("%s of %s via writer-%d at %.3fs-%.3fs answered %s, but v%d was acknowledged at %.3fs (client %d via writer-%d)",
 			what, o.In.Key, o.Writer+1, secs(o.Call), secs(o.Return), got, as[i].version, secs(as[i].ret), as[i].o.Client, as[i].o.Writer+1)
 		if owners != nil {
-			p := contract.Partition(contract.ScopeOf(o.In.Key), partitions)
+			p := changelog.Partition(contract.ScopeOf(o.In.Key), partitions)
 			line += fmt.Sprintf("; partition %d: %s", p, owners.at(p, o.Call))
 		}
 		out = append(out, line)

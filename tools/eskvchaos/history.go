@@ -16,6 +16,7 @@ import (
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
+	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/tools/linz"
 )
 
@@ -181,7 +182,7 @@ func checkHistory(reads []historyRead, ops []linz.Op, evs []logcheck.Event) hist
 	inLog := map[keyVersion]json.RawMessage{}
 	for _, e := range evs {
 		if _, ok := acked[e.Event.Key]; ok {
-			inLog[keyVersion{e.Event.Key, e.Event.Version}] = contract.HistoryVersionOf(&e.Event).Value
+			inLog[keyVersion{e.Event.Key, e.Event.Version}] = projection.HistoryVersionOf(&e.Event).Value
 		}
 	}
 	for _, r := range reads {

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/tools/internal/stats"
 )
@@ -111,10 +112,10 @@ func runHostile(ctx context.Context, c config, s *stack, stdout io.Writer) error
 	h := &hostile{c: c, s: s, target: s.writers[0].URL, good: s.goodToken, evil: s.evilToken, stop: make(chan struct{}),
 		evilCode: map[string]int{}, counts: map[string]int{}, rss: map[string]int64{}}
 	h.goodScope = "tenant/good/project/g"
-	h.partition = contract.Partition(h.goodScope, int32(c.partitions))
+	h.partition = changelog.Partition(h.goodScope, int32(c.partitions))
 	for i := 0; ; i++ {
 		scope := fmt.Sprintf("tenant/evil/project/x%d", i)
-		if contract.Partition(scope, int32(c.partitions)) == h.partition {
+		if changelog.Partition(scope, int32(c.partitions)) == h.partition {
 			h.evilScope = scope
 			break
 		}

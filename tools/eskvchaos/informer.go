@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
@@ -73,7 +74,7 @@ func newInformerWorkload(urls []string, token string, keys []string, partitions 
 	prefixes := watchPrefixes(keys)
 	for i := range n {
 		scope := prefixes[i%len(prefixes)]
-		w.informers = append(w.informers, &informer{prefix: scope + "/", partition: contract.Partition(scope, partitions)})
+		w.informers = append(w.informers, &informer{prefix: scope + "/", partition: changelog.Partition(scope, partitions)})
 	}
 	return w
 }

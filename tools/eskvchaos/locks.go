@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/tools/linz"
 )
@@ -163,7 +164,7 @@ func (l *lockWorkload) check(evs []logcheck.Event) lockFindings {
 					t = &tenure{}
 					state[lock] = t
 				}
-				var v contract.LockValue
+				var v decide.LockValue
 				if !e.Live() || json.Unmarshal(e.After, &v) != nil {
 					*t = tenure{}
 					continue

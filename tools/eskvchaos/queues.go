@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/projection/elemkey"
 )
@@ -169,7 +170,7 @@ func (q *queueWorkload) drain() {
 
 // queueItem is an item's state in the fold of the log.
 type queueItem struct {
-	state      string // contract.ItemReady, ItemInFlight, or "gone"
+	state      string // decide.ItemReady, ItemInFlight, or "gone"
 	deliveries int64
 	deadline   time.Time
 	pops       int
@@ -288,7 +289,7 @@ func (fold *queueFold) apply(e contract.Event) string {
 		if it != nil {
 			return "of an item pushed already: " + el.Member
 		}
-		fold.items[el.Member] = &queueItem{state: contract.ItemReady}
+		fold.items[el.Member] = &queueItem{state: decide.ItemReady}
 		fold.order = append(fold.order, el.Member)
 		fold.pushed++
 		fold.size++
@@ -301,7 +302,7 @@ func (fold *queueFold) apply(e contract.Event) string {
 	case contract.OpQPop:
 		return fold.pop(it, el)
 	case contract.OpQAck:
-		if it.state != contract.ItemInFlight || el.State == contract.ItemReady || el.State == contract.ItemInFlight {
+		if it.state != decide.ItemInFlight || el.State == decide.ItemReady || el.State == decide.ItemInFlight {
 			return fmt.Sprintf("of item %s, %s, leaving it %q", el.Member, it.state, el.State)
 		}
 		it.state = "gone"
@@ -309,10 +310,10 @@ func (fold *queueFold) apply(e contract.Event) string {
 		fold.size--
 		fold.inFlight--
 	case contract.OpQRequeue:
-		if it.state != contract.ItemInFlight || el.State != contract.ItemReady || el.Deliveries != it.deliveries {
+		if it.state != decide.ItemInFlight || el.State != decide.ItemReady || el.Deliveries != it.deliveries {
 			return fmt.Sprintf("of item %s, %s at delivery %d, to %q at delivery %d", el.Member, it.state, it.deliveries, el.State, el.Deliveries)
 		}
-		it.state = contract.ItemReady
+		it.state = decide.ItemReady
 		fold.requeued++
 		fold.inFlight--
 		if e.TS.Before(it.deadline) {
@@ -329,11 +330,11 @@ func (fold *queueFold) apply(e contract.Event) string {
 
 // pop applies a pop of it: it must be ready; a delivery counts one more.
 func (fold *queueFold) pop(it *queueItem, el *contract.Element) string {
-	if it.state != contract.ItemReady {
+	if it.state != decide.ItemReady {
 		return fmt.Sprintf("of item %s, %s: delivered while not ready", el.Member, it.state)
 	}
 	it.pops++
-	if el.State != contract.ItemInFlight {
+	if el.State != decide.ItemInFlight {
 		it.state = "gone"
 		fold.removed++
 		fold.size--
@@ -343,7 +344,7 @@ func (fold *queueFold) pop(it *queueItem, el *contract.Element) string {
 		return fmt.Sprintf("of item %s: in flight without a deadline", el.Member)
 	}
 	previous := it.deliveries
-	it.state, it.deliveries, it.deadline = contract.ItemInFlight, el.Deliveries, *el.VisibleAt
+	it.state, it.deliveries, it.deadline = decide.ItemInFlight, el.Deliveries, *el.VisibleAt
 	fold.inFlight++
 	if el.Deliveries != previous+1 {
 		return fmt.Sprintf("of item %s: delivery %d after %d", el.Member, el.Deliveries, previous)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/internal/logcheck"
 	"github.com/eskv/eskv/projection/elemkey"
 )
@@ -27,7 +28,7 @@ func TestQueuesCheck(t *testing.T) {
 		if state == "" {
 			el.Op = contract.ElementRemove
 		}
-		if state == contract.ItemInFlight {
+		if state == decide.ItemInFlight {
 			deadline := t0.Add(time.Duration(v+2) * time.Second)
 			el.VisibleAt = &deadline
 		}
@@ -36,11 +37,11 @@ func TestQueuesCheck(t *testing.T) {
 			Element: el}}
 	}
 	log := []logcheck.Event{
-		ev(1, contract.OpQPush, a, contract.ItemReady, 0, 1, 0),
-		ev(2, contract.OpQPush, b, contract.ItemReady, 0, 2, 0),
-		ev(3, contract.OpQPop, a, contract.ItemInFlight, 1, 2, 1), // deadline t0+5s
-		ev(6, contract.OpQRequeue, a, contract.ItemReady, 1, 2, 0),
-		ev(7, contract.OpQPop, a, contract.ItemInFlight, 2, 2, 1),
+		ev(1, contract.OpQPush, a, decide.ItemReady, 0, 1, 0),
+		ev(2, contract.OpQPush, b, decide.ItemReady, 0, 2, 0),
+		ev(3, contract.OpQPop, a, decide.ItemInFlight, 1, 2, 1), // deadline t0+5s
+		ev(6, contract.OpQRequeue, a, decide.ItemReady, 1, 2, 0),
+		ev(7, contract.OpQPop, a, decide.ItemInFlight, 2, 2, 1),
 		ev(8, contract.OpQAck, a, "", 2, 1, 0),
 		ev(9, contract.OpQPop, b, "", 0, 0, 0),
 	}
@@ -63,9 +64,9 @@ func TestQueuesCheck(t *testing.T) {
 		{name: "ErrOtherDelivery", evs: log, acked: []queueChange{{key, 7, contract.OpQPop, a, `"0000000000000001"`, 1}}, missing: 1},
 		{name: "ErrAckedTwice", evs: log, acked: append(acked, queueChange{key, 9, contract.OpQAck, a, "", 1}), missing: 1, twice: 1},
 		{name: "ErrPopWhileInFlight", evs: slices.Delete(slices.Clone(log), 3, 4), folds: 1},
-		{name: "ErrRequeueBeforeDeadline", evs: with(3, ev(4, contract.OpQRequeue, a, contract.ItemReady, 1, 2, 0)), folds: 1},
-		{name: "ErrDeliverySkipped", evs: with(4, ev(7, contract.OpQPop, a, contract.ItemInFlight, 3, 2, 1)), folds: 1},
-		{name: "ErrMetadataOff", evs: with(1, ev(2, contract.OpQPush, b, contract.ItemReady, 0, 3, 0)), folds: 1},
+		{name: "ErrRequeueBeforeDeadline", evs: with(3, ev(4, contract.OpQRequeue, a, decide.ItemReady, 1, 2, 0)), folds: 1},
+		{name: "ErrDeliverySkipped", evs: with(4, ev(7, contract.OpQPop, a, decide.ItemInFlight, 3, 2, 1)), folds: 1},
+		{name: "ErrMetadataOff", evs: with(1, ev(2, contract.OpQPush, b, decide.ItemReady, 0, 3, 0)), folds: 1},
 		{name: "ErrNeverDelivered", evs: log[:6], undelivered: 1},
 		{name: "ErrNotDrained", evs: log, left: 3, sizes: 1},
 	} {

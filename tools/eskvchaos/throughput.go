@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/internal/proc"
 )
 
@@ -174,7 +174,7 @@ func (l *load) client(id int) {
 		scope := fmt.Sprintf("tenant/bench/project/p%d", k%throughputProjects)
 		base := l.ws[rng.IntN(len(l.ws))].URL
 		if m := l.owners.Load(); l.toOwner && m != nil {
-			if a, ok := (*m)[contract.Partition(scope, l.s.topics.Partitions)]; ok {
+			if a, ok := (*m)[changelog.Partition(scope, l.s.topics.Partitions)]; ok {
 				base = a
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/logcheck"
@@ -96,7 +97,7 @@ func newWatchWorkload(urls []string, token string, keys []string, partitions int
 	prefixes := watchPrefixes(keys)
 	for i := range n {
 		scope := prefixes[i%len(prefixes)]
-		start := contract.Cursor{Partition: contract.Partition(scope, partitions), Offset: -1}
+		start := contract.Cursor{Partition: changelog.Partition(scope, partitions), Offset: -1}
 		w.watchers = append(w.watchers, &watchRecord{prefix: scope + "/", start: start, last: start})
 	}
 	return w

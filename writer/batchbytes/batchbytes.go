@@ -37,6 +37,7 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // producerBatchMaxBytes is the shared producer's limit on a record batch
@@ -135,7 +136,7 @@ func kvBytes(r *decide.KV) int {
 // the keys it reads, which its events carry as before. It decides only
 // whether deciding c now is worth it (Batch.MayFit): too high, c waits a
 // batch, first in the next one, where it is decided anyway.
-func Estimate(c decide.Command, states map[string]contract.State) int {
+func Estimate(c decide.Command, states map[string]keystate.State) int {
 	n := LeastBytes(c)
 	for _, k := range decide.Keys(c) {
 		n += len(states[k].Entry.Value)

@@ -23,7 +23,7 @@ package statecache
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // Cache is one partition's cache of states by key.
@@ -35,7 +35,7 @@ type Cache struct {
 }
 
 type cachedState struct {
-	state contract.State
+	state keystate.State
 	size  int64
 }
 
@@ -45,7 +45,7 @@ const stateOverhead = 240
 
 // Size is about the memory a cached state of key takes: what it counts
 // against the budget.
-func Size(key string, s *contract.State) int64 {
+func Size(key string, s *keystate.State) int64 {
 	e := &s.Entry
 	n := len(key) + len(e.Key) + len(e.Value) + len(e.LastWriter) + len(e.RequestID) + len(e.SpecRef) +
 		len(s.RequestDigest) + len(e.Semantics.Purpose) + len(e.Semantics.Producer)
@@ -65,9 +65,9 @@ func New(budget int64, m *Metrics) *Cache {
 }
 
 // Get returns the cached state of key, counting a hit or a miss.
-func (c *Cache) Get(key string) (contract.State, bool) {
+func (c *Cache) Get(key string) (keystate.State, bool) {
 	if c.budget == 0 {
-		return contract.State{}, false
+		return keystate.State{}, false
 	}
 	e, ok := c.entries[key]
 	if ok {
@@ -81,7 +81,7 @@ func (c *Cache) Get(key string) (contract.State, bool) {
 // Put caches s as key's state unless a newer one is cached, and evicts
 // other states until the cache fits its budget. A state larger than the
 // whole budget is not kept (nor the older one).
-func (c *Cache) Put(key string, s contract.State) {
+func (c *Cache) Put(key string, s keystate.State) {
 	if c.budget == 0 {
 		return
 	}

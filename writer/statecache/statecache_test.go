@@ -8,17 +8,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection/keystate"
 )
 
 // TestStateCachePut: the budget, states larger than it, and a disabled
 // cache.
 func TestStateCachePut(t *testing.T) {
-	size := Size("k00", &contract.State{})
+	size := Size("k00", &keystate.State{})
 	t.Run("OKEvictsToBudget", func(t *testing.T) {
 		m := NewMetrics()
 		c := New(4*size, m)
 		for i := range 10 {
-			c.Put(fmt.Sprintf("k%02d", i), contract.State{})
+			c.Put(fmt.Sprintf("k%02d", i), keystate.State{})
 			if c.bytes > c.budget {
 				t.Fatalf("%d bytes over a budget of %d", c.bytes, c.budget)
 			}
@@ -38,16 +39,16 @@ func TestStateCachePut(t *testing.T) {
 	})
 	t.Run("OKTooLargeDropsTheOlder", func(t *testing.T) {
 		c := New(2*size, NewMetrics())
-		c.Put("k00", contract.State{Version: 1})
-		c.Put("k00", contract.State{Version: 2, Entry: contract.Entry{Value: make(json.RawMessage, 2*size)}})
+		c.Put("k00", keystate.State{Version: 1})
+		c.Put("k00", keystate.State{Version: 2, Entry: contract.Entry{Value: make(json.RawMessage, 2*size)}})
 		if st, ok := c.Get("k00"); ok || c.bytes != 0 {
 			t.Errorf("cached %+v, %d bytes; want nothing", st, c.bytes)
 		}
 	})
 	t.Run("OKKeepsNewer", func(t *testing.T) {
 		c := New(4*size, NewMetrics())
-		c.Put("k00", contract.State{Version: 2})
-		c.Put("k00", contract.State{Version: 1})
+		c.Put("k00", keystate.State{Version: 2})
+		c.Put("k00", keystate.State{Version: 1})
 		if st, ok := c.Get("k00"); !ok || st.Version != 2 {
 			t.Errorf("cached %+v (%v); want version 2", st, ok)
 		}
@@ -55,7 +56,7 @@ func TestStateCachePut(t *testing.T) {
 	t.Run("OKReset", func(t *testing.T) {
 		m := NewMetrics()
 		c := New(4*size, m)
-		c.Put("k00", contract.State{})
+		c.Put("k00", keystate.State{})
 		c.Reset()
 		if _, ok := c.Get("k00"); ok || testutil.ToFloat64(m.Bytes) != 0 {
 			t.Errorf("a reset cache answered or holds %v bytes", testutil.ToFloat64(m.Bytes))
@@ -64,7 +65,7 @@ func TestStateCachePut(t *testing.T) {
 	t.Run("OKDisabled", func(t *testing.T) {
 		m := NewMetrics()
 		c := New(0, m)
-		c.Put("k00", contract.State{})
+		c.Put("k00", keystate.State{})
 		if _, ok := c.Get("k00"); ok {
 			t.Error("a disabled cache answered")
 		}

@@ -1,9 +1,13 @@
-// eskv status page: renders /ui/api/... JSON (which never carries a
-// value) and follows /ui/api/watch. Every datum is set as text, never
-// as HTML.
+// eskv status page: lists the projects the session may read, pages a
+// project's keys, renders /ui/api/... JSON (which never carries a value)
+// and follows /ui/api/watch. Every datum is set as text, never as HTML.
 "use strict";
 
-const state = { prefix: "", keys: [], serverSkew: 0, source: null, reload: null, selected: "" };
+// state: the session (me), the project open (prefix) and the search
+// under it, the cursors of the keys pages shown so far (the last is the
+// page shown; "" the first), the next page's cursor, the projects
+// listing's next cursor.
+const state = { me: null, prefix: "", search: "", cursors: [""], next: "", projectsCursor: "", serverSkew: 0, source: null, reload: null, selected: "" };
 
 function $(id) { return document.getElementById(id); }
 
@@ -47,25 +51,70 @@ function now() { return Date.now() + state.serverSkew; }
 
 async function loadMe() {
   const me = await getJSON("/ui/api/me");
+  state.me = me;
   $("whoami").textContent = "principal " + me.principal;
-  const sel = $("project-select");
-  for (const p of me.projects) sel.append(el("option", { value: p.prefix }, p.prefix));
   if (me.tenants.length > 0 || me.anyTenant) {
     $("project-by-name").hidden = false;
     if (me.tenants.length > 0) $("project-name").value = me.tenants[0] + "/";
   }
-  sel.addEventListener("change", () => { if (sel.value) openProject(sel.value); });
   $("project-open").addEventListener("click", () => {
     const [tenant, project] = $("project-name").value.trim().split("/");
     if (tenant && project) openProject("tenant/" + tenant + "/project/" + project + "/");
   });
+  $("projects-more").addEventListener("click", () => loadProjects().catch(showError));
+  $("keys-search-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    let s = $("keys-search").value.trim();
+    if (s.startsWith(state.prefix)) s = s.slice(state.prefix.length);
+    state.search = s.replace(/^\/+/, "");
+    state.cursors = [""];
+    refresh();
+  });
+  $("keys-prev").addEventListener("click", () => { if (state.cursors.length > 1) { state.cursors.pop(); refresh(); } });
+  $("keys-next").addEventListener("click", () => { if (state.next) { state.cursors.push(state.next); refresh(); } });
+  await loadProjects();
   const hash = decodeURIComponent(location.hash.slice(1));
   if (hash) openProject(hash);
 }
 
+// projectPrefixes are the prefixes the session may open of project p:
+// the whole project when a grant covers it, else each part a grant below
+// the project names (me.projects).
+function projectPrefixes(p) {
+  const whole = "tenant/" + p.tenant + "/project/" + p.project + "/";
+  const me = state.me;
+  if (me.anyTenant || me.tenants.includes(p.tenant) || me.projects.some((g) => g.prefix === whole)) return [whole];
+  return me.projects.filter((g) => g.tenant === p.tenant && g.project === p.project).map((g) => g.prefix);
+}
+
+// loadProjects appends the next page of the projects the session may
+// read (/ui/api/projects: counts of keys, never a value) to the picker.
+async function loadProjects() {
+  const a = await getJSON("/ui/api/projects?limit=100" + (state.projectsCursor ? "&cursor=" + encodeURIComponent(state.projectsCursor) : ""));
+  const list = $("projects");
+  for (const p of a.items) {
+    for (const prefix of projectPrefixes(p)) {
+      const part = prefix.split("/").slice(4).join("/");
+      const b = el("button", { type: "button", class: "project", "data-prefix": prefix, "aria-pressed": String(prefix === state.prefix) },
+        el("span", { class: "name" }, p.tenant + "/" + p.project + (part ? " (" + part + ")" : "")),
+        el("span", { class: "count" }, p.keys + (p.keys === 1 ? " key" : " keys")));
+      b.addEventListener("click", () => openProject(prefix));
+      list.append(el("li", {}, b));
+    }
+  }
+  state.projectsCursor = a.nextCursor || "";
+  $("projects-more").hidden = !a.truncated;
+  $("projects-count").textContent = "(" + list.children.length + (a.truncated ? "+" : "") + ")";
+  $("projects-none").hidden = list.children.length > 0;
+}
+
 function openProject(prefix) {
   state.prefix = prefix;
+  state.search = "";
+  state.cursors = [""];
   state.selected = "";
+  $("keys-search").value = "";
+  for (const b of document.querySelectorAll("#projects button.project")) b.setAttribute("aria-pressed", String(b.dataset.prefix === prefix));
   history.replaceState(null, "", "#" + prefix);
   $("project-title").textContent = prefix;
   for (const id of ["summary", "keys-section", "conflicts-section", "feed-section"]) $(id).hidden = false;
@@ -75,14 +124,20 @@ function openProject(prefix) {
   watch();
 }
 
+// keysPath is the page of keys shown: under the project and the search,
+// from the last cursor.
+function keysPath() {
+  const cursor = state.cursors[state.cursors.length - 1];
+  return "/ui/api/keys?prefix=" + encodeURIComponent(state.prefix + state.search) + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
+}
+
 async function refresh() {
   try {
     const [keys, conflicts] = await Promise.all([
-      getJSON("/ui/api/keys?prefix=" + encodeURIComponent(state.prefix)),
+      getJSON(keysPath()),
       getJSON("/ui/api/conflicts?prefix=" + encodeURIComponent(state.prefix)),
     ]);
     state.serverSkew = Date.parse(keys.serverTime) - Date.now();
-    state.keys = keys.keys;
     renderKeys(keys);
     renderConflicts(conflicts);
     showError(null);
@@ -105,7 +160,7 @@ function renderKeys(a) {
   const body = $("keys").tBodies[0];
   const rows = a.keys.map((k) => {
     const tr = el("tr", { "data-key": k.key },
-      el("td", { class: "key" }, k.key.slice(a.prefix.length)),
+      el("td", { class: "key" }, k.key.slice(state.prefix.length)),
       el("td", { class: "purpose" }, el("span", { class: "purpose purpose-" + (k.purpose || "plain") }, k.purpose || "plain")),
       el("td", { class: "version num" }, k.version),
       el("td", { class: "writer" }, k.lastWriter),
@@ -119,8 +174,12 @@ function renderKeys(a) {
     return tr;
   });
   body.replaceChildren(...rows);
-  $("keys-count").textContent = "(" + a.keys.length + ")";
-  $("keys-truncated").hidden = !a.truncated;
+  state.next = a.truncated ? a.nextCursor || "" : "";
+  $("keys-count").textContent = state.search ? "under " + state.search : "";
+  $("keys-none").hidden = a.keys.length > 0;
+  $("keys-page").textContent = "page " + state.cursors.length + " · " + a.keys.length + (a.keys.length === 1 ? " key" : " keys");
+  $("keys-prev").disabled = state.cursors.length === 1;
+  $("keys-next").disabled = !state.next;
   tick();
 }
 

@@ -1,0 +1,7 @@
+package api
+
+// The verb lists for the external tests' expected messages.
+var (
+	VerbList = verbList
+	Verbs    = verbs
+)
