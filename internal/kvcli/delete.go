@@ -36,17 +36,7 @@ deletes at the version it read, so a change in between exits 1 too and
 deletes nothing.
 
 --format text prints "KEY deleted at version N", json
-{"key","version","deleted":true}, value the delete's version.
-
-With --prefix PREFIX (in place of KEY) every key under PREFIX is deleted,
-whatever it holds (etcd's del --prefix): a lock or a leadership is
-broken as a delete naming its version breaks it, a set, list or queue
-goes whole. PREFIX lies inside one project and the token needs the write
-right on all of it. Up to 1000 keys go in one transaction (watchers see
-one txnId); over that the command deletes nothing and exits 1, unless
---chunked deletes them in chunks of 1000, each atomic, until none is
-left. --format text prints "deleted N keys under PREFIX", json
-{"prefix","count","calls","txnId"?}, value the count.`,
+{"key","version","deleted":true}, value the delete's version.` + deletePrefixHelp,
 		Example: `  kvctl delete tenant/acme/project/demo/greeting
   kvctl delete tenant/acme/project/demo/greeting --expected-version 3
   kvctl delete config/api-key --if-value sk-abc123 --table tenant/acme/project/demo   # only while it holds "sk-abc123"

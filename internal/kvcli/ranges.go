@@ -12,6 +12,19 @@ import (
 // Writes of a prefix: delete --prefix (POST /v1/kv:deleteRange) and
 // cleanup-expired (POST /v1/kv:expireDue).
 
+// deletePrefixHelp ends delete's help: its --prefix form.
+const deletePrefixHelp = `
+
+With --prefix PREFIX (in place of KEY) every key under PREFIX is deleted,
+whatever it holds (etcd's del --prefix): a lock or a leadership is
+broken as a delete naming its version breaks it, a set, list or queue
+goes whole. PREFIX lies inside one project and the token needs the write
+right on all of it. Up to 1000 keys go in one transaction (watchers see
+one txnId); over that the command deletes nothing and exits 1, unless
+--chunked deletes them in chunks of 1000, each atomic, until none is
+left. --format text prints "deleted N keys under PREFIX", json
+{"prefix","count","calls","txnId"?}, value the count.`
+
 // rangeFlags are delete's flags of a range delete.
 type rangeFlags struct {
 	prefix  string
