@@ -193,6 +193,7 @@ func (s *Server) routeUI(e *echo.Echo) {
 	data.GET("/projects", s.projects)
 	data.GET("/keys", s.uiKeys)
 	data.GET("/history", s.uiHistory)
+	data.GET("/at", s.uiAt)
 	data.GET("/conflicts", s.uiConflicts)
 	data.GET("/watch", s.uiWatch)
 }

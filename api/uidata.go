@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,6 +103,21 @@ type UIVersion struct {
 type UIHistory struct {
 	Key      string      `json:"key"`
 	Versions []UIVersion `json:"versions"`
+}
+
+// UIAt is GET /ui/api/at: a key's state at a past point (At, the
+// position it resolved to), as a row shows it: its version, purpose and,
+// of a plain value, its Fingerprint (the rows' fingerprint: equal to the
+// row's when the value then equals the value now), or Absent. Never the
+// value.
+type UIAt struct {
+	Key         string `json:"key"`
+	At          string `json:"at"`
+	Position    string `json:"position"`
+	Version     int64  `json:"version"`
+	Purpose     string `json:"purpose"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Absent      bool   `json:"absent,omitempty"`
 }
 
 // UIEvent is one event of GET /ui/api/watch: a watch event without its
@@ -222,11 +239,134 @@ func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
 			r.Size, r.InFlight = &m.Size, m.InFlight
 		}
 	default:
-		m := hmac.New(sha256.New, s.ui.fingerprintKey)
-		m.Write(e.Value)
-		r.Fingerprint = hex.EncodeToString(m.Sum(nil)[:8])
+		r.Fingerprint = s.uiFingerprint(e.Value)
 	}
 	return r
+}
+
+// uiFingerprint is a plain value's fingerprint: HMAC-SHA256 under the
+// deployment's fingerprint key of the value's canonical JSON
+// (canonicalJSON), first 16 hex digits. Keyed, so that a fingerprint
+// does not let one test guesses of a value offline; canonical, so that a
+// value has one fingerprint whichever text holds it: a row's value is
+// the text written, a past one (EntryAsOf) its history's jsonb text,
+// whose keys jsonb reorders.
+func (s *Server) uiFingerprint(v []byte) string {
+	m := hmac.New(sha256.New, s.ui.fingerprintKey)
+	m.Write(canonicalJSON(v))
+	return hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+// canonicalJSON is v with its objects' members in key order (the last
+// of a duplicated key, as jsonb keeps), without insignificant space, and
+// each number in one form per value (canonicalNumber: 1.50, 15e-1 and
+// 1.5 are one number), so that two texts of one JSON value are one
+// text. What does not parse is taken as it is.
+func canonicalJSON(v []byte) []byte {
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	var x any
+	if d.Decode(&x) != nil {
+		return v
+	}
+	b, err := json.Marshal(canonicalNumbers(x))
+	if err != nil {
+		return v
+	}
+	return b
+}
+
+// canonicalNumbers replaces, in a decoded JSON value, each json.Number
+// by its canonicalNumber.
+func canonicalNumbers(x any) any {
+	switch x := x.(type) {
+	case json.Number:
+		return json.Number(canonicalNumber(string(x)))
+	case map[string]any:
+		for k, v := range x {
+			x[k] = canonicalNumbers(v)
+		}
+	case []any:
+		for i, v := range x {
+			x[i] = canonicalNumbers(v)
+		}
+	}
+	return x
+}
+
+// canonicalNumber is a JSON number literal as its significant digits
+// (no leading or trailing zero) and a decimal exponent when not 0:
+// 1.50 and 150e-2 are "15e-1", 100 is "1e2", -0.0 is "0". Exact, and
+// linear in the literal (no expansion of 1e999999). An exponent too
+// large to add to is kept as written.
+func canonicalNumber(lit string) string {
+	s, neg := strings.CutPrefix(lit, "-")
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e > 1<<40 || e < -(1<<40) {
+			return lit
+		}
+		s, exp = s[:i], e
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	if digits == "" {
+		return "0"
+	}
+	sig := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(sig) - len(frac)
+	if exp != 0 {
+		sig += "e" + strconv.Itoa(exp)
+	}
+	if neg {
+		sig = "-" + sig
+	}
+	return sig
+}
+
+// uiAt answers a key's state at a past point (at: a position or an RFC
+// 3339 time) as uiRow shows it, from the same read GET /v1/kv/{key}?at=
+// makes (parseAt, resolveAt, projection EntryAsOf) and with its errors:
+// 400 (field at) for a missing, malformed or future at, 410
+// cursor_expired before the history retention. Like that read, it is
+// answered by the key's owner (forwarded, session cookie and all), which
+// knows which events of the key are still unprojected.
+func (s *Server) uiAt(c echo.Context) error {
+	q := c.QueryParams()
+	if err := onlyParams(q, "key", "at"); err != nil {
+		return err
+	}
+	p, k, err := s.authorizeKey(c, Read, q.Get("key"))
+	if err != nil {
+		return err
+	}
+	a, err := parseAt(q)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		return contract.FieldErrorf(contract.EInvalid, "at", "at (a position p<partition>.o<offset> or an RFC 3339 time) is required")
+	}
+	if done, err := s.forward(c, k); done {
+		return err
+	}
+	at, err := s.resolveAt(c, k.String(), a, nil)
+	if err != nil {
+		return err
+	}
+	e, err := s.list.EntryAsOf(c.Request().Context(), k.String(), at)
+	if err != nil {
+		return err
+	}
+	pos := cursorOf(at)
+	setPosition(c, &pos)
+	u := UIAt{Key: k.String(), At: q.Get("at"), Position: pos.String(), Absent: e == nil}
+	if e != nil {
+		r := s.uiRow(p, e)
+		u.Version, u.Purpose, u.Fingerprint = r.Version, r.Purpose, r.Fingerprint
+	}
+	return c.JSON(http.StatusOK, u)
 }
 
 // uiHistory answers a key's last versions (up to uiMaxHistory from

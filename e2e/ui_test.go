@@ -265,6 +265,15 @@ func TestStatusPageBrowser(t *testing.T) {
 	inBrowser(t, ctx, "see a write live",
 		chromedp.WaitVisible(chromedp.CSS(`#feed li[data-key="`+uiPrefix+`later"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`later"]`)))
+	inBrowser(t, ctx, "the checkpoint's state now",
+		chromedp.Click(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`checkpoint"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-version="1"]`)),
+		chromedp.SendKeys(chromedp.ID("at-input"), time.Now().UTC().Format(time.RFC3339)),
+		chromedp.Click(chromedp.ID("at-go")),
+		chromedp.WaitVisible(chromedp.ID("at-result")))
+	if at := fromBrowser(t, ctx, "state at", chromedp.Text(chromedp.ID("at-result"))); !strings.Contains(at, "version 1, checkpoint, fingerprint ") || !strings.Contains(at, "(same value as now)") {
+		t.Fatalf("the checkpoint's state now says %q, want version 1 and the value of now", at)
+	}
 	if html := fromBrowser(t, ctx, "page", chromedp.OuterHTML(chromedp.CSS("html"))); strings.Contains(html, marker) {
 		t.Fatalf("the rendered page holds the marker value")
 	}
@@ -374,7 +383,8 @@ func TestStatusPageServesNoValue(t *testing.T) {
 	uiSeed(t, s, marker)
 	ck := uiCookie(t, uiLogin(t, s, readerTok))
 	paths := []string{"/ui/", "/ui/login", "/ui/assets/app.js", "/ui/assets/style.css", "/ui/api/me", "/ui/api/projects",
-		"/ui/api/keys?prefix=" + uiPrefix, "/ui/api/conflicts?prefix=" + uiPrefix}
+		"/ui/api/keys?prefix=" + uiPrefix, "/ui/api/conflicts?prefix=" + uiPrefix,
+		"/ui/api/at?key=" + uiPrefix + "checkpoint&at=" + url.QueryEscape(time.Now().UTC().Format(time.RFC3339Nano))}
 	for _, k := range []string{"checkpoint", "jobs/lock", "jobs/queue", "members"} {
 		paths = append(paths, "/ui/api/history?key="+uiPrefix+k)
 	}

@@ -132,6 +132,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"/ui/api/projects":   {"get"},
 		"/ui/api/keys":       {"get"},
 		"/ui/api/history":    {"get"},
+		"/ui/api/at":         {"get"},
 		"/ui/api/conflicts":  {"get"},
 		"/ui/api/watch":      {"get"},
 	}
@@ -527,6 +528,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"UIKey", "UIKey", true},
 		{"UIVersion", "UIVersion", true},
 		{"UIHistory", "UIHistory", true},
+		{"UIAt", "UIAt", true},
 		{"UIEvent", "UIEvent", true},
 		{"ConflictRates", "ConflictRates", true},
 		{"ConflictMinute", "ConflictMinute", true},

@@ -7,7 +7,7 @@
 // under it, the cursors of the keys pages shown so far (the last is the
 // page shown; "" the first), the next page's cursor, the projects
 // listing's next cursor.
-const state = { me: null, prefix: "", search: "", cursors: [""], next: "", projectsCursor: "", serverSkew: 0, source: null, reload: null, selected: "" };
+const state = { me: null, prefix: "", search: "", cursors: [""], next: "", projectsCursor: "", serverSkew: 0, source: null, reload: null, selected: "", selectedRow: null };
 
 function $(id) { return document.getElementById(id); }
 
@@ -113,6 +113,7 @@ function openProject(prefix) {
   state.search = "";
   state.cursors = [""];
   state.selected = "";
+  state.selectedRow = null;
   $("keys-search").value = "";
   for (const b of document.querySelectorAll("#projects button.project")) b.setAttribute("aria-pressed", String(b.dataset.prefix === prefix));
   history.replaceState(null, "", "#" + prefix);
@@ -169,7 +170,7 @@ function renderKeys(a) {
       el("td", { class: "holder" }, holderText(k)),
       el("td", { class: "size num" }, sizeText(k)),
       el("td", { class: "fingerprint" }, k.fingerprint || ""));
-    if (k.key === state.selected) tr.classList.add("selected");
+    if (k.key === state.selected) { tr.classList.add("selected"); state.selectedRow = k; }
     tr.addEventListener("click", () => openHistory(k));
     return tr;
   });
@@ -231,7 +232,9 @@ function renderConflicts(c) {
 }
 
 async function openHistory(k) {
+  if (state.selected !== k.key) $("at-result").hidden = true;
   state.selected = k.key;
+  state.selectedRow = k;
   for (const tr of $("keys").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.key === k.key);
   const from = Math.max(1, k.version - 49);
   try {
@@ -246,6 +249,38 @@ async function openHistory(k) {
     $("history").tBodies[0].replaceChildren(...rows);
     $("history-section").hidden = false;
   } catch (err) { showError(err); }
+}
+
+// atText is the at parameter of the "State at" input: a position or an
+// RFC 3339 time as given, a time without a zone taken as UTC.
+function atText(v) {
+  v = v.trim();
+  if (/^\d{4}-\d\d-\d\dT\d\d:\d\d$/.test(v)) return v + ":00Z";
+  if (/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?$/.test(v)) return v + "Z";
+  return v;
+}
+
+// showAt shows the selected key's state at the input's point (GET
+// /ui/api/at): its version and purpose and its value's fingerprint then,
+// compared with the row's, or "absent"; never the value.
+async function showAt(ev) {
+  ev.preventDefault();
+  const k = state.selectedRow;
+  const out = $("at-result");
+  if (!k) return;
+  try {
+    const a = await getJSON("/ui/api/at?key=" + encodeURIComponent(k.key) + "&at=" + encodeURIComponent(atText($("at-input").value)));
+    let text = "at " + a.at + " (" + a.position + "): ";
+    if (a.absent) text += "absent";
+    else {
+      text += "version " + a.version + (a.purpose ? ", " + a.purpose : "");
+      if (a.fingerprint) text += ", fingerprint " + a.fingerprint + (a.fingerprint === k.fingerprint ? " (same value as now)" : " (value differs from now)");
+    }
+    out.textContent = text;
+    out.dataset.absent = a.absent ? "true" : "false";
+    showError(null);
+  } catch (err) { out.textContent = "at: " + err.message; out.dataset.absent = ""; }
+  out.hidden = false;
 }
 
 // watch follows the project's changes (values stripped by the server):
@@ -267,6 +302,7 @@ function watch() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  $("at-form").addEventListener("submit", showAt);
   loadMe().catch(showError);
   setInterval(tick, 1000);
 });
