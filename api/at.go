@@ -91,20 +91,31 @@ func (s *Server) resolveAt(c echo.Context, prefix string, a *atParam, from *cont
 // getAt answers GET /v1/kv/{key}?at=: the key's entry at a (404 when it
 // was absent then), for op get's reader (getEntry: ?field= too).
 func (s *Server) getAt(c echo.Context, k contract.Key, a *atParam) error {
-	at, err := s.resolveAt(c, k.String(), a, nil)
+	e, pos, err := s.entryAt(c, k, a)
 	if err != nil {
 		return err
+	}
+	if e == nil {
+		return contract.FieldErrorf(contract.ENotFound, "key", "key %s did not exist at %s", k.String(), pos)
+	}
+	return getEntry(c, contract.OpGet, k, e)
+}
+
+// entryAt reads k's entry at a (nil when it was absent then) and tells
+// the position it was read at, in the answer's header too: the read of
+// the past GET and the status page share.
+func (s *Server) entryAt(c echo.Context, k contract.Key, a *atParam) (*contract.Entry, contract.Cursor, error) {
+	at, err := s.resolveAt(c, k.String(), a, nil)
+	if err != nil {
+		return nil, contract.Cursor{}, err
 	}
 	e, err := s.list.EntryAsOf(c.Request().Context(), k.String(), at)
 	if err != nil {
-		return err
+		return nil, contract.Cursor{}, err
 	}
 	pos := cursorOf(at)
 	setPosition(c, &pos)
-	if e == nil {
-		return contract.FieldErrorf(contract.ENotFound, "key", "key %s did not exist at %s", k.String(), cursorOf(at))
-	}
-	return getEntry(c, contract.OpGet, k, e)
+	return e, pos, nil
 }
 
 func cursorOf(at projection.AsOf) contract.Cursor {

@@ -351,16 +351,10 @@ func (s *Server) uiAt(c echo.Context) error {
 	if done, err := s.forward(c, k); done {
 		return err
 	}
-	at, err := s.resolveAt(c, k.String(), a, nil)
+	e, pos, err := s.entryAt(c, k, a)
 	if err != nil {
 		return err
 	}
-	e, err := s.list.EntryAsOf(c.Request().Context(), k.String(), at)
-	if err != nil {
-		return err
-	}
-	pos := cursorOf(at)
-	setPosition(c, &pos)
 	u := UIAt{Key: k.String(), At: q.Get("at"), Position: pos.String(), Absent: e == nil}
 	if e != nil {
 		r := s.uiRow(p, e)
