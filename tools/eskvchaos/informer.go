@@ -58,10 +58,8 @@ type cachedEntry struct {
 
 // informerWorkload runs the informers.
 type informerWorkload struct {
-	clients   []*client.Client // one per writer
+	followers
 	informers []*informer
-	wg        sync.WaitGroup
-	cancel    context.CancelFunc
 }
 
 // newInformerWorkload prepares n informers on watchPrefixes(keys), the
@@ -81,27 +79,13 @@ func newInformerWorkload(urls []string, token string, keys []string, partitions 
 
 // start starts the informers; stop ends them.
 func (w *informerWorkload) start(ctx context.Context, seed uint64) {
-	ctx, w.cancel = context.WithCancel(ctx)
-	for i, r := range w.informers {
-		rng := rand.New(rand.NewPCG(seed, 7000+uint64(i)))
-		w.wg.Go(func() { w.follow(ctx, r, rng) })
-	}
-}
-
-// stop ends the informers and waits for them.
-func (w *informerWorkload) stop() {
-	if w.cancel != nil {
-		w.cancel()
-	}
-	w.wg.Wait()
+	w.followers.start(ctx, len(w.informers), seed, 7000, func(ctx context.Context, i int, rng *rand.Rand) { w.follow(ctx, w.informers[i], rng) })
 }
 
 // follow runs one informer's sessions until ctx ends.
 func (w *informerWorkload) follow(ctx context.Context, r *informer, rng *rand.Rand) {
 	for ctx.Err() == nil {
-		c := w.clients[rng.IntN(len(w.clients))]
-		d := watchSession.min + time.Duration(rng.Int64N(int64(watchSession.max-watchSession.min)+1))
-		sctx, cancel := context.WithTimeout(ctx, d)
+		c, sctx, cancel := w.session(ctx, rng)
 		r.mu.Lock()
 		r.sessions++
 		relist, after := !r.listed || rng.IntN(3) == 0, r.last.String()

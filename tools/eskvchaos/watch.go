@@ -63,10 +63,8 @@ func (w *watchRecord) snapshot() ([]watched, []string, int) {
 
 // watchWorkload runs the watchers.
 type watchWorkload struct {
-	clients  []*client.Client // one per writer
+	followers
 	watchers []*watchRecord
-	wg       sync.WaitGroup
-	cancel   context.CancelFunc
 }
 
 // watchPrefixes are the prefixes the watchers follow, the i-th watcher
@@ -105,28 +103,14 @@ func newWatchWorkload(urls []string, token string, keys []string, partitions int
 
 // start starts the watchers; stop ends them.
 func (w *watchWorkload) start(ctx context.Context, seed uint64) {
-	ctx, w.cancel = context.WithCancel(ctx)
-	for i, r := range w.watchers {
-		rng := rand.New(rand.NewPCG(seed, 6000+uint64(i)))
-		w.wg.Go(func() { w.follow(ctx, r, rng) })
-	}
-}
-
-// stop ends the watchers and waits for them.
-func (w *watchWorkload) stop() {
-	if w.cancel != nil {
-		w.cancel()
-	}
-	w.wg.Wait()
+	w.followers.start(ctx, len(w.watchers), seed, 6000, func(ctx context.Context, i int, rng *rand.Rand) { w.follow(ctx, w.watchers[i], rng) })
 }
 
 // follow runs one watcher until ctx ends: sessions through random
 // writers, each resuming after the last cursor received.
 func (w *watchWorkload) follow(ctx context.Context, r *watchRecord, rng *rand.Rand) {
 	for ctx.Err() == nil {
-		c := w.clients[rng.IntN(len(w.clients))]
-		d := watchSession.min + time.Duration(rng.Int64N(int64(watchSession.max-watchSession.min)+1))
-		sctx, cancel := context.WithTimeout(ctx, d)
+		c, sctx, cancel := w.session(ctx, rng)
 		r.mu.Lock()
 		r.sessions++
 		after := r.last.String()
@@ -337,4 +321,40 @@ func saveReadPaths(dir string, w *watchWorkload, h *historyReads) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "history-reads.json"), js, 0o644)
+}
+
+// followers runs the sessions of a workload's followers (watchers,
+// informers) until stop: one goroutine each with a random source of its
+// own, each session through a random writer for a random watchSession.
+type followers struct {
+	clients []*client.Client // one per writer
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+}
+
+// start runs follow for followers 0..n-1, the i-th with the random
+// source (seed, stream+i).
+func (f *followers) start(ctx context.Context, n int, seed, stream uint64, follow func(ctx context.Context, i int, rng *rand.Rand)) {
+	ctx, f.cancel = context.WithCancel(ctx)
+	for i := range n {
+		rng := rand.New(rand.NewPCG(seed, stream+uint64(i)))
+		f.wg.Go(func() { follow(ctx, i, rng) })
+	}
+}
+
+// stop ends the followers and waits for them.
+func (f *followers) stop() {
+	if f.cancel != nil {
+		f.cancel()
+	}
+	f.wg.Wait()
+}
+
+// session is a session's writer and its context, which ends after a
+// random watchSession duration.
+func (f *followers) session(ctx context.Context, rng *rand.Rand) (*client.Client, context.Context, context.CancelFunc) {
+	c := f.clients[rng.IntN(len(f.clients))]
+	d := watchSession.min + time.Duration(rng.Int64N(int64(watchSession.max-watchSession.min)+1))
+	sctx, cancel := context.WithTimeout(ctx, d)
+	return c, sctx, cancel
 }
