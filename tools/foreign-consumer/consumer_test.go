@@ -19,7 +19,9 @@ import (
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/client"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/testenv/stack"
+	"github.com/eskv/eskv/writer"
 )
 
 // uncommittedPrefix starts the keys of the records written in
@@ -37,15 +39,45 @@ type summary struct {
 }
 
 // TestForeignConsumer: kafkajs, the most used Node Kafka client, reads
-// both topics as the writer produces them by default (no compression;
-// it cannot read snappy, franz-go's default), read_committed: every
-// record is valid under schemas/events and carries its CloudEvents
-// headers, and no record of an aborted or open transaction (written
-// gzip-compressed, the one codec kafkajs reads) reaches it.
+// both topics as the writer produces them, read_committed: every record
+// is valid under schemas/events and carries its CloudEvents headers, and
+// no record of an aborted or open transaction reaches it. By default
+// the writer's batches are uncompressed (they were snappy, franz-go's
+// default, which kafkajs cannot read: it then reads nothing); with
+// ESKV_KAFKA_COMPRESSION=gzip they are gzip, the codec kafkajs reads.
 func TestForeignConsumer(t *testing.T) {
 	t.Parallel()
 	node := mustNode(t)
-	s := stack.MustRun(t)
+	for _, tc := range []struct {
+		name        string
+		compression string // "": the writer's default
+		want        uint8  // the codec of the batches on the wire
+	}{
+		{"default none is read", "", 0},
+		{"gzip is read", "gzip", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var opts []stack.Option
+			if tc.compression != "" {
+				codec, err := kafkaconf.Compression(tc.compression)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, stack.WriterConfig(func(c *writer.Config) { c.Compression = codec }))
+			}
+			s := stack.MustRun(t, opts...)
+			consume(t, node, s, tc.want)
+		})
+	}
+}
+
+// consume writes versions 1–20 of a key, a set member and three stale
+// CAS writes through s, then records of an aborted and of an open
+// transaction, checks that the writer's batches have codec want, and
+// runs consume.js on both topics.
+func consume(t *testing.T, node string, s *stack.Stack, want uint8) {
+	t.Helper()
 	ctx := context.Background()
 	c := client.New(s.URL, stack.DevToken)
 	const key = "tenant/foreign/project/p/cursor"
@@ -66,6 +98,9 @@ func TestForeignConsumer(t *testing.T) {
 			t.Fatalf("stale CAS %d: %v, want a conflict", i, err)
 		}
 	}
+	if got := codecs(t, s, 21+conflicts); len(got) != 1 || !got[want] {
+		t.Fatalf("the writer's batches have codecs %v (0 none, 1 gzip, 2 snappy), want only %d", got, want)
+	}
 	open := mustUncommitted(t, s)
 	defer open()
 
@@ -83,9 +118,35 @@ func TestForeignConsumer(t *testing.T) {
 		changes.Records != 21 || changes.SchemaValid != 21 || confl.Records != conflicts || confl.SchemaValid != conflicts {
 		t.Fatalf("consume.js: %v; want 21 changes and %d conflicts, all schema-valid, none invalid or uncommitted", err, conflicts)
 	}
-	fmt.Printf("foreign consumer (%s, %s): %s %d records, %d schema-valid; %s %d records, %d schema-valid; invalid %d, uncommitted %d\n",
-		sum.Client, sum.Isolation, s.Broker.Topics.Changes, changes.Records, changes.SchemaValid,
+	fmt.Printf("foreign consumer (%s, %s, writer codec %d): %s %d records, %d schema-valid; %s %d records, %d schema-valid; invalid %d, uncommitted %d\n",
+		sum.Client, sum.Isolation, want, s.Broker.Topics.Changes, changes.Records, changes.SchemaValid,
 		s.Broker.Topics.Conflicts, confl.Records, confl.SchemaValid, sum.Invalid, sum.Uncommitted)
+}
+
+// codecs returns the compression codecs of the batches of the first n
+// committed records of both topics.
+func codecs(t *testing.T, s *stack.Stack, n int) map[uint8]bool {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Broker.Addrs...), kgo.ConsumeTopics(s.Broker.Topics.Changes, s.Broker.Topics.Conflicts),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := map[uint8]bool{}
+	for read := 0; read < n; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d records: %v", read, n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			got[r.Attrs.CompressionType()] = true
+		})
+	}
+	return got
 }
 
 // mustUncommitted writes records under uncommittedPrefix to both topics
