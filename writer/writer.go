@@ -82,6 +82,9 @@ type Config struct {
 	// plaintext. Their metrics go to New's registry.
 	Kafka  kafkaconf.Conn
 	Topics changelog.Topics
+	// Compression is the codec of the batches produced to both topics
+	// (kafkaconf.Compression); the zero codec is none.
+	Compression kgo.CompressionCodec
 	// CreateTopics creates missing topics at start; otherwise they must
 	// exist. Either way a partition-count mismatch stops the writer.
 	CreateTopics bool
@@ -335,6 +338,7 @@ func (w *Writer) newCommitter(txnID string) *committer.Committer {
 		Kafka: cfg.Kafka, Brokers: cfg.Brokers, TxnID: txnID, TransactionTimeout: cfg.TransactionTimeout,
 		Group: cfg.Group, Topic: cfg.Topics.Changes, Partitions: cfg.Topics.Partitions, RoundGather: cfg.RoundGather,
 		ProducerLimit: func(topic string) int32 { return w.limits.ProducerLimit(topic) },
+		Compression:   cfg.Compression,
 		Member:        w.groupMember, Clock: leaseNow, Leases: cfg.ReadLease > 0,
 		Log: w.log, Metrics: w.metrics.rounds,
 	})
