@@ -134,6 +134,7 @@ func decidePatch(w write, c *KV, ev *contract.Event) Decision {
 // the key's latest write, then lockWrite. It is pure.
 func decideLock(c *Lock, in Input, env Env) Decision {
 	w := newWrite(in.State, c.common(), &env)
+	w.states = in.States
 	if d, ok := decideRequestID(w, in.Known); ok {
 		return d
 	}
@@ -197,6 +198,9 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 	}
 	if ev.SpecRef == "" && visible != nil {
 		ev.SpecRef = visible.SpecRef
+	}
+	if c.Session != "" {
+		return attach(w, put(ev, visible, 0, now), c.Session, purpose, held.Token)
 	}
 	return put(ev, visible, c.TTLSeconds, now)
 }
@@ -281,5 +285,8 @@ func (c *Lock) common() common {
 func (c *Lock) digest() string {
 	parts := headParts(&c.Header, nil, nil, c.TTLSeconds)
 	parts = append(parts, c.Semantics, c.SpecRef, c.Principal, int64(0), false, nil, nil, nil, c.Holder, c.Op.Purpose())
+	if c.Session != "" {
+		parts = append(parts, "session", c.Session)
+	}
 	return digestSum(parts)
 }
