@@ -91,6 +91,18 @@ func decideRange(c *Range, in Input, env Env) Decision {
 		for _, ev := range kevs {
 			size += EventBytes(ev)
 		}
+		// A session's end brings its attached keys' events along: the
+		// events, as the keys, are at most contract.MaxRangeKeys (but
+		// the first key's).
+		if len(evs) > 0 && len(evs)+len(kevs) > contract.MaxRangeKeys {
+			if c.Op == contract.OpDeleteRange && !c.Chunked {
+				return Decision{Err: contract.FieldErrorf(contract.ETooManyKeys, "prefix",
+					"the keys under %s and those attached to the sessions among them are more than %d: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
+					c.Prefix, contract.MaxRangeKeys)}
+			}
+			more = true
+			break
+		}
 		if env.MaxAppendBytes > 0 && size > env.MaxAppendBytes && len(evs) > 0 {
 			if c.Op == contract.OpDeleteRange && !c.Chunked {
 				return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "prefix",
