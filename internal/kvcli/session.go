@@ -235,13 +235,15 @@ func (a *app) holdSession(ctx context.Context, key string, ttl time.Duration, pu
 		}
 	}
 	fmt.Fprintf(a.stdout, "holding %s (%d keys, %d locks)\n", printable(key), len(puts), len(locks))
+	// kvctl's own handler cancels ctx on the same signals: either way
+	// the stop is a clean one.
 	select {
 	case <-sigs:
 		revoke()
 		return nil
 	case <-ctx.Done():
 		revoke()
-		return ctx.Err()
+		return nil
 	case <-sess.Done():
 		return &failure{code: exitUnavailable, msg: fmt.Sprintf("lost the session %s: %v", key, sess.Err()),
 			solution: "its keys and locks are ended (or will be when its TTL runs out): start the hold again; a longer --ttl rides out slower networks"}
