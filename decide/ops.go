@@ -179,11 +179,21 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 		err.Current = visible
 		return Decision{Err: err}
 	}
+	if action == contract.LockAcquire && visible != nil && held.Session != c.Session {
+		under := "without a session"
+		if held.Session != "" {
+			under = "under session " + held.Session
+		}
+		err := contract.FieldErrorf(heldCode, "session", "%s %s is held by %s %s%s: re-entering it under another session would share one tenure between two sessions",
+			what, ev.Key, held.Holder, under, until(visible))
+		err.Current = visible
+		return Decision{Err: err}
+	}
 	if action == contract.LockRelease {
 		return removal(ev, visible, ev.Op)
 	}
 	if visible == nil {
-		held = LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now}
+		held = LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now, Session: c.Session}
 	}
 	held.Principal = c.Principal
 	after, err := marshalCompact(held)

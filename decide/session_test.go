@@ -41,8 +41,12 @@ func (f sessionFixture) plain(k contract.Key, v int64) keystate.State {
 		CreatedAt: f.now.Add(-time.Minute), Semantics: contract.Semantics{Purpose: "other"}}}
 }
 
-func (f sessionFixture) lock(v, token int64) keystate.State {
-	val := fmt.Sprintf(`{"holder":"h","token":%d,"acquiredAt":"2026-11-29T11:00:00Z","principal":"p"}`, token)
+func (f sessionFixture) lock(v, token int64) keystate.State { return f.lockOf(v, token, "") }
+
+// lockOf is the state of lock l held by holder h of principal p, its
+// tenure attached to session (none when "").
+func (f sessionFixture) lockOf(v, token int64, session string) keystate.State {
+	val := fmt.Sprintf(`{"holder":"h","token":%d,"acquiredAt":"2026-11-29T11:00:00Z","principal":"p","session":%q}`, token, session)
 	return keystate.State{Version: v, Live: true, Entry: contract.Entry{Key: f.l.String(), Version: v, Value: json.RawMessage(val),
 		CreatedAt: f.now.Add(-time.Minute), Semantics: contract.Semantics{Purpose: contract.PurposeLock}}}
 }
@@ -126,9 +130,20 @@ func TestSessionAttach(t *testing.T) {
 		{"ErrNotSession", f.s, f.plain(f.s, 2), false, contract.EWrongType, 0},
 		{"ErrOtherProject", f.o, f.session(4, soon), false, contract.EInvalid, 0},
 		{"ErrFull", f.s, f.session(4, soon, full...), false, contract.ETooManyKeys, 0},
+		{"ErrLockOfAnotherSession", f.s, f.session(4, soon), true, contract.ELockHeld, 0},
+		{"ErrLockWithoutSession", f.s, f.session(4, soon), true, contract.ELockHeld, 0},
+		{"OKLockReenteredSameSession", f.s, f.session(4, soon), true, "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Input{States: map[string]keystate.State{tc.session.String(): tc.sess, f.x.String(): f.plain(f.x, 2)}}
+			switch tc.name { // the lock held by holder h of principal p, token 7
+			case "ErrLockOfAnotherSession":
+				in.States[f.l.String()] = f.lockOf(9, 7, "tenant/a/project/b/sessions/other")
+			case "ErrLockWithoutSession":
+				in.States[f.l.String()] = f.lock(9, 7)
+			case "OKLockReenteredSameSession":
+				in.States[f.l.String()] = f.lockOf(9, 7, f.s.String())
+			}
 			for k, st := range states {
 				in.States[k] = st
 			}
@@ -165,7 +180,10 @@ func TestSessionAttach(t *testing.T) {
 				t.Fatalf("session value %s", sev.After)
 			}
 			want := kev.Version
-			if tc.lock {
+			switch {
+			case tc.name == "OKLockReenteredSameSession":
+				want = 7 // the tenure's token, kept
+			case tc.lock:
 				want = 1 // the token of the new tenure
 			}
 			if a := v.Attached[len(v.Attached)-1]; a.Version != want {
