@@ -31,7 +31,7 @@ func TestSession(t *testing.T) {
 		{"OKKeepAlive", []string{"session", "keepalive", s}, exitOK, "1 attached", ""},
 		{"OKRevoke", []string{"session", "revoke", s}, exitOK, s + " revoked: 1 keys ended\n", ""},
 		{"ErrKeyGone", []string{"get", k}, exitFailed, "", ""},
-		{"ErrKeepAliveEnded", []string{"session", "keepalive", s}, exitFailed, "", "not_found"},
+		{"ErrKeepAliveEnded", []string{"session", "keepalive", s}, exitFailed, "", "Solution: the session " + s + " ended"},
 		{"ErrAttachEnded", []string{"set", k, "1", "--session", s}, exitFailed, "", "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
