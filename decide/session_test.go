@@ -259,21 +259,27 @@ func TestSessionEnd(t *testing.T) {
 }
 
 // TestSessionRangeDelete: a range delete over a session and its attached
-// keys deletes each key once, at its next version.
+// keys deletes each key once, at its next version; an expireDue over a
+// due session ends it with its attached keys (reason session_expired).
 func TestSessionRangeDelete(t *testing.T) {
 	f := newSessionFixture(t)
-	sess := f.session(4, f.now.Add(time.Second), contract.Attachment{Key: f.k.String(), Version: 3}, contract.Attachment{Key: f.x.String(), Version: 1})
-	states := map[string]keystate.State{f.s.String(): sess, f.k.String(): f.plain(f.k, 3), f.x.String(): f.plain(f.x, 1)}
+	atts := []contract.Attachment{{Key: f.k.String(), Version: 3}, {Key: f.x.String(), Version: 1}}
+	sess, due := f.session(4, f.now.Add(time.Second), atts...), f.session(4, f.now.Add(-time.Second), atts...)
 	for _, tc := range []struct {
 		name   string
+		op     contract.Op
+		sess   keystate.State
 		prefix string
 		want   int
 	}{
-		{"OKAllUnderPrefix", "", 3},
-		{"OKSessionsOnly", "sessions/", 3},
+		{"OKAllUnderPrefix", contract.OpDeleteRange, sess, "", 3},
+		{"OKSessionsOnly", contract.OpDeleteRange, sess, "sessions/", 3},
+		{"OKExpireDue", contract.OpExpireDue, due, "", 3},
+		{"OKExpireDueNotDue", contract.OpExpireDue, sess, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Range{Header: Header{Key: mustKey(t, "tenant/a/project/b/k"), Op: contract.OpDeleteRange, Principal: "p"}, Prefix: "tenant/a/project/b/" + tc.prefix}
+			states := map[string]keystate.State{f.s.String(): tc.sess, f.k.String(): f.plain(f.k, 3), f.x.String(): f.plain(f.x, 1)}
+			c := &Range{Header: Header{Key: mustKey(t, "tenant/a/project/b/k"), Op: tc.op, Principal: "p"}, Prefix: "tenant/a/project/b/" + tc.prefix}
 			keys := []string{f.s.String(), f.k.String(), f.x.String()}
 			d := c.Decide(Input{States: states, Under: PrefixKeys{Keys: keys}}, testEnv(f.now, 1))
 			seen := map[string]bool{}
@@ -285,6 +291,13 @@ func TestSessionRangeDelete(t *testing.T) {
 			}
 			if d.Err != nil || len(d.Txn) != tc.want {
 				t.Fatalf("want %d events, got %d (%v)", tc.want, len(d.Txn), d.Err)
+			}
+			if tc.op == contract.OpExpireDue && tc.want > 0 {
+				for _, ev := range d.Txn {
+					if ev.Session == nil || ev.Session.Reason != contract.SessionExpired || ev.TxnSize != 3 {
+						t.Fatalf("event %s@%d session %+v txnSize %d", ev.Key, ev.Version, ev.Session, ev.TxnSize)
+					}
+				}
 			}
 		})
 	}
