@@ -61,11 +61,9 @@ func (s *sessionWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 		}
 		for j := range 1 + rng.IntN(2) {
 			k := fmt.Sprintf("%ssvc-c%d-%d-%d", sessionsPrj, id, seq, j)
-			s.record("attach " + s.put(base+k, contract.PutBody{Value: mustJSON(map[string]int{"c": id, "seq": seq}), Session: sess}))
+			s.record("attach " + s.send(http.MethodPut, base+k, contract.PutBody{Value: mustJSON(map[string]int{"c": id, "seq": seq}), Session: sess}))
 		}
-		var l contract.LockAnswer
-		o, _ := s.post(lockBase+":acquire", contract.LockBody{Holder: fmt.Sprintf("c%d", id), Session: sess}, &l)
-		s.record("lock " + o)
+		s.record("lock " + s.send(http.MethodPost, lockBase+":acquire", contract.LockBody{Holder: fmt.Sprintf("c%d", id), Session: sess}))
 		switch rng.IntN(4) {
 		case 0: // stops heartbeating: the sweeper ends it
 			s.record("abandoned")
@@ -81,17 +79,17 @@ func (s *sessionWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 			o, _ := s.post(base+sess+":keepalive", contract.SessionWriteBody{}, &ans)
 			s.record("keepalive " + o)
 		}
-		o, _ = s.post(base+sess+":revoke", contract.SessionWriteBody{}, &ans)
+		o, _ := s.post(base+sess+":revoke", contract.SessionWriteBody{}, &ans)
 		s.record("revoke " + o)
 		return "ok"
 	})
 }
 
-// put writes a key attached to a session: ok, refused (404 or 409:
-// the session ended), failed or unknown.
-func (s *sessionWorkload) put(url string, body contract.PutBody) string {
+// send makes an attaching write (a put, an acquire): ok, refused (404 or
+// 409: the session ended, the lock is held), failed or unknown.
+func (s *sessionWorkload) send(method, url string, body any) string {
 	b, _ := json.Marshal(body)
-	a := s.c.do(http.MethodPut, url, b)
+	a := s.c.do(method, url, b)
 	switch {
 	case a.err == nil && a.status == http.StatusOK:
 		return "ok"
