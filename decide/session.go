@@ -219,6 +219,13 @@ func attach(w write, d Decision, session, purpose string, version int64) Decisio
 	if err != nil {
 		return Decision{Err: contract.Errorf(contract.EInternal, "encode session: %v", err)}
 	}
+	if need := endBytes(w, list, ev, after); w.env.MaxAppendBytes > 0 && need > w.env.MaxAppendBytes {
+		// The session's end must fit one transaction, or it could never
+		// end: refused here, while the caller can still choose.
+		return Decision{Err: contract.FieldErrorf(contract.ETooManyKeys, "session",
+			"session %s could not end in one transaction with %s attached: its end would append about %d bytes, more than the partition's %d; use another session",
+			session, ev.Key, need, w.env.MaxAppendBytes)}
+	}
 	sw := newWrite(st, common{Header: &Header{Key: sk, Principal: w.c.Principal}}, w.env)
 	sev := newEvent(sw)
 	sev.Kind, sev.Op, sev.After = contract.KindPut, contract.OpSessionAttach, after
@@ -229,6 +236,29 @@ func attach(w write, d Decision, session, purpose string, version int64) Decisio
 	ev.TxnID, ev.TxnSize = id, 2
 	sev.TxnID, sev.TxnSize = id, 2
 	return Decision{Txn: []*contract.Event{ev, sev}, Result: d.Result}
+}
+
+// endBytes estimates the bytes the end of a session attaching list
+// would append (decide.EventBytes of each removal, the attaching event
+// ev standing for the key it attaches, and the session's own event with
+// its value after): what its attach must keep within the partition's
+// budget. A key whose state was not read counts without its value.
+func endBytes(w write, list []contract.Attachment, ev *contract.Event, after []byte) int {
+	n := EventBytes(&contract.Event{Key: ev.Key, Before: ev.After, Principal: ev.Principal}) +
+		EventBytes(&contract.Event{Key: ev.Key, Before: after, Principal: ev.Principal})
+	for _, a := range list {
+		if a.Key == ev.Key {
+			continue
+		}
+		removal := contract.Event{Key: a.Key, Principal: ev.Principal}
+		if st, ok := w.states[a.Key]; ok {
+			if visible := st.Visible(w.env.Now); visible != nil {
+				removal.Before = visible.Value
+			}
+		}
+		n += EventBytes(&removal)
+	}
+	return n
 }
 
 // sessionAnswer is the answer of a session write from the session's

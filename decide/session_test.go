@@ -3,6 +3,8 @@ package decide
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,6 +300,44 @@ func TestSessionRangeDelete(t *testing.T) {
 						t.Fatalf("event %s@%d session %+v txnSize %d", ev.Key, ev.Version, ev.Session, ev.TxnSize)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestSessionAttachEndBudget: an attach whose session could no longer
+// end in one transaction within the partition's byte budget is refused
+// too_many_keys, so no session is left that can never end.
+func TestSessionAttachEndBudget(t *testing.T) {
+	f := newSessionFixture(t)
+	soon := f.now.Add(2 * time.Second)
+	big := json.RawMessage(`"` + strings.Repeat("v", 20000) + `"`)
+	var attached []contract.Attachment
+	states := map[string]keystate.State{}
+	for i := range 3 {
+		k := mustKey(t, fmt.Sprintf("tenant/a/project/b/big%d", i))
+		st := f.plain(k, 1)
+		st.Entry.Value = big
+		states[k.String()], attached = st, append(attached, contract.Attachment{Key: k.String(), Version: 1})
+	}
+	for _, tc := range []struct {
+		name   string
+		budget int
+		code   string
+	}{
+		{"OKWithinBudget", 200_000, ""},
+		{"ErrEndOverBudget", 60_000, contract.ETooManyKeys},
+		{"OKNoBudget", 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{States: map[string]keystate.State{f.s.String(): f.session(4, soon, attached...)}}
+			maps.Copy(in.States, states)
+			in.State = in.States[f.k.String()]
+			env := testEnv(f.now, 1)
+			env.MaxAppendBytes = tc.budget
+			d := (&KV{Header: Header{Key: f.k, Op: contract.OpPut, Principal: "p"}, Value: big, Session: f.s.String()}).Decide(in, env)
+			if got := contract.ErrorCode(d.Err); got != tc.code {
+				t.Fatalf("code %q (%v), want %q", got, d.Err, tc.code)
 			}
 		})
 	}
