@@ -23,8 +23,10 @@ type Conflict struct {
 	SpecRef         string             `json:"specRef,omitempty"`
 	RequestID       string             `json:"requestId,omitempty"`
 	Principal       string             `json:"principal"`
-	TS              time.Time          `json:"ts"`
-	Reason          string             `json:"reason"` // version_mismatch | request_id_reused | stale_request | field_mismatch | forbidden
+	// Directive is the rejected write's directive (Header.Directive).
+	Directive string    `json:"directive,omitempty"`
+	TS        time.Time `json:"ts"`
+	Reason    string    `json:"reason"` // version_mismatch | request_id_reused | stale_request | field_mismatch | forbidden
 	// TxnID is set when the rejected write was an operation of a
 	// multi-key transaction: the one conflict record of the rejected
 	// transaction, for its first failing operation, TxnOp (its index in

@@ -288,6 +288,7 @@ func newEvent(w write) *contract.Event {
 		RequestID:     r.RequestID,
 		RequestDigest: r.Digest,
 		Principal:     r.Principal,
+		Directive:     r.Directive,
 		SpecRef:       r.SpecRef,
 		TS:            w.env.Now,
 		WriterEpoch:   w.env.Epoch,
@@ -402,6 +403,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 			SpecRef:         r.SpecRef,
 			RequestID:       r.RequestID,
 			Principal:       r.Principal,
+			Directive:       r.Directive,
 			TS:              now,
 			Reason:          reason,
 		},
@@ -432,6 +434,7 @@ func deniedDecision(w write) Decision {
 		Semantics:       contract.Semantics{Purpose: purpose},
 		RequestID:       r.RequestID,
 		Principal:       r.Principal,
+		Directive:       r.Directive,
 		TS:              now,
 		Reason:          ReasonForbidden,
 	}}

@@ -166,7 +166,7 @@ func (c *Range) writeKey(k string, st keystate.State, env *Env) (*contract.Event
 	if c.Op == contract.OpExpireDue {
 		op = contract.OpExpire
 	}
-	kv := &KV{Header: Header{Key: key, Op: op, Principal: c.Principal}, ExpectedVersion: &version}
+	kv := &KV{Header: Header{Key: key, Op: op, Principal: c.Principal, Directive: c.Directive}, ExpectedVersion: &version}
 	d := kvWrite(newWrite(st, kv.common(), env), kv)
 	if d.Event == nil {
 		return nil, d.Err
