@@ -30,6 +30,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
+	"github.com/eskv/eskv/contract"
 )
 
 // Flavor is what differs between the commands built from this package.
@@ -90,6 +91,9 @@ type app struct {
 	project string // --project: the same, transaction's first spelling
 	quiet   bool   // --quiet: nothing on stdout
 	verbose bool   // --verbose: each request and retry on stderr
+	// directive is --directive: the directive writes are made for
+	// (Eskv-Directive), "" for none.
+	directive string
 
 	// kvstore's global flags (Flavor.Seed) and the profile they chose.
 	profileName string
@@ -116,6 +120,7 @@ type app struct {
 	waited       time.Duration // --wait that ran out
 	field        string        // field get/cas: the field
 	expected     string        // field cas: the EXPECTED value, as JSON
+	deadLetter   string        // update --dead-letter: the queue's key
 }
 
 // stdio is a process's standard input, output and error.
@@ -184,7 +189,9 @@ KVSTORE_LOCK_TTL (lock acquire and extend's --ttl).
 
 Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 (KVCTL_TOKEN, else ESKV_DEV_TOKEN, else the file ` + devTokenFile + ` that
-'make run' writes, read from the current directory).`,
+'make run' writes, read from the current directory); --directive
+(KVCTL_DIRECTIVE) names the directive a service account's writes are made
+for.`,
 		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
   KVSTORE_TABLE=tenant/acme/project/demo kvctl dec rate-limit/api-key-123 --min 0 || echo "Rate limit exceeded"
   kvctl get tenant/acme/project/demo/greeting --format value
@@ -204,6 +211,8 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	f.StringVarP(&a.format, "format", "o", "", "output format: text, json or value; list also keys (default KVCTL_FORMAT, else json when stdout is not a terminal, text on one)")
 	f.BoolVarP(&a.quiet, "quiet", "q", false, "print nothing on stdout (errors still go to stderr; the exit code is unchanged)")
 	f.BoolVarP(&a.verbose, "verbose", "V", false, "say each request, its answer's status and time, and each retry on stderr (never a value)")
+	f.StringVar(&a.directive, "directive", a.getenv("KVCTL_DIRECTIVE"),
+		"the directive writes are made for, sent as Eskv-Directive (KVCTL_DIRECTIVE; a principal named <agent>:<directive> needs none)")
 	a.addNamespaceFlags(root)
 	if a.flavor.Seed {
 		a.seedRoot(root)
@@ -306,12 +315,18 @@ func (a *app) resolve(cmd *cobra.Command) error {
 		}
 	}
 	a.tokenSource = source
+	if a.directive != "" {
+		if contract.ValidateDirective(a.directive) != nil {
+			return &usageError{msg: fmt.Sprintf("--directive %q is not a directive", a.directive),
+				solution: fmt.Sprintf("give 1 to %d characters of A-Z a-z 0-9 . _ - (or unset KVCTL_DIRECTIVE)", contract.MaxDirectiveLen), cmd: cmd.CommandPath()}
+		}
+	}
 	// The seed's retry policy as the client's defaults, every try of
 	// every command bounded by client.DefaultAttemptTimeout (or
 	// --timeout when shorter): a try whose answer is lost is retried (a
 	// write with its --request-id) within what --timeout leaves.
 	policy := client.RetryPolicy{OnRetry: a.noteRetry, AttemptTimeout: min(a.timeout, client.DefaultAttemptTimeout)}
-	opts := []client.Option{client.WithUserAgent(a.flavor.Name), client.WithRetryPolicy(policy)}
+	opts := []client.Option{client.WithUserAgent(a.flavor.Name), client.WithRetryPolicy(policy), client.WithDirective(a.directive)}
 	if a.verbose {
 		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &verboseTransport{next: http.DefaultTransport, w: a.stderr}}))
 	}

@@ -18,8 +18,10 @@ import (
 
 func (a *app) updateCommand() *cobra.Command {
 	var (
-		create bool
-		w      writeFlags
+		create    bool
+		w         writeFlags
+		dead      string
+		deadValue bool
 	)
 	cmd := &cobra.Command{
 		Use:   "update KEY [flags] -- CMD [ARG...]",
@@ -35,6 +37,14 @@ note on stderr says so each time); after the seventh attempt it gives up
 (exit 1). Network errors and 503s are tried up to 5 times, with jitter. CMD
 may run several times, so it should only compute the new value.
 
+--dead-letter QUEUE hands an update that gives up (conflicts or network
+errors ran out) to the eskv queue QUEUE: one item {key, requestId,
+attempts, lastError {code, message}, escalatedAt, directive} (the value
+CMD last printed only with --dead-letter-value), pushed with the last
+write's requestId, so a retried push adds nothing; kvctl then exits as it
+would without it, its Solution line naming the queue. A triage worker
+takes the items with 'kvctl queue pop QUEUE'.
+
 CMD gets KVCTL_KEY and KVCTL_VERSION (0 when the key is absent) in its
 environment. A CMD that fails ends kvctl with its exit status (127 when
 not found, 126 when it cannot be started), and nothing is written;
@@ -44,7 +54,8 @@ output that is not JSON exits 2. --timeout bounds each call to the API.
 value the stored value.`,
 		Example: `  kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'
   kvctl update tenant/acme/project/demo/visits --create -- jq '. + 1'
-  kvctl update tenant/acme/project/demo/checkpoint --request-id sync-42 -- ./next-checkpoint.sh`,
+  kvctl update tenant/acme/project/demo/checkpoint --request-id sync-42 -- ./next-checkpoint.sh
+  kvctl update tenant/acme/project/demo/cursor --dead-letter tenant/acme/project/demo/triage -- ./advance.sh`,
 		Args: keyThenCommand("kvctl update takes KEY, then -- and the command that computes the new value",
 			"e.g. kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'"),
 		Annotations:       perCallAnnotation,
@@ -56,7 +67,15 @@ value the stored value.`,
 			}
 			argv := args[1:]
 			a.right = "write"
-			o := client.UpdateOptions{RequestID: w.requestID, SpecRef: w.specRef}
+			o := client.UpdateOptions{RequestID: w.requestID, SpecRef: w.specRef, DeadLetterValue: deadValue}
+			if dead != "" {
+				if o.DeadLetter, err = a.key(dead); err != nil {
+					return err
+				}
+				a.deadLetter = o.DeadLetter
+			} else if deadValue {
+				return &usageError{msg: "--dead-letter-value needs --dead-letter", solution: "name the queue with --dead-letter QUEUE", cmd: cmd.CommandPath()}
+			}
 			if o.TTL, err = w.lease(); err != nil {
 				return err
 			}
@@ -74,6 +93,8 @@ value the stored value.`,
 		},
 	}
 	cmd.Flags().BoolVar(&create, "create", false, "hand CMD null when the key is missing, and create it")
+	cmd.Flags().StringVar(&dead, "dead-letter", "", "push an update that gives up onto this queue (a key) for triage")
+	cmd.Flags().BoolVar(&deadValue, "dead-letter-value", false, "put the value CMD last printed in the dead-letter item (default: none)")
 	w.add(cmd, writeUsage{
 		ttl:       "expire the entry this long after the change: a duration (30s, 24h) or seconds (default: keep its expiry)",
 		requestID: "names the update (attempt N writes with ID-N): run again with the same id, it is not applied twice",
@@ -129,12 +150,16 @@ func (a *app) noteRetry(err error, attempt int, wait time.Duration) {
 		printable(a.subject), now, wait, attempt)
 }
 
-// escalated explains an error the retry policy gave up on: the last
-// error's explanation, with the attempts.
-func (a *app) escalated(esc *client.EscalationError) (int, string, string) {
+// escalated explains an error err the retry policy gave up on (esc):
+// the last error's explanation, with the attempts, and the dead-letter
+// queue that holds it (or why it does not).
+func (a *app) escalated(err error, esc *client.EscalationError) (int, string, string) {
 	code, msg, solution := a.explain(esc.Err)
 	msg = fmt.Sprintf("%s (gave up after %d attempts)", msg, esc.Attempts)
 	switch {
+	case esc.DeadLetter != "":
+		return code, msg, fmt.Sprintf("the update was handed to the dead-letter queue %s (its key, requestId, attempts and last error): take it with 'kvctl queue pop %s' to triage it",
+			esc.DeadLetter, esc.DeadLetter)
 	case errors.Is(esc.Err, client.ErrOutcomeUnknown):
 		solution = fmt.Sprintf("the update's last write got no answer and may have been applied before another writer changed %s: check with 'kvctl get %s --format json' (requestId, value) before running it again",
 			a.subject, a.subject)
@@ -142,5 +167,21 @@ func (a *app) escalated(esc *client.EscalationError) (int, string, string) {
 		solution = fmt.Sprintf("other writers kept changing %s while the command ran; see who with 'kvctl get %s --format json' (lastWriter), then run the update again",
 			a.subject, a.subject)
 	}
+	if a.deadLetter != "" {
+		solution = fmt.Sprintf("%s; handing it to the dead-letter queue %s failed too (%s)", solution, a.deadLetter, deadLetterFailure(err, esc))
+	}
 	return code, msg, solution
+}
+
+// deadLetterFailure is why the dead-letter push of an escalated update
+// failed: err joins esc and the push's error.
+func deadLetterFailure(err error, esc *client.EscalationError) string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != error(esc) {
+				return e.Error()
+			}
+		}
+	}
+	return "no answer"
 }
