@@ -45,25 +45,36 @@ type DeadLetterError struct {
 	Message string `json:"message"`
 }
 
-// deadLetterOf is the item of an update of key that escalated with err
-// after attempts rounds, its last write named requestID, at now; value
-// is the last value it computed (nil: none, or not asked for).
-func deadLetterOf(ctx context.Context, c *Client, key, requestID string, attempts int, err error, value json.RawMessage, now time.Time) DeadLetter {
-	d := DeadLetter{Key: key, RequestID: requestID, Attempts: attempts, EscalatedAt: now.UTC(),
-		Directive: c.directiveOf(ctx), Value: value}
-	last := err
-	var esc *EscalationError
-	if errors.As(err, &esc) && esc.Err != nil {
+// lastErrorOf is the DeadLetterError of an escalation: its last try's
+// error.
+func lastErrorOf(esc *EscalationError) DeadLetterError {
+	var last error = esc
+	if esc.Err != nil {
 		last = esc.Err
 	}
-	d.LastError.Code = contract.ErrorCode(last)
+	d := DeadLetterError{Code: contract.ErrorCode(last), Message: last.Error()}
 	var e *contract.Error
 	if errors.As(last, &e) {
-		d.LastError.Message = e.Message
-	} else {
-		d.LastError.Message = last.Error()
+		d.Message = e.Message
 	}
 	return d
+}
+
+// escalate hands an update that escalated with esc to the dead-letter
+// queue o.DeadLetter: d (its key, last write's requestId, attempts and
+// last computed value, kept only when o.DeadLetterValue asks for it)
+// completed with the last error, the time and the directive. It returns
+// esc naming the queue, or esc joined with the push's error.
+func (c *Client) escalate(ctx context.Context, o UpdateOptions, esc *EscalationError, d DeadLetter) error {
+	if !o.DeadLetterValue {
+		d.Value = nil
+	}
+	d.LastError, d.EscalatedAt, d.Directive = lastErrorOf(esc), time.Now().UTC(), c.directiveOf(ctx)
+	if err := c.deadLetter(ctx, o.DeadLetter, d); err != nil {
+		return errors.Join(esc, err)
+	}
+	esc.DeadLetter = o.DeadLetter
+	return esc
 }
 
 // deadLetter pushes d onto queue with d's requestId. A queue that took

@@ -157,28 +157,13 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 	}
 	var esc *EscalationError
 	if errors.As(err, &esc) && o.DeadLetter != "" {
-		return UpdateResult{}, c.escalate(ctx, key, base+"-"+strconv.Itoa(res.Attempts), res.Attempts, esc, lastValue, o)
+		return UpdateResult{}, c.escalate(ctx, o, esc,
+			DeadLetter{Key: key, RequestID: base + "-" + strconv.Itoa(res.Attempts), Attempts: res.Attempts, Value: lastValue})
 	}
 	if err != nil {
 		return UpdateResult{}, err
 	}
 	return res, nil
-}
-
-// escalate hands the update of key, escalated with esc after attempts
-// rounds (its last write requestID, its last computed value), to the
-// dead-letter queue o.DeadLetter and returns esc naming it; or esc
-// joined with the push's error.
-func (c *Client) escalate(ctx context.Context, key, requestID string, attempts int, esc *EscalationError, value json.RawMessage, o UpdateOptions) error {
-	if !o.DeadLetterValue {
-		value = nil
-	}
-	d := deadLetterOf(ctx, c, key, requestID, attempts, esc, value, time.Now())
-	if err := c.deadLetter(ctx, o.DeadLetter, d); err != nil {
-		return errors.Join(esc, err)
-	}
-	esc.DeadLetter = o.DeadLetter
-	return esc
 }
 
 // ErrOutcomeUnknown marks an Update that stopped because it cannot tell

@@ -30,7 +30,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
-	"github.com/eskv/eskv/contract"
 )
 
 // Flavor is what differs between the commands built from this package.
@@ -189,9 +188,7 @@ KVSTORE_LOCK_TTL (lock acquire and extend's --ttl).
 
 Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 (KVCTL_TOKEN, else ESKV_DEV_TOKEN, else the file ` + devTokenFile + ` that
-'make run' writes, read from the current directory); --directive
-(KVCTL_DIRECTIVE) names the directive a service account's writes are made
-for.`,
+'make run' writes, read from the current directory).`,
 		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
   KVSTORE_TABLE=tenant/acme/project/demo kvctl dec rate-limit/api-key-123 --min 0 || echo "Rate limit exceeded"
   kvctl get tenant/acme/project/demo/greeting --format value
@@ -211,13 +208,11 @@ for.`,
 	f.StringVarP(&a.format, "format", "o", "", "output format: text, json or value; list also keys (default KVCTL_FORMAT, else json when stdout is not a terminal, text on one)")
 	f.BoolVarP(&a.quiet, "quiet", "q", false, "print nothing on stdout (errors still go to stderr; the exit code is unchanged)")
 	f.BoolVarP(&a.verbose, "verbose", "V", false, "say each request, its answer's status and time, and each retry on stderr (never a value)")
-	f.StringVar(&a.directive, "directive", a.getenv("KVCTL_DIRECTIVE"),
-		"the directive writes are made for, sent as Eskv-Directive (KVCTL_DIRECTIVE; a principal named <agent>:<directive> needs none)")
 	a.addNamespaceFlags(root)
 	if a.flavor.Seed {
 		a.seedRoot(root)
 	}
-	durationVar(f, &a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
+	a.addCallFlags(f)
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue, formatKeys}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.getCommand(), a.mgetCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(), a.projectsCommand(),
@@ -315,11 +310,8 @@ func (a *app) resolve(cmd *cobra.Command) error {
 		}
 	}
 	a.tokenSource = source
-	if a.directive != "" {
-		if contract.ValidateDirective(a.directive) != nil {
-			return &usageError{msg: fmt.Sprintf("--directive %q is not a directive", a.directive),
-				solution: fmt.Sprintf("give 1 to %d characters of A-Z a-z 0-9 . _ - (or unset KVCTL_DIRECTIVE)", contract.MaxDirectiveLen), cmd: cmd.CommandPath()}
-		}
+	if err := a.checkDirective(cmd); err != nil {
+		return err
 	}
 	// The seed's retry policy as the client's defaults, every try of
 	// every command bounded by client.DefaultAttemptTimeout (or

@@ -18,10 +18,9 @@ import (
 
 func (a *app) updateCommand() *cobra.Command {
 	var (
-		create    bool
-		w         writeFlags
-		dead      string
-		deadValue bool
+		create bool
+		w      writeFlags
+		dead   deadLetterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "update KEY [flags] -- CMD [ARG...]",
@@ -37,13 +36,7 @@ note on stderr says so each time); after the seventh attempt it gives up
 (exit 1). Network errors and 503s are tried up to 5 times, with jitter. CMD
 may run several times, so it should only compute the new value.
 
---dead-letter QUEUE hands an update that gives up (conflicts or network
-errors ran out) to the eskv queue QUEUE: one item {key, requestId,
-attempts, lastError {code, message}, escalatedAt, directive} (the value
-CMD last printed only with --dead-letter-value), pushed with the last
-write's requestId, so a retried push adds nothing; kvctl then exits as it
-would without it, its Solution line naming the queue. A triage worker
-takes the items with 'kvctl queue pop QUEUE'.
+` + deadLetterHelp + `
 
 CMD gets KVCTL_KEY and KVCTL_VERSION (0 when the key is absent) in its
 environment. A CMD that fails ends kvctl with its exit status (127 when
@@ -67,14 +60,9 @@ value the stored value.`,
 			}
 			argv := args[1:]
 			a.right = "write"
-			o := client.UpdateOptions{RequestID: w.requestID, SpecRef: w.specRef, DeadLetterValue: deadValue}
-			if dead != "" {
-				if o.DeadLetter, err = a.key(dead); err != nil {
-					return err
-				}
-				a.deadLetter = o.DeadLetter
-			} else if deadValue {
-				return &usageError{msg: "--dead-letter-value needs --dead-letter", solution: "name the queue with --dead-letter QUEUE", cmd: cmd.CommandPath()}
+			o := client.UpdateOptions{RequestID: w.requestID, SpecRef: w.specRef}
+			if err := dead.apply(a, cmd, &o); err != nil {
+				return err
 			}
 			if o.TTL, err = w.lease(); err != nil {
 				return err
@@ -93,8 +81,7 @@ value the stored value.`,
 		},
 	}
 	cmd.Flags().BoolVar(&create, "create", false, "hand CMD null when the key is missing, and create it")
-	cmd.Flags().StringVar(&dead, "dead-letter", "", "push an update that gives up onto this queue (a key) for triage")
-	cmd.Flags().BoolVar(&deadValue, "dead-letter-value", false, "put the value CMD last printed in the dead-letter item (default: none)")
+	dead.add(cmd)
 	w.add(cmd, writeUsage{
 		ttl:       "expire the entry this long after the change: a duration (30s, 24h) or seconds (default: keep its expiry)",
 		requestID: "names the update (attempt N writes with ID-N): run again with the same id, it is not applied twice",
@@ -171,17 +158,4 @@ func (a *app) escalated(err error, esc *client.EscalationError) (int, string, st
 		solution = fmt.Sprintf("%s; handing it to the dead-letter queue %s failed too (%s)", solution, a.deadLetter, deadLetterFailure(err, esc))
 	}
 	return code, msg, solution
-}
-
-// deadLetterFailure is why the dead-letter push of an escalated update
-// failed: err joins esc and the push's error.
-func deadLetterFailure(err error, esc *client.EscalationError) string {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if e != error(esc) {
-				return e.Error()
-			}
-		}
-	}
-	return "no answer"
 }
