@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -64,9 +65,9 @@ func decideRange(c *Range, in Input, env Env) Decision {
 	keys := c.concerned(in, &env)
 	more := in.Under.Bound != "" || len(keys) > contract.MaxRangeKeys
 	if more && c.Op == contract.OpDeleteRange && !c.Chunked {
-		return Decision{Err: contract.FieldErrorf(contract.ETooManyKeys, "prefix",
+		return c.refused(contract.FieldErrorf(contract.ETooManyKeys, "prefix",
 			"more than %d keys lie under %s: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
-			contract.MaxRangeKeys, c.Prefix)}
+			contract.MaxRangeKeys, c.Prefix), env)
 	}
 	keys = keys[:min(len(keys), contract.MaxRangeKeys)]
 	evs := make([]*contract.Event, 0, len(keys))
@@ -80,9 +81,9 @@ func decideRange(c *Range, in Input, env Env) Decision {
 		// batch refuses it 413.
 		if size += EventBytes(ev); env.MaxAppendBytes > 0 && size > env.MaxAppendBytes && len(evs) > 0 {
 			if c.Op == contract.OpDeleteRange && !c.Chunked {
-				return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "prefix",
+				return c.refused(contract.FieldErrorf(contract.ETooLarge, "prefix",
 					"the delete events of the keys under %s (their values included) take more than the %d bytes a partition appends in one Kafka transaction: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
-					c.Prefix, env.MaxAppendBytes)}
+					c.Prefix, env.MaxAppendBytes), env)
 			}
 			more = true
 			break
@@ -104,6 +105,34 @@ func decideRange(c *Range, in Input, env Env) Decision {
 		}
 	}
 	return Decision{Txn: evs, Result: Result{Prefix: a}}
+}
+
+// refused refuses c with err, for what lies under its prefix, and
+// records the refusal in kv.conflicts as a refused write of a key is
+// (conflictDecision): one record, its key the prefix, its reason err's
+// code, no values (a range delete names none), under the correlation id
+// err carries. Only an atomic range delete is refused so; a chunked one
+// and an expireDue stop short instead, and a version conflict cannot
+// happen (each key's delete names the version the decision sees).
+func (c *Range) refused(err *contract.Error, env Env) Decision {
+	id := env.NewID()
+	err.CorrelationID = id
+	return Decision{Err: err, Conflict: &Conflict{
+		SchemaVersion:   contract.SchemaVersion,
+		ID:              id,
+		Key:             c.Prefix,
+		Scope:           c.Key.Scope(),
+		Op:              c.Op,
+		ExpectedVersion: -1,
+		Attempted:       json.RawMessage("null"),
+		Current:         json.RawMessage("null"),
+		Semantics:       contract.Semantics{Purpose: "other"},
+		RequestID:       c.RequestID,
+		Principal:       c.Principal,
+		Directive:       c.Directive,
+		TS:              env.Now,
+		Reason:          err.Code,
+	}}
 }
 
 // rangeRecordOverhead is at least what a delete or expire event's record

@@ -725,6 +725,7 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 	r := cmd.Head()
 	kv, _ := cmd.(*decide.KV)
 	txn, _ := cmd.(*decide.Txn)
+	_, prefix := cmd.(*decide.Range)
 	switch {
 	case kv != nil && kv.Denied:
 		// The API logged the denial; this is its audit record.
@@ -744,6 +745,10 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 	case d.Event != nil:
 		w.metrics.writesOK.Inc()
 		w.logWrite(r, d.Event)
+	case d.Conflict != nil && prefix:
+		w.metrics.writes.WithLabelValues("conflict").Inc()
+		w.log.Warn("prefix write refused", "correlationId", d.Conflict.ID, "op", r.Op, "prefix", d.Conflict.Key,
+			"reason", d.Conflict.Reason, "requestId", r.RequestID, "principal", r.Principal, "agent", agentOf(r), "directive", r.Directive)
 	case d.Conflict != nil:
 		w.metrics.writes.WithLabelValues("conflict").Inc()
 		w.log.Warn("version conflict", "correlationId", d.Conflict.ID, "key", d.Conflict.Key,
