@@ -229,11 +229,15 @@ func jsonValueKind(v string) string {
 	return "a " + v
 }
 
-// write asks the writer to decide req; a replayed answer says so in the
+// write asks the writer to decide req, made for the request's directive
+// (setDirective); a replayed answer says so in the
 // Eskv-Replayed header. A request (or a transaction's step) on a key the
 // caller may not read is marked blind first, and refused what a blind
 // request may not ask (decide.CheckBlind: 403 naming the parameter).
 func (s *Server) write(c echo.Context, req decide.Command) (writer.Result, error) {
+	if err := setDirective(c, req); err != nil {
+		return writer.Result{}, err
+	}
 	if err := blind(c, req); err != nil {
 		return writer.Result{}, err
 	}

@@ -84,6 +84,9 @@ func (s *Server) writeRange(c echo.Context, r *decide.Range) error {
 		return err
 	}
 	r.Principal = principalOf(c).Name
+	if err := setDirective(c, r); err != nil {
+		return err
+	}
 	res, err := s.w.Do(c.Request().Context(), r)
 	if err != nil {
 		return err

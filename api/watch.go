@@ -230,7 +230,7 @@ func (s *Server) writeEnd(w *echo.Response, rc *http.ResponseController, sub *wa
 // watchEventOf is e, read at c, as a watch delivers it.
 func watchEventOf(e *contract.Event, c contract.Cursor) contract.WatchEvent {
 	w := contract.WatchEvent{Cursor: c.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op,
-		Time: e.TS, Principal: e.Principal, RequestID: e.RequestID, TxnID: e.TxnID, TxnSize: e.TxnSize, Element: projection.PublicElement(e.Element)}
+		Time: e.TS, Principal: e.Principal, Directive: e.Directive, RequestID: e.RequestID, TxnID: e.TxnID, TxnSize: e.TxnSize, Element: projection.PublicElement(e.Element)}
 	if e.Live() {
 		w.Value, w.ExpiresAt = e.After, e.ExpiresAt
 	}

@@ -259,6 +259,7 @@ func testEventRowChain(t *testing.T, s Scheme) {
 			func(r *Row) { r.PrevChainHash = "" },
 			func(r *Row) { r.TxnID = "t-1" },
 			func(r *Row) { r.TxnSize = 2 },
+			func(r *Row) { r.Directive = "sync-onedrive" },
 		}
 		for i, f := range alter {
 			r := r2
@@ -289,6 +290,16 @@ func testEventRowChain(t *testing.T, s Scheme) {
 		if want = strings.Replace(want, `"ttl_seconds":0,`, `"ttl_seconds":0,"txn_id":"t-1","txn_size":2,`, 1); in != want {
 			t.Fatalf("chain input of a transaction's row\n got %s\nwant %s", in, want)
 		}
+		// A write that named a directive has it; one that named none
+		// (above) hashes as every row before directives.
+		e = testEvent(1, `null`, `{"on":true}`)
+		e.Directive = "sync-onedrive"
+		r = EventRow(e, At{Partition: 3, Offset: 10}, k, s, "")
+		in = string(ChainInput(&r))
+		want = strings.Replace(want, `"ttl_seconds":0,"txn_id":"t-1","txn_size":2,`, `"ttl_seconds":0,`, 1)
+		if want = strings.Replace(want, `"consumer_hints":["ui"],`, `"consumer_hints":["ui"],"directive":"sync-onedrive",`, 1); in != want {
+			t.Fatalf("chain input of a row with a directive\n got %s\nwant %s", in, want)
+		}
 	})
 }
 
@@ -314,7 +325,7 @@ func FuzzChainInputFastPath(f *testing.F) {
 				Kind: "put", Op: reqID, Purpose: key, Producer: principal, ConsumerHints: []string{hint, key},
 				Principal: principal, RequestID: reqID, SpecRef: hint, TTLSeconds: ttl, ExpiresAtUS: ts,
 				BeforeHash: "ab", AfterHash: "cd", HashKeyID: "k", HashScheme: scheme, PrevChainHash: reqID,
-				TxnID: hint, TxnSize: int32(ttl)}
+				TxnID: hint, TxnSize: int32(ttl), Directive: hint}
 			fast, ok := in.appendCanonical(nil)
 			if !ok {
 				continue

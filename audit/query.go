@@ -201,7 +201,7 @@ func scanRow(rows interface{ Scan(dest ...any) error }) (r Row, tsOK bool, err e
 		scheme uint8
 	)
 	if err := rows.Scan(&ts, &tsUS, &r.Tenant, &r.Project, &r.Key, &r.Version, &r.PrevVersion, &r.Kind, &r.Op,
-		&r.Purpose, &r.Producer, &r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.TTLSeconds,
+		&r.Purpose, &r.Producer, &r.ConsumerHints, &r.Principal, &r.Directive, &r.RequestID, &r.SpecRef, &r.TTLSeconds,
 		&r.ExpiresAtUS, &r.BeforeHash, &r.AfterHash, &r.HashKeyID, &scheme, &r.PrevChainHash, &r.ChainHash,
 		&r.Partition, &r.Offset, &r.TxnID, &r.TxnSize, &r.ElementOp, &r.ElementHash); err != nil {
 		return r, false, fmt.Errorf("read audit_events: %w", err)

@@ -61,13 +61,17 @@ type Origin struct {
 	Producer      string
 	ConsumerHints []string // [] when the write named none, never nil
 	Principal     string
-	RequestID     string
-	SpecRef       string
+	// Directive is the directive the write was made for (the event's or
+	// conflict record's directive; "" when it named none, and in every
+	// row written before migration 0006).
+	Directive string
+	RequestID string
+	SpecRef   string
 }
 
-func originOf(s contract.Semantics, principal, requestID, specRef string) Origin {
+func originOf(s contract.Semantics, principal, directive, requestID, specRef string) Origin {
 	o := Origin{Purpose: s.Purpose, Producer: s.Producer, ConsumerHints: s.ConsumerHints,
-		Principal: principal, RequestID: requestID, SpecRef: specRef}
+		Principal: principal, Directive: directive, RequestID: requestID, SpecRef: specRef}
 	if o.ConsumerHints == nil {
 		o.ConsumerHints = []string{}
 	}
@@ -144,7 +148,7 @@ func (h *hasher) eventRow(e *contract.Event, at At, s Scheme, prevChain, beforeH
 		PrevVersion:   e.PrevVersion,
 		Kind:          string(e.Kind),
 		Op:            string(e.Op),
-		Origin:        originOf(e.Semantics, e.Principal, e.RequestID, e.SpecRef),
+		Origin:        originOf(e.Semantics, e.Principal, e.Directive, e.RequestID, e.SpecRef),
 		TTLSeconds:    e.Semantics.TTLSeconds,
 		BeforeHash:    beforeHash,
 		AfterHash:     h.valueHash(s, e.Key, e.After),
@@ -190,7 +194,7 @@ func (h *hasher) conflictRow(c *decide.Conflict, at At, s Scheme) ConflictRow {
 		Key:             c.Key,
 		Op:              string(c.Op),
 		Reason:          c.Reason,
-		Origin:          originOf(c.Semantics, c.Principal, c.RequestID, c.SpecRef),
+		Origin:          originOf(c.Semantics, c.Principal, c.Directive, c.RequestID, c.SpecRef),
 		ExpectedVersion: c.ExpectedVersion,
 		CurrentVersion:  c.CurrentVersion,
 		AttemptedHash:   h.valueHash(s, c.Key, c.Attempted),
@@ -218,10 +222,12 @@ func (h *hasher) conflictRow(c *decide.Conflict, at At, s Scheme) ConflictRow {
 // coordinates (where the event is stored, not what it says), ingested_at
 // and, in scheme 1, hash_scheme. txn_id and txn_size are members only
 // when the row belongs to a transaction, element_op and element_hash only
-// when it changed an element of a collection: the rows of single writes, every
+// when it changed an element of a collection, directive only when the
+// write named one: the rows of single writes, every
 // row written before transactions existed among them, hash exactly as
 // before, in both schemes, while moving a row into or out of a
-// transaction breaks its chain. Member names are the column names, so an
+// transaction breaks its chain (and giving a row a directive, or taking
+// its directive away, breaks it too). Member names are the column names, so an
 // auditor can rebuild it from a row: scheme 1 with any RFC 8785
 // implementation, scheme 2 the same way with integers written exactly.
 type chainInput struct {
@@ -237,6 +243,7 @@ type chainInput struct {
 	Producer      string   `json:"producer"`
 	ConsumerHints []string `json:"consumer_hints"`
 	Principal     string   `json:"principal"`
+	Directive     string   `json:"directive,omitempty"`
 	RequestID     string   `json:"request_id"`
 	SpecRef       string   `json:"spec_ref"`
 	TTLSeconds    int64    `json:"ttl_seconds"`
@@ -276,7 +283,7 @@ func (r *Row) chainInput() chainInput {
 		TSUS: r.TS.UnixMicro(), Tenant: r.Tenant, Project: r.Project, Key: r.Key,
 		Version: r.Version, PrevVersion: r.PrevVersion, Kind: r.Kind, Op: r.Op,
 		Purpose: r.Purpose, Producer: r.Producer, ConsumerHints: r.ConsumerHints,
-		Principal: r.Principal, RequestID: r.RequestID, SpecRef: r.SpecRef,
+		Principal: r.Principal, Directive: r.Directive, RequestID: r.RequestID, SpecRef: r.SpecRef,
 		TTLSeconds: r.TTLSeconds, ExpiresAtUS: r.ExpiresAtUS,
 		BeforeHash: r.BeforeHash, AfterHash: r.AfterHash, HashKeyID: r.HashKeyID,
 		PrevChainHash: r.PrevChainHash, TxnID: r.TxnID, TxnSize: r.TxnSize,
@@ -348,6 +355,9 @@ func (in chainInput) appendCanonical(b []byte) (_ []byte, ok bool) {
 		b = appendJCSString(b, h)
 	}
 	b = append(b, ']')
+	if in.Directive != "" {
+		str(`,"directive":`, in.Directive)
+	}
 	if in.ElementOp != "" {
 		str(`,"element_hash":`, in.ElementHash)
 		str(`,"element_op":`, in.ElementOp)

@@ -273,11 +273,11 @@ func stripComment(line string) string {
 }
 
 const eventColumns = "ts, ts_us, tenant, project, key, version, prev_version, kind, op, purpose, producer, consumer_hints, " +
-	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, hash_scheme, " +
+	"principal, directive, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, hash_scheme, " +
 	"prev_chain_hash, chain_hash, kafka_partition, kafka_offset, txn_id, txn_size, element_op, element_hash, ingested_at"
 
 const conflictColumns = "ts, ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, " +
-	"principal, request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, " +
+	"principal, directive, request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, " +
 	"kafka_partition, kafka_offset, txn_id, txn_op, txn_size, ingested_at"
 
 // insertTimeout bounds one batch insert.
@@ -311,6 +311,7 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		producer  = make([]string, n)
 		hints     = make([][]string, n)
 		principal = make([]string, n)
+		directive = make([]string, n)
 		reqID     = make([]string, n)
 		specRef   = make([]string, n)
 		ttl       = make([]int64, n)
@@ -340,7 +341,7 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		if hints[i] == nil {
 			hints[i] = []string{}
 		}
-		principal[i], reqID[i], specRef[i] = r.Principal, r.RequestID, r.SpecRef
+		principal[i], directive[i], reqID[i], specRef[i] = r.Principal, r.Directive, r.RequestID, r.SpecRef
 		ttl[i], expires[i] = r.TTLSeconds, r.ExpiresAtUS
 		before[i], after[i], keyID[i], scheme[i] = r.BeforeHash, r.AfterHash, r.HashKeyID, uint8(r.HashScheme)
 		prevChain[i], chain[i] = r.PrevChainHash, r.ChainHash
@@ -350,7 +351,7 @@ func (s *Store) InsertEvents(ctx context.Context, rows []Row, now time.Time) err
 		ingested[i] = now
 	}
 	cols := []any{ts, tsUS, tenant, project, key, version, prev, kind, op, purpose, producer, hints,
-		principal, reqID, specRef, ttl, expires, before, after, keyID, scheme, prevChain, chain, partition, offset, txnID, txnSize, elemOp, elemHash, ingested}
+		principal, directive, reqID, specRef, ttl, expires, before, after, keyID, scheme, prevChain, chain, partition, offset, txnID, txnSize, elemOp, elemHash, ingested}
 	for i, c := range cols {
 		if err := b.Column(i).Append(c); err != nil {
 			return fmt.Errorf("insert into audit_events: column %d: %w", i, err)
@@ -382,7 +383,7 @@ func (s *Store) InsertConflicts(ctx context.Context, rows []ConflictRow, now tim
 			hints = []string{}
 		}
 		if err := b.Append(r.TS.Truncate(time.Second), r.TS.UnixMicro(), r.ConflictID, r.Tenant, r.Project, r.Key,
-			r.Op, r.Reason, r.Purpose, r.Producer, hints, r.Principal, r.RequestID, r.SpecRef,
+			r.Op, r.Reason, r.Purpose, r.Producer, hints, r.Principal, r.Directive, r.RequestID, r.SpecRef,
 			r.ExpectedVersion, r.CurrentVersion, r.AttemptedHash, r.CurrentHash, r.HashKeyID, uint8(r.HashScheme),
 			r.Partition, r.Offset, r.TxnID, r.TxnOp, r.TxnSize, now); err != nil {
 			return fmt.Errorf("insert into audit_conflicts: %w", err)

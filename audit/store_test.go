@@ -118,6 +118,32 @@ func TestInsertAndLookUpChainHashes(t *testing.T) {
 	})
 }
 
+// TestDirectiveRoundTrip: a row's directive is stored (migration 0006),
+// read back, and chained: the row read back recomputes to its chain
+// hash, and its conflict row keeps the directive too.
+func TestDirectiveRoundTrip(t *testing.T) {
+	s, _ := mustStore(t)
+	ctx := context.Background()
+	k := testKey(t)
+	e := event("tenant/t/project/p/d", 1, "null", "1", time.Now().UTC())
+	e.Principal, e.Directive = "harvester:sync-onedrive", "sync-onedrive"
+	r := audit.EventRow(e, audit.At{Partition: 0, Offset: 1}, k, audit.CurrentScheme, "")
+	if err := s.InsertEvents(ctx, []audit.Row{r}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.EventRowAt(ctx, e.Key, 1)
+	if err != nil || !ok {
+		t.Fatalf("EventRowAt: %v, %v", ok, err)
+	}
+	if got.Directive != "sync-onedrive" || audit.ChainHash(k, &got) != r.ChainHash {
+		t.Fatalf("read back directive %q, chain hash recomputes to %s (written %s)", got.Directive, audit.ChainHash(k, &got), r.ChainHash)
+	}
+	got.Directive = ""
+	if audit.ChainHash(k, &got) == r.ChainHash {
+		t.Fatal("the chain hash does not cover the directive")
+	}
+}
+
 // oldEventColumns are the columns of audit_events before hash_scheme.
 const oldEventColumns = "ts, ts_us, tenant, project, key, version, prev_version, kind, op, purpose, producer, consumer_hints, " +
 	"principal, request_id, spec_ref, ttl_seconds, expires_at_us, before_hash, after_hash, hash_key_id, " +

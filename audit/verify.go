@@ -465,6 +465,8 @@ func diffRow(want, got *Row) string {
 		return "consumer_hints"
 	case want.Principal != got.Principal:
 		return "principal"
+	case want.Directive != got.Directive:
+		return "directive"
 	case want.RequestID != got.RequestID:
 		return "request_id"
 	case want.SpecRef != got.SpecRef:
@@ -630,8 +632,8 @@ func diffConflict(want, got *ConflictRow) string {
 		return "op/reason"
 	case want.Purpose != got.Purpose || want.Producer != got.Producer || !slices.Equal(want.ConsumerHints, got.ConsumerHints):
 		return "purpose/producer/consumer_hints"
-	case want.Principal != got.Principal || want.RequestID != got.RequestID || want.SpecRef != got.SpecRef:
-		return "principal/request_id/spec_ref"
+	case want.Principal != got.Principal || want.Directive != got.Directive || want.RequestID != got.RequestID || want.SpecRef != got.SpecRef:
+		return "principal/directive/request_id/spec_ref"
 	case want.ExpectedVersion != got.ExpectedVersion || want.CurrentVersion != got.CurrentVersion:
 		return "expected_version/current_version"
 	case want.AttemptedHash != got.AttemptedHash:
@@ -646,7 +648,7 @@ func diffConflict(want, got *ConflictRow) string {
 
 // conflictRows returns the conflict rows in scope by key and conflict id.
 func (s *Store) conflictRows(ctx context.Context, sc Scope) (map[[2]string]ConflictRow, error) {
-	q := `SELECT ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, principal,
+	q := `SELECT ts_us, conflict_id, tenant, project, key, op, reason, purpose, producer, consumer_hints, principal, directive,
 request_id, spec_ref, expected_version, current_version, attempted_hash, current_hash, hash_key_id, hash_scheme, kafka_partition, kafka_offset,
 txn_id, txn_op, txn_size
 FROM audit_conflicts WHERE 1`
@@ -667,7 +669,7 @@ FROM audit_conflicts WHERE 1`
 			scheme uint8
 		)
 		if err := rows.Scan(&tsUS, &r.ConflictID, &r.Tenant, &r.Project, &r.Key, &r.Op, &r.Reason, &r.Purpose, &r.Producer,
-			&r.ConsumerHints, &r.Principal, &r.RequestID, &r.SpecRef, &r.ExpectedVersion, &r.CurrentVersion,
+			&r.ConsumerHints, &r.Principal, &r.Directive, &r.RequestID, &r.SpecRef, &r.ExpectedVersion, &r.CurrentVersion,
 			&r.AttemptedHash, &r.CurrentHash, &r.HashKeyID, &scheme, &r.Partition, &r.Offset,
 			&r.TxnID, &r.TxnOp, &r.TxnSize); err != nil {
 			return nil, fmt.Errorf("read audit_conflicts: %w", err)

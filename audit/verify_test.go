@@ -89,6 +89,7 @@ func TestVerify(t *testing.T) {
 		{"ErrDeletedRow", "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", 2, audit.ProblemRowMissing},
 		{"ErrDeletedLastRow", "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 4", 4, audit.ProblemRowMissing},
 		{"ErrAlteredPrincipal", "ALTER TABLE audit_events UPDATE principal = 'mallory' WHERE key = ? AND version = 3", 3, audit.ProblemRowAltered},
+		{"ErrAlteredDirective", "ALTER TABLE audit_events UPDATE directive = 'forged' WHERE key = ? AND version = 3", 3, audit.ProblemRowAltered},
 		{"ErrAlteredHash", "ALTER TABLE audit_events UPDATE after_hash = before_hash WHERE key = ? AND version = 1", 1, audit.ProblemRowAltered},
 		{"ErrAlteredTimestamp", "ALTER TABLE audit_events UPDATE ts_us = ts_us - 1000000 WHERE key = ? AND version = 2", 2, audit.ProblemRowAltered},
 	} {

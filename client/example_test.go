@@ -261,6 +261,53 @@ func ExampleClient_Update() {
 	fmt.Printf("checkpoint at version %d after %d attempt(s): %s\n", res.Entry.Version, res.Attempts, res.Entry.Value)
 }
 
+// An update that escalates is handed to a dead-letter queue instead of
+// paging a human at once: one item with the key, the last write's
+// requestId, the attempts and the last error (no value, unless
+// DeadLetterValue). A service account names its directive, so the logs
+// and the audit trail tell whose task it was.
+func ExampleClient_Update_deadLetter() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"), client.WithDirective("onedrive-delta-sync"))
+	const queue = "tenant/acme/project/demo/triage/checkpoints"
+	_, err := c.Update(context.Background(), "tenant/acme/project/demo/checkpoint",
+		func(current *contract.Entry) (json.RawMessage, error) { return json.RawMessage(`{"cursor":200}`), nil },
+		client.UpdateOptions{RequestID: "sync-2026-11-24T00:00Z", DeadLetter: queue})
+	var esc *client.EscalationError
+	if errors.As(err, &esc) && esc.DeadLetter != "" {
+		fmt.Printf("handed to %s after %d attempts\n", esc.DeadLetter, esc.Attempts)
+	} else if err != nil {
+		log.Fatal(err) // fatal, or the push to the queue failed too
+	}
+}
+
+// A triage worker pops the dead-letter queue: each item says which key
+// to look at, which requestId its last write carried and why the update
+// gave up. It takes an item with a visibility timeout and acknowledges it
+// once handled, so an item whose worker dies is delivered again.
+func Example_triageWorker() {
+	c := client.New("http://127.0.0.1:8080", os.Getenv("KVCTL_TOKEN"))
+	ctx := context.Background()
+	const queue = "tenant/acme/project/demo/triage/checkpoints"
+	for {
+		p, err := c.QPop(ctx, client.QPopRequest{Key: queue, Visibility: time.Minute})
+		if errors.Is(err, client.ErrQueueEmpty) {
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		var d client.DeadLetter
+		if err := json.Unmarshal(p.Data, &d); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %d attempts, last %s (%s), requestId %s, directive %q\n",
+			d.Key, d.Attempts, d.LastError.Code, d.LastError.Message, d.RequestID, d.Directive)
+		if _, err := c.QAck(ctx, queue, p.Receipt); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
 // A cache that follows a project's flags: list them, every page (one
 // snapshot: each page answers the first page's Position), then watch
 // after the listing's position, which delivers exactly the changes after

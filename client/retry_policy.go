@@ -256,10 +256,17 @@ var unexpectedTransient = map[int]bool{
 type EscalationError struct {
 	Attempts int   // the tries made, the first included
 	Err      error // the last try's error
+	// DeadLetter is the key of the queue an escalated Update handed its
+	// DeadLetter item to (UpdateOptions.DeadLetter); "" when none.
+	DeadLetter string
 }
 
-// Error says how many tries were made, and the last one's error.
+// Error says how many tries were made, the last one's error, and the
+// dead-letter queue that holds the escalated update.
 func (e *EscalationError) Error() string {
+	if e.DeadLetter != "" {
+		return fmt.Sprintf("gave up after %d attempts: %v (handed to dead-letter queue %s)", e.Attempts, e.Err, e.DeadLetter)
+	}
 	return fmt.Sprintf("gave up after %d attempts: %v", e.Attempts, e.Err)
 }
 

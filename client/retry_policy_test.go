@@ -564,3 +564,33 @@ func TestUpdateFuncErrorWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateDeadLetterPushFails: an update that escalates pushes its
+// dead letter once, with its last write's requestId, to the queue it
+// names; when that push fails (here the answer is not eskv's), the error
+// holds both the escalation, which names no queue, and the push's error.
+func TestUpdateDeadLetterPushFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeKV{entry: &contract.Entry{Key: key, Value: json.RawMessage(`10`), Version: 1}}
+		f.onPut = func(int, contract.PutBody) (int, string) {
+			f.entry.Version++
+			return http.StatusConflict, conflictBody(f.entry.Version)
+		}
+		var calls int
+		_, err := f.client(client.WithRetries(1, time.Millisecond, time.Millisecond)).Update(t.Context(), key, addOne(&calls),
+			client.UpdateOptions{RequestID: "sync-1", DeadLetter: "tenant/acme/project/demo/triage"})
+		var esc *client.EscalationError
+		if !errors.As(err, &esc) || esc.Attempts != 7 || esc.DeadLetter != "" || !strings.Contains(err.Error(), "dead-letter the update of "+key) {
+			t.Fatalf("want the escalation joined with the failed push, got %v", err)
+		}
+		var pushes []string
+		for _, r := range f.reqs {
+			if r.method == http.MethodPost {
+				pushes = append(pushes, r.body.RequestID)
+			}
+		}
+		if len(pushes) != 1 || pushes[0] != "sync-1-7" {
+			t.Fatalf("pushes with requestIds %v, want one with sync-1-7", pushes)
+		}
+	})
+}

@@ -42,6 +42,21 @@ type UpdateOptions struct {
 	RequestID string
 	// SpecRef references the spec or decision record the write follows.
 	SpecRef string
+	// DeadLetter, when set, is the key of an eskv queue an escalated
+	// update is handed to: when Update escalates (*EscalationError: the
+	// conflict schedule or the transient tries ran out, or
+	// ErrOutcomeUnknown), it pushes one DeadLetter item there, with its
+	// last write's requestId as the push's, and returns the escalation
+	// with EscalationError.DeadLetter set. A triage worker pops the
+	// queue. Fatal errors, fn's errors and the end of ctx are not
+	// escalations: nothing is pushed. When the push fails, the error
+	// joins the escalation and the push's error. Update then needs the
+	// right to write the queue too.
+	DeadLetter string
+	// DeadLetterValue puts the value the update last computed in the
+	// DeadLetter item (by default it holds none: the queue's readers may
+	// be others than the key's).
+	DeadLetterValue bool
 }
 
 // UpdateResult is the answer of an Update.
@@ -83,7 +98,10 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 	if base == "" {
 		base = "update-" + rand.Text()
 	}
-	var res UpdateResult
+	var (
+		res       UpdateResult
+		lastValue json.RawMessage // what the last attempt that called fn computed
+	)
 	conflict := func(err error) bool { return Classify(err) == ClassConflict }
 	err = c.policy.retrying(ctx, c.policy.conflict(), conflict, func(ctx context.Context, attempt int) error {
 		res.Attempts = attempt
@@ -103,6 +121,7 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 		if err != nil {
 			return &fnError{err}
 		}
+		lastValue = next
 		b := contract.PutBody{Value: next, ExpectedVersion: new(int64), TTLSeconds: ttl, KeepTTL: ttl == nil && o.Semantics.TTLSeconds == 0,
 			Semantics: semantics(o.Semantics), RequestID: base + "-" + strconv.Itoa(attempt), SpecRef: o.SpecRef}
 		if current != nil {
@@ -135,6 +154,11 @@ func (c *Client) Update(ctx context.Context, key string, fn UpdateFunc, o Update
 	var fe *fnError
 	if errors.As(err, &fe) {
 		return UpdateResult{}, fe.err
+	}
+	var esc *EscalationError
+	if errors.As(err, &esc) && o.DeadLetter != "" {
+		return UpdateResult{}, c.escalate(ctx, o, esc,
+			DeadLetter{Key: key, RequestID: base + "-" + strconv.Itoa(res.Attempts), Attempts: res.Attempts, Value: lastValue})
 	}
 	if err != nil {
 		return UpdateResult{}, err

@@ -686,7 +686,7 @@ func (s *scanner) stringsField(dst *[]string, field string) error {
 func (s *scanner) member(key []byte, names []string, seen *uint32) string {
 	// The encoding writes the members in the order of names, some left
 	// out: the next one is most likely after the last one met, which
-	// saves comparing key with every name before it (an event has 21).
+	// saves comparing key with every name before it (an event has 22).
 	i := -1
 	for j := bits.Len32(*seen); j < len(names); j++ {
 		if names[j] == string(key) {
@@ -733,7 +733,7 @@ func (s *scanner) optSmallInt(dst *int, field string) error {
 // Event's, Semantics' and Element's fields.
 var (
 	eventMembers = []string{"schemaVersion", "key", "scope", "version", "prevVersion", "kind", "op", "before", "after",
-		"createdAt", "expiresAt", "semantics", "specRef", "requestId", "requestDigest", "principal", "ts", "writerEpoch",
+		"createdAt", "expiresAt", "semantics", "specRef", "requestId", "requestDigest", "principal", "directive", "ts", "writerEpoch",
 		"txnId", "txnSize", "element", "session"}
 	semanticsMembers = []string{"purpose", "producer", "consumerHints", "ttlSeconds"}
 	elementMembers   = []string{"op", "member", "value", "state", "deliveries", "visibleAt", "dedupId", "pushedAt", "expiresAt", "receiptNonce"}
@@ -744,7 +744,7 @@ var (
 // (by index above) the encoding always writes, omitempty or not: one
 // missing is odd.
 const (
-	eventAlways     = (1<<22 - 1) &^ (1<<10 | 1<<12 | 1<<13 | 1<<14 | 1<<18 | 1<<19 | 1<<20 | 1<<21)
+	eventAlways     = (1<<23 - 1) &^ (1<<10 | 1<<12 | 1<<13 | 1<<14 | 1<<16 | 1<<19 | 1<<20 | 1<<21 | 1<<22)
 	semanticsAlways = 1 << 0
 	elementAlways   = 1<<0 | 1<<1
 	sessionAlways   = 1 << 0
@@ -813,6 +813,8 @@ func (s *scanner) eventMember(e *contract.Event, name string) error {
 		return s.optString(&e.RequestDigest, "Event.requestDigest")
 	case "principal":
 		return s.stringField(&e.Principal, "Event.principal")
+	case "directive":
+		return s.optString(&e.Directive, "Event.directive")
 	case "ts":
 		return s.timeField(&e.TS)
 	case "writerEpoch":

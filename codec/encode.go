@@ -48,6 +48,7 @@ func appendEvent(b []byte, e *contract.Event) ([]byte, error) {
 	b = appendOptString(b, `,"requestId":`, e.RequestID)
 	b = appendOptString(b, `,"requestDigest":`, e.RequestDigest)
 	b = AppendJSONString(append(b, `,"principal":`...), e.Principal)
+	b = appendOptString(b, `,"directive":`, e.Directive)
 	if b, err = appendTime(append(b, `,"ts":`...), e.TS); err != nil {
 		return nil, fmt.Errorf("encode event: ts: %w", err)
 	}

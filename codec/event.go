@@ -22,7 +22,7 @@ import (
 // bytes: json.Marshal would rewrite <, > and & in them as \u003c, \u003e
 // and \u0026 (up to six times the size).
 func MarshalEvent(e *contract.Event) ([]byte, error) {
-	n := 384 + len(e.Key) + len(e.Scope) + len(e.Before) + len(e.After) + len(e.Principal) + len(e.RequestID) + len(e.SpecRef)
+	n := 384 + len(e.Key) + len(e.Scope) + len(e.Before) + len(e.After) + len(e.Principal) + len(e.Directive) + len(e.RequestID) + len(e.SpecRef)
 	if e.Element != nil {
 		n += 192 + len(e.Element.Member) + len(e.Element.Value)
 	}

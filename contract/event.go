@@ -73,10 +73,15 @@ type Event struct {
 	RequestID     string          `json:"requestId,omitempty"`
 	// RequestDigest identifies the request body that produced the event, so
 	// a retried requestId can be told apart from a reused one.
-	RequestDigest string    `json:"requestDigest,omitempty"`
-	Principal     string    `json:"principal"`
-	TS            time.Time `json:"ts"`
-	WriterEpoch   int64     `json:"writerEpoch"`
+	RequestDigest string `json:"requestDigest,omitempty"`
+	Principal     string `json:"principal"`
+	// Directive is the directive the write was made for: the part after
+	// ':' of a principal named `<agent>:<directive>`, else the one the
+	// request named (DirectiveHeader); absent when neither did, and on
+	// events the server appends on its own (an expiry).
+	Directive   string    `json:"directive,omitempty"`
+	TS          time.Time `json:"ts"`
+	WriterEpoch int64     `json:"writerEpoch"`
 	// TxnID is set on the events of a multi-key transaction (POST
 	// /v1/txn): every event of one transaction carries the same id, and
 	// TxnSize is how many events it appended. They are appended together,

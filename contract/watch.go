@@ -56,10 +56,12 @@ type WatchEvent struct {
 	ExpiresAt *time.Time      `json:"expiresAt,omitempty"`
 	Time      time.Time       `json:"time"`
 	Principal string          `json:"principal"`
-	RequestID string          `json:"requestId,omitempty"`
-	TxnID     string          `json:"txnId,omitempty"`
-	TxnSize   int             `json:"txnSize,omitempty"`
-	Element   *Element        `json:"element,omitempty"`
+	// Directive is the event's (Event.Directive); absent when none.
+	Directive string   `json:"directive,omitempty"`
+	RequestID string   `json:"requestId,omitempty"`
+	TxnID     string   `json:"txnId,omitempty"`
+	TxnSize   int      `json:"txnSize,omitempty"`
+	Element   *Element `json:"element,omitempty"`
 }
 
 // WatchEnd is the data of the SSE event "error" that ends a watch: why

@@ -23,7 +23,9 @@ type Conflict struct {
 	SpecRef         string             `json:"specRef,omitempty"`
 	RequestID       string             `json:"requestId,omitempty"`
 	Principal       string             `json:"principal"`
-	TS              time.Time          `json:"ts"`
+	// Directive is the rejected write's directive (Header.Directive).
+	Directive string    `json:"directive,omitempty"`
+	TS        time.Time `json:"ts"`
 	// Reason is version_mismatch | request_id_reused | stale_request |
 	// field_mismatch | forbidden, or the error code of a refused
 	// transaction's step or of a refused range delete (too_many_keys,

@@ -14,6 +14,11 @@ type Header struct {
 	Op        contract.Op
 	RequestID string
 	Principal string
+	// Directive is the directive the write was made for
+	// (contract.DirectiveOf), set by the API: its events carry it. It is
+	// attribution, not content: no part of the request digest, so a
+	// retry is a retry whatever directive it names.
+	Directive string
 	// Blind marks a write of a principal that may write its key but not
 	// read it (set by the API; a transaction's steps each carry their
 	// own): CheckBlind refuses what such a write may not ask, and a

@@ -312,6 +312,7 @@ func newEvent(w write) *contract.Event {
 		RequestID:     r.RequestID,
 		RequestDigest: r.Digest,
 		Principal:     r.Principal,
+		Directive:     r.Directive,
 		SpecRef:       r.SpecRef,
 		TS:            w.env.Now,
 		WriterEpoch:   w.env.Epoch,
@@ -429,6 +430,7 @@ func conflictDecision(w write, reason, format string, args ...any) Decision {
 			SpecRef:         r.SpecRef,
 			RequestID:       r.RequestID,
 			Principal:       r.Principal,
+			Directive:       r.Directive,
 			TS:              now,
 			Reason:          reason,
 		},
@@ -459,6 +461,7 @@ func deniedDecision(w write) Decision {
 		Semantics:       contract.Semantics{Purpose: purpose},
 		RequestID:       r.RequestID,
 		Principal:       r.Principal,
+		Directive:       r.Directive,
 		TS:              now,
 		Reason:          ReasonForbidden,
 	}}

@@ -158,6 +158,7 @@ func (c *Range) refused(err *contract.Error, env Env) Decision {
 		Semantics:       contract.Semantics{Purpose: "other"},
 		RequestID:       c.RequestID,
 		Principal:       c.Principal,
+		Directive:       c.Directive,
 		TS:              env.Now,
 		Reason:          err.Code,
 	}}
@@ -231,7 +232,7 @@ func (c *Range) writeKey(k string, states map[string]keystate.State, env *Env) (
 	if c.Op == contract.OpExpireDue {
 		op = contract.OpExpire
 	}
-	kv := &KV{Header: Header{Key: key, Op: op, Principal: c.Principal}, ExpectedVersion: &version}
+	kv := &KV{Header: Header{Key: key, Op: op, Principal: c.Principal, Directive: c.Directive}, ExpectedVersion: &version}
 	w := newWrite(st, kv.common(), env)
 	w.states = states
 	d := kvWrite(w, kv)

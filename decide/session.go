@@ -125,7 +125,7 @@ func endSession(w write, d Decision, reason string) Decision {
 		if err != nil {
 			return Decision{Err: contract.Errorf(contract.EInternal, "key %s attached to session %s: %v", a.Key, sess.Key, err)}
 		}
-		kw := newWrite(st, common{Header: &Header{Key: key, Principal: sess.Principal}}, w.env)
+		kw := newWrite(st, common{Header: &Header{Key: key, Principal: sess.Principal, Directive: sess.Directive}}, w.env)
 		ev := newEvent(kw)
 		op := contract.OpDelete
 		switch a.Purpose {
@@ -226,7 +226,7 @@ func attach(w write, d Decision, session, purpose string, version int64) Decisio
 			"session %s could not end in one transaction with %s attached: its end would append about %d bytes, more than the partition's %d; use another session",
 			session, ev.Key, need, w.env.MaxAppendBytes)}
 	}
-	sw := newWrite(st, common{Header: &Header{Key: sk, Principal: w.c.Principal}}, w.env)
+	sw := newWrite(st, common{Header: &Header{Key: sk, Principal: w.c.Principal, Directive: w.c.Directive}}, w.env)
 	sev := newEvent(sw)
 	sev.Kind, sev.Op, sev.After = contract.KindPut, contract.OpSessionAttach, after
 	sev.CreatedAt, sev.ExpiresAt = visible.CreatedAt, visible.ExpiresAt

@@ -58,6 +58,7 @@ func goldenPut() contract.Event {
 		RequestID:     "req-01HQ3Z6X",
 		RequestDigest: "sha256:3f1b0c",
 		Principal:     "svc:invoice-exporter",
+		Directive:     "invoice-exporter",
 		TS:            t1,
 		WriterEpoch:   3,
 	}

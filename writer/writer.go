@@ -739,7 +739,7 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 	case d.Err == nil && d.Event == nil && d.Result.Prefix.Prefix != "":
 		w.metrics.writesOK.Inc()
 		w.log.Info("prefix written", "op", r.Op, "prefix", d.Result.Prefix.Prefix, "count", d.Result.Prefix.Count,
-			"truncated", d.Result.Prefix.Truncated, "txnId", d.Result.Prefix.TxnID, "principal", r.Principal)
+			"truncated", d.Result.Prefix.Truncated, "txnId", d.Result.Prefix.TxnID, "principal", r.Principal, "directive", r.Directive)
 	case d.Event != nil && d.Event.Kind == contract.KindExpire:
 		w.metrics.writes.WithLabelValues("expired").Inc()
 		w.log.Info("expired", "key", d.Event.Key, "version", d.Event.Version, "expiresAt", d.Event.ExpiresAt,
@@ -752,15 +752,17 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 	case d.Conflict != nil && prefix:
 		w.metrics.writes.WithLabelValues("conflict").Inc()
 		w.log.Warn("prefix write refused", "correlationId", d.Conflict.ID, "op", r.Op, "prefix", d.Conflict.Key,
-			"reason", d.Conflict.Reason, "requestId", r.RequestID, "principal", r.Principal)
+			"reason", d.Conflict.Reason, "requestId", r.RequestID, "principal", r.Principal, "agent", agentOf(r), "directive", r.Directive)
 	case d.Conflict != nil:
 		w.metrics.writes.WithLabelValues("conflict").Inc()
 		w.log.Warn("version conflict", "correlationId", d.Conflict.ID, "key", d.Conflict.Key,
 			"expectedVersion", d.Conflict.ExpectedVersion, "currentVersion", d.Conflict.CurrentVersion,
-			"reason", d.Conflict.Reason, "purpose", d.Conflict.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal)
+			"reason", d.Conflict.Reason, "purpose", d.Conflict.Semantics.Purpose, "requestId", r.RequestID, "principal", r.Principal,
+			"agent", agentOf(r), "directive", r.Directive)
 	case d.Result.Replayed:
 		w.metrics.writes.WithLabelValues("replayed").Inc()
-		w.log.Info("write replayed", "key", r.Key.String(), "version", d.Result.Entry.Version, "requestId", r.RequestID, "principal", r.Principal)
+		w.log.Info("write replayed", "key", r.Key.String(), "version", d.Result.Entry.Version, "requestId", r.RequestID,
+			"principal", r.Principal, "directive", r.Directive)
 	case errors.Is(d.Err, decide.ErrNotExpired):
 		w.metrics.writes.WithLabelValues("expire_skipped").Inc()
 	default:
@@ -771,7 +773,9 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 // logWrite is the INFO line of every acknowledged write: the busiest
 // log line, so it is built from typed attributes (slog.LogAttrs, no
 // []any boxing, no reflection on events' named string types) and skipped
-// whole when INFO is off. It names the key and version, never a value.
+// whole when INFO is off. It names the key and version, never a value,
+// and who wrote: the principal, its agent and the directive (the seed's
+// structured write log: directive, key, purpose, requestId, version).
 func (w *Writer) logWrite(r *decide.Header, e *contract.Event) {
 	ctx := context.Background()
 	if !w.log.Enabled(ctx, slog.LevelInfo) {
@@ -779,14 +783,24 @@ func (w *Writer) logWrite(r *decide.Header, e *contract.Event) {
 	}
 	w.log.LogAttrs(ctx, slog.LevelInfo, "write", slog.String("key", e.Key), slog.Int64("version", e.Version),
 		slog.String("kind", string(e.Kind)), slog.String("op", string(e.Op)), slog.String("purpose", e.Semantics.Purpose),
-		slog.String("requestId", r.RequestID), slog.String("principal", r.Principal))
+		slog.String("requestId", r.RequestID), slog.String("principal", r.Principal),
+		slog.String("agent", agentOf(r)), slog.String("directive", r.Directive))
+}
+
+// agentOf is the agent of a write's principal: the part before ':' of
+// a principal named <agent>:<directive>, else the whole principal (a
+// service account).
+func agentOf(r *decide.Header) string {
+	agent, _ := contract.SplitPrincipal(r.Principal)
+	return agent
 }
 
 // logTxn logs and counts a transaction's outcome, as one write request
 // (ok, replayed, conflict or an error code). Its log lines name keys and
 // versions, never a value.
 func (w *Writer) logTxn(r *decide.Txn, d decide.Decision) {
-	attrs := []any{"txnId", d.Result.TxnID, "scope", r.Key.Scope(), "ops", len(r.Steps), "requestId", r.RequestID, "principal", r.Principal}
+	attrs := []any{"txnId", d.Result.TxnID, "scope", r.Key.Scope(), "ops", len(r.Steps), "requestId", r.RequestID, "principal", r.Principal,
+		"directive", r.Directive}
 	switch {
 	case d.Result.Replayed:
 		w.metrics.writes.WithLabelValues("replayed").Inc()

@@ -92,7 +92,7 @@ func (a *app) explain(err error) (code int, msg, solution string) {
 		}
 		return exitUsage, ue.msg, solution
 	case errors.As(err, &esc):
-		return a.escalated(esc)
+		return a.escalated(err, esc)
 	case errors.As(err, &ne):
 		return a.explainNetwork(ne)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

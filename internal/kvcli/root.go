@@ -90,6 +90,9 @@ type app struct {
 	project string // --project: the same, transaction's first spelling
 	quiet   bool   // --quiet: nothing on stdout
 	verbose bool   // --verbose: each request and retry on stderr
+	// directive is --directive: the directive writes are made for
+	// (Eskv-Directive), "" for none.
+	directive string
 
 	// kvstore's global flags (Flavor.Seed) and the profile they chose.
 	profileName string
@@ -116,6 +119,7 @@ type app struct {
 	waited       time.Duration // --wait that ran out
 	field        string        // field get/cas: the field
 	expected     string        // field cas: the EXPECTED value, as JSON
+	deadLetter   string        // update --dead-letter: the queue's key
 }
 
 // stdio is a process's standard input, output and error.
@@ -208,7 +212,7 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	if a.flavor.Seed {
 		a.seedRoot(root)
 	}
-	durationVar(f, &a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
+	a.addCallFlags(f)
 	_ = root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatText, formatJSON, formatValue, formatKeys}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.getCommand(), a.mgetCommand(), a.setCommand(), a.deleteCommand(), a.existsCommand(), a.listCommand(), a.projectsCommand(),
@@ -306,12 +310,15 @@ func (a *app) resolve(cmd *cobra.Command) error {
 		}
 	}
 	a.tokenSource = source
+	if err := a.checkDirective(cmd); err != nil {
+		return err
+	}
 	// The seed's retry policy as the client's defaults, every try of
 	// every command bounded by client.DefaultAttemptTimeout (or
 	// --timeout when shorter): a try whose answer is lost is retried (a
 	// write with its --request-id) within what --timeout leaves.
 	policy := client.RetryPolicy{OnRetry: a.noteRetry, AttemptTimeout: min(a.timeout, client.DefaultAttemptTimeout)}
-	opts := []client.Option{client.WithUserAgent(a.flavor.Name), client.WithRetryPolicy(policy)}
+	opts := []client.Option{client.WithUserAgent(a.flavor.Name), client.WithRetryPolicy(policy), client.WithDirective(a.directive)}
 	if a.verbose {
 		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &verboseTransport{next: http.DefaultTransport, w: a.stderr}}))
 	}

@@ -20,6 +20,7 @@ func (a *app) updateCommand() *cobra.Command {
 	var (
 		create bool
 		w      writeFlags
+		dead   deadLetterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "update KEY [flags] -- CMD [ARG...]",
@@ -35,6 +36,8 @@ note on stderr says so each time); after the seventh attempt it gives up
 (exit 1). Network errors and 503s are tried up to 5 times, with jitter. CMD
 may run several times, so it should only compute the new value.
 
+` + deadLetterHelp + `
+
 CMD gets KVCTL_KEY and KVCTL_VERSION (0 when the key is absent) in its
 environment. A CMD that fails ends kvctl with its exit status (127 when
 not found, 126 when it cannot be started), and nothing is written;
@@ -44,7 +47,8 @@ output that is not JSON exits 2. --timeout bounds each call to the API.
 value the stored value.`,
 		Example: `  kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'
   kvctl update tenant/acme/project/demo/visits --create -- jq '. + 1'
-  kvctl update tenant/acme/project/demo/checkpoint --request-id sync-42 -- ./next-checkpoint.sh`,
+  kvctl update tenant/acme/project/demo/checkpoint --request-id sync-42 -- ./next-checkpoint.sh
+  kvctl update tenant/acme/project/demo/cursor --dead-letter tenant/acme/project/demo/triage -- ./advance.sh`,
 		Args: keyThenCommand("kvctl update takes KEY, then -- and the command that computes the new value",
 			"e.g. kvctl update tenant/acme/project/demo/config -- jq '.limits.rps = 20'"),
 		Annotations:       perCallAnnotation,
@@ -57,6 +61,9 @@ value the stored value.`,
 			argv := args[1:]
 			a.right = "write"
 			o := client.UpdateOptions{RequestID: w.requestID, SpecRef: w.specRef}
+			if err := dead.apply(a, cmd, &o); err != nil {
+				return err
+			}
 			if o.TTL, err = w.lease(); err != nil {
 				return err
 			}
@@ -74,6 +81,7 @@ value the stored value.`,
 		},
 	}
 	cmd.Flags().BoolVar(&create, "create", false, "hand CMD null when the key is missing, and create it")
+	dead.add(cmd)
 	w.add(cmd, writeUsage{
 		ttl:       "expire the entry this long after the change: a duration (30s, 24h) or seconds (default: keep its expiry)",
 		requestID: "names the update (attempt N writes with ID-N): run again with the same id, it is not applied twice",
@@ -129,18 +137,25 @@ func (a *app) noteRetry(err error, attempt int, wait time.Duration) {
 		printable(a.subject), now, wait, attempt)
 }
 
-// escalated explains an error the retry policy gave up on: the last
-// error's explanation, with the attempts.
-func (a *app) escalated(esc *client.EscalationError) (int, string, string) {
+// escalated explains an error err the retry policy gave up on (esc):
+// the last error's explanation, with the attempts, and the dead-letter
+// queue that holds it (or why it does not).
+func (a *app) escalated(err error, esc *client.EscalationError) (int, string, string) {
 	code, msg, solution := a.explain(esc.Err)
 	msg = fmt.Sprintf("%s (gave up after %d attempts)", msg, esc.Attempts)
 	switch {
+	case esc.DeadLetter != "":
+		return code, msg, fmt.Sprintf("the update was handed to the dead-letter queue %s (its key, requestId, attempts and last error): take it with 'kvctl queue pop %s' to triage it",
+			esc.DeadLetter, esc.DeadLetter)
 	case errors.Is(esc.Err, client.ErrOutcomeUnknown):
 		solution = fmt.Sprintf("the update's last write got no answer and may have been applied before another writer changed %s: check with 'kvctl get %s --format json' (requestId, value) before running it again",
 			a.subject, a.subject)
 	case client.Classify(esc.Err) == client.ClassConflict:
 		solution = fmt.Sprintf("other writers kept changing %s while the command ran; see who with 'kvctl get %s --format json' (lastWriter), then run the update again",
 			a.subject, a.subject)
+	}
+	if a.deadLetter != "" {
+		solution = fmt.Sprintf("%s; handing it to the dead-letter queue %s failed too (%s)", solution, a.deadLetter, deadLetterFailure(err, esc))
 	}
 	return code, msg, solution
 }

@@ -2,6 +2,7 @@ package kvcli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -82,6 +83,39 @@ func TestExplainEscalated(t *testing.T) {
 			code, msg, solution := a.explain(tc.err)
 			if code != tc.code || msg != tc.msg || !strings.Contains(solution, tc.solution) {
 				t.Fatalf("got %d %q %q, want %d %q and a solution with %q", code, msg, solution, tc.code, tc.msg, tc.solution)
+			}
+		})
+	}
+}
+
+// TestExplainDeadLetter: an escalated update handed to its dead-letter
+// queue keeps its exit code, and its Solution line names the queue and
+// how to take the item; when the push failed too, the line says so.
+func TestExplainDeadLetter(t *testing.T) {
+	t.Parallel()
+	const queue = scope + "triage"
+	conflict := &contract.Error{Code: contract.EConflict, Field: "expectedVersion", Message: "expected version 3, current version is 4"}
+	pushed := &client.EscalationError{Attempts: 7, Err: conflict, DeadLetter: queue}
+	unpushed := &client.EscalationError{Attempts: 7, Err: conflict}
+	for _, tc := range []struct {
+		name     string
+		err      error
+		solution []string
+	}{
+		{"Pushed", pushed, []string{"handed to the dead-letter queue " + queue, "'kvctl queue pop " + queue + "'"}},
+		{"PushFailed", errors.Join(unpushed, errors.New("client: dead-letter the update: forbidden")),
+			[]string{"other writers kept changing " + key, "handing it to the dead-letter queue " + queue + " failed too (client: dead-letter the update: forbidden)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &app{stderr: io.Discard, url: defaultURL, cmdPath: "kvctl update", subject: key, deadLetter: queue}
+			code, msg, solution := a.explain(tc.err)
+			if code != exitFailed || !strings.Contains(msg, "gave up after 7 attempts") {
+				t.Fatalf("got %d %q, want exit %d and the attempts", code, msg, exitFailed)
+			}
+			for _, want := range tc.solution {
+				if !strings.Contains(solution, want) {
+					t.Fatalf("solution %q lacks %q", solution, want)
+				}
 			}
 		})
 	}

@@ -27,12 +27,18 @@ import (
 
 // Tokens of the stack: DevToken may read and write tenant/; AcmeToken
 // may read and write tenant/acme/; ReaderToken may only read
-// tenant/acme/; WriterToken may only write tenant/acme/.
+// tenant/acme/; WriterToken may only write tenant/acme/; AgentToken,
+// of principal AgentPrincipal (an <agent>:<directive>), may read and
+// write tenant/acme/.
 const (
 	DevToken    = "dev-token-0123456789abcdef"
 	AcmeToken   = "acme-token-0123456789abcdef"
 	ReaderToken = "reader-token-0123456789abcdef"
 	WriterToken = "writer-token-0123456789abcdef"
+	AgentToken  = "agent-token-0123456789abcdef"
+	// AgentPrincipal is AgentToken's principal: agent acme-harvester
+	// working for directive sync-onedrive.
+	AgentPrincipal = "acme-harvester:sync-onedrive"
 )
 
 // Stack is eskv running in the test's process until the test ends.
@@ -215,6 +221,7 @@ func mustTokens(tb testing.TB) *api.Tokens {
 		{Token: AcmeToken, Principal: "acme-svc", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
 		{Token: ReaderToken, Principal: "acme-reader", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read}}}},
 		{Token: WriterToken, Principal: "acme-writer", Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Write}}}},
+		{Token: AgentToken, Principal: AgentPrincipal, Grants: []api.Grant{{Prefix: "tenant/acme/", Rights: []api.Right{api.Read, api.Write}}}},
 	})
 	if err != nil {
 		tb.Fatal(err)
