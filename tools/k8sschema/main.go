@@ -7,6 +7,12 @@
 // location is GitHub, which this machine cannot reach.
 //
 //	go run ./k8sschema -in swagger.json -out DIR
+//	go run ./k8sschema -crd crd.yaml[,crd.yaml…] -out DIR
+//
+// With -crd it reads CustomResourceDefinitions instead (for instance the
+// Prometheus Operator's, from its Go module) and writes the schema of
+// each served version the same way, so a chart's ServiceMonitor and
+// PrometheusRule are validated as strictly as its core kinds.
 //
 // Like openapi2jsonschema --expanded --kubernetes --stand-alone --strict:
 // every $ref is inlined (a type that contains itself becomes {}), objects
@@ -27,9 +33,16 @@ import (
 
 func main() {
 	in := flag.String("in", "", "the Kubernetes swagger.json")
+	crds := flag.String("crd", "", "comma-separated CustomResourceDefinition YAML files (instead of -in)")
 	out := flag.String("out", "", "directory to write the schemas to")
 	flag.Parse()
-	if err := run(*in, *out); err != nil {
+	var err error
+	if *crds != "" {
+		err = runCRDs(strings.Split(*crds, ","), *out)
+	} else {
+		err = run(*in, *out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "k8sschema:", err)
 		os.Exit(1)
 	}
@@ -113,10 +126,13 @@ func expand(s map[string]any, defs map[string]map[string]any, onPath map[string]
 		defer delete(onPath, name)
 		return expand(defs[name], defs, onPath)
 	}
+	if s["x-kubernetes-int-or-string"] == true {
+		return special["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]
+	}
 	out := make(map[string]any, len(s)+1)
 	for k, v := range s {
 		switch k {
-		case "format", "x-kubernetes-group-version-kind":
+		case "format", "x-kubernetes-group-version-kind", "description":
 			continue
 		case "properties":
 			props := map[string]any{}
@@ -136,7 +152,8 @@ func expand(s map[string]any, defs map[string]map[string]any, onPath map[string]
 			out[k] = v
 		}
 	}
-	if _, ok := out["properties"]; ok {
+	// A CRD's x-kubernetes-preserve-unknown-fields keeps an object open.
+	if _, ok := out["properties"]; ok && s["x-kubernetes-preserve-unknown-fields"] != true {
 		if _, set := out["additionalProperties"]; !set {
 			out["additionalProperties"] = false
 		}
