@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # render-k8s.sh: writes deploy/k8s/eskv.yaml, the Helm chart rendered with
 # its default values (release name eskv) for `kubectl apply -k deploy/k8s`,
-# so the chart and the plain manifests never drift. --check only compares.
+# so the chart and the plain manifests never drift; and copies
+# deploy/observability/alerts.yaml into the chart (files/alerts.yaml, which
+# its PrometheusRule renders: Helm reads only files inside the chart).
+# --check only compares.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
@@ -18,12 +21,20 @@ trap 'rm -f "$tmp"' EXIT
 		grep -vE '^ *(app\.kubernetes\.io/managed-by: Helm|helm\.sh/chart: .*)$' |
 		grep -v '^# Source: '
 } >"$tmp"
+rules=deploy/observability/alerts.yaml
+chartRules=deploy/helm/eskv/files/alerts.yaml
 if [[ ${1:-} == --check ]]; then
+	status=0
 	if ! diff -u "$out" "$tmp"; then
 		echo "render-k8s: $out is not the chart's rendering: run bash scripts/render-k8s.sh" >&2
-		exit 1
+		status=1
 	fi
-	exit 0
+	if ! diff -u "$chartRules" "$rules"; then
+		echo "render-k8s: $chartRules is not $rules: run bash scripts/render-k8s.sh" >&2
+		status=1
+	fi
+	exit $status
 fi
 mv "$tmp" "$out"
+cp "$rules" "$chartRules"
 trap - EXIT

@@ -1,6 +1,7 @@
 package obscheck
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
@@ -27,9 +29,18 @@ import (
 )
 
 const (
-	rulesFile     = "../../deploy/observability/alerts.yaml"
-	dashboardFile = "../../deploy/observability/eskv-dashboard.json"
+	rulesFile      = "../../deploy/observability/alerts.yaml"
+	chartRulesFile = "../../deploy/helm/eskv/files/alerts.yaml"
+	dashboardFile  = "../../deploy/observability/eskv-dashboard.json"
+	runbooksFile   = "../../docs/operations.md"
+	// runbookBase is where every rule's runbook_url points, followed by
+	// the anchor of its section.
+	runbookBase = "https://github.com/eskv/eskv/blob/main/docs/operations.md#"
 )
+
+// scrapeMetrics are the series Prometheus writes itself for every
+// target, which no component registers.
+var scrapeMetrics = []string{"up", "scrape_duration_seconds", "scrape_samples_scraped"}
 
 // promql parses expressions as Prometheus does by default.
 var promql = parser.NewParser(parser.Options{})
@@ -68,7 +79,7 @@ func TestAlertRules(t *testing.T) {
 // Kafka client's kprom metrics), so no alert silently watches a metric
 // that was renamed; a regular expression on __name__ must match one.
 func TestQueriedMetricsExist(t *testing.T) {
-	known := registeredNames(t)
+	known := append(registeredNames(t), scrapeMetrics...)
 	exprs := map[string]string{} // expression -> where
 	rgs, errs := rulefmt.ParseFile(rulesFile, false, model.LegacyValidation, promql, slog.New(slog.DiscardHandler))
 	if len(errs) > 0 {
@@ -105,6 +116,74 @@ func TestQueriedMetricsExist(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestRunbooks: every rule has a runbook_url pointing at a section of
+// docs/operations.md, whose heading's anchor (as GitHub makes it) exists.
+func TestRunbooks(t *testing.T) {
+	b, err := os.ReadFile(runbooksFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for line := range strings.Lines(string(b)) {
+		if h, ok := strings.CutPrefix(line, "#"); ok {
+			anchors[githubAnchor(strings.TrimLeft(h, "#"))] = true
+		}
+	}
+	rgs, errs := rulefmt.ParseFile(rulesFile, false, model.LegacyValidation, promql, slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, g := range rgs.Groups {
+		for _, r := range g.Rules {
+			name := r.Alert + r.Record
+			u := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(u, runbookBase)
+			switch {
+			case u == "":
+				t.Errorf("%s: no runbook_url annotation", name)
+			case !ok:
+				t.Errorf("%s: runbook_url %s is not under %s", name, u, runbookBase)
+			case !anchors[anchor]:
+				t.Errorf("%s: runbook_url %s: %s has no heading with anchor #%s", name, u, runbooksFile, anchor)
+			}
+		}
+	}
+}
+
+// githubAnchor is the anchor GitHub gives a Markdown heading: lower
+// case, spaces to hyphens, punctuation other than hyphens and
+// underscores dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// TestChartRulesAreTheRules: the Helm chart's PrometheusRule renders
+// deploy/helm/eskv/files/alerts.yaml (Helm reads only files inside the
+// chart), which must be this pack's alerts.yaml byte for byte:
+// scripts/render-k8s.sh copies it.
+func TestChartRulesAreTheRules(t *testing.T) {
+	want, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(chartRulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s: run bash scripts/render-k8s.sh", chartRulesFile, rulesFile)
 	}
 }
 
