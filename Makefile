@@ -108,9 +108,11 @@ shape:
 
 # The Helm chart and deploy/k8s as a cluster takes them, offline: helm
 # lint, kubeconform -strict (schemas generated from the Kubernetes OpenAPI
-# document of the k8s.io/kubernetes module), kube-score with no CRITICAL
-# finding, deploy/k8s/eskv.yaml equal to the chart's rendering. Tools
-# install with go install on first use (docs/deploy.md).
+# document of the k8s.io/kubernetes module and the Prometheus Operator's
+# CRDs), kube-score with no finding, unknown values refused
+# (values.schema.json), tools/deploycheck, deploy/k8s/eskv.yaml equal to
+# the chart's rendering. Tools install with go install on first use
+# (docs/deploy.md).
 deploy-check:
 	bash scripts/deploy-check.sh
 

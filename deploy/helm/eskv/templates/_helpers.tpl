@@ -7,6 +7,16 @@
 {{ include "eskv.fullname" .root }}-{{ .component }}
 {{- end -}}
 
+{{/* The pods' ServiceAccount: the chart's (serviceAccount.create), an
+existing one (serviceAccount.name), or none named (the namespace's default). */}}
+{{- define "eskv.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ default (include "eskv.fullname" .) .Values.serviceAccount.name }}
+{{- else -}}
+{{ .Values.serviceAccount.name }}
+{{- end -}}
+{{- end -}}
+
 {{- define "eskv.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "eskv.name" . }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
@@ -117,6 +127,31 @@ podAntiAffinity:
     secretName: {{ $k.sasl.secretName }}
     items: [{key: {{ $k.sasl.passwordKey }}, path: {{ $k.sasl.passwordKey }}}]
 {{- end }}
+{{- end -}}
+
+{{/* A component's extra environment: the global extraEnv, then its own, one
+entry per name (its own wins: Kubernetes would take the last, kube-score
+refuses duplicates). A name the chart sets itself (chartEnv, YAML list
+text) is refused: its value is the way to change it. The ConfigMap's
+settings (ESKV_BROKERS, ESKV_LOG_LEVEL, …) come through envFrom, which env
+overrides. */}}
+{{- define "eskv.extraEnv" -}}
+{{- $v := index .root.Values .component -}}
+{{- $byName := dict -}}
+{{- $order := list -}}
+{{- range concat .root.Values.extraEnv $v.extraEnv -}}
+{{- if not (hasKey $byName .name) }}{{ $order = append $order .name }}{{ end -}}
+{{- $_ := set $byName .name . -}}
+{{- end -}}
+{{- $component := .component -}}
+{{- range fromYamlArray .chartEnv -}}
+{{- if hasKey $byName .name -}}
+{{- fail (printf "extraEnv (or %s.extraEnv) sets %s, which the chart sets for the %s: change it through the chart's value (docs/deploy.md)" $component .name $component) -}}
+{{- end -}}
+{{- end -}}
+{{- $merged := list -}}
+{{- range $order }}{{ $merged = append $merged (index $byName .) }}{{ end -}}
+{{- with $merged }}{{ toYaml . }}{{ end -}}
 {{- end -}}
 
 {{/* Probes: liveness on /healthz (the process answers), readiness on

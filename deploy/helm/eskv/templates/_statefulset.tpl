@@ -35,7 +35,10 @@ spec:
         # Roll the pods when the shared settings change.
         checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
     spec:
-      automountServiceAccountToken: false
+      {{- with include "eskv.serviceAccountName" $root }}
+      serviceAccountName: {{ . }}
+      {{- end }}
+      automountServiceAccountToken: {{ $root.Values.serviceAccount.automountServiceAccountToken }}
       terminationGracePeriodSeconds: 30
       securityContext:
         {{- include "eskv.podSecurityContext" $root | nindent 8 }}
@@ -63,6 +66,7 @@ spec:
               valueFrom: {fieldRef: {fieldPath: metadata.name}}
             {{- with .env | trim }}{{ . | nindent 12 }}{{ end }}
             {{- with include "eskv.kafkaEnv" $root | trim }}{{ . | nindent 12 }}{{ end }}
+            {{- with include "eskv.extraEnv" (dict "root" $root "component" .component "chartEnv" (printf "- {name: %s}\n%s\n%s" .idEnv (.env | trim) (include "eskv.kafkaEnv" $root | trim))) }}{{ . | nindent 12 }}{{ end }}
           ports: [{name: http, containerPort: {{ .port }}}]
           {{- include "eskv.probes" $root | nindent 10 }}
           securityContext:
@@ -73,19 +77,23 @@ spec:
             - {name: tmp, mountPath: /tmp}
             {{- with .mounts | trim }}{{ . | nindent 12 }}{{ end }}
             {{- with include "eskv.kafkaMounts" $root | trim }}{{ . | nindent 12 }}{{ end }}
+            {{- with concat $root.Values.extraVolumeMounts $v.extraVolumeMounts }}{{ toYaml . | nindent 12 }}{{ end }}
       volumes:
         - name: tmp
           emptyDir: {sizeLimit: 64Mi}
         {{- with .volumes | trim }}{{ . | nindent 8 }}{{ end }}
         {{- with include "eskv.kafkaVolumes" $root | trim }}{{ . | nindent 8 }}{{ end }}
+        {{- with concat $root.Values.extraVolumes $v.extraVolumes }}{{ toYaml . | nindent 8 }}{{ end }}
 ---
-# The StatefulSet's governing Service (stable pod DNS names; scrape target).
+# The StatefulSet's governing Service (stable pod DNS names; scrape target,
+# which the ServiceMonitor finds by eskv.io/scrape).
 apiVersion: v1
 kind: Service
 metadata:
   name: {{ $name }}-headless
   labels:
     {{- include "eskv.labels" $ctx | nindent 4 }}
+    eskv.io/scrape: "true"
 spec:
   clusterIP: None
   selector:
