@@ -276,6 +276,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		if s.metrics, err = newRequestMetrics(cfg.Registerer, routes); err != nil {
 			return nil, err
 		}
+		if err := cfg.Registerer.Register(s.readyGauge()); err != nil {
+			return nil, err
+		}
 	}
 	e.Use(s.serve)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
@@ -377,23 +380,50 @@ const ReadyTimeout = 1500 * time.Millisecond
 // own state (its brokers answering among it), the ownership table and the
 // database, never on what any request carried.
 func (s *Server) readyz(c echo.Context) error {
-	if loops := s.w.ForwardLoops(); len(loops) > 0 {
-		return &contract.Error{Code: contract.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
-			"forwarding loops back to this writer for partitions %v: a writer's ESKV_ADVERTISE_URL is wrong (see the log)", loops)}
-	}
-	if !s.w.Ready() {
-		return &contract.Error{Code: contract.EUnavailable, Message: "writer is joining the group, catching up, or its brokers do not answer", RetryAfterSeconds: 1}
-	}
-	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), ReadyTimeout)
-		defer cancel()
-		if err := s.cfg.Ready(ctx); err != nil {
-			// The error names hosts, users and databases: logs only.
-			s.log.Warn("not ready", "err", err)
-			return &contract.Error{Code: contract.EUnavailable, Message: "a dependency (the projection database) is not ready", RetryAfterSeconds: 1}
+	if err, cause := s.readiness(c.Request().Context()); err != nil {
+		if cause != nil {
+			// The cause names hosts, users and databases: logs only.
+			s.log.Warn("not ready", "err", cause)
 		}
+		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// readiness is /readyz's check: nil when the writer serves, else the
+// answer, and the dependency's error behind it to log, if any.
+func (s *Server) readiness(ctx context.Context) (answer *contract.Error, cause error) {
+	if loops := s.w.ForwardLoops(); len(loops) > 0 {
+		return &contract.Error{Code: contract.EForwardLoop, RetryAfterSeconds: 1, Message: fmt.Sprintf(
+			"forwarding loops back to this writer for partitions %v: a writer's ESKV_ADVERTISE_URL is wrong (see the log)", loops)}, nil
+	}
+	if !s.w.Ready() {
+		return &contract.Error{Code: contract.EUnavailable, Message: "writer is joining the group, catching up, or its brokers do not answer", RetryAfterSeconds: 1}, nil
+	}
+	if s.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+		defer cancel()
+		if err := s.cfg.Ready(ctx); err != nil {
+			return &contract.Error{Code: contract.EUnavailable, Message: "a dependency (the projection database) is not ready", RetryAfterSeconds: 1}, err
+		}
+	}
+	return nil, nil
+}
+
+// readyGauge is eskv_writer_ready: /readyz's answer as a metric, checked
+// at each scrape, so that storage out of reach (brokers not answering,
+// the projection database not answering) pages even while no request
+// arrives and the pod, not ready, is out of its Service.
+func (s *Server) readyGauge() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "eskv_writer_ready",
+		Help: "1 when the writer is ready (what /readyz answers, checked at each scrape: joined and caught up, its brokers answering, the projection database answering, no forward loop), else 0.",
+	}, func() float64 {
+		if err, _ := s.readiness(context.Background()); err != nil {
+			return 0
+		}
+		return 1
+	})
 }
 
 // logCause logs the cause an error answer does not tell: a 503 whose
