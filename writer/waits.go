@@ -87,7 +87,7 @@ func isLockWait(cmd decide.Command) bool {
 // partition_unavailable at once (retry at the new owner with what is
 // left of the wait).
 func (w *Writer) DoWait(ctx context.Context, cmd decide.Command, wait time.Duration) (Result, error) {
-	if wait <= 0 {
+	if wait <= 0 || w.waitsStopped.Load() {
 		return w.Do(ctx, cmd)
 	}
 	r := cmd.Head()
@@ -122,6 +122,19 @@ func (w *Writer) DoWait(ctx context.Context, cmd decide.Command, wait time.Durat
 			}
 			return Result{}, errOutcomeUnknown(id, r, "did not answer in time")
 		}
+	}
+}
+
+// StopWaits answers every parked wait partition_unavailable now, and
+// has later waits decided once, without waiting: a writer told to stop
+// calls it before its HTTP server drains the requests in flight, which
+// would otherwise hold the drain for as long as their waits.
+func (w *Writer) StopWaits() {
+	w.waitsStopped.Store(true)
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for _, p := range w.parts {
+		p.endWaits()
 	}
 }
 
@@ -206,7 +219,7 @@ func (p *partition) settle(batch []*call, ds []decide.Decision) {
 		if c.wait == nil || ds[i].Err == errDeferred {
 			continue
 		}
-		if err := ds[i].Err; waitable(c.cmd, err) && now.Before(c.wait.until) {
+		if err := ds[i].Err; waitable(c.cmd, err) && now.Before(c.wait.until) && !p.w.waitsStopped.Load() {
 			c.wait.refusal = err
 			if c.wait.state != waitParked {
 				p.park(c)
@@ -318,9 +331,9 @@ func (p *partition) woken(evs []*contract.Event) []*call {
 }
 
 // endWaits answers every parked call partition_unavailable when the
-// ownership ends: their clients retry at the new owner with what is
-// left of their wait. Calls being decided are answered by the batch
-// loop's own end.
+// ownership ends (or the writer stops: StopWaits): their clients retry
+// at the new owner with what is left of their wait. Calls being decided
+// are answered by the batch (settle, or the batch loop's end).
 func (p *partition) endWaits() {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()

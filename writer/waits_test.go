@@ -71,7 +71,9 @@ func TestWaitWokenByCommit(t *testing.T) {
 	}
 
 	t.Run("OKQueueItemToOneWaiter", func(t *testing.T) {
-		a, b := doWait(ctx, w, qpop(), 20*time.Second), doWait(ctx, w, qpop(), 20*time.Second)
+		a := doWait(ctx, w, qpop(), 20*time.Second)
+		awaitWaiting(t, w, queue, 1)
+		b := doWait(ctx, w, qpop(), 20*time.Second)
 		awaitWaiting(t, w, queue, 2)
 		if _, err := w.Do(ctx, &decide.Queue{Header: decide.Header{Key: queue, Op: contract.OpQPush, Principal: "p"}, Value: json.RawMessage(`"x"`)}); err != nil {
 			t.Fatal(err)
@@ -237,5 +239,30 @@ func TestMarkQueued(t *testing.T) {
 	p.markQueued([]*call{barger})
 	if barger.cmd.(*decide.Lock).Queued {
 		t.Fatal("queued once the head was granted and the queue is empty")
+	}
+}
+
+// TestStopWaits: a writer told to stop answers its parked waits
+// partition_unavailable at once, and decides later ones without waiting,
+// so its HTTP server's drain is not held by them.
+func TestStopWaits(t *testing.T) {
+	t.Parallel()
+	w, _ := waitWriter(t, Config{InstanceID: "a"})
+	ctx := t.Context()
+	queue := mustKey(t, "tenant/a/project/b/jobs")
+	pop := func() *decide.Queue { return &decide.Queue{Header: decide.Header{Key: queue, Op: contract.OpQPop, Principal: "p"}} }
+	parked := doWait(ctx, w, pop(), 25*time.Second)
+	awaitWaiting(t, w, queue, 1)
+	w.StopWaits()
+	select {
+	case got := <-parked:
+		if contract.ErrorCode(got.err) != contract.EUnavailable {
+			t.Fatalf("parked wait: %v, want partition_unavailable", got.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a parked wait still waits after StopWaits")
+	}
+	if got := <-doWait(ctx, w, pop(), 25*time.Second); contract.ErrorCode(got.err) != contract.EQueueEmpty || got.took > 10*time.Second {
+		t.Fatalf("a wait after StopWaits: %v after %v, want queue_empty at once", got.err, got.took)
 	}
 }

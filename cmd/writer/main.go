@@ -310,6 +310,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	// Watches never end on their own: they end when the process is
 	// told to stop, before the HTTP server drains its requests.
 	defer context.AfterFunc(ctx, hub.Close)()
+	// So are blocking waits: answered 503 at once, retried elsewhere.
+	defer context.AfterFunc(ctx, w.StopWaits)()
 	srv, err := api.New(c.apiConfig(tt, reg, store.Ready, hub, uiKey, store, peerSecret), w, store, log)
 	if err != nil {
 		return err
