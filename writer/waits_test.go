@@ -250,7 +250,9 @@ func TestStopWaits(t *testing.T) {
 	w, _ := waitWriter(t, Config{InstanceID: "a"})
 	ctx := t.Context()
 	queue := mustKey(t, "tenant/a/project/b/jobs")
-	pop := func() *decide.Queue { return &decide.Queue{Header: decide.Header{Key: queue, Op: contract.OpQPop, Principal: "p"}} }
+	pop := func() *decide.Queue {
+		return &decide.Queue{Header: decide.Header{Key: queue, Op: contract.OpQPop, Principal: "p"}}
+	}
 	parked := doWait(ctx, w, pop(), 25*time.Second)
 	awaitWaiting(t, w, queue, 1)
 	w.StopWaits()
