@@ -313,7 +313,16 @@ func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) 
 	// another writer after a failover) asks what is left of it, and its
 	// timeout grows by as much.
 	until := time.Now().Add(cl.wait)
-	err := c.policy.retrying(ctx, c.policy.transient(), transient, func(ctx context.Context, _ int) error {
+	schedule := c.policy.transient()
+	if cl.wait > 0 {
+		// Retried for as long as the wait lasts (a failover takes
+		// longer than Attempts tries), and waitGrace after it.
+		schedule = c.policy.waits()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, until.Add(waitGrace))
+		defer cancel()
+	}
+	err := c.policy.retrying(ctx, schedule, transient, func(ctx context.Context, _ int) error {
 		attempt := cl
 		var left time.Duration
 		if cl.wait > 0 {
@@ -331,6 +340,11 @@ func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) 
 	})
 	return h, err
 }
+
+// waitGrace is how long after its wait's end a blocking wait is still
+// retried and its last attempt answered (the server's default request
+// deadline).
+const waitGrace = 5 * time.Second
 
 // retryAfter is the server's requested wait carried by err, if any.
 func retryAfter(err error) time.Duration {
