@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -87,9 +88,12 @@ func (s *listWorkload) write(base, key string, op contract.Op, body any, wait bo
 	if outcome == "ok" {
 		outcome = "applied"
 	}
+	if wait {
+		outcome += " after a wait"
+	}
 	// A trim that kept everything appended nothing: its version is an
 	// earlier event's, not checked.
-	if outcome != "applied" || op == contract.OpLTrim {
+	if !strings.HasPrefix(outcome, "applied") || op == contract.OpLTrim {
 		s.record(outcome)
 		return outcome
 	}

@@ -63,16 +63,16 @@ func (l *lockWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 		holder := fmt.Sprintf("c%d", id)
 		var ans contract.LockAnswer
 		ttl := int64(lockTTL)
-		acquire := base + ":acquire"
+		acquire, waited := base+":acquire", ""
 		if rng.IntN(2) == 0 { // granted in arrival order once free (blockingWait)
-			acquire += blockingWait
+			acquire, waited = acquire+blockingWait, " after a wait"
 		}
 		if outcome := l.lockOp(acquire, contract.LockBody{Holder: holder, TTLSeconds: &ttl,
 			RequestID: fmt.Sprintf("chaos-lock-c%d-%d", id, seq)}, &ans); outcome != "ok" {
-			l.record("acquire " + outcome)
+			l.record("acquire " + outcome + waited)
 			return outcome
 		}
-		l.record("acquired")
+		l.record("acquired" + waited)
 		writerURL := l.c.urls[rng.IntN(len(l.c.urls))]
 		for i := range 1 + rng.IntN(3) {
 			if rng.IntN(6) == 0 { // a holder that stalls past its lease
