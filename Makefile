@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-unit test-scripts test-docs fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test compat test-unit test-scripts test-docs fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -19,6 +19,22 @@ test:
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
 	for m in $(MODULES); do (cd $$m && go vet ./... && go test -race -count=1 ./...); done
+
+# Checks against software outside Go, printing what they saw: a kafkajs
+# consumer reads both topics read_committed and validates every record
+# (docs/consumers.md); every ClickHouse statement of the audit trail runs
+# on 18.16 and on chDB 26.x (docs/audit.md). Their pinned dependencies
+# are installed when package-lock.json is newer than node_modules: npm ci
+# for kafkajs; npm install (which keeps the lock file's versions) for
+# chDB, whose lock file holds only the linux-x64 library of its optional
+# platform packages, the one the registry serves, which npm ci refuses.
+# Both also run in make test, quietly.
+compat:
+	bash scripts/test-services.sh
+	cd tools/foreign-consumer && { [[ node_modules/.package-lock.json -nt package-lock.json ]] || npm ci --no-audit --no-fund; }
+	cd tools/chcheck && { [[ node_modules/.package-lock.json -nt package-lock.json ]] || npm install --no-audit --no-fund; }
+	cd tools && go test -count=1 -v -run '^TestForeignConsumer$$' ./foreign-consumer/ | grep -v '^=== '
+	go test -count=1 -v -run '^TestStatementsOnEveryVersion$$' ./audit/ | grep -v '^=== '
 
 test-unit:
 	ESKV_UNIT_ONLY=1 go test -short ./...

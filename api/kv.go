@@ -35,6 +35,9 @@ func (s *Server) put(c echo.Context, p *Principal, k contract.Key) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
+	if err := authorizeSession(p, b.Session); err != nil {
+		return err
+	}
 	return s.writeEntry(c, putRequest(k, &b, value, p.Name))
 }
 
@@ -42,7 +45,7 @@ func (s *Server) put(c echo.Context, p *Principal, k contract.Key) error {
 // body whose value, compacted, is value. A transaction's put is one.
 func putRequest(k contract.Key, b *contract.PutBody, value json.RawMessage, principal string) *decide.KV {
 	return &decide.KV{Header: decide.Header{Key: k, Op: contract.OpPut, RequestID: b.RequestID, Principal: principal}, Value: value, ExpectedVersion: b.ExpectedVersion,
-		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), SpecRef: b.SpecRef}
+		TTLSeconds: b.TTL(), KeepTTL: b.KeepTTL, Semantics: b.EntrySemantics(), SpecRef: b.SpecRef, Session: b.Session}
 }
 
 func (s *Server) delete(c echo.Context, p *Principal, k contract.Key) error {

@@ -19,10 +19,13 @@ func (s *Server) lock(c echo.Context, op contract.Op, p *Principal, k contract.K
 	if err := b.ValidateFor(op); err != nil {
 		return err
 	}
+	if err := authorizeSession(p, b.Session); err != nil {
+		return err
+	}
 	release := op.LockAction() == contract.LockRelease
 	req := &decide.Lock{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name}, Holder: b.Holder,
-		Semantics: b.EntrySemantics(op), SpecRef: b.SpecRef}
-	if !release {
+		Semantics: b.EntrySemantics(op), SpecRef: b.SpecRef, Session: b.Session}
+	if !release && b.Session == "" {
 		req.TTLSeconds = b.Lease()
 	}
 	res, err := s.writeWait(c, req) // acquire's wait (waits.go)

@@ -121,6 +121,10 @@ type PutRequest struct {
 	RequestID string
 	// SpecRef references the spec or decision record the write follows.
 	SpecRef string
+	// Session attaches the key to the session at that key (Session.Key,
+	// in the same project): the entry has no TTL of its own and is
+	// deleted when the session ends. TTL must then be 0.
+	Session string
 }
 
 // PutResult is the answer of a write.
@@ -137,7 +141,7 @@ type PutResult struct {
 // the key's current version and value (nil when the key is absent).
 func (c *Client) Put(ctx context.Context, r PutRequest) (PutResult, error) {
 	b := contract.PutBody{Value: r.Value, ExpectedVersion: r.ExpectedVersion, RequestID: r.RequestID, SpecRef: r.SpecRef,
-		Semantics: semantics(r.Semantics)}
+		Semantics: semantics(r.Semantics), Session: r.Session}
 	if b.Value == nil {
 		b.Value = json.RawMessage("null")
 	}

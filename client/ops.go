@@ -178,6 +178,11 @@ type LockRequest struct {
 	// requestId, given when RequestID is empty). When it ends first,
 	// contract.ELockHeld.
 	Wait time.Duration
+	// Session attaches the lock or leadership AcquireLock or Elect takes
+	// to the session at that key (Session.Key, in the same project): it
+	// has no lease of its own (TTL must be 0) and is released when the
+	// session ends.
+	Session string
 }
 
 // Lock is a held lock or leadership. Its Token is the fencing token: pass
@@ -266,7 +271,7 @@ func (c *Client) releaseCall(ctx context.Context, r LockRequest, op contract.Op)
 }
 
 func lockBody(r LockRequest) (contract.LockBody, error) {
-	b := contract.LockBody{Holder: r.Holder, RequestID: r.RequestID, SpecRef: r.SpecRef, Semantics: semantics(r.Semantics)}
+	b := contract.LockBody{Holder: r.Holder, RequestID: r.RequestID, SpecRef: r.SpecRef, Semantics: semantics(r.Semantics), Session: r.Session}
 	var err error
 	b.TTLSeconds, err = ttlSeconds(r.TTL)
 	return b, err

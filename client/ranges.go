@@ -61,6 +61,24 @@ func (c *Client) ExpireDue(ctx context.Context, prefix, cursor string) (contract
 	return c.prefixWrite(ctx, "/v1/kv:expireDue", b, true)
 }
 
+// ExpireDueAll expires now every key under prefix past its expiry, an
+// ExpireDue call (at most contract.MaxRangeKeys keys) after another until
+// one is not truncated, and answers the total count: a cleanup of what
+// is due that does not wait for the sweeper. Each call is retried; the
+// whole is not atomic (the sweeper may expire some keys meanwhile, and
+// they are not counted).
+func (c *Client) ExpireDueAll(ctx context.Context, prefix string) (int, error) {
+	total, cursor := 0, ""
+	for {
+		a, err := c.ExpireDue(ctx, prefix, cursor)
+		total += a.Count
+		if err != nil || !a.Truncated {
+			return total, err
+		}
+		cursor = a.NextCursor
+	}
+}
+
 // prefixWrite posts the body of a prefix write to path.
 func (c *Client) prefixWrite(ctx context.Context, path string, b any, retry bool) (contract.PrefixAnswer, error) {
 	body, err := marshal(b)

@@ -734,18 +734,20 @@ func (s *scanner) optSmallInt(dst *int, field string) error {
 var (
 	eventMembers = []string{"schemaVersion", "key", "scope", "version", "prevVersion", "kind", "op", "before", "after",
 		"createdAt", "expiresAt", "semantics", "specRef", "requestId", "requestDigest", "principal", "ts", "writerEpoch",
-		"txnId", "txnSize", "element"}
+		"txnId", "txnSize", "element", "session"}
 	semanticsMembers = []string{"purpose", "producer", "consumerHints", "ttlSeconds"}
 	elementMembers   = []string{"op", "member", "value", "state", "deliveries", "visibleAt", "dedupId", "pushedAt", "expiresAt", "receiptNonce"}
+	sessionMembers   = []string{"key", "reason"}
 )
 
 // eventAlways, semanticsAlways and elementAlways have a bit per member
 // (by index above) the encoding always writes, omitempty or not: one
 // missing is odd.
 const (
-	eventAlways     = (1<<21 - 1) &^ (1<<10 | 1<<12 | 1<<13 | 1<<14 | 1<<18 | 1<<19 | 1<<20)
+	eventAlways     = (1<<22 - 1) &^ (1<<10 | 1<<12 | 1<<13 | 1<<14 | 1<<18 | 1<<19 | 1<<20 | 1<<21)
 	semanticsAlways = 1 << 0
 	elementAlways   = 1<<0 | 1<<1
+	sessionAlways   = 1 << 0
 )
 
 // decodeEvent decodes the JSON event at the start of b into e as
@@ -821,8 +823,38 @@ func (s *scanner) eventMember(e *contract.Event, name string) error {
 		return s.optSmallInt(&e.TxnSize, "Event.txnSize")
 	case "element":
 		return s.element(&e.Element)
+	case "session":
+		return s.session(&e.Session)
 	}
 	return s.skipValue()
+}
+
+// session decodes an object into **l, into the link already there if
+// there is one; null sets it nil.
+func (s *scanner) session(l **contract.SessionLink) error {
+	switch c := s.peek(); c {
+	case 'n':
+		*l = nil
+		return s.null()
+	case '{':
+		if *l == nil {
+			*l = new(contract.SessionLink)
+		}
+		var seen uint32
+		err := s.members(func(name []byte) error {
+			switch s.member(name, sessionMembers, &seen) {
+			case "key":
+				return s.stringField(&(*l).Key, "SessionLink.key")
+			case "reason":
+				return s.optString(&(*l).Reason, "SessionLink.reason")
+			}
+			return s.skipValue()
+		})
+		s.odd = s.odd || seen&sessionAlways != sessionAlways
+		return err
+	default:
+		return typeError(c, "SessionLink")
+	}
 }
 
 // semantics decodes an object into *sem; null leaves it.

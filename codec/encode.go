@@ -61,6 +61,10 @@ func appendEvent(b []byte, e *contract.Event) ([]byte, error) {
 			return nil, fmt.Errorf("encode event: element: %w", err)
 		}
 	}
+	if e.Session != nil {
+		b = AppendJSONString(append(b, `,"session":{"key":`...), e.Session.Key)
+		b = append(appendOptString(b, `,"reason":`, e.Session.Reason), '}')
+	}
 	return append(b, '}'), nil
 }
 

@@ -31,10 +31,10 @@ func IsCollectionPurpose(purpose string) bool {
 }
 
 // ServerPurpose reports whether entries of purpose are written only by
-// their own ops (locks, leader pools and collections), never by a plain
-// write.
+// their own ops (locks, leader pools, collections and sessions), never
+// by a plain write.
 func ServerPurpose(purpose string) bool {
-	return purpose == PurposeLock || purpose == PurposeLeader || IsCollectionPurpose(purpose)
+	return purpose == PurposeLock || purpose == PurposeLeader || purpose == PurposeSession || IsCollectionPurpose(purpose)
 }
 
 // Set ops. Writes append one event on the set's key (or nothing when

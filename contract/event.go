@@ -23,7 +23,7 @@ const (
 )
 
 // Purposes are the allowed values of Semantics.Purpose.
-var Purposes = []string{"checkpoint", "feature_flag", "lock", "leader", "cursor", "counter", "config", "other", "set", "queue", "list"}
+var Purposes = []string{"checkpoint", "feature_flag", "lock", "leader", "cursor", "counter", "config", "other", "set", "queue", "list", "session"}
 
 // Semantics is what producers say about an entry, so the platform can
 // reason about usage and lifecycle.
@@ -89,6 +89,11 @@ type Event struct {
 	// kv_elements in the transaction that folds the event. Absent on
 	// every other event.
 	Element *Element `json:"element,omitempty"`
+	// Session is set on the events of sessions (session.go): a write
+	// attaching its key names its session; the events of a session's
+	// end (its own and each attached key's delete or release, appended
+	// together under one txnId) name it and the reason it ended.
+	Session *SessionLink `json:"session,omitempty"`
 }
 
 // Live reports whether the key exists after the event.

@@ -106,6 +106,10 @@ var opTable = []opSpec{
 	{op: OpQPush, verb: "qpush", purpose: PurposeQueue}, {op: OpQPop, verb: "qpop", purpose: PurposeQueue},
 	{op: OpQAck, verb: "qack", purpose: PurposeQueue}, {op: OpQRequeue, purpose: PurposeQueue},
 	{op: OpQExpire, purpose: PurposeQueue},
+	{op: OpSessionCreate, verb: "session", purpose: PurposeSession},
+	{op: OpSessionKeepAlive, verb: "keepalive", purpose: PurposeSession},
+	{op: OpSessionRevoke, verb: "revoke", purpose: PurposeSession},
+	{op: OpSessionAttach, purpose: PurposeSession},
 	{op: OpQPeek, verb: "qpeek", read: true, purpose: PurposeQueue},
 	{op: OpQSize, verb: "qsize", read: true, purpose: PurposeQueue},
 }

@@ -22,12 +22,22 @@ type PutBody struct {
 	Semantics *Semantics `json:"semantics,omitempty"`
 	RequestID string     `json:"requestId,omitempty"`
 	SpecRef   string     `json:"specRef,omitempty"`
+	// Session attaches the key to the session at that key of the same
+	// project (session.go): the entry has no expiry of its own, and the
+	// session's end deletes it.
+	Session string `json:"session,omitempty"`
 }
 
 // Validate checks the body's fields but the value.
 func (b *PutBody) Validate() error {
 	if err := checkCommon(b.ExpectedVersion, b.RequestID, b.SpecRef); err != nil {
 		return err
+	}
+	if err := checkSession(b.Session); err != nil {
+		return err
+	}
+	if b.Session != "" && (b.TTLSeconds != nil || b.KeepTTL || (b.Semantics != nil && b.Semantics.TTLSeconds != 0)) {
+		return FieldErrorf(EInvalid, "session", "a key attached to a session lives as long as the session: give a session or a TTL, not both")
 	}
 	if err := checkPlainPurpose(b.Semantics); err != nil {
 		return err
@@ -301,6 +311,10 @@ type LockBody struct {
 	Semantics  *Semantics `json:"semantics,omitempty"`
 	RequestID  string     `json:"requestId,omitempty"`
 	SpecRef    string     `json:"specRef,omitempty"`
+	// Session attaches an acquired lock or leadership to the session at
+	// that key of the same project (acquire and elect only): it has no
+	// lease of its own, and the session's end releases it.
+	Session string `json:"session,omitempty"`
 }
 
 // ValidateFor checks the body of op, a lock-shaped write.
@@ -316,6 +330,15 @@ func (b *LockBody) ValidateFor(op Op) error {
 	}
 	if err := checkCommon(nil, b.RequestID, b.SpecRef); err != nil {
 		return err
+	}
+	if err := checkSession(b.Session); err != nil {
+		return err
+	}
+	if b.Session != "" && op.LockAction() != LockAcquire {
+		return FieldErrorf(EInvalid, "session", "only acquire (a lock) and elect (a leadership) attach to a session")
+	}
+	if b.Session != "" && b.TTLSeconds != nil {
+		return FieldErrorf(EInvalid, "session", "a %s attached to a session lasts as long as the session: give a session or ttlSeconds, not both", op.Purpose())
 	}
 	if op.LockAction() == LockRelease {
 		if b.TTLSeconds != nil {

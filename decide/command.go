@@ -132,13 +132,20 @@ func planKey(h *Header, denied bool, p *Plan) {
 	}
 }
 
+// planSession adds the session a write attaches to (if any) to p.
+func planSession(session string, p *Plan) {
+	if session != "" {
+		p.Keys = append(p.Keys, session)
+	}
+}
+
 func (c *KV) Head() *Header                                    { return &c.Header }
-func (c *KV) Plan(p *Plan)                                     { planKey(&c.Header, c.Denied, p) }
+func (c *KV) Plan(p *Plan)                                     { planKey(&c.Header, c.Denied, p); planSession(c.Session, p) }
 func (c *KV) Row(keystate.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *KV) Decide(in Input, env Env) Decision                { return decideKV(c, in, env) }
 
 func (c *Lock) Head() *Header                                    { return &c.Header }
-func (c *Lock) Plan(p *Plan)                                     { planKey(&c.Header, false, p) }
+func (c *Lock) Plan(p *Plan)                                     { planKey(&c.Header, false, p); planSession(c.Session, p) }
 func (c *Lock) Row(keystate.State, time.Time) (ElementRef, bool) { return ElementRef{}, false }
 func (c *Lock) Decide(in Input, env Env) Decision                { return decideLock(c, in, env) }
 

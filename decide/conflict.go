@@ -24,7 +24,11 @@ type Conflict struct {
 	RequestID       string             `json:"requestId,omitempty"`
 	Principal       string             `json:"principal"`
 	TS              time.Time          `json:"ts"`
-	Reason          string             `json:"reason"` // version_mismatch | request_id_reused | stale_request | field_mismatch | forbidden
+	// Reason is version_mismatch | request_id_reused | stale_request |
+	// field_mismatch | forbidden, or the error code of a refused
+	// transaction's step or of a refused range delete (too_many_keys,
+	// value_too_large: Key is then its prefix, Op delete_range).
+	Reason string `json:"reason"`
 	// TxnID is set when the rejected write was an operation of a
 	// multi-key transaction: the one conflict record of the rejected
 	// transaction, for its first failing operation, TxnOp (its index in

@@ -61,6 +61,10 @@ type (
 		// MaxValueBytes bounds the value an increment or patch produces
 		// (0: unbounded).
 		MaxValueBytes int
+		// Session, on a put, attaches the key to the session at that
+		// key (its TTL is then 0: the session's end deletes it); on a
+		// session create, TTLSeconds is the session's TTL.
+		Session string
 		// Denied marks a write the API refused (403 forbidden) before the
 		// writer saw it: it is only recorded in kv.conflicts with reason
 		// forbidden, and appends nothing (AuditDenied).
@@ -74,6 +78,9 @@ type (
 		// is the lease.
 		Holder     string
 		TTLSeconds int64
+		// Session, on an acquire or elect, attaches the tenure to the
+		// session at that key: it then has no lease of its own.
+		Session string
 		// Semantics and SpecRef are as a KV write's; lock ops force the
 		// purpose to theirs.
 		Semantics contract.Semantics

@@ -46,6 +46,9 @@ type Result struct {
 	// Range is a prefix write's answer (a range delete's, an
 	// expireDue's).
 	Prefix contract.PrefixAnswer
+	// Session is a session write's answer (create, keepalive, revoke,
+	// or a DELETE of a session's key).
+	Session contract.SessionAnswer
 }
 
 // Decision is what a command concluded.
@@ -101,6 +104,9 @@ type write struct {
 	cur     keystate.State
 	visible *contract.Entry
 	env     *Env
+	// states holds the other keys the batch read for the write (a
+	// session's, the keys attached to a session it ends).
+	states map[string]keystate.State
 }
 
 // newWrite is the write of a command whose common part is c on its
@@ -115,6 +121,7 @@ func newWrite(cur keystate.State, c common, env *Env) write {
 // pure.
 func decideKV(c *KV, in Input, env Env) Decision {
 	w := newWrite(in.State, c.common(), &env)
+	w.states = in.States
 	if !c.Denied {
 		if d, ok := decideRequestID(w, in.Known); ok {
 			return d
@@ -152,13 +159,26 @@ func kvWrite(w write, c *KV) Decision {
 	if err := guardCollection(visible, c.Op); err != nil {
 		return Decision{Err: err}
 	}
+	if err := guardSession(visible, c.Op); err != nil {
+		return Decision{Err: err}
+	}
 	ev := newEvent(w)
 	switch c.Op {
 	case contract.OpDelete:
 		if visible == nil {
 			return Decision{Err: contract.FieldErrorf(contract.ENotFound, "key", "key %s does not exist", key)}
 		}
-		return removal(ev, visible, contract.OpDelete)
+		d := removal(ev, visible, contract.OpDelete)
+		if visible.Semantics.Purpose == contract.PurposeSession {
+			return endSession(w, d, contract.SessionDeleted)
+		}
+		return d
+	case contract.OpSessionCreate:
+		return decideSessionCreate(w, c, ev)
+	case contract.OpSessionKeepAlive:
+		return decideKeepAlive(w, ev)
+	case contract.OpSessionRevoke:
+		return decideRevoke(w, ev)
 	case contract.OpIncrement:
 		return decideIncrement(w, c, ev)
 	case contract.OpPatch:
@@ -175,7 +195,11 @@ func kvWrite(w write, c *KV) Decision {
 	default:
 		ev.Op = contract.OpCAS
 	}
-	return finish(w, ev, "other", c.KeepTTL)
+	d := finish(w, ev, "other", c.KeepTTL)
+	if c.Session != "" {
+		return attach(w, d, c.Session, "", ev.Version)
+	}
+	return d
 }
 
 // replayOrMismatch decides w when it repeats the key's latest write (a
@@ -345,6 +369,9 @@ func decideExpire(w write) Decision {
 	d := removal(ev, &e, contract.OpExpire)
 	ev.Kind = contract.KindExpire
 	ev.ExpiresAt = e.ExpiresAt
+	if e.Semantics.Purpose == contract.PurposeSession {
+		return endSession(w, d, contract.SessionExpired)
+	}
 	return d
 }
 
@@ -480,6 +507,9 @@ func (c *KV) digest() string {
 	}
 	if c.Op == contract.OpLTrim {
 		parts = append(parts, "range", int64(0), int64(0))
+	}
+	if c.Session != "" {
+		parts = append(parts, "session", c.Session)
 	}
 	if c.Op.IsQueueWrite() {
 		parts = append(parts, "queue", int64(0), "", int64(0), "", int64(0))

@@ -21,6 +21,11 @@ type LockValue struct {
 	Token      int64     `json:"token"`
 	AcquiredAt time.Time `json:"acquiredAt"`
 	Principal  string    `json:"principal,omitempty"`
+	// Session is the session the tenure is attached to (contract
+	// session.go), if any: only an acquire naming the same session (or,
+	// for a tenure without one, none) re-enters it, so one tenure is
+	// never shared by two sessions.
+	Session string `json:"session,omitempty"`
 }
 
 // HeldBy reports whether the tenure is holder's on behalf of principal.

@@ -134,6 +134,7 @@ func decidePatch(w write, c *KV, ev *contract.Event) Decision {
 // the key's latest write, then lockWrite. It is pure.
 func decideLock(c *Lock, in Input, env Env) Decision {
 	w := newWrite(in.State, c.common(), &env)
+	w.states = in.States
 	if d, ok := decideRequestID(w, in.Known); ok {
 		return d
 	}
@@ -178,6 +179,16 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 		err.Current = visible
 		return Decision{Err: err}
 	}
+	if action == contract.LockAcquire && visible != nil && held.Session != c.Session {
+		under := "without a session"
+		if held.Session != "" {
+			under = "under session " + held.Session
+		}
+		err := contract.FieldErrorf(heldCode, "session", "%s %s is held by %s %s%s: re-entering it under another session would share one tenure between two sessions",
+			what, ev.Key, held.Holder, under, until(visible))
+		err.Current = visible
+		return Decision{Err: err}
+	}
 	if action == contract.LockRelease {
 		return removal(ev, visible, ev.Op)
 	}
@@ -185,7 +196,7 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 		return Decision{Err: contract.FieldErrorf(heldCode, "holder", "%s %s is being handed to the acquires waiting for it (wait=), in arrival order: %s is behind them", what, ev.Key, c.Holder)}
 	}
 	if visible == nil {
-		held = LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now}
+		held = LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now, Session: c.Session}
 	}
 	held.Principal = c.Principal
 	after, err := marshalCompact(held)
@@ -200,6 +211,9 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 	}
 	if ev.SpecRef == "" && visible != nil {
 		ev.SpecRef = visible.SpecRef
+	}
+	if c.Session != "" {
+		return attach(w, put(ev, visible, 0, now), c.Session, purpose, held.Token)
 	}
 	return put(ev, visible, c.TTLSeconds, now)
 }
@@ -284,5 +298,8 @@ func (c *Lock) common() common {
 func (c *Lock) digest() string {
 	parts := headParts(&c.Header, nil, nil, c.TTLSeconds)
 	parts = append(parts, c.Semantics, c.SpecRef, c.Principal, int64(0), false, nil, nil, nil, c.Holder, c.Op.Purpose())
+	if c.Session != "" {
+		parts = append(parts, "session", c.Session)
+	}
 	return digestSum(parts)
 }

@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -64,32 +66,60 @@ func decideRange(c *Range, in Input, env Env) Decision {
 	keys := c.concerned(in, &env)
 	more := in.Under.Bound != "" || len(keys) > contract.MaxRangeKeys
 	if more && c.Op == contract.OpDeleteRange && !c.Chunked {
-		return Decision{Err: contract.FieldErrorf(contract.ETooManyKeys, "prefix",
+		return c.refused(contract.FieldErrorf(contract.ETooManyKeys, "prefix",
 			"more than %d keys lie under %s: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
-			contract.MaxRangeKeys, c.Prefix)}
+			contract.MaxRangeKeys, c.Prefix), env)
 	}
 	keys = keys[:min(len(keys), contract.MaxRangeKeys)]
 	evs := make([]*contract.Event, 0, len(keys))
 	size := 0
+	// states is in.States with the events decided so far: a session's
+	// end under the prefix deletes its attached keys, which a later key
+	// of the range (or another session's end) must see deleted.
+	states := maps.Clone(in.States)
+	done := 0
 	for _, k := range keys {
-		ev, err := c.writeKey(k, in.States[k], &env)
+		if !c.concerns(states[k], &env) { // an earlier session's end wrote it
+			done++
+			continue
+		}
+		kevs, err := c.writeKey(k, states, &env)
 		if err != nil {
 			return Decision{Err: err}
 		}
-		// The first event is always taken: alone over the budget, the
-		// batch refuses it 413.
-		if size += EventBytes(ev); env.MaxAppendBytes > 0 && size > env.MaxAppendBytes && len(evs) > 0 {
+		// The first key's events are always taken: alone over the
+		// budget, the batch refuses them 413.
+		for _, ev := range kevs {
+			size += EventBytes(ev)
+		}
+		// A session's end brings its attached keys' events along: the
+		// events, as the keys, are at most contract.MaxRangeKeys (but
+		// the first key's).
+		if len(evs) > 0 && len(evs)+len(kevs) > contract.MaxRangeKeys {
 			if c.Op == contract.OpDeleteRange && !c.Chunked {
-				return Decision{Err: contract.FieldErrorf(contract.ETooLarge, "prefix",
-					"the delete events of the keys under %s (their values included) take more than the %d bytes a partition appends in one Kafka transaction: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
-					c.Prefix, env.MaxAppendBytes)}
+				return Decision{Err: contract.FieldErrorf(contract.ETooManyKeys, "prefix",
+					"the keys under %s and those attached to the sessions among them are more than %d: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
+					c.Prefix, contract.MaxRangeKeys)}
 			}
 			more = true
 			break
 		}
-		evs = append(evs, ev)
+		if env.MaxAppendBytes > 0 && size > env.MaxAppendBytes && len(evs) > 0 {
+			if c.Op == contract.OpDeleteRange && !c.Chunked {
+				return c.refused(contract.FieldErrorf(contract.ETooLarge, "prefix",
+					"the delete events of the keys under %s (their values included) take more than the %d bytes a partition appends in one Kafka transaction: nothing was deleted; delete them in chunks (chunked) or under longer prefixes",
+					c.Prefix, env.MaxAppendBytes), env)
+			}
+			more = true
+			break
+		}
+		for _, ev := range kevs {
+			states[ev.Key] = keystate.FromEvent(ev)
+		}
+		evs = append(evs, kevs...)
+		done++
 	}
-	keys = keys[:len(evs)]
+	keys = keys[:done]
 	a := contract.PrefixAnswer{Prefix: c.Prefix, Count: len(evs), Truncated: more}
 	if more {
 		a.NextCursor = in.Under.Bound
@@ -104,6 +134,33 @@ func decideRange(c *Range, in Input, env Env) Decision {
 		}
 	}
 	return Decision{Txn: evs, Result: Result{Prefix: a}}
+}
+
+// refused refuses c with err, for what lies under its prefix, and
+// records the refusal in kv.conflicts as a refused write of a key is
+// (conflictDecision): one record, its key the prefix, its reason err's
+// code, no values (a range delete names none), under the correlation id
+// err carries. Only an atomic range delete is refused so; a chunked one
+// and an expireDue stop short instead, and a version conflict cannot
+// happen (each key's delete names the version the decision sees).
+func (c *Range) refused(err *contract.Error, env Env) Decision {
+	id := env.NewID()
+	err.CorrelationID = id
+	return Decision{Err: err, Conflict: &Conflict{
+		SchemaVersion:   contract.SchemaVersion,
+		ID:              id,
+		Key:             c.Prefix,
+		Scope:           c.Key.Scope(),
+		Op:              c.Op,
+		ExpectedVersion: -1,
+		Attempted:       json.RawMessage("null"),
+		Current:         json.RawMessage("null"),
+		Semantics:       contract.Semantics{Purpose: "other"},
+		RequestID:       c.RequestID,
+		Principal:       c.Principal,
+		TS:              env.Now,
+		Reason:          err.Code,
+	}}
 }
 
 // rangeRecordOverhead is at least what a delete or expire event's record
@@ -140,23 +197,31 @@ func (c *Range) concerned(in Input, env *Env) []string {
 		if !strings.HasPrefix(k, c.Prefix) || k <= c.After || (in.Under.Bound != "" && k > in.Under.Bound) {
 			continue
 		}
-		st := in.States[k]
-		switch {
-		case c.Op == contract.OpExpireDue && st.Live && st.Entry.Expired(env.Now):
-		case c.Op == contract.OpDeleteRange && st.Visible(env.Now) != nil:
-		default:
-			continue
+		if c.concerns(in.States[k], env) {
+			out = append(out, k)
 		}
-		out = append(out, k)
 	}
 	slices.Sort(out)
 	return out
 }
 
-// writeKey is c's event on key k at state st: a delete naming the key's
-// version (which breaks a lock or a leadership as a DELETE naming it
-// does, and removes a collection whole), or the sweeper's expire.
-func (c *Range) writeKey(k string, st keystate.State, env *Env) (*contract.Event, error) {
+// concerns reports whether c writes a key at state st: a range delete
+// the live keys a read sees, an expireDue the live keys past their
+// expiry.
+func (c *Range) concerns(st keystate.State, env *Env) bool {
+	if c.Op == contract.OpExpireDue {
+		return st.Live && st.Entry.Expired(env.Now)
+	}
+	return st.Visible(env.Now) != nil
+}
+
+// writeKey is c's event on key k at its state in states: a delete
+// naming the key's version (which breaks a lock or a leadership as a
+// DELETE naming it does, removes a collection whole, and ends a session
+// with its attached keys), or the sweeper's expire (a session's with
+// its attached keys).
+func (c *Range) writeKey(k string, states map[string]keystate.State, env *Env) ([]*contract.Event, error) {
+	st := states[k]
 	key, err := contract.ParseKey(k)
 	if err != nil {
 		return nil, contract.Errorf(contract.EInternal, "key %s under %s: %v", k, c.Prefix, err)
@@ -167,9 +232,11 @@ func (c *Range) writeKey(k string, st keystate.State, env *Env) (*contract.Event
 		op = contract.OpExpire
 	}
 	kv := &KV{Header: Header{Key: key, Op: op, Principal: c.Principal}, ExpectedVersion: &version}
-	d := kvWrite(newWrite(st, kv.common(), env), kv)
-	if d.Event == nil {
-		return nil, d.Err
+	w := newWrite(st, kv.common(), env)
+	w.states = states
+	d := kvWrite(w, kv)
+	if evs := d.Appends(); len(evs) > 0 {
+		return evs, nil
 	}
-	return d.Event, nil
+	return nil, d.Err
 }

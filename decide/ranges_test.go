@@ -2,6 +2,7 @@ package decide
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -188,6 +189,53 @@ func TestDecideRangeBytes(t *testing.T) {
 			}
 			if chunk := tc.count < 10 && tc.code == ""; a.Truncated != chunk || (chunk && a.NextCursor != d.Txn[len(d.Txn)-1].Key) {
 				t.Fatalf("answer %+v", a)
+			}
+		})
+	}
+}
+
+// TestDecideRangeRefusalRecorded: an atomic range delete refused for
+// what lies under its prefix (too_many_keys, value_too_large) writes no
+// event and one conflict record, as a refused write of a key does:
+// naming the op, the prefix (as its key), the refusal's code as its
+// reason and the request, under the correlation id the error carries.
+func TestDecideRangeRefusalRecorded(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p := "tenant/a/project/b/r/"
+	for _, tc := range []struct {
+		name   string
+		extra  int
+		budget int
+		code   string
+	}{
+		{"TooManyKeysRecorded", contract.MaxRangeKeys, 0, contract.ETooManyKeys},
+		{"TooLargeRecorded", 0, 1500, contract.ETooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			states := rangeStates(now)
+			for i := range tc.extra {
+				k := fmt.Sprintf("%sn%05d", p, i)
+				states[k] = keystate.State{Version: 1, Live: true, Entry: contract.Entry{Key: k, Version: 1, Value: json.RawMessage(`1`)}}
+			}
+			in := Input{States: states}
+			for k := range states {
+				in.Under.Keys = append(in.Under.Keys, k)
+			}
+			env := testEnv(now, 9)
+			env.MaxAppendBytes = tc.budget
+			c := &Range{Header: Header{Key: mustKey(t, "tenant/a/project/b/x"), Op: contract.OpDeleteRange, Principal: "q", RequestID: "r1"}, Prefix: p}
+			d := c.Decide(in, env)
+			var e *contract.Error
+			if !errors.As(d.Err, &e) || e.Code != tc.code || len(d.Txn) != 0 || d.Event != nil {
+				t.Fatalf("want %s and no event, got %d events, err %v", tc.code, len(d.Txn), d.Err)
+			}
+			r := d.Conflict
+			if r == nil || r.ID == "" || e.CorrelationID != r.ID || r.Key != p || r.Scope != "tenant/a/project/b" || r.Op != contract.OpDeleteRange ||
+				r.Reason != tc.code || r.ExpectedVersion != -1 || r.CurrentVersion != 0 || string(r.Attempted) != "null" || string(r.Current) != "null" ||
+				r.Principal != "q" || r.RequestID != "r1" || !r.TS.Equal(now) || r.Semantics.Purpose != "other" || r.SchemaVersion != contract.SchemaVersion {
+				t.Fatalf("conflict record %+v (error %+v)", r, e)
 			}
 		})
 	}

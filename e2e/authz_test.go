@@ -90,6 +90,16 @@ var authzRequests = []authzRequest{
 	{"TouchHeldLock", "POST", "/v1/kv/{b}l:touch", `{"ttlSeconds":900}`, true},
 	{"TouchLockNamingVersion", "POST", "/v1/kv/{b}l:touch", `{"persist":true,"expectedVersion":3}`, true},
 	{"TouchMissing", "POST", "/v1/kv/{b}l2:touch", `{"ttlSeconds":600}`, true},
+	{"SessionCreateOverLive", "POST", "/v1/kv/{b}s:session", `{"ttlSeconds":60}`, true},
+	{"KeepAliveMissing", "POST", "/v1/kv/{b}l2:keepalive", `{}`, true},
+	{"KeepAliveOfLock", "POST", "/v1/kv/{b}l:keepalive", `{}`, true},
+	{"PutOverSession", "PUT", "/v1/kv/{b}s", `{"value":{"ttlSeconds":1,"attached":[]}}`, true},
+	{"PutAttachedToMissing", "PUT", "/v1/kv/{b}n2", `{"value":1,"session":"{b}s2"}`, true},
+	{"SessionCreate", "POST", "/v1/kv/{b}s2:session", `{"ttlSeconds":600}`, false},
+	{"SessionKeepAlive", "POST", "/v1/kv/{b}s:keepalive", `{}`, false},
+	{"PutAttached", "PUT", "/v1/kv/{b}n2", `{"value":1,"session":"{b}s"}`, false},
+	{"AcquireAttached", "POST", "/v1/kv/{b}n3:acquire", `{"holder":"h-{k}","session":"{b}s"}`, false},
+	{"SessionRevoke", "POST", "/v1/kv/{b}s:revoke", `{}`, false},
 	{"Increment", "POST", "/v1/kv/{b}c:increment", `{"by":1}`, false},
 	{"Touch", "POST", "/v1/kv/{b}v:touch", `{"ttlSeconds":600}`, false},
 	{"TouchCounterPersist", "POST", "/v1/kv/{b}c:touch", `{"persist":true}`, false},
@@ -105,7 +115,7 @@ var authzRequests = []authzRequest{
 }
 
 // authzKeys are the keys a kind's requests may touch.
-var authzKeys = []string{"v", "c", "l", "ld", "l2", "n", "e"}
+var authzKeys = []string{"v", "c", "l", "ld", "l2", "n", "e", "s", "s2", "n2", "n3"}
 
 // authzMarkers are what a kind's keys hold that only a reader may see:
 // the value's secret, the holders and the counter's digits.
@@ -171,6 +181,7 @@ func seedAuthz(tb testing.TB, s *stack, owner, slug string) {
 		{"PUT", b + "c", `{"value":987654321,"semantics":{"purpose":"counter"}}`},
 		{"POST", b + "l:acquire", `{"holder":"SECRET-lock-` + slug + `","ttlSeconds":600}`},
 		{"POST", b + "ld:elect", `{"holder":"SECRET-leader-` + slug + `","ttlSeconds":600}`},
+		{"POST", b + "s:session", `{"ttlSeconds":600}`},
 	} {
 		if r := s.do(w.method, w.path, owner, w.body); r.Status != 200 {
 			tb.Fatalf("seed %s %s: %d %s", w.method, w.path, r.Status, r.Body)

@@ -258,3 +258,53 @@ func swept(t *testing.T, s *stack, prefix string) int {
 	}
 	return n
 }
+
+// TestAuditRangeRefused: an atomic range delete refused too_many_keys
+// deletes nothing and is recorded as a refused write of a key is: one
+// row in audit_conflicts (op delete_range, reason too_many_keys, key the
+// prefix) under the correlation id of its 409 answer, and one WARN line
+// naming the op, the prefix and that id.
+func TestAuditRangeRefused(t *testing.T) {
+	t.Parallel()
+	var logs testenv.Buffer
+	s := mustStack(t, inproc.Logs(&logs))
+	at := mustAuditTrail(t)
+	at.startAuditor(t, s)
+	c := s.client()
+	prefix := "tenant/acme/project/coord/many/"
+	seedKeys(t, s, prefix, 0, contract.MaxRangeKeys+1, 0)
+	_, err := c.DeleteRange(t.Context(), client.DeleteRangeRequest{Prefix: prefix})
+	var e *contract.Error
+	if !errors.As(err, &e) || e.Code != contract.ETooManyKeys || e.CorrelationID == "" {
+		t.Fatalf("atomic range delete of %d keys: want too_many_keys with a correlation id, got %v", contract.MaxRangeKeys+1, err)
+	}
+	if n := liveKeys(t, c, prefix); n != contract.MaxRangeKeys+1 {
+		t.Fatalf("%d keys left, want all %d", n, contract.MaxRangeKeys+1)
+	}
+	waitAudited(t, s, 60*time.Second)
+	testenv.WaitFor(t, 60*time.Second, "the refusal's conflict row", func() bool {
+		return at.count(t, "SELECT count() FROM audit_conflicts FINAL WHERE op = 'delete_range' AND reason = 'too_many_keys' AND key = ? AND conflict_id = ? AND tenant = 'acme' AND project = 'coord'",
+			prefix, e.CorrelationID) == 1
+	})
+	if got := at.count(t, "SELECT count() FROM audit_conflicts FINAL"); got != 1 {
+		t.Fatalf("%d conflict rows, want the refusal's alone", got)
+	}
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `"msg":"prefix write refused"`) {
+			if line != "" {
+				t.Fatalf("two refusal lines:\n%s%s", line, l)
+			}
+			line = l
+		}
+	}
+	for _, want := range []string{`"level":"WARN"`, `"op":"delete_range"`, `"prefix":"` + prefix + `"`, `"reason":"too_many_keys"`, `"correlationId":"` + e.CorrelationID + `"`} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("the refusal's log line %q lacks %s", line, want)
+		}
+	}
+	rep := at.verify(t, s)
+	if len(rep.Discrepancies) > 0 || rep.Conflicts != 1 {
+		t.Fatalf("verify: %d rows, %d conflicts, discrepancies %v", rep.Rows, rep.Conflicts, rep.Discrepancies)
+	}
+}

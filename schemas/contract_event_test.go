@@ -155,7 +155,26 @@ func samples() map[string]contract.Event {
 	txn := increment
 	txn.TxnID, txn.TxnSize, txn.RequestID, txn.RequestDigest = "3f1e9c52-7a1d-5b7e-9c2a-0d4e6f8a1b3c", 3, "transfer-0042", "9f2c"
 
+	// A session's entry (purpose session), a key attached to it, and the
+	// delete of that key at the session's end (docs/sessions.md).
+	sessionKey := "tenant/acme/project/web/sessions/web-1"
+	session := set
+	session.Key, session.Op, session.Version, session.PrevVersion = sessionKey, contract.OpSessionAttach, 2, 1
+	session.Before, session.After = json.RawMessage(`{"ttlSeconds":10,"attached":[]}`), json.RawMessage(`{"ttlSeconds":10,"attached":[{"key":"tenant/acme/project/web/services/web/1","version":1}]}`)
+	session.ExpiresAt, session.Semantics = &lease, contract.Semantics{Purpose: contract.PurposeSession, TTLSeconds: 10}
+	attached := create
+	attached.Key, attached.Version, attached.PrevVersion = "tenant/acme/project/web/services/web/1", 1, 0
+	attached.Session = &contract.SessionLink{Key: sessionKey}
+	attached.TxnID, attached.TxnSize, session.TxnID, session.TxnSize = "5b0a3c1e-2d4f-5a6b-8c7d-9e0f1a2b3c4d", 2, "5b0a3c1e-2d4f-5a6b-8c7d-9e0f1a2b3c4d", 2
+	ended := del
+	ended.Key, ended.Version, ended.PrevVersion = attached.Key, 2, 1
+	ended.Session = &contract.SessionLink{Key: sessionKey, Reason: contract.SessionExpired}
+	ended.TxnID, ended.TxnSize = "7c1d2e3f-4a5b-5c6d-8e7f-0a1b2c3d4e5f", 2
+
 	return map[string]contract.Event{
+		"SessionAttach":  session,
+		"SessionPut":     attached,
+		"SessionEnded":   ended,
 		"PutTxn":         txn,
 		"GoldenPut":      goldenPut(),
 		"PutCreate":      create,

@@ -8,6 +8,14 @@ bash scripts/ensure-postgres.sh
 bash scripts/ensure-clickhouse.sh
 # chromium: the status page's browser tests (e2e/ui_test.go).
 bash scripts/ensure-chromium.sh
+# node and npm: make compat's kafkajs consumer (tools/foreign-consumer) and
+# chDB runner (tools/chcheck), which make test runs too.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	echo "test-services: installing nodejs and npm (apt-get)" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2
+	apt-get install -y -qq nodejs npm >&2
+fi
 # redis-server: tools/eskvbench's peer lifecycle test (TestPeerRedis, figure
 # 18) starts one on a free port. Installed here, not only by make bench's
 # ensure-peers.sh, because make test runs that test on a clean machine.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/stash"
 )
 
@@ -33,11 +34,13 @@ func TestR2_1FiveTypesAndTheirSchemas(t *testing.T) {
 	bad := []struct{ typ, name string }{
 		{stash.TypeResource, "uri-number"}, {stash.TypeArtifact, "path-bool"}, {stash.TypeContext, "string"},
 		{stash.TypeCounter, "value-string"}, {stash.TypeCounter, "value-float"}, {stash.TypeLock, "no-holder"},
+		{stash.TypeResource, "empty"}, {stash.TypeArtifact, "path-only"},
 	}
 	values := map[string]any{
 		"uri-number": map[string]any{"uri": 5}, "path-bool": map[string]any{"path": true}, "string": "just text",
 		"value-string": map[string]any{"value": "7"}, "value-float": map[string]any{"value": 1.5},
 		"no-holder": map[string]any{"acquired_at": "2026-01-01T00:00:00Z"},
+		"empty":     map[string]any{}, "path-only": map[string]any{"path": "out/a.tar"},
 	}
 	for _, c := range bad {
 		err := tb.Set("", &stash.Stash{Name: c.name, StashType: c.typ, Value: values[c.name]})
@@ -45,6 +48,19 @@ func TestR2_1FiveTypesAndTheirSchemas(t *testing.T) {
 	}
 	if n := len(mustFetch(t, tb, nil)); n != len(good) {
 		t.Fatalf("%d stashes; want the %d good ones", n, len(good))
+	}
+	// An update without a required member is refused too, naming it.
+	r := mustFetch(t, tb, map[string]any{"stash_type": stash.TypeResource})[0]
+	if err := r.SetValue(map[string]any{"uri": "s3://b/other"}); err != nil {
+		t.Fatal(err)
+	}
+	err := tb.Set(r.StashID, r)
+	var e *contract.Error
+	if wantErr(t, "resource update without kind", err, stash.ErrInvalidValue); !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != "value.kind" {
+		t.Fatalf("resource update without kind: %v, want invalid on value.kind", err)
+	}
+	if got := mustGet(t, tb, r.StashID); got.Version != 1 || jsonOf(t, got.Value) != jsonOf(t, good[stash.TypeResource]) {
+		t.Fatalf("after a refused update: %+v", got)
 	}
 }
 

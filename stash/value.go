@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // validType reports whether t is one of the five stash types (R2.1).
@@ -17,18 +20,38 @@ func validType(t string) bool {
 	return false
 }
 
-// stringMembers are the members each type's schema names (R2.1); when
-// present they must be strings. Other members are free ("...").
-var stringMembers = map[string][]string{
-	TypeResource: {"uri", "kind"},
-	TypeArtifact: {"path", "producer", "checksum"},
+// member is a member a type's schema names (R2.1), required in every
+// value of the type, with its JSON type. Other members are free ("...").
+type member struct {
+	name string
+	// check says whether x, decoded with numbers as json.Number, is of
+	// the member's type, and answers what it should be when not.
+	check func(x any) (ok bool, want string)
+}
+
+// isString, isNonEmptyString and isInt64 check a member's type.
+func isString(x any) (bool, string) { _, ok := x.(string); return ok, "a string" }
+func isNonEmptyString(x any) (bool, string) {
+	s, ok := x.(string)
+	return ok && s != "", "a non-empty string"
+}
+func isInt64(x any) (bool, string) { _, ok := asInt64(x); return ok, "an int64" }
+
+// schemas are the members each type's value must hold (R2.1). A context
+// holds anything.
+var schemas = map[string][]member{
+	TypeResource: {{"uri", isString}, {"kind", isString}},
+	TypeArtifact: {{"path", isString}, {"producer", isString}, {"checksum", isString}},
+	TypeCounter:  {{"value", isInt64}},
+	TypeLock:     {{"holder", isNonEmptyString}, {"acquired_at", isString}},
 }
 
 // encodeValue is v as the JSON the stash stores, checked against the
-// type's schema: an object (or null: no value set, R4.3) for resource,
-// artifact and context; {"value": int64} for a counter (null at create
-// becomes {"value": 0}, R3.3); null or {"holder", "acquired_at"} for a
-// lock.
+// type's schema (checkSchema): an object with "uri" and "kind" for a
+// resource, "path", "producer" and "checksum" for an artifact, any
+// object or null (no value set, R4.3) for a context; {"value": int64}
+// for a counter (null at create becomes {"value": 0}, R3.3); null or
+// {"holder", "acquired_at"} for a lock.
 func encodeValue(stashType string, v any, creating bool) (json.RawMessage, error) {
 	if v == nil && stashType == TypeCounter && creating {
 		v = map[string]any{"value": int64(0)}
@@ -47,32 +70,51 @@ func encodeValue(stashType string, v any, creating bool) (json.RawMessage, error
 	return raw, nil
 }
 
-// checkSchema checks a decoded value against the schema of stashType.
+// checkSchema checks a decoded value against the schema of stashType:
+// an object holding the members of schemas, each of its type; null only
+// for a context (no value set, R4.3) and a lock (unlocked). A value
+// outside it is ErrInvalidValue and a contract.Error invalid naming the
+// member at fault (value.<member>, or value).
 func checkSchema(stashType string, v any) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("value of a %s stash: %s: %w", stashType, fmt.Sprintf(format, args...), ErrInvalidValue)
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("stash: value of a %s stash: %w: %w", stashType, contract.FieldErrorf(contract.EInvalid, field, format, args...), ErrInvalidValue)
 	}
+	members := schemas[stashType]
 	m, isObject := v.(map[string]any)
 	switch {
-	case stashType == TypeCounter:
-		if _, err := counterValue(v); err != nil || v == nil {
-			return bad(`a counter's value is {"value": <int64>}`)
-		}
-	case stashType == TypeLock:
-		if _, err := lockHolder(v); err != nil {
-			return err
-		}
-	case v != nil && !isObject:
-		return bad("the value must be a JSON object or null")
+	case v == nil && (stashType == TypeContext || stashType == TypeLock):
+		return nil
+	case !isObject && len(members) == 0:
+		return bad("value", "the value must be a JSON object or null")
+	case !isObject:
+		return bad("value", "the value must be a JSON object holding %s", names(members))
 	}
-	for _, name := range stringMembers[stashType] {
-		if x, ok := m[name]; ok {
-			if _, ok := x.(string); !ok {
-				return bad("member %q must be a string", name)
-			}
+	for _, mb := range members {
+		x, ok := m[mb.name]
+		if !ok {
+			return bad("value."+mb.name, "member %q is missing: the value must hold %s", mb.name, names(members))
+		}
+		if ok, want := mb.check(x); !ok {
+			return bad("value."+mb.name, "member %q must be %s", mb.name, want)
 		}
 	}
 	return nil
+}
+
+// names lists the members' names for a message: "uri" and "kind".
+func names(members []member) string {
+	var b strings.Builder
+	for i, mb := range members {
+		switch {
+		case i == 0:
+		case i == len(members)-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(mb.name))
+	}
+	return b.String()
 }
 
 // decodeValue decodes a stored value, numbers as json.Number so int64

@@ -14,6 +14,11 @@ import (
 // scripts/ensure-clickhouse.sh starts.
 const DefaultClickHouseAddr = "127.0.0.1:19000"
 
+// ClickHouseHTTPAddr is the HTTP address of the tests' ClickHouse:
+// ESKV_TEST_CLICKHOUSE_HTTP_ADDR, default 127.0.0.1:18123 (the server
+// scripts/ensure-clickhouse.sh starts).
+func ClickHouseHTTPAddr() string { return envOr("ESKV_TEST_CLICKHOUSE_HTTP_ADDR", "127.0.0.1:18123") }
+
 // ClickHouse is a fresh, empty database that lives as long as a test.
 type ClickHouse struct {
 	// Conn is connected with Database as its default database; it is

@@ -267,6 +267,9 @@ func (p *partition) read(ctx context.Context, batch []*call) (*batchReads, error
 	if err := p.rowsOfStates(ctx, batch, rd.states, rd.elems); err != nil {
 		return nil, err
 	}
+	if err := p.attachedOfSessions(ctx, rd.states); err != nil {
+		return nil, err
+	}
 	return rd, nil
 }
 

@@ -82,6 +82,9 @@ type Config struct {
 	// plaintext. Their metrics go to New's registry.
 	Kafka  kafkaconf.Conn
 	Topics changelog.Topics
+	// Compression is the codec of the batches produced to both topics
+	// (kafkaconf.Compression); the zero codec is none.
+	Compression kgo.CompressionCodec
 	// CreateTopics creates missing topics at start; otherwise they must
 	// exist. Either way a partition-count mismatch stops the writer.
 	CreateTopics bool
@@ -338,6 +341,7 @@ func (w *Writer) newCommitter(txnID string) *committer.Committer {
 		Kafka: cfg.Kafka, Brokers: cfg.Brokers, TxnID: txnID, TransactionTimeout: cfg.TransactionTimeout,
 		Group: cfg.Group, Topic: cfg.Topics.Changes, Partitions: cfg.Topics.Partitions, RoundGather: cfg.RoundGather,
 		ProducerLimit: func(topic string) int32 { return w.limits.ProducerLimit(topic) },
+		Compression:   cfg.Compression,
 		Member:        w.groupMember, Clock: leaseNow, Leases: cfg.ReadLease > 0,
 		Log: w.log, Metrics: w.metrics.rounds,
 	})
@@ -728,6 +732,7 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 	r := cmd.Head()
 	kv, _ := cmd.(*decide.KV)
 	txn, _ := cmd.(*decide.Txn)
+	_, prefix := cmd.(*decide.Range)
 	switch {
 	case kv != nil && kv.Denied:
 		// The API logged the denial; this is its audit record.
@@ -747,6 +752,10 @@ func (w *Writer) logDecision(cmd decide.Command, d decide.Decision) {
 	case d.Event != nil:
 		w.metrics.writesOK.Inc()
 		w.logWrite(r, d.Event)
+	case d.Conflict != nil && prefix:
+		w.metrics.writes.WithLabelValues("conflict").Inc()
+		w.log.Warn("prefix write refused", "correlationId", d.Conflict.ID, "op", r.Op, "prefix", d.Conflict.Key,
+			"reason", d.Conflict.Reason, "requestId", r.RequestID, "principal", r.Principal)
 	case d.Conflict != nil:
 		w.metrics.writes.WithLabelValues("conflict").Inc()
 		w.log.Warn("version conflict", "correlationId", d.Conflict.ID, "key", d.Conflict.Key,

@@ -2,7 +2,10 @@ package main
 
 import (
 	"io"
+	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/internal/service/servicetest"
@@ -28,6 +31,7 @@ func TestVariables(t *testing.T) {
 		"http-read-timeout":                "ESKV_HTTP_READ_TIMEOUT",
 		"http-write-timeout":               "ESKV_HTTP_WRITE_TIMEOUT",
 		"instance-id":                      "ESKV_WRITER_ID",
+		"kafka-compression":                "ESKV_KAFKA_COMPRESSION",
 		"kafka-insecure-dev":               "ESKV_KAFKA_INSECURE_DEV",
 		"kafka-sasl-mechanism":             "ESKV_KAFKA_SASL_MECHANISM",
 		"kafka-sasl-password-file":         "ESKV_KAFKA_SASL_PASSWORD_FILE",
@@ -111,4 +115,30 @@ func TestZeroIsOff(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompression: ESKV_KAFKA_COMPRESSION picks the codec of the
+// produced batches, none when unset (never franz-go's default, snappy);
+// an unknown codec stops the writer at start, naming the setting.
+func TestCompression(t *testing.T) {
+	t.Run("unset is none", func(t *testing.T) {
+		t.Setenv("ESKV_KAFKA_COMPRESSION", "")
+		c, err := parse(nil, io.Discard)
+		if err != nil || c.writerConfig().Compression != kgo.NoCompression() {
+			t.Fatalf("got %v, %+v; want none", err, c.writerConfig().Compression)
+		}
+	})
+	t.Run("gzip is gzip", func(t *testing.T) {
+		t.Setenv("ESKV_KAFKA_COMPRESSION", "gzip")
+		c, err := parse(nil, io.Discard)
+		if err != nil || c.writerConfig().Compression != kgo.GzipCompression() {
+			t.Fatalf("got %v, %+v; want gzip", err, c.writerConfig().Compression)
+		}
+	})
+	t.Run("unknown is refused", func(t *testing.T) {
+		_, err := parse([]string{"-kafka-compression=brotli"}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "ESKV_KAFKA_COMPRESSION") || !strings.Contains(err.Error(), "gzip, lz4, none, snappy, zstd") {
+			t.Fatalf("got %v; want an error naming the setting and its values", err)
+		}
+	})
 }

@@ -13,13 +13,16 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
@@ -77,6 +80,7 @@ type config struct {
 	peerSecret       string
 	peerSecretFile   string
 	requestTimeout   time.Duration
+	compression      string
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -95,6 +99,8 @@ func (c *config) flags(stderr io.Writer) *service.Flags {
 	f.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
 	c.kafka.Bind(f)
 	c.kafka.BindConflicts(f)
+	f.StringVar(&c.compression, "kafka-compression", kafkaconf.DefaultCompression, "codec of the batches produced to the changes and conflicts topics: "+
+		strings.Join(kafkaconf.CompressionNames(), ", ")+"; none, the default, is read by every Kafka client at no CPU cost (docs/consumers.md)")
 	c.postgres.Bind(f)
 	f.BoolVar(&c.createTopics, "create-topics", true, "create missing topics at start")
 	f.StringVar(&c.devToken, "dev-token", "", "a bearer token with read and write rights on every tenant, for local use")
@@ -145,7 +151,14 @@ func (c *config) check(f *service.Flags) error {
 		f.Check(c.stateCacheBytes >= 0, "state-cache-bytes", "must not be negative (0 disables the cache)"),
 		c.http.Check(f),
 		c.kafka.Check(),
+		c.checkCompression(),
 	)
+}
+
+// checkCompression checks -kafka-compression.
+func (c *config) checkCompression() error {
+	_, err := kafkaconf.Compression(c.compression)
+	return err
 }
 
 // bindSecrets defines the flags of the secrets the writers of a
@@ -257,6 +270,12 @@ func (c *config) checkAdvertise() error {
 			"set %s to the URL other writers reach this one at (on Kubernetes http://$(POD_IP):8080)", writer.AdvertiseSetting, c.httpAddr, writer.AdvertiseSetting)
 	}
 	return nil
+}
+
+// codec is the codec -kafka-compression names (checked by check).
+func (c *config) codec() kgo.CompressionCodec {
+	codec, _ := kafkaconf.Compression(c.compression)
+	return codec
 }
 
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
@@ -420,6 +439,7 @@ func (c *config) writerConfig() writer.Config {
 		Brokers:          c.kafka.BrokerList(),
 		Kafka:            c.kafka.Conn(),
 		Topics:           c.kafka.Topics(),
+		Compression:      c.codec(),
 		CreateTopics:     c.createTopics,
 		InstanceID:       c.instanceID,
 		AdvertiseURL:     c.advertiseURL,

@@ -215,7 +215,7 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
 		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand(),
 		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand(),
-		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand(), a.cleanupExpiredCommand())
+		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand(), a.cleanupExpiredCommand(), a.sessionCommand())
 	root.InitDefaultCompletionCmd()
 	if a.flavor.Seed {
 		defer renameHelp(root, a.flavor.Name)

@@ -40,6 +40,7 @@ it, value the stored value.`,
   kvctl set tenant/acme/project/demo/flag true --expected-version 0 --purpose feature_flag
   kvctl set tenant/acme/project/demo/checkpoint '{"cursor":43}' --expected-version 7 --request-id sync-43
   kvctl set tenant/acme/project/demo/session '"worker-1"' --ttl 30s
+  kvctl set tenant/acme/project/demo/services/web/1 '{"addr":"10.0.0.1:80"}' --session tenant/acme/project/demo/sessions/web-1
   kvctl set agent/status '"active"' --if-not-exists --table tenant/acme/project/demo
   echo '{"cursor":42}' | kvctl set tenant/acme/project/demo/checkpoint -
   kvctl set tenant/acme/project/demo/config --file config.json --purpose config --producer deploy --hint web`,
@@ -67,6 +68,7 @@ it, value the stored value.`,
 	})
 	f.StringVar(&o.sem.Purpose, "purpose", "", "what the entry is for: "+strings.Join(contract.Purposes, ", ")+" (server default: other)")
 	f.StringVar(&o.sem.Producer, "producer", "", "the producing service or agent")
+	f.StringVar(&o.session, "session", "", "attach the key to this session (kvctl session): no TTL of its own, deleted when the session ends")
 	f.StringArrayVar(&o.sem.ConsumerHints, "hint", nil, "a hint for consumers (repeatable)")
 	_ = cmd.RegisterFlagCompletionFunc("purpose", cobra.FixedCompletions(contract.Purposes, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -79,6 +81,7 @@ type setOptions struct {
 	sem         contract.Semantics
 	ifNotExists bool
 	value       valueRule
+	session     string
 }
 
 // set writes KEY's value (args: KEY and VALUE or -) as o says.
@@ -93,7 +96,12 @@ func (a *app) set(cmd *cobra.Command, args []string, o *setOptions) error {
 		return err
 	}
 	r := client.PutRequest{Key: key, Value: value, Semantics: o.sem, RequestID: o.w.requestID, SpecRef: o.w.specRef,
-		ExpectedVersion: o.w.expectedVersion(cmd)}
+		ExpectedVersion: o.w.expectedVersion(cmd), Session: o.session}
+	if o.session != "" {
+		if r.Session, err = a.key(o.session); err != nil {
+			return err
+		}
+	}
 	if o.ifNotExists {
 		if r.ExpectedVersion != nil {
 			return &usageError{msg: "--if-not-exists and --expected-version both given", solution: "give one: --if-not-exists is --expected-version 0", cmd: a.cmdPath}
@@ -104,7 +112,7 @@ func (a *app) set(cmd *cobra.Command, args []string, o *setOptions) error {
 	if r.TTL, err = o.w.lease(); err != nil {
 		return err
 	}
-	if !cmd.Flags().Changed("ttl") {
+	if !cmd.Flags().Changed("ttl") && o.session == "" {
 		if r.TTL, err = a.envTTL("KVSTORE_DEFAULT_TTL"); err != nil {
 			return err
 		}

@@ -106,6 +106,9 @@ var commandSolutions = []solutions{
 		},
 		wrongType: notCollection(func(t trouble) string { return touchLockSolution(t.subject, t.e) }),
 		ttl:       "--ttl is " + ttlRange() + "; --persist removes the expiry"},
+	{cmds: is("kvctl session keepalive", "kvctl session revoke", "kvctl session get"), absent: func(t trouble) string {
+		return fmt.Sprintf("the session %s ended (revoked, deleted, or expired with no keep-alive within its TTL), and with it its keys and locks: start a new one with 'kvctl session create %s --ttl DURATION'", t.subject, t.subject)
+	}},
 	{cmds: is("kvctl history"), absent: func(t trouble) string {
 		return fmt.Sprintf("check the key (a deleted key keeps its history, so this one never existed), or look for keys with 'kvctl list %s'", projectPrefix(t.subject))
 	}},

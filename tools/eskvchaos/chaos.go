@@ -72,6 +72,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	wg.Go(func() { queues.run(c.queueClients, c.seed, stopClients) })
 	locks := newLockWorkload(cl)
 	wg.Go(func() { locks.run(c.lockClients, c.seed, stopClients) })
+	sessions := newSessionWorkload(cl)
+	wg.Go(func() { sessions.run(c.sessionClients, c.seed, stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 	ready := newReadiness(s.writers)
 	wg.Go(func() { ready.poll(bg, 100*time.Millisecond) })
@@ -105,6 +107,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	r.listWorkload = lists
 	r.queueWorkload = queues
 	r.lockWorkload = locks
+	r.sessionWorkload = sessions
 	r.watchWorkload = watches
 	r.informerWorkload = informers
 	r.historyReads = cl.hist
@@ -112,6 +115,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	if healErr != nil {
 		r.problems = append(r.problems, "the stack did not heal after the fault phase: "+healErr.Error())
 	} else if err := locks.settle(ctx, s.DB, 30*time.Second); err != nil {
+		r.problems = append(r.problems, err.Error())
+	} else if err := sessions.settle(ctx, s.DB, 30*time.Second); err != nil {
 		r.problems = append(r.problems, err.Error())
 	}
 	return r, nil
@@ -202,6 +207,7 @@ func (r *report) check(ctx context.Context, s *stack) error {
 		return fmt.Errorf("check the lists: %w", err)
 	}
 	r.locks = r.lockWorkload.check(l.Events)
+	r.sessions = r.sessionWorkload.check(l.Events)
 	if r.queues, err = r.queueWorkload.check(ctx, l.Events, s.DB, r.proj.Rebuild != nil); err != nil {
 		return fmt.Errorf("check the queues: %w", err)
 	}
@@ -256,6 +262,9 @@ type report struct {
 	queues        queueFindings
 	lockWorkload  *lockWorkload // the lock workload (locks.go)
 	locks         lockFindings
+	// sessionWorkload is the session workload (sessions.go).
+	sessionWorkload *sessionWorkload
+	sessions        sessionFindings
 
 	watchWorkload *watchWorkload // the watchers (watch.go)
 	watch         watchFindings
@@ -276,7 +285,7 @@ func (r *report) ok() bool {
 		len(r.logFindings.EpochRegressions) == 0 && len(r.zombies.Events) == 0 &&
 		r.proj.diffCount() == 0 && len(r.exits) == 0 &&
 		len(r.txn.violations()) == 0 && len(r.sets.violations()) == 0 &&
-		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0 && len(r.locks.violations) == 0 &&
+		len(r.listsFound.violations()) == 0 && len(r.queues.violations()) == 0 && len(r.locks.violations) == 0 && len(r.sessions.violations) == 0 &&
 		len(r.watch.violations) == 0 && len(r.historyFound.violations) == 0 && len(r.informers.violations) == 0
 }
 
@@ -355,6 +364,7 @@ func (r *report) print(w io.Writer) {
 	r.listsFound.print(w)
 	r.queues.print(w)
 	r.locks.print(w)
+	r.sessions.print(w)
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}

@@ -56,21 +56,23 @@ type config struct {
 	listClients  int
 	queueClients int
 	lockClients  int
-	watchClients int
-	informers    int // informer clients (informer.go)
-	historyEvery int
-	keys         int
-	writers      int
-	projectors   int
-	partitions   int
-	opTimeout    time.Duration
-	faultEvery   span
-	writerPause  span
-	projPause    span
-	restartIn    span
-	faults       []string
-	killBroker   bool
-	netFaults    bool
+	// sessionClients run the session workload (sessions.go).
+	sessionClients int
+	watchClients   int
+	informers      int // informer clients (informer.go)
+	historyEvery   int
+	keys           int
+	writers        int
+	projectors     int
+	partitions     int
+	opTimeout      time.Duration
+	faultEvery     span
+	writerPause    span
+	projPause      span
+	restartIn      span
+	faults         []string
+	killBroker     bool
+	netFaults      bool
 	// auditor runs an auditor into a fresh ClickHouse database at
 	// clickhouseAddr and checks its trail (auditor verify) at the end.
 	auditor        bool
@@ -256,6 +258,8 @@ func (c *config) flags(fs *flag.FlagSet) (seconds, seed, faults *string) {
 		"pop without one, then drain two queues; checked against the log (each delivery, ack and requeue) and the projection (0: none)")
 	fs.IntVar(&c.lockClients, "lock-clients", 3, "concurrent lock clients: acquire two fenced locks with a 2s lease, write the resource each protects in a transaction that checks the token "+
 		"(now and then after stalling past the lease), release or let it lapse; checked from the log: tokens only grow, every resource write carries its tenure's token within the lease (0: none)")
+	fs.IntVar(&c.sessionClients, "session-clients", 3, "concurrent session clients: create sessions with a 2s TTL, attach keys and one of two shared locks, keep alive and revoke, or stop heartbeating (the sweeper ends them); "+
+		"checked from the log: no lock held by two live sessions, no key of an ended session live after its end, each attachment ended once (0: none)")
 	fs.IntVar(&c.setClients, "set-clients", 4, "concurrent set clients: sadd, srem and sismember on two sets, checked against the fold of the log and the projection (0: none)")
 	fs.IntVar(&c.watchClients, "watch-clients", 3, "watchers following the projects of the register keys with client.Watch through random writers, "+
 		"checked against the log: its records of their prefixes, in order, no gap, no duplicate (0: none)")
@@ -345,6 +349,8 @@ func (c *config) validate() error {
 		return errors.New("-list-clients must not be negative")
 	case c.lockClients < 0:
 		return errors.New("-lock-clients must not be negative")
+	case c.sessionClients < 0:
+		return errors.New("-session-clients must not be negative")
 	case c.queueClients < 0:
 		return errors.New("-queue-clients must not be negative")
 	case c.watchClients < 0 || c.historyEvery < 0 || c.informers < 0:

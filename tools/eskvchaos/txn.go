@@ -24,9 +24,11 @@ import (
 // (a missing account is 0 at version 0), and list the accounts now and
 // then. The accounts start at 0, so they sum to 0 in every project at
 // every moment if transactions are atomic: in every listing answered
-// 200, in the log's final state and in the projection's. The per-key
-// linearizability model (tools/linz) does not cover transactions; these
-// sums and the log's whole transactions (logcheck.Txns) check them.
+// 200, in the log's final state and in the projection's. The
+// linearizability model (tools/linz) does not cover transactions, and
+// has range deletes of registers only (linz.DeleteRange), never of
+// these accounts; these sums and the log's whole transactions
+// (logcheck.Txns) check them.
 //
 // Now and then a client clears a project's accounts with one range
 // delete (POST /v1/kv:deleteRange): absent accounts are 0, so an atomic

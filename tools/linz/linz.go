@@ -1,13 +1,25 @@
 // Package linz checks the history eskvchaos's clients record for
 // linearizability, with porcupine, against a CAS register per key: its
-// state is the key's version and value (version 0: the key does
-// not exist; the harness never deletes a register key). A read returns the value and
-// version, or not found. A write carries the expected version (0: the key
-// must not exist) and a value unique to the operation; it returns ok with
-// the new version, or a conflict with the current version and value. A
-// touch (POST :touch, a new expiry) carries the expected version only: it
-// is a write of the value the register holds, so it returns ok with the
-// next version and that same value, or a conflict as a write does.
+// state is the key's version, whether it is live and its value (version
+// 0: never written; a deleted key keeps its version, which the next
+// write continues). A read returns the value and version, or not found
+// when the key is not live. A write carries the expected version (0: the
+// key must not be live) and a value unique to the operation; it returns
+// ok with the next version, or a conflict with the current version and
+// value (0 and "" when not live). A touch (POST :touch, a new expiry)
+// carries the expected version only: it is a write of the value the
+// register holds, so it returns ok with the next version and that same
+// value, or a conflict as a write does.
+//
+// A range delete (POST /v1/kv:deleteRange in its atomic mode) carries a
+// prefix: in one step it deletes every live register under it (each one
+// version on, not live) and returns ok with how many. The registers
+// under one prefix are then one partition of the check, their states
+// one; the model assumes the history names every key that lives under
+// a range delete's prefix (the count would not match otherwise). A
+// refused range delete (too_many_keys) had no effect and is failed.
+// expireDue is not an operation of the model: which keys it removes
+// depends on the writer's clock when it decides, which no history holds.
 //
 // An operation whose outcome the client could not learn (a timeout, a
 // connection broken after the request was sent, a 503 that says the outcome
@@ -29,7 +41,9 @@ package linz
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -43,16 +57,18 @@ const (
 	Read Kind = iota
 	Write
 	Touch
+	// DeleteRange deletes every register under the prefix Input.Key.
+	DeleteRange
 )
 
-// Writes reports whether operations of the kind change the register (a
+// Writes reports whether operations of the kind write one register (a
 // write or a touch): their acknowledged answers are versions the key has
-// had, holding the answer's value.
-func (k Kind) Writes() bool { return k != Read }
+// had, holding the answer's value. A range delete's answer is a count.
+func (k Kind) Writes() bool { return k == Write || k == Touch }
 
 // Input is what a client asked.
 type Input struct {
-	Key      string
+	Key      string // a range delete: the prefix
 	Kind     Kind
 	Expected int64  // write, touch: the expected version
 	Value    string // write: the new value
@@ -87,42 +103,128 @@ func (o Outcome) String() string {
 }
 
 // Output is the answer: for ok, the version and value read or written;
-// for a conflict, the current version and value ("" when absent).
+// for a conflict, the current version and value ("" when absent); for a
+// range delete, the count of keys it deleted.
 type Output struct {
 	Outcome Outcome
 	Version int64
 	Value   string
+	Count   int `json:",omitempty"`
 }
 
 // register is the model's state for one key.
 type register struct {
 	Version int64
+	Live    bool
 	Value   string
 }
 
-func casStep(state, input, output any) (bool, any) {
-	s, in, out := state.(register), input.(Input), output.(Output)
+// visible is the version and value a conflict answers: 0 and "" when
+// the key is not live.
+func (r register) visible() (int64, string) {
+	if !r.Live {
+		return 0, ""
+	}
+	return r.Version, r.Value
+}
+
+// keyed is one key's register in a partition's state.
+type keyed struct {
+	Key string
+	register
+}
+
+// registers is the state of one partition: the registers written so
+// far, in key order (a key not there was never written). Steps never
+// change one in place: a changed state is a new slice.
+type registers []keyed
+
+func (rs registers) find(key string) (int, bool) {
+	return sort.Find(len(rs), func(i int) int { return strings.Compare(key, rs[i].Key) })
+}
+
+// get is key's register.
+func (rs registers) get(key string) register {
+	if i, ok := rs.find(key); ok {
+		return rs[i].register
+	}
+	return register{}
+}
+
+// with is rs with key's register r.
+func (rs registers) with(key string, r register) registers {
+	i, ok := rs.find(key)
+	out := make(registers, 0, len(rs)+1)
+	out = append(out, rs[:i]...)
+	out = append(out, keyed{Key: key, register: r})
+	if ok {
+		i++
+	}
+	return append(out, rs[i:]...)
+}
+
+// step applies one operation to a partition's state.
+func step(state, input, output any) (bool, any) {
+	rs, in, out := state.(registers), input.(Input), output.(Output)
+	if in.Kind == DeleteRange {
+		return deleteRangeStep(rs, in, out)
+	}
+	ok, next := casStep(rs.get(in.Key), in, out)
+	if r := next.(register); ok && r != rs.get(in.Key) {
+		return true, rs.with(in.Key, r)
+	}
+	return ok, rs
+}
+
+// deleteRangeStep deletes the live registers under the prefix in.Key at
+// once: ok when it answered their count; an unknown one applies (as an
+// unknown write: linearized at the end of the history, applying it is
+// invisible).
+func deleteRangeStep(rs registers, in Input, out Output) (bool, any) {
+	next := make(registers, len(rs))
+	n := 0
+	for i, k := range rs {
+		next[i] = k
+		if k.Live && strings.HasPrefix(k.Key, in.Key) {
+			next[i].register = register{Version: k.Version + 1}
+			n++
+		}
+	}
+	switch out.Outcome {
+	case OK:
+		return out.Count == n, next
+	case Unknown:
+		return true, next
+	}
+	return false, rs
+}
+
+// casStep applies a read, write or touch to one register.
+func casStep(s register, in Input, out Output) (bool, any) {
 	switch in.Kind {
 	case Read:
 		switch out.Outcome {
 		case OK:
-			return s.Version > 0 && s.Version == out.Version && s.Value == out.Value, s
+			return s.Live && s.Version == out.Version && s.Value == out.Value, s
 		case NotFound:
-			return s.Version == 0, s
+			return !s.Live, s
 		case Unknown:
 			return true, s
 		}
 	case Write:
+		// Expected 0 asks for a key not live; N for live version N.
+		applies := s.Live && s.Version == in.Expected || !s.Live && in.Expected == 0
 		switch out.Outcome {
 		case OK:
-			if s.Version == in.Expected && out.Version == s.Version+1 && out.Value == in.Value {
-				return true, register{Version: out.Version, Value: in.Value}
+			if applies && out.Version == s.Version+1 && out.Value == in.Value {
+				return true, register{Version: out.Version, Live: true, Value: in.Value}
 			}
 		case Conflict:
-			return s.Version != in.Expected && s.Version == out.Version && s.Value == out.Value, s
+			v, value := s.visible()
+			return !applies && v == out.Version && value == out.Value, s
 		case Unknown:
-			if s.Version == in.Expected {
-				return true, register{Version: s.Version + 1, Value: in.Value}
+			if applies {
+				return true, register{Version: s.Version + 1, Live: true, Value: in.Value}
 			}
 			return true, s
 		}
@@ -136,48 +238,38 @@ func casStep(state, input, output any) (bool, any) {
 // applies only to a key that exists (a touch never creates one; it names
 // a version read, never 0).
 func touchStep(s register, in Input, out Output) (bool, any) {
-	applies := s.Version > 0 && s.Version == in.Expected
+	applies := s.Live && s.Version == in.Expected
 	switch out.Outcome {
 	case OK:
 		if applies && out.Version == s.Version+1 && out.Value == s.Value {
-			return true, register{Version: out.Version, Value: s.Value}
+			return true, register{Version: out.Version, Live: true, Value: s.Value}
 		}
 	case Conflict:
-		return !applies && s.Version == out.Version && s.Value == out.Value, s
+		v, value := s.visible()
+		return !applies && v == out.Version && value == out.Value, s
 	case Unknown:
 		if applies {
-			return true, register{Version: s.Version + 1, Value: s.Value}
+			return true, register{Version: s.Version + 1, Live: true, Value: s.Value}
 		}
 		return true, s
 	}
 	return false, s
 }
 
-// Model is the per-key CAS register, partitioned by key.
+// Model is the per-key CAS register, partitioned by key, the keys under
+// a range delete's prefix in one partition with it (partition).
 var Model = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		for _, op := range h {
-			k := op.Input.(Input).Key
-			byKey[k] = append(byKey[k], op)
-		}
-		keys := make([]string, 0, len(byKey))
-		for k := range byKey {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
+	Partition: partition,
+	Init:      func() any { return registers(nil) },
+	Step:      step,
+	Equal: func(a, b any) bool {
+		return slices.Equal(a.(registers), b.(registers))
 	},
-	Init: func() any { return register{} },
-	Step: casStep,
 	Hash: func(state any) uint64 {
-		s := state.(register)
 		h := fnv.New64a()
-		fmt.Fprintf(h, "%d/%s", s.Version, s.Value)
+		for _, k := range state.(registers) {
+			fmt.Fprintf(h, "%s/%d/%t/%s\x00", k.Key, k.Version, k.Live, k.Value)
+		}
 		return h.Sum64()
 	},
 	DescribeOperation: func(input, output any) string {
@@ -186,6 +278,12 @@ var Model = porcupine.Model{
 		switch in.Kind {
 		case Read:
 			call = "read()"
+		case DeleteRange:
+			call = fmt.Sprintf("deleteRange(%s)", in.Key)
+			if out.Outcome == OK {
+				return fmt.Sprintf("%s → ok, %d deleted", call, out.Count)
+			}
+			return call + " → " + out.Outcome.String()
 		case Touch:
 			call = fmt.Sprintf("touch(v%d)", in.Expected)
 		default:
@@ -204,11 +302,21 @@ var Model = porcupine.Model{
 		}
 	},
 	DescribeState: func(state any) string {
-		s := state.(register)
-		if s.Version == 0 {
+		var b strings.Builder
+		for i, k := range state.(registers) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if !k.Live {
+				fmt.Fprintf(&b, "%s: absent at v%d", k.Key, k.Version)
+				continue
+			}
+			fmt.Fprintf(&b, "%s: v%d %q", k.Key, k.Version, k.Value)
+		}
+		if b.Len() == 0 {
 			return "absent"
 		}
-		return fmt.Sprintf("v%d %q", s.Version, s.Value)
+		return b.String()
 	},
 	DescribeOperationMetadata: func(info any) string {
 		if info == nil {
@@ -216,6 +324,71 @@ var Model = porcupine.Model{
 		}
 		return fmt.Sprint(info)
 	},
+}
+
+// partition splits a history by key, but keeps in one part every key
+// under a range delete's prefix with that range delete (and with the
+// keys of any other range delete whose keys it shares), parts in the
+// order of their first key.
+func partition(h []porcupine.Operation) [][]porcupine.Operation {
+	var keys []string
+	seen := map[string]bool{}
+	for _, op := range h {
+		if in := op.Input.(Input); in.Kind != DeleteRange && !seen[in.Key] {
+			seen[in.Key] = true
+			keys = append(keys, in.Key)
+		}
+	}
+	sort.Strings(keys)
+	// parent is a union-find over nodes: a key, or a range delete's
+	// prefix ("\x00" before it: never a key).
+	parent := map[string]string{}
+	var root func(n string) string
+	root = func(n string) string {
+		p, ok := parent[n]
+		if !ok || p == n {
+			return n
+		}
+		r := root(p)
+		parent[n] = r
+		return r
+	}
+	node := func(in Input) string {
+		if in.Kind == DeleteRange {
+			return "\x00" + in.Key
+		}
+		return in.Key
+	}
+	for _, op := range h {
+		in := op.Input.(Input)
+		if in.Kind != DeleteRange {
+			continue
+		}
+		from := sort.SearchStrings(keys, in.Key)
+		for _, k := range keys[from:] {
+			if !strings.HasPrefix(k, in.Key) {
+				break
+			}
+			if a, b := root(node(in)), root(k); a != b {
+				parent[a] = b
+			}
+		}
+	}
+	byRoot := map[string][]porcupine.Operation{}
+	var roots []string
+	for _, op := range h {
+		r := root(node(op.Input.(Input)))
+		if _, ok := byRoot[r]; !ok {
+			roots = append(roots, r)
+		}
+		byRoot[r] = append(byRoot[r], op)
+	}
+	sort.Strings(roots)
+	out := make([][]porcupine.Operation, 0, len(roots))
+	for _, r := range roots {
+		out = append(out, byRoot[r])
+	}
+	return out
 }
 
 // Op is one operation a client performed, with its invocation and
@@ -310,8 +483,8 @@ func Operations(h []Op) []porcupine.Operation {
 type Result struct {
 	Result  porcupine.CheckResult
 	Ops     int // operations given to the checker
-	Unknown int // of which unknown writes
-	Keys    int
+	Unknown int // of which unknown writes (and range deletes)
+	Keys    int // keys read or written
 	Elapsed time.Duration
 	info    porcupine.LinearizationInfo
 }
@@ -323,7 +496,9 @@ func Check(h []Op, timeout time.Duration) Result {
 	l := Result{Ops: len(ops)}
 	keys := map[string]bool{}
 	for _, o := range ops {
-		keys[o.Input.(Input).Key] = true
+		if in := o.Input.(Input); in.Kind != DeleteRange {
+			keys[in.Key] = true
+		}
 		if o.Output.(Output).Outcome == Unknown {
 			l.Unknown++
 		}

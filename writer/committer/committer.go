@@ -116,6 +116,10 @@ type Config struct {
 	// ProducerLimit is the producer's batch limit of a topic
 	// (kgo.ProducerBatchMaxBytesFn), asked at each session's start.
 	ProducerLimit func(topic string) int32
+	// Compression is the codec of the produce batches; the zero codec is
+	// none (kafkaconf.DefaultCompression), never franz-go's default
+	// (snappy), which consumers such as kafkajs cannot read.
+	Compression kgo.CompressionCodec
 	// Member is the writer group membership the fence presents now; ok
 	// is false while the writer is not a member (ErrNotInGroup).
 	Member func() (m Membership, ok bool)
@@ -416,6 +420,7 @@ func (c *Committer) renew(ctx context.Context) bool {
 			kgo.TransactionTimeout(cfg.TransactionTimeout),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.ProducerBatchMaxBytesFn(cfg.ProducerLimit),
+			kgo.ProducerBatchCompression(cfg.Compression),
 			kgo.WithLogger(changelog.Logger(c.log)),
 		)
 		if err == nil {
