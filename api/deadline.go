@@ -28,7 +28,8 @@ func (s *Server) withDeadline(ec echo.Context) context.CancelFunc {
 		return func() {}
 	}
 	r := ec.Request()
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	// A blocking wait (waits.go) is on top of the request's own time.
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout+requestedWait(ec))
 	ec.SetRequest(r.WithContext(ctx))
 	return cancel
 }

@@ -26,6 +26,10 @@ type fakeWriter struct {
 	states map[string]keystate.State
 	reqs   []written
 	denied []deniedWrite
+	// waiting, when set, holds every DoWait until it is closed or the
+	// request's context ends, then answers it without recording it (the
+	// waits answer together); entered, when set, is told each wait.
+	waiting, entered chan struct{}
 }
 
 // written is a command the writer was asked to decide, its family's
@@ -52,6 +56,8 @@ type written struct {
 	ItemTTL, Delivery    int64
 	Item, ReceiptNonce   string
 	Txn                  []writtenStep
+	// Wait is a DoWait's wait.
+	Wait time.Duration
 }
 
 // writtenStep is a transaction's step as written records it.
@@ -94,6 +100,23 @@ type deniedWrite struct {
 
 func (f *fakeWriter) AuditDenied(k contract.Key, op contract.Op, principal, requestID string) {
 	f.denied = append(f.denied, deniedWrite{k.String(), op, principal, requestID})
+}
+
+func (f *fakeWriter) DoWait(ctx context.Context, c decide.Command, wait time.Duration) (writer.Result, error) {
+	if f.entered != nil {
+		f.entered <- struct{}{}
+	}
+	if f.waiting != nil {
+		select {
+		case <-f.waiting:
+			return writer.Result{Entry: contract.Entry{Key: c.Head().Key.String(), Version: 7}}, nil
+		case <-ctx.Done():
+			return writer.Result{}, ctx.Err()
+		}
+	}
+	res, err := f.Do(ctx, c)
+	f.reqs[len(f.reqs)-1].Wait = wait
+	return res, err
 }
 
 func (f *fakeWriter) Do(_ context.Context, c decide.Command) (writer.Result, error) {

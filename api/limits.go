@@ -16,7 +16,7 @@ import (
 
 // The writer's shared slots and each principal's share of them
 // (internal/admission): listings in progress and request body bytes in
-// memory. A request is charged to its principal, or, before
+// memory, requests waiting (waits.go). A request is charged to its principal, or, before
 // authentication, to its remote address (never a header a client
 // writes). Beyond its share, or the global bound, it is answered 429
 // too_many_requests with Retry-After and the setting in Field; a body
@@ -48,6 +48,8 @@ const (
 func (cfg *Config) limitDefaults() error {
 	cfg.MaxConcurrentLists = cmp.Or(cfg.MaxConcurrentLists, DefaultMaxConcurrentLists)
 	cfg.MaxListsPerPrincipal = cmp.Or(cfg.MaxListsPerPrincipal, DefaultMaxListsPerPrincipal)
+	cfg.MaxWaiters = cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)
+	cfg.MaxWaitersPerPrincipal = cmp.Or(cfg.MaxWaitersPerPrincipal, DefaultMaxWaitersPerPrincipal)
 	need := int64(LargestBody(cfg.MaxValueBytes)) + 1
 	if cfg.MaxBodyBytesPerPrincipal == 0 {
 		cfg.MaxBodyBytesPerPrincipal = max(DefaultMaxBodyBytesPerPrincipal, need)
@@ -65,7 +67,7 @@ func (cfg *Config) limitDefaults() error {
 
 // limits are the server's gates.
 type limits struct {
-	lists, bodies *admission.Gate
+	lists, bodies, waiters *admission.Gate
 }
 
 func newLimits(cfg *Config, refusals *prometheus.CounterVec) limits {
@@ -74,6 +76,8 @@ func newLimits(cfg *Config, refusals *prometheus.CounterVec) limits {
 			TotalSetting: SettingMaxLists, EachSetting: SettingMaxListsPerPrincipal}, refusals),
 		bodies: admission.New(admission.Limit{Total: cfg.MaxBodyBytes, Each: cfg.MaxBodyBytesPerPrincipal,
 			TotalSetting: SettingMaxBodyBytes, EachSetting: SettingMaxBodyBytesPerPrincipal}, refusals),
+		waiters: admission.New(admission.Limit{Total: int64(cfg.MaxWaiters), Each: int64(cfg.MaxWaitersPerPrincipal),
+			TotalSetting: SettingMaxWaiters, EachSetting: SettingMaxWaitersPerPrincipal}, refusals),
 	}
 }
 
@@ -143,7 +147,7 @@ func refusal(err error, what string) error {
 		return contract.FieldErrorf(contract.ETooLarge, r.Setting, "the request needs more than %s allows", r.Setting)
 	}
 	whose := "this caller's" // its principal's, or its remote address's before authentication
-	if r.Setting == SettingMaxLists || r.Setting == SettingMaxBodyBytes {
+	if r.Setting == SettingMaxLists || r.Setting == SettingMaxBodyBytes || r.Setting == SettingMaxWaiters {
 		whose = "this writer's"
 	}
 	return &contract.Error{Code: contract.ETooManyRequests, Field: r.Setting, RetryAfterSeconds: 1,

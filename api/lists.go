@@ -12,6 +12,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/writer"
 )
 
 // Lists (docs/collections.md, events/list.go): values are JSON, pushed in
@@ -38,7 +39,8 @@ func (s *Server) push(c echo.Context, op contract.Op, p *Principal, k contract.K
 		ExpectedVersion: b.ExpectedVersion, TTLSeconds: ttl})
 }
 
-// pop serves POST /v1/kv/{key}:lpop and :rpop; the body is optional.
+// pop serves POST /v1/kv/{key}:lpop and :rpop, with ?wait= (waits.go);
+// the body is optional.
 func (s *Server) pop(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
 	var b contract.PopBody
 	if err := s.decodeOptional(c, &b); err != nil {
@@ -47,8 +49,13 @@ func (s *Server) pop(c echo.Context, op contract.Op, p *Principal, k contract.Ke
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	return s.listWrite(c, &decide.List{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name},
-		ExpectedVersion: b.ExpectedVersion})
+	req := &decide.List{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name},
+		ExpectedVersion: b.ExpectedVersion}
+	res, err := s.writeWait(c, req)
+	if err != nil {
+		return err
+	}
+	return s.listAnswer(c, req, res)
 }
 
 // trim serves POST /v1/kv/{key}:ltrim.
@@ -71,6 +78,11 @@ func (s *Server) listWrite(c echo.Context, req *decide.List) error {
 	if err != nil {
 		return err
 	}
+	return s.listAnswer(c, req, res)
+}
+
+// listAnswer answers res, what the writer decided of req.
+func (s *Server) listAnswer(c echo.Context, req *decide.List, res writer.Result) error {
 	if res.Entry.Key == "" {
 		res.Entry.Key = req.Key.String()
 	}

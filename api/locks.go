@@ -28,7 +28,7 @@ func (s *Server) lock(c echo.Context, op contract.Op, p *Principal, k contract.K
 	if !release && b.Session == "" {
 		req.TTLSeconds = b.Lease()
 	}
-	res, err := s.write(c, req)
+	res, err := s.writeWait(c, req) // acquire's wait (waits.go)
 	if err != nil {
 		return err
 	}

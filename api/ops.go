@@ -30,7 +30,8 @@ type handler struct {
 	write func(s *Server, c echo.Context, op contract.Op, p *Principal, k contract.Key) error
 	// query serves a read that needs more than the key's entry (a set's
 	// member, a page of its members), in place of read; params are the
-	// query parameters it takes, checked before anything else.
+	// query parameters it takes, checked before anything else (a
+	// write's: wait, of the ops that wait, waits.go).
 	query  func(s *Server, c echo.Context, op contract.Op, k contract.Key) error
 	params []string
 }
@@ -43,7 +44,7 @@ var handlers = map[contract.Op]handler{
 	contract.OpSessionCreate:    {write: (*Server).session},
 	contract.OpSessionKeepAlive: {write: (*Server).session},
 	contract.OpSessionRevoke:    {write: (*Server).session},
-	contract.OpLockAcquire:      {write: (*Server).lock},
+	contract.OpLockAcquire:      {write: (*Server).lock, params: []string{"wait"}},
 	contract.OpLockExtend:       {write: (*Server).lock},
 	contract.OpLockRelease:      {write: (*Server).lock},
 	contract.OpLeaderElect:      {write: (*Server).lock},
@@ -59,14 +60,14 @@ var handlers = map[contract.Op]handler{
 	contract.OpSCard:            {read: answer(decide.ReadCard)},
 	contract.OpLPush:            {write: (*Server).push},
 	contract.OpRPush:            {write: (*Server).push},
-	contract.OpLPop:             {write: (*Server).pop},
-	contract.OpRPop:             {write: (*Server).pop},
+	contract.OpLPop:             {write: (*Server).pop, params: []string{"wait"}},
+	contract.OpRPop:             {write: (*Server).pop, params: []string{"wait"}},
 	contract.OpLTrim:            {write: (*Server).trim},
 	contract.OpLRange:           {query: (*Server).lrange, params: []string{"start", "stop"}},
 	contract.OpLLen:             {read: answer(decide.ReadLen)},
 	contract.OpHistory:          {query: (*Server).history, params: []string{"fromVersion", "limit", "cursor"}},
 	contract.OpQPush:            {write: (*Server).qpush},
-	contract.OpQPop:             {write: (*Server).qpop},
+	contract.OpQPop:             {write: (*Server).qpop, params: []string{"wait"}},
 	contract.OpQAck:             {write: (*Server).qack},
 	contract.OpQPeek:            {query: (*Server).qpeek, params: []string{"count"}},
 	contract.OpQSize:            {read: answer(decide.ReadQueueSize)},

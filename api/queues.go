@@ -68,8 +68,8 @@ func needsRead(c echo.Context, p *Principal, k contract.Key, op contract.Op) err
 	return contract.FieldErrorf(contract.EForbidden, "key", "principal %s may not read %s: %s answers the item, so it needs the read right as well as the write right", p.Name, k, op)
 }
 
-// qpop serves POST /v1/kv/{key}:qpop; the body is optional. An empty or
-// missing queue is 404 queue_empty.
+// qpop serves POST /v1/kv/{key}:qpop?wait=; the body is optional. An
+// empty or missing queue is 404 queue_empty (after the wait, waits.go).
 func (s *Server) qpop(c echo.Context, op contract.Op, p *Principal, k contract.Key) error {
 	if err := needsRead(c, p, k, op); err != nil {
 		return err
@@ -83,7 +83,7 @@ func (s *Server) qpop(c echo.Context, op contract.Op, p *Principal, k contract.K
 	}
 	req := &decide.Queue{Header: decide.Header{Key: k, Op: op, RequestID: b.RequestID, Principal: p.Name},
 		Visibility: b.VisibilityTimeoutSeconds, ExpectedVersion: b.ExpectedVersion}
-	res, err := s.write(c, req)
+	res, err := s.writeWait(c, req)
 	if err != nil {
 		return err
 	}

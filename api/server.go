@@ -32,6 +32,9 @@ import (
 // Writer decides writes and reads the current state of keys.
 type Writer interface {
 	Do(ctx context.Context, c decide.Command) (writer.Result, error)
+	// DoWait is Do of a pop or an acquire that may wait up to wait for
+	// an item or the lock (writer.Writer.DoWait).
+	DoWait(ctx context.Context, c decide.Command, wait time.Duration) (writer.Result, error)
 	State(ctx context.Context, key contract.Key) (keystate.State, error)
 	// States is State of several keys of one partition this writer owns,
 	// confirmed once for all of them (a batch get's keys of one
@@ -170,6 +173,12 @@ type Config struct {
 	// DefaultMaxListsPerPrincipal when 0.
 	MaxConcurrentLists   int
 	MaxListsPerPrincipal int
+	// MaxWaiters bounds the requests waiting (wait=) at once, and
+	// MaxWaitersPerPrincipal each principal's share of them (waits.go);
+	// beyond either a waiting request is answered 429 at once.
+	// DefaultMaxWaiters and DefaultMaxWaitersPerPrincipal when 0.
+	MaxWaiters             int
+	MaxWaitersPerPrincipal int
 	// MaxBodyBytes bounds the bytes of request bodies in memory at once,
 	// from the first byte read (or, with a declared length, before it)
 	// until the request is answered; MaxBodyBytesPerPrincipal each

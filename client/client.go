@@ -130,6 +130,9 @@ type call struct {
 	body   []byte
 	key    string // the key addressed, for Error.Current
 	retry  bool   // safe to repeat
+	// wait is a blocking wait (contract.Waits): each attempt asks what
+	// is left of it (do).
+	wait time.Duration
 }
 
 func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error) {

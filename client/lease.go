@@ -185,6 +185,19 @@ func (c *Client) keep(ctx context.Context, r LockRequest, calls leaseCalls, opts
 		return nil, contract.Errorf(contract.EInternal, "%s of %s answered without a lease", r.Key, r.Holder)
 	}
 	r.RequestID = ""
+	if r.Wait > 0 {
+		// The grant came after a wait on the server: when the acquire
+		// was sent is no bound of its lease's start any more. When an
+		// extend is sent is.
+		sent = time.Now()
+		renewed, err := calls.renew(c, ctx, r)
+		if err != nil {
+			_, _ = calls.release(c, context.WithoutCancel(ctx), LockRequest{Key: r.Key, Holder: r.Holder, RequestID: newLeaseID()})
+			return nil, err
+		}
+		renewed.Reentered = false
+		l = renewed
+	}
 	every := r.TTL / 3
 	cfg.margin = min(cfg.margin, every)
 	if cfg.margin <= 0 {

@@ -74,9 +74,30 @@ func (c *Client) RPop(ctx context.Context, key string) (ListChange, error) {
 	return c.pop(ctx, contract.OpRPop, key)
 }
 
+// LPopWait is LPop that the server holds up to wait (at most
+// contract.MaxWait) while the list is empty, until a value arrives
+// (waiters served in arrival order); across a writer's failover the
+// client retries with what is left of it. When it ends first,
+// contract.ENotFound.
+func (c *Client) LPopWait(ctx context.Context, key string, wait time.Duration) (ListChange, error) {
+	return c.popWait(ctx, contract.OpLPop, key, wait)
+}
+
+// RPopWait is RPop that waits as LPopWait.
+func (c *Client) RPopWait(ctx context.Context, key string, wait time.Duration) (ListChange, error) {
+	return c.popWait(ctx, contract.OpRPop, key, wait)
+}
+
 func (c *Client) pop(ctx context.Context, op contract.Op, key string) (ListChange, error) {
+	return c.popWait(ctx, op, key, 0)
+}
+
+func (c *Client) popWait(ctx context.Context, op contract.Op, key string, wait time.Duration) (ListChange, error) {
+	if wait > contract.MaxWait {
+		return ListChange{}, contract.FieldErrorf(contract.EInvalid, contract.WaitParam, "wait %v is over %v", wait, contract.MaxWait)
+	}
 	b := contract.PopBody{RequestID: orNewID("")}
-	a, _, err := Call[ListChange](ctx, c, op, key, &b)
+	a, _, err := callWait[ListChange](ctx, c, op, key, &b, wait)
 	return a, err
 }
 

@@ -19,6 +19,12 @@ import (
 //
 //	lock, _, err := client.Call[contract.LockAnswer](ctx, c, contract.OpLockCheck, key, nil)
 func Call[Ans any](ctx context.Context, c *Client, op contract.Op, key string, body any) (ans Ans, replayed bool, err error) {
+	return callWait[Ans](ctx, c, op, key, body, 0)
+}
+
+// callWait is Call of an op that may wait (contract.Waits) up to wait on
+// the server (blocking waits: waits.go).
+func callWait[Ans any](ctx context.Context, c *Client, op contract.Op, key string, body any, wait time.Duration) (ans Ans, replayed bool, err error) {
 	if op.Verb() == "" {
 		return ans, false, contract.Errorf(contract.EInvalid, "op %s is not a custom method of the API", op)
 	}
@@ -27,6 +33,9 @@ func Call[Ans any](ctx context.Context, c *Client, op contract.Op, key string, b
 		return ans, false, err
 	}
 	cl := call{method: http.MethodGet, path: p + ":" + op.Verb(), key: key, retry: true}
+	if wait > 0 && contract.Waits(op) {
+		cl.wait = wait
+	}
 	if !op.Reads() {
 		cl.method = http.MethodPost
 		if cl.body, err = marshal(body); err != nil {
@@ -162,6 +171,13 @@ type LockRequest struct {
 	RequestID string
 	// SpecRef references the spec or decision record the call follows.
 	SpecRef string
+	// Wait, on AcquireLock, has the server hold the request up to this
+	// long (at most contract.MaxWait) until the lock is granted: waiters
+	// are granted in arrival order. Across a writer's failover the
+	// client retries with what is left of it (the acquire then carries a
+	// requestId, given when RequestID is empty). When it ends first,
+	// contract.ELockHeld.
+	Wait time.Duration
 	// Session attaches the lock or leadership AcquireLock or Elect takes
 	// to the session at that key (Session.Key, in the same project): it
 	// has no lease of its own (TTL must be 0) and is released when the
@@ -230,7 +246,14 @@ func (c *Client) lockCall(ctx context.Context, r LockRequest, op contract.Op) (L
 	if err != nil {
 		return Lock{}, err
 	}
-	l, replayed, err := Call[Lock](ctx, c, op, r.Key, &b)
+	var wait time.Duration
+	if op == contract.OpLockAcquire && r.Wait > 0 {
+		if r.Wait > contract.MaxWait {
+			return Lock{}, contract.FieldErrorf(contract.EInvalid, contract.WaitParam, "wait %v is over %v", r.Wait, contract.MaxWait)
+		}
+		wait, b.RequestID = r.Wait, orNewID(b.RequestID)
+	}
+	l, replayed, err := callWait[Lock](ctx, c, op, r.Key, &b, wait)
 	l.Replayed = replayed
 	return l, err
 }

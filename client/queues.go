@@ -96,6 +96,11 @@ type QPopRequest struct {
 	// RequestID makes the pop idempotent; when empty the client gives
 	// it one, so a retry after a lost answer never pops twice.
 	RequestID string
+	// Wait has the server hold the pop of an empty queue up to this long
+	// (at most contract.MaxWait) until an item arrives (waiters served in
+	// arrival order); across a writer's failover the client retries with
+	// what is left of it. When it ends first, ErrQueueEmpty.
+	Wait time.Duration
 }
 
 // QPop removes (or, with r.Visibility, hides) and returns the next item
@@ -112,7 +117,10 @@ func (c *Client) QPop(ctx context.Context, r QPopRequest) (QueuePop, error) {
 	if err := b.Validate(); err != nil {
 		return QueuePop{}, err
 	}
-	a, _, err := Call[QueuePop](ctx, c, contract.OpQPop, r.Key, &b)
+	if r.Wait > contract.MaxWait {
+		return QueuePop{}, contract.FieldErrorf(contract.EInvalid, contract.WaitParam, "wait %v is over %v", r.Wait, contract.MaxWait)
+	}
+	a, _, err := callWait[QueuePop](ctx, c, contract.OpQPop, r.Key, &b, r.Wait)
 	return a, err
 }
 

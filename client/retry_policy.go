@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/eskv/eskv/contract"
@@ -315,18 +316,42 @@ func (p RetryPolicy) retrying(ctx context.Context, b *backoff, retriable func(er
 func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) {
 	var h http.Header
 	transient := func(err error) bool { return cl.retry && Classify(err) == ClassTransient }
-	err := c.policy.retrying(ctx, c.policy.transient(), transient, func(ctx context.Context, _ int) error {
+	// A blocking wait ends at until, across retries: each attempt (at
+	// another writer after a failover) asks what is left of it, and its
+	// timeout grows by as much.
+	until := time.Now().Add(cl.wait)
+	schedule := c.policy.transient()
+	if cl.wait > 0 {
+		// Retried for as long as the wait lasts (a failover takes
+		// longer than Attempts tries), and waitGrace after it.
+		schedule = c.policy.waits()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, until.Add(waitGrace))
+		defer cancel()
+	}
+	err := c.policy.retrying(ctx, schedule, transient, func(ctx context.Context, _ int) error {
+		attempt := cl
+		var left time.Duration
+		if cl.wait > 0 {
+			left = max(time.Until(until), 0)
+			attempt.query = url.Values{contract.WaitParam: {contract.FormatWait(left)}}
+		}
 		if c.policy.AttemptTimeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, c.policy.AttemptTimeout)
+			ctx, cancel = context.WithTimeout(ctx, c.policy.AttemptTimeout+left)
 			defer cancel()
 		}
 		var err error
-		h, err = c.once(ctx, cl, out)
+		h, err = c.once(ctx, attempt, out)
 		return err
 	})
 	return h, err
 }
+
+// waitGrace is how long after its wait's end a blocking wait is still
+// retried and its last attempt answered (the server's default request
+// deadline).
+const waitGrace = 5 * time.Second
 
 // retryAfter is the server's requested wait carried by err, if any.
 func retryAfter(err error) time.Duration {

@@ -19,7 +19,7 @@ type fixture struct {
 	Key                                     contract.Key
 	Op                                      contract.Op
 	RequestID, Principal                    string
-	Blind, Denied                           bool
+	Blind, Denied, Queued                   bool
 	Value                                   json.RawMessage
 	ExpectedVersion                         *int64
 	TTLSeconds                              int64
@@ -81,7 +81,7 @@ func commandOf(r *fixture) Command {
 	case isListWrite(r.Op):
 		return &List{Header: h, ExpectedVersion: r.ExpectedVersion, Value: r.Value, TTLSeconds: r.TTLSeconds, Start: r.Start, Stop: r.Stop}
 	case r.Op.LockAction() != "":
-		return &Lock{Header: h, Holder: r.Holder, TTLSeconds: r.TTLSeconds, Semantics: r.Semantics, SpecRef: r.SpecRef}
+		return &Lock{Header: h, Holder: r.Holder, TTLSeconds: r.TTLSeconds, Semantics: r.Semantics, SpecRef: r.SpecRef, Queued: r.Queued}
 	}
 	return kvOf(h, r)
 }

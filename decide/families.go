@@ -90,6 +90,13 @@ type (
 		// purpose to theirs.
 		Semantics contract.Semantics
 		SpecRef   string
+		// Queued: acquires wait for this lock ahead of this one (the
+		// owning writer's queue of blocking acquires, writer/waits.go).
+		// A queued acquire of a free lock is lock_held, so that no
+		// acquire takes the lock ahead of those waiting for it; the
+		// holder re-entering is not refused. Not part of the digest:
+		// it is where the request stands, not what it asks.
+		Queued bool
 	}
 
 	// Queue is a qpush, qpop, qack, qrequeue or qexpire.

@@ -192,6 +192,9 @@ func lockWrite(w write, c *Lock, ev *contract.Event) Decision {
 	if action == contract.LockRelease {
 		return removal(ev, visible, ev.Op)
 	}
+	if visible == nil && c.Queued && action == contract.LockAcquire {
+		return Decision{Err: contract.FieldErrorf(heldCode, "holder", "%s %s is being handed to the acquires waiting for it (wait=), in arrival order: %s is behind them", what, ev.Key, c.Holder)}
+	}
 	if visible == nil {
 		held = LockValue{Holder: c.Holder, Token: ev.Version, AcquiredAt: now, Session: c.Session}
 	}

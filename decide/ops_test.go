@@ -198,11 +198,21 @@ func TestDecideLock(t *testing.T) {
 	leaderA := state(k, 7, valA, "leader", &exp)
 	leaderByQ := state(k, 7, `{"holder":"a","token":5,"acquiredAt":"2026-11-22T11:59:00Z","principal":"q"}`, "leader", &exp)
 	acq := func(h string) fixture { return fixture{Op: contract.OpLockAcquire, Holder: h, TTLSeconds: 30} }
+	queued := func(h string) fixture { f := acq(h); f.Queued = true; return f }
 	ds := runOps(t, now, []opsCase{
 		{"OKAcquireFree", keystate.State{}, acq("a"), "", contract.OpLockAcquire, `{"holder":"a","token":1,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, contract.KindPut},
 		{"OKAcquireAfterRelease", released, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":9,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
 		{"OKAcquireExpired", expiredA, acq("b"), "", contract.OpLockAcquire, `{"holder":"b","token":8,"acquiredAt":"2026-11-22T12:00:00Z","principal":"p"}`, ""},
 		{"OKReenter", heldA, acq("a"), "", contract.OpLockAcquire, valA, ""},
+		// Acquires queued behind blocking waiters (writer/waits.go): a
+		// free lock is not taken ahead of them; the holder still re-enters.
+		{"ErrQueuedAcquireFree", keystate.State{}, queued("b"), contract.ELockHeld, "", "", ""},
+		{"ErrQueuedAcquireReleased", released, queued("b"), contract.ELockHeld, "", "", ""},
+		{"ErrQueuedAcquireExpired", expiredA, queued("b"), contract.ELockHeld, "", "", ""},
+		{"ErrQueuedAcquireHeld", heldA, queued("b"), contract.ELockHeld, "", "", ""},
+		{"OKQueuedReenter", heldA, queued("a"), "", contract.OpLockAcquire, valA, ""},
+		{"OKQueuedExtend", heldA, fixture{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 90, Queued: true}, "", contract.OpLockExtend, valA, ""},
+		{"OKQueuedRelease", heldA, fixture{Op: contract.OpLockRelease, Holder: "a", Queued: true}, "", contract.OpLockRelease, `null`, contract.KindDelete},
 		{"OKExtend", heldA, fixture{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 90}, "", contract.OpLockExtend, valA, ""},
 		{"ErrReenterOtherPrincipal", heldByQ, acq("a"), contract.ELockHeld, "", "", ""},
 		{"ErrExtendOtherPrincipal", heldByQ, fixture{Op: contract.OpLockExtend, Holder: "a", TTLSeconds: 30}, contract.ENotLockHolder, "", "", ""},

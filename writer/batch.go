@@ -37,6 +37,7 @@ func (p *partition) serve(ctx context.Context, epoch int64) (err error) {
 		for _, c := range carry {
 			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
 		}
+		p.endWaits()
 	}()
 	// expect is the size of the previous batch: an estimate of how many
 	// callers are waiting on this partition.
@@ -56,6 +57,12 @@ func (p *partition) serve(ctx context.Context, epoch int64) (err error) {
 				return errSuperseded
 			case c := <-p.calls:
 				batch = append(batch, c)
+			case <-p.wake:
+				// A lock's lease ran out: its head waiter is decided
+				// again (waits.go).
+				if batch = append(batch, p.woken(nil)...); len(batch) == 0 {
+					continue
+				}
 			}
 		}
 		// Group commit: take whatever queued while the previous
@@ -118,9 +125,11 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TransactionTimeout)
 	defer cancel()
 
+	p.markQueued(batch)
 	rd, err := p.read(tctx, batch)
 	if err != nil {
 		p.log.Error("read projection", "err", err)
+		p.unwait(batch)
 		for _, c := range batch {
 			c.done <- answer{err: errUnavailable(p.id, "unable to read the projection")}
 		}
@@ -140,9 +149,14 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 		p.owes = r.Err == nil
 		if r.Err != nil {
 			p.failedIn = r.Session
+			p.unwait(batch)
 			for i, c := range batch {
 				switch {
 				case ds[i].Err == errDeferred:
+				case c.wait != nil && waitable(c.cmd, ds[i].Err):
+					// Not parked: the round failed; retry with what is
+					// left of the wait.
+					c.done <- answer{err: errUnavailable(p.id, "could not commit a round")}
 				case len(ds[i].Appends()) > 0 || ds[i].Conflict != nil:
 					c.done <- answer{err: errOutcomeUnknown(p.id, c.head(), "could not commit it")}
 				default:
@@ -154,18 +168,21 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	}
 
 	p.committed(recs, evs)
+	p.settle(batch, ds)
 
 	p.w.metrics.batchSize.Observe(float64(len(batch) - len(deferred)))
 	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
 	for i, c := range batch {
 		d := ds[i]
-		if d.Err == errDeferred {
+		if d.Err == errDeferred || d.Err == errParked {
 			continue
 		}
 		p.w.logDecision(c.cmd, d)
 		c.done <- answer{res: d.Result, err: d.Err}
 	}
-	return deferred, nil
+	// The waiters the commit woke open the next batch, behind the
+	// deferred calls and ahead of every call queued meanwhile.
+	return append(deferred, p.woken(evs)...), nil
 }
 
 // toCommit is recs as the committer takes them: the writer group's offset

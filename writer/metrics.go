@@ -37,6 +37,8 @@ type metrics struct {
 	listWaitTimeouts  prometheus.Counter
 	forwardLoops      prometheus.Counter
 	loopingPartitions prometheus.Gauge
+	// waiters counts the calls parked in a blocking wait (waits.go).
+	waiters prometheus.Gauge
 	// confirms counts reads confirmed (partition.confirm), by how; the
 	// two children resolved once.
 	confirms                               *prometheus.CounterVec
@@ -98,6 +100,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		loopingPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "eskv_writer_forward_loop_partitions", Help: "Partitions whose forwarding loops back to this writer; while above 0 /readyz answers 503.",
 		}),
+		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eskv_writer_waiters", Help: "Pops and lock acquires waiting (wait=) in the queues of the keys they wait on, at this writer.",
+		}),
 		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eskv_writer_read_confirms_total", Help: "Reads confirmed linearizable, by how: lease (within the read lease of an accepted group fence, no wait), fence (the next shared transaction's group fence, no request of its own) or lso (a last-stable-offset request, shared by the reads that arrived meanwhile).",
 		}, []string{"by"}),
@@ -116,7 +121,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) register(reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds,
 		m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull,
-		m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms}
+		m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms, m.waiters}
 	cs = append(cs, m.rounds.Collectors()...)
 	for _, c := range append(cs, m.cache.Collectors()...) {
 		if err := reg.Register(c); err != nil {

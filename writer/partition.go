@@ -17,6 +17,8 @@ import (
 type call struct {
 	cmd  decide.Command
 	done chan answer // buffered: the partition never blocks on an answer
+	// wait is set on a call that may wait (DoWait, waits.go).
+	wait *waiter
 }
 
 // command is c's command.
@@ -107,6 +109,15 @@ type partition struct {
 	// Only the partition's own goroutine touches it.
 	owes bool
 
+	// The blocking waits of the ownership (waits.go): each key's
+	// waiting calls in arrival order, the keys whose lock expired
+	// (woken by timer; due), and wake, signalled then. wmu guards them;
+	// only the partition goroutine parks and wakes.
+	wmu   sync.Mutex
+	waits map[string]*keyWaiters
+	due   map[string]int
+	wake  chan struct{}
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -119,6 +130,9 @@ func newPartition(w *Writer, id int32) *partition {
 		calls:      make(chan *call, w.cfg.QueueDepth),
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
+		waits:      make(map[string]*keyWaiters),
+		due:        make(map[string]int),
+		wake:       make(chan struct{}, 1),
 		cache:      statecache.New(w.cfg.StateCacheBytes/int64(w.cfg.Topics.Partitions), w.metrics.cache),
 	}
 	return p

@@ -292,6 +292,9 @@ type Writer struct {
 	projected *coalesce.Coalescer[map[int32]int64]
 	// brokers says when the brokers last answered (package brokerprobe).
 	brokers brokerprobe.Probe
+	// waitsStopped: the writer is stopping; waits are not parked
+	// (StopWaits).
+	waitsStopped atomic.Bool
 }
 
 // New returns a Writer; Run starts it.

@@ -52,6 +52,8 @@ func TestVariables(t *testing.T) {
 		"max-lists-per-principal":          "ESKV_MAX_LISTS_PER_PRINCIPAL",
 		"max-overlay":                      "ESKV_MAX_OVERLAY",
 		"max-value-bytes":                  "ESKV_MAX_VALUE_BYTES",
+		"max-waiters":                      "ESKV_MAX_WAITERS",
+		"max-waiters-per-principal":        "ESKV_MAX_WAITERS_PER_PRINCIPAL",
 		"max-watches":                      "ESKV_MAX_WATCHES",
 		"max-watches-per-principal":        "ESKV_MAX_WATCHES_PER_PRINCIPAL",
 		"metrics-addr":                     "ESKV_METRICS_ADDR",

@@ -61,6 +61,8 @@ type config struct {
 	maxListBytes     int
 	maxLists         int
 	maxListsEach     int
+	maxWaiters       int
+	maxWaitersEach   int
 	maxBodyBytes     int64
 	maxBodyEach      int64
 	metricsAddr      string
@@ -205,6 +207,8 @@ func (c *config) bindDiagnostics(f *service.Flags) {
 func (c *config) bindLimits(f *service.Flags) {
 	f.IntVar(&c.maxLists, "max-concurrent-lists", api.DefaultMaxConcurrentLists, "pages of the projection answered at once (listings, scans, histories, smembers, lrange, qpeek, the status page's), from the query to the answer's last byte; beyond it they answer 429 too_many_requests with Retry-After")
 	f.IntVar(&c.maxListsEach, "max-lists-per-principal", api.DefaultMaxListsPerPrincipal, "each principal's share of max-concurrent-lists; beyond it its reads of pages answer 429 too_many_requests with Retry-After")
+	f.IntVar(&c.maxWaiters, "max-waiters", api.DefaultMaxWaiters, "requests waiting at once (qpop, lpop, rpop and lock acquire with wait=); beyond it they answer 429 too_many_requests with Retry-After")
+	f.IntVar(&c.maxWaitersEach, "max-waiters-per-principal", api.DefaultMaxWaitersPerPrincipal, "each principal's share of max-waiters; beyond it its waiting requests answer 429 too_many_requests with Retry-After")
 	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", 0, "bytes of request bodies in memory at once, from the first byte read (before it, with a declared length) until the answer; beyond it requests answer 429 too_many_requests before their body is read; 0: 64 MiB, or 4 shares when max-body-bytes-per-principal is larger than 16 MiB")
 	f.Int64Var(&c.maxBodyEach, "max-body-bytes-per-principal", 0, "each principal's (or, before authentication, remote address's) share of max-body-bytes, more than the largest request body (4 MiB with the default max-value-bytes, else 2 × max-value-bytes + 16 KiB); 0: 16 MiB, or the largest body + 1 when larger")
 }
@@ -214,7 +218,7 @@ func (c *config) bindLimits(f *service.Flags) {
 func (c *config) checkLimits(f *service.Flags) error {
 	largest := int64(api.LargestBody(c.maxValueBytes))
 	return errors.Join(
-		f.Positive("max-concurrent-lists", "max-lists-per-principal"),
+		f.Positive("max-concurrent-lists", "max-lists-per-principal", "max-waiters", "max-waiters-per-principal"),
 		f.Check(c.maxBodyEach == 0 || c.maxBodyEach > largest, "max-body-bytes-per-principal",
 			fmt.Sprintf("must be 0 (the default) or more than the largest request body (%d bytes)", largest)),
 		f.Check(c.maxBodyBytes == 0 || c.maxBodyBytes >= max(c.maxBodyEach, largest+1), "max-body-bytes",
@@ -325,6 +329,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	// Watches never end on their own: they end when the process is
 	// told to stop, before the HTTP server drains its requests.
 	defer context.AfterFunc(ctx, hub.Close)()
+	// So are blocking waits: answered 503 at once, retried elsewhere.
+	defer context.AfterFunc(ctx, w.StopWaits)()
 	srv, err := api.New(c.apiConfig(tt, reg, store.Ready, hub, uiKey, store, peerSecret), w, store, log)
 	if err != nil {
 		return err
@@ -365,6 +371,8 @@ func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(
 		MaxListBytes:             c.maxListBytes,
 		MaxConcurrentLists:       c.maxLists,
 		MaxListsPerPrincipal:     c.maxListsEach,
+		MaxWaiters:               c.maxWaiters,
+		MaxWaitersPerPrincipal:   c.maxWaitersEach,
 		MaxBodyBytes:             c.maxBodyBytes,
 		MaxBodyBytesPerPrincipal: c.maxBodyEach,
 		Watch:                    hub,

@@ -48,8 +48,12 @@ func (h *holderFlags) addTTL(cmd *cobra.Command, what string) {
 	cmd.Flags().StringVar(&h.ttl, "ttl", "", "the "+what+"'s lease: a duration (30s, 5m) or seconds (default: for locks KVSTORE_LOCK_TTL, else the server's 60s)")
 }
 
-func (h *holderFlags) addWait(cmd *cobra.Command, what string) {
-	durationVar(cmd.Flags(), &h.wait, "wait", 0, "if "+what+", retry (exponential backoff with jitter) for up to this long (e.g. 30s, 10m, or seconds: 60)")
+func (h *holderFlags) addWait(cmd *cobra.Command, what string, server bool) {
+	how := "retry (exponential backoff with jitter)"
+	if server {
+		how = "wait in the server's queue of the lock (granted in arrival order)"
+	}
+	durationVar(cmd.Flags(), &h.wait, "wait", 0, "if "+what+", "+how+" for up to this long (e.g. 30s, 10m, or seconds: 60)")
 }
 
 // request resolves the holder and lease into a request for key.
@@ -124,14 +128,24 @@ func (b *backoff) wait() time.Duration {
 }
 
 // take calls try until it succeeds or fails with another code than busy;
-// while the lock is busy it keeps trying for up to wait, sleeping with
-// exponential backoff and jitter, never past the current lease's end or
-// the deadline.
-func (a *app) take(ctx context.Context, wait time.Duration, busy string, try func(context.Context) (client.Lock, error)) (client.Lock, error) {
+// while the lock is busy it keeps trying for up to wait. With
+// serverWait (a lock) each try asks the server to hold it until the lock
+// is granted, in arrival order (try's argument: what is left of wait, at
+// most contract.MaxWait; a longer wait asks again, at the queue's tail;
+// the first try asks none, so that stderr names the holder at once);
+// otherwise (a leadership, or a server that answered at once, ignoring
+// the wait) it sleeps between tries with exponential backoff and jitter,
+// never past the current lease's end or the deadline.
+func (a *app) take(ctx context.Context, wait time.Duration, busy string, serverWait bool, try func(context.Context, time.Duration) (client.Lock, error)) (client.Lock, error) {
 	deadline := time.Now().Add(wait)
 	var b backoff
 	for first := true; ; first = false {
-		l, err := try(ctx)
+		var ask time.Duration
+		if serverWait && !first { // the first try says who holds it
+			ask = min(max(time.Until(deadline), 0), contract.MaxWait)
+		}
+		began := time.Now()
+		l, err := try(ctx, ask)
 		var e *contract.Error
 		if err == nil || wait <= 0 || !errors.As(err, &e) || e.Code != busy {
 			return l, err
@@ -143,6 +157,9 @@ func (a *app) take(ctx context.Context, wait time.Duration, busy string, try fun
 		}
 		if first {
 			fmt.Fprintf(a.stderr, "waiting up to %v: %s\n", wait, printable(e.Message))
+		}
+		if serverWait && (first || ask > 0 && time.Since(began) >= ask/2) {
+			continue // the server holds the next try: no sleep
 		}
 		d := min(b.wait(), left)
 		if e.Current != nil && e.Current.ExpiresAt != nil {

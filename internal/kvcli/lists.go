@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -96,28 +97,34 @@ func (a *app) popCommand(name, short, example string) *cobra.Command {
 	if name == "rpop" {
 		end = "last"
 	}
-	return a.listsCommand(&cobra.Command{Use: name + " LIST", Short: short, Example: example,
+	var wait time.Duration
+	cmd := a.listsCommand(&cobra.Command{Use: name + " LIST", Short: short, Example: example,
 		Long: fmt.Sprintf(`Remove the %s value of the list LIST and print it. An empty or missing
-list exits 1 ("LIST is empty"), as get of a missing key does.
+list exits 1 ("LIST is empty"), as get of a missing key does: at once, or
+with --wait (up to 30s) once the server held the pop that long without a
+value arriving (waiting pops are served in arrival order).
 
 --format json prints {"list","value","length","version"} (the seed's
 {"list","value"}), text and value the value (text as it is stored, a
 JSON string printed without its quotes).`, end)},
 		"write", nil, func(cmd *cobra.Command, list string, _ []string) error {
-			var (
-				res client.ListChange
-				err error
-			)
+			w, err := a.popWait(wait)
+			if err != nil {
+				return err
+			}
+			var res client.ListChange
 			if name == "lpop" {
-				res, err = a.client.LPop(cmd.Context(), list)
+				res, err = a.client.LPopWait(cmd.Context(), list, w)
 			} else {
-				res, err = a.client.RPop(cmd.Context(), list)
+				res, err = a.client.RPopWait(cmd.Context(), list, w)
 			}
 			if err != nil {
 				return err
 			}
 			return a.writeListChange(listText(res.Value), res, true)
 		})
+	addPopWait(cmd, &wait, "value")
+	return cmd
 }
 
 func (a *app) ltrimCommand() *cobra.Command {

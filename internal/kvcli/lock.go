@@ -3,6 +3,7 @@ package kvcli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -84,9 +85,10 @@ var holderCmds = []holderCmd{
 		long: `Take the lock at KEY for the holder, for a lease of --ttl. When the
 holder already holds it, the lease is renewed and the token stays (stderr
 notes the re-entry). When another holder has it, exit 4 at once, or with
---wait keep trying (exponential backoff with jitter, never sleeping past
-the lease's end) until it is free or --wait has passed. --wait also
-extends --timeout.
+--wait wait in the server's queue of the lock until it is granted (in
+arrival order: when it is released, or its lease ends) or --wait has
+passed. The server holds one request up to 30s; a longer --wait asks
+again, at the queue's tail. --wait also extends --timeout.
 
 --format text prints the lock on lines, json {"key","holder","token",
 "version","acquiredAt","expiresAt","reentered"}, value the fencing token.`,
@@ -241,7 +243,11 @@ func (a *app) holderCommand(hc holderCmd, g holderGroup) *cobra.Command {
 				}
 				return a.writeReleased(res, g.released)
 			}
-			l, err := a.take(cmd.Context(), h.wait, g.busy, func(ctx context.Context) (client.Lock, error) { return hc.hold(a.client, ctx, r) })
+			serverWait := hc.op == contract.OpLockAcquire
+			l, err := a.take(cmd.Context(), h.wait, g.busy, serverWait, func(ctx context.Context, wait time.Duration) (client.Lock, error) {
+				r.Wait = wait
+				return hc.hold(a.client, ctx, r)
+			})
 			if err != nil {
 				return err
 			}
@@ -258,7 +264,7 @@ func (a *app) holderCommand(hc holderCmd, g holderGroup) *cobra.Command {
 		h.addTTL(cmd, g.what)
 	}
 	if hc.op.LockAction() == contract.LockAcquire {
-		h.addWait(cmd, g.waitIf)
+		h.addWait(cmd, g.waitIf, hc.op == contract.OpLockAcquire)
 	}
 	return cmd
 }

@@ -290,7 +290,7 @@ func TestTake(t *testing.T) {
 				a := &app{stderr: &stderr}
 				start := time.Now()
 				tries := 0
-				l, err := a.take(context.Background(), tc.wait, contract.ELockHeld, func(context.Context) (client.Lock, error) {
+				l, err := a.take(context.Background(), tc.wait, contract.ELockHeld, false, func(context.Context, time.Duration) (client.Lock, error) {
 					tries++
 					if time.Since(start) >= tc.freeIn {
 						return client.Lock{Holder: "me", Token: 4}, nil
@@ -353,6 +353,63 @@ func TestLockRunLost(t *testing.T) {
 			if code != exitUnavailable || msg != tc.want || solution == "" || lost.transient != tc.err.(*client.LostError).Unconfirmed {
 				t.Fatalf("explain: %d %q %q", code, msg, solution)
 			}
+		})
+	}
+}
+
+// TestTakeServerWait: with the server's wait, take asks the server to
+// hold each try (what is left of --wait, at most contract.MaxWait) after
+// a first try that names the holder, and sleeps only when the server
+// answered at once (a server that ignores the wait).
+func TestTakeServerWait(t *testing.T) {
+	t.Parallel()
+	held := func(until time.Time) error {
+		return &contract.Error{Code: contract.ELockHeld, Message: "lock is held by other", Field: "holder",
+			Current: &contract.Entry{Version: 3, Value: json.RawMessage(`{"holder":"other"}`), ExpiresAt: &until}}
+	}
+	for _, tc := range []struct {
+		name     string
+		honours  bool // the server holds a try as long as asked (until the lock frees)
+		wait     time.Duration
+		freeIn   time.Duration
+		ok       bool
+		maxTries int
+	}{
+		{name: "OKGrantedInOneWait", honours: true, wait: 20 * time.Second, freeIn: 5 * time.Second, ok: true, maxTries: 2},
+		{name: "OKLongWaitAsksAgain", honours: true, wait: 50 * time.Second, freeIn: 40 * time.Second, ok: true, maxTries: 3},
+		{name: "ErrStillHeld", honours: true, wait: 10 * time.Second, freeIn: time.Hour, maxTries: 2},
+		{name: "ErrIgnoredWaitBacksOff", honours: false, wait: 10 * time.Second, freeIn: time.Hour, maxTries: 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := &app{stderr: &bytes.Buffer{}}
+				start := time.Now()
+				tries := 0
+				var asked []time.Duration
+				l, err := a.take(context.Background(), tc.wait, contract.ELockHeld, true, func(_ context.Context, wait time.Duration) (client.Lock, error) {
+					tries++
+					asked = append(asked, wait)
+					if wait > contract.MaxWait {
+						t.Fatalf("asked the server for %v", wait)
+					}
+					if tc.honours {
+						time.Sleep(min(wait, max(tc.freeIn-time.Since(start), 0)))
+					}
+					if time.Since(start) >= tc.freeIn {
+						return client.Lock{Holder: "me", Token: 4}, nil
+					}
+					return client.Lock{}, held(start.Add(time.Hour))
+				})
+				if tc.ok != (err == nil) || (tc.ok && l.Holder != "me") {
+					t.Fatalf("take: %+v, %v", l, err)
+				}
+				if tries > tc.maxTries || asked[0] != 0 {
+					t.Fatalf("%d tries asking %v, want at most %d, the first asking none", tries, asked, tc.maxTries)
+				}
+				if elapsed := time.Since(start); !tc.ok && (elapsed < tc.wait || elapsed > tc.wait+time.Second) {
+					t.Fatalf("gave up after %v, want %v", elapsed, tc.wait)
+				}
+			})
 		})
 	}
 }

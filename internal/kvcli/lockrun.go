@@ -91,7 +91,7 @@ lost; 2, 3 and 130 as for every command (then CMD did not run).`,
 	f := cmd.Flags()
 	f.StringVar(&h.holder, "holder", "", "the holder's id (default USER@HOST/PID, unique to this run)")
 	f.StringVar(&h.ttl, "ttl", defaultRunTTL, "the lease, renewed every third of it while CMD runs: a duration (30s, 5m) or seconds")
-	h.addWait(cmd, "another holder has it")
+	h.addWait(cmd, "another holder has it", true)
 	durationVar(f, &grace, "grace", defaultRunGrace, "when the lock is lost: time between SIGTERM and SIGKILL to CMD (at most --ttl/3)")
 	return cmd
 }
@@ -182,12 +182,14 @@ func (r *lockRun) run(ctx context.Context, argv []string, wait time.Duration) er
 // third of --ttl) until it is released, also after an interrupt: the
 // lock is kept until CMD exits.
 func (r *lockRun) take(ctx context.Context, wait time.Duration) (*client.Lease, error) {
-	req := client.LockRequest{Key: r.key, Holder: r.holder, TTL: r.lease, RequestID: newRequestID()}
+	// The acquire waits in the server's queue of the lock (each request
+	// up to contract.MaxWait; take asks again while --wait lasts).
+	req := client.LockRequest{Key: r.key, Holder: r.holder, TTL: r.lease, RequestID: newRequestID(), Wait: min(wait, contract.MaxWait)}
 	lease, err := r.a.client.KeepLock(context.WithoutCancel(ctx), req,
 		client.WithTake(func(_ context.Context, try func(context.Context) (client.Lock, error)) (client.Lock, error) {
 			actx, cancel := context.WithTimeout(ctx, r.a.timeout+wait)
 			defer cancel()
-			return r.a.take(actx, wait, contract.ELockHeld, try)
+			return r.a.take(actx, wait, contract.ELockHeld, wait > 0, func(ctx context.Context, _ time.Duration) (client.Lock, error) { return try(ctx) })
 		}),
 		client.WithMargin(r.grace), client.WithCallTimeout(r.a.timeout))
 	var re *client.ReenteredError

@@ -147,6 +147,7 @@ func (a *app) qpopCommand() *cobra.Command {
 	var (
 		visibility string
 		requestID  string
+		wait       time.Duration
 	)
 	cmd := a.queuesCommand(&cobra.Command{Use: "pop QUEUE", Short: "Take the next item of a queue",
 		Long: `Take the next item of the queue QUEUE (lowest priority, then oldest) and
@@ -156,17 +157,23 @@ absent; --visibility-timeout 0 removes at once whatever the variable says)
 it is hidden for S seconds: acknowledge it with 'queue ack QUEUE RECEIPT'
 before its deadline, or it returns to the queue and is delivered again
 (with a new receipt). An empty or missing queue, or one whose items are
-all in flight, exits 4.
+all in flight, exits 4: at once, or with --wait (up to 30s) once the
+server held the pop that long without an item arriving (waiting pops are
+served in arrival order, as soon as an item is pushed).
 
 --format json prints {"queue","data","receipt","visibility_timeout"?,
 "deadline"?,"item","priority","deliveries","expiresAt"?,"size","version"}, text the
 data and receipt, value the data.`,
 		Example: `  kvctl queue pop tenant/acme/project/demo/tasks
   kvctl queue pop tasks --visibility-timeout 300 --table tenant/acme/project/demo
+  kvctl queue pop tenant/acme/project/demo/tasks --wait 30s
   KVSTORE_QUEUE_VISIBILITY=60 kvctl queue pop tenant/acme/project/demo/tasks`},
 		"write", nil, func(cmd *cobra.Command, queue string, _ []string) error {
 			r := client.QPopRequest{Key: queue, RequestID: requestID}
 			var err error
+			if r.Wait, err = a.popWait(wait); err != nil {
+				return err
+			}
 			if r.Visibility, err = a.popVisibility(cmd, visibility); err != nil {
 				return err
 			}
@@ -179,7 +186,21 @@ data and receipt, value the data.`,
 	f := cmd.Flags()
 	f.StringVar(&visibility, "visibility-timeout", "", "hide the item this long (seconds or a duration) until acknowledged, instead of removing it (default "+queueVisibilityEnv+", else remove at once)")
 	f.StringVar(&requestID, "request-id", "", "idempotency id (kvctl gives one when none is given, so a retried pop answers the item it took)")
+	addPopWait(cmd, &wait, "item")
 	return cmd
+}
+
+// addPopWait adds a pop's --wait.
+func addPopWait(cmd *cobra.Command, wait *time.Duration, what string) {
+	durationVar(cmd.Flags(), wait, "wait", 0, fmt.Sprintf("when empty, have the server hold the pop up to this long (at most %v) until an %s arrives", contract.MaxWait, what))
+}
+
+// popWait checks a pop's --wait.
+func (a *app) popWait(wait time.Duration) (time.Duration, error) {
+	if wait < 0 || wait > contract.MaxWait {
+		return 0, &usageError{msg: fmt.Sprintf("--wait %v is outside 0 to %v", wait, contract.MaxWait), solution: "give how long the server may hold the pop, e.g. --wait 30s", cmd: a.cmdPath}
+	}
+	return wait, nil
 }
 
 // popVisibility is --visibility-timeout when given (0 removes at once),

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -70,20 +71,29 @@ func (s *listWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 			start, stop := int64(0), int64(9)
 			op, body = contract.OpLTrim, contract.TrimBody{Start: &start, Stop: &stop, RequestID: rid}
 		}
-		return s.write(base, key, op, body)
+		// Half the pops block (blockingWait) until a value arrives.
+		return s.write(base, key, op, body, (op == contract.OpLPop || op == contract.OpRPop) && rng.IntN(2) == 0)
 	})
 }
 
-// write sends one list write and records its outcome.
-func (s *listWorkload) write(base, key string, op contract.Op, body any) string {
+// write sends one list write (a pop that waits for a value with wait)
+// and records its outcome.
+func (s *listWorkload) write(base, key string, op contract.Op, body any, wait bool) string {
 	var ans contract.ListChangeAnswer
-	outcome, _ := s.post(base+":"+op.Verb(), body, &ans)
+	url := base + ":" + op.Verb()
+	if wait {
+		url += blockingWait
+	}
+	outcome, _ := s.post(url, body, &ans)
 	if outcome == "ok" {
 		outcome = "applied"
 	}
+	if wait {
+		outcome += " after a wait"
+	}
 	// A trim that kept everything appended nothing: its version is an
 	// earlier event's, not checked.
-	if outcome != "applied" || op == contract.OpLTrim {
+	if !strings.HasPrefix(outcome, "applied") || op == contract.OpLTrim {
 		s.record(outcome)
 		return outcome
 	}

@@ -22,12 +22,14 @@ import (
 // protects in a transaction that checks the lock's token (README, "Locks:
 // fenced writes"), sometimes after stalling past the lease (a holder
 // paused or partitioned while the next one takes over), and release or
-// let the lease run out, through random writers under the faults. The
+// let the lease run out, through random writers under the faults; half
+// the acquires wait (?wait=, granted in arrival order). The
 // check, from the log alone (the lock and its resource are in one
 // project, so in one partition, in one order): a lock's tokens only grow
 // from tenure to tenure, and every committed resource write carries the
 // token of the tenure the lock was in at that point of the log, which had
-// not expired when the write was decided. A fencing token accepted after
+// not expired when the write was decided; no tenure begins while the one
+// before is live (two live holders). A fencing token accepted after
 // a newer tenure began is what a stale holder — a zombie — would get
 // through.
 const (
@@ -61,12 +63,16 @@ func (l *lockWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 		holder := fmt.Sprintf("c%d", id)
 		var ans contract.LockAnswer
 		ttl := int64(lockTTL)
-		if outcome := l.lockOp(base+":acquire", contract.LockBody{Holder: holder, TTLSeconds: &ttl,
+		acquire, waited := base+":acquire", ""
+		if rng.IntN(2) == 0 { // granted in arrival order once free (blockingWait)
+			acquire, waited = acquire+blockingWait, " after a wait"
+		}
+		if outcome := l.lockOp(acquire, contract.LockBody{Holder: holder, TTLSeconds: &ttl,
 			RequestID: fmt.Sprintf("chaos-lock-c%d-%d", id, seq)}, &ans); outcome != "ok" {
-			l.record("acquire " + outcome)
+			l.record("acquire " + outcome + waited)
 			return outcome
 		}
-		l.record("acquired")
+		l.record("acquired" + waited)
 		writerURL := l.c.urls[rng.IntN(len(l.c.urls))]
 		for i := range 1 + rng.IntN(3) {
 			if rng.IntN(6) == 0 { // a holder that stalls past its lease
@@ -168,6 +174,9 @@ func (l *lockWorkload) check(evs []logcheck.Event) lockFindings {
 				if !e.Live() || json.Unmarshal(e.After, &v) != nil {
 					*t = tenure{}
 					continue
+				}
+				if t.live && v.Token != t.token && (t.expires == nil || e.TS.Before(*t.expires)) {
+					f.violations = append(f.violations, fmt.Sprintf("%s@%d at %d/%d: granted with token %d while the tenure of token %d was live until %v: two live holders", lock, e.Version, le.Partition, le.Offset, v.Token, t.token, t.expires))
 				}
 				if !t.live || v.Token != t.token {
 					f.tenures++

@@ -12,7 +12,8 @@ import (
 
 // TestLocksCheck: the lock workload's check of the log finds a resource
 // write with a token of an earlier tenure, one while the lock is free,
-// one after the lease ended, and a tenure whose token goes back.
+// one after the lease ended, a tenure begun while the one before was
+// live (two live holders), and a tenure whose token goes back.
 func TestLocksCheck(t *testing.T) {
 	lock := lockKeys()[0]
 	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
@@ -50,6 +51,9 @@ func TestLocksCheck(t *testing.T) {
 		{"ErrAfterTheLease", func() []logcheck.Event {
 			return []logcheck.Event{acquire(1, 1, "c0", s(0)), write(1, 1, s(3))}
 		}, 1, 1, 1},
+		{"ErrTwoLiveHolders", func() []logcheck.Event {
+			return []logcheck.Event{acquire(1, 1, "c0", s(0)), acquire(2, 2, "c1", s(1))} // c0's lease lasts to s(2)
+		}, 2, 0, 1},
 		{"ErrTokenGoesBack", func() []logcheck.Event {
 			return []logcheck.Event{acquire(5, 5, "c0", s(0)), release(6, s(1)), acquire(7, 3, "c1", s(2))}
 		}, 2, 0, 1},

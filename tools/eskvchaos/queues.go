@@ -23,7 +23,8 @@ import (
 // The queue workload: -queue-clients clients push unique items onto a few
 // queues, pop them with a short visibility timeout and acknowledge most
 // (a quarter deliberately not, so they come back after their deadline),
-// and pop some without one, each write with a requestId of its own,
+// and pop some without one (half of those blocking: ?wait=, answered as
+// soon as an item arrives), each write with a requestId of its own,
 // through random writers, under the faults. Once the clients stop (the
 // stack has healed), one client drains the queues. The checks, against
 // the log: every write answered 200 is its event (the same item, data
@@ -36,6 +37,10 @@ import (
 // delivered at least once; the final size is pushed - acked - popped
 // without visibility (and 0 after the drain); and, once the projection
 // holds the whole log, its ready and in-flight rows are the fold's.
+// blockingWait is the query of the workloads' blocking pops and acquires
+// (docs/collections.md "Blocking waits"): well within -op-timeout.
+const blockingWait = "?wait=1s"
+
 const (
 	queueCount      = 2
 	queueVisibility = 2 // seconds: short, so unacknowledged items come back during the run
@@ -82,13 +87,13 @@ func (q *queueWorkload) run(n int, seed uint64, stop <-chan struct{}) {
 		case r < 4:
 			return q.push(base, key, fmt.Sprintf(`"c%d-%d"`, id, seq), rid)
 		case r < 8:
-			outcome, receipt := q.pop(base, key, queueVisibility, rid)
+			outcome, receipt := q.pop(base, key, queueVisibility, false, rid)
 			if receipt == "" || rng.IntN(4) == 0 { // not acknowledged: it comes back
 				return outcome
 			}
 			return q.ack(base, key, receipt, rid+"-ack")
 		default:
-			outcome, _ := q.pop(base, key, 0, rid)
+			outcome, _ := q.pop(base, key, 0, rng.IntN(2) == 0, rid)
 			return outcome
 		}
 	})
@@ -108,11 +113,15 @@ func (q *queueWorkload) push(base, key, data, rid string) string {
 }
 
 // pop pops the next item of the queue key, with a visibility timeout of
-// visibility seconds (0: removed at once), and returns the receipt of a
-// delivery.
-func (q *queueWorkload) pop(base, key string, visibility int64, rid string) (outcome, receipt string) {
+// visibility seconds (0: removed at once), waiting for one (blockingWait)
+// when wait is set, and returns the receipt of a delivery.
+func (q *queueWorkload) pop(base, key string, visibility int64, wait bool, rid string) (outcome, receipt string) {
 	var ans contract.QPopAnswer
-	outcome, _ = q.post(base+":qpop", contract.QPopBody{VisibilityTimeoutSeconds: visibility, RequestID: rid}, &ans)
+	url := base + ":qpop"
+	if wait {
+		url += blockingWait
+	}
+	outcome, _ = q.post(url, contract.QPopBody{VisibilityTimeoutSeconds: visibility, RequestID: rid}, &ans)
 	if outcome != "ok" {
 		q.record(outcome)
 		return outcome, ""
@@ -121,6 +130,9 @@ func (q *queueWorkload) pop(base, key string, visibility int64, rid string) (out
 	outcome = "removed"
 	if visibility > 0 {
 		outcome, receipt, c.delivery = "delivered", ans.Receipt, ans.Deliveries
+	}
+	if wait {
+		outcome += " after a wait"
 	}
 	q.record(outcome, c)
 	return outcome, receipt
@@ -150,7 +162,7 @@ func (q *queueWorkload) drain() {
 	for i, key := range q.keys {
 		base := q.c.urls[i%len(q.c.urls)] + "/v1/kv/" + key
 		for seq := 0; time.Now().Before(deadline); seq++ {
-			if outcome, _ := q.pop(base, key, 0, fmt.Sprintf("chaos-queue-drain-%d-%d", i, seq)); outcome != "empty" {
+			if outcome, _ := q.pop(base, key, 0, false, fmt.Sprintf("chaos-queue-drain-%d-%d", i, seq)); outcome != "empty" {
 				continue
 			}
 			var size contract.QSizeAnswer
