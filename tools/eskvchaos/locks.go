@@ -127,15 +127,22 @@ func (l *lockWorkload) fencedWrite(url, lock string, token int64, holder, reques
 // checks only once no such event can still come (after the clients
 // stopped, leases last at most lockTTL).
 func (l *lockWorkload) settle(ctx context.Context, db *pgxpool.Pool, timeout time.Duration) error {
+	return settleNone(ctx, db, timeout, "locks: %d of the workload's locks still held %s after the clients stopped (err %v)",
+		`SELECT count(*) FROM kv_entries WHERE key = ANY($1) AND live`, l.keys)
+}
+
+// settleNone waits until query (a count, with arg) answers 0, or fails
+// after timeout with format (the count, timeout, the last error).
+func settleNone(ctx context.Context, db *pgxpool.Pool, timeout time.Duration, format, query string, arg any) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		var held int
-		err := db.QueryRow(ctx, `SELECT count(*) FROM kv_entries WHERE key = ANY($1) AND live`, l.keys).Scan(&held)
+		var n int
+		err := db.QueryRow(ctx, query, arg).Scan(&n)
 		switch {
-		case err == nil && held == 0:
+		case err == nil && n == 0:
 			return nil
 		case time.Now().After(deadline):
-			return fmt.Errorf("locks: %d of the workload's locks still held %s after the clients stopped (err %v)", held, timeout, err)
+			return fmt.Errorf(format, n, timeout, err)
 		}
 		pause(ctx.Done(), 100*time.Millisecond)
 	}

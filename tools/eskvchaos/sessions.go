@@ -106,18 +106,8 @@ func (s *sessionWorkload) send(method, url string, body any) string {
 // projection: the sessions the clients left end at their expiry, up to
 // a sweep after it.
 func (s *sessionWorkload) settle(ctx context.Context, db *pgxpool.Pool, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var live int
-		err := db.QueryRow(ctx, `SELECT count(*) FROM kv_entries WHERE key LIKE $1 AND live`, sessionsPrj+"session-%").Scan(&live)
-		switch {
-		case err == nil && live == 0:
-			return nil
-		case time.Now().After(deadline):
-			return fmt.Errorf("sessions: %d sessions still live %s after the clients stopped (err %v)", live, timeout, err)
-		}
-		pause(ctx.Done(), 100*time.Millisecond)
-	}
+	return settleNone(ctx, db, timeout, "sessions: %d sessions still live %s after the clients stopped (err %v)",
+		`SELECT count(*) FROM kv_entries WHERE key LIKE $1 AND live`, sessionsPrj+"session-%")
 }
 
 // sessionFindings are the session workload's results and checks.
