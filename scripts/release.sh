@@ -50,7 +50,8 @@ if [[ ${RELEASE_FAST:-} == 1 ]]; then
 else
 	PLATFORMS=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
 fi
-EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+COMMIT=$(git rev-parse HEAD)
+EPOCH=$(git log -1 --format=%ct "$COMMIT")
 OUT=dist/$VERSION
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD"' EXIT
@@ -87,9 +88,9 @@ done
 # from git, and cannot read a linked worktree's).
 src=$BUILD/src
 git clone --quiet --no-checkout . "$src"
-git -C "$src" checkout --quiet --detach "$(git rev-parse HEAD)"
+git -C "$src" checkout --quiet --detach "$COMMIT"
 for c in "${CMDS[@]}"; do
-	(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS=-mod=mod go run "$CYCLONEDX" app -json -licenses=false -noserial \
+	(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go run "$CYCLONEDX" app -json -licenses=false -noserial \
 		-main "cmd/$c" -output "$OLDPWD/$OUT/eskv-${c}_$VERSION.cdx.json" . 2>"$BUILD/sbom.log") ||
 		{ cat "$BUILD/sbom.log" >&2; exit 1; }
 	grep -q '"bomFormat": "CycloneDX"' "$OUT/eskv-${c}_$VERSION.cdx.json"
