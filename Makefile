@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test compat test-unit test-scripts test-docs fuzz lint build bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test compat test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -67,8 +67,19 @@ lint:
 	bash scripts/ensure-tools.sh
 	for m in . $(MODULES); do (cd $$m && go vet ./... && "$$(go env GOPATH)/bin/staticcheck" ./... && go mod tidy -diff); done
 
-build: # every command of cmd/, kvctl and kvstore among them
-	go build -o bin/ ./cmd/...
+# Every command of cmd/, kvctl and kvstore among them, stamped with the
+# version (git describe --tags --always --dirty, or VERSION=...) and the
+# revision that --version, kvctl version and eskv_build_info report
+# (scripts/version.sh).
+build:
+	go build -ldflags "$$(bash scripts/version.sh | sed -n 3p)" -o bin/ ./cmd/...
+
+# The release artifacts of this checkout in dist/<version>/: archives for
+# linux and darwin (amd64, arm64), OCI image archives (linux/amd64 and
+# arm64, checked by reading them back), CycloneDX SBOMs, SHA256SUMS
+# (docs/release.md). RELEASE_FAST=1 builds linux/amd64 alone (CI).
+release:
+	bash scripts/release.sh
 
 # deploy/observability: promtool check rules on the alert rules (through
 # Prometheus's rulefmt library: no binary to install), and every metric the
@@ -98,7 +109,7 @@ chaos:
 # .eskv/ and this clone's databases eskv_<stack-id> (scripts/clean-local.sh).
 clean:
 	bash scripts/clean-local.sh
-	rm -rf bin
+	rm -rf bin dist
 
 # Code-shape figures: duplicates, the core (writer/, parameter lists, the
 # contract's exports, JSON scanners, doc lengths), long functions, undocumented

@@ -204,6 +204,9 @@ type Config struct {
 	// UISessionTTL is how long a status page session lasts
 	// (DefaultUISessionTTL when 0).
 	UISessionTTL time.Duration
+	// Build is the server's build, which GET /version answers to any
+	// authenticated caller.
+	Build contract.BuildInfo
 	// UILogouts records the status page's logouts for every writer that
 	// shares UIKey; nil keeps them in this process only (a logged-out
 	// session is then refused by this writer alone).
@@ -292,6 +295,10 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	e.Use(s.serve)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
+	// The version and revision name the flaws a server has, so only a
+	// caller holding a valid token (any grant) reads them; an anonymous
+	// client gets 401 as from /v1.
+	e.GET("/version", s.authenticate(func(c echo.Context) error { return c.JSON(http.StatusOK, cfg.Build) }))
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", metricsEndpoint(cfg.Gatherer, cfg.MetricsToken))
 	}

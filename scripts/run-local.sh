@@ -211,7 +211,9 @@ for c in devbroker writer; do
 	[[ " ${pkgs[*]} " == *" ./cmd/$c "* ]] || die "cmd/$c does not exist yet"
 done
 log "building ${pkgs[*]}"
-go build -o "$state/bin/" "${pkgs[@]}"
+# Stamped as make build stamps them: /metrics' eskv_build_info and
+# GET /version name this checkout's commit.
+go build -ldflags "$(bash scripts/version.sh | sed -n 3p)" -o "$state/bin/" "${pkgs[@]}"
 stop_requested
 
 if [[ -n ${ESKV_DEV_TOKEN:-} ]]; then

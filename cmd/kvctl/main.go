@@ -3,8 +3,11 @@
 // terminal): see docs/kvctl.md and package internal/kvcli, which it runs.
 package main
 
-import "github.com/eskv/eskv/internal/kvcli"
+import (
+	"github.com/eskv/eskv/internal/buildinfo"
+	"github.com/eskv/eskv/internal/kvcli"
+)
 
 func main() {
-	kvcli.Main(kvcli.Flavor{Name: "kvctl"})
+	kvcli.Main(kvcli.Flavor{Name: "kvctl", Build: buildinfo.Get()})
 }

@@ -6,8 +6,11 @@
 // docs/kvstore.md.
 package main
 
-import "github.com/eskv/eskv/internal/kvcli"
+import (
+	"github.com/eskv/eskv/internal/buildinfo"
+	"github.com/eskv/eskv/internal/kvcli"
+)
 
 func main() {
-	kvcli.Main(kvcli.Flavor{Name: "kvstore", Seed: true})
+	kvcli.Main(kvcli.Flavor{Name: "kvstore", Seed: true, Build: buildinfo.Get()})
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/internal/buildinfo"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
@@ -359,6 +360,7 @@ func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(
 		metrics = nil
 	}
 	return api.Config{
+		Build:                    buildinfo.Get(),
 		MaxValueBytes:            c.maxValueBytes,
 		Tokens:                   tt,
 		Gatherer:                 metrics,

@@ -30,6 +30,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eskv/eskv/client"
+	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/internal/buildinfo"
 )
 
 // Flavor is what differs between the commands built from this package.
@@ -40,6 +42,8 @@ type Flavor struct {
 	// output by default, its table names and default table, its output
 	// shapes for get, lock check and leader check (see seed.go).
 	Seed bool
+	// Build is the command's build, which --version and version print.
+	Build contract.BuildInfo
 }
 
 // Stdio is a process's standard input, output and error.
@@ -139,6 +143,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, std Std
 	stdin, stdout, stderr := std.In, std.Out, std.Err
 	a := &app{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, cmdPath: f.Name, flavor: f}
 	root := a.rootCommand()
+	if len(args) == 1 && args[0] == "-version" { // as the services spell it
+		args = []string{"--version"}
+	}
 	root.SetArgs(negativeIndexes(args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -219,7 +226,9 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
 		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand(),
 		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand(),
-		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand(), a.cleanupExpiredCommand(), a.sessionCommand())
+		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand(), a.cleanupExpiredCommand(), a.sessionCommand(), a.versionCommand())
+	root.Version = buildinfo.Line(a.flavor.Name, a.flavor.Build)
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.InitDefaultCompletionCmd()
 	if a.flavor.Seed {
 		defer renameHelp(root, a.flavor.Name)

@@ -1,9 +1,13 @@
 package service
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"runtime"
-	"runtime/debug"
 	"testing"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // TestBuildInfo: every registry from NewRegistry exports eskv_build_info
@@ -36,27 +40,41 @@ func TestBuildInfo(t *testing.T) {
 	}
 }
 
-// TestBuildLabels: the revision comes from vcs.revision, marked dirty
-// when the checkout had changes; what the build does not tell is
-// "unknown".
+// TestBuildLabels: the metric's labels are the build's fields, named as
+// Prometheus spells them.
 func TestBuildLabels(t *testing.T) {
+	l := buildLabels(contract.BuildInfo{Version: "v1.2.3", Revision: "abc123", GoVersion: "go1.26.8"})
+	if l["version"] != "v1.2.3" || l["revision"] != "abc123" || l["goversion"] != "go1.26.8" || len(l) != 3 {
+		t.Errorf("labels %v", l)
+	}
+}
+
+// TestVersioned: --version and -version alone print the build and run
+// nothing; any other arguments (a flag named otherwise, --version among
+// others) reach the command.
+func TestVersioned(t *testing.T) {
+	b := contract.BuildInfo{Version: "v1.2.3", Revision: "abc123", GoVersion: "go1.26.8"}
 	for _, tc := range []struct {
-		name              string
-		bi                *debug.BuildInfo
-		ok                bool
-		version, revision string
+		name    string
+		args    []string
+		printed bool
 	}{
-		{"OKNoBuildInfo", nil, false, "unknown", "unknown"},
-		{"OKNoVCS", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true, "(devel)", "unknown"},
-		{"OKRevision", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "false"}}}, true, "v1.2.3", "abc123"},
-		{"OKDirty", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.modified", Value: "true"}, {Key: "vcs.revision", Value: "abc123"}}}, true, "(devel)", "abc123-dirty"},
+		{"DoubleDashPrints", []string{"--version"}, true},
+		{"SingleDashPrints", []string{"-version"}, true},
+		{"OtherArgumentsRun", []string{"-h"}, false},
+		{"VersionAmongOthersRuns", []string{"serve", "--version"}, false},
+		{"NoArgumentsRun", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := buildLabels(tc.bi, tc.ok)
-			if l["version"] != tc.version || l["revision"] != tc.revision || l["goversion"] != runtime.Version() {
-				t.Errorf("labels %v, want version %s revision %s", l, tc.version, tc.revision)
+			var ran bool
+			run := func(context.Context, []string, io.Writer, io.Writer) error { ran = true; return nil }
+			var out bytes.Buffer
+			if err := Versioned("writer", b, run)(t.Context(), tc.args, &out, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			const want = "writer v1.2.3 (revision abc123, go1.26.8)\n"
+			if ran == tc.printed || (out.String() == want) != tc.printed {
+				t.Errorf("ran %v, printed %q", ran, out.String())
 			}
 		})
 	}

@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/internal/buildinfo"
 )
 
 // Run is a command's run: everything from outside the process comes in
@@ -17,14 +20,27 @@ type Run func(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // Main runs run with the process's arguments and a context that the first
 // SIGINT or SIGTERM cancels (the command stops gracefully; a second signal
-// kills the process at once), then exits with ExitCode.
+// kills the process at once), then exits with ExitCode. --version (or
+// -version) as the only argument prints the build instead (Versioned).
 func Main(name string, run Run) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		stop()
 	}()
-	os.Exit(ExitCode(name, run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+	os.Exit(ExitCode(name, Versioned(name, buildinfo.Get(), run)(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// Versioned is run, but for the arguments --version and -version alone:
+// those print the build b on stdout (buildinfo.Line) and run nothing.
+func Versioned(name string, b contract.BuildInfo, run Run) Run {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+			_, err := fmt.Fprintln(stdout, buildinfo.Line(name, b))
+			return err
+		}
+		return run(ctx, args, stdout, stderr)
+	}
 }
 
 // exitCoder is an error with the process exit code it calls for.

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eskv/eskv/internal/admission"
+	"github.com/eskv/eskv/internal/buildinfo"
 )
 
 // ShutdownTimeout bounds how long the HTTP server answers the requests
@@ -112,10 +113,11 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 }
 
 // NewRegistry returns a metrics registry holding the Go runtime's and
-// the process's collectors and eskv_build_info.
+// the process's collectors and eskv_build_info of the running binary
+// (buildinfo.Get).
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(buildinfo.Get()))
 	return reg
 }
 
