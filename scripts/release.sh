@@ -97,4 +97,7 @@ for c in "${CMDS[@]}"; do
 done
 
 (cd "$OUT" && sha256sum -- *.tar.gz *.oci.tar *.cdx.json > SHA256SUMS && sha256sum --quiet -c SHA256SUMS)
-echo "release: $OUT ($VERSION, revision $REVISION): $(ls "$OUT" | wc -l) files"
+echo "release: $OUT ($VERSION, revision $REVISION): $(ls "$OUT" | wc -l) files, each checked against SHA256SUMS"
+while read -r sum name; do
+	printf '  %-48s %10s  sha256:%s\n' "$name" "$(stat -c %s "$OUT/$name")" "$sum"
+done < "$OUT/SHA256SUMS"
