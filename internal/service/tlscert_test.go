@@ -134,4 +134,3 @@ func TestNewCertReloaderRefuses(t *testing.T) {
 		})
 	}
 }
-
