@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -222,6 +223,12 @@ func Classify(err error) Class {
 	}
 	var ne *NetworkError
 	if errors.As(err, &ne) {
+		// A certificate the client does not trust stays untrusted:
+		// retrying cannot help (WithCAFile, WithTLSConfig).
+		var ce *tls.CertificateVerificationError
+		if errors.As(err, &ce) {
+			return ClassFatal
+		}
 		return ClassTransient
 	}
 	var e *contract.Error
