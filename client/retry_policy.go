@@ -53,7 +53,9 @@ const (
 //     403, 404, 413, a requestId reused for another body (409
 //     version_conflict on field requestId), the other 409s (lock_held,
 //     field_mismatch, wrong_type, ...) and 500 internal, which is a
-//     server fault for its maintainers, not a state that passes.
+//     server fault for its maintainers, not a state that passes; and a
+//     server certificate the client does not trust
+//     (*tls.CertificateVerificationError: WithCAFile, WithTLSConfig).
 //
 // The end of the caller's ctx is never retried, and a wait that would
 // outlast its deadline is not started: the call then returns its last
