@@ -21,8 +21,8 @@ import (
 // https:// URLs, and answer every key (16 keys over all 4 partitions)
 // through either writer, the one that does not own a key forwarding over
 // TLS to the one that does; the Go client reaches them with WithCAFile;
-// plain HTTP to them is refused; the status page's session cookie is
-// Secure.
+// a watch streams over HTTPS and HTTP/2; plain HTTP to them is refused;
+// the status page's session cookie is Secure.
 func TestTwoWritersForwardOverTLS(t *testing.T) {
 	t.Parallel()
 	pki := testenv.MustPKI(t)
@@ -42,7 +42,8 @@ func TestTwoWritersForwardOverTLS(t *testing.T) {
 			"ESKV_TLS_CERT_FILE="+cert, "ESKV_TLS_KEY_FILE="+key, "ESKV_TLS_CA_FILE="+pki.CAFile)...))
 		ps.urls = append(ps.urls, "https://"+addr)
 	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, MinVersion: tls.VersionTLS12}}}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: pki.Pool, MinVersion: tls.VersionTLS12}}}
 	for _, u := range ps.urls {
 		testenv.WaitFor(t, 60*time.Second, u+" healthy over HTTPS", func() bool {
 			resp, err := hc.Get(u + "/healthz")
@@ -79,6 +80,20 @@ func TestTwoWritersForwardOverTLS(t *testing.T) {
 				t.Fatalf("GET %s (partition %d) through writer %d: %+v, %v", k, partitionOf(t, k), w, e, err)
 			}
 		}
+	}
+	// A watch streams over HTTPS (HTTP/2, which the Go client negotiates).
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for ev, err := range clients[1].Watch(wctx, client.WatchOptions{Key: forwardKey(0), FromVersion: 1}) {
+		if err != nil || ev.Version != 1 || ev.Key != forwardKey(0) {
+			t.Fatalf("watch over HTTPS: %+v, %v; want version 1 of %s", ev, err, forwardKey(0))
+		}
+		break
+	}
+	if resp, err := hc.Get(ps.urls[1] + "/healthz"); err != nil || resp.Proto != "HTTP/2.0" {
+		t.Fatalf("GET /healthz over HTTPS: %v, %v; want HTTP/2.0", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	for w, u := range ps.urls {
 		if n := scrapedMetricWith(t, hc, u, "eskv_writer_forward_loops_total"); n != 0 {
