@@ -7,7 +7,6 @@ import (
 
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/buildinfo"
 	"github.com/eskv/eskv/internal/kafkaconf"
+	"github.com/eskv/eskv/internal/secure"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
@@ -224,18 +224,8 @@ func (c *config) serverTLS(reg prometheus.Registerer, log *slog.Logger) (*tls.Co
 // forwardTLS returns the TLS configuration of forwards to other writers:
 // the roots of ESKV_TLS_CA_FILE, or nil (the system's).
 func (c *config) forwardTLS() (*tls.Config, error) {
-	if c.tlsCAFile == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(c.tlsCAFile)
-	if err != nil {
-		return nil, fmt.Errorf("ESKV_TLS_CA_FILE: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("ESKV_TLS_CA_FILE %s holds no PEM certificate", c.tlsCAFile)
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+	name := func(short string) string { return "-" + short + " (" + secure.Variable(short) + ")" }
+	return secure.TLS{CAFile: c.tlsCAFile}.Config(name, false, "")
 }
 
 // bindSecrets defines the flags of the secrets the writers of a
