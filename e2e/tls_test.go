@@ -99,6 +99,9 @@ func TestTwoWritersForwardOverTLS(t *testing.T) {
 		if n := scrapedMetricWith(t, hc, u, "eskv_writer_forward_loops_total"); n != 0 {
 			t.Errorf("writer %d counted %v forward loops, want 0", w, n)
 		}
+		if exp := scrapedMetricWith(t, hc, u, "eskv_tls_cert_not_after_timestamp_seconds"); exp < float64(time.Now().Unix()) {
+			t.Errorf("writer %d eskv_tls_cert_not_after_timestamp_seconds %v, want the certificate's expiry, in the future", w, exp)
+		}
 	}
 
 	plain := "http://" + strings.TrimPrefix(ps.urls[0], "https://")
