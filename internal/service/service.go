@@ -70,6 +70,10 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 		}
 	}
 	hs := h.Limits.Server(h.Handler)
+	// The server's own complaints (a failed TLS handshake: a client that
+	// does not trust the certificate, a scanner) go to the service's log,
+	// structured, instead of the standard logger's stderr.
+	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelInfo)
 	refusals, err := admission.Refusals(h.Registerer)
 	if err != nil {
 		h.Listener.Close()
