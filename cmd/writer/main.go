@@ -221,6 +221,36 @@ func (c *config) serverTLS(reg prometheus.Registerer, log *slog.Logger) (*tls.Co
 	}, nil
 }
 
+// httpsConfig is the writer's TLS: its server's (nil: plain HTTP) with
+// the part that reloads its certificate, and its forwards'.
+type httpsConfig struct {
+	server, forward *tls.Config
+	reload          func(context.Context) error
+}
+
+// https returns the writer's TLS configurations from the settings.
+func (c *config) https(reg prometheus.Registerer, log *slog.Logger) (httpsConfig, error) {
+	var h httpsConfig
+	var err error
+	if h.server, h.reload, err = c.serverTLS(reg, log); err != nil {
+		return h, err
+	}
+	h.forward, err = c.forwardTLS()
+	return h, err
+}
+
+// defaultAdvertiseURL sets the advertise URL, when unset, to the bound
+// address addr, https:// when the writer serves HTTPS.
+func (c *config) defaultAdvertiseURL(addr string, https bool) {
+	if c.advertiseURL != "" {
+		return
+	}
+	c.advertiseURL = "http://" + addr
+	if https {
+		c.advertiseURL = "https://" + addr
+	}
+}
+
 // forwardTLS returns the TLS configuration of forwards to other writers:
 // the roots of ESKV_TLS_CA_FILE, or nil (the system's).
 func (c *config) forwardTLS() (*tls.Config, error) {
@@ -370,11 +400,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	serverTLS, reloadCert, err := c.serverTLS(reg, log)
-	if err != nil {
-		return err
-	}
-	forwardTLS, err := c.forwardTLS()
+	tlsc, err := c.https(reg, log)
 	if err != nil {
 		return err
 	}
@@ -383,13 +409,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
-	if c.advertiseURL == "" {
-		scheme := "http://"
-		if serverTLS != nil {
-			scheme = "https://"
-		}
-		c.advertiseURL = scheme + ln.Addr().String()
-	}
+	c.defaultAdvertiseURL(ln.Addr().String(), tlsc.server != nil)
 	pool, err := c.postgres.OpenProjection(ctx, reg)
 	if err != nil {
 		return err
@@ -411,13 +431,13 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	// So are blocking waits: answered 503 at once, retried elsewhere.
 	defer context.AfterFunc(ctx, w.StopWaits)()
 	acfg := c.apiConfig(tt, reg, store.Ready, hub, uiKey, store, peerSecret)
-	acfg.ForwardTLS = forwardTLS
+	acfg.ForwardTLS = tlsc.forward
 	srv, err := api.New(acfg, w, store, log)
 	if err != nil {
 		return err
 	}
 	parts := []func(context.Context) error{w.Run, hub.Run}
-	for _, p := range []func(context.Context) error{reloadTokens, reloadCert} {
+	for _, p := range []func(context.Context) error{reloadTokens, tlsc.reload} {
 		if p != nil {
 			parts = append(parts, p)
 		}
@@ -430,7 +450,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	} else if serveMetrics != nil {
 		parts = append(parts, serveMetrics)
 	}
-	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg, TLS: serverTLS}, parts...)
+	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg, TLS: tlsc.server}, parts...)
 }
 
 // apiConfig is the API's configuration from the settings: metrics are

@@ -16,9 +16,6 @@ package kvcli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -199,8 +196,7 @@ KVSTORE_LOCK_TTL (lock acquire and extend's --ttl).
 
 Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 (KVCTL_TOKEN, else ESKV_DEV_TOKEN, else the file ` + devTokenFile + ` that
-'make run' writes, read from the current directory); for an https:// URL
-whose certificate a private CA signed, --cacert (KVCTL_CACERT).`,
+'make run' writes, read from the current directory).`,
 		Example: `  kvctl set tenant/acme/project/demo/greeting '{"hello":"world"}'
   KVSTORE_TABLE=tenant/acme/project/demo kvctl dec rate-limit/api-key-123 --min 0 || echo "Rate limit exceeded"
   kvctl get tenant/acme/project/demo/greeting --format value
@@ -217,7 +213,6 @@ whose certificate a private CA signed, --cacert (KVCTL_CACERT).`,
 	f := root.PersistentFlags()
 	f.StringVar(&a.url, "url", envOr(a.getenv, "KVCTL_URL", defaultURL), "eskv API base URL (KVCTL_URL)")
 	f.StringVar(&a.token, "token", "", "bearer token (KVCTL_TOKEN; else ESKV_DEV_TOKEN; else ./"+devTokenFile+")")
-	f.StringVar(&a.cacert, "cacert", a.getenv("KVCTL_CACERT"), "PEM file of the CA that signed an https:// --url's certificate, trusted instead of the system's roots (KVCTL_CACERT)")
 	f.StringVarP(&a.format, "format", "o", "", "output format: text, json or value; list also keys (default KVCTL_FORMAT, else json when stdout is not a terminal, text on one)")
 	f.BoolVarP(&a.quiet, "quiet", "q", false, "print nothing on stdout (errors still go to stderr; the exit code is unchanged)")
 	f.BoolVarP(&a.verbose, "verbose", "V", false, "say each request, its answer's status and time, and each retry on stderr (never a value)")
@@ -349,31 +344,6 @@ func (a *app) resolve(cmd *cobra.Command) error {
 		return a.resolveSeedNamespace(cmd)
 	}
 	return nil
-}
-
-// transport is how requests are sent: with --cacert's roots (else a
-// profile's cacert) trusted instead of the system's, else
-// http.DefaultTransport.
-func (a *app) transport(cmd *cobra.Command) (http.RoundTripper, error) {
-	path, source := a.cacert, "--cacert"
-	if a.prof != nil && a.prof.CACert != "" && !cmd.Flags().Changed("cacert") {
-		path, source = a.prof.CACert, "profile "+a.prof.name+"'s cacert"
-	}
-	if path == "" {
-		return http.DefaultTransport, nil
-	}
-	b, err := os.ReadFile(path)
-	pool := x509.NewCertPool()
-	if err == nil && !pool.AppendCertsFromPEM(b) {
-		err = errors.New("it holds no PEM certificate")
-	}
-	if err != nil {
-		return nil, &usageError{msg: fmt.Sprintf("%s %s: %v", source, path, err),
-			solution: "give the PEM file of the CA that signed the writer's certificate (--cacert FILE or KVCTL_CACERT)", cmd: cmd.CommandPath()}
-	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
-	return t, nil
 }
 
 // resolveFormat checks --format, or picks the default: KVCTL_FORMAT, else
