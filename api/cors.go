@@ -9,6 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/eskv/eskv/contract"
 )
 
 // CORSMaxAge is how long (seconds) a browser may keep a preflight's
@@ -17,8 +19,8 @@ const CORSMaxAge = 600
 
 // CORSAllowedHeaders are the request headers a page of an allowed origin
 // may send to /v1 (beside the CORS-safelisted ones): the bearer token,
-// the JSON bodies' type and a watch's resume point.
-var CORSAllowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID"}
+// the JSON bodies' type, a watch's resume point and a write's directive.
+var CORSAllowedHeaders = []string{"Authorization", "Content-Type", "Last-Event-ID", contract.DirectiveHeader}
 
 // CORSExposedHeaders are the answer headers such a page may read: the
 // read-your-writes position, a replayed write's mark and the back-off of

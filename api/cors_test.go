@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/contract"
 )
 
 const allowedOrigin = "https://app.example.com"
@@ -41,8 +42,9 @@ func TestCORS(t *testing.T) {
 		if rec.Code != http.StatusNoContent || hd.Get("Access-Control-Allow-Origin") != allowedOrigin {
 			t.Fatalf("preflight: %d %v, want 204 allowing %s", rec.Code, hd, allowedOrigin)
 		}
-		if !strings.Contains(hd.Get("Access-Control-Allow-Headers"), "Authorization") || !strings.Contains(hd.Get("Access-Control-Allow-Methods"), "PUT") {
-			t.Fatalf("preflight headers %v: want Authorization and PUT allowed", hd)
+		if allowed := hd.Get("Access-Control-Allow-Headers"); !strings.Contains(allowed, "Authorization") || !strings.Contains(allowed, contract.DirectiveHeader) ||
+			!strings.Contains(hd.Get("Access-Control-Allow-Methods"), "PUT") {
+			t.Fatalf("preflight headers %v: want Authorization, %s and PUT allowed", hd, contract.DirectiveHeader)
 		}
 		if hd.Get("Access-Control-Max-Age") != "600" || hd.Get("Access-Control-Allow-Credentials") != "" {
 			t.Fatalf("preflight headers %v: want Max-Age 600 and no credentials", hd)
