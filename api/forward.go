@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -77,14 +78,23 @@ type forwarder struct {
 	mu      sync.Mutex
 	proxies map[string]*httputil.ReverseProxy
 	// client sends the batch gets a writer splits across owners
-	// (batchget.go); the request's context bounds each.
-	client *http.Client
+	// (batchget.go); the request's context bounds each. transport is its
+	// and the proxies' (trusting Config.ForwardTLS's roots).
+	client    *http.Client
+	transport http.RoundTripper
 }
 
 // newForwarder returns the forwarder of a writer answering at self, with
-// the peer secret (nil: a random key of this process).
-func newForwarder(self string, secret []byte) (*forwarder, error) {
-	f := &forwarder{self: self, proxies: make(map[string]*httputil.ReverseProxy), shared: secret != nil, client: &http.Client{}}
+// the peer secret (nil: a random key of this process), reaching other
+// writers over HTTPS with tlsCfg (nil: the system's roots).
+func newForwarder(self string, secret []byte, tlsCfg *tls.Config) (*forwarder, error) {
+	f := &forwarder{self: self, proxies: make(map[string]*httputil.ReverseProxy), shared: secret != nil, transport: http.DefaultTransport}
+	if tlsCfg != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsCfg.Clone()
+		f.transport = t
+	}
+	f.client = &http.Client{Transport: f.transport}
 	if secret == nil {
 		secret = make([]byte, MinPeerSecretBytes)
 		_, _ = rand.Read(secret)
@@ -198,6 +208,7 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 		return nil, err
 	}
 	p := httputil.NewSingleHostReverseProxy(u)
+	p.Transport = f.transport
 	p.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "1")

@@ -15,7 +15,7 @@ import (
 func TestForwardProofVerify(t *testing.T) {
 	secret := []byte("a peer secret of 32 bytes at least")
 	mustForwarder := func(self string, secret []byte) *forwarder {
-		f, err := newForwarder(self, secret)
+		f, err := newForwarder(self, secret, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestForwardProofVerify(t *testing.T) {
 			t.Fatalf("carries %d proofs (%q); want the %d newest well-formed ones", n, carry, maxForwardProofs-1)
 		}
 	})
-	if _, err := newForwarder("w", []byte("short")); err == nil {
+	if _, err := newForwarder("w", []byte("short"), nil); err == nil {
 		t.Fatal("a 5-byte peer secret was accepted")
 	}
 }

@@ -10,6 +10,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,6 +158,14 @@ type Config struct {
 	// alone: it then recognizes its own forwards coming back, and takes
 	// every other writer's forward for a client's request.
 	PeerSecret []byte
+	// ForwardTLS is how this writer reaches the writers it forwards to
+	// when their advertise URLs are https:// (their CA as RootCAs); nil:
+	// the system's roots.
+	ForwardTLS *tls.Config
+	// CORSAllowedOrigins are the origins (scheme://host[:port], exactly)
+	// of the browser pages allowed to call /v1 (cors.go); none: no CORS
+	// headers, browsers refuse other origins' calls.
+	CORSAllowedOrigins []string
 	// MaxListBytes bounds the bytes of the entries of one page of a
 	// listing (about their JSON), beside its limit: a page that reaches
 	// it is answered truncated, with a cursor, and always holds at least
@@ -257,9 +266,12 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if err := cfg.limitDefaults(); err != nil {
 		return nil, err
 	}
+	if err := CheckCORSOrigins(cfg.CORSAllowedOrigins); err != nil {
+		return nil, fmt.Errorf("api: CORSAllowedOrigins: %w", err)
+	}
 	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now}
 	var err error
-	if s.fwd, err = newForwarder(cmp.Or(cfg.AdvertiseURL, cfg.InstanceID, "writer"), cfg.PeerSecret); err != nil {
+	if s.fwd, err = newForwarder(cmp.Or(cfg.AdvertiseURL, cfg.InstanceID, "writer"), cfg.PeerSecret, cfg.ForwardTLS); err != nil {
 		return nil, err
 	}
 	refusals, err := admission.Refusals(cfg.Registerer)
@@ -291,6 +303,9 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 		if err := cfg.Registerer.Register(s.readyGauge()); err != nil {
 			return nil, err
 		}
+	}
+	if m := cors(cfg.CORSAllowedOrigins); m != nil {
+		e.Pre(m) // before routing: a preflight reaches no route, no authentication
 	}
 	e.Use(s.serve)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })

@@ -3,12 +3,15 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +32,10 @@ type Client struct {
 	policy    RetryPolicy
 	userAgent string
 	directive string
+	tls       *tls.Config
+	// err is an option's failure (WithCAFile's unreadable file): every
+	// call fails with it.
+	err error
 }
 
 // Option configures a Client.
@@ -45,6 +52,58 @@ func WithRetries(attempts int, minWait, maxWait time.Duration) Option {
 	return func(c *Client) {
 		c.policy.Attempts, c.policy.MinWait, c.policy.MaxWait = max(attempts, 1), minWait, maxWait
 	}
+}
+
+// WithTLSConfig sets the TLS configuration of https:// base URLs (its
+// RootCAs trust the server's CA; nil RootCAs: the system's roots; a
+// client certificate for mutual TLS). It applies to the transport of the
+// HTTP client (WithHTTPClient's, whichever order the options come in),
+// which must then be an *http.Transport or nil.
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg } }
+
+// WithCAFile trusts the PEM certificates of the file path (the CA that
+// signed the server's certificate) for https:// base URLs, instead of
+// the system's roots (WithTLSConfig). A file that does not read or holds
+// no certificate makes every call fail with an error naming it.
+func WithCAFile(path string) Option {
+	return func(c *Client) {
+		pool, err := loadCAFile(path)
+		if err != nil {
+			c.err = errors.Join(c.err, err)
+			return
+		}
+		c.tls = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+}
+
+// loadCAFile reads a PEM bundle of certificates.
+func loadCAFile(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("client: CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("client: CA file %s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// withTLS returns hc with cfg on a copy of its transport.
+func withTLS(hc *http.Client, cfg *tls.Config) (*http.Client, error) {
+	var t *http.Transport
+	switch rt := hc.Transport.(type) {
+	case nil:
+		t = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		t = rt.Clone()
+	default:
+		return nil, fmt.Errorf("client: WithTLSConfig needs the HTTP client's Transport to be an *http.Transport, not %T", rt)
+	}
+	t.TLSClientConfig = cfg.Clone()
+	out := *hc
+	out.Transport = t
+	return &out, nil
 }
 
 // WithUserAgent sets the User-Agent header.
@@ -90,6 +149,9 @@ func New(baseURL, token string, opts ...Option) *Client {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.tls != nil && c.err == nil {
+		c.hc, c.err = withTLS(c.hc, c.tls)
 	}
 	return c
 }
@@ -167,6 +229,9 @@ func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error
 // send sends one request with the client's headers (a body is JSON);
 // no answer at all is a *NetworkError.
 func (c *Client) send(ctx context.Context, method, u string, body io.Reader, accept string) (*http.Response, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, fmt.Errorf("client: build request for %s: %w", u, err)

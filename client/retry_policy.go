@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -52,7 +53,9 @@ const (
 //     403, 404, 413, a requestId reused for another body (409
 //     version_conflict on field requestId), the other 409s (lock_held,
 //     field_mismatch, wrong_type, ...) and 500 internal, which is a
-//     server fault for its maintainers, not a state that passes.
+//     server fault for its maintainers, not a state that passes; and a
+//     server certificate the client does not trust
+//     (*tls.CertificateVerificationError: WithCAFile, WithTLSConfig).
 //
 // The end of the caller's ctx is never retried, and a wait that would
 // outlast its deadline is not started: the call then returns its last
@@ -222,6 +225,12 @@ func Classify(err error) Class {
 	}
 	var ne *NetworkError
 	if errors.As(err, &ne) {
+		// A certificate the client does not trust stays untrusted:
+		// retrying cannot help (WithCAFile, WithTLSConfig).
+		var ce *tls.CertificateVerificationError
+		if errors.As(err, &ce) {
+			return ClassFatal
+		}
 		return ClassTransient
 	}
 	var e *contract.Error

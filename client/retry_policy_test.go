@@ -7,6 +7,8 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +52,7 @@ func TestClassify(t *testing.T) {
 		{"FatalInternal", &contract.Error{Code: contract.EInternal}, client.ClassFatal},
 		{"FatalNotEskv", fmt.Errorf("%w: %w", client.ErrUnexpectedAnswer, &contract.Error{Code: contract.EInternal}), client.ClassFatal},
 		{"FatalOther", errors.New("decode answer"), client.ClassFatal},
+		{"FatalUntrustedCertificate", &client.NetworkError{Method: "GET", URL: "https://x", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, client.ClassFatal},
 		{"FatalEscalated", &client.EscalationError{Attempts: 5, Err: &contract.Error{Code: contract.EUnavailable}}, client.ClassFatal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

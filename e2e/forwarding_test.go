@@ -82,9 +82,14 @@ func manifestWriters(tb testing.TB, advertise func(i int, urls []string) string)
 // devCall sends one request with the dev token and returns its status and
 // body; a request that fails is status 0.
 func devCall(method, url, body string) (int, string) {
+	return devCallWith(http.DefaultClient, method, url, body)
+}
+
+// devCallWith is devCall through hc.
+func devCallWith(hc *http.Client, method, url, body string) (int, string) {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+devToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -96,7 +101,13 @@ func devCall(method, url, body string) (int, string) {
 // scrapedMetric returns the value of an unlabelled metric on base/metrics.
 func scrapedMetric(tb testing.TB, base, name string) float64 {
 	tb.Helper()
-	code, body := devCall("GET", base+"/metrics", "")
+	return scrapedMetricWith(tb, http.DefaultClient, base, name)
+}
+
+// scrapedMetricWith is scrapedMetric through hc.
+func scrapedMetricWith(tb testing.TB, hc *http.Client, base, name string) float64 {
+	tb.Helper()
+	code, body := devCallWith(hc, "GET", base+"/metrics", "")
 	if code != http.StatusOK {
 		tb.Fatalf("GET %s/metrics: %d", base, code)
 	}

@@ -106,6 +106,7 @@ type PKI struct {
 	ClientCertFile, ClientKeyFile string
 	// OtherCAFile is another CA's certificate, which signed nothing here.
 	OtherCAFile string
+	ca          signer
 }
 
 // MustPKI generates the CA, the server and the client certificates.
@@ -114,7 +115,7 @@ func MustPKI(tb testing.TB) *PKI {
 	dir := tb.TempDir()
 	ca, caKey := mustCA(tb, "eskv test CA")
 	other, _ := mustCA(tb, "some other CA")
-	p := &PKI{Pool: x509.NewCertPool(), CAFile: filepath.Join(dir, "ca.pem"), OtherCAFile: filepath.Join(dir, "other-ca.pem")}
+	p := &PKI{Pool: x509.NewCertPool(), CAFile: filepath.Join(dir, "ca.pem"), OtherCAFile: filepath.Join(dir, "other-ca.pem"), ca: signer{ca, caKey}}
 	p.Pool.AddCert(ca)
 	writePEM(tb, p.CAFile, "CERTIFICATE", ca.Raw)
 	writePEM(tb, p.OtherCAFile, "CERTIFICATE", other.Raw)
@@ -136,6 +137,20 @@ func MustPKI(tb testing.TB) *PKI {
 		tb.Fatalf("server key pair: %v", err)
 	}
 	return p
+}
+
+// MustServerCert signs a server certificate for 127.0.0.1, ::1 and
+// localhost with serial number serial, and writes it and its key as
+// <name>.pem and <name>-key.pem in dir.
+func (p *PKI) MustServerCert(tb testing.TB, dir, name string, serial int64) (certFile, keyFile string) {
+	tb.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "localhost"},
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	return mustLeaf(tb, dir, name, tmpl, p.ca)
 }
 
 func mustCA(tb testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateKey) {

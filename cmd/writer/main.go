@@ -6,6 +6,7 @@ import (
 	"bytes"
 
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/buildinfo"
 	"github.com/eskv/eskv/internal/kafkaconf"
+	"github.com/eskv/eskv/internal/secure"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/watch"
@@ -82,6 +84,10 @@ type config struct {
 	peerSecretFile   string
 	requestTimeout   time.Duration
 	compression      string
+	tlsCertFile      string
+	tlsKeyFile       string
+	tlsCAFile        string
+	corsOrigins      string
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -129,6 +135,7 @@ func (c *config) flags(stderr io.Writer) *service.Flags {
 	c.bindLimits(f)
 	c.bindWatch(f)
 	c.bindSecrets(f)
+	c.bindTLS(f)
 	c.http.Bind(f)
 	return f
 }
@@ -151,6 +158,7 @@ func (c *config) check(f *service.Flags) error {
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
 		f.Check(c.stateCacheBytes >= 0, "state-cache-bytes", "must not be negative (0 disables the cache)"),
 		c.http.Check(f),
+		c.checkTLS(f),
 		c.kafka.Check(),
 		c.checkCompression(),
 	)
@@ -160,6 +168,94 @@ func (c *config) check(f *service.Flags) error {
 func (c *config) checkCompression() error {
 	_, err := kafkaconf.Compression(c.compression)
 	return err
+}
+
+// bindTLS defines the settings of HTTPS and of the browser pages allowed
+// to call the API (CORS).
+func (c *config) bindTLS(f *service.Flags) {
+	f.StringVar(&c.tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) the API and the status page are served with over HTTPS (TLS 1.2 at least), with -tls-key-file; reloaded when the files change (polled every 5s) and on SIGHUP, a pair that does not load keeping the one in force; unset: plain HTTP")
+	f.StringVar(&c.tlsKeyFile, "tls-key-file", "", "PEM private key of -tls-cert-file")
+	f.StringVar(&c.tlsCAFile, "tls-ca-file", "", "PEM roots this writer trusts when it forwards requests to other writers over HTTPS (their advertise URLs are https://); unset: the system's roots")
+	f.StringVar(&c.corsOrigins, "cors-allowed-origins", "", "comma-separated origins (scheme://host[:port], exactly) of the browser pages allowed to call /v1 with a bearer token (CORS; preflights are answered without a token); unset: no CORS headers")
+}
+
+// checkTLS checks the HTTPS and CORS settings.
+func (c *config) checkTLS(f *service.Flags) error {
+	var cors error
+	if err := api.CheckCORSOrigins(c.corsAllowedOrigins()); err != nil {
+		cors = f.Check(false, "cors-allowed-origins", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return errors.Join(
+		f.Check((c.tlsCertFile == "") == (c.tlsKeyFile == ""), "tls-cert-file", "and -tls-key-file (ESKV_TLS_KEY_FILE) go together: set both or neither"),
+		cors,
+	)
+}
+
+// corsAllowedOrigins is -cors-allowed-origins as a list.
+func (c *config) corsAllowedOrigins() []string {
+	var out []string
+	for o := range strings.SplitSeq(c.corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// serverTLS returns the HTTPS configuration, with the part that reloads
+// the certificate on SIGHUP and when its files change; nil, nil without
+// a certificate (plain HTTP). A pair that does not load is an error.
+func (c *config) serverTLS(reg prometheus.Registerer, log *slog.Logger) (*tls.Config, func(context.Context) error, error) {
+	if c.tlsCertFile == "" {
+		return nil, nil, nil
+	}
+	r, err := service.NewCertReloader(c.tlsCertFile, c.tlsKeyFile, reg, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ESKV_TLS_CERT_FILE, ESKV_TLS_KEY_FILE: %w", err)
+	}
+	return r.ServerConfig(), func(ctx context.Context) error {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		return r.Run(ctx, service.DefaultCertPoll, hup)
+	}, nil
+}
+
+// httpsConfig is the writer's TLS: its server's (nil: plain HTTP) with
+// the part that reloads its certificate, and its forwards'.
+type httpsConfig struct {
+	server, forward *tls.Config
+	reload          func(context.Context) error
+}
+
+// https returns the writer's TLS configurations from the settings.
+func (c *config) https(reg prometheus.Registerer, log *slog.Logger) (httpsConfig, error) {
+	var h httpsConfig
+	var err error
+	if h.server, h.reload, err = c.serverTLS(reg, log); err != nil {
+		return h, err
+	}
+	h.forward, err = c.forwardTLS()
+	return h, err
+}
+
+// defaultAdvertiseURL sets the advertise URL, when unset, to the bound
+// address addr, https:// when the writer serves HTTPS.
+func (c *config) defaultAdvertiseURL(addr string, https bool) {
+	if c.advertiseURL != "" {
+		return
+	}
+	c.advertiseURL = "http://" + addr
+	if https {
+		c.advertiseURL = "https://" + addr
+	}
+}
+
+// forwardTLS returns the TLS configuration of forwards to other writers:
+// the roots of ESKV_TLS_CA_FILE, or nil (the system's).
+func (c *config) forwardTLS() (*tls.Config, error) {
+	name := func(short string) string { return "-" + short + " (" + secure.Variable(short) + ")" }
+	return secure.TLS{CAFile: c.tlsCAFile}.Config(name, false, "")
 }
 
 // bindSecrets defines the flags of the secrets the writers of a
@@ -304,14 +400,16 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tlsc, err := c.https(reg, log)
+	if err != nil {
+		return err
+	}
 	ln, err := service.Listen(c.httpAddr)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	if c.advertiseURL == "" {
-		c.advertiseURL = "http://" + ln.Addr().String()
-	}
+	c.defaultAdvertiseURL(ln.Addr().String(), tlsc.server != nil)
 	pool, err := c.postgres.OpenProjection(ctx, reg)
 	if err != nil {
 		return err
@@ -332,13 +430,17 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer context.AfterFunc(ctx, hub.Close)()
 	// So are blocking waits: answered 503 at once, retried elsewhere.
 	defer context.AfterFunc(ctx, w.StopWaits)()
-	srv, err := api.New(c.apiConfig(tt, reg, store.Ready, hub, uiKey, store, peerSecret), w, store, log)
+	acfg := c.apiConfig(tt, reg, store.Ready, hub, uiKey, store, peerSecret)
+	acfg.ForwardTLS = tlsc.forward
+	srv, err := api.New(acfg, w, store, log)
 	if err != nil {
 		return err
 	}
 	parts := []func(context.Context) error{w.Run, hub.Run}
-	if reloadTokens != nil {
-		parts = append(parts, reloadTokens)
+	for _, p := range []func(context.Context) error{reloadTokens, tlsc.reload} {
+		if p != nil {
+			parts = append(parts, p)
+		}
 	}
 	if parts, err = service.WithPprof(c.pprofAddr, c.http, log, parts...); err != nil {
 		return err
@@ -348,7 +450,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	} else if serveMetrics != nil {
 		parts = append(parts, serveMetrics)
 	}
-	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg}, parts...)
+	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg, TLS: tlsc.server}, parts...)
 }
 
 // apiConfig is the API's configuration from the settings: metrics are
@@ -383,6 +485,7 @@ func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(
 		UISessionTTL:             c.uiSessionTTL,
 		UILogouts:                logouts,
 		PeerSecret:               peerSecret,
+		CORSAllowedOrigins:       c.corsAllowedOrigins(),
 	}
 }
 

@@ -23,7 +23,8 @@ func TestHelpListsEnvironment(t *testing.T) {
 		"ESKV_MAX_CONCURRENT_LISTS", "ESKV_MAX_LISTS_PER_PRINCIPAL", "ESKV_MAX_BODY_BYTES", "ESKV_MAX_BODY_BYTES_PER_PRINCIPAL",
 		"ESKV_MAX_WAITERS", "ESKV_MAX_WAITERS_PER_PRINCIPAL",
 		"ESKV_KAFKA_TLS", "ESKV_KAFKA_TLS_CA_FILE", "ESKV_KAFKA_TLS_CERT_FILE", "ESKV_KAFKA_TLS_KEY_FILE", "ESKV_KAFKA_TLS_SERVER_NAME",
-		"ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "ESKV_KAFKA_INSECURE_DEV", "ESKV_KAFKA_SASL_MECHANISM", "ESKV_KAFKA_SASL_USERNAME", "ESKV_KAFKA_SASL_PASSWORD_FILE")
+		"ESKV_KAFKA_TLS_INSECURE_SKIP_VERIFY", "ESKV_KAFKA_INSECURE_DEV", "ESKV_KAFKA_SASL_MECHANISM", "ESKV_KAFKA_SASL_USERNAME", "ESKV_KAFKA_SASL_PASSWORD_FILE",
+		"ESKV_TLS_CERT_FILE", "ESKV_TLS_KEY_FILE", "ESKV_TLS_CA_FILE", "ESKV_CORS_ALLOWED_ORIGINS")
 }
 
 func TestRefusesToStartWithoutTokens(t *testing.T) {
@@ -89,6 +90,10 @@ func TestErrBadEnv(t *testing.T) {
 		{"ESKV_MAX_BODY_BYTES_PER_PRINCIPAL", "1000000"},
 		{"ESKV_MAX_BODY_BYTES", "1000000"},
 		{"ESKV_HTTP_MAX_CONNECTIONS_PER_ADDRESS", "0"},
+		{"ESKV_TLS_CERT_FILE", "/nonexistent/cert.pem"},
+		{"ESKV_TLS_KEY_FILE", "/nonexistent/key.pem"},
+		{"ESKV_CORS_ALLOWED_ORIGINS", "*"},
+		{"ESKV_CORS_ALLOWED_ORIGINS", "https://app.example.com,https://*.example.com"},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			setenv(t, map[string]string{tc.name: tc.value, "ESKV_DEV_TOKEN": "t"})
@@ -277,6 +282,34 @@ func TestRefusesBadPeerSecret(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ESKV_PEER_SECRET") ||
 				strings.Contains(err.Error(), "secret-") {
 				t.Fatalf("run: %v; want an error naming ESKV_PEER_SECRET, saying %q, without the secret", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRefusesBadTLS: a certificate and key that do not load, or a CA
+// file without a certificate, stop the writer at start with an error
+// naming the setting and saying why.
+func TestRefusesBadTLS(t *testing.T) {
+	pki := testenv.MustPKI(t)
+	dir := t.TempDir()
+	certFile, _ := pki.MustServerCert(t, dir, "a", 10)
+	_, otherKey := pki.MustServerCert(t, dir, "b", 11)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"mismatched pair refused", map[string]string{"ESKV_TLS_CERT_FILE": certFile, "ESKV_TLS_KEY_FILE": otherKey}, "private key does not match public key"},
+		{"missing key file refused", map[string]string{"ESKV_TLS_CERT_FILE": certFile, "ESKV_TLS_KEY_FILE": filepath.Join(dir, "none")}, "no such file"},
+		{"CA file without certificate refused", map[string]string{"ESKV_TLS_CA_FILE": otherKey}, "ESKV_TLS_CA_FILE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setenv(t, map[string]string{"ESKV_DEV_TOKEN": "dev-token-for-main-test", "ESKV_HTTP_ADDR": "127.0.0.1:0"})
+			setenv(t, tc.env)
+			err := run(context.Background(), nil, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ESKV_TLS_") {
+				t.Fatalf("run: %v, want an error naming the ESKV_TLS_ setting and saying %q", err, tc.want)
 			}
 		})
 	}

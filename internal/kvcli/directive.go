@@ -16,6 +16,7 @@ func (a *app) addCallFlags(f *pflag.FlagSet) {
 	durationVar(f, &a.timeout, "timeout", defaultTimeout, "give up on the whole command after this long, retries included")
 	f.StringVar(&a.directive, "directive", a.getenv("KVCTL_DIRECTIVE"),
 		"the directive writes are made for, sent as Eskv-Directive (KVCTL_DIRECTIVE; a principal named <agent>:<directive> needs none)")
+	a.addCACertFlag(f)
 }
 
 // checkDirective refuses a directive that is not one before any call.

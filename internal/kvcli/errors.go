@@ -2,6 +2,7 @@ package kvcli
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,8 +116,37 @@ func (a *app) explainNetwork(ne *client.NetworkError) (int, string, string) {
 		return exitServer, fmt.Sprintf("no answer from %s within --timeout %v", a.url, a.timeout),
 			"check that the stack is healthy (curl " + strings.TrimRight(a.url, "/") + "/readyz), or raise --timeout"
 	}
+	if msg, solution, ok := a.explainTLS(ne); ok {
+		return exitServer, msg, solution
+	}
 	return exitServer, fmt.Sprintf("cannot reach eskv at %s: %v", a.url, ne.Err),
 		"is the stack running? Start it with 'make run' in the eskv repository, or point --url (KVCTL_URL) at the writer's HTTP address"
+}
+
+// explainTLS explains a network error that is the TLS handshake's: the
+// writer's certificate is not trusted, or not for --url's host, or the
+// URL's scheme is not what the writer serves.
+func (a *app) explainTLS(ne *client.NetworkError) (msg, solution string, ok bool) {
+	var (
+		ua x509.UnknownAuthorityError
+		hn x509.HostnameError
+		ci x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(ne, &ua):
+		return fmt.Sprintf("cannot reach eskv at %s: %v", a.url, ne.Err),
+			"the writer's certificate is signed by a CA this machine does not trust: give that CA's PEM file with --cacert FILE (or KVCTL_CACERT)", true
+	case errors.As(ne, &hn):
+		return fmt.Sprintf("cannot reach eskv at %s: %v", a.url, ne.Err),
+			"--url's host is not one the writer's certificate names: use a host name or address it names (see the error), or have the certificate reissued with it", true
+	case errors.As(ne, &ci):
+		return fmt.Sprintf("cannot reach eskv at %s: %v", a.url, ne.Err),
+			"the writer's certificate is expired or not valid for a server: have it renewed (the writer reloads the files when they change)", true
+	case strings.Contains(ne.Err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Sprintf("cannot reach eskv at %s: %v", a.url, ne.Err),
+			"the writer serves plain HTTP: use http:// in --url (KVCTL_URL)", true
+	}
+	return "", "", false
 }
 
 // explainAPI explains an error answer; the message ends with the stable

@@ -41,6 +41,7 @@ type profile struct {
 	TokenFile string            `json:"token_file,omitempty"`
 	Tenant    string            `json:"tenant,omitempty"`
 	Table     string            `json:"table,omitempty"`
+	CACert    string            `json:"cacert,omitempty"` // PEM file of the CA of an https:// url (--cacert)
 
 	name, file string // the profile's name and file, for messages
 }

@@ -88,6 +88,7 @@ type app struct {
 	// Global flags.
 	url     string
 	token   string
+	cacert  string
 	format  string
 	timeout time.Duration
 	table   string // --table: the namespace (see namespace.go)
@@ -328,8 +329,15 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	// write with its --request-id) within what --timeout leaves.
 	policy := client.RetryPolicy{OnRetry: a.noteRetry, AttemptTimeout: min(a.timeout, client.DefaultAttemptTimeout)}
 	opts := []client.Option{client.WithUserAgent(a.flavor.Name), client.WithRetryPolicy(policy), client.WithDirective(a.directive)}
+	rt, err := a.transport(cmd)
+	if err != nil {
+		return err
+	}
 	if a.verbose {
-		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &verboseTransport{next: http.DefaultTransport, w: a.stderr}}))
+		rt = &verboseTransport{next: rt, w: a.stderr}
+	}
+	if rt != http.DefaultTransport {
+		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: rt}))
 	}
 	a.client = client.New(a.url, token, opts...)
 	if a.flavor.Seed {

@@ -8,6 +8,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,9 @@ type HTTP struct {
 	// Registerer counts the connections refused beyond Limits
 	// (eskv_http_limited_total); nil counts nothing.
 	Registerer prometheus.Registerer
+	// TLS, when set, serves HTTPS (HTTP/2 and HTTP/1.1) with it instead
+	// of plain HTTP (CertReloader.ServerConfig).
+	TLS *tls.Config
 }
 
 // Serve reports the bound address (log, AddrFile), serves h.Handler and
@@ -58,7 +62,7 @@ type HTTP struct {
 // meant to run until stopped. Serve closes the listener.
 func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...func(context.Context) error) error {
 	addr := h.Listener.Addr().String()
-	log.Info("listening", "addr", addr)
+	log.Info("listening", "addr", addr, "tls", h.TLS != nil)
 	if h.AddrFile != "" {
 		if err := os.WriteFile(h.AddrFile, []byte(addr), 0o644); err != nil {
 			h.Listener.Close()
@@ -66,6 +70,10 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 		}
 	}
 	hs := h.Limits.Server(h.Handler)
+	// The server's own complaints (a failed TLS handshake: a client that
+	// does not trust the certificate, a scanner) go to the service's log,
+	// structured, instead of the standard logger's stderr.
+	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelInfo)
 	refusals, err := admission.Refusals(h.Registerer)
 	if err != nil {
 		h.Listener.Close()
@@ -87,7 +95,12 @@ func Serve(ctx context.Context, log *slog.Logger, name string, h HTTP, parts ...
 		})
 	}
 	g.Go(func() error {
-		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := hs.Serve
+		if h.TLS != nil {
+			hs.TLSConfig = h.TLS
+			serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
+		}
+		if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil

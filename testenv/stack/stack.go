@@ -6,6 +6,7 @@ package stack
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -74,6 +75,7 @@ type options struct {
 	kafka            kafkaconf.Conn
 	writer           func(*writer.Config)
 	watch            watch.Config
+	tls              *tls.Config
 }
 
 // Kafka runs the stack on broker (whose topics must exist), its writer,
@@ -115,6 +117,11 @@ func WriterConfig(f func(*writer.Config)) Option { return func(o *options) { o.w
 // MaxWatchesPerPrincipal, Buffer, BufferBytes, MemoryBytes, Stall; its
 // brokers and topic are the stack's).
 func Watches(cfg watch.Config) Option { return func(o *options) { o.watch = cfg } }
+
+// TLS serves the API over HTTPS with cfg, whose Certificates must hold
+// one for 127.0.0.1 (httptest puts its own before a GetCertificate): the
+// stack's URL is then https://.
+func TLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // MustRun runs the stack until the test ends and returns it once the
 // writer is ready. Its logs are discarded, unless the test asks for them
@@ -173,7 +180,12 @@ func MustRun(tb testing.TB, opts ...Option) *Stack {
 	if o.limits != nil {
 		o.limits.Apply(hs.Config)
 	}
-	hs.Start()
+	if o.tls != nil {
+		hs.TLS = o.tls
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
 	tb.Cleanup(hs.Close)  // before the writer and projector stop
 	tb.Cleanup(hub.Close) // before the server closes: it waits for the watches
 	s.URL = hs.URL
