@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,15 @@ func (f *fakeSessions) RoundTrip(r *http.Request) (*http.Response, error) {
 		Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
 }
 
+// seen returns the keep-alives so far and whether a revoke came.
+func (f *fakeSessions) seen() (keepalives []time.Time, revoked bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.keepalives), f.revoked
+}
+
+func revokedOf(f *fakeSessions) bool { _, r := f.seen(); return r }
+
 func (f *fakeSessions) set(down, gone bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -78,11 +88,11 @@ func TestSession(t *testing.T) {
 				t.Fatalf("lost: %v", s.Err())
 			default:
 			}
-			if n := len(f.keepalives); n < 29 || n > 31 {
-				t.Fatalf("%d keep-alives in 10 TTLs, want 30 (every TTL/3)", n)
+			if ka, _ := f.seen(); len(ka) < 29 || len(ka) > 31 {
+				t.Fatalf("%d keep-alives in 10 TTLs, want 30 (every TTL/3)", len(ka))
 			}
-			if err := s.Close(context.Background()); err != nil || !f.revoked || !errors.Is(s.Err(), client.ErrSessionClosed) {
-				t.Fatalf("Close: %v, revoked %v, Err %v", err, f.revoked, s.Err())
+			if err := s.Close(context.Background()); err != nil || !revokedOf(f) || !errors.Is(s.Err(), client.ErrSessionClosed) {
+				t.Fatalf("Close: %v, revoked %v, Err %v", err, revokedOf(f), s.Err())
 			}
 		})
 	})
@@ -96,8 +106,8 @@ func TestSession(t *testing.T) {
 			if !errors.As(s.Err(), &lost) || !errors.Is(s.Err(), client.ErrLeaseLost) || contract.ErrorCode(lost.Err) != contract.ENotFound {
 				t.Fatalf("Err %v, want a LostError of not_found", s.Err())
 			}
-			if err := s.Close(context.Background()); err != nil || f.revoked {
-				t.Fatalf("Close of a lost session: %v, revoked %v", err, f.revoked)
+			if err := s.Close(context.Background()); err != nil || revokedOf(f) {
+				t.Fatalf("Close of a lost session: %v, revoked %v", err, revokedOf(f))
 			}
 		})
 	})
