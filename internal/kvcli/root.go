@@ -234,6 +234,12 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 	if a.flavor.Seed {
 		defer renameHelp(root, a.flavor.Name)
 	}
+	completionExample(root)
+	return root
+}
+
+// completionExample gives root's completion command its example.
+func completionExample(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
 			c.Example = `  kvctl completion bash > /etc/bash_completion.d/kvctl  # every new bash
@@ -241,7 +247,6 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
   source <(kvctl completion bash)                       # this shell only`
 		}
 	}
-	return root
 }
 
 // apiAnnotation marks commands that call the API, so setup resolves the
