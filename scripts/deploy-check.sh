@@ -4,7 +4,8 @@
 #   - helm lint on the chart, with its default values and with each
 #     deploy/helm/eskv/ci/*.yaml (ci/extended-values.yaml turns every
 #     extension point on: Ingress with TLS, ServiceMonitor, PrometheusRule,
-#     extraEnv, extra volumes);
+#     extraEnv, extra volumes; ci/writer-tls-values.yaml, the writers
+#     over HTTPS);
 #   - helm template (the same values) and deploy/k8s (kubectl kustomize)
 #     validated by kubeconform -strict against schemas generated from the
 #     Kubernetes OpenAPI document that the k8s.io/kubernetes module
@@ -13,8 +14,8 @@
 #     Go module proxy: kubeconform's default schema location, GitHub, is
 #     not reachable here); a kind without a schema is an error, not skipped;
 #   - kube-score on the same: any finding (critical or warning) fails;
-#   - the chart refuses an unpinned image tag, SASL without a secret and
-#     any value its values.schema.json does not know;
+#   - the chart refuses an unpinned image tag, SASL or writer TLS without
+#     a secret and any value its values.schema.json does not know;
 #   - tools/deploycheck: the docs' kubectl create secret commands create
 #     every Secret key a pod mounts, and the PrometheusRule holds
 #     deploy/observability/alerts.yaml's rules;
@@ -63,12 +64,14 @@ kubectl kustomize deploy/k8s >"$work/k8s.yaml"
 
 status=0
 # Values the chart must refuse: an unpinned image, SASL without a secret,
-# keys values.schema.json does not know (at the top, in a component, in
-# an extension point), an extraEnv entry that is not an EnvVar, and one
-# that sets a variable the chart sets itself.
+# writer TLS without a secret, keys values.schema.json does not know (at
+# the top, in a component, in an extension point), an extraEnv entry that
+# is not an EnvVar, and one that sets a variable the chart sets itself.
 for bad in image.tag=latest image.tag= kafka.sasl.mechanism=plain notAValue=1 writer.replicaz=2 \
 	ingress.tlss=x metrics.serviceMonitor.intervall=1m 'extraEnv[0].nam=X' \
-	'writer.extraEnv[0].name=ESKV_TOKENS_POLL,writer.extraEnv[0].value=1s'; do
+	'writer.extraEnv[0].name=ESKV_TOKENS_POLL,writer.extraEnv[0].value=1s' \
+	writer.tls.enabled=true writer.tls.certKeyy=x \
+	'writer.tls.enabled=true,writer.tls.secretName=t,writer.extraEnv[0].name=ESKV_TLS_CERT_FILE'; do
 	if "$bin/helm" template eskv "$chart" --set "$bad" >/dev/null 2>&1; then
 		echo "deploy-check: helm template accepted --set $bad" >&2
 		status=1

@@ -156,18 +156,21 @@ overrides. */}}
 
 {{/* Probes: liveness on /healthz (the process answers), readiness on
 /readyz (it may take traffic: joined, caught up, dependencies up; for the
-writer also no forward loop). */}}
+writer also no forward loop). The argument: the statefulset's dict, whose
+scheme ("" or HTTPS: the writer with writer.tls.enabled) they use. */}}
 {{- define "eskv.probes" -}}
+{{- $scheme := "" -}}
+{{- with .scheme }}{{ $scheme = printf ", scheme: %s" . }}{{ end -}}
 readinessProbe:
-  httpGet: {path: /readyz, port: http}
+  httpGet: {path: /readyz, port: http{{ $scheme }}}
   periodSeconds: 5
   failureThreshold: 2
 livenessProbe:
-  httpGet: {path: /healthz, port: http}
+  httpGet: {path: /healthz, port: http{{ $scheme }}}
   periodSeconds: 10
   failureThreshold: 6
 startupProbe:
-  httpGet: {path: /healthz, port: http}
+  httpGet: {path: /healthz, port: http{{ $scheme }}}
   periodSeconds: 2
   failureThreshold: 60
 {{- end -}}

@@ -7,7 +7,11 @@ rescheduling: a restarted member takes its partitions back without a
 rebalance or a session timeout.
 Arguments (a dict): root, component, port, idEnv, args, env (YAML list
 text), mounts, volumes, pdb (YAML text of the PDB's minAvailable or
-maxUnavailable).
+maxUnavailable), and optionally scheme (the probes': HTTPS when the
+component serves HTTPS, which also names the headless Service's port
+https for the ServiceMonitor) and publishNotReady (the headless Service
+publishes the pods' DNS names before they are ready: other writers
+forward to a writer by its name while it catches up).
 */}}
 {{- define "eskv.statefulset" -}}
 {{- $root := .root -}}
@@ -68,7 +72,7 @@ spec:
             {{- with include "eskv.kafkaEnv" $root | trim }}{{ . | nindent 12 }}{{ end }}
             {{- with include "eskv.extraEnv" (dict "root" $root "component" .component "chartEnv" (printf "- {name: %s}\n%s\n%s" .idEnv (.env | trim) (include "eskv.kafkaEnv" $root | trim))) }}{{ . | nindent 12 }}{{ end }}
           ports: [{name: http, containerPort: {{ .port }}}]
-          {{- include "eskv.probes" $root | nindent 10 }}
+          {{- include "eskv.probes" . | nindent 10 }}
           securityContext:
             {{- include "eskv.containerSecurityContext" $root | nindent 12 }}
           resources:
@@ -96,9 +100,12 @@ metadata:
     eskv.io/scrape: "true"
 spec:
   clusterIP: None
+  {{- if .publishNotReady }}
+  publishNotReadyAddresses: true
+  {{- end }}
   selector:
     {{- include "eskv.selectorLabels" $ctx | nindent 4 }}
-  ports: [{name: http, port: {{ .port }}, targetPort: http}]
+  ports: [{name: {{ if eq (.scheme | default "") "HTTPS" }}https{{ else }}http{{ end }}, port: {{ .port }}, targetPort: http}]
 ---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
