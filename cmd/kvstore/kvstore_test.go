@@ -284,9 +284,30 @@ func TestE2ELockWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("e2e lock workflow: %v\n%s", err, out)
 	}
+	// The two agents print concurrently, so their lines may interleave in
+	// any order: the versions say what the server did in which order.
+	// Agent 1's release is the first release (agent 2 releases after its
+	// acquire), and agent 2's acquire must come after it.
 	s := string(out)
-	i1, i2 := strings.Index(s, "Agent 1 released lock"), strings.Index(s, "Agent 2 acquired lock after waiting")
-	if i1 < 0 || i2 < 0 || i2 < i1 {
-		t.Errorf("agent 2 did not acquire after agent 1 released:\n%s", s)
+	firstRelease, agent2 := int64(0), int64(0)
+	for line := range strings.Lines(s) {
+		var a struct {
+			Holder   string `json:"holder"`
+			Version  int64  `json:"version"`
+			Released bool   `json:"released"`
+		}
+		if json.Unmarshal([]byte(line), &a) != nil {
+			continue
+		}
+		switch {
+		case a.Released && (firstRelease == 0 || a.Version < firstRelease):
+			firstRelease = a.Version
+		case a.Holder == "agent-2":
+			agent2 = a.Version
+		}
+	}
+	if !strings.Contains(s, "Agent 1 released lock") || !strings.Contains(s, "Agent 2 acquired lock after waiting") ||
+		firstRelease == 0 || agent2 <= firstRelease {
+		t.Errorf("agent 2 did not acquire after agent 1 released (release at version %d, agent 2's acquire at %d):\n%s", firstRelease, agent2, s)
 	}
 }
