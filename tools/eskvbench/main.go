@@ -26,6 +26,7 @@ import (
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/tools/internal/cli"
+	"github.com/eskv/eskv/tools/internal/pgcluster"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -43,6 +44,7 @@ type config struct {
 	projectorPID int
 
 	adminPostgresURL string
+	postgres         string // own or shared
 	partitions       int
 	brokerDataParent string
 	keep             bool
@@ -74,6 +76,9 @@ type config struct {
 	peerWarmup   time.Duration
 	peerSettle   time.Duration
 	peerClients  int
+
+	sustain       time.Duration // figure 22's length
+	sustainWindow time.Duration // and its windows
 }
 
 const usage = `usage: eskvbench [flags]
@@ -113,7 +118,10 @@ speed moved meanwhile; 19 a keys-only listing of 10,000 keys
 page, and the full listing of the same keys, with the bytes answered; 20
 a batch get of 1,000 keys of 1 project and of 4 projects; 21 a listing
 of 1,000 keys at= the position of a listing taken before one more write
-to each (unavailable where the writer refuses at). -only runs
+to each (unavailable where the writer refuses at); 22 figure 18a's
+workload on eskv alone for -sustain (10 min), ok/s per -sustain-window
+(1 min) with the CPU per write, the writer's memory and the projection's
+tables, and the last window over the first. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
@@ -171,6 +179,8 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.IntVar(&c.projectorPID, "projector-pid", 0, "with -url: the projector's pid, for its peak memory and CPU")
 	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"Postgres URL with the right to create the bench's database (also ESKV_TEST_POSTGRES_URL)")
+	fs.StringVar(&c.postgres, "postgres", "own",
+		"own: start a Postgres cluster of the bench's own, configured as production runs it (autovacuum on, pg_stat_statements; tools/internal/pgcluster), for the stack and figure 18's Postgres table; shared: create the databases in -admin-postgres-url's cluster")
 	fs.IntVar(&c.partitions, "partitions", 12, "partition count of kv.changes, to spread clients over partitions (also ESKV_PARTITIONS)")
 	fs.StringVar(&c.brokerDataParent, "broker-data", "",
 		"directory to create the broker's data directory in (default the bench's temporary directory; /dev/shm takes fsync cost out)")
@@ -197,7 +207,9 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.DurationVar(&c.peerWarmup, "peer-warmup", 2*time.Second, "unmeasured run of figure 18's first scenario on each system before it is measured (0: none)")
 	fs.DurationVar(&c.peerSettle, "peer-settle", 30*time.Second, "before each system of figure 18, wait at most this long for the machine to be quiet (under 10% busy over 0.5 s; 0: do not wait)")
 	fs.IntVar(&c.peerClients, "peer-clients", 64, "clients of figure 18's first scenario (distinct keys over 8 projects)")
-	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21 (5 comes with 2, 6 always); "+
+	fs.DurationVar(&c.sustain, "sustain", 10*time.Minute, "length of figure 22 (figure 18a's workload on eskv alone, printed per window)")
+	fs.DurationVar(&c.sustainWindow, "sustain-window", time.Minute, "figure 22's windows")
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
 
@@ -220,8 +232,12 @@ func (c *config) validate() error {
 		return errors.New("-duration, -read-duration and -peer-duration must be positive")
 	case c.peerWarmup < 0 || c.peerSettle < 0:
 		return errors.New("-peer-warmup and -peer-settle must not be negative")
+	case c.sustain <= 0 || c.sustainWindow <= 0 || c.sustainWindow > c.sustain:
+		return errors.New("-sustain and -sustain-window must be positive, the window at most -sustain")
 	case c.peerClients < 1:
 		return errors.New("-peer-clients must be positive")
+	case c.postgres != "own" && c.postgres != "shared":
+		return fmt.Errorf("-postgres %q: want own or shared", c.postgres)
 	}
 	return nil
 }
@@ -243,7 +259,7 @@ func parsePeers(s string) ([]string, error) {
 }
 
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }
@@ -266,6 +282,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	var s *stack
 	if c.url == "" {
+		if c.postgres == "own" {
+			fmt.Fprintln(stderr, "eskvbench: starting a Postgres cluster of its own (-postgres own)")
+			pg, err := pgcluster.Start(ctx, "eskvbench")
+			if err != nil {
+				return fmt.Errorf("%w (or run with -postgres shared)", err)
+			}
+			defer pg.Close()
+			c.adminPostgresURL = pg.AdminURL
+		}
 		if s, err = startStack(ctx, c, stderr); err != nil {
 			return err
 		}
