@@ -68,7 +68,7 @@ func printStatements(w io.Writer, stmts []pgStatement) error {
 	if len(stmts) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w, "    eskv's Postgres statements over 18a's first run (pg_stat_statements, execution time only), per acknowledged write:")
+	fmt.Fprintln(w, "    eskv's Postgres statements over 18a's first run (pg_stat_statements: calls, and execution time as wall-clock time, waits included), per acknowledged write:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "    calls/write\tµs/write\trows/call\tstatement")
 	for _, s := range stmts {
