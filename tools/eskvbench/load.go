@@ -112,6 +112,7 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 			return nil
 		}},
 		{b.c.wants("15"), b.queues},
+		{b.c.scale, b.scale},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil || !st.want {

@@ -79,6 +79,12 @@ type config struct {
 
 	sustain       time.Duration // figure 22's length
 	sustainWindow time.Duration // and its windows
+
+	scale          bool // figure 23 alone
+	scaleKeys      int  // keys of figure 23's one project; 10 × over scaleProjects
+	scaleProjects  int
+	scaleTouch     int // requests of figure 23d
+	scaleTakeovers int // kills of figure 23e
 }
 
 const usage = `usage: eskvbench [flags]
@@ -124,6 +130,20 @@ workload on eskv alone for -sustain (10 min), ok/s per -sustain-window
 tables, and the last window over the first. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
+-scale runs figure 23 alone, flat as data grows (own stack only, without
+the auditor; about 25 minutes at -scale-keys 200000 -scale-projects 20
+on 2 shared CPUs, 2 hours or more at the defaults, and the broker then
+holds 11 million records in memory, about 8 GiB): 10,000 keys in one
+project, then -scale-keys in one project, then 10 × -scale-keys over
+-scale-projects projects, each loaded through kv.changes (put events
+produced as a writer would, folded by the stack's projector); at each
+size 23a GET p99, 23b a listing of 1,000 keys, 23c figure 8b's filtered
+scan, each against the 10,000 keys' (≤ 2×); 23d the writer's memory
+after -scale-touch requests over the large project; 23e partition
+takeover (a second writer SIGKILLed -scale-takeovers times; p99 ≤ 5s);
+23f projector rebuild -into a fresh schema (≥ 50,000 keys/s); 23g bytes
+per key in Postgres and in the topic; 23h the run's duration.
+
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
 (-read-clients: ESKV_BENCH_READ_CLIENTS); the command line wins.
 
@@ -162,7 +182,15 @@ func parse(args []string, stderr io.Writer) (c config, err error) {
 	c.url = strings.TrimRight(c.url, "/")
 	c.projectorURL = strings.TrimRight(c.projectorURL, "/")
 	c.auditorURL = strings.TrimRight(c.auditorURL, "/")
-	return c, c.validate()
+	if err := c.validate(); err != nil {
+		return c, err
+	}
+	if c.scale {
+		// Figure 23 alone, without the auditor (it would have millions
+		// of events to chain).
+		c.only, c.auditor = map[string]bool{}, false
+	}
+	return c, nil
 }
 
 // flags defines the flags in fs and returns -only.
@@ -209,6 +237,11 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.IntVar(&c.peerClients, "peer-clients", 64, "clients of figure 18's first scenario (distinct keys over 8 projects)")
 	fs.DurationVar(&c.sustain, "sustain", 10*time.Minute, "length of figure 22 (figure 18a's workload on eskv alone, printed per window)")
 	fs.DurationVar(&c.sustainWindow, "sustain-window", time.Minute, "figure 22's windows")
+	fs.BoolVar(&c.scale, "scale", false, "run figure 23 alone: flat as data grows (long: see above)")
+	fs.IntVar(&c.scaleKeys, "scale-keys", 1_000_000, "figure 23: keys of the one large project; 10 times as many are spread over -scale-projects")
+	fs.IntVar(&c.scaleProjects, "scale-projects", 100, "figure 23: projects the 10 × -scale-keys keys are spread over")
+	fs.IntVar(&c.scaleTouch, "scale-touch", 200_000, "figure 23d: requests over the large project's keys before the writer's memory is read")
+	fs.IntVar(&c.scaleTakeovers, "scale-takeovers", 10, "figure 23e: times a writer is killed")
 	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
@@ -236,6 +269,14 @@ func (c *config) validate() error {
 		return errors.New("-sustain and -sustain-window must be positive, the window at most -sustain")
 	case c.peerClients < 1:
 		return errors.New("-peer-clients must be positive")
+	case c.scale && c.url != "":
+		return errors.New("-scale needs the bench's own stack, not -url")
+	case c.scale && c.only != nil:
+		return errors.New("-scale runs figure 23 alone: leave out -only")
+	case c.scaleKeys < scaleBaseKeys || c.scaleProjects < 1 || c.scaleTouch < 1 || c.scaleTakeovers < 1:
+		return fmt.Errorf("-scale-keys must be at least %d, -scale-projects, -scale-touch and -scale-takeovers positive", scaleBaseKeys)
+	case scaleManyFactor*c.scaleKeys/c.scaleProjects < scaleListPage:
+		return fmt.Errorf("-scale-projects: 10 × -scale-keys over %d projects leaves fewer than %d keys per project", c.scaleProjects, scaleListPage)
 	case c.postgres != "own" && c.postgres != "shared":
 		return fmt.Errorf("-postgres %q: want own or shared", c.postgres)
 	}

@@ -166,6 +166,9 @@ func reportConfig(c config) map[string]any {
 		"peers": c.peers, "peerDuration": c.peerDuration.String(), "peerClients": c.peerClients,
 		"sustain": c.sustain.String(), "sustainWindow": c.sustainWindow.String(), "postgres": c.postgres,
 	}
+	if c.scale {
+		m["scaleKeys"], m["scaleProjects"], m["scaleTouch"], m["scaleTakeovers"] = c.scaleKeys, c.scaleProjects, c.scaleTouch, c.scaleTakeovers
+	}
 	if c.only != nil {
 		m["only"] = slices.Sorted(maps.Keys(c.only))
 	}
