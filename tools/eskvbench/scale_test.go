@@ -82,7 +82,7 @@ func TestScaleRatio(t *testing.T) {
 	})
 	t.Run("MissAtTwoAndAHalf", func(t *testing.T) {
 		r := scaleRatio("23a2", base, result{P99: ms(25 * time.Millisecond), Ops: 10, Note: "n"}, false)
-		if r.Verdict != verdictMiss || r.Target != "p99 ≤ 2× 10ms" || !strings.HasPrefix(r.Note, "2.50× the baseline's p99; n") {
+		if r.Verdict != verdictMiss || r.Target != "p99 ≤ 2× 10ms" || !strings.HasPrefix(r.Note, "2.50× the baseline's p99 (p50 ") {
 			t.Errorf("got %+v", r)
 		}
 	})
