@@ -131,8 +131,9 @@ tables, and the last window over the first. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 -scale runs figure 23 alone, flat as data grows (own stack only, without
-the auditor; about 20 minutes at -scale-keys 200000 -scale-projects 20
-on 2 busy CPUs, about 2 hours at the defaults): 10,000 keys in one
+the auditor; 10-15 minutes at -scale-keys 200000 -scale-projects 20 on
+2 shared CPUs, about an hour and 50 GB of Postgres at the defaults;
+docs/performance.md): 10,000 keys in one
 project, then -scale-keys in one project, then 10 × -scale-keys over
 -scale-projects projects, each loaded through kv.changes (put events
 produced as a writer would, folded by the stack's projector); at each
