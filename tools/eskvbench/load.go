@@ -92,6 +92,7 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 		{b.c.wants("12"), b.transactions},
 		{b.c.wants("16") || b.c.wants("17"), b.watches},
 		{b.c.wants("18"), b.peers},
+		{b.c.wants("22"), b.sustain},
 		{b.c.wants("11"), func(ctx context.Context, rep *report) error {
 			b.logf("11 %d connections of each hostile kind, and one normal client", b.c.robustConns)
 			rep.Results = append(rep.Results, b.robust(ctx)...)
@@ -111,6 +112,7 @@ func (b *bench) run(ctx context.Context, rep *report) error {
 			return nil
 		}},
 		{b.c.wants("15"), b.queues},
+		{b.c.scale, b.scale},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil || !st.want {

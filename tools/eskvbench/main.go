@@ -26,6 +26,7 @@ import (
 	"github.com/eskv/eskv/internal/proc"
 	"github.com/eskv/eskv/internal/service"
 	"github.com/eskv/eskv/tools/internal/cli"
+	"github.com/eskv/eskv/tools/internal/pgcluster"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -43,6 +44,7 @@ type config struct {
 	projectorPID int
 
 	adminPostgresURL string
+	postgres         string // own or shared
 	partitions       int
 	brokerDataParent string
 	keep             bool
@@ -74,6 +76,15 @@ type config struct {
 	peerWarmup   time.Duration
 	peerSettle   time.Duration
 	peerClients  int
+
+	sustain       time.Duration // figure 22's length
+	sustainWindow time.Duration // and its windows
+
+	scale          bool // figure 23 alone
+	scaleKeys      int  // keys of figure 23's one project; 10 × over scaleProjects
+	scaleProjects  int
+	scaleTouch     int // requests of figure 23d
+	scaleTakeovers int // kills of figure 23e
 }
 
 const usage = `usage: eskvbench [flags]
@@ -113,8 +124,25 @@ speed moved meanwhile; 19 a keys-only listing of 10,000 keys
 page, and the full listing of the same keys, with the bytes answered; 20
 a batch get of 1,000 keys of 1 project and of 4 projects; 21 a listing
 of 1,000 keys at= the position of a listing taken before one more write
-to each (unavailable where the writer refuses at). -only runs
+to each (unavailable where the writer refuses at); 22 figure 18a's
+workload on eskv alone for -sustain (10 min), ok/s per -sustain-window
+(1 min) with the CPU per write, the writer's memory and the projection's
+tables, and the last window over the first. -only runs
 some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
+
+-scale runs figure 23 alone, flat as data grows (own stack only, without
+the auditor; 10-15 minutes at -scale-keys 200000 -scale-projects 20 on
+2 shared CPUs, about an hour and 50 GB of Postgres at the defaults;
+docs/performance.md): 10,000 keys in one
+project, then -scale-keys in one project, then 10 × -scale-keys over
+-scale-projects projects, each loaded through kv.changes (put events
+produced as a writer would, folded by the stack's projector); at each
+size 23a GET p99, 23b a listing of 1,000 keys, 23c figure 8b's filtered
+scan, each against the 10,000 keys' (≤ 2×); 23d the writer's memory
+after -scale-touch requests over the large project; 23e partition
+takeover (a second writer SIGKILLed -scale-takeovers times; p99 ≤ 5s);
+23f projector rebuild -into a fresh schema (≥ 50,000 keys/s); 23g bytes
+per key in Postgres and in the topic; 23h the run's duration.
 
 Every flag can also be set by the environment variable ESKV_BENCH_<FLAG>
 (-read-clients: ESKV_BENCH_READ_CLIENTS); the command line wins.
@@ -154,7 +182,15 @@ func parse(args []string, stderr io.Writer) (c config, err error) {
 	c.url = strings.TrimRight(c.url, "/")
 	c.projectorURL = strings.TrimRight(c.projectorURL, "/")
 	c.auditorURL = strings.TrimRight(c.auditorURL, "/")
-	return c, c.validate()
+	if err := c.validate(); err != nil {
+		return c, err
+	}
+	if c.scale {
+		// Figure 23 alone, without the auditor (it would have millions
+		// of events to chain).
+		c.only, c.auditor = map[string]bool{}, false
+	}
+	return c, nil
 }
 
 // flags defines the flags in fs and returns -only.
@@ -171,6 +207,8 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.IntVar(&c.projectorPID, "projector-pid", 0, "with -url: the projector's pid, for its peak memory and CPU")
 	fs.StringVar(&c.adminPostgresURL, "admin-postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"Postgres URL with the right to create the bench's database (also ESKV_TEST_POSTGRES_URL)")
+	fs.StringVar(&c.postgres, "postgres", "own",
+		"own: start a Postgres cluster of the bench's own, configured as production runs it (autovacuum on, pg_stat_statements; tools/internal/pgcluster), for the stack and figure 18's Postgres table; shared: create the databases in -admin-postgres-url's cluster")
 	fs.IntVar(&c.partitions, "partitions", 12, "partition count of kv.changes, to spread clients over partitions (also ESKV_PARTITIONS)")
 	fs.StringVar(&c.brokerDataParent, "broker-data", "",
 		"directory to create the broker's data directory in (default the bench's temporary directory; /dev/shm takes fsync cost out)")
@@ -197,7 +235,14 @@ func (c *config) flags(fs *flag.FlagSet) *string {
 	fs.DurationVar(&c.peerWarmup, "peer-warmup", 2*time.Second, "unmeasured run of figure 18's first scenario on each system before it is measured (0: none)")
 	fs.DurationVar(&c.peerSettle, "peer-settle", 30*time.Second, "before each system of figure 18, wait at most this long for the machine to be quiet (under 10% busy over 0.5 s; 0: do not wait)")
 	fs.IntVar(&c.peerClients, "peer-clients", 64, "clients of figure 18's first scenario (distinct keys over 8 projects)")
-	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21 (5 comes with 2, 6 always); "+
+	fs.DurationVar(&c.sustain, "sustain", 10*time.Minute, "length of figure 22 (figure 18a's workload on eskv alone, printed per window)")
+	fs.DurationVar(&c.sustainWindow, "sustain-window", time.Minute, "figure 22's windows")
+	fs.BoolVar(&c.scale, "scale", false, "run figure 23 alone: flat as data grows (long: see above)")
+	fs.IntVar(&c.scaleKeys, "scale-keys", 1_000_000, "figure 23: keys of the one large project; 10 times as many are spread over -scale-projects")
+	fs.IntVar(&c.scaleProjects, "scale-projects", 100, "figure 23: projects the 10 × -scale-keys keys are spread over")
+	fs.IntVar(&c.scaleTouch, "scale-touch", 200_000, "figure 23d: requests over the large project's keys before the writer's memory is read")
+	fs.IntVar(&c.scaleTakeovers, "scale-takeovers", 10, "figure 23e: times a writer is killed")
+	return fs.String("only", "", "run only these figures, comma-separated among 1,2,3,4,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22 (5 comes with 2, 6 always); "+
 		"e.g. -only 8 for the filtered scans (make bench BENCH_ARGS='-only 8')")
 }
 
@@ -220,8 +265,20 @@ func (c *config) validate() error {
 		return errors.New("-duration, -read-duration and -peer-duration must be positive")
 	case c.peerWarmup < 0 || c.peerSettle < 0:
 		return errors.New("-peer-warmup and -peer-settle must not be negative")
+	case c.sustain <= 0 || c.sustainWindow <= 0 || c.sustainWindow > c.sustain:
+		return errors.New("-sustain and -sustain-window must be positive, the window at most -sustain")
 	case c.peerClients < 1:
 		return errors.New("-peer-clients must be positive")
+	case c.scale && c.url != "":
+		return errors.New("-scale needs the bench's own stack, not -url")
+	case c.scale && c.only != nil:
+		return errors.New("-scale runs figure 23 alone: leave out -only")
+	case c.scaleKeys < scaleBaseKeys || c.scaleProjects < 1 || c.scaleTouch < 1 || c.scaleTakeovers < 1:
+		return fmt.Errorf("-scale-keys must be at least %d, -scale-projects, -scale-touch and -scale-takeovers positive", scaleBaseKeys)
+	case scaleManyFactor*c.scaleKeys/c.scaleProjects < scaleListPage:
+		return fmt.Errorf("-scale-projects: 10 × -scale-keys over %d projects leaves fewer than %d keys per project", c.scaleProjects, scaleListPage)
+	case c.postgres != "own" && c.postgres != "shared":
+		return fmt.Errorf("-postgres %q: want own or shared", c.postgres)
 	}
 	return nil
 }
@@ -243,7 +300,7 @@ func parsePeers(s string) ([]string, error) {
 }
 
 // benchFigures are the figures -only selects.
-var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21"}
+var benchFigures = []string{"1", "2", "3", "4", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22"}
 
 // wants reports whether the run measures figure f.
 func (c *config) wants(f string) bool { return c.only == nil || c.only[f] }
@@ -266,6 +323,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	var s *stack
 	if c.url == "" {
+		if c.postgres == "own" {
+			fmt.Fprintln(stderr, "eskvbench: starting a Postgres cluster of its own (-postgres own)")
+			pg, err := pgcluster.Start(ctx, "eskvbench")
+			if err != nil {
+				return fmt.Errorf("%w (or run with -postgres shared)", err)
+			}
+			defer pg.Close()
+			c.adminPostgresURL = pg.AdminURL
+		}
 		if s, err = startStack(ctx, c, stderr); err != nil {
 			return err
 		}

@@ -96,6 +96,8 @@ type peerRow struct {
 type peerFigure struct {
 	Rows []peerRow `json:"rows"`
 	Note string    `json:"note,omitempty"`
+	// Statements are eskv's Postgres statements over 18a's first run.
+	Statements []pgStatement `json:"eskvStatements,omitempty"`
 }
 
 // peerNote explains figure 18's columns.
@@ -206,7 +208,14 @@ func (b *bench) measureScenario(ctx context.Context, fig *peerFigure, sys system
 	if withCPU && sys.classify != nil {
 		before = sampleCPU("/proc", sys.classify)
 	}
+	statements := withCPU && sys.name == "eskv" && !sys.again && resetStatements(ctx, b.s.db)
 	out := driveCAS(ctx, sys.target, keys, sc.clients, b.c.peerDuration)
+	if statements {
+		var err error
+		if fig.Statements, err = readStatements(ctx, b.s.db, out.OK); err != nil {
+			b.logf("18 pg_stat_statements: %v", err)
+		}
+	}
 	row := peerRow{Step: sc.step, Scenario: sc.title, System: sys.name, Version: sys.version, Again: sys.again, casOutcome: out}
 	if before != nil {
 		row.CPU = newCPUReport(sampleCPU("/proc", sys.classify).since(before, sys.classify), out.OK, out.Seconds)
@@ -393,6 +402,10 @@ func (r *report) printPeers(w io.Writer) error {
 			fmt.Fprintf(w, "18: %s %s errors: %v\n", row.System, row.Step, row.ErrorsBy)
 		}
 	}
+	if err := printStatements(w, f.Statements); err != nil {
+		return err
+	}
+	f.printTargets(w)
 	return nil
 }
 

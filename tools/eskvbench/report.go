@@ -149,7 +149,8 @@ type report struct {
 	Services    []string       `json:"services,omitempty"`
 	Config      map[string]any `json:"config"`
 	Results     []result       `json:"results"`
-	Peers       *peerFigure    `json:"peers,omitempty"` // figure 18
+	Peers       *peerFigure    `json:"peers,omitempty"`   // figure 18
+	Sustain     *sustainFigure `json:"sustain,omitempty"` // figure 22
 	Processes   []procReport   `json:"processes"`
 	Host        host           `json:"host"`
 	Logs        []logSummary   `json:"logs,omitempty"`
@@ -163,6 +164,10 @@ func reportConfig(c config) map[string]any {
 		"visibilityEvery": c.visEvery, "partitions": c.partitions,
 		"scanEntries": c.scanEntries, "scanN": c.scanN, "manyN": c.manyN,
 		"peers": c.peers, "peerDuration": c.peerDuration.String(), "peerClients": c.peerClients,
+		"sustain": c.sustain.String(), "sustainWindow": c.sustainWindow.String(), "postgres": c.postgres,
+	}
+	if c.scale {
+		m["scaleKeys"], m["scaleProjects"], m["scaleTouch"], m["scaleTakeovers"] = c.scaleKeys, c.scaleProjects, c.scaleTouch, c.scaleTakeovers
 	}
 	if c.only != nil {
 		m["only"] = slices.Sorted(maps.Keys(c.only))
@@ -216,6 +221,9 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "6   peak RSS (VmHWM) and CPU used: %s\n", strings.Join(procs, "; "))
 	if err := r.printPeers(w); err != nil {
+		return err
+	}
+	if err := r.printSustain(w); err != nil {
 		return err
 	}
 	r.printNotes(w)

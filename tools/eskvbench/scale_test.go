@@ -1,0 +1,152 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eskv/eskv/tools/internal/cli"
+)
+
+func TestScaleSteps(t *testing.T) {
+	steps := scaleSteps("r1", 1_000_000, 100)
+	want := []struct {
+		title      string
+		projects   int
+		perProject int
+		keys       int
+	}{
+		{"10,000 keys in 1 project", 1, 10_000, 10_000},
+		{"1,000,000 keys in 1 project", 1, 1_000_000, 1_000_000},
+		{"10,000,000 keys over 100 projects", 100, 100_000, 10_000_000},
+	}
+	if len(steps) != len(want) {
+		t.Fatalf("%d steps, want %d", len(steps), len(want))
+	}
+	for i, w := range want {
+		s := steps[i]
+		if s.title != w.title || len(s.projects) != w.projects || s.perProject != w.perProject || s.keys() != w.keys {
+			t.Errorf("step %d: %q, %d projects of %d keys (%d); want %q, %d of %d (%d)",
+				i, s.title, len(s.projects), s.perProject, s.keys(), w.title, w.projects, w.perProject, w.keys)
+		}
+	}
+	t.Run("ProjectsDistinct", func(t *testing.T) {
+		seen := map[string]bool{}
+		for _, s := range steps {
+			for _, p := range s.projects {
+				if seen[p] || !strings.Contains(p, "r1") {
+					t.Errorf("project %q repeated or without the run's name", p)
+				}
+				seen[p] = true
+			}
+		}
+	})
+	t.Run("KeysSortByNumber", func(t *testing.T) {
+		if a, b := scaleKeyPath(9), scaleKeyPath(10); a >= b {
+			t.Errorf("%q sorts after %q", a, b)
+		}
+	})
+}
+
+func TestRatioVerdict(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		base, got time.Duration
+		ratio     float64
+		verdict   string
+	}{
+		{"PassFlat", 4 * time.Millisecond, 4 * time.Millisecond, 1, verdictPass},
+		{"PassAtTheLimit", 4 * time.Millisecond, 8 * time.Millisecond, 2, verdictPass},
+		{"PassFaster", 4 * time.Millisecond, 2 * time.Millisecond, 0.5, verdictPass},
+		{"MissOverTheLimit", 4 * time.Millisecond, 9 * time.Millisecond, 2.25, verdictMiss},
+		{"SkipWithoutBase", 0, 9 * time.Millisecond, 0, verdictSkip},
+		{"SkipWithoutMeasure", 4 * time.Millisecond, 0, 0, verdictSkip},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, v := ratioVerdict(tt.base, tt.got, targetScaleRatio)
+			if r != tt.ratio || v != tt.verdict {
+				t.Errorf("ratioVerdict(%s, %s) = %v, %s; want %v, %s", tt.base, tt.got, r, v, tt.ratio, tt.verdict)
+			}
+		})
+	}
+}
+
+func TestScaleRatio(t *testing.T) {
+	base := result{P99: ms(10 * time.Millisecond), Ops: 10}
+	t.Run("BaselineHasNoVerdict", func(t *testing.T) {
+		r := scaleRatio("23a1", base, base, true)
+		if r.Step != "23a1" || r.Verdict != "" || r.Target != "the baseline" {
+			t.Errorf("got %+v", r)
+		}
+	})
+	t.Run("MissAtTwoAndAHalf", func(t *testing.T) {
+		r := scaleRatio("23a2", base, result{P99: ms(25 * time.Millisecond), Ops: 10, Note: "n"}, false)
+		if r.Verdict != verdictMiss || r.Target != "p99 ≤ 2× 10ms" || !strings.HasPrefix(r.Note, "2.50× the baseline's p99 (p50 ") {
+			t.Errorf("got %+v", r)
+		}
+	})
+	t.Run("SkipStaysSkip", func(t *testing.T) {
+		r := scaleRatio("23a2", base, result{Verdict: verdictSkip, Note: "why"}, false)
+		if r.Verdict != verdictSkip || r.Note != "why" {
+			t.Errorf("got %+v", r)
+		}
+	})
+}
+
+func TestParseRebuild(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		out := "rebuilt kv.changes into schema eskvbench_rebuild_ab12cd: 230192 events read from 12 partitions " +
+			"(log start to the last stable offsets taken at start), 230006 keys, in 38.418s\n"
+		events, keys, took, err := parseRebuild(out)
+		if err != nil || events != 230192 || keys != 230006 || took != 38418*time.Millisecond {
+			t.Errorf("got %d, %d, %s, %v", events, keys, took, err)
+		}
+	})
+	t.Run("ErrNoLine", func(t *testing.T) {
+		if _, _, _, err := parseRebuild("rebuild: schema exists\n"); err == nil {
+			t.Error("want an error")
+		}
+	})
+	t.Run("ErrBadDuration", func(t *testing.T) {
+		if _, _, _, err := parseRebuild("rebuilt t into schema s: 1 events read from 1 partitions (x), 1 keys, in 3parsecs\n"); err == nil {
+			t.Error("want an error")
+		}
+	})
+}
+
+func TestParseScale(t *testing.T) {
+	t.Run("RunsFigure23Alone", func(t *testing.T) {
+		cli.SetEnv(t, nil)
+		c, err := parse([]string{"-scale", "-scale-keys", "200000", "-scale-projects", "20"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.scale || c.scaleKeys != 200_000 || c.scaleProjects != 20 || c.auditor || c.only == nil || len(c.only) != 0 || c.wants("1") {
+			t.Errorf("got %+v", c)
+		}
+	})
+	t.Run("DefaultsAreTheIssues", func(t *testing.T) {
+		cli.SetEnv(t, nil)
+		c, err := parse(nil, io.Discard)
+		if err != nil || c.scale || c.scaleKeys != 1_000_000 || c.scaleProjects != 100 {
+			t.Errorf("got %+v, %v", c, err)
+		}
+	})
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"ErrWithURL", []string{"-scale", "-url", "http://x", "-token", "t"}},
+		{"ErrWithOnly", []string{"-scale", "-only", "8"}},
+		{"ErrFewKeys", []string{"-scale", "-scale-keys", "9999"}},
+		{"ErrTooManyProjects", []string{"-scale", "-scale-keys", "10000", "-scale-projects", "101"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cli.SetEnv(t, nil)
+			if _, err := parse(tt.args, io.Discard); err == nil {
+				t.Error("want an error")
+			}
+		})
+	}
+}

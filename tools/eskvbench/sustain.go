@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/eskv/eskv/tools/internal/stats"
+)
+
+// Figure 22 runs figure 18a's workload (read-then-CAS, -peer-clients
+// clients on distinct keys over 8 projects) on eskv alone for -sustain, in
+// windows of -sustain-window, and prints each window: whether eskv keeps
+// its speed as its tables and logs grow. Its target: the last window's
+// ok/s at least targetSustainRatio of the first's. Each window also shows
+// what might explain a decay: the CPU per write, the writer's resident
+// memory, and the projection's tables (their size on disk and kv_entries'
+// dead rows, which autovacuum removes on a cluster configured as
+// production runs one: -postgres own).
+const targetSustainRatio = 0.9
+
+// sustainWindow is one window of figure 22.
+type sustainWindow struct {
+	casOutcome
+	CPUMicrosPerWrite float64 `json:"cpuMicrosPerWrite,omitempty"`
+	WriterRSS         int64   `json:"writerRssBytes,omitempty"`
+	EntriesBytes      int64   `json:"kvEntriesBytes,omitempty"`
+	HistoryBytes      int64   `json:"kvHistoryBytes,omitempty"`
+	DeadEntries       int64   `json:"kvEntriesDeadRows"`
+	Vacuums           int64   `json:"kvEntriesAutovacuums"`
+}
+
+// sustainFigure is figure 22.
+type sustainFigure struct {
+	Clients     int             `json:"clients"`
+	Window      string          `json:"window"`
+	Windows     []sustainWindow `json:"windows"`
+	LastOverFst float64         `json:"lastOverFirst"`
+	Verdict     string          `json:"verdict"`
+}
+
+// sustain is figure 22.
+func (b *bench) sustain(ctx context.Context, rep *report) error {
+	projects := b.peerProjects()
+	keys := make([]string, b.c.peerClients)
+	for k := range keys {
+		keys[k] = b.key(projects[k%len(projects)], fmt.Sprintf("sustain-%s-k%03d", b.runID, k))
+	}
+	t := &eskvTarget{b: b}
+	if err := t.setup(ctx, keys); err != nil {
+		return fmt.Errorf("figure 22: creating %d keys: %w", len(keys), err)
+	}
+	fig := &sustainFigure{Clients: b.c.peerClients, Window: b.c.sustainWindow.String()}
+	rep.Sustain = fig
+	classify := b.eskvClassifier()
+	b.settle(ctx, "eskv")
+	b.logf("22 read-then-CAS, %d clients, for %s in windows of %s", b.c.peerClients, b.c.sustain, b.c.sustainWindow)
+	for end := time.Now().Add(b.c.sustain); ctx.Err() == nil; {
+		left := time.Until(end)
+		if left < b.c.sustainWindow/2 {
+			break
+		}
+		var before cpuSample
+		if classify != nil {
+			before = sampleCPU("/proc", classify)
+		}
+		w := sustainWindow{casOutcome: driveCAS(ctx, t, keys, b.c.peerClients, min(left, b.c.sustainWindow))}
+		if before != nil {
+			w.CPUMicrosPerWrite = newCPUReport(sampleCPU("/proc", classify).since(before, classify), w.OK, w.Seconds).MicrosPerWrite
+		}
+		if b.s.writerPID != 0 {
+			w.WriterRSS, _ = stats.StatusBytes(b.s.writerPID, "VmRSS")
+		}
+		if b.s.db != nil {
+			_ = b.s.db.QueryRow(ctx, `SELECT pg_total_relation_size('kv_entries'), pg_total_relation_size('kv_history'),
+				n_dead_tup, autovacuum_count FROM pg_stat_user_tables WHERE relname = 'kv_entries'`).
+				Scan(&w.EntriesBytes, &w.HistoryBytes, &w.DeadEntries, &w.Vacuums)
+		}
+		b.logf("22 window %d: %.0f ok/s", len(fig.Windows)+1, w.OKPerSec)
+		fig.Windows = append(fig.Windows, w)
+	}
+	fig.judge()
+	return ctx.Err()
+}
+
+// judge sets the last window's ok/s over the first's, and the verdict.
+func (f *sustainFigure) judge() {
+	if len(f.Windows) < 2 || f.Windows[0].OKPerSec == 0 {
+		f.Verdict = verdictSkip
+		return
+	}
+	f.LastOverFst = f.Windows[len(f.Windows)-1].OKPerSec / f.Windows[0].OKPerSec
+	f.Verdict = verdictMiss
+	if f.LastOverFst >= targetSustainRatio {
+		f.Verdict = verdictPass
+	}
+}
+
+// printSustain prints figure 22, one line per window.
+func (r *report) printSustain(w io.Writer) error {
+	f := r.Sustain
+	if f == nil {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "22  read-then-CAS, %d clients on eskv alone, ok/s per window of %s: last ÷ first %.2f (target ≥ %.1f) %s\n",
+		f.Clients, f.Window, f.LastOverFst, targetSustainRatio, f.Verdict)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "window\tok/s\tCAS p50\tCAS p99\terrors\tCPU µs/write\twriter RSS\tkv_entries\tkv_history\tdead rows\tautovacuums")
+	var series []string
+	for i, s := range f.Windows {
+		series = append(series, fmt.Sprintf("%.0f", s.OKPerSec))
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\n", i+1, s.OKPerSec,
+			fmtDuration(time.Duration(s.P50)), fmtDuration(time.Duration(s.P99)), s.Errors, s.CPUMicrosPerWrite,
+			fmtBytes(s.WriterRSS), fmtBytes(s.EntriesBytes), fmtBytes(s.HistoryBytes), s.DeadEntries, s.Vacuums)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "    series (ok/s): %s\n", strings.Join(series, " "))
+	return nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSustainJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		okps    []float64
+		verdict string
+	}{
+		{"PassFlat", []float64{1000, 990, 950}, verdictPass},
+		{"PassAtBound", []float64{1000, 800, 900}, verdictPass},
+		{"MissDecay", []float64{1000, 900, 899}, verdictMiss},
+		{"SkipOneWindow", []float64{1000}, verdictSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &sustainFigure{}
+			for _, v := range tc.okps {
+				f.Windows = append(f.Windows, sustainWindow{casOutcome: casOutcome{OKPerSec: v}})
+			}
+			f.judge()
+			if f.Verdict != tc.verdict {
+				t.Errorf("verdict %s (ratio %.3f), want %s", f.Verdict, f.LastOverFst, tc.verdict)
+			}
+		})
+	}
+}
+
+func TestPrintSustain(t *testing.T) {
+	f := &sustainFigure{Clients: 64, Window: "1m0s", Windows: []sustainWindow{
+		{casOutcome: casOutcome{OKPerSec: 6000}, CPUMicrosPerWrite: 150, WriterRSS: 80 << 20, DeadEntries: 1200},
+		{casOutcome: casOutcome{OKPerSec: 5100}, CPUMicrosPerWrite: 170, WriterRSS: 90 << 20, DeadEntries: 90000, Vacuums: 0},
+	}}
+	f.judge()
+	var b strings.Builder
+	if err := (&report{Sustain: f}).printSustain(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"last ÷ first 0.85 (target ≥ 0.9) MISS", "series (ok/s): 6000 5100", "90000"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestPeerTargets(t *testing.T) {
+	cpu := &cpuReport{TotalSeconds: 1.0}
+	f := &peerFigure{Rows: []peerRow{
+		{Step: "18a", System: "eskv", casOutcome: casOutcome{OK: 10000, OKPerSec: 12000}, CPU: cpu},
+		{Step: "18a", System: "postgres", casOutcome: casOutcome{OKPerSec: 10000}},
+		{Step: "18a", System: "etcd", casOutcome: casOutcome{OKPerSec: 9000}},
+		{Step: "18b", System: "eskv", casOutcome: casOutcome{OK: 100, OKPerSec: 1500, P50: ms(450 * time.Microsecond)}},
+		{Step: "18b", System: "etcd", casOutcome: casOutcome{OKPerSec: 2000}},
+	}}
+	got := map[string]string{}
+	for _, v := range f.targets() {
+		got[v.Target] = v.Result + " " + v.Verdict
+	}
+	for target, want := range map[string]string{
+		"18a eskv ≥ 1.0× postgres":                     "1.20× PASS",
+		"18a eskv ≥ 1.5× etcd":                         "1.33× MISS",
+		"18b eskv ≥ 1.0× etcd":                         "0.75× MISS",
+		"18c eskv ≥ 1.0× etcd":                         peerTargetUnavailable + " SKIP",
+		"18b eskv CAS p50 ≤ 0.50ms":                    "0.45ms PASS",
+		"18a eskv CPU per acknowledged write ≤ 120 µs": "100 µs PASS",
+	} {
+		if got[target] != want {
+			t.Errorf("%s: %q, want %q (all: %v)", target, got[target], want, got)
+		}
+	}
+}
