@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eskv/eskv/internal/filewatch"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -113,20 +114,8 @@ func (r *TokenReloader) Run(ctx context.Context, poll time.Duration, reload <-ch
 	if poll <= 0 {
 		poll = DefaultTokensPoll
 	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-reload:
-			r.Reload("signal")
-		case <-t.C:
-			if r.contentSum() != r.sum {
-				r.Reload("changed")
-			}
-		}
-	}
+	changed := func() bool { return r.contentSum() != r.sum }
+	return filewatch.Run(ctx, poll, reload, changed, func(why string) { r.Reload(why) })
 }
 
 // Reload loads the file and replaces the tokens, or keeps them and logs

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eskv/eskv/internal/filewatch"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -138,20 +139,8 @@ func (r *CertReloader) Run(ctx context.Context, poll time.Duration, reload <-cha
 	if poll <= 0 {
 		poll = DefaultCertPoll
 	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-reload:
-			r.Reload("signal")
-		case <-t.C:
-			if _, _, sum, _ := r.contents(); sum != r.sum { // zero when unreadable
-				r.Reload("changed")
-			}
-		}
-	}
+	changed := func() bool { _, _, sum, _ := r.contents(); return sum != r.sum } // zero when unreadable
+	return filewatch.Run(ctx, poll, reload, changed, func(why string) { r.Reload(why) })
 }
 
 // Reload loads the pair and puts it in force, or keeps the one in force
