@@ -207,7 +207,8 @@ type topicBytes struct {
 	records, bytes atomic.Int64
 }
 
-// scaleEvent is the put event of key i of a step: figure 8's job value,
+// scaleEvent is the put event of key i loaded straight into the
+// projection (figure 8) or the topic (figure 23): figure 8's job value,
 // version 1.
 func scaleEvent(key, scope string, i int, now time.Time) *contract.Event {
 	return &contract.Event{

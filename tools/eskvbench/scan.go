@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -118,20 +117,8 @@ func (b *bench) loadScanEntries(ctx context.Context, prefix string, n int, now t
 	part := changelog.Partition(k.Scope(), int32(b.c.partitions))
 	batch := make([]projection.Applied, 0, scanBatch)
 	for i := range n {
-		e := contract.Event{
-			SchemaVersion: contract.SchemaVersion,
-			Key:           fmt.Sprintf("%s%06d", prefix, i),
-			Scope:         k.Scope(),
-			Version:       1,
-			Kind:          contract.KindPut,
-			Op:            contract.OpSet,
-			After:         json.RawMessage(scanValue(i, now)),
-			CreatedAt:     now,
-			Semantics:     contract.Semantics{Purpose: "other", Producer: "eskvbench"},
-			Principal:     "eskvbench",
-			TS:            now,
-		}
-		batch = append(batch, projection.Applied{Partition: part, Offset: int64(i), Event: e})
+		e := scaleEvent(fmt.Sprintf("%s%06d", prefix, i), k.Scope(), i, now)
+		batch = append(batch, projection.Applied{Partition: part, Offset: int64(i), Event: *e})
 		if len(batch) == scanBatch || i == n-1 {
 			if err := store.Apply(ctx, scanTopic, batch); err != nil {
 				return 0, err
