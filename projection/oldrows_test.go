@@ -70,7 +70,8 @@ func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 	before := batchOf(0, a1, a2, a3, push1, push2, pop)
 	after := batchOf(int64(len(before)), a4, a5, push3)
 
-	s := projection.New(pool) // HistoryJSONB, the default
+	s := projection.New(pool)
+	s.SetHistoryFormat(projection.HistoryJSONB)
 	if !migrated {
 		if err := projection.MigrateTo(ctx, pool, 10); err != nil {
 			t.Fatal(err)

@@ -40,31 +40,31 @@ type Store struct {
 }
 
 // New returns a Store on pool. The schema must be migrated (Migrate). Its
-// Apply writes kv_history rows as HistoryJSONB until SetHistoryFormat
+// Apply writes kv_history rows as HistoryText until SetHistoryFormat
 // says otherwise.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, arrays: describes(pool)}
+	return &Store{pool: pool, arrays: describes(pool), history: HistoryText}
 }
 
 // HistoryFormat is the format in which Apply writes a kv_history row's
-// event (the projector's ESKV_HISTORY_FORMAT). Every reader of this
-// release reads rows of either format (historyEvent, requestsSQL); the
-// releases before migration 00011 read HistoryJSONB rows only.
+// event (the projector's ESKV_HISTORY_FORMAT). Every reader of every
+// release (0.1.0 on) reads rows of either format (historyEvent,
+// requestsSQL); only development builds before migration 00011 read
+// HistoryJSONB rows alone.
 type HistoryFormat int
 
 const (
-	// HistoryJSONB, the default, writes the event parsed into jsonb
-	// (event), its requestId found through kv_history_request_id's
-	// expression: the rows every release writes and reads.
+	// HistoryJSONB writes the event parsed into jsonb (event), its
+	// requestId found through kv_history_request_id's expression: the
+	// rows the development builds before migration 00011 wrote and read.
 	HistoryJSONB HistoryFormat = iota
 	// HistoryText writes the event's text unparsed (event_text) and its
 	// requestId in request_id (migration 00011), found through
 	// kv_history_request (00012): 5-8 µs less Postgres CPU per projected
-	// event (docs/performance.md, "kv_history's cost per event"). A
-	// writer or API server of a release before 00011 reads event only:
-	// such a row's History ends there and its requestId goes unfound (a
-	// retried write whose first attempt was projected would be applied
-	// again). Only once every writer and API server reads both formats.
+	// event (docs/performance.md, "kv_history's cost per event"): the
+	// default. A development build before 00011 read event only (such
+	// a row's History ended there and its requestId went unfound); every
+	// release reads both formats.
 	HistoryText
 )
 

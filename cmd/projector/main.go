@@ -73,9 +73,9 @@ func (c *config) parse(f *service.Flags, args []string) error {
 // a check of its value, to run once f is parsed.
 func historyFormat(f *service.Flags, format *projection.HistoryFormat) func() error {
 	var name string
-	f.StringVar(&name, "history-format", projection.HistoryJSONB.String(),
-		"the format of new kv_history rows: jsonb, which every release reads, or text (less Postgres CPU per event), "+
-			"which only releases from this one on read: set text once every writer and API server runs this release or later")
+	f.StringVar(&name, "history-format", projection.HistoryText.String(),
+		"the format of new kv_history rows: text (less Postgres CPU per event), which every release reads (0.1.0 on), "+
+			"or jsonb, which the development builds before migration 00011 read too")
 	return func() error {
 		var err error
 		*format, err = projection.ParseHistoryFormat(name)

@@ -71,7 +71,7 @@ func TestRunProjectsAndServes(t *testing.T) {
 	b, pg := mustStack(t, 3)
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	t.Setenv("ESKV_PROJECTOR_ADDR_FILE", addrFile)
-	t.Setenv("ESKV_HISTORY_FORMAT", "text") // the default, jsonb: TestRebuildAndDiff
+	t.Setenv("ESKV_HISTORY_FORMAT", "jsonb") // the default, text: TestRebuildAndDiff
 	var logs testenv.Buffer
 	base, r := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error { return runServe(ctx, &logs) })
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -94,8 +94,8 @@ func TestRunProjectsAndServes(t *testing.T) {
 		st, err := s.State(context.Background(), key)
 		return err == nil && st.Version == 1
 	})
-	if got := historyFormats(t, pg, "public"); got != "text" {
-		t.Errorf("kv_history rows as %s, want text (ESKV_HISTORY_FORMAT)", got)
+	if got := historyFormats(t, pg, "public"); got != "jsonb" {
+		t.Errorf("kv_history rows as %s, want jsonb (ESKV_HISTORY_FORMAT)", got)
 	}
 	if code, body := servicetest.Get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, "eskv_projector_events_applied_total 1") {
 		t.Errorf("GET /metrics: %d, applied counter missing:\n%s", code, body)
@@ -284,21 +284,21 @@ func TestRebuildAndDiff(t *testing.T) {
 			t.Errorf("rebuild into public: exit %d, stderr %q; want a refusal", code, errs)
 		}
 	})
-	t.Run("OKRebuildText", func(t *testing.T) {
-		// serve wrote jsonb rows (the default); rebuild writes what
+	t.Run("OKRebuildJSONB", func(t *testing.T) {
+		// serve wrote text rows (the default); rebuild writes what
 		// ESKV_HISTORY_FORMAT says, as serve would, and diff compares
 		// the two formats' events.
-		t.Setenv("ESKV_HISTORY_FORMAT", "text")
-		if out, errs, code := cli(t, "rebuild", "--into", "rebuilt_text"); code != 0 {
+		t.Setenv("ESKV_HISTORY_FORMAT", "jsonb")
+		if out, errs, code := cli(t, "rebuild", "--into", "rebuilt_jsonb"); code != 0 {
 			t.Fatalf("rebuild: exit %d\n%s%s", code, out, errs)
 		}
-		for schema, want := range map[string]string{"public": "jsonb", "rebuilt_text": "text"} {
+		for schema, want := range map[string]string{"public": "text", "rebuilt_jsonb": "jsonb"} {
 			if got := historyFormats(t, pg, schema); got != want {
 				t.Errorf("%s.kv_history rows as %s, want %s", schema, got, want)
 			}
 		}
-		if out, errs, code := cli(t, "diff", "--schema", "rebuilt_text"); code != 0 || !strings.Contains(out, "result: equal") {
-			t.Errorf("diff --schema rebuilt_text: exit %d\n%s%s", code, out, errs)
+		if out, errs, code := cli(t, "diff", "--schema", "rebuilt_jsonb"); code != 0 || !strings.Contains(out, "result: equal") {
+			t.Errorf("diff --schema rebuilt_jsonb: exit %d\n%s%s", code, out, errs)
 		}
 	})
 	t.Run("OKRebuildReplace", func(t *testing.T) {
