@@ -5,7 +5,7 @@
 // earliest; a renewal that does not get through before that end less the
 // margin counts as a loss, so the holder stops before another may take over.
 
-import { EskvError, LeaseLostError, LeaseReleasedError, NetworkError } from "./errors.js";
+import { EscalationError, EskvError, LeaseLostError, LeaseReleasedError, NetworkError } from "./errors.js";
 import type { components } from "./schema.js";
 import { abortReason, endlessSchedule, retryAfterMs, sleep } from "./retry.js";
 import { deadlineSignal } from "./transport.js";
@@ -51,6 +51,7 @@ export interface KeptLock {
 
 /** transientRenewal tells errors worth retrying a renewal for. */
 function transientRenewal(err: unknown): boolean {
+  if (err instanceof EscalationError) err = err.cause;
   if (err instanceof NetworkError) return true;
   return err instanceof EskvError && (err.unexpected || ["partition_unavailable", "outcome_unknown", "forward_loop", "internal", "too_many_requests"].includes(err.code));
 }

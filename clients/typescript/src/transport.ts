@@ -105,6 +105,7 @@ export class Transport {
    * returned signal aborts at timeoutMs; done() stops its timer.
    */
   async send(method: string, u: string, body: unknown, accept: string, signal: AbortSignal | undefined, timeoutMs: number): Promise<{ res: Response; signal: AbortSignal; done: () => void }> {
+    if (signal?.aborted) throw abortReason(signal);
     const linked = deadlineSignal(signal, timeoutMs);
     const headers: Record<string, string> = { Accept: accept };
     if (body !== undefined) headers["Content-Type"] = "application/json";
