@@ -270,7 +270,8 @@ export class EskvClient {
    */
   async verb<T>(verb: string, key: string, body: unknown, o: CallOptions & { query?: Query; waitMs?: number } = {}): Promise<Answer<T>> {
     const c: Call = { method: readVerbs.has(verb) ? "GET" : "POST", path: `${keyPath(key)}:${verb}`, query: o.query, key, retry: true, signal: o.signal };
-    if (c.method === "POST") c.body = body ?? {};
+    // A write carries a requestId, so that its retries are applied once at most.
+    if (c.method === "POST") c.body = isObject(body) && !body.requestId ? { ...body, requestId: newRequestId() } : body ?? { requestId: newRequestId() };
     if (o.waitMs && o.waitMs > 0 && waitVerbs.has(verb)) {
       if (o.waitMs > maxWaitMs) throw new InvalidError(400, { code: "invalid", message: `wait ${o.waitMs} ms is over ${maxWaitMs} ms`, field: "wait" });
       c.waitMs = o.waitMs;
@@ -559,6 +560,11 @@ export class EskvClient {
       cursor = page.nextCursor;
     }
   }
+}
+
+/** isObject reports whether v is a JSON object (not an array). */
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** isAttemptOf reports whether requestId is an attempt of the update named base: base, "-", digits. */

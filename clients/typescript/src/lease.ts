@@ -59,7 +59,7 @@ function transientRenewal(err: unknown): boolean {
 /** keepLock takes the lock once and keeps renewing it; see KeptLock. */
 export async function keepLock(t: Transport, calls: LockCalls, key: string, o: KeepLockOptions): Promise<KeptLock> {
   const sent = Date.now();
-  let lock = await calls.acquire(o.signal);
+  const lock = await calls.acquire(o.signal);
   if (lock.reentered) {
     throw new EskvError(409, { code: "lock_held", message: `${lock.holder} already holds ${key} (token ${lock.token}): keeping it would share one tenure` }, { key });
   }
@@ -69,67 +69,98 @@ export async function keepLock(t: Transport, calls: LockCalls, key: string, o: K
     await calls.release(undefined).catch(() => {});
     throw new EskvError(500, { code: "internal", message: `${key} answered without a lease` }, { key });
   }
-  const every = ttlMs / 3;
-  const margin = o.marginMs && o.marginMs > 0 ? Math.min(o.marginMs, every) : every;
-  const stop = new AbortController();
-  const parent = o.signal;
-  const onParent = () => stop.abort(parent?.reason);
-  parent?.addEventListener("abort", onParent, { once: true });
-  let end = sent + ttlMs;
-  const token = lock.token;
-  const renewOnce = async (): Promise<void> => {
-    const limit = end - margin;
-    const waits = endlessSchedule(t.policy);
+  return new Keeper(t, calls, key, lock, sent, ttlMs, o).start();
+}
+
+/** Keeper renews one tenure's lease. */
+class Keeper {
+  private readonly every: number;
+  private readonly margin: number;
+  private readonly stop = new AbortController();
+  private end: number;
+  private released: Promise<void> | undefined;
+
+  constructor(
+    private readonly t: Transport,
+    private readonly calls: LockCalls,
+    private readonly key: string,
+    private lock: Lock,
+    sent: number,
+    private readonly ttlMs: number,
+    private readonly o: KeepLockOptions,
+  ) {
+    this.every = ttlMs / 3;
+    this.margin = o.marginMs && o.marginMs > 0 ? Math.min(o.marginMs, this.every) : this.every;
+    this.end = sent + ttlMs;
+  }
+
+  /** start runs the renewals in the background and answers the KeptLock. */
+  start(): KeptLock {
+    const parent = this.o.signal;
+    const onParent = () => this.stop.abort(parent?.reason);
+    if (parent?.aborted) onParent();
+    else parent?.addEventListener("abort", onParent, { once: true });
+    const lost = this.loop().finally(() => parent?.removeEventListener("abort", onParent));
+    const self = this;
+    return {
+      token: this.lock.token,
+      get lock() {
+        return self.lock;
+      },
+      lost,
+      signal: this.stop.signal,
+      release: (signal?: AbortSignal) => this.release(lost, signal),
+    };
+  }
+
+  /** loop renews every third of the TTL until stopped or lost; it answers why it ended. */
+  private async loop(): Promise<Error> {
+    try {
+      for (;;) {
+        await sleep(this.end + this.every - this.ttlMs - Date.now(), this.stop.signal);
+        await this.renewOnce();
+      }
+    } catch (err) {
+      if (this.stop.signal.aborted) return abortReason(this.stop.signal) as Error;
+      this.stop.abort(err);
+      return err as Error;
+    }
+  }
+
+  /** renewOnce renews the lease, retrying transient errors until the margin before its end. */
+  private async renewOnce(): Promise<void> {
+    const limit = this.end - this.margin;
+    const waits = endlessSchedule(this.t.policy);
     let last: unknown;
     for (;;) {
-      if (Date.now() >= limit) throw new LeaseLostError(key, token, last, true);
-      const d = deadlineSignal(stop.signal, limit - Date.now());
+      if (Date.now() >= limit) throw new LeaseLostError(this.key, this.lock.token, last, true);
+      const d = deadlineSignal(this.stop.signal, limit - Date.now());
       const at = Date.now();
       try {
-        const got = await calls.extend(d.signal);
-        if (got.token !== token) throw new LeaseLostError(key, token, new Error(`the token is ${got.token} now`), false);
-        lock = got;
-        end = at + ttlMs;
+        const got = await this.calls.extend(d.signal);
+        if (got.token !== this.lock.token) throw new LeaseLostError(this.key, this.lock.token, new Error(`the token is ${got.token} now`), false);
+        this.lock = got;
+        this.end = at + this.ttlMs;
         return;
       } catch (err) {
-        if (stop.signal.aborted || err instanceof LeaseLostError) throw err;
-        if (!transientRenewal(err) && !d.signal.aborted) throw new LeaseLostError(key, token, err, false);
+        if (this.stop.signal.aborted || err instanceof LeaseLostError) throw err;
+        if (!transientRenewal(err) && !d.signal.aborted) throw new LeaseLostError(this.key, this.lock.token, err, false);
         last = err;
       } finally {
         d.done();
       }
-      await sleep(Math.min(Math.max(waits.take() ?? 0, retryAfterMs(last)), Math.max(limit - Date.now(), 0)), stop.signal);
+      await sleep(Math.min(Math.max(waits.take() ?? 0, retryAfterMs(last)), Math.max(limit - Date.now(), 0)), this.stop.signal);
     }
-  };
-  const lost = (async (): Promise<Error> => {
-    try {
-      for (;;) {
-        await sleep(end + every - ttlMs - Date.now(), stop.signal);
-        await renewOnce();
-      }
-    } catch (err) {
-      const why = stop.signal.aborted ? (abortReason(stop.signal) as Error) : (err as Error);
-      if (!stop.signal.aborted) stop.abort(why);
-      parent?.removeEventListener("abort", onParent);
-      return why;
-    }
-  })();
-  let released: Promise<void> | undefined;
-  return {
-    token,
-    get lock() {
-      return lock;
-    },
-    lost,
-    signal: stop.signal,
-    release(signal?: AbortSignal) {
-      released ??= (async () => {
-        if (!stop.signal.aborted) stop.abort(new LeaseReleasedError(key));
-        const why = await lost;
-        if (why instanceof LeaseLostError && !why.unconfirmed) throw why;
-        await calls.release(signal);
-      })();
-      return released;
-    },
-  };
+  }
+
+  /** release stops renewing and releases once; nothing is sent when the server said the lease was lost. */
+  private release(lost: Promise<Error>, signal?: AbortSignal): Promise<void> {
+    this.released ??= (async () => {
+      if (!this.stop.signal.aborted) this.stop.abort(new LeaseReleasedError(this.key));
+      const why = await lost;
+      if (why instanceof LeaseLostError && !why.unconfirmed) throw why;
+      await this.calls.release(signal);
+    })();
+    return this.released;
+  }
 }

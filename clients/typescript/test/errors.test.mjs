@@ -55,6 +55,9 @@ test("keys are escaped per component, ':' and '/' kept; verbs and queries", asyn
     "GET /v1/kv?prefix=tenant%2Fa%2Fproject%2Fb%2F&limit=5&keysOnly=true",
   ]);
   assert.deepEqual(f.calls[2].body, { visibilityTimeoutSeconds: 1, requestId: "r1" });
+  await c.verb("increment", "tenant/a/project/b/n", { by: 2 });
+  assert.equal(f.calls[4].body.by, 2);
+  assert.match(f.calls[4].body.requestId, /^[0-9a-f-]{36}$/, "a write through verb() gets a requestId");
 });
 
 test("the CommonJS build loads with the same surface", () => {
