@@ -81,10 +81,12 @@ const scenarios = {
   async "watch-resume"(c, p) {
     const ac = new AbortController();
     const reconnects = [];
-    const events = c.watch({ prefix: p, signal: ac.signal, onReconnect: (err) => reconnects.push(err) })[Symbol.asyncIterator]();
-    // The watch opens on the first next(): start it, then write.
+    // The watch starts at the prefix's position now (a listing's), so
+    // that k1 is in it however long the stream takes to open.
+    const { position } = await c.listKeys({ prefix: p });
+    check(!!position, `the prefix is at position ${position}`);
+    const events = c.watch({ prefix: p, after: position, signal: ac.signal, onReconnect: (err) => reconnects.push(err) })[Symbol.asyncIterator]();
     const first = events.next();
-    await sleep(1000);
     await c.put(`${p}k1`, { n: 1 });
     const e1 = await withTimeout(first, 20000, "the event of k1");
     check(e1.value?.key === `${p}k1`, `received k1's event at ${e1.value?.cursor}`);
