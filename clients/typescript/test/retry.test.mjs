@@ -125,3 +125,13 @@ test("update escalates after its conflict schedule", async () => {
   assert.equal(err.attempts, 4); // waits of 5, 10, 20 ms, then the last attempt
   assert.ok(err.cause instanceof VersionConflictError);
 });
+
+test("a blocking wait asks each try for what is left of it, with the same requestId", async () => {
+  const f = fakeFetch([() => apiError(503, "partition_unavailable"), () => json(200, { queue: "q", data: 1, item: "i", receipt: "r", priority: 0, deliveries: 1, size: 0, version: 2 })]);
+  const r = await client(f, { minWaitMs: 50, maxWaitMs: 50 }).qpop("tenant/t/project/p/q", { waitMs: 2000 });
+  assert.equal(r.receipt, "r");
+  const waits = f.calls.map((c) => Number(c.url.searchParams.get("wait").replace("ms", "")));
+  assert.ok(waits[0] > 1900 && waits[0] <= 2000 && waits[1] < waits[0] - 20, `waits ${waits}`);
+  assert.equal(f.calls[0].body.requestId, f.calls[1].body.requestId);
+  await assert.rejects(client(f).qpop("tenant/t/project/p/q", { waitMs: 31000 }), { code: "invalid", field: "wait" });
+});
