@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test compat test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test compat test-typescript test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -35,6 +35,19 @@ compat:
 	cd tools/chcheck && { [[ node_modules/.package-lock.json -nt package-lock.json ]] || npm install --no-audit --no-fund; }
 	cd tools && go test -count=1 -v -run '^TestForeignConsumer$$' ./foreign-consumer/ | grep -v '^=== '
 	go test -count=1 -v -run '^TestStatementsOnEveryVersion$$' ./audit/ | grep -v '^=== '
+
+# The TypeScript client (clients/typescript, docs/clients.md): its pinned
+# dev dependencies (typescript, openapi-typescript) installed when
+# package-lock.json is newer than node_modules; src/schema.ts checked
+# against schemas/openapi.yaml (regenerated into a temporary file: the
+# spec and the types cannot drift); the ESM and CJS builds; the unit
+# tests (node:test, a fake fetch, no server). The conformance harness
+# runs test/conformance.mjs against the build.
+test-typescript:
+	cd clients/typescript && { [[ node_modules/.package-lock.json -nt package-lock.json ]] || npm ci --no-audit --no-fund; }
+	cd clients/typescript && npm run --silent check-types
+	cd clients/typescript && npm run --silent build
+	cd clients/typescript && npm test --silent
 
 test-unit:
 	ESKV_UNIT_ONLY=1 go test -short ./...
