@@ -19,8 +19,9 @@ def _read(key: str, verb: str = "", query: Mapping[str, Any] | None = None) -> C
 
 
 def _write(method: str, key: str, verb: str, body: Mapping[str, Any], request_id: str | None) -> Call[Answer]:
-    """A write of a key's route with its request id (retried with it)."""
-    doc = {k: v for k, v in body.items() if v is not None}
+    """A write of a key's route with its request id (retried with it).
+    Members that are None are left out, but ``value`` and ``data`` (JSON null)."""
+    doc = {k: v for k, v in body.items() if v is not None or k in ("value", "data")}
     doc["requestId"] = request_id or new_request_id()
     return Call(Request(method, key_path(key, verb), body=encode(doc), key=key, retry=True), parse_answer)
 
