@@ -71,6 +71,8 @@ class HTTPTransport:
         self.base = BaseURL(base_url)
         self._ssl = ssl.create_default_context(cafile=ca_file) if self.base.scheme == "https" else None
         self._local = threading.local()
+        self._conns: set[http.client.HTTPConnection] = set()
+        self._mu = threading.Lock()
 
     def _connect(self, timeout: float) -> http.client.HTTPConnection:
         """A new connection to the server."""
@@ -87,12 +89,14 @@ class HTTPTransport:
         for _ in range(2):
             if conn is None:
                 conn = self._connect(timeout)
+                with self._mu:
+                    self._conns.add(conn)
             self._local.conn = conn
             try:
                 return self._exchange(conn, req, headers, timeout)
             except (OSError, http.client.HTTPException) as e:
-                conn.close()
-                self._local.conn = conn = None
+                self._drop(conn)
+                conn = None
                 stale = isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError))
                 if reused and stale and req.retry:
                     reused = False
@@ -110,8 +114,7 @@ class HTTPTransport:
         resp = conn.getresponse()
         body = resp.read()
         if resp.will_close:
-            conn.close()
-            self._local.conn = None
+            self._drop(conn)
         return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
 
     def stream(self, req: Request, headers: Mapping[str, str], timeout: float) -> StreamResponse | Response:
@@ -130,12 +133,21 @@ class HTTPTransport:
             raise TransportError(f"GET {self.base.url}{req.target()}: {e!r}") from e
         return StreamResponse(conn, resp)
 
+    def _drop(self, conn: http.client.HTTPConnection) -> None:
+        """Close conn and forget it."""
+        conn.close()
+        self._local.conn = None
+        with self._mu:
+            self._conns.discard(conn)
+
     def close(self) -> None:
-        """Close this thread's connection."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        """Close every thread's kept-alive connection (a thread's next call
+        opens a new one)."""
+        with self._mu:
+            conns, self._conns = self._conns, set()
+        for conn in conns:
             conn.close()
-            self._local.conn = None
+        self._local.conn = None
 
 
 class Client(SyncMethods):
@@ -164,7 +176,7 @@ class Client(SyncMethods):
         self.close()
 
     def close(self) -> None:
-        """Close the calling thread's connection."""
+        """Close the kept-alive connections."""
         self.transport.close()
 
     def headers(self, req: Request) -> dict[str, str]:
