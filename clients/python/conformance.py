@@ -134,6 +134,7 @@ def watch_resume(c: eskv.Client, p: str) -> None:
     events: queue.Queue[Any] = queue.Queue()
 
     def follow() -> None:
+        """Hand the watch's changes (or its failure) to the main thread."""
         try:
             for ch in w:
                 events.put(ch)
@@ -144,6 +145,7 @@ def watch_resume(c: eskv.Client, p: str) -> None:
     t.start()
 
     def next_event(timeout: float) -> dict[str, Any]:
+        """The next change the watch delivered."""
         got = events.get(timeout=timeout)
         if isinstance(got, BaseException):
             raise Failure(f"the watch failed: {got!r}")

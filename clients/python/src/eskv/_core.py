@@ -267,7 +267,8 @@ class SSEParser:
     (``: ping``) are ignored."""
 
     def __init__(self) -> None:
-        self._event, self._id, self._data = "", "", []  # type: tuple[str, str, list[str]]
+        self._event, self._id = "", ""
+        self._data: list[str] = []
 
     def feed(self, line: str) -> SSEEvent | None:
         """Take one line; returns the event a blank line dispatches, if any."""

@@ -317,11 +317,14 @@ class AsyncWatch:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the watch."""
+        """Stop the watch; a pending iteration in another task ends."""
         self._closed = True
         if self._stream is not None:
             self._stream.close()
-        await self._gen.aclose()
+        try:
+            await self._gen.aclose()
+        except RuntimeError:  # another task is inside it: the closed stream ends it
+            pass
 
     async def _run(self) -> AsyncIterator[dict[str, Any]]:
         """Connections after connections, yielding their changes."""
