@@ -189,8 +189,8 @@ class TestLease(unittest.TestCase):
         t = FakeTransport([ok(lock), ok(lock), err(409, "not_lock_holder")])
         c = eskv.Client("http://x", transport=t)
         with self.assertRaises(eskv.LeaseLost):
-            with c.lock("tenant/a/project/b/lock", "h", ttl=1) as lease:
-                self.assertTrue(lease.lost.wait(3))
+            with c.lock("tenant/a/project/b/lock", "h", ttl=3) as lease:
+                self.assertTrue(lease.lost.wait(8))
                 self.assertIsInstance(lease.error.__cause__, eskv.NotLockHolder)  # type: ignore[union-attr]
         self.assertEqual([r.path.rsplit(":", 1)[1] for r in t.sent], ["acquire", "extend", "extend"])
 
@@ -198,8 +198,9 @@ class TestLease(unittest.TestCase):
         t = FakeTransport([ok({"token": 5}), ok({"token": 9})])
         c = eskv.Client("http://x", transport=t)
         with self.assertRaises(eskv.LeaseLost):
-            with c.lock("tenant/a/project/b/lock", "h", ttl=1) as lease:
-                lease.lost.wait(3)
+            with c.lock("tenant/a/project/b/lock", "h", ttl=3) as lease:
+                self.assertTrue(lease.lost.wait(5))
+                self.assertIn("token is 9", str(lease.error))
 
     def test_released_at_the_end(self) -> None:
         t = FakeTransport([ok({"token": 5}), ok({"released": True})])
