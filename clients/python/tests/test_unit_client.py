@@ -275,6 +275,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/close":
             self.close_connection = True
             return
+        if self.path == "/quiet-close":  # answers, then closes without saying so
+            self.close_connection = True
         if self.path.startswith("/chunked"):
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
@@ -330,6 +332,30 @@ class TestTransports(unittest.IsolatedAsyncioTestCase):
         s = await t.stream(Request("GET", "/chunked"), {}, 5)
         self.assertEqual([line async for line in s.lines()], ['{"a":1}'])  # type: ignore[union-attr]
         s.close()  # type: ignore[union-attr]
+        await t.close()
+
+    def test_sync_replaces_a_connection_closed_while_idle(self) -> None:
+        t = HTTPTransport(self.url)
+        first = json.loads(t.send(Request("GET", "/quiet-close"), {}, 5).body)
+        time.sleep(0.1)
+        again = json.loads(t.send(Request("GET", "/y"), {}, 5).body)  # safe to repeat: a new connection
+        self.assertNotEqual(first["port"], again["port"])
+        t.send(Request("GET", "/quiet-close"), {}, 5)
+        time.sleep(0.1)
+        with self.assertRaises(eskv.TransportError):  # not safe to repeat: the caller decides
+            t.send(Request("POST", "/y", body=b"{}", retry=False), {}, 5)
+        t.close()
+
+    async def test_async_replaces_a_connection_closed_while_idle(self) -> None:
+        t = AsyncTransport(self.url)
+        first = json.loads((await t.send(Request("GET", "/quiet-close"), {}, 5)).body)
+        await asyncio.sleep(0.1)
+        again = json.loads((await t.send(Request("GET", "/y"), {}, 5)).body)
+        self.assertNotEqual(first["port"], again["port"])
+        await t.send(Request("GET", "/quiet-close"), {}, 5)
+        await asyncio.sleep(0.1)
+        with self.assertRaises(eskv.TransportError):
+            await t.send(Request("POST", "/y", body=b"{}", retry=False), {}, 5)
         await t.close()
 
     def test_refused_is_transport_error(self) -> None:
