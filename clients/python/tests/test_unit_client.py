@@ -8,7 +8,10 @@ import asyncio
 import http.server
 import json
 import os
+import ssl
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -365,6 +368,48 @@ class TestTransports(unittest.IsolatedAsyncioTestCase):
             c.get("tenant/a/project/b/k")
         self.assertIsInstance(cm.exception.last, eskv.TransportError)
         self.assertLess(time.monotonic() - start, 5)
+
+
+class TestTLS(unittest.IsolatedAsyncioTestCase):
+    """https with a CA file: trusted with it, refused at once without (a
+    certificate the client does not trust is not retried). The server's
+    certificate is made with the openssl command for 127.0.0.1."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.dir = tempfile.TemporaryDirectory()
+        cert, key = os.path.join(cls.dir.name, "cert.pem"), os.path.join(cls.dir.name, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True)
+        cls.cert = cert
+        cls.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        cls.server.socket = ctx.wrap_socket(cls.server.socket, server_side=True)
+        threading.Thread(target=cls.server.serve_forever, daemon=True).start()
+        cls.url = f"https://127.0.0.1:{cls.server.server_address[1]}"
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.shutdown()
+        cls.server.server_close()
+        cls.dir.cleanup()
+
+    def test_sync(self) -> None:
+        with eskv.Client(self.url, "t", ca_file=self.cert) as c:
+            self.assertEqual(c.version()["method"], "GET")
+        sleeps: list[float] = []
+        with eskv.Client(self.url, "t", sleep=sleeps.append) as c, self.assertRaises(eskv.UntrustedCertificate):
+            c.version()
+        self.assertEqual(sleeps, [])
+
+    async def test_async(self) -> None:
+        async with eskv.AsyncClient(self.url, "t", ca_file=self.cert) as c:
+            self.assertEqual((await c.version())["auth"], "Bearer t")
+        async with eskv.AsyncClient(self.url, "t") as c:
+            with self.assertRaises(eskv.UntrustedCertificate):
+                await c.version()
 
 
 if __name__ == "__main__":

@@ -100,6 +100,7 @@ class TestRetryPolicy(unittest.TestCase):
         for cls in (eskv.Invalid, eskv.NotFound, eskv.LockHeld, eskv.Forbidden, eskv.Internal, eskv.ValueTooLarge):
             self.assertEqual(classify(cls("x")), FATAL, cls)
         self.assertEqual(classify(eskv.EscalationError(5, eskv.TransportError("x"))), FATAL)
+        self.assertEqual(classify(eskv.UntrustedCertificate("x")), FATAL)
 
     def test_transient_schedule(self) -> None:
         b = RetryPolicy().transient()

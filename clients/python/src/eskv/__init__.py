@@ -12,15 +12,15 @@ from .client import Client, Lease, Watch
 from .errors import (CursorExpired, EscalationError, EskvError, FieldMismatch, Forbidden, ForwardLoop, Internal,
                      Invalid, LeaseLost, LockHeld, NotFound, NotLeader, NotLockHolder, OutcomeUnknown, OutOfRange,
                      PartitionUnavailable, QueueEmpty, SlowConsumer, SnapshotExpired, StaleReceipt, TooManyKeys,
-                     TooManyRequests, TooManyWatches, TransportError, Unauthenticated, ValueTooLarge,
-                     VersionConflict, WrongType)
+                     TooManyRequests, TooManyWatches, TransportError, Unauthenticated, UntrustedCertificate,
+                     ValueTooLarge, VersionConflict, WrongType)
 
 __all__ = [
     "Answer", "AsyncClient", "AsyncLease", "AsyncWatch", "Backoff", "Client", "CursorExpired", "EscalationError",
     "EskvError", "FieldMismatch", "Forbidden", "ForwardLoop", "Internal", "Invalid", "Lease", "LeaseLost",
     "LockHeld", "NotFound", "NotLeader", "NotLockHolder", "OutcomeUnknown", "OutOfRange", "PartitionUnavailable",
     "QueueEmpty", "Request", "Response", "RetryPolicy", "SSEParser", "SlowConsumer", "SnapshotExpired",
-    "StaleReceipt", "TooManyKeys", "TooManyRequests", "TooManyWatches", "TransportError", "Unauthenticated",
+    "StaleReceipt", "TooManyKeys", "TooManyRequests", "TooManyWatches", "TransportError", "Unauthenticated", "UntrustedCertificate",
     "ValueTooLarge", "VersionConflict", "Watch", "WatchState", "WrongType", "classify", "uuid7",
 ]
 __version__ = "0.1.0"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from .errors import (EscalationError, EskvError, ForwardLoop, OutcomeUnknown, PartitionUnavailable,
-                     SlowConsumer, TooManyRequests, TooManyWatches, TransportError, VersionConflict,
+                     SlowConsumer, TooManyRequests, TooManyWatches, TransportError, UntrustedCertificate, VersionConflict,
                      error_from_answer, error_from_detail, Internal)
 
 T = TypeVar("T")
@@ -149,9 +149,10 @@ def classify(err: BaseException) -> str:
       outcome_unknown, forward_loop, 429 too_many_requests (and a proxy's
       429/502/503/504, mapped to partition_unavailable);
     - conflict: 409 version_conflict on a version (not on ``requestId``);
-    - fatal: everything else, and an escalation.
+    - fatal: everything else, an escalation, and a server certificate
+      the client does not trust.
     """
-    if isinstance(err, EscalationError):
+    if isinstance(err, (EscalationError, UntrustedCertificate)):
         return FATAL
     if isinstance(err, (TransportError, PartitionUnavailable, OutcomeUnknown, ForwardLoop, TooManyRequests)):
         return TRANSIENT

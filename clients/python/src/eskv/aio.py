@@ -17,7 +17,8 @@ from ._http11 import (MAX_LINE, ProtocolError, body_framing, chunk_size, keeps_a
                       request_head)
 from ._methods import AsyncMethods
 from .client import WATCH_IDLE_TIMEOUT, BaseURL, _lost
-from .errors import EscalationError, EskvError, Invalid, LeaseLost, NotFound, TransportError, VersionConflict
+from .errors import (EscalationError, EskvError, Invalid, LeaseLost, NotFound, TransportError, UntrustedCertificate,
+                     VersionConflict)
 
 _NET_ERRORS = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError)
 
@@ -132,6 +133,8 @@ class AsyncTransport:
             reused = bool(self._idle) and not fresh
             try:
                 conn = self._idle.pop() if reused else await asyncio.wait_for(self._open(), timeout)
+            except ssl.SSLCertVerificationError as e:
+                raise UntrustedCertificate(f"{self.base.url}: {e}") from e
             except _NET_ERRORS as e:
                 raise TransportError(f"{req.method} {self.base.url}{req.target()}: {e!r}") from e
             try:
@@ -163,6 +166,8 @@ class AsyncTransport:
                 data = await asyncio.wait_for(body.read_all(), timeout)
                 conn.close()
                 return Response(status, hs, data)
+        except ssl.SSLCertVerificationError as e:
+            raise UntrustedCertificate(f"{self.base.url}: {e}") from e
         except _NET_ERRORS as e:
             raise TransportError(f"GET {self.base.url}{req.target()}: {e!r}") from e
         return AsyncStream(conn, body, timeout)

@@ -16,7 +16,8 @@ from . import ops
 from ._core import (Answer, Call, Request, Response, RetryPolicy, Retrier, SSEParser, WatchEnded, WatchState,
                     handle, lease_transient, watch_transient)
 from ._methods import SyncMethods
-from .errors import EscalationError, EskvError, Invalid, LeaseLost, NotFound, TransportError, VersionConflict
+from .errors import (EscalationError, EskvError, Invalid, LeaseLost, NotFound, TransportError, UntrustedCertificate,
+                     VersionConflict)
 
 #: How long a watch stream may stay silent (the server pings every 15 s).
 WATCH_IDLE_TIMEOUT = 45.0
@@ -101,6 +102,8 @@ class HTTPTransport:
                 if reused and stale and req.retry:
                     reused = False
                     continue
+                if isinstance(e, ssl.SSLCertVerificationError):
+                    raise UntrustedCertificate(f"{self.base.url}: {e}") from e
                 raise TransportError(f"{req.method} {self.base.url}{req.target()}: {e!r}") from e
         raise TransportError("unreachable")  # pragma: no cover
 
@@ -130,6 +133,8 @@ class HTTPTransport:
                 return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
         except (OSError, http.client.HTTPException) as e:
             conn.close()
+            if isinstance(e, ssl.SSLCertVerificationError):
+                raise UntrustedCertificate(f"{self.base.url}: {e}") from e
             raise TransportError(f"GET {self.base.url}{req.target()}: {e!r}") from e
         return StreamResponse(conn, resp)
 

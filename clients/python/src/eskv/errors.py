@@ -208,6 +208,11 @@ class TransportError(EskvError, ConnectionError):
     code = "transport"
 
 
+class UntrustedCertificate(TransportError):
+    """The server's certificate is not trusted (``ca_file``): never retried."""
+    code = "untrusted_certificate"
+
+
 class EscalationError(EskvError):
     """The retry policy gave up: ``attempts`` tries were made; ``last`` (also
     ``__cause__``) is the last try's error, whose code and status it copies."""
