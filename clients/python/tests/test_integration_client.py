@@ -230,6 +230,18 @@ class TestClient(unittest.TestCase):
         with self.assertRaises(eskv.QueueEmpty):
             self.c.qpop(q)
 
+    def test_blocking_waits(self) -> None:
+        q, key = self.p + "q", self.p + "lock"
+        threading.Timer(1.0, lambda: self.c.qpush(q, "late")).start()
+        start = time.monotonic()
+        self.assertEqual(self.c.qpop(q, wait=10)["data"], "late")
+        self.assertLess(time.monotonic() - start, 8)
+        with self.assertRaises(eskv.QueueEmpty):
+            self.c.qpop(q, wait=0.5)
+        self.c.acquire(key, "a", ttl=1)
+        got = self.c.acquire(key, "b", ttl=5, wait=5)  # granted when a's lease runs out
+        self.assertEqual(got["holder"], "b")
+
     def test_sets_and_lists(self) -> None:
         s, lst = self.p + "agents", self.p + "logs"
         self.assertTrue(self.c.sadd(s, "a")["added"])

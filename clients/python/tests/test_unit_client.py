@@ -56,6 +56,9 @@ class FakeStream:
     def close(self) -> None:
         pass
 
+    def release(self) -> None:
+        pass
+
 
 class FakeTransport:
     """Answers requests with scripted steps, recording them."""

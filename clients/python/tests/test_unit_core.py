@@ -141,6 +141,21 @@ class TestRetryPolicy(unittest.TestCase):
         with self.assertRaises(eskv.TransportError):
             Retrier(RetryPolicy(), retry=False).after(eskv.TransportError("x"))
 
+    def test_blocking_wait_asks_what_is_left_and_outlasts_five_tries(self) -> None:
+        now = [100.0]
+        req = ops.qpop("tenant/a/project/b/q", wait=10).request
+        r = Retrier(RetryPolicy(), req.retry, wait=req.wait, clock=lambda: now[0])
+        first, extra = r.request(req)
+        self.assertEqual((dict(first.query)["wait"], extra), ("10000ms", 10.0))
+        for _ in range(8):  # more than the 5 tries of a call without a wait
+            now[0] += r.after(eskv.PartitionUnavailable("moving")) + 0.5
+        later, extra = r.request(req)
+        self.assertEqual([k for k, _ in later.query].count("wait"), 1)
+        self.assertLess(extra, 10.0)
+        now[0] = 100 + 10 + 5  # the wait and its grace are over
+        with self.assertRaises(eskv.PartitionUnavailable):
+            r.after(eskv.PartitionUnavailable("moving"))
+
     def test_on_retry_is_told(self) -> None:
         seen = []
         p = RetryPolicy(on_retry=lambda e, n, w: seen.append((e.code, n)))

@@ -7,6 +7,7 @@ clients only move bytes and sleep.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -42,6 +43,9 @@ class Request:
     key: str = ""
     retry: bool = True
     accept: str = "application/json"
+    #: A blocking wait in seconds (``?wait=``: qpop, lpop, rpop, acquire);
+    #: each try asks for what is left of it.
+    wait: float = 0.0
 
     def target(self) -> str:
         """The request target: escaped path and query."""
@@ -225,16 +229,37 @@ class RetryPolicy:
         return Backoff(self.conflict_base, self.conflict_cap, self.conflict_jitter, n)
 
 
+#: How long after its wait's end a blocking wait is still retried.
+WAIT_GRACE = 5.0
+
+
 class Retrier:
-    """One call's retry state: after each failed try, :meth:`after` returns
-    how long to wait before the next, or raises the error to give up."""
+    """One call's retry state: :meth:`request` is each try's request (and
+    how much longer than the policy's attempt timeout it may take); after
+    each failed try, :meth:`after` returns how long to wait before the next,
+    or raises the error to give up.
+
+    A blocking wait (``Request.wait``) is retried for as long as it lasts
+    and WAIT_GRACE after (a fail-over takes longer than 5 tries), each try
+    asking for what is left of it, as the Go client does."""
 
     def __init__(self, policy: RetryPolicy, retry: bool, schedule: Backoff | None = None,
-                 retriable: Callable[[EskvError], bool] | None = None) -> None:
-        self.policy, self.retry = policy, retry
-        self.schedule = schedule or policy.transient()
+                 retriable: Callable[[EskvError], bool] | None = None, wait: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy, self.retry, self.clock = policy, retry, clock
+        self.schedule = schedule or (policy.waits() if wait > 0 else policy.transient())
         self.retriable = retriable or (lambda e: classify(e) == TRANSIENT)
         self.attempt = 0
+        self.until = clock() + wait if wait > 0 else 0.0
+
+    def request(self, req: Request) -> tuple[Request, float]:
+        """The next try's request, and the time it may take beyond the
+        attempt timeout (what is left of its wait)."""
+        if req.wait <= 0:
+            return req, 0.0
+        left = max(self.until - self.clock(), 0.0)
+        q = [kv for kv in req.query if kv[0] != "wait"] + [("wait", f"{int(left * 1000)}ms")]
+        return dataclasses.replace(req, query=q), left
 
     def after(self, err: EskvError) -> float:
         """The wait before the next try after err; raises err when it is not
@@ -246,6 +271,8 @@ class Retrier:
         if wait is None:
             raise EscalationError(self.attempt, err) from err
         wait = max(wait, err.retry_after)
+        if self.until and self.clock() + wait > self.until + WAIT_GRACE:
+            raise err
         if self.policy.on_retry is not None:
             self.policy.on_retry(err, self.attempt, wait)
         return wait

@@ -61,9 +61,9 @@ class SyncMethods:
         """Apply 1..100 ops of one project atomically (``results``); a refusal is the failing op's typed error with ``failed_op``."""
         return self._call(ops.txn(ops_, request_id=request_id))
 
-    def acquire(self, key: str, holder: str, *, ttl: int | None = None, session: str | None = None, request_id: str | None = None) -> Answer:
-        """Take a reentrant TTL lock: ``{"holder","token","version","expiresAt"}``; LockHeld when taken."""
-        return self._call(ops.lock_op(key, 'acquire', holder, ttl=ttl, session=session, request_id=request_id))
+    def acquire(self, key: str, holder: str, *, ttl: int | None = None, session: str | None = None, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Take a reentrant TTL lock: ``{"holder","token","version","expiresAt"}``; LockHeld when taken (after waiting ``wait`` seconds, at most 30, when given)."""
+        return self._call(ops.lock_op(key, 'acquire', holder, ttl=ttl, session=session, request_id=request_id, wait=wait))
 
     def extend(self, key: str, holder: str, *, ttl: int | None = None, request_id: str | None = None) -> Answer:
         """Renew a held lock for ``ttl`` seconds from now; NotLockHolder when not held by ``holder``."""
@@ -97,9 +97,9 @@ class SyncMethods:
         """Push an item onto a queue: ``{"queue","item","priority","size","version"}``."""
         return self._call(ops.qpush(key, data, priority=priority, dedup_id=dedup_id, item_ttl=item_ttl, ttl=ttl, request_id=request_id))
 
-    def qpop(self, key: str, *, visibility_timeout: int | None = None, request_id: str | None = None) -> Answer:
-        """Take the next item (``data``, ``receipt``, ``deliveries``); QueueEmpty when none is ready."""
-        return self._call(ops.qpop(key, visibility_timeout=visibility_timeout, request_id=request_id))
+    def qpop(self, key: str, *, visibility_timeout: int | None = None, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Take the next item (``data``, ``receipt``, ``deliveries``); QueueEmpty when none is ready (after waiting ``wait`` seconds, at most 30, when given)."""
+        return self._call(ops.qpop(key, visibility_timeout=visibility_timeout, request_id=request_id, wait=wait))
 
     def qack(self, key: str, receipt: str, *, request_id: str | None = None) -> Answer:
         """Acknowledge a delivery by its receipt; StaleReceipt when it is not current."""
@@ -141,13 +141,13 @@ class SyncMethods:
         """Push a value at a list's tail."""
         return self._call(ops.element_write(key, 'rpush', {'value': value}, request_id))
 
-    def lpop(self, key: str, *, request_id: str | None = None) -> Answer:
-        """Pop a list's head (NotFound when empty)."""
-        return self._call(ops.element_write(key, 'lpop', {}, request_id))
+    def lpop(self, key: str, *, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Pop a list's head (NotFound when empty, after waiting ``wait`` seconds when given)."""
+        return self._call(ops.element_write(key, 'lpop', {}, request_id, wait))
 
-    def rpop(self, key: str, *, request_id: str | None = None) -> Answer:
-        """Pop a list's tail (NotFound when empty)."""
-        return self._call(ops.element_write(key, 'rpop', {}, request_id))
+    def rpop(self, key: str, *, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Pop a list's tail (NotFound when empty, after waiting ``wait`` seconds when given)."""
+        return self._call(ops.element_write(key, 'rpop', {}, request_id, wait))
 
     def ltrim(self, key: str, start: int, stop: int, *, request_id: str | None = None) -> Answer:
         """Keep positions start..stop (Redis indexes, inclusive)."""
@@ -245,9 +245,9 @@ class AsyncMethods:
         """Apply 1..100 ops of one project atomically (``results``); a refusal is the failing op's typed error with ``failed_op``."""
         return await self._call(ops.txn(ops_, request_id=request_id))
 
-    async def acquire(self, key: str, holder: str, *, ttl: int | None = None, session: str | None = None, request_id: str | None = None) -> Answer:
-        """Take a reentrant TTL lock: ``{"holder","token","version","expiresAt"}``; LockHeld when taken."""
-        return await self._call(ops.lock_op(key, 'acquire', holder, ttl=ttl, session=session, request_id=request_id))
+    async def acquire(self, key: str, holder: str, *, ttl: int | None = None, session: str | None = None, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Take a reentrant TTL lock: ``{"holder","token","version","expiresAt"}``; LockHeld when taken (after waiting ``wait`` seconds, at most 30, when given)."""
+        return await self._call(ops.lock_op(key, 'acquire', holder, ttl=ttl, session=session, request_id=request_id, wait=wait))
 
     async def extend(self, key: str, holder: str, *, ttl: int | None = None, request_id: str | None = None) -> Answer:
         """Renew a held lock for ``ttl`` seconds from now; NotLockHolder when not held by ``holder``."""
@@ -281,9 +281,9 @@ class AsyncMethods:
         """Push an item onto a queue: ``{"queue","item","priority","size","version"}``."""
         return await self._call(ops.qpush(key, data, priority=priority, dedup_id=dedup_id, item_ttl=item_ttl, ttl=ttl, request_id=request_id))
 
-    async def qpop(self, key: str, *, visibility_timeout: int | None = None, request_id: str | None = None) -> Answer:
-        """Take the next item (``data``, ``receipt``, ``deliveries``); QueueEmpty when none is ready."""
-        return await self._call(ops.qpop(key, visibility_timeout=visibility_timeout, request_id=request_id))
+    async def qpop(self, key: str, *, visibility_timeout: int | None = None, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Take the next item (``data``, ``receipt``, ``deliveries``); QueueEmpty when none is ready (after waiting ``wait`` seconds, at most 30, when given)."""
+        return await self._call(ops.qpop(key, visibility_timeout=visibility_timeout, request_id=request_id, wait=wait))
 
     async def qack(self, key: str, receipt: str, *, request_id: str | None = None) -> Answer:
         """Acknowledge a delivery by its receipt; StaleReceipt when it is not current."""
@@ -325,13 +325,13 @@ class AsyncMethods:
         """Push a value at a list's tail."""
         return await self._call(ops.element_write(key, 'rpush', {'value': value}, request_id))
 
-    async def lpop(self, key: str, *, request_id: str | None = None) -> Answer:
-        """Pop a list's head (NotFound when empty)."""
-        return await self._call(ops.element_write(key, 'lpop', {}, request_id))
+    async def lpop(self, key: str, *, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Pop a list's head (NotFound when empty, after waiting ``wait`` seconds when given)."""
+        return await self._call(ops.element_write(key, 'lpop', {}, request_id, wait))
 
-    async def rpop(self, key: str, *, request_id: str | None = None) -> Answer:
-        """Pop a list's tail (NotFound when empty)."""
-        return await self._call(ops.element_write(key, 'rpop', {}, request_id))
+    async def rpop(self, key: str, *, request_id: str | None = None, wait: float | None = None) -> Answer:
+        """Pop a list's tail (NotFound when empty, after waiting ``wait`` seconds when given)."""
+        return await self._call(ops.element_write(key, 'rpop', {}, request_id, wait))
 
     async def ltrim(self, key: str, start: int, stop: int, *, request_id: str | None = None) -> Answer:
         """Keep positions start..stop (Redis indexes, inclusive)."""

@@ -233,17 +233,19 @@ class AsyncClient(AsyncMethods):
             h["Eskv-Directive"] = self._directive
         return h
 
-    async def once(self, call: Call[Any], timeout: float | None = None) -> Any:
-        """One try of call, without retries."""
+    async def once(self, call: Call[Any], timeout: float | None = None, request: Request | None = None) -> Any:
+        """One try of call (or of request, a try of it), without retries."""
+        req = request or call.request
         t = self.policy.attempt_timeout if timeout is None else timeout
-        return handle(await self.transport.send(call.request, self.headers(call.request), t), call.parse)
+        return handle(await self.transport.send(req, self.headers(req), t), call.parse)
 
     async def _call(self, call: Call[Answer]) -> Answer:
         """Send call with the retry policy."""
-        r = Retrier(self.policy, call.request.retry)
+        r = Retrier(self.policy, call.request.retry, wait=call.request.wait)
         while True:
+            req, extra = r.request(call.request)
             try:
-                return await self.once(call)  # type: ignore[no-any-return]
+                return await self.once(call, self.policy.attempt_timeout + extra, req)  # type: ignore[no-any-return]
             except EskvError as e:
                 await self._sleep(r.after(e))
 

@@ -47,20 +47,26 @@ class StreamResponse:
         while True:
             try:
                 line = self._resp.readline(4 << 20)
-            except (OSError, http.client.HTTPException, ValueError) as e:
+            except (OSError, http.client.HTTPException, ValueError, AttributeError) as e:
+                # AttributeError: http.client's response closed under the read.
                 raise WatchEnded(f"the watch stream broke: {e!r}") from e
             if not line:
                 return
             yield line.decode("utf-8", "replace")
 
     def close(self) -> None:
-        """Close the stream (unblocks a reader in another thread)."""
+        """End the stream from any thread: a blocked read returns; the
+        reader releases the connection (release)."""
         sock = self._conn.sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def release(self) -> None:
+        """Close the connection: by the reading thread, once done."""
+        self.close()
         self._conn.close()
 
 
@@ -195,18 +201,19 @@ class Client(SyncMethods):
             h["Eskv-Directive"] = self._directive
         return h
 
-    def once(self, call: Call[Any], timeout: float | None = None) -> Any:
-        """One try of call, without retries."""
-        req = call.request
+    def once(self, call: Call[Any], timeout: float | None = None, request: Request | None = None) -> Any:
+        """One try of call (or of request, a try of it), without retries."""
+        req = request or call.request
         t = self.policy.attempt_timeout if timeout is None else timeout
         return handle(self.transport.send(req, self.headers(req), t), call.parse)
 
     def _call(self, call: Call[Answer]) -> Answer:
         """Send call with the retry policy."""
-        r = Retrier(self.policy, call.request.retry)
+        r = Retrier(self.policy, call.request.retry, wait=call.request.wait)
         while True:
+            req, extra = r.request(call.request)
             try:
-                return self.once(call)  # type: ignore[no-any-return]
+                return self.once(call, self.policy.attempt_timeout + extra, req)  # type: ignore[no-any-return]
             except EskvError as e:
                 self._sleep(r.after(e))
 
@@ -300,6 +307,10 @@ class Watch:
         self._closed.set()
         if self._stream is not None:
             self._stream.close()
+        try:
+            self._gen.close()  # suspended between changes: release its connection now
+        except ValueError:  # being iterated in another thread, which the closed stream ends
+            pass
 
     def _run(self) -> Iterator[dict[str, Any]]:
         """Connections after connections, yielding their changes."""
@@ -341,8 +352,8 @@ class Watch:
                         yield change
             raise WatchEnded("the watch stream ended")
         finally:
-            got.close()
             self._stream = None
+            got.release()
 
 
 class Lease:

@@ -18,12 +18,15 @@ def _read(key: str, verb: str = "", query: Mapping[str, Any] | None = None) -> C
     return Call(Request("GET", key_path(key, verb), query_items(query or {}), key=key), parse_answer)
 
 
-def _write(method: str, key: str, verb: str, body: Mapping[str, Any], request_id: str | None) -> Call[Answer]:
-    """A write of a key's route with its request id (retried with it).
-    Members that are None are left out, but ``value`` and ``data`` (JSON null)."""
+def _write(method: str, key: str, verb: str, body: Mapping[str, Any], request_id: str | None,
+           wait: float | None = None) -> Call[Answer]:
+    """A write of a key's route with its request id (retried with it), and
+    a blocking wait of ``wait`` seconds (at most 30) when given. Members
+    that are None are left out, but ``value`` and ``data`` (JSON null)."""
     doc = {k: v for k, v in body.items() if v is not None or k in ("value", "data")}
     doc["requestId"] = request_id or new_request_id()
-    return Call(Request(method, key_path(key, verb), body=encode(doc), key=key, retry=True), parse_answer)
+    return Call(Request(method, key_path(key, verb), body=encode(doc), key=key, retry=True, wait=wait or 0.0),
+                parse_answer)
 
 
 def _post(path: str, body: Mapping[str, Any], retry: bool) -> Call[Answer]:
@@ -116,13 +119,15 @@ def txn(ops: Sequence[Mapping[str, Any]], *, request_id: str | None = None) -> C
 
 
 def lock_op(key: str, verb: str, holder: str, *, ttl: int | None = None, session: str | None = None,
-            request_id: str | None = None) -> Call[Answer]:
+            request_id: str | None = None, wait: float | None = None) -> Call[Answer]:
     """POST :acquire/:extend/:release (and :elect/:heartbeat/:resign):
-    ``{"key","holder","token","version","acquiredAt","expiresAt"?}``."""
+    ``{"key","holder","token","version","acquiredAt","expiresAt"?}``;
+    an acquire with ``wait`` waits that long for the lock (granted in
+    arrival order)."""
     body: dict[str, Any] = {"holder": holder}
     if verb not in ("release", "resign"):
         body.update({"ttlSeconds": ttl, "session": session})
-    return _write("POST", key, verb, body, request_id)
+    return _write("POST", key, verb, body, request_id, wait if verb == "acquire" else None)
 
 
 def lock_info(key: str, verb: str = "lock") -> Call[Answer]:
@@ -137,10 +142,11 @@ def qpush(key: str, data: Any, *, priority: int | None = None, dedup_id: str | N
                                          "itemTtlSeconds": item_ttl, "ttlSeconds": ttl}, request_id)
 
 
-def qpop(key: str, *, visibility_timeout: int | None = None, request_id: str | None = None) -> Call[Answer]:
+def qpop(key: str, *, visibility_timeout: int | None = None, request_id: str | None = None,
+         wait: float | None = None) -> Call[Answer]:
     """POST :qpop: the next item (``data``, ``receipt``, ``deliveries``);
-    QueueEmpty when none is ready."""
-    return _write("POST", key, "qpop", {"visibilityTimeoutSeconds": visibility_timeout}, request_id)
+    QueueEmpty when none is ready (after ``wait`` seconds when given)."""
+    return _write("POST", key, "qpop", {"visibilityTimeoutSeconds": visibility_timeout}, request_id, wait)
 
 
 def qack(key: str, receipt: str, *, request_id: str | None = None) -> Call[Answer]:
@@ -158,9 +164,11 @@ def qsize(key: str) -> Call[Answer]:
     return _read(key, "qsize")
 
 
-def element_write(key: str, verb: str, body: Mapping[str, Any], request_id: str | None = None) -> Call[Answer]:
-    """POST of a set or list write (sadd, srem, lpush, rpush, lpop, rpop, ltrim)."""
-    return _write("POST", key, verb, body, request_id)
+def element_write(key: str, verb: str, body: Mapping[str, Any], request_id: str | None = None,
+                  wait: float | None = None) -> Call[Answer]:
+    """POST of a set or list write (sadd, srem, lpush, rpush, lpop, rpop,
+    ltrim); a pop may wait ``wait`` seconds for a value."""
+    return _write("POST", key, verb, body, request_id, wait)
 
 
 def element_read(key: str, verb: str, query: Mapping[str, Any] | None = None) -> Call[Answer]:
