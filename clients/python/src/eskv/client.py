@@ -151,6 +151,12 @@ class HTTPTransport:
         with self._mu:
             self._conns.discard(conn)
 
+    def close_local(self) -> None:
+        """Close the calling thread's connection (a thread that ends)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._drop(conn)
+
     def close(self) -> None:
         """Close every thread's kept-alive connection (a thread's next call
         opens a new one)."""
@@ -404,14 +410,20 @@ class Lease:
             raise self.error
 
     def _keep(self) -> None:
-        """Renew every ttl/3 until stopped or lost."""
+        """Renew every ttl/3 until stopped or lost; then close the thread's
+        connection."""
         every = self.ttl / 3
-        while not self._stop.wait(max(self._end - self.ttl + every - time.monotonic(), 0)):
-            err = self._renew_once(every)
-            if err is not None:
-                self.error = err
-                self.lost.set()
-                return
+        try:
+            while not self._stop.wait(max(self._end - self.ttl + every - time.monotonic(), 0)):
+                err = self._renew_once(every)
+                if err is not None:
+                    self.error = err
+                    self.lost.set()
+                    return
+        finally:
+            close_local = getattr(self.client.transport, "close_local", None)
+            if close_local is not None:
+                close_local()
 
     def _renew_once(self, margin: float) -> LeaseLost | None:
         """One renewal, retrying transient errors until margin before the
