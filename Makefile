@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test compat test-typescript test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test compat test-typescript test-python-unit test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -52,6 +52,11 @@ test-typescript:
 test-unit:
 	ESKV_UNIT_ONLY=1 go test -short ./...
 	for m in $(MODULES); do (cd $$m && ESKV_UNIT_ONLY=1 go test -short ./...); done
+
+# The Python client's unit tests (clients/python, standard library only):
+# its core, both clients over fake transports, no server.
+test-python-unit:
+	cd clients/python && python3 -m unittest discover -s tests -p 'test_unit*.py'
 
 # make run / make clean as a user meets them, from temporary clones on free
 # ports: run, Ctrl-C, clean, run again, two clones side by side; 10 SIGTERM
