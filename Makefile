@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test compat test-typescript test-python-unit test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test test-conformance compat test-typescript test-python-unit test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -14,11 +14,30 @@ run:
 # the product checks them too.
 MODULES := contract client tools
 
+# conformance/ runs on a line of its own (test-conformance), its subtests'
+# names shown, so it is left out of the main go test line.
 test:
 	bash scripts/test-services.sh
 	go vet ./...
-	go test -race -count=1 -timeout 15m ./...
+	go test -race -count=1 -timeout 15m $$(go list ./... | grep -v '/conformance$$')
 	for m in $(MODULES); do (cd $$m && go vet ./... && go test -race -count=1 ./...); done
+	$(MAKE) --no-print-directory test-conformance
+
+# The clients' conformance scenarios (docs/clients.md#conformance): every
+# scenario of every client (go, python, typescript) as the subtest
+# TestConformance/<client>/<scenario>, against writers and a projector as
+# processes behind a fail-over proxy, and the proxy's own tests. It prints
+# the --- PASS/FAIL lines, and the whole output when a test failed. The
+# runners' dependencies are installed here, before go test: the TypeScript
+# runner imports the build (clients/typescript/dist; npm ci when
+# package-lock.json is newer than node_modules, as test-typescript does).
+test-conformance:
+	cd clients/typescript && { [[ node_modules/.package-lock.json -nt package-lock.json ]] || npm ci --no-audit --no-fund; }
+	cd clients/typescript && npm run --silent build
+	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
+	if go test -race -count=1 -v -timeout 10m ./conformance/ >"$$out" 2>&1; then \
+		grep -E -- '--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS)' "$$out"; \
+	else grep -v '^=== ' "$$out"; exit 1; fi
 
 # Checks against software outside Go, printing what they saw: a kafkajs
 # consumer reads both topics read_committed and validates every record

@@ -11,14 +11,6 @@ import (
 // stopGrace is how long a stopped service may take to exit before SIGKILL.
 const stopGrace = procs.StopGrace
 
-// peerSecret is the writers' shared forwarding secret in the process
-// stacks (ESKV_PEER_SECRET), as the chart sets it from its Secret.
-const peerSecret = procs.PeerSecret
-
-// mustBinaries builds cmd/writer, cmd/projector, cmd/devbroker and
-// cmd/auditor once per test run.
-func mustBinaries(tb testing.TB) string { tb.Helper(); return procs.Binaries(tb) }
-
 func freeAddr(tb testing.TB) string { tb.Helper(); return procs.FreeAddr(tb) }
 
 func startProc(tb testing.TB, name string, env ...string) *proc.Proc {
