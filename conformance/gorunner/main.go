@@ -26,10 +26,11 @@ import (
 // runner is one scenario's run: the client, where its keys go, the
 // harness's control API.
 type runner struct {
-	c       *client.Client
-	prefix  string
-	control string
-	retries atomic.Int64 // transient errors the client retried (OnRetry)
+	c          *client.Client
+	prefix     string
+	control    string
+	retries    atomic.Int64 // transient errors of calls the client retried (OnRetry)
+	reconnects atomic.Int64 // watch connections that ended and were resumed
 }
 
 // scenarios are the protocol's seven, by name.
@@ -82,7 +83,13 @@ func newRunner() (*runner, error) {
 	r := &runner{prefix: env["ESKV_PREFIX"], control: env["ESKV_CONTROL"]}
 	// The default policy (transient ×5 with jitter); OnRetry only counts.
 	r.c = client.New(env["ESKV_URL"], env["ESKV_TOKEN"], client.WithRetryPolicy(client.RetryPolicy{
-		OnRetry: func(error, int, time.Duration) { r.retries.Add(1) },
+		OnRetry: func(_ error, attempt int, _ time.Duration) {
+			if attempt == 0 { // a watch's: it reconnects
+				r.reconnects.Add(1)
+			} else {
+				r.retries.Add(1)
+			}
+		},
 	}))
 	return r, nil
 }
