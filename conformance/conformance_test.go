@@ -6,16 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/internal/proc"
+	"github.com/eskv/eskv/testenv"
 	"github.com/eskv/eskv/testenv/procs"
 )
 
@@ -108,6 +113,7 @@ func mustHarness(t *testing.T) *harness {
 	h.url = serve(t, h.proxy)
 	h.control = serve(t, Control(h.proxy, h.kill))
 	t.Cleanup(h.restart.Wait)
+	h.settle(t)
 	return h
 }
 
@@ -151,12 +157,58 @@ func (h *harness) kill(i int) (string, error) {
 	return h.proxy.Name(i), nil
 }
 
-// settle waits until every killed writer is back behind the proxy and
-// every partition has an owner again.
+// settle waits until every killed writer is back behind the proxy, every
+// writer owns partitions (the group has balanced: none is moving) and a
+// write through the proxy succeeds on every partition (its owner caught
+// up), so that no scenario meets a partition between writers but
+// watch-resume.
 func (h *harness) settle(t *testing.T) {
 	h.restart.Wait()
-	h.ws.WaitOwned(t, 60*time.Second)
+	testenv.WaitFor(t, 60*time.Second, "every writer owning partitions", func() bool {
+		owners, err := h.ws.Store.Owners(t.Context())
+		ids := map[string]bool{}
+		for _, o := range owners {
+			ids[o.ID] = true
+		}
+		return err == nil && len(owners) == partitions && len(ids) == len(h.ws.URLs)
+	})
+	for p := range int32(partitions) {
+		key := probeKey(p)
+		testenv.WaitForNil(t, 60*time.Second, "a write on partition "+strconv.Itoa(int(p)), func() error { return h.probe(key) })
+	}
 }
+
+// probeKey is a key of partition p outside every scenario's project.
+func probeKey(p int32) string {
+	for i := 0; ; i++ {
+		scope := fmt.Sprintf("tenant/conformance/project/settle-%d", i)
+		if changelog.Partition(scope, partitions) == p {
+			return scope + "/probe"
+		}
+	}
+}
+
+// probe writes key through the proxy.
+func (h *harness) probe(key string) error {
+	req, err := http.NewRequest(http.MethodPut, h.url+"/v1/kv/"+key, strings.NewReader(`{"value":1}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT %s: %s %s", key, resp.Status, b)
+	}
+	return nil
+}
+
+var probeClient = &http.Client{Timeout: 10 * time.Second}
 
 // run runs client r's runner for scenario sc, failing t with its output
 // when it exits non-zero or outlasts scenarioTimeout.

@@ -7,6 +7,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,30 +87,36 @@ func (p *Proxy) SetUp(i int, up bool) {
 func (p *Proxy) Name(i int) string { return p.backends[i].name }
 
 // DropNext arms the proxy: the next request whose URL path starts with
-// prefix is forwarded and answered by the writer, then the client's
-// connection is closed without the answer.
+// prefix and that the writer answers with a success (2xx: it applied
+// the request) is forwarded and answered by the writer, then the
+// client's connection is closed without the answer. Failures before it
+// go through.
 func (p *Proxy) DropNext(prefix string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.armed = append(p.armed, prefix)
 }
 
-// take reports whether path's answer is to be dropped, disarming it.
-func (p *Proxy) take(path string) bool {
+// take reports whether path's answer is to be dropped, disarming the
+// prefix it returns.
+func (p *Proxy) take(path string) (string, bool) {
 	for i, prefix := range p.armed {
 		if strings.HasPrefix(path, prefix) {
 			p.armed = append(p.armed[:i], p.armed[i+1:]...)
-			return true
+			return prefix, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // ServeHTTP forwards r to the current writer.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	i := p.current()
-	drop := i >= 0 && p.take(r.URL.Path)
+	prefix, drop := "", false
+	if i >= 0 {
+		prefix, drop = p.take(r.URL.Path)
+	}
 	p.mu.Unlock()
 	if i < 0 {
 		http.Error(w, "conformance proxy: no writer up", http.StatusServiceUnavailable)
@@ -120,8 +127,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The writer processes the request and answers in full; the client
-	// gets nothing but a closed connection.
-	p.backends[i].rp.ServeHTTP(&discard{h: http.Header{}}, r)
+	// gets nothing but a closed connection. An answer that is not a
+	// success applied nothing (a partition moving between writers): it
+	// goes through, and the next one is dropped instead.
+	rec := &recorder{h: http.Header{}, code: http.StatusOK}
+	p.backends[i].rp.ServeHTTP(rec, r)
+	if rec.code < 200 || rec.code > 299 {
+		p.DropNext(prefix)
+		rec.replay(w)
+		return
+	}
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		panic(http.ErrAbortHandler) // closes the connection too
@@ -129,12 +144,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	conn.Close()
 }
 
-// discard is a ResponseWriter that reads the answer and keeps nothing.
-type discard struct{ h http.Header }
+// recorder is a ResponseWriter that keeps the answer.
+type recorder struct {
+	h    http.Header
+	code int
+	body bytes.Buffer
+}
 
-func (d *discard) Header() http.Header         { return d.h }
-func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discard) WriteHeader(int)             {}
+func (d *recorder) Header() http.Header         { return d.h }
+func (d *recorder) Write(b []byte) (int, error) { return d.body.Write(b) }
+func (d *recorder) WriteHeader(code int)        { d.code = code }
+
+// replay writes the kept answer to w.
+func (d *recorder) replay(w http.ResponseWriter) {
+	for k, v := range d.h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(d.code)
+	_, _ = w.Write(d.body.Bytes())
+}
 
 // Control is the harness's control API (plain HTTP, no auth):
 // POST /kill-writer and POST /drop-next-response?path=<prefix>. kill

@@ -43,9 +43,10 @@ func put(t *testing.T, url, key, body string) (*http.Response, error) {
 	return resp, err
 }
 
-// TestDropNextResponse: the dropped request is applied (the key is at
-// version 1), its client gets a transport error, the repeat with the same
-// requestId is a replay at version 1, and the next request is answered.
+// TestDropNextResponse: a refused request goes through while armed; the
+// next one is dropped after it was applied (the key is at version 1), its
+// client getting a transport error; the repeat with the same requestId is
+// answered (disarmed), a replay at version 1.
 func TestDropNextResponse(t *testing.T) {
 	t.Parallel()
 	_, url, control := proxied(t)
@@ -54,6 +55,9 @@ func TestDropNextResponse(t *testing.T) {
 	postControl(t, control+"/drop-next-response?path=/v1/kv/"+key, &armed)
 	if !armed["armed"] {
 		t.Fatalf("control answered %v", armed)
+	}
+	if resp, err := put(t, url, key, `{"value":`); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a refused request while armed: %v, %v; want its 400 through", resp, err)
 	}
 	body := `{"value":{"n":1},"requestId":"drop-1"}`
 	if resp, err := put(t, url, key, body); err == nil {
