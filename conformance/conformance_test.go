@@ -39,14 +39,18 @@ type runner struct {
 	client string
 	file   string
 	argv   func(h *harness) ([]string, error)
+	// built, when set, is a file the runner imports that a build makes,
+	// and how to make it.
+	built, build string
 }
 
 // runners is every client's runner (docs/clients.md). A missing one
 // fails its client's scenarios.
 var runners = []runner{
-	{"go", "conformance/gorunner/main.go", (*harness).goRunner},
-	{"python", "clients/python/conformance.py", command("python3", "clients/python/conformance.py")},
-	{"typescript", "clients/typescript/test/conformance.mjs", command("node", "clients/typescript/test/conformance.mjs")},
+	{"go", "conformance/gorunner/main.go", (*harness).goRunner, "", ""},
+	{"python", "clients/python/conformance.py", command("python3", "clients/python/conformance.py"), "", ""},
+	{"typescript", "clients/typescript/test/conformance.mjs", command("node", "clients/typescript/test/conformance.mjs"),
+		"clients/typescript/dist/esm/index.js", "make test-conformance (or: cd clients/typescript && npm ci && npm run build)"},
 }
 
 // command is a runner that is an interpreter and a script.
@@ -55,8 +59,12 @@ func command(argv ...string) func(*harness) ([]string, error) {
 }
 
 const (
-	partitions      = 4
-	token           = "conformance-token-0123456789abcdef"
+	partitions = 4
+	token      = "conformance-token-0123456789abcdef"
+	// suiteToken may read and write tenant/: the Python client's own
+	// integration tests (pythonSuite) make a tenant per test.
+	suiteToken      = "conformance-suite-token-0123456789abcdef"
+	suiteTimeout    = 5 * time.Minute
 	scenarioTimeout = 90 * time.Second
 )
 
@@ -90,6 +98,46 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
+	t.Run("python-suite", func(t *testing.T) {
+		t.Parallel()
+		h.pythonSuite(t)
+	})
+}
+
+// pythonSuite runs the Python client's own tests against the stack (its
+// integration tests, seed 003's test list through eskv.botdb among them,
+// and its unit tests), each reported as a subtest
+// python-suite/<Class>.<method> from the JSON lines of
+// clients/python/tests/report.py. A skipped test fails.
+func (h *harness) pythonSuite(t *testing.T) {
+	h.kills.RLock()
+	defer h.kills.RUnlock()
+	ctx, cancel := context.WithTimeout(t.Context(), suiteTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "python3", "clients/python/tests/report.py")
+	cmd.Dir = h.root
+	cmd.Env = append(proc.BaseEnv(), "ESKV_URL="+h.url, "ESKV_TOKEN="+suiteToken)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var results int
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var r struct{ Test, Outcome, Detail string }
+		if json.Unmarshal([]byte(line), &r) != nil || r.Test == "" {
+			continue
+		}
+		results++
+		t.Run(r.Test, func(t *testing.T) {
+			if r.Outcome != "ok" {
+				t.Errorf("%s: %s\n%s", r.Test, r.Outcome, r.Detail)
+			}
+		})
+	}
+	t.Logf("python3 clients/python/tests/report.py: %d tests; what they printed:\n%s", results, stderr.String())
+	if err != nil || results == 0 {
+		t.Fatalf("python3 clients/python/tests/report.py: %v, %d results\n--- stderr ---\n%s", errors.Join(err, ctx.Err()), results, stderr.String())
+	}
 }
 
 // mustHarness starts a projector and two writers whose tokens file gives
@@ -101,7 +149,8 @@ func mustHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	b := fmt.Sprintf(`{"tokens":[{"token":%q,"principal":"conformance","grants":[{"prefix":"tenant/conformance/","rights":["read","write"]}]}]}`, token)
+	b := fmt.Sprintf(`{"tokens":[{"token":%q,"principal":"conformance","grants":[{"prefix":"tenant/conformance/","rights":["read","write"]}]},
+		{"token":%q,"principal":"python-suite","grants":[{"prefix":"tenant/","rights":["read","write"]}]}]}`, token, suiteToken)
 	if err := os.WriteFile(tokens, []byte(b), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +265,11 @@ func (h *harness) run(t *testing.T, r runner, sc string) {
 	if _, err := os.Stat(filepath.Join(h.root, r.file)); err != nil {
 		t.Fatalf("the %s runner is missing: %v", r.client, err)
 	}
+	if r.built != "" {
+		if _, err := os.Stat(filepath.Join(h.root, r.built)); err != nil {
+			t.Fatalf("the %s runner imports %s, which is not built: %v\nSolution: %s", r.client, r.built, err, r.build)
+		}
+	}
 	argv, err := r.argv(h)
 	if err != nil {
 		t.Fatalf("the %s runner: %v", r.client, err)
@@ -223,10 +277,12 @@ func (h *harness) run(t *testing.T, r runner, sc string) {
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		t.Fatalf("the %s runner needs %s: %v", r.client, argv[0], err)
 	}
+	prefix := fmt.Sprintf("tenant/conformance/project/%s-%s/", r.client, sc)
 	if exclusive[sc] {
 		h.kills.Lock()
 		defer h.kills.Unlock()
 		defer h.settle(t)
+		h.aimAtOwner(t, prefix)
 	} else {
 		h.kills.RLock()
 		defer h.kills.RUnlock()
@@ -236,7 +292,7 @@ func (h *harness) run(t *testing.T, r runner, sc string) {
 	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], sc)...)
 	cmd.Dir = h.root
 	cmd.Env = append(proc.BaseEnv(), "ESKV_URL="+h.url, "ESKV_TOKEN="+token, "ESKV_CONTROL="+h.control,
-		fmt.Sprintf("ESKV_PREFIX=tenant/conformance/project/%s-%s/", r.client, sc))
+		"ESKV_PREFIX="+prefix)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -250,6 +306,29 @@ func (h *harness) run(t *testing.T, r runner, sc string) {
 		t.Fatalf("%s %s: %v after %s\n--- stdout ---\n%s--- stderr ---\n%s", r.client, sc, err, took, stdout.String(), stderr.String())
 	}
 	t.Logf("%s %s passed in %s:\n%s", r.client, sc, took, stdout.String())
+}
+
+// aimAtOwner makes the proxy send to the writer that owns prefix's
+// partition, so that kill-writer cuts the scenario's streams and moves
+// its partition to the other writer: its writes ride out a takeover, not
+// only a proxy's fail-over.
+func (h *harness) aimAtOwner(t *testing.T, prefix string) {
+	scope := strings.TrimSuffix(prefix, "/")
+	p := changelog.Partition(scope, partitions)
+	owners, err := h.ws.Store.Owners(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range owners {
+		for i := range h.ws.URLs {
+			if o.Partition == p && o.ID == h.proxy.Name(i) {
+				h.proxy.Prefer(i)
+				t.Logf("%s: partition %d, owned by %s, which the proxy sends to", scope, p, o.ID)
+				return
+			}
+		}
+	}
+	t.Fatalf("%s: no writer of the stack owns partition %d (owners %+v)", scope, p, owners)
 }
 
 // goRunner builds conformance/gorunner once and returns the binary.

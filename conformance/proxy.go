@@ -23,9 +23,10 @@ import (
 
 // Proxy is the fail-over HTTP proxy in front of the writers.
 type Proxy struct {
-	mu       sync.Mutex
-	backends []*backend
-	armed    []string // path prefixes whose next answer is dropped
+	mu        sync.Mutex
+	backends  []*backend
+	preferred int      // the writer requests go to while it is up
+	armed     []string // path prefixes whose next answer is dropped
 }
 
 type backend struct {
@@ -58,8 +59,8 @@ func NewProxy(urls []string) (*Proxy, error) {
 	return p, nil
 }
 
-// Current is the index of the writer requests go to now (the first one
-// up), or -1 when none is.
+// Current is the index of the writer requests go to now (the preferred
+// one while it is up, else the first one up), or -1 when none is.
 func (p *Proxy) Current() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -67,6 +68,9 @@ func (p *Proxy) Current() int {
 }
 
 func (p *Proxy) current() int {
+	if p.backends[p.preferred].up {
+		return p.preferred
+	}
 	for i, b := range p.backends {
 		if b.up {
 			return i
@@ -81,6 +85,13 @@ func (p *Proxy) SetUp(i int, up bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.backends[i].up = up
+}
+
+// Prefer sends requests to writer i while it is up (w0 until called).
+func (p *Proxy) Prefer(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.preferred = i
 }
 
 // Name is writer i's name (w0, w1, ...).
