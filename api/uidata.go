@@ -98,6 +98,9 @@ type UIVersion struct {
 	TxnID     string        `json:"txnId,omitempty"`
 	// ElementOp is a collection event's element change (add, remove).
 	ElementOp string `json:"elementOp,omitempty"`
+	// Fingerprint is the fingerprint of the value a put left (keyed
+	// HMAC, as UIKey's): equal values, equal fingerprints.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // UIHistory is GET /ui/api/history.
@@ -133,8 +136,8 @@ type UIEvent struct {
 	Principal string        `json:"principal"`
 	ElementOp string        `json:"elementOp,omitempty"`
 	Purpose   string        `json:"purpose,omitempty"`
-	// Fingerprint is a plain value's fingerprint after the event (as
-	// UIKey's), absent for locks, collections, deletes and expiries.
+	// Fingerprint is the fingerprint of the value a put left (as
+	// UIVersion's), absent for element changes, deletes and expiries.
 	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
@@ -462,8 +465,11 @@ func (s *Server) uiHistory(c echo.Context) error {
 	out := make([]UIVersion, 0, len(versions))
 	for _, v := range versions {
 		u := UIVersion{Version: v.Version, Kind: v.Kind, Op: v.Op, Principal: v.Principal, TS: v.TS, TxnID: v.TxnID}
-		if v.Element != nil {
+		switch {
+		case v.Element != nil:
 			u.ElementOp = v.Element.Op
+		case v.Kind == contract.KindPut && len(v.Value) > 0:
+			u.Fingerprint = s.uiFingerprint(v.Value)
 		}
 		out = append(out, u)
 	}
@@ -510,15 +516,15 @@ func (s *Server) uiWatch(c echo.Context) error {
 }
 
 // writeUIChange writes one SSE event "change" of the status page: the
-// event's metadata and, of a plain value written, its fingerprint (as
-// the rows show it); never the value, a lock's holder or an element.
+// event's metadata and, of the value a put left, its fingerprint (as
+// the history shows it); never the value, a lock's holder or an element.
 func (s *Server) writeUIChange(w *echo.Response, it watch.Item) error {
 	e := it.Event
 	u := UIEvent{Cursor: it.Cursor.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op, Time: e.TS, Principal: e.Principal, Purpose: e.Semantics.Purpose}
 	if e.Element != nil {
 		u.ElementOp = e.Element.Op
 	}
-	if plainPurpose(e.Semantics.Purpose) && e.Element == nil && e.Kind == contract.KindPut && len(e.After) > 0 {
+	if e.Element == nil && e.Kind == contract.KindPut && len(e.After) > 0 {
 		u.Fingerprint = s.uiFingerprint(e.After)
 	}
 	b, err := json.Marshal(u)
