@@ -67,6 +67,7 @@ type uiStore interface {
 type uiCluster interface {
 	LogPositions(ctx context.Context, group string) writer.LogPositions
 	Partitions() int32
+	Owned() []int32
 	BrokersAnswering() bool
 }
 

@@ -209,7 +209,7 @@ func (s *Server) uiKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	match, err := uiKeyFilter(q)
+	match, filtered, err := uiKeyFilter(q)
 	if err != nil {
 		return err
 	}
@@ -220,9 +220,12 @@ func (s *Server) uiKeys(c echo.Context) error {
 	defer release()
 	now := s.now()
 	a := UIKeys{Prefix: prefix, ServerTime: now.UTC(), Keys: make([]UIKey, 0, limit)}
-	after, overflow := cur.after, false
+	after, overflow, batch := cur.after, false, limit
+	if filtered {
+		batch = uiMaxKeys // read more at once: most rows may not match
+	}
 	for scanned := 0; ; {
-		entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{After: after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: now})
+		entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{After: after, Limit: batch, MaxBytes: s.cfg.MaxListBytes, Now: now})
 		if err != nil {
 			return err
 		}
@@ -257,8 +260,8 @@ func (s *Server) uiKeys(c echo.Context) error {
 }
 
 // uiMaxFilterScan bounds the keys one filtered page of GET /ui/api/keys
-// reads.
-const uiMaxFilterScan = 5000
+// reads (uiMaxKeys at a time, each read within MaxListBytes).
+const uiMaxFilterScan = 10000
 
 // UI key types (the type filter of GET /ui/api/keys): a key's type
 // follows from its purpose.
@@ -276,18 +279,19 @@ func uiKeyType(purpose string) string {
 	return "plain"
 }
 
-// uiKeyFilter reads the purpose and type filters of GET /ui/api/keys.
-func uiKeyFilter(q url.Values) (func(*contract.Entry) bool, error) {
+// uiKeyFilter reads the purpose and type filters of GET /ui/api/keys:
+// the rows they keep, and whether any is set.
+func uiKeyFilter(q url.Values) (func(*contract.Entry) bool, bool, error) {
 	purpose, typ := q.Get("purpose"), q.Get("type")
 	if typ != "" && !slices.Contains(uiKeyTypes, typ) {
-		return nil, contract.FieldErrorf(contract.EInvalid, "type", "type must be one of %s", strings.Join(uiKeyTypes, ", "))
+		return nil, false, contract.FieldErrorf(contract.EInvalid, "type", "type must be one of %s", strings.Join(uiKeyTypes, ", "))
 	}
 	if len(purpose) > 64 {
-		return nil, contract.FieldErrorf(contract.EInvalid, "purpose", "purpose is at most 64 bytes")
+		return nil, false, contract.FieldErrorf(contract.EInvalid, "purpose", "purpose is at most 64 bytes")
 	}
 	return func(e *contract.Entry) bool {
 		return (purpose == "" || e.Semantics.Purpose == purpose) && (typ == "" || uiKeyType(e.Semantics.Purpose) == typ)
-	}, nil
+	}, purpose != "" || typ != "", nil
 }
 
 // uiRow is the row of an entry: its metadata, and of its value only what

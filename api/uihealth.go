@@ -31,7 +31,8 @@ type UIPartition struct {
 	ProjectorLag   *int64     `json:"projectorLag,omitempty"`
 	Audited        *int64     `json:"audited,omitempty"`
 	AuditorLag     *int64     `json:"auditorLag,omitempty"`
-	OwnerAnswering *bool      `json:"ownerAnswering,omitempty"`
+	// Self: this writer owns the partition.
+	Self bool `json:"self,omitempty"`
 }
 
 // UIWriter is a writer of the owners table and the partitions it owns.
@@ -83,6 +84,10 @@ type clusterState struct {
 	ownerErr error
 	lp       writer.LogPositions
 	brokers  bool
+	// owned are the partitions this writer serves, self its address:
+	// the owners table lacks them when it has none.
+	owned map[int32]bool
+	self  string
 }
 
 // readCluster reads the owners table and the log's positions (each
@@ -99,7 +104,10 @@ func (s *Server) readCluster(ctx context.Context) clusterState {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*uiPeerTimeout)
 	defer cancel()
-	cs.parts, cs.brokers = cl.Partitions(), cl.BrokersAnswering()
+	cs.parts, cs.brokers, cs.self, cs.owned = cl.Partitions(), cl.BrokersAnswering(), s.cfg.AdvertiseURL, map[int32]bool{}
+	for _, p := range cl.Owned() {
+		cs.owned[p] = true
+	}
 	cs.owners, cs.ownerErr = st.Owners(ctx)
 	cs.lp = cl.LogPositions(ctx, cmp.Or(s.cfg.AuditorGroup, DefaultAuditorGroup))
 	return cs
@@ -112,6 +120,8 @@ func (cs *clusterState) partition(p int32) UIPartition {
 		u.Owner, u.Addr, u.Epoch = o.ID, o.Addr, o.Epoch
 		at := o.UpdatedAt.UTC()
 		u.OwnedSince = &at
+	} else if cs.owned[p] {
+		u.Owner, u.Addr, u.Self = "this writer", cs.self, true
 	}
 	end, hasEnd := cs.lp.Ends[p]
 	if hasEnd {
@@ -165,7 +175,7 @@ func (s *Server) uiHealth(c echo.Context) error {
 			h.Audit.Positioned = true
 			h.Audit.MaxLag = maxPtr(h.Audit.MaxLag, *u.AuditorLag)
 		}
-		if u.Owner == "" && u.Addr == "" && u.OwnedSince == nil {
+		if u.Owner == "" {
 			continue
 		}
 		w := byAddr[u.Addr]
@@ -233,7 +243,7 @@ func alertsOf(cs *clusterState, peers []UIPeer) []UIAlert {
 	for p := range cs.parts {
 		u := cs.partition(p)
 		part := p
-		if cs.ownerErr == nil && u.OwnedSince == nil {
+		if cs.ownerErr == nil && u.Owner == "" {
 			out = append(out, UIAlert{Name: AlertNoOwner, Partition: &part, Message: fmt.Sprintf("partition %d has no owner in the owners table", p)})
 		}
 		if u.ProjectorLag != nil && *u.ProjectorLag > UIProjectorLagAlert {

@@ -247,7 +247,7 @@ func TestUIStatusPageBrowser(t *testing.T) {
 	if rows := uiRows(t, ctx); len(rows) != 2 || rows["jobs/lock"] != want["jobs/lock"] || rows["jobs/queue"] != want["jobs/queue"] {
 		t.Errorf("rows under jobs/: %v, want jobs/lock and jobs/queue", rows)
 	}
-	inBrowser(t, ctx, "search all again", chromedp.SetValue(chromedp.ID("keys-search"), ""),
+	inBrowser(t, ctx, "search all again", chromedp.Evaluate[chromedp.Void](`document.getElementById("keys-search").value = ""`),
 		chromedp.Click(chromedp.ID("keys-search-go")),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+uiPrefix+`members"]`)))
 	// The watch has started once its stream is open: a write from now on

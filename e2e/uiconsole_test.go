@@ -168,10 +168,11 @@ func TestUIConsoleBigProject(t *testing.T) {
 		t.Errorf("overview counts %s keys, want %d", keys, n+2)
 	}
 	inBrowser(t, ctx, "open the project", chromedp.Click(chromedp.CSS(`#projects-table tr[data-project="acme/big"] a`)),
-		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+project+`other"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+project+`big/k00000"]`)))
 	inBrowser(t, ctx, "search big/", chromedp.SendKeys(chromedp.ID("keys-search"), "big/"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("keys-page").textContent = ""`),
 		chromedp.Click(chromedp.ID("keys-search-go")),
-		chromedp.WaitNotPresent(chromedp.CSS(`#keys tr[data-key="`+project+`other"]`)))
+		chromedp.Poll[chromedp.Void](`document.getElementById("keys-page").textContent.startsWith("page 1 ") || null`))
 	seen := map[string]int{}
 	pages := 0
 	for ; pages < n/100+5; pages++ {
@@ -200,8 +201,9 @@ func TestUIConsoleBigProject(t *testing.T) {
 	if len(seen) != n || dups != 0 || pages != n/100 {
 		t.Fatalf("paged %d pages, saw %d distinct keys (%d seen twice or outside big/), want %d keys once on %d pages", pages, len(seen), dups, n, n/100)
 	}
-	inBrowser(t, ctx, "filter locks", chromedp.SetValue(chromedp.ID("keys-search"), ""),
-		chromedp.SetValue(chromedp.ID("keys-type"), "lock"), chromedp.Click(chromedp.ID("keys-search-go")),
+	inBrowser(t, ctx, "filter locks",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("keys-search").value = ""; document.getElementById("keys-type").value = "lock"`),
+		chromedp.Click(chromedp.ID("keys-search-go")),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="`+project+`big0lock"]`)))
 	if rows := fromBrowser(t, ctx, "locks", chromedp.Evaluate[int](`document.querySelectorAll("#keys tbody tr").length`)); rows != 1 {
 		t.Errorf("type=lock shows %d rows, want the lock alone", rows)
@@ -219,8 +221,8 @@ func TestUIConsoleKeyLive(t *testing.T) {
 	key := uiPrefix + "checkpoint"
 	mustPut(t, s, key, `{"value":{"step":1},"semantics":{"purpose":"checkpoint"}}`)
 	waitProjected(t, s)
+	time.Sleep(1100 * time.Millisecond) // at= of a whole second after the write
 	before := time.Now().UTC()
-	time.Sleep(1100 * time.Millisecond)
 	ctx := mustBrowser(t)
 	uiBrowserLogin(t, ctx, s, readerTok)
 	uiGo(t, ctx, "#/k/"+url.PathEscape(key), `#history tr[data-version="1"]`)
@@ -295,7 +297,7 @@ func TestUIConsoleNoSecret(t *testing.T) {
 	writes := []struct{ method, path, body string }{
 		{"PUT", "doc", `{"value":{"secret":"` + secret + `","n":` + num + `}}`},
 		{"PATCH", "doc", `{"set":{"other":"` + secret + `-patched"}}`},
-		{"POST", "counter:increment", `{"by":` + num + `}`},
+		{"POST", "counter:increment", `{"by":` + num + `,"create":true}`},
 		{"POST", "jobs:qpush", `{"data":{"job":"` + secret + `"}}`},
 		{"POST", "members:sadd", `{"member":"` + secret + `"}`},
 		{"POST", "log:rpush", `{"value":"` + secret + `"}`},

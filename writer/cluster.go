@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -55,3 +56,21 @@ func (w *Writer) Partitions() int32 { return int32(w.cfg.Topics.Partitions) }
 // BrokersAnswering reports whether the brokers answered the writer's
 // probe within the last 1.5 s (package brokerprobe).
 func (w *Writer) BrokersAnswering() bool { return w.brokers.Answering(time.Now()) }
+
+// Owned lists the partitions this writer owns and serves (caught up),
+// in order: the owners table records them only when the writer has an
+// advertise URL.
+func (w *Writer) Owned() []int32 {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	var out []int32
+	for id, p := range w.parts {
+		p.mu.RLock()
+		if p.ready {
+			out = append(out, id)
+		}
+		p.mu.RUnlock()
+	}
+	slices.Sort(out)
+	return out
+}

@@ -255,6 +255,7 @@ function renderKeys(a) {
   $("keys").tBodies[0].replaceChildren(...rows);
   state.next = a.truncated ? a.nextCursor || "" : "";
   $("keys-none").hidden = a.keys.length > 0;
+  $("keys-none").textContent = state.next ? "No match among the keys read so far: Next reads on." : "No key here.";
   $("keys-page").textContent = "page " + state.cursors.length + " · " + a.keys.length + (a.keys.length === 1 ? " key" : " keys") + (state.next ? "" : " · end");
   $("keys-page").dataset.end = state.next ? "false" : "true";
   $("keys-first").disabled = $("keys-prev").disabled = state.cursors.length === 1;
