@@ -21,16 +21,16 @@ import (
 // is unknown (Postgres or the brokers did not answer, the auditor never
 // committed).
 type UIPartition struct {
-	Partition      int32      `json:"partition"`
-	Owner          string     `json:"owner,omitempty"`
-	Addr           string     `json:"addr,omitempty"`
-	Epoch          int64      `json:"epoch,omitempty"`
-	OwnedSince     *time.Time `json:"ownedSince,omitempty"`
-	End            *int64     `json:"end,omitempty"`
-	Projected      *int64     `json:"projected,omitempty"`
-	ProjectorLag   *int64     `json:"projectorLag,omitempty"`
-	Audited        *int64     `json:"audited,omitempty"`
-	AuditorLag     *int64     `json:"auditorLag,omitempty"`
+	Partition    int32      `json:"partition"`
+	Owner        string     `json:"owner,omitempty"`
+	Addr         string     `json:"addr,omitempty"`
+	Epoch        int64      `json:"epoch,omitempty"`
+	OwnedSince   *time.Time `json:"ownedSince,omitempty"`
+	End          *int64     `json:"end,omitempty"`
+	Projected    *int64     `json:"projected,omitempty"`
+	ProjectorLag *int64     `json:"projectorLag,omitempty"`
+	Audited      *int64     `json:"audited,omitempty"`
+	AuditorLag   *int64     `json:"auditorLag,omitempty"`
 	// Self: this writer owns the partition.
 	Self bool `json:"self,omitempty"`
 }
@@ -180,7 +180,10 @@ func (s *Server) uiHealth(c echo.Context) error {
 		}
 		w := byAddr[u.Addr]
 		if w == nil {
-			w = &UIWriter{Addr: u.Addr, ID: u.Owner, Self: u.Addr == s.cfg.AdvertiseURL}
+			w = &UIWriter{Addr: u.Addr, Self: u.Addr == s.cfg.AdvertiseURL}
+			if u.OwnedSince != nil {
+				w.ID = u.Owner
+			}
 			byAddr[u.Addr] = w
 		}
 		w.Partitions = append(w.Partitions, p)

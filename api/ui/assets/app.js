@@ -293,7 +293,7 @@ function renderConflicts(c) {
   line.setAttribute("y1", h - pad); line.setAttribute("y2", h - pad);
   svg.append(line);
   const caption = el("p", { class: "chart-caption muted" },
-    el("span", {}, "−60 min"), el("span", {}, "max " + max + "/min · total " + c.total), el("span", {}, "now"));
+    el("span", {}, "−60 min"), el("span", {}, c.total ? "max " + max + "/min · total " + c.total : "no conflict in the last hour"), el("span", {}, "now"));
   $("conflicts-chart").replaceChildren(svg, caption);
 }
 
