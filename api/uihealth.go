@@ -92,15 +92,14 @@ type clusterState struct {
 
 // readCluster reads the owners table and the log's positions (each
 // source on its own: an unreachable one is an error, not a failure of
-// the whole read).
-func (s *Server) readCluster(ctx context.Context) clusterState {
+// the whole read); false when this server runs over no cluster (a
+// writer and projection of tests).
+func (s *Server) readCluster(ctx context.Context) (clusterState, bool) {
 	var cs clusterState
 	cl, ok := s.w.(uiCluster)
 	st, ok2 := s.list.(uiStore)
 	if !ok || !ok2 {
-		cs.ownerErr = fmt.Errorf("this server has no cluster to show")
-		cs.lp = writer.LogPositions{EndsErr: cs.ownerErr, ProjectedErr: cs.ownerErr}
-		return cs
+		return cs, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*uiPeerTimeout)
 	defer cancel()
@@ -110,7 +109,7 @@ func (s *Server) readCluster(ctx context.Context) clusterState {
 	}
 	cs.owners, cs.ownerErr = st.Owners(ctx)
 	cs.lp = cl.LogPositions(ctx, cmp.Or(s.cfg.AuditorGroup, DefaultAuditorGroup))
-	return cs
+	return cs, true
 }
 
 // partition is partition p's row of the health view.
@@ -156,8 +155,10 @@ func (s *Server) uiHealth(c echo.Context) error {
 	if !operator(p) {
 		return contract.FieldErrorf(contract.EForbidden, "cookie", "principal %s may not read every tenant: the cluster's health is an operator's", p.Name)
 	}
-	ctx := c.Request().Context()
-	cs := s.readCluster(ctx)
+	cs, ok := s.readCluster(c.Request().Context())
+	if !ok {
+		return contract.Errorf(contract.ENotFound, "this server runs over no cluster to show")
+	}
 	h := UIHealth{ServerTime: s.now().UTC(), Self: s.cfg.AdvertiseURL, Writers: []UIWriter{}, Partitions: []UIPartition{},
 		Broker: reach(cs.lp.EndsErr), Database: reach(cmp.Or(cs.ownerErr, cs.lp.ProjectedErr)),
 		Audit: UIAudit{Group: cmp.Or(s.cfg.AuditorGroup, DefaultAuditorGroup), Verification: uiVerificationNote}}
@@ -214,7 +215,10 @@ func reach(err error) UIReach {
 // uiAlerts are the alerts firing, as the overview shows them: to an
 // operator with their detail, to anyone else by name and partition.
 func (s *Server) uiAlerts(ctx context.Context, p *Principal, peers []UIPeer) []UIAlert {
-	cs := s.readCluster(ctx)
+	cs, ok := s.readCluster(ctx)
+	if !ok {
+		return []UIAlert{}
+	}
 	alerts := alertsOf(&cs, peers)
 	if !operator(p) {
 		for i := range alerts {
