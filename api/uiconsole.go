@@ -34,9 +34,9 @@ const (
 	uiActivityWindow = 5 * time.Minute
 	// uiPeerTimeout bounds a peer's answer to the fan-out.
 	uiPeerTimeout = time.Second
-	// UIProjectorLagAlert and UIAuditorLagAlert are the offset lags (in
-	// log offsets) beyond which a partition's projector or auditor
-	// raises an alert.
+	// UIProjectorLagAlert and UIAuditorLagAlert are the lags, in log
+	// offsets (events and the commit marker of each transaction), beyond
+	// which a partition's projector or auditor raises an alert.
 	UIProjectorLagAlert = 1000
 	UIAuditorLagAlert   = 10000
 	// DefaultAuditorGroup is the auditor's consumer group

@@ -230,8 +230,8 @@ func (s *Server) uiAlerts(ctx context.Context, p *Principal, peers []UIPeer) []U
 
 // alertSummary says what each alert means, without detail.
 var alertSummary = map[string]string{
-	AlertProjectorLag:     fmt.Sprintf("the projector is more than %d events behind a partition", UIProjectorLagAlert),
-	AlertAuditorLag:       fmt.Sprintf("the auditor is more than %d events behind a partition", UIAuditorLagAlert),
+	AlertProjectorLag:     fmt.Sprintf("the projector is more than %d offsets behind a partition", UIProjectorLagAlert),
+	AlertAuditorLag:       fmt.Sprintf("the auditor is more than %d offsets behind a partition", UIAuditorLagAlert),
 	AlertNoOwner:          "a partition has no owning writer recorded",
 	AlertBrokerDown:       "the brokers do not answer",
 	AlertDatabaseDown:     "the projection's database does not answer",
@@ -254,10 +254,10 @@ func alertsOf(cs *clusterState, peers []UIPeer) []UIAlert {
 			out = append(out, UIAlert{Name: AlertNoOwner, Partition: &part, Message: fmt.Sprintf("partition %d has no owner in the owners table", p)})
 		}
 		if u.ProjectorLag != nil && *u.ProjectorLag > UIProjectorLagAlert {
-			out = append(out, UIAlert{Name: AlertProjectorLag, Partition: &part, Message: fmt.Sprintf("the projector is %d events behind partition %d", *u.ProjectorLag, p)})
+			out = append(out, UIAlert{Name: AlertProjectorLag, Partition: &part, Message: fmt.Sprintf("the projector is %d offsets behind partition %d", *u.ProjectorLag, p)})
 		}
 		if u.AuditorLag != nil && *u.AuditorLag > UIAuditorLagAlert {
-			out = append(out, UIAlert{Name: AlertAuditorLag, Partition: &part, Message: fmt.Sprintf("the auditor is %d events behind partition %d", *u.AuditorLag, p)})
+			out = append(out, UIAlert{Name: AlertAuditorLag, Partition: &part, Message: fmt.Sprintf("the auditor is %d offsets behind partition %d", *u.AuditorLag, p)})
 		}
 	}
 	for _, pe := range peers {

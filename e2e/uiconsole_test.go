@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +15,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/eskv/eskv/api"
+	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
 // The console (docs/ui.md): overview, cluster health, a project's keys
@@ -108,8 +112,8 @@ func TestUIConsoleOverviewAndHealth(t *testing.T) {
 			t.Errorf("projector lags %q: want numbers, caught up (0, or 1 for a commit marker)", health[5])
 		}
 	}
-	if !strings.HasSuffix(health[2], " events") {
-		t.Errorf("projector lag %q, want a number of events", health[2])
+	if !strings.HasSuffix(health[2], " offsets") {
+		t.Errorf("projector lag %q, want a number of offsets", health[2])
 	}
 	uiShot(t, ctx, "ui-health.png")
 	ck := uiCookie(t, uiLogin(t, s, readerTok))
@@ -424,4 +428,54 @@ func (r *uiStreamReader) until(t *testing.T, n int) string {
 	}
 	t.Fatalf("the stream sent fewer than %d events", n)
 	return ""
+}
+
+// TestUIConsoleAlerts: with the projector stopped, 1,100 writes to one
+// project raise projector_lag for its partition: the health view shows
+// the lag (end minus the projector's stored offset) and the alert's
+// detail to an operator; a tenant's overview names the alert without
+// detail.
+func TestUIConsoleAlerts(t *testing.T) {
+	t.Parallel()
+	s := mustStack(t, inproc.WithoutProjector())
+	project := "tenant/acme/project/lag/"
+	for from := 0; from < 1100; from += 100 {
+		var ops []string
+		for i := from; i < from+100; i++ {
+			ops = append(ops, fmt.Sprintf(`{"op":"put","key":"%sk%05d","value":%d}`, project, i, i))
+		}
+		if r := s.do("POST", "/v1/txn", devToken, `{"ops":[`+strings.Join(ops, ",")+`]}`); r.Status != http.StatusOK {
+			t.Fatalf("txn: %d %s", r.Status, r.Body)
+		}
+	}
+	var h api.UIHealth
+	uiJSON(t, s, "/ui/api/health", uiCookie(t, uiLogin(t, s, devToken)), &h)
+	var lagged []string
+	for _, a := range h.Alerts {
+		if a.Name == api.AlertProjectorLag && a.Partition != nil {
+			p := h.Partitions[*a.Partition]
+			lagged = append(lagged, fmt.Sprintf("p%d lag %d: %s", p.Partition, *p.ProjectorLag, a.Message))
+		}
+	}
+	if len(lagged) != 1 || h.MaxProjectorLag == nil || *h.MaxProjectorLag < 1100 {
+		t.Fatalf("health alerts %+v, max projector lag %v: want one projector_lag of at least 1100 events", h.Alerts, h.MaxProjectorLag)
+	}
+	t.Log(lagged[0])
+	var o api.UIOverview
+	uiJSON(t, s, "/ui/api/overview", uiCookie(t, uiLogin(t, s, readerTok)), &o)
+	if len(o.Alerts) != 1 || o.Alerts[0].Name != api.AlertProjectorLag || strings.Contains(o.Alerts[0].Message, strconv.FormatInt(*h.MaxProjectorLag, 10)) {
+		t.Fatalf("a tenant's overview alerts %+v: want projector_lag without detail", o.Alerts)
+	}
+}
+
+// uiJSON fetches path with the session and decodes it into v.
+func uiJSON(t *testing.T, s *stack, path string, ck *http.Cookie, v any) {
+	t.Helper()
+	st, _, b := uiGet(t, s, path, ck)
+	if st != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, st, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
 }

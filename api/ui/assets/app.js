@@ -167,8 +167,8 @@ async function loadHealth() {
     dl.replaceChildren();
     fact(dl, "Broker", h.broker.reachable ? "reachable" : "unreachable: " + h.broker.error, { id: "health-broker", class: h.broker.reachable ? "ok" : "bad" });
     fact(dl, "Database", h.database.reachable ? "reachable" : "unreachable: " + h.database.error, { id: "health-database", class: h.database.reachable ? "ok" : "bad" });
-    fact(dl, "Projector lag (max)", lagText(h.maxProjectorLag) + " events", { id: "health-projector-lag" });
-    fact(dl, "Auditor lag (max)", h.audit.positioned ? lagText(h.audit.maxLag) + " events" : "unknown: group " + h.audit.group + " has no committed offset", { id: "health-auditor-lag" });
+    fact(dl, "Projector lag (max)", lagText(h.maxProjectorLag) + " offsets", { id: "health-projector-lag" });
+    fact(dl, "Auditor lag (max)", h.audit.positioned ? lagText(h.audit.maxLag) + " offsets" : "unknown: group " + h.audit.group + " has no committed offset", { id: "health-auditor-lag" });
     fact(dl, "Audit verification", h.audit.verification, { id: "health-verification" });
     fact(dl, "This writer", h.self || "(no advertise URL)");
     const answered = new Map(h.peers.map((p) => [p.addr, p]));
