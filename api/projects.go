@@ -40,9 +40,20 @@ func (s *Server) projects(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	release, err := s.takeList(c)
+	a, err := s.projectsPage(c, limit, after)
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+// projectsPage is a page of GET /v1/projects for the request's
+// principal: at most limit projects from after on (the status page's
+// overview reads it too, so that both list the same projects).
+func (s *Server) projectsPage(c echo.Context, limit int, after string) (contract.ProjectsAnswer, error) {
+	release, err := s.takeList(c)
+	if err != nil {
+		return contract.ProjectsAnswer{}, err
 	}
 	defer release()
 	var items []contract.ProjectInfo
@@ -51,7 +62,7 @@ func (s *Server) projects(c echo.Context) error {
 		// project as a later range's first, and is merged with it.
 		got, err := s.list.Projects(c.Request().Context(), r, limit+2-len(items), s.now())
 		if err != nil {
-			return err
+			return contract.ProjectsAnswer{}, err
 		}
 		for _, p := range got {
 			if n := len(items); n > 0 && items[n-1].Scope() == p.Scope() {
@@ -72,7 +83,7 @@ func (s *Server) projects(c echo.Context) error {
 	if a.Items == nil {
 		a.Items = []contract.ProjectInfo{}
 	}
-	return c.JSON(http.StatusOK, a)
+	return a, nil
 }
 
 // projectsCursor reads the cursor of GET /v1/projects, the base64url of

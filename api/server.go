@@ -220,6 +220,10 @@ type Config struct {
 	// shares UIKey; nil keeps them in this process only (a logged-out
 	// session is then refused by this writer alone).
 	UILogouts UILogouts
+	// AuditorGroup is the auditor's consumer group, whose committed
+	// offsets the status page's health view shows as its position
+	// (DefaultAuditorGroup when empty).
+	AuditorGroup string
 }
 
 // Server is the HTTP API.

@@ -196,6 +196,10 @@ func (s *Server) routeUI(e *echo.Echo) {
 	data.GET("/at", s.uiAt)
 	data.GET("/conflicts", s.uiConflicts)
 	data.GET("/watch", s.uiWatch)
+	data.GET("/overview", s.uiOverview)
+	data.GET("/health", s.uiHealth)
+	data.GET("/key", s.uiKey)
+	data.GET("/peer/conflicts", s.uiPeerConflicts)
 }
 
 // uiHeaders sets the page's security headers on every answer under /ui.

@@ -68,6 +68,9 @@ type ConflictRates struct {
 	Scope   string           `json:"scope"`
 	Minutes []ConflictMinute `json:"minutes"`
 	Total   int64            `json:"total"`
+	// Writers are the writers whose counts are added up, each marked
+	// as answered or not.
+	Writers []UIPeer `json:"writers,omitempty"`
 }
 
 func newConflictCounter() *conflictCounter {
@@ -223,4 +226,43 @@ func (s *Server) countConflicts(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return err
 	}
+}
+
+// byMinute returns the counts of the last conflictMinutes minutes of
+// each project keep accepts, by minute (unix seconds / 60), the minutes
+// without a conflict left out: what a writer tells its peers
+// (GET /ui/api/peer/conflicts) for them to add to theirs.
+func (cc *conflictCounter) byMinute(keep func(scope string) bool, now time.Time) map[string]map[int64]int64 {
+	m := now.Unix() / 60
+	out := make(map[string]map[int64]int64)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for scope, r := range cc.scopes {
+		if m-r.last >= conflictMinutes || !keep(scope) {
+			continue
+		}
+		counts := make(map[int64]int64)
+		for i, mm := range r.minutes {
+			if mm > m-conflictMinutes && mm <= m && r.counts[i] > 0 {
+				counts[mm] = r.counts[i]
+			}
+		}
+		if len(counts) > 0 {
+			out[scope] = counts
+		}
+	}
+	return out
+}
+
+// ratesOf is the chart of scope from its counts by minute (byMinute's),
+// the current minute at now last.
+func ratesOf(scope string, counts map[int64]int64, now time.Time) ConflictRates {
+	m := now.Unix() / 60
+	out := ConflictRates{Scope: scope, Minutes: make([]ConflictMinute, conflictMinutes)}
+	for k := range conflictMinutes {
+		mm := m - conflictMinutes + 1 + int64(k)
+		out.Minutes[k] = ConflictMinute{Start: time.Unix(mm*60, 0).UTC(), Count: counts[mm]}
+		out.Total += counts[mm]
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,9 @@ type UIVersion struct {
 	TxnID     string        `json:"txnId,omitempty"`
 	// ElementOp is a collection event's element change (add, remove).
 	ElementOp string `json:"elementOp,omitempty"`
+	// Fingerprint is the fingerprint of the value a put left (keyed
+	// HMAC, as UIKey's): equal values, equal fingerprints.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // UIHistory is GET /ui/api/history.
@@ -131,6 +135,10 @@ type UIEvent struct {
 	Time      time.Time     `json:"time"`
 	Principal string        `json:"principal"`
 	ElementOp string        `json:"elementOp,omitempty"`
+	Purpose   string        `json:"purpose,omitempty"`
+	// Fingerprint is the fingerprint of the value a put left (as
+	// UIVersion's), absent for element changes, deletes and expiries.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 func (s *Server) uiMe(c echo.Context) error {
@@ -186,7 +194,7 @@ func uiPrefix(c echo.Context, q url.Values) (string, *Principal, error) {
 // meanwhile before the cursor shows once the page is reloaded.
 func (s *Server) uiKeys(c echo.Context) error {
 	q := c.QueryParams()
-	if err := onlyParams(q, "prefix", "limit", "cursor"); err != nil {
+	if err := onlyParams(q, "prefix", "limit", "cursor", "purpose", "type"); err != nil {
 		return err
 	}
 	prefix, p, err := uiPrefix(c, q)
@@ -201,24 +209,89 @@ func (s *Server) uiKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	match, filtered, err := uiKeyFilter(q)
+	if err != nil {
+		return err
+	}
 	release, err := s.takeList(c)
 	if err != nil {
 		return err
 	}
 	defer release()
 	now := s.now()
-	entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{After: cur.after, Limit: limit, MaxBytes: s.cfg.MaxListBytes, Now: now})
-	if err != nil {
-		return err
+	a := UIKeys{Prefix: prefix, ServerTime: now.UTC(), Keys: make([]UIKey, 0, limit)}
+	after, overflow, batch := cur.after, false, limit
+	if filtered {
+		batch = uiMaxKeys // read more at once: most rows may not match
 	}
-	a := UIKeys{Prefix: prefix, ServerTime: now.UTC(), Keys: make([]UIKey, 0, len(entries)), Truncated: truncated}
-	for i := range entries {
-		a.Keys = append(a.Keys, s.uiRow(p, &entries[i]))
+	for scanned := 0; ; {
+		entries, truncated, err := s.list.List(c.Request().Context(), prefix, projection.Page{After: after, Limit: batch, MaxBytes: s.cfg.MaxListBytes, Now: now})
+		if err != nil {
+			return err
+		}
+		for i := range entries {
+			switch {
+			case !match(&entries[i]):
+			case len(a.Keys) < limit:
+				a.Keys = append(a.Keys, s.uiRow(p, &entries[i]))
+			default:
+				overflow = true
+			}
+		}
+		scanned += len(entries)
+		if len(entries) > 0 {
+			after = entries[len(entries)-1].Key
+		}
+		// A filtered page may come short, or empty, with a cursor: the
+		// scan stops after uiMaxFilterScan keys so that no request
+		// reads a whole large project.
+		if !truncated || len(entries) == 0 || len(a.Keys) >= limit || scanned >= uiMaxFilterScan {
+			a.Truncated = overflow || truncated && len(entries) > 0
+			break
+		}
 	}
-	if truncated && len(entries) > 0 {
-		a.NextCursor = nextListCursor(entries[len(entries)-1].Key, nil)
+	if a.Truncated {
+		if n := len(a.Keys); n == limit {
+			after = a.Keys[n-1].Key
+		}
+		a.NextCursor = nextListCursor(after, nil)
 	}
 	return c.JSON(http.StatusOK, a)
+}
+
+// uiMaxFilterScan bounds the keys one filtered page of GET /ui/api/keys
+// reads (uiMaxKeys at a time, each read within MaxListBytes).
+const uiMaxFilterScan = 10000
+
+// UI key types (the type filter of GET /ui/api/keys): a key's type
+// follows from its purpose.
+var uiKeyTypes = []string{"plain", "lock", "set", "list", "queue"}
+
+// uiKeyType is the type of a key of purpose: lock (locks and leader
+// pools), set, list, queue, or plain.
+func uiKeyType(purpose string) string {
+	switch {
+	case purpose == contract.PurposeLock || purpose == contract.PurposeLeader:
+		return "lock"
+	case contract.IsCollectionPurpose(purpose):
+		return purpose
+	}
+	return "plain"
+}
+
+// uiKeyFilter reads the purpose and type filters of GET /ui/api/keys:
+// the rows they keep, and whether any is set.
+func uiKeyFilter(q url.Values) (func(*contract.Entry) bool, bool, error) {
+	purpose, typ := q.Get("purpose"), q.Get("type")
+	if typ != "" && !slices.Contains(uiKeyTypes, typ) {
+		return nil, false, contract.FieldErrorf(contract.EInvalid, "type", "type must be one of %s", strings.Join(uiKeyTypes, ", "))
+	}
+	if len(purpose) > 64 {
+		return nil, false, contract.FieldErrorf(contract.EInvalid, "purpose", "purpose is at most 64 bytes")
+	}
+	return func(e *contract.Entry) bool {
+		return (purpose == "" || e.Semantics.Purpose == purpose) && (typ == "" || uiKeyType(e.Semantics.Purpose) == typ)
+	}, purpose != "" || typ != "", nil
 }
 
 // uiRow is the row of an entry: its metadata, and of its value only what
@@ -227,7 +300,7 @@ func (s *Server) uiKeys(c echo.Context) error {
 func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
 	r := UIKey{Key: e.Key, Purpose: e.Semantics.Purpose, Version: e.Version, LastWriter: e.LastWriter, UpdatedAt: e.UpdatedAt, ExpiresAt: e.ExpiresAt}
 	switch purpose := e.Semantics.Purpose; {
-	case purpose == contract.PurposeLock || purpose == contract.PurposeLeader:
+	case !plainPurpose(purpose) && !contract.IsCollectionPurpose(purpose):
 		// GET :lock answers the holder to a principal with the read right
 		// on the key, and to no other.
 		var v decide.LockValue
@@ -242,6 +315,12 @@ func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
 		r.Fingerprint = s.uiFingerprint(e.Value)
 	}
 	return r
+}
+
+// plainPurpose reports whether a key of purpose holds a plain value (no
+// lock, leader pool or collection): the value a fingerprint stands for.
+func plainPurpose(purpose string) bool {
+	return purpose != contract.PurposeLock && purpose != contract.PurposeLeader && !contract.IsCollectionPurpose(purpose)
 }
 
 // uiFingerprint is a plain value's fingerprint: HMAC-SHA256 under the
@@ -390,8 +469,11 @@ func (s *Server) uiHistory(c echo.Context) error {
 	out := make([]UIVersion, 0, len(versions))
 	for _, v := range versions {
 		u := UIVersion{Version: v.Version, Kind: v.Kind, Op: v.Op, Principal: v.Principal, TS: v.TS, TxnID: v.TxnID}
-		if v.Element != nil {
+		switch {
+		case v.Element != nil:
 			u.ElementOp = v.Element.Op
+		case v.Kind == contract.KindPut && len(v.Value) > 0:
+			u.Fingerprint = s.uiFingerprint(v.Value)
 		}
 		out = append(out, u)
 	}
@@ -399,7 +481,8 @@ func (s *Server) uiHistory(c echo.Context) error {
 }
 
 // uiConflicts answers the project's conflicts per minute over the last
-// hour, as this writer answered them.
+// hour, as every writer answered them (clusterConflicts), with the
+// writers asked.
 func (s *Server) uiConflicts(c echo.Context) error {
 	if err := onlyParams(c.QueryParams(), "prefix"); err != nil {
 		return err
@@ -408,7 +491,11 @@ func (s *Server) uiConflicts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.conflicts.perMinute(scopeKey(prefix).Scope(), s.now()))
+	scope := scopeKey(prefix).Scope()
+	counts, peers := s.clusterConflicts(c, prefix, func(sc string) bool { return sc == scope })
+	a := ratesOf(scope, counts[scope], s.now())
+	a.Writers = redactPeers(principalOf(c), peers)
+	return c.JSON(http.StatusOK, a)
 }
 
 // uiWatch streams the project's changes as the watch does, each event
@@ -417,7 +504,7 @@ func (s *Server) uiWatch(c echo.Context) error {
 	if s.cfg.Watch == nil {
 		return contract.Errorf(contract.ENotFound, "this server does not serve watches")
 	}
-	if err := onlyParams(c.QueryParams(), "prefix"); err != nil {
+	if err := onlyParams(c.QueryParams(), "prefix", "key"); err != nil {
 		return err
 	}
 	spec, err := s.watchSpec(c)
@@ -429,15 +516,20 @@ func (s *Server) uiWatch(c echo.Context) error {
 		return err
 	}
 	defer sub.Close()
-	return s.stream(c, sub, writeUIChange)
+	return s.stream(c, sub, s.writeUIChange)
 }
 
-// writeUIChange writes one SSE event "change" of the status page.
-func writeUIChange(w *echo.Response, it watch.Item) error {
+// writeUIChange writes one SSE event "change" of the status page: the
+// event's metadata and, of the value a put left, its fingerprint (as
+// the history shows it); never the value, a lock's holder or an element.
+func (s *Server) writeUIChange(w *echo.Response, it watch.Item) error {
 	e := it.Event
-	u := UIEvent{Cursor: it.Cursor.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op, Time: e.TS, Principal: e.Principal}
+	u := UIEvent{Cursor: it.Cursor.String(), Key: e.Key, Version: e.Version, Kind: e.Kind, Op: e.Op, Time: e.TS, Principal: e.Principal, Purpose: e.Semantics.Purpose}
 	if e.Element != nil {
 		u.ElementOp = e.Element.Op
+	}
+	if e.Element == nil && e.Kind == contract.KindPut && len(e.After) > 0 {
+		u.Fingerprint = s.uiFingerprint(e.After)
 	}
 	b, err := json.Marshal(u)
 	if err != nil {

@@ -114,28 +114,32 @@ func TestOpenAPIRoutes(t *testing.T) {
 	// The routes api.New registers, and nothing else: those of api's op
 	// table (opRoutes) and the others.
 	want := map[string][]string{
-		"/v1/kv/{key}":       {"delete", "get", "patch", "put"},
-		"/v1/kv":             {"get"},
-		"/v1/kv:batchGet":    {"post"},
-		"/v1/kv:deleteRange": {"post"},
-		"/v1/kv:expireDue":   {"post"},
-		"/v1/projects":       {"get"},
-		"/v1/txn":            {"post"},
-		"/v1/watch":          {"get"},
-		"/healthz":           {"get"},
-		"/readyz":            {"get"},
-		"/version":           {"get"},
-		"/metrics":           {"get"},
-		"/ui/":               {"get"},
-		"/ui/login":          {"get", "post"},
-		"/ui/logout":         {"post"},
-		"/ui/api/me":         {"get"},
-		"/ui/api/projects":   {"get"},
-		"/ui/api/keys":       {"get"},
-		"/ui/api/history":    {"get"},
-		"/ui/api/at":         {"get"},
-		"/ui/api/conflicts":  {"get"},
-		"/ui/api/watch":      {"get"},
+		"/v1/kv/{key}":           {"delete", "get", "patch", "put"},
+		"/v1/kv":                 {"get"},
+		"/v1/kv:batchGet":        {"post"},
+		"/v1/kv:deleteRange":     {"post"},
+		"/v1/kv:expireDue":       {"post"},
+		"/v1/projects":           {"get"},
+		"/v1/txn":                {"post"},
+		"/v1/watch":              {"get"},
+		"/healthz":               {"get"},
+		"/readyz":                {"get"},
+		"/version":               {"get"},
+		"/metrics":               {"get"},
+		"/ui/":                   {"get"},
+		"/ui/login":              {"get", "post"},
+		"/ui/logout":             {"post"},
+		"/ui/api/me":             {"get"},
+		"/ui/api/projects":       {"get"},
+		"/ui/api/keys":           {"get"},
+		"/ui/api/history":        {"get"},
+		"/ui/api/at":             {"get"},
+		"/ui/api/conflicts":      {"get"},
+		"/ui/api/watch":          {"get"},
+		"/ui/api/overview":       {"get"},
+		"/ui/api/health":         {"get"},
+		"/ui/api/key":            {"get"},
+		"/ui/api/peer/conflicts": {"get"},
 	}
 	rows := opRoutes(t)
 	for _, r := range rows {
@@ -493,7 +497,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	contractFiles = slices.DeleteFunc(contractFiles, func(f string) bool { return strings.HasSuffix(f, "_test.go") })
-	fields := goJSONFields(t, append(contractFiles, "../api/uidata.go", "../api/uiconflicts.go")...)
+	fields := goJSONFields(t, append(contractFiles, "../api/uidata.go", "../api/uiconflicts.go", "../api/uiconsole.go", "../api/uihealth.go")...)
 	for _, c := range append(opBodies(t, doc), []goSchema{
 		{"PutBody", "PutBody", false},
 		{"DeleteAnswer", "DeleteAnswer", true},
@@ -534,6 +538,16 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"UIEvent", "UIEvent", true},
 		{"ConflictRates", "ConflictRates", true},
 		{"ConflictMinute", "ConflictMinute", true},
+		{"UIPeer", "UIPeer", true},
+		{"UIAlert", "UIAlert", true},
+		{"UIOverview", "UIOverview", true},
+		{"UIOverviewProject", "UIOverviewProject", true},
+		{"UIPeerConflicts", "UIPeerConflicts", true},
+		{"UIHealth", "UIHealth", true},
+		{"UIPartition", "UIPartition", true},
+		{"UIWriter", "UIWriter", true},
+		{"UIReach", "UIReach", true},
+		{"UIAudit", "UIAudit", true},
 	}...) {
 		s := obj(deref(t, doc, map[string]any{"$ref": "#/components/schemas/" + c.schema}))
 		f, ok := fields[c.goType]

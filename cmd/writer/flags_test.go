@@ -18,6 +18,7 @@ func TestVariables(t *testing.T) {
 	servicetest.Variables(t, func() *service.Flags { return new(config).flags(io.Discard) }, map[string]string{
 		"addr-file":                        "ESKV_ADDR_FILE",
 		"advertise-url":                    "ESKV_ADVERTISE_URL",
+		"auditor-group":                    "ESKV_AUDITOR_GROUP",
 		"brokers":                          "ESKV_BROKERS",
 		"conflicts-topic":                  "ESKV_CONFLICTS_TOPIC",
 		"cors-allowed-origins":             "ESKV_CORS_ALLOWED_ORIGINS",

@@ -80,6 +80,7 @@ type config struct {
 	fetchWait        time.Duration
 	uiKeyFile        string
 	uiSessionTTL     time.Duration
+	auditorGroup     string
 	peerSecret       string
 	peerSecretFile   string
 	requestTimeout   time.Duration
@@ -263,6 +264,7 @@ func (c *config) forwardTLS() (*tls.Config, error) {
 func (c *config) bindSecrets(f *service.Flags) {
 	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
 	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
+	f.StringVar(&c.auditorGroup, "auditor-group", api.DefaultAuditorGroup, "the auditor's consumer group, whose committed offsets the console's health view (/ui/#/health) shows as the auditor's position")
 	f.StringVar(&c.peerSecret, "peer-secret", "", "secret shared by the writers of a deployment (at least 32 bytes; openssl rand -hex 32) with which they prove to each other the requests they forward; unset: a writer takes other writers' forwards for clients' requests (a single writer needs none)")
 	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
 }
@@ -483,6 +485,7 @@ func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(
 		WatchHeartbeat:           c.heartbeat,
 		UIKey:                    uiKey,
 		UISessionTTL:             c.uiSessionTTL,
+		AuditorGroup:             c.auditorGroup,
 		UILogouts:                logouts,
 		PeerSecret:               peerSecret,
 		CORSAllowedOrigins:       c.corsAllowedOrigins(),

@@ -1,13 +1,17 @@
-// eskv status page: lists the projects the session may read, pages a
-// project's keys, renders /ui/api/... JSON (which never carries a value)
-// and follows /ui/api/watch. Every datum is set as text, never as HTML.
+// eskv console: an overview of the projects the session may read, the
+// cluster's health, a project's keys (searched and paged by cursor) and a
+// key's live history. It renders /ui/api/... JSON and /ui/api/watch
+// events, which never carry a value (fingerprints only). Every datum is
+// set as text, never as HTML. Views are addressed by the URL's hash:
+// #/ (overview), #/health, #/p/<project prefix>, #/k/<key>.
 "use strict";
 
-// state: the session (me), the project open (prefix) and the search
-// under it, the cursors of the keys pages shown so far (the last is the
-// page shown; "" the first), the next page's cursor, the projects
-// listing's next cursor.
-const state = { me: null, prefix: "", search: "", cursors: [""], next: "", projectsCursor: "", serverSkew: 0, source: null, reload: null, selected: "", selectedRow: null };
+const state = {
+  me: null, serverSkew: 0, source: null, timer: null, reload: null,
+  projectsCursor: "", projectsSeen: 0,
+  prefix: "", search: "", purpose: "", type: "", cursors: [""], next: "",
+  key: "", row: null,
+};
 
 function $(id) { return document.getElementById(id); }
 
@@ -38,9 +42,8 @@ function showError(err) {
 function duration(s) {
   if (s < 0) s = 0;
   s = Math.floor(s);
-  const parts = [[86400, "d"], [3600, "h"], [60, "m"], [1, "s"]];
   const out = [];
-  for (const [n, u] of parts) {
+  for (const [n, u] of [[86400, "d"], [3600, "h"], [60, "m"], [1, "s"]]) {
     if (s >= n || (u === "s" && out.length === 0)) { out.push(Math.floor(s / n) + u); s %= n; }
     if (out.length === 2) break;
   }
@@ -48,99 +51,180 @@ function duration(s) {
 }
 
 function now() { return Date.now() + state.serverSkew; }
+function skew(serverTime) { if (serverTime) state.serverSkew = Date.parse(serverTime) - Date.now(); }
+function rate(x) { return x === undefined || x === null ? "—" : (Math.round(x * 10) / 10).toString(); }
+function ago(t) { return t ? el("span", { class: "ago", "data-since": t }, "") : "—"; }
+function projectHref(prefix) { return "#/p/" + encodeURIComponent(prefix); }
+function keyHref(key) { return "#/k/" + encodeURIComponent(key); }
+function projectOf(key) { return key.split("/").slice(0, 4).join("/") + "/"; }
 
-async function loadMe() {
-  const me = await getJSON("/ui/api/me");
-  state.me = me;
-  $("whoami").textContent = "principal " + me.principal;
-  if (me.tenants.length > 0 || me.anyTenant) {
-    $("project-by-name").hidden = false;
-    if (me.tenants.length > 0) $("project-name").value = me.tenants[0] + "/";
+// stopLive ends the view's stream and timer.
+function stopLive() {
+  if (state.source) { state.source.close(); state.source = null; }
+  clearInterval(state.timer); state.timer = null;
+  clearTimeout(state.reload);
+}
+
+function show(view) {
+  for (const v of document.querySelectorAll("section.view")) v.hidden = v.id !== "view-" + view;
+  for (const a of document.querySelectorAll("header nav a")) {
+    if (a.id === "nav-" + view) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
-  $("project-open").addEventListener("click", () => {
-    const [tenant, project] = $("project-name").value.trim().split("/");
-    if (tenant && project) openProject("tenant/" + tenant + "/project/" + project + "/");
-  });
-  $("projects-more").addEventListener("click", () => loadProjects().catch(showError));
-  $("keys-search-form").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    let s = $("keys-search").value.trim();
-    if (s.startsWith(state.prefix)) s = s.slice(state.prefix.length);
-    state.search = s.replace(/^\/+/, "");
-    state.cursors = [""];
-    refresh();
-  });
-  $("keys-prev").addEventListener("click", () => { if (state.cursors.length > 1) { state.cursors.pop(); refresh(); } });
-  $("keys-next").addEventListener("click", () => { if (state.next) { state.cursors.push(state.next); refresh(); } });
-  await loadProjects();
-  const hash = decodeURIComponent(location.hash.slice(1));
-  if (hash) openProject(hash);
 }
 
-// projectPrefixes are the prefixes the session may open of project p:
-// the whole project when a grant covers it, else each part a grant below
-// the project names (me.projects).
-function projectPrefixes(p) {
-  const whole = "tenant/" + p.tenant + "/project/" + p.project + "/";
-  const me = state.me;
-  if (me.anyTenant || me.tenants.includes(p.tenant) || me.projects.some((g) => g.prefix === whole)) return [whole];
-  return me.projects.filter((g) => g.tenant === p.tenant && g.project === p.project).map((g) => g.prefix);
+// route shows the view the hash names.
+function route() {
+  stopLive();
+  showError(null);
+  const h = location.hash.replace(/^#\/?/, "");
+  if (h.startsWith("p/")) return openProject(decodeURIComponent(h.slice(2)));
+  if (h.startsWith("k/")) return openKey(decodeURIComponent(h.slice(2)));
+  if (h === "health") return openHealth();
+  return openOverview();
 }
 
-// loadProjects appends the next page of the projects the session may
-// read (/ui/api/projects: counts of keys, never a value) to the picker.
-async function loadProjects() {
-  const a = await getJSON("/ui/api/projects?limit=100" + (state.projectsCursor ? "&cursor=" + encodeURIComponent(state.projectsCursor) : ""));
-  const list = $("projects");
-  for (const p of a.items) {
-    for (const prefix of projectPrefixes(p)) {
-      const part = prefix.split("/").slice(4).join("/");
-      const b = el("button", { type: "button", class: "project", "data-prefix": prefix, "aria-pressed": String(prefix === state.prefix) },
-        el("span", { class: "name" }, p.tenant + "/" + p.project + (part ? " (" + part + ")" : "")),
-        el("span", { class: "count" }, p.keys + (p.keys === 1 ? " key" : " keys")));
-      b.addEventListener("click", () => openProject(prefix));
-      list.append(el("li", {}, b));
-    }
-  }
-  state.projectsCursor = a.nextCursor || "";
-  $("projects-more").hidden = !a.truncated;
-  $("projects-count").textContent = "(" + list.children.length + (a.truncated ? "+" : "") + ")";
-  $("projects-none").hidden = list.children.length > 0;
+// ---- Overview ----
+
+function renderAlerts(box, alerts) {
+  box.replaceChildren(...alerts.map((a) => el("p", { class: "alert", "data-alert": a.name },
+    el("strong", {}, a.name.replace(/_/g, " ")), ": " + a.message)));
+  if (alerts.length === 0) box.append(el("p", { class: "ok", "data-alert": "none" }, "No alert firing."));
 }
+
+function writersText(ws) {
+  const answered = ws.filter((w) => w.answered).length;
+  let s = "Conflicts summed over " + answered + " of " + ws.length + (ws.length === 1 ? " writer" : " writers");
+  const missing = ws.filter((w) => !w.answered).map((w) => w.addr);
+  if (missing.length) s += "; not answering: " + missing.join(", ");
+  return s + ".";
+}
+
+async function openOverview() {
+  show("overview");
+  state.projectsCursor = ""; state.projectsSeen = 0;
+  $("projects-table").tBodies[0].replaceChildren();
+  await loadOverview(true);
+  state.timer = setInterval(() => refreshOverview(), 10000);
+}
+
+// loadOverview appends the next page of projects (first: replaces).
+async function loadOverview(first) {
+  try {
+    const o = await getJSON("/ui/api/overview?limit=100" + (state.projectsCursor ? "&cursor=" + encodeURIComponent(state.projectsCursor) : ""));
+    skew(o.serverTime);
+    const body = $("projects-table").tBodies[0];
+    if (first) body.replaceChildren();
+    for (const p of o.projects) body.append(projectRow(p));
+    state.projectsSeen += o.projects.length;
+    state.projectsCursor = o.nextCursor || "";
+    $("projects-more").hidden = !o.truncated;
+    $("projects-none").hidden = body.rows.length > 0;
+    $("overview-title").textContent = "Projects (" + body.rows.length + (o.truncated ? "+" : "") + ")";
+    renderAlerts($("alerts"), o.alerts);
+    $("overview-writers").textContent = writersText(o.writers) + " Rates over the last " + Math.round(o.windowSeconds / 60) + " minutes.";
+    tick();
+  } catch (err) { showError(err); }
+}
+
+// refreshOverview reloads the first page in place (when only one is
+// shown), so that rates and alerts follow.
+function refreshOverview() {
+  if (state.projectsSeen > 100) return;
+  state.projectsCursor = ""; state.projectsSeen = 0;
+  loadOverview(true);
+}
+
+function projectRow(p) {
+  const prefix = "tenant/" + p.tenant + "/project/" + p.project + "/";
+  return el("tr", { "data-project": p.tenant + "/" + p.project },
+    el("th", { scope: "row", class: "name" }, el("a", { href: projectHref(prefix) }, p.tenant + "/" + p.project)),
+    el("td", { class: "num keys", "data-label": "keys" }, p.keys),
+    el("td", { class: "num writes", "data-label": "writes/min" }, rate(p.writesPerMinute)),
+    el("td", { class: "num conflicts", "data-label": "conflicts/min" }, rate(p.conflictsPerMinute)),
+    el("td", { class: "last", "data-label": "last change" }, ago(p.lastChange)));
+}
+
+// ---- Health ----
+
+async function openHealth() {
+  show("health");
+  await loadHealth();
+  state.timer = setInterval(loadHealth, 5000);
+}
+
+function fact(dl, name, value, attrs) {
+  dl.append(el("dt", {}, name), el("dd", attrs || {}, value));
+}
+
+function lagText(v) { return v === undefined || v === null ? "unknown" : String(v); }
+
+async function loadHealth() {
+  try {
+    const h = await getJSON("/ui/api/health");
+    skew(h.serverTime);
+    renderAlerts($("health-alerts"), h.alerts);
+    const dl = $("health-summary");
+    dl.replaceChildren();
+    fact(dl, "Broker", h.broker.reachable ? "reachable" : "unreachable: " + h.broker.error, { id: "health-broker", class: h.broker.reachable ? "ok" : "bad" });
+    fact(dl, "Database", h.database.reachable ? "reachable" : "unreachable: " + h.database.error, { id: "health-database", class: h.database.reachable ? "ok" : "bad" });
+    fact(dl, "Projector lag (max)", lagText(h.maxProjectorLag) + " offsets", { id: "health-projector-lag" });
+    fact(dl, "Auditor lag (max)", h.audit.positioned ? lagText(h.audit.maxLag) + " offsets" : "unknown: group " + h.audit.group + " has no committed offset", { id: "health-auditor-lag" });
+    fact(dl, "Audit verification", h.audit.verification, { id: "health-verification" });
+    fact(dl, "This writer", h.self || "(no advertise URL)");
+    const answered = new Map(h.peers.map((p) => [p.addr, p]));
+    $("writers-table").tBodies[0].replaceChildren(...h.writers.map((w) => {
+      const p = answered.get(w.addr);
+      return el("tr", { "data-writer": w.addr },
+        el("th", { scope: "row" }, (w.addr || "(no address)") + (w.self ? " (this one)" : "")),
+        el("td", {}, w.id || "—"),
+        el("td", { class: "parts" }, w.partitions.join(", ")),
+        el("td", {}, p ? (p.answered ? "yes" : "no: " + (p.error || "")) : "—"));
+    }));
+    $("partitions-table").tBodies[0].replaceChildren(...h.partitions.map((p) => el("tr", { "data-partition": p.partition },
+      el("th", { scope: "row", class: "num" }, p.partition),
+      el("td", {}, p.addr || p.owner || "none"),
+      el("td", { class: "num" }, p.epoch === undefined ? "—" : p.epoch),
+      el("td", { class: "num" }, lagText(p.end)),
+      el("td", { class: "num projector-lag" }, lagText(p.projectorLag)),
+      el("td", { class: "num auditor-lag" }, lagText(p.auditorLag)))));
+  } catch (err) { showError(err); }
+}
+
+// ---- Project ----
 
 function openProject(prefix) {
+  show("project");
   state.prefix = prefix;
-  state.search = "";
   state.cursors = [""];
-  state.selected = "";
-  state.selectedRow = null;
-  $("keys-search").value = "";
-  for (const b of document.querySelectorAll("#projects button.project")) b.setAttribute("aria-pressed", String(b.dataset.prefix === prefix));
-  history.replaceState(null, "", "#" + prefix);
   $("project-title").textContent = prefix;
-  for (const id of ["summary", "keys-section", "conflicts-section", "feed-section"]) $(id).hidden = false;
-  $("history-section").hidden = true;
+  $("keys-search").value = state.search;
+  $("keys-purpose").value = state.purpose;
+  $("keys-type").value = state.type;
   $("feed").replaceChildren();
-  refresh();
-  watch();
+  refreshProject();
+  watchProject();
 }
 
-// keysPath is the page of keys shown: under the project and the search,
-// from the last cursor.
 function keysPath() {
   const cursor = state.cursors[state.cursors.length - 1];
-  return "/ui/api/keys?prefix=" + encodeURIComponent(state.prefix + state.search) + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
+  let p = "/ui/api/keys?prefix=" + encodeURIComponent(state.prefix + state.search);
+  if (state.purpose) p += "&purpose=" + encodeURIComponent(state.purpose);
+  if (state.type) p += "&type=" + encodeURIComponent(state.type);
+  return p + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
 }
 
-async function refresh() {
+async function refreshProject() {
+  const prefix = state.prefix;
   try {
     const [keys, conflicts] = await Promise.all([
       getJSON(keysPath()),
-      getJSON("/ui/api/conflicts?prefix=" + encodeURIComponent(state.prefix)),
+      getJSON("/ui/api/conflicts?prefix=" + encodeURIComponent(prefix)),
     ]);
-    state.serverSkew = Date.parse(keys.serverTime) - Date.now();
+    if (prefix !== state.prefix) return;
+    skew(keys.serverTime);
     renderKeys(keys);
     renderConflicts(conflicts);
+    $("conflicts-writers").textContent = writersText(conflicts.writers || []);
     showError(null);
   } catch (err) { showError(err); }
 }
@@ -158,40 +242,25 @@ function sizeText(k) {
 }
 
 function renderKeys(a) {
-  const body = $("keys").tBodies[0];
-  const rows = a.keys.map((k) => {
-    const tr = el("tr", { "data-key": k.key },
-      el("td", { class: "key" }, k.key.slice(state.prefix.length)),
-      el("td", { class: "purpose" }, el("span", { class: "purpose purpose-" + (k.purpose || "plain") }, k.purpose || "plain")),
-      el("td", { class: "version num" }, k.version),
-      el("td", { class: "writer" }, k.lastWriter),
-      el("td", { class: "age num", "data-since": k.updatedAt }, ""),
-      el("td", { class: "ttl num", "data-until": k.expiresAt || "" }, ""),
-      el("td", { class: "holder" }, holderText(k)),
-      el("td", { class: "size num" }, sizeText(k)),
-      el("td", { class: "fingerprint" }, k.fingerprint || ""));
-    if (k.key === state.selected) { tr.classList.add("selected"); state.selectedRow = k; }
-    tr.addEventListener("click", () => openHistory(k));
-    return tr;
-  });
-  body.replaceChildren(...rows);
+  const rows = a.keys.map((k) => el("tr", { "data-key": k.key },
+    el("td", { class: "key" }, el("a", { href: keyHref(k.key) }, k.key.slice(state.prefix.length))),
+    el("td", { class: "purpose" }, el("span", { class: "purpose purpose-" + (k.purpose || "plain") }, k.purpose || "plain")),
+    el("td", { class: "version num" }, k.version),
+    el("td", { class: "writer" }, k.lastWriter),
+    el("td", { class: "age num", "data-since": k.updatedAt }, ""),
+    el("td", { class: "ttl num", "data-until": k.expiresAt || "" }, ""),
+    el("td", { class: "holder" }, holderText(k)),
+    el("td", { class: "size num" }, sizeText(k)),
+    el("td", { class: "fingerprint" }, k.fingerprint || "")));
+  $("keys").tBodies[0].replaceChildren(...rows);
   state.next = a.truncated ? a.nextCursor || "" : "";
-  $("keys-count").textContent = state.search ? "under " + state.search : "";
   $("keys-none").hidden = a.keys.length > 0;
-  $("keys-page").textContent = "page " + state.cursors.length + " · " + a.keys.length + (a.keys.length === 1 ? " key" : " keys");
-  $("keys-prev").disabled = state.cursors.length === 1;
+  $("keys-none").textContent = state.next ? "No match among the keys read so far: Next reads on." : "No key here.";
+  $("keys-page").textContent = "page " + state.cursors.length + " · " + a.keys.length + (a.keys.length === 1 ? " key" : " keys") + (state.next ? "" : " · end");
+  $("keys-page").dataset.end = state.next ? "false" : "true";
+  $("keys-first").disabled = $("keys-prev").disabled = state.cursors.length === 1;
   $("keys-next").disabled = !state.next;
   tick();
-}
-
-// tick renders the ages and TTLs left, every second.
-function tick() {
-  for (const td of document.querySelectorAll("td.age")) {
-    td.textContent = duration((now() - Date.parse(td.dataset.since)) / 1000) + " ago";
-  }
-  for (const td of document.querySelectorAll("td.ttl")) {
-    td.textContent = td.dataset.until ? duration((Date.parse(td.dataset.until) - now()) / 1000) : "∞";
-  }
 }
 
 function renderConflicts(c) {
@@ -200,9 +269,10 @@ function renderConflicts(c) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("viewBox", "0 0 " + w + " " + h);
-  svg.setAttribute("width", w);
-  svg.setAttribute("height", h);
+  svg.setAttribute("preserveAspectRatio", "none");
   svg.setAttribute("id", "conflicts-svg");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", "conflicts per minute over the last hour: total " + c.total);
   svg.setAttribute("data-total", c.total);
   c.minutes.forEach((m, i) => {
     if (m.count === 0) return;
@@ -218,41 +288,117 @@ function renderConflicts(c) {
     r.append(t);
     svg.append(r);
   });
-  const label = (x, y, s, anchor) => {
-    const t = document.createElementNS(ns, "text");
-    t.setAttribute("x", x); t.setAttribute("y", y);
-    if (anchor) t.setAttribute("text-anchor", anchor);
-    t.textContent = s;
-    svg.append(t);
-  };
-  label(pad, h - 4, "−60 min");
-  label(w - pad, h - 4, "now", "end");
-  label(pad, 12, "max " + max + "/min · total " + c.total);
-  $("conflicts-chart").replaceChildren(svg);
+  const line = document.createElementNS(ns, "line");
+  line.setAttribute("x1", pad); line.setAttribute("x2", w - pad);
+  line.setAttribute("y1", h - pad); line.setAttribute("y2", h - pad);
+  svg.append(line);
+  const caption = el("p", { class: "chart-caption muted" },
+    el("span", {}, "−60 min"), el("span", {}, c.total ? "max " + max + "/min · total " + c.total : "no conflict in the last hour"), el("span", {}, "now"));
+  $("conflicts-chart").replaceChildren(svg, caption);
 }
 
-async function openHistory(k) {
-  if (state.selected !== k.key) $("at-result").hidden = true;
-  state.selected = k.key;
-  state.selectedRow = k;
-  for (const tr of $("keys").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.key === k.key);
-  const from = Math.max(1, k.version - 49);
+// watchProject follows the project's changes (metadata and fingerprints
+// only): each lands in the feed and reloads the rows, at most every
+// 300 ms.
+function watchProject() {
+  const src = new EventSource("/ui/api/watch?prefix=" + encodeURIComponent(state.prefix));
+  state.source = src;
+  live(src, $("live-status"));
+  src.addEventListener("change", (m) => {
+    const e = JSON.parse(m.data);
+    const li = el("li", { "data-key": e.key }, el("a", { href: keyHref(e.key) }, e.key.slice(state.prefix.length) + "@" + e.version),
+      "  " + e.kind + "/" + e.op + (e.elementOp ? "/" + e.elementOp : "") + "  by " + e.principal + (e.fingerprint ? "  fp " + e.fingerprint : ""));
+    $("feed").prepend(li);
+    while ($("feed").children.length > 100) $("feed").lastChild.remove();
+    clearTimeout(state.reload);
+    state.reload = setTimeout(refreshProject, 300);
+  });
+}
+
+function live(src, status) {
+  src.onopen = () => { status.textContent = "live: following changes"; status.dataset.live = "open"; };
+  src.onerror = () => { status.textContent = "live: reconnecting…"; status.dataset.live = "reconnecting"; };
+}
+
+// ---- Key ----
+
+async function openKey(key) {
+  show("key");
+  state.key = key;
+  state.row = null;
+  const project = projectOf(key);
+  $("key-project").textContent = project.split("/")[1] + "/" + project.split("/")[3];
+  $("key-project").setAttribute("href", projectHref(project));
+  $("key-title").textContent = key.slice(project.length);
+  $("at-result").hidden = true;
+  $("history").tBodies[0].replaceChildren();
+  await loadKeyRow();
+  await loadHistory();
+  watchKey();
+}
+
+async function loadKeyRow() {
+  const dl = $("key-facts");
   try {
-    const h = await getJSON("/ui/api/history?key=" + encodeURIComponent(k.key) + "&fromVersion=" + from);
-    $("history-key").textContent = h.key;
-    const rows = h.versions.slice().reverse().map((v) => el("tr", { "data-version": v.version },
-      el("td", { class: "num" }, v.version),
-      el("td", {}, v.kind),
-      el("td", {}, v.op + (v.elementOp ? " (" + v.elementOp + ")" : "")),
-      el("td", {}, v.principal),
-      el("td", {}, new Date(v.ts).toISOString())));
-    $("history").tBodies[0].replaceChildren(...rows);
-    $("history-section").hidden = false;
+    const k = await getJSON("/ui/api/key?key=" + encodeURIComponent(state.key));
+    state.row = k;
+    dl.replaceChildren();
+    fact(dl, "Key", k.key);
+    fact(dl, "Purpose", k.purpose || "plain");
+    fact(dl, "Version", k.version, { id: "key-version" });
+    fact(dl, "Last writer", k.lastWriter);
+    fact(dl, "Updated", ago(k.updatedAt));
+    if (k.expiresAt) fact(dl, "Expires", new Date(k.expiresAt).toISOString());
+    if (holderText(k)) fact(dl, "Holder", holderText(k));
+    if (sizeText(k)) fact(dl, "Size", sizeText(k));
+    if (k.fingerprint) fact(dl, "Fingerprint", k.fingerprint, { id: "key-fingerprint", class: "fingerprint" });
+    tick();
+  } catch (err) {
+    dl.replaceChildren();
+    fact(dl, "State", String(err.message || err), { id: "key-version" });
+  }
+}
+
+function versionRow(v) {
+  return el("tr", { "data-version": v.version },
+    el("td", { class: "num" }, v.version),
+    el("td", {}, v.kind),
+    el("td", {}, v.op + (v.elementOp ? " (" + v.elementOp + ")" : "")),
+    el("td", {}, v.principal),
+    el("td", {}, new Date(v.ts || v.time).toISOString()),
+    el("td", { class: "fingerprint" }, v.fingerprint || ""));
+}
+
+async function loadHistory() {
+  const v = state.row ? state.row.version : 1;
+  try {
+    const h = await getJSON("/ui/api/history?key=" + encodeURIComponent(state.key) + "&fromVersion=" + Math.max(1, v - 49));
+    $("history").tBodies[0].replaceChildren(...h.versions.slice().reverse().map(versionRow));
   } catch (err) { showError(err); }
 }
 
-// atText is the at parameter of the "State at" input: a position or an
-// RFC 3339 time as given, a time without a zone taken as UTC.
+// watchKey follows the key: each event (metadata and fingerprint only)
+// is added on top of the history at once, then the row is reloaded.
+function watchKey() {
+  const src = new EventSource("/ui/api/watch?key=" + encodeURIComponent(state.key));
+  state.source = src;
+  live(src, $("key-live"));
+  src.addEventListener("change", (m) => {
+    const e = JSON.parse(m.data);
+    if (e.key !== state.key) return;
+    const body = $("history").tBodies[0];
+    if (!body.querySelector('tr[data-version="' + e.version + '"]')) {
+      const tr = versionRow(e);
+      tr.classList.add("flash");
+      body.prepend(tr);
+    }
+    clearTimeout(state.reload);
+    state.reload = setTimeout(loadKeyRow, 300);
+  });
+}
+
+// atText is the at parameter of the "at" input: a position or an RFC
+// 3339 time as given, a time without a zone taken as UTC.
 function atText(v) {
   v = v.trim();
   if (/^\d{4}-\d\d-\d\dT\d\d:\d\d$/.test(v)) return v + ":00Z";
@@ -260,49 +406,74 @@ function atText(v) {
   return v;
 }
 
-// showAt shows the selected key's state at the input's point (GET
-// /ui/api/at): its version and purpose and its value's fingerprint then,
-// compared with the row's, or "absent"; never the value.
+// showAt shows the key's state at the input's point (GET /ui/api/at): its
+// version, purpose and value's fingerprint then, compared with now's, or
+// "absent"; never the value.
 async function showAt(ev) {
   ev.preventDefault();
-  const k = state.selectedRow;
   const out = $("at-result");
-  if (!k) return;
   try {
-    const a = await getJSON("/ui/api/at?key=" + encodeURIComponent(k.key) + "&at=" + encodeURIComponent(atText($("at-input").value)));
+    const a = await getJSON("/ui/api/at?key=" + encodeURIComponent(state.key) + "&at=" + encodeURIComponent(atText($("at-input").value)));
     let text = "at " + a.at + " (" + a.position + "): ";
     if (a.absent) text += "absent";
     else {
       text += "version " + a.version + (a.purpose ? ", " + a.purpose : "");
-      if (a.fingerprint) text += ", fingerprint " + a.fingerprint + (a.fingerprint === k.fingerprint ? " (same value as now)" : " (value differs from now)");
+      const cur = state.row && state.row.fingerprint;
+      if (a.fingerprint) text += ", fingerprint " + a.fingerprint + (a.fingerprint === cur ? " (same value as now)" : " (value differs from now)");
     }
     out.textContent = text;
     out.dataset.absent = a.absent ? "true" : "false";
-    showError(null);
   } catch (err) { out.textContent = "at: " + err.message; out.dataset.absent = ""; }
   out.hidden = false;
 }
 
-// watch follows the project's changes (values stripped by the server):
-// each lands in the feed and reloads the rows, at most every 300 ms.
-function watch() {
-  if (state.source) state.source.close();
-  const src = new EventSource("/ui/api/watch?prefix=" + encodeURIComponent(state.prefix));
-  state.source = src;
-  src.onopen = () => { $("live-status").textContent = "live: following changes"; $("live-status").dataset.live = "open"; };
-  src.onerror = () => { $("live-status").textContent = "live: reconnecting…"; $("live-status").dataset.live = "reconnecting"; };
-  src.addEventListener("change", (m) => {
-    const e = JSON.parse(m.data);
-    const li = el("li", { "data-key": e.key }, e.cursor + "  " + e.key.slice(state.prefix.length) + "@" + e.version + "  " + e.kind + "/" + e.op + (e.elementOp ? "/" + e.elementOp : "") + "  by " + e.principal);
-    $("feed").prepend(li);
-    while ($("feed").children.length > 100) $("feed").lastChild.remove();
-    clearTimeout(state.reload);
-    state.reload = setTimeout(refresh, 300);
-  });
+// tick renders the ages and TTLs left, every second.
+function tick() {
+  for (const e of document.querySelectorAll("[data-since]")) {
+    e.textContent = duration((now() - Date.parse(e.dataset.since)) / 1000) + " ago";
+  }
+  for (const td of document.querySelectorAll("td.ttl")) {
+    td.textContent = td.dataset.until ? duration((Date.parse(td.dataset.until) - now()) / 1000) : "∞";
+  }
+}
+
+function searchSubmit(ev) {
+  ev.preventDefault();
+  let s = $("keys-search").value.trim();
+  if (s.startsWith(state.prefix)) s = s.slice(state.prefix.length);
+  state.search = s.replace(/^\/+/, "");
+  state.purpose = $("keys-purpose").value.trim();
+  state.type = $("keys-type").value;
+  state.cursors = [""];
+  refreshProject();
+}
+
+async function start() {
+  const me = await getJSON("/ui/api/me");
+  state.me = me;
+  $("whoami").textContent = me.principal;
+  $("nav-health").hidden = !me.anyTenant;
+  $("project-by-name").hidden = !(me.tenants.length > 0 || me.anyTenant);
+  if (me.tenants.length > 0) $("project-name").value = me.tenants[0] + "/";
+  route();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   $("at-form").addEventListener("submit", showAt);
-  loadMe().catch(showError);
+  $("keys-search-form").addEventListener("submit", searchSubmit);
+  $("keys-first").addEventListener("click", () => { state.cursors = [""]; refreshProject(); });
+  $("keys-prev").addEventListener("click", () => { if (state.cursors.length > 1) { state.cursors.pop(); refreshProject(); } });
+  $("keys-next").addEventListener("click", () => { if (state.next) { state.cursors.push(state.next); refreshProject(); } });
+  $("projects-more").addEventListener("click", () => loadOverview(false));
+  $("project-by-name").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const [tenant, project] = $("project-name").value.trim().split("/");
+    if (tenant && project) location.hash = projectHref("tenant/" + tenant + "/project/" + project + "/");
+  });
+  window.addEventListener("hashchange", () => {
+    if (!location.hash.startsWith("#/p/")) { state.search = ""; state.purpose = ""; state.type = ""; }
+    route();
+  });
+  start().catch(showError);
   setInterval(tick, 1000);
 });
