@@ -1934,7 +1934,7 @@ export interface paths {
         };
         /**
          * A project's conflicts per minute over the last hour
-         * @description The writes of the prefix's project this writer answered 409 (`version_conflict`, `lock_held`, `not_lock_holder`, `not_leader`, `wrong_type`, `field_mismatch`, `out_of_range`, `stale_receipt`), per minute over the last 60 minutes, the current minute last. Counted where the write was decided (a forwarded write by its owner, once); transactions are not counted; each writer counts its own since it started.
+         * @description The writes of the prefix's project answered 409 (`version_conflict`, `lock_held`, `not_lock_holder`, `not_leader`, `wrong_type`, `field_mismatch`, `out_of_range`, `stale_receipt`), per minute over the last 60 minutes, the current minute last, summed over every writer of the owners table (this one's counts, and each peer's asked through `/ui/api/peer/conflicts` within a second; `writers` says which answered). Counted where the write was decided (a forwarded write by its owner, once); transactions are not counted; each writer counts its own since it started.
          */
         get: operations["uiConflicts"];
         put?: never;
@@ -1957,9 +1957,119 @@ export interface paths {
          * @description `GET /v1/watch?prefix=` (same start, resume with `Last-Event-ID`,
          *     heartbeats, ends and limits) for the status page's `EventSource`,
          *     each change stripped of its value and element before it leaves
-         *     the server: `data` is a `UIEvent`.
+         *     the server: `data` is a `UIEvent` (metadata, and the fingerprint
+         *     of the value a put left). `key` instead of `prefix` follows one
+         *     key, as `GET /v1/watch?key=` does.
          */
         get: operations["uiWatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ui/api/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The projects the session may read, with their activity, and the alerts firing
+         * @description A page of the projects `GET /v1/projects` answers the session's
+         *     principal (the same code and authorization), each with its live
+         *     key count, its writes over the last five minutes (events of its
+         *     keys in the projection's history, shared by every writer) and
+         *     their rate per minute, its conflicts over the same minutes
+         *     summed over every writer (as `/ui/api/conflicts`; absent when
+         *     the principal may not read the whole project) and its last
+         *     change (the newest `updated_at` of its keys, deleted ones too).
+         *     `writers` lists the writers whose conflict counts are in it
+         *     (their addresses to an operator only); `alerts` the alerts
+         *     firing (`projector_lag`, `auditor_lag`,
+         *     `partition_without_owner`, `broker_unreachable`,
+         *     `database_unreachable`, `writer_not_answering`; docs/ui.md),
+         *     with their detail to an operator only. Never a value.
+         */
+        get: operations["uiOverview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ui/api/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The cluster's health, to an operator
+         * @description To a principal that may read every tenant (else 403): the writers
+         *     of the owners table (`writer_owners`) and the partitions each owns
+         *     (this writer's own partitions too when it has no advertise URL),
+         *     each partition's log end (last stable offset, from the brokers),
+         *     the projector's stored offset (`projector_offsets`) and lag, the
+         *     auditor's committed offset (its consumer group, `kv-auditor` by
+         *     default) and lag, whether the brokers and the database answered,
+         *     which peers answered the conflict fan-out, and the alerts. Of the
+         *     audit verification the writer knows nothing: `audit.verification`
+         *     says where the auditor records it.
+         */
+        get: operations["uiHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ui/api/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One key's row, without its value
+         * @description The key's row as `/ui/api/keys` shows it (`UIKey`), as its owner knows it now (forwarded to it as `GET /v1/kv/{key}` is); 404 when it does not exist. Needs the `read` right on the key.
+         */
+        get: operations["uiKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ui/api/peer/conflicts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A writer's own conflict counts, to a peer
+         * @description What one writer asks another for `/ui/api/conflicts` and
+         *     `/ui/api/overview`: the answering writer's own counts by project
+         *     and minute (unix seconds / 60) over the last hour, of the
+         *     projects the session may read whole (under `prefix` when given).
+         *     Answered only to a request carrying a writer's forwarding proof
+         *     (`Eskv-Forwarded-By`, the shared peer secret's) and the session's
+         *     cookie; any other request is 403.
+         */
+        get: operations["uiPeerConflicts"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2970,6 +3080,8 @@ export interface components {
             ts: string;
             txnId?: string;
             elementOp?: string;
+            /** @description The fingerprint of the value a put left (as `UIKey.fingerprint`). */
+            fingerprint?: string;
         };
         /** @description `GET /ui/api/history`. */
         UIHistory: {
@@ -3006,6 +3118,9 @@ export interface components {
             time: string;
             principal: string;
             elementOp?: string;
+            purpose?: string;
+            /** @description The fingerprint of the value a put left (as `UIVersion.fingerprint`); never the value. */
+            fingerprint?: string;
         };
         ConflictMinute: {
             /** Format: date-time */
@@ -3019,6 +3134,124 @@ export interface components {
             minutes: components["schemas"]["ConflictMinute"][];
             /** Format: int64 */
             total: number;
+            /** @description The writers whose counts are summed, each marked as answered or not. */
+            writers?: components["schemas"]["UIPeer"][];
+        };
+        /** @description A writer asked for its conflict counts (to a principal that is no operator its address reads `writer N` and no error is given). */
+        UIPeer: {
+            addr: string;
+            self?: boolean;
+            answered: boolean;
+            error?: string;
+        };
+        UIAlert: {
+            /** @enum {string} */
+            name: "projector_lag" | "auditor_lag" | "partition_without_owner" | "broker_unreachable" | "database_unreachable" | "writer_not_answering";
+            message: string;
+            /** Format: int32 */
+            partition?: number;
+        };
+        UIOverviewProject: {
+            tenant: string;
+            project: string;
+            /** Format: int64 */
+            keys: number;
+            /**
+             * Format: int64
+             * @description Events of the project's keys (those the principal may read) over the last `windowSeconds`.
+             */
+            writes: number;
+            writesPerMinute: number;
+            /**
+             * Format: int64
+             * @description Conflicts over the last five minutes (the current one partial), every writer's.
+             */
+            conflicts?: number;
+            conflictsPerMinute?: number;
+            /** Format: date-time */
+            lastChange?: string;
+        };
+        /** @description `GET /ui/api/overview`. */
+        UIOverview: {
+            principal: string;
+            /** Format: date-time */
+            serverTime: string;
+            windowSeconds: number;
+            projects: components["schemas"]["UIOverviewProject"][];
+            truncated: boolean;
+            nextCursor?: string;
+            writers: components["schemas"]["UIPeer"][];
+            alerts: components["schemas"]["UIAlert"][];
+        };
+        /** @description `GET /ui/api/peer/conflicts`: counts by project, then by minute (unix seconds / 60, as a string key). */
+        UIPeerConflicts: {
+            scopes: {
+                [key: string]: {
+                    [key: string]: number;
+                };
+            };
+        };
+        UIPartition: {
+            /** Format: int32 */
+            partition: number;
+            owner?: string;
+            addr?: string;
+            /** Format: int64 */
+            epoch?: number;
+            /** Format: date-time */
+            ownedSince?: string;
+            /**
+             * Format: int64
+             * @description The log's last stable offset.
+             */
+            end?: number;
+            /**
+             * Format: int64
+             * @description The projector's stored next offset.
+             */
+            projected?: number;
+            /** Format: int64 */
+            projectorLag?: number;
+            /**
+             * Format: int64
+             * @description The auditor group's committed offset.
+             */
+            audited?: number;
+            /** Format: int64 */
+            auditorLag?: number;
+            self?: boolean;
+        };
+        UIWriter: {
+            addr: string;
+            id?: string;
+            self?: boolean;
+            partitions: number[];
+        };
+        UIReach: {
+            reachable: boolean;
+            error?: string;
+        };
+        UIAudit: {
+            group: string;
+            positioned: boolean;
+            /** Format: int64 */
+            maxLag?: number;
+            verification: string;
+        };
+        /** @description `GET /ui/api/health`. */
+        UIHealth: {
+            /** Format: date-time */
+            serverTime: string;
+            self: string;
+            writers: components["schemas"]["UIWriter"][];
+            partitions: components["schemas"]["UIPartition"][];
+            /** Format: int64 */
+            maxProjectorLag?: number;
+            audit: components["schemas"]["UIAudit"];
+            broker: components["schemas"]["UIReach"];
+            database: components["schemas"]["UIReach"];
+            peers: components["schemas"]["UIPeer"][];
+            alerts: components["schemas"]["UIAlert"][];
         };
     };
     responses: {
@@ -5489,6 +5722,10 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque `nextCursor` of the previous page; a cursor no page of this prefix returned answers 400 `invalid` with `field: cursor`. */
                 cursor?: string;
+                /** @description Keep the keys of this `semantics.purpose` only. A filtered page reads at most 10,000 keys and may come short, or empty, with a `nextCursor` to read on. */
+                purpose?: string;
+                /** @description Keep the keys of this type only: `lock` (locks and leader pools), `set`, `list`, `queue` or `plain` (any other purpose). */
+                type?: "plain" | "lock" | "set" | "list" | "queue";
             };
             header?: never;
             path?: never;
@@ -5596,8 +5833,11 @@ export interface operations {
     };
     uiWatch: {
         parameters: {
-            query: {
-                prefix: string;
+            query?: {
+                /** @description A prefix inside one project (this or `key`). */
+                prefix?: string;
+                /** @description One key to follow. */
+                key?: components["schemas"]["Key"];
             };
             header?: {
                 "Last-Event-ID"?: string;
@@ -5621,6 +5861,110 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyWatchRequests"];
             503: components["responses"]["TooManyWatches"];
+        };
+    };
+    uiOverview: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description `nextCursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The overview. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UIOverview"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    uiHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The health. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UIHealth"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    uiKey: {
+        parameters: {
+            query: {
+                key: components["schemas"]["Key"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The row. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UIKey"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    uiPeerConflicts: {
+        parameters: {
+            query?: {
+                prefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UIPeerConflicts"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
         };
     };
 }
