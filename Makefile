@@ -15,12 +15,16 @@ run:
 MODULES := contract client tools
 
 # conformance/ runs on a line of its own (test-conformance), its subtests'
-# names shown, so it is left out of the main go test line.
+# names shown, so it is left out of the main go test line. The TypeScript
+# client's drift check, build and unit tests come first (test-typescript);
+# the Python client's tests, unit and integration, run inside the
+# conformance test (its python-suite subtests).
 test:
 	bash scripts/test-services.sh
 	go vet ./...
 	go test -race -count=1 -timeout 15m $$(go list ./... | grep -v '/conformance$$')
 	for m in $(MODULES); do (cd $$m && go vet ./... && go test -race -count=1 ./...); done
+	$(MAKE) --no-print-directory test-typescript
 	$(MAKE) --no-print-directory test-conformance
 
 # The clients' conformance scenarios (docs/clients.md#conformance): every
