@@ -23,28 +23,35 @@ import (
 // a listing is, since the pages span partitions): a write acknowledged a
 // moment before may not be counted yet.
 func (s *Server) projects(c echo.Context) error {
-	q := c.QueryParams()
-	for name := range q {
-		if name != "limit" && name != "cursor" {
-			return contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (limit, cursor)", name)
-		}
-	}
-	if err := givenOnce(q); err != nil {
-		return err
-	}
-	limit, err := pageLimitOf(q, contract.DefaultProjectsLimit, contract.MaxProjectsLimit)
-	if err != nil {
-		return err
-	}
-	after, err := projectsCursor(q.Get("cursor"))
-	if err != nil {
-		return err
-	}
-	a, err := s.projectsPage(c, limit, after)
+	a, err := s.projectsOfQuery(c)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, a)
+}
+
+// projectsOfQuery is the page of projects the request's query asks
+// (limit, cursor: nothing else, each at most once), for GET /v1/projects
+// and the status page's overview alike.
+func (s *Server) projectsOfQuery(c echo.Context) (contract.ProjectsAnswer, error) {
+	q := c.QueryParams()
+	for name := range q {
+		if name != "limit" && name != "cursor" {
+			return contract.ProjectsAnswer{}, contract.FieldErrorf(contract.EInvalid, name, "unknown query parameter %q (limit, cursor)", name)
+		}
+	}
+	if err := givenOnce(q); err != nil {
+		return contract.ProjectsAnswer{}, err
+	}
+	limit, err := pageLimitOf(q, contract.DefaultProjectsLimit, contract.MaxProjectsLimit)
+	if err != nil {
+		return contract.ProjectsAnswer{}, err
+	}
+	after, err := projectsCursor(q.Get("cursor"))
+	if err != nil {
+		return contract.ProjectsAnswer{}, err
+	}
+	return s.projectsPage(c, limit, after)
 }
 
 // projectsPage is a page of GET /v1/projects for the request's

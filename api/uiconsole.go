@@ -126,19 +126,7 @@ type UIPeerConflicts struct {
 // and last change from the projection and its conflicts from every
 // writer, and the alerts.
 func (s *Server) uiOverview(c echo.Context) error {
-	q := c.QueryParams()
-	if err := onlyParams(q, "limit", "cursor"); err != nil {
-		return err
-	}
-	limit, err := pageLimitOf(q, contract.DefaultProjectsLimit, contract.MaxProjectsLimit)
-	if err != nil {
-		return err
-	}
-	after, err := projectsCursor(q.Get("cursor"))
-	if err != nil {
-		return err
-	}
-	page, err := s.projectsPage(c, limit, after)
+	page, err := s.projectsOfQuery(c)
 	if err != nil {
 		return err
 	}

@@ -111,6 +111,19 @@ def handle(resp: Response, parse: Callable[[Response], T]) -> T:
     raise error_from_answer(resp.status, resp.headers, resp.body)
 
 
+def request_headers(req: Request, token: str, user_agent: str, directive: str) -> dict[str, str]:
+    """The headers of req: token, content type, user agent, directive (on
+    writes only)."""
+    h = {"Accept": req.accept, "User-Agent": user_agent}
+    if req.body is not None:
+        h["Content-Type"] = "application/json"
+    if token:
+        h["Authorization"] = "Bearer " + token
+    if directive and req.method != "GET":
+        h["Eskv-Directive"] = directive
+    return h
+
+
 def encode(doc: Any) -> bytes:
     """JSON of a body, compact, UTF-8, refusing NaN and infinities."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")

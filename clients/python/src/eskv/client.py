@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from . import ops
 from ._core import (Answer, Call, Request, Response, RetryPolicy, Retrier, SSEParser, WatchEnded, WatchState,
-                    handle, lease_transient, watch_transient)
+                    handle, lease_transient, request_headers, watch_transient)
 from ._methods import SyncMethods
 from .errors import (EscalationError, EskvError, Invalid, LeaseLost, NotFound, TransportError, UntrustedCertificate,
                      VersionConflict)
@@ -198,14 +198,7 @@ class Client(SyncMethods):
 
     def headers(self, req: Request) -> dict[str, str]:
         """The headers of req: token, content type, user agent, directive."""
-        h = {"Accept": req.accept, "User-Agent": self._ua}
-        if req.body is not None:
-            h["Content-Type"] = "application/json"
-        if self._token:
-            h["Authorization"] = "Bearer " + self._token
-        if self._directive and req.method != "GET":
-            h["Eskv-Directive"] = self._directive
-        return h
+        return request_headers(req, self._token, self._ua, self._directive)
 
     def once(self, call: Call[Any], timeout: float | None = None, request: Request | None = None) -> Any:
         """One try of call (or of request, a try of it), without retries."""
