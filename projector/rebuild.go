@@ -91,9 +91,21 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 		return RebuildStats{}, err
 	}
 	log.Info("rebuilding", "partitions", id.Partitions, "from", starts, "to", ends)
+	// Into an empty projection, the secondary indexes are built once at
+	// the end instead of entry by entry (projection.DeferIndexes).
+	deferred, err := store.DeferIndexes(ctx)
+	if err != nil {
+		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
+	}
 	n, err := (&rebuilder{cl: cl, store: store, cfg: cfg, log: log}).all(ctx, starts, ends)
 	if err != nil {
 		return RebuildStats{}, err
+	}
+	if deferred != nil {
+		log.Info("building the deferred indexes", "indexes", deferred.Names, "events", n)
+		if err := deferred.Restore(ctx); err != nil {
+			return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
+		}
 	}
 	if _, err := store.ClaimTopic(ctx, projection.Topic{Name: cfg.Topic, ID: id.ID.String(), Partitions: id.Partitions}); err != nil {
 		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
