@@ -418,7 +418,9 @@ func (w *Writer) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(w.cfg.Topics.Changes),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
-		kgo.RebalanceTimeout(w.cfg.SessionTimeout),
+		// Room for a revoke to wait for a round in flight (revoke), as
+		// when the session was a fixed 10 s.
+		kgo.RebalanceTimeout(max(w.cfg.SessionTimeout, w.cfg.TransactionTimeout)),
 		kgo.HeartbeatInterval(kafkaconf.HeartbeatInterval(w.cfg.SessionTimeout)),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
@@ -472,9 +474,6 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 }
 
-// readLimits reads the topics' max.message.bytes (package batchbytes); when
-// the brokers do not tell, it assumes Kafka's default, the smallest a
-// cluster is likely to have.
 // chooseSessionTimeout sets cfg.SessionTimeout to the session timeout the
 // writer joins its group with (Config.SessionTimeout), before any
 // partition reads it.
@@ -494,6 +493,9 @@ func (w *Writer) chooseSessionTimeout(ctx context.Context) error {
 	return nil
 }
 
+// readLimits reads the topics' max.message.bytes (package batchbytes); when
+// the brokers do not tell, it assumes Kafka's default, the smallest a
+// cluster is likely to have.
 func (w *Writer) readLimits(ctx context.Context) *batchbytes.Limits {
 	t := w.cfg.Topics
 	maxMessage, err := changelog.MaxMessageBytes(ctx, w.adm, t.Changes, t.Conflicts)
