@@ -61,7 +61,10 @@ type RebuildStats struct {
 // projector can resume on the rebuilt schema. The compacted topic keeps
 // only each key's latest event: kv_entries equals a projection that
 // applied the whole log, kv_history holds fewer rows. A record that does
-// not decode stops the rebuild (an error naming it).
+// not decode stops the rebuild (an error naming it). Into an empty
+// projection, the secondary indexes and kv_fields are built once at the
+// end (projection.DeferIndexes); a rebuild that fails before leaves the
+// schema without them.
 func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, log *slog.Logger) (RebuildStats, error) {
 	begin := time.Now()
 	if err := cfg.fill(); err != nil {
