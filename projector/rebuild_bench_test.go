@@ -63,4 +63,3 @@ func BenchmarkRebuild(b *testing.B) {
 		b.ReportMetric(float64(st.Events)/took.Seconds(), "keys/s")
 	}
 }
-
