@@ -19,9 +19,10 @@ import (
 //   - key first, kv_fields_field_key (field, key): rows of the field in
 //     key order, each checked; stops after n matches. Fast when matches
 //     are dense, a read of the whole prefix when they are rare.
-//   - value first, kv_fields_num / kv_fields_str (field, value, key):
-//     exactly the matches, then a sort by key. Fast when matches are
-//     rare, a read of every match when they are many.
+//   - value first, kv_fields_num_scoped / kv_fields_str_scoped (field,
+//     the key's scope, value, key): exactly the matches in the prefix's
+//     project, then a sort by key. Fast when matches are rare, a read of
+//     every match of the project when they are many.
 //
 // The planner cannot choose well: it has no statistics per field (one
 // histogram of str mixes states, names and timestamps), and how matches
@@ -69,13 +70,32 @@ func scanStatement(prefix string, f Filter, pg Page) (string, []any, error) {
 		end = "\x7f" // above every key: keys are printable ASCII
 	}
 	n := int64(limit) + 1
-	return scanSQL(f.Op, v.typ), []any{f.Field, v.text, prefix, after, end, now, n, max(scanProbe, 10*n), maxBytes}, nil
+	return scanSQL(f.Op, v.typ), []any{f.Field, v.text, prefix, after, end, now, n, max(scanProbe, 10*n), maxBytes, prefixScope(prefix)}, nil
+}
+
+// prefixScope is the scope (tenant/<t>/project/<p>) every key under
+// prefix has, or nil when prefix does not name one (it has no fourth
+// '/'; a listing's always does: contract.ValidatePrefix).
+func prefixScope(prefix string) *string {
+	n := 0
+	for i := range len(prefix) {
+		if prefix[i] == '/' {
+			if n++; n == 4 {
+				s := prefix[:i]
+				return &s
+			}
+		}
+	}
+	return nil
 }
 
 // scanSQL is the scan statement for comparisons op of a value of type
 // typ (kv_fields.type). Parameters: $1 field, $2 value, $3 prefix, $4
 // cursor, $5 end of the prefix range, $6 now, $7 page size + 1, $8 probe
-// size, $9 byte budget (see List).
+// size, $9 byte budget (see List), $10 the prefix's scope (NULL when it
+// names none): the value-first path reads the scoped indexes
+// kv_fields_num_scoped and kv_fields_str_scoped (field, scope, value,
+// key; migration 00016), so only the scope's matches.
 func scanSQL(op contract.FilterOp, typ string) string {
 	match := "f.type = '" + typ + "' AND f.str " + opSQL[op] + " $2::text"
 	if typ == "n" {
@@ -100,6 +120,7 @@ WITH probe AS MATERIALIZED (
     -- mostly) instead of walking the field in key order.
     SELECT f.key FROM kv_fields f
     WHERE NOT (SELECT yes FROM decided) AND ` + in + ` AND ` + match + ` AND ` + unexpired + `
+        AND ($10::text IS NULL OR kv_key_scope(f.key) = $10::text)
     ORDER BY f.key || ''
     LIMIT $7
 ), hits AS (

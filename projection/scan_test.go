@@ -616,12 +616,12 @@ func TestScanUsesIndexes(t *testing.T) {
 		index string // of the value-first part
 		runs  bool   // whether the value-first part runs
 	}{
-		{"OKDenseFoundByProbe", filter("attempt", contract.FilterLt, `5`), "kv_fields_num", false},
-		{"OKOneInTenFoundByProbe", filter("attempt", contract.FilterEq, `9`), "kv_fields_num", false},
-		{"OKFirstKeysFoundByProbe", filter("updated_at", contract.FilterLt, ts(150)), "kv_fields_str", false},
-		{"OKSparseStringEqByValue", filter("state", contract.FilterEq, `"failed"`), "kv_fields_str", true},
-		{"OKLastKeysByValue", filter("updated_at", contract.FilterGt, ts(19900)), "kv_fields_str", true},
-		{"OKSparseNumberByValue", filter("seq", contract.FilterGte, `19950`), "kv_fields_num", true},
+		{"OKDenseFoundByProbe", filter("attempt", contract.FilterLt, `5`), "kv_fields_num_scoped", false},
+		{"OKOneInTenFoundByProbe", filter("attempt", contract.FilterEq, `9`), "kv_fields_num_scoped", false},
+		{"OKFirstKeysFoundByProbe", filter("updated_at", contract.FilterLt, ts(150)), "kv_fields_str_scoped", false},
+		{"OKSparseStringEqByValue", filter("state", contract.FilterEq, `"failed"`), "kv_fields_str_scoped", true},
+		{"OKLastKeysByValue", filter("updated_at", contract.FilterGt, ts(19900)), "kv_fields_str_scoped", true},
+		{"OKSparseNumberByValue", filter("seq", contract.FilterGte, `19950`), "kv_fields_num_scoped", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			plan := projection.ExplainScan(t, pool, p, tt.f, "", 100, t0)
@@ -637,6 +637,56 @@ func TestScanUsesIndexes(t *testing.T) {
 			l := planLine(plan, tt.index)
 			if l == "" || strings.Contains(l, "never executed") == tt.runs {
 				t.Errorf("value-first part: want %s, run %v:\n%s", tt.index, tt.runs, plan)
+			}
+		})
+	}
+}
+
+// TestScanReadsOnlyItsProject: with many projects holding matches of a
+// field, a one-project scan that goes by value reads the scoped index
+// with the project in its index condition (migration 00016), not every
+// project's matches filtered by the prefix afterwards (figure 23c). Each
+// project's last 25 of 2,500 keys match, so the probe finds none.
+func TestScanReadsOnlyItsProject(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	const projects, perProject = 8, 2500
+	ts := func(sec int) string { return t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339) }
+	for p := range projects {
+		var batch []contract.Event
+		for i := range perProject {
+			batch = append(batch, put(t, fmt.Sprintf("tenant/t/project/p%d/jobs/%06d", p, i), 1,
+				fmt.Sprintf(`{"seq":%d,"updated_at":%q}`, i, ts(i))))
+		}
+		mustApply(t, s, "kv.changes", batchOf(int64(p*perProject), batch...))
+	}
+	if _, err := pool.Exec(context.Background(), `VACUUM ANALYZE kv_fields, kv_entries`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, index string
+		f           projection.Filter
+	}{
+		{"OKString", "kv_fields_str_scoped", filter("updated_at", contract.FilterGt, `"`+ts(perProject-26)+`"`)},
+		{"OKNumber", "kv_fields_num_scoped", filter("seq", contract.FilterGte, fmt.Sprint(perProject-25))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const prefix = "tenant/t/project/p3/"
+			plan := projection.ExplainScan(t, pool, prefix, tt.f, "", 100, t0)
+			l := planLine(plan, tt.index)
+			if strings.Contains(plan, "Seq Scan") || l == "" || strings.Contains(l, "never executed") {
+				t.Fatalf("want the value-first part on %s, no table read whole:\n%s", tt.index, plan)
+			}
+			// The scope is a bound of the index range (before the value),
+			// not a filter of every project's matches.
+			if cond := planLine(plan[strings.Index(plan, l)+len(l):], "Index Cond"); !strings.Contains(l, "rows=25 ") ||
+				!strings.Contains(cond, "split_part(key") || !strings.Contains(cond, "= 'tenant/t/project/p3'::text)") {
+				t.Errorf("%s read %q, %q; want the project's 25 matches, the project in the index condition:\n%s", tt.index, l, cond, plan)
+			}
+			keys, _ := mustScan(t, s, prefix, tt.f, "", 100, t0)
+			if len(keys) != 25 || !strings.HasPrefix(keys[0], prefix) {
+				t.Errorf("scan: %d keys, first %v; want the project's 25", len(keys), first(keys, 1))
 			}
 		})
 	}

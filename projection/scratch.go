@@ -30,7 +30,9 @@ type applyScratch struct {
 	// arrays: the columns go to pgx as pgarrays.go's arrays, from slab
 	// (Store.arrays).
 	arrays bool
-	slab   arraySlab
+	// noFields: kv_fields is not written (Store.deferFields).
+	noFields bool
+	slab     arraySlab
 }
 
 // text, nullText, int8, time and nullTime return a column as build

@@ -34,6 +34,9 @@ type Store struct {
 	arrays bool
 	// history is the format Apply writes kv_history rows in.
 	history HistoryFormat
+	// deferFields: Apply leaves kv_fields alone; DeferredIndexes.Restore
+	// derives it from kv_entries at the end of a rebuild (bulk.go).
+	deferFields bool
 	// scratch holds *applyScratch: an Apply's columns, reused by the
 	// next (scratch.go).
 	scratch sync.Pool
@@ -344,7 +347,7 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	}
 	defer s.scratch.Put(sc)
 	defer sc.release()
-	sc.arrays = s.arrays
+	sc.arrays, sc.noFields = s.arrays, s.deferFields
 	b, err := sc.build(topic, batch, s.history)
 	if err != nil {
 		return err
@@ -399,7 +402,7 @@ func (sc *applyScratch) build(topic string, batch []Applied, format HistoryForma
 		topic, parts, sc.int8(offs))
 	f := ent.fields.args()
 	switch {
-	case len(ent.key) == 0: // a batch of transaction markers only
+	case len(ent.key) == 0 || sc.noFields: // a batch of transaction markers only, or kv_fields deferred
 	case len(ent.fallback) == 0:
 		b.Queue(writeFields, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
 			sc.nullText(f.num), sc.nullText(f.str))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -549,6 +550,25 @@ func TestRebuildEqualsLive(t *testing.T) {
 		}
 		if fields == 0 || differing != 0 {
 			t.Errorf("kv_fields: %d rows live, %d rows on one side only; want some, and none", fields, differing)
+		}
+	})
+	t.Run("SameIndexes", func(t *testing.T) {
+		// The rebuild built its secondary indexes at the end
+		// (projection.DeferIndexes): the same ones as a migrated schema.
+		idx := func(schema string) []string {
+			rows, err := pg.Pool.Query(context.Background(), `SELECT indexname || ': ' || replace(indexdef, $1 || '.', '')
+				FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`, schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if rebuilt, live := idx("rebuilt"), idx("public"); !slices.Equal(rebuilt, live) || len(live) < 10 {
+			t.Errorf("indexes of the rebuilt schema:\n%s\nof the live one:\n%s", strings.Join(rebuilt, "\n"), strings.Join(live, "\n"))
 		}
 	})
 	t.Run("ThenTampered", func(t *testing.T) {

@@ -61,7 +61,10 @@ type RebuildStats struct {
 // projector can resume on the rebuilt schema. The compacted topic keeps
 // only each key's latest event: kv_entries equals a projection that
 // applied the whole log, kv_history holds fewer rows. A record that does
-// not decode stops the rebuild (an error naming it).
+// not decode stops the rebuild (an error naming it). Into an empty
+// projection, the secondary indexes and kv_fields are built once at the
+// end (projection.DeferIndexes); a rebuild that fails before leaves the
+// schema without them.
 func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, log *slog.Logger) (RebuildStats, error) {
 	begin := time.Now()
 	if err := cfg.fill(); err != nil {
@@ -91,9 +94,21 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 		return RebuildStats{}, err
 	}
 	log.Info("rebuilding", "partitions", id.Partitions, "from", starts, "to", ends)
+	// Into an empty projection, the secondary indexes are built once at
+	// the end instead of entry by entry (projection.DeferIndexes).
+	deferred, err := store.DeferIndexes(ctx)
+	if err != nil {
+		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
+	}
 	n, err := (&rebuilder{cl: cl, store: store, cfg: cfg, log: log}).all(ctx, starts, ends)
 	if err != nil {
 		return RebuildStats{}, err
+	}
+	if deferred != nil {
+		log.Info("building the deferred indexes", "indexes", deferred.Names, "events", n)
+		if err := deferred.Restore(ctx); err != nil {
+			return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
+		}
 	}
 	if _, err := store.ClaimTopic(ctx, projection.Topic{Name: cfg.Topic, ID: id.ID.String(), Partitions: id.Partitions}); err != nil {
 		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)

@@ -107,7 +107,14 @@ type Config struct {
 	// (default "kv-writer-"; package committer).
 	SharedTransactionalIDPrefix string
 	TransactionTimeout          time.Duration
-	SessionTimeout              time.Duration
+	// SessionTimeout is the writer group's session timeout: a writer
+	// that stops heartbeating (killed, cut off) loses its partitions
+	// this long after its last heartbeat, which bounds a takeover from
+	// below. 0 chooses kafkaconf.DefaultSessionTimeout, raised to the
+	// brokers' group.min.session.timeout.ms (kafkaconf.ChooseSessionTimeout);
+	// a value the brokers refuse stops Run with a
+	// *kafkaconf.SessionTimeoutError. Heartbeats go every third of it.
+	SessionTimeout time.Duration
 	// MaxBatch bounds the requests decided and committed in one transaction.
 	MaxBatch int
 	// MaxLinger bounds how long a batch waits for as many requests as the
@@ -192,9 +199,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = 10 * time.Second
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 512
@@ -403,6 +407,9 @@ func (w *Writer) Run(ctx context.Context) error {
 		return err
 	}
 	w.limits = w.readLimits(ctx)
+	if err := w.chooseSessionTimeout(ctx); err != nil {
+		return err
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -411,8 +418,10 @@ func (w *Writer) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(w.cfg.Topics.Changes),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
-		kgo.RebalanceTimeout(w.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(w.cfg.SessionTimeout / 10),
+		// Room for a revoke to wait for a round in flight (revoke), as
+		// when the session was a fixed 10 s.
+		kgo.RebalanceTimeout(max(w.cfg.SessionTimeout, w.cfg.TransactionTimeout)),
+		kgo.HeartbeatInterval(kafkaconf.HeartbeatInterval(w.cfg.SessionTimeout)),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			w.assign(runCtx, cl, m[w.cfg.Topics.Changes])
@@ -463,6 +472,25 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.refreshOwners(ctx)
 		}
 	}
+}
+
+// chooseSessionTimeout sets cfg.SessionTimeout to the session timeout the
+// writer joins its group with (Config.SessionTimeout), before any
+// partition reads it.
+func (w *Writer) chooseSessionTimeout(ctx context.Context) error {
+	b, err := kafkaconf.ReadSessionBounds(ctx, w.adm)
+	if err != nil {
+		w.log.Warn("reading the brokers' group session timeout bounds failed: assuming Kafka's defaults",
+			"err", err, "min", b.Min, "max", b.Max)
+	}
+	s, err := kafkaconf.ChooseSessionTimeout(w.cfg.SessionTimeout, b)
+	if err != nil {
+		return fmt.Errorf("writer: %w", err)
+	}
+	w.cfg.SessionTimeout = s
+	w.log.Info("group session", "sessionTimeout", s, "heartbeatInterval", kafkaconf.HeartbeatInterval(s),
+		"brokerMinSessionTimeout", b.Min, "brokerBoundsKnown", b.Known)
+	return nil
 }
 
 // readLimits reads the topics' max.message.bytes (package batchbytes); when

@@ -135,6 +135,10 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 			// Kafka's default, stated so the writer's transaction
 			// timeout is checked against a known ceiling.
 			"transaction.max.timeout.ms": "900000",
+			// The writers' default session timeout (3 s, for takeovers
+			// within 5 s) is below Kafka's default minimum (6 s): the
+			// setting an operator makes on the brokers for it.
+			"group.min.session.timeout.ms": "1000",
 			// kfake's compaction ignores the last stable offset (it can
 			// drop a key's committed value while a transaction is open),
 			// so compact rarely: hourly, not Kafka's 15 s.

@@ -109,6 +109,15 @@ func rebuildInto(ctx context.Context, c *config, t rebuildTarget, log *slog.Logg
 	if err != nil {
 		return st, 0, err
 	}
+	// Its commits were asynchronous (schemaPool): one synchronous commit
+	// after them flushes the WAL up to it, so that what the rebuild says
+	// it did survives a crash of Postgres.
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on; SELECT pg_current_xact_id()`)
+		return err
+	}); err != nil {
+		return st, 0, fmt.Errorf("rebuild: flush: %w", err)
+	}
 	var keys int64
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "kv_entries"}.Sanitize()).Scan(&keys); err != nil {
 		return st, 0, fmt.Errorf("rebuild: count keys: %w", err)
@@ -116,7 +125,11 @@ func rebuildInto(ctx context.Context, c *config, t rebuildTarget, log *slog.Logg
 	return st, keys, nil
 }
 
-// schemaPool connects to url with every connection working in schema.
+// schemaPool connects to url with every connection working in schema,
+// for a rebuild: its commits do not wait for the WAL flush
+// (synchronous_commit off: a rebuild that a crash interrupts is run
+// again, into a replaced schema, so no commit of it needs to be durable
+// on its own).
 func schemaPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -125,6 +138,7 @@ func schemaPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) 
 	if err := projection.InSchema(cfg, schema); err != nil {
 		return nil, err
 	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)

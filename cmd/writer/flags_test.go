@@ -35,6 +35,8 @@ func TestVariables(t *testing.T) {
 		"instance-id":                      "ESKV_WRITER_ID",
 		"kafka-compression":                "ESKV_KAFKA_COMPRESSION",
 		"kafka-insecure-dev":               "ESKV_KAFKA_INSECURE_DEV",
+		"kafka-session-timeout":            "ESKV_KAFKA_SESSION_TIMEOUT",
+		"kafka-transaction-timeout":        "ESKV_KAFKA_TRANSACTION_TIMEOUT",
 		"kafka-sasl-mechanism":             "ESKV_KAFKA_SASL_MECHANISM",
 		"kafka-sasl-password-file":         "ESKV_KAFKA_SASL_PASSWORD_FILE",
 		"kafka-sasl-username":              "ESKV_KAFKA_SASL_USERNAME",

@@ -57,6 +57,8 @@ type config struct {
 	maxListWait      time.Duration
 	roundGather      time.Duration
 	readLease        time.Duration
+	sessionTimeout   time.Duration
+	txnTimeout       time.Duration
 	queueDedupWindow time.Duration
 	requestWindow    int
 	requestAge       time.Duration
@@ -125,6 +127,8 @@ func (c *config) flags(stderr io.Writer) *service.Flags {
 	f.DurationVar(&c.sweepInterval, "sweep-interval", time.Second, "how often the TTL sweeper appends expire events for entries past their expiry; reads hide them at once regardless; negative disables it")
 	f.DurationVar(&c.queueDedupWindow, "queue-dedup-window", writer.DefaultQueueDedupWindow, "how long a queue push's dedupId makes a repeated push with the same id add nothing (the earlier item is kept, as done once acknowledged, for this long)")
 	f.DurationVar(&c.readLease, "read-lease", writer.DefaultReadLease, "how long after a transaction round's group fence was sent reads are answered without waiting for the next one (a bound on time: docs/guarantees.md); a writer also waits this long after taking a partition before serving it, never less than 500ms (leases off included), so every writer of a group must use the same value, or 0 on some and 500ms on the others; 0 disables leases")
+	f.DurationVar(&c.sessionTimeout, "kafka-session-timeout", 0, "the writer group's session timeout: a writer that stops heartbeating (killed, cut off) loses its partitions to the others this long after its last heartbeat, so a takeover takes about this long; heartbeats go every third of it; 0 chooses 3s, or the brokers' group.min.session.timeout.ms when it is larger (Kafka's default is 6s: set it to 3000 on the brokers for 3s); a value outside the brokers' bounds stops the writer at start")
+	f.DurationVar(&c.txnTimeout, "kafka-transaction-timeout", 10*time.Second, "the Kafka transaction timeout of the writer's producers: the brokers abort a transaction open this long, so a writer killed in the middle of one holds its partitions' last stable offset, and their takeover, this long at most (plus the brokers' transaction.abort.timed.out.transaction.cleanup.interval.ms, 10s by default, on Apache Kafka); also the longest a transaction round may take; at most the brokers' transaction.max.timeout.ms")
 	f.IntVar(&c.maxOverlay, "max-overlay", 100_000, "per partition, the keys whose latest change the projector has not applied yet beyond which writes answer 503 (backpressure while the projector is down)")
 	f.Int64Var(&c.stateCacheBytes, "state-cache-bytes", writer.DefaultStateCacheBytes, "about the memory the states of keys the projector applied may take, kept so that reads and writes of them skip Postgres; split evenly over the topic's partitions; 0 disables the cache")
 	f.DurationVar(&c.maxListWait, "max-list-wait", writer.DefaultMaxListWait, "how long a listing waits for the projector to apply the writes under its prefix acknowledged before it arrived; beyond it the listing answers 503 with Retry-After")
@@ -154,6 +158,9 @@ func (c *config) check(f *service.Flags) error {
 		f.Check(c.queueDedupWindow > 0, "queue-dedup-window", "must be positive"),
 		f.Check(c.requestAge >= 0, "request-id-age", "must not be negative (0 counts versions only)"),
 		f.Check(c.readLease >= 0 && c.readLease <= 10*time.Second, "read-lease", "must be a duration from 0 to 10s (0 disables leases)"),
+		f.Check(c.sessionTimeout == 0 || (c.sessionTimeout >= time.Second && c.sessionTimeout <= 5*time.Minute), "kafka-session-timeout",
+			"must be 0 (3s, or the brokers' minimum) or a duration from 1s to 5m"),
+		f.Check(c.txnTimeout >= time.Second && c.txnTimeout <= 15*time.Minute, "kafka-transaction-timeout", "must be a duration from 1s to 15m"),
 		f.Check(c.tokensPoll > 0, "tokens-poll", "must be positive"),
 		f.Check(c.uiSessionTTL > 0, "ui-session-ttl", "must be positive"),
 		f.Check(c.sweepInterval != 0, "sweep-interval", "must not be 0 (negative disables the sweeper)"),
@@ -544,23 +551,25 @@ func (c *config) peerSecretBytes(log *slog.Logger) ([]byte, error) {
 // service.Off (a Config's 0 is its default).
 func (c *config) writerConfig() writer.Config {
 	return writer.Config{
-		Brokers:          c.kafka.BrokerList(),
-		Kafka:            c.kafka.Conn(),
-		Topics:           c.kafka.Topics(),
-		Compression:      c.codec(),
-		CreateTopics:     c.createTopics,
-		InstanceID:       c.instanceID,
-		AdvertiseURL:     c.advertiseURL,
-		Source:           "eskv-writer/" + c.instanceID,
-		SweepInterval:    c.sweepInterval,
-		MaxOverlay:       c.maxOverlay,
-		StateCacheBytes:  service.Off(c.stateCacheBytes),
-		RequestIDWindow:  c.requestWindow,
-		RequestIDAge:     service.Off(c.requestAge),
-		MaxListWait:      c.maxListWait,
-		RoundGather:      service.Off(c.roundGather),
-		QueueDedupWindow: c.queueDedupWindow,
-		ReadLease:        service.Off(c.readLease),
+		Brokers:            c.kafka.BrokerList(),
+		Kafka:              c.kafka.Conn(),
+		Topics:             c.kafka.Topics(),
+		Compression:        c.codec(),
+		CreateTopics:       c.createTopics,
+		InstanceID:         c.instanceID,
+		AdvertiseURL:       c.advertiseURL,
+		Source:             "eskv-writer/" + c.instanceID,
+		SweepInterval:      c.sweepInterval,
+		MaxOverlay:         c.maxOverlay,
+		StateCacheBytes:    service.Off(c.stateCacheBytes),
+		RequestIDWindow:    c.requestWindow,
+		RequestIDAge:       service.Off(c.requestAge),
+		MaxListWait:        c.maxListWait,
+		RoundGather:        service.Off(c.roundGather),
+		QueueDedupWindow:   c.queueDedupWindow,
+		ReadLease:          service.Off(c.readLease),
+		SessionTimeout:     c.sessionTimeout,
+		TransactionTimeout: c.txnTimeout,
 	}
 }
 

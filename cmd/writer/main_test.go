@@ -458,3 +458,22 @@ func TestTokensReloadOnSIGHUP(t *testing.T) {
 		t.Errorf("no reload by signal in the log:\n%s", logs.String())
 	}
 }
+
+// TestRefusesSessionTimeoutTheBrokersRefuse: a session timeout below the
+// brokers' group.min.session.timeout.ms (6s, Kafka's default, on the
+// tests' broker) stops the writer at start with an error naming the
+// setting and a Solution line naming the brokers', instead of a writer
+// that never joins its group.
+func TestRefusesSessionTimeoutTheBrokersRefuse(t *testing.T) {
+	b := testenv.MustBroker(t, 2)
+	pg := testenv.MustPostgresDB(t)
+	setenv(t, map[string]string{"ESKV_HTTP_ADDR": "127.0.0.1:0", "ESKV_BROKERS": strings.Join(b.Addrs, ","), "ESKV_POSTGRES_URL": pg.URL,
+		"ESKV_PARTITIONS": "2", "ESKV_DEV_TOKEN": "dev-token-for-main-test", "ESKV_LOG_LEVEL": "warn", "ESKV_KAFKA_SESSION_TIMEOUT": "2s"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := run(ctx, nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "ESKV_KAFKA_SESSION_TIMEOUT") ||
+		!strings.Contains(err.Error(), "Solution: set group.min.session.timeout.ms=2000") {
+		t.Fatalf("run: %v; want a refusal naming ESKV_KAFKA_SESSION_TIMEOUT with the brokers' setting to change", err)
+	}
+}
