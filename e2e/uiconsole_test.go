@@ -285,9 +285,10 @@ func TestUIConsolePhone(t *testing.T) {
 // values, a queue's items, a set's members, a list's elements), opens
 // every view of it in the browser, and finds the secret in no page's
 // HTML, in no JSON the page fetched (each fetched again with a session
-// of the same principal) and in none of the console's event streams. A
-// lock's holder is not a value: the console shows it to readers, as GET
-// :lock answers it (docs/ui.md); here it is a plain name.
+// of the same principal) and in none of the console's event streams.
+// The secret is also a lock's holder and a leader pool's leader: those
+// labels are written by users too, and the console shows only that the
+// key is held, by which principal, its fencing token and lease end.
 func TestUIConsoleNoSecret(t *testing.T) {
 	t.Parallel()
 	s := mustStack(t)
@@ -304,7 +305,8 @@ func TestUIConsoleNoSecret(t *testing.T) {
 		{"POST", "jobs:qpush", `{"data":{"job":"` + secret + `"}}`},
 		{"POST", "members:sadd", `{"member":"` + secret + `"}`},
 		{"POST", "log:rpush", `{"value":"` + secret + `"}`},
-		{"POST", "lock:acquire", `{"holder":"worker-1","ttlSeconds":600}`},
+		{"POST", "lock:acquire", `{"holder":"` + secret + `-holder","ttlSeconds":600}`},
+		{"POST", "pool:elect", `{"holder":"` + secret + `-leader","ttlSeconds":600}`},
 	}
 	for _, w := range writes {
 		if r := s.do(w.method, "/v1/kv/"+p+w.path, acmeToken, w.body); r.Status != http.StatusOK {
@@ -318,7 +320,7 @@ func TestUIConsoleNoSecret(t *testing.T) {
 	ctx := mustBrowser(t)
 	uiBrowserLogin(t, ctx, s, readerTok)
 	views := [][2]string{{"#/", `#projects-table tr[data-project="acme/secret"]`}, {"#/p/" + url.PathEscape(p), `#keys tr[data-key="` + p + `txn"]`}}
-	for _, k := range []string{"doc", "counter", "jobs", "members", "log", "lock", "txn"} {
+	for _, k := range []string{"doc", "counter", "jobs", "members", "log", "lock", "pool", "txn"} {
 		views = append(views, [2]string{"#/k/" + url.PathEscape(p+k), `#history tr[data-version="1"]`})
 	}
 	fetched := map[string]bool{}
