@@ -162,7 +162,8 @@ function lagText(v) { return v === undefined || v === null ? "unknown" : String(
 // periodic verification: "last verification: <time> (<ago>), <outcome>,
 // <coverage>", or why it knows nothing.
 function verificationFact(a) {
-  const every = a.verifyIntervalSeconds ? " (every " + duration(a.verifyIntervalSeconds) + ")" : "";
+  const secs = (s) => s < 1 ? Math.round(s * 1000) + " ms" : duration(s);
+  const every = a.verifyIntervalSeconds ? " (every " + secs(a.verifyIntervalSeconds) + ")" : "";
   switch (a.verification) {
     case "not_configured": return { node: "auditor not configured (set ESKV_AUDITOR_URL on the writers)", cls: "" };
     case "unreachable": return { node: "auditor unreachable: " + (a.verificationError || ""), cls: "bad" };
@@ -170,13 +171,13 @@ function verificationFact(a) {
     case "not_run_yet": return { node: "none yet since the auditor started" + every, cls: "" };
   }
   const l = a.lastVerification;
-  const parts = (l.partitions || []).map((p) => "p" + p.partition + " " + p.from + "–" + p.to);
+  const parts = (l.partitions || []).map((p) => "p" + p.partition + " " + (p.to > p.from ? p.from + "–" + p.to : "empty"));
   const shown = parts.length > 8 ? parts.slice(0, 8).join(", ") + ", …" : parts.join(", ");
   const coverage = l.outcome === "error" ? "" : ", " + l.rows + " rows of " + l.keys + " keys against " + l.events + " events, " + l.pending + " pending" +
     (shown ? "; offsets " + shown : "");
   return {
     node: el("span", {}, "last verification: " + new Date(l.finishedAt).toISOString().replace(/\.\d+Z$/, "Z") + " (", ago(l.finishedAt), "), ",
-      el("strong", { class: "outcome" }, l.outcome), coverage + " in " + duration(l.durationSeconds) + every + (l.reason ? " — " + l.reason : "")),
+      el("strong", { class: "outcome" }, l.outcome), coverage + ", took " + secs(l.durationSeconds) + every + (l.reason ? " — " + l.reason : "")),
     cls: l.outcome === "ok" ? "ok" : "bad",
   };
 }
