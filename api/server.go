@@ -224,6 +224,13 @@ type Config struct {
 	// offsets the status page's health view shows as its position
 	// (DefaultAuditorGroup when empty).
 	AuditorGroup string
+	// AuditorURL is the base URL of the auditor's health server, whose
+	// GET /verification (the last periodic verification) the health view
+	// shows, asked within 1 s; empty: "auditor not configured".
+	// AuditorToken is the bearer token it requires (the auditor's
+	// metrics token), if any.
+	AuditorURL   string
+	AuditorToken string
 }
 
 // Server is the HTTP API.
@@ -248,6 +255,8 @@ type Server struct {
 	metrics *requestMetrics
 	// contexts holds the reqContexts of serve for reuse.
 	contexts sync.Pool
+	// auditor asks the auditor's GET /verification.
+	auditor *http.Client
 }
 
 // New returns the API server around w and list.
@@ -273,7 +282,10 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	if err := CheckCORSOrigins(cfg.CORSAllowedOrigins); err != nil {
 		return nil, fmt.Errorf("api: CORSAllowedOrigins: %w", err)
 	}
-	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now}
+	if err := checkAuditorURL(cfg.AuditorURL); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, auditor: &http.Client{Timeout: uiAuditorTimeout}}
 	var err error
 	if s.fwd, err = newForwarder(cmp.Or(cfg.AdvertiseURL, cfg.InstanceID, "writer"), cfg.PeerSecret, cfg.ForwardTLS); err != nil {
 		return nil, err

@@ -53,6 +53,11 @@ const (
 	AlertBrokerDown       = "broker_unreachable"
 	AlertDatabaseDown     = "database_unreachable"
 	AlertPeerNotAnswering = "writer_not_answering"
+	// AlertAuditVerifyFailed: the auditor's last periodic verification
+	// found a discrepancy or could not run; AlertAuditVerifyStale: none
+	// completed in the last 3 verification intervals.
+	AlertAuditVerifyFailed = "audit_verification_failed"
+	AlertAuditVerifyStale  = "audit_verification_stale"
 )
 
 // uiStore is what the console reads of the projection beyond a Lister:

@@ -25,8 +25,10 @@ import (
 // The status page's JSON (/ui/api/...). Nothing here carries a value:
 // the projects are counts of keys (GET /v1/projects' own handler), the
 // rows say what a key is and who touched it, a plain value is shown as a
-// keyed fingerprint at most, a collection as its size, a lock as its
-// holder (to a principal that may read the lock, as GET answers it).
+// keyed fingerprint at most, a collection as its size, a lock or a
+// leader pool as held, by which principal, with its fencing token (to a
+// principal that may read it); never the holder's label, which users
+// write.
 
 // uiDefaultKeys and uiMaxKeys bound a page of a project's keys on the
 // status page: the page asks for uiDefaultKeys and follows nextCursor.
@@ -64,9 +66,11 @@ type UIKey struct {
 	LastWriter string     `json:"lastWriter"`
 	UpdatedAt  time.Time  `json:"updatedAt"`
 	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
-	// Holder is a lock's holder or a leader pool's leader, with its
-	// fencing Token and the Principal of the tenure.
-	Holder          string `json:"holder,omitempty"`
+	// Held: a lock is held or a leader pool has a leader, by the
+	// principal HolderPrincipal (the token's principal of the tenure), with
+	// the fencing Token; its lease ends at ExpiresAt. The holder's label
+	// (a user's string) is never shown.
+	Held            bool   `json:"held,omitempty"`
 	HolderPrincipal string `json:"holderPrincipal,omitempty"`
 	Token           int64  `json:"token,omitempty"`
 	// Size (and InFlight for a queue) of a collection.
@@ -295,17 +299,20 @@ func uiKeyFilter(q url.Values) (func(*contract.Entry) bool, bool, error) {
 }
 
 // uiRow is the row of an entry: its metadata, and of its value only what
-// the purpose makes public to a reader: a lock's holder, a collection's
-// size, a plain value's fingerprint.
+// the purpose makes public to a reader: that a lock is held, by which
+// principal, with which fencing token (never the holder's label), a
+// collection's size, a plain value's fingerprint.
 func (s *Server) uiRow(p *Principal, e *contract.Entry) UIKey {
 	r := UIKey{Key: e.Key, Purpose: e.Semantics.Purpose, Version: e.Version, LastWriter: e.LastWriter, UpdatedAt: e.UpdatedAt, ExpiresAt: e.ExpiresAt}
 	switch purpose := e.Semantics.Purpose; {
 	case !plainPurpose(purpose) && !contract.IsCollectionPurpose(purpose):
-		// GET :lock answers the holder to a principal with the read right
-		// on the key, and to no other.
+		// The tenure to a principal with the read right on the key, as GET
+		// :lock answers it, but not the holder's label: a string a user
+		// wrote, as a value is. A tenure written before tenures named
+		// their principal is its last writer's (decide.LockValue.HeldBy).
 		var v decide.LockValue
-		if p.Allows(Read, e.Key) && json.Unmarshal(e.Value, &v) == nil {
-			r.Holder, r.HolderPrincipal, r.Token = v.Holder, v.Principal, v.Token
+		if p.Allows(Read, e.Key) && json.Unmarshal(e.Value, &v) == nil && v.Token > 0 {
+			r.Held, r.HolderPrincipal, r.Token = true, cmp.Or(v.Principal, e.LastWriter), v.Token
 		}
 	case contract.IsCollectionPurpose(purpose):
 		if m, err := contract.ParseCollectionMeta(e.Value); err == nil {

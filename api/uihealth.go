@@ -50,13 +50,18 @@ type UIReach struct {
 }
 
 // UIAudit is what the writer knows of the auditor: its position (its
-// consumer group's committed offsets, Group) and, of its periodic
-// verification, only that the auditor records it in its own metrics.
+// consumer group's committed offsets, Group) and its last periodic
+// verification, asked of the auditor (Config.AuditorURL): Verification
+// is one of the UIVerify* states, VerificationError why the auditor is
+// unreachable, LastVerification the last run when recorded.
 type UIAudit struct {
-	Group        string `json:"group"`
-	Positioned   bool   `json:"positioned"`
-	MaxLag       *int64 `json:"maxLag,omitempty"`
-	Verification string `json:"verification"`
+	Group                 string          `json:"group"`
+	Positioned            bool            `json:"positioned"`
+	MaxLag                *int64          `json:"maxLag,omitempty"`
+	Verification          string          `json:"verification"`
+	VerificationError     string          `json:"verificationError,omitempty"`
+	VerifyIntervalSeconds float64         `json:"verifyIntervalSeconds,omitempty"`
+	LastVerification      *UIVerification `json:"lastVerification,omitempty"`
 }
 
 // UIHealth is GET /ui/api/health.
@@ -73,10 +78,6 @@ type UIHealth struct {
 	Alerts          []UIAlert     `json:"alerts"`
 }
 
-// uiVerificationNote is what the health view says of the audit
-// verification: the writer has no record of it to read.
-const uiVerificationNote = "not recorded where writers read: the auditor counts its periodic verifications in eskv_auditor_verify_runs_total{outcome} and eskv_auditor_verify_last_run_timestamp_seconds (docs/audit.md)"
-
 // clusterState is what the health view and the alerts read, once.
 type clusterState struct {
 	parts    int32
@@ -88,6 +89,10 @@ type clusterState struct {
 	// the owners table lacks them when it has none.
 	owned map[int32]bool
 	self  string
+	// verify is the auditor's last verification, now the time it was
+	// asked.
+	verify uiVerify
+	now    time.Time
 }
 
 // readCluster reads the owners table and the log's positions (each
@@ -103,12 +108,15 @@ func (s *Server) readCluster(ctx context.Context) (clusterState, bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*uiPeerTimeout)
 	defer cancel()
+	verified := make(chan uiVerify, 1)
+	go func() { verified <- s.readVerification(ctx) }()
 	cs.parts, cs.brokers, cs.self, cs.owned = cl.Partitions(), cl.BrokersAnswering(), s.cfg.AdvertiseURL, map[int32]bool{}
 	for _, p := range cl.Owned() {
 		cs.owned[p] = true
 	}
 	cs.owners, cs.ownerErr = st.Owners(ctx)
 	cs.lp = cl.LogPositions(ctx, cmp.Or(s.cfg.AuditorGroup, DefaultAuditorGroup))
+	cs.verify, cs.now = <-verified, s.now()
 	return cs, true
 }
 
@@ -161,7 +169,8 @@ func (s *Server) uiHealth(c echo.Context) error {
 	}
 	h := UIHealth{ServerTime: s.now().UTC(), Self: s.cfg.AdvertiseURL, Writers: []UIWriter{}, Partitions: []UIPartition{},
 		Broker: reach(cs.lp.EndsErr), Database: reach(cmp.Or(cs.ownerErr, cs.lp.ProjectedErr)),
-		Audit: UIAudit{Group: cmp.Or(s.cfg.AuditorGroup, DefaultAuditorGroup), Verification: uiVerificationNote}}
+		Audit: UIAudit{Group: cmp.Or(s.cfg.AuditorGroup, DefaultAuditorGroup), Verification: cs.verify.state, VerificationError: cs.verify.err,
+			VerifyIntervalSeconds: cs.verify.got.IntervalSeconds, LastVerification: cs.verify.got.Last}}
 	if !cs.brokers && h.Broker.Reachable {
 		h.Broker = UIReach{Error: "the brokers did not answer the writer's probe in the last 1.5 s"}
 	}
@@ -230,12 +239,14 @@ func (s *Server) uiAlerts(ctx context.Context, p *Principal, peers []UIPeer) []U
 
 // alertSummary says what each alert means, without detail.
 var alertSummary = map[string]string{
-	AlertProjectorLag:     fmt.Sprintf("the projector is more than %d offsets behind a partition", UIProjectorLagAlert),
-	AlertAuditorLag:       fmt.Sprintf("the auditor is more than %d offsets behind a partition", UIAuditorLagAlert),
-	AlertNoOwner:          "a partition has no owning writer recorded",
-	AlertBrokerDown:       "the brokers do not answer",
-	AlertDatabaseDown:     "the projection's database does not answer",
-	AlertPeerNotAnswering: "a writer did not answer its peers",
+	AlertProjectorLag:      fmt.Sprintf("the projector is more than %d offsets behind a partition", UIProjectorLagAlert),
+	AlertAuditorLag:        fmt.Sprintf("the auditor is more than %d offsets behind a partition", UIAuditorLagAlert),
+	AlertNoOwner:           "a partition has no owning writer recorded",
+	AlertBrokerDown:        "the brokers do not answer",
+	AlertDatabaseDown:      "the projection's database does not answer",
+	AlertPeerNotAnswering:  "a writer did not answer its peers",
+	AlertAuditVerifyFailed: "the auditor's last verification of the audit trail found a discrepancy or could not run",
+	AlertAuditVerifyStale:  "the auditor has not verified the audit trail in 3 verification intervals",
 }
 
 // alertsOf are the alerts cs and the peers' answers raise.
@@ -265,7 +276,7 @@ func alertsOf(cs *clusterState, peers []UIPeer) []UIAlert {
 			out = append(out, UIAlert{Name: AlertPeerNotAnswering, Message: fmt.Sprintf("writer %s did not answer: %s", pe.Addr, pe.Error)})
 		}
 	}
-	return out
+	return append(out, cs.verify.alerts(cs.now)...)
 }
 
 func errText(err error, none string) string {

@@ -156,8 +156,9 @@ func TestUIProjectsPicker(t *testing.T) {
 
 // TestUIKeysPaged: /ui/api/keys pages the rows by limit and nextCursor
 // (every key once, in order), narrows to a search prefix, and answers of
-// each value only what uiRow makes public: the lock's holder to a
-// principal that may read it, a plain value's fingerprint (16 hex
+// each value only what uiRow makes public: that the lock is held, by
+// which principal, with its fencing token (never the holder's label),
+// to a principal that may read it, a plain value's fingerprint (16 hex
 // digits, equal for equal values); never a value. A prefix the principal
 // may not read whole is 403.
 func TestUIKeysPaged(t *testing.T) {
@@ -193,8 +194,11 @@ func TestUIKeysPaged(t *testing.T) {
 	if len(a.Keys) != 1 || a.Keys[0].Key != p+"jobs/lock" || a.Keys[0].Version != 1 || a.Truncated || a.NextCursor != "" {
 		t.Fatalf("search jobs/: %+v, want the lock alone", a)
 	}
-	if k := a.Keys[0]; k.Holder != "worker-7" || k.HolderPrincipal != "acme-svc" || k.Token != 1 || k.LastWriter == "" || k.UpdatedAt.IsZero() || k.Fingerprint != "" || k.Size != nil {
-		t.Fatalf("the lock's row: %+v, want holder worker-7 (acme-svc) #1, its writer and time, no fingerprint or size", k)
+	if k := a.Keys[0]; !k.Held || k.HolderPrincipal != "acme-svc" || k.Token != 1 || k.LastWriter == "" || k.UpdatedAt.IsZero() || k.Fingerprint != "" || k.Size != nil {
+		t.Fatalf("the lock's row: %+v, want held by acme-svc #1, its writer and time, no fingerprint or size", k)
+	}
+	if rec := (uiClient{t}).do(h, "GET", "/ui/api/keys?prefix="+p+"jobs/", acme); strings.Contains(rec.Body.String(), "worker-7") {
+		t.Fatalf("the lock's row names its holder's label: %s", rec.Body)
 	}
 	pickerGet(t, h, "/ui/api/keys?prefix=tenant/other/project/c/", acme, http.StatusForbidden, nil)
 	pickerGet(t, h, "/ui/api/keys?prefix="+p+"&cursor=bad", acme, http.StatusBadRequest, nil)

@@ -93,6 +93,12 @@ type Auditor struct {
 	ready     atomic.Bool
 	mu        sync.Mutex
 	committed map[string]map[int32]int64
+
+	// started is when New made the auditor; lastVerify is its last
+	// periodic verification (nil: none yet), under verifyMu.
+	started    time.Time
+	verifyMu   sync.Mutex
+	lastVerify *Verification
 }
 
 type tip struct {
@@ -149,7 +155,7 @@ func New(cfg Config, store *Store, keys *Keyring, log *slog.Logger, reg promethe
 	}
 	return &Auditor{
 		cfg: cfg, store: store, keys: keys, log: log.With("component", "auditor"), m: m,
-		tips: make(map[string]tip), committed: make(map[string]map[int32]int64),
+		tips: make(map[string]tip), committed: make(map[string]map[int32]int64), started: time.Now().UTC(),
 	}, nil
 }
 

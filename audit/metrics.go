@@ -96,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Conflict-rate alerts raised.",
 		}),
 	}
-	for _, o := range []string{verifyOK, verifyDiscrepancy, verifyError} {
+	for _, o := range []string{VerifyOK, VerifyDiscrepancy, VerifyError} {
 		m.verifyRuns.WithLabelValues(o) // exported at 0, so alerts need no absent()
 	}
 	if reg == nil {

@@ -135,6 +135,34 @@ type VerifyReport struct {
 	Pending       int           `json:"pending"`
 	Conflicts     int           `json:"conflicts"` // conflict records checked
 	Discrepancies []Discrepancy `json:"discrepancies"`
+	// Partitions are the ranges of kv.changes read, by partition.
+	Partitions []PartitionRange `json:"partitions,omitempty"`
+}
+
+// PartitionRange is what a verification covered of one partition of
+// kv.changes: the offsets From (the partition's start) to To (its last
+// stable offset), of which the auditor's group had committed up to
+// Committed (-1: nothing): events from Committed on count as pending.
+type PartitionRange struct {
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
+	Committed int64 `json:"committed"`
+}
+
+// partitionRanges are the ranges vf read of kv.changes, by partition.
+func (vf *verification) partitionRanges() []PartitionRange {
+	topic := vf.cfg.Topics.Changes
+	out := make([]PartitionRange, 0, len(vf.ends[topic]))
+	for p, end := range vf.ends[topic] {
+		c, ok := vf.committed[topic][p]
+		if !ok {
+			c = -1
+		}
+		out = append(out, PartitionRange{Partition: p, From: vf.starts[topic][p], To: end, Committed: c})
+	}
+	slices.SortFunc(out, func(a, b PartitionRange) int { return cmp.Compare(a.Partition, b.Partition) })
+	return out
 }
 
 // maxDiscrepancies bounds the discrepancies a report lists.
@@ -181,6 +209,7 @@ func Verify(ctx context.Context, s *Store, keys *Keyring, cfg VerifyConfig) (*Ve
 		return nil, err
 	}
 	vf.rep.Discrepancies = sortDiscrepancies(vf.ds)
+	vf.rep.Partitions = vf.partitionRanges()
 	return vf.rep, nil
 }
 

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -55,10 +56,22 @@ func TestPeriodicVerify(t *testing.T) {
 	if v := value("eskv_auditor_verify_last_run_timestamp_seconds", ""); v <= 0 {
 		t.Fatalf("last run %v", v)
 	}
+	st := a.Verification()
+	if l := st.Last; st.IntervalSeconds != 0.05 || l == nil || l.Outcome != audit.VerifyOK || l.Reason != "" || l.Events != 15 || l.Keys != 5 ||
+		len(l.Partitions) != 4 || l.FinishedAt.Before(l.StartedAt) || l.StartedAt.Before(st.Since) {
+		t.Fatalf("verification after a passing run: %+v (last %+v), want ok over 15 events of 5 keys in 4 partitions", st, l)
+	}
 	mutate(t, ch, "ALTER TABLE audit_events DELETE WHERE key = ? AND version = 2", h.events[1].Key)
 	testenv.WaitFor(t, 60*time.Second, "a periodic verification to find the deleted row", func() bool {
 		return value("eskv_auditor_verify_runs_total", "discrepancy") >= 1 && value("eskv_auditor_verify_discrepancies", "") >= 1
 	})
+	testenv.WaitFor(t, 10*time.Second, "the last verification to say discrepancy", func() bool {
+		l := a.Verification().Last
+		return l != nil && l.Outcome == audit.VerifyDiscrepancy
+	})
+	if l := a.Verification().Last; l.Discrepancies < 1 || !strings.Contains(l.Reason, audit.ProblemRowMissing+" at version 2 of key "+h.events[1].Key) {
+		t.Errorf("last verification %+v: want its reason to name the missing row", l)
+	}
 	if v := value("eskv_auditor_verify_runs_total", "error"); v != 0 {
 		t.Errorf("runs that could not run: %v", v)
 	}

@@ -226,7 +226,7 @@ func TestUIStatusPageBrowser(t *testing.T) {
 	rows := uiRows(t, ctx)
 	want := map[string]string{
 		"checkpoint": "checkpoint v1 writer=acme-svc holder= size= fp=yes ttl=yes",
-		"jobs/lock":  "lock v1 writer=acme-svc holder=worker-7 (acme-svc) #1 size= fp=no ttl=yes",
+		"jobs/lock":  "lock v1 writer=acme-svc holder=held by acme-svc #1 size= fp=no ttl=yes",
 		"jobs/queue": "queue v3 writer=acme-svc holder= size=3 fp=no ttl=no",
 		"members":    "set v2 writer=acme-svc holder= size=2 fp=no ttl=no",
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/testenv"
 	inproc "github.com/eskv/eskv/testenv/stack"
 )
 
@@ -115,9 +117,71 @@ func TestUIConsoleOverviewAndHealth(t *testing.T) {
 	if !strings.HasSuffix(health[2], " offsets") {
 		t.Errorf("projector lag %q, want a number of offsets", health[2])
 	}
-	uiShot(t, ctx, "ui-health.png")
 	ck := uiCookie(t, uiLogin(t, s, readerTok))
 	wantCode(t, s, "/ui/api/health", ck, http.StatusForbidden, "forbidden", "cookie")
+}
+
+// TestUIConsoleVerification: with an auditor process verifying the
+// trail in ClickHouse every 300 ms and the writer pointed at it
+// (ESKV_AUDITOR_URL, its metrics token), the health JSON and the page
+// show the last verification: when, ok, and what it covered (rows, keys,
+// the offsets of each partition); no verification alert fires. The
+// auditor's GET /verification is refused without the token, as its
+// /metrics is. The health screenshot of docs/ui.md is taken here.
+func TestUIConsoleVerification(t *testing.T) {
+	t.Parallel()
+	at := mustAuditTrail(t)
+	addr := freeAddr(t)
+	const metricsToken = "auditor-metrics-token-e2e-0123456789"
+	s := mustStack(t, inproc.API(api.Config{AuditorURL: "http://" + addr, AuditorToken: metricsToken}))
+	startProcArgs(t, "auditor", []string{"serve"},
+		"ESKV_BROKERS="+strings.Join(s.broker.Addrs, ","), fmt.Sprintf("ESKV_PARTITIONS=%d", partitions),
+		"ESKV_CLICKHOUSE_ADDR="+at.ch.Addr, "ESKV_CLICKHOUSE_DATABASE="+at.ch.Database,
+		"ESKV_AUDIT_KEY="+auditKeyHex, "ESKV_AUDIT_KEY_ID=e2e", "ESKV_AUDITOR_ADDR="+addr, "ESKV_AUDITOR_LINGER=20ms",
+		"ESKV_ALERT_WINDOW=0", "ESKV_LOG_LEVEL=warn", "ESKV_AUDITOR_ID=auditor-ui", "ESKV_VERIFY_INTERVAL=300ms", "ESKV_METRICS_TOKEN="+metricsToken)
+	uiSeed(t, s, "ui-marker-verify")
+	waitProjected(t, s)
+	ck := uiCookie(t, uiLogin(t, s, devToken))
+	var h api.UIHealth
+	testenv.WaitFor(t, 60*time.Second, "an ok verification of the seeded writes in the health JSON", func() bool {
+		uiJSON(t, s, "/ui/api/health", ck, &h)
+		l := h.Audit.LastVerification
+		return l != nil && l.Outcome == "ok" && l.Rows >= 7 && l.Pending == 0
+	})
+	l := h.Audit.LastVerification
+	if h.Audit.Verification != api.UIVerifyRecorded || h.Audit.VerifyIntervalSeconds != 0.3 || len(l.Partitions) != partitions || l.Reason != "" ||
+		l.FinishedAt.Before(l.StartedAt) || time.Since(l.FinishedAt) > 30*time.Second {
+		t.Fatalf("health audit %+v, last %+v: want a recent ok verification of every partition", h.Audit, l)
+	}
+	for _, a := range h.Alerts {
+		if a.Name == api.AlertAuditVerifyFailed || a.Name == api.AlertAuditVerifyStale {
+			t.Fatalf("alert %s: %s", a.Name, a.Message)
+		}
+	}
+	t.Logf("last verification: %s, %s, %d rows of %d keys against %d events, partitions %+v, in %.3fs",
+		l.FinishedAt.Format(time.RFC3339), l.Outcome, l.Rows, l.Keys, l.Events, l.Partitions, l.DurationSeconds)
+	for tok, want := range map[string]int{"": http.StatusUnauthorized, metricsToken: http.StatusOK} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/verification", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("the auditor's /verification with token %q: %v %v, want %d", tok, resp, err, want)
+		}
+		resp.Body.Close()
+	}
+	ctx := mustBrowser(t)
+	uiBrowserLogin(t, ctx, s, devToken)
+	uiGo(t, ctx, "#/health", `#health-verification[data-state="recorded"]`)
+	inBrowser(t, ctx, "auditor positioned", chromedp.WaitVisible(chromedp.CSS(`#partitions-table tr[data-partition="3"]`)))
+	time.Sleep(1100 * time.Millisecond) // the "ago" ticks
+	text := fromBrowser(t, ctx, "verification", chromedp.Evaluate[string](`document.getElementById("health-verification").textContent`))
+	if !regexp.MustCompile(`^last verification: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+s ago\), ok, \d+ rows of \d+ keys against \d+ events, 0 pending; offsets p0 `).MatchString(text) {
+		t.Fatalf("the health view says %q", text)
+	}
+	t.Logf("the health view: %s", text)
+	uiShot(t, ctx, "ui-health.png")
 }
 
 // uiLoadKeys writes n keys under prefix (k00000, k00001, ...) through
@@ -285,9 +349,10 @@ func TestUIConsolePhone(t *testing.T) {
 // values, a queue's items, a set's members, a list's elements), opens
 // every view of it in the browser, and finds the secret in no page's
 // HTML, in no JSON the page fetched (each fetched again with a session
-// of the same principal) and in none of the console's event streams. A
-// lock's holder is not a value: the console shows it to readers, as GET
-// :lock answers it (docs/ui.md); here it is a plain name.
+// of the same principal) and in none of the console's event streams.
+// The secret is also a lock's holder and a leader pool's leader: those
+// labels are written by users too, and the console shows only that the
+// key is held, by which principal, its fencing token and lease end.
 func TestUIConsoleNoSecret(t *testing.T) {
 	t.Parallel()
 	s := mustStack(t)
@@ -304,7 +369,8 @@ func TestUIConsoleNoSecret(t *testing.T) {
 		{"POST", "jobs:qpush", `{"data":{"job":"` + secret + `"}}`},
 		{"POST", "members:sadd", `{"member":"` + secret + `"}`},
 		{"POST", "log:rpush", `{"value":"` + secret + `"}`},
-		{"POST", "lock:acquire", `{"holder":"worker-1","ttlSeconds":600}`},
+		{"POST", "lock:acquire", `{"holder":"` + secret + `-holder","ttlSeconds":600}`},
+		{"POST", "pool:elect", `{"holder":"` + secret + `-leader","ttlSeconds":600}`},
 	}
 	for _, w := range writes {
 		if r := s.do(w.method, "/v1/kv/"+p+w.path, acmeToken, w.body); r.Status != http.StatusOK {
@@ -318,7 +384,7 @@ func TestUIConsoleNoSecret(t *testing.T) {
 	ctx := mustBrowser(t)
 	uiBrowserLogin(t, ctx, s, readerTok)
 	views := [][2]string{{"#/", `#projects-table tr[data-project="acme/secret"]`}, {"#/p/" + url.PathEscape(p), `#keys tr[data-key="` + p + `txn"]`}}
-	for _, k := range []string{"doc", "counter", "jobs", "members", "log", "lock", "txn"} {
+	for _, k := range []string{"doc", "counter", "jobs", "members", "log", "lock", "pool", "txn"} {
 		views = append(views, [2]string{"#/k/" + url.PathEscape(p+k), `#history tr[data-version="1"]`})
 	}
 	fetched := map[string]bool{}

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/audit"
 	"github.com/eskv/eskv/internal/service"
@@ -26,7 +30,7 @@ func serveFlags(f *service.Flags) *serveConfig {
 	s := &serveConfig{cfg: audit.Config{MaxBatch: audit.DefaultMaxBatch, Linger: audit.DefaultLinger}}
 	host, _ := os.Hostname()
 	own := f.Scope(auditorScope)
-	own.StringVar(&s.addr, "addr", "127.0.0.1:8082", "listen address of /healthz, /readyz and /metrics")
+	own.StringVar(&s.addr, "addr", "127.0.0.1:8082", "listen address of /healthz, /readyz, /metrics and /verification")
 	own.StringVar(&s.addrFile, "addr-file", "", "write the bound address to this file once listening")
 	own.IntVar(&s.cfg.MaxBatch, "max-batch", audit.DefaultMaxBatch, "records per ClickHouse insert at most")
 	own.DurationVar(&s.cfg.Linger, "linger", audit.DefaultLinger, "how long a batch gathers records once the first arrived")
@@ -106,5 +110,20 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
+	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: handler(a, reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
+}
+
+// handler serves /healthz, /readyz and /metrics (service.Handler) and
+// GET /verification: the last periodic verification as JSON
+// (audit.VerificationStatus), which the writers' console shows;
+// protected as /metrics is, by the metrics token when there is one.
+func handler(a *audit.Auditor, reg *prometheus.Registry, ready func(context.Context) error, token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", service.Handler(reg, ready, token))
+	mux.Handle("GET /verification", service.RequireMetricsToken(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(a.Verification())
+	}), token))
+	return mux
 }

@@ -19,6 +19,8 @@ func TestVariables(t *testing.T) {
 		"addr-file":                        "ESKV_ADDR_FILE",
 		"advertise-url":                    "ESKV_ADVERTISE_URL",
 		"auditor-group":                    "ESKV_AUDITOR_GROUP",
+		"auditor-token":                    "ESKV_AUDITOR_TOKEN",
+		"auditor-url":                      "ESKV_AUDITOR_URL",
 		"brokers":                          "ESKV_BROKERS",
 		"conflicts-topic":                  "ESKV_CONFLICTS_TOPIC",
 		"cors-allowed-origins":             "ESKV_CORS_ALLOWED_ORIGINS",

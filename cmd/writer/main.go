@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 
 	"context"
 	"crypto/tls"
@@ -83,6 +84,8 @@ type config struct {
 	uiKeyFile        string
 	uiSessionTTL     time.Duration
 	auditorGroup     string
+	auditorURL       string
+	auditorToken     string
 	peerSecret       string
 	peerSecretFile   string
 	requestTimeout   time.Duration
@@ -272,6 +275,8 @@ func (c *config) bindSecrets(f *service.Flags) {
 	f.StringVar(&c.uiKeyFile, "ui-key-file", "", "file of the status page's secret (at least 32 bytes, shared by the writers of a deployment): it signs /ui/ session cookies and keys value fingerprints; empty draws a random key per process (a session then works only on the writer that made it)")
 	f.DurationVar(&c.uiSessionTTL, "ui-session-ttl", api.DefaultUISessionTTL, "how long a status page (/ui/) login lasts (at most until its token expires)")
 	f.StringVar(&c.auditorGroup, "auditor-group", api.DefaultAuditorGroup, "the auditor's consumer group, whose committed offsets the console's health view (/ui/#/health) shows as the auditor's position")
+	f.StringVar(&c.auditorURL, "auditor-url", "", "base URL of the auditor's health server (its ESKV_AUDITOR_ADDR, e.g. http://auditor:8082), whose GET /verification (the last periodic verification) the console's health view shows and alerts on, asked within 1 s; empty: the view says the auditor is not configured")
+	f.StringVar(&c.auditorToken, "auditor-token", "", "bearer token the auditor's GET /verification requires (the auditor's ESKV_METRICS_TOKEN); empty: this writer's own -metrics-token")
 	f.StringVar(&c.peerSecret, "peer-secret", "", "secret shared by the writers of a deployment (at least 32 bytes; openssl rand -hex 32) with which they prove to each other the requests they forward; unset: a writer takes other writers' forwards for clients' requests (a single writer needs none)")
 	f.StringVar(&c.peerSecretFile, "peer-secret-file", "", "file holding the peer secret (instead of ESKV_PEER_SECRET)")
 }
@@ -493,6 +498,8 @@ func (c *config) apiConfig(tt *api.Tokens, reg *prometheus.Registry, ready func(
 		UIKey:                    uiKey,
 		UISessionTTL:             c.uiSessionTTL,
 		AuditorGroup:             c.auditorGroup,
+		AuditorURL:               c.auditorURL,
+		AuditorToken:             cmp.Or(c.auditorToken, c.metricsToken),
 		UILogouts:                logouts,
 		PeerSecret:               peerSecret,
 		CORSAllowedOrigins:       c.corsAllowedOrigins(),

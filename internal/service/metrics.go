@@ -35,7 +35,14 @@ func MetricsHandler(g prometheus.Gatherer, token string) http.Handler {
 	if reg, ok := g.(prometheus.Registerer); ok {
 		opts.Registry = reg // counts the handler's own errors there
 	}
-	h := promhttp.HandlerFor(g, opts)
+	return RequireMetricsToken(promhttp.HandlerFor(g, opts), token)
+}
+
+// RequireMetricsToken serves h only to requests bearing token
+// (Authorization: Bearer <token>), 401 unauthenticated to others, as
+// /metrics answers them; an empty token serves h to anyone. The auditor
+// protects GET /verification with it, as its /metrics.
+func RequireMetricsToken(h http.Handler, token string) http.Handler {
 	if token == "" {
 		return h
 	}
@@ -48,7 +55,7 @@ func MetricsHandler(g prometheus.Gatherer, token string) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_ = json.NewEncoder(w).Encode(contract.ErrorBody{Error: contract.ErrorDetail{Code: contract.EUnauthenticated, Field: "Authorization",
-				Message: "/metrics needs the metrics token (" + MetricsTokenEnv + ") as a bearer token"}})
+				Message: r.URL.Path + " needs the metrics token (" + MetricsTokenEnv + ") as a bearer token"}})
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -158,6 +158,30 @@ function fact(dl, name, value, attrs) {
 
 function lagText(v) { return v === undefined || v === null ? "unknown" : String(v); }
 
+// verificationFact says what the writer knows of the auditor's last
+// periodic verification: "last verification: <time> (<ago>), <outcome>,
+// <coverage>", or why it knows nothing.
+function verificationFact(a) {
+  const secs = (s) => s < 1 ? Math.round(s * 1000) + " ms" : duration(s);
+  const every = a.verifyIntervalSeconds ? " (every " + secs(a.verifyIntervalSeconds) + ")" : "";
+  switch (a.verification) {
+    case "not_configured": return { node: "auditor not configured (set ESKV_AUDITOR_URL on the writers)", cls: "" };
+    case "unreachable": return { node: "auditor unreachable: " + (a.verificationError || ""), cls: "bad" };
+    case "off": return { node: "the auditor runs no periodic verification (ESKV_VERIFY_INTERVAL is 0)", cls: "" };
+    case "not_run_yet": return { node: "none yet since the auditor started" + every, cls: "" };
+  }
+  const l = a.lastVerification;
+  const parts = (l.partitions || []).map((p) => "p" + p.partition + " " + (p.to > p.from ? p.from + "–" + p.to : "empty"));
+  const shown = parts.length > 8 ? parts.slice(0, 8).join(", ") + ", …" : parts.join(", ");
+  const coverage = l.outcome === "error" ? "" : ", " + l.rows + " rows of " + l.keys + " keys against " + l.events + " events, " + l.pending + " pending" +
+    (shown ? "; offsets " + shown : "");
+  return {
+    node: el("span", {}, "last verification: " + new Date(l.finishedAt).toISOString().replace(/\.\d+Z$/, "Z") + " (", ago(l.finishedAt), "), ",
+      el("strong", { class: "outcome" }, l.outcome), coverage + ", took " + secs(l.durationSeconds) + every + (l.reason ? " — " + l.reason : "")),
+    cls: l.outcome === "ok" ? "ok" : "bad",
+  };
+}
+
 async function loadHealth() {
   try {
     const h = await getJSON("/ui/api/health");
@@ -169,7 +193,8 @@ async function loadHealth() {
     fact(dl, "Database", h.database.reachable ? "reachable" : "unreachable: " + h.database.error, { id: "health-database", class: h.database.reachable ? "ok" : "bad" });
     fact(dl, "Projector lag (max)", lagText(h.maxProjectorLag) + " offsets", { id: "health-projector-lag" });
     fact(dl, "Auditor lag (max)", h.audit.positioned ? lagText(h.audit.maxLag) + " offsets" : "unknown: group " + h.audit.group + " has no committed offset", { id: "health-auditor-lag" });
-    fact(dl, "Audit verification", h.audit.verification, { id: "health-verification" });
+    const v = verificationFact(h.audit);
+    fact(dl, "Audit verification", v.node, { id: "health-verification", class: v.cls, "data-state": h.audit.verification });
     fact(dl, "This writer", h.self || "(no advertise URL)");
     const answered = new Map(h.peers.map((p) => [p.addr, p]));
     $("writers-table").tBodies[0].replaceChildren(...h.writers.map((w) => {
@@ -187,6 +212,7 @@ async function loadHealth() {
       el("td", { class: "num" }, lagText(p.end)),
       el("td", { class: "num projector-lag" }, lagText(p.projectorLag)),
       el("td", { class: "num auditor-lag" }, lagText(p.auditorLag)))));
+    tick();
   } catch (err) { showError(err); }
 }
 
@@ -229,11 +255,11 @@ async function refreshProject() {
   } catch (err) { showError(err); }
 }
 
+// holderText says a lock or leader pool is held, by which principal,
+// with its fencing token; never the holder's label (a user's string).
 function holderText(k) {
-  if (!k.holder) return k.purpose === "lock" || k.purpose === "leader" ? "—" : "";
-  let s = k.holder;
-  if (k.holderPrincipal) s += " (" + k.holderPrincipal + ")";
-  return s + " #" + k.token;
+  if (!k.held) return k.purpose === "lock" || k.purpose === "leader" ? "—" : "";
+  return "held by " + (k.holderPrincipal || "?") + " #" + k.token;
 }
 
 function sizeText(k) {
@@ -348,8 +374,8 @@ async function loadKeyRow() {
     fact(dl, "Version", k.version, { id: "key-version" });
     fact(dl, "Last writer", k.lastWriter);
     fact(dl, "Updated", ago(k.updatedAt));
-    if (k.expiresAt) fact(dl, "Expires", new Date(k.expiresAt).toISOString());
-    if (holderText(k)) fact(dl, "Holder", holderText(k));
+    if (k.expiresAt) fact(dl, k.held ? "Lease ends" : "Expires", new Date(k.expiresAt).toISOString(), { id: "key-expires" });
+    if (holderText(k)) fact(dl, k.purpose === "leader" ? "Leader" : "Holder", holderText(k), { id: "key-holder" });
     if (sizeText(k)) fact(dl, "Size", sizeText(k));
     if (k.fingerprint) fact(dl, "Fingerprint", k.fingerprint, { id: "key-fingerprint", class: "fingerprint" });
     tick();

@@ -1860,9 +1860,10 @@ export interface paths {
          * A page of a project's keys, without their values
          * @description A page of the live keys under `prefix` from the projection (as
          *     of the projector's last commit; no forwarding), each with its
-         *     purpose, version, last writer, update and expiry times; a lock's
-         *     holder and fencing token, a leader pool's leader (to a principal
-         *     with the read right on the key, as `GET :lock` answers them); a
+         *     purpose, version, last writer, update and expiry times; whether a
+         *     lock or a leader pool is held, by which principal, with which
+         *     fencing token (to a principal with the read right on the key;
+         *     never the holder's label, which users write); a
          *     collection's size (and a queue's items in flight); a plain
          *     value's fingerprint (HMAC-SHA256 keyed per deployment, 16 hex
          *     digits). Never a value. Pages follow `nextCursor`; unlike the
@@ -2019,9 +2020,11 @@ export interface paths {
          *     the projector's stored offset (`projector_offsets`) and lag, the
          *     auditor's committed offset (its consumer group, `kv-auditor` by
          *     default) and lag, whether the brokers and the database answered,
-         *     which peers answered the conflict fan-out, and the alerts. Of the
-         *     audit verification the writer knows nothing: `audit.verification`
-         *     says where the auditor records it.
+         *     which peers answered the conflict fan-out, the auditor's last
+         *     periodic verification (its `GET /verification` at
+         *     `ESKV_AUDITOR_URL`, asked within 1 s: `audit.verification` says
+         *     whether it is recorded, or the auditor not configured or
+         *     unreachable) and the alerts.
          */
         get: operations["uiHealth"];
         put?: never;
@@ -3040,8 +3043,9 @@ export interface components {
             updatedAt: string;
             /** Format: date-time */
             expiresAt?: string;
-            /** @description A lock's holder or a leader pool's leader. */
-            holder?: string;
+            /** @description A lock is held, or a leader pool has a leader (its lease ends at `expiresAt`). The holder's label is never answered (users write it, as values). */
+            held?: boolean;
+            /** @description The principal (token) of the tenure. */
             holderPrincipal?: string;
             /**
              * Format: int64
@@ -3146,7 +3150,7 @@ export interface components {
         };
         UIAlert: {
             /** @enum {string} */
-            name: "projector_lag" | "auditor_lag" | "partition_without_owner" | "broker_unreachable" | "database_unreachable" | "writer_not_answering";
+            name: "projector_lag" | "auditor_lag" | "partition_without_owner" | "broker_unreachable" | "database_unreachable" | "writer_not_answering" | "audit_verification_failed" | "audit_verification_stale";
             message: string;
             /** Format: int32 */
             partition?: number;
@@ -3236,7 +3240,50 @@ export interface components {
             positioned: boolean;
             /** Format: int64 */
             maxLag?: number;
-            verification: string;
+            /**
+             * @description `recorded`: `lastVerification` is the auditor's last periodic verification; `not_run_yet`: none completed since the auditor started; `off`: the auditor verifies nothing periodically (`ESKV_VERIFY_INTERVAL` 0); `not_configured`: no `ESKV_AUDITOR_URL`; `unreachable`: the auditor did not answer within 1 s, or answered an error (`verificationError`).
+             * @enum {string}
+             */
+            verification: "recorded" | "not_run_yet" | "off" | "not_configured" | "unreachable";
+            verificationError?: string;
+            /** @description The auditor's `ESKV_VERIFY_INTERVAL`. */
+            verifyIntervalSeconds?: number;
+            lastVerification?: components["schemas"]["UIVerification"];
+        };
+        /** @description The auditor's last periodic verification, as its `GET /verification` answers it; never a value. */
+        UIVerification: {
+            /** @enum {string} */
+            outcome: "ok" | "discrepancy" | "error";
+            /** Format: date-time */
+            startedAt: string;
+            /** Format: date-time */
+            finishedAt: string;
+            durationSeconds: number;
+            /** @description For a discrepancy, how many and the first's problem, version and key; for an error, the step that failed. */
+            reason?: string;
+            /** Format: int64 */
+            rows: number;
+            /** Format: int64 */
+            events: number;
+            /** Format: int64 */
+            keys: number;
+            /** Format: int64 */
+            pending: number;
+            /** Format: int64 */
+            conflicts: number;
+            /** Format: int64 */
+            discrepancies: number;
+            /** @description The offsets of each partition of the changes topic read, from its start to its last stable offset; `committed` is the auditor group's (-1 none). */
+            partitions?: {
+                /** Format: int32 */
+                partition: number;
+                /** Format: int64 */
+                from: number;
+                /** Format: int64 */
+                to: number;
+                /** Format: int64 */
+                committed: number;
+            }[];
         };
         /** @description `GET /ui/api/health`. */
         UIHealth: {
