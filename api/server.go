@@ -261,28 +261,7 @@ type Server struct {
 
 // New returns the API server around w and list.
 func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
-	if cfg.MaxValueBytes == 0 {
-		cfg.MaxValueBytes = contract.DefaultMaxValueBytes
-	}
-	if cfg.MaxListBytes == 0 {
-		cfg.MaxListBytes = DefaultMaxListBytes
-	}
-	if cfg.WatchHeartbeat == 0 {
-		cfg.WatchHeartbeat = DefaultWatchHeartbeat
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.Tokens == nil {
-		return nil, errors.New("api: a token table is required")
-	}
-	if err := cfg.limitDefaults(); err != nil {
-		return nil, err
-	}
-	if err := CheckCORSOrigins(cfg.CORSAllowedOrigins); err != nil {
-		return nil, fmt.Errorf("api: CORSAllowedOrigins: %w", err)
-	}
-	if err := checkAuditorURL(cfg.AuditorURL); err != nil {
+	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, w: w, list: list, log: log, now: time.Now, auditor: &http.Client{Timeout: uiAuditorTimeout}}
@@ -340,6 +319,32 @@ func New(cfg Config, w Writer, list Lister, log *slog.Logger) (*Server, error) {
 	}
 	s.echo = e
 	return s, nil
+}
+
+// defaults fills cfg's unset sizes and durations and checks the rest.
+func (cfg *Config) defaults() error {
+	if cfg.MaxValueBytes == 0 {
+		cfg.MaxValueBytes = contract.DefaultMaxValueBytes
+	}
+	if cfg.MaxListBytes == 0 {
+		cfg.MaxListBytes = DefaultMaxListBytes
+	}
+	if cfg.WatchHeartbeat == 0 {
+		cfg.WatchHeartbeat = DefaultWatchHeartbeat
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Tokens == nil {
+		return errors.New("api: a token table is required")
+	}
+	if err := cfg.limitDefaults(); err != nil {
+		return err
+	}
+	if err := CheckCORSOrigins(cfg.CORSAllowedOrigins); err != nil {
+		return fmt.Errorf("api: CORSAllowedOrigins: %w", err)
+	}
+	return checkAuditorURL(cfg.AuditorURL)
 }
 
 // routeV1 registers the /v1 routes.
