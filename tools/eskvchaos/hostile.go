@@ -102,6 +102,9 @@ type hostile struct {
 	slow     []string // the good tenant's operations over hostileP99: which, when, how long
 	goodErrs []string
 	evilCode map[string]int // evil's write answers by status (and code)
+	// evilErr is, per "no answer" kind of evilCode, the first such
+	// failure: the attack and the client's error, for the report.
+	evilErr  map[string]string
 	counts   map[string]int // attacks sent, by kind
 	notReady []string
 	rss      map[string]int64 // peak resident bytes per writer
@@ -110,7 +113,7 @@ type hostile struct {
 // runHostile runs the hostile phase on s and checks its figures.
 func runHostile(ctx context.Context, c config, s *stack, stdout io.Writer) error {
 	h := &hostile{c: c, s: s, target: s.writers[0].URL, good: s.goodToken, evil: s.evilToken, stop: make(chan struct{}),
-		evilCode: map[string]int{}, counts: map[string]int{}, rss: map[string]int64{}}
+		evilCode: map[string]int{}, evilErr: map[string]string{}, counts: map[string]int{}, rss: map[string]int64{}}
 	h.goodScope = "tenant/good/project/g"
 	h.partition = changelog.Partition(h.goodScope, int32(c.partitions))
 	for i := 0; ; i++ {
@@ -168,8 +171,9 @@ type attackerSpec struct {
 // attackerResult is what the attacking process sent, and how evil's
 // writes were answered.
 type attackerResult struct {
-	Counts   map[string]int `json:"counts"`
-	EvilCode map[string]int `json:"evilCode"`
+	Counts   map[string]int    `json:"counts"`
+	EvilCode map[string]int    `json:"evilCode"`
+	EvilErr  map[string]string `json:"evilErr,omitempty"`
 }
 
 // startAttacker starts this program again as the attacking process, at
@@ -206,6 +210,7 @@ func (h *hostile) startAttacker(ctx context.Context) (func() error, error) {
 		defer h.mu.Unlock()
 		maps.Copy(h.counts, r.Counts)
 		maps.Copy(h.evilCode, r.EvilCode)
+		maps.Copy(h.evilErr, r.EvilErr)
 		return nil
 	}, nil
 }
@@ -218,14 +223,14 @@ func runAttacker(specJSON string, stdout io.Writer) error {
 		return fmt.Errorf("%s: %w", attackerEnv, err)
 	}
 	h := &hostile{c: config{hostileAttacks: spec.Attacks}, target: spec.Target, writerURLs: spec.Writers, evil: spec.Evil,
-		evilScope: spec.EvilScope, partition: spec.Partition, stop: make(chan struct{}), evilCode: map[string]int{}, counts: map[string]int{}}
+		evilScope: spec.EvilScope, partition: spec.Partition, stop: make(chan struct{}), evilCode: map[string]int{}, evilErr: map[string]string{}, counts: map[string]int{}}
 	h.attack()
 	time.Sleep(spec.Duration)
 	close(h.stop)
 	h.wg.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return json.NewEncoder(stdout).Encode(attackerResult{Counts: h.counts, EvilCode: h.evilCode})
+	return json.NewEncoder(stdout).Encode(attackerResult{Counts: h.counts, EvilCode: h.evilCode, EvilErr: h.evilErr})
 }
 
 // run runs f until the phase stops.
@@ -428,10 +433,22 @@ func (h *hostile) evilWrite(kind string, st int, code string, err error) {
 	h.counts[kind]++
 	switch {
 	case err != nil:
-		h.evilCode[noAnswer(err)]++
+		k := noAnswer(err)
+		h.evilCode[k]++
+		if _, seen := h.evilErr[k]; !seen {
+			h.evilErr[k] = fmt.Sprintf("%s at %s: %v", kind, time.Now().UTC().Format("15:04:05.000"), err)
+		}
 	default:
 		h.evilCode[strings.TrimSpace(fmt.Sprintf("%d %s", st, code))]++
 	}
+}
+
+// firstOf is ", the first: <failure>" for a recorded failure, "" for none.
+func firstOf(failure string) string {
+	if failure == "" {
+		return ""
+	}
+	return ", the first: " + failure
 }
 
 // noAnswer names a request's failure without its URL, so that failures
@@ -646,7 +663,7 @@ func (h *hostile) report(w io.Writer) error {
 	}
 	for k, n := range h.evilCode {
 		if !strings.HasPrefix(k, "200") && !strings.HasPrefix(k, "413") && !strings.HasPrefix(k, "429") {
-			failures = append(failures, fmt.Sprintf("evil's writes answered %q %d times (want only 200, 413 or 429)", k, n))
+			failures = append(failures, fmt.Sprintf("evil's writes answered %q %d times (want only 200, 413 or 429)%s", k, n, firstOf(h.evilErr[k])))
 		}
 	}
 	for _, f := range failures {
