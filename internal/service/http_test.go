@@ -2,8 +2,10 @@ package service
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -240,5 +242,67 @@ func TestServeConnectionLimits(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("connection after one closed: %q, want 200", got)
 		}
+	}
+}
+
+// slowBodyAnswer sends, on a new connection from local, a PUT declaring a
+// body of 60 KiB: 1 KiB of it, then after a pause longer than net/http's
+// wait before a close, the rest (as a client does that reads the answer
+// only once it has sent the request); then it reads the answer. It returns the
+// answer's status line, or the error that stood in its place.
+func slowBodyAnswer(t *testing.T, local, addr string) string {
+	t.Helper()
+	conn := dialFrom(t, local, addr)
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	body := bytes.Repeat([]byte("x"), 60<<10)
+	if _, err := fmt.Fprintf(conn, "PUT /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body)); err != nil {
+		return "request: " + err.Error()
+	}
+	if _, err := conn.Write(body[:1024]); err != nil {
+		return "body: " + err.Error()
+	}
+	// The rest in two parts: a reset that answers the first fails the
+	// second, as it fails an HTTP client's write of the body.
+	time.Sleep(800 * time.Millisecond)
+	for _, part := range [][]byte{body[1024:2048], body[2048:]} {
+		if _, err := conn.Write(part); err != nil {
+			return "body: " + err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return "answer: " + err.Error()
+	}
+	resp.Body.Close()
+	return resp.Status
+}
+
+// TestServeLingersOverUnreadBody: a connection closed after an answer
+// given before its request's body was read (what the API does when it
+// refuses a request: Connection: close, no more reading) keeps reading
+// and discarding that body for a while before it closes, as does a
+// connection refused over the connection limits; a client still sending
+// its body then reads its answer instead of a reset (RFC 9112 9.6). Each
+// used to be closed with the body unread: the rest of the body met a
+// closed socket, and the client got "broken pipe" in place of its 429.
+func TestServeLingersOverUnreadBody(t *testing.T) {
+	h := http.NewServeMux()
+	h.HandleFunc("GET /ok", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	h.HandleFunc("PUT /refuse", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		http.Error(w, "refused", http.StatusTooManyRequests)
+	})
+	addr := serveLimited(t, HTTPLimits{MaxConnections: 10, MaxConnectionsPerAddress: 1}, h)
+	if got := slowBodyAnswer(t, "127.0.0.1", addr); got != "429 Too Many Requests" {
+		t.Fatalf("a request refused before its body was read: %q, want its 429", got)
+	}
+	held := dialFrom(t, "127.0.0.2", addr)
+	if got := answerOf(held); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("first connection of 127.0.0.2: %q, want 200", got)
+	}
+	if got := slowBodyAnswer(t, "127.0.0.2", addr); got != "429 Too Many Requests" {
+		t.Fatalf("a connection beyond the address's limit: %q, want its 429", got)
 	}
 }
