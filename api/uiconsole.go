@@ -61,10 +61,11 @@ const (
 )
 
 // uiStore is what the console reads of the projection beyond a Lister:
-// the owners table and a project's activity (projection.Store).
+// the owners table and the activity of a page's projects
+// (projection.Store).
 type uiStore interface {
 	Owners(ctx context.Context) (map[int32]projection.Owner, error)
-	Activity(ctx context.Context, r projection.KeyRange, partition int32, since time.Time) (projection.Activity, error)
+	Activities(ctx context.Context, rs []projection.ActivityRange, since time.Time) ([]projection.Activity, error)
 }
 
 // uiCluster is what the console reads of the writer: the log's positions
@@ -139,11 +140,12 @@ func (s *Server) uiOverview(c echo.Context) error {
 	conflicts, peers := s.clusterConflicts(c, "", func(scope string) bool { return p.AllowsPrefix(Read, scope+"/") })
 	o := UIOverview{Principal: p.Name, ServerTime: now.UTC(), WindowSeconds: int(uiActivityWindow / time.Second),
 		Projects: make([]UIOverviewProject, 0, len(page.Items)), Truncated: page.Truncated, NextCursor: page.NextCursor, Writers: redactPeers(p, peers)}
-	for _, it := range page.Items {
-		op, err := s.projectActivity(c.Request().Context(), p, it, now)
-		if err != nil {
-			return err
-		}
+	acts, err := s.pageActivity(c.Request().Context(), p, page.Items, now)
+	if err != nil {
+		return err
+	}
+	for i, it := range page.Items {
+		op := acts[i]
 		if p.AllowsPrefix(Read, it.Scope()+"/") {
 			n := windowConflicts(conflicts[it.Scope()], now)
 			rate := float64(n) / uiActivityWindow.Minutes()
@@ -155,34 +157,50 @@ func (s *Server) uiOverview(c echo.Context) error {
 	return c.JSON(http.StatusOK, o)
 }
 
-// projectActivity is a project's row of the overview: its writes over
-// the window and its last change in the key ranges p may read of it.
-func (s *Server) projectActivity(ctx context.Context, p *Principal, it contract.ProjectInfo, now time.Time) (UIOverviewProject, error) {
-	op := UIOverviewProject{Tenant: it.Tenant, Project: it.Project, Keys: it.Keys}
+// pageActivity is the rows of the overview of items, a page of
+// projects: each one's writes over the window and its last change in the
+// key ranges p may read of it. The ranges of the whole page are read in
+// one statement (projection.Store.Activities), bounded by the page's
+// size and the request's deadline.
+func (s *Server) pageActivity(ctx context.Context, p *Principal, items []contract.ProjectInfo, now time.Time) ([]UIOverviewProject, error) {
+	ops := make([]UIOverviewProject, len(items))
+	for i, it := range items {
+		ops[i] = UIOverviewProject{Tenant: it.Tenant, Project: it.Project, Keys: it.Keys}
+	}
 	st, ok := s.list.(uiStore)
 	if !ok {
-		return op, nil
+		return ops, nil
 	}
-	scope := it.Scope()
-	k, err := contract.ParseKey(scope + "/k")
-	if err != nil {
-		return op, fmt.Errorf("api: overview: project %s: %w", scope, err)
-	}
-	part := s.w.Partition(k)
-	for _, r := range readRanges(p, scope+"/") {
-		r.Hi = min(r.Hi, scope+"0")
-		a, err := st.Activity(ctx, r, part, now.Add(-uiActivityWindow))
+	var rs []projection.ActivityRange
+	var of []int // the project (ops' index) of each range of rs
+	for i, it := range items {
+		scope := it.Scope()
+		k, err := contract.ParseKey(scope + "/k")
 		if err != nil {
-			return op, err
+			return nil, fmt.Errorf("api: overview: project %s: %w", scope, err)
 		}
+		part := s.w.Partition(k)
+		for _, r := range readRanges(p, scope+"/") {
+			r.Hi = min(r.Hi, scope+"0")
+			rs, of = append(rs, projection.ActivityRange{Range: r, Partition: part}), append(of, i)
+		}
+	}
+	acts, err := st.Activities(ctx, rs, now.Add(-uiActivityWindow))
+	if err != nil {
+		return nil, err
+	}
+	for j, a := range acts {
+		op := &ops[of[j]]
 		op.Writes += a.Writes
 		if !a.LastChange.IsZero() && (op.LastChange == nil || a.LastChange.After(*op.LastChange)) {
 			last := a.LastChange
 			op.LastChange = &last
 		}
 	}
-	op.WritesPerMinute = float64(op.Writes) / uiActivityWindow.Minutes()
-	return op, nil
+	for i := range ops {
+		ops[i].WritesPerMinute = float64(ops[i].Writes) / uiActivityWindow.Minutes()
+	}
+	return ops, nil
 }
 
 // windowConflicts sums counts (by minute) over the minutes of the

@@ -3,15 +3,21 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/eskv/eskv/api"
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/projection"
@@ -191,5 +197,103 @@ func (u httptestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// statementTracer records the SQL of every statement a pool sends.
+type statementTracer struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (st *statementTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.sql = append(st.sql, d.SQL)
+	return ctx
+}
+
+func (*statementTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// during is the statements sent while f ran: all of them, and those
+// that read kv_history (the overview's activity).
+func (st *statementTracer) during(f func()) (all, history int) {
+	st.mu.Lock()
+	from := len(st.sql)
+	st.mu.Unlock()
+	f()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, sql := range st.sql[from:] {
+		if strings.Contains(sql, "kv_history") {
+			history++
+		}
+	}
+	return len(st.sql) - from, history
+}
+
+// TestUIOverviewActivityOneStatement: the overview reads the activity of
+// its page's projects in one statement, however many it lists (it sent
+// one per project, two statements each): a page of 1 and a page of 7
+// cost Postgres as many statements, and each project still has its own
+// writes over the window and last change (an empty project none).
+func TestUIOverviewActivityOneStatement(t *testing.T) {
+	t.Parallel()
+	db := testenv.MustPostgresDB(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &statementTracer{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := projection.New(pool)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	var batch []projection.Applied
+	offsets := map[int32]int64{}
+	for i := range 7 {
+		scope := fmt.Sprintf("tenant/acme/project/p%d", i)
+		part := changelog.Partition(scope, 4) // the test writers' partition of the scope
+		for v := range int64(i + 1) {
+			// p6's keys were written before the window: none counts.
+			ts := now.Add(-time.Duration(v) * time.Second)
+			if i == 6 {
+				ts = now.Add(-time.Hour - time.Duration(v)*time.Second)
+			}
+			key := fmt.Sprintf("%s/k%d", scope, v)
+			batch = append(batch, projection.Applied{Partition: part, Offset: offsets[part], Event: contract.Event{SchemaVersion: contract.SchemaVersion,
+				Key: key, Scope: scope, Version: 1, Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(`1`),
+				CreatedAt: ts, TS: ts, Principal: "dev", WriterEpoch: 1}})
+			offsets[part]++
+		}
+	}
+	if err := store.Apply(t.Context(), "kv.changes", batch); err != nil {
+		t.Fatal(err)
+	}
+	urls := consoleWriters(t, store, 1, nil)
+	ck := uiClient{t}.login(httptestHandler(urls[0]))
+	var one, seven api.UIOverview
+	all1, hist1 := tr.during(func() { consoleGet(t, urls[0]+"/ui/api/overview?limit=1", ck, &one) })
+	all7, hist7 := tr.during(func() { consoleGet(t, urls[0]+"/ui/api/overview", ck, &seven) })
+	if len(one.Projects) != 1 || len(seven.Projects) != 7 {
+		t.Fatalf("overviews of %d and %d projects, want 1 and 7", len(one.Projects), len(seven.Projects))
+	}
+	for i, op := range seven.Projects {
+		want, last := int64(i+1), now
+		if i == 6 {
+			want, last = 0, now.Add(-time.Hour)
+		}
+		if op.Project != fmt.Sprintf("p%d", i) || op.Writes != want || op.WritesPerMinute != float64(want)/5 || op.LastChange == nil || !op.LastChange.Equal(last) {
+			t.Errorf("project %d: %+v, want %d writes over the window, last change at %v", i, op, want, last)
+		}
+	}
+	t.Logf("statements per overview: %d for 1 project (%d of kv_history), %d for 7 (%d of kv_history)", all1, hist1, all7, hist7)
+	if hist1 != 1 || hist7 != 1 || all7 != all1 {
+		t.Fatalf("statements per overview: %d for 1 project (%d of kv_history), %d for 7 (%d of kv_history); want the same, one of kv_history",
+			all1, hist1, all7, hist7)
 	}
 }

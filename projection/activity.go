@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -17,32 +18,77 @@ type Activity struct {
 	LastChange time.Time
 }
 
-// activityWritesSQL counts a partition's events since $2 in the key range
-// [$3, $4): a walk of kv_history_partition_ts over the last minutes of
-// the partition, whatever the size of the project. activityLastSQL reads
-// the range's newest change from kv_entries (one row per key ever written).
-const (
-	activityWritesSQL = `SELECT count(*) FROM kv_history
-    WHERE partition = $1 AND ts >= $2 AND key >= $3 AND key < $4`
-	activityLastSQL = `SELECT max(updated_at) FROM kv_entries WHERE key >= $1 AND key < $2`
-)
+// ActivityRange is a key range the overview asks the activity of: keys
+// that all live in Partition (a project's keys share one).
+type ActivityRange struct {
+	Range     KeyRange
+	Partition int32
+}
 
-// Activity reads the writes since since and the last change of the keys
-// in r, all of which live in partition (a project's keys share one).
-func (s *Store) Activity(ctx context.Context, r KeyRange, partition int32, since time.Time) (Activity, error) {
-	var a Activity
-	if !ascii(r.Lo) || !ascii(r.Hi) || r.Lo >= r.Hi {
-		return a, nil
+// activitiesSQL reads the activity of each range of a page at once, one
+// row per range in the order given: $1 since, $2 the partitions, $3 and
+// $4 the ranges' bounds [lo, hi). Each range's two subqueries are the
+// plans a range asked on its own has: a walk of kv_history_partition_ts
+// over the last minutes of its partition, whatever the size of the
+// project, and the newest change in a range scan of kv_entries' primary
+// key (one row per key ever written); EXPLAIN on 1,000,000 events of
+// 1,000 projects shows both for each of a page's 100 ranges, as for one
+// range asked alone. The bounds, of the default collation, compare under
+// the columns' "C", which the indexes are in.
+const activitiesSQL = `SELECT
+    (SELECT count(*) FROM kv_history h
+        WHERE h.partition = r.partition AND h.ts >= $1 AND h.key >= r.lo AND h.key < r.hi),
+    (SELECT max(e.updated_at) FROM kv_entries e WHERE e.key >= r.lo AND e.key < r.hi)
+FROM unnest($2::int[], $3::text[], $4::text[]) WITH ORDINALITY AS r(partition, lo, hi, n)
+ORDER BY r.n`
+
+// Activities reads the writes since since and the last change of each
+// range of rs, in one statement however many there are (the overview
+// asks a page's at once: one statement per project made a page load cost
+// up to a hundred round trips, every 10 s of every open console). The
+// answer has one Activity per range, in rs' order; a range that holds no
+// key (empty, or bounds Postgres could not compare as bytes) answers
+// zero without being asked. The caller bounds how many ranges rs holds
+// (a page of projects) and how long the statement may run (its context).
+func (s *Store) Activities(ctx context.Context, rs []ActivityRange, since time.Time) ([]Activity, error) {
+	out := make([]Activity, len(rs))
+	var at []int // out's index of each range asked
+	var parts []int32
+	var los, his []string
+	for i, r := range rs {
+		if !ascii(r.Range.Lo) || !ascii(r.Range.Hi) || r.Range.Lo >= r.Range.Hi {
+			continue
+		}
+		at, parts = append(at, i), append(parts, r.Partition)
+		los, his = append(los, r.Range.Lo), append(his, r.Range.Hi)
 	}
-	if err := s.pool.QueryRow(ctx, activityWritesSQL, partition, since, r.Lo, r.Hi).Scan(&a.Writes); err != nil {
-		return a, translate("activity", err)
+	if len(at) == 0 {
+		return out, nil
 	}
-	var last *time.Time
-	if err := s.pool.QueryRow(ctx, activityLastSQL, r.Lo, r.Hi).Scan(&last); err != nil {
-		return a, translate("activity", err)
+	rows, err := s.pool.Query(ctx, activitiesSQL, since, parts, los, his)
+	if err != nil {
+		return nil, translate("activity", err)
 	}
-	if last != nil {
-		a.LastChange = last.UTC()
+	defer rows.Close()
+	n := 0
+	for ; rows.Next(); n++ {
+		var a Activity
+		var last *time.Time
+		if err := rows.Scan(&a.Writes, &last); err != nil {
+			return nil, translate("activity", err)
+		}
+		if last != nil {
+			a.LastChange = last.UTC()
+		}
+		if n < len(at) {
+			out[at[n]] = a
+		}
 	}
-	return a, nil
+	if err := rows.Err(); err != nil {
+		return nil, translate("activity", err)
+	}
+	if n != len(at) {
+		return nil, translate("activity", fmt.Errorf("%d rows for %d ranges", n, len(at)))
+	}
+	return out, nil
 }
