@@ -28,8 +28,8 @@ func (l failingLister) Projects(context.Context, projection.KeyRange, int, time.
 	return nil, l.err
 }
 
-func (l failingLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, bool, error) {
-	return nil, false, l.err
+func (l failingLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, string, error) {
+	return nil, "", l.err
 }
 
 // TestInternalErrorsAnswerNoDetail: an internal error is answered as a

@@ -233,12 +233,17 @@ func jsonValueKind(v string) string {
 // (setDirective); a replayed answer says so in the
 // Eskv-Replayed header. A request (or a transaction's step) on a key the
 // caller may not read is marked blind first, and refused what a blind
-// request may not ask (decide.CheckBlind: 403 naming the parameter).
+// request may not ask (decide.CheckBlind: 403 naming the parameter). A
+// write under a project's reserved path (.eskv/) is refused unless it is
+// a put or a delete of the field-index declaration (decide.CheckReserved).
 func (s *Server) write(c echo.Context, req decide.Command) (writer.Result, error) {
 	if err := setDirective(c, req); err != nil {
 		return writer.Result{}, err
 	}
 	if err := blind(c, req); err != nil {
+		return writer.Result{}, err
+	}
+	if err := decide.CheckReserved(req); err != nil {
 		return writer.Result{}, err
 	}
 	res, err := s.w.Do(c.Request().Context(), req)

@@ -180,8 +180,8 @@ func (fakeLister) Projects(context.Context, projection.KeyRange, int, time.Time)
 	return nil, nil
 }
 
-func (fakeLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, bool, error) {
-	return nil, false, nil
+func (fakeLister) Scan(context.Context, string, projection.Filter, projection.Page) ([]contract.Entry, string, error) {
+	return nil, "", nil
 }
 
 const (

@@ -89,9 +89,9 @@ func (s *Server) listPage(ctx context.Context, where writer.Projected, r listRea
 		return contract.ListAnswer{}, contract.FieldErrorf(contract.EInvalid, "cursor", "cursor is not one this listing returned")
 	}
 	var items []contract.Entry
-	var truncated bool
+	var next string
 	now, err := s.readProjected(ctx, where, func(l Lister) (err error) {
-		items, truncated, err = readListPage(ctx, l, r, where)
+		items, next, err = readListPage(ctx, l, r, where)
 		return err
 	})
 	if err != nil {
@@ -101,23 +101,35 @@ func (s *Server) listPage(ctx context.Context, where writer.Projected, r listRea
 	if r.at != nil && now != nil {
 		at = r.at
 	}
-	a := contract.ListAnswer{Items: items, Count: len(items), Truncated: truncated, Position: positionText(at)}
-	if truncated && len(items) > 0 {
-		a.NextCursor = nextListCursor(items[len(items)-1].Key, at)
+	a := contract.ListAnswer{Items: items, Count: len(items), Truncated: next != "", Position: positionText(at)}
+	if next != "" {
+		a.NextCursor = nextListCursor(next, at)
 	}
 	return a, nil
 }
 
 // readListPage reads r's page with l, a view of one snapshot (or a
-// Lister without snapshots, which reads the latest state).
-func readListPage(ctx context.Context, l Lister, r listRead, where writer.Projected) ([]contract.Entry, bool, error) {
+// Lister without snapshots, which reads the latest state), and the key
+// the next page starts after ("" when there is none): the page's last
+// key, or, for a scan without an index whose budget ran out, the last
+// key it read (projection.Store.Scan).
+func readListPage(ctx context.Context, l Lister, r listRead, where writer.Projected) ([]contract.Entry, string, error) {
 	if items, truncated, past, err := readPastPage(ctx, l, r, where); past || err != nil {
-		return items, truncated, err
+		return items, lastKeyIf(items, truncated), err
 	}
 	if r.filter != nil {
 		return l.Scan(ctx, r.prefix, *r.filter, r.page)
 	}
-	return l.List(ctx, r.prefix, r.page)
+	items, truncated, err := l.List(ctx, r.prefix, r.page)
+	return items, lastKeyIf(items, truncated), err
+}
+
+// lastKeyIf is the key of the last of items when truncated, else "".
+func lastKeyIf(items []contract.Entry, truncated bool) string {
+	if !truncated || len(items) == 0 {
+		return ""
+	}
+	return items[len(items)-1].Key
 }
 
 // readKeysPage is readListPage of a keys-only listing: Lister.Keys, or,

@@ -90,7 +90,7 @@ type Lister interface {
 	Projects(ctx context.Context, r projection.KeyRange, limit int, now time.Time) ([]contract.ProjectInfo, error)
 	// Scan lists like List, keeping only the entries whose value matches
 	// a filter on one top-level field.
-	Scan(ctx context.Context, prefix string, f projection.Filter, pg projection.Page) ([]contract.Entry, bool, error)
+	Scan(ctx context.Context, prefix string, f projection.Filter, pg projection.Page) (items []contract.Entry, next string, err error)
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
 	Members(ctx context.Context, key, cursor string, limit int, now time.Time) ([]string, string, error)

@@ -57,8 +57,12 @@ func (l stubLister) Projects(context.Context, projection.KeyRange, int, time.Tim
 	return nil, l.err
 }
 
-func (l stubLister) Scan(ctx context.Context, prefix string, _ projection.Filter, pg projection.Page) ([]contract.Entry, bool, error) {
-	return l.List(ctx, prefix, pg)
+func (l stubLister) Scan(ctx context.Context, prefix string, _ projection.Filter, pg projection.Page) ([]contract.Entry, string, error) {
+	items, truncated, err := l.List(ctx, prefix, pg)
+	if !truncated || len(items) == 0 {
+		return items, "", err
+	}
+	return items, items[len(items)-1].Key, err
 }
 
 // mustServerWith returns the API around a fake writer and list, and

@@ -98,6 +98,9 @@ func (s *Server) writeWait(c echo.Context, req decide.Command) (writer.Result, e
 	if err := blind(c, req); err != nil {
 		return writer.Result{}, err
 	}
+	if err := decide.CheckReserved(req); err != nil {
+		return writer.Result{}, err
+	}
 	h := holderOf(c)
 	if err := s.limits.waiters.Take(h, 1); err != nil {
 		return writer.Result{}, refusal(err, "requests waiting (wait=)")

@@ -104,7 +104,7 @@ func benchApplyBatchBuild(b *testing.B, arrays bool) {
 	runtime.ReadMemStats(&before)
 	for b.Loop() {
 		sc.arrays = arrays
-		pb, err := sc.build("kv.changes", batch, HistoryJSONB)
+		pb, err := sc.build("kv.changes", batch, HistoryJSONB, &declarations{absent: true})
 		if err != nil {
 			b.Fatal(err)
 		}

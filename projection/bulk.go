@@ -19,7 +19,8 @@ import (
 // migrated one, and the same rows as an Apply of every event.
 //
 // kv_fields is deferred too: it is derived from kv_entries alone (each
-// live entry's kv_value_fields, migration 00004), so Apply leaves it alone
+// live entry's kv_value_fields of the fields its scope declares,
+// migrations 00004 and 00017), so Apply leaves it alone
 // during the rebuild and Restore derives it once from the rebuilt
 // entries, as migration 00004 did, instead of bringing a key's rows up to
 // date at each of its batches. valueFields, which Apply derives them
@@ -85,12 +86,15 @@ ORDER BY i.relname`, deferredTables)
 	}
 	if d != nil {
 		s.deferFields = true
+		s.forget(nil)
 	}
 	return d, nil
 }
 
 // deriveFields fills kv_fields from the live entries of kv_entries of
-// the partitions p with p % n = slice, as migration 00004 did.
+// the partitions p with p % n = slice, as migration 00004 did, for the
+// fields their scopes declare (kv_field_indexes, which the rebuild's
+// Apply kept: fieldindexes.go) only.
 func (d *DeferredIndexes) deriveFields(ctx context.Context, slice, n int) error {
 	_, err := d.s.pool.Exec(ctx, `
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
@@ -98,6 +102,8 @@ SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
 FROM kv_entries e
 CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f
 WHERE e.live AND e.partition % $2 = $1
+    AND e.scope IN (SELECT scope FROM kv_field_indexes)
+    AND EXISTS (SELECT FROM kv_field_indexes i WHERE i.scope = e.scope AND i.field = f.field)
 ORDER BY e.key, f.field`, slice, n)
 	return translate("restore: derive kv_fields", err)
 }
@@ -137,7 +143,11 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if err := runJobs(ctx, then); err != nil {
 		return err
 	}
-	if _, err := d.s.pool.Exec(ctx, `ANALYZE kv_entries, kv_history, kv_fields`); err != nil {
+	// Every declared field's rows are now derived: all are ready.
+	if _, err := d.s.pool.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = NULL WHERE backfill_after IS NOT NULL`); err != nil {
+		return translate("restore: field indexes ready", err)
+	}
+	if _, err := d.s.pool.Exec(ctx, `ANALYZE kv_entries, kv_history, kv_fields, kv_field_indexes`); err != nil {
 		return translate("restore indexes: analyze", err)
 	}
 	d.s.deferFields = false

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/testenv"
 )
@@ -38,7 +39,8 @@ func TestDeferIndexes(t *testing.T) {
 		}
 		return n
 	}
-	batch := batchOf(0, put(t, "tenant/t/project/p/a", 1, `{"state":"done","n":1}`), put(t, "tenant/t/project/p/b", 1, `{"state":"failed"}`),
+	batch := batchOf(0, put(t, contract.FieldIndexesKey("tenant/t/project/p"), 1, `{"fields":["state","n","ok","x"]}`),
+		put(t, "tenant/t/project/p/a", 1, `{"state":"done","n":1}`), put(t, "tenant/t/project/p/b", 1, `{"state":"failed"}`),
 		put(t, "tenant/t/project/p/a", 2, `{"state":"running","n":2.50,"ok":true}`))
 	migrated := indexes("public")
 	mustApply(t, projection.New(pg.Pool), "kv.changes", batch)
@@ -67,7 +69,10 @@ func TestDeferIndexes(t *testing.T) {
 	if n := fields("public"); n != 4 || differing != 0 {
 		t.Errorf("kv_fields: %d rows applied, %d differing from the restored ones; want 4 and 0", n, differing)
 	}
-	mustApply(t, s, "kv.changes", batchOf(3, put(t, "tenant/t/project/p/c", 1, `{"x":1}`)))
+	mustApply(t, s, "kv.changes", batchOf(4, put(t, "tenant/t/project/p/c", 1, `{"x":1}`)))
+	if fi, err := s.FieldIndexes(ctx, "tenant/t/project/p"); err != nil || len(fi) != 4 || !fi[0].Ready || !fi[3].Ready {
+		t.Errorf("declarations after Restore: %+v, %v; want 4, ready", fi, err)
+	}
 	if n := fields("bulk"); n != 5 {
 		t.Errorf("kv_fields after Restore and one more put: %d rows, want 5 (Apply writes it again)", n)
 	}

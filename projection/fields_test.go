@@ -125,6 +125,11 @@ func TestValueFieldsMatchPostgres(t *testing.T) {
 		// next key's value: creations and every kind of change.
 		s := projection.New(pool)
 		key := func(i int) string { return fmt.Sprintf("tenant/t/project/tricky/k%02d", i) }
+		var all []string
+		for _, v := range values {
+			all = append(all, v.value)
+		}
+		declareFieldsOf(t, pool, "tenant/t/project/tricky", all...)
 		var first, second []contract.Event
 		for i := range values {
 			first = append(first, put(t, key(i), 1, values[i].value))
@@ -264,6 +269,7 @@ func TestValueFieldsRefused(t *testing.T) {
 		{"NestedHugeExponent", `{"a":[1e1000000]}`, true},
 		{"Empty", ``, true},
 	}
+	declareReady(t, pool, "tenant/t/project/refused", "a")
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, ok := projection.ValueFields([]byte(tt.value)); ok {
@@ -444,6 +450,11 @@ func TestApplyFieldsOverlappingProjectors(t *testing.T) {
 	pool := testenv.MustPostgres(t)
 	s := projection.New(pool)
 	keys := []string{"tenant/t/project/p/ov-a", "tenant/t/project/p/ov-b", "tenant/t/project/p/ov-c"}
+	declared := []string{"shared", "k0", "k1", "k2"}
+	for v := range 62 {
+		declared = append(declared, fmt.Sprintf("v%d", v))
+	}
+	declareReady(t, pool, "tenant/t/project/p", declared...)
 	value := func(v int64) string {
 		// Each version drops the previous version's own field and
 		// changes a shared one, so the kv_fields rows of the older one

@@ -34,7 +34,8 @@ func TestPageByteBudget(t *testing.T) {
 		return s.List(context.Background(), p, projection.Page{After: after, Limit: limit, MaxBytes: maxBytes, Now: now})
 	}
 	scan := func(after string, limit, maxBytes int) ([]contract.Entry, bool, error) {
-		return s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"done"`), projection.Page{After: after, Limit: limit, MaxBytes: maxBytes, Now: now})
+		entries, next, err := s.Scan(context.Background(), p, filter("state", contract.FilterEq, `"done"`), projection.Page{After: after, Limit: limit, MaxBytes: maxBytes, Now: now})
+		return entries, next != "", err
 	}
 	for name, page := range map[string]func(string, int, int) ([]contract.Entry, bool, error){"List": list, "Scan": scan} {
 		for _, tc := range []struct {

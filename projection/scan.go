@@ -8,8 +8,8 @@ import (
 	"github.com/eskv/eskv/contract"
 )
 
-// A filtered scan reads kv_fields (schemas/postgres/00004_kv_fields.sql),
-// never the values: the entries of a page are fetched by key at the end
+// A filtered scan of a declared and ready field reads kv_fields
+// (schemas/postgres/00004_kv_fields.sql), never the values: the entries of a page are fetched by key at the end
 // (key = ANY (ARRAY(...)): an index lookup per key, whatever the planner
 // guesses of the page's size).
 //
@@ -48,6 +48,31 @@ const scanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', 
     set_config('jit', 'off', true),
     set_config('max_parallel_workers_per_gather', '0', true)`
 
+// A field that its scope does not declare, or whose index is still
+// building (kv_field_indexes, migration 00017), has no kv_fields rows to
+// read (or not all of them yet): the scan reads the values instead, in
+// the same statement (so in the same snapshot, and the choice of path
+// too), bounded: the entries under the prefix after the cursor in key
+// order, at most fallbackBudget of them and fallbackBytes of their stored
+// values, each matched on kv_value_fields of its value, the very rows the
+// index would hold, so both paths answer alike. When the budget runs out
+// before the prefix does, the page ends there with what matched (fewer
+// than the limit, or none) and the key of the last entry read is the
+// next page's cursor, as a DynamoDB Scan does: a client follows cursors
+// until there is none, not until a page is short.
+
+// fallbackBudget returns how many entries a scan without an index reads
+// for a page of limit: ten per item asked, at least 1,000, at most
+// 10,000.
+func fallbackBudget(limit int) int {
+	return min(max(1000, 10*limit), 10_000)
+}
+
+// fallbackBytes bounds the stored bytes of the values a scan without an
+// index reads for one page (pg_column_size: compressed as stored), the
+// first entry's always.
+const fallbackBytes = 16 << 20
+
 // scanStatement returns the statement of a scan and its arguments, or ""
 // when nothing can match (keys are ASCII).
 func scanStatement(prefix string, f Filter, pg Page) (string, []any, error) {
@@ -70,7 +95,8 @@ func scanStatement(prefix string, f Filter, pg Page) (string, []any, error) {
 		end = "\x7f" // above every key: keys are printable ASCII
 	}
 	n := int64(limit) + 1
-	return scanSQL(f.Op, v.typ), []any{f.Field, v.text, prefix, after, end, now, n, max(scanProbe, 10*n), maxBytes, prefixScope(prefix)}, nil
+	return scanSQL(f.Op, v.typ), []any{f.Field, v.text, prefix, after, end, now, n, max(scanProbe, 10*n), maxBytes, prefixScope(prefix),
+		fallbackBudget(limit), fallbackBytes}, nil
 }
 
 // prefixScope is the scope (tenant/<t>/project/<p>) every key under
@@ -95,7 +121,15 @@ func prefixScope(prefix string) *string {
 // size, $9 byte budget (see List), $10 the prefix's scope (NULL when it
 // names none): the value-first path reads the scoped indexes
 // kv_fields_num_scoped and kv_fields_str_scoped (field, scope, value,
-// key; migration 00016), so only the scope's matches.
+// key; migration 00016), so only the scope's matches; $11 and $12 the
+// entries and bytes a scan without an index reads (fallbackBudget,
+// fallbackBytes).
+//
+// ready says which path answers: kv_fields when the scope declares the
+// field and it is ready, else the values (scanned). Each path's parts
+// are skipped by a one-time filter when the other answers. The rows are
+// a page's (pageColumns) and stop; a last row with stop true, when the
+// values' budget ran out, carries the key of the last entry read.
 func scanSQL(op contract.FilterOp, typ string) string {
 	match := "f.type = '" + typ + "' AND f.str " + opSQL[op] + " $2::text"
 	if typ == "n" {
@@ -104,10 +138,13 @@ func scanSQL(op contract.FilterOp, typ string) string {
 	const in = `f.field = $1 AND f.key >= $3 AND f.key > $4 AND f.key < $5`
 	const unexpired = `(f.expires_at IS NULL OR f.expires_at > $6)`
 	return `
-WITH probe AS MATERIALIZED (
+WITH ready AS (
+    SELECT EXISTS (SELECT FROM kv_field_indexes
+        WHERE scope = $10::text AND field = $1 AND backfill_after IS NULL) AS yes
+), probe AS MATERIALIZED (
     SELECT f.key, ` + match + ` AND ` + unexpired + ` AS hit
     FROM kv_fields f
-    WHERE ` + in + `
+    WHERE (SELECT yes FROM ready) AND ` + in + `
     ORDER BY f.key
     LIMIT $8
 ), near AS (
@@ -123,30 +160,57 @@ WITH probe AS MATERIALIZED (
         AND ($10::text IS NULL OR kv_key_scope(f.key) = $10::text)
     ORDER BY f.key || ''
     LIMIT $7
+), scanned AS (
+    -- Read lazily: slow stops pulling rows at its limit.
+    SELECT x.key, x.within, x.within AND (x.expires_at IS NULL OR x.expires_at > $6)
+        AND EXISTS (SELECT FROM kv_value_fields(x.value::jsonb) f WHERE f.field = $1 AND ` + match + `) AS hit
+    FROM (
+        SELECT e.key, e.value, e.expires_at,
+            row_number() OVER w <= $11 AND (row_number() OVER w = 1 OR sum(pg_column_size(e.value)) OVER w <= $12) AS within
+        FROM kv_entries e
+        WHERE NOT (SELECT yes FROM ready) AND e.live AND e.key >= $3 AND e.key > $4 AND e.key < $5
+        WINDOW w AS (ORDER BY e.key)
+        ORDER BY e.key
+        LIMIT $11 + 1
+    ) x
+), slow AS MATERIALIZED (
+    SELECT key FROM scanned WHERE hit LIMIT $7
+), stop AS (
+    SELECT max(key) FILTER (WHERE within) AS key, bool_or(NOT within) AS cut
+    FROM scanned WHERE (SELECT count(*) FROM slow) < $7
 ), hits AS (
     SELECT key FROM near WHERE (SELECT yes FROM decided)
     UNION ALL
     SELECT key FROM far
+    UNION ALL
+    SELECT key FROM slow
 )
-SELECT ` + pageColumns + ` FROM (
+SELECT ` + pageColumns + `, false AS stop FROM (
     SELECT ` + pageFits("$9") + ` FROM kv_entries
     WHERE key = ANY (ARRAY(SELECT key FROM hits)) AND live AND (expires_at IS NULL OR expires_at > $6)
     WINDOW page_order AS (ORDER BY key)
 ) page
-ORDER BY key`
+UNION ALL
+SELECT key, 0, false, NULL, NULL, now(), NULL, '', '', '', '', '{}'::jsonb, false, true FROM stop WHERE cut
+ORDER BY key, stop`
 }
 
 // Scan is List with a filter: the live entries whose key starts with
-// prefix and sorts after the cursor after, not expired at now, whose
-// value matches f (see Filter), in byte order of their keys, at most
-// limit of them and no more than fit in maxBytes (see List); truncated
-// reports that more matching entries follow the last one returned. Indexes answer it (kv_fields); values are not read.
+// prefix and sorts after the cursor pg.After, not expired at pg.Now,
+// whose value matches f (see Filter), in byte order of their keys, at
+// most pg.Limit of them and no more than fit in pg.MaxBytes (see List).
+// next is the cursor of the next page, "" when no more can match: the
+// last entry's key when more matches follow, or, when the field has no
+// ready index and the page's budget of values ran out first, the key of
+// the last entry read (the page may then hold fewer entries than the
+// limit, or none). A declared and ready field is answered by its index
+// (kv_fields), and values are not read.
 // An invalid filter is an *contract.Error with code invalid naming "field",
 // "op" or "value".
-func (s *Store) Scan(ctx context.Context, prefix string, f Filter, pg Page) (entries []contract.Entry, truncated bool, err error) {
+func (s *Store) Scan(ctx context.Context, prefix string, f Filter, pg Page) (entries []contract.Entry, next string, err error) {
 	sql, args, err := scanStatement(prefix, f, pg)
 	if err != nil || sql == "" {
-		return nil, false, err
+		return nil, "", err
 	}
 	b := &pgx.Batch{}
 	b.Queue(scanSettings)
@@ -154,17 +218,47 @@ func (s *Store) Scan(ctx context.Context, prefix string, f Filter, pg Page) (ent
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, false, translate("scan", err)
+		return nil, "", translate("scan", err)
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, false, translate("scan", err)
+		return nil, "", translate("scan", err)
 	}
-	if entries, truncated, err = readPage(rows, pg.Limit, "scan"); err != nil {
-		return nil, false, err
+	if entries, next, err = readScanPage(rows, pg.Limit); err != nil {
+		return nil, "", err
 	}
 	if err := br.Close(); err != nil {
-		return nil, false, translate("scan", err)
+		return nil, "", translate("scan", err)
 	}
-	return entries, truncated, nil
+	return entries, next, nil
+}
+
+// readScanPage reads the rows of scanSQL as readPage reads listSQL's,
+// and closes rows: next is the last entry's key when a further match
+// was there, else the stop row's key, if any.
+func readScanPage(rows pgx.Rows, limit int) (entries []contract.Entry, next string, err error) {
+	defer rows.Close()
+	entries = make([]contract.Entry, 0, min(limit, 1024))
+	cache := make(semCache)
+	for rows.Next() {
+		var fits, stop bool
+		st, err := scanStateCached(rows, cache, &fits, &stop)
+		if err != nil {
+			return nil, "", translate("scan", err)
+		}
+		if stop {
+			next = st.Entry.Key
+			break
+		}
+		if len(entries) == limit || !fits {
+			next = entries[len(entries)-1].Key
+			break
+		}
+		entries = append(entries, st.Entry)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, "", translate("scan", err)
+	}
+	return entries, next, nil
 }

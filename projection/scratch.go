@@ -32,7 +32,13 @@ type applyScratch struct {
 	arrays bool
 	// noFields: kv_fields is not written (Store.deferFields).
 	noFields bool
-	slab     arraySlab
+	// scopes are the batch's scopes, effective the fields declared in
+	// each before the batch and in it (none: absent), decl the batch's
+	// declarations (fieldindexes.go).
+	scopes    []string
+	effective map[string][]string
+	decl      []declArgs
+	slab      arraySlab
 }
 
 // text, nullText, int8, time and nullTime return a column as build
@@ -146,6 +152,9 @@ func (sc *applyScratch) batch() *pgx.Batch {
 // release drops what sc refers to of the batch it was built for (its
 // values, the records' bytes), keeping its room for the next.
 func (sc *applyScratch) release() {
+	clear(sc.effective)
+	clear(sc.decl)
+	sc.decl = sc.decl[:0]
 	sc.ent.reset(0)
 	sc.h.reset(0)
 	sc.slab.reset()

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,9 @@ type Store struct {
 	// scratch holds *applyScratch: an Apply's columns, reused by the
 	// next (scratch.go).
 	scratch sync.Pool
+	// indexes is what Apply remembers of the declared field indexes
+	// (fieldindexes.go).
+	indexes fieldIndexCache
 }
 
 // New returns a Store on pool. The schema must be migrated (Migrate). Its
@@ -210,7 +214,23 @@ const writeEntriesRest = `    FROM unnest($16::text[], $17::bigint[], $18::text[
         next_offset = GREATEST(po.next_offset, excluded.next_offset),
         updated_at = excluded.updated_at
 )
-SELECT count(*), set_config('enable_seqscan', 'off', true) FROM ent`
+SELECT count(*), set_config('enable_seqscan', 'off', true)` + checkDeclarations + ` FROM ent`
+
+// checkDeclarations is where writeEntries checks the declarations the
+// batch's kv_fields rows were chosen by (fieldindexes.go): build
+// replaces it with the call of kv_field_indexes_check ($28 .. $30), or
+// with nothing on a projection without kv_field_indexes and in a rebuild
+// (whose kv_fields is derived at its end).
+const checkDeclarations = "/*check*/"
+
+// checkCall is checkDeclarations' call.
+const checkCall = `, kv_field_indexes_check($28::text[], $29::text[], $30::text[])`
+
+// Both forms of writeEntries and writeEntriesJSONB, checked or not.
+var (
+	writeEntriesChecked      = strings.Replace(writeEntries, checkDeclarations, checkCall, 1)
+	writeEntriesJSONBChecked = strings.Replace(writeEntriesJSONB, checkDeclarations, checkCall, 1)
+)
 
 // writeFields brings the kv_fields rows (the indexed fields of filtered
 // scans) of every key of a batch whose kv_entries row now holds the
@@ -280,7 +300,8 @@ WITH g AS MATERIALIZED (
 ` + writeFieldsRows
 
 // writeFieldsFallback is writeFields for a batch with keys ($8) whose
-// fields kv_value_fields derives from their stored value.
+// fields kv_value_fields derives from their stored value, of which it
+// keeps the declared ones ($9 key, $10 field: each such key's scope's).
 const writeFieldsFallback = `
 WITH g AS MATERIALIZED (
     SELECT e.* FROM unnest($1::text[], $2::bigint[]) AS t(k, v) CROSS JOIN LATERAL (
@@ -290,6 +311,7 @@ WITH g AS MATERIALIZED (
     UNION ALL
     SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
     FROM g CROSS JOIN LATERAL kv_value_fields(g.value::jsonb) AS f
+    JOIN unnest($9::text[], $10::text[]) AS a(k, field) ON a.k = g.key AND a.field = f.field
     WHERE g.live AND g.value IS NOT NULL
 ` + writeFieldsRows
 
@@ -348,31 +370,54 @@ func (s *Store) Apply(ctx context.Context, topic string, batch []Applied) error 
 	defer s.scratch.Put(sc)
 	defer sc.release()
 	sc.arrays, sc.noFields = s.arrays, s.deferFields
-	b, err := sc.build(topic, batch, s.history)
-	if err != nil {
-		return err
+	sc.scopes = batchScopes(batch, sc.scopes)
+	// A declaration another projector applied since this one read it
+	// (after a rebalance) fails the batch's check: read them again.
+	for attempt := 0; ; attempt++ {
+		d := declarations{}
+		if !s.deferFields && len(sc.scopes) > 0 {
+			var err error
+			if d, err = s.declared(ctx, sc.scopes); err != nil {
+				return err
+			}
+		}
+		b, err := sc.build(topic, batch, s.history, &d)
+		if err != nil {
+			return err
+		}
+		// One round trip, one transaction: pgx pipelines the batch with
+		// a single Sync, and Postgres runs the statements up to a Sync as
+		// one implicit transaction (the first that fails rolls back them
+		// all), so no BEGIN and COMMIT of their own, each a round trip
+		// and a wakeup of both processes per batch.
+		err = s.pool.SendBatch(ctx, b).Close()
+		if len(sc.decl) > 0 || (err != nil && declarationsChanged(err)) {
+			s.forget(sc.scopes)
+		}
+		if err != nil && declarationsChanged(err) && attempt < 3 {
+			sc.release()
+			continue
+		}
+		return translate("apply", err)
 	}
-	// One round trip, one transaction: pgx pipelines the batch with a
-	// single Sync, and Postgres runs the statements up to a Sync as one
-	// implicit transaction (the first that fails rolls back them all), so
-	// no BEGIN and COMMIT of their own, each a round trip and a wakeup of
-	// both processes per batch.
-	return translate("apply", s.pool.SendBatch(ctx, b).Close())
 }
 
 // applyBatch returns the statements that fold batch (not empty) into the
-// projection, in the order Apply sends them, kv_history's rows in format.
+// projection, in the order Apply sends them, kv_history's rows in format,
+// as on a projection where nothing is declared.
 func applyBatch(topic string, batch []Applied, format HistoryFormat) (*pgx.Batch, error) {
-	return new(applyScratch).build(topic, batch, format)
+	return new(applyScratch).build(topic, batch, format, &declarations{absent: true})
 }
 
-// build returns applyBatch's statements, their columns in sc.
-func (sc *applyScratch) build(topic string, batch []Applied, format HistoryFormat) (*pgx.Batch, error) {
+// build returns applyBatch's statements, their columns in sc, the
+// kv_fields rows those of the fields d and the batch declare.
+func (sc *applyScratch) build(topic string, batch []Applied, format HistoryFormat, d *declarations) (*pgx.Batch, error) {
 	sc.order(batch)
+	sc.effectiveDeclarations(batch, d)
 	ent, h := &sc.ent, &sc.h
 	ent.reset(len(sc.latest))
 	for _, i := range sc.latest {
-		if err := ent.add(&batch[i]); err != nil {
+		if err := ent.add(&batch[i], sc.declaredSet(batch[i].Event.Scope)); err != nil {
 			return nil, err
 		}
 	}
@@ -384,9 +429,16 @@ func (sc *applyScratch) build(topic string, batch []Applied, format HistoryForma
 	}
 	parts, offs := sc.partitions(batch)
 
+	checked := !d.absent && !sc.noFields && len(sc.scopes) > 0
 	write, requestIDs := writeEntries, h.requestID
+	if checked {
+		write = writeEntriesChecked
+	}
 	if format == HistoryJSONB {
 		write, requestIDs = writeEntriesJSONB, nil // $24 NULL: the request_id column is not written
+		if checked {
+			write = writeEntriesJSONBChecked
+		}
 	}
 	b := sc.batch()
 	queueElements(b, batch) // before the upsert: its guard reads the stored versions
@@ -394,23 +446,43 @@ func (sc *applyScratch) build(topic string, batch []Applied, format HistoryForma
 		batchArrays(b, &sc.slab)
 	}
 	key, version := sc.text(ent.key), sc.int8(ent.version)
-	b.Queue(write, key, sc.text(ent.scope), ent.partition, version, ent.live, sc.nullText(ent.value),
+	args := []any{key, sc.text(ent.scope), ent.partition, version, ent.live, sc.nullText(ent.value),
 		sc.nullTime(ent.createdAt), sc.time(ent.updatedAt), sc.nullTime(ent.expiresAt), sc.text(ent.lastWriter),
 		sc.text(ent.requestID), sc.text(ent.requestDigest), sc.text(ent.specRef), sc.text(ent.semantics),
 		sc.int8(ent.offset), sc.text(h.key), sc.int8(h.version), sc.text(h.kind), sc.text(h.op), sc.time(h.ts),
 		h.partition, sc.int8(h.offset), sc.text(h.event), sc.nullText(requestIDs),
-		topic, parts, sc.int8(offs))
+		topic, parts, sc.int8(offs)}
+	if checked {
+		args = append(args, sc.text(d.scopes), sc.text(d.wantScopes), sc.text(d.wantFields))
+	}
+	b.Queue(write, args...)
+	if !d.absent {
+		for _, a := range sc.decl {
+			b.Queue(writeDeclaration, a.key, a.version, a.scope, a.fields, a.partition)
+		}
+	}
+	sc.queueFields(b)
+	return b, nil
+}
+
+// queueFields queues the statement that writes the kv_fields rows of the
+// batch's keys whose scope declares fields: none when no key's does (a
+// batch of transaction markers, a scope that declares nothing, kv_fields
+// deferred).
+func (sc *applyScratch) queueFields(b *pgx.Batch) {
+	ent := &sc.ent
+	if len(ent.fkey) == 0 || sc.noFields {
+		return
+	}
+	key, version := sc.text(ent.fkey), sc.int8(ent.fversion)
 	f := ent.fields.args()
-	switch {
-	case len(ent.key) == 0 || sc.noFields: // a batch of transaction markers only, or kv_fields deferred
-	case len(ent.fallback) == 0:
+	if len(ent.fallback) == 0 {
 		b.Queue(writeFields, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
 			sc.nullText(f.num), sc.nullText(f.str))
-	default:
-		b.Queue(writeFieldsFallback, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
-			sc.nullText(f.num), sc.nullText(f.str), sc.text(ent.fallback))
+		return
 	}
-	return b, nil
+	b.Queue(writeFieldsFallback, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
+		sc.nullText(f.num), sc.nullText(f.str), sc.text(ent.fallback), sc.text(ent.fbKey), sc.text(ent.fbField))
 }
 
 // entryColumns are the kv_entries rows of a batch, column by column, for
@@ -426,11 +498,16 @@ type entryColumns struct {
 	lastWriter, requestID  []string
 	requestDigest, specRef []string
 	semantics              []string
-	// fields are the rows' indexed fields (writeFields), but those of
-	// the keys in fallback, which kv_value_fields derives
-	// (writeFieldsFallback).
-	fields   fieldColumns
-	fallback []string
+	// fkey and fversion are the keys (and versions) whose scope
+	// declares fields: writeFields brings their kv_fields rows up to
+	// date. fields are their rows (the declared fields' candidates), but
+	// those of the keys in fallback, which kv_value_fields derives
+	// (writeFieldsFallback), keeping the (fbKey, fbField) pairs.
+	fkey           []string
+	fversion       []int64
+	fields         fieldColumns
+	fallback       []string
+	fbKey, fbField []string
 	// values backs value's pointers, sem encodes semantics (columns.go),
 	// fieldBuf is valueFields' room.
 	values   []string
@@ -482,9 +559,13 @@ func (c *entryColumns) reset(n int) {
 	c.values = reuse(c.values, n)
 	c.fields.reset()
 	c.fallback = reuse(c.fallback, 0)
+	c.fkey = reuse(c.fkey, 0)
+	c.fversion = reuse(c.fversion, 0)
+	c.fbKey = reuse(c.fbKey, 0)
+	c.fbField = reuse(c.fbField, 0)
 }
 
-func (c *entryColumns) add(a *Applied) error {
+func (c *entryColumns) add(a *Applied, declared []string) error {
 	e := &a.Event
 	sem, err := c.sem.encode(&e.Semantics)
 	if err != nil {
@@ -492,6 +573,9 @@ func (c *entryColumns) add(a *Applied) error {
 	}
 	var value *string
 	var expires *time.Time
+	if len(declared) > 0 {
+		c.fkey, c.fversion = append(c.fkey, e.Key), append(c.fversion, e.Version)
+	}
 	if e.Live() {
 		if len(e.After) > 0 {
 			value = c.valueOf(bytesText(e.After))
@@ -499,16 +583,8 @@ func (c *entryColumns) add(a *Applied) error {
 			value = c.valueOf("null")
 		}
 		expires = e.ExpiresAt
-		if len(e.After) > 0 { // "null" has no fields
-			fields, ok := valueFields(*value, c.fieldBuf)
-			if !ok {
-				c.fallback = append(c.fallback, e.Key)
-			} else {
-				c.fieldBuf = fields[:0]
-			}
-			for i := range fields {
-				c.fields.add(e.Key, &fields[i])
-			}
+		if len(e.After) > 0 && len(declared) > 0 { // "null" has no fields
+			c.addFields(e.Key, *value, declared)
 		}
 	}
 	var created *time.Time
@@ -531,6 +607,24 @@ func (c *entryColumns) add(a *Applied) error {
 	c.specRef = append(c.specRef, e.SpecRef)
 	c.semantics = append(c.semantics, sem)
 	return nil
+}
+
+// addFields adds the rows of key's declared fields of value.
+func (c *entryColumns) addFields(key, value string, declared []string) {
+	fields, ok := valueFields(value, c.fieldBuf)
+	if !ok {
+		c.fallback = append(c.fallback, key)
+		for _, f := range declared {
+			c.fbKey, c.fbField = append(c.fbKey, key), append(c.fbField, f)
+		}
+		return
+	}
+	c.fieldBuf = fields[:0]
+	for i := range fields {
+		if has(declared, fields[i].name) {
+			c.fields.add(key, &fields[i])
+		}
+	}
 }
 
 // historyColumns are the kv_history rows of a batch, for unnest().

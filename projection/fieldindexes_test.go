@@ -1,0 +1,319 @@
+package projection_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
+)
+
+// declareReady declares fields of scope ready in kv_field_indexes
+// directly, as migration 00017 does: before any entry of the scope is
+// applied, Apply then writes their rows from the start.
+func declareReady(tb testing.TB, pool *pgxpool.Pool, scope string, fields ...string) {
+	tb.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO kv_field_indexes (scope, field, partition, backfill_after)
+		SELECT $1, f, 0, NULL FROM unnest($2::text[]) f ON CONFLICT (scope, field) DO UPDATE SET backfill_after = NULL`, scope, fields); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// declareFieldsOf declares ready in scope every field kv_value_fields
+// finds in values.
+func declareFieldsOf(tb testing.TB, pool *pgxpool.Pool, scope string, values ...string) {
+	tb.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO kv_field_indexes (scope, field, partition, backfill_after)
+		SELECT DISTINCT $1, f.field, 0, NULL::text FROM unnest($2::text[]) v CROSS JOIN LATERAL kv_value_fields(v::jsonb) f
+		ON CONFLICT (scope, field) DO NOTHING`, scope, values); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// declareBuilt declares fields of scope building and runs Backfill, in
+// steps of step keys, until nothing is left to build.
+func declareBuilt(tb testing.TB, s *projection.Store, pool *pgxpool.Pool, step int, scope string, fields ...string) {
+	tb.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO kv_field_indexes (scope, field, partition, backfill_after)
+		SELECT $1, f, 0, '' FROM unnest($2::text[]) f ON CONFLICT (scope, field) DO NOTHING`, scope, fields); err != nil {
+		tb.Fatal(err)
+	}
+	backfillAll(tb, s, step)
+}
+
+// backfillAll runs Backfill until nothing is left to build.
+func backfillAll(tb testing.TB, s *projection.Store, step int) {
+	tb.Helper()
+	for range 10_000 {
+		more, err := s.Backfill(context.Background(), []int32{0}, step)
+		if err != nil {
+			tb.Fatalf("backfill: %v", err)
+		}
+		if !more {
+			return
+		}
+	}
+	tb.Fatal("backfill does not end")
+}
+
+// undeclareAll drops every declaration (not the kv_fields rows).
+func undeclareAll(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	if _, err := pool.Exec(context.Background(), `DELETE FROM kv_field_indexes`); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// scanAll follows a scan's cursors to its end and returns the keys and
+// the number of pages.
+func scanAll(tb testing.TB, s *projection.Store, prefix string, f projection.Filter, limit int, now time.Time) (keys []string, pages int) {
+	tb.Helper()
+	after := ""
+	for pages < 100_000 {
+		entries, next, err := s.Scan(context.Background(), prefix, f, projection.Page{After: after, Limit: limit, MaxBytes: noBudget, Now: now})
+		if err != nil {
+			tb.Fatalf("scan %s %+v: %v", prefix, f, err)
+		}
+		pages++
+		if len(entries) > limit {
+			tb.Fatalf("page of %d entries, limit %d", len(entries), limit)
+		}
+		for _, e := range entries {
+			keys = append(keys, e.Key)
+		}
+		if next == "" {
+			return keys, pages
+		}
+		if next <= after {
+			tb.Fatalf("cursor %q does not move past %q", next, after)
+		}
+		after = next
+	}
+	tb.Fatal("scan does not end")
+	return nil, 0
+}
+
+// TestApplyIndexesDeclaredFieldsOnly: Apply writes the kv_fields rows of
+// the fields a scope declares, none of a scope that declares nothing, and
+// its declaration's events keep kv_field_indexes: a put declares (new
+// fields building), a later put drops what it no longer names, a delete
+// drops all, an older event replayed changes nothing.
+func TestApplyIndexesDeclaredFieldsOnly(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	const scope = "tenant/t/project/decl"
+	decl := contract.FieldIndexesKey(scope)
+	declared := func() []string {
+		var out []string
+		for _, fi := range mustFieldIndexes(t, s, scope) {
+			out = append(out, fmt.Sprintf("%s:%v", fi.Field, fi.Ready))
+		}
+		return out
+	}
+	mustApply(t, s, "kv.changes", batchOf(0,
+		put(t, scope+"/a", 1, `{"state":"new","n":1}`),
+		put(t, "tenant/t/project/other/a", 1, `{"state":"new"}`)))
+	if rows := storedFields(t, pool, "tenant/t/project/"); len(rows) != 0 {
+		t.Fatalf("fields indexed with nothing declared: %v", rows)
+	}
+	// The declaration and a write in one batch: the write's declared
+	// field is indexed at once, the field is building.
+	mustApply(t, s, "kv.changes", batchOf(2,
+		put(t, scope+"/b", 1, `{"state":"run","n":2}`),
+		put(t, decl, 1, `{"fields":["state"]}`)))
+	if got := declared(); !slices.Equal(got, []string{"state:false"}) {
+		t.Fatalf("declared %v", got)
+	}
+	if rows := storedFields(t, pool, scope+"/b"); len(rows) != 1 || !strings.Contains(rows[0], ".state ") {
+		t.Errorf("rows of b: %v", rows)
+	}
+	backfillAll(t, s, 1)
+	if got := declared(); !slices.Equal(got, []string{"state:true"}) {
+		t.Fatalf("after backfill: %v", got)
+	}
+	checkFieldsDerived(t, pool)
+
+	mustApply(t, s, "kv.changes", batchOf(4, put(t, decl, 2, `{"fields":["n","state"]}`)))
+	if got := declared(); !slices.Equal(got, []string{"n:false", "state:true"}) {
+		t.Fatalf("declared %v", got)
+	}
+	mustApply(t, s, "kv.changes", batchOf(5, put(t, decl, 1, `{"fields":["zzz"]}`))) // a replay of an older one
+	if got := declared(); !slices.Equal(got, []string{"n:false", "state:true"}) {
+		t.Fatalf("after a replay: %v", got)
+	}
+	backfillAll(t, s, 1000)
+	checkFieldsDerived(t, pool)
+	mustApply(t, s, "kv.changes", batchOf(6, put(t, decl, 3, `{"fields":["n"]}`)))
+	if got := declared(); !slices.Equal(got, []string{"n:true"}) {
+		t.Fatalf("declared %v", got)
+	}
+	mustApply(t, s, "kv.changes", batchOf(7, event(t, contract.KindDelete, decl, 4, "")))
+	if got := declared(); len(got) != 0 {
+		t.Fatalf("after the declaration's delete: %v", got)
+	}
+}
+
+func mustFieldIndexes(tb testing.TB, s *projection.Store, scope string) []projection.FieldIndex {
+	tb.Helper()
+	fi, err := s.FieldIndexes(context.Background(), scope)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fi
+}
+
+// TestApplyNoticesDeclarationsOfAnotherStore: a Store that remembers a
+// scope's declarations is told by its batch's check when another Store
+// (another projector, after a rebalance) changed them, and writes the
+// rows of the fields declared now.
+func TestApplyNoticesDeclarationsOfAnotherStore(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	a, b := projection.New(pool), projection.New(pool)
+	const scope = "tenant/t/project/two"
+	mustApply(t, a, "kv.changes", batchOf(0, put(t, scope+"/x", 1, `{"state":"new"}`))) // a remembers: nothing declared
+	mustApply(t, b, "kv.changes", batchOf(1, put(t, contract.FieldIndexesKey(scope), 1, `{"fields":["state"]}`)))
+	mustApply(t, a, "kv.changes", batchOf(2, put(t, scope+"/y", 1, `{"state":"new"}`)))
+	if rows := storedFields(t, pool, scope+"/y"); len(rows) != 1 {
+		t.Errorf("rows of y written with what a remembered: %v", rows)
+	}
+}
+
+// TestScanFallbackAgreesWithIndex: over a mixed data set (types, caps,
+// expired and deleted entries, other scopes), every comparison scanned
+// through the index (declared and ready), through the values (not
+// declared, or building) and through the values with a budget so small
+// that pages run short or empty, returns the same keys.
+func TestScanFallbackAgreesWithIndex(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	now := t0.Add(24 * time.Hour)
+	const scope = "tenant/t/project/mix"
+	p := scope + "/"
+	long := strings.Repeat("x", contract.MaxFieldStringBytes)
+	values := []string{
+		`{"state":"done","n":5}`, `{"state":"running","n":7.5}`, `{"state":"Running","n":"5"}`,
+		`{"state":"é","n":1e1}`, `{"state":null,"n":-0}`, `{"state":true}`, `{"state":false,"n":9007199254740993}`,
+		`{"state":"` + long + `"}`, `{"state":"` + long + `y"}`, `{"state":{"nested":1}}`, `["state"]`, `"done"`, `7`,
+		`{"n":1e300}`, `{"n":2.50}`, `{"other":"done"}`,
+	}
+	var evs []contract.Event
+	for i := range 600 {
+		k := fmt.Sprintf("%sk%04d", p, i)
+		v := values[i%len(values)]
+		switch i % 7 {
+		case 3:
+			evs = append(evs, expiring(t, k, 1, v, now)) // expired at now
+		case 5:
+			evs = append(evs, expiring(t, k, 1, v, now.Add(time.Hour)))
+		default:
+			evs = append(evs, put(t, k, 1, v))
+		}
+		if i%11 == 0 {
+			evs = append(evs, event(t, contract.KindDelete, k, 2, ""))
+		}
+	}
+	evs = append(evs, put(t, "tenant/t/project/mix2/a", 1, `{"state":"done"}`), put(t, "tenant/t/project/mi/a", 1, `{"state":"done"}`))
+	mustApply(t, s, "kv.changes", batchOf(0, evs...))
+
+	filters := []projection.Filter{
+		filter("state", contract.FilterEq, `"done"`), filter("state", contract.FilterNe, `"done"`),
+		filter("state", contract.FilterLt, `"a"`), filter("state", contract.FilterGte, `"running"`),
+		filter("state", contract.FilterEq, `null`), filter("state", contract.FilterEq, `true`),
+		filter("state", contract.FilterEq, `"`+long+`"`), filter("n", contract.FilterLt, `6`),
+		filter("n", contract.FilterGte, `1e1`), filter("n", contract.FilterEq, `0`), filter("n", contract.FilterNe, `2.5`),
+		filter("n", contract.FilterEq, `"5"`), filter("other", contract.FilterEq, `"done"`),
+	}
+	scanEach := func(t *testing.T, limit int) map[string][]string {
+		out := map[string][]string{}
+		for _, f := range filters {
+			for _, prefix := range []string{p, p + "k01", "tenant/t/project/mi"} {
+				keys, _ := scanAll(t, s, prefix, f, limit, now)
+				out[fmt.Sprintf("%s %s %s %s", prefix, f.Field, f.Op, f.Value)] = keys
+			}
+		}
+		return out
+	}
+	fallback := scanEach(t, 7)
+	declareBuilt(t, s, pool, 50, scope, "state")
+	declareBuilt(t, s, pool, 50, "tenant/t/project/mix2", "state")
+	if _, err := pool.Exec(context.Background(), `INSERT INTO kv_field_indexes VALUES ($1, 'n', 0, '')`, scope); err != nil {
+		t.Fatal(err)
+	}
+	building := scanEach(t, 7) // state ready, n building: its scans read the values
+	backfillAll(t, s, 50)
+	checkFieldsDerived(t, pool)
+	indexed := scanEach(t, 7)
+	for name, want := range indexed {
+		if len(want) == 0 && !strings.Contains(name, "k01") && !strings.Contains(name, "other") {
+			t.Errorf("%s: matches nothing; the data set should exercise it", name)
+		}
+		if !slices.Equal(fallback[name], want) {
+			t.Errorf("%s: fallback %v, index %v", name, fallback[name], want)
+		}
+		if !slices.Equal(building[name], want) {
+			t.Errorf("%s: while building %v, index %v", name, building[name], want)
+		}
+	}
+	undeclareAll(t, pool)
+	if again := scanEach(t, 1000); !equalMaps(again, indexed) {
+		t.Error("fallback with limit 1000 differs from the index")
+	}
+}
+
+func equalMaps(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScanFallbackPagesAreBounded: a scan without an index reads at most
+// its budget of entries per page: a rare match far down the prefix comes
+// after pages with none, each with a cursor, and the cursors lead to it.
+func TestScanFallbackPagesAreBounded(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	const p = "tenant/t/project/sparse/"
+	var evs []contract.Event
+	for i := range 2500 {
+		v := `{"state":"idle"}`
+		if i == 2400 {
+			v = `{"state":"rare"}`
+		}
+		evs = append(evs, put(t, fmt.Sprintf("%sk%05d", p, i), 1, v))
+	}
+	mustApply(t, s, "kv.changes", batchOf(0, evs...))
+	f := filter("state", contract.FilterEq, `"rare"`)
+	entries, next, err := s.Scan(context.Background(), p, f, projection.Page{Limit: 10, MaxBytes: noBudget, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 || next != fmt.Sprintf("%sk%05d", p, 999) {
+		t.Fatalf("first page: %d entries, next %q; want none and the 1,000th key", len(entries), next)
+	}
+	keys, pages := scanAll(t, s, p, f, 10, t0)
+	if !slices.Equal(keys, []string{p + "k02400"}) || pages != 3 {
+		t.Errorf("got %v in %d pages, want the rare key in 3", keys, pages)
+	}
+	declareBuilt(t, s, pool, 700, "tenant/t/project/sparse", "state")
+	keys, pages = scanAll(t, s, p, f, 10, t0)
+	if !slices.Equal(keys, []string{p + "k02400"}) || pages != 1 {
+		t.Errorf("indexed: got %v in %d pages, want the rare key in 1", keys, pages)
+	}
+}
