@@ -45,7 +45,7 @@ func TestCheckReserved(t *testing.T) {
 		{"another member", kv(decl, contract.OpSet, `{"fields":[],"x":1}`), "value"},
 		{"a field not a string", kv(decl, contract.OpSet, `{"fields":[1]}`), "value"},
 		{"an empty field", kv(decl, contract.OpSet, `{"fields":[""]}`), "value.fields"},
-		{"a long field", kv(decl, contract.OpSet, `{"fields":["` + strings.Repeat("a", contract.MaxFieldNameBytes+1) + `"]}`), "value.fields"},
+		{"a long field", kv(decl, contract.OpSet, `{"fields":["`+strings.Repeat("a", contract.MaxFieldNameBytes+1)+`"]}`), "value.fields"},
 		{"a field twice", kv(decl, contract.OpSet, `{"fields":["a","a"]}`), "value.fields"},
 		{"too many fields", kv(decl, contract.OpSet, `{"fields":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`), "value.fields"},
 		{"a transaction's step", &Txn{Header: Header{Key: plain, Op: contract.OpTxn}, Steps: []TxnStep{

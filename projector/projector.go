@@ -113,6 +113,9 @@ type Projector struct {
 
 	mu      sync.Mutex
 	applied map[int32]int64
+	// ownedParts are the partitions assigned to this projector (it
+	// builds their field indexes: backfill.go).
+	ownedParts map[int32]bool
 }
 
 // New checks cfg, fills its defaults and registers the projector's metrics
@@ -157,11 +160,12 @@ func New(cfg Config, store *projection.Store, log *slog.Logger, reg prometheus.R
 		return nil, fmt.Errorf("projector: %w", err)
 	}
 	return &Projector{
-		cfg:     cfg,
-		store:   store,
-		log:     log.With("component", "projector"),
-		m:       m,
-		applied: make(map[int32]int64),
+		cfg:        cfg,
+		store:      store,
+		log:        log.With("component", "projector"),
+		m:          m,
+		applied:    make(map[int32]int64),
+		ownedParts: make(map[int32]bool),
 	}, nil
 }
 
@@ -219,14 +223,16 @@ func (p *Projector) Run(ctx context.Context) error {
 	}()
 	p.log.Info("projector started", "brokers", p.cfg.Brokers, "topic", p.cfg.Topic, "group", p.cfg.Group, "partitions", p.cfg.Partitions)
 
-	// The topic watcher, the lag gauge and the history retention run
-	// beside the consumer, until Run returns.
+	// The topic watcher, the lag gauge, the history retention and the
+	// building of field indexes run beside the consumer, until Run
+	// returns.
 	lag := changelog.LagWatch{Admin: adm, Group: p.cfg.Group, Topics: []string{p.cfg.Topic}, Gauge: p.m.offsetLag, Interval: p.cfg.LagInterval, Log: p.log,
 		Stored: func() changelog.Offsets { return changelog.Offsets{p.cfg.Topic: p.Applied()} }}
 	var beside sync.WaitGroup
 	beside.Go(func() { p.watch(pctx, adm, fail) })
 	beside.Go(func() { lag.Run(pctx) })
 	beside.Go(func() { p.retain(pctx) })
+	beside.Go(func() { p.backfill(pctx) })
 	defer func() {
 		fail(nil)
 		beside.Wait()
@@ -320,6 +326,7 @@ func (s *sink) Assigned(ctx context.Context, assigned map[string][]int32) (map[s
 			start[part], from[part] = kgo.NewOffset().AtStart(), 0
 		}
 	}
+	s.own(parts, true)
 	s.log.Info("partitions assigned; resuming at the offsets stored in Postgres", "topic", s.cfg.Topic, "offsets", from)
 	return map[string]map[int32]kgo.Offset{s.cfg.Topic: start}, nil
 }
@@ -382,6 +389,7 @@ func (s *sink) gather(recs []*kgo.Record) (batch []projection.Applied, poison er
 // stored in Postgres.
 func (s *sink) Revoked(revoked map[string][]int32) {
 	s.dropTails(revoked[s.cfg.Topic])
+	s.own(revoked[s.cfg.Topic], false)
 }
 
 func (s *sink) dropTails(parts []int32) {

@@ -505,9 +505,14 @@ func TestRebuildEqualsLive(t *testing.T) {
 
 	produce(t, prod, f, 300, 20)
 	prod.Abort(t, newEvent("tenant/t0/project/p/aborted", 1, contract.KindPut, `1`))
+	// A field declared over existing keys: the projector builds it.
+	decl := newEvent(contract.FieldIndexesKey("tenant/t0/project/p"), 1, contract.KindPut, `{"fields":["n"]}`)
+	prod.Commit(t, decl)
+	f.last[decl.Key] = decl
 	produce(t, prod, f, 300, 20)
 	r := start(t, b, live, projector.Config{})
 	testenv.WaitProjected(t, runTimeout, live, b.Topics.Changes, prod.Committed(t))
+	waitReady(t, live, "tenant/t0/project/p")
 	if err := r.Stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -551,6 +556,20 @@ func TestRebuildEqualsLive(t *testing.T) {
 		if fields == 0 || differing != 0 {
 			t.Errorf("kv_fields: %d rows live, %d rows on one side only; want some, and none", fields, differing)
 		}
+		// Those of the declared field of the declaring scope only, and
+		// all of them: the live projector built them over the keys
+		// written before the declaration.
+		var derived, other int64
+		if err := pg.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM (
+			SELECT e.key, f.field FROM kv_entries e CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) f
+			WHERE e.live AND e.scope = 'tenant/t0/project/p' AND f.field = 'n'
+			EXCEPT SELECT key, field FROM kv_fields) d),
+			(SELECT count(*) FROM kv_fields WHERE field <> 'n' OR key NOT LIKE 'tenant/t0/project/p/%')`).Scan(&derived, &other); err != nil {
+			t.Fatal(err)
+		}
+		if derived != 0 || other != 0 {
+			t.Errorf("kv_fields misses %d rows of the declared field, holds %d of others", derived, other)
+		}
 	})
 	t.Run("SameIndexes", func(t *testing.T) {
 		// The rebuild built its secondary indexes at the end
@@ -582,6 +601,29 @@ func TestRebuildEqualsLive(t *testing.T) {
 			t.Errorf("diff after tampering %s: %+v", key, d)
 		}
 	})
+}
+
+// waitReady waits until every field scope declares is ready.
+func waitReady(tb testing.TB, s *projection.Store, scope string) {
+	tb.Helper()
+	deadline := time.Now().Add(runTimeout)
+	for {
+		fi, err := s.FieldIndexes(context.Background(), scope)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ready := len(fi) > 0
+		for _, f := range fi {
+			ready = ready && f.Ready
+		}
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("field indexes of %s not ready after %v: %+v", scope, runTimeout, fi)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestRebuildUpToEnds(t *testing.T) {
