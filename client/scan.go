@@ -14,16 +14,18 @@ import (
 // field Field that holds a value of Value's JSON type comparing to Value
 // as Op says. An entry without the field, or with a value of another
 // type there, does not match: Filter{Field: "state", Op: contract.FilterNe, Value: "done"} skips entries
-// that have no state. Only scalar fields are indexed, within the caps of
-// the server (field names and strings up to 256 bytes, numbers up to 256
+// that have no state. Only scalar fields compare, within the caps of the
+// server (field names and strings up to 256 bytes, numbers up to 256
 // characters written out, the first 64 fields of a value by name).
+// A field the project declares (AddFieldIndexes) is answered from an
+// index; any other is scanned from the values, a bounded number per page.
 //
 // Timestamps compare as instants when they are strings in one fixed form:
 // RFC 3339 in UTC with always the same number of fractional digits, such
 // as t.UTC().Format(time.RFC3339) ("2026-03-04T05:06:07Z").
 type Filter struct {
-	// Field is the top-level field of the values compared (an
-	// indexed one: see docs/collections.md).
+	// Field is the top-level field of the values compared (declared
+	// by the project for an indexed scan: AddFieldIndexes).
 	Field string
 	// Op is one of contract.FilterOps; booleans and null only take
 	// contract.FilterEq.
@@ -48,8 +50,12 @@ type ScanOptions struct {
 }
 
 // Scan returns one page of the live entries under o.Prefix that match
-// o.Filter, in bytewise key order. Postgres answers it from an index of
-// the values' fields; like List it sees every write acknowledged before it
+// o.Filter, in bytewise key order. Postgres answers it from the index of
+// a field the project declares (AddFieldIndexes), else by reading the
+// values under the prefix, at most about ten per item asked (1,000 to
+// 10,000) per page: such a page may hold fewer items than the limit, or
+// none, and still have a NextCursor; follow it (ScanAll does) until
+// there is none. Like List it sees every write acknowledged before it
 // was sent. Scan is retried on 503 and network errors. A filter the server refuses is an *contract.Error with code
 // contract.EInvalid naming "field", "op" or "value".
 func (c *Client) Scan(ctx context.Context, o ScanOptions) (ListPage, error) {
