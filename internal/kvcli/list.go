@@ -39,7 +39,10 @@ With --all, every entry is printed, fetched in pages of --limit.
 --where 'FIELD OP VALUE' keeps only the entries whose object value has the
 top-level FIELD comparing as OP (eq, ne, lt, lte, gt, gte) with VALUE,
 which is JSON when it parses as JSON and a string otherwise; the server
-answers from an index (see GET /v1/kv in the API). An entry without the
+answers from the index of a field the project declares ('kvctl indexes'),
+else by reading a bounded number of values per page, which may then hold
+fewer entries than --limit, or none, with a cursor (--all follows the
+cursors; see GET /v1/kv in the API). An entry without the
 field, or with another JSON type there, does not match. Timestamps compare
 correctly as strings in one fixed RFC 3339 UTC form.
 

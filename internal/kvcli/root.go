@@ -227,7 +227,7 @@ Configuration: --url (KVCTL_URL, default ` + defaultURL + `) and --token
 		a.incCommand(), a.decCommand(), a.getCounterCommand(), a.fieldCommand(), a.updateCommand(), a.lockCommand(), a.leaderCommand(),
 		a.transactionCommand(), a.saddCommand(), a.sremCommand(), a.sismemberCommand(), a.smembersCommand(), a.scardCommand(),
 		a.lpushCommand(), a.rpushCommand(), a.lpopCommand(), a.rpopCommand(), a.lrangeCommand(), a.ltrimCommand(), a.llenCommand(),
-		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand(), a.cleanupExpiredCommand(), a.sessionCommand(), a.versionCommand())
+		a.queueCommand(), a.historyCommand(), a.watchCommand(), a.touchCommand(), a.cleanupExpiredCommand(), a.sessionCommand(), a.indexesCommand(), a.versionCommand())
 	root.Version = buildinfo.Line(a.flavor.Name, a.flavor.Build)
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.InitDefaultCompletionCmd()
