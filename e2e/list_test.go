@@ -66,13 +66,20 @@ func TestListSeesAcknowledgedWrites(t *testing.T) {
 
 // TestScanSeesAcknowledgedPatch: a filtered scan made as soon as a PATCH
 // was acknowledged sees the patched field, and no longer matches the old
-// one, on every round.
+// one, on every round: through the values (a field not declared) on odd
+// rounds, through its index (declared before the keys are written) on
+// even ones.
 func TestScanSeesAcknowledgedPatch(t *testing.T) {
 	t.Parallel()
 	s := mustStack(t)
 	names := []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"}
 	for round := range listRounds {
 		prefix := fmt.Sprintf("tenant/seed/project/scan-%d/", round)
+		if round%2 == 0 {
+			if r := s.do("PUT", "/v1/kv/"+prefix+contract.FieldIndexesPath, devToken, `{"value":{"fields":["state"]}}`); r.Status != http.StatusOK {
+				t.Fatalf("declare: %d %s", r.Status, r.Body)
+			}
+		}
 		putAll(t, s.url, prefix, names, func(int) string { return `{"value":{"state":"todo","n":1}}` })
 		done := names[round%len(names)]
 		if r := s.do("PATCH", "/v1/kv/"+prefix+done, devToken, `{"set":{"state":"done"}}`); r.Status != http.StatusOK {
@@ -84,6 +91,32 @@ func TestScanSeesAcknowledgedPatch(t *testing.T) {
 		todo := keysOf(listPrefix(t, s.url, prefix, "&field=state&op=eq&value=todo"), prefix)
 		if want := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == done }); !slices.Equal(todo, want) {
 			t.Fatalf("round %d: state = todo lists %v, want %v", round, todo, want)
+		}
+	}
+}
+
+// TestReservedKeysRefused: under a project's .eskv/ only a put of a
+// valid field-index declaration, or its delete, is taken (400 invalid
+// naming the field otherwise).
+func TestReservedKeysRefused(t *testing.T) {
+	t.Parallel()
+	s := mustStack(t)
+	const decl = "/v1/kv/tenant/seed/project/reserved/" + contract.FieldIndexesPath
+	for _, tc := range []struct {
+		method, path, body, field string
+		status                    int
+	}{
+		{"PUT", decl, `{"value":{"fields":["state","updated_at"]}}`, "", http.StatusOK},
+		{"PUT", decl, `{"value":{"fields":["state"]},"ttlSeconds":60}`, "ttlSeconds", http.StatusBadRequest},
+		{"PUT", decl, `{"value":{"fields":[""]}}`, "value.fields", http.StatusBadRequest},
+		{"PUT", decl, `{"value":["state"]}`, "value", http.StatusBadRequest},
+		{"PATCH", decl, `{"set":{"fields":[]}}`, "key", http.StatusBadRequest},
+		{"PUT", "/v1/kv/tenant/seed/project/reserved/.eskv/other", `{"value":1}`, "key", http.StatusBadRequest},
+		{"DELETE", decl, ``, "", http.StatusOK},
+	} {
+		r := s.do(tc.method, tc.path, devToken, tc.body)
+		if r.Status != tc.status || (tc.field != "" && !strings.Contains(string(r.Body), `"field":"`+tc.field+`"`)) {
+			t.Errorf("%s %s %s: %d %s; want %d naming %q", tc.method, tc.path, tc.body, r.Status, r.Body, tc.status, tc.field)
 		}
 	}
 }
