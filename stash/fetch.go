@@ -72,6 +72,9 @@ func (t *Table) Fetch(filter map[string]any) ([]any, error) {
 // server indexes is matched here), else all of the project's stashes.
 func (t *Table) entries(ctx context.Context, f fetchFilter) iter.Seq2[contract.Entry, error] {
 	prefix := t.project + stashDir
+	if f.stashType != nil || f.name != nil {
+		t.declareIndexes(ctx)
+	}
 	switch {
 	case f.stashType != nil:
 		return t.c.ScanAll(ctx, client.ScanOptions{Prefix: prefix, Limit: 1000,

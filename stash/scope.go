@@ -115,6 +115,7 @@ func (t *Table) StashesInTrail(trailID string) ([]string, error) {
 // creation order.
 func (t *Table) stashesInTrail(ctx context.Context, trailID string) ([]string, error) {
 	ids := []string{}
+	t.declareIndexes(ctx)
 	o := client.ScanOptions{Prefix: t.project + scopeDir, Limit: 1000,
 		Filter: client.Filter{Field: "trailId", Op: contract.FilterEq, Value: trailID}}
 	for e, err := range t.c.ScanAll(ctx, o) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/eskv/eskv/client"
@@ -22,6 +23,8 @@ type Table struct {
 	project string
 	// changedBy is the crumb id recorded with each change (R7.2), or nil.
 	changedBy *string
+	// declared: the fields its scans compare are declared (indexes.go).
+	declared *sync.Once
 }
 
 // Open returns the stash table of project ("tenant/<t>/project/<p>") on
@@ -34,7 +37,7 @@ func Open(baseURL, token, project string) (*Table, error) {
 	if len(project) > maxProjectLen {
 		return nil, fmt.Errorf("stash: project %q is longer than %d characters: its stash keys would pass eskv's key limit", project, maxProjectLen)
 	}
-	return &Table{c: client.New(baseURL, token, client.WithUserAgent("eskv-stash")), project: project}, nil
+	return &Table{c: client.New(baseURL, token, client.WithUserAgent("eskv-stash")), project: project, declared: new(sync.Once)}, nil
 }
 
 // ChangedBy returns a table of the same project that records crumbID as
