@@ -25,8 +25,8 @@ func TestScansDeclareTheirFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, tb, "a", "resource", 1)
-	if got := mustFetch(t, tb, map[string]any{"stash_type": "resource"}); len(got) != 1 {
+	mustCreate(t, tb, "a", "counter", 1)
+	if got := mustFetch(t, tb, map[string]any{"stash_type": "counter"}); len(got) != 1 {
 		t.Fatalf("fetched %v", got)
 	}
 	fields, _, err := c.FieldIndexes(ctx, project)
