@@ -25,7 +25,7 @@ func TestScansDeclareTheirFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, tb, "a", "counter", 1)
+	mustCreate(t, tb, "a", "counter", map[string]any{"value": 1})
 	if got := mustFetch(t, tb, map[string]any{"stash_type": "counter"}); len(got) != 1 {
 		t.Fatalf("fetched %v", got)
 	}
