@@ -60,7 +60,9 @@ func checkReservedKV(c *KV) *contract.Error {
 	default:
 		return reservedRefusal(h)
 	}
-	if c.TTLSeconds != 0 || c.KeepTTL || c.Session != "" {
+	// keepTtl is taken: the declaration never has an expiry to keep
+	// (client.Update writes with it).
+	if c.TTLSeconds != 0 || c.Session != "" {
 		return contract.FieldErrorf(contract.EInvalid, "ttlSeconds",
 			"%s is the project's field-index declaration: it takes no TTL or session (a put without ttlSeconds, or a delete, changes it)", h.Key.String())
 	}
