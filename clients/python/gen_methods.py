@@ -45,6 +45,17 @@ SPECS: list[tuple[str, str, str, str]] = [
      "ops.list_page(prefix, limit=limit, cursor=cursor, at=at, keys_only=True)",
      "One page of the keys under a prefix without values: ``items`` of ``{\"key\",\"version\",\"purpose\"}``, "
      "``count``, ``truncated``, ``nextCursor``, ``position``."),
+    ("field_indexes", "scope: str",
+     "ops.get(scope + '/.eskv/field-indexes')",
+     "The project's (``tenant/<t>/project/<p>``) field-index declaration: its entry, ``value`` "
+     "``{\"fields\": [...]}`` (the fields filtered scans read from an index), ``version`` for "
+     "``set_field_indexes``; NotFound when it declares nothing."),
+    ("set_field_indexes", "scope: str, fields: Sequence[str], *, expected_version: int | None = None, "
+     "request_id: str | None = None",
+     "ops.put(scope + '/.eskv/field-indexes', {'fields': list(fields)}, expected_version=expected_version, "
+     "semantics={'purpose': 'config'}, request_id=request_id)",
+     "Declare exactly ``fields`` (at most 16) for the project's filtered scans; give ``expected_version`` "
+     "(0: none yet) so that a concurrent declarer's change is not lost (VersionConflict)."),
     ("history", "key: str, *, from_version: int | None = None, limit: int | None = None, cursor: str | None = None",
      "ops.history(key, from_version=from_version, limit=limit, cursor=cursor)",
      "One page of the key's versions, oldest first: ``versions``, ``cursor``."),

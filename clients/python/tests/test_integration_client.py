@@ -124,6 +124,20 @@ class TestClient(unittest.TestCase):
         got = self.c.list(self.p, filter=("n", "gte", 2))
         self.assertEqual([e["value"]["n"] for e in got["items"]], [2, 3])
 
+    def test_field_indexes(self) -> None:
+        scope = self.p.rstrip("/")
+        with self.assertRaises(eskv.NotFound):
+            self.c.field_indexes(scope)
+        v1 = self.c.set_field_indexes(scope, ["n"], expected_version=0)["version"]
+        with self.assertRaises(eskv.VersionConflict):
+            self.c.set_field_indexes(scope, ["state"], expected_version=0)
+        self.c.set_field_indexes(scope, ["n", "state"], expected_version=v1)
+        self.assertEqual(self.c.field_indexes(scope)["value"], {"fields": ["n", "state"]})
+        for i in range(4):
+            self.c.put(self.p + f"j{i}", {"n": i})
+        got = self.c.list(self.p, filter=("n", "gte", 2))
+        self.assertEqual([e["value"]["n"] for e in got["items"]], [2, 3])
+
     def follow(self, w: eskv.Watch) -> "queue.Queue[Any]":
         """The watch's changes, read by a thread, in a queue."""
         q: "queue.Queue[Any]" = queue.Queue()

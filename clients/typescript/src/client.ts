@@ -3,7 +3,7 @@
 // or a new UUIDv7), reused by its retries, so a retry after a lost answer
 // is applied once at most and answered as a replay.
 
-import { EscalationError, EskvError, InvalidError, OutcomeUnknownUpdateError } from "./errors.js";
+import { EscalationError, EskvError, InvalidError, NotFoundError, OutcomeUnknownUpdateError } from "./errors.js";
 import { keepLock } from "./lease.js";
 import type { KeepLockOptions, KeptLock, Lock } from "./lease.js";
 import { newRequestId, orNewId } from "./requestid.js";
@@ -217,6 +217,29 @@ export class EskvClient {
       semantics: o.semantics, requestId: orNewId(o.requestId), specRef: o.specRef, session: o.session,
     };
     return this.writeEntry("PUT", key, body, o);
+  }
+
+  /**
+   * fieldIndexes returns the fields scope (tenant/<t>/project/<p>) declares for its filtered scans (the reserved key
+   * <scope>/.eskv/field-indexes) and the declaration's version: none and 0 when it declares nothing. A field it does not
+   * declare is scanned from the values, a bounded number per page (pages may come short, with a cursor).
+   */
+  async fieldIndexes(scope: string, o: CallOptions = {}): Promise<{ fields: string[]; version: number }> {
+    try {
+      const e = await this.get(`${scope}/.eskv/field-indexes`, o);
+      return { fields: ((e.value as { fields?: string[] } | null)?.fields ?? []).slice().sort(), version: e.version };
+    } catch (err) {
+      if (err instanceof NotFoundError) return { fields: [], version: 0 };
+      throw err;
+    }
+  }
+
+  /**
+   * setFieldIndexes declares exactly fields (at most 16) for scope's filtered scans; expectedVersion (0: none yet, else the
+   * version fieldIndexes answered) makes it a compare-and-swap, so that a concurrent declarer's change is not lost.
+   */
+  async setFieldIndexes(scope: string, fields: string[], o: WriteOptions & { expectedVersion?: number } = {}): Promise<WriteResult> {
+    return this.put(`${scope}/.eskv/field-indexes`, { fields }, { ...o, semantics: { purpose: "config" } });
   }
 
   /** patch changes top-level fields of the object at key without a read-modify-write. */

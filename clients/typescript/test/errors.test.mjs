@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import * as eskv from "../dist/esm/index.js";
-import { apiError, fakeFetch, fast } from "./fake.mjs";
+import { apiError, fakeFetch, fast, json } from "./fake.mjs";
 
 const codes = {
   invalid: "InvalidError", unauthenticated: "UnauthenticatedError", forbidden: "ForbiddenError", not_found: "NotFoundError",
@@ -72,4 +72,20 @@ test("src imports nothing of Node (the client runs in browsers)", () => {
     const text = readFileSync(new URL(name, dir), "utf8");
     assert.doesNotMatch(text, /from\s+["'](node:|fs|path|http|https|crypto|stream|buffer|events)["']|require\(|process\.|Buffer\b/, name);
   }
+});
+
+test("fieldIndexes reads the reserved key (none when absent); setFieldIndexes puts it, a compare-and-swap with expectedVersion", async () => {
+  const f = fakeFetch([
+    () => apiError(404, "not_found"),
+    (req) => json(200, { key: "tenant/t/project/p/.eskv/field-indexes", version: 1, value: req.body.value }),
+    () => json(200, { key: "tenant/t/project/p/.eskv/field-indexes", version: 1, value: { fields: ["state", "n"] } }),
+  ]);
+  const c = new eskv.EskvClient("http://eskv.test", "t", { fetch: f.fetch, retry: fast });
+  assert.deepEqual(await c.fieldIndexes("tenant/t/project/p"), { fields: [], version: 0 });
+  const w = await c.setFieldIndexes("tenant/t/project/p", ["state", "n"], { expectedVersion: 0 });
+  assert.equal(w.entry.version, 1);
+  const put = f.calls[1].body;
+  assert.deepEqual([f.calls[1].method, put.value, put.expectedVersion], ["PUT", { fields: ["state", "n"] }, 0]);
+  assert.match(f.calls[1].url.pathname, /\/v1\/kv\/tenant\/t\/project\/p\/\.eskv\/field-indexes$/);
+  assert.deepEqual(await c.fieldIndexes("tenant/t/project/p"), { fields: ["n", "state"], version: 1 });
 });

@@ -53,6 +53,14 @@ class SyncMethods:
         """One page of the keys under a prefix without values: ``items`` of ``{"key","version","purpose"}``, ``count``, ``truncated``, ``nextCursor``, ``position``."""
         return self._call(ops.list_page(prefix, limit=limit, cursor=cursor, at=at, keys_only=True))
 
+    def field_indexes(self, scope: str) -> Answer:
+        """The project's (``tenant/<t>/project/<p>``) field-index declaration: its entry, ``value`` ``{"fields": [...]}`` (the fields filtered scans read from an index), ``version`` for ``set_field_indexes``; NotFound when it declares nothing."""
+        return self._call(ops.get(scope + '/.eskv/field-indexes'))
+
+    def set_field_indexes(self, scope: str, fields: Sequence[str], *, expected_version: int | None = None, request_id: str | None = None) -> Answer:
+        """Declare exactly ``fields`` (at most 16) for the project's filtered scans; give ``expected_version`` (0: none yet) so that a concurrent declarer's change is not lost (VersionConflict)."""
+        return self._call(ops.put(scope + '/.eskv/field-indexes', {'fields': list(fields)}, expected_version=expected_version, semantics={'purpose': 'config'}, request_id=request_id))
+
     def history(self, key: str, *, from_version: int | None = None, limit: int | None = None, cursor: str | None = None) -> Answer:
         """One page of the key's versions, oldest first: ``versions``, ``cursor``."""
         return self._call(ops.history(key, from_version=from_version, limit=limit, cursor=cursor))
@@ -236,6 +244,14 @@ class AsyncMethods:
     async def list_keys(self, prefix: str, *, limit: int | None = None, cursor: str | None = None, at: str | None = None) -> Answer:
         """One page of the keys under a prefix without values: ``items`` of ``{"key","version","purpose"}``, ``count``, ``truncated``, ``nextCursor``, ``position``."""
         return await self._call(ops.list_page(prefix, limit=limit, cursor=cursor, at=at, keys_only=True))
+
+    async def field_indexes(self, scope: str) -> Answer:
+        """The project's (``tenant/<t>/project/<p>``) field-index declaration: its entry, ``value`` ``{"fields": [...]}`` (the fields filtered scans read from an index), ``version`` for ``set_field_indexes``; NotFound when it declares nothing."""
+        return await self._call(ops.get(scope + '/.eskv/field-indexes'))
+
+    async def set_field_indexes(self, scope: str, fields: Sequence[str], *, expected_version: int | None = None, request_id: str | None = None) -> Answer:
+        """Declare exactly ``fields`` (at most 16) for the project's filtered scans; give ``expected_version`` (0: none yet) so that a concurrent declarer's change is not lost (VersionConflict)."""
+        return await self._call(ops.put(scope + '/.eskv/field-indexes', {'fields': list(fields)}, expected_version=expected_version, semantics={'purpose': 'config'}, request_id=request_id))
 
     async def history(self, key: str, *, from_version: int | None = None, limit: int | None = None, cursor: str | None = None) -> Answer:
         """One page of the key's versions, oldest first: ``versions``, ``cursor``."""
