@@ -226,6 +226,15 @@ func scaleEvent(key, scope string, i int, now time.Time) *contract.Event {
 	}
 }
 
+// scopesOf returns the scopes of st's projects.
+func scopesOf(b *bench, st scaleStep) []string {
+	out := make([]string, 0, len(st.projects))
+	for _, project := range st.projects {
+		out = append(out, contract.ScopeOf(b.key(project, scaleKeyPath(0))))
+	}
+	return out
+}
+
 // loadScaleStep produces the step's put events to kv.changes and waits
 // until the stack's projector has applied them.
 func (b *bench) loadScaleStep(ctx context.Context, cl *kgo.Client, st scaleStep, now time.Time, tb *topicBytes) (time.Duration, error) {
@@ -241,14 +250,18 @@ func (b *bench) loadScaleStep(ctx context.Context, cl *kgo.Client, st scaleStep,
 			return 0, err
 		}
 		part := changelog.Partition(k.Scope(), int32(b.c.partitions))
-		for i := range st.perProject {
+		for i := -1; i < st.perProject; i++ {
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}
 			if p := failed.Load(); p != nil {
 				return 0, *p
 			}
-			rec, err := changelog.Record(scaleEvent(b.key(project, scaleKeyPath(i)), k.Scope(), i, now), scaleTopic, part, "eskvbench")
+			e := declarationEvent(k.Scope(), now) // first: the scan's fields (scanFields)
+			if i >= 0 {
+				e = scaleEvent(b.key(project, scaleKeyPath(i)), k.Scope(), i, now)
+			}
+			rec, err := changelog.Record(e, scaleTopic, part, "eskvbench")
 			if err != nil {
 				return 0, err
 			}
@@ -288,7 +301,7 @@ func (b *bench) loadScaleStep(ctx context.Context, cl *kgo.Client, st scaleStep,
 			done = done && offs[p] >= end
 		}
 		if done {
-			return time.Since(start), nil
+			return time.Since(start), b.awaitFieldsReady(ctx, scopesOf(b, st))
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("the projector did not apply the events within %s", scaleLoadTimeout)
