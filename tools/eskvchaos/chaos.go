@@ -52,6 +52,9 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	}
 	keys := registerKeys(c.keys, s.topics.Partitions)
 	cl := newClients(urls, s.token, keys, c.opTimeout, s.t0)
+	if err := cl.declareScans(ctx); err != nil {
+		return nil, err
+	}
 	cl.hist = newHistoryReads(urls, s.token, c.historyEvery, c.opTimeout)
 	watches := newWatchWorkload(urls, s.token, keys, s.topics.Partitions, c.watchClients)
 	watches.start(ctx, c.seed)

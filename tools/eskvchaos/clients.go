@@ -140,9 +140,12 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 // listStep is one operation of the listing workload, through a random
 // writer, in the project of a random register key: an unconditional put
 // (4 in 10) or delete (3 in 10) of one of its listKeys keys, with a value
-// no other operation writes, or a listing of the project (3 in 10).
-// The listings are checked against the puts and deletes, and against the
-// register's CAS writes, by linz.CheckListings.
+// no other operation writes, a listing of the project (1 in 10), or a
+// filtered scan of its listKeys keys (2 in 10) on a field every one of
+// their values holds: "indexed", which the project declares (declareScans:
+// its index answers), or "scanned", which it does not (the values are
+// read). The listings and scans are checked against the puts and
+// deletes, and against the register's CAS writes, by linz.CheckListings.
 func (c *clients) listStep(id int, rng *rand.Rand, seq int, stop <-chan struct{}) {
 	scope := contract.ScopeOf(c.keys[rng.IntN(len(c.keys))])
 	w := rng.IntN(len(c.urls))
@@ -153,8 +156,14 @@ func (c *clients) listStep(id int, rng *rand.Rand, seq int, stop <-chan struct{}
 		ch = c.change(id, w, key, false, fmt.Sprintf("c%d-%d", id, seq))
 	case n < 7:
 		ch = c.change(id, w, key, true, fmt.Sprintf("c%d-%d", id, seq))
+	case n == 7:
+		c.list(id, w, scope+"/", "")
+		return
+	case n == 8:
+		c.list(id, w, scope+"/l/", "&field=indexed&op=eq&value=true")
+		return
 	default:
-		c.list(id, w, scope+"/")
+		c.list(id, w, scope+"/l/", "&field=scanned&op=eq&value=true")
 		return
 	}
 	if ch.Outcome == linz.Failed || ch.Outcome == linz.Unknown {
@@ -171,7 +180,8 @@ func (c *clients) change(id, w int, key string, del bool, value string) linz.Cha
 	if del {
 		method, url = http.MethodDelete, url+"?requestId="+rid
 	} else {
-		body, _ = json.Marshal(contract.PutBody{Value: mustJSON(value), RequestID: rid})
+		v, _ := json.Marshal(map[string]any{"v": value, "indexed": true, "scanned": true})
+		body, _ = json.Marshal(contract.PutBody{Value: v, RequestID: rid})
 	}
 	ch.Call = c.now()
 	a := c.do(method, url, body)
@@ -204,12 +214,12 @@ func classifyChange(a answer) (linz.Outcome, int64, string) {
 	return o.Outcome, 0, detail
 }
 
-// list lists prefix through writer w and records the page when it was
-// answered 200 (a listing has no effect: any other answer is only
-// counted).
-func (c *clients) list(id, w int, prefix string) {
+// list lists prefix through writer w, with the filter of the query
+// filter (""; none), and records the page when it was answered 200 (a
+// listing has no effect: any other answer is only counted).
+func (c *clients) list(id, w int, prefix, filter string) {
 	l := linz.Listing{Client: id, Writer: w, Prefix: prefix, Call: c.now()}
-	a := c.do(http.MethodGet, c.urls[w]+"/v1/kv?limit=1000&prefix="+prefix, nil)
+	a := c.do(http.MethodGet, c.urls[w]+"/v1/kv?limit=1000&prefix="+prefix+filter, nil)
 	l.Return = c.now()
 	var page contract.ListAnswer
 	ok := a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &page) == nil && !page.Truncated
@@ -224,6 +234,35 @@ func (c *clients) list(id, w int, prefix string) {
 		l.Items[e.Key] = e.Version
 	}
 	c.lists = append(c.lists, l)
+}
+
+// declareScans declares the field "indexed" in the project of every
+// register key (the reserved key <scope>/.eskv/field-indexes), so that
+// the listing workload's scans on it go through its index once it is
+// built, and those on "scanned" through the values. It tries each
+// writer in turn until one takes it.
+func (c *clients) declareScans(ctx context.Context) error {
+	seen := map[string]bool{}
+	for _, k := range c.keys {
+		scope := contract.ScopeOf(k)
+		if seen[scope] {
+			continue
+		}
+		seen[scope] = true
+		body, _ := json.Marshal(contract.PutBody{Value: json.RawMessage(`{"fields":["indexed"]}`), RequestID: "chaos-declare-" + scope})
+		var a answer
+		for try := 0; try < 50 && ctx.Err() == nil; try++ {
+			a = c.do(http.MethodPut, c.urls[try%len(c.urls)]+"/v1/kv/"+contract.FieldIndexesKey(scope), body)
+			if a.err == nil && a.status == http.StatusOK {
+				break
+			}
+			pause(ctx.Done(), 200*time.Millisecond)
+		}
+		if a.err != nil || a.status != http.StatusOK {
+			return fmt.Errorf("declaring the field indexes of %s: %d %s %v", scope, a.status, a.body, a.err)
+		}
+	}
+	return nil
 }
 
 // listings returns the listing workload's changes and answered listings,
