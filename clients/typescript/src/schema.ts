@@ -52,6 +52,17 @@ export interface paths {
          *     `correlationId` that also appears in the writer's WARN log line and
          *     in the `kv.conflicts` record.
          *
+         *     **Reserved keys.** A path under `.eskv/` is reserved for a
+         *     project's system keys. The only one is the field-index declaration
+         *     `tenant/<t>/project/<p>/.eskv/field-indexes`, value
+         *     `{"fields": [...]}` (0 to 16 distinct top-level field names, 1 to
+         *     256 bytes each): the fields filtered scans of the project read
+         *     from an index (GET /v1/kv with `field`). Only a PUT (with or
+         *     without `expectedVersion`, no `ttlSeconds` or `session`) of a valid
+         *     declaration and a DELETE are taken there; any other key, op, TTL
+         *     or value answers 400 `invalid` naming `key`, `ttlSeconds`, `value`
+         *     or `value.fields`.
+         *
          *     **Idempotency.** When `requestId` equals the requestId of the key's
          *     last successful write and the request is the same (same value,
          *     expectedVersion, TTL, semantics, specRef and principal), nothing is
@@ -2224,7 +2235,10 @@ export interface components {
             /**
              * @description More entries follow; fetch them with `cursor=nextCursor`. Set when
              *     the page reached `limit` or the server's byte budget
-             *     (`ESKV_MAX_LIST_BYTES`) with entries left.
+             *     (`ESKV_MAX_LIST_BYTES`) with entries left, or when a filtered
+             *     scan of a field without a ready index read its budget of
+             *     entries first (the page may then hold fewer than `limit`
+             *     items, or none).
              */
             truncated: boolean;
             /**
@@ -5192,13 +5206,23 @@ export interface operations {
                  *     naming it), the page holds only the entries whose value is a
                  *     JSON object with this field holding a value of the filter
                  *     value's JSON type that compares as `op` says; an entry without
-                 *     the field, or with another type there, does not match. Postgres
-                 *     answers from an index of the scalar top-level fields (field
-                 *     names and strings up to 256 bytes, numbers up to 256 characters
-                 *     written out without exponent, the first 64 fields of a value by
-                 *     name); an entry whose field is not indexed matches no filter on
-                 *     it. `prefix`, `limit`, `cursor` and the rights work as without
-                 *     a filter; pass the same filter with the cursor.
+                 *     the field, or with another type there, does not match. Only
+                 *     scalar top-level fields compare (field names and strings up to
+                 *     256 bytes, numbers up to 256 characters written out without
+                 *     exponent, the first 64 fields of a value by name); an entry
+                 *     whose field is beyond them matches no filter on it. Postgres
+                 *     answers from an index when the prefix's project declares the
+                 *     field and its index is ready (the reserved key
+                 *     `tenant/<t>/project/<p>/.eskv/field-indexes`, value
+                 *     `{"fields": [...]}`: see PUT /v1/kv/{key}). Otherwise it reads
+                 *     the entries under the prefix after the cursor, at most ten per
+                 *     item asked (1,000 to 10,000) and 16 MiB of values: when that
+                 *     budget runs out first, the page holds the matches found, fewer
+                 *     than `limit` or none, with `truncated: true` and a `nextCursor`
+                 *     at the last entry read (as a DynamoDB Scan): follow cursors
+                 *     until there is none, never stop at a short page. `prefix`,
+                 *     `limit`, `cursor` and the rights work as without a filter;
+                 *     pass the same filter with the cursor.
                  * @example updated_at
                  */
                 field?: string;
