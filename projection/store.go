@@ -352,8 +352,11 @@ SELECT key, field, type, num, str, expires_at FROM d WHERE tid IS NULL`
 // event it does not have yet, and projector_offsets moves to the highest
 // offset+1 per partition of the batch, never backwards. Put makes a key
 // live with value = after; delete and expire keep the row and its version
-// with live false and no value. kv_fields follows kv_entries: a key's
-// indexed fields are those of its current live value (none otherwise).
+// with live false and no value. kv_fields follows kv_entries for the
+// fields the key's project declares (fieldindexes.go): a key's rows are
+// those of its current live value's declared fields (none otherwise);
+// a batch whose projects declare nothing writes no kv_fields row, and
+// the events of a project's declaration key keep kv_field_indexes.
 // kv_elements takes the element changes of collection events (sadd,
 // srem), all of them in order (elements.go).
 //
