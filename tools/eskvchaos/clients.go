@@ -249,10 +249,19 @@ func (c *clients) declareScans(ctx context.Context) error {
 			continue
 		}
 		seen[scope] = true
-		body, _ := json.Marshal(contract.PutBody{Value: json.RawMessage(`{"fields":["indexed"]}`), RequestID: "chaos-declare-" + scope})
+		rid := "chaos-declare-" + scope
+		body, _ := json.Marshal(contract.PutBody{Value: json.RawMessage(`{"fields":["indexed"]}`), RequestID: rid})
 		var a answer
 		for try := 0; try < 50 && ctx.Err() == nil; try++ {
-			a = c.do(http.MethodPut, c.urls[try%len(c.urls)]+"/v1/kv/"+contract.FieldIndexesKey(scope), body)
+			// Each attempt is a put the listings may see (it is a key of
+			// the project): recorded as the listing workload's puts are.
+			ch := linz.Change{Client: -1, Writer: try % len(c.urls), Key: contract.FieldIndexesKey(scope), RequestID: rid, Call: c.now()}
+			a = c.do(http.MethodPut, c.urls[ch.Writer]+"/v1/kv/"+ch.Key, body)
+			ch.Return = c.now()
+			ch.Outcome, ch.Version, ch.Detail = classifyChange(a)
+			c.mu.Lock()
+			c.changes = append(c.changes, ch)
+			c.mu.Unlock()
 			if a.err == nil && a.status == http.StatusOK {
 				break
 			}
