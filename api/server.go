@@ -89,7 +89,10 @@ type Lister interface {
 	// key range r: at most limit projects, in key order.
 	Projects(ctx context.Context, r projection.KeyRange, limit int, now time.Time) ([]contract.ProjectInfo, error)
 	// Scan lists like List, keeping only the entries whose value matches
-	// a filter on one top-level field.
+	// a filter on one top-level field, and answers the key the next page
+	// starts after ("" after the last): a scan of a field without a ready
+	// index may end a page short, or empty, at the last entry it read
+	// (projection.Store.Scan).
 	Scan(ctx context.Context, prefix string, f projection.Filter, pg projection.Page) (items []contract.Entry, next string, err error)
 	// Members returns a page of the set key's members after cursor, and
 	// the next page's cursor ("" after the last).
