@@ -3,15 +3,19 @@ package projection_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -316,4 +320,60 @@ func TestScanFallbackPagesAreBounded(t *testing.T) {
 	if !slices.Equal(keys, []string{p + "k02400"}) || pages != 1 {
 		t.Errorf("indexed: got %v in %d pages, want the rare key in 1", keys, pages)
 	}
+}
+
+// TestMigrationKeepsDeclaredFields: migration 00017 takes the
+// declarations already written (live reserved keys whose value is a
+// declaration) as ready, since the former projector indexed every field,
+// and drops the kv_fields rows of every field no project declares.
+func TestMigrationKeepsDeclaredFields(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	migrations, err := fs.Sub(schemas.Postgres, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 16); err != nil {
+		t.Fatalf("down to 16: %v", err)
+	}
+	// Entries and their kv_fields rows as the former projector left them:
+	// every field of every value.
+	if _, err := pool.Exec(ctx, `INSERT INTO kv_entries (key, scope, partition, version, live, value, updated_at, kafka_offset) VALUES
+		('tenant/t/project/p/.eskv/field-indexes', 'tenant/t/project/p', 3, 1, true, '{"fields":["state"]}', now(), 0),
+		('tenant/t/project/p/a', 'tenant/t/project/p', 3, 1, true, '{"state":"done","n":1}', now(), 1),
+		('tenant/t/project/q/.eskv/field-indexes', 'tenant/t/project/q', 0, 1, true, '{"fields":["state"],"x":1}', now(), 2),
+		('tenant/t/project/q/a', 'tenant/t/project/q', 0, 1, true, '{"state":"done"}', now(), 3),
+		('tenant/t/project/r/.eskv/field-indexes', 'tenant/t/project/r', 0, 2, false, NULL, now(), 4),
+		('tenant/t/project/r/a', 'tenant/t/project/r', 0, 1, true, '{"state":"done"}', now(), 5)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO kv_fields (key, field, type, num, str, expires_at)
+		SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
+		FROM kv_entries e CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) f WHERE e.live`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	s := projection.New(pool)
+	for scope, want := range map[string]string{"tenant/t/project/p": "state:true", "tenant/t/project/q": "", "tenant/t/project/r": ""} {
+		var got []string
+		for _, fi := range mustFieldIndexes(t, s, scope) {
+			got = append(got, fmt.Sprintf("%s:%v", fi.Field, fi.Ready))
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s declares %v after the migration, want %q", scope, got, want)
+		}
+	}
+	if rows := storedFields(t, pool, "tenant/t/project/"); len(rows) != 1 || !strings.HasPrefix(rows[0], "tenant/t/project/p/a.state ") {
+		t.Errorf("kv_fields after the migration: %v; want p/a's state alone", rows)
+	}
+	checkFieldsDerived(t, pool)
 }
