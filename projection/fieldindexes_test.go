@@ -3,19 +3,15 @@ package projection_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
-	"github.com/eskv/eskv/schemas"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -330,16 +326,7 @@ func TestMigrationKeepsDeclaredFields(t *testing.T) {
 	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	migrations, err := fs.Sub(schemas.Postgres, "postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := migrator(t, pool)
 	if _, err := p.DownTo(ctx, 16); err != nil {
 		t.Fatalf("down to 16: %v", err)
 	}

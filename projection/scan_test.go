@@ -784,16 +784,7 @@ func TestMigrationIndexesExistingEntries(t *testing.T) {
 	t.Parallel()
 	pool := testenv.MustPostgres(t)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	migrations, err := fs.Sub(schemas.Postgres, "postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := migrator(t, pool)
 	if _, err := p.DownTo(ctx, 3); err != nil {
 		t.Fatalf("down to 3: %v", err)
 	}
@@ -820,4 +811,21 @@ func TestMigrationIndexesExistingEntries(t *testing.T) {
 	if keys, _ := mustScan(t, s, "tenant/t/project/p/", filter("state", contract.FilterNe, `"x"`), "", 10, exp); !slices.Equal(keys, []string{"tenant/t/project/p/a"}) {
 		t.Errorf("scan after b's expiry: %v", keys)
 	}
+}
+
+// migrator is a goose provider of the project's Postgres migrations over
+// pool, to move a test's database down and up.
+func migrator(t *testing.T, pool *pgxpool.Pool) *goose.Provider {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	migrations, err := fs.Sub(schemas.Postgres, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
