@@ -240,10 +240,7 @@ func (s *Server) write(c echo.Context, req decide.Command) (writer.Result, error
 	if err := setDirective(c, req); err != nil {
 		return writer.Result{}, err
 	}
-	if err := blind(c, req); err != nil {
-		return writer.Result{}, err
-	}
-	if err := decide.CheckReserved(req); err != nil {
+	if err := checkWrite(c, req); err != nil {
 		return writer.Result{}, err
 	}
 	res, err := s.w.Do(c.Request().Context(), req)
@@ -265,6 +262,16 @@ func (s *Server) writeEntry(c echo.Context, req *decide.KV) error {
 		res.Entry.Value = nil
 	}
 	return answerEntry(c, &res.Entry)
+}
+
+// checkWrite is what every write is checked for before the writer sees
+// it: what a blind request may not ask (blind) and writes under the
+// reserved path (decide.CheckReserved).
+func checkWrite(c echo.Context, req decide.Command) error {
+	if err := blind(c, req); err != nil {
+		return err
+	}
+	return decide.CheckReserved(req)
 }
 
 // blind marks req, or each step of a transaction, Blind when the caller

@@ -95,10 +95,7 @@ func (s *Server) writeWait(c echo.Context, req decide.Command) (writer.Result, e
 		}
 		return s.write(c, req)
 	}
-	if err := blind(c, req); err != nil {
-		return writer.Result{}, err
-	}
-	if err := decide.CheckReserved(req); err != nil {
+	if err := checkWrite(c, req); err != nil {
 		return writer.Result{}, err
 	}
 	h := holderOf(c)
