@@ -52,8 +52,11 @@ func hidden(op string, e *contract.Error, cause error) error {
 
 // retriable reports SQLSTATEs after which the same statement may succeed
 // later: connection exceptions (08), insufficient resources (53), operator
-// intervention such as shutdown (57P), serialization failure and deadlock.
+// intervention such as shutdown (57P), serialization failure and deadlock,
+// and field index declarations that changed under an Apply more often than
+// it retries by itself (kv_field_indexes_check: another projector applied
+// declarations after a rebalance): its caller retries later.
 func retriable(code string) bool {
 	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "53") || strings.HasPrefix(code, "57P") ||
-		code == "40001" || code == "40P01"
+		code == "40001" || code == "40P01" || code == errDeclarationsChanged
 }

@@ -28,6 +28,10 @@ func TestTranslateHidesDriverErrors(t *testing.T) {
 	}{
 		{"OKConnectError", connErr, contract.EUnavailable},
 		{"OKRetriable", &pgconn.PgError{Code: "57P01", Message: "terminating connection of secretuser"}, contract.EUnavailable},
+		// Apply gives up after its own retries when declarations keep
+		// changing under it (another projector after a rebalance): the
+		// projector retries later, it does not stop.
+		{"OKDeclarationsChanged", &pgconn.PgError{Code: errDeclarationsChanged, Message: "field index declarations of secretdb changed"}, contract.EUnavailable},
 		{"OKOther", &pgconn.PgError{Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00 secretdb`}, contract.EInternal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
