@@ -40,6 +40,9 @@ func Pprof(addr string, limits HTTPLimits, log *slog.Logger) (func(context.Conte
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	// An execution trace (?seconds=N) shows where a request waits, which
+	// a CPU profile does not: go tool trace.
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	limits.WriteTimeout = max(limits.WriteTimeout, pprofWriteTimeout)
 	return servePart(limits.Server(mux), ln), nil
 }

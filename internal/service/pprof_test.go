@@ -36,6 +36,15 @@ func TestPprofServesAndStops(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine") {
 		t.Fatalf("GET /debug/pprof/: %d %q", resp.StatusCode, body)
 	}
+	resp, err = http.Get("http://" + addr + "/debug/pprof/trace?seconds=0.05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "go 1.") {
+		t.Fatalf("GET /debug/pprof/trace: %d %.40q", resp.StatusCode, body)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("part returned %v after its context ended", err)
