@@ -53,6 +53,7 @@ var handlers = map[contract.Op]handler{
 	contract.OpLockCheck:        {read: checkLock},
 	contract.OpLeaderCheck:      {read: checkLock},
 	contract.OpGetCounter:       {read: answer(decide.ReadCounter)},
+	contract.OpFieldIndexStatus: {query: (*Server).fieldIndexStatus},
 	contract.OpSAdd:             {write: (*Server).setMember},
 	contract.OpSRem:             {write: (*Server).setMember},
 	contract.OpSIsMember:        {query: (*Server).isMember, params: []string{"member"}},

@@ -117,6 +117,9 @@ type Lister interface {
 	OffsetAtTime(ctx context.Context, partition int32, t time.Time) (int64, error)
 	EntryAsOf(ctx context.Context, key string, at projection.AsOf) (*contract.Entry, error)
 	PageAsOf(ctx context.Context, prefix string, f *projection.Filter, at projection.AsOf, pg projection.Page) ([]contract.Entry, bool, error)
+	// FieldIndexes returns the fields the projection indexes for scope
+	// (a project), ready or building, as it applied its declaration.
+	FieldIndexes(ctx context.Context, scope string) ([]projection.FieldIndex, error)
 }
 
 // Defaults of Config.

@@ -40,6 +40,18 @@ func (c *Client) FieldIndexes(ctx context.Context, scope string) (fields []strin
 	return fi.Fields, e.Version, nil
 }
 
+// FieldIndexStatus returns the fields scope (tenant/<t>/project/<p>)
+// declares, in name order, each contract.FieldIndexReady (its scans read
+// the index) or contract.FieldIndexBuilding (the projector is still
+// writing the rows of the keys that existed before; its scans read the
+// values meanwhile), and the declaration's version (0: none). A field
+// declared just before reads building, never absent.
+func (c *Client) FieldIndexStatus(ctx context.Context, scope string) (contract.FieldIndexStatusAnswer, error) {
+	var a contract.FieldIndexStatusAnswer
+	err := c.setRead(ctx, contract.OpFieldIndexStatus, contract.FieldIndexesKey(scope), nil, &a)
+	return a, err
+}
+
 // SetFieldIndexes declares exactly fields (none: nothing) for scope, as
 // a compare-and-swap when expectedVersion is set (0: no declaration
 // yet; the version FieldIndexes answered), so that two declarers do not

@@ -79,3 +79,31 @@ func ParseFieldIndexes(value []byte) (FieldIndexes, error) {
 	}
 	return fi, nil
 }
+
+// The states of a declared field's index (FieldIndexState).
+const (
+	// FieldIndexReady: the projection holds the field's rows for every
+	// key of the project; a filtered scan of it reads the index.
+	FieldIndexReady = "ready"
+	// FieldIndexBuilding: the field is declared, and the projector is
+	// still writing the rows of the keys that existed before (or has not
+	// applied the declaration yet); a filtered scan of it reads the
+	// values, a budget per page.
+	FieldIndexBuilding = "building"
+)
+
+// FieldIndexState is one declared field and the state of its index.
+type FieldIndexState struct {
+	Field string `json:"field"`
+	// State is FieldIndexReady or FieldIndexBuilding.
+	State string `json:"state"`
+}
+
+// FieldIndexStatusAnswer answers GET {scope}/.eskv/field-indexes:indexStatus:
+// the declaration's version (0 when the project declares nothing) and
+// each field it declares, in name order, with its index's state.
+type FieldIndexStatusAnswer struct {
+	Scope   string            `json:"scope"`
+	Version int64             `json:"version"`
+	Fields  []FieldIndexState `json:"fields"`
+}

@@ -16,6 +16,9 @@ const (
 	OpLockCheck   Op = "lock_check"   // GET /v1/kv/{key}:lock
 	OpLeaderCheck Op = "leader_check" // GET /v1/kv/{key}:leader
 	OpGetCounter  Op = "get_counter"  // GET /v1/kv/{key}:counter
+	// OpFieldIndexStatus reads whether each field a project declares is
+	// indexed yet: GET /v1/kv/{scope}/.eskv/field-indexes:indexStatus.
+	OpFieldIndexStatus Op = "field_index_status"
 )
 
 // Writes, named as their change events. Each is decided by the partition
@@ -93,6 +96,11 @@ var opTable = []opSpec{
 	{op: OpLockCheck, verb: "lock", read: true, purpose: PurposeLock},
 	{op: OpLeaderCheck, verb: "leader", read: true, purpose: PurposeLeader},
 	{op: OpGetCounter, verb: "counter", read: true},
+	// A verb added since the first release holds an upper-case letter:
+	// keys are lower-case, so no key written before can end in it (a
+	// key's last ':' segment is never a verb: SplitVerb), where ":status"
+	// would have made every key ending in it invalid.
+	{op: OpFieldIndexStatus, verb: "indexStatus", read: true},
 	{op: OpSAdd, verb: "sadd", purpose: PurposeSet}, {op: OpSRem, verb: "srem", purpose: PurposeSet},
 	{op: OpSIsMember, verb: "sismember", read: true, purpose: PurposeSet},
 	{op: OpSMembers, verb: "smembers", read: true, purpose: PurposeSet},

@@ -1,6 +1,9 @@
 package contract
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestOps: every op is listed once, and the custom methods' verbs are
 // unique per method (GET or POST).
@@ -21,6 +24,33 @@ func TestOps(t *testing.T) {
 	}
 	if !ops[OpGet] || !ops[OpQSize] || !ops[OpHistory] {
 		t.Fatalf("ops: %v", ops)
+	}
+}
+
+// releasedVerbs are the verbs of the first release, all lower-case. A
+// key's last ':' segment is never a verb (SplitVerb), so a lower-case
+// verb added later would make every existing key that ends in it
+// invalid (job:status, once :status was a verb): later verbs hold an
+// upper-case letter, which no key does.
+var releasedVerbs = strings.Fields(`acquire extend release elect heartbeat resign lock leader counter increment touch
+	sadd srem sismember smembers scard lpush rpush lpop rpop ltrim lrange llen history
+	qpush qpop qack session keepalive revoke qpeek qsize`)
+
+// TestNewVerbsCollideWithNoKey: every verb is one of the first release or
+// holds an upper-case letter, so that no key valid before is refused, or
+// read as a verb, after it.
+func TestNewVerbsCollideWithNoKey(t *testing.T) {
+	for _, o := range Ops() {
+		v := o.Verb()
+		if v == "" || strings.ToLower(v) != v {
+			continue
+		}
+		if !strings.Contains(" "+strings.Join(releasedVerbs, " ")+" ", " "+v+" ") {
+			t.Errorf("verb %q of %s is lower-case: keys ending in ':%s' written before it would become invalid; give it an upper-case letter", v, o, v)
+		}
+	}
+	if _, err := ParseKey("tenant/acme/project/web/job:status"); err != nil {
+		t.Errorf("job:status refused: %v", err)
 	}
 }
 

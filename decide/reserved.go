@@ -2,6 +2,7 @@ package decide
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/eskv/eskv/contract"
 )
@@ -81,4 +82,50 @@ func reservedRefusal(h *Header) *contract.Error {
 	return contract.FieldErrorf(contract.EInvalid, "key",
 		"%s lies under %s, reserved for system keys: only a put or a delete of %s (the project's field-index declaration) is taken there, not %s",
 		h.Key.String(), contract.ReservedPath, contract.FieldIndexesPath, h.Op)
+}
+
+// FieldIndexStatus answers :indexStatus of k, which must be a project's
+// field-index declaration (else 400 invalid, field key), from e, the
+// declaration as a linearizable read sees it (nil: the project declares
+// nothing), and indexed, the fields the projection holds an index of
+// once it applied e, each true when ready. The answer lists the fields e
+// declares, in name order: ready when the projection's index of it is,
+// building otherwise, also when the projection has none yet (it has not
+// applied the declaration). A field the projection indexes that e no
+// longer declares is dropped, not answered; a value that is no
+// declaration (written before such values were refused) declares
+// nothing, as the projector reads it.
+func FieldIndexStatus(k contract.Key, e *contract.Entry, indexed map[string]bool) (contract.FieldIndexStatusAnswer, error) {
+	if err := CheckFieldIndexStatusKey(k); err != nil {
+		return contract.FieldIndexStatusAnswer{}, err
+	}
+	a := contract.FieldIndexStatusAnswer{Scope: contract.ScopeOf(k.String()), Fields: []contract.FieldIndexState{}}
+	if e == nil {
+		return a, nil
+	}
+	a.Version = e.Version
+	fi, err := contract.ParseFieldIndexes(e.Value)
+	if err != nil {
+		return a, nil
+	}
+	slices.Sort(fi.Fields)
+	for _, f := range fi.Fields {
+		state := contract.FieldIndexBuilding
+		if indexed[f] {
+			state = contract.FieldIndexReady
+		}
+		a.Fields = append(a.Fields, contract.FieldIndexState{Field: f, State: state})
+	}
+	return a, nil
+}
+
+// CheckFieldIndexStatusKey refuses :indexStatus of any key but a project's
+// field-index declaration: 400 invalid, field key. The API checks it
+// before reading anything.
+func CheckFieldIndexStatusKey(k contract.Key) error {
+	if !contract.IsFieldIndexesKey(k.String()) {
+		return contract.FieldErrorf(contract.EInvalid, "key",
+			":indexStatus reads a project's field indexes: GET /v1/kv/tenant/<t>/project/<p>/%s:indexStatus, not %s", contract.FieldIndexesPath, k.String())
+	}
+	return nil
 }

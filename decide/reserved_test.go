@@ -2,6 +2,7 @@ package decide
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,5 +72,49 @@ func TestCheckReserved(t *testing.T) {
 				t.Fatal("no message")
 			}
 		})
+	}
+}
+
+func TestFieldIndexStatus(t *testing.T) {
+	const scope = "tenant/t/project/p"
+	decl := mustKey(t, contract.FieldIndexesKey(scope))
+	entry := func(value string) *contract.Entry {
+		return &contract.Entry{Key: decl.String(), Version: 4, Value: []byte(value)}
+	}
+	ready, building := contract.FieldIndexReady, contract.FieldIndexBuilding
+	tests := []struct {
+		name    string
+		e       *contract.Entry
+		indexed map[string]bool
+		version int64
+		want    []contract.FieldIndexState
+	}{
+		{"nothing declared", nil, map[string]bool{"a": true}, 0, []contract.FieldIndexState{}},
+		{"declared none", entry(`{"fields":[]}`), nil, 4, []contract.FieldIndexState{}},
+		{"ready and building, in name order", entry(`{"fields":["state","attempt","owner"]}`),
+			map[string]bool{"state": true, "attempt": false, "owner": true}, 4,
+			[]contract.FieldIndexState{{Field: "attempt", State: building}, {Field: "owner", State: ready}, {Field: "state", State: ready}}},
+		{"not applied yet: building", entry(`{"fields":["new"]}`), map[string]bool{}, 4, []contract.FieldIndexState{{Field: "new", State: building}}},
+		{"dropped: not answered", entry(`{"fields":["kept"]}`), map[string]bool{"kept": true, "dropped": true}, 4,
+			[]contract.FieldIndexState{{Field: "kept", State: ready}}},
+		{"no declaration's value: nothing", entry(`{"x":1}`), map[string]bool{"x": true}, 4, []contract.FieldIndexState{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := FieldIndexStatus(decl, tt.e, tt.indexed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Scope != scope || a.Version != tt.version || !slices.Equal(a.Fields, tt.want) {
+				t.Fatalf("answer %+v, want scope %s, version %d, fields %+v", a, scope, tt.version, tt.want)
+			}
+		})
+	}
+	for _, k := range []string{scope + "/app/x", scope + "/.eskv/other", scope + "/app/.eskv/field-indexes"} {
+		_, err := FieldIndexStatus(mustKey(t, k), nil, nil)
+		var e *contract.Error
+		if !errors.As(err, &e) || e.Code != contract.EInvalid || e.Field != "key" {
+			t.Errorf("%s: err %v, want invalid on key", k, err)
+		}
 	}
 }

@@ -526,6 +526,7 @@ func TestOpenAPIMatchesGoTypes(t *testing.T) {
 		{"TxnAnswer", "TxnAnswer", true},
 		{"HistoryVersion", "HistoryVersion", true},
 		{"QueueItem", "QueueItem", true},
+		{"FieldIndexState", "FieldIndexState", true},
 		{"WatchEvent", "WatchEvent", true},
 		{"WatchEnd", "WatchEnd", true},
 		{"UIMe", "UIMe", true},

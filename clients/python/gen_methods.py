@@ -50,6 +50,11 @@ SPECS: list[tuple[str, str, str, str]] = [
      "The project's (``tenant/<t>/project/<p>``) field-index declaration: its entry, ``value`` "
      "``{\"fields\": [...]}`` (the fields filtered scans read from an index), ``version`` for "
      "``set_field_indexes``; NotFound when it declares nothing."),
+    ("field_index_status", "scope: str",
+     "ops.field_index_status(scope)",
+     "Whether each field the project declares is indexed yet: ``scope``, ``version`` (0: none declared), "
+     "``fields`` of ``{\"field\",\"state\"}`` in name order, ``state`` ``ready`` (scans read the index) or "
+     "``building`` (scans read the values until it is ready)."),
     ("set_field_indexes", "scope: str, fields: Sequence[str], *, expected_version: int | None = None, "
      "request_id: str | None = None",
      "ops.put(scope + '/.eskv/field-indexes', {'fields': list(fields)}, expected_version=expected_version, "

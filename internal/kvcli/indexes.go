@@ -25,15 +25,18 @@ tenant/<t>/project/<p>/.eskv/field-indexes, {"fields": [...]}, at most
 whole project has it). A new field is indexed in the background: its
 scans read the values until it is ready.
 
-'get' prints the fields, 'set' declares exactly the fields given (none:
-nothing), 'add' and 'drop' change the declaration without losing a
-concurrent change of another declarer.`,
+'get' prints the fields, 'status' each with its index's state (ready,
+or building while the keys that existed before are indexed), 'set'
+declares exactly the fields given (none: nothing), 'add' and 'drop'
+change the declaration without losing a concurrent change of another
+declarer.`,
 		Example: `  kvctl indexes get tenant/acme/project/demo
+  kvctl indexes status tenant/acme/project/demo
   kvctl indexes add tenant/acme/project/demo state updated_at
   kvctl indexes drop tenant/acme/project/demo updated_at
   kvctl indexes set tenant/acme/project/demo state`,
 	})
-	cmd.AddCommand(a.indexesGetCommand(), a.indexesChangeCommand("set"), a.indexesChangeCommand("add"), a.indexesChangeCommand("drop"))
+	cmd.AddCommand(a.indexesGetCommand(), a.indexesStatusCommand(), a.indexesChangeCommand("set"), a.indexesChangeCommand("add"), a.indexesChangeCommand("drop"))
 	return cmd
 }
 
@@ -56,6 +59,42 @@ func (a *app) indexesGetCommand() *cobra.Command {
 				return err
 			}
 			return a.printIndexes(fields, version)
+		},
+	}
+}
+
+func (a *app) indexesStatusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status PROJECT",
+		Short: "Print each declared field and whether its index is ready",
+		Long: `Print the fields PROJECT (tenant/<t>/project/<p>) declares, one a line
+with its index's state: ready (filtered scans of it read the index) or
+building (the keys that existed before it was declared are being
+indexed; its scans read the values meanwhile). A field declared just
+before reads building. --format json prints the API's answer,
+{"scope": ..., "version": N, "fields": [{"field": ..., "state": ...}]}.`,
+		Example:     `  kvctl indexes status tenant/acme/project/demo`,
+		Args:        args("PROJECT"),
+		Annotations: apiAnnotation,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			scope, err := a.projectScope(args[0])
+			if err != nil {
+				return err
+			}
+			a.right = "read"
+			st, err := a.client.FieldIndexStatus(cmd.Context(), scope)
+			if err != nil {
+				return err
+			}
+			if a.format == formatJSON {
+				return a.writeJSON(st)
+			}
+			for _, f := range st.Fields {
+				if _, err := fmt.Fprintf(a.stdout, "%s\t%s\n", f.Field, f.State); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 }

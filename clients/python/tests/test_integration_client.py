@@ -133,6 +133,10 @@ class TestClient(unittest.TestCase):
             self.c.set_field_indexes(scope, ["state"], expected_version=0)
         self.c.set_field_indexes(scope, ["n", "state"], expected_version=v1)
         self.assertEqual(self.c.field_indexes(scope)["value"], {"fields": ["n", "state"]})
+        st = self.c.field_index_status(scope)
+        self.assertEqual((st["scope"], st["version"]), (scope, 2))
+        self.assertEqual([f["field"] for f in st["fields"]], ["n", "state"])
+        self.assertTrue(all(f["state"] in ("ready", "building") for f in st["fields"]))
         for i in range(4):
             self.c.put(self.p + f"j{i}", {"n": i})
         got = self.c.list(self.p, filter=("n", "gte", 2))

@@ -235,6 +235,14 @@ export class EskvClient {
   }
 
   /**
+   * fieldIndexStatus answers whether each field scope declares is indexed yet: its fields in name order, each "ready" (its
+   * scans read the index) or "building" (its scans read the values until then), and the declaration's version (0: none).
+   */
+  async fieldIndexStatus(scope: string, o: CallOptions = {}): Promise<S["FieldIndexStatusAnswer"]> {
+    return (await this.verb<S["FieldIndexStatusAnswer"]>("indexStatus", `${scope}/.eskv/field-indexes`, undefined, o)).body;
+  }
+
+  /**
    * setFieldIndexes declares exactly fields (at most 16) for scope's filtered scans; expectedVersion (0: none yet, else the
    * version fieldIndexes answered) makes it a compare-and-swap, so that a concurrent declarer's change is not lost.
    */

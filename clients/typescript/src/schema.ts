@@ -634,6 +634,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/kv/{key}:indexStatus": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The full key, `tenant/<tenant>/project/<project>/<path>`, slashes
+                 *     included (the route is `/v1/kv/*`). See the key rules above.
+                 * @example tenant/acme/project/billing/jobs/invoices/checkpoint
+                 */
+                key: components["parameters"]["Key"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read whether a project's declared field indexes are ready
+         * @description Of a project's field-index declaration only (`tenant/<t>/project/<p>/.eskv/field-indexes`;
+         *     any other key is 400 `invalid` naming `key`): the fields it declares, in name order, each
+         *     `ready` (filtered scans of it read the index) or `building` (the projector is still writing
+         *     the rows of the keys that existed before it was declared, or has not applied the
+         *     declaration yet; scans of it read the values, a budget per page). The declaration is read
+         *     as GET of the key reads it (linearizable), the states once the projector applied every
+         *     write of it acknowledged before the request, so a field declared just before reads
+         *     `building`, never absent. `version` is the declaration's, 0 when the project declares
+         *     nothing (`fields` is then empty). Needs the read right on the declaration's key.
+         */
+        get: operations["fieldIndexStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/kv/{key}:sadd": {
         parameters: {
             query?: never;
@@ -2879,6 +2914,28 @@ export interface components {
             /** Format: int64 */
             version: number;
         };
+        FieldIndexStatusAnswer: {
+            /**
+             * @description The project, `tenant/<t>/project/<p>`.
+             * @example tenant/acme/project/jobs
+             */
+            scope: string;
+            /**
+             * Format: int64
+             * @description The declaration's version; 0 when the project declares nothing.
+             */
+            version: number;
+            fields: components["schemas"]["FieldIndexState"][];
+        };
+        FieldIndexState: {
+            /** @description A declared top-level field. */
+            field: string;
+            /**
+             * @description `ready`: scans of the field read its index; `building`: they read the values until it is ready.
+             * @enum {string}
+             */
+            state: "ready" | "building";
+        };
         /**
          * @description Stable, machine-readable error code, with its HTTP status.
          * @enum {string}
@@ -4425,6 +4482,38 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["OpConflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    fieldIndexStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The full key, `tenant/<tenant>/project/<project>/<path>`, slashes
+                 *     included (the route is `/v1/kv/*`). See the key rules above.
+                 * @example tenant/acme/project/billing/jobs/invoices/checkpoint
+                 */
+                key: components["parameters"]["Key"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The declared fields and their indexes' states. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FieldIndexStatusAnswer"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -57,6 +57,10 @@ class SyncMethods:
         """The project's (``tenant/<t>/project/<p>``) field-index declaration: its entry, ``value`` ``{"fields": [...]}`` (the fields filtered scans read from an index), ``version`` for ``set_field_indexes``; NotFound when it declares nothing."""
         return self._call(ops.get(scope + '/.eskv/field-indexes'))
 
+    def field_index_status(self, scope: str) -> Answer:
+        """Whether each field the project declares is indexed yet: ``scope``, ``version`` (0: none declared), ``fields`` of ``{"field","state"}`` in name order, ``state`` ``ready`` (scans read the index) or ``building`` (scans read the values until it is ready)."""
+        return self._call(ops.field_index_status(scope))
+
     def set_field_indexes(self, scope: str, fields: Sequence[str], *, expected_version: int | None = None, request_id: str | None = None) -> Answer:
         """Declare exactly ``fields`` (at most 16) for the project's filtered scans; give ``expected_version`` (0: none yet) so that a concurrent declarer's change is not lost (VersionConflict)."""
         return self._call(ops.put(scope + '/.eskv/field-indexes', {'fields': list(fields)}, expected_version=expected_version, semantics={'purpose': 'config'}, request_id=request_id))
@@ -248,6 +252,10 @@ class AsyncMethods:
     async def field_indexes(self, scope: str) -> Answer:
         """The project's (``tenant/<t>/project/<p>``) field-index declaration: its entry, ``value`` ``{"fields": [...]}`` (the fields filtered scans read from an index), ``version`` for ``set_field_indexes``; NotFound when it declares nothing."""
         return await self._call(ops.get(scope + '/.eskv/field-indexes'))
+
+    async def field_index_status(self, scope: str) -> Answer:
+        """Whether each field the project declares is indexed yet: ``scope``, ``version`` (0: none declared), ``fields`` of ``{"field","state"}`` in name order, ``state`` ``ready`` (scans read the index) or ``building`` (scans read the values until it is ready)."""
+        return await self._call(ops.field_index_status(scope))
 
     async def set_field_indexes(self, scope: str, fields: Sequence[str], *, expected_version: int | None = None, request_id: str | None = None) -> Answer:
         """Declare exactly ``fields`` (at most 16) for the project's filtered scans; give ``expected_version`` (0: none yet) so that a concurrent declarer's change is not lost (VersionConflict)."""

@@ -91,6 +91,11 @@ def counter(key: str) -> Call[Answer]:
     return _read(key, "counter")
 
 
+def field_index_status(scope: str) -> Call[Answer]:
+    """GET <scope>/.eskv/field-indexes:indexStatus: ``{"scope","version","fields"}``."""
+    return _read(scope + "/.eskv/field-indexes", "indexStatus")
+
+
 def list_page(prefix: str, *, limit: int | None = None, cursor: str | None = None, at: str | None = None,
               keys_only: bool = False, filter: tuple[str, str, Any] | None = None) -> Call[Answer]:
     """GET /v1/kv: one page of the live entries (or with ``keys_only`` the
