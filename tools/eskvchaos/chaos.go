@@ -121,6 +121,10 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 		r.problems = append(r.problems, err.Error())
 	} else if err := sessions.settle(ctx, s.DB, 30*time.Second); err != nil {
 		r.problems = append(r.problems, err.Error())
+	} else if n, err := cl.indexStatusSettled(ctx, 30*time.Second); err != nil {
+		r.problems = append(r.problems, err.Error())
+	} else {
+		s.logf("index status: %d answers from %d writers, each at its declaration's version, the field ready", n, len(urls))
 	}
 	return r, nil
 }

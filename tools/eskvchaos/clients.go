@@ -60,6 +60,10 @@ type clients struct {
 	// hist makes one step in hist.every a history read (history.go); nil:
 	// none. Set before run.
 	hist *historyReads
+
+	// declared is the version of each project's field-index declaration
+	// (declareScans), which nothing changes after.
+	declared map[string]int64
 }
 
 // listKeys is how many keys the listing workload writes in each register
@@ -270,8 +274,53 @@ func (c *clients) declareScans(ctx context.Context) error {
 		if a.err != nil || a.status != http.StatusOK {
 			return fmt.Errorf("declaring the field indexes of %s: %d %s %v", scope, a.status, a.body, a.err)
 		}
+		var e contract.Entry
+		if err := json.Unmarshal(a.body, &e); err != nil {
+			return fmt.Errorf("declaring the field indexes of %s: %w", scope, err)
+		}
+		if c.declared == nil {
+			c.declared = map[string]int64{}
+		}
+		c.declared[scope] = e.Version
 	}
 	return nil
+}
+
+// indexStatusSettled checks, once the stack healed, that every writer
+// answers each project's :indexStatus with the version its declaration
+// was acknowledged at (a linearizable read of it, whichever writer owns
+// or forwards) and its field "indexed", and that the field's index
+// becomes ready within timeout (the backfill of the keys written before
+// the declaration finished, faults and restarts of the projector
+// included). It returns how many answers it checked.
+func (c *clients) indexStatusSettled(ctx context.Context, timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	checked := 0
+	for scope, version := range c.declared {
+		for _, u := range c.urls {
+			for {
+				a := c.do(http.MethodGet, u+"/v1/kv/"+contract.FieldIndexesKey(scope)+":"+contract.OpFieldIndexStatus.Verb(), nil)
+				var st contract.FieldIndexStatusAnswer
+				if a.err == nil && a.status == http.StatusOK {
+					if err := json.Unmarshal(a.body, &st); err != nil {
+						return checked, fmt.Errorf("index status of %s from %s: %w: %s", scope, u, err, a.body)
+					}
+					if st.Version != version || len(st.Fields) != 1 || st.Fields[0].Field != "indexed" {
+						return checked, fmt.Errorf("index status of %s from %s: %s, want version %d and the field indexed", scope, u, a.body, version)
+					}
+					checked++
+					if st.Fields[0].State == contract.FieldIndexReady {
+						break
+					}
+				}
+				if time.Now().After(deadline) || ctx.Err() != nil {
+					return checked, fmt.Errorf("index status of %s from %s: %d %s %v, not ready %s after the stack healed", scope, u, a.status, a.body, a.err, timeout)
+				}
+				pause(ctx.Done(), 200*time.Millisecond)
+			}
+		}
+	}
+	return checked, nil
 }
 
 // listings returns the listing workload's changes and answered listings,
