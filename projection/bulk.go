@@ -144,15 +144,15 @@ WHERE conrelid = 'kv_fields'::regclass AND contype = 'p'`).Scan(&name, &def)
 // of the live entries of keys, for the fields their scopes declare
 // (kv_field_indexes, which the rebuild's Apply kept: fieldindexes.go):
 // the values deriveFields leaves to Postgres.
-func (d *DeferredIndexes) deriveFieldsSQL(ctx context.Context, keys []string) error {
-	_, err := d.s.pool.Exec(ctx, `
+func deriveFieldsSQL(ctx context.Context, tx pgx.Tx, keys []string) error {
+	_, err := tx.Exec(ctx, `
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
 SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
 FROM kv_entries e
 CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f
 WHERE e.key = ANY($1::text[]) AND e.live
     AND EXISTS (SELECT FROM kv_field_indexes i WHERE i.scope = e.scope AND i.field = f.field)`, keys)
-	return translate("restore: derive kv_fields", err)
+	return err
 }
 
 // deriveChunk is how many entries deriveFields reads, and writes the
@@ -213,19 +213,15 @@ WHERE live AND partition % `+strconv.Itoa(n)+` = `+strconv.Itoa(slice)+`
 					return err
 				}
 			}
+			if len(sqlKeys) > 0 {
+				if err := deriveFieldsSQL(ctx, tx, sqlKeys); err != nil {
+					return err
+				}
+				sqlKeys = sqlKeys[:0]
+			}
 		}
 	})
-	if err != nil {
-		return translate("restore: derive kv_fields", err)
-	}
-	for len(sqlKeys) > 0 {
-		chunk := sqlKeys[:min(len(sqlKeys), deriveChunk)]
-		sqlKeys = sqlKeys[len(chunk):]
-		if err := d.deriveFieldsSQL(ctx, chunk); err != nil {
-			return err
-		}
-	}
-	return nil
+	return translate("restore: derive kv_fields", err)
 }
 
 // declaredFields returns the fields each scope declares, sorted
@@ -301,9 +297,10 @@ const (
 
 // Restore derives kv_fields from kv_entries (in fieldSlices parts) while
 // it creates the indexes of kv_entries and kv_history that DeferIndexes
-// dropped, then those of kv_fields, restoreParallel statements at a
+// dropped, then those of kv_fields (its primary key too) while it
+// analyzes kv_entries and kv_history, restoreParallel statements at a
 // time, each index with a larger maintenance_work_mem (its sort); then
-// it analyzes the tables, and Apply writes kv_fields again. Apply must
+// it analyzes kv_fields, and Apply writes kv_fields again. Apply must
 // not run meanwhile. A nil d does nothing.
 func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if d == nil {
@@ -325,6 +322,17 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 			first = append(first, job)
 		}
 	}
+	// kv_entries and kv_history are analyzed beside kv_fields' index
+	// builds, once their own indexes exist (ANALYZE then samples their
+	// expressions too); ANALYZE does not block CREATE INDEX.
+	for _, table := range []string{"kv_entries", "kv_history"} {
+		then = append(then, func(ctx context.Context) error {
+			return d.timed(ctx, "analyze "+table, func(ctx context.Context) error {
+				_, err := d.s.pool.Exec(ctx, `ANALYZE `+table)
+				return translate("restore indexes: analyze "+table, err)
+			})
+		})
+	}
 	if err := runJobs(ctx, first); err != nil {
 		return err
 	}
@@ -336,10 +344,10 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 		return translate("restore: field indexes ready", err)
 	}
 	start := time.Now()
-	if _, err := d.s.pool.Exec(ctx, `ANALYZE kv_entries, kv_history, kv_fields, kv_field_indexes`); err != nil {
+	if _, err := d.s.pool.Exec(ctx, `ANALYZE kv_fields, kv_field_indexes`); err != nil {
 		return translate("restore indexes: analyze", err)
 	}
-	d.Took["analyze"] = time.Since(start)
+	d.Took["analyze kv_fields"] = time.Since(start)
 	d.s.deferFields = false
 	return nil
 }

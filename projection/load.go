@@ -75,13 +75,15 @@ func (s *Store) copyRun(ctx context.Context, topic string, run []Applied) (bool,
 	defer s.scratch.Put(sc)
 	defer sc.release()
 	sc.order(run)
-	var entries, history bytes.Buffer
+	entries, history := &sc.copyEnt, &sc.copyHist
+	entries.Reset()
+	history.Reset()
 	for _, i := range sc.latest {
 		if err := sc.ent.add(&run[i], nil); err != nil {
 			return false, err
 		}
 	}
-	if !copyEntries(&entries, &sc.ent) {
+	if !copyEntries(entries, &sc.ent) {
 		return false, nil
 	}
 	for n, i := range sc.hist {
@@ -95,7 +97,7 @@ func (s *Store) copyRun(ctx context.Context, topic string, run []Applied) (bool,
 			return false, err
 		}
 	}
-	if !copyHistory(&history, &sc.h, s.history) {
+	if !copyHistory(history, &sc.h, s.history) {
 		return false, nil
 	}
 	parts, offs := sc.partitions(run)
@@ -106,13 +108,13 @@ func (s *Store) copyRun(ctx context.Context, topic string, run []Applied) (bool,
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		pc := tx.Conn().PgConn()
 		if entries.Len() > 0 {
-			if _, err := pc.CopyFrom(ctx, &entries, `COPY kv_entries (key, scope, partition, version, live, value, created_at, updated_at,
+			if _, err := pc.CopyFrom(ctx, entries, `COPY kv_entries (key, scope, partition, version, live, value, created_at, updated_at,
     expires_at, last_writer, request_id, request_digest, spec_ref, semantics, kafka_offset) FROM STDIN`); err != nil {
 				return err
 			}
 		}
 		if history.Len() > 0 {
-			if _, err := pc.CopyFrom(ctx, &history, histSQL); err != nil {
+			if _, err := pc.CopyFrom(ctx, history, histSQL); err != nil {
 				return err
 			}
 		}
