@@ -159,8 +159,9 @@ WHERE e.key = ANY($1::text[]) AND e.live
 // rows of, at a time.
 const deriveChunk = 10000
 
-// deriveFields fills kv_fields from the live entries of kv_entries of
-// the partitions p with p % n = slice, for the fields their scopes
+// deriveFields fills kv_fields from the live entries of kv_entries in
+// the slice-th of n equal ranges of its pages (a TID range scan reads
+// those pages only), for the fields their scopes
 // declare (kv_field_indexes, which the rebuild's Apply kept:
 // fieldindexes.go) only. It reads the entries through a cursor,
 // deriveChunk at a time, derives their fields in Go (valueFields, as
@@ -176,10 +177,20 @@ func (d *DeferredIndexes) deriveFields(ctx context.Context, slice, n int) error 
 		if err != nil || len(declared) == 0 {
 			return err
 		}
+		var pages int64
+		if err := tx.QueryRow(ctx, `SELECT pg_relation_size('kv_entries') / current_setting('block_size')::bigint`).Scan(&pages); err != nil {
+			return err
+		}
+		// The last slice takes the pages past the end too: none, as
+		// nothing writes kv_entries meanwhile.
+		pages = pages/int64(n) + 1
+		where := `ctid >= '(` + strconv.FormatInt(pages*int64(slice), 10) + `,0)'::tid`
+		if slice < n-1 {
+			where += ` AND ctid < '(` + strconv.FormatInt(pages*int64(slice+1), 10) + `,0)'::tid`
+		}
 		if _, err := tx.Exec(ctx, `DECLARE kv_fields_source NO SCROLL CURSOR FOR
 SELECT key, scope, value, expires_at FROM kv_entries
-WHERE live AND partition % `+strconv.Itoa(n)+` = `+strconv.Itoa(slice)+`
-    AND scope IN (SELECT scope FROM kv_field_indexes)`); err != nil {
+WHERE `+where+` AND live AND scope IN (SELECT scope FROM kv_field_indexes)`); err != nil {
 			return err
 		}
 		var buf bytes.Buffer
@@ -384,10 +395,15 @@ feed:
 	return nil
 }
 
-// create builds index i in a transaction of its own.
+// create builds index i in a transaction of its own, with no parallel
+// workers: Restore already builds restoreParallel indexes at a time, and
+// workers under each of them multiply the processes sorting at once
+// (their partial sorts then merged by the leader) for CPU it does not
+// have; on 2 cores that cost kv_fields' builds about a quarter more
+// Postgres CPU (BenchmarkRebuild, 200,000 keys, 2026-11-30).
 func (d *DeferredIndexes) create(ctx context.Context, i int) error {
 	err := pgx.BeginFunc(ctx, d.s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL maintenance_work_mem = '256MB'`); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL maintenance_work_mem = '256MB'; SET LOCAL max_parallel_maintenance_workers = 0`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, d.Defs[i])
