@@ -159,38 +159,36 @@ WHERE e.key = ANY($1::text[]) AND e.live
 // rows of, at a time.
 const deriveChunk = 10000
 
-// deriveFields fills kv_fields from the live entries of kv_entries in
-// the slice-th of n equal ranges of its pages (a TID range scan reads
-// those pages only), for the fields their scopes
-// declare (kv_field_indexes, which the rebuild's Apply kept:
-// fieldindexes.go) only. It reads the entries through a cursor,
-// deriveChunk at a time, derives their fields in Go (valueFields, as
-// Apply does) and writes the rows by COPY, in one transaction on one
-// connection. The values valueFields leaves to Postgres, and numbers
-// whose written-out length only numeric knows (an exponent, more than
-// the cap's characters), go to deriveFieldsSQL, so the rows are those
-// of migration 00004's derivation: kv_value_fields of each value.
-func (d *DeferredIndexes) deriveFields(ctx context.Context, slice, n int) error {
+// deriveFields fills kv_fields from the live entries of kv_entries, for
+// the fields their scopes declare (kv_field_indexes, which the rebuild's
+// Apply kept: fieldindexes.go) only. It reads the entries in key order
+// (through the primary key) with a cursor, deriveChunk at a time,
+// derives their fields in Go (valueFields, as Apply does) and writes the
+// rows by COPY, in one transaction on one connection: kv_fields' rows
+// are then in its primary key's order, which Restore builds next, so
+// that build's sort finds them sorted, and a key's rows share pages, as
+// Apply leaves them. The values valueFields leaves to Postgres, and
+// numbers whose written-out length only numeric knows (an exponent, more
+// than the cap's characters), go to deriveFieldsSQL, chunk by chunk (the
+// memory it takes is a chunk's, whatever the table's size), so the rows
+// are those of migration 00004's derivation: kv_value_fields of each
+// value.
+func (d *DeferredIndexes) deriveFields(ctx context.Context) error {
 	var sqlKeys []string
 	err := pgx.BeginFunc(ctx, d.s.pool, func(tx pgx.Tx) error {
 		declared, err := declaredFields(ctx, tx)
 		if err != nil || len(declared) == 0 {
 			return err
 		}
-		var pages int64
-		if err := tx.QueryRow(ctx, `SELECT pg_relation_size('kv_entries') / current_setting('block_size')::bigint`).Scan(&pages); err != nil {
+		// A sort of the table would spill to disk: the primary key
+		// gives the order.
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off`); err != nil {
 			return err
-		}
-		// The last slice takes the pages past the end too: none, as
-		// nothing writes kv_entries meanwhile.
-		pages = pages/int64(n) + 1
-		where := `ctid >= '(` + strconv.FormatInt(pages*int64(slice), 10) + `,0)'::tid`
-		if slice < n-1 {
-			where += ` AND ctid < '(` + strconv.FormatInt(pages*int64(slice+1), 10) + `,0)'::tid`
 		}
 		if _, err := tx.Exec(ctx, `DECLARE kv_fields_source NO SCROLL CURSOR FOR
 SELECT key, scope, value, expires_at FROM kv_entries
-WHERE `+where+` AND live AND scope IN (SELECT scope FROM kv_field_indexes)`); err != nil {
+WHERE live AND scope IN (SELECT scope FROM kv_field_indexes)
+ORDER BY key`); err != nil {
 			return err
 		}
 		var buf bytes.Buffer
@@ -299,14 +297,10 @@ func appendFieldRows(w *bytes.Buffer, key, value string, expires []byte, declare
 	return fields[:0], true
 }
 
-// restoreParallel is how many statements Restore runs at once, and
-// fieldSlices in how many parts it derives kv_fields.
-const (
-	restoreParallel = 2
-	fieldSlices     = 4
-)
+// restoreParallel is how many statements Restore runs at once.
+const restoreParallel = 2
 
-// Restore derives kv_fields from kv_entries (in fieldSlices parts) while
+// Restore derives kv_fields from kv_entries while
 // it creates the indexes of kv_entries and kv_history that DeferIndexes
 // dropped, then those of kv_fields (its primary key too) while it
 // analyzes kv_entries and kv_history, restoreParallel statements at a
@@ -317,12 +311,10 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if d == nil {
 		return nil
 	}
-	var first, then []func(context.Context) error
-	for slice := range fieldSlices {
-		first = append(first, func(ctx context.Context) error {
-			return d.timed(ctx, fmt.Sprintf("derive kv_fields %d/%d", slice, fieldSlices), func(ctx context.Context) error { return d.deriveFields(ctx, slice, fieldSlices) })
-		})
-	}
+	first := []func(context.Context) error{func(ctx context.Context) error {
+		return d.timed(ctx, "derive kv_fields", d.deriveFields)
+	}}
+	var then []func(context.Context) error
 	for i := range d.Defs {
 		job := func(ctx context.Context) error {
 			return d.timed(ctx, d.Names[i], func(ctx context.Context) error { return d.create(ctx, i) })
