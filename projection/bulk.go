@@ -1,9 +1,15 @@
 package projection
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -36,6 +42,23 @@ type DeferredIndexes struct {
 	Names, Defs []string
 	// tables are their tables.
 	tables []string
+	// Took is how long each of Restore's steps took, by name, for the
+	// rebuild's log.
+	Took map[string]time.Duration
+	mu   sync.Mutex
+}
+
+// timed runs job and records how long it took as name.
+func (d *DeferredIndexes) timed(ctx context.Context, name string, job func(context.Context) error) error {
+	start := time.Now()
+	err := job(ctx)
+	d.mu.Lock()
+	if d.Took == nil {
+		d.Took = make(map[string]time.Duration)
+	}
+	d.Took[name] = time.Since(start)
+	d.mu.Unlock()
+	return err
 }
 
 // DeferIndexes drops the secondary indexes of kv_entries, kv_history and
@@ -79,7 +102,7 @@ ORDER BY i.relname`, deferredTables)
 				return err
 			}
 		}
-		return nil
+		return d.deferFieldsKey(ctx, tx)
 	})
 	if err != nil {
 		return nil, translate("defer indexes", err)
@@ -91,51 +114,227 @@ ORDER BY i.relname`, deferredTables)
 	return d, nil
 }
 
-// deriveFields fills kv_fields from the live entries of kv_entries of
-// the partitions p with p % n = slice, as migration 00004 did, for the
-// fields their scopes declare (kv_field_indexes, which the rebuild's
-// Apply kept: fieldindexes.go) only.
-func (d *DeferredIndexes) deriveFields(ctx context.Context, slice, n int) error {
-	_, err := d.s.pool.Exec(ctx, `
+// deferFieldsKey drops kv_fields' primary key too, for Restore to add
+// again once deriveFields has written every row: no statement of a
+// rebuild reads or writes kv_fields before (Apply leaves it alone), and
+// deriveFields writes each (key, field) once (valueFields keeps one
+// member per name), so adding it back cannot fail, and it is one sort of
+// the table instead of an insert into a growing btree per row. Its
+// index keeps its name (the constraint's).
+func (d *DeferredIndexes) deferFieldsKey(ctx context.Context, tx pgx.Tx) error {
+	var name, def string
+	err := tx.QueryRow(ctx, `SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+WHERE conrelid = 'kv_fields'::regclass AND contype = 'p'`).Scan(&name, &def)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `ALTER TABLE kv_fields DROP CONSTRAINT `+pgx.Identifier{name}.Sanitize()); err != nil {
+		return err
+	}
+	d.Names = append(d.Names, name)
+	d.Defs = append(d.Defs, `ALTER TABLE kv_fields ADD CONSTRAINT `+pgx.Identifier{name}.Sanitize()+` `+def)
+	d.tables = append(d.tables, "kv_fields")
+	return nil
+}
+
+// deriveFieldsSQL derives, as migration 00004 did, the kv_fields rows
+// of the live entries of keys, for the fields their scopes declare
+// (kv_field_indexes, which the rebuild's Apply kept: fieldindexes.go):
+// the values deriveFields leaves to Postgres.
+func deriveFieldsSQL(ctx context.Context, tx pgx.Tx, keys []string) error {
+	_, err := tx.Exec(ctx, `
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
 SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
 FROM kv_entries e
 CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f
-WHERE e.live AND e.partition % $2 = $1
-    AND e.scope IN (SELECT scope FROM kv_field_indexes)
-    AND EXISTS (SELECT FROM kv_field_indexes i WHERE i.scope = e.scope AND i.field = f.field)
-ORDER BY e.key, f.field`, slice, n)
+WHERE e.key = ANY($1::text[]) AND e.live
+    AND EXISTS (SELECT FROM kv_field_indexes i WHERE i.scope = e.scope AND i.field = f.field)`, keys)
+	return err
+}
+
+// deriveChunk is how many entries deriveFields reads, and writes the
+// rows of, at a time.
+const deriveChunk = 10000
+
+// deriveFields fills kv_fields from the live entries of kv_entries, for
+// the fields their scopes declare (kv_field_indexes, which the rebuild's
+// Apply kept: fieldindexes.go) only. It reads the entries in key order
+// (through the primary key) with a cursor, deriveChunk at a time,
+// derives their fields in Go (valueFields, as Apply does) and writes the
+// rows by COPY, in one transaction on one connection: kv_fields' rows
+// are then in its primary key's order, which Restore builds next, so
+// that build's sort finds them sorted, and a key's rows share pages, as
+// Apply leaves them. The values valueFields leaves to Postgres, and
+// numbers whose written-out length only numeric knows (an exponent, more
+// than the cap's characters), go to deriveFieldsSQL, chunk by chunk (the
+// memory it takes is a chunk's, whatever the table's size), so the rows
+// are those of migration 00004's derivation: kv_value_fields of each
+// value.
+func (d *DeferredIndexes) deriveFields(ctx context.Context) error {
+	var sqlKeys []string
+	err := pgx.BeginFunc(ctx, d.s.pool, func(tx pgx.Tx) error {
+		declared, err := declaredFields(ctx, tx)
+		if err != nil || len(declared) == 0 {
+			return err
+		}
+		// A sort of the table would spill to disk: the primary key
+		// gives the order.
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DECLARE kv_fields_source NO SCROLL CURSOR FOR
+SELECT key, scope, value, expires_at FROM kv_entries
+WHERE live AND scope IN (SELECT scope FROM kv_field_indexes)
+ORDER BY key`); err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		var fieldBuf []valueField
+		for {
+			buf.Reset()
+			rows, err := tx.Query(ctx, `FETCH `+strconv.Itoa(deriveChunk)+` FROM kv_fields_source`, pgx.QueryResultFormats{pgx.TextFormatCode})
+			if err != nil {
+				return err
+			}
+			read := 0
+			for rows.Next() {
+				read++
+				raw := rows.RawValues()
+				key, scope, value, expires := bytesText(raw[0]), bytesText(raw[1]), bytesText(raw[2]), raw[3]
+				var ok bool
+				fieldBuf, ok = appendFieldRows(&buf, key, value, expires, declared[scope], fieldBuf)
+				if !ok {
+					sqlKeys = append(sqlKeys, string(key))
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if read == 0 {
+				return nil
+			}
+			if buf.Len() > 0 {
+				if _, err := tx.Conn().PgConn().CopyFrom(ctx, &buf, `COPY kv_fields (key, field, type, num, str, expires_at) FROM STDIN`); err != nil {
+					return err
+				}
+			}
+			if len(sqlKeys) > 0 {
+				if err := deriveFieldsSQL(ctx, tx, sqlKeys); err != nil {
+					return err
+				}
+				sqlKeys = sqlKeys[:0]
+			}
+		}
+	})
 	return translate("restore: derive kv_fields", err)
 }
 
-// restoreParallel is how many statements Restore runs at once, and
-// fieldSlices in how many parts it derives kv_fields.
-const (
-	restoreParallel = 2
-	fieldSlices     = 4
-)
+// declaredFields returns the fields each scope declares, sorted
+// (kv_field_indexes).
+func declaredFields(ctx context.Context, tx pgx.Tx) (map[string][]string, error) {
+	rows, err := tx.Query(ctx, `SELECT scope, array_agg(field ORDER BY field) FROM kv_field_indexes GROUP BY scope`)
+	if err != nil {
+		return nil, err
+	}
+	declared := make(map[string][]string)
+	var scope string
+	var fields []string
+	_, err = pgx.ForEachRow(rows, []any{&scope, &fields}, func() error {
+		declared[scope] = slices.Clone(fields)
+		return nil
+	})
+	return declared, err
+}
 
-// Restore derives kv_fields from kv_entries (in fieldSlices parts) while
+// appendFieldRows writes to w, in COPY's text format, the kv_fields rows
+// of key's value (live; expires its expires_at as timestamptz's text,
+// nil for NULL) for the declared fields (sorted). It returns false,
+// writing nothing, when the rows are Postgres's to derive: a value
+// valueFields does not decide, or a number whose cap numeric decides (it
+// keeps numbers of at most 256 characters written out; a plain literal
+// is never shorter than numeric writes it, but with an exponent, or
+// longer, it may be).
+func appendFieldRows(w *bytes.Buffer, key, value string, expires []byte, declared []string, buf []valueField) ([]valueField, bool) {
+	if len(declared) == 0 {
+		return buf, true
+	}
+	fields, ok := valueFields(value, buf)
+	if !ok {
+		return buf, false
+	}
+	mark := w.Len()
+	for i := range fields {
+		f := &fields[i]
+		if !has(declared, f.name) {
+			continue
+		}
+		if f.typ == 'n' && (len(f.num) > 256 || strings.ContainsAny(f.num, "eE")) {
+			w.Truncate(mark)
+			return fields[:0], false
+		}
+		copyText(w, key, '\t')
+		copyText(w, f.name, '\t')
+		w.WriteByte(f.typ)
+		w.WriteByte('\t')
+		if f.typ == 'n' {
+			w.WriteString(f.num)
+			w.WriteString("\t\\N\t")
+		} else {
+			w.WriteString("\\N\t")
+			copyText(w, f.str, '\t')
+		}
+		if expires == nil {
+			w.WriteString("\\N")
+		} else {
+			w.Write(expires)
+		}
+		w.WriteByte('\n')
+	}
+	return fields[:0], true
+}
+
+// restoreParallel is how many statements Restore runs at once.
+const restoreParallel = 2
+
+// Restore derives kv_fields from kv_entries while
 // it creates the indexes of kv_entries and kv_history that DeferIndexes
-// dropped, then those of kv_fields, restoreParallel statements at a
+// dropped, then those of kv_fields (its primary key too) while it
+// analyzes kv_entries and kv_history, restoreParallel statements at a
 // time, each index with a larger maintenance_work_mem (its sort); then
-// it analyzes the tables, and Apply writes kv_fields again. Apply must
+// it analyzes kv_fields, and Apply writes kv_fields again. Apply must
 // not run meanwhile. A nil d does nothing.
 func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if d == nil {
 		return nil
 	}
-	var first, then []func(context.Context) error
-	for slice := range fieldSlices {
-		first = append(first, func(ctx context.Context) error { return d.deriveFields(ctx, slice, fieldSlices) })
-	}
+	first := []func(context.Context) error{func(ctx context.Context) error {
+		return d.timed(ctx, "derive kv_fields", d.deriveFields)
+	}}
+	var then []func(context.Context) error
 	for i := range d.Defs {
-		job := func(ctx context.Context) error { return d.create(ctx, i) }
+		job := func(ctx context.Context) error {
+			return d.timed(ctx, d.Names[i], func(ctx context.Context) error { return d.create(ctx, i) })
+		}
 		if d.tables[i] == "kv_fields" {
 			then = append(then, job)
 		} else {
 			first = append(first, job)
 		}
+	}
+	// kv_entries and kv_history are analyzed beside kv_fields' index
+	// builds, once their own indexes exist (ANALYZE then samples their
+	// expressions too); ANALYZE does not block CREATE INDEX.
+	for _, table := range []string{"kv_entries", "kv_history"} {
+		then = append(then, func(ctx context.Context) error {
+			return d.timed(ctx, "analyze "+table, func(ctx context.Context) error {
+				_, err := d.s.pool.Exec(ctx, `ANALYZE `+table)
+				return translate("restore indexes: analyze "+table, err)
+			})
+		})
 	}
 	if err := runJobs(ctx, first); err != nil {
 		return err
@@ -147,9 +346,11 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if _, err := d.s.pool.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = NULL WHERE backfill_after IS NOT NULL`); err != nil {
 		return translate("restore: field indexes ready", err)
 	}
-	if _, err := d.s.pool.Exec(ctx, `ANALYZE kv_entries, kv_history, kv_fields, kv_field_indexes`); err != nil {
+	start := time.Now()
+	if _, err := d.s.pool.Exec(ctx, `ANALYZE kv_fields, kv_field_indexes`); err != nil {
 		return translate("restore indexes: analyze", err)
 	}
+	d.Took["analyze kv_fields"] = time.Since(start)
 	d.s.deferFields = false
 	return nil
 }
@@ -186,10 +387,15 @@ feed:
 	return nil
 }
 
-// create builds index i in a transaction of its own.
+// create builds index i in a transaction of its own, with no parallel
+// workers: Restore already builds restoreParallel indexes at a time, and
+// workers under each of them multiply the processes sorting at once
+// (their partial sorts then merged by the leader) for CPU it does not
+// have; on 2 cores that cost kv_fields' builds about a quarter more
+// Postgres CPU (BenchmarkRebuild, 200,000 keys, 2026-11-30).
 func (d *DeferredIndexes) create(ctx context.Context, i int) error {
 	err := pgx.BeginFunc(ctx, d.s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL maintenance_work_mem = '256MB'`); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL maintenance_work_mem = '256MB'; SET LOCAL max_parallel_maintenance_workers = 0`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, d.Defs[i])

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"time"
@@ -39,6 +40,9 @@ type applyScratch struct {
 	effective map[string][]string
 	decl      []declArgs
 	slab      arraySlab
+	// copyEnt and copyHist are Store.Load's COPY data (load.go); their
+	// room stays, as the columns' does.
+	copyEnt, copyHist bytes.Buffer
 }
 
 // text, nullText, int8, time and nullTime return a column as build

@@ -100,15 +100,19 @@ func Rebuild(ctx context.Context, cfg RebuildConfig, store *projection.Store, lo
 	if err != nil {
 		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
 	}
+	folding := time.Now()
 	n, err := (&rebuilder{cl: cl, store: store, cfg: cfg, log: log}).all(ctx, starts, ends)
 	if err != nil {
 		return RebuildStats{}, err
 	}
+	log.Info("folded", "events", n, "took", time.Since(folding))
 	if deferred != nil {
 		log.Info("building the deferred indexes", "indexes", deferred.Names, "events", n)
+		restoring := time.Now()
 		if err := deferred.Restore(ctx); err != nil {
 			return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
 		}
+		log.Info("restored", "took", time.Since(restoring), "steps", deferred.Took)
 	}
 	if _, err := store.ClaimTopic(ctx, projection.Topic{Name: cfg.Topic, ID: id.ID.String(), Partitions: id.Partitions}); err != nil {
 		return RebuildStats{}, fmt.Errorf("rebuild: %w", err)
@@ -236,7 +240,7 @@ func (rb *rebuilder) partition(ctx context.Context, part int32, from, end int64)
 	var n int64
 	batch := make([]projection.Applied, 0, min(cfg.MaxBatch, 1024))
 	flush := func() error {
-		if err := store.Apply(ctx, cfg.Topic, batch); err != nil {
+		if err := store.Load(ctx, cfg.Topic, batch); err != nil {
 			return fmt.Errorf("rebuild: apply %s/%d: %w", cfg.Topic, part, err)
 		}
 		batch = batch[:0]
