@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/eskv/eskv/testenv"
+	inproc "github.com/eskv/eskv/testenv/stack"
+	"github.com/eskv/eskv/writer"
 )
 
 const base = "/v1/kv/tenant/acme/project/demo/"
@@ -74,9 +76,14 @@ func TestValueBytesRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTTLHidesExpiredEntries: an entry past its expiry is absent at once,
+// before any expire event: create-if-absent succeeds on it as its next
+// version. The sweeper is off: its expire event, appended between the
+// read and the create on a loaded machine, made the create version 3
+// (TestSweeperExpiresEntries tests the sweeper).
 func TestTTLHidesExpiredEntries(t *testing.T) {
 	t.Parallel()
-	s := mustStack(t)
+	s := mustStack(t, inproc.WriterConfig(func(c *writer.Config) { c.SweepInterval = -1 }))
 	key := base + "lease"
 	r := s.do("PUT", key, devToken, `{"value":"me","ttlSeconds":1,"semantics":{"purpose":"checkpoint"}}`)
 	e := r.entry(t)

@@ -44,20 +44,29 @@ var (
 // cmd/auditor once per test binary run and returns their directory.
 func Binaries(tb testing.TB) string {
 	tb.Helper()
-	binOnce.Do(func() {
-		dir, err := proc.ModuleDir(context.Background(), module)
-		if err != nil {
-			binErr = err
-			return
-		}
-		if binDir, binErr = os.MkdirTemp("", "eskv-e2e-bin"); binErr == nil {
-			binErr = proc.Build(context.Background(), dir, binDir, "./cmd/writer", "./cmd/projector", "./cmd/devbroker", "./cmd/auditor")
-		}
-	})
+	binOnce.Do(build)
 	if binErr != nil {
 		tb.Fatal(binErr)
 	}
 	return binDir
+}
+
+// Prebuild starts building the commands (Binaries) in the background, so
+// that a TestMain overlaps the build, tens of seconds on a loaded
+// machine, with the tests that need no process; the first test that
+// calls Binaries waits for it and fails if it failed.
+func Prebuild() { go binOnce.Do(build) }
+
+// build builds the commands into binDir, or sets binErr.
+func build() {
+	dir, err := proc.ModuleDir(context.Background(), module)
+	if err != nil {
+		binErr = err
+		return
+	}
+	if binDir, binErr = os.MkdirTemp("", "eskv-e2e-bin"); binErr == nil {
+		binErr = proc.Build(context.Background(), dir, binDir, "./cmd/writer", "./cmd/projector", "./cmd/devbroker", "./cmd/auditor")
+	}
 }
 
 // FreeAddr returns 127.0.0.1:<a free port>.
