@@ -84,10 +84,16 @@ test-python-unit:
 # make run / make clean as a user meets them, from temporary clones on free
 # ports: run, Ctrl-C, clean, run again, two clones side by side; 10 SIGTERM
 # and 10 SIGINT stops leave no service running; a killed writer comes back;
-# then make test-docs.
+# and make test-docs beside it (its own clone and ports; each uses about
+# one core, mostly waiting for stacks to start and stop), its output shown
+# when it ended. test-local-stack.sh stays in the foreground: it sends
+# Ctrl-C, which a background job of a non-interactive shell ignores.
 test-scripts:
-	bash scripts/test-local-stack.sh
-	bash scripts/test-docs.sh
+	@docs=$$(mktemp); trap 'rm -f "$$docs"' EXIT; \
+	bash scripts/test-docs.sh >"$$docs" 2>&1 & pid=$$!; \
+	trap 'kill -TERM $$pid 2>/dev/null; exit 130' INT TERM; \
+	rc=0; bash scripts/test-local-stack.sh || rc=$$?; \
+	wait $$pid || rc=$$?; cat "$$docs"; exit $$rc
 
 # The README and docs/: every relative link resolves, and every block
 # fenced ```sh runs against a stack started as make run starts it
