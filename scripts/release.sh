@@ -35,7 +35,28 @@ if [[ ${1:-} == set-version ]]; then
 	reltool chart -dir "../$CHART" -version "$2" -set
 	exit
 fi
-[[ $# == 0 ]] || { echo "usage: scripts/release.sh [set-version VERSION]" >&2; exit 2; }
+if [[ ${RELEASE_FAST:-} == 1 ]]; then
+	PLATFORMS=(linux/amd64)
+else
+	PLATFORMS=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
+fi
+pkgs=()
+for c in "${CMDS[@]}"; do pkgs+=("./cmd/$c"); done
+# sbomtool runs cyclonedx-gomod, built as the binaries are (-trimpath, no
+# cgo), so that it shares their compiled standard library.
+sbomtool() { CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go run -trimpath "$CYCLONEDX" "$@"; }
+
+# warm: compile what a release compiles, into the build cache, and make
+# nothing (CI runs it at the lowest priority beside make test).
+if [[ ${1:-} == warm ]]; then
+	for p in "${PLATFORMS[@]}"; do
+		CGO_ENABLED=0 GOOS=${p%/*} GOARCH=${p#*/} go build -trimpath "${pkgs[@]}"
+	done
+	(cd tools && go build -o /dev/null ./release)
+	sbomtool version >/dev/null
+	exit
+fi
+[[ $# == 0 ]] || { echo "usage: scripts/release.sh [set-version VERSION | warm]" >&2; exit 2; }
 
 { read -r VERSION; read -r REVISION; read -r STAMP; } < <(bash scripts/version.sh)
 if [[ $VERSION =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-(alpha|beta|rc)\.[0-9]+)?$ && $REVISION != *-dirty ]]; then
@@ -45,11 +66,6 @@ else
 fi
 [[ $VERSION != */* && $VERSION != *" "* ]] || { echo "release: version $VERSION: no / or spaces" >&2; exit 2; }
 
-if [[ ${RELEASE_FAST:-} == 1 ]]; then
-	PLATFORMS=(linux/amd64)
-else
-	PLATFORMS=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
-fi
 COMMIT=$(git rev-parse HEAD)
 EPOCH=$(git log -1 --format=%ct "$COMMIT")
 OUT=dist/$VERSION
@@ -59,8 +75,6 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 
 # Binaries and archives, one go build per platform.
-pkgs=()
-for c in "${CMDS[@]}"; do pkgs+=("./cmd/$c"); done
 for p in "${PLATFORMS[@]}"; do
 	os=${p%/*} arch=${p#*/}
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w $STAMP" -o "$BUILD/$os-$arch/" "${pkgs[@]}"
@@ -90,7 +104,7 @@ src=$BUILD/src
 git clone --quiet --no-checkout . "$src"
 git -C "$src" checkout --quiet --detach "$COMMIT"
 for c in "${CMDS[@]}"; do
-	(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go run "$CYCLONEDX" app -json -licenses=false -noserial \
+	(cd "$src" && sbomtool app -json -licenses=false -noserial \
 		-main "cmd/$c" -output "$OLDPWD/$OUT/eskv-${c}_$VERSION.cdx.json" . 2>"$BUILD/sbom.log") ||
 		{ cat "$BUILD/sbom.log" >&2; exit 1; }
 	grep -q '"bomFormat": "CycloneDX"' "$OUT/eskv-${c}_$VERSION.cdx.json"
