@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
-.PHONY: run test test-root test-modules test-clients warm test-conformance compat test-typescript test-python-unit test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
+.PHONY: run test test-modules test-clients warm test-conformance compat test-typescript test-python-unit test-unit test-scripts test-docs fuzz lint build release bench chaos clean shape deploy-check deploy-k8s obs-check
 
 run:
 	bash scripts/run-local.sh
@@ -22,17 +22,15 @@ MODULES := contract client tools
 test:
 	bash scripts/test-services.sh
 	go vet ./...
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-root test-modules test-clients
-
-# make test's three parts run side by side (-j3), each printing its output
-# when it ended: the root module's packages (e2e the longest, its last
-# minutes mostly waiting), the other modules' packages, and the
-# TypeScript client then the clients' conformance scenarios (which run
-# against its build); one after the other they left a core idle for
-# minutes.
-test-root:
 	go test -race -count=1 -timeout 15m $$(go list ./... | grep -v '/conformance$$')
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-modules test-clients
 
+# The other modules' packages; and beside them (make test -j2: each
+# leaves much of the machine idle) the TypeScript client, then the
+# clients' conformance scenarios, which run against its build. Each
+# prints its output when it ended. (Beside the root module's packages
+# too, -j3, they only lengthened e2e, the longest, by as much: CPU
+# bound.)
 test-modules:
 	for m in $(MODULES); do (cd $$m && go vet ./... && go test -race -count=1 ./...); done
 

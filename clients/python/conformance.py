@@ -191,9 +191,18 @@ def lock_keepalive_loss(c: eskv.Client, p: str) -> None:
             check(not lease.lost.is_set(), "after 5 s (over twice the TTL) the lease is still held")
             e = expect(eskv.LockHeld, lambda: c.acquire(key, "holder-b", ttl=2))
             check(e.code == "lock_held", "an acquire by another holder raises LockHeld")
-            version = c.get(key)["version"]
-            broke = time.monotonic()
-            c.delete(key, expected_version=version)
+            # Broken as an operator would: DELETE at the version read,
+            # read again when a renewal moved it in between (as the Go
+            # runner's breakLock).
+            for attempt in range(1, 11):
+                version = c.get(key)["version"]
+                broke = time.monotonic()
+                try:
+                    c.delete(key, expected_version=version)
+                    break
+                except eskv.VersionConflict:
+                    if attempt == 10:
+                        raise
             check(True, f"the lock broken as an operator would (DELETE expectedVersion={version})")
             lost = lease.lost.wait(4)
             check(lost, f"the keep-alive reports the loss within 2xTTL ({time.monotonic() - broke:.1f} s)")

@@ -122,9 +122,19 @@ const scenarios = {
     await sleep(5000);
     check(!lease.signal.aborted, "after 5 s the keep-alive still holds it");
     await expectError(() => c.acquireLock(key, "another-holder", { ttlSeconds: 2 }), LockHeldError, "an acquire by another holder: LockHeldError");
-    const cur = await c.get(key);
-    const broke = Date.now();
-    await c.delete(key, { expectedVersion: cur.version });
+    // Broken as an operator would: DELETE at the version read, read again
+    // when a renewal moved it in between (as the Go runner's breakLock).
+    let cur, broke;
+    for (let i = 1; ; i++) {
+      cur = await c.get(key);
+      broke = Date.now();
+      try {
+        await c.delete(key, { expectedVersion: cur.version });
+        break;
+      } catch (err) {
+        if (!(err instanceof VersionConflictError) || i === 10) throw err;
+      }
+    }
     console.log(`broke the lock: DELETE with expectedVersion ${cur.version}`);
     const why = await withTimeout(lease.lost, 4000, "the keep-alive's loss");
     const ms = Date.now() - broke;
