@@ -487,14 +487,18 @@ type stallLog struct {
 	mu      sync.Mutex
 	stalls  [][2]time.Time // from, to
 	longest time.Duration
+	last    time.Time // the watching goroutine's last wake-up
 }
+
+const stallTick = 20 * time.Millisecond
 
 // watch records stalls until stop closes.
 func (l *stallLog) watch(stop <-chan struct{}) {
-	const stallTick = 20 * time.Millisecond
 	t := time.NewTicker(stallTick)
 	defer t.Stop()
-	last := time.Now()
+	l.mu.Lock()
+	l.last = time.Now()
+	l.mu.Unlock()
 	for {
 		select {
 		case <-stop:
@@ -502,25 +506,31 @@ func (l *stallLog) watch(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		now := time.Now()
-		if late := now.Sub(last) - stallTick; late >= stallMin {
-			l.mu.Lock()
-			l.stalls = append(l.stalls, [2]time.Time{last.Add(stallTick), now})
+		l.mu.Lock()
+		if late := now.Sub(l.last) - stallTick; late >= stallMin {
+			l.stalls = append(l.stalls, [2]time.Time{l.last.Add(stallTick), now})
 			l.longest = max(l.longest, late)
-			l.mu.Unlock()
 		}
-		last = now
+		l.last = now
+		l.mu.Unlock()
 	}
 }
 
-// within is how long the process stalled between from and to.
+// within is how long the process stalled between from and to, counting
+// a stall the watching goroutine has not woken from yet (a failed write
+// may be seen before it, both runnable again at the stall's end).
 func (l *stallLog) within(from, to time.Time) time.Duration {
 	if l == nil {
 		return 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	stalls := l.stalls
+	if !l.last.IsZero() && to.Sub(l.last)-stallTick >= stallMin {
+		stalls = append(stalls[:len(stalls):len(stalls)], [2]time.Time{l.last.Add(stallTick), to})
+	}
 	var d time.Duration
-	for _, s := range l.stalls {
+	for _, s := range stalls {
 		if a, b := later(s[0], from), earlier(s[1], to); b.After(a) {
 			d += b.Sub(a)
 		}

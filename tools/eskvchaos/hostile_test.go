@@ -26,6 +26,11 @@ func TestStallLogWithin(t *testing.T) {
 			t.Errorf("within(%d ms, %d ms) = %s, want %s", tc.from, tc.to, got, tc.want)
 		}
 	}
+	// A stall the watching goroutine has not woken from yet counts too.
+	l.last = at(3000)
+	if got, want := l.within(at(3500), at(5000)), 1500*time.Millisecond; got != want {
+		t.Errorf("within an ongoing stall = %s, want %s", got, want)
+	}
 	if got := (*stallLog)(nil).within(at(0), at(5000)); got != 0 {
 		t.Errorf("a nil log's within = %s, want 0", got)
 	}
