@@ -239,10 +239,7 @@ func runAttacker(specJSON string, stdout io.Writer) error {
 	h.wg.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.stalls.mu.Lock()
-	longest := h.stalls.longest
-	h.stalls.mu.Unlock()
-	return json.NewEncoder(stdout).Encode(attackerResult{Counts: h.counts, EvilCode: h.evilCode, EvilErr: h.evilErr, LongestStall: longest})
+	return json.NewEncoder(stdout).Encode(attackerResult{Counts: h.counts, EvilCode: h.evilCode, EvilErr: h.evilErr, LongestStall: h.stalls.longestStall()})
 }
 
 // run runs f until the phase stops.
@@ -447,7 +444,10 @@ func (zeros) Read(p []byte) (int, error) {
 // CPU, not the writer.
 func (h *hostile) evilWrite(kind string, start time.Time, st int, code string, err error) {
 	now := time.Now()
-	stalled := h.stalls.within(start, now)
+	var stalled time.Duration
+	if err != nil {
+		stalled = h.stalls.within(start, now)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.counts[kind]++
@@ -514,6 +514,13 @@ func (l *stallLog) watch(stop <-chan struct{}) {
 		l.last = now
 		l.mu.Unlock()
 	}
+}
+
+// longestStall is the longest stall recorded.
+func (l *stallLog) longestStall() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.longest
 }
 
 // within is how long the process stalled between from and to, counting
