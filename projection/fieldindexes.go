@@ -252,17 +252,22 @@ const BackfillStep = 2000
 // it beside its applies, one step at a time, so that a project of
 // millions of keys never holds the batches back for long.
 //
-// Apply may write the same keys meanwhile. The step locks the range's
-// kv_entries rows (FOR SHARE, in key order, as Apply's upsert locks
-// them) before it reads their values, so an Apply of one of them waits
-// for the step's commit, then replaces the key's rows itself, the
-// building field's included. A key the step could not lock (an Apply
-// creating it is not committed yet) is not in its snapshot: the step
-// writes no row for it, and the Apply's rows stand. The step then takes
-// the declaration's row (after the entries, the order Apply takes them
-// in) and moves on only when it still names the point the step started
-// from: a declaration dropped or changed meanwhile, or another
-// projector's step, makes this one roll back.
+// Apply may write the same keys meanwhile, so the step and the Applies
+// of the field's scope exclude each other: the step first takes the
+// declaration's row (FOR NO KEY UPDATE), and moves on only when it still
+// names the point the step started from (a declaration dropped or
+// changed meanwhile, or another projector's step, makes this one roll
+// back); every Apply of a scope with declarations takes their rows FOR
+// SHARE (kv_field_indexes_check, migration 00018) before it writes any
+// kv_fields row. A step therefore waits for the Applies of its scope
+// that hold them, then sees what they committed; an Apply that comes
+// later waits for the step and then writes its keys' rows over the
+// step's. The step takes no lock on kv_entries, so the two cannot wait
+// for each other in a cycle. (Before, the step locked the keys it read
+// FOR SHARE instead, and a key an Apply was creating as it read them
+// went unlocked: a patch of it could land between the step's
+// statements, and the step wrote the key's row from the older value
+// over the Apply's.)
 func (s *Store) Backfill(ctx context.Context, parts []int32, step int) (bool, error) {
 	var scope, field, after string
 	err := s.pool.QueryRow(ctx, `
@@ -290,9 +295,17 @@ var errBackfillMoved = errors.New("the field's declaration changed meanwhile")
 // backfillStep is Backfill's transaction for field of scope, from the key
 // after.
 func backfillStep(ctx context.Context, tx pgx.Tx, scope, field, after string, step int) error {
+	var at *string
+	err := tx.QueryRow(ctx, `SELECT backfill_after FROM kv_field_indexes WHERE scope = $1 AND field = $2 FOR NO KEY UPDATE`,
+		scope, field).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (at == nil || *at != after)) {
+		return errBackfillMoved
+	}
+	if err != nil {
+		return err
+	}
 	lo, end := max(after, scope+"/"), scope+"0" // '0' follows '/'
-	rows, err := tx.Query(ctx, `
-SELECT key FROM kv_entries WHERE key > $1 AND key < $2 ORDER BY key LIMIT $3 FOR SHARE`, lo, end, step)
+	rows, err := tx.Query(ctx, `SELECT key FROM kv_entries WHERE key > $1 AND key < $2 ORDER BY key LIMIT $3`, lo, end, step)
 	if err != nil {
 		return err
 	}
@@ -313,20 +326,12 @@ SELECT key FROM kv_entries WHERE key > $1 AND key < $2 ORDER BY key LIMIT $3 FOR
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
 SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
 FROM kv_entries e CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f
-WHERE e.live AND e.`+in+` AND f.field = $4
-ON CONFLICT (key, field) DO UPDATE SET type = excluded.type, num = excluded.num, str = excluded.str, expires_at = excluded.expires_at`,
+WHERE e.live AND e.`+in+` AND f.field = $4`,
 		lo, hi, end, field); err != nil {
 		return err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = $3 WHERE scope = $1 AND field = $2 AND backfill_after = $4`,
-		scope, field, next, after)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return errBackfillMoved
-	}
-	return nil
+	_, err = tx.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = $3 WHERE scope = $1 AND field = $2`, scope, field, next)
+	return err
 }
 
 // FieldIndex is a declared field of a scope and its state.

@@ -2,6 +2,7 @@ package projection_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -363,4 +364,59 @@ func TestMigrationKeepsDeclaredFields(t *testing.T) {
 		t.Errorf("kv_fields after the migration: %v; want p/a's state alone", rows)
 	}
 	checkFieldsDerived(t, pool)
+}
+
+// TestBackfillBesideApplies: a field's Backfill steps run while Apply
+// creates and patches the scope's keys (as a projector runs them, side by
+// side); once the field is ready its kv_fields rows are those of the
+// keys' current values, every time. A step that read the keys before an
+// Apply committed them and wrote their rows after it used to leave an old
+// value's row behind: a scan through the index then missed a key whose
+// patch had been applied.
+func TestBackfillBesideApplies(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	ctx := context.Background()
+	names := []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"}
+	offset := int64(0)
+	for round := range 150 {
+		scope := fmt.Sprintf("tenant/t/project/beside-%d", round)
+		if _, err := pool.Exec(ctx, `INSERT INTO kv_field_indexes (scope, field, partition, backfill_after) VALUES ($1, 'state', 0, '')`, scope); err != nil {
+			t.Fatal(err)
+		}
+		var puts, patches []contract.Event
+		for _, n := range names {
+			puts = append(puts, put(t, scope+"/"+n, 1, `{"state":"todo"}`))
+			patches = append(patches, put(t, scope+"/"+n, 2, `{"state":"done"}`))
+		}
+		built := make(chan error, 1)
+		go func() {
+			for {
+				more, err := s.Backfill(ctx, []int32{0}, projection.BackfillStep)
+				if err != nil || !more {
+					built <- err
+					return
+				}
+			}
+		}()
+		mustApply(t, s, "kv.changes", batchOf(offset, puts...))
+		for i := range patches {
+			mustApply(t, s, "kv.changes", batchOf(offset+int64(len(puts)+i), patches[i]))
+		}
+		offset += int64(len(puts) + len(patches))
+		if err := <-built; err != nil {
+			t.Fatalf("round %d: backfill: %v", round, err)
+		}
+		backfillAll(t, s, projection.BackfillStep)
+		keys, _ := scanAll(t, s, scope+"/", projection.Filter{Field: "state", Op: contract.FilterEq, Value: json.RawMessage(`"done"`)}, 100, t0)
+		want := make([]string, len(names))
+		for i, n := range names {
+			want[i] = scope + "/" + n
+		}
+		if !slices.Equal(keys, want) {
+			checkFieldsDerived(t, pool)
+			t.Fatalf("round %d: state = done lists %v, want all %d", round, keys, len(names))
+		}
+	}
 }

@@ -13,8 +13,8 @@ import (
 // the field's kv_fields rows of the project's existing keys, one bounded
 // step (projection.BackfillStep keys, one short transaction) at a time,
 // beside its applies and paced, so that a project of millions of keys
-// never holds the batches back: an apply waits at most for one step's
-// keys it also writes.
+// never holds the batches back: an apply of the project waits at most for
+// one step.
 
 // Backfill's pacing: the pause after a step when more may be left, and
 // how often an idle projector looks for fields to build.
