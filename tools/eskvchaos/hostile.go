@@ -356,8 +356,7 @@ func (h *hostile) seed(ctx context.Context) error {
 	for range 8 {
 		wg.Go(func() {
 			for i := next.Add(1); i <= hostileSeedKeys && ctx.Err() == nil; i = next.Add(1) {
-				st, code, err := send(hc, http.MethodPut, fmt.Sprintf("%s/v1/kv/%s/seed/%d", h.target, h.evilScope, i), h.evil,
-					map[string]any{"value": randomValue(hostileSeedBytes)})
+				st, code, err := seedWrite(ctx, hc, fmt.Sprintf("%s/v1/kv/%s/seed/%d", h.target, h.evilScope, i), h.evil)
 				if err != nil || st != http.StatusOK {
 					failed.Store(fmt.Sprintf("seed write %d: %d %s %v", i, st, code, err))
 					return
@@ -371,6 +370,30 @@ func (h *hostile) seed(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// seedWrite puts one seed value at url, again after an answer that says
+// to retry (503 partition_unavailable, 429), as any client does, for up
+// to seedRetryFor: right after the stack is ready the group may still
+// move partitions between the writers that just joined it (CI saw a
+// seed write answered 503 partition_unavailable 0.1 s after every
+// partition had a ready owner).
+func seedWrite(ctx context.Context, hc *http.Client, url, token string) (int, string, error) {
+	deadline := time.Now().Add(seedRetryFor)
+	for {
+		st, code, err := send(hc, http.MethodPut, url, token, map[string]any{"value": randomValue(hostileSeedBytes)})
+		if err != nil || (st != http.StatusServiceUnavailable && st != http.StatusTooManyRequests) || time.Now().After(deadline) {
+			return st, code, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, code, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// seedRetryFor is how long seedWrite retries one key.
+const seedRetryFor = 30 * time.Second
 
 // goodClient is the well-behaved tenant: a PUT then a GET of one of its
 // keys, again and again, each timed.
