@@ -130,7 +130,9 @@ func scrapedMetricWith(tb testing.TB, hc *http.Client, base, name string) float6
 // own a key forwarding to the one that does: no 503 on a settled cluster,
 // no forward loop counted, both ready; then clients' requests carrying
 // Eskv-Forwarded-By (the writer's own URL, the other's, a forged proof)
-// are answered as any client's and leave both writers ready. Issue 15's
+// are answered as any client's and leave both writers ready; and a stale
+// owner record (another writer's, at an older epoch) is put right by the
+// owner within seconds. Issue 15's
 // reproduction (ESKV_HTTP_ADDR=0.0.0.0 without an
 // advertise URL) answered 503 for every key of the other writer's
 // partitions, on every round.
@@ -212,6 +214,42 @@ func TestTwoWritersForwardWithManifestSettings(t *testing.T) {
 			}
 		}
 	}
+
+	// A stale record: writer 0's claim to one of writer 1's partitions,
+	// at an older epoch, written last (as a writer that fenced the
+	// partition, stalled and lost it writes its record once it runs
+	// again). Writer 0 then answers the partition's keys 503 (it does not
+	// own it; the record says it does); the owner records itself again
+	// within seconds, and both writers answer. Before, the record stayed
+	// until the partition moved again (chaos: 503 through every writer
+	// for 30 s after the faults healed).
+	owners, err = ps.store.Owners(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ""
+	for i := range forwardKeys {
+		if owners[partitionOf(t, forwardKey(i))].ID == "eskv-writer-1" {
+			key = forwardKey(i)
+			break
+		}
+	}
+	if key == "" {
+		t.Fatalf("writer 1 owns none of the keys' partitions: %+v", owners)
+	}
+	part := partitionOf(t, key)
+	if _, err := ps.pg.Pool.Exec(context.Background(), `UPDATE writer_owners SET owner = 'eskv-writer-0', addr = $2, epoch = epoch - 1 WHERE partition = $1`,
+		part, ps.urls[0]); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "writer 1 recording its partition again", func() bool {
+		owners, err := ps.store.Owners(context.Background())
+		return err == nil && owners[part].ID == "eskv-writer-1"
+	})
+	testenv.WaitFor(t, 5*time.Second, "writer 0 forwarding the partition's key again", func() bool {
+		code, _ := devCall("GET", ps.urls[0]+"/v1/kv/"+key, "")
+		return code == http.StatusOK
+	})
 }
 
 // clientForwardedBy is a client's GET of url with the dev token and

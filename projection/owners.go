@@ -15,11 +15,20 @@ type Owner struct {
 }
 
 // SetOwner records that writer id, answering at addr, owns partition p
-// since fencing it at epoch.
+// since fencing it at epoch, unless the partition's record holds a newer
+// epoch: a writer that fenced the partition, stalled (a pause, a slow
+// network) and lost it meanwhile must not, once it runs again, record
+// itself over the owner that fenced it out, whose requests would then
+// be forwarded to a writer that no longer owns the partition. Epochs
+// grow with each owner (InitProducerID's epoch of the partition's fence,
+// writer/fence.go), up to 32767: when Kafka starts a fence's id over at
+// epoch 0, an epoch more than half that range below the recorded one is
+// newer, not older.
 func (s *Store) SetOwner(ctx context.Context, p int32, id, addr string, epoch int64) error {
 	_, err := s.pool.Exec(ctx, `
-INSERT INTO writer_owners (partition, owner, addr, epoch, updated_at) VALUES ($1, $2, $3, $4, now())
-ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, addr = excluded.addr, epoch = excluded.epoch, updated_at = now()`,
+INSERT INTO writer_owners AS o (partition, owner, addr, epoch, updated_at) VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, addr = excluded.addr, epoch = excluded.epoch, updated_at = now()
+WHERE excluded.epoch >= o.epoch OR o.epoch - excluded.epoch > 16384`,
 		p, id, addr, epoch)
 	return translate("set owner", err)
 }

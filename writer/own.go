@@ -101,7 +101,7 @@ func (p *partition) own(ctx context.Context) error {
 	p.log.Info("partition owned", "epoch", epoch, "overlay", len(overlay))
 	if cfg.AdvertiseURL != "" {
 		if err := p.w.proj.SetOwner(ctx, p.id, cfg.InstanceID, cfg.AdvertiseURL, int64(epoch)); err != nil {
-			p.log.Warn("record partition ownership (other writers cannot forward here until it succeeds)", "err", err)
+			p.log.Warn("record partition ownership (other writers cannot forward here until it succeeds; tried again every second)", "err", err)
 		}
 	}
 

@@ -609,6 +609,45 @@ func (w *Writer) refreshOwners(ctx context.Context) {
 	}
 	w.owners.Store(&owners)
 	w.clearLoops(owners)
+	w.recordOwned(ctx, owners)
+}
+
+// recordOwned records again the ownership of each partition this writer
+// serves whose record (owners) names another writer or epoch, or none:
+// own records it once, when the partition turns ready, and a record
+// that failed then, or that a stalled writer overwrote with its own
+// stale claim (SetOwner refuses an older epoch, but not one from the
+// other side of a fence's epoch wrapping), would otherwise send the
+// other writers' forwards astray until the partition moves again (chaos
+// saw a partition answer 503 through every writer for 30 s after the
+// faults healed).
+func (w *Writer) recordOwned(ctx context.Context, owners map[int32]projection.Owner) {
+	id, addr := w.cfg.InstanceID, w.cfg.AdvertiseURL
+	if addr == "" {
+		return
+	}
+	type claim struct {
+		part  int32
+		epoch int64
+	}
+	var claims []claim
+	w.mu.RLock()
+	for part, p := range w.parts {
+		p.mu.RLock()
+		ready, epoch := p.ready, p.epoch
+		p.mu.RUnlock()
+		if o, ok := owners[part]; ready && (!ok || o.ID != id || o.Addr != addr || o.Epoch != epoch) {
+			claims = append(claims, claim{part, epoch})
+		}
+	}
+	w.mu.RUnlock()
+	for _, c := range claims {
+		if err := w.proj.SetOwner(ctx, c.part, id, addr, c.epoch); err != nil {
+			w.log.Warn("record partition ownership again", "partition", c.part, "err", err)
+			continue
+		}
+		w.log.Info("partition ownership recorded again", "partition", c.part, "epoch", c.epoch, "recorded", owners[c.part].ID)
+	}
 }
 
 func (w *Writer) partition(key contract.Key) (int32, *partition) {
