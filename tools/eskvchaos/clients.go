@@ -145,11 +145,14 @@ func (c *clients) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 // writer, in the project of a random register key: an unconditional put
 // (4 in 10) or delete (3 in 10) of one of its listKeys keys, with a value
 // no other operation writes, a listing of the project (1 in 10), or a
-// filtered scan of its listKeys keys (2 in 10) on a field every one of
-// their values holds: "indexed", which the project declares (declareScans:
-// its index answers), or "scanned", which it does not (the values are
-// read). The listings and scans are checked against the puts and
-// deletes, and against the register's CAS writes, by linz.CheckListings.
+// filtered scan of its listKeys keys (2 in 10) for the value true of a
+// field every one of their values holds, true or false at random:
+// "indexed", which the project declares (declareScans: its index
+// answers), or "scanned", which it does not (the values are read). The
+// listings and scans are checked against the puts and deletes, and
+// against the register's CAS writes, by linz.CheckListings: a scan lists
+// the keys whose latest put holds true, so an index row left from an
+// older value shows.
 func (c *clients) listStep(id int, rng *rand.Rand, seq int, stop <-chan struct{}) {
 	scope := contract.ScopeOf(c.keys[rng.IntN(len(c.keys))])
 	w := rng.IntN(len(c.urls))
@@ -157,17 +160,17 @@ func (c *clients) listStep(id int, rng *rand.Rand, seq int, stop <-chan struct{}
 	var ch linz.Change
 	switch n := rng.IntN(10); {
 	case n < 4:
-		ch = c.change(id, w, key, false, fmt.Sprintf("c%d-%d", id, seq))
+		ch = c.change(id, w, key, false, fmt.Sprintf("c%d-%d", id, seq), rng.IntN(2) == 0)
 	case n < 7:
-		ch = c.change(id, w, key, true, fmt.Sprintf("c%d-%d", id, seq))
+		ch = c.change(id, w, key, true, fmt.Sprintf("c%d-%d", id, seq), false)
 	case n == 7:
 		c.list(id, w, scope+"/", "")
 		return
 	case n == 8:
-		c.list(id, w, scope+"/l/", "&field=indexed&op=eq&value=true")
+		c.list(id, w, scope+"/l/", scanIndexed)
 		return
 	default:
-		c.list(id, w, scope+"/l/", "&field=scanned&op=eq&value=true")
+		c.list(id, w, scope+"/l/", scanScanned)
 		return
 	}
 	if ch.Outcome == linz.Failed || ch.Outcome == linz.Unknown {
@@ -175,16 +178,26 @@ func (c *clients) listStep(id int, rng *rand.Rand, seq int, stop <-chan struct{}
 	}
 }
 
-// change puts value to key, or deletes key, unconditionally, and records
-// the outcome.
-func (c *clients) change(id, w int, key string, del bool, value string) linz.Change {
+// The filters of the listing workload's scans.
+const (
+	scanIndexed = "&field=indexed&op=eq&value=true"
+	scanScanned = "&field=scanned&op=eq&value=true"
+)
+
+// change puts value to key, its fields indexed and scanned set to match
+// (so that the scans list it), or deletes key, unconditionally, and
+// records the outcome.
+func (c *clients) change(id, w int, key string, del bool, value string, match bool) linz.Change {
 	rid := "chaos-" + value
 	ch := linz.Change{Client: id, Writer: w, Key: key, Delete: del, RequestID: rid}
+	if match {
+		ch.Matches = []string{scanIndexed, scanScanned}
+	}
 	method, url, body := http.MethodPut, c.urls[w]+"/v1/kv/"+key, []byte(nil)
 	if del {
 		method, url = http.MethodDelete, url+"?requestId="+rid
 	} else {
-		v, _ := json.Marshal(map[string]any{"v": value, "indexed": true, "scanned": true})
+		v, _ := json.Marshal(map[string]any{"v": value, "indexed": match, "scanned": match})
 		body, _ = json.Marshal(contract.PutBody{Value: v, RequestID: rid})
 	}
 	ch.Call = c.now()
@@ -222,7 +235,7 @@ func classifyChange(a answer) (linz.Outcome, int64, string) {
 // filter (""; none), and records the page when it was answered 200 (a
 // listing has no effect: any other answer is only counted).
 func (c *clients) list(id, w int, prefix, filter string) {
-	l := linz.Listing{Client: id, Writer: w, Prefix: prefix, Call: c.now()}
+	l := linz.Listing{Client: id, Writer: w, Prefix: prefix, Filter: filter, Call: c.now()}
 	a := c.do(http.MethodGet, c.urls[w]+"/v1/kv?limit=1000&prefix="+prefix+filter, nil)
 	l.Return = c.now()
 	var page contract.ListAnswer

@@ -24,6 +24,9 @@ type Change struct {
 	Return    int64   `json:"return"`
 	Detail    string  `json:"detail,omitempty"`
 	RequestID string  `json:"requestId,omitempty"`
+	// Matches names the filters (Listing.Filter) a put's value
+	// satisfies.
+	Matches []string `json:"matches,omitempty"`
 }
 
 // Listing is one answered listing of a prefix (GET /v1/kv?prefix=): the
@@ -36,6 +39,9 @@ type Listing struct {
 	Call   int64            `json:"call"`
 	Return int64            `json:"return"`
 	Items  map[string]int64 `json:"items"` // key → version listed
+	// Filter names the listing's filter ("": none, every key): to it, a
+	// put whose Matches lack it leaves the key out, as a delete does.
+	Filter string `json:"filter,omitempty"`
 }
 
 // Changes returns the writes of the register history h as changes (every
@@ -86,6 +92,11 @@ type ListingResult struct {
 //     entry), and v is one a put could have written by R: an acknowledged
 //     put of version v called before R, or an unknown put called before R
 //     (no entry from the future, none never written).
+//
+// A filtered listing (a scan) is a listing of the keys whose value
+// matches: to it, a put whose value does not match is a delete (so a
+// scan that lists a key at such a version, or whose index still answers
+// for an older value, breaks the rule).
 func CheckListings(changes []Change, lists []Listing) ListingResult {
 	start := time.Now()
 	byKey := map[string][]Change{}
@@ -110,7 +121,7 @@ func CheckListings(changes []Change, lists []Listing) ListingResult {
 			}
 			judged[k] = true
 			r.KeysJudged++
-			if why := judgeKey(byKey[k], l, k); why != "" {
+			if why := judgeKey(asSeenBy(byKey[k], l.Filter), l, k); why != "" {
 				broken = append(broken, why)
 			}
 		}
@@ -133,6 +144,22 @@ func CheckListings(changes []Change, lists []Listing) ListingResult {
 	}
 	r.Elapsed = time.Since(start)
 	return r
+}
+
+// asSeenBy returns cs as a listing with filter sees them: a put whose
+// value does not match it is a delete.
+func asSeenBy(cs []Change, filter string) []Change {
+	if filter == "" {
+		return cs
+	}
+	out := make([]Change, len(cs))
+	for i, c := range cs {
+		if !c.Delete && !slices.Contains(c.Matches, filter) {
+			c.Delete = true
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // judgeKey says how listing l broke the rule for key k ("" when it did

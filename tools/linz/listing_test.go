@@ -25,6 +25,19 @@ func list(call, ret int64, items map[string]int64) Listing {
 	return Listing{Prefix: lp, Call: call, Return: ret, Items: full}
 }
 
+// match marks c's value as matching the filter of scan.
+func match(c Change) Change {
+	c.Matches = []string{"f"}
+	return c
+}
+
+// scan is list filtered by "f".
+func scan(call, ret int64, items map[string]int64) Listing {
+	l := list(call, ret, items)
+	l.Filter = "f"
+	return l
+}
+
 // TestCheckListings: a listing must hold every key whose latest write
 // acknowledged before it began is a put, none whose latest is a delete,
 // unless a possibly concurrent write explains the difference; and never a
@@ -53,6 +66,12 @@ func TestCheckListings(t *testing.T) {
 		{"ErrOtherPrefix", nil, Listing{Prefix: lp, Call: 1, Return: 2, Items: map[string]int64{"tenant/chaos/project/p1/a": 1}}, "not under the prefix"},
 		{"OKOtherPrefixIgnored", []Change{{Key: "tenant/chaos/project/p1/a", Call: 0, Return: 1, Outcome: OK, Version: 1}}, list(2, 3, nil), ""},
 		{"OKFailedIgnored", []Change{put("a", 0, 1, Failed, 0)}, list(2, 3, nil), ""},
+		{"OKScanListsMatch", []Change{match(put("a", 0, 1, OK, 1))}, scan(2, 3, map[string]int64{"a": 1}), ""},
+		{"ErrScanMissesMatch", []Change{put("a", 0, 1, OK, 1), match(put("a", 2, 3, OK, 2))}, scan(4, 5, nil), "a missing: put v2"},
+		{"OKScanLeavesOutNoMatch", []Change{match(put("a", 0, 1, OK, 1)), put("a", 2, 3, OK, 2)}, scan(4, 5, nil), ""},
+		{"ErrScanListsNoMatch", []Change{match(put("a", 0, 1, OK, 1)), put("a", 2, 3, OK, 2)}, scan(4, 5, map[string]int64{"a": 2}), "a listed at v2"},
+		{"ErrScanListsOldMatch", []Change{match(put("a", 0, 1, OK, 1)), put("a", 2, 3, OK, 2)}, scan(4, 5, map[string]int64{"a": 1}), "its delete v2"},
+		{"OKScanConcurrentNoMatch", []Change{match(put("a", 0, 1, OK, 1)), put("a", 2, 9, OK, 2)}, scan(4, 5, map[string]int64{"a": 1}), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := CheckListings(tc.changes, []Listing{tc.listing})
