@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,7 +53,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	}
 	keys := registerKeys(c.keys, s.topics.Partitions)
 	cl := newClients(urls, s.token, keys, c.opTimeout, s.t0)
-	if err := cl.declareScans(ctx); err != nil {
+	if err := cl.declareScans(ctx, "start"); err != nil {
 		return nil, err
 	}
 	cl.hist = newHistoryReads(urls, s.token, c.historyEvery, c.opTimeout)
@@ -77,6 +78,7 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	wg.Go(func() { locks.run(c.lockClients, c.seed, stopClients) })
 	sessions := newSessionWorkload(cl)
 	wg.Go(func() { sessions.run(c.sessionClients, c.seed, stopClients) })
+	wg.Go(func() { cl.redeclare(rand.New(rand.NewPCG(c.seed, 1<<40)), stopClients) })
 	wg.Go(func() { owners.poll(bg, s.store, 100*time.Millisecond) })
 	ready := newReadiness(s.writers)
 	wg.Go(func() { ready.poll(bg, 100*time.Millisecond) })
@@ -120,6 +122,8 @@ func faultPhase(ctx context.Context, c config, s *stack) (*report, error) {
 	} else if err := locks.settle(ctx, s.DB, 30*time.Second); err != nil {
 		r.problems = append(r.problems, err.Error())
 	} else if err := sessions.settle(ctx, s.DB, 30*time.Second); err != nil {
+		r.problems = append(r.problems, err.Error())
+	} else if err := cl.declareScans(ctx, "end"); err != nil {
 		r.problems = append(r.problems, err.Error())
 	} else if n, err := cl.indexStatusSettled(ctx, 30*time.Second); err != nil {
 		r.problems = append(r.problems, err.Error())

@@ -62,7 +62,7 @@ type clients struct {
 	hist *historyReads
 
 	// declared is the version of each project's field-index declaration
-	// (declareScans), which nothing changes after.
+	// (declareScans) acknowledged last; redeclare changes them between.
 	declared map[string]int64
 }
 
@@ -257,29 +257,15 @@ func (c *clients) list(id, w int, prefix, filter string) {
 // register key (the reserved key <scope>/.eskv/field-indexes), so that
 // the listing workload's scans on it go through its index once it is
 // built, and those on "scanned" through the values. It tries each
-// writer in turn until one takes it.
-func (c *clients) declareScans(ctx context.Context) error {
-	seen := map[string]bool{}
-	for _, k := range c.keys {
-		scope := contract.ScopeOf(k)
-		if seen[scope] {
-			continue
-		}
-		seen[scope] = true
-		rid := "chaos-declare-" + scope
-		body, _ := json.Marshal(contract.PutBody{Value: json.RawMessage(`{"fields":["indexed"]}`), RequestID: rid})
+// writer in turn until one takes it, and records the version each
+// declaration was acknowledged at (indexStatusSettled's). round tells
+// its requestIds apart from an earlier call's.
+func (c *clients) declareScans(ctx context.Context, round string) error {
+	for _, scope := range c.scopes() {
+		rid := "chaos-declare-" + round + "-" + scope
 		var a answer
 		for try := 0; try < 50 && ctx.Err() == nil; try++ {
-			// Each attempt is a put the listings may see (it is a key of
-			// the project): recorded as the listing workload's puts are.
-			ch := linz.Change{Client: -1, Writer: try % len(c.urls), Key: contract.FieldIndexesKey(scope), RequestID: rid, Call: c.now()}
-			a = c.do(http.MethodPut, c.urls[ch.Writer]+"/v1/kv/"+ch.Key, body)
-			ch.Return = c.now()
-			ch.Outcome, ch.Version, ch.Detail = classifyChange(a)
-			c.mu.Lock()
-			c.changes = append(c.changes, ch)
-			c.mu.Unlock()
-			if a.err == nil && a.status == http.StatusOK {
+			if a = c.declare(try%len(c.urls), scope, `{"fields":["indexed"]}`, rid); a.err == nil && a.status == http.StatusOK {
 				break
 			}
 			pause(ctx.Done(), 200*time.Millisecond)
@@ -291,12 +277,66 @@ func (c *clients) declareScans(ctx context.Context) error {
 		if err := json.Unmarshal(a.body, &e); err != nil {
 			return fmt.Errorf("declaring the field indexes of %s: %w", scope, err)
 		}
+		c.mu.Lock()
 		if c.declared == nil {
 			c.declared = map[string]int64{}
 		}
 		c.declared[scope] = e.Version
+		c.mu.Unlock()
 	}
 	return nil
+}
+
+// scopes returns the projects of the register keys, sorted.
+func (c *clients) scopes() []string {
+	var out []string
+	for _, k := range c.keys {
+		out = append(out, contract.ScopeOf(k))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// declare puts value as scope's field-index declaration through writer w,
+// once, and records it as the listing workload's puts are (it is a key
+// of the project, which the listings may see).
+func (c *clients) declare(w int, scope, value, rid string) answer {
+	body, _ := json.Marshal(contract.PutBody{Value: json.RawMessage(value), RequestID: rid})
+	ch := linz.Change{Client: -1, Writer: w, Key: contract.FieldIndexesKey(scope), RequestID: rid, Call: c.now()}
+	a := c.do(http.MethodPut, c.urls[w]+"/v1/kv/"+ch.Key, body)
+	ch.Return = c.now()
+	ch.Outcome, ch.Version, ch.Detail = classifyChange(a)
+	c.mu.Lock()
+	c.changes = append(c.changes, ch)
+	c.mu.Unlock()
+	return a
+}
+
+// redeclareEvery is how often the fault phase drops a project's field
+// "indexed" and declares it again (redeclare).
+const redeclareEvery = 3 * time.Second
+
+// redeclare, until stop, drops the field "indexed" from one project's
+// declaration every redeclareEvery (declaring "other" instead) and
+// declares it again at once, through random writers: the field's index
+// is then built again from the project's keys (projection.Store.Backfill)
+// while the listing workload writes and scans them, and the scans read
+// the values until it is ready. Its puts are recorded for the listings
+// and not retried: the fault phase's end declares "indexed" everywhere
+// again (declareScans) before indexStatusSettled.
+func (c *clients) redeclare(rng *rand.Rand, stop <-chan struct{}) {
+	scopes := c.scopes()
+	for i := 0; ; i++ {
+		pause(stop, redeclareEvery)
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		scope := scopes[i%len(scopes)]
+		c.declare(rng.IntN(len(c.urls)), scope, `{"fields":["other"]}`, fmt.Sprintf("chaos-redeclare-%d-drop", i))
+		c.declare(rng.IntN(len(c.urls)), scope, `{"fields":["indexed"]}`, fmt.Sprintf("chaos-redeclare-%d-add", i))
+	}
 }
 
 // indexStatusSettled checks, once the stack healed, that every writer
