@@ -28,9 +28,19 @@ func (s *Store) SetOwner(ctx context.Context, p int32, id, addr string, epoch in
 	_, err := s.pool.Exec(ctx, `
 INSERT INTO writer_owners AS o (partition, owner, addr, epoch, updated_at) VALUES ($1, $2, $3, $4, now())
 ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, addr = excluded.addr, epoch = excluded.epoch, updated_at = now()
-WHERE excluded.epoch >= o.epoch OR o.epoch - excluded.epoch > 16384`,
-		p, id, addr, epoch)
+WHERE excluded.epoch >= o.epoch OR o.epoch - excluded.epoch > $5`,
+		p, id, addr, epoch, epochWrap)
 	return translate("set owner", err)
+}
+
+// epochWrap is how far below a recorded epoch one is newer: the fence's
+// epoch started over (SetOwner).
+const epochWrap = 16384
+
+// NewerOwner reports whether a partition's owner record at epoch
+// recorded is newer than an owner at epoch, so that SetOwner keeps it.
+func NewerOwner(recorded, epoch int64) bool {
+	return recorded > epoch && recorded-epoch <= epochWrap
 }
 
 // Owners returns the recorded owner of each partition.

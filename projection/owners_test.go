@@ -37,6 +37,9 @@ func TestSetOwnerKeepsNewerEpoch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if kept := projection.NewerOwner(step.wantEpoch, step.epoch); kept != (step.wantID != step.id) {
+			t.Errorf("step %d: NewerOwner(%d, %d) = %v, but SetOwner kept %s", i, step.wantEpoch, step.epoch, kept, step.wantID)
+		}
 		if o := owners[5]; o.ID != step.wantID || o.Epoch != step.wantEpoch || o.Addr != "http://"+step.wantID {
 			t.Fatalf("step %d: after %s at epoch %d the record is %+v; want %s at %d", i, step.id, step.epoch, o, step.wantID, step.wantEpoch)
 		}

@@ -620,7 +620,8 @@ func (w *Writer) refreshOwners(ctx context.Context) {
 // other side of a fence's epoch wrapping), would otherwise send the
 // other writers' forwards astray until the partition moves again (chaos
 // saw a partition answer 503 through every writer for 30 s after the
-// faults healed).
+// faults healed). A record at a newer epoch is left alone: this writer
+// is the stale one, and learns it at its next round.
 func (w *Writer) recordOwned(ctx context.Context, owners map[int32]projection.Owner) {
 	id, addr := w.cfg.InstanceID, w.cfg.AdvertiseURL
 	if addr == "" {
@@ -636,7 +637,8 @@ func (w *Writer) recordOwned(ctx context.Context, owners map[int32]projection.Ow
 		p.mu.RLock()
 		ready, epoch := p.ready, p.epoch
 		p.mu.RUnlock()
-		if o, ok := owners[part]; ready && (!ok || o.ID != id || o.Addr != addr || o.Epoch != epoch) {
+		o, ok := owners[part]
+		if ready && (!ok || o.ID != id || o.Addr != addr || o.Epoch != epoch) && !(ok && projection.NewerOwner(o.Epoch, epoch)) {
 			claims = append(claims, claim{part, epoch})
 		}
 	}
