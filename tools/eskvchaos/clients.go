@@ -200,6 +200,13 @@ func (c *clients) change(id, w int, key string, del bool, value string, match bo
 		v, _ := json.Marshal(map[string]any{"v": value, "indexed": match, "scanned": match})
 		body, _ = json.Marshal(contract.PutBody{Value: v, RequestID: rid})
 	}
+	ch, _ = c.sendChange(ch, method, url, body)
+	return ch
+}
+
+// sendChange sends the put or delete ch, records its call, return and
+// outcome in it and among the changes, and returns it and the answer.
+func (c *clients) sendChange(ch linz.Change, method, url string, body []byte) (linz.Change, answer) {
 	ch.Call = c.now()
 	a := c.do(method, url, body)
 	ch.Return = c.now()
@@ -207,7 +214,7 @@ func (c *clients) change(id, w int, key string, del bool, value string, match bo
 	c.mu.Lock()
 	c.changes = append(c.changes, ch)
 	c.mu.Unlock()
-	return ch
+	return ch, a
 }
 
 // classifyChange turns the answer to an unconditional put or delete into
@@ -302,13 +309,8 @@ func (c *clients) scopes() []string {
 // of the project, which the listings may see).
 func (c *clients) declare(w int, scope, value, rid string) answer {
 	body, _ := json.Marshal(contract.PutBody{Value: json.RawMessage(value), RequestID: rid})
-	ch := linz.Change{Client: -1, Writer: w, Key: contract.FieldIndexesKey(scope), RequestID: rid, Call: c.now()}
-	a := c.do(http.MethodPut, c.urls[w]+"/v1/kv/"+ch.Key, body)
-	ch.Return = c.now()
-	ch.Outcome, ch.Version, ch.Detail = classifyChange(a)
-	c.mu.Lock()
-	c.changes = append(c.changes, ch)
-	c.mu.Unlock()
+	key := contract.FieldIndexesKey(scope)
+	_, a := c.sendChange(linz.Change{Client: -1, Writer: w, Key: key, RequestID: rid}, http.MethodPut, c.urls[w]+"/v1/kv/"+key, body)
 	return a
 }
 
