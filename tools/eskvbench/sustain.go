@@ -17,9 +17,11 @@ import (
 // its speed as its tables and logs grow. Its target: the last window's
 // ok/s at least targetSustainRatio of the first's. Each window also shows
 // what might explain a decay: the CPU per write, the writer's resident
-// memory, and the projection's tables (their size on disk and kv_entries'
+// memory, the projection's tables (their size on disk and kv_entries'
 // dead rows, which autovacuum removes on a cluster configured as
-// production runs one: -postgres own).
+// production runs one: -postgres own), and the cluster's WAL per write
+// and checkpoints so far (after a checkpoint, the first change of each
+// page writes the whole page to the WAL again).
 const targetSustainRatio = 0.9
 
 // sustainWindow is one window of figure 22.
@@ -31,6 +33,22 @@ type sustainWindow struct {
 	HistoryBytes      int64   `json:"kvHistoryBytes,omitempty"`
 	DeadEntries       int64   `json:"kvEntriesDeadRows"`
 	Vacuums           int64   `json:"kvEntriesAutovacuums"`
+	// WALPerWrite is the cluster's WAL bytes over the window ÷ its
+	// acknowledged writes; Checkpoints the cluster's checkpoints since
+	// its statistics were reset, at the window's end.
+	WALPerWrite float64 `json:"walBytesPerWrite,omitempty"`
+	Checkpoints int64   `json:"checkpoints"`
+}
+
+// walPosition is the cluster's WAL position in bytes, and its
+// checkpoints so far (0, 0 when they cannot be read).
+func (b *bench) walPosition(ctx context.Context) (lsn, checkpoints int64) {
+	if b.s.db == nil {
+		return 0, 0
+	}
+	_ = b.s.db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
+		checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`).Scan(&lsn, &checkpoints)
+	return lsn, checkpoints
 }
 
 // sustainFigure is figure 22.
@@ -67,7 +85,13 @@ func (b *bench) sustain(ctx context.Context, rep *report) error {
 		if classify != nil {
 			before = sampleCPU("/proc", classify)
 		}
+		lsn0, _ := b.walPosition(ctx)
 		w := sustainWindow{casOutcome: driveCAS(ctx, t, keys, b.c.peerClients, min(left, b.c.sustainWindow))}
+		lsn1, checkpoints := b.walPosition(ctx)
+		w.Checkpoints = checkpoints
+		if lsn0 > 0 && w.OK > 0 {
+			w.WALPerWrite = float64(lsn1-lsn0) / float64(w.OK)
+		}
 		if before != nil {
 			w.CPUMicrosPerWrite = newCPUReport(sampleCPU("/proc", classify).since(before, classify), w.OK, w.Seconds).MicrosPerWrite
 		}
@@ -84,6 +108,14 @@ func (b *bench) sustain(ctx context.Context, rep *report) error {
 	}
 	fig.judge()
 	return ctx.Err()
+}
+
+// fmtPerWrite prints bytes per write, "-" when not measured.
+func fmtPerWrite(b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f B", b)
 }
 
 // judge sets the last window's ok/s over the first's, and the verdict.
@@ -109,13 +141,14 @@ func (r *report) printSustain(w io.Writer) error {
 	fmt.Fprintf(w, "22  read-then-CAS, %d clients on eskv alone, ok/s per window of %s: last ÷ first %.2f (target ≥ %.1f) %s\n",
 		f.Clients, f.Window, f.LastOverFst, targetSustainRatio, f.Verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "window\tok/s\tCAS p50\tCAS p99\terrors\tCPU µs/write\twriter RSS\tkv_entries\tkv_history\tdead rows\tautovacuums")
+	fmt.Fprintln(tw, "window\tok/s\tCAS p50\tCAS p99\terrors\tCPU µs/write\twriter RSS\tkv_entries\tkv_history\tdead rows\tautovacuums\tWAL/write\tcheckpoints")
 	var series []string
 	for i, s := range f.Windows {
 		series = append(series, fmt.Sprintf("%.0f", s.OKPerSec))
-		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\n", i+1, s.OKPerSec,
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\t%s\t%d\n", i+1, s.OKPerSec,
 			fmtDuration(time.Duration(s.P50)), fmtDuration(time.Duration(s.P99)), s.Errors, s.CPUMicrosPerWrite,
-			fmtBytes(s.WriterRSS), fmtBytes(s.EntriesBytes), fmtBytes(s.HistoryBytes), s.DeadEntries, s.Vacuums)
+			fmtBytes(s.WriterRSS), fmtBytes(s.EntriesBytes), fmtBytes(s.HistoryBytes), s.DeadEntries, s.Vacuums,
+			fmtPerWrite(s.WALPerWrite), s.Checkpoints)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
