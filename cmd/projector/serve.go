@@ -75,7 +75,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	reg := service.NewRegistry()
-	pool, err := s.postgres.OpenProjection(ctx, reg)
+	pool, err := s.postgres.OpenProjection(ctx, reg, log)
 	if err != nil {
 		return err
 	}

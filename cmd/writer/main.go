@@ -424,7 +424,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	c.defaultAdvertiseURL(ln.Addr().String(), tlsc.server != nil)
-	pool, err := c.postgres.OpenProjection(ctx, reg)
+	pool, err := c.postgres.OpenProjection(ctx, reg, log)
 	if err != nil {
 		return err
 	}

@@ -2,14 +2,18 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/changelog"
+	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/kafkaconf"
 	"github.com/eskv/eskv/internal/secure"
 	"github.com/eskv/eskv/projection"
@@ -92,6 +96,13 @@ func (k *Kafka) Topics() changelog.Topics {
 	return changelog.Topics{Changes: k.Topic, Conflicts: k.Conflicts, Partitions: int32(k.Partitions)}
 }
 
+// OpenProjection's pauses between attempts while the database does not
+// answer: doubling from openRetryMin to openRetryMax.
+const (
+	openRetryMin = 200 * time.Millisecond
+	openRetryMax = 5 * time.Second
+)
+
 // Postgres is the projection's database: -postgres-url.
 type Postgres struct {
 	URL string
@@ -113,13 +124,30 @@ func (p *Postgres) Open(ctx context.Context) (*pgxpool.Pool, error) {
 
 // OpenProjection connects to the database, migrates the projection to
 // the current schema and registers the pool's metrics
-// (eskv_pgxpool_*{pool="projection"}) on reg unless it is nil.
-func (p *Postgres) OpenProjection(ctx context.Context, reg prometheus.Registerer) (*pgxpool.Pool, error) {
+// (eskv_pgxpool_*{pool="projection"}) on reg unless it is nil. While the
+// database cannot be reached (partition_unavailable), it logs a warning
+// and tries again, up to every openRetryMax, until ctx ends: a service
+// started during a network partition or a database restart then starts
+// once the database answers, instead of exiting and being restarted with
+// an ever longer back-off (chaos saw a writer restarted into a cut from
+// Postgres exit ten times in ten seconds).
+func (p *Postgres) OpenProjection(ctx context.Context, reg prometheus.Registerer, log *slog.Logger) (*pgxpool.Pool, error) {
 	pool, err := p.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := projection.Migrate(ctx, pool); err != nil {
+	for wait := openRetryMin; ; wait = min(2*wait, openRetryMax) {
+		err = projection.Migrate(ctx, pool)
+		if e, ok := errors.AsType[*contract.Error](err); !ok || e.Code != contract.EUnavailable || ctx.Err() != nil {
+			break
+		}
+		log.Warn("the projection database does not answer; trying again", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
