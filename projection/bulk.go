@@ -40,8 +40,14 @@ type DeferredIndexes struct {
 	s *Store
 	// Names and Defs are the indexes' names and CREATE INDEX statements.
 	Names, Defs []string
-	// tables are their tables.
-	tables []string
+	// tables are their tables; keyCols their key columns' counts
+	// (Restore starts the widest first).
+	tables  []string
+	keyCols []int
+	// constraints are the statements that turn built indexes back into
+	// the constraints DeferIndexes dropped, run once every index is
+	// built.
+	constraints []string
 	// Took is how long each of Restore's steps took, by name, for the
 	// rebuild's log.
 	Took map[string]time.Duration
@@ -77,7 +83,7 @@ func (s *Store) DeferIndexes(ctx context.Context) (*DeferredIndexes, error) {
 			return nil
 		}
 		rows, err := tx.Query(ctx, `
-SELECT i.relname, pg_get_indexdef(x.indexrelid), t.relname
+SELECT i.relname, pg_get_indexdef(x.indexrelid), t.relname, x.indnkeyatts
 FROM pg_index x
 JOIN pg_class i ON i.oid = x.indexrelid
 JOIN pg_class t ON t.oid = x.indrelid
@@ -89,10 +95,11 @@ ORDER BY i.relname`, deferredTables)
 		}
 		for rows.Next() {
 			var name, def, table string
-			if err := rows.Scan(&name, &def, &table); err != nil {
+			var cols int16
+			if err := rows.Scan(&name, &def, &table, &cols); err != nil {
 				return err
 			}
-			d.Names, d.Defs, d.tables = append(d.Names, name), append(d.Defs, def), append(d.tables, table)
+			d.add(name, def, table, int(cols))
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -114,16 +121,29 @@ ORDER BY i.relname`, deferredTables)
 	return d, nil
 }
 
+// add records a dropped index.
+func (d *DeferredIndexes) add(name, def, table string, keyCols int) {
+	d.Names, d.Defs = append(d.Names, name), append(d.Defs, def)
+	d.tables, d.keyCols = append(d.tables, table), append(d.keyCols, keyCols)
+}
+
 // deferFieldsKey drops kv_fields' primary key too, for Restore to add
 // again once deriveFields has written every row: no statement of a
 // rebuild reads or writes kv_fields before (Apply leaves it alone), and
 // deriveFields writes each (key, field) once (valueFields keeps one
 // member per name), so adding it back cannot fail, and it is one sort of
-// the table instead of an insert into a growing btree per row. Its
-// index keeps its name (the constraint's).
+// the table instead of an insert into a growing btree per row. Restore
+// builds its index with CREATE UNIQUE INDEX, whose lock (SHARE) lets
+// kv_fields' other index builds run beside it, and makes it the primary
+// key again once they are done (ADD CONSTRAINT … USING INDEX: a catalog
+// change). ALTER TABLE … ADD PRIMARY KEY would build it under ACCESS
+// EXCLUSIVE, which waits for the builds running and holds up those
+// asked for after it: on 2 cores that left one idle for a third of the
+// restore (BenchmarkRebuild, 560,000 keys, 2026-11-30). The index keeps
+// its name (the constraint's).
 func (d *DeferredIndexes) deferFieldsKey(ctx context.Context, tx pgx.Tx) error {
 	var name, def string
-	err := tx.QueryRow(ctx, `SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+	err := tx.QueryRow(ctx, `SELECT conname, pg_get_indexdef(conindid) FROM pg_constraint
 WHERE conrelid = 'kv_fields'::regclass AND contype = 'p'`).Scan(&name, &def)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
@@ -134,9 +154,10 @@ WHERE conrelid = 'kv_fields'::regclass AND contype = 'p'`).Scan(&name, &def)
 	if _, err := tx.Exec(ctx, `ALTER TABLE kv_fields DROP CONSTRAINT `+pgx.Identifier{name}.Sanitize()); err != nil {
 		return err
 	}
-	d.Names = append(d.Names, name)
-	d.Defs = append(d.Defs, `ALTER TABLE kv_fields ADD CONSTRAINT `+pgx.Identifier{name}.Sanitize()+` `+def)
-	d.tables = append(d.tables, "kv_fields")
+	// Built last of kv_fields' (its rows come sorted: cheap).
+	d.add(name, def, "kv_fields", 0)
+	id := pgx.Identifier{name}.Sanitize()
+	d.constraints = append(d.constraints, `ALTER TABLE kv_fields ADD CONSTRAINT `+id+` PRIMARY KEY USING INDEX `+id)
 	return nil
 }
 
@@ -302,11 +323,16 @@ const restoreParallel = 2
 
 // Restore derives kv_fields from kv_entries while
 // it creates the indexes of kv_entries and kv_history that DeferIndexes
-// dropped, then those of kv_fields (its primary key too) while it
+// dropped, then those of kv_fields (its primary key's too) while it
 // analyzes kv_entries and kv_history, restoreParallel statements at a
 // time, each index with a larger maintenance_work_mem (its sort); then
-// it analyzes kv_fields, and Apply writes kv_fields again. Apply must
-// not run meanwhile. A nil d does nothing.
+// it makes kv_fields' primary key a constraint again, analyzes
+// kv_fields, and Apply writes kv_fields again. Apply must not run
+// meanwhile. A nil d does nothing.
+//
+// kv_fields' indexes start widest first (most key columns: the longest
+// sorts), the primary key's last (its rows come in its order), so the
+// longest build does not start last and leave a core idle behind it.
 func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if d == nil {
 		return nil
@@ -314,16 +340,18 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	first := []func(context.Context) error{func(ctx context.Context) error {
 		return d.timed(ctx, "derive kv_fields", d.deriveFields)
 	}}
-	var then []func(context.Context) error
+	var fields []int
 	for i := range d.Defs {
-		job := func(ctx context.Context) error {
-			return d.timed(ctx, d.Names[i], func(ctx context.Context) error { return d.create(ctx, i) })
-		}
 		if d.tables[i] == "kv_fields" {
-			then = append(then, job)
-		} else {
-			first = append(first, job)
+			fields = append(fields, i)
+			continue
 		}
+		first = append(first, d.job(i))
+	}
+	slices.SortStableFunc(fields, func(a, b int) int { return d.keyCols[b] - d.keyCols[a] })
+	var then []func(context.Context) error
+	for _, i := range fields {
+		then = append(then, d.job(i))
 	}
 	// kv_entries and kv_history are analyzed beside kv_fields' index
 	// builds, once their own indexes exist (ANALYZE then samples their
@@ -342,6 +370,11 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if err := runJobs(ctx, then); err != nil {
 		return err
 	}
+	for _, stmt := range d.constraints {
+		if _, err := d.s.pool.Exec(ctx, stmt); err != nil {
+			return translate("restore: constraint", err)
+		}
+	}
 	// Every declared field's rows are now derived: all are ready.
 	if _, err := d.s.pool.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = NULL WHERE backfill_after IS NOT NULL`); err != nil {
 		return translate("restore: field indexes ready", err)
@@ -353,6 +386,13 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	d.Took["analyze kv_fields"] = time.Since(start)
 	d.s.deferFields = false
 	return nil
+}
+
+// job is the job that builds index i, timed.
+func (d *DeferredIndexes) job(i int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return d.timed(ctx, d.Names[i], func(ctx context.Context) error { return d.create(ctx, i) })
+	}
 }
 
 // runJobs runs jobs restoreParallel at a time and returns the first

@@ -60,6 +60,21 @@ func TestDeferIndexes(t *testing.T) {
 	if got := indexes("bulk"); !slices.Equal(got, migrated) {
 		t.Errorf("indexes after Restore %v, want %v", got, migrated)
 	}
+	constraints := func(schema string) []string {
+		rows, err := pg.Pool.Query(ctx, `SELECT c.conname || ' ' || pg_get_constraintdef(c.oid) FROM pg_constraint c
+JOIN pg_class t ON t.oid = c.conrelid WHERE t.relnamespace = $1::regnamespace ORDER BY 1`, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return defs
+	}
+	if got, want := constraints("bulk"), constraints("public"); !slices.Equal(got, want) || !slices.Contains(got, "kv_fields_pkey PRIMARY KEY (key, field)") {
+		t.Errorf("constraints after Restore %q, want %q with kv_fields' primary key", got, want)
+	}
 	const cols = `key, field, type, num, str, expires_at`
 	var differing int64
 	if err := pg.Pool.QueryRow(ctx, `SELECT count(*) FROM ((SELECT `+cols+` FROM bulk.kv_fields EXCEPT SELECT `+cols+` FROM public.kv_fields)
