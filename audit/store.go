@@ -150,6 +150,14 @@ func connectionLost(err error) bool {
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
+// Unreachable reports errors of a ClickHouse that cannot be reached: a
+// dial refused or timed out, a connection lost under a call, or a call
+// cut by its own deadline (a server that does not answer).
+func Unreachable(err error) bool {
+	_, dial := errors.AsType[*net.OpError](err)
+	return dial || connectionLost(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
 func (s *Store) migrate(ctx context.Context) error {
 	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS audit_schema_migrations (
 		version UInt32, name String, applied_at DateTime

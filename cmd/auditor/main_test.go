@@ -274,3 +274,30 @@ func TestServeVerifyReport(t *testing.T) {
 		t.Errorf("the audit key is in the log:\n%s", logs.String())
 	}
 }
+
+// TestServeWaitsForClickHouse: an auditor started while ClickHouse does
+// not answer (nothing listens at its address for a second) says it tries
+// again and serves once ClickHouse answers, instead of exiting.
+func TestServeWaitsForClickHouse(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	ch := testenv.MustClickHouse(t)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	setenv(t, map[string]string{
+		"ESKV_BROKERS":             strings.Join(b.Addrs, ","),
+		"ESKV_PARTITIONS":          "1",
+		"ESKV_CLICKHOUSE_ADDR":     testenv.ForwardLater(t, ch.Addr, time.Second),
+		"ESKV_CLICKHOUSE_DATABASE": ch.Database,
+		"ESKV_AUDIT_KEY":           strings.TrimPrefix(testAuditKey, "test:"),
+		"ESKV_AUDIT_KEY_ID":        "test",
+		"ESKV_AUDITOR_ADDR":        "127.0.0.1:0",
+		"ESKV_AUDITOR_ADDR_FILE":   addrFile,
+	})
+	var logs testenv.Buffer
+	base, _ := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error {
+		return run(ctx, []string{"serve"}, io.Discard, &logs)
+	})
+	servicetest.WaitReady(t, base)
+	if !strings.Contains(logs.String(), "ClickHouse does not answer; trying again") {
+		t.Errorf("no warning while it waited; logs:\n%s", logs.String())
+	}
+}

@@ -83,8 +83,13 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
-	store, err := c.open(ctx, log)
-	if err != nil {
+	// Started while ClickHouse does not answer (a partition, its
+	// restart), the auditor waits for it rather than exit.
+	var store *audit.Store
+	if err := service.Retry(ctx, log, "ClickHouse", audit.Unreachable, func(ctx context.Context) (err error) {
+		store, err = c.open(ctx, log)
+		return err
+	}); err != nil {
 		return err
 	}
 	defer store.Close()

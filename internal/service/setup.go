@@ -96,12 +96,29 @@ func (k *Kafka) Topics() changelog.Topics {
 	return changelog.Topics{Changes: k.Topic, Conflicts: k.Conflicts, Partitions: int32(k.Partitions)}
 }
 
-// OpenProjection's pauses between attempts while the database does not
-// answer: doubling from openRetryMin to openRetryMax.
+// Retry's pauses between attempts while a dependency does not answer:
+// doubling from openRetryMin to openRetryMax.
 const (
 	openRetryMin = 200 * time.Millisecond
 	openRetryMax = 5 * time.Second
 )
+
+// Retry calls open until it succeeds, fails with an error unreachable
+// does not report, or ctx ends (then ctx's cause). Before each new
+// attempt it logs a warning that what does not answer, and waits, from
+// 0.2 s doubling up to 5 s. A service opens its dependencies through it
+// at start: started during a network partition or a dependency's
+// restart, it then starts once the dependency answers, instead of
+// exiting and being restarted with an ever longer back-off (chaos saw a
+// writer restarted into a cut from Postgres exit ten times in ten
+// seconds). Any other error (a refused password, a bad schema) ends it
+// at once.
+func Retry(ctx context.Context, log *slog.Logger, what string, unreachable func(error) bool, open func(context.Context) error) error {
+	r := changelog.Retry{Base: openRetryMin, Cap: openRetryMax, Retriable: unreachable, OnRetry: func(err error, wait time.Duration) {
+		log.Warn(what+" does not answer; trying again", "err", err, "retry_in", wait)
+	}}
+	return r.Do(ctx, open)
+}
 
 // Postgres is the projection's database: -postgres-url.
 type Postgres struct {
@@ -125,28 +142,17 @@ func (p *Postgres) Open(ctx context.Context) (*pgxpool.Pool, error) {
 // OpenProjection connects to the database, migrates the projection to
 // the current schema and registers the pool's metrics
 // (eskv_pgxpool_*{pool="projection"}) on reg unless it is nil. While the
-// database cannot be reached (partition_unavailable), it logs a warning
-// and tries again, up to every openRetryMax, until ctx ends: a service
-// started during a network partition or a database restart then starts
-// once the database answers, instead of exiting and being restarted with
-// an ever longer back-off (chaos saw a writer restarted into a cut from
-// Postgres exit ten times in ten seconds).
+// database cannot be reached (partition_unavailable), it tries again
+// until ctx ends (Retry).
 func (p *Postgres) OpenProjection(ctx context.Context, reg prometheus.Registerer, log *slog.Logger) (*pgxpool.Pool, error) {
 	pool, err := p.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for wait := openRetryMin; ; wait = min(2*wait, openRetryMax) {
-		err = projection.Migrate(ctx, pool)
-		if e, ok := errors.AsType[*contract.Error](err); !ok || e.Code != contract.EUnavailable || ctx.Err() != nil {
-			break
-		}
-		log.Warn("the projection database does not answer; trying again", "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
+	err = Retry(ctx, log, "the projection database", func(err error) bool {
+		e, ok := errors.AsType[*contract.Error](err)
+		return ok && e.Code == contract.EUnavailable
+	}, func(ctx context.Context) error { return projection.Migrate(ctx, pool) })
 	if err != nil {
 		pool.Close()
 		return nil, err
