@@ -217,7 +217,7 @@ func (r *cpuReport) print(w io.Writer, indent string) {
 // machineCPU is the first line of root/stat (/proc/stat): the jiffies all
 // CPUs spent busy and in all, since boot.
 type machineCPU struct {
-	busy, total float64
+	busy, total, steal float64
 }
 
 // readMachineCPU reads root/stat; ok is false when it cannot (no /proc).
@@ -245,8 +245,35 @@ func readMachineCPU(root string) (m machineCPU, ok bool) {
 		if i != 3 && i != 4 { // idle, iowait
 			m.busy += v
 		}
+		if i == 7 {
+			m.steal = v
+		}
 	}
 	return m, true
+}
+
+// stealShare is the share of the machine's CPU time between before and
+// m that its VM's host ran something else (0 to 1).
+func (m machineCPU) stealShare(before machineCPU) float64 {
+	if dt := m.total - before.total; dt > 0 {
+		return (m.steal - before.steal) / dt
+	}
+	return 0
+}
+
+// topKinds returns the counted kinds' CPU per acknowledged write, the
+// largest n first ("writer 93, postgres 30"); "-" without writes.
+func (r *cpuReport) topKinds(n int) string {
+	if r.Writes == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range r.Kinds {
+		if k.Counted && len(parts) < n {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k.Kind, k.Seconds/float64(r.Writes)*1e6))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // busyShare is the share of the machine's CPU time busy between before

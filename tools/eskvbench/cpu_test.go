@@ -118,6 +118,9 @@ func TestMachineCPU(t *testing.T) {
 	if got := after.busyShare(before); got != 80.0/200 {
 		t.Fatalf("busyShare = %v, want 0.4 (80 busy of 200, steal busy, iowait not)", got)
 	}
+	if got := after.stealShare(before); got != 10.0/200 {
+		t.Fatalf("stealShare = %v, want 0.05 (10 stolen of 200)", got)
+	}
 	if got := after.busyShare(after); got != 0 {
 		t.Fatalf("busyShare over no time = %v, want 0", got)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -42,6 +43,13 @@ type sustainWindow struct {
 	// HistoryVacuums are kv_history's autovacuum runs so far (an
 	// insert-only table is vacuumed as it grows, whole).
 	HistoryVacuums int64 `json:"kvHistoryAutovacuums"`
+	// TopCPU is the three processes (kinds) with the most CPU per write
+	// ("writer 98, postgres 85, devbroker 40"): which one a slower
+	// window's extra CPU went to. Steal is the share of the machine's
+	// time its VM's host took for something else: a slow window with
+	// steal is the host's doing.
+	TopCPU string  `json:"topCpuMicrosPerWrite,omitempty"`
+	Steal  float64 `json:"stealShare"`
 }
 
 // walPosition is the cluster's WAL position in bytes, and its
@@ -89,6 +97,7 @@ func (b *bench) sustain(ctx context.Context, rep *report) error {
 		if classify != nil {
 			before = sampleCPU("/proc", classify)
 		}
+		machine0, _ := readMachineCPU("/proc")
 		lsn0, _ := b.walPosition(ctx)
 		w := sustainWindow{casOutcome: driveCAS(ctx, t, keys, b.c.peerClients, min(left, b.c.sustainWindow))}
 		lsn1, checkpoints := b.walPosition(ctx)
@@ -96,8 +105,12 @@ func (b *bench) sustain(ctx context.Context, rep *report) error {
 		if lsn0 > 0 && w.OK > 0 {
 			w.WALPerWrite = float64(lsn1-lsn0) / float64(w.OK)
 		}
+		if machine1, ok := readMachineCPU("/proc"); ok {
+			w.Steal = machine1.stealShare(machine0)
+		}
 		if before != nil {
-			w.CPUMicrosPerWrite = newCPUReport(sampleCPU("/proc", classify).since(before, classify), w.OK, w.Seconds).MicrosPerWrite
+			cpu := newCPUReport(sampleCPU("/proc", classify).since(before, classify), w.OK, w.Seconds)
+			w.CPUMicrosPerWrite, w.TopCPU = cpu.MicrosPerWrite, cpu.topKinds(3)
 		}
 		if b.s.writerPID != 0 {
 			w.WriterRSS, _ = stats.StatusBytes(b.s.writerPID, "VmRSS")
@@ -146,14 +159,14 @@ func (r *report) printSustain(w io.Writer) error {
 	fmt.Fprintf(w, "22  read-then-CAS, %d clients on eskv alone, ok/s per window of %s: last ÷ first %.2f (target ≥ %.1f) %s\n",
 		f.Clients, f.Window, f.LastOverFst, targetSustainRatio, f.Verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "window\tok/s\tCAS p50\tCAS p99\terrors\tCPU µs/write\twriter RSS\tkv_entries\tkv_history\tdead rows\tautovacuums\thistory autovacuums\tWAL/write\tcheckpoints")
+	fmt.Fprintln(tw, "window\tok/s\tCAS p50\tCAS p99\terrors\tCPU µs/write\twriter RSS\tkv_entries\tkv_history\tdead rows\tautovacuums\thistory autovacuums\tWAL/write\tcheckpoints\tsteal\tmost CPU µs/write")
 	var series []string
 	for i, s := range f.Windows {
 		series = append(series, fmt.Sprintf("%.0f", s.OKPerSec))
-		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\n", i+1, s.OKPerSec,
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.1f %%\t%s\n", i+1, s.OKPerSec,
 			fmtDuration(time.Duration(s.P50)), fmtDuration(time.Duration(s.P99)), s.Errors, s.CPUMicrosPerWrite,
 			fmtBytes(s.WriterRSS), fmtBytes(s.EntriesBytes), fmtBytes(s.HistoryBytes), s.DeadEntries, s.Vacuums,
-			s.HistoryVacuums, fmtPerWrite(s.WALPerWrite), s.Checkpoints)
+			s.HistoryVacuums, fmtPerWrite(s.WALPerWrite), s.Checkpoints, 100*s.Steal, cmp.Or(s.TopCPU, "-"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
