@@ -270,7 +270,8 @@ func (r *cpuReport) topKinds(n int) string {
 	var parts []string
 	for _, k := range r.Kinds {
 		if k.Counted && len(parts) < n {
-			parts = append(parts, fmt.Sprintf("%s %.0f", k.Kind, k.Seconds/float64(r.Writes)*1e6))
+			name, _, _ := strings.Cut(k.Kind, " (") // "postgres (backends of …)": postgres
+			parts = append(parts, fmt.Sprintf("%s %.0f", name, k.Seconds/float64(r.Writes)*1e6))
 		}
 	}
 	return strings.Join(parts, ", ")

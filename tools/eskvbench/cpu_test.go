@@ -129,3 +129,16 @@ func TestMachineCPU(t *testing.T) {
 		t.Fatal("readMachineCPU accepted a stat without its cpu line")
 	}
 }
+
+// TestTopKinds: a window's three processes with the most CPU per write,
+// named short, the uncounted ones left out.
+func TestTopKinds(t *testing.T) {
+	r := newCPUReport(cpuDelta{Seconds: map[string]float64{"writer": 0.5, "postgres (backends of the run's database)": 0.25,
+		"devbroker": 0.125, "projector": 0.0625, kindLoadGenerator: 2}}, 5000, 1)
+	if got, want := r.topKinds(3), "writer 100, postgres 50, devbroker 25"; got != want {
+		t.Errorf("topKinds(3) = %q, want %q", got, want)
+	}
+	if got := (&cpuReport{}).topKinds(3); got != "-" {
+		t.Errorf("without writes: %q, want -", got)
+	}
+}

@@ -150,3 +150,26 @@ func TestParseScale(t *testing.T) {
 		})
 	}
 }
+
+// TestDiskEnough: figure 23 at the defaults (11 million keys) needs
+// about 99 GB where Postgres keeps its data, and says so, with the way
+// out, before it starts rather than when the disk is full.
+func TestDiskEnough(t *testing.T) {
+	steps := scaleSteps("x", 1_000_000, 100)
+	need := scaleDiskNeed(steps)
+	if need != 2*11_010_000*scaleBytesPerKey {
+		t.Fatalf("need %d, want every key twice at %d bytes", need, scaleBytesPerKey)
+	}
+	if err := diskEnough("/pg", need, need, steps); err != nil {
+		t.Errorf("exactly enough: %v", err)
+	}
+	err := diskEnough("/pg", 72e9, need, steps)
+	if err == nil {
+		t.Fatal("72 GB free for 11 million keys: no error")
+	}
+	for _, want := range []string{"about 99.1 GB free", "/pg, which has 72.0 GB", "11,010,000 keys at about 4,500 bytes", "Solution: a smaller scale"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("no %q in %q", want, err)
+		}
+	}
+}
