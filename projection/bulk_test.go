@@ -21,8 +21,9 @@ func TestDeferIndexes(t *testing.T) {
 	t.Parallel()
 	pg := testenv.MustPostgresDB(t)
 	ctx := context.Background()
-	indexes := func(schema string) []string {
-		rows, err := pg.Pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1`, schema)
+	// list returns the strings query (ORDER BY 1) selects of schema ($1).
+	list := func(query, schema string) []string {
+		rows, err := pg.Pool.Query(ctx, query, schema)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,6 +32,9 @@ func TestDeferIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 		return names
+	}
+	indexes := func(schema string) []string {
+		return list(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1`, schema)
 	}
 	fields := func(schema string) int64 {
 		var n int64
@@ -61,16 +65,8 @@ func TestDeferIndexes(t *testing.T) {
 		t.Errorf("indexes after Restore %v, want %v", got, migrated)
 	}
 	constraints := func(schema string) []string {
-		rows, err := pg.Pool.Query(ctx, `SELECT c.conname || ' ' || pg_get_constraintdef(c.oid) FROM pg_constraint c
+		return list(`SELECT c.conname || ' ' || pg_get_constraintdef(c.oid) FROM pg_constraint c
 JOIN pg_class t ON t.oid = c.conrelid WHERE t.relnamespace = $1::regnamespace ORDER BY 1`, schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return defs
 	}
 	if got, want := constraints("bulk"), constraints("public"); !slices.Equal(got, want) || !slices.Contains(got, "kv_fields_pkey PRIMARY KEY (key, field)") {
 		t.Errorf("constraints after Restore %q, want %q with kv_fields' primary key", got, want)
