@@ -64,11 +64,16 @@ const scaleBytesPerKey = 4500
 // data for steps: every key twice, the loaded projection and the
 // rebuild's copy of it (23f).
 func scaleDiskNeed(steps []scaleStep) int64 {
-	var keys int64
+	return 2 * int64(scaleKeys(steps)) * scaleBytesPerKey
+}
+
+// scaleKeys is the keys of steps, all told.
+func scaleKeys(steps []scaleStep) int {
+	n := 0
 	for _, st := range steps {
-		keys += int64(st.keys())
+		n += st.keys()
 	}
-	return 2 * keys * scaleBytesPerKey
+	return n
 }
 
 // scaleDiskCheck refuses to start figure 23 when the file system under
@@ -92,14 +97,10 @@ func diskEnough(dir string, free, need int64, steps []scaleStep) error {
 	if free >= need {
 		return nil
 	}
-	var keys int
-	for _, st := range steps {
-		keys += st.keys()
-	}
 	return fmt.Errorf("figure 23 needs about %s free under Postgres's data directory %s, which has %s: %s keys "+
 		"at about %s each, twice (the loaded projection and the rebuild's copy of it)\n"+
 		"Solution: a smaller scale (-scale-keys 200000 -scale-projects 20 needs about %s), or more disk there",
-		gigabytes(need), dir, gigabytes(free), thousands(keys), thousands(scaleBytesPerKey)+" bytes",
+		gigabytes(need), dir, gigabytes(free), thousands(scaleKeys(steps)), thousands(scaleBytesPerKey)+" bytes",
 		gigabytes(scaleDiskNeed(scaleSteps("x", 200_000, 20))))
 }
 
