@@ -3,6 +3,7 @@ package testenv
 import (
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -13,14 +14,27 @@ import (
 // the test's cleanup.
 func ForwardLater(tb testing.TB, target string, after time.Duration) string {
 	tb.Helper()
+	addr, open := ForwardWhen(tb, target)
+	t := time.AfterFunc(after, open)
+	tb.Cleanup(func() { t.Stop() })
+	return addr
+}
+
+// ForwardWhen returns a local address where connections are refused
+// until open is called, and then forwarded to target (ForwardLater, at a
+// moment of the test's choosing). The forwarder stops at the test's
+// cleanup.
+func ForwardWhen(tb testing.TB, target string) (addr string, open func()) {
+	tb.Helper()
 	// A free port, closed again: connections to it are refused until
 	// the forwarder listens there.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	addr = ln.Addr().String()
 	ln.Close()
+	opened := make(chan struct{})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	tb.Cleanup(func() { close(stop); <-done })
@@ -29,7 +43,7 @@ func ForwardLater(tb testing.TB, target string, after time.Duration) string {
 		select {
 		case <-stop:
 			return
-		case <-time.After(after):
+		case <-opened:
 		}
 		fwd, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -45,7 +59,7 @@ func ForwardLater(tb testing.TB, target string, after time.Duration) string {
 			go forward(c, target)
 		}
 	}()
-	return addr
+	return addr, sync.OnceFunc(func() { close(opened) })
 }
 
 // forward copies c to and from a new connection to target.

@@ -276,16 +276,18 @@ func TestServeVerifyReport(t *testing.T) {
 }
 
 // TestServeWaitsForClickHouse: an auditor started while ClickHouse does
-// not answer (nothing listens at its address for a second) says it tries
-// again and serves once ClickHouse answers, instead of exiting.
+// not answer (nothing listens at its address) says it tries again and,
+// meanwhile, answers /healthz 200 and /readyz 503 (starting); it serves
+// once ClickHouse answers, instead of exiting.
 func TestServeWaitsForClickHouse(t *testing.T) {
 	b := testenv.MustBroker(t, 1)
 	ch := testenv.MustClickHouse(t)
 	addrFile := filepath.Join(t.TempDir(), "addr")
+	chAddr, openCH := testenv.ForwardWhen(t, ch.Addr)
 	setenv(t, map[string]string{
 		"ESKV_BROKERS":             strings.Join(b.Addrs, ","),
 		"ESKV_PARTITIONS":          "1",
-		"ESKV_CLICKHOUSE_ADDR":     testenv.ForwardLater(t, ch.Addr, time.Second),
+		"ESKV_CLICKHOUSE_ADDR":     chAddr,
 		"ESKV_CLICKHOUSE_DATABASE": ch.Database,
 		"ESKV_AUDIT_KEY":           strings.TrimPrefix(testAuditKey, "test:"),
 		"ESKV_AUDIT_KEY_ID":        "test",
@@ -296,8 +298,15 @@ func TestServeWaitsForClickHouse(t *testing.T) {
 	base, _ := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error {
 		return run(ctx, []string{"serve"}, io.Discard, &logs)
 	})
-	servicetest.WaitReady(t, base)
-	if !strings.Contains(logs.String(), "ClickHouse does not answer; trying again") {
-		t.Errorf("no warning while it waited; logs:\n%s", logs.String())
+	testenv.WaitFor(t, servicetest.Timeout, "the warning that ClickHouse does not answer", func() bool {
+		return strings.Contains(logs.String(), "ClickHouse does not answer; trying again")
+	})
+	if code, body := servicetest.Get(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz while waiting: %d %q", code, body)
 	}
+	if code, body := servicetest.Get(base + "/readyz"); code != 503 || !strings.Contains(body, "the service is starting") {
+		t.Errorf("/readyz while waiting: %d %q", code, body)
+	}
+	openCH()
+	servicetest.WaitReady(t, base)
 }

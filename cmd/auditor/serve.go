@@ -84,7 +84,10 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	// Started while ClickHouse does not answer (a partition, its
-	// restart), the auditor waits for it rather than exit.
+	// restart), the auditor waits for it rather than exit, answering
+	// /healthz 200 and everything else 503 meanwhile.
+	starting := service.Starting(log, service.HTTP{Listener: ln, AddrFile: s.addrFile, Limits: s.limits})
+	defer starting()
 	var store *audit.Store
 	if err := service.Retry(ctx, log, "ClickHouse", audit.Unreachable, func(ctx context.Context) (err error) {
 		store, err = c.open(ctx, log)
@@ -115,7 +118,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: handler(a, reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
+	return service.Serve(ctx, log, "auditor", service.HTTP{Listener: starting(), AddrFile: s.addrFile, Handler: handler(a, reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
 }
 
 // handler serves /healthz, /readyz and /metrics (service.Handler) and

@@ -74,6 +74,7 @@ func TestRunProjectsAndServes(t *testing.T) {
 	t.Setenv("ESKV_HISTORY_FORMAT", "jsonb") // the default, text: TestRebuildAndDiff
 	var logs testenv.Buffer
 	base, r := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error { return runServe(ctx, &logs) })
+	servicetest.WaitReady(t, base)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if code, body := servicetest.Get(base + path); code != http.StatusOK {
 			t.Errorf("GET %s: %d %s", path, code, body)

@@ -74,6 +74,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
+	// Until the projection answers: /healthz 200, everything else 503.
+	starting := service.Starting(log, service.HTTP{Listener: ln, AddrFile: s.addrFile, Limits: s.limits})
+	defer starting()
 	reg := service.NewRegistry()
 	pool, err := s.postgres.OpenProjection(ctx, reg, log)
 	if err != nil {
@@ -107,7 +110,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return service.Serve(ctx, log, "projector", service.HTTP{Listener: ln, AddrFile: s.addrFile, Handler: service.Handler(reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
+	return service.Serve(ctx, log, "projector", service.HTTP{Listener: starting(), AddrFile: s.addrFile, Handler: service.Handler(reg, ready, s.metricsToken), Limits: s.limits, Registerer: reg}, parts...)
 }
 
 // projectorConfig is the projector's configuration from the settings:

@@ -424,6 +424,9 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	c.defaultAdvertiseURL(ln.Addr().String(), tlsc.server != nil)
+	// Until the projection answers: /healthz 200, everything else 503.
+	starting := service.Starting(log, service.HTTP{Listener: ln, AddrFile: c.addrFile, Limits: c.http, TLS: tlsc.server})
+	defer starting()
 	pool, err := c.postgres.OpenProjection(ctx, reg, log)
 	if err != nil {
 		return err
@@ -464,7 +467,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	} else if serveMetrics != nil {
 		parts = append(parts, serveMetrics)
 	}
-	return service.Serve(ctx, log, "writer", service.HTTP{Listener: ln, AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg, TLS: tlsc.server}, parts...)
+	return service.Serve(ctx, log, "writer", service.HTTP{Listener: starting(), AddrFile: c.addrFile, Handler: srv.Handler(), Limits: c.http, Registerer: reg, TLS: tlsc.server}, parts...)
 }
 
 // apiConfig is the API's configuration from the settings: metrics are

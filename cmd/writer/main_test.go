@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -476,4 +477,44 @@ func TestRefusesSessionTimeoutTheBrokersRefuse(t *testing.T) {
 		!strings.Contains(err.Error(), "Solution: set group.min.session.timeout.ms=2000") {
 		t.Fatalf("run: %v; want a refusal naming ESKV_KAFKA_SESSION_TIMEOUT with the brokers' setting to change", err)
 	}
+}
+
+// TestServeWhileThePostgresDoesNotAnswer: a writer started while its
+// projection's database does not answer (nothing listens at its
+// address) answers meanwhile: /healthz 200, /readyz 503 (starting), an
+// API request 503 unavailable, so that no probe restarts it and no
+// client waits on a listener nobody accepts on; it serves once the
+// database answers.
+func TestServeWhileThePostgresDoesNotAnswer(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	pg := testenv.MustPostgresDB(t)
+	pgURL, err := url.Parse(pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var openPG func()
+	pgURL.Host, openPG = testenv.ForwardWhen(t, pgURL.Host)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	setenv(t, map[string]string{
+		"ESKV_HTTP_ADDR": "127.0.0.1:0", "ESKV_ADDR_FILE": addrFile, "ESKV_BROKERS": strings.Join(b.Addrs, ","),
+		"ESKV_POSTGRES_URL": pgURL.String(), "ESKV_PARTITIONS": "1", "ESKV_WRITER_ID": "starting-test", "ESKV_LOG_LEVEL": "info", "ESKV_DEV_TOKEN": "starting-test-token-0123",
+	})
+	logs := &testenv.Buffer{}
+	base, _ := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
+		return run(ctx, nil, io.Discard, logs)
+	})
+	testenv.WaitFor(t, servicetest.Timeout, "the warning that the database does not answer", func() bool {
+		return strings.Contains(logs.String(), "the projection database does not answer; trying again")
+	})
+	if code, body := servicetest.Get(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz while waiting: %d %q", code, body)
+	}
+	if code, body := servicetest.Get(base + "/readyz"); code != 503 || !strings.Contains(body, "the service is starting") {
+		t.Errorf("/readyz while waiting: %d %q", code, body)
+	}
+	if code, body := servicetest.Get(base + "/v1/kv/tenant/a/project/b/k"); code != 503 || !strings.Contains(body, `"code":"partition_unavailable"`) {
+		t.Errorf("GET a key while waiting: %d %q", code, body)
+	}
+	openPG()
+	servicetest.WaitReady(t, base)
 }
