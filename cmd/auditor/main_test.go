@@ -298,15 +298,7 @@ func TestServeWaitsForClickHouse(t *testing.T) {
 	base, _ := servicetest.Start(t, "serve", addrFile, func(ctx context.Context) error {
 		return run(ctx, []string{"serve"}, io.Discard, &logs)
 	})
-	testenv.WaitFor(t, servicetest.Timeout, "the warning that ClickHouse does not answer", func() bool {
-		return strings.Contains(logs.String(), "ClickHouse does not answer; trying again")
-	})
-	if code, body := servicetest.Get(base + "/healthz"); code != 200 {
-		t.Errorf("/healthz while waiting: %d %q", code, body)
-	}
-	if code, body := servicetest.Get(base + "/readyz"); code != 503 || !strings.Contains(body, "the service is starting") {
-		t.Errorf("/readyz while waiting: %d %q", code, body)
-	}
+	servicetest.WaitStarting(t, base, &logs, "ClickHouse does not answer; trying again")
 	openCH()
 	servicetest.WaitReady(t, base)
 }

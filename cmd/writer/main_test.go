@@ -503,18 +503,7 @@ func TestServeWhileThePostgresDoesNotAnswer(t *testing.T) {
 	base, _ := servicetest.Start(t, "writer", addrFile, func(ctx context.Context) error {
 		return run(ctx, nil, io.Discard, logs)
 	})
-	testenv.WaitFor(t, servicetest.Timeout, "the warning that the database does not answer", func() bool {
-		return strings.Contains(logs.String(), "the projection database does not answer; trying again")
-	})
-	if code, body := servicetest.Get(base + "/healthz"); code != 200 {
-		t.Errorf("/healthz while waiting: %d %q", code, body)
-	}
-	if code, body := servicetest.Get(base + "/readyz"); code != 503 || !strings.Contains(body, "the service is starting") {
-		t.Errorf("/readyz while waiting: %d %q", code, body)
-	}
-	if code, body := servicetest.Get(base + "/v1/kv/tenant/a/project/b/k"); code != 503 || !strings.Contains(body, `"code":"partition_unavailable"`) {
-		t.Errorf("GET a key while waiting: %d %q", code, body)
-	}
+	servicetest.WaitStarting(t, base, logs, "the projection database does not answer; trying again", "/v1/kv/tenant/a/project/b/k")
 	openPG()
 	servicetest.WaitReady(t, base)
 }

@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +53,26 @@ func Get(url string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// WaitStarting waits until logs holds warning, the line a service logs
+// while a dependency it opens at start does not answer, and checks that
+// the service answers meanwhile (service.Starting): GET base+path 503
+// "the service is starting" for each path (/readyz always), /healthz
+// 200.
+func WaitStarting(tb testing.TB, base string, logs fmt.Stringer, warning string, paths ...string) {
+	tb.Helper()
+	testenv.WaitFor(tb, Timeout, "the warning "+strconv.Quote(warning), func() bool {
+		return strings.Contains(logs.String(), warning)
+	})
+	if code, body := Get(base + "/healthz"); code != http.StatusOK {
+		tb.Errorf("/healthz while starting: %d %q", code, body)
+	}
+	for _, path := range append([]string{"/readyz"}, paths...) {
+		if code, body := Get(base + path); code != http.StatusServiceUnavailable || !strings.Contains(body, "the service is starting") {
+			tb.Errorf("%s while starting: %d %q", path, code, body)
+		}
+	}
 }
 
 // WaitReady waits for GET base+"/readyz" to answer 200.
