@@ -66,15 +66,32 @@ func (h *Hub) admit(principal string) error {
 			Message: fmt.Sprintf("this writer serves %d watches, its limit (ESKV_MAX_WATCHES); retry later or on another writer", h.cfg.MaxWatches)}
 	}
 	h.watches++
+	h.starting++
 	h.metrics.watches.Set(float64(h.watches))
 	h.shareOf(principal).watches++
 	return nil
+}
+
+// started ends an admitted watch's start: it is served (Watches) when
+// ok, else its slot is given back, in one step.
+func (h *Hub) started(principal string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.starting--
+	if !ok {
+		h.leaveLocked(principal)
+	}
 }
 
 // leave gives a watch slot of principal back.
 func (h *Hub) leave(principal string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.leaveLocked(principal)
+}
+
+// leaveLocked is leave with h.mu held.
+func (h *Hub) leaveLocked(principal string) {
 	h.watches--
 	h.metrics.watches.Set(float64(h.watches))
 	h.shareOf(principal).watches--

@@ -161,7 +161,10 @@ type Hub struct {
 	catchUps chan struct{}
 
 	mu      sync.Mutex
-	watches int
+	watches int // admitted (their slots), starting included
+	// starting counts the admitted watches whose position in the log is
+	// not fixed yet (start): Watches leaves them out.
+	starting int
 	shares  map[string]*share // by principal, while it holds a slot
 	tailers map[int32]*tailer
 	closed  bool
@@ -247,11 +250,16 @@ func (h *Hub) Close() {
 	h.cl.Close()
 }
 
-// Watches returns how many watches the hub serves.
+// Watches returns how many watches the hub serves: started, their
+// position in the log fixed, so a watch from now counted here delivers
+// every event committed from now on. A watch still reading the log's
+// bounds (start) holds its slot but is not counted yet: a caller that
+// waits for the count, then writes, would otherwise race the watch's
+// start, whose "now" could fall after the write.
 func (h *Hub) Watches() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.watches
+	return h.watches - h.starting
 }
 
 // BufferedBytes returns the bytes of the events the watches' buffers
@@ -278,8 +286,8 @@ func (h *Hub) Watch(ctx context.Context, spec Spec) (*Sub, error) {
 		return nil, err
 	}
 	sub, err := h.start(ctx, spec, p, from)
+	h.started(spec.Principal, err == nil)
 	if err != nil {
-		h.leave(spec.Principal)
 		return nil, err
 	}
 	return sub, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
@@ -196,5 +197,66 @@ func TestPendingAfterTheLastEvent(t *testing.T) {
 			t.Fatalf("round %d: Pending() = %d right after the client took the last of %d events; want 0 (the server would not flush it)", round, p, n)
 		}
 		sub.Close()
+	}
+}
+
+// TestWatchesCountsStartedWatches: a watch from now is counted by
+// Watches only once its position in the log is fixed, so that a caller
+// who waits for the count and then writes gets the write. The hub's
+// first reads of the log's offsets are held back by the broker; while
+// they are, the watch is not counted. (Before, it was counted at once:
+// kvctl's watch test wrote, then the watch started after the write and
+// missed it.)
+func TestWatchesCountsStartedWatches(t *testing.T) {
+	b := testenv.MustBroker(t, 1)
+	prod := testenv.MustProducer(t, b)
+	hub, err := watch.New(watch.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: 1}, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	prod.Commit(t, event(scope+"/before", 1))
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.Cluster.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster.KeepControl()
+		once.Do(func() {
+			close(held)
+			b.Cluster.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	type started struct {
+		sub *watch.Sub
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		sub, err := hub.Watch(t.Context(), watch.Spec{Prefix: scope + "/"})
+		done <- started{sub, err}
+	}()
+	<-held
+	if n := hub.Watches(); n != 0 {
+		t.Errorf("a watch reading the log's bounds counted: Watches() = %d, want 0", n)
+	}
+	close(release)
+	s := <-done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	defer s.sub.Close()
+	if n := hub.Watches(); n != 1 {
+		t.Fatalf("a started watch: Watches() = %d, want 1", n)
+	}
+	prod.Commit(t, event(scope+"/after", 1))
+	select {
+	case it := <-s.sub.C:
+		if it.Event == nil || it.Event.Key != scope+"/after" {
+			t.Fatalf("first item %+v, want the event written after the watch counted", it)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event within 30 s")
 	}
 }
