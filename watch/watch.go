@@ -165,9 +165,9 @@ type Hub struct {
 	// starting counts the admitted watches whose position in the log is
 	// not fixed yet (start): Watches leaves them out.
 	starting int
-	shares  map[string]*share // by principal, while it holds a slot
-	tailers map[int32]*tailer
-	closed  bool
+	shares   map[string]*share // by principal, while it holds a slot
+	tailers  map[int32]*tailer
+	closed   bool
 }
 
 // withDefaults returns c with its zero fields set to their defaults, or
