@@ -27,10 +27,11 @@ const startingDrain = time.Second
 // up: a liveness or startup probe does not restart it for a dependency's
 // outage), and every other request, /readyz included, 503
 // partition_unavailable with Retry-After (startingHandler), each on a
-// connection closed after the answer. Without it the listener is open but nothing accepts:
-// a client that dials the service directly waits until its own deadline.
-// It writes h.AddrFile, h.Limits bound its connections, h.TLS serves
-// HTTPS. The returned function stops it (at once, or after the requests
+// connection closed after the answer. Without it the listener is open
+// but nothing accepts: a client that dials the service directly waits
+// until its own deadline. It writes h.AddrFile (the address, not a sign
+// of readiness: /readyz is), h.Limits bound its connections, h.TLS
+// serves HTTPS. The returned function stops it (at once, or after the requests
 // in flight for at most startingDrain) and returns the listener, which
 // Serve then serves; it may be called more than once (defer it for the
 // paths that return before Serve). A listener that cannot be woken from
