@@ -277,6 +277,20 @@ func (r *cpuReport) topKinds(n int) string {
 	return strings.Join(parts, ", ")
 }
 
+// microsPerWrite is kind's CPU per acknowledged write (0 without writes
+// or without the kind).
+func (r *cpuReport) microsPerWrite(kind string) float64 {
+	if r.Writes == 0 {
+		return 0
+	}
+	for _, k := range r.Kinds {
+		if k.Kind == kind {
+			return k.Seconds / float64(r.Writes) * 1e6
+		}
+	}
+	return 0
+}
+
 // busyShare is the share of the machine's CPU time busy between before
 // and m (0 to 1; 0 when no time passed).
 func (m machineCPU) busyShare(before machineCPU) float64 {

@@ -141,4 +141,10 @@ func TestTopKinds(t *testing.T) {
 	if got := (&cpuReport{}).topKinds(3); got != "-" {
 		t.Errorf("without writes: %q, want -", got)
 	}
+	if got := r.microsPerWrite(kindLoadGenerator); got != 400 {
+		t.Errorf("the load generator's µs per write = %v, want 400", got)
+	}
+	if got := r.microsPerWrite("auditor"); got != 0 {
+		t.Errorf("a kind not measured: %v, want 0", got)
+	}
 }

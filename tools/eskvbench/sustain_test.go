@@ -34,14 +34,14 @@ func TestPrintSustain(t *testing.T) {
 	f := &sustainFigure{Clients: 64, Window: "1m0s", Windows: []sustainWindow{
 		{casOutcome: casOutcome{OKPerSec: 6000}, CPUMicrosPerWrite: 150, WriterRSS: 80 << 20, DeadEntries: 1200},
 		{casOutcome: casOutcome{OKPerSec: 5100}, CPUMicrosPerWrite: 170, WriterRSS: 90 << 20, DeadEntries: 90000, Vacuums: 0,
-			HistoryVacuums: 4, WALPerWrite: 3 << 10, Checkpoints: 7, Steal: 0.125, TopCPU: "writer 98, postgres 85"},
+			HistoryVacuums: 4, WALPerWrite: 3 << 10, Checkpoints: 7, Steal: 0.125, TopCPU: "writer 98, postgres 85", LoadGenerator: 61},
 	}}
 	f.judge()
 	var b strings.Builder
 	if err := (&report{Sustain: f}).printSustain(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"last ÷ first 0.85 (target ≥ 0.9) MISS", "series (ok/s): 6000 5100", "90000", "4                    3072 B     7            12.5 %  writer 98, postgres 85"} {
+	for _, want := range []string{"last ÷ first 0.85 (target ≥ 0.9) MISS", "series (ok/s): 6000 5100", "90000", "4                    3072 B     7            12.5 %  writer 98, postgres 85  61"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in:\n%s", want, b.String())
 		}
