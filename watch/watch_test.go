@@ -165,12 +165,7 @@ func TestCatchUpThenJoin(t *testing.T) {
 func TestPendingAfterTheLastEvent(t *testing.T) {
 	b := testenv.MustBroker(t, 1)
 	prod := testenv.MustProducer(t, b)
-	hub, err := watch.New(watch.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: 1}, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hub.Close()
+	hub := mustHub(t, b)
 	const n = 50
 	for v := range int64(n) {
 		prod.Commit(t, event(scope+"/k", v+1))
@@ -210,12 +205,7 @@ func TestPendingAfterTheLastEvent(t *testing.T) {
 func TestWatchesCountsStartedWatches(t *testing.T) {
 	b := testenv.MustBroker(t, 1)
 	prod := testenv.MustProducer(t, b)
-	hub, err := watch.New(watch.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: 1}, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hub.Close()
+	hub := mustHub(t, b)
 	prod.Commit(t, event(scope+"/before", 1))
 
 	held, release := make(chan struct{}), make(chan struct{})
@@ -259,4 +249,17 @@ func TestWatchesCountsStartedWatches(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no event within 30 s")
 	}
+}
+
+// mustHub starts a hub of b's one-partition changes topic with the
+// default limits, closed at the test's end.
+func mustHub(t *testing.T, b *testenv.Broker) *watch.Hub {
+	t.Helper()
+	hub, err := watch.New(watch.Config{Brokers: b.Addrs, Topic: b.Topics.Changes, Partitions: 1}, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hub.Close)
+	return hub
 }
