@@ -479,13 +479,13 @@ func TestRefusesSessionTimeoutTheBrokersRefuse(t *testing.T) {
 	}
 }
 
-// TestServeWhileThePostgresDoesNotAnswer: a writer started while its
+// TestServeWhilePostgresDoesNotAnswer: a writer started while its
 // projection's database does not answer (nothing listens at its
 // address) answers meanwhile: /healthz 200, /readyz 503 (starting), an
-// API request 503 unavailable, so that no probe restarts it and no
+// API request 503 partition_unavailable, so that no probe restarts it and no
 // client waits on a listener nobody accepts on; it serves once the
 // database answers.
-func TestServeWhileThePostgresDoesNotAnswer(t *testing.T) {
+func TestServeWhilePostgresDoesNotAnswer(t *testing.T) {
 	b := testenv.MustBroker(t, 1)
 	pg := testenv.MustPostgresDB(t)
 	pgURL, err := url.Parse(pg.URL)
