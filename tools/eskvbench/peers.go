@@ -74,6 +74,8 @@ type casOutcome struct {
 	P50             ms             `json:"casP50Ms"` // of the CAS alone
 	P99             ms             `json:"casP99Ms"`
 	CycleP50        ms             `json:"readCasP50Ms"` // read + CAS
+	// Machine is the machine probe's medians over the run (probe.go).
+	Machine machineSpeed `json:"machineProbe"`
 }
 
 // peerRow is one line of figure 18.
@@ -304,13 +306,15 @@ func driveCAS(ctx context.Context, t casTarget, keys []string, clients int, d ti
 			return http.StatusOK, nil
 		}
 	}
+	probe := startProbe()
 	cycles, errs, elapsed := loops(ctx, time.Now().Add(d), calls)
+	machine := probe.finish()
 	conflicts := errs[http.StatusConflict]
 	delete(errs, http.StatusConflict)
 	cyc, cas := summarize(cycles...), summarize(casLat...)
 	r := newResult("", "", cas, errs, elapsed)
 	out := casOutcome{OK: cas.N, Conflicts: conflicts, Errors: r.Errors, ErrorsBy: r.ErrorsBy, Seconds: elapsed.Seconds(),
-		OKPerSec: r.OpsPerSec, P50: ms(cas.P50), P99: ms(cas.P99), CycleP50: ms(cyc.P50)}
+		OKPerSec: r.OpsPerSec, P50: ms(cas.P50), P99: ms(cas.P99), CycleP50: ms(cyc.P50), Machine: machine}
 	if elapsed > 0 {
 		out.ConflictsPerSec = float64(conflicts) / elapsed.Seconds()
 	}
@@ -381,8 +385,12 @@ func (r *report) printPeers(w io.Writer) error {
 		fmt.Fprintf(w, "18: %s\n", f.Note)
 	}
 	if first, again := f.eskvRuns(); again != nil && first.OKPerSec > 0 {
-		fmt.Fprintf(w, "18: eskv's %s before and after the peers: %.0f and %.0f ok/s (after ÷ before %.2f)",
+		fmt.Fprintf(w, "18: eskv's %s before and after the peers: %.0f and %.0f ok/s (after ÷ before %.2f",
 			first.Step, first.OKPerSec, again.OKPerSec, again.OKPerSec/first.OKPerSec)
+		if probe := again.Machine.ratio(first.Machine); probe != "-" {
+			fmt.Fprintf(w, "; the machine probe's time after ÷ before %s", probe)
+		}
+		fmt.Fprint(w, ")")
 		if first.CPU != nil && again.CPU != nil && first.OK+again.OK > 0 {
 			fmt.Fprintf(w, "; over both, %.0f µs CPU per acknowledged write",
 				(first.CPU.TotalSeconds+again.CPU.TotalSeconds)/float64(first.OK+again.OK)*1e6)

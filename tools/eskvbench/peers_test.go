@@ -188,6 +188,17 @@ func TestPrintPeers(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, s)
 		}
 	}
+	// With the machine probe's medians of both runs, the line says how
+	// much slower the machine itself was after the peers.
+	r.Peers.Rows[0].Machine = machineSpeed{HashNsPerKiB: 800, WalkNs: 100, Samples: 8}
+	r.Peers.Rows[3].Machine = machineSpeed{HashNsPerKiB: 880, WalkNs: 100, Samples: 6}
+	out.Reset()
+	if err := r.printPeers(&out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "(after ÷ before 0.60; the machine probe's time after ÷ before 1.10 (hash), 1.00 (memory)); over both"; !strings.Contains(out.String(), want) {
+		t.Errorf("no %q in\n%s", want, out.String())
+	}
 	// eskv's 18a is the mean of its two runs: 1,000 ok/s.
 	if r.Peers.Rows[0].Ratio != 0.8 || r.Peers.Rows[1].Ratio != 0.4 || r.Peers.Rows[2].Ratio != 0 || r.Peers.Rows[3].Ratio != 1000.0/750 {
 		t.Errorf("ratios: %+v", r.Peers.Rows)

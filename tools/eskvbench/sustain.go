@@ -50,9 +50,10 @@ type sustainWindow struct {
 	// steal is the host's doing.
 	TopCPU string  `json:"topCpuMicrosPerWrite,omitempty"`
 	Steal  float64 `json:"stealShare"`
-	// LoadGenerator is the load generator's CPU per write, not counted:
-	// its work per write does not change within the run, so when it
-	// grows with the others' the machine became slower, not eskv.
+	// LoadGenerator is the load generator's CPU per write, not counted
+	// (the machine probe's included). It grows with the system's latency
+	// too (fewer answers per wake-up): the machine probe (casOutcome's
+	// Machine) is what tells a slower machine from a slower eskv.
 	LoadGenerator float64 `json:"loadGeneratorCpuMicrosPerWrite,omitempty"`
 }
 
@@ -163,18 +164,23 @@ func (r *report) printSustain(w io.Writer) error {
 	fmt.Fprintf(w, "22  read-then-CAS, %d clients on eskv alone, ok/s per window of %s: last ÷ first %.2f (target ≥ %.1f) %s\n",
 		f.Clients, f.Window, f.LastOverFst, targetSustainRatio, f.Verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "window\tok/s\tCAS p50\tCAS p99\terrors\tCPU µs/write\twriter RSS\tkv_entries\tkv_history\tdead rows\tautovacuums\thistory autovacuums\tWAL/write\tcheckpoints\tsteal\tmost CPU µs/write\tload generator µs/write")
+	fmt.Fprintln(tw, "window\tok/s\tCAS p50\tCAS p99\terrors\tCPU µs/write\twriter RSS\tkv_entries\tkv_history\tdead rows\tautovacuums\thistory autovacuums\tWAL/write\tcheckpoints\tsteal\tmost CPU µs/write\tload generator µs/write\tprobe hash ns/KiB\tprobe memory ns")
 	var series []string
 	for i, s := range f.Windows {
 		series = append(series, fmt.Sprintf("%.0f", s.OKPerSec))
-		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.1f %%\t%s\t%.0f\n", i+1, s.OKPerSec,
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.1f %%\t%s\t%.0f\t%.0f\t%.0f\n", i+1, s.OKPerSec,
 			fmtDuration(time.Duration(s.P50)), fmtDuration(time.Duration(s.P99)), s.Errors, s.CPUMicrosPerWrite,
 			fmtBytes(s.WriterRSS), fmtBytes(s.EntriesBytes), fmtBytes(s.HistoryBytes), s.DeadEntries, s.Vacuums,
-			s.HistoryVacuums, fmtPerWrite(s.WALPerWrite), s.Checkpoints, 100*s.Steal, cmp.Or(s.TopCPU, "-"), s.LoadGenerator)
+			s.HistoryVacuums, fmtPerWrite(s.WALPerWrite), s.Checkpoints, 100*s.Steal, cmp.Or(s.TopCPU, "-"), s.LoadGenerator,
+			s.Machine.HashNsPerKiB, s.Machine.WalkNs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "    series (ok/s): %s\n", strings.Join(series, " "))
+	if n := len(f.Windows); n > 1 {
+		fmt.Fprintf(w, "    machine probe, the last window's time ÷ the first's: %s (above 1: the machine, not eskv, got slower)\n",
+			f.Windows[n-1].Machine.ratio(f.Windows[0].Machine))
+	}
 	return nil
 }

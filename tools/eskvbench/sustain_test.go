@@ -36,12 +36,15 @@ func TestPrintSustain(t *testing.T) {
 		{casOutcome: casOutcome{OKPerSec: 5100}, CPUMicrosPerWrite: 170, WriterRSS: 90 << 20, DeadEntries: 90000, Vacuums: 0,
 			HistoryVacuums: 4, WALPerWrite: 3 << 10, Checkpoints: 7, Steal: 0.125, TopCPU: "writer 98, postgres 85", LoadGenerator: 61},
 	}}
+	f.Windows[0].Machine = machineSpeed{HashNsPerKiB: 1000, WalkNs: 80, Samples: 60}
+	f.Windows[1].Machine = machineSpeed{HashNsPerKiB: 1250, WalkNs: 88, Samples: 60}
 	f.judge()
 	var b strings.Builder
 	if err := (&report{Sustain: f}).printSustain(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"last ÷ first 0.85 (target ≥ 0.9) MISS", "series (ok/s): 6000 5100", "90000", "4                    3072 B     7            12.5 %  writer 98, postgres 85  61"} {
+	for _, want := range []string{"last ÷ first 0.85 (target ≥ 0.9) MISS", "series (ok/s): 6000 5100", "90000", "4                    3072 B     7            12.5 %  writer 98, postgres 85  61",
+		"1250               88", "the last window's time ÷ the first's: 1.25 (hash), 1.10 (memory)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in:\n%s", want, b.String())
 		}
