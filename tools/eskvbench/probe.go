@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,8 +55,7 @@ func startProbe() *speedProbe {
 func (p *speedProbe) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	buf := make([]byte, probeHashBytes)
-	next := walkCycle(probeWalkBytes/4, rand.New(rand.NewPCG(1, 2)))
+	buf, next := make([]byte, probeHashBytes), probeCycle()
 	var hash, walk []float64
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
@@ -87,6 +87,13 @@ func (p *speedProbe) finish() machineSpeed {
 	close(p.stop)
 	return <-p.out
 }
+
+// probeCycle is the probe's walk, made once per process: making it (8
+// million slots) takes about a tenth of a second of CPU, which every
+// measured run would otherwise spend at its start.
+var probeCycle = sync.OnceValue(func() []uint32 {
+	return walkCycle(probeWalkBytes/4, rand.New(rand.NewPCG(1, 2)))
+})
 
 // walkCycle returns next, a single cycle through all n slots in random
 // order (Sattolo's algorithm): following it from any slot visits every
