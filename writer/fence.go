@@ -126,11 +126,16 @@ func (p *partition) fence(ctx context.Context) (int16, error) {
 // awaitGroupChange waits, after a refused fence, until this writer's group
 // membership differs from the one the fence presented (the group client
 // rejoined: if the partition is still ours the group says so, otherwise
-// revoking it ends ctx), for at most d. Re-fencing at once would let a
-// writer the group dropped take the partition from its new owner again.
-func (p *partition) awaitGroupChange(ctx context.Context, fenced *committer.FencedError, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+// revoking it ends ctx). Re-fencing before that would let a writer the
+// group dropped take the partition from its new owner again, and again
+// at every try: the wait has no bound of its own, since a group client
+// on a connection the network cut learns where it stands only when its
+// request times out, often several sessions later (chaos, seed
+// 1796101726441394891: a writer cut from the broker took partitions back
+// from their owners every 3.6 s, a session, for half a minute after the
+// heal). The real owner serves the partition meanwhile.
+func (p *partition) awaitGroupChange(ctx context.Context, fenced *committer.FencedError) {
+	for {
 		m, ok := p.w.groupMember()
 		if ok && (m.Member != fenced.Member || m.Gen != fenced.Gen) {
 			return

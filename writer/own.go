@@ -48,7 +48,7 @@ func (p *partition) run(ctx context.Context) {
 			// The group coordinator refused this writer's membership:
 			// wait until the group client learns where it stands
 			// (still the owner under a new generation, or revoked).
-			p.awaitGroupChange(ctx, fenced, p.w.cfg.SessionTimeout)
+			p.awaitGroupChange(ctx, fenced)
 			if ctx.Err() != nil {
 				return
 			}
