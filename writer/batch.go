@@ -159,6 +159,10 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 					c.done <- answer{err: errUnavailable(p.id, "could not commit a round")}
 				case len(ds[i].Appends()) > 0 || ds[i].Conflict != nil:
 					c.done <- answer{err: errOutcomeUnknown(p.id, c.head(), "could not commit it")}
+				case revealsState(ds[i]):
+					// Decided on a state the failed round's fence did
+					// not confirm (it may have been refused).
+					c.done <- answer{err: errUnavailable(p.id, "could not confirm the partition's state")}
 				default:
 					c.done <- answer{res: ds[i].Result, err: ds[i].Err}
 				}
@@ -169,6 +173,21 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 
 	p.committed(recs, evs)
 	p.settle(batch, ds)
+	if len(recs) == 0 && anyRevealsState(ds) {
+		// Nothing to commit, so no fence confirms what the answers
+		// read: confirm them as a GET is.
+		if err := p.confirm(ctx); err != nil {
+			for i, c := range batch {
+				if revealsState(ds[i]) {
+					c.done <- answer{err: err}
+				}
+			}
+			if !p.isReady() {
+				return deferred, errSuperseded
+			}
+			return deferred, nil
+		}
+	}
 
 	p.w.metrics.batchSize.Observe(float64(len(batch) - len(deferred)))
 	p.w.metrics.txnSeconds.Observe(time.Since(start).Seconds())
@@ -183,6 +202,33 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	// The waiters the commit woke open the next batch, behind the
 	// deferred calls and ahead of every call queued meanwhile.
 	return append(deferred, p.woken(evs)...), nil
+}
+
+// revealsState reports whether answering d tells its caller something of
+// the partition's state: a result, or a refusal decided on the state
+// (not_found, a conflict, lock_held, queue_empty…). Such an answer is a
+// read: it is sent only once confirmed, by the round's fence when the
+// batch commits records, else by confirm. A refusal of the request alone
+// (invalid, value_too_large) is not, nor partition_unavailable, nor a
+// call left for the next batch or parked.
+func revealsState(d decide.Decision) bool {
+	if d.Err == errDeferred || d.Err == errParked {
+		return false
+	}
+	switch contract.ErrorCode(d.Err) {
+	case contract.EInvalid, contract.ETooLarge, contract.EUnavailable:
+		return false
+	}
+	return true
+}
+
+func anyRevealsState(ds []decide.Decision) bool {
+	for _, d := range ds {
+		if revealsState(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // toCommit is recs as the committer takes them: the writer group's offset

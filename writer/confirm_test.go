@@ -2,6 +2,8 @@ package writer
 
 import (
 	"context"
+	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eskv/eskv/contract"
+	"github.com/eskv/eskv/decide"
 	"github.com/eskv/eskv/testenv"
 )
 
@@ -119,31 +122,7 @@ func TestReadAsksBrokersWhenNoRoundFollows(t *testing.T) {
 func TestReadNotConfirmedByRefusedFence(t *testing.T) {
 	t.Parallel()
 	var refuse func()
-	r := newConfirmRig(t, 0, func(b *testenv.Broker, w *Writer) {
-		armed := make(chan struct{})
-		refuse = func() { close(armed) }
-		b.Cluster.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			select {
-			case <-armed:
-			default:
-				return nil, nil, false
-			}
-			creq := req.(*kmsg.TxnOffsetCommitRequest)
-			resp := creq.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-			for _, rt := range creq.Topics {
-				st := kmsg.NewTxnOffsetCommitResponseTopic()
-				st.Topic = rt.Topic
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-					sp.Partition = rp.Partition
-					sp.ErrorCode = kerr.IllegalGeneration.Code
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp, nil, true
-		})
-	})
+	r := newConfirmRig(t, 0, func(b *testenv.Broker, _ *Writer) { refuse = refuseFences(b) })
 	refuse()
 	// The read (partition 0) succeeds: partition 0 was not in the
 	// refused round, so it is still owned.
@@ -170,4 +149,104 @@ func TestReadNotConfirmedAcrossOwnerships(t *testing.T) {
 		t.Fatalf("the next round's write: %v", err)
 	}
 	r.want(t, 0, 1)
+}
+
+// TestAnswerWithoutRecordsIsConfirmed: a decision that appends nothing,
+// neither an event nor a conflict record (here a touch of a key this
+// owner thinks absent: not_found), is a read of the partition's state and
+// is confirmed like one before it is answered. A writer another writer
+// superseded answers partition_unavailable and gives the partition up,
+// never its stale not_found (chaos seed 1796103495245593476: a writer that
+// had lost its partition answered from its stale overlay).
+func TestAnswerWithoutRecordsIsConfirmed(t *testing.T) {
+	t.Parallel()
+	// Without read leases: the other writer below is a bare produce,
+	// which does not wait out this writer's lease as an owner would.
+	b, w := readyWriterWith(t, 1, Config{ReadLease: -1})
+	if err := putKey(t.Context(), w, mustKey(t, "tenant/t/project/p/before"), "v"); err != nil {
+		t.Fatal(err)
+	}
+	key := mustKey(t, "tenant/t/project/p/created-elsewhere")
+	_, p := w.partition(key)
+	p.mu.RLock()
+	epoch := p.epoch
+	p.mu.RUnlock()
+	testenv.MustProduce(t, b, contract.Event{Key: key.String(), Scope: key.Scope(), Version: 1, Kind: contract.KindPut, Op: contract.OpPut,
+		After: json.RawMessage(`"elsewhere"`), Before: json.RawMessage(`null`), TS: time.Now().UTC(), WriterEpoch: epoch + 1,
+		Semantics: contract.Semantics{Purpose: "other"}})
+
+	_, err := w.Do(t.Context(), &decide.KV{Header: decide.Header{Key: key, Op: contract.OpTouch, Principal: "test"}})
+	if code := contract.ErrorCode(err); code != contract.EUnavailable {
+		t.Fatalf("touch of a key another writer created: %v (%s); want %s", err, code, contract.EUnavailable)
+	}
+	p.mu.RLock()
+	ready := p.ready
+	p.mu.RUnlock()
+	if ready {
+		t.Fatal("the superseded partition is still ready")
+	}
+}
+
+// refuseFences makes the broker refuse every TxnOffsetCommit (the group
+// moved on, as the coordinator sees it) once arm is called.
+func refuseFences(b *testenv.Broker) (arm func()) {
+	armed := make(chan struct{})
+	b.Cluster.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case <-armed:
+		default:
+			return nil, nil, false
+		}
+		creq := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := creq.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range creq.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.IllegalGeneration.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(armed) }) }
+}
+
+// TestRefusedRoundAnswersNoUnconfirmedState: in a round whose fence the
+// group coordinator refused, a decision that appended nothing (a touch of
+// a key the owner thinks absent) was decided on a state nothing
+// confirmed: it is answered partition_unavailable, not not_found.
+func TestRefusedRoundAnswersNoUnconfirmedState(t *testing.T) {
+	t.Parallel()
+	b, w := readyWriterWith(t, 1, Config{ReadLease: -1})
+	refuse := refuseFences(b)
+	held, release := holdFirstEndTxn(b, w)
+	t.Cleanup(release)
+	first := make(chan error, 1)
+	go func() { first <- putKey(t.Context(), w, mustKey(t, "tenant/t/project/p/first"), "v") }()
+	<-held
+	// Behind the held round, one batch: a write and a touch.
+	put, touch := make(chan error, 1), make(chan error, 1)
+	go func() { put <- putKey(t.Context(), w, mustKey(t, "tenant/t/project/p/second"), "v") }()
+	go func() {
+		_, err := w.Do(t.Context(), &decide.KV{Header: decide.Header{Key: mustKey(t, "tenant/t/project/p/absent"), Op: contract.OpTouch, Principal: "test"}})
+		touch <- err
+	}()
+	_, p := w.partition(mustKey(t, "tenant/t/project/p/absent"))
+	testenv.WaitFor(t, 20*time.Second, "two calls queued", func() bool { return len(p.calls) == 2 })
+	refuse()
+	release()
+	if err := <-first; err != nil {
+		t.Fatalf("the held round's write: %v", err)
+	}
+	if err := <-put; contract.ErrorCode(err) != contract.EOutcomeUnknown {
+		t.Fatalf("the refused round's write: %v; want %s", err, contract.EOutcomeUnknown)
+	}
+	if err := <-touch; contract.ErrorCode(err) != contract.EUnavailable {
+		t.Fatalf("the refused round's touch: %v (%s); want %s", err, contract.ErrorCode(err), contract.EUnavailable)
+	}
 }

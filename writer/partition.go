@@ -219,6 +219,13 @@ func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlay
 	p.mu.Unlock()
 }
 
+// isReady reports whether the partition is owned and caught up.
+func (p *partition) isReady() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.ready
+}
+
 func (p *partition) failQueued() {
 	for {
 		select {
