@@ -162,7 +162,7 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 				case revealsState(ds[i]):
 					// Decided on a state the failed round's fence did
 					// not confirm (it may have been refused).
-					c.done <- answer{err: errUnavailable(p.id, "could not confirm the partition's state")}
+					c.done <- answer{err: errUnavailable(p.id, "unable to confirm ownership")}
 				default:
 					c.done <- answer{res: ds[i].Result, err: ds[i].Err}
 				}

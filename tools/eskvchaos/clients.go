@@ -558,7 +558,8 @@ func classifyWrite(a answer, value string) (linz.Output, string) {
 // noEffect reports whether a 503's message is one the writer gives only
 // before a request was queued for a transaction (writer/partition.go,
 // writer/writer.go, api/forward.go): refused at submit, drained from the
-// queue unprocessed, not owned, or not forwarded. The messages that say
+// queue unprocessed, not owned, not forwarded, or decided without
+// appending anything and not confirmed. The messages that say
 // the outcome is unknown (503 outcome_unknown never reaches here; older
 // writers said "may still commit", "outcome is unknown") and the
 // forwarding proxy's "did not answer" (the owner may have decided it) are
@@ -573,6 +574,7 @@ func noEffect(msg string) bool {
 		"is moving between writers; retry",                     // failQueued: never batched
 		"is not owned by this writer; retry",                   // Do: not owned here
 		"is unable to read the projection; retry",              // process: failed before producing
+		"is unable to confirm ownership; retry",                // process: decided without appending, not confirmed
 		"the key's partition is moving between writers; retry", // forward: not forwarded twice
 	} {
 		if strings.Contains(msg, m) {
