@@ -55,6 +55,48 @@ type sustainWindow struct {
 	// too (fewer answers per wake-up): the machine probe (casOutcome's
 	// Machine) is what tells a slower machine from a slower eskv.
 	LoadGenerator float64 `json:"loadGeneratorCpuMicrosPerWrite,omitempty"`
+	// Rounds is what the writer's metrics say of its transaction rounds
+	// over the window: whether a slower window had fewer rounds, smaller
+	// ones, or longer ones.
+	Rounds writerRounds `json:"writerRounds"`
+}
+
+// writerRounds is the writer's shared transactions over a window, from
+// two scrapes of its /metrics: rounds committed per second, writes
+// decided per round, the mean time to decide and commit a partition's
+// batch, and the share of reads confirmed by a last-stable-offset
+// request (the slow way: no lease or fence was at hand).
+type writerRounds struct {
+	PerSec       float64 `json:"perSec"`
+	WritesPer    float64 `json:"writesPerRound"`
+	BatchMillis  float64 `json:"batchMillis"`
+	ReadsByLSO   float64 `json:"readsConfirmedByLsoShare"`
+	ReadsConfirm float64 `json:"readsConfirmed"`
+}
+
+// roundsBetween is writerRounds over seconds between two scrapes of the
+// writer (the zero value when either is missing).
+func roundsBetween(before, after metrics, seconds float64) writerRounds {
+	if before == nil || after == nil || seconds <= 0 {
+		return writerRounds{}
+	}
+	d := func(name string, labels ...string) float64 {
+		return after.sum(name, labels...) - before.sum(name, labels...)
+	}
+	var r writerRounds
+	rounds := d("eskv_writer_transactions_total")
+	r.PerSec = rounds / seconds
+	if rounds > 0 {
+		r.WritesPer = d("eskv_writer_batch_size_sum") / rounds
+	}
+	if n := d("eskv_writer_batch_seconds_count"); n > 0 {
+		r.BatchMillis = 1000 * d("eskv_writer_batch_seconds_sum") / n
+	}
+	r.ReadsConfirm = d("eskv_writer_read_confirms_total")
+	if r.ReadsConfirm > 0 {
+		r.ReadsByLSO = d("eskv_writer_read_confirms_total", `by="lso"`) / r.ReadsConfirm
+	}
+	return r
 }
 
 // walPosition is the cluster's WAL position in bytes, and its
@@ -104,7 +146,9 @@ func (b *bench) sustain(ctx context.Context, rep *report) error {
 		}
 		machine0, _ := readMachineCPU("/proc")
 		lsn0, _ := b.walPosition(ctx)
+		writer0 := b.scrape(ctx, b.s.writerURL)
 		w := sustainWindow{casOutcome: driveCAS(ctx, t, keys, b.c.peerClients, min(left, b.c.sustainWindow))}
+		w.Rounds = roundsBetween(writer0, b.scrape(ctx, b.s.writerURL), w.Seconds)
 		lsn1, checkpoints := b.walPosition(ctx)
 		w.Checkpoints = checkpoints
 		if lsn0 > 0 && w.OK > 0 {
@@ -178,6 +222,16 @@ func (r *report) printSustain(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "    series (ok/s): %s\n", strings.Join(series, " "))
+	fmt.Fprintln(w, "    the writer's rounds per window (its /metrics):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    window\trounds/s\twrites/round\tbatch ms (mean)\treads confirmed\tby last stable offset")
+	for i, s := range f.Windows {
+		r := s.Rounds
+		fmt.Fprintf(tw, "    %d\t%.0f\t%.1f\t%.2f\t%.0f\t%.1f %%\n", i+1, r.PerSec, r.WritesPer, r.BatchMillis, r.ReadsConfirm, 100*r.ReadsByLSO)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if n := len(f.Windows); n > 1 {
 		fmt.Fprintf(w, "    machine probe, the last window's time ÷ the first's: %s (above 1: the machine, not eskv, got slower)\n",
 			f.Windows[n-1].Machine.ratio(f.Windows[0].Machine))

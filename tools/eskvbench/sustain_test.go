@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func TestPrintSustain(t *testing.T) {
 		{casOutcome: casOutcome{OKPerSec: 5100}, CPUMicrosPerWrite: 170, WriterRSS: 90 << 20, DeadEntries: 90000, Vacuums: 0,
 			HistoryVacuums: 4, WALPerWrite: 3 << 10, Checkpoints: 7, Steal: 0.125, TopCPU: "writer 98, postgres 85", LoadGenerator: 61},
 	}}
+	f.Windows[1].Rounds = writerRounds{PerSec: 412, WritesPer: 12.4, BatchMillis: 3.25, ReadsConfirm: 30000, ReadsByLSO: 0.015}
 	f.Windows[0].Machine = machineSpeed{HashNsPerKiB: 1000, WalkNs: 80, Samples: 60}
 	f.Windows[1].Machine = machineSpeed{HashNsPerKiB: 1250, WalkNs: 88, Samples: 60}
 	f.judge()
@@ -44,7 +46,8 @@ func TestPrintSustain(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"last ÷ first 0.85 (target ≥ 0.9) MISS", "series (ok/s): 6000 5100", "90000", "4                    3072 B     7            12.5 %  writer 98, postgres 85  61",
-		"1250               88", "the last window's time ÷ the first's: 1.25 (hash), 1.10 (memory)"} {
+		"1250               88", "the last window's time ÷ the first's: 1.25 (hash), 1.10 (memory)",
+		"    2       412       12.4          3.25             30000            1.5 %"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in:\n%s", want, b.String())
 		}
@@ -75,5 +78,40 @@ func TestPeerTargets(t *testing.T) {
 		if got[target] != want {
 			t.Errorf("%s: %q, want %q (all: %v)", target, got[target], want, got)
 		}
+	}
+}
+
+// TestRoundsBetween: figure 22's writer rounds come from the difference
+// of two scrapes of the writer's /metrics.
+func TestRoundsBetween(t *testing.T) {
+	scrape := func(txns, batchSum, batchSecSum, batchSecCount, lease, lso float64) metrics {
+		m, err := parseMetrics(strings.NewReader(fmt.Sprintf(`# TYPE eskv_writer_transactions_total counter
+eskv_writer_transactions_total %v
+# TYPE eskv_writer_batch_size histogram
+eskv_writer_batch_size_bucket{le="+Inf"} %v
+eskv_writer_batch_size_sum %v
+eskv_writer_batch_size_count %v
+# TYPE eskv_writer_batch_seconds histogram
+eskv_writer_batch_seconds_bucket{le="+Inf"} %v
+eskv_writer_batch_seconds_sum %v
+eskv_writer_batch_seconds_count %v
+# TYPE eskv_writer_read_confirms_total counter
+eskv_writer_read_confirms_total{by="lease"} %v
+eskv_writer_read_confirms_total{by="lso"} %v
+`, txns, batchSecCount, batchSum, batchSecCount, batchSecCount, batchSecSum, batchSecCount, lease, lso)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := scrape(100, 1000, 2, 400, 900, 100)
+	after := scrape(700, 9400, 8.5, 2400, 19500, 500)
+	got := roundsBetween(before, after, 2)
+	want := writerRounds{PerSec: 300, WritesPer: 14, BatchMillis: 3.25, ReadsConfirm: 19000, ReadsByLSO: 400.0 / 19000}
+	if got != want {
+		t.Fatalf("roundsBetween: %+v; want %+v", got, want)
+	}
+	if got := roundsBetween(nil, after, 2); got != (writerRounds{}) {
+		t.Fatalf("without a first scrape: %+v; want nothing", got)
 	}
 }
