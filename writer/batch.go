@@ -173,19 +173,19 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 
 	p.committed(recs, evs)
 	p.settle(batch, ds)
+	var lost error
 	if len(recs) == 0 && anyRevealsState(ds) {
 		// Nothing to commit, so no fence confirms what the answers
 		// read: confirm them as a GET is.
 		if err := p.confirm(ctx); err != nil {
-			for i, c := range batch {
+			for i := range ds {
 				if revealsState(ds[i]) {
-					c.done <- answer{err: err}
+					ds[i] = decide.Decision{Err: err}
 				}
 			}
 			if !p.isReady() {
-				return deferred, errSuperseded
+				lost = errSuperseded // confirm gave the partition up
 			}
-			return deferred, nil
 		}
 	}
 
@@ -198,6 +198,9 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 		}
 		p.w.logDecision(c.cmd, d)
 		c.done <- answer{res: d.Result, err: d.Err}
+	}
+	if lost != nil {
+		return deferred, lost
 	}
 	// The waiters the commit woke open the next batch, behind the
 	// deferred calls and ahead of every call queued meanwhile.
