@@ -139,12 +139,32 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	if len(deferred) > 0 {
 		p.w.metrics.deferred.Add(float64(len(deferred)))
 	}
+	if !p.isReady() {
+		// A read's confirmation gave the partition up (confirm) while
+		// this batch was read or decided: its overlay and state cache
+		// went with it, so what the batch read after that came from
+		// the projection alone, which lags the log. Nothing of it may
+		// be answered or appended: a create decided on it would append
+		// a version the key already has. (Only this goroutine makes the
+		// partition ready again, in own: ready now means ready
+		// throughout.)
+		p.unwait(batch)
+		for _, c := range batch {
+			c.done <- answer{err: errUnavailable(p.id, "moving between writers")}
+		}
+		if p.owes {
+			p.owes = false
+			p.w.committer.Pass(p.id)
+		}
+		return nil, errSuperseded
+	}
 	if len(recs) == 0 && p.owes {
 		p.owes = false
 		p.w.committer.Pass(p.id)
 	}
 	if len(recs) > 0 {
 		p.owes = false
+		defer p.inFlight()()
 		r := p.w.committer.Commit(p.toCommit(recs))
 		p.owes = r.Err == nil
 		if r.Err != nil {

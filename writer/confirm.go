@@ -104,15 +104,17 @@ func (p *partition) confirm(ctx context.Context) error {
 		return errUnavailable(p.id, "unable to confirm ownership")
 	}
 	lso := offs[p.id]
-	// Our own commit may be visible at the broker just before its
-	// transaction returned here: look again briefly before concluding.
+	// Our own commit may be visible at the broker before its
+	// transaction returned here: wait for a round in flight, and look
+	// again briefly (the round may have ended just before the request)
+	// before concluding.
 	var end int64
 	wait := time.Millisecond
 	for {
 		p.mu.RLock()
 		var ready bool
-		var resuming chan struct{}
-		end, ready, resuming = p.end, p.ready, p.resuming
+		var resuming, committing chan struct{}
+		end, ready, resuming, committing = p.end, p.ready, p.resuming, p.committing
 		p.mu.RUnlock()
 		if !ready {
 			return errUnavailable(p.id, "catching up or moving between writers")
@@ -127,6 +129,16 @@ func (p *partition) confirm(ctx context.Context) error {
 				return err
 			}
 			continue
+		}
+		if committing != nil {
+			// A round of ours in flight: its records may be what is
+			// past end, visible before its commit returned here.
+			select {
+			case <-committing:
+				continue
+			case <-ctx.Done():
+				return errUnavailable(p.id, "unable to confirm ownership")
+			}
 		}
 		if wait > 64*time.Millisecond {
 			break

@@ -250,3 +250,86 @@ func TestRefusedRoundAnswersNoUnconfirmedState(t *testing.T) {
 		t.Fatalf("the refused round's touch: %v (%s); want %s", err, contract.ErrorCode(err), contract.EUnavailable)
 	}
 }
+
+// TestGivenUpPartitionDecidesNothing: once a read's confirmation gave
+// the partition up (confirm found records past its end: another writer's,
+// as far as it can tell), its overlay and state cache are gone, and the
+// partition goroutine, still draining its queue, must not decide on what
+// is left — the projection, which lags the log. Here the projection
+// never saw the key's first version (no projector runs): deciding a
+// create on it would append a second version 1 over the first.
+func TestGivenUpPartitionDecidesNothing(t *testing.T) {
+	t.Parallel()
+	b, w := readyWriter(t, 1)
+	key := mustKey(t, "tenant/t/project/p/created")
+	if err := putKey(t.Context(), w, key, "first"); err != nil {
+		t.Fatal(err)
+	}
+	_, p := w.partition(key)
+	// A round in flight, and behind it, queued, a create of the key.
+	held, release := holdFirstEndTxn(b, w)
+	t.Cleanup(release)
+	other := make(chan error, 1)
+	go func() { other <- putKey(t.Context(), w, mustKey(t, "tenant/t/project/p/other"), "v") }()
+	<-held
+	created := make(chan error, 1)
+	go func() {
+		zero := int64(0)
+		_, err := w.Do(t.Context(), &decide.KV{Header: decide.Header{Key: key, Op: contract.OpPut, Principal: "test"},
+			Value: json.RawMessage(`"second"`), ExpectedVersion: &zero})
+		created <- err
+	}()
+	testenv.WaitFor(t, 20*time.Second, "the create queued", func() bool { return len(p.calls) == 1 })
+	p.setReady(false, 0, nil) // as confirm does when it gives the partition up
+	release()
+	if err := <-other; err != nil {
+		t.Fatalf("the held round's write: %v", err)
+	}
+	if err := <-created; contract.ErrorCode(err) != contract.EUnavailable {
+		t.Fatalf("create of a key the given-up partition created: %v (%s); want %s", err, contract.ErrorCode(err), contract.EUnavailable)
+	}
+}
+
+// TestReadWaitsForOwnRoundInFlight: a round of this partition's own can
+// be visible at the brokers (the last stable offset past end) before its
+// commit returns and moves end; a read confirming meanwhile waits for it
+// instead of concluding that another writer wrote and giving the
+// partition up.
+func TestReadWaitsForOwnRoundInFlight(t *testing.T) {
+	t.Parallel()
+	_, w := readyWriterWith(t, 1, Config{ReadLease: -1})
+	key := mustKey(t, "tenant/t/project/p/k")
+	if err := putKey(t.Context(), w, key, "v"); err != nil {
+		t.Fatal(err)
+	}
+	_, p := w.partition(key)
+	// As between the brokers' commit of the round and its return here:
+	// end before the round's records and marker, the round in flight.
+	p.mu.Lock()
+	landedEnd := p.end
+	p.end -= 2
+	p.mu.Unlock()
+	landed := p.inFlight()
+	read := make(chan error, 1)
+	go func() {
+		_, err := w.State(t.Context(), key)
+		read <- err
+	}()
+	// Longer than confirm looks again for its own commit to appear.
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-read:
+		t.Fatalf("the read answered (%v) before the round in flight landed", err)
+	default:
+	}
+	p.mu.Lock()
+	p.end = landedEnd
+	p.mu.Unlock()
+	landed()
+	if err := <-read; err != nil {
+		t.Fatalf("the read: %v", err)
+	}
+	if !p.isReady() {
+		t.Fatal("the partition was given up for its own round")
+	}
+}

@@ -101,6 +101,13 @@ type partition struct {
 	// resuming is set while the partition resumes after a failed round
 	// (resume) and closed when it did: reads wait for it (confirm).
 	resuming chan struct{}
+	// committing is set while a round of the partition's is in flight
+	// (process, from its commit until its outcome is known: end moved
+	// past it, or the failed round was dealt with) and closed then: its
+	// records may be visible at the brokers before end moves past them,
+	// so a read that finds the last stable offset past end waits for it
+	// before it concludes another writer wrote (confirm).
+	committing chan struct{}
 	// served: the ownership run started became ready (own). Only the
 	// partition's own goroutine touches it.
 	served bool
@@ -217,6 +224,21 @@ func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlay
 	p.cache.Reset()
 	p.changes++
 	p.mu.Unlock()
+}
+
+// inFlight marks a round of the partition in flight (committing) and
+// returns what ends the mark.
+func (p *partition) inFlight() (landed func()) {
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.committing = done
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.committing = nil
+		p.mu.Unlock()
+		close(done)
+	}
 }
 
 // isReady reports whether the partition is owned and caught up.
