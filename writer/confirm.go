@@ -2,8 +2,11 @@ package writer
 
 import (
 	"context"
-	"time"
+	"errors"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/projection/keystate"
 )
 
@@ -61,7 +64,11 @@ func (p *partition) cacheGet(key string, state keystate.State, changes uint64) {
 // appended to the partition after the events this owner knows of, by
 // comparing the last stable offset with end. A writer that was paused past
 // its ownership (a zombie) finds the new owner's commits there, stops
-// answering for the partition and gives it up. Concurrent reads of all
+// answering for the partition and gives it up — only for a committed
+// record past end, though: a round of its own in flight or being resumed
+// is waited for, and a range of aborted records only (a dropped writer's
+// produce, aborted once its fence was refused) moves end past it.
+// Concurrent reads of all
 // the writer's partitions share one last-stable-offset request (Writer.lso,
 // a coalescer), always one sent after they arrived.
 //
@@ -104,17 +111,9 @@ func (p *partition) confirm(ctx context.Context) error {
 		return errUnavailable(p.id, "unable to confirm ownership")
 	}
 	lso := offs[p.id]
-	// Our own commit may be visible at the broker before its
-	// transaction returned here: wait for a round in flight, and look
-	// again briefly (the round may have ended just before the request)
-	// before concluding.
-	var end int64
-	wait := time.Millisecond
 	for {
 		p.mu.RLock()
-		var ready bool
-		var resuming, committing chan struct{}
-		end, ready, resuming, committing = p.end, p.ready, p.resuming, p.committing
+		end, ready, resuming, committing := p.end, p.ready, p.resuming, p.committing
 		p.mu.RUnlock()
 		if !ready {
 			return errUnavailable(p.id, "catching up or moving between writers")
@@ -122,35 +121,44 @@ func (p *partition) confirm(ctx context.Context) error {
 		if lso <= end {
 			return nil
 		}
-		if resuming != nil {
-			// A failed round of ours, not another writer, may have
-			// left records past end: resume moves end past them.
-			if err := p.awaitResumed(ctx); err != nil {
-				return err
-			}
-			continue
+		// Something is past end. Not yet another writer's:
+		var wait chan struct{}
+		switch {
+		case resuming != nil:
+			// A failed round of ours may have left records there:
+			// resume moves end past them.
+			wait = resuming
+		case committing != nil:
+			// A round of ours in flight: its records are visible at
+			// the brokers before its commit returns here.
+			wait = committing
 		}
-		if committing != nil {
-			// A round of ours in flight: its records may be what is
-			// past end, visible before its commit returned here.
+		if wait != nil {
 			select {
-			case <-committing:
+			case <-wait:
 				continue
 			case <-ctx.Done():
 				return errUnavailable(p.id, "unable to confirm ownership")
 			}
 		}
-		if wait > 64*time.Millisecond {
+		// Nor when nothing past end was committed: a writer the group
+		// dropped can still produce into its shared transaction before
+		// its refused fence gets it aborted, and the abort moves the
+		// last stable offset with nothing written.
+		aborted, err := p.nothingCommitted(ctx, end, lso)
+		if err != nil {
+			return errUnavailable(p.id, "unable to confirm ownership")
+		}
+		if !aborted {
+			p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", end)
 			break
 		}
-		select {
-		case <-ctx.Done():
-			return errUnavailable(p.id, "unable to confirm ownership")
-		case <-time.After(wait):
+		p.mu.Lock()
+		if p.ready && p.end == end {
+			p.end = lso
 		}
-		wait *= 4
+		p.mu.Unlock()
 	}
-	p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", end)
 	p.setReady(false, 0, nil)
 	select {
 	case p.superseded <- struct{}{}:
@@ -206,4 +214,18 @@ func (p *partition) confirmByFence(ctx context.Context) (ok bool, err error) {
 		p.w.metrics.confirmFence.Inc()
 	}
 	return ok, nil
+}
+
+// errCommitted stops nothingCommitted's read at the first committed record.
+var errCommitted = errors.New("a committed record")
+
+// nothingCommitted reports whether the partition holds no committed
+// record in [from, to): only aborted records and transaction markers.
+func (p *partition) nothingCommitted(ctx context.Context, from, to int64) (bool, error) {
+	err := changelog.ReadCommitted(ctx, p.w.admCl, changelog.Range{Topic: p.w.cfg.Topics.Changes, Partition: p.id, From: from, End: to},
+		func(*kgo.Record) error { return errCommitted })
+	if errors.Is(err, errCommitted) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -333,3 +333,40 @@ func TestReadWaitsForOwnRoundInFlight(t *testing.T) {
 		t.Fatal("the partition was given up for its own round")
 	}
 }
+
+// TestReadNotGivenUpByAbortedRecords: records past end that no
+// transaction committed — a writer the group dropped produced into its
+// shared transaction, and its refused fence got it aborted — are nobody's
+// write: a read confirms past them and the partition stays owned.
+func TestReadNotGivenUpByAbortedRecords(t *testing.T) {
+	t.Parallel()
+	b, w := readyWriterWith(t, 1, Config{ReadLease: -1})
+	key := mustKey(t, "tenant/t/project/p/k")
+	if err := putKey(t.Context(), w, key, "v"); err != nil {
+		t.Fatal(err)
+	}
+	_, p := w.partition(key)
+	p.mu.RLock()
+	epoch := p.epoch
+	p.mu.RUnlock()
+	testenv.MustProducer(t, b).Abort(t, contract.Event{Key: key.String(), Scope: key.Scope(), Version: 2, Kind: contract.KindPut, Op: contract.OpPut,
+		After: json.RawMessage(`"zombie"`), Before: json.RawMessage(`"v"`), TS: time.Now().UTC(), WriterEpoch: epoch - 1,
+		Semantics: contract.Semantics{Purpose: "other"}})
+	s, err := w.State(t.Context(), key)
+	if err != nil || string(s.Entry.Value) != `"v"` {
+		t.Fatalf("read past an aborted record: %s, %v; want \"v\"", s.Entry.Value, err)
+	}
+	if !p.isReady() {
+		t.Fatal("the partition was given up for an aborted record")
+	}
+	// A committed record of another writer past end still gives it up.
+	testenv.MustProduce(t, b, contract.Event{Key: key.String(), Scope: key.Scope(), Version: 2, Kind: contract.KindPut, Op: contract.OpPut,
+		After: json.RawMessage(`"other"`), Before: json.RawMessage(`"v"`), TS: time.Now().UTC(), WriterEpoch: epoch + 1,
+		Semantics: contract.Semantics{Purpose: "other"}})
+	if _, err := w.State(t.Context(), key); contract.ErrorCode(err) != contract.EUnavailable {
+		t.Fatalf("read past another writer's committed record: %v; want %s", err, contract.EUnavailable)
+	}
+	if p.isReady() {
+		t.Fatal("the partition is still ready past another writer's committed record")
+	}
+}
