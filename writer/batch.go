@@ -196,8 +196,12 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	var lost error
 	if len(recs) == 0 && anyRevealsState(ds) {
 		// Nothing to commit, so no fence confirms what the answers
-		// read: confirm them as a GET is.
-		if err := p.confirm(ctx); err != nil {
+		// read: confirm them as a GET is (within a round's time: the
+		// partition's other calls wait meanwhile).
+		cctx, cancel := context.WithTimeout(ctx, cfg.TransactionTimeout)
+		err := p.confirm(cctx)
+		cancel()
+		if err != nil {
 			for i := range ds {
 				if revealsState(ds[i]) {
 					ds[i] = decide.Decision{Err: err}
