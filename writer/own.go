@@ -235,17 +235,10 @@ func fencedRound(err error) bool {
 // another writer's: errSuperseded. Reads wait meanwhile (confirm): the
 // last stable offset is past end until resume moves end.
 func (p *partition) resume(ctx context.Context, epoch int64, s uint64) error {
-	done := make(chan struct{})
-	p.mu.Lock()
-	p.resuming = done
+	defer p.mark(&p.resuming)()
+	p.mu.RLock()
 	from := p.end
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.resuming = nil
-		p.mu.Unlock()
-		close(done)
-	}()
+	p.mu.RUnlock()
 	if err := p.w.committer.Await(ctx, s); err != nil {
 		return fmt.Errorf("await the shared producer: %w", err)
 	}

@@ -229,13 +229,19 @@ func (p *partition) setReady(ready bool, epoch int64, overlay map[string]overlay
 // inFlight marks a round of the partition in flight (committing) and
 // returns what ends the mark.
 func (p *partition) inFlight() (landed func()) {
+	return p.mark(&p.committing)
+}
+
+// mark sets *ch, a channel p.mu guards that reads wait on, to a new
+// channel and returns what clears and closes it.
+func (p *partition) mark(ch *chan struct{}) (unmark func()) {
 	done := make(chan struct{})
 	p.mu.Lock()
-	p.committing = done
+	*ch = done
 	p.mu.Unlock()
 	return func() {
 		p.mu.Lock()
-		p.committing = nil
+		*ch = nil
 		p.mu.Unlock()
 		close(done)
 	}
