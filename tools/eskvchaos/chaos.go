@@ -179,7 +179,7 @@ func (r *report) check(ctx context.Context, s *stack) error {
 	settled := slices.Clone(r.history)
 	r.settled, r.neverCommitted = linz.Resolve(settled, committedIn(l.Events))
 	r.lin = linz.Check(settled, r.cfg.checkTimeout)
-	r.stale = staleAnswers(r.history, s.topics.Partitions, r.owners)
+	r.stale = staleAnswers(r.history, s.topics.Partitions, r.owners, s.Dir)
 	r.listing = linz.CheckListings(append(linz.Changes(r.history), r.changes...), r.lists)
 	if r.lin.Result != porcupine.Ok {
 		r.linPath = filepath.Join(s.Dir, "linearizability.html")

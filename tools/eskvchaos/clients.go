@@ -543,7 +543,9 @@ func classifyWrite(a answer, value string) (linz.Output, string) {
 				return linz.Output{Outcome: linz.Unknown}, "undecodable current value: " + detail
 			}
 		}
-		return linz.Output{Outcome: linz.Conflict, Version: *b.Error.CurrentVersion, Value: cur}, ""
+		// The correlation id names the conflict in the answering
+		// writer's log (whoLogged).
+		return linz.Output{Outcome: linz.Conflict, Version: *b.Error.CurrentVersion, Value: cur}, "correlationId " + b.Error.CorrelationID
 	case http.StatusServiceUnavailable:
 		var b contract.ErrorBody
 		if json.Unmarshal(a.body, &b) == nil && b.Error.Code == contract.EUnavailable && noEffect(b.Error.Message) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,13 +82,21 @@ func TestStaleAnswers(t *testing.T) {
 	r, w := linz.Input{Key: k, Kind: linz.Read}, linz.Input{Key: k, Kind: linz.Write, Value: "a"}
 	h := []linz.Op{
 		{Client: 0, In: w, Call: 0, Return: 10, Out: out(linz.OK, 1, "a")},
-		{Client: 1, In: r, Call: 5, Return: 15, Out: out(linz.NotFound, 0, "")},                                                 // concurrent with the write: fine
-		{Client: 1, In: r, Call: 20, Return: 25, Out: out(linz.NotFound, 0, "")},                                                // after the ack: stale
-		{Client: 2, In: linz.Input{Key: k, Kind: linz.Write, Value: "b"}, Call: 30, Return: 35, Out: out(linz.Conflict, 0, "")}, // stale conflict
+		{Client: 1, In: r, Call: 5, Return: 15, Out: out(linz.NotFound, 0, "")},                                                                               // concurrent with the write: fine
+		{Client: 1, In: r, Call: 20, Return: 25, Out: out(linz.NotFound, 0, "")},                                                                              // after the ack: stale
+		{Client: 2, In: linz.Input{Key: k, Kind: linz.Write, Value: "b"}, Call: 30, Return: 35, Out: out(linz.Conflict, 0, ""), Detail: "correlationId c-42"}, // stale conflict
 		{Client: 1, In: r, Call: 40, Return: 45, Out: out(linz.OK, 1, "a")},
 	}
-	got := staleAnswers(h, 12, nil)
-	if len(got) != 2 || !strings.HasPrefix(got[0], "read of") || !strings.HasPrefix(got[1], "cas from v0") {
+	// The writer that decided the conflict logged its correlation id.
+	dir := t.TempDir()
+	for name, text := range map[string]string{"writer-1.log": "version conflict correlationId=c-41\n", "writer-2.log": "version conflict correlationId=c-42\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := staleAnswers(h, 12, nil, dir)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "read of") || !strings.HasPrefix(got[1], "cas from v0") ||
+		!strings.HasSuffix(got[1], "; correlationId c-42 in writer-2.log") {
 		t.Fatalf("%q", got)
 	}
 }

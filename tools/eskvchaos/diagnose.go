@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +22,9 @@ import (
 // history non-linearizable; they are the usual explanation of a failed
 // check and easier to read than porcupine's partial linearizations. owners
 // (may be nil) says which writer the ownership table named for the key's
-// partition at the time.
-func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string {
+// partition at the time; a conflict's correlation id, which of the logs in
+// logDir (the writers') has the line that decided it.
+func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline, logDir string) []string {
 	type ack struct {
 		ret     int64
 		version int64
@@ -74,6 +79,12 @@ func staleAnswers(h []linz.Op, partitions int32, owners *ownerTimeline) []string
 		if owners != nil {
 			p := changelog.Partition(contract.ScopeOf(o.In.Key), partitions)
 			line += fmt.Sprintf("; partition %d: %s", p, owners.at(p, o.Call))
+		}
+		if id, ok := strings.CutPrefix(o.Detail, "correlationId "); ok && id != "" {
+			line += "; correlationId " + id
+			if who := whoLogged(logDir, id); who != "" {
+				line += " in " + who
+			}
 		}
 		out = append(out, line)
 	}
@@ -174,4 +185,22 @@ func (t *ownerTimeline) lines() []string {
 		out = append(out, fmt.Sprintf("%8.3fs partition %2d: %s epoch %d (%s)", secs(c.At), c.Owner.Partition, c.Owner.ID, c.Owner.Epoch, c.Owner.Addr))
 	}
 	return out
+}
+
+// whoLogged names the log files in dir (writer-N.log…) holding the
+// correlation id id: which writer decided a conflict, with the lines
+// around it. "" when none does or dir is "".
+func whoLogged(dir, id string) string {
+	if dir == "" {
+		return ""
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var who []string
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err == nil && bytes.Contains(b, []byte(id)) {
+			who = append(who, filepath.Base(l))
+		}
+	}
+	return strings.Join(who, ", ")
 }
