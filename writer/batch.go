@@ -165,7 +165,9 @@ func (p *partition) process(ctx context.Context, epoch int64, batch []*call) ([]
 	if len(recs) > 0 {
 		p.owes = false
 		defer p.inFlight()()
+		submitted := time.Now()
 		r := p.w.committer.Commit(p.toCommit(recs))
+		p.w.metrics.commitSeconds.Observe(time.Since(submitted).Seconds())
 		p.owes = r.Err == nil
 		if r.Err != nil {
 			p.failedIn = r.Session

@@ -16,6 +16,9 @@ type metrics struct {
 	writesOK   prometheus.Counter
 	batchSize  prometheus.Histogram
 	txnSeconds prometheus.Histogram
+	// commitSeconds is the part of txnSeconds a batch spent in its
+	// round (committer.Commit).
+	commitSeconds prometheus.Histogram
 	// The committer's rounds (package committer) and the state caches
 	// (package statecache).
 	rounds            *committer.Metrics
@@ -57,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		txnSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "eskv_writer_batch_seconds", Help: "Time to decide and commit one batch.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "eskv_writer_batch_commit_seconds", Help: "Time a batch that appends records spends in its shared Kafka transaction's round (waiting for the round, its produce, group fence and commit): the rest of eskv_writer_batch_seconds is reading and deciding.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
 		}),
 		ownershipRestarts: prometheus.NewCounter(prometheus.CounterOpts{
@@ -119,7 +126,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // register registers the writer's metrics with reg, its committer's and
 // state caches' included.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds,
+	cs := []prometheus.Collector{m.forwardLoops, m.loopingPartitions, m.writes, m.batchSize, m.txnSeconds, m.commitSeconds,
 		m.ownershipRestarts, m.resumes, m.deferred, m.partitionsReady, m.overlaySize, m.overlayFull,
 		m.sweepSeconds, m.swept, m.deniedAudits, m.listWait, m.listWaitTimeouts, m.confirms, m.waiters}
 	cs = append(cs, m.rounds.Collectors()...)

@@ -64,12 +64,14 @@ type sustainWindow struct {
 // writerRounds is the writer's shared transactions over a window, from
 // two scrapes of its /metrics: rounds committed per second, writes
 // decided per round, the mean time to decide and commit a partition's
-// batch, and the share of reads confirmed by a last-stable-offset
+// batch and, of it, the mean time a batch that appends spends in its
+// round (the rest is reading and deciding), and the share of reads confirmed by a last-stable-offset
 // request (the slow way: no lease or fence was at hand).
 type writerRounds struct {
 	PerSec       float64 `json:"perSec"`
 	WritesPer    float64 `json:"writesPerRound"`
 	BatchMillis  float64 `json:"batchMillis"`
+	CommitMillis float64 `json:"commitMillis"`
 	ReadsByLSO   float64 `json:"readsConfirmedByLsoShare"`
 	ReadsConfirm float64 `json:"readsConfirmed"`
 }
@@ -91,6 +93,9 @@ func roundsBetween(before, after metrics, seconds float64) writerRounds {
 	}
 	if n := d("eskv_writer_batch_seconds_count"); n > 0 {
 		r.BatchMillis = 1000 * d("eskv_writer_batch_seconds_sum") / n
+	}
+	if n := d("eskv_writer_batch_commit_seconds_count"); n > 0 {
+		r.CommitMillis = 1000 * d("eskv_writer_batch_commit_seconds_sum") / n
 	}
 	r.ReadsConfirm = d("eskv_writer_read_confirms_total")
 	if r.ReadsConfirm > 0 {
@@ -224,10 +229,10 @@ func (r *report) printSustain(w io.Writer) error {
 	fmt.Fprintf(w, "    series (ok/s): %s\n", strings.Join(series, " "))
 	fmt.Fprintln(w, "    the writer's rounds per window (its /metrics):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "    window\trounds/s\twrites/round\tbatch ms (mean)\treads confirmed\tby last stable offset")
+	fmt.Fprintln(tw, "    window\trounds/s\twrites/round\tbatch ms (mean)\tof it in the round\treads confirmed\tby last stable offset")
 	for i, s := range f.Windows {
 		r := s.Rounds
-		fmt.Fprintf(tw, "    %d\t%.0f\t%.1f\t%.2f\t%.0f\t%.1f %%\n", i+1, r.PerSec, r.WritesPer, r.BatchMillis, r.ReadsConfirm, 100*r.ReadsByLSO)
+		fmt.Fprintf(tw, "    %d\t%.0f\t%.1f\t%.2f\t%.2f\t%.0f\t%.1f %%\n", i+1, r.PerSec, r.WritesPer, r.BatchMillis, r.CommitMillis, r.ReadsConfirm, 100*r.ReadsByLSO)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

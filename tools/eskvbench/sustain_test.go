@@ -37,7 +37,7 @@ func TestPrintSustain(t *testing.T) {
 		{casOutcome: casOutcome{OKPerSec: 5100}, CPUMicrosPerWrite: 170, WriterRSS: 90 << 20, DeadEntries: 90000, Vacuums: 0,
 			HistoryVacuums: 4, WALPerWrite: 3 << 10, Checkpoints: 7, Steal: 0.125, TopCPU: "writer 98, postgres 85", LoadGenerator: 61},
 	}}
-	f.Windows[1].Rounds = writerRounds{PerSec: 412, WritesPer: 12.4, BatchMillis: 3.25, ReadsConfirm: 30000, ReadsByLSO: 0.015}
+	f.Windows[1].Rounds = writerRounds{PerSec: 412, WritesPer: 12.4, BatchMillis: 3.25, CommitMillis: 2.5, ReadsConfirm: 30000, ReadsByLSO: 0.015}
 	f.Windows[0].Machine = machineSpeed{HashNsPerKiB: 1000, WalkNs: 80, Samples: 60}
 	f.Windows[1].Machine = machineSpeed{HashNsPerKiB: 1250, WalkNs: 88, Samples: 60}
 	f.judge()
@@ -47,7 +47,7 @@ func TestPrintSustain(t *testing.T) {
 	}
 	for _, want := range []string{"last ÷ first 0.85 (target ≥ 0.9) MISS", "series (ok/s): 6000 5100", "90000", "4                    3072 B     7            12.5 %  writer 98, postgres 85  61",
 		"1250               88", "the last window's time ÷ the first's: 1.25 (hash), 1.10 (memory)",
-		"    2       412       12.4          3.25             30000            1.5 %"} {
+		"    2       412       12.4          3.25             2.50                30000            1.5 %"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in:\n%s", want, b.String())
 		}
@@ -84,7 +84,7 @@ func TestPeerTargets(t *testing.T) {
 // TestRoundsBetween: figure 22's writer rounds come from the difference
 // of two scrapes of the writer's /metrics.
 func TestRoundsBetween(t *testing.T) {
-	scrape := func(txns, batchSum, batchSecSum, batchSecCount, lease, lso float64) metrics {
+	scrape := func(txns, batchSum, batchSecSum, batchSecCount, commitSecSum, lease, lso float64) metrics {
 		m, err := parseMetrics(strings.NewReader(fmt.Sprintf(`# TYPE eskv_writer_transactions_total counter
 eskv_writer_transactions_total %v
 # TYPE eskv_writer_batch_size histogram
@@ -95,19 +95,23 @@ eskv_writer_batch_size_count %v
 eskv_writer_batch_seconds_bucket{le="+Inf"} %v
 eskv_writer_batch_seconds_sum %v
 eskv_writer_batch_seconds_count %v
+# TYPE eskv_writer_batch_commit_seconds histogram
+eskv_writer_batch_commit_seconds_bucket{le="+Inf"} %v
+eskv_writer_batch_commit_seconds_sum %v
+eskv_writer_batch_commit_seconds_count %v
 # TYPE eskv_writer_read_confirms_total counter
 eskv_writer_read_confirms_total{by="lease"} %v
 eskv_writer_read_confirms_total{by="lso"} %v
-`, txns, batchSecCount, batchSum, batchSecCount, batchSecCount, batchSecSum, batchSecCount, lease, lso)))
+`, txns, batchSecCount, batchSum, batchSecCount, batchSecCount, batchSecSum, batchSecCount, batchSecCount, commitSecSum, batchSecCount, lease, lso)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
-	before := scrape(100, 1000, 2, 400, 900, 100)
-	after := scrape(700, 9400, 8.5, 2400, 19500, 500)
+	before := scrape(100, 1000, 2, 400, 1.5, 900, 100)
+	after := scrape(700, 9400, 8.5, 2400, 6.5, 19500, 500)
 	got := roundsBetween(before, after, 2)
-	want := writerRounds{PerSec: 300, WritesPer: 14, BatchMillis: 3.25, ReadsConfirm: 19000, ReadsByLSO: 400.0 / 19000}
+	want := writerRounds{PerSec: 300, WritesPer: 14, BatchMillis: 3.25, CommitMillis: 2.5, ReadsConfirm: 19000, ReadsByLSO: 400.0 / 19000}
 	if got != want {
 		t.Fatalf("roundsBetween: %+v; want %+v", got, want)
 	}
