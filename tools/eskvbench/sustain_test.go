@@ -84,25 +84,16 @@ func TestPeerTargets(t *testing.T) {
 // TestRoundsBetween: figure 22's writer rounds come from the difference
 // of two scrapes of the writer's /metrics.
 func TestRoundsBetween(t *testing.T) {
+	// hist is a histogram of count samples summing to sum, in one bucket.
+	hist := func(name string, sum, count float64) string {
+		return fmt.Sprintf("# TYPE %[1]s histogram\n%[1]s_bucket{le=\"+Inf\"} %[3]v\n%[1]s_sum %[2]v\n%[1]s_count %[3]v\n", name, sum, count)
+	}
 	scrape := func(txns, batchSum, batchSecSum, batchSecCount, commitSecSum, lease, lso float64) metrics {
-		m, err := parseMetrics(strings.NewReader(fmt.Sprintf(`# TYPE eskv_writer_transactions_total counter
-eskv_writer_transactions_total %v
-# TYPE eskv_writer_batch_size histogram
-eskv_writer_batch_size_bucket{le="+Inf"} %v
-eskv_writer_batch_size_sum %v
-eskv_writer_batch_size_count %v
-# TYPE eskv_writer_batch_seconds histogram
-eskv_writer_batch_seconds_bucket{le="+Inf"} %v
-eskv_writer_batch_seconds_sum %v
-eskv_writer_batch_seconds_count %v
-# TYPE eskv_writer_batch_commit_seconds histogram
-eskv_writer_batch_commit_seconds_bucket{le="+Inf"} %v
-eskv_writer_batch_commit_seconds_sum %v
-eskv_writer_batch_commit_seconds_count %v
-# TYPE eskv_writer_read_confirms_total counter
-eskv_writer_read_confirms_total{by="lease"} %v
-eskv_writer_read_confirms_total{by="lso"} %v
-`, txns, batchSecCount, batchSum, batchSecCount, batchSecCount, batchSecSum, batchSecCount, batchSecCount, commitSecSum, batchSecCount, lease, lso)))
+		m, err := parseMetrics(strings.NewReader(fmt.Sprintf("# TYPE eskv_writer_transactions_total counter\neskv_writer_transactions_total %v\n", txns) +
+			hist("eskv_writer_batch_size", batchSum, batchSecCount) +
+			hist("eskv_writer_batch_seconds", batchSecSum, batchSecCount) +
+			hist("eskv_writer_batch_commit_seconds", commitSecSum, batchSecCount) +
+			fmt.Sprintf("# TYPE eskv_writer_read_confirms_total counter\neskv_writer_read_confirms_total{by=\"lease\"} %v\neskv_writer_read_confirms_total{by=\"lso\"} %v\n", lease, lso)))
 		if err != nil {
 			t.Fatal(err)
 		}
