@@ -132,7 +132,7 @@ some of them: eskvbench -only 8, or make bench BENCH_ARGS='-only 9,10'.
 
 -scale runs figure 23 alone, flat as data grows (own stack only, without
 the auditor; 10-15 minutes at -scale-keys 200000 -scale-projects 20 on
-2 shared CPUs, about an hour and 99 GB of disk under Postgres at the defaults,
+2 shared CPUs, about an hour and 55 GB of disk under Postgres at the defaults,
 checked before it starts;
 docs/performance.md): 10,000 keys in one
 project, then -scale-keys in one project, then 10 × -scale-keys over

@@ -124,6 +124,10 @@ func processes(s *stack) []procReport {
 	ps = append(ps, procReport{Name: "eskvbench", PID: os.Getpid()})
 	for i := range ps {
 		p := &ps[i]
+		if f, ok := s.final[p.PID]; ok && p.PID != 0 {
+			*p = f
+			continue
+		}
 		if p.PID == 0 {
 			p.Note = "no pid"
 			if !s.own {

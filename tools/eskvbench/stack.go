@@ -47,6 +47,24 @@ type stack struct {
 
 	local   *localstack.Stack // set when the bench started the stack
 	auditor *auditorSetup     // nil without an auditor
+	// final is figure 6 of the services stopped before the end
+	// (stopServices), by PID.
+	final map[int]procReport
+}
+
+// stopServices stops the stack's services (together, as at the end: the
+// writers leave their group, the projector commits) and keeps what figure
+// 6 reads of the writer, projector and auditor for the report. The broker
+// keeps running.
+func (s *stack) stopServices() {
+	s.final = map[int]procReport{}
+	for _, p := range processes(s) {
+		if p.PID == s.writerPID || p.PID == s.projectorPID || p.PID == s.auditorPID {
+			p.Note = strings.TrimPrefix(p.Note+"; stopped before the end", "; ")
+			s.final[p.PID] = p
+		}
+	}
+	proc.StopAll(15*time.Second, s.local.Services...)
 }
 
 // startStack builds the services, creates a database, starts broker,
