@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,6 +123,39 @@ type sustainFigure struct {
 	Windows     []sustainWindow `json:"windows"`
 	LastOverFst float64         `json:"lastOverFirst"`
 	Verdict     string          `json:"verdict"`
+	// ProbeR is the correlation (Pearson's r) of the windows' ok/s with
+	// the machine probe's time per window, hash then memory; ProbeROK
+	// false when it cannot be computed (fewer than three windows, or a
+	// series that does not move). Near −1: the windows' ok/s follow the
+	// machine's speed, and a last window below the first may be the
+	// machine's as much as eskv's.
+	ProbeR   [2]float64 `json:"okPerSecProbeCorrelation"`
+	ProbeROK bool       `json:"okPerSecProbeCorrelationKnown"`
+}
+
+// pearson is the correlation coefficient of xs and ys (equal lengths);
+// false for fewer than three pairs or a series without variance.
+func pearson(xs, ys []float64) (float64, bool) {
+	n := float64(len(xs))
+	if len(xs) < 3 || len(xs) != len(ys) {
+		return 0, false
+	}
+	var mx, my float64
+	for i := range xs {
+		mx += xs[i] / n
+		my += ys[i] / n
+	}
+	var sxy, sxx, syy float64
+	for i := range xs {
+		dx, dy := xs[i]-mx, ys[i]-my
+		sxy += dx * dy
+		sxx += dx * dx
+		syy += dy * dy
+	}
+	if sxx == 0 || syy == 0 {
+		return 0, false
+	}
+	return sxy / math.Sqrt(sxx*syy), true
 }
 
 // sustain is figure 22.
@@ -197,6 +231,15 @@ func (f *sustainFigure) judge() {
 		return
 	}
 	f.LastOverFst = f.Windows[len(f.Windows)-1].OKPerSec / f.Windows[0].OKPerSec
+	var ok, hash, walk []float64
+	for _, w := range f.Windows {
+		ok = append(ok, w.OKPerSec)
+		hash = append(hash, w.Machine.HashNsPerKiB)
+		walk = append(walk, w.Machine.WalkNs)
+	}
+	rh, okh := pearson(ok, hash)
+	rw, okw := pearson(ok, walk)
+	f.ProbeR, f.ProbeROK = [2]float64{rh, rw}, okh && okw
 	f.Verdict = verdictMiss
 	if f.LastOverFst >= targetSustainRatio {
 		f.Verdict = verdictPass
@@ -240,6 +283,10 @@ func (r *report) printSustain(w io.Writer) error {
 	if n := len(f.Windows); n > 1 {
 		fmt.Fprintf(w, "    machine probe, the last window's time ÷ the first's: %s (above 1: the machine, not eskv, got slower)\n",
 			f.Windows[n-1].Machine.ratio(f.Windows[0].Machine))
+	}
+	if f.ProbeROK {
+		fmt.Fprintf(w, "    the windows' ok/s against the probe's time per window: r = %.2f (hash), %.2f (memory) (near −1: eskv's ok/s follow the machine's speed)\n",
+			f.ProbeR[0], f.ProbeR[1])
 	}
 	return nil
 }

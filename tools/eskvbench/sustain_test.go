@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,45 @@ func TestPrintSustain(t *testing.T) {
 		"    2       412       12.4          3.25             2.50                30000            1.5 %"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestProbeCorrelation: figure 22 says how closely its windows' ok/s
+// follow the machine probe, here a run of VM-C (2026-12-01 10:46 UTC)
+// whose ok/s rose by half while the probe's memory time fell by a sixth.
+func TestProbeCorrelation(t *testing.T) {
+	okPerSec := []float64{7532, 7951, 8124, 6919, 6909, 6850, 7119, 8220, 9802, 10750}
+	walk := []float64{194, 199, 185, 194, 199, 197, 193, 186, 172, 164}
+	f := &sustainFigure{Clients: 64, Window: "1m0s"}
+	for i := range okPerSec {
+		f.Windows = append(f.Windows, sustainWindow{casOutcome: casOutcome{OKPerSec: okPerSec[i], Machine: machineSpeed{HashNsPerKiB: 520, WalkNs: walk[i]}}})
+	}
+	f.Windows[0].Machine.HashNsPerKiB = 530
+	f.judge()
+	if !f.ProbeROK || f.ProbeR[1] > -0.85 || f.ProbeR[1] < -0.95 {
+		t.Errorf("memory r = %.3f (known %v), want about -0.9", f.ProbeR[1], f.ProbeROK)
+	}
+	var b strings.Builder
+	if err := (&report{Sustain: f}).printSustain(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("r = %.2f (hash), %.2f (memory)", f.ProbeR[0], f.ProbeR[1]); !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in:\n%s", want, b.String())
+	}
+	for _, c := range []struct {
+		xs, ys []float64
+		r      float64
+		ok     bool
+	}{
+		{[]float64{1, 2, 3}, []float64{6, 4, 2}, -1, true},
+		{[]float64{1, 2, 3, 4}, []float64{1, 2, 3, 4}, 1, true},
+		{[]float64{1, 2}, []float64{2, 1}, 0, false},       // two points say nothing
+		{[]float64{1, 2, 3}, []float64{5, 5, 5}, 0, false}, // a probe that never moved
+	} {
+		r, ok := pearson(c.xs, c.ys)
+		if ok != c.ok || math.Abs(r-c.r) > 1e-9 {
+			t.Errorf("pearson(%v, %v) = %v, %v; want %v, %v", c.xs, c.ys, r, ok, c.r, c.ok)
 		}
 	}
 }
