@@ -145,26 +145,42 @@ func (p *partition) confirm(ctx context.Context) error {
 		// dropped can still produce into its shared transaction before
 		// its refused fence gets it aborted, and the abort moves the
 		// last stable offset with nothing written.
+		// One such read at a time: the reads waiting meanwhile look
+		// again at end, which the first one moved or gave up.
+		select {
+		case p.scanning <- struct{}{}:
+		case <-ctx.Done():
+			return errUnavailable(p.id, "unable to confirm ownership")
+		}
+		p.mu.RLock()
+		again := p.end != end || !p.ready
+		p.mu.RUnlock()
+		if again {
+			<-p.scanning
+			continue
+		}
 		aborted, err := p.nothingCommitted(ctx, end, lso)
 		if err != nil {
+			<-p.scanning
 			return errUnavailable(p.id, "unable to confirm ownership")
 		}
 		if !aborted {
 			p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", end)
-			break
+			p.setReady(false, 0, nil)
+			<-p.scanning
+			select {
+			case p.superseded <- struct{}{}:
+			default:
+			}
+			return errUnavailable(p.id, "moving between writers")
 		}
 		p.mu.Lock()
 		if p.ready && p.end == end {
 			p.end = lso
 		}
 		p.mu.Unlock()
+		<-p.scanning
 	}
-	p.setReady(false, 0, nil)
-	select {
-	case p.superseded <- struct{}{}:
-	default:
-	}
-	return errUnavailable(p.id, "moving between writers")
 }
 
 // awaitResumed waits while the partition resumes after a failed round
@@ -216,14 +232,20 @@ func (p *partition) confirmByFence(ctx context.Context) (ok bool, err error) {
 	return ok, nil
 }
 
+// scanFetchBytes bounds each fetch of nothingCommitted: it stops at the
+// first committed record, so a fetch of ReadCommitted's 16 MiB would
+// decode (and decompress) records it never looks at — hundreds of
+// megabytes when another producer's records fill the range.
+const scanFetchBytes = 64 << 10
+
 // errCommitted stops nothingCommitted's read at the first committed record.
 var errCommitted = errors.New("a committed record")
 
 // nothingCommitted reports whether the partition holds no committed
 // record in [from, to): only aborted records and transaction markers.
 func (p *partition) nothingCommitted(ctx context.Context, from, to int64) (bool, error) {
-	err := changelog.ReadCommitted(ctx, p.w.admCl, changelog.Range{Topic: p.w.cfg.Topics.Changes, Partition: p.id, From: from, End: to},
-		func(*kgo.Record) error { return errCommitted })
+	err := changelog.ReadCommittedBounded(ctx, p.w.admCl, changelog.Range{Topic: p.w.cfg.Topics.Changes, Partition: p.id, From: from, End: to},
+		scanFetchBytes, func(*kgo.Record) error { return errCommitted })
 	if errors.Is(err, errCommitted) {
 		return false, nil
 	}

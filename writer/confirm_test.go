@@ -3,6 +3,9 @@ package writer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -368,5 +371,42 @@ func TestReadNotGivenUpByAbortedRecords(t *testing.T) {
 	}
 	if p.isReady() {
 		t.Fatal("the partition is still ready past another writer's committed record")
+	}
+}
+
+// TestConfirmScansForeignRecordsOnceAndSmall: reads that find records
+// past end look for a committed one with one small read of the log at a
+// time, not each with fetches of 16 MiB that decode every record in
+// them: figure 23's reads of 10 million keys produced around the writer
+// took it past a gigabyte. Not parallel: it counts the process's
+// allocations.
+func TestConfirmScansForeignRecordsOnceAndSmall(t *testing.T) {
+	b, w := readyWriterWith(t, 1, Config{ReadLease: -1})
+	key := keysByPartition(t, 1)[0]
+	now := time.Now().UTC()
+	big := json.RawMessage(`"` + strings.Repeat("v", 4<<10) + `"`)
+	var evs []any
+	for i := range 4000 { // 16 MiB of another producer's records past end
+		evs = append(evs, contract.Event{SchemaVersion: contract.SchemaVersion, Key: fmt.Sprintf("%s-%d", key, i), Scope: key.Scope(),
+			Version: 1, Kind: contract.KindPut, Op: contract.OpSet, After: big, CreatedAt: now, TS: now, Principal: "test"})
+	}
+	testenv.MustProduce(t, b, evs...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := w.State(t.Context(), key); contract.ErrorCode(err) != contract.EUnavailable {
+				t.Errorf("a read past another writer's records: %v; want unavailable", err)
+			}
+		})
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	d := after.TotalAlloc - before.TotalAlloc
+	t.Logf("8 reads past another producer's 16 MiB allocated %d KiB", d>>10)
+	if d > 24<<20 {
+		t.Errorf("8 reads allocated %d MiB looking past end; want one small read (a batch of about 1 MiB)", d>>20)
 	}
 }

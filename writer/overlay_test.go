@@ -1,12 +1,20 @@
 package writer
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/testenv"
 )
 
 // TestSubmitRefusesWhenOverlayFull: with the projector down the overlay
@@ -38,5 +46,44 @@ func TestSubmitRefusesWhenOverlayFull(t *testing.T) {
 	p.trim(11) // the projector applied offset 10
 	if err := submit(); err != nil {
 		t.Fatalf("after the projector caught up: %v", err)
+	}
+}
+
+// TestCatchUpHoldsAtMostTwiceMaxOverlay: a catch-up keeps in memory the
+// keys the projection does not hold yet. When more keys changed since the
+// projector's offset than a writer of this configuration lets pile up
+// (records produced around the writers, a projection restored behind the
+// log), it gives up at twice MaxOverlay instead of reading them all (the
+// 11-million-key figure 23 took a writer to 6 GB), and catches up once
+// the projector is closer.
+func TestCatchUpHoldsAtMostTwiceMaxOverlay(t *testing.T) {
+	t.Parallel()
+	b := testenv.MustBroker(t, 1)
+	db := testenv.MustPostgres(t)
+	w, err := New(Config{Brokers: b.Addrs, Topics: b.Topics, MaxOverlay: 3}, projection.New(db), discard, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.admCl.Close)
+	now := time.Now().UTC()
+	var evs []any
+	for i := range 7 {
+		evs = append(evs, contract.Event{SchemaVersion: contract.SchemaVersion, Key: fmt.Sprintf("tenant/t/project/p/k%d", i), Scope: "tenant/t/project/p",
+			Version: 1, Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(`1`), CreatedAt: now, TS: now, Principal: "test"})
+	}
+	testenv.MustProduce(t, b, evs...) // offsets 0-6, the commit marker at 7
+	p := newPartition(w, 0)
+
+	_, _, err = p.catchUp(t.Context())
+	if !errors.Is(err, errProjectorBehind) || !strings.Contains(err.Error(), "more than 6 keys of partition 0 changed between the projector's offset 0") {
+		t.Fatalf("7 keys unprojected, MaxOverlay 3: %v; want errProjectorBehind past 6 keys", err)
+	}
+	// The projector applied offsets 0 and 1: 5 keys are left to hold.
+	if _, err := db.Exec(t.Context(), `INSERT INTO projector_offsets (topic, partition, next_offset) VALUES ($1, 0, 2)`, b.Topics.Changes); err != nil {
+		t.Fatal(err)
+	}
+	overlay, end, err := p.catchUp(t.Context())
+	if err != nil || len(overlay) != 5 || end != 8 {
+		t.Fatalf("5 keys unprojected: %d keys to %d, %v; want 5 to 8", len(overlay), end, err)
 	}
 }

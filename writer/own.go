@@ -132,12 +132,17 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64
 			fmt.Sprintf("partition %d: projection stored offset %d is past the log end %d", p.id, stored[p.id], end))
 	}
 	overlay := make(map[string]overlayEntry)
+	limit := catchUpLimit(cfg.MaxOverlay)
 	err = changelog.ReadCommitted(ctx, p.w.admCl, changelog.Range{Topic: cfg.Topics.Changes, Partition: p.id, From: stored[p.id], End: end}, func(r *kgo.Record) error {
 		e, err := changelog.Event(r)
 		if err != nil {
 			return err
 		}
 		overlay[e.Key] = overlay[e.Key].next(&e, r.Offset, cfg.requestWindow())
+		if len(overlay) > limit {
+			return fmt.Errorf("%w: more than %d keys of partition %d changed between the projector's offset %d and offset %d (the log ends at %d); "+
+				"the partition serves again once the projector is closer (twice ESKV_MAX_OVERLAY)", errProjectorBehind, limit, p.id, stored[p.id], r.Offset, end)
+		}
 		return nil
 	})
 	if err != nil {
@@ -145,6 +150,22 @@ func (p *partition) catchUp(ctx context.Context) (map[string]overlayEntry, int64
 	}
 	return overlay, end, nil
 }
+
+// errProjectorBehind: the log holds more keys the projection does not
+// hold yet than a catch-up keeps in memory (catchUpLimit).
+var errProjectorBehind = errors.New("waiting for the projector")
+
+// catchUpLimit is the most keys a catch-up holds in its overlay, for an
+// overlay bounded by maxOverlay keys: twice it, room for an overlay that
+// batches and transactions took past maxOverlay (submit checks the
+// bound before a call, not its keys). More keys than that unprojected
+// means records no writer of this configuration appended while the
+// projector lagged by so much: a projection rebuilt or restored behind
+// the log, or records produced around the writers. Reading them all would
+// hold the whole lag in memory (gigabytes for a lag of millions of keys);
+// the partition waits for the projector instead (run retries the
+// ownership, backing off to 5 s).
+func catchUpLimit(maxOverlay int) int { return 2 * maxOverlay }
 
 // settledEnd waits until no transaction is open on the partition and
 // returns its end. A transaction still open is an older owner's shared

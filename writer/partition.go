@@ -93,6 +93,10 @@ type partition struct {
 	// superseded is signalled when a read found the partition written by
 	// another writer.
 	superseded chan struct{}
+	// scanning is held by the read that looks for a committed record past
+	// end (confirm, nothingCommitted): one such read of the log at a time,
+	// however many requests ask.
+	scanning chan struct{}
 	// topicID names kv.changes in the second fence; set by own.
 	topicID [16]byte
 	// failedIn is the committer session in which this partition's last
@@ -137,6 +141,7 @@ func newPartition(w *Writer, id int32) *partition {
 		calls:      make(chan *call, w.cfg.QueueDepth),
 		done:       make(chan struct{}),
 		superseded: make(chan struct{}, 1),
+		scanning:   make(chan struct{}, 1),
 		waits:      make(map[string]*keyWaiters),
 		due:        make(map[string]int),
 		wake:       make(chan struct{}, 1),
