@@ -145,42 +145,49 @@ func (p *partition) confirm(ctx context.Context) error {
 		// dropped can still produce into its shared transaction before
 		// its refused fence gets it aborted, and the abort moves the
 		// last stable offset with nothing written.
-		// One such read at a time: the reads waiting meanwhile look
-		// again at end, which the first one moved or gave up.
-		select {
-		case p.scanning <- struct{}{}:
-		case <-ctx.Done():
-			return errUnavailable(p.id, "unable to confirm ownership")
+		if err := p.scanPastEnd(ctx, end, lso); err != nil {
+			return err
 		}
-		p.mu.RLock()
-		again := p.end != end || !p.ready
-		p.mu.RUnlock()
-		if again {
-			<-p.scanning
-			continue
-		}
-		aborted, err := p.nothingCommitted(ctx, end, lso)
-		if err != nil {
-			<-p.scanning
-			return errUnavailable(p.id, "unable to confirm ownership")
-		}
-		if !aborted {
-			p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", end)
-			p.setReady(false, 0, nil)
-			<-p.scanning
-			select {
-			case p.superseded <- struct{}{}:
-			default:
-			}
-			return errUnavailable(p.id, "moving between writers")
-		}
-		p.mu.Lock()
-		if p.ready && p.end == end {
-			p.end = lso
-		}
-		p.mu.Unlock()
-		<-p.scanning
 	}
+}
+
+// scanPastEnd reads [end, lso) for a committed record, one such read per
+// partition at a time: a read that waited finds end moved (or the
+// partition given up) by the one before and looks again. Only aborted
+// records there: end moves to lso. A committed one: another writer
+// appended, and the partition is given up.
+func (p *partition) scanPastEnd(ctx context.Context, end, lso int64) error {
+	select {
+	case p.scanning <- struct{}{}:
+	case <-ctx.Done():
+		return errUnavailable(p.id, "unable to confirm ownership")
+	}
+	defer func() { <-p.scanning }()
+	p.mu.RLock()
+	moved := p.end != end || !p.ready
+	p.mu.RUnlock()
+	if moved {
+		return nil
+	}
+	aborted, err := p.nothingCommitted(ctx, end, lso)
+	if err != nil {
+		return errUnavailable(p.id, "unable to confirm ownership")
+	}
+	if !aborted {
+		p.log.Warn("another writer appended to the partition; giving it up", "lastStableOffset", lso, "knownEnd", end)
+		p.setReady(false, 0, nil)
+		select {
+		case p.superseded <- struct{}{}:
+		default:
+		}
+		return errUnavailable(p.id, "moving between writers")
+	}
+	p.mu.Lock()
+	if p.ready && p.end == end {
+		p.end = lso
+	}
+	p.mu.Unlock()
+	return nil
 }
 
 // awaitResumed waits while the partition resumes after a failed round
