@@ -711,6 +711,57 @@ func TestScanReadsOnlyItsProject(t *testing.T) {
 	}
 }
 
+// TestScanValueFirstAmongManyProjects: with many projects, the
+// planner's estimate of a project's key range within a field
+// (kv_fields_field_key) and of its scope (the scoped index's
+// expression) multiply as if independent, and both paths look like one
+// row. At 10 million keys over 100 projects (figure 23c) it then read
+// the far part in key order through kv_fields_field_key, every row of
+// the project (100,000, 99,000 of them not matching), 20–30 times the
+// baseline's time. The far part must read the scoped index, where the
+// project's matches are all it reads.
+func TestScanValueFirstAmongManyProjects(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("loads 120,000 entries")
+	}
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	const projects, perProject = 60, 2000
+	ts := func(sec int) string { return t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339) }
+	for p := range projects {
+		declareReady(t, pool, fmt.Sprintf("tenant/t/project/p%02d", p), "updated_at")
+		var batch []contract.Event
+		for i := range perProject {
+			at := 100_000 + i // one key in 100 was updated long ago
+			if i%100 == 0 {
+				at = i / 100
+			}
+			batch = append(batch, put(t, fmt.Sprintf("tenant/t/project/p%02d/jobs/%06d", p, i), 1,
+				fmt.Sprintf(`{"updated_at":%q}`, ts(at))))
+		}
+		mustApply(t, s, "kv.changes", batchOf(int64(p*perProject), batch...))
+	}
+	// A histogram of key with fewer buckets than projects, as at 10
+	// million keys: most projects' key ranges then hold no bucket bound.
+	for _, q := range []string{`ALTER TABLE kv_fields ALTER COLUMN key SET STATISTICS 10`, `VACUUM ANALYZE kv_fields, kv_entries`} {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const prefix = "tenant/t/project/p37/jobs/"
+	f := filter("updated_at", contract.FilterLt, `"`+ts(1000)+`"`)
+	plan := projection.ExplainScan(t, pool, prefix, f, "", 100, t0)
+	far := plan[strings.Index(plan, "Subquery Scan on far"):]
+	if l := planLine(far, "Index Only Scan"); !strings.Contains(l, "kv_fields_str_scoped") || !strings.Contains(l, "rows=20 ") {
+		t.Errorf("the far part read %q; want kv_fields_str_scoped, the project's 20 matches:\n%s", l, plan)
+	}
+	keys, _ := mustScan(t, s, prefix, f, "", 100, t0)
+	if len(keys) != 20 || keys[0] != prefix+"000000" || keys[19] != prefix+"001900" {
+		t.Errorf("scan: %d keys, first %v; want the project's 20", len(keys), first(keys, 1))
+	}
+}
+
 // readsWhole reports whether plan reads kv_entries or kv_fields whole
 // (kv_field_indexes, a few rows, may be).
 func readsWhole(plan string) bool {
