@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,6 +173,47 @@ func parseRebuild(out string) (events, keys int64, took time.Duration, err error
 		return 0, 0, 0, fmt.Errorf("rebuild duration %q: %w", m[3], err)
 	}
 	return events, keys, took, nil
+}
+
+// rebuildPhases reads, from `projector rebuild`'s info log (JSON lines,
+// durations in nanoseconds), how long the fold took and the restore
+// after it, with the restore's longest steps (index builds, the
+// derivation of kv_fields), longest first: where 23f's time goes. It
+// returns "" when the log has neither line.
+func rebuildPhases(log string, steps int) string {
+	var fold, restore time.Duration
+	var took map[string]time.Duration
+	for line := range strings.Lines(log) {
+		var l struct {
+			Msg   string                   `json:"msg"`
+			Took  time.Duration            `json:"took"`
+			Steps map[string]time.Duration `json:"steps"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil {
+			continue
+		}
+		switch l.Msg {
+		case "folded":
+			fold = l.Took
+		case "restored":
+			restore, took = l.Took, l.Steps
+		}
+	}
+	if fold == 0 && restore == 0 {
+		return ""
+	}
+	names := slices.SortedFunc(maps.Keys(took), func(a, b string) int {
+		return cmp.Or(cmp.Compare(took[b], took[a]), strings.Compare(a, b))
+	})
+	var parts []string
+	for _, n := range names[:min(steps, len(names))] {
+		parts = append(parts, fmt.Sprintf("%s %s", n, took[n].Round(100*time.Millisecond)))
+	}
+	out := fmt.Sprintf("fold %s, restore %s", fold.Round(100*time.Millisecond), restore.Round(100*time.Millisecond))
+	if len(parts) > 0 {
+		out += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return out
 }
 
 // scaleMeasure is what figure 23 measures at one size.
@@ -653,7 +697,7 @@ func (b *bench) rebuild(ctx context.Context) result {
 	schema := "eskvbench_rebuild_" + b.runID
 	b.logf("23f %s", title)
 	cmd := exec.CommandContext(ctx, filepath.Join(b.s.local.Bin, "projector"), "rebuild", "-into", schema)
-	cmd.Env = append(proc.BaseEnv(), b.s.local.Env("warn", b.c.partitions)...)
+	cmd.Env = append(proc.BaseEnv(), b.s.local.Env("info", b.c.partitions)...) // its phases (rebuildPhases)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	err := cmd.Run()
@@ -681,6 +725,9 @@ func (b *bench) rebuild(ctx context.Context) result {
 	r.Target = fmt.Sprintf("≥ %s keys/s", thousands(targetRebuildPerSec))
 	r.Note = fmt.Sprintf("%s events read, %s keys in %s: %.0f keys/s (kfake does not compact: every event the run produced was read)",
 		thousands(int(events)), thousands(int(keys)), took.Round(time.Millisecond), r.OpsPerSec)
+	if p := rebuildPhases(stderr.String(), 6); p != "" {
+		r.Note += "; " + p
+	}
 	return r
 }
 

@@ -115,6 +115,21 @@ func TestParseRebuild(t *testing.T) {
 	})
 }
 
+func TestRebuildPhases(t *testing.T) {
+	log := `{"time":"2026-12-01T13:30:00Z","level":"INFO","msg":"rebuilding","service":"projector"}
+not json
+{"time":"2026-12-01T13:32:00Z","level":"INFO","msg":"folded","events":11028305,"took":130400000000}
+{"time":"2026-12-01T13:35:00Z","level":"INFO","msg":"restored","took":191000000000,"steps":{"kv_fields_str_scoped":80000000000,"derive kv_fields":40000000000,"kv_fields_pkey":12000000000,"kv_history_pkey":40000000000}}
+`
+	want := "fold 2m10.4s, restore 3m11s (kv_fields_str_scoped 1m20s, derive kv_fields 40s, kv_history_pkey 40s)"
+	if got := rebuildPhases(log, 3); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := rebuildPhases("rebuilt t into schema s\n", 3); got != "" {
+		t.Errorf("no phases: got %q", got)
+	}
+}
+
 func TestParseScale(t *testing.T) {
 	t.Run("RunsFigure23Alone", func(t *testing.T) {
 		cli.SetEnv(t, nil)
