@@ -87,3 +87,44 @@ func TestCatchUpHoldsAtMostTwiceMaxOverlay(t *testing.T) {
 		t.Fatalf("5 keys unprojected: %d keys to %d, %v; want 5 to 8", len(overlay), end, err)
 	}
 }
+
+// TestPartitionServesAgainOnceTheProjectorIsCloser: a running writer
+// whose partition's catch-up gave up (errProjectorBehind) does not serve
+// it meanwhile, and serves it by itself once the projector has applied
+// enough: run retries the ownership, no restart needed.
+func TestPartitionServesAgainOnceTheProjectorIsCloser(t *testing.T) {
+	t.Parallel()
+	b := testenv.MustBroker(t, 1)
+	store := projection.New(testenv.MustPostgres(t))
+	now := time.Now().UTC()
+	var evs []any
+	var applied []projection.Applied
+	for i := range 7 {
+		ev := contract.Event{SchemaVersion: contract.SchemaVersion, Key: fmt.Sprintf("tenant/t/project/p/k%d", i), Scope: "tenant/t/project/p",
+			Version: 1, Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(fmt.Sprint(i)), CreatedAt: now, TS: now, Principal: "test"}
+		evs = append(evs, ev)
+		applied = append(applied, projection.Applied{Partition: 0, Offset: int64(i), Event: ev})
+	}
+	testenv.MustProduce(t, b, evs...) // offsets 0-6, the commit marker at 7
+	w := runWriter(t, b, store, Config{InstanceID: "behind", MaxOverlay: 3})
+	key := mustKey(t, "tenant/t/project/p/k6")
+
+	testenv.WaitFor(t, 30*time.Second, "the writer assigned the partition", func() bool { return len(w.owned()) == 1 })
+	time.Sleep(2 * time.Second) // a catch-up or two, each giving up
+	if w.Ready() {
+		t.Fatal("ready with 7 keys unprojected and MaxOverlay 3; want the partition held until the projector is closer")
+	}
+	if _, err := w.State(t.Context(), key); contract.ErrorCode(err) != contract.EUnavailable {
+		t.Fatalf("a read meanwhile: %v; want unavailable", err)
+	}
+	// The projector applies offsets 0 and 1: 5 keys are left, within
+	// twice MaxOverlay.
+	if err := store.Apply(t.Context(), b.Topics.Changes, applied[:2]); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 20*time.Second, "the partition serving again", w.Ready)
+	st, err := w.State(t.Context(), key)
+	if err != nil || st.Entry.Version != 1 || string(st.Entry.Value) != "6" {
+		t.Fatalf("k6 from the overlay: %+v, %v; want version 1, value 6", st.Entry, err)
+	}
+}
