@@ -709,7 +709,7 @@ func (b *bench) rebuild(ctx context.Context) result {
 		}
 	}()
 	if err != nil {
-		r.Verdict, r.Note = verdictSkip, fmt.Sprintf("projector rebuild: %v: %s", err, truncate(stderr.String(), 500))
+		r.Verdict, r.Note = verdictSkip, fmt.Sprintf("projector rebuild: %v: %s", err, tailOf(stderr.String(), 500))
 		return r
 	}
 	events, keys, took, err := parseRebuild(out.String())

@@ -130,6 +130,17 @@ not json
 	}
 }
 
+// TestTailOf: a failed rebuild's note keeps the end of its log, where
+// the error is, now that the log holds its info lines too.
+func TestTailOf(t *testing.T) {
+	if got := tailOf("rebuild: schema exists", 50); got != "rebuild: schema exists" {
+		t.Errorf("short: %q", got)
+	}
+	if got := tailOf(strings.Repeat("info\n", 100)+"error: no broker", 16); got != "…error: no broker" {
+		t.Errorf("long: %q", got)
+	}
+}
+
 func TestParseScale(t *testing.T) {
 	t.Run("RunsFigure23Alone", func(t *testing.T) {
 		cli.SetEnv(t, nil)

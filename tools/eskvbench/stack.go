@@ -237,3 +237,12 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// tailOf is the last n bytes of s, after "…" when it cut some (an
+// error's message ends a log).
+func tailOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
