@@ -65,13 +65,7 @@ func TestCatchUpHoldsAtMostTwiceMaxOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.admCl.Close)
-	now := time.Now().UTC()
-	var evs []any
-	for i := range 7 {
-		evs = append(evs, contract.Event{SchemaVersion: contract.SchemaVersion, Key: fmt.Sprintf("tenant/t/project/p/k%d", i), Scope: "tenant/t/project/p",
-			Version: 1, Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(`1`), CreatedAt: now, TS: now, Principal: "test"})
-	}
-	testenv.MustProduce(t, b, evs...) // offsets 0-6, the commit marker at 7
+	produceUnprojected(t, b, 7) // offsets 0-6, the commit marker at 7
 	p := newPartition(w, 0)
 
 	_, _, err = p.catchUp(t.Context())
@@ -96,16 +90,7 @@ func TestPartitionServesAgainOnceTheProjectorIsCloser(t *testing.T) {
 	t.Parallel()
 	b := testenv.MustBroker(t, 1)
 	store := projection.New(testenv.MustPostgres(t))
-	now := time.Now().UTC()
-	var evs []any
-	var applied []projection.Applied
-	for i := range 7 {
-		ev := contract.Event{SchemaVersion: contract.SchemaVersion, Key: fmt.Sprintf("tenant/t/project/p/k%d", i), Scope: "tenant/t/project/p",
-			Version: 1, Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(fmt.Sprint(i)), CreatedAt: now, TS: now, Principal: "test"}
-		evs = append(evs, ev)
-		applied = append(applied, projection.Applied{Partition: 0, Offset: int64(i), Event: ev})
-	}
-	testenv.MustProduce(t, b, evs...) // offsets 0-6, the commit marker at 7
+	applied := produceUnprojected(t, b, 7) // offsets 0-6, the commit marker at 7
 	w := runWriter(t, b, store, Config{InstanceID: "behind", MaxOverlay: 3})
 	key := mustKey(t, "tenant/t/project/p/k6")
 
@@ -127,4 +112,21 @@ func TestPartitionServesAgainOnceTheProjectorIsCloser(t *testing.T) {
 	if err != nil || st.Entry.Version != 1 || string(st.Entry.Value) != "6" {
 		t.Fatalf("k6 from the overlay: %+v, %v; want version 1, value 6", st.Entry, err)
 	}
+}
+
+// produceUnprojected produces n puts of keys k0… of one project to b's
+// partition 0, k<i> = i, and returns them as the projector would apply
+// them (offsets 0 to n-1).
+func produceUnprojected(t *testing.T, b *testenv.Broker, n int) []projection.Applied {
+	t.Helper()
+	now := time.Now().UTC()
+	evs := make([]any, n)
+	applied := make([]projection.Applied, n)
+	for i := range n {
+		ev := contract.Event{SchemaVersion: contract.SchemaVersion, Key: fmt.Sprintf("tenant/t/project/p/k%d", i), Scope: "tenant/t/project/p",
+			Version: 1, Kind: contract.KindPut, Op: contract.OpSet, After: json.RawMessage(fmt.Sprint(i)), CreatedAt: now, TS: now, Principal: "test"}
+		evs[i], applied[i] = ev, projection.Applied{Partition: 0, Offset: int64(i), Event: ev}
+	}
+	testenv.MustProduce(t, b, evs...)
+	return applied
 }

@@ -144,9 +144,9 @@ func scaleSteps(run string, keys, projects int) []scaleStep {
 // scaleKeyPath is the path of key i of a step's project.
 func scaleKeyPath(i int) string { return fmt.Sprintf("jobs/%07d", i) }
 
-// ratioVerdict compares got with base: got/base and PASS when at most
-// limit times base; SKIP without a base or a measure.
-func ratioVerdict(base, got time.Duration, limit float64) (float64, string) {
+// ratioVerdict compares got with base (latencies, bytes): got/base and
+// PASS when at most limit times base; SKIP without a base or a measure.
+func ratioVerdict[T time.Duration | int64](base, got T, limit float64) (float64, string) {
 	if base <= 0 || got <= 0 {
 		return 0, verdictSkip
 	}
@@ -306,17 +306,16 @@ func (b *bench) scale(ctx context.Context, rep *report) error {
 // the log during the loads.
 func peakRatio(steps []scaleStep, peaks []int64) result {
 	r := result{Step: "23i", Title: "writer peak resident memory (VmHWM) over the loads"}
-	if len(peaks) < 3 || peaks[1] == 0 || peaks[len(peaks)-1] == 0 {
+	var ratio float64
+	if len(peaks) >= 3 {
+		ratio, r.Verdict = ratioVerdict(peaks[1], peaks[len(peaks)-1], targetScaleRatio)
+	}
+	if len(peaks) < 3 || r.Verdict == verdictSkip {
 		r.Verdict, r.Note = verdictSkip, fmt.Sprintf("the writer's VmHWM after each step: %v", peaks)
 		return r
 	}
 	last := peaks[len(peaks)-1]
-	ratio := float64(last) / float64(peaks[1])
 	r.Target = fmt.Sprintf("≤ %.0f× its peak after %s", targetScaleRatio, steps[1].title)
-	r.Verdict = verdictMiss
-	if ratio <= targetScaleRatio {
-		r.Verdict = verdictPass
-	}
 	r.Note = fmt.Sprintf("%.2f×: %s after %s, %s after %s (%s after the baseline)", ratio, fmtBytes(peaks[1]), steps[1].title,
 		fmtBytes(last), steps[len(steps)-1].title, fmtBytes(peaks[0]))
 	return r
