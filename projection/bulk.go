@@ -1,10 +1,13 @@
 package projection
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +55,8 @@ type DeferredIndexes struct {
 	// rebuild's log.
 	Took map[string]time.Duration
 	mu   sync.Mutex
+	// streams is deriveStreams, but in tests.
+	streams int
 }
 
 // timed runs job and records how long it took as name.
@@ -72,7 +77,7 @@ func (d *DeferredIndexes) timed(ctx context.Context, name string, job func(conte
 // rebuild's fresh schema), and returns them for Restore; nil when the
 // projection is not empty (nothing is dropped).
 func (s *Store) DeferIndexes(ctx context.Context) (*DeferredIndexes, error) {
-	d := &DeferredIndexes{s: s}
+	d := &DeferredIndexes{s: s, streams: deriveStreams}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var empty bool
 		if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM kv_entries) AND NOT EXISTS (SELECT 1 FROM kv_history)`).Scan(&empty); err != nil {
@@ -162,40 +167,49 @@ WHERE conrelid = 'kv_fields'::regclass AND contype = 'p'`).Scan(&name, &def)
 }
 
 // deriveFieldsSQL derives, as migration 00004 did, the kv_fields rows
-// of the live entries of keys, for the fields their scopes declare
+// of the live entries of keys, for those of fields their scopes declare
 // (kv_field_indexes, which the rebuild's Apply kept: fieldindexes.go):
 // the values deriveFields leaves to Postgres.
-func deriveFieldsSQL(ctx context.Context, tx pgx.Tx, keys []string) error {
+func deriveFieldsSQL(ctx context.Context, tx pgx.Tx, keys, fields []string) error {
 	_, err := tx.Exec(ctx, `
 INSERT INTO kv_fields (key, field, type, num, str, expires_at)
 SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
 FROM kv_entries e
 CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) AS f
-WHERE e.key = ANY($1::text[]) AND e.live
-    AND EXISTS (SELECT FROM kv_field_indexes i WHERE i.scope = e.scope AND i.field = f.field)`, keys)
+WHERE e.key = ANY($1::text[]) AND e.live AND f.field = ANY($2::text[])
+    AND EXISTS (SELECT FROM kv_field_indexes i WHERE i.scope = e.scope AND i.field = f.field)`, keys, fields)
 	return err
 }
 
-// deriveChunk is how many entries deriveFields reads, and writes the
-// rows of, at a time.
+// deriveChunk is how many entries deriveFields reads at a time.
 const deriveChunk = 10000
+
+// deriveStreams is how many fields one pass of deriveFields sorts its
+// rows out to: a temporary file each.
+const deriveStreams = 64
 
 // deriveFields fills kv_fields from the live entries of kv_entries, for
 // the fields their scopes declare (kv_field_indexes, which the rebuild's
-// Apply kept: fieldindexes.go) only. It reads the entries in key order
+// Apply kept: fieldindexes.go) only, in the order of kv_fields' primary
+// key (field, key), which Restore builds next, so that build's sort
+// finds its rows sorted (one pass over them, where rows in key order
+// cost it a sort of the table: 69.6 s of work at 11 million keys, figure
+// 23f of docs/performance.md). It reads the entries in key order
 // (through the primary key) with a cursor, deriveChunk at a time,
-// derives their fields in Go (valueFields, as Apply does) and writes the
-// rows by COPY, in one transaction on one connection: kv_fields' rows
-// are then in its primary key's order, which Restore builds next, so
-// that build's sort finds them sorted, and a key's rows share pages, as
-// Apply leaves them. The values valueFields leaves to Postgres, and
-// numbers whose written-out length only numeric knows (an exponent, more
-// than the cap's characters), go to deriveFieldsSQL, chunk by chunk (the
-// memory it takes is a chunk's, whatever the table's size), so the rows
-// are those of migration 00004's derivation: kv_value_fields of each
-// value.
+// derives their fields in Go (valueFields, as Apply does), and writes
+// each field's rows to a temporary file of its own, in COPY's text
+// format; then it copies the files into kv_fields one after the other,
+// fields in byte order, all in one transaction on one connection. The
+// files hold the table's rows once, as text, and go when it returns; the
+// memory it takes is a chunk's and a buffer per file, whatever the
+// table's size. Fields are taken deriveStreams at a time, a pass over
+// the entries of the scopes that declare one of them each. The values
+// valueFields leaves to Postgres, and numbers whose written-out length
+// only numeric knows (an exponent, more than the cap's characters), go
+// to deriveFieldsSQL, chunk by chunk, so the rows are those of migration
+// 00004's derivation: kv_value_fields of each value. (Those few rows are
+// out of order; a sort that finds a run out of order sorts that run.)
 func (d *DeferredIndexes) deriveFields(ctx context.Context) error {
-	var sqlKeys []string
 	err := pgx.BeginFunc(ctx, d.s.pool, func(tx pgx.Tx) error {
 		declared, err := declaredFields(ctx, tx)
 		if err != nil || len(declared) == 0 {
@@ -206,52 +220,131 @@ func (d *DeferredIndexes) deriveFields(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DECLARE kv_fields_source NO SCROLL CURSOR FOR
-SELECT key, scope, value, expires_at FROM kv_entries
-WHERE live AND scope IN (SELECT scope FROM kv_field_indexes)
-ORDER BY key`); err != nil {
-			return err
-		}
-		var buf bytes.Buffer
-		var fieldBuf []valueField
-		for {
-			buf.Reset()
-			rows, err := tx.Query(ctx, `FETCH `+strconv.Itoa(deriveChunk)+` FROM kv_fields_source`, pgx.QueryResultFormats{pgx.TextFormatCode})
-			if err != nil {
+		for group := range slices.Chunk(fieldsOf(declared), d.streams) {
+			if err := deriveGroup(ctx, tx, declared, group); err != nil {
 				return err
 			}
-			read := 0
-			for rows.Next() {
-				read++
-				raw := rows.RawValues()
-				key, scope, value, expires := bytesText(raw[0]), bytesText(raw[1]), bytesText(raw[2]), raw[3]
-				var ok bool
-				fieldBuf, ok = appendFieldRows(&buf, key, value, expires, declared[scope], fieldBuf)
-				if !ok {
-					sqlKeys = append(sqlKeys, string(key))
-				}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if read == 0 {
-				return nil
-			}
-			if buf.Len() > 0 {
-				if _, err := tx.Conn().PgConn().CopyFrom(ctx, &buf, `COPY kv_fields (key, field, type, num, str, expires_at) FROM STDIN`); err != nil {
-					return err
-				}
-			}
-			if len(sqlKeys) > 0 {
-				if err := deriveFieldsSQL(ctx, tx, sqlKeys); err != nil {
-					return err
-				}
-				sqlKeys = sqlKeys[:0]
-			}
 		}
+		return nil
 	})
 	return translate("restore: derive kv_fields", err)
+}
+
+// fieldsOf returns the fields declared, each once, in byte order.
+func fieldsOf(declared map[string][]string) []string {
+	var all []string
+	for _, fields := range declared {
+		all = append(all, fields...)
+	}
+	slices.Sort(all)
+	return slices.Compact(all)
+}
+
+// fieldSpill is where deriveGroup sets one field's rows aside.
+type fieldSpill struct {
+	buf  bytes.Buffer
+	file *os.File
+}
+
+// spillAt is how many bytes a fieldSpill buffers before it writes them
+// to its file.
+const spillAt = 64 << 10
+
+// flush writes what f buffers to its file.
+func (f *fieldSpill) flush() error {
+	_, err := f.file.Write(f.buf.Bytes())
+	f.buf.Reset()
+	return err
+}
+
+// deriveGroup is one pass of deriveFields: the rows of fields (sorted)
+// of every live entry whose scope declares one of them.
+func deriveGroup(ctx context.Context, tx pgx.Tx, declared map[string][]string, fields []string) (err error) {
+	spills := make(map[string]*fieldSpill, len(fields))
+	defer func() {
+		for _, f := range spills {
+			f.file.Close()
+			os.Remove(f.file.Name())
+		}
+	}()
+	for _, field := range fields {
+		file, err := os.CreateTemp("", "eskv-rebuild-kv_fields-*")
+		if err != nil {
+			return err
+		}
+		spills[field] = &fieldSpill{file: file}
+	}
+	// Each scope's fields of the group.
+	scoped := make(map[string][]string)
+	for scope, all := range declared {
+		for _, f := range all {
+			if _, ok := spills[f]; ok {
+				scoped[scope] = append(scoped[scope], f)
+			}
+		}
+	}
+	if _, err := tx.Exec(ctx, `DECLARE kv_fields_source NO SCROLL CURSOR FOR
+SELECT key, scope, value, expires_at FROM kv_entries
+WHERE live AND scope IN (SELECT scope FROM kv_field_indexes WHERE field = ANY($1::text[]))
+ORDER BY key`, fields); err != nil {
+		return err
+	}
+	var sqlKeys []string
+	var fieldBuf []valueField
+	spill := func(field string) *bytes.Buffer { return &spills[field].buf }
+	for {
+		rows, err := tx.Query(ctx, `FETCH `+strconv.Itoa(deriveChunk)+` FROM kv_fields_source`, pgx.QueryResultFormats{pgx.TextFormatCode})
+		if err != nil {
+			return err
+		}
+		read := 0
+		for rows.Next() {
+			read++
+			raw := rows.RawValues()
+			key, scope, value, expires := bytesText(raw[0]), bytesText(raw[1]), bytesText(raw[2]), raw[3]
+			var ok bool
+			fieldBuf, ok = appendFieldRows(spill, key, value, expires, scoped[scope], fieldBuf)
+			if !ok {
+				sqlKeys = append(sqlKeys, string(key))
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if read == 0 {
+			break
+		}
+		for _, f := range spills {
+			if f.buf.Len() >= spillAt {
+				if err := f.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if len(sqlKeys) > 0 {
+			if err := deriveFieldsSQL(ctx, tx, sqlKeys, fields); err != nil {
+				return err
+			}
+			sqlKeys = sqlKeys[:0]
+		}
+	}
+	if _, err := tx.Exec(ctx, `CLOSE kv_fields_source`); err != nil {
+		return err
+	}
+	for _, field := range fields {
+		f := spills[field]
+		if err := f.flush(); err != nil {
+			return err
+		}
+		if _, err := f.file.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bufio.NewReaderSize(f.file, spillAt), `COPY kv_fields (key, field, type, num, str, expires_at) FROM STDIN`); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // declaredFields returns the fields each scope declares, sorted
@@ -271,15 +364,15 @@ func declaredFields(ctx context.Context, tx pgx.Tx) (map[string][]string, error)
 	return declared, err
 }
 
-// appendFieldRows writes to w, in COPY's text format, the kv_fields rows
-// of key's value (live; expires its expires_at as timestamptz's text,
-// nil for NULL) for the declared fields (sorted). It returns false,
-// writing nothing, when the rows are Postgres's to derive: a value
-// valueFields does not decide, or a number whose cap numeric decides (it
-// keeps numbers of at most 256 characters written out; a plain literal
-// is never shorter than numeric writes it, but with an exponent, or
-// longer, it may be).
-func appendFieldRows(w *bytes.Buffer, key, value string, expires []byte, declared []string, buf []valueField) ([]valueField, bool) {
+// appendFieldRows writes, in COPY's text format, the kv_fields rows of
+// key's value (live; expires its expires_at as timestamptz's text, nil
+// for NULL) for the declared fields (sorted), each to its field's
+// buffer (to). It returns false, writing nothing, when the rows are
+// Postgres's to derive: a value valueFields does not decide, or a number
+// whose cap numeric decides (it keeps numbers of at most 256 characters
+// written out; a plain literal is never shorter than numeric writes it,
+// but with an exponent, or longer, it may be).
+func appendFieldRows(to func(field string) *bytes.Buffer, key, value string, expires []byte, declared []string, buf []valueField) ([]valueField, bool) {
 	if len(declared) == 0 {
 		return buf, true
 	}
@@ -287,16 +380,18 @@ func appendFieldRows(w *bytes.Buffer, key, value string, expires []byte, declare
 	if !ok {
 		return buf, false
 	}
-	mark := w.Len()
+	for i := range fields {
+		f := &fields[i]
+		if f.typ == 'n' && has(declared, f.name) && (len(f.num) > 256 || strings.ContainsAny(f.num, "eE")) {
+			return fields[:0], false
+		}
+	}
 	for i := range fields {
 		f := &fields[i]
 		if !has(declared, f.name) {
 			continue
 		}
-		if f.typ == 'n' && (len(f.num) > 256 || strings.ContainsAny(f.num, "eE")) {
-			w.Truncate(mark)
-			return fields[:0], false
-		}
+		w := to(f.name)
 		copyText(w, key, '\t')
 		copyText(w, f.name, '\t')
 		w.WriteByte(f.typ)

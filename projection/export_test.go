@@ -172,3 +172,7 @@ func ExplainPageAsOf(tb testing.TB, pool *pgxpool.Pool, prefix string, offset in
 	return explain(tb, pool, `SET LOCAL enable_seqscan = off`, "EXPLAIN (COSTS OFF) "+pageAsOfSQL("true"),
 		prefix, "", end, offset, nil, limit+1, 1<<30)
 }
+
+// SetStreams sets how many fields one pass of Restore's derivation of
+// kv_fields sorts its rows out to.
+func (d *DeferredIndexes) SetStreams(n int) { d.streams = n }

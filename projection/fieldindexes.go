@@ -26,9 +26,9 @@ import (
 // before the batch and in it, and a field the batch declares starts
 // building, which Backfill completes from kv_entries whatever Apply wrote.
 //
-// Rows of a field no longer declared may stay (a key's rows are replaced
-// whole, writeFields, only when its scope declares something): they are
-// never read, since a scan reads kv_fields only for a field declared and
+// Rows of a field no longer declared stay (writeFields reads and writes
+// a key's rows of the fields its scope declares only): they are never
+// read, since a scan reads kv_fields only for a field declared and
 // ready, and a field declared again is ready only after Backfill has
 // replaced every row of it in the scope, key range by key range,
 // leftovers included.

@@ -599,9 +599,9 @@ func first(s []string, n int) []string { return s[:min(n, len(s))] }
 
 // TestScanUsesIndexes reads the plans of dense and sparse scans on a
 // table large enough that Postgres would rather read it whole if no index
-// served the query: the probe reads kv_fields_field_key, and the
-// value-first part (kv_fields_str or kv_fields_num) runs only when the
-// probe did not find the page.
+// served the query: the probe reads kv_fields' primary key (field, key),
+// and the value-first part (kv_fields_str_scoped or kv_fields_num_scoped)
+// runs only when the probe did not find the page.
 func TestScanUsesIndexes(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -646,8 +646,8 @@ func TestScanUsesIndexes(t *testing.T) {
 			if readsWhole(plan) {
 				t.Errorf("plan reads a table whole:\n%s", plan)
 			}
-			if l := planLine(plan, "kv_fields_field_key"); !strings.Contains(l, "Index Only Scan") || strings.Contains(l, "never executed") {
-				t.Errorf("plan does not probe kv_fields_field_key:\n%s", plan)
+			if l := planLine(plan, "kv_fields_pkey"); !strings.Contains(l, "Index Only Scan") || strings.Contains(l, "never executed") {
+				t.Errorf("plan does not probe kv_fields_pkey:\n%s", plan)
 			}
 			if !strings.Contains(plan, "kv_entries_pkey") && !strings.Contains(plan, "kv_entries_live_key") {
 				t.Errorf("plan does not fetch the page's entries by key:\n%s", plan)
@@ -715,11 +715,11 @@ func TestScanReadsOnlyItsProject(t *testing.T) {
 // range from the key's histogram, and with more projects than buckets
 // most projects' ranges hold no bound and look like a row or two. At 10
 // million keys over 100 projects (figure 23c) the planner then read a
-// scan's by-value part in key order through kv_fields_field_key, every
+// scan's by-value part in key order through the (field, key) index, every
 // row of the project's field (100,000, for 1,000 matches), 20–30 times
 // the baseline's time. The by-value part must read the scoped index,
 // where the project's matches are all it reads. (It read
-// kv_fields_field_key here before the part's key bounds were written in
+// the (field, key) index here before the part's key bounds were written in
 // collation POSIX.)
 func TestScanValueFirstAmongManyProjects(t *testing.T) {
 	t.Parallel()

@@ -237,21 +237,24 @@ var (
 // batch's version (the upsert wrote it, or a replay found it already
 // there: g) to the fields of that version's value (n, none when the key
 // is not live), in one statement: it reads those keys' stored rows once
-// (cur, by key), pairs them with the new fields (d: a row to delete, to
+// (cur, by the primary key's (field, key): $8 key and $9 field pair each
+// key with every field its scope declares), pairs them with the new fields (d: a row to delete, to
 // update or to insert, only where something differs), and deletes,
 // updates and inserts them. A row that is already right is not written:
-// rewriting it costs a heap tuple and three index entries, and leaves
+// rewriting it costs a heap tuple and an entry in each index, and leaves
 // the old ones dead for every later probe to step over (figure 18a
 // changes one field of two per write). A replay writes nothing. A key
-// whose stored version is newer keeps its rows. Numbers compare as text,
-// so 1.0 replaces 1 as a rebuild would store it.
+// whose stored version is newer keeps its rows, and so do the rows of
+// fields the scope no longer declares (fieldindexes.go: never read).
+// Numbers compare as text, so 1.0 replaces 1 as a rebuild would store
+// it.
 //
 // The fields come from Go (valueFields, fields.go) as arrays: $3 key, $4
 // field, $5 type, $6 number literal (NULL unless type n), $7 string
 // (NULL for type n). The numbers become numeric here, and those written
 // out in more than 256 characters are left out, as kv_value_fields does.
 // A batch with values valueFields does not decide is sent as
-// writeFieldsFallback instead, whose $8 lists those keys: they get
+// writeFieldsFallback instead, whose $10 lists those keys: they get
 // kv_value_fields of their stored value, so the rows are the same either
 // way. Nearly every batch has none, and this statement leaves that
 // branch out: a plan's nodes cost their start and end on every run,
@@ -279,9 +282,9 @@ var (
 // is off, writeEntries): g probes kv_entries once per key (a lateral
 // subquery that OFFSET 0 keeps from being flattened: as a join, the
 // generic plan made on a small table merge-joins the whole primary key
-// index, and keeps doing so as the table grows), cur reads the written
-// keys' rows through "key = ANY(ARRAY(..))" (a join would let the planner
-// hash all of kv_fields).
+// index, and keeps doing so as the table grows), and cur probes the
+// primary key once per pair of a key in g, likewise (a join would let
+// the planner hash all of kv_fields).
 //
 // This is a statement of its own, after writeEntries, for its snapshot:
 // when the upsert waited for another projector's lock on a key (two
@@ -299,19 +302,19 @@ WITH g AS MATERIALIZED (
 ), n AS (` + fieldsFromGo + `
 ` + writeFieldsRows
 
-// writeFieldsFallback is writeFields for a batch with keys ($8) whose
+// writeFieldsFallback is writeFields for a batch with keys ($10) whose
 // fields kv_value_fields derives from their stored value, of which it
-// keeps the declared ones ($9 key, $10 field: each such key's scope's).
+// keeps the declared ones (the pairs $8, $9).
 const writeFieldsFallback = `
 WITH g AS MATERIALIZED (
     SELECT e.* FROM unnest($1::text[], $2::bigint[]) AS t(k, v) CROSS JOIN LATERAL (
-        SELECT e.key, e.live, e.expires_at, CASE WHEN e.key = ANY($8::text[]) THEN e.value END AS value
+        SELECT e.key, e.live, e.expires_at, CASE WHEN e.key = ANY($10::text[]) THEN e.value END AS value
         FROM kv_entries e WHERE e.key = t.k AND e.version = t.v OFFSET 0) e
 ), n AS (` + fieldsFromGo + `
     UNION ALL
     SELECT g.key, f.field, f.type, f.num, f.str, g.expires_at
     FROM g CROSS JOIN LATERAL kv_value_fields(g.value::jsonb) AS f
-    JOIN unnest($9::text[], $10::text[]) AS a(k, field) ON a.k = g.key AND a.field = f.field
+    JOIN unnest($8::text[], $9::text[]) AS a(k, field) ON a.k = g.key AND a.field = f.field
     WHERE g.live AND g.value IS NOT NULL
 ` + writeFieldsRows
 
@@ -327,9 +330,10 @@ const fieldsFromGo = `
 
 // writeFieldsRows is the rest of writeFields, after g and n.
 const writeFieldsRows = `), cur AS (
-    SELECT f.ctid AS tid, f.key, f.field, f.type, f.num, f.str, f.expires_at
-    FROM kv_fields f
-    WHERE f.key = ANY(ARRAY(SELECT key FROM g))
+    SELECT f.*
+    FROM unnest($8::text[], $9::text[]) AS p(k, field) JOIN g ON g.key = p.k CROSS JOIN LATERAL (
+        SELECT f.ctid AS tid, f.key, f.field, f.type, f.num, f.str, f.expires_at
+        FROM kv_fields f WHERE f.field = p.field AND f.key = p.k OFFSET 0) f
 ), d AS MATERIALIZED (
     SELECT c.tid, n.key, n.field, n.type, n.num, n.str, n.expires_at
     FROM cur c FULL JOIN n ON n.key = c.key AND n.field = c.field
@@ -479,13 +483,13 @@ func (sc *applyScratch) queueFields(b *pgx.Batch) {
 	}
 	key, version := sc.text(ent.fkey), sc.int8(ent.fversion)
 	f := ent.fields.args()
+	args := []any{key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
+		sc.nullText(f.num), sc.nullText(f.str), sc.text(ent.pairKey), sc.text(ent.pairField)}
 	if len(ent.fallback) == 0 {
-		b.Queue(writeFields, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
-			sc.nullText(f.num), sc.nullText(f.str))
+		b.Queue(writeFields, args...)
 		return
 	}
-	b.Queue(writeFieldsFallback, key, version, sc.text(f.key), sc.text(f.field), sc.text(f.typ),
-		sc.nullText(f.num), sc.nullText(f.str), sc.text(ent.fallback), sc.text(ent.fbKey), sc.text(ent.fbField))
+	b.Queue(writeFieldsFallback, append(args, sc.text(ent.fallback))...)
 }
 
 // entryColumns are the kv_entries rows of a batch, column by column, for
@@ -503,14 +507,15 @@ type entryColumns struct {
 	semantics              []string
 	// fkey and fversion are the keys (and versions) whose scope
 	// declares fields: writeFields brings their kv_fields rows up to
-	// date. fields are their rows (the declared fields' candidates), but
-	// those of the keys in fallback, which kv_value_fields derives
-	// (writeFieldsFallback), keeping the (fbKey, fbField) pairs.
-	fkey           []string
-	fversion       []int64
-	fields         fieldColumns
-	fallback       []string
-	fbKey, fbField []string
+	// date; pairKey and pairField pair each of them with every field
+	// its scope declares (the rows it may have). fields are their rows
+	// (the declared fields' candidates), but those of the keys in
+	// fallback, which kv_value_fields derives (writeFieldsFallback).
+	fkey               []string
+	fversion           []int64
+	pairKey, pairField []string
+	fields             fieldColumns
+	fallback           []string
 	// values backs value's pointers, sem encodes semantics (columns.go),
 	// fieldBuf is valueFields' room.
 	values   []string
@@ -564,8 +569,8 @@ func (c *entryColumns) reset(n int) {
 	c.fallback = reuse(c.fallback, 0)
 	c.fkey = reuse(c.fkey, 0)
 	c.fversion = reuse(c.fversion, 0)
-	c.fbKey = reuse(c.fbKey, 0)
-	c.fbField = reuse(c.fbField, 0)
+	c.pairKey = reuse(c.pairKey, 0)
+	c.pairField = reuse(c.pairField, 0)
 }
 
 func (c *entryColumns) add(a *Applied, declared []string) error {
@@ -578,6 +583,9 @@ func (c *entryColumns) add(a *Applied, declared []string) error {
 	var expires *time.Time
 	if len(declared) > 0 {
 		c.fkey, c.fversion = append(c.fkey, e.Key), append(c.fversion, e.Version)
+		for _, f := range declared {
+			c.pairKey, c.pairField = append(c.pairKey, e.Key), append(c.pairField, f)
+		}
 	}
 	if e.Live() {
 		if len(e.After) > 0 {
@@ -617,9 +625,6 @@ func (c *entryColumns) addFields(key, value string, declared []string) {
 	fields, ok := valueFields(value, c.fieldBuf)
 	if !ok {
 		c.fallback = append(c.fallback, key)
-		for _, f := range declared {
-			c.fbKey, c.fbField = append(c.fbKey, key), append(c.fbField, f)
-		}
 		return
 	}
 	c.fieldBuf = fields[:0]
