@@ -416,53 +416,65 @@ func appendFieldRows(to func(field string) *bytes.Buffer, key, value string, exp
 // restoreParallel is how many statements Restore runs at once.
 const restoreParallel = 2
 
-// Restore derives kv_fields from kv_entries while
-// it creates the indexes of kv_entries and kv_history that DeferIndexes
-// dropped, then those of kv_fields (its primary key's too) while it
-// analyzes kv_entries and kv_history, restoreParallel statements at a
-// time, each index with a larger maintenance_work_mem (its sort); then
-// it makes kv_fields' primary key a constraint again, analyzes
-// kv_fields, and Apply writes kv_fields again. Apply must not run
-// meanwhile. A nil d does nothing.
+// Restore derives kv_fields from kv_entries and builds the indexes
+// DeferIndexes dropped (kv_fields' primary key's too), each with a
+// larger maintenance_work_mem (its sort), and analyzes kv_entries and
+// kv_history once their indexes are built (ANALYZE then samples their
+// expressions too), restoreParallel statements at a time; then it makes
+// kv_fields' primary key a constraint again, analyzes kv_fields, and
+// Apply writes kv_fields again. Apply must not run meanwhile. A nil d
+// does nothing.
 //
-// kv_fields' indexes start widest first (most key columns: the longest
-// sorts), the primary key's last (its rows come in its order), so the
-// longest build does not start last and leave a core idle behind it.
+// Each statement starts as soon as what it needs is done and a
+// connection is free, the first ready in this order: the derivation,
+// kv_fields' indexes (they wait for it) widest first (most key columns:
+// the longest sorts) and its primary key last (its rows come in its
+// order), then kv_entries' and kv_history's, then their analyses. So
+// the derivation and the longest build run one after the other on one
+// connection while the other builds fill the other: no core idles at a
+// barrier between the two. (With one, at 11 million keys, the entries'
+// and history's builds ended before the derivation and left a core idle
+// for 15 s, and kv_fields' last build ran alone: figure 23f of
+// docs/performance.md.)
 func (d *DeferredIndexes) Restore(ctx context.Context) error {
 	if d == nil {
 		return nil
 	}
-	first := []func(context.Context) error{func(ctx context.Context) error {
+	tasks := []task{{run: func(ctx context.Context) error {
 		return d.timed(ctx, "derive kv_fields", d.deriveFields)
-	}}
-	var fields []int
-	for i := range d.Defs {
-		if d.tables[i] == "kv_fields" {
-			fields = append(fields, i)
-			continue
+	}}}
+	order := make([]int, len(d.Defs))
+	for i := range order {
+		order[i] = i
+	}
+	// kv_fields' first, widest first: the primary key's 0 puts it last.
+	slices.SortStableFunc(order, func(a, b int) int {
+		if fa, fb := d.tables[a] == "kv_fields", d.tables[b] == "kv_fields"; fa != fb {
+			if fa {
+				return -1
+			}
+			return 1
 		}
-		first = append(first, d.job(i))
+		return d.keyCols[b] - d.keyCols[a]
+	})
+	built := map[string][]int{}
+	for _, i := range order {
+		t := task{run: d.job(i)}
+		if d.tables[i] == "kv_fields" {
+			t.after = []int{0}
+		}
+		built[d.tables[i]] = append(built[d.tables[i]], len(tasks))
+		tasks = append(tasks, t)
 	}
-	slices.SortStableFunc(fields, func(a, b int) int { return d.keyCols[b] - d.keyCols[a] })
-	var then []func(context.Context) error
-	for _, i := range fields {
-		then = append(then, d.job(i))
-	}
-	// kv_entries and kv_history are analyzed beside kv_fields' index
-	// builds, once their own indexes exist (ANALYZE then samples their
-	// expressions too); ANALYZE does not block CREATE INDEX.
 	for _, table := range []string{"kv_entries", "kv_history"} {
-		then = append(then, func(ctx context.Context) error {
+		tasks = append(tasks, task{after: built[table], run: func(ctx context.Context) error {
 			return d.timed(ctx, "analyze "+table, func(ctx context.Context) error {
 				_, err := d.s.pool.Exec(ctx, `ANALYZE `+table)
 				return translate("restore indexes: analyze "+table, err)
 			})
-		})
+		}})
 	}
-	if err := runJobs(ctx, first); err != nil {
-		return err
-	}
-	if err := runJobs(ctx, then); err != nil {
+	if err := runTasks(ctx, tasks); err != nil {
 		return err
 	}
 	for _, stmt := range d.constraints {
@@ -490,31 +502,69 @@ func (d *DeferredIndexes) job(i int) func(context.Context) error {
 	}
 }
 
-// runJobs runs jobs restoreParallel at a time and returns the first
-// error; the jobs after a failed one are not started.
-func runJobs(ctx context.Context, jobs []func(context.Context) error) error {
+// task is one of Restore's statements: run, once the tasks after (by
+// index) are done.
+type task struct {
+	run   func(context.Context) error
+	after []int
+}
+
+// runTasks runs tasks restoreParallel at a time, each once those it
+// waits for are done, the first ready in tasks' order first, and returns
+// the first error; no task starts after one failed. tasks wait only for
+// tasks before them.
+func runTasks(ctx context.Context, tasks []task) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	work := make(chan func(context.Context) error)
+	const waiting, running, done = 0, 1, 2
+	state := make([]int, len(tasks))
+	var mu sync.Mutex
+	changed := sync.NewCond(&mu)
+	// next returns the first ready task, or -1 when none is left to
+	// start (ok false: some wait for others).
+	next := func() (int, bool) {
+		ok := true
+	scan:
+		for i, t := range tasks {
+			if state[i] != waiting {
+				continue
+			}
+			for _, j := range t.after {
+				if state[j] != done {
+					ok = false
+					continue scan
+				}
+			}
+			return i, true
+		}
+		return -1, ok
+	}
 	var wg sync.WaitGroup
 	for range restoreParallel {
 		wg.Go(func() {
-			for job := range work {
-				if err := job(ctx); err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			for ctx.Err() == nil {
+				i, ok := next()
+				if i < 0 {
+					if ok {
+						return
+					}
+					changed.Wait()
+					continue
+				}
+				state[i] = running
+				mu.Unlock()
+				err := tasks[i].run(ctx)
+				mu.Lock()
+				state[i] = done
+				if err != nil {
 					cancel(err)
 				}
+				changed.Broadcast()
 			}
 		})
 	}
-feed:
-	for _, job := range jobs {
-		select {
-		case work <- job:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(work)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
