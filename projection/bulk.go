@@ -482,8 +482,10 @@ func (d *DeferredIndexes) Restore(ctx context.Context) error {
 			return translate("restore: constraint", err)
 		}
 	}
-	// Every declared field's rows are now derived: all are ready.
-	if _, err := d.s.pool.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = NULL WHERE backfill_after IS NOT NULL`); err != nil {
+	// Every declared field's rows are now derived: all are ready, and
+	// no field has rows left to clear.
+	if _, err := d.s.pool.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = NULL WHERE backfill_after IS NOT NULL;
+DELETE FROM kv_field_drops`); err != nil {
 		return translate("restore: field indexes ready", err)
 	}
 	start := time.Now()

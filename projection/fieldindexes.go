@@ -26,9 +26,10 @@ import (
 // before the batch and in it, and a field the batch declares starts
 // building, which Backfill completes from kv_entries whatever Apply wrote.
 //
-// Rows of a field no longer declared stay (writeFields reads and writes
-// a key's rows of the fields its scope declares only): they are never
-// read, since a scan reads kv_fields only for a field declared and
+// Rows of a field no longer declared are cleared by Backfill, a step at
+// a time (kv_field_drops, migration 00020; writeFields reads and writes
+// a key's rows of the fields its scope declares only). Until then they
+// are never read, since a scan reads kv_fields only for a field declared and
 // ready, and a field declared again is ready only after Backfill has
 // replaced every row of it in the scope, key range by key range,
 // leftovers included.
@@ -172,13 +173,22 @@ func declaredIn(e *contract.Event) []string {
 // scope's reserved key when the event that declared it is the version
 // kv_entries now holds ($1 key, $2 version; a replay of an older one
 // changes nothing): $3 scope, $4 the fields, $5 the partition. Fields no
-// longer declared go; new ones start building (backfill_after ”); those
-// declared already keep their state.
+// longer declared go, and their kv_fields rows are to be cleared
+// (kv_field_drops, Backfill); new ones start building (backfill_after
+// ”), and are no longer to be cleared; those declared already keep
+// their state.
 const writeDeclaration = `
 WITH cur AS (
     SELECT FROM kv_entries WHERE key = $1 AND version = $2
 ), gone AS (
     DELETE FROM kv_field_indexes WHERE scope = $3 AND field <> ALL ($4::text[]) AND EXISTS (SELECT FROM cur)
+    RETURNING field
+), dropped AS (
+    INSERT INTO kv_field_drops (scope, field, partition, cleared_to)
+    SELECT $3, field, $5, '' FROM gone
+    ON CONFLICT (scope, field) DO UPDATE SET partition = excluded.partition, cleared_to = ''
+), back AS (
+    DELETE FROM kv_field_drops WHERE scope = $3 AND field = ANY ($4::text[]) AND EXISTS (SELECT FROM cur)
 )
 INSERT INTO kv_field_indexes (scope, field, partition, backfill_after)
 SELECT $3, f, $5, '' FROM unnest($4::text[]) AS f WHERE EXISTS (SELECT FROM cur)
@@ -248,7 +258,8 @@ const BackfillStep = 2000
 // one transaction that replaces the field's kv_fields rows in that key
 // range (leftovers included) with those kv_entries gives, and moves
 // backfill_after past them, to NULL (ready) once the scope's keys are
-// done. It reports whether it found a field to build. A projector calls
+// done. It reports whether it found a field to build (or to clear,
+// below). A projector calls
 // it beside its applies, one step at a time, so that a project of
 // millions of keys never holds the batches back for long.
 //
@@ -268,6 +279,9 @@ const BackfillStep = 2000
 // went unlocked: a patch of it could land between the step's
 // statements, and the step wrote the key's row from the older value
 // over the Apply's.)
+//
+// With no field to build, it takes a step of clearing the rows of a
+// field no longer declared instead (clearDropped).
 func (s *Store) Backfill(ctx context.Context, parts []int32, step int) (bool, error) {
 	var scope, field, after string
 	err := s.pool.QueryRow(ctx, `
@@ -275,7 +289,7 @@ SELECT scope, field, backfill_after FROM kv_field_indexes
 WHERE backfill_after IS NOT NULL AND partition = ANY ($1)
 ORDER BY scope, field LIMIT 1`, parts).Scan(&scope, &field, &after)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return s.clearDropped(ctx, parts, step)
 	}
 	if err != nil {
 		return false, translate("backfill", err)
@@ -331,6 +345,65 @@ WHERE e.live AND e.`+in+` AND f.field = $4`,
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE kv_field_indexes SET backfill_after = $3 WHERE scope = $1 AND field = $2`, scope, field, next)
+	return err
+}
+
+// clearDropped takes one step of clearing the kv_fields rows of a field a scope
+// of one of the partitions parts no longer declares (kv_field_drops),
+// and reports whether it found one.
+func (s *Store) clearDropped(ctx context.Context, parts []int32, step int) (bool, error) {
+	var scope, field, to string
+	err := s.pool.QueryRow(ctx, `SELECT scope, field, cleared_to FROM kv_field_drops WHERE partition = ANY ($1)
+ORDER BY scope, field LIMIT 1`, parts).Scan(&scope, &field, &to)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate("clear field index", err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return clearStep(ctx, tx, scope, field, to, step)
+	})
+	if errors.Is(err, errBackfillMoved) {
+		return true, nil
+	}
+	return true, translate("clear field index", err)
+}
+
+// clearStep is clearDropped's transaction: it deletes the next up to step
+// kv_fields rows of field in scope after the key to, in key order, and
+// moves cleared_to past them, or removes the field's kv_field_drops row
+// once none is left. It first takes that row (FOR UPDATE) and goes on
+// only if it still names the point the step started from: a
+// declaration of the field meanwhile removed it (the field's build then
+// replaces its rows), or another projector's step moved it. No Apply
+// writes rows of a field its scope does not declare, so the step and the
+// applies need not exclude each other otherwise.
+func clearStep(ctx context.Context, tx pgx.Tx, scope, field, to string, step int) error {
+	var at string
+	err := tx.QueryRow(ctx, `SELECT cleared_to FROM kv_field_drops WHERE scope = $1 AND field = $2 FOR UPDATE`,
+		scope, field).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && at != to) {
+		return errBackfillMoved
+	}
+	if err != nil {
+		return err
+	}
+	lo, end := max(to, scope+"/"), scope+"0" // '0' follows '/'
+	var hi *string
+	if err := tx.QueryRow(ctx, `SELECT max(key) FROM (
+    SELECT key FROM kv_fields WHERE field = $1 AND key > $2 AND key < $3 ORDER BY key LIMIT $4) k`,
+		field, lo, end, step).Scan(&hi); err != nil {
+		return err
+	}
+	if hi == nil {
+		_, err := tx.Exec(ctx, `DELETE FROM kv_field_drops WHERE scope = $1 AND field = $2`, scope, field)
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM kv_fields WHERE field = $1 AND key > $2 AND key <= $3`, field, lo, *hi); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE kv_field_drops SET cleared_to = $3 WHERE scope = $1 AND field = $2`, scope, field, *hi)
 	return err
 }
 

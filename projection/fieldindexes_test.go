@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/contract"
@@ -418,5 +419,119 @@ func TestBackfillBesideApplies(t *testing.T) {
 			checkFieldsDerived(t, pool)
 			t.Fatalf("round %d: state = done lists %v, want all %d", round, keys, len(names))
 		}
+	}
+}
+
+// undeclaredRows returns how many kv_fields rows are of a field their
+// scope does not declare.
+func undeclaredRows(tb testing.TB, pool *pgxpool.Pool) int {
+	tb.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM kv_fields f
+		WHERE NOT EXISTS (SELECT FROM kv_field_indexes i WHERE i.scope = kv_key_scope(f.key) AND i.field = f.field)`).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// TestDroppedFieldRowsAreCleared: the kv_fields rows of a field its
+// project stops declaring go, Backfill step by step, and no other
+// project's or field's; a field declared again while its rows are being
+// cleared stops the clearing and is built again whole. (The rows used to
+// stay, never read, until the field was declared again, or the key
+// written: a project declaring and dropping fields in turn over the same
+// keys kept a row per key for each.)
+func TestDroppedFieldRowsAreCleared(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	s := projection.New(pool)
+	const p, q = "tenant/t/project/drop", "tenant/t/project/keep"
+	batch := []contract.Event{put(t, contract.FieldIndexesKey(p), 1, `{"fields":["a","b"]}`),
+		put(t, contract.FieldIndexesKey(q), 1, `{"fields":["b"]}`)}
+	for i := range 7 {
+		batch = append(batch, put(t, fmt.Sprintf("%s/k%d", p, i), 1, fmt.Sprintf(`{"a":%d,"b":"x"}`, i)),
+			put(t, fmt.Sprintf("%s/k%d", q, i), 1, fmt.Sprintf(`{"a":%d,"b":"y"}`, i)))
+	}
+	mustApply(t, s, "kv.changes", batchOf(0, batch...))
+	backfillAll(t, s, 2)
+	rows := func(scope string) int { return len(storedFields(t, pool, scope+"/")) }
+	if rows(p) != 14 || rows(q) != 7 {
+		t.Fatalf("rows once built: %d in %s, %d in %s; want 14 and 7", rows(p), p, rows(q), q)
+	}
+
+	mustApply(t, s, "kv.changes", batchOf(100, put(t, contract.FieldIndexesKey(p), 2, `{"fields":["a"]}`)))
+	if n := undeclaredRows(t, pool); n != 7 {
+		t.Fatalf("%d rows of undeclared fields after b's drop, want 7 (cleared by Backfill)", n)
+	}
+	backfillAll(t, s, 2)
+	if n := undeclaredRows(t, pool); n != 0 || rows(p) != 7 || rows(q) != 7 {
+		t.Errorf("after Backfill: %d rows of undeclared fields, %d in %s, %d in %s; want 0, 7 and 7", n, rows(p), p, rows(q), q)
+	}
+	checkFieldsDerived(t, pool)
+
+	// b back, dropped again, one step of clearing, then back again.
+	mustApply(t, s, "kv.changes", batchOf(101, put(t, contract.FieldIndexesKey(p), 3, `{"fields":["a","b"]}`)))
+	backfillAll(t, s, 2)
+	mustApply(t, s, "kv.changes", batchOf(102, put(t, contract.FieldIndexesKey(p), 4, `{"fields":["a"]}`)))
+	if more, err := s.Backfill(context.Background(), []int32{0}, 2); err != nil || !more || undeclaredRows(t, pool) != 5 {
+		t.Fatalf("one step of clearing: %v, %v, %d rows of undeclared fields left; want true, nil, 5", more, err, undeclaredRows(t, pool))
+	}
+	mustApply(t, s, "kv.changes", batchOf(103, put(t, contract.FieldIndexesKey(p), 5, `{"fields":["a","b"]}`)))
+	backfillAll(t, s, 2)
+	if rows(p) != 14 || undeclaredRows(t, pool) != 0 {
+		t.Errorf("b declared again mid-clearing: %d rows in %s, want 14", rows(p), p)
+	}
+	for _, fi := range mustFieldIndexes(t, s, p) {
+		if !fi.Ready {
+			t.Errorf("%s not ready: %+v", fi.Field, fi)
+		}
+	}
+	checkFieldsDerived(t, pool)
+}
+
+// TestMigrationFindsRowsLeftBehind: migration 00020 finds the kv_fields
+// rows that earlier versions left behind for fields no longer declared,
+// and Backfill then clears them.
+func TestMigrationFindsRowsLeftBehind(t *testing.T) {
+	t.Parallel()
+	pool := testenv.MustPostgres(t)
+	ctx := context.Background()
+	p := migrator(t, pool)
+	if _, err := p.DownTo(ctx, 19); err != nil {
+		t.Fatalf("down to 19: %v", err)
+	}
+	// p declares state (n was dropped); r's declaration was deleted.
+	if _, err := pool.Exec(ctx, `INSERT INTO kv_entries (key, scope, partition, version, live, value, updated_at, kafka_offset) VALUES
+		('tenant/t/project/p/.eskv/field-indexes', 'tenant/t/project/p', 0, 2, true, '{"fields":["state"]}', now(), 0),
+		('tenant/t/project/p/a', 'tenant/t/project/p', 0, 1, true, '{"state":"done","n":1}', now(), 1),
+		('tenant/t/project/p/b', 'tenant/t/project/p', 0, 1, true, '{"state":"done","n":2}', now(), 2),
+		('tenant/t/project/r/.eskv/field-indexes', 'tenant/t/project/r', 0, 2, false, NULL, now(), 3),
+		('tenant/t/project/r/a', 'tenant/t/project/r', 0, 1, true, '{"state":"done"}', now(), 4);
+		INSERT INTO kv_field_indexes (scope, field, partition, backfill_after) VALUES ('tenant/t/project/p', 'state', 0, NULL);
+		INSERT INTO kv_fields (key, field, type, num, str, expires_at)
+		SELECT e.key, f.field, f.type, f.num, f.str, e.expires_at
+		FROM kv_entries e CROSS JOIN LATERAL kv_value_fields(e.value::jsonb) f WHERE e.live AND e.key NOT LIKE '%/.eskv/%'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	rows, err := pool.Query(ctx, `SELECT scope || ' ' || field || ' ' || partition || ' ' || cleared_to FROM kv_field_drops ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drops, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"tenant/t/project/p n 0 ", "tenant/t/project/r state 0 "}; !slices.Equal(drops, want) {
+		t.Errorf("kv_field_drops after the migration: %q, want %q", drops, want)
+	}
+	backfillAll(t, projection.New(pool), 1)
+	if n := undeclaredRows(t, pool); n != 0 {
+		t.Errorf("%d rows of undeclared fields after Backfill, want 0", n)
+	}
+	if got := storedFields(t, pool, "tenant/t/project/"); len(got) != 2 {
+		t.Errorf("kv_fields after Backfill: %v; want p's two state rows", got)
 	}
 }

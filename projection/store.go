@@ -237,15 +237,16 @@ var (
 // batch's version (the upsert wrote it, or a replay found it already
 // there: g) to the fields of that version's value (n, none when the key
 // is not live), in one statement: it reads those keys' stored rows once
-// (cur, by the primary key's (field, key): $8 key and $9 field pair each
-// key with every field its scope declares), pairs them with the new fields (d: a row to delete, to
-// update or to insert, only where something differs), and deletes,
-// updates and inserts them. A row that is already right is not written:
+// (cur, through the primary key (field, key): $8 key and $9 field pair
+// each key with every field its scope declares), pairs them with the new
+// fields (d: a row to delete, to update or to insert, only where
+// something differs), and deletes, updates and inserts them. A row that is already right is not written:
 // rewriting it costs a heap tuple and an entry in each index, and leaves
 // the old ones dead for every later probe to step over (figure 18a
 // changes one field of two per write). A replay writes nothing. A key
-// whose stored version is newer keeps its rows, and so do the rows of
-// fields the scope no longer declares (fieldindexes.go: never read).
+// whose stored version is newer keeps its rows. The rows of fields the
+// scope no longer declares are not read here: Backfill clears them
+// (fieldindexes.go).
 // Numbers compare as text, so 1.0 replaces 1 as a rebuild would store
 // it.
 //

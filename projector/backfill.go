@@ -14,7 +14,8 @@ import (
 // step (projection.BackfillStep keys, one short transaction) at a time,
 // beside its applies and paced, so that a project of millions of keys
 // never holds the batches back: an apply of the project waits at most for
-// one step.
+// one step. The rows of a field a project stops declaring are cleared the
+// same way, when no field is left to build.
 
 // Backfill's pacing: the pause after a step when more may be left, and
 // how often an idle projector looks for fields to build.
@@ -24,7 +25,7 @@ const (
 )
 
 // backfill builds the declared fields of the partitions this projector
-// owns until ctx ends.
+// owns, and clears the rows of those no longer declared, until ctx ends.
 func (p *Projector) backfill(ctx context.Context) {
 	for {
 		more := false
