@@ -281,26 +281,37 @@ const BackfillStep = 2000
 // over the Apply's.)
 //
 // With no field to build, it takes a step of clearing the rows of a
-// field no longer declared instead (clearDropped).
+// field no longer declared instead (clearStep).
 func (s *Store) Backfill(ctx context.Context, parts []int32, step int) (bool, error) {
-	var scope, field, after string
-	err := s.pool.QueryRow(ctx, `
-SELECT scope, field, backfill_after FROM kv_field_indexes
-WHERE backfill_after IS NOT NULL AND partition = ANY ($1)
-ORDER BY scope, field LIMIT 1`, parts).Scan(&scope, &field, &after)
+	found, err := s.stepOn(ctx, "backfill", `SELECT scope, field, backfill_after FROM kv_field_indexes
+WHERE backfill_after IS NOT NULL AND partition = ANY ($1) ORDER BY scope, field LIMIT 1`, parts,
+		func(tx pgx.Tx, scope, field, at string) error { return backfillStep(ctx, tx, scope, field, at, step) })
+	if found || err != nil {
+		return found, err
+	}
+	return s.stepOn(ctx, "clear field index", `SELECT scope, field, cleared_to FROM kv_field_drops
+WHERE partition = ANY ($1) ORDER BY scope, field LIMIT 1`, parts,
+		func(tx pgx.Tx, scope, field, at string) error { return clearStep(ctx, tx, scope, field, at, step) })
+}
+
+// stepOn runs step in a transaction of its own on the first scope,
+// field and point that pick selects among the partitions parts ($1),
+// and reports whether it found one. A step whose row moved meanwhile
+// (errBackfillMoved) rolls back, and counts as found.
+func (s *Store) stepOn(ctx context.Context, what, pick string, parts []int32, step func(tx pgx.Tx, scope, field, at string) error) (bool, error) {
+	var scope, field, at string
+	err := s.pool.QueryRow(ctx, pick, parts).Scan(&scope, &field, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s.clearDropped(ctx, parts, step)
+		return false, nil
 	}
 	if err != nil {
-		return false, translate("backfill", err)
+		return false, translate(what, err)
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return backfillStep(ctx, tx, scope, field, after, step)
-	})
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return step(tx, scope, field, at) })
 	if errors.Is(err, errBackfillMoved) {
 		return true, nil
 	}
-	return true, translate("backfill", err)
+	return true, translate(what, err)
 }
 
 // errBackfillMoved rolls a Backfill step back whose declaration changed.
@@ -348,32 +359,12 @@ WHERE e.live AND e.`+in+` AND f.field = $4`,
 	return err
 }
 
-// clearDropped takes one step of clearing the kv_fields rows of a field a scope
-// of one of the partitions parts no longer declares (kv_field_drops),
-// and reports whether it found one.
-func (s *Store) clearDropped(ctx context.Context, parts []int32, step int) (bool, error) {
-	var scope, field, to string
-	err := s.pool.QueryRow(ctx, `SELECT scope, field, cleared_to FROM kv_field_drops WHERE partition = ANY ($1)
-ORDER BY scope, field LIMIT 1`, parts).Scan(&scope, &field, &to)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, translate("clear field index", err)
-	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return clearStep(ctx, tx, scope, field, to, step)
-	})
-	if errors.Is(err, errBackfillMoved) {
-		return true, nil
-	}
-	return true, translate("clear field index", err)
-}
-
-// clearStep is clearDropped's transaction: it deletes the next up to step
-// kv_fields rows of field in scope after the key to, in key order, and
-// moves cleared_to past them, or removes the field's kv_field_drops row
-// once none is left. It first takes that row (FOR UPDATE) and goes on
+// clearStep is Backfill's transaction when no field is left to build:
+// for a field a scope of its partitions no longer declares
+// (kv_field_drops), it deletes the next up to step kv_fields rows of
+// field in scope after the key to, in key order, and moves cleared_to
+// past them, or removes the field's kv_field_drops row once none is
+// left. It first takes that row (FOR UPDATE) and goes on
 // only if it still names the point the step started from: a
 // declaration of the field meanwhile removed it (the field's build then
 // replaces its rows), or another projector's step moved it. No Apply
