@@ -259,7 +259,7 @@ func (f *fieldSpill) flush() error {
 
 // deriveGroup is one pass of deriveFields: the rows of fields (sorted)
 // of every live entry whose scope declares one of them.
-func deriveGroup(ctx context.Context, tx pgx.Tx, declared map[string][]string, fields []string) (err error) {
+func deriveGroup(ctx context.Context, tx pgx.Tx, declared map[string][]string, fields []string) error {
 	spills := make(map[string]*fieldSpill, len(fields))
 	defer func() {
 		for _, f := range spills {
