@@ -259,9 +259,9 @@ const BackfillStep = 2000
 // range (leftovers included) with those kv_entries gives, and moves
 // backfill_after past them, to NULL (ready) once the scope's keys are
 // done. It reports whether it found a field to build (or to clear,
-// below). A projector calls
-// it beside its applies, one step at a time, so that a project of
-// millions of keys never holds the batches back for long.
+// below). A projector calls it beside its applies, one step at a time,
+// so that a project of millions of keys never holds the batches back
+// for long.
 //
 // Apply may write the same keys meanwhile, so the step and the Applies
 // of the field's scope exclude each other: the step first takes the
@@ -364,12 +364,12 @@ WHERE e.live AND e.`+in+` AND f.field = $4`,
 // (kv_field_drops), it deletes the next up to step kv_fields rows of
 // field in scope after the key to, in key order, and moves cleared_to
 // past them, or removes the field's kv_field_drops row once none is
-// left. It first takes that row (FOR UPDATE) and goes on
-// only if it still names the point the step started from: a
-// declaration of the field meanwhile removed it (the field's build then
-// replaces its rows), or another projector's step moved it. No Apply
-// writes rows of a field its scope does not declare, so the step and the
-// applies need not exclude each other otherwise.
+// left. It first takes that row (FOR UPDATE) and goes on only if it
+// still names the point the step started from: a declaration of the
+// field meanwhile removed it (the field's build then replaces its rows),
+// or another projector's step moved it. No Apply writes rows of a field
+// its scope does not declare, so the step and the applies need not
+// exclude each other otherwise.
 func clearStep(ctx context.Context, tx pgx.Tx, scope, field, to string, step int) error {
 	var at string
 	err := tx.QueryRow(ctx, `SELECT cleared_to FROM kv_field_drops WHERE scope = $1 AND field = $2 FOR UPDATE`,
