@@ -266,3 +266,35 @@ func TestExplainApply(t *testing.T) {
 		t.Log(plan)
 	}
 }
+
+// BenchmarkApplyCASDeclared is BenchmarkApplyCAS (text history) with
+// both fields of the values declared in every project: the cost of
+// keeping kv_fields, one of the two changing per write.
+func BenchmarkApplyCASDeclared(b *testing.B) {
+	for _, size := range []int{12, 48} {
+		b.Run(fmt.Sprintf("Batch%d", size), func(b *testing.B) {
+			pool := testenv.MustPostgres(b)
+			for p := range 8 {
+				declareReady(b, pool, fmt.Sprintf("tenant/bench/project/p%d", p), "client", "seq")
+			}
+			s := projection.New(pool)
+			s.SetHistoryFormat(projection.HistoryText)
+			ctx := context.Background()
+			cas := newCASBatches(b, size)
+			for range 4*casKeys/size + 1 {
+				mustApply(b, s, "kv.changes", cas.next())
+			}
+			before := backendCPU(b, pool)
+			b.ResetTimer()
+			for b.Loop() {
+				if err := s.Apply(ctx, "kv.changes", cas.next()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			events := float64(b.N * size)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/events, "ns/event")
+			b.ReportMetric(float64(backendCPU(b, pool)-before)/1e3/events, "pg-µs/event")
+		})
+	}
+}
