@@ -16,13 +16,14 @@ import (
 // Two btree paths serve "prefix, field op value, ORDER BY key LIMIT n",
 // and each is slow where the other is fast:
 //
-//   - key first, kv_fields_field_key (field, key): rows of the field in
-//     key order, each checked; stops after n matches. Fast when matches
-//     are dense, a read of the whole prefix when they are rare.
-//   - value first, kv_fields_num_scoped / kv_fields_str_scoped (field,
-//     the key's scope, value, key): exactly the matches in the prefix's
-//     project, then a sort by key. Fast when matches are rare, a read of
-//     every match of the project when they are many.
+//   - key first, kv_fields' primary key (field, key): rows of the field
+//     in key order, each checked; stops after n matches. Fast when
+//     matches are dense, a read of the whole prefix when they are rare.
+//   - value first, kv_fields_num_scoped / kv_fields_str_scoped (the hash
+//     of the key's scope, the type and the field, then value, key):
+//     exactly the matches in the prefix's project, then a sort by key.
+//     Fast when matches are rare, a read of every match of the project
+//     when they are many.
 //
 // The planner cannot choose well: it has no statistics per field (one
 // histogram of str mixes states, names and timestamps), and how matches
@@ -120,8 +121,11 @@ func prefixScope(prefix string) *string {
 // cursor, $5 end of the prefix range, $6 now, $7 page size + 1, $8 probe
 // size, $9 byte budget (see List), $10 the prefix's scope (NULL when it
 // names none): the value-first path reads the scoped indexes
-// kv_fields_num_scoped and kv_fields_str_scoped (field, scope, value,
-// key; migration 00016), so only the scope's matches; $11 and $12 the
+// kv_fields_num_scoped and kv_fields_str_scoped (kv_field_group of the
+// scope, type and field, then value, key; migration 00021), so only the
+// scope's matches, and checks the field and type they INCLUDE (a hash
+// two groups share costs rows read, not a wrong row) and the key range
+// (which the scope's keys hold); $11 and $12 the
 // entries and bytes a scan without an index reads (fallbackBudget,
 // fallbackBytes).
 //
@@ -155,7 +159,7 @@ WITH ready AS (
 ), far AS (
     -- By value: the key's bounds and order are written in collation
     -- POSIX, the same byte order as the column's C but no index's, so
-    -- they cannot make kv_fields_field_key look cheap. Postgres
+    -- they cannot make the primary key (field, key) look cheap. Postgres
     -- estimates a prefix's range from the key's histogram, and a
     -- project whose keys hold no bound of it (100 buckets, 100 projects
     -- of 4 fields) looks like a row or two: the planner then walked
@@ -164,7 +168,7 @@ WITH ready AS (
     -- did the same at the cost of a string built per row.)
     SELECT f.key FROM kv_fields f
     WHERE NOT (SELECT yes FROM decided) AND ` + inByValue + ` AND ` + match + ` AND ` + unexpired + `
-        AND ($10::text IS NULL OR kv_key_scope(f.key) = $10::text)
+        AND kv_field_group(f.field, f.type, kv_key_scope(f.key)) = kv_field_group($1, '` + typ + `', $10::text)
     ORDER BY f.key COLLATE "POSIX"
     LIMIT $7
 ), scanned AS (
