@@ -416,9 +416,13 @@ func appendFieldRows(to func(field string) *bytes.Buffer, key, value string, exp
 // restoreParallel is how many statements Restore runs at once.
 const restoreParallel = 2
 
+// buildSortMemory is the maintenance_work_mem of each index build of
+// Restore: Postgres's default (see create).
+const buildSortMemory = "64MB"
+
 // Restore derives kv_fields from kv_entries and builds the indexes
-// DeferIndexes dropped (kv_fields' primary key's too), each with a
-// larger maintenance_work_mem (its sort), and analyzes kv_entries and
+// DeferIndexes dropped (kv_fields' primary key's too), each sorting in
+// buildSortMemory, and analyzes kv_entries and
 // kv_history once their indexes are built (ANALYZE then samples their
 // expressions too), restoreParallel statements at a time; then it makes
 // kv_fields' primary key a constraint again, analyzes kv_fields, and
@@ -580,9 +584,21 @@ func runTasks(ctx context.Context, tasks []task) error {
 // (their partial sorts then merged by the leader) for CPU it does not
 // have; on 2 cores that cost kv_fields' builds about a quarter more
 // Postgres CPU (BenchmarkRebuild, 200,000 keys, 2026-11-30).
+//
+// Its sort gets buildSortMemory, whatever the server's
+// maintenance_work_mem: an index of millions of rows sorts outside
+// memory anyway, and a smaller memory sorts faster. Each run of the sort
+// is quicksorted in memory, and small runs stay in the CPU's caches; the
+// merge of more runs costs less than that saves. (psql, 12 million rows
+// of figure 23's shape, one build at a time, 2026-12-01:
+// kv_fields_str_scoped 12.1–12.7 s with 16 or 64 MB, 14.1 with 128 MB,
+// 16.9–17.5 with 256 MB, 25.5–26.9 with 1 GB; kv_fields_num_scoped
+// 7.6–10.0 s with 16 or 64 MB, 10.4–10.9 with 256 MB; the primary key,
+// whose rows come sorted, 6.5–7.3 s with 64 MB, 8.0–8.5 with 16 or 256
+// MB.)
 func (d *DeferredIndexes) create(ctx context.Context, i int) error {
 	err := pgx.BeginFunc(ctx, d.s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL maintenance_work_mem = '256MB'; SET LOCAL max_parallel_maintenance_workers = 0`); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL maintenance_work_mem = '`+buildSortMemory+`'; SET LOCAL max_parallel_maintenance_workers = 0`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, d.Defs[i])
