@@ -31,7 +31,7 @@ func assertLogInvariants(t *testing.T, s *stack, acks []ack) {
 	for i, a := range acks {
 		acked[i] = logcheck.Acked{Key: a.key, Version: a.version, Value: json.RawMessage(a.value)}
 	}
-	f, err := logcheck.Projection(ctx, s.pg.Pool, l.Events, acked)
+	f, err := logcheck.Projection(ctx, s.pg.Pool, l, acked)
 	if err != nil {
 		t.Fatal(err)
 	}

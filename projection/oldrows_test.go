@@ -223,7 +223,7 @@ func historyRowsOfEitherFormat(t *testing.T, migrated bool) {
 			evs = append(evs, logcheck.Event{Partition: ap.Partition, Offset: ap.Offset, Event: ap.Event})
 			acks = append(acks, logcheck.Acked{Key: ap.Event.Key, Version: ap.Event.Version, Value: ap.Event.After})
 		}
-		f, err := logcheck.Projection(ctx, pool, evs, acks)
+		f, err := logcheck.Projection(ctx, pool, &logcheck.Log{Events: evs}, acks)
 		if err != nil || len(f.LostInProjection) != 0 {
 			t.Errorf("lost in projection: %v, %v", f.LostInProjection, err)
 		}

@@ -17,9 +17,18 @@ import (
 type call struct {
 	cmd  decide.Command
 	done chan answer // buffered: the partition never blocks on an answer
+	// ctx is its caller's (nil: no caller waits, as for a denied
+	// write's audit record): a call whose ctx ended before it is decided
+	// is answered partition_unavailable and writes nothing (decideAll),
+	// so a write its caller was answered outcome_unknown for can commit
+	// only if its round was already deciding or in flight, never later.
+	ctx context.Context
 	// wait is set on a call that may wait (DoWait, waits.go).
 	wait *waiter
 }
+
+// gaveUp reports whether c's caller no longer waits for its answer.
+func (c *call) gaveUp() bool { return c.ctx != nil && c.ctx.Err() != nil }
 
 // command is c's command.
 func (c *call) command() decide.Command { return c.cmd }

@@ -98,7 +98,7 @@ func (w *Writer) DoWait(ctx context.Context, cmd decide.Command, wait time.Durat
 	if ctx.Err() != nil {
 		return Result{}, errUnavailable(id, "not answering in time")
 	}
-	c := &call{cmd: cmd, done: make(chan answer, 1), wait: &waiter{until: time.Now().Add(wait)}}
+	c := &call{cmd: cmd, done: make(chan answer, 1), ctx: ctx, wait: &waiter{until: time.Now().Add(wait)}}
 	if err := p.submit(c); err != nil {
 		return Result{}, err
 	}

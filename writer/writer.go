@@ -682,7 +682,7 @@ func (w *Writer) Do(ctx context.Context, cmd decide.Command) (Result, error) {
 		// body): nothing of it may be written now.
 		return Result{}, errUnavailable(id, "not answering in time")
 	}
-	c := &call{cmd: cmd, done: make(chan answer, 1)}
+	c := &call{cmd: cmd, done: make(chan answer, 1), ctx: ctx}
 	if err := p.submit(c); err != nil {
 		return Result{}, err
 	}

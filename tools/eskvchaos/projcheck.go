@@ -135,7 +135,7 @@ FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_bac
 func checkProjection(ctx context.Context, s *stack, l *logcheck.Log, acks []logcheck.Acked) (projFindings, error) {
 	var f projFindings
 	var err error
-	if f.ProjectionFindings, err = logcheck.Projection(ctx, s.DB, l.Events, acks); err != nil {
+	if f.ProjectionFindings, err = logcheck.Projection(ctx, s.DB, l, acks); err != nil {
 		return f, err
 	}
 	if f.Formats, err = historyFormats(ctx, s); err != nil {
