@@ -20,6 +20,10 @@ type server struct {
 	start, point string
 	// dropSuffix follows "DROP DATABASE IF EXISTS <name>".
 	dropSuffix string
+	// template, when set, is the database a test's is copied from
+	// (CREATE DATABASE … TEMPLATE, Postgres): when the copy fails, the
+	// test's database is created empty.
+	template string
 	// admin opens an administrative session: exec runs one statement.
 	admin func(ctx context.Context) (exec func(context.Context, string) error, closeFn func(), err error)
 }
@@ -53,8 +57,18 @@ func mustDatabase(tb testing.TB, srv server) string {
 		tb.Fatalf("random database name: %v", err)
 	}
 	name := "eskv_t_" + hex.EncodeToString(rnd[:])
-	if err := exec(ctx, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("create database %s on %s %s: %v", name, srv.name, srv.addr, err)
+	create := "CREATE DATABASE " + name
+	if srv.template != "" {
+		if err := exec(ctx, create+" TEMPLATE "+srv.template); err != nil {
+			tb.Logf("create database %s from %s on %s: %v; creating it empty", name, srv.template, srv.name, err)
+		} else {
+			create = ""
+		}
+	}
+	if create != "" {
+		if err := exec(ctx, create); err != nil {
+			tb.Fatalf("create database %s on %s %s: %v", name, srv.name, srv.addr, err)
+		}
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

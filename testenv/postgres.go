@@ -44,7 +44,14 @@ func MustPostgres(tb testing.TB) *pgxpool.Pool {
 func MustPostgresDB(tb testing.TB) *Postgres {
 	tb.Helper()
 	adminURL := envOr("ESKV_TEST_POSTGRES_URL", DefaultPostgresURL)
+	// Copied from a migrated template (pgtemplate.go); migrating the copy
+	// then finds nothing to do.
+	tpl, err := migratedTemplate(adminURL)
+	if err != nil {
+		tb.Logf("no migrated template database on %s (each test migrates its own): %v", adminURL, err)
+	}
 	name := mustDatabase(tb, server{
+		template:   tpl,
 		name:       "Postgres",
 		addr:       adminURL,
 		env:        "ESKV_TEST_POSTGRES_URL",

@@ -5,17 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
+	"github.com/eskv/eskv/projection"
+	"github.com/eskv/eskv/schemas"
 )
 
 func TestMustBrokerCreatesTopics(t *testing.T) {
@@ -171,5 +177,60 @@ func TestDatabasesLiveAsLongAsTheTest(t *testing.T) {
 				t.Fatalf("database %s still there after the test", name)
 			}
 		})
+	}
+}
+
+// TestPostgresFromTemplate: a test's database is a copy of the migrated
+// template named by the migrations' hash, and holds the whole schema;
+// when the template cannot be copied (gone), the test's database is
+// created empty and migrated all the same.
+func TestPostgresFromTemplate(t *testing.T) {
+	adminURL := envOr("ESKV_TEST_POSTGRES_URL", DefaultPostgresURL)
+	latest := func(t *testing.T, pg *Postgres) (v int64) {
+		if err := pg.Pool.QueryRow(t.Context(), "SELECT max(version_id) FROM goose_db_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	migrations, err := fs.Glob(schemas.Postgres, "postgres/*.sql")
+	if err != nil || len(migrations) == 0 {
+		t.Fatalf("migrations %v, %v", migrations, err)
+	}
+	want, err := strconv.ParseInt(strings.SplitN(path.Base(migrations[len(migrations)-1]), "_", 2)[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pg := MustPostgresDB(t)
+	hash, err := migrationsHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tpl string
+	if err := pg.Pool.QueryRow(t.Context(), "SELECT datname FROM pg_database WHERE datname = $1", templatePrefix+hash).Scan(&tpl); err != nil {
+		t.Fatalf("the template %s%s: %v", templatePrefix, hash, err)
+	}
+	if v := latest(t, pg); v != want {
+		t.Fatalf("a copy of the template at migration %d; want %d", v, want)
+	}
+
+	name := mustDatabase(t, server{template: templatePrefix + "gone", name: "Postgres", addr: adminURL, dropSuffix: " WITH (FORCE)",
+		admin: func(ctx context.Context) (func(context.Context, string) error, func(), error) {
+			c, err := pgx.Connect(ctx, adminURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			return func(ctx context.Context, sql string) error { _, err := c.Exec(ctx, sql); return err }, func() { c.Close(context.Background()) }, nil
+		}})
+	u, err := projection.WithDatabase(adminURL, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := latest(t, &Postgres{Pool: mustMigratedPool(t, cfg, name)}); v != want {
+		t.Fatalf("a database created without the template at migration %d; want %d", v, want)
 	}
 }
