@@ -88,12 +88,17 @@ type forwarder struct {
 // the peer secret (nil: a random key of this process), reaching other
 // writers over HTTPS with tlsCfg (nil: the system's roots).
 func newForwarder(self string, secret []byte, tlsCfg *tls.Config) (*forwarder, error) {
-	f := &forwarder{self: self, proxies: make(map[string]*httputil.ReverseProxy), shared: secret != nil, transport: http.DefaultTransport}
+	// DefaultTransport's settings, but keeping up to 256 idle connections
+	// to each peer (no limit over all of them: the peers are the other
+	// writers) instead of 2: with 2, each forward beyond the second in
+	// flight to a peer dialled it (and, with ForwardTLS, shook hands) and
+	// closed the connection after.
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 256
 	if tlsCfg != nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = tlsCfg.Clone()
-		f.transport = t
 	}
+	f := &forwarder{self: self, proxies: make(map[string]*httputil.ReverseProxy), shared: secret != nil, transport: t}
 	f.client = &http.Client{Transport: f.transport}
 	if secret == nil {
 		secret = make([]byte, MinPeerSecretBytes)

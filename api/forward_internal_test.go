@@ -1,7 +1,12 @@
 package api
 
 import (
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +76,50 @@ func TestForwardProofVerify(t *testing.T) {
 	})
 	if _, err := newForwarder("w", []byte("short"), nil); err == nil {
 		t.Fatal("a 5-byte peer secret was accepted")
+	}
+}
+
+// TestForwardsReuseConnections: 16 requests at a time forwarded to a peer
+// keep a connection each to it and reuse them; with 2 idle connections a
+// host (http.DefaultTransport), every forward beyond the second in flight
+// dialled the peer and closed the connection after.
+func TestForwardsReuseConnections(t *testing.T) {
+	var dialled atomic.Int64
+	peer := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Millisecond) // the forwards overlap
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	peer.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialled.Add(1)
+		}
+	}
+	peer.Start()
+	defer peer.Close()
+	f, err := newForwarder("http://w0:8080", []byte("a peer secret of 32 bytes at least"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.proxy(peer.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, forwards = 16, 100
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range forwards {
+				rec := httptest.NewRecorder()
+				p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/kv/tenant/acme/project/demo/k", nil))
+				if rec.Code != http.StatusNoContent {
+					t.Errorf("forwarded: %d", rec.Code)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := dialled.Load(); n > 2*goroutines {
+		t.Fatalf("%d connections for %d forwards of %d goroutines; want at most two a goroutine", n, goroutines*forwards, goroutines)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/eskv/eskv/contract"
@@ -41,8 +42,11 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithHTTPClient sends requests through hc (default: a client on
-// http.DefaultTransport without its own timeout; ctx bounds each call).
+// WithHTTPClient sends requests through hc (default: a client without
+// its own timeout, ctx bounds each call, on a transport the process's
+// Clients share: http.DefaultTransport's settings but for 100 idle
+// connections a server instead of 2, so that the goroutines sharing a
+// Client reuse their connections).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
 // WithRetries sets how many times a retryable request is tried in all
@@ -89,12 +93,26 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// sharedTransport is the transport of the Clients given no HTTP client:
+// http.DefaultTransport's settings, but keeping up to 100 idle
+// connections a server (MaxIdleConns, all servers together, is 100
+// too), not 2. A Client is shared by a program's goroutines: with 2,
+// each call beyond the second in flight dialled a connection and closed
+// it after (a TCP, and a TLS, handshake a call, on both sides). One for
+// the process, as DefaultTransport is, so Clients made per call share
+// their connections.
+var sharedTransport = sync.OnceValue(func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 100
+	return t
+})
+
 // withTLS returns hc with cfg on a copy of its transport.
 func withTLS(hc *http.Client, cfg *tls.Config) (*http.Client, error) {
 	var t *http.Transport
 	switch rt := hc.Transport.(type) {
 	case nil:
-		t = http.DefaultTransport.(*http.Transport).Clone()
+		t = sharedTransport().Clone()
 	case *http.Transport:
 		t = rt.Clone()
 	default:
@@ -143,7 +161,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c := &Client{
 		base:      strings.TrimRight(baseURL, "/"),
 		token:     token,
-		hc:        &http.Client{},
+		hc:        &http.Client{Transport: sharedTransport()},
 		policy:    DefaultRetryPolicy(),
 		userAgent: "eskv-go-client",
 	}

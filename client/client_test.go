@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,5 +84,45 @@ func TestTxnRetriedOnlyWithRequestID(t *testing.T) {
 				t.Fatalf("%d attempts (want %d), err %v", n, tc.attempts, err)
 			}
 		})
+	}
+}
+
+// TestConcurrentCallsReuseConnections: a Client shared by 16 goroutines
+// keeps a connection per call in flight and reuses them; with
+// http.DefaultTransport's 2 idle connections a host, every call beyond
+// the second in flight dialled a connection and closed it afterwards.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	var dialled atomic.Int64
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Millisecond) // the calls overlap
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such key"}}`))
+	}))
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialled.Add(1)
+		}
+	}
+	hs.Start()
+	defer hs.Close()
+	c := client.New(hs.URL, testToken)
+	const goroutines, calls = 16, 100
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				if _, err := c.Get(t.Context(), scope+"x"); contract.ErrorCode(err) != contract.ENotFound {
+					t.Errorf("get: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := dialled.Load(); n > 2*goroutines {
+		t.Fatalf("%d connections for %d calls of %d goroutines; want at most two a goroutine", n, goroutines*calls, goroutines)
 	}
 }
