@@ -50,8 +50,15 @@ func MustPostgresDB(tb testing.TB) *Postgres {
 	if err != nil {
 		tb.Logf("no migrated template database on %s (each test migrates its own): %v", adminURL, err)
 	}
+	return mustPostgresFrom(tb, adminURL, tpl)
+}
+
+// mustPostgresFrom is MustPostgresDB with the database copied from
+// template ("": created empty), then migrated.
+func mustPostgresFrom(tb testing.TB, adminURL, template string) *Postgres {
+	tb.Helper()
 	name := mustDatabase(tb, server{
-		template:   tpl,
+		template:   template,
 		name:       "Postgres",
 		addr:       adminURL,
 		env:        "ESKV_TEST_POSTGRES_URL",

@@ -14,13 +14,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eskv/eskv/changelog"
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
-	"github.com/eskv/eskv/projection"
 	"github.com/eskv/eskv/schemas"
 )
 
@@ -214,23 +212,7 @@ func TestPostgresFromTemplate(t *testing.T) {
 		t.Fatalf("a copy of the template at migration %d; want %d", v, want)
 	}
 
-	name := mustDatabase(t, server{template: templatePrefix + "gone", name: "Postgres", addr: adminURL, dropSuffix: " WITH (FORCE)",
-		admin: func(ctx context.Context) (func(context.Context, string) error, func(), error) {
-			c, err := pgx.Connect(ctx, adminURL)
-			if err != nil {
-				return nil, nil, err
-			}
-			return func(ctx context.Context, sql string) error { _, err := c.Exec(ctx, sql); return err }, func() { c.Close(context.Background()) }, nil
-		}})
-	u, err := projection.WithDatabase(adminURL, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := latest(t, &Postgres{Pool: mustMigratedPool(t, cfg, name)}); v != want {
+	if v := latest(t, mustPostgresFrom(t, adminURL, templatePrefix+"gone")); v != want {
 		t.Fatalf("a database created without the template at migration %d; want %d", v, want)
 	}
 }
