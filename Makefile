@@ -22,8 +22,10 @@ MODULES := contract client tools
 test:
 	bash scripts/test-services.sh
 	go vet ./...
-	go test -race -count=1 -timeout 15m $$(go list ./... | grep -v '/conformance$$')
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-modules test-clients
+	start=$$SECONDS; go test -race -count=1 -timeout 15m $$(go list ./... | grep -v '/conformance$$') && \
+		echo "make test: the root module's packages took $$((SECONDS - start)) s"
+	start=$$SECONDS; $(MAKE) --no-print-directory -j2 --output-sync=target test-modules test-clients && \
+		echo "make test: the other modules and the clients took $$((SECONDS - start)) s"
 
 # The other modules' packages; and beside them (make test -j2: each
 # leaves much of the machine idle) the TypeScript client, then the
