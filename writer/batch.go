@@ -416,9 +416,9 @@ func (p *partition) cacheRead(keys []string, states map[string]keystate.State) {
 // 413 when they could never fit, and left for the next batch (decision
 // errDeferred, listed in deferred, in order) when they do not fit beside
 // the writes admitted before it; either way its effects never reach rd,
-// so the writes after it are decided without it. A call whose caller gave
-// up (call.ctx) is not decided: answered partition_unavailable, it
-// appends nothing.
+// so the writes after it are decided without it. A call whose caller went
+// (call.take) is not decided: answered partition_unavailable, it appends
+// nothing.
 func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads, epoch int64) (ds []decide.Decision, recs []*kgo.Record, evs []*contract.Event, deferred []*call) {
 	// Postgres keeps microseconds: truncating here makes the overlay and
 	// the projection answer the same timestamps.
@@ -432,10 +432,10 @@ func (p *partition) decideAll(ctx context.Context, batch []*call, rd *batchReads
 	evs = make([]*contract.Event, 0, len(batch))
 	budget := batchbytes.NewBatch(p.w.limits)
 	for i, c := range batch {
-		if c.gaveUp() {
-			// Its caller went (answered outcome_unknown or
-			// partition_unavailable) while it was queued: deciding it
-			// now would write what nobody waits for, after its answer.
+		if !c.take() {
+			// Its caller went while it was queued (call.claim):
+			// deciding it now would write what nobody waits for, after
+			// its answer.
 			ds[i] = decide.Decision{Err: errUnavailable(p.id, "not answering in time")}
 			continue
 		}

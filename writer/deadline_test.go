@@ -13,10 +13,10 @@ import (
 )
 
 // TestQueuedWriteNotDecidedAfterItsCallerGaveUp: a write still queued
-// when its caller's deadline passes is answered outcome_unknown, and its
-// partition, reaching it later, writes nothing of it: an unknown outcome
-// may commit only while its caller waits (or its round is in flight),
-// never seconds after it was answered.
+// when its caller's deadline passes is answered partition_unavailable
+// (not outcome_unknown: it is withdrawn), and its partition, reaching it
+// later, writes nothing of it. It used to be answered outcome_unknown
+// and committed seconds later.
 func TestQueuedWriteNotDecidedAfterItsCallerGaveUp(t *testing.T) {
 	t.Parallel()
 	b := testenv.MustBroker(t, 1)
@@ -48,8 +48,8 @@ func TestQueuedWriteNotDecidedAfterItsCallerGaveUp(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	if err := putKey(ctx, w, key("gave-up"), "b"); contract.ErrorCode(err) != contract.EOutcomeUnknown {
-		t.Fatalf("a write queued past its deadline: %v; want %s", err, contract.EOutcomeUnknown)
+	if err := putKey(ctx, w, key("gave-up"), "b"); contract.ErrorCode(err) != contract.EUnavailable {
+		t.Fatalf("a write queued past its deadline: %v; want %s", err, contract.EUnavailable)
 	}
 	release()
 	if err := <-first; err != nil {
@@ -75,5 +75,39 @@ func TestQueuedWriteNotDecidedAfterItsCallerGaveUp(t *testing.T) {
 	}
 	if s, err := w.State(t.Context(), key("gave-up")); err != nil || s.Version != 0 {
 		t.Fatalf("the abandoned key's state: %+v, %v; want none", s, err)
+	}
+}
+
+// TestCallClaim: a call is decided or withdrawn, never both, whichever
+// of its partition (take) and its caller (withdraw) comes first.
+func TestCallClaim(t *testing.T) {
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, tc := range []struct {
+		name          string
+		ctx           context.Context
+		steps         string // t: take, w: withdraw, in order
+		took, withdrew []bool
+	}{
+		{"OKTakenThenNotWithdrawn", t.Context(), "tw", []bool{true}, []bool{false}},
+		{"OKWithdrawnThenNotTaken", t.Context(), "wt", []bool{false}, []bool{true}},
+		{"OKTakenAgain", t.Context(), "ttw", []bool{true, true}, []bool{false}},
+		{"OKNoCallerTaken", nil, "tt", []bool{true, true}, nil},
+		{"ErrEndedContextWithdrawsAtTake", ended, "tw", []bool{false}, []bool{true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &call{ctx: tc.ctx}
+			var took, withdrew []bool
+			for _, s := range tc.steps {
+				if s == 't' {
+					took = append(took, c.take())
+				} else {
+					withdrew = append(withdrew, c.withdraw())
+				}
+			}
+			if !slices.Equal(took, tc.took) || !slices.Equal(withdrew, tc.withdrew) {
+				t.Fatalf("take %v, withdraw %v; want %v, %v", took, withdrew, tc.took, tc.withdrew)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/decide"
@@ -18,17 +19,43 @@ type call struct {
 	cmd  decide.Command
 	done chan answer // buffered: the partition never blocks on an answer
 	// ctx is its caller's (nil: no caller waits, as for a denied
-	// write's audit record): a call whose ctx ended before it is decided
-	// is answered partition_unavailable and writes nothing (decideAll),
-	// so a write its caller was answered outcome_unknown for can commit
-	// only if its round was already deciding or in flight, never later.
-	ctx context.Context
+	// write's audit record). claim settles, once, whether the call is
+	// decided: the partition takes it (take) unless its ctx ended, and a
+	// caller whose ctx ends while it is still queued withdraws it
+	// (withdraw). A withdrawn call is never decided, so nothing of it is
+	// written and its caller answers partition_unavailable; only a call
+	// taken may commit after its caller went (outcome_unknown), and only
+	// in the round that took it.
+	ctx   context.Context
+	claim atomic.Uint32
 	// wait is set on a call that may wait (DoWait, waits.go).
 	wait *waiter
 }
 
-// gaveUp reports whether c's caller no longer waits for its answer.
-func (c *call) gaveUp() bool { return c.ctx != nil && c.ctx.Err() != nil }
+// A call's claim: queued until the partition takes it or its caller
+// withdraws it.
+const (
+	claimQueued uint32 = iota
+	claimTaken
+	claimWithdrawn
+)
+
+// take reports whether the partition may decide c now: not when its
+// caller withdrew it or its ctx ended (then it is withdrawn). A call
+// taken before (left for the next batch, a waiter woken) stays taken.
+func (c *call) take() bool {
+	if c.ctx != nil && c.ctx.Err() != nil {
+		c.claim.CompareAndSwap(claimQueued, claimWithdrawn)
+		return false
+	}
+	return c.claim.CompareAndSwap(claimQueued, claimTaken) || c.claim.Load() == claimTaken
+}
+
+// withdraw reports whether c is withdrawn, withdrawing it unless the
+// partition took it: then it will never be decided.
+func (c *call) withdraw() bool {
+	return c.claim.CompareAndSwap(claimQueued, claimWithdrawn) || c.claim.Load() == claimWithdrawn
+}
 
 // command is c's command.
 func (c *call) command() decide.Command { return c.cmd }

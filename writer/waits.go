@@ -117,7 +117,7 @@ func (w *Writer) DoWait(ctx context.Context, cmd decide.Command, wait time.Durat
 			// a refusal is answered, not parked again).
 			expired = nil
 		case <-ctx.Done():
-			if _, ok := p.abandon(c); ok {
+			if _, ok := p.abandon(c); ok || c.withdraw() {
 				return Result{}, errUnavailable(id, "not answering in time")
 			}
 			return Result{}, errOutcomeUnknown(id, r, "did not answer in time")

@@ -690,6 +690,10 @@ func (w *Writer) Do(ctx context.Context, cmd decide.Command) (Result, error) {
 	case a := <-c.done:
 		return a.res, a.err
 	case <-ctx.Done():
+		if c.withdraw() {
+			// Still queued: it will never be decided.
+			return Result{}, errUnavailable(id, "not answering in time (the write was not applied)")
+		}
 		return Result{}, errOutcomeUnknown(id, r, "did not answer in time")
 	}
 }
