@@ -577,6 +577,7 @@ func noEffect(msg string) bool {
 		"is not owned by this writer; retry",                   // Do: not owned here
 		"is unable to read the projection; retry",              // process: failed before producing
 		"is unable to confirm ownership; retry",                // process: decided without appending, not confirmed
+		"is not answering in time",                             // Do, DoWait: its deadline passed before it was queued, or it was withdrawn from the queue
 		"the key's partition is moving between writers; retry", // forward: not forwarded twice
 	} {
 		if strings.Contains(msg, m) {

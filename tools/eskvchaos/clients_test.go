@@ -33,6 +33,8 @@ func TestClassifyWrite(t *testing.T) {
 		{"NotOwnedIsNoEffect", unavailable("partition 3 is not owned by this writer; retry"), out(linz.Failed, 0, "")},
 		{"QueueDrainedIsNoEffect", unavailable("partition 3 is moving between writers; retry"), out(linz.Failed, 0, "")},
 		{"OverloadedIsNoEffect", unavailable("partition 3 is overloaded; retry"), out(linz.Failed, 0, "")},
+		{"WithdrawnIsNoEffect", unavailable("partition 3 is not answering in time (the write was not applied); retry"), out(linz.Failed, 0, "")},
+		{"LateBeforeQueuedIsNoEffect", unavailable("partition 3 is not answering in time; retry"), out(linz.Failed, 0, "")},
 		{"NotForwardedTwiceIsNoEffect", unavailable("the key's partition is moving between writers; retry"), out(linz.Failed, 0, "")},
 		{"CommitFailedIsUnknown", unavailable("partition 3 is unable to commit the write (its outcome is unknown: retry with the same requestId); retry"), out(linz.Unknown, 0, "")},
 		{"SlowIsUnknown", unavailable("partition 3 is slow to answer (the write may still commit: retry with the same requestId); retry"), out(linz.Unknown, 0, "")},
