@@ -84,9 +84,9 @@ func TestCallClaim(t *testing.T) {
 	ended, cancel := context.WithCancel(t.Context())
 	cancel()
 	for _, tc := range []struct {
-		name          string
-		ctx           context.Context
-		steps         string // t: take, w: withdraw, in order
+		name           string
+		ctx            context.Context
+		steps          string // t: take, w: withdraw, in order
 		took, withdrew []bool
 	}{
 		{"OKTakenThenNotWithdrawn", t.Context(), "tw", []bool{true}, []bool{false}},
