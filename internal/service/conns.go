@@ -104,17 +104,10 @@ func (l *limitedListener) refuse(c net.Conn, err error) {
 // Lingering close bounds (linger): how long, and how much of what the
 // client still sends, a closing connection reads and drops before it
 // closes; and how many refused connections linger at once, beyond which
-// they are closed at once. lingerBytes is more than the largest body the
-// API takes (a transaction's 4 MiB) and a client's socket buffer (Linux
-// lets one grow to 4 MiB): a client that sends such a body whole before
-// it reads, or whose process stalls while its kernel sends, still finds
-// the answer (make chaos's hostile client sent 6 MB transactions and got
-// "broken pipe" when its nice-19 process stalled half a second with 1
-// MiB). Reading and dropping 8 MiB takes a few milliseconds, in 32 KiB
-// at a time.
+// they are closed at once.
 const (
 	lingerTime          = 5 * time.Second
-	lingerBytes         = 8 << 20
+	lingerBytes         = 1 << 20
 	maxRefusedLingering = 256
 )
 
