@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eskv/eskv/api"
 	"github.com/eskv/eskv/contract"
@@ -276,5 +277,58 @@ func TestTxnForwardsWholeBody(t *testing.T) {
 	body = strings.ReplaceAll(body, txnKey, txnKey+"w/")
 	if rec.Code != 200 || got != body || by == "" || len(w.reqs) != 0 {
 		t.Fatalf("status %d; the owner got %q (forwarded by %q); local requests %d", rec.Code, got, by, len(w.reqs))
+	}
+}
+
+// spaceBody is an endless body of spaces that counts the bytes read of it.
+type spaceBody struct{ n int64 }
+
+func (r *spaceBody) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	r.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestTxnOversizeRefusedBeforeItsBodyIsSent: a transaction whose
+// declared length is over the limit, sent with Expect: 100-continue, is
+// answered 413 without the server asking for its body (no 100 Continue):
+// a client sending a large body that way is refused before sending it,
+// and does not meet the reset that closing over an unread body can
+// bring (docs/api.md, 413).
+func TestTxnOversizeRefusedBeforeItsBodyIsSent(t *testing.T) {
+	w := &fakeWriter{}
+	srv := httptest.NewServer(txnServer(t, w))
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	defer hc.CloseIdleConnections()
+	body := &spaceBody{}
+	req, err := http.NewRequest("POST", srv.URL+"/v1/txn", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = 6 << 20
+	req.Header.Set("Expect", "100-continue")
+	req.Header.Set("Authorization", "Bearer "+txnWriter)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e contract.ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 413 || e.Error.Code != contract.ETooLarge {
+		t.Fatalf("answer %d %+v, want 413 %s", resp.StatusCode, e.Error, contract.ETooLarge)
+	}
+	if body.n != 0 || time.Since(start) > 30*time.Second {
+		t.Fatalf("%d bytes of the body sent (after %s): the server asked for a body it refuses", body.n, time.Since(start))
+	}
+	if len(w.reqs) != 0 {
+		t.Fatalf("the writer was asked %+v", w.reqs)
 	}
 }
