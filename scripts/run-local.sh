@@ -212,8 +212,11 @@ for c in devbroker writer; do
 done
 log "building ${pkgs[*]}"
 # Stamped as make build stamps them: /metrics' eskv_build_info and
-# GET /version name this checkout's commit.
-go build -ldflags "$(bash scripts/version.sh | sed -n 3p)" -o "$state/bin/" "${pkgs[@]}"
+# GET /version name this checkout's commit. -trimpath, as the release
+# builds: no path of this checkout in the binaries, so that another
+# clone's make run reuses what this one compiled (Go's build cache keys
+# a package built without it by its directory).
+go build -trimpath -ldflags "$(bash scripts/version.sh | sed -n 3p)" -o "$state/bin/" "${pkgs[@]}"
 stop_requested
 
 if [[ -n ${ESKV_DEV_TOKEN:-} ]]; then

@@ -24,9 +24,13 @@ func BaseEnv(pass ...string) []string {
 	return env
 }
 
-// Build runs `go build -o out/ pkgs...` in the module directory dir.
+// Build runs `go build -trimpath -o out/ pkgs...` in the module
+// directory dir. -trimpath, as make run and the release build: Go's
+// build cache keys a package built without it by its directory, so
+// that each checkout (a CI clone, make test-scripts' clones) compiled
+// every package of the module again.
 func Build(ctx context.Context, dir, out string, pkgs ...string) error {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", out + "/"}, pkgs...)...)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-o", out + "/"}, pkgs...)...)
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, b)
