@@ -280,17 +280,6 @@ func TestTxnForwardsWholeBody(t *testing.T) {
 	}
 }
 
-// spaceBody is an endless body of spaces that counts the bytes read of it.
-type spaceBody struct{ n int64 }
-
-func (r *spaceBody) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = ' '
-	}
-	r.n += int64(len(p))
-	return len(p), nil
-}
-
 // TestTxnOversizeRefusedBeforeItsBodyIsSent: a transaction whose
 // declared length is over the limit, sent with Expect: 100-continue, is
 // answered 413 without the server asking for its body (no 100 Continue):
@@ -303,7 +292,7 @@ func TestTxnOversizeRefusedBeforeItsBodyIsSent(t *testing.T) {
 	defer srv.Close()
 	hc := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
 	defer hc.CloseIdleConnections()
-	body := &spaceBody{}
+	body := &countingReader{r: xs{}} // ui_test.go
 	req, err := http.NewRequest("POST", srv.URL+"/v1/txn", body)
 	if err != nil {
 		t.Fatal(err)

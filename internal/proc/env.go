@@ -26,9 +26,9 @@ func BaseEnv(pass ...string) []string {
 
 // Build runs `go build -trimpath -o out/ pkgs...` in the module
 // directory dir. -trimpath, as make run and the release build: Go's
-// build cache keys a package built without it by its directory, so
-// that each checkout (a CI clone, make test-scripts' clones) compiled
-// every package of the module again.
+// build cache keys a package built without it by its directory, and
+// each checkout (a CI clone, make test-scripts' clones) compiled every
+// package of the module again.
 func Build(ctx context.Context, dir, out string, pkgs ...string) error {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-o", out + "/"}, pkgs...)...)
 	cmd.Dir = dir
