@@ -244,6 +244,17 @@ func (c *Client) once(ctx context.Context, cl call, out any) (http.Header, error
 	return resp.Header, answerError(resp, b, cl.key)
 }
 
+// expectContinueBytes is the body size above which a request asks the
+// server first (Expect: 100-continue, as curl does above 1 MiB): a body
+// over the server's limit is then refused (413 value_too_large) before
+// it is sent, instead of being sent in full to a server that has already
+// answered and closed the connection, which can reach the client as a
+// reset in place of the answer. The transport sends the body anyway when
+// the server says nothing for its ExpectContinueTimeout (1 s in the
+// Clients' own transport, as in http.DefaultTransport; a transport whose
+// timeout is zero sends it at once).
+const expectContinueBytes = 1 << 20
+
 // send sends one request with the client's headers (a body is JSON);
 // no answer at all is a *NetworkError.
 func (c *Client) send(ctx context.Context, method, u string, body io.Reader, accept string) (*http.Response, error) {
@@ -256,6 +267,9 @@ func (c *Client) send(ctx context.Context, method, u string, body io.Reader, acc
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if req.ContentLength > expectContinueBytes {
+		req.Header.Set("Expect", "100-continue")
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", c.userAgent)

@@ -1,8 +1,12 @@
 package client_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -124,5 +128,48 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	wg.Wait()
 	if n := dialled.Load(); n > 2*goroutines {
 		t.Fatalf("%d connections for %d calls of %d goroutines; want at most two a goroutine", n, goroutines*calls, goroutines)
+	}
+}
+
+// TestLargeBodyRefusedBeforeItIsSent: a write whose body is over 1 MiB
+// asks first (Expect: 100-continue), so a server that refuses it from
+// its headers (as the writer does a body declaring more than its limit)
+// answers before any of the body is sent. The server here answers 413 at
+// the headers and then reads whatever else arrives, to count it: without
+// the header, the client sends the body straight after them.
+func TestLargeBodyRefusedBeforeItIsSent(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sent := make(chan int64, 1)
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			sent <- -1
+			return
+		}
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		if _, err := http.ReadRequest(br); err != nil {
+			sent <- -1
+			return
+		}
+		body := `{"error":{"code":"value_too_large","message":"too big","field":"value"}}`
+		fmt.Fprintf(conn, "HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, _ := io.Copy(io.Discard, br)
+		sent <- n
+	}()
+	v := bytes.Repeat([]byte("x"), 6<<20)
+	v[0], v[len(v)-1] = '"', '"'
+	_, err = client.New("http://"+l.Addr().String(), testToken, client.WithRetries(1, time.Millisecond, time.Millisecond)).
+		Put(t.Context(), client.PutRequest{Key: scope + "big", Value: v})
+	if code := contract.ErrorCode(err); code != contract.ETooLarge {
+		t.Fatalf("want value_too_large, got %s (%v)", code, err)
+	}
+	if n := <-sent; n != 0 {
+		t.Fatalf("%d bytes of the body reached the server after its headers, want 0", n)
 	}
 }
