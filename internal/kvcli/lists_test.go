@@ -69,7 +69,7 @@ func TestListsCLI(t *testing.T) {
 // newest 100, newest first, and ltrim 0 999 keeps the newest 1,000.
 func TestSeedUseCase7(t *testing.T) {
 	t.Parallel()
-	_, env := seedShell(t, "tenant/acme/project/activity")
+	_, url, env := seedShell(t, "tenant/acme/project/activity")
 	run := func(script string) string {
 		cmd := exec.Command("bash", "-e", "-c", script)
 		cmd.Env = env
@@ -82,7 +82,7 @@ func TestSeedUseCase7(t *testing.T) {
 	// 1,004 older events, pushed through the Go client (the test's
 	// setup: 1,004 runs of kvstore took two minutes of CI under the
 	// race detector), then the seed's three lines as written.
-	c := client.New(envValue(env, "KVCTL_URL"), stack.DevToken)
+	c := client.New(url, stack.DevToken)
 	for i := 1; i <= 1004; i++ {
 		v, _ := json.Marshal(fmt.Sprintf("event %d", i))
 		if _, err := c.LPush(t.Context(), client.PushRequest{Key: "tenant/acme/project/activity/activity-log", Value: v}); err != nil {
@@ -110,14 +110,4 @@ kvstore ltrim activity-log 0 999
 	if got := run(`kvstore llen activity-log; kvstore lrange activity-log -1 -1`); got != "{\"list\":\"tenant/acme/project/activity/activity-log\",\"length\":1000}\n{\"list\":\"tenant/acme/project/activity/activity-log\",\"values\":[\"event 6\"]}\n" {
 		t.Fatalf("after ltrim: %s", got)
 	}
-}
-
-// envValue is the value of name in env (NAME=value entries), or "".
-func envValue(env []string, name string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v
-		}
-	}
-	return ""
 }

@@ -118,7 +118,7 @@ func testSeedCommands(t *testing.T, k *kvctlBin, c *client.Client, runCases func
 // --min 0 (an eskv counter may go below zero).
 func TestSeedUseCases(t *testing.T) {
 	t.Parallel()
-	_, env := seedShell(t, "tenant/acme/project/seed")
+	_, _, env := seedShell(t, "tenant/acme/project/seed")
 	cmd := exec.Command("bash", "-eu", filepath.Join("testdata", "seed-use-cases.sh"))
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
@@ -181,12 +181,12 @@ func TestDecMinConcurrent(t *testing.T) {
 }
 
 // seedShell is a shell environment for the seed's scripts as written: a
-// stack, kvctl on PATH as kvstore (in the directory bin), its URL and
-// token, the namespace table in KVSTORE_TABLE, and none of the caller's
-// other KVCTL_ or KVSTORE_ settings.
-func seedShell(t *testing.T, table string) (bin string, env []string) {
+// stack (at url), kvctl on PATH as kvstore (in the directory bin), its URL
+// and token, the namespace table in KVSTORE_TABLE, and none of the
+// caller's other KVCTL_ or KVSTORE_ settings.
+func seedShell(t *testing.T, table string) (bin, url string, env []string) {
 	t.Helper()
-	url := stack.MustStart(t)
+	url = stack.MustStart(t)
 	bin = t.TempDir()
 	if err := os.Symlink(mustBuild(t), filepath.Join(bin, "kvstore")); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func seedShell(t *testing.T, table string) (bin string, env []string) {
 			env = append(env, kv)
 		}
 	}
-	return bin, append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+	return bin, url, append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"KVCTL_URL="+url, "KVCTL_TOKEN="+stack.DevToken, "KVSTORE_TABLE="+table)
 }
 
@@ -248,7 +248,7 @@ kvstore queue size work-queue
 // empty.
 func TestSeedUseCase3(t *testing.T) {
 	t.Parallel()
-	_, env := seedShell(t, "tenant/acme/project/work")
+	_, _, env := seedShell(t, "tenant/acme/project/work")
 	done := t.TempDir()
 	var tasks []string
 	for i := range 30 {

@@ -80,7 +80,7 @@ func TestSetsCLI(t *testing.T) {
 // it.
 func TestSeedUseCase6(t *testing.T) {
 	t.Parallel()
-	bin, env := seedShell(t, "tenant/acme/project/dedup")
+	bin, _, env := seedShell(t, "tenant/acme/project/dedup")
 	processed := filepath.Join(t.TempDir(), "processed")
 	if err := os.WriteFile(filepath.Join(bin, "process-message.sh"), []byte("#!/bin/sh\necho \"$1\" >> "+processed+"\n"), 0o755); err != nil {
 		t.Fatal(err)
