@@ -5,8 +5,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/projection"
@@ -94,4 +98,67 @@ func TestPageAt(t *testing.T) {
 			t.Fatalf("after b at 2: %+v %v, want c", entries, err)
 		}
 	})
+}
+
+// TestSnapshotsLeaveConnections: however many snapshots (the writer's
+// page reads) are in progress, at most half the pool's connections are
+// theirs: a read of one key (as the write path's batch reads and GETs
+// are) still finds a connection at once. Before the bound, 4 listings of
+// one tenant held every connection of a 4-connection pool (pgxpool's
+// default on 2 CPUs) and the key's read waited for them.
+func TestSnapshotsLeaveConnections(t *testing.T) {
+	t.Parallel()
+	pg := testenv.MustPostgresDB(t)
+	cfg, err := pgxpool.ParseConfig(pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := projection.New(pool)
+	const topic, key = "kv.changes", "tenant/t/project/p/k"
+	mustApply(t, s, topic, batchOf(0, put(t, key, 1, `"v"`)))
+
+	// 8 snapshots at once, each holding on until release closes.
+	release := make(chan struct{})
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := s.Snapshot(ctx, topic, 0, func(v *projection.Store) error {
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+				inside.Add(-1)
+				_, err := v.State(ctx, key)
+				return err
+			})
+			if err != nil {
+				t.Errorf("snapshot: %v", err)
+			}
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inside.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // any further snapshot would be in by now
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	st, err := s.State(ctx, key)
+	cancel()
+	close(release)
+	wg.Wait()
+	if err != nil || st.Version != 1 {
+		t.Errorf("a key's read while 8 snapshots wanted the pool: version %d, %v; want 1 at once", st.Version, err)
+	}
+	if got := most.Load(); got != 2 {
+		t.Errorf("at most %d snapshots at once on a pool of 4 connections, want 2 (half)", got)
+	}
 }

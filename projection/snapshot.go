@@ -48,7 +48,25 @@ const positionSQL = `SELECT coalesce((SELECT next_offset FROM projector_offsets 
 // which is what takes a REPEATABLE READ snapshot: read's statements see
 // the same one. Read-only, it never conflicts with the projector; it
 // holds back vacuum only as long as read runs.
+//
+// A snapshot holds one of the pool's connections while read runs, and
+// the writer reads every page (listings, scans, histories, collections)
+// in one: so at most half the pool's connections (snapshotConns) are
+// held by snapshots at once, the others wait for one to end (or ctx).
+// The rest are for what must not wait behind pages: the write path's
+// batch reads, reads of single keys, the projector's offsets. (With
+// pgxpool's default of 4 connections on a 2-CPU machine, one tenant's
+// four listing slots could otherwise hold every connection of the
+// writer: every partition's writes then waited behind its pages.)
 func (s *Store) Snapshot(ctx context.Context, topic string, partition int32, read func(*Store) error) (contract.Cursor, error) {
+	if s.snapshots != nil {
+		select {
+		case s.snapshots <- struct{}{}:
+			defer func() { <-s.snapshots }()
+		case <-ctx.Done():
+			return contract.Cursor{}, translate("snapshot", ctx.Err())
+		}
+	}
 	at := contract.Cursor{Partition: partition}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, positionSQL, topic, partition).Scan(&at.Offset); err != nil {
@@ -66,6 +84,10 @@ func (s *Store) Snapshot(ctx context.Context, topic string, partition int32, rea
 	}
 	return at, nil
 }
+
+// snapshotConns is how many Snapshots a pool of maxConns connections
+// serves at once: half of them, at least one.
+func snapshotConns(maxConns int32) int { return max(1, int(maxConns)/2) }
 
 // stateAtSQL reads a key's kv_entries row (a row of zeros when there is
 // none) and the position of its partition, in one statement, so one

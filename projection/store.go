@@ -44,13 +44,17 @@ type Store struct {
 	// indexes is what Apply remembers of the declared field indexes
 	// (fieldindexes.go).
 	indexes fieldIndexCache
+	// snapshots bounds the Snapshots in progress to half the pool's
+	// connections (nil in a Snapshot's own view: snapshot.go).
+	snapshots chan struct{}
 }
 
 // New returns a Store on pool. The schema must be migrated (Migrate). Its
 // Apply writes kv_history rows as HistoryText until SetHistoryFormat
 // says otherwise.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, arrays: describes(pool), history: HistoryText}
+	return &Store{pool: pool, arrays: describes(pool), history: HistoryText,
+		snapshots: make(chan struct{}, snapshotConns(pool.Config().MaxConns))}
 }
 
 // HistoryFormat is the format in which Apply writes a kv_history row's
