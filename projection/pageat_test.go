@@ -108,18 +108,7 @@ func TestPageAt(t *testing.T) {
 // default on 2 CPUs) and the key's read waited for them.
 func TestSnapshotsLeaveConnections(t *testing.T) {
 	t.Parallel()
-	pg := testenv.MustPostgresDB(t)
-	cfg, err := pgxpool.ParseConfig(pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := projection.New(pool)
+	s := projection.New(poolOf(t, 4))
 	const topic, key = "kv.changes", "tenant/t/project/p/k"
 	mustApply(t, s, topic, batchOf(0, put(t, key, 1, `"v"`)))
 
@@ -161,4 +150,21 @@ func TestSnapshotsLeaveConnections(t *testing.T) {
 	if got := most.Load(); got != 2 {
 		t.Errorf("at most %d snapshots at once on a pool of 4 connections, want 2 (half)", got)
 	}
+}
+
+// poolOf is a pool of at most conns connections to a fresh database,
+// closed when the test ends.
+func poolOf(tb testing.TB, conns int32) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(testenv.MustPostgresDB(tb).URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
 }

@@ -785,17 +785,7 @@ func planLine(plan, s string) string {
 // connection's later queries.
 func TestScanSettingsStayInTheScan(t *testing.T) {
 	t.Parallel()
-	pg := testenv.MustPostgresDB(t)
-	cfg, err := pgxpool.ParseConfig(pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := poolOf(t, 1)
 	var before string
 	if err := pool.QueryRow(context.Background(), `SELECT current_setting('max_parallel_workers_per_gather')`).Scan(&before); err != nil {
 		t.Fatal(err)
