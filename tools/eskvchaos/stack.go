@@ -75,7 +75,7 @@ func startStack(ctx context.Context, c config, progress io.Writer) (_ *stack, er
 		cmds = append(cmds, "auditor")
 	}
 	ls, err := localstack.New(ctx, localstack.Config{Tool: "eskvchaos", AdminURL: c.adminPostgresURL,
-		Cmds: cmds, Progress: progress, BrokerLogLevel: "warn"})
+		Cmds: cmds, Progress: progress, BrokerLogLevel: "warn", PprofBase: os.Getenv("ESKV_PPROF_ADDR")})
 	if err != nil {
 		return nil, err
 	}
