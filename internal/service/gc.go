@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// DefaultGOGC is the GC target of the writer, the projector and the
-// auditor when GOGC is not set: their live heaps are small (tens of MiB)
+// DefaultGOGC is the GC target of the writer, the projector, the
+// auditor and the dev broker when GOGC is not set: their live heaps are
+// small (tens of MiB, the dev broker's a few)
 // and almost every allocation dies with its request or its batch, so at
 // Go's 100 the collector ran several times a second under load and took
 // a tenth of each one's CPU (docs/performance.md, "Where the CPU goes"
