@@ -13,10 +13,10 @@ import (
 
 // DefaultGOGC is the GC target of the writer, the projector, the
 // auditor and the dev broker when GOGC is not set: their live heaps are
-// small (tens of MiB, the dev broker's a few)
-// and almost every allocation dies with its request or its batch, so at
-// Go's 100 the collector ran several times a second under load and took
-// a tenth of each one's CPU (docs/performance.md, "Where the CPU goes"
+// small (tens of MiB, the dev broker's a few) and almost every
+// allocation dies with its request or its batch, so at Go's 100 the
+// collector ran several times a second under load and took a tenth of
+// each one's CPU (docs/performance.md, "Where the CPU goes"
 // and "Projector and auditor"). The price is a larger heap: up to five
 // times the live data. GOGC in the environment still decides.
 const DefaultGOGC = 400
