@@ -141,31 +141,38 @@ func (l *limitedListener) linger(c net.Conn, addr string) error {
 	}
 	_ = cw.CloseWrite() // (net/http may have closed it already)
 	_ = c.SetReadDeadline(time.Now().Add(lingerTime))
-	buf := lingerBufs.Get().(*[]byte)
-	defer lingerBufs.Put(buf)
 	// The first read, often a wait for the client's close, holds little
-	// of the share.
-	want := 1 << 10
-	for read := 0; read < lingerBytes; want = len(*buf) {
-		want = min(want, lingerBytes-read)
+	// of the share and of memory: a pooled buffer is taken only once the
+	// client is seen still sending.
+	var first [1 << 10]byte
+	buf := first[:]
+	for read := 0; read < lingerBytes; {
+		want := min(len(buf), lingerBytes-read)
 		g := l.lingering.grant(addr, want)
 		if g < want { // the share is spent: no reads of a few bytes
 			l.lingering.refund(addr, g)
 			break
 		}
-		n, err := c.Read((*buf)[:g])
+		n, err := c.Read(buf[:g])
 		l.lingering.refund(addr, g-n)
 		read += n
 		if err != nil {
 			break
 		}
+		if n > 0 && len(buf) == len(first) {
+			pooled := lingerBufs.Get().(*[]byte)
+			defer lingerBufs.Put(pooled)
+			buf = *pooled
+		}
 	}
 	return c.Close()
 }
 
-// lingerBufs are linger's read buffers: 64 KiB, a read system call per
-// 64 KiB instead of io.Discard's 8.
-var lingerBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+// lingerBufs are linger's read buffers: 16 KiB, half the read system
+// calls of io.Discard's 8 KiB, held by a lingering connection only while
+// its client sends (at most ESKV_HTTP_MAX_CONNECTIONS of them and the
+// refused ones lingering: 36 MiB at the defaults).
+var lingerBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // lingerBudgets is each remote address's share of lingering reads: a
 // bucket of bytes per address, filled at lingerRate a second up to
