@@ -46,6 +46,7 @@ func (s *Server) history(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
+	ctx = c.Request().Context() // names the reader (takeList)
 	var versions []contract.HistoryVersion
 	var next int64
 	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eskv/eskv/contract"
 	"github.com/eskv/eskv/internal/admission"
+	"github.com/eskv/eskv/projection"
 )
 
 // The writer's shared slots and each principal's share of them
@@ -102,11 +103,17 @@ func remoteIP(r *http.Request) string {
 // takeList takes one of the listings' slots for c's principal (a page of
 // the projection is in memory until its answer is written) and returns
 // its release, or 429 when the principal's share or every slot is taken.
+// From then on c's request context names the principal as the reader of
+// its snapshots of the projection, whose connections are shared fairly
+// among readers (projection.WithReader): a handler that took the
+// context before reads it again.
 func (s *Server) takeList(c echo.Context) (func(), error) {
 	h := holderOf(c)
 	if err := s.limits.lists.Take(h, 1); err != nil {
 		return nil, refusal(err, "reads of pages (listings, scans, histories, collections) in progress")
 	}
+	r := c.Request()
+	c.SetRequest(r.WithContext(projection.WithReader(r.Context(), h.Name)))
 	return func() { s.limits.lists.Release(h, 1) }, nil
 }
 

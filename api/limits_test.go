@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -151,6 +152,41 @@ func TestListSharePerPrincipal(t *testing.T) {
 	}
 	if counted != float64(refused+2) { // and b's scan and history
 		t.Errorf("eskv_http_limited_total{limit=max_lists_per_principal} = %v, want %d", counted, refused+2)
+	}
+}
+
+// readerLister records the reader each snapshot of the projection is
+// taken for (projection.WithReader), then fails the read.
+type readerLister struct {
+	fakeLister
+	readers chan<- string
+}
+
+func (l readerLister) Snapshot(ctx context.Context, _ string, _ int32, _ func(*projection.Store) error) (contract.Cursor, error) {
+	l.readers <- projection.ReaderOf(ctx)
+	return contract.Cursor{}, errors.New("no projection here")
+}
+
+// TestPageReadsNameTheirReader: a page read's snapshot of the projection
+// is taken for the principal that asked (its connections are shared
+// fairly among principals: projection.TestSnapshotsShareSlotsFairly), for
+// a listing, a scan, a history, :smembers, :lrange and :qpeek.
+func TestPageReadsNameTheirReader(t *testing.T) {
+	readers := make(chan string, 1)
+	w := &fakeWriter{states: map[string]keystate.State{"tenant/b/project/p/k": {Version: 1}}}
+	h, _ := twoTenants(t, api.Config{}, w, readerLister{readers: readers})
+	for _, path := range []string{"/v1/kv?prefix=tenant/b/project/p/", "/v1/kv?prefix=tenant/b/project/p/&field=f&op=eq&value=1",
+		"/v1/kv/tenant/b/project/p/k:history", "/v1/kv/tenant/b/project/p/k:smembers", "/v1/kv/tenant/b/project/p/k:lrange?start=0&stop=9",
+		"/v1/kv/tenant/b/project/p/k:qpeek"} {
+		rec := serveAs(h, tokenB, "GET", path, "")
+		select {
+		case r := <-readers:
+			if r != "b" {
+				t.Errorf("%s: snapshot taken for reader %q, want b", path, r)
+			}
+		default:
+			t.Errorf("%s: no snapshot of the projection taken (%d %s)", path, rec.Code, rec.Body.String())
+		}
 	}
 }
 

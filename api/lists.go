@@ -145,6 +145,7 @@ func (s *Server) lrange(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
+	ctx = c.Request().Context() // names the reader (takeList)
 	var values []json.RawMessage
 	var truncated bool
 	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {

@@ -149,6 +149,7 @@ func (s *Server) qpeek(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
+	ctx = c.Request().Context() // names the reader (takeList)
 	var items []contract.Element
 	var truncated bool
 	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {

@@ -97,6 +97,7 @@ func (s *Server) members(c echo.Context, _ contract.Op, k contract.Key) error {
 		return err
 	}
 	defer release()
+	ctx = c.Request().Context() // names the reader (takeList)
 	var members []string
 	var next string
 	at, err := s.readProjected(ctx, where, func(l Lister) (err error) {

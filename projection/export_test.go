@@ -176,3 +176,10 @@ func ExplainPageAsOf(tb testing.TB, pool *pgxpool.Pool, prefix string, offset in
 // SetStreams sets how many fields one pass of Restore's derivation of
 // kv_fields sorts its rows out to.
 func (d *DeferredIndexes) SetStreams(n int) { d.streams = n }
+
+// SnapshotsWaiting is how many Snapshots of s wait for a slot.
+func SnapshotsWaiting(s *Store) int {
+	s.snapshots.mu.Lock()
+	defer s.snapshots.mu.Unlock()
+	return len(s.snapshots.waiting)
+}

@@ -152,6 +152,78 @@ func TestSnapshotsLeaveConnections(t *testing.T) {
 	}
 }
 
+// TestSnapshotsShareSlotsFairly: a snapshot slot that frees while
+// several readers wait goes to the reader holding the fewest, not to the
+// earliest waiter: reader a holds both slots of a 4-connection pool and
+// queues two more snapshots; b's, queued after them, is the next in when
+// one of a's ends. First come, first served, b waited behind every
+// snapshot a had queued.
+func TestSnapshotsShareSlotsFairly(t *testing.T) {
+	t.Parallel()
+	s := projection.New(poolOf(t, 4))
+	const topic = "kv.changes"
+	var mu sync.Mutex
+	var order []string
+	holds := map[string]chan struct{}{}
+	for _, name := range []string{"a1", "a2", "a3", "a4", "b1"} {
+		holds[name] = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	start := func(reader, name string) {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(projection.WithReader(context.Background(), reader), 30*time.Second)
+			defer cancel()
+			if _, err := s.Snapshot(ctx, topic, 0, func(*projection.Store) error {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				<-holds[name]
+				return nil
+			}); err != nil {
+				t.Errorf("snapshot %s: %v", name, err)
+			}
+		})
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	entered := func(n int) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return len(order) >= n }
+	}
+	defer func() {
+		for _, h := range holds {
+			select {
+			case <-h:
+			default:
+				close(h)
+			}
+		}
+		wg.Wait()
+	}()
+	start("a", "a1")
+	start("a", "a2")
+	waitFor("a's two snapshots in", entered(2))
+	start("a", "a3")
+	waitFor("a3 waiting", func() bool { return projection.SnapshotsWaiting(s) == 1 })
+	start("a", "a4")
+	waitFor("a4 waiting", func() bool { return projection.SnapshotsWaiting(s) == 2 })
+	start("b", "b1")
+	waitFor("b1 waiting", func() bool { return projection.SnapshotsWaiting(s) == 3 })
+	close(holds[order[0]])
+	waitFor("the next snapshot in", entered(3))
+	mu.Lock()
+	next := order[2]
+	mu.Unlock()
+	if next != "b1" {
+		t.Fatalf("a slot freed while a's a3 and a4 and then b's b1 waited went to %s, want b1 (b held none, a two)", next)
+	}
+}
+
 // poolOf is a pool of at most conns connections to a fresh database,
 // closed when the test ends.
 func poolOf(tb testing.TB, conns int32) *pgxpool.Pool {

@@ -52,7 +52,8 @@ const positionSQL = `SELECT coalesce((SELECT next_offset FROM projector_offsets 
 // A snapshot holds one of the pool's connections while read runs, and
 // the writer reads every page (listings, scans, histories, collections)
 // in one: so at most half the pool's connections (snapshotConns) are
-// held by snapshots at once, the others wait for one to end (or ctx).
+// held by snapshots at once, the others wait for one to end (or ctx),
+// shared fairly among the readers ctx names (WithReader, snapshotGate).
 // The rest are for what must not wait behind pages: the write path's
 // batch reads, reads of single keys, the projector's offsets. (With
 // pgxpool's default of 4 connections on a 2-CPU machine, one tenant's
@@ -60,12 +61,11 @@ const positionSQL = `SELECT coalesce((SELECT next_offset FROM projector_offsets 
 // writer: every partition's writes then waited behind its pages.)
 func (s *Store) Snapshot(ctx context.Context, topic string, partition int32, read func(*Store) error) (contract.Cursor, error) {
 	if s.snapshots != nil {
-		select {
-		case s.snapshots <- struct{}{}:
-			defer func() { <-s.snapshots }()
-		case <-ctx.Done():
-			return contract.Cursor{}, translate("snapshot", ctx.Err())
+		reader := ReaderOf(ctx)
+		if err := s.snapshots.acquire(ctx, reader); err != nil {
+			return contract.Cursor{}, translate("snapshot", err)
 		}
+		defer s.snapshots.release(reader)
 	}
 	at := contract.Cursor{Partition: partition}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {

@@ -45,8 +45,9 @@ type Store struct {
 	// (fieldindexes.go).
 	indexes fieldIndexCache
 	// snapshots bounds the Snapshots in progress to half the pool's
-	// connections (nil in a Snapshot's own view: snapshot.go).
-	snapshots chan struct{}
+	// connections, shared fairly among readers (nil in a Snapshot's own
+	// view: snapshot.go).
+	snapshots *snapshotGate
 }
 
 // New returns a Store on pool. The schema must be migrated (Migrate). Its
@@ -54,7 +55,7 @@ type Store struct {
 // says otherwise.
 func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool, arrays: describes(pool), history: HistoryText,
-		snapshots: make(chan struct{}, snapshotConns(pool.Config().MaxConns))}
+		snapshots: newSnapshotGate(snapshotConns(pool.Config().MaxConns))}
 }
 
 // HistoryFormat is the format in which Apply writes a kv_history row's
