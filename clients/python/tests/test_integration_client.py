@@ -337,6 +337,11 @@ class TestClient(unittest.TestCase):
         with self.assertRaises(eskv.Invalid) as cm:
             self.c.put(self.p + "k", 1, ttl=0)
         self.assertEqual(cm.exception.field, "ttlSeconds")
+        # A body far over the server's limit is refused from its head
+        # (413), and the client asked first: the answer, not a broken pipe.
+        with self.assertRaises(eskv.ValueTooLarge) as cm:
+            self.c.put(self.p + "big", "x" * (20 << 20))
+        self.assertEqual(cm.exception.field, "value")
 
 
 class TestAsyncClient(unittest.IsolatedAsyncioTestCase):
@@ -362,6 +367,8 @@ class TestAsyncClient(unittest.IsolatedAsyncioTestCase):
         big = "x" * 70000
         with self.assertRaises(eskv.ValueTooLarge):
             await self.c.put(self.p + "big", big)
+        with self.assertRaises(eskv.ValueTooLarge):  # refused from its head: asked first, not a reset
+            await self.c.put(self.p + "big", "x" * (20 << 20))
 
     async def test_concurrent_calls(self) -> None:
         await asyncio.gather(*(self.c.put(self.p + f"k{i}", i) for i in range(20)))

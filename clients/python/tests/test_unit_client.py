@@ -268,14 +268,37 @@ class TestAsyncClient(unittest.IsolatedAsyncioTestCase):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     """A local server: /chunked answers a chunked body, /close closes
-    without an answer, anything else echoes the request as JSON."""
+    without an answer, /refuse answers 413 without reading the body (as
+    eskv does to a body over its limit) and closes, /silent reads a body
+    without saying 100 Continue first, anything else echoes the request
+    as JSON (with its Expect header)."""
 
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a: Any) -> None:
         pass
 
+    def _refuse(self) -> None:
+        out = json.dumps({"error": {"code": "value_too_large", "message": "too large", "field": "value"}}).encode()
+        self.send_response(413)
+        self.send_header("Content-Length", str(len(out)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(out)
+        self.close_connection = True
+
+    def handle_expect_100(self) -> bool:
+        if self.path == "/refuse":
+            self._refuse()
+            return False
+        if self.path == "/silent":
+            return True
+        return super().handle_expect_100()
+
     def _any(self) -> None:
+        if self.path == "/refuse":
+            self._refuse()
+            return
         n = int(self.headers.get("Content-Length") or 0)
         data = self.rfile.read(n)
         if self.path == "/close":
@@ -292,7 +315,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             return
         out = json.dumps({"method": self.command, "path": self.path, "body": data.decode(),
-                          "auth": self.headers.get("Authorization"), "port": self.client_address[1]}).encode()
+                          "auth": self.headers.get("Authorization"), "port": self.client_address[1],
+                          "expect": self.headers.get("Expect")}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
@@ -364,6 +388,39 @@ class TestTransports(unittest.IsolatedAsyncioTestCase):
             await t.send(Request("POST", "/y", body=b"{}", retry=False), {}, 5)
         await t.close()
 
+    # A body above EXPECT_CONTINUE_BYTES (16 MiB here: more than any socket
+    # buffer holds, so a server that answers and closes without reading it
+    # resets a client that sends it whole).
+    LARGE = b'"' + b"x" * (16 << 20) + b'"'
+
+    def test_sync_asks_before_a_large_body(self) -> None:
+        t = HTTPTransport(self.url)
+        refused = t.send(Request("PUT", "/refuse", body=self.LARGE, retry=False), {}, 5)
+        self.assertEqual(refused.status, 413)  # its answer, not a reset
+        self.assertIn(b"value_too_large", refused.body)
+        for path in ("/continue", "/silent"):  # 100 Continue, or nothing said for a second: the body goes
+            a = json.loads(t.send(Request("PUT", path, body=self.LARGE), {"Authorization": "Bearer t"}, 5).body)
+            self.assertEqual((a["path"], len(a["body"]), a["expect"], a["auth"]),
+                             (path, len(self.LARGE), "100-continue", "Bearer t"))
+        small = json.loads(t.send(Request("PUT", "/x", body=b"{}"), {}, 5).body)
+        self.assertIsNone(small["expect"])  # small bodies go at once
+        self.assertEqual(small["port"], a["port"])  # on the kept-alive connection
+        t.close()
+
+    async def test_async_asks_before_a_large_body(self) -> None:
+        t = AsyncTransport(self.url)
+        refused = await t.send(Request("PUT", "/refuse", body=self.LARGE, retry=False), {}, 5)
+        self.assertEqual(refused.status, 413)
+        self.assertIn(b"value_too_large", refused.body)
+        for path in ("/continue", "/silent"):
+            a = json.loads((await t.send(Request("PUT", path, body=self.LARGE), {"Authorization": "Bearer t"}, 5)).body)
+            self.assertEqual((a["path"], len(a["body"]), a["expect"], a["auth"]),
+                             (path, len(self.LARGE), "100-continue", "Bearer t"))
+        small = json.loads((await t.send(Request("PUT", "/x", body=b"{}"), {}, 5)).body)
+        self.assertIsNone(small["expect"])
+        self.assertEqual(small["port"], a["port"])
+        await t.close()
+
     def test_refused_is_transport_error(self) -> None:
         c = eskv.Client("http://127.0.0.1:1", policy=eskv.RetryPolicy(attempts=2, min_wait=0.01))
         start = time.monotonic()
@@ -406,6 +463,11 @@ class TestTLS(unittest.IsolatedAsyncioTestCase):
         with eskv.Client(self.url, "t", sleep=sleeps.append) as c, self.assertRaises(eskv.UntrustedCertificate):
             c.version()
         self.assertEqual(sleeps, [])
+        t = HTTPTransport(self.url, ca_file=self.cert)  # a large body asks first over TLS too
+        self.assertEqual(t.send(Request("PUT", "/refuse", body=TestTransports.LARGE, retry=False), {}, 5).status, 413)
+        a = json.loads(t.send(Request("PUT", "/continue", body=TestTransports.LARGE), {}, 5).body)
+        self.assertEqual((len(a["body"]), a["expect"]), (len(TestTransports.LARGE), "100-continue"))
+        t.close()
 
     async def test_async(self) -> None:
         async with eskv.AsyncClient(self.url, "t", ca_file=self.cert) as c:
@@ -413,6 +475,12 @@ class TestTLS(unittest.IsolatedAsyncioTestCase):
         async with eskv.AsyncClient(self.url, "t") as c:
             with self.assertRaises(eskv.UntrustedCertificate):
                 await c.version()
+        t = AsyncTransport(self.url, ca_file=self.cert)
+        refused = await t.send(Request("PUT", "/refuse", body=TestTransports.LARGE, retry=False), {}, 5)
+        self.assertEqual(refused.status, 413)
+        a = json.loads((await t.send(Request("PUT", "/continue", body=TestTransports.LARGE), {}, 5)).body)
+        self.assertEqual((len(a["body"]), a["expect"]), (len(TestTransports.LARGE), "100-continue"))
+        await t.close()
 
 
 if __name__ == "__main__":

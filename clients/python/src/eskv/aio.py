@@ -16,7 +16,7 @@ from ._core import (Answer, Call, Request, Response, RetryPolicy, Retrier, SSEPa
 from ._http11 import (MAX_LINE, ProtocolError, body_framing, chunk_size, keeps_alive, parse_header, parse_status,
                       request_head)
 from ._methods import AsyncMethods
-from .client import WATCH_IDLE_TIMEOUT, BaseURL, _lost
+from .client import EXPECT_CONTINUE_BYTES, EXPECT_CONTINUE_TIMEOUT, WATCH_IDLE_TIMEOUT, BaseURL, _lost
 from .errors import (EscalationError, EskvError, Invalid, LeaseLost, NotFound, TransportError, UntrustedCertificate,
                      VersionConflict)
 
@@ -103,28 +103,52 @@ class AsyncTransport:
         r, w = await asyncio.open_connection(self.base.host, self.base.port, ssl=self._ssl, limit=MAX_LINE)
         return _Conn(r, w)
 
-    async def _head(self, conn: _Conn, req: Request, headers: Mapping[str, str]) -> tuple[int, dict[str, str]]:
-        """Write req, read the answer's status and headers."""
+    async def _head(self, conn: _Conn, req: Request, headers: Mapping[str, str]) -> tuple[int, dict[str, str], bool]:
+        """Write req, read the answer's status and headers; whether the body
+        went. A body above EXPECT_CONTINUE_BYTES is sent once the server
+        says 100 Continue, or says nothing for EXPECT_CONTINUE_TIMEOUT (as
+        the sync client does: a body the server refuses is answered before
+        it is sent, not met by a reset)."""
+        ask = req.body is not None and len(req.body) > EXPECT_CONTINUE_BYTES
+        if ask:
+            headers = {**headers, "Expect": "100-continue"}
         conn.writer.write(request_head(req.method, self.base.prefix + req.target(), self._host, headers,
                                        len(req.body) if req.body is not None else None))
-        if req.body is not None:
+        sent = req.body is None
+        if not ask and req.body is not None:
             conn.writer.write(req.body)
+            sent = True
         await conn.writer.drain()
         while True:
-            status = parse_status(await conn.reader.readuntil(b"\n"))
+            if not sent:
+                try:
+                    line = await asyncio.wait_for(conn.reader.readuntil(b"\n"), EXPECT_CONTINUE_TIMEOUT)
+                except asyncio.TimeoutError:  # nothing said: send it anyway
+                    conn.writer.write(req.body or b"")
+                    await conn.writer.drain()
+                    sent = True
+                    continue
+            else:
+                line = await conn.reader.readuntil(b"\n")
+            status = parse_status(line)
             hs: dict[str, str] = {}
             while (line := await conn.reader.readuntil(b"\n")).strip():
                 k, v = parse_header(line)
                 hs[k] = f"{hs[k]}, {v}" if k in hs else v
             if status != 100:
-                return status, hs
+                return status, hs, sent
+            if not sent:
+                conn.writer.write(req.body or b"")
+                await conn.writer.drain()
+                sent = True
 
     async def _exchange(self, conn: _Conn, req: Request, headers: Mapping[str, str]) -> tuple[Response, bool]:
-        """One request and its whole answer; whether conn may be reused."""
-        status, hs = await self._head(conn, req, headers)
+        """One request and its whole answer; whether conn may be reused (not
+        when the answer came before a body that was never sent)."""
+        status, hs, sent = await self._head(conn, req, headers)
         framing, n = body_framing(req.method, status, hs)
         body = await _Body(conn, framing, n).read_all()
-        return Response(status, hs, body), keeps_alive(hs, framing)
+        return Response(status, hs, body), sent and keeps_alive(hs, framing)
 
     async def send(self, req: Request, headers: Mapping[str, str], timeout: float) -> Response:
         """One try of req; a pooled connection the server closed meanwhile is
@@ -159,7 +183,7 @@ class AsyncTransport:
         """Open a streaming request on a connection of its own."""
         try:
             conn = await asyncio.wait_for(self._open(), timeout)
-            status, hs = await asyncio.wait_for(self._head(conn, req, headers), timeout)
+            status, hs, _ = await asyncio.wait_for(self._head(conn, req, headers), timeout)
             framing, n = body_framing(req.method, status, hs)
             body = _Body(conn, framing, n)
             if status != 200:

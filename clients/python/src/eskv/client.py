@@ -5,6 +5,8 @@ the lock keep-alive :class:`Lease`."""
 from __future__ import annotations
 
 import http.client
+import io
+import select
 import socket
 import ssl
 import threading
@@ -21,6 +23,19 @@ from .errors import (EscalationError, EskvError, Invalid, LeaseLost, NotFound, T
 
 #: How long a watch stream may stay silent (the server pings every 15 s).
 WATCH_IDLE_TIMEOUT = 45.0
+
+#: Bodies above this many bytes ask the server first (``Expect:
+#: 100-continue``, as curl and the Go client do above 1 MiB): a body the
+#: server refuses (413 value_too_large over its body limit, 429 over a
+#: principal's share of body bytes) is then answered before it is sent,
+#: instead of sent in full to a server that has answered already and
+#: closes, which reaches the client as a broken pipe or a reset in place
+#: of the answer.
+EXPECT_CONTINUE_BYTES = 1 << 20
+
+#: How long a request that asked first waits for the server's word before
+#: it sends its body anyway (a server or proxy that ignores ``Expect``).
+EXPECT_CONTINUE_TIMEOUT = 1.0
 
 
 class BaseURL:
@@ -68,6 +83,36 @@ class StreamResponse:
         """Close the connection: by the reading thread, once done."""
         self.close()
         self._conn.close()
+
+
+class _Prefetched:
+    """A socket stand-in for ``http.client.HTTPResponse`` whose answer's
+    first line was read already (``line``), the rest to come from ``fp``."""
+
+    def __init__(self, line: bytes, fp: io.BufferedIOBase) -> None:
+        self._line, self._fp = line, fp
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_Chain(self._line, self._fp))
+
+
+class _Chain(io.RawIOBase):
+    """Reads ``first``, then ``rest``."""
+
+    def __init__(self, first: bytes, rest: io.BufferedIOBase) -> None:
+        self._first, self._rest = first, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._first:
+            n = min(len(b), len(self._first))
+            b[:n], self._first = self._first[:n], self._first[n:]
+            return n
+        data = self._rest.read1(len(b))
+        b[:len(data)] = data
+        return len(data)
 
 
 class HTTPTransport:
@@ -119,12 +164,43 @@ class HTTPTransport:
         conn.timeout = timeout
         if conn.sock is not None:
             conn.sock.settimeout(timeout)
-        conn.request(req.method, self.base.prefix + req.target(), body=req.body, headers=dict(headers))
-        resp = conn.getresponse()
+        if req.body is not None and len(req.body) > EXPECT_CONTINUE_BYTES:
+            resp = self._ask_first(conn, req, headers, min(timeout, EXPECT_CONTINUE_TIMEOUT))
+        else:
+            conn.request(req.method, self.base.prefix + req.target(), body=req.body, headers=dict(headers))
+            resp = conn.getresponse()
         body = resp.read()
         if resp.will_close:
             self._drop(conn)
         return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
+
+    def _ask_first(self, conn: http.client.HTTPConnection, req: Request, headers: Mapping[str, str],
+                   wait: float) -> http.client.HTTPResponse:
+        """Send req's head with ``Expect: 100-continue``, then its body once
+        the server says 100 Continue or says nothing for ``wait`` seconds;
+        a final answer that comes first is returned without the body ever
+        sent (its connection is closed once read: the server did not read
+        a body from it)."""
+        conn.putrequest(req.method, self.base.prefix + req.target(), skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.putheader("Content-Length", str(len(req.body or b"")))
+        conn.putheader("Expect", "100-continue")
+        conn.endheaders()
+        sock = conn.sock
+        if sock is not None and select.select([sock], [], [], wait)[0]:
+            fp = sock.makefile("rb")
+            line = fp.readline(65537)
+            if line.split(b" ", 2)[1:2] != [b"100"]:  # the final answer: the body is not wanted
+                resp = http.client.HTTPResponse(_Prefetched(line, fp), method=req.method)  # type: ignore[arg-type]
+                resp.begin()
+                resp.will_close = True
+                return resp
+            http.client.parse_headers(fp)  # the 100's header lines, to its blank line
+            # Nothing else is on the wire until the body is sent: the next
+            # reader (getresponse's) misses nothing fp may have buffered.
+        conn.send(req.body or b"")
+        return conn.getresponse()
 
     def stream(self, req: Request, headers: Mapping[str, str], timeout: float) -> StreamResponse | Response:
         """Open a streaming request on a connection of its own: the open
