@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/eskv/eskv/contract"
 )
@@ -47,8 +48,13 @@ func NewProxy(urls []string) (*Proxy, error) {
 			Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
 			FlushInterval: -1, // watch and SSE streams go through at once
 			// A killed writer cuts its streams mid-body by design.
-			ErrorLog:  log.New(io.Discard, "", 0),
-			Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+			ErrorLog: log.New(io.Discard, "", 0),
+			// ExpectContinueTimeout as http.DefaultTransport's: a client's
+			// Expect: 100-continue reaches the writer, which refuses a body
+			// over its limit from the head, before the client sends it
+			// (with 0 the proxy reads and forwards it at once, and the
+			// writer's refusal meets the client as a reset).
+			Transport: &http.Transport{MaxIdleConnsPerHost: 64, ExpectContinueTimeout: time.Second},
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 				// Not eskv's answer: a gateway's, which clients retry.
 				http.Error(w, "conformance proxy: writer unreachable", http.StatusBadGateway)

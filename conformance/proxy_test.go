@@ -1,12 +1,16 @@
 package conformance
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +149,29 @@ func TestControl(t *testing.T) {
 	var body contract.ErrorBody
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != contract.EInvalid || body.Error.Field != "path" {
 		t.Fatalf("drop-next-response without path answered %+v, %v; want code invalid, field path", body, err)
+	}
+}
+
+// TestLargeBodyRefusedThroughProxy: a request announcing a body far over
+// the writer's limit and asking first (Expect: 100-continue, as the Go and
+// Python clients do above 1 MiB) is answered 413 through the proxy before
+// any body is sent: the proxy passes the question on to the writer, which
+// refuses from the head, instead of saying 100 Continue itself and then
+// forwarding a body the writer refuses and cuts off (a reset in place of
+// the 413 for a client that does not read while it sends: Python's).
+func TestLargeBodyRefusedThroughProxy(t *testing.T) {
+	t.Parallel()
+	_, url, _ := proxied(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "PUT /v1/kv/tenant/acme/project/conf/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", inproc.DevToken, 20<<20)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 413") {
+		t.Fatalf("first answer to a 20 MiB body asked first: %q, %v; want HTTP/1.1 413 before the body", line, err)
 	}
 }
