@@ -105,6 +105,10 @@ class _Chain(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def close(self) -> None:
+        self._rest.close()  # the socket's file, not the socket: the connection is dropped apart
+        super().close()
+
     def readinto(self, b: Any) -> int:
         if self._first:
             n = min(len(b), len(self._first))
@@ -199,6 +203,7 @@ class HTTPTransport:
             http.client.parse_headers(fp)  # the 100's header lines, to its blank line
             # Nothing else is on the wire until the body is sent: the next
             # reader (getresponse's) misses nothing fp may have buffered.
+            fp.close()
         conn.send(req.body or b"")
         return conn.getresponse()
 
