@@ -109,38 +109,33 @@ class AsyncTransport:
         says 100 Continue, or says nothing for EXPECT_CONTINUE_TIMEOUT (as
         the sync client does: a body the server refuses is answered before
         it is sent, not met by a reset)."""
-        ask = req.body is not None and len(req.body) > EXPECT_CONTINUE_BYTES
-        if ask:
+        # held back: the body, until the server's word or its silence
+        held = req.body if req.body is not None and len(req.body) > EXPECT_CONTINUE_BYTES else None
+        if held is not None:
             headers = {**headers, "Expect": "100-continue"}
         conn.writer.write(request_head(req.method, self.base.prefix + req.target(), self._host, headers,
                                        len(req.body) if req.body is not None else None))
-        sent = req.body is None
-        if not ask and req.body is not None:
+        if held is None and req.body is not None:
             conn.writer.write(req.body)
-            sent = True
         await conn.writer.drain()
         while True:
-            if not sent:
-                try:
-                    line = await asyncio.wait_for(conn.reader.readuntil(b"\n"), EXPECT_CONTINUE_TIMEOUT)
-                except asyncio.TimeoutError:  # nothing said: send it anyway
-                    conn.writer.write(req.body or b"")
-                    await conn.writer.drain()
-                    sent = True
-                    continue
-            else:
-                line = await conn.reader.readuntil(b"\n")
-            status = parse_status(line)
-            hs: dict[str, str] = {}
-            while (line := await conn.reader.readuntil(b"\n")).strip():
-                k, v = parse_header(line)
-                hs[k] = f"{hs[k]}, {v}" if k in hs else v
-            if status != 100:
-                return status, hs, sent
-            if not sent:
-                conn.writer.write(req.body or b"")
+            try:
+                line = await asyncio.wait_for(conn.reader.readuntil(b"\n"),
+                                              EXPECT_CONTINUE_TIMEOUT if held is not None else None)
+            except asyncio.TimeoutError:  # only while held (no timeout otherwise)
+                line = b""  # nothing said: send it anyway
+            if line:
+                status = parse_status(line)
+                hs: dict[str, str] = {}
+                while (line := await conn.reader.readuntil(b"\n")).strip():
+                    k, v = parse_header(line)
+                    hs[k] = f"{hs[k]}, {v}" if k in hs else v
+                if status != 100:
+                    return status, hs, held is None
+            if held is not None:  # 100 Continue, or silence
+                conn.writer.write(held)
                 await conn.writer.drain()
-                sent = True
+                held = None
 
     async def _exchange(self, conn: _Conn, req: Request, headers: Mapping[str, str]) -> tuple[Response, bool]:
         """One request and its whole answer; whether conn may be reused (not
